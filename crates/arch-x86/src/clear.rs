@@ -1,0 +1,280 @@
+//! The x86_64 clearing primitives: each zeroes `len` bytes at `dst` with one instruction
+//! sequence, so a caller can clear a whole extent (many pages) per call.
+//!
+//! Temporal: [`rep_stosb`], [`rep_stosq`], [`unrolled_stores`]; the stored lines stay in the
+//! cache, which is what the next reader wants for a small extent. Non-temporal (streaming):
+//! [`movnti`], [`avx2_stream`], [`avx512_stream`], [`clzero`]; they bypass the cache, which
+//! wins once the extent is larger than the cache, but they are weakly ordered: **the caller
+//! must execute [`sfence`] before the memory is published** to another CPU or to a device.
+//!
+//! Each primitive states the alignment and length multiple it needs as a `const`
+//! (`*_ALIGN`, `*_MULTIPLE`), checks them with `debug_assert!`, and under Miri runs a portable
+//! `write_bytes` instead of its instructions.
+
+#[cfg(not(miri))]
+use core::arch::asm;
+
+/// Bytes a cache line holds on every x86_64 CPU this crate supports (and CLZERO's unit).
+pub const LINE: usize = 64;
+
+/// [`rep_stosq`] needs `dst` aligned to 8 and `len` a multiple of 8.
+pub const STOSQ_MULTIPLE: usize = 8;
+/// [`unrolled_stores`], [`movnti`], [`avx2_stream`], [`avx512_stream`] and [`clzero`] clear
+/// whole 64-byte lines: `len` must be a multiple of 64.
+pub const LINE_MULTIPLE: usize = LINE;
+/// [`unrolled_stores`] and [`movnti`] store 8-byte words: `dst` aligned to 8.
+pub const WORD_ALIGN: usize = 8;
+/// [`avx2_stream`] (`vmovntdq ymm`) needs `dst` aligned to 32.
+pub const AVX2_ALIGN: usize = 32;
+/// [`avx512_stream`] (`vmovntdq zmm`) and [`clzero`] need `dst` aligned to 64.
+pub const AVX512_ALIGN: usize = 64;
+/// [`clzero`] zeroes the whole line holding its address: `dst` aligned to 64.
+pub const CLZERO_ALIGN: usize = LINE;
+
+fn aligned(dst: *mut u8, align: usize) -> bool {
+    dst.addr() % align == 0
+}
+
+/// Zeroes `len` bytes at `dst` with `rep stosb` (fast with ERMS; the merged kernel's choice).
+///
+/// # Safety
+/// `dst..dst + len` must be valid for writes and not accessed concurrently. Any alignment and
+/// length (including 0) is allowed.
+pub unsafe fn rep_stosb(dst: *mut u8, len: usize) {
+    #[cfg(not(miri))]
+    // SAFETY: the caller guarantees the range is writable; DF is clear per the ABI, so the
+    // string store runs upward from dst for exactly len bytes.
+    unsafe {
+        asm!("rep stosb", inout("rcx") len => _, inout("rdi") dst => _, in("al") 0u8,
+            options(nostack, preserves_flags));
+    }
+    #[cfg(miri)]
+    // SAFETY: the caller guarantees the range is writable.
+    unsafe {
+        core::ptr::write_bytes(dst, 0, len);
+    }
+}
+
+/// Zeroes `len` bytes at `dst` with `rep stosq`, 8 bytes a step (the kernel's REP_GOOD
+/// variant, also the one some hypervisors leave in place).
+///
+/// # Safety
+/// `dst..dst + len` must be valid for writes and not accessed concurrently; `dst` aligned to
+/// 8 and `len` a multiple of [`STOSQ_MULTIPLE`].
+pub unsafe fn rep_stosq(dst: *mut u8, len: usize) {
+    debug_assert!(aligned(dst, STOSQ_MULTIPLE) && len % STOSQ_MULTIPLE == 0);
+    #[cfg(not(miri))]
+    // SAFETY: the caller guarantees the range is writable and 8-byte granular; rcx counts
+    // quadwords, DF is clear per the ABI.
+    unsafe {
+        asm!("rep stosq", inout("rcx") len / 8 => _, inout("rdi") dst => _, in("rax") 0u64,
+            options(nostack, preserves_flags));
+    }
+    #[cfg(miri)]
+    // SAFETY: the caller guarantees the range is writable.
+    unsafe {
+        core::ptr::write_bytes(dst, 0, len);
+    }
+}
+
+/// Zeroes `len` bytes at `dst` with an unrolled loop of eight 8-byte stores per 64-byte line
+/// (the kernel's `clear_page_orig`, for CPUs with neither ERMS nor REP_GOOD).
+///
+/// # Safety
+/// `dst..dst + len` must be valid for writes and not accessed concurrently; `dst` aligned to
+/// [`WORD_ALIGN`] and `len` a multiple of [`LINE_MULTIPLE`].
+pub unsafe fn unrolled_stores(dst: *mut u8, len: usize) {
+    debug_assert!(aligned(dst, WORD_ALIGN) && len % LINE_MULTIPLE == 0);
+    if len == 0 {
+        return;
+    }
+    #[cfg(not(miri))]
+    // SAFETY: the caller guarantees len / 64 whole lines are writable from dst; the loop
+    // stores exactly those and stops when rcx reaches zero (len > 0, so rcx >= 1).
+    unsafe {
+        asm!(
+            "2:",
+            "mov qword ptr [rdi], rax",
+            "mov qword ptr [rdi + 8], rax",
+            "mov qword ptr [rdi + 16], rax",
+            "mov qword ptr [rdi + 24], rax",
+            "mov qword ptr [rdi + 32], rax",
+            "mov qword ptr [rdi + 40], rax",
+            "mov qword ptr [rdi + 48], rax",
+            "mov qword ptr [rdi + 56], rax",
+            "add rdi, 64",
+            "dec rcx",
+            "jnz 2b",
+            inout("rcx") len / LINE => _, inout("rdi") dst => _, in("rax") 0u64,
+            options(nostack),
+        );
+    }
+    #[cfg(miri)]
+    // SAFETY: the caller guarantees the range is writable.
+    unsafe {
+        core::ptr::write_bytes(dst, 0, len);
+    }
+}
+
+/// Zeroes `len` bytes at `dst` with `movnti`, eight non-temporal 8-byte stores per line
+/// (seed 001's proposal for gigantic pages).
+///
+/// Weakly ordered: execute [`sfence`] before the memory is handed to anyone else.
+///
+/// # Safety
+/// `dst..dst + len` must be valid for writes and not accessed concurrently; `dst` aligned to
+/// [`WORD_ALIGN`] and `len` a multiple of [`LINE_MULTIPLE`]. The caller fences.
+pub unsafe fn movnti(dst: *mut u8, len: usize) {
+    debug_assert!(aligned(dst, WORD_ALIGN) && len % LINE_MULTIPLE == 0);
+    if len == 0 {
+        return;
+    }
+    #[cfg(not(miri))]
+    // SAFETY: as for `unrolled_stores`; movnti is SSE2, part of the x86_64 baseline.
+    unsafe {
+        asm!(
+            "2:",
+            "movnti qword ptr [rdi], rax",
+            "movnti qword ptr [rdi + 8], rax",
+            "movnti qword ptr [rdi + 16], rax",
+            "movnti qword ptr [rdi + 24], rax",
+            "movnti qword ptr [rdi + 32], rax",
+            "movnti qword ptr [rdi + 40], rax",
+            "movnti qword ptr [rdi + 48], rax",
+            "movnti qword ptr [rdi + 56], rax",
+            "add rdi, 64",
+            "dec rcx",
+            "jnz 2b",
+            inout("rcx") len / LINE => _, inout("rdi") dst => _, in("rax") 0u64,
+            options(nostack),
+        );
+    }
+    #[cfg(miri)]
+    // SAFETY: the caller guarantees the range is writable.
+    unsafe {
+        core::ptr::write_bytes(dst, 0, len);
+    }
+}
+
+/// Zeroes `len` bytes at `dst` with AVX2 streaming stores (`vmovntdq`, two 32-byte stores per
+/// line).
+///
+/// Weakly ordered: execute [`sfence`] before the memory is handed to anyone else.
+///
+/// # Safety
+/// The CPU must support AVX2 with YMM state enabled (`cpu::features().avx2`).
+/// `dst..dst + len` must be valid for writes and not accessed concurrently; `dst` aligned to
+/// [`AVX2_ALIGN`] and `len` a multiple of [`LINE_MULTIPLE`]. The caller fences.
+#[target_feature(enable = "avx2")]
+pub unsafe fn avx2_stream(dst: *mut u8, len: usize) {
+    debug_assert!(aligned(dst, AVX2_ALIGN) && len % LINE_MULTIPLE == 0);
+    if len == 0 {
+        return;
+    }
+    #[cfg(not(miri))]
+    // SAFETY: the caller checked AVX2; dst is 32-aligned as vmovntdq requires and len / 64
+    // lines are writable. vzeroupper leaves the upper YMM state clean for SSE code after us;
+    // clobber_abi("C") tells the compiler every vector register is overwritten.
+    unsafe {
+        asm!(
+            "vpxor xmm0, xmm0, xmm0",
+            "2:",
+            "vmovntdq ymmword ptr [rdi], ymm0",
+            "vmovntdq ymmword ptr [rdi + 32], ymm0",
+            "add rdi, 64",
+            "dec rcx",
+            "jnz 2b",
+            "vzeroupper",
+            inout("rcx") len / LINE => _, inout("rdi") dst => _,
+            clobber_abi("C"), options(nostack),
+        );
+    }
+    #[cfg(miri)]
+    // SAFETY: the caller guarantees the range is writable.
+    unsafe {
+        core::ptr::write_bytes(dst, 0, len);
+    }
+}
+
+/// Zeroes `len` bytes at `dst` with AVX-512 streaming stores (`vmovntdq zmm`, one per line).
+///
+/// Weakly ordered: execute [`sfence`] before the memory is handed to anyone else.
+///
+/// # Safety
+/// The CPU must support AVX-512F with ZMM state enabled (`cpu::features().avx512f`).
+/// `dst..dst + len` must be valid for writes and not accessed concurrently; `dst` aligned to
+/// [`AVX512_ALIGN`] and `len` a multiple of [`LINE_MULTIPLE`]. The caller fences.
+#[target_feature(enable = "avx512f")]
+pub unsafe fn avx512_stream(dst: *mut u8, len: usize) {
+    debug_assert!(aligned(dst, AVX512_ALIGN) && len % LINE_MULTIPLE == 0);
+    if len == 0 {
+        return;
+    }
+    #[cfg(not(miri))]
+    // SAFETY: the caller checked AVX-512F; dst is 64-aligned as vmovntdq zmm requires and
+    // len / 64 lines are writable. clobber_abi("C") covers the vector registers.
+    unsafe {
+        asm!(
+            "vpxord zmm0, zmm0, zmm0",
+            "2:",
+            "vmovntdq zmmword ptr [rdi], zmm0",
+            "add rdi, 64",
+            "dec rcx",
+            "jnz 2b",
+            "vzeroupper",
+            inout("rcx") len / LINE => _, inout("rdi") dst => _,
+            clobber_abi("C"), options(nostack),
+        );
+    }
+    #[cfg(miri)]
+    // SAFETY: the caller guarantees the range is writable.
+    unsafe {
+        core::ptr::write_bytes(dst, 0, len);
+    }
+}
+
+/// Zeroes `len` bytes at `dst` with AMD's CLZERO, one 64-byte line per instruction.
+///
+/// Weakly ordered: execute [`sfence`] before the memory is handed to anyone else.
+///
+/// # Safety
+/// The CPU must support CLZERO (`cpu::features().clzero`). `dst..dst + len` must be valid
+/// for writes and not accessed concurrently; `dst` aligned to [`CLZERO_ALIGN`] and `len` a
+/// multiple of [`LINE_MULTIPLE`]. The caller fences.
+pub unsafe fn clzero(dst: *mut u8, len: usize) {
+    debug_assert!(aligned(dst, CLZERO_ALIGN) && len % LINE_MULTIPLE == 0);
+    if len == 0 {
+        return;
+    }
+    #[cfg(not(miri))]
+    // SAFETY: the caller checked CLZERO; rax walks line-aligned addresses inside the
+    // writable range, one whole line per instruction, len / 64 times.
+    unsafe {
+        asm!(
+            "2:",
+            "clzero",
+            "add rax, 64",
+            "dec rcx",
+            "jnz 2b",
+            inout("rcx") len / LINE => _, inout("rax") dst => _,
+            options(nostack),
+        );
+    }
+    #[cfg(miri)]
+    // SAFETY: the caller guarantees the range is writable.
+    unsafe {
+        core::ptr::write_bytes(dst, 0, len);
+    }
+}
+
+/// Orders every earlier store, non-temporal ones included, before every later store: the
+/// fence the streaming primitives leave to their caller.
+pub fn sfence() {
+    #[cfg(not(miri))]
+    // SAFETY: sfence has no operands and no preconditions.
+    unsafe {
+        asm!("sfence", options(nostack, preserves_flags));
+    }
+    #[cfg(miri)]
+    core::sync::atomic::fence(core::sync::atomic::Ordering::SeqCst);
+}

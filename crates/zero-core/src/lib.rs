@@ -1,0 +1,42 @@
+//! Clearing page extents fast, as Linux learned to in 2026, for kernels and VMMs written in
+//! Rust: one primitive per batch instead of one call per page, batches capped so a
+//! cooperative scheduler still gets to run, the faulting page's neighbourhood cleared last so
+//! it stays cache-hot, and the primitive picked per CPU and per extent size.
+//!
+//! - [`clear_contig_pages`]: the chunk loop (`cond_resched` before every chunk; the whole
+//!   range in one chunk under a preemptible model, [`non_preempt_batch_pages`] otherwise).
+//! - [`folio_zero_user`]: right of the fault's neighbourhood, then left, then the
+//!   neighbourhood; or the older target-last order ([`FolioOrder::TargetLast`]).
+//! - [`Strategy`] and [`Policy`]: which instruction clears, chosen by CPU and extent size.
+//! - [`plan`]: the pure chunk and order plans, public so they can be fuzzed.
+//! - [`reference`]: the obvious page-at-a-time definitions the above are checked against.
+//!
+//! Every entry point validates its input and returns a [`ZeroError`] instead of panicking.
+#![doc = include_str!("../README.md")]
+#![no_std]
+#![deny(unsafe_op_in_unsafe_fn)]
+#![deny(clippy::undocumented_unsafe_blocks)]
+#![warn(missing_docs)]
+
+#[cfg(test)]
+extern crate std;
+
+mod clear;
+mod error;
+mod page;
+pub mod plan;
+mod policy;
+mod preempt;
+pub mod reference;
+mod strategy;
+
+pub use clear::{
+    ClearConfig, FolioOrder, clear_contig_pages, clear_contig_pages_raw, folio_zero_user,
+    folio_zero_user_raw,
+};
+pub use error::ZeroError;
+pub use page::PageSize;
+pub use plan::{NON_PREEMPT_BATCH_BYTES, batch_pages_for_latency, non_preempt_batch_pages};
+pub use policy::Policy;
+pub use preempt::{CountingResched, NoResched, PreemptModel, Resched};
+pub use strategy::Strategy;

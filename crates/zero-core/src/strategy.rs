@@ -1,0 +1,244 @@
+use crate::ZeroError;
+
+#[cfg(all(target_arch = "x86_64", not(miri)))]
+use arch_x86::{clear as x86, cpu};
+
+/// One way to clear memory: an instruction sequence from an arch crate, or the portable
+/// fallback. Every variant exists on every target, so plans and policies can be reasoned
+/// about anywhere; [`Strategy::is_available`] says which ones this CPU can execute.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Strategy {
+    /// `core::ptr::write_bytes` one page at a time: the kernel's generic `clear_page()` loop,
+    /// for an architecture without an extent primitive. Always available; what Miri runs.
+    Portable,
+    /// x86 `rep stosb` over the whole extent (ERMS; the merged kernel's choice).
+    RepStosb,
+    /// x86 `rep stosq` (REP_GOOD without ERMS).
+    RepStosq,
+    /// x86 unrolled loop of eight 8-byte stores per line (neither ERMS nor REP_GOOD).
+    UnrolledStores,
+    /// x86 `movnti` non-temporal stores (seed 001).
+    Movnti,
+    /// x86 AVX2 `vmovntdq` streaming stores.
+    Avx2Stream,
+    /// x86 AVX-512 `vmovntdq` streaming stores.
+    Avx512Stream,
+    /// AMD CLZERO, one line per instruction.
+    Clzero,
+}
+
+impl Strategy {
+    /// Every strategy, portable first.
+    pub const ALL: [Self; 8] = [
+        Self::Portable,
+        Self::RepStosb,
+        Self::RepStosq,
+        Self::UnrolledStores,
+        Self::Movnti,
+        Self::Avx2Stream,
+        Self::Avx512Stream,
+        Self::Clzero,
+    ];
+
+    /// A short name for reports and logs.
+    #[must_use]
+    pub const fn name(self) -> &'static str {
+        match self {
+            Self::Portable => "portable",
+            Self::RepStosb => "rep stosb",
+            Self::RepStosq => "rep stosq",
+            Self::UnrolledStores => "unrolled stores",
+            Self::Movnti => "movnti",
+            Self::Avx2Stream => "avx2 stream",
+            Self::Avx512Stream => "avx512 stream",
+            Self::Clzero => "clzero",
+        }
+    }
+
+    /// Whether one call clears a whole multi-page extent (the kernel's `clear_pages()`), so
+    /// that a batch may span many pages. [`Strategy::Portable`] models the generic per-page
+    /// loop and is not.
+    #[must_use]
+    pub const fn is_extent(self) -> bool {
+        !matches!(self, Self::Portable)
+    }
+
+    /// Whether the stores bypass the cache (and so are weakly ordered).
+    #[must_use]
+    pub const fn is_non_temporal(self) -> bool {
+        matches!(
+            self,
+            Self::Movnti | Self::Avx2Stream | Self::Avx512Stream | Self::Clzero
+        )
+    }
+
+    /// Whether a store fence must follow before the memory is handed out. The clearing
+    /// functions of this crate issue it themselves; [`Strategy::clear_raw`] does not.
+    #[must_use]
+    pub const fn needs_fence(self) -> bool {
+        self.is_non_temporal()
+    }
+
+    /// The alignment the primitive needs for its start address, in bytes.
+    #[must_use]
+    pub const fn alignment(self) -> usize {
+        match self {
+            Self::Portable | Self::RepStosb => 1,
+            Self::RepStosq | Self::UnrolledStores | Self::Movnti => 8,
+            Self::Avx2Stream => 32,
+            Self::Avx512Stream | Self::Clzero => 64,
+        }
+    }
+
+    /// The primitive clears lengths that are multiples of this many bytes.
+    #[must_use]
+    pub const fn granule(self) -> usize {
+        match self {
+            Self::Portable | Self::RepStosb => 1,
+            Self::RepStosq => 8,
+            Self::UnrolledStores
+            | Self::Movnti
+            | Self::Avx2Stream
+            | Self::Avx512Stream
+            | Self::Clzero => 64,
+        }
+    }
+
+    /// Whether this CPU can execute the strategy. Under Miri only [`Strategy::Portable`].
+    #[must_use]
+    pub fn is_available(self) -> bool {
+        #[cfg(all(target_arch = "x86_64", not(miri)))]
+        {
+            let f = cpu::features();
+            match self {
+                Self::Portable
+                | Self::RepStosb
+                | Self::RepStosq
+                | Self::UnrolledStores
+                | Self::Movnti => true,
+                Self::Avx2Stream => f.avx2,
+                Self::Avx512Stream => f.avx512f,
+                Self::Clzero => f.clzero,
+            }
+        }
+        #[cfg(not(all(target_arch = "x86_64", not(miri))))]
+        {
+            matches!(self, Self::Portable)
+        }
+    }
+
+    /// The strategies this CPU can execute, in [`Strategy::ALL`] order.
+    pub fn available() -> impl Iterator<Item = Self> {
+        Self::ALL.into_iter().filter(|s| s.is_available())
+    }
+
+    /// Zeroes `buf` with this strategy, then fences if the strategy needs it.
+    ///
+    /// # Errors
+    /// [`ZeroError::StrategyUnavailable`] on a CPU without it; [`ZeroError::Misaligned`] or
+    /// [`ZeroError::NotPageMultiple`] (naming the strategy's granule) when `buf` does not meet
+    /// [`Strategy::alignment`] and [`Strategy::granule`].
+    pub fn clear(self, buf: &mut [u8]) -> Result<(), ZeroError> {
+        if !self.is_available() {
+            return Err(ZeroError::StrategyUnavailable(self));
+        }
+        let addr = buf.as_ptr().addr();
+        if addr % self.alignment() != 0 {
+            return Err(ZeroError::Misaligned {
+                addr,
+                align: self.alignment(),
+            });
+        }
+        if buf.len() % self.granule() != 0 {
+            return Err(ZeroError::NotPageMultiple {
+                len: buf.len(),
+                page_size: self.granule(),
+            });
+        }
+        // SAFETY: checked just above: available, aligned, whole granules; `buf` is an
+        // exclusive borrow, so the range is writable and unshared.
+        unsafe { self.clear_raw(buf.as_mut_ptr(), buf.len()) };
+        self.fence();
+        Ok(())
+    }
+
+    /// Zeroes `len` bytes at `dst` with one call of the primitive. Does not fence.
+    ///
+    /// # Safety
+    /// The strategy must be available ([`Strategy::is_available`]); `dst..dst + len` must be
+    /// valid for writes and not accessed concurrently; `dst` aligned to
+    /// [`Strategy::alignment`] and `len` a multiple of [`Strategy::granule`].
+    pub unsafe fn clear_raw(self, dst: *mut u8, len: usize) {
+        debug_assert!(self.is_available());
+        debug_assert!(dst.addr() % self.alignment() == 0 && len % self.granule() == 0);
+        #[cfg(all(target_arch = "x86_64", not(miri)))]
+        // SAFETY: the caller upholds each primitive's contract, which is this function's:
+        // availability (CPU feature), writable range, alignment and granule.
+        unsafe {
+            match self {
+                Self::Portable => core::ptr::write_bytes(dst, 0, len),
+                Self::RepStosb => x86::rep_stosb(dst, len),
+                Self::RepStosq => x86::rep_stosq(dst, len),
+                Self::UnrolledStores => x86::unrolled_stores(dst, len),
+                Self::Movnti => x86::movnti(dst, len),
+                Self::Avx2Stream => x86::avx2_stream(dst, len),
+                Self::Avx512Stream => x86::avx512_stream(dst, len),
+                Self::Clzero => x86::clzero(dst, len),
+            }
+        }
+        #[cfg(not(all(target_arch = "x86_64", not(miri))))]
+        // SAFETY: the caller guarantees the range is writable. Only `Portable` is available
+        // here, so no other variant reaches this point.
+        unsafe {
+            core::ptr::write_bytes(dst, 0, len);
+        }
+    }
+
+    /// Issues the store fence this strategy needs (nothing for temporal strategies).
+    pub fn fence(self) {
+        if !self.needs_fence() {
+            return;
+        }
+        #[cfg(all(target_arch = "x86_64", not(miri)))]
+        x86::sfence();
+        #[cfg(not(all(target_arch = "x86_64", not(miri))))]
+        core::sync::atomic::fence(core::sync::atomic::Ordering::SeqCst);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::vec;
+
+    #[test]
+    fn portable_is_always_available_and_not_an_extent() {
+        assert!(Strategy::Portable.is_available());
+        assert!(!Strategy::Portable.is_extent());
+        assert!(Strategy::available().any(|s| s == Strategy::Portable));
+    }
+
+    #[test]
+    fn every_available_strategy_clears_and_checks_its_contract() {
+        let mut buf = vec![0xA5u8; 4 * 4096 + 128];
+        let start = buf.as_ptr().align_offset(64);
+        for s in Strategy::available() {
+            let region = &mut buf[start..start + 4096];
+            region.fill(0xA5);
+            s.clear(region).unwrap();
+            assert!(region.iter().all(|&b| b == 0), "{}", s.name());
+            if s.alignment() > 1 {
+                let err = s.clear(&mut buf[start + 1..start + 1 + 64]).unwrap_err();
+                assert!(matches!(err, ZeroError::Misaligned { .. }), "{}", s.name());
+            }
+            if s.granule() > 1 {
+                let err = s.clear(&mut buf[start..start + 1]).unwrap_err();
+                assert!(matches!(err, ZeroError::NotPageMultiple { .. }), "{}", s.name());
+            }
+        }
+        for s in Strategy::ALL.into_iter().filter(|s| !s.is_available()) {
+            let region = &mut buf[start..start + 64];
+            assert_eq!(s.clear(region), Err(ZeroError::StrategyUnavailable(s)));
+        }
+    }
+}
