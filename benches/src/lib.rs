@@ -1,1 +1,18 @@
-//! x
+//! The benchmark workloads behind `cargo xtask report` and the criterion benches.
+//!
+//! Each report section is a [`Section`]; [`sections`] is the one registration point.
+//! [`report`] turns the tables into Markdown, JSON and SVG; [`measure`] holds the timing and
+//! memory helpers every section shares.
+
+pub mod clearing;
+pub mod machine;
+pub mod measure;
+pub mod report;
+
+pub use report::{Cell, Plot, Section, SectionContext, Table};
+
+/// Every report section, in the order the report prints them. Add a section here.
+#[must_use]
+pub fn sections() -> Vec<Box<dyn Section>> {
+    vec![Box::new(machine::Machine), Box::new(clearing::Clearing)]
+}

@@ -1,1 +1,63 @@
-fn main() {}
+//! `cargo xtask test`: everything CI checks, in stages. `cargo xtask report`: the benchmark
+//! report. Dependency-free so that it builds in seconds on a fresh machine.
+
+mod cmd;
+mod setup;
+mod stages;
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+const USAGE: &str = "\
+usage:
+  cargo xtask test [--only STAGE]... [--skip STAGE]... [--fuzz-seconds N]
+  cargo xtask report [REPORT ARGS]...   (cargo xtask report -- --help lists them)
+
+stages: setup fmt clippy test no-std qemu loom miri fuzz bench";
+
+fn main() -> ExitCode {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let root = workspace_root();
+    match args.first().map(String::as_str) {
+        Some("test") => match stages::Options::parse(&args[1..]) {
+            Ok(opts) => stages::run_all(&root, &opts),
+            Err(e) => {
+                eprintln!("xtask test: {e}\n{USAGE}");
+                ExitCode::from(2)
+            }
+        },
+        Some("report") => report(&root, &args[1..]),
+        _ => {
+            eprintln!("{USAGE}");
+            ExitCode::from(2)
+        }
+    }
+}
+
+/// Builds and runs the report binary of the `benches` package in release mode.
+fn report(root: &std::path::Path, args: &[String]) -> ExitCode {
+    let mut c = cmd::cargo(root);
+    c.args([
+        "run",
+        "--release",
+        "--quiet",
+        "-p",
+        "benches",
+        "--bin",
+        "report",
+        "--",
+    ]);
+    c.args(args);
+    match cmd::status(&mut c) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("xtask report: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn workspace_root() -> PathBuf {
+    let manifest = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+    manifest.parent().map(PathBuf::from).unwrap_or(manifest)
+}

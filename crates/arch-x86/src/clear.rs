@@ -32,7 +32,7 @@ pub const AVX512_ALIGN: usize = 64;
 pub const CLZERO_ALIGN: usize = LINE;
 
 fn aligned(dst: *mut u8, align: usize) -> bool {
-    dst.addr() % align == 0
+    dst.addr().is_multiple_of(align)
 }
 
 /// Zeroes `len` bytes at `dst` with `rep stosb` (fast with ERMS; the merged kernel's choice).
@@ -62,7 +62,7 @@ pub unsafe fn rep_stosb(dst: *mut u8, len: usize) {
 /// `dst..dst + len` must be valid for writes and not accessed concurrently; `dst` aligned to
 /// 8 and `len` a multiple of [`STOSQ_MULTIPLE`].
 pub unsafe fn rep_stosq(dst: *mut u8, len: usize) {
-    debug_assert!(aligned(dst, STOSQ_MULTIPLE) && len % STOSQ_MULTIPLE == 0);
+    debug_assert!(aligned(dst, STOSQ_MULTIPLE) && len.is_multiple_of(STOSQ_MULTIPLE));
     #[cfg(not(miri))]
     // SAFETY: the caller guarantees the range is writable and 8-byte granular; rcx counts
     // quadwords, DF is clear per the ABI.
@@ -84,7 +84,7 @@ pub unsafe fn rep_stosq(dst: *mut u8, len: usize) {
 /// `dst..dst + len` must be valid for writes and not accessed concurrently; `dst` aligned to
 /// [`WORD_ALIGN`] and `len` a multiple of [`LINE_MULTIPLE`].
 pub unsafe fn unrolled_stores(dst: *mut u8, len: usize) {
-    debug_assert!(aligned(dst, WORD_ALIGN) && len % LINE_MULTIPLE == 0);
+    debug_assert!(aligned(dst, WORD_ALIGN) && len.is_multiple_of(LINE_MULTIPLE));
     if len == 0 {
         return;
     }
@@ -125,7 +125,7 @@ pub unsafe fn unrolled_stores(dst: *mut u8, len: usize) {
 /// `dst..dst + len` must be valid for writes and not accessed concurrently; `dst` aligned to
 /// [`WORD_ALIGN`] and `len` a multiple of [`LINE_MULTIPLE`]. The caller fences.
 pub unsafe fn movnti(dst: *mut u8, len: usize) {
-    debug_assert!(aligned(dst, WORD_ALIGN) && len % LINE_MULTIPLE == 0);
+    debug_assert!(aligned(dst, WORD_ALIGN) && len.is_multiple_of(LINE_MULTIPLE));
     if len == 0 {
         return;
     }
@@ -167,7 +167,7 @@ pub unsafe fn movnti(dst: *mut u8, len: usize) {
 /// [`AVX2_ALIGN`] and `len` a multiple of [`LINE_MULTIPLE`]. The caller fences.
 #[target_feature(enable = "avx2")]
 pub unsafe fn avx2_stream(dst: *mut u8, len: usize) {
-    debug_assert!(aligned(dst, AVX2_ALIGN) && len % LINE_MULTIPLE == 0);
+    debug_assert!(aligned(dst, AVX2_ALIGN) && len.is_multiple_of(LINE_MULTIPLE));
     if len == 0 {
         return;
     }
@@ -206,7 +206,7 @@ pub unsafe fn avx2_stream(dst: *mut u8, len: usize) {
 /// [`AVX512_ALIGN`] and `len` a multiple of [`LINE_MULTIPLE`]. The caller fences.
 #[target_feature(enable = "avx512f")]
 pub unsafe fn avx512_stream(dst: *mut u8, len: usize) {
-    debug_assert!(aligned(dst, AVX512_ALIGN) && len % LINE_MULTIPLE == 0);
+    debug_assert!(aligned(dst, AVX512_ALIGN) && len.is_multiple_of(LINE_MULTIPLE));
     if len == 0 {
         return;
     }
@@ -242,7 +242,7 @@ pub unsafe fn avx512_stream(dst: *mut u8, len: usize) {
 /// for writes and not accessed concurrently; `dst` aligned to [`CLZERO_ALIGN`] and `len` a
 /// multiple of [`LINE_MULTIPLE`]. The caller fences.
 pub unsafe fn clzero(dst: *mut u8, len: usize) {
-    debug_assert!(aligned(dst, CLZERO_ALIGN) && len % LINE_MULTIPLE == 0);
+    debug_assert!(aligned(dst, CLZERO_ALIGN) && len.is_multiple_of(LINE_MULTIPLE));
     if len == 0 {
         return;
     }

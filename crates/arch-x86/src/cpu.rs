@@ -288,8 +288,7 @@ impl CacheHierarchy {
     }
 }
 
-const NO_CACHE: AtomicU64 = AtomicU64::new(0);
-static CACHES: [AtomicU64; MAX_CACHES] = [NO_CACHE; MAX_CACHES];
+static CACHES: [AtomicU64; MAX_CACHES] = [const { AtomicU64::new(0) }; MAX_CACHES];
 /// Set once `CACHES` holds the detected hierarchy.
 static CACHES_VALID: AtomicU64 = AtomicU64::new(0);
 
@@ -411,7 +410,10 @@ mod tests {
             hypervisor: true,
         };
         assert_eq!(CpuFeatures::unpack(f.pack()), f);
-        assert_eq!(CpuFeatures::unpack(CpuFeatures::BASELINE.pack()), CpuFeatures::BASELINE);
+        assert_eq!(
+            CpuFeatures::unpack(CpuFeatures::BASELINE.pack()),
+            CpuFeatures::BASELINE
+        );
     }
 
     #[test]

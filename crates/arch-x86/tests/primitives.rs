@@ -67,7 +67,10 @@ fn check_one(area: &mut Guarded, name: &str, clear: Primitive, offset: usize, le
     unsafe { clear(usable.as_mut_ptr().add(offset), len) };
     clear::sfence();
     if let Some(i) = usable[offset..end].iter().position(|&b| b != 0) {
-        panic!("{name}: offset {offset} len {len}: byte {} not zero", offset + i);
+        panic!(
+            "{name}: offset {offset} len {len}: byte {} not zero",
+            offset + i
+        );
     }
     let outside = usable[..offset].iter().chain(&usable[end..]);
     assert!(
@@ -83,7 +86,7 @@ fn lengths(multiple: usize) -> Vec<usize> {
     for pages in 0..=3 {
         for tail in tails {
             let len = pages * PAGE + tail;
-            if len % multiple == 0 && !out.contains(&len) {
+            if len.is_multiple_of(multiple) && !out.contains(&len) {
                 out.push(len);
             }
         }
@@ -104,7 +107,7 @@ fn exercise(name: &str, clear: Primitive, align: usize, multiple: usize) {
         }
         // Flush against the trailing guard page: an overrun faults.
         let start = span - len;
-        if start % align == 0 {
+        if start.is_multiple_of(align) {
             check_one(&mut area, name, clear, start, len);
             cases += 1;
         }
@@ -124,7 +127,12 @@ fn rep_stosq() {
 
 #[test]
 fn unrolled_stores() {
-    exercise("unrolled stores", clear::unrolled_stores, WORD_ALIGN, LINE_MULTIPLE);
+    exercise(
+        "unrolled stores",
+        clear::unrolled_stores,
+        WORD_ALIGN,
+        LINE_MULTIPLE,
+    );
 }
 
 #[test]

@@ -233,7 +233,7 @@ fn check_raw(dst: *mut u8, npages: usize, cfg: &ClearConfig) -> Result<usize, Ze
     if npages == 0 {
         return Err(ZeroError::ZeroLength);
     }
-    if dst.addr() % page != 0 {
+    if !dst.addr().is_multiple_of(page) {
         return Err(ZeroError::Misaligned {
             addr: dst.addr(),
             align: page,

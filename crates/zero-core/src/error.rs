@@ -41,13 +41,18 @@ impl fmt::Display for ZeroError {
                 write!(f, "address {addr:#x} is not aligned to {align:#x}")
             }
             Self::NotPageMultiple { len, page_size } => {
-                write!(f, "length {len} is not a multiple of the page size {page_size}")
+                write!(
+                    f,
+                    "length {len} is not a multiple of the page size {page_size}"
+                )
             }
             Self::Overflow => f.write_str("address or length arithmetic overflows"),
             Self::FaultOutsideFolio { offset, len } => {
                 write!(f, "fault offset {offset} is outside the {len}-byte folio")
             }
-            Self::StrategyUnavailable(s) => write!(f, "strategy {} is not available on this CPU", s.name()),
+            Self::StrategyUnavailable(s) => {
+                write!(f, "strategy {} is not available on this CPU", s.name())
+            }
         }
     }
 }

@@ -37,6 +37,6 @@ pub use clear::{
 pub use error::ZeroError;
 pub use page::PageSize;
 pub use plan::{NON_PREEMPT_BATCH_BYTES, batch_pages_for_latency, non_preempt_batch_pages};
-pub use policy::Policy;
+pub use policy::{MAX_DEFAULT_STREAMING_THRESHOLD, Policy};
 pub use preempt::{CountingResched, NoResched, PreemptModel, Resched};
 pub use strategy::Strategy;

@@ -239,15 +239,24 @@ mod tests {
 
     #[test]
     fn batch_is_32_mib_for_extents_and_one_page_otherwise() {
-        assert_eq!(non_preempt_batch_pages(PageSize::Size4KiB, true).get(), 8192);
-        assert_eq!(non_preempt_batch_pages(PageSize::Size64KiB, true).get(), 512);
+        assert_eq!(
+            non_preempt_batch_pages(PageSize::Size4KiB, true).get(),
+            8192
+        );
+        assert_eq!(
+            non_preempt_batch_pages(PageSize::Size64KiB, true).get(),
+            512
+        );
         assert_eq!(non_preempt_batch_pages(PageSize::Size4KiB, false).get(), 1);
     }
 
     #[test]
     fn latency_batch() {
         // 10 GB/s for 3.2 ms is 32 MB: 7812 4 KiB pages.
-        assert_eq!(batch_pages_for_latency(PageSize::Size4KiB, 10_000_000_000, 3_200_000).get(), 7812);
+        assert_eq!(
+            batch_pages_for_latency(PageSize::Size4KiB, 10_000_000_000, 3_200_000).get(),
+            7812
+        );
         assert_eq!(batch_pages_for_latency(PageSize::Size4KiB, 0, 1).get(), 1);
         assert!(batch_pages_for_latency(PageSize::Size4KiB, u64::MAX, u64::MAX).get() > 1);
     }
@@ -268,7 +277,10 @@ mod tests {
         let r = FaultRanges::new(512, 0).unwrap();
         assert_eq!((r.right, r.left, r.neighbourhood), (3..512, 0..0, 0..3));
         let r = FaultRanges::new(512, 100).unwrap();
-        assert_eq!((r.right, r.left, r.neighbourhood), (103..512, 0..98, 98..103));
+        assert_eq!(
+            (r.right, r.left, r.neighbourhood),
+            (103..512, 0..98, 98..103)
+        );
         let r = FaultRanges::new(4, 3).unwrap();
         assert_eq!((r.right, r.left, r.neighbourhood), (4..4, 0..1, 1..4));
     }
@@ -277,9 +289,13 @@ mod tests {
     fn chunk_plan_handles_the_extremes() {
         let one = NonZeroUsize::MIN;
         assert_eq!(ChunkPlan::new(5..5, one).count(), 0);
-        assert_eq!(ChunkPlan::new(7..3, one).count(), 0);
+        #[allow(clippy::reversed_empty_ranges)] // a reversed range from a caller is empty
+        let reversed = 7..3;
+        assert_eq!(ChunkPlan::new(reversed, one).count(), 0);
         let big = NonZeroUsize::new(usize::MAX).unwrap();
-        assert_eq!(ChunkPlan::new(usize::MAX - 3..usize::MAX, big).collect::<Vec<_>>(), [usize::MAX - 3..usize::MAX]);
+        let chunks: Vec<_> = ChunkPlan::new(usize::MAX - 3..usize::MAX, big).collect();
+        assert_eq!(chunks.len(), 1);
+        assert_eq!(chunks[0], usize::MAX - 3..usize::MAX);
         assert_eq!(ChunkPlan::new(usize::MAX - 3..usize::MAX, one).len(), 3);
     }
 }

@@ -111,9 +111,11 @@ impl Default for Policy {
     }
 }
 
-/// The largest default streaming threshold. Measured on the machines this was developed on
-/// (`cargo xtask report`, section "clearing"): temporal stores win up to 32 MiB extents and
-/// streaming stores win from 64 MiB on, although one of them reports a 480 MiB L3.
+/// The largest default streaming threshold. A hypervisor may report a last-level cache far
+/// larger than the one the stores see: one of the machines this was developed on reports a
+/// 480 MiB L3 while its store bandwidth falls to memory speed between 32 and 256 MiB
+/// (MACHINE.md). `cargo xtask report` ("Policy check") shows whether the default is right on
+/// the machine it runs on.
 pub const MAX_DEFAULT_STREAMING_THRESHOLD: usize = 64 << 20;
 
 #[cfg(all(target_arch = "x86_64", not(miri)))]
@@ -147,10 +149,12 @@ fn best_temporal() -> Strategy {
 }
 
 /// The streaming strategies in order of preference; the first available one is chosen.
+/// CLZERO exists only on AMD, where it measured fastest (`cargo xtask report`); wide vector
+/// stores come next (on the Intel machines of MACHINE.md AVX-512 and movnti were within 5%).
 const STREAMING_PREFERENCE: [Strategy; 4] = [
+    Strategy::Clzero,
     Strategy::Avx512Stream,
     Strategy::Avx2Stream,
-    Strategy::Clzero,
     Strategy::Movnti,
 ];
 

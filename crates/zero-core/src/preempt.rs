@@ -17,7 +17,13 @@ pub enum PreemptModel {
 
 impl PreemptModel {
     /// Every model.
-    pub const ALL: [Self; 5] = [Self::None, Self::Voluntary, Self::Full, Self::Lazy, Self::Rt];
+    pub const ALL: [Self; 5] = [
+        Self::None,
+        Self::Voluntary,
+        Self::Full,
+        Self::Lazy,
+        Self::Rt,
+    ];
 
     /// Whether the scheduler can preempt a clear in progress (full, lazy, rt).
     #[must_use]

@@ -19,13 +19,13 @@ pub fn clear_pages_one_by_one(
     if buf.is_empty() {
         return Err(ZeroError::ZeroLength);
     }
-    if buf.as_ptr().addr() % page != 0 {
+    if !buf.as_ptr().addr().is_multiple_of(page) {
         return Err(ZeroError::Misaligned {
             addr: buf.as_ptr().addr(),
             align: page,
         });
     }
-    if buf.len() % page != 0 {
+    if !buf.len().is_multiple_of(page) {
         return Err(ZeroError::NotPageMultiple {
             len: buf.len(),
             page_size: page,

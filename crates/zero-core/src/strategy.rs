@@ -143,13 +143,13 @@ impl Strategy {
             return Err(ZeroError::StrategyUnavailable(self));
         }
         let addr = buf.as_ptr().addr();
-        if addr % self.alignment() != 0 {
+        if !addr.is_multiple_of(self.alignment()) {
             return Err(ZeroError::Misaligned {
                 addr,
                 align: self.alignment(),
             });
         }
-        if buf.len() % self.granule() != 0 {
+        if !buf.len().is_multiple_of(self.granule()) {
             return Err(ZeroError::NotPageMultiple {
                 len: buf.len(),
                 page_size: self.granule(),
@@ -170,7 +170,9 @@ impl Strategy {
     /// [`Strategy::alignment`] and `len` a multiple of [`Strategy::granule`].
     pub unsafe fn clear_raw(self, dst: *mut u8, len: usize) {
         debug_assert!(self.is_available());
-        debug_assert!(dst.addr() % self.alignment() == 0 && len % self.granule() == 0);
+        debug_assert!(
+            dst.addr().is_multiple_of(self.alignment()) && len.is_multiple_of(self.granule())
+        );
         #[cfg(all(target_arch = "x86_64", not(miri)))]
         // SAFETY: the caller upholds each primitive's contract, which is this function's:
         // availability (CPU feature), writable range, alignment and granule.
@@ -233,7 +235,11 @@ mod tests {
             }
             if s.granule() > 1 {
                 let err = s.clear(&mut buf[start..start + 1]).unwrap_err();
-                assert!(matches!(err, ZeroError::NotPageMultiple { .. }), "{}", s.name());
+                assert!(
+                    matches!(err, ZeroError::NotPageMultiple { .. }),
+                    "{}",
+                    s.name()
+                );
             }
         }
         for s in Strategy::ALL.into_iter().filter(|s| !s.is_available()) {

@@ -54,10 +54,21 @@ impl Guarded {
 
     /// Every byte inside zero, every byte outside still poison.
     fn check(&self) -> Result<(), TestCaseError> {
-        let (inside, end) = (&self.backing[self.start..self.start + self.len], self.start + self.len);
-        prop_assert!(inside.iter().all(|&b| b == 0), "a byte in range is not zero");
-        let outside = self.backing[..self.start].iter().chain(&self.backing[end..]);
-        prop_assert!(outside.into_iter().all(|&b| b == POISON), "a guard byte changed");
+        let (inside, end) = (
+            &self.backing[self.start..self.start + self.len],
+            self.start + self.len,
+        );
+        prop_assert!(
+            inside.iter().all(|&b| b == 0),
+            "a byte in range is not zero"
+        );
+        let outside = self.backing[..self.start]
+            .iter()
+            .chain(&self.backing[end..]);
+        prop_assert!(
+            outside.into_iter().all(|&b| b == POISON),
+            "a guard byte changed"
+        );
         Ok(())
     }
 
@@ -104,7 +115,11 @@ fn clear_config() -> impl proptest::strategy::Strategy<Value = ClearConfig> {
 
 /// The chunks `clear_contig` runs for `pages`, checked: consecutive, exact cover of the
 /// range in ascending order, none larger than the unit the model allows.
-fn checked_chunks(cfg: &ClearConfig, pages: core::ops::Range<usize>, hot: bool) -> Result<Vec<core::ops::Range<usize>>, TestCaseError> {
+fn checked_chunks(
+    cfg: &ClearConfig,
+    pages: core::ops::Range<usize>,
+    hot: bool,
+) -> Result<Vec<core::ops::Range<usize>>, TestCaseError> {
     let (plan, strategy) = cfg.plan(pages.clone(), hot);
     let chunks: Vec<_> = plan.collect();
     let mut next = pages.start;
@@ -113,11 +128,20 @@ fn checked_chunks(cfg: &ClearConfig, pages: core::ops::Range<usize>, hot: bool) 
         prop_assert_eq!(c.start, next, "chunks not consecutive");
         prop_assert!(!c.is_empty(), "empty chunk");
         if !cfg.preempt.is_preemptible() {
-            prop_assert!(c.len() <= batch, "chunk {:?} larger than batch {}", c, batch);
+            prop_assert!(
+                c.len() <= batch,
+                "chunk {:?} larger than batch {}",
+                c,
+                batch
+            );
         }
         next = c.end;
     }
-    prop_assert_eq!(next, pages.end.max(pages.start), "chunks do not cover the range");
+    prop_assert_eq!(
+        next,
+        pages.end.max(pages.start),
+        "chunks do not cover the range"
+    );
     if cfg.preempt.is_preemptible() {
         prop_assert!(chunks.len() <= 1, "preemptible model cut the range");
     }
@@ -259,7 +283,8 @@ proptest! {
 fn unavailable_strategy_is_an_error() {
     let mut g = Guarded::new(2, PageSize::Size4KiB);
     for s in Clear::ALL.into_iter().filter(|s| !s.is_available()) {
-        let cfg = ClearConfig::new(PageSize::Size4KiB, PreemptModel::None).with_policy(Policy::fixed(s));
+        let cfg =
+            ClearConfig::new(PageSize::Size4KiB, PreemptModel::None).with_policy(Policy::fixed(s));
         let e = clear_contig_pages(g.region(), &cfg, &mut CountingResched::new());
         assert_eq!(e, Err(ZeroError::StrategyUnavailable(s)));
     }
@@ -271,7 +296,9 @@ fn raw_overflow_is_an_error() {
     let cfg = ClearConfig::new(PageSize::Size64KiB, PreemptModel::None);
     let dst = core::ptr::null_mut::<u8>().wrapping_add(1 << 16);
     // SAFETY: both calls fail validation before touching memory.
-    let e = unsafe { zero_core::clear_contig_pages_raw(dst, usize::MAX / 2, &cfg, &mut CountingResched::new()) };
+    let e = unsafe {
+        zero_core::clear_contig_pages_raw(dst, usize::MAX / 2, &cfg, &mut CountingResched::new())
+    };
     assert_eq!(e, Err(ZeroError::Overflow));
     // SAFETY: as above.
     let e = unsafe { zero_core::clear_contig_pages_raw(dst, 0, &cfg, &mut CountingResched::new()) };
@@ -281,10 +308,14 @@ fn raw_overflow_is_an_error() {
 #[test]
 fn one_gib_batches_match_the_kernel() {
     // 1 GiB of 4 KiB pages under PREEMPT_NONE with rep stosb: 32 batches of 32 MiB.
-    let cfg = ClearConfig::new(PageSize::Size4KiB, PreemptModel::None).with_policy(Policy::fixed(Clear::RepStosb));
+    let cfg = ClearConfig::new(PageSize::Size4KiB, PreemptModel::None)
+        .with_policy(Policy::fixed(Clear::RepStosb));
     let (plan, _) = cfg.plan(0..262_144, false);
     assert_eq!(plan.len(), 32);
-    let full = ClearConfig { preempt: PreemptModel::Full, ..cfg };
+    let full = ClearConfig {
+        preempt: PreemptModel::Full,
+        ..cfg
+    };
     assert_eq!(full.plan(0..262_144, false).0.len(), 1);
     // The portable strategy models the generic per-page loop: one page per batch.
     let portable = cfg.with_policy(Policy::fixed(Clear::Portable));

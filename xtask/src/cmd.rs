@@ -1,0 +1,98 @@
+//! Running commands: echo what runs, fail with the command line and its exit status.
+
+use std::path::Path;
+use std::process::{Command, Stdio};
+
+/// The pinned toolchain (rust-toolchain.toml); nightly is only for Miri and cargo-fuzz.
+pub const TOOLCHAIN: &str = "1.95.0";
+
+/// `cargo +1.95.0` in `dir`.
+pub fn cargo(dir: &Path) -> Command {
+    toolchain_cargo(dir, TOOLCHAIN)
+}
+
+/// `cargo +nightly` in `dir`.
+pub fn nightly_cargo(dir: &Path) -> Command {
+    toolchain_cargo(dir, "nightly")
+}
+
+fn toolchain_cargo(dir: &Path, toolchain: &str) -> Command {
+    let mut c = Command::new("cargo");
+    c.arg(format!("+{toolchain}")).current_dir(dir);
+    // The outer `cargo run` exports variables meant for xtask itself; keep them out.
+    for var in [
+        "RUSTC",
+        "RUSTDOC",
+        "RUSTC_WRAPPER",
+        "CARGO_TARGET_DIR",
+        "RUSTUP_TOOLCHAIN",
+    ] {
+        c.env_remove(var);
+    }
+    c
+}
+
+/// The command line as a user would type it.
+pub fn describe(c: &Command) -> String {
+    let mut s = String::new();
+    for (k, v) in c.get_envs() {
+        if let Some(v) = v {
+            s.push_str(&format!(
+                "{}={:?} ",
+                k.to_string_lossy(),
+                v.to_string_lossy()
+            ));
+        }
+    }
+    s.push_str(&c.get_program().to_string_lossy());
+    for a in c.get_args() {
+        s.push(' ');
+        s.push_str(&a.to_string_lossy());
+    }
+    s
+}
+
+/// Runs `c` with inherited output; an error names the command and its exit status.
+pub fn status(c: &mut Command) -> Result<(), String> {
+    println!("    $ {}", describe(c));
+    let st = c
+        .status()
+        .map_err(|e| format!("`{}` could not start: {e}", describe(c)))?;
+    if st.success() {
+        Ok(())
+    } else {
+        Err(format!("`{}` failed ({st})", describe(c)))
+    }
+}
+
+/// Runs `c`, echoing its stdout live and returning it as well.
+pub fn output_echoed(c: &mut Command) -> Result<String, String> {
+    use std::io::{BufRead, BufReader};
+    println!("    $ {}", describe(c));
+    let mut child = c
+        .stdout(Stdio::piped())
+        .spawn()
+        .map_err(|e| format!("`{}` could not start: {e}", describe(c)))?;
+    let mut out = String::new();
+    if let Some(stdout) = child.stdout.take() {
+        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+            println!("{line}");
+            out.push_str(&line);
+            out.push('\n');
+        }
+    }
+    let st = child.wait().map_err(|e| e.to_string())?;
+    if st.success() {
+        Ok(out)
+    } else {
+        Err(format!("`{}` failed ({st})", describe(c)))
+    }
+}
+
+/// Runs `c` quietly and returns its stdout if it succeeded.
+pub fn probe(c: &mut Command) -> Option<String> {
+    let out = c.stderr(Stdio::null()).output().ok()?;
+    out.status
+        .success()
+        .then(|| String::from_utf8_lossy(&out.stdout).into_owned())
+}

@@ -1,0 +1,238 @@
+//! Stage 1: install what is missing, idempotently; quiet when everything is there.
+//!
+//! Rust targets and components through rustup, QEMU 10 (`qemu-user`, FEAT_MOPS) from
+//! bookworm-backports, the aarch64 cross linker and libc, build-essential (libFuzzer needs
+//! g++), and cargo-fuzz. Each failed install stops the run with the command and a hint.
+
+use crate::cmd::{self, TOOLCHAIN, probe};
+use std::path::Path;
+use std::process::Command;
+
+const TARGETS: [&str; 3] = [
+    "aarch64-unknown-linux-gnu",
+    "aarch64-unknown-none",
+    "x86_64-unknown-none",
+];
+const APT_PACKAGES: [&str; 3] = [
+    "gcc-aarch64-linux-gnu",
+    "libc6-dev-arm64-cross",
+    "build-essential",
+];
+const BACKPORTS_LIST: &str = "/etc/apt/sources.list.d/bookworm-backports.list";
+/// QEMU older than this has no FEAT_MOPS (`setp` is SIGILL under bookworm's 7.2).
+const MIN_QEMU_MAJOR: u32 = 10;
+
+pub fn run(root: &Path) -> Result<String, String> {
+    let mut done = Vec::new();
+    rust_toolchains(&mut done)?;
+    apt(&mut done)?;
+    cargo_fuzz(root, &mut done)?;
+    Ok(if done.is_empty() {
+        "everything was already installed".into()
+    } else {
+        format!("installed: {}", done.join(", "))
+    })
+}
+
+fn rustup(args: &[&str]) -> Command {
+    let mut c = Command::new("rustup");
+    c.args(args);
+    c
+}
+
+fn install(c: &mut Command, hint: &str) -> Result<(), String> {
+    cmd::status(c).map_err(|e| format!("{e}\n    what to do: {hint}"))
+}
+
+fn rust_toolchains(done: &mut Vec<String>) -> Result<(), String> {
+    let toolchains = probe(&mut rustup(&["toolchain", "list"])).unwrap_or_default();
+    if !toolchains.lines().any(|l| l.starts_with(TOOLCHAIN)) {
+        install(
+            &mut rustup(&["toolchain", "install", TOOLCHAIN, "--profile", "minimal"]),
+            "check that the Rust dist server is reachable",
+        )?;
+        done.push(format!("toolchain {TOOLCHAIN}"));
+    }
+    let installed = |kind: &str, tc: &str| {
+        probe(&mut rustup(&[
+            kind,
+            "list",
+            "--installed",
+            "--toolchain",
+            tc,
+        ]))
+        .unwrap_or_default()
+    };
+    let have = installed("component", TOOLCHAIN);
+    for comp in ["rustfmt", "clippy"] {
+        if !have.lines().any(|l| l.starts_with(comp)) {
+            install(
+                &mut rustup(&["component", "add", "--toolchain", TOOLCHAIN, comp]),
+                "rustup could not add the component; retry, or check the dist server",
+            )?;
+            done.push(comp.into());
+        }
+    }
+    let have = installed("target", TOOLCHAIN);
+    let missing: Vec<&str> = TARGETS
+        .into_iter()
+        .filter(|t| !have.lines().any(|l| l.trim() == *t))
+        .collect();
+    if !missing.is_empty() {
+        let mut args = vec!["target", "add", "--toolchain", TOOLCHAIN];
+        args.extend(&missing);
+        install(
+            &mut rustup(&args),
+            "the pinned 1.95.0 has rust-std for these targets; `stable` may not (MACHINE.md)",
+        )?;
+        done.push(format!("targets {}", missing.join(" ")));
+    }
+    if !toolchains.lines().any(|l| l.starts_with("nightly")) {
+        install(
+            &mut rustup(&[
+                "toolchain",
+                "install",
+                "nightly",
+                "--profile",
+                "minimal",
+                "-c",
+                "miri,rust-src",
+            ]),
+            "nightly is needed for Miri and cargo-fuzz; check the dist server",
+        )?;
+        done.push("nightly".into());
+    }
+    let have = installed("component", "nightly");
+    for comp in ["miri", "rust-src"] {
+        if !have.lines().any(|l| l.starts_with(comp)) {
+            install(
+                &mut rustup(&["component", "add", "--toolchain", "nightly", comp]),
+                "this nightly may lack Miri; install a nightly that has it",
+            )?;
+            done.push(format!("nightly {comp}"));
+        }
+    }
+    // Builds Miri's sysroot once; prints one line and returns at once when it exists.
+    let mut miri = Command::new("cargo");
+    miri.args(["+nightly", "miri", "setup"]);
+    if probe(&mut miri).is_none() {
+        install(
+            &mut miri,
+            "`cargo +nightly miri setup` failed; see its output above",
+        )?;
+        done.push("miri sysroot".into());
+    }
+    Ok(())
+}
+
+fn qemu_major() -> Option<u32> {
+    let out = probe(Command::new("qemu-aarch64").arg("--version"))?;
+    let version = out.split("version ").nth(1)?;
+    version.split('.').next()?.trim().parse().ok()
+}
+
+fn dpkg_installed(pkg: &str) -> bool {
+    probe(Command::new("dpkg-query").args(["-W", "-f=${Status}", pkg]))
+        .is_some_and(|s| s.contains("install ok installed"))
+}
+
+fn apt(done: &mut Vec<String>) -> Result<(), String> {
+    let qemu_ok = qemu_major().is_some_and(|m| m >= MIN_QEMU_MAJOR);
+    let missing: Vec<&str> = APT_PACKAGES
+        .into_iter()
+        .filter(|p| !dpkg_installed(p))
+        .collect();
+    if qemu_ok && missing.is_empty() {
+        return Ok(());
+    }
+    let sudo = probe(Command::new("id").arg("-u")).is_some_and(|u| u.trim() != "0");
+    let apt_get = |args: &[&str]| {
+        let mut c = if sudo {
+            let mut c = Command::new("sudo");
+            c.arg("apt-get");
+            c
+        } else {
+            Command::new("apt-get")
+        };
+        c.env("DEBIAN_FRONTEND", "noninteractive").args(args);
+        c
+    };
+    if !qemu_ok && !Path::new(BACKPORTS_LIST).exists() {
+        let line = format!("deb {} bookworm-backports main\n", debian_mirror());
+        std::fs::write(BACKPORTS_LIST, line).map_err(|e| {
+            format!(
+                "could not write {BACKPORTS_LIST}: {e}\n    what to do: run as root, or add \
+                 bookworm-backports to the apt sources by hand"
+            )
+        })?;
+        done.push("bookworm-backports apt source".into());
+    }
+    install(
+        &mut apt_get(&["update", "-qq"]),
+        "apt-get update failed: check the Debian mirror in /etc/apt/sources.list.d",
+    )?;
+    if !qemu_ok {
+        install(
+            &mut apt_get(&[
+                "install",
+                "-y",
+                "-qq",
+                "-t",
+                "bookworm-backports",
+                "qemu-user",
+            ]),
+            "QEMU 10 comes from bookworm-backports (bookworm's 7.2 has no FEAT_MOPS)",
+        )?;
+        done.push("qemu-user (backports)".into());
+    }
+    if !missing.is_empty() {
+        let mut args = vec!["install", "-y", "-qq"];
+        args.extend(&missing);
+        install(
+            &mut apt_get(&args),
+            "apt-get install failed; see its output above",
+        )?;
+        done.push(missing.join(" "));
+    }
+    Ok(())
+}
+
+/// The Debian mirror the machine's own sources name (deb822 `URIs:` or a `deb` line).
+fn debian_mirror() -> String {
+    let files = [
+        "/etc/apt/sources.list.d/debian.sources",
+        "/etc/apt/sources.list",
+    ];
+    for f in files {
+        let Ok(text) = std::fs::read_to_string(f) else {
+            continue;
+        };
+        for line in text.lines() {
+            let line = line.trim();
+            let uri = line.strip_prefix("URIs:").map(str::trim).or_else(|| {
+                line.strip_prefix("deb ")
+                    .and_then(|r| r.split_whitespace().next())
+            });
+            if let Some(uri) = uri.filter(|u| u.contains("/debian") && !u.contains("security")) {
+                return uri.split_whitespace().next().unwrap_or(uri).to_string();
+            }
+        }
+    }
+    "http://deb.debian.org/debian".into()
+}
+
+fn cargo_fuzz(root: &Path, done: &mut Vec<String>) -> Result<(), String> {
+    let mut version = Command::new("cargo");
+    version
+        .args(["+nightly", "fuzz", "--version"])
+        .current_dir(root);
+    if probe(&mut version).is_some() {
+        return Ok(());
+    }
+    install(
+        cmd::cargo(root).args(["install", "cargo-fuzz", "--locked"]),
+        "cargo-fuzz installs from crates.io; check that it is reachable",
+    )?;
+    done.push("cargo-fuzz".into());
+    Ok(())
+}

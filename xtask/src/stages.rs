@@ -1,0 +1,317 @@
+//! The stages of `cargo xtask test`, in order. Each prints its name, duration and result; the
+//! first failure stops the run. The last line is `stages: N passed, M failed`.
+
+use crate::cmd::{self, cargo, nightly_cargo};
+use crate::setup;
+use std::path::Path;
+use std::process::ExitCode;
+use std::time::Instant;
+
+/// The library crates: built for bare metal, tested under QEMU.
+const LIBS: [&str; 5] = [
+    "arch-x86",
+    "arch-arm64",
+    "zero-core",
+    "buddy-sim",
+    "pte-batch",
+];
+/// The crates Miri checks (the arch crates' instructions cannot run under Miri).
+const MIRI_CRATES: [&str; 3] = ["zero-core", "buddy-sim", "pte-batch"];
+/// Crates with loom models (tests named `loom_*` under `cfg(loom)`).
+const LOOM_CRATES: [&str; 3] = ["zero-core", "buddy-sim", "pte-batch"];
+const AARCH64_LINUX: &str = "aarch64-unknown-linux-gnu";
+const BARE_METAL: [&str; 2] = ["x86_64-unknown-none", "aarch64-unknown-none"];
+/// `-cpu max` has FEAT_MOPS; the Cortex-A72 has neither MOPS nor hardware dirty management.
+const QEMU_CPUS: [&str; 2] = ["max", "cortex-a72"];
+
+/// What a passing stage has to say beyond "passed".
+type StageResult = Result<String, String>;
+
+struct Stage {
+    name: &'static str,
+    run: fn(&Path, &Options) -> StageResult,
+}
+
+const STAGES: [Stage; 10] = [
+    Stage {
+        name: "setup",
+        run: |root, _| setup::run(root),
+    },
+    Stage {
+        name: "fmt",
+        run: fmt,
+    },
+    Stage {
+        name: "clippy",
+        run: clippy,
+    },
+    Stage {
+        name: "test",
+        run: test,
+    },
+    Stage {
+        name: "no-std",
+        run: no_std,
+    },
+    Stage {
+        name: "qemu",
+        run: qemu,
+    },
+    Stage {
+        name: "loom",
+        run: loom,
+    },
+    Stage {
+        name: "miri",
+        run: miri,
+    },
+    Stage {
+        name: "fuzz",
+        run: fuzz,
+    },
+    Stage {
+        name: "bench",
+        run: bench,
+    },
+];
+
+/// Command-line options of `cargo xtask test`.
+pub struct Options {
+    only: Vec<String>,
+    skip: Vec<String>,
+    fuzz_seconds: u32,
+}
+
+impl Options {
+    pub fn parse(args: &[String]) -> Result<Self, String> {
+        let mut opts = Self {
+            only: Vec::new(),
+            skip: Vec::new(),
+            fuzz_seconds: 20,
+        };
+        let mut it = args.iter();
+        while let Some(a) = it.next() {
+            let mut value = || it.next().cloned().ok_or(format!("{a} needs a value"));
+            match a.as_str() {
+                "--only" => opts.only.push(value()?),
+                "--skip" => opts.skip.push(value()?),
+                "--fuzz-seconds" => {
+                    let v = value()?;
+                    opts.fuzz_seconds = v.parse().map_err(|_| format!("bad --fuzz-seconds {v}"))?;
+                }
+                other => return Err(format!("unknown argument {other}")),
+            }
+        }
+        for name in opts.only.iter().chain(&opts.skip) {
+            if !STAGES.iter().any(|s| s.name == name) {
+                return Err(format!("no stage named {name}"));
+            }
+        }
+        Ok(opts)
+    }
+
+    fn selected(&self, name: &str) -> bool {
+        (self.only.is_empty() || self.only.iter().any(|o| o == name))
+            && !self.skip.iter().any(|s| s == name)
+    }
+}
+
+pub fn run_all(root: &Path, opts: &Options) -> ExitCode {
+    let selected: Vec<&Stage> = STAGES.iter().filter(|s| opts.selected(s.name)).collect();
+    let total = selected.len();
+    let whole = Instant::now();
+    let mut passed = 0;
+    for (i, stage) in selected.iter().enumerate() {
+        println!("==> [{}/{total}] {}", i + 1, stage.name);
+        let start = Instant::now();
+        let result = (stage.run)(root, opts);
+        let secs = start.elapsed().as_secs_f64();
+        match result {
+            Ok(note) => {
+                passed += 1;
+                println!(
+                    "==> [{}/{total}] {}: passed in {secs:.1} s ({note})",
+                    i + 1,
+                    stage.name
+                );
+            }
+            Err(e) => {
+                println!(
+                    "==> [{}/{total}] {}: FAILED in {secs:.1} s\n{e}",
+                    i + 1,
+                    stage.name
+                );
+                println!("stage {} failed; the run stops here", stage.name);
+                println!("stages: {passed} passed, 1 failed");
+                return ExitCode::FAILURE;
+            }
+        }
+    }
+    println!(
+        "total time: {:.1} min",
+        whole.elapsed().as_secs_f64() / 60.0
+    );
+    println!("stages: {passed} passed, 0 failed");
+    ExitCode::SUCCESS
+}
+
+fn fmt(root: &Path, _: &Options) -> StageResult {
+    cmd::status(cargo(root).args(["fmt", "--all", "--", "--check"]))?;
+    cmd::status(cargo(root).args(["fmt", "--manifest-path", "fuzz/Cargo.toml", "--", "--check"]))?;
+    Ok("workspace and fuzz crate formatted".into())
+}
+
+fn clippy(root: &Path, _: &Options) -> StageResult {
+    let deny = ["--", "-D", "warnings"];
+    cmd::status(
+        cargo(root)
+            .args(["clippy", "--workspace", "--all-targets"])
+            .args(deny),
+    )?;
+    // The aarch64 code paths only exist when compiling for aarch64.
+    let mut c = cargo(root);
+    c.args(["clippy", "--all-targets", "--target", AARCH64_LINUX]);
+    for lib in LIBS {
+        c.args(["-p", lib]);
+    }
+    cmd::status(c.args(deny))?;
+    cmd::status(
+        cargo(root)
+            .args([
+                "clippy",
+                "--manifest-path",
+                "fuzz/Cargo.toml",
+                "--all-targets",
+            ])
+            .args(deny),
+    )?;
+    Ok("x86_64 workspace, aarch64 libraries, fuzz targets".into())
+}
+
+/// Sums the `running N tests` lines of cargo test output.
+fn tests_run(output: &str) -> usize {
+    output
+        .lines()
+        .filter_map(|l| {
+            l.strip_prefix("running ")?
+                .split(' ')
+                .next()?
+                .parse::<usize>()
+                .ok()
+        })
+        .sum()
+}
+
+fn test(root: &Path, _: &Options) -> StageResult {
+    let out = cmd::output_echoed(cargo(root).args(["test", "--workspace"]))?;
+    cmd::status(cargo(root).args(["run", "--quiet", "-p", "zero-core", "--example", "detect"]))?;
+    Ok(format!("{} tests", tests_run(&out)))
+}
+
+fn no_std(root: &Path, _: &Options) -> StageResult {
+    for target in BARE_METAL {
+        let mut c = cargo(root);
+        c.args(["build", "--target", target]);
+        for lib in LIBS {
+            c.args(["-p", lib]);
+        }
+        cmd::status(&mut c)?;
+    }
+    Ok(format!(
+        "{} libraries for {}",
+        LIBS.len(),
+        BARE_METAL.join(" and ")
+    ))
+}
+
+fn qemu(root: &Path, _: &Options) -> StageResult {
+    let mut counts = Vec::new();
+    for cpu in QEMU_CPUS {
+        println!("--- qemu-aarch64 -cpu {cpu}");
+        let runner = format!("qemu-aarch64 -L /usr/aarch64-linux-gnu -cpu {cpu}");
+        let env = "CARGO_TARGET_AARCH64_UNKNOWN_LINUX_GNU_RUNNER";
+        let mut c = cargo(root);
+        c.env(env, &runner)
+            .args(["test", "--target", AARCH64_LINUX, "--lib", "--tests"]);
+        for lib in LIBS {
+            c.args(["-p", lib]);
+        }
+        let out = cmd::output_echoed(&mut c)?;
+        let mut detect = cargo(root);
+        detect
+            .env(env, &runner)
+            .args(["run", "--quiet", "--target", AARCH64_LINUX]);
+        cmd::status(detect.args(["-p", "zero-core", "--example", "detect"]))?;
+        counts.push(format!("{} tests on -cpu {cpu}", tests_run(&out)));
+    }
+    Ok(counts.join(", "))
+}
+
+fn loom(root: &Path, _: &Options) -> StageResult {
+    let mut c = cargo(root);
+    c.env("RUSTFLAGS", "--cfg loom")
+        .env("LOOM_MAX_PREEMPTIONS", "3")
+        .args(["test", "--release", "--target-dir", "target/loom", "--lib"]);
+    for krate in LOOM_CRATES {
+        c.args(["-p", krate]);
+    }
+    let out = cmd::output_echoed(c.args(["--", "loom_"]))?;
+    match tests_run(&out) {
+        0 => Ok("nothing to run: no loom test exists yet".into()),
+        n => Ok(format!("{n} loom models")),
+    }
+}
+
+fn miri(root: &Path, _: &Options) -> StageResult {
+    let mut c = nightly_cargo(root);
+    c.args(["miri", "test"]);
+    for krate in MIRI_CRATES {
+        c.args(["-p", krate]);
+    }
+    let out = cmd::output_echoed(&mut c)?;
+    Ok(format!("{} tests under Miri", tests_run(&out)))
+}
+
+/// The fuzz targets: the `[[bin]]` names of fuzz/Cargo.toml.
+fn fuzz_targets(root: &Path) -> Result<Vec<String>, String> {
+    let manifest = root.join("fuzz/Cargo.toml");
+    let text = std::fs::read_to_string(&manifest)
+        .map_err(|e| format!("cannot read {}: {e}", manifest.display()))?;
+    let mut in_bin = false;
+    let mut names = Vec::new();
+    for line in text.lines().map(str::trim) {
+        if line.starts_with('[') {
+            in_bin = line == "[[bin]]";
+        } else if let Some(v) = line.strip_prefix("name").filter(|_| in_bin) {
+            names.push(
+                v.trim_start_matches([' ', '='])
+                    .trim_matches('"')
+                    .to_string(),
+            );
+        }
+    }
+    Ok(names)
+}
+
+fn fuzz(root: &Path, opts: &Options) -> StageResult {
+    let targets = fuzz_targets(root)?;
+    if targets.is_empty() {
+        return Ok("nothing to run: no fuzz target exists yet".into());
+    }
+    cmd::status(nightly_cargo(root).args(["fuzz", "build"]))?;
+    for t in &targets {
+        let time = format!("-max_total_time={}", opts.fuzz_seconds);
+        cmd::status(nightly_cargo(root).args(["fuzz", "run", t, "--", &time]))?;
+    }
+    Ok(format!(
+        "{} targets, {} s each: {}",
+        targets.len(),
+        opts.fuzz_seconds,
+        targets.join(", ")
+    ))
+}
+
+fn bench(root: &Path, _: &Options) -> StageResult {
+    cmd::status(cargo(root).args(["bench", "--workspace", "--no-run"]))?;
+    Ok("benchmarks compile".into())
+}
