@@ -161,10 +161,14 @@ pub unsafe fn movnti(dst: *mut u8, len: usize) {
 ///
 /// Weakly ordered: execute [`sfence`] before the memory is handed to anyone else.
 ///
+/// Compiled only where SSE is enabled (hosted targets): a soft-float kernel target such as
+/// `x86_64-unknown-none` does not save vector state, so it must not touch vector registers.
+///
 /// # Safety
 /// The CPU must support AVX2 with YMM state enabled (`cpu::features().avx2`).
 /// `dst..dst + len` must be valid for writes and not accessed concurrently; `dst` aligned to
 /// [`AVX2_ALIGN`] and `len` a multiple of [`LINE_MULTIPLE`]. The caller fences.
+#[cfg(target_feature = "sse2")]
 #[target_feature(enable = "avx2")]
 pub unsafe fn avx2_stream(dst: *mut u8, len: usize) {
     debug_assert!(aligned(dst, AVX2_ALIGN) && len.is_multiple_of(LINE_MULTIPLE));
@@ -173,8 +177,7 @@ pub unsafe fn avx2_stream(dst: *mut u8, len: usize) {
     }
     #[cfg(not(miri))]
     // SAFETY: the caller checked AVX2; dst is 32-aligned as vmovntdq requires and len / 64
-    // lines are writable. vzeroupper leaves the upper YMM state clean for SSE code after us;
-    // clobber_abi("C") tells the compiler every vector register is overwritten.
+    // lines are writable. vzeroupper leaves the upper YMM state clean for SSE code after us.
     unsafe {
         asm!(
             "vpxor xmm0, xmm0, xmm0",
@@ -186,7 +189,8 @@ pub unsafe fn avx2_stream(dst: *mut u8, len: usize) {
             "jnz 2b",
             "vzeroupper",
             inout("rcx") len / LINE => _, inout("rdi") dst => _,
-            clobber_abi("C"), options(nostack),
+            // vzeroupper clears the upper halves of ymm0-15: all are clobbered.
+            out("ymm0") _, out("ymm1") _, out("ymm2") _, out("ymm3") _, out("ymm4") _, out("ymm5") _, out("ymm6") _, out("ymm7") _, out("ymm8") _, out("ymm9") _, out("ymm10") _, out("ymm11") _, out("ymm12") _, out("ymm13") _, out("ymm14") _, out("ymm15") _, options(nostack),
         );
     }
     #[cfg(miri)]
@@ -200,10 +204,13 @@ pub unsafe fn avx2_stream(dst: *mut u8, len: usize) {
 ///
 /// Weakly ordered: execute [`sfence`] before the memory is handed to anyone else.
 ///
+/// Compiled only where SSE is enabled, as [`avx2_stream`].
+///
 /// # Safety
 /// The CPU must support AVX-512F with ZMM state enabled (`cpu::features().avx512f`).
 /// `dst..dst + len` must be valid for writes and not accessed concurrently; `dst` aligned to
 /// [`AVX512_ALIGN`] and `len` a multiple of [`LINE_MULTIPLE`]. The caller fences.
+#[cfg(target_feature = "sse2")]
 #[target_feature(enable = "avx512f")]
 pub unsafe fn avx512_stream(dst: *mut u8, len: usize) {
     debug_assert!(aligned(dst, AVX512_ALIGN) && len.is_multiple_of(LINE_MULTIPLE));
@@ -212,7 +219,7 @@ pub unsafe fn avx512_stream(dst: *mut u8, len: usize) {
     }
     #[cfg(not(miri))]
     // SAFETY: the caller checked AVX-512F; dst is 64-aligned as vmovntdq zmm requires and
-    // len / 64 lines are writable. clobber_abi("C") covers the vector registers.
+    // len / 64 lines are writable.
     unsafe {
         asm!(
             "vpxord zmm0, zmm0, zmm0",
@@ -223,7 +230,8 @@ pub unsafe fn avx512_stream(dst: *mut u8, len: usize) {
             "jnz 2b",
             "vzeroupper",
             inout("rcx") len / LINE => _, inout("rdi") dst => _,
-            clobber_abi("C"), options(nostack),
+            // vzeroupper clears bits 128 and up of zmm0-15: all are clobbered.
+            out("zmm0") _, out("zmm1") _, out("zmm2") _, out("zmm3") _, out("zmm4") _, out("zmm5") _, out("zmm6") _, out("zmm7") _, out("zmm8") _, out("zmm9") _, out("zmm10") _, out("zmm11") _, out("zmm12") _, out("zmm13") _, out("zmm14") _, out("zmm15") _, options(nostack),
         );
     }
     #[cfg(miri)]

@@ -3,6 +3,10 @@ use crate::ZeroError;
 #[cfg(all(target_arch = "x86_64", not(miri)))]
 use arch_x86::{clear as x86, cpu};
 
+/// Whether the target lets code use vector registers (false on soft-float kernel targets).
+#[cfg(all(target_arch = "x86_64", not(miri)))]
+const VECTOR_STATE: bool = cfg!(target_feature = "sse2");
+
 /// One way to clear memory: an instruction sequence from an arch crate, or the portable
 /// fallback. Every variant exists on every target, so plans and policies can be reasoned
 /// about anywhere; [`Strategy::is_available`] says which ones this CPU can execute.
@@ -116,8 +120,10 @@ impl Strategy {
                 | Self::RepStosq
                 | Self::UnrolledStores
                 | Self::Movnti => true,
-                Self::Avx2Stream => f.avx2,
-                Self::Avx512Stream => f.avx512f,
+                // Vector strategies exist only where the target has SSE: a soft-float
+                // kernel target does not save vector state (see arch_x86::clear).
+                Self::Avx2Stream => VECTOR_STATE && f.avx2,
+                Self::Avx512Stream => VECTOR_STATE && f.avx512f,
                 Self::Clzero => f.clzero,
             }
         }
@@ -183,8 +189,13 @@ impl Strategy {
                 Self::RepStosq => x86::rep_stosq(dst, len),
                 Self::UnrolledStores => x86::unrolled_stores(dst, len),
                 Self::Movnti => x86::movnti(dst, len),
+                #[cfg(target_feature = "sse2")]
                 Self::Avx2Stream => x86::avx2_stream(dst, len),
+                #[cfg(target_feature = "sse2")]
                 Self::Avx512Stream => x86::avx512_stream(dst, len),
+                // Never available without SSE (VECTOR_STATE), so never reached.
+                #[cfg(not(target_feature = "sse2"))]
+                Self::Avx2Stream | Self::Avx512Stream => core::ptr::write_bytes(dst, 0, len),
                 Self::Clzero => x86::clzero(dst, len),
             }
         }
