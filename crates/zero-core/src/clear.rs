@@ -210,7 +210,7 @@ pub unsafe fn folio_zero_user_raw(
 }
 
 /// Validates a slice: page-aligned, whole pages, not empty. Returns its page count.
-fn check_slice(buf: &[u8], page_size: PageSize) -> Result<usize, ZeroError> {
+pub(crate) fn check_slice(buf: &[u8], page_size: PageSize) -> Result<usize, ZeroError> {
     let (addr, len, page) = (buf.as_ptr().addr(), buf.len(), page_size.bytes());
     if len == 0 {
         return Err(ZeroError::ZeroLength);
@@ -228,7 +228,11 @@ fn check_slice(buf: &[u8], page_size: PageSize) -> Result<usize, ZeroError> {
 }
 
 /// Validates raw geometry and the policy. Returns the length in bytes.
-fn check_raw(dst: *mut u8, npages: usize, cfg: &ClearConfig) -> Result<usize, ZeroError> {
+pub(crate) fn check_raw(
+    dst: *mut u8,
+    npages: usize,
+    cfg: &ClearConfig,
+) -> Result<usize, ZeroError> {
     let page = cfg.page_size.bytes();
     if npages == 0 {
         return Err(ZeroError::ZeroLength);
@@ -250,7 +254,7 @@ fn check_raw(dst: *mut u8, npages: usize, cfg: &ClearConfig) -> Result<usize, Ze
 /// # Safety
 /// The pages must be valid for writes and unshared; `base` page-aligned; the policy
 /// validated.
-unsafe fn clear_range(
+pub(crate) unsafe fn clear_range(
     base: *mut u8,
     pages: Range<usize>,
     hot: bool,

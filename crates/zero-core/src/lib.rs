@@ -9,6 +9,8 @@
 //!   neighbourhood; or the older target-last order ([`FolioOrder::TargetLast`]).
 //! - [`Strategy`] and [`Policy`]: which instruction clears, chosen by CPU and extent size.
 //! - [`plan`]: the pure chunk and order plans, public so they can be fuzzed.
+//! - [`ParallelClear`]: one huge extent cleared by several cores, chunks claimed through an
+//!   atomic cursor (loom-checked).
 //! - [`reference`]: the obvious page-at-a-time definitions the above are checked against.
 //!
 //! Every entry point validates its input and returns a [`ZeroError`] instead of panicking.
@@ -24,11 +26,13 @@ extern crate std;
 mod clear;
 mod error;
 mod page;
+mod parallel;
 pub mod plan;
 mod policy;
 mod preempt;
 pub mod reference;
 mod strategy;
+mod sync;
 
 pub use clear::{
     ClearConfig, FolioOrder, clear_contig_pages, clear_contig_pages_raw, folio_zero_user,
@@ -36,6 +40,7 @@ pub use clear::{
 };
 pub use error::ZeroError;
 pub use page::PageSize;
+pub use parallel::{ChunkCursor, ParallelClear};
 pub use plan::{NON_PREEMPT_BATCH_BYTES, batch_pages_for_latency, non_preempt_batch_pages};
 pub use policy::{MAX_DEFAULT_STREAMING_THRESHOLD, Policy};
 pub use preempt::{CountingResched, NoResched, PreemptModel, Resched};

@@ -6,8 +6,8 @@ use core::num::NonZeroUsize;
 use proptest::prelude::*;
 use zero_core::plan::{ChunkPlan, FaultRanges, TargetLastOrder};
 use zero_core::{
-    ClearConfig, CountingResched, FolioOrder, PageSize, Policy, PreemptModel, Strategy as Clear,
-    ZeroError, clear_contig_pages, folio_zero_user, reference,
+    ClearConfig, CountingResched, FolioOrder, PageSize, ParallelClear, Policy, PreemptModel,
+    Strategy as Clear, ZeroError, clear_contig_pages, folio_zero_user, reference,
 };
 
 const POISON: u8 = 0xA5;
@@ -213,6 +213,24 @@ proptest! {
             prop_assert!(order[order.len() - hot.len()..].contains(&fault), "fault not in the last range");
         }
         prop_assert_eq!(resched.calls(), chunks, "cond_resched not once per chunk");
+    }
+
+    #[test]
+    fn parallel_clear_zeroes_exactly_the_range(
+        npages in 1..=MAX_PAGES,
+        chunk in 1usize..8,
+        workers in 1usize..4,
+        cfg in clear_config(),
+    ) {
+        let mut g = Guarded::new(npages, cfg.page_size);
+        let chunk = NonZeroUsize::new(chunk).unwrap();
+        let job = ParallelClear::new(g.region(), chunk, cfg).unwrap();
+        let done: usize = std::thread::scope(|s| {
+            let handles: Vec<_> = (0..workers).map(|_| s.spawn(|| job.work(&mut CountingResched::new()))).collect();
+            handles.into_iter().map(|h| h.join().unwrap()).sum()
+        });
+        prop_assert_eq!(done, npages.div_ceil(chunk.get()), "chunks not cleared exactly once");
+        g.check()?;
     }
 
     #[test]
