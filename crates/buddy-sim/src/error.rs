@@ -1,0 +1,91 @@
+use crate::{Order, Pfn};
+use core::fmt;
+
+/// What was wrong with a request. When an operation returns one, the zone is unchanged.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum BuddyError {
+    /// The zone configuration is unusable; the text says why.
+    BadConfig(&'static str),
+    /// The caller's metadata slice does not hold one entry per frame (or per CPU).
+    MetadataSize {
+        /// Entries needed.
+        need: usize,
+        /// Entries given.
+        got: usize,
+    },
+    /// A frame outside the zone.
+    OutOfZone(Pfn),
+    /// `pfn + nr` overflows.
+    Overflow,
+    /// An order above the zone's MAX_ORDER (or above [`crate::MAX_SUPPORTED_ORDER`]).
+    OrderTooLarge {
+        /// The order asked for.
+        order: u8,
+        /// The largest allowed.
+        max: u8,
+    },
+    /// No CPU with this index.
+    BadCpu(usize),
+    /// No free block large enough.
+    OutOfMemory(Order),
+    /// The frame is already free.
+    DoubleFree(Pfn),
+    /// The frame was leaked after a failed free-time check (hwpoison); it cannot be used.
+    LeakedPage(Pfn),
+    /// The frame is inside a high-order allocation that was not split: only split order-0
+    /// pages belong in `free_contig_range` (the kernel warns and frees nothing).
+    CompoundPage(Pfn),
+    /// The frame is the head of an allocation of another order.
+    OrderMismatch {
+        /// The frame.
+        pfn: Pfn,
+        /// The order given.
+        given: Order,
+        /// The order allocated.
+        allocated: Order,
+    },
+    /// `split_page` on a block with more than one reference.
+    Shared(Pfn),
+    /// A reference count would overflow.
+    RefcountOverflow(Pfn),
+    /// `vmalloc`'s run buffer is too small for the runs it allocated.
+    RunsFull,
+}
+
+impl fmt::Display for BuddyError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match *self {
+            Self::BadConfig(why) => write!(f, "bad zone configuration: {why}"),
+            Self::MetadataSize { need, got } => {
+                write!(f, "metadata slice holds {got} entries, {need} needed")
+            }
+            Self::OutOfZone(p) => write!(f, "frame {p} is outside the zone"),
+            Self::Overflow => f.write_str("frame arithmetic overflows"),
+            Self::OrderTooLarge { order, max } => {
+                write!(f, "order {order} is above the maximum {max}")
+            }
+            Self::BadCpu(c) => write!(f, "no CPU {c}"),
+            Self::OutOfMemory(o) => write!(f, "no free block of order {o} or above"),
+            Self::DoubleFree(p) => write!(f, "frame {p} is already free"),
+            Self::LeakedPage(p) => write!(f, "frame {p} was leaked (hwpoison) and cannot be freed"),
+            Self::CompoundPage(p) => {
+                write!(f, "frame {p} belongs to an unsplit high-order allocation")
+            }
+            Self::OrderMismatch {
+                pfn,
+                given,
+                allocated,
+            } => {
+                write!(
+                    f,
+                    "frame {pfn} was allocated at order {allocated}, not {given}"
+                )
+            }
+            Self::Shared(p) => write!(f, "frame {p} has more than one reference"),
+            Self::RefcountOverflow(p) => write!(f, "frame {p}'s reference count would overflow"),
+            Self::RunsFull => f.write_str("the run buffer given to vmalloc is too small"),
+        }
+    }
+}
+
+impl core::error::Error for BuddyError {}

@@ -1,0 +1,342 @@
+//! The obvious definitions, never optimized: what the batched paths are checked against and
+//! the "before" column of the benchmarks.
+
+use crate::{BuddyError, Frame, Order, PerCpu, Pfn, Zone};
+
+/// Frees `[pfn, pfn + nr)` the way the kernel did before seed 003: one `put_page` per page,
+/// so every page that reaches zero is checked and freed as order 0 (to the per-cpu list,
+/// merging only when drained). Checks the range first exactly as
+/// [`Zone::free_contig_range`] does, so both return the same errors.
+///
+/// # Errors
+/// As [`Zone::free_contig_range`].
+pub fn free_contig_range_per_page<F, P>(
+    zone: &mut Zone<F, P>,
+    cpu: usize,
+    pfn: Pfn,
+    nr: u64,
+) -> Result<(), BuddyError>
+where
+    F: AsRef<[Frame]> + AsMut<[Frame]>,
+    P: AsRef<[PerCpu]> + AsMut<[PerCpu]>,
+{
+    zone.check_contig_range(cpu, pfn, nr)?;
+    for i in 0..nr {
+        zone.put_page(cpu, Pfn(pfn.0 + i))?;
+    }
+    Ok(())
+}
+
+/// The minimal aligned cover of `[pfn, pfn + nr)` by brute force: every page starts as an
+/// order-0 block, and a block merges with its buddy while the merged block lies inside the
+/// run and is at most `max_order`. Calls `visit` with each resulting block, ascending.
+/// Does nothing if `pfn + nr` overflows.
+pub fn brute_force_cover(pfn: Pfn, nr: u64, max_order: Order, mut visit: impl FnMut(Pfn, Order)) {
+    let Some(end) = pfn.0.checked_add(nr) else {
+        return;
+    };
+    let mut p = pfn.0;
+    while p < end {
+        // Grow page p's block while its parent block stays inside the run.
+        let mut order = 0u8;
+        while order < max_order.get() {
+            let parent = 1u64 << (order + 1);
+            let base = p & !(parent - 1);
+            if base < pfn.0 || base.checked_add(parent).is_none_or(|e| e > end) {
+                break;
+            }
+            order += 1;
+        }
+        // p is the head of its block (we always jump to block heads).
+        visit(Pfn(p), Order(order));
+        p += 1u64 << order;
+    }
+}
+
+/// One step of an operation sequence for [`Lockstep`]. Allocation slots name recent
+/// allocations (modulo the number recorded); page offsets are taken modulo the block size.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Op {
+    /// Drain both zones (so they hand out the same frames), then allocate.
+    Alloc {
+        /// CPU.
+        cpu: usize,
+        /// Order (may exceed MAX_ORDER: an error).
+        order: u8,
+    },
+    /// `split_page` a recorded allocation.
+    Split {
+        /// Allocation slot.
+        slot: usize,
+    },
+    /// `get_page` on a page of a recorded allocation.
+    Get {
+        /// Allocation slot.
+        slot: usize,
+        /// Page offset.
+        page: u64,
+    },
+    /// `put_page` on a page of a recorded allocation.
+    Put {
+        /// CPU.
+        cpu: usize,
+        /// Allocation slot.
+        slot: usize,
+        /// Page offset.
+        page: u64,
+    },
+    /// `mark_hwpoison` on a page of a recorded allocation.
+    Poison {
+        /// Allocation slot.
+        slot: usize,
+        /// Page offset.
+        page: u64,
+    },
+    /// Free a run inside (or overlapping the end of) a recorded allocation: batched on one
+    /// zone, per page on the other.
+    FreeRun {
+        /// CPU.
+        cpu: usize,
+        /// Allocation slot.
+        slot: usize,
+        /// First page offset.
+        offset: u64,
+        /// Pages.
+        len: u64,
+    },
+    /// Free an arbitrary run, relative to the zone start (mostly errors).
+    FreeRaw {
+        /// CPU.
+        cpu: usize,
+        /// Offset from the zone's first frame (may lie outside).
+        offset: u64,
+        /// Pages.
+        len: u64,
+    },
+    /// `free_pages` of a recorded allocation at its order.
+    FreePages {
+        /// CPU.
+        cpu: usize,
+        /// Allocation slot.
+        slot: usize,
+    },
+    /// Drain one CPU's lists.
+    DrainCpu {
+        /// CPU.
+        cpu: usize,
+    },
+    /// Drain every CPU's lists.
+    DrainAll,
+}
+
+/// How [`Lockstep`] found the two paths to differ, or a zone to be corrupt.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Divergence {
+    /// The two zones answered an operation differently.
+    Results {
+        /// The batched zone's answer.
+        batched: Result<(), BuddyError>,
+        /// The per-page zone's answer.
+        per_page: Result<(), BuddyError>,
+    },
+    /// A zone failed [`Zone::check`].
+    Corrupt(crate::Corruption),
+    /// After draining, the zones differ in a frame's state, order, refcount or poison.
+    Frames(Pfn),
+    /// After draining, the zones differ in their free blocks.
+    FreeBlocks,
+    /// An error path changed a zone (its frames differ from before the call).
+    ChangedOnError(Pfn),
+}
+
+/// Allocations [`Lockstep`] remembers for later operations.
+const SLOTS: usize = 64;
+
+/// Two zones with the same configuration driven by the same operations: one frees runs with
+/// [`Zone::free_contig_range`], the other with [`free_contig_range_per_page`]. Everything
+/// else is applied to both. [`Lockstep::apply`] checks both zones after every step and that
+/// both returned the same result; [`Lockstep::finish`] drains both and compares every frame
+/// and every free block.
+pub struct Lockstep<F, P> {
+    /// The zone using the batched path.
+    pub batched: Zone<F, P>,
+    /// The zone using the per-page path.
+    pub per_page: Zone<F, P>,
+    allocs: [Option<(Pfn, Order)>; SLOTS],
+    next_slot: usize,
+}
+
+impl<F, P> Lockstep<F, P>
+where
+    F: AsRef<[Frame]> + AsMut<[Frame]>,
+    P: AsRef<[PerCpu]> + AsMut<[PerCpu]>,
+{
+    /// Two zones built from the same configuration.
+    #[must_use]
+    pub fn new(batched: Zone<F, P>, per_page: Zone<F, P>) -> Self {
+        Self {
+            batched,
+            per_page,
+            allocs: [None; SLOTS],
+            next_slot: 0,
+        }
+    }
+
+    fn slot(&self, slot: usize) -> Option<(Pfn, Order)> {
+        let used = self.next_slot.min(SLOTS);
+        (used > 0).then(|| self.allocs[slot % used]).flatten()
+    }
+
+    fn page(&self, slot: usize, page: u64) -> Option<Pfn> {
+        let (pfn, order) = self.slot(slot)?;
+        Some(Pfn(pfn.0 + page % order.pages()))
+    }
+
+    /// Applies one operation to both zones.
+    ///
+    /// # Errors
+    /// The first [`Divergence`] found.
+    pub fn apply(&mut self, op: Op) -> Result<(), Divergence> {
+        let start = self.batched.config().start;
+        let (a, b) = match op {
+            Op::Alloc { cpu, order } => {
+                self.batched.drain_all();
+                self.per_page.drain_all();
+                let order = Order::new(order);
+                let a = order.and_then(|o| self.batched.alloc_pages(cpu, o));
+                let b = order.and_then(|o| self.per_page.alloc_pages(cpu, o));
+                if let (Ok(p), Ok(o)) = (a, order) {
+                    self.allocs[self.next_slot % SLOTS] = Some((p, o));
+                    self.next_slot += 1;
+                }
+                if a.is_ok() && b.is_ok() && a != b {
+                    // Drained zones are canonical: different frames mean different free blocks.
+                    return Err(Divergence::FreeBlocks);
+                }
+                (a.map(|_| ()), b.map(|_| ()))
+            }
+            Op::Split { slot } => match self.slot(slot) {
+                Some((pfn, order)) => (
+                    self.batched.split_page(pfn, order),
+                    self.per_page.split_page(pfn, order),
+                ),
+                None => return Ok(()),
+            },
+            Op::Get { slot, page } => match self.page(slot, page) {
+                Some(pfn) => (self.batched.get_page(pfn), self.per_page.get_page(pfn)),
+                None => return Ok(()),
+            },
+            Op::Put { cpu, slot, page } => match self.page(slot, page) {
+                Some(pfn) => (
+                    self.batched.put_page(cpu, pfn),
+                    self.per_page.put_page(cpu, pfn),
+                ),
+                None => return Ok(()),
+            },
+            Op::Poison { slot, page } => match self.page(slot, page) {
+                Some(pfn) => (
+                    self.batched.mark_hwpoison(pfn),
+                    self.per_page.mark_hwpoison(pfn),
+                ),
+                None => return Ok(()),
+            },
+            Op::FreeRun {
+                cpu,
+                slot,
+                offset,
+                len,
+            } => match self.slot(slot) {
+                Some((pfn, order)) => {
+                    let first = Pfn(pfn.0 + offset % order.pages());
+                    let len = len % (order.pages() + 2);
+                    self.free_both(cpu, first, len)?
+                }
+                None => return Ok(()),
+            },
+            Op::FreeRaw { cpu, offset, len } => match start.checked_add(offset) {
+                Some(first) => self.free_both(cpu, first, len)?,
+                None => return Ok(()),
+            },
+            Op::FreePages { cpu, slot } => match self.slot(slot) {
+                Some((pfn, order)) => (
+                    self.batched.free_pages(cpu, pfn, order),
+                    self.per_page.free_pages(cpu, pfn, order),
+                ),
+                None => return Ok(()),
+            },
+            Op::DrainCpu { cpu } => (self.batched.drain_pcp(cpu), self.per_page.drain_pcp(cpu)),
+            Op::DrainAll => {
+                self.batched.drain_all();
+                self.per_page.drain_all();
+                (Ok(()), Ok(()))
+            }
+        };
+        if a != b {
+            return Err(Divergence::Results {
+                batched: a,
+                per_page: b,
+            });
+        }
+        self.batched.check().map_err(Divergence::Corrupt)?;
+        self.per_page.check().map_err(Divergence::Corrupt)
+    }
+
+    /// Frees a run on both zones; on an error, also checks that neither zone changed.
+    fn free_both(
+        &mut self,
+        cpu: usize,
+        pfn: Pfn,
+        len: u64,
+    ) -> Result<(Result<(), BuddyError>, Result<(), BuddyError>), Divergence> {
+        let before = fingerprint(&self.batched);
+        let a = self.batched.free_contig_range(cpu, pfn, len);
+        let b = free_contig_range_per_page(&mut self.per_page, cpu, pfn, len);
+        if a.is_err() && fingerprint(&self.batched) != before {
+            return Err(Divergence::ChangedOnError(pfn));
+        }
+        Ok((a, b))
+    }
+
+    /// Drains both zones and compares them frame by frame and block by block.
+    ///
+    /// # Errors
+    /// The first [`Divergence`] found.
+    pub fn finish(&mut self) -> Result<(), Divergence> {
+        self.batched.drain_all();
+        self.per_page.drain_all();
+        self.batched.check().map_err(Divergence::Corrupt)?;
+        self.per_page.check().map_err(Divergence::Corrupt)?;
+        let start = self.batched.config().start;
+        let (fa, fb) = (self.batched.frames_slice(), self.per_page.frames_slice());
+        for (i, (x, y)) in fa.iter().zip(fb).enumerate() {
+            let key = |f: &Frame| (f.state, f.order, f.refcount, f.poisoned);
+            if key(x) != key(y) {
+                return Err(Divergence::Frames(Pfn(start.0 + i as u64)));
+            }
+        }
+        if !self.batched.free_blocks().eq(self.per_page.free_blocks()) {
+            return Err(Divergence::FreeBlocks);
+        }
+        Ok(())
+    }
+}
+
+/// A cheap digest of a zone's frames and counts, to detect changes on error paths.
+fn fingerprint<F, P>(zone: &Zone<F, P>) -> (u64, u64, u64)
+where
+    F: AsRef<[Frame]> + AsMut<[Frame]>,
+    P: AsRef<[PerCpu]> + AsMut<[PerCpu]>,
+{
+    let mut h = 0xcbf2_9ce4_8422_2325u64;
+    for f in zone.frames_slice() {
+        for v in [
+            f.state as u64,
+            u64::from(f.order),
+            u64::from(f.refcount),
+            u64::from(f.poisoned),
+        ] {
+            h = (h ^ v).wrapping_mul(0x100_0000_01b3);
+        }
+    }
+    (h, zone.buddy_pages(), zone.leaked_pages())
+}

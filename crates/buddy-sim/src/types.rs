@@ -1,0 +1,114 @@
+use crate::BuddyError;
+use core::fmt;
+
+/// A page frame number: a physical address divided by the page size.
+#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
+pub struct Pfn(pub u64);
+
+impl Pfn {
+    /// The frame `n` frames after this one, or `None` on overflow.
+    #[must_use]
+    pub const fn checked_add(self, n: u64) -> Option<Self> {
+        match self.0.checked_add(n) {
+            Some(p) => Some(Self(p)),
+            None => None,
+        }
+    }
+
+    /// The order of the largest naturally aligned block that starts here, capped at `max`
+    /// (pfn 0 is aligned to everything, so it gets `max`).
+    #[must_use]
+    pub const fn align_order(self, max: Order) -> Order {
+        let tz = self.0.trailing_zeros();
+        if tz >= max.0 as u32 {
+            max
+        } else {
+            Order(tz as u8)
+        }
+    }
+
+    /// Whether this frame starts a naturally aligned block of `order`.
+    #[must_use]
+    pub const fn is_aligned(self, order: Order) -> bool {
+        self.0 & (order.pages() - 1) == 0
+    }
+
+    /// The frame's buddy at `order`: the other half of the block of `order + 1`.
+    #[must_use]
+    pub const fn buddy(self, order: Order) -> Self {
+        Self(self.0 ^ order.pages())
+    }
+}
+
+impl fmt::Debug for Pfn {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "Pfn({:#x})", self.0)
+    }
+}
+
+impl fmt::Display for Pfn {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{:#x}", self.0)
+    }
+}
+
+/// The largest order any zone supports (blocks of 2^20 frames).
+pub const MAX_SUPPORTED_ORDER: u8 = 20;
+
+/// A block order: a block of order `n` is `2^n` frames, naturally aligned.
+#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Debug, Default)]
+pub struct Order(pub(crate) u8);
+
+impl Order {
+    /// Order 0: a single frame.
+    pub const ZERO: Self = Self(0);
+
+    /// An order, if at most [`MAX_SUPPORTED_ORDER`].
+    ///
+    /// # Errors
+    /// [`BuddyError::OrderTooLarge`] above that.
+    pub const fn new(order: u8) -> Result<Self, BuddyError> {
+        if order > MAX_SUPPORTED_ORDER {
+            return Err(BuddyError::OrderTooLarge {
+                order,
+                max: MAX_SUPPORTED_ORDER,
+            });
+        }
+        Ok(Self(order))
+    }
+
+    /// The order as a number.
+    #[must_use]
+    pub const fn get(self) -> u8 {
+        self.0
+    }
+
+    /// Frames in a block of this order.
+    #[must_use]
+    pub const fn pages(self) -> u64 {
+        1 << self.0
+    }
+
+    /// The largest order whose block fits in `count` frames (`count` > 0), capped at `max`.
+    #[must_use]
+    pub const fn floor_log2(count: u64, max: Self) -> Self {
+        let log = 63 - count.leading_zeros();
+        if log >= max.0 as u32 {
+            max
+        } else {
+            Self(log as u8)
+        }
+    }
+
+    /// The next order up.
+    #[must_use]
+    pub(crate) const fn up(self) -> Self {
+        Self(self.0 + 1)
+    }
+}
+
+impl fmt::Display for Order {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}", self.0)
+    }
+}

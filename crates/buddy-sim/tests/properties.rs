@@ -1,0 +1,273 @@
+//! `decompose` against the brute force, and the batched `free_contig_range` against the
+//! per-page path over arbitrary operation sequences, with `check()` after every step.
+
+use buddy_sim::reference::{Lockstep, Op, brute_force_cover};
+use buddy_sim::{BuddyError, Frame, Order, PerCpu, Pfn, Zone, ZoneConfig, decompose};
+use proptest::prelude::*;
+
+fn config() -> ProptestConfig {
+    if cfg!(miri) {
+        ProptestConfig {
+            cases: 6,
+            failure_persistence: None,
+            ..ProptestConfig::default()
+        }
+    } else {
+        ProptestConfig::default()
+    }
+}
+
+const MAX_ZONE: u64 = if cfg!(miri) { 128 } else { 2048 };
+const MAX_OPS: usize = if cfg!(miri) { 12 } else { 80 };
+
+type VecZone = Zone<Vec<Frame>, Vec<PerCpu>>;
+
+fn zone(cfg: ZoneConfig) -> VecZone {
+    Zone::new(
+        cfg,
+        vec![Frame::EMPTY; cfg.nr_pages as usize],
+        vec![PerCpu::EMPTY; cfg.cpus],
+    )
+    .unwrap()
+}
+
+fn zone_config() -> impl Strategy<Value = ZoneConfig> {
+    (
+        0u64..5000,
+        16..=MAX_ZONE,
+        0u8..=10,
+        0u32..=12,
+        1usize..=3,
+        0u64..600,
+        1u64..64,
+    )
+        .prop_flat_map(|(start, nr, max, section_log, cpus, high, batch)| {
+            (0..=max).prop_map(move |pb| ZoneConfig {
+                max_order: Order::new(max).unwrap(),
+                pageblock_order: Order::new(pb).unwrap(),
+                section_pages: 1 << section_log,
+                cpus,
+                pcp_high: high,
+                pcp_batch: batch,
+                ..ZoneConfig::new(Pfn(start), nr)
+            })
+        })
+}
+
+fn op() -> impl Strategy<Value = Op> {
+    let cpu = 0usize..4; // 3 is out of range for some zones: an error on both paths
+    let slot = 0usize..64;
+    prop_oneof![
+        3 => (cpu.clone(), 0u8..12).prop_map(|(cpu, order)| Op::Alloc { cpu, order }),
+        3 => slot.clone().prop_map(|slot| Op::Split { slot }),
+        1 => (slot.clone(), any::<u64>()).prop_map(|(slot, page)| Op::Get { slot, page }),
+        1 => (cpu.clone(), slot.clone(), any::<u64>()).prop_map(|(cpu, slot, page)| Op::Put { cpu, slot, page }),
+        1 => (slot.clone(), any::<u64>()).prop_map(|(slot, page)| Op::Poison { slot, page }),
+        4 => (cpu.clone(), slot.clone(), any::<u64>(), any::<u64>()).prop_map(|(cpu, slot, offset, len)| Op::FreeRun { cpu, slot, offset, len }),
+        1 => (cpu.clone(), 0u64..6000, 0u64..300).prop_map(|(cpu, offset, len)| Op::FreeRaw { cpu, offset, len }),
+        1 => (cpu.clone(), slot).prop_map(|(cpu, slot)| Op::FreePages { cpu, slot }),
+        1 => cpu.prop_map(|cpu| Op::DrainCpu { cpu }),
+        1 => Just(Op::DrainAll),
+    ]
+}
+
+proptest! {
+    #![proptest_config(config())]
+
+    #[test]
+    fn decompose_is_the_minimal_aligned_cover(pfn in 0u64..1 << 40, nr in 0u64..5000, max in 0u8..=20) {
+        let max = Order::new(max).unwrap();
+        let blocks: Vec<_> = decompose(Pfn(pfn), nr, max).unwrap().collect();
+        let mut brute = Vec::new();
+        brute_force_cover(Pfn(pfn), nr, max, |p, o| brute.push((p, o)));
+        prop_assert_eq!(&blocks, &brute);
+        let mut next = pfn;
+        for (i, &(p, o)) in blocks.iter().enumerate() {
+            prop_assert_eq!(p.0, next, "not contiguous");
+            prop_assert!(p.is_aligned(o) && o <= max, "misaligned or too large");
+            // Minimal: no block merges with the next one into an aligned block <= max.
+            if let Some(&(q, o2)) = blocks.get(i + 1) {
+                prop_assert!(!(o == o2 && o < max && q == p.buddy(o) && p.is_aligned(Order::new(o.get() + 1).unwrap())));
+            }
+            next += o.pages();
+        }
+        prop_assert_eq!(next, pfn + nr, "not an exact cover");
+    }
+
+    #[test]
+    fn decompose_rejects_overflow(pfn in any::<u64>(), nr in any::<u64>()) {
+        let r = decompose(Pfn(pfn), nr, Order::new(10).unwrap());
+        prop_assert_eq!(r.is_err(), pfn.checked_add(nr).is_none());
+    }
+
+    #[test]
+    fn batched_and_per_page_free_agree(cfg in zone_config(), ops in prop::collection::vec(op(), 1..MAX_OPS)) {
+        let mut model = Lockstep::new(zone(cfg), zone(cfg));
+        for op in ops {
+            model.apply(op).map_err(|d| TestCaseError::fail(format!("{op:?}: {d:?}")))?;
+        }
+        model.finish().map_err(|d| TestCaseError::fail(format!("finish: {d:?}")))?;
+    }
+}
+
+/// Seed 003's example: pfn 0x1003, 13 pages -> orders 0, 2, 3.
+#[test]
+fn seed_example() {
+    let d: Vec<_> = decompose(Pfn(0x1003), 13, Order::new(10).unwrap())
+        .unwrap()
+        .map(|(p, o)| (p.0, o.get()))
+        .collect();
+    assert_eq!(d, [(0x1003, 0), (0x1004, 2), (0x1008, 3)]);
+    let d: Vec<_> = decompose(Pfn(0), 5000, Order::new(10).unwrap())
+        .unwrap()
+        .map(|(_, o)| o.get())
+        .collect();
+    assert_eq!(d, [10, 10, 10, 10, 9, 8, 7, 3], "pfn 0 aligns to MAX_ORDER");
+}
+
+fn small() -> VecZone {
+    zone(ZoneConfig {
+        cpus: 2,
+        section_pages: 64,
+        ..ZoneConfig::new(Pfn(0x100), 1024)
+    })
+}
+
+#[test]
+fn errors_name_the_problem_and_leave_the_zone_intact() {
+    let mut z = small();
+    let o9 = Order::new(9).unwrap();
+    let block = z.alloc_pages(0, o9).unwrap();
+    let before: Vec<Frame> = z.frames_slice().to_vec();
+    // An unsplit high-order block in free_contig_range: the kernel warns and frees nothing.
+    assert_eq!(
+        z.free_contig_range(0, block, 512),
+        Err(BuddyError::CompoundPage(block))
+    );
+    assert_eq!(
+        z.free_contig_range(0, Pfn(block.0 + 7), 3),
+        Err(BuddyError::CompoundPage(Pfn(block.0 + 7)))
+    );
+    // Outside the zone, overflow, bad CPU, order too large.
+    assert_eq!(
+        z.free_contig_range(0, Pfn(0x100 + 1020), 10),
+        Err(BuddyError::OutOfZone(Pfn(0x100 + 1024)))
+    );
+    assert_eq!(
+        z.free_contig_range(0, Pfn(u64::MAX), 2),
+        Err(BuddyError::Overflow)
+    );
+    assert_eq!(z.free_contig_range(2, block, 1), Err(BuddyError::BadCpu(2)));
+    assert_eq!(
+        z.alloc_pages(0, Order::new(11).unwrap()),
+        Err(BuddyError::OrderTooLarge { order: 11, max: 10 })
+    );
+    assert_eq!(
+        z.free_pages(0, block, Order::new(3).unwrap()),
+        Err(BuddyError::OrderMismatch {
+            pfn: block,
+            given: Order::new(3).unwrap(),
+            allocated: o9
+        })
+    );
+    assert_eq!(z.frames_slice(), &before[..]);
+    z.check().unwrap();
+
+    // Split, poison one page, free the run: that page is leaked, the rest is free.
+    z.split_page(block, o9).unwrap();
+    z.mark_hwpoison(Pfn(block.0 + 100)).unwrap();
+    z.free_contig_range(1, block, 512).unwrap();
+    z.check().unwrap();
+    assert_eq!(z.leaked_pages(), 1);
+    // Double free, and freeing the leaked page.
+    assert_eq!(
+        z.free_contig_range(0, block, 4),
+        Err(BuddyError::DoubleFree(block))
+    );
+    assert_eq!(
+        z.put_page(0, Pfn(block.0 + 100)),
+        Err(BuddyError::LeakedPage(Pfn(block.0 + 100)))
+    );
+    assert_eq!(
+        z.free_pages(0, block, Order::ZERO),
+        Err(BuddyError::DoubleFree(block))
+    );
+    z.check().unwrap();
+    z.drain_all();
+    assert_eq!(z.buddy_pages(), 1023);
+}
+
+#[test]
+fn runs_do_not_coalesce_across_sections() {
+    // 64-frame sections: a 128-frame run at a section boundary frees as two order-6 blocks
+    // even though one order-7 block would cover it.
+    let mut z = small();
+    let o7 = Order::new(7).unwrap();
+    let block = z.alloc_pages(0, o7).unwrap();
+    z.split_page(block, o7).unwrap();
+    z.reset_counters();
+    z.free_contig_range(0, block, 128).unwrap();
+    // Two blocks of order 6: neither is a per-cpu order, so two zone-lock acquisitions.
+    assert_eq!(z.counters().zone_locks, 2);
+    assert_eq!(z.counters().prepares, 128);
+}
+
+#[test]
+fn pcp_lists_drain_past_high() {
+    let cfg = ZoneConfig {
+        pcp_high: 8,
+        pcp_batch: 4,
+        ..ZoneConfig::new(Pfn(0), 256)
+    };
+    let mut z = zone(cfg);
+    let mut pages = Vec::new();
+    for _ in 0..16 {
+        pages.push(z.alloc_pages(0, Order::ZERO).unwrap());
+    }
+    for p in pages {
+        z.put_page(0, p).unwrap();
+        assert!(z.pcp_pages(0).unwrap() <= 8, "per-cpu list passed high");
+        z.check().unwrap();
+    }
+    z.drain_all();
+    assert_eq!(z.buddy_pages(), 256);
+    assert_eq!(
+        z.free_blocks().count(),
+        1,
+        "everything merged back into one block"
+    );
+}
+
+#[test]
+fn vmalloc_and_vfree_round_trip() {
+    let mut z = small();
+    let mut runs = [(Pfn(0), 0); 8];
+    let area = z.vmalloc(0, 300, &mut runs).unwrap();
+    assert_eq!(area.pages(), 300);
+    let runs_copy: Vec<_> = area.runs().to_vec();
+    // 300 = 256 + 32 + 8 + 4: at most one run per block, merged where physically adjacent.
+    assert!(runs_copy.len() <= 4, "{runs_copy:?}");
+    for w in runs_copy.windows(2) {
+        assert_ne!(
+            w[0].0.0 + w[0].1,
+            w[1].0.0,
+            "adjacent runs not merged: {runs_copy:?}"
+        );
+    }
+    z.check().unwrap();
+    z.vfree(0, &buddy_sim::VmArea::from_runs(&runs_copy))
+        .unwrap();
+    z.drain_all();
+    z.check().unwrap();
+    assert_eq!(z.buddy_pages(), 1024);
+    // Too few run slots: an error, and everything is given back.
+    let mut one = [(Pfn(0), 0); 1];
+    let _ = z.alloc_pages(0, Order::ZERO).unwrap(); // fragment the zone
+    let mut tiny = [(Pfn(0), 0); 0];
+    assert_eq!(
+        z.vmalloc(0, 3, &mut tiny).unwrap_err(),
+        BuddyError::RunsFull
+    );
+    assert!(z.vmalloc(0, 1, &mut one).is_ok());
+    z.check().unwrap();
+}
