@@ -50,6 +50,16 @@ pub enum BuddyError {
     RefcountOverflow(Pfn),
     /// `vmalloc`'s run buffer is too small for the runs it allocated.
     RunsFull,
+    /// The frame does not start a naturally aligned block of the order asked for.
+    Misaligned {
+        /// The frame.
+        pfn: Pfn,
+        /// The order.
+        order: Order,
+    },
+    /// The block is not wholly free in the buddy (it is allocated, leaked, or on a per-cpu
+    /// list: drain first).
+    NotInBuddy(Pfn),
 }
 
 impl fmt::Display for BuddyError {
@@ -84,6 +94,13 @@ impl fmt::Display for BuddyError {
             Self::Shared(p) => write!(f, "frame {p} has more than one reference"),
             Self::RefcountOverflow(p) => write!(f, "frame {p}'s reference count would overflow"),
             Self::RunsFull => f.write_str("the run buffer given to vmalloc is too small"),
+            Self::Misaligned { pfn, order } => {
+                write!(
+                    f,
+                    "frame {pfn} does not start an aligned block of order {order}"
+                )
+            }
+            Self::NotInBuddy(p) => write!(f, "frame {p} is not free in the buddy"),
         }
     }
 }

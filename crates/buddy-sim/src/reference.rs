@@ -200,19 +200,22 @@ where
         let start = self.batched.config().start;
         let (a, b) = match op {
             Op::Alloc { cpu, order } => {
+                // Drained zones hold the same free blocks (merging is canonical) but not in
+                // the same list order, so the per-page zone takes the very block the batched
+                // zone handed out.
                 self.batched.drain_all();
                 self.per_page.drain_all();
                 let order = Order::new(order);
                 let a = order.and_then(|o| self.batched.alloc_pages(cpu, o));
-                let b = order.and_then(|o| self.per_page.alloc_pages(cpu, o));
-                if let (Ok(p), Ok(o)) = (a, order) {
-                    self.allocs[self.next_slot % SLOTS] = Some((p, o));
-                    self.next_slot += 1;
-                }
-                if a.is_ok() && b.is_ok() && a != b {
-                    // Drained zones are canonical: different frames mean different free blocks.
-                    return Err(Divergence::FreeBlocks);
-                }
+                let b = match (a, order) {
+                    (Ok(pfn), Ok(o)) => {
+                        self.allocs[self.next_slot % SLOTS] = Some((pfn, o));
+                        self.next_slot += 1;
+                        self.per_page.alloc_pages_at(pfn, o).map(|()| pfn)
+                    }
+                    // Both fail alike: same order check, same (canonical) free blocks.
+                    _ => order.and_then(|o| self.per_page.alloc_pages(cpu, o)),
+                };
                 (a.map(|_| ()), b.map(|_| ()))
             }
             Op::Split { slot } => match self.slot(slot) {

@@ -471,6 +471,45 @@ where
         Ok(self.pfn_of(idx))
     }
 
+    /// Allocates the specific block `[pfn, pfn + 2^order)` if it lies wholly inside one block
+    /// that is free in the buddy (not on a per-cpu list), splitting that block around it:
+    /// for reserved ranges, taking a bad frame off the buddy, or replaying an allocation.
+    ///
+    /// # Errors
+    /// [`BuddyError::OrderTooLarge`], [`BuddyError::Misaligned`], [`BuddyError::OutOfZone`],
+    /// [`BuddyError::NotInBuddy`].
+    pub fn alloc_pages_at(&mut self, pfn: Pfn, order: Order) -> Result<(), BuddyError> {
+        self.check_order(order)?;
+        if !pfn.is_aligned(order) {
+            return Err(BuddyError::Misaligned { pfn, order });
+        }
+        let idx = self.index(pfn)?;
+        let head = self.block_head(idx);
+        let f = self.frames.as_ref()[head as usize];
+        if f.state != FrameState::Buddy || f.order < order.get() {
+            return Err(BuddyError::NotInBuddy(pfn));
+        }
+        self.counters.zone_locks += 1;
+        self.remove_buddy(head, Order(f.order));
+        // Halve the free block around the wanted one, returning the other halves.
+        let (mut base, mut o) = (head, f.order);
+        while o > order.get() {
+            o -= 1;
+            let half = 1u32 << o;
+            if idx >= base + half {
+                self.insert_buddy(base, Order(o));
+                base += half;
+            } else {
+                self.insert_buddy(base + half, Order(o));
+            }
+        }
+        let f = &mut self.frames.as_mut()[idx as usize];
+        f.set_head(FrameState::Allocated, order.get());
+        f.refcount = 1;
+        f.poisoned = false;
+        Ok(())
+    }
+
     /// `rmqueue_bulk`: moves up to `batch` frames' worth of `order` blocks to `cpu`'s list.
     fn refill(&mut self, cpu: usize, order: Order, list: usize) {
         self.counters.zone_locks += 1;

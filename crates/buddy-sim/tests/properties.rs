@@ -239,6 +239,31 @@ fn pcp_lists_drain_past_high() {
 }
 
 #[test]
+fn alloc_pages_at_takes_exactly_that_block() {
+    let mut z = small();
+    let initial: Vec<_> = z.free_blocks().collect();
+    let o2 = Order::new(2).unwrap();
+    z.alloc_pages_at(Pfn(0x104), o2).unwrap();
+    assert_eq!(z.frame(Pfn(0x104)).unwrap().refcount(), 1);
+    assert_eq!(
+        z.alloc_pages_at(Pfn(0x104), o2),
+        Err(BuddyError::NotInBuddy(Pfn(0x104)))
+    );
+    assert_eq!(
+        z.alloc_pages_at(Pfn(0x102), o2),
+        Err(BuddyError::Misaligned {
+            pfn: Pfn(0x102),
+            order: o2
+        })
+    );
+    z.check().unwrap();
+    assert_eq!(z.buddy_pages(), 1020);
+    z.free_pages(0, Pfn(0x104), o2).unwrap();
+    z.drain_all();
+    assert_eq!(z.free_blocks().collect::<Vec<_>>(), initial, "merged back");
+}
+
+#[test]
 fn vmalloc_and_vfree_round_trip() {
     let mut z = small();
     let mut runs = [(Pfn(0), 0); 8];

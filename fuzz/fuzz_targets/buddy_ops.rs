@@ -1,0 +1,116 @@
+//! Arbitrary zones and operation sequences run on two zones in lockstep: batched
+//! `free_contig_range` on one, the per-page reference on the other; `check()` after every
+//! operation, and both zones identical after the final drain.
+#![no_main]
+
+use arbitrary::Arbitrary;
+use buddy_sim::reference::{Lockstep, Op};
+use buddy_sim::{Frame, Order, PerCpu, Pfn, Zone, ZoneConfig};
+use libfuzzer_sys::fuzz_target;
+
+#[derive(Arbitrary, Debug)]
+struct Input {
+    start: u16,
+    nr_pages: u16,
+    max_order: u8,
+    pageblock_order: u8,
+    section_log: u8,
+    cpus: u8,
+    high: u16,
+    batch: u8,
+    ops: Vec<ArbOp>,
+}
+
+#[derive(Arbitrary, Debug)]
+enum ArbOp {
+    Alloc(u8, u8),
+    Split(u8),
+    Get(u8, u16),
+    Put(u8, u8, u16),
+    Poison(u8, u16),
+    FreeRun(u8, u8, u16, u16),
+    FreeRaw(u8, u16, u16),
+    FreePages(u8, u8),
+    DrainCpu(u8),
+    DrainAll,
+}
+
+impl ArbOp {
+    fn op(&self) -> Op {
+        let cpu = |c: &u8| usize::from(*c % 4);
+        match self {
+            Self::Alloc(c, o) => Op::Alloc {
+                cpu: cpu(c),
+                order: o % 12,
+            },
+            Self::Split(s) => Op::Split {
+                slot: usize::from(*s),
+            },
+            Self::Get(s, p) => Op::Get {
+                slot: usize::from(*s),
+                page: u64::from(*p),
+            },
+            Self::Put(c, s, p) => Op::Put {
+                cpu: cpu(c),
+                slot: usize::from(*s),
+                page: u64::from(*p),
+            },
+            Self::Poison(s, p) => Op::Poison {
+                slot: usize::from(*s),
+                page: u64::from(*p),
+            },
+            Self::FreeRun(c, s, off, len) => Op::FreeRun {
+                cpu: cpu(c),
+                slot: usize::from(*s),
+                offset: u64::from(*off),
+                len: u64::from(*len),
+            },
+            Self::FreeRaw(c, off, len) => Op::FreeRaw {
+                cpu: cpu(c),
+                offset: u64::from(*off),
+                len: u64::from(*len % 512),
+            },
+            Self::FreePages(c, s) => Op::FreePages {
+                cpu: cpu(c),
+                slot: usize::from(*s),
+            },
+            Self::DrainCpu(c) => Op::DrainCpu { cpu: cpu(c) },
+            Self::DrainAll => Op::DrainAll,
+        }
+    }
+}
+
+type VecZone = Zone<Vec<Frame>, Vec<PerCpu>>;
+
+fuzz_target!(|input: Input| {
+    let max_order = input.max_order % 11;
+    let cfg = ZoneConfig {
+        max_order: Order::new(max_order).unwrap(),
+        pageblock_order: Order::new(input.pageblock_order % (max_order + 1)).unwrap(),
+        section_pages: 1 << (input.section_log % 13),
+        cpus: usize::from(input.cpus % 3) + 1,
+        pcp_high: u64::from(input.high % 1024),
+        pcp_batch: u64::from(input.batch % 64) + 1,
+        ..ZoneConfig::new(
+            Pfn(u64::from(input.start)),
+            u64::from(input.nr_pages % 1024) + 1,
+        )
+    };
+    let zone = || -> VecZone {
+        Zone::new(
+            cfg,
+            vec![Frame::EMPTY; cfg.nr_pages as usize],
+            vec![PerCpu::EMPTY; cfg.cpus],
+        )
+        .unwrap()
+    };
+    let mut model = Lockstep::new(zone(), zone());
+    for op in input.ops.iter().take(256) {
+        if let Err(d) = model.apply(op.op()) {
+            panic!("{op:?}: {d:?}");
+        }
+    }
+    if let Err(d) = model.finish() {
+        panic!("finish: {d:?}");
+    }
+});
