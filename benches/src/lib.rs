@@ -5,6 +5,7 @@
 //! memory helpers every section shares.
 
 pub mod clearing;
+pub mod contig_free;
 pub mod machine;
 pub mod measure;
 pub mod report;
@@ -14,5 +15,9 @@ pub use report::{Cell, Plot, Section, SectionContext, Table};
 /// Every report section, in the order the report prints them. Add a section here.
 #[must_use]
 pub fn sections() -> Vec<Box<dyn Section>> {
-    vec![Box::new(machine::Machine), Box::new(clearing::Clearing)]
+    vec![
+        Box::new(machine::Machine),
+        Box::new(clearing::Clearing),
+        Box::new(contig_free::ContigFree),
+    ]
 }

@@ -149,6 +149,9 @@ pub enum Divergence {
     ChangedOnError(Pfn),
 }
 
+/// What the batched and the per-page zone answered.
+type PairResult = (Result<(), BuddyError>, Result<(), BuddyError>);
+
 /// Allocations [`Lockstep`] remembers for later operations.
 const SLOTS: usize = 64;
 
@@ -285,12 +288,7 @@ where
     }
 
     /// Frees a run on both zones; on an error, also checks that neither zone changed.
-    fn free_both(
-        &mut self,
-        cpu: usize,
-        pfn: Pfn,
-        len: u64,
-    ) -> Result<(Result<(), BuddyError>, Result<(), BuddyError>), Divergence> {
+    fn free_both(&mut self, cpu: usize, pfn: Pfn, len: u64) -> Result<PairResult, Divergence> {
         let before = fingerprint(&self.batched);
         let a = self.batched.free_contig_range(cpu, pfn, len);
         let b = free_contig_range_per_page(&mut self.per_page, cpu, pfn, len);

@@ -437,13 +437,26 @@ where
 
     /// Allocates a naturally aligned block of `2^order` frames with one reference: from
     /// `cpu`'s list for per-cpu orders (refilled from the buddy when empty), else from the
-    /// buddy.
+    /// buddy. When that fails, it drains every CPU's lists back into the buddy (where the
+    /// blocks can merge) and tries once more, as the kernel's slow path does with
+    /// `drain_all_pages()`.
     ///
     /// # Errors
     /// [`BuddyError::BadCpu`], [`BuddyError::OrderTooLarge`], [`BuddyError::OutOfMemory`].
     pub fn alloc_pages(&mut self, cpu: usize, order: Order) -> Result<Pfn, BuddyError> {
         self.check_cpu(cpu)?;
         self.check_order(order)?;
+        match self.alloc_fast(cpu, order) {
+            Err(BuddyError::OutOfMemory(_)) if self.pcps.as_ref().iter().any(|p| p.pages > 0) => {
+                self.drain_all();
+                self.alloc_fast(cpu, order)
+            }
+            other => other,
+        }
+    }
+
+    /// One allocation attempt without draining other lists.
+    fn alloc_fast(&mut self, cpu: usize, order: Order) -> Result<Pfn, BuddyError> {
         let idx = match self.pcp_list(order) {
             Some(list) => {
                 if self.pcps.as_ref()[cpu].lists[list].len == 0 {
@@ -669,7 +682,12 @@ where
         if end.0 > zone_end {
             return Err(BuddyError::OutOfZone(Pfn(zone_end)));
         }
-        for idx in first..first + nr as u32 {
+        let frames = &self.frames.as_ref()[first as usize..first as usize + nr as usize];
+        for (idx, f) in (first..).zip(frames) {
+            // Fast path: an allocated order-0 page is its own block's head.
+            if f.state == FrameState::Allocated && f.order == 0 {
+                continue;
+            }
             let p = self.pfn_of(idx);
             match self.classify(idx) {
                 Class::Allocated { order } if order == Order::ZERO => {}
@@ -701,26 +719,56 @@ where
         if nr == 0 {
             return Ok(());
         }
-        let first = self.index_unchecked(pfn);
+        let (mut idx, end) = (
+            self.index_unchecked(pfn),
+            self.index_unchecked(pfn) + nr as u32,
+        );
+        while idx < end {
+            let (run, next) = self.scan_run(idx, end);
+            self.flush_run(cpu, run);
+            idx = next;
+        }
+        Ok(())
+    }
+
+    /// From `idx`, drops one reference per page and checks each page that reaches zero
+    /// (`put_page_testzero` + `free_pages_prepare`), until one run of freeable pages ends:
+    /// at a page still referenced, a leaked page, or a section boundary. Returns the run
+    /// (`(first index, length)`, its pages already made tails) and where to continue.
+    fn scan_run(&mut self, idx: u32, end: u32) -> (Option<(u32, u32)>, u32) {
         let (start, section_pages) = (self.cfg.start.0, self.cfg.section_pages);
-        let section = |idx: u32| (start + u64::from(idx)) / section_pages;
-        let mut run: Option<(u32, u32)> = None; // (first index, length)
-        for idx in first..first + nr as u32 {
-            if !(self.put_testzero(idx) && self.prepare(idx)) {
-                self.flush_run(cpu, run.take());
+        let section = |i: u32| (start + u64::from(i)) / section_pages;
+        let frames = &mut self.frames.as_mut()[idx as usize..end as usize];
+        let mut run: Option<(u32, u32)> = None;
+        let mut prepares = 0;
+        let mut i = idx;
+        for f in frames {
+            if let Some((s, _)) = run
+                && section(s) != section(i)
+            {
+                break; // this page starts the next run: not touched yet
+            }
+            i += 1;
+            f.refcount -= 1;
+            if f.refcount != 0 {
+                if run.is_some() {
+                    break;
+                }
                 continue;
             }
-            self.frames.as_mut()[idx as usize].make_tail();
-            run = match run {
-                Some((s, len)) if section(s) == section(idx) => Some((s, len + 1)),
-                other => {
-                    self.flush_run(cpu, other);
-                    Some((idx, 1))
+            prepares += 1;
+            if f.poisoned {
+                f.set_head(FrameState::Leaked, 0);
+                if run.is_some() {
+                    break;
                 }
-            };
+                continue;
+            }
+            f.make_tail();
+            run = Some(run.map_or((i - 1, 1), |(s, len)| (s, len + 1)));
         }
-        self.flush_run(cpu, run);
-        Ok(())
+        self.counters.prepares += prepares;
+        (run, i)
     }
 
     /// `free_prepared_contig_range`: frees a run of prepared pages as aligned blocks.
