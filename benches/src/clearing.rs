@@ -19,6 +19,9 @@ use zero_core::{
 /// The clearing section.
 pub struct Clearing;
 
+/// One candidate of the strategy table: clears the extent it is given.
+type Candidate = crate::measure::Candidate<'static, [u8]>;
+
 const PAGE: PageSize = PageSize::Size4KiB;
 const MIB: usize = 1 << 20;
 const GIB: usize = 1 << 30;
@@ -130,7 +133,7 @@ impl Section for Clearing {
     }
 
     fn planned_steps(&self, _quick: bool) -> u64 {
-        (2 * 3 + 4 + SIZES.len() * (Strategy::ALL.len() + 2) + LATENCY_BATCHES.len()) as u64
+        (2 * 3 + 4 + SIZES.len() + LATENCY_BATCHES.len()) as u64
     }
 
     fn run(&self, ctx: &SectionContext) -> Vec<Table> {
@@ -333,35 +336,49 @@ fn strategies(
         let reps = (SAMPLE_VOLUME / size).max(1);
         let volume = reps * size;
         let extent = &mut buf[..size];
-        let mut time = |clear: &mut dyn FnMut(&mut [u8])| {
-            Samples::collect(p.runs, || {
+        ctx.step(format!(
+            "strategies: {} candidates at {}, interleaved",
+            available.len() + 2,
+            size_name(size)
+        ));
+        // Candidates: write_bytes, each strategy, the policy; measured round-robin. Each
+        // sample clears the extent `reps` times.
+        let repeat = |mut clear: Candidate| -> Candidate {
+            Box::new(move |e: &mut [u8]| {
                 for _ in 0..reps {
-                    clear(std::hint::black_box(&mut *extent));
+                    clear(std::hint::black_box(&mut *e));
                 }
             })
         };
-        ctx.step(format!("strategies: write_bytes at {}", size_name(size)));
         // SAFETY: write_bytes over exactly the borrowed slice.
-        let wb = time(&mut |e| unsafe { std::ptr::write_bytes(e.as_mut_ptr(), 0, e.len()) });
+        let mut candidates = vec![repeat(Box::new(|e: &mut [u8]| unsafe {
+            std::ptr::write_bytes(e.as_mut_ptr(), 0, e.len());
+        }))];
+        for policy in available.iter().map(|&s| Policy::fixed(s)).chain([policy]) {
+            let cfg = whole.with_policy(policy);
+            candidates.push(repeat(Box::new(move |e: &mut [u8]| {
+                expect_ok(clear_contig_pages(e, &cfg, &mut CountingResched::new()));
+            })));
+        }
+        let mut samples = Samples::interleaved(p.runs, extent, &mut candidates).into_iter();
+        let wb = samples
+            .next()
+            .unwrap_or_else(|| Samples::from_durations(Vec::new()));
         let mut per = Vec::new();
         let mut row = vec![Cell::text(size_name(size)), gb_cell(&wb, volume)];
-        for &s in &available {
-            ctx.step(format!("strategies: {} at {}", s.name(), size_name(size)));
-            let cfg = whole.with_policy(Policy::fixed(s));
-            let samples =
-                time(&mut |e| expect_ok(clear_contig_pages(e, &cfg, &mut CountingResched::new())));
+        for _ in &available {
+            let s = samples
+                .next()
+                .unwrap_or_else(|| Samples::from_durations(Vec::new()));
             if size >= 256 * MIB {
-                peak = peak
-                    .max(samples.best_gbps(volume))
-                    .max(wb.best_gbps(volume));
+                peak = peak.max(s.best_gbps(volume)).max(wb.best_gbps(volume));
             }
-            per.push(samples.median_gbps(volume));
-            row.push(gb_cell(&samples, volume));
+            per.push(s.median_gbps(volume));
+            row.push(gb_cell(&s, volume));
         }
-        ctx.step(format!("strategies: policy at {}", size_name(size)));
-        let cfg = whole.with_policy(policy);
-        let pol =
-            time(&mut |e| expect_ok(clear_contig_pages(e, &cfg, &mut CountingResched::new())));
+        let pol = samples
+            .next()
+            .unwrap_or_else(|| Samples::from_durations(Vec::new()));
         let (best_i, best) = per
             .iter()
             .copied()
@@ -378,8 +395,9 @@ fn strategies(
         "Each strategy clears one extent per call through `clear_contig_pages` (preempt full), \
          `portable` being the generic per-page `write_bytes` loop; `write_bytes` is \
          `core::ptr::write_bytes` (glibc memset) over the whole extent; `policy` is \
-         `Policy::detect()`: temporal `{}`, streaming `{}` from {}. Extents smaller than {} \
-         are cleared repeatedly (same buffer, so they stay cache-resident) until each sample \
+         `Policy::detect()`: temporal `{}`, streaming `{}` from {}. All candidates of a row are \
+         measured round-robin, so drift on a shared host hits them alike. Extents smaller \
+         than {} are cleared repeatedly (same buffer, so they stay cache-resident) until each sample \
          clears {}. Peak store bandwidth (best single sample at >= 256 MiB): {peak:.1} GB/s.",
         policy.temporal().name(),
         policy.streaming().map_or("none", Strategy::name),

@@ -78,6 +78,9 @@ pub fn meminfo(field: &str) -> Option<u64> {
     Some(kib * 1024)
 }
 
+/// One thing to measure, run on a target it borrows (see [`Samples::interleaved`]).
+pub type Candidate<'a, T> = Box<dyn FnMut(&mut T) + 'a>;
+
 /// Durations of repeated runs of one measurement.
 #[derive(Clone, Debug)]
 pub struct Samples(Vec<Duration>);
@@ -95,6 +98,28 @@ impl Samples {
                 })
                 .collect(),
         )
+    }
+
+    /// Runs every candidate on `target` `runs` times, round-robin (after one warm-up
+    /// round), so drift on a shared machine hits all of them alike. One `Samples` per
+    /// candidate, in order.
+    pub fn interleaved<T: ?Sized>(
+        runs: usize,
+        target: &mut T,
+        candidates: &mut [Candidate<'_, T>],
+    ) -> Vec<Self> {
+        for c in candidates.iter_mut() {
+            c(target);
+        }
+        let mut all = vec![Vec::with_capacity(runs); candidates.len()];
+        for _ in 0..runs.max(1) {
+            for (c, samples) in candidates.iter_mut().zip(&mut all) {
+                let t = Instant::now();
+                c(target);
+                samples.push(t.elapsed());
+            }
+        }
+        all.into_iter().map(Self).collect()
     }
 
     /// From recorded durations.
