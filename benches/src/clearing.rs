@@ -133,7 +133,7 @@ impl Section for Clearing {
     }
 
     fn planned_steps(&self, _quick: bool) -> u64 {
-        (2 * 3 + 4 + SIZES.len() + LATENCY_BATCHES.len()) as u64
+        (2 + 1 + SIZES.len() + LATENCY_BATCHES.len()) as u64
     }
 
     fn run(&self, ctx: &SectionContext) -> Vec<Table> {
@@ -182,29 +182,37 @@ fn seed_table(ctx: &SectionContext, p: &Plan, buf: &mut [u8]) -> SeedTable {
     ] {
         let bytes = buf.len() / folio * folio;
         let region = &mut buf[..bytes];
-        ctx.step(format!("seed 000: {} page at a time", size_name(folio)));
-        let per_page = Samples::collect(p.runs, || {
-            pass(region, folio, |f| {
-                expect_ok(reference::clear_pages_one_by_one(
-                    f,
-                    PAGE,
-                    strategy,
-                    &mut CountingResched::new(),
-                ))
-            });
-        });
-        let mut folio_run = |preempt| {
+        ctx.step(format!(
+            "seed 000: {} folios, three paths interleaved",
+            size_name(folio)
+        ));
+        let folio_zero = |preempt| -> Candidate {
             let cfg = config(preempt, None);
-            Samples::collect(p.runs, || {
+            Box::new(move |region: &mut [u8]| {
                 pass(region, folio, |f| {
-                    expect_ok(folio_zero_user(f, 0, &cfg, &mut CountingResched::new()))
+                    expect_ok(folio_zero_user(f, 0, &cfg, &mut CountingResched::new()));
                 });
             })
         };
-        ctx.step(format!("seed 000: {} batched", size_name(folio)));
-        let batched = folio_run(PreemptModel::None);
-        ctx.step(format!("seed 000: {} whole", size_name(folio)));
-        let whole = folio_run(PreemptModel::Full);
+        let mut candidates: Vec<Candidate> = vec![
+            Box::new(move |region: &mut [u8]| {
+                pass(region, folio, |f| {
+                    expect_ok(reference::clear_pages_one_by_one(
+                        f,
+                        PAGE,
+                        strategy,
+                        &mut CountingResched::new(),
+                    ));
+                });
+            }),
+            folio_zero(PreemptModel::None),
+            folio_zero(PreemptModel::Full),
+        ];
+        let [per_page, batched, whole]: [Samples; 3] =
+            match Samples::interleaved(p.runs, region, &mut candidates).try_into() {
+                Ok(three) => three,
+                Err(_) => unreachable!("three candidates give three sample sets"),
+            };
         let base = per_page.median_gbps(bytes);
         let whole_ratio = whole.median_gbps(bytes) / base;
         if folio == GIB {
@@ -226,7 +234,7 @@ fn seed_table(ctx: &SectionContext, p: &Plan, buf: &mut [u8]) -> SeedTable {
         "All three columns clear with `{}` (the temporal strategy the policy picks here) so \
          that only batching differs: page-at-a-time is `reference::clear_pages_one_by_one` (one \
          4 KiB call and one cond_resched per page); the others are `folio_zero_user` with the \
-         fault at page 0. Seed 000 (AMD Milan): 2 MiB 12.92 -> 17.03 GB/s (+31.8%); 1 GiB \
+         fault at page 0. The three paths are measured round-robin. Seed 000 (AMD Milan): 2 MiB 12.92 -> 17.03 GB/s (+31.8%); 1 GiB \
          17.14 -> 18.04 (+5.2%, 8 MiB batch) and 17.26 -> 42.17 (+144.3%, whole extent).",
         strategy.name()
     ));
@@ -255,24 +263,28 @@ fn genoa_sweep(ctx: &SectionContext, p: &Plan, buf: &mut [u8]) -> Table {
     );
     let bytes = buf.len() / GIB * GIB;
     let region = &mut buf[..bytes];
-    let mut base = f64::NAN;
-    for (batch, seed) in [
+    let batches = [
         (8 * MIB, 26.88),
         (32 * MIB, 38.69),
         (64 * MIB, 46.91),
         (GIB, 58.68),
-    ] {
-        ctx.step(format!("batch sweep: {}", size_name(batch)));
-        let cfg = config(PreemptModel::None, Some(batch));
-        let s = Samples::collect(p.runs, || {
-            pass(region, GIB, |e| {
-                expect_ok(clear_contig_pages(e, &cfg, &mut CountingResched::new()))
-            });
-        });
+    ];
+    ctx.step("batch sweep: four batch sizes, interleaved");
+    let mut candidates: Vec<Candidate> = batches
+        .iter()
+        .map(|&(batch, _)| -> Candidate {
+            let cfg = config(PreemptModel::None, Some(batch));
+            Box::new(move |region: &mut [u8]| {
+                pass(region, GIB, |e| {
+                    expect_ok(clear_contig_pages(e, &cfg, &mut CountingResched::new()));
+                });
+            })
+        })
+        .collect();
+    let samples = Samples::interleaved(p.runs, region, &mut candidates);
+    let base = samples.first().map_or(f64::NAN, |s| s.median_gbps(bytes));
+    for (&(batch, seed), s) in batches.iter().zip(&samples) {
         let v = s.median_gbps(bytes);
-        if base.is_nan() {
-            base = v;
-        }
         let name = if batch == GIB {
             "1 GiB (whole)".into()
         } else {
@@ -280,7 +292,7 @@ fn genoa_sweep(ctx: &SectionContext, p: &Plan, buf: &mut [u8]) -> Table {
         };
         t.row(vec![
             Cell::text(name),
-            gb_cell(&s, bytes),
+            gb_cell(s, bytes),
             Cell::ratio(v / base),
             Cell::num(seed, 2, ""),
             Cell::ratio(seed / 26.88),

@@ -121,7 +121,7 @@ impl Section for ContigFree {
     }
 
     fn planned_steps(&self, _quick: bool) -> u64 {
-        (WORKLOADS.len() * 2 + 3 * 2 + 3 * 2) as u64
+        (WORKLOADS.len() * 2 + 2 * 2 + 1 + 3 * 2) as u64
     }
 
     fn run(&self, ctx: &SectionContext) -> Vec<Table> {
@@ -272,7 +272,8 @@ fn peer_table(ctx: &SectionContext, iterations: u32, runs: usize) -> (Table, Vec
         theirs,
     ));
 
-    // The same block freed whole, without splitting: like for like.
+    // The same block freed whole, without splitting: the same work as the peer's row above.
+    let peer_whole_run = theirs;
     ctx.step("peer: whole-block free, buddy-sim");
     let ours = median_ns(
         &mut || {
@@ -283,18 +284,7 @@ fn peer_table(ctx: &SectionContext, iterations: u32, runs: usize) -> (Table, Vec
         },
         iterations,
     );
-    ctx.step("peer: whole-block free, buddy_system_allocator");
-    let theirs = median_ns(
-        &mut || {
-            for _ in 0..iterations {
-                let p = bsa
-                    .alloc(512)
-                    .unwrap_or_else(|| panic!("peer out of frames"));
-                bsa.dealloc(p, 512);
-            }
-        },
-        iterations,
-    );
+    let theirs = peer_whole_run;
     rows.push((
         "alloc 512 frames + free them as one block (free_pages order 9)".into(),
         ours,

@@ -398,15 +398,20 @@ where
             self.free_one_page(idx, order);
             return;
         };
+        self.push_pcp(cpu, list, idx, order);
+        if self.pcps.as_ref()[cpu].pages > self.cfg.pcp_high {
+            self.drain(cpu, self.cfg.pcp_batch);
+        }
+    }
+
+    /// Puts the free block at `idx` at the front of `cpu`'s per-cpu `list`.
+    fn push_pcp(&mut self, cpu: usize, list: usize, idx: u32, order: Order) {
         let frames = self.frames.as_mut();
         frames[idx as usize].set_head(FrameState::Pcp, order.get());
         let pcp = &mut self.pcps.as_mut()[cpu];
         pcp.lists[list].push_front(frames, idx);
         pcp.pages += order.pages();
         self.counters.list_ops += 1;
-        if pcp.pages > self.cfg.pcp_high {
-            self.drain(cpu, self.cfg.pcp_batch);
-        }
     }
 
     /// Returns at least `pages` frames (or all) from `cpu`'s lists to the buddy, oldest
@@ -531,12 +536,7 @@ where
             let Some(idx) = self.rmqueue_smallest(order) else {
                 break;
             };
-            let frames = self.frames.as_mut();
-            frames[idx as usize].set_head(FrameState::Pcp, order.get());
-            let pcp = &mut self.pcps.as_mut()[cpu];
-            pcp.lists[list].push_front(frames, idx);
-            pcp.pages += order.pages();
-            self.counters.list_ops += 1;
+            self.push_pcp(cpu, list, idx, order);
         }
     }
 

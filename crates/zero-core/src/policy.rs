@@ -149,12 +149,14 @@ fn best_temporal() -> Strategy {
 }
 
 /// The streaming strategies in order of preference; the first available one is chosen.
-/// CLZERO exists only on AMD, where it measured fastest (`cargo xtask report`); wide vector
-/// stores come next (on the Intel machines of MACHINE.md AVX-512 and movnti were within 5%).
+/// Measured with the candidates interleaved (`cargo xtask report`, "Every strategy"): on the
+/// AMD EPYC development host AVX-512 and AVX2 streaming stores reach ~87 GB/s from 32 MiB
+/// on, CLZERO ~79 and movnti ~40; on the Intel machines of MACHINE.md AVX-512 and movnti
+/// were within 5% of each other.
 const STREAMING_PREFERENCE: [Strategy; 4] = [
-    Strategy::Clzero,
     Strategy::Avx512Stream,
     Strategy::Avx2Stream,
+    Strategy::Clzero,
     Strategy::Movnti,
 ];
 
