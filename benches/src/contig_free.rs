@@ -121,7 +121,7 @@ impl Section for ContigFree {
     }
 
     fn planned_steps(&self, _quick: bool) -> u64 {
-        (WORKLOADS.len() * 2 + 2 * 2 + 1 + 3 * 2) as u64
+        (WORKLOADS.len() + 3 + 3) as u64
     }
 
     fn run(&self, ctx: &SectionContext) -> Vec<Table> {
@@ -170,22 +170,25 @@ fn seed_table(ctx: &SectionContext, iterations: u32, runs: usize) -> (Table, f64
     );
     let mut ratio9 = f64::NAN;
     for w in WORKLOADS {
-        let time = |free, label| {
-            ctx.step(format!("contiguous free: {} {label}", w.name));
-            let mut counters = OpCounters::default();
-            let samples = Samples::from_durations(
-                (0..runs)
-                    .map(|_| {
-                        let (d, c) = seed_loop(w, free, iterations);
-                        counters = c;
-                        d
-                    })
-                    .collect(),
-            );
-            (samples, counters)
-        };
-        let (per_page, pc) = time(Free::PerPage, "per page");
-        let (batched, bc) = time(Free::Batched, "batched");
+        ctx.step(format!(
+            "contiguous free: {}, both paths alternating",
+            w.name
+        ));
+        // Alternate the two paths run by run (starting with each in turn) so drift on a
+        // shared host hits both alike; each run starts from a fresh zone.
+        let mut times = [Vec::new(), Vec::new()];
+        let mut counters = [OpCounters::default(); 2];
+        for round in 0..runs {
+            for k in 0..2 {
+                let i = (round + k) % 2;
+                let free = if i == 0 { Free::PerPage } else { Free::Batched };
+                let (d, c) = seed_loop(w, free, iterations);
+                times[i].push(d);
+                counters[i] = c;
+            }
+        }
+        let [per_page, batched] = times.map(Samples::from_durations);
+        let [pc, bc] = counters;
         let ms = |s: &Samples| s.median().as_secs_f64() * 1e3;
         let ratio = ms(&per_page) / ms(&batched);
         if w.order == 9 && w.skip == 0 {
@@ -207,7 +210,7 @@ fn seed_table(ctx: &SectionContext, iterations: u32, runs: usize) -> (Table, f64
     }
     t.note(format!(
         "{iterations} iterations on a {} Ki-frame zone (MAX_ORDER 10, pageblock 9, pcp high \
-         1536 / batch 63, one CPU); median of {runs} run(s), wall time of the whole loop \
+         1536 / batch 63, one CPU); median of {runs} run(s) (the two paths alternating), wall time of the whole loop \
          including the allocation and split. Per-page = `reference::free_contig_range_per_page` \
          (one put_page per page, each order-0 page to the per-cpu list, merged only when \
          drained); batched = `Zone::free_contig_range`. Seed 003 measured 100 000 iterations \
@@ -222,6 +225,14 @@ fn seed_table(ctx: &SectionContext, iterations: u32, runs: usize) -> (Table, f64
     (t, ratio9)
 }
 
+/// Both allocators, each with the same frames: the target the peer rows run on.
+struct Pair {
+    ours: BoxedZone,
+    theirs: Peer,
+}
+
+type PairCandidate = crate::measure::Candidate<'static, Pair>;
+
 fn peer_table(ctx: &SectionContext, iterations: u32, runs: usize) -> (Table, Vec<String>) {
     let mut t = Table::new(
         "contig-free-peer",
@@ -234,136 +245,97 @@ fn peer_table(ctx: &SectionContext, iterations: u32, runs: usize) -> (Table, Vec
         ],
     );
     let o9 = order(9);
-    let median_ns = |f: &mut dyn FnMut(), ops: u32| {
-        let s = Samples::collect(runs, f);
-        s.median().as_secs_f64() * 1e9 / f64::from(ops)
+    let mut pair = Pair {
+        ours: zone(),
+        theirs: peer(),
     };
     let mut rows: Vec<(String, f64, f64)> = Vec::new();
+    // Each row: our loop and theirs, measured round-robin; ns per operation.
+    let mut measure = |name: String, ops: u32, ours: PairCandidate, theirs: PairCandidate| {
+        ctx.step(format!("peer: {name}"));
+        let mut candidates = [ours, theirs];
+        let s = Samples::interleaved(runs, &mut pair, &mut candidates);
+        let ns = |s: &Samples| s.median().as_secs_f64() * 1e9 / f64::from(ops);
+        rows.push((name, ns(&s[0]), ns(&s[1])));
+    };
+    let peer_alloc =
+        |p: &mut Peer, n: usize| p.alloc(n).unwrap_or_else(|| panic!("peer out of frames"));
 
-    // Whole 512-frame runs: alloc + free as one call (ours: alloc, split, free_contig_range).
-    ctx.step("peer: whole-run free, buddy-sim");
-    let mut z = zone();
-    let ours = median_ns(
-        &mut || {
-            for _ in 0..iterations {
-                let p = ok(z.alloc_pages(0, o9));
-                ok(z.split_page(p, o9));
-                ok(z.free_contig_range(0, p, 512));
-            }
-        },
-        iterations,
-    );
-    ctx.step("peer: whole-run free, buddy_system_allocator");
-    let mut bsa = peer();
-    let theirs = median_ns(
-        &mut || {
-            for _ in 0..iterations {
-                let p = bsa
-                    .alloc(512)
-                    .unwrap_or_else(|| panic!("peer out of frames"));
-                bsa.dealloc(p, 512);
-            }
-        },
-        iterations,
-    );
-    rows.push((
+    measure(
         "alloc 512 frames + split + free_contig_range (ours) / dealloc(512) (theirs)".into(),
-        ours,
-        theirs,
-    ));
-
-    // The same block freed whole, without splitting: the same work as the peer's row above.
-    let peer_whole_run = theirs;
-    ctx.step("peer: whole-block free, buddy-sim");
-    let ours = median_ns(
-        &mut || {
-            for _ in 0..iterations {
-                let p = ok(z.alloc_pages(0, o9));
-                ok(z.free_pages(0, p, o9));
-            }
-        },
         iterations,
-    );
-    let theirs = peer_whole_run;
-    rows.push((
-        "alloc 512 frames + free them as one block (free_pages order 9)".into(),
-        ours,
-        theirs,
-    ));
-
-    // One-frame frees.
-    let n = iterations / 10;
-    ctx.step("peer: one-frame frees, buddy-sim");
-    let ours = median_ns(
-        &mut || {
-            for _ in 0..n {
-                let p = ok(z.alloc_pages(0, o9));
-                ok(z.split_page(p, o9));
-                ok(free_contig_range_per_page(&mut z, 0, p, 512));
+        Box::new(move |p: &mut Pair| {
+            for _ in 0..iterations {
+                let f = ok(p.ours.alloc_pages(0, o9));
+                ok(p.ours.split_page(f, o9));
+                ok(p.ours.free_contig_range(0, f, 512));
             }
-        },
-        n,
+        }),
+        Box::new(move |p: &mut Pair| {
+            for _ in 0..iterations {
+                let f = peer_alloc(&mut p.theirs, 512);
+                p.theirs.dealloc(f, 512);
+            }
+        }),
     );
-    ctx.step("peer: one-frame frees, buddy_system_allocator");
-    let theirs = median_ns(
-        &mut || {
+    measure(
+        "alloc 512 frames + free them as one block (free_pages order 9)".into(),
+        iterations,
+        Box::new(move |p: &mut Pair| {
+            for _ in 0..iterations {
+                let f = ok(p.ours.alloc_pages(0, o9));
+                ok(p.ours.free_pages(0, f, o9));
+            }
+        }),
+        Box::new(move |p: &mut Pair| {
+            for _ in 0..iterations {
+                let f = peer_alloc(&mut p.theirs, 512);
+                p.theirs.dealloc(f, 512);
+            }
+        }),
+    );
+    let n = iterations / 10;
+    measure(
+        "alloc 512 frames + free them one frame at a time".into(),
+        n,
+        Box::new(move |p: &mut Pair| {
             for _ in 0..n {
-                let p = bsa
-                    .alloc(512)
-                    .unwrap_or_else(|| panic!("peer out of frames"));
+                let f = ok(p.ours.alloc_pages(0, o9));
+                ok(p.ours.split_page(f, o9));
+                ok(free_contig_range_per_page(&mut p.ours, 0, f, 512));
+            }
+        }),
+        Box::new(move |p: &mut Pair| {
+            for _ in 0..n {
+                let f = peer_alloc(&mut p.theirs, 512);
                 for i in 0..512 {
-                    bsa.dealloc(p + i, 1);
+                    p.theirs.dealloc(f + i, 1);
                 }
             }
-        },
-        n,
+        }),
     );
-    rows.push((
-        "alloc 512 frames + free them one frame at a time".into(),
-        ours,
-        theirs,
-    ));
-
     // Allocation throughput: N blocks, then free them all.
     for o in [0u8, 3, 9] {
         let count = ((ZONE_FRAMES / 2) >> o).min(50_000) as u32;
         let ord = order(o);
-        let mut held = Vec::with_capacity(count as usize);
-        ctx.step(format!("peer: order-{o} allocations, buddy-sim"));
-        let ours = median_ns(
-            &mut || {
-                for _ in 0..count {
-                    held.push(ok(z.alloc_pages(0, ord)));
-                }
-                for p in held.drain(..) {
-                    ok(z.free_pages(0, p, ord));
-                }
-            },
-            count,
-        );
-        ctx.step(format!(
-            "peer: order-{o} allocations, buddy_system_allocator"
-        ));
-        let mut held_peer = Vec::with_capacity(count as usize);
-        let theirs = median_ns(
-            &mut || {
-                for _ in 0..count {
-                    held_peer.push(
-                        bsa.alloc(1 << o)
-                            .unwrap_or_else(|| panic!("peer out of frames")),
-                    );
-                }
-                for p in held_peer.drain(..) {
-                    bsa.dealloc(p, 1 << o);
-                }
-            },
-            count,
-        );
-        rows.push((
+        measure(
             format!("{count} x alloc order {o}, then free all"),
-            ours,
-            theirs,
-        ));
+            count,
+            Box::new(move |p: &mut Pair| {
+                let held: Vec<Pfn> = (0..count).map(|_| ok(p.ours.alloc_pages(0, ord))).collect();
+                for f in held {
+                    ok(p.ours.free_pages(0, f, ord));
+                }
+            }),
+            Box::new(move |p: &mut Pair| {
+                let held: Vec<usize> = (0..count)
+                    .map(|_| peer_alloc(&mut p.theirs, 1 << o))
+                    .collect();
+                for f in held {
+                    p.theirs.dealloc(f, 1 << o);
+                }
+            }),
+        );
     }
 
     let mut slower = Vec::new();
@@ -386,7 +358,7 @@ fn peer_table(ctx: &SectionContext, iterations: u32, runs: usize) -> (Table, Vec
          contract), which `dealloc(512)` never does: the first row compares different work, \
          the second the same work. \
          ns per iteration (per allocation + free for the throughput rows), median of {runs} \
-         run(s).",
+         run(s), the two allocators measured round-robin.",
         ZONE_FRAMES >> 10
     ));
     t.plot = Some(Plot {

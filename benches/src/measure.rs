@@ -100,9 +100,9 @@ impl Samples {
         )
     }
 
-    /// Runs every candidate on `target` `runs` times, round-robin (after one warm-up
-    /// round), so drift on a shared machine hits all of them alike. One `Samples` per
-    /// candidate, in order.
+    /// Runs every candidate on `target` `runs` times, round-robin with the starting
+    /// candidate rotating each round (after one warm-up round), so drift on a shared machine
+    /// hits all of them alike. One `Samples` per candidate, in order.
     pub fn interleaved<T: ?Sized>(
         runs: usize,
         target: &mut T,
@@ -111,12 +111,15 @@ impl Samples {
         for c in candidates.iter_mut() {
             c(target);
         }
-        let mut all = vec![Vec::with_capacity(runs); candidates.len()];
-        for _ in 0..runs.max(1) {
-            for (c, samples) in candidates.iter_mut().zip(&mut all) {
+        let n = candidates.len();
+        let mut all = vec![Vec::with_capacity(runs); n];
+        for round in 0..runs.max(1) {
+            // Rotate the starting candidate so no one always runs first or last.
+            for k in 0..n {
+                let i = (round + k) % n;
                 let t = Instant::now();
-                c(target);
-                samples.push(t.elapsed());
+                candidates[i](target);
+                all[i].push(t.elapsed());
             }
         }
         all.into_iter().map(Self).collect()
