@@ -89,9 +89,13 @@ impl Order {
         1 << self.0
     }
 
-    /// The largest order whose block fits in `count` frames (`count` > 0), capped at `max`.
+    /// The largest order whose block fits in `count` frames, capped at `max` (order 0 for a
+    /// count of 0, which fits no block).
     #[must_use]
     pub const fn floor_log2(count: u64, max: Self) -> Self {
+        if count == 0 {
+            return Self::ZERO;
+        }
         let log = 63 - count.leading_zeros();
         if log >= max.0 as u32 {
             max
@@ -110,5 +114,24 @@ impl Order {
 impl fmt::Display for Order {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "{}", self.0)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn order_arithmetic_is_total() {
+        let max = Order(10);
+        assert_eq!(Order::floor_log2(0, max), Order::ZERO);
+        assert_eq!(Order::floor_log2(1, max), Order::ZERO);
+        assert_eq!(Order::floor_log2(1000, max), Order(9));
+        assert_eq!(Order::floor_log2(u64::MAX, max), max);
+        assert_eq!(Pfn(0).align_order(max), max);
+        assert_eq!(Pfn(0x1004).align_order(max), Order(2));
+        assert_eq!(Pfn(0x1004).buddy(Order(2)), Pfn(0x1000));
+        assert!(Order::new(MAX_SUPPORTED_ORDER + 1).is_err());
+        assert_eq!(Pfn(u64::MAX).checked_add(1), None);
     }
 }
