@@ -1,15 +1,36 @@
 //! arm64 facts and instructions, and nothing else: the unsafe leaf under `zero-core` and
-//! `pte-batch` on aarch64.
+//! `pte-batch`.
 //!
-//! What this crate owns (DESIGN.md), filled by the arm64 extent-clearing issue:
-//! `DCZID_EL0` / `ID_AA64ISAR2_EL1` register definitions and FEAT_MOPS detection; the clearing
-//! primitives (`dc zva`, `stnp` pairs, MOPS `SETP/SETM/SETE` and the non-temporal
-//! `SETPN/SETMN/SETEN`); barriers and EL1 TLB maintenance; and the host-portable descriptor
-//! facts (bit positions, `Granule`, `CONT_PTES`) that `pte-batch` uses.
+//! - [`descriptor`]: page-table descriptor bits, [`descriptor::Granule`] with its page shift,
+//!   `CONT_PTES` and output-address field, and the TLBI operand encodings (host-portable:
+//!   compiles and is tested on every target).
+//! - `regs` (aarch64): `DCZID_EL0` and `ID_AA64ISAR2_EL1`, defined with tock-registers as
+//!   aarch64-cpu defines the registers it has.
+//! - `cpu` (aarch64): FEAT_MOPS and the DC ZVA block size, detected once and cached.
+//! - `clear` (aarch64): `dc zva`, `stnp` pairs, MOPS `SETP/SETM/SETE` and the non-temporal
+//!   `SETPN/SETMN/SETEN` (through `.arch_extension mops`, so stable Rust and no global target
+//!   feature).
+//! - `barrier` and `tlb` (aarch64): `dsb ish`, `dmb ishst`, and EL1 TLB invalidation.
 //!
-//! It exports nothing yet: no API is promised before it is real.
+//! Every instruction sits behind `#[cfg(not(miri))]` with a portable fallback.
 #![doc = include_str!("../README.md")]
 #![no_std]
 #![deny(unsafe_op_in_unsafe_fn)]
 #![deny(clippy::undocumented_unsafe_blocks)]
 #![warn(missing_docs)]
+
+#[cfg(any(test, feature = "std"))]
+extern crate std;
+
+pub mod descriptor;
+
+#[cfg(target_arch = "aarch64")]
+pub mod barrier;
+#[cfg(target_arch = "aarch64")]
+pub mod clear;
+#[cfg(target_arch = "aarch64")]
+pub mod cpu;
+#[cfg(target_arch = "aarch64")]
+pub mod regs;
+#[cfg(target_arch = "aarch64")]
+pub mod tlb;

@@ -1,0 +1,96 @@
+//! TLB maintenance for a kernel at **EL1**: invalidate one page or a range of last-level
+//! entries of one ASID, inner shareable. `TLBI` is undefined at EL0 (a user process gets
+//! SIGILL), so these compile for every aarch64 target but run only in a kernel or unikernel
+//! (the bare-metal example). The trailing `dsb ish` is optional, as the kernel's "nosync"
+//! variants do when a caller batches several invalidations before one barrier.
+
+use crate::barrier::{dsb_ish, dsb_ishst};
+use crate::descriptor::{Granule, tlbi_range_ops, tlbi_va_operand};
+
+/// Whether to wait for the invalidation to complete before returning.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Sync {
+    /// End with `dsb ish`.
+    Wait,
+    /// Leave the `dsb ish` to the caller.
+    NoSync,
+}
+
+/// Invalidates the last-level entry for `va` in `asid` (`TLBI VALE1IS`).
+///
+/// # Safety
+/// Must run at EL1 (or EL2 with E2H). The caller has already written the new descriptor.
+pub unsafe fn flush_page(va: u64, asid: u16, sync: Sync) {
+    dsb_ishst();
+    // SAFETY: the caller runs at EL1; TLBI only drops cached translations.
+    unsafe { tlbi_vale1is(tlbi_va_operand(va, asid)) };
+    if sync == Sync::Wait {
+        dsb_ish();
+    }
+}
+
+/// Invalidates `pages` last-level entries from `va`, one `TLBI VALE1IS` per page: what the
+/// kernel does without FEAT_TLBIRANGE.
+///
+/// # Safety
+/// As [`flush_page`].
+pub unsafe fn flush_range_per_page(va: u64, pages: u64, asid: u16, granule: Granule, sync: Sync) {
+    dsb_ishst();
+    for i in 0..pages {
+        let page_va = va.wrapping_add(i << granule.page_shift());
+        // SAFETY: the caller runs at EL1.
+        unsafe { tlbi_vale1is(tlbi_va_operand(page_va, asid)) };
+    }
+    if sync == Sync::Wait {
+        dsb_ish();
+    }
+}
+
+/// Invalidates `pages` last-level entries from `va` with FEAT_TLBIRANGE `TLBI RVALE1IS`
+/// operations (an odd last page with `VALE1IS`); pages past
+/// [`crate::descriptor::MAX_TLBI_RANGE_PAGES`] per page.
+///
+/// # Safety
+/// As [`flush_page`], and the CPU must implement FEAT_TLBIRANGE (ID_AA64ISAR0_EL1.TLB = 2).
+pub unsafe fn flush_range(va: u64, pages: u64, asid: u16, granule: Granule, sync: Sync) {
+    dsb_ishst();
+    let mut covered = 0;
+    for op in tlbi_range_ops(va, pages, asid, granule) {
+        // SAFETY: the caller runs at EL1 on a CPU with FEAT_TLBIRANGE.
+        unsafe { tlbi_rvale1is(op.operand) };
+        covered += op.pages;
+    }
+    for i in covered..pages {
+        let page_va = va.wrapping_add(i << granule.page_shift());
+        // SAFETY: the caller runs at EL1.
+        unsafe { tlbi_vale1is(tlbi_va_operand(page_va, asid)) };
+    }
+    if sync == Sync::Wait {
+        dsb_ish();
+    }
+}
+
+/// # Safety
+/// EL1 only.
+unsafe fn tlbi_vale1is(operand: u64) {
+    #[cfg(not(miri))]
+    // SAFETY: the caller runs at EL1; the instruction only invalidates TLB entries.
+    unsafe {
+        core::arch::asm!("tlbi vale1is, {}", in(reg) operand, options(nostack, preserves_flags));
+    }
+    #[cfg(miri)]
+    let _ = operand;
+}
+
+/// # Safety
+/// EL1 only, with FEAT_TLBIRANGE.
+unsafe fn tlbi_rvale1is(operand: u64) {
+    #[cfg(not(miri))]
+    // SAFETY: the caller runs at EL1 on a CPU with FEAT_TLBIRANGE. TLBI RVALE1IS is
+    // SYS #0, C8, C2, #5, written by encoding so no assembler extension is needed.
+    unsafe {
+        core::arch::asm!("sys #0, c8, c2, #5, {}", in(reg) operand, options(nostack, preserves_flags));
+    }
+    #[cfg(miri)]
+    let _ = operand;
+}
