@@ -78,6 +78,23 @@ pub unsafe fn stnp(dst: *mut u8, len: usize) {
     }
 }
 
+/// The three-instruction MOPS set sequence (prologue, main, epilogue) zeroing `len` bytes at
+/// `dst`; `.arch_extension mops` enables the mnemonics for this asm block only.
+#[cfg(not(miri))]
+macro_rules! mops_sequence {
+    ($dst:expr, $len:expr, $p:literal, $m:literal, $e:literal) => {
+        asm!(
+            ".arch_extension mops",
+            concat!($p, " [{d}]!, {n}!, xzr"),
+            concat!($m, " [{d}]!, {n}!, xzr"),
+            concat!($e, " [{d}]!, {n}!, xzr"),
+            d = inout(reg) $dst => _,
+            n = inout(reg) $len => _,
+            options(nostack),
+        )
+    };
+}
+
 /// Zeroes `len` bytes at `dst` with the FEAT_MOPS set sequence `SETP/SETM/SETE`.
 ///
 /// # Safety
@@ -86,17 +103,8 @@ pub unsafe fn stnp(dst: *mut u8, len: usize) {
 pub unsafe fn mops_set(dst: *mut u8, len: usize) {
     #[cfg(not(miri))]
     // SAFETY: MOPS checked by the caller; the sequence writes exactly len bytes from dst.
-    // `.arch_extension mops` enables the mnemonics for this asm block only.
     unsafe {
-        asm!(
-            ".arch_extension mops",
-            "setp [{d}]!, {n}!, xzr",
-            "setm [{d}]!, {n}!, xzr",
-            "sete [{d}]!, {n}!, xzr",
-            d = inout(reg) dst => _,
-            n = inout(reg) len => _,
-            options(nostack),
-        );
+        mops_sequence!(dst, len, "setp", "setm", "sete");
     }
     #[cfg(miri)]
     // SAFETY: the caller guarantees the range is writable.
@@ -113,15 +121,7 @@ pub unsafe fn mops_set_nt(dst: *mut u8, len: usize) {
     #[cfg(not(miri))]
     // SAFETY: as in mops_set.
     unsafe {
-        asm!(
-            ".arch_extension mops",
-            "setpn [{d}]!, {n}!, xzr",
-            "setmn [{d}]!, {n}!, xzr",
-            "seten [{d}]!, {n}!, xzr",
-            d = inout(reg) dst => _,
-            n = inout(reg) len => _,
-            options(nostack),
-        );
+        mops_sequence!(dst, len, "setpn", "setmn", "seten");
     }
     #[cfg(miri)]
     // SAFETY: the caller guarantees the range is writable.
