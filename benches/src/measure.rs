@@ -42,18 +42,6 @@ impl Region {
         // SAFETY: the mapping is len bytes, readable and writable, owned by self.
         unsafe { std::slice::from_raw_parts_mut(self.ptr, self.len) }
     }
-
-    /// The region's length in bytes.
-    #[must_use]
-    pub fn len(&self) -> usize {
-        self.len
-    }
-
-    /// Whether the region is empty.
-    #[must_use]
-    pub fn is_empty(&self) -> bool {
-        self.len == 0
-    }
 }
 
 impl Drop for Region {
@@ -86,20 +74,6 @@ pub type Candidate<'a, T> = Box<dyn FnMut(&mut T) + 'a>;
 pub struct Samples(Vec<Duration>);
 
 impl Samples {
-    /// Runs `f` `runs` times (after one warm-up run) and records each duration.
-    pub fn collect(runs: usize, mut f: impl FnMut()) -> Self {
-        f();
-        Self(
-            (0..runs.max(1))
-                .map(|_| {
-                    let t = Instant::now();
-                    f();
-                    t.elapsed()
-                })
-                .collect(),
-        )
-    }
-
     /// Runs every candidate on `target` `runs` times, round-robin with the starting
     /// candidate rotating each round (after one warm-up round), so drift on a shared machine
     /// hits all of them alike. One `Samples` per candidate, in order.
@@ -154,18 +128,6 @@ impl Samples {
     #[must_use]
     pub fn worst(&self) -> Duration {
         self.0.iter().max().copied().unwrap_or_default()
-    }
-
-    /// How many samples.
-    #[must_use]
-    pub fn len(&self) -> usize {
-        self.0.len()
-    }
-
-    /// Whether there are none.
-    #[must_use]
-    pub fn is_empty(&self) -> bool {
-        self.0.is_empty()
     }
 
     /// Median throughput for `bytes` per run, in GB/s (10^9 bytes).

@@ -16,20 +16,16 @@ fn main() -> ExitCode {
     let mut out = PathBuf::from("target/report");
     let mut args = std::env::args().skip(1);
     while let Some(a) = args.next() {
-        match (a.as_str(), args.next()) {
-            ("--quick", v) => {
-                quick = true;
-                // --quick takes no value: put back what we took.
-                if let Some(v) = v {
-                    match v.as_str() {
-                        "--only" => only.extend(args.next()),
-                        "--out" => out = args.next().map_or(out, PathBuf::from),
-                        _ => return usage(&v),
-                    }
-                }
-            }
-            ("--only", Some(v)) => only.push(v),
-            ("--out", Some(v)) => out = PathBuf::from(v),
+        match a.as_str() {
+            "--quick" => quick = true,
+            "--only" => match args.next() {
+                Some(v) => only.push(v),
+                None => return usage(&a),
+            },
+            "--out" => match args.next() {
+                Some(v) => out = PathBuf::from(v),
+                None => return usage(&a),
+            },
             _ => return usage(&a),
         }
     }
@@ -83,7 +79,7 @@ fn main() -> ExitCode {
 }
 
 fn usage(bad: &str) -> ExitCode {
-    eprintln!("unexpected argument {bad}\n{USAGE}");
+    eprintln!("unexpected or incomplete argument {bad}\n{USAGE}");
     ExitCode::from(2)
 }
 
