@@ -310,6 +310,27 @@ fn genoa_sweep(ctx: &SectionContext, p: &Plan, buf: &mut [u8]) -> Table {
     t
 }
 
+/// Median GB/s at one extent size: `write_bytes`, each available strategy (in
+/// `Strategy::available()` order) and the policy.
+struct SizeMedians {
+    size: usize,
+    write_bytes: f64,
+    strategies: Vec<f64>,
+    policy: f64,
+}
+
+impl SizeMedians {
+    /// The best median among the streaming (`true`) or temporal (`false`) strategies.
+    fn best(&self, available: &[Strategy], streaming: bool) -> f64 {
+        available
+            .iter()
+            .zip(&self.strategies)
+            .filter(|(s, _)| s.is_non_temporal() == streaming)
+            .map(|(_, v)| *v)
+            .fold(0.0, f64::max)
+    }
+}
+
 /// Figures the goals table needs from table 3.
 struct StrategyGoals {
     /// Worst policy / best-strategy ratio over all sizes, and the size it occurs at.
@@ -340,8 +361,7 @@ fn strategies(
     );
     let policy = Policy::detect();
     let whole = ClearConfig::new(PAGE, PreemptModel::Full);
-    // Per size: (write_bytes, per-strategy medians, policy median, best sample at this size).
-    let mut medians: Vec<(usize, f64, Vec<f64>, f64)> = Vec::new();
+    let mut medians: Vec<SizeMedians> = Vec::new();
     let mut peak = 0.0f64;
     let len = buf.len();
     for size in SIZES.into_iter().filter(|&s| s <= len) {
@@ -401,7 +421,12 @@ fn strategies(
         row.push(Cell::text(available[best_i].name()));
         row.push(Cell::ratio(pol.median_gbps(volume) / best));
         t.row(row);
-        medians.push((size, wb.median_gbps(volume), per, pol.median_gbps(volume)));
+        medians.push(SizeMedians {
+            size,
+            write_bytes: wb.median_gbps(volume),
+            strategies: per,
+            policy: pol.median_gbps(volume),
+        });
     }
     t.note(format!(
         "Each strategy clears one extent per call through `clear_contig_pages` (preempt full), \
@@ -434,13 +459,18 @@ fn strategies(
             "% of peak at 1 GiB",
         ],
     );
-    let at = |size: usize| medians.iter().find(|m| m.0 == size);
+    let at = |size: usize| medians.iter().find(|m| m.size == size);
     let mut names: Vec<&str> = available.iter().map(|s| s.name()).collect();
     names.push("policy");
     for (i, name) in names.iter().enumerate() {
-        let value =
-            |m: &(usize, f64, Vec<f64>, f64)| if i < available.len() { m.2[i] } else { m.3 };
-        let ratio = |size| at(size).map_or(f64::NAN, |m| value(m) / m.1);
+        let value = |m: &SizeMedians| {
+            if i < available.len() {
+                m.strategies[i]
+            } else {
+                m.policy
+            }
+        };
+        let ratio = |size| at(size).map_or(f64::NAN, |m| value(m) / m.write_bytes);
         let pct = at(GIB).map_or(f64::NAN, |m| value(m) / peak * 100.0);
         vs.row(vec![
             Cell::text(*name),
@@ -457,22 +487,6 @@ fn strategies(
     });
 
     // Is the streaming threshold right here?
-    let temporal_best = |m: &(usize, f64, Vec<f64>, f64)| -> f64 {
-        available
-            .iter()
-            .zip(&m.2)
-            .filter(|(s, _)| !s.is_non_temporal())
-            .map(|(_, v)| *v)
-            .fold(0.0, f64::max)
-    };
-    let streaming_best = |m: &(usize, f64, Vec<f64>, f64)| -> f64 {
-        available
-            .iter()
-            .zip(&m.2)
-            .filter(|(s, _)| s.is_non_temporal())
-            .map(|(_, v)| *v)
-            .fold(0.0, f64::max)
-    };
     let mut th = Table::new(
         "clearing-threshold",
         "Policy check: temporal vs streaming by extent size",
@@ -488,25 +502,25 @@ fn strategies(
     let mut streaming_vs_memset = [f64::NAN; 2];
     let mut worst_pick = (f64::INFINITY, 0);
     for m in &medians {
-        let (tb, sb) = (temporal_best(m), streaming_best(m));
-        let streams = policy.choose(m.0, false).is_non_temporal();
+        let (tb, sb) = (m.best(&available, false), m.best(&available, true));
+        let streams = policy.choose(m.size, false).is_non_temporal();
         let pick = if streams { sb } else { tb } / tb.max(sb);
         if pick < worst_pick.0 {
-            worst_pick = (pick, m.0);
+            worst_pick = (pick, m.size);
         }
         th.row(vec![
-            Cell::text(size_name(m.0)),
+            Cell::text(size_name(m.size)),
             Cell::num(tb, 1, ""),
             Cell::num(sb, 1, ""),
             Cell::text(if sb > tb { "streaming" } else { "temporal" }),
             Cell::text(if streams { "streaming" } else { "temporal" }),
             Cell::ratio(pick),
         ]);
-        if m.0 == 256 * MIB {
-            streaming_vs_memset[0] = sb / m.1;
+        if m.size == 256 * MIB {
+            streaming_vs_memset[0] = sb / m.write_bytes;
         }
-        if m.0 == GIB {
-            streaming_vs_memset[1] = sb / m.1;
+        if m.size == GIB {
+            streaming_vs_memset[1] = sb / m.write_bytes;
         }
     }
     let (pick, at) = worst_pick;
@@ -527,7 +541,12 @@ fn strategies(
 
     let worst_policy = medians
         .iter()
-        .map(|m| (m.3 / m.2.iter().copied().fold(0.0, f64::max), m.0))
+        .map(|m| {
+            (
+                m.policy / m.strategies.iter().copied().fold(0.0, f64::max),
+                m.size,
+            )
+        })
         .fold((f64::INFINITY, 0), |a, b| if b.0 < a.0 { b } else { a });
     (
         t,
