@@ -272,25 +272,15 @@ fn miri(root: &Path, _: &Options) -> StageResult {
     Ok(format!("{} tests under Miri", tests_run(&out)))
 }
 
-/// The fuzz targets: the `[[bin]]` names of fuzz/Cargo.toml.
+/// The fuzz targets, as cargo-fuzz itself lists them.
 fn fuzz_targets(root: &Path) -> Result<Vec<String>, String> {
-    let manifest = root.join("fuzz/Cargo.toml");
-    let text = std::fs::read_to_string(&manifest)
-        .map_err(|e| format!("cannot read {}: {e}", manifest.display()))?;
-    let mut in_bin = false;
-    let mut names = Vec::new();
-    for line in text.lines().map(str::trim) {
-        if line.starts_with('[') {
-            in_bin = line == "[[bin]]";
-        } else if let Some(v) = line.strip_prefix("name").filter(|_| in_bin) {
-            names.push(
-                v.trim_start_matches([' ', '='])
-                    .trim_matches('"')
-                    .to_string(),
-            );
-        }
-    }
-    Ok(names)
+    let out = cmd::output_echoed(nightly_cargo(root).args(["fuzz", "list"]))?;
+    Ok(out
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty())
+        .map(String::from)
+        .collect())
 }
 
 fn fuzz(root: &Path, opts: &Options) -> StageResult {
