@@ -74,8 +74,6 @@ pub struct ParallelClear<'a> {
 // it, and the extent is exclusively borrowed for 'a, so sharing `&ParallelClear` between
 // threads cannot create overlapping or foreign accesses.
 unsafe impl Sync for ParallelClear<'_> {}
-// SAFETY: as above; moving the job moves only the borrow of the extent.
-unsafe impl Send for ParallelClear<'_> {}
 
 impl<'a> ParallelClear<'a> {
     /// Prepares to clear `extent` (page-aligned, whole pages) in chunks of `chunk_pages`.
