@@ -32,7 +32,15 @@ fuzz_target!(|input: Input| {
     let batch = input
         .batch
         .unwrap_or(non_preempt_batch_pages(page_size, input.extent));
-    let _ = batch_pages_for_latency(page_size, input.bandwidth, input.latency_ns);
+    // The latency batch is the most pages that fit the byte budget, and at least one.
+    let pages = batch_pages_for_latency(page_size, input.bandwidth, input.latency_ns).get() as u128;
+    let budget = u128::from(input.bandwidth) * u128::from(input.latency_ns) / 1_000_000_000;
+    let page = page_size.bytes() as u128;
+    assert!(pages == 1 || pages * page <= budget, "batch over budget");
+    assert!(
+        pages == usize::MAX as u128 || (pages + 1) * page > budget,
+        "batch not maximal"
+    );
 
     // Chunk plan over an arbitrary (possibly huge, possibly reversed) range.
     let end = input.start.saturating_add(input.npages);
