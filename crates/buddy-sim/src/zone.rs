@@ -813,8 +813,12 @@ where
             let Some(pfn) = pfn else {
                 break Err(BuddyError::OutOfMemory(order));
             };
-            // A freshly allocated block has one reference and this order: cannot fail.
-            self.split_page(pfn, order)?;
+            // A freshly allocated block has one reference and this order, so this does not
+            // fail; if it ever did, the block and the runs so far go back like any error.
+            if let Err(e) = self.split_page(pfn, order) {
+                self.free_pages(cpu, pfn, order)?;
+                break Err(e);
+            }
             left -= order.pages();
             let extends = used > 0 && runs[used - 1].0.0 + runs[used - 1].1 == pfn.0;
             if extends {

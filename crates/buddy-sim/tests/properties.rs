@@ -285,14 +285,18 @@ fn vmalloc_and_vfree_round_trip() {
     z.drain_all();
     z.check().unwrap();
     assert_eq!(z.buddy_pages(), 1024);
-    // Too few run slots: an error, and everything is given back.
-    let mut one = [(Pfn(0), 0); 1];
-    let _ = z.alloc_pages(0, Order::ZERO).unwrap(); // fragment the zone
-    let mut tiny = [(Pfn(0), 0); 0];
+    // Too few run slots: an error, and everything allocated on the way is given back.
+    let _held = z.alloc_pages(0, Order::ZERO).unwrap();
+    z.drain_all();
+    let free_before = z.buddy_pages();
+    let mut no_slots = [(Pfn(0), 0); 0];
     assert_eq!(
-        z.vmalloc(0, 3, &mut tiny).unwrap_err(),
+        z.vmalloc(0, 3, &mut no_slots).unwrap_err(),
         BuddyError::RunsFull
     );
-    assert!(z.vmalloc(0, 1, &mut one).is_ok());
+    z.drain_all();
+    assert_eq!(z.buddy_pages(), free_before, "a failed vmalloc kept frames");
+    let mut one = [(Pfn(0), 0); 1];
+    assert_eq!(z.vmalloc(0, 1, &mut one).unwrap().pages(), 1);
     z.check().unwrap();
 }
