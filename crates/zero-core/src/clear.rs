@@ -111,9 +111,10 @@ pub fn clear_contig_pages(
     cfg: &ClearConfig,
     resched: &mut impl Resched,
 ) -> Result<(), ZeroError> {
-    let npages = check_slice(buf, cfg.page_size)?;
-    // SAFETY: `buf` is an exclusive borrow of exactly npages pages, checked aligned.
-    unsafe { clear_contig_pages_raw(buf.as_mut_ptr(), npages, cfg, resched) }
+    let npages = check_slice(buf, cfg)?;
+    // SAFETY: `buf` is an exclusive borrow of exactly npages pages, validated.
+    unsafe { clear_range(buf.as_mut_ptr(), 0..npages, false, cfg, resched) };
+    Ok(())
 }
 
 /// [`clear_contig_pages`] over raw memory, for physical frames a kernel maps itself.
@@ -164,9 +165,9 @@ pub fn folio_zero_user(
     cfg: &ClearConfig,
     resched: &mut impl Resched,
 ) -> Result<(), ZeroError> {
-    let npages = check_slice(folio, cfg.page_size)?;
-    // SAFETY: `folio` is an exclusive borrow of exactly npages pages, checked aligned.
-    unsafe { folio_zero_user_raw(folio.as_mut_ptr(), npages, fault_offset, cfg, resched) }
+    let npages = check_slice(folio, cfg)?;
+    // SAFETY: `folio` is an exclusive borrow of exactly npages pages, validated.
+    unsafe { folio_zero_validated(folio.as_mut_ptr(), npages, fault_offset, cfg, resched) }
 }
 
 /// [`folio_zero_user`] over raw memory.
@@ -184,7 +185,24 @@ pub unsafe fn folio_zero_user_raw(
     cfg: &ClearConfig,
     resched: &mut impl Resched,
 ) -> Result<(), ZeroError> {
-    let len = check_raw(dst, npages, cfg)?;
+    check_raw(dst, npages, cfg)?;
+    // SAFETY: the caller's contract, and check_raw validated the geometry and policy.
+    unsafe { folio_zero_validated(dst, npages, fault_offset, cfg, resched) }
+}
+
+/// [`folio_zero_user`] after validation.
+///
+/// # Safety
+/// `npages` pages from `dst` writable and unshared, validated by [`check_slice`] or
+/// [`check_raw`] (so `npages * page` does not overflow and the policy is executable).
+unsafe fn folio_zero_validated(
+    dst: *mut u8,
+    npages: usize,
+    fault_offset: usize,
+    cfg: &ClearConfig,
+    resched: &mut impl Resched,
+) -> Result<(), ZeroError> {
+    let len = npages << cfg.page_size.shift();
     if fault_offset >= len {
         return Err(ZeroError::FaultOutsideFolio {
             offset: fault_offset,
@@ -209,40 +227,41 @@ pub unsafe fn folio_zero_user_raw(
     Ok(())
 }
 
-/// Validates a slice: page-aligned, whole pages, not empty. Returns its page count.
-pub(crate) fn check_slice(buf: &[u8], page_size: PageSize) -> Result<usize, ZeroError> {
-    let (addr, len, page) = (buf.as_ptr().addr(), buf.len(), page_size.bytes());
-    if len == 0 {
+/// The checks every entry point shares: not empty, start aligned to the page.
+fn check_start(addr: usize, empty: bool, page: usize) -> Result<(), ZeroError> {
+    if empty {
         return Err(ZeroError::ZeroLength);
     }
-    if addr % page != 0 {
+    if !addr.is_multiple_of(page) {
         return Err(ZeroError::Misaligned { addr, align: page });
     }
-    if len % page != 0 {
+    Ok(())
+}
+
+/// Validates a slice (not empty, page-aligned, whole pages) and the policy. Returns its page
+/// count.
+pub(crate) fn check_slice(buf: &[u8], cfg: &ClearConfig) -> Result<usize, ZeroError> {
+    let page = cfg.page_size.bytes();
+    check_start(buf.as_ptr().addr(), buf.is_empty(), page)?;
+    if !buf.len().is_multiple_of(page) {
         return Err(ZeroError::NotPageMultiple {
-            len,
+            len: buf.len(),
             page_size: page,
         });
     }
-    Ok(len >> page_size.shift())
+    cfg.policy.validate()?;
+    Ok(buf.len() >> cfg.page_size.shift())
 }
 
-/// Validates raw geometry and the policy. Returns the length in bytes.
+/// Validates raw geometry (not empty, page-aligned, no overflow) and the policy. Returns the
+/// length in bytes.
 pub(crate) fn check_raw(
     dst: *mut u8,
     npages: usize,
     cfg: &ClearConfig,
 ) -> Result<usize, ZeroError> {
     let page = cfg.page_size.bytes();
-    if npages == 0 {
-        return Err(ZeroError::ZeroLength);
-    }
-    if !dst.addr().is_multiple_of(page) {
-        return Err(ZeroError::Misaligned {
-            addr: dst.addr(),
-            align: page,
-        });
-    }
+    check_start(dst.addr(), npages == 0, page)?;
     let len = npages.checked_mul(page).ok_or(ZeroError::Overflow)?;
     dst.addr().checked_add(len).ok_or(ZeroError::Overflow)?;
     cfg.policy.validate()?;

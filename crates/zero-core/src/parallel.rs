@@ -6,7 +6,7 @@
 //! one atomic `fetch_add` on a shared cursor, so every chunk is cleared by exactly one worker
 //! and no worker waits for another. The claim protocol is model-checked with loom.
 
-use crate::clear::{check_raw, check_slice};
+use crate::clear::check_slice;
 use crate::sync::{AtomicUsize, Ordering};
 use crate::{ClearConfig, Resched, ZeroError};
 use core::marker::PhantomData;
@@ -86,9 +86,8 @@ impl<'a> ParallelClear<'a> {
         chunk_pages: NonZeroUsize,
         cfg: ClearConfig,
     ) -> Result<Self, ZeroError> {
-        let npages = check_slice(extent, cfg.page_size)?;
+        let npages = check_slice(extent, &cfg)?;
         let base = extent.as_mut_ptr();
-        check_raw(base, npages, &cfg)?;
         Ok(Self {
             base,
             npages,
