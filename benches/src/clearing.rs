@@ -392,31 +392,28 @@ fn strategies(
                 expect_ok(clear_contig_pages(e, &cfg, &mut CountingResched::new()));
             })));
         }
-        let mut samples = Samples::interleaved(p.runs, extent, &mut candidates).into_iter();
-        let wb = samples
-            .next()
-            .unwrap_or_else(|| Samples::from_durations(Vec::new()));
+        // One sample set per candidate: write_bytes, each strategy, the policy.
+        let samples = Samples::interleaved(p.runs, extent, &mut candidates);
+        let (wb, strategies, pol) = (
+            &samples[0],
+            &samples[1..=available.len()],
+            &samples[available.len() + 1],
+        );
         let mut per = Vec::new();
-        let mut row = vec![Cell::text(size_name(size)), gb_cell(&wb, volume)];
-        for _ in &available {
-            let s = samples
-                .next()
-                .unwrap_or_else(|| Samples::from_durations(Vec::new()));
+        let mut row = vec![Cell::text(size_name(size)), gb_cell(wb, volume)];
+        for s in strategies {
             if size >= 256 * MIB {
                 peak = peak.max(s.best_gbps(volume)).max(wb.best_gbps(volume));
             }
             per.push(s.median_gbps(volume));
-            row.push(gb_cell(&s, volume));
+            row.push(gb_cell(s, volume));
         }
-        let pol = samples
-            .next()
-            .unwrap_or_else(|| Samples::from_durations(Vec::new()));
         let (best_i, best) = per
             .iter()
             .copied()
             .enumerate()
             .fold((0, 0.0), |a, (i, v)| if v > a.1 { (i, v) } else { a });
-        row.push(gb_cell(&pol, volume));
+        row.push(gb_cell(pol, volume));
         row.push(Cell::text(policy.choose(size, false).name()));
         row.push(Cell::text(available[best_i].name()));
         row.push(Cell::ratio(pol.median_gbps(volume) / best));
