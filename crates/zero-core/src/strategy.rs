@@ -157,7 +157,6 @@ impl Strategy {
             Self::Stnp => true,
             #[cfg(all(target_arch = "aarch64", not(miri)))]
             Self::Mops | Self::MopsNt => arm64_cpu::features().mops,
-            #[allow(unreachable_patterns)] // every variant is matched on some targets
             _ => false,
         }
     }
