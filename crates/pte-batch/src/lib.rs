@@ -1,15 +1,45 @@
 //! Batched, contpte-aware test-and-clear of the access ("young") flag over page tables of
-//! atomic entries, for working-set estimation.
+//! atomic entries, for working-set estimation, never losing a concurrent hardware update.
 //!
-//! What this crate owns (DESIGN.md), filled by the pte-batch issue: PTE formats (arm64 4K/16K/
-//! 64K granules, x86_64), tables of atomics, contiguous-PTE blocks, `folio_pte_batch`,
-//! `ptep_test_and_clear_young` and the batched `test_and_clear_young_ptes`, with a CAS loop per
-//! entry so a concurrent hardware dirty update is never lost.
-//!
-//! It exports nothing yet: no API is promised before it is real.
+//! - [`format`]: entry formats, [`Arm64`] for each granule (`CONT_PTES` 16 / 128 / 32) and
+//!   [`X86_64`], with the bits from the arch crates' host-portable modules.
+//! - [`PteTable`]: one page-table page of atomic entries and its base address: `set_ptes`
+//!   folding full aligned blocks into contpte blocks, unfolding on a partial change (one range
+//!   invalidate), the contpte-aware `ptep_get`, and a model of the MMU's access-flag and dirty
+//!   updates ([`PteTable::hw_access`]).
+//! - Young clearing: [`PteTable::ptep_test_and_clear_young`] and the batched
+//!   [`PteTable::test_and_clear_young_ptes`] (block-aligned, one compare-and-swap loop per
+//!   entry); [`PteTable::clear_flush_young_ptes`] returns a `#[must_use]` [`FlushToken`] with
+//!   the one range to invalidate, consumed by a [`TlbFlush`].
+//! - [`folio_pte_batch`] with [`FpbFlags`], including [`FpbFlags::IGNORE_CONT`], so a folio
+//!   mixing contpte and non-contpte runs is one batch (seed 002's open question).
+//! - [`age_range`]: an MGLRU-shaped aging walk; [`reference`] holds the per-entry versions of
+//!   all of the above.
 #![doc = include_str!("../README.md")]
 #![no_std]
 #![forbid(unsafe_code)]
 #![deny(unsafe_op_in_unsafe_fn)]
 #![deny(clippy::undocumented_unsafe_blocks)]
 #![warn(missing_docs)]
+
+#[cfg(test)]
+extern crate std;
+
+mod aging;
+mod batch;
+mod flush;
+pub mod format;
+pub mod reference;
+mod sync;
+mod table;
+mod young;
+
+pub use aging::{AgingStats, age_range};
+pub use batch::{Folio, Folios, FpbFlags, PteBatch, folio_pte_batch};
+pub use flush::{CountingFlush, FlushRange, FlushToken, TlbFlush};
+pub use format::{Access, Arm64, Fault, Prot, PteFormat, X86_64};
+pub use table::{PteError, PteTable, Unmapped};
+
+/// The atomic type a table's entries are made of (`core::sync::atomic::AtomicU64`; loom's
+/// under `cfg(loom)`).
+pub use sync::AtomicU64;

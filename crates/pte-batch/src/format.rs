@@ -1,0 +1,420 @@
+//! Page-table entry formats: which bits mean present, young, dirty, writable and contiguous,
+//! and what the MMU does to an entry on an access.
+//!
+//! The bit positions come from the arch crates' host-portable modules
+//! ([`arch_arm64::descriptor`], [`arch_x86::pte`]), so an x86 host models arm64 tables and the
+//! reverse.
+
+use arch_arm64::descriptor::{self as arm, Granule};
+use arch_x86::pte as x86;
+
+/// What a mapping grants, independent of the format: [`PteFormat::mk_pte`] turns it into bits.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub struct Prot {
+    /// Writes are allowed (arm64: DBM, read-only until the first write dirties it).
+    pub write: bool,
+    /// Mapped young (AF / accessed already set).
+    pub young: bool,
+    /// Mapped dirty.
+    pub dirty: bool,
+    /// Accessible from user mode / EL0.
+    pub user: bool,
+    /// Instructions may be fetched.
+    pub exec: bool,
+    /// Format-specific attribute bits ORed in as they are (arm64: AttrIndx, SH, nG; x86: PAT,
+    /// PCD, PWT, G). Bits that overlap the fields above or the frame number are rejected by
+    /// [`PteFormat::mk_pte`].
+    pub attrs: u64,
+}
+
+/// How an access reached the MMU.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Access {
+    /// A load or an instruction fetch.
+    Read,
+    /// A store.
+    Write,
+}
+
+/// Why the MMU refused an access (no entry was changed).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Fault {
+    /// The entry is not valid / not present.
+    NotPresent,
+    /// A write to an entry that is neither writable nor dirty-managed.
+    Permission,
+}
+
+/// A last-level page-table entry format.
+///
+/// Implemented by [`Arm64`] (one per [`Granule`]) and [`X86_64`]. Every method is a pure
+/// function of its arguments; the table applies them with atomics.
+pub trait PteFormat: Copy + core::fmt::Debug {
+    /// log2 of the page size an entry maps.
+    fn page_shift(self) -> u32;
+    /// Entries in one contiguous block, or 1 where the format has no contiguous hint.
+    fn cont_ptes(self) -> usize;
+    /// Entries in one page-table page (the page size over 8 bytes).
+    fn ptes_per_table(self) -> usize {
+        1 << (self.page_shift() - 3)
+    }
+    /// Whether the architecture invalidates the TLB after clearing the access flag (arm64
+    /// does, for the entries that were young; x86 never does).
+    fn flushes_young(self) -> bool;
+
+    /// Whether the entry maps a page.
+    fn is_present(self, pte: u64) -> bool;
+    /// Whether the access flag is set.
+    fn is_young(self, pte: u64) -> bool;
+    /// The entry with the access flag cleared.
+    fn mkold(self, pte: u64) -> u64;
+    /// The entry with the access flag set.
+    fn mkyoung(self, pte: u64) -> u64;
+    /// Whether the page is dirty (arm64: `(DBM and not RDONLY)` or the software dirty bit).
+    fn is_dirty(self, pte: u64) -> bool;
+    /// The entry marked dirty (arm64: software dirty, and writable-clean becomes writable-dirty).
+    fn mkdirty(self, pte: u64) -> u64;
+    /// The entry marked clean (arm64: a DBM entry becomes read-only again).
+    fn mkclean(self, pte: u64) -> u64;
+    /// Whether writes are allowed (arm64: DBM, Linux's WRITE bit).
+    fn is_writable(self, pte: u64) -> bool;
+    /// The entry made read-only, keeping a hardware dirty state as software dirty.
+    fn wrprotect(self, pte: u64) -> u64;
+    /// Whether the contiguous hint is set (never on x86).
+    fn is_cont(self, pte: u64) -> bool;
+    /// The entry with the contiguous hint set (unchanged on x86).
+    fn mkcont(self, pte: u64) -> u64;
+    /// The entry with the contiguous hint cleared.
+    fn mknoncont(self, pte: u64) -> u64;
+    /// The page frame number the entry maps.
+    fn pfn(self, pte: u64) -> u64;
+    /// The entry mapping `pfn` instead; frame bits beyond the field are dropped.
+    fn with_pfn(self, pte: u64, pfn: u64) -> u64;
+    /// The largest frame number an entry can hold.
+    fn max_pfn(self) -> u64;
+    /// A present entry mapping `pfn` with `prot`; `None` if `pfn` does not fit the frame field
+    /// or `prot.attrs` overlaps bits the format owns.
+    fn mk_pte(self, pfn: u64, prot: Prot) -> Option<u64>;
+    /// What the MMU writes back for an access through `pte` (a hardware-managed access flag,
+    /// and hardware dirty management where the format has it), or why it faults.
+    fn hardware_update(self, pte: u64, access: Access) -> Result<u64, Fault>;
+}
+
+/// arm64 stage-1 last-level descriptors with the given translation granule.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Arm64 {
+    /// The translation granule (page size and `CONT_PTES`).
+    pub granule: Granule,
+}
+
+impl Arm64 {
+    /// 4 KiB pages, 16-entry (64 KiB) contiguous blocks.
+    pub const G4K: Self = Self::new(Granule::Size4KiB);
+    /// 16 KiB pages, 128-entry (2 MiB) contiguous blocks.
+    pub const G16K: Self = Self::new(Granule::Size16KiB);
+    /// 64 KiB pages, 32-entry (2 MiB) contiguous blocks.
+    pub const G64K: Self = Self::new(Granule::Size64KiB);
+
+    /// The format for `granule`.
+    #[must_use]
+    pub const fn new(granule: Granule) -> Self {
+        Self { granule }
+    }
+
+    /// Bits `mk_pte` computes itself; `Prot::attrs` may not contain them.
+    const OWNED: u64 = arm::VALID
+        | arm::PAGE
+        | arm::USER
+        | arm::RDONLY
+        | arm::AF
+        | arm::DBM
+        | arm::CONT
+        | arm::PXN
+        | arm::UXN
+        | arm::SW_DIRTY;
+}
+
+impl PteFormat for Arm64 {
+    fn page_shift(self) -> u32 {
+        self.granule.page_shift()
+    }
+    fn cont_ptes(self) -> usize {
+        self.granule.cont_ptes()
+    }
+    fn flushes_young(self) -> bool {
+        true
+    }
+    fn is_present(self, pte: u64) -> bool {
+        pte & arm::VALID != 0
+    }
+    fn is_young(self, pte: u64) -> bool {
+        pte & arm::AF != 0
+    }
+    fn mkold(self, pte: u64) -> u64 {
+        pte & !arm::AF
+    }
+    fn mkyoung(self, pte: u64) -> u64 {
+        pte | arm::AF
+    }
+    fn is_dirty(self, pte: u64) -> bool {
+        arm::is_dirty(pte)
+    }
+    fn mkdirty(self, pte: u64) -> u64 {
+        let pte = pte | arm::SW_DIRTY;
+        if pte & arm::DBM != 0 {
+            pte & !arm::RDONLY
+        } else {
+            pte
+        }
+    }
+    fn mkclean(self, pte: u64) -> u64 {
+        let pte = pte & !arm::SW_DIRTY;
+        if pte & arm::DBM != 0 {
+            pte | arm::RDONLY
+        } else {
+            pte
+        }
+    }
+    fn is_writable(self, pte: u64) -> bool {
+        pte & arm::DBM != 0
+    }
+    fn wrprotect(self, pte: u64) -> u64 {
+        let hw_dirty = pte & arm::DBM != 0 && pte & arm::RDONLY == 0;
+        let pte = if hw_dirty { pte | arm::SW_DIRTY } else { pte };
+        (pte & !arm::DBM) | arm::RDONLY
+    }
+    fn is_cont(self, pte: u64) -> bool {
+        pte & arm::CONT != 0
+    }
+    fn mkcont(self, pte: u64) -> u64 {
+        pte | arm::CONT
+    }
+    fn mknoncont(self, pte: u64) -> u64 {
+        pte & !arm::CONT
+    }
+    fn pfn(self, pte: u64) -> u64 {
+        self.granule.pfn(pte)
+    }
+    fn with_pfn(self, pte: u64, pfn: u64) -> u64 {
+        self.granule.with_pfn(pte, pfn)
+    }
+    fn max_pfn(self) -> u64 {
+        self.granule.output_address_mask() >> self.page_shift()
+    }
+    fn mk_pte(self, pfn: u64, prot: Prot) -> Option<u64> {
+        if pfn > self.max_pfn()
+            || prot.attrs & (Self::OWNED | self.granule.output_address_mask()) != 0
+        {
+            return None;
+        }
+        let mut pte = arm::VALID | arm::PAGE | prot.attrs;
+        if prot.user {
+            pte |= arm::USER;
+        }
+        if !prot.exec {
+            pte |= arm::PXN | arm::UXN;
+        }
+        if prot.young {
+            pte |= arm::AF;
+        }
+        // Linux's encoding: a writable page carries DBM and is read-only until dirty.
+        pte |= arm::RDONLY;
+        if prot.write {
+            pte |= arm::DBM;
+        }
+        if prot.dirty {
+            pte = self.mkdirty(pte);
+        }
+        Some(self.with_pfn(pte, pfn))
+    }
+    fn hardware_update(self, pte: u64, access: Access) -> Result<u64, Fault> {
+        if pte & arm::VALID == 0 {
+            return Err(Fault::NotPresent);
+        }
+        let mut new = pte | arm::AF;
+        if access == Access::Write && pte & arm::RDONLY != 0 {
+            if pte & arm::DBM == 0 {
+                return Err(Fault::Permission);
+            }
+            new &= !arm::RDONLY;
+        }
+        Ok(new)
+    }
+}
+
+/// x86_64 last-level entries (4 KiB pages, no contiguous hint).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub struct X86_64;
+
+impl X86_64 {
+    /// Bits `mk_pte` computes itself; `Prot::attrs` may not contain them.
+    const OWNED: u64 =
+        x86::PRESENT | x86::WRITABLE | x86::USER | x86::ACCESSED | x86::DIRTY | x86::NO_EXECUTE;
+}
+
+impl PteFormat for X86_64 {
+    fn page_shift(self) -> u32 {
+        x86::PFN_SHIFT
+    }
+    fn cont_ptes(self) -> usize {
+        1
+    }
+    fn flushes_young(self) -> bool {
+        false
+    }
+    fn is_present(self, pte: u64) -> bool {
+        pte & x86::PRESENT != 0
+    }
+    fn is_young(self, pte: u64) -> bool {
+        pte & x86::ACCESSED != 0
+    }
+    fn mkold(self, pte: u64) -> u64 {
+        pte & !x86::ACCESSED
+    }
+    fn mkyoung(self, pte: u64) -> u64 {
+        pte | x86::ACCESSED
+    }
+    fn is_dirty(self, pte: u64) -> bool {
+        pte & x86::DIRTY != 0
+    }
+    fn mkdirty(self, pte: u64) -> u64 {
+        pte | x86::DIRTY
+    }
+    fn mkclean(self, pte: u64) -> u64 {
+        pte & !x86::DIRTY
+    }
+    fn is_writable(self, pte: u64) -> bool {
+        pte & x86::WRITABLE != 0
+    }
+    fn wrprotect(self, pte: u64) -> u64 {
+        pte & !x86::WRITABLE
+    }
+    fn is_cont(self, _pte: u64) -> bool {
+        false
+    }
+    fn mkcont(self, pte: u64) -> u64 {
+        pte
+    }
+    fn mknoncont(self, pte: u64) -> u64 {
+        pte
+    }
+    fn pfn(self, pte: u64) -> u64 {
+        x86::pfn(pte)
+    }
+    fn with_pfn(self, pte: u64, pfn: u64) -> u64 {
+        x86::with_pfn(pte, pfn)
+    }
+    fn max_pfn(self) -> u64 {
+        x86::PFN_MASK >> x86::PFN_SHIFT
+    }
+    fn mk_pte(self, pfn: u64, prot: Prot) -> Option<u64> {
+        if pfn > self.max_pfn() || prot.attrs & (Self::OWNED | x86::PFN_MASK) != 0 {
+            return None;
+        }
+        let mut pte = x86::PRESENT | prot.attrs;
+        if prot.write {
+            pte |= x86::WRITABLE;
+        }
+        if prot.user {
+            pte |= x86::USER;
+        }
+        if !prot.exec {
+            pte |= x86::NO_EXECUTE;
+        }
+        if prot.young {
+            pte |= x86::ACCESSED;
+        }
+        if prot.dirty {
+            pte |= x86::DIRTY;
+        }
+        Some(x86::with_pfn(pte, pfn))
+    }
+    fn hardware_update(self, pte: u64, access: Access) -> Result<u64, Fault> {
+        if pte & x86::PRESENT == 0 {
+            return Err(Fault::NotPresent);
+        }
+        match access {
+            Access::Read => Ok(pte | x86::ACCESSED),
+            Access::Write if pte & x86::WRITABLE != 0 => Ok(pte | x86::ACCESSED | x86::DIRTY),
+            Access::Write => Err(Fault::Permission),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn check_format<F: PteFormat>(f: F) {
+        let rw = Prot {
+            write: true,
+            ..Prot::default()
+        };
+        let clean = f.mk_pte(7, rw).unwrap();
+        assert!(f.is_present(clean) && f.is_writable(clean));
+        assert!(!f.is_young(clean) && !f.is_dirty(clean) && !f.is_cont(clean));
+        assert_eq!(f.pfn(clean), 7);
+        // A read sets only the access flag; a write also dirties.
+        let read = f.hardware_update(clean, Access::Read).unwrap();
+        assert!(f.is_young(read) && !f.is_dirty(read));
+        let written = f.hardware_update(clean, Access::Write).unwrap();
+        assert!(f.is_young(written) && f.is_dirty(written));
+        // Clearing AF never touches dirty; clean/dirty round-trip.
+        assert!(f.is_dirty(f.mkold(written)) && !f.is_young(f.mkold(written)));
+        assert!(!f.is_dirty(f.mkclean(written)));
+        assert_eq!(f.mkdirty(clean), f.mkold(f.mkdirty(f.mkclean(written))));
+        // Write-protecting keeps the dirty state and makes writes fault.
+        let wp = f.wrprotect(written);
+        assert!(f.is_dirty(wp) && !f.is_writable(wp));
+        assert_eq!(f.hardware_update(wp, Access::Write), Err(Fault::Permission));
+        let ro = f.mk_pte(7, Prot::default()).unwrap();
+        assert_eq!(f.hardware_update(ro, Access::Write), Err(Fault::Permission));
+        assert_eq!(f.hardware_update(0, Access::Read), Err(Fault::NotPresent));
+        // Out-of-range frames and owned attribute bits are refused.
+        assert!(f.mk_pte(f.max_pfn() + 1, rw).is_none());
+        assert!(f.mk_pte(f.max_pfn(), rw).is_some());
+        assert!(
+            f.mk_pte(
+                0,
+                Prot {
+                    attrs: f.mkyoung(0),
+                    ..rw
+                }
+            )
+            .is_none()
+        );
+        assert_eq!(f.with_pfn(f.mk_pte(3, rw).unwrap(), 7), clean);
+        assert_eq!(f.ptes_per_table() << 3, 1 << f.page_shift());
+    }
+
+    #[test]
+    fn formats_behave_as_reference_md_says() {
+        for g in Granule::ALL {
+            check_format(Arm64::new(g));
+        }
+        check_format(X86_64);
+    }
+
+    #[test]
+    fn arm64_encoding_is_linuxs() {
+        let f = Arm64::G4K;
+        let rw = Prot {
+            write: true,
+            ..Prot::default()
+        };
+        let clean = f.mk_pte(1, rw).unwrap();
+        assert_eq!(clean & (arm::DBM | arm::RDONLY), arm::DBM | arm::RDONLY);
+        let dirty = f.hardware_update(clean, Access::Write).unwrap();
+        assert_eq!(
+            dirty & (arm::DBM | arm::RDONLY | arm::AF),
+            arm::DBM | arm::AF
+        );
+        // wrprotect moves the hardware dirty state into the software bit.
+        assert_ne!(f.wrprotect(dirty) & arm::SW_DIRTY, 0);
+        assert!(f.is_cont(f.mkcont(clean)) && !f.is_cont(f.mknoncont(f.mkcont(clean))));
+        assert_eq!(Arm64::G16K.cont_ptes(), 128);
+        assert_eq!(Arm64::G64K.ptes_per_table(), 8192);
+        assert!(!X86_64.is_cont(X86_64.mkcont(1)));
+        assert_eq!(X86_64.cont_ptes(), 1);
+    }
+}

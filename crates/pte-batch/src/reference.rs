@@ -1,0 +1,150 @@
+//! The obvious per-entry definitions, written for clarity and never optimized: the kernel's
+//! generic defaults, which loop the per-entry operation over a batch. The tests hold the
+//! batched paths to them, and the benchmarks use them as the "before" column.
+
+use core::ops::Range;
+
+use crate::aging::{AgingStats, Tally, folio_at};
+use crate::batch::{Folio, Folios, FpbFlags, PteBatch, batch_key};
+use crate::flush::{FlushToken, TlbFlush};
+use crate::format::PteFormat;
+use crate::table::{PteError, PteTable};
+
+/// REFERENCE.md's `ptep_test_and_clear_young`, counted: one entry, or the whole block of a
+/// contpte entry, each by the compare-and-swap loop. Returns (young, entries cleared).
+fn clear_young_one<F: PteFormat>(
+    table: &PteTable<'_, F>,
+    index: usize,
+) -> Result<(bool, Range<usize>), PteError> {
+    let f = table.format();
+    let pte = table.raw(index)?;
+    let entries = if f.is_cont(pte) {
+        let start = index - index % f.cont_ptes();
+        start..start + f.cont_ptes()
+    } else {
+        index..index + 1
+    };
+    let mut young = false;
+    for i in entries.clone() {
+        young |= table.clear_young_entry(i).0;
+    }
+    Ok((young, entries))
+}
+
+/// `ptep_test_and_clear_young`: clears entry `index`, or its whole block if it is contpte.
+pub fn ptep_test_and_clear_young<F: PteFormat>(
+    table: &PteTable<'_, F>,
+    index: usize,
+) -> Result<bool, PteError> {
+    Ok(clear_young_one(table, index)?.0)
+}
+
+/// The generic `test_and_clear_young_ptes`: [`ptep_test_and_clear_young`] on each of the `nr`
+/// entries, ORing the results.
+pub fn test_and_clear_young_ptes<F: PteFormat>(
+    table: &PteTable<'_, F>,
+    index: usize,
+    nr: usize,
+) -> Result<bool, PteError> {
+    let range = table.check_range(index, nr)?;
+    let mut young = false;
+    for i in range {
+        young |= ptep_test_and_clear_young(table, i)?;
+    }
+    Ok(young)
+}
+
+/// `ptep_clear_flush_young`, per entry: the clear, then an invalidate of what it cleared if
+/// anything was young (on a format that flushes for young clearing).
+fn clear_flush_young_one<F: PteFormat>(
+    table: &PteTable<'_, F>,
+    index: usize,
+) -> Result<(FlushToken, usize), PteError> {
+    let (young, entries) = clear_young_one(table, index)?;
+    let flush = young && table.format().flushes_young();
+    let updates = entries.len();
+    let range = flush.then(|| table.flush_range_of(entries));
+    Ok((FlushToken::new(young, range), updates))
+}
+
+/// The generic `clear_flush_young_ptes`: the per-entry flushing clear on each of the `nr`
+/// entries, each invalidating through `tlb` what it found young.
+pub fn clear_flush_young_ptes<F: PteFormat>(
+    table: &PteTable<'_, F>,
+    index: usize,
+    nr: usize,
+    tlb: &mut impl TlbFlush,
+) -> Result<bool, PteError> {
+    let range = table.check_range(index, nr)?;
+    let mut young = false;
+    for i in range {
+        young |= clear_flush_young_one(table, i)?.0.flush(tlb);
+    }
+    Ok(young)
+}
+
+/// `folio_pte_batch` without the contpte hint: compares every entry with the first.
+pub fn folio_pte_batch<F: PteFormat>(
+    table: &PteTable<'_, F>,
+    index: usize,
+    max_nr: usize,
+    flags: FpbFlags,
+) -> Result<PteBatch, PteError> {
+    let range = table.check_range(index, max_nr)?;
+    let f = table.format();
+    let first = table.raw(index)?;
+    if !f.is_present(first) {
+        return Err(PteError::NotPresent { index });
+    }
+    let mut pte = table.get(index)?;
+    let mut nr = 0;
+    for i in range {
+        let raw = table.raw(i)?;
+        let same = f.is_present(raw)
+            && f.pfn(raw) == f.pfn(first) + nr as u64
+            && batch_key(f, raw, flags) == batch_key(f, first, flags);
+        if !same {
+            break;
+        }
+        if flags.contains(FpbFlags::MERGE_YOUNG_DIRTY) {
+            let seen = table.get(i)?;
+            if f.is_young(seen) {
+                pte = f.mkyoung(pte);
+            }
+            if f.is_dirty(seen) {
+                pte = f.mkdirty(pte);
+            }
+        }
+        nr += 1;
+    }
+    Ok(PteBatch { nr, pte })
+}
+
+/// The aging walk before batching: for every present entry, read it (contpte-aware), look up
+/// its folio, and clear it with the per-entry flushing clear.
+pub fn age_range<F: PteFormat>(
+    table: &PteTable<'_, F>,
+    range: Range<usize>,
+    folios: &impl Folios,
+    tlb: &mut impl TlbFlush,
+    on_folio: impl FnMut(Folio, bool),
+) -> Result<AgingStats, PteError> {
+    let range = table.check_range(range.start, range.end.saturating_sub(range.start))?;
+    let f = table.format();
+    let mut tally = Tally::new(on_folio);
+    for i in range.clone() {
+        let pte = table.get(i)?;
+        if !f.is_present(pte) {
+            continue;
+        }
+        let Some((folio, _)) = folio_at(f, pte, i, range.end, folios)? else {
+            continue;
+        };
+        let (token, updates) = clear_flush_young_one(table, i)?;
+        tally.stats.batches += 1;
+        tally.stats.entry_updates += updates as u64;
+        let young = tally.flush(token, tlb);
+        tally.record(folio, 1, young);
+    }
+    Ok(tally.finish())
+}

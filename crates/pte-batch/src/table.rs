@@ -1,0 +1,459 @@
+//! One page-table page of atomic entries: mapping folios (`set_ptes`, folding full aligned
+//! blocks into contpte blocks), unmapping and write-protecting (unfolding a block first when
+//! only part of it changes), the contpte-aware `ptep_get`, and a model of the MMU's hardware
+//! access-flag and dirty updates.
+//!
+//! Software changes to the table (`set_ptes`, `unmap_ptes`, `wrprotect_ptes`, the young
+//! clears) must be serialized by the caller, as the kernel's page-table lock does; hardware
+//! updates ([`PteTable::hw_access`]) run concurrently with all of them. Every write that can
+//! race a hardware update is an atomic read-modify-write, so no hardware update is lost.
+
+use core::ops::Range;
+
+use crate::flush::{FlushRange, TlbFlush};
+use crate::format::{Access, Fault, Prot, PteFormat};
+use crate::sync::{AtomicU64, Ordering};
+
+/// What was wrong with a call.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum PteError {
+    /// The entry slice is empty, longer than one page-table page, or not a whole number of
+    /// contiguous blocks.
+    BadTableLength {
+        /// Entries given.
+        len: usize,
+    },
+    /// The base address is not aligned to a contiguous block, or the table's span overflows
+    /// the address space.
+    BadBase {
+        /// The base address given.
+        base: u64,
+    },
+    /// `index..index + nr` is empty or leaves the table.
+    OutOfRange {
+        /// First entry asked for.
+        index: usize,
+        /// Entries asked for.
+        nr: usize,
+        /// Entries in the table.
+        len: usize,
+    },
+    /// The address is not mapped by this table (outside it, or not page aligned where that
+    /// matters).
+    BadAddress {
+        /// The address given.
+        va: u64,
+    },
+    /// The entry at `index` maps nothing, and the call needs it to.
+    NotPresent {
+        /// The entry.
+        index: usize,
+    },
+    /// `set_ptes` found a present entry at `index`: map over empty entries only.
+    AlreadyMapped {
+        /// The entry.
+        index: usize,
+    },
+    /// The frames do not fit the format's frame field, or `Prot::attrs` overlaps bits the
+    /// format owns.
+    BadMapping {
+        /// First frame asked for.
+        pfn: u64,
+    },
+    /// A folio lookup returned a folio that does not contain the frame it was asked about.
+    BadFolio {
+        /// The frame looked up.
+        pfn: u64,
+    },
+    /// The modelled MMU refused an access.
+    Fault {
+        /// The entry the access went through.
+        index: usize,
+        /// Why.
+        fault: Fault,
+    },
+}
+
+impl core::fmt::Display for PteError {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        match *self {
+            Self::BadTableLength { len } => write!(
+                f,
+                "a table of {len} entries: need 1..=ptes_per_table, whole contiguous blocks"
+            ),
+            Self::BadBase { base } => write!(
+                f,
+                "base {base:#x} is not block aligned or the table's span overflows"
+            ),
+            Self::OutOfRange { index, nr, len } => {
+                write!(
+                    f,
+                    "entries {index}+{nr} are empty or leave a table of {len}"
+                )
+            }
+            Self::BadAddress { va } => write!(f, "address {va:#x} is not mapped by this table"),
+            Self::NotPresent { index } => write!(f, "entry {index} is not present"),
+            Self::AlreadyMapped { index } => write!(f, "entry {index} is already present"),
+            Self::BadMapping { pfn } => write!(
+                f,
+                "frames from {pfn:#x} do not fit the frame field, or attrs overlap owned bits"
+            ),
+            Self::BadFolio { pfn } => {
+                write!(
+                    f,
+                    "the folio lookup for pfn {pfn:#x} returned a folio without it"
+                )
+            }
+            Self::Fault { index, fault } => {
+                write!(f, "the MMU faulted at entry {index}: {fault:?}")
+            }
+        }
+    }
+}
+
+/// What [`PteTable::unmap_ptes`] took away: the caller must act on `dirty` (write the data
+/// back) and may use `young` as a last access hint.
+#[must_use = "a dirty page must be written back"]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Unmapped {
+    /// Present entries cleared.
+    pub pages: usize,
+    /// Whether any of them (or its contiguous block) was young.
+    pub young: bool,
+    /// Whether any of them (or its contiguous block) was dirty.
+    pub dirty: bool,
+}
+
+/// One page-table page (or a block-aligned part of one) of atomic 64-bit entries, and the
+/// virtual address its first entry maps.
+#[derive(Debug)]
+pub struct PteTable<'a, F: PteFormat> {
+    format: F,
+    base: u64,
+    entries: &'a [AtomicU64],
+}
+
+impl<'a, F: PteFormat> PteTable<'a, F> {
+    /// A table over `entries`, whose entry 0 maps virtual address `base`.
+    ///
+    /// `entries` may be a kernel's live page-table page (a `&[AtomicU64; N]` over its frame)
+    /// or memory a model owns. Its length must be at least one contiguous block, at most
+    /// [`PteFormat::ptes_per_table`], and a whole number of blocks; `base` must be aligned
+    /// to a block's span, and the table's span must fit the address space.
+    pub fn new(format: F, base: u64, entries: &'a [AtomicU64]) -> Result<Self, PteError> {
+        let len = entries.len();
+        let cont = format.cont_ptes();
+        if len == 0 || len > format.ptes_per_table() || !len.is_multiple_of(cont) {
+            return Err(PteError::BadTableLength { len });
+        }
+        let block_span = (cont as u64) << format.page_shift();
+        let span = (len as u64) << format.page_shift();
+        if !base.is_multiple_of(block_span) || base.checked_add(span - 1).is_none() {
+            return Err(PteError::BadBase { base });
+        }
+        Ok(Self {
+            format,
+            base,
+            entries,
+        })
+    }
+
+    /// The entry format.
+    #[must_use]
+    pub fn format(&self) -> F {
+        self.format
+    }
+
+    /// The virtual address entry 0 maps.
+    #[must_use]
+    pub fn base(&self) -> u64 {
+        self.base
+    }
+
+    /// Number of entries.
+    #[must_use]
+    pub fn len(&self) -> usize {
+        self.entries.len()
+    }
+
+    /// Always false: a table has at least one block.
+    #[must_use]
+    pub fn is_empty(&self) -> bool {
+        self.entries.is_empty()
+    }
+
+    /// The virtual address entry `index` maps, if `index` is in the table.
+    #[must_use]
+    pub fn va_of(&self, index: usize) -> Option<u64> {
+        (index < self.len()).then(|| self.base + ((index as u64) << self.format.page_shift()))
+    }
+
+    /// The entry mapping virtual address `va` (any byte of the page).
+    pub fn index_of(&self, va: u64) -> Result<usize, PteError> {
+        let index = va
+            .checked_sub(self.base)
+            .map(|off| off >> self.format.page_shift())
+            .filter(|&i| i < self.len() as u64)
+            .ok_or(PteError::BadAddress { va })?;
+        Ok(index as usize)
+    }
+
+    /// Checks that `index..index + nr` is a non-empty range inside the table.
+    pub(crate) fn check_range(&self, index: usize, nr: usize) -> Result<Range<usize>, PteError> {
+        let len = self.len();
+        match index.checked_add(nr) {
+            Some(end) if nr > 0 && end <= len => Ok(index..end),
+            _ => Err(PteError::OutOfRange { index, nr, len }),
+        }
+    }
+
+    /// The atomic behind entry `index`, which the caller has range-checked.
+    pub(crate) fn slot(&self, index: usize) -> &AtomicU64 {
+        &self.entries[index]
+    }
+
+    /// The first entry of the contiguous block holding `index`.
+    pub(crate) fn block_start(&self, index: usize) -> usize {
+        index - index % self.format.cont_ptes()
+    }
+
+    /// The raw entry, as the MMU sees it (the kernel's `__ptep_get`).
+    pub fn raw(&self, index: usize) -> Result<u64, PteError> {
+        self.check_range(index, 1)?;
+        Ok(self.slot(index).load(Ordering::Relaxed))
+    }
+
+    /// The entry as software must see it (the kernel's `ptep_get`): for a contpte entry, the
+    /// access flag and dirty state of the whole block ORed in, since the MMU may have set
+    /// them on any entry of the block.
+    pub fn get(&self, index: usize) -> Result<u64, PteError> {
+        let pte = self.raw(index)?;
+        Ok(self.gather(index, pte))
+    }
+
+    /// `pte` (entry `index`) with its block's access flag and dirty state ORed in.
+    pub(crate) fn gather(&self, index: usize, mut pte: u64) -> u64 {
+        let f = self.format;
+        if !f.is_cont(pte) {
+            return pte;
+        }
+        let start = self.block_start(index);
+        for slot in &self.entries[start..start + f.cont_ptes()] {
+            let other = slot.load(Ordering::Relaxed);
+            if f.is_young(other) {
+                pte = f.mkyoung(pte);
+            }
+            if f.is_dirty(other) {
+                pte = f.mkdirty(pte);
+            }
+        }
+        pte
+    }
+
+    /// The range covering entries `range`, for a TLB invalidate.
+    pub(crate) fn flush_range_of(&self, range: Range<usize>) -> FlushRange {
+        FlushRange {
+            va: self.base + ((range.start as u64) << self.format.page_shift()),
+            pages: range.len(),
+            page_shift: self.format.page_shift(),
+        }
+    }
+
+    /// Maps `nr` consecutive frames from `pfn` (one folio) at entries `index..index + nr`
+    /// with `prot` (the kernel's `set_ptes`). Every contiguous block the range covers fully,
+    /// whose first entry and first frame are both block aligned, gets the contiguous hint
+    /// (arm64's `contpte_set_ptes`).
+    ///
+    /// The entries must be empty: remapping goes through [`unmap_ptes`](Self::unmap_ptes).
+    pub fn set_ptes(&self, index: usize, pfn: u64, nr: usize, prot: Prot) -> Result<(), PteError> {
+        let range = self.check_range(index, nr)?;
+        let f = self.format;
+        let bad = PteError::BadMapping { pfn };
+        let last_pfn = pfn.checked_add(nr as u64 - 1).ok_or(bad)?;
+        if last_pfn > f.max_pfn() {
+            return Err(bad);
+        }
+        let template = f.mk_pte(pfn, prot).ok_or(bad)?;
+        if let Some(i) = range.clone().find(|&i| f.is_present(self.raw_unchecked(i))) {
+            return Err(PteError::AlreadyMapped { index: i });
+        }
+        let cont = f.cont_ptes();
+        for i in range.clone() {
+            let off = (i - index) as u64;
+            let page_pfn = pfn + off;
+            let start = self.block_start(i);
+            let block_pfn = page_pfn - (i - start) as u64;
+            let folds = cont > 1
+                && start >= index
+                && start + cont <= range.end
+                && block_pfn.is_multiple_of(cont as u64);
+            let pte = f.with_pfn(template, page_pfn);
+            let pte = if folds { f.mkcont(pte) } else { pte };
+            self.slot(i).store(pte, Ordering::Relaxed);
+        }
+        Ok(())
+    }
+
+    fn raw_unchecked(&self, index: usize) -> u64 {
+        self.slot(index).load(Ordering::Relaxed)
+    }
+
+    /// Unfolds the contiguous block holding `index` if it is one (arm64's
+    /// `contpte_convert`): clears every entry collecting the access flag and dirty state,
+    /// invalidates the block's range once, and rewrites the entries without the hint, each
+    /// carrying what was collected. Returns whether it unfolded.
+    pub fn unfold(&self, index: usize, tlb: &mut impl TlbFlush) -> Result<bool, PteError> {
+        let pte = self.raw(index)?;
+        let f = self.format;
+        if !f.is_cont(pte) {
+            return Ok(false);
+        }
+        let start = self.block_start(index);
+        let block = start..start + f.cont_ptes();
+        let (mut young, mut dirty) = (false, false);
+        for slot in &self.entries[block.clone()] {
+            // An atomic exchange: a concurrent hardware update lands before it (and is
+            // collected here) or faults on the cleared entry.
+            let old = slot.swap(0, Ordering::Relaxed);
+            young |= f.is_young(old);
+            dirty |= f.is_dirty(old);
+        }
+        tlb.flush_range(self.flush_range_of(block.clone()));
+        // The block maps block-aligned frames, so this does not underflow.
+        let block_pfn = f.pfn(pte) - (index - start) as u64;
+        for i in block {
+            let mut new = f.mknoncont(f.with_pfn(pte, block_pfn + (i - start) as u64));
+            new = if young { f.mkyoung(new) } else { f.mkold(new) };
+            new = if dirty {
+                f.mkdirty(new)
+            } else {
+                f.mkclean(new)
+            };
+            self.slot(i).store(new, Ordering::Relaxed);
+        }
+        Ok(true)
+    }
+
+    /// Unfolds the blocks at either end of `range` that `range` covers only in part.
+    fn unfold_partial_ends(
+        &self,
+        range: Range<usize>,
+        tlb: &mut impl TlbFlush,
+    ) -> Result<(), PteError> {
+        let cont = self.format.cont_ptes();
+        if cont == 1 {
+            return Ok(());
+        }
+        for end in [range.start, range.end - 1] {
+            let start = self.block_start(end);
+            if start < range.start || start + cont > range.end {
+                self.unfold(end, tlb)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Clears entries `index..index + nr` (the kernel's `clear_ptes` / `get_and_clear_full_ptes`),
+    /// unfolding first any block the range covers only in part, and invalidates the range
+    /// once if anything was present. Empty entries in the range are allowed.
+    pub fn unmap_ptes(
+        &self,
+        index: usize,
+        nr: usize,
+        tlb: &mut impl TlbFlush,
+    ) -> Result<Unmapped, PteError> {
+        let range = self.check_range(index, nr)?;
+        self.unfold_partial_ends(range.clone(), tlb)?;
+        let f = self.format;
+        let mut out = Unmapped::default();
+        for slot in &self.entries[range.clone()] {
+            let old = slot.swap(0, Ordering::Relaxed);
+            if f.is_present(old) {
+                out.pages += 1;
+                out.young |= f.is_young(old);
+                out.dirty |= f.is_dirty(old);
+            }
+        }
+        if out.pages > 0 {
+            tlb.flush_range(self.flush_range_of(range));
+        }
+        Ok(out)
+    }
+
+    /// Makes entries `index..index + nr` read-only (the kernel's `wrprotect_ptes`), keeping
+    /// a hardware dirty state as software dirty; unfolds first any block covered only in
+    /// part (a whole block changes uniformly and stays folded), and invalidates the range
+    /// once if an entry changed. Each entry changes by a compare-and-swap loop, so a write
+    /// the MMU records meanwhile is kept.
+    pub fn wrprotect_ptes(
+        &self,
+        index: usize,
+        nr: usize,
+        tlb: &mut impl TlbFlush,
+    ) -> Result<(), PteError> {
+        let range = self.check_range(index, nr)?;
+        self.unfold_partial_ends(range.clone(), tlb)?;
+        let f = self.format;
+        let mut changed = false;
+        for slot in &self.entries[range.clone()] {
+            let mut old = slot.load(Ordering::Relaxed);
+            while f.is_present(old) && f.wrprotect(old) != old {
+                match slot.compare_exchange_weak(
+                    old,
+                    f.wrprotect(old),
+                    Ordering::Relaxed,
+                    Ordering::Relaxed,
+                ) {
+                    Ok(_) => {
+                        changed = true;
+                        break;
+                    }
+                    Err(current) => old = current,
+                }
+            }
+        }
+        if changed {
+            tlb.flush_range(self.flush_range_of(range));
+        }
+        Ok(())
+    }
+
+    /// The MMU's side: an access through entry `index` sets the access flag (and, for a
+    /// write to a dirty-managed entry, the dirty state) by an atomic read-modify-write, as
+    /// FEAT_HAFDBS hardware and x86 page walkers do.
+    ///
+    /// For a contpte entry the TLB may have filled from any entry of the block, so the update
+    /// lands on entry `pick % CONT_PTES` of the block; `pick` is ignored otherwise. Returns
+    /// the entry that was updated.
+    pub fn hw_access(&self, index: usize, access: Access, pick: usize) -> Result<usize, PteError> {
+        let pte = self.raw(index)?;
+        let f = self.format;
+        let target = if f.is_cont(pte) {
+            self.block_start(index) + pick % f.cont_ptes()
+        } else {
+            index
+        };
+        let slot = self.slot(target);
+        let mut old = slot.load(Ordering::Relaxed);
+        loop {
+            let new = f
+                .hardware_update(old, access)
+                .map_err(|fault| PteError::Fault {
+                    index: target,
+                    fault,
+                })?;
+            if new == old {
+                return Ok(target);
+            }
+            match slot.compare_exchange_weak(old, new, Ordering::Relaxed, Ordering::Relaxed) {
+                Ok(_) => return Ok(target),
+                Err(current) => old = current,
+            }
+        }
+    }
+
+    /// [`hw_access`](Self::hw_access) by virtual address.
+    pub fn hw_access_va(&self, va: u64, access: Access, pick: usize) -> Result<usize, PteError> {
+        self.hw_access(self.index_of(va)?, access, pick)
+    }
+}
