@@ -1,0 +1,59 @@
+//! Building tables for the tests: storage, a table over it, folios laid out along it.
+
+#![allow(dead_code)] // each test file uses a different part
+
+use pte_batch::{AtomicU64, CountingFlush, Folio, Prot, PteFormat, PteTable};
+
+/// Where every test table starts: aligned for every granule's blocks.
+pub const BASE: u64 = 1 << 40;
+
+/// Zeroed entries for a table of `len`.
+pub fn storage(len: usize) -> Vec<AtomicU64> {
+    (0..len).map(|_| AtomicU64::new(0)).collect()
+}
+
+/// A table of format `f` over `entries`, at [`BASE`].
+pub fn table<F: PteFormat>(f: F, entries: &[AtomicU64]) -> PteTable<'_, F> {
+    PteTable::new(f, BASE, entries).expect("test tables are well formed")
+}
+
+/// Read-write, clean, old: what a fresh file mapping looks like.
+pub const RW: Prot = Prot {
+    write: true,
+    young: false,
+    dirty: false,
+    user: true,
+    exec: false,
+    attrs: 0,
+};
+
+/// Maps a folio of `nr` pages at `index`, from frame `pfn`, and returns it.
+pub fn map<F: PteFormat>(
+    t: &PteTable<'_, F>,
+    index: usize,
+    pfn: u64,
+    nr: usize,
+    prot: Prot,
+) -> Folio {
+    t.set_ptes(index, pfn, nr, prot)
+        .expect("mapping empty entries");
+    Folio {
+        pfn,
+        nr_pages: nr as u64,
+    }
+}
+
+/// Folio look-up over a list.
+pub fn lookup(folios: &[Folio]) -> impl Fn(u64) -> Option<Folio> + '_ {
+    |pfn| folios.iter().copied().find(|f| f.contains(pfn))
+}
+
+/// Every raw entry.
+pub fn snapshot<F: PteFormat>(t: &PteTable<'_, F>) -> Vec<u64> {
+    (0..t.len()).map(|i| t.raw(i).unwrap()).collect()
+}
+
+/// A flush counter.
+pub fn tlb() -> CountingFlush {
+    CountingFlush::default()
+}
