@@ -119,25 +119,36 @@ pub fn folio_pte_batch<F: PteFormat>(
         return Err(PteError::NotPresent { index });
     }
     let merge = flags.contains(FpbFlags::MERGE_YOUNG_DIRTY);
-    let mut pte = table.gather(index, first);
-    let key = batch_key(f, first, flags);
+    // Only a respected or merged dirty state needs the block's view of each entry (the
+    // kernel's contpte `ptep_get`); otherwise the ignored bits are all the block differs in.
+    let view = |i: usize, raw: u64| {
+        if merge || flags.contains(FpbFlags::RESPECT_DIRTY) {
+            table.gather(i, raw)
+        } else {
+            raw
+        }
+    };
+    let seen = table.gather(index, first);
+    let mut pte = if merge {
+        merge_young_dirty(f, seen, seen)
+    } else {
+        seen
+    };
+    let key = batch_key(f, view(index, first), flags);
     let first_pfn = f.pfn(first);
     let mut i = index + hint(table, index, first);
     while i < range.end {
         let raw = table.raw(i)?;
         let expected_pfn = first_pfn.checked_add((i - index) as u64);
-        if !f.is_present(raw) || Some(f.pfn(raw)) != expected_pfn || batch_key(f, raw, flags) != key
-        {
+        if !f.is_present(raw) || Some(f.pfn(raw)) != expected_pfn {
+            break;
+        }
+        let seen = view(i, raw);
+        if batch_key(f, seen, flags) != key {
             break;
         }
         if merge {
-            let seen = table.gather(i, raw);
-            if f.is_young(seen) {
-                pte = f.mkyoung(pte);
-            }
-            if f.is_dirty(seen) {
-                pte = f.mkdirty(pte);
-            }
+            pte = merge_young_dirty(f, pte, seen);
         }
         i += hint(table, i, raw);
     }
@@ -145,6 +156,17 @@ pub fn folio_pte_batch<F: PteFormat>(
         nr: i.min(range.end) - index,
         pte,
     })
+}
+
+/// `pte` made young and dirty where `seen` is (`FPB_MERGE_YOUNG_DIRTY`).
+pub(crate) fn merge_young_dirty<F: PteFormat>(f: F, mut pte: u64, seen: u64) -> u64 {
+    if f.is_young(seen) {
+        pte = f.mkyoung(pte);
+    }
+    if f.is_dirty(seen) {
+        pte = f.mkdirty(pte);
+    }
+    pte
 }
 
 /// Entries the scan may step over from `index` (the kernel's `pte_batch_hint`): to the end of

@@ -5,7 +5,7 @@
 use core::ops::Range;
 
 use crate::aging::{AgingStats, Tally, folio_at};
-use crate::batch::{Folio, Folios, FpbFlags, PteBatch, batch_key};
+use crate::batch::{Folio, Folios, FpbFlags, PteBatch, batch_key, merge_young_dirty};
 use crate::flush::{FlushToken, TlbFlush};
 use crate::format::PteFormat;
 use crate::table::{PteError, PteTable};
@@ -96,24 +96,19 @@ pub fn folio_pte_batch<F: PteFormat>(
     if !f.is_present(first) {
         return Err(PteError::NotPresent { index });
     }
-    let mut pte = table.get(index)?;
+    let first = table.get(index)?;
+    let mut pte = first;
     let mut nr = 0;
     for i in range {
-        let raw = table.raw(i)?;
-        let same = f.is_present(raw)
-            && f.pfn(raw) == f.pfn(first) + nr as u64
-            && batch_key(f, raw, flags) == batch_key(f, first, flags);
+        let seen = table.get(i)?;
+        let same = f.is_present(seen)
+            && f.pfn(seen) == f.pfn(first) + nr as u64
+            && batch_key(f, seen, flags) == batch_key(f, first, flags);
         if !same {
             break;
         }
         if flags.contains(FpbFlags::MERGE_YOUNG_DIRTY) {
-            let seen = table.get(i)?;
-            if f.is_young(seen) {
-                pte = f.mkyoung(pte);
-            }
-            if f.is_dirty(seen) {
-                pte = f.mkdirty(pte);
-            }
+            pte = merge_young_dirty(f, pte, seen);
         }
         nr += 1;
     }
