@@ -1,0 +1,228 @@
+//! Arbitrary tables and operation sequences (map, unmap, write-protect, hardware accesses,
+//! batched young clears, aging walks) on two tables in lockstep: the batched paths on one,
+//! the per-entry reference on the other. After every operation both tables are identical and
+//! every contpte block is well formed.
+#![no_main]
+
+use arbitrary::Arbitrary;
+use libfuzzer_sys::fuzz_target;
+use pte_batch::format::Arm64;
+use pte_batch::{
+    Access, AtomicU64, CountingFlush, Folio, FpbFlags, Prot, PteFormat, PteTable, X86_64,
+    age_range, folio_pte_batch, reference,
+};
+
+#[derive(Arbitrary, Debug)]
+struct Input {
+    format: u8,
+    blocks: u8,
+    ops: Vec<YoungOp>,
+}
+
+#[derive(Arbitrary, Debug)]
+enum YoungOp {
+    Map {
+        index: u16,
+        nr: u16,
+        aligned: bool,
+        prot: u8,
+    },
+    Unmap {
+        index: u16,
+        nr: u8,
+    },
+    Wrprotect {
+        index: u16,
+        nr: u8,
+    },
+    Access {
+        index: u16,
+        write: bool,
+        pick: u8,
+    },
+    Clear {
+        index: u16,
+        prefix: u16,
+        flags: u8,
+    },
+    Age {
+        start: u16,
+        flags: u8,
+    },
+}
+
+fn flags_of(bits: u8) -> FpbFlags {
+    let all = [
+        FpbFlags::RESPECT_DIRTY,
+        FpbFlags::RESPECT_WRITE,
+        FpbFlags::MERGE_YOUNG_DIRTY,
+        FpbFlags::IGNORE_CONT,
+    ];
+    (0..4)
+        .filter(|n| bits & (1 << n) != 0)
+        .fold(FpbFlags::NONE, |acc, n| acc | all[n])
+}
+
+fn snapshot<F: PteFormat>(t: &PteTable<'_, F>) -> Vec<u64> {
+    (0..t.len()).map(|i| t.raw(i).unwrap()).collect()
+}
+
+/// Every contpte entry sits in a block of contpte entries mapping consecutive, block-aligned
+/// frames with equal attributes up to the access flag and dirty state.
+fn check_blocks<F: PteFormat>(t: &PteTable<'_, F>) {
+    let f = t.format();
+    let cont = f.cont_ptes();
+    let e = snapshot(t);
+    for start in (0..e.len()).step_by(cont) {
+        let block = &e[start..start + cont];
+        if !block.iter().any(|&p| f.is_cont(p)) {
+            continue;
+        }
+        let key = |p: u64| f.mkclean(f.mkold(f.with_pfn(p, 0)));
+        assert_eq!(f.pfn(block[0]) % cont as u64, 0, "block {start} misaligned");
+        for (n, &p) in block.iter().enumerate() {
+            assert!(f.is_cont(p) && f.is_present(p), "block {start} entry {n}");
+            assert_eq!(f.pfn(p), f.pfn(block[0]) + n as u64);
+            assert_eq!(key(p), key(block[0]));
+        }
+    }
+}
+
+fn run<F: PteFormat>(f: F, input: &Input) {
+    let cont = f.cont_ptes();
+    let per_block = if cont == 1 { 32 } else { cont };
+    let len = (per_block * (1 + usize::from(input.blocks % 4))).min(f.ptes_per_table());
+    let base = 1u64 << 40;
+    let (sa, sb): (Vec<AtomicU64>, Vec<AtomicU64>) = (
+        (0..len).map(|_| AtomicU64::new(0)).collect(),
+        (0..len).map(|_| AtomicU64::new(0)).collect(),
+    );
+    let a = PteTable::new(f, base, &sa).unwrap();
+    let b = PteTable::new(f, base, &sb).unwrap();
+    let mut folios: Vec<Folio> = Vec::new();
+    let (mut ta, mut tb) = (CountingFlush::default(), CountingFlush::default());
+    for (n, op) in input.ops.iter().enumerate().take(64) {
+        let at = |i: u16| usize::from(i) % len;
+        match *op {
+            YoungOp::Map {
+                index,
+                nr,
+                aligned,
+                prot,
+            } => {
+                let index = at(index);
+                let nr = 1 + usize::from(nr) % (len - index);
+                // Frames unique to this folio, block aligned like the address if `aligned`.
+                let pfn = ((n as u64 + 1) << 20) + index as u64 + u64::from(!aligned);
+                let bit = |k: u8| prot & (1 << k) != 0;
+                let prot = Prot {
+                    write: bit(0),
+                    young: bit(1),
+                    dirty: bit(2),
+                    user: bit(3),
+                    exec: bit(4),
+                    attrs: 0,
+                };
+                let ra = a.set_ptes(index, pfn, nr, prot);
+                assert_eq!(ra, b.set_ptes(index, pfn, nr, prot));
+                if ra.is_ok() {
+                    folios.push(Folio {
+                        pfn,
+                        nr_pages: nr as u64,
+                    });
+                }
+            }
+            YoungOp::Unmap { index, nr } => {
+                let index = at(index);
+                let nr = 1 + usize::from(nr) % (len - index);
+                let ua = a.unmap_ptes(index, nr, &mut ta).unwrap();
+                assert_eq!(ua, b.unmap_ptes(index, nr, &mut tb).unwrap());
+            }
+            YoungOp::Wrprotect { index, nr } => {
+                let index = at(index);
+                let nr = 1 + usize::from(nr) % (len - index);
+                a.wrprotect_ptes(index, nr, &mut ta).unwrap();
+                b.wrprotect_ptes(index, nr, &mut tb).unwrap();
+            }
+            YoungOp::Access { index, write, pick } => {
+                let access = if write { Access::Write } else { Access::Read };
+                let (index, pick) = (at(index), usize::from(pick));
+                assert_eq!(
+                    a.hw_access(index, access, pick),
+                    b.hw_access(index, access, pick)
+                );
+            }
+            YoungOp::Clear {
+                index,
+                prefix,
+                flags,
+            } => {
+                let index = at(index);
+                let pte = a.raw(index).unwrap();
+                let Some(folio) = folios
+                    .iter()
+                    .find(|fo| f.is_present(pte) && fo.contains(f.pfn(pte)))
+                else {
+                    continue;
+                };
+                let left = (folio.pfn + folio.nr_pages - f.pfn(pte)) as usize;
+                let max_nr = left.min(len - index);
+                let flags = flags_of(flags);
+                let batch = folio_pte_batch(&a, index, max_nr, flags).unwrap();
+                assert_eq!(
+                    batch,
+                    reference::folio_pte_batch(&a, index, max_nr, flags).unwrap()
+                );
+                let nr = 1 + usize::from(prefix) % batch.nr;
+                let expanded = a.young_range(index, nr).unwrap();
+                let before = snapshot(&a);
+                let young = a.test_and_clear_young_ptes(index, nr).unwrap();
+                assert_eq!(
+                    young,
+                    reference::test_and_clear_young_ptes(&b, index, nr).unwrap()
+                );
+                assert_eq!(young, expanded.clone().any(|i| f.is_young(before[i])));
+                for (i, (&old, new)) in before.iter().zip(snapshot(&a)).enumerate() {
+                    let want = if expanded.contains(&i) {
+                        f.mkold(old)
+                    } else {
+                        old
+                    };
+                    assert_eq!(new, want, "entry {i}");
+                }
+            }
+            YoungOp::Age { start, flags } => {
+                let start = at(start);
+                let lookup = |pfn| folios.iter().copied().find(|fo| fo.contains(pfn));
+                let (mut ya, mut yb) = (Vec::new(), Vec::new());
+                let sa = age_range(
+                    &a,
+                    start..len,
+                    &lookup,
+                    flags_of(flags),
+                    &mut ta,
+                    |fo, y| ya.push((fo, y)),
+                )
+                .unwrap();
+                let sb = reference::age_range(&b, start..len, &lookup, &mut tb, |fo, y| {
+                    yb.push((fo, y))
+                })
+                .unwrap();
+                assert_eq!(ya, yb);
+                assert_eq!(sa.young_folios, sb.young_folios);
+                assert!(sa.entry_updates <= sb.entry_updates);
+            }
+        }
+        assert_eq!(snapshot(&a), snapshot(&b), "after {op:?}");
+        check_blocks(&a);
+    }
+}
+
+fuzz_target!(|input: Input| {
+    match input.format % 4 {
+        0 => run(Arm64::G4K, &input),
+        1 => run(Arm64::G16K, &input),
+        2 => run(Arm64::G64K, &input),
+        _ => run(X86_64, &input),
+    }
+});
