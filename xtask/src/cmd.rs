@@ -96,3 +96,45 @@ pub fn probe(c: &mut Command) -> Option<String> {
         .success()
         .then(|| String::from_utf8_lossy(&out.stdout).into_owned())
 }
+
+/// Runs `c` with stdout captured (and echoed once it ends), killing it after `limit`.
+/// Returns its exit code (`None` if a signal ended it) and its stdout.
+pub fn output_with_timeout(
+    c: &mut Command,
+    limit: std::time::Duration,
+) -> Result<(Option<i32>, String), String> {
+    use std::io::Read;
+    println!("    $ {}", describe(c));
+    let mut child = c
+        .stdout(Stdio::piped())
+        .spawn()
+        .map_err(|e| format!("`{}` could not start: {e}", describe(c)))?;
+    let mut stdout = child.stdout.take().ok_or("no stdout pipe")?;
+    let reader = std::thread::spawn(move || {
+        let mut out = Vec::new();
+        let _ = stdout.read_to_end(&mut out);
+        String::from_utf8_lossy(&out).into_owned()
+    });
+    let start = std::time::Instant::now();
+    let status = loop {
+        if let Some(st) = child.try_wait().map_err(|e| e.to_string())? {
+            break Some(st);
+        }
+        if start.elapsed() > limit {
+            let _ = child.kill();
+            let _ = child.wait();
+            break None;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    };
+    let out = reader.join().unwrap_or_default();
+    print!("{out}");
+    match status {
+        Some(st) => Ok((st.code(), out)),
+        None => Err(format!(
+            "`{}` did not finish within {} s",
+            describe(c),
+            limit.as_secs()
+        )),
+    }
+}

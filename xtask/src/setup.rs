@@ -1,7 +1,7 @@
 //! Stage 1: install what is missing, idempotently; quiet when everything is there.
 //!
-//! Rust targets and components through rustup, QEMU 10 (`qemu-user`, FEAT_MOPS) from
-//! bookworm-backports, the aarch64 cross linker and libc, build-essential (libFuzzer needs
+//! Rust targets and components through rustup, QEMU 10 (`qemu-user` and `qemu-system-arm`,
+//! FEAT_MOPS) from bookworm-backports, the aarch64 cross linker and libc, build-essential (libFuzzer needs
 //! g++), and cargo-fuzz. Each failed install stops the run with the command and a hint.
 
 use crate::cmd::{self, TOOLCHAIN, probe};
@@ -125,8 +125,14 @@ fn rust_toolchains(done: &mut Vec<String>) -> Result<(), String> {
     Ok(())
 }
 
-fn qemu_major() -> Option<u32> {
-    let out = probe(Command::new("qemu-aarch64").arg("--version"))?;
+/// The QEMU binaries the stages run, and the backports package of each.
+const QEMU: [(&str, &str); 2] = [
+    ("qemu-aarch64", "qemu-user"),
+    ("qemu-system-aarch64", "qemu-system-arm"),
+];
+
+fn qemu_major(binary: &str) -> Option<u32> {
+    let out = probe(Command::new(binary).arg("--version"))?;
     let version = out.split("version ").nth(1)?;
     version.split('.').next()?.trim().parse().ok()
 }
@@ -137,7 +143,12 @@ fn dpkg_installed(pkg: &str) -> bool {
 }
 
 fn apt(done: &mut Vec<String>) -> Result<(), String> {
-    let qemu_ok = qemu_major().is_some_and(|m| m >= MIN_QEMU_MAJOR);
+    let qemu_missing: Vec<&str> = QEMU
+        .into_iter()
+        .filter(|(binary, _)| qemu_major(binary).is_none_or(|m| m < MIN_QEMU_MAJOR))
+        .map(|(_, package)| package)
+        .collect();
+    let qemu_ok = qemu_missing.is_empty();
     let missing: Vec<&str> = APT_PACKAGES
         .into_iter()
         .filter(|p| !dpkg_installed(p))
@@ -172,18 +183,20 @@ fn apt(done: &mut Vec<String>) -> Result<(), String> {
         "apt-get update failed: check the Debian mirror in /etc/apt/sources.list.d",
     )?;
     if !qemu_ok {
+        let mut args = vec![
+            "install",
+            "-y",
+            "-qq",
+            "--no-install-recommends",
+            "-t",
+            "bookworm-backports",
+        ];
+        args.extend(&qemu_missing);
         install(
-            &mut apt_get(&[
-                "install",
-                "-y",
-                "-qq",
-                "-t",
-                "bookworm-backports",
-                "qemu-user",
-            ]),
+            &mut apt_get(&args),
             "QEMU 10 comes from bookworm-backports (bookworm's 7.2 has no FEAT_MOPS)",
         )?;
-        done.push("qemu-user (backports)".into());
+        done.push(format!("{} (backports)", qemu_missing.join(" ")));
     }
     if !missing.is_empty() {
         let mut args = vec!["install", "-y", "-qq"];

@@ -32,7 +32,7 @@ struct Stage {
     run: fn(&Path, &Options) -> StageResult,
 }
 
-const STAGES: [Stage; 10] = [
+const STAGES: [Stage; 11] = [
     Stage {
         name: "setup",
         run: |root, _| setup::run(root),
@@ -56,6 +56,10 @@ const STAGES: [Stage; 10] = [
     Stage {
         name: "qemu",
         run: qemu,
+    },
+    Stage {
+        name: "bare-metal",
+        run: bare_metal,
     },
     Stage {
         name: "loom",
@@ -157,8 +161,10 @@ pub fn run_all(root: &Path, opts: &Options) -> ExitCode {
 
 fn fmt(root: &Path, _: &Options) -> StageResult {
     cmd::status(cargo(root).args(["fmt", "--all", "--", "--check"]))?;
-    cmd::status(cargo(root).args(["fmt", "--manifest-path", "fuzz/Cargo.toml", "--", "--check"]))?;
-    Ok("workspace and fuzz crate formatted".into())
+    for manifest in ["fuzz/Cargo.toml", "kernel/Cargo.toml"] {
+        cmd::status(cargo(root).args(["fmt", "--manifest-path", manifest, "--", "--check"]))?;
+    }
+    Ok("workspace, fuzz crate and bare-metal kernel formatted".into())
 }
 
 fn clippy(root: &Path, _: &Options) -> StageResult {
@@ -185,7 +191,13 @@ fn clippy(root: &Path, _: &Options) -> StageResult {
             ])
             .args(deny),
     )?;
-    Ok("x86_64 workspace, aarch64 libraries, fuzz targets".into())
+    cmd::status(
+        cargo(root)
+            .args(["clippy", "--manifest-path", "kernel/Cargo.toml"])
+            .args(["--target", "aarch64-unknown-none"])
+            .args(deny),
+    )?;
+    Ok("x86_64 workspace, aarch64 libraries, fuzz targets, bare-metal kernel".into())
 }
 
 /// Sums the `running N tests` lines of cargo test output.
@@ -245,6 +257,59 @@ fn qemu(root: &Path, _: &Options) -> StageResult {
         counts.push(format!("{} tests on -cpu {cpu}", tests_run(&out)));
     }
     Ok(counts.join(", "))
+}
+
+/// The bare-metal kernel's boots: name, QEMU CPU arguments, and a line its UART output must
+/// contain to show the configuration did what it is there for.
+const BOOTS: [(&str, &[&str], &str); 3] = [
+    (
+        "-cpu max",
+        &["-cpu", "max"],
+        "hardware management: access flag and dirty state",
+    ),
+    (
+        "-cpu max -smp 2",
+        &["-cpu", "max", "-smp", "2"],
+        "smp: core 1 wrote all 512 pages",
+    ),
+    (
+        "-cpu cortex-a72",
+        &["-cpu", "cortex-a72"],
+        "access flag and dirty state in software",
+    ),
+];
+/// RAM given to the kernel; `kernel/src/mmu.rs` assumes the same.
+const KERNEL_RAM: &str = "128M";
+
+/// Builds `kernel/` for `aarch64-unknown-none` and boots it under `qemu-system-aarch64` in
+/// each configuration of [`BOOTS`]; each must print its line, the negative control's
+/// detection and `PASS`, and exit 0 through semihosting.
+fn bare_metal(root: &Path, _: &Options) -> StageResult {
+    let kernel = root.join("kernel");
+    cmd::status(cargo(&kernel).args(["build", "--release", "--target", "aarch64-unknown-none"]))?;
+    let elf = kernel.join("target/aarch64-unknown-none/release/unikernel");
+    for (name, cpu, expect) in BOOTS {
+        println!("    --- boot: {name}");
+        let mut qemu = std::process::Command::new("qemu-system-aarch64");
+        qemu.args(["-M", "virt"])
+            .args(cpu)
+            .args(["-m", KERNEL_RAM, "-nographic", "-semihosting", "-kernel"])
+            .arg(&elf);
+        let (code, out) = cmd::output_with_timeout(&mut qemu, std::time::Duration::from_secs(120))?;
+        if code != Some(0) {
+            return Err(format!(
+                "boot {name}: the kernel exited with {code:?} (see its output above; the code is the failed step)"
+            ));
+        }
+        for line in [expect, "negative control:", "PASS"] {
+            if !out.contains(line) {
+                return Err(format!(
+                    "boot {name}: exit 0 but no line containing {line:?}"
+                ));
+            }
+        }
+    }
+    Ok(format!("{} boots passed", BOOTS.len()))
 }
 
 fn loom(root: &Path, _: &Options) -> StageResult {
