@@ -282,11 +282,12 @@ impl<'a, F: PteFormat> PteTable<'a, F> {
             let off = (i - index) as u64;
             let page_pfn = pfn + off;
             let start = self.block_start(i);
-            let block_pfn = page_pfn - (i - start) as u64;
+            // The block lies inside the range (so its first frame is at least `pfn`) and
+            // its first frame is block aligned.
             let folds = cont > 1
                 && start >= index
                 && start + cont <= range.end
-                && block_pfn.is_multiple_of(cont as u64);
+                && (page_pfn - (i - start) as u64).is_multiple_of(cont as u64);
             let pte = f.with_pfn(template, page_pfn);
             let pte = if folds { f.mkcont(pte) } else { pte };
             self.slot(i).store(pte, Ordering::Relaxed);
@@ -319,10 +320,11 @@ impl<'a, F: PteFormat> PteTable<'a, F> {
             dirty |= f.is_dirty(old);
         }
         tlb.flush_range(self.flush_range_of(block.clone()));
-        // The block maps block-aligned frames, so this does not underflow.
-        let block_pfn = f.pfn(pte) - (index - start) as u64;
+        // A block maps block-aligned frames; wrapping only matters for a block someone else
+        // wrote wrongly, and with_pfn keeps the result inside the frame field.
+        let block_pfn = f.pfn(pte).wrapping_sub((index - start) as u64);
         for i in block {
-            let mut new = f.mknoncont(f.with_pfn(pte, block_pfn + (i - start) as u64));
+            let mut new = f.mknoncont(f.with_pfn(pte, block_pfn.wrapping_add((i - start) as u64)));
             new = if young { f.mkyoung(new) } else { f.mkold(new) };
             new = if dirty {
                 f.mkdirty(new)

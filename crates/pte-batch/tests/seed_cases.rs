@@ -328,6 +328,10 @@ fn bad_input_is_an_error_not_a_panic() {
         t.set_ptes(2, 0, 4, RW),
         Err(PteError::AlreadyMapped { index: 2 })
     );
+    // Low frames at a high index: no block folds, nothing underflows.
+    map(&t, 405, 3, 40, RW);
+    assert!((405..445).all(|i| !F.is_cont(t.raw(i).unwrap())));
+    assert_eq!(t.unmap_ptes(405, 40, &mut tlb()).unwrap().pages, 40);
     assert!(t.test_and_clear_young_ptes(0, 0).is_err());
     assert!(t.test_and_clear_young_ptes(usize::MAX, 2).is_err());
     assert!(t.index_of(BASE - 1).is_err() && t.index_of(BASE + (512 << 12)).is_err());
