@@ -127,7 +127,7 @@ pub fn age_range<F: PteFormat>(
     tlb: &mut impl TlbFlush,
     on_folio: impl FnMut(Folio, bool),
 ) -> Result<AgingStats, PteError> {
-    let range = table.check_range(range.start, range.end.saturating_sub(range.start))?;
+    let range = table.check_span(range)?;
     let f = table.format();
     let mut tally = Tally::new(on_folio);
     let mut i = range.start;

@@ -114,10 +114,7 @@ pub fn folio_pte_batch<F: PteFormat>(
 ) -> Result<PteBatch, PteError> {
     let range = table.check_range(index, max_nr)?;
     let f = table.format();
-    let first = table.raw(index)?;
-    if !f.is_present(first) {
-        return Err(PteError::NotPresent { index });
-    }
+    let first = table.present(index)?;
     let merge = flags.contains(FpbFlags::MERGE_YOUNG_DIRTY);
     // Only a respected or merged dirty state needs the block's view of each entry (the
     // kernel's contpte `ptep_get`); otherwise the ignored bits are all the block differs in.

@@ -92,11 +92,7 @@ pub fn folio_pte_batch<F: PteFormat>(
 ) -> Result<PteBatch, PteError> {
     let range = table.check_range(index, max_nr)?;
     let f = table.format();
-    let first = table.raw(index)?;
-    if !f.is_present(first) {
-        return Err(PteError::NotPresent { index });
-    }
-    let first = table.get(index)?;
+    let first = table.gather(index, table.present(index)?);
     let mut pte = first;
     let mut nr = 0;
     for i in range {
@@ -124,7 +120,7 @@ pub fn age_range<F: PteFormat>(
     tlb: &mut impl TlbFlush,
     on_folio: impl FnMut(Folio, bool),
 ) -> Result<AgingStats, PteError> {
-    let range = table.check_range(range.start, range.end.saturating_sub(range.start))?;
+    let range = table.check_span(range)?;
     let f = table.format();
     let mut tally = Tally::new(on_folio);
     for i in range.clone() {

@@ -207,6 +207,21 @@ impl<'a, F: PteFormat> PteTable<'a, F> {
         }
     }
 
+    /// Checks that `range` is a non-empty range inside the table.
+    pub(crate) fn check_span(&self, range: Range<usize>) -> Result<Range<usize>, PteError> {
+        self.check_range(range.start, range.end.saturating_sub(range.start))
+    }
+
+    /// The raw entry `index`, which must be present.
+    pub(crate) fn present(&self, index: usize) -> Result<u64, PteError> {
+        let pte = self.raw(index)?;
+        if self.format.is_present(pte) {
+            Ok(pte)
+        } else {
+            Err(PteError::NotPresent { index })
+        }
+    }
+
     /// The atomic behind entry `index`, which the caller has range-checked.
     pub(crate) fn slot(&self, index: usize) -> &AtomicU64 {
         &self.entries[index]
