@@ -293,7 +293,10 @@ fn bare_metal(root: &Path, _: &Options) -> StageResult {
         let mut qemu = std::process::Command::new("qemu-system-aarch64");
         qemu.args(["-M", "virt"])
             .args(cpu)
-            .args(["-m", KERNEL_RAM, "-nographic", "-semihosting", "-kernel"])
+            .args(["-m", KERNEL_RAM, "-nographic", "-semihosting"])
+            // No NIC: the default virtio one needs efi-virtio.rom, which a
+            // --no-install-recommends QEMU does not bring, and the kernel has no use for it.
+            .args(["-nic", "none", "-kernel"])
             .arg(&elf);
         let (code, out) = cmd::output_with_timeout(&mut qemu, std::time::Duration::from_secs(120))?;
         if code != Some(0) {
