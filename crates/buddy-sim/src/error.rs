@@ -3,6 +3,7 @@ use core::fmt;
 
 /// What was wrong with a request. When an operation returns one, the zone is unchanged.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum BuddyError {
     /// The zone configuration is unusable; the text says why.
     BadConfig(&'static str),
@@ -60,6 +61,13 @@ pub enum BuddyError {
     /// The block is not wholly free in the buddy (it is allocated, leaked, or on a per-cpu
     /// list: drain first).
     NotInBuddy(Pfn),
+    /// The frame is not usable memory: a hole in the memory map, or a range not yet added.
+    Hole(Pfn),
+    /// `add_memory`: the frame is usable memory already.
+    AlreadyAdded(Pfn),
+    /// `vfree`: the page is not one that `vmalloc` handed out, or `vfree` already released
+    /// it (or the area names it twice).
+    NotVmalloc(Pfn),
 }
 
 impl fmt::Display for BuddyError {
@@ -101,6 +109,11 @@ impl fmt::Display for BuddyError {
                 )
             }
             Self::NotInBuddy(p) => write!(f, "frame {p} is not free in the buddy"),
+            Self::Hole(p) => write!(f, "frame {p} is in a hole of the memory map"),
+            Self::AlreadyAdded(p) => write!(f, "frame {p} is usable memory already"),
+            Self::NotVmalloc(p) => {
+                write!(f, "frame {p} is not a page vmalloc handed out (or vfree released it)")
+            }
         }
     }
 }

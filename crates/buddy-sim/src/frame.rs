@@ -1,14 +1,26 @@
-//! Per-frame metadata and the intrusive doubly linked lists that thread through it.
+//! Per-frame metadata: one packed atomic word (state, order, reference count, flags) and the
+//! intrusive list links, all atomics so that every CPU can share `&[Frame]`.
+//!
+//! Who may write a frame's word:
+//! - an allocated head with references: anyone, by compare-and-swap only (`get_page`,
+//!   `put_page`, `split_page`, `mark_hwpoison`, the claims of `free_contig_range`);
+//! - a frame on a free list, or a tail inside a free block: the holder of that list's lock;
+//! - a frame whose last reference a call dropped (`Freeing`) or that a call just took off a
+//!   free list: that call alone, until it hands the frame to a list or to its caller.
 
-/// "No frame" in a list link.
-pub(crate) const NIL: u32 = u32::MAX;
+use crate::sync::{AtomicU32, AtomicU64, Ordering};
 
-/// What a frame is. Every frame is either the head of exactly one block (free in the buddy,
-/// free on a per-cpu list, allocated, or leaked) or a `Tail` inside one.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+/// What a frame is. Every frame is the head of exactly one block (free in the buddy, free on
+/// a per-cpu list, allocated, leaked, being freed, or a reserved order-0 frame) or a `Tail`
+/// inside one.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
+#[non_exhaustive]
 pub enum FrameState {
-    /// Inside a block whose head is another frame.
+    /// Not usable memory: a hole in the memory map, or a range not yet given to the zone
+    /// ([`Zone::add_memory`](crate::Zone::add_memory)). Never handed out, never merged.
     #[default]
+    Reserved,
+    /// Inside a block whose head is another frame.
     Tail,
     /// Head of a free block on the buddy free list of its order.
     Buddy,
@@ -18,161 +30,226 @@ pub enum FrameState {
     Allocated,
     /// An order-0 page that failed the free-time check (hwpoison) and is leaked for good.
     Leaked,
+    /// A page whose last reference a call in progress dropped, not yet on a free list. Seen
+    /// only while another CPU is inside a free.
+    Freeing,
+}
+
+impl FrameState {
+    const ALL: [Self; 7] = [
+        Self::Reserved,
+        Self::Tail,
+        Self::Buddy,
+        Self::Pcp,
+        Self::Allocated,
+        Self::Leaked,
+        Self::Freeing,
+    ];
+}
+
+/// A frame's metadata word, unpacked from or to its atomic.
+///
+/// Bits 0..32 reference count, 32..40 order, 40..44 state, 44 hwpoison, 45 "vmalloc holds
+/// a reference". All zero is a reserved frame.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Word(u64);
+
+const ORDER_SHIFT: u32 = 32;
+const STATE_SHIFT: u32 = 40;
+const POISONED: u64 = 1 << 44;
+const VMALLOC: u64 = 1 << 45;
+const REFCOUNT: u64 = u32::MAX as u64;
+
+impl Word {
+    /// A block head (or tail, or reserved frame) with no references and no flags.
+    pub(crate) const fn new(state: FrameState, order: u8) -> Self {
+        Self(((state as u64) << STATE_SHIFT) | ((order as u64) << ORDER_SHIFT))
+    }
+
+    /// A tail inside another frame's block.
+    pub(crate) const TAIL: Self = Self::new(FrameState::Tail, 0);
+
+    /// The head of a freshly allocated block: one reference, no flags.
+    pub(crate) const fn allocated(order: u8) -> Self {
+        Self(Self::new(FrameState::Allocated, order).0 | 1)
+    }
+
+    pub(crate) fn state(self) -> FrameState {
+        // Only this module builds words, always from a FrameState.
+        FrameState::ALL[((self.0 >> STATE_SHIFT) & 0xf) as usize % FrameState::ALL.len()]
+    }
+
+    pub(crate) const fn order(self) -> u8 {
+        (self.0 >> ORDER_SHIFT) as u8
+    }
+
+    pub(crate) const fn refcount(self) -> u32 {
+        (self.0 & REFCOUNT) as u32
+    }
+
+    pub(crate) const fn poisoned(self) -> bool {
+        self.0 & POISONED != 0
+    }
+
+    pub(crate) const fn vmalloc(self) -> bool {
+        self.0 & VMALLOC != 0
+    }
+
+    /// An allocated head with at least one reference: the only words anyone but their owner
+    /// may change (by compare-and-swap).
+    pub(crate) fn is_live(self) -> bool {
+        self.state() == FrameState::Allocated && self.refcount() > 0
+    }
+
+    pub(crate) const fn with_refcount(self, refcount: u32) -> Self {
+        Self((self.0 & !REFCOUNT) | refcount as u64)
+    }
+
+    pub(crate) const fn with_order(self, order: u8) -> Self {
+        Self((self.0 & !(0xff << ORDER_SHIFT)) | ((order as u64) << ORDER_SHIFT))
+    }
+
+    pub(crate) const fn with_state(self, state: FrameState) -> Self {
+        Self((self.0 & !(0xf << STATE_SHIFT)) | ((state as u64) << STATE_SHIFT))
+    }
+
+    pub(crate) const fn with_poison(self) -> Self {
+        Self(self.0 | POISONED)
+    }
+
+    pub(crate) const fn with_vmalloc(self, on: bool) -> Self {
+        if on {
+            Self(self.0 | VMALLOC)
+        } else {
+            Self(self.0 & !VMALLOC)
+        }
+    }
+
+    /// The last reference dropped: the frame now belongs to the call that dropped it.
+    pub(crate) const fn freeing(self) -> Self {
+        self.with_state(FrameState::Freeing).with_refcount(0)
+    }
 }
 
 /// One frame's metadata: the kernel's `struct page`, reduced to what a buddy allocator needs.
-/// Callers provide a slice of these, one per frame of the zone.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+/// Callers provide a slice of these, one per frame the zone spans.
+///
+/// A `Frame` is made of integer atomics only, so any initialized memory of the right size and
+/// alignment (zeroed boot memory, a `static` array) is a valid `[Frame]`; the zone
+/// overwrites it when it starts.
 pub struct Frame {
-    pub(crate) state: FrameState,
-    pub(crate) order: u8,
-    pub(crate) poisoned: bool,
-    pub(crate) refcount: u32,
-    pub(crate) prev: u32,
-    pub(crate) next: u32,
+    word: AtomicU64,
+    /// List links, stored as index + 1 (0: none), so that an all-zero frame is empty.
+    prev: AtomicU32,
+    next: AtomicU32,
 }
 
 impl Frame {
-    /// Metadata before the zone initializes it.
-    pub const EMPTY: Self = Self {
-        state: FrameState::Tail,
-        order: 0,
-        poisoned: false,
-        refcount: 0,
-        prev: NIL,
-        next: NIL,
-    };
+    /// Metadata before the zone initializes it (all zero: a reserved frame).
+    #[cfg(not(loom))]
+    pub const EMPTY: Self = Self::new();
 
-    /// What the frame is.
+    /// Metadata before the zone initializes it (all zero: a reserved frame).
+    #[cfg(not(loom))]
     #[must_use]
-    pub const fn state(&self) -> FrameState {
-        self.state
+    pub const fn new() -> Self {
+        Self {
+            word: AtomicU64::new(0),
+            prev: AtomicU32::new(0),
+            next: AtomicU32::new(0),
+        }
     }
 
-    /// The order of the block this frame heads (meaningless for a `Tail`).
+    /// Metadata before the zone initializes it (all zero: a reserved frame).
+    #[cfg(loom)]
     #[must_use]
-    pub const fn order(&self) -> u8 {
-        self.order
+    pub fn new() -> Self {
+        Self {
+            word: AtomicU64::new(0),
+            prev: AtomicU32::new(0),
+            next: AtomicU32::new(0),
+        }
     }
 
-    /// The reference count of an allocated block's head.
+    /// What the frame is, its order, references and flags, read at one instant.
     #[must_use]
-    pub const fn refcount(&self) -> u32 {
-        self.refcount
+    pub fn info(&self) -> FrameInfo {
+        let w = self.load();
+        FrameInfo {
+            state: w.state(),
+            order: w.order(),
+            refcount: w.refcount(),
+            poisoned: w.poisoned(),
+            vmalloc: w.vmalloc(),
+        }
     }
 
-    /// Whether the frame is marked hardware-poisoned.
-    #[must_use]
-    pub const fn is_poisoned(&self) -> bool {
-        self.poisoned
+    pub(crate) fn load(&self) -> Word {
+        Word(self.word.load(Ordering::Acquire))
     }
 
-    /// Makes the frame a tail inside another frame's block.
-    pub(crate) fn make_tail(&mut self) {
-        self.state = FrameState::Tail;
-        self.order = 0;
+    /// For the frame's owner only (see the module docs).
+    pub(crate) fn store(&self, w: Word) {
+        self.word.store(w.0, Ordering::Release);
     }
 
-    pub(crate) fn set_head(&mut self, state: FrameState, order: u8) {
-        self.state = state;
-        self.order = order;
+    /// Replaces `old` by `new` if the word still is `old`; else returns what it is.
+    pub(crate) fn cas(&self, old: Word, new: Word) -> Result<(), Word> {
+        self.word
+            .compare_exchange(old.0, new.0, Ordering::AcqRel, Ordering::Acquire)
+            .map(drop)
+            .map_err(Word)
+    }
+
+    pub(crate) fn prev(&self) -> Option<u32> {
+        self.prev.load(Ordering::Relaxed).checked_sub(1)
+    }
+
+    pub(crate) fn next(&self) -> Option<u32> {
+        self.next.load(Ordering::Relaxed).checked_sub(1)
+    }
+
+    /// Link writes happen under the lock of the list the frame is on.
+    pub(crate) fn set_prev(&self, idx: Option<u32>) {
+        self.prev.store(idx.map_or(0, |i| i + 1), Ordering::Relaxed);
+    }
+
+    pub(crate) fn set_next(&self, idx: Option<u32>) {
+        self.next.store(idx.map_or(0, |i| i + 1), Ordering::Relaxed);
+    }
+
+    /// Back to all zero.
+    pub(crate) fn reset(&self) {
+        self.store(Word(0));
+        self.set_prev(None);
+        self.set_next(None);
     }
 }
 
 impl Default for Frame {
     fn default() -> Self {
-        Self::EMPTY
+        Self::new()
     }
 }
 
-/// An intrusive list of block heads, linked through their frames by index.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) struct List {
-    pub(crate) head: u32,
-    pub(crate) tail: u32,
-    pub(crate) len: u32,
-}
-
-impl List {
-    pub(crate) const EMPTY: Self = Self {
-        head: NIL,
-        tail: NIL,
-        len: 0,
-    };
-
-    /// Adds `idx` at the front (most recently freed: handed out first, still cache-hot).
-    pub(crate) fn push_front(&mut self, frames: &mut [Frame], idx: u32) {
-        frames[idx as usize].prev = NIL;
-        frames[idx as usize].next = self.head;
-        match self.head {
-            NIL => self.tail = idx,
-            h => frames[h as usize].prev = idx,
-        }
-        self.head = idx;
-        self.len += 1;
-    }
-
-    /// Unlinks `idx`, which must be on this list. O(1).
-    pub(crate) fn remove(&mut self, frames: &mut [Frame], idx: u32) {
-        let Frame { prev, next, .. } = frames[idx as usize];
-        match prev {
-            NIL => self.head = next,
-            p => frames[p as usize].next = next,
-        }
-        match next {
-            NIL => self.tail = prev,
-            n => frames[n as usize].prev = prev,
-        }
-        frames[idx as usize].prev = NIL;
-        frames[idx as usize].next = NIL;
-        self.len -= 1;
-    }
-
-    pub(crate) fn pop_front(&mut self, frames: &mut [Frame]) -> Option<u32> {
-        let idx = self.head;
-        (idx != NIL).then(|| {
-            self.remove(frames, idx);
-            idx
-        })
-    }
-
-    /// Removes the oldest entry (what a drain returns to the buddy first).
-    pub(crate) fn pop_back(&mut self, frames: &mut [Frame]) -> Option<u32> {
-        let idx = self.tail;
-        (idx != NIL).then(|| {
-            self.remove(frames, idx);
-            idx
-        })
+impl core::fmt::Debug for Frame {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        self.info().fmt(f)
     }
 }
 
-/// One CPU's free lists: orders 0..=3 and the pageblock order, as the kernel's per-cpu pages.
-/// Callers provide a slice of these, one per CPU.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct PerCpu {
-    pub(crate) lists: [List; PCP_LISTS],
-    pub(crate) pages: u64,
-}
-
-/// Per-cpu lists per CPU: orders 0, 1, 2, 3 (PAGE_ALLOC_COSTLY_ORDER) and the pageblock order.
-pub(crate) const PCP_LISTS: usize = 5;
-
-impl PerCpu {
-    /// Empty lists.
-    pub const EMPTY: Self = Self {
-        lists: [List::EMPTY; PCP_LISTS],
-        pages: 0,
-    };
-
-    /// Frames held on this CPU's lists.
-    #[must_use]
-    pub const fn pages(&self) -> u64 {
-        self.pages
-    }
-}
-
-impl Default for PerCpu {
-    fn default() -> Self {
-        Self::EMPTY
-    }
+/// A frame's metadata read at one instant ([`Frame::info`], [`Zone::frame`](crate::Zone::frame)).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct FrameInfo {
+    /// What the frame is.
+    pub state: FrameState,
+    /// The order of the block this frame heads (0 for a tail or a reserved frame).
+    pub order: u8,
+    /// References to an allocated block's head (0 otherwise).
+    pub refcount: u32,
+    /// Marked hardware-poisoned: freeing it leaks it.
+    pub poisoned: bool,
+    /// An order-0 page that [`Zone::vmalloc`](crate::Zone::vmalloc) handed out and no
+    /// [`Zone::vfree`](crate::Zone::vfree) has released since.
+    pub vmalloc: bool,
 }

@@ -1,16 +1,26 @@
-//! A buddy frame allocator over page frame numbers, for unikernels and hypervisors, whose
-//! [`Zone::free_contig_range`] frees a run of order-0 pages as the fewest naturally aligned
-//! power-of-two blocks instead of page by page (Linux 2026, seed 003).
+//! A buddy frame allocator over page frame numbers that every CPU of an SMP kernel shares,
+//! for unikernels and hypervisors, whose [`Zone::free_contig_range`] frees a run of order-0
+//! pages as the fewest naturally aligned power-of-two blocks instead of page by page (Linux
+//! 2026, seed 003).
 //!
-//! - [`Zone`]: free areas per order with intrusive O(1) lists, per-cpu lists for orders 0..=3
-//!   and the pageblock order (drained in batches past `high`), buddy merging up to MAX_ORDER,
-//!   refcounts, sections, hwpoison leaks, `vmalloc`/`vfree`, and [`Zone::check`].
+//! - [`Zone`]: shared through `&self` (`Sync`). Per-cpu lists for orders 0..=3 and the
+//!   pageblock order, each CPU's under its own lock, refilled from and drained to the buddy
+//!   in batches under the zone lock; free areas per order with intrusive O(1) lists; buddy
+//!   merging up to MAX_ORDER; refcounts by compare-and-swap; memory maps with holes
+//!   ([`Zone::add_memory`]); hwpoison leaks; `vmalloc`/`vfree`; and [`Zone::check`].
+//!   Both locks are a [`lock_api::RawMutex`] of the embedder's choice (`spin`'s by default).
 //! - [`decompose`]: the pure chunking of a run into aligned blocks.
 //! - [`reference`]: the per-page path the kernel used before, and a brute-force cover.
 //!
 //! Metadata lives in caller-provided storage (one [`Frame`] per frame, one [`PerCpu`] per
-//! CPU): no allocation, no `unsafe`. Bad input returns a [`BuddyError`] and leaves the zone
-//! as it was.
+//! CPU; both can be plain `static`s): no allocation, no `unsafe`. Bad input returns a
+//! [`BuddyError`] and leaves the zone as it was.
+//!
+//! One file per concern: `config` (geometry), `frame` and `list` (metadata), `map` (frame
+//! arithmetic and lookups), `buddy` (the zone lock's free areas), `pcp` (per-cpu lists),
+//! `zone` (the zone and what operations share), `alloc`, `refs` (references and frees),
+//! `contig` (`free_contig_range`), `vmalloc`, `check`, `counters`, `sync` (atomics and locks,
+//! loom's under `cfg(loom)`).
 #![doc = include_str!("../README.md")]
 #![no_std]
 #![forbid(unsafe_code)]
@@ -20,44 +30,86 @@
 
 #[cfg(feature = "alloc")]
 extern crate alloc;
-#[cfg(test)]
+#[cfg(any(test, loom))]
 extern crate std;
 
+mod alloc_pages;
+mod buddy;
+mod check;
+mod config;
+mod contig;
+mod counters;
 mod decompose;
 mod error;
 mod frame;
+mod list;
+mod map;
+mod pcp;
 pub mod reference;
+mod refs;
+mod sync;
 mod types;
+mod vmalloc;
 mod zone;
 
+pub use check::Corruption;
+pub use config::ZoneConfig;
+pub use counters::OpCounters;
 pub use decompose::{Decompose, decompose};
 pub use error::BuddyError;
-pub use frame::{Frame, FrameState, PerCpu};
+pub use frame::{Frame, FrameInfo, FrameState};
+pub use lock_api;
+pub use pcp::PerCpu;
 pub use types::{MAX_SUPPORTED_ORDER, Order, Pfn};
-pub use zone::{Corruption, FreeWhere, OpCounters, VmArea, Zone, ZoneConfig};
+pub use vmalloc::VmArea;
+pub use zone::{FreeWhere, Zone};
+
+/// The raw lock a [`Zone`] and its [`PerCpu`] lists use unless told otherwise: `spin`'s
+/// spinning mutex (feature `spin`, on by default). A kernel that takes the allocator from
+/// interrupt context names its own IRQ-safe [`lock_api::RawMutex`] instead.
+#[cfg(feature = "spin")]
+pub type DefaultRawMutex = spin::Mutex<()>;
+
+/// Without the `spin` feature there is no default lock: this type implements no
+/// [`lock_api::RawMutex`], so a zone must name its lock type.
+#[cfg(not(feature = "spin"))]
+#[derive(Debug)]
+pub enum DefaultRawMutex {}
 
 /// A zone whose metadata is in vectors.
 #[cfg(feature = "alloc")]
-pub type BoxedZone = Zone<alloc::vec::Vec<Frame>, alloc::vec::Vec<PerCpu>>;
+pub type BoxedZone<R = DefaultRawMutex> =
+    Zone<alloc::vec::Vec<Frame>, alloc::vec::Vec<PerCpu<R>>, R>;
 
 #[cfg(feature = "alloc")]
-impl BoxedZone {
-    /// A zone with freshly allocated metadata.
+impl<R: lock_api::RawMutex> Zone<alloc::vec::Vec<Frame>, alloc::vec::Vec<PerCpu<R>>, R> {
+    /// A zone with freshly allocated metadata, all of it usable.
     ///
     /// # Errors
     /// As [`Zone::new`].
     pub fn new_boxed(cfg: ZoneConfig) -> Result<Self, BuddyError> {
-        let frames = usize::try_from(cfg.nr_pages)
-            .map_err(|_| BuddyError::BadConfig("more frames than fit in memory"))?;
-        if frames >= u32::MAX as usize {
-            return Err(BuddyError::BadConfig(
-                "more frames than 32-bit list links can index",
-            ));
-        }
-        Zone::new(
-            cfg,
-            alloc::vec![Frame::EMPTY; frames],
-            alloc::vec![PerCpu::EMPTY; cfg.cpus],
-        )
+        let (frames, pcps) = boxed_metadata(cfg)?;
+        Zone::new(cfg, frames, pcps)
     }
+
+    /// A zone with freshly allocated metadata and no usable frames yet (see
+    /// [`Zone::new_empty`]).
+    ///
+    /// # Errors
+    /// As [`Zone::new_empty`].
+    pub fn new_boxed_empty(cfg: ZoneConfig) -> Result<Self, BuddyError> {
+        let (frames, pcps) = boxed_metadata(cfg)?;
+        Zone::new_empty(cfg, frames, pcps)
+    }
+}
+
+#[cfg(feature = "alloc")]
+type BoxedMetadata<R> = (alloc::vec::Vec<Frame>, alloc::vec::Vec<PerCpu<R>>);
+
+#[cfg(feature = "alloc")]
+fn boxed_metadata<R: lock_api::RawMutex>(cfg: ZoneConfig) -> Result<BoxedMetadata<R>, BuddyError> {
+    cfg.validate()?;
+    let frames = (0..cfg.nr_pages).map(|_| Frame::new()).collect();
+    let pcps = (0..cfg.cpus).map(|_| PerCpu::new()).collect();
+    Ok((frames, pcps))
 }

@@ -1,26 +1,34 @@
 //! The obvious definitions, never optimized: what the batched paths are checked against and
 //! the "before" column of the benchmarks.
 
-use crate::{BuddyError, Frame, Order, PerCpu, Pfn, Zone};
+use crate::contig::Claim;
+use crate::{BuddyError, Frame, FrameInfo, Order, PerCpu, Pfn, Zone};
+use lock_api::RawMutex;
 
 /// Frees `[pfn, pfn + nr)` the way the kernel did before seed 003: one `put_page` per page,
 /// so every page that reaches zero is checked and freed as order 0 (to the per-cpu list,
-/// merging only when drained). Checks the range first exactly as
-/// [`Zone::free_contig_range`] does, so both return the same errors.
+/// merging only when drained). Checks the whole range first, as
+/// [`Zone::free_contig_range`] does, so both return the same errors; unlike it, it is not
+/// all or nothing against another CPU freeing the same pages meanwhile.
 ///
 /// # Errors
 /// As [`Zone::free_contig_range`].
-pub fn free_contig_range_per_page<F, P>(
-    zone: &mut Zone<F, P>,
+pub fn free_contig_range_per_page<F, P, R>(
+    zone: &Zone<F, P, R>,
     cpu: usize,
     pfn: Pfn,
     nr: u64,
 ) -> Result<(), BuddyError>
 where
-    F: AsRef<[Frame]> + AsMut<[Frame]>,
-    P: AsRef<[PerCpu]> + AsMut<[PerCpu]>,
+    F: AsRef<[Frame]>,
+    P: AsRef<[PerCpu<R>]>,
+    R: RawMutex,
 {
-    zone.check_contig_range(cpu, pfn, nr)?;
+    zone.pcp(cpu)?;
+    let pages = zone.run_indices(pfn, nr)?;
+    // The check is a claim undone at once: it names the same first bad page.
+    zone.claim(pages.clone(), Claim::Any)?;
+    zone.unclaim(pages, Claim::Any);
     for i in 0..nr {
         zone.put_page(cpu, Pfn(pfn.0 + i))?;
     }
@@ -127,6 +135,13 @@ pub enum Op {
     },
     /// Drain every CPU's lists.
     DrainAll,
+    /// Add reserved frames as usable memory (mostly errors once the zone is full).
+    AddMemory {
+        /// Offset from the zone's first frame (may lie outside).
+        offset: u64,
+        /// Frames.
+        len: u64,
+    },
 }
 
 /// How [`Lockstep`] found the two paths to differ, or a zone to be corrupt.
@@ -160,23 +175,24 @@ const SLOTS: usize = 64;
 /// else is applied to both. [`Lockstep::apply`] checks both zones after every step and that
 /// both returned the same result; [`Lockstep::finish`] drains both and compares every frame
 /// and every free block.
-pub struct Lockstep<F, P> {
+pub struct Lockstep<F, P, R> {
     /// The zone using the batched path.
-    pub batched: Zone<F, P>,
+    pub batched: Zone<F, P, R>,
     /// The zone using the per-page path.
-    pub per_page: Zone<F, P>,
+    pub per_page: Zone<F, P, R>,
     allocs: [Option<(Pfn, Order)>; SLOTS],
     next_slot: usize,
 }
 
-impl<F, P> Lockstep<F, P>
+impl<F, P, R> Lockstep<F, P, R>
 where
-    F: AsRef<[Frame]> + AsMut<[Frame]>,
-    P: AsRef<[PerCpu]> + AsMut<[PerCpu]>,
+    F: AsRef<[Frame]>,
+    P: AsRef<[PerCpu<R>]>,
+    R: RawMutex,
 {
-    /// Two zones built from the same configuration.
+    /// Two zones built from the same configuration and memory map.
     #[must_use]
-    pub fn new(batched: Zone<F, P>, per_page: Zone<F, P>) -> Self {
+    pub fn new(batched: Zone<F, P, R>, per_page: Zone<F, P, R>) -> Self {
         Self {
             batched,
             per_page,
@@ -276,6 +292,13 @@ where
                 self.per_page.drain_all();
                 (Ok(()), Ok(()))
             }
+            Op::AddMemory { offset, len } => match start.checked_add(offset) {
+                Some(first) => (
+                    self.batched.add_memory(first, len),
+                    self.per_page.add_memory(first, len),
+                ),
+                None => return Ok(()),
+            },
         };
         if a != b {
             return Err(Divergence::Results {
@@ -291,7 +314,7 @@ where
     fn free_both(&mut self, cpu: usize, pfn: Pfn, len: u64) -> Result<PairResult, Divergence> {
         let before = fingerprint(&self.batched);
         let a = self.batched.free_contig_range(cpu, pfn, len);
-        let b = free_contig_range_per_page(&mut self.per_page, cpu, pfn, len);
+        let b = free_contig_range_per_page(&self.per_page, cpu, pfn, len);
         if a.is_err() && fingerprint(&self.batched) != before {
             return Err(Divergence::ChangedOnError(pfn));
         }
@@ -310,8 +333,7 @@ where
         let start = self.batched.config().start;
         let (fa, fb) = (self.batched.frames_slice(), self.per_page.frames_slice());
         for (i, (x, y)) in fa.iter().zip(fb).enumerate() {
-            let key = |f: &Frame| (f.state, f.order, f.refcount, f.poisoned);
-            if key(x) != key(y) {
+            if x.info() != y.info() {
                 return Err(Divergence::Frames(Pfn(start.0 + i as u64)));
             }
         }
@@ -323,18 +345,27 @@ where
 }
 
 /// A cheap digest of a zone's frames and counts, to detect changes on error paths.
-fn fingerprint<F, P>(zone: &Zone<F, P>) -> (u64, u64, u64)
+pub fn fingerprint<F, P, R>(zone: &Zone<F, P, R>) -> (u64, u64, u64)
 where
-    F: AsRef<[Frame]> + AsMut<[Frame]>,
-    P: AsRef<[PerCpu]> + AsMut<[PerCpu]>,
+    F: AsRef<[Frame]>,
+    P: AsRef<[PerCpu<R>]>,
+    R: RawMutex,
 {
     let mut h = 0xcbf2_9ce4_8422_2325u64;
     for f in zone.frames_slice() {
+        let FrameInfo {
+            state,
+            order,
+            refcount,
+            poisoned,
+            vmalloc,
+        } = f.info();
         for v in [
-            f.state as u64,
-            u64::from(f.order),
-            u64::from(f.refcount),
-            u64::from(f.poisoned),
+            state as u64,
+            u64::from(order),
+            u64::from(refcount),
+            u64::from(poisoned),
+            u64::from(vmalloc),
         ] {
             h = (h ^ v).wrapping_mul(0x100_0000_01b3);
         }

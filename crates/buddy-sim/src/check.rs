@@ -1,0 +1,169 @@
+//! `Zone::check`: every invariant, verified by walking the frames and every free list.
+
+use crate::frame::{Frame, FrameState};
+use crate::list::List;
+use crate::map::FrameMap;
+use crate::{Order, PerCpu, Pfn, Zone};
+use lock_api::RawMutex;
+
+/// A broken invariant found by [`Zone::check`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Corruption {
+    /// Which invariant.
+    pub what: &'static str,
+    /// A frame where it shows.
+    pub pfn: Pfn,
+}
+
+impl core::fmt::Display for Corruption {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        write!(f, "{} at frame {}", self.what, self.pfn)
+    }
+}
+
+impl core::error::Error for Corruption {}
+
+impl<F, P, R> Zone<F, P, R>
+where
+    F: AsRef<[Frame]>,
+    P: AsRef<[PerCpu<R>]>,
+    R: RawMutex,
+{
+    /// Verifies every invariant: the blocks tile the zone (each frame the head of exactly
+    /// one block, a reserved frame, or a tail inside a block), blocks are aligned and inside
+    /// the zone, free lists are consistent with the frames and their counts, no two free
+    /// buddies of one order are both in the buddy below MAX_ORDER, reserved frames are
+    /// exactly the zone's holes, and references are sane.
+    ///
+    /// Meant for a quiescent zone: with allocations or frees in flight on other CPUs it
+    /// can report the frames they are moving.
+    ///
+    /// # Errors
+    /// [`Corruption`] naming the first broken invariant and a frame.
+    pub fn check(&self) -> Result<(), Corruption> {
+        let m = self.map();
+        let bad = |what, idx: u32| Err(Corruption { what, pfn: m.pfn(idx) });
+        let n = m.frames.len();
+        let (mut buddy_heads, mut pcp_heads, mut buddy_pages, mut reserved) = (0u64, 0, 0, 0);
+        let mut idx = 0usize;
+        while idx < n {
+            let i = idx as u32;
+            let w = m.frame(i).load();
+            if w.order() > self.cfg.max_order.get() {
+                return bad("a block above MAX_ORDER", i);
+            }
+            let size = 1usize << w.order();
+            match w.state() {
+                FrameState::Tail => return bad("a tail frame outside any block", i),
+                FrameState::Freeing => return bad("a frame being freed (check a quiescent zone)", i),
+                FrameState::Buddy => {
+                    buddy_heads += 1;
+                    buddy_pages += size as u64;
+                }
+                FrameState::Pcp => pcp_heads += 1,
+                FrameState::Reserved => reserved += 1,
+                FrameState::Allocated | FrameState::Leaked => {}
+            }
+            if !m.pfn(i).is_aligned(Order(w.order())) || idx + size > n {
+                return bad("a misaligned block or one past the zone", i);
+            }
+            if (w.state() == FrameState::Allocated) == (w.refcount() == 0) {
+                return bad("a refcount that does not match the state", i);
+            }
+            if matches!(w.state(), FrameState::Leaked | FrameState::Reserved) && w.order() != 0 {
+                return bad("a leaked or reserved frame above order 0", i);
+            }
+            if let Some(t) = m.frames[idx + 1..idx + size]
+                .iter()
+                .position(|t| t.load().state() != FrameState::Tail)
+            {
+                return bad("a head inside another block", (idx + 1 + t) as u32);
+            }
+            if w.state() == FrameState::Buddy
+                && w.order() < self.cfg.max_order.get()
+                && let Some(b) = m.buddy(i, Order(w.order()))
+                && m.frame(b).load() == w
+            {
+                return bad("two free buddies of one order both in the buddy", i);
+            }
+            idx += size;
+        }
+        {
+            let free = self.free.lock();
+            let mut listed = 0u64;
+            for (o, list) in free.lists.iter().enumerate() {
+                listed += check_list(m, list, FrameState::Buddy, |order| order as usize == o)?;
+            }
+            if listed != buddy_heads || buddy_pages != free.pages {
+                return bad("buddy lists and frames disagree", 0);
+            }
+            if free.present + reserved != self.cfg.nr_pages {
+                return bad("usable frames and holes do not add up to the zone", 0);
+            }
+        }
+        let mut listed = 0u64;
+        for pcp in self.pcps.as_ref() {
+            let lists = pcp.lists.lock();
+            let mut pages = 0u64;
+            for (l, list) in lists.lists.iter().enumerate() {
+                listed += check_list(m, list, FrameState::Pcp, |order| {
+                    self.cfg.pcp_list(Order(order)) == Some(l)
+                })?;
+                pages += list_pages(m, list);
+            }
+            if pages != lists.pages {
+                return bad("a per-cpu page count that does not match its lists", 0);
+            }
+        }
+        if listed != pcp_heads {
+            return bad("per-cpu lists and frames disagree", 0);
+        }
+        Ok(())
+    }
+}
+
+/// Walks one list, checking links, states and orders; returns its length.
+fn check_list(
+    m: FrameMap<'_>,
+    list: &List,
+    state: FrameState,
+    order_ok: impl Fn(u8) -> bool,
+) -> Result<u64, Corruption> {
+    let (mut at, mut prev, mut len) = (list.head(), None, 0u64);
+    while let Some(idx) = at {
+        let fail = |what| Err(Corruption { what, pfn: m.pfn(idx) });
+        let Some(f) = m.frames.get(idx as usize) else {
+            return fail("a list link outside the zone");
+        };
+        let w = f.load();
+        if f.prev() != prev {
+            return fail("a broken list link");
+        }
+        if w.state() != state || !order_ok(w.order()) {
+            return fail("a list entry of the wrong state or order");
+        }
+        len += 1;
+        if len > m.frames.len() as u64 {
+            return fail("a cycle in a free list");
+        }
+        prev = Some(idx);
+        at = f.next();
+    }
+    if list.tail() != prev || u64::from(list.len()) != len {
+        return Err(Corruption {
+            what: "a list head whose tail or length is wrong",
+            pfn: m.cfg.start,
+        });
+    }
+    Ok(len)
+}
+
+fn list_pages(m: FrameMap<'_>, list: &List) -> u64 {
+    let (mut at, mut pages) = (list.head(), 0);
+    while let Some(idx) = at {
+        let f = m.frame(idx);
+        pages += 1u64 << f.load().order();
+        at = f.next();
+    }
+    pages
+}

@@ -1,0 +1,195 @@
+//! Freeing runs of order-0 pages: `free_contig_range` (Linux 2026, seed 003) and the claim /
+//! commit protocol it shares with `vfree`.
+//!
+//! A free of many pages must be all or nothing, also when another CPU frees some of the same
+//! pages at the same moment. So it goes in two passes:
+//! 1. **claim**: for each page, atomically check that it is a live order-0 page and, if the
+//!    reference being dropped is its last, take the page (`Freeing`). A page that fails ends
+//!    the pass, and the claims made so far are undone: the zone is as before. Pages with
+//!    other references are only checked here.
+//! 2. **commit**: drop the reference of each page not taken in pass 1 (taking it now if that
+//!    was the last), check each taken page (`free_pages_prepare`: poisoned pages are leaked),
+//!    gather them into runs that never cross a section boundary, and free each run as the
+//!    fewest aligned blocks. Nothing in this pass can fail.
+//!
+//! Two CPUs freeing the same range claim its first page in turn: one takes it, the other
+//! fails there, having changed nothing.
+
+use crate::frame::{Frame, FrameState, Word};
+use crate::{BuddyError, PerCpu, Pfn, Zone, decompose};
+use core::ops::Range;
+use lock_api::RawMutex;
+
+/// What a claim requires of a page beyond being a live, allocated order-0 page.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Claim {
+    /// Any reference (`free_contig_range`).
+    Any,
+    /// The reference `vmalloc` handed out and no `vfree` has released (the claim releases
+    /// the mark, so a page named twice fails the second time).
+    Vmalloc,
+}
+
+impl<F, P, R> Zone<F, P, R>
+where
+    F: AsRef<[Frame]>,
+    P: AsRef<[PerCpu<R>]>,
+    R: RawMutex,
+{
+    /// Frees a run of order-0 pages (`__free_contig_range`, 2026): drops one reference per
+    /// page; pages that reach zero and pass the free-time check are gathered into runs (never
+    /// across a section boundary), and each run is freed as the fewest naturally aligned
+    /// blocks ([`decompose`]), each to a per-cpu list or the buddy as one unit. Pages still
+    /// referenced stay allocated; poisoned pages are leaked.
+    ///
+    /// Every page is checked before any is freed: on an error the zone is as it was, also
+    /// when another CPU frees some of the same pages at the same time (of two CPUs freeing
+    /// the same run, exactly one succeeds).
+    ///
+    /// # Errors
+    /// [`BuddyError::CompoundPage`] if a page belongs to an unsplit high-order block (the
+    /// kernel warns and frees nothing), [`BuddyError::DoubleFree`],
+    /// [`BuddyError::LeakedPage`], [`BuddyError::Hole`], [`BuddyError::OutOfZone`],
+    /// [`BuddyError::Overflow`], [`BuddyError::BadCpu`].
+    pub fn free_contig_range(&self, cpu: usize, pfn: Pfn, nr: u64) -> Result<(), BuddyError> {
+        let pcp = self.pcp(cpu)?;
+        let pages = self.run_indices(pfn, nr)?;
+        self.claim(pages.clone(), Claim::Any)?;
+        self.commit(pcp, pages);
+        Ok(())
+    }
+
+    /// The indices of `[pfn, pfn + nr)`, checked; empty for `nr == 0` wherever `pfn` is.
+    pub(crate) fn run_indices(&self, pfn: Pfn, nr: u64) -> Result<Range<u32>, BuddyError> {
+        if nr == 0 {
+            pfn.checked_add(0).ok_or(BuddyError::Overflow)?;
+            return Ok(0..0);
+        }
+        let (first, end) = self.map().range(pfn, nr)?;
+        Ok(first..end)
+    }
+
+    /// Pass 1 over `pages`; on an error, the pages claimed so far are given back.
+    pub(crate) fn claim(&self, pages: Range<u32>, kind: Claim) -> Result<(), BuddyError> {
+        for i in pages.clone() {
+            if let Err(e) = self.claim_page(i, kind) {
+                self.unclaim(pages.start..i, kind);
+                return Err(e);
+            }
+        }
+        Ok(())
+    }
+
+    fn claim_page(&self, i: u32, kind: Claim) -> Result<(), BuddyError> {
+        let m = self.map();
+        let frame = m.frame(i);
+        let mut w = frame.load();
+        loop {
+            if !w.is_live() {
+                return Err(m.not_allocated(i, w));
+            }
+            if w.order() != 0 {
+                return Err(BuddyError::CompoundPage(m.pfn(i)));
+            }
+            let claimed = match kind {
+                Claim::Vmalloc if !w.vmalloc() => return Err(BuddyError::NotVmalloc(m.pfn(i))),
+                // The word keeps its flags, so that an undo can restore it.
+                _ if w.refcount() == 1 => w.freeing(),
+                Claim::Vmalloc => w.with_vmalloc(false),
+                Claim::Any => return Ok(()),
+            };
+            match frame.cas(w, claimed) {
+                Ok(()) => return Ok(()),
+                Err(now) => w = now,
+            }
+        }
+    }
+
+    /// Undoes pass 1 over `pages`, all of which it claimed.
+    pub(crate) fn unclaim(&self, pages: Range<u32>, kind: Claim) {
+        let m = self.map();
+        for i in pages {
+            let frame = m.frame(i);
+            let mut w = frame.load();
+            if w.state() == FrameState::Freeing {
+                // Taken by this call: nobody else writes it.
+                frame.store(w.with_state(FrameState::Allocated).with_refcount(1));
+                continue;
+            }
+            // Still referenced elsewhere; only a vmalloc claim changed it (its mark). The
+            // reference this call holds keeps it live meanwhile.
+            while kind == Claim::Vmalloc && w.is_live() {
+                match frame.cas(w, w.with_vmalloc(true)) {
+                    Ok(()) => break,
+                    Err(now) => w = now,
+                }
+            }
+        }
+    }
+
+    /// Pass 2 over claimed `pages`: frees them and returns nothing that can fail.
+    pub(crate) fn commit(&self, pcp: &PerCpu<R>, pages: Range<u32>) {
+        let m = self.map();
+        let mut run: Option<(u32, u32)> = None;
+        let mut prepares = 0u64;
+        for i in pages {
+            if let Some((s, _)) = run
+                && m.section(s) != m.section(i)
+            {
+                self.free_run(pcp, run.take(), &mut prepares);
+            }
+            let frame = m.frame(i);
+            let w = frame.load();
+            let taken = if w.state() == FrameState::Freeing {
+                Some(w)
+            } else {
+                self.drop_reference(i)
+            };
+            let Some(w) = taken else {
+                self.free_run(pcp, run.take(), &mut prepares);
+                continue;
+            };
+            prepares += 1;
+            if w.poisoned() {
+                frame.store(Word::new(FrameState::Leaked, 0));
+                self.free_run(pcp, run.take(), &mut prepares);
+                continue;
+            }
+            frame.store(Word::TAIL);
+            run = Some(run.map_or((i, 1), |(s, len)| (s, len + 1)));
+        }
+        self.free_run(pcp, run, &mut prepares);
+        self.count_leaked(prepares);
+    }
+
+    /// Drops the reference this call holds to a page with others; returns its word if that
+    /// was the last one after all (the others let go meanwhile), the page now this call's.
+    fn drop_reference(&self, i: u32) -> Option<Word> {
+        let frame = self.map().frame(i);
+        let mut w = frame.load();
+        // Not live: someone else dropped this call's reference (their double free).
+        while w.is_live() {
+            let dropped = match w.refcount() {
+                1 => w.freeing(),
+                n => w.with_refcount(n - 1),
+            };
+            match frame.cas(w, dropped) {
+                Ok(()) => return (w.refcount() == 1).then_some(dropped),
+                Err(now) => w = now,
+            }
+        }
+        None
+    }
+
+    /// `free_prepared_contig_range`: frees a run of taken pages (all tails now) as aligned
+    /// blocks; the first block's lock also counts the run's free-time checks.
+    fn free_run(&self, pcp: &PerCpu<R>, run: Option<(u32, u32)>, prepares: &mut u64) {
+        let Some((start, len)) = run else { return };
+        let m = self.map();
+        // The run lies inside the zone, so pfn + len cannot overflow.
+        let blocks = decompose(m.pfn(start), u64::from(len), self.cfg.max_order);
+        for (pfn, order) in blocks.into_iter().flatten() {
+            self.free_block(pcp, m.index_of(pfn), order, core::mem::take(prepares));
+        }
+    }
+}

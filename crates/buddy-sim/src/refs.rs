@@ -1,0 +1,157 @@
+//! References to allocated blocks: `get_page`, `put_page` / `free_pages` (freeing at the
+//! last reference), `split_page`, `mark_hwpoison`, and draining per-cpu lists.
+//!
+//! An allocated head's word changes by compare-and-swap only, so two CPUs dropping the last
+//! reference at once cannot both free the block: one sees the count already at zero and
+//! gets [`BuddyError::DoubleFree`], changing nothing.
+
+use crate::frame::{Frame, FrameState, Word};
+use crate::{BuddyError, Order, PerCpu, Pfn, Zone};
+use lock_api::RawMutex;
+
+impl<F, P, R> Zone<F, P, R>
+where
+    F: AsRef<[Frame]>,
+    P: AsRef<[PerCpu<R>]>,
+    R: RawMutex,
+{
+    /// Changes the word of the allocated block head at `pfn` (of `order`, if given) to what
+    /// `change` makes of it, atomically; returns the frame's index and the word it replaced.
+    /// A frame that is not such a head gets the error that says what it is instead.
+    pub(crate) fn update_head(
+        &self,
+        pfn: Pfn,
+        order: Option<Order>,
+        change: impl Fn(Word) -> Result<Word, BuddyError>,
+    ) -> Result<(u32, Word), BuddyError> {
+        let m = self.map();
+        let idx = m.index(pfn)?;
+        let frame = m.frame(idx);
+        let mut w = frame.load();
+        loop {
+            if !w.is_live() {
+                return Err(m.not_allocated(idx, w));
+            }
+            if let Some(given) = order
+                && given.get() != w.order()
+            {
+                return Err(BuddyError::OrderMismatch {
+                    pfn,
+                    given,
+                    allocated: Order(w.order()),
+                });
+            }
+            match frame.cas(w, change(w)?) {
+                Ok(()) => return Ok((idx, w)),
+                Err(now) => w = now,
+            }
+        }
+    }
+
+    /// Drops one reference to the block at `pfn` allocated at `order` and frees it when
+    /// none is left (`__free_pages`).
+    ///
+    /// # Errors
+    /// [`BuddyError::DoubleFree`], [`BuddyError::OrderMismatch`],
+    /// [`BuddyError::CompoundPage`] (a frame inside a block), [`BuddyError::LeakedPage`],
+    /// [`BuddyError::Hole`], [`BuddyError::OutOfZone`], [`BuddyError::BadCpu`].
+    pub fn free_pages(&self, cpu: usize, pfn: Pfn, order: Order) -> Result<(), BuddyError> {
+        self.put(self.pcp(cpu)?, pfn, Some(order))
+    }
+
+    /// Drops one reference to the allocated block at `pfn`; at zero the block is checked
+    /// (`free_pages_prepare`: a poisoned page is leaked) and freed.
+    ///
+    /// # Errors
+    /// As [`Zone::free_pages`].
+    pub fn put_page(&self, cpu: usize, pfn: Pfn) -> Result<(), BuddyError> {
+        self.put(self.pcp(cpu)?, pfn, None)
+    }
+
+    fn put(&self, pcp: &PerCpu<R>, pfn: Pfn, order: Option<Order>) -> Result<(), BuddyError> {
+        let (idx, old) = self.update_head(pfn, order, |w| {
+            Ok(match w.refcount() {
+                1 => w.freeing(),
+                n => w.with_refcount(n - 1),
+            })
+        })?;
+        if old.refcount() == 1 {
+            self.release(pcp, idx, old);
+        }
+        Ok(())
+    }
+
+    /// `free_pages_prepare` and the free of a block whose last reference the caller dropped
+    /// (`old` is its word before that): a poisoned page is leaked, anything else freed.
+    fn release(&self, pcp: &PerCpu<R>, idx: u32, old: Word) {
+        if old.poisoned() {
+            self.map().frame(idx).store(Word::new(FrameState::Leaked, 0));
+            self.count_leaked(1);
+        } else {
+            self.free_block(pcp, idx, Order(old.order()), 1);
+        }
+    }
+
+    /// Takes one more reference to the allocated block at `pfn`.
+    ///
+    /// # Errors
+    /// As [`Zone::free_pages`] for a frame that is not an allocated block's head, and
+    /// [`BuddyError::RefcountOverflow`].
+    pub fn get_page(&self, pfn: Pfn) -> Result<(), BuddyError> {
+        self.update_head(pfn, None, |w| {
+            let n = w.refcount().checked_add(1);
+            n.map(|n| w.with_refcount(n))
+                .ok_or(BuddyError::RefcountOverflow(pfn))
+        })
+        .map(drop)
+    }
+
+    /// Splits the allocated block at `pfn` of `order` into `2^order` order-0 pages with one
+    /// reference each (`split_page`).
+    ///
+    /// # Errors
+    /// As [`Zone::free_pages`], and [`BuddyError::Shared`] if the block has more than one
+    /// reference.
+    pub fn split_page(&self, pfn: Pfn, order: Order) -> Result<(), BuddyError> {
+        let (idx, _) = self.update_head(pfn, Some(order), |w| match w.refcount() {
+            1 => Ok(w.with_order(0)),
+            _ => Err(BuddyError::Shared(pfn)),
+        })?;
+        // The caller holds the only reference: the tails are its own.
+        let m = self.map();
+        for t in idx + 1..idx + order.pages() as u32 {
+            m.frame(t).store(Word::allocated(0));
+        }
+        Ok(())
+    }
+
+    /// Marks the allocated order-0 page at `pfn` hardware-poisoned: freeing it later fails
+    /// the free-time check and leaks it.
+    ///
+    /// # Errors
+    /// As [`Zone::put_page`]; [`BuddyError::CompoundPage`] for a block above order 0.
+    pub fn mark_hwpoison(&self, pfn: Pfn) -> Result<(), BuddyError> {
+        self.update_head(pfn, None, |w| match w.order() {
+            0 => Ok(w.with_poison()),
+            _ => Err(BuddyError::CompoundPage(pfn)),
+        })
+        .map(drop)
+    }
+
+    /// Returns all of `cpu`'s per-cpu blocks to the buddy.
+    ///
+    /// # Errors
+    /// [`BuddyError::BadCpu`].
+    pub fn drain_pcp(&self, cpu: usize) -> Result<(), BuddyError> {
+        self.drain(self.pcp(cpu)?, u64::MAX);
+        Ok(())
+    }
+
+    /// Returns every CPU's per-cpu blocks to the buddy, one CPU's lock at a time (other
+    /// CPUs keep allocating meanwhile).
+    pub fn drain_all(&self) {
+        for pcp in self.pcps.as_ref() {
+            self.drain(pcp, u64::MAX);
+        }
+    }
+}
