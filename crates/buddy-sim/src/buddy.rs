@@ -26,7 +26,8 @@ impl FreeArea {
     };
 
     fn insert(&mut self, m: FrameMap<'_>, idx: u32, order: Order) {
-        m.frame(idx).store(Word::new(FrameState::Buddy, order.get()));
+        m.frame(idx)
+            .store(Word::new(FrameState::Buddy, order.get()));
         self.lists[order.get() as usize].push_front(m.frames, idx);
         self.pages += order.pages();
         self.stats.list_ops += 1;
@@ -59,7 +60,8 @@ impl FreeArea {
     /// `__rmqueue_smallest`: takes the smallest free block of at least `order`, split down;
     /// the upper halves go back to the free lists. The caller owns the block it returns.
     pub(crate) fn rmqueue_smallest(&mut self, m: FrameMap<'_>, order: Order) -> Option<u32> {
-        let o = (order.get()..=m.cfg.max_order.get()).find(|&o| !self.lists[o as usize].is_empty())?;
+        let o =
+            (order.get()..=m.cfg.max_order.get()).find(|&o| !self.lists[o as usize].is_empty())?;
         let idx = self.lists[o as usize].head()?;
         self.remove(m, idx, Order(o));
         for lower in (order.get()..o).rev() {

@@ -42,7 +42,12 @@ where
     /// [`Corruption`] naming the first broken invariant and a frame.
     pub fn check(&self) -> Result<(), Corruption> {
         let m = self.map();
-        let bad = |what, idx: u32| Err(Corruption { what, pfn: m.pfn(idx) });
+        let bad = |what, idx: u32| {
+            Err(Corruption {
+                what,
+                pfn: m.pfn(idx),
+            })
+        };
         let n = m.frames.len();
         let (mut buddy_heads, mut pcp_heads, mut buddy_pages, mut reserved) = (0u64, 0, 0, 0);
         let mut idx = 0usize;
@@ -55,7 +60,9 @@ where
             let size = 1usize << w.order();
             match w.state() {
                 FrameState::Tail => return bad("a tail frame outside any block", i),
-                FrameState::Freeing => return bad("a frame being freed (check a quiescent zone)", i),
+                FrameState::Freeing => {
+                    return bad("a frame being freed (check a quiescent zone)", i);
+                }
                 FrameState::Buddy => {
                     buddy_heads += 1;
                     buddy_pages += size as u64;
@@ -131,7 +138,12 @@ fn check_list(
 ) -> Result<u64, Corruption> {
     let (mut at, mut prev, mut len) = (list.head(), None, 0u64);
     while let Some(idx) = at {
-        let fail = |what| Err(Corruption { what, pfn: m.pfn(idx) });
+        let fail = |what| {
+            Err(Corruption {
+                what,
+                pfn: m.pfn(idx),
+            })
+        };
         let Some(f) = m.frames.get(idx as usize) else {
             return fail("a list link outside the zone");
         };

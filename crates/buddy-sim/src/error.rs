@@ -112,7 +112,10 @@ impl fmt::Display for BuddyError {
             Self::Hole(p) => write!(f, "frame {p} is in a hole of the memory map"),
             Self::AlreadyAdded(p) => write!(f, "frame {p} is usable memory already"),
             Self::NotVmalloc(p) => {
-                write!(f, "frame {p} is not a page vmalloc handed out (or vfree released it)")
+                write!(
+                    f,
+                    "frame {p} is not a page vmalloc handed out (or vfree released it)"
+                )
             }
         }
     }

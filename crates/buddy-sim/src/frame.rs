@@ -145,11 +145,8 @@ pub struct Frame {
 }
 
 impl Frame {
-    /// Metadata before the zone initializes it (all zero: a reserved frame).
-    #[cfg(not(loom))]
-    pub const EMPTY: Self = Self::new();
-
-    /// Metadata before the zone initializes it (all zero: a reserved frame).
+    /// Metadata before the zone initializes it (all zero: a reserved frame). `const`, so a
+    /// kernel can keep the metadata in a `static`: `[const { Frame::new() }; N]`.
     #[cfg(not(loom))]
     #[must_use]
     pub const fn new() -> Self {

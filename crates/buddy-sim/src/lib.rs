@@ -10,7 +10,7 @@
 //!   ([`Zone::add_memory`]); hwpoison leaks; `vmalloc`/`vfree`; and [`Zone::check`].
 //!   Both locks are a [`lock_api::RawMutex`] of the embedder's choice (`spin`'s by default).
 //! - [`decompose`]: the pure chunking of a run into aligned blocks.
-//! - [`reference`]: the per-page path the kernel used before, and a brute-force cover.
+//! - [`mod@reference`]: the per-page path the kernel used before, and a brute-force cover.
 //!
 //! Metadata lives in caller-provided storage (one [`Frame`] per frame, one [`PerCpu`] per
 //! CPU; both can be plain `static`s): no allocation, no `unsafe`. Bad input returns a
@@ -43,6 +43,8 @@ mod decompose;
 mod error;
 mod frame;
 mod list;
+#[cfg(all(test, loom))]
+mod loom_tests;
 mod map;
 mod pcp;
 pub mod reference;

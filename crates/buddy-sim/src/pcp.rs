@@ -18,7 +18,7 @@ use lock_api::RawMutex;
 pub(crate) const PCP_LISTS: usize = 5;
 
 /// One CPU's free lists and their lock. Callers provide a slice of these, one per CPU (a
-/// `static` array works: [`PerCpu::new`] is `const`). Aligned so that two CPUs' lists never
+/// `static` array works: `[const { PerCpu::new() }; CPUS]`). Aligned so that two CPUs' lists never
 /// share a cache line.
 #[repr(align(128))]
 pub struct PerCpu<R = DefaultRawMutex> {
@@ -61,7 +61,13 @@ impl PcpLists {
 
     /// `rmqueue_bulk`: moves up to `batch` frames' worth of `order` blocks from the buddy
     /// to `list`. The caller holds this CPU's lock and passes the zone lock's data.
-    pub(crate) fn refill(&mut self, m: FrameMap<'_>, free: &mut FreeArea, list: usize, order: Order) {
+    pub(crate) fn refill(
+        &mut self,
+        m: FrameMap<'_>,
+        free: &mut FreeArea,
+        list: usize,
+        order: Order,
+    ) {
         let blocks = (m.cfg.pcp_batch / order.pages()).max(1);
         for _ in 0..blocks {
             let Some(idx) = free.rmqueue_smallest(m, order) else {
@@ -96,10 +102,6 @@ impl PcpLists {
 }
 
 impl<R: RawMutex> PerCpu<R> {
-    /// Empty lists, unlocked.
-    #[cfg(not(loom))]
-    pub const EMPTY: Self = Self::new();
-
     /// Empty lists, unlocked.
     #[cfg(not(loom))]
     #[must_use]

@@ -85,7 +85,9 @@ where
     /// (`old` is its word before that): a poisoned page is leaked, anything else freed.
     fn release(&self, pcp: &PerCpu<R>, idx: u32, old: Word) {
         if old.poisoned() {
-            self.map().frame(idx).store(Word::new(FrameState::Leaked, 0));
+            self.map()
+                .frame(idx)
+                .store(Word::new(FrameState::Leaked, 0));
             self.count_leaked(1);
         } else {
             self.free_block(pcp, idx, Order(old.order()), 1);

@@ -6,12 +6,12 @@ use core::ops::DerefMut;
 
 use crate::buddy::FreeArea;
 use crate::counters::LockStats;
+use crate::decompose;
 use crate::frame::{Frame, FrameInfo, FrameState, Word};
 use crate::map::FrameMap;
 use crate::pcp::{PcpLists, PerCpu};
 use crate::sync::{AtomicU64, Mutex, Ordering};
 use crate::{BuddyError, DefaultRawMutex, MAX_SUPPORTED_ORDER, OpCounters, Order, Pfn, ZoneConfig};
-use crate::decompose;
 use lock_api::RawMutex;
 
 /// Where a free block sits.
@@ -106,12 +106,11 @@ where
         let m = self.map();
         let (first, end) = m.range(pfn, nr)?;
         let mut free = self.lock_zone();
-        if let Some(i) = (first..end).find(|&i| m.frame(i).load().state() != FrameState::Reserved)
-        {
+        if let Some(i) = (first..end).find(|&i| m.frame(i).load().state() != FrameState::Reserved) {
             return Err(BuddyError::AlreadyAdded(m.pfn(i)));
         }
         // The range lies inside the zone, so pfn + nr cannot overflow.
-        for (head, order) in decompose(pfn, nr, self.cfg.max_order)?.into_iter() {
+        for (head, order) in decompose(pfn, nr, self.cfg.max_order)? {
             let h = m.index_of(head);
             for t in h + 1..h + order.pages() as u32 {
                 m.frame(t).store(Word::TAIL);
@@ -300,6 +299,8 @@ where
 
 impl<F, P, R> fmt::Debug for Zone<F, P, R> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Zone").field("cfg", &self.cfg).finish_non_exhaustive()
+        f.debug_struct("Zone")
+            .field("cfg", &self.cfg)
+            .finish_non_exhaustive()
     }
 }

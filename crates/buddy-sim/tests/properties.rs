@@ -1,8 +1,10 @@
 //! `decompose` against the brute force, and the batched `free_contig_range` against the
 //! per-page path over arbitrary operation sequences, with `check()` after every step.
+// loom atomics work only inside loom::model: these run on the real ones.
+#![cfg(not(loom))]
 
 use buddy_sim::reference::{Lockstep, Op, brute_force_cover};
-use buddy_sim::{BuddyError, Frame, Order, PerCpu, Pfn, Zone, ZoneConfig, decompose};
+use buddy_sim::{BuddyError, Frame, Order, PerCpu, Pfn, VmArea, Zone, ZoneConfig, decompose};
 use proptest::prelude::*;
 
 fn config() -> ProptestConfig {
@@ -82,7 +84,31 @@ fn op() -> impl Strategy<Value = Op> {
         1 => (cpu.clone(), slot).prop_map(|(cpu, slot)| Op::FreePages { cpu, slot }),
         1 => cpu.prop_map(|cpu| Op::DrainCpu { cpu }),
         1 => Just(Op::DrainAll),
+        1 => (0u64..3000, 0u64..200).prop_map(|(offset, len)| Op::AddMemory { offset, len }),
     ]
+}
+
+/// Up to three holes in a zone of `nr` frames; the usable ranges are the rest.
+fn usable_ranges(nr: u64, holes: &[(u64, u64)]) -> Vec<(u64, u64)> {
+    let mut hole = vec![false; nr as usize];
+    for &(off, len) in holes {
+        for i in off.min(nr)..(off + len).min(nr) {
+            hole[i as usize] = true;
+        }
+    }
+    let mut ranges = Vec::new();
+    let mut i = 0;
+    while i < nr {
+        let start = i;
+        while i < nr && !hole[i as usize] {
+            i += 1;
+        }
+        if i > start {
+            ranges.push((start, i - start));
+        }
+        i += 1;
+    }
+    ranges
 }
 
 proptest! {
@@ -115,8 +141,13 @@ proptest! {
     }
 
     #[test]
-    fn batched_and_per_page_free_agree(cfg in zone_config(), ops in prop::collection::vec(op(), 1..MAX_OPS)) {
-        let mut model = Lockstep::new(zone(cfg), zone(cfg));
+    fn batched_and_per_page_free_agree(
+        cfg in zone_config(),
+        holes in prop::collection::vec((0u64..MAX_ZONE, 1u64..64), 0..3),
+        ops in prop::collection::vec(op(), 1..MAX_OPS),
+    ) {
+        let usable = usable_ranges(cfg.nr_pages, &holes);
+        let mut model = Lockstep::new(zone_with_holes(cfg, &usable), zone_with_holes(cfg, &usable));
         for op in ops {
             model.apply(op).map_err(|d| TestCaseError::fail(format!("{op:?}: {d:?}")))?;
         }
@@ -184,7 +215,10 @@ fn errors_name_the_problem_and_leave_the_zone_intact() {
             allocated: o9
         })
     );
-    assert_eq!(z.frames_slice().iter().map(Frame::info).collect::<Vec<_>>(), before);
+    assert_eq!(
+        z.frames_slice().iter().map(Frame::info).collect::<Vec<_>>(),
+        before
+    );
     z.check().unwrap();
 
     // Split, poison one page, free the run: that page is leaked, the rest is free.
@@ -313,4 +347,146 @@ fn vmalloc_and_vfree_round_trip() {
     let mut one = [(Pfn(0), 0); 1];
     assert_eq!(z.vmalloc(0, 1, &mut one).unwrap().pages(), 1);
     z.check().unwrap();
+}
+
+#[test]
+fn holes_are_never_handed_out_or_merged_across() {
+    // 0x100 frames spanned; usable: [0x00, 0x30) and [0x40, 0x100); 0x30..0x40 is a hole.
+    let cfg = ZoneConfig::new(Pfn(0x1000), 0x100);
+    let z = zone_with_holes(cfg, &[(0, 0x30), (0x40, 0xc0)]);
+    z.check().unwrap();
+    assert_eq!(z.present_pages(), 0xf0);
+    assert_eq!(z.buddy_pages(), 0xf0);
+    // The largest blocks stop at the hole: no block covers 0x1030..0x1040.
+    for (pfn, order, _) in z.free_blocks() {
+        let end = pfn.0 + order.pages();
+        assert!(
+            end <= 0x1030 || pfn.0 >= 0x1040,
+            "{pfn:?} order {order} spans the hole"
+        );
+    }
+    assert_eq!(
+        z.put_page(0, Pfn(0x1031)),
+        Err(BuddyError::Hole(Pfn(0x1031)))
+    );
+    assert_eq!(
+        z.add_memory(Pfn(0x1020), 0x20),
+        Err(BuddyError::AlreadyAdded(Pfn(0x1020)))
+    );
+    assert_eq!(
+        z.add_memory(Pfn(0x10f0), 0x20),
+        Err(BuddyError::OutOfZone(Pfn(0x1100)))
+    );
+    // Take every frame: none of them is in the hole.
+    let mut got = Vec::new();
+    while let Ok(p) = z.alloc_pages(0, Order::ZERO) {
+        assert!(
+            !(0x1030..0x1040).contains(&p.0),
+            "handed out hole frame {p:?}"
+        );
+        got.push(p);
+    }
+    assert_eq!(got.len(), 0xf0);
+    for p in got {
+        z.free_pages(0, p, Order::ZERO).unwrap();
+    }
+    // Memory hot-added later fills the hole and merges into one block.
+    z.add_memory(Pfn(0x1030), 0x10).unwrap();
+    z.drain_all();
+    z.check().unwrap();
+    assert_eq!(
+        z.free_blocks().count(),
+        1,
+        "whole again after the hole was filled"
+    );
+}
+
+#[test]
+fn vfree_is_all_or_nothing_and_checks_provenance() {
+    let z = small();
+    let mut runs = [(Pfn(0), 0); 8];
+    let area = z.vmalloc(1, 300, &mut runs).unwrap();
+    let kept: Vec<_> = area.runs().to_vec();
+    assert!(kept.len() >= 2, "{kept:?}");
+    for &(p, _) in &kept {
+        assert!(z.frame(p).unwrap().vmalloc);
+    }
+    let fp = buddy_sim::reference::fingerprint(&z);
+    let unchanged = |what: &str| {
+        assert_eq!(
+            buddy_sim::reference::fingerprint(&z),
+            fp,
+            "{what} changed the zone"
+        );
+        z.check().unwrap();
+    };
+    // A run named twice.
+    let twice = [kept[0], kept[1], kept[0]];
+    assert!(z.vfree(0, &VmArea::from_runs(&twice)).is_err());
+    unchanged("a run named twice");
+    // A page that never came from vmalloc, after valid runs.
+    let plain = z.alloc_pages(0, Order::ZERO).unwrap();
+    let fp = buddy_sim::reference::fingerprint(&z);
+    let foreign = [kept[0], (plain, 1)];
+    assert_eq!(
+        z.vfree(0, &VmArea::from_runs(&foreign)),
+        Err(BuddyError::NotVmalloc(plain))
+    );
+    assert_eq!(buddy_sim::reference::fingerprint(&z), fp);
+    // Free the second run by other means: vfree of the whole area must then fail without
+    // freeing the first run (it used to free it and then fail).
+    let (p1, n1) = kept[1];
+    z.free_contig_range(0, p1, n1).unwrap();
+    let fp = buddy_sim::reference::fingerprint(&z);
+    assert!(z.vfree(0, &VmArea::from_runs(&kept)).is_err());
+    assert_eq!(
+        buddy_sim::reference::fingerprint(&z),
+        fp,
+        "a failed vfree freed pages"
+    );
+    assert!(z.frame(kept[0].0).unwrap().vmalloc);
+    // A shared page: vfree drops vmalloc's reference and the page stays with its other owner.
+    z.get_page(kept[0].0).unwrap();
+    let rest: Vec<_> = kept
+        .iter()
+        .enumerate()
+        .filter(|&(i, _)| i != 1)
+        .map(|(_, r)| *r)
+        .collect();
+    z.vfree(0, &VmArea::from_runs(&rest)).unwrap();
+    let kept0 = z.frame(kept[0].0).unwrap();
+    assert_eq!((kept0.refcount, kept0.vmalloc), (1, false));
+    z.put_page(0, kept[0].0).unwrap();
+    z.free_pages(0, plain, Order::ZERO).unwrap();
+    z.drain_all();
+    z.check().unwrap();
+    assert_eq!(z.buddy_pages(), 1024);
+}
+
+#[test]
+fn the_zone_is_sync_and_its_metadata_can_be_statics() {
+    fn shared<T: Sync + Send>(_: &T) {}
+    static FRAMES: [Frame; 64] = [const { Frame::new() }; 64];
+    static PCPS: [PerCpu; 2] = [const { PerCpu::new() }; 2];
+    let z = Zone::new(
+        ZoneConfig::new(Pfn(0), 64).with_cpus(2),
+        &FRAMES[..],
+        &PCPS[..],
+    )
+    .unwrap();
+    shared(&z);
+    std::thread::scope(|s| {
+        for cpu in 0..2 {
+            let z = &z;
+            s.spawn(move || {
+                for _ in 0..100 {
+                    let p = z.alloc_pages(cpu, Order::ZERO).unwrap();
+                    z.put_page(1 - cpu, p).unwrap();
+                }
+            });
+        }
+    });
+    z.drain_all();
+    z.check().unwrap();
+    assert_eq!(z.buddy_pages(), 64);
 }

@@ -1,0 +1,181 @@
+//! loom models of CPUs sharing one zone: allocation and free on several CPUs, a free on
+//! another CPU than the allocation, draining every CPU's lists while others allocate,
+//! refills and drains past `high`, and two CPUs freeing the same page or run. The zone is
+//! the real one; under `cfg(loom)` its atomics and locks are loom's (`crate::sync`).
+
+use loom::sync::Arc;
+use loom::thread;
+use std::vec::Vec;
+
+use crate::{BuddyError, Frame, Order, PerCpu, Pfn, Zone, ZoneConfig};
+
+type LoomZone = Zone<Vec<Frame>, Vec<PerCpu>>;
+
+const START: Pfn = Pfn(0x40);
+const O0: Order = Order::ZERO;
+
+/// 16 frames, `cpus` CPUs, tiny batches so that refills and drains happen in the model.
+fn zone(cpus: usize) -> Arc<LoomZone> {
+    let cfg = ZoneConfig {
+        max_order: Order(4),
+        pageblock_order: Order(4),
+        cpus,
+        pcp_high: 2,
+        pcp_batch: 2,
+        ..ZoneConfig::new(START, 16)
+    };
+    let frames = (0..cfg.nr_pages).map(|_| Frame::new()).collect();
+    let pcps = (0..cpus).map(|_| PerCpu::new()).collect();
+    Arc::new(Zone::new(cfg, frames, pcps).unwrap())
+}
+
+/// After every thread joined: consistent, and all 16 frames back in one block.
+fn assert_whole(z: &LoomZone) {
+    z.drain_all();
+    z.check().unwrap();
+    assert_eq!(
+        z.buddy_blocks_per_order()[4],
+        1,
+        "the zone is not whole again"
+    );
+}
+
+fn alloc_free(z: &LoomZone, cpu: usize, order: Order) {
+    let p = z.alloc_pages(cpu, order).unwrap();
+    z.free_pages(cpu, p, order).unwrap();
+}
+
+#[test]
+fn loom_two_cpus_allocate_and_free_at_once() {
+    loom::model(|| {
+        let z = zone(2);
+        let other = {
+            let z = z.clone();
+            thread::spawn(move || alloc_free(&z, 1, O0))
+        };
+        alloc_free(&z, 0, Order(1));
+        other.join().unwrap();
+        assert_whole(&z);
+    });
+}
+
+#[test]
+fn loom_remote_free_while_the_owner_allocates() {
+    loom::model(|| {
+        let z = zone(2);
+        let page = z.alloc_pages(0, O0).unwrap();
+        let remote = {
+            let z = z.clone();
+            thread::spawn(move || z.put_page(1, page).unwrap())
+        };
+        alloc_free(&z, 0, O0);
+        remote.join().unwrap();
+        assert_whole(&z);
+    });
+}
+
+#[test]
+fn loom_drain_all_while_others_allocate() {
+    loom::model(|| {
+        let z = zone(2);
+        let drainer = {
+            let z = z.clone();
+            thread::spawn(move || z.drain_all())
+        };
+        let p = z.alloc_pages(0, O0).unwrap();
+        let q = z.alloc_pages(0, O0).unwrap();
+        z.free_pages(0, p, O0).unwrap();
+        z.free_pages(0, q, O0).unwrap();
+        drainer.join().unwrap();
+        assert_whole(&z);
+    });
+}
+
+#[test]
+fn loom_three_cpus_refill_and_drain_through_the_zone_lock() {
+    loom::model(|| {
+        let z = zone(3);
+        let threads: Vec<_> = (1..3)
+            .map(|cpu| {
+                let z = z.clone();
+                thread::spawn(move || alloc_free(&z, cpu, O0))
+            })
+            .collect();
+        // Order 2 has a per-cpu list too; a batch of 2 frames is one block, so this refills.
+        alloc_free(&z, 0, Order(2));
+        for t in threads {
+            t.join().unwrap();
+        }
+        assert_whole(&z);
+    });
+}
+
+#[test]
+fn loom_two_cpus_free_the_same_page() {
+    loom::model(|| {
+        let z = zone(2);
+        let page = z.alloc_pages(0, O0).unwrap();
+        let other = {
+            let z = z.clone();
+            thread::spawn(move || z.put_page(1, page))
+        };
+        let mine = z.put_page(0, page);
+        let theirs = other.join().unwrap();
+        let double = Err(BuddyError::DoubleFree(page));
+        assert!(
+            (mine.is_ok() && theirs == double) || (theirs.is_ok() && mine == double),
+            "{mine:?} {theirs:?}"
+        );
+        assert_whole(&z);
+    });
+}
+
+#[test]
+fn loom_two_cpus_free_the_same_run() {
+    loom::model(|| {
+        let z = zone(2);
+        let run = z.alloc_pages(0, Order(1)).unwrap();
+        z.split_page(run, Order(1)).unwrap();
+        let other = {
+            let z = z.clone();
+            thread::spawn(move || z.free_contig_range(1, run, 2))
+        };
+        let mine = z.free_contig_range(0, run, 2);
+        let theirs = other.join().unwrap();
+        assert!(mine.is_ok() != theirs.is_ok(), "{mine:?} {theirs:?}");
+        assert_whole(&z);
+    });
+}
+
+/// A `put_page` whose reference drop is a plain load and store instead of a
+/// compare-and-swap: what the frame word protocol exists to prevent.
+fn put_page_load_store(z: &LoomZone, cpu: usize, pfn: Pfn) -> bool {
+    let m = z.map();
+    let idx = m.index(pfn).unwrap();
+    let w = m.frame(idx).load();
+    if !w.is_live() {
+        return false;
+    }
+    m.frame(idx).store(w.freeing());
+    z.free_block(z.pcp(cpu).unwrap(), idx, Order(w.order()), 1);
+    true
+}
+
+/// The negative control: with the load+store drop, two CPUs freeing the same page can both
+/// free it, and the model must find that interleaving (the page is then on two lists).
+#[test]
+#[should_panic]
+fn loom_load_store_reference_drop_frees_a_page_twice() {
+    loom::model(|| {
+        let z = zone(2);
+        let page = z.alloc_pages(0, O0).unwrap();
+        let other = {
+            let z = z.clone();
+            thread::spawn(move || put_page_load_store(&z, 1, page))
+        };
+        let mine = put_page_load_store(&z, 0, page);
+        let theirs = other.join().unwrap();
+        assert!(mine != theirs, "both CPUs freed the page");
+        assert_whole(&z);
+    });
+}
