@@ -13,7 +13,7 @@ fn seed_loop(c: &mut Criterion) {
     let o9 = Order::new(9).unwrap();
     let mut g = c.benchmark_group("alloc_split_free_order9");
     g.throughput(Throughput::Elements(512));
-    let mut z = BoxedZone::new_boxed(ZoneConfig::new(Pfn(0), FRAMES)).unwrap();
+    let z = BoxedZone::new_boxed(ZoneConfig::new(Pfn(0), FRAMES)).unwrap();
     g.bench_function("batched_free_contig_range", |b| {
         b.iter(|| {
             let p = z.alloc_pages(0, o9).unwrap();
@@ -25,7 +25,7 @@ fn seed_loop(c: &mut Criterion) {
         b.iter(|| {
             let p = z.alloc_pages(0, o9).unwrap();
             z.split_page(p, o9).unwrap();
-            free_contig_range_per_page(&mut z, 0, p, 512).unwrap();
+            free_contig_range_per_page(&z, 0, p, 512).unwrap();
         });
     });
     let mut peer = FrameAllocator::<11>::new();

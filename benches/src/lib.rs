@@ -9,6 +9,7 @@ pub mod contig_free;
 pub mod machine;
 pub mod measure;
 pub mod report;
+pub mod smp;
 pub mod young;
 
 pub use report::{Cell, Plot, Section, SectionContext, Table};
@@ -20,6 +21,7 @@ pub fn sections() -> Vec<Box<dyn Section>> {
         Box::new(machine::Machine),
         Box::new(clearing::Clearing),
         Box::new(contig_free::ContigFree),
+        Box::new(smp::SmpScaling),
         Box::new(young::YoungClearing),
     ]
 }

@@ -1,0 +1,325 @@
+//! The "SMP scaling" section: aggregate throughput of several threads sharing one frame
+//! allocator, for buddy-sim (each thread on its own CPU's lists), buddy-sim's zone behind one
+//! `spin::Mutex` (what a kernel gets by wrapping a single-threaded allocator), and
+//! `buddy_system_allocator`'s `LockedFrameAllocator` (the same, in that crate).
+//!
+//! Threads are pinned one per core (round robin past the core count) and start together
+//! behind a barrier; a run's time is from the first start to the last finish.
+
+use crate::{Cell, Plot, Section, SectionContext, Table};
+use buddy_sim::{BoxedZone, Order, Pfn, ZoneConfig};
+use buddy_system_allocator::LockedFrameAllocator;
+use std::sync::Barrier;
+use std::time::{Duration, Instant};
+
+/// The SMP scaling section.
+pub struct SmpScaling;
+
+/// Frames in each allocator: 1 GiB of 4 KiB frames.
+const FRAMES: u64 = 1 << 18;
+/// Blocks a thread holds at once in the alloc/free workloads (a small working set, freed
+/// newest first, as a kernel's short-lived allocations are).
+const HELD: usize = 16;
+
+/// A frame allocator several threads share.
+trait Shared: Sync {
+    fn alloc(&self, cpu: usize, order: u8) -> u64;
+    fn free(&self, cpu: usize, pfn: u64, order: u8);
+    /// One iteration of seed 003's loop: allocate 512 frames, split, free the run (the
+    /// peer, which has no split pages, frees the 512 frames as one block).
+    fn seed_iteration(&self, cpu: usize);
+}
+
+fn order(o: u8) -> Order {
+    Order::new(o).unwrap_or_else(|e| panic!("{e}"))
+}
+
+fn must<T>(r: Result<T, buddy_sim::BuddyError>) -> T {
+    r.unwrap_or_else(|e| panic!("allocator error on a valid workload: {e}"))
+}
+
+fn seed_iteration(z: &BoxedZone, cpu: usize) {
+    let o9 = order(9);
+    let p = must(z.alloc_pages(cpu, o9));
+    must(z.split_page(p, o9));
+    must(z.free_contig_range(cpu, p, 512));
+}
+
+impl Shared for BoxedZone {
+    fn alloc(&self, cpu: usize, o: u8) -> u64 {
+        must(self.alloc_pages(cpu, order(o))).0
+    }
+    fn free(&self, cpu: usize, pfn: u64, o: u8) {
+        must(self.free_pages(cpu, Pfn(pfn), order(o)));
+    }
+    fn seed_iteration(&self, cpu: usize) {
+        seed_iteration(self, cpu);
+    }
+}
+
+/// buddy-sim's zone (one CPU's lists) behind one lock, taken for every call.
+struct OneLock(spin::Mutex<BoxedZone>);
+
+impl Shared for OneLock {
+    fn alloc(&self, _: usize, o: u8) -> u64 {
+        self.0.lock().alloc(0, o)
+    }
+    fn free(&self, _: usize, pfn: u64, o: u8) {
+        self.0.lock().free(0, pfn, o);
+    }
+    fn seed_iteration(&self, _: usize) {
+        let o9 = order(9);
+        let p = must(self.0.lock().alloc_pages(0, o9));
+        must(self.0.lock().split_page(p, o9));
+        must(self.0.lock().free_contig_range(0, p, 512));
+    }
+}
+
+struct Peer(LockedFrameAllocator<11>);
+
+impl Shared for Peer {
+    fn alloc(&self, _: usize, o: u8) -> u64 {
+        let p = self.0.lock().alloc(1 << o);
+        p.unwrap_or_else(|| panic!("peer out of frames")) as u64
+    }
+    fn free(&self, _: usize, pfn: u64, o: u8) {
+        self.0.lock().dealloc(pfn as usize, 1 << o);
+    }
+    fn seed_iteration(&self, cpu: usize) {
+        let p = self.alloc(cpu, 9);
+        self.free(cpu, p, 9);
+    }
+}
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    PerCpu,
+    OneLock,
+    Peer,
+}
+
+const KINDS: [(Kind, &str); 3] = [
+    (Kind::PerCpu, "buddy-sim (per-CPU lists)"),
+    (Kind::OneLock, "buddy-sim behind one spin::Mutex"),
+    (Kind::Peer, "buddy_system_allocator LockedFrameAllocator"),
+];
+
+fn build(kind: Kind, threads: usize) -> Box<dyn Shared> {
+    let zone = |cpus| {
+        BoxedZone::new_boxed(ZoneConfig::new(Pfn(0), FRAMES).with_cpus(cpus))
+            .unwrap_or_else(|e| panic!("zone: {e}"))
+    };
+    match kind {
+        Kind::PerCpu => Box::new(zone(threads)),
+        Kind::OneLock => Box::new(OneLock(spin::Mutex::new(zone(1)))),
+        Kind::Peer => {
+            let p = LockedFrameAllocator::<11>::new();
+            p.lock().add_frame(0, FRAMES as usize);
+            Box::new(Peer(p))
+        }
+    }
+}
+
+/// A per-thread workload: name, operations it counts per round, and one round.
+struct Workload {
+    name: &'static str,
+    unit: &'static str,
+    ops_per_round: u64,
+    rounds: fn(quick: bool) -> u64,
+    round: fn(&dyn Shared, usize),
+}
+
+fn alloc_free_round(a: &dyn Shared, cpu: usize, o: u8) {
+    let mut held = [0u64; HELD];
+    for h in &mut held {
+        *h = a.alloc(cpu, o);
+    }
+    for &h in held.iter().rev() {
+        a.free(cpu, h, o);
+    }
+}
+
+const WORKLOADS: [Workload; 3] = [
+    Workload {
+        name: "order-0 alloc/free pairs",
+        unit: "M pairs/s",
+        ops_per_round: HELD as u64,
+        rounds: |quick| if quick { 2_000 } else { 20_000 },
+        round: |a, cpu| alloc_free_round(a, cpu, 0),
+    },
+    Workload {
+        name: "order-3 alloc/free pairs",
+        unit: "M pairs/s",
+        ops_per_round: HELD as u64,
+        rounds: |quick| if quick { 1_000 } else { 10_000 },
+        round: |a, cpu| alloc_free_round(a, cpu, 3),
+    },
+    Workload {
+        name: "seed-003 loop (alloc order 9, split, free the run)",
+        unit: "M iterations/s",
+        ops_per_round: 1,
+        rounds: |quick| if quick { 500 } else { 5_000 },
+        round: |a, cpu| a.seed_iteration(cpu),
+    },
+];
+
+/// Pins the calling thread to `core` (best effort: an unpinned run is still a run).
+fn pin(core: usize) {
+    // SAFETY: a zeroed cpu_set_t is the empty set; CPU_SET writes inside it; the call only
+    // reads the set we own.
+    unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        libc::CPU_SET(core, &mut set);
+        libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set);
+    }
+}
+
+/// One run: `threads` threads each doing `rounds` rounds; aggregate operations per second.
+fn run_once(w: &Workload, kind: Kind, threads: usize, rounds: u64, cores: usize) -> f64 {
+    let a = build(kind, threads);
+    let start = Barrier::new(threads);
+    let spans: Vec<(Instant, Instant)> = std::thread::scope(|s| {
+        let handles: Vec<_> = (0..threads)
+            .map(|cpu| {
+                let (a, start) = (&*a, &start);
+                s.spawn(move || {
+                    pin(cpu % cores);
+                    (w.round)(a, cpu); // warm-up: first refills, page faults on metadata
+                    start.wait();
+                    let t0 = Instant::now();
+                    for _ in 0..rounds {
+                        (w.round)(a, cpu);
+                    }
+                    (t0, Instant::now())
+                })
+            })
+            .collect();
+        handles.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    let first = spans.iter().map(|s| s.0).min().unwrap_or_else(Instant::now);
+    let last = spans.iter().map(|s| s.1).max().unwrap_or(first);
+    let secs = last
+        .duration_since(first)
+        .max(Duration::from_nanos(1))
+        .as_secs_f64();
+    (threads as u64 * rounds * w.ops_per_round) as f64 / secs
+}
+
+/// 1, 2, 4, ... and the core count itself.
+fn thread_counts(cores: usize) -> Vec<usize> {
+    let mut v: Vec<usize> = std::iter::successors(Some(1usize), |n| Some(n * 2))
+        .take_while(|&n| n <= cores.max(2))
+        .collect();
+    if !v.contains(&cores) && cores > 1 {
+        v.push(cores);
+    }
+    v
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    v.get(v.len() / 2).copied().unwrap_or(f64::NAN)
+}
+
+impl Section for SmpScaling {
+    fn name(&self) -> &'static str {
+        "smp scaling"
+    }
+
+    fn planned_steps(&self, _quick: bool) -> u64 {
+        let cores = std::thread::available_parallelism().map_or(1, usize::from);
+        (WORKLOADS.len() * thread_counts(cores).len()) as u64
+    }
+
+    fn run(&self, ctx: &SectionContext) -> Vec<Table> {
+        let cores = std::thread::available_parallelism().map_or(1, usize::from);
+        let counts = thread_counts(cores);
+        let runs = if ctx.quick { 1 } else { 5 };
+        let mut columns = vec!["workload".to_string(), "allocator".to_string()];
+        columns.extend(
+            counts
+                .iter()
+                .map(|t| format!("{t} thread{}", if *t == 1 { "" } else { "s" })),
+        );
+        columns.push(format!(
+            "scaling {}→{} threads",
+            1,
+            counts.last().copied().unwrap_or(1)
+        ));
+        let cols: Vec<&str> = columns.iter().map(String::as_str).collect();
+        let mut t = Table::new(
+            "smp-scaling",
+            "SMP scaling: aggregate throughput of threads sharing one frame allocator",
+            &cols,
+        );
+        let mut two_thread_scaling = f64::NAN;
+        for w in &WORKLOADS {
+            // rate[kind][count]
+            let mut rate = vec![vec![Vec::new(); counts.len()]; KINDS.len()];
+            for (ci, &threads) in counts.iter().enumerate() {
+                ctx.step(format!("smp: {} on {threads} thread(s)", w.name));
+                for round in 0..runs {
+                    // Rotate the allocators' order each round, so drift hits all alike.
+                    for k in 0..KINDS.len() {
+                        let ki = (round + k) % KINDS.len();
+                        let r = run_once(w, KINDS[ki].0, threads, (w.rounds)(ctx.quick), cores);
+                        rate[ki][ci].push(r);
+                    }
+                }
+            }
+            for (ki, (kind, name)) in KINDS.iter().enumerate() {
+                let med: Vec<f64> = rate[ki].iter().map(|v| median(v.clone())).collect();
+                let scaling = med.last().copied().unwrap_or(f64::NAN) / med[0];
+                if *kind == Kind::PerCpu
+                    && w.ops_per_round == HELD as u64
+                    && w.name.starts_with("order-0")
+                {
+                    two_thread_scaling = counts
+                        .iter()
+                        .position(|&c| c == 2)
+                        .map_or(f64::NAN, |i| med[i] / med[0]);
+                }
+                let mut row = vec![Cell::text(w.name), Cell::text(*name)];
+                row.extend(med.iter().map(|&r| Cell::num(r / 1e6, 2, "")));
+                row.push(Cell::ratio(scaling));
+                t.row(row);
+            }
+        }
+        t.note(format!(
+            "{} per second (10^6), all threads together: the median of {runs} run(s), the \
+             three allocators taking turns run by run. Each thread is pinned to its own core \
+             ({cores} here; past that, round robin) and, for buddy-sim, uses its own CPU \
+             number. Alloc/free pairs: each thread allocates {HELD} blocks and frees them newest \
+             first, again and again. Seed-003 loop: alloc order 9, split_page, \
+             free_contig_range (buddy_system_allocator, which has no split pages, allocates and \
+             frees 512 frames as one block). Zones of {} Ki frames, MAX_ORDER 10. \
+             \"scaling\" divides the highest thread count's throughput by one thread's.",
+            WORKLOADS[0].unit,
+            FRAMES >> 10
+        ));
+        t.plot = Some(Plot {
+            y_label: "million operations per second (median)".into(),
+            series: (2..2 + counts.len()).collect(),
+            log_y: true,
+        });
+        let mut goals = Table::new(
+            "smp-goals",
+            "SMP goal, measured",
+            &["goal", "measured", "met"],
+        );
+        let verdict = if two_thread_scaling.is_nan() {
+            "no 2-thread run (one core)"
+        } else if two_thread_scaling >= 1.8 {
+            "yes"
+        } else {
+            "NO"
+        };
+        goals.row(vec![
+            Cell::text("buddy-sim order-0 pairs at 2 threads >= 1.8x its 1-thread throughput"),
+            Cell::ratio(two_thread_scaling),
+            Cell::text(verdict),
+        ]);
+        goals.note("Goals are reported, never asserted in tests: these machines are shared.");
+        vec![t, goals]
+    }
+}
