@@ -28,6 +28,7 @@ impl ZoneConfig {
     /// `[start, start + nr_pages)` with MAX_ORDER 10, pageblock order 9, 2^15-frame
     /// sections, one CPU, `high` 1536 and `batch` 63 frames.
     #[must_use]
+    #[inline]
     pub const fn new(start: Pfn, nr_pages: u64) -> Self {
         Self {
             start,
@@ -43,6 +44,7 @@ impl ZoneConfig {
 
     /// The same zone with `cpus` CPUs.
     #[must_use]
+    #[inline]
     pub const fn with_cpus(self, cpus: usize) -> Self {
         Self { cpus, ..self }
     }
@@ -78,6 +80,7 @@ impl ZoneConfig {
 
     /// The per-cpu list that holds blocks of `order`, if any: orders 0..=3
     /// (PAGE_ALLOC_COSTLY_ORDER) and the pageblock order.
+    #[inline]
     pub(crate) fn pcp_list(&self, order: Order) -> Option<usize> {
         if order.get() <= 3 {
             Some(order.get() as usize)

@@ -4,9 +4,11 @@
 //! A free of many pages must be all or nothing, also when another CPU frees some of the same
 //! pages at the same moment. So it goes in two passes:
 //! 1. **claim**: for each page, atomically check that it is a live order-0 page and, if the
-//!    reference being dropped is its last, take the page (`Freeing`). A page that fails ends
-//!    the pass, and the claims made so far are undone: the zone is as before. Pages with
-//!    other references are only checked here.
+//!    reference being dropped is its last, take the page: straight to `Tail` in the common
+//!    case (no flags: it will be a tail of a freed block or a block head), else `Freeing`,
+//!    which keeps its flags. A page that fails ends the pass, and the claims made so far are
+//!    undone: the zone is as before. Pages with other references are only checked here; the
+//!    reference the call drops keeps them live until pass 2.
 //! 2. **commit**: drop the reference of each page not taken in pass 1 (taking it now if that
 //!    was the last), check each taken page (`free_pages_prepare`: poisoned pages are leaked),
 //!    gather them into runs that never cross a section boundary, and free each run as the
@@ -71,8 +73,12 @@ where
 
     /// Pass 1 over `pages`; on an error, the pages claimed so far are given back.
     pub(crate) fn claim(&self, pages: Range<u32>, kind: Claim) -> Result<(), BuddyError> {
-        for i in pages.clone() {
-            if let Err(e) = self.claim_page(i, kind) {
+        let frames = &self.frames.as_ref()[pages.start as usize..pages.end as usize];
+        for (i, frame) in pages.clone().zip(frames) {
+            // The common case, one compare-and-swap: a split page with one reference and no
+            // flags becomes a tail at once (pass 2 then only reads it).
+            let fast = kind == Claim::Any && frame.cas(Word::allocated(0), Word::TAIL).is_ok();
+            if !fast && let Err(e) = self.claim_page(i, frame, kind) {
                 self.unclaim(pages.start..i, kind);
                 return Err(e);
             }
@@ -80,10 +86,26 @@ where
         Ok(())
     }
 
-    fn claim_page(&self, i: u32, kind: Claim) -> Result<(), BuddyError> {
+    /// Checks `pages` as pass 1 would, changing nothing: what the per-page reference path
+    /// does before its first `put_page`.
+    pub(crate) fn check_claimable(&self, pages: Range<u32>) -> Result<(), BuddyError> {
         let m = self.map();
-        let frame = m.frame(i);
+        let frames = &self.frames.as_ref()[pages.start as usize..pages.end as usize];
+        for (i, frame) in pages.zip(frames) {
+            let w = frame.load();
+            if !w.is_live() {
+                return Err(m.not_allocated(i, w));
+            }
+            if w.order() != 0 {
+                return Err(BuddyError::CompoundPage(m.pfn(i)));
+            }
+        }
+        Ok(())
+    }
+
+    fn claim_page(&self, i: u32, frame: &Frame, kind: Claim) -> Result<(), BuddyError> {
         let mut w = frame.load();
+        let m = self.map();
         loop {
             if !w.is_live() {
                 return Err(m.not_allocated(i, w));
@@ -111,8 +133,13 @@ where
         for i in pages {
             let frame = m.frame(i);
             let mut w = frame.load();
-            if w.state() == FrameState::Freeing {
-                // Taken by this call: nobody else writes it.
+            // Taken by this call (every page here was live when claimed, and the pages left
+            // live keep this call's reference): nobody else writes these.
+            if w == Word::TAIL {
+                frame.store(Word::allocated(0));
+                continue;
+            }
+            if w.is_freeing() {
                 frame.store(w.with_state(FrameState::Allocated).with_refcount(1));
                 continue;
             }
@@ -127,38 +154,69 @@ where
         }
     }
 
-    /// Pass 2 over claimed `pages`: frees them and returns nothing that can fail.
+    /// Pass 2 over claimed `pages`: frees them; nothing here can fail.
     pub(crate) fn commit(&self, pcp: &PerCpu<R>, pages: Range<u32>) {
         let m = self.map();
-        let mut run: Option<(u32, u32)> = None;
+        let frames = m.frames;
         let mut prepares = 0u64;
-        for i in pages {
-            if let Some((s, _)) = run
-                && m.section(s) != m.section(i)
-            {
-                self.free_run(pcp, run.take(), &mut prepares);
-            }
-            let frame = m.frame(i);
-            let w = frame.load();
-            let taken = if w.state() == FrameState::Freeing {
-                Some(w)
+        let mut i = pages.start;
+        while i < pages.end {
+            // Page i starts a run if it is taken (a tail already, or made one here). The run
+            // goes on over the tails that follow, up to the end of i's section: runs never
+            // cross a section boundary.
+            let w = frames[i as usize].load();
+            if w != Word::TAIL {
+                let taken = if w.is_freeing() {
+                    Some(w)
+                } else {
+                    self.drop_reference(i)
+                };
+                let Some(w) = taken else {
+                    i += 1;
+                    continue;
+                };
+                prepares += 1;
+                if w.poisoned() {
+                    frames[i as usize].store(Word::new(FrameState::Leaked, 0));
+                    i += 1;
+                    continue;
+                }
+                frames[i as usize].store(Word::TAIL);
             } else {
-                self.drop_reference(i)
-            };
-            let Some(w) = taken else {
-                self.free_run(pcp, run.take(), &mut prepares);
-                continue;
-            };
-            prepares += 1;
-            if w.poisoned() {
-                frame.store(Word::new(FrameState::Leaked, 0));
-                self.free_run(pcp, run.take(), &mut prepares);
-                continue;
+                prepares += 1;
             }
-            frame.store(Word::TAIL);
-            run = Some(run.map_or((i, 1), |(s, len)| (s, len + 1)));
+            let start = i;
+            let end = pages.end.min(m.section_end(i));
+            // Set when the run ends at a page whose reference was dropped here but which
+            // others still hold: the outer loop must not drop it again.
+            let mut dropped = false;
+            i += 1;
+            while i < end {
+                let w = frames[i as usize].load();
+                let taken = if w == Word::TAIL {
+                    None
+                } else if w.is_freeing() {
+                    Some(w)
+                } else {
+                    let d = self.drop_reference(i);
+                    dropped = d.is_none();
+                    if dropped {
+                        break;
+                    }
+                    d
+                };
+                match taken {
+                    // Poisoned: ends the run; the outer loop leaks it (its word is Freeing).
+                    Some(w) if w.poisoned() => break,
+                    Some(_) => frames[i as usize].store(Word::TAIL),
+                    None => {}
+                }
+                i += 1;
+            }
+            prepares += u64::from(i - start - 1);
+            self.free_run(pcp, start, i - start, &mut prepares);
+            i += u32::from(dropped);
         }
-        self.free_run(pcp, run, &mut prepares);
         self.count_leaked(prepares);
     }
 
@@ -181,10 +239,13 @@ where
         None
     }
 
-    /// `free_prepared_contig_range`: frees a run of taken pages (all tails now) as aligned
-    /// blocks; the first block's lock also counts the run's free-time checks.
-    fn free_run(&self, pcp: &PerCpu<R>, run: Option<(u32, u32)>, prepares: &mut u64) {
-        let Some((start, len)) = run else { return };
+    /// `free_prepared_contig_range`: frees the run of `len` taken pages (all tails now) from
+    /// `start` as aligned blocks; the first block's lock also counts the free-time checks so
+    /// far.
+    fn free_run(&self, pcp: &PerCpu<R>, start: u32, len: u32, prepares: &mut u64) {
+        if len == 0 {
+            return;
+        }
         let m = self.map();
         // The run lies inside the zone, so pfn + len cannot overflow.
         let blocks = decompose(m.pfn(start), u64::from(len), self.cfg.max_order);

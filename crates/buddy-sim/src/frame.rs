@@ -35,18 +35,6 @@ pub enum FrameState {
     Freeing,
 }
 
-impl FrameState {
-    const ALL: [Self; 7] = [
-        Self::Reserved,
-        Self::Tail,
-        Self::Buddy,
-        Self::Pcp,
-        Self::Allocated,
-        Self::Leaked,
-        Self::Freeing,
-    ];
-}
-
 /// A frame's metadata word, unpacked from or to its atomic.
 ///
 /// Bits 0..32 reference count, 32..40 order, 40..44 state, 44 hwpoison, 45 "vmalloc holds
@@ -59,9 +47,11 @@ const STATE_SHIFT: u32 = 40;
 const POISONED: u64 = 1 << 44;
 const VMALLOC: u64 = 1 << 45;
 const REFCOUNT: u64 = u32::MAX as u64;
+const STATE: u64 = 0xf << STATE_SHIFT;
 
 impl Word {
     /// A block head (or tail, or reserved frame) with no references and no flags.
+    #[inline]
     pub(crate) const fn new(state: FrameState, order: u8) -> Self {
         Self(((state as u64) << STATE_SHIFT) | ((order as u64) << ORDER_SHIFT))
     }
@@ -70,53 +60,79 @@ impl Word {
     pub(crate) const TAIL: Self = Self::new(FrameState::Tail, 0);
 
     /// The head of a freshly allocated block: one reference, no flags.
+    #[inline]
     pub(crate) const fn allocated(order: u8) -> Self {
         Self(Self::new(FrameState::Allocated, order).0 | 1)
     }
 
-    pub(crate) fn state(self) -> FrameState {
+    #[inline]
+    pub(crate) const fn state(self) -> FrameState {
         // Only this module builds words, always from a FrameState.
-        FrameState::ALL[((self.0 >> STATE_SHIFT) & 0xf) as usize % FrameState::ALL.len()]
+        match (self.0 >> STATE_SHIFT) & 0xf {
+            0 => FrameState::Reserved,
+            1 => FrameState::Tail,
+            2 => FrameState::Buddy,
+            3 => FrameState::Pcp,
+            4 => FrameState::Allocated,
+            5 => FrameState::Leaked,
+            _ => FrameState::Freeing,
+        }
     }
 
+    #[inline]
     pub(crate) const fn order(self) -> u8 {
         (self.0 >> ORDER_SHIFT) as u8
     }
 
+    #[inline]
     pub(crate) const fn refcount(self) -> u32 {
         (self.0 & REFCOUNT) as u32
     }
 
+    #[inline]
     pub(crate) const fn poisoned(self) -> bool {
         self.0 & POISONED != 0
     }
 
+    #[inline]
     pub(crate) const fn vmalloc(self) -> bool {
         self.0 & VMALLOC != 0
     }
 
     /// An allocated head with at least one reference: the only words anyone but their owner
     /// may change (by compare-and-swap).
-    pub(crate) fn is_live(self) -> bool {
-        self.state() == FrameState::Allocated && self.refcount() > 0
+    #[inline]
+    pub(crate) const fn is_live(self) -> bool {
+        self.0 & STATE == (FrameState::Allocated as u64) << STATE_SHIFT && self.0 & REFCOUNT != 0
     }
 
+    /// Taken by a free in progress.
+    #[inline]
+    pub(crate) const fn is_freeing(self) -> bool {
+        self.0 & STATE == (FrameState::Freeing as u64) << STATE_SHIFT
+    }
+
+    #[inline]
     pub(crate) const fn with_refcount(self, refcount: u32) -> Self {
         Self((self.0 & !REFCOUNT) | refcount as u64)
     }
 
+    #[inline]
     pub(crate) const fn with_order(self, order: u8) -> Self {
         Self((self.0 & !(0xff << ORDER_SHIFT)) | ((order as u64) << ORDER_SHIFT))
     }
 
+    #[inline]
     pub(crate) const fn with_state(self, state: FrameState) -> Self {
-        Self((self.0 & !(0xf << STATE_SHIFT)) | ((state as u64) << STATE_SHIFT))
+        Self((self.0 & !STATE) | ((state as u64) << STATE_SHIFT))
     }
 
+    #[inline]
     pub(crate) const fn with_poison(self) -> Self {
         Self(self.0 | POISONED)
     }
 
+    #[inline]
     pub(crate) const fn with_vmalloc(self, on: bool) -> Self {
         if on {
             Self(self.0 | VMALLOC)
@@ -126,6 +142,7 @@ impl Word {
     }
 
     /// The last reference dropped: the frame now belongs to the call that dropped it.
+    #[inline]
     pub(crate) const fn freeing(self) -> Self {
         self.with_state(FrameState::Freeing).with_refcount(0)
     }
@@ -149,6 +166,7 @@ impl Frame {
     /// kernel can keep the metadata in a `static`: `[const { Frame::new() }; N]`.
     #[cfg(not(loom))]
     #[must_use]
+    #[inline]
     pub const fn new() -> Self {
         Self {
             word: AtomicU64::new(0),
@@ -160,6 +178,7 @@ impl Frame {
     /// Metadata before the zone initializes it (all zero: a reserved frame).
     #[cfg(loom)]
     #[must_use]
+    #[inline]
     pub fn new() -> Self {
         Self {
             word: AtomicU64::new(0),
@@ -170,6 +189,7 @@ impl Frame {
 
     /// What the frame is, its order, references and flags, read at one instant.
     #[must_use]
+    #[inline]
     pub fn info(&self) -> FrameInfo {
         let w = self.load();
         FrameInfo {
@@ -181,16 +201,19 @@ impl Frame {
         }
     }
 
+    #[inline]
     pub(crate) fn load(&self) -> Word {
         Word(self.word.load(Ordering::Acquire))
     }
 
     /// For the frame's owner only (see the module docs).
+    #[inline]
     pub(crate) fn store(&self, w: Word) {
         self.word.store(w.0, Ordering::Release);
     }
 
     /// Replaces `old` by `new` if the word still is `old`; else returns what it is.
+    #[inline]
     pub(crate) fn cas(&self, old: Word, new: Word) -> Result<(), Word> {
         self.word
             .compare_exchange(old.0, new.0, Ordering::AcqRel, Ordering::Acquire)
@@ -198,24 +221,29 @@ impl Frame {
             .map_err(Word)
     }
 
+    #[inline]
     pub(crate) fn prev(&self) -> Option<u32> {
         self.prev.load(Ordering::Relaxed).checked_sub(1)
     }
 
+    #[inline]
     pub(crate) fn next(&self) -> Option<u32> {
         self.next.load(Ordering::Relaxed).checked_sub(1)
     }
 
     /// Link writes happen under the lock of the list the frame is on.
+    #[inline]
     pub(crate) fn set_prev(&self, idx: Option<u32>) {
         self.prev.store(idx.map_or(0, |i| i + 1), Ordering::Relaxed);
     }
 
+    #[inline]
     pub(crate) fn set_next(&self, idx: Option<u32>) {
         self.next.store(idx.map_or(0, |i| i + 1), Ordering::Relaxed);
     }
 
     /// Back to all zero.
+    #[inline]
     pub(crate) fn reset(&self) {
         self.store(Word(0));
         self.set_prev(None);

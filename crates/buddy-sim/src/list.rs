@@ -18,23 +18,28 @@ impl List {
         len: 0,
     };
 
+    #[inline]
     pub(crate) const fn len(&self) -> u32 {
         self.len
     }
 
+    #[inline]
     pub(crate) const fn is_empty(&self) -> bool {
         self.len == 0
     }
 
+    #[inline]
     pub(crate) const fn head(&self) -> Option<u32> {
         self.head
     }
 
+    #[inline]
     pub(crate) const fn tail(&self) -> Option<u32> {
         self.tail
     }
 
     /// Adds `idx` at the front (most recently freed: handed out first, still cache-hot).
+    #[inline]
     pub(crate) fn push_front(&mut self, frames: &[Frame], idx: u32) {
         let f = &frames[idx as usize];
         f.set_prev(None);
@@ -48,6 +53,7 @@ impl List {
     }
 
     /// Unlinks `idx`, which must be on this list. O(1).
+    #[inline]
     pub(crate) fn remove(&mut self, frames: &[Frame], idx: u32) {
         let f = &frames[idx as usize];
         let (prev, next) = (f.prev(), f.next());
@@ -64,6 +70,7 @@ impl List {
         self.len -= 1;
     }
 
+    #[inline]
     pub(crate) fn pop_front(&mut self, frames: &[Frame]) -> Option<u32> {
         let idx = self.head?;
         self.remove(frames, idx);
@@ -71,6 +78,7 @@ impl List {
     }
 
     /// Removes the oldest entry (what a drain returns to the buddy first).
+    #[inline]
     pub(crate) fn pop_back(&mut self, frames: &[Frame]) -> Option<u32> {
         let idx = self.tail?;
         self.remove(frames, idx);

@@ -11,11 +11,13 @@ pub(crate) struct FrameMap<'a> {
 }
 
 impl<'a> FrameMap<'a> {
+    #[inline]
     pub(crate) fn frame(self, idx: u32) -> &'a Frame {
         &self.frames[idx as usize]
     }
 
     /// The index of `pfn`, if the zone spans it.
+    #[inline]
     pub(crate) fn index(self, pfn: Pfn) -> Result<u32, BuddyError> {
         match pfn.0.checked_sub(self.cfg.start.0) {
             Some(off) if off < self.cfg.nr_pages => Ok(off as u32),
@@ -24,6 +26,7 @@ impl<'a> FrameMap<'a> {
     }
 
     /// The indices `[first, end)` of `[pfn, pfn + nr)`, which must lie inside the zone.
+    #[inline]
     pub(crate) fn range(self, pfn: Pfn, nr: u64) -> Result<(u32, u32), BuddyError> {
         let end = pfn.checked_add(nr).ok_or(BuddyError::Overflow)?;
         let first = self.index(pfn)?;
@@ -34,21 +37,28 @@ impl<'a> FrameMap<'a> {
         Ok((first, first + nr as u32))
     }
 
+    #[inline]
     pub(crate) fn pfn(self, idx: u32) -> Pfn {
         Pfn(self.cfg.start.0 + u64::from(idx))
     }
 
     /// The index of a frame the caller knows to be inside the zone.
+    #[inline]
     pub(crate) fn index_of(self, pfn: Pfn) -> u32 {
         (pfn.0 - self.cfg.start.0) as u32
     }
 
-    /// The memory section of frame `idx`.
-    pub(crate) fn section(self, idx: u32) -> u64 {
-        self.pfn(idx).0 / self.cfg.section_pages
+    /// The index where the memory section of frame `idx` ends (the zone's end at most).
+    #[inline]
+    pub(crate) fn section_end(self, idx: u32) -> u32 {
+        let pfn = self.pfn(idx).0;
+        let end = (pfn | (self.cfg.section_pages - 1)).saturating_add(1);
+        let zone_end = self.cfg.start.0 + self.cfg.nr_pages;
+        (end.min(zone_end) - self.cfg.start.0) as u32
     }
 
     /// The index of `idx`'s buddy at `order`, if the zone spans it.
+    #[inline]
     pub(crate) fn buddy(self, idx: u32, order: Order) -> Option<u32> {
         self.index(self.pfn(idx).buddy(order)).ok()
     }

@@ -1,7 +1,6 @@
 //! The obvious definitions, never optimized: what the batched paths are checked against and
 //! the "before" column of the benchmarks.
 
-use crate::contig::Claim;
 use crate::{BuddyError, Frame, FrameInfo, Order, PerCpu, Pfn, Zone};
 use lock_api::RawMutex;
 
@@ -26,9 +25,7 @@ where
 {
     zone.pcp(cpu)?;
     let pages = zone.run_indices(pfn, nr)?;
-    // The check is a claim undone at once: it names the same first bad page.
-    zone.claim(pages.clone(), Claim::Any)?;
-    zone.unclaim(pages, Claim::Any);
+    zone.check_claimable(pages)?;
     for i in 0..nr {
         zone.put_page(cpu, Pfn(pfn.0 + i))?;
     }

@@ -120,9 +120,9 @@ where
             _ => Err(BuddyError::Shared(pfn)),
         })?;
         // The caller holds the only reference: the tails are its own.
-        let m = self.map();
-        for t in idx + 1..idx + order.pages() as u32 {
-            m.frame(t).store(Word::allocated(0));
+        let tails = idx as usize + 1..idx as usize + order.pages() as usize;
+        for frame in &self.frames.as_ref()[tails] {
+            frame.store(Word::allocated(0));
         }
         Ok(())
     }

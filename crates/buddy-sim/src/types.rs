@@ -8,6 +8,7 @@ pub struct Pfn(pub u64);
 impl Pfn {
     /// The frame `n` frames after this one, or `None` on overflow.
     #[must_use]
+    #[inline]
     pub const fn checked_add(self, n: u64) -> Option<Self> {
         match self.0.checked_add(n) {
             Some(p) => Some(Self(p)),
@@ -18,6 +19,7 @@ impl Pfn {
     /// The order of the largest naturally aligned block that starts here, capped at `max`
     /// (pfn 0 is aligned to everything, so it gets `max`).
     #[must_use]
+    #[inline]
     pub const fn align_order(self, max: Order) -> Order {
         let tz = self.0.trailing_zeros();
         if tz >= max.0 as u32 {
@@ -29,12 +31,14 @@ impl Pfn {
 
     /// Whether this frame starts a naturally aligned block of `order`.
     #[must_use]
+    #[inline]
     pub const fn is_aligned(self, order: Order) -> bool {
         self.0 & (order.pages() - 1) == 0
     }
 
     /// The frame's buddy at `order`: the other half of the block of `order + 1`.
     #[must_use]
+    #[inline]
     pub const fn buddy(self, order: Order) -> Self {
         Self(self.0 ^ order.pages())
     }
@@ -67,6 +71,7 @@ impl Order {
     ///
     /// # Errors
     /// [`BuddyError::OrderTooLarge`] above that.
+    #[inline]
     pub const fn new(order: u8) -> Result<Self, BuddyError> {
         if order > MAX_SUPPORTED_ORDER {
             return Err(BuddyError::OrderTooLarge {
@@ -79,12 +84,14 @@ impl Order {
 
     /// The order as a number.
     #[must_use]
+    #[inline]
     pub const fn get(self) -> u8 {
         self.0
     }
 
     /// Frames in a block of this order.
     #[must_use]
+    #[inline]
     pub const fn pages(self) -> u64 {
         1 << self.0
     }
@@ -92,6 +99,7 @@ impl Order {
     /// The largest order whose block fits in `count` frames, capped at `max` (order 0 for a
     /// count of 0, which fits no block).
     #[must_use]
+    #[inline]
     pub const fn floor_log2(count: u64, max: Self) -> Self {
         if count == 0 {
             return Self::ZERO;
@@ -106,6 +114,7 @@ impl Order {
 
     /// The next order up.
     #[must_use]
+    #[inline]
     pub(crate) const fn up(self) -> Self {
         Self(self.0 + 1)
     }
@@ -122,6 +131,7 @@ mod tests {
     use super::*;
 
     #[test]
+    #[inline]
     fn order_arithmetic_is_total() {
         let max = Order(10);
         assert_eq!(Order::floor_log2(0, max), Order::ZERO);
