@@ -25,6 +25,7 @@ impl FreeArea {
         stats: LockStats::ZERO,
     };
 
+    #[inline]
     fn insert(&mut self, m: FrameMap<'_>, idx: u32, order: Order) {
         m.frame(idx)
             .store(Word::new(FrameState::Buddy, order.get()));
@@ -33,6 +34,7 @@ impl FreeArea {
         self.stats.list_ops += 1;
     }
 
+    #[inline]
     fn remove(&mut self, m: FrameMap<'_>, idx: u32, order: Order) {
         self.lists[order.get() as usize].remove(m.frames, idx);
         m.frame(idx).store(Word::TAIL);
@@ -43,6 +45,7 @@ impl FreeArea {
     /// `__free_one_page`: frees the block at `idx`, which the caller owns and whose other
     /// frames are tails, merging it with free buddies of the same order up to MAX_ORDER.
     /// A buddy that is reserved, allocated or on a per-cpu list stops the merge.
+    #[inline]
     pub(crate) fn free_one_page(&mut self, m: FrameMap<'_>, mut idx: u32, mut order: Order) {
         while order < m.cfg.max_order {
             let Some(b) = m.buddy(idx, order) else { break };
@@ -59,6 +62,7 @@ impl FreeArea {
 
     /// `__rmqueue_smallest`: takes the smallest free block of at least `order`, split down;
     /// the upper halves go back to the free lists. The caller owns the block it returns.
+    #[inline]
     pub(crate) fn rmqueue_smallest(&mut self, m: FrameMap<'_>, order: Order) -> Option<u32> {
         let o =
             (order.get()..=m.cfg.max_order.get()).find(|&o| !self.lists[o as usize].is_empty())?;

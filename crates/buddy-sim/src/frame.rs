@@ -223,31 +223,42 @@ impl Frame {
 
     #[inline]
     pub(crate) fn prev(&self) -> Option<u32> {
-        self.prev.load(Ordering::Relaxed).checked_sub(1)
+        self.prev_raw().checked_sub(1)
     }
 
     #[inline]
     pub(crate) fn next(&self) -> Option<u32> {
-        self.next.load(Ordering::Relaxed).checked_sub(1)
+        self.next_raw().checked_sub(1)
     }
 
-    /// Link writes happen under the lock of the list the frame is on.
+    /// Links as stored (index + 1, 0 for none). Link writes happen under the lock of the list
+    /// the frame is on.
     #[inline]
-    pub(crate) fn set_prev(&self, idx: Option<u32>) {
-        self.prev.store(idx.map_or(0, |i| i + 1), Ordering::Relaxed);
+    pub(crate) fn prev_raw(&self) -> u32 {
+        self.prev.load(Ordering::Relaxed)
     }
 
     #[inline]
-    pub(crate) fn set_next(&self, idx: Option<u32>) {
-        self.next.store(idx.map_or(0, |i| i + 1), Ordering::Relaxed);
+    pub(crate) fn next_raw(&self) -> u32 {
+        self.next.load(Ordering::Relaxed)
+    }
+
+    #[inline]
+    pub(crate) fn set_prev_raw(&self, link: u32) {
+        self.prev.store(link, Ordering::Relaxed);
+    }
+
+    #[inline]
+    pub(crate) fn set_next_raw(&self, link: u32) {
+        self.next.store(link, Ordering::Relaxed);
     }
 
     /// Back to all zero.
     #[inline]
     pub(crate) fn reset(&self) {
         self.store(Word(0));
-        self.set_prev(None);
-        self.set_next(None);
+        self.set_prev_raw(0);
+        self.set_next_raw(0);
     }
 }
 

@@ -4,17 +4,18 @@
 
 use crate::frame::Frame;
 
+/// A list's ends are stored as the frames' links are: index + 1, 0 for none.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct List {
-    head: Option<u32>,
-    tail: Option<u32>,
+    head: u32,
+    tail: u32,
     len: u32,
 }
 
 impl List {
     pub(crate) const EMPTY: Self = Self {
-        head: None,
-        tail: None,
+        head: 0,
+        tail: 0,
         len: 0,
     };
 
@@ -30,25 +31,26 @@ impl List {
 
     #[inline]
     pub(crate) const fn head(&self) -> Option<u32> {
-        self.head
+        self.head.checked_sub(1)
     }
 
     #[inline]
     pub(crate) const fn tail(&self) -> Option<u32> {
-        self.tail
+        self.tail.checked_sub(1)
     }
 
     /// Adds `idx` at the front (most recently freed: handed out first, still cache-hot).
     #[inline]
     pub(crate) fn push_front(&mut self, frames: &[Frame], idx: u32) {
+        let link = idx + 1;
         let f = &frames[idx as usize];
-        f.set_prev(None);
-        f.set_next(self.head);
+        f.set_prev_raw(0);
+        f.set_next_raw(self.head);
         match self.head {
-            None => self.tail = Some(idx),
-            Some(h) => frames[h as usize].set_prev(Some(idx)),
+            0 => self.tail = link,
+            h => frames[h as usize - 1].set_prev_raw(link),
         }
-        self.head = Some(idx);
+        self.head = link;
         self.len += 1;
     }
 
@@ -56,23 +58,23 @@ impl List {
     #[inline]
     pub(crate) fn remove(&mut self, frames: &[Frame], idx: u32) {
         let f = &frames[idx as usize];
-        let (prev, next) = (f.prev(), f.next());
+        let (prev, next) = (f.prev_raw(), f.next_raw());
         match prev {
-            None => self.head = next,
-            Some(p) => frames[p as usize].set_next(next),
+            0 => self.head = next,
+            p => frames[p as usize - 1].set_next_raw(next),
         }
         match next {
-            None => self.tail = prev,
-            Some(n) => frames[n as usize].set_prev(prev),
+            0 => self.tail = prev,
+            n => frames[n as usize - 1].set_prev_raw(prev),
         }
-        f.set_prev(None);
-        f.set_next(None);
+        f.set_prev_raw(0);
+        f.set_next_raw(0);
         self.len -= 1;
     }
 
     #[inline]
     pub(crate) fn pop_front(&mut self, frames: &[Frame]) -> Option<u32> {
-        let idx = self.head?;
+        let idx = self.head()?;
         self.remove(frames, idx);
         Some(idx)
     }
@@ -80,7 +82,7 @@ impl List {
     /// Removes the oldest entry (what a drain returns to the buddy first).
     #[inline]
     pub(crate) fn pop_back(&mut self, frames: &[Frame]) -> Option<u32> {
-        let idx = self.tail?;
+        let idx = self.tail()?;
         self.remove(frames, idx);
         Some(idx)
     }

@@ -44,6 +44,7 @@ impl PcpLists {
     };
 
     /// Puts the free block at `idx`, which the caller owns, at the front of `list`.
+    #[inline]
     pub(crate) fn push(&mut self, m: FrameMap<'_>, list: usize, idx: u32, order: Order) {
         m.frame(idx).store(Word::new(FrameState::Pcp, order.get()));
         self.lists[list].push_front(m.frames, idx);
@@ -52,6 +53,7 @@ impl PcpLists {
     }
 
     /// Takes the most recently freed block of `list`; the caller owns it.
+    #[inline]
     pub(crate) fn pop(&mut self, m: FrameMap<'_>, list: usize, order: Order) -> Option<u32> {
         let idx = self.lists[list].pop_front(m.frames)?;
         self.pages -= order.pages();
@@ -61,6 +63,7 @@ impl PcpLists {
 
     /// `rmqueue_bulk`: moves up to `batch` frames' worth of `order` blocks from the buddy
     /// to `list`. The caller holds this CPU's lock and passes the zone lock's data.
+    #[inline]
     pub(crate) fn refill(
         &mut self,
         m: FrameMap<'_>,
@@ -78,25 +81,28 @@ impl PcpLists {
     }
 
     /// `free_pcppages_bulk`: returns at least `pages` frames (or all) to the buddy, oldest
-    /// first, taking the lists in turn. The caller holds this CPU's lock and the zone lock.
+    /// first: from the next non-empty list in turn, until the batch is done or the list is
+    /// empty. The caller holds this CPU's lock and the zone lock.
     pub(crate) fn drain(&mut self, m: FrameMap<'_>, free: &mut FreeArea, pages: u64) {
         let mut drained = 0;
         while drained < pages && self.pages > 0 {
-            let Some(list) = (0..PCP_LISTS)
+            let Some(list) = (1..=PCP_LISTS)
                 .map(|k| (self.drain_cursor + k) % PCP_LISTS)
                 .find(|&l| !self.lists[l].is_empty())
             else {
                 break;
             };
-            self.drain_cursor = (list + 1) % PCP_LISTS;
-            let Some(idx) = self.lists[list].pop_back(m.frames) else {
-                break;
-            };
-            let order = Order(m.frame(idx).load().order());
-            self.pages -= order.pages();
-            self.stats.list_ops += 1;
-            drained += order.pages();
-            free.free_one_page(m, idx, order);
+            self.drain_cursor = list;
+            while drained < pages {
+                let Some(idx) = self.lists[list].pop_back(m.frames) else {
+                    break;
+                };
+                let order = Order(m.frame(idx).load().order());
+                self.pages -= order.pages();
+                self.stats.list_ops += 1;
+                drained += order.pages();
+                free.free_one_page(m, idx, order);
+            }
         }
     }
 }
