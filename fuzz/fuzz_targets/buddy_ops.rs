@@ -1,6 +1,7 @@
-//! Arbitrary zones and operation sequences run on two zones in lockstep: batched
-//! `free_contig_range` on one, the per-page reference on the other; `check()` after every
-//! operation, and both zones identical after the final drain.
+//! Arbitrary zones (up to four CPUs, memory maps with holes) and operation sequences from
+//! every CPU run on two zones in lockstep: batched `free_contig_range` on one, the per-page
+//! reference on the other; `check()` after every operation, and both zones identical after
+//! the final drain.
 #![no_main]
 
 use arbitrary::Arbitrary;
@@ -18,6 +19,8 @@ struct Input {
     cpus: u8,
     high: u16,
     batch: u8,
+    /// Holes in the memory map: (offset, length) pairs, the rest is usable.
+    holes: Vec<(u16, u8)>,
     ops: Vec<ArbOp>,
 }
 
@@ -33,11 +36,13 @@ enum ArbOp {
     FreePages(u8, u8),
     DrainCpu(u8),
     DrainAll,
+    AddMemory(u16, u16),
 }
 
 impl ArbOp {
     fn op(&self) -> Op {
-        let cpu = |c: &u8| usize::from(*c % 4);
+        // Up to four CPUs; index 4 is out of range for every zone (an error on both paths).
+        let cpu = |c: &u8| usize::from(*c % 5);
         match self {
             Self::Alloc(c, o) => Op::Alloc {
                 cpu: cpu(c),
@@ -76,6 +81,10 @@ impl ArbOp {
             },
             Self::DrainCpu(c) => Op::DrainCpu { cpu: cpu(c) },
             Self::DrainAll => Op::DrainAll,
+            Self::AddMemory(off, len) => Op::AddMemory {
+                offset: u64::from(*off),
+                len: u64::from(*len % 256),
+            },
         }
     }
 }
@@ -88,7 +97,7 @@ fuzz_target!(|input: Input| {
         max_order: Order::new(max_order).unwrap(),
         pageblock_order: Order::new(input.pageblock_order % (max_order + 1)).unwrap(),
         section_pages: 1 << (input.section_log % 13),
-        cpus: usize::from(input.cpus % 3) + 1,
+        cpus: usize::from(input.cpus % 4) + 1,
         pcp_high: u64::from(input.high % 1024),
         pcp_batch: u64::from(input.batch % 64) + 1,
         ..ZoneConfig::new(
@@ -96,13 +105,29 @@ fuzz_target!(|input: Input| {
             u64::from(input.nr_pages % 1024) + 1,
         )
     };
+    let n = cfg.nr_pages as usize;
+    let mut usable = vec![true; n];
+    for &(off, len) in input.holes.iter().take(4) {
+        let off = usize::from(off) % n;
+        usable[off..(off + usize::from(len)).min(n)].fill(false);
+    }
     let zone = || -> VecZone {
-        Zone::new(
-            cfg,
-            vec![Frame::EMPTY; cfg.nr_pages as usize],
-            vec![PerCpu::EMPTY; cfg.cpus],
-        )
-        .unwrap()
+        let frames = (0..n).map(|_| Frame::new()).collect();
+        let pcps = (0..cfg.cpus).map(|_| PerCpu::new()).collect();
+        let z = Zone::new_empty(cfg, frames, pcps).unwrap();
+        let mut i = 0;
+        while i < n {
+            let start = i;
+            while i < n && usable[i] {
+                i += 1;
+            }
+            if i > start {
+                z.add_memory(Pfn(cfg.start.0 + start as u64), (i - start) as u64)
+                    .unwrap();
+            }
+            i += 1;
+        }
+        z
     };
     let mut model = Lockstep::new(zone(), zone());
     for op in input.ops.iter().take(256) {
