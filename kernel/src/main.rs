@@ -20,6 +20,7 @@ use pte_batch::format::Arm64;
 use pte_batch::{
     Access, AgingStats, Folio, FpbFlags, Prot, PteFormat, PteTable, TlbFlush, age_range,
 };
+use spin::{Mutex, Once};
 use zero_core::{ClearConfig, NoResched, PageSize, Policy, PreemptModel};
 
 use mmu::{DATA_VA, El1Tlb, RAM_SIZE, RAM_START};
@@ -54,8 +55,17 @@ const DATA_ORDER: u8 = 10;
 const MAX_FRAMES: usize = (RAM_SIZE / PAGE) as usize;
 const MAX_FOLIOS: usize = 128;
 
-static mut FRAMES: [Frame; MAX_FRAMES] = [Frame::EMPTY; MAX_FRAMES];
-static mut PCPS: [PerCpu; 1] = [PerCpu::EMPTY; 1];
+/// CPUs the zone has per-cpu lists for (the `-smp 2` boot starts the second).
+const CPUS: usize = 2;
+
+/// The zone's metadata: plain statics (all zero, so in .bss), no `static mut`.
+static FRAMES: [Frame; MAX_FRAMES] = [const { Frame::new() }; MAX_FRAMES];
+static PCPS: [PerCpu; CPUS] = [const { PerCpu::new() }; CPUS];
+
+type KernelZone = Zone<&'static [Frame], &'static [PerCpu]>;
+
+/// The zone every core allocates from, set up once by the boot core.
+static ZONE: Once<KernelZone> = Once::new();
 
 /// Physical addresses of the data region's level-3 tables (0: none), for the fault handler.
 static DATA_L3: [AtomicU64; DATA_TABLES] = [const { AtomicU64::new(0) }; DATA_TABLES];
@@ -205,11 +215,47 @@ impl Layout {
     }
 }
 
+/// Allocates a block of `order` on `cpu` and zeroes it with zero-core, checking every word
+/// (the block is filled with a pattern first, so the check means something).
+fn alloc_zeroed(zone: &KernelZone, cpu: usize, order: u8, clear: &ClearConfig) -> u64 {
+    let o = Order::new(order).unwrap_or_else(|e| fail(Step::Zone, format_args!("{e}")));
+    let pfn = zone
+        .alloc_pages(cpu, o)
+        .unwrap_or_else(|e| {
+            fail(
+                Step::Zone,
+                format_args!("cpu {cpu}: alloc order {order}: {e}"),
+            )
+        })
+        .0;
+    let pages = 1usize << order;
+    let bytes = pages * PAGE as usize;
+    let p = (pfn * PAGE) as *mut u8;
+    // SAFETY: the zone just handed these frames to this core; they are identity-mapped
+    // normal memory and nobody else uses them.
+    unsafe {
+        core::ptr::write_bytes(p, 0xA5, bytes);
+        zero_core::clear_contig_pages_raw(p, pages, clear, &mut NoResched)
+            .unwrap_or_else(|e| fail(Step::Zeroing, format_args!("{e}")));
+    }
+    for w in 0..bytes / 8 {
+        // SAFETY: within the block zeroed above.
+        let v = unsafe { core::ptr::read_volatile(p.cast::<u64>().add(w)) };
+        if v != 0 {
+            fail(
+                Step::Zeroing,
+                format_args!("cpu {cpu}: pfn {pfn:#x} word {w} reads {v:#x}"),
+            );
+        }
+    }
+    pfn
+}
+
 /// The page the test unmaps: the last page of table 1's 128 KiB folio.
 const UNMAPPED_PAGE: usize = 512 + 31;
 
 struct Kernel {
-    zone: Zone<&'static mut [Frame], &'static mut [PerCpu]>,
+    zone: &'static KernelZone,
     clear: ClearConfig,
     frames: u64,
     data_pfn: u64,
@@ -219,36 +265,10 @@ struct Kernel {
 }
 
 impl Kernel {
-    /// Allocates a block of `order` from the zone and zeroes it with zero-core, checking every
-    /// byte (the block is filled with a pattern first, so the check means something).
+    /// Allocates a block of `order` on the boot core, zeroed and checked.
     fn alloc_zeroed(&mut self, order: u8) -> u64 {
-        let o = Order::new(order).unwrap_or_else(|e| fail(Step::Zone, format_args!("{e}")));
-        let pfn = self
-            .zone
-            .alloc_pages(0, o)
-            .unwrap_or_else(|e| fail(Step::Zone, format_args!("alloc order {order}: {e}")))
-            .0;
-        let pages = 1usize << order;
-        let bytes = pages * PAGE as usize;
-        let p = (pfn * PAGE) as *mut u8;
-        // SAFETY: the zone just handed out these frames; they are identity-mapped normal
-        // memory and nobody else uses them.
-        unsafe {
-            core::ptr::write_bytes(p, 0xA5, bytes);
-            zero_core::clear_contig_pages_raw(p, pages, &self.clear, &mut NoResched)
-                .unwrap_or_else(|e| fail(Step::Zeroing, format_args!("{e}")));
-        }
-        for w in 0..bytes / 8 {
-            // SAFETY: within the block zeroed above.
-            let v = unsafe { core::ptr::read_volatile(p.cast::<u64>().add(w)) };
-            if v != 0 {
-                fail(
-                    Step::Zeroing,
-                    format_args!("pfn {pfn:#x} word {w} reads {v:#x}"),
-                );
-            }
-        }
-        self.frames += pages as u64;
+        let pfn = alloc_zeroed(self.zone, 0, order, &self.clear);
+        self.frames += 1 << order;
         pfn
     }
 
@@ -352,24 +372,24 @@ extern "C" fn kmain() -> ! {
         }
     );
 
-    // 2. The zone: all RAM past the image.
+    // 2. The zone spans all RAM; the memory map gives it everything past the image (the
+    // image's frames stay reserved: a hole at the start of the zone).
     let image_end = core::ptr::addr_of!(__image_end) as u64;
+    let (ram_pfn, end_pfn) = (RAM_START / PAGE, (RAM_START + RAM_SIZE) / PAGE);
     let start_pfn = image_end.div_ceil(PAGE);
-    let end_pfn = (RAM_START + RAM_SIZE) / PAGE;
     let nr = end_pfn - start_pfn;
-    // SAFETY: kmain runs once, on the boot core, and is the only user of these statics.
-    let (frames, pcps) = unsafe {
-        (
-            &mut (&mut *core::ptr::addr_of_mut!(FRAMES))[..nr as usize],
-            &mut (&mut *core::ptr::addr_of_mut!(PCPS))[..],
-        )
-    };
-    let mut zone = Zone::new(ZoneConfig::new(Pfn(start_pfn), nr), frames, pcps)
-        .unwrap_or_else(|e| fail(Step::Zone, format_args!("{e}")));
-    zone.drain_all();
+    let cfg = ZoneConfig::new(Pfn(ram_pfn), end_pfn - ram_pfn).with_cpus(CPUS);
+    let zone = ZONE.call_once(|| {
+        let zone = Zone::new_empty(cfg, &FRAMES[..], &PCPS[..])
+            .unwrap_or_else(|e| fail(Step::Zone, format_args!("{e}")));
+        zone.add_memory(Pfn(start_pfn), nr)
+            .unwrap_or_else(|e| fail(Step::Zone, format_args!("{e}")));
+        zone
+    });
     let whole = zone.buddy_blocks_per_order();
     println!(
-        "buddy-sim: zone of {nr} frames from pfn {start_pfn:#x} ({} MiB past the image)",
+        "buddy-sim: zone of {} frames from pfn {ram_pfn:#x}, {nr} usable past the image ({} MiB), {CPUS} CPUs",
+        cfg.nr_pages,
         (nr * PAGE) >> 20
     );
 
@@ -530,8 +550,10 @@ extern "C" fn kmain() -> ! {
     );
     mmu::flush_all();
 
-    // With a second core: it writes every page of table 0 while this core ages it.
-    smp_step(&mut k, &regs);
+    // With a second core: it writes every page of table 0 while this core ages it; then
+    // both allocate, zero and free through the zone at once, freeing each other's blocks.
+    let second_core = smp_step(&mut k, &regs);
+    smp_alloc_step(second_core);
 
     // 8. Give everything back: unmap, free the tables and the data run, the zone is whole.
     for (t, l3) in DATA_L3.iter().enumerate() {
@@ -600,7 +622,8 @@ fn cpu_on(mpidr: u64, entry: u64, context: u64) -> i64 {
     x0 as i64
 }
 
-fn smp_step(k: &mut Kernel, regs: &mmu::SecondaryBoot) {
+/// Starts core 1 and ages table 0 while it writes; returns whether core 1 runs.
+fn smp_step(k: &mut Kernel, regs: &mmu::SecondaryBoot) -> bool {
     // Fresh, clean and old mappings for table 0.
     let table = locate(0).0;
     let _ = table
@@ -623,7 +646,7 @@ fn smp_step(k: &mut Kernel, regs: &mmu::SecondaryBoot) {
     let r = cpu_on(1, boot::secondary_entry as *const () as u64, ctx_ptr as u64);
     if r != 0 {
         println!("smp: no second core (PSCI CPU_ON returned {r}); concurrent step skipped");
-        return;
+        return false;
     }
     SMP_GO.store(true, Ordering::Release);
     let mut tlb = El1Tlb {
@@ -664,6 +687,144 @@ fn smp_step(k: &mut Kernel, regs: &mmu::SecondaryBoot) {
     println!(
         "smp: core 1 wrote all 512 pages of table 0 while core 0 aged it ({passes} passes, {young_seen} young folios seen): no dirty state lost"
     );
+    true
+}
+
+/// Blocks one core hands the other to free: `(pfn, order, stamp)`.
+struct Mailbox {
+    blocks: [(u64, u8, u64); 16],
+    len: usize,
+}
+
+static MAILBOX: [Mutex<Mailbox>; CPUS] = [const {
+    Mutex::new(Mailbox {
+        blocks: [(0, 0, 0); 16],
+        len: 0,
+    })
+}; CPUS];
+static ALLOC_GO: AtomicBool = AtomicBool::new(false);
+static ALLOC_DONE: AtomicBool = AtomicBool::new(false);
+/// Per core: pages allocated, pages of its own freed, pages of the other core's freed.
+static ALLOCATED: [AtomicU64; CPUS] = [const { AtomicU64::new(0) }; CPUS];
+static FREED_OWN: [AtomicU64; CPUS] = [const { AtomicU64::new(0) }; CPUS];
+static FREED_REMOTE: [AtomicU64; CPUS] = [const { AtomicU64::new(0) }; CPUS];
+const ALLOC_ROUNDS: u64 = 64;
+
+/// The stamp `cpu` writes into the first word of the block it allocated in `round`.
+fn stamp(cpu: usize, round: u64) -> u64 {
+    0x57a3_0000_0000_0000 | (cpu as u64) << 32 | round
+}
+
+/// One core's share of the SMP allocation step: each round allocates a block (orders 0-4,
+/// 2 MiB every 16th round) on this core's lists, zeroes and checks it through zero-core,
+/// stamps it, and either frees it or hands it to the other core; then frees what the other
+/// core handed over, after checking its stamp (a block handed out twice would show).
+fn alloc_rounds(cpu: usize) {
+    let zone = ZONE
+        .get()
+        .unwrap_or_else(|| fail(Step::Smp, format_args!("no zone")));
+    let clear = ClearConfig::new(PageSize::Size4KiB, PreemptModel::None);
+    let mut rng = Rng(0x9e37_79b9_7f4a_7c15 ^ cpu as u64);
+    for round in 0..ALLOC_ROUNDS {
+        let order = if round % 16 == 15 {
+            9
+        } else {
+            (rng.next() % 5) as u8
+        };
+        let pfn = alloc_zeroed(zone, cpu, order, &clear);
+        ALLOCATED[cpu].fetch_add(1 << order, Ordering::Relaxed);
+        let first = (pfn * PAGE) as *mut u64;
+        // SAFETY: this core's freshly allocated block, identity-mapped.
+        unsafe { first.write_volatile(stamp(cpu, round)) };
+        let handed = round % 2 == 0 && {
+            let mut other = MAILBOX[1 - cpu].lock();
+            let len = other.len;
+            let room = len < other.blocks.len();
+            if room {
+                other.blocks[len] = (pfn, order, stamp(cpu, round));
+                other.len += 1;
+            }
+            room
+        };
+        if !handed {
+            free_block_of(zone, cpu, pfn, order);
+            FREED_OWN[cpu].fetch_add(1 << order, Ordering::Relaxed);
+        }
+        free_mail(zone, cpu);
+    }
+}
+
+/// Frees every block in `cpu`'s mailbox on `cpu`, checking each one's stamp first.
+fn free_mail(zone: &KernelZone, cpu: usize) {
+    let mut mine = MAILBOX[cpu].lock();
+    let len = mine.len;
+    for &(pfn, order, stamp) in &mine.blocks[..len] {
+        // SAFETY: the other core handed this block over and no longer touches it.
+        let v = unsafe { ((pfn * PAGE) as *const u64).read_volatile() };
+        if v != stamp {
+            fail(
+                Step::Smp,
+                format_args!("cpu {cpu}: block {pfn:#x} reads {v:#x}, not the stamp {stamp:#x}"),
+            );
+        }
+        free_block_of(zone, cpu, pfn, order);
+        FREED_REMOTE[cpu].fetch_add(1 << order, Ordering::Relaxed);
+    }
+    mine.len = 0;
+}
+
+fn free_block_of(zone: &KernelZone, cpu: usize, pfn: u64, order: u8) {
+    let o = Order::new(order).unwrap_or_else(|e| fail(Step::Smp, format_args!("{e}")));
+    zone.free_pages(cpu, Pfn(pfn), o)
+        .unwrap_or_else(|e| fail(Step::Smp, format_args!("cpu {cpu}: free {pfn:#x}: {e}")));
+}
+
+/// Both cores allocate and free at once (core 0 alone without a second core); at the end
+/// every block is freed and every page accounted for.
+fn smp_alloc_step(second_core: bool) {
+    ALLOC_GO.store(true, Ordering::Release);
+    alloc_rounds(0);
+    if second_core {
+        while !ALLOC_DONE.load(Ordering::Acquire) {
+            core::hint::spin_loop();
+        }
+    }
+    let zone = ZONE
+        .get()
+        .unwrap_or_else(|| fail(Step::Smp, format_args!("no zone")));
+    // What is still in a mailbox goes back from core 0 (a remote free for core 1's blocks).
+    free_mail(zone, 0);
+    let mut leftover = MAILBOX[1].lock();
+    for &(pfn, order, _) in &leftover.blocks[..leftover.len] {
+        free_block_of(zone, 0, pfn, order);
+        let owner_freed = &FREED_OWN[0];
+        owner_freed.fetch_add(1 << order, Ordering::Relaxed);
+    }
+    leftover.len = 0;
+    let get = |a: &[AtomicU64; CPUS], c: usize| a[c].load(Ordering::Relaxed);
+    let total: u64 = (0..CPUS).map(|c| get(&ALLOCATED, c)).sum();
+    let freed: u64 = (0..CPUS)
+        .map(|c| get(&FREED_OWN, c) + get(&FREED_REMOTE, c))
+        .sum();
+    if total != freed {
+        fail(
+            Step::Smp,
+            format_args!("{total} pages allocated, {freed} freed"),
+        );
+    }
+    for c in 0..CPUS {
+        println!(
+            "smp: core {c} allocated {} pages and freed {} of its own and {} of the other core's",
+            get(&ALLOCATED, c),
+            get(&FREED_OWN, c),
+            get(&FREED_REMOTE, c)
+        );
+    }
+    if second_core {
+        println!(
+            "smp: both cores allocated, zeroed and freed through one zone at once: every page accounted for"
+        );
+    }
 }
 
 #[unsafe(no_mangle)]
@@ -688,6 +849,11 @@ extern "C" fn secondary_main() -> ! {
         }
         SMP_WRITTEN.fetch_add(8, Ordering::Release);
     }
+    while !ALLOC_GO.load(Ordering::Acquire) {
+        core::hint::spin_loop();
+    }
+    alloc_rounds(1);
+    ALLOC_DONE.store(true, Ordering::Release);
     loop {
         // SAFETY: wait for an event; nothing else to do.
         unsafe { core::arch::asm!("wfe", options(nomem, nostack)) };
