@@ -147,6 +147,37 @@ fn loom_two_cpus_free_the_same_run() {
     });
 }
 
+#[test]
+fn loom_slow_path_drains_the_other_cpus_lists_and_retries() {
+    loom::model(|| {
+        let z = zone(2);
+        // CPU 0 refills its list (two frames) and frees its page back onto it; it finds
+        // nothing if CPU 1 took the whole zone first.
+        let owner = {
+            let z = z.clone();
+            thread::spawn(move || match z.alloc_pages(0, O0) {
+                Ok(p) => z.free_pages(0, p, O0).unwrap(),
+                Err(e) => assert_eq!(e, BuddyError::OutOfMemory(O0)),
+            })
+        };
+        // The whole zone: only there if the slow path drains CPU 0's list into the buddy,
+        // and only while CPU 0 holds no page.
+        let whole = Order(4);
+        let first_try = z.alloc_pages(1, whole);
+        owner.join().unwrap();
+        let block = match first_try {
+            Ok(p) => p,
+            Err(e) => {
+                assert_eq!(e, BuddyError::OutOfMemory(whole));
+                z.alloc_pages(1, whole)
+                    .expect("the slow path drains and retries")
+            }
+        };
+        z.free_pages(1, block, whole).unwrap();
+        assert_whole(&z);
+    });
+}
+
 /// A `put_page` whose reference drop is a plain load and store instead of a
 /// compare-and-swap: what the frame word protocol exists to prevent.
 fn put_page_load_store(z: &LoomZone, cpu: usize, pfn: Pfn) -> bool {

@@ -11,7 +11,7 @@ use std::sync::{Barrier, Mutex};
 
 const CPUS: usize = 3;
 /// Large enough that no program runs out of memory in any interleaving.
-const FRAMES: u64 = 1 << 14;
+const FRAMES: u64 = if cfg!(miri) { 1 << 11 } else { 1 << 14 };
 
 /// One step of a CPU's program; slots index the blocks this CPU holds (modulo their count).
 #[derive(Clone, Copy, Debug)]
