@@ -78,7 +78,9 @@ pub type DefaultRawMutex = spin::Mutex<()>;
 #[derive(Debug)]
 pub enum DefaultRawMutex {}
 
-/// A zone whose metadata is in vectors.
+/// A zone whose metadata is in vectors. Name the type where it is made
+/// (`let zone: BoxedZone = BoxedZone::new_boxed(cfg)?`): a default type parameter does not
+/// guide inference.
 #[cfg(feature = "alloc")]
 pub type BoxedZone<R = DefaultRawMutex> =
     Zone<alloc::vec::Vec<Frame>, alloc::vec::Vec<PerCpu<R>>, R>;

@@ -111,8 +111,10 @@ where
     /// vmalloc areas pass; pages from [`Zone::alloc_pages`] do not.
     ///
     /// # Errors
-    /// [`BuddyError::NotVmalloc`] for a page that is not vmalloc's (or is named twice),
-    /// else as [`Zone::free_contig_range`]; on any error nothing is freed.
+    /// [`BuddyError::NotVmalloc`] for a page that is not vmalloc's or whose vmalloc reference
+    /// the area already released (named twice while others hold it too),
+    /// [`BuddyError::DoubleFree`] for a page already freed or named twice, else as
+    /// [`Zone::free_contig_range`]; on any error nothing is freed.
     pub fn vfree(&self, cpu: usize, area: &VmArea<'_>) -> Result<(), BuddyError> {
         let pcp = self.pcp(cpu)?;
         for &(pfn, len) in area.runs {
