@@ -792,13 +792,13 @@ fn smp_alloc_step(second_core: bool) {
     let zone = ZONE
         .get()
         .unwrap_or_else(|| fail(Step::Smp, format_args!("no zone")));
-    // What is still in a mailbox goes back from core 0 (a remote free for core 1's blocks).
+    // What is still in a mailbox goes back from core 0: core 1's blocks as remote frees,
+    // core 0's own (handed to core 1, which has stopped) as its own.
     free_mail(zone, 0);
     let mut leftover = MAILBOX[1].lock();
     for &(pfn, order, _) in &leftover.blocks[..leftover.len] {
         free_block_of(zone, 0, pfn, order);
-        let owner_freed = &FREED_OWN[0];
-        owner_freed.fetch_add(1 << order, Ordering::Relaxed);
+        FREED_OWN[0].fetch_add(1 << order, Ordering::Relaxed);
     }
     leftover.len = 0;
     let get = |a: &[AtomicU64; CPUS], c: usize| a[c].load(Ordering::Relaxed);

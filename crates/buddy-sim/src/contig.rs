@@ -89,32 +89,34 @@ where
     /// Checks `pages` as pass 1 would, changing nothing: what the per-page reference path
     /// does before its first `put_page`.
     pub(crate) fn check_claimable(&self, pages: Range<u32>) -> Result<(), BuddyError> {
-        let m = self.map();
         let frames = &self.frames.as_ref()[pages.start as usize..pages.end as usize];
         for (i, frame) in pages.zip(frames) {
-            let w = frame.load();
-            if !w.is_live() {
-                return Err(m.not_allocated(i, w));
-            }
-            if w.order() != 0 {
-                return Err(BuddyError::CompoundPage(m.pfn(i)));
-            }
+            self.claimable(i, frame.load())?;
+        }
+        Ok(())
+    }
+
+    /// Whether page `i`, whose word is `w`, may be freed by a multi-page free: a live
+    /// order-0 page; else the error that says what it is.
+    fn claimable(&self, i: u32, w: Word) -> Result<(), BuddyError> {
+        let m = self.map();
+        if !w.is_live() {
+            return Err(m.not_allocated(i, w));
+        }
+        if w.order() != 0 {
+            return Err(BuddyError::CompoundPage(m.pfn(i)));
         }
         Ok(())
     }
 
     fn claim_page(&self, i: u32, frame: &Frame, kind: Claim) -> Result<(), BuddyError> {
         let mut w = frame.load();
-        let m = self.map();
         loop {
-            if !w.is_live() {
-                return Err(m.not_allocated(i, w));
-            }
-            if w.order() != 0 {
-                return Err(BuddyError::CompoundPage(m.pfn(i)));
-            }
+            self.claimable(i, w)?;
             let claimed = match kind {
-                Claim::Vmalloc if !w.vmalloc() => return Err(BuddyError::NotVmalloc(m.pfn(i))),
+                Claim::Vmalloc if !w.vmalloc() => {
+                    return Err(BuddyError::NotVmalloc(self.map().pfn(i)));
+                }
                 // The word keeps its flags, so that an undo can restore it.
                 _ if w.refcount() == 1 => w.freeing(),
                 Claim::Vmalloc => w.with_vmalloc(false),
@@ -227,10 +229,7 @@ where
         let mut w = frame.load();
         // Not live: someone else dropped this call's reference (their double free).
         while w.is_live() {
-            let dropped = match w.refcount() {
-                1 => w.freeing(),
-                n => w.with_refcount(n - 1),
-            };
+            let dropped = w.without_a_reference();
             match frame.cas(w, dropped) {
                 Ok(()) => return (w.refcount() == 1).then_some(dropped),
                 Err(now) => w = now,

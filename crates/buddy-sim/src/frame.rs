@@ -141,6 +141,15 @@ impl Word {
         }
     }
 
+    /// One reference fewer; at the last one, `Freeing`.
+    #[inline]
+    pub(crate) const fn without_a_reference(self) -> Self {
+        match self.refcount() {
+            1 => self.freeing(),
+            n => self.with_refcount(n - 1),
+        }
+    }
+
     /// The last reference dropped: the frame now belongs to the call that dropped it.
     #[inline]
     pub(crate) const fn freeing(self) -> Self {

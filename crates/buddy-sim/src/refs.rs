@@ -69,12 +69,7 @@ where
     }
 
     fn put(&self, pcp: &PerCpu<R>, pfn: Pfn, order: Option<Order>) -> Result<(), BuddyError> {
-        let (idx, old) = self.update_head(pfn, order, |w| {
-            Ok(match w.refcount() {
-                1 => w.freeing(),
-                n => w.with_refcount(n - 1),
-            })
-        })?;
+        let (idx, old) = self.update_head(pfn, order, |w| Ok(w.without_a_reference()))?;
         if old.refcount() == 1 {
             self.release(pcp, idx, old);
         }
