@@ -22,6 +22,17 @@ use crate::{BuddyError, PerCpu, Pfn, Zone, decompose};
 use core::ops::Range;
 use lock_api::RawMutex;
 
+/// What pass 2 made of one page.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Taken {
+    /// This call's: a tail of the run being freed.
+    Page,
+    /// This call's, but poisoned: leaked for good (it ends a run).
+    Leaked,
+    /// Others still hold it; only this call's reference was dropped (it ends a run).
+    Kept,
+}
+
 /// What a claim requires of a page beyond being a live, allocated order-0 page.
 #[derive(Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Claim {
@@ -55,20 +66,10 @@ where
     /// [`BuddyError::Overflow`], [`BuddyError::BadCpu`].
     pub fn free_contig_range(&self, cpu: usize, pfn: Pfn, nr: u64) -> Result<(), BuddyError> {
         let pcp = self.pcp(cpu)?;
-        let pages = self.run_indices(pfn, nr)?;
+        let pages = self.map().range(pfn, nr)?;
         self.claim(pages.clone(), Claim::Any)?;
         self.commit(pcp, pages);
         Ok(())
-    }
-
-    /// The indices of `[pfn, pfn + nr)`, checked; empty for `nr == 0` wherever `pfn` is.
-    pub(crate) fn run_indices(&self, pfn: Pfn, nr: u64) -> Result<Range<u32>, BuddyError> {
-        if nr == 0 {
-            pfn.checked_add(0).ok_or(BuddyError::Overflow)?;
-            return Ok(0..0);
-        }
-        let (first, end) = self.map().range(pfn, nr)?;
-        Ok(first..end)
     }
 
     /// Pass 1 over `pages`; on an error, the pages claimed so far are given back.
@@ -159,67 +160,59 @@ where
     /// Pass 2 over claimed `pages`: frees them; nothing here can fail.
     pub(crate) fn commit(&self, pcp: &PerCpu<R>, pages: Range<u32>) {
         let m = self.map();
-        let frames = m.frames;
         let mut prepares = 0u64;
         let mut i = pages.start;
         while i < pages.end {
-            // Page i starts a run if it is taken (a tail already, or made one here). The run
-            // goes on over the tails that follow, up to the end of i's section: runs never
-            // cross a section boundary.
-            let w = frames[i as usize].load();
-            if w != Word::TAIL {
-                let taken = if w.is_freeing() {
-                    Some(w)
-                } else {
-                    self.drop_reference(i)
-                };
-                let Some(w) = taken else {
-                    i += 1;
-                    continue;
-                };
-                prepares += 1;
-                if w.poisoned() {
-                    frames[i as usize].store(Word::new(FrameState::Leaked, 0));
-                    i += 1;
-                    continue;
-                }
-                frames[i as usize].store(Word::TAIL);
-            } else {
-                prepares += 1;
-            }
-            let start = i;
-            let end = pages.end.min(m.section_end(i));
-            // Set when the run ends at a page whose reference was dropped here but which
-            // others still hold: the outer loop must not drop it again.
-            let mut dropped = false;
+            // A run starts at a taken page and goes on over the taken pages that follow, up
+            // to the end of its section: runs never cross a section boundary.
+            let first = self.take(i);
             i += 1;
-            while i < end {
-                let w = frames[i as usize].load();
-                let taken = if w == Word::TAIL {
-                    None
-                } else if w.is_freeing() {
-                    Some(w)
-                } else {
-                    let d = self.drop_reference(i);
-                    dropped = d.is_none();
-                    if dropped {
-                        break;
-                    }
-                    d
-                };
-                match taken {
-                    // Poisoned: ends the run; the outer loop leaks it (its word is Freeing).
-                    Some(w) if w.poisoned() => break,
-                    Some(_) => frames[i as usize].store(Word::TAIL),
-                    None => {}
-                }
-                i += 1;
+            if first != Taken::Page {
+                prepares += u64::from(first == Taken::Leaked);
+                continue;
             }
-            prepares += u64::from(i - start - 1);
-            self.free_run(pcp, start, i - start, &mut prepares);
-            i += u32::from(dropped);
+            let (start, end) = (i - 1, pages.end.min(m.section_end(i - 1)));
+            let mut len = 1;
+            while i < end {
+                let page = self.take(i);
+                i += 1;
+                if page != Taken::Page {
+                    prepares += u64::from(page == Taken::Leaked);
+                    break;
+                }
+                len += 1;
+            }
+            prepares += u64::from(len);
+            self.free_run(pcp, start, len, &mut prepares);
         }
         self.count_leaked(prepares);
+    }
+
+    /// Takes page `i` for pass 2. A page pass 1 claimed is this call's already; any other has
+    /// others' references too, and this call drops its own (taking the page if that was the
+    /// last after all). Each page taken gets its free-time check.
+    #[inline]
+    fn take(&self, i: u32) -> Taken {
+        let frame = self.map().frame(i);
+        let w = frame.load();
+        // The common case, read only: a page pass 1 claimed straight to a tail.
+        if w == Word::TAIL {
+            return Taken::Page;
+        }
+        let w = if w.is_freeing() {
+            w
+        } else {
+            match self.drop_reference(i) {
+                Some(w) => w,
+                None => return Taken::Kept,
+            }
+        };
+        if self.prepare(i, w) {
+            frame.store(Word::TAIL);
+            Taken::Page
+        } else {
+            Taken::Leaked
+        }
     }
 
     /// Drops the reference this call holds to a page with others; returns its word if that

@@ -5,8 +5,9 @@
 //! - an allocated head with references: anyone, by compare-and-swap only (`get_page`,
 //!   `put_page`, `split_page`, `mark_hwpoison`, the claims of `free_contig_range`);
 //! - a frame on a free list, or a tail inside a free block: the holder of that list's lock;
-//! - a frame whose last reference a call dropped (`Freeing`) or that a call just took off a
-//!   free list: that call alone, until it hands the frame to a list or to its caller.
+//! - a frame whose last reference a call dropped (`Freeing`, or straight to `Tail` when a
+//!   multi-page free claims a plain page), or that a call just took off a free list: that
+//!   call alone, until it hands the frame to a list or to its caller.
 
 use crate::sync::{AtomicU32, AtomicU64, Ordering};
 

@@ -112,6 +112,7 @@ type BoxedMetadata<R> = (alloc::vec::Vec<Frame>, alloc::vec::Vec<PerCpu<R>>);
 
 #[cfg(feature = "alloc")]
 fn boxed_metadata<R: lock_api::RawMutex>(cfg: ZoneConfig) -> Result<BoxedMetadata<R>, BuddyError> {
+    // Before allocating: a bad frame count must be an error, not an allocation failure.
     cfg.validate()?;
     let frames = (0..cfg.nr_pages).map(|_| Frame::new()).collect();
     let pcps = (0..cfg.cpus).map(|_| PerCpu::new()).collect();

@@ -40,6 +40,15 @@ fn assert_whole(z: &LoomZone) {
     );
 }
 
+/// Runs `f` on another (loom) thread with its own handle on the zone.
+fn on_another_thread<T: Send + 'static>(
+    z: &Arc<LoomZone>,
+    f: impl FnOnce(&LoomZone) -> T + Send + 'static,
+) -> thread::JoinHandle<T> {
+    let z = z.clone();
+    thread::spawn(move || f(&z))
+}
+
 fn alloc_free(z: &LoomZone, cpu: usize, order: Order) {
     let p = z.alloc_pages(cpu, order).unwrap();
     z.free_pages(cpu, p, order).unwrap();
@@ -49,10 +58,7 @@ fn alloc_free(z: &LoomZone, cpu: usize, order: Order) {
 fn loom_two_cpus_allocate_and_free_at_once() {
     loom::model(|| {
         let z = zone(2);
-        let other = {
-            let z = z.clone();
-            thread::spawn(move || alloc_free(&z, 1, O0))
-        };
+        let other = on_another_thread(&z, move |z| alloc_free(z, 1, O0));
         alloc_free(&z, 0, Order(1));
         other.join().unwrap();
         assert_whole(&z);
@@ -64,10 +70,7 @@ fn loom_remote_free_while_the_owner_allocates() {
     loom::model(|| {
         let z = zone(2);
         let page = z.alloc_pages(0, O0).unwrap();
-        let remote = {
-            let z = z.clone();
-            thread::spawn(move || z.put_page(1, page).unwrap())
-        };
+        let remote = on_another_thread(&z, move |z| z.put_page(1, page).unwrap());
         alloc_free(&z, 0, O0);
         remote.join().unwrap();
         assert_whole(&z);
@@ -78,10 +81,7 @@ fn loom_remote_free_while_the_owner_allocates() {
 fn loom_drain_all_while_others_allocate() {
     loom::model(|| {
         let z = zone(2);
-        let drainer = {
-            let z = z.clone();
-            thread::spawn(move || z.drain_all())
-        };
+        let drainer = on_another_thread(&z, move |z| z.drain_all());
         let p = z.alloc_pages(0, O0).unwrap();
         let q = z.alloc_pages(0, O0).unwrap();
         z.free_pages(0, p, O0).unwrap();
@@ -96,10 +96,7 @@ fn loom_three_cpus_refill_and_drain_through_the_zone_lock() {
     loom::model(|| {
         let z = zone(3);
         let threads: Vec<_> = (1..3)
-            .map(|cpu| {
-                let z = z.clone();
-                thread::spawn(move || alloc_free(&z, cpu, O0))
-            })
+            .map(|cpu| on_another_thread(&z, move |z| alloc_free(z, cpu, O0)))
             .collect();
         // Order 2 has a per-cpu list too; a batch of 2 frames is one block, so this refills.
         alloc_free(&z, 0, Order(2));
@@ -115,10 +112,7 @@ fn loom_two_cpus_free_the_same_page() {
     loom::model(|| {
         let z = zone(2);
         let page = z.alloc_pages(0, O0).unwrap();
-        let other = {
-            let z = z.clone();
-            thread::spawn(move || z.put_page(1, page))
-        };
+        let other = on_another_thread(&z, move |z| z.put_page(1, page));
         let mine = z.put_page(0, page);
         let theirs = other.join().unwrap();
         let double = Err(BuddyError::DoubleFree(page));
@@ -136,10 +130,7 @@ fn loom_two_cpus_free_the_same_run() {
         let z = zone(2);
         let run = z.alloc_pages(0, Order(1)).unwrap();
         z.split_page(run, Order(1)).unwrap();
-        let other = {
-            let z = z.clone();
-            thread::spawn(move || z.free_contig_range(1, run, 2))
-        };
+        let other = on_another_thread(&z, move |z| z.free_contig_range(1, run, 2));
         let mine = z.free_contig_range(0, run, 2);
         let theirs = other.join().unwrap();
         assert!(mine.is_ok() != theirs.is_ok(), "{mine:?} {theirs:?}");
@@ -153,13 +144,10 @@ fn loom_slow_path_drains_the_other_cpus_lists_and_retries() {
         let z = zone(2);
         // CPU 0 refills its list (two frames) and frees its page back onto it; it finds
         // nothing if CPU 1 took the whole zone first.
-        let owner = {
-            let z = z.clone();
-            thread::spawn(move || match z.alloc_pages(0, O0) {
-                Ok(p) => z.free_pages(0, p, O0).unwrap(),
-                Err(e) => assert_eq!(e, BuddyError::OutOfMemory(O0)),
-            })
-        };
+        let owner = on_another_thread(&z, move |z| match z.alloc_pages(0, O0) {
+            Ok(p) => z.free_pages(0, p, O0).unwrap(),
+            Err(e) => assert_eq!(e, BuddyError::OutOfMemory(O0)),
+        });
         // The whole zone: only there if the slow path drains CPU 0's list into the buddy,
         // and only while CPU 0 holds no page.
         let whole = Order(4);
@@ -200,10 +188,7 @@ fn loom_load_store_reference_drop_frees_a_page_twice() {
     loom::model(|| {
         let z = zone(2);
         let page = z.alloc_pages(0, O0).unwrap();
-        let other = {
-            let z = z.clone();
-            thread::spawn(move || put_page_load_store(&z, 1, page))
-        };
+        let other = on_another_thread(&z, move |z| put_page_load_store(z, 1, page));
         let mine = put_page_load_store(&z, 0, page);
         let theirs = other.join().unwrap();
         assert!(mine != theirs, "both CPUs freed the page");

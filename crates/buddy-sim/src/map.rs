@@ -1,5 +1,7 @@
 //! A zone's frames with their geometry: pfn <-> index arithmetic and block lookups.
 
+use core::ops::Range;
+
 use crate::frame::{Frame, FrameState, Word};
 use crate::{BuddyError, Order, Pfn, ZoneConfig};
 
@@ -25,16 +27,20 @@ impl<'a> FrameMap<'a> {
         }
     }
 
-    /// The indices `[first, end)` of `[pfn, pfn + nr)`, which must lie inside the zone.
+    /// The indices of `[pfn, pfn + nr)`, which must lie inside the zone; empty for `nr == 0`
+    /// wherever `pfn` is.
     #[inline]
-    pub(crate) fn range(self, pfn: Pfn, nr: u64) -> Result<(u32, u32), BuddyError> {
+    pub(crate) fn range(self, pfn: Pfn, nr: u64) -> Result<Range<u32>, BuddyError> {
         let end = pfn.checked_add(nr).ok_or(BuddyError::Overflow)?;
+        if nr == 0 {
+            return Ok(0..0);
+        }
         let first = self.index(pfn)?;
         let zone_end = self.cfg.start.0 + self.cfg.nr_pages;
         if end.0 > zone_end {
             return Err(BuddyError::OutOfZone(Pfn(zone_end)));
         }
-        Ok((first, first + nr as u32))
+        Ok(first..first + nr as u32)
     }
 
     #[inline]

@@ -24,7 +24,7 @@ where
     R: RawMutex,
 {
     zone.pcp(cpu)?;
-    let pages = zone.run_indices(pfn, nr)?;
+    let pages = zone.map().range(pfn, nr)?;
     zone.check_claimable(pages)?;
     for i in 0..nr {
         zone.put_page(cpu, Pfn(pfn.0 + i))?;

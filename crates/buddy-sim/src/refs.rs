@@ -76,17 +76,27 @@ where
         Ok(())
     }
 
-    /// `free_pages_prepare` and the free of a block whose last reference the caller dropped
-    /// (`old` is its word before that): a poisoned page is leaked, anything else freed.
+    /// The free of a block whose last reference the caller dropped (`old` is its word
+    /// before that), after its free-time check.
     fn release(&self, pcp: &PerCpu<R>, idx: u32, old: Word) {
-        if old.poisoned() {
+        if self.prepare(idx, old) {
+            self.free_block(pcp, idx, Order(old.order()), 1);
+        } else {
+            self.count_leaked(1);
+        }
+    }
+
+    /// `free_pages_prepare`: the free-time check of a block whose last reference a call
+    /// dropped (`w`: its word then, flags included). A poisoned page is leaked for good and
+    /// fails the check.
+    #[inline]
+    pub(crate) fn prepare(&self, idx: u32, w: Word) -> bool {
+        if w.poisoned() {
             self.map()
                 .frame(idx)
                 .store(Word::new(FrameState::Leaked, 0));
-            self.count_leaked(1);
-        } else {
-            self.free_block(pcp, idx, Order(old.order()), 1);
         }
+        !w.poisoned()
     }
 
     /// Takes one more reference to the allocated block at `pfn`.

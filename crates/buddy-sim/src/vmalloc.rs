@@ -118,9 +118,9 @@ where
     pub fn vfree(&self, cpu: usize, area: &VmArea<'_>) -> Result<(), BuddyError> {
         let pcp = self.pcp(cpu)?;
         for &(pfn, len) in area.runs {
-            self.run_indices(pfn, len)?;
+            self.map().range(pfn, len)?;
         }
-        let pages = |&(pfn, len): &(Pfn, u64)| self.run_indices(pfn, len);
+        let pages = |&(pfn, len): &(Pfn, u64)| self.map().range(pfn, len);
         for (k, run) in area.runs.iter().enumerate() {
             if let Err(e) = self.claim(pages(run)?, Claim::Vmalloc) {
                 for done in &area.runs[..k] {

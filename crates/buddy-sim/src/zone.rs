@@ -104,9 +104,12 @@ where
     /// [`BuddyError::AlreadyAdded`] if any frame of it is usable already; nothing changes.
     pub fn add_memory(&self, pfn: Pfn, nr: u64) -> Result<(), BuddyError> {
         let m = self.map();
-        let (first, end) = m.range(pfn, nr)?;
+        let pages = m.range(pfn, nr)?;
         let mut free = self.lock_zone();
-        if let Some(i) = (first..end).find(|&i| m.frame(i).load().state() != FrameState::Reserved) {
+        if let Some(i) = pages
+            .clone()
+            .find(|&i| m.frame(i).load().state() != FrameState::Reserved)
+        {
             return Err(BuddyError::AlreadyAdded(m.pfn(i)));
         }
         // The range lies inside the zone, so pfn + nr cannot overflow.
