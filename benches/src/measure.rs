@@ -1,5 +1,6 @@
 //! Timing and memory helpers shared by the report sections and the criterion benches.
 
+use serde::Serialize;
 use std::time::{Duration, Instant};
 
 /// A pre-faulted, page-aligned anonymous mapping (THP advised), unmapped on drop.
@@ -69,16 +70,257 @@ pub fn meminfo(field: &str) -> Option<u64> {
 /// One thing to measure, run on a target it borrows (see [`Samples::interleaved`]).
 pub type Candidate<'a, T> = Box<dyn FnMut(&mut T) + 'a>;
 
+/// How long one cell is measured: rounds until both `min_rounds` ran and `time` is spent,
+/// or `max_rounds` ran, whichever comes first. A time budget instead of a fixed count gives
+/// fast cells many samples (a narrow interval) and keeps slow ones bounded.
+#[derive(Clone, Copy, Debug)]
+pub struct Budget {
+    /// At least this many rounds (from 6 on a 95% interval exists; from 10 on it excludes the
+    /// extreme samples).
+    pub min_rounds: usize,
+    /// At most this many rounds.
+    pub max_rounds: usize,
+    /// Keep going until this much time is spent.
+    pub time: Duration,
+}
+
+impl Budget {
+    /// The default cell budget: 10 to 60 rounds over about `seconds` (a fifth of that with
+    /// `--quick`, 3 to 5 rounds).
+    #[must_use]
+    pub fn cell(quick: bool, seconds: f64) -> Self {
+        if quick {
+            Self {
+                min_rounds: 3,
+                max_rounds: 5,
+                time: Duration::from_secs_f64(seconds / 5.0),
+            }
+        } else {
+            Self {
+                min_rounds: 10,
+                max_rounds: 60,
+                time: Duration::from_secs_f64(seconds),
+            }
+        }
+    }
+
+    /// Calls `round(i)` for `i = 0, 1, ...` until the budget is spent; returns how many ran.
+    pub fn run(&self, mut round: impl FnMut(usize)) -> usize {
+        let start = Instant::now();
+        let mut n = 0;
+        while n < self.max_rounds.max(1)
+            && (n < self.min_rounds || start.elapsed() < self.time)
+        {
+            round(n);
+            n += 1;
+        }
+        n
+    }
+}
+
+/// Pins the calling thread to `cpu`; false when the kernel refuses (an unpinned run is still a
+/// run, so callers go on).
+pub fn pin_current_thread(cpu: usize) -> bool {
+    if cpu >= libc::CPU_SETSIZE as usize {
+        return false;
+    }
+    // SAFETY: a zeroed cpu_set_t is the empty set; CPU_SET writes inside it (cpu is below
+    // CPU_SETSIZE); sched_setaffinity only reads the set we own.
+    unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        libc::CPU_SET(cpu, &mut set);
+        libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) == 0
+    }
+}
+
+/// The CPUs this process may run on, in order.
+#[must_use]
+pub fn allowed_cpus() -> Vec<usize> {
+    // SAFETY: a zeroed cpu_set_t is valid; sched_getaffinity fills the set we own; CPU_ISSET
+    // reads inside it.
+    unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        if libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut set) != 0 {
+            return vec![0];
+        }
+        (0..libc::CPU_SETSIZE as usize)
+            .filter(|&c| libc::CPU_ISSET(c, &set))
+            .collect()
+    }
+}
+
+/// The CPU the measuring thread is pinned to: the last one allowed (CPU 0 takes most of the
+/// machine's interrupts).
+#[must_use]
+pub fn measuring_cpu() -> usize {
+    allowed_cpus().last().copied().unwrap_or(0)
+}
+
+/// A median with its 95% confidence interval (distribution-free, from order statistics: the
+/// interval between the k-th smallest and k-th largest sample, k from the binomial
+/// distribution, so it needs no assumption about the shape of the noise).
+#[derive(Clone, Copy, Debug, PartialEq, Serialize)]
+pub struct Estimate {
+    /// The sample median.
+    pub median: f64,
+    /// Lower end of the interval.
+    pub lo: f64,
+    /// Upper end of the interval.
+    pub hi: f64,
+    /// How many samples it rests on (below 6 the interval is min to max and covers less than
+    /// 95%).
+    pub n: usize,
+}
+
+impl Estimate {
+    /// The median and its 95% interval of `values` (non-finite values are dropped).
+    #[must_use]
+    pub fn of(values: impl IntoIterator<Item = f64>) -> Self {
+        let mut v: Vec<f64> = values.into_iter().filter(|x| x.is_finite()).collect();
+        v.sort_unstable_by(f64::total_cmp);
+        let n = v.len();
+        if n == 0 {
+            return Self {
+                median: f64::NAN,
+                lo: f64::NAN,
+                hi: f64::NAN,
+                n,
+            };
+        }
+        let median = if n % 2 == 1 {
+            v[n / 2]
+        } else {
+            f64::midpoint(v[n / 2 - 1], v[n / 2])
+        };
+        let k = median_ci_rank(n);
+        Self {
+            median,
+            lo: v[k.saturating_sub(1)],
+            hi: v[n - k.max(1)],
+            n,
+        }
+    }
+
+    /// One exact value (an instruction count): an interval of width zero.
+    #[must_use]
+    pub fn exact(value: f64) -> Self {
+        Self {
+            median: value,
+            lo: value,
+            hi: value,
+            n: 1,
+        }
+    }
+
+    /// `f` applied to the median and the ends; `f` must be monotonic (the ends are reordered
+    /// if it decreases).
+    #[must_use]
+    pub fn map(self, f: impl Fn(f64) -> f64) -> Self {
+        let (a, b) = (f(self.lo), f(self.hi));
+        Self {
+            median: f(self.median),
+            lo: a.min(b),
+            hi: a.max(b),
+            n: self.n,
+        }
+    }
+
+    /// The larger distance from the median to an end of the interval, in percent of it.
+    #[must_use]
+    pub fn half_width_pct(&self) -> f64 {
+        if self.median == 0.0 {
+            return 0.0;
+        }
+        (self.hi - self.median).max(self.median - self.lo) / self.median.abs() * 100.0
+    }
+
+    /// `at_least`: the goal is `value >= target` (else `value <= target`). Met when the whole
+    /// interval is on the right side, not met when the whole interval is on the wrong side,
+    /// inconclusive when the interval straddles the target.
+    #[must_use]
+    pub fn judge(&self, target: f64, at_least: bool) -> Verdict {
+        let (good, bad) = if at_least {
+            (self.lo >= target, self.hi < target)
+        } else {
+            (self.hi <= target, self.lo > target)
+        };
+        if self.median.is_nan() {
+            Verdict::Inconclusive
+        } else if good {
+            Verdict::Met
+        } else if bad {
+            Verdict::NotMet
+        } else {
+            Verdict::Inconclusive
+        }
+    }
+}
+
+/// The rank k (1-based) such that the k-th smallest and k-th largest of `n` samples bound a
+/// confidence interval of at least 95% for the median: the largest k with
+/// P(Binomial(n, 1/2) < k) <= 2.5%. 0 when `n < 6` (no such interval exists).
+fn median_ci_rank(n: usize) -> usize {
+    // ln P(B = i) = ln C(n, i) - n ln 2, accumulated term by term.
+    let mut ln_p = -(n as f64) * std::f64::consts::LN_2;
+    let mut cdf = 0.0;
+    let mut k = 0;
+    for i in 0..n {
+        cdf += ln_p.exp();
+        if cdf > 0.025 {
+            break;
+        }
+        k = i + 1;
+        ln_p += ((n - i) as f64).ln() - ((i + 1) as f64).ln();
+    }
+    k
+}
+
+/// Whether a goal is met, judged on a confidence interval.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Verdict {
+    /// The whole interval meets the target.
+    Met,
+    /// The whole interval misses it.
+    NotMet,
+    /// The interval straddles the target: the run cannot tell.
+    Inconclusive,
+}
+
+impl Verdict {
+    /// How the report prints it.
+    #[must_use]
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Self::Met => "met",
+            Self::NotMet => "not met",
+            Self::Inconclusive => "inconclusive",
+        }
+    }
+
+    /// Both must be met; not met if either is; inconclusive otherwise.
+    #[must_use]
+    pub const fn and(self, other: Self) -> Self {
+        match (self, other) {
+            (Self::Met, Self::Met) => Self::Met,
+            (Self::NotMet, _) | (_, Self::NotMet) => Self::NotMet,
+            _ => Self::Inconclusive,
+        }
+    }
+}
+
 /// Durations of repeated runs of one measurement.
 #[derive(Clone, Debug)]
 pub struct Samples(Vec<Duration>);
 
 impl Samples {
-    /// Runs every candidate on `target` `runs` times, round-robin with the starting
-    /// candidate rotating each round (after one warm-up round), so drift on a shared machine
-    /// hits all of them alike. One `Samples` per candidate, in order.
+    /// Runs every candidate on `target` round-robin, one round after another until `budget`
+    /// is spent, with the starting candidate rotating each round (after one warm-up round),
+    /// so drift on a shared machine hits all of them alike and round `i` of each candidate
+    /// ran side by side (see [`Samples::speedup_over`]). One `Samples` per candidate, in
+    /// order.
     pub fn interleaved<T: ?Sized>(
-        runs: usize,
+        budget: Budget,
         target: &mut T,
         candidates: &mut [Candidate<'_, T>],
     ) -> Vec<Self> {
@@ -86,8 +328,8 @@ impl Samples {
             c(target);
         }
         let n = candidates.len();
-        let mut all = vec![Vec::with_capacity(runs); n];
-        for round in 0..runs.max(1) {
+        let mut all = vec![Vec::new(); n];
+        budget.run(|round| {
             // Rotate the starting candidate so no one always runs first or last.
             for k in 0..n {
                 let i = (round + k) % n;
@@ -95,33 +337,42 @@ impl Samples {
                 candidates[i](target);
                 all[i].push(t.elapsed());
             }
-        }
+        });
         all.into_iter().map(Self).collect()
     }
 
-    /// From recorded durations.
+    /// From recorded durations (in round order, for [`Samples::speedup_over`]).
     #[must_use]
     pub fn from_durations(d: Vec<Duration>) -> Self {
         Self(d)
     }
 
-    fn sorted(&self) -> Vec<Duration> {
-        let mut v = self.0.clone();
-        v.sort_unstable();
-        v
+    /// How many samples.
+    #[must_use]
+    pub fn len(&self) -> usize {
+        self.0.len()
+    }
+
+    /// Whether there are none.
+    #[must_use]
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    fn secs(&self) -> impl Iterator<Item = f64> + '_ {
+        self.0.iter().map(Duration::as_secs_f64)
     }
 
     /// The median duration.
     #[must_use]
     pub fn median(&self) -> Duration {
-        let v = self.sorted();
-        v.get(v.len() / 2).copied().unwrap_or_default()
+        Duration::from_secs_f64(self.seconds().median.max(0.0))
     }
 
-    /// The shortest duration.
+    /// The median duration in seconds with its interval.
     #[must_use]
-    pub fn best(&self) -> Duration {
-        self.0.iter().min().copied().unwrap_or_default()
+    pub fn seconds(&self) -> Estimate {
+        Estimate::of(self.secs())
     }
 
     /// The longest duration.
@@ -130,26 +381,42 @@ impl Samples {
         self.0.iter().max().copied().unwrap_or_default()
     }
 
-    /// Median throughput for `bytes` per run, in GB/s (10^9 bytes).
+    /// Throughput for `bytes` per run, in GB/s (10^9 bytes): median and interval.
+    #[must_use]
+    pub fn gbps(&self, bytes: usize) -> Estimate {
+        Estimate::of(self.secs().map(|s| bytes as f64 / s / 1e9))
+    }
+
+    /// Median throughput for `bytes` per run, in GB/s.
     #[must_use]
     pub fn median_gbps(&self, bytes: usize) -> f64 {
-        gbps(bytes, self.median())
+        self.gbps(bytes).median
     }
 
-    /// Best throughput for `bytes` per run, in GB/s.
+    /// Operations per second for `ops` per run: median and interval.
     #[must_use]
-    pub fn best_gbps(&self, bytes: usize) -> f64 {
-        gbps(bytes, self.best())
+    pub fn rate(&self, ops: f64) -> Estimate {
+        Estimate::of(self.secs().map(|s| ops / s))
     }
 
-    /// Spread: (slowest - fastest) / median, in percent.
+    /// How many times faster `self` ran than `base` (base time / own time). When both come
+    /// from one [`Samples::interleaved`] run (as many samples, round `i` side by side), the
+    /// ratio is taken round by round and its median and interval are those of the per-round
+    /// ratios, so drift common to a round cancels; otherwise the ratio of the medians, with
+    /// the interval from the ends of both.
     #[must_use]
-    pub fn spread_pct(&self) -> f64 {
-        let m = self.median().as_secs_f64();
-        if m == 0.0 {
-            return 0.0;
+    pub fn speedup_over(&self, base: &Self) -> Estimate {
+        if self.len() == base.len() && !self.is_empty() {
+            Estimate::of(base.secs().zip(self.secs()).map(|(b, s)| b / s))
+        } else {
+            let (b, s) = (base.seconds(), self.seconds());
+            Estimate {
+                median: b.median / s.median,
+                lo: b.lo / s.hi,
+                hi: b.hi / s.lo,
+                n: self.len().min(base.len()),
+            }
         }
-        (self.worst() - self.best()).as_secs_f64() / m * 100.0
     }
 }
 

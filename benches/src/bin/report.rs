@@ -1,32 +1,43 @@
 //! `cargo xtask report`: runs every registered section, prints its tables, and writes
 //! `report.md`, `report.json` and one SVG per plotted table under `target/report/`.
 
-use benches::report::Report;
-use benches::{SectionContext, sections};
+use benches::measure::{measuring_cpu, pin_current_thread};
+use benches::report::{Header, REPEAT_TOLERANCE_PCT, Report};
+use benches::{SectionContext, machine, sections};
 use indicatif::{ProgressBar, ProgressStyle};
+use std::cell::RefCell;
 use std::path::PathBuf;
 use std::process::ExitCode;
-use std::time::{SystemTime, UNIX_EPOCH};
 
-const USAGE: &str = "usage: report [--quick] [--only SECTION]... [--out DIR]";
+const USAGE: &str = "usage: report [--quick] [--repeat N] [--only SECTION]... [--out DIR]
+       report count WORKLOAD N   (one counted workload, run under callgrind by the report)";
 
 fn main() -> ExitCode {
+    let argv: Vec<String> = std::env::args().skip(1).collect();
+    if argv.first().map(String::as_str) == Some("count") {
+        return benches::count::main(&argv[1..]);
+    }
     let mut quick = false;
+    let mut repeat = 1usize;
     let mut only = Vec::new();
     let mut out = PathBuf::from("target/report");
-    let mut args = std::env::args().skip(1);
+    let mut args = argv.iter();
     while let Some(a) = args.next() {
         match a.as_str() {
             "--quick" => quick = true,
+            "--repeat" => match args.next().and_then(|v| v.parse().ok()) {
+                Some(n) if n >= 1 => repeat = n,
+                _ => return usage(a),
+            },
             "--only" => match args.next() {
-                Some(v) => only.push(v),
-                None => return usage(&a),
+                Some(v) => only.push(v.clone()),
+                None => return usage(a),
             },
             "--out" => match args.next() {
                 Some(v) => out = PathBuf::from(v),
-                None => return usage(&a),
+                None => return usage(a),
             },
-            _ => return usage(&a),
+            _ => return usage(a),
         }
     }
     let all = sections();
@@ -39,34 +50,70 @@ fn main() -> ExitCode {
         .into_iter()
         .filter(|s| only.is_empty() || only.iter().any(|o| o == s.name()))
         .collect();
-    let steps = chosen.iter().map(|s| s.planned_steps(quick)).sum();
+    // Pin the measuring thread; threads a section starts pin themselves.
+    let cpu = measuring_cpu();
+    let pinned_cpu = pin_current_thread(cpu).then_some(cpu);
+    let steps = chosen.iter().map(|s| s.planned_steps(quick)).sum::<u64>() * repeat as u64;
     let progress = ProgressBar::new(steps);
     progress.set_style(
         ProgressStyle::with_template("{elapsed_precise} [{bar:40}] {pos}/{len} {msg}")
             .unwrap_or_else(|_| ProgressStyle::default_bar())
             .progress_chars("=> "),
     );
-    let ctx = SectionContext { progress, quick };
-    let mut report = Report {
-        generated_unix: 0,
+    let ctx = SectionContext {
+        progress,
         quick,
+        headlines: RefCell::new(Vec::new()),
+    };
+    let mut report = Report {
+        header: Header {
+            date: String::new(),
+            commit: commit(),
+            toolchain: env!("BENCHES_RUSTC_VERSION").to_string(),
+            cpu: machine::cpu_brand(),
+            pinned_cpu,
+            arguments: argv.join(" "),
+        },
+        quick,
+        runs: Vec::new(),
         sections: Vec::new(),
     };
-    for section in &chosen {
-        let tables = section.run(&ctx);
-        ctx.progress.suspend(|| {
-            println!("\n## {}\n", section.name());
-            for t in &tables {
-                println!("{}", t.markdown());
-            }
-        });
-        report.sections.push((section.name().to_string(), tables));
+    for run in 1..=repeat {
+        report.sections.clear();
+        for section in &chosen {
+            let tables = section.run(&ctx);
+            ctx.progress.suspend(|| {
+                if repeat > 1 {
+                    println!("\n## {} (run {run} of {repeat})\n", section.name());
+                } else {
+                    println!("\n## {}\n", section.name());
+                }
+                for t in &tables {
+                    println!("{}", t.markdown(false));
+                }
+            });
+            report.sections.push((section.name().to_string(), tables));
+        }
+        report.runs.push(ctx.headlines.take());
     }
     ctx.progress.finish_and_clear();
-    report.generated_unix = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.as_secs());
-    match write(&report, &out) {
+    report.header.date = machine::utc_now();
+    println!("{}", report.headline_table().markdown(false));
+    let result = write(&report, &out);
+    if repeat > 1 {
+        let unstable = unstable_headlines(&report);
+        if unstable.is_empty() {
+            println!(
+                "every headline ratio reproduced within {REPEAT_TOLERANCE_PCT:.0}% over {repeat} runs"
+            );
+        } else {
+            println!(
+                "headline ratios differing by {REPEAT_TOLERANCE_PCT:.0}% or more between runs: {}",
+                unstable.join("; ")
+            );
+        }
+    }
+    match result {
         Ok(files) => {
             println!("wrote {} under {}", files.join(", "), out.display());
             ExitCode::SUCCESS
@@ -75,6 +122,45 @@ fn main() -> ExitCode {
             eprintln!("report: {e}");
             ExitCode::FAILURE
         }
+    }
+}
+
+/// The headlines whose figure in some run differs from the first run's by the tolerance or
+/// more.
+fn unstable_headlines(report: &Report) -> Vec<String> {
+    let Some(first) = report.runs.first() else {
+        return Vec::new();
+    };
+    first
+        .iter()
+        .enumerate()
+        .filter_map(|(i, h)| {
+            let worst = report.runs[1..]
+                .iter()
+                .filter_map(|r| r.get(i))
+                .map(|o| (o.ratio.median / h.ratio.median - 1.0).abs() * 100.0)
+                .fold(0.0f64, f64::max);
+            (!(worst < REPEAT_TOLERANCE_PCT)).then(|| format!("{} ({worst:.1}%)", h.name))
+        })
+        .collect()
+}
+
+/// `git rev-parse HEAD`, with "+ uncommitted changes" when tracked files differ from it.
+fn commit() -> String {
+    let git = |args: &[&str]| {
+        std::process::Command::new("git")
+            .args(args)
+            .output()
+            .ok()
+            .filter(|o| o.status.success())
+            .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
+    };
+    match git(&["rev-parse", "HEAD"]) {
+        Some(head) => match git(&["status", "--porcelain", "--untracked-files=no"]) {
+            Some(changes) if !changes.is_empty() => format!("{head} + uncommitted changes"),
+            _ => head,
+        },
+        None => "unknown (not a git checkout)".into(),
     }
 }
 

@@ -23,6 +23,7 @@
 #[cfg(test)]
 extern crate std;
 
+mod calibrate;
 mod clear;
 mod error;
 mod page;
@@ -34,6 +35,9 @@ pub mod reference;
 mod strategy;
 mod sync;
 
+pub use calibrate::{
+    Calibration, CalibrationOutcome, Clock, MAX_CLOCK_RESOLUTION_NS, MIN_SCRATCH_BYTES,
+};
 pub use clear::{
     ClearConfig, FolioOrder, clear_contig_pages, clear_contig_pages_raw, folio_zero_user,
     folio_zero_user_raw,
