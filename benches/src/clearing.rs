@@ -1,19 +1,22 @@
-//! The "clearing" section: seed 000's and 001's experiments on this machine.
+//! The "clearing" section: the experiments of the folio_zero_user() extent-clearing patch and
+//! of the 2018 movnti RFC on this machine.
 //!
 //! 1. Folios of 2 MiB and 1 GiB: page-at-a-time (the reference) vs `folio_zero_user` with the
 //!    32 MiB batch (preempt none) vs one whole extent (preempt full).
 //! 2. The Genoa sweep: 1 GiB extents with 8, 32, 64 MiB and whole-extent batches.
-//! 3. Every strategy, `ptr::write_bytes` and the policy at extent sizes from 4 KiB to 1 GiB,
-//!    the peak store bandwidth, and whether the policy's streaming threshold is right here.
+//! 3. Every strategy, `ptr::write_bytes`, the detected and the calibrated policy at extent
+//!    sizes from 4 KiB to 1 GiB, the peak store bandwidth, and whether each policy's
+//!    streaming threshold is right here.
 //! 4. The worst single-batch time per batch size: the preemption latency a batch implies.
 
-use crate::measure::{Region, Samples, gbps, mem_available, size_name};
+use crate::measure::{Budget, Estimate, Region, Samples, Verdict, gbps, mem_available, size_name};
+use crate::report::{ratio_text, thread};
 use crate::{Cell, Plot, Section, SectionContext, Table};
 use std::num::NonZeroUsize;
 use std::time::{Duration, Instant};
 use zero_core::{
-    ClearConfig, CountingResched, PageSize, Policy, PreemptModel, Resched, Strategy,
-    clear_contig_pages, folio_zero_user, reference,
+    Calibration, ClearConfig, CountingResched, PageSize, Policy, PreemptModel, Resched,
+    Strategy, clear_contig_pages, folio_zero_user, reference,
 };
 
 /// The clearing section.
@@ -32,22 +35,34 @@ const SAMPLE_VOLUME: usize = 256 * MIB;
 /// Batch sizes of table 4.
 const LATENCY_BATCHES: [usize; 6] = [4096, 2 * MIB, 8 * MIB, 32 * MIB, 64 * MIB, GIB];
 
+/// Passes of table 4 (a worst case, not a median: no interval).
+const LATENCY_PASSES: usize = 3;
+/// The calibration's scratch buffer: twice the 32 MiB last-level cache of the development
+/// machines, so the crossover can be seen.
+const CALIBRATION_SCRATCH: usize = 64 * MIB;
+
 struct Plan {
     region: usize,
-    runs: usize,
+    quick: bool,
     note: String,
 }
 
+impl Plan {
+    /// The budget of one cell whose round takes about `round_s` seconds.
+    fn budget(&self, seconds: f64) -> Budget {
+        Budget::cell(self.quick, seconds)
+    }
+}
+
 fn plan(quick: bool) -> Plan {
-    let wanted = if quick { GIB } else { 4 * GIB };
+    let wanted = if quick { GIB } else { 2 * GIB };
     let avail = mem_available().map_or(usize::MAX, |b| usize::try_from(b).unwrap_or(usize::MAX));
     // Leave room for the rest of the machine: use at most a third of what is available.
     let region = wanted.min((avail / 3) / GIB * GIB).max(GIB);
-    let runs = if quick { 3 } else { 5 };
     let mut note = format!(
-        "Region: {} pre-faulted anonymous memory (THP advised), 4 KiB base pages; each figure \
-         is the median of {runs} runs after a warm-up, with the spread (slowest - fastest) / \
-         median in parentheses.",
+        "Region: {} pre-faulted anonymous memory (THP advised), 4 KiB base pages. Each cell \
+         is the median GB/s of its samples, ± the half-width of its 95% interval; ratios are \
+         per-round ratios of the paths measured side by side.",
         size_name(region)
     );
     if region < wanted {
@@ -60,7 +75,11 @@ fn plan(quick: bool) -> Plan {
     if quick {
         note.push_str(" --quick: smaller region and fewer runs; do not quote these.");
     }
-    Plan { region, runs, note }
+    Plan {
+        region,
+        quick,
+        note,
+    }
 }
 
 /// A `cond_resched` that records the time between calls: the length of each batch.
@@ -95,11 +114,7 @@ impl Resched for LatencyResched {
 }
 
 fn gb_cell(s: &Samples, bytes: usize) -> Cell {
-    let v = s.median_gbps(bytes);
-    Cell::Num {
-        value: v,
-        text: format!("{v:.1} (±{:.0}%)", s.spread_pct()),
-    }
+    Cell::estimate(s.gbps(bytes), 1, "")
 }
 
 fn temporal() -> Strategy {
@@ -133,7 +148,7 @@ impl Section for Clearing {
     }
 
     fn planned_steps(&self, _quick: bool) -> u64 {
-        (2 + 1 + SIZES.len() + LATENCY_BATCHES.len()) as u64
+        (2 + 1 + 1 + SIZES.len() + LATENCY_BATCHES.len()) as u64
     }
 
     fn run(&self, ctx: &SectionContext) -> Vec<Table> {
@@ -144,38 +159,50 @@ impl Section for Clearing {
         let buf = region.as_mut_slice();
         let t1 = seed_table(ctx, &p, buf);
         let t2 = genoa_sweep(ctx, &p, buf);
-        let (t3, t3b, threshold, strategy_goals) = strategies(ctx, &p, buf);
+        ctx.step("calibrating the policy");
+        let (calibration, calibration_table) = calibrate(&mut buf[..CALIBRATION_SCRATCH]);
+        let s = strategies(ctx, &p, buf, &calibration);
         let t4 = latency(ctx, &p, buf);
-        let goals = goals(&t1, strategy_goals);
-        vec![t1.table, t2, t3, t3b, threshold, t4, goals]
+        let goals = goals(&t1, &s.goals);
+        vec![
+            t1.table,
+            t2,
+            calibration_table,
+            s.table,
+            s.versus_memset,
+            s.threshold,
+            t4,
+            goals,
+        ]
     }
 }
 
 struct SeedTable {
     table: Table,
-    /// Whole extent / page-at-a-time at 1 GiB.
-    whole_ratio_1g: f64,
+    /// Whole extent over page-at-a-time at 1 GiB.
+    whole_ratio_1g: Estimate,
 }
 
 fn seed_table(ctx: &SectionContext, p: &Plan, buf: &mut [u8]) -> SeedTable {
+    let published = format!("published ({})", thread::FOLIO_ZERO_USER_SHORT);
     let mut t = Table::new(
-        "clearing-seed000",
-        "Seed 000: page-at-a-time vs batched vs whole-extent clearing of folios (GB/s)",
+        "clearing-folio-zero-user",
+        "Clearing folios page at a time vs in batches vs as one extent (GB/s)",
         &[
             "folio",
             "page-at-a-time",
             "batch 32 MiB, preempt none",
             "ratio",
-            "seed 000",
+            &published,
             "whole extent, preempt full",
             "ratio",
-            "seed 000",
+            &published,
         ],
     );
     let strategy = temporal();
-    let mut whole_ratio_1g = f64::NAN;
-    // Seed 000 (Milan): 2 MiB +31.8% with any model; 1 GiB +5.2% with none (8 MiB batch),
-    // +144.3% with full.
+    let mut whole_ratio_1g = Estimate::exact(f64::NAN);
+    // The patch's figures (Milan): 2 MiB +31.8% with any model; 1 GiB +5.2% with none (8 MiB
+    // batch), +144.3% with full.
     for (folio, seed_batched, seed_whole) in [
         (2 * MIB, "1.32x", "1.32x"),
         (GIB, "1.05x (8 MiB batch)", "2.44x"),
@@ -183,7 +210,7 @@ fn seed_table(ctx: &SectionContext, p: &Plan, buf: &mut [u8]) -> SeedTable {
         let bytes = buf.len() / folio * folio;
         let region = &mut buf[..bytes];
         ctx.step(format!(
-            "seed 000: {} folios, three paths interleaved",
+            "folio clearing: {} folios, three paths interleaved",
             size_name(folio)
         ));
         let folio_zero = |preempt| -> Candidate {
@@ -209,12 +236,19 @@ fn seed_table(ctx: &SectionContext, p: &Plan, buf: &mut [u8]) -> SeedTable {
             folio_zero(PreemptModel::Full),
         ];
         let [per_page, batched, whole]: [Samples; 3] =
-            match Samples::interleaved(p.runs, region, &mut candidates).try_into() {
+            match Samples::interleaved(p.budget(6.0), region, &mut candidates).try_into() {
                 Ok(three) => three,
                 Err(_) => unreachable!("three candidates give three sample sets"),
             };
-        let base = per_page.median_gbps(bytes);
-        let whole_ratio = whole.median_gbps(bytes) / base;
+        let batched_ratio = batched.speedup_over(&per_page);
+        let whole_ratio = whole.speedup_over(&per_page);
+        ctx.headline(
+            format!(
+                "clearing {} folios: whole extent over page at a time",
+                size_name(folio)
+            ),
+            whole_ratio,
+        );
         if folio == GIB {
             whole_ratio_1g = whole_ratio;
         }
@@ -222,10 +256,10 @@ fn seed_table(ctx: &SectionContext, p: &Plan, buf: &mut [u8]) -> SeedTable {
             Cell::text(size_name(folio)),
             gb_cell(&per_page, bytes),
             gb_cell(&batched, bytes),
-            Cell::ratio(batched.median_gbps(bytes) / base),
+            Cell::ratio_ci(batched_ratio),
             Cell::text(seed_batched),
             gb_cell(&whole, bytes),
-            Cell::ratio(whole_ratio),
+            Cell::ratio_ci(whole_ratio),
             Cell::text(seed_whole),
         ]);
     }
@@ -234,15 +268,13 @@ fn seed_table(ctx: &SectionContext, p: &Plan, buf: &mut [u8]) -> SeedTable {
         "All three columns clear with `{}` (the temporal strategy the policy picks here) so \
          that only batching differs: page-at-a-time is `reference::clear_pages_one_by_one` (one \
          4 KiB call and one cond_resched per page); the others are `folio_zero_user` with the \
-         fault at page 0. The three paths are measured round-robin. Seed 000 (AMD Milan): 2 MiB 12.92 -> 17.03 GB/s (+31.8%); 1 GiB \
-         17.14 -> 18.04 (+5.2%, 8 MiB batch) and 17.26 -> 42.17 (+144.3%, whole extent).",
-        strategy.name()
+         fault at page 0. The three paths are measured round-robin. Published in {} (AMD \
+         Milan): 2 MiB 12.92 -> 17.03 GB/s (+31.8%); 1 GiB 17.14 -> 18.04 (+5.2%, 8 MiB batch) \
+         and 17.26 -> 42.17 (+144.3%, whole extent).",
+        strategy.name(),
+        thread::FOLIO_ZERO_USER,
     ));
-    t.plot = Some(Plot {
-        y_label: "GB/s (median)".into(),
-        series: vec![1, 2, 5],
-        log_y: false,
-    });
+    t.plot = Some(Plot::new("folio size", "GB/s (median, 95% interval)", vec![1, 2, 5]));
     SeedTable {
         table: t,
         whole_ratio_1g,
@@ -252,13 +284,13 @@ fn seed_table(ctx: &SectionContext, p: &Plan, buf: &mut [u8]) -> SeedTable {
 fn genoa_sweep(ctx: &SectionContext, p: &Plan, buf: &mut [u8]) -> Table {
     let mut t = Table::new(
         "clearing-batch-sweep",
-        "Seed 000 (Genoa sweep): 1 GiB extents, preempt none, by batch size (GB/s)",
+        "1 GiB extents by batch size, preempt none (GB/s): the Genoa sweep",
         &[
             "batch",
             "GB/s",
             "ratio to 8 MiB",
-            "seed 000 Genoa GB/s",
-            "seed ratio",
+            "published Genoa GB/s",
+            "published ratio",
         ],
     );
     let bytes = buf.len() / GIB * GIB;
@@ -281,10 +313,8 @@ fn genoa_sweep(ctx: &SectionContext, p: &Plan, buf: &mut [u8]) -> Table {
             })
         })
         .collect();
-    let samples = Samples::interleaved(p.runs, region, &mut candidates);
-    let base = samples.first().map_or(f64::NAN, |s| s.median_gbps(bytes));
+    let samples = Samples::interleaved(p.budget(5.0), region, &mut candidates);
     for (&(batch, seed), s) in batches.iter().zip(&samples) {
-        let v = s.median_gbps(bytes);
         let name = if batch == GIB {
             "1 GiB (whole)".into()
         } else {
@@ -293,76 +323,134 @@ fn genoa_sweep(ctx: &SectionContext, p: &Plan, buf: &mut [u8]) -> Table {
         t.row(vec![
             Cell::text(name),
             gb_cell(s, bytes),
-            Cell::ratio(v / base),
+            Cell::ratio_ci(s.speedup_over(&samples[0])),
             Cell::num(seed, 2, ""),
             Cell::ratio(seed / 26.88),
         ]);
     }
     t.note(format!(
-        "`clear_contig_pages` with `{}` and the batch overridden; cond_resched before each batch.",
-        temporal().name()
+        "`clear_contig_pages` with `{}` and the batch overridden; cond_resched before each \
+         batch. Published: the AMD Genoa sweep in {}.",
+        temporal().name(),
+        thread::FOLIO_ZERO_USER,
     ));
-    t.plot = Some(Plot {
-        y_label: "GB/s (median)".into(),
-        series: vec![1, 3],
-        log_y: false,
-    });
+    t.plot = Some(Plot::new("batch size", "GB/s (median, 95% interval)", vec![1, 3]));
     t
 }
 
-/// Median GB/s at one extent size: `write_bytes`, each available strategy (in
-/// `Strategy::available()` order) and the policy.
-struct SizeMedians {
-    size: usize,
-    write_bytes: f64,
-    strategies: Vec<f64>,
-    policy: f64,
+/// Runs [`Policy::calibrate`] on `scratch` with the monotonic clock, and its table.
+fn calibrate(scratch: &mut [u8]) -> (Calibration, Table) {
+    let origin = Instant::now();
+    let c = Policy::calibrate(scratch, &mut || {
+        u64::try_from(origin.elapsed().as_nanos()).unwrap_or(u64::MAX)
+    });
+    let detected = Policy::detect();
+    let mut t = Table::new(
+        "clearing-calibration",
+        "The policy as detected from CPUID and as calibrated on this CPU",
+        &["", "temporal", "streaming", "streaming from"],
+    );
+    for (name, p) in [("detected", detected), ("calibrated", c.policy)] {
+        t.row(vec![
+            Cell::text(name),
+            Cell::text(p.temporal().name()),
+            Cell::text(p.streaming().map_or("none", Strategy::name)),
+            Cell::text(if p.streaming_threshold() == usize::MAX {
+                "never".into()
+            } else {
+                size_name(p.streaming_threshold())
+            }),
+        ]);
+    }
+    t.note(format!(
+        "`Policy::calibrate` on a {} pre-faulted scratch buffer with `Instant` as the clock \
+         (resolution {} ns): outcome {:?}, {:.1} ms. It times the temporal candidates at 256 \
+         KiB and 4 MiB, the streaming candidates at {}, then both winners at every extent from \
+         256 KiB to {} by powers of four (each the fastest of 2 cache-warm samples of at least \
+         2 ms); the threshold is the smallest extent from which streaming is more than 5% \
+         faster at it and at every larger one. Detected: the temporal strategy the kernel \
+         would pick from CPUID (ERMS, REP_GOOD), the first streaming strategy available in a \
+         fixed preference order, and the last-level cache size CPUID reports, capped at {}.",
+        size_name(scratch.len()),
+        c.clock_resolution_ns,
+        c.outcome,
+        c.elapsed_ns as f64 / 1e6,
+        size_name(c.largest_extent.max(1)),
+        size_name(c.largest_extent.max(1)),
+        size_name(zero_core::MAX_DEFAULT_STREAMING_THRESHOLD),
+    ));
+    (c, t)
 }
 
-impl SizeMedians {
-    /// The best median among the streaming (`true`) or temporal (`false`) strategies.
-    fn best(&self, available: &[Strategy], streaming: bool) -> f64 {
-        available
-            .iter()
-            .zip(&self.strategies)
-            .filter(|(s, _)| s.is_non_temporal() == streaming)
-            .map(|(_, v)| *v)
-            .fold(0.0, f64::max)
+/// The candidates of table 3 at one extent size, in this order.
+struct SizeSamples {
+    size: usize,
+    volume: usize,
+    write_bytes: Samples,
+    /// One per available strategy, in `Strategy::available()` order.
+    strategies: Vec<Samples>,
+    detected: Samples,
+    calibrated: Samples,
+}
+
+impl SizeSamples {
+    fn gbps(&self, s: &Samples) -> f64 {
+        s.median_gbps(self.volume)
+    }
+
+    /// The index of the fastest strategy (by median) among those `keep` accepts.
+    fn best(&self, available: &[Strategy], keep: impl Fn(Strategy) -> bool) -> Option<usize> {
+        (0..available.len())
+            .filter(|&i| keep(available[i]))
+            .max_by(|&a, &b| {
+                self.gbps(&self.strategies[a])
+                    .total_cmp(&self.gbps(&self.strategies[b]))
+            })
     }
 }
 
 /// Figures the goals table needs from table 3.
 struct StrategyGoals {
-    /// Worst policy / best-strategy ratio over all sizes, and the size it occurs at.
-    worst_policy: (f64, usize),
-    /// Best streaming strategy / write_bytes at 256 MiB and at 1 GiB.
-    streaming_vs_memset: [f64; 2],
+    /// Per size: (size, detected ÷ best, calibrated ÷ best).
+    policy_vs_best: Vec<(usize, Estimate, Estimate)>,
+    /// Best streaming strategy over write_bytes at 256 MiB and at 1 GiB.
+    streaming_vs_memset: [Option<Estimate>; 2],
+}
+
+struct StrategyTables {
+    table: Table,
+    versus_memset: Table,
+    threshold: Table,
+    goals: StrategyGoals,
 }
 
 fn strategies(
     ctx: &SectionContext,
     p: &Plan,
     buf: &mut [u8],
-) -> (Table, Table, Table, StrategyGoals) {
+    calibration: &Calibration,
+) -> StrategyTables {
     let available: Vec<Strategy> = Strategy::available().collect();
     let mut columns = vec!["extent".to_string(), "write_bytes".to_string()];
     columns.extend(available.iter().map(|s| s.name().to_string()));
     columns.extend([
-        "policy".into(),
-        "policy picks".into(),
+        "detected policy".into(),
+        "calibrated policy".into(),
         "best strategy".into(),
-        "policy ÷ best".into(),
+        "detected ÷ best".into(),
+        "calibrated ÷ best".into(),
     ]);
     let cols: Vec<&str> = columns.iter().map(String::as_str).collect();
     let mut t = Table::new(
         "clearing-strategies",
-        "Every strategy by extent size (GB/s, median)",
+        "Every strategy and both policies by extent size (GB/s)",
         &cols,
     );
-    let policy = Policy::detect();
+    let detected = Policy::detect();
+    let calibrated = calibration.policy;
     let whole = ClearConfig::new(PAGE, PreemptModel::Full);
-    let mut medians: Vec<SizeMedians> = Vec::new();
-    let mut peak = 0.0f64;
+    let mut all: Vec<SizeSamples> = Vec::new();
+    let mut policy_vs_best = Vec::new();
     let len = buf.len();
     for size in SIZES.into_iter().filter(|&s| s <= len) {
         let reps = (SAMPLE_VOLUME / size).max(1);
@@ -370,10 +458,10 @@ fn strategies(
         let extent = &mut buf[..size];
         ctx.step(format!(
             "strategies: {} candidates at {}, interleaved",
-            available.len() + 2,
+            available.len() + 3,
             size_name(size)
         ));
-        // Candidates: write_bytes, each strategy, the policy; measured round-robin. Each
+        // Candidates: write_bytes, each strategy, both policies; measured round-robin. Each
         // sample clears the extent `reps` times.
         let repeat = |mut clear: Candidate| -> Candidate {
             Box::new(move |e: &mut [u8]| {
@@ -386,69 +474,128 @@ fn strategies(
         let mut candidates = vec![repeat(Box::new(|e: &mut [u8]| unsafe {
             std::ptr::write_bytes(e.as_mut_ptr(), 0, e.len());
         }))];
-        for policy in available.iter().map(|&s| Policy::fixed(s)).chain([policy]) {
+        let policies = available.iter().map(|&s| Policy::fixed(s));
+        for policy in policies.chain([detected, calibrated]) {
             let cfg = whole.with_policy(policy);
             candidates.push(repeat(Box::new(move |e: &mut [u8]| {
                 expect_ok(clear_contig_pages(e, &cfg, &mut CountingResched::new()));
             })));
         }
-        // One sample set per candidate: write_bytes, each strategy, the policy.
-        let samples = Samples::interleaved(p.runs, extent, &mut candidates);
-        let (wb, strategies, pol) = (
-            &samples[0],
-            &samples[1..=available.len()],
-            &samples[available.len() + 1],
-        );
-        let mut per = Vec::new();
-        let mut row = vec![Cell::text(size_name(size)), gb_cell(wb, volume)];
-        for s in strategies {
-            if size >= 256 * MIB {
-                peak = peak.max(s.best_gbps(volume)).max(wb.best_gbps(volume));
-            }
-            per.push(s.median_gbps(volume));
-            row.push(gb_cell(s, volume));
-        }
-        let (best_i, best) = per
-            .iter()
-            .copied()
-            .enumerate()
-            .fold((0, 0.0), |a, (i, v)| if v > a.1 { (i, v) } else { a });
-        row.push(gb_cell(pol, volume));
-        row.push(Cell::text(policy.choose(size, false).name()));
-        row.push(Cell::text(available[best_i].name()));
-        row.push(Cell::ratio(pol.median_gbps(volume) / best));
-        t.row(row);
-        medians.push(SizeMedians {
+        let mut samples = Samples::interleaved(p.budget(2.0), extent, &mut candidates);
+        let (calibrated_s, detected_s) = (samples.pop(), samples.pop());
+        let (Some(calibrated_s), Some(detected_s)) = (calibrated_s, detected_s) else {
+            unreachable!("one sample set per candidate");
+        };
+        let write_bytes = samples.remove(0);
+        let m = SizeSamples {
             size,
-            write_bytes: wb.median_gbps(volume),
-            strategies: per,
-            policy: pol.median_gbps(volume),
-        });
+            volume,
+            write_bytes,
+            strategies: samples,
+            detected: detected_s,
+            calibrated: calibrated_s,
+        };
+        let best = m.best(&available, |_| true).unwrap_or(0);
+        let best_s = &m.strategies[best];
+        let (d, c) = (
+            m.detected.speedup_over(best_s),
+            m.calibrated.speedup_over(best_s),
+        );
+        policy_vs_best.push((size, d, c));
+        let mut row = vec![
+            Cell::text(size_name(size)),
+            gb_cell(&m.write_bytes, volume),
+        ];
+        row.extend(m.strategies.iter().map(|s| gb_cell(s, volume)));
+        row.extend([
+            gb_cell(&m.detected, volume),
+            gb_cell(&m.calibrated, volume),
+            Cell::text(available[best].name()),
+            Cell::ratio_ci(d),
+            Cell::ratio_ci(c),
+        ]);
+        t.row(row);
+        all.push(m);
     }
+    // The peak store bandwidth: the best median at >= 256 MiB, the same statistic as the
+    // cells it divides.
+    let peak = all
+        .iter()
+        .filter(|m| m.size >= 256 * MIB)
+        .flat_map(|m| {
+            m.strategies
+                .iter()
+                .chain([&m.write_bytes])
+                .map(|s| m.gbps(s))
+        })
+        .fold(0.0f64, f64::max);
     t.note(format!(
         "Each strategy clears one extent per call through `clear_contig_pages` (preempt full), \
          `portable` being the generic per-page `write_bytes` loop; `write_bytes` is \
-         `core::ptr::write_bytes` (glibc memset) over the whole extent; `policy` is \
-         `Policy::detect()`: temporal `{}`, streaming `{}` from {}. All candidates of a row are \
-         measured round-robin, so drift on a shared host hits them alike. Extents smaller \
-         than {} are cleared repeatedly (same buffer, so they stay cache-resident) until each sample \
-         clears {}. Peak store bandwidth (best single sample at >= 256 MiB): {peak:.1} GB/s.",
-        policy.temporal().name(),
-        policy.streaming().map_or("none", Strategy::name),
-        size_name(policy.streaming_threshold()),
+         `core::ptr::write_bytes` (glibc's memset) over the whole extent. Detected policy: \
+         `Policy::detect()`, temporal `{}`, streaming `{}` from {}. Calibrated policy: \
+         `Policy::calibrate()` (table above), temporal `{}`, streaming `{}` from {}. Ratios \
+         divide a policy by the strategy with the best median at that size, round by round. \
+         All candidates of a row are measured round-robin. Extents smaller than {} are \
+         cleared repeatedly (same buffer, so they stay cache-resident) until each sample \
+         clears {}. Peak store bandwidth (best median at >= 256 MiB): {peak:.1} GB/s.",
+        detected.temporal().name(),
+        detected.streaming().map_or("none", Strategy::name),
+        size_name(detected.streaming_threshold()),
+        calibrated.temporal().name(),
+        calibrated.streaming().map_or("none", Strategy::name),
+        if calibrated.streaming_threshold() == usize::MAX {
+            "never".into()
+        } else {
+            size_name(calibrated.streaming_threshold())
+        },
         size_name(SAMPLE_VOLUME),
         size_name(SAMPLE_VOLUME),
     ));
-    t.plot = Some(Plot {
-        y_label: "GB/s (median)".into(),
-        series: (1..2 + available.len()).collect(),
-        log_y: true,
-    });
+    t.plot = Some(
+        Plot::new(
+            "extent size",
+            "GB/s (median, 95% interval)",
+            (1..4 + available.len()).collect(),
+        )
+        .log(),
+    );
 
-    // Versus write_bytes and the peak.
+    let versus_memset = versus_memset(&all, &available, peak);
+    let (threshold, streaming_vs_memset) = threshold_table(&all, &available, calibrated);
+    if let Some(e) = streaming_vs_memset[1] {
+        ctx.headline(
+            "clearing 1 GiB: best streaming strategy over write_bytes (glibc memset)",
+            e,
+        );
+    }
+    if let Some(&(size, _, c)) = policy_vs_best
+        .iter()
+        .min_by(|a, b| a.2.median.total_cmp(&b.2.median))
+    {
+        ctx.headline(
+            format!(
+                "clearing: calibrated policy over the best strategy, worst size ({})",
+                size_name(size)
+            ),
+            c,
+        );
+    }
+    StrategyTables {
+        table: t,
+        versus_memset,
+        threshold,
+        goals: StrategyGoals {
+            policy_vs_best,
+            streaming_vs_memset,
+        },
+    }
+}
+
+fn versus_memset(all: &[SizeSamples], available: &[Strategy], peak: f64) -> Table {
     let mut vs = Table::new(
         "clearing-vs-memset",
-        "Each strategy vs write_bytes (glibc memset) and vs the measured peak store bandwidth",
+        "Each strategy vs write_bytes (glibc memset) and vs the peak store bandwidth",
         &[
             "strategy",
             "÷ write_bytes at 256 MiB",
@@ -456,34 +603,51 @@ fn strategies(
             "% of peak at 1 GiB",
         ],
     );
-    let at = |size: usize| medians.iter().find(|m| m.size == size);
+    let at = |size: usize| all.iter().find(|m| m.size == size);
     let mut names: Vec<&str> = available.iter().map(|s| s.name()).collect();
-    names.push("policy");
+    names.extend(["detected policy", "calibrated policy"]);
     for (i, name) in names.iter().enumerate() {
-        let value = |m: &SizeMedians| {
-            if i < available.len() {
-                m.strategies[i]
-            } else {
-                m.policy
+        let pick = |m: &'_ SizeSamples| -> Samples {
+            match i.checked_sub(available.len()) {
+                None => m.strategies[i].clone(),
+                Some(0) => m.detected.clone(),
+                Some(_) => m.calibrated.clone(),
             }
         };
-        let ratio = |size| at(size).map_or(f64::NAN, |m| value(m) / m.write_bytes);
-        let pct = at(GIB).map_or(f64::NAN, |m| value(m) / peak * 100.0);
+        let ratio = |size| {
+            at(size).map_or(Cell::text("-"), |m| {
+                Cell::ratio_ci(pick(m).speedup_over(&m.write_bytes))
+            })
+        };
+        let pct = at(GIB).map_or(f64::NAN, |m| m.gbps(&pick(m)) / peak * 100.0);
         vs.row(vec![
             Cell::text(*name),
-            Cell::ratio(ratio(256 * MIB)),
-            Cell::ratio(ratio(GIB)),
+            ratio(256 * MIB),
+            ratio(GIB),
             Cell::num(pct, 0, "%"),
         ]);
     }
-    vs.note(format!("Medians from the table above; peak = {peak:.1} GB/s. Seed 001 (Broadwell, 1 GiB pages): movnti 34 s vs rep stosb 134 s for 512 GiB (3.9x)."));
-    vs.plot = Some(Plot {
-        y_label: "ratio to write_bytes".into(),
-        series: vec![1, 2],
-        log_y: false,
-    });
+    vs.note(format!(
+        "From the samples of the table above (per-round ratios); peak = {peak:.1} GB/s, the \
+         best median at >= 256 MiB. Published in {}: movnti 34 s vs rep stosb 134 s for \
+         512 GiB of 1 GiB pages (3.9x, Broadwell).",
+        thread::MOVNTI_1G
+    ));
+    vs.plot = Some(
+        Plot::new("strategy", "ratio to write_bytes (median, 95% interval)", vec![1, 2])
+            .ratios(),
+    );
+    vs
+}
 
-    // Is the streaming threshold right here?
+/// Is each policy's streaming threshold right here? Also the best streaming strategy over
+/// write_bytes at 256 MiB and 1 GiB, for the goals.
+fn threshold_table(
+    all: &[SizeSamples],
+    available: &[Strategy],
+    calibrated: Policy,
+) -> (Table, [Option<Estimate>; 2]) {
+    let detected = Policy::detect();
     let mut th = Table::new(
         "clearing-threshold",
         "Policy check: temporal vs streaming by extent size",
@@ -491,72 +655,63 @@ fn strategies(
             "extent",
             "best temporal GB/s",
             "best streaming GB/s",
-            "winner",
-            "policy picks",
-            "pick ÷ winner",
+            "faster kind",
+            "detected picks",
+            "calibrated picks",
         ],
     );
-    let mut streaming_vs_memset = [f64::NAN; 2];
-    let mut worst_pick = (f64::INFINITY, 0);
-    for m in &medians {
-        let (tb, sb) = (m.best(&available, false), m.best(&available, true));
-        let streams = policy.choose(m.size, false).is_non_temporal();
-        let pick = if streams { sb } else { tb } / tb.max(sb);
-        if pick < worst_pick.0 {
-            worst_pick = (pick, m.size);
-        }
+    let mut streaming_vs_memset = [None, None];
+    for m in all {
+        let tb = m.best(available, |s| !s.is_non_temporal());
+        let sb = m.best(available, Strategy::is_non_temporal);
+        let gb = |i: Option<usize>| i.map_or(f64::NAN, |i| m.gbps(&m.strategies[i]));
+        let kind = |p: Policy| {
+            if p.choose(m.size, false).is_non_temporal() {
+                "streaming"
+            } else {
+                "temporal"
+            }
+        };
         th.row(vec![
             Cell::text(size_name(m.size)),
-            Cell::num(tb, 1, ""),
-            Cell::num(sb, 1, ""),
-            Cell::text(if sb > tb { "streaming" } else { "temporal" }),
-            Cell::text(if streams { "streaming" } else { "temporal" }),
-            Cell::ratio(pick),
+            Cell::num(gb(tb), 1, ""),
+            Cell::num(gb(sb), 1, ""),
+            Cell::text(if gb(sb) > gb(tb) {
+                "streaming"
+            } else {
+                "temporal"
+            }),
+            Cell::text(kind(detected)),
+            Cell::text(kind(calibrated)),
         ]);
+        let vs_memset = sb.map(|i| m.strategies[i].speedup_over(&m.write_bytes));
         if m.size == 256 * MIB {
-            streaming_vs_memset[0] = sb / m.write_bytes;
+            streaming_vs_memset[0] = vs_memset;
         }
         if m.size == GIB {
-            streaming_vs_memset[1] = sb / m.write_bytes;
+            streaming_vs_memset[1] = vs_memset;
         }
     }
-    let (pick, at) = worst_pick;
     th.note(format!(
-        "The default threshold is {} (reported LLC, capped at {}). It is right for this \
-         machine when, at every size, the kind it picks is within 5% of the faster kind: \
-         worst here {pick:.2}x at {}, so it is {}.",
-        size_name(policy.streaming_threshold()),
+        "Medians from the strategy table. The detected threshold is {} (reported LLC, capped \
+         at {}); the calibrated one {}. A threshold is right for this machine when, at every \
+         size, the kind it picks is the faster kind or within 5% of it (judged with the \
+         intervals in the goals below).",
+        size_name(detected.streaming_threshold()),
         size_name(zero_core::MAX_DEFAULT_STREAMING_THRESHOLD),
-        size_name(at.max(1)),
-        if pick >= 0.95 { "right" } else { "NOT right" },
-    ));
-    th.plot = Some(Plot {
-        y_label: "GB/s (median)".into(),
-        series: vec![1, 2],
-        log_y: true,
-    });
-
-    let worst_policy = medians
-        .iter()
-        .map(|m| {
-            (
-                m.policy / m.strategies.iter().copied().fold(0.0, f64::max),
-                m.size,
-            )
-        })
-        .fold((f64::INFINITY, 0), |a, b| if b.0 < a.0 { b } else { a });
-    (
-        t,
-        vs,
-        th,
-        StrategyGoals {
-            worst_policy,
-            streaming_vs_memset,
+        if calibrated.streaming_threshold() == usize::MAX {
+            "never streams".into()
+        } else {
+            size_name(calibrated.streaming_threshold())
         },
-    )
+    ));
+    th.plot = Some(
+        Plot::new("extent size", "GB/s (median)", vec![1, 2]).log(),
+    );
+    (th, streaming_vs_memset)
 }
 
-fn latency(ctx: &SectionContext, p: &Plan, buf: &mut [u8]) -> Table {
+fn latency(ctx: &SectionContext, _p: &Plan, buf: &mut [u8]) -> Table {
     let mut t = Table::new(
         "clearing-batch-latency",
         "Worst single batch per batch size (the preemption latency it implies)",
@@ -575,7 +730,7 @@ fn latency(ctx: &SectionContext, p: &Plan, buf: &mut [u8]) -> Table {
         let cfg = config(PreemptModel::None, Some(batch));
         let mut all = LatencyResched::new();
         let mut totals = Vec::new();
-        for _ in 0..p.runs {
+        for _ in 0..LATENCY_PASSES {
             let start = Instant::now();
             pass(region, GIB, |e| {
                 expect_ok(clear_contig_pages(e, &cfg, &mut all));
@@ -584,54 +739,75 @@ fn latency(ctx: &SectionContext, p: &Plan, buf: &mut [u8]) -> Table {
             totals.push(start.elapsed());
         }
         let batches = Samples::from_durations(all.batches);
-        let overall = gbps(bytes * p.runs, totals.iter().sum());
+        let overall = gbps(bytes * LATENCY_PASSES, totals.iter().sum());
         t.row(vec![
             Cell::text(size_name(batch)),
             Cell::num((GIB / batch) as f64, 0, ""),
-            Cell::num(batches.median().as_secs_f64() * 1e6, 1, ""),
+            Cell::estimate(batches.seconds().map(|s| s * 1e6), 1, ""),
             Cell::num(batches.worst().as_secs_f64() * 1e6, 1, ""),
             Cell::num(overall, 1, ""),
         ]);
     }
     t.note(format!(
         "`clear_contig_pages` with `{}` over 1 GiB extents, preempt none, batch overridden; the \
-         time between consecutive cond_resched calls is one batch. Worst of {} passes over the \
-         region. The kernel's 32 MiB batch was chosen for ~3 ms at 10 GB/s.",
+         time between consecutive cond_resched calls is one batch. Worst of {LATENCY_PASSES} \
+         passes over the region (a worst case has no interval). The kernel's 32 MiB batch was \
+         chosen for ~3 ms at 10 GB/s.",
         temporal().name(),
-        p.runs
     ));
-    t.plot = Some(Plot {
-        y_label: "µs".into(),
-        series: vec![2, 3],
-        log_y: true,
-    });
+    t.plot = Some(
+        Plot::new("batch size", "batch time (µs)", vec![2, 3]).log(),
+    );
     t
 }
 
-fn goals(seed: &SeedTable, s: StrategyGoals) -> Table {
+fn goals(seed: &SeedTable, s: &StrategyGoals) -> Table {
     let mut t = Table::new(
         "clearing-goals",
-        "Clearing goals (issue 3), measured",
-        &["goal", "measured", "met"],
+        "Clearing goals, measured",
+        &["goal", "measured (median [95% interval])", "verdict"],
     );
-    let met = |ok: bool| Cell::text(if ok { "yes" } else { "NO" });
-    let (worst, at) = s.worst_policy;
-    t.row(vec![
-        Cell::text("policy within 5% of the best strategy at every size"),
-        Cell::text(format!("worst {worst:.2}x at {}", size_name(at.max(1)))),
-        met(worst >= 0.95),
-    ]);
+    let detected = |v: &(usize, Estimate, Estimate)| (v.0, v.1);
+    let calibrated = |v: &(usize, Estimate, Estimate)| (v.0, v.2);
+    for (name, pick) in [("detected", &detected as &dyn Fn(&_) -> _), ("calibrated", &calibrated)] {
+        let per_size: Vec<(usize, Estimate)> = s.policy_vs_best.iter().map(pick).collect();
+        let verdict = per_size
+            .iter()
+            .map(|(_, e)| e.judge(0.95, true))
+            .fold(Verdict::Met, Verdict::and);
+        let worst = per_size
+            .iter()
+            .min_by(|a, b| a.1.median.total_cmp(&b.1.median));
+        t.row(vec![
+            Cell::text(format!(
+                "{name} policy within 5% of the best strategy at every size"
+            )),
+            Cell::text(worst.map_or("-".into(), |(size, e)| {
+                format!("worst {} at {}", ratio_text(*e), size_name(*size))
+            })),
+            Cell::verdict(verdict),
+        ]);
+    }
     let [m256, m1g] = s.streaming_vs_memset;
+    let text = |e: Option<Estimate>| e.map_or("-".into(), ratio_text);
     t.row(vec![
         Cell::text(">= 2x write_bytes at >= 256 MiB (streaming stores)"),
-        Cell::text(format!("{m256:.2}x at 256 MiB, {m1g:.2}x at 1 GiB")),
-        met(m256 >= 2.0 && m1g >= 2.0),
+        Cell::text(format!("{} at 256 MiB, {} at 1 GiB", text(m256), text(m1g))),
+        Cell::verdict(match (m256, m1g) {
+            (Some(a), Some(b)) => a.judge(2.0, true).and(b.judge(2.0, true)),
+            _ => Verdict::Inconclusive,
+        }),
     ]);
     t.row(vec![
         Cell::text("whole extent >= 1.15x page-at-a-time at 1 GiB"),
-        Cell::text(format!("{:.2}x", seed.whole_ratio_1g)),
-        met(seed.whole_ratio_1g >= 1.15),
+        Cell::text(ratio_text(seed.whole_ratio_1g)),
+        Cell::verdict(seed.whole_ratio_1g.judge(1.15, true)),
     ]);
-    t.note("Goals are reported, never asserted in tests: these machines are shared and noisy.");
+    t.note(
+        "Judged on the 95% interval of the per-round ratio: met when all of it is on the right \
+         side of the target, not met when all of it is on the wrong side, inconclusive \
+         otherwise. Goals are reported, never asserted in tests: these machines are shared and \
+         noisy.",
+    );
     t
 }

@@ -5,9 +5,11 @@
 //! memory helpers every section shares.
 
 pub mod clearing;
+pub mod count;
 pub mod contig_free;
 pub mod machine;
 pub mod measure;
+pub mod prefault;
 pub mod report;
 pub mod smp;
 pub mod young;
@@ -20,6 +22,7 @@ pub fn sections() -> Vec<Box<dyn Section>> {
     vec![
         Box::new(machine::Machine),
         Box::new(clearing::Clearing),
+        Box::new(prefault::Prefault),
         Box::new(contig_free::ContigFree),
         Box::new(smp::SmpScaling),
         Box::new(young::YoungClearing),

@@ -78,7 +78,7 @@ impl Section for Machine {
             &["cache", "size KiB", "line B", "shared by"],
         );
         cpu_rows(&mut t, &mut caches);
-        let cores = std::thread::available_parallelism().map_or(0, |n| n.get());
+        let cores = crate::measure::allowed_cpus().len();
         t.row(vec![
             Cell::text("cores (available)"),
             Cell::num(cores as f64, 0, ""),

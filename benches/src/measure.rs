@@ -133,20 +133,28 @@ pub fn pin_current_thread(cpu: usize) -> bool {
     }
 }
 
-/// The CPUs this process may run on, in order.
+/// The CPUs this process may run on, in order: read once, on the first call (make it before
+/// pinning any thread: a pinned thread's own mask is its one CPU).
 #[must_use]
 pub fn allowed_cpus() -> Vec<usize> {
-    // SAFETY: a zeroed cpu_set_t is valid; sched_getaffinity fills the set we own; CPU_ISSET
-    // reads inside it.
-    unsafe {
-        let mut set: libc::cpu_set_t = std::mem::zeroed();
-        if libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut set) != 0 {
-            return vec![0];
-        }
-        (0..libc::CPU_SETSIZE as usize)
-            .filter(|&c| libc::CPU_ISSET(c, &set))
-            .collect()
-    }
+    static ALLOWED: std::sync::OnceLock<Vec<usize>> = std::sync::OnceLock::new();
+    ALLOWED
+        .get_or_init(|| {
+            // SAFETY: a zeroed cpu_set_t is valid; sched_getaffinity fills the set we own;
+            // CPU_ISSET reads inside it.
+            unsafe {
+                let mut set: libc::cpu_set_t = std::mem::zeroed();
+                if libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut set)
+                    != 0
+                {
+                    return vec![0];
+                }
+                (0..libc::CPU_SETSIZE as usize)
+                    .filter(|&c| libc::CPU_ISSET(c, &set))
+                    .collect()
+            }
+        })
+        .clone()
 }
 
 /// The CPU the measuring thread is pinned to: the last one allowed (CPU 0 takes most of the
@@ -309,16 +317,38 @@ impl Verdict {
     }
 }
 
+/// The order in which `n` candidates run in round `round`: a pseudo-random permutation (the
+/// same for the same round on every run), so that no candidate always runs first, last, or
+/// after the same other candidate.
+#[must_use]
+pub fn round_order(round: usize, n: usize) -> Vec<usize> {
+    let mut order: Vec<usize> = (0..n).collect();
+    // splitmix64 of the round number, then Fisher-Yates.
+    let mut x = (round as u64).wrapping_add(0x9E37_79B9_7F4A_7C15);
+    let mut next = || {
+        x = x.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = x;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    };
+    for i in (1..n).rev() {
+        let j = usize::try_from(next() % (i as u64 + 1)).unwrap_or(0);
+        order.swap(i, j);
+    }
+    order
+}
+
 /// Durations of repeated runs of one measurement.
 #[derive(Clone, Debug)]
 pub struct Samples(Vec<Duration>);
 
 impl Samples {
-    /// Runs every candidate on `target` round-robin, one round after another until `budget`
-    /// is spent, with the starting candidate rotating each round (after one warm-up round),
-    /// so drift on a shared machine hits all of them alike and round `i` of each candidate
-    /// ran side by side (see [`Samples::speedup_over`]). One `Samples` per candidate, in
-    /// order.
+    /// Runs every candidate on `target` once per round, in [`round_order`], one round after
+    /// another until `budget` is spent (after one warm-up round), so drift on a shared machine
+    /// hits all of them alike, no candidate always follows the same one (which would leave
+    /// it the same cache state), and round `i` of each candidate ran side by side (see
+    /// [`Samples::speedup_over`]). One `Samples` per candidate, in order.
     pub fn interleaved<T: ?Sized>(
         budget: Budget,
         target: &mut T,
@@ -330,9 +360,7 @@ impl Samples {
         let n = candidates.len();
         let mut all = vec![Vec::new(); n];
         budget.run(|round| {
-            // Rotate the starting candidate so no one always runs first or last.
-            for k in 0..n {
-                let i = (round + k) % n;
+            for i in round_order(round, n) {
                 let t = Instant::now();
                 candidates[i](target);
                 all[i].push(t.elapsed());
@@ -439,5 +467,66 @@ pub fn size_name(n: usize) -> String {
         n if n >= 1 << 20 && n % (1 << 20) == 0 => format!("{} MiB", n >> 20),
         n if n >= 1 << 10 && n % (1 << 10) == 0 => format!("{} KiB", n >> 10),
         n => format!("{n} B"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn median_interval_ranks() {
+        // Below 6 samples no 95% interval exists: min to max.
+        assert_eq!(median_ci_rank(5), 0);
+        assert_eq!(median_ci_rank(6), 1);
+        assert_eq!(median_ci_rank(10), 2);
+        // n = 20: P(B <= 5) = 2.07% <= 2.5% < P(B <= 6) = 5.77%.
+        assert_eq!(median_ci_rank(20), 6);
+        let e = Estimate::of((1..=20).map(f64::from));
+        assert_eq!((e.median, e.lo, e.hi, e.n), (10.5, 6.0, 15.0, 20));
+        let e = Estimate::of([3.0, 1.0, 2.0]);
+        assert_eq!((e.median, e.lo, e.hi), (2.0, 1.0, 3.0));
+    }
+
+    #[test]
+    fn verdicts_use_the_interval() {
+        let e = |lo, hi| Estimate {
+            median: f64::midpoint(lo, hi),
+            lo,
+            hi,
+            n: 10,
+        };
+        assert_eq!(e(1.0, 1.2).judge(0.95, true), Verdict::Met);
+        assert_eq!(e(0.8, 0.9).judge(0.95, true), Verdict::NotMet);
+        assert_eq!(e(0.9, 1.0).judge(0.95, true), Verdict::Inconclusive);
+        assert_eq!(e(1.0, 1.1).judge(1.2, false), Verdict::Met);
+        assert_eq!(Verdict::Met.and(Verdict::Inconclusive), Verdict::Inconclusive);
+        assert_eq!(Verdict::Inconclusive.and(Verdict::NotMet), Verdict::NotMet);
+    }
+
+    #[test]
+    fn paired_speedup_is_per_round() {
+        let ms = |v: &[u64]| {
+            Samples::from_durations(v.iter().map(|&m| Duration::from_millis(m)).collect())
+        };
+        // Drift doubles both in round 2: the per-round ratio stays 2.
+        let base = ms(&[10, 20, 10, 20, 10, 20]);
+        let fast = ms(&[5, 10, 5, 10, 5, 10]);
+        let r = fast.speedup_over(&base);
+        assert_eq!((r.median, r.lo, r.hi), (2.0, 2.0, 2.0));
+    }
+
+    #[test]
+    fn round_orders_are_permutations_that_vary() {
+        for n in 0..8 {
+            for round in 0..20 {
+                let mut o = round_order(round, n);
+                o.sort_unstable();
+                assert_eq!(o, (0..n).collect::<Vec<_>>());
+            }
+        }
+        let firsts: std::collections::HashSet<usize> =
+            (0..50).map(|r| round_order(r, 5)[0]).collect();
+        assert_eq!(firsts.len(), 5);
     }
 }

@@ -146,6 +146,27 @@ impl Cell {
     }
 }
 
+/// The mailing-list threads the published figures come from, named in words.
+pub mod thread {
+    /// Seed 000.
+    pub const FOLIO_ZERO_USER: &str =
+        "the folio_zero_user() patch clearing contiguous page ranges in preemption-bounded batches";
+    /// Seed 000, for column headings.
+    pub const FOLIO_ZERO_USER_SHORT: &str = "folio_zero_user() patch";
+    /// Seed 001.
+    pub const MOVNTI_1G: &str = "the 2018 RFC clearing 1 GiB pages with movnti streaming stores";
+    /// Seed 002.
+    pub const YOUNG_PTES: &str =
+        "the arm64 test_and_clear_young_ptes() patch (batched, contpte-aware young clearing)";
+    /// Seed 002, for column headings.
+    pub const YOUNG_PTES_SHORT: &str = "test_and_clear_young_ptes() patch";
+    /// Seed 003.
+    pub const FREE_CONTIG_RANGE: &str =
+        "the free_contig_range() patch freeing runs as naturally aligned power-of-two chunks";
+    /// Seed 003, for column headings.
+    pub const FREE_CONTIG_RANGE_SHORT: &str = "free_contig_range() patch";
+}
+
 /// `1.23x [1.18, 1.30]`: a ratio and its 95% interval.
 #[must_use]
 pub fn ratio_text(e: Estimate) -> String {
@@ -434,12 +455,10 @@ where
         }
     };
     let label_style = if l.rotate_labels {
-        ("sans-serif", 12)
-            .into_font()
-            .transform(FontTransform::Rotate90)
+        TextStyle::from(("sans-serif", 12).into_font().transform(FontTransform::Rotate90))
             .pos(Pos::new(HPos::Left, VPos::Center))
     } else {
-        ("sans-serif", 12).into_font().into_text_style(chart.plotting_area())
+        TextStyle::from(("sans-serif", 12).into_font())
     };
     let y_desc = if plot.log_y {
         format!("{} (log scale)", plot.y_label)
@@ -631,7 +650,7 @@ impl Report {
                 let first = figures[0].map(|e| e.median);
                 let diff = figures[1..]
                     .iter()
-                    .filter_map(|f| Some((f?.median / first? - 1.0).abs() * 100.0))
+                    .filter_map(|f| Some((f.as_ref()?.median / first? - 1.0).abs() * 100.0))
                     .fold(f64::NAN, f64::max);
                 row.push(Cell::num(diff, 1, "%"));
                 row.push(Cell::text(if diff < REPEAT_TOLERANCE_PCT {

@@ -8,7 +8,10 @@
 //! start to the last finish. A control gives each thread a private zone: the machine's own
 //! ceiling for the shared allocators.
 
-use crate::measure::Samples;
+use crate::measure::{
+    Budget, Estimate, Samples, allowed_cpus, pin_current_thread, round_order,
+};
+use crate::report::ratio_text;
 use crate::{Cell, Plot, Section, SectionContext, Table};
 use buddy_sim::{BoxedZone, Order, Pfn, ZoneConfig};
 use buddy_system_allocator::LockedFrameAllocator;
@@ -194,25 +197,15 @@ const WORKLOADS: [Workload; 3] = [
     },
 ];
 
-/// Pins the calling thread to `core` (best effort: an unpinned run is still a run).
-fn pin(core: usize) {
-    // SAFETY: a zeroed cpu_set_t is the empty set; CPU_SET writes inside it; the call only
-    // reads the set we own.
-    unsafe {
-        let mut set: libc::cpu_set_t = std::mem::zeroed();
-        libc::CPU_SET(core, &mut set);
-        libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set);
-    }
-}
-
-/// One run: `threads` threads each doing `rounds` rounds, thread `i` pinned to core
-/// `(i + first_core) % cores`; the time from the first thread's start to the last one's end.
+/// One run: `threads` threads each doing `rounds` rounds, thread `i` pinned to the allowed
+/// CPU `(i + first_core) % allowed.len()`; the time from the first thread's start to the last
+/// one's end.
 fn run_once(
     w: &Workload,
     kind: Kind,
     threads: usize,
     rounds: u64,
-    cores: usize,
+    allowed: &[usize],
     first_core: usize,
 ) -> Duration {
     let a = build(kind, threads);
@@ -222,7 +215,7 @@ fn run_once(
             .map(|cpu| {
                 let (a, start) = (&*a, &start);
                 s.spawn(move || {
-                    pin((cpu + first_core) % cores);
+                    pin_current_thread(allowed[(cpu + first_core) % allowed.len()]);
                     (w.round)(a, cpu); // warm-up: first refills, page faults on metadata
                     start.wait();
                     let t0 = Instant::now();
@@ -255,8 +248,16 @@ fn thread_counts(cores: usize) -> Vec<usize> {
 /// The index of 2 threads in [`thread_counts`].
 const TWO_THREADS: usize = 1;
 
+/// Throughput at `counts[ci]` (`threads` threads) over one thread, round by round: each
+/// thread does the same work, so it is `threads` times the time ratio.
+fn scaling(per_count: &[Samples], ci: usize, threads: usize) -> Estimate {
+    per_count[ci]
+        .speedup_over(&per_count[0])
+        .map(|r| r * threads as f64)
+}
+
 fn cores() -> usize {
-    std::thread::available_parallelism().map_or(1, usize::from)
+    allowed_cpus().len()
 }
 
 impl Section for SmpScaling {
@@ -265,78 +266,79 @@ impl Section for SmpScaling {
     }
 
     fn planned_steps(&self, _quick: bool) -> u64 {
-        (WORKLOADS.len() * thread_counts(cores()).len()) as u64
+        WORKLOADS.len() as u64
     }
 
     fn run(&self, ctx: &SectionContext) -> Vec<Table> {
         let cores = cores();
         let counts = thread_counts(cores);
-        let runs = if ctx.quick { 1 } else { 5 };
+        let allowed = allowed_cpus();
+        let budget = Budget::cell(ctx.quick, 4.0);
         let mut columns = vec!["workload".to_string(), "allocator".to_string()];
         columns.extend(
             counts
                 .iter()
                 .map(|t| format!("{t} thread{}", if *t == 1 { "" } else { "s" })),
         );
-        columns.push(format!(
-            "scaling {}→{} threads",
-            1,
-            counts.last().copied().unwrap_or(1)
-        ));
+        let most = counts.last().copied().unwrap_or(1);
+        columns.push(format!("scaling 1→{most} threads"));
         let cols: Vec<&str> = columns.iter().map(String::as_str).collect();
         let mut t = Table::new(
             "smp-scaling",
             "SMP scaling: aggregate throughput of threads sharing one frame allocator",
             &cols,
         );
-        // The goal workload's rates, [kind][thread count].
-        let mut goal_rates = Vec::new();
+        // The goal workload's samples, [kind][thread count].
+        let mut goal_times = Vec::new();
         for w in &WORKLOADS {
             let rounds = (w.rounds)(ctx.quick);
-            // times[kind][thread count]: one duration per run.
+            ctx.step(format!("smp: {}", w.name));
+            // times[kind][thread count]: one duration per round.
             let mut times = vec![vec![Vec::new(); counts.len()]; KINDS.len()];
-            for (ci, &threads) in counts.iter().enumerate() {
-                ctx.step(format!("smp: {} on {threads} thread(s)", w.name));
-                for round in 0..runs {
-                    // Rotate the allocators' order each round, so drift hits all alike; the
-                    // cores take turns too: one slow vCPU must not always hold the one-thread
-                    // baseline.
-                    for k in 0..KINDS.len() {
-                        let ki = (round + k) % KINDS.len();
-                        times[ki][ci].push(run_once(w, KINDS[ki].0, threads, rounds, cores, round));
+            budget.run(|round| {
+                // Every thread count and allocator once per round, the allocators' order
+                // shuffled each round, so drift hits all alike and round r of each cell ran
+                // side by side; the cores take turns too: one slow vCPU must not always hold
+                // the one-thread baseline.
+                for (ci, &threads) in counts.iter().enumerate() {
+                    for ki in round_order(round, KINDS.len()) {
+                        times[ki][ci].push(run_once(
+                            w,
+                            KINDS[ki].0,
+                            threads,
+                            rounds,
+                            &allowed,
+                            round,
+                        ));
                     }
                 }
-            }
-            // Every run of a cell does the same work: the median rate is work / median time.
-            let rates: Vec<Vec<f64>> = times
+            });
+            let times: Vec<Vec<Samples>> = times
                 .into_iter()
-                .map(|per_count| {
-                    (counts.iter().zip(per_count))
-                        .map(|(&threads, d)| {
-                            let ops = threads as u64 * rounds * w.ops_per_round;
-                            ops as f64 / Samples::from_durations(d).median().as_secs_f64()
-                        })
-                        .collect()
-                })
+                .map(|per_count| per_count.into_iter().map(Samples::from_durations).collect())
                 .collect();
-            for ((_, name), r) in KINDS.iter().zip(&rates) {
+            for ((_, name), per_count) in KINDS.iter().zip(&times) {
                 let mut row = vec![
                     Cell::text(format!("{} ({})", w.name, w.unit)),
                     Cell::text(*name),
                 ];
-                row.extend(r.iter().map(|&x| Cell::num(x / 1e6, 2, "")));
-                row.push(Cell::ratio(r[r.len() - 1] / r[0]));
+                row.extend(counts.iter().zip(per_count).map(|(&threads, d)| {
+                    let ops = threads as u64 * rounds * w.ops_per_round;
+                    Cell::estimate(d.rate(ops as f64).map(|r| r / 1e6), 2, "")
+                }));
+                row.push(Cell::ratio_ci(scaling(per_count, counts.len() - 1, most)));
                 t.row(row);
             }
             if w.goal {
-                goal_rates = rates;
+                goal_times = times;
             }
         }
         t.note(format!(
-            "Millions of operations per second, all threads together: the median of {runs} run(s) (work \
-             over the median time), the allocators taking turns run by run. Each thread is pinned to its own core \
-             ({cores} here; past that, round robin; the first core changes run by run) and, for buddy-sim, uses its own CPU \
-             number. Alloc/free pairs: each thread allocates {HELD} blocks and frees them newest \
+            "Millions of operations per second, all threads together (median ± the half-width \
+             of its 95% interval), every thread count and allocator once per round, the \
+             allocators taking turns. Each thread is pinned to its own core ({cores} here; past \
+             that, round robin; the first core changes round by round) and, for buddy-sim, uses \
+             its own CPU number. Scaling is the median over rounds of the round's ratio. Alloc/free pairs: each thread allocates {HELD} blocks and frees them newest \
              first, again and again. Seed-003 loop: alloc order 9, split_page, \
              free_contig_range (buddy_system_allocator, which has no split pages, allocates and \
              frees 512 frames as one block). Zones of {} Ki frames, MAX_ORDER 10. \
@@ -346,35 +348,51 @@ impl Section for SmpScaling {
              twice the throughput), the ceiling for the shared allocators.",
             FRAMES >> 10
         ));
-        t.plot = Some(Plot {
-            y_label: "million operations per second (median)".into(),
-            series: (2..2 + counts.len()).collect(),
-            log_y: true,
-        });
+        t.plot = Some(
+            Plot::new(
+                "workload and allocator",
+                "million operations per second (median, 95% interval)",
+                (2..2 + counts.len()).collect(),
+            )
+            .log(),
+        );
         let mut goals = Table::new(
             "smp-goals",
             "SMP goal, measured",
-            &["goal", "measured", "met"],
+            &["goal", "measured (median [95% interval])", "verdict"],
         );
-        let rate = |k: Kind, ci: usize| goal_rates[k as usize][ci];
-        let scaling = |k: Kind| rate(k, TWO_THREADS) / rate(k, 0);
-        let (ours, ceiling) = (scaling(Kind::PerCpu), scaling(Kind::Private));
-        let share = rate(Kind::PerCpu, TWO_THREADS) / rate(Kind::Private, TWO_THREADS);
-        let verdict = if ours >= 1.8 { "yes" } else { "NO" };
+        let of = |k: Kind| &goal_times[k as usize];
+        let (ours, ceiling) = (
+            scaling(of(Kind::PerCpu), TWO_THREADS, 2),
+            scaling(of(Kind::Private), TWO_THREADS, 2),
+        );
+        // Shared zone over private zones at 2 threads: same work, so a time ratio.
+        let share = of(Kind::PerCpu)[TWO_THREADS].speedup_over(&of(Kind::Private)[TWO_THREADS]);
+        ctx.headline(
+            "order-0 alloc/free pairs, buddy-sim: 2 threads over 1 (shared zone)",
+            ours,
+        );
+        ctx.headline(
+            "order-0 alloc/free pairs, control: 2 threads over 1 (private zones)",
+            ceiling,
+        );
         goals.row(vec![
             Cell::text("buddy-sim order-0 pairs at 2 threads >= 1.8x its 1-thread throughput"),
             Cell::text(format!(
-                "{ours:.2}x (private zones, nothing shared: {ceiling:.2}x)"
+                "{} (private zones, nothing shared: {})",
+                ratio_text(ours),
+                ratio_text(ceiling)
             )),
-            Cell::text(verdict),
+            Cell::verdict(ours.judge(1.8, true)),
         ]);
         goals.note(format!(
             "What sharing costs: at 2 threads, buddy-sim's one shared zone delivered {:.0}% of \
-             the throughput of private zones that share nothing, in the same run. The ratio to \
-             one thread also depends on the machine: the private zones themselves reached \
-             {ceiling:.2}x, and one-thread figures on these shared 2-vCPU hosts move by up to 2x \
-             from run to run.",
-            100.0 * share
+             the throughput of private zones that share nothing, in the same rounds. The ratio \
+             to one thread also depends on the machine: the private zones themselves reached \
+             {}, and one-thread figures on these shared 2-vCPU hosts move by up to 2x from run \
+             to run.",
+            100.0 * share.median,
+            ratio_text(ceiling)
         ));
         goals.note("Goals are reported, never asserted in tests: these machines are shared.");
         vec![t, goals]

@@ -34,8 +34,16 @@ fn main() -> ExitCode {
     }
 }
 
-/// Builds and runs the report binary of the `benches` package in release mode.
+/// Installs what the report needs, then builds and runs the report binary of the `benches`
+/// package in release mode.
 fn report(root: &std::path::Path, args: &[String]) -> ExitCode {
+    match setup::for_report() {
+        Ok(summary) => eprintln!("xtask report: prerequisites: {summary}"),
+        Err(e) => {
+            eprintln!("xtask report: {e}");
+            return ExitCode::FAILURE;
+        }
+    }
     let mut c = cmd::cargo(root);
     c.args([
         "run",

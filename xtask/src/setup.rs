@@ -2,7 +2,9 @@
 //!
 //! Rust targets and components through rustup, QEMU 10 (`qemu-user` and `qemu-system-arm`,
 //! FEAT_MOPS) from bookworm-backports, the aarch64 cross linker and libc, build-essential (libFuzzer needs
-//! g++), and cargo-fuzz. Each failed install stops the run with the command and a hint.
+//! g++), valgrind (the report's instruction counts), and cargo-fuzz. Each failed install stops
+//! the run with the command and a hint. `cargo xtask report` runs the part it needs
+//! ([`for_report`]).
 
 use crate::cmd::{self, TOOLCHAIN, probe};
 use std::path::Path;
@@ -13,11 +15,16 @@ const TARGETS: [&str; 3] = [
     "aarch64-unknown-none",
     "x86_64-unknown-none",
 ];
-const APT_PACKAGES: [&str; 3] = [
+const APT_PACKAGES: [&str; 4] = [
     "gcc-aarch64-linux-gnu",
     "libc6-dev-arm64-cross",
     "build-essential",
+    "valgrind",
 ];
+/// What the report needs beyond the toolchain: callgrind, and binutils' `ld -r` and `objcopy`
+/// to build the compiler-builtins memset peer (the toolchain's `x86_64-unknown-none` target
+/// provides its code).
+const REPORT_APT_PACKAGES: [&str; 2] = ["valgrind", "binutils"];
 const BACKPORTS_LIST: &str = "/etc/apt/sources.list.d/bookworm-backports.list";
 /// QEMU older than this has no FEAT_MOPS (`setp` is SIGILL under bookworm's 7.2).
 const MIN_QEMU_MAJOR: u32 = 10;
@@ -25,13 +32,25 @@ const MIN_QEMU_MAJOR: u32 = 10;
 pub fn run(root: &Path) -> Result<String, String> {
     let mut done = Vec::new();
     rust_toolchains(&mut done)?;
-    apt(&mut done)?;
+    apt(&mut done, true, &APT_PACKAGES)?;
     cargo_fuzz(root, &mut done)?;
-    Ok(if done.is_empty() {
+    Ok(summary(&done))
+}
+
+/// What `cargo xtask report` needs: the toolchain with its targets, valgrind and binutils.
+pub fn for_report() -> Result<String, String> {
+    let mut done = Vec::new();
+    rust_toolchains(&mut done)?;
+    apt(&mut done, false, &REPORT_APT_PACKAGES)?;
+    Ok(summary(&done))
+}
+
+fn summary(done: &[String]) -> String {
+    if done.is_empty() {
         "everything was already installed".into()
     } else {
         format!("installed: {}", done.join(", "))
-    })
+    }
 }
 
 fn rustup(args: &[&str]) -> Command {
@@ -142,15 +161,18 @@ fn dpkg_installed(pkg: &str) -> bool {
         .is_some_and(|s| s.contains("install ok installed"))
 }
 
-fn apt(done: &mut Vec<String>) -> Result<(), String> {
+/// Installs the missing `packages` and, with `qemu`, QEMU 10 from bookworm-backports.
+fn apt(done: &mut Vec<String>, qemu: bool, packages: &[&str]) -> Result<(), String> {
     let qemu_missing: Vec<&str> = QEMU
         .into_iter()
+        .filter(|_| qemu)
         .filter(|(binary, _)| qemu_major(binary).is_none_or(|m| m < MIN_QEMU_MAJOR))
         .map(|(_, package)| package)
         .collect();
     let qemu_ok = qemu_missing.is_empty();
-    let missing: Vec<&str> = APT_PACKAGES
-        .into_iter()
+    let missing: Vec<&str> = packages
+        .iter()
+        .copied()
         .filter(|p| !dpkg_installed(p))
         .collect();
     if qemu_ok && missing.is_empty() {

@@ -33,15 +33,23 @@ pub const MIN_SCRATCH_BYTES: usize = 1 << 20;
 /// Each timed sample repeats its clear until it lasts this many clock steps, and at least
 /// [`MIN_SAMPLE_NS`], so the clock's granularity is under 0.5% of it.
 const SAMPLE_STEPS: u64 = 200;
-/// See [`SAMPLE_STEPS`].
-const MIN_SAMPLE_NS: u64 = 20_000;
+/// See [`SAMPLE_STEPS`]. Two milliseconds: a cache-resident extent is then cleared many
+/// times per sample, as a caller clearing extents one after another does. On an AMD EPYC,
+/// samples of one or two clears of 1-4 MiB ran up to 30% slower with `rep stos` than long
+/// ones (while streaming stores did not change), which put the threshold at 1 MiB instead
+/// of the 16 MiB that longer samples and the report's measurements agree on.
+const MIN_SAMPLE_NS: u64 = 2_000_000;
+/// Streaming must be faster than temporal by more than this (percent) to be chosen: within
+/// it either choice is within 5% of the other, and temporal leaves the data cached.
+const STREAMING_MARGIN_PCT: u64 = 5;
 /// Samples per measurement; the fastest counts (noise only ever adds time).
 const SAMPLES: usize = 2;
-/// The extent sizes: powers of four from 64 KiB to the scratch buffer.
-const SMALLEST_EXTENT: usize = 64 << 10;
+/// The extent sizes: powers of four from 256 KiB (where streaming never wins: it does not
+/// keep the data in the cache) to the scratch buffer.
+const SMALLEST_EXTENT: usize = 256 << 10;
 /// The cache-resident and mid-sized extents the temporal strategy is chosen at.
 const TEMPORAL_EXTENTS: [usize; 2] = [256 << 10, 4 << 20];
-/// At most this many extent sizes (64 KiB to 1 GiB).
+/// At most this many extent sizes (256 KiB to 256 GiB).
 const MAX_EXTENTS: usize = 11;
 
 /// What [`Policy::calibrate`] measured and chose.
@@ -84,9 +92,10 @@ impl Policy {
     ///
     /// The scratch buffer should be pre-faulted (page faults would be timed) and, for the
     /// threshold to be found, larger than the last-level cache: the threshold is searched
-    /// among extent sizes up to the buffer's size. Time taken grows with it: with 64 MiB, a
-    /// few tens of milliseconds at 10-20 GB/s; with 8 MiB, a few milliseconds (the report
-    /// prints how long it took).
+    /// among extent sizes from 256 KiB up to the buffer's size, by powers of four. Each
+    /// extent is timed cache-warm over at least 2 ms, fastest of two samples, so calibration
+    /// takes about 100 ms with 64 MiB on an AMD EPYC (the report prints how long it took
+    /// here); shorter samples were faster to take but picked a wrong threshold.
     pub fn calibrate(scratch: &mut [u8], clock: &mut impl Clock) -> Calibration {
         let detected = Policy::detect();
         let start = clock.now_ns();
@@ -125,7 +134,8 @@ impl Policy {
             clock,
             min_sample_ns: (resolution * SAMPLE_STEPS).max(MIN_SAMPLE_NS),
         };
-        // Fault in and warm the buffer once so the first candidate is not charged for it.
+        // Zero the buffer once (every measurement below then writes zeros over zeros, and
+        // the first one is not charged for faults the caller left).
         let _ = detected.temporal().clear(&mut buf[..largest]);
 
         let temporal = fastest(
@@ -197,9 +207,14 @@ struct Timer<'c, C: Clock> {
 }
 
 impl<C: Clock> Timer<'_, C> {
-    /// Nanoseconds per GiB cleared with `s` over `buf`: the fastest of [`SAMPLES`] samples,
-    /// each repeating the clear until it lasts the minimum sample time.
+    /// Nanoseconds per GiB cleared with `s` over `buf`: one untimed clear first (so an
+    /// extent that fits a cache is measured cache-resident, as it is when cleared again and
+    /// again), then the fastest of [`SAMPLES`] samples, each repeating the clear until it
+    /// lasts the minimum sample time.
     fn ns_per_gib(&mut self, s: Strategy, buf: &mut [u8]) -> u64 {
+        if s.clear(buf).is_err() {
+            return u64::MAX;
+        }
         let mut best = u64::MAX;
         for _ in 0..SAMPLES {
             let t0 = self.clock.now_ns();
@@ -237,14 +252,17 @@ fn fastest(
     best.map(|(s, _)| s)
 }
 
-/// The smallest extent from which streaming costs less than temporal at it and at every
-/// larger extent measured (`costs[i]` = (temporal, streaming) at `extents[i]`, ascending).
+/// The smallest extent from which streaming costs less than temporal, by more than
+/// [`STREAMING_MARGIN_PCT`], at it and at every larger extent measured (`costs[i]` =
+/// (temporal, streaming) at `extents[i]`, ascending).
 /// When streaming does not win at the largest extent, the larger of `detected` and twice the
 /// largest extent.
 fn streaming_threshold(extents: &[usize], costs: &[(u64, u64)], detected: usize) -> usize {
     let mut threshold = None;
     for (&n, &(temporal, streaming)) in extents.iter().zip(costs).rev() {
-        if streaming < temporal {
+        if u128::from(streaming) * u128::from(100 + STREAMING_MARGIN_PCT)
+            < u128::from(temporal) * 100
+        {
             threshold = Some(n);
         } else {
             break;
@@ -266,6 +284,11 @@ mod tests {
         // Streaming wins at 4 by noise, loses at 16, wins from 64: threshold 64.
         assert_eq!(
             streaming_threshold(&extents, &[(1, 2), (2, 1), (1, 2), (2, 1)], 1000),
+            64
+        );
+        // Faster by 5% or less is not enough.
+        assert_eq!(
+            streaming_threshold(&extents, &[(2, 1), (2, 1), (105, 100), (2, 1)], 1000),
             64
         );
         assert_eq!(
