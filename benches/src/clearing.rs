@@ -15,8 +15,8 @@ use crate::{Cell, Plot, Section, SectionContext, Table};
 use std::num::NonZeroUsize;
 use std::time::{Duration, Instant};
 use zero_core::{
-    Calibration, ClearConfig, CountingResched, PageSize, Policy, PreemptModel, Resched,
-    Strategy, clear_contig_pages, folio_zero_user, reference,
+    Calibration, ClearConfig, CountingResched, PageSize, Policy, PreemptModel, Resched, Strategy,
+    clear_contig_pages, folio_zero_user, reference,
 };
 
 /// The clearing section.
@@ -274,7 +274,11 @@ fn seed_table(ctx: &SectionContext, p: &Plan, buf: &mut [u8]) -> SeedTable {
         strategy.name(),
         thread::FOLIO_ZERO_USER,
     ));
-    t.plot = Some(Plot::new("folio size", "GB/s (median, 95% interval)", vec![1, 2, 5]));
+    t.plot = Some(Plot::new(
+        "folio size",
+        "GB/s (median, 95% interval)",
+        vec![1, 2, 5],
+    ));
     SeedTable {
         table: t,
         whole_ratio_1g,
@@ -334,7 +338,11 @@ fn genoa_sweep(ctx: &SectionContext, p: &Plan, buf: &mut [u8]) -> Table {
         temporal().name(),
         thread::FOLIO_ZERO_USER,
     ));
-    t.plot = Some(Plot::new("batch size", "GB/s (median, 95% interval)", vec![1, 3]));
+    t.plot = Some(Plot::new(
+        "batch size",
+        "GB/s (median, 95% interval)",
+        vec![1, 3],
+    ));
     t
 }
 
@@ -502,10 +510,7 @@ fn strategies(
             m.calibrated.speedup_over(best_s),
         );
         policy_vs_best.push((size, d, c));
-        let mut row = vec![
-            Cell::text(size_name(size)),
-            gb_cell(&m.write_bytes, volume),
-        ];
+        let mut row = vec![Cell::text(size_name(size)), gb_cell(&m.write_bytes, volume)];
         row.extend(m.strategies.iter().map(|s| gb_cell(s, volume)));
         row.extend([
             gb_cell(&m.detected, volume),
@@ -634,8 +639,12 @@ fn versus_memset(all: &[SizeSamples], available: &[Strategy], peak: f64) -> Tabl
         thread::MOVNTI_1G
     ));
     vs.plot = Some(
-        Plot::new("strategy", "ratio to write_bytes (median, 95% interval)", vec![1, 2])
-            .ratios(),
+        Plot::new(
+            "strategy",
+            "ratio to write_bytes (median, 95% interval)",
+            vec![1, 2],
+        )
+        .ratios(),
     );
     vs
 }
@@ -705,9 +714,7 @@ fn threshold_table(
             size_name(calibrated.streaming_threshold())
         },
     ));
-    th.plot = Some(
-        Plot::new("extent size", "GB/s (median)", vec![1, 2]).log(),
-    );
+    th.plot = Some(Plot::new("extent size", "GB/s (median)", vec![1, 2]).log());
     (th, streaming_vs_memset)
 }
 
@@ -755,9 +762,7 @@ fn latency(ctx: &SectionContext, _p: &Plan, buf: &mut [u8]) -> Table {
          chosen for ~3 ms at 10 GB/s.",
         temporal().name(),
     ));
-    t.plot = Some(
-        Plot::new("batch size", "batch time (µs)", vec![2, 3]).log(),
-    );
+    t.plot = Some(Plot::new("batch size", "batch time (µs)", vec![2, 3]).log());
     t
 }
 
@@ -769,7 +774,10 @@ fn goals(seed: &SeedTable, s: &StrategyGoals) -> Table {
     );
     let detected = |v: &(usize, Estimate, Estimate)| (v.0, v.1);
     let calibrated = |v: &(usize, Estimate, Estimate)| (v.0, v.2);
-    for (name, pick) in [("detected", &detected as &dyn Fn(&_) -> _), ("calibrated", &calibrated)] {
+    for (name, pick) in [
+        ("detected", &detected as &dyn Fn(&_) -> _),
+        ("calibrated", &calibrated),
+    ] {
         let per_size: Vec<(usize, Estimate)> = s.policy_vs_best.iter().map(pick).collect();
         let verdict = per_size
             .iter()

@@ -196,11 +196,7 @@ impl Section for ContigFree {
                 order9.per_page_ns,
                 order9.batched_ns,
                 match &order9.instructions {
-                    Ok((pp, b)) => format!(
-                        "; {:.1} and {:.1} instructions",
-                        pp / 512.0,
-                        b / 512.0
-                    ),
+                    Ok((pp, b)) => format!("; {:.1} and {:.1} instructions", pp / 512.0, b / 512.0),
                     Err(_) => String::new(),
                 }
             ));
@@ -289,10 +285,7 @@ fn seed_table(ctx: &SectionContext, iterations: u32, budget: Budget) -> (Table, 
             let instructions = count::per_op(Counted::ContigFreePerPage)
                 .and_then(|pp| Ok((pp, count::per_op(Counted::ContigFreeBatched)?)));
             instruction_cells = match &instructions {
-                Ok((pp, b)) => [
-                    Cell::text(format!("{pp:.0} / {b:.0}")),
-                    Cell::ratio(pp / b),
-                ],
+                Ok((pp, b)) => [Cell::text(format!("{pp:.0} / {b:.0}")), Cell::ratio(pp / b)],
                 Err(e) => [Cell::text(format!("not counted: {e}")), Cell::text("-")],
             };
             if let Ok((pp, b)) = instructions {
@@ -342,7 +335,14 @@ fn seed_table(ctx: &SectionContext, iterations: u32, budget: Budget) -> (Table, 
         ZONE_FRAMES >> 10,
         thread::FREE_CONTIG_RANGE,
     ));
-    t.plot = Some(Plot::new("workload", "ms per sample (median, 95% interval)", vec![1, 2]).log());
+    t.plot = Some(
+        Plot::new(
+            "workload",
+            "ms per sample (median, 95% interval)",
+            vec![1, 2],
+        )
+        .log(),
+    );
     (t, order9)
 }
 
@@ -491,7 +491,12 @@ fn peer_table(
         ZONE_FRAMES >> 10
     ));
     t.plot = Some(
-        Plot::new("workload", "ns per operation (median, 95% interval)", vec![1, 2]).log(),
+        Plot::new(
+            "workload",
+            "ns per operation (median, 95% interval)",
+            vec![1, 2],
+        )
+        .log(),
     );
     (t, slower)
 }

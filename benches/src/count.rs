@@ -12,6 +12,7 @@ use crate::young::{Scenario, Touch};
 use pte_batch::format::Arm64;
 use pte_batch::{FpbFlags, PteFormat, X86_64};
 use std::process::{Command, ExitCode};
+use std::sync::Mutex;
 
 /// The workloads that can be counted.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -136,11 +137,25 @@ pub fn main(args: &[String]) -> ExitCode {
     }
 }
 
-/// Instructions per operation of `w`, counted by callgrind.
+/// Instructions per operation of `w`, counted by callgrind once per process (the count is
+/// the same every time: `--repeat` reuses it).
 ///
 /// # Errors
 /// Why no count came back: valgrind missing or failing, or no count in its output.
 pub fn per_op(w: Workload) -> Result<f64, String> {
+    static COUNTS: Mutex<Vec<(Workload, Result<f64, String>)>> = Mutex::new(Vec::new());
+    let mut counts = COUNTS
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    if let Some((_, r)) = counts.iter().find(|(k, _)| *k == w) {
+        return r.clone();
+    }
+    let r = count_per_op(w);
+    counts.push((w, r.clone()));
+    r
+}
+
+fn count_per_op(w: Workload) -> Result<f64, String> {
     let n = w.ops();
     let one = collected(w, n)?;
     let two = collected(w, 2 * n)?;
@@ -167,7 +182,11 @@ fn collected(w: Workload, n: u32) -> Result<u64, String> {
     let stderr = String::from_utf8_lossy(&out.stderr);
     if !out.status.success() {
         let tail: Vec<&str> = stderr.lines().rev().take(5).collect();
-        return Err(format!("valgrind failed ({}): {}", out.status, tail.join(" | ")));
+        return Err(format!(
+            "valgrind failed ({}): {}",
+            out.status,
+            tail.join(" | ")
+        ));
     }
     // "==123== Collected : 4567890"
     stderr
@@ -177,5 +196,10 @@ fn collected(w: Workload, n: u32) -> Result<u64, String> {
             v.trim().parse::<u64>().ok()
         })
         .filter(|&c| c > 0)
-        .ok_or_else(|| format!("no instruction count in callgrind's output for {}", w.name()))
+        .ok_or_else(|| {
+            format!(
+                "no instruction count in callgrind's output for {}",
+                w.name()
+            )
+        })
 }

@@ -5,8 +5,8 @@
 //! memory helpers every section shares.
 
 pub mod clearing;
-pub mod count;
 pub mod contig_free;
+pub mod count;
 pub mod machine;
 pub mod measure;
 pub mod prefault;

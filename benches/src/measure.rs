@@ -108,9 +108,7 @@ impl Budget {
     pub fn run(&self, mut round: impl FnMut(usize)) -> usize {
         let start = Instant::now();
         let mut n = 0;
-        while n < self.max_rounds.max(1)
-            && (n < self.min_rounds || start.elapsed() < self.time)
-        {
+        while n < self.max_rounds.max(1) && (n < self.min_rounds || start.elapsed() < self.time) {
             round(n);
             n += 1;
         }
@@ -144,8 +142,7 @@ pub fn allowed_cpus() -> Vec<usize> {
             // CPU_ISSET reads inside it.
             unsafe {
                 let mut set: libc::cpu_set_t = std::mem::zeroed();
-                if libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut set)
-                    != 0
+                if libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut set) != 0
                 {
                     return vec![0];
                 }
@@ -500,7 +497,10 @@ mod tests {
         assert_eq!(e(0.8, 0.9).judge(0.95, true), Verdict::NotMet);
         assert_eq!(e(0.9, 1.0).judge(0.95, true), Verdict::Inconclusive);
         assert_eq!(e(1.0, 1.1).judge(1.2, false), Verdict::Met);
-        assert_eq!(Verdict::Met.and(Verdict::Inconclusive), Verdict::Inconclusive);
+        assert_eq!(
+            Verdict::Met.and(Verdict::Inconclusive),
+            Verdict::Inconclusive
+        );
         assert_eq!(Verdict::Inconclusive.and(Verdict::NotMet), Verdict::NotMet);
     }
 

@@ -15,7 +15,9 @@ use crate::measure::{
 use crate::{Cell, Plot, Section, SectionContext, Table};
 use std::num::NonZeroUsize;
 use std::time::{Duration, Instant};
-use zero_core::{ClearConfig, NoResched, PageSize, ParallelClear, PreemptModel, clear_contig_pages};
+use zero_core::{
+    ClearConfig, NoResched, PageSize, ParallelClear, PreemptModel, clear_contig_pages,
+};
 
 /// The section.
 pub struct Prefault;
@@ -64,7 +66,12 @@ impl Fresh {
                 libc::MADV_POPULATE_WRITE,
             )
         };
-        assert_eq!(r, 0, "MADV_POPULATE_WRITE failed: {}", std::io::Error::last_os_error());
+        assert_eq!(
+            r,
+            0,
+            "MADV_POPULATE_WRITE failed: {}",
+            std::io::Error::last_os_error()
+        );
     }
 }
 
@@ -173,7 +180,10 @@ impl Section for Prefault {
         let cpus = allowed_cpus();
         let n = cpus.len();
         let one = &cpus[cpus.len() - 1..];
-        ctx.step(format!("zeroing {}: six paths interleaved", size_name(bytes)));
+        ctx.step(format!(
+            "zeroing {}: six paths interleaved",
+            size_name(bytes)
+        ));
         let mut paths: Vec<(String, Path)> = vec![
             (
                 "Linux MADV_POPULATE_WRITE (THP), 1 thread".into(),
@@ -240,7 +250,9 @@ impl Section for Prefault {
         let single = &samples[samples.len() - 2];
         if let Some(all_populate) = by_name(&format!("Linux MADV_POPULATE_WRITE (THP), {n}")) {
             ctx.headline(
-                format!("zeroing 1 GiB on {n} threads: zero-core ParallelClear over Linux populate"),
+                format!(
+                    "zeroing 1 GiB on {n} threads: zero-core ParallelClear over Linux populate"
+                ),
                 parallel.speedup_over(all_populate),
             );
         }
@@ -273,8 +285,12 @@ impl Section for Prefault {
             t.note(format!("compiler-builtins memset not measured: {why}."));
         }
         t.plot = Some(
-            Plot::new("path", "ratio to Linux populate, 1 thread (median, 95% interval)", vec![2])
-                .ratios(),
+            Plot::new(
+                "path",
+                "ratio to Linux populate, 1 thread (median, 95% interval)",
+                vec![2],
+            )
+            .ratios(),
         );
         vec![t]
     }

@@ -191,6 +191,8 @@ pub struct Plot {
     pub log_y: bool,
     /// The values are ratios: draw the 1.0 line.
     pub ratio: bool,
+    /// The columns whose text, joined by ", ", labels each group (the first by default).
+    pub label_columns: Vec<usize>,
 }
 
 impl Plot {
@@ -203,7 +205,26 @@ impl Plot {
             series,
             log_y: false,
             ratio: false,
+            label_columns: vec![0],
         }
+    }
+
+    /// Groups labelled by these columns' text, joined by ", ".
+    #[must_use]
+    pub fn labelled_by(self, label_columns: Vec<usize>) -> Self {
+        Self {
+            label_columns,
+            ..self
+        }
+    }
+
+    /// The label of `row`'s group.
+    fn label(&self, row: &[Cell]) -> String {
+        self.label_columns
+            .iter()
+            .filter_map(|&c| row.get(c).map(Cell::as_text))
+            .collect::<Vec<_>>()
+            .join(", ")
     }
 
     /// With a logarithmic y axis.
@@ -299,7 +320,8 @@ impl Table {
     }
 }
 
-const PALETTE: [plotters::style::RGBColor; 8] = [
+/// Series colours: twelve, so no two series of one plot share a colour.
+const PALETTE: [plotters::style::RGBColor; 12] = [
     plotters::style::RGBColor(31, 119, 180),
     plotters::style::RGBColor(255, 127, 14),
     plotters::style::RGBColor(44, 160, 44),
@@ -308,6 +330,10 @@ const PALETTE: [plotters::style::RGBColor; 8] = [
     plotters::style::RGBColor(140, 86, 75),
     plotters::style::RGBColor(227, 119, 194),
     plotters::style::RGBColor(127, 127, 127),
+    plotters::style::RGBColor(188, 189, 34),
+    plotters::style::RGBColor(23, 190, 207),
+    plotters::style::RGBColor(0, 0, 128),
+    plotters::style::RGBColor(128, 64, 0),
 ];
 
 type DrawResult = Result<(), Box<dyn std::error::Error>>;
@@ -334,7 +360,7 @@ fn layout(t: &Table, plot: &Plot) -> Layout {
     let longest = t
         .rows
         .iter()
-        .map(|r| r[0].as_text().chars().count())
+        .map(|r| plot.label(r).chars().count())
         .max()
         .unwrap_or(0);
     let label_px = longest * CHAR_PX + 12;
@@ -344,7 +370,7 @@ fn layout(t: &Table, plot: &Plot) -> Layout {
     let group_px = (width - 110) / groups;
     let rotate_labels = label_px > group_px;
     let x_label_area = if rotate_labels {
-        u32::try_from(label_px + 30).unwrap_or(300).min(300)
+        u32::try_from(label_px + 30).unwrap_or(560).min(560)
     } else {
         50
     };
@@ -392,7 +418,11 @@ fn draw_bars(t: &Table, plot: &Plot, path: &Path) -> DrawResult {
         .rows
         .iter()
         .flat_map(|r| plot.series.iter().filter_map(|&c| r.get(c)))
-        .flat_map(|c| c.value().into_iter().chain(c.interval().into_iter().flatten()))
+        .flat_map(|c| {
+            c.value()
+                .into_iter()
+                .chain(c.interval().into_iter().flatten())
+        })
         .collect();
     if plot.ratio {
         values.push(1.0);
@@ -416,18 +446,46 @@ fn draw_bars(t: &Table, plot: &Plot, path: &Path) -> DrawResult {
             min_pos / 2.0
         };
         let mut chart = builder.build_cartesian_2d(0.0..groups as f64, (floor..max).log_scale())?;
-        fill(&mut chart, t, plot, &l, floor)?;
+        let anchors = fill(&mut chart, t, plot, &l, floor)?;
+        turned_labels(&upper, t, plot, &anchors)?;
     } else {
         let mut chart = builder.build_cartesian_2d(0.0..groups as f64, 0.0..max)?;
-        fill(&mut chart, t, plot, &l, 0.0)?;
+        let anchors = fill(&mut chart, t, plot, &l, 0.0)?;
+        turned_labels(&upper, t, plot, &anchors)?;
     }
     legend(&lower, t, plot, &l)?;
     root.present()?;
     Ok(())
 }
 
+/// Category labels too long to sit side by side, turned 90 degrees and hung from the x axis
+/// at `anchors` (pixel positions under each group).
+fn turned_labels(
+    area: &plotters::drawing::DrawingArea<
+        plotters::prelude::SVGBackend<'_>,
+        plotters::coord::Shift,
+    >,
+    t: &Table,
+    plot: &Plot,
+    anchors: &[(i32, i32)],
+) -> DrawResult {
+    use plotters::prelude::*;
+    use plotters::style::text_anchor::{HPos, Pos, VPos};
+    let style = TextStyle::from(
+        ("sans-serif", 12)
+            .into_font()
+            .transform(FontTransform::Rotate90),
+    )
+    .pos(Pos::new(HPos::Left, VPos::Center));
+    for (row, &(x, y)) in t.rows.iter().zip(anchors) {
+        area.draw(&Text::new(plot.label(row), (x, y + 8), style.clone()))?;
+    }
+    Ok(())
+}
+
 /// Draws the mesh with both axis titles, one group of bars per row (bars start at `y0`), the
-/// error bars and the 1.0 line of ratio plots.
+/// error bars and the 1.0 line of ratio plots. Returns, when the category labels are to be
+/// turned, the pixel under each group where its label hangs (else none: the mesh drew them).
 fn fill<'a, Y>(
     chart: &mut plotters::chart::ChartContext<
         'a,
@@ -438,14 +496,13 @@ fn fill<'a, Y>(
     plot: &Plot,
     l: &Layout,
     y0: f64,
-) -> DrawResult
+) -> Result<Vec<(i32, i32)>, Box<dyn std::error::Error>>
 where
     Y: plotters::coord::ranged1d::Ranged<ValueType = f64>
         + plotters::coord::ranged1d::ValueFormatter<f64>,
 {
     use plotters::prelude::*;
-    use plotters::style::text_anchor::{HPos, Pos, VPos};
-    let labels: Vec<String> = t.rows.iter().map(|r| r[0].as_text().to_string()).collect();
+    let labels: Vec<String> = t.rows.iter().map(|r| plot.label(r)).collect();
     let x_fmt = |x: &f64| {
         let i = x.floor();
         if (x - i - 0.5).abs() < 1e-6 && i >= 0.0 {
@@ -454,12 +511,6 @@ where
             String::new()
         }
     };
-    let label_style = if l.rotate_labels {
-        TextStyle::from(("sans-serif", 12).into_font().transform(FontTransform::Rotate90))
-            .pos(Pos::new(HPos::Left, VPos::Center))
-    } else {
-        TextStyle::from(("sans-serif", 12).into_font())
-    };
     let y_desc = if plot.log_y {
         format!("{} (log scale)", plot.y_label)
     } else {
@@ -467,9 +518,12 @@ where
     };
     chart
         .configure_mesh()
-        .x_labels(labels.len() * 2 + 1)
+        .x_labels(if l.rotate_labels {
+            0
+        } else {
+            labels.len() * 2 + 1
+        })
         .x_label_formatter(&x_fmt)
-        .x_label_style(label_style)
         .disable_x_mesh()
         .x_desc(plot.x_label.as_str())
         .y_desc(y_desc)
@@ -479,12 +533,17 @@ where
         let color = PALETTE[k % PALETTE.len()];
         let cells = t.rows.iter().enumerate().filter_map(|(g, row)| {
             let cell = row.get(col)?;
-            Some((g as f64 + 0.1 + k as f64 * w, cell.value()?, cell.interval()))
+            Some((
+                g as f64 + 0.1 + k as f64 * w,
+                cell.value()?,
+                cell.interval(),
+            ))
         });
         let bars: Vec<_> = cells.collect();
-        chart.draw_series(bars.iter().map(|&(x0, v, _)| {
-            Rectangle::new([(x0, y0), (x0 + w * 0.9, v)], color.filled())
-        }))?;
+        chart
+            .draw_series(bars.iter().map(|&(x0, v, _)| {
+                Rectangle::new([(x0, y0), (x0 + w * 0.9, v)], color.filled())
+            }))?;
         // Error bars: the 95% interval, with caps.
         chart.draw_series(bars.iter().filter_map(|&(x0, _, ci)| {
             let [lo, hi] = ci?;
@@ -508,7 +567,13 @@ where
             BLACK.stroke_width(2),
         )))?;
     }
-    Ok(())
+    Ok(if l.rotate_labels {
+        (0..t.rows.len())
+            .map(|g| chart.backend_coord(&(g as f64 + 0.5, y0)))
+            .collect()
+    } else {
+        Vec::new()
+    })
 }
 
 /// The legend, in its own strip under the chart so that it covers no data.
@@ -540,7 +605,11 @@ fn legend(
             } else {
                 area.draw(&Rectangle::new([(x, y), (x + 14, y + 14)], color.filled()))?;
             }
-            area.draw(&Text::new(name.to_string(), (x + 20, y), ("sans-serif", 12)))?;
+            area.draw(&Text::new(
+                name.to_string(),
+                (x + 20, y),
+                ("sans-serif", 12),
+            ))?;
             x += i32::try_from(name.chars().count() * CHAR_PX + 40).unwrap_or(200);
         }
     }
@@ -605,7 +674,9 @@ impl Report {
         );
         s.push_str(READING);
         if self.quick {
-            s.push_str("\n**--quick**: small workloads and few samples; do not quote these figures.\n");
+            s.push_str(
+                "\n**--quick**: small workloads and few samples; do not quote these figures.\n",
+            );
         }
         s.push_str(&self.headline_table().markdown(false));
         for (name, tables) in &self.sections {
@@ -618,6 +689,40 @@ impl Report {
         s
     }
 
+    /// The largest difference, in percent, between a later run's median of the headline
+    /// `name` and the first run's; NaN when a run lacks it.
+    #[must_use]
+    pub fn repeat_difference(&self, name: &str) -> f64 {
+        let median = |run: &Vec<Headline>| {
+            run.iter()
+                .find(|h| h.name == name)
+                .map_or(f64::NAN, |h| h.ratio.median)
+        };
+        let Some(first) = self.runs.first().map(median) else {
+            return f64::NAN;
+        };
+        self.runs[1..]
+            .iter()
+            .map(|r| (median(r) / first - 1.0).abs() * 100.0)
+            .fold(
+                0.0,
+                |worst, d| if d.is_nan() { f64::NAN } else { worst.max(d) },
+            )
+    }
+
+    /// The headlines whose figure moved by [`REPEAT_TOLERANCE_PCT`] or more between runs,
+    /// with the difference.
+    #[must_use]
+    pub fn unstable_headlines(&self) -> Vec<(String, f64)> {
+        self.runs
+            .last()
+            .into_iter()
+            .flatten()
+            .map(|h| (h.name.clone(), self.repeat_difference(&h.name)))
+            .filter(|(_, d)| d.is_nan() || *d >= REPEAT_TOLERANCE_PCT)
+            .collect()
+    }
+
     /// The headline ratios of the last run and, with several runs, how far each run's figure
     /// is from the first run's.
     #[must_use]
@@ -628,6 +733,7 @@ impl Report {
             columns.extend((1..=repeats).map(|r| format!("run {r}")));
             columns.push("largest difference to run 1".into());
             columns.push(format!("within {REPEAT_TOLERANCE_PCT:.0}%"));
+            columns.push("why not".into());
         } else {
             columns.push("median [95% interval]".into());
         }
@@ -636,27 +742,27 @@ impl Report {
         let Some(last) = self.runs.last() else {
             return t;
         };
-        for (i, h) in last.iter().enumerate() {
+        for h in last {
             let mut row = vec![Cell::text(&h.name)];
             if repeats > 1 {
                 let figures: Vec<Option<Estimate>> = self
                     .runs
                     .iter()
-                    .map(|r| r.get(i).filter(|o| o.name == h.name).map(|o| o.ratio))
+                    .map(|r| r.iter().find(|o| o.name == h.name).map(|o| o.ratio))
                     .collect();
-                row.extend(figures.iter().map(|f| {
-                    f.map_or_else(|| Cell::text("-"), |e| Cell::text(ratio_text(e)))
-                }));
-                let first = figures[0].map(|e| e.median);
-                let diff = figures[1..]
-                    .iter()
-                    .filter_map(|f| Some((f.as_ref()?.median / first? - 1.0).abs() * 100.0))
-                    .fold(f64::NAN, f64::max);
+                row.extend(
+                    figures
+                        .iter()
+                        .map(|f| f.map_or_else(|| Cell::text("-"), |e| Cell::text(ratio_text(e)))),
+                );
+                let diff = self.repeat_difference(&h.name);
                 row.push(Cell::num(diff, 1, "%"));
-                row.push(Cell::text(if diff < REPEAT_TOLERANCE_PCT {
-                    "yes"
+                let stable = diff < REPEAT_TOLERANCE_PCT;
+                row.push(Cell::text(if stable { "yes" } else { "NO" }));
+                row.push(Cell::text(if stable {
+                    String::new()
                 } else {
-                    "NO"
+                    why_unstable(&figures)
                 }));
             } else {
                 row.push(Cell::text(ratio_text(h.ratio)));
@@ -677,6 +783,30 @@ impl Report {
             ));
         }
         t
+    }
+}
+
+/// Why a headline ratio moved between runs, from its intervals: overlapping intervals mean the
+/// figure's own noise is as wide as the difference; disjoint ones that the machine changed
+/// between the runs.
+fn why_unstable(figures: &[Option<Estimate>]) -> String {
+    let known: Vec<Estimate> = figures.iter().flatten().copied().collect();
+    if known.len() < figures.len() {
+        return "missing from a run (see that run's section output)".into();
+    }
+    if known.iter().all(|e| e.lo == e.hi) {
+        return "an exact count that changed: the measured binary or its input changed".into();
+    }
+    let overlap = known.iter().map(|e| e.lo).fold(f64::MIN, f64::max)
+        <= known.iter().map(|e| e.hi).fold(f64::MAX, f64::min);
+    if overlap {
+        "the runs' 95% intervals overlap: the difference is within this figure's own noise \
+         (a wide interval: see the section's note)"
+            .into()
+    } else {
+        "the runs' 95% intervals do not overlap: the machine changed between the runs (a \
+         shared host: other tenants' memory bandwidth and CPU time)"
+            .into()
     }
 }
 

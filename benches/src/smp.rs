@@ -8,9 +8,7 @@
 //! start to the last finish. A control gives each thread a private zone: the machine's own
 //! ceiling for the shared allocators.
 
-use crate::measure::{
-    Budget, Estimate, Samples, allowed_cpus, pin_current_thread, round_order,
-};
+use crate::measure::{Budget, Estimate, Samples, allowed_cpus, pin_current_thread, round_order};
 use crate::report::ratio_text;
 use crate::{Cell, Plot, Section, SectionContext, Table};
 use buddy_sim::{BoxedZone, Order, Pfn, ZoneConfig};
@@ -123,13 +121,10 @@ enum Kind {
 
 /// Every [`Kind`], in its order, with its name in the table.
 const KINDS: [(Kind, &str); 4] = [
-    (Kind::PerCpu, "buddy-sim (per-CPU lists)"),
+    (Kind::PerCpu, "buddy-sim, per-CPU lists"),
     (Kind::OneLock, "buddy-sim behind one spin::Mutex"),
-    (Kind::Peer, "buddy_system_allocator LockedFrameAllocator"),
-    (
-        Kind::Private,
-        "control: one private buddy-sim zone per thread (nothing shared)",
-    ),
+    (Kind::Peer, "buddy_system_allocator, locked"),
+    (Kind::Private, "control: a private zone per thread"),
 ];
 
 fn build(kind: Kind, threads: usize) -> Box<dyn Shared> {
@@ -188,7 +183,7 @@ const WORKLOADS: [Workload; 3] = [
         round: |a, cpu| alloc_free_round(a, cpu, 3),
     },
     Workload {
-        name: "seed-003 loop (alloc order 9, split, free the run)",
+        name: "free_contig_range() loop",
         unit: "M iterations/s",
         goal: false,
         ops_per_round: 1,
@@ -339,7 +334,7 @@ impl Section for SmpScaling {
              allocators taking turns. Each thread is pinned to its own core ({cores} here; past \
              that, round robin; the first core changes round by round) and, for buddy-sim, uses \
              its own CPU number. Scaling is the median over rounds of the round's ratio. Alloc/free pairs: each thread allocates {HELD} blocks and frees them newest \
-             first, again and again. Seed-003 loop: alloc order 9, split_page, \
+             first, again and again. free_contig_range() loop: alloc order 9, split_page, \
              free_contig_range (buddy_system_allocator, which has no split pages, allocates and \
              frees 512 frames as one block). Zones of {} Ki frames, MAX_ORDER 10. \
              \"scaling\" divides the highest thread count's throughput by one thread's. The \
@@ -350,11 +345,12 @@ impl Section for SmpScaling {
         ));
         t.plot = Some(
             Plot::new(
-                "workload and allocator",
+                "allocator, workload",
                 "million operations per second (median, 95% interval)",
                 (2..2 + counts.len()).collect(),
             )
-            .log(),
+            .log()
+            .labelled_by(vec![1, 0]),
         );
         let mut goals = Table::new(
             "smp-goals",

@@ -411,10 +411,7 @@ fn main_table(rows: &[Row]) -> Table {
     for r in rows {
         let (pe, b) = (&r.compared.per_entry, &r.compared.batched);
         let (instructions, ratio) = match &r.instructions {
-            Some(Ok((pe, b))) => (
-                Cell::text(format!("{pe:.0} / {b:.0}")),
-                Cell::ratio(pe / b),
-            ),
+            Some(Ok((pe, b))) => (Cell::text(format!("{pe:.0} / {b:.0}")), Cell::ratio(pe / b)),
             Some(Err(e)) => (Cell::text(format!("not counted: {e}")), Cell::text("-")),
             None => (Cell::text("-"), Cell::text("-")),
         };

@@ -101,7 +101,11 @@ fn main() -> ExitCode {
     println!("{}", report.headline_table().markdown(false));
     let result = write(&report, &out);
     if repeat > 1 {
-        let unstable = unstable_headlines(&report);
+        let unstable: Vec<String> = report
+            .unstable_headlines()
+            .into_iter()
+            .map(|(name, d)| format!("{name} ({d:.1}%)"))
+            .collect();
         if unstable.is_empty() {
             println!(
                 "every headline ratio reproduced within {REPEAT_TOLERANCE_PCT:.0}% over {repeat} runs"
@@ -123,26 +127,6 @@ fn main() -> ExitCode {
             ExitCode::FAILURE
         }
     }
-}
-
-/// The headlines whose figure in some run differs from the first run's by the tolerance or
-/// more.
-fn unstable_headlines(report: &Report) -> Vec<String> {
-    let Some(first) = report.runs.first() else {
-        return Vec::new();
-    };
-    first
-        .iter()
-        .enumerate()
-        .filter_map(|(i, h)| {
-            let worst = report.runs[1..]
-                .iter()
-                .filter_map(|r| r.get(i))
-                .map(|o| (o.ratio.median / h.ratio.median - 1.0).abs() * 100.0)
-                .fold(0.0f64, f64::max);
-            (!(worst < REPEAT_TOLERANCE_PCT)).then(|| format!("{} ({worst:.1}%)", h.name))
-        })
-        .collect()
 }
 
 /// `git rev-parse HEAD`, with "+ uncommitted changes" when tracked files differ from it.
