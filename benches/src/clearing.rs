@@ -48,7 +48,7 @@ struct Plan {
 }
 
 impl Plan {
-    /// The budget of one cell whose round takes about `round_s` seconds.
+    /// The budget of one cell: about `seconds` of rounds (see [`Budget::cell`]).
     fn budget(&self, seconds: f64) -> Budget {
         Budget::cell(self.quick, seconds)
     }
@@ -268,7 +268,7 @@ fn seed_table(ctx: &SectionContext, p: &Plan, buf: &mut [u8]) -> SeedTable {
         "All three columns clear with `{}` (the temporal strategy the policy picks here) so \
          that only batching differs: page-at-a-time is `reference::clear_pages_one_by_one` (one \
          4 KiB call and one cond_resched per page); the others are `folio_zero_user` with the \
-         fault at page 0. The three paths are measured round-robin. Published in {} (AMD \
+         fault at page 0. The three paths run once per round, in a shuffled order. Published in {} (AMD \
          Milan): 2 MiB 12.92 -> 17.03 GB/s (+31.8%); 1 GiB 17.14 -> 18.04 (+5.2%, 8 MiB batch) \
          and 17.26 -> 42.17 (+144.3%, whole extent).",
         strategy.name(),
@@ -541,7 +541,7 @@ fn strategies(
          `Policy::detect()`, temporal `{}`, streaming `{}` from {}. Calibrated policy: \
          `Policy::calibrate()` (table above), temporal `{}`, streaming `{}` from {}. Ratios \
          divide a policy by the strategy with the best median at that size, round by round. \
-         All candidates of a row are measured round-robin. Extents smaller than {} are \
+         All candidates of a row run once per round, in a shuffled order. Extents smaller than {} are \
          cleared repeatedly (same buffer, so they stay cache-resident) until each sample \
          clears {}. Peak store bandwidth (best median at >= 256 MiB): {peak:.1} GB/s.",
         detected.temporal().name(),

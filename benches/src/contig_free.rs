@@ -486,7 +486,7 @@ fn peer_table(
          contract), which `dealloc(512)` never does: the first row compares different work, \
          the second the same work. \
          ns per iteration (per allocation + free for the throughput rows), median ± the \
-         half-width of its 95% interval, the two allocators measured round-robin; the speedup \
+         half-width of its 95% interval, the two allocators once per round in a shuffled order; the speedup \
          is the median per-round ratio.",
         ZONE_FRAMES >> 10
     ));

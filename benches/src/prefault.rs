@@ -225,47 +225,60 @@ impl Section for Prefault {
         let samples = measure(&mut paths, buf, Budget::cell(ctx.quick, 8.0));
         assert!(buf.iter().all(|&b| b == 0), "a path left non-zero bytes");
 
+        let by_name = |prefix: &str| paths.iter().position(|(name, _)| name.starts_with(prefix));
+        let populate_all = by_name(&format!("Linux MADV_POPULATE_WRITE (THP), {n}"));
+        let builtins = by_name("compiler-builtins");
+        let mut columns = vec![
+            "path".to_string(),
+            "GB/s".into(),
+            "÷ Linux populate, 1 thread".into(),
+            format!("÷ Linux populate, {n} threads"),
+        ];
+        if builtins.is_some() {
+            columns.push("÷ compiler-builtins memset".into());
+        }
+        let cols: Vec<&str> = columns.iter().map(String::as_str).collect();
         let mut t = Table::new(
             "prefault",
             &format!(
                 "Zeroing {} of memory: the kernel populating it vs memsets vs zero-core (GB/s)",
                 size_name(bytes)
             ),
-            &["path", "GB/s", "ratio to Linux populate, 1 thread"],
+            &cols,
         );
-        let by_name = |prefix: &str| {
-            paths
-                .iter()
-                .position(|(name, _)| name.starts_with(prefix))
-                .map(|i| &samples[i])
+        let versus = |s: &Samples, base: Option<usize>| {
+            base.map(|b| Cell::ratio_ci(s.speedup_over(&samples[b])))
         };
         for ((name, _), s) in paths.iter().zip(&samples) {
-            t.row(vec![
+            let mut row = vec![
                 Cell::text(name.as_str()),
                 Cell::estimate(s.gbps(bytes), 1, ""),
-                Cell::ratio_ci(s.speedup_over(&samples[0])),
-            ]);
+            ];
+            row.extend(versus(s, Some(0)));
+            row.push(versus(s, populate_all).unwrap_or_else(|| Cell::text("-")));
+            row.extend(versus(s, builtins));
+            t.row(row);
         }
         let parallel = &samples[samples.len() - 1];
         let single = &samples[samples.len() - 2];
-        if let Some(all_populate) = by_name(&format!("Linux MADV_POPULATE_WRITE (THP), {n}")) {
+        if let Some(p) = populate_all {
             ctx.headline(
                 format!(
                     "zeroing 1 GiB on {n} threads: zero-core ParallelClear over Linux populate"
                 ),
-                parallel.speedup_over(all_populate),
+                parallel.speedup_over(&samples[p]),
             );
         }
-        if let Some(builtins) = by_name("compiler-builtins") {
+        if let Some(b) = builtins {
             ctx.headline(
                 "zeroing 1 GiB, 1 thread: zero-core over compiler-builtins memset",
-                single.speedup_over(builtins),
+                single.speedup_over(&samples[b]),
             );
         }
         let thp = std::fs::read_to_string("/sys/kernel/mm/transparent_hugepage/enabled")
             .map_or_else(|_| "unknown".into(), |s| s.trim().to_string());
         t.note(format!(
-            "Every path ends with {} zeroed and mapped, measured round-robin ({} rounds; median \
+            "Every path ends with {} zeroed and mapped, each path once per round in a shuffled order ({} rounds; median \
              ± the half-width of its 95% interval; ratios per round). The Linux rows time \
              `madvise(MADV_POPULATE_WRITE)` on a fresh private anonymous mapping with \
              `MADV_HUGEPAGE` (transparent huge pages here: {thp}), split into 2 MiB-aligned \

@@ -813,7 +813,7 @@ fn why_unstable(figures: &[Option<Estimate>]) -> String {
 /// How to read the figures: printed under the header.
 const READING: &str = "\
 How to read it. Every timed figure is measured here, in one run, with the paths it compares \
-run round-robin on the same memory (so drift on a shared host hits them alike), the measuring \
+run once per round in a shuffled order on the same memory (so drift on a shared host hits them alike), the measuring \
 thread pinned to one CPU, and each cell sampled for a time budget (at least 10 rounds) rather \
 than a fixed count. A figure is the **median** of its samples; `±N%` is the larger distance \
 from the median to an end of its **95% confidence interval** (distribution-free, from order \

@@ -24,6 +24,8 @@ fn main() -> ExitCode {
     let mut args = argv.iter();
     while let Some(a) = args.next() {
         match a.as_str() {
+            // `cargo xtask report -- --quick` passes the separator on.
+            "--" => {}
             "--quick" => quick = true,
             "--repeat" => match args.next().and_then(|v| v.parse().ok()) {
                 Some(n) if n >= 1 => repeat = n,

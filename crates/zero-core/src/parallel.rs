@@ -8,7 +8,7 @@
 
 use crate::clear::check_slice;
 use crate::sync::{AtomicUsize, Ordering};
-use crate::{ClearConfig, Resched, ZeroError};
+use crate::{ClearConfig, Policy, Resched, ZeroError};
 use core::marker::PhantomData;
 use core::num::NonZeroUsize;
 use core::ops::Range;
@@ -77,6 +77,9 @@ unsafe impl Sync for ParallelClear<'_> {}
 
 impl<'a> ParallelClear<'a> {
     /// Prepares to clear `extent` (page-aligned, whole pages) in chunks of `chunk_pages`.
+    /// The strategy is chosen once, for the whole extent: a 1 GiB extent past the policy's
+    /// streaming threshold streams even when its chunks are smaller than the threshold (each
+    /// worker's chunks are still cut into the configuration's batches).
     ///
     /// # Errors
     /// As [`clear_contig_pages`](crate::clear_contig_pages): bad geometry or an unavailable
@@ -88,12 +91,13 @@ impl<'a> ParallelClear<'a> {
     ) -> Result<Self, ZeroError> {
         let npages = check_slice(extent, &cfg)?;
         let base = extent.as_mut_ptr();
+        let strategy = cfg.policy.choose(extent.len(), false);
         Ok(Self {
             base,
             npages,
             chunk_pages,
             cursor: ChunkCursor::new(npages.div_ceil(chunk_pages.get())),
-            cfg,
+            cfg: cfg.with_policy(Policy::fixed(strategy)),
             _extent: PhantomData,
         })
     }
@@ -119,6 +123,32 @@ impl<'a> ParallelClear<'a> {
             done += 1;
         }
         done
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+    use crate::{NoResched, PageSize, PreemptModel, Strategy};
+
+    /// The strategy follows the extent's size, not the chunk's: chunks of one page of an
+    /// extent past the threshold stream, and the extent reads back zero.
+    #[test]
+    fn strategy_is_chosen_for_the_whole_extent() {
+        let streaming = Strategy::available().find(|s| s.is_non_temporal());
+        let policy = Policy::fixed(Strategy::Portable)
+            .with_streaming(streaming)
+            .with_streaming_threshold(8 * 4096);
+        let cfg = ClearConfig::new(PageSize::Size4KiB, PreemptModel::None).with_policy(policy);
+        let mut backing = std::vec![0xA5u8; 17 * 4096];
+        let at = backing.as_ptr().align_offset(4096);
+        let extent = &mut backing[at..at + 16 * 4096];
+        let one = NonZeroUsize::MIN;
+        let job = ParallelClear::new(extent, one, cfg).expect("a valid extent");
+        let expected = streaming.unwrap_or(Strategy::Portable);
+        assert_eq!(job.cfg.policy.choose(4096, false), expected);
+        assert_eq!(job.work(&mut NoResched), 16);
+        assert!(extent.iter().all(|&b| b == 0));
     }
 }
 
