@@ -678,6 +678,7 @@ impl Report {
                 "\n**--quick**: small workloads and few samples; do not quote these figures.\n",
             );
         }
+        s.push('\n');
         s.push_str(&self.headline_table().markdown(false));
         for (name, tables) in &self.sections {
             let _ = write!(s, "\n## {name}\n\n");
@@ -813,14 +814,14 @@ fn why_unstable(figures: &[Option<Estimate>]) -> String {
 /// How to read the figures: printed under the header.
 const READING: &str = "\
 How to read it. Every timed figure is measured here, in one run, with the paths it compares \
-run once per round in a shuffled order on the same memory (so drift on a shared host hits them alike), the measuring \
-thread pinned to one CPU, and each cell sampled for a time budget (at least 10 rounds) rather \
-than a fixed count. A figure is the **median** of its samples; `±N%` is the larger distance \
-from the median to an end of its **95% confidence interval** (distribution-free, from order \
-statistics), whose ends are in `report.json` and drawn as error bars. A ratio `1.23x [1.18, \
-1.30]` is the median of the per-round ratios with its interval. Goals are judged on the \
-interval: **met** when all of it meets the target, **not met** when none of it does, \
-**inconclusive** when it straddles the target. Instruction counts come from `valgrind \
---tool=callgrind` and are exact (the same on every run), so they judge CPU-bound goals where \
-wall time is noise. Figures from the mailing-list threads are quoted as published, on their \
-authors' machines.\n";
+run once per round in a shuffled order on the same memory (so drift on a shared host hits \
+them alike), the measuring thread pinned to one CPU, and each cell sampled for a time budget \
+(at least 10 rounds) rather than a fixed count. A figure is the **median** of its samples; \
+`±N%` is the larger distance from the median to an end of its **95% confidence interval** \
+(distribution-free, from order statistics), whose ends are in `report.json` and drawn as \
+error bars. A ratio `1.23x [1.18, 1.30]` is the median of the per-round ratios with its \
+interval. Goals are judged on the interval: **met** when all of it meets the target, **not \
+met** when none of it does, **inconclusive** when it straddles the target. Instruction \
+counts come from `valgrind --tool=callgrind` and are exact (the same on every run), so they \
+judge CPU-bound goals where wall time is noise. Figures from the mailing-list threads are \
+quoted as published, on their authors' machines.\n";
