@@ -1,9 +1,12 @@
 //! The arm64 clearing primitives. Each zeroes `len` bytes at `dst` in one call, so a caller
-//! can clear a whole extent; each states its alignment, checks it with `debug_assert!`, and
-//! runs a portable `write_bytes` under Miri.
+//! can clear a whole extent; each states its alignment and checks it in every build: a range
+//! that does not meet it (or is shorter than one unit) is cleared with plain stores
+//! (`write_bytes`) instead, so no instruction writes outside `dst..dst + len` or loops on a
+//! zero count. Under Miri every primitive runs `write_bytes`.
 //!
 //! - [`dc_zva`]: `DC ZVA`, one block of `4 << DCZID_EL0.BS` bytes per instruction (64 on most
-//!   hardware, 512 under qemu-user `-cpu max`). Needs DZP clear.
+//!   hardware, 512 under qemu-user `-cpu max`), the size read from DCZID_EL0 itself; plain
+//!   stores where DZP prohibits it.
 //! - [`stnp`]: `STNP xzr, xzr` pairs, the fallback where DC ZVA is prohibited.
 //! - [`mops_set`] and [`mops_set_nt`]: FEAT_MOPS `SETP/SETM/SETE` and the non-temporal
 //!   `SETPN/SETMN/SETEN`; any alignment and length. The non-temporal form should be followed
@@ -17,45 +20,69 @@ pub const STNP_MULTIPLE: usize = 64;
 /// [`stnp`]'s alignment.
 pub const STNP_ALIGN: usize = 16;
 
-/// Zeroes `len` bytes at `dst` with `DC ZVA`, `block` bytes per instruction.
+/// How many whole units of `unit` bytes `len` is, when `dst` is aligned to `align`, `len` a
+/// multiple of `unit` and at least one unit; `None` otherwise (the caller then clears with
+/// [`plain`]).
+fn units(dst: *mut u8, len: usize, align: usize, unit: usize) -> Option<usize> {
+    (dst.addr().is_multiple_of(align) && len.is_multiple_of(unit) && len >= unit)
+        .then_some(len / unit)
+}
+
+/// The fallback of every primitive: zeroes `dst..dst + len` with `write_bytes`.
 ///
 /// # Safety
-/// DC ZVA must be permitted (`cpu::features().dc_zva_block == Some(block)`); `dst` aligned
-/// to `block` and `len` a multiple of it; the range valid for writes and unshared.
-pub unsafe fn dc_zva(dst: *mut u8, len: usize, block: usize) {
-    debug_assert!(
-        block.is_power_of_two() && dst.addr().is_multiple_of(block) && len.is_multiple_of(block)
-    );
+/// `dst..dst + len` valid for writes and not accessed concurrently.
+unsafe fn plain(dst: *mut u8, len: usize) {
+    // SAFETY: forwarded from the caller.
+    unsafe { core::ptr::write_bytes(dst, 0, len) }
+}
+
+/// Zeroes `len` bytes at `dst` with `DC ZVA`, one block per instruction, the block size read
+/// from DCZID_EL0 ([`crate::cpu::Features::dc_zva_block`]) so it can never be wrong.
+///
+/// # Safety
+/// `dst..dst + len` must be valid for writes and not accessed concurrently. Runs `DC ZVA`
+/// when it is permitted (DZP clear), `dst` is aligned to the block and `len` a non-zero
+/// multiple of it; otherwise plain stores (`write_bytes`).
+pub unsafe fn dc_zva(dst: *mut u8, len: usize) {
+    let whole_blocks = crate::cpu::features()
+        .dc_zva_block
+        .and_then(|block| Some((block, units(dst, len, block, block)?)));
+    let Some((block, blocks)) = whole_blocks else {
+        // SAFETY: the caller guarantees the range is writable.
+        return unsafe { plain(dst, len) };
+    };
     #[cfg(not(miri))]
-    {
-        let mut p = dst;
-        let end = dst.wrapping_add(len);
-        while p < end {
-            // SAFETY: p is block-aligned inside the caller's writable range; DC ZVA zeroes
-            // exactly the block holding p, and the caller checked DZP.
-            unsafe { asm!("dc zva, {}", in(reg) p, options(nostack, preserves_flags)) };
-            p = p.wrapping_add(block);
+    for i in 0..blocks {
+        // SAFETY: DC ZVA is permitted with this block size (DCZID_EL0, read above); dst is
+        // block-aligned and the range `blocks` whole blocks, so block i lies inside the
+        // caller's writable range and DC ZVA zeroes exactly it.
+        unsafe {
+            asm!("dc zva, {}", in(reg) dst.add(i * block), options(nostack, preserves_flags));
         }
     }
     #[cfg(miri)]
-    // SAFETY: the caller guarantees the range is writable.
-    unsafe {
-        core::ptr::write_bytes(dst, 0, len);
+    {
+        let _ = (block, blocks);
+        // SAFETY: the caller guarantees the range is writable.
+        unsafe { plain(dst, len) }
     }
 }
 
 /// Zeroes `len` bytes at `dst` with `STNP xzr, xzr` (four pairs per 64 bytes).
 ///
 /// # Safety
-/// `dst` aligned to [`STNP_ALIGN`], `len` a multiple of [`STNP_MULTIPLE`]; the range valid
-/// for writes and unshared.
+/// `dst..dst + len` must be valid for writes and not accessed concurrently. Runs `STNP` when
+/// `dst` is aligned to [`STNP_ALIGN`] and `len` is a non-zero multiple of [`STNP_MULTIPLE`];
+/// otherwise plain stores (`write_bytes`).
 pub unsafe fn stnp(dst: *mut u8, len: usize) {
-    debug_assert!(dst.addr().is_multiple_of(STNP_ALIGN) && len.is_multiple_of(STNP_MULTIPLE));
-    if len == 0 {
-        return;
-    }
+    let Some(steps) = units(dst, len, STNP_ALIGN, STNP_MULTIPLE) else {
+        // SAFETY: the caller guarantees the range is writable.
+        return unsafe { plain(dst, len) };
+    };
     #[cfg(not(miri))]
-    // SAFETY: len / 64 >= 1 steps of 64 bytes stay inside the caller's writable range.
+    // SAFETY: `units` checked the range is `steps` >= 1 whole 64-byte steps from a 16-aligned
+    // dst; the loop, from n = steps down to zero, stores exactly those.
     unsafe {
         asm!(
             "2:",
@@ -67,14 +94,15 @@ pub unsafe fn stnp(dst: *mut u8, len: usize) {
             "subs {n}, {n}, #1",
             "b.ne 2b",
             p = inout(reg) dst => _,
-            n = inout(reg) len / STNP_MULTIPLE => _,
+            n = inout(reg) steps => _,
             options(nostack),
         );
     }
     #[cfg(miri)]
-    // SAFETY: the caller guarantees the range is writable.
-    unsafe {
-        core::ptr::write_bytes(dst, 0, len);
+    {
+        let _ = steps;
+        // SAFETY: the caller guarantees the range is writable.
+        unsafe { plain(dst, len) }
     }
 }
 

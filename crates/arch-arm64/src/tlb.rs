@@ -1,11 +1,14 @@
-//! TLB maintenance for a kernel at **EL1**: invalidate one page or a range of last-level
-//! entries of one ASID, inner shareable. `TLBI` is undefined at EL0 (a user process gets
+//! TLB maintenance for a kernel at **EL1**: invalidate one page, a range of last-level
+//! entries, or every entry of one ASID, inner shareable. Like Linux's `__flush_tlb_range`, a
+//! range too long to invalidate entry by entry (more than [`max_dvm_ops`] pages without
+//! FEAT_TLBIRANGE, more than [`crate::descriptor::MAX_TLBI_RANGE_PAGES`] with it) invalidates
+//! the whole ASID instead, so no call issues more than a page-table page's worth of TLBIs. `TLBI` is undefined at EL0 (a user process gets
 //! SIGILL), so these compile for every aarch64 target but run only in a kernel or unikernel
 //! (the bare-metal example). The trailing `dsb ish` is optional, as the kernel's "nosync"
 //! variants do when a caller batches several invalidations before one barrier.
 
 use crate::barrier::{dsb_ish, dsb_ishst};
-use crate::descriptor::{Granule, tlbi_range_ops, tlbi_va_operand};
+use crate::descriptor::{Granule, MAX_TLBI_RANGE_PAGES, tlbi_range_ops, tlbi_va_operand};
 
 /// Whether to wait for the invalidation to complete before returning.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -29,12 +32,39 @@ pub unsafe fn flush_page(va: u64, asid: u16, sync: Sync) {
     }
 }
 
-/// Invalidates `pages` last-level entries from `va`, one `TLBI VALE1IS` per page: what the
-/// kernel does without FEAT_TLBIRANGE.
+/// The most pages a range flush invalidates one `TLBI` at a time: one page-table page's
+/// entries (Linux's `MAX_DVM_OPS`, `PTRS_PER_PTE`: 512 with 4 KiB pages). Past it, one
+/// `TLBI ASIDE1IS` is cheaper and does not hold the interconnect for thousands of
+/// operations.
+#[must_use]
+pub const fn max_dvm_ops(granule: Granule) -> u64 {
+    1 << (granule.page_shift() - 3)
+}
+
+/// Invalidates every entry of `asid` (`TLBI ASIDE1IS`): Linux's `flush_tlb_mm`.
+///
+/// # Safety
+/// As [`flush_page`].
+pub unsafe fn flush_asid(asid: u16, sync: Sync) {
+    dsb_ishst();
+    // SAFETY: the caller runs at EL1; TLBI only drops cached translations.
+    unsafe { tlbi_aside1is(u64::from(asid) << 48) };
+    if sync == Sync::Wait {
+        dsb_ish();
+    }
+}
+
+/// Invalidates `pages` last-level entries from `va`, one `TLBI VALE1IS` per page, what the
+/// kernel does without FEAT_TLBIRANGE; past [`max_dvm_ops`] pages, the whole ASID
+/// ([`flush_asid`]).
 ///
 /// # Safety
 /// As [`flush_page`].
 pub unsafe fn flush_range_per_page(va: u64, pages: u64, asid: u16, granule: Granule, sync: Sync) {
+    if pages > max_dvm_ops(granule) {
+        // SAFETY: forwarded from the caller.
+        return unsafe { flush_asid(asid, sync) };
+    }
     dsb_ishst();
     for i in 0..pages {
         let page_va = va.wrapping_add(i << granule.page_shift());
@@ -47,12 +77,16 @@ pub unsafe fn flush_range_per_page(va: u64, pages: u64, asid: u16, granule: Gran
 }
 
 /// Invalidates `pages` last-level entries from `va` with FEAT_TLBIRANGE `TLBI RVALE1IS`
-/// operations (an odd last page with `VALE1IS`); pages past
-/// [`crate::descriptor::MAX_TLBI_RANGE_PAGES`] per page.
+/// operations (an odd last page with `VALE1IS`); past [`MAX_TLBI_RANGE_PAGES`] pages, the
+/// whole ASID ([`flush_asid`]), as Linux does.
 ///
 /// # Safety
 /// As [`flush_page`], and the CPU must implement FEAT_TLBIRANGE (ID_AA64ISAR0_EL1.TLB = 2).
 pub unsafe fn flush_range(va: u64, pages: u64, asid: u16, granule: Granule, sync: Sync) {
+    if pages > MAX_TLBI_RANGE_PAGES {
+        // SAFETY: forwarded from the caller.
+        return unsafe { flush_asid(asid, sync) };
+    }
     dsb_ishst();
     let mut covered = 0;
     for op in tlbi_range_ops(va, pages, asid, granule) {
@@ -83,6 +117,18 @@ unsafe fn tlbi_vale1is(operand: u64) {
 }
 
 /// # Safety
+/// EL1 only.
+unsafe fn tlbi_aside1is(operand: u64) {
+    #[cfg(not(miri))]
+    // SAFETY: the caller runs at EL1; the instruction only invalidates TLB entries.
+    unsafe {
+        core::arch::asm!("tlbi aside1is, {}", in(reg) operand, options(nostack, preserves_flags));
+    }
+    #[cfg(miri)]
+    let _ = operand;
+}
+
+/// # Safety
 /// EL1 only, with FEAT_TLBIRANGE.
 unsafe fn tlbi_rvale1is(operand: u64) {
     #[cfg(not(miri))]
@@ -93,4 +139,16 @@ unsafe fn tlbi_rvale1is(operand: u64) {
     }
     #[cfg(miri)]
     let _ = operand;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn per_page_flushes_stop_at_one_page_table() {
+        assert_eq!(max_dvm_ops(Granule::Size4KiB), 512);
+        assert_eq!(max_dvm_ops(Granule::Size16KiB), 2048);
+        assert_eq!(max_dvm_ops(Granule::Size64KiB), 8192);
+    }
 }

@@ -8,8 +8,11 @@
 //! must execute [`sfence`] before the memory is published** to another CPU or to a device.
 //!
 //! Each primitive states the alignment and length multiple it needs as a `const`
-//! (`*_ALIGN`, `*_MULTIPLE`), checks them with `debug_assert!`, and under Miri runs a portable
-//! `write_bytes` instead of its instructions.
+//! (`*_ALIGN`, `*_MULTIPLE`) and checks them in every build: a range that does not meet them
+//! (a misaligned start, a length that is not whole units, `0 < len < 64` for the line loops)
+//! is cleared with plain stores (`write_bytes`) instead, so no instruction ever writes
+//! outside `dst..dst + len` or loops on a zero count. Under Miri every primitive runs
+//! `write_bytes`.
 
 #[cfg(not(miri))]
 use core::arch::asm;
@@ -33,6 +36,22 @@ pub const CLZERO_ALIGN: usize = LINE;
 
 fn aligned(dst: *mut u8, align: usize) -> bool {
     dst.addr().is_multiple_of(align)
+}
+
+/// How many whole units of `unit` bytes `len` is, when `dst` is aligned to `align`, `len` a
+/// multiple of `unit` and at least one unit; `None` otherwise (the caller then clears with
+/// [`plain`]).
+fn units(dst: *mut u8, len: usize, align: usize, unit: usize) -> Option<usize> {
+    (aligned(dst, align) && len.is_multiple_of(unit) && len >= unit).then_some(len / unit)
+}
+
+/// The fallback of every primitive: zeroes `dst..dst + len` with `write_bytes`.
+///
+/// # Safety
+/// `dst..dst + len` valid for writes and not accessed concurrently.
+unsafe fn plain(dst: *mut u8, len: usize) {
+    // SAFETY: forwarded from the caller.
+    unsafe { core::ptr::write_bytes(dst, 0, len) }
 }
 
 /// Zeroes `len` bytes at `dst` with `rep stosb` (fast with ERMS; the merged kernel's choice).
@@ -59,21 +78,26 @@ pub unsafe fn rep_stosb(dst: *mut u8, len: usize) {
 /// variant, also the one some hypervisors leave in place).
 ///
 /// # Safety
-/// `dst..dst + len` must be valid for writes and not accessed concurrently; `dst` aligned to
-/// 8 and `len` a multiple of [`STOSQ_MULTIPLE`].
+/// `dst..dst + len` must be valid for writes and not accessed concurrently. With `dst`
+/// aligned to 8 and `len` a multiple of [`STOSQ_MULTIPLE`] it runs `rep stosq`; otherwise
+/// [`plain`] stores.
 pub unsafe fn rep_stosq(dst: *mut u8, len: usize) {
-    debug_assert!(aligned(dst, STOSQ_MULTIPLE) && len.is_multiple_of(STOSQ_MULTIPLE));
+    let Some(quads) = units(dst, len, STOSQ_MULTIPLE, STOSQ_MULTIPLE) else {
+        // SAFETY: the caller guarantees the range is writable.
+        return unsafe { plain(dst, len) };
+    };
     #[cfg(not(miri))]
-    // SAFETY: the caller guarantees the range is writable and 8-byte granular; rcx counts
-    // quadwords, DF is clear per the ABI.
+    // SAFETY: the caller guarantees the range is writable; `quads` whole quadwords are
+    // exactly len bytes from dst; DF is clear per the ABI.
     unsafe {
-        asm!("rep stosq", inout("rcx") len / 8 => _, inout("rdi") dst => _, in("rax") 0u64,
+        asm!("rep stosq", inout("rcx") quads => _, inout("rdi") dst => _, in("rax") 0u64,
             options(nostack, preserves_flags));
     }
     #[cfg(miri)]
-    // SAFETY: the caller guarantees the range is writable.
-    unsafe {
-        core::ptr::write_bytes(dst, 0, len);
+    {
+        let _ = quads;
+        // SAFETY: the caller guarantees the range is writable.
+        unsafe { plain(dst, len) }
     }
 }
 
@@ -81,16 +105,18 @@ pub unsafe fn rep_stosq(dst: *mut u8, len: usize) {
 /// (the kernel's `clear_page_orig`, for CPUs with neither ERMS nor REP_GOOD).
 ///
 /// # Safety
-/// `dst..dst + len` must be valid for writes and not accessed concurrently; `dst` aligned to
-/// [`WORD_ALIGN`] and `len` a multiple of [`LINE_MULTIPLE`].
+/// `dst..dst + len` must be valid for writes and not accessed concurrently. Runs the
+/// primitive when `dst` is aligned to [`WORD_ALIGN`] and `len` is a non-zero multiple of
+/// [`LINE_MULTIPLE`]; otherwise plain stores (`write_bytes`).
 pub unsafe fn unrolled_stores(dst: *mut u8, len: usize) {
-    debug_assert!(aligned(dst, WORD_ALIGN) && len.is_multiple_of(LINE_MULTIPLE));
-    if len == 0 {
-        return;
-    }
+    let Some(lines) = units(dst, len, WORD_ALIGN, LINE) else {
+        // SAFETY: the caller guarantees the range is writable.
+        return unsafe { plain(dst, len) };
+    };
     #[cfg(not(miri))]
-    // SAFETY: the caller guarantees len / 64 whole lines are writable from dst; the loop
-    // stores exactly those and stops when rcx reaches zero (len > 0, so rcx >= 1).
+    // SAFETY: the caller guarantees dst..dst + len is writable and `units` checked that it
+    // is `lines` >= 1 whole lines from an 8-aligned dst: the loop stores exactly those and
+    // stops when rcx, starting at `lines`, reaches zero.
     unsafe {
         asm!(
             "2:",
@@ -105,14 +131,15 @@ pub unsafe fn unrolled_stores(dst: *mut u8, len: usize) {
             "add rdi, 64",
             "dec rcx",
             "jnz 2b",
-            inout("rcx") len / LINE => _, inout("rdi") dst => _, in("rax") 0u64,
+            inout("rcx") lines => _, inout("rdi") dst => _, in("rax") 0u64,
             options(nostack),
         );
     }
     #[cfg(miri)]
-    // SAFETY: the caller guarantees the range is writable.
-    unsafe {
-        core::ptr::write_bytes(dst, 0, len);
+    {
+        let _ = lines;
+        // SAFETY: the caller guarantees the range is writable.
+        unsafe { plain(dst, len) }
     }
 }
 
@@ -122,13 +149,14 @@ pub unsafe fn unrolled_stores(dst: *mut u8, len: usize) {
 /// Weakly ordered: execute [`sfence`] before the memory is handed to anyone else.
 ///
 /// # Safety
-/// `dst..dst + len` must be valid for writes and not accessed concurrently; `dst` aligned to
-/// [`WORD_ALIGN`] and `len` a multiple of [`LINE_MULTIPLE`]. The caller fences.
+/// `dst..dst + len` must be valid for writes and not accessed concurrently. Runs the
+/// primitive when `dst` is aligned to [`WORD_ALIGN`] and `len` is a non-zero multiple of
+/// [`LINE_MULTIPLE`]; otherwise plain stores (`write_bytes`). The caller fences.
 pub unsafe fn movnti(dst: *mut u8, len: usize) {
-    debug_assert!(aligned(dst, WORD_ALIGN) && len.is_multiple_of(LINE_MULTIPLE));
-    if len == 0 {
-        return;
-    }
+    let Some(lines) = units(dst, len, WORD_ALIGN, LINE) else {
+        // SAFETY: the caller guarantees the range is writable.
+        return unsafe { plain(dst, len) };
+    };
     #[cfg(not(miri))]
     // SAFETY: as for `unrolled_stores`; movnti is SSE2, part of the x86_64 baseline.
     unsafe {
@@ -145,14 +173,15 @@ pub unsafe fn movnti(dst: *mut u8, len: usize) {
             "add rdi, 64",
             "dec rcx",
             "jnz 2b",
-            inout("rcx") len / LINE => _, inout("rdi") dst => _, in("rax") 0u64,
+            inout("rcx") lines => _, inout("rdi") dst => _, in("rax") 0u64,
             options(nostack),
         );
     }
     #[cfg(miri)]
-    // SAFETY: the caller guarantees the range is writable.
-    unsafe {
-        core::ptr::write_bytes(dst, 0, len);
+    {
+        let _ = lines;
+        // SAFETY: the caller guarantees the range is writable.
+        unsafe { plain(dst, len) }
     }
 }
 
@@ -166,18 +195,20 @@ pub unsafe fn movnti(dst: *mut u8, len: usize) {
 ///
 /// # Safety
 /// The CPU must support AVX2 with YMM state enabled (`cpu::features().avx2`).
-/// `dst..dst + len` must be valid for writes and not accessed concurrently; `dst` aligned to
-/// [`AVX2_ALIGN`] and `len` a multiple of [`LINE_MULTIPLE`]. The caller fences.
+/// `dst..dst + len` must be valid for writes and not accessed concurrently. Runs the
+/// primitive when `dst` is aligned to [`AVX2_ALIGN`] and `len` is a non-zero multiple of
+/// [`LINE_MULTIPLE`]; otherwise plain stores (`write_bytes`). The caller fences.
 #[cfg(target_feature = "sse2")]
 #[target_feature(enable = "avx2")]
 pub unsafe fn avx2_stream(dst: *mut u8, len: usize) {
-    debug_assert!(aligned(dst, AVX2_ALIGN) && len.is_multiple_of(LINE_MULTIPLE));
-    if len == 0 {
-        return;
-    }
+    let Some(lines) = units(dst, len, AVX2_ALIGN, LINE) else {
+        // SAFETY: the caller guarantees the range is writable.
+        return unsafe { plain(dst, len) };
+    };
     #[cfg(not(miri))]
-    // SAFETY: the caller checked AVX2; dst is 32-aligned as vmovntdq requires and len / 64
-    // lines are writable. vzeroupper leaves the upper YMM state clean for SSE code after us.
+    // SAFETY: the caller checked AVX2; `units` checked that dst is 32-aligned as vmovntdq
+    // requires and that the writable range is `lines` >= 1 whole lines, so the loop, from
+    // rcx = lines down to zero, stores exactly those. vzeroupper leaves the upper YMM state clean for SSE code after us.
     unsafe {
         asm!(
             "vpxor xmm0, xmm0, xmm0",
@@ -188,15 +219,16 @@ pub unsafe fn avx2_stream(dst: *mut u8, len: usize) {
             "dec rcx",
             "jnz 2b",
             "vzeroupper",
-            inout("rcx") len / LINE => _, inout("rdi") dst => _,
+            inout("rcx") lines => _, inout("rdi") dst => _,
             // vzeroupper clears the upper halves of ymm0-15: all are clobbered.
             out("ymm0") _, out("ymm1") _, out("ymm2") _, out("ymm3") _, out("ymm4") _, out("ymm5") _, out("ymm6") _, out("ymm7") _, out("ymm8") _, out("ymm9") _, out("ymm10") _, out("ymm11") _, out("ymm12") _, out("ymm13") _, out("ymm14") _, out("ymm15") _, options(nostack),
         );
     }
     #[cfg(miri)]
-    // SAFETY: the caller guarantees the range is writable.
-    unsafe {
-        core::ptr::write_bytes(dst, 0, len);
+    {
+        let _ = lines;
+        // SAFETY: the caller guarantees the range is writable.
+        unsafe { plain(dst, len) }
     }
 }
 
@@ -208,18 +240,20 @@ pub unsafe fn avx2_stream(dst: *mut u8, len: usize) {
 ///
 /// # Safety
 /// The CPU must support AVX-512F with ZMM state enabled (`cpu::features().avx512f`).
-/// `dst..dst + len` must be valid for writes and not accessed concurrently; `dst` aligned to
-/// [`AVX512_ALIGN`] and `len` a multiple of [`LINE_MULTIPLE`]. The caller fences.
+/// `dst..dst + len` must be valid for writes and not accessed concurrently. Runs the
+/// primitive when `dst` is aligned to [`AVX512_ALIGN`] and `len` is a non-zero multiple of
+/// [`LINE_MULTIPLE`]; otherwise plain stores (`write_bytes`). The caller fences.
 #[cfg(target_feature = "sse2")]
 #[target_feature(enable = "avx512f")]
 pub unsafe fn avx512_stream(dst: *mut u8, len: usize) {
-    debug_assert!(aligned(dst, AVX512_ALIGN) && len.is_multiple_of(LINE_MULTIPLE));
-    if len == 0 {
-        return;
-    }
+    let Some(lines) = units(dst, len, AVX512_ALIGN, LINE) else {
+        // SAFETY: the caller guarantees the range is writable.
+        return unsafe { plain(dst, len) };
+    };
     #[cfg(not(miri))]
-    // SAFETY: the caller checked AVX-512F; dst is 64-aligned as vmovntdq zmm requires and
-    // len / 64 lines are writable.
+    // SAFETY: the caller checked AVX-512F; `units` checked that dst is 64-aligned as
+    // vmovntdq zmm requires and that the writable range is `lines` >= 1 whole lines, so the
+    // loop, from rcx = lines down to zero, stores exactly those.
     unsafe {
         asm!(
             "vpxord zmm0, zmm0, zmm0",
@@ -229,15 +263,16 @@ pub unsafe fn avx512_stream(dst: *mut u8, len: usize) {
             "dec rcx",
             "jnz 2b",
             "vzeroupper",
-            inout("rcx") len / LINE => _, inout("rdi") dst => _,
+            inout("rcx") lines => _, inout("rdi") dst => _,
             // vzeroupper clears bits 128 and up of zmm0-15: all are clobbered.
             out("zmm0") _, out("zmm1") _, out("zmm2") _, out("zmm3") _, out("zmm4") _, out("zmm5") _, out("zmm6") _, out("zmm7") _, out("zmm8") _, out("zmm9") _, out("zmm10") _, out("zmm11") _, out("zmm12") _, out("zmm13") _, out("zmm14") _, out("zmm15") _, options(nostack),
         );
     }
     #[cfg(miri)]
-    // SAFETY: the caller guarantees the range is writable.
-    unsafe {
-        core::ptr::write_bytes(dst, 0, len);
+    {
+        let _ = lines;
+        // SAFETY: the caller guarantees the range is writable.
+        unsafe { plain(dst, len) }
     }
 }
 
@@ -247,16 +282,18 @@ pub unsafe fn avx512_stream(dst: *mut u8, len: usize) {
 ///
 /// # Safety
 /// The CPU must support CLZERO (`cpu::features().clzero`). `dst..dst + len` must be valid
-/// for writes and not accessed concurrently; `dst` aligned to [`CLZERO_ALIGN`] and `len` a
-/// multiple of [`LINE_MULTIPLE`]. The caller fences.
+/// for writes and not accessed concurrently. Runs the primitive when `dst` is aligned to
+/// [`CLZERO_ALIGN`] and `len` is a non-zero multiple of [`LINE_MULTIPLE`]; otherwise plain
+/// stores (`write_bytes`). The caller fences.
 pub unsafe fn clzero(dst: *mut u8, len: usize) {
-    debug_assert!(aligned(dst, CLZERO_ALIGN) && len.is_multiple_of(LINE_MULTIPLE));
-    if len == 0 {
-        return;
-    }
+    let Some(lines) = units(dst, len, CLZERO_ALIGN, LINE) else {
+        // SAFETY: the caller guarantees the range is writable.
+        return unsafe { plain(dst, len) };
+    };
     #[cfg(not(miri))]
-    // SAFETY: the caller checked CLZERO; rax walks line-aligned addresses inside the
-    // writable range, one whole line per instruction, len / 64 times.
+    // SAFETY: the caller checked CLZERO; `units` checked that dst is line-aligned (CLZERO
+    // zeroes the whole line holding its address) and the range `lines` >= 1 whole lines, so
+    // rax walks exactly those lines, one per instruction, from rcx = lines down to zero.
     unsafe {
         asm!(
             "2:",
@@ -264,14 +301,15 @@ pub unsafe fn clzero(dst: *mut u8, len: usize) {
             "add rax, 64",
             "dec rcx",
             "jnz 2b",
-            inout("rcx") len / LINE => _, inout("rax") dst => _,
+            inout("rcx") lines => _, inout("rax") dst => _,
             options(nostack),
         );
     }
     #[cfg(miri)]
-    // SAFETY: the caller guarantees the range is writable.
-    unsafe {
-        core::ptr::write_bytes(dst, 0, len);
+    {
+        let _ = lines;
+        // SAFETY: the caller guarantees the range is writable.
+        unsafe { plain(dst, len) }
     }
 }
 

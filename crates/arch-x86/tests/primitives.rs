@@ -1,12 +1,15 @@
-//! Every clearing primitive, at every length and alignment it allows from 0 to 3 pages plus
-//! odd tails, placed against `PROT_NONE` guard pages on both sides: every byte in range reads
-//! back zero and no byte outside changes (an overrun into a guard page faults the test).
+//! Every clearing primitive, at every length from 0 to 3 pages plus odd tails and every start
+//! alignment, placed against `PROT_NONE` guard pages on both sides: every byte in range reads
+//! back zero and no byte outside changes (an overrun into a guard page faults the test). The
+//! primitives take any range: where theirs is not met (misaligned, not whole units, shorter
+//! than one line) they clear with plain stores, so those ranges are exercised too; a line
+//! loop started with a zero count would run 2^64 times and fault in the guard page.
 #![cfg(all(target_arch = "x86_64", not(miri)))]
 
 #[path = "../../../testing/guarded.rs"]
 mod guarded;
 
-use arch_x86::clear::{self, AVX2_ALIGN, AVX512_ALIGN, CLZERO_ALIGN, LINE_MULTIPLE, WORD_ALIGN};
+use arch_x86::clear;
 use arch_x86::cpu;
 use guarded::exercise;
 
@@ -17,8 +20,8 @@ fn rep_stosb() {
     exercise(
         "rep stosb",
         &|d, n| {
-            // SAFETY: exercise() passes ranges inside its mapping with the alignment
-            // and length multiple given here, on a CPU that has the instruction.
+            // SAFETY: exercise() passes writable ranges inside its mapping, on a CPU that
+            // has the instruction.
             unsafe { clear::rep_stosb(d, n) }
         },
         FENCE,
@@ -32,13 +35,13 @@ fn rep_stosq() {
     exercise(
         "rep stosq",
         &|d, n| {
-            // SAFETY: exercise() passes ranges inside its mapping with the alignment
-            // and length multiple given here, on a CPU that has the instruction.
+            // SAFETY: exercise() passes writable ranges inside its mapping, on a CPU that
+            // has the instruction.
             unsafe { clear::rep_stosq(d, n) }
         },
         FENCE,
-        8,
-        8,
+        1,
+        1,
     );
 }
 
@@ -47,13 +50,13 @@ fn unrolled_stores() {
     exercise(
         "unrolled stores",
         &|d, n| {
-            // SAFETY: exercise() passes ranges inside its mapping with the alignment
-            // and length multiple given here, on a CPU that has the instruction.
+            // SAFETY: exercise() passes writable ranges inside its mapping, on a CPU that
+            // has the instruction.
             unsafe { clear::unrolled_stores(d, n) }
         },
         FENCE,
-        WORD_ALIGN,
-        LINE_MULTIPLE,
+        1,
+        1,
     );
 }
 
@@ -62,13 +65,13 @@ fn movnti() {
     exercise(
         "movnti",
         &|d, n| {
-            // SAFETY: exercise() passes ranges inside its mapping with the alignment
-            // and length multiple given here, on a CPU that has the instruction.
+            // SAFETY: exercise() passes writable ranges inside its mapping, on a CPU that
+            // has the instruction.
             unsafe { clear::movnti(d, n) }
         },
         FENCE,
-        WORD_ALIGN,
-        LINE_MULTIPLE,
+        1,
+        1,
     );
 }
 
@@ -81,13 +84,13 @@ fn avx2_stream() {
     exercise(
         "avx2 stream",
         &|d, n| {
-            // SAFETY: exercise() passes ranges inside its mapping with the alignment
-            // and length multiple given here, on a CPU that has the instruction.
+            // SAFETY: exercise() passes writable ranges inside its mapping, on a CPU that
+            // has the instruction.
             unsafe { clear::avx2_stream(d, n) }
         },
         FENCE,
-        AVX2_ALIGN,
-        LINE_MULTIPLE,
+        1,
+        1,
     );
 }
 
@@ -100,13 +103,13 @@ fn avx512_stream() {
     exercise(
         "avx512 stream",
         &|d, n| {
-            // SAFETY: exercise() passes ranges inside its mapping with the alignment
-            // and length multiple given here, on a CPU that has the instruction.
+            // SAFETY: exercise() passes writable ranges inside its mapping, on a CPU that
+            // has the instruction.
             unsafe { clear::avx512_stream(d, n) }
         },
         FENCE,
-        AVX512_ALIGN,
-        LINE_MULTIPLE,
+        1,
+        1,
     );
 }
 
@@ -121,12 +124,12 @@ fn clzero() {
     exercise(
         "clzero",
         &|d, n| {
-            // SAFETY: exercise() passes ranges inside its mapping with the alignment
-            // and length multiple given here, on a CPU that has the instruction.
+            // SAFETY: exercise() passes writable ranges inside its mapping, on a CPU that
+            // has the instruction.
             unsafe { clear::clzero(d, n) }
         },
         FENCE,
-        CLZERO_ALIGN,
-        LINE_MULTIPLE,
+        1,
+        1,
     );
 }

@@ -45,18 +45,29 @@ pub enum Fault {
     Permission,
 }
 
+/// The smallest page shift a format may have (4 KiB pages).
+pub const MIN_PAGE_SHIFT: u32 = 12;
+/// The largest page shift a format may have (64 KiB pages).
+pub const MAX_PAGE_SHIFT: u32 = 16;
+
 /// A last-level page-table entry format.
 ///
 /// Implemented by [`Arm64`] (one per [`Granule`]) and [`X86_64`]. Every method is a pure
-/// function of its arguments; the table applies them with atomics.
+/// function of its arguments; the table applies them with atomics. A format of the caller's
+/// own must have a page shift in [`MIN_PAGE_SHIFT`]`..=`[`MAX_PAGE_SHIFT`] and a power-of-two
+/// `cont_ptes` no larger than a table: [`PteTable::new`](crate::PteTable::new) checks both.
 pub trait PteFormat: Copy + core::fmt::Debug {
     /// log2 of the page size an entry maps.
     fn page_shift(self) -> u32;
     /// Entries in one contiguous block, or 1 where the format has no contiguous hint.
     fn cont_ptes(self) -> usize;
-    /// Entries in one page-table page (the page size over 8 bytes).
+    /// Entries in one page-table page (the page size over 8 bytes; 0 for a page shift out
+    /// of range, which [`PteTable::new`](crate::PteTable::new) rejects).
     fn ptes_per_table(self) -> usize {
-        1 << (self.page_shift() - 3)
+        match self.page_shift() {
+            shift @ MIN_PAGE_SHIFT..=MAX_PAGE_SHIFT => 1 << (shift - 3),
+            _ => 0,
+        }
     }
     /// Whether the architecture invalidates the TLB after clearing the access flag (arm64
     /// does, for the entries that were young; x86 never does).

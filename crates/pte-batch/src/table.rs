@@ -17,6 +17,15 @@ use crate::sync::{AtomicU64, Ordering};
 /// What was wrong with a call.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum PteError {
+    /// The format's page shift is outside [`MIN_PAGE_SHIFT`](crate::format::MIN_PAGE_SHIFT)
+    /// ..= [`MAX_PAGE_SHIFT`](crate::format::MAX_PAGE_SHIFT), or its contiguous block is not
+    /// a power of two no larger than a table.
+    BadFormat {
+        /// The format's page shift.
+        page_shift: u32,
+        /// The format's entries per contiguous block.
+        cont_ptes: usize,
+    },
     /// The entry slice is empty, longer than one page-table page, or not a whole number of
     /// contiguous blocks.
     BadTableLength {
@@ -77,6 +86,14 @@ pub enum PteError {
 impl core::fmt::Display for PteError {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
         match *self {
+            Self::BadFormat {
+                page_shift,
+                cont_ptes,
+            } => write!(
+                f,
+                "a format with page shift {page_shift} and {cont_ptes}-entry contiguous blocks: \
+                 need a shift in 12..=16 and a power-of-two block no larger than a table"
+            ),
             Self::BadTableLength { len } => write!(
                 f,
                 "a table of {len} entries: need 1..=ptes_per_table, whole contiguous blocks"
@@ -140,9 +157,23 @@ impl<'a, F: PteFormat> PteTable<'a, F> {
     /// or memory a model owns. Its length must be at least one contiguous block, at most
     /// [`PteFormat::ptes_per_table`], and a whole number of blocks; `base` must be aligned
     /// to a block's span, and the table's span must fit the address space.
+    ///
+    /// # Errors
+    /// [`PteError::BadFormat`] for a format of the caller's own with a page shift out of
+    /// range or a bad contiguous block; [`PteError::BadTableLength`] or
+    /// [`PteError::BadBase`] for the geometry.
     pub fn new(format: F, base: u64, entries: &'a [AtomicU64]) -> Result<Self, PteError> {
         let len = entries.len();
         let cont = format.cont_ptes();
+        let page_shift = format.page_shift();
+        let shift_ok =
+            (crate::format::MIN_PAGE_SHIFT..=crate::format::MAX_PAGE_SHIFT).contains(&page_shift);
+        if !shift_ok || !cont.is_power_of_two() || cont > format.ptes_per_table() {
+            return Err(PteError::BadFormat {
+                page_shift,
+                cont_ptes: cont,
+            });
+        }
         if len == 0 || len > format.ptes_per_table() || !len.is_multiple_of(cont) {
             return Err(PteError::BadTableLength { len });
         }

@@ -198,19 +198,26 @@ impl Strategy {
 
     /// Zeroes `len` bytes at `dst` with one call of the primitive. Does not fence.
     ///
+    /// Checked in every build: where the strategy is not available on this CPU, or `dst` is
+    /// not aligned to [`Strategy::alignment`] or `len` not a multiple of
+    /// [`Strategy::granule`], the range is cleared with plain stores (`write_bytes`)
+    /// instead, so no instruction the CPU lacks runs and nothing outside the range is
+    /// written.
+    ///
     /// # Safety
-    /// The strategy must be available ([`Strategy::is_available`]); `dst..dst + len` must be
-    /// valid for writes and not accessed concurrently; `dst` aligned to
-    /// [`Strategy::alignment`] and `len` a multiple of [`Strategy::granule`].
+    /// `dst..dst + len` must be valid for writes and not accessed concurrently.
     pub unsafe fn clear_raw(self, dst: *mut u8, len: usize) {
-        debug_assert!(self.is_available());
-        debug_assert!(
-            dst.addr().is_multiple_of(self.alignment()) && len.is_multiple_of(self.granule())
-        );
-        // SAFETY: the caller upholds each primitive's contract, which is this function's:
-        // availability (CPU feature), writable range, alignment and granule. Strategies of
-        // another architecture are never available, so they never reach here; the portable
-        // fallback keeps the match total.
+        let usable = self.is_available()
+            && dst.addr().is_multiple_of(self.alignment())
+            && len.is_multiple_of(self.granule());
+        if !usable {
+            // SAFETY: the caller guarantees the range is writable.
+            return unsafe { core::ptr::write_bytes(dst, 0, len) };
+        }
+        // SAFETY: the caller guarantees a writable, unshared range; availability, alignment
+        // and granule were checked just above (and each primitive checks its own again).
+        // Strategies of another architecture are never available, so they never reach here;
+        // the portable fallback keeps the match total.
         unsafe {
             match self {
                 #[cfg(all(target_arch = "x86_64", not(miri)))]
@@ -228,7 +235,7 @@ impl Strategy {
                 #[cfg(all(target_arch = "x86_64", not(miri)))]
                 Self::Clzero => x86::clzero(dst, len),
                 #[cfg(all(target_arch = "aarch64", not(miri)))]
-                Self::DcZva => arm64::dc_zva(dst, len, self.alignment()),
+                Self::DcZva => arm64::dc_zva(dst, len),
                 #[cfg(all(target_arch = "aarch64", not(miri)))]
                 Self::Stnp => arm64::stnp(dst, len),
                 #[cfg(all(target_arch = "aarch64", not(miri)))]
