@@ -89,6 +89,20 @@ pub fn output_echoed(c: &mut Command) -> Result<String, String> {
     }
 }
 
+/// The host's target triple, from `rustc -vV` of the pinned toolchain.
+///
+/// # Errors
+/// When rustc cannot be run or does not print its host.
+pub fn host_target(dir: &Path) -> Result<String, String> {
+    let mut c = Command::new("rustc");
+    c.arg(format!("+{TOOLCHAIN}")).arg("-vV").current_dir(dir);
+    let out = probe(&mut c).ok_or("`rustc -vV` failed")?;
+    out.lines()
+        .find_map(|l| l.strip_prefix("host: "))
+        .map(|h| h.trim().to_string())
+        .ok_or_else(|| "`rustc -vV` printed no host".into())
+}
+
 /// Runs `c` quietly and returns its stdout if it succeeded.
 pub fn probe(c: &mut Command) -> Option<String> {
     let out = c.stderr(Stdio::null()).output().ok()?;

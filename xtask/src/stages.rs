@@ -32,7 +32,7 @@ struct Stage {
     run: fn(&Path, &Options) -> StageResult,
 }
 
-const STAGES: [Stage; 11] = [
+const STAGES: [Stage; 12] = [
     Stage {
         name: "setup",
         run: |root, _| setup::run(root),
@@ -52,6 +52,10 @@ const STAGES: [Stage; 11] = [
     Stage {
         name: "no-std",
         run: no_std,
+    },
+    Stage {
+        name: "doc",
+        run: doc,
     },
     Stage {
         name: "qemu",
@@ -233,6 +237,36 @@ fn no_std(root: &Path, _: &Options) -> StageResult {
         "{} libraries for {}",
         LIBS.len(),
         BARE_METAL.join(" and ")
+    ))
+}
+
+/// `cargo doc` with every rustdoc warning an error: the libraries for the host, aarch64 Linux
+/// and both bare-metal targets (their arch modules differ), and the whole workspace for the
+/// host.
+fn doc(root: &Path, _: &Options) -> StageResult {
+    let host = cmd::host_target(root)?;
+    let targets: Vec<&str> = [host.as_str(), AARCH64_LINUX]
+        .into_iter()
+        .chain(BARE_METAL)
+        .collect();
+    for target in &targets {
+        let mut c = cargo(root);
+        c.env("RUSTDOCFLAGS", "-D warnings")
+            .args(["doc", "--no-deps", "--target", target]);
+        for lib in LIBS {
+            c.args(["-p", lib]);
+        }
+        cmd::status(&mut c)?;
+    }
+    cmd::status(cargo(root).env("RUSTDOCFLAGS", "-D warnings").args([
+        "doc",
+        "--no-deps",
+        "--workspace",
+    ]))?;
+    Ok(format!(
+        "no rustdoc warnings: {} libraries for {}, and the workspace",
+        LIBS.len(),
+        targets.join(", ")
     ))
 }
 

@@ -2,11 +2,11 @@
 
 /// Bit 0: the descriptor is valid.
 pub const VALID: u64 = 1 << 0;
-/// Bit 1: with bit 0 at the last level, a page descriptor (`[1:0] = 0b11`).
+/// Bit 1: with bit 0 at the last level, a page descriptor (`\[1:0\] = 0b11`).
 pub const PAGE: u64 = 1 << 1;
-/// Bit 6: AP[1], EL0 may access.
+/// Bit 6: AP\[1\], EL0 may access.
 pub const USER: u64 = 1 << 6;
-/// Bit 7: AP[2], read-only. Hardware dirty management clears it on a write to a DBM page.
+/// Bit 7: AP\[2\], read-only. Hardware dirty management clears it on a write to a DBM page.
 pub const RDONLY: u64 = 1 << 7;
 /// Bit 10: the access flag ("young"); hardware with FEAT_HAFDBS sets it on access.
 pub const AF: u64 = 1 << 10;
@@ -100,7 +100,7 @@ impl Granule {
     }
 }
 
-/// The operand of `TLBI VALE1IS` (and friends): VA[55:12] in bits [43:0], ASID in [63:48].
+/// The operand of `TLBI VALE1IS` (and friends): VA\[55:12\] in bits \[43:0\], ASID in \[63:48\].
 #[must_use]
 pub const fn tlbi_va_operand(va: u64, asid: u16) -> u64 {
     ((va >> 12) & ((1 << 44) - 1)) | ((asid as u64) << 48)

@@ -3,9 +3,11 @@
 //!
 //! Temporal: [`rep_stosb`], [`rep_stosq`], [`unrolled_stores`]; the stored lines stay in the
 //! cache, which is what the next reader wants for a small extent. Non-temporal (streaming):
-//! [`movnti`], [`avx2_stream`], [`avx512_stream`], [`clzero`]; they bypass the cache, which
+//! [`movnti`], `avx2_stream`, `avx512_stream`, [`clzero`]; they bypass the cache, which
 //! wins once the extent is larger than the cache, but they are weakly ordered: **the caller
 //! must execute [`sfence`] before the memory is published** to another CPU or to a device.
+//! The two vector loops exist only on targets with SSE (not on the soft-float
+//! `x86_64-unknown-none`, whose kernels do not save vector state).
 //!
 //! Each primitive states the alignment and length multiple it needs as a `const`
 //! (`*_ALIGN`, `*_MULTIPLE`) and checks them in every build: a range that does not meet them
@@ -22,14 +24,14 @@ pub const LINE: usize = 64;
 
 /// [`rep_stosq`] needs `dst` aligned to 8 and `len` a multiple of 8.
 pub const STOSQ_MULTIPLE: usize = 8;
-/// [`unrolled_stores`], [`movnti`], [`avx2_stream`], [`avx512_stream`] and [`clzero`] clear
+/// [`unrolled_stores`], [`movnti`], `avx2_stream`, `avx512_stream` and [`clzero`] clear
 /// whole 64-byte lines: `len` must be a multiple of 64.
 pub const LINE_MULTIPLE: usize = LINE;
 /// [`unrolled_stores`] and [`movnti`] store 8-byte words: `dst` aligned to 8.
 pub const WORD_ALIGN: usize = 8;
-/// [`avx2_stream`] (`vmovntdq ymm`) needs `dst` aligned to 32.
+/// `avx2_stream` (`vmovntdq ymm`) needs `dst` aligned to 32.
 pub const AVX2_ALIGN: usize = 32;
-/// [`avx512_stream`] (`vmovntdq zmm`) and [`clzero`] need `dst` aligned to 64.
+/// `avx512_stream` (`vmovntdq zmm`) and [`clzero`] need `dst` aligned to 64.
 pub const AVX512_ALIGN: usize = 64;
 /// [`clzero`] zeroes the whole line holding its address: `dst` aligned to 64.
 pub const CLZERO_ALIGN: usize = LINE;
@@ -80,7 +82,7 @@ pub unsafe fn rep_stosb(dst: *mut u8, len: usize) {
 /// # Safety
 /// `dst..dst + len` must be valid for writes and not accessed concurrently. With `dst`
 /// aligned to 8 and `len` a multiple of [`STOSQ_MULTIPLE`] it runs `rep stosq`; otherwise
-/// [`plain`] stores.
+/// plain stores (`write_bytes`).
 pub unsafe fn rep_stosq(dst: *mut u8, len: usize) {
     let Some(quads) = units(dst, len, STOSQ_MULTIPLE, STOSQ_MULTIPLE) else {
         // SAFETY: the caller guarantees the range is writable.

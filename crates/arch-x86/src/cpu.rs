@@ -27,13 +27,13 @@ pub struct CpuFeatures {
     pub family: u8,
     /// Display model (with the extended model bits).
     pub model: u8,
-    /// Enhanced REP MOVSB/STOSB (leaf 7 EBX[9]): `rep stosb` is the fast string clear.
+    /// Enhanced REP MOVSB/STOSB (leaf 7 EBX bit 9): `rep stosb` is the fast string clear.
     pub erms: bool,
-    /// Fast short REP MOV (leaf 7 EDX[4]).
+    /// Fast short REP MOV (leaf 7 EDX bit 4).
     pub fsrm: bool,
-    /// Fast zero-length REP MOVSB (leaf 7.1 EAX[10]).
+    /// Fast zero-length REP MOVSB (leaf 7.1 EAX bit 10).
     pub fzrm: bool,
-    /// Fast short REP STOSB (leaf 7.1 EAX[11]).
+    /// Fast short REP STOSB (leaf 7.1 EAX bit 11).
     pub fsrs: bool,
     /// Linux's synthetic REP_GOOD: `rep stosq` is good (Intel family 6 model >= 0x0e or
     /// family 15, AMD family >= 0x10), derived here the way the kernel derives it.
@@ -42,9 +42,9 @@ pub struct CpuFeatures {
     pub avx2: bool,
     /// AVX-512F present and its ZMM/opmask state enabled by the OS (XCR0).
     pub avx512f: bool,
-    /// CLZERO (leaf 0x8000_0008 EBX[0], AMD).
+    /// CLZERO (leaf 0x8000_0008 EBX bit 0, AMD).
     pub clzero: bool,
-    /// Running under a hypervisor (leaf 1 ECX[31]): reported cache sizes may be fiction.
+    /// Running under a hypervisor (leaf 1 ECX bit 31): reported cache sizes may be fiction.
     pub hypervisor: bool,
 }
 

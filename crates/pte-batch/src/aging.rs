@@ -119,6 +119,11 @@ pub(crate) fn folio_at<F: PteFormat>(
 /// Entries that are empty or map no folio are skipped.
 ///
 /// With [`FpbFlags::IGNORE_CONT`] a folio whose last block was unfolded is still one batch.
+///
+/// # Errors
+/// [`PteError::OutOfRange`] if `range` is empty or leaves the table (nothing is changed
+/// then); [`PteError::BadFolio`] if `folios` gives an entry a folio that does not contain its
+/// frame (the folios aged before it stay aged).
 pub fn age_range<F: PteFormat>(
     table: &PteTable<'_, F>,
     range: Range<usize>,

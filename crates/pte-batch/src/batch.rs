@@ -106,6 +106,10 @@ pub(crate) fn batch_key<F: PteFormat>(f: F, pte: u64, flags: FpbFlags) -> u64 {
 /// a block's entries are equal by construction.
 ///
 /// Errors if `index..index + max_nr` leaves the table or the entry at `index` is not present.
+///
+/// # Errors
+/// [`PteError::OutOfRange`] if `index..index + max_nr` is empty or leaves the table;
+/// [`PteError::NotPresent`] if the entry at `index` is not present.
 pub fn folio_pte_batch<F: PteFormat>(
     table: &PteTable<'_, F>,
     index: usize,

@@ -108,6 +108,10 @@ pub trait PteFormat: Copy + core::fmt::Debug {
     fn mk_pte(self, pfn: u64, prot: Prot) -> Option<u64>;
     /// What the MMU writes back for an access through `pte` (a hardware-managed access flag,
     /// and hardware dirty management where the format has it), or why it faults.
+    ///
+    /// # Errors
+    /// The [`Fault`] the MMU raises instead: the entry is not present, or the access is a
+    /// write through an entry that does not permit it.
     fn hardware_update(self, pte: u64, access: Access) -> Result<u64, Fault>;
 }
 

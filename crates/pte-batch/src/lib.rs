@@ -13,7 +13,7 @@
 //!   the one range to invalidate, consumed by a [`TlbFlush`].
 //! - [`folio_pte_batch`] with [`FpbFlags`], including [`FpbFlags::IGNORE_CONT`], so a folio
 //!   mixing contpte and non-contpte runs is one batch (seed 002's open question).
-//! - [`age_range`]: an MGLRU-shaped aging walk; [`reference`] holds the per-entry versions of
+//! - [`age_range`]: an MGLRU-shaped aging walk; [`reference`](mod@reference) holds the per-entry versions of
 //!   all of the above.
 #![doc = include_str!("../README.md")]
 #![no_std]

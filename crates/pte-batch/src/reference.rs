@@ -32,6 +32,9 @@ fn clear_young_one<F: PteFormat>(
 }
 
 /// `ptep_test_and_clear_young`: clears entry `index`, or its whole block if it is contpte.
+///
+/// # Errors
+/// [`PteError::OutOfRange`] if `index` is outside the table.
 pub fn ptep_test_and_clear_young<F: PteFormat>(
     table: &PteTable<'_, F>,
     index: usize,
@@ -41,6 +44,9 @@ pub fn ptep_test_and_clear_young<F: PteFormat>(
 
 /// The generic `test_and_clear_young_ptes`: [`ptep_test_and_clear_young`] on each of the `nr`
 /// entries, ORing the results.
+///
+/// # Errors
+/// [`PteError::OutOfRange`] if `index..index + nr` is empty or leaves the table.
 pub fn test_and_clear_young_ptes<F: PteFormat>(
     table: &PteTable<'_, F>,
     index: usize,
@@ -69,6 +75,9 @@ fn clear_flush_young_one<F: PteFormat>(
 
 /// The generic `clear_flush_young_ptes`: the per-entry flushing clear on each of the `nr`
 /// entries, each invalidating through `tlb` what it found young.
+///
+/// # Errors
+/// [`PteError::OutOfRange`] if `index..index + nr` is empty or leaves the table.
 pub fn clear_flush_young_ptes<F: PteFormat>(
     table: &PteTable<'_, F>,
     index: usize,
@@ -84,6 +93,9 @@ pub fn clear_flush_young_ptes<F: PteFormat>(
 }
 
 /// `folio_pte_batch` without the contpte hint: compares every entry with the first.
+///
+/// # Errors
+/// As [`crate::folio_pte_batch`].
 pub fn folio_pte_batch<F: PteFormat>(
     table: &PteTable<'_, F>,
     index: usize,
@@ -113,6 +125,9 @@ pub fn folio_pte_batch<F: PteFormat>(
 
 /// The aging walk before batching: for every present entry, read it (contpte-aware), look up
 /// its folio, and clear it with the per-entry flushing clear.
+///
+/// # Errors
+/// As [`crate::age_range`].
 pub fn age_range<F: PteFormat>(
     table: &PteTable<'_, F>,
     range: Range<usize>,

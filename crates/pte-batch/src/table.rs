@@ -220,6 +220,9 @@ impl<'a, F: PteFormat> PteTable<'a, F> {
     }
 
     /// The entry mapping virtual address `va` (any byte of the page).
+    ///
+    /// # Errors
+    /// [`PteError::BadAddress`] if `va` lies outside the table's span.
     pub fn index_of(&self, va: u64) -> Result<usize, PteError> {
         let index = va
             .checked_sub(self.base)
@@ -264,6 +267,9 @@ impl<'a, F: PteFormat> PteTable<'a, F> {
     }
 
     /// The raw entry, as the MMU sees it (the kernel's `__ptep_get`).
+    ///
+    /// # Errors
+    /// [`PteError::OutOfRange`] if `index` is outside the table.
     pub fn raw(&self, index: usize) -> Result<u64, PteError> {
         self.check_range(index, 1)?;
         Ok(self.slot(index).load(Ordering::Relaxed))
@@ -272,6 +278,9 @@ impl<'a, F: PteFormat> PteTable<'a, F> {
     /// The entry as software must see it (the kernel's `ptep_get`): for a contpte entry, the
     /// access flag and dirty state of the whole block ORed in, since the MMU may have set
     /// them on any entry of the block.
+    ///
+    /// # Errors
+    /// [`PteError::OutOfRange`] if `index` is outside the table.
     pub fn get(&self, index: usize) -> Result<u64, PteError> {
         let pte = self.raw(index)?;
         Ok(self.gather(index, pte))
@@ -311,6 +320,12 @@ impl<'a, F: PteFormat> PteTable<'a, F> {
     /// (arm64's `contpte_set_ptes`).
     ///
     /// The entries must be empty: remapping goes through [`unmap_ptes`](Self::unmap_ptes).
+    ///
+    /// # Errors
+    /// [`PteError::OutOfRange`] if the range is empty or leaves the table;
+    /// [`PteError::BadMapping`] if the frames overflow or `pfn`/`prot` do not fit the format;
+    /// [`PteError::AlreadyMapped`] naming the first entry that is not empty. Nothing is
+    /// written then.
     pub fn set_ptes(&self, index: usize, pfn: u64, nr: usize, prot: Prot) -> Result<(), PteError> {
         let range = self.check_range(index, nr)?;
         let f = self.format;
@@ -349,6 +364,9 @@ impl<'a, F: PteFormat> PteTable<'a, F> {
     /// `contpte_convert`): clears every entry collecting the access flag and dirty state,
     /// invalidates the block's range once, and rewrites the entries without the hint, each
     /// carrying what was collected. Returns whether it unfolded.
+    ///
+    /// # Errors
+    /// [`PteError::OutOfRange`] if `index` is outside the table.
     pub fn unfold(&self, index: usize, tlb: &mut impl TlbFlush) -> Result<bool, PteError> {
         let pte = self.raw(index)?;
         let f = self.format;
@@ -404,6 +422,10 @@ impl<'a, F: PteFormat> PteTable<'a, F> {
     /// Clears entries `index..index + nr` (the kernel's `clear_ptes` / `get_and_clear_full_ptes`),
     /// unfolding first any block the range covers only in part, and invalidates the range
     /// once if anything was present. Empty entries in the range are allowed.
+    ///
+    /// # Errors
+    /// [`PteError::OutOfRange`] if the range is empty or leaves the table; nothing is changed
+    /// then.
     pub fn unmap_ptes(
         &self,
         index: usize,
@@ -433,6 +455,10 @@ impl<'a, F: PteFormat> PteTable<'a, F> {
     /// part (a whole block changes uniformly and stays folded), and invalidates the range
     /// once if an entry changed. Each entry changes by a compare-and-swap loop, so a write
     /// the MMU records meanwhile is kept.
+    ///
+    /// # Errors
+    /// [`PteError::OutOfRange`] if the range is empty or leaves the table; nothing is changed
+    /// then.
     pub fn wrprotect_ptes(
         &self,
         index: usize,
@@ -473,6 +499,10 @@ impl<'a, F: PteFormat> PteTable<'a, F> {
     /// For a contpte entry the TLB may have filled from any entry of the block, so the update
     /// lands on entry `pick % CONT_PTES` of the block; `pick` is ignored otherwise. Returns
     /// the entry that was updated.
+    ///
+    /// # Errors
+    /// [`PteError::OutOfRange`] if `index` is outside the table; [`PteError::Fault`] with the
+    /// MMU's fault (not present, or a write the entry does not permit), the entry unchanged.
     pub fn hw_access(&self, index: usize, access: Access, pick: usize) -> Result<usize, PteError> {
         let pte = self.raw(index)?;
         let f = self.format;
@@ -501,6 +531,10 @@ impl<'a, F: PteFormat> PteTable<'a, F> {
     }
 
     /// [`hw_access`](Self::hw_access) by virtual address.
+    ///
+    /// # Errors
+    /// [`PteError::BadAddress`] if `va` lies outside the table; otherwise as
+    /// [`hw_access`](Self::hw_access).
     pub fn hw_access_va(&self, va: u64, access: Access, pick: usize) -> Result<usize, PteError> {
         self.hw_access(self.index_of(va)?, access, pick)
     }

@@ -48,6 +48,9 @@ impl<F: PteFormat> PteTable<'_, F> {
     /// its last entry is (arm64's `contpte_align_addr_ptep`). Blocks strictly inside a batch
     /// of one folio are covered whole already, so a batch mixing non-contpte and contpte runs
     /// expands correctly too.
+    ///
+    /// # Errors
+    /// [`PteError::OutOfRange`] if `index..index + nr` is empty or leaves the table.
     pub fn young_range(&self, index: usize, nr: usize) -> Result<Range<usize>, PteError> {
         let Range { mut start, mut end } = self.check_range(index, nr)?;
         let f = self.format();
@@ -89,12 +92,19 @@ impl<F: PteFormat> PteTable<'_, F> {
     ///
     /// The cost is one compare-and-swap per entry of the expanded range: a 64 KiB contpte folio
     /// (4 KiB granule) costs 16, where a per-entry loop over its 16 entries costs 16 x 16.
+    ///
+    /// # Errors
+    /// [`PteError::OutOfRange`] if `index..index + nr` is empty or leaves the table; nothing
+    /// is changed then.
     pub fn test_and_clear_young_ptes(&self, index: usize, nr: usize) -> Result<bool, PteError> {
         Ok(self.clear_young_counted(index, nr)?.young)
     }
 
     /// The per-entry entry point (the kernel's `ptep_test_and_clear_young`): a batch of one,
     /// so a contpte entry clears its whole block.
+    ///
+    /// # Errors
+    /// [`PteError::OutOfRange`] if `index` is outside the table.
     pub fn ptep_test_and_clear_young(&self, index: usize) -> Result<bool, PteError> {
         self.test_and_clear_young_ptes(index, 1)
     }
@@ -103,12 +113,19 @@ impl<F: PteFormat> PteTable<'_, F> {
     /// invalidate it needs: the whole expanded range if any entry was young on a format that
     /// flushes for young clearing (arm64's `contpte_clear_flush_young_ptes`), nothing
     /// otherwise (nothing young, or x86).
+    ///
+    /// # Errors
+    /// [`PteError::OutOfRange`] if `index..index + nr` is empty or leaves the table; nothing
+    /// is changed then.
     pub fn clear_flush_young_ptes(&self, index: usize, nr: usize) -> Result<FlushToken, PteError> {
         let cleared = self.clear_young_counted(index, nr)?;
         Ok(self.token_for(&cleared))
     }
 
     /// The per-entry flushing clear (the kernel's `ptep_clear_flush_young`).
+    ///
+    /// # Errors
+    /// [`PteError::OutOfRange`] if `index` is outside the table.
     pub fn ptep_clear_flush_young(&self, index: usize) -> Result<FlushToken, PteError> {
         self.clear_flush_young_ptes(index, 1)
     }

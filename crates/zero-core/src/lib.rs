@@ -11,7 +11,7 @@
 //! - [`plan`]: the pure chunk and order plans, public so they can be fuzzed.
 //! - [`ParallelClear`]: one huge extent cleared by several cores, chunks claimed through an
 //!   atomic cursor (loom-checked).
-//! - [`reference`]: the obvious page-at-a-time definitions the above are checked against.
+//! - [`reference`](mod@reference): the obvious page-at-a-time definitions the above are checked against.
 //!
 //! Every entry point validates its input and returns a [`ZeroError`] instead of panicking.
 #![doc = include_str!("../README.md")]
