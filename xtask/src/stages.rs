@@ -32,7 +32,7 @@ struct Stage {
     run: fn(&Path, &Options) -> StageResult,
 }
 
-const STAGES: [Stage; 12] = [
+const STAGES: [Stage; 13] = [
     Stage {
         name: "setup",
         run: |root, _| setup::run(root),
@@ -56,6 +56,10 @@ const STAGES: [Stage; 12] = [
     Stage {
         name: "doc",
         run: doc,
+    },
+    Stage {
+        name: "package",
+        run: package,
     },
     Stage {
         name: "qemu",
@@ -267,6 +271,36 @@ fn doc(root: &Path, _: &Options) -> StageResult {
         "no rustdoc warnings: {} libraries for {}, and the workspace",
         LIBS.len(),
         targets.join(", ")
+    ))
+}
+
+/// Files every published crate must carry.
+const PACKAGED: [&str; 4] = ["README.md", "LICENSE-MIT", "LICENSE-APACHE", "CHANGELOG.md"];
+
+/// `cargo publish --workspace --dry-run`: every library packages and builds from its
+/// package alone, in dependency order, against crates.io; and each package carries its
+/// README, both licences and the changelog.
+fn package(root: &Path, _: &Options) -> StageResult {
+    cmd::status(cargo(root).args(["publish", "--workspace", "--dry-run", "--allow-dirty"]))?;
+    for lib in LIBS {
+        let list = cmd::output_echoed(cargo(root).args([
+            "package",
+            "--list",
+            "--allow-dirty",
+            "-p",
+            lib,
+        ]))?;
+        if let Some(missing) = PACKAGED
+            .iter()
+            .find(|f| !list.lines().any(|l| l.trim() == **f))
+        {
+            return Err(format!("the {lib} package lacks {missing}"));
+        }
+    }
+    Ok(format!(
+        "{} crates package and build alone, each with {}",
+        LIBS.len(),
+        PACKAGED.join(", ")
     ))
 }
 

@@ -15,6 +15,7 @@
 //! Every instruction sits behind `#[cfg(not(miri))]` with a portable fallback.
 #![doc = include_str!("../README.md")]
 #![no_std]
+#![cfg_attr(docsrs, feature(doc_cfg))]
 #![deny(unsafe_op_in_unsafe_fn)]
 #![deny(clippy::undocumented_unsafe_blocks)]
 #![warn(missing_docs)]

@@ -3,7 +3,7 @@
 //! (qemu `-cpu max`), DC ZVA with the block size DCZID_EL0 reports, and `stnp`.
 #![cfg(all(target_arch = "aarch64", target_os = "linux", not(miri)))]
 
-#[path = "../../../testing/guarded.rs"]
+#[path = "support/guarded.rs"]
 mod guarded;
 
 use arch_arm64::{barrier, clear, cpu};

@@ -6,7 +6,7 @@
 //! loop started with a zero count would run 2^64 times and fault in the guard page.
 #![cfg(all(target_arch = "x86_64", not(miri)))]
 
-#[path = "../../../testing/guarded.rs"]
+#[path = "support/guarded.rs"]
 mod guarded;
 
 use arch_x86::clear;
