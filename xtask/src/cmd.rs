@@ -6,6 +6,10 @@ use std::process::{Command, Stdio};
 /// The pinned toolchain (rust-toolchain.toml); nightly is only for Miri and cargo-fuzz.
 pub const TOOLCHAIN: &str = "1.95.0";
 
+/// The lowest Rust the library crates build with: `rust-version` in the workspace manifest,
+/// checked by the msrv stage.
+pub const MSRV: &str = "1.89.0";
+
 /// `cargo +1.95.0` in `dir`.
 pub fn cargo(dir: &Path) -> Command {
     toolchain_cargo(dir, TOOLCHAIN)
@@ -14,6 +18,11 @@ pub fn cargo(dir: &Path) -> Command {
 /// `cargo +nightly` in `dir`.
 pub fn nightly_cargo(dir: &Path) -> Command {
     toolchain_cargo(dir, "nightly")
+}
+
+/// `cargo +MSRV` in `dir`.
+pub fn msrv_cargo(dir: &Path) -> Command {
+    toolchain_cargo(dir, MSRV)
 }
 
 fn toolchain_cargo(dir: &Path, toolchain: &str) -> Command {

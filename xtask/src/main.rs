@@ -13,7 +13,7 @@ usage:
   cargo xtask test [--only STAGE]... [--skip STAGE]... [--fuzz-seconds N]
   cargo xtask report [REPORT ARGS]...   (cargo xtask report -- --help lists them)
 
-stages: setup fmt clippy test no-std doc package qemu loom miri fuzz bench";
+stages: setup fmt clippy test no-std doc package msrv qemu loom miri fuzz bench";
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();

@@ -6,10 +6,12 @@
 //! the run with the command and a hint. `cargo xtask report` runs the part it needs
 //! ([`for_report`]).
 
-use crate::cmd::{self, TOOLCHAIN, probe};
+use crate::cmd::{self, MSRV, TOOLCHAIN, probe};
 use std::path::Path;
 use std::process::Command;
 
+/// The bare-metal targets the MSRV check builds for, beside the host.
+const BARE_METAL_TARGETS: [&str; 2] = ["aarch64-unknown-none", "x86_64-unknown-none"];
 const TARGETS: [&str; 3] = [
     "aarch64-unknown-linux-gnu",
     "aarch64-unknown-none",
@@ -32,9 +34,45 @@ const MIN_QEMU_MAJOR: u32 = 10;
 pub fn run(root: &Path) -> Result<String, String> {
     let mut done = Vec::new();
     rust_toolchains(&mut done)?;
+    msrv_toolchain(&mut done)?;
     apt(&mut done, true, &APT_PACKAGES)?;
     cargo_fuzz(root, &mut done)?;
     Ok(summary(&done))
+}
+
+/// The oldest supported toolchain (minimal profile) with the bare-metal targets, for the
+/// msrv stage.
+fn msrv_toolchain(done: &mut Vec<String>) -> Result<(), String> {
+    let toolchains = probe(&mut rustup(&["toolchain", "list"])).unwrap_or_default();
+    if !toolchains.lines().any(|l| l.starts_with(MSRV)) {
+        install(
+            &mut rustup(&["toolchain", "install", MSRV, "--profile", "minimal"]),
+            "check that the Rust dist server is reachable",
+        )?;
+        done.push(format!("toolchain {MSRV}"));
+    }
+    let have = probe(&mut rustup(&[
+        "target",
+        "list",
+        "--installed",
+        "--toolchain",
+        MSRV,
+    ]))
+    .unwrap_or_default();
+    let missing: Vec<&str> = BARE_METAL_TARGETS
+        .into_iter()
+        .filter(|t| !have.lines().any(|l| l.trim() == *t))
+        .collect();
+    if !missing.is_empty() {
+        let mut args = vec!["target", "add", "--toolchain", MSRV];
+        args.extend(&missing);
+        install(
+            &mut rustup(&args),
+            "rustup could not add the targets to the MSRV toolchain",
+        )?;
+        done.push(format!("{MSRV} targets {}", missing.join(" ")));
+    }
+    Ok(())
 }
 
 /// What `cargo xtask report` needs: the toolchain with its targets, valgrind and binutils.

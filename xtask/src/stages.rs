@@ -1,7 +1,7 @@
 //! The stages of `cargo xtask test`, in order. Each prints its name, duration and result; the
 //! first failure stops the run. The last line is `stages: N passed, M failed`.
 
-use crate::cmd::{self, cargo, nightly_cargo};
+use crate::cmd::{self, MSRV, cargo, msrv_cargo, nightly_cargo};
 use crate::setup;
 use std::path::Path;
 use std::process::ExitCode;
@@ -32,7 +32,7 @@ struct Stage {
     run: fn(&Path, &Options) -> StageResult,
 }
 
-const STAGES: [Stage; 13] = [
+const STAGES: [Stage; 14] = [
     Stage {
         name: "setup",
         run: |root, _| setup::run(root),
@@ -60,6 +60,10 @@ const STAGES: [Stage; 13] = [
     Stage {
         name: "package",
         run: package,
+    },
+    Stage {
+        name: "msrv",
+        run: msrv,
     },
     Stage {
         name: "qemu",
@@ -301,6 +305,46 @@ fn package(root: &Path, _: &Options) -> StageResult {
         "{} crates package and build alone, each with {}",
         LIBS.len(),
         PACKAGED.join(", ")
+    ))
+}
+
+/// The libraries build with the oldest toolchain they declare (`rust-version`), for the host
+/// and both bare-metal targets; and the declaration and the toolchain agree.
+fn msrv(root: &Path, _: &Options) -> StageResult {
+    let manifest =
+        std::fs::read_to_string(root.join("Cargo.toml")).map_err(|e| format!("Cargo.toml: {e}"))?;
+    let declared = manifest
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("rust-version = "))
+        .map(|v| v.trim_matches('"').to_string())
+        .ok_or("no rust-version in the workspace manifest")?;
+    if !MSRV.starts_with(&format!("{declared}.")) && MSRV != declared {
+        return Err(format!(
+            "the workspace declares rust-version {declared} but xtask checks {MSRV}"
+        ));
+    }
+    let host = cmd::host_target(root)?;
+    let targets: Vec<&str> = std::iter::once(host.as_str()).chain(BARE_METAL).collect();
+    for target in &targets {
+        let mut c = msrv_cargo(root);
+        // A target directory of its own: artifacts of another compiler are not reusable.
+        c.args([
+            "check",
+            "--lib",
+            "--target",
+            target,
+            "--target-dir",
+            "target/msrv",
+        ]);
+        for lib in LIBS {
+            c.args(["-p", lib]);
+        }
+        cmd::status(&mut c)?;
+    }
+    Ok(format!(
+        "{} libraries build with Rust {MSRV} for {}",
+        LIBS.len(),
+        targets.join(", ")
     ))
 }
 

@@ -188,7 +188,10 @@ fn detect_features() -> CpuFeatures {
 /// One CPUID query: `[eax, ebx, ecx, edx]`.
 #[cfg(not(miri))]
 fn cpuid_raw(leaf: u32, subleaf: u32) -> [u32; 4] {
-    let r = core::arch::x86_64::__cpuid_count(leaf, subleaf);
+    // SAFETY: CPUID exists on every x86_64 CPU and only reads identification registers. (The
+    // intrinsic is safe from Rust 1.94; the block lets the declared older toolchains build.)
+    #[allow(unused_unsafe)]
+    let r = unsafe { core::arch::x86_64::__cpuid_count(leaf, subleaf) };
     [r.eax, r.ebx, r.ecx, r.edx]
 }
 
