@@ -226,10 +226,24 @@ fn tests_run(output: &str) -> usize {
         .sum()
 }
 
+/// Each model crate's examples, (crate, example): `cargo run --example` runs them all.
+const EXAMPLES: [(&str, &str); 4] = [
+    ("zero-core", "detect"),
+    ("zero-core", "calibrate"),
+    ("buddy-sim", "smp_zone"),
+    ("pte-batch", "aging"),
+];
+
 fn test(root: &Path, _: &Options) -> StageResult {
     let out = cmd::output_echoed(cargo(root).args(["test", "--workspace"]))?;
-    cmd::status(cargo(root).args(["run", "--quiet", "-p", "zero-core", "--example", "detect"]))?;
-    Ok(format!("{} tests", tests_run(&out)))
+    for (krate, example) in EXAMPLES {
+        cmd::status(cargo(root).args(["run", "--quiet", "-p", krate, "--example", example]))?;
+    }
+    Ok(format!(
+        "{} tests, {} examples run",
+        tests_run(&out),
+        EXAMPLES.len()
+    ))
 }
 
 fn no_std(root: &Path, _: &Options) -> StageResult {
