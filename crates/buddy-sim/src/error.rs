@@ -68,6 +68,9 @@ pub enum BuddyError {
     /// `vfree`: the page is not one that `vmalloc` handed out, or `vfree` already released
     /// it (or the area names it twice).
     NotVmalloc(Pfn),
+    /// The frame's physical address does not fit the architecture's physical address space
+    /// (52 bits on x86_64): the frame-allocator adapters cannot name it.
+    NotAddressable(Pfn),
 }
 
 impl fmt::Display for BuddyError {
@@ -111,6 +114,9 @@ impl fmt::Display for BuddyError {
             Self::NotInBuddy(p) => write!(f, "frame {p} is not free in the buddy"),
             Self::Hole(p) => write!(f, "frame {p} is in a hole of the memory map"),
             Self::AlreadyAdded(p) => write!(f, "frame {p} is usable memory already"),
+            Self::NotAddressable(p) => {
+                write!(f, "frame {p} lies beyond the physical address space")
+            }
             Self::NotVmalloc(p) => {
                 write!(
                     f,

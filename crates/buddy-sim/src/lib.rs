@@ -24,7 +24,9 @@
 #![doc = include_str!("../README.md")]
 #![no_std]
 #![cfg_attr(docsrs, feature(doc_cfg))]
-#![forbid(unsafe_code)]
+// No unsafe anywhere but the `x86_64` adapter's `unsafe impl` of an unsafe trait (which
+// performs no unsafe operation).
+#![deny(unsafe_code)]
 #![deny(unsafe_op_in_unsafe_fn)]
 #![deny(clippy::undocumented_unsafe_blocks)]
 #![warn(missing_docs)]
@@ -53,6 +55,8 @@ mod refs;
 mod sync;
 mod types;
 mod vmalloc;
+#[cfg(feature = "x86_64")]
+mod x86_64_frames;
 mod zone;
 
 pub use check::Corruption;
@@ -65,6 +69,8 @@ pub use lock_api;
 pub use pcp::PerCpu;
 pub use types::{MAX_SUPPORTED_ORDER, Order, Pfn};
 pub use vmalloc::VmArea;
+#[cfg(feature = "x86_64")]
+pub use x86_64_frames::X86FrameAllocator;
 pub use zone::{FreeWhere, Zone};
 
 /// The raw lock a [`Zone`] and its [`PerCpu`] lists use unless told otherwise: `spin`'s

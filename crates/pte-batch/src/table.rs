@@ -16,6 +16,7 @@ use crate::sync::{AtomicU64, Ordering};
 
 /// What was wrong with a call.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub enum PteError {
     /// The format's page shift is outside [`MIN_PAGE_SHIFT`](crate::format::MIN_PAGE_SHIFT)
     /// ..= [`MAX_PAGE_SHIFT`](crate::format::MAX_PAGE_SHIFT), or its contiguous block is not
@@ -127,6 +128,8 @@ impl core::fmt::Display for PteError {
         }
     }
 }
+
+impl core::error::Error for PteError {}
 
 /// What [`PteTable::unmap_ptes`] took away: the caller must act on `dirty` (write the data
 /// back) and may use `young` as a last access hint.

@@ -3,6 +3,7 @@ use core::fmt;
 
 /// What was wrong with a request to clear memory. Nothing was written when one is returned.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum ZeroError {
     /// The extent or folio has no pages.
     ZeroLength,

@@ -14,6 +14,7 @@ const VECTOR_STATE: bool = cfg!(target_feature = "sse2");
 /// fallback. Every variant exists on every target, so plans and policies can be reasoned
 /// about anywhere; [`Strategy::is_available`] says which ones this CPU can execute.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub enum Strategy {
     /// `core::ptr::write_bytes` one page at a time: the kernel's generic `clear_page()` loop,
     /// for an architecture without an extent primitive. Always available; what Miri runs.
