@@ -2,6 +2,7 @@
 //! a table, find each present entry's folio, batch the entries that map it, test-and-clear the
 //! access flag per batch, and report each folio as young or old.
 
+use crate::sync::Entry;
 use core::ops::Range;
 
 use crate::batch::{Folio, Folios, FpbFlags, folio_pte_batch};
@@ -124,8 +125,8 @@ pub(crate) fn folio_at<F: PteFormat>(
 /// [`PteError::OutOfRange`] if `range` is empty or leaves the table (nothing is changed
 /// then); [`PteError::BadFolio`] if `folios` gives an entry a folio that does not contain its
 /// frame (the folios aged before it stay aged).
-pub fn age_range<F: PteFormat>(
-    table: &PteTable<'_, F>,
+pub fn age_range<F: PteFormat, E: Entry>(
+    table: &PteTable<'_, F, E>,
     range: Range<usize>,
     folios: &impl Folios,
     flags: FpbFlags,

@@ -2,6 +2,7 @@
 //! with equal attributes, so the young clear (or an unmap, a fork, ...) handles them in one call.
 
 use crate::format::PteFormat;
+use crate::sync::Entry;
 use crate::table::{PteError, PteTable};
 
 /// A folio: `nr_pages` physically contiguous frames from `pfn`, managed as one unit.
@@ -110,8 +111,8 @@ pub(crate) fn batch_key<F: PteFormat>(f: F, pte: u64, flags: FpbFlags) -> u64 {
 /// # Errors
 /// [`PteError::OutOfRange`] if `index..index + max_nr` is empty or leaves the table;
 /// [`PteError::NotPresent`] if the entry at `index` is not present.
-pub fn folio_pte_batch<F: PteFormat>(
-    table: &PteTable<'_, F>,
+pub fn folio_pte_batch<F: PteFormat, E: Entry>(
+    table: &PteTable<'_, F, E>,
     index: usize,
     max_nr: usize,
     flags: FpbFlags,
@@ -172,7 +173,7 @@ pub(crate) fn merge_young_dirty<F: PteFormat>(f: F, mut pte: u64, seen: u64) -> 
 
 /// Entries the scan may step over from `index` (the kernel's `pte_batch_hint`): to the end of
 /// the block for a contpte entry, else one.
-fn hint<F: PteFormat>(table: &PteTable<'_, F>, index: usize, pte: u64) -> usize {
+fn hint<F: PteFormat, E: Entry>(table: &PteTable<'_, F, E>, index: usize, pte: u64) -> usize {
     let f = table.format();
     if f.is_cont(pte) {
         f.cont_ptes() - index % f.cont_ptes()

@@ -41,6 +41,6 @@ pub use flush::{CountingFlush, FlushRange, FlushToken, TlbFlush};
 pub use format::{Access, Arm64, Fault, Prot, PteFormat, X86_64};
 pub use table::{PteError, PteTable, Unmapped};
 
-/// The atomic type a table's entries are made of (`core::sync::atomic::AtomicU64`; loom's
-/// under `cfg(loom)`).
-pub use sync::AtomicU64;
+/// The atomic type a table's entries are made of: core's, whatever the cfg.
+pub use core::sync::atomic::AtomicU64;
+pub use sync::Entry;

@@ -2,6 +2,7 @@
 //! generic defaults, which loop the per-entry operation over a batch. The tests hold the
 //! batched paths to them, and the benchmarks use them as the "before" column.
 
+use crate::sync::Entry;
 use core::ops::Range;
 
 use crate::aging::{AgingStats, Tally, folio_at};
@@ -12,8 +13,8 @@ use crate::table::{PteError, PteTable};
 
 /// REFERENCE.md's `ptep_test_and_clear_young`, counted: one entry, or the whole block of a
 /// contpte entry, each by the compare-and-swap loop. Returns (young, entries cleared).
-fn clear_young_one<F: PteFormat>(
-    table: &PteTable<'_, F>,
+fn clear_young_one<F: PteFormat, E: Entry>(
+    table: &PteTable<'_, F, E>,
     index: usize,
 ) -> Result<(bool, Range<usize>), PteError> {
     let f = table.format();
@@ -35,8 +36,8 @@ fn clear_young_one<F: PteFormat>(
 ///
 /// # Errors
 /// [`PteError::OutOfRange`] if `index` is outside the table.
-pub fn ptep_test_and_clear_young<F: PteFormat>(
-    table: &PteTable<'_, F>,
+pub fn ptep_test_and_clear_young<F: PteFormat, E: Entry>(
+    table: &PteTable<'_, F, E>,
     index: usize,
 ) -> Result<bool, PteError> {
     Ok(clear_young_one(table, index)?.0)
@@ -47,8 +48,8 @@ pub fn ptep_test_and_clear_young<F: PteFormat>(
 ///
 /// # Errors
 /// [`PteError::OutOfRange`] if `index..index + nr` is empty or leaves the table.
-pub fn test_and_clear_young_ptes<F: PteFormat>(
-    table: &PteTable<'_, F>,
+pub fn test_and_clear_young_ptes<F: PteFormat, E: Entry>(
+    table: &PteTable<'_, F, E>,
     index: usize,
     nr: usize,
 ) -> Result<bool, PteError> {
@@ -62,8 +63,8 @@ pub fn test_and_clear_young_ptes<F: PteFormat>(
 
 /// `ptep_clear_flush_young`, per entry: the clear, then an invalidate of what it cleared if
 /// anything was young (on a format that flushes for young clearing).
-fn clear_flush_young_one<F: PteFormat>(
-    table: &PteTable<'_, F>,
+fn clear_flush_young_one<F: PteFormat, E: Entry>(
+    table: &PteTable<'_, F, E>,
     index: usize,
 ) -> Result<(FlushToken, usize), PteError> {
     let (young, entries) = clear_young_one(table, index)?;
@@ -78,8 +79,8 @@ fn clear_flush_young_one<F: PteFormat>(
 ///
 /// # Errors
 /// [`PteError::OutOfRange`] if `index..index + nr` is empty or leaves the table.
-pub fn clear_flush_young_ptes<F: PteFormat>(
-    table: &PteTable<'_, F>,
+pub fn clear_flush_young_ptes<F: PteFormat, E: Entry>(
+    table: &PteTable<'_, F, E>,
     index: usize,
     nr: usize,
     tlb: &mut impl TlbFlush,
@@ -96,8 +97,8 @@ pub fn clear_flush_young_ptes<F: PteFormat>(
 ///
 /// # Errors
 /// As [`crate::folio_pte_batch`].
-pub fn folio_pte_batch<F: PteFormat>(
-    table: &PteTable<'_, F>,
+pub fn folio_pte_batch<F: PteFormat, E: Entry>(
+    table: &PteTable<'_, F, E>,
     index: usize,
     max_nr: usize,
     flags: FpbFlags,
@@ -128,8 +129,8 @@ pub fn folio_pte_batch<F: PteFormat>(
 ///
 /// # Errors
 /// As [`crate::age_range`].
-pub fn age_range<F: PteFormat>(
-    table: &PteTable<'_, F>,
+pub fn age_range<F: PteFormat, E: Entry>(
+    table: &PteTable<'_, F, E>,
     range: Range<usize>,
     folios: &impl Folios,
     tlb: &mut impl TlbFlush,

@@ -12,7 +12,8 @@ use core::ops::Range;
 
 use crate::flush::{FlushRange, TlbFlush};
 use crate::format::{Access, Fault, Prot, PteFormat};
-use crate::sync::{AtomicU64, Ordering};
+use crate::sync::Entry;
+use core::sync::atomic::AtomicU64;
 
 /// What was wrong with a call.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -147,13 +148,13 @@ pub struct Unmapped {
 /// One page-table page (or a block-aligned part of one) of atomic 64-bit entries, and the
 /// virtual address its first entry maps.
 #[derive(Debug)]
-pub struct PteTable<'a, F: PteFormat> {
+pub struct PteTable<'a, F: PteFormat, E: Entry = AtomicU64> {
     format: F,
     base: u64,
-    entries: &'a [AtomicU64],
+    entries: &'a [E],
 }
 
-impl<'a, F: PteFormat> PteTable<'a, F> {
+impl<'a, F: PteFormat, E: Entry> PteTable<'a, F, E> {
     /// A table over `entries`, whose entry 0 maps virtual address `base`.
     ///
     /// `entries` may be a kernel's live page-table page (a `&[AtomicU64; N]` over its frame)
@@ -165,7 +166,7 @@ impl<'a, F: PteFormat> PteTable<'a, F> {
     /// [`PteError::BadFormat`] for a format of the caller's own with a page shift out of
     /// range or a bad contiguous block; [`PteError::BadTableLength`] or
     /// [`PteError::BadBase`] for the geometry.
-    pub fn new(format: F, base: u64, entries: &'a [AtomicU64]) -> Result<Self, PteError> {
+    pub fn new(format: F, base: u64, entries: &'a [E]) -> Result<Self, PteError> {
         let len = entries.len();
         let cont = format.cont_ptes();
         let page_shift = format.page_shift();
@@ -260,7 +261,7 @@ impl<'a, F: PteFormat> PteTable<'a, F> {
     }
 
     /// The atomic behind entry `index`, which the caller has range-checked.
-    pub(crate) fn slot(&self, index: usize) -> &AtomicU64 {
+    pub(crate) fn slot(&self, index: usize) -> &E {
         &self.entries[index]
     }
 
@@ -275,7 +276,7 @@ impl<'a, F: PteFormat> PteTable<'a, F> {
     /// [`PteError::OutOfRange`] if `index` is outside the table.
     pub fn raw(&self, index: usize) -> Result<u64, PteError> {
         self.check_range(index, 1)?;
-        Ok(self.slot(index).load(Ordering::Relaxed))
+        Ok(self.slot(index).load())
     }
 
     /// The entry as software must see it (the kernel's `ptep_get`): for a contpte entry, the
@@ -297,7 +298,7 @@ impl<'a, F: PteFormat> PteTable<'a, F> {
         }
         let start = self.block_start(index);
         for slot in &self.entries[start..start + f.cont_ptes()] {
-            let other = slot.load(Ordering::Relaxed);
+            let other = slot.load();
             if f.is_young(other) {
                 pte = f.mkyoung(pte);
             }
@@ -354,13 +355,13 @@ impl<'a, F: PteFormat> PteTable<'a, F> {
                 && (page_pfn - (i - start) as u64).is_multiple_of(cont as u64);
             let pte = f.with_pfn(template, page_pfn);
             let pte = if folds { f.mkcont(pte) } else { pte };
-            self.slot(i).store(pte, Ordering::Relaxed);
+            self.slot(i).store(pte);
         }
         Ok(())
     }
 
     fn raw_unchecked(&self, index: usize) -> u64 {
-        self.slot(index).load(Ordering::Relaxed)
+        self.slot(index).load()
     }
 
     /// Unfolds the contiguous block holding `index` if it is one (arm64's
@@ -382,7 +383,7 @@ impl<'a, F: PteFormat> PteTable<'a, F> {
         for slot in &self.entries[block.clone()] {
             // An atomic exchange: a concurrent hardware update lands before it (and is
             // collected here) or faults on the cleared entry.
-            let old = slot.swap(0, Ordering::Relaxed);
+            let old = slot.swap(0);
             young |= f.is_young(old);
             dirty |= f.is_dirty(old);
         }
@@ -398,7 +399,7 @@ impl<'a, F: PteFormat> PteTable<'a, F> {
             } else {
                 f.mkclean(new)
             };
-            self.slot(i).store(new, Ordering::Relaxed);
+            self.slot(i).store(new);
         }
         Ok(true)
     }
@@ -440,7 +441,7 @@ impl<'a, F: PteFormat> PteTable<'a, F> {
         let f = self.format;
         let mut out = Unmapped::default();
         for slot in &self.entries[range.clone()] {
-            let old = slot.swap(0, Ordering::Relaxed);
+            let old = slot.swap(0);
             if f.is_present(old) {
                 out.pages += 1;
                 out.young |= f.is_young(old);
@@ -473,14 +474,9 @@ impl<'a, F: PteFormat> PteTable<'a, F> {
         let f = self.format;
         let mut changed = false;
         for slot in &self.entries[range.clone()] {
-            let mut old = slot.load(Ordering::Relaxed);
+            let mut old = slot.load();
             while f.is_present(old) && f.wrprotect(old) != old {
-                match slot.compare_exchange_weak(
-                    old,
-                    f.wrprotect(old),
-                    Ordering::Relaxed,
-                    Ordering::Relaxed,
-                ) {
+                match slot.compare_exchange_weak(old, f.wrprotect(old)) {
                     Ok(_) => {
                         changed = true;
                         break;
@@ -515,7 +511,7 @@ impl<'a, F: PteFormat> PteTable<'a, F> {
             index
         };
         let slot = self.slot(target);
-        let mut old = slot.load(Ordering::Relaxed);
+        let mut old = slot.load();
         loop {
             let new = f
                 .hardware_update(old, access)
@@ -526,7 +522,7 @@ impl<'a, F: PteFormat> PteTable<'a, F> {
             if new == old {
                 return Ok(target);
             }
-            match slot.compare_exchange_weak(old, new, Ordering::Relaxed, Ordering::Relaxed) {
+            match slot.compare_exchange_weak(old, new) {
                 Ok(_) => return Ok(target),
                 Err(current) => old = current,
             }

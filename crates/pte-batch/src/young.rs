@@ -6,7 +6,7 @@ use core::ops::Range;
 
 use crate::flush::FlushToken;
 use crate::format::PteFormat;
-use crate::sync::Ordering;
+use crate::sync::Entry;
 use crate::table::{PteError, PteTable};
 
 /// What one young clear did, for the callers that count work.
@@ -20,21 +20,16 @@ pub(crate) struct Cleared {
     pub(crate) updates: usize,
 }
 
-impl<F: PteFormat> PteTable<'_, F> {
+impl<F: PteFormat, E: Entry> PteTable<'_, F, E> {
     /// Clears the access flag of entry `index` by a compare-and-swap loop (the kernel's
     /// `__ptep_test_and_clear_young`): returns (was young, rewritten). An empty entry is
     /// left alone.
     pub(crate) fn clear_young_entry(&self, index: usize) -> (bool, bool) {
         let f = self.format();
         let slot = self.slot(index);
-        let mut old = slot.load(Ordering::Relaxed);
+        let mut old = slot.load();
         while f.is_present(old) {
-            match slot.compare_exchange_weak(
-                old,
-                f.mkold(old),
-                Ordering::Relaxed,
-                Ordering::Relaxed,
-            ) {
+            match slot.compare_exchange_weak(old, f.mkold(old)) {
                 Ok(_) => return (f.is_young(old), true),
                 // The MMU (or a spurious failure) got in between: retry on what is there now.
                 Err(current) => old = current,
@@ -56,10 +51,10 @@ impl<F: PteFormat> PteTable<'_, F> {
         let f = self.format();
         let cont = f.cont_ptes();
         if cont > 1 {
-            if f.is_cont(self.slot(end - 1).load(Ordering::Relaxed)) {
+            if f.is_cont(self.slot(end - 1).load()) {
                 end = self.block_start(end - 1) + cont;
             }
-            if f.is_cont(self.slot(start).load(Ordering::Relaxed)) {
+            if f.is_cont(self.slot(start).load()) {
                 start = self.block_start(start);
             }
         }
@@ -150,8 +145,8 @@ mod loom_tests {
     use std::vec::Vec;
 
     use crate::format::{Access, Arm64, Prot, PteFormat, X86_64};
-    use crate::sync::{AtomicU64, Ordering};
     use crate::table::PteTable;
+    use loom::sync::atomic::{AtomicU64, Ordering};
 
     const BASE: u64 = 1 << 30;
     const RW: Prot = Prot {
@@ -182,7 +177,7 @@ mod loom_tests {
         len: usize,
         index: usize,
         pick: usize,
-        clear: fn(&PteTable<'_, F>) -> bool,
+        clear: fn(&PteTable<'_, F, AtomicU64>) -> bool,
     ) {
         loom::model(move || {
             let entries = mapped(f, len);
