@@ -45,6 +45,19 @@ pub enum Fault {
     Permission,
 }
 
+impl core::fmt::Display for Fault {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.write_str(match self {
+            Self::NotPresent => "the entry is not present",
+            Self::Permission => {
+                "a write through an entry that is neither writable nor dirty-managed"
+            }
+        })
+    }
+}
+
+impl core::error::Error for Fault {}
+
 /// The smallest page shift a format may have (4 KiB pages).
 pub const MIN_PAGE_SHIFT: u32 = 12;
 /// The largest page shift a format may have (64 KiB pages).
