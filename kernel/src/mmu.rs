@@ -6,6 +6,7 @@
 use core::arch::asm;
 use core::sync::atomic::{AtomicU64, Ordering};
 
+use aarch64_cpu::registers::{MAIR_EL1, SCTLR_EL1, TCR_EL1};
 use arch_arm64::descriptor::{self as d, Granule};
 use arch_arm64::tlb::{self, Sync};
 use pte_batch::{FlushRange, TlbFlush};
@@ -17,10 +18,22 @@ pub const RAM_SIZE: u64 = 128 << 20;
 /// Virtual base of the data region (level-1 entry 4).
 pub const DATA_VA: u64 = 4 << 30;
 
-/// MAIR_EL1 attribute indices.
+/// MAIR_EL1 attribute indices: 0 is device memory, 1 normal write-back memory ([`mair`]).
 const ATTR_DEVICE: u64 = 0;
 const ATTR_NORMAL: u64 = 1;
-const MAIR: u64 = (0x00 << (8 * ATTR_DEVICE)) | (0xFF << (8 * ATTR_NORMAL));
+
+/// MAIR_EL1: attribute 0 Device-nGnRnE, attribute 1 normal memory, inner and outer
+/// write-back non-transient with read and write allocation.
+fn mair() -> u64 {
+    (MAIR_EL1::Attr0_Device::nonGathering_nonReordering_noEarlyWriteAck
+        + MAIR_EL1::Attr1_Normal_Outer::WriteBack_NonTransient_ReadWriteAlloc
+        + MAIR_EL1::Attr1_Normal_Inner::WriteBack_NonTransient_ReadWriteAlloc)
+        .value
+}
+
+/// SCTLR_EL1 bits that are RES1 in ARMv8.0 (11, 20, 22, 23, 28, 29), which aarch64-cpu does
+/// not name.
+const SCTLR_RES1: u64 = 0x30D0_0800;
 /// Inner shareable, for bits [9:8] of a descriptor.
 pub const SH_INNER: u64 = 0b11 << 8;
 /// AttrIndx of normal write-back memory, for bits [4:2] of a descriptor.
@@ -109,19 +122,27 @@ pub fn build(feat: MmuFeatures) -> SecondaryBoot {
     }
     // T0SZ 25 (39-bit VA, walks start at level 1), inner/outer write-back walks, inner
     // shareable, 4 KiB granule, no TTBR1 walks (EPD1), 36-bit PA; HA and HD turn on hardware
-    // access-flag and dirty management (RES0, so ignored, where HAFDBS lacks them).
-    let mut tcr = 25 | (0b01 << 8) | (0b01 << 10) | (0b11 << 12) | (1 << 23) | (0b001 << 32);
+    // access-flag and dirty management where HAFDBS has them.
+    let mut tcr = TCR_EL1::T0SZ.val(25)
+        + TCR_EL1::IRGN0::WriteBack_ReadAlloc_WriteAlloc_Cacheable
+        + TCR_EL1::ORGN0::WriteBack_ReadAlloc_WriteAlloc_Cacheable
+        + TCR_EL1::SH0::Inner
+        + TCR_EL1::TG0::KiB_4
+        + TCR_EL1::EPD1::DisableTTBR1Walks
+        + TCR_EL1::IPS::Bits_36;
     if feat.hafdbs >= 1 {
-        tcr |= 1 << 39;
+        tcr += TCR_EL1::HA::Enable;
     }
     if feat.hafdbs >= 2 {
-        tcr |= 1 << 40;
+        tcr += TCR_EL1::HD::Enable;
     }
-    // RES1 bits of SCTLR_EL1 (ARMv8.0), then M, C and I.
-    let sctlr = 0x30D0_0800 | 1 | (1 << 2) | (1 << 12);
+    let tcr = tcr.value;
+    // The MMU, data and instruction caches on.
+    let sctlr = SCTLR_RES1
+        | (SCTLR_EL1::M::Enable + SCTLR_EL1::C::Cacheable + SCTLR_EL1::I::Cacheable).value;
     SecondaryBoot {
         stack_top: 0,
-        mair: MAIR,
+        mair: mair(),
         tcr,
         ttbr0: addr(&L1),
         sctlr,
