@@ -51,26 +51,39 @@ fn msrv_toolchain(done: &mut Vec<String>) -> Result<(), String> {
         )?;
         done.push(format!("toolchain {MSRV}"));
     }
+    ensure_targets(
+        MSRV,
+        &BARE_METAL_TARGETS,
+        "rustup could not add the targets to the MSRV toolchain",
+        done,
+    )
+}
+
+/// Adds the `targets` that `toolchain` lacks.
+fn ensure_targets(
+    toolchain: &str,
+    targets: &[&str],
+    hint: &str,
+    done: &mut Vec<String>,
+) -> Result<(), String> {
     let have = probe(&mut rustup(&[
         "target",
         "list",
         "--installed",
         "--toolchain",
-        MSRV,
+        toolchain,
     ]))
     .unwrap_or_default();
-    let missing: Vec<&str> = BARE_METAL_TARGETS
-        .into_iter()
+    let missing: Vec<&str> = targets
+        .iter()
+        .copied()
         .filter(|t| !have.lines().any(|l| l.trim() == *t))
         .collect();
     if !missing.is_empty() {
-        let mut args = vec!["target", "add", "--toolchain", MSRV];
+        let mut args = vec!["target", "add", "--toolchain", toolchain];
         args.extend(&missing);
-        install(
-            &mut rustup(&args),
-            "rustup could not add the targets to the MSRV toolchain",
-        )?;
-        done.push(format!("{MSRV} targets {}", missing.join(" ")));
+        install(&mut rustup(&args), hint)?;
+        done.push(format!("{toolchain} targets {}", missing.join(" ")));
     }
     Ok(())
 }
@@ -130,20 +143,12 @@ fn rust_toolchains(done: &mut Vec<String>) -> Result<(), String> {
             done.push(comp.into());
         }
     }
-    let have = installed("target", TOOLCHAIN);
-    let missing: Vec<&str> = TARGETS
-        .into_iter()
-        .filter(|t| !have.lines().any(|l| l.trim() == *t))
-        .collect();
-    if !missing.is_empty() {
-        let mut args = vec!["target", "add", "--toolchain", TOOLCHAIN];
-        args.extend(&missing);
-        install(
-            &mut rustup(&args),
-            "the pinned 1.95.0 has rust-std for these targets; `stable` may not (MACHINE.md)",
-        )?;
-        done.push(format!("targets {}", missing.join(" ")));
-    }
+    ensure_targets(
+        TOOLCHAIN,
+        &TARGETS,
+        "the pinned 1.95.0 has rust-std for these targets; `stable` may not (MACHINE.md)",
+        done,
+    )?;
     if !toolchains.lines().any(|l| l.starts_with("nightly")) {
         install(
             &mut rustup(&[

@@ -24,6 +24,13 @@ const BARE_METAL: [&str; 2] = ["x86_64-unknown-none", "aarch64-unknown-none"];
 /// `-cpu max` has FEAT_MOPS; the Cortex-A72 has neither MOPS nor hardware dirty management.
 const QEMU_CPUS: [&str; 2] = ["max", "cortex-a72"];
 
+/// Adds `-p LIB` for every library crate to `c`.
+fn with_libs(c: &mut std::process::Command) {
+    for lib in LIBS {
+        c.args(["-p", lib]);
+    }
+}
+
 /// What a passing stage has to say beyond "passed".
 type StageResult = Result<String, String>;
 
@@ -189,9 +196,7 @@ fn clippy(root: &Path, _: &Options) -> StageResult {
     // The aarch64 code paths only exist when compiling for aarch64.
     let mut c = cargo(root);
     c.args(["clippy", "--all-targets", "--target", AARCH64_LINUX]);
-    for lib in LIBS {
-        c.args(["-p", lib]);
-    }
+    with_libs(&mut c);
     cmd::status(c.args(deny))?;
     cmd::status(
         cargo(root)
@@ -250,9 +255,7 @@ fn no_std(root: &Path, _: &Options) -> StageResult {
     for target in BARE_METAL {
         let mut c = cargo(root);
         c.args(["build", "--target", target]);
-        for lib in LIBS {
-            c.args(["-p", lib]);
-        }
+        with_libs(&mut c);
         cmd::status(&mut c)?;
     }
     Ok(format!(
@@ -275,9 +278,7 @@ fn doc(root: &Path, _: &Options) -> StageResult {
         let mut c = cargo(root);
         c.env("RUSTDOCFLAGS", "-D warnings")
             .args(["doc", "--no-deps", "--target", target]);
-        for lib in LIBS {
-            c.args(["-p", lib]);
-        }
+        with_libs(&mut c);
         cmd::status(&mut c)?;
     }
     cmd::status(cargo(root).env("RUSTDOCFLAGS", "-D warnings").args([
@@ -350,9 +351,7 @@ fn msrv(root: &Path, _: &Options) -> StageResult {
             "--target-dir",
             "target/msrv",
         ]);
-        for lib in LIBS {
-            c.args(["-p", lib]);
-        }
+        with_libs(&mut c);
         cmd::status(&mut c)?;
     }
     Ok(format!(
@@ -371,9 +370,7 @@ fn qemu(root: &Path, _: &Options) -> StageResult {
         let mut c = cargo(root);
         c.env(env, &runner)
             .args(["test", "--target", AARCH64_LINUX, "--lib", "--tests"]);
-        for lib in LIBS {
-            c.args(["-p", lib]);
-        }
+        with_libs(&mut c);
         let out = cmd::output_echoed(&mut c)?;
         let mut detect = cargo(root);
         detect
