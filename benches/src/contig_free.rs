@@ -162,11 +162,10 @@ impl Section for ContigFree {
                 None => wall,
             }),
         ]);
-        let same_work = Verdict::Met;
         let verdict = slower_rows
             .iter()
             .map(|(_, v)| *v)
-            .fold(same_work, Verdict::and);
+            .fold(Verdict::Met, Verdict::and);
         goals.row(vec![
             Cell::text(
                 "faster than buddy_system_allocator on every row that compares the same work",

@@ -43,14 +43,7 @@ pub fn run(root: &Path) -> Result<String, String> {
 /// The oldest supported toolchain (minimal profile) with the bare-metal targets, for the
 /// msrv stage.
 fn msrv_toolchain(done: &mut Vec<String>) -> Result<(), String> {
-    let toolchains = probe(&mut rustup(&["toolchain", "list"])).unwrap_or_default();
-    if !toolchains.lines().any(|l| l.starts_with(MSRV)) {
-        install(
-            &mut rustup(&["toolchain", "install", MSRV, "--profile", "minimal"]),
-            "check that the Rust dist server is reachable",
-        )?;
-        done.push(format!("toolchain {MSRV}"));
-    }
+    ensure_toolchain(MSRV, done)?;
     ensure_targets(
         MSRV,
         &BARE_METAL_TARGETS,
@@ -114,15 +107,22 @@ fn install(c: &mut Command, hint: &str) -> Result<(), String> {
     cmd::status(c).map_err(|e| format!("{e}\n    what to do: {hint}"))
 }
 
-fn rust_toolchains(done: &mut Vec<String>) -> Result<(), String> {
+/// Installs `toolchain` (minimal profile) if rustup lacks it.
+fn ensure_toolchain(toolchain: &str, done: &mut Vec<String>) -> Result<(), String> {
     let toolchains = probe(&mut rustup(&["toolchain", "list"])).unwrap_or_default();
-    if !toolchains.lines().any(|l| l.starts_with(TOOLCHAIN)) {
+    if !toolchains.lines().any(|l| l.starts_with(toolchain)) {
         install(
-            &mut rustup(&["toolchain", "install", TOOLCHAIN, "--profile", "minimal"]),
+            &mut rustup(&["toolchain", "install", toolchain, "--profile", "minimal"]),
             "check that the Rust dist server is reachable",
         )?;
-        done.push(format!("toolchain {TOOLCHAIN}"));
+        done.push(format!("toolchain {toolchain}"));
     }
+    Ok(())
+}
+
+fn rust_toolchains(done: &mut Vec<String>) -> Result<(), String> {
+    ensure_toolchain(TOOLCHAIN, done)?;
+    let toolchains = probe(&mut rustup(&["toolchain", "list"])).unwrap_or_default();
     let installed = |kind: &str, tc: &str| {
         probe(&mut rustup(&[
             kind,
