@@ -12,7 +12,7 @@ const BYTES: u64 = 256 << 20;
 fn aging<F: PteFormat>(c: &mut Criterion, name: &str, f: F) {
     let s = Scenario::new(f, BYTES, 16, false, Touch::RandomPage);
     let mut g = c.benchmark_group(format!("aging_256MiB_{name}"));
-    g.throughput(Throughput::Elements(BYTES >> f.page_shift()));
+    g.throughput(Throughput::Elements(BYTES >> f.page_size().shift()));
     g.bench_function("batched", |b| {
         b.iter_batched(
             || s.touch(),

@@ -13,9 +13,10 @@ use crate::measure::{Budget, Estimate, Samples, round_order};
 use crate::report::{ratio_text, thread};
 use crate::{Cell, Plot, Section, SectionContext, Table};
 use pte_batch::format::Arm64;
+use pte_batch::mm_types::{FrameRange, Pfn, VirtAddr};
 use pte_batch::{
-    Access, AgingStats, AtomicU64, CountingFlush, Folio, Folios, FpbFlags, Prot, PteFormat,
-    PteTable, X86_64, age_range, reference,
+    Access, AgingStats, AtomicU64, CountingFlush, Folios, FpbFlags, Prot, PteFormat, PteTable,
+    X86_64, age_range, reference,
 };
 use std::time::Instant;
 
@@ -23,7 +24,7 @@ use std::time::Instant;
 pub struct YoungClearing;
 
 /// Virtual address of the first table.
-const BASE: u64 = 1 << 40;
+const BASE: VirtAddr = VirtAddr(1 << 40);
 /// Frame of the first page; aligned for every granule's blocks.
 const PFN_BASE: u64 = 1 << 20;
 /// Percent of folios accessed before the aging pass.
@@ -41,12 +42,12 @@ pub enum Touch {
 /// The folio of every frame, as `vmemmap` holds one `struct page` per frame: the per-entry
 /// walk looks each entry's folio up here, the batched walk once per batch.
 pub struct MemMap {
-    folios: Vec<Folio>,
+    folios: Vec<FrameRange>,
 }
 
 impl Folios for MemMap {
-    fn folio_of(&self, pfn: u64) -> Option<Folio> {
-        let i = usize::try_from(pfn.checked_sub(PFN_BASE)?).ok()?;
+    fn folio_of(&self, pfn: Pfn) -> Option<FrameRange> {
+        let i = usize::try_from(pfn.0.checked_sub(PFN_BASE)?).ok()?;
         self.folios.get(i).copied()
     }
 }
@@ -83,7 +84,7 @@ impl<F: PteFormat> Scenario<F> {
     #[must_use]
     pub fn new(format: F, bytes: u64, folio_pages: usize, unmap_last: bool, touch: Touch) -> Self {
         let per_table = format.ptes_per_table();
-        let pages = usize::try_from(bytes >> format.page_shift()).expect("fits memory");
+        let pages = usize::try_from(bytes >> format.page_size().shift()).expect("fits memory");
         assert!(pages.is_multiple_of(per_table) && per_table.is_multiple_of(folio_pages));
         let rw = Prot {
             write: true,
@@ -92,10 +93,7 @@ impl<F: PteFormat> Scenario<F> {
         };
         let mut folios = Vec::with_capacity(pages);
         for head in (0..pages).step_by(folio_pages) {
-            let folio = Folio {
-                pfn: PFN_BASE + head as u64,
-                nr_pages: folio_pages as u64,
-            };
+            let folio = FrameRange::new(Pfn(PFN_BASE + head as u64), folio_pages as u64);
             folios.extend(std::iter::repeat_n(folio, folio_pages));
         }
         let mut scenario = Self {
@@ -108,7 +106,7 @@ impl<F: PteFormat> Scenario<F> {
         let mut flushes = CountingFlush::default();
         for (t, table) in scenario.tables().enumerate() {
             for head in (0..per_table).step_by(folio_pages) {
-                let pfn = PFN_BASE + (t * per_table + head) as u64;
+                let pfn = Pfn(PFN_BASE + (t * per_table + head) as u64);
                 table.set_ptes(head, pfn, folio_pages, rw).expect("mapping");
                 if unmap_last && folio_pages > 1 {
                     let last = head + folio_pages - 1;
@@ -149,12 +147,13 @@ impl<F: PteFormat> Scenario<F> {
     /// The page-table pages, in address order.
     fn tables(&self) -> impl Iterator<Item = PteTable<'_, F>> {
         let per_table = self.format.ptes_per_table();
-        let span = (per_table as u64) << self.format.page_shift();
+        let span = (per_table as u64) << self.format.page_size().shift();
         self.entries
             .chunks(per_table)
             .enumerate()
             .map(move |(t, chunk)| {
-                PteTable::new(self.format, BASE + t as u64 * span, chunk).expect("a full table")
+                PteTable::new(self.format, VirtAddr(BASE.0 + t as u64 * span), chunk)
+                    .expect("a full table")
             })
     }
 

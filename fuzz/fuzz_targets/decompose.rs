@@ -24,7 +24,7 @@ fuzz_target!(|input: (u64, u64, u8)| {
             return;
         }
         assert_eq!(p.0, next);
-        assert!(o <= max && p.is_aligned(o));
+        assert!(o <= max && o.aligns(p));
         next += o.pages();
         brute.push((p, o));
     }

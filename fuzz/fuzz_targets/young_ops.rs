@@ -7,8 +7,9 @@
 use arbitrary::Arbitrary;
 use libfuzzer_sys::fuzz_target;
 use pte_batch::format::Arm64;
+use pte_batch::mm_types::{FrameRange, Pfn, VirtAddr};
 use pte_batch::{
-    Access, AtomicU64, CountingFlush, Folio, FpbFlags, Prot, PteFormat, PteTable, X86_64,
+    Access, AtomicU64, CountingFlush, FpbFlags, Prot, PteFormat, PteTable, X86_64,
     age_range, folio_pte_batch, reference,
 };
 
@@ -78,11 +79,11 @@ fn check_blocks<F: PteFormat>(t: &PteTable<'_, F>) {
         if !block.iter().any(|&p| f.is_cont(p)) {
             continue;
         }
-        let key = |p: u64| f.mkclean(f.mkold(f.with_pfn(p, 0)));
-        assert_eq!(f.pfn(block[0]) % cont as u64, 0, "block {start} misaligned");
+        let key = |p: u64| f.mkclean(f.mkold(f.with_pfn(p, Pfn(0))));
+        assert_eq!(f.pfn(block[0]).0 % cont as u64, 0, "block {start} misaligned");
         for (n, &p) in block.iter().enumerate() {
             assert!(f.is_cont(p) && f.is_present(p), "block {start} entry {n}");
-            assert_eq!(f.pfn(p), f.pfn(block[0]) + n as u64);
+            assert_eq!(Some(f.pfn(p)), f.pfn(block[0]).checked_add(n as u64));
             assert_eq!(key(p), key(block[0]));
         }
     }
@@ -92,14 +93,14 @@ fn run<F: PteFormat>(f: F, input: &Input) {
     let cont = f.cont_ptes();
     let per_block = if cont == 1 { 32 } else { cont };
     let len = (per_block * (1 + usize::from(input.blocks % 4))).min(f.ptes_per_table());
-    let base = 1u64 << 40;
+    let base = VirtAddr(1 << 40);
     let (sa, sb): (Vec<AtomicU64>, Vec<AtomicU64>) = (
         (0..len).map(|_| AtomicU64::new(0)).collect(),
         (0..len).map(|_| AtomicU64::new(0)).collect(),
     );
     let a = PteTable::new(f, base, &sa).unwrap();
     let b = PteTable::new(f, base, &sb).unwrap();
-    let mut folios: Vec<Folio> = Vec::new();
+    let mut folios: Vec<FrameRange> = Vec::new();
     let (mut ta, mut tb) = (CountingFlush::default(), CountingFlush::default());
     for (n, op) in input.ops.iter().enumerate().take(64) {
         let at = |i: u16| usize::from(i) % len;
@@ -113,7 +114,7 @@ fn run<F: PteFormat>(f: F, input: &Input) {
                 let index = at(index);
                 let nr = 1 + usize::from(nr) % (len - index);
                 // Frames unique to this folio, block aligned like the address if `aligned`.
-                let pfn = ((n as u64 + 1) << 20) + index as u64 + u64::from(!aligned);
+                let pfn = Pfn(((n as u64 + 1) << 20) + index as u64 + u64::from(!aligned));
                 let bit = |k: u8| prot & (1 << k) != 0;
                 let prot = Prot {
                     write: bit(0),
@@ -126,10 +127,7 @@ fn run<F: PteFormat>(f: F, input: &Input) {
                 let ra = a.set_ptes(index, pfn, nr, prot);
                 assert_eq!(ra, b.set_ptes(index, pfn, nr, prot));
                 if ra.is_ok() {
-                    folios.push(Folio {
-                        pfn,
-                        nr_pages: nr as u64,
-                    });
+                    folios.push(FrameRange::new(pfn, nr as u64));
                 }
             }
             YoungOp::Unmap { index, nr } => {
@@ -165,7 +163,7 @@ fn run<F: PteFormat>(f: F, input: &Input) {
                 else {
                     continue;
                 };
-                let left = (folio.pfn + folio.nr_pages - f.pfn(pte)) as usize;
+                let left = (folio.start.0 + folio.pages - f.pfn(pte).0) as usize;
                 let max_nr = left.min(len - index);
                 let flags = flags_of(flags);
                 let batch = folio_pte_batch(&a, index, max_nr, flags).unwrap();

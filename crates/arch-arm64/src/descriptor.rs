@@ -1,4 +1,7 @@
-//! arm64 stage-1 page-table descriptor facts (64-bit descriptors), host-portable.
+//! arm64 stage-1 page-table descriptor facts (64-bit descriptors), host-portable, and what
+//! each translation granule (a [`PageSize`]) means for them.
+
+use mm_types::{PageRange, PageSize, Pfn, VirtAddr};
 
 /// Bit 0: the descriptor is valid.
 pub const VALID: u64 = 1 << 0;
@@ -29,81 +32,50 @@ pub const fn is_dirty(entry: u64) -> bool {
     (entry & DBM != 0 && entry & RDONLY == 0) || entry & SW_DIRTY != 0
 }
 
-/// The translation granule: the base page size.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum Granule {
-    /// 4 KiB pages.
-    Size4KiB,
-    /// 16 KiB pages.
-    Size16KiB,
-    /// 64 KiB pages.
-    Size64KiB,
+/// Entries in one contiguous (`CONT`) block for each translation granule: 16 (a 64 KiB block
+/// of 4 KiB pages), 128 (2 MiB of 16 KiB pages), 32 (2 MiB of 64 KiB pages).
+#[must_use]
+pub const fn cont_ptes(granule: PageSize) -> usize {
+    match granule {
+        PageSize::Size4KiB => 16,
+        PageSize::Size16KiB => 128,
+        PageSize::Size64KiB => 32,
+    }
 }
 
-impl Granule {
-    /// Every granule.
-    pub const ALL: [Self; 3] = [Self::Size4KiB, Self::Size16KiB, Self::Size64KiB];
+/// The output-address field of a last-level descriptor: bits `[47:page shift]` (48-bit
+/// physical addresses).
+#[must_use]
+pub const fn output_address_mask(granule: PageSize) -> u64 {
+    ((1u64 << 48) - 1) & !((1u64 << granule.shift()) - 1)
+}
 
-    /// log2 of the page size.
-    #[must_use]
-    pub const fn page_shift(self) -> u32 {
-        match self {
-            Self::Size4KiB => 12,
-            Self::Size16KiB => 14,
-            Self::Size64KiB => 16,
-        }
-    }
+/// The frame a page descriptor maps.
+#[must_use]
+pub const fn pfn(granule: PageSize, entry: u64) -> Pfn {
+    Pfn((entry & output_address_mask(granule)) >> granule.shift())
+}
 
-    /// The page size in bytes.
-    #[must_use]
-    pub const fn page_size(self) -> u64 {
-        1 << self.page_shift()
-    }
+/// `entry` mapping frame `pfn` instead (frame bits beyond the field are dropped).
+#[must_use]
+pub const fn with_pfn(granule: PageSize, entry: u64, pfn: Pfn) -> u64 {
+    let mask = output_address_mask(granule);
+    (entry & !mask) | ((pfn.0 << granule.shift()) & mask)
+}
 
-    /// Entries in one contiguous block: 16 (64 KiB), 128 (2 MiB), 32 (2 MiB).
-    #[must_use]
-    pub const fn cont_ptes(self) -> usize {
-        match self {
-            Self::Size4KiB => 16,
-            Self::Size16KiB => 128,
-            Self::Size64KiB => 32,
-        }
-    }
-
-    /// The output-address field of a last-level descriptor: bits `[47:page_shift]` (48-bit
-    /// physical addresses).
-    #[must_use]
-    pub const fn output_address_mask(self) -> u64 {
-        ((1u64 << 48) - 1) & !((1u64 << self.page_shift()) - 1)
-    }
-
-    /// The page frame number a page descriptor maps.
-    #[must_use]
-    pub const fn pfn(self, entry: u64) -> u64 {
-        (entry & self.output_address_mask()) >> self.page_shift()
-    }
-
-    /// `entry` mapping frame `pfn` instead (frame bits beyond the field are dropped).
-    #[must_use]
-    pub const fn with_pfn(self, entry: u64, pfn: u64) -> u64 {
-        let mask = self.output_address_mask();
-        (entry & !mask) | ((pfn << self.page_shift()) & mask)
-    }
-
-    /// The TLBI range operand's TG field for this granule.
-    const fn tlbi_tg(self) -> u64 {
-        match self {
-            Self::Size4KiB => 1,
-            Self::Size16KiB => 2,
-            Self::Size64KiB => 3,
-        }
+/// The TLBI range operand's TG field for a granule.
+const fn tlbi_tg(granule: PageSize) -> u64 {
+    match granule {
+        PageSize::Size4KiB => 1,
+        PageSize::Size16KiB => 2,
+        PageSize::Size64KiB => 3,
     }
 }
 
 /// The operand of `TLBI VALE1IS` (and friends): VA\[55:12\] in bits \[43:0\], ASID in \[63:48\].
 #[must_use]
-pub const fn tlbi_va_operand(va: u64, asid: u16) -> u64 {
-    ((va >> 12) & ((1 << 44) - 1)) | ((asid as u64) << 48)
+pub const fn tlbi_va_operand(va: VirtAddr, asid: u16) -> u64 {
+    ((va.0 >> 12) & ((1 << 44) - 1)) | ((asid as u64) << 48)
 }
 
 /// One `TLBI RVALE1IS` (FEAT_TLBIRANGE) covering `(NUM + 1) << (5 * SCALE + 1)` pages.
@@ -118,18 +90,14 @@ pub struct RangeOp {
 /// The largest page count one range operation covers: `32 << 16` (SCALE 3, NUM 31).
 pub const MAX_TLBI_RANGE_PAGES: u64 = 32 << 16;
 
-/// Splits the first `pages & !1` pages from `va` (at most [`MAX_TLBI_RANGE_PAGES`]) into
+/// Splits the first `pages & !1` pages of `range` (at most [`MAX_TLBI_RANGE_PAGES`]) into
 /// `TLBI RVALE1IS` operations, largest scale first; a range operation covers an even number
 /// of pages, so a caller invalidates an odd last page with [`tlbi_va_operand`].
-pub fn tlbi_range_ops(
-    va: u64,
-    pages: u64,
-    asid: u16,
-    granule: Granule,
-) -> impl Iterator<Item = RangeOp> {
-    let shift = granule.page_shift();
-    let mut next = va;
-    let mut left = pages.min(MAX_TLBI_RANGE_PAGES) & !1;
+pub fn tlbi_range_ops(range: PageRange, asid: u16) -> impl Iterator<Item = RangeOp> {
+    let granule = range.size;
+    let shift = granule.shift();
+    let mut next = range.start.0;
+    let mut left = range.pages.min(MAX_TLBI_RANGE_PAGES) & !1;
     let mut scale = 3u32;
     core::iter::from_fn(move || {
         while left > 0 {
@@ -145,7 +113,7 @@ pub fn tlbi_range_ops(
             let operand = base
                 | (u64::from(scale) << 44)
                 | ((num - 1) << 39)
-                | (granule.tlbi_tg() << 46)
+                | (tlbi_tg(granule) << 46)
                 | (u64::from(asid) << 48);
             next = next.wrapping_add(covered << shift);
             left -= covered;
@@ -175,31 +143,35 @@ mod tests {
 
     #[test]
     fn granules_match_reference() {
-        let facts: [(Granule, u32, usize); 3] = [
-            (Granule::Size4KiB, 12, 16),
-            (Granule::Size16KiB, 14, 128),
-            (Granule::Size64KiB, 16, 32),
+        let facts: [(PageSize, u32, usize); 3] = [
+            (PageSize::Size4KiB, 12, 16),
+            (PageSize::Size16KiB, 14, 128),
+            (PageSize::Size64KiB, 16, 32),
         ];
         for (g, shift, cont) in facts {
-            assert_eq!(g.page_shift(), shift);
-            assert_eq!(g.cont_ptes(), cont);
-            assert_eq!(g.output_address_mask().trailing_zeros(), shift);
-            assert_eq!(64 - g.output_address_mask().leading_zeros(), 48);
-            let e = g.with_pfn(VALID | PAGE | AF | CONT, 0x1234);
-            assert_eq!(g.pfn(e), 0x1234);
-            assert_eq!(e & !g.output_address_mask(), VALID | PAGE | AF | CONT);
+            assert_eq!(g.shift(), shift);
+            assert_eq!(cont_ptes(g), cont);
+            assert_eq!(output_address_mask(g).trailing_zeros(), shift);
+            assert_eq!(64 - output_address_mask(g).leading_zeros(), 48);
+            let e = with_pfn(g, VALID | PAGE | AF | CONT, Pfn(0x1234));
+            assert_eq!(pfn(g, e), Pfn(0x1234));
+            assert_eq!(e & !output_address_mask(g), VALID | PAGE | AF | CONT);
         }
         // A contiguous block is 64 KiB (4K granule) and 2 MiB (16K, 64K).
-        assert_eq!(Granule::Size4KiB.page_size() * 16, 64 << 10);
-        assert_eq!(Granule::Size16KiB.page_size() * 128, 2 << 20);
-        assert_eq!(Granule::Size64KiB.page_size() * 32, 2 << 20);
+        assert_eq!(PageSize::Size4KiB.bytes() * 16, 64 << 10);
+        assert_eq!(PageSize::Size16KiB.bytes() * 128, 2 << 20);
+        assert_eq!(PageSize::Size64KiB.bytes() * 32, 2 << 20);
     }
 
     #[test]
     fn tlbi_operands() {
-        assert_eq!(tlbi_va_operand(0x1234_5000, 7), 0x12345 | 7 << 48);
+        assert_eq!(tlbi_va_operand(VirtAddr(0x1234_5000), 7), 0x12345 | 7 << 48);
         // 16 pages of 4 KiB: SCALE 0, NUM 7 (8 << 1 pages).
-        let ops: std::vec::Vec<_> = tlbi_range_ops(0x40_0000, 16, 1, Granule::Size4KiB).collect();
+        let ops: std::vec::Vec<_> = tlbi_range_ops(
+            PageRange::new(VirtAddr(0x40_0000), 16, PageSize::Size4KiB),
+            1,
+        )
+        .collect();
         assert_eq!(ops.len(), 1);
         assert_eq!(ops[0].pages, 16);
         assert_eq!((ops[0].operand >> 39) & 0x1f, 7);
@@ -208,7 +180,9 @@ mod tests {
         assert_eq!(ops[0].operand & ((1 << 37) - 1), 0x400);
         // Any even count is covered exactly, with few operations.
         for pages in (0..5000).step_by(2) {
-            let ops: std::vec::Vec<_> = tlbi_range_ops(0, pages, 0, Granule::Size64KiB).collect();
+            let ops: std::vec::Vec<_> =
+                tlbi_range_ops(PageRange::new(VirtAddr(0), pages, PageSize::Size64KiB), 0)
+                    .collect();
             assert_eq!(ops.iter().map(|o| o.pages).sum::<u64>(), pages);
             assert!(ops.len() <= 4, "{pages}: {ops:?}");
         }

@@ -1,9 +1,9 @@
 //! arm64 facts and instructions, and nothing else: the unsafe leaf under `zero-core` and
 //! `pte-batch`.
 //!
-//! - [`descriptor`]: page-table descriptor bits, [`descriptor::Granule`] with its page shift,
-//!   `CONT_PTES` and output-address field, and the TLBI operand encodings (host-portable:
-//!   compiles and is tested on every target).
+//! - [`descriptor`]: page-table descriptor bits, what each translation granule (an
+//!   [`mm_types::PageSize`]) means for them (`CONT_PTES`, the output-address field) and the
+//!   TLBI operand encodings (host-portable: compiles and is tested on every target).
 //! - `regs` (aarch64): `DCZID_EL0` and `ID_AA64ISAR2_EL1`, defined with tock-registers as
 //!   aarch64-cpu defines the registers it has.
 //! - `cpu` (aarch64): FEAT_MOPS and the DC ZVA block size, detected once and cached.
@@ -22,6 +22,9 @@
 
 #[cfg(any(test, feature = "std"))]
 extern crate std;
+
+/// The shared vocabulary (page sizes, frame numbers, addresses, ranges) the signatures use.
+pub use mm_types;
 
 pub mod descriptor;
 

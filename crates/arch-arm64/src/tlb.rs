@@ -8,7 +8,8 @@
 //! variants do when a caller batches several invalidations before one barrier.
 
 use crate::barrier::{dsb_ish, dsb_ishst};
-use crate::descriptor::{Granule, MAX_TLBI_RANGE_PAGES, tlbi_range_ops, tlbi_va_operand};
+use crate::descriptor::{MAX_TLBI_RANGE_PAGES, tlbi_range_ops, tlbi_va_operand};
+use mm_types::{PageRange, PageSize, VirtAddr};
 
 /// Whether to wait for the invalidation to complete before returning.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -23,7 +24,7 @@ pub enum Sync {
 ///
 /// # Safety
 /// Must run at EL1 (or EL2 with E2H). The caller has already written the new descriptor.
-pub unsafe fn flush_page(va: u64, asid: u16, sync: Sync) {
+pub unsafe fn flush_page(va: VirtAddr, asid: u16, sync: Sync) {
     dsb_ishst();
     // SAFETY: the caller runs at EL1; TLBI only drops cached translations.
     unsafe { tlbi_vale1is(tlbi_va_operand(va, asid)) };
@@ -37,8 +38,8 @@ pub unsafe fn flush_page(va: u64, asid: u16, sync: Sync) {
 /// `TLBI ASIDE1IS` is cheaper and does not hold the interconnect for thousands of
 /// operations.
 #[must_use]
-pub const fn max_dvm_ops(granule: Granule) -> u64 {
-    1 << (granule.page_shift() - 3)
+pub const fn max_dvm_ops(granule: PageSize) -> u64 {
+    1 << (granule.shift() - 3)
 }
 
 /// Invalidates every entry of `asid` (`TLBI ASIDE1IS`): Linux's `flush_tlb_mm`.
@@ -54,54 +55,57 @@ pub unsafe fn flush_asid(asid: u16, sync: Sync) {
     }
 }
 
-/// Invalidates `pages` last-level entries from `va`, one `TLBI VALE1IS` per page, what the
+/// Invalidates the last-level entries of `range`, one `TLBI VALE1IS` per page, what the
 /// kernel does without FEAT_TLBIRANGE; past [`max_dvm_ops`] pages, the whole ASID
 /// ([`flush_asid`]).
 ///
 /// # Safety
 /// As [`flush_page`].
-pub unsafe fn flush_range_per_page(va: u64, pages: u64, asid: u16, granule: Granule, sync: Sync) {
-    if pages > max_dvm_ops(granule) {
+pub unsafe fn flush_range_per_page(range: PageRange, asid: u16, sync: Sync) {
+    if range.pages > max_dvm_ops(range.size) {
         // SAFETY: forwarded from the caller.
         return unsafe { flush_asid(asid, sync) };
     }
     dsb_ishst();
-    for i in 0..pages {
-        let page_va = va.wrapping_add(i << granule.page_shift());
+    for i in 0..range.pages {
         // SAFETY: the caller runs at EL1.
-        unsafe { tlbi_vale1is(tlbi_va_operand(page_va, asid)) };
+        unsafe { tlbi_vale1is(tlbi_va_operand(page_va(range, i), asid)) };
     }
     if sync == Sync::Wait {
         dsb_ish();
     }
 }
 
-/// Invalidates `pages` last-level entries from `va` with FEAT_TLBIRANGE `TLBI RVALE1IS`
+/// Invalidates the last-level entries of `range` with FEAT_TLBIRANGE `TLBI RVALE1IS`
 /// operations (an odd last page with `VALE1IS`); past [`MAX_TLBI_RANGE_PAGES`] pages, the
 /// whole ASID ([`flush_asid`]), as Linux does.
 ///
 /// # Safety
 /// As [`flush_page`], and the CPU must implement FEAT_TLBIRANGE (ID_AA64ISAR0_EL1.TLB = 2).
-pub unsafe fn flush_range(va: u64, pages: u64, asid: u16, granule: Granule, sync: Sync) {
-    if pages > MAX_TLBI_RANGE_PAGES {
+pub unsafe fn flush_range(range: PageRange, asid: u16, sync: Sync) {
+    if range.pages > MAX_TLBI_RANGE_PAGES {
         // SAFETY: forwarded from the caller.
         return unsafe { flush_asid(asid, sync) };
     }
     dsb_ishst();
     let mut covered = 0;
-    for op in tlbi_range_ops(va, pages, asid, granule) {
+    for op in tlbi_range_ops(range, asid) {
         // SAFETY: the caller runs at EL1 on a CPU with FEAT_TLBIRANGE.
         unsafe { tlbi_rvale1is(op.operand) };
         covered += op.pages;
     }
-    for i in covered..pages {
-        let page_va = va.wrapping_add(i << granule.page_shift());
+    for i in covered..range.pages {
         // SAFETY: the caller runs at EL1.
-        unsafe { tlbi_vale1is(tlbi_va_operand(page_va, asid)) };
+        unsafe { tlbi_vale1is(tlbi_va_operand(page_va(range, i), asid)) };
     }
     if sync == Sync::Wait {
         dsb_ish();
     }
+}
+
+/// The address of page `i` of `range` (wrapping: TLBI ignores the bits above the VA field).
+const fn page_va(range: PageRange, i: u64) -> VirtAddr {
+    VirtAddr(range.start.0.wrapping_add(i << range.size.shift()))
 }
 
 /// # Safety
@@ -147,8 +151,8 @@ mod tests {
 
     #[test]
     fn per_page_flushes_stop_at_one_page_table() {
-        assert_eq!(max_dvm_ops(Granule::Size4KiB), 512);
-        assert_eq!(max_dvm_ops(Granule::Size16KiB), 2048);
-        assert_eq!(max_dvm_ops(Granule::Size64KiB), 8192);
+        assert_eq!(max_dvm_ops(PageSize::Size4KiB), 512);
+        assert_eq!(max_dvm_ops(PageSize::Size16KiB), 2048);
+        assert_eq!(max_dvm_ops(PageSize::Size64KiB), 8192);
     }
 }

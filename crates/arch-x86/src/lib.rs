@@ -19,6 +19,9 @@
 #[cfg(test)]
 extern crate std;
 
+/// The shared vocabulary (page sizes, frame numbers, addresses, ranges) the signatures use.
+pub use mm_types;
+
 pub mod pte;
 
 #[cfg(target_arch = "x86_64")]

@@ -3,6 +3,8 @@
 //! Host-portable: plain constants and `const fn`s that compile on every target, so the
 //! `pte-batch` models can use x86 entries on an arm64 host and the reverse.
 
+use mm_types::{PageSize, Pfn};
+
 /// Bit 0: the entry maps something.
 pub const PRESENT: u64 = 1 << 0;
 /// Bit 1: writes are allowed.
@@ -23,21 +25,23 @@ pub const PAT: u64 = 1 << 7;
 pub const GLOBAL: u64 = 1 << 8;
 /// Bit 63: instructions may not be fetched through this entry (needs EFER.NXE).
 pub const NO_EXECUTE: u64 = 1 << 63;
+/// The page size a last-level entry maps.
+pub const PAGE_SIZE: PageSize = PageSize::Size4KiB;
 /// Shift of the page frame number inside an entry.
-pub const PFN_SHIFT: u32 = 12;
+pub const PFN_SHIFT: u32 = PAGE_SIZE.shift();
 /// The physical frame field: bits 12..=51 (52-bit physical addresses).
 pub const PFN_MASK: u64 = 0x000F_FFFF_FFFF_F000;
 
 /// The page frame number an entry maps.
 #[must_use]
-pub const fn pfn(entry: u64) -> u64 {
-    (entry & PFN_MASK) >> PFN_SHIFT
+pub const fn pfn(entry: u64) -> Pfn {
+    Pfn((entry & PFN_MASK) >> PFN_SHIFT)
 }
 
 /// `entry` with its frame field replaced by `pfn`; frame bits beyond bit 51 are dropped.
 #[must_use]
-pub const fn with_pfn(entry: u64, pfn: u64) -> u64 {
-    (entry & !PFN_MASK) | ((pfn << PFN_SHIFT) & PFN_MASK)
+pub const fn with_pfn(entry: u64, pfn: Pfn) -> u64 {
+    (entry & !PFN_MASK) | ((pfn.0 << PFN_SHIFT) & PFN_MASK)
 }
 
 #[cfg(test)]
@@ -54,9 +58,9 @@ mod tests {
 
     #[test]
     fn pfn_round_trips_and_keeps_flags() {
-        let e = with_pfn(PRESENT | ACCESSED | NO_EXECUTE, 0x12_3456);
-        assert_eq!(pfn(e), 0x12_3456);
+        let e = with_pfn(PRESENT | ACCESSED | NO_EXECUTE, Pfn(0x12_3456));
+        assert_eq!(pfn(e), Pfn(0x12_3456));
         assert_eq!(e & !PFN_MASK, PRESENT | ACCESSED | NO_EXECUTE);
-        assert_eq!(pfn(with_pfn(0, u64::MAX)), PFN_MASK >> PFN_SHIFT);
+        assert_eq!(pfn(with_pfn(0, Pfn(u64::MAX))), Pfn(PFN_MASK >> PFN_SHIFT));
     }
 }

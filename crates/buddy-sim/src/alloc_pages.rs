@@ -64,7 +64,7 @@ where
     /// [`BuddyError::NotInBuddy`].
     pub fn alloc_pages_at(&self, pfn: Pfn, order: Order) -> Result<(), BuddyError> {
         self.check_order(order)?;
-        if !pfn.is_aligned(order) {
+        if !order.aligns(pfn) {
             return Err(BuddyError::Misaligned { pfn, order });
         }
         let m = self.map();

@@ -71,7 +71,7 @@ where
                 FrameState::Reserved => reserved += 1,
                 FrameState::Allocated | FrameState::Leaked => {}
             }
-            if !m.pfn(i).is_aligned(Order(w.order())) || idx + size > n {
+            if !Order(w.order()).aligns(m.pfn(i)) || idx + size > n {
                 return bad("a misaligned block or one past the zone", i);
             }
             if (w.state() == FrameState::Allocated) == (w.refcount() == 0) {

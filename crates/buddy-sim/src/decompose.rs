@@ -2,7 +2,7 @@ use crate::{BuddyError, Order, Pfn};
 
 /// The kernel's `free_prepared_contig_range` chunking: the run `[pfn, pfn + nr)` as the
 /// unique minimal cover by naturally aligned power-of-two blocks no larger than `max_order`,
-/// in ascending order. Each step takes `min(max_order, align_order(pfn), floor_log2(count))`.
+/// in ascending order. Each step takes `min(max_order, Order::align_of(pfn), floor_log2(count))`.
 ///
 /// ```
 /// use buddy_sim::{Order, Pfn, decompose};
@@ -39,9 +39,7 @@ impl Iterator for Decompose {
         if self.left == 0 {
             return None;
         }
-        let order = self
-            .pfn
-            .align_order(self.max_order)
+        let order = Order::align_of(self.pfn, self.max_order)
             .min(Order::floor_log2(self.left, self.max_order));
         let block = (self.pfn, order);
         // Cannot overflow: decompose() checked pfn + nr, and pages() <= left.

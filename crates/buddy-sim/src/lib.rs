@@ -49,6 +49,8 @@ mod list;
 #[cfg(all(test, loom))]
 mod loom_tests;
 mod map;
+#[cfg(feature = "aarch64-paging")]
+mod paging_tables;
 mod pcp;
 pub mod reference;
 mod refs;
@@ -66,8 +68,14 @@ pub use decompose::{Decompose, decompose};
 pub use error::BuddyError;
 pub use frame::{Frame, FrameInfo, FrameState};
 pub use lock_api;
+/// The shared vocabulary (page sizes, frame numbers, addresses, ranges) the signatures use.
+pub use mm_types;
+/// A page frame number, from the shared vocabulary.
+pub use mm_types::Pfn;
+#[cfg(feature = "aarch64-paging")]
+pub use paging_tables::{FrameMemory, OffsetMap, ZoneTables};
 pub use pcp::PerCpu;
-pub use types::{MAX_SUPPORTED_ORDER, Order, Pfn};
+pub use types::{MAX_SUPPORTED_ORDER, Order};
 pub use vmalloc::VmArea;
 #[cfg(feature = "x86_64")]
 pub use x86_64_frames::X86FrameAllocator;

@@ -66,7 +66,7 @@ impl<'a> FrameMap<'a> {
     /// The index of `idx`'s buddy at `order`, if the zone spans it.
     #[inline]
     pub(crate) fn buddy(self, idx: u32, order: Order) -> Option<u32> {
-        self.index(self.pfn(idx).buddy(order)).ok()
+        self.index(order.buddy_of(self.pfn(idx))).ok()
     }
 
     /// The head of the block holding `idx`: the first head met aligning down whose block

@@ -1,60 +1,6 @@
 use crate::BuddyError;
 use core::fmt;
-
-/// A page frame number: a physical address divided by the page size.
-#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
-pub struct Pfn(pub u64);
-
-impl Pfn {
-    /// The frame `n` frames after this one, or `None` on overflow.
-    #[must_use]
-    #[inline]
-    pub const fn checked_add(self, n: u64) -> Option<Self> {
-        match self.0.checked_add(n) {
-            Some(p) => Some(Self(p)),
-            None => None,
-        }
-    }
-
-    /// The order of the largest naturally aligned block that starts here, capped at `max`
-    /// (pfn 0 is aligned to everything, so it gets `max`).
-    #[must_use]
-    #[inline]
-    pub const fn align_order(self, max: Order) -> Order {
-        let tz = self.0.trailing_zeros();
-        if tz >= max.0 as u32 {
-            max
-        } else {
-            Order(tz as u8)
-        }
-    }
-
-    /// Whether this frame starts a naturally aligned block of `order`.
-    #[must_use]
-    #[inline]
-    pub const fn is_aligned(self, order: Order) -> bool {
-        self.0 & (order.pages() - 1) == 0
-    }
-
-    /// The frame's buddy at `order`: the other half of the block of `order + 1`.
-    #[must_use]
-    #[inline]
-    pub const fn buddy(self, order: Order) -> Self {
-        Self(self.0 ^ order.pages())
-    }
-}
-
-impl fmt::Debug for Pfn {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "Pfn({:#x})", self.0)
-    }
-}
-
-impl fmt::Display for Pfn {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{:#x}", self.0)
-    }
-}
+use mm_types::Pfn;
 
 /// The largest order any zone supports (blocks of 2^20 frames).
 pub const MAX_SUPPORTED_ORDER: u8 = 20;
@@ -112,6 +58,34 @@ impl Order {
         }
     }
 
+    /// The order of the largest naturally aligned block that starts at `pfn`, capped at `max`
+    /// (pfn 0 is aligned to everything, so it gets `max`).
+    #[must_use]
+    #[inline]
+    pub const fn align_of(pfn: Pfn, max: Self) -> Self {
+        let tz = pfn.0.trailing_zeros();
+        if tz >= max.0 as u32 {
+            max
+        } else {
+            Self(tz as u8)
+        }
+    }
+
+    /// Whether `pfn` starts a naturally aligned block of this order.
+    #[must_use]
+    #[inline]
+    pub const fn aligns(self, pfn: Pfn) -> bool {
+        pfn.0 & (self.pages() - 1) == 0
+    }
+
+    /// The buddy of the block of this order at `pfn`: the other half of the block one order
+    /// up.
+    #[must_use]
+    #[inline]
+    pub const fn buddy_of(self, pfn: Pfn) -> Pfn {
+        Pfn(pfn.0 ^ self.pages())
+    }
+
     /// The next order up.
     #[must_use]
     #[inline]
@@ -138,9 +112,10 @@ mod tests {
         assert_eq!(Order::floor_log2(1, max), Order::ZERO);
         assert_eq!(Order::floor_log2(1000, max), Order(9));
         assert_eq!(Order::floor_log2(u64::MAX, max), max);
-        assert_eq!(Pfn(0).align_order(max), max);
-        assert_eq!(Pfn(0x1004).align_order(max), Order(2));
-        assert_eq!(Pfn(0x1004).buddy(Order(2)), Pfn(0x1000));
+        assert_eq!(Order::align_of(Pfn(0), max), max);
+        assert_eq!(Order::align_of(Pfn(0x1004), max), Order(2));
+        assert_eq!(Order(2).buddy_of(Pfn(0x1004)), Pfn(0x1000));
+        assert!(Order(2).aligns(Pfn(0x1004)) && !Order(3).aligns(Pfn(0x1004)));
         assert!(Order::new(MAX_SUPPORTED_ORDER + 1).is_err());
         assert_eq!(Pfn(u64::MAX).checked_add(1), None);
     }

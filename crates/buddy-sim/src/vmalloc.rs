@@ -3,33 +3,34 @@
 
 use crate::contig::Claim;
 use crate::frame::{Frame, Word};
-use crate::{BuddyError, Order, PerCpu, Pfn, Zone};
+use crate::{BuddyError, Order, PerCpu, Zone};
 use lock_api::RawMutex;
+use mm_types::FrameRange;
 
 /// Frames a [`Zone::vmalloc`] call allocated: physically contiguous runs of order-0 pages.
 #[derive(Debug)]
 pub struct VmArea<'r> {
-    runs: &'r [(Pfn, u64)],
+    runs: &'r [FrameRange],
 }
 
 impl<'r> VmArea<'r> {
     /// An area made of the given runs, e.g. ones saved from an earlier [`Zone::vmalloc`].
     /// [`Zone::vfree`] checks them before it frees anything.
     #[must_use]
-    pub const fn from_runs(runs: &'r [(Pfn, u64)]) -> Self {
+    pub const fn from_runs(runs: &'r [FrameRange]) -> Self {
         Self { runs }
     }
 
-    /// The runs: `(first frame, frames)`.
+    /// The runs of physically contiguous frames.
     #[must_use]
-    pub fn runs(&self) -> &[(Pfn, u64)] {
+    pub fn runs(&self) -> &[FrameRange] {
         self.runs
     }
 
     /// Frames in the area.
     #[must_use]
     pub fn pages(&self) -> u64 {
-        self.runs.iter().map(|r| r.1).sum()
+        self.runs.iter().map(|r| r.pages).sum()
     }
 }
 
@@ -51,7 +52,7 @@ where
         &self,
         cpu: usize,
         nr_pages: u64,
-        runs: &'r mut [(Pfn, u64)],
+        runs: &'r mut [FrameRange],
     ) -> Result<VmArea<'r>, BuddyError> {
         let pcp = self.pcp(cpu)?;
         let mut used = 0usize;
@@ -78,11 +79,11 @@ where
                 m.frame(i).store(Word::allocated(0).with_vmalloc(true));
             }
             left -= order.pages();
-            let extends = used > 0 && runs[used - 1].0.0 + runs[used - 1].1 == pfn.0;
+            let extends = used > 0 && runs[used - 1].end() == Some(pfn);
             if extends {
-                runs[used - 1].1 += order.pages();
+                runs[used - 1].pages += order.pages();
             } else if used < runs.len() {
-                runs[used] = (pfn, order.pages());
+                runs[used] = FrameRange::new(pfn, order.pages());
                 used += 1;
             } else {
                 self.commit(pcp, idx..idx + order.pages() as u32);
@@ -91,9 +92,9 @@ where
         };
         if let Err(e) = result {
             let m = self.map();
-            for &(pfn, len) in &runs[..used] {
-                let idx = m.index_of(pfn);
-                self.commit(pcp, idx..idx + len as u32);
+            for run in &runs[..used] {
+                let idx = m.index_of(run.start);
+                self.commit(pcp, idx..idx + run.pages as u32);
             }
             return Err(e);
         }
@@ -117,10 +118,10 @@ where
     /// [`Zone::free_contig_range`]; on any error nothing is freed.
     pub fn vfree(&self, cpu: usize, area: &VmArea<'_>) -> Result<(), BuddyError> {
         let pcp = self.pcp(cpu)?;
-        for &(pfn, len) in area.runs {
-            self.map().range(pfn, len)?;
+        for run in area.runs {
+            self.map().range(run.start, run.pages)?;
         }
-        let pages = |&(pfn, len): &(Pfn, u64)| self.map().range(pfn, len);
+        let pages = |run: &FrameRange| self.map().range(run.start, run.pages);
         for (k, run) in area.runs.iter().enumerate() {
             if let Err(e) = self.claim(pages(run)?, Claim::Vmalloc) {
                 for done in &area.runs[..k] {

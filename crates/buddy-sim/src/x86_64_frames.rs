@@ -14,7 +14,7 @@ use x86_64::structures::paging::{
 };
 
 /// Frames are 4 KiB on x86_64: frame `n` starts at physical address `n << 12`.
-const FRAME_SHIFT: u32 = 12;
+const FRAME: mm_types::PageSize = mm_types::PageSize::Size4KiB;
 
 /// A zone as the `x86_64` crate's [`FrameAllocator`] and [`FrameDeallocator`] for 4 KiB,
 /// 2 MiB and 1 GiB frames, allocating and freeing on one CPU's lists (make one per CPU: it
@@ -77,7 +77,7 @@ where
 
     /// The zone's order for frames of `S`.
     fn order<S: PageSize>() -> Result<Order, BuddyError> {
-        let shift = S::SIZE.trailing_zeros() - FRAME_SHIFT;
+        let shift = S::SIZE.trailing_zeros() - FRAME.shift();
         Order::new(u8::try_from(shift).map_err(|_| BuddyError::Overflow)?)
     }
 
@@ -106,7 +106,7 @@ where
     }
 
     fn deallocate<S: PageSize>(&mut self, frame: PhysFrame<S>) {
-        let pfn = Pfn(frame.start_address().as_u64() >> FRAME_SHIFT);
+        let pfn = Pfn::containing(mm_types::PhysAddr(frame.start_address().as_u64()), FRAME);
         let r = Self::order::<S>().and_then(|order| self.zone.free_pages(self.cpu, pfn, order));
         self.record(r);
     }
@@ -115,9 +115,8 @@ where
 /// The `x86_64` frame starting at `pfn`.
 fn frame_of<S: PageSize>(pfn: Pfn) -> Result<PhysFrame<S>, BuddyError> {
     let addr = pfn
-        .0
-        .checked_mul(1 << FRAME_SHIFT)
-        .and_then(|a| PhysAddr::try_new(a).ok())
+        .start_address(FRAME)
+        .and_then(|a| PhysAddr::try_new(a.0).ok())
         .ok_or(BuddyError::NotAddressable(pfn))?;
     PhysFrame::from_start_address(addr).map_err(|_| BuddyError::NotAddressable(pfn))
 }

@@ -3,6 +3,7 @@
 // loom atomics work only inside loom::model: these run on the real ones.
 #![cfg(not(loom))]
 
+use buddy_sim::mm_types::FrameRange;
 use buddy_sim::reference::{Lockstep, Op, brute_force_cover};
 use buddy_sim::{BuddyError, Frame, Order, PerCpu, Pfn, VmArea, Zone, ZoneConfig, decompose};
 use proptest::prelude::*;
@@ -124,10 +125,10 @@ proptest! {
         let mut next = pfn;
         for (i, &(p, o)) in blocks.iter().enumerate() {
             prop_assert_eq!(p.0, next, "not contiguous");
-            prop_assert!(p.is_aligned(o) && o <= max, "misaligned or too large");
+            prop_assert!(o.aligns(p) && o <= max, "misaligned or too large");
             // Minimal: no block merges with the next one into an aligned block <= max.
             if let Some(&(q, o2)) = blocks.get(i + 1) {
-                prop_assert!(!(o == o2 && o < max && q == p.buddy(o) && p.is_aligned(Order::new(o.get() + 1).unwrap())));
+                prop_assert!(!(o == o2 && o < max && q == o.buddy_of(p) && Order::new(o.get() + 1).unwrap().aligns(p)));
             }
             next += o.pages();
         }
@@ -314,7 +315,7 @@ fn alloc_pages_at_takes_exactly_that_block() {
 #[test]
 fn vmalloc_and_vfree_round_trip() {
     let z = small();
-    let mut runs = [(Pfn(0), 0); 8];
+    let mut runs = [FrameRange::new(Pfn(0), 0); 8];
     let area = z.vmalloc(0, 300, &mut runs).unwrap();
     assert_eq!(area.pages(), 300);
     let runs_copy: Vec<_> = area.runs().to_vec();
@@ -322,8 +323,8 @@ fn vmalloc_and_vfree_round_trip() {
     assert!(runs_copy.len() <= 4, "{runs_copy:?}");
     for w in runs_copy.windows(2) {
         assert_ne!(
-            w[0].0.0 + w[0].1,
-            w[1].0.0,
+            w[0].end(),
+            Some(w[1].start),
             "adjacent runs not merged: {runs_copy:?}"
         );
     }
@@ -337,14 +338,14 @@ fn vmalloc_and_vfree_round_trip() {
     let _held = z.alloc_pages(0, Order::ZERO).unwrap();
     z.drain_all();
     let free_before = z.buddy_pages();
-    let mut no_slots = [(Pfn(0), 0); 0];
+    let mut no_slots: [FrameRange; 0] = [];
     assert_eq!(
         z.vmalloc(0, 3, &mut no_slots).unwrap_err(),
         BuddyError::RunsFull
     );
     z.drain_all();
     assert_eq!(z.buddy_pages(), free_before, "a failed vmalloc kept frames");
-    let mut one = [(Pfn(0), 0); 1];
+    let mut one = [FrameRange::new(Pfn(0), 0); 1];
     assert_eq!(z.vmalloc(0, 1, &mut one).unwrap().pages(), 1);
     z.check().unwrap();
 }
@@ -404,12 +405,12 @@ fn holes_are_never_handed_out_or_merged_across() {
 #[test]
 fn vfree_is_all_or_nothing_and_checks_provenance() {
     let z = small();
-    let mut runs = [(Pfn(0), 0); 8];
+    let mut runs = [FrameRange::new(Pfn(0), 0); 8];
     let area = z.vmalloc(1, 300, &mut runs).unwrap();
     let kept: Vec<_> = area.runs().to_vec();
     assert!(kept.len() >= 2, "{kept:?}");
-    for &(p, _) in &kept {
-        assert!(z.frame(p).unwrap().vmalloc);
+    for r in &kept {
+        assert!(z.frame(r.start).unwrap().vmalloc);
     }
     let fp = buddy_sim::reference::fingerprint(&z);
     let unchanged = |what: &str| {
@@ -427,7 +428,7 @@ fn vfree_is_all_or_nothing_and_checks_provenance() {
     // A page that never came from vmalloc, after valid runs.
     let plain = z.alloc_pages(0, Order::ZERO).unwrap();
     let fp = buddy_sim::reference::fingerprint(&z);
-    let foreign = [kept[0], (plain, 1)];
+    let foreign = [kept[0], FrameRange::new(plain, 1)];
     assert_eq!(
         z.vfree(0, &VmArea::from_runs(&foreign)),
         Err(BuddyError::NotVmalloc(plain))
@@ -435,8 +436,8 @@ fn vfree_is_all_or_nothing_and_checks_provenance() {
     assert_eq!(buddy_sim::reference::fingerprint(&z), fp);
     // Free the second run by other means: vfree of the whole area must then fail without
     // freeing the first run (it used to free it and then fail).
-    let (p1, n1) = kept[1];
-    z.free_contig_range(0, p1, n1).unwrap();
+    z.free_contig_range(0, kept[1].start, kept[1].pages)
+        .unwrap();
     let fp = buddy_sim::reference::fingerprint(&z);
     assert!(z.vfree(0, &VmArea::from_runs(&kept)).is_err());
     assert_eq!(
@@ -444,9 +445,9 @@ fn vfree_is_all_or_nothing_and_checks_provenance() {
         fp,
         "a failed vfree freed pages"
     );
-    assert!(z.frame(kept[0].0).unwrap().vmalloc);
+    assert!(z.frame(kept[0].start).unwrap().vmalloc);
     // A shared page: vfree drops vmalloc's reference and the page stays with its other owner.
-    z.get_page(kept[0].0).unwrap();
+    z.get_page(kept[0].start).unwrap();
     let rest: Vec<_> = kept
         .iter()
         .enumerate()
@@ -454,9 +455,9 @@ fn vfree_is_all_or_nothing_and_checks_provenance() {
         .map(|(_, r)| *r)
         .collect();
     z.vfree(0, &VmArea::from_runs(&rest)).unwrap();
-    let kept0 = z.frame(kept[0].0).unwrap();
+    let kept0 = z.frame(kept[0].start).unwrap();
     assert_eq!((kept0.refcount, kept0.vmalloc), (1, false));
-    z.put_page(0, kept[0].0).unwrap();
+    z.put_page(0, kept[0].start).unwrap();
     z.free_pages(0, plain, Order::ZERO).unwrap();
     z.drain_all();
     z.check().unwrap();

@@ -5,6 +5,7 @@
 // loom atomics work only inside loom::model: these run on the real ones.
 #![cfg(not(loom))]
 
+use buddy_sim::mm_types::FrameRange;
 use buddy_sim::{BoxedZone, Order, Pfn, ZoneConfig};
 use proptest::prelude::*;
 use std::sync::{Barrier, Mutex};
@@ -109,7 +110,7 @@ fn run(z: &BoxedZone, mail: &Mailboxes, cpu: usize, program: &[Step], start: &Ba
     let mut held: Vec<Held> = Vec::new();
     let mut received: Vec<Held> = Vec::new();
     let mut remote_failures = 0;
-    let mut vm: Vec<Vec<(Pfn, u64)>> = Vec::new();
+    let mut vm: Vec<Vec<FrameRange>> = Vec::new();
     let mut outcomes = Vec::new();
     let pick = |held: &Vec<Held>, s: usize| (!held.is_empty()).then(|| s % held.len());
     for &st in program {
@@ -181,7 +182,7 @@ fn run(z: &BoxedZone, mail: &Mailboxes, cpu: usize, program: &[Step], start: &Ba
                 continue;
             }
             Step::Vmalloc(n) => {
-                let mut runs = [(Pfn(0), 0); 64];
+                let mut runs = [FrameRange::new(Pfn(0), 0); 64];
                 match z.vmalloc(cpu, n, &mut runs) {
                     Ok(area) => {
                         vm.push(area.runs().to_vec());
@@ -206,10 +207,10 @@ fn run(z: &BoxedZone, mail: &Mailboxes, cpu: usize, program: &[Step], start: &Ba
         outcomes.push(ok);
     }
     for runs in vm {
-        for (pfn, pages) in runs {
+        for run in runs {
             held.push(Held {
-                pfn,
-                pages,
+                pfn: run.start,
+                pages: run.pages,
                 split: true,
                 extra: 0,
             });

@@ -6,31 +6,33 @@
 //! `cargo run -p pte-batch --example aging`
 
 use pte_batch::format::Arm64;
+use pte_batch::mm_types::{FrameRange, Pfn, VirtAddr};
 use pte_batch::{
-    Access, AtomicU64, CountingFlush, Folio, FpbFlags, Prot, PteError, PteTable, age_range,
-    reference,
+    Access, AtomicU64, CountingFlush, FpbFlags, Prot, PteError, PteTable, age_range, reference,
 };
 
 const FOLIO_PAGES: usize = 16;
 
 fn main() -> Result<(), PteError> {
     let entries: Vec<AtomicU64> = (0..512).map(|_| AtomicU64::new(0)).collect();
-    let table = PteTable::new(Arm64::G4K, 0x40_0000_0000, &entries)?;
+    let table = PteTable::new(Arm64::G4K, VirtAddr(0x40_0000_0000), &entries)?;
     let rw = Prot {
         write: true,
         ..Prot::default()
     };
     // 32 folios of 64 KiB, frames from 0x1000; set_ptes folds each into one contpte block.
-    let folios: Vec<Folio> = (0..512 / FOLIO_PAGES)
-        .map(|i| Folio {
-            pfn: 0x1000 + (i * FOLIO_PAGES) as u64,
-            nr_pages: FOLIO_PAGES as u64,
-        })
+    let folios: Vec<FrameRange> = (0..512 / FOLIO_PAGES)
+        .map(|i| FrameRange::new(Pfn(0x1000 + (i * FOLIO_PAGES) as u64), FOLIO_PAGES as u64))
         .collect();
     for (i, f) in folios.iter().enumerate() {
-        table.set_ptes(i * FOLIO_PAGES, f.pfn, FOLIO_PAGES, rw)?;
+        table.set_ptes(i * FOLIO_PAGES, f.start, FOLIO_PAGES, rw)?;
     }
-    let lookup = |pfn| folios.iter().copied().find(|f: &Folio| f.contains(pfn));
+    let lookup = |pfn| {
+        folios
+            .iter()
+            .copied()
+            .find(|f: &FrameRange| f.contains(pfn))
+    };
 
     for (walk, batched) in [("batched", true), ("per-entry", false)] {
         // Every third folio is touched, on some page of it (a write every other time).

@@ -5,10 +5,11 @@
 use crate::sync::Entry;
 use core::ops::Range;
 
-use crate::batch::{Folio, Folios, FpbFlags, folio_pte_batch};
+use crate::batch::{Folios, FpbFlags, folio_pte_batch};
 use crate::flush::{FlushToken, TlbFlush};
 use crate::format::PteFormat;
 use crate::table::{PteError, PteTable};
+use mm_types::FrameRange;
 
 /// What an aging walk did.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -43,13 +44,13 @@ impl core::ops::AddAssign for AgingStats {
 
 /// Folds the young results of consecutive batches (or entries) of one folio into one report
 /// per folio, and counts. Shared by the batched walk and the per-entry reference walk.
-pub(crate) struct Tally<V: FnMut(Folio, bool)> {
-    current: Option<(Folio, bool)>,
+pub(crate) struct Tally<V: FnMut(FrameRange, bool)> {
+    current: Option<(FrameRange, bool)>,
     pub(crate) stats: AgingStats,
     on_folio: V,
 }
 
-impl<V: FnMut(Folio, bool)> Tally<V> {
+impl<V: FnMut(FrameRange, bool)> Tally<V> {
     pub(crate) fn new(on_folio: V) -> Self {
         Self {
             current: None,
@@ -59,7 +60,7 @@ impl<V: FnMut(Folio, bool)> Tally<V> {
     }
 
     /// Records that `entries` entries of `folio` were walked and whether they were young.
-    pub(crate) fn record(&mut self, folio: Folio, entries: usize, young: bool) {
+    pub(crate) fn record(&mut self, folio: FrameRange, entries: usize, young: bool) {
         self.stats.entries += entries as u64;
         match &mut self.current {
             Some((f, y)) if *f == folio => *y |= young,
@@ -74,7 +75,7 @@ impl<V: FnMut(Folio, bool)> Tally<V> {
     pub(crate) fn flush(&mut self, token: FlushToken, tlb: &mut impl TlbFlush) -> bool {
         if let Some(range) = token.range() {
             self.stats.flushes += 1;
-            self.stats.flushed_pages += range.pages as u64;
+            self.stats.flushed_pages += range.pages;
         }
         token.flush(tlb)
     }
@@ -101,7 +102,7 @@ pub(crate) fn folio_at<F: PteFormat>(
     index: usize,
     end: usize,
     folios: &impl Folios,
-) -> Result<Option<(Folio, usize)>, PteError> {
+) -> Result<Option<(FrameRange, usize)>, PteError> {
     let pfn = f.pfn(pte);
     let Some(folio) = folios.folio_of(pfn) else {
         return Ok(None);
@@ -109,7 +110,7 @@ pub(crate) fn folio_at<F: PteFormat>(
     if !folio.contains(pfn) {
         return Err(PteError::BadFolio { pfn });
     }
-    let left_in_folio = folio.nr_pages - (pfn - folio.pfn);
+    let left_in_folio = folio.pages - (pfn.0 - folio.start.0);
     let max_nr = usize::try_from(left_in_folio).map_or(end - index, |n| n.min(end - index));
     Ok(Some((folio, max_nr)))
 }
@@ -131,7 +132,7 @@ pub fn age_range<F: PteFormat, E: Entry>(
     folios: &impl Folios,
     flags: FpbFlags,
     tlb: &mut impl TlbFlush,
-    on_folio: impl FnMut(Folio, bool),
+    on_folio: impl FnMut(FrameRange, bool),
 ) -> Result<AgingStats, PteError> {
     let range = table.check_span(range)?;
     let f = table.format();

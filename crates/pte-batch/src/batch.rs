@@ -4,34 +4,18 @@
 use crate::format::PteFormat;
 use crate::sync::Entry;
 use crate::table::{PteError, PteTable};
+use mm_types::{FrameRange, Pfn};
 
-/// A folio: `nr_pages` physically contiguous frames from `pfn`, managed as one unit.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub struct Folio {
-    /// The first (head) frame.
-    pub pfn: u64,
-    /// Frames in the folio (at least 1).
-    pub nr_pages: u64,
-}
-
-impl Folio {
-    /// Whether frame `pfn` belongs to the folio.
-    #[must_use]
-    pub fn contains(&self, pfn: u64) -> bool {
-        pfn.checked_sub(self.pfn)
-            .is_some_and(|off| off < self.nr_pages)
-    }
-}
-
-/// Finds the folio a frame belongs to (the kernel's `pfn_folio`, a `vmemmap` look-up).
+/// Finds the folio a frame belongs to (the kernel's `pfn_folio`, a `vmemmap` look-up). A folio
+/// is a [`FrameRange`]: physically contiguous frames managed as one unit.
 pub trait Folios {
     /// The folio holding `pfn`, or `None` for a frame that is not part of one (a device
     /// page, a frame the walk should skip).
-    fn folio_of(&self, pfn: u64) -> Option<Folio>;
+    fn folio_of(&self, pfn: Pfn) -> Option<FrameRange>;
 }
 
-impl<T: Fn(u64) -> Option<Folio>> Folios for T {
-    fn folio_of(&self, pfn: u64) -> Option<Folio> {
+impl<T: Fn(Pfn) -> Option<FrameRange>> Folios for T {
+    fn folio_of(&self, pfn: Pfn) -> Option<FrameRange> {
         self(pfn)
     }
 }
@@ -83,7 +67,7 @@ pub struct PteBatch {
 /// `pte` with the bits a batch ignores normalized away: frame, access flag, and per `flags`
 /// dirty state, writability and the contiguous hint.
 pub(crate) fn batch_key<F: PteFormat>(f: F, pte: u64, flags: FpbFlags) -> u64 {
-    let mut key = f.mkold(f.with_pfn(pte, 0));
+    let mut key = f.mkold(f.with_pfn(pte, Pfn(0)));
     if !flags.contains(FpbFlags::RESPECT_DIRTY) {
         key = f.mkclean(key);
     }

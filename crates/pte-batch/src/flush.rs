@@ -1,21 +1,13 @@
 //! TLB invalidation as a value: the range a young clear or an unfold must invalidate, a
 //! `#[must_use]` token carrying it to the caller, and the [`TlbFlush`] trait that performs it.
+//! A range is an [`mm_types::PageRange`]: the pages' start address, count and size.
 
-/// A virtual range of whole pages to invalidate.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub struct FlushRange {
-    /// Virtual address of the first page.
-    pub va: u64,
-    /// Number of pages.
-    pub pages: usize,
-    /// log2 of the page size.
-    pub page_shift: u32,
-}
+use mm_types::PageRange;
 
 /// Performs TLB invalidations: arch-arm64's EL1 `TLBI` in a kernel, a counter in a model.
 pub trait TlbFlush {
     /// Invalidates every cached translation of `range`.
-    fn flush_range(&mut self, range: FlushRange);
+    fn flush_range(&mut self, range: PageRange);
 }
 
 /// The result of a flushing young clear: whether any entry was young and the one range the
@@ -28,11 +20,11 @@ pub trait TlbFlush {
 #[derive(Debug, PartialEq, Eq)]
 pub struct FlushToken {
     young: bool,
-    range: Option<FlushRange>,
+    range: Option<PageRange>,
 }
 
 impl FlushToken {
-    pub(crate) const fn new(young: bool, range: Option<FlushRange>) -> Self {
+    pub(crate) const fn new(young: bool, range: Option<PageRange>) -> Self {
         Self { young, range }
     }
 
@@ -44,7 +36,7 @@ impl FlushToken {
 
     /// The range to invalidate, if any.
     #[must_use]
-    pub const fn range(&self) -> Option<FlushRange> {
+    pub const fn range(&self) -> Option<PageRange> {
         self.range
     }
 
@@ -75,8 +67,8 @@ pub struct CountingFlush {
 }
 
 impl TlbFlush for CountingFlush {
-    fn flush_range(&mut self, range: FlushRange) {
+    fn flush_range(&mut self, range: PageRange) {
         self.flushes += 1;
-        self.pages += range.pages as u64;
+        self.pages += range.pages;
     }
 }

@@ -5,8 +5,9 @@
 //! ([`arch_arm64::descriptor`], [`arch_x86::pte`]), so an x86 host models arm64 tables and the
 //! reverse.
 
-use arch_arm64::descriptor::{self as arm, Granule};
+use arch_arm64::descriptor as arm;
 use arch_x86::pte as x86;
+use mm_types::{PageSize, Pfn};
 
 /// What a mapping grants, independent of the format: [`PteFormat::mk_pte`] turns it into bits.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
@@ -58,29 +59,20 @@ impl core::fmt::Display for Fault {
 
 impl core::error::Error for Fault {}
 
-/// The smallest page shift a format may have (4 KiB pages).
-pub const MIN_PAGE_SHIFT: u32 = 12;
-/// The largest page shift a format may have (64 KiB pages).
-pub const MAX_PAGE_SHIFT: u32 = 16;
-
 /// A last-level page-table entry format.
 ///
-/// Implemented by [`Arm64`] (one per [`Granule`]) and [`X86_64`]. Every method is a pure
-/// function of its arguments; the table applies them with atomics. A format of the caller's
-/// own must have a page shift in [`MIN_PAGE_SHIFT`]`..=`[`MAX_PAGE_SHIFT`] and a power-of-two
-/// `cont_ptes` no larger than a table: [`PteTable::new`](crate::PteTable::new) checks both.
+/// Implemented by [`Arm64`] (one per translation granule) and [`X86_64`]. Every method is a
+/// pure function of its arguments; the table applies them with atomics. A format of the
+/// caller's own must have a power-of-two `cont_ptes` no larger than a table:
+/// [`PteTable::new`](crate::PteTable::new) checks it.
 pub trait PteFormat: Copy + core::fmt::Debug {
-    /// log2 of the page size an entry maps.
-    fn page_shift(self) -> u32;
+    /// The page size an entry maps.
+    fn page_size(self) -> PageSize;
     /// Entries in one contiguous block, or 1 where the format has no contiguous hint.
     fn cont_ptes(self) -> usize;
-    /// Entries in one page-table page (the page size over 8 bytes; 0 for a page shift out
-    /// of range, which [`PteTable::new`](crate::PteTable::new) rejects).
+    /// Entries in one page-table page: the page size over 8 bytes.
     fn ptes_per_table(self) -> usize {
-        match self.page_shift() {
-            shift @ MIN_PAGE_SHIFT..=MAX_PAGE_SHIFT => 1 << (shift - 3),
-            _ => 0,
-        }
+        self.page_size().bytes() / 8
     }
     /// Whether the architecture invalidates the TLB after clearing the access flag (arm64
     /// does, for the entries that were young; x86 never does).
@@ -111,14 +103,14 @@ pub trait PteFormat: Copy + core::fmt::Debug {
     /// The entry with the contiguous hint cleared.
     fn mknoncont(self, pte: u64) -> u64;
     /// The page frame number the entry maps.
-    fn pfn(self, pte: u64) -> u64;
+    fn pfn(self, pte: u64) -> Pfn;
     /// The entry mapping `pfn` instead; frame bits beyond the field are dropped.
-    fn with_pfn(self, pte: u64, pfn: u64) -> u64;
+    fn with_pfn(self, pte: u64, pfn: Pfn) -> u64;
     /// The largest frame number an entry can hold.
-    fn max_pfn(self) -> u64;
+    fn max_pfn(self) -> Pfn;
     /// A present entry mapping `pfn` with `prot`; `None` if `pfn` does not fit the frame field
     /// or `prot.attrs` overlaps bits the format owns.
-    fn mk_pte(self, pfn: u64, prot: Prot) -> Option<u64>;
+    fn mk_pte(self, pfn: Pfn, prot: Prot) -> Option<u64>;
     /// What the MMU writes back for an access through `pte` (a hardware-managed access flag,
     /// and hardware dirty management where the format has it), or why it faults.
     ///
@@ -131,21 +123,21 @@ pub trait PteFormat: Copy + core::fmt::Debug {
 /// arm64 stage-1 last-level descriptors with the given translation granule.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct Arm64 {
-    /// The translation granule (page size and `CONT_PTES`).
-    pub granule: Granule,
+    /// The translation granule: the page size, which fixes `CONT_PTES`.
+    pub granule: PageSize,
 }
 
 impl Arm64 {
     /// 4 KiB pages, 16-entry (64 KiB) contiguous blocks.
-    pub const G4K: Self = Self::new(Granule::Size4KiB);
+    pub const G4K: Self = Self::new(PageSize::Size4KiB);
     /// 16 KiB pages, 128-entry (2 MiB) contiguous blocks.
-    pub const G16K: Self = Self::new(Granule::Size16KiB);
+    pub const G16K: Self = Self::new(PageSize::Size16KiB);
     /// 64 KiB pages, 32-entry (2 MiB) contiguous blocks.
-    pub const G64K: Self = Self::new(Granule::Size64KiB);
+    pub const G64K: Self = Self::new(PageSize::Size64KiB);
 
     /// The format for `granule`.
     #[must_use]
-    pub const fn new(granule: Granule) -> Self {
+    pub const fn new(granule: PageSize) -> Self {
         Self { granule }
     }
 
@@ -163,11 +155,11 @@ impl Arm64 {
 }
 
 impl PteFormat for Arm64 {
-    fn page_shift(self) -> u32 {
-        self.granule.page_shift()
+    fn page_size(self) -> PageSize {
+        self.granule
     }
     fn cont_ptes(self) -> usize {
-        self.granule.cont_ptes()
+        arm::cont_ptes(self.granule)
     }
     fn flushes_young(self) -> bool {
         true
@@ -220,18 +212,18 @@ impl PteFormat for Arm64 {
     fn mknoncont(self, pte: u64) -> u64 {
         pte & !arm::CONT
     }
-    fn pfn(self, pte: u64) -> u64 {
-        self.granule.pfn(pte)
+    fn pfn(self, pte: u64) -> Pfn {
+        arm::pfn(self.granule, pte)
     }
-    fn with_pfn(self, pte: u64, pfn: u64) -> u64 {
-        self.granule.with_pfn(pte, pfn)
+    fn with_pfn(self, pte: u64, pfn: Pfn) -> u64 {
+        arm::with_pfn(self.granule, pte, pfn)
     }
-    fn max_pfn(self) -> u64 {
-        self.granule.output_address_mask() >> self.page_shift()
+    fn max_pfn(self) -> Pfn {
+        Pfn(arm::output_address_mask(self.granule) >> self.granule.shift())
     }
-    fn mk_pte(self, pfn: u64, prot: Prot) -> Option<u64> {
+    fn mk_pte(self, pfn: Pfn, prot: Prot) -> Option<u64> {
         if pfn > self.max_pfn()
-            || prot.attrs & (Self::OWNED | self.granule.output_address_mask()) != 0
+            || prot.attrs & (Self::OWNED | arm::output_address_mask(self.granule)) != 0
         {
             return None;
         }
@@ -281,8 +273,8 @@ impl X86_64 {
 }
 
 impl PteFormat for X86_64 {
-    fn page_shift(self) -> u32 {
-        x86::PFN_SHIFT
+    fn page_size(self) -> PageSize {
+        x86::PAGE_SIZE
     }
     fn cont_ptes(self) -> usize {
         1
@@ -326,16 +318,16 @@ impl PteFormat for X86_64 {
     fn mknoncont(self, pte: u64) -> u64 {
         pte
     }
-    fn pfn(self, pte: u64) -> u64 {
+    fn pfn(self, pte: u64) -> Pfn {
         x86::pfn(pte)
     }
-    fn with_pfn(self, pte: u64, pfn: u64) -> u64 {
+    fn with_pfn(self, pte: u64, pfn: Pfn) -> u64 {
         x86::with_pfn(pte, pfn)
     }
-    fn max_pfn(self) -> u64 {
-        x86::PFN_MASK >> x86::PFN_SHIFT
+    fn max_pfn(self) -> Pfn {
+        Pfn(x86::PFN_MASK >> x86::PFN_SHIFT)
     }
-    fn mk_pte(self, pfn: u64, prot: Prot) -> Option<u64> {
+    fn mk_pte(self, pfn: Pfn, prot: Prot) -> Option<u64> {
         if pfn > self.max_pfn() || prot.attrs & (Self::OWNED | x86::PFN_MASK) != 0 {
             return None;
         }
@@ -378,10 +370,10 @@ mod tests {
             write: true,
             ..Prot::default()
         };
-        let clean = f.mk_pte(7, rw).unwrap();
+        let clean = f.mk_pte(Pfn(7), rw).unwrap();
         assert!(f.is_present(clean) && f.is_writable(clean));
         assert!(!f.is_young(clean) && !f.is_dirty(clean) && !f.is_cont(clean));
-        assert_eq!(f.pfn(clean), 7);
+        assert_eq!(f.pfn(clean), Pfn(7));
         // A read sets only the access flag; a write also dirties.
         let read = f.hardware_update(clean, Access::Read).unwrap();
         assert!(f.is_young(read) && !f.is_dirty(read));
@@ -395,15 +387,15 @@ mod tests {
         let wp = f.wrprotect(written);
         assert!(f.is_dirty(wp) && !f.is_writable(wp));
         assert_eq!(f.hardware_update(wp, Access::Write), Err(Fault::Permission));
-        let ro = f.mk_pte(7, Prot::default()).unwrap();
+        let ro = f.mk_pte(Pfn(7), Prot::default()).unwrap();
         assert_eq!(f.hardware_update(ro, Access::Write), Err(Fault::Permission));
         assert_eq!(f.hardware_update(0, Access::Read), Err(Fault::NotPresent));
         // Out-of-range frames and owned attribute bits are refused.
-        assert!(f.mk_pte(f.max_pfn() + 1, rw).is_none());
+        assert!(f.mk_pte(Pfn(f.max_pfn().0 + 1), rw).is_none());
         assert!(f.mk_pte(f.max_pfn(), rw).is_some());
         assert!(
             f.mk_pte(
-                0,
+                Pfn(0),
                 Prot {
                     attrs: f.mkyoung(0),
                     ..rw
@@ -411,13 +403,13 @@ mod tests {
             )
             .is_none()
         );
-        assert_eq!(f.with_pfn(f.mk_pte(3, rw).unwrap(), 7), clean);
-        assert_eq!(f.ptes_per_table() << 3, 1 << f.page_shift());
+        assert_eq!(f.with_pfn(f.mk_pte(Pfn(3), rw).unwrap(), Pfn(7)), clean);
+        assert_eq!(f.ptes_per_table() << 3, f.page_size().bytes());
     }
 
     #[test]
     fn formats_behave_as_reference_md_says() {
-        for g in Granule::ALL {
+        for g in PageSize::ALL {
             check_format(Arm64::new(g));
         }
         check_format(X86_64);
@@ -430,7 +422,7 @@ mod tests {
             write: true,
             ..Prot::default()
         };
-        let clean = f.mk_pte(1, rw).unwrap();
+        let clean = f.mk_pte(Pfn(1), rw).unwrap();
         assert_eq!(clean & (arm::DBM | arm::RDONLY), arm::DBM | arm::RDONLY);
         let dirty = f.hardware_update(clean, Access::Write).unwrap();
         assert_eq!(

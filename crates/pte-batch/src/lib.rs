@@ -36,11 +36,13 @@ mod table;
 mod young;
 
 pub use aging::{AgingStats, age_range};
-pub use batch::{Folio, Folios, FpbFlags, PteBatch, folio_pte_batch};
-pub use flush::{CountingFlush, FlushRange, FlushToken, TlbFlush};
+pub use batch::{Folios, FpbFlags, PteBatch, folio_pte_batch};
+pub use flush::{CountingFlush, FlushToken, TlbFlush};
 pub use format::{Access, Arm64, Fault, Prot, PteFormat, X86_64};
 pub use table::{PteError, PteTable, Unmapped};
 
 /// The atomic type a table's entries are made of: core's, whatever the cfg.
 pub use core::sync::atomic::AtomicU64;
+/// The shared vocabulary (page sizes, frame numbers, addresses, ranges) the signatures use.
+pub use mm_types;
 pub use sync::Entry;

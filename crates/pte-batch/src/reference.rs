@@ -6,10 +6,11 @@ use crate::sync::Entry;
 use core::ops::Range;
 
 use crate::aging::{AgingStats, Tally, folio_at};
-use crate::batch::{Folio, Folios, FpbFlags, PteBatch, batch_key, merge_young_dirty};
+use crate::batch::{Folios, FpbFlags, PteBatch, batch_key, merge_young_dirty};
 use crate::flush::{FlushToken, TlbFlush};
 use crate::format::PteFormat;
 use crate::table::{PteError, PteTable};
+use mm_types::FrameRange;
 
 /// REFERENCE.md's `ptep_test_and_clear_young`, counted: one entry, or the whole block of a
 /// contpte entry, each by the compare-and-swap loop. Returns (young, entries cleared).
@@ -111,7 +112,7 @@ pub fn folio_pte_batch<F: PteFormat, E: Entry>(
     for i in range {
         let seen = table.get(i)?;
         let same = f.is_present(seen)
-            && f.pfn(seen) == f.pfn(first) + nr as u64
+            && f.pfn(first).checked_add(nr as u64) == Some(f.pfn(seen))
             && batch_key(f, seen, flags) == batch_key(f, first, flags);
         if !same {
             break;
@@ -134,7 +135,7 @@ pub fn age_range<F: PteFormat, E: Entry>(
     range: Range<usize>,
     folios: &impl Folios,
     tlb: &mut impl TlbFlush,
-    on_folio: impl FnMut(Folio, bool),
+    on_folio: impl FnMut(FrameRange, bool),
 ) -> Result<AgingStats, PteError> {
     let range = table.check_span(range)?;
     let f = table.format();

@@ -10,21 +10,18 @@
 
 use core::ops::Range;
 
-use crate::flush::{FlushRange, TlbFlush};
+use crate::flush::TlbFlush;
 use crate::format::{Access, Fault, Prot, PteFormat};
 use crate::sync::Entry;
 use core::sync::atomic::AtomicU64;
+use mm_types::{PageRange, Pfn, VirtAddr};
 
 /// What was wrong with a call.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum PteError {
-    /// The format's page shift is outside [`MIN_PAGE_SHIFT`](crate::format::MIN_PAGE_SHIFT)
-    /// ..= [`MAX_PAGE_SHIFT`](crate::format::MAX_PAGE_SHIFT), or its contiguous block is not
-    /// a power of two no larger than a table.
+    /// The format's contiguous block is not a power of two no larger than a table.
     BadFormat {
-        /// The format's page shift.
-        page_shift: u32,
         /// The format's entries per contiguous block.
         cont_ptes: usize,
     },
@@ -38,7 +35,7 @@ pub enum PteError {
     /// the address space.
     BadBase {
         /// The base address given.
-        base: u64,
+        base: VirtAddr,
     },
     /// `index..index + nr` is empty or leaves the table.
     OutOfRange {
@@ -53,7 +50,7 @@ pub enum PteError {
     /// matters).
     BadAddress {
         /// The address given.
-        va: u64,
+        va: VirtAddr,
     },
     /// The entry at `index` maps nothing, and the call needs it to.
     NotPresent {
@@ -69,12 +66,12 @@ pub enum PteError {
     /// format owns.
     BadMapping {
         /// First frame asked for.
-        pfn: u64,
+        pfn: Pfn,
     },
     /// A folio lookup returned a folio that does not contain the frame it was asked about.
     BadFolio {
         /// The frame looked up.
-        pfn: u64,
+        pfn: Pfn,
     },
     /// The modelled MMU refused an access.
     Fault {
@@ -88,13 +85,10 @@ pub enum PteError {
 impl core::fmt::Display for PteError {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
         match *self {
-            Self::BadFormat {
-                page_shift,
-                cont_ptes,
-            } => write!(
+            Self::BadFormat { cont_ptes } => write!(
                 f,
-                "a format with page shift {page_shift} and {cont_ptes}-entry contiguous blocks: \
-                 need a shift in 12..=16 and a power-of-two block no larger than a table"
+                "a format with {cont_ptes}-entry contiguous blocks: need a power-of-two block \
+                 no larger than a table"
             ),
             Self::BadTableLength { len } => write!(
                 f,
@@ -102,7 +96,7 @@ impl core::fmt::Display for PteError {
             ),
             Self::BadBase { base } => write!(
                 f,
-                "base {base:#x} is not block aligned or the table's span overflows"
+                "base {base} is not block aligned or the table's span overflows"
             ),
             Self::OutOfRange { index, nr, len } => {
                 write!(
@@ -110,17 +104,17 @@ impl core::fmt::Display for PteError {
                     "entries {index}+{nr} are empty or leave a table of {len}"
                 )
             }
-            Self::BadAddress { va } => write!(f, "address {va:#x} is not mapped by this table"),
+            Self::BadAddress { va } => write!(f, "address {va} is not mapped by this table"),
             Self::NotPresent { index } => write!(f, "entry {index} is not present"),
             Self::AlreadyMapped { index } => write!(f, "entry {index} is already present"),
             Self::BadMapping { pfn } => write!(
                 f,
-                "frames from {pfn:#x} do not fit the frame field, or attrs overlap owned bits"
+                "frames from {pfn} do not fit the frame field, or attrs overlap owned bits"
             ),
             Self::BadFolio { pfn } => {
                 write!(
                     f,
-                    "the folio lookup for pfn {pfn:#x} returned a folio without it"
+                    "the folio lookup for pfn {pfn} returned a folio without it"
                 )
             }
             Self::Fault { index, fault } => {
@@ -150,7 +144,7 @@ pub struct Unmapped {
 #[derive(Debug)]
 pub struct PteTable<'a, F: PteFormat, E: Entry = AtomicU64> {
     format: F,
-    base: u64,
+    base: VirtAddr,
     entries: &'a [E],
 }
 
@@ -163,27 +157,21 @@ impl<'a, F: PteFormat, E: Entry> PteTable<'a, F, E> {
     /// to a block's span, and the table's span must fit the address space.
     ///
     /// # Errors
-    /// [`PteError::BadFormat`] for a format of the caller's own with a page shift out of
-    /// range or a bad contiguous block; [`PteError::BadTableLength`] or
+    /// [`PteError::BadFormat`] for a format of the caller's own with a bad contiguous block; [`PteError::BadTableLength`] or
     /// [`PteError::BadBase`] for the geometry.
-    pub fn new(format: F, base: u64, entries: &'a [E]) -> Result<Self, PteError> {
+    pub fn new(format: F, base: VirtAddr, entries: &'a [E]) -> Result<Self, PteError> {
         let len = entries.len();
         let cont = format.cont_ptes();
-        let page_shift = format.page_shift();
-        let shift_ok =
-            (crate::format::MIN_PAGE_SHIFT..=crate::format::MAX_PAGE_SHIFT).contains(&page_shift);
-        if !shift_ok || !cont.is_power_of_two() || cont > format.ptes_per_table() {
-            return Err(PteError::BadFormat {
-                page_shift,
-                cont_ptes: cont,
-            });
+        if !cont.is_power_of_two() || cont > format.ptes_per_table() {
+            return Err(PteError::BadFormat { cont_ptes: cont });
         }
         if len == 0 || len > format.ptes_per_table() || !len.is_multiple_of(cont) {
             return Err(PteError::BadTableLength { len });
         }
-        let block_span = (cont as u64) << format.page_shift();
-        let span = (len as u64) << format.page_shift();
-        if !base.is_multiple_of(block_span) || base.checked_add(span - 1).is_none() {
+        let shift = format.page_size().shift();
+        let block_span = (cont as u64) << shift;
+        let span = (len as u64) << shift;
+        if !base.0.is_multiple_of(block_span) || base.checked_add(span - 1).is_none() {
             return Err(PteError::BadBase { base });
         }
         Ok(Self {
@@ -201,7 +189,7 @@ impl<'a, F: PteFormat, E: Entry> PteTable<'a, F, E> {
 
     /// The virtual address entry 0 maps.
     #[must_use]
-    pub fn base(&self) -> u64 {
+    pub fn base(&self) -> VirtAddr {
         self.base
     }
 
@@ -219,20 +207,25 @@ impl<'a, F: PteFormat, E: Entry> PteTable<'a, F, E> {
 
     /// The virtual address entry `index` maps, if `index` is in the table.
     #[must_use]
-    pub fn va_of(&self, index: usize) -> Option<u64> {
-        (index < self.len()).then(|| self.base + ((index as u64) << self.format.page_shift()))
+    pub fn va_of(&self, index: usize) -> Option<VirtAddr> {
+        (index < self.len()).then(|| VirtAddr(self.base.0 + self.offset_of(index)))
+    }
+
+    /// Bytes from the base to the page of entry `index` (inside the span `new` checked).
+    fn offset_of(&self, index: usize) -> u64 {
+        (index as u64) << self.format.page_size().shift()
     }
 
     /// The entry mapping virtual address `va` (any byte of the page).
     ///
     /// # Errors
     /// [`PteError::BadAddress`] if `va` lies outside the table's span.
-    pub fn index_of(&self, va: u64) -> Result<usize, PteError> {
-        let index = va
-            .checked_sub(self.base)
-            .map(|off| off >> self.format.page_shift())
-            .filter(|&i| i < self.len() as u64)
-            .ok_or(PteError::BadAddress { va })?;
+    pub fn index_of(&self, va: VirtAddr) -> Result<usize, PteError> {
+        let index =
+            va.0.checked_sub(self.base.0)
+                .map(|off| off >> self.format.page_size().shift())
+                .filter(|&i| i < self.len() as u64)
+                .ok_or(PteError::BadAddress { va })?;
         Ok(index as usize)
     }
 
@@ -310,12 +303,12 @@ impl<'a, F: PteFormat, E: Entry> PteTable<'a, F, E> {
     }
 
     /// The range covering entries `range`, for a TLB invalidate.
-    pub(crate) fn flush_range_of(&self, range: Range<usize>) -> FlushRange {
-        FlushRange {
-            va: self.base + ((range.start as u64) << self.format.page_shift()),
-            pages: range.len(),
-            page_shift: self.format.page_shift(),
-        }
+    pub(crate) fn flush_range_of(&self, range: Range<usize>) -> PageRange {
+        PageRange::new(
+            VirtAddr(self.base.0 + self.offset_of(range.start)),
+            range.len() as u64,
+            self.format.page_size(),
+        )
     }
 
     /// Maps `nr` consecutive frames from `pfn` (one folio) at entries `index..index + nr`
@@ -330,7 +323,7 @@ impl<'a, F: PteFormat, E: Entry> PteTable<'a, F, E> {
     /// [`PteError::BadMapping`] if the frames overflow or `pfn`/`prot` do not fit the format;
     /// [`PteError::AlreadyMapped`] naming the first entry that is not empty. Nothing is
     /// written then.
-    pub fn set_ptes(&self, index: usize, pfn: u64, nr: usize, prot: Prot) -> Result<(), PteError> {
+    pub fn set_ptes(&self, index: usize, pfn: Pfn, nr: usize, prot: Prot) -> Result<(), PteError> {
         let range = self.check_range(index, nr)?;
         let f = self.format;
         let bad = PteError::BadMapping { pfn };
@@ -345,7 +338,7 @@ impl<'a, F: PteFormat, E: Entry> PteTable<'a, F, E> {
         let cont = f.cont_ptes();
         for i in range.clone() {
             let off = (i - index) as u64;
-            let page_pfn = pfn + off;
+            let page_pfn = pfn.0 + off;
             let start = self.block_start(i);
             // The block lies inside the range (so its first frame is at least `pfn`) and
             // its first frame is block aligned.
@@ -353,7 +346,7 @@ impl<'a, F: PteFormat, E: Entry> PteTable<'a, F, E> {
                 && start >= index
                 && start + cont <= range.end
                 && (page_pfn - (i - start) as u64).is_multiple_of(cont as u64);
-            let pte = f.with_pfn(template, page_pfn);
+            let pte = f.with_pfn(template, Pfn(page_pfn));
             let pte = if folds { f.mkcont(pte) } else { pte };
             self.slot(i).store(pte);
         }
@@ -390,9 +383,10 @@ impl<'a, F: PteFormat, E: Entry> PteTable<'a, F, E> {
         tlb.flush_range(self.flush_range_of(block.clone()));
         // A block maps block-aligned frames; wrapping only matters for a block someone else
         // wrote wrongly, and with_pfn keeps the result inside the frame field.
-        let block_pfn = f.pfn(pte).wrapping_sub((index - start) as u64);
+        let block_pfn = f.pfn(pte).0.wrapping_sub((index - start) as u64);
         for i in block {
-            let mut new = f.mknoncont(f.with_pfn(pte, block_pfn.wrapping_add((i - start) as u64)));
+            let page_pfn = Pfn(block_pfn.wrapping_add((i - start) as u64));
+            let mut new = f.mknoncont(f.with_pfn(pte, page_pfn));
             new = if young { f.mkyoung(new) } else { f.mkold(new) };
             new = if dirty {
                 f.mkdirty(new)
@@ -534,7 +528,12 @@ impl<'a, F: PteFormat, E: Entry> PteTable<'a, F, E> {
     /// # Errors
     /// [`PteError::BadAddress`] if `va` lies outside the table; otherwise as
     /// [`hw_access`](Self::hw_access).
-    pub fn hw_access_va(&self, va: u64, access: Access, pick: usize) -> Result<usize, PteError> {
+    pub fn hw_access_va(
+        &self,
+        va: VirtAddr,
+        access: Access,
+        pick: usize,
+    ) -> Result<usize, PteError> {
         self.hw_access(self.index_of(va)?, access, pick)
     }
 }

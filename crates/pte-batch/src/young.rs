@@ -148,7 +148,9 @@ mod loom_tests {
     use crate::table::PteTable;
     use loom::sync::atomic::{AtomicU64, Ordering};
 
-    const BASE: u64 = 1 << 30;
+    use mm_types::{Pfn, VirtAddr};
+
+    const BASE: VirtAddr = VirtAddr(1 << 30);
     const RW: Prot = Prot {
         write: true,
         young: false,
@@ -163,7 +165,7 @@ mod loom_tests {
         let entries: Vec<AtomicU64> = (0..len).map(|_| AtomicU64::new(0)).collect();
         PteTable::new(f, BASE, &entries)
             .unwrap()
-            .set_ptes(0, 0, len, RW)
+            .set_ptes(0, Pfn(0), len, RW)
             .unwrap();
         Arc::new(entries)
     }

@@ -1,19 +1,20 @@
 //! A caller's own `PteFormat` with an impossible geometry is an error from `PteTable::new`,
-//! in release builds too, never a shift overflow or a panic.
+//! in release builds too, never an overflow or a panic. (The page size is a closed
+//! `PageSize`, so only the contiguous block can be wrong.)
 
-use pte_batch::format::{MAX_PAGE_SHIFT, MIN_PAGE_SHIFT};
+use pte_batch::mm_types::{PageSize, Pfn, VirtAddr};
 use pte_batch::{Access, AtomicU64, Fault, Prot, PteError, PteFormat, PteTable, X86_64};
 
-/// x86_64's entry bits with a page shift and contiguous block of the test's choosing.
+/// x86_64's entry bits with a page size and contiguous block of the test's choosing.
 #[derive(Clone, Copy, Debug)]
 struct Odd {
-    shift: u32,
+    size: PageSize,
     cont: usize,
 }
 
 impl PteFormat for Odd {
-    fn page_shift(self) -> u32 {
-        self.shift
+    fn page_size(self) -> PageSize {
+        self.size
     }
     fn cont_ptes(self) -> usize {
         self.cont
@@ -57,16 +58,16 @@ impl PteFormat for Odd {
     fn mknoncont(self, pte: u64) -> u64 {
         X86_64.mknoncont(pte)
     }
-    fn pfn(self, pte: u64) -> u64 {
+    fn pfn(self, pte: u64) -> Pfn {
         X86_64.pfn(pte)
     }
-    fn with_pfn(self, pte: u64, pfn: u64) -> u64 {
+    fn with_pfn(self, pte: u64, pfn: Pfn) -> u64 {
         X86_64.with_pfn(pte, pfn)
     }
-    fn max_pfn(self) -> u64 {
+    fn max_pfn(self) -> Pfn {
         X86_64.max_pfn()
     }
-    fn mk_pte(self, pfn: u64, prot: Prot) -> Option<u64> {
+    fn mk_pte(self, pfn: Pfn, prot: Prot) -> Option<u64> {
         X86_64.mk_pte(pfn, prot)
     }
     fn hardware_update(self, pte: u64, access: Access) -> Result<u64, Fault> {
@@ -77,27 +78,23 @@ impl PteFormat for Odd {
 #[test]
 fn impossible_formats_are_errors() {
     let entries: Vec<AtomicU64> = (0..16).map(|_| AtomicU64::new(0)).collect();
-    for shift in [0, 2, 3, 11, 17, 40, 63, 64, 200, u32::MAX] {
-        let f = Odd { shift, cont: 1 };
-        assert_eq!(f.ptes_per_table(), 0, "shift {shift}");
-        assert_eq!(
-            PteTable::new(f, 0, &entries).err(),
-            Some(PteError::BadFormat {
-                page_shift: shift,
-                cont_ptes: 1
-            })
-        );
-    }
-    for cont in [0, 3, 12, 1 << 20] {
-        let f = Odd { shift: 12, cont };
-        assert!(matches!(
-            PteTable::new(f, 0, &entries),
-            Err(PteError::BadFormat { .. })
-        ));
-    }
-    // The edges of the range are fine.
-    for shift in [MIN_PAGE_SHIFT, MAX_PAGE_SHIFT] {
-        let f = Odd { shift, cont: 16 };
-        assert!(PteTable::new(f, 0, &entries).is_ok(), "shift {shift}");
+    for size in PageSize::ALL {
+        for cont in [0, 3, 12, size.bytes() / 4, 1 << 20] {
+            let f = Odd { size, cont };
+            assert_eq!(
+                PteTable::new(f, VirtAddr(0), &entries).err(),
+                Some(PteError::BadFormat { cont_ptes: cont }),
+                "{size}, {cont}-entry blocks"
+            );
+        }
+        // A block of one entry, of 16, and of a whole table are fine.
+        for cont in [1, 16, size.bytes() / 8] {
+            let f = Odd { size, cont };
+            let entries: Vec<AtomicU64> = (0..cont).map(|_| AtomicU64::new(0)).collect();
+            assert!(
+                PteTable::new(f, VirtAddr(0), &entries).is_ok(),
+                "{size}, {cont}"
+            );
+        }
     }
 }

@@ -7,9 +7,9 @@ mod common;
 use common::{lookup, snapshot, storage, table, tlb};
 use proptest::prelude::*;
 use pte_batch::format::Arm64;
+use pte_batch::mm_types::{FrameRange, Pfn};
 use pte_batch::{
-    Access, Folio, FpbFlags, Prot, PteFormat, PteTable, X86_64, age_range, folio_pte_batch,
-    reference,
+    Access, FpbFlags, Prot, PteFormat, PteTable, X86_64, age_range, folio_pte_batch, reference,
 };
 
 fn config() -> ProptestConfig {
@@ -90,7 +90,7 @@ fn len_of<F: PteFormat>(f: F, blocks: usize) -> usize {
 }
 
 /// Builds the table `spec` describes into `t` (whose entries are empty) and returns its folios.
-fn build<F: PteFormat>(t: &PteTable<'_, F>, spec: &Spec) -> Vec<Folio> {
+fn build<F: PteFormat>(t: &PteTable<'_, F>, spec: &Spec) -> Vec<FrameRange> {
     let f = t.format();
     let cont = f.cont_ptes() as u64;
     let size_of = |s: usize| match s {
@@ -107,12 +107,9 @@ fn build<F: PteFormat>(t: &PteTable<'_, F>, spec: &Spec) -> Vec<Folio> {
             break;
         }
         // Frames far apart per folio, congruent to the address modulo a block if aligned.
-        let pfn = (n as u64 + 1) * 4096 * cont + at as u64 + u64::from(!fs.aligned);
+        let pfn = Pfn((n as u64 + 1) * 4096 * cont + at as u64 + u64::from(!fs.aligned));
         t.set_ptes(at, pfn, size, fs.prot).unwrap();
-        folios.push(Folio {
-            pfn,
-            nr_pages: size as u64,
-        });
+        folios.push(FrameRange::new(pfn, size as u64));
         at += size;
     }
     for &(i, write, pick) in &spec.accesses {
@@ -128,7 +125,7 @@ fn build<F: PteFormat>(t: &PteTable<'_, F>, spec: &Spec) -> Vec<Folio> {
 }
 
 /// Present entries from a folio, for picking batches.
-fn batch_starts<F: PteFormat>(t: &PteTable<'_, F>, folios: &[Folio]) -> Vec<(usize, usize)> {
+fn batch_starts<F: PteFormat>(t: &PteTable<'_, F>, folios: &[FrameRange]) -> Vec<(usize, usize)> {
     let f = t.format();
     (0..t.len())
         .filter_map(|i| {
@@ -136,7 +133,7 @@ fn batch_starts<F: PteFormat>(t: &PteTable<'_, F>, folios: &[Folio]) -> Vec<(usi
             let folio = folios
                 .iter()
                 .find(|fo| f.is_present(e) && fo.contains(f.pfn(e)))?;
-            let left = (folio.pfn + folio.nr_pages - f.pfn(e)) as usize;
+            let left = (folio.start.0 + folio.pages - f.pfn(e).0) as usize;
             Some((i, left.min(t.len() - i)))
         })
         .collect()
@@ -194,8 +191,8 @@ fn check_batch<F: PteFormat>(f: F, spec: &Spec, pick: usize, prefix: usize, flag
         Some(r) => {
             assert!(token.young() && f.flushes_young());
             assert_eq!(
-                (r.va, r.pages),
-                (a.va_of(expanded.start).unwrap(), expanded.len())
+                (r.start, r.pages),
+                (a.va_of(expanded.start).unwrap(), expanded.len() as u64)
             );
             assert!(per_entry_flushes.flushes >= 1);
         }

@@ -4,12 +4,17 @@ mod common;
 
 use common::{BASE, RW, lookup, map, snapshot, storage, table, tlb};
 use pte_batch::format::Arm64;
+use pte_batch::mm_types::{FrameRange, PageRange, PageSize, Pfn, VirtAddr};
 use pte_batch::{
-    Access, FlushRange, FpbFlags, Prot, PteError, PteFormat, X86_64, age_range, folio_pte_batch,
-    reference,
+    Access, FpbFlags, Prot, PteError, PteFormat, X86_64, age_range, folio_pte_batch, reference,
 };
 
 const F: Arm64 = Arm64::G4K;
+
+/// The address `off` bytes past [`BASE`].
+fn at(off: u64) -> VirtAddr {
+    VirtAddr(BASE.0 + off)
+}
 
 fn young_entries<P: PteFormat>(t: &pte_batch::PteTable<'_, P>) -> Vec<usize> {
     (0..t.len())
@@ -31,11 +36,7 @@ fn a_64_entries_spanning_four_blocks() {
     let token = t.clear_flush_young_ptes(64, 64).unwrap();
     assert_eq!(
         token.range(),
-        Some(FlushRange {
-            va: BASE + (64 << 12),
-            pages: 64,
-            page_shift: 12
-        })
+        Some(PageRange::new(at(64 << 12), 64, PageSize::Size4KiB))
     );
     let mut flushes = tlb();
     assert!(token.flush(&mut flushes));
@@ -133,8 +134,8 @@ fn nr_1_with_and_without_cont() {
     assert_eq!(young_entries(&t), vec![16, 18, 19]);
     let token = t.ptep_clear_flush_young(18).unwrap();
     assert_eq!(
-        token.range().map(|r| (r.va, r.pages)),
-        Some((BASE + (18 << 12), 1))
+        token.range().map(|r| (r.start, r.pages)),
+        Some((at(18 << 12), 1))
     );
     assert!(token.skip_flush());
 }
@@ -158,7 +159,7 @@ fn unfolding_carries_young_and_dirty_and_costs_one_invalidate() {
             !F.is_cont(e) && F.is_young(e) && F.is_dirty(e),
             "entry {i}: {e:#x}"
         );
-        assert_eq!(F.pfn(e), 2048 + (i as u64 - 32));
+        assert_eq!(F.pfn(e), Pfn(2048 + (i as u64 - 32)));
     }
     assert_eq!(t.raw(32).unwrap(), 0);
 }
@@ -313,19 +314,19 @@ fn bad_input_is_an_error_not_a_panic() {
         PteError::BadTableLength { len: 0 }
     );
     assert!(pte_batch::PteTable::new(F, BASE, &s[..15]).is_err());
-    assert!(pte_batch::PteTable::new(F, BASE + 4096, &s).is_err());
-    assert!(pte_batch::PteTable::new(F, !0xffff_u64, &s[..16]).is_ok());
-    assert!(pte_batch::PteTable::new(F, !0xffff_u64, &s[..32]).is_err());
+    assert!(pte_batch::PteTable::new(F, at(4096), &s).is_err());
+    assert!(pte_batch::PteTable::new(F, VirtAddr(!0xffff_u64), &s[..16]).is_ok());
+    assert!(pte_batch::PteTable::new(F, VirtAddr(!0xffff_u64), &s[..32]).is_err());
     let big = storage(513);
     assert!(pte_batch::PteTable::new(F, BASE, &big).is_err());
     let t = table(F, &s);
-    assert!(t.set_ptes(500, 0, 13, RW).is_err());
-    assert!(t.set_ptes(0, u64::MAX, 2, RW).is_err());
+    assert!(t.set_ptes(500, Pfn(0), 13, RW).is_err());
+    assert!(t.set_ptes(0, Pfn(u64::MAX), 2, RW).is_err());
     assert!(t.set_ptes(0, F.max_pfn(), 2, RW).is_err());
-    assert!(t.set_ptes(0, 0, 1, Prot { attrs: 1, ..RW }).is_err());
+    assert!(t.set_ptes(0, Pfn(0), 1, Prot { attrs: 1, ..RW }).is_err());
     map(&t, 0, 0, 4, RW);
     assert_eq!(
-        t.set_ptes(2, 0, 4, RW),
+        t.set_ptes(2, Pfn(0), 4, RW),
         Err(PteError::AlreadyMapped { index: 2 })
     );
     // Low frames at a high index: no block folds, nothing underflows.
@@ -334,25 +335,20 @@ fn bad_input_is_an_error_not_a_panic() {
     assert_eq!(t.unmap_ptes(405, 40, &mut tlb()).unwrap().pages, 40);
     assert!(t.test_and_clear_young_ptes(0, 0).is_err());
     assert!(t.test_and_clear_young_ptes(usize::MAX, 2).is_err());
-    assert!(t.index_of(BASE - 1).is_err() && t.index_of(BASE + (512 << 12)).is_err());
-    assert_eq!(t.index_of(BASE + (3 << 12) + 5).unwrap(), 3);
+    assert!(t.index_of(VirtAddr(BASE.0 - 1)).is_err() && t.index_of(at(512 << 12)).is_err());
+    assert_eq!(t.index_of(at((3 << 12) + 5)).unwrap(), 3);
     assert!(matches!(
         t.hw_access(100, Access::Read, 0),
         Err(PteError::Fault { index: 100, .. })
     ));
-    assert!(t.hw_access_va(BASE + 4096, Access::Write, 0).is_ok());
+    assert!(t.hw_access_va(at(4096), Access::Write, 0).is_ok());
     let ro = Prot { write: false, ..RW };
     map(&t, 16, 16, 1, ro);
     assert!(t.hw_access(16, Access::Write, 0).is_err());
-    let liar = |_| {
-        Some(pte_batch::Folio {
-            pfn: 1000,
-            nr_pages: 1,
-        })
-    };
+    let liar = |_| Some(FrameRange::new(Pfn(1000), 1));
     assert_eq!(
         age_range(&t, 0..512, &liar, FpbFlags::NONE, &mut tlb(), |_, _| {}),
-        Err(PteError::BadFolio { pfn: 0 })
+        Err(PteError::BadFolio { pfn: Pfn(0) })
     );
     assert!(age_range(&t, 5..5, &liar, FpbFlags::NONE, &mut tlb(), |_, _| {}).is_err());
     assert_eq!(snapshot(&t).iter().filter(|&&e| e != 0).count(), 5);

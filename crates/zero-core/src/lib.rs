@@ -27,7 +27,6 @@ extern crate std;
 mod calibrate;
 mod clear;
 mod error;
-mod page;
 mod parallel;
 pub mod plan;
 mod policy;
@@ -44,7 +43,8 @@ pub use clear::{
     folio_zero_user_raw,
 };
 pub use error::ZeroError;
-pub use page::PageSize;
+/// The base page size, from the workspace's shared vocabulary (`mm-types`).
+pub use mm_types::PageSize;
 pub use parallel::{ChunkCursor, ParallelClear};
 pub use plan::{NON_PREEMPT_BATCH_BYTES, batch_pages_for_latency, non_preempt_batch_pages};
 pub use policy::{MAX_DEFAULT_STREAMING_THRESHOLD, Policy};

@@ -2,10 +2,11 @@
 
 #![allow(dead_code)] // each test file uses a different part
 
-use pte_batch::{AtomicU64, CountingFlush, Folio, Prot, PteFormat, PteTable};
+use pte_batch::mm_types::{FrameRange, Pfn, VirtAddr};
+use pte_batch::{AtomicU64, CountingFlush, Prot, PteFormat, PteTable};
 
 /// Where every test table starts: aligned for every granule's blocks.
-pub const BASE: u64 = 1 << 40;
+pub const BASE: VirtAddr = VirtAddr(1 << 40);
 
 /// Zeroed entries for a table of `len`.
 pub fn storage(len: usize) -> Vec<AtomicU64> {
@@ -34,17 +35,14 @@ pub fn map<F: PteFormat>(
     pfn: u64,
     nr: usize,
     prot: Prot,
-) -> Folio {
-    t.set_ptes(index, pfn, nr, prot)
+) -> FrameRange {
+    t.set_ptes(index, Pfn(pfn), nr, prot)
         .expect("mapping empty entries");
-    Folio {
-        pfn,
-        nr_pages: nr as u64,
-    }
+    FrameRange::new(Pfn(pfn), nr as u64)
 }
 
 /// Folio look-up over a list.
-pub fn lookup(folios: &[Folio]) -> impl Fn(u64) -> Option<Folio> + '_ {
+pub fn lookup(folios: &[FrameRange]) -> impl Fn(Pfn) -> Option<FrameRange> + '_ {
     |pfn| folios.iter().copied().find(|f| f.contains(pfn))
 }
 

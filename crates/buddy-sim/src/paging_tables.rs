@@ -1,0 +1,262 @@
+//! aarch64-paging's `Translation` over a zone (feature `aarch64-paging`): the translation
+//! tables an `aarch64_paging::Mapping` builds are frames from the zone, zeroed by zero-core
+//! before aarch64-paging sees them, and go back to the zone when it frees them.
+//!
+//! buddy-sim knows frames by number only; how the embedder reaches a frame's bytes (an identity
+//! map, a direct map at an offset, a VMM's guest-memory mapping) is a [`FrameMemory`].
+// The one place buddy-sim touches memory: a frame the zone just handed out, through the
+// embedder's `FrameMemory` promise, and the `unsafe fn` aarch64-paging's trait declares.
+#![allow(unsafe_code)]
+
+use crate::{BuddyError, Frame, Order, PerCpu, Pfn, Zone};
+use aarch64_paging::descriptor::{PagingAttributes, PhysicalAddress};
+use aarch64_paging::paging::{PageTable, Translation};
+use core::ptr::NonNull;
+use lock_api::RawMutex;
+use mm_types::{PageSize, PhysAddr};
+use zero_core::{ClearConfig, NoResched, PreemptModel};
+
+/// Translation tables are 4 KiB pages (aarch64-paging's `PAGE_SIZE`): one order-0 frame each.
+const TABLE: PageSize = PageSize::Size4KiB;
+
+/// How the embedder reaches the bytes of the zone's frames.
+///
+/// # Safety
+/// For every frame `pfn` of the zone, [`frame_ptr`](Self::frame_ptr) returns either `None` or
+/// a pointer aligned to 4 KiB that is valid for reads and writes of 4 KiB, at which nothing
+/// but the frame's owner (whoever the zone handed it to) accesses the frame's bytes, with
+/// distinct frames at distinct, non-overlapping pages; [`pfn_at`](Self::pfn_at) is its
+/// inverse.
+pub unsafe trait FrameMemory {
+    /// Where frame `pfn` is mapped, or `None` where the embedder cannot reach it.
+    fn frame_ptr(&self, pfn: Pfn) -> Option<NonNull<u8>>;
+    /// The frame mapped at `ptr`, if `ptr` is where [`frame_ptr`](Self::frame_ptr) maps one.
+    fn pfn_at(&self, ptr: NonNull<u8>) -> Option<Pfn>;
+}
+
+/// Frames mapped at their physical address plus a fixed offset (wrapping): an identity map
+/// (offset 0), a kernel's direct map, or a buffer that models physical memory.
+#[derive(Clone, Copy, Debug)]
+pub struct OffsetMap {
+    offset: usize,
+}
+
+impl OffsetMap {
+    /// Frame `pfn` at virtual address `pfn * 4 KiB + offset`.
+    ///
+    /// # Safety
+    /// Every frame of the zones this map is used with is mapped there, readable and writable,
+    /// and nothing but the frame's owner accesses it (the [`FrameMemory`] contract).
+    #[must_use]
+    pub const unsafe fn new(offset: usize) -> Self {
+        Self { offset }
+    }
+}
+
+// SAFETY: `new`'s caller promised the mapping; the arithmetic below is that mapping and its
+// inverse, and 4 KiB-aligned frames stay 4 KiB-aligned under an offset the caller chose
+// (a misaligned offset yields misaligned pointers, which `frame_ptr` refuses).
+unsafe impl FrameMemory for OffsetMap {
+    fn frame_ptr(&self, pfn: Pfn) -> Option<NonNull<u8>> {
+        let pa = pfn.start_address(TABLE)?.as_usize()?;
+        let va = pa.wrapping_add(self.offset);
+        if va % TABLE.bytes() != 0 {
+            return None;
+        }
+        // The mapping's memory is exposed (a kernel's direct map; a buffer the embedder cast
+        // to an address), so the pointer takes its provenance from there.
+        NonNull::new(core::ptr::with_exposed_provenance_mut::<u8>(va))
+    }
+
+    fn pfn_at(&self, ptr: NonNull<u8>) -> Option<Pfn> {
+        let pa = ptr.as_ptr().addr().wrapping_sub(self.offset);
+        Some(Pfn::containing(PhysAddr(u64::try_from(pa).ok()?), TABLE))
+    }
+}
+
+/// A zone as aarch64-paging's [`Translation`]: each table page is an order-0 frame allocated
+/// on one CPU's lists, zeroed by zero-core (through the CPU's detected policy) before
+/// aarch64-paging writes a descriptor to it, and freed to the zone again when aarch64-paging
+/// deallocates it (a `Mapping` dropped, `compact_subtables`).
+///
+/// ```
+/// use aarch64_paging::Mapping;
+/// use aarch64_paging::descriptor::{El1Attributes, PhysicalAddress};
+/// use aarch64_paging::paging::{Constraints, El1And0, MemoryRegion, VaRange};
+/// use buddy_sim::{BoxedZone, OffsetMap, Pfn, ZoneTables, ZoneConfig};
+///
+/// // 64 frames of "physical memory" from pfn 0x40000 (1 GiB), backed by a buffer here.
+/// #[repr(C, align(4096))]
+/// struct Page([u8; 4096]);
+/// let mut ram: Vec<Page> = (0..64).map(|_| Page([0xA5; 4096])).collect();
+/// let base = Pfn(0x40000);
+/// let offset = (ram.as_mut_ptr() as usize).wrapping_sub(0x4000_0000);
+/// // SAFETY: frame base + i is ram[i], which only the zone's owners use from here on.
+/// let memory = unsafe { OffsetMap::new(offset) };
+/// let zone: BoxedZone = BoxedZone::new_boxed(ZoneConfig::new(base, 64))?;
+///
+/// let tables = ZoneTables::new(&zone, 0, memory);
+/// let mut map = Mapping::with_asid_and_va_range(tables, 1, 1, El1And0, VaRange::Lower);
+/// let normal = El1Attributes::ATTRIBUTE_INDEX_1
+///     | El1Attributes::INNER_SHAREABLE
+///     | El1Attributes::VALID
+///     | El1Attributes::ACCESSED;
+/// // 64 KiB of 4 KiB pages: a level-2 and a level-3 table under the root.
+/// map.map_range(
+///     &MemoryRegion::new(0x8000_0000, 0x8001_0000),
+///     PhysicalAddress(0x4000_0000),
+///     normal,
+///     Constraints::NO_BLOCK_MAPPINGS,
+/// )?;
+/// assert_eq!(map.translation().tables(), 3);
+/// assert_eq!(zone.buddy_pages() + zone.pcp_pages(0)?, 64 - 3);
+/// // Every table page came from the zone and was zeroed before use (the buffer was 0xA5):
+/// // the root's only non-zero entry is the table descriptor aarch64-paging wrote, for the
+/// // second GiB (entry 2).
+/// let root = &ram[(map.root_address().0 - 0x4000_0000) / 4096].0;
+/// let entries: Vec<u64> = root.chunks(8).map(|e| u64::from_le_bytes(e.try_into().unwrap())).collect();
+/// assert!(entries.iter().enumerate().all(|(i, &e)| (e != 0) == (i == 2)));
+///
+/// // Dropping the mapping gives every table back: the zone is whole again.
+/// drop(map);
+/// zone.drain_all();
+/// assert_eq!(zone.buddy_pages(), 64);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+#[derive(Debug)]
+pub struct ZoneTables<'z, M, F, P, R: RawMutex> {
+    zone: &'z Zone<F, P, R>,
+    cpu: usize,
+    memory: M,
+    clear: ClearConfig,
+    tables: u64,
+    last_error: Option<BuddyError>,
+}
+
+impl<'z, M, F, P, R> ZoneTables<'z, M, F, P, R>
+where
+    M: FrameMemory,
+    F: AsRef<[Frame]>,
+    P: AsRef<[PerCpu<R>]>,
+    R: RawMutex,
+{
+    /// Table pages from `zone` on CPU `cpu`'s lists, reached through `memory` and cleared
+    /// with zero-core's detected policy.
+    #[must_use]
+    pub fn new(zone: &'z Zone<F, P, R>, cpu: usize, memory: M) -> Self {
+        Self::with_clear(
+            zone,
+            cpu,
+            memory,
+            ClearConfig::new(TABLE, PreemptModel::None),
+        )
+    }
+
+    /// As [`new`](Self::new), clearing with `clear` (a calibrated policy, a preemption
+    /// model); its page size must be 4 KiB, or clearing falls back to the detected policy.
+    #[must_use]
+    pub fn with_clear(zone: &'z Zone<F, P, R>, cpu: usize, memory: M, clear: ClearConfig) -> Self {
+        Self {
+            zone,
+            cpu,
+            memory,
+            clear,
+            tables: 0,
+            last_error: None,
+        }
+    }
+
+    /// Table pages allocated and not yet freed.
+    #[must_use]
+    pub fn tables(&self) -> u64 {
+        self.tables
+    }
+
+    /// Why the last `deallocate_table` freed nothing (the trait has no room for an error):
+    /// a pointer [`FrameMemory::pfn_at`] does not know, or the zone's error. `None` after one
+    /// that succeeded.
+    #[must_use]
+    pub fn last_error(&self) -> Option<BuddyError> {
+        self.last_error
+    }
+
+    /// The memory map the tables are reached through.
+    #[must_use]
+    pub fn memory(&self) -> &M {
+        &self.memory
+    }
+
+    /// A zeroed table frame, or why there is none.
+    fn zeroed_frame(&mut self) -> Result<(Pfn, NonNull<u8>), BuddyError> {
+        let pfn = self.zone.alloc_pages(self.cpu, Order::ZERO)?;
+        let Some(ptr) = self.memory.frame_ptr(pfn) else {
+            // Unreachable through the map: give it back untouched, so nothing leaks.
+            let _ = self.zone.free_pages(self.cpu, pfn, Order::ZERO);
+            return Err(BuddyError::NotAddressable(pfn));
+        };
+        // SAFETY: the zone just handed `pfn` to us, so by the `FrameMemory` contract `ptr` is
+        // valid for reads and writes of 4 KiB and nobody else accesses it.
+        let bytes = unsafe { core::slice::from_raw_parts_mut(ptr.as_ptr(), TABLE.bytes()) };
+        if zero_core::clear_contig_pages(bytes, &self.clear, &mut NoResched).is_err() {
+            // A `with_clear` config of another page size: the detected policy's 4 KiB pages.
+            let cfg = ClearConfig::new(TABLE, PreemptModel::None);
+            if zero_core::clear_contig_pages(bytes, &cfg, &mut NoResched).is_err() {
+                bytes.fill(0);
+            }
+        }
+        self.tables += 1;
+        Ok((pfn, ptr))
+    }
+}
+
+impl<M, F, P, R, A> Translation<A> for ZoneTables<'_, M, F, P, R>
+where
+    M: FrameMemory,
+    F: AsRef<[Frame]>,
+    P: AsRef<[PerCpu<R>]>,
+    R: RawMutex,
+    A: PagingAttributes,
+{
+    /// # Panics
+    /// If the zone has no free frame or [`FrameMemory`] cannot reach the one it has:
+    /// aarch64-paging's `Translation` has no way to report a failed allocation.
+    fn allocate_table(&mut self) -> (NonNull<PageTable<A>>, PhysicalAddress) {
+        match self.zeroed_frame() {
+            Ok((pfn, ptr)) => {
+                let pa = pfn.start_address(TABLE).and_then(|a| a.as_usize());
+                match pa {
+                    Some(pa) => (ptr.cast(), PhysicalAddress(pa)),
+                    None => panic!("table frame {pfn} has no physical address in a usize"),
+                }
+            }
+            Err(e) => panic!("aarch64-paging needs a table page: {e}"),
+        }
+    }
+
+    unsafe fn deallocate_table(&mut self, page_table: NonNull<PageTable<A>>) {
+        let r = match self.memory.pfn_at(page_table.cast()) {
+            Some(pfn) => self.zone.free_pages(self.cpu, pfn, Order::ZERO),
+            None => Err(BuddyError::BadConfig(
+                "deallocate_table: a pointer the FrameMemory does not map",
+            )),
+        };
+        match r {
+            Ok(()) => {
+                self.tables -= 1;
+                self.last_error = None;
+            }
+            Err(e) => self.last_error = Some(e),
+        }
+    }
+
+    /// # Panics
+    /// If [`FrameMemory`] does not map the frame of `pa`: aarch64-paging only asks for tables
+    /// this translation allocated, which it does map.
+    fn physical_to_virtual(&self, pa: PhysicalAddress) -> NonNull<PageTable<A>> {
+        let pfn = Pfn::containing(PhysAddr(pa.0 as u64), TABLE);
+        match self.memory.frame_ptr(pfn) {
+            Some(p) => p.cast(),
+            None => panic!("table at {pa} is not mapped by the FrameMemory"),
+        }
+    }
+}
