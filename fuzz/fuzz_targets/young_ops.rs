@@ -9,8 +9,8 @@ use libfuzzer_sys::fuzz_target;
 use pte_batch::format::Arm64;
 use pte_batch::mm_types::{FrameRange, Pfn, VirtAddr};
 use pte_batch::{
-    Access, AtomicU64, CountingFlush, FpbFlags, Prot, PteFormat, PteTable, X86_64,
-    age_range, folio_pte_batch, reference,
+    Access, AtomicU64, CountingFlush, FpbFlags, Prot, PteFormat, PteTable, X86_64, age_range,
+    folio_pte_batch, reference,
 };
 
 #[derive(Arbitrary, Debug)]
@@ -80,7 +80,11 @@ fn check_blocks<F: PteFormat>(t: &PteTable<'_, F>) {
             continue;
         }
         let key = |p: u64| f.mkclean(f.mkold(f.with_pfn(p, Pfn(0))));
-        assert_eq!(f.pfn(block[0]).0 % cont as u64, 0, "block {start} misaligned");
+        assert_eq!(
+            f.pfn(block[0]).0 % cont as u64,
+            0,
+            "block {start} misaligned"
+        );
         for (n, &p) in block.iter().enumerate() {
             assert!(f.is_cont(p) && f.is_present(p), "block {start} entry {n}");
             assert_eq!(Some(f.pfn(p)), f.pfn(block[0]).checked_add(n as u64));

@@ -15,11 +15,10 @@ mod mmu;
 
 use core::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 
-use buddy_sim::{Frame, Order, PerCpu, Pfn, Zone, ZoneConfig};
+use buddy_sim::{Frame, OffsetMap, Order, PerCpu, Pfn, Zone, ZoneConfig, ZoneTables};
 use pte_batch::format::Arm64;
-use pte_batch::{
-    Access, AgingStats, Folio, FpbFlags, Prot, PteFormat, PteTable, TlbFlush, age_range,
-};
+use pte_batch::mm_types::{FrameRange, PageRange, PageSize as Size, VirtAddr};
+use pte_batch::{Access, AgingStats, FpbFlags, Prot, PteFormat, PteTable, TlbFlush, age_range};
 use spin::{Mutex, Once};
 use zero_core::{ClearConfig, NoResched, PageSize, Policy, PreemptModel};
 
@@ -36,6 +35,7 @@ enum Step {
     Refault = 7,
     NegativeControl = 8,
     Free = 9,
+    PageTables = 13,
     Smp = 10,
     Exception = 11,
     Panic = 12,
@@ -67,7 +67,8 @@ type KernelZone = Zone<&'static [Frame], &'static [PerCpu]>;
 /// The zone every core allocates from, set up once by the boot core.
 static ZONE: Once<KernelZone> = Once::new();
 
-/// Physical addresses of the data region's level-3 tables (0: none), for the fault handler.
+/// Physical addresses of the data region's level-3 tables (0: none), for the fault handler:
+/// tables aarch64-paging built, found by walking its map.
 static DATA_L3: [AtomicU64; DATA_TABLES] = [const { AtomicU64::new(0) }; DATA_TABLES];
 /// Access-flag / permission faults the kernel resolved in software (no FEAT_HAFDBS).
 static SOFT_FAULTS: AtomicU64 = AtomicU64::new(0);
@@ -80,11 +81,16 @@ fn data_table(t: usize) -> Option<PteTable<'static, Arm64>> {
     if pa == 0 {
         return None;
     }
-    // SAFETY: `pa` is a zeroed frame from the zone, identity-mapped, used only as this
-    // table until step 8 clears DATA_L3[t] before freeing it; the MMU and this kernel access
-    // it only atomically.
+    // SAFETY: `pa` is a level-3 table of the kernel's map (a zeroed frame from the zone,
+    // identity-mapped), used only as this table until step 8 clears DATA_L3[t] before the map
+    // frees it; the MMU, aarch64-paging and this kernel access it only atomically.
     let entries: &'static [AtomicU64; 512] = unsafe { &*(pa as *const [AtomicU64; 512]) };
-    PteTable::new(Arm64::G4K, DATA_VA + t as u64 * (2 << 20), entries).ok()
+    PteTable::new(
+        Arm64::G4K,
+        VirtAddr(DATA_VA + t as u64 * (2 << 20)),
+        entries,
+    )
+    .ok()
 }
 
 /// The data page `g` (0..DATA_PAGES) as (table, entry).
@@ -140,11 +146,8 @@ extern "C" fn el1_sync(esr: u64, far: u64) {
             range: TLBI_RANGE.load(Ordering::Relaxed),
             flushes: 0,
         };
-        tlb.flush_range(pte_batch::FlushRange {
-            va: table.va_of(start).unwrap_or(far),
-            pages: picks,
-            page_shift: 12,
-        });
+        let va = table.va_of(start).unwrap_or(VirtAddr(far));
+        tlb.flush_range(PageRange::new(va, picks as u64, Size::Size4KiB));
         SOFT_FAULTS.fetch_add(1, Ordering::Relaxed);
         return;
     }
@@ -259,7 +262,6 @@ struct Kernel {
     clear: ClearConfig,
     frames: u64,
     data_pfn: u64,
-    l3_pfns: [u64; DATA_TABLES],
     layout: Layout,
     tlb: El1Tlb,
 }
@@ -272,16 +274,13 @@ impl Kernel {
         pfn
     }
 
-    fn lookup(&self) -> impl Fn(u64) -> Option<Folio> + '_ {
+    fn lookup(&self) -> impl Fn(Pfn) -> Option<FrameRange> + '_ {
         let base = self.data_pfn;
         move |pfn| {
-            let g = usize::try_from(pfn.checked_sub(base)?).ok()?;
+            let g = usize::try_from(pfn.0.checked_sub(base)?).ok()?;
             let i = self.layout.folio_of_page(g)?;
             let (first, pages) = self.layout.folios[i];
-            Some(Folio {
-                pfn: base + first as u64,
-                nr_pages: pages as u64,
-            })
+            Some(FrameRange::new(Pfn(base + first as u64), pages as u64))
         }
     }
 
@@ -289,13 +288,13 @@ impl Kernel {
     fn map_table(&mut self, t: usize) {
         let prot = Prot {
             write: true,
-            attrs: mmu::NORMAL | mmu::SH_INNER,
+            attrs: mmu::DATA_ATTRS,
             ..Prot::default()
         };
         let table = data_table(t).unwrap_or_else(|| fail(Step::Mapping, format_args!("table")));
         for (first, pages) in self.layout.iter().filter(|(g, _)| g / 512 == t) {
             table
-                .set_ptes(first % 512, self.data_pfn + first as u64, pages, prot)
+                .set_ptes(first % 512, Pfn(self.data_pfn + first as u64), pages, prot)
                 .unwrap_or_else(|e| fail(Step::Mapping, format_args!("{e}")));
         }
     }
@@ -317,7 +316,7 @@ impl Kernel {
                 FpbFlags::IGNORE_CONT,
                 tlb,
                 |f, y| {
-                    if let Some(i) = layout.folio_of_page((f.pfn - base) as usize) {
+                    if let Some(i) = layout.folio_of_page((f.start.0 - base) as usize) {
                         young[i] |= y;
                     }
                 },
@@ -332,7 +331,7 @@ impl Kernel {
 struct SkippedFlush(u64);
 
 impl TlbFlush for SkippedFlush {
-    fn flush_range(&mut self, _: pte_batch::FlushRange) {
+    fn flush_range(&mut self, _: PageRange) {
         self.0 += 1;
     }
 }
@@ -352,10 +351,16 @@ unsafe extern "C" {
 #[unsafe(no_mangle)]
 extern "C" fn kmain() -> ! {
     println!("unikernel: booted at EL{}", current_el());
-    // 4. (first) The MMU: identity map, hardware access/dirty management if present.
+    // 4. (first) The MMU: the boot identity map (aarch64-paging, tables from a static pool),
+    // hardware access/dirty management if present.
     let feat = mmu::features();
-    let regs = mmu::build(feat);
-    mmu::enable(&regs);
+    let mut boot_map = mmu::new_map(mmu::BootTables::take());
+    mmu::map_identity(&mut boot_map)
+        .unwrap_or_else(|e| fail(Step::PageTables, format_args!("boot map: {e}")));
+    let boot_regs = mmu::registers(feat, boot_map.root_address());
+    mmu::enable(&boot_regs);
+    boot_map.mark_active();
+    BOOT_TTBR0.store(boot_regs.ttbr0, Ordering::Relaxed);
     TLBI_RANGE.store(feat.tlbi_range, Ordering::Relaxed);
     let mode = match feat.hafdbs {
         0 => "none: access flag and dirty state in software (fault handler)",
@@ -405,7 +410,6 @@ extern "C" fn kmain() -> ! {
         clear: ClearConfig::new(PageSize::Size4KiB, PreemptModel::None),
         frames: 0,
         data_pfn: 0,
-        l3_pfns: [0; DATA_TABLES],
         layout: Layout::new(),
         tlb: El1Tlb {
             range: feat.tlbi_range,
@@ -413,13 +417,43 @@ extern "C" fn kmain() -> ! {
         },
     };
 
-    // 4. The data region: level-3 tables and data frames from the zone, contpte folios.
-    for (t, l3) in DATA_L3.iter().enumerate() {
-        let pfn = k.alloc_zeroed(0);
-        k.l3_pfns[t] = pfn;
-        mmu::L2_DATA.0[t].store((pfn * PAGE) | 0b11, Ordering::Relaxed);
-        l3.store(pfn * PAGE, Ordering::Release);
+    // 4. The kernel's map, built with aarch64-paging: the same identity map, and the data
+    // region's level-3 tables, every table page from the zone and zeroed by zero-core.
+    // SAFETY: RAM is identity-mapped (the boot map, and this map once it is live), and the
+    // zone's frames belong to whoever the zone hands them to.
+    let identity = unsafe { OffsetMap::new(0) };
+    let mut map = mmu::new_map(ZoneTables::new(zone, 0, identity));
+    let built = mmu::map_identity(&mut map)
+        .and_then(|()| mmu::map_data_tables(&mut map, DATA_PAGES * PAGE as usize));
+    built.unwrap_or_else(|e| fail(Step::PageTables, format_args!("kernel map: {e}")));
+    let mut found = 0;
+    mmu::data_tables(&map, DATA_PAGES * PAGE as usize, |va, pa| {
+        let t = ((va - DATA_VA) >> 21) as usize;
+        if let Some(l3) = DATA_L3.get(t) {
+            l3.store(pa, Ordering::Release);
+            found += 1;
+        }
+    })
+    .unwrap_or_else(|e| fail(Step::PageTables, format_args!("walk: {e}")));
+    for t in 0..DATA_TABLES {
+        let empty = data_table(t).is_some_and(|table| (0..512).all(|i| table.raw(i) == Ok(0)));
+        if !empty {
+            fail(
+                Step::PageTables,
+                format_args!("level-3 table {t} missing or not zero"),
+            );
+        }
     }
+    let regs = mmu::registers(feat, map.root_address());
+    mmu::publish_tables();
+    mmu::switch(regs.ttbr0);
+    boot_map.mark_inactive();
+    map.mark_active();
+    println!(
+        "aarch64-paging: kernel map at {:#x} with {} table pages from the zone, zeroed by zero-core; {found} level-3 tables handed to pte-batch",
+        regs.ttbr0,
+        map.translation().tables()
+    );
     k.data_pfn = k.alloc_zeroed(DATA_ORDER);
     let data_order =
         Order::new(DATA_ORDER).unwrap_or_else(|e| fail(Step::Zone, format_args!("{e}")));
@@ -556,21 +590,21 @@ extern "C" fn kmain() -> ! {
     smp_alloc_step(second_core);
 
     // 8. Give everything back: unmap, free the tables and the data run, the zone is whole.
+    // Back on the boot map, the kernel's map is dropped: aarch64-paging frees every table
+    // page to the zone through ZoneTables.
     for (t, l3) in DATA_L3.iter().enumerate() {
         let table = locate(t * 512).0;
         let _ = table
             .unmap_ptes(0, 512, &mut k.tlb)
             .unwrap_or_else(|e| fail(Step::Free, format_args!("{e}")));
-        mmu::L2_DATA.0[t].store(0, Ordering::Relaxed);
         l3.store(0, Ordering::Release);
     }
+    mmu::switch(boot_regs.ttbr0);
     mmu::flush_all();
-    let zero = Order::new(0).unwrap_or_else(|e| fail(Step::Free, format_args!("{e}")));
-    for pfn in k.l3_pfns {
-        k.zone
-            .free_pages(0, Pfn(pfn), zero)
-            .unwrap_or_else(|e| fail(Step::Free, format_args!("{e}")));
-    }
+    map.mark_inactive();
+    boot_map.mark_active();
+    let tables = map.translation().tables();
+    drop(map);
     k.zone
         .free_contig_range(0, Pfn(k.data_pfn), DATA_PAGES as u64)
         .unwrap_or_else(|e| fail(Step::Free, format_args!("{e}")));
@@ -581,7 +615,9 @@ extern "C" fn kmain() -> ! {
     if k.zone.buddy_blocks_per_order() != whole || k.zone.leaked_pages() != 0 {
         fail(Step::Free, format_args!("the zone is not whole again"));
     }
-    println!("buddy-sim: free_contig_range gave the {DATA_PAGES}-page run back; zone whole");
+    println!(
+        "buddy-sim: free_contig_range gave the {DATA_PAGES}-page run back, aarch64-paging its {tables} table pages; zone whole"
+    );
 
     // 9. Summary.
     println!(
@@ -606,6 +642,8 @@ static mut SECONDARY: mmu::SecondaryBoot = mmu::SecondaryBoot {
     ttbr0: 0,
     sctlr: 0,
 };
+/// TTBR0 of the boot map, which the second core returns to before the kernel's map is freed.
+static BOOT_TTBR0: AtomicU64 = AtomicU64::new(0);
 static SMP_GO: AtomicBool = AtomicBool::new(false);
 static SMP_WRITTEN: AtomicUsize = AtomicUsize::new(0);
 /// Aging passes core 0 has started.
@@ -853,6 +891,8 @@ extern "C" fn secondary_main() -> ! {
         core::hint::spin_loop();
     }
     alloc_rounds(1);
+    // Off the kernel's map before core 0 frees its tables.
+    mmu::switch(BOOT_TTBR0.load(Ordering::Relaxed));
     ALLOC_DONE.store(true, Ordering::Release);
     loop {
         // SAFETY: wait for an event; nothing else to do.

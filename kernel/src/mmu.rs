@@ -1,15 +1,24 @@
-//! The translation regime: a 39-bit, 4 KiB-granule identity map of the UART and of RAM in
-//! 2 MiB blocks (statically allocated level-1/level-2 tables), a level-2 table for the data
-//! region whose level-3 tables come from the buddy zone, and the system registers that turn it
-//! on, with hardware access-flag and dirty management where the CPU has it.
+//! The translation regime: 39-bit, 4 KiB-granule identity maps of the UART and of RAM (2 MiB
+//! blocks) built with aarch64-paging, and the system registers that turn them on, with
+//! hardware access-flag and dirty management where the CPU has it.
+//!
+//! Two maps, one layout ([`map_identity`]): the boot map, whose few tables are a static pool
+//! (the MMU is off while it is built, so nothing may be cleared with `DC ZVA` or MOPS yet),
+//! and the kernel's map, built once the MMU is on, whose tables come from the buddy zone
+//! through buddy-sim's `ZoneTables` (zeroed by zero-core) and which adds the data region's
+//! level-3 tables for pte-batch.
 
 use core::arch::asm;
-use core::sync::atomic::{AtomicU64, Ordering};
+use core::cell::UnsafeCell;
+use core::ptr::NonNull;
 
 use aarch64_cpu::registers::{MAIR_EL1, SCTLR_EL1, TCR_EL1};
-use arch_arm64::descriptor::{self as d, Granule};
+use aarch64_paging::descriptor::{El1Attributes, PhysicalAddress};
+use aarch64_paging::paging::{Constraints, El1And0, MemoryRegion, PageTable, Translation, VaRange};
+use aarch64_paging::{MapError, Mapping};
 use arch_arm64::tlb::{self, Sync};
-use pte_batch::{FlushRange, TlbFlush};
+use pte_batch::TlbFlush;
+use pte_batch::mm_types::PageRange;
 
 /// Where QEMU's RAM starts, and how much the run gives it (`-m 128M`).
 pub const RAM_START: u64 = 0x4000_0000;
@@ -17,10 +26,10 @@ pub const RAM_START: u64 = 0x4000_0000;
 pub const RAM_SIZE: u64 = 128 << 20;
 /// Virtual base of the data region (level-1 entry 4).
 pub const DATA_VA: u64 = 4 << 30;
-
-/// MAIR_EL1 attribute indices: 0 is device memory, 1 normal write-back memory ([`mair`]).
-const ATTR_DEVICE: u64 = 0;
-const ATTR_NORMAL: u64 = 1;
+/// The PL011 UART's 2 MiB block.
+const UART: u64 = 0x0900_0000;
+/// The root table's level: 39-bit addresses (T0SZ 25) start at level 1.
+const ROOT_LEVEL: usize = 1;
 
 /// MAIR_EL1: attribute 0 Device-nGnRnE, attribute 1 normal memory, inner and outer
 /// write-back non-transient with read and write allocation.
@@ -34,30 +43,155 @@ fn mair() -> u64 {
 /// SCTLR_EL1 bits that are RES1 in ARMv8.0 (11, 20, 22, 23, 28, 29), which aarch64-cpu does
 /// not name.
 const SCTLR_RES1: u64 = 0x30D0_0800;
-/// Inner shareable, for bits [9:8] of a descriptor.
-pub const SH_INNER: u64 = 0b11 << 8;
-/// AttrIndx of normal write-back memory, for bits [4:2] of a descriptor.
-pub const NORMAL: u64 = ATTR_NORMAL << 2;
 
-/// One translation table page.
-#[repr(C, align(4096))]
-pub struct Table(pub [AtomicU64; 512]);
+/// Device memory (MAIR attribute 0), never executable.
+const DEVICE: El1Attributes = El1Attributes::ATTRIBUTE_INDEX_0
+    .union(El1Attributes::VALID)
+    .union(El1Attributes::ACCESSED)
+    .union(El1Attributes::PXN)
+    .union(El1Attributes::UXN);
+/// Normal write-back memory (MAIR attribute 1), inner shareable, not executable at EL0.
+const RAM: El1Attributes = El1Attributes::ATTRIBUTE_INDEX_1
+    .union(El1Attributes::INNER_SHAREABLE)
+    .union(El1Attributes::VALID)
+    .union(El1Attributes::ACCESSED)
+    .union(El1Attributes::UXN);
+/// A data page's memory attributes, for pte-batch's `Prot::attrs`: normal write-back memory,
+/// inner shareable (pte-batch adds the valid, access, permission and contiguous bits).
+pub const DATA_ATTRS: u64 = El1Attributes::ATTRIBUTE_INDEX_1
+    .union(El1Attributes::INNER_SHAREABLE)
+    .bits() as u64;
 
-impl Table {
-    const fn new() -> Self {
-        Self([const { AtomicU64::new(0) }; 512])
+/// A page map of the kernel's translation regime.
+pub type KernelMapping<T> = Mapping<T, El1And0>;
+
+/// A new, empty map (ASID 0, lower VA range, root at level 1) over `tables`.
+pub fn new_map<T: Translation<El1Attributes>>(tables: T) -> KernelMapping<T> {
+    Mapping::with_asid_and_va_range(tables, 0, ROOT_LEVEL, El1And0, VaRange::Lower)
+}
+
+/// Identity-maps the UART (device memory) and RAM (normal memory, 2 MiB blocks: the image,
+/// the zone's frames and every table are reached through it).
+///
+/// # Errors
+/// aarch64-paging's, for a range the map cannot hold.
+pub fn map_identity<T: Translation<El1Attributes>>(
+    map: &mut KernelMapping<T>,
+) -> Result<(), MapError> {
+    let uart = UART as usize;
+    map.map_range(
+        &MemoryRegion::new(uart, uart + (2 << 20)),
+        PhysicalAddress(uart),
+        DEVICE,
+        Constraints::empty(),
+    )?;
+    let ram = RAM_START as usize;
+    map.map_range(
+        &MemoryRegion::new(ram, ram + RAM_SIZE as usize),
+        PhysicalAddress(ram),
+        RAM,
+        Constraints::empty(),
+    )
+}
+
+/// The data region `DATA_VA..DATA_VA + bytes`: level-3 tables with every entry empty (no block
+/// mappings), for pte-batch to fill.
+///
+/// aarch64-paging leaves a range alone that an empty entry above already describes (an
+/// all-zero entry "maps" an all-zero unmapping), so the tables are made with a software flag
+/// in their invalid entries, which a second pass clears.
+///
+/// # Errors
+/// aarch64-paging's, for a range the map cannot hold.
+pub fn map_data_tables<T: Translation<El1Attributes>>(
+    map: &mut KernelMapping<T>,
+    bytes: usize,
+) -> Result<(), MapError> {
+    let va = DATA_VA as usize;
+    let region = MemoryRegion::new(va, va + bytes);
+    map.map_range(
+        &region,
+        PhysicalAddress(0),
+        El1Attributes::SWFLAG_1,
+        Constraints::NO_BLOCK_MAPPINGS,
+    )?;
+    map.modify_range(&region, &|_, d| {
+        if d.level() == 3 {
+            d.set(PhysicalAddress(0), El1Attributes::empty())
+        } else {
+            Ok(())
+        }
+    })
+}
+
+/// Calls `found(va, table)` for each level-3 table of `DATA_VA..DATA_VA + bytes`, with the
+/// virtual address its first entry maps: aarch64-paging walks to every last-level entry, and
+/// the first entry of each 2 MiB is the first word of its table page.
+///
+/// # Errors
+/// aarch64-paging's, for a range the map cannot hold.
+pub fn data_tables<T: Translation<El1Attributes>>(
+    map: &KernelMapping<T>,
+    bytes: usize,
+    mut found: impl FnMut(u64, u64),
+) -> Result<(), MapError> {
+    let va = DATA_VA as usize;
+    map.walk_range(&MemoryRegion::new(va, va + bytes), &mut |mr, d, level| {
+        if level == 3 && mr.start().0 % (2 << 20) == 0 {
+            found(mr.start().0 as u64, core::ptr::from_ref(d) as u64);
+        }
+        Ok(())
+    })
+}
+
+/// Table pages of the boot map: root, the UART's level 2 and RAM's level 2.
+const BOOT_TABLES: usize = 3;
+
+/// The boot map's tables: in .bss, so zero before the first instruction of Rust runs.
+struct BootPool(UnsafeCell<[PageTable<El1Attributes>; BOOT_TABLES]>);
+
+// SAFETY: only the boot core touches the pool, through the one `BootTables` it makes, before
+// the second core starts; the MMU only reads it.
+unsafe impl core::marker::Sync for BootPool {}
+
+static BOOT_POOL: BootPool = BootPool(UnsafeCell::new([PageTable::EMPTY; BOOT_TABLES]));
+
+/// aarch64-paging's `Translation` over the static pool, for the boot map (identity: the
+/// pool's addresses are physical).
+pub struct BootTables {
+    used: usize,
+}
+
+impl BootTables {
+    /// The pool's translation. Call once: the tables it hands out are the pool's pages.
+    pub fn take() -> Self {
+        Self { used: 0 }
     }
 }
 
-static L1: Table = Table::new();
-static L2_LOW: Table = Table::new();
-static L2_RAM: Table = Table::new();
-/// The level-2 table of the data region: entry `i` points at the level-3 table for
-/// `DATA_VA + i * 2 MiB`.
-pub static L2_DATA: Table = Table::new();
+impl Translation<El1Attributes> for BootTables {
+    fn allocate_table(&mut self) -> (NonNull<PageTable<El1Attributes>>, PhysicalAddress) {
+        let pool = BOOT_POOL.0.get().cast::<PageTable<El1Attributes>>();
+        if self.used == BOOT_TABLES {
+            panic!("the boot map needs more than {BOOT_TABLES} tables");
+        }
+        // SAFETY: `used < BOOT_TABLES`, so the page is inside the pool; `take` is called once
+        // and each page is handed out once.
+        let table = unsafe { pool.add(self.used) };
+        self.used += 1;
+        let table = NonNull::new(table).unwrap_or_else(|| panic!("the pool is not at 0"));
+        (table, PhysicalAddress(table.as_ptr() as usize))
+    }
 
-const TABLE: u64 = 0b11;
-const BLOCK: u64 = 0b01;
+    unsafe fn deallocate_table(&mut self, _: NonNull<PageTable<El1Attributes>>) {
+        // The boot map lives as long as the kernel: its pages are never reused.
+    }
+
+    fn physical_to_virtual(&self, pa: PhysicalAddress) -> NonNull<PageTable<El1Attributes>> {
+        NonNull::new(pa.0 as *mut PageTable<El1Attributes>)
+            .unwrap_or_else(|| panic!("a table at physical address 0"))
+    }
+}
 
 /// What the CPU offers the translation regime.
 #[derive(Clone, Copy, Debug)]
@@ -98,28 +232,8 @@ pub struct SecondaryBoot {
     pub sctlr: u64,
 }
 
-fn addr(t: &Table) -> u64 {
-    core::ptr::from_ref(t) as u64
-}
-
-/// Builds the identity map and returns the register values that enable it.
-pub fn build(feat: MmuFeatures) -> SecondaryBoot {
-    let r = Ordering::Relaxed;
-    L1.0[0].store(addr(&L2_LOW) | TABLE, r);
-    L1.0[1].store(addr(&L2_RAM) | TABLE, r);
-    L1.0[(DATA_VA >> 30) as usize].store(addr(&L2_DATA) | TABLE, r);
-    // The UART's 2 MiB, device memory, never executable.
-    let uart = 0x0900_0000u64;
-    L2_LOW.0[(uart >> 21) as usize].store(
-        uart | BLOCK | (ATTR_DEVICE << 2) | d::AF | d::PXN | d::UXN,
-        r,
-    );
-    // RAM, normal write-back memory, in 2 MiB blocks (the image, the zone's frames and the
-    // level-3 tables are all reached through this map).
-    for i in 0..RAM_SIZE >> 21 {
-        let pa = RAM_START + (i << 21);
-        L2_RAM.0[i as usize].store(pa | BLOCK | NORMAL | SH_INNER | d::AF | d::UXN, r);
-    }
+/// The register values that turn on the map whose root is at `root` (TTBR0_EL1).
+pub fn registers(feat: MmuFeatures, root: PhysicalAddress) -> SecondaryBoot {
     // T0SZ 25 (39-bit VA, walks start at level 1), inner/outer write-back walks, inner
     // shareable, 4 KiB granule, no TTBR1 walks (EPD1), 36-bit PA; HA and HD turn on hardware
     // access-flag and dirty management where HAFDBS has them.
@@ -144,7 +258,7 @@ pub fn build(feat: MmuFeatures) -> SecondaryBoot {
         stack_top: 0,
         mair: mair(),
         tcr,
-        ttbr0: addr(&L1),
+        ttbr0: root.0 as u64,
         sctlr,
     }
 }
@@ -169,6 +283,26 @@ pub fn enable(regs: &SecondaryBoot) {
             tcr = in(reg) regs.tcr,
             ttbr0 = in(reg) regs.ttbr0,
             sctlr = in(reg) regs.sctlr,
+            options(nostack),
+        );
+    }
+}
+
+/// Moves this core (MMU on) to the map whose root is at `ttbr0`, with the same identity
+/// mappings of the code, stack and UART, and drops the old map's cached translations.
+pub fn switch(ttbr0: u64) {
+    // SAFETY: both maps identity-map the image, the stacks and the UART with the same
+    // attributes, so execution continues at the same addresses; the TLBI drops the old
+    // map's entries on this core.
+    unsafe {
+        asm!(
+            "dsb ish",
+            "msr ttbr0_el1, {}",
+            "isb",
+            "tlbi vmalle1",
+            "dsb nsh",
+            "isb",
+            in(reg) ttbr0,
             options(nostack),
         );
     }
@@ -222,14 +356,13 @@ pub struct El1Tlb {
 }
 
 impl TlbFlush for El1Tlb {
-    fn flush_range(&mut self, r: FlushRange) {
-        let pages = r.pages as u64;
+    fn flush_range(&mut self, r: PageRange) {
         // SAFETY: the kernel runs at EL1; range TLBI only where the CPU has FEAT_TLBIRANGE.
         unsafe {
             if self.range {
-                tlb::flush_range(r.va, pages, 0, Granule::Size4KiB, Sync::Wait);
+                tlb::flush_range(r, 0, Sync::Wait);
             } else {
-                tlb::flush_range_per_page(r.va, pages, 0, Granule::Size4KiB, Sync::Wait);
+                tlb::flush_range_per_page(r, 0, Sync::Wait);
             }
             asm!("isb", options(nostack));
         }
