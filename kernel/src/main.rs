@@ -17,10 +17,10 @@ use core::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 
 use buddy_sim::{Frame, OffsetMap, Order, PerCpu, Pfn, Zone, ZoneConfig, ZoneTables};
 use pte_batch::format::Arm64;
-use pte_batch::mm_types::{FrameRange, PageRange, PageSize as Size, VirtAddr};
+use pte_batch::mm_types::{FrameRange, PageRange, PageSize, VirtAddr};
 use pte_batch::{Access, AgingStats, FpbFlags, Prot, PteFormat, PteTable, TlbFlush, age_range};
 use spin::{Mutex, Once};
-use zero_core::{ClearConfig, NoResched, PageSize, Policy, PreemptModel};
+use zero_core::{ClearConfig, NoResched, Policy, PreemptModel};
 
 use mmu::{DATA_VA, El1Tlb, RAM_SIZE, RAM_START};
 
@@ -46,7 +46,7 @@ fn fail(step: Step, what: core::fmt::Arguments<'_>) -> ! {
     console::exit(step as u32)
 }
 
-const PAGE: u64 = 4096;
+const PAGE: u64 = PageSize::Size4KiB.bytes() as u64;
 /// Level-3 tables of the data region (2 MiB each).
 const DATA_TABLES: usize = 2;
 const DATA_PAGES: usize = 512 * DATA_TABLES;
@@ -147,7 +147,7 @@ extern "C" fn el1_sync(esr: u64, far: u64) {
             flushes: 0,
         };
         let va = table.va_of(start).unwrap_or(VirtAddr(far));
-        tlb.flush_range(PageRange::new(va, picks as u64, Size::Size4KiB));
+        tlb.flush_range(PageRange::new(va, picks as u64, PageSize::Size4KiB));
         SOFT_FAULTS.fetch_add(1, Ordering::Relaxed);
         return;
     }

@@ -267,8 +267,8 @@ fn no_std(root: &Path, _: &Options) -> StageResult {
 }
 
 /// `cargo doc` with every rustdoc warning an error: the libraries for the host, aarch64 Linux
-/// and both bare-metal targets (their arch modules differ), and the whole workspace for the
-/// host.
+/// and both bare-metal targets (their arch modules differ), and the whole workspace with
+/// every feature for the host.
 fn doc(root: &Path, _: &Options) -> StageResult {
     let host = cmd::host_target(root)?;
     let targets: Vec<&str> = [host.as_str(), AARCH64_LINUX]
@@ -282,13 +282,15 @@ fn doc(root: &Path, _: &Options) -> StageResult {
         with_libs(&mut c);
         cmd::status(&mut c)?;
     }
+    // With every feature, as docs.rs shows them (the ecosystem adapters).
     cmd::status(cargo(root).env("RUSTDOCFLAGS", "-D warnings").args([
         "doc",
         "--no-deps",
         "--workspace",
+        "--all-features",
     ]))?;
     Ok(format!(
-        "no rustdoc warnings: {} libraries for {}, and the workspace",
+        "no rustdoc warnings: {} libraries for {}, and the workspace with every feature",
         LIBS.len(),
         targets.join(", ")
     ))

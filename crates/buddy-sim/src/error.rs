@@ -68,8 +68,9 @@ pub enum BuddyError {
     /// `vfree`: the page is not one that `vmalloc` handed out, or `vfree` already released
     /// it (or the area names it twice).
     NotVmalloc(Pfn),
-    /// The frame's physical address does not fit the architecture's physical address space
-    /// (52 bits on x86_64): the frame-allocator adapters cannot name it.
+    /// An adapter cannot reach the frame: its physical address does not fit the
+    /// architecture's physical address space (52 bits on x86_64), or the embedder's
+    /// `FrameMemory` does not map it.
     NotAddressable(Pfn),
 }
 
@@ -115,7 +116,10 @@ impl fmt::Display for BuddyError {
             Self::Hole(p) => write!(f, "frame {p} is in a hole of the memory map"),
             Self::AlreadyAdded(p) => write!(f, "frame {p} is usable memory already"),
             Self::NotAddressable(p) => {
-                write!(f, "frame {p} lies beyond the physical address space")
+                write!(
+                    f,
+                    "frame {p} cannot be reached: beyond the physical address space or unmapped"
+                )
             }
             Self::NotVmalloc(p) => {
                 write!(

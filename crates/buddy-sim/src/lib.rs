@@ -20,12 +20,15 @@
 //! arithmetic and lookups), `buddy` (the zone lock's free areas), `pcp` (per-cpu lists),
 //! `zone` (the zone and what operations share), `alloc`, `refs` (references and frees),
 //! `contig` (`free_contig_range`), `vmalloc`, `check`, `counters`, `sync` (atomics and locks,
-//! loom's under `cfg(loom)`).
+//! loom's under `cfg(loom)`); the ecosystem adapters `x86_64_frames` (feature `x86_64`:
+//! `X86FrameAllocator`) and `paging_tables` (feature `aarch64-paging`: `ZoneTables`, whose
+//! table pages zero-core clears).
 #![doc = include_str!("../README.md")]
 #![no_std]
 #![cfg_attr(docsrs, feature(doc_cfg))]
-// No unsafe anywhere but the `x86_64` adapter's `unsafe impl` of an unsafe trait (which
-// performs no unsafe operation).
+// No unsafe anywhere but the ecosystem adapters: the `x86_64` feature's `unsafe impl` of an
+// unsafe trait (which performs no unsafe operation), and the `aarch64-paging` feature's table
+// pages, cleared through the embedder's `FrameMemory` promise.
 #![deny(unsafe_code)]
 #![deny(unsafe_op_in_unsafe_fn)]
 #![deny(clippy::undocumented_unsafe_blocks)]
