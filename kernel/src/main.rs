@@ -422,7 +422,9 @@ extern "C" fn kmain() -> ! {
     // SAFETY: RAM is identity-mapped (the boot map, and this map once it is live), and the
     // zone's frames belong to whoever the zone hands them to.
     let identity = unsafe { OffsetMap::new(0) };
-    let mut map = mmu::new_map(ZoneTables::new(zone, 0, identity));
+    let tables = ZoneTables::new(zone, 0, identity)
+        .unwrap_or_else(|e| fail(Step::PageTables, format_args!("{e}")));
+    let mut map = mmu::new_map(tables);
     let built = mmu::map_identity(&mut map)
         .and_then(|()| mmu::map_data_tables(&mut map, DATA_PAGES * PAGE as usize));
     built.unwrap_or_else(|e| fail(Step::PageTables, format_args!("kernel map: {e}")));

@@ -95,7 +95,7 @@ unsafe impl FrameMemory for OffsetMap {
 /// let memory = unsafe { OffsetMap::new(offset) };
 /// let zone: BoxedZone = BoxedZone::new_boxed(ZoneConfig::new(base, 64))?;
 ///
-/// let tables = ZoneTables::new(&zone, 0, memory);
+/// let tables = ZoneTables::new(&zone, 0, memory)?;
 /// let mut map = Mapping::with_asid_and_va_range(tables, 1, 1, El1And0, VaRange::Lower);
 /// let normal = El1Attributes::ATTRIBUTE_INDEX_1
 ///     | El1Attributes::INNER_SHAREABLE
@@ -142,8 +142,10 @@ where
 {
     /// Table pages from `zone` on CPU `cpu`'s lists, reached through `memory` and cleared
     /// with zero-core's detected policy.
-    #[must_use]
-    pub fn new(zone: &'z Zone<F, P, R>, cpu: usize, memory: M) -> Self {
+    ///
+    /// # Errors
+    /// [`BuddyError::BadCpu`] if the zone has no lists for `cpu`.
+    pub fn new(zone: &'z Zone<F, P, R>, cpu: usize, memory: M) -> Result<Self, BuddyError> {
         Self::with_clear(
             zone,
             cpu,
@@ -153,17 +155,37 @@ where
     }
 
     /// As [`new`](Self::new), clearing with `clear` (a calibrated policy, a preemption
-    /// model); its page size must be 4 KiB, or clearing falls back to the detected policy.
-    #[must_use]
-    pub fn with_clear(zone: &'z Zone<F, P, R>, cpu: usize, memory: M, clear: ClearConfig) -> Self {
-        Self {
+    /// model).
+    ///
+    /// # Errors
+    /// [`BuddyError::BadCpu`] if the zone has no lists for `cpu`; [`BuddyError::BadConfig`]
+    /// if `clear`'s page size is not 4 KiB (a table page's) or its policy names a strategy
+    /// this CPU cannot execute.
+    pub fn with_clear(
+        zone: &'z Zone<F, P, R>,
+        cpu: usize,
+        memory: M,
+        clear: ClearConfig,
+    ) -> Result<Self, BuddyError> {
+        zone.pcp_pages(cpu)?;
+        if clear.page_size != TABLE {
+            return Err(BuddyError::BadConfig(
+                "ZoneTables clears 4 KiB table pages: the ClearConfig's page size must be 4 KiB",
+            ));
+        }
+        if clear.policy.validate().is_err() {
+            return Err(BuddyError::BadConfig(
+                "the ClearConfig's policy names a strategy this CPU cannot execute",
+            ));
+        }
+        Ok(Self {
             zone,
             cpu,
             memory,
             clear,
             tables: 0,
             last_error: None,
-        }
+        })
     }
 
     /// Table pages allocated and not yet freed.
@@ -197,12 +219,11 @@ where
         // SAFETY: the zone just handed `pfn` to us, so by the `FrameMemory` contract `ptr` is
         // valid for reads and writes of 4 KiB and nobody else accesses it.
         let bytes = unsafe { core::slice::from_raw_parts_mut(ptr.as_ptr(), TABLE.bytes()) };
+        // `with_clear` checked the page size and the policy, and the frame is a 4 KiB-aligned
+        // page (the `FrameMemory` contract): zero-core has nothing to refuse. Were it to, the
+        // page must still be zero.
         if zero_core::clear_contig_pages(bytes, &self.clear, &mut NoResched).is_err() {
-            // A `with_clear` config of another page size: the detected policy's 4 KiB pages.
-            let cfg = ClearConfig::new(TABLE, PreemptModel::None);
-            if zero_core::clear_contig_pages(bytes, &cfg, &mut NoResched).is_err() {
-                bytes.fill(0);
-            }
+            bytes.fill(0);
         }
         self.tables += 1;
         Ok((pfn, ptr))

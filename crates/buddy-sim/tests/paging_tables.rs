@@ -43,8 +43,13 @@ fn tables_come_from_the_zone_zeroed_and_go_back() {
     let mut ram = ram();
     let mem = memory(&mut ram);
     let z = zone();
-    let mut map =
-        Mapping::with_asid_and_va_range(ZoneTables::new(&z, 0, mem), 1, 1, El1And0, VaRange::Lower);
+    let mut map = Mapping::with_asid_and_va_range(
+        ZoneTables::new(&z, 0, mem).unwrap(),
+        1,
+        1,
+        El1And0,
+        VaRange::Lower,
+    );
     // Pages in two separate GiBs: a root, two level-2 and two level-3 tables.
     for va in [0x8000_0000usize, 0x1_0000_0000] {
         map.map_range(
@@ -90,8 +95,13 @@ fn an_empty_zone_is_a_panic_with_the_reason() {
     let z = zone();
     let all = buddy_sim::Order::new(FRAMES.trailing_zeros() as u8).unwrap();
     z.alloc_pages(0, all).unwrap();
-    let _map =
-        Mapping::with_asid_and_va_range(ZoneTables::new(&z, 0, mem), 1, 1, El1And0, VaRange::Lower);
+    let _map = Mapping::with_asid_and_va_range(
+        ZoneTables::new(&z, 0, mem).unwrap(),
+        1,
+        1,
+        El1And0,
+        VaRange::Lower,
+    );
 }
 
 /// A memory map that reaches no frame.
@@ -112,7 +122,7 @@ fn an_unreachable_frame_is_given_back_before_the_panic() {
     let z = zone();
     let zone_ref = &z;
     let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-        let mut tables = ZoneTables::new(zone_ref, 0, Nowhere);
+        let mut tables = ZoneTables::new(zone_ref, 0, Nowhere).unwrap();
         let _: (NonNull<PageTable<El1Attributes>>, PhysicalAddress) = tables.allocate_table();
     }));
     let msg = r.unwrap_err();
@@ -127,7 +137,7 @@ fn freeing_a_foreign_table_is_reported_not_done() {
     let mut ram = ram();
     let mem = memory(&mut ram);
     let z = zone();
-    let mut tables = ZoneTables::new(&z, 0, mem);
+    let mut tables = ZoneTables::new(&z, 0, mem).unwrap();
     let (table, _): (NonNull<PageTable<El1Attributes>>, _) = tables.allocate_table();
     // A page-table page the zone never handed out (a frame outside it).
     let mut outside = Box::new(PageTable::<El1Attributes>::EMPTY);
@@ -139,4 +149,23 @@ fn freeing_a_foreign_table_is_reported_not_done() {
     unsafe { tables.deallocate_table(table) };
     assert_eq!((tables.last_error(), tables.tables()), (None, 0));
     assert_eq!(free_frames(&z), FRAMES);
+}
+
+#[test]
+fn bad_cpus_and_configs_are_errors() {
+    let mut ram = ram();
+    let mem = memory(&mut ram);
+    let z = zone();
+    assert!(matches!(
+        ZoneTables::new(&z, 7, mem),
+        Err(buddy_sim::BuddyError::BadCpu(7))
+    ));
+    let big = zero_core::ClearConfig::new(
+        buddy_sim::mm_types::PageSize::Size64KiB,
+        zero_core::PreemptModel::None,
+    );
+    assert!(matches!(
+        ZoneTables::with_clear(&z, 0, mem, big),
+        Err(buddy_sim::BuddyError::BadConfig(_))
+    ));
 }
