@@ -7,9 +7,9 @@ const UART: usize = 0x0900_0000;
 const FR_TXFF: u32 = 1 << 5;
 
 /// A writer to the UART.
-pub struct Uart;
+pub struct Console;
 
-impl fmt::Write for Uart {
+impl fmt::Write for Console {
     fn write_str(&mut self, s: &str) -> fmt::Result {
         for b in s.bytes() {
             if b == b'\n' {
@@ -28,15 +28,6 @@ fn put(b: u8) {
         while core::ptr::read_volatile((UART + 0x18) as *const u32) & FR_TXFF != 0 {}
         core::ptr::write_volatile(UART as *mut u32, u32::from(b));
     }
-}
-
-/// Prints to the UART.
-#[macro_export]
-macro_rules! println {
-    ($($arg:tt)*) => {{
-        use core::fmt::Write as _;
-        let _ = writeln!($crate::console::Uart, $($arg)*);
-    }};
 }
 
 /// Ends the run through semihosting `SYS_EXIT`: QEMU exits with `code`.
