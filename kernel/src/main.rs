@@ -22,3 +22,10 @@ mod platform;
 #[cfg(target_arch = "x86_64")]
 #[path = "x86_64/mod.rs"]
 mod platform;
+
+mod steps;
+
+#[panic_handler]
+fn panic(info: &core::panic::PanicInfo<'_>) -> ! {
+    steps::fail::<platform::Machine>(steps::Step::Panic, format_args!("{info}"))
+}

@@ -20,12 +20,12 @@ use arch_arm64::tlb::{self, Sync};
 use pte_batch::TlbFlush;
 use pte_batch::mm_types::PageRange;
 
+use crate::steps::DATA_VA;
+
 /// Where QEMU's RAM starts, and how much the run gives it (`-m 128M`).
 pub const RAM_START: u64 = 0x4000_0000;
 /// RAM size; the xtask stage passes the same to QEMU.
-pub const RAM_SIZE: u64 = 128 << 20;
-/// Virtual base of the data region (level-1 entry 4).
-pub const DATA_VA: u64 = 4 << 30;
+pub const RAM_SIZE: u64 = crate::steps::MAX_RAM;
 /// The PL011 UART's 2 MiB block.
 const UART: u64 = 0x0900_0000;
 /// The root table's level: 39-bit addresses (T0SZ 25) start at level 1.
