@@ -1,7 +1,7 @@
 //! Stage 1: install what is missing, idempotently; quiet when everything is there.
 //!
 //! Rust targets and components through rustup, QEMU 10 (`qemu-user` and `qemu-system-arm`,
-//! FEAT_MOPS) from bookworm-backports, the aarch64 cross linker and libc, build-essential (libFuzzer needs
+//! FEAT_MOPS; `qemu-system-x86`, the x86_64 kernel under KVM) from bookworm-backports, the aarch64 cross linker and libc, build-essential (libFuzzer needs
 //! g++), valgrind (the report's instruction counts), and cargo-fuzz. Each failed install stops
 //! the run with the command and a hint. `cargo xtask report` runs the part it needs
 //! ([`for_report`]).
@@ -188,9 +188,10 @@ fn rust_toolchains(done: &mut Vec<String>) -> Result<(), String> {
 }
 
 /// The QEMU binaries the stages run, and the backports package of each.
-const QEMU: [(&str, &str); 2] = [
+const QEMU: [(&str, &str); 3] = [
     ("qemu-aarch64", "qemu-user"),
     ("qemu-system-aarch64", "qemu-system-arm"),
+    ("qemu-system-x86_64", "qemu-system-x86"),
 ];
 
 fn qemu_major(binary: &str) -> Option<u32> {

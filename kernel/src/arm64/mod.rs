@@ -16,8 +16,11 @@ use pte_batch::mm_types::{FrameRange, PageRange, PageSize, VirtAddr};
 use pte_batch::{Access, PteFormat, TlbFlush};
 
 use crate::steps::{
-    self, DATA_BYTES, DATA_PAGES, DATA_TABLES, DATA_VA, Kernel, PAGE, Platform, Step, fail, locate,
+    self, DATA_PAGES, DATA_TABLES, DATA_VA, Kernel, PAGE, Platform, Step, fail, locate,
 };
+
+/// Bytes of the data region.
+const DATA_BYTES: usize = DATA_PAGES * PAGE as usize;
 use mmu::{El1Tlb, RAM_SIZE, RAM_START};
 
 /// Access-flag / permission faults the kernel resolved in software (no FEAT_HAFDBS).
@@ -56,6 +59,9 @@ impl Platform for Machine {
     }
     fn flush_all() {
         mmu::flush_all();
+    }
+    fn skipped_flush_observable() -> Result<(), &'static str> {
+        Ok(())
     }
     fn start_second_cpu(&mut self) -> Result<(), &'static str> {
         let ctx = mmu::SecondaryBoot {

@@ -1,9 +1,84 @@
-//! The x86_64 kernel: booted by QEMU through PVH, in long mode with its own page tables,
-//! printing on COM1 and exiting through `isa-debug-exit` with 0 or the number of the step that
-//! failed.
+//! The x86_64 platform: booted by QEMU through PVH (`-kernel` with the Xen note), in long mode
+//! on its own 4-level tables, printing on COM1 and exiting through `isa-debug-exit`; the
+//! kernel's map built with the `x86_64` crate over buddy-sim's frames; `invlpg` for pte-batch's
+//! flush tokens. Under KVM it runs at native speed in ring 0. The steps themselves are
+//! `crate::steps`.
 
 mod boot;
 pub mod console;
+mod idt;
+mod mmu;
+
+use core::arch::asm;
+
+use buddy_sim::Pfn;
+use pte_batch::format::X86_64;
+use pte_batch::mm_types::FrameRange;
+
+use crate::steps::{self, DATA_TABLES, DATA_VA, Kernel, MAX_RAM, PAGE, Platform, Step, fail};
+use mmu::{Invlpg, KernelMap};
+
+/// The QEMU PC as the steps see it.
+pub struct Machine;
+
+impl Platform for Machine {
+    type Format = X86_64;
+    const FORMAT: X86_64 = X86_64;
+    // Write-back memory: PAT entry 0, no attribute bits.
+    const DATA_ATTRS: u64 = 0;
+    type Tlb = Invlpg;
+
+    fn tlb() -> Invlpg {
+        Invlpg {
+            flushes: 0,
+            full: 0,
+        }
+    }
+    fn flushes(tlb: &Invlpg) -> u64 {
+        tlb.flushes
+    }
+    fn sync() {
+        // The MMU's accessed and dirty updates are locked operations, ordered before the
+        // access that caused them completes.
+        core::sync::atomic::fence(core::sync::atomic::Ordering::SeqCst);
+    }
+    fn publish_tables() {
+        // The table walker snoops the caches: ordering the stores is enough.
+        core::sync::atomic::fence(core::sync::atomic::Ordering::SeqCst);
+    }
+    fn flush_all() {
+        mmu::set_cr3(mmu::cr3());
+    }
+    fn skipped_flush_observable() -> Result<(), &'static str> {
+        if under_kvm() {
+            Err(
+                "under KVM the guest's page tables are shadowed or nested by the hypervisor, which re-reads them",
+            )
+        } else {
+            Ok(())
+        }
+    }
+    fn start_second_cpu(&mut self) -> Result<(), &'static str> {
+        Err("starting a second CPU through the local APIC is not built yet")
+    }
+    fn exit(code: u32) -> ! {
+        console::exit(code)
+    }
+}
+
+/// Whether CPUID's hypervisor leaf names KVM ("KVMKVMKVM"); QEMU's TCG does not.
+pub fn under_kvm() -> bool {
+    let hv = core::arch::x86_64::__cpuid(1).ecx & (1 << 31) != 0;
+    if !hv {
+        return false;
+    }
+    let leaf = core::arch::x86_64::__cpuid(0x4000_0000);
+    let mut sig = [0u8; 12];
+    sig[..4].copy_from_slice(&leaf.ebx.to_le_bytes());
+    sig[4..8].copy_from_slice(&leaf.ecx.to_le_bytes());
+    sig[8..].copy_from_slice(&leaf.edx.to_le_bytes());
+    &sig[..9] == b"KVMKVMKVM"
+}
 
 /// `hvm_start_info` (Xen's PVH boot ABI, version 1), as QEMU fills it in.
 #[repr(C)]
@@ -31,16 +106,97 @@ struct MemmapEntry {
 }
 
 const START_INFO_MAGIC: u32 = 0x336e_c578;
+const MAX_RANGES: usize = 16;
+
+unsafe extern "C" {
+    static __image_end: u8;
+}
+
+/// Lets zero-core use SSE and AVX state in ring 0: CR0.MP without EM, CR4.OSFXSR,
+/// OSXMMEXCPT and, when `xsave` is asked for and the CPU has XSAVE, OSXSAVE with XCR0
+/// enabling x87, SSE, AVX and, where present, the AVX-512 state. Returns XCR0 (0 without).
+///
+/// XSAVE is opt-in (the `xsave` word on the kernel command line, `-append xsave`): on the
+/// nested KVM of the development machines, `xgetbv` in the guest ends the run with a KVM
+/// "emulation failure", so there the kernel leaves OSXSAVE off and zero-core, seeing no
+/// OS-enabled AVX state, does not choose AVX streaming stores.
+fn enable_vector_state(xsave_wanted: bool) -> u64 {
+    let (mut cr0, mut cr4): (u64, u64);
+    // SAFETY: reading control registers has no side effects.
+    unsafe {
+        asm!("mov {}, cr0", out(reg) cr0, options(nomem, nostack));
+        asm!("mov {}, cr4", out(reg) cr4, options(nomem, nostack));
+    }
+    cr0 = (cr0 & !(1 << 2)) | (1 << 1); // EM off, MP on
+    cr4 |= (1 << 9) | (1 << 10); // OSFXSR, OSXMMEXCPT
+    let ecx = core::arch::x86_64::__cpuid(1).ecx;
+    let xsave = xsave_wanted && ecx & (1 << 26) != 0;
+    if xsave {
+        cr4 |= 1 << 18; // OSXSAVE
+    }
+    // SAFETY: enabling FPU/SSE state and XSAVE, which this kernel's code does not rely on
+    // being off (it is built soft-float; only zero-core's vector stores use the state).
+    unsafe {
+        asm!("mov cr0, {}", in(reg) cr0, options(nostack));
+        asm!("mov cr4, {}", in(reg) cr4, options(nostack));
+    }
+    if !xsave {
+        return 0;
+    }
+    // CPUID leaf 0xD sub-leaf 0: the XCR0 bits the CPU supports.
+    let supported = core::arch::x86_64::__cpuid_count(0xd, 0);
+    let supported = u64::from(supported.eax) | (u64::from(supported.edx) << 32);
+    // x87, SSE, AVX, and AVX-512's opmask, ZMM_Hi256 and Hi16_ZMM where all three exist.
+    let mut xcr0 = supported & 0b111;
+    if supported & 0b1110_0000 == 0b1110_0000 {
+        xcr0 |= 0b1110_0000;
+    }
+    // SAFETY: OSXSAVE is on and `xcr0` holds only supported bits, x87 included.
+    unsafe {
+        asm!("xsetbv", in("ecx") 0u32, in("eax") xcr0 as u32, in("edx") (xcr0 >> 32) as u32,
+            options(nomem, nostack));
+    }
+    xcr0
+}
+
+/// The kernel command line (`-append`), or "" without one or if it is not UTF-8.
+fn command_line(info: &StartInfo) -> &'static str {
+    if info.cmdline_paddr == 0 {
+        return "";
+    }
+    let p = info.cmdline_paddr as usize as *const u8;
+    // SAFETY: QEMU wrote a NUL-terminated string there (identity-mapped); the scan stops at
+    // the NUL or after 256 bytes.
+    let len = (0..256)
+        .find(|&i| unsafe { p.add(i).read() } == 0)
+        .unwrap_or(0);
+    // SAFETY: `len` bytes from `p` were just read; nothing writes them.
+    let bytes = unsafe { core::slice::from_raw_parts(p, len) };
+    core::str::from_utf8(bytes).unwrap_or("")
+}
 
 #[unsafe(no_mangle)]
 extern "C" fn kmain(start_info: u32) -> ! {
-    println!("unikernel-x86_64: booted in long mode");
+    idt::load();
+    println!(
+        "unikernel-x86_64: booted in long mode, ring 0, {}",
+        if under_kvm() {
+            "under KVM"
+        } else {
+            "under TCG (no KVM signature)"
+        }
+    );
     // SAFETY: QEMU's PVH loader put the start info at this identity-mapped address.
     let info = unsafe { &*(start_info as usize as *const StartInfo) };
     if info.magic != START_INFO_MAGIC || info.version < 1 {
-        println!("FAIL: no PVH start info with a memory map");
-        console::exit(2)
+        fail::<Machine>(
+            Step::Zone,
+            format_args!("no PVH start info with a memory map"),
+        );
     }
+    let cmdline = command_line(info);
+    let xcr0 = enable_vector_state(cmdline.split(' ').any(|w| w == "xsave"));
+    println!("cpu: SSE on, XCR0 {xcr0:#x} (command line {cmdline:?})");
     // SAFETY: version 1 start info names a memory map of `memmap_entries` entries there.
     let map = unsafe {
         core::slice::from_raw_parts(
@@ -48,6 +204,12 @@ extern "C" fn kmain(start_info: u32) -> ! {
             info.memmap_entries as usize,
         )
     };
+    // The zone spans RAM from frame 0; it gets the firmware's usable ranges, less frame 0 and
+    // the image (both stay holes), each cut to whole frames.
+    let image_end = core::ptr::addr_of!(__image_end) as u64;
+    let mut usable = [FrameRange::new(Pfn(0), 0); MAX_RANGES];
+    let mut n = 0;
+    let mut top = 0;
     for e in map {
         println!(
             "memmap: {:#x}..{:#x} type {}",
@@ -55,13 +217,46 @@ extern "C" fn kmain(start_info: u32) -> ! {
             e.addr + e.size,
             e.kind
         );
+        if e.kind != 1 || n == MAX_RANGES {
+            continue;
+        }
+        let mut start = e.addr.max(PAGE);
+        let end = (e.addr + e.size).min(MAX_RAM);
+        if (start..end).contains(&0x10_0000) {
+            start = start.max(image_end);
+        }
+        let (first, last) = (start.div_ceil(PAGE), end / PAGE);
+        if first < last {
+            usable[n] = FrameRange::new(Pfn(first), last - first);
+            n += 1;
+            top = top.max(last);
+        }
     }
-    println!("PASS");
-    console::exit(0)
-}
+    let span = FrameRange::new(Pfn(0), top);
+    let (zone, whole) = steps::make_zone::<Machine>(span, &usable[..n]);
+    let mut k = Kernel::<Machine>::new(zone);
 
-#[panic_handler]
-fn panic(info: &core::panic::PanicInfo<'_>) -> ! {
-    println!("FAIL: {info}");
-    console::exit(12)
+    // The kernel's map: the x86_64 crate's OffsetPageTable over buddy-sim's frames.
+    let boot_cr3 = mmu::cr3();
+    let kmap = KernelMap::build(zone);
+    for t in 0..DATA_TABLES {
+        let pa = kmap
+            .level1_table(DATA_VA + t as u64 * (2 << 20))
+            .unwrap_or_else(|| fail::<Machine>(Step::PageTables, format_args!("no table {t}")));
+        steps::set_data_table(t, pa);
+    }
+    mmu::set_cr3(kmap.cr3());
+    println!(
+        "x86_64: kernel map at {:#x} with {} table pages from the zone (the x86_64 crate's OffsetPageTable over buddy-sim's X86FrameAllocator), zeroed by zero-core; {DATA_TABLES} level-1 tables handed to pte-batch",
+        kmap.cr3(),
+        kmap.frames.allocated
+    );
+
+    let mut machine = Machine;
+    k.run(&mut machine);
+
+    k.unmap_data();
+    mmu::set_cr3(boot_cr3);
+    let tables = kmap.free();
+    k.finish(whole, tables)
 }

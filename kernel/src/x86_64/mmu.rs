@@ -1,0 +1,210 @@
+//! The x86_64 kernel's map, built with the `x86_64` crate's `OffsetPageTable` (offset 0: the
+//! tables are reached through the identity map) over frames from buddy-sim's
+//! `X86FrameAllocator`, each cleared by zero-core and checked before the crate writes to it:
+//! RAM identity-mapped with 2 MiB pages, and the data region's level-1 tables (every entry
+//! empty) for pte-batch. Also CR3, and the TLB flush pte-batch's tokens go to.
+
+use core::arch::asm;
+
+use buddy_sim::{DefaultRawMutex, Frame, PerCpu, Pfn, X86FrameAllocator};
+use pte_batch::TlbFlush;
+use pte_batch::mm_types::PageRange;
+use x86_64::structures::paging::mapper::CleanUp;
+use x86_64::structures::paging::{
+    FrameAllocator, FrameDeallocator, Mapper, OffsetPageTable, Page, PageTable, PageTableFlags,
+    PhysFrame, Size2MiB, Size4KiB,
+};
+use x86_64::{PhysAddr, VirtAddr};
+use zero_core::{ClearConfig, PreemptModel};
+
+use super::Machine;
+use crate::steps::{self, DATA_TABLES, DATA_VA, KernelZone, MAX_RAM, Step, fail};
+
+/// Page-table frames: buddy-sim's `X86FrameAllocator` on CPU 0, each frame cleared by
+/// zero-core and checked before the `x86_64` crate sees it; counts the frames it holds.
+pub struct TableFrames {
+    frames: X86FrameAllocator<'static, &'static [Frame], &'static [PerCpu], DefaultRawMutex>,
+    clear: ClearConfig,
+    /// Table frames allocated and not yet freed.
+    pub live: u64,
+    /// Table frames allocated in all.
+    pub allocated: u64,
+}
+
+impl TableFrames {
+    /// Table frames from `zone`.
+    pub fn new(zone: &'static KernelZone) -> Self {
+        Self {
+            frames: X86FrameAllocator::new(zone, 0),
+            clear: ClearConfig::new(pte_batch::mm_types::PageSize::Size4KiB, PreemptModel::None),
+            live: 0,
+            allocated: 0,
+        }
+    }
+}
+
+// SAFETY: every frame comes from the zone, which hands a frame out once until it is freed.
+unsafe impl FrameAllocator<Size4KiB> for TableFrames {
+    fn allocate_frame(&mut self) -> Option<PhysFrame<Size4KiB>> {
+        let frame: PhysFrame<Size4KiB> = self.frames.allocate_frame()?;
+        let pfn = Pfn(frame.start_address().as_u64() >> 12);
+        steps::zero_checked::<Machine>(0, pfn, 1, &self.clear);
+        self.live += 1;
+        self.allocated += 1;
+        Some(frame)
+    }
+}
+
+impl FrameDeallocator<Size4KiB> for TableFrames {
+    unsafe fn deallocate_frame(&mut self, frame: PhysFrame<Size4KiB>) {
+        // SAFETY: forwarded: the caller no longer uses the frame.
+        unsafe { self.frames.deallocate_frame(frame) };
+        match self.frames.last_error() {
+            None => self.live -= 1,
+            Some(e) => fail::<Machine>(Step::Free, format_args!("table frame: {e}")),
+        }
+    }
+}
+
+/// The kernel's map: its level-4 table and the allocator its tables came from.
+pub struct KernelMap {
+    map: OffsetPageTable<'static>,
+    pml4: PhysFrame<Size4KiB>,
+    /// The table frames.
+    pub frames: TableFrames,
+}
+
+/// A table reached through the identity map.
+fn table_at(pa: PhysAddr) -> &'static PageTable {
+    // SAFETY: `pa` is a page-table frame of the kernel's map (from its own entries), in
+    // identity-mapped RAM, and lives as long as the map.
+    unsafe { &*(pa.as_u64() as *const PageTable) }
+}
+
+/// Frame 0 as a placeholder mapping (never accessed: unmapped at once).
+fn placeholder() -> PhysFrame<Size4KiB> {
+    PhysFrame::containing_address(PhysAddr::new(0))
+}
+
+impl KernelMap {
+    /// RAM identity-mapped with 2 MiB pages, and the data region's level-1 tables created
+    /// empty (a placeholder page mapped and unmapped in each).
+    pub fn build(zone: &'static KernelZone) -> Self {
+        let mut frames = TableFrames::new(zone);
+        let pml4 = frames
+            .allocate_frame()
+            .unwrap_or_else(|| fail::<Machine>(Step::PageTables, format_args!("no PML4 frame")));
+        // SAFETY: a zeroed frame from the zone, identity-mapped, used only as this table.
+        let l4: &'static mut PageTable =
+            unsafe { &mut *(pml4.start_address().as_u64() as *mut PageTable) };
+        // SAFETY: every table frame is identity-mapped (offset 0) and owned by this map.
+        let mut map = unsafe { OffsetPageTable::new(l4, VirtAddr::new(0)) };
+        let rw = PageTableFlags::PRESENT | PageTableFlags::WRITABLE;
+        for addr in (0..MAX_RAM).step_by(2 << 20) {
+            let page = Page::<Size2MiB>::containing_address(VirtAddr::new(addr));
+            let frame = PhysFrame::<Size2MiB>::containing_address(PhysAddr::new(addr));
+            // SAFETY: an identity mapping of RAM with the attributes the boot map has.
+            unsafe { map.map_to(page, frame, rw, &mut frames) }
+                .unwrap_or_else(|e| fail::<Machine>(Step::PageTables, format_args!("{e:?}")))
+                .ignore();
+        }
+        for t in 0..DATA_TABLES {
+            let va = VirtAddr::new(DATA_VA + t as u64 * (2 << 20));
+            let page = Page::<Size4KiB>::containing_address(va);
+            // SAFETY: the map is not live; the placeholder is unmapped right away.
+            unsafe { map.map_to(page, placeholder(), rw, &mut frames) }
+                .unwrap_or_else(|e| fail::<Machine>(Step::PageTables, format_args!("{e:?}")))
+                .ignore();
+            map.unmap(page)
+                .unwrap_or_else(|e| fail::<Machine>(Step::PageTables, format_args!("{e:?}")))
+                .1
+                .ignore();
+        }
+        Self { map, pml4, frames }
+    }
+
+    /// The physical address of the level-1 table that maps `va`, walking the map.
+    pub fn level1_table(&self, va: u64) -> Option<u64> {
+        let va = VirtAddr::new(va);
+        let l4 = self.map.level_4_table();
+        let l3 = table_at(l4[va.p4_index()].frame().ok()?.start_address());
+        let l2 = table_at(l3[va.p3_index()].frame().ok()?.start_address());
+        let l1 = l2[va.p2_index()].frame().ok()?;
+        Some(l1.start_address().as_u64())
+    }
+
+    /// CR3's value for this map.
+    pub fn cr3(&self) -> u64 {
+        self.pml4.start_address().as_u64()
+    }
+
+    /// Frees every table (the map must no longer be live and the data region unmapped):
+    /// unmaps RAM, lets the `x86_64` crate free the empty tables, then the PML4. Returns how
+    /// many table frames the map used.
+    pub fn free(mut self) -> u64 {
+        for addr in (0..MAX_RAM).step_by(2 << 20) {
+            let page = Page::<Size2MiB>::containing_address(VirtAddr::new(addr));
+            self.map
+                .unmap(page)
+                .unwrap_or_else(|e| fail::<Machine>(Step::Free, format_args!("{e:?}")))
+                .1
+                .ignore();
+        }
+        // SAFETY: the map is not live, and every table frame is used once, by this map.
+        unsafe { self.map.clean_up(&mut self.frames) };
+        // SAFETY: the PML4 is no longer loaded (CR3 holds the boot map) nor referenced.
+        unsafe { self.frames.deallocate_frame(self.pml4) };
+        if self.frames.live != 0 {
+            fail::<Machine>(
+                Step::Free,
+                format_args!("{} table frames not freed", self.frames.live),
+            );
+        }
+        self.frames.allocated
+    }
+}
+
+/// Reads CR3.
+pub fn cr3() -> u64 {
+    let v: u64;
+    // SAFETY: reading CR3 has no side effects.
+    unsafe { asm!("mov {}, cr3", out(reg) v, options(nomem, nostack)) };
+    v
+}
+
+/// Loads CR3 (which also invalidates every non-global translation).
+pub fn set_cr3(v: u64) {
+    // SAFETY: `v` is the root of a map that identity-maps the image, the stacks and RAM as
+    // the current one does, so execution continues at the same addresses.
+    unsafe { asm!("mov cr3, {}", in(reg) v, options(nostack)) };
+}
+
+/// Past this many pages a range flush reloads CR3 instead (Linux's
+/// `tlb_single_page_flush_ceiling`, 33).
+const FULL_FLUSH_PAGES: u64 = 33;
+
+/// Consumes pte-batch's flush tokens with `invlpg` per page, or a full flush (CR3 reload) past
+/// [`FULL_FLUSH_PAGES`].
+pub struct Invlpg {
+    /// Range invalidations done.
+    pub flushes: u64,
+    /// Of which full flushes.
+    pub full: u64,
+}
+
+impl TlbFlush for Invlpg {
+    fn flush_range(&mut self, r: PageRange) {
+        if r.pages > FULL_FLUSH_PAGES {
+            set_cr3(cr3());
+            self.full += 1;
+        } else {
+            let step = r.size.bytes() as u64;
+            for i in 0..r.pages {
+                let va = r.start.0.wrapping_add(i * step);
+                // SAFETY: invlpg only drops a cached translation.
+                unsafe { asm!("invlpg [{}]", in(reg) va, options(nostack)) };
+            }
+        }
+        self.flushes += 1;
+    }
+}
