@@ -15,6 +15,15 @@ macro_rules! println {
     }};
 }
 
+/// Prints on the platform's console, without a newline.
+#[cfg_attr(target_arch = "aarch64", allow(unused_macros))]
+macro_rules! print {
+    ($($arg:tt)*) => {{
+        use core::fmt::Write as _;
+        let _ = write!($crate::platform::console::Console, $($arg)*);
+    }};
+}
+
 #[cfg(target_arch = "aarch64")]
 #[path = "arm64/mod.rs"]
 mod platform;

@@ -634,6 +634,86 @@ impl<P: Platform> Kernel<P> {
         true
     }
 
+    /// For the measurements (the x86_64 kernel's, under KVM): `rounds` timed aging passes over the whole data region with
+    /// every mapped page young (made young untimed before each pass: a full flush, then a read
+    /// of every page), batched and per-entry alternately; `sample(batched, ticks)` gets each
+    /// pass's `now()` difference.
+    #[cfg_attr(target_arch = "aarch64", allow(dead_code))]
+    pub fn time_aging(
+        &mut self,
+        rounds: usize,
+        now: impl Fn() -> u64,
+        mut sample: impl FnMut(bool, u64),
+    ) {
+        let mut tlb = P::tlb();
+        for _ in 0..rounds {
+            for batched in [true, false] {
+                P::flush_all();
+                for g in (0..DATA_PAGES).filter(|&g| g != UNMAPPED_PAGE) {
+                    touch(g, false);
+                }
+                P::sync();
+                let lookup = self.lookup();
+                let t0 = now();
+                for t in 0..DATA_TABLES {
+                    let table = locate::<P>(t * 512).0;
+                    let r = if batched {
+                        age_range(
+                            &table,
+                            0..512,
+                            &lookup,
+                            FpbFlags::IGNORE_CONT,
+                            &mut tlb,
+                            |_, _| {},
+                        )
+                    } else {
+                        pte_batch::reference::age_range(
+                            &table,
+                            0..512,
+                            &lookup,
+                            &mut tlb,
+                            |_, _| {},
+                        )
+                    };
+                    r.unwrap_or_else(|e| fail::<P>(Step::Aging, format_args!("{e}")));
+                }
+                sample(batched, now().wrapping_sub(t0));
+            }
+        }
+    }
+
+    /// For the measurements: `rounds` timed frees of a 512-page run (an order-9 block split
+    /// into order-0 pages), with `free_contig_range` and page by page alternately;
+    /// `sample(batched, ticks)` gets each free's `now()` difference.
+    #[cfg_attr(target_arch = "aarch64", allow(dead_code))]
+    pub fn time_free(
+        &self,
+        rounds: usize,
+        now: impl Fn() -> u64,
+        mut sample: impl FnMut(bool, u64),
+    ) {
+        let order = Order::new(9).unwrap_or_else(|e| fail::<P>(Step::Zone, format_args!("{e}")));
+        for _ in 0..rounds {
+            for batched in [true, false] {
+                let pfn = self
+                    .zone
+                    .alloc_pages(0, order)
+                    .unwrap_or_else(|e| fail::<P>(Step::Zone, format_args!("{e}")));
+                self.zone
+                    .split_page(pfn, order)
+                    .unwrap_or_else(|e| fail::<P>(Step::Zone, format_args!("{e}")));
+                let t0 = now();
+                let r = if batched {
+                    self.zone.free_contig_range(0, pfn, 512)
+                } else {
+                    buddy_sim::reference::free_contig_range_per_page(self.zone, 0, pfn, 512)
+                };
+                sample(batched, now().wrapping_sub(t0));
+                r.unwrap_or_else(|e| fail::<P>(Step::Free, format_args!("{e}")));
+            }
+        }
+    }
+
     /// Unmaps the data region and forgets its tables (the platform frees them next).
     pub fn unmap_data(&mut self) {
         for t in 0..DATA_TABLES {

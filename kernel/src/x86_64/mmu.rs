@@ -18,7 +18,7 @@ use x86_64::{PhysAddr, VirtAddr};
 use zero_core::{ClearConfig, PreemptModel};
 
 use super::Machine;
-use crate::steps::{self, DATA_TABLES, DATA_VA, KernelZone, MAX_RAM, Step, fail};
+use crate::steps::{self, DATA_TABLES, DATA_VA, KernelZone, Step, fail};
 
 /// Page-table frames: buddy-sim's `X86FrameAllocator` on CPU 0, each frame cleared by
 /// zero-core and checked before the `x86_64` crate sees it; counts the frames it holds.
@@ -69,6 +69,8 @@ impl FrameDeallocator<Size4KiB> for TableFrames {
 /// The kernel's map: its level-4 table and the allocator its tables came from.
 pub struct KernelMap {
     map: OffsetPageTable<'static>,
+    /// The end of the identity map.
+    top: u64,
     pml4: PhysFrame<Size4KiB>,
     /// The table frames.
     pub frames: TableFrames,
@@ -87,9 +89,9 @@ fn placeholder() -> PhysFrame<Size4KiB> {
 }
 
 impl KernelMap {
-    /// RAM identity-mapped with 2 MiB pages, and the data region's level-1 tables created
-    /// empty (a placeholder page mapped and unmapped in each).
-    pub fn build(zone: &'static KernelZone) -> Self {
+    /// RAM up to `top` (a multiple of 2 MiB) identity-mapped with 2 MiB pages, and the data
+    /// region's level-1 tables created empty (a placeholder page mapped and unmapped in each).
+    pub fn build(zone: &'static KernelZone, top: u64) -> Self {
         let mut frames = TableFrames::new(zone);
         let pml4 = frames
             .allocate_frame()
@@ -100,7 +102,7 @@ impl KernelMap {
         // SAFETY: every table frame is identity-mapped (offset 0) and owned by this map.
         let mut map = unsafe { OffsetPageTable::new(l4, VirtAddr::new(0)) };
         let rw = PageTableFlags::PRESENT | PageTableFlags::WRITABLE;
-        for addr in (0..MAX_RAM).step_by(2 << 20) {
+        for addr in (0..top).step_by(2 << 20) {
             let page = Page::<Size2MiB>::containing_address(VirtAddr::new(addr));
             let frame = PhysFrame::<Size2MiB>::containing_address(PhysAddr::new(addr));
             // SAFETY: an identity mapping of RAM with the attributes the boot map has.
@@ -120,7 +122,12 @@ impl KernelMap {
                 .1
                 .ignore();
         }
-        Self { map, pml4, frames }
+        Self {
+            map,
+            top,
+            pml4,
+            frames,
+        }
     }
 
     /// The physical address of the level-1 table that maps `va`, walking the map.
@@ -142,7 +149,7 @@ impl KernelMap {
     /// unmaps RAM, lets the `x86_64` crate free the empty tables, then the PML4. Returns how
     /// many table frames the map used.
     pub fn free(mut self) -> u64 {
-        for addr in (0..MAX_RAM).step_by(2 << 20) {
+        for addr in (0..self.top).step_by(2 << 20) {
             let page = Page::<Size2MiB>::containing_address(VirtAddr::new(addr));
             self.map
                 .unmap(page)

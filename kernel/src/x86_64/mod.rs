@@ -7,6 +7,7 @@
 mod boot;
 pub mod console;
 mod idt;
+mod measure;
 mod mmu;
 
 use core::arch::asm;
@@ -106,6 +107,10 @@ struct MemmapEntry {
 }
 
 const START_INFO_MAGIC: u32 = 0x336e_c578;
+/// Where the measurements' region may start: past every zone's span.
+const MEASURE_START: u64 = 256 << 20;
+/// The measurements' region: 1 GiB.
+const MEASURE_BYTES: u64 = 1 << 30;
 const MAX_RANGES: usize = 16;
 
 unsafe extern "C" {
@@ -195,6 +200,7 @@ extern "C" fn kmain(start_info: u32) -> ! {
         );
     }
     let cmdline = command_line(info);
+    let measuring = cmdline.split(' ').any(|w| w == "measure");
     let xcr0 = enable_vector_state(cmdline.split(' ').any(|w| w == "xsave"));
     println!("cpu: SSE on, XCR0 {xcr0:#x} (command line {cmdline:?})");
     // SAFETY: version 1 start info names a memory map of `memmap_entries` entries there.
@@ -210,6 +216,18 @@ extern "C" fn kmain(start_info: u32) -> ! {
     let mut usable = [FrameRange::new(Pfn(0), 0); MAX_RANGES];
     let mut n = 0;
     let mut top = 0;
+    // The measurements' region: 1 GiB of RAM past the zone's span, from the largest
+    // usable range (the `-m 2G` boot of `cargo xtask report`).
+    let mut region: Option<(u64, u64)> = None;
+    for e in map {
+        if e.kind == 1 {
+            let start = e.addr.max(MEASURE_START).next_multiple_of(2 << 20);
+            let end = (e.addr + e.size) & !((2 << 20) - 1);
+            if end > start && region.is_none_or(|(s, t)| t - s < end - start) {
+                region = Some((start, end));
+            }
+        }
+    }
     for e in map {
         println!(
             "memmap: {:#x}..{:#x} type {}",
@@ -238,7 +256,11 @@ extern "C" fn kmain(start_info: u32) -> ! {
 
     // The kernel's map: the x86_64 crate's OffsetPageTable over buddy-sim's frames.
     let boot_cr3 = mmu::cr3();
-    let kmap = KernelMap::build(zone);
+    let map_top = match region {
+        Some((_, end)) if measuring => end.min(4 << 30),
+        _ => MAX_RAM,
+    };
+    let kmap = KernelMap::build(zone, map_top);
     for t in 0..DATA_TABLES {
         let pa = kmap
             .level1_table(DATA_VA + t as u64 * (2 << 20))
@@ -254,6 +276,24 @@ extern "C" fn kmain(start_info: u32) -> ! {
 
     let mut machine = Machine;
     k.run(&mut machine);
+    if measuring {
+        match region {
+            Some((start, end)) if end - start >= MEASURE_BYTES && end <= map_top => {
+                // SAFETY: usable RAM past the zone's span (nobody else's), identity-mapped
+                // by the kernel's map up to `map_top`.
+                let region = unsafe {
+                    core::slice::from_raw_parts_mut(
+                        start as usize as *mut u8,
+                        MEASURE_BYTES as usize,
+                    )
+                };
+                measure::run(&mut k, region);
+            }
+            _ => println!(
+                "MEASURE SKIPPED: no 1 GiB of RAM past {MEASURE_START:#x} (boot with -m 2G)"
+            ),
+        }
+    }
 
     k.unmap_data();
     mmu::set_cr3(boot_cr3);
