@@ -11,6 +11,7 @@ pub mod machine;
 pub mod measure;
 pub mod prefault;
 pub mod report;
+pub mod ring0;
 pub mod smp;
 pub mod young;
 
@@ -26,5 +27,6 @@ pub fn sections() -> Vec<Box<dyn Section>> {
         Box::new(contig_free::ContigFree),
         Box::new(smp::SmpScaling),
         Box::new(young::YoungClearing),
+        Box::new(ring0::Ring0),
     ]
 }

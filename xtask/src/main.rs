@@ -4,6 +4,7 @@
 mod cmd;
 mod setup;
 mod stages;
+mod x86_kernel;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -44,8 +45,24 @@ fn report(root: &std::path::Path, args: &[String]) -> ExitCode {
             return ExitCode::FAILURE;
         }
     }
+    // The ring-0 section's figures: the x86_64 kernel's own, booted under KVM first (unless
+    // `--only` leaves that section out).
+    let only: Vec<&String> = args
+        .iter()
+        .zip(args.iter().skip(1))
+        .filter(|(flag, _)| flag.as_str() == "--only")
+        .map(|(_, v)| v)
+        .collect();
+    let ring0_log = root.join("target/report/ring0-kernel.log");
+    if only.is_empty() || only.iter().any(|o| o.as_str() == "ring0") {
+        eprintln!("xtask report: booting the x86_64 kernel for its ring-0 measurements");
+        if let Err(e) = x86_kernel::capture_measurements(root, &ring0_log) {
+            eprintln!("xtask report: {e}");
+            return ExitCode::FAILURE;
+        }
+    }
     let mut c = cmd::cargo(root);
-    c.args([
+    c.env("ZC_RING0_LOG", &ring0_log).args([
         "run",
         "--release",
         "--quiet",

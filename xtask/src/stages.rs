@@ -3,6 +3,7 @@
 
 use crate::cmd::{self, MSRV, cargo, msrv_cargo, nightly_cargo};
 use crate::setup;
+use crate::x86_kernel::{Accel, Kvm, boot_x86, build_x86_kernel, kvm};
 use std::path::Path;
 use std::process::ExitCode;
 use std::time::Instant;
@@ -451,7 +452,7 @@ const BOOTS: [(&str, &[&str], &[&str]); 3] = [
     ),
 ];
 /// RAM given to the kernel; `kernel/src/mmu.rs` assumes the same.
-const KERNEL_RAM: &str = "128M";
+pub const KERNEL_RAM: &str = "128M";
 
 /// Builds `kernel/` for `aarch64-unknown-none` and boots it under `qemu-system-aarch64` in
 /// each configuration of [`BOOTS`]; each must print its line, the negative control's
@@ -461,111 +462,6 @@ fn bare_metal(root: &Path, opts: &Options) -> StageResult {
     let arm64 = arm64_boots(root, opts)?;
     let x86 = x86_boots(root)?;
     Ok(format!("arm64: {arm64}; x86_64: {x86}"))
-}
-
-/// How QEMU ran the x86_64 kernel.
-#[derive(Clone, Copy, PartialEq, Eq)]
-pub enum Accel {
-    /// KVM: native speed, the host's CPU.
-    Kvm,
-    /// TCG: emulated, `-cpu max`.
-    Tcg,
-}
-
-impl Accel {
-    /// QEMU's arguments for it (TCG boots also turn on XSAVE state: `-append xsave`).
-    pub fn args(self) -> &'static [&'static str] {
-        match self {
-            // The host's CPU; MSR 0x10a (arch capabilities) cannot be set on these hosts.
-            Self::Kvm => &["-accel", "kvm", "-cpu", "host,-arch-capabilities"],
-            Self::Tcg => &["-accel", "tcg", "-cpu", "max", "-append", "xsave"],
-        }
-    }
-
-    /// Its name in the output.
-    pub fn name(self) -> &'static str {
-        match self {
-            Self::Kvm => "KVM",
-            Self::Tcg => "TCG",
-        }
-    }
-}
-
-/// What `/dev/kvm` is on this machine.
-#[derive(Clone, Copy, PartialEq, Eq, Debug)]
-pub enum Kvm {
-    /// No `/dev/kvm` this user may open.
-    Missing,
-    /// KVM on VMX or SVM (`kvm_intel` / `kvm_amd`): a guest's ring 0 runs at native speed.
-    Hardware,
-    /// KVM on PVM (`kvm_pvm`, no VMX/SVM: page-table-based virtualization). It runs the x86_64
-    /// kernel correctly but emulates its ring-0 code: a boot that takes 0.3 s under TCG took
-    /// 40 s here (measured 2026-11-23), so nothing it times is native.
-    Pvm,
-}
-
-/// Probes `/dev/kvm` and the loaded KVM modules.
-pub fn kvm() -> Kvm {
-    let opens = std::fs::OpenOptions::new()
-        .read(true)
-        .write(true)
-        .open("/dev/kvm")
-        .is_ok();
-    let module = |m: &str| Path::new("/sys/module").join(m).exists();
-    if !opens {
-        Kvm::Missing
-    } else if !module("kvm_intel") && !module("kvm_amd") && module("kvm_pvm") {
-        Kvm::Pvm
-    } else {
-        Kvm::Hardware
-    }
-}
-
-/// The x86_64 kernel's ELF after [`build_x86_kernel`].
-pub fn x86_kernel(root: &Path) -> std::path::PathBuf {
-    root.join("kernel/target/x86_64-unknown-none/release/unikernel")
-}
-
-/// Builds `kernel/` for `x86_64-unknown-none`.
-pub fn build_x86_kernel(root: &Path) -> Result<(), String> {
-    let kernel = root.join("kernel");
-    cmd::status(cargo(&kernel).args(["build", "--release", "--target", "x86_64-unknown-none"]))
-}
-
-/// Boots the x86_64 kernel once under `accel` with `cpus` CPUs: `Ok(output)` when it printed
-/// `PASS` and exited through `isa-debug-exit` with 0 (QEMU's status 1), `Err` otherwise.
-pub fn boot_x86(root: &Path, accel: Accel, cpus: u32) -> Result<String, String> {
-    let mut qemu = std::process::Command::new("qemu-system-x86_64");
-    qemu.args(accel.args())
-        .args(["-smp", &cpus.to_string(), "-m", KERNEL_RAM])
-        .args([
-            "-display",
-            "none",
-            "-serial",
-            "stdio",
-            "-nic",
-            "none",
-            "-no-reboot",
-        ])
-        .args([
-            "-device",
-            "isa-debug-exit,iobase=0xf4,iosize=0x04",
-            "-kernel",
-        ])
-        .arg(x86_kernel(root));
-    let (code, out) = cmd::output_with_timeout(&mut qemu, std::time::Duration::from_secs(120))?;
-    // isa-debug-exit makes QEMU exit with (value << 1) | 1: the kernel's 0 is 1, step n is
-    // 2n + 1. QEMU's own failures exit 1 too, hence the PASS line.
-    match code {
-        Some(1) if out.contains("PASS") => Ok(out),
-        Some(c) if c % 2 == 1 && c > 1 => Err(format!(
-            "the kernel failed step {} (see its output above)",
-            (c - 1) / 2
-        )),
-        other => Err(format!(
-            "QEMU ended with {other:?} without the kernel's PASS"
-        )),
-    }
 }
 
 /// The x86_64 kernel with one and two CPUs: under hardware KVM where `/dev/kvm` opens and QEMU
@@ -589,7 +485,9 @@ fn x86_boots(root: &Path) -> StageResult {
     for accel in accels {
         for cpus in [1, 2] {
             println!("    --- boot: x86_64, {cpus} CPU(s), {}", accel.name());
-            let out = match boot_x86(root, accel, cpus) {
+            let cmdline = if accel == Accel::Tcg { "xsave" } else { "" };
+            let limit = std::time::Duration::from_secs(120);
+            let out = match boot_x86(root, accel, cpus, KERNEL_RAM, cmdline, limit) {
                 Ok(out) => out,
                 Err(e) if accel == Accel::Kvm && !e.contains("step") => {
                     println!("    --- KVM refused ({e}); the x86_64 boots run under TCG only");
