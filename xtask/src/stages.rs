@@ -502,11 +502,20 @@ fn x86_boots(root: &Path) -> StageResult {
                     accel.name()
                 ));
             }
-            let expect: &[&str] = if accel == Accel::Tcg {
+            let control: &[&str] = if accel == Accel::Tcg {
                 &["(detected)"]
             } else {
                 &["negative control:"]
             };
+            let smp: &[&str] = if cpus == 2 {
+                &[
+                    "smp: core 1 wrote all 512 pages",
+                    "smp: both cores allocated, zeroed and freed through one zone at once",
+                ]
+            } else {
+                &["smp: no second core"]
+            };
+            let expect: Vec<&str> = control.iter().chain(smp).copied().collect();
             let always = [
                 "x86_64: kernel map at",
                 "aging: 37 young of 111 folios, as touched",

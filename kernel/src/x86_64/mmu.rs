@@ -110,6 +110,17 @@ impl KernelMap {
                 .unwrap_or_else(|e| fail::<Machine>(Step::PageTables, format_args!("{e:?}")))
                 .ignore();
         }
+        // The local APIC's registers: uncached, never executable.
+        let lapic = Page::<Size4KiB>::containing_address(VirtAddr::new(super::smp::LAPIC));
+        let mmio = rw
+            | PageTableFlags::NO_CACHE
+            | PageTableFlags::WRITE_THROUGH
+            | PageTableFlags::NO_EXECUTE;
+        let frame = PhysFrame::containing_address(PhysAddr::new(super::smp::LAPIC));
+        // SAFETY: an identity mapping of the APIC's MMIO page, which is not RAM.
+        unsafe { map.map_to(lapic, frame, mmio, &mut frames) }
+            .unwrap_or_else(|e| fail::<Machine>(Step::PageTables, format_args!("{e:?}")))
+            .ignore();
         for t in 0..DATA_TABLES {
             let va = VirtAddr::new(DATA_VA + t as u64 * (2 << 20));
             let page = Page::<Size4KiB>::containing_address(va);
@@ -157,6 +168,12 @@ impl KernelMap {
                 .1
                 .ignore();
         }
+        let lapic = Page::<Size4KiB>::containing_address(VirtAddr::new(super::smp::LAPIC));
+        self.map
+            .unmap(lapic)
+            .unwrap_or_else(|e| fail::<Machine>(Step::Free, format_args!("{e:?}")))
+            .1
+            .ignore();
         // SAFETY: the map is not live, and every table frame is used once, by this map.
         unsafe { self.map.clean_up(&mut self.frames) };
         // SAFETY: the PML4 is no longer loaded (CR3 holds the boot map) nor referenced.

@@ -9,6 +9,7 @@ pub mod console;
 mod idt;
 mod measure;
 mod mmu;
+mod smp;
 
 use core::arch::asm;
 
@@ -60,7 +61,7 @@ impl Platform for Machine {
         }
     }
     fn start_second_cpu(&mut self) -> Result<(), &'static str> {
-        Err("starting a second CPU through the local APIC is not built yet")
+        smp::start_second_cpu()
     }
     fn exit(code: u32) -> ! {
         console::exit(code)
@@ -201,7 +202,9 @@ extern "C" fn kmain(start_info: u32) -> ! {
     }
     let cmdline = command_line(info);
     let measuring = cmdline.split(' ').any(|w| w == "measure");
-    let xcr0 = enable_vector_state(cmdline.split(' ').any(|w| w == "xsave"));
+    let xsave = cmdline.split(' ').any(|w| w == "xsave");
+    smp::XSAVE.store(xsave, core::sync::atomic::Ordering::Relaxed);
+    let xcr0 = enable_vector_state(xsave);
     println!("cpu: SSE on, XCR0 {xcr0:#x} (command line {cmdline:?})");
     // SAFETY: version 1 start info names a memory map of `memmap_entries` entries there.
     let map = unsafe {
@@ -244,10 +247,17 @@ extern "C" fn kmain(start_info: u32) -> ! {
             start = start.max(image_end);
         }
         let (first, last) = (start.div_ceil(PAGE), end / PAGE);
-        if first < last {
-            usable[n] = FrameRange::new(Pfn(first), last - first);
-            n += 1;
-            top = top.max(last);
+        // The second CPU's real-mode trampoline stays out of the zone (a hole).
+        let trampoline = smp::TRAMPOLINE / PAGE;
+        for (a, b) in [
+            (first, last.min(trampoline)),
+            (first.max(trampoline + 1), last),
+        ] {
+            if a < b && n < MAX_RANGES {
+                usable[n] = FrameRange::new(Pfn(a), b - a);
+                n += 1;
+                top = top.max(b);
+            }
         }
     }
     let span = FrameRange::new(Pfn(0), top);
@@ -256,6 +266,7 @@ extern "C" fn kmain(start_info: u32) -> ! {
 
     // The kernel's map: the x86_64 crate's OffsetPageTable over buddy-sim's frames.
     let boot_cr3 = mmu::cr3();
+    smp::BOOT_CR3.store(boot_cr3, core::sync::atomic::Ordering::Relaxed);
     let map_top = match region {
         Some((_, end)) if measuring => end.min(4 << 30),
         _ => MAX_RAM,
