@@ -1,8 +1,8 @@
 //! The x86_64 platform: booted by QEMU through PVH (`-kernel` with the Xen note), in long mode
 //! on its own 4-level tables, printing on COM1 and exiting through `isa-debug-exit`; the
 //! kernel's map built with the `x86_64` crate over buddy-sim's frames; `invlpg` for pte-batch's
-//! flush tokens. Under KVM it runs at native speed in ring 0. The steps themselves are
-//! `crate::steps`.
+//! flush tokens; the second CPU through the local APIC; ring-0 measurements on request. Under
+//! hardware KVM it runs at native speed in ring 0. The steps themselves are `crate::steps`.
 
 mod boot;
 pub mod console;
@@ -122,8 +122,8 @@ unsafe extern "C" {
 /// OSXMMEXCPT and, when `xsave` is asked for and the CPU has XSAVE, OSXSAVE with XCR0
 /// enabling x87, SSE, AVX and, where present, the AVX-512 state. Returns XCR0 (0 without).
 ///
-/// XSAVE is opt-in (the `xsave` word on the kernel command line, `-append xsave`): on the
-/// nested KVM of the development machines, `xgetbv` in the guest ends the run with a KVM
+/// XSAVE is opt-in (the `xsave` word on the kernel command line, `-append xsave`): under the
+/// `kvm_pvm` KVM of the development machines, `xgetbv` in the guest ends the run with a KVM
 /// "emulation failure", so there the kernel leaves OSXSAVE off and zero-core, seeing no
 /// OS-enabled AVX state, does not choose AVX streaming stores.
 fn enable_vector_state(xsave_wanted: bool) -> u64 {
