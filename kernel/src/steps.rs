@@ -13,7 +13,10 @@ use pte_batch::{AgingStats, FpbFlags, Prot, PteFormat, PteTable, TlbFlush, age_r
 use spin::{Mutex, Once};
 use zero_core::{ClearConfig, NoResched, Policy, PreemptModel};
 
-/// What the shared steps need from an architecture and its machine.
+/// What the shared steps need from an architecture and its machine: the MMU's entry format,
+/// the TLB flush, barriers, the second CPU, a clock and the exit (the console is the crate's
+/// `println!`; each platform builds its own page tables and hands the data region's
+/// last-level tables over with [`set_data_table`]).
 pub trait Platform {
     /// The MMU's last-level entry format.
     type Format: PteFormat;
@@ -48,6 +51,9 @@ pub trait Platform {
     fn start_second_cpu(&mut self) -> Result<(), &'static str>;
     /// Ends the run with `code` (0: success, else the failed step).
     fn exit(code: u32) -> !;
+    /// Nanoseconds on a monotonic clock (arm64's generic timer, x86's TSC), for the timings
+    /// the kernels print; never asserted on.
+    fn now_ns() -> u64;
 }
 
 /// Exit codes: the step that failed.
@@ -490,7 +496,9 @@ impl<P: Platform> Kernel<P> {
     /// Step 6: Age: the young folios must be exactly the touched ones; written pages stay dirty.
     fn age_exactly(&mut self, touched: &[Option<(usize, bool)>; MAX_FOLIOS]) {
         let mut tlb = P::tlb();
+        let t0 = P::now_ns();
         let (young, stats) = self.age(&mut tlb);
+        let pass_ns = P::now_ns().saturating_sub(t0);
         for (i, y) in young.iter().enumerate().take(self.layout.len) {
             if *y != touched[i].is_some() {
                 fail::<P>(
@@ -519,12 +527,13 @@ impl<P: Platform> Kernel<P> {
         }
         self.aging_flushes = P::flushes(&tlb);
         println!(
-            "aging: {} young of {} folios, as touched; {} batches, {} entry updates, {} range invalidates",
+            "aging: {} young of {} folios, as touched; {} batches, {} entry updates, {} range invalidates, {} us",
             stats.young_folios,
             stats.folios,
             stats.batches,
             stats.entry_updates,
-            self.aging_flushes
+            self.aging_flushes,
+            pass_ns / 1000
         );
         self.stats = stats;
     }

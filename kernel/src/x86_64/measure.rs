@@ -144,7 +144,11 @@ impl Resched for BatchTimer {
 /// Runs every measurement over `region` (identity-mapped RAM outside the zone, at least
 /// 1 GiB, 2 MiB aligned) and the kernel's data region and zone, printing the block.
 pub fn run(kernel: &mut Kernel<Machine>, region: &mut [u8]) {
-    let clock = Clock { hz: tsc_hz() };
+    let clock = Clock {
+        hz: super::TSC_HZ
+            .load(core::sync::atomic::Ordering::Relaxed)
+            .max(1),
+    };
     let policy = Policy::detect();
     let cfg = ClearConfig::new(PageSize::Size4KiB, PreemptModel::None);
     println!(

@@ -66,7 +66,17 @@ impl Platform for Machine {
     fn exit(code: u32) -> ! {
         console::exit(code)
     }
+    fn now_ns() -> u64 {
+        let hz = TSC_HZ.load(core::sync::atomic::Ordering::Relaxed);
+        if hz == 0 {
+            return 0;
+        }
+        (u128::from(measure::rdtsc()) * 1_000_000_000 / u128::from(hz)) as u64
+    }
 }
+
+/// TSC ticks per second, calibrated against the PIT at boot.
+static TSC_HZ: core::sync::atomic::AtomicU64 = core::sync::atomic::AtomicU64::new(0);
 
 /// Whether CPUID's hypervisor leaf names KVM ("KVMKVMKVM"); QEMU's TCG does not.
 pub fn under_kvm() -> bool {
@@ -205,6 +215,9 @@ extern "C" fn kmain(start_info: u32) -> ! {
     let xsave = cmdline.split(' ').any(|w| w == "xsave");
     smp::XSAVE.store(xsave, core::sync::atomic::Ordering::Relaxed);
     let xcr0 = enable_vector_state(xsave);
+    let hz = measure::tsc_hz();
+    TSC_HZ.store(hz, core::sync::atomic::Ordering::Relaxed);
+    println!("timer: TSC at {} MHz (against the PIT)", hz / 1_000_000);
     println!("cpu: SSE on, XCR0 {xcr0:#x} (command line {cmdline:?})");
     // SAFETY: version 1 start info names a memory map of `memmap_entries` entries there.
     let map = unsafe {

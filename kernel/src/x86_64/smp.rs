@@ -156,7 +156,7 @@ pub fn start_second_cpu() -> Result<(), &'static str> {
             .write_volatile(core::ptr::addr_of!(__stack1_top) as u64);
         field(core::ptr::addr_of!(ap_entry)).write_volatile(x86_secondary_main as *const () as u64);
     }
-    let hz = measure::tsc_hz();
+    let hz = super::TSC_HZ.load(Ordering::Relaxed).max(1_000_000);
     // INIT, then two STARTUP IPIs with the trampoline's page as the vector.
     send_ipi(1, 0x4500);
     delay_us(hz, 10_000);
