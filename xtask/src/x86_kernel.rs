@@ -121,9 +121,9 @@ pub fn boot_x86(
 }
 
 /// Boots the kernel with its measurements (`-append "measure xsave"`: AVX state on, 2 GiB of
-/// RAM) under hardware
-/// KVM and writes its console output to `out`; where there is no hardware KVM, or the boot
-/// fails, `out` holds one line `UNAVAILABLE: why` instead, which the report shows.
+/// RAM) under hardware KVM and writes its console output to `out`; where there is no hardware
+/// KVM, or the boot fails, `out` holds one line `UNAVAILABLE: why` instead, which the report
+/// shows.
 ///
 /// # Errors
 /// Only if `out` cannot be written.
