@@ -24,6 +24,16 @@ macro_rules! print {
     }};
 }
 
+/// Sends `s` to a serial device byte by byte through `put`, each newline as CR LF.
+fn write_crlf(s: &str, put: fn(u8)) {
+    for b in s.bytes() {
+        if b == b'\n' {
+            put(b'\r');
+        }
+        put(b);
+    }
+}
+
 #[cfg(target_arch = "aarch64")]
 #[path = "arm64/mod.rs"]
 mod platform;

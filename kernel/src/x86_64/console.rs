@@ -14,12 +14,7 @@ pub struct Console;
 
 impl fmt::Write for Console {
     fn write_str(&mut self, s: &str) -> fmt::Result {
-        for b in s.bytes() {
-            if b == b'\n' {
-                put(b'\r');
-            }
-            put(b);
-        }
+        crate::write_crlf(s, put);
         Ok(())
     }
 }
