@@ -85,12 +85,29 @@ impl Figure {
             self.len += 1;
         }
     }
-    fn print(&self, name: &str, bytes: usize) {
-        print!("sample {name} {bytes}");
+    /// Prints the figure's line; `name` is written with its spaces as `-` (strategy names).
+    fn print(&self, name: core::fmt::Arguments<'_>, bytes: usize) {
+        print!("sample ");
+        let mut dashes = Dashes;
+        let _ = core::fmt::write(&mut dashes, name);
+        print!(" {bytes}");
         for s in &self.samples[..self.len] {
             print!(" {s:.1}");
         }
         println!();
+    }
+}
+
+/// Writes to the console with spaces as `-`, so a figure's name is one word.
+struct Dashes;
+
+impl core::fmt::Write for Dashes {
+    fn write_str(&mut self, s: &str) -> core::fmt::Result {
+        let mut console = super::console::Console;
+        for c in s.chars() {
+            core::fmt::Write::write_char(&mut console, if c == ' ' { '-' } else { c })?;
+        }
+        Ok(())
     }
 }
 
@@ -163,7 +180,7 @@ pub fn run(kernel: &mut Kernel<Machine>, region: &mut [u8]) {
                     fail::<Machine>(Step::Zeroing, format_args!("{}", strategy.name()));
                 }
             });
-            fig.print(&alloc_name::join("strategy", strategy.name()), bytes);
+            fig.print(format_args!("strategy:{}", strategy.name()), bytes);
         }
     }
     for bytes in EXTENTS {
@@ -172,7 +189,7 @@ pub fn run(kernel: &mut Kernel<Machine>, region: &mut [u8]) {
                 fail::<Machine>(Step::Zeroing, format_args!("policy"));
             }
         });
-        fig.print("policy", bytes);
+        fig.print(format_args!("policy"), bytes);
     }
     // Seed 000: a folio cleared 4 KiB at a time (the policy's 4 KiB choice) or as one extent.
     let per_page = policy.choose(4096, false);
@@ -182,13 +199,13 @@ pub fn run(kernel: &mut Kernel<Machine>, region: &mut [u8]) {
                 fail::<Machine>(Step::Zeroing, format_args!("page at a time"));
             }
         });
-        fig.print("folio-page-at-a-time", bytes);
+        fig.print(format_args!("folio-page-at-a-time"), bytes);
         let fig = time_clear(&clock, region, bytes, |b| {
             if zero_core::clear_contig_pages(b, &cfg, &mut NoResched).is_err() {
                 fail::<Machine>(Step::Zeroing, format_args!("extent"));
             }
         });
-        fig.print("folio-extent", bytes);
+        fig.print(format_args!("folio-extent"), bytes);
     }
     // The worst cooperative batch over 1 GiB, for 8, 32 and 64 MiB batches.
     let gib = &mut region[..1 << 30];
@@ -204,74 +221,27 @@ pub fn run(kernel: &mut Kernel<Machine>, region: &mut [u8]) {
             }
             fig.push(clock.ns(timer.worst));
         }
-        fig.print(
-            &alloc_name::join("worst-batch", &alloc_name::mib(mib)),
-            mib << 20,
-        );
+        fig.print(format_args!("worst-batch:{mib}MiB"), mib << 20);
     }
     // Seed 003: freeing a 512-page run.
     let (mut batched, mut per_page) = (Figure::new(), Figure::new());
     kernel.time_free(20, rdtsc, |b, t| {
         if b { &mut batched } else { &mut per_page }.push(clock.ns(t));
     });
-    batched.print("free-batched", 512 * 4096);
-    per_page.print("free-per-page", 512 * 4096);
+    batched.print(format_args!("free-batched"), 512 * 4096);
+    per_page.print(format_args!("free-per-page"), 512 * 4096);
     // The young-clearing pass over the data region on the live MMU.
     let (mut batched, mut per_entry) = (Figure::new(), Figure::new());
     kernel.time_aging(20, rdtsc, |b, t| {
         if b { &mut batched } else { &mut per_entry }.push(clock.ns(t));
     });
-    batched.print("young-batched", crate::steps::DATA_PAGES * 4096);
-    per_entry.print("young-per-entry", crate::steps::DATA_PAGES * 4096);
+    batched.print(
+        format_args!("young-batched"),
+        crate::steps::DATA_PAGES * 4096,
+    );
+    per_entry.print(
+        format_args!("young-per-entry"),
+        crate::steps::DATA_PAGES * 4096,
+    );
     println!("MEASURE END");
-}
-
-/// Figure names without an allocator: `a:b` in a fixed buffer, spaces as `-`.
-mod alloc_name {
-    /// A short name.
-    pub struct Name {
-        buf: [u8; 64],
-        len: usize,
-    }
-
-    impl core::ops::Deref for Name {
-        type Target = str;
-        fn deref(&self) -> &str {
-            core::str::from_utf8(&self.buf[..self.len]).unwrap_or("?")
-        }
-    }
-
-    impl core::fmt::Write for Name {
-        fn write_str(&mut self, s: &str) -> core::fmt::Result {
-            let end = self.len + s.len();
-            let dst = self.buf.get_mut(self.len..end).ok_or(core::fmt::Error)?;
-            for (d, b) in dst.iter_mut().zip(s.bytes()) {
-                *d = if b == b' ' { b'-' } else { b };
-            }
-            self.len = end;
-            Ok(())
-        }
-    }
-
-    /// `a:b`.
-    pub fn join(a: &str, b: &str) -> Name {
-        use core::fmt::Write as _;
-        let mut n = Name {
-            buf: [0; 64],
-            len: 0,
-        };
-        let _ = write!(n, "{a}:{b}");
-        n
-    }
-
-    /// `NMiB`.
-    pub fn mib(m: usize) -> Name {
-        use core::fmt::Write as _;
-        let mut n = Name {
-            buf: [0; 64],
-            len: 0,
-        };
-        let _ = write!(n, "{m}MiB");
-        n
-    }
 }
