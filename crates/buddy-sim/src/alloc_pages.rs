@@ -1,6 +1,7 @@
 //! Allocation: from the CPU's per-cpu list (refilled from the buddy in a batch when empty) or
 //! straight from the buddy, with the slow path that drains every CPU's lists and retries.
 
+use crate::buddy::Prefer;
 use crate::frame::{Frame, Word};
 use crate::{BuddyError, Order, PerCpu, Pfn, Zone};
 use lock_api::RawMutex;
@@ -13,46 +14,92 @@ where
 {
     /// Allocates a naturally aligned block of `2^order` frames with one reference: from
     /// `cpu`'s list for per-cpu orders (refilled from the buddy when empty), else from the
-    /// buddy. When that fails, it drains every CPU's lists back into the buddy (where the
-    /// blocks can merge) and tries once more, as the kernel's slow path does with
-    /// `drain_all_pages()`.
+    /// buddy; in the order it takes from, a block not known zero where there is one (blocks
+    /// known zero are kept for [`Zone::alloc_zeroed`]). When that fails, it drains every
+    /// CPU's lists back into the buddy (where the blocks can merge) and tries once more, as
+    /// the kernel's slow path does with `drain_all_pages()`; if that fails too, it merges
+    /// the free buddies that stayed apart because only one of them is known zero, and tries
+    /// a last time.
     ///
     /// # Errors
     /// [`BuddyError::BadCpu`], [`BuddyError::OrderTooLarge`], [`BuddyError::OutOfMemory`].
     pub fn alloc_pages(&self, cpu: usize, order: Order) -> Result<Pfn, BuddyError> {
-        let pcp = self.pcp(cpu)?;
-        self.check_order(order)?;
-        match self.alloc_fast(pcp, order) {
-            Err(BuddyError::OutOfMemory(_)) => {
-                self.drain_all();
-                self.alloc_fast(pcp, order)
-            }
-            other => other,
-        }
+        let (idx, _) = self.alloc_preferring(cpu, order, Prefer::Unzeroed)?;
+        Ok(self.map().pfn(idx))
     }
 
-    /// One allocation attempt without draining other lists.
-    fn alloc_fast(&self, pcp: &PerCpu<R>, order: Order) -> Result<Pfn, BuddyError> {
+    /// [`Zone::alloc_pages`] taking the block `prefer` would rather have; returns its index
+    /// and whether it is known zero (its head is `Allocated` either way).
+    pub(crate) fn alloc_preferring(
+        &self,
+        cpu: usize,
+        order: Order,
+        prefer: Prefer,
+    ) -> Result<(u32, bool), BuddyError> {
+        let pcp = self.pcp(cpu)?;
+        self.check_order(order)?;
+        let oom = Err(BuddyError::OutOfMemory(order));
+        let first = self.alloc_fast(pcp, order, prefer);
+        if first != oom {
+            return first;
+        }
+        self.drain_all();
+        let second = self.alloc_fast(pcp, order, prefer);
+        // Last: merge the buddies that stayed apart for their knowledge of zero.
+        if second == oom && self.lock_zone().merge_mixed(self.map()) {
+            return self.alloc_fast(pcp, order, prefer);
+        }
+        second
+    }
+
+    /// One allocation attempt without draining other lists. A zeroed allocation on a
+    /// per-cpu order takes, in turn: a block known zero from the CPU's list, a batch of them
+    /// from the buddy, then what a plain allocation takes.
+    fn alloc_fast(
+        &self,
+        pcp: &PerCpu<R>,
+        order: Order,
+        prefer: Prefer,
+    ) -> Result<(u32, bool), BuddyError> {
         let m = self.map();
         let oom = BuddyError::OutOfMemory(order);
-        let idx = match self.cfg.pcp_list(order) {
+        let (idx, zeroed) = match self.cfg.pcp_list(order) {
             Some(list) => {
                 let mut lists = self.lock_pcp(pcp);
-                if lists.lists[list].is_empty() {
-                    lists.refill(m, &mut self.lock_zone(), list, order);
+                let zeroed = (prefer == Prefer::Zeroed)
+                    .then(|| {
+                        lists.pop(m, list, order, Prefer::Zeroed).or_else(|| {
+                            lists.refill(m, &mut self.lock_zone(), list, order, Prefer::Zeroed);
+                            lists.pop(m, list, order, Prefer::Zeroed)
+                        })
+                    })
+                    .flatten();
+                let taken = match zeroed {
+                    Some(taken) => taken,
+                    None => {
+                        if lists.lists[list].is_empty() {
+                            let mut free = self.lock_zone();
+                            lists.refill(m, &mut free, list, order, Prefer::Unzeroed);
+                        }
+                        lists.pop(m, list, order, Prefer::Unzeroed).ok_or(oom)?
+                    }
+                };
+                if prefer == Prefer::Zeroed {
+                    lists.stats.count_zeroed_alloc(taken.1, order.pages());
                 }
-                let idx = lists.pop(m, list, order).ok_or(oom)?;
-                m.frame(idx).store(Word::allocated(order.get()));
-                idx
+                taken
             }
             None => {
                 let mut free = self.lock_zone();
-                let idx = free.rmqueue_smallest(m, order).ok_or(oom)?;
-                m.frame(idx).store(Word::allocated(order.get()));
-                idx
+                let taken = free.rmqueue(m, order, prefer).ok_or(oom)?;
+                if prefer == Prefer::Zeroed {
+                    free.stats.count_zeroed_alloc(taken.1, order.pages());
+                }
+                taken
             }
         };
-        Ok(m.pfn(idx))
+        m.frame(idx).store(Word::allocated(order.get()));
+        Ok((idx, zeroed))
     }
 
     /// Allocates the specific block `[pfn, pfn + 2^order)` if it lies wholly inside one block

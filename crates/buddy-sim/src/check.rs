@@ -32,8 +32,10 @@ where
     /// Verifies every invariant: the blocks tile the zone (each frame the head of exactly
     /// one block, a reserved frame, or a tail inside a block), blocks are aligned and inside
     /// the zone, free lists are consistent with the frames and their counts, no two free
-    /// buddies of one order are both in the buddy below MAX_ORDER, reserved frames are
-    /// exactly the zone's holes, and references are sane.
+    /// buddies of one order and the same knowledge are both in the buddy below MAX_ORDER,
+    /// reserved frames are exactly the zone's holes, references are sane, only free blocks
+    /// are marked known zero, with the counts of them right and each list's known-zero
+    /// blocks at its back.
     ///
     /// Meant for a quiescent zone: with allocations or frees in flight on other CPUs it
     /// can report the frames they are moving.
@@ -50,6 +52,8 @@ where
         };
         let n = m.frames.len();
         let (mut buddy_heads, mut pcp_heads, mut buddy_pages, mut reserved) = (0u64, 0, 0, 0);
+        // Frames in blocks known zero: in the buddy, on per-cpu lists.
+        let mut zeroed_pages = [0u64; 2];
         let mut idx = 0usize;
         while idx < n {
             let i = idx as u32;
@@ -63,6 +67,9 @@ where
                 FrameState::Freeing => {
                     return bad("a frame being freed (check a quiescent zone)", i);
                 }
+                FrameState::Zeroing => {
+                    return bad("a block being zeroed (check a quiescent zone)", i);
+                }
                 FrameState::Buddy => {
                     buddy_heads += 1;
                     buddy_pages += size as u64;
@@ -70,6 +77,13 @@ where
                 FrameState::Pcp => pcp_heads += 1,
                 FrameState::Reserved => reserved += 1,
                 FrameState::Allocated | FrameState::Leaked => {}
+            }
+            match w.state() {
+                FrameState::Buddy | FrameState::Pcp if w.zeroed() => {
+                    zeroed_pages[usize::from(w.state() == FrameState::Pcp)] += size as u64;
+                }
+                _ if w.zeroed() => return bad("a known-zero mark on a frame that is not free", i),
+                _ => {}
             }
             if !Order(w.order()).aligns(m.pfn(i)) || idx + size > n {
                 return bad("a misaligned block or one past the zone", i);
@@ -104,13 +118,17 @@ where
             if listed != buddy_heads || buddy_pages != free.pages {
                 return bad("buddy lists and frames disagree", 0);
             }
+            if zeroed_pages[0] != free.zeroed {
+                return bad("the buddy's count of known-zero frames is wrong", 0);
+            }
             if free.present + reserved != self.cfg.nr_pages {
                 return bad("usable frames and holes do not add up to the zone", 0);
             }
         }
-        let mut listed = 0u64;
+        let (mut listed, mut zeroed_pcp) = (0u64, 0u64);
         for pcp in self.pcps.as_ref() {
             let lists = pcp.lists.lock();
+            zeroed_pcp += lists.zeroed;
             let mut pages = 0u64;
             for (l, list) in lists.lists.iter().enumerate() {
                 listed += check_list(m, list, FrameState::Pcp, |order| {
@@ -125,6 +143,9 @@ where
         if listed != pcp_heads {
             return bad("per-cpu lists and frames disagree", 0);
         }
+        if zeroed_pcp != zeroed_pages[1] {
+            return bad("a per-cpu count of known-zero frames is wrong", 0);
+        }
         Ok(())
     }
 }
@@ -137,6 +158,8 @@ fn check_list(
     order_ok: impl Fn(u8) -> bool,
 ) -> Result<u64, Corruption> {
     let (mut at, mut prev, mut len) = (list.head(), None, 0u64);
+    // Known-zero blocks sit at a list's back, after every other block.
+    let mut seen_zeroed = false;
     while let Some(idx) = at {
         let fail = |what| {
             Err(Corruption {
@@ -154,6 +177,10 @@ fn check_list(
         if w.state() != state || !order_ok(w.order()) {
             return fail("a list entry of the wrong state or order");
         }
+        if seen_zeroed && !w.zeroed() {
+            return fail("a block not known zero behind a known-zero one on its list");
+        }
+        seen_zeroed |= w.zeroed();
         len += 1;
         if len > m.frames.len() as u64 {
             return fail("a cycle in a free list");

@@ -11,6 +11,12 @@ pub struct OpCounters {
     pub list_ops: u64,
     /// Per-page free-time checks (`free_pages_prepare`).
     pub prepares: u64,
+    /// Zeroed allocations served by a block known zero (nothing cleared on the way).
+    pub zeroed_hits: u64,
+    /// Frames zeroed allocations cleared themselves (no block known zero was free).
+    pub cleared_on_alloc: u64,
+    /// Frames background zeroing ([`Zone::zero_some`](crate::Zone::zero_some)) cleared.
+    pub cleared_in_background: u64,
 }
 
 /// The counts one lock keeps of the work done under it; bumped only while it is held.
@@ -19,6 +25,9 @@ pub(crate) struct LockStats {
     pub(crate) acquisitions: u64,
     pub(crate) list_ops: u64,
     pub(crate) prepares: u64,
+    pub(crate) zeroed_hits: u64,
+    pub(crate) cleared_on_alloc: u64,
+    pub(crate) cleared_in_background: u64,
 }
 
 impl LockStats {
@@ -26,5 +35,17 @@ impl LockStats {
         acquisitions: 0,
         list_ops: 0,
         prepares: 0,
+        zeroed_hits: 0,
+        cleared_on_alloc: 0,
+        cleared_in_background: 0,
     };
+
+    /// Counts a zeroed allocation of `pages` frames: a hit if the block is known zero.
+    pub(crate) fn count_zeroed_alloc(&mut self, zeroed: bool, pages: u64) {
+        if zeroed {
+            self.zeroed_hits += 1;
+        } else {
+            self.cleared_on_alloc += pages;
+        }
+    }
 }

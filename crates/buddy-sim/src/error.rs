@@ -72,6 +72,16 @@ pub enum BuddyError {
     /// architecture's physical address space (52 bits on x86_64), or the embedder's
     /// `FrameMemory` does not map it.
     NotAddressable(Pfn),
+    /// A block the zone knew to be zero does not read zero (a verifying
+    /// [`FrameClearer`](crate::FrameClearer) found it): something wrote it after it was freed.
+    StaleZero(Pfn),
+    /// `alloc_zeroed`: the fault offset lies outside the block.
+    FaultOutsideBlock {
+        /// The order asked for.
+        order: Order,
+        /// The byte offset given.
+        offset: usize,
+    },
 }
 
 impl fmt::Display for BuddyError {
@@ -119,6 +129,18 @@ impl fmt::Display for BuddyError {
                 write!(
                     f,
                     "frame {p} cannot be reached: beyond the physical address space or unmapped"
+                )
+            }
+            Self::StaleZero(p) => {
+                write!(
+                    f,
+                    "frame {p} was known zero but does not read zero (written after free)"
+                )
+            }
+            Self::FaultOutsideBlock { order, offset } => {
+                write!(
+                    f,
+                    "fault offset {offset} is outside a block of order {order}"
                 )
             }
             Self::NotVmalloc(p) => {

@@ -34,12 +34,17 @@ pub enum FrameState {
     /// A page whose last reference a call in progress dropped, not yet on a free list. Seen
     /// only while another CPU is inside a free.
     Freeing,
+    /// Head of a free block that background zeroing ([`Zone::zero_some`](crate::Zone::zero_some))
+    /// took off its free list to clear outside the zone lock; it goes back as known zero.
+    /// Seen only while another CPU is inside `zero_some`.
+    Zeroing,
 }
 
 /// A frame's metadata word, unpacked from or to its atomic.
 ///
 /// Bits 0..32 reference count, 32..40 order, 40..44 state, 44 hwpoison, 45 "vmalloc holds
-/// a reference". All zero is a reserved frame.
+/// a reference", 46 "known zero" (a free block head whose every byte is zero). All zero is a
+/// reserved frame.
 #[derive(Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Word(u64);
 
@@ -47,6 +52,7 @@ const ORDER_SHIFT: u32 = 32;
 const STATE_SHIFT: u32 = 40;
 const POISONED: u64 = 1 << 44;
 const VMALLOC: u64 = 1 << 45;
+const ZEROED: u64 = 1 << 46;
 const REFCOUNT: u64 = u32::MAX as u64;
 const STATE: u64 = 0xf << STATE_SHIFT;
 
@@ -76,7 +82,8 @@ impl Word {
             3 => FrameState::Pcp,
             4 => FrameState::Allocated,
             5 => FrameState::Leaked,
-            _ => FrameState::Freeing,
+            6 => FrameState::Freeing,
+            _ => FrameState::Zeroing,
         }
     }
 
@@ -98,6 +105,25 @@ impl Word {
     #[inline]
     pub(crate) const fn vmalloc(self) -> bool {
         self.0 & VMALLOC != 0
+    }
+
+    /// A free block known to read zero in every byte.
+    #[inline]
+    pub(crate) const fn zeroed(self) -> bool {
+        self.0 & ZEROED != 0
+    }
+
+    /// The head of a free block of `order` in `state` (`Buddy` or `Pcp`), known zero or not.
+    #[inline]
+    pub(crate) const fn free(state: FrameState, order: u8, zeroed: bool) -> Self {
+        let w = Self::new(state, order);
+        if zeroed { Self(w.0 | ZEROED) } else { w }
+    }
+
+    /// The word without its "known zero" mark: what merging compares.
+    #[inline]
+    pub(crate) const fn ignoring_zeroed(self) -> Self {
+        Self(self.0 & !ZEROED)
     }
 
     /// An allocated head with at least one reference: the only words anyone but their owner
@@ -208,6 +234,7 @@ impl Frame {
             refcount: w.refcount(),
             poisoned: w.poisoned(),
             vmalloc: w.vmalloc(),
+            zeroed: w.zeroed(),
         }
     }
 
@@ -298,4 +325,8 @@ pub struct FrameInfo {
     /// An order-0 page that [`Zone::vmalloc`](crate::Zone::vmalloc) handed out and no
     /// [`Zone::vfree`](crate::Zone::vfree) has released since.
     pub vmalloc: bool,
+    /// A free block known to read zero in every byte: cleared by the zone (at background
+    /// zeroing) and not handed out since, or declared zero by the embedder
+    /// ([`Zone::add_zeroed_memory`](crate::Zone::add_zeroed_memory)).
+    pub zeroed: bool,
 }

@@ -9,26 +9,33 @@
 //!   merging up to MAX_ORDER; refcounts by compare-and-swap; memory maps with holes
 //!   ([`Zone::add_memory`]); hwpoison leaks; `vmalloc`/`vfree`; and [`Zone::check`].
 //!   Both locks are a [`lock_api::RawMutex`] of the embedder's choice (`spin`'s by default).
+//! - Zeroed frames on demand: [`Zone::alloc_zeroed`] hands out blocks that read zero,
+//!   preferring free blocks the zone knows are zero and clearing others through zero-core;
+//!   [`Zone::zero_some`] clears free blocks from an idle CPU, outside the zone lock, to
+//!   refill that pool. The embedder says how frames are reached ([`FrameMemory`]) and how
+//!   they are cleared ([`FrameClearer`]).
 //! - [`decompose`]: the pure chunking of a run into aligned blocks.
 //! - [`mod@reference`]: the per-page path the kernel used before, and a brute-force cover.
 //!
 //! Metadata lives in caller-provided storage (one [`Frame`] per frame, one [`PerCpu`] per
-//! CPU; both can be plain `static`s): no allocation, no `unsafe`. Bad input returns a
-//! [`BuddyError`] and leaves the zone as it was.
+//! CPU; both can be plain `static`s): no allocation. Bad input returns a [`BuddyError`] and
+//! leaves the zone as it was.
 //!
 //! One file per concern: `config` (geometry), `frame` and `list` (metadata), `map` (frame
 //! arithmetic and lookups), `buddy` (the zone lock's free areas), `pcp` (per-cpu lists),
-//! `zone` (the zone and what operations share), `alloc`, `refs` (references and frees),
-//! `contig` (`free_contig_range`), `vmalloc`, `check`, `counters`, `sync` (atomics and locks,
-//! loom's under `cfg(loom)`); the ecosystem adapters `x86_64_frames` (feature `x86_64`:
-//! `X86FrameAllocator`) and `paging_tables` (feature `aarch64-paging`: `ZoneTables`, whose
-//! table pages zero-core clears).
+//! `zone` (the zone and what operations share), `alloc_pages`, `refs` (references and
+//! frees), `contig` (`free_contig_range`), `vmalloc`, `zeroed` (zeroed allocation and
+//! background zeroing), `memory` (the embedder's `FrameMemory` and the `FrameClearer`),
+//! `check`, `counters`, `sync` (atomics and locks, loom's under `cfg(loom)`); the ecosystem
+//! adapters `x86_64_frames` (feature `x86_64`: `X86FrameAllocator`) and `paging_tables`
+//! (feature `aarch64-paging`: `ZoneTables`, whose table pages are zeroed allocations).
 #![doc = include_str!("../README.md")]
 #![no_std]
 #![cfg_attr(docsrs, feature(doc_cfg))]
-// No unsafe anywhere but the ecosystem adapters: the `x86_64` feature's `unsafe impl` of an
-// unsafe trait (which performs no unsafe operation), and the `aarch64-paging` feature's table
-// pages, cleared through the embedder's `FrameMemory` promise.
+// No unsafe but in `memory` (the two blocks that reach a frame's bytes through the
+// embedder's `FrameMemory` promise, for zero-core to clear or to read back) and the ecosystem
+// adapters' trait impls (the `x86_64` feature's `unsafe impl` of an unsafe trait and the
+// `aarch64-paging` feature's `unsafe fn`, neither performing an unsafe operation).
 #![deny(unsafe_code)]
 #![deny(unsafe_op_in_unsafe_fn)]
 #![deny(clippy::undocumented_unsafe_blocks)]
@@ -52,6 +59,7 @@ mod list;
 #[cfg(all(test, loom))]
 mod loom_tests;
 mod map;
+mod memory;
 #[cfg(feature = "aarch64-paging")]
 mod paging_tables;
 mod pcp;
@@ -62,6 +70,7 @@ mod types;
 mod vmalloc;
 #[cfg(feature = "x86_64")]
 mod x86_64_frames;
+mod zeroed;
 mod zone;
 
 pub use check::Corruption;
@@ -71,17 +80,20 @@ pub use decompose::{Decompose, decompose};
 pub use error::BuddyError;
 pub use frame::{Frame, FrameInfo, FrameState};
 pub use lock_api;
+pub use memory::{FrameClearer, FrameMemory, OffsetMap};
 /// The shared vocabulary (page sizes, frame numbers, addresses, ranges) the signatures use.
 pub use mm_types;
 /// A page frame number, from the shared vocabulary.
 pub use mm_types::Pfn;
 #[cfg(feature = "aarch64-paging")]
-pub use paging_tables::{FrameMemory, OffsetMap, ZoneTables};
+pub use paging_tables::ZoneTables;
 pub use pcp::PerCpu;
 pub use types::{MAX_SUPPORTED_ORDER, Order};
 pub use vmalloc::VmArea;
 #[cfg(feature = "x86_64")]
 pub use x86_64_frames::X86FrameAllocator;
+/// The page clearing the zone's zeroed allocations and background zeroing use.
+pub use zero_core;
 pub use zone::{FreeWhere, Zone};
 
 /// The raw lock a [`Zone`] and its [`PerCpu`] lists use unless told otherwise: `spin`'s

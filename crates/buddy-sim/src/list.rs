@@ -54,6 +54,22 @@ impl List {
         self.len += 1;
     }
 
+    /// Adds `idx` at the back (a block known zero: plain allocations, which take the front,
+    /// reach it last; zeroed allocations take it from here).
+    #[inline]
+    pub(crate) fn push_back(&mut self, frames: &[Frame], idx: u32) {
+        let link = idx + 1;
+        let f = &frames[idx as usize];
+        f.set_next_raw(0);
+        f.set_prev_raw(self.tail);
+        match self.tail {
+            0 => self.head = link,
+            t => frames[t as usize - 1].set_next_raw(link),
+        }
+        self.tail = link;
+        self.len += 1;
+    }
+
     /// Unlinks `idx`, which must be on this list. O(1).
     #[inline]
     pub(crate) fn remove(&mut self, frames: &[Frame], idx: u32) {

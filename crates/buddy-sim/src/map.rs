@@ -92,9 +92,11 @@ impl<'a> FrameMap<'a> {
         match w.state() {
             FrameState::Reserved => BuddyError::Hole(pfn),
             FrameState::Leaked => BuddyError::LeakedPage(pfn),
-            FrameState::Buddy | FrameState::Pcp | FrameState::Freeing | FrameState::Allocated => {
-                BuddyError::DoubleFree(pfn)
-            }
+            FrameState::Buddy
+            | FrameState::Pcp
+            | FrameState::Freeing
+            | FrameState::Zeroing
+            | FrameState::Allocated => BuddyError::DoubleFree(pfn),
             FrameState::Tail => match self.block_head(idx).map(|(_, hw)| hw.state()) {
                 Some(FrameState::Allocated) => BuddyError::CompoundPage(pfn),
                 _ => BuddyError::DoubleFree(pfn),

@@ -1,83 +1,23 @@
 //! aarch64-paging's `Translation` over a zone (feature `aarch64-paging`): the translation
-//! tables an `aarch64_paging::Mapping` builds are frames from the zone, zeroed by zero-core
-//! before aarch64-paging sees them, and go back to the zone when it frees them.
-//!
-//! buddy-sim knows frames by number only; how the embedder reaches a frame's bytes (an identity
-//! map, a direct map at an offset, a VMM's guest-memory mapping) is a [`FrameMemory`].
-// The one place buddy-sim touches memory: a frame the zone just handed out, through the
-// embedder's `FrameMemory` promise, and the `unsafe fn` aarch64-paging's trait declares.
+//! tables an `aarch64_paging::Mapping` builds are zeroed frames from the zone
+//! ([`Zone::alloc_zeroed`]), and go back to the zone when aarch64-paging frees them.
+// aarch64-paging's trait declares `deallocate_table` an `unsafe fn`; it performs no unsafe
+// operation here.
 #![allow(unsafe_code)]
 
-use crate::{BuddyError, Frame, Order, PerCpu, Pfn, Zone};
+use crate::memory::FRAME;
+use crate::{BuddyError, Frame, FrameClearer, FrameMemory, Order, PerCpu, Pfn, Zone};
 use aarch64_paging::descriptor::{PagingAttributes, PhysicalAddress};
 use aarch64_paging::paging::{PageTable, Translation};
 use core::ptr::NonNull;
 use lock_api::RawMutex;
-use mm_types::{PageSize, PhysAddr};
+use mm_types::PhysAddr;
 use zero_core::{ClearConfig, NoResched, PreemptModel};
 
-/// Translation tables are 4 KiB pages (aarch64-paging's `PAGE_SIZE`): one order-0 frame each.
-const TABLE: PageSize = PageSize::Size4KiB;
-
-/// How the embedder reaches the bytes of the zone's frames.
-///
-/// # Safety
-/// For every frame `pfn` of the zone, [`frame_ptr`](Self::frame_ptr) returns either `None` or
-/// a pointer aligned to 4 KiB that is valid for reads and writes of 4 KiB, at which nothing
-/// but the frame's owner (whoever the zone handed it to) accesses the frame's bytes, with
-/// distinct frames at distinct, non-overlapping pages; [`pfn_at`](Self::pfn_at) is its
-/// inverse.
-pub unsafe trait FrameMemory {
-    /// Where frame `pfn` is mapped, or `None` where the embedder cannot reach it.
-    fn frame_ptr(&self, pfn: Pfn) -> Option<NonNull<u8>>;
-    /// The frame mapped at `ptr`, if `ptr` is where [`frame_ptr`](Self::frame_ptr) maps one.
-    fn pfn_at(&self, ptr: NonNull<u8>) -> Option<Pfn>;
-}
-
-/// Frames mapped at their physical address plus a fixed offset (wrapping): an identity map
-/// (offset 0), a kernel's direct map, or a buffer that models physical memory.
-#[derive(Clone, Copy, Debug)]
-pub struct OffsetMap {
-    offset: usize,
-}
-
-impl OffsetMap {
-    /// Frame `pfn` at virtual address `pfn * 4 KiB + offset`.
-    ///
-    /// # Safety
-    /// Every frame of the zones this map is used with is mapped there, readable and writable,
-    /// and nothing but the frame's owner accesses it (the [`FrameMemory`] contract).
-    #[must_use]
-    pub const unsafe fn new(offset: usize) -> Self {
-        Self { offset }
-    }
-}
-
-// SAFETY: `new`'s caller promised the mapping; the arithmetic below is that mapping and its
-// inverse, and 4 KiB-aligned frames stay 4 KiB-aligned under an offset the caller chose
-// (a misaligned offset yields misaligned pointers, which `frame_ptr` refuses).
-unsafe impl FrameMemory for OffsetMap {
-    fn frame_ptr(&self, pfn: Pfn) -> Option<NonNull<u8>> {
-        let pa = pfn.start_address(TABLE)?.as_usize()?;
-        let va = pa.wrapping_add(self.offset);
-        if va % TABLE.bytes() != 0 {
-            return None;
-        }
-        // The mapping's memory is exposed (a kernel's direct map; a buffer the embedder cast
-        // to an address), so the pointer takes its provenance from there.
-        NonNull::new(core::ptr::with_exposed_provenance_mut::<u8>(va))
-    }
-
-    fn pfn_at(&self, ptr: NonNull<u8>) -> Option<Pfn> {
-        let pa = ptr.as_ptr().addr().wrapping_sub(self.offset);
-        Some(Pfn::containing(PhysAddr(u64::try_from(pa).ok()?), TABLE))
-    }
-}
-
-/// A zone as aarch64-paging's [`Translation`]: each table page is an order-0 frame allocated
-/// on one CPU's lists, zeroed by zero-core (through the CPU's detected policy) before
-/// aarch64-paging writes a descriptor to it, and freed to the zone again when aarch64-paging
-/// deallocates it (a `Mapping` dropped, `compact_subtables`).
+/// A zone as aarch64-paging's [`Translation`]: each table page is an order-0 frame from
+/// [`Zone::alloc_zeroed`] on one CPU (known zero, or cleared by zero-core through the CPU's
+/// detected policy) before aarch64-paging writes a descriptor to it, and freed to the zone
+/// again when aarch64-paging deallocates it (a `Mapping` dropped, `compact_subtables`).
 ///
 /// ```
 /// use aarch64_paging::Mapping;
@@ -127,8 +67,7 @@ unsafe impl FrameMemory for OffsetMap {
 pub struct ZoneTables<'z, M, F, P, R: RawMutex> {
     zone: &'z Zone<F, P, R>,
     cpu: usize,
-    memory: M,
-    clear: ClearConfig,
+    clearer: FrameClearer<M>,
     tables: u64,
     last_error: Option<BuddyError>,
 }
@@ -150,7 +89,7 @@ where
             zone,
             cpu,
             memory,
-            ClearConfig::new(TABLE, PreemptModel::None),
+            ClearConfig::new(FRAME, PreemptModel::None),
         )
     }
 
@@ -168,21 +107,10 @@ where
         clear: ClearConfig,
     ) -> Result<Self, BuddyError> {
         zone.pcp_pages(cpu)?;
-        if clear.page_size != TABLE {
-            return Err(BuddyError::BadConfig(
-                "ZoneTables clears 4 KiB table pages: the ClearConfig's page size must be 4 KiB",
-            ));
-        }
-        if clear.policy.validate().is_err() {
-            return Err(BuddyError::BadConfig(
-                "the ClearConfig's policy names a strategy this CPU cannot execute",
-            ));
-        }
         Ok(Self {
             zone,
             cpu,
-            memory,
-            clear,
+            clearer: FrameClearer::new(memory, clear)?,
             tables: 0,
             last_error: None,
         })
@@ -205,26 +133,19 @@ where
     /// The memory map the tables are reached through.
     #[must_use]
     pub fn memory(&self) -> &M {
-        &self.memory
+        self.clearer.memory()
     }
 
     /// A zeroed table frame, or why there is none.
     fn zeroed_frame(&mut self) -> Result<(Pfn, NonNull<u8>), BuddyError> {
-        let pfn = self.zone.alloc_pages(self.cpu, Order::ZERO)?;
-        let Some(ptr) = self.memory.frame_ptr(pfn) else {
-            // Unreachable through the map: give it back untouched, so nothing leaks.
-            let _ = self.zone.free_pages(self.cpu, pfn, Order::ZERO);
-            return Err(BuddyError::NotAddressable(pfn));
-        };
-        // SAFETY: the zone just handed `pfn` to us, so by the `FrameMemory` contract `ptr` is
-        // valid for reads and writes of 4 KiB and nobody else accesses it.
-        let bytes = unsafe { core::slice::from_raw_parts_mut(ptr.as_ptr(), TABLE.bytes()) };
-        // `with_clear` checked the page size and the policy, and the frame is a 4 KiB-aligned
-        // page (the `FrameMemory` contract): zero-core has nothing to refuse. Were it to, the
-        // page must still be zero.
-        if zero_core::clear_contig_pages(bytes, &self.clear, &mut NoResched).is_err() {
-            bytes.fill(0);
-        }
+        let pfn =
+            self.zone
+                .alloc_zeroed(self.cpu, Order::ZERO, &self.clearer, None, &mut NoResched)?;
+        // alloc_zeroed reached it through the same map.
+        let ptr = self
+            .memory()
+            .frame_ptr(pfn)
+            .ok_or(BuddyError::NotAddressable(pfn))?;
         self.tables += 1;
         Ok((pfn, ptr))
     }
@@ -244,7 +165,7 @@ where
     fn allocate_table(&mut self) -> (NonNull<PageTable<A>>, PhysicalAddress) {
         match self.zeroed_frame() {
             Ok((pfn, ptr)) => {
-                let pa = pfn.start_address(TABLE).and_then(|a| a.as_usize());
+                let pa = pfn.start_address(FRAME).and_then(|a| a.as_usize());
                 match pa {
                     Some(pa) => (ptr.cast(), PhysicalAddress(pa)),
                     None => panic!("table frame {pfn} has no physical address in a usize"),
@@ -255,7 +176,7 @@ where
     }
 
     unsafe fn deallocate_table(&mut self, page_table: NonNull<PageTable<A>>) {
-        let r = match self.memory.pfn_at(page_table.cast()) {
+        let r = match self.memory().pfn_at(page_table.cast()) {
             Some(pfn) => self.zone.free_pages(self.cpu, pfn, Order::ZERO),
             None => Err(BuddyError::BadConfig(
                 "deallocate_table: a pointer the FrameMemory does not map",
@@ -274,8 +195,8 @@ where
     /// If [`FrameMemory`] does not map the frame of `pa`: aarch64-paging only asks for tables
     /// this translation allocated, which it does map.
     fn physical_to_virtual(&self, pa: PhysicalAddress) -> NonNull<PageTable<A>> {
-        let pfn = Pfn::containing(PhysAddr(pa.0 as u64), TABLE);
-        match self.memory.frame_ptr(pfn) {
+        let pfn = Pfn::containing(PhysAddr(pa.0 as u64), FRAME);
+        match self.memory().frame_ptr(pfn) {
             Some(p) => p.cast(),
             None => panic!("table at {pa} is not mapped by the FrameMemory"),
         }

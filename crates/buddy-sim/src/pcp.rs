@@ -5,7 +5,7 @@
 
 use core::fmt;
 
-use crate::buddy::FreeArea;
+use crate::buddy::{FreeArea, Prefer};
 use crate::counters::LockStats;
 use crate::frame::{FrameState, Word};
 use crate::list::List;
@@ -30,6 +30,8 @@ pub(crate) struct PcpLists {
     pub(crate) lists: [List; PCP_LISTS],
     /// Frames on these lists.
     pub(crate) pages: u64,
+    /// Of those, frames in blocks known zero.
+    pub(crate) zeroed: u64,
     /// The list a drain takes from next (round robin, as `free_pcppages_bulk`).
     drain_cursor: usize,
     pub(crate) stats: LockStats,
@@ -39,30 +41,63 @@ impl PcpLists {
     const EMPTY: Self = Self {
         lists: [List::EMPTY; PCP_LISTS],
         pages: 0,
+        zeroed: 0,
         drain_cursor: 0,
         stats: LockStats::ZERO,
     };
 
-    /// Puts the free block at `idx`, which the caller owns, at the front of `list`.
+    /// Puts the free block at `idx`, which the caller owns, on `list`: at the front, or at
+    /// the back if it is known zero (as the buddy's lists keep them).
     #[inline]
-    pub(crate) fn push(&mut self, m: FrameMap<'_>, list: usize, idx: u32, order: Order) {
-        m.frame(idx).store(Word::new(FrameState::Pcp, order.get()));
-        self.lists[list].push_front(m.frames, idx);
+    pub(crate) fn push(
+        &mut self,
+        m: FrameMap<'_>,
+        list: usize,
+        idx: u32,
+        order: Order,
+        zeroed: bool,
+    ) {
+        m.frame(idx)
+            .store(Word::free(FrameState::Pcp, order.get(), zeroed));
+        if zeroed {
+            self.lists[list].push_back(m.frames, idx);
+            self.zeroed += order.pages();
+        } else {
+            self.lists[list].push_front(m.frames, idx);
+        }
         self.pages += order.pages();
         self.stats.list_ops += 1;
     }
 
-    /// Takes the most recently freed block of `list`; the caller owns it.
+    /// Takes a block of `list` as `prefer` says: the front (the most recently freed, one not
+    /// known zero if the list has any), or for [`Prefer::Zeroed`] the back if it is known
+    /// zero and nothing otherwise. The caller owns it; returns whether it is known zero.
     #[inline]
-    pub(crate) fn pop(&mut self, m: FrameMap<'_>, list: usize, order: Order) -> Option<u32> {
-        let idx = self.lists[list].pop_front(m.frames)?;
+    pub(crate) fn pop(
+        &mut self,
+        m: FrameMap<'_>,
+        list: usize,
+        order: Order,
+        prefer: Prefer,
+    ) -> Option<(u32, bool)> {
+        let l = &mut self.lists[list];
+        let idx = match prefer {
+            Prefer::Unzeroed => l.pop_front(m.frames)?,
+            Prefer::Zeroed if m.frame(l.tail()?).load().zeroed() => l.pop_back(m.frames)?,
+            Prefer::Zeroed => return None,
+        };
+        let zeroed = m.frame(idx).load().zeroed();
         self.pages -= order.pages();
+        if zeroed {
+            self.zeroed -= order.pages();
+        }
         self.stats.list_ops += 1;
-        Some(idx)
+        Some((idx, zeroed))
     }
 
     /// `rmqueue_bulk`: moves up to `batch` frames' worth of `order` blocks from the buddy
-    /// to `list`. The caller holds this CPU's lock and passes the zone lock's data.
+    /// to `list`: any blocks, or for [`Prefer::Zeroed`] only blocks known zero. The caller
+    /// holds this CPU's lock and passes the zone lock's data.
     #[inline]
     pub(crate) fn refill(
         &mut self,
@@ -70,18 +105,24 @@ impl PcpLists {
         free: &mut FreeArea,
         list: usize,
         order: Order,
+        prefer: Prefer,
     ) {
         let blocks = (m.cfg.pcp_batch / order.pages()).max(1);
         for _ in 0..blocks {
-            let Some(idx) = free.rmqueue_smallest(m, order) else {
+            let taken = match prefer {
+                Prefer::Unzeroed => free.rmqueue_smallest(m, order),
+                Prefer::Zeroed => free.rmqueue_zeroed(m, order).map(|idx| (idx, true)),
+            };
+            let Some((idx, zeroed)) = taken else {
                 break;
             };
-            self.push(m, list, idx, order);
+            self.push(m, list, idx, order, zeroed);
         }
     }
 
-    /// `free_pcppages_bulk`: returns at least `pages` frames (or all) to the buddy, oldest
-    /// first: from the next non-empty list in turn, until the batch is done or the list is
+    /// `free_pcppages_bulk`: returns at least `pages` frames (or all) to the buddy from the
+    /// lists' backs (blocks known zero first, which can merge there, then the oldest): from
+    /// the next non-empty list in turn, until the batch is done or the list is
     /// empty. The caller holds this CPU's lock and the zone lock.
     pub(crate) fn drain(&mut self, m: FrameMap<'_>, free: &mut FreeArea, pages: u64) {
         let mut drained = 0;
@@ -97,11 +138,15 @@ impl PcpLists {
                 let Some(idx) = self.lists[list].pop_back(m.frames) else {
                     break;
                 };
-                let order = Order(m.frame(idx).load().order());
+                let w = m.frame(idx).load();
+                let order = Order(w.order());
                 self.pages -= order.pages();
+                if w.zeroed() {
+                    self.zeroed -= order.pages();
+                }
                 self.stats.list_ops += 1;
                 drained += order.pages();
-                free.free_one_page(m, idx, order);
+                free.free_one_page(m, idx, order, w.zeroed());
             }
         }
     }

@@ -1,8 +1,14 @@
 //! The obvious definitions, never optimized: what the batched paths are checked against and
-//! the "before" column of the benchmarks.
+//! the "before" column of the benchmarks; and (features `alloc` and `spin`) the per-page
+//! reference for zeroed allocation, [`ZeroedModel`].
 
 use crate::{BuddyError, Frame, FrameInfo, Order, PerCpu, Pfn, Zone};
 use lock_api::RawMutex;
+
+#[cfg(all(feature = "alloc", feature = "spin"))]
+mod zeroed;
+#[cfg(all(feature = "alloc", feature = "spin"))]
+pub use zeroed::{ZeroDivergence, ZeroOp, ZeroedModel};
 
 /// Frees `[pfn, pfn + nr)` the way the kernel did before seed 003: one `put_page` per page,
 /// so every page that reaches zero is checked and freed as order 0 (to the per-cpu list,
@@ -356,6 +362,7 @@ where
             refcount,
             poisoned,
             vmalloc,
+            zeroed,
         } = f.info();
         for v in [
             state as u64,
@@ -363,6 +370,7 @@ where
             u64::from(refcount),
             u64::from(poisoned),
             u64::from(vmalloc),
+            u64::from(zeroed),
         ] {
             h = (h ^ v).wrapping_mul(0x100_0000_01b3);
         }

@@ -103,6 +103,20 @@ where
     /// [`BuddyError::OutOfZone`] or [`BuddyError::Overflow`] if the range leaves the zone,
     /// [`BuddyError::AlreadyAdded`] if any frame of it is usable already; nothing changes.
     pub fn add_memory(&self, pfn: Pfn, nr: u64) -> Result<(), BuddyError> {
+        self.add_memory_as(pfn, nr, false)
+    }
+
+    /// As [`Zone::add_memory`], for memory the embedder knows reads zero in every byte
+    /// (cleared at boot, fresh from a hypervisor that zeroes what it gives a guest): its
+    /// blocks are known zero, so zeroed allocations take them without clearing.
+    ///
+    /// # Errors
+    /// As [`Zone::add_memory`]; nothing changes.
+    pub fn add_zeroed_memory(&self, pfn: Pfn, nr: u64) -> Result<(), BuddyError> {
+        self.add_memory_as(pfn, nr, true)
+    }
+
+    fn add_memory_as(&self, pfn: Pfn, nr: u64, zeroed: bool) -> Result<(), BuddyError> {
         let m = self.map();
         let pages = m.range(pfn, nr)?;
         let mut free = self.lock_zone();
@@ -118,7 +132,7 @@ where
             for t in h + 1..h + order.pages() as u32 {
                 m.frame(t).store(Word::TAIL);
             }
-            free.free_one_page(m, h, order);
+            free.free_one_page(m, h, order, zeroed);
         }
         free.present += nr;
         Ok(())
@@ -138,12 +152,17 @@ where
             pcp_locks: 0,
             list_ops: zone.list_ops,
             prepares: zone.prepares + self.leaked_prepares.load(Ordering::Relaxed),
+            zeroed_hits: zone.zeroed_hits,
+            cleared_on_alloc: zone.cleared_on_alloc,
+            cleared_in_background: zone.cleared_in_background,
         };
         for pcp in self.pcps.as_ref() {
             let s = pcp.lists.lock().stats;
             c.pcp_locks += s.acquisitions;
             c.list_ops += s.list_ops;
             c.prepares += s.prepares;
+            c.zeroed_hits += s.zeroed_hits;
+            c.cleared_on_alloc += s.cleared_on_alloc;
         }
         c
     }
@@ -181,6 +200,17 @@ where
         self.free.lock().present
     }
 
+    /// Free frames known zero, in the buddy and on every CPU's lists: the zeroed pool.
+    pub fn zeroed_pages(&self) -> u64 {
+        let pcp: u64 = self
+            .pcps
+            .as_ref()
+            .iter()
+            .map(|p| p.lists.lock().zeroed)
+            .sum();
+        self.free.lock().zeroed + pcp
+    }
+
     /// Frames on `cpu`'s per-cpu lists.
     ///
     /// # Errors
@@ -189,12 +219,33 @@ where
         Ok(self.pcp(cpu)?.lists.lock().pages)
     }
 
+    /// Whether the free block at `pfn` is on `cpu`'s per-cpu lists (for the reference).
+    #[cfg(all(feature = "alloc", feature = "spin"))]
+    pub(crate) fn on_pcp_list(&self, cpu: usize, pfn: Pfn) -> bool {
+        let m = self.map();
+        let (Ok(pcp), Ok(idx)) = (self.pcp(cpu), m.index(pfn)) else {
+            return false;
+        };
+        let lists = pcp.lists.lock();
+        lists.lists.iter().any(|list| {
+            let mut at = list.head();
+            while let Some(i) = at {
+                if i == idx {
+                    return true;
+                }
+                at = m.frame(i).next();
+            }
+            false
+        })
+    }
+
     /// Free blocks per order in the buddy: `result[o]` blocks of order `o`.
     pub fn buddy_blocks_per_order(&self) -> [u32; MAX_SUPPORTED_ORDER as usize + 1] {
         self.free.lock().lists.map(|l| l.len())
     }
 
-    /// Every free block, ascending: `(first frame, order, where)`. Walks the zone without
+    /// Every free block, ascending: `(first frame, order, where)` (whether a block is known
+    /// zero: [`Zone::frame`]'s [`FrameInfo::zeroed`]). Walks the zone without
     /// locks: exact only while no other CPU is allocating or freeing. O(frames).
     pub fn free_blocks(&self) -> impl Iterator<Item = (Pfn, Order, FreeWhere)> + '_ {
         let m = self.map();
@@ -273,12 +324,12 @@ where
         let Some(list) = self.cfg.pcp_list(order) else {
             let mut free = self.lock_zone();
             free.stats.prepares += prepares;
-            free.free_one_page(m, idx, order);
+            free.free_one_page(m, idx, order, false);
             return;
         };
         let mut lists = self.lock_pcp(pcp);
         lists.stats.prepares += prepares;
-        lists.push(m, list, idx, order);
+        lists.push(m, list, idx, order, false);
         if lists.pages > self.cfg.pcp_high {
             lists.drain(m, &mut self.lock_zone(), self.cfg.pcp_batch);
         }

@@ -1,0 +1,195 @@
+//! How the zone reaches its frames' bytes: the embedder's [`FrameMemory`] (an identity map,
+//! a direct map at an offset, a VMM's guest-memory mapping) and the [`FrameClearer`] that
+//! clears and checks blocks through it with zero-core.
+//!
+//! buddy-sim knows frames by number only. The one place it touches their memory is here:
+//! a block the zone owns at that moment (just taken off a free list for a caller, or taken
+//! by background zeroing), turned into a pointer by the embedder's promise and written by
+//! zero-core.
+// The two unsafe blocks below are the crate's only memory accesses; each relies on the
+// `FrameMemory` contract and on the zone owning the block.
+#![allow(unsafe_code)]
+
+use crate::{BuddyError, Order, Pfn};
+use core::ptr::NonNull;
+use mm_types::{PageSize, PhysAddr};
+use zero_core::{ClearConfig, Resched};
+
+/// The size of the zone's frames (buddy-sim's frame numbers count 4 KiB frames).
+pub(crate) const FRAME: PageSize = PageSize::Size4KiB;
+
+/// How the embedder reaches the bytes of the zone's frames.
+///
+/// # Safety
+/// For every frame `pfn` of the zones it is used with, [`frame_ptr`](Self::frame_ptr) returns
+/// either `None` or a pointer aligned to 4 KiB such that:
+/// - the naturally aligned blocks that start at `pfn` and that the zone can hand out (up to
+///   its MAX_ORDER) are mapped contiguously from that pointer: frame `pfn + i` at
+///   `frame_ptr(pfn) + i * 4 KiB`, valid for reads and writes of the whole block;
+/// - nothing but the block's owner accesses those bytes: whoever the zone handed the block
+///   to, or the zone itself while the block is free (it clears and reads free blocks);
+/// - distinct frames are at distinct, non-overlapping pages.
+///
+/// [`pfn_at`](Self::pfn_at) is its inverse.
+pub unsafe trait FrameMemory {
+    /// Where frame `pfn` is mapped, or `None` where the embedder cannot reach it.
+    fn frame_ptr(&self, pfn: Pfn) -> Option<NonNull<u8>>;
+    /// The frame mapped at `ptr`, if `ptr` is where [`frame_ptr`](Self::frame_ptr) maps one.
+    fn pfn_at(&self, ptr: NonNull<u8>) -> Option<Pfn>;
+}
+
+/// Frames mapped at their physical address plus a fixed offset (wrapping): an identity map
+/// (offset 0), a kernel's direct map, or a buffer that models physical memory.
+#[derive(Clone, Copy, Debug)]
+pub struct OffsetMap {
+    offset: usize,
+}
+
+impl OffsetMap {
+    /// Frame `pfn` at virtual address `pfn * 4 KiB + offset`.
+    ///
+    /// # Safety
+    /// Every frame of the zones this map is used with is mapped there, readable and writable,
+    /// and nothing but the frame's owner (or the zone, while it is free) accesses it: the
+    /// [`FrameMemory`] contract.
+    #[must_use]
+    pub const unsafe fn new(offset: usize) -> Self {
+        Self { offset }
+    }
+}
+
+// SAFETY: `new`'s caller promised the mapping; the arithmetic below is that mapping (linear,
+// so blocks are contiguous) and its inverse, and 4 KiB-aligned frames stay 4 KiB-aligned
+// under an offset the caller chose (a misaligned offset yields misaligned pointers, which
+// `frame_ptr` refuses).
+unsafe impl FrameMemory for OffsetMap {
+    fn frame_ptr(&self, pfn: Pfn) -> Option<NonNull<u8>> {
+        let pa = pfn.start_address(FRAME)?.as_usize()?;
+        let va = pa.wrapping_add(self.offset);
+        if va % FRAME.bytes() != 0 {
+            return None;
+        }
+        // The mapping's memory is exposed (a kernel's direct map; a buffer the embedder cast
+        // to an address), so the pointer takes its provenance from there.
+        NonNull::new(core::ptr::with_exposed_provenance_mut::<u8>(va))
+    }
+
+    fn pfn_at(&self, ptr: NonNull<u8>) -> Option<Pfn> {
+        let pa = ptr.as_ptr().addr().wrapping_sub(self.offset);
+        Some(Pfn::containing(PhysAddr(u64::try_from(pa).ok()?), FRAME))
+    }
+}
+
+/// What a zone needs to hand out zeroed frames and to zero free ones in the background
+/// ([`Zone::alloc_zeroed`](crate::Zone::alloc_zeroed),
+/// [`Zone::zero_some`](crate::Zone::zero_some)): the embedder's [`FrameMemory`] and
+/// zero-core's [`ClearConfig`] (strategy policy, preemption model, batch size, folio order).
+///
+/// With [`verifying`](Self::verifying), every block handed out as known zero is read first
+/// (a debug mode: it costs a read of the block).
+#[derive(Clone, Copy, Debug)]
+pub struct FrameClearer<M> {
+    memory: M,
+    clear: ClearConfig,
+    verify: bool,
+}
+
+impl<M: FrameMemory> FrameClearer<M> {
+    /// Clears through `memory` with `clear`.
+    ///
+    /// # Errors
+    /// [`BuddyError::BadConfig`] if `clear`'s page size is not 4 KiB (a frame's) or its
+    /// policy names a strategy this CPU cannot execute.
+    pub fn new(memory: M, clear: ClearConfig) -> Result<Self, BuddyError> {
+        if clear.page_size != FRAME {
+            return Err(BuddyError::BadConfig(
+                "frames are 4 KiB: the ClearConfig's page size must be 4 KiB",
+            ));
+        }
+        if clear.policy.validate().is_err() {
+            return Err(BuddyError::BadConfig(
+                "the ClearConfig's policy names a strategy this CPU cannot execute",
+            ));
+        }
+        Ok(Self {
+            memory,
+            clear,
+            verify: false,
+        })
+    }
+
+    /// The same clearer, checking that every block handed out as known zero reads zero
+    /// (else the allocation fails with [`BuddyError::StaleZero`]).
+    #[must_use]
+    pub fn verifying(self) -> Self {
+        Self {
+            verify: true,
+            ..self
+        }
+    }
+
+    /// Whether blocks known zero are checked when handed out.
+    #[must_use]
+    pub const fn verifies(&self) -> bool {
+        self.verify
+    }
+
+    /// The memory map the frames are reached through.
+    #[must_use]
+    pub const fn memory(&self) -> &M {
+        &self.memory
+    }
+
+    /// How blocks are cleared.
+    #[must_use]
+    pub const fn clear_config(&self) -> &ClearConfig {
+        &self.clear
+    }
+
+    /// The block `[pfn, pfn + 2^order)`'s first byte, or why it cannot be reached.
+    fn block_ptr(&self, pfn: Pfn, order: Order) -> Result<(NonNull<u8>, usize), BuddyError> {
+        let ptr = self
+            .memory
+            .frame_ptr(pfn)
+            .ok_or(BuddyError::NotAddressable(pfn))?;
+        let pages = usize::try_from(order.pages()).map_err(|_| BuddyError::Overflow)?;
+        Ok((ptr, pages))
+    }
+
+    /// Zeroes the block `[pfn, pfn + 2^order)`, which the zone owns or just handed to the
+    /// caller: as one extent in zero-core's batches, or with the bytes around
+    /// `fault` (an offset into the block, checked by the caller) cleared last.
+    pub(crate) fn clear(
+        &self,
+        pfn: Pfn,
+        order: Order,
+        fault: Option<usize>,
+        resched: &mut impl Resched,
+    ) -> Result<(), BuddyError> {
+        let (ptr, pages) = self.block_ptr(pfn, order)?;
+        let ptr = ptr.as_ptr();
+        // SAFETY: the zone owns the block (taken off its free list by this call) or handed it
+        // to this call, so by the `FrameMemory` contract its `pages` frames from `ptr` are
+        // valid for writes and nobody else accesses them until this returns.
+        let r = unsafe {
+            match fault {
+                None => zero_core::clear_contig_pages_raw(ptr, pages, &self.clear, resched),
+                Some(at) => zero_core::folio_zero_user_raw(ptr, pages, at, &self.clear, resched),
+            }
+        };
+        r.map_err(|_| BuddyError::NotAddressable(pfn))
+    }
+
+    /// Whether every byte of the block `[pfn, pfn + 2^order)`, which the zone owns or just
+    /// handed to the caller, reads zero.
+    pub(crate) fn reads_zero(&self, pfn: Pfn, order: Order) -> Result<bool, BuddyError> {
+        let (ptr, pages) = self.block_ptr(pfn, order)?;
+        let len = pages
+            .checked_mul(FRAME.bytes())
+            .ok_or(BuddyError::Overflow)?;
+        // SAFETY: as in `clear`: the block is the zone's or this call's, readable for its
+        // `len` bytes from `ptr` (the `FrameMemory` contract), and nobody writes it meanwhile.
+        let bytes = unsafe { core::slice::from_raw_parts(ptr.as_ptr(), len) };
+        Ok(bytes.iter().all(|&b| b == 0))
+    }
+}

@@ -1,0 +1,429 @@
+//! The per-page reference for zeroed allocation and background zeroing: a zone over a buffer
+//! that stands for its physical memory, driven by [`ZeroOp`]s, with every page's expected
+//! contents tracked beside it. After each operation [`ZeroedModel::apply`] checks the zone
+//! ([`Zone::check`]), that every block the zone knows to be zero reads zero and is zero in
+//! the reference, that blocks handed out by `alloc_zeroed` read zero, that nothing cleared a
+//! page someone holds, and that zeroed allocations take known-zero blocks whenever the zone
+//! has one they can use.
+
+// The model reaches its buffer through the same exposed addresses the zone writes through,
+// so that both hold the same kind of pointer to it (one `unsafe` per access, below).
+#![allow(unsafe_code)]
+
+use alloc::vec;
+use alloc::vec::Vec;
+use core::ptr::NonNull;
+
+use crate::{
+    BoxedZone, BuddyError, FrameClearer, FrameMemory, FreeWhere, OffsetMap, Order, Pfn, ZoneConfig,
+};
+use zero_core::{ClearConfig, NoResched, PageSize, PreemptModel};
+
+/// One page of the buffer: 4 KiB, aligned as a frame.
+#[derive(Clone)]
+#[repr(C, align(4096))]
+struct Page([u8; 4096]);
+
+/// An operation on a [`ZeroedModel`]. Slots index the blocks the model holds (modulo how
+/// many it holds); CPUs and orders out of range are passed on, so that the error paths run.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ZeroOp {
+    /// `alloc_pages`, then the holder writes the block.
+    Alloc {
+        /// CPU.
+        cpu: usize,
+        /// Order.
+        order: u8,
+    },
+    /// `alloc_zeroed` (with a fault offset into the block, or none), then the holder checks
+    /// it reads zero and writes it.
+    AllocZeroed {
+        /// CPU.
+        cpu: usize,
+        /// Order.
+        order: u8,
+        /// Fault offset in bytes, if any (may lie outside the block).
+        fault: Option<u64>,
+    },
+    /// `free_pages` of a held block.
+    Free {
+        /// CPU.
+        cpu: usize,
+        /// Which held block.
+        slot: usize,
+    },
+    /// `zero_some` with this budget.
+    ZeroSome {
+        /// Frames at most.
+        budget: u64,
+    },
+    /// `drain_pcp`.
+    DrainCpu {
+        /// CPU.
+        cpu: usize,
+    },
+    /// `drain_all`.
+    DrainAll,
+    /// `add_memory` (its bytes left as they were), or `add_zeroed_memory` (the embedder
+    /// zeroed them first).
+    AddMemory {
+        /// First frame, from the zone's start.
+        offset: u64,
+        /// Frames.
+        len: u64,
+        /// Declared zero.
+        zeroed: bool,
+    },
+}
+
+/// What [`ZeroedModel::apply`] found wrong.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ZeroDivergence {
+    /// [`Zone::check`](crate::Zone::check) failed.
+    Corrupt(crate::Corruption),
+    /// A block the zone knows to be zero has a page that does not read zero.
+    KnownZeroIsNot(Pfn),
+    /// `alloc_zeroed` returned a block with a page that does not read zero.
+    NotZeroed(Pfn),
+    /// A held page's contents changed while it was held.
+    HeldPageChanged(Pfn),
+    /// An allocation returned a block overlapping one the model holds.
+    HandedOutTwice(Pfn),
+    /// A zeroed allocation cleared a block although the zone had a known-zero one it could
+    /// take.
+    MissedKnownZero(Order),
+    /// The pool of known-zero frames shrank by more than a zeroed allocation took, or grew
+    /// by other than what background zeroing cleared (a split or merge dropped knowledge).
+    KnowledgeLost,
+    /// An operation failed that should not have.
+    Unexpected(BuddyError),
+    /// `zero_some` cleared more than its budget, or less than every free block not known
+    /// zero although the budget covered them.
+    Budget {
+        /// Budget.
+        budget: u64,
+        /// Frames cleared.
+        cleared: u64,
+        /// Frames free in the buddy and not known zero before the call.
+        unzeroed: u64,
+    },
+}
+
+/// A zone of the configuration given (every frame reserved until added), its memory, and
+/// the per-page reference: for each page, the byte its holder wrote to it.
+pub struct ZeroedModel {
+    zone: BoxedZone,
+    clearer: FrameClearer<OffsetMap>,
+    /// The frames' memory, reached only through `clearer`'s map once the model is built.
+    _ram: Vec<Page>,
+    /// Per page: the byte its last holder wrote at the page's marker offset (every other
+    /// byte of a held page reads zero: it was handed out zeroed or fresh from `new`'s
+    /// buffer). A free page holds whatever its last holder left, until the zone clears it.
+    pages: Vec<u8>,
+    held: Vec<(Pfn, Order)>,
+    /// The next non-zero byte a holder writes.
+    stamp: u8,
+}
+
+impl core::fmt::Debug for ZeroedModel {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("ZeroedModel")
+            .field("zone", &self.zone)
+            .field("held", &self.held)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Where in page `i` a holder writes (spread over the page, away from its ends too).
+fn marker(i: usize) -> usize {
+    (i * 1031 + 17) % 4096
+}
+
+impl ZeroedModel {
+    /// A zone for `cfg` with no usable frames yet, over a buffer whose bytes are not zero
+    /// (as memory fresh from firmware is not), clearing with `preempt`'s batches through a
+    /// verifying [`FrameClearer`].
+    ///
+    /// # Errors
+    /// As [`BoxedZone::new_boxed_empty`].
+    pub fn new(cfg: ZoneConfig, preempt: PreemptModel) -> Result<Self, BuddyError> {
+        let zone = BoxedZone::new_boxed_empty(cfg)?;
+        let n = cfg.nr_pages as usize;
+        let mut ram = vec![Page([0; 4096]); n];
+        let mut pages = vec![0u8; n];
+        for (i, (page, expect)) in ram.iter_mut().zip(&mut pages).enumerate() {
+            *expect = 0xA5;
+            page.0[marker(i)] = 0xA5;
+        }
+        let base = ram.as_mut_ptr().expose_provenance();
+        let offset = base.wrapping_sub((cfg.start.0 as usize).wrapping_mul(4096));
+        // SAFETY: frame start + i is ram[i], a 4 KiB-aligned page of the buffer this model
+        // owns and only reads between the zone's calls, when the zone is not touching it.
+        let memory = unsafe { OffsetMap::new(offset) };
+        let clear = ClearConfig::new(PageSize::Size4KiB, preempt);
+        let clearer = FrameClearer::new(memory, clear)?.verifying();
+        Ok(Self {
+            zone,
+            clearer,
+            _ram: ram,
+            pages,
+            held: Vec::new(),
+            stamp: 1,
+        })
+    }
+
+    /// The zone.
+    #[must_use]
+    pub fn zone(&self) -> &BoxedZone {
+        &self.zone
+    }
+
+    fn index(&self, pfn: Pfn) -> usize {
+        (pfn.0 - self.zone.config().start.0) as usize
+    }
+
+    /// Page `i`'s first byte, where the zone's memory map has it.
+    fn page_ptr(&self, i: usize) -> NonNull<u8> {
+        let pfn = Pfn(self.zone.config().start.0 + i as u64);
+        match self.clearer.memory().frame_ptr(pfn) {
+            Some(p) => p,
+            // `new` placed every frame of the zone in the buffer, page-aligned.
+            None => unreachable!("frame {pfn} is in the model's buffer"),
+        }
+    }
+
+    /// Page `i`'s bytes, read between the zone's calls.
+    fn page(&self, i: usize) -> &[u8] {
+        // SAFETY: page i of the buffer this model owns (`self.ram`, alive as long as self);
+        // no zone call is in progress while the model reads or writes it.
+        unsafe { core::slice::from_raw_parts(self.page_ptr(i).as_ptr(), 4096) }
+    }
+
+    /// Writes `value` at page `i`'s marker (as its holder), or fills the page (as the
+    /// embedder zeroing memory before it declares it zero).
+    fn write_page(&mut self, i: usize, value: u8, whole: bool) {
+        let p = self.page_ptr(i).as_ptr();
+        // SAFETY: as in `page`, and `&mut self` excludes every other access meanwhile.
+        let page = unsafe { core::slice::from_raw_parts_mut(p, 4096) };
+        if whole {
+            page.fill(value);
+        } else {
+            page[marker(i)] = value;
+        }
+    }
+
+    fn reads_zero(&self, i: usize) -> bool {
+        self.page(i).iter().all(|&b| b == 0)
+    }
+
+    /// The holder of `[pfn, pfn + 2^order)` writes its next stamp into every page.
+    fn write(&mut self, pfn: Pfn, order: Order) {
+        let stamp = self.stamp;
+        self.stamp = self.stamp.checked_add(1).unwrap_or(1);
+        let first = self.index(pfn);
+        for i in first..first + order.pages() as usize {
+            self.write_page(i, stamp, false);
+            self.pages[i] = stamp;
+        }
+    }
+
+    /// Checks that every page of `[pfn, pfn + 2^order)` reads as the reference says.
+    fn check_held(&self, pfn: Pfn, order: Order) -> Result<(), ZeroDivergence> {
+        let first = self.index(pfn);
+        for i in first..first + order.pages() as usize {
+            let page = self.page(i);
+            let m = marker(i);
+            let rest_zero = page[..m].iter().chain(&page[m + 1..]).all(|&b| b == 0);
+            if page[m] != self.pages[i] || !rest_zero {
+                return Err(ZeroDivergence::HeldPageChanged(Pfn(
+                    pfn.0 + (i - first) as u64
+                )));
+            }
+        }
+        Ok(())
+    }
+
+    /// Whether a zeroed allocation of `order` on `cpu` has a known-zero block to take: one
+    /// of at least `order` in the buddy, or one on `cpu`'s list for `order`.
+    fn known_zero_for(&self, cpu: usize, order: Order) -> bool {
+        let own_list = self.zone.config().pcp_list(order).is_some();
+        self.zone.free_blocks().any(|(pfn, o, place)| {
+            let zeroed = self.zone.frame(pfn).is_ok_and(|f| f.zeroed);
+            zeroed
+                && match place {
+                    FreeWhere::Buddy => o >= order,
+                    FreeWhere::Pcp => own_list && o == order && self.zone.on_pcp_list(cpu, pfn),
+                }
+        })
+    }
+
+    /// Applies `op`, then checks the zone and the reference.
+    ///
+    /// # Errors
+    /// The first [`ZeroDivergence`] found.
+    pub fn apply(&mut self, op: ZeroOp) -> Result<(), ZeroDivergence> {
+        let start = self.zone.config().start;
+        match op {
+            ZeroOp::Alloc { cpu, order } => {
+                if let Ok(o) = Order::new(order)
+                    && let Ok(pfn) = self.zone.alloc_pages(cpu, o)
+                {
+                    self.check_held_free(pfn, o)?;
+                    self.write(pfn, o);
+                    self.held.push((pfn, o));
+                }
+            }
+            ZeroOp::AllocZeroed { cpu, order, fault } => {
+                let Ok(o) = Order::new(order) else {
+                    return Ok(());
+                };
+                let expect_hit = self.known_zero_for(cpu, o);
+                let hits = self.zone.counters().zeroed_hits;
+                let pool = self.zone.zeroed_pages();
+                let fault = fault.map(|f| usize::try_from(f).unwrap_or(usize::MAX));
+                match self
+                    .zone
+                    .alloc_zeroed(cpu, o, &self.clearer, fault, &mut NoResched)
+                {
+                    Ok(pfn) => {
+                        let first = self.index(pfn);
+                        if let Some(i) =
+                            (first..first + o.pages() as usize).find(|&i| !self.reads_zero(i))
+                        {
+                            return Err(ZeroDivergence::NotZeroed(Pfn(start.0 + i as u64)));
+                        }
+                        if expect_hit && self.zone.counters().zeroed_hits == hits {
+                            return Err(ZeroDivergence::MissedKnownZero(o));
+                        }
+                        // A hit splits its block keeping the rest known zero: the pool
+                        // shrinks by exactly the block.
+                        if expect_hit && self.zone.zeroed_pages() + o.pages() != pool {
+                            return Err(ZeroDivergence::KnowledgeLost);
+                        }
+                        self.pages[first..first + o.pages() as usize].fill(0);
+                        self.write(pfn, o);
+                        self.held.push((pfn, o));
+                    }
+                    Err(e @ BuddyError::StaleZero(_)) => return Err(ZeroDivergence::Unexpected(e)),
+                    Err(_) => {}
+                }
+            }
+            ZeroOp::Free { cpu, slot } => {
+                if !self.held.is_empty() {
+                    let k = slot % self.held.len();
+                    let (pfn, o) = self.held[k];
+                    self.check_held(pfn, o)?;
+                    if self.zone.free_pages(cpu, pfn, o).is_ok() {
+                        self.held.swap_remove(k);
+                    }
+                }
+            }
+            ZeroOp::ZeroSome { budget } => {
+                let unzeroed = self.buddy_unzeroed();
+                let pool = self.zone.zeroed_pages();
+                let cleared = self
+                    .zone
+                    .zero_some(budget, &self.clearer, &mut NoResched)
+                    .map_err(ZeroDivergence::Unexpected)?;
+                if cleared > budget
+                    || (budget >= unzeroed && cleared != unzeroed)
+                    || (unzeroed > 0 && budget > 0 && cleared == 0)
+                {
+                    return Err(ZeroDivergence::Budget {
+                        budget,
+                        cleared,
+                        unzeroed,
+                    });
+                }
+                if self.zone.zeroed_pages() != pool + cleared {
+                    return Err(ZeroDivergence::KnowledgeLost);
+                }
+            }
+            ZeroOp::DrainCpu { cpu } => {
+                let _ = self.zone.drain_pcp(cpu);
+            }
+            ZeroOp::DrainAll => self.zone.drain_all(),
+            ZeroOp::AddMemory {
+                offset,
+                len,
+                zeroed,
+            } => {
+                let Some(first) = start.checked_add(offset) else {
+                    return Ok(());
+                };
+                let all_reserved = (0..len).all(|k| {
+                    first.checked_add(k).is_some_and(|p| {
+                        self.zone
+                            .frame(p)
+                            .is_ok_and(|f| f.state == crate::FrameState::Reserved)
+                    })
+                });
+                if zeroed && len > 0 && all_reserved {
+                    // The embedder zeroes the range before it declares it zero.
+                    let i = self.index(first);
+                    for k in i..i + len as usize {
+                        self.write_page(k, 0, true);
+                        self.pages[k] = 0;
+                    }
+                }
+                let _ = if zeroed {
+                    self.zone.add_zeroed_memory(first, len)
+                } else {
+                    self.zone.add_memory(first, len)
+                };
+            }
+        }
+        self.check()
+    }
+
+    /// A freshly allocated block is not one the model holds (never handed out twice).
+    fn check_held_free(&self, pfn: Pfn, order: Order) -> Result<(), ZeroDivergence> {
+        let end = pfn.0 + order.pages();
+        match self
+            .held
+            .iter()
+            .find(|(p, o)| p.0 < end && pfn.0 < p.0 + o.pages())
+        {
+            Some(&(p, _)) => Err(ZeroDivergence::HandedOutTwice(p)),
+            None => Ok(()),
+        }
+    }
+
+    /// Frames free in the buddy and not known zero.
+    fn buddy_unzeroed(&self) -> u64 {
+        self.zone
+            .free_blocks()
+            .filter(|&(pfn, _, place)| {
+                place == FreeWhere::Buddy && !self.zone.frame(pfn).is_ok_and(|f| f.zeroed)
+            })
+            .map(|(_, o, _)| o.pages())
+            .sum()
+    }
+
+    /// The invariants: the zone's own, every known-zero block reads zero and is zero in the
+    /// reference, every held block reads as the reference says.
+    ///
+    /// # Errors
+    /// The first [`ZeroDivergence`] found.
+    pub fn check(&self) -> Result<(), ZeroDivergence> {
+        self.zone.check().map_err(ZeroDivergence::Corrupt)?;
+        for (pfn, o, _) in self.zone.free_blocks() {
+            if !self.zone.frame(pfn).is_ok_and(|f| f.zeroed) {
+                continue;
+            }
+            let first = self.index(pfn);
+            if let Some(i) = (first..first + o.pages() as usize).find(|&i| !self.reads_zero(i)) {
+                return Err(ZeroDivergence::KnownZeroIsNot(Pfn(self
+                    .zone
+                    .config()
+                    .start
+                    .0
+                    + i as u64)));
+            }
+        }
+        for &(pfn, o) in &self.held {
+            self.check_held(pfn, o)?;
+        }
+        Ok(())
+    }
+}

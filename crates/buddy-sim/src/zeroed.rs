@@ -1,0 +1,161 @@
+//! Zeroed frames on demand: [`Zone::alloc_zeroed`] hands out blocks whose every byte is zero,
+//! taking blocks known zero where the zone has them and clearing others through zero-core,
+//! and [`Zone::zero_some`] refills that pool from an idle CPU, clearing outside the zone lock.
+//!
+//! What the zone knows: a free block is *known zero* if the zone cleared it and has not
+//! handed it out since, or the embedder added it as zero ([`Zone::add_zeroed_memory`]). A
+//! split keeps the knowledge; blocks merge only with buddies of the same knowledge, so a
+//! freed page never makes its zeroed neighbours unknown. When an allocation finds no block
+//! large enough, its slow path merges the mixed pairs too, and the merged blocks are then
+//! not known zero.
+//!
+//! Background zeroing takes a block off its free list (its head reads
+//! [`FrameState::Zeroing`](crate::FrameState::Zeroing)), so while it is cleared no CPU can
+//! allocate, merge or free it; only when the clear has returned does the block go back, as
+//! known zero. So a block is never handed out twice, and never marked zero while someone
+//! could write it.
+
+use crate::buddy::{FreeArea, Prefer};
+use crate::frame::{Frame, FrameState, Word};
+use crate::map::FrameMap;
+use crate::memory::{FRAME, FrameClearer, FrameMemory};
+use crate::{BuddyError, MAX_SUPPORTED_ORDER, Order, PerCpu, Pfn, Zone};
+use lock_api::RawMutex;
+use zero_core::Resched;
+
+impl<F, P, R> Zone<F, P, R>
+where
+    F: AsRef<[Frame]>,
+    P: AsRef<[PerCpu<R>]>,
+    R: RawMutex,
+{
+    /// Allocates a naturally aligned block of `2^order` frames, as [`Zone::alloc_pages`]
+    /// does, whose every byte reads zero: a block known zero if the zone has one that fits
+    /// (from `cpu`'s list, a batch of them from the buddy, or split from a larger one), else
+    /// the block a plain allocation takes, cleared through `clearer` before it is returned
+    /// (in zero-core's batches, `resched.cond_resched()` before each; with `fault`, a byte
+    /// offset into the block a fault is waiting on, that neighbourhood is cleared last so
+    /// that it is cache-hot).
+    ///
+    /// # Errors
+    /// As [`Zone::alloc_pages`]; [`BuddyError::FaultOutsideBlock`] if `fault` is not inside
+    /// the block; [`BuddyError::NotAddressable`] if `clearer`'s memory cannot reach the
+    /// block; with a [verifying](FrameClearer::verifying) clearer,
+    /// [`BuddyError::StaleZero`] if a block known zero does not read zero (written after it
+    /// was freed). In the last two cases the block is freed again, no longer known zero.
+    pub fn alloc_zeroed<M: FrameMemory>(
+        &self,
+        cpu: usize,
+        order: Order,
+        clearer: &FrameClearer<M>,
+        fault: Option<usize>,
+        resched: &mut impl Resched,
+    ) -> Result<Pfn, BuddyError> {
+        self.check_order(order)?;
+        if let Some(at) = fault {
+            // Orders are at most MAX_SUPPORTED_ORDER: the block's bytes fit in a u64.
+            let bytes = order.pages() * FRAME.bytes() as u64;
+            if u64::try_from(at).map_or(true, |at| at >= bytes) {
+                return Err(BuddyError::FaultOutsideBlock { order, offset: at });
+            }
+        }
+        let (idx, zeroed) = self.alloc_preferring(cpu, order, Prefer::Zeroed)?;
+        let pfn = self.map().pfn(idx);
+        let ready = match zeroed {
+            true if clearer.verifies() => match clearer.reads_zero(pfn, order) {
+                Ok(true) => Ok(()),
+                Ok(false) => Err(BuddyError::StaleZero(pfn)),
+                Err(e) => Err(e),
+            },
+            true => Ok(()),
+            false => clearer.clear(pfn, order, fault, resched),
+        };
+        if let Err(e) = ready {
+            // The block is this call's with one reference: freeing it cannot fail.
+            let _ = self.free_pages(cpu, pfn, order);
+            return Err(e);
+        }
+        Ok(pfn)
+    }
+
+    /// Background zeroing, for an idle loop or a helper thread: clears free blocks not known
+    /// zero, at most `budget` frames in all, and returns them to the buddy as known zero, so
+    /// that later [`Zone::alloc_zeroed`] calls find them ready. It takes the largest such
+    /// block first (splitting one larger than what is left of the budget), clears it with
+    /// the zone lock released (in zero-core's batches, `resched.cond_resched()` before each),
+    /// and goes on while budget and blocks remain. Blocks on per-cpu lists are left alone.
+    /// Returns the frames cleared.
+    ///
+    /// # Errors
+    /// [`BuddyError::NotAddressable`] if `clearer`'s memory cannot reach a block (which then
+    /// goes back as it was, with the blocks cleared before it kept as known zero).
+    pub fn zero_some<M: FrameMemory>(
+        &self,
+        budget: u64,
+        clearer: &FrameClearer<M>,
+        resched: &mut impl Resched,
+    ) -> Result<u64, BuddyError> {
+        let m = self.map();
+        let mut cleared = 0u64;
+        while let Some(left) = budget.checked_sub(cleared).filter(|&l| l > 0) {
+            let most = Order(left.ilog2().min(u32::from(MAX_SUPPORTED_ORDER)) as u8);
+            let Some((idx, order)) = self.lock_zone().take_unzeroed(m, most) else {
+                break;
+            };
+            // The block is off every list: nobody can allocate, merge or free it until it is
+            // put back below, after the clear has returned.
+            let r = clearer.clear(m.pfn(idx), order, None, resched);
+            let mut free = self.lock_zone();
+            free.free_one_page(m, idx, order, r.is_ok());
+            r?;
+            free.stats.cleared_in_background += order.pages();
+            cleared += order.pages();
+        }
+        Ok(cleared)
+    }
+}
+
+impl FreeArea {
+    /// Takes the largest free block not known zero for background zeroing, split down to at
+    /// most `most` (the upper halves go back, not known zero); its head becomes `Zeroing`
+    /// and the caller owns it until it frees it again.
+    pub(crate) fn take_unzeroed(&mut self, m: FrameMap<'_>, most: Order) -> Option<(u32, Order)> {
+        let (o, idx) = (0..=m.cfg.max_order.get()).rev().find_map(|o| {
+            let head = self.lists[o as usize].head()?;
+            (!m.frame(head).load().zeroed()).then_some((o, head))
+        })?;
+        let keep = Order(o.min(most.get()));
+        self.take_split(m, idx, Order(o), keep);
+        m.frame(idx)
+            .store(Word::new(FrameState::Zeroing, keep.get()));
+        Some((idx, keep))
+    }
+
+    /// The allocation slow path's last resort: merges every pair of free buddies that stayed
+    /// apart because one is known zero and the other is not (the merged block is not known
+    /// zero), up to MAX_ORDER. Returns whether it merged any. O(free blocks).
+    pub(crate) fn merge_mixed(&mut self, m: FrameMap<'_>) -> bool {
+        let mut merged = false;
+        for o in 0..m.cfg.max_order.get() {
+            let order = Order(o);
+            let mut at = self.lists[o as usize].head();
+            while let Some(idx) = at {
+                at = m.frame(idx).next();
+                let Some(b) = m.buddy(idx, order) else {
+                    continue;
+                };
+                if m.frame(b).load().ignoring_zeroed() != Word::new(FrameState::Buddy, o) {
+                    continue;
+                }
+                // Same order and knowledge would have merged already: this pair is mixed.
+                if at == Some(b) {
+                    at = m.frame(b).next();
+                }
+                let zeroed = self.remove(m, idx, order) & self.remove(m, b, order);
+                self.free_one_page(m, idx.min(b), order.up(), zeroed);
+                merged = true;
+            }
+        }
+        merged
+    }
+}
