@@ -1,13 +1,18 @@
 //! loom models of CPUs sharing one zone: allocation and free on several CPUs, a free on
 //! another CPU than the allocation, draining every CPU's lists while others allocate,
-//! refills and drains past `high`, and two CPUs freeing the same page or run. The zone is
-//! the real one; under `cfg(loom)` its atomics and locks are loom's (`crate::sync`).
+//! refills and drains past `high`, two CPUs freeing the same page or run, and background
+//! zeroing racing allocation and free. The zone is the real one; under `cfg(loom)` its
+//! atomics and locks are loom's (`crate::sync`).
+
+// The zeroing models map a buffer as the zone's memory and write pages their thread holds.
+#![allow(unsafe_code)]
 
 use loom::sync::Arc;
 use loom::thread;
 use std::vec::Vec;
 
-use crate::{BuddyError, Frame, Order, PerCpu, Pfn, Zone, ZoneConfig};
+use crate::{BuddyError, Frame, FrameClearer, OffsetMap, Order, PerCpu, Pfn, Zone, ZoneConfig};
+use zero_core::{ClearConfig, NoResched, PageSize, PreemptModel, Resched};
 
 type LoomZone = Zone<Vec<Frame>, Vec<PerCpu>>;
 
@@ -194,4 +199,119 @@ fn loom_load_store_reference_drop_frees_a_page_twice() {
         assert!(mine != theirs, "both CPUs freed the page");
         assert_whole(&z);
     });
+}
+
+/// A cooperative scheduler's `cond_resched`: a point where loom may run another thread, as
+/// zero-core calls it before every batch of a clear.
+struct LoomResched;
+
+impl Resched for LoomResched {
+    fn cond_resched(&mut self) {
+        thread::yield_now();
+    }
+}
+
+/// The 16 frames' memory, which starts out not zero.
+#[repr(C, align(4096))]
+struct Page([u8; 4096]);
+
+/// A verifying clearer over `ram`, which backs frames `START..START + 16`.
+fn clearer(ram: &mut [Page]) -> FrameClearer<OffsetMap> {
+    let base = ram.as_mut_ptr().expose_provenance();
+    let offset = base.wrapping_sub(START.0 as usize * 4096);
+    // SAFETY: frame START + i is ram[i]; the threads reach it only through the zone's
+    // owners, and the final checks read it after every thread joined.
+    let memory = unsafe { OffsetMap::new(offset) };
+    let clear = ClearConfig::new(PageSize::Size4KiB, PreemptModel::None);
+    FrameClearer::new(memory, clear).unwrap().verifying()
+}
+
+fn ram() -> Vec<Page> {
+    (0..16).map(|_| Page([0xA5; 4096])).collect()
+}
+
+/// Writes a byte into every page of a block its caller holds, through the clearer's map.
+fn scribble(c: &FrameClearer<OffsetMap>, pfn: Pfn, order: Order) {
+    use crate::FrameMemory;
+    for k in 0..order.pages() {
+        let p = c.memory().frame_ptr(Pfn(pfn.0 + k)).unwrap();
+        // SAFETY: the caller holds the block; the page is mapped (OffsetMap over `ram`).
+        unsafe { p.as_ptr().add(123).write_volatile(0x5A) };
+    }
+}
+
+/// Every free block the zone knows to be zero reads zero (after every thread joined).
+fn assert_known_zero_reads_zero(z: &LoomZone, c: &FrameClearer<OffsetMap>) {
+    for (pfn, order, _) in z.free_blocks() {
+        if z.frame(pfn).unwrap().zeroed {
+            assert_eq!(
+                c.reads_zero(pfn, order),
+                Ok(true),
+                "known zero at {pfn} is not"
+            );
+        }
+    }
+}
+
+/// One CPU allocates a zeroed page (the verifying clearer checks it reads zero if it was
+/// known zero), writes it and frees it, then does the same with a plain page, while the
+/// other runs background zeroing over the zone.
+fn allocate_while_zeroing(zero: fn(&LoomZone, &FrameClearer<OffsetMap>)) {
+    loom::model(move || {
+        let mut ram = ram();
+        let c = Arc::new(clearer(&mut ram));
+        let z = zone(2);
+        let zeroer = {
+            let (z, c) = (z.clone(), c.clone());
+            thread::spawn(move || zero(&z, &c))
+        };
+        let p = z.alloc_zeroed(0, O0, &c, None, &mut NoResched).unwrap();
+        assert_eq!(c.reads_zero(p, O0), Ok(true));
+        scribble(&c, p, O0);
+        z.free_pages(0, p, O0).unwrap();
+        let q = z.alloc_pages(0, O0).unwrap();
+        scribble(&c, q, O0);
+        z.free_pages(0, q, O0).unwrap();
+        zeroer.join().unwrap();
+        assert_known_zero_reads_zero(&z, &c);
+        // Known-zero blocks and others do not merge: zero the rest, and all are one again.
+        z.drain_all();
+        z.zero_some(16, &c, &mut NoResched).unwrap();
+        assert_known_zero_reads_zero(&z, &c);
+        assert_whole(&z);
+        drop(ram);
+    });
+}
+
+#[test]
+fn loom_background_zeroing_races_allocation_and_free() {
+    // Two rounds of a quarter of the zone: what is being cleared is out of reach meanwhile,
+    // so a round never takes all of it.
+    allocate_while_zeroing(|z, c| {
+        for _ in 0..2 {
+            z.zero_some(4, c, &mut LoomResched).unwrap();
+        }
+    });
+}
+
+/// `zero_some` with its two steps swapped: the block goes back known zero first and is
+/// cleared after, while another CPU may already hold it. What taking the block off its list
+/// for the clear exists to prevent.
+fn zero_some_marking_first(z: &LoomZone, c: &FrameClearer<OffsetMap>) {
+    let m = z.map();
+    let Some((idx, order)) = z.lock_zone().take_unzeroed(m, Order(2)) else {
+        return;
+    };
+    z.lock_zone().free_one_page(m, idx, order, true);
+    // The block may be another CPU's by now: the bug this control plants.
+    c.clear(m.pfn(idx), order, None, &mut LoomResched).unwrap();
+}
+
+/// The negative control: marking before the clear finishes lets a zeroed allocation take a
+/// block that does not read zero yet (the verifying clearer reports it), or lets the late
+/// clear wipe a page its holder wrote; loom must find that interleaving.
+#[test]
+#[should_panic(expected = "StaleZero")]
+fn loom_marking_zero_before_the_clear_hands_out_dirty_memory() {
+    allocate_while_zeroing(zero_some_marking_first);
 }

@@ -86,6 +86,9 @@ where
     /// and goes on while budget and blocks remain. Blocks on per-cpu lists are left alone.
     /// Returns the frames cleared.
     ///
+    /// The block being cleared is out of every allocation's reach until its clear returns:
+    /// keep `budget` small beside the free memory (a few MiB), and call again.
+    ///
     /// # Errors
     /// [`BuddyError::NotAddressable`] if `clearer`'s memory cannot reach a block (which then
     /// goes back as it was, with the blocks cleared before it kept as known zero).
