@@ -1,11 +1,14 @@
 //! Arbitrary zones (up to four CPUs, memory maps with holes) and operation sequences from
 //! every CPU run on two zones in lockstep: batched `free_contig_range` on one, the per-page
 //! reference on the other; `check()` after every operation, and both zones identical after
-//! the final drain.
+//! the final drain. The same sequence, with its zeroed allocations and background zeroing,
+//! also drives a third zone backed by memory against the per-page zero reference
+//! (`ZeroedModel`: known-zero blocks read zero, zeroed allocations do, held pages untouched).
 #![no_main]
 
 use arbitrary::Arbitrary;
-use buddy_sim::reference::{Lockstep, Op};
+use buddy_sim::reference::{Lockstep, Op, ZeroOp, ZeroedModel};
+use buddy_sim::zero_core::PreemptModel;
 use buddy_sim::{Frame, Order, PerCpu, Pfn, Zone, ZoneConfig};
 use libfuzzer_sys::fuzz_target;
 
@@ -37,13 +40,48 @@ enum ArbOp {
     DrainCpu(u8),
     DrainAll,
     AddMemory(u16, u16),
+    AllocZeroed(u8, u8, Option<u32>),
+    ZeroSome(u16),
+    AddZeroedMemory(u16, u16),
 }
 
 impl ArbOp {
-    fn op(&self) -> Op {
+    /// The operation on the zero reference, if it has one.
+    fn zero_op(&self) -> Option<ZeroOp> {
+        let cpu = |c: &u8| usize::from(*c % 5);
+        Some(match self {
+            Self::Alloc(c, o) => ZeroOp::Alloc {
+                cpu: cpu(c),
+                order: o % 12,
+            },
+            Self::AllocZeroed(c, o, fault) => ZeroOp::AllocZeroed {
+                cpu: cpu(c),
+                order: o % 12,
+                fault: fault.map(u64::from),
+            },
+            Self::FreePages(c, s) => ZeroOp::Free {
+                cpu: cpu(c),
+                slot: usize::from(*s),
+            },
+            Self::ZeroSome(b) => ZeroOp::ZeroSome {
+                budget: u64::from(*b % 512),
+            },
+            Self::DrainCpu(c) => ZeroOp::DrainCpu { cpu: cpu(c) },
+            Self::DrainAll => ZeroOp::DrainAll,
+            Self::AddMemory(off, len) | Self::AddZeroedMemory(off, len) => ZeroOp::AddMemory {
+                offset: u64::from(*off),
+                len: u64::from(*len % 256),
+                zeroed: matches!(self, Self::AddZeroedMemory(..)),
+            },
+            _ => return None,
+        })
+    }
+
+    /// The operation on the lockstep pair, if it has one (zeroing is the zero reference's).
+    fn op(&self) -> Option<Op> {
         // Up to four CPUs; index 4 is out of range for every zone (an error on both paths).
         let cpu = |c: &u8| usize::from(*c % 5);
-        match self {
+        Some(match self {
             Self::Alloc(c, o) => Op::Alloc {
                 cpu: cpu(c),
                 order: o % 12,
@@ -85,7 +123,8 @@ impl ArbOp {
                 offset: u64::from(*off),
                 len: u64::from(*len % 256),
             },
-        }
+            Self::AllocZeroed(..) | Self::ZeroSome(_) | Self::AddZeroedMemory(..) => return None,
+        })
     }
 }
 
@@ -130,9 +169,39 @@ fuzz_target!(|input: Input| {
         z
     };
     let mut model = Lockstep::new(zone(), zone());
+    // The zero reference backs its zone with memory: a smaller zone, the same memory map.
+    let zcfg = ZoneConfig {
+        nr_pages: cfg.nr_pages.min(64),
+        ..cfg
+    };
+    let mut zeroed = ZeroedModel::new(zcfg, PreemptModel::None).unwrap();
+    let zn = zcfg.nr_pages as usize;
+    let mut i = 0;
+    while i < zn {
+        let start = i;
+        while i < zn && usable[i] {
+            i += 1;
+        }
+        if i > start {
+            let op = ZeroOp::AddMemory {
+                offset: start as u64,
+                len: (i - start) as u64,
+                zeroed: start % 2 == 0,
+            };
+            zeroed.apply(op).unwrap();
+        }
+        i += 1;
+    }
     for op in input.ops.iter().take(256) {
-        if let Err(d) = model.apply(op.op()) {
+        if let Some(step) = op.op()
+            && let Err(d) = model.apply(step)
+        {
             panic!("{op:?}: {d:?}");
+        }
+        if let Some(step) = op.zero_op()
+            && let Err(d) = zeroed.apply(step)
+        {
+            panic!("{op:?} (zero reference): {d:?}");
         }
     }
     if let Err(d) = model.finish() {
