@@ -14,6 +14,7 @@ pub mod report;
 pub mod ring0;
 pub mod smp;
 pub mod young;
+pub mod zeroed;
 
 pub use report::{Cell, Plot, Section, SectionContext, Table};
 
@@ -27,6 +28,7 @@ pub fn sections() -> Vec<Box<dyn Section>> {
         Box::new(contig_free::ContigFree),
         Box::new(smp::SmpScaling),
         Box::new(young::YoungClearing),
+        Box::new(zeroed::ZeroedAllocation),
         Box::new(ring0::Ring0),
     ]
 }

@@ -1,0 +1,451 @@
+//! The "zeroed allocation" section: what buddy-sim's `alloc_zeroed` costs with a full pool of
+//! known-zero blocks and with an empty one, beside a plain allocation and beside allocating
+//! and clearing by hand (what an embedder did before); how fast background zeroing
+//! (`zero_some`) refills the pool; and how much of a stream of zeroed allocations (page
+//! faults) the pool absorbs while another core zeroes in the background.
+//!
+//! Every zone here is buddy-sim's over an anonymous mapping that stands for physical memory
+//! (pre-faulted, THP advised), MAX_ORDER 18 so that 1 GiB blocks exist; clearing goes
+//! through zero-core's detected policy.
+
+use crate::measure::{
+    Budget, Estimate, Region, Samples, allowed_cpus, pin_current_thread, round_order,
+};
+use crate::report::ratio_text;
+use crate::{Cell, Plot, Section, SectionContext, Table};
+use buddy_sim::zero_core::{ClearConfig, NoResched, PageSize, PreemptModel, clear_contig_pages};
+use buddy_sim::{BoxedZone, FrameClearer, OffsetMap, Order, Pfn, ZoneConfig};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+/// The zeroed allocation section.
+pub struct ZeroedAllocation;
+
+const PAGE: usize = 4096;
+const GIB: usize = 1 << 30;
+
+/// Block sizes measured: order, name, blocks allocated per timed batch.
+const SIZES: [(u8, &str, usize); 3] = [(0, "4 KiB", 64), (9, "2 MiB", 16), (18, "1 GiB", 1)];
+
+/// A zone over its own memory and the clearer that reaches it.
+struct Pool {
+    zone: BoxedZone,
+    clearer: FrameClearer<OffsetMap>,
+    /// The frames' memory; the zone and the clearer reach it by address.
+    region: Region,
+}
+
+impl Pool {
+    /// `bytes` of memory (not zero: the region is filled with 0xA5) as one zone of 4 KiB
+    /// frames from pfn 0, MAX_ORDER 18, `cpus` CPUs.
+    fn new(bytes: usize, cpus: usize) -> Self {
+        let mut region = Region::new(bytes);
+        let base = region.as_mut_slice().as_mut_ptr().expose_provenance();
+        // SAFETY: frame i is byte i * 4 KiB of the region, which lives as long as the pool
+        // and which nothing but the zone's owners touches while the pool is in use.
+        let memory = unsafe { OffsetMap::new(base) };
+        let cfg = ZoneConfig {
+            max_order: order(18),
+            ..ZoneConfig::new(Pfn(0), (bytes / PAGE) as u64).with_cpus(cpus)
+        };
+        let zone: BoxedZone = BoxedZone::new_boxed(cfg).unwrap_or_else(|e| panic!("zone: {e}"));
+        let clear = ClearConfig::new(PageSize::Size4KiB, PreemptModel::None);
+        let clearer = FrameClearer::new(memory, clear).unwrap_or_else(|e| panic!("clearer: {e}"));
+        Self {
+            zone,
+            clearer,
+            region,
+        }
+    }
+
+    /// Background zeroing of up to `frames` free frames not known zero (the per-cpu lists
+    /// drained first, since `zero_some` leaves them alone).
+    fn fill(&self, frames: u64) {
+        self.zone.drain_all();
+        must(self.zone.zero_some(frames, &self.clearer, &mut NoResched));
+    }
+
+    /// The bytes of the block at `pfn`, which the caller holds.
+    fn block(&mut self, pfn: Pfn, o: Order) -> &mut [u8] {
+        let start = pfn.0 as usize * PAGE;
+        &mut self.region.as_mut_slice()[start..start + o.pages() as usize * PAGE]
+    }
+}
+
+fn order(o: u8) -> Order {
+    Order::new(o).unwrap_or_else(|e| panic!("{e}"))
+}
+
+fn must<T>(r: Result<T, buddy_sim::BuddyError>) -> T {
+    r.unwrap_or_else(|e| panic!("allocator error on a valid workload: {e}"))
+}
+
+/// The ways of getting a block, compared.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Path {
+    /// `alloc_pages`: not zeroed (the baseline the target is against).
+    Plain,
+    /// `alloc_zeroed` with every free block known zero.
+    FullPool,
+    /// `alloc_zeroed` with no block known zero: it clears at allocation.
+    EmptyPool,
+    /// `alloc_pages`, then zero-core's `clear_contig_pages` by the caller.
+    ByHand,
+}
+
+const PATHS: [(Path, &str); 4] = [
+    (Path::Plain, "alloc_pages (not zeroed)"),
+    (Path::FullPool, "alloc_zeroed, full pool"),
+    (Path::EmptyPool, "alloc_zeroed, empty pool (clears)"),
+    (Path::ByHand, "alloc_pages + clear_contig_pages by hand"),
+];
+
+/// One timed batch of `n` blocks of order `o` by `path`: the batch's time per block and
+/// its slowest single allocation. The pool is prepared before and the blocks freed after,
+/// untimed.
+fn batch(pools: &mut [Pool; 2], path: Path, o: Order, n: usize) -> (Duration, Duration) {
+    let pool = match path {
+        Path::FullPool => &mut pools[0],
+        _ => &mut pools[1],
+    };
+    // The full pool gets back, by background zeroing, what the last batch took (the
+    // blocks it freed are not known zero); the first round fills it all.
+    if path == Path::FullPool {
+        pool.fill(o.pages() * (n as u64 + 1));
+    }
+    let clear = *pool.clearer.clear_config();
+    let take = |pool: &mut Pool| match path {
+        Path::Plain => must(pool.zone.alloc_pages(0, o)),
+        Path::FullPool | Path::EmptyPool => {
+            must(
+                pool.zone
+                    .alloc_zeroed(0, o, &pool.clearer, None, &mut NoResched),
+            )
+        }
+        Path::ByHand => {
+            let pfn = must(pool.zone.alloc_pages(0, o));
+            clear_contig_pages(pool.block(pfn, o), &clear, &mut NoResched)
+                .unwrap_or_else(|e| panic!("clear: {e}"));
+            pfn
+        }
+    };
+    // One untimed allocation first, so that every path starts with this order's lists and
+    // metadata in cache (a batch of one would spend the full pool's only block on it).
+    if n > 1 {
+        let warm = take(pool);
+        must(pool.zone.free_pages(0, warm, o));
+    }
+    let mut held = Vec::with_capacity(n);
+    let mut worst = Duration::ZERO;
+    let t0 = Instant::now();
+    for _ in 0..n {
+        let t = Instant::now();
+        let pfn = take(pool);
+        worst = worst.max(t.elapsed());
+        held.push(pfn);
+    }
+    let total = t0.elapsed();
+    for pfn in held {
+        // The caller writes what it got (and a full pool's blocks come back not zero).
+        pool.block(pfn, o)[0] = 1;
+        must(pool.zone.free_pages(0, pfn, o));
+    }
+    (total / n as u32, worst)
+}
+
+/// Background zeroing of `bytes` of dirty free memory on this core: its time.
+fn background_round(pool: &mut Pool, bytes: usize) -> Duration {
+    // Make `bytes` of free memory dirty: allocate it plainly, write it, free it.
+    pool.zone.drain_all();
+    let o = order(9);
+    let blocks: Vec<Pfn> = (0..bytes / (512 * PAGE))
+        .map(|_| must(pool.zone.alloc_pages(0, o)))
+        .collect();
+    for &pfn in &blocks {
+        pool.block(pfn, o)[0] = 1;
+        must(pool.zone.free_pages(0, pfn, o));
+    }
+    pool.zone.drain_all();
+    let t = Instant::now();
+    let cleared = must(
+        pool.zone
+            .zero_some((bytes / PAGE) as u64, &pool.clearer, &mut NoResched),
+    );
+    let d = t.elapsed();
+    assert_eq!(
+        cleared as usize * PAGE,
+        bytes,
+        "zero_some cleared less than was dirty"
+    );
+    d
+}
+
+/// The fault stream: one core takes `faults` zeroed blocks of order `o` (each one touched
+/// in every page, as a process's first writes would, then kept in a window of `window`
+/// blocks, the oldest freed), `gap` of other work between faults; with `background`, a
+/// second core runs `zero_some` in 2 MiB steps meanwhile. Returns the share of faults
+/// served by a known-zero block and the faults' latencies.
+fn fault_stream(
+    zone: &BoxedZone,
+    clearer: &FrameClearer<OffsetMap>,
+    o: Order,
+    faults: usize,
+    gap: Duration,
+    background: bool,
+    cpus: &[usize],
+) -> (f64, Samples) {
+    let window = 8usize;
+    zone.drain_all();
+    zone.reset_counters();
+    let done = AtomicBool::new(false);
+    let latencies = std::thread::scope(|s| {
+        if background {
+            let done = &done;
+            let core = cpus.get(1).copied();
+            s.spawn(move || {
+                if let Some(c) = core {
+                    pin_current_thread(c);
+                }
+                while !done.load(Ordering::Relaxed) {
+                    let n = must(zone.zero_some(512, clearer, &mut NoResched));
+                    if n == 0 {
+                        std::thread::yield_now();
+                    }
+                }
+            });
+        }
+        if let Some(&c) = cpus.first() {
+            pin_current_thread(c);
+        }
+        let mut held = std::collections::VecDeque::new();
+        let mut lat = Vec::with_capacity(faults);
+        for _ in 0..faults {
+            let t = Instant::now();
+            let pfn = must(zone.alloc_zeroed(0, o, clearer, None, &mut NoResched));
+            lat.push(t.elapsed());
+            touch(clearer, pfn, o);
+            held.push_back(pfn);
+            if held.len() > window
+                && let Some(old) = held.pop_front()
+            {
+                must(zone.free_pages(0, old, o));
+            }
+            let until = Instant::now() + gap;
+            while Instant::now() < until {
+                std::hint::spin_loop();
+            }
+        }
+        done.store(true, Ordering::Relaxed);
+        for pfn in held {
+            must(zone.free_pages(0, pfn, o));
+        }
+        lat
+    });
+    let c = zone.counters();
+    (
+        c.zeroed_hits as f64 / faults as f64,
+        Samples::from_durations(latencies),
+    )
+}
+
+/// Writes one byte in every page of a block the caller holds, through the clearer's map.
+fn touch(clearer: &FrameClearer<OffsetMap>, pfn: Pfn, o: Order) {
+    use buddy_sim::FrameMemory;
+    for k in 0..o.pages() {
+        if let Some(p) = clearer.memory().frame_ptr(Pfn(pfn.0 + k)) {
+            // SAFETY: the caller holds the block, so this page of the region is its own.
+            unsafe { p.as_ptr().write_volatile(1) };
+        }
+    }
+}
+
+fn micros(d: Duration) -> f64 {
+    d.as_secs_f64() * 1e6
+}
+
+impl Section for ZeroedAllocation {
+    fn name(&self) -> &'static str {
+        "zeroed allocation"
+    }
+
+    fn planned_steps(&self, _quick: bool) -> u64 {
+        3
+    }
+
+    fn run(&self, ctx: &SectionContext) -> Vec<Table> {
+        ctx.step("zeroed allocation: latency");
+        // One GiB each: a full pool and an empty one.
+        let mut pools = [Pool::new(GIB, 2), Pool::new(GIB, 2)];
+        pools[0].fill(u64::MAX);
+        let budget = Budget::cell(ctx.quick, 6.0);
+        // [size][path]: per-block batch means, and the worst single allocation.
+        let mut means = vec![vec![Vec::new(); PATHS.len()]; SIZES.len()];
+        let mut worst = vec![vec![Duration::ZERO; PATHS.len()]; SIZES.len()];
+        budget.run(|round| {
+            for (si, &(o, _, n)) in SIZES.iter().enumerate() {
+                for pi in round_order(round, PATHS.len()) {
+                    let (mean, w) = batch(&mut pools, PATHS[pi].0, order(o), n);
+                    means[si][pi].push(mean);
+                    worst[si][pi] = worst[si][pi].max(w);
+                }
+            }
+        });
+        let mut lat = Table::new(
+            "zeroed-latency",
+            "Zeroed allocation: latency per block",
+            &[
+                "block",
+                "how",
+                "median µs",
+                "worst µs",
+                "over alloc_pages",
+                "speed-up over alloc + clear by hand",
+            ],
+        );
+        let mut two_mib_full = Estimate::exact(f64::NAN);
+        for (si, &(_, name, n)) in SIZES.iter().enumerate() {
+            let samples: Vec<Samples> = means[si]
+                .iter()
+                .map(|d| Samples::from_durations(d.clone()))
+                .collect();
+            for (pi, &(path, how)) in PATHS.iter().enumerate() {
+                let s = &samples[pi];
+                // Time over time: the baseline's speed-up over this path.
+                let over_plain = samples[0].speedup_over(s);
+                let vs_hand = s.speedup_over(&samples[3]);
+                if path == Path::FullPool && name == "2 MiB" {
+                    two_mib_full = over_plain;
+                }
+                lat.row(vec![
+                    Cell::text(format!("{name} (batches of {n})")),
+                    Cell::text(how),
+                    Cell::estimate(s.seconds().map(|x| x * 1e6), 3, ""),
+                    Cell::num(micros(worst[si][pi]), 1, ""),
+                    Cell::ratio_ci(over_plain),
+                    match path {
+                        Path::FullPool | Path::EmptyPool => Cell::ratio_ci(vs_hand),
+                        Path::Plain | Path::ByHand => Cell::text("—"),
+                    },
+                ]);
+            }
+        }
+        lat.note(
+            "Each sample times a batch of allocations on one CPU and divides by its size (median \
+             ± the half-width of its 95% interval over rounds); worst is the slowest single \
+             allocation in any round (one call timed alone). The ratios are taken round by \
+             round (the paths take turns in a shuffled order). \"over alloc_pages\" is time \
+             over time (1.00x costs the same, above 1 is slower); the speed-up is the by-hand \
+             path's time over this one's (above 1 is faster). Full pool: before each batch, background \
+             zeroing made every free block known zero; empty pool: no frame is known \
+             zero, so alloc_zeroed clears through zero-core's policy, as by hand does after a \
+             plain alloc_pages. Before a full-pool batch, zero_some refills what the last one \
+             took (untimed). Batches of more than one block follow one untimed allocation of \
+             the same path (metadata in cache); every batch's blocks are freed (untimed) after \
+             it. Two zones of \
+             1 GiB over anonymous memory, MAX_ORDER 18, one CPU's lists used.",
+        );
+        lat.plot = Some(
+            Plot::new("block, how", "µs per block (median, 95% interval)", vec![2])
+                .log()
+                .labelled_by(vec![0, 1]),
+        );
+        ctx.headline(
+            "2 MiB alloc_zeroed with a full pool over a plain 2 MiB alloc_pages (time)",
+            two_mib_full,
+        );
+
+        ctx.step("zeroed allocation: background zeroing rate");
+        let mut rate = Table::new(
+            "zeroed-background",
+            "Background zeroing (zero_some) on one core",
+            &["dirty free memory per call", "GB/s (median)", "µs per call"],
+        );
+        let pool = &mut pools[1];
+        for mib in [2usize, 64] {
+            let bytes = mib << 20;
+            let mut d = Vec::new();
+            Budget::cell(ctx.quick, 2.0).run(|_| d.push(background_round(pool, bytes)));
+            let s = Samples::from_durations(d);
+            rate.row(vec![
+                Cell::text(format!("{mib} MiB")),
+                Cell::estimate(s.gbps(bytes), 2, ""),
+                Cell::estimate(s.seconds().map(|x| x * 1e6), 1, ""),
+            ]);
+        }
+        rate.note(
+            "zero_some over free memory that is all dirty (allocated, written and freed before \
+             each call, untimed): it takes the free blocks off their lists, clears them with \
+             the zone lock released (zero-core's policy, whole blocks) and puts them back as \
+             known zero. GB/s is 10^9 bytes per second on one core.",
+        );
+
+        ctx.step("zeroed allocation: fault stream");
+        let cpus = allowed_cpus();
+        let mut stream = Table::new(
+            "zeroed-fault-stream",
+            "Fault stream: how much clearing a background-zeroing core absorbs",
+            &[
+                "faults",
+                "background zeroing",
+                "served known zero",
+                "fault latency median µs",
+                "worst µs",
+            ],
+        );
+        let (faults_2m, faults_4k) = if ctx.quick {
+            (200, 4000)
+        } else {
+            (1000, 20000)
+        };
+        let streams = [
+            (order(9), "2 MiB", faults_2m, Duration::from_micros(200)),
+            (order(0), "4 KiB", faults_4k, Duration::from_micros(2)),
+        ];
+        for (o, name, n, gap) in streams {
+            for background in [false, true] {
+                // A fresh zone each time: 64 MiB, none of it known zero.
+                let p = Pool::new(64 << 20, 1);
+                let (served, lat) = fault_stream(&p.zone, &p.clearer, o, n, gap, background, &cpus);
+                stream.row(vec![
+                    Cell::text(format!("{n} x {name}, {} µs apart", gap.as_micros())),
+                    Cell::text(if background {
+                        format!("on a second core ({} cores)", cpus.len())
+                    } else {
+                        "none".into()
+                    }),
+                    Cell::num(100.0 * served, 1, "%"),
+                    Cell::estimate(lat.seconds().map(|x| x * 1e6), 2, ""),
+                    Cell::num(micros(lat.worst()), 1, ""),
+                ]);
+            }
+        }
+        stream.note(format!(
+            "One core takes zeroed blocks back to back with the given gap of other work \
+             between them (a stream of page faults): each block is touched in every page and \
+             kept in a window of 8, the oldest freed (dirty) as the next arrives. With \
+             background zeroing a second thread, pinned to another core where there is one, \
+             calls zero_some in 2 MiB steps the whole time. \"served known zero\" is the \
+             share of faults that took a known-zero block and cleared nothing (the zone's \
+             zeroed_hits counter). Each run has a zone of its own: 64 MiB, none of it known \
+             zero at the start. {}",
+            if cpus.len() < 2 {
+                "This machine gave one core: both threads share it."
+            } else {
+                ""
+            }
+        ));
+
+        let mut goals = Table::new(
+            "zeroed-goals",
+            "Zeroed allocation goal, measured",
+            &["goal", "measured (median [95% interval])", "verdict"],
+        );
+        goals.row(vec![
+            Cell::text("2 MiB alloc_zeroed with a full pool <= 1.2x a plain 2 MiB allocation"),
+            Cell::text(ratio_text(two_mib_full)),
+            Cell::verdict(two_mib_full.judge(1.2, false)),
+        ]);
+        goals.note("Goals are reported, never asserted in tests: these machines are shared.");
+        vec![lat, rate, stream, goals]
+    }
+}
