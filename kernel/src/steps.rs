@@ -7,11 +7,17 @@
 
 use core::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 
-use buddy_sim::{Frame, Order, PerCpu, Pfn, Zone, ZoneConfig};
+use buddy_sim::{Frame, FrameClearer, OffsetMap, Order, PerCpu, Pfn, Zone, ZoneConfig};
 use pte_batch::mm_types::{FrameRange, PageRange, PageSize, VirtAddr};
 use pte_batch::{AgingStats, FpbFlags, Prot, PteFormat, PteTable, TlbFlush, age_range};
 use spin::{Mutex, Once};
 use zero_core::{ClearConfig, NoResched, Policy, PreemptModel};
+
+/// Frames the boot CPU zeroes in the background before the steps start (8 MiB: the data
+/// region and every table page find the pool full).
+const BOOT_POOL: u64 = 2048;
+/// Frames per background-zeroing call of the second CPU.
+const ZERO_STEP: u64 = 512;
 
 /// What the shared steps need from an architecture and its machine: the MMU's entry format,
 /// the TLB flush, barriers, the second CPU, a clock and the exit (the console is the crate's
@@ -269,40 +275,41 @@ impl Layout {
     }
 }
 
-/// Allocates a block of `order` on `cpu` and zeroes it with zero-core, checking every word
-/// (the block is filled with a pattern first, so the check means something).
+/// How both kernels reach and clear frames: the identity map, zero-core's detected policy,
+/// and every block handed out as known zero read first (the debug check).
+pub fn clearer<P: Platform>() -> FrameClearer<OffsetMap> {
+    // SAFETY: both kernels identity-map every frame the zone spans as normal memory, and a
+    // frame's bytes are touched only by whoever the zone handed it to (or by the zone while
+    // it is free).
+    let identity = unsafe { OffsetMap::new(0) };
+    let clear = ClearConfig::new(PageSize::Size4KiB, PreemptModel::None);
+    FrameClearer::new(identity, clear)
+        .unwrap_or_else(|e| fail::<P>(Step::Zeroing, format_args!("{e}")))
+        .verifying()
+}
+
+/// A zeroed block of `order` on `cpu` from the zone's `alloc_zeroed` (known zero, or cleared
+/// by zero-core), every word checked.
 pub fn alloc_zeroed<P: Platform>(
     zone: &KernelZone,
     cpu: usize,
     order: u8,
-    clear: &ClearConfig,
+    clearer: &FrameClearer<OffsetMap>,
 ) -> Pfn {
     let o = Order::new(order).unwrap_or_else(|e| fail::<P>(Step::Zone, format_args!("{e}")));
-    let pfn = zone.alloc_pages(cpu, o).unwrap_or_else(|e| {
-        fail::<P>(
-            Step::Zone,
-            format_args!("cpu {cpu}: alloc order {order}: {e}"),
-        )
-    });
-    zero_checked::<P>(cpu, pfn, 1 << order, clear);
-    pfn
-}
-
-/// Fills `pages` frames from `pfn` with a pattern, clears them with zero-core and checks that
-/// every word reads zero. The frames must be this CPU's, fresh from the zone.
-pub fn zero_checked<P: Platform>(cpu: usize, pfn: Pfn, pages: usize, clear: &ClearConfig) {
-    let bytes = pages * PAGE as usize;
-    let p = (pfn.0 * PAGE) as *mut u8;
-    // SAFETY: the zone just handed these frames to this core (the caller's promise); they
-    // are identity-mapped normal memory and nobody else uses them.
-    unsafe {
-        core::ptr::write_bytes(p, 0xA5, bytes);
-        zero_core::clear_contig_pages_raw(p, pages, clear, &mut NoResched)
-            .unwrap_or_else(|e| fail::<P>(Step::Zeroing, format_args!("{e}")));
-    }
-    for w in 0..bytes / 8 {
-        // SAFETY: within the block zeroed above.
-        let v = unsafe { core::ptr::read_volatile(p.cast::<u64>().add(w)) };
+    let pfn = zone
+        .alloc_zeroed(cpu, o, clearer, None, &mut NoResched)
+        .unwrap_or_else(|e| {
+            fail::<P>(
+                Step::Zeroing,
+                format_args!("cpu {cpu}: alloc_zeroed order {order}: {e}"),
+            )
+        });
+    let words = (o.pages() * PAGE / 8) as usize;
+    let p = (pfn.0 * PAGE) as *const u64;
+    for w in 0..words {
+        // SAFETY: the zone just handed this identity-mapped block to this core.
+        let v = unsafe { core::ptr::read_volatile(p.add(w)) };
         if v != 0 {
             fail::<P>(
                 Step::Zeroing,
@@ -310,6 +317,18 @@ pub fn zero_checked<P: Platform>(cpu: usize, pfn: Pfn, pages: usize, clear: &Cle
             );
         }
     }
+    pfn
+}
+
+/// Background zeroing on `cpu`'s behalf until `frames` more frames are known zero or none
+/// is left to clear; returns the frames cleared.
+pub fn zero_in_background<P: Platform>(
+    zone: &KernelZone,
+    frames: u64,
+    clearer: &FrameClearer<OffsetMap>,
+) -> u64 {
+    zone.zero_some(frames, clearer, &mut NoResched)
+        .unwrap_or_else(|e| fail::<P>(Step::Zeroing, format_args!("zero_some: {e}")))
 }
 
 /// The page the run unmaps: the last page of table 1's 128 KiB folio.
@@ -319,8 +338,8 @@ const UNMAPPED_PAGE: usize = 512 + 31;
 pub struct Kernel<P: Platform> {
     /// The zone.
     pub zone: &'static KernelZone,
-    clear: ClearConfig,
-    /// Frames zero-core cleared for the data region.
+    clearer: FrameClearer<OffsetMap>,
+    /// Frames of the data region (zeroed allocations).
     pub frames: u64,
     data_pfn: u64,
     layout: Layout,
@@ -353,7 +372,7 @@ impl<P: Platform> Kernel<P> {
         );
         Self {
             zone,
-            clear: ClearConfig::new(PageSize::Size4KiB, PreemptModel::None),
+            clearer: clearer::<P>(),
             frames: 0,
             data_pfn: 0,
             layout: Layout::new(),
@@ -425,6 +444,11 @@ impl<P: Platform> Kernel<P> {
     /// Steps 4 to 7 and the SMP steps: the data region mapped, touched, aged, refaulted, the
     /// negative control, and (with a second CPU) concurrent writes and allocation.
     pub fn run(&mut self, platform: &mut P) {
+        let pooled = zero_in_background::<P>(self.zone, BOOT_POOL, &self.clearer);
+        println!(
+            "buddy-sim: zero_some put {pooled} frames in the zeroed pool before the steps ({} known zero)",
+            self.zone.zeroed_pages()
+        );
         self.map_data();
         let touched = self.touch_some();
         self.age_exactly(&touched);
@@ -435,7 +459,7 @@ impl<P: Platform> Kernel<P> {
 
     /// Step 4: The data region: frames from the zone (zeroed), folios mapped by pte-batch.
     fn map_data(&mut self) {
-        self.data_pfn = alloc_zeroed::<P>(self.zone, 0, DATA_ORDER, &self.clear).0;
+        self.data_pfn = alloc_zeroed::<P>(self.zone, 0, DATA_ORDER, &self.clearer).0;
         self.frames += 1 << DATA_ORDER;
         let data_order =
             Order::new(DATA_ORDER).unwrap_or_else(|e| fail::<P>(Step::Zone, format_args!("{e}")));
@@ -745,6 +769,9 @@ impl<P: Platform> Kernel<P> {
             .free_contig_range(0, Pfn(self.data_pfn), DATA_PAGES as u64)
             .unwrap_or_else(|e| fail::<P>(Step::Free, format_args!("{e}")));
         self.zone.drain_all();
+        // Blocks known zero and others stay apart: merge them, and the free blocks are the
+        // zone's first ones again.
+        self.zone.merge_free_blocks();
         if let Err(c) = self.zone.check() {
             fail::<P>(Step::Free, format_args!("zone corrupt: {c:?}"));
         }
@@ -793,6 +820,13 @@ static MAILBOX: [Mutex<Mailbox>; CPUS] = [const {
     })
 }; CPUS];
 static ALLOC_GO: AtomicBool = AtomicBool::new(false);
+/// Core 1 finished its allocation rounds (and now zeroes in the background).
+static ROUNDS_DONE: AtomicBool = AtomicBool::new(false);
+/// Core 0 is done with zeroed allocations: core 1 stops zeroing.
+static ZERO_STOP: AtomicBool = AtomicBool::new(false);
+/// Frames core 1 cleared in the background.
+static ZEROED_BY_SECOND: AtomicU64 = AtomicU64::new(0);
+/// Core 1 left the kernel's map: core 0 may free its tables.
 static ALLOC_DONE: AtomicBool = AtomicBool::new(false);
 /// Per core: pages allocated, pages of its own freed, pages of the other core's freed.
 static ALLOCATED: [AtomicU64; CPUS] = [const { AtomicU64::new(0) }; CPUS];
@@ -805,13 +839,13 @@ fn stamp(cpu: usize, round: u64) -> u64 {
     0x57a3_0000_0000_0000 | (cpu as u64) << 32 | round
 }
 
-/// One core's share of the SMP allocation step: each round allocates a block (orders 0-4,
-/// 2 MiB every 16th round) on this core's lists, zeroes and checks it through zero-core,
+/// One core's share of the SMP allocation step: each round allocates a zeroed block (orders
+/// 0-4, 2 MiB every 16th round) on this core's lists and checks it,
 /// stamps it, and either frees it or hands it to the other core; then frees what the other
 /// core handed over, after checking its stamp (a block handed out twice would show).
 fn alloc_rounds<P: Platform>(cpu: usize) {
     let zone = zone::<P>();
-    let clear = ClearConfig::new(PageSize::Size4KiB, PreemptModel::None);
+    let clearer = clearer::<P>();
     let mut rng = Rng(0x9e37_79b9_7f4a_7c15 ^ cpu as u64);
     for round in 0..ALLOC_ROUNDS {
         let order = if round % 16 == 15 {
@@ -819,7 +853,7 @@ fn alloc_rounds<P: Platform>(cpu: usize) {
         } else {
             (rng.next() % 5) as u8
         };
-        let pfn = alloc_zeroed::<P>(zone, cpu, order, &clear).0;
+        let pfn = alloc_zeroed::<P>(zone, cpu, order, &clearer).0;
         ALLOCATED[cpu].fetch_add(1 << order, Ordering::Relaxed);
         let first = (pfn * PAGE) as *mut u64;
         // SAFETY: this core's freshly allocated block, identity-mapped.
@@ -873,7 +907,7 @@ fn smp_alloc_step<P: Platform>(second_core: bool) {
     ALLOC_GO.store(true, Ordering::Release);
     alloc_rounds::<P>(0);
     if second_core {
-        while !ALLOC_DONE.load(Ordering::Acquire) {
+        while !ROUNDS_DONE.load(Ordering::Acquire) {
             core::hint::spin_loop();
         }
     }
@@ -911,10 +945,53 @@ fn smp_alloc_step<P: Platform>(second_core: bool) {
             "smp: both cores allocated, zeroed and freed through one zone at once: every page accounted for"
         );
     }
+    zeroing_step::<P>(second_core);
+    if second_core {
+        ZERO_STOP.store(true, Ordering::Release);
+        while !ALLOC_DONE.load(Ordering::Acquire) {
+            core::hint::spin_loop();
+        }
+    }
+}
+
+/// Core 0 takes zeroed blocks (and writes and frees them) while core 1 runs background
+/// zeroing; at the end core 1 must have cleared something, and every block core 0 got was
+/// either known zero or cleared on the way (both checked word by word).
+fn zeroing_step<P: Platform>(second_core: bool) {
+    let zone = zone::<P>();
+    let clearer = clearer::<P>();
+    let before = zone.counters();
+    let mut rng = Rng(0x5eed_2e20);
+    for round in 0..ALLOC_ROUNDS {
+        let order = if round % 8 == 7 {
+            9
+        } else {
+            (rng.next() % 4) as u8
+        };
+        let pfn = alloc_zeroed::<P>(zone, 0, order, &clearer);
+        // SAFETY: this core's block, identity-mapped: the caller writes what it got.
+        unsafe { ((pfn.0 * PAGE) as *mut u64).write_volatile(stamp(0, round)) };
+        free_block_of::<P>(zone, 0, pfn.0, order);
+    }
+    if second_core {
+        while ZEROED_BY_SECOND.load(Ordering::Acquire) == 0 {
+            core::hint::spin_loop();
+        }
+    }
+    let after = zone.counters();
+    let (hits, cleared) = (
+        after.zeroed_hits - before.zeroed_hits,
+        after.cleared_on_alloc - before.cleared_on_alloc,
+    );
+    println!(
+        "buddy-sim: core 0 took {ALLOC_ROUNDS} zeroed blocks, {hits} known zero, {cleared} frames cleared on the way; core 1 zeroed {} frames in the background meanwhile",
+        ZEROED_BY_SECOND.load(Ordering::Acquire)
+    );
 }
 
 /// The second CPU's part, once its platform has it running on the kernel's map: writes the
-/// pages of table 0 while core 0 ages them, then allocates and frees beside core 0;
+/// pages of table 0 while core 0 ages them, allocates and frees beside core 0, then zeroes
+/// free frames in the background while core 0 takes zeroed blocks;
 /// `leave_map` runs before core 0 may free the map's tables.
 // The x86_64 platform starts no second CPU yet.
 #[cfg_attr(target_arch = "x86_64", allow(dead_code))]
@@ -943,6 +1020,13 @@ pub fn secondary<P: Platform>(leave_map: impl FnOnce()) -> ! {
         core::hint::spin_loop();
     }
     alloc_rounds::<P>(1);
+    ROUNDS_DONE.store(true, Ordering::Release);
+    // The idle loop: background zeroing, until core 0 has taken its zeroed blocks.
+    let (zone, clearer) = (zone::<P>(), clearer::<P>());
+    while !ZERO_STOP.load(Ordering::Acquire) {
+        let n = zero_in_background::<P>(zone, ZERO_STEP, &clearer);
+        ZEROED_BY_SECOND.fetch_add(n, Ordering::Release);
+    }
     leave_map();
     ALLOC_DONE.store(true, Ordering::Release);
     loop {

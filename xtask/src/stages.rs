@@ -521,6 +521,8 @@ fn x86_boots(root: &Path) -> StageResult {
                 "aging: 37 young of 111 folios, as touched",
                 "re-touch: every touched page young again",
                 "the page tables their",
+                "in the zeroed pool before the steps",
+                "buddy-sim: core 0 took 64 zeroed blocks",
                 "PASS",
             ];
             let name = format!("x86_64 {cpus} CPU(s) {}", accel.name());
@@ -555,6 +557,8 @@ fn arm64_boots(root: &Path, _: &Options) -> StageResult {
             "aarch64-paging: kernel map",
             "negative control:",
             "the page tables their 6 table pages; zone whole",
+            "in the zeroed pool before the steps",
+            "buddy-sim: core 0 took 64 zeroed blocks",
             "PASS",
         ];
         expect_lines(name, &out, expect.iter().chain(&always))?;

@@ -78,6 +78,16 @@ where
         Ok(pfn)
     }
 
+    /// Merges every pair of free buddies in the buddy that stayed apart because only one of
+    /// them is known zero (the merged blocks are not known zero), as the allocation slow path
+    /// does when it finds no block large enough: for a caller that wants the largest blocks
+    /// back now (before a large allocation, or to compare a zone with its first state).
+    /// Per-cpu lists are left alone (drain them first). Returns whether it merged any.
+    /// O(free blocks), under the zone lock.
+    pub fn merge_free_blocks(&self) -> bool {
+        self.lock_zone().merge_mixed(self.map())
+    }
+
     /// Background zeroing, for an idle loop or a helper thread: clears free blocks not known
     /// zero, at most `budget` frames in all, and returns them to the buddy as known zero, so
     /// that later [`Zone::alloc_zeroed`] calls find them ready. It takes the largest such

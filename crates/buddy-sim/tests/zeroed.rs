@@ -6,7 +6,9 @@
 
 use buddy_sim::reference::{ZeroOp, ZeroedModel};
 use buddy_sim::zero_core::{ClearConfig, CountingResched, NoResched, PageSize, PreemptModel};
-use buddy_sim::{BoxedZone, BuddyError, FrameClearer, OffsetMap, Order, Pfn, ZoneConfig};
+use buddy_sim::{
+    BoxedZone, BuddyError, FrameClearer, FrameMemory, OffsetMap, Order, Pfn, ZoneConfig,
+};
 use proptest::prelude::*;
 
 fn config() -> ProptestConfig {
@@ -234,10 +236,12 @@ fn a_fault_outside_the_block_is_refused_and_changes_nothing() {
 
 #[test]
 fn the_debug_check_catches_a_write_after_free_into_a_known_zero_block() {
-    let mut f = Fixture::new(PreemptModel::None);
+    let f = Fixture::new(PreemptModel::None);
     f.zone.zero_some(16, &f.clearer, &mut NoResched).unwrap();
-    // A use after free scribbles on the zeroed pool.
-    f.ram[0].0[100] = 1;
+    // A use after free scribbles on the zeroed pool (through the map the zone uses).
+    let p = f.clearer.memory().frame_ptr(START).unwrap();
+    // SAFETY: frame START is ram[0], alive; nothing else accesses it during this write.
+    unsafe { p.as_ptr().add(100).write(1) };
     assert_eq!(f.alloc_zeroed(4), Err(BuddyError::StaleZero(START)));
     // The block went back, no longer known zero; the next zeroed allocation clears it.
     assert!(!f.zeroed(START));

@@ -1,12 +1,13 @@
 //! The x86_64 kernel's map, built with the `x86_64` crate's `OffsetPageTable` (offset 0: the
-//! tables are reached through the identity map) over frames from buddy-sim's
-//! `X86FrameAllocator`, each cleared by zero-core and checked before the crate writes to it:
+//! tables are reached through the identity map) over zeroed frames from buddy-sim
+//! (`alloc_zeroed`, each checked before the crate writes to it; freed through its
+//! `X86FrameAllocator`):
 //! RAM identity-mapped with 2 MiB pages, and the data region's level-1 tables (every entry
 //! empty) for pte-batch. Also CR3, and the TLB flush pte-batch's tokens go to.
 
 use core::arch::asm;
 
-use buddy_sim::{DefaultRawMutex, Frame, PerCpu, Pfn, X86FrameAllocator};
+use buddy_sim::{DefaultRawMutex, Frame, FrameClearer, OffsetMap, PerCpu, X86FrameAllocator};
 use pte_batch::TlbFlush;
 use pte_batch::mm_types::PageRange;
 use x86_64::structures::paging::mapper::CleanUp;
@@ -15,16 +16,17 @@ use x86_64::structures::paging::{
     PhysFrame, Size2MiB, Size4KiB,
 };
 use x86_64::{PhysAddr, VirtAddr};
-use zero_core::{ClearConfig, PreemptModel};
 
 use super::Machine;
 use crate::steps::{self, DATA_TABLES, DATA_VA, KernelZone, Step, fail};
 
-/// Page-table frames: buddy-sim's `X86FrameAllocator` on CPU 0, each frame cleared by
-/// zero-core and checked before the `x86_64` crate sees it; counts the frames it holds.
+/// Page-table frames on CPU 0: from the zone's `alloc_zeroed` (known zero or cleared by
+/// zero-core, checked before the `x86_64` crate sees it), freed through buddy-sim's
+/// `X86FrameAllocator`; counts the frames it holds.
 pub struct TableFrames {
     frames: X86FrameAllocator<'static, &'static [Frame], &'static [PerCpu], DefaultRawMutex>,
-    clear: ClearConfig,
+    zone: &'static KernelZone,
+    clearer: FrameClearer<OffsetMap>,
     /// Table frames allocated and not yet freed.
     pub live: u64,
     /// Table frames allocated in all.
@@ -36,7 +38,8 @@ impl TableFrames {
     pub fn new(zone: &'static KernelZone) -> Self {
         Self {
             frames: X86FrameAllocator::new(zone, 0),
-            clear: ClearConfig::new(pte_batch::mm_types::PageSize::Size4KiB, PreemptModel::None),
+            zone,
+            clearer: steps::clearer::<Machine>(),
             live: 0,
             allocated: 0,
         }
@@ -46,9 +49,8 @@ impl TableFrames {
 // SAFETY: every frame comes from the zone, which hands a frame out once until it is freed.
 unsafe impl FrameAllocator<Size4KiB> for TableFrames {
     fn allocate_frame(&mut self) -> Option<PhysFrame<Size4KiB>> {
-        let frame: PhysFrame<Size4KiB> = self.frames.allocate_frame()?;
-        let pfn = Pfn(frame.start_address().as_u64() >> 12);
-        steps::zero_checked::<Machine>(0, pfn, 1, &self.clear);
+        let pfn = steps::alloc_zeroed::<Machine>(self.zone, 0, 0, &self.clearer);
+        let frame = PhysFrame::from_start_address(PhysAddr::new(pfn.0 << 12)).ok()?;
         self.live += 1;
         self.allocated += 1;
         Some(frame)
