@@ -14,7 +14,7 @@ use proptest::prelude::*;
 fn config() -> ProptestConfig {
     if cfg!(miri) {
         ProptestConfig {
-            cases: 3,
+            cases: 1,
             failure_persistence: None,
             ..ProptestConfig::default()
         }
@@ -24,7 +24,7 @@ fn config() -> ProptestConfig {
 }
 
 const MAX_ZONE: u64 = if cfg!(miri) { 16 } else { 96 };
-const MAX_OPS: usize = if cfg!(miri) { 10 } else { 60 };
+const MAX_OPS: usize = if cfg!(miri) { 6 } else { 60 };
 
 fn op() -> impl Strategy<Value = ZeroOp> {
     prop_oneof![
