@@ -1,6 +1,7 @@
 //! Instructions per operation from `valgrind --tool=callgrind`: exact and the same on every
 //! run of the same binary, whatever else the machine is doing, so the CPU-bound goals
-//! (contiguous free, young clearing) can be judged where wall time is noise.
+//! (contiguous free, young clearing, zeroed allocation from a full pool) can be judged where
+//! wall time is noise.
 //!
 //! The report runs its own binary again as `report count WORKLOAD N` under callgrind with
 //! collection on only inside [`counted`], once with `N` and once with `2N` operations, and
@@ -9,6 +10,7 @@
 
 use crate::contig_free::{self, Free};
 use crate::young::{Scenario, Touch};
+use crate::zeroed;
 use pte_batch::format::Arm64;
 use pte_batch::{FpbFlags, PteFormat, X86_64};
 use std::process::{Command, ExitCode};
@@ -30,17 +32,23 @@ pub enum Workload {
     YoungBatchedX86,
     /// The same pass, per entry.
     YoungPerEntryX86,
+    /// A batch of 2 MiB `alloc_zeroed` calls from a full pool of known-zero blocks.
+    ZeroedAllocFullPool,
+    /// The same batch of plain 2 MiB `alloc_pages` calls.
+    PlainAlloc,
 }
 
 impl Workload {
     /// Every workload.
-    pub const ALL: [Self; 6] = [
+    pub const ALL: [Self; 8] = [
         Self::ContigFreeBatched,
         Self::ContigFreePerPage,
         Self::YoungBatched,
         Self::YoungPerEntry,
         Self::YoungBatchedX86,
         Self::YoungPerEntryX86,
+        Self::ZeroedAllocFullPool,
+        Self::PlainAlloc,
     ];
 
     /// The name `report count` takes.
@@ -53,6 +61,8 @@ impl Workload {
             Self::YoungPerEntry => "young-per-entry",
             Self::YoungBatchedX86 => "young-batched-x86",
             Self::YoungPerEntryX86 => "young-per-entry-x86",
+            Self::ZeroedAllocFullPool => "alloc-zeroed-2m-full-pool",
+            Self::PlainAlloc => "alloc-pages-2m",
         }
     }
 
@@ -60,6 +70,7 @@ impl Workload {
     const fn ops(self) -> u32 {
         match self {
             Self::ContigFreeBatched | Self::ContigFreePerPage => 200,
+            Self::ZeroedAllocFullPool | Self::PlainAlloc => 25,
             _ => 4,
         }
     }
@@ -83,6 +94,9 @@ impl Workload {
             }
             Self::YoungBatchedX86 | Self::YoungPerEntryX86 => {
                 age(X86_64, n, self == Self::YoungBatchedX86);
+            }
+            Self::ZeroedAllocFullPool | Self::PlainAlloc => {
+                zeroed::count_batches(n, self == Self::ZeroedAllocFullPool);
             }
         }
     }

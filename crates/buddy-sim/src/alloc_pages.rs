@@ -38,23 +38,24 @@ where
     ) -> Result<(u32, bool), BuddyError> {
         let pcp = self.pcp(cpu)?;
         self.check_order(order)?;
-        let oom = Err(BuddyError::OutOfMemory(order));
+        let oom = |r: &Result<_, _>| matches!(r, Err(BuddyError::OutOfMemory(_)));
         let first = self.alloc_fast(pcp, order, prefer);
-        if first != oom {
+        if !oom(&first) {
             return first;
         }
         self.drain_all();
         let second = self.alloc_fast(pcp, order, prefer);
         // Last: merge the buddies that stayed apart for their knowledge of zero.
-        if second == oom && self.lock_zone().merge_mixed(self.map()) {
+        if oom(&second) && self.lock_zone().merge_mixed(self.map()) {
             return self.alloc_fast(pcp, order, prefer);
         }
         second
     }
 
     /// One allocation attempt without draining other lists. A zeroed allocation on a
-    /// per-cpu order takes, in turn: a block known zero from the CPU's list, a batch of them
-    /// from the buddy, then what a plain allocation takes.
+    /// per-cpu order takes, in turn: a block known zero from the CPU's list, one from the
+    /// buddy (moving the rest of a batch of them to the list), then what a plain allocation
+    /// takes.
     fn alloc_fast(
         &self,
         pcp: &PerCpu<R>,
@@ -66,20 +67,25 @@ where
         let (idx, zeroed) = match self.cfg.pcp_list(order) {
             Some(list) => {
                 let mut lists = self.lock_pcp(pcp);
-                let zeroed = (prefer == Prefer::Zeroed)
-                    .then(|| {
-                        lists.pop(m, list, order, Prefer::Zeroed).or_else(|| {
-                            lists.refill(m, &mut self.lock_zone(), list, order, Prefer::Zeroed);
-                            lists.pop(m, list, order, Prefer::Zeroed)
-                        })
-                    })
-                    .flatten();
+                let zeroed = match prefer {
+                    Prefer::Zeroed => lists.pop(m, list, order, Prefer::Zeroed).or_else(|| {
+                        // One known-zero block from the buddy for this call, and the rest of
+                        // a batch of them for the list.
+                        let mut free = self.lock_zone();
+                        let idx = free.rmqueue_zeroed(m, order)?;
+                        let batch = self.cfg.pcp_blocks(order);
+                        lists.refill(m, &mut free, list, order, Prefer::Zeroed, batch - 1);
+                        Some((idx, true))
+                    }),
+                    Prefer::Unzeroed => None,
+                };
                 let taken = match zeroed {
                     Some(taken) => taken,
                     None => {
                         if lists.lists[list].is_empty() {
                             let mut free = self.lock_zone();
-                            lists.refill(m, &mut free, list, order, Prefer::Unzeroed);
+                            let batch = self.cfg.pcp_blocks(order);
+                            lists.refill(m, &mut free, list, order, Prefer::Unzeroed, batch);
                         }
                         lists.pop(m, list, order, Prefer::Unzeroed).ok_or(oom)?
                     }

@@ -78,6 +78,13 @@ impl ZoneConfig {
         Ok(())
     }
 
+    /// Blocks of `order` one refill moves to a per-cpu list: `pcp_batch` frames' worth, at
+    /// least one.
+    #[inline]
+    pub(crate) fn pcp_blocks(&self, order: Order) -> u64 {
+        (self.pcp_batch / order.pages()).max(1)
+    }
+
     /// The per-cpu list that holds blocks of `order`, if any: orders 0..=3
     /// (PAGE_ALLOC_COSTLY_ORDER) and the pageblock order.
     #[inline]

@@ -95,9 +95,9 @@ impl PcpLists {
         Some((idx, zeroed))
     }
 
-    /// `rmqueue_bulk`: moves up to `batch` frames' worth of `order` blocks from the buddy
-    /// to `list`: any blocks, or for [`Prefer::Zeroed`] only blocks known zero. The caller
-    /// holds this CPU's lock and passes the zone lock's data.
+    /// `rmqueue_bulk`: moves up to `blocks` blocks of `order` from the buddy to `list`: any
+    /// blocks, or for [`Prefer::Zeroed`] only blocks known zero. The caller holds this CPU's
+    /// lock and passes the zone lock's data.
     #[inline]
     pub(crate) fn refill(
         &mut self,
@@ -106,8 +106,8 @@ impl PcpLists {
         list: usize,
         order: Order,
         prefer: Prefer,
+        blocks: u64,
     ) {
-        let blocks = (m.cfg.pcp_batch / order.pages()).max(1);
         for _ in 0..blocks {
             let taken = match prefer {
                 Prefer::Unzeroed => free.rmqueue_smallest(m, order),

@@ -51,24 +51,46 @@ where
         fault: Option<usize>,
         resched: &mut impl Resched,
     ) -> Result<Pfn, BuddyError> {
-        self.check_order(order)?;
         if let Some(at) = fault {
             // Orders are at most MAX_SUPPORTED_ORDER: the block's bytes fit in a u64.
             let bytes = order.pages() * FRAME.bytes() as u64;
             if u64::try_from(at).map_or(true, |at| at >= bytes) {
+                self.check_order(order)?;
                 return Err(BuddyError::FaultOutsideBlock { order, offset: at });
             }
         }
         let (idx, zeroed) = self.alloc_preferring(cpu, order, Prefer::Zeroed)?;
         let pfn = self.map().pfn(idx);
-        let ready = match zeroed {
-            true if clearer.verifies() => match clearer.reads_zero(pfn, order) {
+        if zeroed && !clearer.verifies() {
+            return Ok(pfn);
+        }
+        self.make_zeroed(cpu, pfn, order, zeroed, clearer, fault, resched)
+    }
+
+    /// The rest of a zeroed allocation that did not get a known-zero block unchecked: the
+    /// debug check of a known-zero block, or the clear of another; on an error the block is
+    /// freed again (no longer known zero).
+    #[cold]
+    #[inline(never)]
+    #[allow(clippy::too_many_arguments)]
+    fn make_zeroed<M: FrameMemory>(
+        &self,
+        cpu: usize,
+        pfn: Pfn,
+        order: Order,
+        zeroed: bool,
+        clearer: &FrameClearer<M>,
+        fault: Option<usize>,
+        resched: &mut impl Resched,
+    ) -> Result<Pfn, BuddyError> {
+        let ready = if zeroed {
+            match clearer.reads_zero(pfn, order) {
                 Ok(true) => Ok(()),
                 Ok(false) => Err(BuddyError::StaleZero(pfn)),
                 Err(e) => Err(e),
-            },
-            true => Ok(()),
-            false => clearer.clear(pfn, order, fault, resched),
+            }
+        } else {
+            clearer.clear(pfn, order, fault, resched)
         };
         if let Err(e) = ready {
             // The block is this call's with one reference: freeing it cannot fail.
