@@ -164,6 +164,13 @@ pub fn make_zone<P: Platform>(
         usable.len(),
         (usable_pages * PAGE) >> 20
     );
+    // The boot CPU, idle until the steps start, fills the zeroed pool: the page tables and
+    // the data region are zeroed allocations that find it full.
+    let pooled = zero_in_background::<P>(zone, BOOT_POOL, &clearer::<P>());
+    println!(
+        "buddy-sim: zero_some put {pooled} frames in the zeroed pool before the steps ({} known zero)",
+        zone.zeroed_pages()
+    );
     (zone, zone.buddy_blocks_per_order())
 }
 
@@ -444,11 +451,6 @@ impl<P: Platform> Kernel<P> {
     /// Steps 4 to 7 and the SMP steps: the data region mapped, touched, aged, refaulted, the
     /// negative control, and (with a second CPU) concurrent writes and allocation.
     pub fn run(&mut self, platform: &mut P) {
-        let pooled = zero_in_background::<P>(self.zone, BOOT_POOL, &self.clearer);
-        println!(
-            "buddy-sim: zero_some put {pooled} frames in the zeroed pool before the steps ({} known zero)",
-            self.zone.zeroed_pages()
-        );
         self.map_data();
         let touched = self.touch_some();
         self.age_exactly(&touched);

@@ -141,11 +141,11 @@ where
         let pfn =
             self.zone
                 .alloc_zeroed(self.cpu, Order::ZERO, &self.clearer, None, &mut NoResched)?;
-        // alloc_zeroed reached it through the same map.
-        let ptr = self
-            .memory()
-            .frame_ptr(pfn)
-            .ok_or(BuddyError::NotAddressable(pfn))?;
+        // alloc_zeroed reached it through the same map; were it not to now, give it back.
+        let Some(ptr) = self.memory().frame_ptr(pfn) else {
+            let _ = self.zone.free_pages(self.cpu, pfn, Order::ZERO);
+            return Err(BuddyError::NotAddressable(pfn));
+        };
         self.tables += 1;
         Ok((pfn, ptr))
     }

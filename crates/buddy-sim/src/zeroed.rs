@@ -67,9 +67,9 @@ where
         self.make_zeroed(cpu, pfn, order, zeroed, clearer, fault, resched)
     }
 
-    /// The rest of a zeroed allocation that did not get a known-zero block unchecked: the
-    /// debug check of a known-zero block, or the clear of another; on an error the block is
-    /// freed again (no longer known zero).
+    /// The rest of a zeroed allocation, off the fast path: the debug check of a known-zero
+    /// block, or the clear of another; on an error the block is freed again (no longer known
+    /// zero).
     #[cold]
     #[inline(never)]
     #[allow(clippy::too_many_arguments)]
@@ -133,7 +133,7 @@ where
         let m = self.map();
         let mut cleared = 0u64;
         while let Some(left) = budget.checked_sub(cleared).filter(|&l| l > 0) {
-            let most = Order(left.ilog2().min(u32::from(MAX_SUPPORTED_ORDER)) as u8);
+            let most = Order::floor_log2(left, Order(MAX_SUPPORTED_ORDER));
             let Some((idx, order)) = self.lock_zone().take_unzeroed(m, most) else {
                 break;
             };

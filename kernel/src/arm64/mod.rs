@@ -192,7 +192,7 @@ extern "C" fn kmain() -> ! {
     let mut k = Kernel::<Machine>::new(zone);
 
     // The kernel's map, built with aarch64-paging: the same identity map, and the data
-    // region's level-3 tables, every table page from the zone and zeroed by zero-core.
+    // region's level-3 tables, every table page a zeroed allocation from the zone.
     // SAFETY: RAM is identity-mapped (the boot map, and this map once it is live), and the
     // zone's frames belong to whoever the zone hands them to.
     let identity = unsafe { OffsetMap::new(0) };
@@ -224,7 +224,7 @@ extern "C" fn kmain() -> ! {
     boot_map.mark_inactive();
     map.mark_active();
     println!(
-        "aarch64-paging: kernel map at {:#x} with {} table pages from the zone, zeroed by zero-core; {found} level-3 tables handed to pte-batch",
+        "aarch64-paging: kernel map at {:#x} with {} table pages from the zone's alloc_zeroed; {found} level-3 tables handed to pte-batch",
         regs.ttbr0,
         map.translation().tables()
     );

@@ -293,7 +293,7 @@ extern "C" fn kmain(start_info: u32) -> ! {
     }
     mmu::set_cr3(kmap.cr3());
     println!(
-        "x86_64: kernel map at {:#x} with {} table pages from the zone (the x86_64 crate's OffsetPageTable over buddy-sim's X86FrameAllocator), zeroed by zero-core; {DATA_TABLES} level-1 tables handed to pte-batch",
+        "x86_64: kernel map at {:#x} with {} table pages from the zone (the x86_64 crate's OffsetPageTable over buddy-sim's alloc_zeroed); {DATA_TABLES} level-1 tables handed to pte-batch",
         kmap.cr3(),
         kmap.frames.allocated
     );
