@@ -1,6 +1,6 @@
 //! The obvious definitions, never optimized: what the batched paths are checked against and
 //! the "before" column of the benchmarks; and (features `alloc` and `spin`) the per-page
-//! reference for zeroed allocation, [`ZeroedModel`].
+//! reference for zeroed allocation, `ZeroedModel`.
 
 use crate::{BuddyError, Frame, FrameInfo, Order, PerCpu, Pfn, Zone};
 use lock_api::RawMutex;

@@ -194,7 +194,7 @@ impl ZeroedModel {
 
     /// Page `i`'s bytes, read between the zone's calls.
     fn page(&self, i: usize) -> &[u8] {
-        // SAFETY: page i of the buffer this model owns (`self.ram`, alive as long as self);
+        // SAFETY: page i of the buffer this model owns (`self._ram`, alive as long as self);
         // no zone call is in progress while the model reads or writes it.
         unsafe { core::slice::from_raw_parts(self.page_ptr(i).as_ptr(), 4096) }
     }
