@@ -11,9 +11,9 @@
 use crate::count::{self, Workload as Counted};
 use crate::measure::{Budget, Estimate, Samples, Verdict};
 use crate::report::{ratio_text, thread};
-use crate::{Cell, Plot, Section, SectionContext, Table};
+use crate::{Cell, Plot, Section, SectionContext, Table, must, order};
 use buddy_sim::reference::free_contig_range_per_page;
-use buddy_sim::{BoxedZone, BuddyError, OpCounters, Order, Pfn, ZoneConfig};
+use buddy_sim::{BoxedZone, OpCounters, Pfn, ZoneConfig};
 use buddy_system_allocator::FrameAllocator;
 use std::time::Duration;
 
@@ -35,14 +35,6 @@ fn peer() -> Peer {
     let mut p = Peer::new();
     p.add_frame(0, ZONE_FRAMES as usize);
     p
-}
-
-fn ok<T>(r: Result<T, BuddyError>) -> T {
-    r.unwrap_or_else(|e| panic!("allocator error on a valid workload: {e}"))
-}
-
-fn order(o: u8) -> Order {
-    ok(Order::new(o))
 }
 
 /// How a run is freed in one iteration of the seed loop.
@@ -96,11 +88,11 @@ const WORKLOADS: [Workload; 5] = [
 pub(crate) fn seed_iteration(z: &BoxedZone, w: Workload, free: Free) {
     let o = order(w.order);
     let run = |pfn: Pfn, nr: u64| match free {
-        Free::Batched => ok(z.free_contig_range(0, pfn, nr)),
-        Free::PerPage => ok(free_contig_range_per_page(z, 0, pfn, nr)),
+        Free::Batched => must(z.free_contig_range(0, pfn, nr)),
+        Free::PerPage => must(free_contig_range_per_page(z, 0, pfn, nr)),
     };
-    let pfn = ok(z.alloc_pages(0, o));
-    ok(z.split_page(pfn, o));
+    let pfn = must(z.alloc_pages(0, o));
+    must(z.split_page(pfn, o));
     run(Pfn(pfn.0 + w.skip), o.pages() - w.skip);
     if w.skip > 0 {
         run(pfn, w.skip);
@@ -391,9 +383,9 @@ fn peer_table(
         iterations,
         Box::new(move |p: &mut Pair| {
             for _ in 0..iterations {
-                let f = ok(p.ours.alloc_pages(0, o9));
-                ok(p.ours.split_page(f, o9));
-                ok(p.ours.free_contig_range(0, f, 512));
+                let f = must(p.ours.alloc_pages(0, o9));
+                must(p.ours.split_page(f, o9));
+                must(p.ours.free_contig_range(0, f, 512));
             }
         }),
         Box::new(move |p: &mut Pair| {
@@ -408,8 +400,8 @@ fn peer_table(
         iterations,
         Box::new(move |p: &mut Pair| {
             for _ in 0..iterations {
-                let f = ok(p.ours.alloc_pages(0, o9));
-                ok(p.ours.free_pages(0, f, o9));
+                let f = must(p.ours.alloc_pages(0, o9));
+                must(p.ours.free_pages(0, f, o9));
             }
         }),
         Box::new(move |p: &mut Pair| {
@@ -425,9 +417,9 @@ fn peer_table(
         n,
         Box::new(move |p: &mut Pair| {
             for _ in 0..n {
-                let f = ok(p.ours.alloc_pages(0, o9));
-                ok(p.ours.split_page(f, o9));
-                ok(free_contig_range_per_page(&p.ours, 0, f, 512));
+                let f = must(p.ours.alloc_pages(0, o9));
+                must(p.ours.split_page(f, o9));
+                must(free_contig_range_per_page(&p.ours, 0, f, 512));
             }
         }),
         Box::new(move |p: &mut Pair| {
@@ -447,9 +439,11 @@ fn peer_table(
             format!("{count} x alloc order {o}, then free all"),
             count,
             Box::new(move |p: &mut Pair| {
-                let held: Vec<Pfn> = (0..count).map(|_| ok(p.ours.alloc_pages(0, ord))).collect();
+                let held: Vec<Pfn> = (0..count)
+                    .map(|_| must(p.ours.alloc_pages(0, ord)))
+                    .collect();
                 for f in held {
-                    ok(p.ours.free_pages(0, f, ord));
+                    must(p.ours.free_pages(0, f, ord));
                 }
             }),
             Box::new(move |p: &mut Pair| {

@@ -18,6 +18,19 @@ pub mod zeroed;
 
 pub use report::{Cell, Plot, Section, SectionContext, Table};
 
+use buddy_sim::{BuddyError, Order};
+
+/// The value of an allocator call a workload makes with valid arguments (an error is a bug in
+/// the workload or the allocator: the report stops).
+pub(crate) fn must<T>(r: Result<T, BuddyError>) -> T {
+    r.unwrap_or_else(|e| panic!("allocator error on a valid workload: {e}"))
+}
+
+/// An order a workload names.
+pub(crate) fn order(o: u8) -> Order {
+    must(Order::new(o))
+}
+
 /// Every report section, in the order the report prints them. Add a section here.
 #[must_use]
 pub fn sections() -> Vec<Box<dyn Section>> {

@@ -10,8 +10,8 @@
 
 use crate::measure::{Budget, Estimate, Samples, allowed_cpus, pin_current_thread, round_order};
 use crate::report::ratio_text;
-use crate::{Cell, Plot, Section, SectionContext, Table};
-use buddy_sim::{BoxedZone, Order, Pfn, ZoneConfig};
+use crate::{Cell, Plot, Section, SectionContext, Table, must, order};
+use buddy_sim::{BoxedZone, Pfn, ZoneConfig};
 use buddy_system_allocator::LockedFrameAllocator;
 use std::sync::Barrier;
 use std::time::{Duration, Instant};
@@ -32,14 +32,6 @@ trait Shared: Sync {
     /// One iteration of seed 003's loop: allocate 512 frames, split, free the run (the
     /// peer, which has no split pages, frees the 512 frames as one block).
     fn seed_iteration(&self, cpu: usize);
-}
-
-fn order(o: u8) -> Order {
-    Order::new(o).unwrap_or_else(|e| panic!("{e}"))
-}
-
-fn must<T>(r: Result<T, buddy_sim::BuddyError>) -> T {
-    r.unwrap_or_else(|e| panic!("allocator error on a valid workload: {e}"))
 }
 
 fn seed_iteration(z: &BoxedZone, cpu: usize) {

@@ -13,7 +13,7 @@ use crate::measure::{
     Budget, Estimate, Region, Samples, allowed_cpus, pin_current_thread, round_order,
 };
 use crate::report::ratio_text;
-use crate::{Cell, Plot, Section, SectionContext, Table};
+use crate::{Cell, Plot, Section, SectionContext, Table, must, order};
 use buddy_sim::zero_core::{ClearConfig, NoResched, PageSize, PreemptModel, clear_contig_pages};
 use buddy_sim::{BoxedZone, FrameClearer, OffsetMap, Order, Pfn, ZoneConfig};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -71,14 +71,6 @@ impl Pool {
         let start = pfn.0 as usize * PAGE;
         &mut self.region.as_mut_slice()[start..start + o.pages() as usize * PAGE]
     }
-}
-
-fn order(o: u8) -> Order {
-    Order::new(o).unwrap_or_else(|e| panic!("{e}"))
-}
-
-fn must<T>(r: Result<T, buddy_sim::BuddyError>) -> T {
-    r.unwrap_or_else(|e| panic!("allocator error on a valid workload: {e}"))
 }
 
 /// The ways of getting a block, compared.
@@ -329,7 +321,6 @@ impl Section for ZeroedAllocation {
 
     fn run(&self, ctx: &SectionContext) -> Vec<Table> {
         ctx.step("zeroed allocation: latency");
-        // One GiB each: a full pool and an empty one.
         // A full pool and an empty one, of 3 GiB each (the same metadata footprint).
         let mut pools = [Pool::new(3 * GIB, 2), Pool::new(3 * GIB, 2)];
         pools[0].fill(u64::MAX);

@@ -7,7 +7,7 @@
 #![no_main]
 
 use arbitrary::Arbitrary;
-use buddy_sim::reference::{Lockstep, Op, ZeroOp, ZeroedModel};
+use buddy_sim::reference::{Lockstep, Op, ZeroedModel};
 use buddy_sim::zero_core::PreemptModel;
 use buddy_sim::{Frame, Order, PerCpu, Pfn, Zone, ZoneConfig};
 use libfuzzer_sys::fuzz_target;
@@ -46,42 +46,11 @@ enum ArbOp {
 }
 
 impl ArbOp {
-    /// The operation on the zero reference, if it has one.
-    fn zero_op(&self) -> Option<ZeroOp> {
-        let cpu = |c: &u8| usize::from(*c % 5);
-        Some(match self {
-            Self::Alloc(c, o) => ZeroOp::Alloc {
-                cpu: cpu(c),
-                order: o % 12,
-            },
-            Self::AllocZeroed(c, o, fault) => ZeroOp::AllocZeroed {
-                cpu: cpu(c),
-                order: o % 12,
-                fault: fault.map(u64::from),
-            },
-            Self::FreePages(c, s) => ZeroOp::Free {
-                cpu: cpu(c),
-                slot: usize::from(*s),
-            },
-            Self::ZeroSome(b) => ZeroOp::ZeroSome {
-                budget: u64::from(*b % 512),
-            },
-            Self::DrainCpu(c) => ZeroOp::DrainCpu { cpu: cpu(c) },
-            Self::DrainAll => ZeroOp::DrainAll,
-            Self::AddMemory(off, len) | Self::AddZeroedMemory(off, len) => ZeroOp::AddMemory {
-                offset: u64::from(*off),
-                len: u64::from(*len % 256),
-                zeroed: matches!(self, Self::AddZeroedMemory(..)),
-            },
-            _ => return None,
-        })
-    }
-
-    /// The operation on the lockstep pair, if it has one (zeroing is the zero reference's).
-    fn op(&self) -> Option<Op> {
+    /// The operation both harnesses get (each applies those it models).
+    fn op(&self) -> Op {
         // Up to four CPUs; index 4 is out of range for every zone (an error on both paths).
         let cpu = |c: &u8| usize::from(*c % 5);
-        Some(match self {
+        match self {
             Self::Alloc(c, o) => Op::Alloc {
                 cpu: cpu(c),
                 order: o % 12,
@@ -119,13 +88,32 @@ impl ArbOp {
             },
             Self::DrainCpu(c) => Op::DrainCpu { cpu: cpu(c) },
             Self::DrainAll => Op::DrainAll,
-            Self::AddMemory(off, len) => Op::AddMemory {
+            Self::AddMemory(off, len) | Self::AddZeroedMemory(off, len) => Op::AddMemory {
                 offset: u64::from(*off),
                 len: u64::from(*len % 256),
+                zeroed: matches!(self, Self::AddZeroedMemory(..)),
             },
-            Self::AllocZeroed(..) | Self::ZeroSome(_) | Self::AddZeroedMemory(..) => return None,
-        })
+            Self::AllocZeroed(c, o, fault) => Op::AllocZeroed {
+                cpu: cpu(c),
+                order: o % 12,
+                fault: fault.map(u64::from),
+            },
+            Self::ZeroSome(b) => Op::ZeroSome {
+                budget: u64::from(*b % 512),
+            },
+        }
     }
+}
+
+/// The usable ranges of a memory map given frame by frame: `(first, frames)`, ascending.
+fn ranges(usable: &[bool]) -> impl Iterator<Item = (usize, usize)> + '_ {
+    let mut i = 0;
+    std::iter::from_fn(move || {
+        let start = i + usable.get(i..)?.iter().position(|&u| u)?;
+        let len = usable[start..].iter().take_while(|&&u| u).count();
+        i = start + len;
+        Some((start, len))
+    })
 }
 
 type VecZone = Zone<Vec<Frame>, Vec<PerCpu>>;
@@ -154,53 +142,34 @@ fuzz_target!(|input: Input| {
         let frames = (0..n).map(|_| Frame::new()).collect();
         let pcps = (0..cfg.cpus).map(|_| PerCpu::new()).collect();
         let z = Zone::new_empty(cfg, frames, pcps).unwrap();
-        let mut i = 0;
-        while i < n {
-            let start = i;
-            while i < n && usable[i] {
-                i += 1;
-            }
-            if i > start {
-                z.add_memory(Pfn(cfg.start.0 + start as u64), (i - start) as u64)
-                    .unwrap();
-            }
-            i += 1;
+        for (start, len) in ranges(&usable) {
+            z.add_memory(Pfn(cfg.start.0 + start as u64), len as u64)
+                .unwrap();
         }
         z
     };
     let mut model = Lockstep::new(zone(), zone());
-    // The zero reference backs its zone with memory: a smaller zone, the same memory map.
+    // The zero reference backs its zone with memory: a smaller zone, the same memory map,
+    // every other range of it declared zero.
     let zcfg = ZoneConfig {
         nr_pages: cfg.nr_pages.min(64),
         ..cfg
     };
     let mut zeroed = ZeroedModel::new(zcfg, PreemptModel::None).unwrap();
     let zn = zcfg.nr_pages as usize;
-    let mut i = 0;
-    while i < zn {
-        let start = i;
-        while i < zn && usable[i] {
-            i += 1;
-        }
-        if i > start {
-            let op = ZeroOp::AddMemory {
-                offset: start as u64,
-                len: (i - start) as u64,
-                zeroed: start % 2 == 0,
-            };
-            zeroed.apply(op).unwrap();
-        }
-        i += 1;
+    for (k, (start, len)) in ranges(&usable[..zn]).enumerate() {
+        let op = Op::AddMemory {
+            offset: start as u64,
+            len: len as u64,
+            zeroed: k % 2 == 0,
+        };
+        zeroed.apply(op).unwrap();
     }
     for op in input.ops.iter().take(256) {
-        if let Some(step) = op.op()
-            && let Err(d) = model.apply(step)
-        {
+        if let Err(d) = model.apply(op.op()) {
             panic!("{op:?}: {d:?}");
         }
-        if let Some(step) = op.zero_op()
-            && let Err(d) = zeroed.apply(step)
-        {
+        if let Err(d) = zeroed.apply(op.op()) {
             panic!("{op:?} (zero reference): {d:?}");
         }
     }

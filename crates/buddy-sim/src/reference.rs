@@ -8,7 +8,7 @@ use lock_api::RawMutex;
 #[cfg(all(feature = "alloc", feature = "spin"))]
 mod zeroed;
 #[cfg(all(feature = "alloc", feature = "spin"))]
-pub use zeroed::{ZeroDivergence, ZeroOp, ZeroedModel};
+pub use zeroed::{ZeroDivergence, ZeroedModel};
 
 /// Frees `[pfn, pfn + nr)` the way the kernel did before seed 003: one `put_page` per page,
 /// so every page that reaches zero is checked and freed as order 0 (to the per-cpu list,
@@ -64,11 +64,15 @@ pub fn brute_force_cover(pfn: Pfn, nr: u64, max_order: Order, mut visit: impl Fn
     }
 }
 
-/// One step of an operation sequence for [`Lockstep`]. Allocation slots name recent
-/// allocations (modulo the number recorded); page offsets are taken modulo the block size.
+/// One step of an operation sequence for [`Lockstep`] and (features `alloc` and `spin`) the
+/// zero reference `ZeroedModel`; each applies the steps it models and passes over the
+/// others (`Lockstep`'s zones have no memory to zero; the zero reference frees whole
+/// blocks only). Allocation slots name recent allocations (modulo the number recorded);
+/// page offsets are taken modulo the block size.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Op {
-    /// Drain both zones (so they hand out the same frames), then allocate.
+    /// Drain both zones and merge their free blocks (so they hand out the same frames),
+    /// then allocate.
     Alloc {
         /// CPU.
         cpu: usize,
@@ -138,12 +142,29 @@ pub enum Op {
     },
     /// Drain every CPU's lists.
     DrainAll,
-    /// Add reserved frames as usable memory (mostly errors once the zone is full).
+    /// Add reserved frames as usable memory (mostly errors once the zone is full):
+    /// `add_memory`, or `add_zeroed_memory` for memory the embedder zeroed first.
     AddMemory {
         /// Offset from the zone's first frame (may lie outside).
         offset: u64,
         /// Frames.
         len: u64,
+        /// Declared zero.
+        zeroed: bool,
+    },
+    /// `alloc_zeroed`, with a fault offset into the block or none (the zero reference).
+    AllocZeroed {
+        /// CPU.
+        cpu: usize,
+        /// Order (may exceed MAX_ORDER: an error).
+        order: u8,
+        /// Fault offset in bytes, if any (may lie outside the block).
+        fault: Option<u64>,
+    },
+    /// `zero_some` with this budget in frames (the zero reference).
+    ZeroSome {
+        /// Frames at most.
+        budget: u64,
     },
 }
 
@@ -222,11 +243,15 @@ where
         let start = self.batched.config().start;
         let (a, b) = match op {
             Op::Alloc { cpu, order } => {
-                // Drained zones hold the same free blocks (merging is canonical) but not in
-                // the same list order, so the per-page zone takes the very block the batched
-                // zone handed out.
-                self.batched.drain_all();
-                self.per_page.drain_all();
+                // Drained and merged zones hold the same free blocks (merging is canonical)
+                // but not in the same list order, so the per-page zone takes the very block
+                // the batched zone handed out. (Merging the pairs that stayed apart for
+                // their knowledge of zero first: else only the batched zone's slow path
+                // would.)
+                for z in [&self.batched, &self.per_page] {
+                    z.drain_all();
+                    z.merge_free_blocks();
+                }
                 let order = Order::new(order);
                 let a = order.and_then(|o| self.batched.alloc_pages(cpu, o));
                 let b = match (a, order) {
@@ -295,13 +320,23 @@ where
                 self.per_page.drain_all();
                 (Ok(()), Ok(()))
             }
-            Op::AddMemory { offset, len } => match start.checked_add(offset) {
+            Op::AddMemory {
+                offset,
+                len,
+                zeroed,
+            } => match start.checked_add(offset) {
+                Some(first) if zeroed => (
+                    self.batched.add_zeroed_memory(first, len),
+                    self.per_page.add_zeroed_memory(first, len),
+                ),
                 Some(first) => (
                     self.batched.add_memory(first, len),
                     self.per_page.add_memory(first, len),
                 ),
                 None => return Ok(()),
             },
+            // No memory behind these zones: zeroing is the zero reference's.
+            Op::AllocZeroed { .. } | Op::ZeroSome { .. } => return Ok(()),
         };
         if a != b {
             return Err(Divergence::Results {

@@ -85,7 +85,8 @@ fn op() -> impl Strategy<Value = Op> {
         1 => (cpu.clone(), slot).prop_map(|(cpu, slot)| Op::FreePages { cpu, slot }),
         1 => cpu.prop_map(|cpu| Op::DrainCpu { cpu }),
         1 => Just(Op::DrainAll),
-        1 => (0u64..3000, 0u64..200).prop_map(|(offset, len)| Op::AddMemory { offset, len }),
+        1 => (0u64..3000, 0u64..200, any::<bool>())
+            .prop_map(|(offset, len, zeroed)| Op::AddMemory { offset, len, zeroed }),
     ]
 }
 

@@ -4,7 +4,7 @@
 // loom atomics work only inside loom::model: these run on the real ones.
 #![cfg(not(loom))]
 
-use buddy_sim::reference::{ZeroOp, ZeroedModel};
+use buddy_sim::reference::{Op, ZeroedModel};
 use buddy_sim::zero_core::{ClearConfig, CountingResched, NoResched, PageSize, PreemptModel};
 use buddy_sim::{
     BoxedZone, BuddyError, FrameClearer, FrameMemory, OffsetMap, Order, Pfn, ZoneConfig,
@@ -26,15 +26,15 @@ fn config() -> ProptestConfig {
 const MAX_ZONE: u64 = if cfg!(miri) { 16 } else { 96 };
 const MAX_OPS: usize = if cfg!(miri) { 6 } else { 60 };
 
-fn op() -> impl Strategy<Value = ZeroOp> {
+fn op() -> impl Strategy<Value = Op> {
     prop_oneof![
-        (0usize..3, 0u8..6).prop_map(|(cpu, order)| ZeroOp::Alloc { cpu, order }),
+        (0usize..3, 0u8..6).prop_map(|(cpu, order)| Op::Alloc { cpu, order }),
         (0usize..3, 0u8..6, proptest::option::of(0u64..200_000))
-            .prop_map(|(cpu, order, fault)| ZeroOp::AllocZeroed { cpu, order, fault }),
-        (0usize..3, 0usize..64).prop_map(|(cpu, slot)| ZeroOp::Free { cpu, slot }),
-        (0u64..80).prop_map(|budget| ZeroOp::ZeroSome { budget }),
-        (0usize..3).prop_map(|cpu| ZeroOp::DrainCpu { cpu }),
-        Just(ZeroOp::DrainAll),
+            .prop_map(|(cpu, order, fault)| Op::AllocZeroed { cpu, order, fault }),
+        (0usize..3, 0usize..64).prop_map(|(cpu, slot)| Op::FreePages { cpu, slot }),
+        (0u64..80).prop_map(|budget| Op::ZeroSome { budget }),
+        (0usize..3).prop_map(|cpu| Op::DrainCpu { cpu }),
+        Just(Op::DrainAll),
     ]
 }
 
@@ -66,16 +66,16 @@ proptest! {
         };
         let mut model = ZeroedModel::new(cfg, PreemptModel::None).unwrap();
         for (offset, len, zeroed) in pieces {
-            model.apply(ZeroOp::AddMemory { offset, len, zeroed }).unwrap();
+            model.apply(Op::AddMemory { offset, len, zeroed }).unwrap();
         }
         for op in ops {
             if let Err(d) = model.apply(op) {
                 prop_assert!(false, "{op:?}: {d:?}");
             }
         }
-        model.apply(ZeroOp::DrainAll).unwrap();
+        model.apply(Op::DrainAll).unwrap();
         let budget = nr;
-        model.apply(ZeroOp::ZeroSome { budget }).unwrap();
+        model.apply(Op::ZeroSome { budget }).unwrap();
     }
 }
 

@@ -1,6 +1,7 @@
 //! The per-page reference for zeroed allocation and background zeroing: a zone over a buffer
-//! that stands for its physical memory, driven by [`ZeroOp`]s, with every page's expected
-//! contents tracked beside it. After each operation [`ZeroedModel::apply`] checks the zone
+//! that stands for its physical memory, driven by [`Op`]s (those it models: allocations,
+//! zeroed allocations, frees of whole blocks, background zeroing, drains, memory added),
+//! with every page's expected contents tracked beside it. After each operation [`ZeroedModel::apply`] checks the zone
 //! ([`Zone::check`]), that every block the zone knows to be zero reads zero and is zero in
 //! the reference, that blocks handed out by `alloc_zeroed` read zero, that nothing cleared a
 //! page someone holds, and that zeroed allocations take known-zero blocks whenever the zone
@@ -14,6 +15,7 @@ use alloc::vec;
 use alloc::vec::Vec;
 use core::ptr::NonNull;
 
+use super::Op;
 use crate::{
     BoxedZone, BuddyError, FrameClearer, FrameMemory, FreeWhere, OffsetMap, Order, Pfn, ZoneConfig,
 };
@@ -23,58 +25,6 @@ use zero_core::{ClearConfig, NoResched, PageSize, PreemptModel};
 #[derive(Clone)]
 #[repr(C, align(4096))]
 struct Page([u8; 4096]);
-
-/// An operation on a [`ZeroedModel`]. Slots index the blocks the model holds (modulo how
-/// many it holds); CPUs and orders out of range are passed on, so that the error paths run.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum ZeroOp {
-    /// `alloc_pages`, then the holder writes the block.
-    Alloc {
-        /// CPU.
-        cpu: usize,
-        /// Order.
-        order: u8,
-    },
-    /// `alloc_zeroed` (with a fault offset into the block, or none), then the holder checks
-    /// it reads zero and writes it.
-    AllocZeroed {
-        /// CPU.
-        cpu: usize,
-        /// Order.
-        order: u8,
-        /// Fault offset in bytes, if any (may lie outside the block).
-        fault: Option<u64>,
-    },
-    /// `free_pages` of a held block.
-    Free {
-        /// CPU.
-        cpu: usize,
-        /// Which held block.
-        slot: usize,
-    },
-    /// `zero_some` with this budget.
-    ZeroSome {
-        /// Frames at most.
-        budget: u64,
-    },
-    /// `drain_pcp`.
-    DrainCpu {
-        /// CPU.
-        cpu: usize,
-    },
-    /// `drain_all`.
-    DrainAll,
-    /// `add_memory` (its bytes left as they were), or `add_zeroed_memory` (the embedder
-    /// zeroed them first).
-    AddMemory {
-        /// First frame, from the zone's start.
-        offset: u64,
-        /// Frames.
-        len: u64,
-        /// Declared zero.
-        zeroed: bool,
-    },
-}
 
 /// What [`ZeroedModel::apply`] found wrong.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -261,10 +211,10 @@ impl ZeroedModel {
     ///
     /// # Errors
     /// The first [`ZeroDivergence`] found.
-    pub fn apply(&mut self, op: ZeroOp) -> Result<(), ZeroDivergence> {
+    pub fn apply(&mut self, op: Op) -> Result<(), ZeroDivergence> {
         let start = self.zone.config().start;
         match op {
-            ZeroOp::Alloc { cpu, order } => {
+            Op::Alloc { cpu, order } => {
                 if let Ok(o) = Order::new(order)
                     && let Ok(pfn) = self.zone.alloc_pages(cpu, o)
                 {
@@ -273,7 +223,7 @@ impl ZeroedModel {
                     self.held.push((pfn, o));
                 }
             }
-            ZeroOp::AllocZeroed { cpu, order, fault } => {
+            Op::AllocZeroed { cpu, order, fault } => {
                 let Ok(o) = Order::new(order) else {
                     return Ok(());
                 };
@@ -308,7 +258,7 @@ impl ZeroedModel {
                     Err(_) => {}
                 }
             }
-            ZeroOp::Free { cpu, slot } => {
+            Op::FreePages { cpu, slot } => {
                 if !self.held.is_empty() {
                     let k = slot % self.held.len();
                     let (pfn, o) = self.held[k];
@@ -318,7 +268,7 @@ impl ZeroedModel {
                     }
                 }
             }
-            ZeroOp::ZeroSome { budget } => {
+            Op::ZeroSome { budget } => {
                 let unzeroed = self.buddy_unzeroed();
                 let pool = self.zone.zeroed_pages();
                 let cleared = self
@@ -339,11 +289,11 @@ impl ZeroedModel {
                     return Err(ZeroDivergence::KnowledgeLost);
                 }
             }
-            ZeroOp::DrainCpu { cpu } => {
+            Op::DrainCpu { cpu } => {
                 let _ = self.zone.drain_pcp(cpu);
             }
-            ZeroOp::DrainAll => self.zone.drain_all(),
-            ZeroOp::AddMemory {
+            Op::DrainAll => self.zone.drain_all(),
+            Op::AddMemory {
                 offset,
                 len,
                 zeroed,
@@ -372,6 +322,13 @@ impl ZeroedModel {
                     self.zone.add_memory(first, len)
                 };
             }
+            // References, poison and runs are the lockstep's: nothing to do here.
+            Op::Split { .. }
+            | Op::Get { .. }
+            | Op::Put { .. }
+            | Op::Poison { .. }
+            | Op::FreeRun { .. }
+            | Op::FreeRaw { .. } => {}
         }
         self.check()
     }
