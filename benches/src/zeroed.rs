@@ -14,7 +14,7 @@ use crate::measure::{
 };
 use crate::report::ratio_text;
 use crate::{Cell, Plot, Section, SectionContext, Table, must, order};
-use buddy_sim::zero_core::{ClearConfig, NoResched, PageSize, PreemptModel, clear_contig_pages};
+use buddy_sim::zero_core::{NoResched, clear_contig_pages};
 use buddy_sim::{BoxedZone, FrameClearer, OffsetMap, Order, Pfn, ZoneConfig};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
@@ -50,11 +50,9 @@ impl Pool {
             ..ZoneConfig::new(Pfn(0), (bytes / PAGE) as u64).with_cpus(cpus)
         };
         let zone: BoxedZone = BoxedZone::new_boxed(cfg).unwrap_or_else(|e| panic!("zone: {e}"));
-        let clear = ClearConfig::new(PageSize::Size4KiB, PreemptModel::None);
-        let clearer = FrameClearer::new(memory, clear).unwrap_or_else(|e| panic!("clearer: {e}"));
         Self {
             zone,
-            clearer,
+            clearer: FrameClearer::detected(memory),
             region,
         }
     }
@@ -279,9 +277,7 @@ pub fn count_batches(n: u32, zeroed: bool) {
     });
     // SAFETY: never dereferenced: every block this zone hands out is known zero, so
     // alloc_zeroed neither clears nor (not verifying) reads it.
-    let memory = unsafe { OffsetMap::new(0) };
-    let clear = ClearConfig::new(PageSize::Size4KiB, PreemptModel::None);
-    let clearer = FrameClearer::new(memory, clear).unwrap_or_else(|e| panic!("clearer: {e}"));
+    let clearer = FrameClearer::detected(unsafe { OffsetMap::new(0) });
     let o = order(9);
     let mut held = Vec::with_capacity(COUNTED_BATCH);
     for _ in 0..n {

@@ -11,7 +11,7 @@ use buddy_sim::{Frame, FrameClearer, OffsetMap, Order, PerCpu, Pfn, Zone, ZoneCo
 use pte_batch::mm_types::{FrameRange, PageRange, PageSize, VirtAddr};
 use pte_batch::{AgingStats, FpbFlags, Prot, PteFormat, PteTable, TlbFlush, age_range};
 use spin::{Mutex, Once};
-use zero_core::{ClearConfig, NoResched, Policy, PreemptModel};
+use zero_core::{NoResched, Policy};
 
 /// Frames the boot CPU zeroes in the background before the steps start (8 MiB: the data
 /// region and every table page find the pool full).
@@ -166,7 +166,7 @@ pub fn make_zone<P: Platform>(
     );
     // The boot CPU, idle until the steps start, fills the zeroed pool: the page tables and
     // the data region are zeroed allocations that find it full.
-    let pooled = zero_in_background::<P>(zone, BOOT_POOL, &clearer::<P>());
+    let pooled = zero_in_background::<P>(zone, BOOT_POOL, &clearer());
     println!(
         "buddy-sim: zero_some put {pooled} frames in the zeroed pool before the steps ({} known zero)",
         zone.zeroed_pages()
@@ -282,17 +282,13 @@ impl Layout {
     }
 }
 
-/// How both kernels reach and clear frames: the identity map, zero-core's detected policy,
-/// and every block handed out as known zero read first (the debug check).
-pub fn clearer<P: Platform>() -> FrameClearer<OffsetMap> {
+/// How both kernels reach and clear frames: the identity map and zero-core's detected
+/// policy. (No debug check: [`alloc_zeroed`] reads every block it hands out anyway.)
+pub fn clearer() -> FrameClearer<OffsetMap> {
     // SAFETY: both kernels identity-map every frame the zone spans as normal memory, and a
     // frame's bytes are touched only by whoever the zone handed it to (or by the zone while
     // it is free).
-    let identity = unsafe { OffsetMap::new(0) };
-    let clear = ClearConfig::new(PageSize::Size4KiB, PreemptModel::None);
-    FrameClearer::new(identity, clear)
-        .unwrap_or_else(|e| fail::<P>(Step::Zeroing, format_args!("{e}")))
-        .verifying()
+    FrameClearer::detected(unsafe { OffsetMap::new(0) })
 }
 
 /// A zeroed block of `order` on `cpu` from the zone's `alloc_zeroed` (known zero, or cleared
@@ -379,7 +375,7 @@ impl<P: Platform> Kernel<P> {
         );
         Self {
             zone,
-            clearer: clearer::<P>(),
+            clearer: clearer(),
             frames: 0,
             data_pfn: 0,
             layout: Layout::new(),
@@ -847,7 +843,7 @@ fn stamp(cpu: usize, round: u64) -> u64 {
 /// core handed over, after checking its stamp (a block handed out twice would show).
 fn alloc_rounds<P: Platform>(cpu: usize) {
     let zone = zone::<P>();
-    let clearer = clearer::<P>();
+    let clearer = clearer();
     let mut rng = Rng(0x9e37_79b9_7f4a_7c15 ^ cpu as u64);
     for round in 0..ALLOC_ROUNDS {
         let order = if round % 16 == 15 {
@@ -961,7 +957,7 @@ fn smp_alloc_step<P: Platform>(second_core: bool) {
 /// either known zero or cleared on the way (both checked word by word).
 fn zeroing_step<P: Platform>(second_core: bool) {
     let zone = zone::<P>();
-    let clearer = clearer::<P>();
+    let clearer = clearer();
     let before = zone.counters();
     let mut rng = Rng(0x5eed_2e20);
     for round in 0..ALLOC_ROUNDS {
@@ -1024,7 +1020,7 @@ pub fn secondary<P: Platform>(leave_map: impl FnOnce()) -> ! {
     alloc_rounds::<P>(1);
     ROUNDS_DONE.store(true, Ordering::Release);
     // The idle loop: background zeroing, until core 0 has taken its zeroed blocks.
-    let (zone, clearer) = (zone::<P>(), clearer::<P>());
+    let (zone, clearer) = (zone::<P>(), clearer());
     while !ZERO_STOP.load(Ordering::Acquire) {
         let n = zero_in_background::<P>(zone, ZERO_STEP, &clearer);
         ZEROED_BY_SECOND.fetch_add(n, Ordering::Release);

@@ -7,7 +7,7 @@
 
 use crate::counters::LockStats;
 use crate::frame::{FrameState, Word};
-use crate::list::List;
+use crate::list::{FreeCount, List};
 use crate::map::FrameMap;
 use crate::{BuddyError, MAX_SUPPORTED_ORDER, Order};
 
@@ -25,10 +25,8 @@ pub(crate) enum Prefer {
 /// Everything the zone lock protects.
 pub(crate) struct FreeArea {
     pub(crate) lists: [List; MAX_SUPPORTED_ORDER as usize + 1],
-    /// Frames free in the buddy.
-    pub(crate) pages: u64,
-    /// Of those, frames in blocks known zero.
-    pub(crate) zeroed: u64,
+    /// Frames free in the buddy, and of those in blocks known zero.
+    pub(crate) count: FreeCount,
     /// Usable frames: every range added, holes excluded.
     pub(crate) present: u64,
     pub(crate) stats: LockStats,
@@ -37,8 +35,7 @@ pub(crate) struct FreeArea {
 impl FreeArea {
     pub(crate) const EMPTY: Self = Self {
         lists: [List::EMPTY; MAX_SUPPORTED_ORDER as usize + 1],
-        pages: 0,
-        zeroed: 0,
+        count: FreeCount::NONE,
         present: 0,
         stats: LockStats::ZERO,
     };
@@ -47,14 +44,8 @@ impl FreeArea {
     fn insert(&mut self, m: FrameMap<'_>, idx: u32, order: Order, zeroed: bool) {
         m.frame(idx)
             .store(Word::free(FrameState::Buddy, order.get(), zeroed));
-        let list = &mut self.lists[order.get() as usize];
-        if zeroed {
-            list.push_back(m.frames, idx);
-            self.zeroed += order.pages();
-        } else {
-            list.push_front(m.frames, idx);
-        }
-        self.pages += order.pages();
+        self.lists[order.get() as usize].push(m.frames, idx, zeroed);
+        self.count.add(order, zeroed);
         self.stats.list_ops += 1;
     }
 
@@ -65,10 +56,7 @@ impl FreeArea {
         let zeroed = m.frame(idx).load().zeroed();
         self.lists[order.get() as usize].remove(m.frames, idx);
         m.frame(idx).store(Word::TAIL);
-        self.pages -= order.pages();
-        if zeroed {
-            self.zeroed -= order.pages();
-        }
+        self.count.sub(order, zeroed);
         self.stats.list_ops += 1;
         zeroed
     }

@@ -1,7 +1,7 @@
 //! `Zone::check`: every invariant, verified by walking the frames and every free list.
 
 use crate::frame::{Frame, FrameState};
-use crate::list::List;
+use crate::list::{FreeCount, List};
 use crate::map::FrameMap;
 use crate::{Order, PerCpu, Pfn, Zone};
 use lock_api::RawMutex;
@@ -51,9 +51,8 @@ where
             })
         };
         let n = m.frames.len();
-        let (mut buddy_heads, mut pcp_heads, mut buddy_pages, mut reserved) = (0u64, 0, 0, 0);
-        // Frames in blocks known zero: in the buddy, on per-cpu lists.
-        let mut zeroed_pages = [0u64; 2];
+        let (mut buddy_heads, mut pcp_heads, mut reserved) = (0u64, 0, 0);
+        let mut buddy = FreeCount::NONE;
         let mut idx = 0usize;
         while idx < n {
             let i = idx as u32;
@@ -72,18 +71,14 @@ where
                 }
                 FrameState::Buddy => {
                     buddy_heads += 1;
-                    buddy_pages += size as u64;
+                    buddy.add(Order(w.order()), w.zeroed());
                 }
                 FrameState::Pcp => pcp_heads += 1,
                 FrameState::Reserved => reserved += 1,
                 FrameState::Allocated | FrameState::Leaked => {}
             }
-            match w.state() {
-                FrameState::Buddy | FrameState::Pcp if w.zeroed() => {
-                    zeroed_pages[usize::from(w.state() == FrameState::Pcp)] += size as u64;
-                }
-                _ if w.zeroed() => return bad("a known-zero mark on a frame that is not free", i),
-                _ => {}
+            if w.zeroed() && !matches!(w.state(), FrameState::Buddy | FrameState::Pcp) {
+                return bad("a known-zero mark on a frame that is not free", i);
             }
             if !Order(w.order()).aligns(m.pfn(i)) || idx + size > n {
                 return bad("a misaligned block or one past the zone", i);
@@ -115,36 +110,35 @@ where
             for (o, list) in free.lists.iter().enumerate() {
                 listed += check_list(m, list, FrameState::Buddy, |order| order as usize == o)?;
             }
-            if listed != buddy_heads || buddy_pages != free.pages {
-                return bad("buddy lists and frames disagree", 0);
-            }
-            if zeroed_pages[0] != free.zeroed {
-                return bad("the buddy's count of known-zero frames is wrong", 0);
+            if listed != buddy_heads || buddy != free.count {
+                return bad(
+                    "buddy lists and frames (or their known-zero frames) disagree",
+                    0,
+                );
             }
             if free.present + reserved != self.cfg.nr_pages {
                 return bad("usable frames and holes do not add up to the zone", 0);
             }
         }
-        let (mut listed, mut zeroed_pcp) = (0u64, 0u64);
+        let mut listed = 0u64;
         for pcp in self.pcps.as_ref() {
             let lists = pcp.lists.lock();
-            zeroed_pcp += lists.zeroed;
-            let mut pages = 0u64;
+            let mut count = FreeCount::NONE;
             for (l, list) in lists.lists.iter().enumerate() {
                 listed += check_list(m, list, FrameState::Pcp, |order| {
                     self.cfg.pcp_list(Order(order)) == Some(l)
                 })?;
-                pages += list_pages(m, list);
+                count_list(m, list, &mut count);
             }
-            if pages != lists.pages {
-                return bad("a per-cpu page count that does not match its lists", 0);
+            if count != lists.count {
+                return bad(
+                    "a per-cpu count (or known-zero count) that does not match its lists",
+                    0,
+                );
             }
         }
         if listed != pcp_heads {
             return bad("per-cpu lists and frames disagree", 0);
-        }
-        if zeroed_pcp != zeroed_pages[1] {
-            return bad("a per-cpu count of known-zero frames is wrong", 0);
         }
         Ok(())
     }
@@ -197,12 +191,13 @@ fn check_list(
     Ok(len)
 }
 
-fn list_pages(m: FrameMap<'_>, list: &List) -> u64 {
-    let (mut at, mut pages) = (list.head(), 0);
+/// Adds the blocks on `list` to `count`.
+fn count_list(m: FrameMap<'_>, list: &List, count: &mut FreeCount) {
+    let mut at = list.head();
     while let Some(idx) = at {
         let f = m.frame(idx);
-        pages += 1u64 << f.load().order();
+        let w = f.load();
+        count.add(Order(w.order()), w.zeroed());
         at = f.next();
     }
-    pages
 }

@@ -2,7 +2,41 @@
 //! that removing a buddy from the middle of a free list is O(1). A list and the links of the
 //! frames on it belong to one lock (a per-cpu list's, or the zone's).
 
+use crate::Order;
 use crate::frame::Frame;
+
+/// Frames in the blocks on a set of free lists, and of those the frames in blocks known zero:
+/// what the zone lock and each per-cpu lock count for their lists.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct FreeCount {
+    pub(crate) pages: u64,
+    pub(crate) zeroed: u64,
+}
+
+impl FreeCount {
+    pub(crate) const NONE: Self = Self {
+        pages: 0,
+        zeroed: 0,
+    };
+
+    /// A block of `order` joined the lists.
+    #[inline]
+    pub(crate) fn add(&mut self, order: Order, zeroed: bool) {
+        self.pages += order.pages();
+        if zeroed {
+            self.zeroed += order.pages();
+        }
+    }
+
+    /// A block of `order` left the lists.
+    #[inline]
+    pub(crate) fn sub(&mut self, order: Order, zeroed: bool) {
+        self.pages -= order.pages();
+        if zeroed {
+            self.zeroed -= order.pages();
+        }
+    }
+}
 
 /// A list's ends are stored as the frames' links are: index + 1, 0 for none.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -41,7 +75,7 @@ impl List {
 
     /// Adds `idx` at the front (most recently freed: handed out first, still cache-hot).
     #[inline]
-    pub(crate) fn push_front(&mut self, frames: &[Frame], idx: u32) {
+    fn push_front(&mut self, frames: &[Frame], idx: u32) {
         let link = idx + 1;
         let f = &frames[idx as usize];
         f.set_prev_raw(0);
@@ -54,10 +88,21 @@ impl List {
         self.len += 1;
     }
 
-    /// Adds `idx` at the back (a block known zero: plain allocations, which take the front,
-    /// reach it last; zeroed allocations take it from here).
+    /// Adds the free block `idx` where its knowledge puts it: known zero at the back (plain
+    /// allocations, which take the front, reach it last; zeroed allocations take it from
+    /// there), else at the front. Every list keeps its known-zero blocks behind the others.
     #[inline]
-    pub(crate) fn push_back(&mut self, frames: &[Frame], idx: u32) {
+    pub(crate) fn push(&mut self, frames: &[Frame], idx: u32, zeroed: bool) {
+        if zeroed {
+            self.push_back(frames, idx);
+        } else {
+            self.push_front(frames, idx);
+        }
+    }
+
+    /// Adds `idx` at the back.
+    #[inline]
+    fn push_back(&mut self, frames: &[Frame], idx: u32) {
         let link = idx + 1;
         let f = &frames[idx as usize];
         f.set_next_raw(0);

@@ -12,7 +12,7 @@ use loom::thread;
 use std::vec::Vec;
 
 use crate::{BuddyError, Frame, FrameClearer, OffsetMap, Order, PerCpu, Pfn, Zone, ZoneConfig};
-use zero_core::{ClearConfig, NoResched, PageSize, PreemptModel, Resched};
+use zero_core::{NoResched, Resched};
 
 type LoomZone = Zone<Vec<Frame>, Vec<PerCpu>>;
 
@@ -222,8 +222,7 @@ fn clearer(ram: &mut [Page]) -> FrameClearer<OffsetMap> {
     // SAFETY: frame START + i is ram[i]; the threads reach it only through the zone's
     // owners, and the final checks read it after every thread joined.
     let memory = unsafe { OffsetMap::new(offset) };
-    let clear = ClearConfig::new(PageSize::Size4KiB, PreemptModel::None);
-    FrameClearer::new(memory, clear).unwrap().verifying()
+    FrameClearer::detected(memory).verifying()
 }
 
 fn ram() -> Vec<Page> {

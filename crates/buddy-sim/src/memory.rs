@@ -118,6 +118,19 @@ impl<M: FrameMemory> FrameClearer<M> {
         })
     }
 
+    /// Clears through `memory` with zero-core's detected policy, whole blocks at a time (no
+    /// cooperative batches: [`PreemptModel::None`](zero_core::PreemptModel::None)).
+    #[must_use]
+    pub fn detected(memory: M) -> Self {
+        Self {
+            memory,
+            // The detected policy names only strategies this CPU has, and FRAME is the
+            // page size `new` requires: nothing to refuse.
+            clear: ClearConfig::new(FRAME, zero_core::PreemptModel::None),
+            verify: false,
+        }
+    }
+
     /// The same clearer, checking that every block handed out as known zero reads zero
     /// (else the allocation fails with [`BuddyError::StaleZero`]).
     #[must_use]
@@ -154,6 +167,27 @@ impl<M: FrameMemory> FrameClearer<M> {
             .ok_or(BuddyError::NotAddressable(pfn))?;
         let pages = usize::try_from(order.pages()).map_err(|_| BuddyError::Overflow)?;
         Ok((ptr, pages))
+    }
+
+    /// Makes the block `[pfn, pfn + 2^order)` the zone just handed out read zero, off the
+    /// fast path: checks it if it is `known_zero` (the debug check), else clears it.
+    #[cold]
+    #[inline(never)]
+    pub(crate) fn make_zero(
+        &self,
+        pfn: Pfn,
+        order: Order,
+        known_zero: bool,
+        fault: Option<usize>,
+        resched: &mut impl Resched,
+    ) -> Result<(), BuddyError> {
+        if !known_zero {
+            return self.clear(pfn, order, fault, resched);
+        }
+        match self.reads_zero(pfn, order)? {
+            true => Ok(()),
+            false => Err(BuddyError::StaleZero(pfn)),
+        }
     }
 
     /// Zeroes the block `[pfn, pfn + 2^order)`, which the zone owns or just handed to the

@@ -12,7 +12,7 @@ use aarch64_paging::paging::{PageTable, Translation};
 use core::ptr::NonNull;
 use lock_api::RawMutex;
 use mm_types::PhysAddr;
-use zero_core::{ClearConfig, NoResched, PreemptModel};
+use zero_core::NoResched;
 
 /// A zone as aarch64-paging's [`Translation`]: each table page is an order-0 frame from
 /// [`Zone::alloc_zeroed`] on one CPU (known zero, or cleared by zero-core through the CPU's
@@ -80,37 +80,29 @@ where
     R: RawMutex,
 {
     /// Table pages from `zone` on CPU `cpu`'s lists, reached through `memory` and cleared
-    /// with zero-core's detected policy.
+    /// with zero-core's detected policy ([`FrameClearer::detected`]).
     ///
     /// # Errors
     /// [`BuddyError::BadCpu`] if the zone has no lists for `cpu`.
     pub fn new(zone: &'z Zone<F, P, R>, cpu: usize, memory: M) -> Result<Self, BuddyError> {
-        Self::with_clear(
-            zone,
-            cpu,
-            memory,
-            ClearConfig::new(FRAME, PreemptModel::None),
-        )
+        Self::with_clearer(zone, cpu, FrameClearer::detected(memory))
     }
 
-    /// As [`new`](Self::new), clearing with `clear` (a calibrated policy, a preemption
-    /// model).
+    /// As [`new`](Self::new), with the frames reached and cleared as `clearer` says (a
+    /// calibrated policy, a preemption model, the debug check).
     ///
     /// # Errors
-    /// [`BuddyError::BadCpu`] if the zone has no lists for `cpu`; [`BuddyError::BadConfig`]
-    /// if `clear`'s page size is not 4 KiB (a table page's) or its policy names a strategy
-    /// this CPU cannot execute.
-    pub fn with_clear(
+    /// [`BuddyError::BadCpu`] if the zone has no lists for `cpu`.
+    pub fn with_clearer(
         zone: &'z Zone<F, P, R>,
         cpu: usize,
-        memory: M,
-        clear: ClearConfig,
+        clearer: FrameClearer<M>,
     ) -> Result<Self, BuddyError> {
         zone.pcp_pages(cpu)?;
         Ok(Self {
             zone,
             cpu,
-            clearer: FrameClearer::new(memory, clear)?,
+            clearer,
             tables: 0,
             last_error: None,
         })

@@ -8,7 +8,7 @@ use core::fmt;
 use crate::buddy::{FreeArea, Prefer};
 use crate::counters::LockStats;
 use crate::frame::{FrameState, Word};
-use crate::list::List;
+use crate::list::{FreeCount, List};
 use crate::map::FrameMap;
 use crate::sync::Mutex;
 use crate::{DefaultRawMutex, Order};
@@ -28,10 +28,8 @@ pub struct PerCpu<R = DefaultRawMutex> {
 /// Everything a per-cpu lock protects.
 pub(crate) struct PcpLists {
     pub(crate) lists: [List; PCP_LISTS],
-    /// Frames on these lists.
-    pub(crate) pages: u64,
-    /// Of those, frames in blocks known zero.
-    pub(crate) zeroed: u64,
+    /// Frames on these lists, and of those in blocks known zero.
+    pub(crate) count: FreeCount,
     /// The list a drain takes from next (round robin, as `free_pcppages_bulk`).
     drain_cursor: usize,
     pub(crate) stats: LockStats,
@@ -40,8 +38,7 @@ pub(crate) struct PcpLists {
 impl PcpLists {
     const EMPTY: Self = Self {
         lists: [List::EMPTY; PCP_LISTS],
-        pages: 0,
-        zeroed: 0,
+        count: FreeCount::NONE,
         drain_cursor: 0,
         stats: LockStats::ZERO,
     };
@@ -59,13 +56,8 @@ impl PcpLists {
     ) {
         m.frame(idx)
             .store(Word::free(FrameState::Pcp, order.get(), zeroed));
-        if zeroed {
-            self.lists[list].push_back(m.frames, idx);
-            self.zeroed += order.pages();
-        } else {
-            self.lists[list].push_front(m.frames, idx);
-        }
-        self.pages += order.pages();
+        self.lists[list].push(m.frames, idx, zeroed);
+        self.count.add(order, zeroed);
         self.stats.list_ops += 1;
     }
 
@@ -87,10 +79,7 @@ impl PcpLists {
             Prefer::Zeroed => return None,
         };
         let zeroed = m.frame(idx).load().zeroed();
-        self.pages -= order.pages();
-        if zeroed {
-            self.zeroed -= order.pages();
-        }
+        self.count.sub(order, zeroed);
         self.stats.list_ops += 1;
         Some((idx, zeroed))
     }
@@ -126,7 +115,7 @@ impl PcpLists {
     /// empty. The caller holds this CPU's lock and the zone lock.
     pub(crate) fn drain(&mut self, m: FrameMap<'_>, free: &mut FreeArea, pages: u64) {
         let mut drained = 0;
-        while drained < pages && self.pages > 0 {
+        while drained < pages && self.count.pages > 0 {
             let Some(list) = (1..=PCP_LISTS)
                 .map(|k| (self.drain_cursor + k) % PCP_LISTS)
                 .find(|&l| !self.lists[l].is_empty())
@@ -140,10 +129,7 @@ impl PcpLists {
                 };
                 let w = m.frame(idx).load();
                 let order = Order(w.order());
-                self.pages -= order.pages();
-                if w.zeroed() {
-                    self.zeroed -= order.pages();
-                }
+                self.count.sub(order, w.zeroed());
                 self.stats.list_ops += 1;
                 drained += order.pages();
                 free.free_one_page(m, idx, order, w.zeroed());

@@ -64,35 +64,7 @@ where
         if zeroed && !clearer.verifies() {
             return Ok(pfn);
         }
-        self.make_zeroed(cpu, pfn, order, zeroed, clearer, fault, resched)
-    }
-
-    /// The rest of a zeroed allocation, off the fast path: the debug check of a known-zero
-    /// block, or the clear of another; on an error the block is freed again (no longer known
-    /// zero).
-    #[cold]
-    #[inline(never)]
-    #[allow(clippy::too_many_arguments)]
-    fn make_zeroed<M: FrameMemory>(
-        &self,
-        cpu: usize,
-        pfn: Pfn,
-        order: Order,
-        zeroed: bool,
-        clearer: &FrameClearer<M>,
-        fault: Option<usize>,
-        resched: &mut impl Resched,
-    ) -> Result<Pfn, BuddyError> {
-        let ready = if zeroed {
-            match clearer.reads_zero(pfn, order) {
-                Ok(true) => Ok(()),
-                Ok(false) => Err(BuddyError::StaleZero(pfn)),
-                Err(e) => Err(e),
-            }
-        } else {
-            clearer.clear(pfn, order, fault, resched)
-        };
-        if let Err(e) = ready {
+        if let Err(e) = clearer.make_zero(pfn, order, zeroed, fault, resched) {
             // The block is this call's with one reference: freeing it cannot fail.
             let _ = self.free_pages(cpu, pfn, order);
             return Err(e);

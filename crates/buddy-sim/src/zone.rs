@@ -192,7 +192,7 @@ where
 
     /// Frames free in the buddy (not counting per-cpu lists).
     pub fn buddy_pages(&self) -> u64 {
-        self.free.lock().pages
+        self.free.lock().count.pages
     }
 
     /// Usable frames: the ranges added, holes excluded.
@@ -206,9 +206,9 @@ where
             .pcps
             .as_ref()
             .iter()
-            .map(|p| p.lists.lock().zeroed)
+            .map(|p| p.lists.lock().count.zeroed)
             .sum();
-        self.free.lock().zeroed + pcp
+        self.free.lock().count.zeroed + pcp
     }
 
     /// Frames on `cpu`'s per-cpu lists.
@@ -216,7 +216,7 @@ where
     /// # Errors
     /// [`BuddyError::BadCpu`].
     pub fn pcp_pages(&self, cpu: usize) -> Result<u64, BuddyError> {
-        Ok(self.pcp(cpu)?.lists.lock().pages)
+        Ok(self.pcp(cpu)?.lists.lock().count.pages)
     }
 
     /// Whether the free block at `pfn` is on `cpu`'s per-cpu lists (for the reference).
@@ -330,7 +330,7 @@ where
         let mut lists = self.lock_pcp(pcp);
         lists.stats.prepares += prepares;
         lists.push(m, list, idx, order, false);
-        if lists.pages > self.cfg.pcp_high {
+        if lists.count.pages > self.cfg.pcp_high {
             lists.drain(m, &mut self.lock_zone(), self.cfg.pcp_batch);
         }
     }
@@ -338,7 +338,7 @@ where
     /// Returns at least `pages` frames (or all) of `pcp`'s lists to the buddy.
     pub(crate) fn drain(&self, pcp: &PerCpu<R>, pages: u64) {
         let mut lists = self.lock_pcp(pcp);
-        if lists.pages > 0 {
+        if lists.count.pages > 0 {
             lists.drain(self.map(), &mut self.lock_zone(), pages);
         }
     }

@@ -39,7 +39,7 @@ impl TableFrames {
         Self {
             frames: X86FrameAllocator::new(zone, 0),
             zone,
-            clearer: steps::clearer::<Machine>(),
+            clearer: steps::clearer(),
             live: 0,
             allocated: 0,
         }
