@@ -30,7 +30,9 @@ fn extent_vs_pages(c: &mut Criterion) {
             });
         });
         let cfg = ClearConfig::new(PageSize::Size4KiB, PreemptModel::Full)
-            .with_policy(Policy::fixed(temporal));
+            .with_policy(Policy::fixed(temporal))
+            .validate()
+            .expect("the detected temporal strategy is available");
         g.bench_function(BenchmarkId::new("whole_extent", size), |b| {
             b.iter(|| clear_contig_pages(black_box(&mut *buf), &cfg, &mut CountingResched::new()));
         });
@@ -50,7 +52,9 @@ fn strategies(c: &mut Criterion) {
         });
         for s in Strategy::available() {
             let cfg = ClearConfig::new(PageSize::Size4KiB, PreemptModel::Full)
-                .with_policy(Policy::fixed(s));
+                .with_policy(Policy::fixed(s))
+                .validate()
+                .expect("an available strategy");
             g.bench_function(BenchmarkId::new(s.name().replace(' ', "_"), size), |b| {
                 b.iter(|| {
                     clear_contig_pages(black_box(&mut *buf), &cfg, &mut CountingResched::new())
@@ -70,7 +74,10 @@ fn folio_orders(c: &mut Criterion) {
         ("neighbourhood_last", FolioOrder::NeighbourhoodLast),
         ("target_last", FolioOrder::TargetLast),
     ] {
-        let cfg = ClearConfig::new(PageSize::Size4KiB, PreemptModel::None).with_folio_order(order);
+        let cfg = ClearConfig::new(PageSize::Size4KiB, PreemptModel::None)
+            .with_folio_order(order)
+            .validate()
+            .expect("the detected policy is available");
         g.bench_function(name, |b| {
             b.iter(|| {
                 folio_zero_user(

@@ -15,8 +15,8 @@ use crate::{Cell, Plot, Section, SectionContext, Table};
 use std::num::NonZeroUsize;
 use std::time::{Duration, Instant};
 use zero_core::{
-    Calibration, ClearConfig, CountingResched, PageSize, Policy, PreemptModel, Resched, Strategy,
-    clear_contig_pages, folio_zero_user, reference,
+    Calibration, ClearConfig, Clearer, CountingResched, PageSize, Policy, PreemptModel, Resched,
+    Strategy, clear_contig_pages, folio_zero_user, reference,
 };
 
 /// The clearing section.
@@ -121,12 +121,19 @@ fn temporal() -> Strategy {
     Policy::detect().temporal()
 }
 
-fn config(preempt: PreemptModel, batch: Option<usize>) -> ClearConfig {
+fn config(preempt: PreemptModel, batch: Option<usize>) -> Clearer {
     let cfg = ClearConfig::new(PAGE, preempt).with_policy(Policy::fixed(temporal()));
-    match batch.and_then(|b| NonZeroUsize::new(b / PAGE.bytes())) {
+    let cfg = match batch.and_then(|b| NonZeroUsize::new(b / PAGE.bytes())) {
         Some(pages) => cfg.with_batch_pages(pages),
         None => cfg,
-    }
+    };
+    validated(cfg)
+}
+
+/// `cfg` validated: the report's configurations name only strategies this CPU has.
+fn validated(cfg: ClearConfig) -> Clearer {
+    cfg.validate()
+        .unwrap_or_else(|e| panic!("a policy of this CPU's strategies: {e}"))
 }
 
 /// Clears `region` as consecutive extents of `extent` bytes with `clear`.
@@ -486,7 +493,7 @@ fn strategies(
         }))];
         let policies = available.iter().map(|&s| Policy::fixed(s));
         for policy in policies.chain([detected, calibrated]) {
-            let cfg = whole.with_policy(policy);
+            let cfg = validated(whole.with_policy(policy));
             candidates.push(repeat(Box::new(move |e: &mut [u8]| {
                 expect_ok(clear_contig_pages(e, &cfg, &mut CountingResched::new()));
             })));

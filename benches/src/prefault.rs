@@ -15,9 +15,7 @@ use crate::measure::{
 use crate::{Cell, Plot, Section, SectionContext, Table};
 use std::num::NonZeroUsize;
 use std::time::{Duration, Instant};
-use zero_core::{
-    ClearConfig, NoResched, PageSize, ParallelClear, PreemptModel, clear_contig_pages,
-};
+use zero_core::{Clearer, NoResched, PageSize, ParallelClear, PreemptModel, clear_contig_pages};
 
 /// The section.
 pub struct Prefault;
@@ -144,15 +142,15 @@ fn builtins_memset() -> Result<Path, String> {
     Err(env!("BENCHES_BUILTINS_MEMSET").to_string())
 }
 
-fn config() -> ClearConfig {
-    ClearConfig::new(PageSize::Size4KiB, PreemptModel::None)
+fn config() -> Clearer {
+    Clearer::detected(PageSize::Size4KiB, PreemptModel::None)
 }
 
 fn parallel_clear(cpus: &[usize]) -> Path {
     let cpus = cpus.to_vec();
     timed(move |region: &mut [u8]| {
         let chunk = NonZeroUsize::new(CHUNK_PAGES).unwrap_or(NonZeroUsize::MIN);
-        let job = ParallelClear::new(region, chunk, config())
+        let job = ParallelClear::new(region, chunk, &config())
             .unwrap_or_else(|e| panic!("ParallelClear on a valid region: {e}"));
         std::thread::scope(|s| {
             for &cpu in &cpus {

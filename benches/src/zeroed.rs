@@ -109,7 +109,7 @@ fn batch(pools: &mut [Pool; 2], path: Path, o: Order, n: usize) -> (Duration, Du
             o.pages() * (n as u64 + 1)
         });
     }
-    let clear = *pool.clearer.clear_config();
+    let clear = *pool.clearer.clearer();
     let take = |pool: &mut Pool| match path {
         Path::Plain => must(pool.zone.alloc_pages(0, o)),
         Path::FullPool | Path::EmptyPool => {

@@ -8,6 +8,8 @@
 //!   hardware, 512 under qemu-user `-cpu max`), the size read from DCZID_EL0 itself; plain
 //!   stores where DZP prohibits it.
 //! - [`stnp`]: `STNP xzr, xzr` pairs, the fallback where DC ZVA is prohibited.
+//! - `neon_stp`: `STP q, q` pairs of zeroed NEON registers, 32 bytes a store, temporal: for
+//!   cache-resident extents, where the target has NEON and the context may use it.
 //! - [`mops_set`] and [`mops_set_nt`]: FEAT_MOPS `SETP/SETM/SETE` and the non-temporal
 //!   `SETPN/SETMN/SETEN`; any alignment and length. The non-temporal form should be followed
 //!   by [`crate::barrier::dmb_ishst`] before the memory is published.
@@ -95,6 +97,55 @@ pub unsafe fn stnp(dst: *mut u8, len: usize) {
             "b.ne 2b",
             p = inout(reg) dst => _,
             n = inout(reg) steps => _,
+            options(nostack),
+        );
+    }
+    #[cfg(miri)]
+    {
+        let _ = steps;
+        // SAFETY: the caller guarantees the range is writable.
+        unsafe { plain(dst, len) }
+    }
+}
+
+/// [`neon_stp`] stores 64 bytes per loop step: `len` a multiple of 64, `dst` aligned to 16.
+pub const NEON_STP_MULTIPLE: usize = 64;
+/// [`neon_stp`]'s alignment.
+pub const NEON_STP_ALIGN: usize = 16;
+
+/// Zeroes `len` bytes at `dst` with NEON `STP q, q` pairs (two per 64 bytes), temporal
+/// stores that leave the lines in the cache.
+///
+/// Compiled only where the target has NEON (not on soft-float targets).
+///
+/// # Safety
+/// The caller's execution context must allow FP/SIMD registers (at EL1, CPACR_EL1.FPEN set
+/// and the interrupted context's vector state saved). `dst..dst + len` must be valid for
+/// writes and not accessed concurrently. Runs `STP` when `dst` is aligned to
+/// [`NEON_STP_ALIGN`] and `len` is a non-zero multiple of [`NEON_STP_MULTIPLE`]; otherwise
+/// plain stores (`write_bytes`).
+#[cfg(target_feature = "neon")]
+pub unsafe fn neon_stp(dst: *mut u8, len: usize) {
+    let Some(steps) = units(dst, len, NEON_STP_ALIGN, NEON_STP_MULTIPLE) else {
+        // SAFETY: the caller guarantees the range is writable.
+        return unsafe { plain(dst, len) };
+    };
+    #[cfg(not(miri))]
+    // SAFETY: the caller allows SIMD registers; `units` checked the range is `steps` >= 1
+    // whole 64-byte steps from a 16-aligned dst; the loop, from n = steps down to zero,
+    // stores exactly those. v0 is declared clobbered.
+    unsafe {
+        asm!(
+            "movi v0.16b, #0",
+            "2:",
+            "stp q0, q0, [{p}]",
+            "stp q0, q0, [{p}, #32]",
+            "add {p}, {p}, #64",
+            "subs {n}, {n}, #1",
+            "b.ne 2b",
+            p = inout(reg) dst => _,
+            n = inout(reg) steps => _,
+            out("v0") _,
             options(nostack),
         );
     }

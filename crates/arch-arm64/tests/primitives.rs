@@ -1,6 +1,6 @@
 //! Every arm64 clearing primitive, called directly at many lengths and offsets, against
 //! `PROT_NONE` guard pages and guard bytes: MOPS and MOPS-NT where the CPU has FEAT_MOPS
-//! (qemu `-cpu max`), DC ZVA with the block size DCZID_EL0 reports, and `stnp`.
+//! (qemu `-cpu max`), DC ZVA with the block size DCZID_EL0 reports, `stnp` and NEON `stp q`.
 #![cfg(all(target_arch = "aarch64", target_os = "linux", not(miri)))]
 
 #[path = "support/guarded.rs"]
@@ -62,6 +62,22 @@ fn stnp() {
             // SAFETY: exercise() passes writable ranges inside its mapping; stnp uses plain
             // stores for ranges that are not 16-aligned whole 64-byte steps.
             unsafe { clear::stnp(d, n) }
+        },
+        FENCE,
+        1,
+        1,
+    );
+}
+
+#[test]
+fn neon_stp() {
+    exercise(
+        "neon stp",
+        &|d, n| {
+            // SAFETY: exercise() passes writable ranges inside its mapping; a Linux thread may
+            // use NEON; neon_stp uses plain stores for ranges that are not 16-aligned whole
+            // 64-byte steps.
+            unsafe { clear::neon_stp(d, n) }
         },
         FENCE,
         1,

@@ -1,12 +1,13 @@
 //! The x86_64 clearing primitives: each zeroes `len` bytes at `dst` with one instruction
 //! sequence, so a caller can clear a whole extent (many pages) per call.
 //!
-//! Temporal: [`rep_stosb`], [`rep_stosq`], [`unrolled_stores`]; the stored lines stay in the
-//! cache, which is what the next reader wants for a small extent. Non-temporal (streaming):
+//! Temporal: [`rep_stosb`], [`rep_stosq`], [`unrolled_stores`], `avx2_stores`,
+//! `avx512_stores`; the stored lines stay in the cache, which is what the next reader wants
+//! for a small extent. Non-temporal (streaming):
 //! [`movnti`], `avx2_stream`, `avx512_stream`, [`clzero`]; they bypass the cache, which
 //! wins once the extent is larger than the cache, but they are weakly ordered: **the caller
 //! must execute [`sfence`] before the memory is published** to another CPU or to a device.
-//! The two vector loops exist only on targets with SSE (not on the soft-float
+//! The four vector loops exist only on targets with SSE (not on the soft-float
 //! `x86_64-unknown-none`, whose kernels do not save vector state).
 //!
 //! Each primitive states the alignment and length multiple it needs as a `const`
@@ -24,14 +25,15 @@ pub const LINE: usize = 64;
 
 /// [`rep_stosq`] needs `dst` aligned to 8 and `len` a multiple of 8.
 pub const STOSQ_MULTIPLE: usize = 8;
-/// [`unrolled_stores`], [`movnti`], `avx2_stream`, `avx512_stream` and [`clzero`] clear
-/// whole 64-byte lines: `len` must be a multiple of 64.
+/// [`unrolled_stores`], [`movnti`], the vector loops and [`clzero`] clear whole 64-byte
+/// lines: `len` must be a multiple of 64.
 pub const LINE_MULTIPLE: usize = LINE;
 /// [`unrolled_stores`] and [`movnti`] store 8-byte words: `dst` aligned to 8.
 pub const WORD_ALIGN: usize = 8;
-/// `avx2_stream` (`vmovntdq ymm`) needs `dst` aligned to 32.
+/// `avx2_stream` and `avx2_stores` (`vmovntdq`/`vmovdqa ymm`) need `dst` aligned to 32.
 pub const AVX2_ALIGN: usize = 32;
-/// `avx512_stream` (`vmovntdq zmm`) and [`clzero`] need `dst` aligned to 64.
+/// `avx512_stream`, `avx512_stores` (`vmovntdq`/`vmovdqa64 zmm`) and [`clzero`] need `dst`
+/// aligned to 64.
 pub const AVX512_ALIGN: usize = 64;
 /// [`clzero`] zeroes the whole line holding its address: `dst` aligned to 64.
 pub const CLZERO_ALIGN: usize = LINE;
@@ -261,6 +263,95 @@ pub unsafe fn avx512_stream(dst: *mut u8, len: usize) {
             "vpxord zmm0, zmm0, zmm0",
             "2:",
             "vmovntdq zmmword ptr [rdi], zmm0",
+            "add rdi, 64",
+            "dec rcx",
+            "jnz 2b",
+            "vzeroupper",
+            inout("rcx") lines => _, inout("rdi") dst => _,
+            // vzeroupper clears bits 128 and up of zmm0-15: all are clobbered.
+            out("zmm0") _, out("zmm1") _, out("zmm2") _, out("zmm3") _, out("zmm4") _, out("zmm5") _, out("zmm6") _, out("zmm7") _, out("zmm8") _, out("zmm9") _, out("zmm10") _, out("zmm11") _, out("zmm12") _, out("zmm13") _, out("zmm14") _, out("zmm15") _, options(nostack),
+        );
+    }
+    #[cfg(miri)]
+    {
+        let _ = lines;
+        // SAFETY: the caller guarantees the range is writable.
+        unsafe { plain(dst, len) }
+    }
+}
+
+/// Zeroes `len` bytes at `dst` with AVX2 temporal stores (`vmovdqa ymm`, two per line): the
+/// stored lines stay in the cache, like `rep stosb`'s, without its start-up cost on small
+/// cache-resident extents (what glibc's memset does below its `rep stosb` threshold).
+///
+/// Compiled only where SSE is enabled, as [`avx2_stream`].
+///
+/// # Safety
+/// The CPU must support AVX2 with YMM state enabled (`cpu::features().avx2`), and the
+/// caller's execution context must allow vector registers (a kernel saves the interrupted
+/// context's vector state first). `dst..dst + len` must be valid for writes and not accessed
+/// concurrently. Runs the primitive when `dst` is aligned to [`AVX2_ALIGN`] and `len` is a
+/// non-zero multiple of [`LINE_MULTIPLE`]; otherwise plain stores (`write_bytes`).
+#[cfg(target_feature = "sse2")]
+#[target_feature(enable = "avx2")]
+pub unsafe fn avx2_stores(dst: *mut u8, len: usize) {
+    let Some(lines) = units(dst, len, AVX2_ALIGN, LINE) else {
+        // SAFETY: the caller guarantees the range is writable.
+        return unsafe { plain(dst, len) };
+    };
+    #[cfg(not(miri))]
+    // SAFETY: the caller checked AVX2; `units` checked that dst is 32-aligned as vmovdqa
+    // requires and that the writable range is `lines` >= 1 whole lines, so the loop, from
+    // rcx = lines down to zero, stores exactly those.
+    unsafe {
+        asm!(
+            "vpxor xmm0, xmm0, xmm0",
+            "2:",
+            "vmovdqa ymmword ptr [rdi], ymm0",
+            "vmovdqa ymmword ptr [rdi + 32], ymm0",
+            "add rdi, 64",
+            "dec rcx",
+            "jnz 2b",
+            "vzeroupper",
+            inout("rcx") lines => _, inout("rdi") dst => _,
+            // vzeroupper clears the upper halves of ymm0-15: all are clobbered.
+            out("ymm0") _, out("ymm1") _, out("ymm2") _, out("ymm3") _, out("ymm4") _, out("ymm5") _, out("ymm6") _, out("ymm7") _, out("ymm8") _, out("ymm9") _, out("ymm10") _, out("ymm11") _, out("ymm12") _, out("ymm13") _, out("ymm14") _, out("ymm15") _, options(nostack),
+        );
+    }
+    #[cfg(miri)]
+    {
+        let _ = lines;
+        // SAFETY: the caller guarantees the range is writable.
+        unsafe { plain(dst, len) }
+    }
+}
+
+/// Zeroes `len` bytes at `dst` with AVX-512 temporal stores (`vmovdqa64 zmm`, one per line).
+///
+/// Compiled only where SSE is enabled, as [`avx2_stream`].
+///
+/// # Safety
+/// The CPU must support AVX-512F with ZMM state enabled (`cpu::features().avx512f`), and the
+/// caller's execution context must allow vector registers. `dst..dst + len` must be valid for
+/// writes and not accessed concurrently. Runs the primitive when `dst` is aligned to
+/// [`AVX512_ALIGN`] and `len` is a non-zero multiple of [`LINE_MULTIPLE`]; otherwise plain
+/// stores (`write_bytes`).
+#[cfg(target_feature = "sse2")]
+#[target_feature(enable = "avx512f")]
+pub unsafe fn avx512_stores(dst: *mut u8, len: usize) {
+    let Some(lines) = units(dst, len, AVX512_ALIGN, LINE) else {
+        // SAFETY: the caller guarantees the range is writable.
+        return unsafe { plain(dst, len) };
+    };
+    #[cfg(not(miri))]
+    // SAFETY: the caller checked AVX-512F; `units` checked that dst is 64-aligned as
+    // vmovdqa64 zmm requires and that the writable range is `lines` >= 1 whole lines, so the
+    // loop, from rcx = lines down to zero, stores exactly those.
+    unsafe {
+        asm!(
+            "vpxord zmm0, zmm0, zmm0",
+            "2:",
+            "vmovdqa64 zmmword ptr [rdi], zmm0",
             "add rdi, 64",
             "dec rcx",
             "jnz 2b",

@@ -133,3 +133,41 @@ fn clzero() {
         1,
     );
 }
+
+#[test]
+fn avx2_stores() {
+    if !cpu::features().avx2 {
+        println!("avx2 stores: skipped, this CPU (or its OS) has no usable AVX2");
+        return;
+    }
+    exercise(
+        "avx2 stores",
+        &|d, n| {
+            // SAFETY: exercise() passes writable ranges inside its mapping, on a CPU that
+            // has the instruction; a test thread may use vector registers.
+            unsafe { clear::avx2_stores(d, n) }
+        },
+        FENCE,
+        1,
+        1,
+    );
+}
+
+#[test]
+fn avx512_stores() {
+    if !cpu::features().avx512f {
+        println!("avx512 stores: skipped, this CPU (or its OS) has no usable AVX-512F");
+        return;
+    }
+    exercise(
+        "avx512 stores",
+        &|d, n| {
+            // SAFETY: exercise() passes writable ranges inside its mapping, on a CPU that
+            // has the instruction; a test thread may use vector registers.
+            unsafe { clear::avx512_stores(d, n) }
+        },
+        FENCE,
+        1,
+        1,
+    );
+}

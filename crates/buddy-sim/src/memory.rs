@@ -13,7 +13,7 @@
 use crate::{BuddyError, Order, Pfn};
 use core::ptr::NonNull;
 use mm_types::{PageSize, PhysAddr};
-use zero_core::{ClearConfig, Resched};
+use zero_core::{ClearConfig, Clearer, Resched};
 
 /// The size of the zone's frames (buddy-sim's frame numbers count 4 KiB frames).
 pub(crate) const FRAME: PageSize = PageSize::Size4KiB;
@@ -90,7 +90,7 @@ unsafe impl FrameMemory for OffsetMap {
 #[derive(Clone, Copy, Debug)]
 pub struct FrameClearer<M> {
     memory: M,
-    clear: ClearConfig,
+    clear: Clearer,
     verify: bool,
 }
 
@@ -106,11 +106,11 @@ impl<M: FrameMemory> FrameClearer<M> {
                 "frames are 4 KiB: the ClearConfig's page size must be 4 KiB",
             ));
         }
-        if clear.policy.validate().is_err() {
+        let Ok(clear) = clear.validate() else {
             return Err(BuddyError::BadConfig(
                 "the ClearConfig's policy names a strategy this CPU cannot execute",
             ));
-        }
+        };
         Ok(Self {
             memory,
             clear,
@@ -124,9 +124,7 @@ impl<M: FrameMemory> FrameClearer<M> {
     pub fn detected(memory: M) -> Self {
         Self {
             memory,
-            // The detected policy names only strategies this CPU has, and FRAME is the
-            // page size `new` requires: nothing to refuse.
-            clear: ClearConfig::new(FRAME, zero_core::PreemptModel::None),
+            clear: Clearer::detected(FRAME, zero_core::PreemptModel::None),
             verify: false,
         }
     }
@@ -153,9 +151,9 @@ impl<M: FrameMemory> FrameClearer<M> {
         &self.memory
     }
 
-    /// How blocks are cleared.
+    /// How blocks are cleared (its configuration: [`Clearer::config`]).
     #[must_use]
-    pub const fn clear_config(&self) -> &ClearConfig {
+    pub const fn clearer(&self) -> &Clearer {
         &self.clear
     }
 

@@ -36,12 +36,13 @@ fn main() -> Result<(), zero_core::ZeroError> {
     let mut backing = vec![0xA5u8; (pages + 1) * 4096];
     let at = backing.as_ptr().align_offset(4096);
     let extent = &mut backing[at..at + pages * 4096];
-    let cfg =
-        ClearConfig::new(PageSize::Size4KiB, PreemptModel::None).with_policy(calibration.policy);
+    let clearer = ClearConfig::new(PageSize::Size4KiB, PreemptModel::None)
+        .with_policy(calibration.policy)
+        .validate()?;
     let chunk = NonZeroUsize::new(2048).expect("non-zero"); // 8 MiB per claim
     let cores = std::thread::available_parallelism().map_or(1, usize::from);
     let start = Instant::now();
-    let job = ParallelClear::new(extent, chunk, cfg)?;
+    let job = ParallelClear::new(extent, chunk, &clearer)?;
     std::thread::scope(|s| {
         for _ in 0..cores {
             s.spawn(|| job.work(&mut NoResched));

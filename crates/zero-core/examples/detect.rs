@@ -23,7 +23,9 @@ fn main() -> Result<(), zero_core::ZeroError> {
     let mut backing = vec![0xA5u8; (pages + 1) * 4096];
     let at = backing.as_ptr().align_offset(4096);
     let buf = &mut backing[at..at + pages * 4096];
-    let cfg = ClearConfig::new(PageSize::Size4KiB, PreemptModel::None).with_policy(policy);
+    let cfg = ClearConfig::new(PageSize::Size4KiB, PreemptModel::None)
+        .with_policy(policy)
+        .validate()?;
     for (what, len) in [("small extent", 4096), ("large extent", buf.len())] {
         buf[..len].fill(0xA5);
         clear_contig_pages(&mut buf[..len], &cfg, &mut NoResched)?;

@@ -1,13 +1,14 @@
 //! Measuring the policy on the running CPU, the way Linux picks its xor and RAID-6 routines
 //! by timing them at boot: [`Policy::calibrate`].
 //!
-//! What is measured: which temporal strategy clears fastest (at a cache-resident and a
-//! mid-sized extent), which streaming strategy clears fastest at the largest extent the
-//! scratch buffer holds, and from which extent size on the streaming one beats the temporal
-//! one at that size and every larger size measured (the streaming threshold). What is read
-//! from CPUID: only which strategies this CPU can execute ([`Strategy::is_available`]).
+//! What is measured: which temporal strategy clears fastest across cache-resident and
+//! mid-sized extents (the one whose worst ratio to the fastest at any of them is smallest),
+//! which streaming strategy clears fastest at the largest extent the scratch buffer holds,
+//! and from which extent size on the streaming one beats the temporal one at that size and
+//! every larger size measured (the streaming threshold). What is read from CPUID: only which
+//! strategies this CPU can execute ([`Strategy::is_available`]).
 
-use crate::{Policy, Strategy};
+use crate::{Policy, Strategy, VectorUse};
 
 /// A monotonic time source for [`Policy::calibrate`]: nanoseconds since any fixed origin (a
 /// TSC scaled by its frequency, a timer counter, `std::time::Instant`). Any `FnMut() -> u64`
@@ -31,25 +32,24 @@ pub const MAX_CLOCK_RESOLUTION_NS: u64 = 10_000;
 pub const MIN_SCRATCH_BYTES: usize = 1 << 20;
 
 /// Each timed sample repeats its clear until it lasts this many clock steps, and at least
-/// [`MIN_SAMPLE_NS`], so the clock's granularity is under 0.5% of it.
-const SAMPLE_STEPS: u64 = 200;
-/// See [`SAMPLE_STEPS`]. Two milliseconds: a cache-resident extent is then cleared many
-/// times per sample, as a caller clearing extents one after another does. On an AMD EPYC,
-/// samples of one or two clears of 1-4 MiB ran up to 30% slower with `rep stos` than long
-/// ones (while streaming stores did not change), which put the threshold at 1 MiB instead
-/// of the 16 MiB that longer samples and the report's measurements agree on.
-const MIN_SAMPLE_NS: u64 = 2_000_000;
+/// [`MIN_SAMPLE_NS`], so the clock's granularity is under 1% of it.
+const SAMPLE_STEPS: u64 = 100;
+/// See [`SAMPLE_STEPS`]. 50 µs: a 4 KiB extent is cleared hundreds of times per sample, as a
+/// caller clearing pages one after another does; an extent of megabytes once or twice.
+const MIN_SAMPLE_NS: u64 = 50_000;
 /// Streaming must be faster than temporal by more than this (percent) to be chosen: within
 /// it either choice is within 5% of the other, and temporal leaves the data cached.
 const STREAMING_MARGIN_PCT: u64 = 5;
-/// Samples per measurement; the fastest counts (noise only ever adds time).
-const SAMPLES: usize = 2;
-/// The extent sizes: powers of four from 256 KiB (where streaming never wins: it does not
-/// keep the data in the cache) to the scratch buffer.
-const SMALLEST_EXTENT: usize = 256 << 10;
-/// The cache-resident and mid-sized extents the temporal strategy is chosen at.
-const TEMPORAL_EXTENTS: [usize; 2] = [256 << 10, 4 << 20];
-/// At most this many extent sizes (256 KiB to 256 GiB).
+/// Samples per measurement, taken round-robin over the candidates (so a slow moment of the
+/// machine costs every candidate alike); the fastest counts (noise only ever adds time).
+const SAMPLES: usize = 3;
+/// The extents the temporal strategy is chosen at: a page, a huge page (cache-resident on
+/// every CPU with a 2 MiB L2 or L3), and 8 MiB (past most L2s).
+const TEMPORAL_EXTENTS: [usize; 3] = [4 << 10, 2 << 20, 8 << 20];
+/// The smallest extent the threshold is searched from (streaming never wins below: it does
+/// not keep the data in the cache); then powers of four up to the scratch buffer.
+const SMALLEST_EXTENT: usize = 1 << 20;
+/// At most this many extent sizes (1 MiB to 1 TiB).
 const MAX_EXTENTS: usize = 11;
 
 /// What [`Policy::calibrate`] measured and chose.
@@ -84,20 +84,30 @@ pub enum CalibrationOutcome {
 }
 
 impl Policy {
-    /// Measures the fastest temporal and streaming strategies and the streaming threshold on
-    /// the running CPU, clearing `scratch` with each candidate (it is left zeroed) and timing
-    /// it with `clock`. Falls back to [`Policy::detect`] (and says why in
-    /// [`Calibration::outcome`]) when the clock is too coarse or stopped, or `scratch` too
-    /// small.
-    ///
-    /// The scratch buffer should be pre-faulted (page faults would be timed) and, for the
-    /// threshold to be found, larger than the last-level cache: the threshold is searched
-    /// among extent sizes from 256 KiB up to the buffer's size, by powers of four. Each
-    /// extent is timed cache-warm over at least 2 ms, fastest of two samples, so calibration
-    /// takes about 100 ms with 64 MiB on an AMD EPYC (the report prints how long it took
-    /// here); shorter samples were faster to take but picked a wrong threshold.
+    /// [`Policy::calibrate_with`] assuming [`VectorUse::TARGET_DEFAULT`].
     pub fn calibrate(scratch: &mut [u8], clock: &mut impl Clock) -> Calibration {
-        let detected = Policy::detect();
+        Self::calibrate_with(VectorUse::TARGET_DEFAULT, scratch, clock)
+    }
+
+    /// Measures the fastest temporal and streaming strategies among those `vectors`
+    /// permits, and the streaming threshold, on the running CPU, clearing `scratch` with
+    /// each candidate (it is left zeroed) and timing it with `clock`. Falls back to
+    /// [`Policy::detect_with`] (and says why in [`Calibration::outcome`]) when the clock is
+    /// too coarse or stopped, or `scratch` too small.
+    ///
+    /// The scratch buffer should be pre-faulted (page faults would be timed); 16 MiB is
+    /// enough, and calibration then takes a few milliseconds (the report prints how long,
+    /// and how often ten calibrations agree). The threshold is searched among extent sizes
+    /// from 1 MiB up to the buffer's size, by powers of four; where streaming does not win by
+    /// then, the threshold is the larger of the detected one and twice the buffer. Each
+    /// extent is timed cache-warm, fastest of three samples of at least 50 µs taken
+    /// round-robin over the candidates.
+    pub fn calibrate_with(
+        vectors: VectorUse,
+        scratch: &mut [u8],
+        clock: &mut impl Clock,
+    ) -> Calibration {
+        let detected = Policy::detect_with(vectors);
         let start = clock.now_ns();
         let fallback = |outcome, clock_resolution_ns, clock: &mut dyn Clock| Calibration {
             policy: detected,
@@ -138,27 +148,27 @@ impl Policy {
         // the first one is not charged for faults the caller left).
         let _ = detected.temporal().clear(&mut buf[..largest]);
 
-        let temporal = fastest(
-            Strategy::available().filter(|s| !s.is_non_temporal() && s.is_extent()),
-            |s| {
-                TEMPORAL_EXTENTS
-                    .iter()
-                    .filter(|&&n| n <= largest)
-                    .map(|&n| timer.ns_per_gib(s, &mut buf[..n]))
-                    .sum()
-            },
+        let permitted = |s: &Strategy| vectors.permits(*s);
+        let temporal = Candidates::new(
+            Strategy::available()
+                .filter(permitted)
+                .filter(|s| !s.is_non_temporal() && s.is_extent()),
+        );
+        let temporal = temporal
+            .best_everywhere(&mut timer, buf, &TEMPORAL_EXTENTS)
+            .unwrap_or(detected.temporal());
+        let streaming = Candidates::new(
+            Strategy::available()
+                .filter(permitted)
+                .filter(|s| s.is_non_temporal()),
         )
-        .unwrap_or(detected.temporal());
-        let streaming = fastest(Strategy::available().filter(|s| s.is_non_temporal()), |s| {
-            timer.ns_per_gib(s, &mut buf[..largest])
-        });
+        .best_everywhere(&mut timer, buf, &[largest]);
         let threshold = streaming.map_or(usize::MAX, |streaming| {
+            let pair = Candidates::new([temporal, streaming].into_iter());
             let mut costs = [(0u64, 0u64); MAX_EXTENTS];
             for (cost, &n) in costs.iter_mut().zip(extents) {
-                *cost = (
-                    timer.ns_per_gib(temporal, &mut buf[..n]),
-                    timer.ns_per_gib(streaming, &mut buf[..n]),
-                );
+                let c = pair.costs(&mut timer, &mut buf[..n]);
+                *cost = (c[0], c[1]);
             }
             streaming_threshold(extents, &costs[..count], detected.streaming_threshold())
         });
@@ -175,6 +185,76 @@ impl Policy {
             elapsed_ns: timer.clock.now_ns().saturating_sub(start),
             largest_extent: largest,
         }
+    }
+}
+
+/// The strategies competing for one choice (at most every strategy there is).
+struct Candidates {
+    list: [Strategy; Strategy::ALL.len()],
+    len: usize,
+}
+
+impl Candidates {
+    fn new(strategies: impl Iterator<Item = Strategy>) -> Self {
+        let mut c = Self {
+            list: [Strategy::Portable; Strategy::ALL.len()],
+            len: 0,
+        };
+        for s in strategies.take(Strategy::ALL.len()) {
+            c.list[c.len] = s;
+            c.len += 1;
+        }
+        c
+    }
+
+    fn strategies(&self) -> &[Strategy] {
+        &self.list[..self.len]
+    }
+
+    /// Nanoseconds per GiB of each candidate over `buf` (same order): one untimed clear
+    /// each first (so an extent that fits a cache is measured cache-resident, as it is when
+    /// cleared again and again), then [`SAMPLES`] rounds timing every candidate once, the
+    /// fastest sample of each counting.
+    fn costs<C: Clock>(
+        &self,
+        timer: &mut Timer<'_, C>,
+        buf: &mut [u8],
+    ) -> [u64; Strategy::ALL.len()] {
+        let mut best = [u64::MAX; Strategy::ALL.len()];
+        for &s in self.strategies() {
+            let _ = s.clear(buf);
+        }
+        for _ in 0..SAMPLES {
+            for (b, &s) in best.iter_mut().zip(self.strategies()) {
+                *b = (*b).min(timer.ns_per_gib(s, buf));
+            }
+        }
+        best
+    }
+
+    /// The candidate whose worst ratio to the fastest candidate, over the extents `sizes`
+    /// (those the buffer holds), is smallest: the one that is never far from the best.
+    fn best_everywhere<C: Clock>(
+        &self,
+        timer: &mut Timer<'_, C>,
+        buf: &mut [u8],
+        sizes: &[usize],
+    ) -> Option<Strategy> {
+        // Per candidate: its worst ratio to the fastest, in thousandths.
+        let mut worst = [0u64; Strategy::ALL.len()];
+        let len = buf.len();
+        for &n in sizes.iter().filter(|&&n| n <= len) {
+            let costs = self.costs(timer, &mut buf[..n]);
+            let fastest = costs[..self.len].iter().copied().min().unwrap_or(u64::MAX);
+            for (w, &c) in worst.iter_mut().zip(&costs[..self.len]) {
+                let ratio = u128::from(c) * 1000 / u128::from(fastest.max(1));
+                *w = (*w).max(u64::try_from(ratio).unwrap_or(u64::MAX));
+            }
+        }
+        fastest(self.strategies().iter().copied(), |s| {
+            let i = self.strategies().iter().position(|&x| x == s).unwrap_or(0);
+            worst[i]
+        })
     }
 }
 
@@ -207,33 +287,24 @@ struct Timer<'c, C: Clock> {
 }
 
 impl<C: Clock> Timer<'_, C> {
-    /// Nanoseconds per GiB cleared with `s` over `buf`: one untimed clear first (so an
-    /// extent that fits a cache is measured cache-resident, as it is when cleared again and
-    /// again), then the fastest of [`SAMPLES`] samples, each repeating the clear until it
-    /// lasts the minimum sample time.
+    /// Nanoseconds per GiB cleared with `s` over `buf`, in one sample that repeats the clear
+    /// until it lasts the minimum sample time.
     fn ns_per_gib(&mut self, s: Strategy, buf: &mut [u8]) -> u64 {
-        if s.clear(buf).is_err() {
-            return u64::MAX;
-        }
-        let mut best = u64::MAX;
-        for _ in 0..SAMPLES {
-            let t0 = self.clock.now_ns();
-            let mut reps = 0u64;
-            let elapsed = loop {
-                if s.clear(buf).is_err() {
-                    return u64::MAX;
-                }
-                reps += 1;
-                let elapsed = self.clock.now_ns().saturating_sub(t0);
-                if elapsed >= self.min_sample_ns || reps >= 1 << 16 {
-                    break elapsed;
-                }
-            };
-            let bytes = (buf.len() as u64).saturating_mul(reps).max(1);
-            let per_gib = u128::from(elapsed) * (1u128 << 30) / u128::from(bytes);
-            best = best.min(u64::try_from(per_gib).unwrap_or(u64::MAX));
-        }
-        best
+        let t0 = self.clock.now_ns();
+        let mut reps = 0u64;
+        let elapsed = loop {
+            if s.clear(buf).is_err() {
+                return u64::MAX;
+            }
+            reps += 1;
+            let elapsed = self.clock.now_ns().saturating_sub(t0);
+            if elapsed >= self.min_sample_ns || reps >= 1 << 16 {
+                break elapsed;
+            }
+        };
+        let bytes = (buf.len() as u64).saturating_mul(reps).max(1);
+        let per_gib = u128::from(elapsed) * (1u128 << 30) / u128::from(bytes);
+        u64::try_from(per_gib).unwrap_or(u64::MAX)
     }
 }
 

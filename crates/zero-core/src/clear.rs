@@ -1,5 +1,5 @@
 use crate::plan::{ChunkPlan, FaultRanges, TargetLastOrder, non_preempt_batch_pages};
-use crate::{PageSize, Policy, PreemptModel, Resched, Strategy, ZeroError};
+use crate::{PageSize, Policy, PreemptModel, Resched, Strategy, ZeroError, backend};
 use core::num::NonZeroUsize;
 use core::ops::Range;
 
@@ -75,23 +75,167 @@ impl ClearConfig {
             .unwrap_or_else(|| non_preempt_batch_pages(self.page_size, strategy.is_extent()))
     }
 
+    /// Checks the configuration once, for every clear that follows: the [`Clearer`] the
+    /// clearing functions take.
+    ///
+    /// # Errors
+    /// [`ZeroError::StrategyUnavailable`] naming the first strategy of the policy this CPU
+    /// cannot execute.
+    pub fn validate(self) -> Result<Clearer, ZeroError> {
+        self.policy.validate()?;
+        Ok(self.validated())
+    }
+
+    /// The clearer of a configuration whose policy is known to validate.
+    fn validated(self) -> Clearer {
+        let batch = |s: Option<Strategy>| match (self.preempt.is_preemptible(), s) {
+            // One chunk whatever the length: a preemptible kernel needs no cond_resched.
+            (true, _) | (false, None) => usize::MAX,
+            (false, Some(s)) => self.batch_for(s).get(),
+        };
+        Clearer {
+            temporal_batch: batch(Some(self.policy.temporal())),
+            streaming_batch: batch(self.policy.streaming()),
+            cfg: self,
+        }
+    }
+}
+
+/// A [`ClearConfig`] checked once ([`ClearConfig::validate`]): what the clearing functions
+/// take, so that a clear pays for no validation of its configuration and no feature lookup,
+/// only for the checks of the memory it is given (start and length whole pages). Cheap to
+/// copy; make one at boot and keep it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Clearer {
+    cfg: ClearConfig,
+    /// Pages per chunk with the temporal strategy (`usize::MAX`: one chunk).
+    temporal_batch: usize,
+    /// Pages per chunk with the streaming strategy (`usize::MAX`: one chunk).
+    streaming_batch: usize,
+}
+
+impl Clearer {
+    /// [`ClearConfig::new`] validated: the detected policy names only strategies this CPU
+    /// has, so there is nothing to refuse.
+    #[must_use]
+    pub fn detected(page_size: PageSize, preempt: PreemptModel) -> Self {
+        ClearConfig::new(page_size, preempt).validated()
+    }
+
+    /// The configuration it was made from.
+    #[must_use]
+    #[inline]
+    pub const fn config(&self) -> &ClearConfig {
+        &self.cfg
+    }
+
+    /// The base page size.
+    #[must_use]
+    #[inline]
+    pub const fn page_size(&self) -> PageSize {
+        self.cfg.page_size
+    }
+
+    /// The same clearer with another policy.
+    ///
+    /// # Errors
+    /// As [`ClearConfig::validate`].
+    pub fn with_policy(&self, policy: Policy) -> Result<Self, ZeroError> {
+        self.cfg.with_policy(policy).validate()
+    }
+
     /// The chunks, and the strategy, with which `pages` of an extent are cleared.
     #[must_use]
+    #[inline]
     pub fn plan(&self, pages: Range<usize>, hot: bool) -> (ChunkPlan, Strategy) {
-        let bytes = pages.len().saturating_mul(self.page_size.bytes());
-        let strategy = self.policy.choose(bytes, hot);
-        let plan = ChunkPlan::for_clear(pages, self.preempt, self.batch_for(strategy));
-        (plan, strategy)
+        let bytes = pages.len().saturating_mul(self.cfg.page_size.bytes());
+        let strategy = self.cfg.policy.choose(bytes, hot);
+        let batch = if Some(strategy) == self.cfg.policy.streaming()
+            && strategy != self.cfg.policy.temporal()
+        {
+            self.streaming_batch
+        } else {
+            self.temporal_batch
+        };
+        let unit = NonZeroUsize::new(batch.min(pages.len())).unwrap_or(NonZeroUsize::MIN);
+        (ChunkPlan::new(pages, unit), strategy)
+    }
+
+    /// Checks that `len` bytes from `addr` are whole pages, page-aligned, not empty; returns
+    /// the page count.
+    #[inline]
+    fn pages_of(&self, addr: usize, len: usize) -> Result<usize, ZeroError> {
+        let mask = self.cfg.page_size.bytes() - 1;
+        if len == 0 || (addr | len) & mask != 0 {
+            return Err(self.geometry_error(addr, len));
+        }
+        Ok(len >> self.cfg.page_size.shift())
+    }
+
+    /// What is wrong with `len` bytes from `addr` as an extent (off the fast path).
+    #[cold]
+    #[inline(never)]
+    fn geometry_error(&self, addr: usize, len: usize) -> ZeroError {
+        let page = self.cfg.page_size.bytes();
+        if len == 0 {
+            ZeroError::ZeroLength
+        } else if !addr.is_multiple_of(page) {
+            ZeroError::Misaligned { addr, align: page }
+        } else {
+            ZeroError::NotPageMultiple {
+                len,
+                page_size: page,
+            }
+        }
+    }
+
+    /// Validates a slice: not empty, page-aligned, whole pages. Returns its page count.
+    #[inline]
+    pub(crate) fn check_slice(&self, buf: &[u8]) -> Result<usize, ZeroError> {
+        self.pages_of(buf.as_ptr().addr(), buf.len())
+    }
+
+    /// Validates raw geometry: not empty, page-aligned, no overflow. Returns the page count.
+    #[inline]
+    fn check_raw(&self, dst: *mut u8, npages: usize) -> Result<usize, ZeroError> {
+        let len = npages
+            .checked_mul(self.cfg.page_size.bytes())
+            .ok_or(ZeroError::Overflow)?;
+        dst.addr().checked_add(len).ok_or(ZeroError::Overflow)?;
+        self.pages_of(dst.addr(), len)
+    }
+
+    /// Clears the page range `pages` of the extent at `base`: the kernel's `clear_contig`.
+    ///
+    /// # Safety
+    /// The pages must be valid for writes and unshared; `base` page-aligned.
+    #[inline]
+    pub(crate) unsafe fn clear_range(
+        &self,
+        base: *mut u8,
+        pages: Range<usize>,
+        hot: bool,
+        resched: &mut impl Resched,
+    ) {
+        let (plan, strategy) = self.plan(pages, hot);
+        let shift = self.cfg.page_size.shift();
+        for chunk in plan {
+            resched.cond_resched();
+            // SAFETY: the chunk lies inside the caller's range, which is writable and
+            // unshared; the strategy is one of the validated policy's, so available.
+            unsafe { clear_pages(strategy, base.add(chunk.start << shift), chunk.len(), shift) };
+            strategy.fence();
+        }
     }
 }
 
 /// Zeroes `buf`, a whole number of pages aligned to the page size, in chunks: the whole
-/// range at once under a preemptible model, else batches of `cfg.batch_pages`;
+/// range at once under a preemptible model, else batches of the configuration's batch size;
 /// `resched.cond_resched()` runs before every chunk, the first included.
 ///
 /// # Errors
-/// [`ZeroError::ZeroLength`], [`ZeroError::Misaligned`], [`ZeroError::NotPageMultiple`], or
-/// [`ZeroError::StrategyUnavailable`]; nothing is written then.
+/// [`ZeroError::ZeroLength`], [`ZeroError::Misaligned`] or [`ZeroError::NotPageMultiple`];
+/// nothing is written then.
 ///
 /// # Example
 /// ```
@@ -99,21 +243,23 @@ impl ClearConfig {
 /// # let mut backing = vec![0xA5u8; 5 * 4096];
 /// # let at = backing.as_ptr().align_offset(4096);
 /// # let buf = &mut backing[at..at + 4 * 4096];
-/// let cfg = ClearConfig::new(PageSize::Size4KiB, PreemptModel::None);
+/// // Once, at boot: the configuration is checked here, not on every clear.
+/// let clearer = ClearConfig::new(PageSize::Size4KiB, PreemptModel::None).validate()?;
 /// let mut resched = CountingResched::new();
-/// clear_contig_pages(buf, &cfg, &mut resched)?;
+/// clear_contig_pages(buf, &clearer, &mut resched)?;
 /// assert!(buf.iter().all(|&b| b == 0));
 /// assert!(resched.calls() >= 1);
 /// # Ok::<(), zero_core::ZeroError>(())
 /// ```
+#[inline]
 pub fn clear_contig_pages(
     buf: &mut [u8],
-    cfg: &ClearConfig,
+    clearer: &Clearer,
     resched: &mut impl Resched,
 ) -> Result<(), ZeroError> {
-    let npages = check_slice(buf, cfg)?;
-    // SAFETY: `buf` is an exclusive borrow of exactly npages pages, validated.
-    unsafe { clear_range(buf.as_mut_ptr(), 0..npages, false, cfg, resched) };
+    let npages = clearer.check_slice(buf)?;
+    // SAFETY: `buf` is an exclusive borrow of exactly npages pages, page-aligned.
+    unsafe { clearer.clear_range(buf.as_mut_ptr(), 0..npages, false, resched) };
     Ok(())
 }
 
@@ -126,15 +272,16 @@ pub fn clear_contig_pages(
 /// # Safety
 /// `npages` pages from `dst` must be valid for writes and not accessed by anyone else until
 /// this returns.
+#[inline]
 pub unsafe fn clear_contig_pages_raw(
     dst: *mut u8,
     npages: usize,
-    cfg: &ClearConfig,
+    clearer: &Clearer,
     resched: &mut impl Resched,
 ) -> Result<(), ZeroError> {
-    check_raw(dst, npages, cfg)?;
+    let npages = clearer.check_raw(dst, npages)?;
     // SAFETY: the caller's contract, and check_raw validated the geometry.
-    unsafe { clear_range(dst, 0..npages, false, cfg, resched) };
+    unsafe { clearer.clear_range(dst, 0..npages, false, resched) };
     Ok(())
 }
 
@@ -153,21 +300,22 @@ pub unsafe fn clear_contig_pages_raw(
 /// # let mut backing = vec![0xA5u8; 17 * 4096];
 /// # let at = backing.as_ptr().align_offset(4096);
 /// # let folio = &mut backing[at..at + 16 * 4096];
-/// let cfg = ClearConfig::new(PageSize::Size4KiB, PreemptModel::Voluntary);
+/// let clearer = ClearConfig::new(PageSize::Size4KiB, PreemptModel::Voluntary).validate()?;
 /// // A fault 5 pages and 123 bytes into a 64 KiB folio: pages 3..=7 are cleared last.
-/// folio_zero_user(folio, 5 * 4096 + 123, &cfg, &mut NoResched)?;
+/// folio_zero_user(folio, 5 * 4096 + 123, &clearer, &mut NoResched)?;
 /// assert!(folio.iter().all(|&b| b == 0));
 /// # Ok::<(), zero_core::ZeroError>(())
 /// ```
+#[inline]
 pub fn folio_zero_user(
     folio: &mut [u8],
     fault_offset: usize,
-    cfg: &ClearConfig,
+    clearer: &Clearer,
     resched: &mut impl Resched,
 ) -> Result<(), ZeroError> {
-    let npages = check_slice(folio, cfg)?;
+    let npages = clearer.check_slice(folio)?;
     // SAFETY: `folio` is an exclusive borrow of exactly npages pages, validated.
-    unsafe { folio_zero_validated(folio.as_mut_ptr(), npages, fault_offset, cfg, resched) }
+    unsafe { folio_zero_validated(folio.as_mut_ptr(), npages, fault_offset, clearer, resched) }
 }
 
 /// [`folio_zero_user`] over raw memory.
@@ -178,134 +326,72 @@ pub fn folio_zero_user(
 /// # Safety
 /// `npages` pages from `dst` must be valid for writes and not accessed by anyone else until
 /// this returns.
+#[inline]
 pub unsafe fn folio_zero_user_raw(
     dst: *mut u8,
     npages: usize,
     fault_offset: usize,
-    cfg: &ClearConfig,
+    clearer: &Clearer,
     resched: &mut impl Resched,
 ) -> Result<(), ZeroError> {
-    check_raw(dst, npages, cfg)?;
-    // SAFETY: the caller's contract, and check_raw validated the geometry and policy.
-    unsafe { folio_zero_validated(dst, npages, fault_offset, cfg, resched) }
+    let npages = clearer.check_raw(dst, npages)?;
+    // SAFETY: the caller's contract, and check_raw validated the geometry.
+    unsafe { folio_zero_validated(dst, npages, fault_offset, clearer, resched) }
 }
 
 /// [`folio_zero_user`] after validation.
 ///
 /// # Safety
-/// `npages` pages from `dst` writable and unshared, validated by [`check_slice`] or
-/// [`check_raw`] (so `npages * page` does not overflow and the policy is executable).
+/// `npages` pages from `dst` writable and unshared, page-aligned, validated by the clearer
+/// (so `npages * page` does not overflow).
+#[inline]
 unsafe fn folio_zero_validated(
     dst: *mut u8,
     npages: usize,
     fault_offset: usize,
-    cfg: &ClearConfig,
+    clearer: &Clearer,
     resched: &mut impl Resched,
 ) -> Result<(), ZeroError> {
-    let len = npages << cfg.page_size.shift();
+    let shift = clearer.page_size().shift();
+    let len = npages << shift;
     if fault_offset >= len {
         return Err(ZeroError::FaultOutsideFolio {
             offset: fault_offset,
             len,
         });
     }
-    let fault = fault_offset >> cfg.page_size.shift();
-    match cfg.folio_order {
+    let fault = fault_offset >> shift;
+    match clearer.config().folio_order {
         FolioOrder::NeighbourhoodLast => {
             for (pages, hot) in FaultRanges::new(npages, fault)?.in_order() {
                 // SAFETY: each range lies inside the caller's npages pages.
-                unsafe { clear_range(dst, pages, hot, cfg, resched) };
+                unsafe { clearer.clear_range(dst, pages, hot, resched) };
             }
         }
         FolioOrder::TargetLast => {
             for page in TargetLastOrder::new(npages, fault)? {
                 // SAFETY: page < npages, inside the caller's range.
-                unsafe { clear_range(dst, page..page + 1, page == fault, cfg, resched) };
+                unsafe { clearer.clear_range(dst, page..page + 1, page == fault, resched) };
             }
         }
     }
     Ok(())
-}
-
-/// The checks every entry point shares: not empty, start aligned to the page.
-fn check_start(addr: usize, empty: bool, page: usize) -> Result<(), ZeroError> {
-    if empty {
-        return Err(ZeroError::ZeroLength);
-    }
-    if !addr.is_multiple_of(page) {
-        return Err(ZeroError::Misaligned { addr, align: page });
-    }
-    Ok(())
-}
-
-/// Validates a slice (not empty, page-aligned, whole pages) and the policy. Returns its page
-/// count.
-pub(crate) fn check_slice(buf: &[u8], cfg: &ClearConfig) -> Result<usize, ZeroError> {
-    let page = cfg.page_size.bytes();
-    check_start(buf.as_ptr().addr(), buf.is_empty(), page)?;
-    if !buf.len().is_multiple_of(page) {
-        return Err(ZeroError::NotPageMultiple {
-            len: buf.len(),
-            page_size: page,
-        });
-    }
-    cfg.policy.validate()?;
-    Ok(buf.len() >> cfg.page_size.shift())
-}
-
-/// Validates raw geometry (not empty, page-aligned, no overflow) and the policy. Returns the
-/// length in bytes.
-pub(crate) fn check_raw(
-    dst: *mut u8,
-    npages: usize,
-    cfg: &ClearConfig,
-) -> Result<usize, ZeroError> {
-    let page = cfg.page_size.bytes();
-    check_start(dst.addr(), npages == 0, page)?;
-    let len = npages.checked_mul(page).ok_or(ZeroError::Overflow)?;
-    dst.addr().checked_add(len).ok_or(ZeroError::Overflow)?;
-    cfg.policy.validate()?;
-    Ok(len)
-}
-
-/// Clears the page range `pages` of the extent at `base`: the kernel's `clear_contig`.
-///
-/// # Safety
-/// The pages must be valid for writes and unshared; `base` page-aligned; the policy
-/// validated.
-pub(crate) unsafe fn clear_range(
-    base: *mut u8,
-    pages: Range<usize>,
-    hot: bool,
-    cfg: &ClearConfig,
-    resched: &mut impl Resched,
-) {
-    let (plan, strategy) = cfg.plan(pages, hot);
-    let page = cfg.page_size.bytes();
-    for chunk in plan {
-        resched.cond_resched();
-        // SAFETY: the chunk lies inside the caller's range, which is writable and unshared.
-        // (Page-aligned whole pages also meet every strategy's alignment and granule: the
-        // largest, a DC ZVA block, is at most 2 KiB, under the smallest page; clear_raw
-        // checks them anyway.)
-        unsafe { clear_pages(strategy, base.add(chunk.start * page), chunk.len(), page) };
-        strategy.fence();
-    }
 }
 
 /// The kernel's `clear_pages()`: one primitive call for an extent strategy, else a loop of
 /// one call per page (the generic `clear_page()` loop).
 ///
 /// # Safety
-/// `npages * page` bytes from `dst` writable and unshared; the strategy available.
-unsafe fn clear_pages(strategy: Strategy, dst: *mut u8, npages: usize, page: usize) {
+/// `npages << shift` bytes from `dst` writable and unshared; the strategy available.
+#[inline]
+unsafe fn clear_pages(strategy: Strategy, dst: *mut u8, npages: usize, shift: u32) {
     if strategy.is_extent() {
         // SAFETY: forwarded from the caller.
-        unsafe { strategy.clear_raw(dst, npages * page) };
+        unsafe { backend::clear(strategy, dst, npages << shift) };
     } else {
         for i in 0..npages {
             // SAFETY: page i of the caller's range.
-            unsafe { strategy.clear_raw(dst.add(i * page), page) };
+            unsafe { backend::clear(strategy, dst.add(i << shift), 1 << shift) };
         }
     }
 }

@@ -7,7 +7,12 @@
 //!   range in one chunk under a preemptible model, [`non_preempt_batch_pages`] otherwise).
 //! - [`folio_zero_user`]: right of the fault's neighbourhood, then left, then the
 //!   neighbourhood; or the older target-last order ([`FolioOrder::TargetLast`]).
-//! - [`Strategy`] and [`Policy`]: which instruction clears, chosen by CPU and extent size.
+//! - [`ClearConfig`] and [`Clearer`]: how to clear, checked once ([`ClearConfig::validate`])
+//!   so that the clearing functions pay only for the checks of the memory they are given.
+//! - [`Strategy`] and [`Policy`]: which instruction clears, chosen by CPU and extent size,
+//!   vector registers only where [`VectorUse`] permits. One backend module per architecture
+//!   (x86_64, aarch64, portable; Miri runs the portable one) is the single place that maps a
+//!   strategy to its instructions.
 //! - [`plan`]: the pure chunk and order plans, public so they can be fuzzed.
 //! - [`ParallelClear`]: one huge extent cleared by several cores, chunks claimed through an
 //!   atomic cursor (loom-checked).
@@ -24,6 +29,7 @@
 #[cfg(test)]
 extern crate std;
 
+mod backend;
 mod calibrate;
 mod clear;
 mod error;
@@ -39,7 +45,7 @@ pub use calibrate::{
     Calibration, CalibrationOutcome, Clock, MAX_CLOCK_RESOLUTION_NS, MIN_SCRATCH_BYTES,
 };
 pub use clear::{
-    ClearConfig, FolioOrder, clear_contig_pages, clear_contig_pages_raw, folio_zero_user,
+    ClearConfig, Clearer, FolioOrder, clear_contig_pages, clear_contig_pages_raw, folio_zero_user,
     folio_zero_user_raw,
 };
 pub use error::ZeroError;
@@ -47,6 +53,6 @@ pub use error::ZeroError;
 pub use mm_types::PageSize;
 pub use parallel::{ChunkCursor, ParallelClear};
 pub use plan::{NON_PREEMPT_BATCH_BYTES, batch_pages_for_latency, non_preempt_batch_pages};
-pub use policy::{MAX_DEFAULT_STREAMING_THRESHOLD, Policy};
+pub use policy::{MAX_DEFAULT_STREAMING_THRESHOLD, Policy, VectorUse};
 pub use preempt::{CountingResched, NoResched, PreemptModel, Resched};
 pub use strategy::Strategy;

@@ -6,9 +6,8 @@
 //! one atomic `fetch_add` on a shared cursor, so every chunk is cleared by exactly one worker
 //! and no worker waits for another. The claim protocol is model-checked with loom.
 
-use crate::clear::check_slice;
 use crate::sync::{AtomicUsize, Ordering};
-use crate::{ClearConfig, Policy, Resched, ZeroError};
+use crate::{Clearer, Policy, Resched, ZeroError};
 use core::marker::PhantomData;
 use core::num::NonZeroUsize;
 use core::ops::Range;
@@ -50,8 +49,8 @@ impl ChunkCursor {
 /// # let mut backing = vec![0xA5u8; 65 * 4096];
 /// # let at = backing.as_ptr().align_offset(4096);
 /// # let extent = &mut backing[at..at + 64 * 4096];
-/// let cfg = ClearConfig::new(PageSize::Size4KiB, PreemptModel::None);
-/// let job = ParallelClear::new(extent, core::num::NonZeroUsize::new(8).unwrap(), cfg)?;
+/// let clearer = ClearConfig::new(PageSize::Size4KiB, PreemptModel::None).validate()?;
+/// let job = ParallelClear::new(extent, core::num::NonZeroUsize::new(8).unwrap(), &clearer)?;
 /// std::thread::scope(|s| {
 ///     for _ in 0..2 {
 ///         s.spawn(|| job.work(&mut NoResched));
@@ -66,7 +65,7 @@ pub struct ParallelClear<'a> {
     npages: usize,
     chunk_pages: NonZeroUsize,
     cursor: ChunkCursor,
-    cfg: ClearConfig,
+    clearer: Clearer,
     _extent: PhantomData<&'a mut [u8]>,
 }
 
@@ -82,22 +81,23 @@ impl<'a> ParallelClear<'a> {
     /// worker's chunks are still cut into the configuration's batches).
     ///
     /// # Errors
-    /// As [`clear_contig_pages`](crate::clear_contig_pages): bad geometry or an unavailable
-    /// strategy. Nothing is written.
+    /// As [`clear_contig_pages`](crate::clear_contig_pages): bad geometry. Nothing is
+    /// written.
     pub fn new(
         extent: &'a mut [u8],
         chunk_pages: NonZeroUsize,
-        cfg: ClearConfig,
+        clearer: &Clearer,
     ) -> Result<Self, ZeroError> {
-        let npages = check_slice(extent, &cfg)?;
+        let npages = clearer.check_slice(extent)?;
         let base = extent.as_mut_ptr();
-        let strategy = cfg.policy.choose(extent.len(), false);
+        let strategy = clearer.config().policy.choose(extent.len(), false);
         Ok(Self {
             base,
             npages,
             chunk_pages,
             cursor: ChunkCursor::new(npages.div_ceil(chunk_pages.get())),
-            cfg: cfg.with_policy(Policy::fixed(strategy)),
+            // The strategy the clearer chose is available, so the fixed policy validates.
+            clearer: clearer.with_policy(Policy::fixed(strategy))?,
             _extent: PhantomData,
         })
     }
@@ -119,7 +119,7 @@ impl<'a> ParallelClear<'a> {
             let pages = self.chunk(i);
             // SAFETY: the cursor gave chunk i to this worker alone; its pages lie inside the
             // extent borrowed for 'a and validated in new().
-            unsafe { crate::clear::clear_range(self.base, pages, false, &self.cfg, resched) };
+            unsafe { self.clearer.clear_range(self.base, pages, false, resched) };
             done += 1;
         }
         done
@@ -129,7 +129,7 @@ impl<'a> ParallelClear<'a> {
 #[cfg(all(test, not(loom)))]
 mod tests {
     use super::*;
-    use crate::{NoResched, PageSize, PreemptModel, Strategy};
+    use crate::{ClearConfig, NoResched, PageSize, PreemptModel, Strategy};
 
     /// The strategy follows the extent's size, not the chunk's: chunks of one page of an
     /// extent past the threshold stream, and the extent reads back zero.
@@ -139,14 +139,17 @@ mod tests {
         let policy = Policy::fixed(Strategy::Portable)
             .with_streaming(streaming)
             .with_streaming_threshold(8 * 4096);
-        let cfg = ClearConfig::new(PageSize::Size4KiB, PreemptModel::None).with_policy(policy);
+        let clearer = ClearConfig::new(PageSize::Size4KiB, PreemptModel::None)
+            .with_policy(policy)
+            .validate()
+            .expect("available strategies");
         let mut backing = std::vec![0xA5u8; 17 * 4096];
         let at = backing.as_ptr().align_offset(4096);
         let extent = &mut backing[at..at + 16 * 4096];
         let one = NonZeroUsize::MIN;
-        let job = ParallelClear::new(extent, one, cfg).expect("a valid extent");
+        let job = ParallelClear::new(extent, one, &clearer).expect("a valid extent");
         let expected = streaming.unwrap_or(Strategy::Portable);
-        assert_eq!(job.cfg.policy.choose(4096, false), expected);
+        assert_eq!(job.clearer.config().policy.choose(4096, false), expected);
         assert_eq!(job.work(&mut NoResched), 16);
         assert!(extent.iter().all(|&b| b == 0));
     }

@@ -1,4 +1,33 @@
-use crate::{Strategy, ZeroError};
+use crate::{Strategy, ZeroError, backend};
+
+/// Whether clearing may use vector (SIMD/FP) registers: the AVX2/AVX-512 and NEON
+/// strategies. A hosted program (a VMM) always may, since its OS saves every thread's
+/// vector state; a kernel may once it saves the interrupted context's vector state around
+/// the clear (Linux's `kernel_fpu_begin`), or never touches vector state elsewhere.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum VectorUse {
+    /// Vector strategies may be chosen.
+    Allowed,
+    /// Only strategies that leave vector registers alone may be chosen.
+    Forbidden,
+}
+
+impl VectorUse {
+    /// What [`Policy::detect`] and [`Policy::calibrate`] assume: allowed on hosted targets,
+    /// forbidden on bare-metal ones (`target_os = "none"`), where a kernel opts in with
+    /// [`Policy::detect_with`] or [`Policy::calibrate_with`].
+    pub const TARGET_DEFAULT: Self = if cfg!(target_os = "none") {
+        Self::Forbidden
+    } else {
+        Self::Allowed
+    };
+
+    /// Whether `strategy` may be used under this setting.
+    #[must_use]
+    pub const fn permits(self, strategy: Strategy) -> bool {
+        matches!(self, Self::Allowed) || !strategy.uses_vector_registers()
+    }
+}
 
 /// Picks the strategy for each extent: a temporal one (the `rep stosb` family) for small
 /// extents and always for the fault's neighbourhood, which the faulting thread reads next; a
@@ -11,13 +40,31 @@ pub struct Policy {
 }
 
 impl Policy {
-    /// The best strategies this CPU has, with the default threshold
-    /// ([`Policy::default_streaming_threshold`]).
+    /// The policy read from CPUID alone, assuming [`VectorUse::TARGET_DEFAULT`]: temporal, the
+    /// kernel's boot-time pick (x86_64: ERMS -> `rep stosb`, REP_GOOD -> `rep stosq`, else
+    /// the unrolled loop; arm64: MOPS, else DC ZVA, else `stnp`; `write_bytes` elsewhere and
+    /// under Miri); streaming, the first available of AVX-512, AVX2 streaming stores,
+    /// CLZERO, `movnti` (x86_64) or non-temporal MOPS (arm64), each only where
+    /// [`VectorUse`] permits; streaming from [`Policy::default_streaming_threshold`]. It
+    /// never picks a temporal vector strategy: those win only on some CPUs and sizes, which
+    /// [`Policy::calibrate`] measures.
     #[must_use]
     pub fn detect() -> Self {
+        Self::detect_with(VectorUse::TARGET_DEFAULT)
+    }
+
+    /// [`Policy::detect`] with vector registers allowed or not.
+    #[must_use]
+    pub fn detect_with(vectors: VectorUse) -> Self {
+        let first = |candidates: &[Strategy]| {
+            candidates
+                .iter()
+                .copied()
+                .find(|&s| vectors.permits(s) && s.is_available())
+        };
         Self {
-            temporal: best_temporal(),
-            streaming: best_streaming(),
+            temporal: first(backend::TEMPORAL_PREFERENCE).unwrap_or(Strategy::Portable),
+            streaming: first(backend::STREAMING_PREFERENCE),
             streaming_threshold: Self::default_streaming_threshold(),
         }
     }
@@ -73,6 +120,7 @@ impl Policy {
 
     /// The strategy for an extent of `bytes`; `hot` marks the fault's neighbourhood.
     #[must_use]
+    #[inline]
     pub fn choose(&self, bytes: usize, hot: bool) -> Strategy {
         match self.streaming {
             Some(s) if !hot && bytes >= self.streaming_threshold => s,
@@ -99,7 +147,7 @@ impl Policy {
     /// reported.
     #[must_use]
     pub fn default_streaming_threshold() -> usize {
-        reported_llc_bytes()
+        backend::reported_llc_bytes()
             .unwrap_or(MAX_DEFAULT_STREAMING_THRESHOLD)
             .min(MAX_DEFAULT_STREAMING_THRESHOLD)
     }
@@ -112,67 +160,11 @@ impl Default for Policy {
 }
 
 /// The largest default streaming threshold. A hypervisor may report a last-level cache far
-/// larger than the one the stores see: one of the machines this was developed on reports a
-/// 480 MiB L3 while its store bandwidth falls to memory speed between 32 and 256 MiB
-/// (MACHINE.md). `cargo xtask report` ("Policy check") shows whether the default is right on
+/// larger than the one the stores see: an Intel Xeon guest was seen reporting a 480 MiB L3
+/// while its store bandwidth fell to memory speed between 32 and 256 MiB.
+/// `cargo xtask report` ("Policy check") shows whether the default is right on
 /// the machine it runs on.
 pub const MAX_DEFAULT_STREAMING_THRESHOLD: usize = 64 << 20;
-
-#[cfg(all(target_arch = "x86_64", not(miri)))]
-fn reported_llc_bytes() -> Option<usize> {
-    arch_x86::cpu::caches().last_level().map(|c| c.size)
-}
-
-#[cfg(not(all(target_arch = "x86_64", not(miri))))]
-fn reported_llc_bytes() -> Option<usize> {
-    None
-}
-
-/// The temporal strategy. x86 follows the kernel's boot-time pick: ERMS -> `rep stosb`;
-/// REP_GOOD -> `rep stosq`; else the unrolled loop. arm64: MOPS, else DC ZVA, else `stnp`.
-/// Portable where there is no arch primitive (and under Miri).
-fn best_temporal() -> Strategy {
-    #[cfg(all(target_arch = "x86_64", not(miri)))]
-    {
-        let f = arch_x86::cpu::features();
-        if f.erms {
-            Strategy::RepStosb
-        } else if f.rep_good {
-            Strategy::RepStosq
-        } else {
-            Strategy::UnrolledStores
-        }
-    }
-    #[cfg(all(target_arch = "aarch64", not(miri)))]
-    {
-        [Strategy::Mops, Strategy::DcZva, Strategy::Stnp]
-            .into_iter()
-            .find(|s| s.is_available())
-            .unwrap_or(Strategy::Portable)
-    }
-    #[cfg(not(all(any(target_arch = "x86_64", target_arch = "aarch64"), not(miri))))]
-    {
-        Strategy::Portable
-    }
-}
-
-/// The streaming strategies in order of preference; the first available one is chosen.
-/// Measured with the candidates interleaved (`cargo xtask report`, "Every strategy"): on the
-/// AMD EPYC development host AVX-512 and AVX2 streaming stores reach ~87 GB/s from 32 MiB
-/// on, CLZERO ~79 and movnti ~40; on the Intel machines of MACHINE.md AVX-512 and movnti
-/// were within 5% of each other.
-/// On arm64 only MOPS has a non-temporal form (DC ZVA and `stnp` stay temporal choices).
-const STREAMING_PREFERENCE: [Strategy; 5] = [
-    Strategy::Avx512Stream,
-    Strategy::Avx2Stream,
-    Strategy::Clzero,
-    Strategy::Movnti,
-    Strategy::MopsNt,
-];
-
-fn best_streaming() -> Option<Strategy> {
-    STREAMING_PREFERENCE.into_iter().find(|s| s.is_available())
-}
 
 #[cfg(test)]
 mod tests {
@@ -197,5 +189,12 @@ mod tests {
         assert!(p.streaming().is_none_or(|s| s.is_non_temporal()));
         assert!(p.streaming_threshold() <= MAX_DEFAULT_STREAMING_THRESHOLD);
         std::println!("detected policy: {p:?}");
+        let scalar = Policy::detect_with(VectorUse::Forbidden);
+        assert!(!scalar.temporal().uses_vector_registers());
+        assert!(
+            scalar
+                .streaming()
+                .is_none_or(|s| !s.uses_vector_registers())
+        );
     }
 }

@@ -1,14 +1,4 @@
-use crate::ZeroError;
-
-#[cfg(all(target_arch = "x86_64", not(miri)))]
-use arch_x86::{clear as x86, cpu};
-
-#[cfg(all(target_arch = "aarch64", not(miri)))]
-use arch_arm64::{barrier as arm64_barrier, clear as arm64, cpu as arm64_cpu};
-
-/// Whether the target lets code use vector registers (false on soft-float kernel targets).
-#[cfg(all(target_arch = "x86_64", not(miri)))]
-const VECTOR_STATE: bool = cfg!(target_feature = "sse2");
+use crate::{ZeroError, backend};
 
 /// One way to clear memory: an instruction sequence from an arch crate, or the portable
 /// fallback. Every variant exists on every target, so plans and policies can be reasoned
@@ -25,6 +15,12 @@ pub enum Strategy {
     RepStosq,
     /// x86 unrolled loop of eight 8-byte stores per line (neither ERMS nor REP_GOOD).
     UnrolledStores,
+    /// x86 AVX2 `vmovdqa` temporal stores: for cache-resident extents, where vector
+    /// registers may be used ([`VectorUse`](crate::VectorUse)).
+    Avx2Stores,
+    /// x86 AVX-512 `vmovdqa64` temporal stores: for cache-resident extents, where vector
+    /// registers may be used.
+    Avx512Stores,
     /// x86 `movnti` non-temporal stores (seed 001).
     Movnti,
     /// x86 AVX2 `vmovntdq` streaming stores.
@@ -38,6 +34,9 @@ pub enum Strategy {
     /// arm64 `STNP xzr, xzr` pairs, the fallback where DC ZVA is prohibited; like the
     /// kernel's, not treated as an extent primitive.
     Stnp,
+    /// arm64 NEON `STP q, q` temporal stores: for cache-resident extents, where vector
+    /// registers may be used.
+    NeonStp,
     /// arm64 FEAT_MOPS `SETP/SETM/SETE`.
     Mops,
     /// arm64 FEAT_MOPS non-temporal `SETPN/SETMN/SETEN`.
@@ -46,17 +45,20 @@ pub enum Strategy {
 
 impl Strategy {
     /// Every strategy, portable first.
-    pub const ALL: [Self; 12] = [
+    pub const ALL: [Self; 15] = [
         Self::Portable,
         Self::RepStosb,
         Self::RepStosq,
         Self::UnrolledStores,
+        Self::Avx2Stores,
+        Self::Avx512Stores,
         Self::Movnti,
         Self::Avx2Stream,
         Self::Avx512Stream,
         Self::Clzero,
         Self::DcZva,
         Self::Stnp,
+        Self::NeonStp,
         Self::Mops,
         Self::MopsNt,
     ];
@@ -69,12 +71,15 @@ impl Strategy {
             Self::RepStosb => "rep stosb",
             Self::RepStosq => "rep stosq",
             Self::UnrolledStores => "unrolled stores",
+            Self::Avx2Stores => "avx2 stores",
+            Self::Avx512Stores => "avx512 stores",
             Self::Movnti => "movnti",
             Self::Avx2Stream => "avx2 stream",
             Self::Avx512Stream => "avx512 stream",
             Self::Clzero => "clzero",
             Self::DcZva => "dc zva",
             Self::Stnp => "stnp",
+            Self::NeonStp => "neon stp",
             Self::Mops => "mops",
             Self::MopsNt => "mops nt",
         }
@@ -99,6 +104,20 @@ impl Strategy {
         )
     }
 
+    /// Whether the primitive uses vector (SIMD/FP) registers, which a kernel must save for the
+    /// context it interrupted before using them ([`VectorUse`](crate::VectorUse)).
+    #[must_use]
+    pub const fn uses_vector_registers(self) -> bool {
+        matches!(
+            self,
+            Self::Avx2Stores
+                | Self::Avx512Stores
+                | Self::Avx2Stream
+                | Self::Avx512Stream
+                | Self::NeonStp
+        )
+    }
+
     /// Whether a store fence must follow before the memory is handed out. The clearing
     /// functions of this crate issue it themselves; [`Strategy::clear_raw`] does not.
     #[must_use]
@@ -114,9 +133,9 @@ impl Strategy {
         match self {
             Self::Portable | Self::RepStosb | Self::Mops | Self::MopsNt => 1,
             Self::RepStosq | Self::UnrolledStores | Self::Movnti => 8,
-            Self::Stnp => 16,
-            Self::Avx2Stream => 32,
-            Self::Avx512Stream | Self::Clzero => 64,
+            Self::Stnp | Self::NeonStp => 16,
+            Self::Avx2Stores | Self::Avx2Stream => 32,
+            Self::Avx512Stores | Self::Avx512Stream | Self::Clzero => 64,
             Self::DcZva => dc_zva_block().unwrap_or(DC_ZVA_MAX_BLOCK),
         }
     }
@@ -128,38 +147,23 @@ impl Strategy {
             Self::Portable | Self::RepStosb | Self::Mops | Self::MopsNt => 1,
             Self::RepStosq => 8,
             Self::UnrolledStores
+            | Self::Avx2Stores
+            | Self::Avx512Stores
             | Self::Movnti
             | Self::Avx2Stream
             | Self::Avx512Stream
             | Self::Clzero
-            | Self::Stnp => 64,
+            | Self::Stnp
+            | Self::NeonStp => 64,
             Self::DcZva => self.alignment(),
         }
     }
 
     /// Whether this CPU can execute the strategy. Under Miri only [`Strategy::Portable`].
     #[must_use]
+    #[inline]
     pub fn is_available(self) -> bool {
-        match self {
-            Self::Portable => true,
-            #[cfg(all(target_arch = "x86_64", not(miri)))]
-            Self::RepStosb | Self::RepStosq | Self::UnrolledStores | Self::Movnti => true,
-            // Vector strategies exist only where the target has SSE: a soft-float kernel
-            // target does not save vector state (see arch_x86::clear).
-            #[cfg(all(target_arch = "x86_64", not(miri)))]
-            Self::Avx2Stream => VECTOR_STATE && cpu::features().avx2,
-            #[cfg(all(target_arch = "x86_64", not(miri)))]
-            Self::Avx512Stream => VECTOR_STATE && cpu::features().avx512f,
-            #[cfg(all(target_arch = "x86_64", not(miri)))]
-            Self::Clzero => cpu::features().clzero,
-            #[cfg(all(target_arch = "aarch64", not(miri)))]
-            Self::DcZva => dc_zva_block().is_some(),
-            #[cfg(all(target_arch = "aarch64", not(miri)))]
-            Self::Stnp => true,
-            #[cfg(all(target_arch = "aarch64", not(miri)))]
-            Self::Mops | Self::MopsNt => arm64_cpu::features().mops,
-            _ => false,
-        }
+        backend::is_available(self)
     }
 
     /// The strategies this CPU can execute, in [`Strategy::ALL`] order.
@@ -217,48 +221,15 @@ impl Strategy {
         }
         // SAFETY: the caller guarantees a writable, unshared range; availability, alignment
         // and granule were checked just above (and each primitive checks its own again).
-        // Strategies of another architecture are never available, so they never reach here;
-        // the portable fallback keeps the match total.
-        unsafe {
-            match self {
-                #[cfg(all(target_arch = "x86_64", not(miri)))]
-                Self::RepStosb => x86::rep_stosb(dst, len),
-                #[cfg(all(target_arch = "x86_64", not(miri)))]
-                Self::RepStosq => x86::rep_stosq(dst, len),
-                #[cfg(all(target_arch = "x86_64", not(miri)))]
-                Self::UnrolledStores => x86::unrolled_stores(dst, len),
-                #[cfg(all(target_arch = "x86_64", not(miri)))]
-                Self::Movnti => x86::movnti(dst, len),
-                #[cfg(all(target_arch = "x86_64", target_feature = "sse2", not(miri)))]
-                Self::Avx2Stream => x86::avx2_stream(dst, len),
-                #[cfg(all(target_arch = "x86_64", target_feature = "sse2", not(miri)))]
-                Self::Avx512Stream => x86::avx512_stream(dst, len),
-                #[cfg(all(target_arch = "x86_64", not(miri)))]
-                Self::Clzero => x86::clzero(dst, len),
-                #[cfg(all(target_arch = "aarch64", not(miri)))]
-                Self::DcZva => arm64::dc_zva(dst, len),
-                #[cfg(all(target_arch = "aarch64", not(miri)))]
-                Self::Stnp => arm64::stnp(dst, len),
-                #[cfg(all(target_arch = "aarch64", not(miri)))]
-                Self::Mops => arm64::mops_set(dst, len),
-                #[cfg(all(target_arch = "aarch64", not(miri)))]
-                Self::MopsNt => arm64::mops_set_nt(dst, len),
-                _ => core::ptr::write_bytes(dst, 0, len),
-            }
-        }
+        unsafe { backend::clear(self, dst, len) }
     }
 
     /// Issues the store fence this strategy needs (nothing for temporal strategies).
+    #[inline]
     pub fn fence(self) {
-        if !self.needs_fence() {
-            return;
+        if self.needs_fence() {
+            backend::store_fence();
         }
-        #[cfg(all(target_arch = "x86_64", not(miri)))]
-        x86::sfence();
-        #[cfg(all(target_arch = "aarch64", not(miri)))]
-        arm64_barrier::dmb_ishst();
-        #[cfg(any(miri, not(any(target_arch = "x86_64", target_arch = "aarch64"))))]
-        core::sync::atomic::fence(core::sync::atomic::Ordering::SeqCst);
     }
 }
 
@@ -267,14 +238,7 @@ const DC_ZVA_MAX_BLOCK: usize = 2048;
 
 /// The DC ZVA block size, if DC ZVA is permitted here.
 fn dc_zva_block() -> Option<usize> {
-    #[cfg(all(target_arch = "aarch64", not(miri)))]
-    {
-        arm64_cpu::features().dc_zva_block
-    }
-    #[cfg(not(all(target_arch = "aarch64", not(miri))))]
-    {
-        None
-    }
+    backend::dc_zva_block()
 }
 
 #[cfg(test)]

@@ -10,7 +10,7 @@ use core::arch::asm;
 
 use pte_batch::mm_types::PageSize;
 use zero_core::reference::clear_pages_one_by_one;
-use zero_core::{ClearConfig, NoResched, Policy, PreemptModel, Resched, Strategy};
+use zero_core::{ClearConfig, Clearer, NoResched, Policy, PreemptModel, Resched, Strategy};
 
 use super::Machine;
 use crate::steps::{Kernel, Step, fail};
@@ -167,7 +167,7 @@ pub fn run(kernel: &mut Kernel<Machine>, region: &mut [u8]) {
             .max(1),
     };
     let policy = Policy::detect();
-    let cfg = ClearConfig::new(PageSize::Size4KiB, PreemptModel::None);
+    let cfg = Clearer::detected(PageSize::Size4KiB, PreemptModel::None);
     println!(
         "MEASURE BEGIN tsc_hz={} kvm={}",
         clock.hz,
@@ -211,8 +211,12 @@ pub fn run(kernel: &mut Kernel<Machine>, region: &mut [u8]) {
     let gib = &mut region[..1 << 30];
     for mib in [8usize, 32, 64] {
         let pages = core::num::NonZeroUsize::new(mib << 8).unwrap_or(core::num::NonZeroUsize::MIN);
-        let cfg =
-            ClearConfig::new(PageSize::Size4KiB, PreemptModel::Voluntary).with_batch_pages(pages);
+        let Ok(cfg) = ClearConfig::new(PageSize::Size4KiB, PreemptModel::Voluntary)
+            .with_batch_pages(pages)
+            .validate()
+        else {
+            fail::<Machine>(Step::Zeroing, format_args!("detected policy refused"));
+        };
         let mut fig = Figure::new();
         for _ in 0..5 {
             let mut timer = BatchTimer { last: 0, worst: 0 };
