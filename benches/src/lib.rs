@@ -9,6 +9,7 @@ pub mod contig_free;
 pub mod count;
 pub mod machine;
 pub mod measure;
+pub mod memsets;
 pub mod prefault;
 pub mod report;
 pub mod ring0;

@@ -443,6 +443,20 @@ impl Samples {
             }
         }
     }
+
+    /// How many nanoseconds per operation `self` took more than `base`, for `ops`
+    /// operations per run: round by round when both come from one
+    /// [`Samples::interleaved`] run (the median and interval of the per-round differences),
+    /// else the difference of the medians.
+    #[must_use]
+    pub fn excess_ns_over(&self, base: &Self, ops: f64) -> Estimate {
+        let per_op = |d: f64| d / ops * 1e9;
+        if self.len() == base.len() && !self.is_empty() {
+            Estimate::of(base.secs().zip(self.secs()).map(|(b, s)| per_op(s - b)))
+        } else {
+            Estimate::exact(per_op(self.seconds().median - base.seconds().median))
+        }
+    }
 }
 
 /// Throughput in GB/s (10^9 bytes per second).

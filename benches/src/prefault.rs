@@ -125,21 +125,12 @@ fn timed(mut clear: impl FnMut(&mut [u8]) + 'static) -> Path {
     })
 }
 
-#[cfg(builtins_memset)]
 fn builtins_memset() -> Result<Path, String> {
-    unsafe extern "C" {
-        /// compiler-builtins' memset with 0, from `builtins/zero.rs`.
-        fn zc_builtins_zero(dst: *mut u8, len: usize);
-    }
-    Ok(timed(|region: &mut [u8]| {
+    let zero = crate::memsets::compiler_builtins_zero()?;
+    Ok(timed(move |region: &mut [u8]| {
         // SAFETY: exactly the borrowed, writable region.
-        unsafe { zc_builtins_zero(region.as_mut_ptr(), region.len()) }
+        unsafe { zero(region.as_mut_ptr(), region.len()) }
     }))
-}
-
-#[cfg(not(builtins_memset))]
-fn builtins_memset() -> Result<Path, String> {
-    Err(env!("BENCHES_BUILTINS_MEMSET").to_string())
 }
 
 fn config() -> Clearer {

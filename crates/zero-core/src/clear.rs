@@ -94,6 +94,7 @@ impl ClearConfig {
             (false, Some(s)) => self.batch_for(s).get(),
         };
         Clearer {
+            shift: self.page_size.shift(),
             temporal_batch: batch(Some(self.policy.temporal())),
             streaming_batch: batch(self.policy.streaming()),
             cfg: self,
@@ -108,6 +109,8 @@ impl ClearConfig {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Clearer {
     cfg: ClearConfig,
+    /// log2 of the page size.
+    shift: u32,
     /// Pages per chunk with the temporal strategy (`usize::MAX`: one chunk).
     temporal_batch: usize,
     /// Pages per chunk with the streaming strategy (`usize::MAX`: one chunk).
@@ -148,28 +151,34 @@ impl Clearer {
     #[must_use]
     #[inline]
     pub fn plan(&self, pages: Range<usize>, hot: bool) -> (ChunkPlan, Strategy) {
-        let bytes = pages.len().saturating_mul(self.cfg.page_size.bytes());
-        let strategy = self.cfg.policy.choose(bytes, hot);
-        let batch = if Some(strategy) == self.cfg.policy.streaming()
-            && strategy != self.cfg.policy.temporal()
-        {
-            self.streaming_batch
-        } else {
-            self.temporal_batch
-        };
+        let (strategy, batch) = self.choose(pages.len(), hot);
         let unit = NonZeroUsize::new(batch.min(pages.len())).unwrap_or(NonZeroUsize::MIN);
         (ChunkPlan::new(pages, unit), strategy)
+    }
+
+    /// The strategy for an extent of `npages` pages and its batch in pages (`usize::MAX`:
+    /// one chunk whatever the length).
+    #[inline(always)]
+    fn choose(&self, npages: usize, hot: bool) -> (Strategy, usize) {
+        let bytes = npages.saturating_mul(1 << self.shift);
+        let strategy = self.cfg.policy.choose(bytes, hot);
+        let streams = !hot && bytes >= self.cfg.policy.streaming_threshold();
+        let batch = match self.cfg.policy.streaming() {
+            Some(_) if streams => self.streaming_batch,
+            _ => self.temporal_batch,
+        };
+        (strategy, batch)
     }
 
     /// Checks that `len` bytes from `addr` are whole pages, page-aligned, not empty; returns
     /// the page count.
     #[inline]
     fn pages_of(&self, addr: usize, len: usize) -> Result<usize, ZeroError> {
-        let mask = self.cfg.page_size.bytes() - 1;
+        let mask = (1usize << self.shift) - 1;
         if len == 0 || (addr | len) & mask != 0 {
             return Err(self.geometry_error(addr, len));
         }
-        Ok(len >> self.cfg.page_size.shift())
+        Ok(len >> self.shift)
     }
 
     /// What is wrong with `len` bytes from `addr` as an extent (off the fast path).
@@ -206,10 +215,12 @@ impl Clearer {
     }
 
     /// Clears the page range `pages` of the extent at `base`: the kernel's `clear_contig`.
+    /// One batch (the common case, and every case under a preemptible model) is inline: a
+    /// strategy choice, one `cond_resched`, one primitive call and the fence it needs.
     ///
     /// # Safety
     /// The pages must be valid for writes and unshared; `base` page-aligned.
-    #[inline]
+    #[inline(always)]
     pub(crate) unsafe fn clear_range(
         &self,
         base: *mut u8,
@@ -217,9 +228,39 @@ impl Clearer {
         hot: bool,
         resched: &mut impl Resched,
     ) {
-        let (plan, strategy) = self.plan(pages, hot);
-        let shift = self.cfg.page_size.shift();
-        for chunk in plan {
+        let npages = pages.end.saturating_sub(pages.start);
+        let (strategy, batch) = self.choose(npages, hot);
+        if npages > batch {
+            // SAFETY: forwarded from the caller.
+            return unsafe { self.clear_batches(base, pages, strategy, batch, resched) };
+        }
+        if npages == 0 {
+            return;
+        }
+        let shift = self.shift;
+        resched.cond_resched();
+        // SAFETY: the range lies inside the caller's, which is writable and unshared; the
+        // strategy is one of the validated policy's, so available.
+        unsafe { clear_pages(strategy, base.add(pages.start << shift), npages, shift) };
+        strategy.fence();
+    }
+
+    /// [`Clearer::clear_range`] for a range longer than one batch.
+    ///
+    /// # Safety
+    /// As [`Clearer::clear_range`].
+    #[inline(never)]
+    unsafe fn clear_batches(
+        &self,
+        base: *mut u8,
+        pages: Range<usize>,
+        strategy: Strategy,
+        batch: usize,
+        resched: &mut impl Resched,
+    ) {
+        let unit = NonZeroUsize::new(batch).unwrap_or(NonZeroUsize::MIN);
+        let shift = self.shift;
+        for chunk in ChunkPlan::new(pages, unit) {
             resched.cond_resched();
             // SAFETY: the chunk lies inside the caller's range, which is writable and
             // unshared; the strategy is one of the validated policy's, so available.
@@ -352,7 +393,7 @@ unsafe fn folio_zero_validated(
     clearer: &Clearer,
     resched: &mut impl Resched,
 ) -> Result<(), ZeroError> {
-    let shift = clearer.page_size().shift();
+    let shift = clearer.shift;
     let len = npages << shift;
     if fault_offset >= len {
         return Err(ZeroError::FaultOutsideFolio {
@@ -363,9 +404,13 @@ unsafe fn folio_zero_validated(
     let fault = fault_offset >> shift;
     match clearer.config().folio_order {
         FolioOrder::NeighbourhoodLast => {
-            for (pages, hot) in FaultRanges::new(npages, fault)?.in_order() {
-                // SAFETY: each range lies inside the caller's npages pages.
-                unsafe { clearer.clear_range(dst, pages, hot, resched) };
+            // Right, left, then the neighbourhood, hot (`in_order`, unrolled).
+            let r = FaultRanges::around(npages, fault);
+            // SAFETY: each range lies inside the caller's npages pages (fault < npages).
+            unsafe {
+                clearer.clear_range(dst, r.right, false, resched);
+                clearer.clear_range(dst, r.left, false, resched);
+                clearer.clear_range(dst, r.neighbourhood, true, resched);
             }
         }
         FolioOrder::TargetLast => {
@@ -378,20 +423,31 @@ unsafe fn folio_zero_validated(
     Ok(())
 }
 
-/// The kernel's `clear_pages()`: one primitive call for an extent strategy, else a loop of
-/// one call per page (the generic `clear_page()` loop).
+/// The kernel's `clear_pages()`: one primitive call for an extent strategy (inline, so a
+/// small clear costs the primitive and a jump), else a loop of one call per page (the generic
+/// `clear_page()` loop).
 ///
 /// # Safety
 /// `npages << shift` bytes from `dst` writable and unshared; the strategy available.
-#[inline]
+#[inline(always)]
 unsafe fn clear_pages(strategy: Strategy, dst: *mut u8, npages: usize, shift: u32) {
     if strategy.is_extent() {
         // SAFETY: forwarded from the caller.
         unsafe { backend::clear(strategy, dst, npages << shift) };
     } else {
-        for i in 0..npages {
-            // SAFETY: page i of the caller's range.
-            unsafe { backend::clear(strategy, dst.add(i << shift), 1 << shift) };
-        }
+        // SAFETY: forwarded from the caller.
+        unsafe { clear_page_by_page(strategy, dst, npages, shift) };
+    }
+}
+
+/// The generic `clear_page()` loop: one primitive call per page.
+///
+/// # Safety
+/// As [`clear_pages`].
+#[inline(never)]
+unsafe fn clear_page_by_page(strategy: Strategy, dst: *mut u8, npages: usize, shift: u32) {
+    for i in 0..npages {
+        // SAFETY: page i of the caller's range.
+        unsafe { backend::clear(strategy, dst.add(i << shift), 1 << shift) };
     }
 }

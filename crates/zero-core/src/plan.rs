@@ -134,13 +134,20 @@ impl FaultRanges {
                 len: npages,
             });
         }
+        Ok(Self::around(npages, fault))
+    }
+
+    /// [`FaultRanges::new`] for a `fault` the caller knows is below `npages`.
+    #[inline(always)]
+    pub(crate) const fn around(npages: usize, fault: usize) -> Self {
         let start = fault.saturating_sub(FAULT_RADIUS);
-        let end = fault.saturating_add(FAULT_RADIUS).min(npages - 1) + 1;
-        Ok(Self {
+        let last = fault.saturating_add(FAULT_RADIUS);
+        let end = if last < npages { last + 1 } else { npages };
+        Self {
             right: end..npages,
             left: 0..start,
             neighbourhood: start..end,
-        })
+        }
     }
 
     /// The ranges in clearing order, each with whether it is the hot neighbourhood.

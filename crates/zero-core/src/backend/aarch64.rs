@@ -39,7 +39,7 @@ pub(crate) fn is_available(strategy: Strategy) -> bool {
 /// `dst..dst + len` valid for writes and not accessed concurrently; `strategy` available
 /// ([`is_available`]). Each primitive checks its own alignment and length and falls back to
 /// plain stores.
-#[inline]
+#[inline(always)]
 pub(crate) unsafe fn clear(strategy: Strategy, dst: *mut u8, len: usize) {
     // SAFETY: the caller's range contract, and availability (MOPS present; DC ZVA permitted,
     // which dc_zva re-reads; NEON compiled in) for every arm.

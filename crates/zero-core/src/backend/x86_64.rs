@@ -55,7 +55,7 @@ pub(crate) fn is_available(strategy: Strategy) -> bool {
 /// `dst..dst + len` valid for writes and not accessed concurrently; `strategy` available
 /// ([`is_available`]). Each primitive checks its own alignment and length and falls back to
 /// plain stores.
-#[inline]
+#[inline(always)]
 pub(crate) unsafe fn clear(strategy: Strategy, dst: *mut u8, len: usize) {
     // SAFETY: the caller's range contract, and availability (the CPU has the instruction,
     // and for the vector ones the target saves vector state) for every arm.
