@@ -315,7 +315,8 @@ fn seed_table(ctx: &SectionContext, iterations: u32, budget: Budget) -> (Table, 
     }
     t.note(format!(
         "{iterations} iterations per sample on a fresh {} Ki-frame zone (MAX_ORDER 10, \
-         pageblock 9, pcp high 1536 / batch 63, one CPU), the two paths alternating round by \
+         pageblock 9, pcp high {} / batch {} as derived from the zone's size, one CPU), the \
+         two paths alternating round by \
          round; wall time of the whole loop including the allocation and split (median ± the \
          half-width of its 95% interval; the ratio is the median per-round ratio). Per-page = \
          `reference::free_contig_range_per_page` (one put_page per page, each order-0 page to \
@@ -324,6 +325,8 @@ fn seed_table(ctx: &SectionContext, iterations: u32, budget: Budget) -> (Table, 
          every run). Published in {}: 100 000 iterations of order 9 on a server-class arm64 \
          machine, in the kernel.",
         ZONE_FRAMES >> 10,
+        ZoneConfig::new(Pfn(0), ZONE_FRAMES).pcp_high,
+        ZoneConfig::new(Pfn(0), ZONE_FRAMES).pcp_batch,
         thread::FREE_CONTIG_RANGE,
     ));
     t.plot = Some(

@@ -2,7 +2,8 @@
 
 use crate::{BuddyError, Order, Pfn};
 
-/// A zone's geometry and tuning. [`ZoneConfig::new`] gives the x86_64 kernel's defaults.
+/// A zone's geometry and tuning. [`ZoneConfig::new`] gives the x86_64 kernel's geometry and
+/// per-cpu list sizes derived from the zone's size as Linux derives them.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct ZoneConfig {
     /// First frame the zone spans.
@@ -24,12 +25,79 @@ pub struct ZoneConfig {
     pub pcp_batch: u64,
 }
 
+/// The per-cpu batch x86_64 Linux uses for every zone of 256 MiB or more: 63 frames.
+pub const LINUX_PCP_BATCH: u64 = 63;
+
+/// Linux's `zone_batchsize`: a quarter of a 1024th of the zone, at most 1 MiB of frames
+/// (256), rounded to `2^n - 1` (so that batches do not all start on the same cache colour);
+/// at least 1 (`zone_set_pageset_high_and_batch`). 63 from 256 MiB on; 1 for a zone under
+/// 8 MiB.
+#[must_use]
+pub const fn pcp_batch_for(nr_pages: u64) -> u64 {
+    let batch = min(nr_pages >> 10, 256) / 4;
+    let batch = if batch < 1 { 1 } else { batch };
+    let sum = batch + batch / 2;
+    // rounddown_pow_of_two(sum) - 1, at least 1.
+    let pow = 1u64 << (63 - sum.leading_zeros());
+    if pow > 1 { pow - 1 } else { 1 }
+}
+
+/// Linux's `zone_highsize` with its default `high_fraction` of 0: the zone's low watermark
+/// split across its CPUs, at least four batches. The low watermark is Linux's for a machine
+/// of this zone's size (`min_free_kbytes` = sqrt(16 x KiB), clamped to 128 KiB..256 MiB, plus
+/// a quarter), at most an eighth of the zone, so a tiny zone keeps its frames in the buddy.
+/// 1536 is what the fixed defaults used; this gives 1280 for a 1 GiB zone and one CPU.
+#[must_use]
+pub const fn pcp_high_for(nr_pages: u64, cpus: usize, batch: u64) -> u64 {
+    // KiB of 4 KiB frames; sqrt by Newton's method on integers.
+    let kib = nr_pages.saturating_mul(4);
+    let min_free_kib = clamp(isqrt(kib.saturating_mul(16)), 128, 262_144);
+    let min_free = min_free_kib / 4;
+    let low = min(min_free + min_free / 4, nr_pages / 8);
+    let cpus = if cpus == 0 { 1 } else { cpus as u64 };
+    let high = low / cpus;
+    let floor = batch.saturating_mul(4);
+    if high > floor { high } else { floor }
+}
+
+const fn min(a: u64, b: u64) -> u64 {
+    if a < b { a } else { b }
+}
+
+const fn clamp(v: u64, lo: u64, hi: u64) -> u64 {
+    if v < lo {
+        lo
+    } else if v > hi {
+        hi
+    } else {
+        v
+    }
+}
+
+/// The integer square root (floor).
+const fn isqrt(n: u64) -> u64 {
+    if n < 2 {
+        return n;
+    }
+    let mut x = n;
+    let mut y = x.div_ceil(2);
+    while y < x {
+        x = y;
+        y = (x + n / x) / 2;
+    }
+    x
+}
+
 impl ZoneConfig {
     /// `[start, start + nr_pages)` with MAX_ORDER 10, pageblock order 9, 2^15-frame
-    /// sections, one CPU, `high` 1536 and `batch` 63 frames.
+    /// sections, one CPU, and per-cpu lists sized from the zone as Linux sizes them
+    /// ([`pcp_batch_for`], [`pcp_high_for`]): `batch` 63 and `high` in the thousands for a
+    /// zone of a GiB or more, `batch` 1 and `high` 4 for a 16-frame zone, which then behaves
+    /// like a plain buddy (a refill moves one block, not the whole zone).
     #[must_use]
     #[inline]
     pub const fn new(start: Pfn, nr_pages: u64) -> Self {
+        let batch = pcp_batch_for(nr_pages);
         Self {
             start,
             nr_pages,
@@ -37,16 +105,34 @@ impl ZoneConfig {
             pageblock_order: Order(9),
             section_pages: 1 << 15,
             cpus: 1,
-            pcp_high: 1536,
-            pcp_batch: 63,
+            pcp_high: pcp_high_for(nr_pages, 1, batch),
+            pcp_batch: batch,
         }
     }
 
-    /// The same zone with `cpus` CPUs.
+    /// The same zone with `cpus` CPUs, its `high` mark derived again for that many
+    /// ([`pcp_high_for`]; set [`ZoneConfig::with_pcp`] after this to keep your own).
     #[must_use]
     #[inline]
     pub const fn with_cpus(self, cpus: usize) -> Self {
-        Self { cpus, ..self }
+        Self {
+            cpus,
+            pcp_high: pcp_high_for(self.nr_pages, cpus, self.pcp_batch),
+            ..self
+        }
+    }
+
+    /// The same zone with fixed per-cpu list sizes: `batch` frames per refill or drain, a
+    /// drain past `high` frames. `with_pcp(1536, LINUX_PCP_BATCH)` is the fixed tuning of
+    /// earlier versions.
+    #[must_use]
+    #[inline]
+    pub const fn with_pcp(self, high: u64, batch: u64) -> Self {
+        Self {
+            pcp_high: high,
+            pcp_batch: batch,
+            ..self
+        }
     }
 
     pub(crate) fn validate(&self) -> Result<(), BuddyError> {
@@ -96,5 +182,47 @@ impl ZoneConfig {
         } else {
             None
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn batch_follows_zone_batchsize() {
+        // Linux: min(pages >> 10, 256) / 4, at least 1, then rounddown_pow_of_two(b + b/2) - 1.
+        assert_eq!(pcp_batch_for(16), 1);
+        assert_eq!(pcp_batch_for(1 << 11), 1); // 8 MiB: 2 / 4 = 0 -> 1
+        assert_eq!(pcp_batch_for(1 << 14), 3); // 64 MiB: 16 / 4 = 4 -> 6 -> 4 - 1
+        assert_eq!(pcp_batch_for(1 << 16), 15); // 256 MiB: 64 / 4 = 16 -> 24 -> 16 - 1
+        assert_eq!(pcp_batch_for(1 << 18), 63); // 1 GiB: 256 / 4 = 64 -> 96 -> 64 - 1
+        assert_eq!(pcp_batch_for(1 << 28), LINUX_PCP_BATCH);
+        assert_eq!(pcp_batch_for(u64::MAX), LINUX_PCP_BATCH);
+    }
+
+    #[test]
+    fn high_is_the_low_watermark_per_cpu_at_least_four_batches() {
+        assert_eq!(pcp_high_for(16, 1, 1), 4);
+        // 1 GiB: min_free = sqrt(16 * 1 Mi KiB) = 4096 KiB = 1024 frames; low = 1280.
+        assert_eq!(pcp_high_for(1 << 18, 1, 63), 1280);
+        assert_eq!(pcp_high_for(1 << 18, 2, 63), 640);
+        assert_eq!(pcp_high_for(1 << 18, 64, 63), 252);
+        // 1 TiB: sqrt(16 * 2^30 KiB) = 128 MiB = 32768 frames; low = 40960.
+        assert_eq!(pcp_high_for(1 << 28, 1, 63), 40_960);
+        // 16 TiB: min_free_kbytes is capped at 256 MiB = 65536 frames; low = 81920.
+        assert_eq!(pcp_high_for(1 << 32, 1, 63), 81_920);
+        assert!(pcp_high_for(u64::MAX, 0, u64::MAX) > 0);
+        assert_eq!(isqrt(99), 9);
+        assert_eq!(isqrt(u64::MAX), u64::from(u32::MAX));
+    }
+
+    #[test]
+    fn small_zones_are_plain_buddies() {
+        let cfg = ZoneConfig::new(Pfn(0), 16);
+        assert_eq!((cfg.pcp_batch, cfg.pcp_high), (1, 4));
+        let fixed = cfg.with_pcp(1536, LINUX_PCP_BATCH);
+        assert_eq!((fixed.pcp_batch, fixed.pcp_high), (63, 1536));
+        assert_eq!(ZoneConfig::new(Pfn(0), 1 << 18).with_cpus(2).pcp_high, 640);
     }
 }

@@ -75,7 +75,7 @@ mod zeroed;
 mod zone;
 
 pub use check::Corruption;
-pub use config::ZoneConfig;
+pub use config::{LINUX_PCP_BATCH, ZoneConfig, pcp_batch_for, pcp_high_for};
 pub use counters::OpCounters;
 pub use decompose::{Decompose, decompose};
 pub use error::BuddyError;

@@ -492,3 +492,25 @@ fn the_zone_is_sync_and_its_metadata_can_be_statics() {
     z.check().unwrap();
     assert_eq!(z.buddy_pages(), 64);
 }
+
+/// A 16-frame zone with the derived defaults behaves like a plain buddy: the first order-0
+/// allocation moves one frame to the per-cpu list (not the whole zone), and after orders
+/// 0, 0, 1 and 2 the order-3 block that is left can be had. With the fixed batch of 63 the
+/// first allocation moved all 16 frames onto the list and the order-3 request failed.
+#[test]
+fn a_tiny_zone_with_derived_defaults_is_a_plain_buddy() {
+    let o = |n| Order::new(n).unwrap();
+    let z = zone(ZoneConfig::new(Pfn(0), 16));
+    z.alloc_pages(0, o(0)).unwrap();
+    assert_eq!(z.pcp_pages(0).unwrap(), 0, "one frame moved and handed out");
+    z.alloc_pages(0, o(0)).unwrap();
+    z.alloc_pages(0, o(1)).unwrap();
+    z.alloc_pages(0, o(2)).unwrap();
+    let last = z.alloc_pages(0, o(3)).unwrap();
+    assert_eq!(last, Pfn(8));
+    z.check().unwrap();
+    // The fixed tuning of earlier versions, for comparison: the zone is then one CPU's list.
+    let fixed = zone(ZoneConfig::new(Pfn(0), 16).with_pcp(1536, buddy_sim::LINUX_PCP_BATCH));
+    fixed.alloc_pages(0, o(0)).unwrap();
+    assert_eq!(fixed.pcp_pages(0).unwrap(), 15);
+}
