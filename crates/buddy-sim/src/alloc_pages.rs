@@ -16,8 +16,9 @@ where
     /// `cpu`'s list for per-cpu orders (refilled from the buddy when empty), else from the
     /// buddy; in the order it takes from, a block not known zero where there is one (blocks
     /// known zero are kept for [`Zone::alloc_zeroed`]). When that fails, it drains every
-    /// CPU's lists back into the buddy (where the blocks can merge) and tries once more, as
-    /// the kernel's slow path does with `drain_all_pages()`; if that fails too, it merges
+    /// CPU's lists back into the buddy (where the blocks can merge; with
+    /// [`Zone::with_cpu_local_lists`] only this CPU's) and tries once more, as the kernel's
+    /// slow path does with `drain_all_pages()`; if that fails too, it merges
     /// the free buddies that stayed apart because only one of them is known zero, and tries
     /// a last time.
     ///
@@ -43,7 +44,12 @@ where
         if !oom(&first) {
             return first;
         }
-        self.drain_all();
+        if self.cpu_local {
+            // Another CPU's lists are its own alone: only this CPU's go back.
+            self.drain(pcp, u64::MAX);
+        } else {
+            self.drain_all();
+        }
         let second = self.alloc_fast(pcp, order, prefer);
         // Last: merge the buddies that stayed apart for their knowledge of zero.
         if oom(&second) && self.lock_zone().merge_mixed(self.map()) {

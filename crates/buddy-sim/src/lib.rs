@@ -33,7 +33,9 @@
 #![no_std]
 #![cfg_attr(docsrs, feature(doc_cfg))]
 // No unsafe but in `memory` (the two blocks that reach a frame's bytes through the
-// embedder's `FrameMemory` promise, for zero-core to clear or to read back), the ecosystem
+// embedder's `FrameMemory` promise, for zero-core to clear or to read back), the CPU-local
+// lists (`Zone::with_cpu_local_lists`, whose contract lets `zone::lock_pcp` reach a CPU's
+// lists through `sync::Mutex::lock_exclusive` without their lock), the ecosystem
 // adapters' trait impls (the `x86_64` feature's `unsafe impl` of an unsafe trait and the
 // `aarch64-paging` feature's `unsafe fn`, neither performing an unsafe operation), and the
 // zero reference model's and loom models' buffers standing in for physical memory.

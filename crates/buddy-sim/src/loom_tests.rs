@@ -314,3 +314,48 @@ fn zero_some_marking_first(z: &LoomZone, c: &FrameClearer<OffsetMap>) {
 fn loom_marking_zero_before_the_clear_hands_out_dirty_memory() {
     allocate_while_zeroing(zero_some_marking_first);
 }
+
+/// [`zone`] with CPU-local lists ([`Zone::with_cpu_local_lists`]): under loom each list is
+/// still reached through `try_lock`, which panics when two contexts meet on one CPU's lists.
+fn local_zone(cpus: usize) -> Arc<LoomZone> {
+    let z = Arc::try_unwrap(zone(cpus)).unwrap_or_else(|_| unreachable!("a fresh zone"));
+    // SAFETY: each model below names a CPU from one thread only (but the negative control,
+    // which breaks the contract on purpose and expects the panic that reports it), and
+    // visits every CPU's lists only after joining the other threads.
+    Arc::new(unsafe { z.with_cpu_local_lists() })
+}
+
+/// CPU-local lists: two CPUs allocating and freeing on their own lists, a remote free onto
+/// CPU 1's list of a page CPU 0 allocated, and CPU 1's allocation slow path, which must
+/// drain only CPU 1's lists (touching CPU 0's while CPU 0 is inside would panic here).
+#[test]
+fn loom_cpu_local_lists_never_reach_another_cpus_lists() {
+    loom::model(|| {
+        let z = local_zone(2);
+        let page = z.alloc_pages(0, O0).unwrap();
+        let other = on_another_thread(&z, move |z| {
+            z.put_page(1, page).unwrap();
+            let whole = Order(4);
+            match z.alloc_pages(1, whole) {
+                Ok(p) => z.free_pages(1, p, whole).unwrap(),
+                Err(e) => assert_eq!(e, BuddyError::OutOfMemory(whole)),
+            }
+        });
+        alloc_free(&z, 0, O0);
+        other.join().unwrap();
+        assert_whole(&z);
+    });
+}
+
+/// The negative control: two threads naming the same CPU at once break the contract of
+/// CPU-local lists, and the model must find the interleaving where they meet on its lists.
+#[test]
+#[should_panic]
+fn loom_two_contexts_on_one_cpus_local_lists_are_caught() {
+    loom::model(|| {
+        let z = local_zone(2);
+        let other = on_another_thread(&z, move |z| alloc_free(z, 0, O0));
+        alloc_free(&z, 0, O0);
+        other.join().unwrap();
+    });
+}

@@ -10,7 +10,7 @@ pub(crate) use loom::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 #[cfg(not(loom))]
 pub(crate) use core::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 
-use core::ops::DerefMut;
+use core::ops::{Deref, DerefMut};
 use lock_api::RawMutex;
 
 /// A lock owning `T`, over the raw lock `R` the embedder chose.
@@ -21,6 +21,47 @@ pub(crate) struct Mutex<R, T> {
     inner: loom::sync::Mutex<T>,
     #[cfg(loom)]
     _raw: core::marker::PhantomData<R>,
+}
+
+/// Access to a [`Mutex`]'s value: through its lock, or (CPU-local lists in a release build)
+/// without one.
+pub(crate) enum Guard<'a, R: RawMutex, T> {
+    #[cfg(not(loom))]
+    Locked(lock_api::MutexGuard<'a, R, T>),
+    #[cfg(loom)]
+    Locked(loom::sync::MutexGuard<'a, T>, core::marker::PhantomData<R>),
+    #[cfg(all(not(loom), not(debug_assertions)))]
+    Unlocked(&'a mut T),
+}
+
+impl<R: RawMutex, T> Deref for Guard<'_, R, T> {
+    type Target = T;
+
+    #[inline]
+    fn deref(&self) -> &T {
+        match self {
+            #[cfg(not(loom))]
+            Self::Locked(g) => g,
+            #[cfg(loom)]
+            Self::Locked(g, _) => g,
+            #[cfg(all(not(loom), not(debug_assertions)))]
+            Self::Unlocked(v) => v,
+        }
+    }
+}
+
+impl<R: RawMutex, T> DerefMut for Guard<'_, R, T> {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut T {
+        match self {
+            #[cfg(not(loom))]
+            Self::Locked(g) => g,
+            #[cfg(loom)]
+            Self::Locked(g, _) => g,
+            #[cfg(all(not(loom), not(debug_assertions)))]
+            Self::Unlocked(v) => v,
+        }
+    }
 }
 
 impl<R: RawMutex, T> Mutex<R, T> {
@@ -40,13 +81,50 @@ impl<R: RawMutex, T> Mutex<R, T> {
     }
 
     /// Takes the lock (spinning or blocking as `R` does) until the guard drops.
-    pub(crate) fn lock(&self) -> impl DerefMut<Target = T> + '_ {
+    #[inline]
+    pub(crate) fn lock(&self) -> Guard<'_, R, T> {
         #[cfg(not(loom))]
-        return self.inner.lock();
+        return Guard::Locked(self.inner.lock());
         #[cfg(loom)]
-        return self
-            .inner
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        return Guard::Locked(
+            self.inner
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner),
+            core::marker::PhantomData,
+        );
     }
+
+    /// The value without taking the lock: no atomic instruction in a release build. Debug
+    /// builds and loom models take the lock with `try_lock` instead and panic when another
+    /// context holds it, so that a broken contract shows.
+    ///
+    /// # Safety
+    /// Nobody else accesses the value (locked or not) until the guard drops.
+    #[inline]
+    #[allow(unsafe_code)]
+    pub(crate) unsafe fn lock_exclusive(&self) -> Guard<'_, R, T> {
+        #[cfg(all(not(loom), not(debug_assertions)))]
+        // SAFETY: the caller guarantees exclusive access for the guard's lifetime, which
+        // borrows `self`.
+        return Guard::Unlocked(unsafe { &mut *self.inner.data_ptr() });
+        #[cfg(all(not(loom), debug_assertions))]
+        return match self.inner.try_lock() {
+            Some(g) => Guard::Locked(g),
+            None => contract_broken(),
+        };
+        #[cfg(loom)]
+        return match self.inner.try_lock() {
+            Ok(g) => Guard::Locked(g, core::marker::PhantomData),
+            Err(_) => contract_broken(),
+        };
+    }
+}
+
+#[cfg(any(loom, debug_assertions))]
+#[cold]
+fn contract_broken() -> ! {
+    panic!(
+        "two contexts used one CPU's per-cpu lists at once: the contract of \
+         Zone::with_cpu_local_lists is broken"
+    )
 }

@@ -41,6 +41,8 @@ pub struct Zone<F, P, R = DefaultRawMutex> {
     pub(crate) free: Mutex<R, FreeArea>,
     /// Free-time checks of pages that were leaked, which take no lock to count under.
     pub(crate) leaked_prepares: AtomicU64,
+    /// Each CPU's lists are reached without their lock ([`Zone::with_cpu_local_lists`]).
+    pub(crate) cpu_local: bool,
 }
 
 impl<F, P, R> Zone<F, P, R>
@@ -91,7 +93,43 @@ where
             pcps,
             free: Mutex::new(FreeArea::EMPTY),
             leaked_prepares: AtomicU64::new(0),
+            cpu_local: false,
         })
+    }
+
+    /// The same zone, reaching each CPU's per-cpu lists without taking their lock, as
+    /// Linux's `local_lock` does: an allocation served from the CPU's list, and a free onto
+    /// it, then execute no atomic read-modify-write for the list (a free still drops its
+    /// reference by compare-and-swap, which other CPUs can race). The zone lock is taken as
+    /// before for refills and drains, and the allocation slow path drains only the calling
+    /// CPU's lists (it never reaches into another CPU's).
+    ///
+    /// Debug builds still take each list's lock, with `try_lock`, and panic when it is held:
+    /// a broken contract shows there instead of corrupting the lists.
+    ///
+    /// # Safety
+    /// For as long as the zone lives:
+    /// - every call that names a CPU (`alloc_pages`, `alloc_zeroed`, `free_pages`,
+    ///   `put_page`, `free_contig_range`, `vmalloc`, `vfree`, `drain_pcp`, `pcp_pages`, the
+    ///   adapters' calls) is made on that CPU with interrupts and preemption disabled for
+    ///   the whole call, so no two calls naming one CPU ever overlap (an interrupt handler
+    ///   that allocates must not interrupt one);
+    /// - calls that visit every CPU's lists (`drain_all`, `counters`, `reset_counters`,
+    ///   `zeroed_pages`, `check`) and calls naming another CPU are made only while no other
+    ///   CPU is inside the zone (at boot, or with the others stopped).
+    #[must_use]
+    #[allow(unsafe_code)]
+    pub unsafe fn with_cpu_local_lists(self) -> Self {
+        Self {
+            cpu_local: true,
+            ..self
+        }
+    }
+
+    /// Whether the per-cpu lists are reached without their lock
+    /// ([`Zone::with_cpu_local_lists`]).
+    pub const fn has_cpu_local_lists(&self) -> bool {
+        self.cpu_local
     }
 
     /// Makes the reserved frames `[pfn, pfn + nr)` usable and frees them into the buddy,
@@ -309,9 +347,18 @@ where
         free
     }
 
-    /// Takes `pcp`'s lock, counting the acquisition.
+    /// Takes `pcp`'s lock (or, with CPU-local lists, reaches them without it), counting the
+    /// acquisition. Only for the lists of the CPU a call names.
+    #[inline]
+    #[allow(unsafe_code)]
     pub(crate) fn lock_pcp<'a>(&self, pcp: &'a PerCpu<R>) -> impl DerefMut<Target = PcpLists> + 'a {
-        let mut lists = pcp.lists.lock();
+        let mut lists = if self.cpu_local {
+            // SAFETY: `with_cpu_local_lists`' contract: a call naming a CPU runs on it with
+            // interrupts off and no other context reaches its lists meanwhile.
+            unsafe { pcp.lists.lock_exclusive() }
+        } else {
+            pcp.lists.lock()
+        };
         lists.stats.acquisitions += 1;
         lists
     }

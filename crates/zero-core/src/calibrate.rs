@@ -37,8 +37,9 @@ const SAMPLE_STEPS: u64 = 100;
 /// See [`SAMPLE_STEPS`]. 50 µs: a 4 KiB extent is cleared hundreds of times per sample, as a
 /// caller clearing pages one after another does; an extent of megabytes once or twice.
 const MIN_SAMPLE_NS: u64 = 50_000;
-/// Streaming must be faster than temporal by more than this (percent) to be chosen: within
-/// it either choice is within 5% of the other, and temporal leaves the data cached.
+/// Streaming must be faster than temporal by more than this (percent) to be chosen (within
+/// it either choice is within 5% of the other, and temporal leaves the data cached), and a
+/// temporal strategy faster than the detected one by more than this to replace it.
 const STREAMING_MARGIN_PCT: u64 = 5;
 /// Samples per measurement, taken round-robin over the candidates (so a slow moment of the
 /// machine costs every candidate alike); the fastest counts (noise only ever adds time).
@@ -155,14 +156,19 @@ impl Policy {
                 .filter(|s| !s.is_non_temporal() && s.is_extent()),
         );
         let temporal = temporal
-            .best_everywhere(&mut timer, buf, &TEMPORAL_EXTENTS)
+            .best_everywhere(
+                &mut timer,
+                buf,
+                &TEMPORAL_EXTENTS,
+                Some(detected.temporal()),
+            )
             .unwrap_or(detected.temporal());
         let streaming = Candidates::new(
             Strategy::available()
                 .filter(permitted)
                 .filter(|s| s.is_non_temporal()),
         )
-        .best_everywhere(&mut timer, buf, &[largest]);
+        .best_everywhere(&mut timer, buf, &[largest], None);
         let threshold = streaming.map_or(usize::MAX, |streaming| {
             let pair = Candidates::new([temporal, streaming].into_iter());
             let mut costs = [(0u64, 0u64); MAX_EXTENTS];
@@ -233,12 +239,18 @@ impl Candidates {
     }
 
     /// The candidate whose worst ratio to the fastest candidate, over the extents `sizes`
-    /// (those the buffer holds), is smallest: the one that is never far from the best.
+    /// (those the buffer holds), is smallest: the one that is never far from the best. A
+    /// `incumbent` among the candidates is kept unless that one is better by more than
+    /// [`STREAMING_MARGIN_PCT`]: the detected temporal strategy stays where a vector one
+    /// only ties it, since warm samples cannot show what each does to cold memory (on an
+    /// AMD EPYC `rep stosb` cleared cold 4 KiB pages 1.4x faster than AVX2 stores that
+    /// matched it warm).
     fn best_everywhere<C: Clock>(
         &self,
         timer: &mut Timer<'_, C>,
         buf: &mut [u8],
         sizes: &[usize],
+        incumbent: Option<Strategy>,
     ) -> Option<Strategy> {
         // Per candidate: its worst ratio to the fastest, in thousandths.
         let mut worst = [0u64; Strategy::ALL.len()];
@@ -251,10 +263,20 @@ impl Candidates {
                 *w = (*w).max(u64::try_from(ratio).unwrap_or(u64::MAX));
             }
         }
-        fastest(self.strategies().iter().copied(), |s| {
+        let worst_of = |s: Strategy| {
             let i = self.strategies().iter().position(|&x| x == s).unwrap_or(0);
             worst[i]
-        })
+        };
+        let best = fastest(self.strategies().iter().copied(), worst_of)?;
+        match incumbent.filter(|s| self.strategies().contains(s)) {
+            Some(kept)
+                if u128::from(worst_of(best)) * u128::from(100 + STREAMING_MARGIN_PCT)
+                    >= u128::from(worst_of(kept)) * 100 =>
+            {
+                Some(kept)
+            }
+            _ => Some(best),
+        }
     }
 }
 

@@ -229,13 +229,13 @@ impl Clearer {
         resched: &mut impl Resched,
     ) {
         let npages = pages.end.saturating_sub(pages.start);
+        if npages == 0 {
+            return;
+        }
         let (strategy, batch) = self.choose(npages, hot);
         if npages > batch {
             // SAFETY: forwarded from the caller.
             return unsafe { self.clear_batches(base, pages, strategy, batch, resched) };
-        }
-        if npages == 0 {
-            return;
         }
         let shift = self.shift;
         resched.cond_resched();
