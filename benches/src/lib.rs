@@ -13,6 +13,7 @@ pub mod memsets;
 pub mod prefault;
 pub mod report;
 pub mod ring0;
+pub mod scale;
 pub mod smp;
 pub mod young;
 pub mod zeroed;
@@ -41,6 +42,7 @@ pub fn sections() -> Vec<Box<dyn Section>> {
         Box::new(prefault::Prefault),
         Box::new(contig_free::ContigFree),
         Box::new(smp::SmpScaling),
+        Box::new(scale::Scale),
         Box::new(young::YoungClearing),
         Box::new(zeroed::ZeroedAllocation),
         Box::new(ring0::Ring0),

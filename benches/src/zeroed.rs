@@ -50,6 +50,8 @@ impl Pool {
             ..ZoneConfig::new(Pfn(0), (bytes / PAGE) as u64).with_cpus(cpus)
         };
         let zone: BoxedZone = BoxedZone::new_boxed(cfg).unwrap_or_else(|e| panic!("zone: {e}"));
+        // Measure the steady state: every frame initialized, none deferred.
+        zone.init_deferred(u64::MAX);
         Self {
             zone,
             clearer: FrameClearer::detected(memory),
@@ -275,6 +277,7 @@ pub fn count_batches(n: u32, zeroed: bool) {
     } else {
         zone.add_memory(Pfn(0), frames)
     });
+    zone.init_deferred(u64::MAX);
     // SAFETY: never dereferenced: every block this zone hands out is known zero, so
     // alloc_zeroed neither clears nor (not verifying) reads it.
     let clearer = FrameClearer::detected(unsafe { OffsetMap::new(0) });

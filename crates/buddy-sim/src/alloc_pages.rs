@@ -2,6 +2,7 @@
 //! straight from the buddy, with the slow path that drains every CPU's lists and retries.
 
 use crate::buddy::Prefer;
+use crate::deferred::DEFERRED_CHUNK_PAGES;
 use crate::frame::{Frame, Word};
 use crate::{BuddyError, Order, PerCpu, Pfn, Zone};
 use lock_api::RawMutex;
@@ -18,9 +19,10 @@ where
     /// known zero are kept for [`Zone::alloc_zeroed`]). When that fails, it drains every
     /// CPU's lists back into the buddy (where the blocks can merge; with
     /// [`Zone::with_cpu_local_lists`] only this CPU's) and tries once more, as the kernel's
-    /// slow path does with `drain_all_pages()`; if that fails too, it merges
-    /// the free buddies that stayed apart because only one of them is known zero, and tries
-    /// a last time.
+    /// slow path does with `drain_all_pages()`; if that fails too, it merges the free
+    /// buddies that stayed apart because only one of them is known zero, and tries again;
+    /// then it initializes deferred memory ([`Zone::init_deferred`]) a chunk at a time until
+    /// the allocation succeeds or none is left.
     ///
     /// # Errors
     /// [`BuddyError::BadCpu`], [`BuddyError::OrderTooLarge`], [`BuddyError::OutOfMemory`].
@@ -50,12 +52,16 @@ where
         } else {
             self.drain_all();
         }
-        let second = self.alloc_fast(pcp, order, prefer);
-        // Last: merge the buddies that stayed apart for their knowledge of zero.
-        if oom(&second) && self.lock_zone().merge_mixed(self.map()) {
-            return self.alloc_fast(pcp, order, prefer);
+        let mut retry = self.alloc_fast(pcp, order, prefer);
+        // Then: merge the buddies that stayed apart for their knowledge of zero.
+        if oom(&retry) && self.lock_zone().merge_mixed(self.map()) {
+            retry = self.alloc_fast(pcp, order, prefer);
         }
-        second
+        // Last: initialize deferred memory, a chunk at a time (`deferred_grow_zone`).
+        while oom(&retry) && self.init_deferred(DEFERRED_CHUNK_PAGES) > 0 {
+            retry = self.alloc_fast(pcp, order, prefer);
+        }
+        retry
     }
 
     /// One allocation attempt without draining other lists. A zeroed allocation on a

@@ -6,6 +6,7 @@
 //! a zeroed allocation the back, and background zeroing finds a block to clear at a front.
 
 use crate::counters::LockStats;
+use crate::deferred::{AddedRanges, DeferredRanges};
 use crate::frame::{FrameState, Word};
 use crate::list::{FreeCount, List};
 use crate::map::FrameMap;
@@ -27,8 +28,12 @@ pub(crate) struct FreeArea {
     pub(crate) lists: [List; MAX_SUPPORTED_ORDER as usize + 1],
     /// Frames free in the buddy, and of those in blocks known zero.
     pub(crate) count: FreeCount,
-    /// Usable frames: every range added, holes excluded.
+    /// Usable frames initialized: every range added, holes and deferred frames excluded.
     pub(crate) present: u64,
+    /// The ranges added, for the overlap check of `add_memory`.
+    pub(crate) added: AddedRanges,
+    /// Ranges added whose frames are not initialized yet.
+    pub(crate) deferred: DeferredRanges,
     pub(crate) stats: LockStats,
 }
 
@@ -37,6 +42,8 @@ impl FreeArea {
         lists: [List::EMPTY; MAX_SUPPORTED_ORDER as usize + 1],
         count: FreeCount::NONE,
         present: 0,
+        added: AddedRanges::EMPTY,
+        deferred: DeferredRanges::EMPTY,
         stats: LockStats::ZERO,
     };
 

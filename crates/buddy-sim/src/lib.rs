@@ -35,7 +35,8 @@
 // No unsafe but in `memory` (the two blocks that reach a frame's bytes through the
 // embedder's `FrameMemory` promise, for zero-core to clear or to read back), the CPU-local
 // lists (`Zone::with_cpu_local_lists`, whose contract lets `zone::lock_pcp` reach a CPU's
-// lists through `sync::Mutex::lock_exclusive` without their lock), the ecosystem
+// lists through `sync::Mutex::lock_exclusive` without their lock), metadata known to be
+// zero (`Zone::new_empty_zeroed`, and `BoxedZone`'s zeroed allocation of it), the ecosystem
 // adapters' trait impls (the `x86_64` feature's `unsafe impl` of an unsafe trait and the
 // `aarch64-paging` feature's `unsafe fn`, neither performing an unsafe operation), and the
 // zero reference model's and loom models' buffers standing in for physical memory.
@@ -56,6 +57,7 @@ mod config;
 mod contig;
 mod counters;
 mod decompose;
+mod deferred;
 mod error;
 mod frame;
 mod list;
@@ -80,6 +82,7 @@ pub use check::Corruption;
 pub use config::{LINUX_PCP_BATCH, ZoneConfig, pcp_batch_for, pcp_high_for};
 pub use counters::OpCounters;
 pub use decompose::{Decompose, decompose};
+pub use deferred::{DEFERRED_CHUNK_PAGES, EAGER_PAGES, MAX_ADDED_RANGES, MAX_DEFERRED_RANGES};
 pub use error::BuddyError;
 pub use frame::{Frame, FrameInfo, FrameState};
 pub use lock_api;
@@ -120,13 +123,18 @@ pub type BoxedZone<R = DefaultRawMutex> =
 
 #[cfg(feature = "alloc")]
 impl<R: lock_api::RawMutex> Zone<alloc::vec::Vec<Frame>, alloc::vec::Vec<PerCpu<R>>, R> {
-    /// A zone with freshly allocated metadata, all of it usable.
+    /// A zone with freshly allocated metadata, all of it usable. The frame metadata comes
+    /// zeroed from the allocator and is not written again, and memory past
+    /// [`EAGER_PAGES`] frames is deferred ([`Zone::init_deferred`]): a zone of any size is
+    /// ready in about the time of its first gigabyte.
     ///
     /// # Errors
     /// As [`Zone::new`].
     pub fn new_boxed(cfg: ZoneConfig) -> Result<Self, BuddyError> {
-        let (frames, pcps) = boxed_metadata(cfg)?;
-        Zone::new(cfg, frames, pcps)
+        let zone = Self::new_boxed_empty(cfg)?;
+        zone.add_memory(cfg.start, cfg.nr_pages)?;
+        zone.reset_counters();
+        Ok(zone)
     }
 
     /// A zone with freshly allocated metadata and no usable frames yet (see
@@ -134,9 +142,12 @@ impl<R: lock_api::RawMutex> Zone<alloc::vec::Vec<Frame>, alloc::vec::Vec<PerCpu<
     ///
     /// # Errors
     /// As [`Zone::new_empty`].
+    #[allow(unsafe_code)]
     pub fn new_boxed_empty(cfg: ZoneConfig) -> Result<Self, BuddyError> {
         let (frames, pcps) = boxed_metadata(cfg)?;
-        Zone::new_empty(cfg, frames, pcps)
+        // SAFETY: `zeroed_frames` gives all-zero metadata (under loom, `Frame::new()` each,
+        // which is the same state).
+        unsafe { Zone::new_empty_zeroed(cfg, frames, pcps) }
     }
 }
 
@@ -147,7 +158,37 @@ type BoxedMetadata<R> = (alloc::vec::Vec<Frame>, alloc::vec::Vec<PerCpu<R>>);
 fn boxed_metadata<R: lock_api::RawMutex>(cfg: ZoneConfig) -> Result<BoxedMetadata<R>, BuddyError> {
     // Before allocating: a bad frame count must be an error, not an allocation failure.
     cfg.validate()?;
-    let frames = (0..cfg.nr_pages).map(|_| Frame::new()).collect();
+    let frames = zeroed_frames(cfg.nr_pages as usize)?;
     let pcps = (0..cfg.cpus).map(|_| PerCpu::new()).collect();
     Ok((frames, pcps))
+}
+
+/// `n` frames of all-zero metadata, from the allocator's zeroing path (`calloc`: fresh pages
+/// from the OS are not written at all).
+#[cfg(all(feature = "alloc", not(loom)))]
+#[allow(unsafe_code)]
+fn zeroed_frames(n: usize) -> Result<alloc::vec::Vec<Frame>, BuddyError> {
+    use alloc::alloc::{Layout, alloc_zeroed, handle_alloc_error};
+    if n == 0 {
+        return Ok(alloc::vec::Vec::new());
+    }
+    let Ok(layout) = Layout::array::<Frame>(n) else {
+        return Err(BuddyError::BadConfig(
+            "frame metadata larger than the address space",
+        ));
+    };
+    // SAFETY: the layout is non-zero-sized (n > 0 and a Frame is 16 bytes).
+    let ptr = unsafe { alloc_zeroed(layout) }.cast::<Frame>();
+    if ptr.is_null() {
+        handle_alloc_error(layout);
+    }
+    // SAFETY: `ptr` was allocated by the global allocator with the layout of `n` frames;
+    // all-zero bytes are a valid `Frame` (integer atomics only: `Frame::new()`), so all `n`
+    // are initialized; length and capacity are `n`.
+    Ok(unsafe { alloc::vec::Vec::from_raw_parts(ptr, n, n) })
+}
+
+#[cfg(all(feature = "alloc", loom))]
+fn zeroed_frames(n: usize) -> Result<alloc::vec::Vec<Frame>, BuddyError> {
+    Ok((0..n).map(|_| Frame::new()).collect())
 }

@@ -7,6 +7,7 @@ use core::ops::DerefMut;
 use crate::buddy::FreeArea;
 use crate::counters::LockStats;
 use crate::decompose;
+use crate::deferred::EAGER_PAGES;
 use crate::frame::{Frame, FrameInfo, FrameState, Word};
 use crate::map::FrameMap;
 use crate::pcp::{PcpLists, PerCpu};
@@ -70,6 +71,35 @@ where
     /// [`BuddyError::BadConfig`] for an unusable configuration, [`BuddyError::MetadataSize`]
     /// if `frames` does not hold `nr_pages` entries or `pcps` `cpus` entries.
     pub fn new_empty(cfg: ZoneConfig, frames: F, pcps: P) -> Result<Self, BuddyError> {
+        let zone = Self::with_metadata(cfg, frames, pcps)?;
+        zone.frames.as_ref().iter().for_each(Frame::reset);
+        Ok(zone)
+    }
+
+    /// [`Zone::new_empty`] over frame metadata that is all zero already (fresh from a
+    /// zeroing allocator, a `.bss` array, memory the firmware cleared): it is not written,
+    /// so a zone of any size starts in time independent of its size (with
+    /// [`Zone::add_memory`]'s deferral, a terabyte zone is ready in milliseconds).
+    ///
+    /// # Errors
+    /// As [`Zone::new_empty`].
+    ///
+    /// # Safety
+    /// Every byte of `frames` is zero. (Other contents would give the zone blocks and links
+    /// nobody made: it could hand out, and with a [`FrameClearer`](crate::FrameClearer)
+    /// write, memory that is in use.)
+    #[allow(unsafe_code)]
+    pub unsafe fn new_empty_zeroed(
+        cfg: ZoneConfig,
+        frames: F,
+        pcps: P,
+    ) -> Result<Self, BuddyError> {
+        Self::with_metadata(cfg, frames, pcps)
+    }
+
+    /// The zone over `frames` and `pcps` after checking their sizes; the per-cpu lists are
+    /// emptied, the frames left as they are.
+    fn with_metadata(cfg: ZoneConfig, frames: F, pcps: P) -> Result<Self, BuddyError> {
         cfg.validate()?;
         let n = cfg.nr_pages as usize;
         let (got_frames, got_cpus) = (frames.as_ref().len(), pcps.as_ref().len());
@@ -85,7 +115,6 @@ where
                 got: got_cpus,
             });
         }
-        frames.as_ref().iter().for_each(Frame::reset);
         pcps.as_ref().iter().for_each(PerCpu::reset);
         Ok(Self {
             cfg,
@@ -158,21 +187,40 @@ where
         let m = self.map();
         let pages = m.range(pfn, nr)?;
         let mut free = self.lock_zone();
-        if let Some(i) = pages
-            .clone()
-            .find(|&i| m.frame(i).load().state() != FrameState::Reserved)
-        {
+        let overlap = match free.added.overlap(&pages) {
+            Ok(first) => first,
+            // Past what the table holds: the frames say (a range it does not hold was
+            // initialized when it was added).
+            Err(()) => pages
+                .clone()
+                .find(|&i| m.frame(i).load().state() != FrameState::Reserved),
+        };
+        if let Some(i) = overlap {
             return Err(BuddyError::AlreadyAdded(m.pfn(i)));
         }
+        let recorded = free.added.insert(pages.clone());
+        // What allocation needs first now; the rest later, if the range is recorded and the
+        // deferred list has room.
+        let eager_end = pages.start + (nr.min(EAGER_PAGES) as u32);
+        let eager = if recorded && free.deferred.push(eager_end..pages.end, zeroed) {
+            pages.start..eager_end
+        } else {
+            pages.clone()
+        };
         // The range lies inside the zone, so pfn + nr cannot overflow.
-        for (head, order) in decompose(pfn, nr, self.cfg.max_order)? {
+        let blocks = decompose(
+            m.pfn(eager.start),
+            u64::from(eager.end - eager.start),
+            self.cfg.max_order,
+        )?;
+        for (head, order) in blocks {
             let h = m.index_of(head);
             for t in h + 1..h + order.pages() as u32 {
                 m.frame(t).store(Word::TAIL);
             }
             free.free_one_page(m, h, order, zeroed);
         }
-        free.present += nr;
+        free.present += u64::from(eager.end - eager.start);
         Ok(())
     }
 
@@ -233,9 +281,11 @@ where
         self.free.lock().count.pages
     }
 
-    /// Usable frames: the ranges added, holes excluded.
+    /// Usable frames: the ranges added, holes excluded, deferred frames included
+    /// ([`Zone::deferred_pages`]).
     pub fn present_pages(&self) -> u64 {
-        self.free.lock().present
+        let free = self.free.lock();
+        free.present + free.deferred.pages
     }
 
     /// Free frames known zero, in the buddy and on every CPU's lists: the zeroed pool.

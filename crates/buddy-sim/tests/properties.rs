@@ -514,3 +514,72 @@ fn a_tiny_zone_with_derived_defaults_is_a_plain_buddy() {
     fixed.alloc_pages(0, o(0)).unwrap();
     assert_eq!(fixed.pcp_pages(0).unwrap(), 15);
 }
+
+/// A zone past `EAGER_PAGES` frames: the first gigabyte is usable at once, the rest is
+/// deferred, reads as reserved, and becomes usable through `init_deferred` (here from two
+/// threads at once) or the allocation slow path; adding an overlapping range fails either
+/// way and changes nothing.
+#[test]
+fn large_zones_defer_what_allocation_does_not_need_yet() {
+    if cfg!(miri) {
+        return; // 8 MiB of metadata, walked several times: minutes under Miri.
+    }
+    let eager = buddy_sim::EAGER_PAGES;
+    let n = 2 * eager;
+    let o10 = Order::new(10).unwrap();
+    let cfg = ZoneConfig::new(Pfn(0), n);
+    let z = zone(cfg);
+    assert_eq!(z.present_pages(), n);
+    assert_eq!(z.deferred_pages(), eager);
+    assert_eq!(z.buddy_pages(), eager);
+    assert_eq!(
+        z.frame(Pfn(n - 1)).unwrap().state,
+        buddy_sim::FrameState::Reserved
+    );
+    z.check().unwrap();
+    assert_eq!(
+        z.add_memory(Pfn(n - 5), 5),
+        Err(BuddyError::AlreadyAdded(Pfn(n - 5)))
+    );
+    assert_eq!(z.deferred_pages(), eager);
+    // Every order-10 block, the deferred half through the slow path.
+    let blocks: Vec<Pfn> = (0..n >> 10)
+        .map(|_| z.alloc_pages(0, o10).unwrap())
+        .collect();
+    assert_eq!(z.deferred_pages(), 0);
+    assert_eq!(z.alloc_pages(0, o10), Err(BuddyError::OutOfMemory(o10)));
+    for b in blocks {
+        z.free_pages(0, b, o10).unwrap();
+    }
+    z.check().unwrap();
+
+    // In parallel, from two threads, in small steps.
+    let z = zone(cfg.with_cpus(2));
+    std::thread::scope(|s| {
+        for _ in 0..2 {
+            s.spawn(|| while z.init_deferred(1000) > 0 {});
+        }
+    });
+    assert_eq!(z.deferred_pages(), 0);
+    assert_eq!(z.buddy_pages(), n);
+    assert_eq!(z.buddy_blocks_per_order()[10], (n >> 10) as u32);
+    z.check().unwrap();
+}
+
+/// Metadata known to be zero is not written: `new_empty_zeroed` over zeroed frames behaves
+/// as `new_empty`.
+#[test]
+fn zeroed_metadata_needs_no_reset() {
+    let cfg = ZoneConfig::new(Pfn(0x100), 64);
+    let (frames, pcps) = metadata(cfg);
+    // SAFETY: `Frame::new()` is the all-zero frame.
+    let z = unsafe { Zone::new_empty_zeroed(cfg, frames, pcps) }.unwrap();
+    z.add_memory(Pfn(0x100), 32).unwrap();
+    z.add_memory(Pfn(0x130), 16).unwrap();
+    assert_eq!(z.present_pages(), 48);
+    assert_eq!(
+        z.add_memory(Pfn(0x110), 1),
+        Err(BuddyError::AlreadyAdded(Pfn(0x110)))
+    );
+    z.check().unwrap();
+}

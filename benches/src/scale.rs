@@ -1,0 +1,277 @@
+//! The "scale" section: what a zone costs as it grows from 1 GiB to 1 TiB of 4 KiB frames:
+//! the time until it can allocate, the time until every frame is initialized (one thread,
+//! and every core at once), and the per-operation costs, which should not grow with it.
+
+use crate::measure::{Estimate, Region, allowed_cpus};
+use crate::report::ratio_text;
+use crate::{Cell, Section, SectionContext, Table, must, order};
+use buddy_sim::{BoxedZone, Frame, PerCpu, Pfn, Zone, ZoneConfig};
+use std::time::{Duration, Instant};
+
+/// The scale section.
+pub struct Scale;
+
+/// Zone sizes, in frames (1 GiB, 16 GiB, 256 GiB, 1 TiB of 4 KiB frames).
+const SIZES: [u32; 4] = [18, 22, 26, 28];
+/// Repetitions of each per-operation measurement (the median counts).
+const REPS: usize = 7;
+/// The goal for initialization, per frame.
+const INIT_GOAL_NS: f64 = 2.0;
+
+fn ns_per(d: Duration, n: f64) -> f64 {
+    d.as_secs_f64() * 1e9 / n
+}
+
+/// The median of `REPS` runs of `f`, in ns per each of its `ops` operations.
+fn per_op(ops: u32, mut f: impl FnMut()) -> Estimate {
+    f();
+    Estimate::of((0..REPS).map(|_| {
+        let t = Instant::now();
+        f();
+        ns_per(t.elapsed(), f64::from(ops))
+    }))
+}
+
+/// What one zone size measured.
+struct Row {
+    frames: u64,
+    ready: Duration,
+    full_fresh: Duration,
+    full_one: Duration,
+    full_all: Duration,
+    threads: usize,
+    pair: Estimate,
+    order10: Estimate,
+    contig: Estimate,
+    check_ns: f64,
+}
+
+fn fresh(frames: u64, cpus: usize) -> (BoxedZone, Duration) {
+    let t = Instant::now();
+    let z = BoxedZone::new_boxed(ZoneConfig::new(Pfn(0), frames).with_cpus(cpus))
+        .unwrap_or_else(|e| panic!("zone: {e}"));
+    (z, t.elapsed())
+}
+
+/// Frame metadata in pre-faulted memory, zeroed before the clock starts: what a kernel has
+/// once its memory map is mapped.
+struct MappedFrames(Region);
+
+impl MappedFrames {
+    fn new(frames: u64) -> Self {
+        let bytes = usize::try_from(frames).unwrap_or(usize::MAX) * size_of::<Frame>();
+        let mut region = Region::new(bytes);
+        region.as_mut_slice().fill(0);
+        Self(region)
+    }
+
+    fn frames(&mut self) -> &[Frame] {
+        let bytes = self.0.as_mut_slice();
+        let n = bytes.len() / size_of::<Frame>();
+        // SAFETY: the region is page-aligned (so aligned for a Frame), holds `n` frames'
+        // bytes, all zero, which is a valid Frame (integer atomics only); the slice borrows
+        // the region.
+        unsafe { std::slice::from_raw_parts(bytes.as_ptr().cast::<Frame>(), n) }
+    }
+}
+
+/// A zone over pre-faulted zeroed metadata, all usable: the time until it can allocate.
+fn mapped(frames: &[Frame], cpus: usize) -> (Zone<&[Frame], Vec<PerCpu>>, Duration) {
+    let cfg = ZoneConfig::new(Pfn(0), frames.len() as u64).with_cpus(cpus);
+    let t = Instant::now();
+    let pcps = (0..cpus).map(|_| PerCpu::new()).collect();
+    // SAFETY: MappedFrames zeroed every byte.
+    let z = unsafe { Zone::new_empty_zeroed(cfg, frames, pcps) }
+        .unwrap_or_else(|e| panic!("zone: {e}"));
+    must(z.add_memory(cfg.start, cfg.nr_pages));
+    (z, t.elapsed())
+}
+
+fn measure(ctx: &SectionContext, shift: u32) -> Row {
+    let frames = 1u64 << shift;
+    let threads = allowed_cpus().len().max(1);
+    ctx.step(format!("scale: 2^{shift} frames, initialization"));
+    // Fresh metadata from the allocator, one thread: page faults included.
+    let (z, ready_fresh) = fresh(frames, 1);
+    let t = Instant::now();
+    z.init_deferred(u64::MAX);
+    let full_fresh = ready_fresh + t.elapsed();
+    drop(z);
+    // Mapped metadata, one thread.
+    let mut metadata = MappedFrames::new(frames);
+    let (z, ready) = mapped(metadata.frames(), 1);
+    let t = Instant::now();
+    z.init_deferred(u64::MAX);
+    let full_one = ready + t.elapsed();
+    drop(z);
+    // Mapped metadata, every core in parallel.
+    let mut metadata = MappedFrames::new(frames);
+    let (z, ready_all) = mapped(metadata.frames(), threads);
+    let t = Instant::now();
+    std::thread::scope(|s| {
+        for _ in 0..threads {
+            s.spawn(|| while z.init_deferred(buddy_sim::DEFERRED_CHUNK_PAGES) > 0 {});
+        }
+    });
+    let full_all = ready_all + t.elapsed();
+    drop(z);
+    drop(metadata);
+
+    ctx.step(format!("scale: 2^{shift} frames, operations"));
+    let (z, _) = fresh(frames, 1);
+    z.init_deferred(u64::MAX);
+    let (o0, o9, o10) = (order(0), order(9), order(10));
+    let pair = per_op(10_000, || {
+        for _ in 0..10_000 {
+            let p = must(z.alloc_pages(0, o0));
+            must(z.free_pages(0, p, o0));
+        }
+    });
+    let order10 = per_op(1_000, || {
+        for _ in 0..1_000 {
+            let p = must(z.alloc_pages(0, o10));
+            must(z.free_pages(0, p, o10));
+        }
+    });
+    let contig = per_op(200 * 512, || {
+        for _ in 0..200 {
+            let p = must(z.alloc_pages(0, o9));
+            must(z.split_page(p, o9));
+            must(z.free_contig_range(0, p, 512));
+        }
+    });
+    let t = Instant::now();
+    if let Err(e) = z.check() {
+        panic!("check on a quiescent zone: {e}");
+    }
+    let check_ns = ns_per(t.elapsed(), frames as f64);
+    Row {
+        frames,
+        ready,
+        full_fresh,
+        full_one,
+        full_all,
+        threads,
+        pair,
+        order10,
+        contig,
+        check_ns,
+    }
+}
+
+impl Section for Scale {
+    fn name(&self) -> &'static str {
+        "scale"
+    }
+
+    fn planned_steps(&self, quick: bool) -> u64 {
+        2 * sizes(quick).len() as u64
+    }
+
+    fn run(&self, ctx: &SectionContext) -> Vec<Table> {
+        let rows: Vec<Row> = sizes(ctx.quick).iter().map(|&s| measure(ctx, s)).collect();
+        let mut t = Table::new(
+            "scale",
+            "A zone from 1 GiB to 1 TiB: initialization and per-operation costs",
+            &[
+                "frames",
+                "metadata",
+                "ready to allocate ms",
+                "all initialized, 1 thread: ms",
+                "ns per frame",
+                "all initialized, every core: ms",
+                "ns per frame",
+                "fresh metadata, 1 thread: ns per frame",
+                "order-0 alloc + free ns",
+                "order-10 alloc + free ns",
+                "free_contig_range ns per page",
+                "check() ns per frame",
+            ],
+        );
+        let ms = |d: Duration| Cell::num(d.as_secs_f64() * 1e3, 1, "");
+        for r in &rows {
+            t.row(vec![
+                Cell::text(format!("2^{}", r.frames.trailing_zeros())),
+                Cell::text(crate::measure::size_name((r.frames * 16) as usize)),
+                ms(r.ready),
+                ms(r.full_one),
+                Cell::num(ns_per(r.full_one, r.frames as f64), 2, ""),
+                ms(r.full_all),
+                Cell::num(ns_per(r.full_all, r.frames as f64), 2, ""),
+                Cell::num(ns_per(r.full_fresh, r.frames as f64), 2, ""),
+                Cell::estimate(r.pair, 1, ""),
+                Cell::estimate(r.order10, 1, ""),
+                Cell::estimate(r.contig, 2, ""),
+                Cell::num(r.check_ns, 2, ""),
+            ]);
+        }
+        let threads = rows.first().map_or(1, |r| r.threads);
+        t.note(format!(
+            "Each size a fresh zone over 16 bytes of metadata per frame, zeroed and mapped \
+             before the clock starts, as a kernel's memory map is (`Zone::new_empty_zeroed`, \
+             which does not write it). Ready to allocate: that and `add_memory` of every \
+             frame, which initializes the first {} frames and defers the rest. All \
+             initialized: that plus `init_deferred` until none is left, on one thread, or on \
+             {threads} threads at once (each taking {}-frame chunks). Fresh metadata: \
+             `BoxedZone::new_boxed` (the allocator's zeroing path) initialized on one thread, \
+             the first-touch page faults of its metadata included (expensive on a VM whose \
+             guest page faults are emulated). Operations: median of {REPS} runs (10 000 order-0 pairs, 1 000 order-10 \
+             pairs, 200 order-9 allocations split and freed with free_contig_range) on a \
+             fully initialized zone; check(): one run on it.",
+            buddy_sim::EAGER_PAGES,
+            buddy_sim::DEFERRED_CHUNK_PAGES,
+        ));
+        let mut goals = Table::new(
+            "scale-goals",
+            "Scale goals, measured",
+            &["goal", "measured", "verdict"],
+        );
+        if let Some(big) = rows.iter().find(|r| r.frames == 1 << 28) {
+            let ready_ok = big.ready.as_secs_f64() <= 0.5;
+            goals.row(vec![
+                Cell::text("a 1 TiB zone (2^28 frames) ready to allocate in <= 0.5 s on one core"),
+                Cell::text(format!("{:.1} ms", big.ready.as_secs_f64() * 1e3)),
+                Cell::verdict(if ready_ok {
+                    crate::measure::Verdict::Met
+                } else {
+                    crate::measure::Verdict::NotMet
+                }),
+            ]);
+            let per_frame = ns_per(big.full_all, big.frames as f64);
+            goals.row(vec![
+                Cell::text(format!(
+                    "1 TiB fully initialized at <= {INIT_GOAL_NS} ns per frame (every core)"
+                )),
+                Cell::text(format!(
+                    "{per_frame:.2} ns per frame on {threads} threads ({:.2} on one)",
+                    ns_per(big.full_one, big.frames as f64)
+                )),
+                Cell::verdict(if per_frame <= INIT_GOAL_NS {
+                    crate::measure::Verdict::Met
+                } else {
+                    crate::measure::Verdict::NotMet
+                }),
+            ]);
+        }
+        if let (Some(small), Some(big)) = (rows.first(), rows.last()) {
+            let flat = |a: Estimate, b: Estimate| b.median / a.median;
+            goals.row(vec![
+                Cell::text("per-operation costs flat in zone size (largest ÷ smallest)"),
+                Cell::text(format!(
+                    "order-0 pair {}, order-10 pair {}, free_contig_range {}",
+                    ratio_text(Estimate::exact(flat(small.pair, big.pair))),
+                    ratio_text(Estimate::exact(flat(small.order10, big.order10))),
+                    ratio_text(Estimate::exact(flat(small.contig, big.contig))),
+                )),
+                Cell::text("reported"),
+            ]);
+        }
+        goals.note("Goals are reported, never asserted in tests: these machines are shared.");
+        vec![t, goals]
+    }
+}
+
+/// The sizes measured: up to 1 TiB, or up to 16 GiB with `--quick`.
+fn sizes(quick: bool) -> &'static [u32] {
+    if quick { &SIZES[..2] } else { &SIZES }
+}
