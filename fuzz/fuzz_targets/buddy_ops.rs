@@ -22,6 +22,8 @@ struct Input {
     cpus: u8,
     high: u16,
     batch: u8,
+    /// Frames of each added range initialized at once (the rest deferred).
+    eager: u16,
     /// Holes in the memory map: (offset, length) pairs, the rest is usable.
     holes: Vec<(u16, u8)>,
     ops: Vec<ArbOp>,
@@ -43,6 +45,7 @@ enum ArbOp {
     AllocZeroed(u8, u8, Option<u32>),
     ZeroSome(u16),
     AddZeroedMemory(u16, u16),
+    InitDeferred(u16),
 }
 
 impl ArbOp {
@@ -101,6 +104,9 @@ impl ArbOp {
             Self::ZeroSome(b) => Op::ZeroSome {
                 budget: u64::from(*b % 512),
             },
+            Self::InitDeferred(b) => Op::InitDeferred {
+                budget: u64::from(*b % 512),
+            },
         }
     }
 }
@@ -127,6 +133,7 @@ fuzz_target!(|input: Input| {
         cpus: usize::from(input.cpus % 4) + 1,
         pcp_high: u64::from(input.high % 1024),
         pcp_batch: u64::from(input.batch % 64) + 1,
+        eager_pages: u64::from(input.eager % 1024) + 1,
         ..ZoneConfig::new(
             Pfn(u64::from(input.start)),
             u64::from(input.nr_pages % 1024) + 1,

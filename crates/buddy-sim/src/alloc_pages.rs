@@ -2,7 +2,6 @@
 //! straight from the buddy, with the slow path that drains every CPU's lists and retries.
 
 use crate::buddy::Prefer;
-use crate::deferred::DEFERRED_CHUNK_PAGES;
 use crate::frame::{Frame, Word};
 use crate::{BuddyError, Order, PerCpu, Pfn, Zone};
 use lock_api::RawMutex;
@@ -57,9 +56,14 @@ where
         if oom(&retry) && self.lock_zone().merge_mixed(self.map()) {
             retry = self.alloc_fast(pcp, order, prefer);
         }
-        // Last: initialize deferred memory, a chunk at a time (`deferred_grow_zone`).
-        while oom(&retry) && self.init_deferred(DEFERRED_CHUNK_PAGES) > 0 {
+        // Last: initialize deferred memory, a chunk at a time (`deferred_grow_zone`), or
+        // wait for the chunks another CPU is initializing.
+        while oom(&retry) {
+            let seen = self.deferred_generation();
             retry = self.alloc_fast(pcp, order, prefer);
+            if !oom(&retry) || !self.grow_from_deferred(seen) {
+                break;
+            }
         }
         retry
     }

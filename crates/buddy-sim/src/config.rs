@@ -23,6 +23,10 @@ pub struct ZoneConfig {
     pub pcp_high: u64,
     /// Frames moved per drain or refill.
     pub pcp_batch: u64,
+    /// Frames of each range [`Zone::add_memory`](crate::Zone::add_memory) initializes before
+    /// it returns ([`EAGER_PAGES`](crate::EAGER_PAGES) by default); the rest is deferred
+    /// ([`Zone::init_deferred`](crate::Zone::init_deferred)). `u64::MAX` defers nothing.
+    pub eager_pages: u64,
 }
 
 /// The per-cpu batch x86_64 Linux uses for every zone of 256 MiB or more: 63 frames.
@@ -107,6 +111,7 @@ impl ZoneConfig {
             cpus: 1,
             pcp_high: pcp_high_for(nr_pages, 1, batch),
             pcp_batch: batch,
+            eager_pages: crate::deferred::EAGER_PAGES,
         }
     }
 
@@ -160,6 +165,9 @@ impl ZoneConfig {
         }
         if self.pcp_batch == 0 {
             return bad("per-cpu batch is zero");
+        }
+        if self.eager_pages == 0 {
+            return bad("no frame of an added range would be initialized at once");
         }
         Ok(())
     }

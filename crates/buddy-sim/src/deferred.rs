@@ -1,6 +1,6 @@
 //! Memory added in large ranges becomes usable in steps, as Linux's `deferred_init_memmap`
-//! does for struct pages: [`Zone::add_memory`] initializes the first [`EAGER_PAGES`] frames
-//! of a range at once (what allocation needs first) and records the rest; any CPU then
+//! does for struct pages: [`Zone::add_memory`] initializes the first
+//! [`ZoneConfig::eager_pages`](crate::ZoneConfig::eager_pages) frames of a range at once (what allocation needs first) and records the rest; any CPU then
 //! initializes it a section at a time with [`Zone::init_deferred`] (several CPUs in
 //! parallel: only the hand-over of each section takes the zone lock), and the allocation slow
 //! path does so before it reports that memory is out. A deferred frame reads as reserved
@@ -18,8 +18,9 @@ use crate::frame::{Frame, Word};
 use crate::{PerCpu, Zone, decompose};
 use lock_api::RawMutex;
 
-/// Frames of a range [`Zone::add_memory`] initializes before it returns (1 GiB of 4 KiB
-/// frames); the rest of a larger range is deferred.
+/// The default [`ZoneConfig::eager_pages`](crate::ZoneConfig::eager_pages): frames of a
+/// range [`Zone::add_memory`] initializes before it returns (1 GiB of 4 KiB frames); the
+/// rest of a larger range is deferred.
 pub const EAGER_PAGES: u64 = 1 << 18;
 /// Frames [`Zone::init_deferred`] initializes per zone-lock hand-over: one default memory
 /// section (128 MiB of 4 KiB frames).
@@ -96,6 +97,11 @@ pub(crate) struct DeferredRanges {
     len: usize,
     /// Frames in them.
     pub(crate) pages: u64,
+    /// Chunks taken off by an `init_deferred` that has not freed them into the buddy yet.
+    pub(crate) in_flight: u32,
+    /// Chunks freed into the buddy so far: a caller that saw a count and then failed to
+    /// allocate knows from a newer count that memory came in meanwhile.
+    pub(crate) completed: u64,
 }
 
 impl DeferredRanges {
@@ -103,6 +109,8 @@ impl DeferredRanges {
         ranges: [(0, 0, false); MAX_DEFERRED_RANGES],
         len: 0,
         pages: 0,
+        in_flight: 0,
+        completed: 0,
     };
 
     /// Records `r` for later; false (nothing recorded) when the table is full.
@@ -134,6 +142,7 @@ impl DeferredRanges {
             self.ranges[0].0 = end;
         }
         self.pages -= u64::from(end - s);
+        self.in_flight += 1;
         Some((s..end, zeroed))
     }
 }
@@ -180,6 +189,8 @@ where
                 free.free_one_page(m, m.index_of(head), order, zeroed);
             }
             free.present += u64::from(chunk.end - chunk.start);
+            free.deferred.in_flight -= 1;
+            free.deferred.completed += 1;
             done += u64::from(chunk.end - chunk.start);
         }
         done
@@ -188,6 +199,32 @@ where
     /// Frames added but not initialized yet ([`Zone::init_deferred`]).
     pub fn deferred_pages(&self) -> u64 {
         self.free.lock().deferred.pages
+    }
+
+    /// How many deferred chunks were initialized so far (for [`Zone::grow_from_deferred`]).
+    pub(crate) fn deferred_generation(&self) -> u64 {
+        self.lock_zone().deferred.completed
+    }
+
+    /// The allocation slow path's last resort, after an attempt that failed having seen
+    /// `seen` ([`Zone::deferred_generation`]) before it: initializes a chunk of deferred
+    /// memory, or waits for another CPU that is initializing the last ones. True when memory
+    /// came in since `seen` (the caller tries again), false when none is left to come.
+    pub(crate) fn grow_from_deferred(&self, seen: u64) -> bool {
+        loop {
+            if self.init_deferred(DEFERRED_CHUNK_PAGES) > 0 {
+                return true;
+            }
+            let free = self.lock_zone();
+            if free.deferred.completed != seen {
+                return true;
+            }
+            if free.deferred.in_flight == 0 {
+                return false;
+            }
+            drop(free);
+            crate::sync::spin_loop();
+        }
     }
 }
 

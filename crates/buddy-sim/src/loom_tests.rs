@@ -359,3 +359,97 @@ fn loom_two_contexts_on_one_cpus_local_lists_are_caught() {
         other.join().unwrap();
     });
 }
+
+/// 16 frames of which only the first 4 are initialized when added: 12 deferred.
+fn deferred_zone() -> Arc<LoomZone> {
+    let cfg = ZoneConfig {
+        max_order: Order(4),
+        pageblock_order: Order(4),
+        cpus: 2,
+        pcp_high: 2,
+        pcp_batch: 2,
+        eager_pages: 4,
+        ..ZoneConfig::new(START, 16)
+    };
+    let frames = (0..cfg.nr_pages).map(|_| Frame::new()).collect();
+    let pcps = (0..2).map(|_| PerCpu::new()).collect();
+    let z = Zone::new(cfg, frames, pcps).unwrap();
+    assert_eq!(z.deferred_pages(), 12);
+    Arc::new(z)
+}
+
+/// An allocation that needs deferred memory, split and freed page by page: every frame
+/// word it meets is what the allocator made it.
+fn alloc_split_free(z: &LoomZone, cpu: usize) {
+    let o3 = Order(3);
+    let p = z.alloc_pages(cpu, o3).unwrap();
+    z.split_page(p, o3).unwrap();
+    z.free_contig_range(cpu, p, 8).unwrap();
+}
+
+/// Background initialization racing an allocation that needs the deferred memory: the
+/// allocation never fails for want of memory another CPU is initializing (its slow path
+/// initializes a chunk itself or waits for the one in flight), and nothing is lost.
+#[test]
+fn loom_deferred_init_races_an_allocation_that_needs_it() {
+    loom::model(|| {
+        let z = deferred_zone();
+        let init = on_another_thread(&z, move |z| z.init_deferred(u64::MAX));
+        alloc_split_free(&z, 0);
+        init.join().unwrap();
+        assert_eq!(z.deferred_pages(), 0);
+        assert_whole(&z);
+    });
+}
+
+/// An `init_deferred` that frees the chunk's blocks into the buddy first and writes their
+/// tails after releasing the lock: what taking the chunk off the list before publishing it
+/// exists to prevent.
+fn init_deferred_publish_first(z: &LoomZone) {
+    let m = z.map();
+    let Some((chunk, zeroed)) = z.lock_zone().deferred.pop(u64::MAX) else {
+        return;
+    };
+    let blocks = || {
+        crate::decompose(
+            m.pfn(chunk.start),
+            u64::from(chunk.end - chunk.start),
+            z.cfg.max_order,
+        )
+        .unwrap()
+    };
+    {
+        let mut free = z.lock_zone();
+        for (head, order) in blocks() {
+            free.free_one_page(m, m.index_of(head), order, zeroed);
+        }
+        free.present += u64::from(chunk.end - chunk.start);
+        free.deferred.in_flight -= 1;
+    }
+    for (head, order) in blocks() {
+        let h = m.index_of(head);
+        for t in h + 1..h + order.pages() as u32 {
+            m.frame(t).store(crate::frame::Word::TAIL);
+        }
+    }
+}
+
+/// The negative control: publishing a chunk before its frames are written lets an
+/// allocation split it and then see its pages overwritten, and the model must find that.
+#[test]
+#[should_panic]
+fn loom_deferred_chunk_published_before_its_frames_is_caught() {
+    loom::model(|| {
+        let z = deferred_zone();
+        let init = on_another_thread(&z, move |z| init_deferred_publish_first(z));
+        let o3 = Order(3);
+        if let Ok(p) = z.alloc_pages(1, o3) {
+            z.split_page(p, o3).unwrap();
+            // Let the late tail writes land first in some interleavings.
+            loom::thread::yield_now();
+            z.free_contig_range(1, p, 8).unwrap();
+        }
+        init.join().unwrap();
+        assert_whole(&z);
+    });
+}

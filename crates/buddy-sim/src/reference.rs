@@ -166,6 +166,11 @@ pub enum Op {
         /// Frames at most.
         budget: u64,
     },
+    /// `init_deferred` with this budget in frames.
+    InitDeferred {
+        /// Frames at most.
+        budget: u64,
+    },
 }
 
 /// How [`Lockstep`] found the two paths to differ, or a zone to be corrupt.
@@ -258,6 +263,15 @@ where
                     (Ok(pfn), Ok(o)) => {
                         self.allocs[self.next_slot % SLOTS] = Some((pfn, o));
                         self.next_slot += 1;
+                        // The batched zone's slow path may have initialized deferred memory
+                        // (in chunks taken in order): the per-page zone initializes as much.
+                        let grown = self
+                            .per_page
+                            .deferred_pages()
+                            .saturating_sub(self.batched.deferred_pages());
+                        if grown > 0 {
+                            self.per_page.init_deferred(grown);
+                        }
                         self.per_page.alloc_pages_at(pfn, o).map(|()| pfn)
                     }
                     // Both fail alike: same order check, same (canonical) free blocks.
@@ -335,6 +349,19 @@ where
                 ),
                 None => return Ok(()),
             },
+            Op::InitDeferred { budget } => {
+                let (a, b) = (
+                    self.batched.init_deferred(budget),
+                    self.per_page.init_deferred(budget),
+                );
+                // Both zones defer the same ranges: they initialize as much.
+                let same = if a == b {
+                    Ok(())
+                } else {
+                    Err(BuddyError::Overflow)
+                };
+                (Ok(()), same)
+            }
             // No memory behind these zones: zeroing is the zero reference's.
             Op::AllocZeroed { .. } | Op::ZeroSome { .. } => return Ok(()),
         };

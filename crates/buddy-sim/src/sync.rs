@@ -10,6 +10,12 @@ pub(crate) use loom::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 #[cfg(not(loom))]
 pub(crate) use core::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 
+/// A busy-wait step: `core::hint::spin_loop`, or a yield to the model checker under loom.
+#[cfg(not(loom))]
+pub(crate) use core::hint::spin_loop;
+#[cfg(loom)]
+pub(crate) use loom::hint::spin_loop;
+
 use core::ops::{Deref, DerefMut};
 use lock_api::RawMutex;
 

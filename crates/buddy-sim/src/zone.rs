@@ -7,7 +7,6 @@ use core::ops::DerefMut;
 use crate::buddy::FreeArea;
 use crate::counters::LockStats;
 use crate::decompose;
-use crate::deferred::EAGER_PAGES;
 use crate::frame::{Frame, FrameInfo, FrameState, Word};
 use crate::map::FrameMap;
 use crate::pcp::{PcpLists, PerCpu};
@@ -201,7 +200,7 @@ where
         let recorded = free.added.insert(pages.clone());
         // What allocation needs first now; the rest later, if the range is recorded and the
         // deferred list has room.
-        let eager_end = pages.start + (nr.min(EAGER_PAGES) as u32);
+        let eager_end = pages.start + (nr.min(self.cfg.eager_pages) as u32);
         let eager = if recorded && free.deferred.push(eager_end..pages.end, zeroed) {
             pages.start..eager_end
         } else {

@@ -59,13 +59,16 @@ fn zone_config() -> impl Strategy<Value = ZoneConfig> {
         1u64..64,
     )
         .prop_flat_map(|(start, nr, max, section_log, cpus, high, batch)| {
-            (0..=max).prop_map(move |pb| ZoneConfig {
+            // Half the zones defer most of each added range (init_deferred, the slow path).
+            let eager = prop_oneof![Just(u64::MAX), 1u64..=nr];
+            ((0..=max), eager).prop_map(move |(pb, eager_pages)| ZoneConfig {
                 max_order: Order::new(max).unwrap(),
                 pageblock_order: Order::new(pb).unwrap(),
                 section_pages: 1 << section_log,
                 cpus,
                 pcp_high: high,
                 pcp_batch: batch,
+                eager_pages,
                 ..ZoneConfig::new(Pfn(start), nr)
             })
         })
@@ -87,6 +90,7 @@ fn op() -> impl Strategy<Value = Op> {
         1 => Just(Op::DrainAll),
         1 => (0u64..3000, 0u64..200, any::<bool>())
             .prop_map(|(offset, len, zeroed)| Op::AddMemory { offset, len, zeroed }),
+        1 => (0u64..600).prop_map(|budget| Op::InitDeferred { budget }),
     ]
 }
 
@@ -582,4 +586,33 @@ fn zeroed_metadata_needs_no_reset() {
         Err(BuddyError::AlreadyAdded(Pfn(0x110)))
     );
     z.check().unwrap();
+}
+
+/// The lock acquisitions (one atomic read-modify-write each with the default spin lock)
+/// the README's table counts: an order-0 allocation served from the CPU's list takes only
+/// that CPU's lock, and a free onto it the same; with CPU-local lists the same work is done
+/// under no lock (the counters still count the list accesses).
+#[test]
+fn fast_paths_take_one_per_cpu_lock_and_no_zone_lock() {
+    let o0 = Order::new(0).unwrap();
+    for local in [false, true] {
+        let z = zone(ZoneConfig::new(Pfn(0), 1 << 12));
+        // SAFETY: one thread, CPU 0 only.
+        let z = if local {
+            unsafe { z.with_cpu_local_lists() }
+        } else {
+            z
+        };
+        let warm = z.alloc_pages(0, o0).unwrap(); // refills the list
+        z.free_pages(0, warm, o0).unwrap();
+        z.reset_counters();
+        let p = z.alloc_pages(0, o0).unwrap();
+        let c = z.counters();
+        assert_eq!((c.pcp_locks, c.zone_locks), (1, 0), "alloc, local {local}");
+        z.free_pages(0, p, o0).unwrap();
+        let c = z.counters();
+        assert_eq!((c.pcp_locks, c.zone_locks), (2, 0), "free, local {local}");
+        assert_eq!(z.has_cpu_local_lists(), local);
+        z.check().unwrap();
+    }
 }

@@ -293,6 +293,9 @@ impl ZeroedModel {
                 let _ = self.zone.drain_pcp(cpu);
             }
             Op::DrainAll => self.zone.drain_all(),
+            Op::InitDeferred { budget } => {
+                self.zone.init_deferred(budget);
+            }
             Op::AddMemory {
                 offset,
                 len,
