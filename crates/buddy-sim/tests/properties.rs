@@ -597,8 +597,8 @@ fn fast_paths_take_one_per_cpu_lock_and_no_zone_lock() {
     let o0 = Order::new(0).unwrap();
     for local in [false, true] {
         let z = zone(ZoneConfig::new(Pfn(0), 1 << 12));
-        // SAFETY: one thread, CPU 0 only.
         let z = if local {
+            // SAFETY: one thread, CPU 0 only: no two calls overlap.
             unsafe { z.with_cpu_local_lists() }
         } else {
             z
