@@ -3,6 +3,7 @@
 
 use crate::buddy::Prefer;
 use crate::frame::{Frame, Word};
+use crate::pcp::PcpLists;
 use crate::{BuddyError, Order, PerCpu, Pfn, Zone};
 use lock_api::RawMutex;
 
@@ -25,7 +26,20 @@ where
     ///
     /// # Errors
     /// [`BuddyError::BadCpu`], [`BuddyError::OrderTooLarge`], [`BuddyError::OutOfMemory`].
+    #[inline]
     pub fn alloc_pages(&self, cpu: usize, order: Order) -> Result<Pfn, BuddyError> {
+        // The common case, inline: a per-cpu order served from (or refilled into) the CPU's
+        // list. Everything else, and every error, takes the general path.
+        if let (Some(pcp), Some(list)) = (self.pcps.as_ref().get(cpu), self.cfg.pcp_list(order))
+            && order <= self.cfg.max_order
+        {
+            let m = self.map();
+            let taken = self.take_from_list(&mut self.lock_pcp(pcp), list, order);
+            if let Some((idx, _)) = taken {
+                m.frame(idx).store(Word::allocated(order.get()));
+                return Ok(m.pfn(idx));
+            }
+        }
         let (idx, _) = self.alloc_preferring(cpu, order, Prefer::Unzeroed)?;
         Ok(self.map().pfn(idx))
     }
@@ -97,14 +111,7 @@ where
                 };
                 let taken = match zeroed {
                     Some(taken) => taken,
-                    None => {
-                        if lists.lists[list].is_empty() {
-                            let mut free = self.lock_zone();
-                            let batch = self.cfg.pcp_blocks(order);
-                            lists.refill(m, &mut free, list, order, Prefer::Unzeroed, batch);
-                        }
-                        lists.pop(m, list, order, Prefer::Unzeroed).ok_or(oom)?
-                    }
+                    None => self.take_from_list(&mut lists, list, order).ok_or(oom)?,
                 };
                 if prefer == Prefer::Zeroed {
                     lists.stats.count_zeroed_alloc(taken.1, order.pages());
@@ -122,6 +129,30 @@ where
         };
         m.frame(idx).store(Word::allocated(order.get()));
         Ok((idx, zeroed))
+    }
+
+    /// The front block of the CPU's `list` (locked by the caller), refilled from the buddy
+    /// first if it is empty: a plain allocation's take.
+    #[inline]
+    fn take_from_list(
+        &self,
+        lists: &mut PcpLists,
+        list: usize,
+        order: Order,
+    ) -> Option<(u32, bool)> {
+        let m = self.map();
+        if lists.lists[list].is_empty() {
+            let batch = self.cfg.pcp_blocks(order);
+            lists.refill(
+                m,
+                &mut self.lock_zone(),
+                list,
+                order,
+                Prefer::Unzeroed,
+                batch,
+            );
+        }
+        lists.pop(m, list, order, Prefer::Unzeroed)
     }
 
     /// Allocates the specific block `[pfn, pfn + 2^order)` if it lies wholly inside one block

@@ -55,8 +55,22 @@ where
     /// [`BuddyError::DoubleFree`], [`BuddyError::OrderMismatch`],
     /// [`BuddyError::CompoundPage`] (a frame inside a block), [`BuddyError::LeakedPage`],
     /// [`BuddyError::Hole`], [`BuddyError::OutOfZone`], [`BuddyError::BadCpu`].
+    #[inline]
     pub fn free_pages(&self, cpu: usize, pfn: Pfn, order: Order) -> Result<(), BuddyError> {
-        self.put(self.pcp(cpu)?, pfn, Some(order))
+        let pcp = self.pcp(cpu)?;
+        // The common case, inline: the only reference to a block of this order with no
+        // flags (so its free-time check passes) is dropped by one compare-and-swap. Anything
+        // else, and every error, takes the general path.
+        let m = self.map();
+        if let Ok(idx) = m.index(pfn) {
+            let frame = m.frame(idx);
+            let only = Word::allocated(order.get());
+            if frame.load() == only && frame.cas(only, only.freeing()).is_ok() {
+                self.free_block(pcp, idx, order, 1);
+                return Ok(());
+            }
+        }
+        self.put(pcp, pfn, Some(order))
     }
 
     /// Drops one reference to the allocated block at `pfn`; at zero the block is checked

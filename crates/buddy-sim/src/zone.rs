@@ -51,7 +51,8 @@ where
     P: AsRef<[PerCpu<R>]>,
     R: RawMutex,
 {
-    /// A zone whose frames are all usable and free, as the fewest aligned blocks.
+    /// A zone whose frames are all usable and free, as the fewest aligned blocks (past
+    /// [`ZoneConfig::eager_pages`] frames, deferred: see [`Zone::add_memory`]).
     ///
     /// # Errors
     /// As [`Zone::new_empty`].
@@ -163,7 +164,13 @@ where
     /// Makes the reserved frames `[pfn, pfn + nr)` usable and frees them into the buddy,
     /// merging with usable neighbours (never across a hole, since reserved frames are never
     /// free). For each usable range of a firmware memory map, at boot or later (memory
-    /// hot-add) while other CPUs allocate. Holds the zone lock for O(`nr`).
+    /// hot-add) while other CPUs allocate. Of a range longer than
+    /// [`ZoneConfig::eager_pages`], only that many frames are initialized here; the rest is
+    /// deferred (reserved until [`Zone::init_deferred`] or the allocation slow path
+    /// initializes it, counted in [`Zone::present_pages`] and [`Zone::deferred_pages`]).
+    /// Holds the zone lock for O(min(`nr`, `eager_pages`)), plus a check of every frame of
+    /// the range once more than [`MAX_ADDED_RANGES`](crate::MAX_ADDED_RANGES) disjoint ranges
+    /// were added.
     ///
     /// # Errors
     /// [`BuddyError::OutOfZone`] or [`BuddyError::Overflow`] if the range leaves the zone,
@@ -415,6 +422,7 @@ where
     /// Frees a block the caller owns (its head `Freeing` or just taken, its other frames
     /// tails): to `cpu`'s list for per-cpu orders (draining a batch past `high`), else to the
     /// buddy under the zone lock. `prepares` free-time checks are counted under that lock.
+    #[inline]
     pub(crate) fn free_block(&self, pcp: &PerCpu<R>, idx: u32, order: Order, prepares: u64) {
         let m = self.map();
         let Some(list) = self.cfg.pcp_list(order) else {

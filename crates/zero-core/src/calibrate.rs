@@ -44,9 +44,12 @@ const STREAMING_MARGIN_PCT: u64 = 5;
 /// Samples per measurement, taken round-robin over the candidates (so a slow moment of the
 /// machine costs every candidate alike); the fastest counts (noise only ever adds time).
 const SAMPLES: usize = 3;
-/// The extents the temporal strategy is chosen at: a page, a huge page (cache-resident on
-/// every CPU with a 2 MiB L2 or L3), and 8 MiB (past most L2s).
-const TEMPORAL_EXTENTS: [usize; 3] = [4 << 10, 2 << 20, 8 << 20];
+/// The extents the temporal strategy is chosen at: a page, 256 KiB (in every L2), and 4 MiB
+/// (past most L2s).
+const TEMPORAL_EXTENTS: [usize; 3] = [4 << 10, 256 << 10, 4 << 20];
+/// The extent the streaming strategy is chosen at (or the scratch buffer, if smaller):
+/// streaming stores write to memory whatever the extent, so one past the L2 shows them.
+const STREAMING_EXTENT: usize = 4 << 20;
 /// The smallest extent the threshold is searched from (streaming never wins below: it does
 /// not keep the data in the cache); then powers of four up to the scratch buffer.
 const SMALLEST_EXTENT: usize = 1 << 20;
@@ -168,7 +171,7 @@ impl Policy {
                 .filter(permitted)
                 .filter(|s| s.is_non_temporal()),
         )
-        .best_everywhere(&mut timer, buf, &[largest], None);
+        .best_everywhere(&mut timer, buf, &[STREAMING_EXTENT.min(largest)], None);
         let threshold = streaming.map_or(usize::MAX, |streaming| {
             let pair = Candidates::new([temporal, streaming].into_iter());
             let mut costs = [(0u64, 0u64); MAX_EXTENTS];
@@ -218,16 +221,17 @@ impl Candidates {
     }
 
     /// Nanoseconds per GiB of each candidate over `buf` (same order): one untimed clear
-    /// each first (so an extent that fits a cache is measured cache-resident, as it is when
-    /// cleared again and again), then [`SAMPLES`] rounds timing every candidate once, the
-    /// fastest sample of each counting.
+    /// with each temporal candidate first (so an extent that fits a cache is measured
+    /// cache-resident, as it is when cleared again and again), then [`SAMPLES`] rounds timing
+    /// every candidate once, the fastest sample of each counting.
     fn costs<C: Clock>(
         &self,
         timer: &mut Timer<'_, C>,
         buf: &mut [u8],
     ) -> [u64; Strategy::ALL.len()] {
         let mut best = [u64::MAX; Strategy::ALL.len()];
-        for &s in self.strategies() {
+        // Warm the caches for the temporal candidates (streaming stores bypass them).
+        for &s in self.strategies().iter().filter(|s| !s.is_non_temporal()) {
             let _ = s.clear(buf);
         }
         for _ in 0..SAMPLES {
