@@ -189,6 +189,49 @@ pub unsafe fn movnti(dst: *mut u8, len: usize) {
     }
 }
 
+/// The AVX2 line loop: `$store` (`vmovntdq` or `vmovdqa`) of a zeroed YMM register twice per
+/// 64-byte line, `$lines` lines from `$dst`, then `vzeroupper` so that SSE code after it pays
+/// no transition penalty. The caller checks AVX2, a 32-aligned `$dst` and `$lines >= 1`.
+#[cfg(all(target_feature = "sse2", not(miri)))]
+macro_rules! ymm_line_loop {
+    ($store:literal, $dst:expr, $lines:expr) => {
+        asm!(
+            "vpxor xmm0, xmm0, xmm0",
+            "2:",
+            concat!($store, " ymmword ptr [rdi], ymm0"),
+            concat!($store, " ymmword ptr [rdi + 32], ymm0"),
+            "add rdi, 64",
+            "dec rcx",
+            "jnz 2b",
+            "vzeroupper",
+            inout("rcx") $lines => _, inout("rdi") $dst => _,
+            // vzeroupper clears the upper halves of ymm0-15: all are clobbered.
+            out("ymm0") _, out("ymm1") _, out("ymm2") _, out("ymm3") _, out("ymm4") _, out("ymm5") _, out("ymm6") _, out("ymm7") _, out("ymm8") _, out("ymm9") _, out("ymm10") _, out("ymm11") _, out("ymm12") _, out("ymm13") _, out("ymm14") _, out("ymm15") _, options(nostack),
+        )
+    };
+}
+
+/// The AVX-512 line loop: `$store` (`vmovntdq` or `vmovdqa64`) of a zeroed ZMM register once
+/// per 64-byte line, `$lines` lines from `$dst`, then `vzeroupper`. The caller checks
+/// AVX-512F, a 64-aligned `$dst` and `$lines >= 1`.
+#[cfg(all(target_feature = "sse2", not(miri)))]
+macro_rules! zmm_line_loop {
+    ($store:literal, $dst:expr, $lines:expr) => {
+        asm!(
+            "vpxord zmm0, zmm0, zmm0",
+            "2:",
+            concat!($store, " zmmword ptr [rdi], zmm0"),
+            "add rdi, 64",
+            "dec rcx",
+            "jnz 2b",
+            "vzeroupper",
+            inout("rcx") $lines => _, inout("rdi") $dst => _,
+            // vzeroupper clears bits 128 and up of zmm0-15: all are clobbered.
+            out("zmm0") _, out("zmm1") _, out("zmm2") _, out("zmm3") _, out("zmm4") _, out("zmm5") _, out("zmm6") _, out("zmm7") _, out("zmm8") _, out("zmm9") _, out("zmm10") _, out("zmm11") _, out("zmm12") _, out("zmm13") _, out("zmm14") _, out("zmm15") _, options(nostack),
+        )
+    };
+}
+
 /// Zeroes `len` bytes at `dst` with AVX2 streaming stores (`vmovntdq`, two 32-byte stores per
 /// line).
 ///
@@ -212,21 +255,9 @@ pub unsafe fn avx2_stream(dst: *mut u8, len: usize) {
     #[cfg(not(miri))]
     // SAFETY: the caller checked AVX2; `units` checked that dst is 32-aligned as vmovntdq
     // requires and that the writable range is `lines` >= 1 whole lines, so the loop, from
-    // rcx = lines down to zero, stores exactly those. vzeroupper leaves the upper YMM state clean for SSE code after us.
+    // rcx = lines down to zero, stores exactly those.
     unsafe {
-        asm!(
-            "vpxor xmm0, xmm0, xmm0",
-            "2:",
-            "vmovntdq ymmword ptr [rdi], ymm0",
-            "vmovntdq ymmword ptr [rdi + 32], ymm0",
-            "add rdi, 64",
-            "dec rcx",
-            "jnz 2b",
-            "vzeroupper",
-            inout("rcx") lines => _, inout("rdi") dst => _,
-            // vzeroupper clears the upper halves of ymm0-15: all are clobbered.
-            out("ymm0") _, out("ymm1") _, out("ymm2") _, out("ymm3") _, out("ymm4") _, out("ymm5") _, out("ymm6") _, out("ymm7") _, out("ymm8") _, out("ymm9") _, out("ymm10") _, out("ymm11") _, out("ymm12") _, out("ymm13") _, out("ymm14") _, out("ymm15") _, options(nostack),
-        );
+        ymm_line_loop!("vmovntdq", dst, lines);
     }
     #[cfg(miri)]
     {
@@ -259,18 +290,7 @@ pub unsafe fn avx512_stream(dst: *mut u8, len: usize) {
     // vmovntdq zmm requires and that the writable range is `lines` >= 1 whole lines, so the
     // loop, from rcx = lines down to zero, stores exactly those.
     unsafe {
-        asm!(
-            "vpxord zmm0, zmm0, zmm0",
-            "2:",
-            "vmovntdq zmmword ptr [rdi], zmm0",
-            "add rdi, 64",
-            "dec rcx",
-            "jnz 2b",
-            "vzeroupper",
-            inout("rcx") lines => _, inout("rdi") dst => _,
-            // vzeroupper clears bits 128 and up of zmm0-15: all are clobbered.
-            out("zmm0") _, out("zmm1") _, out("zmm2") _, out("zmm3") _, out("zmm4") _, out("zmm5") _, out("zmm6") _, out("zmm7") _, out("zmm8") _, out("zmm9") _, out("zmm10") _, out("zmm11") _, out("zmm12") _, out("zmm13") _, out("zmm14") _, out("zmm15") _, options(nostack),
-        );
+        zmm_line_loop!("vmovntdq", dst, lines);
     }
     #[cfg(miri)]
     {
@@ -304,19 +324,7 @@ pub unsafe fn avx2_stores(dst: *mut u8, len: usize) {
     // requires and that the writable range is `lines` >= 1 whole lines, so the loop, from
     // rcx = lines down to zero, stores exactly those.
     unsafe {
-        asm!(
-            "vpxor xmm0, xmm0, xmm0",
-            "2:",
-            "vmovdqa ymmword ptr [rdi], ymm0",
-            "vmovdqa ymmword ptr [rdi + 32], ymm0",
-            "add rdi, 64",
-            "dec rcx",
-            "jnz 2b",
-            "vzeroupper",
-            inout("rcx") lines => _, inout("rdi") dst => _,
-            // vzeroupper clears the upper halves of ymm0-15: all are clobbered.
-            out("ymm0") _, out("ymm1") _, out("ymm2") _, out("ymm3") _, out("ymm4") _, out("ymm5") _, out("ymm6") _, out("ymm7") _, out("ymm8") _, out("ymm9") _, out("ymm10") _, out("ymm11") _, out("ymm12") _, out("ymm13") _, out("ymm14") _, out("ymm15") _, options(nostack),
-        );
+        ymm_line_loop!("vmovdqa", dst, lines);
     }
     #[cfg(miri)]
     {
@@ -348,18 +356,7 @@ pub unsafe fn avx512_stores(dst: *mut u8, len: usize) {
     // vmovdqa64 zmm requires and that the writable range is `lines` >= 1 whole lines, so the
     // loop, from rcx = lines down to zero, stores exactly those.
     unsafe {
-        asm!(
-            "vpxord zmm0, zmm0, zmm0",
-            "2:",
-            "vmovdqa64 zmmword ptr [rdi], zmm0",
-            "add rdi, 64",
-            "dec rcx",
-            "jnz 2b",
-            "vzeroupper",
-            inout("rcx") lines => _, inout("rdi") dst => _,
-            // vzeroupper clears bits 128 and up of zmm0-15: all are clobbered.
-            out("zmm0") _, out("zmm1") _, out("zmm2") _, out("zmm3") _, out("zmm4") _, out("zmm5") _, out("zmm6") _, out("zmm7") _, out("zmm8") _, out("zmm9") _, out("zmm10") _, out("zmm11") _, out("zmm12") _, out("zmm13") _, out("zmm14") _, out("zmm15") _, options(nostack),
-        );
+        zmm_line_loop!("vmovdqa64", dst, lines);
     }
     #[cfg(miri)]
     {
