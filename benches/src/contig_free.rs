@@ -623,7 +623,7 @@ fn peer_table(
         if i > 0 && verdict != Verdict::Met {
             slower.push((format!("{name} ({})", ratio_text(local_speedup)), verdict));
         }
-        if i > 2 {
+        if i > 0 {
             ctx.headline(
                 format!("buddy-sim (CPU-local lists) over buddy_system_allocator: {name}"),
                 local_speedup,
