@@ -3,7 +3,6 @@
 
 use crate::buddy::Prefer;
 use crate::frame::{Frame, Word};
-use crate::pcp::PcpLists;
 use crate::{BuddyError, Order, PerCpu, Pfn, Zone};
 use lock_api::RawMutex;
 
@@ -28,25 +27,35 @@ where
     /// [`BuddyError::BadCpu`], [`BuddyError::OrderTooLarge`], [`BuddyError::OutOfMemory`].
     #[inline]
     pub fn alloc_pages(&self, cpu: usize, order: Order) -> Result<Pfn, BuddyError> {
-        // The common case, inline: a per-cpu order served from (or refilled into) the CPU's
-        // list. Everything else, and every error, takes the general path.
-        if let (Some(pcp), Some(list)) = (self.pcps.as_ref().get(cpu), self.cfg.pcp_list(order))
-            && order <= self.cfg.max_order
-        {
-            let m = self.map();
-            let taken = self.take_from_list(&mut self.lock_pcp(pcp), list, order);
-            if let Some((idx, _)) = taken {
-                m.frame(idx).store(Word::allocated(order.get()));
-                return Ok(m.pfn(idx));
-            }
-        }
         let (idx, _) = self.alloc_preferring(cpu, order, Prefer::Unzeroed)?;
         Ok(self.map().pfn(idx))
     }
 
     /// [`Zone::alloc_pages`] taking the block `prefer` would rather have; returns its index
     /// and whether it is known zero (its head is `Allocated` either way).
+    #[inline]
     pub(crate) fn alloc_preferring(
+        &self,
+        cpu: usize,
+        order: Order,
+        prefer: Prefer,
+    ) -> Result<(u32, bool), BuddyError> {
+        // The common case, inline: a per-cpu order served from (or refilled into) the CPU's
+        // list. Everything else, and every error, takes the general path.
+        if let (Some(pcp), Some(list)) = (self.pcps.as_ref().get(cpu), self.cfg.pcp_list(order))
+            && order <= self.cfg.max_order
+            && let Some((idx, zeroed)) = self.take_from_list(pcp, list, order, prefer)
+        {
+            self.map().frame(idx).store(Word::allocated(order.get()));
+            return Ok((idx, zeroed));
+        }
+        self.alloc_slow(cpu, order, prefer)
+    }
+
+    /// [`Zone::alloc_preferring`] past its fast path: the checks, one more attempt, and the
+    /// slow path's drains, merges and deferred memory.
+    #[inline(never)]
+    fn alloc_slow(
         &self,
         cpu: usize,
         order: Order,
@@ -82,10 +91,8 @@ where
         retry
     }
 
-    /// One allocation attempt without draining other lists. A zeroed allocation on a
-    /// per-cpu order takes, in turn: a block known zero from the CPU's list, one from the
-    /// buddy (moving the rest of a batch of them to the list), then what a plain allocation
-    /// takes.
+    /// One allocation attempt without draining other lists: from the CPU's list for a
+    /// per-cpu order ([`Zone::take_from_list`]), else from the buddy.
     fn alloc_fast(
         &self,
         pcp: &PerCpu<R>,
@@ -95,29 +102,7 @@ where
         let m = self.map();
         let oom = BuddyError::OutOfMemory(order);
         let (idx, zeroed) = match self.cfg.pcp_list(order) {
-            Some(list) => {
-                let mut lists = self.lock_pcp(pcp);
-                let zeroed = match prefer {
-                    Prefer::Zeroed => lists.pop(m, list, order, Prefer::Zeroed).or_else(|| {
-                        // One known-zero block from the buddy for this call, and the rest of
-                        // a batch of them for the list.
-                        let mut free = self.lock_zone();
-                        let idx = free.rmqueue_zeroed(m, order)?;
-                        let batch = self.cfg.pcp_blocks(order);
-                        lists.refill(m, &mut free, list, order, Prefer::Zeroed, batch - 1);
-                        Some((idx, true))
-                    }),
-                    Prefer::Unzeroed => None,
-                };
-                let taken = match zeroed {
-                    Some(taken) => taken,
-                    None => self.take_from_list(&mut lists, list, order).ok_or(oom)?,
-                };
-                if prefer == Prefer::Zeroed {
-                    lists.stats.count_zeroed_alloc(taken.1, order.pages());
-                }
-                taken
-            }
+            Some(list) => self.take_from_list(pcp, list, order, prefer).ok_or(oom)?,
             None => {
                 let mut free = self.lock_zone();
                 let taken = free.rmqueue(m, order, prefer).ok_or(oom)?;
@@ -131,28 +116,51 @@ where
         Ok((idx, zeroed))
     }
 
-    /// The front block of the CPU's `list` (locked by the caller), refilled from the buddy
-    /// first if it is empty: a plain allocation's take.
+    /// A block from `pcp`'s `list` under its lock, as `prefer` says: a zeroed allocation
+    /// takes a block known zero from the list, else one from the buddy (moving the rest of a
+    /// batch of them to the list), else what a plain allocation takes; a plain allocation
+    /// the list's front, refilled from the buddy first if the list is empty. The block's
+    /// head is not marked allocated yet.
     #[inline]
     fn take_from_list(
         &self,
-        lists: &mut PcpLists,
+        pcp: &PerCpu<R>,
         list: usize,
         order: Order,
+        prefer: Prefer,
     ) -> Option<(u32, bool)> {
         let m = self.map();
-        if lists.lists[list].is_empty() {
-            let batch = self.cfg.pcp_blocks(order);
-            lists.refill(
-                m,
-                &mut self.lock_zone(),
-                list,
-                order,
-                Prefer::Unzeroed,
-                batch,
-            );
+        let mut lists = self.lock_pcp(pcp);
+        let zeroed = match prefer {
+            Prefer::Zeroed => lists.pop(m, list, order, Prefer::Zeroed).or_else(|| {
+                // One known-zero block from the buddy for this call, and the rest of a
+                // batch of them for the list.
+                let mut free = self.lock_zone();
+                let idx = free.rmqueue_zeroed(m, order)?;
+                let batch = self.cfg.pcp_blocks(order);
+                lists.refill(m, &mut free, list, order, Prefer::Zeroed, batch - 1);
+                Some((idx, true))
+            }),
+            Prefer::Unzeroed => None,
+        };
+        let taken = zeroed.or_else(|| {
+            if lists.lists[list].is_empty() {
+                let batch = self.cfg.pcp_blocks(order);
+                lists.refill(
+                    m,
+                    &mut self.lock_zone(),
+                    list,
+                    order,
+                    Prefer::Unzeroed,
+                    batch,
+                );
+            }
+            lists.pop(m, list, order, Prefer::Unzeroed)
+        })?;
+        if prefer == Prefer::Zeroed {
+            lists.stats.count_zeroed_alloc(taken.1, order.pages());
         }
-        lists.pop(m, list, order, Prefer::Unzeroed)
+        Some(taken)
     }
 
     /// Allocates the specific block `[pfn, pfn + 2^order)` if it lies wholly inside one block
