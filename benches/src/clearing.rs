@@ -441,7 +441,7 @@ fn calibrate(scratch: &mut [u8]) -> Calibrated {
          (median; fastest {:.1}, slowest {slowest_ms:.1}). The report uses the policy chosen \
          most often. A run times the temporal candidates at 4 KiB, 256 KiB and 4 MiB and keeps \
          the one whose worst ratio to the fastest is smallest (the detected one unless another \
-         is more than 5% better), the streaming candidates at 4 MiB, \
+         is more than 5% better), the streaming candidates at {}, \
          then both winners at every extent from 1 MiB to {} by powers of four (each the \
          fastest of 3 cache-warm samples of at least 50 µs, taken round-robin over the \
          candidates); the threshold is the smallest extent from which streaming is more than \
@@ -454,6 +454,7 @@ fn calibrate(scratch: &mut [u8]) -> Calibrated {
         c.outcome,
         Estimate::of(ms.iter().copied()).median,
         ms.iter().copied().fold(f64::INFINITY, f64::min),
+        size_name(c.largest_extent.max(1)),
         size_name(c.largest_extent.max(1)),
         size_name(zero_core::MAX_DEFAULT_STREAMING_THRESHOLD),
     ));
