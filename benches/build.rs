@@ -21,6 +21,17 @@ fn main() {
     println!("cargo:rustc-env=BENCHES_RUSTC_VERSION={version}");
     println!("cargo:rerun-if-env-changed=RUSTC");
     println!("cargo:rerun-if-changed=builtins/zero.rs");
+    // Build again once the x86_64-unknown-none target is installed (or updated): the peer
+    // is compiled against its rust-std.
+    if let Some(sysroot) = Command::new(&rustc)
+        .args(["--print", "sysroot"])
+        .output()
+        .ok()
+        .filter(|o| o.status.success())
+    {
+        let sysroot = String::from_utf8_lossy(&sysroot.stdout).trim().to_string();
+        println!("cargo:rerun-if-changed={sysroot}/lib/rustlib/x86_64-unknown-none/lib");
+    }
     println!("cargo::rustc-check-cfg=cfg(builtins_memset)");
     let arch = std::env::var("CARGO_CFG_TARGET_ARCH").unwrap_or_default();
     let os = std::env::var("CARGO_CFG_TARGET_OS").unwrap_or_default();

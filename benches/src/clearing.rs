@@ -443,7 +443,7 @@ fn calibrate(scratch: &mut [u8]) -> Calibrated {
          the one whose worst ratio to the fastest is smallest (the detected one unless another \
          is more than 5% better), the streaming candidates at {}, \
          then both winners at every extent from 1 MiB to {} by powers of four (each the \
-         fastest of 3 cache-warm samples of at least 50 µs, taken round-robin over the \
+         fastest of 2 cache-warm samples of at least 50 µs, taken round-robin over the \
          candidates); the threshold is the smallest extent from which streaming is more than \
          5% faster at it and at every larger one, else the larger of the detected threshold \
          and twice the buffer. Detected: the temporal strategy the kernel would pick from \

@@ -43,7 +43,7 @@ const MIN_SAMPLE_NS: u64 = 50_000;
 const STREAMING_MARGIN_PCT: u64 = 5;
 /// Samples per measurement, taken round-robin over the candidates (so a slow moment of the
 /// machine costs every candidate alike); the fastest counts (noise only ever adds time).
-const SAMPLES: usize = 3;
+const SAMPLES: usize = 2;
 /// The extents the temporal strategy is chosen at: a page, 256 KiB (in every L2), and 4 MiB
 /// (past most L2s).
 const TEMPORAL_EXTENTS: [usize; 3] = [4 << 10, 256 << 10, 4 << 20];
@@ -105,7 +105,7 @@ impl Policy {
     /// and how often ten calibrations agree). The threshold is searched among extent sizes
     /// from 1 MiB up to the buffer's size, by powers of four; where streaming does not win by
     /// then, the threshold is the larger of the detected one and twice the buffer. Each
-    /// extent is timed cache-warm, fastest of three samples of at least 50 µs taken
+    /// extent is timed cache-warm, fastest of two samples of at least 50 µs taken
     /// round-robin over the candidates.
     pub fn calibrate_with(
         vectors: VectorUse,
