@@ -19,9 +19,13 @@ pub struct ZoneConfig {
     pub section_pages: u64,
     /// Number of CPUs, each with its own per-cpu lists.
     pub cpus: usize,
-    /// A per-cpu list set that holds more than this many frames drains `pcp_batch` frames.
+    /// A per-cpu list set that holds more than this many frames drains some back to the
+    /// buddy: `pcp_batch` frames, more after a run of frees (up to `pcp_high - pcp_batch`,
+    /// as Linux's `nr_pcp_free` scales the batch by the frees since the last allocation).
     pub pcp_high: u64,
-    /// Frames moved per drain or refill.
+    /// Frames moved per refill (for orders above 0, `pcp_batch >> order` blocks, at least
+    /// two when the batch is above one, as Linux's `nr_pcp_alloc`), and the least a drain
+    /// returns.
     pub pcp_batch: u64,
     /// Frames of each range [`Zone::add_memory`](crate::Zone::add_memory) initializes before
     /// it returns ([`EAGER_PAGES`](crate::EAGER_PAGES) by default); the rest is deferred
@@ -172,11 +176,32 @@ impl ZoneConfig {
         Ok(())
     }
 
-    /// Blocks of `order` one refill moves to a per-cpu list: `pcp_batch` frames' worth, at
-    /// least one.
+    /// Blocks of `order` one refill moves to a per-cpu list (Linux's `nr_pcp_alloc`):
+    /// `pcp_batch` frames' worth, and at least two blocks of a high order unless the batch
+    /// is one frame (a tiny zone, whose frames stay in the buddy).
     #[inline]
     pub(crate) fn pcp_blocks(&self, order: Order) -> u64 {
-        (self.pcp_batch / order.pages()).max(1)
+        if self.pcp_batch > 1 {
+            (self.pcp_batch >> order.get()).max(2)
+        } else {
+            1
+        }
+    }
+
+    /// Frames a drain past `pcp_high` returns to the buddy (Linux's `nr_pcp_free`): the
+    /// frames freed to the lists since the last allocation from them (`recent_frees`),
+    /// at least `pcp_batch` and at most what leaves `pcp_batch` frames on the lists.
+    #[inline]
+    pub(crate) fn pcp_drain_pages(&self, recent_frees: u64) -> u64 {
+        let most = self.pcp_high.saturating_sub(self.pcp_batch);
+        recent_frees.min(most).max(self.pcp_batch)
+    }
+
+    /// The most [`pcp_drain_pages`](Self::pcp_drain_pages) counts as recent frees:
+    /// `pcp_batch << 5` frames (Linux's `CONFIG_PCP_BATCH_SCALE_MAX` of 5).
+    #[inline]
+    pub(crate) fn pcp_recent_frees_max(&self) -> u64 {
+        self.pcp_batch.saturating_mul(32)
     }
 
     /// The per-cpu list that holds blocks of `order`, if any: orders 0..=3
@@ -223,6 +248,24 @@ mod tests {
         assert!(pcp_high_for(u64::MAX, 0, u64::MAX) > 0);
         assert_eq!(isqrt(99), 9);
         assert_eq!(isqrt(u64::MAX), u64::from(u32::MAX));
+    }
+
+    #[test]
+    fn refills_and_drains_scale_as_linux() {
+        let order = |o| Order::new(o).unwrap();
+        let cfg = ZoneConfig::new(Pfn(0), 1 << 18); // batch 63, high 1280
+        // nr_pcp_alloc: batch >> order blocks, at least two, one when the batch is one.
+        assert_eq!(cfg.pcp_blocks(order(0)), 63);
+        assert_eq!(cfg.pcp_blocks(order(3)), 7);
+        assert_eq!(cfg.pcp_blocks(order(9)), 2);
+        assert_eq!(ZoneConfig::new(Pfn(0), 16).pcp_blocks(order(0)), 1);
+        // nr_pcp_free: the recent frees, clamped to [batch, high - batch].
+        assert_eq!(cfg.pcp_drain_pages(0), 63);
+        assert_eq!(cfg.pcp_drain_pages(500), 500);
+        assert_eq!(cfg.pcp_drain_pages(u64::MAX), 1280 - 63);
+        assert_eq!(cfg.pcp_recent_frees_max(), 63 << 5);
+        // A high mark below the batch (set by hand) drains one batch.
+        assert_eq!(cfg.with_pcp(10, 63).pcp_drain_pages(1000), 63);
     }
 
     #[test]

@@ -434,8 +434,11 @@ where
         let mut lists = self.lock_pcp(pcp);
         lists.stats.prepares += prepares;
         lists.push(m, list, idx, order, false);
+        lists.recent_frees =
+            lists.recent_frees.saturating_add(order.pages()).min(self.cfg.pcp_recent_frees_max());
         if lists.count.pages > self.cfg.pcp_high {
-            lists.drain(m, &mut self.lock_zone(), self.cfg.pcp_batch);
+            let pages = self.cfg.pcp_drain_pages(lists.recent_frees);
+            lists.drain(m, &mut self.lock_zone(), pages);
         }
     }
 

@@ -293,6 +293,32 @@ fn pcp_lists_drain_past_high() {
 }
 
 #[test]
+fn a_run_of_frees_drains_in_larger_batches() {
+    // As Linux's nr_pcp_free: each drain past high returns the frames freed since the last
+    // allocation, at least a batch and at most high - batch, so a run of 512 frees takes
+    // the zone lock about (512 - high) / (high - batch) times, not (512 - high) / batch.
+    let cfg = ZoneConfig {
+        pcp_high: 64,
+        pcp_batch: 8,
+        ..ZoneConfig::new(Pfn(0), 1024)
+    };
+    let z = zone(cfg);
+    let pages: Vec<_> = (0..512)
+        .map(|_| z.alloc_pages(0, Order::ZERO).unwrap())
+        .collect();
+    z.reset_counters();
+    for p in pages {
+        z.put_page(0, p).unwrap();
+        assert!(z.pcp_pages(0).unwrap() <= 64, "per-cpu list passed high");
+    }
+    let locks = z.counters().zone_locks;
+    assert!((7..=12).contains(&locks), "{locks} drains for 512 frees");
+    z.check().unwrap();
+    z.drain_all();
+    assert_eq!(z.buddy_pages(), 1024);
+}
+
+#[test]
 fn alloc_pages_at_takes_exactly_that_block() {
     let z = small();
     let initial: Vec<_> = z.free_blocks().collect();

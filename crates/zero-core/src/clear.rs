@@ -1,4 +1,4 @@
-use crate::plan::{ChunkPlan, FaultRanges, TargetLastOrder, non_preempt_batch_pages};
+use crate::plan::{ChunkPlan, FAULT_RADIUS, FaultRanges, TargetLastOrder, non_preempt_batch_pages};
 use crate::{PageSize, Policy, PreemptModel, Resched, Strategy, ZeroError, backend};
 use core::num::NonZeroUsize;
 use core::ops::Range;
@@ -401,7 +401,30 @@ unsafe fn folio_zero_validated(
             len,
         });
     }
-    let fault = fault_offset >> shift;
+    // A folio of at most FAULT_RADIUS + 1 pages is all the fault's neighbourhood, wherever
+    // the fault is (the common 4 KiB fault): one hot range, nothing to order, inline.
+    if npages <= FAULT_RADIUS + 1 && clearer.config().folio_order == FolioOrder::NeighbourhoodLast
+    {
+        // SAFETY: the caller's npages pages, writable and unshared.
+        unsafe { clearer.clear_range(dst, 0..npages, true, resched) };
+        return Ok(());
+    }
+    // SAFETY: forwarded from the caller; fault_offset < len.
+    unsafe { folio_zero_ordered(dst, npages, fault_offset >> shift, clearer, resched) }
+}
+
+/// [`folio_zero_validated`] for the folios whose pages it orders around the fault.
+///
+/// # Safety
+/// As [`folio_zero_validated`], and `fault < npages`.
+#[inline(never)]
+unsafe fn folio_zero_ordered(
+    dst: *mut u8,
+    npages: usize,
+    fault: usize,
+    clearer: &Clearer,
+    resched: &mut impl Resched,
+) -> Result<(), ZeroError> {
     match clearer.config().folio_order {
         FolioOrder::NeighbourhoodLast => {
             // Right, left, then the neighbourhood, hot (`in_order`, unrolled).
