@@ -75,14 +75,23 @@ where
     /// Pass 1 over `pages`; on an error, the pages claimed so far are given back.
     pub(crate) fn claim(&self, pages: Range<u32>, kind: Claim) -> Result<(), BuddyError> {
         let frames = &self.frames.as_ref()[pages.start as usize..pages.end as usize];
-        for (i, frame) in pages.clone().zip(frames) {
-            // The common case, one compare-and-swap: a split page with one reference and no
-            // flags becomes a tail at once (pass 2 then only reads it).
-            let fast = kind == Claim::Any && frame.cas(Word::allocated(0), Word::TAIL).is_ok();
-            if !fast && let Err(e) = self.claim_page(i, frame, kind) {
+        let mut k = 0;
+        while k < frames.len() {
+            // The common case, one compare-and-swap a page: split pages with one reference
+            // and no flags become tails at once (pass 2 then only reads them).
+            if kind == Claim::Any {
+                k += claim_sole_references(&frames[k..]);
+                if k == frames.len() {
+                    break;
+                }
+            }
+            // k < frames.len() = pages.len(), which is a u32.
+            let i = pages.start + k as u32;
+            if let Err(e) = self.claim_page(i, &frames[k], kind) {
                 self.unclaim(pages.start..i, kind);
                 return Err(e);
             }
+            k += 1;
         }
         Ok(())
     }
@@ -172,7 +181,12 @@ where
                 continue;
             }
             let (start, end) = (i - 1, pages.end.min(m.section_end(i - 1)));
-            let mut len = 1;
+            // The pages pass 1 made tails, read only; then the page that ends the run.
+            let frames = &self.frames.as_ref()[i as usize..end as usize];
+            // At most end - i pages, which fits in a u32.
+            let tails = frames.iter().take_while(|f| f.load() == Word::TAIL).count() as u32;
+            let mut len = 1 + tails;
+            i += tails;
             while i < end {
                 let page = self.take(i);
                 i += 1;
@@ -245,4 +259,16 @@ where
             self.free_block(pcp, m.index_of(pfn), order, core::mem::take(prepares));
         }
     }
+}
+
+/// Pass 1's common case over `frames`: each page with one reference and no flags becomes a
+/// tail by one compare-and-swap, in order, up to the first page that is anything else.
+/// Returns how many were claimed. Out of line and register-only, so the loop is its
+/// compare-and-swaps and nothing between them.
+#[inline(never)]
+fn claim_sole_references(frames: &[Frame]) -> usize {
+    frames
+        .iter()
+        .take_while(|f| f.cas(Word::allocated(0), Word::TAIL).is_ok())
+        .count()
 }

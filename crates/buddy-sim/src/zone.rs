@@ -434,8 +434,10 @@ where
         let mut lists = self.lock_pcp(pcp);
         lists.stats.prepares += prepares;
         lists.push(m, list, idx, order, false);
-        lists.recent_frees =
-            lists.recent_frees.saturating_add(order.pages()).min(self.cfg.pcp_recent_frees_max());
+        lists.recent_frees = lists
+            .recent_frees
+            .saturating_add(order.pages())
+            .min(self.cfg.pcp_recent_frees_max());
         if lists.count.pages > self.cfg.pcp_high {
             let pages = self.cfg.pcp_drain_pages(lists.recent_frees);
             lists.drain(m, &mut self.lock_zone(), pages);

@@ -403,8 +403,7 @@ unsafe fn folio_zero_validated(
     }
     // A folio of at most FAULT_RADIUS + 1 pages is all the fault's neighbourhood, wherever
     // the fault is (the common 4 KiB fault): one hot range, nothing to order, inline.
-    if npages <= FAULT_RADIUS + 1 && clearer.config().folio_order == FolioOrder::NeighbourhoodLast
-    {
+    if npages <= FAULT_RADIUS + 1 && clearer.config().folio_order == FolioOrder::NeighbourhoodLast {
         // SAFETY: the caller's npages pages, writable and unshared.
         unsafe { clearer.clear_range(dst, 0..npages, true, resched) };
         return Ok(());
