@@ -12,7 +12,9 @@
 //! 2. **commit**: drop the reference of each page not taken in pass 1 (taking it now if that
 //!    was the last), check each taken page (`free_pages_prepare`: poisoned pages are leaked),
 //!    gather them into runs that never cross a section boundary, and free each run as the
-//!    fewest aligned blocks. Nothing in this pass can fail.
+//!    fewest aligned blocks. Nothing in this pass can fail. When pass 1 made every page a
+//!    tail (one reference each, no flags: the common case), the whole range is that run and
+//!    this pass reads nothing.
 //!
 //! Two CPUs freeing the same range claim its first page in turn: one takes it, the other
 //! fails there, having changed nothing.
@@ -67,14 +69,20 @@ where
     pub fn free_contig_range(&self, cpu: usize, pfn: Pfn, nr: u64) -> Result<(), BuddyError> {
         let pcp = self.pcp(cpu)?;
         let pages = self.map().range(pfn, nr)?;
-        self.claim(pages.clone(), Claim::Any)?;
-        self.commit(pcp, pages);
+        if self.claim(pages.clone(), Claim::Any)? {
+            self.commit_tails(pcp, pages);
+        } else {
+            self.commit(pcp, pages);
+        }
         Ok(())
     }
 
-    /// Pass 1 over `pages`; on an error, the pages claimed so far are given back.
-    pub(crate) fn claim(&self, pages: Range<u32>, kind: Claim) -> Result<(), BuddyError> {
+    /// Pass 1 over `pages`; on an error, the pages claimed so far are given back. Returns
+    /// whether every page became a tail at once (the common case: pass 2 has nothing to
+    /// read).
+    pub(crate) fn claim(&self, pages: Range<u32>, kind: Claim) -> Result<bool, BuddyError> {
         let frames = &self.frames.as_ref()[pages.start as usize..pages.end as usize];
+        let mut all_tails = true;
         let mut k = 0;
         while k < frames.len() {
             // The common case, one compare-and-swap a page: split pages with one reference
@@ -91,9 +99,10 @@ where
                 self.unclaim(pages.start..i, kind);
                 return Err(e);
             }
+            all_tails = false;
             k += 1;
         }
-        Ok(())
+        Ok(all_tails)
     }
 
     /// Checks `pages` as pass 1 would, changing nothing: what the per-page reference path
@@ -200,6 +209,19 @@ where
             self.free_run(pcp, start, len, &mut prepares);
         }
         self.count_leaked(prepares);
+    }
+
+    /// Pass 2 over `pages` when pass 1 made every one a tail: nobody else writes a tail, so
+    /// they are one run, freed a section at a time, each page's free-time check passed.
+    fn commit_tails(&self, pcp: &PerCpu<R>, pages: Range<u32>) {
+        let m = self.map();
+        let mut i = pages.start;
+        while i < pages.end {
+            let end = pages.end.min(m.section_end(i));
+            let mut prepares = u64::from(end - i);
+            self.free_run(pcp, i, end - i, &mut prepares);
+            i = end;
+        }
     }
 
     /// Takes page `i` for pass 2. A page pass 1 claimed is this call's already; any other has
