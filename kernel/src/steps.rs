@@ -180,11 +180,25 @@ pub fn zone<P: Platform>() -> &'static KernelZone {
         .unwrap_or_else(|| fail::<P>(Step::Zone, format_args!("no zone")))
 }
 
-/// Records (or with 0 forgets) the physical address of the data region's last-level table
-/// `t`, which maps `DATA_VA + t * 2 MiB`.
-pub fn set_data_table(t: usize, pa: u64) {
+/// Records the physical address of the data region's last-level table `t`, which maps
+/// `DATA_VA + t * 2 MiB`; [`data_table`] and every step after it reach the table there.
+///
+/// # Safety
+/// `pa` is a 4 KiB-aligned frame, identity-mapped as normal memory, used as that last-level
+/// table of the live map (the MMU walks it) and as nothing else until
+/// [`forget_data_table`]`(t)` runs, which must happen before the frame is freed; while it is
+/// recorded, the table is accessed only atomically.
+pub unsafe fn set_data_table(t: usize, pa: u64) {
     if let Some(slot) = DATA_TABLE_PA.get(t) {
         slot.store(pa, Ordering::Release);
+    }
+}
+
+/// Forgets the data region's last-level table `t` (before its frame is freed): the steps no
+/// longer reach it.
+pub fn forget_data_table(t: usize) {
+    if let Some(slot) = DATA_TABLE_PA.get(t) {
+        slot.store(0, Ordering::Release);
     }
 }
 
@@ -194,9 +208,9 @@ pub fn data_table<P: Platform>(t: usize) -> Option<PteTable<'static, P::Format>>
     if pa == 0 {
         return None;
     }
-    // SAFETY: `pa` is a last-level table of the kernel's map (a zeroed frame from the zone,
-    // identity-mapped), used only as this table until the platform forgets it before the
-    // table is freed; the MMU and this kernel access it only atomically.
+    // SAFETY: `pa` was recorded by `set_data_table`, whose contract makes it a last-level
+    // table of the live map, identity-mapped, used only as this table and accessed only
+    // atomically until `forget_data_table` (which comes before its frame is freed).
     let entries: &'static [AtomicU64; 512] = unsafe { &*(pa as *const [AtomicU64; 512]) };
     let va = VirtAddr(DATA_VA + t as u64 * (2 << 20));
     PteTable::new(P::FORMAT, va, entries).ok()
@@ -218,10 +232,15 @@ fn page_ptr(g: usize) -> *mut u64 {
 }
 
 /// One access through the MMU: a load, or a store of `g`'s marker.
-fn touch(g: usize, write: bool) {
+///
+/// # Safety
+/// Data page `g` is mapped read-write to a frame of the data region (between
+/// [`Kernel::run`]'s mapping step and [`Kernel::unmap_data`], and not the unmapped page), and
+/// nothing but these markers is stored in it.
+unsafe fn touch(g: usize, write: bool) {
     let p = page_ptr(g);
-    // SAFETY: page g of the data region is mapped read-write to a frame this kernel owns; a
-    // volatile access so the MMU really sees it.
+    // SAFETY: the caller guarantees page g is mapped read-write to a data frame; a volatile
+    // access so the MMU really sees it.
     unsafe {
         if write {
             core::ptr::write_volatile(p, 0x5eed_0000 + g as u64);
@@ -345,6 +364,8 @@ pub struct Kernel<P: Platform> {
     /// Frames of the data region (zeroed allocations).
     pub frames: u64,
     data_pfn: u64,
+    /// The data region is mapped: from step 4 until [`Kernel::unmap_data`].
+    data_mapped: bool,
     layout: Layout,
     /// Flushes of unfolds and unmaps.
     pub tlb: P::Tlb,
@@ -378,6 +399,7 @@ impl<P: Platform> Kernel<P> {
             clearer: clearer(),
             frames: 0,
             data_pfn: 0,
+            data_mapped: false,
             layout: Layout::new(),
             tlb: P::tlb(),
             stats: AgingStats::default(),
@@ -467,6 +489,7 @@ impl<P: Platform> Kernel<P> {
         for t in 0..DATA_TABLES {
             self.map_table(t);
         }
+        self.data_mapped = true;
         let (t1, i1) = locate::<P>(UNMAPPED_PAGE);
         let gone = t1
             .unmap_ptes(i1, 1, &mut self.tlb)
@@ -508,7 +531,8 @@ impl<P: Platform> Kernel<P> {
             }
             touched[i] = Some((g, rng.next().is_multiple_of(2)));
         }
-        touch_all(&touched);
+        // SAFETY: step 4 mapped every data page but UNMAPPED_PAGE, which is never picked.
+        unsafe { touch_all(&touched) };
         let n_touched = touched.iter().flatten().count();
         let n_written = touched.iter().flatten().filter(|t| t.1).count();
         println!("touched {n_touched} folios ({n_written} written)");
@@ -564,7 +588,8 @@ impl<P: Platform> Kernel<P> {
     /// flag again. Then the negative control: age without invalidating, and the TLB keeps the
     /// old translations.
     fn refault_and_control(&mut self, touched: &[Option<(usize, bool)>; MAX_FOLIOS]) {
-        touch_all(touched);
+        // SAFETY: the pages step 5 touched, still mapped.
+        unsafe { touch_all(touched) };
         P::sync();
         for &(g, _) in touched.iter().flatten() {
             let (t, i) = locate::<P>(g);
@@ -578,7 +603,8 @@ impl<P: Platform> Kernel<P> {
         println!("re-touch: every touched page young again");
         let mut skipped = SkippedFlush(0);
         let _ = self.age(&mut skipped);
-        touch_all(touched);
+        // SAFETY: as above: aging changes no mapping.
+        unsafe { touch_all(touched) };
         P::sync();
         let stale = touched
             .iter()
@@ -676,12 +702,19 @@ impl<P: Platform> Kernel<P> {
         now: impl Fn() -> u64,
         mut sample: impl FnMut(bool, u64),
     ) {
+        if !self.data_mapped {
+            fail::<P>(
+                Step::Mapping,
+                format_args!("time_aging: the data region is not mapped"),
+            );
+        }
         let mut tlb = P::tlb();
         for _ in 0..rounds {
             for batched in [true, false] {
                 P::flush_all();
                 for g in (0..DATA_PAGES).filter(|&g| g != UNMAPPED_PAGE) {
-                    touch(g, false);
+                    // SAFETY: the data region is mapped (checked above), but UNMAPPED_PAGE.
+                    unsafe { touch(g, false) };
                 }
                 P::sync();
                 let lookup = self.lookup();
@@ -752,8 +785,9 @@ impl<P: Platform> Kernel<P> {
             let _ = table
                 .unmap_ptes(0, 512, &mut self.tlb)
                 .unwrap_or_else(|e| fail::<P>(Step::Free, format_args!("{e}")));
-            set_data_table(t, 0);
+            forget_data_table(t);
         }
+        self.data_mapped = false;
     }
 
     /// Step 8: Gives the data run back and checks the zone is whole (the platform has freed its
@@ -794,9 +828,13 @@ impl<P: Platform> Kernel<P> {
 }
 
 /// Touches every page of `touched`.
-fn touch_all(touched: &[Option<(usize, bool)>]) {
+///
+/// # Safety
+/// As [`touch`], for every page of `touched`.
+unsafe fn touch_all(touched: &[Option<(usize, bool)>]) {
     for &(g, write) in touched.iter().flatten() {
-        touch(g, write);
+        // SAFETY: forwarded from the caller.
+        unsafe { touch(g, write) };
     }
 }
 
@@ -991,9 +1029,13 @@ fn zeroing_step<P: Platform>(second_core: bool) {
 /// pages of table 0 while core 0 ages them, allocates and frees beside core 0, then zeroes
 /// free frames in the background while core 0 takes zeroed blocks;
 /// `leave_map` runs before core 0 may free the map's tables.
+///
+/// # Safety
+/// Called once, on the second CPU, running on the kernel's map (the data region mapped as
+/// core 0 maps it).
 // The x86_64 platform starts no second CPU yet.
 #[cfg_attr(target_arch = "x86_64", allow(dead_code))]
-pub fn secondary<P: Platform>(leave_map: impl FnOnce()) -> ! {
+pub unsafe fn secondary<P: Platform>(leave_map: impl FnOnce()) -> ! {
     while !SMP_GO.load(Ordering::Acquire) {
         core::hint::spin_loop();
     }
@@ -1010,7 +1052,10 @@ pub fn secondary<P: Platform>(leave_map: impl FnOnce()) -> ! {
             core::hint::spin_loop();
         }
         for g in (chunk * 8..chunk * 8 + 8).rev() {
-            touch(g, true);
+            // SAFETY: the caller runs this core on the kernel's map, and core 0 set SMP_GO
+            // with table 0's pages mapped, which stay mapped until core 0 has seen every
+            // write (SMP_WRITTEN).
+            unsafe { touch(g, true) };
         }
         SMP_WRITTEN.fetch_add(8, Ordering::Release);
     }

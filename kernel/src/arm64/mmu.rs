@@ -264,9 +264,15 @@ pub fn registers(feat: MmuFeatures, root: PhysicalAddress) -> SecondaryBoot {
 }
 
 /// Turns the MMU on with `regs` on this core.
-pub fn enable(regs: &SecondaryBoot) {
-    // SAFETY: the tables identity-map the image, the stack and the UART with the attributes
-    // the code already assumes, so execution continues at the same addresses.
+///
+/// # Safety
+/// At EL1 with the MMU off; `regs.ttbr0` is the root of a live map (its tables stay
+/// allocated while it is in use) that identity-maps the image, this core's stack, the UART
+/// and every memory the code reaches afterwards with the attributes it assumes, and the
+/// other registers are [`registers`]' for this CPU's features.
+pub unsafe fn enable(regs: &SecondaryBoot) {
+    // SAFETY: the caller guarantees the map and registers; the TLBI drops whatever this core
+    // cached before, and execution continues at the same addresses.
     unsafe {
         asm!(
             "dsb ish",
@@ -288,12 +294,16 @@ pub fn enable(regs: &SecondaryBoot) {
     }
 }
 
-/// Moves this core (MMU on) to the map whose root is at `ttbr0`, with the same identity
-/// mappings of the code, stack and UART, and drops the old map's cached translations.
-pub fn switch(ttbr0: u64) {
-    // SAFETY: both maps identity-map the image, the stacks and the UART with the same
-    // attributes, so execution continues at the same addresses; the TLBI drops the old
-    // map's entries on this core.
+/// Moves this core (MMU on) to the map whose root is at `ttbr0`, and drops every EL1
+/// translation this core cached (`tlbi vmalle1`, local: other cores keep theirs).
+///
+/// # Safety
+/// `ttbr0` is the root of a live map (its tables stay allocated while any core uses it)
+/// that maps the image, the stacks, the UART and every memory the code reaches afterwards
+/// at the same addresses and with the same attributes as the current one.
+pub unsafe fn switch(ttbr0: u64) {
+    // SAFETY: the caller guarantees the new map; the local TLBI after the write drops this
+    // core's entries of the old map, so none of them is used once it is freed.
     unsafe {
         asm!(
             "dsb ish",
@@ -335,11 +345,14 @@ pub fn flush_all() {
 }
 
 /// Cleans `len` bytes from `p` to the point of coherency, for a core whose MMU is off.
-pub fn clean_to_poc<T>(p: *const T, len: usize) {
+///
+/// # Safety
+/// `p..p + len` is mapped in the current map (a `dc cvac` of an unmapped address faults).
+pub unsafe fn clean_to_poc<T>(p: *const T, len: usize) {
     let start = p as usize & !63;
-    let end = p as usize + len;
+    let end = (p as usize).saturating_add(len);
     for line in (start..end).step_by(64) {
-        // SAFETY: cache maintenance by VA on memory we own; no data changes.
+        // SAFETY: the caller guarantees the lines are mapped; a clean changes no data.
         unsafe { asm!("dc cvac, {}", in(reg) line, options(nostack)) };
     }
     // SAFETY: barrier only.

@@ -75,8 +75,13 @@ impl Platform for Machine {
             p.write(ctx);
             p
         };
-        mmu::clean_to_poc(ctx_ptr, core::mem::size_of::<mmu::SecondaryBoot>());
-        match cpu_on(1, boot::secondary_entry as *const () as u64, ctx_ptr as u64) {
+        // SAFETY: SECONDARY is a static of the image, which every map identity-maps.
+        unsafe { mmu::clean_to_poc(ctx_ptr, core::mem::size_of::<mmu::SecondaryBoot>()) };
+        // SAFETY: `secondary_entry` is the image's entry for a second core, which sets up its
+        // stack and MMU from the context cleaned above and never returns.
+        let started =
+            unsafe { cpu_on(1, boot::secondary_entry as *const () as u64, ctx_ptr as u64) };
+        match started {
             0 => Ok(()),
             -2 => Err("PSCI CPU_ON: invalid parameters, no such core"),
             _ => Err("PSCI CPU_ON refused"),
@@ -162,7 +167,9 @@ extern "C" fn kmain() -> ! {
     mmu::map_identity(&mut boot_map)
         .unwrap_or_else(|e| fail::<Machine>(Step::PageTables, format_args!("boot map: {e}")));
     let boot_regs = mmu::registers(feat, boot_map.root_address());
-    mmu::enable(&boot_regs);
+    // SAFETY: at EL1 with the MMU off; the boot map (tables in a static pool, live for the
+    // whole run) identity-maps the image, the stacks and the UART; registers for this CPU.
+    unsafe { mmu::enable(&boot_regs) };
     boot_map.mark_active();
     BOOT_TTBR0.store(boot_regs.ttbr0, Ordering::Relaxed);
     TLBI_RANGE.store(feat.tlbi_range, Ordering::Relaxed);
@@ -204,7 +211,10 @@ extern "C" fn kmain() -> ! {
     built.unwrap_or_else(|e| fail::<Machine>(Step::PageTables, format_args!("kernel map: {e}")));
     let mut found = 0;
     mmu::data_tables(&map, DATA_BYTES, |va, pa| {
-        steps::set_data_table(((va - DATA_VA) >> 21) as usize, pa);
+        // SAFETY: a level-3 table of the kernel's map (a zeroed zone frame, identity-mapped),
+        // used only as that table and accessed atomically by pte-batch; `k.unmap_data`
+        // forgets it before dropping the map frees it.
+        unsafe { steps::set_data_table(((va - DATA_VA) >> 21) as usize, pa) };
         found += 1;
     })
     .unwrap_or_else(|e| fail::<Machine>(Step::PageTables, format_args!("walk: {e}")));
@@ -220,7 +230,9 @@ extern "C" fn kmain() -> ! {
     }
     let regs = mmu::registers(feat, map.root_address());
     mmu::publish_tables();
-    mmu::switch(regs.ttbr0);
+    // SAFETY: the kernel's map identity-maps the image, the stacks and the UART as the boot
+    // map does (plus the data region), and is dropped only after the switch back below.
+    unsafe { mmu::switch(regs.ttbr0) };
     boot_map.mark_inactive();
     map.mark_active();
     println!(
@@ -235,7 +247,10 @@ extern "C" fn kmain() -> ! {
     // Back on the boot map, the kernel's map is dropped: aarch64-paging frees every table
     // page to the zone through ZoneTables.
     k.unmap_data();
-    mmu::switch(boot_regs.ttbr0);
+    // SAFETY: the boot map, live for the whole run, maps everything the code uses from here.
+    unsafe { mmu::switch(boot_regs.ttbr0) };
+    // The switch dropped this core's entries; the second core left the map before
+    // ALLOC_DONE, but its entries may linger in the inner-shareable TLBs: drop them all.
     mmu::flush_all();
     map.mark_inactive();
     boot_map.mark_active();
@@ -258,7 +273,11 @@ static mut SECONDARY: mmu::SecondaryBoot = mmu::SecondaryBoot {
 };
 
 /// PSCI `CPU_ON` through `hvc` (the virt machine's conduit at EL1): returns PSCI's result.
-fn cpu_on(mpidr: u64, entry: u64, context: u64) -> i64 {
+///
+/// # Safety
+/// `entry` is code of the image that a core may start at EL1 with its MMU off and
+/// `context` in x0 (the boot stub), and `context` is what that code expects there.
+unsafe fn cpu_on(mpidr: u64, entry: u64, context: u64) -> i64 {
     let mut x0: u64 = 0xC400_0003;
     // SAFETY: a PSCI call; QEMU's firmware interface starts the core at `entry` at EL1.
     unsafe {
@@ -271,5 +290,11 @@ fn cpu_on(mpidr: u64, entry: u64, context: u64) -> i64 {
 #[unsafe(no_mangle)]
 extern "C" fn secondary_main() -> ! {
     // Off the kernel's map before core 0 frees its tables.
-    steps::secondary::<Machine>(|| mmu::switch(BOOT_TTBR0.load(Ordering::Relaxed)))
+    let leave_map = || {
+        // SAFETY: the boot map is live for the whole run and maps the image and the stacks
+        // as the kernel's map does.
+        unsafe { mmu::switch(BOOT_TTBR0.load(Ordering::Relaxed)) }
+    };
+    // SAFETY: this is the second core, which `start_second_cpu` started on the kernel's map.
+    unsafe { steps::secondary::<Machine>(leave_map) }
 }

@@ -79,9 +79,12 @@ pub struct KernelMap {
 }
 
 /// A table reached through the identity map.
-fn table_at(pa: PhysAddr) -> &'static PageTable {
-    // SAFETY: `pa` is a page-table frame of the kernel's map (from its own entries), in
-    // identity-mapped RAM, and lives as long as the map.
+///
+/// # Safety
+/// `pa` is a page-table frame of a live map (read from one of its entries), identity-mapped,
+/// that is neither freed nor written through a `&mut` while the reference lives.
+unsafe fn table_at<'a>(pa: PhysAddr) -> &'a PageTable {
+    // SAFETY: forwarded from the caller.
     unsafe { &*(pa.as_u64() as *const PageTable) }
 }
 
@@ -147,8 +150,11 @@ impl KernelMap {
     pub fn level1_table(&self, va: u64) -> Option<u64> {
         let va = VirtAddr::new(va);
         let l4 = self.map.level_4_table();
-        let l3 = table_at(l4[va.p4_index()].frame().ok()?.start_address());
-        let l2 = table_at(l3[va.p3_index()].frame().ok()?.start_address());
+        // SAFETY: both frames come from entries of this map, whose tables are identity-mapped
+        // and freed only by `free(self)`; `&self` keeps the map from being changed meanwhile.
+        let l3 = unsafe { table_at(l4[va.p4_index()].frame().ok()?.start_address()) };
+        // SAFETY: as above.
+        let l2 = unsafe { table_at(l3[va.p3_index()].frame().ok()?.start_address()) };
         let l1 = l2[va.p2_index()].frame().ok()?;
         Some(l1.start_address().as_u64())
     }
@@ -199,10 +205,20 @@ pub fn cr3() -> u64 {
 }
 
 /// Loads CR3 (which also invalidates every non-global translation).
-pub fn set_cr3(v: u64) {
-    // SAFETY: `v` is the root of a map that identity-maps the image, the stacks and RAM as
-    // the current one does, so execution continues at the same addresses.
+///
+/// # Safety
+/// `v` is the root of a live map (its tables stay allocated while it is loaded) that maps
+/// the image, the stacks, the IDT's handlers and every memory the code reaches afterwards
+/// at the same addresses and with the same attributes as the current one.
+pub unsafe fn set_cr3(v: u64) {
+    // SAFETY: forwarded from the caller.
     unsafe { asm!("mov cr3, {}", in(reg) v, options(nostack)) };
+}
+
+/// Reloads CR3 with its own value: drops every non-global translation this CPU cached.
+pub fn flush_tlb() {
+    // SAFETY: the current root, which maps everything the code uses as it does now.
+    unsafe { set_cr3(cr3()) };
 }
 
 /// Past this many pages a range flush reloads CR3 instead (Linux's
@@ -221,7 +237,7 @@ pub struct Invlpg {
 impl TlbFlush for Invlpg {
     fn flush_range(&mut self, r: PageRange) {
         if r.pages > FULL_FLUSH_PAGES {
-            set_cr3(cr3());
+            flush_tlb();
             self.full += 1;
         } else {
             let step = r.size.bytes() as u64;

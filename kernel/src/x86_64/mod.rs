@@ -49,7 +49,7 @@ impl Platform for Machine {
         core::sync::atomic::fence(core::sync::atomic::Ordering::SeqCst);
     }
     fn flush_all() {
-        mmu::set_cr3(mmu::cr3());
+        mmu::flush_tlb();
     }
     fn skipped_flush_observable() -> Result<(), &'static str> {
         if under_kvm() {
@@ -289,9 +289,15 @@ extern "C" fn kmain(start_info: u32) -> ! {
         let pa = kmap
             .level1_table(DATA_VA + t as u64 * (2 << 20))
             .unwrap_or_else(|| fail::<Machine>(Step::PageTables, format_args!("no table {t}")));
-        steps::set_data_table(t, pa);
+        // SAFETY: the level-1 table of the kernel's map that maps this 2 MiB of the data
+        // region: a zone frame, identity-mapped, used only as that table and accessed
+        // atomically by pte-batch; `k.unmap_data` forgets it before `kmap.free` frees it.
+        unsafe { steps::set_data_table(t, pa) };
     }
-    mmu::set_cr3(kmap.cr3());
+    // SAFETY: the kernel's map identity-maps the image, the stacks and RAM up to `map_top` as
+    // the boot map does (plus the data region and the LAPIC), and lives until `kmap.free`,
+    // after CR3 holds the boot map again.
+    unsafe { mmu::set_cr3(kmap.cr3()) };
     println!(
         "x86_64: kernel map at {:#x} with {} table pages from the zone (the x86_64 crate's OffsetPageTable over buddy-sim's alloc_zeroed); {DATA_TABLES} level-1 tables handed to pte-batch",
         kmap.cr3(),
@@ -320,7 +326,9 @@ extern "C" fn kmain(start_info: u32) -> ! {
     }
 
     k.unmap_data();
-    mmu::set_cr3(boot_cr3);
+    // SAFETY: the boot map, live for the whole run, maps everything the code uses from here
+    // on (the data region is unmapped already).
+    unsafe { mmu::set_cr3(boot_cr3) };
     let tables = kmap.free();
     k.finish(whole, tables)
 }

@@ -181,5 +181,12 @@ extern "C" fn x86_secondary_main() -> ! {
     super::enable_vector_state(XSAVE.load(Ordering::Relaxed));
     super::idt::load();
     AP_ALIVE.store(true, Ordering::Release);
-    steps::secondary::<Machine>(|| super::mmu::set_cr3(BOOT_CR3.load(Ordering::Relaxed)))
+    let leave_map = || {
+        // SAFETY: the boot map is live for the whole run and maps the image and the stacks as
+        // the kernel's map does.
+        unsafe { super::mmu::set_cr3(BOOT_CR3.load(Ordering::Relaxed)) }
+    };
+    // SAFETY: this is the second CPU, which `start_second_cpu` started on the kernel's map
+    // (its trampoline loads the boot CPU's CR3 of that moment).
+    unsafe { steps::secondary::<Machine>(leave_map) }
 }
