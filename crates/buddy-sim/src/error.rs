@@ -1,7 +1,20 @@
 use crate::{Order, Pfn};
 use core::fmt;
+use zero_core::ZeroError;
 
-/// What was wrong with a request. When an operation returns one, the zone is unchanged.
+/// What was wrong with a request.
+///
+/// What an operation that returns one never changes: which frames are allocated and to
+/// whom, reference counts, the contents of any allocated frame, and the number of free
+/// frames. What it may have changed, only where the operation says so:
+/// - a failed allocation ([`BuddyError::OutOfMemory`]) first drains every CPU's per-cpu
+///   lists back to the buddy (Linux's `drain_all_pages`) and merges free buddies that were
+///   kept apart because only one of them was known zero, so those blocks are no longer
+///   known zero ([`Zone::zeroed_pages`](crate::Zone::zeroed_pages) drops);
+/// - `alloc_zeroed` frees the block it took again, no longer known zero, when clearing it
+///   failed ([`BuddyError::Clear`], [`BuddyError::NotAddressable`]) or it did not read
+///   zero ([`BuddyError::StaleZero`]);
+/// - `zero_some` keeps the blocks it cleared before the one that failed as known zero.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum BuddyError {
@@ -82,6 +95,21 @@ pub enum BuddyError {
         /// The byte offset given.
         offset: usize,
     },
+    /// zero-core refused to clear the block; its error says which check failed (with a
+    /// [`FrameMemory`](crate::FrameMemory) that keeps its contract, only an address range
+    /// that overflows can).
+    Clear {
+        /// The block's first frame.
+        pfn: Pfn,
+        /// zero-core's error.
+        error: ZeroError,
+    },
+    /// A pointer handed back (aarch64-paging's `deallocate_table`) that the
+    /// [`FrameMemory`](crate::FrameMemory) does not map to a frame.
+    NotAFrame {
+        /// The pointer's address.
+        addr: usize,
+    },
 }
 
 impl fmt::Display for BuddyError {
@@ -149,8 +177,38 @@ impl fmt::Display for BuddyError {
                     "frame {p} is not a page vmalloc handed out (or vfree released it)"
                 )
             }
+            Self::Clear { pfn, error } => write!(f, "clearing the block at frame {pfn}: {error}"),
+            Self::NotAFrame { addr } => {
+                write!(f, "address {addr:#x} is not a frame the FrameMemory maps")
+            }
         }
     }
 }
 
-impl core::error::Error for BuddyError {}
+impl core::error::Error for BuddyError {
+    fn source(&self) -> Option<&(dyn core::error::Error + 'static)> {
+        match self {
+            Self::Clear { error, .. } => Some(error),
+            _ => None,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::string::ToString;
+
+    #[test]
+    fn a_clearing_error_carries_zero_cores_whole() {
+        let error = ZeroError::Overflow;
+        let e = BuddyError::Clear { pfn: Pfn(7), error };
+        assert_eq!(
+            e.to_string(),
+            "clearing the block at frame 0x7: address or length arithmetic overflows"
+        );
+        let source = core::error::Error::source(&e).map(ToString::to_string);
+        assert_eq!(source, Some(error.to_string()));
+        assert!(core::error::Error::source(&BuddyError::Overflow).is_none());
+    }
+}

@@ -209,7 +209,7 @@ impl<M: FrameMemory> FrameClearer<M> {
                 Some(at) => zero_core::folio_zero_user_raw(ptr, pages, at, &self.clear, resched),
             }
         };
-        r.map_err(|_| BuddyError::NotAddressable(pfn))
+        r.map_err(|error| BuddyError::Clear { pfn, error })
     }
 
     /// Whether every byte of the block `[pfn, pfn + 2^order)`, which the zone owns or just

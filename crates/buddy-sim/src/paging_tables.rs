@@ -170,9 +170,9 @@ where
     unsafe fn deallocate_table(&mut self, page_table: NonNull<PageTable<A>>) {
         let r = match self.memory().pfn_at(page_table.cast()) {
             Some(pfn) => self.zone.free_pages(self.cpu, pfn, Order::ZERO),
-            None => Err(BuddyError::BadConfig(
-                "deallocate_table: a pointer the FrameMemory does not map",
-            )),
+            None => Err(BuddyError::NotAFrame {
+                addr: page_table.as_ptr().addr(),
+            }),
         };
         match r {
             Ok(()) => {

@@ -40,9 +40,10 @@ where
     /// # Errors
     /// As [`Zone::alloc_pages`]; [`BuddyError::FaultOutsideBlock`] if `fault` is not inside
     /// the block; [`BuddyError::NotAddressable`] if `clearer`'s memory cannot reach the
-    /// block; with a [verifying](FrameClearer::verifying) clearer,
-    /// [`BuddyError::StaleZero`] if a block known zero does not read zero (written after it
-    /// was freed). In the last two cases the block is freed again, no longer known zero.
+    /// block, [`BuddyError::Clear`] if zero-core refuses the address it maps; with a
+    /// [verifying](FrameClearer::verifying) clearer, [`BuddyError::StaleZero`] if a block
+    /// known zero does not read zero (written after it was freed). In the last three cases
+    /// the block is freed again, no longer known zero.
     pub fn alloc_zeroed<M: FrameMemory>(
         &self,
         cpu: usize,
@@ -94,8 +95,9 @@ where
     /// keep `budget` small beside the free memory (a few MiB), and call again.
     ///
     /// # Errors
-    /// [`BuddyError::NotAddressable`] if `clearer`'s memory cannot reach a block (which then
-    /// goes back as it was, with the blocks cleared before it kept as known zero).
+    /// [`BuddyError::NotAddressable`] if `clearer`'s memory cannot reach a block,
+    /// [`BuddyError::Clear`] if zero-core refuses the address it maps (the block then goes
+    /// back as it was, with the blocks cleared before it kept as known zero).
     pub fn zero_some<M: FrameMemory>(
         &self,
         budget: u64,

@@ -4,7 +4,7 @@
 use aarch64_paging::Mapping;
 use aarch64_paging::descriptor::{El1Attributes, PhysicalAddress};
 use aarch64_paging::paging::{Constraints, El1And0, MemoryRegion, PageTable, Translation, VaRange};
-use buddy_sim::{BoxedZone, FrameMemory, OffsetMap, Pfn, ZoneConfig, ZoneTables};
+use buddy_sim::{BoxedZone, BuddyError, FrameMemory, OffsetMap, Pfn, ZoneConfig, ZoneTables};
 use core::ptr::NonNull;
 
 const FRAMES: u64 = if cfg!(miri) { 16 } else { 64 };
@@ -143,7 +143,11 @@ fn freeing_a_foreign_table_is_reported_not_done() {
     let mut outside = Box::new(PageTable::<El1Attributes>::EMPTY);
     // SAFETY: exercising the error path; the adapter frees nothing for a foreign page.
     unsafe { tables.deallocate_table(NonNull::from(&mut *outside)) };
-    assert!(tables.last_error().is_some());
+    assert!(
+        matches!(tables.last_error(), Some(BuddyError::OutOfZone(_))),
+        "{:?}",
+        tables.last_error()
+    );
     assert_eq!(tables.tables(), 1);
     // SAFETY: `table` came from this translation and is not in use.
     unsafe { tables.deallocate_table(table) };
@@ -169,4 +173,18 @@ fn bad_cpus_and_configs_are_errors() {
         buddy_sim::FrameClearer::new(mem, big),
         Err(buddy_sim::BuddyError::BadConfig(_))
     ));
+}
+
+#[test]
+fn freeing_a_pointer_the_memory_does_not_map_names_its_address() {
+    let z = zone();
+    let mut tables = ZoneTables::new(&z, 0, Nowhere).unwrap();
+    let mut unmapped = Box::new(PageTable::<El1Attributes>::EMPTY);
+    let ptr = NonNull::from(&mut *unmapped);
+    // SAFETY: exercising the error path; nothing is freed for a pointer `Nowhere` cannot map.
+    unsafe { tables.deallocate_table(ptr) };
+    let addr = ptr.as_ptr().addr();
+    assert_eq!(tables.last_error(), Some(BuddyError::NotAFrame { addr }));
+    assert_eq!(free_frames(&z), FRAMES);
+    z.check().unwrap();
 }

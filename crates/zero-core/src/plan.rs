@@ -122,16 +122,16 @@ impl FaultRanges {
     /// The ranges of a folio of `npages` pages whose fault is in page `fault`.
     ///
     /// # Errors
-    /// [`ZeroError::ZeroLength`] if `npages` is 0, [`ZeroError::FaultOutsideFolio`] (in
-    /// pages) if `fault >= npages`.
+    /// [`ZeroError::ZeroLength`] if `npages` is 0, [`ZeroError::FaultPageOutsideFolio`] if
+    /// `fault >= npages`.
     pub fn new(npages: usize, fault: usize) -> Result<Self, ZeroError> {
         if npages == 0 {
             return Err(ZeroError::ZeroLength);
         }
         if fault >= npages {
-            return Err(ZeroError::FaultOutsideFolio {
-                offset: fault,
-                len: npages,
+            return Err(ZeroError::FaultPageOutsideFolio {
+                page: fault,
+                pages: npages,
             });
         }
         Ok(Self::around(npages, fault))
@@ -182,16 +182,16 @@ impl TargetLastOrder {
     /// The order for a folio of `npages` pages with the target in page `target`.
     ///
     /// # Errors
-    /// [`ZeroError::ZeroLength`] if `npages` is 0, [`ZeroError::FaultOutsideFolio`] (in
-    /// pages) if `target >= npages`.
+    /// [`ZeroError::ZeroLength`] if `npages` is 0, [`ZeroError::FaultPageOutsideFolio`] if
+    /// `target >= npages`.
     pub fn new(npages: usize, target: usize) -> Result<Self, ZeroError> {
         if npages == 0 {
             return Err(ZeroError::ZeroLength);
         }
         if target >= npages {
-            return Err(ZeroError::FaultOutsideFolio {
-                offset: target,
-                len: npages,
+            return Err(ZeroError::FaultPageOutsideFolio {
+                page: target,
+                pages: npages,
             });
         }
         // `target <= npages / 2` is `2 * target <= npages` without overflow; in the else
@@ -243,6 +243,14 @@ impl Iterator for TargetLastOrder {
 mod tests {
     use super::*;
     use std::vec::Vec;
+
+    #[test]
+    fn a_fault_outside_the_folio_is_reported_in_pages() {
+        let outside = Some(ZeroError::FaultPageOutsideFolio { page: 8, pages: 8 });
+        assert_eq!(FaultRanges::new(8, 8).err(), outside);
+        assert_eq!(TargetLastOrder::new(8, 8).err(), outside);
+        assert_eq!(FaultRanges::new(0, 0).err(), Some(ZeroError::ZeroLength));
+    }
 
     #[test]
     fn batch_is_32_mib_for_extents_and_one_page_otherwise() {

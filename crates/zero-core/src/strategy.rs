@@ -175,8 +175,8 @@ impl Strategy {
     ///
     /// # Errors
     /// [`ZeroError::StrategyUnavailable`] on a CPU without it; [`ZeroError::Misaligned`] or
-    /// [`ZeroError::NotPageMultiple`] (naming the strategy's granule) when `buf` does not meet
-    /// [`Strategy::alignment`] and [`Strategy::granule`].
+    /// [`ZeroError::NotGranuleMultiple`] when `buf` does not meet [`Strategy::alignment`] and
+    /// [`Strategy::granule`].
     pub fn clear(self, buf: &mut [u8]) -> Result<(), ZeroError> {
         if !self.is_available() {
             return Err(ZeroError::StrategyUnavailable(self));
@@ -189,9 +189,9 @@ impl Strategy {
             });
         }
         if !buf.len().is_multiple_of(self.granule()) {
-            return Err(ZeroError::NotPageMultiple {
+            return Err(ZeroError::NotGranuleMultiple {
                 len: buf.len(),
-                page_size: self.granule(),
+                granule: self.granule(),
             });
         }
         // SAFETY: checked just above: available, aligned, whole granules; `buf` is an
@@ -273,7 +273,7 @@ mod tests {
                     .clear(&mut buf[start..start + s.granule() - 1])
                     .unwrap_err();
                 assert!(
-                    matches!(err, ZeroError::NotPageMultiple { .. }),
+                    matches!(err, ZeroError::NotGranuleMultiple { .. }),
                     "{}",
                     s.name()
                 );
