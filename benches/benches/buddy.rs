@@ -15,7 +15,7 @@ fn seed_loop(c: &mut Criterion) {
     let o9 = Order::new(9).unwrap();
     let mut g = c.benchmark_group("alloc_split_free_order9");
     g.throughput(Throughput::Elements(512));
-    let z: BoxedZone = BoxedZone::new_boxed(ZoneConfig::new(Pfn(0), FRAMES)).unwrap();
+    let z = BoxedZone::new_boxed(ZoneConfig::new(Pfn(0), FRAMES)).unwrap();
     g.bench_function("batched_free_contig_range", |b| {
         b.iter(|| {
             let p = z.alloc_pages(0, o9).unwrap();

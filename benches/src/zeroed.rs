@@ -49,7 +49,7 @@ impl Pool {
             max_order: order(18),
             ..ZoneConfig::new(Pfn(0), (bytes / PAGE) as u64).with_cpus(cpus)
         };
-        let zone: BoxedZone = BoxedZone::new_boxed(cfg).unwrap_or_else(|e| panic!("zone: {e}"));
+        let zone = BoxedZone::new_boxed(cfg).unwrap_or_else(|e| panic!("zone: {e}"));
         // Measure the steady state: every frame initialized, none deferred.
         zone.init_deferred(u64::MAX);
         Self {
@@ -271,7 +271,7 @@ pub fn count_batches(n: u32, zeroed: bool) {
         max_order: order(18),
         ..ZoneConfig::new(Pfn(0), frames)
     };
-    let zone: BoxedZone = BoxedZone::new_boxed_empty(cfg).unwrap_or_else(|e| panic!("zone: {e}"));
+    let zone = BoxedZone::new_boxed_empty(cfg).unwrap_or_else(|e| panic!("zone: {e}"));
     must(if zeroed {
         zone.add_zeroed_memory(Pfn(0), frames)
     } else {

@@ -131,6 +131,24 @@ impl ZoneConfig {
         }
     }
 
+    /// The same zone with MAX_ORDER `max_order`, and the pageblock order lowered to it where
+    /// it was larger (Linux: `pageblock_order = min(HPAGE_PMD_ORDER, MAX_PAGE_ORDER)`), so a
+    /// zone of small blocks needs one call.
+    #[must_use]
+    #[inline]
+    pub const fn with_max_order(self, max_order: Order) -> Self {
+        let pageblock_order = if self.pageblock_order.get() > max_order.get() {
+            max_order
+        } else {
+            self.pageblock_order
+        };
+        Self {
+            max_order,
+            pageblock_order,
+            ..self
+        }
+    }
+
     /// The same zone with fixed per-cpu list sizes: `batch` frames per refill or drain, a
     /// drain past `high` frames. `with_pcp(1536, LINUX_PCP_BATCH)` is the fixed tuning of
     /// earlier versions.
@@ -159,7 +177,9 @@ impl ZoneConfig {
             return bad("MAX_ORDER above MAX_SUPPORTED_ORDER");
         }
         if self.pageblock_order > self.max_order {
-            return bad("pageblock order above MAX_ORDER");
+            return bad(
+                "pageblock order above MAX_ORDER: lower pageblock_order too, or set MAX_ORDER with ZoneConfig::with_max_order, which does",
+            );
         }
         if !self.section_pages.is_power_of_two() {
             return bad("section size is not a power of two");
@@ -221,6 +241,24 @@ impl ZoneConfig {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_small_max_order_lowers_the_pageblock_order_with_it() {
+        let cfg = ZoneConfig::new(Pfn(0), 64).with_max_order(Order(5));
+        assert_eq!((cfg.max_order, cfg.pageblock_order), (Order(5), Order(5)));
+        assert_eq!(cfg.validate(), Ok(()));
+        let big = ZoneConfig::new(Pfn(0), 64).with_max_order(Order(12));
+        assert_eq!((big.max_order, big.pageblock_order), (Order(12), Order(9)));
+        // Set by hand, the error says how to fix it.
+        let by_hand = ZoneConfig {
+            max_order: Order(5),
+            ..ZoneConfig::new(Pfn(0), 64)
+        };
+        let Err(BuddyError::BadConfig(why)) = by_hand.validate() else {
+            panic!("accepted a pageblock order above MAX_ORDER");
+        };
+        assert!(why.contains("with_max_order"), "{why}");
+    }
 
     #[test]
     fn batch_follows_zone_batchsize() {

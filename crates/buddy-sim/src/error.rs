@@ -40,6 +40,8 @@ pub enum BuddyError {
     },
     /// No CPU with this index.
     BadCpu(usize),
+    /// A request for zero frames ([`Order::covering`], `alloc_pages_exact`).
+    ZeroPages,
     /// No free block large enough.
     OutOfMemory(Order),
     /// The frame is already free.
@@ -125,6 +127,7 @@ impl fmt::Display for BuddyError {
                 write!(f, "order {order} is above the maximum {max}")
             }
             Self::BadCpu(c) => write!(f, "no CPU {c}"),
+            Self::ZeroPages => f.write_str("a request for zero frames"),
             Self::OutOfMemory(o) => write!(f, "no free block of order {o} or above"),
             Self::DoubleFree(p) => write!(f, "frame {p} is already free"),
             Self::LeakedPage(p) => write!(f, "frame {p} was leaked (hwpoison) and cannot be freed"),

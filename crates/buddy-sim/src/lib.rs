@@ -114,36 +114,56 @@ pub type DefaultRawMutex = spin::Mutex<()>;
 #[derive(Debug)]
 pub enum DefaultRawMutex {}
 
-/// A zone whose metadata is in vectors. Name the type where it is made
-/// (`let zone: BoxedZone = BoxedZone::new_boxed(cfg)?`): a default type parameter does not
-/// guide inference.
+/// A zone whose metadata is in vectors, locked with [`DefaultRawMutex`] unless `R` names
+/// another lock: `BoxedZone::new_boxed(cfg)` (the default lock, as `HashMap::new` has the
+/// default hasher) or `BoxedZone::<MyLock>::new_boxed_with_lock(cfg)`.
 #[cfg(feature = "alloc")]
 pub type BoxedZone<R = DefaultRawMutex> =
     Zone<alloc::vec::Vec<Frame>, alloc::vec::Vec<PerCpu<R>>, R>;
 
-#[cfg(feature = "alloc")]
-impl<R: lock_api::RawMutex> Zone<alloc::vec::Vec<Frame>, alloc::vec::Vec<PerCpu<R>>, R> {
-    /// A zone with freshly allocated metadata, all of it usable. The frame metadata comes
-    /// zeroed from the allocator and is not written again, and memory past
-    /// [`EAGER_PAGES`] frames is deferred ([`Zone::init_deferred`]): a zone of any size is
-    /// ready in about the time of its first gigabyte.
+#[cfg(all(feature = "alloc", feature = "spin"))]
+impl BoxedZone {
+    /// A zone with freshly allocated metadata, all of it usable, locked with
+    /// [`DefaultRawMutex`]. The frame metadata comes zeroed from the allocator and is not
+    /// written again, and memory past [`EAGER_PAGES`] frames is deferred
+    /// ([`Zone::init_deferred`]): a zone of any size is ready in about the time of its first
+    /// gigabyte.
     ///
     /// # Errors
     /// As [`Zone::new`].
     pub fn new_boxed(cfg: ZoneConfig) -> Result<Self, BuddyError> {
-        let zone = Self::new_boxed_empty(cfg)?;
+        Self::new_boxed_with_lock(cfg)
+    }
+
+    /// A zone with freshly allocated metadata and no usable frames yet (see
+    /// [`Zone::new_empty`]), locked with [`DefaultRawMutex`].
+    ///
+    /// # Errors
+    /// As [`Zone::new_empty`].
+    pub fn new_boxed_empty(cfg: ZoneConfig) -> Result<Self, BuddyError> {
+        Self::new_boxed_empty_with_lock(cfg)
+    }
+}
+
+#[cfg(feature = "alloc")]
+impl<R: lock_api::RawMutex> Zone<alloc::vec::Vec<Frame>, alloc::vec::Vec<PerCpu<R>>, R> {
+    /// [`BoxedZone::new_boxed`] with the lock type `R`.
+    ///
+    /// # Errors
+    /// As [`Zone::new`].
+    pub fn new_boxed_with_lock(cfg: ZoneConfig) -> Result<Self, BuddyError> {
+        let zone = Self::new_boxed_empty_with_lock(cfg)?;
         zone.add_memory(cfg.start, cfg.nr_pages)?;
         zone.reset_counters();
         Ok(zone)
     }
 
-    /// A zone with freshly allocated metadata and no usable frames yet (see
-    /// [`Zone::new_empty`]).
+    /// [`BoxedZone::new_boxed_empty`] with the lock type `R`.
     ///
     /// # Errors
     /// As [`Zone::new_empty`].
     #[allow(unsafe_code)]
-    pub fn new_boxed_empty(cfg: ZoneConfig) -> Result<Self, BuddyError> {
+    pub fn new_boxed_empty_with_lock(cfg: ZoneConfig) -> Result<Self, BuddyError> {
         let (frames, pcps) = boxed_metadata(cfg)?;
         // SAFETY: `zeroed_frames` gives all-zero metadata (under loom, `Frame::new()` each,
         // which is the same state).

@@ -33,7 +33,7 @@ use zero_core::NoResched;
 /// let offset = (ram.as_mut_ptr() as usize).wrapping_sub(0x4000_0000);
 /// // SAFETY: frame base + i is ram[i], which only the zone's owners use from here on.
 /// let memory = unsafe { OffsetMap::new(offset) };
-/// let zone: BoxedZone = BoxedZone::new_boxed(ZoneConfig::new(base, 64))?;
+/// let zone = BoxedZone::new_boxed(ZoneConfig::new(base, 64))?;
 ///
 /// let tables = ZoneTables::new(&zone, 0, memory)?;
 /// let mut map = Mapping::with_asid_and_va_range(tables, 1, 1, El1And0, VaRange::Lower);

@@ -58,6 +58,29 @@ impl Order {
         }
     }
 
+    /// The smallest order whose block holds `pages` frames (Linux's `get_order` for a size
+    /// in pages): 1 frame is order 0, 3 frames order 2, 512 frames order 9.
+    ///
+    /// # Errors
+    /// [`BuddyError::ZeroPages`] for 0 pages; [`BuddyError::OrderTooLarge`] (naming the
+    /// order `pages` would need) when that is above [`MAX_SUPPORTED_ORDER`].
+    #[inline]
+    pub const fn covering(pages: u64) -> Result<Self, BuddyError> {
+        if pages == 0 {
+            return Err(BuddyError::ZeroPages);
+        }
+        // ceil(log2(pages)): the bit length of pages - 1 (0 for a single page), at most 64.
+        let order = 64 - (pages - 1).leading_zeros();
+        if order > MAX_SUPPORTED_ORDER as u32 {
+            return Err(BuddyError::OrderTooLarge {
+                // At most 64: it fits.
+                order: order as u8,
+                max: MAX_SUPPORTED_ORDER,
+            });
+        }
+        Ok(Self(order as u8))
+    }
+
     /// The order of the largest naturally aligned block that starts at `pfn`, capped at `max`
     /// (pfn 0 is aligned to everything, so it gets `max`).
     #[must_use]
@@ -103,6 +126,24 @@ impl fmt::Display for Order {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn covering_is_the_smallest_order_that_holds_the_pages() {
+        assert_eq!(Order::covering(0), Err(BuddyError::ZeroPages));
+        assert_eq!(Order::covering(1), Ok(Order(0)));
+        assert_eq!(Order::covering(2), Ok(Order(1)));
+        assert_eq!(Order::covering(3), Ok(Order(2)));
+        assert_eq!(Order::covering(512), Ok(Order(9)));
+        assert_eq!(Order::covering(513), Ok(Order(10)));
+        assert_eq!(Order::covering(1 << 20), Ok(Order(20)));
+        let too_large = |order| Err(BuddyError::OrderTooLarge { order, max: 20 });
+        assert_eq!(Order::covering((1 << 20) + 1), too_large(21));
+        assert_eq!(Order::covering(u64::MAX), too_large(64));
+        for pages in 1..=4096u64 {
+            let o = Order::covering(pages).unwrap();
+            assert!(o.pages() >= pages && (o.0 == 0 || o.pages() / 2 < pages));
+        }
+    }
 
     #[test]
     #[inline]

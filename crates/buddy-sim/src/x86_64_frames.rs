@@ -25,7 +25,7 @@ const FRAME: mm_types::PageSize = mm_types::PageSize::Size4KiB;
 /// use x86_64::structures::paging::{FrameAllocator, FrameDeallocator, PhysFrame, Size2MiB, Size4KiB};
 ///
 /// // 8 MiB of frames from physical address 16 MiB.
-/// let zone: BoxedZone = BoxedZone::new_boxed(ZoneConfig::new(Pfn(0x1000), 2048))?;
+/// let zone = BoxedZone::new_boxed(ZoneConfig::new(Pfn(0x1000), 2048))?;
 /// let mut frames = X86FrameAllocator::new(&zone, 0);
 /// let page: PhysFrame<Size4KiB> = frames.allocate_frame().expect("a 4 KiB frame");
 /// let huge: PhysFrame<Size2MiB> = frames.allocate_frame().expect("a 2 MiB frame");
@@ -171,7 +171,7 @@ mod tests {
         let mut cfg = ZoneConfig::new(Pfn(1 << 18), 1 << 19);
         cfg.max_order = Order::new(18).expect("supported");
         cfg.section_pages = 1 << 19;
-        let zone: BoxedZone = BoxedZone::new_boxed(cfg).expect("a valid zone");
+        let zone = BoxedZone::new_boxed(cfg).expect("a valid zone");
         let mut frames = X86FrameAllocator::new(&zone, 0);
         let gig: PhysFrame<Size1GiB> = frames.allocate_frame().expect("a 1 GiB frame");
         assert_eq!(gig.start_address().as_u64() % (1 << 30), 0);

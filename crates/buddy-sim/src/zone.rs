@@ -305,6 +305,23 @@ where
         self.free.lock().count.zeroed + pcp
     }
 
+    /// Every free frame the zone can hand out: the buddy's, every CPU's per-cpu lists' and
+    /// the deferred frames not yet initialized ([`Zone::deferred_pages`]), which an
+    /// allocation initializes on demand. Blocks that background zeroing is clearing, and
+    /// deferred chunks `init_deferred` is initializing, at that moment are not counted. Each list is read under its own lock, one after another: with
+    /// other CPUs allocating meanwhile, the sum is a moment's estimate, as Linux's
+    /// `NR_FREE_PAGES` is.
+    pub fn free_pages_total(&self) -> u64 {
+        let pcp: u64 = self
+            .pcps
+            .as_ref()
+            .iter()
+            .map(|p| p.lists.lock().count.pages)
+            .sum();
+        let free = self.free.lock();
+        free.count.pages + free.deferred.pages + pcp
+    }
+
     /// Frames on `cpu`'s per-cpu lists.
     ///
     /// # Errors

@@ -162,6 +162,35 @@ proptest! {
 }
 
 /// Seed 003's example: pfn 0x1003, 13 pages -> orders 0, 2, 3.
+proptest! {
+    #![proptest_config(config())]
+
+    /// `free_pages_total` is every usable frame not held by a caller, whatever sits on the
+    /// per-cpu lists or is still deferred.
+    #[test]
+    fn free_pages_total_is_present_minus_held(
+        cfg in zone_config(),
+        ops in proptest::collection::vec((0usize..3, 0u8..6, any::<bool>(), 0u64..300), 1..60),
+    ) {
+        let z = zone(cfg);
+        let mut held: Vec<(usize, Pfn, Order)> = Vec::new();
+        prop_assert_eq!(z.free_pages_total(), z.present_pages());
+        for (cpu, order, free, budget) in ops {
+            let cpu = cpu % cfg.cpus;
+            if free && !held.is_empty() {
+                let (_, pfn, order) = held.swap_remove(budget as usize % held.len());
+                z.free_pages(cpu, pfn, order).unwrap();
+            } else if budget % 7 == 0 {
+                z.init_deferred(budget);
+            } else if let Ok(pfn) = z.alloc_pages(cpu, Order::new(order).unwrap()) {
+                held.push((cpu, pfn, Order::new(order).unwrap()));
+            }
+            let held_pages: u64 = held.iter().map(|&(_, _, o)| o.pages()).sum();
+            prop_assert_eq!(z.free_pages_total(), z.present_pages() - held_pages);
+        }
+    }
+}
+
 #[test]
 fn seed_example() {
     let d: Vec<_> = decompose(Pfn(0x1003), 13, Order::new(10).unwrap())

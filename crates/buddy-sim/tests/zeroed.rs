@@ -107,7 +107,7 @@ impl Fixture {
             pageblock_order: o(3),
             ..ZoneConfig::new(START, 16)
         };
-        let zone: BoxedZone = BoxedZone::new_boxed(cfg).unwrap();
+        let zone = BoxedZone::new_boxed(cfg).unwrap();
         let clear = ClearConfig::new(PageSize::Size4KiB, preempt);
         let clearer = FrameClearer::new(memory, clear).unwrap().verifying();
         Self { ram, zone, clearer }
@@ -263,7 +263,7 @@ fn memory_declared_zero_is_known_zero_and_reads_zero() {
     )
     .unwrap()
     .verifying();
-    let zone: BoxedZone = BoxedZone::new_boxed_empty(ZoneConfig::new(START, 8)).unwrap();
+    let zone = BoxedZone::new_boxed_empty(ZoneConfig::new(START, 8)).unwrap();
     zone.add_zeroed_memory(START, 8).unwrap();
     assert_eq!(zone.zeroed_pages(), 8);
     assert_eq!(
