@@ -164,12 +164,17 @@ where
     }
 
     /// Allocates the specific block `[pfn, pfn + 2^order)` if it lies wholly inside one block
-    /// that is free in the buddy (not on a per-cpu list), splitting that block around it:
-    /// for reserved ranges, taking a bad frame off the buddy, or replaying an allocation.
+    /// that is free in the buddy, splitting that block around it: for reserved ranges,
+    /// taking a bad frame off the buddy, or replaying an allocation. Where part of the range
+    /// sits on per-cpu lists, the lists of each CPU holding some of it are drained back to
+    /// the buddy first (the blocks merge there) and the block is taken then.
     ///
     /// # Errors
     /// [`BuddyError::OrderTooLarge`], [`BuddyError::Misaligned`], [`BuddyError::OutOfZone`],
-    /// [`BuddyError::NotInBuddy`].
+    /// [`BuddyError::NotInBuddy`] when some of the range is allocated, leaked or a hole, or
+    /// (in a zone with [`Zone::with_cpu_local_lists`], whose lists only their own CPU may
+    /// touch) on a per-cpu list: drain that CPU ([`Zone::drain_pcp`] on it) and call again.
+    /// On an error nothing is allocated; lists drained before it stay drained.
     pub fn alloc_pages_at(&self, pfn: Pfn, order: Order) -> Result<(), BuddyError> {
         self.check_order(order)?;
         if !order.aligns(pfn) {
@@ -177,9 +182,47 @@ where
         }
         let m = self.map();
         let idx = m.index(pfn)?;
-        let mut free = self.lock_zone();
-        free.take_block_at(m, idx, order)?;
+        let taken = self.lock_zone().take_block_at(m, idx, order);
+        match taken {
+            Err(BuddyError::NotInBuddy(_)) if self.drain_cpus_holding(idx, order) => {
+                self.lock_zone().take_block_at(m, idx, order)?;
+            }
+            r => {
+                r?;
+            }
+        }
         m.frame(idx).store(Word::allocated(order.get()));
         Ok(())
+    }
+
+    /// Drains the lists of every CPU that holds a block overlapping `[idx, idx + 2^order)`;
+    /// whether any did. Never with CPU-local lists (another CPU's are out of reach).
+    #[cold]
+    fn drain_cpus_holding(&self, idx: u32, order: Order) -> bool {
+        if self.cpu_local {
+            return false;
+        }
+        let m = self.map();
+        let (start, end) = (u64::from(idx), u64::from(idx) + order.pages());
+        let mut drained = false;
+        for pcp in self.pcps.as_ref() {
+            let holds = self.lock_pcp(pcp).lists.iter().any(|list| {
+                let mut at = list.head();
+                while let Some(i) = at {
+                    let frame = m.frame(i);
+                    let block_end = u64::from(i) + (1u64 << frame.load().order());
+                    if u64::from(i) < end && start < block_end {
+                        return true;
+                    }
+                    at = frame.next();
+                }
+                false
+            });
+            if holds {
+                self.drain(pcp, u64::MAX);
+                drained = true;
+            }
+        }
+        drained
     }
 }

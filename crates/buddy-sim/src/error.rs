@@ -10,7 +10,9 @@ use zero_core::ZeroError;
 /// - a failed allocation ([`BuddyError::OutOfMemory`]) first drains every CPU's per-cpu
 ///   lists back to the buddy (Linux's `drain_all_pages`) and merges free buddies that were
 ///   kept apart because only one of them was known zero, so those blocks are no longer
-///   known zero ([`Zone::zeroed_pages`](crate::Zone::zeroed_pages) drops);
+///   known zero ([`Zone::zeroed_pages`](crate::Zone::zeroed_pages) drops), and initializes
+///   deferred frames ([`Zone::init_deferred`](crate::Zone::init_deferred));
+/// - `alloc_pages_at` drains the lists of a CPU that held part of the block;
 /// - `alloc_zeroed` frees the block it took again, no longer known zero, when clearing it
 ///   failed ([`BuddyError::Clear`], [`BuddyError::NotAddressable`]) or it did not read
 ///   zero ([`BuddyError::StaleZero`]);

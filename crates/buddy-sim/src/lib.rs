@@ -59,6 +59,7 @@ mod counters;
 mod decompose;
 mod deferred;
 mod error;
+mod exact;
 mod frame;
 mod list;
 #[cfg(all(test, loom))]
@@ -96,6 +97,8 @@ pub use paging_tables::ZoneTables;
 pub use pcp::PerCpu;
 pub use types::{MAX_SUPPORTED_ORDER, Order};
 pub use vmalloc::VmArea;
+#[cfg(feature = "alloc")]
+pub use vmalloc::VmAreaBuf;
 #[cfg(feature = "x86_64")]
 pub use x86_64_frames::X86FrameAllocator;
 /// The page clearing the zone's zeroed allocations and background zeroing use.

@@ -7,8 +7,9 @@ use crate::{BuddyError, Order, PerCpu, Zone};
 use lock_api::RawMutex;
 use mm_types::FrameRange;
 
-/// Frames a [`Zone::vmalloc`] call allocated: physically contiguous runs of order-0 pages.
-#[derive(Debug)]
+/// Frames a [`Zone::vmalloc`] call allocated: physically contiguous runs of order-0 pages,
+/// in a buffer the caller lent (`no_std`; [`VmAreaBuf`] owns its runs under `alloc`).
+#[derive(Clone, Copy, Debug)]
 pub struct VmArea<'r> {
     runs: &'r [FrameRange],
 }
@@ -34,6 +35,77 @@ impl<'r> VmArea<'r> {
     }
 }
 
+/// A [`Zone::vmalloc_buf`] area that owns its runs (feature `alloc`): no buffer to size
+/// beforehand, nothing borrowed. [`VmAreaBuf::area`] is the [`VmArea`] that
+/// [`Zone::vfree`] takes.
+#[cfg(feature = "alloc")]
+#[derive(Clone, Debug, Default)]
+pub struct VmAreaBuf {
+    runs: alloc::vec::Vec<FrameRange>,
+}
+
+#[cfg(feature = "alloc")]
+impl VmAreaBuf {
+    /// The area, borrowed.
+    #[must_use]
+    pub fn area(&self) -> VmArea<'_> {
+        VmArea::from_runs(&self.runs)
+    }
+
+    /// The runs of physically contiguous frames.
+    #[must_use]
+    pub fn runs(&self) -> &[FrameRange] {
+        &self.runs
+    }
+
+    /// Frames in the area.
+    #[must_use]
+    pub fn pages(&self) -> u64 {
+        self.area().pages()
+    }
+}
+
+/// Where `vmalloc` records its runs: a caller's slice, or a vector.
+trait RunSink {
+    /// The runs recorded so far.
+    fn recorded(&mut self) -> &mut [FrameRange];
+    /// Records one more run; `false` when there is no room.
+    fn record(&mut self, run: FrameRange) -> bool;
+}
+
+/// A caller's buffer and how much of it is used.
+struct SliceSink<'r> {
+    runs: &'r mut [FrameRange],
+    used: usize,
+}
+
+impl RunSink for SliceSink<'_> {
+    fn recorded(&mut self) -> &mut [FrameRange] {
+        &mut self.runs[..self.used]
+    }
+
+    fn record(&mut self, run: FrameRange) -> bool {
+        let Some(slot) = self.runs.get_mut(self.used) else {
+            return false;
+        };
+        *slot = run;
+        self.used += 1;
+        true
+    }
+}
+
+#[cfg(feature = "alloc")]
+impl RunSink for alloc::vec::Vec<FrameRange> {
+    fn recorded(&mut self) -> &mut [FrameRange] {
+        self
+    }
+
+    fn record(&mut self, run: FrameRange) -> bool {
+        self.push(run);
+        true
+    }
+}
+
 impl<F, P, R> Zone<F, P, R>
 where
     F: AsRef<[Frame]>,
@@ -54,8 +126,34 @@ where
         nr_pages: u64,
         runs: &'r mut [FrameRange],
     ) -> Result<VmArea<'r>, BuddyError> {
+        let mut sink = SliceSink { runs, used: 0 };
+        self.vmalloc_into(cpu, nr_pages, &mut sink)?;
+        let SliceSink { runs, used } = sink;
+        Ok(VmArea {
+            runs: &runs[..used],
+        })
+    }
+
+    /// [`Zone::vmalloc`] into runs the area owns (feature `alloc`).
+    ///
+    /// # Errors
+    /// [`BuddyError::OutOfMemory`] (everything allocated so far is freed again),
+    /// [`BuddyError::BadCpu`].
+    #[cfg(feature = "alloc")]
+    pub fn vmalloc_buf(&self, cpu: usize, nr_pages: u64) -> Result<VmAreaBuf, BuddyError> {
+        let mut runs = alloc::vec::Vec::new();
+        self.vmalloc_into(cpu, nr_pages, &mut runs)?;
+        Ok(VmAreaBuf { runs })
+    }
+
+    /// The allocation loop of both `vmalloc` forms, recording runs in `sink`.
+    fn vmalloc_into(
+        &self,
+        cpu: usize,
+        nr_pages: u64,
+        sink: &mut impl RunSink,
+    ) -> Result<(), BuddyError> {
         let pcp = self.pcp(cpu)?;
-        let mut used = 0usize;
         let mut left = nr_pages;
         let result = loop {
             if left == 0 {
@@ -79,28 +177,24 @@ where
                 m.frame(i).store(Word::allocated(0).with_vmalloc(true));
             }
             left -= order.pages();
-            let extends = used > 0 && runs[used - 1].end() == Some(pfn);
-            if extends {
-                runs[used - 1].pages += order.pages();
-            } else if used < runs.len() {
-                runs[used] = FrameRange::new(pfn, order.pages());
-                used += 1;
-            } else {
+            if let Some(last) = sink.recorded().last_mut()
+                && last.end() == Some(pfn)
+            {
+                last.pages += order.pages();
+            } else if !sink.record(FrameRange::new(pfn, order.pages())) {
                 self.commit(pcp, idx..idx + order.pages() as u32);
                 break Err(BuddyError::RunsFull);
             }
         };
         if let Err(e) = result {
             let m = self.map();
-            for run in &runs[..used] {
+            for run in sink.recorded().iter() {
                 let idx = m.index_of(run.start);
                 self.commit(pcp, idx..idx + run.pages as u32);
             }
             return Err(e);
         }
-        Ok(VmArea {
-            runs: &runs[..used],
-        })
+        Ok(())
     }
 
     /// Frees a [`Zone::vmalloc`] area, all or nothing: first it checks that every run lies

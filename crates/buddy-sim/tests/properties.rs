@@ -161,7 +161,6 @@ proptest! {
     }
 }
 
-/// Seed 003's example: pfn 0x1003, 13 pages -> orders 0, 2, 3.
 proptest! {
     #![proptest_config(config())]
 
@@ -191,8 +190,54 @@ proptest! {
     }
 }
 
+proptest! {
+    #![proptest_config(config())]
+
+    /// `alloc_pages_exact` takes exactly `pages` frames (aligned, each its own order-0
+    /// allocation) and `free_pages_exact` gives every one back; beyond MAX_ORDER or for zero
+    /// pages it refuses and changes nothing.
+    #[test]
+    fn exact_allocations_take_exactly_their_pages(
+        cfg in zone_config(),
+        requests in proptest::collection::vec((0usize..3, 0u64..700), 1..12),
+    ) {
+        let z = zone(cfg);
+        let mut held = Vec::new();
+        for (cpu, pages) in requests {
+            let cpu = cpu % cfg.cpus;
+            let before = z.free_pages_total();
+            match z.alloc_pages_exact(cpu, pages) {
+                Ok(pfn) => {
+                    let order = Order::covering(pages).unwrap();
+                    prop_assert!(order.aligns(pfn));
+                    prop_assert_eq!(z.free_pages_total(), before - pages);
+                    for p in 0..pages {
+                        let f = z.frame(Pfn(pfn.0 + p)).unwrap();
+                        prop_assert_eq!((f.order, f.refcount), (0, 1));
+                    }
+                    held.push((cpu, pfn, pages));
+                }
+                Err(e) => {
+                    let refused = pages == 0 && e == BuddyError::ZeroPages
+                        || matches!(e, BuddyError::OrderTooLarge { .. } | BuddyError::OutOfMemory(_));
+                    prop_assert!(refused, "{:?}", e);
+                    prop_assert_eq!(z.free_pages_total(), before);
+                }
+            }
+            z.check().unwrap();
+        }
+        for (cpu, pfn, pages) in held {
+            z.free_pages_exact(cpu, pfn, pages).unwrap();
+        }
+        prop_assert_eq!(z.free_pages_total(), z.present_pages());
+        z.check().unwrap();
+    }
+}
+
+/// The example of the patch that batches `__free_contig_range`: pfn 0x1003, 13 pages ->
+/// orders 0, 2, 3.
 #[test]
-fn seed_example() {
+fn thirteen_pages_from_pfn_0x1003_free_as_orders_0_2_3() {
     let d: Vec<_> = decompose(Pfn(0x1003), 13, Order::new(10).unwrap())
         .unwrap()
         .map(|(p, o)| (p.0, o.get()))
@@ -370,6 +415,77 @@ fn alloc_pages_at_takes_exactly_that_block() {
     z.free_pages(0, Pfn(0x104), o2).unwrap();
     z.drain_all();
     assert_eq!(z.free_blocks().collect::<Vec<_>>(), initial, "merged back");
+}
+
+#[test]
+fn alloc_pages_at_takes_a_block_from_the_cpu_list_that_holds_it() {
+    let o0 = Order::new(0).unwrap();
+    let o3 = Order::new(3).unwrap();
+    for local in [false, true] {
+        let z = small();
+        let z = if local {
+            // SAFETY: one thread; no two calls overlap.
+            unsafe { z.with_cpu_local_lists() }
+        } else {
+            z
+        };
+        // A page freed on CPU 1 sits on its list, one freed on CPU 0 on CPU 0's, elsewhere.
+        let (page, elsewhere) = (Pfn(0x200), Pfn(0x300));
+        z.alloc_pages_at(page, o0).unwrap();
+        z.free_pages(1, page, o0).unwrap();
+        z.alloc_pages_at(elsewhere, o0).unwrap();
+        z.free_pages(0, elsewhere, o0).unwrap();
+        let cpu0_before = z.pcp_pages(0).unwrap();
+        assert_eq!((cpu0_before, z.pcp_pages(1).unwrap()), (1, 1));
+        // The order-3 block that starts with it; its other pages are free in the buddy.
+        let block = page;
+        let r = z.alloc_pages_at(block, o3);
+        if local {
+            // Another CPU's CPU-local lists are out of reach: refused, nothing changed.
+            assert!(matches!(r, Err(BuddyError::NotInBuddy(_))), "{r:?}");
+            z.drain_pcp(1).unwrap();
+            z.alloc_pages_at(block, o3).unwrap();
+        } else {
+            r.unwrap();
+            assert_eq!(z.pcp_pages(1).unwrap(), 0, "CPU 1's lists drained");
+        }
+        assert_eq!(
+            z.pcp_pages(0).unwrap(),
+            cpu0_before,
+            "CPU 0's lists untouched"
+        );
+        assert_eq!(z.frame(block).unwrap().refcount, 1);
+        z.check().unwrap();
+        z.free_pages(0, block, o3).unwrap();
+        z.check().unwrap();
+    }
+}
+
+#[test]
+fn an_owned_vmalloc_area_needs_no_buffer() {
+    let z = small();
+    let whole: Vec<_> = z.free_blocks().collect();
+    // Fragment the zone: hold every other page of the first 64, so an area needs many runs.
+    let o0 = Order::new(0).unwrap();
+    let held: Vec<Pfn> = (0..64u64)
+        .step_by(2)
+        .map(|i| {
+            let pfn = Pfn(0x100 + i);
+            z.alloc_pages_at(pfn, o0).unwrap();
+            pfn
+        })
+        .collect();
+    let area = z.vmalloc_buf(0, 1024 - 32).unwrap();
+    assert_eq!(area.pages(), 1024 - 32);
+    assert!(area.runs().len() > 32, "{} runs", area.runs().len());
+    assert_eq!(z.free_pages_total(), 0);
+    z.check().unwrap();
+    z.vfree(0, &area.area()).unwrap();
+    for pfn in held {
+        z.free_pages(0, pfn, o0).unwrap();
+    }
+    z.drain_all();
+    assert_eq!(z.free_blocks().collect::<Vec<_>>(), whole);
 }
 
 #[test]

@@ -1,0 +1,55 @@
+//! Allocations of any number of frames (Linux's `alloc_pages_exact` / `free_pages_exact`):
+//! the covering block, split into order-0 pages, with the pages past the request given back
+//! at once as the fewest aligned blocks.
+
+use crate::frame::Frame;
+use crate::{BuddyError, Order, PerCpu, Pfn, Zone};
+use lock_api::RawMutex;
+
+impl<F, P, R> Zone<F, P, R>
+where
+    F: AsRef<[Frame]>,
+    P: AsRef<[PerCpu<R>]>,
+    R: RawMutex,
+{
+    /// Allocates `pages` contiguous frames on `cpu` (Linux's `alloc_pages_exact`): the block
+    /// of [`Order::covering`]`(pages)`, split into order-0 pages with one reference each
+    /// ([`Zone::split_page`]), the pages past `pages` freed again at once
+    /// ([`Zone::free_contig_range`]). The run starts aligned to that order. Free it with
+    /// [`Zone::free_pages_exact`] (or any part of it with `free_contig_range`: each page is
+    /// its own allocation).
+    ///
+    /// # Errors
+    /// [`BuddyError::ZeroPages`]; [`BuddyError::OrderTooLarge`] when the covering order is
+    /// above the zone's MAX_ORDER; as [`Zone::alloc_pages`] otherwise. Nothing is
+    /// allocated then.
+    pub fn alloc_pages_exact(&self, cpu: usize, pages: u64) -> Result<Pfn, BuddyError> {
+        let order = Order::covering(pages)?;
+        let pfn = self.alloc_pages(cpu, order)?;
+        if let Err(e) = self.split_page(pfn, order) {
+            // Not reached (the block is this call's alone, with one reference); give it
+            // back rather than leak it.
+            let _ = self.free_pages(cpu, pfn, order);
+            return Err(e);
+        }
+        let tail = order.pages() - pages;
+        if tail > 0
+            && let Err(e) = self.free_contig_range(cpu, Pfn(pfn.0 + pages), tail)
+        {
+            // Not reached either: every page is this call's, split, with one reference.
+            let _ = self.free_contig_range(cpu, pfn, order.pages());
+            return Err(e);
+        }
+        Ok(pfn)
+    }
+
+    /// Frees `pages` frames from `pfn` that [`Zone::alloc_pages_exact`] handed out (Linux's
+    /// `free_pages_exact`): one reference dropped per page, the run freed as the fewest
+    /// aligned blocks ([`Zone::free_contig_range`]).
+    ///
+    /// # Errors
+    /// As [`Zone::free_contig_range`]; nothing is freed then.
+    pub fn free_pages_exact(&self, cpu: usize, pfn: Pfn, pages: u64) -> Result<(), BuddyError> {
+        self.free_contig_range(cpu, pfn, pages)
+    }
+}
