@@ -8,7 +8,7 @@ use lock_api::RawMutex;
 use mm_types::FrameRange;
 
 /// Frames a [`Zone::vmalloc`] call allocated: physically contiguous runs of order-0 pages,
-/// in a buffer the caller lent (`no_std`; [`VmAreaBuf`] owns its runs under `alloc`).
+/// in a buffer the caller lent (`no_std`; `VmAreaBuf` owns its runs, feature `alloc`).
 #[derive(Clone, Copy, Debug)]
 pub struct VmArea<'r> {
     runs: &'r [FrameRange],
