@@ -169,7 +169,7 @@ impl Section for Clearing {
             .set_message(format!("mapping {}", size_name(p.region)));
         let mut region = Region::new(p.region);
         let buf = region.as_mut_slice();
-        let t1 = seed_table(ctx, &p, buf);
+        let t1 = published_comparison(ctx, &p, buf);
         let t2 = genoa_sweep(ctx, &p, buf);
         ctx.step("calibrating the policy");
         let calibrated = calibrate(&mut buf[..CALIBRATION_SCRATCH]);
@@ -193,13 +193,13 @@ impl Section for Clearing {
     }
 }
 
-struct SeedTable {
+struct PublishedComparison {
     table: Table,
     /// Whole extent over page-at-a-time at 1 GiB.
     whole_ratio_1g: Estimate,
 }
 
-fn seed_table(ctx: &SectionContext, p: &Plan, buf: &mut [u8]) -> SeedTable {
+fn published_comparison(ctx: &SectionContext, p: &Plan, buf: &mut [u8]) -> PublishedComparison {
     let published = format!("published ({})", thread::FOLIO_ZERO_USER_SHORT);
     let mut t = Table::new(
         "clearing-folio-zero-user",
@@ -219,7 +219,7 @@ fn seed_table(ctx: &SectionContext, p: &Plan, buf: &mut [u8]) -> SeedTable {
     let mut whole_ratio_1g = Estimate::exact(f64::NAN);
     // The patch's figures (Milan): 2 MiB +31.8% with any model; 1 GiB +5.2% with none (8 MiB
     // batch), +144.3% with full.
-    for (folio, seed_batched, seed_whole) in [
+    for (folio, published_batched, published_whole) in [
         (2 * MIB, "1.32x", "1.32x"),
         (GIB, "1.05x (8 MiB batch)", "2.44x"),
     ] {
@@ -273,10 +273,10 @@ fn seed_table(ctx: &SectionContext, p: &Plan, buf: &mut [u8]) -> SeedTable {
             gb_cell(&per_page, bytes),
             gb_cell(&batched, bytes),
             Cell::ratio_ci(batched_ratio),
-            Cell::text(seed_batched),
+            Cell::text(published_batched),
             gb_cell(&whole, bytes),
             Cell::ratio_ci(whole_ratio),
-            Cell::text(seed_whole),
+            Cell::text(published_whole),
         ]);
     }
     t.note(&p.note);
@@ -295,7 +295,7 @@ fn seed_table(ctx: &SectionContext, p: &Plan, buf: &mut [u8]) -> SeedTable {
         "GB/s (median, 95% interval)",
         vec![1, 2, 5],
     ));
-    SeedTable {
+    PublishedComparison {
         table: t,
         whole_ratio_1g,
     }
@@ -334,7 +334,7 @@ fn genoa_sweep(ctx: &SectionContext, p: &Plan, buf: &mut [u8]) -> Table {
         })
         .collect();
     let samples = Samples::interleaved(p.budget(5.0), region, &mut candidates);
-    for (&(batch, seed), s) in batches.iter().zip(&samples) {
+    for (&(batch, published), s) in batches.iter().zip(&samples) {
         let name = if batch == GIB {
             "1 GiB (whole)".into()
         } else {
@@ -344,8 +344,8 @@ fn genoa_sweep(ctx: &SectionContext, p: &Plan, buf: &mut [u8]) -> Table {
             Cell::text(name),
             gb_cell(s, bytes),
             Cell::ratio_ci(s.speedup_over(&samples[0])),
-            Cell::num(seed, 2, ""),
-            Cell::ratio(seed / 26.88),
+            Cell::num(published, 2, ""),
+            Cell::ratio(published / 26.88),
         ]);
     }
     t.note(format!(
@@ -1102,7 +1102,7 @@ fn worst_of(per_size: &[(String, Estimate)]) -> Option<&(String, Estimate)> {
 }
 
 fn goals(
-    seed: &SeedTable,
+    published: &PublishedComparison,
     s: &StrategyGoals,
     per_call: &Option<(String, Estimate)>,
     calibration_ms: f64,
@@ -1175,8 +1175,8 @@ fn goals(
     ]);
     t.row(vec![
         Cell::text("whole extent >= 1.15x page-at-a-time at 1 GiB"),
-        Cell::text(ratio_text(seed.whole_ratio_1g)),
-        Cell::verdict(seed.whole_ratio_1g.judge(1.15, true)),
+        Cell::text(ratio_text(published.whole_ratio_1g)),
+        Cell::verdict(published.whole_ratio_1g.judge(1.15, true)),
     ]);
     t.note(
         "Judged on the 95% interval of the per-round ratio: met when all of it is on the right \

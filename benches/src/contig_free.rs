@@ -37,14 +37,14 @@ fn peer() -> Peer {
     p
 }
 
-/// How a run is freed in one iteration of the seed loop.
+/// How a run is freed in one iteration of the split-and-free loop.
 #[derive(Clone, Copy)]
 pub(crate) enum Free {
     Batched,
     PerPage,
 }
 
-/// One seed-loop workload: allocate order `k`, split, then free `[skip, 2^k)` and, when
+/// One split-and-free workload: allocate order `k`, split, then free `[skip, 2^k)` and, when
 /// `skip > 0`, the first `skip` pages separately (a run that starts misaligned).
 #[derive(Clone, Copy)]
 pub(crate) struct Workload {
@@ -54,14 +54,14 @@ pub(crate) struct Workload {
 }
 
 /// The patch's own workload: order 9.
-pub(crate) const SEED: Workload = Workload {
+pub(crate) const PATCH_WORKLOAD: Workload = Workload {
     name: "order 9 (the patch's)",
     order: 9,
     skip: 0,
 };
 
 const WORKLOADS: [Workload; 5] = [
-    SEED,
+    PATCH_WORKLOAD,
     Workload {
         name: "order 3",
         order: 3,
@@ -84,8 +84,8 @@ const WORKLOADS: [Workload; 5] = [
     },
 ];
 
-/// One iteration of the seed loop on CPU 0 of `z`.
-pub(crate) fn seed_iteration(z: &BoxedZone, w: Workload, free: Free) {
+/// One iteration of the split-and-free loop on CPU 0 of `z`.
+pub(crate) fn split_and_free_iteration(z: &BoxedZone, w: Workload, free: Free) {
     let o = order(w.order);
     let run = |pfn: Pfn, nr: u64| match free {
         Free::Batched => must(z.free_contig_range(0, pfn, nr)),
@@ -99,12 +99,12 @@ pub(crate) fn seed_iteration(z: &BoxedZone, w: Workload, free: Free) {
     }
 }
 
-/// `iterations` of the seed loop on a fresh zone: the time and the zone's work counters.
-fn seed_loop(w: Workload, free: Free, iterations: u32) -> (Duration, OpCounters) {
+/// `iterations` of the split-and-free loop on a fresh zone: the time and the zone's work counters.
+fn split_and_free_loop(w: Workload, free: Free, iterations: u32) -> (Duration, OpCounters) {
     let z = zone();
     let start = std::time::Instant::now();
     for _ in 0..iterations {
-        seed_iteration(&z, w, free);
+        split_and_free_iteration(&z, w, free);
     }
     let elapsed = start.elapsed();
     (elapsed, z.counters())
@@ -133,7 +133,7 @@ impl Section for ContigFree {
     fn run(&self, ctx: &SectionContext) -> Vec<Table> {
         let iterations: u32 = if ctx.quick { 2_000 } else { 10_000 };
         let budget = Budget::cell(ctx.quick, 2.0);
-        let (seed, order9) = seed_table(ctx, iterations, budget);
+        let (batched, order9) = batched_vs_per_page_table(ctx, iterations, budget);
         let (peer, slower_rows) = peer_table(ctx, iterations, budget);
         // Frees alone hold a sample's order-9 blocks at once: at most half the zone.
         let held = (iterations / 10).min((ZONE_FRAMES / 512 / 2) as u32);
@@ -218,7 +218,7 @@ impl Section for ContigFree {
              callgrind's instruction counts (exact); both must meet the target. Goals are \
              reported, never asserted in tests.",
         );
-        vec![seed, peer, floor, goals]
+        vec![batched, peer, floor, goals]
     }
 }
 
@@ -264,7 +264,7 @@ fn floor_table(ctx: &SectionContext, iterations: u32, budget: Budget) -> (Table,
         }),
         Box::new(move |t: &mut Target| {
             for _ in 0..n {
-                seed_iteration(&t.zone, SEED, Free::Batched);
+                split_and_free_iteration(&t.zone, PATCH_WORKLOAD, Free::Batched);
             }
         }),
     ];
@@ -331,7 +331,7 @@ fn floor_table(ctx: &SectionContext, iterations: u32, budget: Budget) -> (Table,
     (t, free_ratio)
 }
 
-/// What the seed table measured for the patch's own workload (order 9).
+/// What the batched-vs-per-page table measured for the patch's own workload (order 9).
 struct Order9 {
     ratio: Estimate,
     /// ns per page of the whole iteration (alloc, split, free), per-page path and batched.
@@ -341,7 +341,11 @@ struct Order9 {
     instructions: Result<(f64, f64), String>,
 }
 
-fn seed_table(ctx: &SectionContext, iterations: u32, budget: Budget) -> (Table, Order9) {
+fn batched_vs_per_page_table(
+    ctx: &SectionContext,
+    iterations: u32,
+    budget: Budget,
+) -> (Table, Order9) {
     let published = format!("published ({})", thread::FREE_CONTIG_RANGE_SHORT);
     let mut t = Table::new(
         "contig-free-loop",
@@ -377,7 +381,7 @@ fn seed_table(ctx: &SectionContext, iterations: u32, budget: Budget) -> (Table, 
             for k in 0..2 {
                 let i = (round + k) % 2;
                 let free = if i == 0 { Free::PerPage } else { Free::Batched };
-                let (d, c) = seed_loop(w, free, iterations);
+                let (d, c) = split_and_free_loop(w, free, iterations);
                 times[i].push(d);
                 counters[i] = c;
             }
@@ -386,9 +390,9 @@ fn seed_table(ctx: &SectionContext, iterations: u32, budget: Budget) -> (Table, 
         let [pc, bc] = counters;
         let ms = |s: &Samples| Cell::estimate(s.seconds().map(|x| x * 1e3), 1, "");
         let ratio = batched.speedup_over(&per_page);
-        let is_seed = w.order == SEED.order && w.skip == SEED.skip;
+        let is_patch_workload = w.order == PATCH_WORKLOAD.order && w.skip == PATCH_WORKLOAD.skip;
         let mut instruction_cells = [Cell::text("-"), Cell::text("-")];
-        if is_seed {
+        if is_patch_workload {
             ctx.progress
                 .set_message("contiguous free: counting instructions under callgrind");
             let per_page_of =
@@ -424,7 +428,7 @@ fn seed_table(ctx: &SectionContext, iterations: u32, budget: Budget) -> (Table, 
             Cell::ratio_ci(ratio),
             instructions,
             instruction_ratio,
-            Cell::text(if is_seed {
+            Cell::text(if is_patch_workload {
                 "5.61x (4 097 358 -> 729 831 µs)"
             } else {
                 "-"

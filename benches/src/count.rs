@@ -86,7 +86,13 @@ impl Workload {
                 };
                 let zone = contig_free::zone();
                 for _ in 0..n {
-                    counted(&mut || contig_free::seed_iteration(&zone, contig_free::SEED, free));
+                    counted(&mut || {
+                        contig_free::split_and_free_iteration(
+                            &zone,
+                            contig_free::PATCH_WORKLOAD,
+                            free,
+                        )
+                    });
                 }
             }
             Self::YoungBatched | Self::YoungPerEntry => {

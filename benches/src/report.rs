@@ -148,22 +148,22 @@ impl Cell {
 
 /// The mailing-list threads the published figures come from, named in words.
 pub mod thread {
-    /// Seed 000.
+    /// The folio_zero_user() batching patch (Linux 2026).
     pub const FOLIO_ZERO_USER: &str =
         "the folio_zero_user() patch clearing contiguous page ranges in preemption-bounded batches";
-    /// Seed 000, for column headings.
+    /// The folio_zero_user() patch, for column headings.
     pub const FOLIO_ZERO_USER_SHORT: &str = "folio_zero_user() patch";
-    /// Seed 001.
+    /// The 2018 RFC for streaming stores on 1 GiB pages.
     pub const MOVNTI_1G: &str = "the 2018 RFC clearing 1 GiB pages with movnti streaming stores";
-    /// Seed 002.
+    /// arm64's test_and_clear_young_ptes() patch (Linux 2026).
     pub const YOUNG_PTES: &str =
         "the arm64 test_and_clear_young_ptes() patch (batched, contpte-aware young clearing)";
-    /// Seed 002, for column headings.
+    /// The test_and_clear_young_ptes() patch, for column headings.
     pub const YOUNG_PTES_SHORT: &str = "test_and_clear_young_ptes() patch";
-    /// Seed 003.
+    /// The free_contig_range() batching patch (Linux 2026).
     pub const FREE_CONTIG_RANGE: &str =
         "the free_contig_range() patch freeing runs as naturally aligned power-of-two chunks";
-    /// Seed 003, for column headings.
+    /// The free_contig_range() patch, for column headings.
     pub const FREE_CONTIG_RANGE_SHORT: &str = "free_contig_range() patch";
 }
 

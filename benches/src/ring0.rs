@@ -196,7 +196,7 @@ pub fn tables(block: &Block) -> Vec<Table> {
         "Ring 0: a folio cleared page at a time vs as one extent (GB/s)",
         &["folio", "page-at-a-time", "one extent", "ratio", &published],
     );
-    for (bytes, seed) in [(2 << 20, "1.32x"), (1 << 30, "2.44x")] {
+    for (bytes, figure) in [(2 << 20, "1.32x"), (1 << 30, "2.44x")] {
         if let (Some(p), Some(e)) = (
             block.get("folio-page-at-a-time", bytes),
             block.get("folio-extent", bytes),
@@ -207,12 +207,12 @@ pub fn tables(block: &Block) -> Vec<Table> {
                 Cell::estimate(pg, 1, ""),
                 Cell::estimate(ex, 1, ""),
                 Cell::ratio_ci(quotient(ex, pg)),
-                Cell::text(seed),
+                Cell::text(figure),
             ]);
         }
     }
     t.notes.push(format!(
-        "Seed 000's experiment in the kind of kernel it came from ({}). The ratio is of the \
+        "The folio_zero_user() patch's experiment in the kind of kernel it came from ({}). The ratio is of the \
          two medians, its interval from the ends of theirs.",
         thread::FOLIO_ZERO_USER
     ));
@@ -243,7 +243,7 @@ pub fn tables(block: &Block) -> Vec<Table> {
         "Ring 0: the free loop and the young-clearing pass, batched vs one by one (µs)",
         &["operation", "one by one", "batched", "ratio", "published"],
     );
-    for (what, per, batched, seed) in [
+    for (what, per, batched, figure) in [
         (
             "free a 512-page run (free_contig_range)",
             "free-per-page",
@@ -272,7 +272,7 @@ pub fn tables(block: &Block) -> Vec<Table> {
                 Cell::estimate(p, 1, ""),
                 Cell::estimate(b, 1, ""),
                 Cell::ratio_ci(quotient(p, b)),
-                Cell::text(seed),
+                Cell::text(figure),
             ]);
         }
     }

@@ -29,12 +29,12 @@ const HELD: usize = 16;
 trait Shared: Sync {
     fn alloc(&self, cpu: usize, order: u8) -> u64;
     fn free(&self, cpu: usize, pfn: u64, order: u8);
-    /// One iteration of seed 003's loop: allocate 512 frames, split, free the run (the
+    /// One iteration of the loop the free_contig_range patch measures: allocate 512 frames, split, free the run (the
     /// peer, which has no split pages, frees the 512 frames as one block).
-    fn seed_iteration(&self, cpu: usize);
+    fn split_and_free_iteration(&self, cpu: usize);
 }
 
-fn seed_iteration(z: &BoxedZone, cpu: usize) {
+fn split_and_free_iteration(z: &BoxedZone, cpu: usize) {
     let o9 = order(9);
     let p = must(z.alloc_pages(cpu, o9));
     must(z.split_page(p, o9));
@@ -48,8 +48,8 @@ impl Shared for BoxedZone {
     fn free(&self, cpu: usize, pfn: u64, o: u8) {
         must(self.free_pages(cpu, Pfn(pfn), order(o)));
     }
-    fn seed_iteration(&self, cpu: usize) {
-        seed_iteration(self, cpu);
+    fn split_and_free_iteration(&self, cpu: usize) {
+        split_and_free_iteration(self, cpu);
     }
 }
 
@@ -63,7 +63,7 @@ impl Shared for OneLock {
     fn free(&self, _: usize, pfn: u64, o: u8) {
         self.0.lock().free(0, pfn, o);
     }
-    fn seed_iteration(&self, _: usize) {
+    fn split_and_free_iteration(&self, _: usize) {
         let o9 = order(9);
         let p = must(self.0.lock().alloc_pages(0, o9));
         must(self.0.lock().split_page(p, o9));
@@ -81,8 +81,8 @@ impl Shared for Private {
     fn free(&self, cpu: usize, pfn: u64, o: u8) {
         self.0[cpu].free(0, pfn, o);
     }
-    fn seed_iteration(&self, cpu: usize) {
-        seed_iteration(&self.0[cpu], 0);
+    fn split_and_free_iteration(&self, cpu: usize) {
+        split_and_free_iteration(&self.0[cpu], 0);
     }
 }
 
@@ -96,7 +96,7 @@ impl Shared for Peer {
     fn free(&self, _: usize, pfn: u64, o: u8) {
         self.0.lock().dealloc(pfn as usize, 1 << o);
     }
-    fn seed_iteration(&self, cpu: usize) {
+    fn split_and_free_iteration(&self, cpu: usize) {
         let p = self.alloc(cpu, 9);
         self.free(cpu, p, 9);
     }
@@ -180,7 +180,7 @@ const WORKLOADS: [Workload; 3] = [
         goal: false,
         ops_per_round: 1,
         rounds: |quick| if quick { 500 } else { 5_000 },
-        round: |a, cpu| a.seed_iteration(cpu),
+        round: |a, cpu| a.split_and_free_iteration(cpu),
     },
 ];
 

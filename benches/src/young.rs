@@ -258,7 +258,7 @@ fn ms(s: &Samples) -> Cell {
 /// The scenarios of the main table.
 struct Row {
     name: String,
-    seed: &'static str,
+    published: &'static str,
     compared: Compared,
     /// Instructions per pass over [`count::YOUNG_BYTES`], per-entry and batched, if this row
     /// is counted.
@@ -287,7 +287,7 @@ impl Row {
 fn row<F: PteFormat>(
     ctx: &SectionContext,
     name: String,
-    seed: &'static str,
+    published: &'static str,
     f: F,
     bytes: u64,
     folio_pages: usize,
@@ -305,7 +305,7 @@ fn row<F: PteFormat>(
     });
     Row {
         name,
-        seed,
+        published,
         compared,
         instructions,
     }
@@ -421,7 +421,7 @@ fn main_table(rows: &[Row]) -> Table {
             Cell::ratio_ci(r.speedup()),
             instructions,
             ratio,
-            Cell::text(r.seed),
+            Cell::text(r.published),
             Cell::text(format!("{} / {}", pe.1.entry_updates, b.1.entry_updates)),
             Cell::ratio(pe.1.entry_updates as f64 / b.1.entry_updates as f64),
             Cell::text(format!("{} / {}", pe.1.flushes, b.1.flushes)),

@@ -1,4 +1,4 @@
-//! Freeing runs of order-0 pages: `free_contig_range` (Linux 2026, seed 003) and the claim /
+//! Freeing runs of order-0 pages: `free_contig_range` (batched in Linux 2026) and the claim /
 //! commit protocol it shares with `vfree`.
 //!
 //! A free of many pages must be all or nothing, also when another CPU frees some of the same

@@ -1,7 +1,7 @@
 //! A buddy frame allocator over page frame numbers that every CPU of an SMP kernel shares,
 //! for unikernels and hypervisors, whose [`Zone::free_contig_range`] frees a run of order-0
 //! pages as the fewest naturally aligned power-of-two blocks instead of page by page (Linux
-//! 2026, seed 003).
+//! 2026).
 //!
 //! - [`Zone`]: shared through `&self` (`Sync`). Per-cpu lists for orders 0..=3 and the
 //!   pageblock order, each CPU's under its own lock, refilled from and drained to the buddy

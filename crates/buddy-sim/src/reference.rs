@@ -10,7 +10,7 @@ mod zeroed;
 #[cfg(all(feature = "alloc", feature = "spin"))]
 pub use zeroed::{ZeroDivergence, ZeroedModel};
 
-/// Frees `[pfn, pfn + nr)` the way the kernel did before seed 003: one `put_page` per page,
+/// Frees `[pfn, pfn + nr)` the way the kernel did before `free_contig_range` was batched: one `put_page` per page,
 /// so every page that reaches zero is checked and freed as order 0 (to the per-cpu list,
 /// merging only when drained). Checks the whole range first, as
 /// [`Zone::free_contig_range`] does, so both return the same errors; unlike it, it is not

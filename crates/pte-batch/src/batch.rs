@@ -37,7 +37,7 @@ impl FpbFlags {
     pub const MERGE_YOUNG_DIRTY: Self = Self(4);
     /// Beyond the kernel: a contpte and a non-contpte entry may share a batch, so what is
     /// left of a folio after one page of it was unmapped (its last block unfolded) is one
-    /// batch instead of two (seed 002, question (b)).
+    /// batch instead of two (a question raised in the review of arm64's `test_and_clear_young_ptes()`).
     pub const IGNORE_CONT: Self = Self(8);
 
     /// Whether every flag of `other` is set.

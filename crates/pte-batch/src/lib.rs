@@ -12,7 +12,7 @@
 //!   entry); [`PteTable::clear_flush_young_ptes`] returns a `#[must_use]` [`FlushToken`] with
 //!   the one range to invalidate, consumed by a [`TlbFlush`].
 //! - [`folio_pte_batch`] with [`FpbFlags`], including [`FpbFlags::IGNORE_CONT`], so a folio
-//!   mixing contpte and non-contpte runs is one batch (seed 002's open question).
+//!   mixing contpte and non-contpte runs is one batch (a question left open in the review of arm64's `test_and_clear_young_ptes()`).
 //! - [`age_range`]: an MGLRU-shaped aging walk; [`reference`](mod@reference) holds the per-entry versions of
 //!   all of the above.
 #![doc = include_str!("../README.md")]

@@ -1,5 +1,5 @@
 //! Test-and-clear of the access flag: per entry (contpte-aware) and batched over the entries of
-//! one folio, with block alignment (Linux 2026, seed 002), each entry cleared by a
+//! one folio, with block alignment (Linux 2026, arm64's `test_and_clear_young_ptes()`), each entry cleared by a
 //! compare-and-swap loop so a concurrent hardware access or dirty update is never lost.
 
 use core::ops::Range;

@@ -247,9 +247,8 @@ impl Candidates {
     /// (those the buffer holds), is smallest: the one that is never far from the best. A
     /// `incumbent` among the candidates is kept unless that one is better by more than
     /// [`STREAMING_MARGIN_PCT`]: the detected temporal strategy stays where a vector one
-    /// only ties it, since warm samples cannot show what each does to cold memory (on an
-    /// AMD EPYC `rep stosb` cleared cold 4 KiB pages 1.4x faster than AVX2 stores that
-    /// matched it warm).
+    /// only ties it, since warm samples cannot show what each does to cold memory (`rep
+    /// stosb` has cleared cold 4 KiB pages 1.4x faster than AVX2 stores that tied it warm).
     fn best_everywhere<C: Clock>(
         &self,
         timer: &mut Timer<'_, C>,

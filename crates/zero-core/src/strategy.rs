@@ -21,7 +21,7 @@ pub enum Strategy {
     /// x86 AVX-512 `vmovdqa64` temporal stores: for cache-resident extents, where vector
     /// registers may be used.
     Avx512Stores,
-    /// x86 `movnti` non-temporal stores (seed 001).
+    /// x86 `movnti` non-temporal stores (the 2018 proposal for clearing 1 GiB pages).
     Movnti,
     /// x86 AVX2 `vmovntdq` streaming stores.
     Avx2Stream,
@@ -88,7 +88,7 @@ impl Strategy {
     /// Whether one call clears a whole multi-page extent (the kernel's `clear_pages()`), so
     /// that a batch may span many pages. [`Strategy::Portable`] models the generic per-page
     /// loop and [`Strategy::Stnp`] the kernel's arm64 `clear_page()`: they are not. MOPS and
-    /// DC ZVA are, unlike in the kernel (which keeps arm64 at one page per batch): the seed
+    /// DC ZVA are, unlike in the kernel (which keeps arm64 at one page per batch): the patch
     /// notes MOPS is "extendable to larger page sizes", and both take any page count.
     #[must_use]
     pub const fn is_extent(self) -> bool {

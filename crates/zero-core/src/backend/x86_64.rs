@@ -21,9 +21,10 @@ pub(crate) const TEMPORAL_PREFERENCE: &[Strategy] = &[
     Strategy::Avx2Stores,
 ];
 
-/// Measured with the candidates interleaved (`cargo xtask report`, "Every strategy"): on an
-/// AMD EPYC AVX-512 and AVX2 streaming stores reach ~87 GB/s from 32 MiB on, CLZERO ~79 and
-/// movnti ~40; on an Intel Xeon AVX-512 and movnti were within 5% of each other.
+/// In the order measured past the last-level cache, with the candidates interleaved: AVX-512
+/// and AVX2 streaming stores write whole lines without reading them and are the fastest,
+/// CLZERO next, `movnti` (8 bytes a store) last, or tied with AVX-512 on some CPUs.
+/// `cargo xtask report` ("Every strategy") shows the figures where it runs.
 pub(crate) const STREAMING_PREFERENCE: &[Strategy] = &[
     Strategy::Avx512Stream,
     Strategy::Avx2Stream,

@@ -1,4 +1,4 @@
-//! Seed 002's review questions and the kernel's edge cases, as explicit tests.
+//! The review questions of arm64's `test_and_clear_young_ptes()` and the kernel's edge cases, as explicit tests.
 
 mod common;
 
@@ -200,7 +200,7 @@ fn clearing_never_loses_dirty() {
     assert_eq!(dirty_before, dirty_after);
 }
 
-/// Seed 002 / David Hildenbrand: after unmapping the last page of a large folio, the rest
+/// From the review (David Hildenbrand): after unmapping the last page of a large folio, the rest
 /// should age in a single operation. Per-entry, kernel batching, and IGNORE_CONT.
 #[test]
 fn unmapping_the_last_page_of_a_large_folio() {
