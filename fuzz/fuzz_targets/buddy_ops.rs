@@ -1,7 +1,7 @@
 //! Arbitrary zones (up to four CPUs, memory maps with holes) and operation sequences from
 //! every CPU run on two zones in lockstep: batched `free_contig_range` on one, the per-page
-//! reference on the other; `check()` after every operation, and both zones identical after
-//! the final drain. The same sequence, with its zeroed allocations and background zeroing,
+//! reference on the other; results compared after every operation, `check()` every
+//! [`CHECK_INTERVAL`] operations, and both zones identical after the final drain. The same sequence, with its zeroed allocations and background zeroing,
 //! also drives a third zone backed by memory against the per-page zero reference
 //! (`ZeroedModel`: known-zero blocks read zero, zeroed allocations do, held pages untouched).
 #![no_main]
@@ -124,6 +124,15 @@ fn ranges(usable: &[bool]) -> impl Iterator<Item = (usize, usize)> + '_ {
 
 type VecZone = Zone<Vec<Frame>, Vec<PerCpu>>;
 
+/// Both harnesses check every invariant every this many operations, and at the end (each
+/// operation's results are compared every time).
+const CHECK_INTERVAL: usize = 32;
+/// The largest zone (frames): small zones reach their corner cases (full, fragmented, every
+/// order) in few operations, and cost little to build and check.
+const MAX_FRAMES: u16 = 256;
+/// Frames of the zone backed by memory (4 KiB each, built for every input).
+const ZEROED_FRAMES: u64 = 16;
+
 fuzz_target!(|input: Input| {
     let max_order = input.max_order % 11;
     let cfg = ZoneConfig {
@@ -136,7 +145,7 @@ fuzz_target!(|input: Input| {
         eager_pages: u64::from(input.eager % 1024) + 1,
         ..ZoneConfig::new(
             Pfn(u64::from(input.start)),
-            u64::from(input.nr_pages % 1024) + 1,
+            u64::from(input.nr_pages % MAX_FRAMES) + 1,
         )
     };
     let n = cfg.nr_pages as usize;
@@ -155,14 +164,16 @@ fuzz_target!(|input: Input| {
         }
         z
     };
-    let mut model = Lockstep::new(zone(), zone());
+    let mut model = Lockstep::new(zone(), zone()).with_check_interval(CHECK_INTERVAL);
     // The zero reference backs its zone with memory: a smaller zone, the same memory map,
     // every other range of it declared zero.
     let zcfg = ZoneConfig {
-        nr_pages: cfg.nr_pages.min(64),
+        nr_pages: cfg.nr_pages.min(ZEROED_FRAMES),
         ..cfg
     };
-    let mut zeroed = ZeroedModel::new(zcfg, PreemptModel::None).unwrap();
+    let mut zeroed = ZeroedModel::new(zcfg, PreemptModel::None)
+        .unwrap()
+        .with_check_interval(CHECK_INTERVAL);
     let zn = zcfg.nr_pages as usize;
     for (k, (start, len)) in ranges(&usable[..zn]).enumerate() {
         let op = Op::AddMemory {
@@ -182,5 +193,8 @@ fuzz_target!(|input: Input| {
     }
     if let Err(d) = model.finish() {
         panic!("finish: {d:?}");
+    }
+    if let Err(d) = zeroed.check() {
+        panic!("finish (zero reference): {d:?}");
     }
 });

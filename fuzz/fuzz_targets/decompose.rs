@@ -6,6 +6,9 @@ use buddy_sim::reference::brute_force_cover;
 use buddy_sim::{Order, Pfn, decompose};
 use libfuzzer_sys::fuzz_target;
 
+/// The most blocks of a cover compared with the brute force.
+const MAX_BLOCKS: usize = 256;
+
 fuzz_target!(|input: (u64, u64, u8)| {
     let (pfn, nr, max) = input;
     let Ok(max) = Order::new(max) else {
@@ -16,11 +19,12 @@ fuzz_target!(|input: (u64, u64, u8)| {
         assert!(pfn.checked_add(nr).is_none(), "error without overflow");
         return;
     };
-    // Keep each run short: at most 4096 blocks are compared.
+    // Keep each run short: at most MAX_BLOCKS blocks are compared (a longer cover is the
+    // same arithmetic repeated).
     let mut brute = Vec::new();
     let mut next = pfn;
     for (i, (p, o)) in blocks.enumerate() {
-        if i == 4096 {
+        if i == MAX_BLOCKS {
             return;
         }
         assert_eq!(p.0, next);

@@ -2,6 +2,7 @@
 //! report. Dependency-free so that it builds in seconds on a fresh machine.
 
 mod cmd;
+mod fuzz;
 mod setup;
 mod stages;
 mod x86_kernel;
@@ -13,6 +14,7 @@ const USAGE: &str = "\
 usage:
   cargo xtask test [--only STAGE]... [--skip STAGE]... [--fuzz-seconds N]
   cargo xtask report [REPORT ARGS]...   (cargo xtask report -- --help lists them)
+  cargo xtask fuzz --minutes N          (every fuzz target for N minutes: executions, crashes)
 
 stages: setup fmt clippy test no-std doc package msrv qemu loom miri fuzz bench";
 
@@ -28,9 +30,33 @@ fn main() -> ExitCode {
             }
         },
         Some("report") => report(&root, &args[1..]),
+        Some("fuzz") => fuzz_campaign(&root, &args[1..]),
         _ => {
             eprintln!("{USAGE}");
             ExitCode::from(2)
+        }
+    }
+}
+
+/// `cargo xtask fuzz --minutes N`: installs what fuzzing needs, then runs the campaign.
+fn fuzz_campaign(root: &std::path::Path, args: &[String]) -> ExitCode {
+    let minutes = match args {
+        [flag, n] if flag == "--minutes" => n.parse::<u64>().ok(),
+        _ => None,
+    };
+    let Some(minutes) = minutes else {
+        eprintln!("xtask fuzz: expected --minutes N\n{USAGE}");
+        return ExitCode::from(2);
+    };
+    let result = setup::run(root).and_then(|_| fuzz::campaign(root, minutes));
+    match result {
+        Ok(summary) => {
+            println!("xtask fuzz: {summary}");
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("xtask fuzz: {e}");
+            ExitCode::FAILURE
         }
     }
 }

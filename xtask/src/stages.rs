@@ -605,32 +605,23 @@ fn miri(root: &Path, _: &Options) -> StageResult {
     Ok(format!("{} tests under Miri", tests_run(&out)))
 }
 
-/// The fuzz targets, as cargo-fuzz itself lists them.
-fn fuzz_targets(root: &Path) -> Result<Vec<String>, String> {
-    let out = cmd::output_echoed(nightly_cargo(root).args(["fuzz", "list"]))?;
-    Ok(out
-        .lines()
-        .map(str::trim)
-        .filter(|l| !l.is_empty())
-        .map(String::from)
-        .collect())
-}
-
 fn fuzz(root: &Path, opts: &Options) -> StageResult {
-    let targets = fuzz_targets(root)?;
-    if targets.is_empty() {
+    let runs = crate::fuzz::run_all(root, u64::from(opts.fuzz_seconds))?;
+    if runs.is_empty() {
         return Ok("nothing to run: no fuzz target exists yet".into());
     }
-    cmd::status(nightly_cargo(root).args(["fuzz", "build"]))?;
-    for t in &targets {
-        let time = format!("-max_total_time={}", opts.fuzz_seconds);
-        cmd::status(nightly_cargo(root).args(["fuzz", "run", t, "--", &time]))?;
+    if let Some(r) = runs.iter().find(|r| r.crash.is_some()) {
+        return Err(format!(
+            "{} crashed: {}",
+            r.target,
+            r.crash.as_deref().unwrap_or_default()
+        ));
     }
     Ok(format!(
         "{} targets, {} s each: {}",
-        targets.len(),
+        runs.len(),
         opts.fuzz_seconds,
-        targets.join(", ")
+        crate::fuzz::summary(&runs)
     ))
 }
 

@@ -201,7 +201,7 @@ const SLOTS: usize = 64;
 
 /// Two zones with the same configuration driven by the same operations: one frees runs with
 /// [`Zone::free_contig_range`], the other with [`free_contig_range_per_page`]. Everything
-/// else is applied to both. [`Lockstep::apply`] checks both zones after every step and that
+/// else is applied to both. [`Lockstep::apply`] checks both zones after every step (or every few: [`Lockstep::with_check_interval`]) and that
 /// both returned the same result; [`Lockstep::finish`] drains both and compares every frame
 /// and every free block.
 pub struct Lockstep<F, P, R> {
@@ -211,6 +211,10 @@ pub struct Lockstep<F, P, R> {
     pub per_page: Zone<F, P, R>,
     allocs: [Option<(Pfn, Order)>; SLOTS],
     next_slot: usize,
+    /// [`Lockstep::apply`] checks both zones every this many calls.
+    check_interval: usize,
+    /// Calls of [`Lockstep::apply`] so far.
+    applied: usize,
 }
 
 impl<F, P, R> Lockstep<F, P, R>
@@ -227,6 +231,20 @@ where
             per_page,
             allocs: [None; SLOTS],
             next_slot: 0,
+            check_interval: 1,
+            applied: 0,
+        }
+    }
+
+    /// The same harness checking both zones (`Zone::check`) only every `ops` calls of
+    /// [`Lockstep::apply`] (at least 1; 1 by default), for long runs such as fuzzing: the
+    /// two zones' results are compared every time, and [`Lockstep::finish`] checks and
+    /// compares everything at the end.
+    #[must_use]
+    pub fn with_check_interval(self, ops: usize) -> Self {
+        Self {
+            check_interval: ops.max(1),
+            ..self
         }
     }
 
@@ -370,6 +388,10 @@ where
                 batched: a,
                 per_page: b,
             });
+        }
+        self.applied += 1;
+        if !self.applied.is_multiple_of(self.check_interval) {
+            return Ok(());
         }
         self.batched.check().map_err(Divergence::Corrupt)?;
         self.per_page.check().map_err(Divergence::Corrupt)
