@@ -10,9 +10,9 @@ mod zeroed;
 #[cfg(all(feature = "alloc", feature = "spin"))]
 pub use zeroed::{ZeroDivergence, ZeroedModel};
 
-/// Frees `[pfn, pfn + nr)` the way the kernel did before `free_contig_range` was batched: one `put_page` per page,
-/// so every page that reaches zero is checked and freed as order 0 (to the per-cpu list,
-/// merging only when drained). Checks the whole range first, as
+/// Frees `[pfn, pfn + nr)` the way the kernel did before `free_contig_range` was batched:
+/// one `put_page` per page, so every page that reaches zero is checked and freed as order 0
+/// (to the per-cpu list, merging only when drained). Checks the whole range first, as
 /// [`Zone::free_contig_range`] does, so both return the same errors; unlike it, it is not
 /// all or nothing against another CPU freeing the same pages meanwhile.
 ///
@@ -201,9 +201,9 @@ const SLOTS: usize = 64;
 
 /// Two zones with the same configuration driven by the same operations: one frees runs with
 /// [`Zone::free_contig_range`], the other with [`free_contig_range_per_page`]. Everything
-/// else is applied to both. [`Lockstep::apply`] checks both zones after every step (or every few: [`Lockstep::with_check_interval`]) and that
-/// both returned the same result; [`Lockstep::finish`] drains both and compares every frame
-/// and every free block.
+/// else is applied to both. [`Lockstep::apply`] checks both zones after every step (or
+/// every few: [`Lockstep::with_check_interval`]) and that both returned the same result;
+/// [`Lockstep::finish`] drains both and compares every frame and every free block.
 pub struct Lockstep<F, P, R> {
     /// The zone using the batched path.
     pub batched: Zone<F, P, R>,

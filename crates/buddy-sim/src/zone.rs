@@ -138,13 +138,14 @@ where
     ///
     /// # Safety
     /// For as long as the zone lives:
-    /// - every call that names a CPU (`alloc_pages`, `alloc_zeroed`, `free_pages`,
-    ///   `put_page`, `free_contig_range`, `vmalloc`, `vfree`, `drain_pcp`, `pcp_pages`, the
-    ///   adapters' calls) is made on that CPU with interrupts and preemption disabled for
+    /// - every call that names a CPU (`alloc_pages`, `alloc_zeroed`, `alloc_pages_exact`,
+    ///   `free_pages`, `free_pages_exact`, `put_page`, `free_contig_range`, `vmalloc`,
+    ///   `vmalloc_buf`, `vfree`, `drain_pcp`, `pcp_pages`, the adapters' calls) is made on
+    ///   that CPU with interrupts and preemption disabled for
     ///   the whole call, so no two calls naming one CPU ever overlap (an interrupt handler
     ///   that allocates must not interrupt one);
     /// - calls that visit every CPU's lists (`drain_all`, `counters`, `reset_counters`,
-    ///   `zeroed_pages`, `check`) and calls naming another CPU are made only while no other
+    ///   `zeroed_pages`, `free_pages_total`, `check`) and calls naming another CPU are made only while no other
     ///   CPU is inside the zone (at boot, or with the others stopped).
     #[must_use]
     #[allow(unsafe_code)]
@@ -308,9 +309,10 @@ where
     /// Every free frame the zone can hand out: the buddy's, every CPU's per-cpu lists' and
     /// the deferred frames not yet initialized ([`Zone::deferred_pages`]), which an
     /// allocation initializes on demand. Blocks that background zeroing is clearing, and
-    /// deferred chunks `init_deferred` is initializing, at that moment are not counted. Each list is read under its own lock, one after another: with
-    /// other CPUs allocating meanwhile, the sum is a moment's estimate, as Linux's
-    /// `NR_FREE_PAGES` is.
+    /// deferred chunks `init_deferred` is initializing, at that moment are not counted.
+    /// Each list is read under its own lock, one after another: with other CPUs allocating
+    /// meanwhile, the sum is a moment's estimate, as Linux's `NR_FREE_PAGES` is. (With
+    /// [`Zone::with_cpu_local_lists`], only while no other CPU is inside the zone.)
     pub fn free_pages_total(&self) -> u64 {
         let pcp: u64 = self
             .pcps
