@@ -211,10 +211,30 @@ pub struct Lockstep<F, P, R> {
     pub per_page: Zone<F, P, R>,
     allocs: [Option<(Pfn, Order)>; SLOTS],
     next_slot: usize,
-    /// [`Lockstep::apply`] checks both zones every this many calls.
-    check_interval: usize,
-    /// Calls of [`Lockstep::apply`] so far.
+    checks: CheckInterval,
+}
+
+/// When a harness runs its full check: every `every`-th call of its `apply`.
+#[derive(Clone, Copy, Debug)]
+struct CheckInterval {
+    every: usize,
     applied: usize,
+}
+
+impl CheckInterval {
+    /// Every `every` calls (at least 1).
+    const fn every(every: usize) -> Self {
+        Self {
+            every: if every == 0 { 1 } else { every },
+            applied: 0,
+        }
+    }
+
+    /// Counts one call; whether its full check is due.
+    fn due(&mut self) -> bool {
+        self.applied += 1;
+        self.applied.is_multiple_of(self.every)
+    }
 }
 
 impl<F, P, R> Lockstep<F, P, R>
@@ -231,8 +251,7 @@ where
             per_page,
             allocs: [None; SLOTS],
             next_slot: 0,
-            check_interval: 1,
-            applied: 0,
+            checks: CheckInterval::every(1),
         }
     }
 
@@ -243,7 +262,7 @@ where
     #[must_use]
     pub fn with_check_interval(self, ops: usize) -> Self {
         Self {
-            check_interval: ops.max(1),
+            checks: CheckInterval::every(ops),
             ..self
         }
     }
@@ -389,8 +408,7 @@ where
                 per_page: b,
             });
         }
-        self.applied += 1;
-        if !self.applied.is_multiple_of(self.check_interval) {
+        if !self.checks.due() {
             return Ok(());
         }
         self.batched.check().map_err(Divergence::Corrupt)?;

@@ -8,6 +8,7 @@ use crate::buddy::FreeArea;
 use crate::counters::LockStats;
 use crate::decompose;
 use crate::frame::{Frame, FrameInfo, FrameState, Word};
+use crate::list::FreeCount;
 use crate::map::FrameMap;
 use crate::pcp::{PcpLists, PerCpu};
 use crate::sync::{AtomicU64, Mutex, Ordering};
@@ -297,13 +298,17 @@ where
 
     /// Free frames known zero, in the buddy and on every CPU's lists: the zeroed pool.
     pub fn zeroed_pages(&self) -> u64 {
-        let pcp: u64 = self
-            .pcps
+        let pcp = self.sum_over_pcp_lists(|c| c.zeroed);
+        self.free.lock().count.zeroed + pcp
+    }
+
+    /// `field` of every CPU's list counts, summed, each read under its list's lock.
+    fn sum_over_pcp_lists(&self, field: impl Fn(&FreeCount) -> u64) -> u64 {
+        self.pcps
             .as_ref()
             .iter()
-            .map(|p| p.lists.lock().count.zeroed)
-            .sum();
-        self.free.lock().count.zeroed + pcp
+            .map(|p| field(&p.lists.lock().count))
+            .sum()
     }
 
     /// Every free frame the zone can hand out: the buddy's, every CPU's per-cpu lists' and
@@ -314,12 +319,7 @@ where
     /// meanwhile, the sum is a moment's estimate, as Linux's `NR_FREE_PAGES` is. (With
     /// [`Zone::with_cpu_local_lists`], only while no other CPU is inside the zone.)
     pub fn free_pages_total(&self) -> u64 {
-        let pcp: u64 = self
-            .pcps
-            .as_ref()
-            .iter()
-            .map(|p| p.lists.lock().count.pages)
-            .sum();
+        let pcp = self.sum_over_pcp_lists(|c| c.pages);
         let free = self.free.lock();
         free.count.pages + free.deferred.pages + pcp
     }

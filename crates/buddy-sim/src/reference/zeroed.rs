@@ -15,7 +15,7 @@ use alloc::vec;
 use alloc::vec::Vec;
 use core::ptr::NonNull;
 
-use super::Op;
+use super::{CheckInterval, Op};
 use crate::{
     BoxedZone, BuddyError, FrameClearer, FrameMemory, FreeWhere, OffsetMap, Order, Pfn, ZoneConfig,
 };
@@ -73,10 +73,8 @@ pub struct ZeroedModel {
     held: Vec<(Pfn, Order)>,
     /// The next non-zero byte a holder writes.
     stamp: u8,
-    /// [`ZeroedModel::apply`] runs the full [`ZeroedModel::check`] every this many calls.
-    check_interval: usize,
-    /// Calls of [`ZeroedModel::apply`] so far.
-    applied: usize,
+    /// When [`ZeroedModel::apply`] runs the full [`ZeroedModel::check`].
+    checks: CheckInterval,
 }
 
 impl core::fmt::Debug for ZeroedModel {
@@ -123,8 +121,7 @@ impl ZeroedModel {
             pages,
             held: Vec::new(),
             stamp: 1,
-            check_interval: 1,
-            applied: 0,
+            checks: CheckInterval::every(1),
         })
     }
 
@@ -136,7 +133,7 @@ impl ZeroedModel {
     #[must_use]
     pub fn with_check_interval(self, ops: usize) -> Self {
         Self {
-            check_interval: ops.max(1),
+            checks: CheckInterval::every(ops),
             ..self
         }
     }
@@ -354,8 +351,7 @@ impl ZeroedModel {
             | Op::FreeRun { .. }
             | Op::FreeRaw { .. } => {}
         }
-        self.applied += 1;
-        if self.applied.is_multiple_of(self.check_interval) {
+        if self.checks.due() {
             self.check()
         } else {
             Ok(())
