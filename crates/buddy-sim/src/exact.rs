@@ -24,7 +24,22 @@ where
     /// above the zone's MAX_ORDER; as [`Zone::alloc_pages`] otherwise. Nothing is
     /// allocated then.
     pub fn alloc_pages_exact(&self, cpu: usize, pages: u64) -> Result<Pfn, BuddyError> {
-        let order = Order::covering(pages)?;
+        self.alloc_pages_exact_aligned(cpu, pages, Order::ZERO)
+    }
+
+    /// [`Zone::alloc_pages_exact`] with the run starting aligned to `align` as well (a block
+    /// of the larger of `align` and the covering order is taken, and everything past
+    /// `pages` given back).
+    ///
+    /// # Errors
+    /// As [`Zone::alloc_pages_exact`].
+    pub fn alloc_pages_exact_aligned(
+        &self,
+        cpu: usize,
+        pages: u64,
+        align: Order,
+    ) -> Result<Pfn, BuddyError> {
+        let order = Order::covering(pages)?.max(align);
         let pfn = self.alloc_pages(cpu, order)?;
         if let Err(e) = self.split_page(pfn, order) {
             // Not reached (the block is this call's alone, with one reference); give it

@@ -27,8 +27,10 @@
 //! frees), `contig` (`free_contig_range`), `vmalloc`, `zeroed` (zeroed allocation and
 //! background zeroing), `memory` (the embedder's `FrameMemory` and the `FrameClearer`),
 //! `check`, `counters`, `sync` (atomics and locks, loom's under `cfg(loom)`); the ecosystem
-//! adapters `x86_64_frames` (feature `x86_64`: `X86FrameAllocator`) and `paging_tables`
-//! (feature `aarch64-paging`: `ZoneTables`, whose table pages are zeroed allocations).
+//! adapters `x86_64_frames` (feature `x86_64`: `X86FrameAllocator`), `paging_tables`
+//! (feature `aarch64-paging`: `ZoneTables`, whose table pages are zeroed allocations) and
+//! `ax_pages` (feature `axallocator`: `AxPageAllocator`, ArceOS's page allocator); `exact`
+//! (`alloc_pages_exact`).
 #![doc = include_str!("../README.md")]
 #![no_std]
 #![cfg_attr(docsrs, feature(doc_cfg))]
@@ -51,6 +53,8 @@ extern crate alloc;
 extern crate std;
 
 mod alloc_pages;
+#[cfg(feature = "axallocator")]
+mod ax_pages;
 mod buddy;
 mod check;
 mod config;
@@ -79,6 +83,8 @@ mod x86_64_frames;
 mod zeroed;
 mod zone;
 
+#[cfg(feature = "axallocator")]
+pub use ax_pages::AxPageAllocator;
 pub use check::Corruption;
 pub use config::{LINUX_PCP_BATCH, ZoneConfig, pcp_batch_for, pcp_high_for};
 pub use counters::OpCounters;

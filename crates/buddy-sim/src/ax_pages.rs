@@ -1,0 +1,243 @@
+//! ArceOS's page-allocator interface over a zone (feature `axallocator`): `axallocator`'s
+//! [`BaseAllocator`] and [`PageAllocator`], which ArceOS's global allocator and
+//! `page_table_multiarch`'s paging handlers call for page frames. Positions are the
+//! addresses the embedder reaches frames at: frame `pfn` at `pfn * 4 KiB + offset` (a
+//! kernel's direct map; offset 0 for an identity map).
+//!
+//! Every run handed out is made of order-0 pages with one reference each (Linux's
+//! `alloc_pages_exact`), so `dealloc_pages` can give back any run of them, as the fewest
+//! aligned blocks ([`Zone::free_contig_range`]).
+
+use crate::{BuddyError, Frame, Order, PerCpu, Pfn, Zone, decompose};
+use axallocator::{AllocError, AllocResult, BaseAllocator, PageAllocator};
+use lock_api::RawMutex;
+
+/// The frame size: ArceOS's `PAGE_SIZE_4K`.
+const PAGE: usize = 4096;
+
+/// A zone as `axallocator`'s [`PageAllocator`], allocating and freeing on one CPU's lists
+/// (make one per CPU: it holds a shared reference to the zone, which is `Sync`).
+///
+/// `axallocator`'s interface reports no error from `init` and `dealloc_pages`:
+/// [`AxPageAllocator::last_error`] keeps the zone's error of the last call instead. (The
+/// workspace README's example.)
+///
+/// ```
+/// use axallocator::{BaseAllocator, PageAllocator};
+/// use buddy_sim::{AxPageAllocator, BoxedZone, Pfn, ZoneConfig};
+///
+/// // 2 MiB of frames at physical 16 MiB, reached through a direct map at this offset.
+/// const DIRECT_MAP: usize = 0xffff_8000_0000_0000;
+/// let zone = BoxedZone::new_boxed_empty(ZoneConfig::new(Pfn(0x1000), 512))?;
+/// let mut pages = AxPageAllocator::new(&zone, 0, DIRECT_MAP)?;
+/// pages.init(DIRECT_MAP + 0x100_0000, 2 << 20);
+/// let stack = pages.alloc_pages(4, 4 * 4096).expect("16 KiB, aligned");
+/// let fixed = pages.alloc_pages_at(DIRECT_MAP + 0x110_0000, 3, 4096).expect("that range");
+/// pages.dealloc_pages(stack + 4096, 3); // the top three pages only
+/// assert_eq!(pages.used_pages(), 1 + 3);
+/// pages.dealloc_pages(stack, 1);
+/// pages.dealloc_pages(fixed, 3);
+/// assert_eq!((pages.used_pages(), pages.last_error()), (0, None));
+/// # Ok::<(), buddy_sim::BuddyError>(())
+/// ```
+#[derive(Debug)]
+pub struct AxPageAllocator<'z, F, P, R: RawMutex> {
+    zone: &'z Zone<F, P, R>,
+    cpu: usize,
+    offset: usize,
+    last_error: Option<BuddyError>,
+}
+
+impl<'z, F, P, R> AxPageAllocator<'z, F, P, R>
+where
+    F: AsRef<[Frame]>,
+    P: AsRef<[PerCpu<R>]>,
+    R: RawMutex,
+{
+    /// Pages of `zone` on `cpu`'s lists, frame `pfn` at position `pfn * 4 KiB + offset`.
+    ///
+    /// # Errors
+    /// [`BuddyError::BadCpu`]; [`BuddyError::BadConfig`] if `offset` is not a multiple of
+    /// 4 KiB.
+    pub fn new(zone: &'z Zone<F, P, R>, cpu: usize, offset: usize) -> Result<Self, BuddyError> {
+        zone.pcp_pages(cpu)?;
+        if !offset.is_multiple_of(PAGE) {
+            return Err(BuddyError::BadConfig(
+                "AxPageAllocator: the offset is not a multiple of 4 KiB",
+            ));
+        }
+        Ok(Self {
+            zone,
+            cpu,
+            offset,
+            last_error: None,
+        })
+    }
+
+    /// The zone's error of the last call that failed (`None` after a call that succeeded).
+    #[must_use]
+    pub const fn last_error(&self) -> Option<BuddyError> {
+        self.last_error
+    }
+
+    /// The frame at page-aligned position `pos`.
+    fn pfn_at(&self, pos: usize) -> Option<Pfn> {
+        let pa = pos.checked_sub(self.offset)?;
+        pa.is_multiple_of(PAGE).then_some(Pfn((pa / PAGE) as u64))
+    }
+
+    /// The position of frame `pfn`.
+    fn pos_of(&self, pfn: Pfn) -> Option<usize> {
+        usize::try_from(pfn.0)
+            .ok()?
+            .checked_mul(PAGE)?
+            .checked_add(self.offset)
+    }
+
+    /// The order of a block aligned to `align` bytes at a position: `align` must be a power
+    /// of two, and the offset a multiple of it (else frame alignment is not position
+    /// alignment).
+    fn align_order(&self, align: usize) -> AllocResult<Order> {
+        if !align.is_power_of_two() || !self.offset.is_multiple_of(align.max(PAGE)) {
+            return Err(AllocError::InvalidParam);
+        }
+        let log = (align.max(PAGE) / PAGE).trailing_zeros();
+        u8::try_from(log)
+            .ok()
+            .and_then(|o| Order::new(o).ok())
+            .ok_or(AllocError::InvalidParam)
+    }
+
+    /// Records `r`'s error and maps it to `axallocator`'s.
+    fn outcome<T>(&mut self, r: Result<T, BuddyError>) -> AllocResult<T> {
+        self.last_error = r.as_ref().err().copied();
+        r.map_err(|e| match e {
+            BuddyError::OutOfMemory(_) | BuddyError::NotInBuddy(_) => AllocError::NoMemory,
+            BuddyError::AlreadyAdded(_) => AllocError::MemoryOverlap,
+            BuddyError::DoubleFree(_) => AllocError::NotAllocated,
+            _ => AllocError::InvalidParam,
+        })
+    }
+
+    /// Takes exactly the frames `[pfn, pfn + pages)`, each as an order-0 page; all or
+    /// nothing.
+    fn take_run(&self, pfn: Pfn, pages: u64) -> Result<(), BuddyError> {
+        let max = self.zone.config().max_order;
+        let mut taken = 0u64;
+        for (block, order) in decompose(pfn, pages, max)? {
+            let mut took = self.zone.alloc_pages_at(block, order);
+            if took.is_ok() {
+                took = self.zone.split_page(block, order);
+                if took.is_err() {
+                    // Not reached (the block was just taken, with one reference).
+                    let _ = self.zone.free_pages(self.cpu, block, order);
+                }
+            }
+            if let Err(e) = took {
+                // Give back the blocks taken before, split into order-0 pages.
+                let _ = self.zone.free_contig_range(self.cpu, pfn, taken);
+                return Err(e);
+            }
+            taken += order.pages();
+        }
+        Ok(())
+    }
+}
+
+impl<F, P, R> BaseAllocator for AxPageAllocator<'_, F, P, R>
+where
+    F: AsRef<[Frame]>,
+    P: AsRef<[PerCpu<R>]>,
+    R: RawMutex,
+{
+    /// Adds `[start, start + size)` to the zone ([`BaseAllocator::add_memory`]); a failure
+    /// is kept in [`AxPageAllocator::last_error`].
+    fn init(&mut self, start: usize, size: usize) {
+        let _ = self.add_memory(start, size);
+    }
+
+    /// Adds the whole pages of `[start, start + size)` to the zone ([`Zone::add_memory`]).
+    fn add_memory(&mut self, start: usize, size: usize) -> AllocResult {
+        let first = start.div_ceil(PAGE).checked_mul(PAGE);
+        let end = start.checked_add(size).map(|e| e / PAGE * PAGE);
+        let (Some(first), Some(end)) = (first, end) else {
+            return Err(AllocError::InvalidParam);
+        };
+        let Some(pfn) = self.pfn_at(first) else {
+            return Err(AllocError::InvalidParam);
+        };
+        let pages = (end.saturating_sub(first) / PAGE) as u64;
+        let r = self.zone.add_memory(pfn, pages);
+        self.outcome(r)
+    }
+}
+
+impl<F, P, R> PageAllocator for AxPageAllocator<'_, F, P, R>
+where
+    F: AsRef<[Frame]>,
+    P: AsRef<[PerCpu<R>]>,
+    R: RawMutex,
+{
+    const PAGE_SIZE: usize = PAGE;
+
+    /// `num_pages` frames from a block of the covering order (or of `align_pow2`, if larger;
+    /// [`Zone::alloc_pages_exact_aligned`]), the rest given back at once.
+    fn alloc_pages(&mut self, num_pages: usize, align_pow2: usize) -> AllocResult<usize> {
+        let align = self.align_order(align_pow2)?;
+        let r = self
+            .zone
+            .alloc_pages_exact_aligned(self.cpu, num_pages as u64, align);
+        let pfn = self.outcome(r)?;
+        self.pos_of(pfn).ok_or(AllocError::InvalidParam)
+    }
+
+    /// Frees `num_pages` frames from `pos` ([`Zone::free_contig_range`]); a failure (a page
+    /// not allocated, outside the zone) frees nothing and is kept in
+    /// [`AxPageAllocator::last_error`].
+    fn dealloc_pages(&mut self, pos: usize, num_pages: usize) {
+        let r = match self.pfn_at(pos) {
+            Some(pfn) => self.zone.free_contig_range(self.cpu, pfn, num_pages as u64),
+            None => Err(BuddyError::NotAFrame { addr: pos }),
+        };
+        let _ = self.outcome(r);
+    }
+
+    /// Takes exactly `[base, base + num_pages * 4 KiB)`, all or nothing: each aligned block
+    /// of the run from the buddy ([`Zone::alloc_pages_at`], draining per-cpu lists that
+    /// hold part of it), split into order-0 pages.
+    fn alloc_pages_at(
+        &mut self,
+        base: usize,
+        num_pages: usize,
+        align_pow2: usize,
+    ) -> AllocResult<usize> {
+        self.align_order(align_pow2)?;
+        if num_pages == 0 || !base.is_multiple_of(align_pow2.max(PAGE)) {
+            return Err(AllocError::InvalidParam);
+        }
+        let pfn = self.pfn_at(base).ok_or(AllocError::InvalidParam)?;
+        let r = self.take_run(pfn, num_pages as u64);
+        self.outcome(r).map(|()| base)
+    }
+
+    /// The zone's usable frames ([`Zone::present_pages`]).
+    fn total_pages(&self) -> usize {
+        saturating_usize(self.zone.present_pages())
+    }
+
+    /// Frames not free ([`Zone::free_pages_total`]).
+    fn used_pages(&self) -> usize {
+        let free = self.zone.free_pages_total();
+        saturating_usize(self.zone.present_pages().saturating_sub(free))
+    }
+
+    /// Free frames, per-cpu lists and deferred frames included ([`Zone::free_pages_total`]).
+    fn available_pages(&self) -> usize {
+        saturating_usize(self.zone.free_pages_total())
+    }
+}
+
+/// A frame count as `usize`, saturated (a 32-bit target's zone cannot count past it anyway).
+fn saturating_usize(n: u64) -> usize {
+    usize::try_from(n).unwrap_or(usize::MAX)
+}

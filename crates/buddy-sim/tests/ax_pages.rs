@@ -1,0 +1,253 @@
+//! `AxPageAllocator` under `axallocator`'s interface: the cases ArceOS's page allocators are
+//! tested with (one page, alignment, a fixed base, a whole region in and out, overlap,
+//! counts), and arbitrary sequences against a model of which pages are held.
+#![cfg(not(loom))]
+
+use axallocator::{AllocError, BaseAllocator, PageAllocator};
+use buddy_sim::{AxPageAllocator, BoxedZone, BuddyError, Pfn, ZoneConfig};
+use proptest::prelude::*;
+
+const PAGE: usize = 4096;
+
+/// An empty zone spanning `pages` frames from position `base` (offset 0: identity map).
+fn zone(base: usize, pages: u64) -> BoxedZone {
+    BoxedZone::new_boxed_empty(ZoneConfig::new(Pfn((base / PAGE) as u64), pages).with_cpus(2))
+        .unwrap()
+}
+
+#[test]
+fn one_page_in_and_out() {
+    let z = zone(PAGE, 1);
+    let mut a = AxPageAllocator::new(&z, 0, 0).unwrap();
+    a.init(PAGE, PAGE);
+    assert_eq!(
+        (a.total_pages(), a.used_pages(), a.available_pages()),
+        (1, 0, 1)
+    );
+    let p = a.alloc_pages(1, PAGE).unwrap();
+    assert_eq!(p, PAGE);
+    assert_eq!((a.used_pages(), a.available_pages()), (1, 0));
+    assert!(matches!(a.alloc_pages(1, PAGE), Err(AllocError::NoMemory)));
+    a.dealloc_pages(p, 1);
+    assert_eq!(a.last_error(), None);
+    assert_eq!(a.alloc_pages(1, PAGE).unwrap(), PAGE);
+    // Twice freed: reported, nothing changes.
+    a.dealloc_pages(p, 1);
+    a.dealloc_pages(p, 1);
+    assert!(matches!(a.last_error(), Some(BuddyError::DoubleFree(_))));
+    assert_eq!(a.used_pages(), 0);
+    z.check().unwrap();
+}
+
+#[test]
+fn alignments_are_honoured_and_bad_ones_refused() {
+    let base = 1 << 30;
+    let z = zone(base, 4096);
+    let mut a = AxPageAllocator::new(&z, 0, 0).unwrap();
+    a.init(base, 4096 * PAGE);
+    let mut held = Vec::new();
+    for (n, align) in [
+        (1, PAGE),
+        (3, PAGE),
+        (1, 1 << 16),
+        (5, 1 << 20),
+        (2, 1 << 21),
+    ] {
+        let p = a.alloc_pages(n, align).unwrap();
+        assert_eq!(p % align, 0, "{n} pages aligned to {align:#x} at {p:#x}");
+        held.push((p, n));
+    }
+    assert_eq!(a.used_pages(), 1 + 3 + 1 + 5 + 2);
+    for bad in [0, 3 * PAGE, 1 << 40] {
+        assert!(a.alloc_pages(1, bad).is_err(), "align {bad:#x}");
+    }
+    assert!(matches!(
+        a.alloc_pages(0, PAGE),
+        Err(AllocError::InvalidParam)
+    ));
+    for (p, n) in held {
+        a.dealloc_pages(p, n);
+        assert_eq!(a.last_error(), None);
+    }
+    assert_eq!(a.used_pages(), 0);
+    z.drain_all();
+    z.check().unwrap();
+}
+
+#[test]
+fn a_fixed_base_is_taken_exactly_once() {
+    let base = 1 << 24;
+    let z = zone(base, 1024);
+    let mut a = AxPageAllocator::new(&z, 0, 0).unwrap();
+    a.init(base, 1024 * PAGE);
+    // A misaligned run of 13 pages: the fewest aligned blocks, split into pages.
+    let at = base + 3 * PAGE;
+    assert_eq!(a.alloc_pages_at(at, 13, PAGE).ok(), Some(at));
+    assert_eq!(a.used_pages(), 13);
+    // Overlapping it: refused, nothing taken.
+    assert!(matches!(
+        a.alloc_pages_at(base + 8 * PAGE, 16, PAGE),
+        Err(AllocError::NoMemory)
+    ));
+    assert_eq!(a.used_pages(), 13);
+    // Misaligned for its alignment, or outside the zone: invalid.
+    assert!(matches!(
+        a.alloc_pages_at(at, 1, 1 << 16),
+        Err(AllocError::InvalidParam)
+    ));
+    assert!(a.alloc_pages_at(base + 2048 * PAGE, 1, PAGE).is_err());
+    // Any part of it can go back.
+    a.dealloc_pages(at + 5 * PAGE, 8);
+    a.dealloc_pages(at, 5);
+    assert_eq!((a.used_pages(), a.last_error()), (0, None));
+    z.drain_all();
+    z.check().unwrap();
+    assert_eq!(z.buddy_pages(), 1024);
+}
+
+#[test]
+fn the_whole_region_goes_out_and_back() {
+    let base = 1 << 24;
+    let z = zone(base, 512);
+    let mut a = AxPageAllocator::new(&z, 1, 0).unwrap();
+    a.init(base, 512 * PAGE);
+    let all = a.alloc_pages(512, PAGE).unwrap();
+    assert_eq!(all, base);
+    assert_eq!(a.available_pages(), 0);
+    assert!(matches!(a.alloc_pages(1, PAGE), Err(AllocError::NoMemory)));
+    a.dealloc_pages(all, 512);
+    assert_eq!(a.available_pages(), 512);
+    z.drain_all();
+    z.check().unwrap();
+}
+
+#[test]
+fn memory_is_added_once_and_only_inside_the_zone() {
+    let base = 1 << 24;
+    let z = zone(base, 256);
+    let mut a = AxPageAllocator::new(&z, 0, 0).unwrap();
+    // Partial pages at both ends are left out.
+    assert!(a.add_memory(base + 100, 64 * PAGE).is_ok());
+    assert_eq!(a.total_pages(), 63);
+    assert!(matches!(
+        a.add_memory(base, 2 * PAGE),
+        Err(AllocError::MemoryOverlap)
+    ));
+    assert_eq!(a.total_pages(), 63);
+    assert!(matches!(
+        a.add_memory(base + 512 * PAGE, PAGE),
+        Err(AllocError::InvalidParam)
+    ));
+    assert!(matches!(a.last_error(), Some(BuddyError::OutOfZone(_))));
+    assert!(AxPageAllocator::new(&z, 5, 0).is_err());
+    assert!(AxPageAllocator::new(&z, 0, 100).is_err());
+    z.check().unwrap();
+}
+
+#[test]
+fn positions_follow_the_offset() {
+    let offset = 0xffff_8000_0000_0000usize;
+    let z = zone(1 << 24, 64);
+    let mut a = AxPageAllocator::new(&z, 0, offset).unwrap();
+    a.init(offset + (1 << 24), 64 * PAGE);
+    let p = a.alloc_pages(4, 4 * PAGE).unwrap();
+    assert!(p >= offset + (1 << 24) && p < offset + (1 << 24) + 64 * PAGE);
+    assert_eq!(p % (4 * PAGE), 0);
+    a.dealloc_pages(p, 4);
+    assert_eq!(a.last_error(), None);
+    // A position below the offset is no frame.
+    a.dealloc_pages(PAGE, 1);
+    assert_eq!(a.last_error(), Some(BuddyError::NotAFrame { addr: PAGE }));
+}
+
+fn config() -> ProptestConfig {
+    if cfg!(miri) {
+        ProptestConfig {
+            cases: 2,
+            failure_persistence: None,
+            ..ProptestConfig::default()
+        }
+    } else {
+        ProptestConfig::default()
+    }
+}
+
+#[derive(Clone, Debug)]
+enum Call {
+    Alloc { pages: usize, align_log: u8 },
+    AllocAt { page: usize, pages: usize },
+    Dealloc { which: usize, split: usize },
+}
+
+fn call() -> impl Strategy<Value = Call> {
+    prop_oneof![
+        (1usize..40, 0u8..8).prop_map(|(pages, align_log)| Call::Alloc { pages, align_log }),
+        (0usize..300, 1usize..40).prop_map(|(page, pages)| Call::AllocAt { page, pages }),
+        (any::<usize>(), any::<usize>()).prop_map(|(which, split)| Call::Dealloc { which, split }),
+    ]
+}
+
+proptest! {
+    #![proptest_config(config())]
+
+    /// Any sequence of allocations (aligned or at a base) and frees, some of a part of a run:
+    /// runs never overlap, stay inside the region, honour their alignment, and the counts
+    /// are the model's; a refused call changes nothing.
+    #[test]
+    fn runs_never_overlap_and_counts_match(calls in proptest::collection::vec(call(), 1..40)) {
+        const FRAMES: usize = 256;
+        let base = 1 << 24;
+        let z = zone(base, FRAMES as u64);
+        let mut a = AxPageAllocator::new(&z, 0, 0).unwrap();
+        a.init(base, FRAMES * PAGE);
+        let mut held = [false; FRAMES];
+        let mut runs: Vec<(usize, usize)> = Vec::new();
+        for c in calls {
+            let before = a.used_pages();
+            let got = match c {
+                Call::Alloc { pages, align_log } => {
+                    let align = PAGE << align_log;
+                    a.alloc_pages(pages, align).map(|p| {
+                        prop_assert_eq!(p % align, 0);
+                        Ok((p, pages))
+                    })
+                }
+                Call::AllocAt { page, pages } => {
+                    a.alloc_pages_at(base + page * PAGE, pages, PAGE).map(|p| Ok((p, pages)))
+                }
+                Call::Dealloc { which, split } => {
+                    if !runs.is_empty() {
+                        let i = which % runs.len();
+                        let (p, n) = runs[i];
+                        // Free the first `k` pages of the run, keep the rest held.
+                        let k = 1 + split % n;
+                        a.dealloc_pages(p, k);
+                        prop_assert_eq!(a.last_error(), None);
+                        let first = (p - base) / PAGE;
+                        held[first..first + k].fill(false);
+                        if k == n {
+                            runs.swap_remove(i);
+                        } else {
+                            runs[i] = (p + k * PAGE, n - k);
+                        }
+                    }
+                    continue;
+                }
+            };
+            match got {
+                Ok(run) => {
+                    let (p, n) = run?;
+                    prop_assert!(p >= base && p + n * PAGE <= base + FRAMES * PAGE);
+                    let first = (p - base) / PAGE;
+                    prop_assert!(held[first..first + n].iter().all(|&h| !h), "overlap at {:#x}", p);
+                    held[first..first + n].fill(true);
+                    runs.push((p, n));
+                }
+                Err(_) => prop_assert_eq!(a.used_pages(), before),
+            }
+            prop_assert_eq!(a.used_pages(), held.iter().filter(|&&h| h).count());
+            prop_assert_eq!(a.used_pages() + a.available_pages(), FRAMES);
+        }
+        z.check().unwrap();
+    }
+}
