@@ -8,6 +8,9 @@
 //!   kernel (built for `x86_64-unknown-none` by `build.rs`).
 //! - glibc's `memset` (`write_bytes` in this hosted binary).
 //! - zero-core on one thread (`clear_contig_pages`) and on every core (`ParallelClear`).
+//! - zero-core prefaulting a fresh `vm-memory` guest memory map of two regions on every core
+//!   (`guest::clear_guest_memory_parallel`): what a rust-vmm VMM would call instead of
+//!   `MADV_POPULATE_WRITE`.
 
 use crate::measure::{
     Budget, Region, Samples, allowed_cpus, pin_current_thread, round_order, size_name,
@@ -94,6 +97,52 @@ fn shares(len: usize, workers: usize) -> Vec<(usize, usize)> {
         .collect()
 }
 
+/// A fresh `vm-memory` guest memory map of `len` bytes in two regions (as a VMM splits
+/// guest RAM around a hole), THP advised like the Linux rows' mapping, cleared (and so
+/// faulted in) by zero-core on `threads` threads; the mapping is made and dropped untimed.
+fn guest_memory(threads: usize) -> Path {
+    use vm_memory::{GuestAddress, GuestMemoryBackend, GuestMemoryMmap, GuestMemoryRegion};
+    Box::new(move |region: &mut [u8]| {
+        let half = region.len() / 2;
+        let mem = GuestMemoryMmap::<()>::from_ranges(&[
+            (GuestAddress(0), half),
+            (GuestAddress(half as u64), region.len() - half),
+        ])
+        .unwrap_or_else(|e| panic!("guest memory of {} bytes: {e}", region.len()));
+        for r in mem.iter() {
+            let host = r
+                .get_host_address(vm_memory::MemoryRegionAddress(0))
+                .unwrap_or_else(|e| panic!("a host mapping: {e}"));
+            // SAFETY: advice on the region's own mapping; failure only means no huge pages.
+            unsafe { libc::madvise(host.cast(), r.len() as usize, libc::MADV_HUGEPAGE) };
+        }
+        let chunk = NonZeroUsize::new(CHUNK_PAGES).unwrap_or(NonZeroUsize::MIN);
+        let workers = NonZeroUsize::new(threads).unwrap_or(NonZeroUsize::MIN);
+        let start = Instant::now();
+        // SAFETY: the guest memory is this closure's alone (no vCPU, no device).
+        let cleared = unsafe {
+            zero_core::guest::clear_guest_memory_parallel(
+                &mem,
+                GuestAddress(0),
+                region.len(),
+                &config(),
+                chunk,
+                workers,
+            )
+        };
+        let d = start.elapsed();
+        cleared.unwrap_or_else(|e| panic!("clearing the guest memory: {e}"));
+        // A byte of every page reads zero, untimed.
+        let mut byte = [0xffu8];
+        for at in (0..region.len()).step_by(4096) {
+            vm_memory::Bytes::read_slice(&mem, &mut byte, GuestAddress(at as u64))
+                .unwrap_or_else(|e| panic!("reading guest memory: {e}"));
+            assert_eq!(byte[0], 0, "guest page at {at:#x} not zero");
+        }
+        d
+    })
+}
+
 fn populate(cpus: &[usize]) -> Path {
     let cpus = cpus.to_vec();
     Box::new(move |region: &mut [u8]| {
@@ -170,7 +219,7 @@ impl Section for Prefault {
         let n = cpus.len();
         let one = &cpus[cpus.len() - 1..];
         ctx.step(format!(
-            "zeroing {}: six paths interleaved",
+            "zeroing {}: seven paths interleaved",
             size_name(bytes)
         ));
         let mut paths: Vec<(String, Path)> = vec![
@@ -183,6 +232,10 @@ impl Section for Prefault {
                 populate(&cpus),
             ),
         ];
+        paths.push((
+            format!("zero-core over a vm-memory GuestMemoryMmap (2 regions), {n} threads"),
+            guest_memory(n),
+        ));
         let builtins_missing = match builtins_memset() {
             Ok(p) => {
                 paths.push(("compiler-builtins memset (no_std kernel)".into(), p));
@@ -278,7 +331,15 @@ impl Section for Prefault {
              the `memset` a no_std x86_64 kernel links for `write_bytes` (rep stosq with byte \
              heads and tails), glibc's is this hosted binary's; zero-core uses the detected \
              policy with the 32 MiB batches of a kernel without preemption, and ParallelClear \
-             hands out {} chunks to one pinned worker per core.",
+             hands out {} chunks to one pinned worker per core. The vm-memory row zeroes a \
+             fresh `GuestMemoryMmap` of two regions (each its own anonymous mapping, \
+             `MADV_HUGEPAGE`) with `zero_core::guest::clear_guest_memory_parallel`, one \
+             unpinned thread per core: like the Linux rows it pays the page faults, so it is \
+             what a rust-vmm VMM prefaulting guest RAM with zero-core pays instead. It pays \
+             twice: the kernel zeroes each fresh page as it faults it in, then zero-core \
+             writes it again, so for fresh memory MADV_POPULATE_WRITE is the faster path; \
+             zero-core's gain is on guest memory already populated (a reused VM, a balloon's \
+             returned pages), the rows below.",
             size_name(bytes),
             samples[0].len(),
             size_name(CHUNK_PAGES * 4096),

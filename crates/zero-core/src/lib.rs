@@ -33,6 +33,8 @@ mod backend;
 mod calibrate;
 mod clear;
 mod error;
+#[cfg(feature = "vm-memory")]
+pub mod guest;
 mod parallel;
 pub mod plan;
 mod policy;
