@@ -37,8 +37,9 @@ pub fn targets(root: &Path) -> Result<Vec<String>, String> {
         .collect())
 }
 
-/// Builds every target, then runs each for `seconds` on its corpus (`fuzz/corpus/TARGET`,
-/// the committed seeds included), echoing libFuzzer's output.
+/// Builds every target, then runs each for `seconds` on its working corpus
+/// (`fuzz/corpus/TARGET`, not committed) and its committed seeds (`fuzz/seeds/TARGET`, a
+/// minimized corpus: `cargo fuzz cmin`), echoing libFuzzer's output.
 pub fn run_all(root: &Path, seconds: u64) -> Result<Vec<TargetRun>, String> {
     let targets = targets(root)?;
     cmd::status(nightly_cargo(root).args(["fuzz", "build"]))?;
@@ -48,8 +49,16 @@ pub fn run_all(root: &Path, seconds: u64) -> Result<Vec<TargetRun>, String> {
 fn run_one(root: &Path, target: &str, seconds: u64) -> Result<TargetRun, String> {
     use std::io::{BufRead, BufReader};
     let time = format!("-max_total_time={seconds}");
+    // The working corpus (new inputs go there, ignored by git) and the committed seeds.
+    let corpus = root.join("fuzz/corpus").join(target);
+    let seeds = root.join("fuzz/seeds").join(target);
+    std::fs::create_dir_all(&corpus).map_err(|e| format!("{}: {e}", corpus.display()))?;
     let mut c = nightly_cargo(root);
-    c.args(["fuzz", "run", target, "--", &time, "-print_final_stats=1"]);
+    c.args(["fuzz", "run", target]).arg(&corpus);
+    if seeds.is_dir() {
+        c.arg(&seeds);
+    }
+    c.args(["--", &time, "-print_final_stats=1"]);
     println!("    $ {}", cmd::describe(&c));
     let mut child = c
         .stderr(Stdio::piped())
