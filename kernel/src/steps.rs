@@ -54,7 +54,11 @@ pub trait Platform {
     ///
     /// # Errors
     /// Why the second CPU does not run (not present, or the firmware refused).
-    fn start_second_cpu(&mut self) -> Result<(), &'static str>;
+    ///
+    /// # Safety
+    /// Called once, on the boot CPU running on the kernel's map (which the second CPU starts
+    /// on), with the data region mapped.
+    unsafe fn start_second_cpu(&mut self) -> Result<(), &'static str>;
     /// Ends the run with `code` (0: success, else the failed step).
     fn exit(code: u32) -> !;
     /// Nanoseconds on a monotonic clock (arm64's generic timer, x86's TSC), for the timings
@@ -373,6 +377,8 @@ pub struct Kernel<P: Platform> {
     aging_flushes: u64,
     /// The second CPU runs.
     pub second_cpu: bool,
+    /// `start_second_cpu` was called (it may be called once).
+    smp_tried: bool,
 }
 
 /// A `TlbFlush` that invalidates nothing: the negative control.
@@ -405,6 +411,7 @@ impl<P: Platform> Kernel<P> {
             stats: AgingStats::default(),
             aging_flushes: 0,
             second_cpu: false,
+            smp_tried: false,
         }
     }
 
@@ -648,7 +655,16 @@ impl<P: Platform> Kernel<P> {
             .unwrap_or_else(|e| fail::<P>(Step::Smp, format_args!("{e}")));
         self.map_table(0);
         P::publish_tables();
-        if let Err(why) = platform.start_second_cpu() {
+        if self.smp_tried {
+            fail::<P>(
+                Step::Smp,
+                format_args!("the second CPU was started already"),
+            );
+        }
+        self.smp_tried = true;
+        // SAFETY: once per kernel (checked just above); on the kernel's map, since the data
+        // tables just mapped are the live map's (`set_data_table`'s contract).
+        if let Err(why) = unsafe { platform.start_second_cpu() } {
             println!("smp: no second core ({why}); concurrent step skipped");
             return false;
         }

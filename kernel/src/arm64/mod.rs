@@ -63,7 +63,7 @@ impl Platform for Machine {
     fn skipped_flush_observable() -> Result<(), &'static str> {
         Ok(())
     }
-    fn start_second_cpu(&mut self) -> Result<(), &'static str> {
+    unsafe fn start_second_cpu(&mut self) -> Result<(), &'static str> {
         let ctx = mmu::SecondaryBoot {
             stack_top: core::ptr::addr_of!(__stack1_top) as u64,
             ..self.regs

@@ -18,6 +18,7 @@ use x86_64::structures::paging::{
 use x86_64::{PhysAddr, VirtAddr};
 
 use super::Machine;
+use super::regs::{LAPIC, flush_tlb};
 use crate::steps::{self, DATA_TABLES, DATA_VA, KernelZone, Step, fail};
 
 /// Page-table frames on CPU 0: from the zone's `alloc_zeroed` (known zero or cleared by
@@ -116,12 +117,12 @@ impl KernelMap {
                 .ignore();
         }
         // The local APIC's registers: uncached, never executable.
-        let lapic = Page::<Size4KiB>::containing_address(VirtAddr::new(super::smp::LAPIC));
+        let lapic = Page::<Size4KiB>::containing_address(VirtAddr::new(LAPIC));
         let mmio = rw
             | PageTableFlags::NO_CACHE
             | PageTableFlags::WRITE_THROUGH
             | PageTableFlags::NO_EXECUTE;
-        let frame = PhysFrame::containing_address(PhysAddr::new(super::smp::LAPIC));
+        let frame = PhysFrame::containing_address(PhysAddr::new(LAPIC));
         // SAFETY: an identity mapping of the APIC's MMIO page, which is not RAM.
         unsafe { map.map_to(lapic, frame, mmio, &mut frames) }
             .unwrap_or_else(|e| fail::<Machine>(Step::PageTables, format_args!("{e:?}")))
@@ -176,7 +177,7 @@ impl KernelMap {
                 .1
                 .ignore();
         }
-        let lapic = Page::<Size4KiB>::containing_address(VirtAddr::new(super::smp::LAPIC));
+        let lapic = Page::<Size4KiB>::containing_address(VirtAddr::new(LAPIC));
         self.map
             .unmap(lapic)
             .unwrap_or_else(|e| fail::<Machine>(Step::Free, format_args!("{e:?}")))
@@ -194,31 +195,6 @@ impl KernelMap {
         }
         self.frames.allocated
     }
-}
-
-/// Reads CR3.
-pub fn cr3() -> u64 {
-    let v: u64;
-    // SAFETY: reading CR3 has no side effects.
-    unsafe { asm!("mov {}, cr3", out(reg) v, options(nomem, nostack)) };
-    v
-}
-
-/// Loads CR3 (which also invalidates every non-global translation).
-///
-/// # Safety
-/// `v` is the root of a live map (its tables stay allocated while it is loaded) that maps
-/// the image, the stacks, the IDT's handlers and every memory the code reaches afterwards
-/// at the same addresses and with the same attributes as the current one.
-pub unsafe fn set_cr3(v: u64) {
-    // SAFETY: forwarded from the caller.
-    unsafe { asm!("mov cr3, {}", in(reg) v, options(nostack)) };
-}
-
-/// Reloads CR3 with its own value: drops every non-global translation this CPU cached.
-pub fn flush_tlb() {
-    // SAFETY: the current root, which maps everything the code uses as it does now.
-    unsafe { set_cr3(cr3()) };
 }
 
 /// Past this many pages a range flush reloads CR3 instead (Linux's

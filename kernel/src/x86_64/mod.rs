@@ -9,6 +9,7 @@ pub mod console;
 mod idt;
 mod measure;
 mod mmu;
+mod regs;
 mod smp;
 
 use core::arch::asm;
@@ -49,7 +50,7 @@ impl Platform for Machine {
         core::sync::atomic::fence(core::sync::atomic::Ordering::SeqCst);
     }
     fn flush_all() {
-        mmu::flush_tlb();
+        regs::flush_tlb();
     }
     fn skipped_flush_observable() -> Result<(), &'static str> {
         if under_kvm() {
@@ -60,8 +61,9 @@ impl Platform for Machine {
             Ok(())
         }
     }
-    fn start_second_cpu(&mut self) -> Result<(), &'static str> {
-        smp::start_second_cpu()
+    unsafe fn start_second_cpu(&mut self) -> Result<(), &'static str> {
+        // SAFETY: forwarded: once, with the kernel's map loaded.
+        unsafe { smp::start_second_cpu() }
     }
     fn exit(code: u32) -> ! {
         console::exit(code)
@@ -278,7 +280,7 @@ extern "C" fn kmain(start_info: u32) -> ! {
     let mut k = Kernel::<Machine>::new(zone);
 
     // The kernel's map: the x86_64 crate's OffsetPageTable over buddy-sim's frames.
-    let boot_cr3 = mmu::cr3();
+    let boot_cr3 = regs::cr3();
     smp::BOOT_CR3.store(boot_cr3, core::sync::atomic::Ordering::Relaxed);
     let map_top = match region {
         Some((_, end)) if measuring => end.min(4 << 30),
@@ -297,7 +299,7 @@ extern "C" fn kmain(start_info: u32) -> ! {
     // SAFETY: the kernel's map identity-maps the image, the stacks and RAM up to `map_top` as
     // the boot map does (plus the data region and the LAPIC), and lives until `kmap.free`,
     // after CR3 holds the boot map again.
-    unsafe { mmu::set_cr3(kmap.cr3()) };
+    unsafe { regs::set_cr3(kmap.cr3()) };
     println!(
         "x86_64: kernel map at {:#x} with {} table pages from the zone (the x86_64 crate's OffsetPageTable over buddy-sim's alloc_zeroed); {DATA_TABLES} level-1 tables handed to pte-batch",
         kmap.cr3(),
@@ -328,7 +330,7 @@ extern "C" fn kmain(start_info: u32) -> ! {
     k.unmap_data();
     // SAFETY: the boot map, live for the whole run, maps everything the code uses from here
     // on (the data region is unmapped already).
-    unsafe { mmu::set_cr3(boot_cr3) };
+    unsafe { regs::set_cr3(boot_cr3) };
     let tables = kmap.free();
     k.finish(whole, tables)
 }

@@ -7,6 +7,7 @@
 use core::arch::global_asm;
 use core::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
+use super::regs::{self, lapic_read, lapic_write};
 use super::{Machine, measure};
 use crate::steps;
 
@@ -104,20 +105,8 @@ pub static BOOT_CR3: AtomicU64 = AtomicU64::new(0);
 /// Whether the boot CPU enabled XSAVE state (the second CPU does the same).
 pub static XSAVE: AtomicBool = AtomicBool::new(false);
 
-/// The local APIC's registers (identity-mapped, uncached, by the kernel's map).
-pub const LAPIC: u64 = 0xfee0_0000;
 const ICR_LOW: u64 = 0x300;
 const ICR_HIGH: u64 = 0x310;
-
-fn lapic_write(reg: u64, v: u32) {
-    // SAFETY: a local APIC register, mapped uncached by the kernel's map.
-    unsafe { core::ptr::write_volatile((LAPIC + reg) as *mut u32, v) };
-}
-
-fn lapic_read(reg: u64) -> u32 {
-    // SAFETY: as `lapic_write`.
-    unsafe { core::ptr::read_volatile((LAPIC + reg) as *const u32) }
-}
 
 /// Busy-waits `us` microseconds on the TSC.
 fn delay_us(hz: u64, us: u64) {
@@ -128,11 +117,18 @@ fn delay_us(hz: u64, us: u64) {
 }
 
 /// Sends `low` to the CPU with APIC ID `apic` and waits until the APIC has delivered it.
-fn send_ipi(apic: u32, low: u32) {
-    lapic_write(ICR_HIGH, apic << 24);
-    lapic_write(ICR_LOW, low);
-    while lapic_read(ICR_LOW) & (1 << 12) != 0 {
-        core::hint::spin_loop();
+///
+/// # Safety
+/// The kernel's map (which maps the local APIC) is loaded.
+unsafe fn send_ipi(apic: u32, low: u32) {
+    // SAFETY: the caller guarantees the local APIC is mapped; ICR high and low are its
+    // interrupt command registers.
+    unsafe {
+        lapic_write(ICR_HIGH, apic << 24);
+        lapic_write(ICR_LOW, low);
+        while lapic_read(ICR_LOW) & (1 << 12) != 0 {
+            core::hint::spin_loop();
+        }
     }
 }
 
@@ -141,7 +137,11 @@ fn send_ipi(apic: u32, low: u32) {
 ///
 /// # Errors
 /// Why there is no second CPU.
-pub fn start_second_cpu() -> Result<(), &'static str> {
+///
+/// # Safety
+/// Called once, with the kernel's map loaded (it maps the local APIC, and the second CPU
+/// starts on the current CR3), before the steps that share the zone with the second CPU.
+pub unsafe fn start_second_cpu() -> Result<(), &'static str> {
     let start = core::ptr::addr_of!(ap_trampoline_start);
     let len = core::ptr::addr_of!(ap_trampoline_end) as usize - start as usize;
     let dst = TRAMPOLINE as *mut u8;
@@ -151,18 +151,20 @@ pub fn start_second_cpu() -> Result<(), &'static str> {
     // trampoline (a few hundred bytes) and its three fields, which nothing else uses.
     unsafe {
         core::ptr::copy_nonoverlapping(start, dst, len);
-        field(core::ptr::addr_of!(ap_cr3)).write_volatile(super::mmu::cr3());
+        field(core::ptr::addr_of!(ap_cr3)).write_volatile(regs::cr3());
         field(core::ptr::addr_of!(ap_stack))
             .write_volatile(core::ptr::addr_of!(__stack1_top) as u64);
         field(core::ptr::addr_of!(ap_entry)).write_volatile(x86_secondary_main as *const () as u64);
     }
     let hz = super::TSC_HZ.load(Ordering::Relaxed).max(1_000_000);
     // INIT, then two STARTUP IPIs with the trampoline's page as the vector.
-    send_ipi(1, 0x4500);
+    // SAFETY: the caller guarantees the kernel's map is loaded.
+    unsafe { send_ipi(1, 0x4500) };
     delay_us(hz, 10_000);
     let vector = (TRAMPOLINE >> 12) as u32;
     for _ in 0..2 {
-        send_ipi(1, 0x4600 | vector);
+        // SAFETY: as above.
+        unsafe { send_ipi(1, 0x4600 | vector) };
         delay_us(hz, 200);
     }
     let end = measure::rdtsc() + hz;
@@ -184,7 +186,7 @@ extern "C" fn x86_secondary_main() -> ! {
     let leave_map = || {
         // SAFETY: the boot map is live for the whole run and maps the image and the stacks as
         // the kernel's map does.
-        unsafe { super::mmu::set_cr3(BOOT_CR3.load(Ordering::Relaxed)) }
+        unsafe { regs::set_cr3(BOOT_CR3.load(Ordering::Relaxed)) }
     };
     // SAFETY: this is the second CPU, which `start_second_cpu` started on the kernel's map
     // (its trampoline loads the boot CPU's CR3 of that moment).
