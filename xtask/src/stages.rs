@@ -459,7 +459,7 @@ const BOOTS: [(&str, &[&str], &[&str]); 3] = [
         &["access flag and dirty state in software"],
     ),
 ];
-/// RAM given to the kernels; `MAX_RAM` in `kernel/src/steps.rs` assumes the same.
+/// RAM given to the kernels; `MAX_RAM` in `kernel/src/steps/mod.rs` assumes the same.
 pub const KERNEL_RAM: &str = "128M";
 
 /// Builds `kernel/` for `aarch64-unknown-none` and boots it under `qemu-system-aarch64` in

@@ -1,0 +1,187 @@
+//! What every kernel does with the three crates, once, over a [`Platform`]: take frames from
+//! buddy-sim, zero them with zero-core, map folios with pte-batch, let the MMU set access and
+//! dirty bits, age, flush, refault, run the negative control, share the zone with a second
+//! CPU, unmap, free, and check the zone is whole. A platform module holds only boot, MMU and
+//! platform code: it builds the zone's memory map and the page tables, hands the data
+//! region's last-level tables over ([`set_data_table`]), and calls [`Kernel::run`] and
+//! [`Kernel::finish`].
+//!
+//! By concern: `platform` (what the steps need from an architecture), `zone` (the zone and
+//! its zeroed allocations), `data` (the data region's tables, layout and accesses), `aging`
+//! (touching, aging, refaulting, the negative control, the timed passes) and `smp` (the
+//! second CPU's steps). This module holds the shared constants, the exit codes and
+//! [`Kernel`], whose steps the others implement.
+
+mod aging;
+mod data;
+mod platform;
+mod smp;
+mod zone;
+
+#[cfg(target_arch = "aarch64")]
+pub use data::data_table;
+pub use data::{locate, set_data_table};
+pub use platform::Platform;
+pub use smp::secondary;
+pub use zone::{KernelZone, alloc_zeroed, clearer, make_zone, zero_in_background, zone};
+
+use data::*;
+use smp::*;
+use zone::*;
+
+use buddy_sim::{FrameClearer, OffsetMap, Pfn};
+use pte_batch::AgingStats;
+use pte_batch::mm_types::PageSize;
+use zero_core::Policy;
+
+/// Exit codes: the step that failed.
+#[derive(Clone, Copy, Debug)]
+#[repr(u32)]
+pub enum Step {
+    /// Building or using the zone.
+    Zone = 2,
+    /// A frame did not read zero after zero-core cleared it.
+    Zeroing = 3,
+    /// pte-batch refused a mapping, or a table is missing.
+    Mapping = 4,
+    /// Aging did not report exactly the touched folios, or lost a dirty bit.
+    Aging = 6,
+    /// A page touched after the flush was not young again.
+    Refault = 7,
+    /// Skipping the flush went unnoticed.
+    NegativeControl = 8,
+    /// The zone is not whole after everything was freed.
+    Free = 9,
+    /// The second CPU's steps.
+    Smp = 10,
+    /// An exception the kernel does not handle.
+    Exception = 11,
+    /// A panic.
+    Panic = 12,
+    /// Building the page tables.
+    PageTables = 13,
+}
+
+/// The kernel on platform `P` stopped at `step`: print why and exit with the step's number.
+pub fn fail<P: Platform>(step: Step, what: core::fmt::Arguments<'_>) -> ! {
+    println!("FAIL {step:?} (exit {}): {what}", step as u32);
+    P::exit(step as u32)
+}
+
+/// 4 KiB pages everywhere.
+pub const PAGE: u64 = PageSize::Size4KiB.bytes() as u64;
+
+/// Last-level tables of the data region (2 MiB each).
+pub const DATA_TABLES: usize = 2;
+
+/// Pages of the data region.
+pub const DATA_PAGES: usize = 512 * DATA_TABLES;
+
+/// Virtual base of the data region: the fifth GiB, outside every identity map.
+pub const DATA_VA: u64 = 4 << 30;
+
+/// The data region is one order-10 block (4 MiB), split into order-0 pages.
+const DATA_ORDER: u8 = 10;
+
+/// The most RAM a zone spans (the runs give QEMU `-m 128M`).
+pub const MAX_RAM: u64 = 128 << 20;
+
+/// The most folios the data region is cut into.
+const MAX_FOLIOS: usize = 128;
+
+/// CPUs the zone has per-cpu lists for (the `-smp 2` boots start the second).
+pub const CPUS: usize = 2;
+
+/// The state the steps share.
+pub struct Kernel<P: Platform> {
+    /// The zone.
+    pub zone: &'static KernelZone,
+    clearer: FrameClearer<OffsetMap>,
+    /// Frames of the data region (zeroed allocations).
+    pub frames: u64,
+    data_pfn: u64,
+    /// The data region is mapped: from step 4 until [`Kernel::unmap_data`].
+    data_mapped: bool,
+    layout: Layout,
+    /// Flushes of unfolds and unmaps.
+    pub tlb: P::Tlb,
+    stats: AgingStats,
+    aging_flushes: u64,
+    /// The second CPU runs.
+    pub second_cpu: bool,
+    /// `start_second_cpu` was called (it may be called once).
+    smp_tried: bool,
+}
+
+impl<P: Platform> Kernel<P> {
+    /// The kernel's state over `zone`, clearing through the detected policy.
+    pub fn new(zone: &'static KernelZone) -> Self {
+        let policy = Policy::detect();
+        println!(
+            "zero-core: policy picks {} for 4 KiB, {} for 4 MiB, {} for 1 GiB",
+            policy.choose(4096, false).name(),
+            policy.choose(4 << 20, false).name(),
+            policy.choose(1 << 30, false).name()
+        );
+        Self {
+            zone,
+            clearer: clearer(),
+            frames: 0,
+            data_pfn: 0,
+            data_mapped: false,
+            layout: Layout::new(),
+            tlb: P::tlb(),
+            stats: AgingStats::default(),
+            aging_flushes: 0,
+            second_cpu: false,
+            smp_tried: false,
+        }
+    }
+
+    /// Steps 4 to 7 and the SMP steps: the data region mapped, touched, aged, refaulted, the
+    /// negative control, and (with a second CPU) concurrent writes and allocation.
+    pub fn run(&mut self, platform: &mut P) {
+        self.map_data();
+        let touched = self.touch_some();
+        self.age_exactly(&touched);
+        self.refault_and_control(&touched);
+        self.second_cpu = self.smp_step(platform);
+        smp_alloc_step::<P>(self.second_cpu);
+    }
+
+    /// Step 8: Gives the data run back and checks the zone is whole (the platform has freed its
+    /// tables); prints the summary and ends the run.
+    pub fn finish(
+        self,
+        whole: [u32; buddy_sim::MAX_SUPPORTED_ORDER as usize + 1],
+        tables: u64,
+    ) -> ! {
+        self.zone
+            .free_contig_range(0, Pfn(self.data_pfn), DATA_PAGES as u64)
+            .unwrap_or_else(|e| fail::<P>(Step::Free, format_args!("{e}")));
+        self.zone.drain_all();
+        // Blocks known zero and others stay apart: merge them, and the free blocks are the
+        // zone's first ones again.
+        self.zone.merge_free_blocks();
+        if let Err(c) = self.zone.check() {
+            fail::<P>(Step::Free, format_args!("zone corrupt: {c:?}"));
+        }
+        if self.zone.buddy_blocks_per_order() != whole || self.zone.leaked_pages() != 0 {
+            fail::<P>(Step::Free, format_args!("the zone is not whole again"));
+        }
+        println!(
+            "buddy-sim: free_contig_range gave the {DATA_PAGES}-page run back, the page tables their {tables} table pages; zone whole"
+        );
+        println!(
+            "summary: frames {} zeroed, folios {}, young found {}, entry updates {}, flushes {} (+{} unfold/unmap)",
+            self.frames,
+            self.layout.len,
+            self.stats.young_folios,
+            self.stats.entry_updates,
+            self.aging_flushes,
+            P::flushes(&self.tlb),
+        );
+        println!("PASS");
+        P::exit(0)
+    }
+}
