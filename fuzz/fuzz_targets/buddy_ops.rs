@@ -7,7 +7,7 @@
 #![no_main]
 
 use arbitrary::Arbitrary;
-use buddy_sim::reference::{Lockstep, Op, ZeroedModel};
+use buddy_sim::testing::{Lockstep, Op, ZeroedModel};
 use buddy_sim::zero_core::PreemptModel;
 use buddy_sim::{Frame, Order, PerCpu, Pfn, Zone, ZoneConfig};
 use libfuzzer_sys::fuzz_target;

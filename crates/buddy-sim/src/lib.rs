@@ -15,7 +15,8 @@
 //!   refill that pool. The embedder says how frames are reached ([`FrameMemory`]) and how
 //!   they are cleared ([`FrameClearer`]).
 //! - [`decompose`]: the pure chunking of a run into aligned blocks.
-//! - [`mod@reference`]: the per-page path the kernel used before, and a brute-force cover.
+//! - [`mod@reference`]: the per-page path the kernel used before, and a brute-force cover;
+//!   `testing` (feature `testing`): the harnesses that run a zone beside them.
 //!
 //! Metadata lives in caller-provided storage (one [`Frame`] per frame, one [`PerCpu`] per
 //! CPU; both can be plain `static`s): no allocation. Bad input returns a [`BuddyError`] and
@@ -76,6 +77,8 @@ mod pcp;
 pub mod reference;
 mod refs;
 mod sync;
+#[cfg(feature = "testing")]
+pub mod testing;
 mod types;
 mod vmalloc;
 #[cfg(feature = "x86_64")]

@@ -4,7 +4,8 @@
 #![cfg(not(loom))]
 
 use buddy_sim::mm_types::FrameRange;
-use buddy_sim::reference::{Lockstep, Op, brute_force_cover};
+use buddy_sim::reference::brute_force_cover;
+use buddy_sim::testing::{Lockstep, Op};
 use buddy_sim::{BuddyError, Frame, Order, PerCpu, Pfn, VmArea, Zone, ZoneConfig, decompose};
 use proptest::prelude::*;
 
@@ -588,10 +589,10 @@ fn vfree_is_all_or_nothing_and_checks_provenance() {
     for r in &kept {
         assert!(z.frame(r.start).unwrap().vmalloc);
     }
-    let fp = buddy_sim::reference::fingerprint(&z);
+    let fp = buddy_sim::testing::fingerprint(&z);
     let unchanged = |what: &str| {
         assert_eq!(
-            buddy_sim::reference::fingerprint(&z),
+            buddy_sim::testing::fingerprint(&z),
             fp,
             "{what} changed the zone"
         );
@@ -603,21 +604,21 @@ fn vfree_is_all_or_nothing_and_checks_provenance() {
     unchanged("a run named twice");
     // A page that never came from vmalloc, after valid runs.
     let plain = z.alloc_pages(0, Order::ZERO).unwrap();
-    let fp = buddy_sim::reference::fingerprint(&z);
+    let fp = buddy_sim::testing::fingerprint(&z);
     let foreign = [kept[0], FrameRange::new(plain, 1)];
     assert_eq!(
         z.vfree(0, &VmArea::from_runs(&foreign)),
         Err(BuddyError::NotVmalloc(plain))
     );
-    assert_eq!(buddy_sim::reference::fingerprint(&z), fp);
+    assert_eq!(buddy_sim::testing::fingerprint(&z), fp);
     // Free the second run by other means: vfree of the whole area must then fail without
     // freeing the first run (it used to free it and then fail).
     z.free_contig_range(0, kept[1].start, kept[1].pages)
         .unwrap();
-    let fp = buddy_sim::reference::fingerprint(&z);
+    let fp = buddy_sim::testing::fingerprint(&z);
     assert!(z.vfree(0, &VmArea::from_runs(&kept)).is_err());
     assert_eq!(
-        buddy_sim::reference::fingerprint(&z),
+        buddy_sim::testing::fingerprint(&z),
         fp,
         "a failed vfree freed pages"
     );

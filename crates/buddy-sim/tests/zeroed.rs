@@ -4,7 +4,7 @@
 // loom atomics work only inside loom::model: these run on the real ones.
 #![cfg(not(loom))]
 
-use buddy_sim::reference::{Op, ZeroedModel};
+use buddy_sim::testing::{Op, ZeroedModel};
 use buddy_sim::zero_core::{ClearConfig, CountingResched, NoResched, PageSize, PreemptModel};
 use buddy_sim::{
     BoxedZone, BuddyError, FrameClearer, FrameMemory, OffsetMap, Order, Pfn, ZoneConfig,
@@ -219,7 +219,7 @@ fn zeroed_allocations_clear_what_is_not_known_zero_fault_neighbourhood_last() {
 #[test]
 fn a_fault_outside_the_block_is_refused_and_changes_nothing() {
     let f = Fixture::new(PreemptModel::None);
-    let before = buddy_sim::reference::fingerprint(&f.zone);
+    let before = buddy_sim::testing::fingerprint(&f.zone);
     let e = f
         .zone
         .alloc_zeroed(0, o(1), &f.clearer, Some(2 * 4096), &mut NoResched);
@@ -230,7 +230,7 @@ fn a_fault_outside_the_block_is_refused_and_changes_nothing() {
             offset: 8192
         })
     );
-    assert_eq!(buddy_sim::reference::fingerprint(&f.zone), before);
+    assert_eq!(buddy_sim::testing::fingerprint(&f.zone), before);
     assert!(f.page(START).iter().all(|&b| b == 0xA5));
 }
 

@@ -1,0 +1,431 @@
+//! Test harnesses (feature `testing`; not part of the stable API): operation sequences
+//! applied to a zone and to its reference side by side, with every invariant checked:
+//! [`Lockstep`] (batched `free_contig_range` against the per-page path) and, with the
+//! features `alloc` and `spin`, [`ZeroedModel`] (zeroed allocation against a page-by-page
+//! model backed by memory). The crate's tests, its fuzz targets and an embedder's own tests
+//! use them; the references themselves are in [`crate::reference`].
+
+use crate::reference::free_contig_range_per_page;
+use crate::{BuddyError, Frame, FrameInfo, Order, PerCpu, Pfn, Zone};
+use lock_api::RawMutex;
+
+#[cfg(all(feature = "alloc", feature = "spin"))]
+mod zeroed;
+#[cfg(all(feature = "alloc", feature = "spin"))]
+pub use zeroed::{ZeroDivergence, ZeroedModel};
+
+/// One step of an operation sequence for [`Lockstep`] and (features `alloc` and `spin`) the
+/// zero reference `ZeroedModel`; each applies the steps it models and passes over the
+/// others (`Lockstep`'s zones have no memory to zero; the zero reference frees whole
+/// blocks only). Allocation slots name recent allocations (modulo the number recorded);
+/// page offsets are taken modulo the block size.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Op {
+    /// Drain both zones and merge their free blocks (so they hand out the same frames),
+    /// then allocate.
+    Alloc {
+        /// CPU.
+        cpu: usize,
+        /// Order (may exceed MAX_ORDER: an error).
+        order: u8,
+    },
+    /// `split_page` a recorded allocation.
+    Split {
+        /// Allocation slot.
+        slot: usize,
+    },
+    /// `get_page` on a page of a recorded allocation.
+    Get {
+        /// Allocation slot.
+        slot: usize,
+        /// Page offset.
+        page: u64,
+    },
+    /// `put_page` on a page of a recorded allocation.
+    Put {
+        /// CPU.
+        cpu: usize,
+        /// Allocation slot.
+        slot: usize,
+        /// Page offset.
+        page: u64,
+    },
+    /// `mark_hwpoison` on a page of a recorded allocation.
+    Poison {
+        /// Allocation slot.
+        slot: usize,
+        /// Page offset.
+        page: u64,
+    },
+    /// Free a run inside (or overlapping the end of) a recorded allocation: batched on one
+    /// zone, per page on the other.
+    FreeRun {
+        /// CPU.
+        cpu: usize,
+        /// Allocation slot.
+        slot: usize,
+        /// First page offset.
+        offset: u64,
+        /// Pages.
+        len: u64,
+    },
+    /// Free an arbitrary run, relative to the zone start (mostly errors).
+    FreeRaw {
+        /// CPU.
+        cpu: usize,
+        /// Offset from the zone's first frame (may lie outside).
+        offset: u64,
+        /// Pages.
+        len: u64,
+    },
+    /// `free_pages` of a recorded allocation at its order.
+    FreePages {
+        /// CPU.
+        cpu: usize,
+        /// Allocation slot.
+        slot: usize,
+    },
+    /// Drain one CPU's lists.
+    DrainCpu {
+        /// CPU.
+        cpu: usize,
+    },
+    /// Drain every CPU's lists.
+    DrainAll,
+    /// Add reserved frames as usable memory (mostly errors once the zone is full):
+    /// `add_memory`, or `add_zeroed_memory` for memory the embedder zeroed first.
+    AddMemory {
+        /// Offset from the zone's first frame (may lie outside).
+        offset: u64,
+        /// Frames.
+        len: u64,
+        /// Declared zero.
+        zeroed: bool,
+    },
+    /// `alloc_zeroed`, with a fault offset into the block or none (the zero reference).
+    AllocZeroed {
+        /// CPU.
+        cpu: usize,
+        /// Order (may exceed MAX_ORDER: an error).
+        order: u8,
+        /// Fault offset in bytes, if any (may lie outside the block).
+        fault: Option<u64>,
+    },
+    /// `zero_some` with this budget in frames (the zero reference).
+    ZeroSome {
+        /// Frames at most.
+        budget: u64,
+    },
+    /// `init_deferred` with this budget in frames.
+    InitDeferred {
+        /// Frames at most.
+        budget: u64,
+    },
+}
+
+/// How [`Lockstep`] found the two paths to differ, or a zone to be corrupt.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Divergence {
+    /// The two zones answered an operation differently.
+    Results {
+        /// The batched zone's answer.
+        batched: Result<(), BuddyError>,
+        /// The per-page zone's answer.
+        per_page: Result<(), BuddyError>,
+    },
+    /// A zone failed [`Zone::check`].
+    Corrupt(crate::Corruption),
+    /// After draining, the zones differ in a frame's state, order, refcount or poison.
+    Frames(Pfn),
+    /// After draining, the zones differ in their free blocks.
+    FreeBlocks,
+    /// An error path changed a zone (its frames differ from before the call).
+    ChangedOnError(Pfn),
+}
+
+/// What the batched and the per-page zone answered.
+type PairResult = (Result<(), BuddyError>, Result<(), BuddyError>);
+
+/// Allocations [`Lockstep`] remembers for later operations.
+const SLOTS: usize = 64;
+
+/// Two zones with the same configuration driven by the same operations: one frees runs with
+/// [`Zone::free_contig_range`], the other with [`free_contig_range_per_page`]. Everything
+/// else is applied to both. [`Lockstep::apply`] checks both zones after every step (or
+/// every few: [`Lockstep::with_check_interval`]) and that both returned the same result;
+/// [`Lockstep::finish`] drains both and compares every frame and every free block.
+pub struct Lockstep<F, P, R> {
+    /// The zone using the batched path.
+    pub batched: Zone<F, P, R>,
+    /// The zone using the per-page path.
+    pub per_page: Zone<F, P, R>,
+    allocs: [Option<(Pfn, Order)>; SLOTS],
+    next_slot: usize,
+    checks: CheckInterval,
+}
+
+/// When a harness runs its full check: every `every`-th call of its `apply`.
+#[derive(Clone, Copy, Debug)]
+struct CheckInterval {
+    every: usize,
+    applied: usize,
+}
+
+impl CheckInterval {
+    /// Every `every` calls (at least 1).
+    const fn every(every: usize) -> Self {
+        Self {
+            every: if every == 0 { 1 } else { every },
+            applied: 0,
+        }
+    }
+
+    /// Counts one call; whether its full check is due.
+    fn due(&mut self) -> bool {
+        self.applied += 1;
+        self.applied.is_multiple_of(self.every)
+    }
+}
+
+impl<F, P, R> Lockstep<F, P, R>
+where
+    F: AsRef<[Frame]>,
+    P: AsRef<[PerCpu<R>]>,
+    R: RawMutex,
+{
+    /// Two zones built from the same configuration and memory map.
+    #[must_use]
+    pub fn new(batched: Zone<F, P, R>, per_page: Zone<F, P, R>) -> Self {
+        Self {
+            batched,
+            per_page,
+            allocs: [None; SLOTS],
+            next_slot: 0,
+            checks: CheckInterval::every(1),
+        }
+    }
+
+    /// The same harness checking both zones (`Zone::check`) only every `ops` calls of
+    /// [`Lockstep::apply`] (at least 1; 1 by default), for long runs such as fuzzing: the
+    /// two zones' results are compared every time, and [`Lockstep::finish`] checks and
+    /// compares everything at the end.
+    #[must_use]
+    pub fn with_check_interval(self, ops: usize) -> Self {
+        Self {
+            checks: CheckInterval::every(ops),
+            ..self
+        }
+    }
+
+    fn slot(&self, slot: usize) -> Option<(Pfn, Order)> {
+        let used = self.next_slot.min(SLOTS);
+        (used > 0).then(|| self.allocs[slot % used]).flatten()
+    }
+
+    fn page(&self, slot: usize, page: u64) -> Option<Pfn> {
+        let (pfn, order) = self.slot(slot)?;
+        Some(Pfn(pfn.0 + page % order.pages()))
+    }
+
+    /// Applies one operation to both zones.
+    ///
+    /// # Errors
+    /// The first [`Divergence`] found.
+    pub fn apply(&mut self, op: Op) -> Result<(), Divergence> {
+        let start = self.batched.config().start;
+        let (a, b) = match op {
+            Op::Alloc { cpu, order } => {
+                // Drained and merged zones hold the same free blocks (merging is canonical)
+                // but not in the same list order, so the per-page zone takes the very block
+                // the batched zone handed out. (Merging the pairs that stayed apart for
+                // their knowledge of zero first: else only the batched zone's slow path
+                // would.)
+                for z in [&self.batched, &self.per_page] {
+                    z.drain_all();
+                    z.merge_free_blocks();
+                }
+                let order = Order::new(order);
+                let a = order.and_then(|o| self.batched.alloc_pages(cpu, o));
+                let b = match (a, order) {
+                    (Ok(pfn), Ok(o)) => {
+                        self.allocs[self.next_slot % SLOTS] = Some((pfn, o));
+                        self.next_slot += 1;
+                        // The batched zone's slow path may have initialized deferred memory
+                        // (in chunks taken in order): the per-page zone initializes as much.
+                        let grown = self
+                            .per_page
+                            .deferred_pages()
+                            .saturating_sub(self.batched.deferred_pages());
+                        if grown > 0 {
+                            self.per_page.init_deferred(grown);
+                        }
+                        self.per_page.alloc_pages_at(pfn, o).map(|()| pfn)
+                    }
+                    // Both fail alike: same order check, same (canonical) free blocks.
+                    _ => order.and_then(|o| self.per_page.alloc_pages(cpu, o)),
+                };
+                (a.map(|_| ()), b.map(|_| ()))
+            }
+            Op::Split { slot } => match self.slot(slot) {
+                Some((pfn, order)) => (
+                    self.batched.split_page(pfn, order),
+                    self.per_page.split_page(pfn, order),
+                ),
+                None => return Ok(()),
+            },
+            Op::Get { slot, page } => match self.page(slot, page) {
+                Some(pfn) => (self.batched.get_page(pfn), self.per_page.get_page(pfn)),
+                None => return Ok(()),
+            },
+            Op::Put { cpu, slot, page } => match self.page(slot, page) {
+                Some(pfn) => (
+                    self.batched.put_page(cpu, pfn),
+                    self.per_page.put_page(cpu, pfn),
+                ),
+                None => return Ok(()),
+            },
+            Op::Poison { slot, page } => match self.page(slot, page) {
+                Some(pfn) => (
+                    self.batched.mark_hwpoison(pfn),
+                    self.per_page.mark_hwpoison(pfn),
+                ),
+                None => return Ok(()),
+            },
+            Op::FreeRun {
+                cpu,
+                slot,
+                offset,
+                len,
+            } => match self.slot(slot) {
+                Some((pfn, order)) => {
+                    let first = Pfn(pfn.0 + offset % order.pages());
+                    let len = len % (order.pages() + 2);
+                    self.free_both(cpu, first, len)?
+                }
+                None => return Ok(()),
+            },
+            Op::FreeRaw { cpu, offset, len } => match start.checked_add(offset) {
+                Some(first) => self.free_both(cpu, first, len)?,
+                None => return Ok(()),
+            },
+            Op::FreePages { cpu, slot } => match self.slot(slot) {
+                Some((pfn, order)) => (
+                    self.batched.free_pages(cpu, pfn, order),
+                    self.per_page.free_pages(cpu, pfn, order),
+                ),
+                None => return Ok(()),
+            },
+            Op::DrainCpu { cpu } => (self.batched.drain_pcp(cpu), self.per_page.drain_pcp(cpu)),
+            Op::DrainAll => {
+                self.batched.drain_all();
+                self.per_page.drain_all();
+                (Ok(()), Ok(()))
+            }
+            Op::AddMemory {
+                offset,
+                len,
+                zeroed,
+            } => match start.checked_add(offset) {
+                Some(first) if zeroed => (
+                    self.batched.add_zeroed_memory(first, len),
+                    self.per_page.add_zeroed_memory(first, len),
+                ),
+                Some(first) => (
+                    self.batched.add_memory(first, len),
+                    self.per_page.add_memory(first, len),
+                ),
+                None => return Ok(()),
+            },
+            Op::InitDeferred { budget } => {
+                let (a, b) = (
+                    self.batched.init_deferred(budget),
+                    self.per_page.init_deferred(budget),
+                );
+                // Both zones defer the same ranges: they initialize as much.
+                let same = if a == b {
+                    Ok(())
+                } else {
+                    Err(BuddyError::Overflow)
+                };
+                (Ok(()), same)
+            }
+            // No memory behind these zones: zeroing is the zero reference's.
+            Op::AllocZeroed { .. } | Op::ZeroSome { .. } => return Ok(()),
+        };
+        if a != b {
+            return Err(Divergence::Results {
+                batched: a,
+                per_page: b,
+            });
+        }
+        if !self.checks.due() {
+            return Ok(());
+        }
+        self.batched.check().map_err(Divergence::Corrupt)?;
+        self.per_page.check().map_err(Divergence::Corrupt)
+    }
+
+    /// Frees a run on both zones; on an error, also checks that neither zone changed.
+    fn free_both(&mut self, cpu: usize, pfn: Pfn, len: u64) -> Result<PairResult, Divergence> {
+        let before = fingerprint(&self.batched);
+        let a = self.batched.free_contig_range(cpu, pfn, len);
+        let b = free_contig_range_per_page(&self.per_page, cpu, pfn, len);
+        if a.is_err() && fingerprint(&self.batched) != before {
+            return Err(Divergence::ChangedOnError(pfn));
+        }
+        Ok((a, b))
+    }
+
+    /// Drains both zones and compares them frame by frame and block by block.
+    ///
+    /// # Errors
+    /// The first [`Divergence`] found.
+    pub fn finish(&mut self) -> Result<(), Divergence> {
+        self.batched.drain_all();
+        self.per_page.drain_all();
+        self.batched.check().map_err(Divergence::Corrupt)?;
+        self.per_page.check().map_err(Divergence::Corrupt)?;
+        let start = self.batched.config().start;
+        let (fa, fb) = (self.batched.frames_slice(), self.per_page.frames_slice());
+        for (i, (x, y)) in fa.iter().zip(fb).enumerate() {
+            if x.info() != y.info() {
+                return Err(Divergence::Frames(Pfn(start.0 + i as u64)));
+            }
+        }
+        if !self.batched.free_blocks().eq(self.per_page.free_blocks()) {
+            return Err(Divergence::FreeBlocks);
+        }
+        Ok(())
+    }
+}
+
+/// A cheap digest of a zone's frames and counts, to detect changes on error paths.
+pub fn fingerprint<F, P, R>(zone: &Zone<F, P, R>) -> (u64, u64, u64)
+where
+    F: AsRef<[Frame]>,
+    P: AsRef<[PerCpu<R>]>,
+    R: RawMutex,
+{
+    let mut h = 0xcbf2_9ce4_8422_2325u64;
+    for f in zone.frames_slice() {
+        let FrameInfo {
+            state,
+            order,
+            refcount,
+            poisoned,
+            vmalloc,
+            zeroed,
+        } = f.info();
+        for v in [
+            state as u64,
+            u64::from(order),
+            u64::from(refcount),
+            u64::from(poisoned),
+            u64::from(vmalloc),
+            u64::from(zeroed),
+        ] {
+            h = (h ^ v).wrapping_mul(0x100_0000_01b3);
+        }
+    }
+    (h, zone.buddy_pages(), zone.leaked_pages())
+}
