@@ -30,6 +30,8 @@ mod aging;
 mod batch;
 mod flush;
 pub mod format;
+#[cfg(all(test, loom))]
+mod loom_tests;
 pub mod reference;
 mod sync;
 mod table;

@@ -35,6 +35,8 @@ mod clear;
 mod error;
 #[cfg(feature = "vm-memory")]
 pub mod guest;
+#[cfg(all(test, loom))]
+mod loom_tests;
 mod parallel;
 pub mod plan;
 mod policy;

@@ -1,0 +1,114 @@
+//! loom models (run with `RUSTFLAGS="--cfg loom"`, tests named `loom_*`): young clearing
+//! racing the MMU's hardware access and dirty updates, and a negative control loom must
+//! catch: a hardware thread (atomic read-modify-writes, as the MMU does) races the young
+//! clear.
+
+use loom::sync::Arc;
+use loom::sync::atomic::AtomicBool;
+use loom::thread;
+use std::vec::Vec;
+
+use crate::format::{Access, Arm64, Prot, PteFormat, X86_64};
+use crate::table::PteTable;
+use loom::sync::atomic::{AtomicU64, Ordering};
+
+use mm_types::{Pfn, VirtAddr};
+
+const BASE: VirtAddr = VirtAddr(1 << 30);
+const RW: Prot = Prot {
+    write: true,
+    young: false,
+    dirty: false,
+    user: false,
+    exec: false,
+    attrs: 0,
+};
+
+/// `len` entries mapping one clean, old folio.
+fn mapped<F: PteFormat>(f: F, len: usize) -> Arc<Vec<AtomicU64>> {
+    let entries: Vec<AtomicU64> = (0..len).map(|_| AtomicU64::new(0)).collect();
+    PteTable::new(f, BASE, &entries)
+        .unwrap()
+        .set_ptes(0, Pfn(0), len, RW)
+        .unwrap();
+    Arc::new(entries)
+}
+
+/// The MMU writes through entry `index` (landing on `pick` of a block) and then says so;
+/// `clear` runs concurrently. Whatever the interleaving: the write's dirty state survives,
+/// the access is either reported young or still recorded, and it is reported young if the
+/// clearing thread had seen it complete before clearing.
+fn race<F: PteFormat + Send + Sync + 'static>(
+    f: F,
+    len: usize,
+    index: usize,
+    pick: usize,
+    clear: fn(&PteTable<'_, F, AtomicU64>) -> bool,
+) {
+    loom::model(move || {
+        let entries = mapped(f, len);
+        let done = Arc::new(AtomicBool::new(false));
+        let hw = {
+            let (entries, done) = (entries.clone(), done.clone());
+            thread::spawn(move || {
+                let table = PteTable::new(f, BASE, &entries).unwrap();
+                table.hw_access(index, Access::Write, pick).unwrap();
+                done.store(true, Ordering::Release);
+            })
+        };
+        let table = PteTable::new(f, BASE, &entries).unwrap();
+        let saw_access = done.load(Ordering::Acquire);
+        let young = clear(&table);
+        hw.join().unwrap();
+        if saw_access {
+            assert!(
+                young,
+                "an access completed before the clear was not reported"
+            );
+        }
+        let still_young = f.is_young(table.get(index).unwrap());
+        assert!(young || still_young, "the access was lost");
+        assert!(
+            f.is_dirty(table.get(index).unwrap()),
+            "the dirty update was lost"
+        );
+    });
+}
+
+#[test]
+fn loom_batched_clear_keeps_hardware_updates_contpte() {
+    // One 4 KiB-granule block: the write lands on entry 11, the batch starts mid-block.
+    race(Arm64::G4K, 16, 3, 11, |t| {
+        t.test_and_clear_young_ptes(2, 5).unwrap()
+    });
+}
+
+#[test]
+fn loom_per_entry_clear_keeps_hardware_updates() {
+    race(X86_64, 2, 1, 0, |t| t.ptep_test_and_clear_young(1).unwrap());
+    race(X86_64, 2, 1, 0, |t| {
+        t.test_and_clear_young_ptes(0, 2).unwrap()
+    });
+}
+
+#[test]
+fn loom_flushing_clear_keeps_hardware_updates() {
+    race(Arm64::G4K, 16, 0, 15, |t| {
+        let token = t.clear_flush_young_ptes(0, 16).unwrap();
+        token.skip_flush()
+    });
+}
+
+/// The negative control: a clear by plain load and store instead of compare-and-swap can
+/// overwrite the MMU's update, and the model must find the interleaving where it does.
+#[test]
+#[should_panic]
+fn loom_load_store_clear_loses_a_hardware_update() {
+    race(X86_64, 1, 0, 0, |t| {
+        let f = t.format();
+        let slot = t.slot(0);
+        let old = slot.load(Ordering::Relaxed);
+        slot.store(f.mkold(old), Ordering::Relaxed);
+        f.is_young(old)
+    });
+}
