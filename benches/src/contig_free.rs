@@ -8,7 +8,7 @@
 //! 2. Against `buddy_system_allocator::FrameAllocator`: whole-run free, one-frame frees, and
 //!    allocation throughput for orders 0, 3 and 9.
 
-use crate::count::{self, Workload as Counted};
+use crate::count::{self, Workload as Counted, counted};
 use crate::measure::{Budget, Estimate, Samples, Verdict};
 use crate::report::{ratio_text, thread};
 use crate::{Cell, Plot, Section, SectionContext, Table, must, order};
@@ -59,6 +59,30 @@ pub(crate) const PATCH_WORKLOAD: Workload = Workload {
     order: 9,
     skip: 0,
 };
+
+/// The workloads callgrind counts: one iteration of the patch's loop (allocate order 9,
+/// split, free the 512 pages) freeing with `free_contig_range`, and the same freeing page by
+/// page (the reference path).
+pub const COUNTED: [Counted; 2] = [
+    Counted {
+        name: "contig-free-batched",
+        ops: 200,
+        run: |n| count_iterations(n, Free::Batched),
+    },
+    Counted {
+        name: "contig-free-per-page",
+        ops: 200,
+        run: |n| count_iterations(n, Free::PerPage),
+    },
+];
+
+/// `n` iterations of the patch's loop, each inside [`counted`].
+fn count_iterations(n: u32, free: Free) {
+    let zone = zone();
+    for _ in 0..n {
+        counted(&mut || split_and_free_iteration(&zone, PATCH_WORKLOAD, free));
+    }
+}
 
 const WORKLOADS: [Workload; 5] = [
     PATCH_WORKLOAD,
@@ -397,8 +421,8 @@ fn batched_vs_per_page_table(
                 .set_message("contiguous free: counting instructions under callgrind");
             let per_page_of =
                 |s: &Samples| s.median().as_secs_f64() * 1e9 / (f64::from(iterations) * 512.0);
-            let instructions = count::per_op(Counted::ContigFreePerPage)
-                .and_then(|pp| Ok((pp, count::per_op(Counted::ContigFreeBatched)?)));
+            let instructions =
+                count::per_op(COUNTED[1]).and_then(|pp| Ok((pp, count::per_op(COUNTED[0])?)));
             instruction_cells = match &instructions {
                 Ok((pp, b)) => [Cell::text(format!("{pp:.0} / {b:.0}")), Cell::ratio(pp / b)],
                 Err(e) => [Cell::text(format!("not counted: {e}")), Cell::text("-")],

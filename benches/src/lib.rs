@@ -33,6 +33,16 @@ pub(crate) fn order(o: u8) -> Order {
     must(Order::new(o))
 }
 
+/// Every workload callgrind counts (`report count`), from the sections that own them. Add a
+/// section's `COUNTED` here.
+#[must_use]
+pub fn counted_workloads() -> Vec<count::Workload> {
+    let mut all = contig_free::COUNTED.to_vec();
+    all.extend(young::COUNTED);
+    all.extend(zeroed::COUNTED);
+    all
+}
+
 /// Every report section, in the order the report prints them. Add a section here.
 #[must_use]
 pub fn sections() -> Vec<Box<dyn Section>> {

@@ -8,7 +8,7 @@
 //! `ptep_clear_flush_young` per entry). Then the patch thread's open question: what batching across
 //! a folio's contpte and non-contpte runs saves once its last page is unmapped.
 
-use crate::count::{self, Workload as Counted};
+use crate::count::{self, Workload as Counted, counted};
 use crate::measure::{Budget, Estimate, Samples, round_order};
 use crate::report::{ratio_text, thread};
 use crate::{Cell, Plot, Section, SectionContext, Table};
@@ -260,7 +260,7 @@ struct Row {
     name: String,
     published: &'static str,
     compared: Compared,
-    /// Instructions per pass over [`count::YOUNG_BYTES`], per-entry and batched, if this row
+    /// Instructions per pass over [`YOUNG_BYTES`], per-entry and batched, if this row
     /// is counted.
     instructions: Option<Result<(f64, f64), String>>,
 }
@@ -333,7 +333,7 @@ impl Section for YoungClearing {
                 bytes,
                 16,
                 budget,
-                Some((Counted::YoungPerEntry, Counted::YoungBatched)),
+                Some((COUNTED[1], COUNTED[0])),
             ),
             row(
                 ctx,
@@ -363,7 +363,7 @@ impl Section for YoungClearing {
                 bytes,
                 16,
                 budget,
-                Some((Counted::YoungPerEntryX86, Counted::YoungBatchedX86)),
+                Some((COUNTED[3], COUNTED[2])),
             ),
         ];
         for (r, what) in [(&rows[0], "arm64 4 KiB"), (&rows[3], "x86_64")] {
@@ -438,7 +438,7 @@ fn main_table(rows: &[Row]) -> Table {
          contpte entry). Batched = `age_range`: one look-up and one `folio_pte_batch` + \
          `clear_flush_young_ptes` per folio. Instructions: callgrind, one pass over {} MiB of \
          the same folios (exact, the same every run).",
-        count::YOUNG_BYTES >> 20
+        YOUNG_BYTES >> 20
     ));
     t.note(format!(
         "Entry updates are compare-and-swaps; flushes are the range invalidations requested \
@@ -529,4 +529,49 @@ fn goals_table(rows: &[Row]) -> Table {
          asserted in tests.",
     );
     t
+}
+
+/// The range the counted young-clearing workloads age: small enough to set up quickly under
+/// callgrind, large enough that a pass is thousands of folios.
+pub const YOUNG_BYTES: u64 = 64 << 20;
+
+/// The workloads callgrind counts: one aging pass over [`YOUNG_BYTES`] of 64 KiB folios,
+/// batched and per entry, in arm64 (4 KiB granule, contpte) and x86_64 tables.
+pub const COUNTED: [Counted; 4] = [
+    Counted {
+        name: "young-batched",
+        ops: 4,
+        run: |n| count_passes(Arm64::G4K, n, true),
+    },
+    Counted {
+        name: "young-per-entry",
+        ops: 4,
+        run: |n| count_passes(Arm64::G4K, n, false),
+    },
+    Counted {
+        name: "young-batched-x86",
+        ops: 4,
+        run: |n| count_passes(X86_64, n, true),
+    },
+    Counted {
+        name: "young-per-entry-x86",
+        ops: 4,
+        run: |n| count_passes(X86_64, n, false),
+    },
+];
+
+/// `n` aging passes over [`YOUNG_BYTES`] of 64 KiB folios in tables of `format`, each after
+/// the accesses are replayed (not counted).
+fn count_passes<F: PteFormat>(format: F, n: u32, batched: bool) {
+    let s = Scenario::new(format, YOUNG_BYTES, 16, false, Touch::RandomPage);
+    for _ in 0..n {
+        s.touch();
+        counted(&mut || {
+            std::hint::black_box(if batched {
+                s.age_batched(FpbFlags::NONE)
+            } else {
+                s.age_per_entry()
+            });
+        });
+    }
 }

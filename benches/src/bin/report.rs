@@ -15,7 +15,7 @@ const USAGE: &str = "usage: report [--quick] [--repeat N] [--only SECTION]... [-
 fn main() -> ExitCode {
     let argv: Vec<String> = std::env::args().skip(1).collect();
     if argv.first().map(String::as_str) == Some("count") {
-        return benches::count::main(&argv[1..]);
+        return benches::count::main(&argv[1..], &benches::counted_workloads());
     }
     let mut quick = false;
     let mut repeat = 1usize;

@@ -44,6 +44,7 @@ where
     /// [verifying](FrameClearer::verifying) clearer, [`BuddyError::StaleZero`] if a block
     /// known zero does not read zero (written after it was freed). In the last three cases
     /// the block is freed again, no longer known zero.
+    #[inline]
     pub fn alloc_zeroed<M: FrameMemory>(
         &self,
         cpu: usize,

@@ -332,8 +332,8 @@ where
         Ok(self.pcp(cpu)?.lists.lock().count.pages)
     }
 
-    /// Whether the free block at `pfn` is on `cpu`'s per-cpu lists (for the reference).
-    #[cfg(all(feature = "alloc", feature = "spin"))]
+    /// Whether the free block at `pfn` is on `cpu`'s per-cpu lists (for the zero model).
+    #[cfg(all(feature = "testing", feature = "alloc", feature = "spin"))]
     pub(crate) fn on_pcp_list(&self, cpu: usize, pfn: Pfn) -> bool {
         let m = self.map();
         let (Ok(pcp), Ok(idx)) = (self.pcp(cpu), m.index(pfn)) else {
