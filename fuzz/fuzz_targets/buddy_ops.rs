@@ -1,14 +1,13 @@
 //! Arbitrary zones (up to four CPUs, memory maps with holes) and operation sequences from
 //! every CPU run on two zones in lockstep: batched `free_contig_range` on one, the per-page
 //! reference on the other; results compared after every operation, `check()` every
-//! [`CHECK_INTERVAL`] operations, and both zones identical after the final drain. The same sequence, with its zeroed allocations and background zeroing,
-//! also drives a third zone backed by memory against the per-page zero reference
-//! (`ZeroedModel`: known-zero blocks read zero, zeroed allocations do, held pages untouched).
+//! [`CHECK_INTERVAL`] operations, and both zones identical after the final drain. (Zeroed
+//! allocation with real memory is `zeroed_ops`'; several CPUs' programs interleaved,
+//! `smp_ops`'.)
 #![no_main]
 
 use arbitrary::Arbitrary;
-use buddy_sim::testing::{Lockstep, Op, ZeroedModel};
-use buddy_sim::zero_core::PreemptModel;
+use buddy_sim::testing::{Lockstep, Op};
 use buddy_sim::{Frame, Order, PerCpu, Pfn, Zone, ZoneConfig};
 use libfuzzer_sys::fuzz_target;
 
@@ -140,8 +139,6 @@ const CHECK_INTERVAL: usize = 64;
 /// (full, fragmented) in few operations. (At most 256 frames doubled the executions per
 /// second, but no block above order 8 could exist.)
 const MAX_FRAMES: u16 = 1024;
-/// Frames of the zone backed by memory (4 KiB each, built for every input).
-const ZEROED_FRAMES: u64 = 16;
 
 fuzz_target!(|input: Input| {
     let max_order = input.max_order % 11;
@@ -180,40 +177,12 @@ fuzz_target!(|input: Input| {
         z
     };
     let mut model = Lockstep::new(zone(), zone()).with_check_interval(CHECK_INTERVAL);
-    // The zero reference backs its zone with memory: a smaller zone, the same memory map,
-    // every other range of it declared zero.
-    let zcfg = ZoneConfig {
-        nr_pages: cfg.nr_pages.min(ZEROED_FRAMES),
-        ..cfg
-    };
-    let mut zeroed = ZeroedModel::new(zcfg, PreemptModel::None)
-        .unwrap()
-        .with_check_interval(CHECK_INTERVAL);
-    let zn = zcfg.nr_pages as usize;
-    let zoned = usable
-        .iter()
-        .filter(|&&(start, _)| start < zn)
-        .map(|&(start, len)| (start, len.min(zn - start)));
-    for (k, (start, len)) in zoned.enumerate() {
-        let op = Op::AddMemory {
-            offset: start as u64,
-            len: len as u64,
-            zeroed: k % 2 == 0,
-        };
-        zeroed.apply(op).unwrap();
-    }
     for op in input.ops.iter().take(256) {
         if let Err(d) = model.apply(op.op()) {
             panic!("{op:?}: {d:?}");
         }
-        if let Err(d) = zeroed.apply(op.op()) {
-            panic!("{op:?} (zero reference): {d:?}");
-        }
     }
     if let Err(d) = model.finish() {
         panic!("finish: {d:?}");
-    }
-    if let Err(d) = zeroed.check() {
-        panic!("finish (zero reference): {d:?}");
     }
 });
