@@ -12,8 +12,9 @@ use crate::format::PteFormat;
 use crate::table::{PteError, PteTable};
 use mm_types::FrameRange;
 
-/// Linux's arm64 `ptep_test_and_clear_young` (contpte-aware), counted: one entry, or the whole block of a
-/// contpte entry, each by the compare-and-swap loop. Returns (young, entries cleared).
+/// Linux's arm64 `ptep_test_and_clear_young` (contpte-aware), counted: one entry, or the
+/// whole block of a contpte entry, each by the compare-and-swap loop. Returns (young,
+/// entries cleared).
 fn clear_young_one<F: PteFormat, E: Entry>(
     table: &PteTable<'_, F, E>,
     index: usize,
