@@ -173,7 +173,7 @@ impl Clearer {
     /// Checks that `len` bytes from `addr` are whole pages, page-aligned, not empty; returns
     /// the page count.
     #[inline]
-    fn pages_of(&self, addr: usize, len: usize) -> Result<usize, ZeroError> {
+    pub(crate) fn pages_of(&self, addr: usize, len: usize) -> Result<usize, ZeroError> {
         let mask = (1usize << self.shift) - 1;
         if len == 0 || (addr | len) & mask != 0 {
             return Err(self.geometry_error(addr, len));

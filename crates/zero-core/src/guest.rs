@@ -53,11 +53,11 @@ impl core::error::Error for GuestClearError {
     }
 }
 
-/// One piece of a guest range inside one region: its host address and length.
+/// One piece of a guest range inside one region: its host address and length in pages.
 #[derive(Clone, Copy, Debug)]
 struct Piece {
     host: *mut u8,
-    len: usize,
+    pages: usize,
 }
 
 /// The pieces of `[start, start + len)`, one per region it crosses, every one checked
@@ -68,13 +68,12 @@ fn pieces<M: GuestMemoryBackend + ?Sized>(
     len: usize,
     clearer: &Clearer,
 ) -> Result<Vec<Piece>, GuestClearError> {
-    let page = clearer.config().page_size.bytes();
-    let mut out = Vec::new();
-    let mut at = start;
-    let mut left = len;
     if len == 0 {
         return Err(GuestClearError::Clear(ZeroError::ZeroLength));
     }
+    let mut out = Vec::new();
+    let mut at = start;
+    let mut left = len;
     while left > 0 {
         let (region, offset) = mem
             .to_region_addr(at)
@@ -84,20 +83,11 @@ fn pieces<M: GuestMemoryBackend + ?Sized>(
         let host = region
             .get_host_address(offset)
             .map_err(|_| GuestClearError::NoHostAddress(at))?;
-        let addr = host.addr();
-        if !addr.is_multiple_of(page) {
-            return Err(GuestClearError::Clear(ZeroError::Misaligned {
-                addr,
-                align: page,
-            }));
-        }
-        if !n.is_multiple_of(page) {
-            return Err(GuestClearError::Clear(ZeroError::NotPageMultiple {
-                len: n,
-                page_size: page,
-            }));
-        }
-        out.push(Piece { host, len: n });
+        // The clearer's own extent check: page-aligned, whole pages.
+        let pages = clearer
+            .pages_of(host.addr(), n)
+            .map_err(GuestClearError::Clear)?;
+        out.push(Piece { host, pages });
         left -= n;
         at = GuestAddress(
             at.0.checked_add(n as u64)
@@ -128,11 +118,10 @@ pub unsafe fn clear_guest_memory<M: GuestMemoryBackend + ?Sized>(
     clearer: &Clearer,
     resched: &mut impl Resched,
 ) -> Result<(), GuestClearError> {
-    let page = clearer.config().page_size.bytes();
     for p in pieces(mem, start, len, clearer)? {
-        // SAFETY: `pieces` checked that the region maps `p.len` bytes at `p.host`, aligned,
-        // whole pages; the caller guarantees no one else accesses them meanwhile.
-        unsafe { clear_contig_pages_raw(p.host, p.len / page, clearer, resched) }
+        // SAFETY: `pieces` checked that the region maps `p.pages` whole, aligned pages at
+        // `p.host`; the caller guarantees no one else accesses them meanwhile.
+        unsafe { clear_contig_pages_raw(p.host, p.pages, clearer, resched) }
             .map_err(GuestClearError::Clear)?;
     }
     Ok(())
@@ -177,10 +166,11 @@ pub unsafe fn clear_guest_memory_parallel<M: GuestMemoryBackend + ?Sized>(
 ) -> Result<(), GuestClearError> {
     let mut jobs = Vec::new();
     for p in pieces(mem, start, len, clearer)? {
-        // SAFETY: `pieces` checked that the region maps `p.len` bytes at `p.host`; the caller
-        // guarantees no one else accesses them until this returns, and pieces of distinct
-        // regions (or of one region, consecutively) do not overlap.
-        let extent = unsafe { core::slice::from_raw_parts_mut(p.host, p.len) };
+        let bytes = p.pages << clearer.config().page_size.shift();
+        // SAFETY: `pieces` checked that the region maps `p.pages` pages at `p.host`; the
+        // caller guarantees no one else accesses them until this returns, and pieces of
+        // distinct regions (or of one region, consecutively) do not overlap.
+        let extent = unsafe { core::slice::from_raw_parts_mut(p.host, bytes) };
         jobs.push(
             ParallelClear::new(extent, chunk_pages, clearer).map_err(GuestClearError::Clear)?,
         );
