@@ -182,15 +182,11 @@ where
         }
         let m = self.map();
         let idx = m.index(pfn)?;
-        let taken = self.lock_zone().take_block_at(m, idx, order);
-        match taken {
-            Err(BuddyError::NotInBuddy(_)) if self.drain_cpus_holding(idx, order) => {
-                self.lock_zone().take_block_at(m, idx, order)?;
-            }
-            r => {
-                r?;
-            }
+        let mut taken = self.lock_zone().take_block_at(m, idx, order);
+        if matches!(taken, Err(BuddyError::NotInBuddy(_))) && self.drain_cpus_holding(idx, order) {
+            taken = self.lock_zone().take_block_at(m, idx, order);
         }
+        taken?;
         m.frame(idx).store(Word::allocated(order.get()));
         Ok(())
     }
@@ -206,18 +202,15 @@ where
         let (start, end) = (u64::from(idx), u64::from(idx) + order.pages());
         let mut drained = false;
         for pcp in self.pcps.as_ref() {
-            let holds = self.lock_pcp(pcp).lists.iter().any(|list| {
-                let mut at = list.head();
-                while let Some(i) = at {
-                    let frame = m.frame(i);
-                    let block_end = u64::from(i) + (1u64 << frame.load().order());
-                    if u64::from(i) < end && start < block_end {
-                        return true;
-                    }
-                    at = frame.next();
-                }
-                false
-            });
+            let overlaps = |i: u32| {
+                let block_end = u64::from(i) + (1u64 << m.frame(i).load().order());
+                u64::from(i) < end && start < block_end
+            };
+            let holds = self
+                .lock_pcp(pcp)
+                .lists
+                .iter()
+                .any(|list| list.blocks(m.frames).any(overlaps));
             if holds {
                 self.drain(pcp, u64::MAX);
                 drained = true;

@@ -193,11 +193,8 @@ fn check_list(
 
 /// Adds the blocks on `list` to `count`.
 fn count_list(m: FrameMap<'_>, list: &List, count: &mut FreeCount) {
-    let mut at = list.head();
-    while let Some(idx) = at {
-        let f = m.frame(idx);
-        let w = f.load();
+    for idx in list.blocks(m.frames) {
+        let w = m.frame(idx).load();
         count.add(Order(w.order()), w.zeroed());
-        at = f.next();
     }
 }

@@ -53,6 +53,17 @@ impl List {
         len: 0,
     };
 
+    /// The block heads on the list, front to back (read under the list's lock, unchanged
+    /// while iterating).
+    pub(crate) fn blocks<'a>(&self, frames: &'a [Frame]) -> impl Iterator<Item = u32> + 'a {
+        let mut at = self.head();
+        core::iter::from_fn(move || {
+            let idx = at?;
+            at = frames[idx as usize].next();
+            Some(idx)
+        })
+    }
+
     #[inline]
     pub(crate) const fn len(&self) -> u32 {
         self.len

@@ -142,12 +142,12 @@ where
     /// - every call that names a CPU (`alloc_pages`, `alloc_zeroed`, `alloc_pages_exact`,
     ///   `free_pages`, `free_pages_exact`, `put_page`, `free_contig_range`, `vmalloc`,
     ///   `vmalloc_buf`, `vfree`, `drain_pcp`, `pcp_pages`, the adapters' calls) is made on
-    ///   that CPU with interrupts and preemption disabled for
-    ///   the whole call, so no two calls naming one CPU ever overlap (an interrupt handler
-    ///   that allocates must not interrupt one);
+    ///   that CPU with interrupts and preemption disabled for the whole call, so no two calls
+    ///   naming one CPU ever overlap (an interrupt handler that allocates must not interrupt
+    ///   one);
     /// - calls that visit every CPU's lists (`drain_all`, `counters`, `reset_counters`,
-    ///   `zeroed_pages`, `free_pages_total`, `check`) and calls naming another CPU are made only while no other
-    ///   CPU is inside the zone (at boot, or with the others stopped).
+    ///   `zeroed_pages`, `free_pages_total`, `check`) and calls naming another CPU are made
+    ///   only while no other CPU is inside the zone (at boot, or with the others stopped).
     #[must_use]
     #[allow(unsafe_code)]
     pub unsafe fn with_cpu_local_lists(self) -> Self {
@@ -340,16 +340,10 @@ where
             return false;
         };
         let lists = pcp.lists.lock();
-        lists.lists.iter().any(|list| {
-            let mut at = list.head();
-            while let Some(i) = at {
-                if i == idx {
-                    return true;
-                }
-                at = m.frame(i).next();
-            }
-            false
-        })
+        lists
+            .lists
+            .iter()
+            .any(|list| list.blocks(m.frames).any(|i| i == idx))
     }
 
     /// Free blocks per order in the buddy: `result[o]` blocks of order `o`.
