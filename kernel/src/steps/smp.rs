@@ -214,8 +214,6 @@ pub(super) fn zeroing_step<P: Platform>(second_core: bool) {
 /// # Safety
 /// Called once, on the second CPU, running on the kernel's map (the data region mapped as
 /// core 0 maps it).
-// The x86_64 platform starts no second CPU yet.
-#[cfg_attr(target_arch = "x86_64", allow(dead_code))]
 pub unsafe fn secondary<P: Platform>(leave_map: impl FnOnce()) -> ! {
     while !SMP_GO.load(Ordering::Acquire) {
         core::hint::spin_loop();
