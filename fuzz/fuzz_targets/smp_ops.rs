@@ -117,13 +117,16 @@ impl World {
                 }
             }
             CpuOp::SplitAndFreeRun(i) => {
-                let held = &mut self.held[cpu];
-                let Some(k) = held.iter().position(|h| matches!(h, Held::Block(..))) else {
-                    return;
-                };
-                let k = (k + usize::from(i)) % held.len();
-                if let Held::Block(p, o) = held[k] {
-                    held.swap_remove(k);
+                let blocks: Vec<(usize, Pfn, Order)> = self.held[cpu]
+                    .iter()
+                    .enumerate()
+                    .filter_map(|(k, h)| match *h {
+                        Held::Block(p, o) => Some((k, p, o)),
+                        Held::Run(..) => None,
+                    })
+                    .collect();
+                if let Some(&(k, p, o)) = blocks.get(usize::from(i) % blocks.len().max(1)) {
+                    self.held[cpu].swap_remove(k);
                     self.zone.split_page(p, o).unwrap();
                     self.free(cpu, Held::Run(p, o.pages()));
                 }
