@@ -140,6 +140,13 @@ const CHECK_INTERVAL: usize = 64;
 /// second, but no block above order 8 could exist.)
 const MAX_FRAMES: u16 = 1024;
 
+/// The zone's frames: up to [`MAX_FRAMES`], halved zero to three times by the top two bits,
+/// so that most zones are small (every run builds and checks its zone frame by frame) and
+/// every size up to the largest still occurs.
+fn zone_frames(bits: u16) -> u64 {
+    (u64::from(bits % MAX_FRAMES) >> (bits >> 14)) + 1
+}
+
 fuzz_target!(|input: Input| {
     let max_order = input.max_order % 11;
     let cfg = ZoneConfig {
@@ -150,10 +157,7 @@ fuzz_target!(|input: Input| {
         pcp_high: u64::from(input.high % 1024),
         pcp_batch: u64::from(input.batch % 64) + 1,
         eager_pages: u64::from(input.eager % 1024) + 1,
-        ..ZoneConfig::new(
-            Pfn(u64::from(input.start)),
-            u64::from(input.nr_pages % MAX_FRAMES) + 1,
-        )
+        ..ZoneConfig::new(Pfn(u64::from(input.start)), zone_frames(input.nr_pages))
     };
     let n = cfg.nr_pages as usize;
     let holes: Vec<(usize, usize)> = input

@@ -58,6 +58,13 @@ impl Held {
 
 /// The largest zone (frames): orders up to 10 exist.
 const MAX_FRAMES: u16 = 1024;
+
+/// The zone's frames: up to [`MAX_FRAMES`], halved zero to three times by the top two bits,
+/// so that most zones are small (every run builds and checks its zone frame by frame) and
+/// every size up to the largest still occurs.
+fn zone_frames(bits: u16) -> u64 {
+    (u64::from(bits % MAX_FRAMES) >> (bits >> 14)) + 1
+}
 /// `check()` every this many steps (and at the end).
 const CHECK_INTERVAL: usize = 32;
 
@@ -67,7 +74,7 @@ struct World {
     zone: VecZone,
     start: u64,
     /// The CPU holding each frame (or in whose mailbox it is), if any.
-    owner: Vec<Option<usize>>,
+    owner: Vec<Option<u8>>,
     held: Vec<Vec<Held>>,
     mail: Vec<Vec<Held>>,
 }
@@ -81,7 +88,7 @@ impl World {
                 slot.is_none(),
                 "frame {f:#x} handed out to cpu {cpu} while cpu {slot:?} holds it"
             );
-            *slot = Some(cpu);
+            *slot = Some(cpu as u8);
         }
         self.held[cpu].push(h);
     }
@@ -117,15 +124,15 @@ impl World {
                 }
             }
             CpuOp::SplitAndFreeRun(i) => {
-                let blocks: Vec<(usize, Pfn, Order)> = self.held[cpu]
+                let mut blocks = self.held[cpu]
                     .iter()
                     .enumerate()
                     .filter_map(|(k, h)| match *h {
                         Held::Block(p, o) => Some((k, p, o)),
                         Held::Run(..) => None,
-                    })
-                    .collect();
-                if let Some(&(k, p, o)) = blocks.get(usize::from(i) % blocks.len().max(1)) {
+                    });
+                let count = blocks.clone().count();
+                if let Some((k, p, o)) = blocks.nth(usize::from(i) % count.max(1)) {
                     self.held[cpu].swap_remove(k);
                     self.zone.split_page(p, o).unwrap();
                     self.free(cpu, Held::Run(p, o.pages()));
@@ -145,7 +152,7 @@ impl World {
                     let to = usize::from(to) % cpus;
                     let (p, n) = h.range();
                     for f in p..p + n {
-                        self.owner[(f - self.start) as usize] = Some(to);
+                        self.owner[(f - self.start) as usize] = Some(to as u8);
                     }
                     self.mail[to].push(h);
                 }
@@ -165,11 +172,7 @@ fuzz_target!(|input: Input| {
     let cfg = ZoneConfig {
         pcp_high: u64::from(input.high % 512),
         pcp_batch: u64::from(input.batch % 32) + 1,
-        ..ZoneConfig::new(
-            Pfn(u64::from(input.start)),
-            u64::from(input.nr_pages % MAX_FRAMES) + 1,
-        )
-        .with_cpus(cpus)
+        ..ZoneConfig::new(Pfn(u64::from(input.start)), zone_frames(input.nr_pages)).with_cpus(cpus)
     };
     let n = cfg.nr_pages as usize;
     let frames = (0..n).map(|_| Frame::new()).collect();

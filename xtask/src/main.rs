@@ -14,7 +14,8 @@ const USAGE: &str = "\
 usage:
   cargo xtask test [--only STAGE]... [--skip STAGE]... [--fuzz-seconds N]
   cargo xtask report [REPORT ARGS]...   (cargo xtask report -- --help lists them)
-  cargo xtask fuzz --minutes N          (every fuzz target for N minutes: executions, crashes)
+  cargo xtask fuzz --minutes N [TARGET]...     (each fuzz target N minutes: executions, crashes)
+  cargo xtask fuzz --executions N [TARGET]...  (each fuzz target N executions)
 
 stages: setup fmt clippy test no-std doc package msrv qemu loom miri fuzz bench";
 
@@ -38,17 +39,23 @@ fn main() -> ExitCode {
     }
 }
 
-/// `cargo xtask fuzz --minutes N`: installs what fuzzing needs, then runs the campaign.
+/// `cargo xtask fuzz (--minutes N | --executions N) [TARGET]...`: installs what fuzzing
+/// needs, then runs the campaign (every target, or those named).
 fn fuzz_campaign(root: &std::path::Path, args: &[String]) -> ExitCode {
-    let minutes = match args {
-        [flag, n] if flag == "--minutes" => n.parse::<u64>().ok(),
+    let budget = match args {
+        [flag, n, ..] if flag == "--minutes" => n
+            .parse::<u64>()
+            .ok()
+            .map(|m| fuzz::Budget::Seconds(m.saturating_mul(60))),
+        [flag, n, ..] if flag == "--executions" => n.parse().ok().map(fuzz::Budget::Executions),
         _ => None,
     };
-    let Some(minutes) = minutes else {
-        eprintln!("xtask fuzz: expected --minutes N\n{USAGE}");
+    let Some(budget) = budget else {
+        eprintln!("xtask fuzz: expected --minutes N or --executions N\n{USAGE}");
         return ExitCode::from(2);
     };
-    let result = setup::run(root).and_then(|_| fuzz::campaign(root, minutes));
+    let only = &args[2..];
+    let result = setup::run(root).and_then(|_| fuzz::campaign(root, budget, only));
     match result {
         Ok(summary) => {
             println!("xtask fuzz: {summary}");

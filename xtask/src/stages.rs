@@ -614,7 +614,11 @@ fn miri(root: &Path, _: &Options) -> StageResult {
 }
 
 fn fuzz(root: &Path, opts: &Options) -> StageResult {
-    let runs = crate::fuzz::run_all(root, u64::from(opts.fuzz_seconds))?;
+    let runs = crate::fuzz::run_all(
+        root,
+        crate::fuzz::Budget::Seconds(u64::from(opts.fuzz_seconds)),
+        &[],
+    )?;
     if runs.is_empty() {
         return Ok("nothing to run: no fuzz target exists yet".into());
     }

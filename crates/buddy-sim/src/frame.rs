@@ -63,6 +63,12 @@ impl Word {
         Self(((state as u64) << STATE_SHIFT) | ((order as u64) << ORDER_SHIFT))
     }
 
+    /// The packed bits.
+    #[cfg(feature = "testing")]
+    pub(crate) const fn bits(self) -> u64 {
+        self.0
+    }
+
     /// A tail inside another frame's block.
     pub(crate) const TAIL: Self = Self::new(FrameState::Tail, 0);
 

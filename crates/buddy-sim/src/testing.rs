@@ -6,7 +6,7 @@
 //! use them; the references themselves are in [`crate::reference`].
 
 use crate::reference::free_contig_range_per_page;
-use crate::{BuddyError, Frame, FrameInfo, Order, PerCpu, Pfn, Zone};
+use crate::{BuddyError, Frame, Order, PerCpu, Pfn, Zone};
 use lock_api::RawMutex;
 
 #[cfg(all(feature = "alloc", feature = "spin"))]
@@ -388,7 +388,8 @@ where
         let start = self.batched.config().start;
         let (fa, fb) = (self.batched.frames_slice(), self.per_page.frames_slice());
         for (i, (x, y)) in fa.iter().zip(fb).enumerate() {
-            if x.info() != y.info() {
+            // The metadata words: state, order, references and flags (one comparison).
+            if x.load() != y.load() {
                 return Err(Divergence::Frames(Pfn(start.0 + i as u64)));
             }
         }
@@ -408,24 +409,8 @@ where
 {
     let mut h = 0xcbf2_9ce4_8422_2325u64;
     for f in zone.frames_slice() {
-        let FrameInfo {
-            state,
-            order,
-            refcount,
-            poisoned,
-            vmalloc,
-            zeroed,
-        } = f.info();
-        for v in [
-            state as u64,
-            u64::from(order),
-            u64::from(refcount),
-            u64::from(poisoned),
-            u64::from(vmalloc),
-            u64::from(zeroed),
-        ] {
-            h = (h ^ v).wrapping_mul(0x100_0000_01b3);
-        }
+        // The metadata word: state, order, references and flags.
+        h = (h ^ f.load().bits()).wrapping_mul(0x100_0000_01b3);
     }
     (h, zone.buddy_pages(), zone.leaked_pages())
 }

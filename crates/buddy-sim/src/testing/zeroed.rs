@@ -65,7 +65,7 @@ pub struct ZeroedModel {
     zone: BoxedZone,
     clearer: FrameClearer<OffsetMap>,
     /// The frames' memory, reached only through `clearer`'s map once the model is built.
-    _ram: Vec<Page>,
+    ram: Vec<Page>,
     /// Per page: the byte its last holder wrote at the page's marker offset (every other
     /// byte of a held page reads zero: it was handed out zeroed or fresh from `new`'s
     /// buffer). A free page holds whatever its last holder left, until the zone clears it.
@@ -86,6 +86,20 @@ impl core::fmt::Debug for ZeroedModel {
     }
 }
 
+/// The buffer of the last model dropped, for the next one to reuse (cleared first).
+static SPARE_RAM: spin::Mutex<Vec<Page>> = spin::Mutex::new(Vec::new());
+
+impl Drop for ZeroedModel {
+    fn drop(&mut self) {
+        // The zone never touches its memory once its model is gone.
+        let ram = core::mem::take(&mut self.ram);
+        let mut spare = SPARE_RAM.lock();
+        if ram.capacity() > spare.capacity() {
+            *spare = ram;
+        }
+    }
+}
+
 /// Where in page `i` a holder writes (spread over the page, away from its ends too).
 fn marker(i: usize) -> usize {
     (i * 1031 + 17) % 4096
@@ -101,7 +115,11 @@ impl ZeroedModel {
     pub fn new(cfg: ZoneConfig, preempt: PreemptModel) -> Result<Self, BuddyError> {
         let zone = BoxedZone::new_boxed_empty(cfg)?;
         let n = cfg.nr_pages as usize;
-        let mut ram = vec![Page([0; 4096]); n];
+        // A dropped model's buffer if there is one: a fresh one costs a page fault per page,
+        // most of the time of a short run such as one fuzz input.
+        let mut ram = core::mem::take(&mut *SPARE_RAM.lock());
+        ram.clear();
+        ram.resize(n, Page([0; 4096]));
         let mut pages = vec![0u8; n];
         for (i, (page, expect)) in ram.iter_mut().zip(&mut pages).enumerate() {
             *expect = 0xA5;
@@ -117,7 +135,7 @@ impl ZeroedModel {
         Ok(Self {
             zone,
             clearer,
-            _ram: ram,
+            ram,
             pages,
             held: Vec::new(),
             stamp: 1,
@@ -131,11 +149,9 @@ impl ZeroedModel {
     /// not read zero, a held page changed when it is freed) still run every time. Call
     /// [`ZeroedModel::check`] at the end.
     #[must_use]
-    pub fn with_check_interval(self, ops: usize) -> Self {
-        Self {
-            checks: CheckInterval::every(ops),
-            ..self
-        }
+    pub fn with_check_interval(mut self, ops: usize) -> Self {
+        self.checks = CheckInterval::every(ops);
+        self
     }
 
     /// The zone.
@@ -160,7 +176,7 @@ impl ZeroedModel {
 
     /// Page `i`'s bytes, read between the zone's calls.
     fn page(&self, i: usize) -> &[u8] {
-        // SAFETY: page i of the buffer this model owns (`self._ram`, alive as long as self);
+        // SAFETY: page i of the buffer this model owns (`self.ram`, alive as long as self);
         // no zone call is in progress while the model reads or writes it.
         unsafe { core::slice::from_raw_parts(self.page_ptr(i).as_ptr(), 4096) }
     }
