@@ -8,12 +8,10 @@
 //! `alloc_pages_exact`), so `dealloc_pages` can give back any run of them, as the fewest
 //! aligned blocks ([`Zone::free_contig_range`]).
 
+use crate::direct_map::{DirectMap, PAGE};
 use crate::{BuddyError, Frame, Order, PerCpu, Pfn, Zone, decompose};
 use axallocator::{AllocError, AllocResult, BaseAllocator, PageAllocator};
 use lock_api::RawMutex;
-
-/// The frame size: ArceOS's `PAGE_SIZE_4K`.
-const PAGE: usize = 4096;
 
 /// A zone as `axallocator`'s [`PageAllocator`], allocating and freeing on one CPU's lists
 /// (make one per CPU: it holds a shared reference to the zone, which is `Sync`).
@@ -44,7 +42,7 @@ const PAGE: usize = 4096;
 pub struct AxPageAllocator<'z, F, P, R: RawMutex> {
     zone: &'z Zone<F, P, R>,
     cpu: usize,
-    offset: usize,
+    map: DirectMap,
     last_error: Option<BuddyError>,
 }
 
@@ -61,15 +59,10 @@ where
     /// 4 KiB.
     pub fn new(zone: &'z Zone<F, P, R>, cpu: usize, offset: usize) -> Result<Self, BuddyError> {
         zone.pcp_pages(cpu)?;
-        if !offset.is_multiple_of(PAGE) {
-            return Err(BuddyError::BadConfig(
-                "AxPageAllocator: the offset is not a multiple of 4 KiB",
-            ));
-        }
         Ok(Self {
             zone,
             cpu,
-            offset,
+            map: DirectMap::new(offset)?,
             last_error: None,
         })
     }
@@ -82,30 +75,17 @@ where
 
     /// The frame at page-aligned position `pos`.
     fn pfn_at(&self, pos: usize) -> Option<Pfn> {
-        let pa = pos.checked_sub(self.offset)?;
-        pa.is_multiple_of(PAGE).then_some(Pfn((pa / PAGE) as u64))
+        self.map.pfn_at(pos)
     }
 
     /// The position of frame `pfn`.
     fn pos_of(&self, pfn: Pfn) -> Option<usize> {
-        usize::try_from(pfn.0)
-            .ok()?
-            .checked_mul(PAGE)?
-            .checked_add(self.offset)
+        self.map.addr_of(pfn)
     }
 
-    /// The order of a block aligned to `align` bytes at a position: `align` must be a power
-    /// of two, and the offset a multiple of it (else frame alignment is not position
-    /// alignment).
+    /// The order of a block aligned to `align` bytes at a position ([`DirectMap::align_order`]).
     fn align_order(&self, align: usize) -> AllocResult<Order> {
-        if !align.is_power_of_two() || !self.offset.is_multiple_of(align.max(PAGE)) {
-            return Err(AllocError::InvalidParam);
-        }
-        let log = (align.max(PAGE) / PAGE).trailing_zeros();
-        u8::try_from(log)
-            .ok()
-            .and_then(|o| Order::new(o).ok())
-            .ok_or(AllocError::InvalidParam)
+        self.map.align_order(align).ok_or(AllocError::InvalidParam)
     }
 
     /// Records `r`'s error and maps it to `axallocator`'s.

@@ -56,6 +56,8 @@ extern crate std;
 mod alloc_pages;
 #[cfg(feature = "axallocator")]
 mod ax_pages;
+#[cfg(feature = "page_table_multiarch")]
+mod ax_paging;
 mod buddy;
 mod check;
 mod config;
@@ -63,6 +65,8 @@ mod contig;
 mod counters;
 mod decompose;
 mod deferred;
+#[cfg(any(feature = "axallocator", feature = "page_table_multiarch"))]
+mod direct_map;
 mod error;
 mod exact;
 mod frame;
@@ -88,6 +92,8 @@ mod zone;
 
 #[cfg(feature = "axallocator")]
 pub use ax_pages::AxPageAllocator;
+#[cfg(feature = "page_table_multiarch")]
+pub use ax_paging::{AxPagingHandler, AxPagingZone};
 pub use check::Corruption;
 pub use config::{LINUX_PCP_BATCH, ZoneConfig, pcp_batch_for, pcp_high_for};
 pub use counters::OpCounters;
