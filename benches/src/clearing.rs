@@ -594,71 +594,19 @@ fn strategies(
     );
     let detected = Policy::detect();
     let calibrated = calibration.policy;
-    let whole = ClearConfig::new(PAGE, PreemptModel::Full);
     let mut all: Vec<SizeSamples> = Vec::new();
     let (mut detected_vs_best, mut calibrated_vs_best) = (Vec::new(), Vec::new());
     let len = buf.len();
     for (size, temperature) in rows().filter(|&(s, _)| s <= len) {
-        let (target, volume) = match temperature {
-            Temperature::Hot => (size, (SAMPLE_VOLUME / size).max(1) * size),
-            Temperature::Cold => {
-                let region = COLD_REGION.min(len) / size * size;
-                (region, region)
-            }
-        };
-        let reps = volume / target;
-        ctx.step(format!(
-            "strategies: {} candidates at {}, interleaved",
-            available.len() + memsets.len() + 2,
-            row_name(size, temperature)
-        ));
-        // Candidates: the memsets, each strategy, both policies; measured round-robin. A hot
-        // sample clears the extent `reps` times; a cold one each extent of the region once.
-        let drive = |mut clear: Candidate| -> Candidate {
-            Box::new(move |region: &mut [u8]| match temperature {
-                Temperature::Hot => {
-                    for _ in 0..reps {
-                        clear(std::hint::black_box(&mut *region));
-                    }
-                }
-                Temperature::Cold => {
-                    for e in region.chunks_exact_mut(size) {
-                        clear(std::hint::black_box(e));
-                    }
-                }
-            })
-        };
-        let mut candidates: Vec<Candidate> = memsets
-            .iter()
-            .map(|&(_, zero)| {
-                drive(Box::new(move |e: &mut [u8]| {
-                    // SAFETY: exactly the borrowed, writable slice.
-                    unsafe { zero(e.as_mut_ptr(), e.len()) }
-                }))
-            })
-            .collect();
-        let policies = available.iter().map(|&s| Policy::fixed(s));
-        for policy in policies.chain([detected, calibrated]) {
-            let cfg = validated(whole.with_policy(policy));
-            candidates.push(drive(Box::new(move |e: &mut [u8]| {
-                expect_ok(clear_contig_pages(e, &cfg, &mut CountingResched::new()));
-            })));
-        }
-        let mut samples = Samples::interleaved(p.budget(2.0), &mut buf[..target], &mut candidates);
-        let (calibrated_s, detected_s) = (samples.pop(), samples.pop());
-        let (Some(calibrated_s), Some(detected_s)) = (calibrated_s, detected_s) else {
-            unreachable!("one sample set per candidate");
-        };
-        let strategies = samples.split_off(memsets.len());
-        let m = SizeSamples {
-            size,
-            temperature,
-            volume,
-            memsets: samples,
-            strategies,
-            detected: detected_s,
-            calibrated: calibrated_s,
-        };
+        let m = measure_extent(
+            ctx,
+            p,
+            buf,
+            (size, temperature),
+            &memsets,
+            &available,
+            [detected, calibrated],
+        );
         let (best_name, best_s) = m.best_of_all(&available, &memset_names);
         let (d, c) = (
             m.detected.speedup_over(best_s),
@@ -675,6 +623,7 @@ fn strategies(
             );
         }
         let mut row = vec![Cell::text(name)];
+        let volume = m.volume;
         row.extend(m.memsets.iter().map(|s| gb_cell(s, volume)));
         row.extend(m.strategies.iter().map(|s| gb_cell(s, volume)));
         row.extend([
@@ -758,6 +707,81 @@ fn strategies(
             calibrated_vs_best,
             streaming_vs_memset,
         },
+    }
+}
+
+/// One row of the strategies table: every memset, strategy and both policies
+/// (`policies_measured`:
+/// detected, calibrated) clearing extents of `size` at `temperature`, interleaved.
+fn measure_extent(
+    ctx: &SectionContext,
+    p: &Plan,
+    buf: &mut [u8],
+    (size, temperature): (usize, Temperature),
+    memsets: &[(&'static str, ZeroFn)],
+    available: &[Strategy],
+    policies_measured: [Policy; 2],
+) -> SizeSamples {
+    let len = buf.len();
+    let (target, volume) = match temperature {
+        Temperature::Hot => (size, (SAMPLE_VOLUME / size).max(1) * size),
+        Temperature::Cold => {
+            let region = COLD_REGION.min(len) / size * size;
+            (region, region)
+        }
+    };
+    let reps = volume / target;
+    ctx.step(format!(
+        "strategies: {} candidates at {}, interleaved",
+        available.len() + memsets.len() + 2,
+        row_name(size, temperature)
+    ));
+    // Candidates: the memsets, each strategy, both policies; measured round-robin. A hot
+    // sample clears the extent `reps` times; a cold one each extent of the region once.
+    let drive = |mut clear: Candidate| -> Candidate {
+        Box::new(move |region: &mut [u8]| match temperature {
+            Temperature::Hot => {
+                for _ in 0..reps {
+                    clear(std::hint::black_box(&mut *region));
+                }
+            }
+            Temperature::Cold => {
+                for e in region.chunks_exact_mut(size) {
+                    clear(std::hint::black_box(e));
+                }
+            }
+        })
+    };
+    let mut candidates: Vec<Candidate> = memsets
+        .iter()
+        .map(|&(_, zero)| {
+            drive(Box::new(move |e: &mut [u8]| {
+                // SAFETY: exactly the borrowed, writable slice.
+                unsafe { zero(e.as_mut_ptr(), e.len()) }
+            }))
+        })
+        .collect();
+    let policies = available.iter().map(|&s| Policy::fixed(s));
+    for policy in policies.chain(policies_measured) {
+        let cfg = validated(ClearConfig::new(PAGE, PreemptModel::Full).with_policy(policy));
+        candidates.push(drive(Box::new(move |e: &mut [u8]| {
+            expect_ok(clear_contig_pages(e, &cfg, &mut CountingResched::new()));
+        })));
+    }
+    let mut samples = Samples::interleaved(p.budget(2.0), &mut buf[..target], &mut candidates);
+    let (calibrated_s, detected_s) = (samples.pop(), samples.pop());
+    let (Some(calibrated_s), Some(detected_s)) = (calibrated_s, detected_s) else {
+        unreachable!("one sample set per candidate");
+    };
+    let strategies = samples.split_off(memsets.len());
+    SizeSamples {
+        size,
+        temperature,
+        volume,
+        memsets: samples,
+        strategies,
+        detected: detected_s,
+        calibrated: calibrated_s,
     }
 }
 

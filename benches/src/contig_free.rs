@@ -162,88 +162,95 @@ impl Section for ContigFree {
         // Frees alone hold a sample's order-9 blocks at once: at most half the zone.
         let held = (iterations / 10).min((ZONE_FRAMES / 512 / 2) as u32);
         let (floor, over_floor) = floor_table(ctx, held, budget);
-        let mut goals = Table::new(
-            "contig-free-goals",
-            "Contiguous-free goals, measured",
-            &["goal", "measured (median [95% interval])", "verdict"],
-        );
-        let instructions = order9.instructions.as_ref().ok().map(|&(pp, b)| pp / b);
-        let wall = order9.ratio.judge(10.0, true);
-        goals.row(vec![
-            Cell::text(">= 10x over the per-page path for order 9"),
-            Cell::text(format!(
-                "wall time {}; instructions {}",
-                ratio_text(order9.ratio),
-                instructions.map_or_else(|| "not counted".into(), |r| format!("{r:.2}x")),
-            )),
-            Cell::verdict(match instructions {
-                Some(r) => wall.and(Estimate::exact(r).judge(10.0, true)),
-                None => wall,
-            }),
-        ]);
-        let verdict = slower_rows
-            .iter()
-            .map(|(_, v)| *v)
-            .fold(Verdict::Met, Verdict::and);
-        goals.row(vec![
-            Cell::text(format!(
-                ">= {PEER_GOAL}x buddy_system_allocator on every row that compares the same \
-                 work (CPU-local lists, one CPU)"
-            )),
-            Cell::text(if slower_rows.is_empty() {
-                format!(">= {PEER_GOAL}x on every row")
-            } else {
-                format!(
-                    "not clearly >= {PEER_GOAL}x on: {}",
-                    slower_rows
-                        .iter()
-                        .map(|(r, _)| r.as_str())
-                        .collect::<Vec<_>>()
-                        .join("; ")
-                )
-            }),
-            Cell::verdict(verdict),
-        ]);
-        goals.row(vec![
-            Cell::text(format!(
-                "free_contig_range per page <= {FLOOR_GOAL}x one atomic per frame word"
-            )),
-            Cell::text(ratio_text(over_floor)),
-            Cell::verdict(over_floor.judge(FLOOR_GOAL, false)),
-        ]);
-        if order9.ratio.median < 10.0 {
-            goals.note(format!(
-                "Why the order-9 ratio falls short: per page of an iteration, the per-page path \
-                 costs {:.1} ns and the batched one {:.1} ns (medians){}. Both drop each page's \
-                 reference with an atomic compare-and-swap (as the kernel's put_page_testzero), \
-                 so that two CPUs freeing the same page cannot both free it; that one CAS per \
-                 page is the batched path's floor, and 10x would need the per-page path to cost \
-                 ten of them.",
-                order9.per_page_ns,
-                order9.batched_ns,
-                match &order9.instructions {
-                    Ok((pp, b)) => format!("; {:.1} and {:.1} instructions", pp / 512.0, b / 512.0),
-                    Err(_) => String::new(),
-                }
-            ));
-        }
-        if !slower_rows.is_empty() {
-            goals.note(
-                "Where buddy-sim is not faster: each of its frees drops a reference by \
-                 compare-and-swap, takes the CPU's lock and pushes the block onto the per-CPU \
-                 list, from which a later drain merges it under the zone lock; \
-                 buddy_system_allocator has no reference counts, no per-CPU lists and no lock \
-                 of its own, and merges at once. The per-CPU layer is what makes the SMP table \
-                 scale.",
-            );
-        }
-        goals.note(
-            "Judged on the intervals of the per-round ratios, and for order 9 also on \
-             callgrind's instruction counts (exact); both must meet the target. Goals are \
-             reported, never asserted in tests.",
-        );
+        let goals = goals_table(&order9, &slower_rows, over_floor);
         vec![batched, peer, floor, goals]
     }
+}
+
+/// The contiguous-free goals: order 9 over the per-page path, the peer on every row
+/// comparing the same work (`slower_rows`: those not clearly faster), the floor.
+fn goals_table(order9: &Order9, slower_rows: &[(String, Verdict)], over_floor: Estimate) -> Table {
+    let mut goals = Table::new(
+        "contig-free-goals",
+        "Contiguous-free goals, measured",
+        &["goal", "measured (median [95% interval])", "verdict"],
+    );
+    let instructions = order9.instructions.as_ref().ok().map(|&(pp, b)| pp / b);
+    let wall = order9.ratio.judge(10.0, true);
+    goals.row(vec![
+        Cell::text(">= 10x over the per-page path for order 9"),
+        Cell::text(format!(
+            "wall time {}; instructions {}",
+            ratio_text(order9.ratio),
+            instructions.map_or_else(|| "not counted".into(), |r| format!("{r:.2}x")),
+        )),
+        Cell::verdict(match instructions {
+            Some(r) => wall.and(Estimate::exact(r).judge(10.0, true)),
+            None => wall,
+        }),
+    ]);
+    let verdict = slower_rows
+        .iter()
+        .map(|(_, v)| *v)
+        .fold(Verdict::Met, Verdict::and);
+    goals.row(vec![
+        Cell::text(format!(
+            ">= {PEER_GOAL}x buddy_system_allocator on every row that compares the same \
+             work (CPU-local lists, one CPU)"
+        )),
+        Cell::text(if slower_rows.is_empty() {
+            format!(">= {PEER_GOAL}x on every row")
+        } else {
+            format!(
+                "not clearly >= {PEER_GOAL}x on: {}",
+                slower_rows
+                    .iter()
+                    .map(|(r, _)| r.as_str())
+                    .collect::<Vec<_>>()
+                    .join("; ")
+            )
+        }),
+        Cell::verdict(verdict),
+    ]);
+    goals.row(vec![
+        Cell::text(format!(
+            "free_contig_range per page <= {FLOOR_GOAL}x one atomic per frame word"
+        )),
+        Cell::text(ratio_text(over_floor)),
+        Cell::verdict(over_floor.judge(FLOOR_GOAL, false)),
+    ]);
+    if order9.ratio.median < 10.0 {
+        goals.note(format!(
+            "Why the order-9 ratio falls short: per page of an iteration, the per-page path \
+             costs {:.1} ns and the batched one {:.1} ns (medians){}. Both drop each page's \
+             reference with an atomic compare-and-swap (as the kernel's put_page_testzero), \
+             so that two CPUs freeing the same page cannot both free it; that one CAS per \
+             page is the batched path's floor, and 10x would need the per-page path to cost \
+             ten of them.",
+            order9.per_page_ns,
+            order9.batched_ns,
+            match &order9.instructions {
+                Ok((pp, b)) => format!("; {:.1} and {:.1} instructions", pp / 512.0, b / 512.0),
+                Err(_) => String::new(),
+            }
+        ));
+    }
+    if !slower_rows.is_empty() {
+        goals.note(
+            "Where buddy-sim is not faster: each of its frees drops a reference by \
+             compare-and-swap, takes the CPU's lock and pushes the block onto the per-CPU \
+             list, from which a later drain merges it under the zone lock; \
+             buddy_system_allocator has no reference counts, no per-CPU lists and no lock \
+             of its own, and merges at once. The per-CPU layer is what makes the SMP table \
+             scale.",
+        );
+    }
+    goals.note(
+        "Judged on the intervals of the per-round ratios, and for order 9 also on \
+         callgrind's instruction counts (exact); both must meet the target. Goals are \
+         reported, never asserted in tests.",
+    );
+    goals
 }
 
 /// The floor of `free_contig_range`: the reference count sets one atomic read-modify-write

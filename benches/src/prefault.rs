@@ -217,51 +217,11 @@ impl Section for Prefault {
         let bytes = if ctx.quick { 256 * MIB } else { 1 << 30 };
         let cpus = allowed_cpus();
         let n = cpus.len();
-        let one = &cpus[cpus.len() - 1..];
         ctx.step(format!(
             "zeroing {}: seven paths interleaved",
             size_name(bytes)
         ));
-        let mut paths: Vec<(String, Path)> = vec![
-            (
-                "Linux MADV_POPULATE_WRITE (THP), 1 thread".into(),
-                populate(one),
-            ),
-            (
-                format!("Linux MADV_POPULATE_WRITE (THP), {n} threads"),
-                populate(&cpus),
-            ),
-        ];
-        paths.push((
-            format!("zero-core over a vm-memory GuestMemoryMmap (2 regions), {n} threads"),
-            guest_memory(n),
-        ));
-        let builtins_missing = match builtins_memset() {
-            Ok(p) => {
-                paths.push(("compiler-builtins memset (no_std kernel)".into(), p));
-                None
-            }
-            Err(why) => Some(why),
-        };
-        paths.push((
-            "glibc memset (write_bytes)".into(),
-            timed(|region: &mut [u8]| {
-                // SAFETY: write_bytes over exactly the borrowed slice.
-                unsafe { std::ptr::write_bytes(region.as_mut_ptr(), 0, region.len()) }
-            }),
-        ));
-        paths.push((
-            "zero-core clear_contig_pages, 1 thread".into(),
-            timed(|region: &mut [u8]| {
-                if let Err(e) = clear_contig_pages(region, &config(), &mut NoResched) {
-                    panic!("clearing a valid region: {e}");
-                }
-            }),
-        ));
-        paths.push((
-            format!("zero-core ParallelClear, {n} threads"),
-            parallel_clear(&cpus),
-        ));
+        let (mut paths, builtins_missing) = paths(&cpus);
         let mut region = Region::new(bytes);
         let buf = region.as_mut_slice();
         let samples = measure(&mut paths, buf, Budget::cell(ctx.quick, 8.0));
@@ -357,6 +317,54 @@ impl Section for Prefault {
         );
         vec![t]
     }
+}
+
+/// The paths measured, in their rows' order (the last two: zero-core on one thread, then on
+/// every core), and why compiler-builtins' memset is missing if it is.
+fn paths(cpus: &[usize]) -> (Vec<(String, Path)>, Option<String>) {
+    let n = cpus.len();
+    let one = &cpus[n - 1..];
+    let mut paths: Vec<(String, Path)> = vec![
+        (
+            "Linux MADV_POPULATE_WRITE (THP), 1 thread".into(),
+            populate(one),
+        ),
+        (
+            format!("Linux MADV_POPULATE_WRITE (THP), {n} threads"),
+            populate(cpus),
+        ),
+    ];
+    paths.push((
+        format!("zero-core over a vm-memory GuestMemoryMmap (2 regions), {n} threads"),
+        guest_memory(n),
+    ));
+    let builtins_missing = match builtins_memset() {
+        Ok(p) => {
+            paths.push(("compiler-builtins memset (no_std kernel)".into(), p));
+            None
+        }
+        Err(why) => Some(why),
+    };
+    paths.push((
+        "glibc memset (write_bytes)".into(),
+        timed(|region: &mut [u8]| {
+            // SAFETY: write_bytes over exactly the borrowed slice.
+            unsafe { std::ptr::write_bytes(region.as_mut_ptr(), 0, region.len()) }
+        }),
+    ));
+    paths.push((
+        "zero-core clear_contig_pages, 1 thread".into(),
+        timed(|region: &mut [u8]| {
+            if let Err(e) = clear_contig_pages(region, &config(), &mut NoResched) {
+                panic!("clearing a valid region: {e}");
+            }
+        }),
+    ));
+    paths.push((
+        format!("zero-core ParallelClear, {n} threads"),
+        parallel_clear(cpus),
+    ));
+    (paths, builtins_missing)
 }
 
 /// Runs every path once per round in [`round_order`], after one warm-up round, until `budget`

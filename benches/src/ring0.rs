@@ -148,15 +148,27 @@ fn size(bytes: usize) -> String {
 /// The tables of a parsed block.
 #[must_use]
 pub fn tables(block: &Block) -> Vec<Table> {
-    let source = format!(
-        "Measured in ring 0 by the x86_64 kernel (kernel/) under KVM at native speed, on its \
-         own page tables; times from the TSC ({:.3} GHz, calibrated against the PIT). Median \
-         of the samples with the 95% interval; the kernel prints raw samples, the report \
-         computes these as for the user-space sections.",
-        block.tsc_hz as f64 / 1e9
-    );
-    let mut out = Vec::new();
+    vec![
+        strategies_table(block),
+        folio_table(block),
+        batches_table(block),
+        kernel_paths_table(block),
+    ]
+}
 
+/// Where the ring-0 figures come from.
+fn source(block: &Block) -> String {
+    format!(
+        "Measured in ring 0 by the x86_64 kernel (kernel/) under KVM at native speed, on its \
+     own page tables; times from the TSC ({:.3} GHz, calibrated against the PIT). Median \
+     of the samples with the 95% interval; the kernel prints raw samples, the report \
+     computes these as for the user-space sections.",
+        block.tsc_hz as f64 / 1e9
+    )
+}
+
+/// Clearing bandwidth by strategy and extent, and zero-core's policy.
+fn strategies_table(block: &Block) -> Table {
     let mut columns = vec!["strategy".to_string()];
     columns.extend(EXTENTS.iter().map(|&b| size(b)));
     let cols: Vec<&str> = columns.iter().map(String::as_str).collect();
@@ -182,14 +194,17 @@ pub fn tables(block: &Block) -> Vec<Table> {
         }
         t.row(row);
     }
-    t.notes.push(source.clone());
+    t.notes.push(source(block));
     t.notes.push(
         "The same extents as the user-space clearing section; `policy` is zero-core's detected \
          policy (what `clear_contig_pages` uses)."
             .into(),
     );
-    out.push(t);
+    t
+}
 
+/// A folio cleared page at a time vs as one extent.
+fn folio_table(block: &Block) -> Table {
     let published = format!("published ({})", thread::FOLIO_ZERO_USER_SHORT);
     let mut t = Table::new(
         "ring0-folio",
@@ -216,8 +231,11 @@ pub fn tables(block: &Block) -> Vec<Table> {
          two medians, its interval from the ends of theirs.",
         thread::FOLIO_ZERO_USER
     ));
-    out.push(t);
+    t
+}
 
+/// The longest cooperative batch clearing 1 GiB.
+fn batches_table(block: &Block) -> Table {
     let mut t = Table::new(
         "ring0-batches",
         "Ring 0: the longest cooperative batch clearing 1 GiB (ms)",
@@ -236,8 +254,11 @@ pub fn tables(block: &Block) -> Vec<Table> {
          with PreemptModel::Voluntary: the preemption latency the batch size buys."
             .into(),
     );
-    out.push(t);
+    t
+}
 
+/// The free loop and the young-clearing pass in the kernel, batched vs one by one.
+fn kernel_paths_table(block: &Block) -> Table {
     let mut t = Table::new(
         "ring0-kernel-paths",
         "Ring 0: the free loop and the young-clearing pass, batched vs one by one (µs)",
@@ -282,8 +303,7 @@ pub fn tables(block: &Block) -> Vec<Table> {
          hint, so the batching is folio_pte_batch over 16-page folios)."
             .into(),
     );
-    out.push(t);
-    out
+    t
 }
 
 impl Section for Ring0 {

@@ -172,115 +172,126 @@ impl Section for Scale {
 
     fn run(&self, ctx: &SectionContext) -> Vec<Table> {
         let rows: Vec<Row> = sizes(ctx.quick).iter().map(|&s| measure(ctx, s)).collect();
-        let mut t = Table::new(
-            "scale",
-            "A zone from 1 GiB to 1 TiB: initialization and per-operation costs",
-            &[
-                "frames",
-                "metadata",
-                "ready to allocate ms",
-                "all initialized, 1 thread: ms",
-                "ns per frame",
-                "all initialized, every core: ms",
-                "ns per frame",
-                "fresh metadata, 1 thread: ns per frame",
-                "order-0 alloc + free ns",
-                "order-10 alloc + free ns",
-                "free_contig_range ns per page",
-                "check() ns per frame",
-            ],
-        );
-        let ms = |d: Duration| Cell::num(d.as_secs_f64() * 1e3, 1, "");
-        for r in &rows {
-            t.row(vec![
-                Cell::text(format!("2^{}", r.frames.trailing_zeros())),
-                Cell::text(crate::measure::size_name((r.frames * 16) as usize)),
-                ms(r.ready),
-                ms(r.full_one),
-                Cell::num(ns_per(r.full_one, r.frames as f64), 2, ""),
-                ms(r.full_all),
-                Cell::num(ns_per(r.full_all, r.frames as f64), 2, ""),
-                Cell::num(ns_per(r.full_fresh, r.frames as f64), 2, ""),
-                Cell::estimate(r.pair, 1, ""),
-                Cell::estimate(r.order10, 1, ""),
-                Cell::estimate(r.contig, 2, ""),
-                Cell::num(r.check_ns, 2, ""),
-            ]);
-        }
-        let threads = rows.first().map_or(1, |r| r.threads);
-        t.note(format!(
-            "Each size a fresh zone over 16 bytes of metadata per frame, zeroed and mapped \
-             before the clock starts, as a kernel's memory map is (`Zone::new_empty_zeroed`, \
-             which does not write it). Ready to allocate: that and `add_memory` of every \
-             frame, which initializes the first {} frames and defers the rest. All \
-             initialized: that plus `init_deferred` until none is left, on one thread, or on \
-             {threads} threads at once (each taking {}-frame chunks). Fresh metadata: \
-             `BoxedZone::new_boxed` (the allocator's zeroing path) initialized on one thread, \
-             the first-touch page faults of its metadata included (expensive on a VM whose \
-             guest page faults are emulated). Operations: median of {REPS} runs (10 000 order-0 pairs, 1 000 order-10 \
-             pairs, 200 order-9 allocations split and freed with free_contig_range) on a \
-             fully initialized zone; check(): one run on it.",
-            buddy_sim::EAGER_PAGES,
-            buddy_sim::DEFERRED_CHUNK_PAGES,
-        ));
-        let mut goals = Table::new(
-            "scale-goals",
-            "Scale goals, measured",
-            &["goal", "measured", "verdict"],
-        );
-        if let Some(big) = rows.iter().find(|r| r.frames == 1 << 28) {
-            let ready_ok = big.ready.as_secs_f64() <= 0.5;
-            goals.row(vec![
-                Cell::text("a 1 TiB zone (2^28 frames) ready to allocate in <= 0.5 s on one core"),
-                Cell::text(format!("{:.1} ms", big.ready.as_secs_f64() * 1e3)),
-                Cell::verdict(if ready_ok {
-                    crate::measure::Verdict::Met
-                } else {
-                    crate::measure::Verdict::NotMet
-                }),
-            ]);
-            let per_frame = ns_per(big.full_all, big.frames as f64);
-            goals.row(vec![
-                Cell::text(format!(
-                    "1 TiB fully initialized at <= {INIT_GOAL_NS} ns per frame (every core)"
-                )),
-                Cell::text(format!(
-                    "{per_frame:.2} ns per frame on {threads} threads ({:.2} on one)",
-                    ns_per(big.full_one, big.frames as f64)
-                )),
-                Cell::verdict(if per_frame <= INIT_GOAL_NS {
-                    crate::measure::Verdict::Met
-                } else {
-                    crate::measure::Verdict::NotMet
-                }),
-            ]);
-        }
-        if let (Some(small), Some(big)) = (rows.first(), rows.last()) {
-            let growth = [
-                big.pair.median / small.pair.median,
-                big.order10.median / small.order10.median,
-                big.contig.median / small.contig.median,
-            ];
-            let flat = growth.iter().all(|&g| g <= FLAT_GOAL);
-            goals.row(vec![
-                Cell::text(format!(
-                    "per-operation costs flat in zone size: largest zone's median within \
-                     {FLAT_GOAL}x the smallest's"
-                )),
-                Cell::text(format!(
-                    "order-0 pair {:.2}x, order-10 pair {:.2}x, free_contig_range {:.2}x",
-                    growth[0], growth[1], growth[2]
-                )),
-                Cell::verdict(if flat {
-                    crate::measure::Verdict::Met
-                } else {
-                    crate::measure::Verdict::NotMet
-                }),
-            ]);
-        }
-        goals.note("Goals are reported, never asserted in tests: these machines are shared.");
-        vec![t, goals]
+        vec![costs_table(&rows), goals_table(&rows)]
     }
+}
+
+/// Initialization and per-operation costs at every zone size.
+fn costs_table(rows: &[Row]) -> Table {
+    let mut t = Table::new(
+        "scale",
+        "A zone from 1 GiB to 1 TiB: initialization and per-operation costs",
+        &[
+            "frames",
+            "metadata",
+            "ready to allocate ms",
+            "all initialized, 1 thread: ms",
+            "ns per frame",
+            "all initialized, every core: ms",
+            "ns per frame",
+            "fresh metadata, 1 thread: ns per frame",
+            "order-0 alloc + free ns",
+            "order-10 alloc + free ns",
+            "free_contig_range ns per page",
+            "check() ns per frame",
+        ],
+    );
+    let ms = |d: Duration| Cell::num(d.as_secs_f64() * 1e3, 1, "");
+    for r in rows {
+        t.row(vec![
+            Cell::text(format!("2^{}", r.frames.trailing_zeros())),
+            Cell::text(crate::measure::size_name((r.frames * 16) as usize)),
+            ms(r.ready),
+            ms(r.full_one),
+            Cell::num(ns_per(r.full_one, r.frames as f64), 2, ""),
+            ms(r.full_all),
+            Cell::num(ns_per(r.full_all, r.frames as f64), 2, ""),
+            Cell::num(ns_per(r.full_fresh, r.frames as f64), 2, ""),
+            Cell::estimate(r.pair, 1, ""),
+            Cell::estimate(r.order10, 1, ""),
+            Cell::estimate(r.contig, 2, ""),
+            Cell::num(r.check_ns, 2, ""),
+        ]);
+    }
+    let threads = rows.first().map_or(1, |r| r.threads);
+    t.note(format!(
+        "Each size a fresh zone over 16 bytes of metadata per frame, zeroed and mapped \
+         before the clock starts, as a kernel's memory map is (`Zone::new_empty_zeroed`, \
+         which does not write it). Ready to allocate: that and `add_memory` of every \
+         frame, which initializes the first {} frames and defers the rest. All \
+         initialized: that plus `init_deferred` until none is left, on one thread, or on \
+         {threads} threads at once (each taking {}-frame chunks). Fresh metadata: \
+         `BoxedZone::new_boxed` (the allocator's zeroing path) initialized on one thread, \
+         the first-touch page faults of its metadata included (expensive on a VM whose \
+         guest page faults are emulated). Operations: median of {REPS} runs (10 000 order-0 pairs, 1 000 order-10 \
+         pairs, 200 order-9 allocations split and freed with free_contig_range) on a \
+         fully initialized zone; check(): one run on it.",
+        buddy_sim::EAGER_PAGES,
+        buddy_sim::DEFERRED_CHUNK_PAGES,
+    ));
+    t
+}
+
+/// The scale goals: a 1 TiB zone ready and initialized in time, per-operation costs flat.
+fn goals_table(rows: &[Row]) -> Table {
+    let threads = rows.first().map_or(1, |r| r.threads);
+    let mut goals = Table::new(
+        "scale-goals",
+        "Scale goals, measured",
+        &["goal", "measured", "verdict"],
+    );
+    if let Some(big) = rows.iter().find(|r| r.frames == 1 << 28) {
+        let ready_ok = big.ready.as_secs_f64() <= 0.5;
+        goals.row(vec![
+            Cell::text("a 1 TiB zone (2^28 frames) ready to allocate in <= 0.5 s on one core"),
+            Cell::text(format!("{:.1} ms", big.ready.as_secs_f64() * 1e3)),
+            Cell::verdict(if ready_ok {
+                crate::measure::Verdict::Met
+            } else {
+                crate::measure::Verdict::NotMet
+            }),
+        ]);
+        let per_frame = ns_per(big.full_all, big.frames as f64);
+        goals.row(vec![
+            Cell::text(format!(
+                "1 TiB fully initialized at <= {INIT_GOAL_NS} ns per frame (every core)"
+            )),
+            Cell::text(format!(
+                "{per_frame:.2} ns per frame on {threads} threads ({:.2} on one)",
+                ns_per(big.full_one, big.frames as f64)
+            )),
+            Cell::verdict(if per_frame <= INIT_GOAL_NS {
+                crate::measure::Verdict::Met
+            } else {
+                crate::measure::Verdict::NotMet
+            }),
+        ]);
+    }
+    if let (Some(small), Some(big)) = (rows.first(), rows.last()) {
+        let growth = [
+            big.pair.median / small.pair.median,
+            big.order10.median / small.order10.median,
+            big.contig.median / small.contig.median,
+        ];
+        let flat = growth.iter().all(|&g| g <= FLAT_GOAL);
+        goals.row(vec![
+            Cell::text(format!(
+                "per-operation costs flat in zone size: largest zone's median within \
+                 {FLAT_GOAL}x the smallest's"
+            )),
+            Cell::text(format!(
+                "order-0 pair {:.2}x, order-10 pair {:.2}x, free_contig_range {:.2}x",
+                growth[0], growth[1], growth[2]
+            )),
+            Cell::verdict(if flat {
+                crate::measure::Verdict::Met
+            } else {
+                crate::measure::Verdict::NotMet
+            }),
+        ]);
+    }
+    goals.note("Goals are reported, never asserted in tests: these machines are shared.");
+    goals
 }
 
 /// The sizes measured: up to 1 TiB, or up to 16 GiB with `--quick`.

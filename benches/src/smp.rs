@@ -257,132 +257,137 @@ impl Section for SmpScaling {
     }
 
     fn run(&self, ctx: &SectionContext) -> Vec<Table> {
-        let cores = cores();
-        let counts = thread_counts(cores);
-        let allowed = allowed_cpus();
-        let budget = Budget::cell(ctx.quick, 4.0);
-        let mut columns = vec!["workload".to_string(), "allocator".to_string()];
-        columns.extend(
-            counts
-                .iter()
-                .map(|t| format!("{t} thread{}", if *t == 1 { "" } else { "s" })),
-        );
-        let most = counts.last().copied().unwrap_or(1);
-        columns.push(format!("scaling 1→{most} threads"));
-        let cols: Vec<&str> = columns.iter().map(String::as_str).collect();
-        let mut t = Table::new(
-            "smp-scaling",
-            "SMP scaling: aggregate throughput of threads sharing one frame allocator",
-            &cols,
-        );
-        // The goal workload's samples, [kind][thread count].
-        let mut goal_times = Vec::new();
-        for w in &WORKLOADS {
-            let rounds = (w.rounds)(ctx.quick);
-            ctx.step(format!("smp: {}", w.name));
-            // times[kind][thread count]: one duration per round.
-            let mut times = vec![vec![Vec::new(); counts.len()]; KINDS.len()];
-            budget.run(|round| {
-                // Every thread count and allocator once per round, the allocators' order
-                // shuffled each round, so drift hits all alike and round r of each cell ran
-                // side by side; the cores take turns too: one slow vCPU must not always hold
-                // the one-thread baseline.
-                for (ci, &threads) in counts.iter().enumerate() {
-                    for ki in round_order(round, KINDS.len()) {
-                        times[ki][ci].push(run_once(
-                            w,
-                            KINDS[ki].0,
-                            threads,
-                            rounds,
-                            &allowed,
-                            round,
-                        ));
-                    }
-                }
-            });
-            let times: Vec<Vec<Samples>> = times
-                .into_iter()
-                .map(|per_count| per_count.into_iter().map(Samples::from_durations).collect())
-                .collect();
-            for ((_, name), per_count) in KINDS.iter().zip(&times) {
-                let mut row = vec![
-                    Cell::text(format!("{} ({})", w.name, w.unit)),
-                    Cell::text(*name),
-                ];
-                row.extend(counts.iter().zip(per_count).map(|(&threads, d)| {
-                    let ops = threads as u64 * rounds * w.ops_per_round;
-                    Cell::estimate(d.rate(ops as f64).map(|r| r / 1e6), 2, "")
-                }));
-                row.push(Cell::ratio_ci(scaling(per_count, counts.len() - 1, most)));
-                t.row(row);
-            }
-            if w.goal {
-                goal_times = times;
-            }
-        }
-        t.note(format!(
-            "Millions of operations per second, all threads together (median ± the half-width \
-             of its 95% interval), every thread count and allocator once per round, the \
-             allocators taking turns. Each thread is pinned to its own core ({cores} here; past \
-             that, round robin; the first core changes round by round) and, for buddy-sim, uses \
-             its own CPU number. Scaling is the median over rounds of the round's ratio. Alloc/free pairs: each thread allocates {HELD} blocks and frees them newest \
-             first, again and again. free_contig_range() loop: alloc order 9, split_page, \
-             free_contig_range (buddy_system_allocator, which has no split pages, allocates and \
-             frees 512 frames as one block). Zones of {} Ki frames, MAX_ORDER 10. \
-             \"scaling\" divides the highest thread count's throughput by one thread's. The \
-             control row gives each thread a zone of its own, so nothing at all is shared: its \
-             scaling is what this machine allows (two vCPUs of a shared host need not give \
-             twice the throughput), the ceiling for the shared allocators.",
-            FRAMES >> 10
-        ));
-        t.plot = Some(
-            Plot::new(
-                "allocator, workload",
-                "million operations per second (median, 95% interval)",
-                (2..2 + counts.len()).collect(),
-            )
-            .log()
-            .labelled_by(vec![1, 0]),
-        );
-        let mut goals = Table::new(
-            "smp-goals",
-            "SMP goal, measured",
-            &["goal", "measured (median [95% interval])", "verdict"],
-        );
-        let of = |k: Kind| &goal_times[k as usize];
-        let (ours, ceiling) = (
-            scaling(of(Kind::PerCpu), TWO_THREADS, 2),
-            scaling(of(Kind::Private), TWO_THREADS, 2),
-        );
-        // Shared zone over private zones at 2 threads: same work, so a time ratio.
-        let share = of(Kind::PerCpu)[TWO_THREADS].speedup_over(&of(Kind::Private)[TWO_THREADS]);
-        ctx.headline(
-            "order-0 alloc/free pairs, buddy-sim: 2 threads over 1 (shared zone)",
-            ours,
-        );
-        ctx.headline(
-            "order-0 alloc/free pairs, control: 2 threads over 1 (private zones)",
-            ceiling,
-        );
-        goals.row(vec![
-            Cell::text("buddy-sim order-0 pairs at 2 threads >= 1.8x its 1-thread throughput"),
-            Cell::text(format!(
-                "{} (private zones, nothing shared: {})",
-                ratio_text(ours),
-                ratio_text(ceiling)
-            )),
-            Cell::verdict(ours.judge(1.8, true)),
-        ]);
-        goals.note(format!(
-            "What sharing costs: at 2 threads, buddy-sim's one shared zone delivered {:.0}% of \
-             the throughput of private zones that share nothing, in the same rounds. The ratio \
-             to one thread also depends on the machine: the private zones themselves reached \
-             {}, and one-thread figures on these shared 2-vCPU hosts move by up to 2x from run \
-             to run.",
-            100.0 * share.median,
-            ratio_text(ceiling)
-        ));
-        goals.note("Goals are reported, never asserted in tests: these machines are shared.");
-        vec![t, goals]
+        let (t, goal_times) = scaling_table(ctx);
+        vec![t, goals_table(ctx, &goal_times)]
     }
+}
+
+/// Throughput at every thread count, every workload and allocator; and the goal workload's
+/// samples, `[kind][thread count]`.
+fn scaling_table(ctx: &SectionContext) -> (Table, Vec<Vec<Samples>>) {
+    let cores = cores();
+    let counts = thread_counts(cores);
+    let allowed = allowed_cpus();
+    let budget = Budget::cell(ctx.quick, 4.0);
+    let mut columns = vec!["workload".to_string(), "allocator".to_string()];
+    columns.extend(
+        counts
+            .iter()
+            .map(|t| format!("{t} thread{}", if *t == 1 { "" } else { "s" })),
+    );
+    let most = counts.last().copied().unwrap_or(1);
+    columns.push(format!("scaling 1→{most} threads"));
+    let cols: Vec<&str> = columns.iter().map(String::as_str).collect();
+    let mut t = Table::new(
+        "smp-scaling",
+        "SMP scaling: aggregate throughput of threads sharing one frame allocator",
+        &cols,
+    );
+    // The goal workload's samples, [kind][thread count].
+    let mut goal_times = Vec::new();
+    for w in &WORKLOADS {
+        let rounds = (w.rounds)(ctx.quick);
+        ctx.step(format!("smp: {}", w.name));
+        // times[kind][thread count]: one duration per round.
+        let mut times = vec![vec![Vec::new(); counts.len()]; KINDS.len()];
+        budget.run(|round| {
+            // Every thread count and allocator once per round, the allocators' order
+            // shuffled each round, so drift hits all alike and round r of each cell ran
+            // side by side; the cores take turns too: one slow vCPU must not always hold
+            // the one-thread baseline.
+            for (ci, &threads) in counts.iter().enumerate() {
+                for ki in round_order(round, KINDS.len()) {
+                    times[ki][ci].push(run_once(w, KINDS[ki].0, threads, rounds, &allowed, round));
+                }
+            }
+        });
+        let times: Vec<Vec<Samples>> = times
+            .into_iter()
+            .map(|per_count| per_count.into_iter().map(Samples::from_durations).collect())
+            .collect();
+        for ((_, name), per_count) in KINDS.iter().zip(&times) {
+            let mut row = vec![
+                Cell::text(format!("{} ({})", w.name, w.unit)),
+                Cell::text(*name),
+            ];
+            row.extend(counts.iter().zip(per_count).map(|(&threads, d)| {
+                let ops = threads as u64 * rounds * w.ops_per_round;
+                Cell::estimate(d.rate(ops as f64).map(|r| r / 1e6), 2, "")
+            }));
+            row.push(Cell::ratio_ci(scaling(per_count, counts.len() - 1, most)));
+            t.row(row);
+        }
+        if w.goal {
+            goal_times = times;
+        }
+    }
+    t.note(format!(
+        "Millions of operations per second, all threads together (median ± the half-width \
+         of its 95% interval), every thread count and allocator once per round, the \
+         allocators taking turns. Each thread is pinned to its own core ({cores} here; past \
+         that, round robin; the first core changes round by round) and, for buddy-sim, uses \
+         its own CPU number. Scaling is the median over rounds of the round's ratio. Alloc/free pairs: each thread allocates {HELD} blocks and frees them newest \
+         first, again and again. free_contig_range() loop: alloc order 9, split_page, \
+         free_contig_range (buddy_system_allocator, which has no split pages, allocates and \
+         frees 512 frames as one block). Zones of {} Ki frames, MAX_ORDER 10. \
+         \"scaling\" divides the highest thread count's throughput by one thread's. The \
+         control row gives each thread a zone of its own, so nothing at all is shared: its \
+         scaling is what this machine allows (two vCPUs of a shared host need not give \
+         twice the throughput), the ceiling for the shared allocators.",
+        FRAMES >> 10
+    ));
+    t.plot = Some(
+        Plot::new(
+            "allocator, workload",
+            "million operations per second (median, 95% interval)",
+            (2..2 + counts.len()).collect(),
+        )
+        .log()
+        .labelled_by(vec![1, 0]),
+    );
+    (t, goal_times)
+}
+
+/// The SMP goal from the goal workload's samples, `[kind][thread count]`.
+fn goals_table(ctx: &SectionContext, goal_times: &[Vec<Samples>]) -> Table {
+    let mut goals = Table::new(
+        "smp-goals",
+        "SMP goal, measured",
+        &["goal", "measured (median [95% interval])", "verdict"],
+    );
+    let of = |k: Kind| &goal_times[k as usize];
+    let (ours, ceiling) = (
+        scaling(of(Kind::PerCpu), TWO_THREADS, 2),
+        scaling(of(Kind::Private), TWO_THREADS, 2),
+    );
+    // Shared zone over private zones at 2 threads: same work, so a time ratio.
+    let share = of(Kind::PerCpu)[TWO_THREADS].speedup_over(&of(Kind::Private)[TWO_THREADS]);
+    ctx.headline(
+        "order-0 alloc/free pairs, buddy-sim: 2 threads over 1 (shared zone)",
+        ours,
+    );
+    ctx.headline(
+        "order-0 alloc/free pairs, control: 2 threads over 1 (private zones)",
+        ceiling,
+    );
+    goals.row(vec![
+        Cell::text("buddy-sim order-0 pairs at 2 threads >= 1.8x its 1-thread throughput"),
+        Cell::text(format!(
+            "{} (private zones, nothing shared: {})",
+            ratio_text(ours),
+            ratio_text(ceiling)
+        )),
+        Cell::verdict(ours.judge(1.8, true)),
+    ]);
+    goals.note(format!(
+        "What sharing costs: at 2 threads, buddy-sim's one shared zone delivered {:.0}% of \
+         the throughput of private zones that share nothing, in the same rounds. The ratio \
+         to one thread also depends on the machine: the private zones themselves reached \
+         {}, and one-thread figures on these shared 2-vCPU hosts move by up to 2x from run \
+         to run.",
+        100.0 * share.median,
+        ratio_text(ceiling)
+    ));
+    goals.note("Goals are reported, never asserted in tests: these machines are shared.");
+    goals
 }
