@@ -4,6 +4,8 @@
 //! - [`descriptor`]: page-table descriptor bits, what each translation granule (an
 //!   [`mm_types::PageSize`]) means for them (`CONT_PTES`, the output-address field) and the
 //!   TLBI operand encodings (host-portable: compiles and is tested on every target).
+//! - [`stage2`]: stage-2 descriptor bits (S2AP, XN, hardware dirty as a write permission),
+//!   host-portable too.
 //! - `regs` (aarch64): `DCZID_EL0` and `ID_AA64ISAR2_EL1`, defined with tock-registers as
 //!   aarch64-cpu defines the registers it has.
 //! - `cpu` (aarch64): FEAT_MOPS and the DC ZVA block size, detected once and cached.
@@ -27,6 +29,7 @@ extern crate std;
 pub use mm_types;
 
 pub mod descriptor;
+pub mod stage2;
 
 #[cfg(target_arch = "aarch64")]
 pub mod barrier;

@@ -6,6 +6,7 @@
 //! reverse.
 
 use arch_arm64::descriptor as arm;
+use arch_arm64::stage2 as s2;
 use arch_x86::pte as x86;
 use mm_types::{PageSize, Pfn};
 
@@ -61,7 +62,7 @@ impl core::error::Error for Fault {}
 
 /// A last-level page-table entry format.
 ///
-/// Implemented by [`Arm64`] (one per translation granule) and [`X86_64`]. Every method is a
+/// Implemented by [`Arm64`] and [`Arm64Stage2`] (one per translation granule) and [`X86_64`]. Every method is a
 /// pure function of its arguments; the table applies them with atomics. A format of the
 /// caller's own must have a power-of-two `cont_ptes` no larger than a table:
 /// [`PteTable::new`](crate::PteTable::new) checks it.
@@ -262,6 +263,150 @@ impl PteFormat for Arm64 {
     }
 }
 
+/// arm64 stage-2 last-level descriptors (a guest's memory as its hypervisor maps it) with
+/// the given translation granule, for an MMU with FEAT_HAFDBS at stage 2 (VTCR_EL2.HA and
+/// HD): it sets AF on access and S2AP\[1\] on a write through a DBM descriptor.
+///
+/// The encoding follows [`Arm64`]'s: a writable page carries DBM and is write-protected
+/// (S2AP\[1\] clear) until its first write dirties it; write-protecting keeps a hardware
+/// dirty state as the software dirty bit. "User" has no meaning at stage 2 and is ignored;
+/// every mapping is readable.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Arm64Stage2 {
+    /// The stage-2 translation granule (VTCR_EL2.TG0): the page size, which fixes
+    /// `CONT_PTES`.
+    pub granule: PageSize,
+}
+
+impl Arm64Stage2 {
+    /// 4 KiB pages, 16-entry (64 KiB) contiguous blocks.
+    pub const G4K: Self = Self::new(PageSize::Size4KiB);
+    /// 16 KiB pages, 128-entry (2 MiB) contiguous blocks.
+    pub const G16K: Self = Self::new(PageSize::Size16KiB);
+    /// 64 KiB pages, 32-entry (2 MiB) contiguous blocks.
+    pub const G64K: Self = Self::new(PageSize::Size64KiB);
+
+    /// The format for `granule`.
+    #[must_use]
+    pub const fn new(granule: PageSize) -> Self {
+        Self { granule }
+    }
+
+    /// Bits `mk_pte` computes itself; `Prot::attrs` may not contain them.
+    const OWNED: u64 = arm::VALID
+        | arm::PAGE
+        | s2::S2AP_READ
+        | s2::S2AP_WRITE
+        | arm::AF
+        | arm::DBM
+        | arm::CONT
+        | s2::XN_MASK
+        | s2::SW_DIRTY;
+}
+
+impl PteFormat for Arm64Stage2 {
+    fn page_size(self) -> PageSize {
+        self.granule
+    }
+    fn cont_ptes(self) -> usize {
+        arm::cont_ptes(self.granule)
+    }
+    fn flushes_young(self) -> bool {
+        true
+    }
+    fn is_present(self, pte: u64) -> bool {
+        pte & arm::VALID != 0
+    }
+    fn is_young(self, pte: u64) -> bool {
+        pte & arm::AF != 0
+    }
+    fn mkold(self, pte: u64) -> u64 {
+        pte & !arm::AF
+    }
+    fn mkyoung(self, pte: u64) -> u64 {
+        pte | arm::AF
+    }
+    fn is_dirty(self, pte: u64) -> bool {
+        s2::is_dirty(pte)
+    }
+    fn mkdirty(self, pte: u64) -> u64 {
+        let pte = pte | s2::SW_DIRTY;
+        if pte & arm::DBM != 0 {
+            pte | s2::S2AP_WRITE
+        } else {
+            pte
+        }
+    }
+    fn mkclean(self, pte: u64) -> u64 {
+        let pte = pte & !s2::SW_DIRTY;
+        if pte & arm::DBM != 0 {
+            pte & !s2::S2AP_WRITE
+        } else {
+            pte
+        }
+    }
+    fn is_writable(self, pte: u64) -> bool {
+        pte & arm::DBM != 0
+    }
+    fn wrprotect(self, pte: u64) -> u64 {
+        let hw_dirty = pte & arm::DBM != 0 && pte & s2::S2AP_WRITE != 0;
+        let pte = if hw_dirty { pte | s2::SW_DIRTY } else { pte };
+        pte & !(arm::DBM | s2::S2AP_WRITE)
+    }
+    fn is_cont(self, pte: u64) -> bool {
+        pte & arm::CONT != 0
+    }
+    fn mkcont(self, pte: u64) -> u64 {
+        pte | arm::CONT
+    }
+    fn mknoncont(self, pte: u64) -> u64 {
+        pte & !arm::CONT
+    }
+    fn pfn(self, pte: u64) -> Pfn {
+        arm::pfn(self.granule, pte)
+    }
+    fn with_pfn(self, pte: u64, pfn: Pfn) -> u64 {
+        arm::with_pfn(self.granule, pte, pfn)
+    }
+    fn max_pfn(self) -> Pfn {
+        Pfn(arm::output_address_mask(self.granule) >> self.granule.shift())
+    }
+    fn mk_pte(self, pfn: Pfn, prot: Prot) -> Option<u64> {
+        if pfn > self.max_pfn()
+            || prot.attrs & (Self::OWNED | arm::output_address_mask(self.granule)) != 0
+        {
+            return None;
+        }
+        let mut pte = arm::VALID | arm::PAGE | s2::S2AP_READ | prot.attrs;
+        if !prot.exec {
+            pte |= s2::XN;
+        }
+        if prot.young {
+            pte |= arm::AF;
+        }
+        if prot.write {
+            pte |= arm::DBM;
+        }
+        if prot.dirty {
+            pte = self.mkdirty(pte);
+        }
+        Some(self.with_pfn(pte, pfn))
+    }
+    fn hardware_update(self, pte: u64, access: Access) -> Result<u64, Fault> {
+        if pte & arm::VALID == 0 {
+            return Err(Fault::NotPresent);
+        }
+        let mut new = pte | arm::AF;
+        if access == Access::Write && pte & s2::S2AP_WRITE == 0 {
+            if pte & arm::DBM == 0 {
+                return Err(Fault::Permission);
+            }
+            new |= s2::S2AP_WRITE;
+        }
+        Ok(new)
+    }
+}
+
 /// x86_64 last-level entries (4 KiB pages, no contiguous hint).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 pub struct X86_64;
@@ -411,6 +556,7 @@ mod tests {
     fn formats_behave_as_reference_md_says() {
         for g in PageSize::ALL {
             check_format(Arm64::new(g));
+            check_format(Arm64Stage2::new(g));
         }
         check_format(X86_64);
     }
@@ -435,6 +581,26 @@ mod tests {
         assert_eq!(Arm64::G16K.cont_ptes(), 128);
         assert_eq!(Arm64::G64K.ptes_per_table(), 8192);
         assert!(!X86_64.is_cont(X86_64.mkcont(1)));
+        // Stage 2: hardware dirty sets the write permission instead of clearing read-only.
+        let s = Arm64Stage2::G4K;
+        let clean = s.mk_pte(Pfn(1), rw).unwrap();
+        assert_eq!(
+            clean & (arm::DBM | s2::S2AP_WRITE | s2::S2AP_READ),
+            arm::DBM | s2::S2AP_READ
+        );
+        let dirty = s.hardware_update(clean, Access::Write).unwrap();
+        assert_eq!(
+            dirty & (arm::DBM | s2::S2AP_WRITE | arm::AF),
+            arm::DBM | s2::S2AP_WRITE | arm::AF
+        );
+        assert_eq!(
+            s.wrprotect(dirty) & (s2::SW_DIRTY | s2::S2AP_WRITE),
+            s2::SW_DIRTY
+        );
+        assert_eq!(
+            s.mk_pte(Pfn(1), Prot::default()).unwrap() & s2::XN_MASK,
+            s2::XN
+        );
         assert_eq!(X86_64.cont_ptes(), 1);
     }
 }

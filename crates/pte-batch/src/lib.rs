@@ -1,8 +1,9 @@
 //! Batched, contpte-aware test-and-clear of the access ("young") flag over page tables of
 //! atomic entries, for working-set estimation, never losing a concurrent hardware update.
 //!
-//! - [`format`]: entry formats, [`Arm64`] for each granule (`CONT_PTES` 16 / 128 / 32) and
-//!   [`X86_64`], with the bits from the arch crates' host-portable modules.
+//! - [`format`]: entry formats, [`Arm64`] and the stage-2 [`Arm64Stage2`] for each granule
+//!   (`CONT_PTES` 16 / 128 / 32) and [`X86_64`], with the bits from the arch crates'
+//!   host-portable modules.
 //! - [`PteTable`]: one page-table page of atomic entries and its base address: `set_ptes`
 //!   folding full aligned blocks into contpte blocks, unfolding on a partial change (one range
 //!   invalidate), the contpte-aware `ptep_get`, and a model of the MMU's access-flag and dirty
@@ -40,7 +41,7 @@ mod young;
 pub use aging::{AgingStats, age_range};
 pub use batch::{Folios, FpbFlags, PteBatch, folio_pte_batch};
 pub use flush::{CountingFlush, FlushToken, TlbFlush};
-pub use format::{Access, Arm64, Fault, Prot, PteFormat, X86_64};
+pub use format::{Access, Arm64, Arm64Stage2, Fault, Prot, PteFormat, X86_64};
 pub use table::{PteError, PteTable, Unmapped};
 
 /// The atomic type a table's entries are made of: core's, whatever the cfg.

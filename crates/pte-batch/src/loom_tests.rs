@@ -8,7 +8,7 @@ use loom::sync::atomic::AtomicBool;
 use loom::thread;
 use std::vec::Vec;
 
-use crate::format::{Access, Arm64, Prot, PteFormat, X86_64};
+use crate::format::{Access, Arm64, Arm64Stage2, Prot, PteFormat, X86_64};
 use crate::table::PteTable;
 use loom::sync::atomic::{AtomicU64, Ordering};
 
@@ -99,16 +99,37 @@ fn loom_flushing_clear_keeps_hardware_updates() {
     });
 }
 
-/// The negative control: a clear by plain load and store instead of compare-and-swap can
-/// overwrite the MMU's update, and the model must find the interleaving where it does.
 #[test]
-#[should_panic]
-fn loom_load_store_clear_loses_a_hardware_update() {
-    race(X86_64, 1, 0, 0, |t| {
+fn loom_stage2_batched_clear_keeps_hardware_updates() {
+    // A guest's write through stage 2 (S2AP write set by hardware dirty management) while
+    // its hypervisor ages a contiguous block.
+    race(Arm64Stage2::G4K, 16, 3, 11, |t| {
+        t.test_and_clear_young_ptes(2, 5).unwrap()
+    });
+}
+
+/// A clear by plain load and store instead of compare-and-swap: it can overwrite the MMU's
+/// update, and the model must find the interleaving where it does.
+fn load_store_clear<F: PteFormat + Send + Sync + 'static>(format: F) {
+    race(format, 1, 0, 0, |t| {
         let f = t.format();
         let slot = t.slot(0);
         let old = slot.load(Ordering::Relaxed);
         slot.store(f.mkold(old), Ordering::Relaxed);
         f.is_young(old)
     });
+}
+
+/// The negative control, stage 1.
+#[test]
+#[should_panic]
+fn loom_load_store_clear_loses_a_hardware_update() {
+    load_store_clear(X86_64);
+}
+
+/// The negative control, stage 2: the lost update is a guest's dirty state.
+#[test]
+#[should_panic]
+fn loom_load_store_clear_loses_a_stage2_dirty_update() {
+    load_store_clear(Arm64Stage2::G4K);
 }

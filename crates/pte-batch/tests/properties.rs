@@ -6,7 +6,7 @@ mod common;
 
 use common::{lookup, snapshot, storage, table, tlb};
 use proptest::prelude::*;
-use pte_batch::format::Arm64;
+use pte_batch::format::{Arm64, Arm64Stage2};
 use pte_batch::mm_types::{FrameRange, Pfn};
 use pte_batch::{
     Access, FpbFlags, Prot, PteFormat, PteTable, X86_64, age_range, folio_pte_batch, reference,
@@ -66,7 +66,7 @@ fn folio_spec() -> impl Strategy<Value = FolioSpec> {
 fn spec() -> impl Strategy<Value = Spec> {
     let max = if cfg!(miri) { 3 } else { 12 };
     (
-        0u8..4,
+        0u8..7,
         1usize..=4,
         prop::collection::vec(folio_spec(), 1..max),
         prop::collection::vec((any::<usize>(), any::<bool>(), any::<usize>()), 0..max * 4),
@@ -272,6 +272,9 @@ macro_rules! for_format {
             0 => $check(Arm64::G4K, $($arg),*),
             1 => $check(Arm64::G16K, $($arg),*),
             2 => $check(Arm64::G64K, $($arg),*),
+            3 => $check(Arm64Stage2::G4K, $($arg),*),
+            4 => $check(Arm64Stage2::G16K, $($arg),*),
+            5 => $check(Arm64Stage2::G64K, $($arg),*),
             _ => $check(X86_64, $($arg),*),
         }
     };
