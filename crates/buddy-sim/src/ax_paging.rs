@@ -48,11 +48,13 @@ pub trait AxPagingZone {
 /// use memory_addr::{PhysAddr, VirtAddr};
 /// use page_table_multiarch::{MappingFlags, PageSize, x86_64::X64PageTable};
 /// use std::sync::OnceLock;
+/// use std::sync::atomic::AtomicU64;
 ///
-/// // 64 frames of real memory, their physical addresses the offsets into it.
+/// // 64 frames of memory, their physical addresses the offsets into it (atomic words: the
+/// // tables write it through the pointers `phys_to_virt` makes).
 /// #[repr(C, align(4096))]
-/// struct Ram([u8; 64 << 12]);
-/// static RAM: OnceLock<usize> = OnceLock::new();
+/// struct Ram([AtomicU64; 64 * 512]);
+/// static RAM: Ram = Ram([const { AtomicU64::new(0) }; 64 * 512]);
 /// static ZONE: OnceLock<BoxedZone> = OnceLock::new();
 ///
 /// struct Tables;
@@ -67,7 +69,7 @@ pub trait AxPagingZone {
 ///         0
 ///     }
 ///     fn direct_map_offset() -> usize {
-///         *RAM.get_or_init(|| Box::leak(Box::new(Ram([0; 64 << 12]))) as *mut Ram as usize)
+///         RAM.0.as_ptr().expose_provenance()
 ///     }
 ///     fn dealloc_failed(paddr: PhysAddr, frames: usize, error: BuddyError) {
 ///         panic!("freeing {frames} table frames at {paddr:?}: {error}");
