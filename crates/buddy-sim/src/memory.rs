@@ -222,6 +222,11 @@ impl<M: FrameMemory> FrameClearer<M> {
         // SAFETY: as in `clear`: the block is the zone's or this call's, readable for its
         // `len` bytes from `ptr` (the `FrameMemory` contract), and nobody writes it meanwhile.
         let bytes = unsafe { core::slice::from_raw_parts(ptr.as_ptr(), len) };
-        Ok(bytes.iter().all(|&b| b == 0))
+        // A frame at a time against a zero frame: slice comparisons (`memcmp`), not a loop
+        // over bytes.
+        const ZERO_FRAME: [u8; 4096] = [0; 4096];
+        Ok(bytes
+            .chunks(ZERO_FRAME.len())
+            .all(|f| f == &ZERO_FRAME[..f.len()]))
     }
 }

@@ -100,6 +100,9 @@ impl Drop for ZeroedModel {
     }
 }
 
+/// A page of zeros to compare pages with.
+const ZERO_PAGE: [u8; 4096] = [0; 4096];
+
 /// Where in page `i` a holder writes (spread over the page, away from its ends too).
 fn marker(i: usize) -> usize {
     (i * 1031 + 17) % 4096
@@ -196,7 +199,6 @@ impl ZeroedModel {
 
     fn reads_zero(&self, i: usize) -> bool {
         // One slice comparison (a `memcmp`), not 4096 byte comparisons.
-        const ZERO_PAGE: [u8; 4096] = [0; 4096];
         self.page(i) == ZERO_PAGE
     }
 
@@ -217,7 +219,8 @@ impl ZeroedModel {
         for i in first..first + order.pages() as usize {
             let page = self.page(i);
             let m = marker(i);
-            let rest_zero = page[..m].iter().chain(&page[m + 1..]).all(|&b| b == 0);
+            // Slice comparisons (`memcmp`), not a loop over bytes.
+            let rest_zero = page[..m] == ZERO_PAGE[..m] && page[m + 1..] == ZERO_PAGE[m + 1..];
             if page[m] != self.pages[i] || !rest_zero {
                 return Err(ZeroDivergence::HeldPageChanged(Pfn(
                     pfn.0 + (i - first) as u64
