@@ -121,6 +121,53 @@ pub trait PteFormat: Copy + core::fmt::Debug {
     fn hardware_update(self, pte: u64, access: Access) -> Result<u64, Fault>;
 }
 
+/// The `PteFormat` methods stage-1 and stage-2 arm64 descriptors share: the granule, the
+/// valid, access-flag and contiguous bits and the output-address field sit in the same
+/// places at both stages (they differ in permissions and dirty state).
+macro_rules! arm64_descriptor_methods {
+    () => {
+        fn page_size(self) -> PageSize {
+            self.granule
+        }
+        fn cont_ptes(self) -> usize {
+            arm::cont_ptes(self.granule)
+        }
+        fn flushes_young(self) -> bool {
+            true
+        }
+        fn is_present(self, pte: u64) -> bool {
+            pte & arm::VALID != 0
+        }
+        fn is_young(self, pte: u64) -> bool {
+            pte & arm::AF != 0
+        }
+        fn mkold(self, pte: u64) -> u64 {
+            pte & !arm::AF
+        }
+        fn mkyoung(self, pte: u64) -> u64 {
+            pte | arm::AF
+        }
+        fn is_cont(self, pte: u64) -> bool {
+            pte & arm::CONT != 0
+        }
+        fn mkcont(self, pte: u64) -> u64 {
+            pte | arm::CONT
+        }
+        fn mknoncont(self, pte: u64) -> u64 {
+            pte & !arm::CONT
+        }
+        fn pfn(self, pte: u64) -> Pfn {
+            arm::pfn(self.granule, pte)
+        }
+        fn with_pfn(self, pte: u64, pfn: Pfn) -> u64 {
+            arm::with_pfn(self.granule, pte, pfn)
+        }
+        fn max_pfn(self) -> Pfn {
+            Pfn(arm::output_address_mask(self.granule) >> self.granule.shift())
+        }
+    };
+}
+
 /// arm64 stage-1 last-level descriptors with the given translation granule.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct Arm64 {
@@ -156,27 +203,7 @@ impl Arm64 {
 }
 
 impl PteFormat for Arm64 {
-    fn page_size(self) -> PageSize {
-        self.granule
-    }
-    fn cont_ptes(self) -> usize {
-        arm::cont_ptes(self.granule)
-    }
-    fn flushes_young(self) -> bool {
-        true
-    }
-    fn is_present(self, pte: u64) -> bool {
-        pte & arm::VALID != 0
-    }
-    fn is_young(self, pte: u64) -> bool {
-        pte & arm::AF != 0
-    }
-    fn mkold(self, pte: u64) -> u64 {
-        pte & !arm::AF
-    }
-    fn mkyoung(self, pte: u64) -> u64 {
-        pte | arm::AF
-    }
+    arm64_descriptor_methods!();
     fn is_dirty(self, pte: u64) -> bool {
         arm::is_dirty(pte)
     }
@@ -203,24 +230,6 @@ impl PteFormat for Arm64 {
         let hw_dirty = pte & arm::DBM != 0 && pte & arm::RDONLY == 0;
         let pte = if hw_dirty { pte | arm::SW_DIRTY } else { pte };
         (pte & !arm::DBM) | arm::RDONLY
-    }
-    fn is_cont(self, pte: u64) -> bool {
-        pte & arm::CONT != 0
-    }
-    fn mkcont(self, pte: u64) -> u64 {
-        pte | arm::CONT
-    }
-    fn mknoncont(self, pte: u64) -> u64 {
-        pte & !arm::CONT
-    }
-    fn pfn(self, pte: u64) -> Pfn {
-        arm::pfn(self.granule, pte)
-    }
-    fn with_pfn(self, pte: u64, pfn: Pfn) -> u64 {
-        arm::with_pfn(self.granule, pte, pfn)
-    }
-    fn max_pfn(self) -> Pfn {
-        Pfn(arm::output_address_mask(self.granule) >> self.granule.shift())
     }
     fn mk_pte(self, pfn: Pfn, prot: Prot) -> Option<u64> {
         if pfn > self.max_pfn()
@@ -305,27 +314,7 @@ impl Arm64Stage2 {
 }
 
 impl PteFormat for Arm64Stage2 {
-    fn page_size(self) -> PageSize {
-        self.granule
-    }
-    fn cont_ptes(self) -> usize {
-        arm::cont_ptes(self.granule)
-    }
-    fn flushes_young(self) -> bool {
-        true
-    }
-    fn is_present(self, pte: u64) -> bool {
-        pte & arm::VALID != 0
-    }
-    fn is_young(self, pte: u64) -> bool {
-        pte & arm::AF != 0
-    }
-    fn mkold(self, pte: u64) -> u64 {
-        pte & !arm::AF
-    }
-    fn mkyoung(self, pte: u64) -> u64 {
-        pte | arm::AF
-    }
+    arm64_descriptor_methods!();
     fn is_dirty(self, pte: u64) -> bool {
         s2::is_dirty(pte)
     }
@@ -352,24 +341,6 @@ impl PteFormat for Arm64Stage2 {
         let hw_dirty = pte & arm::DBM != 0 && pte & s2::S2AP_WRITE != 0;
         let pte = if hw_dirty { pte | s2::SW_DIRTY } else { pte };
         pte & !(arm::DBM | s2::S2AP_WRITE)
-    }
-    fn is_cont(self, pte: u64) -> bool {
-        pte & arm::CONT != 0
-    }
-    fn mkcont(self, pte: u64) -> u64 {
-        pte | arm::CONT
-    }
-    fn mknoncont(self, pte: u64) -> u64 {
-        pte & !arm::CONT
-    }
-    fn pfn(self, pte: u64) -> Pfn {
-        arm::pfn(self.granule, pte)
-    }
-    fn with_pfn(self, pte: u64, pfn: Pfn) -> u64 {
-        arm::with_pfn(self.granule, pte, pfn)
-    }
-    fn max_pfn(self) -> Pfn {
-        Pfn(arm::output_address_mask(self.granule) >> self.granule.shift())
     }
     fn mk_pte(self, pfn: Pfn, prot: Prot) -> Option<u64> {
         if pfn > self.max_pfn()
