@@ -18,6 +18,9 @@ use zero_core::{ClearConfig, Clearer, Resched};
 /// The size of the zone's frames (buddy-sim's frame numbers count 4 KiB frames).
 pub(crate) const FRAME: PageSize = PageSize::Size4KiB;
 
+/// One frame of zeros, to compare memory with (`memcmp`, not a loop over bytes).
+pub(crate) const ZERO_FRAME: [u8; 4096] = [0; 4096];
+
 /// How the embedder reaches the bytes of the zone's frames.
 ///
 /// # Safety
@@ -224,7 +227,6 @@ impl<M: FrameMemory> FrameClearer<M> {
         let bytes = unsafe { core::slice::from_raw_parts(ptr.as_ptr(), len) };
         // A frame at a time against a zero frame: slice comparisons (`memcmp`), not a loop
         // over bytes.
-        const ZERO_FRAME: [u8; 4096] = [0; 4096];
         Ok(bytes
             .chunks(ZERO_FRAME.len())
             .all(|f| f == &ZERO_FRAME[..f.len()]))

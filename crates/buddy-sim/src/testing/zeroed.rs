@@ -16,6 +16,7 @@ use alloc::vec::Vec;
 use core::ptr::NonNull;
 
 use super::{CheckInterval, Op};
+use crate::memory::ZERO_FRAME;
 use crate::{
     BoxedZone, BuddyError, FrameClearer, FrameMemory, FreeWhere, OffsetMap, Order, Pfn, ZoneConfig,
 };
@@ -99,9 +100,6 @@ impl Drop for ZeroedModel {
         }
     }
 }
-
-/// A page of zeros to compare pages with.
-const ZERO_PAGE: [u8; 4096] = [0; 4096];
 
 /// Where in page `i` a holder writes (spread over the page, away from its ends too).
 fn marker(i: usize) -> usize {
@@ -199,7 +197,7 @@ impl ZeroedModel {
 
     fn reads_zero(&self, i: usize) -> bool {
         // One slice comparison (a `memcmp`), not 4096 byte comparisons.
-        self.page(i) == ZERO_PAGE
+        self.page(i) == ZERO_FRAME
     }
 
     /// The holder of `[pfn, pfn + 2^order)` writes its next stamp into every page.
@@ -220,7 +218,7 @@ impl ZeroedModel {
             let page = self.page(i);
             let m = marker(i);
             // Slice comparisons (`memcmp`), not a loop over bytes.
-            let rest_zero = page[..m] == ZERO_PAGE[..m] && page[m + 1..] == ZERO_PAGE[m + 1..];
+            let rest_zero = page[..m] == ZERO_FRAME[..m] && page[m + 1..] == ZERO_FRAME[m + 1..];
             if page[m] != self.pages[i] || !rest_zero {
                 return Err(ZeroDivergence::HeldPageChanged(Pfn(
                     pfn.0 + (i - first) as u64
