@@ -1,7 +1,9 @@
 //! x86_64 facts and instructions, and nothing else: the unsafe leaf under `zero-core` and
 //! `pte-batch`.
 //!
-//! - [`pte`]: x86_64 page-table entry bits (host-portable: compiles on every target).
+//! - [`pte`]: x86_64 page-table entry bits and leaf sizes (host-portable: compiles on every
+//!   target); AMD NPT uses the same format at the second stage.
+//! - [`ept`]: Intel EPT leaf-entry bits (host-portable).
 //! - `cpu` (x86_64 only): feature detection with raw-cpuid, cached once in atomics, and the
 //!   cache hierarchy as CPUID reports it.
 //! - `clear` (x86_64 only): the clearing primitives (`rep stosb`, `rep stosq`, an unrolled
@@ -22,6 +24,7 @@ extern crate std;
 /// The shared vocabulary (page sizes, frame numbers, addresses, ranges) the signatures use.
 pub use mm_types;
 
+pub mod ept;
 pub mod pte;
 
 #[cfg(target_arch = "x86_64")]

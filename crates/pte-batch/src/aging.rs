@@ -1,15 +1,17 @@
 //! An aging walk in the shape of MGLRU's page-table walker (`walk_pte_range`): over a range of
 //! a table, find each present entry's folio, batch the entries that map it, test-and-clear the
-//! access flag per batch, and report each folio as young or old.
+//! access flag per batch, and report each folio as young or old ([`age_range`]); and the same
+//! walk with KVM's three operations (test, clear, clear and flush), reporting each batch's
+//! addresses ([`age_batches`]), for a hypervisor aging its guests' memory.
 
 use crate::sync::Entry;
 use core::ops::Range;
 
 use crate::batch::{Folios, FpbFlags, folio_pte_batch};
-use crate::flush::{FlushToken, TlbFlush};
+use crate::flush::{FlushToken, TlbFlush, TranslationStage};
 use crate::format::PteFormat;
 use crate::table::{PteError, PteTable};
-use mm_types::FrameRange;
+use mm_types::{FrameRange, PageRange};
 
 /// What an aging walk did.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -62,6 +64,11 @@ impl<V: FnMut(FrameRange, bool)> Tally<V> {
     /// Records that `entries` entries of `folio` were walked and whether they were young.
     pub(crate) fn record(&mut self, folio: FrameRange, entries: usize, young: bool) {
         self.stats.entries += entries as u64;
+        self.record_batch(folio, young);
+    }
+
+    /// Folds one batch's young result into its folio's (the entries counted already).
+    pub(crate) fn record_batch(&mut self, folio: FrameRange, young: bool) {
         match &mut self.current {
             Some((f, y)) if *f == folio => *y |= young,
             _ => {
@@ -72,7 +79,11 @@ impl<V: FnMut(FrameRange, bool)> Tally<V> {
     }
 
     /// Passes a clear's flush token to `tlb`, counting the invalidation; returns its young.
-    pub(crate) fn flush(&mut self, token: FlushToken, tlb: &mut impl TlbFlush) -> bool {
+    pub(crate) fn flush<S: TranslationStage>(
+        &mut self,
+        token: FlushToken<S>,
+        tlb: &mut impl TlbFlush<S>,
+    ) -> bool {
         if let Some(range) = token.range() {
             self.stats.flushes += 1;
             self.stats.flushed_pages += range.pages;
@@ -110,9 +121,27 @@ pub(crate) fn folio_at<F: PteFormat>(
     if !folio.contains(pfn) {
         return Err(PteError::BadFolio { pfn });
     }
-    let left_in_folio = folio.pages - (pfn.0 - folio.start.0);
+    // Entries of the folio from here: a leaf larger than a frame maps `frames_per_entry`.
+    let left_in_folio = (folio.pages - (pfn.0 - folio.start.0)).div_ceil(f.frames_per_entry());
     let max_nr = usize::try_from(left_in_folio).map_or(end - index, |n| n.min(end - index));
     Ok(Some((folio, max_nr)))
+}
+
+/// What an aging walk does to each batch: the three MMU-notifier operations KVM implements
+/// on a guest's second-stage tables (and the kernel's own aging on stage 1).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum YoungOp {
+    /// `test_young` (`kvm_test_age_gfn`): whether any entry of the batch is young; nothing
+    /// is written.
+    Test,
+    /// `clear_young` (`kvm_age_gfn` from the notifier that may not flush): clear the access
+    /// flag, and never invalidate the TLB, on every format. A translation the TLB still
+    /// holds only delays the next access flag; the notifier's contract accepts that.
+    Clear,
+    /// `clear_flush_young`: clear the access flag and invalidate the cleared range where the
+    /// format flushes for young clearing (arm64 at both stages; never on x86, where KVM
+    /// elides the flush as Linux does for stage 1).
+    ClearFlush,
 }
 
 /// Ages entries `range` of `table`: per folio batch ([`folio_pte_batch`] with `flags`), one
@@ -131,12 +160,73 @@ pub fn age_range<F: PteFormat, E: Entry>(
     range: Range<usize>,
     folios: &impl Folios,
     flags: FpbFlags,
-    tlb: &mut impl TlbFlush,
+    tlb: &mut impl TlbFlush<F::Stage>,
     on_folio: impl FnMut(FrameRange, bool),
 ) -> Result<AgingStats, PteError> {
+    let mut tally = Tally::new(on_folio);
+    walk(
+        table,
+        range,
+        folios,
+        flags,
+        YoungOp::ClearFlush,
+        tlb,
+        &mut tally,
+        |tally, folio, _, young| tally.record_batch(folio, young),
+    )?;
+    Ok(tally.finish())
+}
+
+/// Ages entries `range` of `table` with KVM's semantics: per folio batch
+/// ([`folio_pte_batch`] with `flags`; a contpte block at either end is taken whole), `op`
+/// once, and `on_batch(pages, young)` with the addresses the batch maps (guest-physical at
+/// stage 2; a 2 MiB leaf is 512 pages of 4 KiB) in walk order. This is the walk a
+/// hypervisor runs for `kvm_age_gfn` / `kvm_test_age_gfn` over one table of a guest's
+/// second stage, and what a [`WorkingSet`](crate::WorkingSet) pass consumes.
+///
+/// # Errors
+/// As [`age_range`].
+pub fn age_batches<F: PteFormat, E: Entry>(
+    table: &PteTable<'_, F, E>,
+    range: Range<usize>,
+    folios: &impl Folios,
+    flags: FpbFlags,
+    op: YoungOp,
+    tlb: &mut impl TlbFlush<F::Stage>,
+    mut on_batch: impl FnMut(PageRange, bool),
+) -> Result<AgingStats, PteError> {
+    let mut tally = Tally::new(|_, _| {});
+    walk(
+        table,
+        range,
+        folios,
+        flags,
+        op,
+        tlb,
+        &mut tally,
+        |tally, folio, pages, young| {
+            tally.record_batch(folio, young);
+            on_batch(pages, young);
+        },
+    )?;
+    Ok(tally.finish())
+}
+
+/// The batched walk both entry points share: `report(tally, folio, pages, young)` per batch,
+/// after counting its entries and updates into `tally`.
+#[allow(clippy::too_many_arguments)] // the walk's inputs, each needed, and a private helper
+fn walk<F: PteFormat, E: Entry, V: FnMut(FrameRange, bool)>(
+    table: &PteTable<'_, F, E>,
+    range: Range<usize>,
+    folios: &impl Folios,
+    flags: FpbFlags,
+    op: YoungOp,
+    tlb: &mut impl TlbFlush<F::Stage>,
+    tally: &mut Tally<V>,
+    mut report: impl FnMut(&mut Tally<V>, FrameRange, PageRange, bool),
+) -> Result<(), PteError> {
     let range = table.check_span(range)?;
     let f = table.format();
-    let mut tally = Tally::new(on_folio);
     let mut i = range.start;
     while i < range.end {
         let pte = table.raw(i)?;
@@ -150,12 +240,23 @@ pub fn age_range<F: PteFormat, E: Entry>(
             continue;
         };
         let batch = folio_pte_batch(table, i, max_nr, flags)?;
-        let cleared = table.clear_young_counted(i, batch.nr)?;
         tally.stats.batches += 1;
-        tally.stats.entry_updates += cleared.updates as u64;
-        let young = tally.flush(table.token_for(&cleared), tlb);
-        tally.record(folio, batch.nr, young);
+        tally.stats.entries += batch.nr as u64;
+        let young = match op {
+            YoungOp::Test => table.test_young_ptes(i, batch.nr)?,
+            YoungOp::Clear | YoungOp::ClearFlush => {
+                let cleared = table.clear_young_counted(i, batch.nr)?;
+                tally.stats.entry_updates += cleared.updates as u64;
+                let token = table.token_for(&cleared);
+                if op == YoungOp::Clear {
+                    token.skip_flush()
+                } else {
+                    tally.flush(token, tlb)
+                }
+            }
+        };
+        report(tally, folio, table.flush_range_of(i..i + batch.nr), young);
         i += batch.nr;
     }
-    Ok(tally.finish())
+    Ok(())
 }

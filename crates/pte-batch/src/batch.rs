@@ -125,7 +125,7 @@ pub fn folio_pte_batch<F: PteFormat, E: Entry>(
     let mut i = index + hint(table, index, first);
     while i < range.end {
         let raw = table.raw(i)?;
-        let expected_pfn = first_pfn.checked_add((i - index) as u64);
+        let expected_pfn = table.frame_at(first_pfn, index, i);
         if !f.is_present(raw) || Some(f.pfn(raw)) != expected_pfn {
             break;
         }

@@ -5,9 +5,12 @@
 //! ([`arch_arm64::descriptor`], [`arch_x86::pte`]), so an x86 host models arm64 tables and the
 //! reverse.
 
+use crate::flush::{Stage1, Stage2, TranslationStage};
 use arch_arm64::descriptor as arm;
 use arch_arm64::stage2 as s2;
+use arch_x86::ept;
 use arch_x86::pte as x86;
+pub use arch_x86::pte::LeafSize;
 use mm_types::{PageSize, Pfn};
 
 /// What a mapping grants, independent of the format: [`PteFormat::mk_pte`] turns it into bits.
@@ -60,18 +63,37 @@ impl core::fmt::Display for Fault {
 
 impl core::error::Error for Fault {}
 
-/// A last-level page-table entry format.
+/// A leaf page-table entry format.
 ///
-/// Implemented by [`Arm64`] and [`Arm64Stage2`] (one per translation granule) and [`X86_64`]. Every method is a
-/// pure function of its arguments; the table applies them with atomics. A format of the
-/// caller's own must have a power-of-two `cont_ptes` no larger than a table:
-/// [`PteTable::new`](crate::PteTable::new) checks it.
+/// Implemented at stage 1 by [`Arm64`] (one per translation granule) and [`X86_64`], and at
+/// stage 2 by [`Arm64Stage2`] (one per granule), [`Ept`] and [`Npt`] (one per leaf size).
+/// Every method is a pure function of its arguments; the table applies them with atomics. A
+/// format of the caller's own must have a power-of-two `cont_ptes` no larger than a table,
+/// and an entry shift at least its page size's: [`PteTable::new`](crate::PteTable::new)
+/// checks both.
 pub trait PteFormat: Copy + core::fmt::Debug {
-    /// The page size an entry maps.
+    /// The stage of translation the format's tables belong to ([`Stage1`] or [`Stage2`]):
+    /// which TLB entries a flush range names.
+    type Stage: TranslationStage;
+
+    /// The translation granule: the size of a page-table page's frame and the unit of frame
+    /// numbers and flush ranges.
     fn page_size(self) -> PageSize;
+    /// log2 of the bytes one entry maps: the granule's shift for last-level page entries
+    /// (the default), 21 or 30 for tables of 2 MiB or 1 GiB leaves.
+    fn entry_shift(self) -> u32 {
+        self.page_size().shift()
+    }
+    /// Frames (of [`page_size`](Self::page_size)) one entry maps: 1 for page entries, 512
+    /// for a 2 MiB leaf of 4 KiB frames. Consecutive entries of one folio map frames this far
+    /// apart.
+    fn frames_per_entry(self) -> u64 {
+        1u64.checked_shl(self.entry_shift().saturating_sub(self.page_size().shift()))
+            .unwrap_or(0)
+    }
     /// Entries in one contiguous block, or 1 where the format has no contiguous hint.
     fn cont_ptes(self) -> usize;
-    /// Entries in one page-table page: the page size over 8 bytes.
+    /// Entries in one page-table page: the granule over 8 bytes.
     fn ptes_per_table(self) -> usize {
         self.page_size().bytes() / 8
     }
@@ -110,7 +132,8 @@ pub trait PteFormat: Copy + core::fmt::Debug {
     /// The largest frame number an entry can hold.
     fn max_pfn(self) -> Pfn;
     /// A present entry mapping `pfn` with `prot`; `None` if `pfn` does not fit the frame field
-    /// or `prot.attrs` overlaps bits the format owns.
+    /// (or is not aligned to a leaf larger than a frame) or `prot.attrs` overlaps bits the
+    /// format owns.
     fn mk_pte(self, pfn: Pfn, prot: Prot) -> Option<u64>;
     /// What the MMU writes back for an access through `pte` (a hardware-managed access flag,
     /// and hardware dirty management where the format has it), or why it faults.
@@ -125,7 +148,8 @@ pub trait PteFormat: Copy + core::fmt::Debug {
 /// valid, access-flag and contiguous bits and the output-address field sit in the same
 /// places at both stages (they differ in permissions and dirty state).
 macro_rules! arm64_descriptor_methods {
-    () => {
+    ($stage:ty) => {
+        type Stage = $stage;
         fn page_size(self) -> PageSize {
             self.granule
         }
@@ -203,7 +227,7 @@ impl Arm64 {
 }
 
 impl PteFormat for Arm64 {
-    arm64_descriptor_methods!();
+    arm64_descriptor_methods!(Stage1);
     fn is_dirty(self, pte: u64) -> bool {
         arm::is_dirty(pte)
     }
@@ -314,7 +338,7 @@ impl Arm64Stage2 {
 }
 
 impl PteFormat for Arm64Stage2 {
-    arm64_descriptor_methods!();
+    arm64_descriptor_methods!(Stage2);
     fn is_dirty(self, pte: u64) -> bool {
         s2::is_dirty(pte)
     }
@@ -378,6 +402,87 @@ impl PteFormat for Arm64Stage2 {
     }
 }
 
+/// The `PteFormat` methods the x86-64 entry format shares at both stages (stage 1, and AMD
+/// NPT at stage 2): the bits and the MMU's updates are the same; the leaf size (`leaf_size`,
+/// an inherent method) fixes the frame field.
+macro_rules! x86_entry_methods {
+    ($stage:ty) => {
+        type Stage = $stage;
+        fn page_size(self) -> PageSize {
+            x86::PAGE_SIZE
+        }
+        fn entry_shift(self) -> u32 {
+            self.leaf_size().shift()
+        }
+        fn cont_ptes(self) -> usize {
+            1
+        }
+        fn flushes_young(self) -> bool {
+            false
+        }
+        fn is_present(self, pte: u64) -> bool {
+            pte & x86::PRESENT != 0
+        }
+        fn is_young(self, pte: u64) -> bool {
+            pte & x86::ACCESSED != 0
+        }
+        fn mkold(self, pte: u64) -> u64 {
+            pte & !x86::ACCESSED
+        }
+        fn mkyoung(self, pte: u64) -> u64 {
+            pte | x86::ACCESSED
+        }
+        fn is_dirty(self, pte: u64) -> bool {
+            pte & x86::DIRTY != 0
+        }
+        fn mkdirty(self, pte: u64) -> u64 {
+            pte | x86::DIRTY
+        }
+        fn mkclean(self, pte: u64) -> u64 {
+            pte & !x86::DIRTY
+        }
+        fn is_writable(self, pte: u64) -> bool {
+            pte & x86::WRITABLE != 0
+        }
+        fn wrprotect(self, pte: u64) -> u64 {
+            pte & !x86::WRITABLE
+        }
+        fn is_cont(self, _pte: u64) -> bool {
+            false
+        }
+        fn mkcont(self, pte: u64) -> u64 {
+            pte
+        }
+        fn mknoncont(self, pte: u64) -> u64 {
+            pte
+        }
+        fn pfn(self, pte: u64) -> Pfn {
+            x86::leaf_pfn(self.leaf_size(), pte)
+        }
+        fn with_pfn(self, pte: u64, pfn: Pfn) -> u64 {
+            x86::with_leaf_pfn(self.leaf_size(), pte, pfn)
+        }
+        fn max_pfn(self) -> Pfn {
+            Pfn(self.leaf_size().frame_mask() >> x86::PFN_SHIFT)
+        }
+        fn hardware_update(self, pte: u64, access: Access) -> Result<u64, Fault> {
+            if pte & x86::PRESENT == 0 {
+                return Err(Fault::NotPresent);
+            }
+            match access {
+                Access::Read => Ok(pte | x86::ACCESSED),
+                Access::Write if pte & x86::WRITABLE != 0 => Ok(pte | x86::ACCESSED | x86::DIRTY),
+                Access::Write => Err(Fault::Permission),
+            }
+        }
+    };
+}
+
+/// Whether `pfn` can start a leaf of `leaf_frames` frames in a frame field ending at `max`.
+fn leaf_fits(pfn: Pfn, leaf_frames: u64, max: Pfn) -> bool {
+    pfn <= max && pfn.0.is_multiple_of(leaf_frames)
+}
+
 /// x86_64 last-level entries (4 KiB pages, no contiguous hint).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 pub struct X86_64;
@@ -386,63 +491,15 @@ impl X86_64 {
     /// Bits `mk_pte` computes itself; `Prot::attrs` may not contain them.
     const OWNED: u64 =
         x86::PRESENT | x86::WRITABLE | x86::USER | x86::ACCESSED | x86::DIRTY | x86::NO_EXECUTE;
+
+    /// Stage-1 tables of this crate are last-level page tables.
+    const fn leaf_size(self) -> LeafSize {
+        LeafSize::Size4KiB
+    }
 }
 
 impl PteFormat for X86_64 {
-    fn page_size(self) -> PageSize {
-        x86::PAGE_SIZE
-    }
-    fn cont_ptes(self) -> usize {
-        1
-    }
-    fn flushes_young(self) -> bool {
-        false
-    }
-    fn is_present(self, pte: u64) -> bool {
-        pte & x86::PRESENT != 0
-    }
-    fn is_young(self, pte: u64) -> bool {
-        pte & x86::ACCESSED != 0
-    }
-    fn mkold(self, pte: u64) -> u64 {
-        pte & !x86::ACCESSED
-    }
-    fn mkyoung(self, pte: u64) -> u64 {
-        pte | x86::ACCESSED
-    }
-    fn is_dirty(self, pte: u64) -> bool {
-        pte & x86::DIRTY != 0
-    }
-    fn mkdirty(self, pte: u64) -> u64 {
-        pte | x86::DIRTY
-    }
-    fn mkclean(self, pte: u64) -> u64 {
-        pte & !x86::DIRTY
-    }
-    fn is_writable(self, pte: u64) -> bool {
-        pte & x86::WRITABLE != 0
-    }
-    fn wrprotect(self, pte: u64) -> u64 {
-        pte & !x86::WRITABLE
-    }
-    fn is_cont(self, _pte: u64) -> bool {
-        false
-    }
-    fn mkcont(self, pte: u64) -> u64 {
-        pte
-    }
-    fn mknoncont(self, pte: u64) -> u64 {
-        pte
-    }
-    fn pfn(self, pte: u64) -> Pfn {
-        x86::pfn(pte)
-    }
-    fn with_pfn(self, pte: u64, pfn: Pfn) -> u64 {
-        x86::with_pfn(pte, pfn)
-    }
-    fn max_pfn(self) -> Pfn {
-        Pfn(x86::PFN_MASK >> x86::PFN_SHIFT)
-    }
+    x86_entry_methods!(Stage1);
     fn mk_pte(self, pfn: Pfn, prot: Prot) -> Option<u64> {
         if pfn > self.max_pfn() || prot.attrs & (Self::OWNED | x86::PFN_MASK) != 0 {
             return None;
@@ -465,15 +522,174 @@ impl PteFormat for X86_64 {
         }
         Some(x86::with_pfn(pte, pfn))
     }
+}
+
+/// AMD NPT (nested page tables) leaf entries of one size: the x86-64 format at the second
+/// stage, guest-physical to host-physical. The processor treats every nested walk as a
+/// user access, so every entry carries the user bit whatever [`Prot::user`] says; 2 MiB and
+/// 1 GiB leaves carry the page-size bit. Like KVM on x86, clearing the accessed bit asks for
+/// no TLB flush.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Npt {
+    /// What one entry maps: the table's level.
+    pub leaf: LeafSize,
+}
+
+impl Npt {
+    /// Last-level tables of 4 KiB pages.
+    pub const L4K: Self = Self::new(LeafSize::Size4KiB);
+    /// Level-2 tables of 2 MiB leaves.
+    pub const L2M: Self = Self::new(LeafSize::Size2MiB);
+    /// Level-3 tables of 1 GiB leaves.
+    pub const L1G: Self = Self::new(LeafSize::Size1GiB);
+
+    /// The format of tables of `leaf` entries.
+    #[must_use]
+    pub const fn new(leaf: LeafSize) -> Self {
+        Self { leaf }
+    }
+
+    const fn leaf_size(self) -> LeafSize {
+        self.leaf
+    }
+}
+
+impl PteFormat for Npt {
+    x86_entry_methods!(Stage2);
+    fn mk_pte(self, pfn: Pfn, prot: Prot) -> Option<u64> {
+        let huge = if self.leaf.is_huge() { x86::HUGE } else { 0 };
+        if !leaf_fits(pfn, self.leaf.frames(), self.max_pfn()) || prot.attrs & huge != 0 {
+            return None;
+        }
+        let pte = X86_64.mk_pte(pfn, Prot { user: true, ..prot })?;
+        Some(pte | huge)
+    }
+}
+
+/// Intel EPT leaf entries of one size, for an EPTP with accessed and dirty flags enabled: the
+/// processor sets the accessed bit (8) on any access and the dirty bit (9) on a write. Every
+/// mapping is readable; [`Prot::user`] has no meaning at this stage and is ignored; 2 MiB and
+/// 1 GiB leaves carry bit 7. Like KVM on x86, clearing the accessed bit asks for no TLB flush.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Ept {
+    /// What one entry maps: the table's level.
+    pub leaf: LeafSize,
+}
+
+impl Ept {
+    /// Last-level tables of 4 KiB pages.
+    pub const L4K: Self = Self::new(LeafSize::Size4KiB);
+    /// Level-2 tables of 2 MiB leaves.
+    pub const L2M: Self = Self::new(LeafSize::Size2MiB);
+    /// Level-3 tables of 1 GiB leaves.
+    pub const L1G: Self = Self::new(LeafSize::Size1GiB);
+
+    /// The format of tables of `leaf` entries.
+    #[must_use]
+    pub const fn new(leaf: LeafSize) -> Self {
+        Self { leaf }
+    }
+
+    /// Bits `mk_pte` computes itself; `Prot::attrs` may not contain them (the memory type
+    /// and the ignore-PAT bit are the caller's).
+    const OWNED: u64 = ept::RWX_MASK | ept::HUGE | ept::ACCESSED | ept::DIRTY | ept::USER_EXEC;
+}
+
+impl PteFormat for Ept {
+    type Stage = Stage2;
+    fn page_size(self) -> PageSize {
+        x86::PAGE_SIZE
+    }
+    fn entry_shift(self) -> u32 {
+        self.leaf.shift()
+    }
+    fn cont_ptes(self) -> usize {
+        1
+    }
+    fn flushes_young(self) -> bool {
+        false
+    }
+    fn is_present(self, pte: u64) -> bool {
+        ept::is_present(pte)
+    }
+    fn is_young(self, pte: u64) -> bool {
+        pte & ept::ACCESSED != 0
+    }
+    fn mkold(self, pte: u64) -> u64 {
+        pte & !ept::ACCESSED
+    }
+    fn mkyoung(self, pte: u64) -> u64 {
+        pte | ept::ACCESSED
+    }
+    fn is_dirty(self, pte: u64) -> bool {
+        pte & ept::DIRTY != 0
+    }
+    fn mkdirty(self, pte: u64) -> u64 {
+        pte | ept::DIRTY
+    }
+    fn mkclean(self, pte: u64) -> u64 {
+        pte & !ept::DIRTY
+    }
+    fn is_writable(self, pte: u64) -> bool {
+        pte & ept::WRITE != 0
+    }
+    fn wrprotect(self, pte: u64) -> u64 {
+        pte & !ept::WRITE
+    }
+    fn is_cont(self, _pte: u64) -> bool {
+        false
+    }
+    fn mkcont(self, pte: u64) -> u64 {
+        pte
+    }
+    fn mknoncont(self, pte: u64) -> u64 {
+        pte
+    }
+    fn pfn(self, pte: u64) -> Pfn {
+        x86::leaf_pfn(self.leaf, pte)
+    }
+    fn with_pfn(self, pte: u64, pfn: Pfn) -> u64 {
+        x86::with_leaf_pfn(self.leaf, pte, pfn)
+    }
+    fn max_pfn(self) -> Pfn {
+        Pfn(self.leaf.frame_mask() >> x86::PFN_SHIFT)
+    }
+    fn mk_pte(self, pfn: Pfn, prot: Prot) -> Option<u64> {
+        if !leaf_fits(pfn, self.leaf.frames(), self.max_pfn())
+            || prot.attrs & (Self::OWNED | x86::PFN_MASK) != 0
+        {
+            return None;
+        }
+        let mut pte = ept::READ | prot.attrs;
+        if self.leaf.is_huge() {
+            pte |= ept::HUGE;
+        }
+        if prot.write {
+            pte |= ept::WRITE;
+        }
+        if prot.exec {
+            pte |= ept::EXEC;
+        }
+        if prot.young {
+            pte |= ept::ACCESSED;
+        }
+        if prot.dirty {
+            pte |= ept::DIRTY;
+        }
+        Some(self.with_pfn(pte, pfn))
+    }
     fn hardware_update(self, pte: u64, access: Access) -> Result<u64, Fault> {
-        if pte & x86::PRESENT == 0 {
+        if !ept::is_present(pte) {
             return Err(Fault::NotPresent);
         }
-        match access {
-            Access::Read => Ok(pte | x86::ACCESSED),
-            Access::Write if pte & x86::WRITABLE != 0 => Ok(pte | x86::ACCESSED | x86::DIRTY),
-            Access::Write => Err(Fault::Permission),
+        let (needed, set) = match access {
+            Access::Read => (ept::READ, ept::ACCESSED),
+            Access::Write => (ept::WRITE, ept::ACCESSED | ept::DIRTY),
+        };
+        if pte & needed == 0 {
+            return Err(Fault::Permission);
         }
+        Ok(pte | set)
     }
 }
 
@@ -486,10 +702,12 @@ mod tests {
             write: true,
             ..Prot::default()
         };
-        let clean = f.mk_pte(Pfn(7), rw).unwrap();
+        let step = f.frames_per_entry();
+        let (p3, p7) = (Pfn(3 * step), Pfn(7 * step));
+        let clean = f.mk_pte(p7, rw).unwrap();
         assert!(f.is_present(clean) && f.is_writable(clean));
         assert!(!f.is_young(clean) && !f.is_dirty(clean) && !f.is_cont(clean));
-        assert_eq!(f.pfn(clean), Pfn(7));
+        assert_eq!(f.pfn(clean), p7);
         // A read sets only the access flag; a write also dirties.
         let read = f.hardware_update(clean, Access::Read).unwrap();
         assert!(f.is_young(read) && !f.is_dirty(read));
@@ -503,7 +721,7 @@ mod tests {
         let wp = f.wrprotect(written);
         assert!(f.is_dirty(wp) && !f.is_writable(wp));
         assert_eq!(f.hardware_update(wp, Access::Write), Err(Fault::Permission));
-        let ro = f.mk_pte(Pfn(7), Prot::default()).unwrap();
+        let ro = f.mk_pte(p7, Prot::default()).unwrap();
         assert_eq!(f.hardware_update(ro, Access::Write), Err(Fault::Permission));
         assert_eq!(f.hardware_update(0, Access::Read), Err(Fault::NotPresent));
         // Out-of-range frames and owned attribute bits are refused.
@@ -519,7 +737,9 @@ mod tests {
             )
             .is_none()
         );
-        assert_eq!(f.with_pfn(f.mk_pte(Pfn(3), rw).unwrap(), Pfn(7)), clean);
+        assert_eq!(f.with_pfn(f.mk_pte(p3, rw).unwrap(), p7), clean);
+        // A leaf larger than a frame starts at a frame aligned to it.
+        assert_eq!(f.mk_pte(Pfn(p7.0 + 1), rw).is_none(), step > 1);
         assert_eq!(f.ptes_per_table() << 3, f.page_size().bytes());
     }
 
@@ -530,6 +750,10 @@ mod tests {
             check_format(Arm64Stage2::new(g));
         }
         check_format(X86_64);
+        for leaf in LeafSize::ALL {
+            check_format(Ept::new(leaf));
+            check_format(Npt::new(leaf));
+        }
     }
 
     #[test]
@@ -573,5 +797,54 @@ mod tests {
             s2::XN
         );
         assert_eq!(X86_64.cont_ptes(), 1);
+    }
+
+    #[test]
+    fn second_stage_x86_encodings() {
+        let rw = Prot {
+            write: true,
+            ..Prot::default()
+        };
+        // EPT: readable always, A/D at bits 8/9, bit 7 on large leaves, user ignored.
+        let e = Ept::L2M
+            .mk_pte(Pfn(512), Prot { user: true, ..rw })
+            .unwrap();
+        assert_eq!(e, ept::READ | ept::WRITE | ept::HUGE | (512 << 12));
+        assert_eq!(
+            Ept::L4K.hardware_update(e & !ept::HUGE, Access::Write),
+            Ok((e & !ept::HUGE) | ept::ACCESSED | ept::DIRTY)
+        );
+        assert_eq!(
+            (Ept::L1G.frames_per_entry(), Ept::L1G.entry_shift()),
+            (1 << 18, 30)
+        );
+        // NPT: the user bit always, PS on large leaves, bit 12 not a frame bit there.
+        let n = Npt::L2M.mk_pte(Pfn(1024), rw).unwrap();
+        assert_eq!(n & (x86::USER | x86::HUGE), x86::USER | x86::HUGE);
+        assert_eq!(Npt::L2M.pfn(n | 1 << 12), Pfn(1024));
+        assert!(
+            Npt::L2M
+                .mk_pte(
+                    Pfn(0),
+                    Prot {
+                        attrs: x86::HUGE,
+                        ..rw
+                    }
+                )
+                .is_none()
+        );
+        assert!(
+            Npt::L4K
+                .mk_pte(
+                    Pfn(0),
+                    Prot {
+                        attrs: x86::PAT,
+                        ..rw
+                    }
+                )
+                .is_some()
+        );
+        assert!(!Ept::L4K.flushes_young() && !Npt::L4K.flushes_young());
+        assert!(Arm64Stage2::G4K.flushes_young());
     }
 }

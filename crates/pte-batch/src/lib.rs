@@ -38,10 +38,10 @@ mod sync;
 mod table;
 mod young;
 
-pub use aging::{AgingStats, age_range};
+pub use aging::{AgingStats, YoungOp, age_batches, age_range};
 pub use batch::{Folios, FpbFlags, PteBatch, folio_pte_batch};
-pub use flush::{CountingFlush, FlushToken, TlbFlush};
-pub use format::{Access, Arm64, Arm64Stage2, Fault, Prot, PteFormat, X86_64};
+pub use flush::{CountingFlush, FlushToken, Stage1, Stage2, TlbFlush, TranslationStage};
+pub use format::{Access, Arm64, Arm64Stage2, Ept, Fault, LeafSize, Npt, Prot, PteFormat, X86_64};
 pub use table::{PteError, PteTable, Unmapped};
 
 /// The atomic type a table's entries are made of: core's, whatever the cfg.

@@ -5,12 +5,12 @@
 use crate::sync::Entry;
 use core::ops::Range;
 
-use crate::aging::{AgingStats, Tally, folio_at};
+use crate::aging::{AgingStats, Tally, YoungOp, folio_at};
 use crate::batch::{Folios, FpbFlags, PteBatch, batch_key, merge_young_dirty};
 use crate::flush::{FlushToken, TlbFlush};
 use crate::format::PteFormat;
 use crate::table::{PteError, PteTable};
-use mm_types::FrameRange;
+use mm_types::{FrameRange, PageRange};
 
 /// Linux's arm64 `ptep_test_and_clear_young` (contpte-aware), counted: one entry, or the
 /// whole block of a contpte entry, each by the compare-and-swap loop. Returns (young,
@@ -68,7 +68,7 @@ pub fn test_and_clear_young_ptes<F: PteFormat, E: Entry>(
 fn clear_flush_young_one<F: PteFormat, E: Entry>(
     table: &PteTable<'_, F, E>,
     index: usize,
-) -> Result<(FlushToken, usize), PteError> {
+) -> Result<(FlushToken<F::Stage>, usize), PteError> {
     let (young, entries) = clear_young_one(table, index)?;
     let flush = young && table.format().flushes_young();
     let updates = entries.len();
@@ -85,7 +85,7 @@ pub fn clear_flush_young_ptes<F: PteFormat, E: Entry>(
     table: &PteTable<'_, F, E>,
     index: usize,
     nr: usize,
-    tlb: &mut impl TlbFlush,
+    tlb: &mut impl TlbFlush<F::Stage>,
 ) -> Result<bool, PteError> {
     let range = table.check_range(index, nr)?;
     let mut young = false;
@@ -113,7 +113,10 @@ pub fn folio_pte_batch<F: PteFormat, E: Entry>(
     for i in range {
         let seen = table.get(i)?;
         let same = f.is_present(seen)
-            && f.pfn(first).checked_add(nr as u64) == Some(f.pfn(seen))
+            && (nr as u64)
+                .checked_mul(f.frames_per_entry())
+                .and_then(|off| f.pfn(first).checked_add(off))
+                == Some(f.pfn(seen))
             && batch_key(f, seen, flags) == batch_key(f, first, flags);
         if !same {
             break;
@@ -135,7 +138,7 @@ pub fn age_range<F: PteFormat, E: Entry>(
     table: &PteTable<'_, F, E>,
     range: Range<usize>,
     folios: &impl Folios,
-    tlb: &mut impl TlbFlush,
+    tlb: &mut impl TlbFlush<F::Stage>,
     on_folio: impl FnMut(FrameRange, bool),
 ) -> Result<AgingStats, PteError> {
     let range = table.check_span(range)?;
@@ -154,6 +157,46 @@ pub fn age_range<F: PteFormat, E: Entry>(
         tally.stats.entry_updates += updates as u64;
         let young = tally.flush(token, tlb);
         tally.record(folio, 1, young);
+    }
+    Ok(tally.finish())
+}
+
+/// KVM's aging before batching: for every present entry that maps a folio, `op` on that
+/// entry alone (a contpte entry's block with it), reporting the entry's pages.
+///
+/// # Errors
+/// As [`crate::age_batches`].
+pub fn age_batches<F: PteFormat, E: Entry>(
+    table: &PteTable<'_, F, E>,
+    range: Range<usize>,
+    folios: &impl Folios,
+    op: YoungOp,
+    tlb: &mut impl TlbFlush<F::Stage>,
+    mut on_batch: impl FnMut(PageRange, bool),
+) -> Result<AgingStats, PteError> {
+    let range = table.check_span(range)?;
+    let f = table.format();
+    let mut tally = Tally::new(|_, _| {});
+    for i in range.clone() {
+        let pte = table.get(i)?;
+        if !f.is_present(pte) {
+            continue;
+        }
+        let Some((folio, _)) = folio_at(f, pte, i, range.end, folios)? else {
+            continue;
+        };
+        let young = match op {
+            YoungOp::Test => f.is_young(pte),
+            YoungOp::Clear => ptep_test_and_clear_young(table, i)?,
+            YoungOp::ClearFlush => {
+                let (token, updates) = clear_flush_young_one(table, i)?;
+                tally.stats.entry_updates += updates as u64;
+                tally.flush(token, tlb)
+            }
+        };
+        tally.stats.batches += 1;
+        tally.record(folio, 1, young);
+        on_batch(table.flush_range_of(i..i + 1), young);
     }
     Ok(tally.finish())
 }

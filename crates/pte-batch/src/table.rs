@@ -20,7 +20,9 @@ use mm_types::{PageRange, Pfn, VirtAddr};
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum PteError {
-    /// The format's contiguous block is not a power of two no larger than a table.
+    /// The format's contiguous block is not a power of two no larger than a table, or its
+    /// entry shift is below its page size's or above 40 (a 1 TiB leaf), or its frames per
+    /// entry disagree with the two.
     BadFormat {
         /// The format's entries per contiguous block.
         cont_ptes: usize,
@@ -88,7 +90,7 @@ impl core::fmt::Display for PteError {
             Self::BadFormat { cont_ptes } => write!(
                 f,
                 "a format with {cont_ptes}-entry contiguous blocks: need a power-of-two block \
-                 no larger than a table"
+                 no larger than a table, and entries no smaller than a page"
             ),
             Self::BadTableLength { len } => write!(
                 f,
@@ -168,7 +170,14 @@ impl<'a, F: PteFormat, E: Entry> PteTable<'a, F, E> {
         if len == 0 || len > format.ptes_per_table() || !len.is_multiple_of(cont) {
             return Err(PteError::BadTableLength { len });
         }
-        let shift = format.page_size().shift();
+        let shift = format.entry_shift();
+        let page_shift = format.page_size().shift();
+        if shift < page_shift
+            || shift > 40
+            || format.frames_per_entry() != 1 << (shift - page_shift)
+        {
+            return Err(PteError::BadFormat { cont_ptes: cont });
+        }
         let block_span = (cont as u64) << shift;
         let span = (len as u64) << shift;
         if !base.0.is_multiple_of(block_span) || base.checked_add(span - 1).is_none() {
@@ -213,7 +222,7 @@ impl<'a, F: PteFormat, E: Entry> PteTable<'a, F, E> {
 
     /// Bytes from the base to the page of entry `index` (inside the span `new` checked).
     fn offset_of(&self, index: usize) -> u64 {
-        (index as u64) << self.format.page_size().shift()
+        (index as u64) << self.format.entry_shift()
     }
 
     /// The entry mapping virtual address `va` (any byte of the page).
@@ -223,7 +232,7 @@ impl<'a, F: PteFormat, E: Entry> PteTable<'a, F, E> {
     pub fn index_of(&self, va: VirtAddr) -> Result<usize, PteError> {
         let index =
             va.0.checked_sub(self.base.0)
-                .map(|off| off >> self.format.page_size().shift())
+                .map(|off| off >> self.format.entry_shift())
                 .filter(|&i| i < self.len() as u64)
                 .ok_or(PteError::BadAddress { va })?;
         Ok(index as usize)
@@ -302,13 +311,23 @@ impl<'a, F: PteFormat, E: Entry> PteTable<'a, F, E> {
         pte
     }
 
-    /// The range covering entries `range`, for a TLB invalidate.
+    /// The range covering entries `range`, for a TLB invalidate: in pages of the granule, so a
+    /// 2 MiB leaf of 4 KiB frames is 512 of them.
     pub(crate) fn flush_range_of(&self, range: Range<usize>) -> PageRange {
         PageRange::new(
             VirtAddr(self.base.0 + self.offset_of(range.start)),
-            range.len() as u64,
+            range.len() as u64 * self.format.frames_per_entry(),
             self.format.page_size(),
         )
+    }
+
+    /// The frame entry `index` maps in a run that maps `first` at entry `start`, or `None`
+    /// past the frame numbers.
+    pub(crate) fn frame_at(&self, first: Pfn, start: usize, index: usize) -> Option<Pfn> {
+        let step = self.format.frames_per_entry();
+        ((index - start) as u64)
+            .checked_mul(step)
+            .and_then(|off| first.checked_add(off))
     }
 
     /// Maps `nr` consecutive frames from `pfn` (one folio) at entries `index..index + nr`
@@ -327,7 +346,7 @@ impl<'a, F: PteFormat, E: Entry> PteTable<'a, F, E> {
         let range = self.check_range(index, nr)?;
         let f = self.format;
         let bad = PteError::BadMapping { pfn };
-        let last_pfn = pfn.checked_add(nr as u64 - 1).ok_or(bad)?;
+        let last_pfn = self.frame_at(pfn, index, range.end - 1).ok_or(bad)?;
         if last_pfn > f.max_pfn() {
             return Err(bad);
         }
@@ -336,16 +355,17 @@ impl<'a, F: PteFormat, E: Entry> PteTable<'a, F, E> {
             return Err(PteError::AlreadyMapped { index: i });
         }
         let cont = f.cont_ptes();
+        let step = f.frames_per_entry();
         for i in range.clone() {
-            let off = (i - index) as u64;
-            let page_pfn = pfn.0 + off;
+            // Inside the frame field: the last entry's frame was checked above.
+            let page_pfn = pfn.0 + (i - index) as u64 * step;
             let start = self.block_start(i);
             // The block lies inside the range (so its first frame is at least `pfn`) and
             // its first frame is block aligned.
             let folds = cont > 1
                 && start >= index
                 && start + cont <= range.end
-                && (page_pfn - (i - start) as u64).is_multiple_of(cont as u64);
+                && ((page_pfn - (i - start) as u64 * step) / step).is_multiple_of(cont as u64);
             let pte = f.with_pfn(template, Pfn(page_pfn));
             let pte = if folds { f.mkcont(pte) } else { pte };
             self.slot(i).store(pte);
@@ -364,7 +384,11 @@ impl<'a, F: PteFormat, E: Entry> PteTable<'a, F, E> {
     ///
     /// # Errors
     /// [`PteError::OutOfRange`] if `index` is outside the table.
-    pub fn unfold(&self, index: usize, tlb: &mut impl TlbFlush) -> Result<bool, PteError> {
+    pub fn unfold(
+        &self,
+        index: usize,
+        tlb: &mut impl TlbFlush<F::Stage>,
+    ) -> Result<bool, PteError> {
         let pte = self.raw(index)?;
         let f = self.format;
         if !f.is_cont(pte) {
@@ -383,9 +407,10 @@ impl<'a, F: PteFormat, E: Entry> PteTable<'a, F, E> {
         tlb.flush_range(self.flush_range_of(block.clone()));
         // A block maps block-aligned frames; wrapping only matters for a block someone else
         // wrote wrongly, and with_pfn keeps the result inside the frame field.
-        let block_pfn = f.pfn(pte).0.wrapping_sub((index - start) as u64);
+        let step = f.frames_per_entry();
+        let block_pfn = f.pfn(pte).0.wrapping_sub((index - start) as u64 * step);
         for i in block {
-            let page_pfn = Pfn(block_pfn.wrapping_add((i - start) as u64));
+            let page_pfn = Pfn(block_pfn.wrapping_add((i - start) as u64 * step));
             let mut new = f.mknoncont(f.with_pfn(pte, page_pfn));
             new = if young { f.mkyoung(new) } else { f.mkold(new) };
             new = if dirty {
@@ -402,7 +427,7 @@ impl<'a, F: PteFormat, E: Entry> PteTable<'a, F, E> {
     fn unfold_partial_ends(
         &self,
         range: Range<usize>,
-        tlb: &mut impl TlbFlush,
+        tlb: &mut impl TlbFlush<F::Stage>,
     ) -> Result<(), PteError> {
         let cont = self.format.cont_ptes();
         if cont == 1 {
@@ -428,7 +453,7 @@ impl<'a, F: PteFormat, E: Entry> PteTable<'a, F, E> {
         &self,
         index: usize,
         nr: usize,
-        tlb: &mut impl TlbFlush,
+        tlb: &mut impl TlbFlush<F::Stage>,
     ) -> Result<Unmapped, PteError> {
         let range = self.check_range(index, nr)?;
         self.unfold_partial_ends(range.clone(), tlb)?;
@@ -461,7 +486,7 @@ impl<'a, F: PteFormat, E: Entry> PteTable<'a, F, E> {
         &self,
         index: usize,
         nr: usize,
-        tlb: &mut impl TlbFlush,
+        tlb: &mut impl TlbFlush<F::Stage>,
     ) -> Result<(), PteError> {
         let range = self.check_range(index, nr)?;
         self.unfold_partial_ends(range.clone(), tlb)?;

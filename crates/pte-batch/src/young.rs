@@ -95,6 +95,17 @@ impl<F: PteFormat, E: Entry> PteTable<'_, F, E> {
         Ok(self.clear_young_counted(index, nr)?.young)
     }
 
+    /// Whether any entry of `index..index + nr` (expanded to the blocks at either end, as
+    /// the clear is) is young, writing nothing: KVM's `test_young` over a batch.
+    ///
+    /// # Errors
+    /// [`PteError::OutOfRange`] if `index..index + nr` is empty or leaves the table.
+    pub fn test_young_ptes(&self, index: usize, nr: usize) -> Result<bool, PteError> {
+        let f = self.format();
+        let range = self.young_range(index, nr)?;
+        Ok(range.into_iter().any(|i| f.is_young(self.slot(i).load())))
+    }
+
     /// The per-entry entry point (the kernel's `ptep_test_and_clear_young`): a batch of one,
     /// so a contpte entry clears its whole block.
     ///
@@ -112,7 +123,11 @@ impl<F: PteFormat, E: Entry> PteTable<'_, F, E> {
     /// # Errors
     /// [`PteError::OutOfRange`] if `index..index + nr` is empty or leaves the table; nothing
     /// is changed then.
-    pub fn clear_flush_young_ptes(&self, index: usize, nr: usize) -> Result<FlushToken, PteError> {
+    pub fn clear_flush_young_ptes(
+        &self,
+        index: usize,
+        nr: usize,
+    ) -> Result<FlushToken<F::Stage>, PteError> {
         let cleared = self.clear_young_counted(index, nr)?;
         Ok(self.token_for(&cleared))
     }
@@ -121,12 +136,12 @@ impl<F: PteFormat, E: Entry> PteTable<'_, F, E> {
     ///
     /// # Errors
     /// [`PteError::OutOfRange`] if `index` is outside the table.
-    pub fn ptep_clear_flush_young(&self, index: usize) -> Result<FlushToken, PteError> {
+    pub fn ptep_clear_flush_young(&self, index: usize) -> Result<FlushToken<F::Stage>, PteError> {
         self.clear_flush_young_ptes(index, 1)
     }
 
     /// The flush a clear needs.
-    pub(crate) fn token_for(&self, cleared: &Cleared) -> FlushToken {
+    pub(crate) fn token_for(&self, cleared: &Cleared) -> FlushToken<F::Stage> {
         let flush = cleared.young && self.format().flushes_young();
         FlushToken::new(
             cleared.young,

@@ -1,20 +1,26 @@
 //! A caller's own `PteFormat` with an impossible geometry is an error from `PteTable::new`,
 //! in release builds too, never an overflow or a panic. (The page size is a closed
-//! `PageSize`, so only the contiguous block can be wrong.)
+//! `PageSize`, so only the contiguous block and the entry shift can be wrong.)
 
 use pte_batch::mm_types::{PageSize, Pfn, VirtAddr};
 use pte_batch::{Access, AtomicU64, Fault, Prot, PteError, PteFormat, PteTable, X86_64};
 
-/// x86_64's entry bits with a page size and contiguous block of the test's choosing.
+/// x86_64's entry bits with a page size, contiguous block and entry shift of the test's
+/// choosing.
 #[derive(Clone, Copy, Debug)]
 struct Odd {
     size: PageSize,
     cont: usize,
+    shift: Option<u32>,
 }
 
 impl PteFormat for Odd {
+    type Stage = pte_batch::Stage1;
     fn page_size(self) -> PageSize {
         self.size
+    }
+    fn entry_shift(self) -> u32 {
+        self.shift.unwrap_or(self.size.shift())
     }
     fn cont_ptes(self) -> usize {
         self.cont
@@ -80,7 +86,11 @@ fn impossible_formats_are_errors() {
     let entries: Vec<AtomicU64> = (0..16).map(|_| AtomicU64::new(0)).collect();
     for size in PageSize::ALL {
         for cont in [0, 3, 12, size.bytes() / 4, 1 << 20] {
-            let f = Odd { size, cont };
+            let f = Odd {
+                size,
+                cont,
+                shift: None,
+            };
             assert_eq!(
                 PteTable::new(f, VirtAddr(0), &entries).err(),
                 Some(PteError::BadFormat { cont_ptes: cont }),
@@ -89,12 +99,45 @@ fn impossible_formats_are_errors() {
         }
         // A block of one entry, of 16, and of a whole table are fine.
         for cont in [1, 16, size.bytes() / 8] {
-            let f = Odd { size, cont };
+            let f = Odd {
+                size,
+                cont,
+                shift: None,
+            };
             let entries: Vec<AtomicU64> = (0..cont).map(|_| AtomicU64::new(0)).collect();
             assert!(
                 PteTable::new(f, VirtAddr(0), &entries).is_ok(),
                 "{size}, {cont}"
             );
+        }
+    }
+}
+
+#[test]
+fn impossible_entry_shifts_are_errors() {
+    let entries: Vec<AtomicU64> = (0..16).map(|_| AtomicU64::new(0)).collect();
+    for size in PageSize::ALL {
+        for shift in [0, size.shift() - 1, 41, 63, 64, 200, u32::MAX] {
+            let f = Odd {
+                size,
+                cont: 1,
+                shift: Some(shift),
+            };
+            assert_eq!(
+                PteTable::new(f, VirtAddr(0), &entries).err(),
+                Some(PteError::BadFormat { cont_ptes: 1 }),
+                "{size}, entries of 2^{shift} bytes"
+            );
+        }
+        // Entries of a page, of 2 MiB and of 1 GiB are fine; the base follows the entry size.
+        for shift in [size.shift(), 21, 30] {
+            let f = Odd {
+                size,
+                cont: 1,
+                shift: Some(shift),
+            };
+            assert!(PteTable::new(f, VirtAddr(1 << shift), &entries).is_ok());
+            assert_eq!(f.frames_per_entry(), 1 << (shift - size.shift()));
         }
     }
 }
