@@ -8,11 +8,14 @@ use loom::sync::atomic::AtomicBool;
 use loom::thread;
 use std::vec::Vec;
 
-use crate::format::{Access, Arm64, Arm64Stage2, Prot, PteFormat, X86_64};
+use crate::aging::{YoungOp, age_batches};
+use crate::batch::FpbFlags;
+use crate::flush::CountingFlush;
+use crate::format::{Access, Arm64, Arm64Stage2, Ept, Npt, Prot, PteFormat, X86_64};
 use crate::table::PteTable;
 use loom::sync::atomic::{AtomicU64, Ordering};
 
-use mm_types::{Pfn, VirtAddr};
+use mm_types::{FrameRange, Pfn, VirtAddr};
 
 const BASE: VirtAddr = VirtAddr(1 << 30);
 const RW: Prot = Prot {
@@ -108,6 +111,36 @@ fn loom_stage2_batched_clear_keeps_hardware_updates() {
     });
 }
 
+/// A hypervisor's aging walk (KVM's `op`) over the whole table, mapped as one folio: whether
+/// any batch was young.
+fn age_all<F: PteFormat>(t: &PteTable<'_, F, AtomicU64>, op: YoungOp) -> bool {
+    let pages = t.len() as u64 * t.format().frames_per_entry();
+    let folio = |_| Some(FrameRange::new(Pfn(0), pages));
+    let mut young = false;
+    age_batches(
+        t,
+        0..t.len(),
+        &folio,
+        FpbFlags::NONE,
+        op,
+        &mut CountingFlush::default(),
+        |_, y| young |= y,
+    )
+    .unwrap();
+    young
+}
+
+#[test]
+fn loom_stage2_aging_walk_keeps_hardware_updates() {
+    // arm64 stage 2: the clear-and-flush walk over a contiguous block, the guest writing.
+    race(Arm64Stage2::G4K, 16, 5, 9, |t| {
+        age_all(t, YoungOp::ClearFlush)
+    });
+    // EPT with 2 MiB leaves and NPT: KVM's clear_young (no flush) walk.
+    race(Ept::L2M, 2, 1, 0, |t| age_all(t, YoungOp::Clear));
+    race(Npt::L4K, 2, 0, 0, |t| age_all(t, YoungOp::Clear));
+}
+
 /// A clear by plain load and store instead of compare-and-swap: it can overwrite the MMU's
 /// update, and the model must find the interleaving where it does.
 fn load_store_clear<F: PteFormat + Send + Sync + 'static>(format: F) {
@@ -132,4 +165,12 @@ fn loom_load_store_clear_loses_a_hardware_update() {
 #[should_panic]
 fn loom_load_store_clear_loses_a_stage2_dirty_update() {
     load_store_clear(Arm64Stage2::G4K);
+}
+
+/// The negative control, EPT: a lost update is the accessed and dirty bits a guest's write
+/// set through EPT.
+#[test]
+#[should_panic]
+fn loom_load_store_clear_loses_an_ept_dirty_update() {
+    load_store_clear(Ept::L4K);
 }
