@@ -29,3 +29,13 @@ pub fn dsb_ishst() {
     #[cfg(miri)]
     core::sync::atomic::fence(core::sync::atomic::Ordering::Release);
 }
+
+/// `isb`: the instructions after it are fetched and translated again, seeing completed TLB
+/// maintenance and system-register writes.
+#[inline]
+pub fn isb() {
+    #[cfg(not(miri))]
+    aarch64_cpu::asm::barrier::isb(aarch64_cpu::asm::barrier::SY);
+    #[cfg(miri)]
+    core::sync::atomic::fence(core::sync::atomic::Ordering::SeqCst);
+}

@@ -12,7 +12,8 @@
 //! - `clear` (aarch64): `dc zva`, `stnp` pairs, MOPS `SETP/SETM/SETE` and the non-temporal
 //!   `SETPN/SETMN/SETEN` (through `.arch_extension mops`, so stable Rust and no global target
 //!   feature).
-//! - `barrier` and `tlb` (aarch64): `dsb ish`, `dmb ishst`, and EL1 TLB invalidation.
+//! - `barrier` and `tlb` (aarch64): `dsb ish`, `dmb ishst`, `isb`, EL1 TLB invalidation, and
+//!   a hypervisor's EL2 stage-2 invalidation by IPA and by VMID.
 //!
 //! Every instruction sits behind `#[cfg(not(miri))]` with a portable fallback.
 #![doc = include_str!("../README.md")]

@@ -7,6 +7,8 @@
 //! VTCR_EL2.HD a write through a DBM descriptor whose S2AP grants no write sets S2AP\[1\]
 //! (stage 1 clears AP\[2\] instead): the write permission is the dirty state.
 
+use mm_types::PhysAddr;
+
 /// Bits \[5:2\]: MemAttr, the stage-2 memory type (0b1111: Normal, write-back cacheable).
 pub const MEMATTR_NORMAL_WB: u64 = 0b1111 << 2;
 /// Bit 6: S2AP\[0\], the guest may read.
@@ -23,6 +25,14 @@ pub const XN_MASK: u64 = 0b11 << 53;
 /// Bit 55: the software dirty bit (a software-use bit at stage 2 as at stage 1): dirty
 /// state kept while the descriptor is write-protected.
 pub const SW_DIRTY: u64 = 1 << 55;
+
+/// The operand of `TLBI IPAS2E1IS` (invalidate by intermediate physical address, stage 2
+/// only): IPA\[51:12\] in bits \[39:0\], whatever the granule (the low bits of a larger
+/// granule's page are ignored).
+#[must_use]
+pub const fn tlbi_ipa_operand(ipa: PhysAddr) -> u64 {
+    (ipa.0 >> 12) & ((1 << 40) - 1)
+}
 
 /// Whether a stage-2 descriptor is dirty: `(DBM and S2AP write)` or the software dirty bit.
 #[must_use]
@@ -58,5 +68,12 @@ mod tests {
         assert_eq!(XN & XN_MASK, XN);
         assert!(is_dirty(DBM | S2AP_WRITE) && is_dirty(SW_DIRTY));
         assert!(!is_dirty(DBM) && !is_dirty(S2AP_WRITE));
+    }
+
+    #[test]
+    fn ipa_operand_is_the_page_number() {
+        assert_eq!(tlbi_ipa_operand(PhysAddr(0x4000_2fff)), 0x4_0002);
+        assert_eq!(tlbi_ipa_operand(PhysAddr(1 << 52)), 0);
+        assert_eq!(tlbi_ipa_operand(PhysAddr((1 << 52) - 1)), (1 << 40) - 1);
     }
 }

@@ -1,5 +1,7 @@
 //! TLB maintenance for a kernel at **EL1**: invalidate one page, a range of last-level
-//! entries, or every entry of one ASID, inner shareable. Like Linux's `__flush_tlb_range`, a
+//! entries, or every entry of one ASID, inner shareable; and for a hypervisor at **EL2**, a
+//! guest's stage-2 translations by IPA ([`flush_ipa_range`]) or all of one VMID
+//! ([`flush_vmid`]). Like Linux's `__flush_tlb_range`, a
 //! range too long to invalidate entry by entry (more than [`max_dvm_ops`] pages without
 //! FEAT_TLBIRANGE, more than [`crate::descriptor::MAX_TLBI_RANGE_PAGES`] with it) invalidates
 //! the whole ASID instead, so no call issues more than a page-table page's worth of TLBIs. `TLBI` is undefined at EL0 (a user process gets
@@ -9,7 +11,8 @@
 
 use crate::barrier::{dsb_ish, dsb_ishst};
 use crate::descriptor::{MAX_TLBI_RANGE_PAGES, tlbi_range_ops, tlbi_va_operand};
-use mm_types::{PageRange, PageSize, VirtAddr};
+use crate::stage2::tlbi_ipa_operand;
+use mm_types::{PageRange, PageSize, PhysAddr, VirtAddr};
 
 /// Whether to wait for the invalidation to complete before returning.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -100,6 +103,72 @@ pub unsafe fn flush_range(range: PageRange, asid: u16, sync: Sync) {
     }
     if sync == Sync::Wait {
         dsb_ish();
+    }
+}
+
+/// Invalidates a guest's stage-2 translations of the guest-physical pages `range` (its
+/// address field holds IPAs), as KVM's `__kvm_tlb_flush_vmid_ipa` does: one `TLBI
+/// IPAS2E1IS` per page, `dsb ish`, then `TLBI VMALLE1IS`, since the TLB may also hold the
+/// guest's combined stage-1-and-2 translations, which are not tagged by IPA. Past
+/// [`max_dvm_ops`] pages, one [`flush_vmid`] instead. Ends with `dsb ish` and `isb`.
+///
+/// # Safety
+/// Must run at EL2 (without `HCR_EL2.{E2H, TGE} = {1, 1}`), with `VTTBR_EL2` holding the
+/// guest's VMID: the operations apply to the current VMID. The caller has already written
+/// the new stage-2 descriptors.
+pub unsafe fn flush_ipa_range(range: PageRange) {
+    if range.pages > max_dvm_ops(range.size) {
+        // SAFETY: forwarded from the caller.
+        return unsafe { flush_vmid() };
+    }
+    dsb_ishst();
+    for i in 0..range.pages {
+        let ipa = PhysAddr(page_va(range, i).0);
+        // SAFETY: the caller runs at EL2 with the guest's VMID current.
+        unsafe { tlbi_ipas2e1is(tlbi_ipa_operand(ipa)) };
+    }
+    dsb_ish();
+    // SAFETY: as above; VMALLE1IS at EL2 applies to the current VMID's EL1&0 regime.
+    unsafe { tlbi_vmalle1is() };
+    dsb_ish();
+    crate::barrier::isb();
+}
+
+/// Invalidates every stage-1 and stage-2 translation of the current VMID (`TLBI
+/// VMALLS12E1IS`), then `dsb ish` and `isb`: KVM's `__kvm_tlb_flush_vmid`.
+///
+/// # Safety
+/// As [`flush_ipa_range`].
+pub unsafe fn flush_vmid() {
+    dsb_ishst();
+    #[cfg(not(miri))]
+    // SAFETY: the caller runs at EL2; the instruction only invalidates TLB entries.
+    unsafe {
+        core::arch::asm!("tlbi vmalls12e1is", options(nostack, preserves_flags));
+    }
+    dsb_ish();
+    crate::barrier::isb();
+}
+
+/// # Safety
+/// EL2 only.
+unsafe fn tlbi_ipas2e1is(operand: u64) {
+    #[cfg(not(miri))]
+    // SAFETY: the caller runs at EL2; the instruction only invalidates TLB entries.
+    unsafe {
+        core::arch::asm!("tlbi ipas2e1is, {}", in(reg) operand, options(nostack, preserves_flags));
+    }
+    #[cfg(miri)]
+    let _ = operand;
+}
+
+/// # Safety
+/// EL1, or EL2 for the current VMID.
+unsafe fn tlbi_vmalle1is() {
+    #[cfg(not(miri))]
+    // SAFETY: the caller runs at EL1 or EL2; the instruction only invalidates TLB entries.
+    unsafe {
+        core::arch::asm!("tlbi vmalle1is", options(nostack, preserves_flags));
     }
 }
 
