@@ -7,6 +7,7 @@
 pub mod clearing;
 pub mod contig_free;
 pub mod count;
+pub mod guest;
 pub mod machine;
 pub mod measure;
 pub mod memsets;
@@ -39,6 +40,7 @@ pub(crate) fn order(o: u8) -> Order {
 pub fn counted_workloads() -> Vec<count::Workload> {
     let mut all = contig_free::COUNTED.to_vec();
     all.extend(young::COUNTED);
+    all.extend(guest::COUNTED);
     all.extend(zeroed::COUNTED);
     all
 }
@@ -54,6 +56,7 @@ pub fn sections() -> Vec<Box<dyn Section>> {
         Box::new(smp::SmpScaling),
         Box::new(scale::Scale),
         Box::new(young::YoungClearing),
+        Box::new(guest::GuestAging),
         Box::new(zeroed::ZeroedAllocation),
         Box::new(ring0::Ring0),
     ]

@@ -13,10 +13,10 @@ use crate::measure::{Budget, Estimate, Samples, round_order};
 use crate::report::{ratio_text, thread};
 use crate::{Cell, Plot, Section, SectionContext, Table};
 use pte_batch::format::Arm64;
-use pte_batch::mm_types::{FrameRange, Pfn, VirtAddr};
+use pte_batch::mm_types::{FrameRange, PageRange, Pfn, VirtAddr};
 use pte_batch::{
     Access, AgingStats, AtomicU64, CountingFlush, Folios, FpbFlags, Prot, PteFormat, PteTable,
-    X86_64, age_range, reference,
+    X86_64, YoungOp, age_batches, age_range, reference,
 };
 use std::time::Instant;
 
@@ -42,12 +42,15 @@ pub enum Touch {
 /// The folio of every frame, as `vmemmap` holds one `struct page` per frame: the per-entry
 /// walk looks each entry's folio up here, the batched walk once per batch.
 pub struct MemMap {
+    /// The folio of each entry's first frame.
     folios: Vec<FrameRange>,
+    /// Frames one entry maps (512 for a 2 MiB leaf).
+    frames_per_entry: u64,
 }
 
 impl Folios for MemMap {
     fn folio_of(&self, pfn: Pfn) -> Option<FrameRange> {
-        let i = usize::try_from(pfn.0.checked_sub(PFN_BASE)?).ok()?;
+        let i = usize::try_from(pfn.0.checked_sub(PFN_BASE)? / self.frames_per_entry).ok()?;
         self.folios.get(i).copied()
     }
 }
@@ -64,8 +67,9 @@ impl Rng {
     }
 }
 
-/// One aging scenario: `bytes` of virtual range in folios of `folio_pages`, every table of
-/// format `F` full, entry `g` mapping frame `PFN_BASE + g`.
+/// One aging scenario: `bytes` of (virtual or guest-physical) range in folios of
+/// `folio_pages` entries, every table of format `F` full, entry `g` mapping frames from
+/// `PFN_BASE + g * frames_per_entry`.
 pub struct Scenario<F: PteFormat> {
     format: F,
     entries: Vec<AtomicU64>,
@@ -84,7 +88,8 @@ impl<F: PteFormat> Scenario<F> {
     #[must_use]
     pub fn new(format: F, bytes: u64, folio_pages: usize, unmap_last: bool, touch: Touch) -> Self {
         let per_table = format.ptes_per_table();
-        let pages = usize::try_from(bytes >> format.page_size().shift()).expect("fits memory");
+        let step = format.frames_per_entry();
+        let pages = usize::try_from(bytes >> format.entry_shift()).expect("fits memory");
         assert!(pages.is_multiple_of(per_table) && per_table.is_multiple_of(folio_pages));
         let rw = Prot {
             write: true,
@@ -93,20 +98,26 @@ impl<F: PteFormat> Scenario<F> {
         };
         let mut folios = Vec::with_capacity(pages);
         for head in (0..pages).step_by(folio_pages) {
-            let folio = FrameRange::new(Pfn(PFN_BASE + head as u64), folio_pages as u64);
+            let folio = FrameRange::new(
+                Pfn(PFN_BASE + head as u64 * step),
+                folio_pages as u64 * step,
+            );
             folios.extend(std::iter::repeat_n(folio, folio_pages));
         }
         let mut scenario = Self {
             format,
             entries: (0..pages).map(|_| AtomicU64::new(0)).collect(),
-            memmap: MemMap { folios },
+            memmap: MemMap {
+                folios,
+                frames_per_entry: step,
+            },
             touches: Vec::new(),
             accessed_folios: 0,
         };
         let mut flushes = CountingFlush::default();
         for (t, table) in scenario.tables().enumerate() {
             for head in (0..per_table).step_by(folio_pages) {
-                let pfn = Pfn(PFN_BASE + (t * per_table + head) as u64);
+                let pfn = Pfn(PFN_BASE + (t * per_table + head) as u64 * step);
                 table.set_ptes(head, pfn, folio_pages, rw).expect("mapping");
                 if unmap_last && folio_pages > 1 {
                     let last = head + folio_pages - 1;
@@ -147,7 +158,7 @@ impl<F: PteFormat> Scenario<F> {
     /// The page-table pages, in address order.
     fn tables(&self) -> impl Iterator<Item = PteTable<'_, F>> {
         let per_table = self.format.ptes_per_table();
-        let span = (per_table as u64) << self.format.page_size().shift();
+        let span = (per_table as u64) << self.format.entry_shift();
         self.entries
             .chunks(per_table)
             .enumerate()
@@ -184,6 +195,50 @@ impl<F: PteFormat> Scenario<F> {
                 .expect("aging a well-formed table");
         }
         stats
+    }
+
+    /// One aging pass with KVM's `op`, batched (`age_batches`) or per entry
+    /// (`reference::age_batches`), each batch reported to `on_batch`.
+    pub fn age_kvm(
+        &self,
+        op: YoungOp,
+        batched: bool,
+        mut on_batch: impl FnMut(PageRange, bool),
+    ) -> AgingStats {
+        let mut flushes = CountingFlush::default();
+        let mut stats = AgingStats::default();
+        for table in self.tables() {
+            let len = table.len();
+            stats += if batched {
+                let flags = FpbFlags::NONE;
+                age_batches(
+                    &table,
+                    0..len,
+                    &self.memmap,
+                    flags,
+                    op,
+                    &mut flushes,
+                    &mut on_batch,
+                )
+            } else {
+                reference::age_batches(
+                    &table,
+                    0..len,
+                    &self.memmap,
+                    op,
+                    &mut flushes,
+                    &mut on_batch,
+                )
+            }
+            .expect("aging a well-formed table");
+        }
+        stats
+    }
+
+    /// Entries of the scenario (leaves, pages or blocks as the format maps them).
+    #[must_use]
+    pub fn entries(&self) -> usize {
+        self.entries.len()
     }
 
     /// One aging pass with the per-entry reference walk.

@@ -121,8 +121,11 @@ pub(crate) fn folio_at<F: PteFormat>(
     if !folio.contains(pfn) {
         return Err(PteError::BadFolio { pfn });
     }
-    // Entries of the folio from here: a leaf larger than a frame maps `frames_per_entry`.
-    let left_in_folio = (folio.pages - (pfn.0 - folio.start.0)).div_ceil(f.frames_per_entry());
+    // Entries of the folio from here: a leaf larger than a frame maps `frames_per_entry`, a
+    // power of two (`PteTable::new` checked it), so a shift rather than a division.
+    let frames_left = folio.pages - (pfn.0 - folio.start.0);
+    let shift = f.frames_per_entry().trailing_zeros();
+    let left_in_folio = (frames_left >> shift) + u64::from(frames_left & ((1 << shift) - 1) != 0);
     let max_nr = usize::try_from(left_in_folio).map_or(end - index, |n| n.min(end - index));
     Ok(Some((folio, max_nr)))
 }
@@ -239,13 +242,19 @@ fn walk<F: PteFormat, E: Entry, V: FnMut(FrameRange, bool)>(
             i += 1;
             continue;
         };
-        let batch = folio_pte_batch(table, i, max_nr, flags)?;
+        // A folio with one entry left here (a 2 MiB folio under a 2 MiB leaf, a small
+        // folio) is a batch of one without comparing entries.
+        let nr = if max_nr == 1 {
+            1
+        } else {
+            folio_pte_batch(table, i, max_nr, flags)?.nr
+        };
         tally.stats.batches += 1;
-        tally.stats.entries += batch.nr as u64;
+        tally.stats.entries += nr as u64;
         let young = match op {
-            YoungOp::Test => table.test_young_ptes(i, batch.nr)?,
+            YoungOp::Test => table.test_young_ptes(i, nr)?,
             YoungOp::Clear | YoungOp::ClearFlush => {
-                let cleared = table.clear_young_counted(i, batch.nr)?;
+                let cleared = table.clear_young_counted(i, nr)?;
                 tally.stats.entry_updates += cleared.updates as u64;
                 let token = table.token_for(&cleared);
                 if op == YoungOp::Clear {
@@ -255,8 +264,8 @@ fn walk<F: PteFormat, E: Entry, V: FnMut(FrameRange, bool)>(
                 }
             }
         };
-        report(tally, folio, table.flush_range_of(i..i + batch.nr), young);
-        i += batch.nr;
+        report(tally, folio, table.flush_range_of(i..i + nr), young);
+        i += nr;
     }
     Ok(())
 }

@@ -23,7 +23,7 @@ use mm_types::{PageRange, PageSize, VirtAddr};
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 pub struct IdleRun {
     first: u64,
-    pages: u64,
+    pages: u32,
     age: u32,
 }
 
@@ -44,7 +44,7 @@ impl IdleRun {
     /// Pages in the run.
     #[must_use]
     pub const fn pages(&self) -> u64 {
-        self.pages
+        self.pages as u64
     }
 
     /// Aging passes since any of the run's pages was last found young (0: young in the last
@@ -56,7 +56,7 @@ impl IdleRun {
 
     /// The page number just past the run.
     const fn end(&self) -> u64 {
-        self.first + self.pages
+        self.first + self.pages as u64
     }
 }
 
@@ -74,7 +74,8 @@ pub enum WorkingSetError {
         /// Runs half the storage holds.
         capacity: usize,
     },
-    /// A batch is empty, not page aligned, or ends past the address space.
+    /// A batch is empty, more than `u32::MAX` pages, not page aligned, or ends past the
+    /// address space.
     BadRange {
         /// The batch's start.
         start: VirtAddr,
@@ -111,7 +112,7 @@ impl core::fmt::Display for WorkingSetError {
             }
             Self::BadRange { start } => write!(
                 f,
-                "the batch at {start} is empty, unaligned or ends past the address space"
+                "the batch at {start} is empty, too long, unaligned or ends past the address space"
             ),
             Self::OutOfOrder { start } => write!(
                 f,
@@ -206,7 +207,7 @@ impl<'a> WorkingSet<'a> {
     /// Pages tracked: every page the last pass reported.
     #[must_use]
     pub fn tracked_pages(&self) -> u64 {
-        self.runs().iter().map(|r| r.pages).sum()
+        self.runs().iter().map(IdleRun::pages).sum()
     }
 
     /// Pages idle for at least `min_age` passes.
@@ -215,7 +216,7 @@ impl<'a> WorkingSet<'a> {
         self.runs()
             .iter()
             .filter(|r| r.age >= min_age)
-            .map(|r| r.pages)
+            .map(IdleRun::pages)
             .sum()
     }
 
@@ -226,7 +227,7 @@ impl<'a> WorkingSet<'a> {
         self.runs()
             .iter()
             .filter(move |r| r.age >= min_age)
-            .map(move |r| PageRange::new(VirtAddr(r.first << size.shift()), r.pages, size))
+            .map(move |r| PageRange::new(VirtAddr(r.first << size.shift()), r.pages(), size))
     }
 
     /// The working set as bins of idle age: `out[k]` counts the pages idle for at least
@@ -248,7 +249,7 @@ impl<'a> WorkingSet<'a> {
         out.fill(0);
         for run in self.runs() {
             let bin = edges.partition_point(|&edge| edge <= run.age);
-            out[bin] += run.pages;
+            out[bin] += run.pages();
         }
         Ok(())
     }
@@ -262,6 +263,7 @@ impl<'a> WorkingSet<'a> {
             ws: self,
             cursor: 0,
             out: 0,
+            open: None,
             next: 0,
             size,
             stats: PassStats::default(),
@@ -277,8 +279,10 @@ pub struct Pass<'w, 'a> {
     ws: &'w mut WorkingSet<'a>,
     /// The first kept run that may overlap the next batch.
     cursor: usize,
-    /// Runs built so far.
+    /// Runs built so far, not counting the open one.
     out: usize,
+    /// The last run, which the next batch may extend.
+    open: Option<IdleRun>,
     /// The page number the next batch may start at.
     next: u64,
     size: Option<PageSize>,
@@ -296,6 +300,7 @@ impl Pass<'_, '_> {
     /// [`WorkingSetError::MixedPageSizes`] or [`WorkingSetError::Capacity`]; the pass is
     /// spoiled then (every later call and [`finish`](Self::finish) return the first error,
     /// and the estimate stays as it was).
+    #[inline]
     pub fn observe(&mut self, range: PageRange, young: bool) -> Result<(), WorkingSetError> {
         if let Some(e) = self.error {
             return Err(e);
@@ -307,6 +312,7 @@ impl Pass<'_, '_> {
         result
     }
 
+    #[inline]
     fn merge(&mut self, range: PageRange, young: bool) -> Result<(), WorkingSetError> {
         let size = *self.size.get_or_insert(range.size);
         if size != range.size {
@@ -315,12 +321,10 @@ impl Pass<'_, '_> {
                 found: range.size,
             });
         }
-        let bad = WorkingSetError::BadRange { start: range.start };
-        if range.pages == 0
-            || range.end().is_none()
-            || !range.start.0.is_multiple_of(size.bytes() as u64)
-        {
-            return Err(bad);
+        let page_mask = (size.bytes() as u64) - 1;
+        let pages = u32::try_from(range.pages).unwrap_or(0);
+        if pages == 0 || range.end().is_none() || range.start.0 & page_mask != 0 {
+            return Err(WorkingSetError::BadRange { start: range.start });
         }
         let first = range.start.0 >> size.shift();
         let end = first + range.pages;
@@ -337,28 +341,37 @@ impl Pass<'_, '_> {
         while kept.get(self.cursor).is_some_and(|r| r.end() <= first) {
             self.cursor += 1;
         }
-        let youngest = kept[self.cursor..]
-            .iter()
-            .take_while(|r| r.first < end)
-            .map(|r| r.age)
-            .min();
+        // The youngest kept page the batch covers: usually the batch lies in one run.
+        let youngest = match kept.get(self.cursor) {
+            Some(r) if r.first < end && r.end() >= end => Some(r.age),
+            _ => kept[self.cursor..]
+                .iter()
+                .take_while(|r| r.first < end)
+                .map(|r| r.age)
+                .min(),
+        };
         let age = if young {
             0
         } else {
             youngest.map_or(1, |a| a.saturating_add(1))
         };
-        match self.out.checked_sub(1).map(|last| &mut built[last]) {
-            Some(last) if last.end() == first && last.age == age => last.pages += range.pages,
-            _ => {
-                let slot = built
-                    .get_mut(self.out)
-                    .ok_or(WorkingSetError::Capacity { capacity: cap })?;
-                *slot = IdleRun {
-                    first,
-                    pages: range.pages,
-                    age,
-                };
-                self.out += 1;
+        // The last run stays open (in registers, not storage) while batches extend it.
+        match &mut self.open {
+            Some(open)
+                if open.end() == first
+                    && open.age == age
+                    && open.pages.checked_add(pages).is_some() =>
+            {
+                open.pages += pages;
+            }
+            open => {
+                if let Some(done) = open.replace(IdleRun { first, pages, age }) {
+                    let slot = built
+                        .get_mut(self.out)
+                        .ok_or(WorkingSetError::Capacity { capacity: cap })?;
+                    *slot = done;
+                    self.out += 1;
+                }
             }
         }
         self.next = end;
@@ -374,9 +387,21 @@ impl Pass<'_, '_> {
     ///
     /// # Errors
     /// The first error [`observe`](Self::observe) returned; the estimate is unchanged then.
-    pub fn finish(self) -> Result<PassStats, WorkingSetError> {
+    pub fn finish(mut self) -> Result<PassStats, WorkingSetError> {
         if let Some(e) = self.error {
             return Err(e);
+        }
+        if let Some(last) = self.open.take() {
+            let capacity = self.ws.capacity();
+            let base = if self.ws.high { 0 } else { capacity };
+            let slot = self
+                .ws
+                .storage
+                .get_mut(base + self.out)
+                .filter(|_| self.out < capacity)
+                .ok_or(WorkingSetError::Capacity { capacity })?;
+            *slot = last;
+            self.out += 1;
         }
         let ws = self.ws;
         ws.high = !ws.high;
