@@ -1,7 +1,9 @@
 //! Entry points and the exception vector table, in assembly: the boot core's `_start`, the
 //! second core's PSCI entry, and the EL1 synchronous-exception path that lets Rust handle
 //! access-flag and permission faults (software access/dirty management on CPUs without
-//! FEAT_HAFDBS) and return to the faulting instruction.
+//! FEAT_HAFDBS) and return to the faulting instruction. Entered at EL2 (QEMU's
+//! `virtualization=on`), both cores switch to the EL2&0 regime first (`el2_host_mode`) and
+//! the hypervisor (`super::hyp`) installs its own vectors.
 
 core::arch::global_asm!(
     r#"
@@ -13,6 +15,7 @@ _start:
     cbnz    x1, 9f
     ldr     x1, =__stack0_top
     mov     sp, x1
+    bl      el2_host_mode
     mov     x1, #(3 << 20)          // CPACR_EL1.FPEN: Rust code uses FP/SIMD registers
     msr     cpacr_el1, x1
     isb
@@ -35,6 +38,7 @@ _start:
 secondary_entry:
     ldr     x1, [x0, #0]            // stack top
     mov     sp, x1
+    bl      el2_host_mode
     mov     x1, #(3 << 20)
     msr     cpacr_el1, x1
     ldr     x1, =vectors
@@ -46,15 +50,42 @@ secondary_entry:
     ldr     x1, [x0, #24]
     msr     ttbr0_el1, x1
     isb
-    tlbi    vmalle1
-    dsb     nsh
-    isb
+    bl      flush_local_tlb
     ldr     x1, [x0, #32]
     msr     sctlr_el1, x1
     isb
     bl      secondary_main
 3:  wfe
     b       3b
+
+// Entered at EL2 (`-M virt,virtualization=on`): run the kernel in the EL2&0 regime of the
+// virtualization host extensions (HCR_EL2.E2H, with RW for an AArch64 EL1), so that the
+// *_EL1 register names used below reach the EL2 registers and the kernel's EL1 code runs
+// unchanged; TGE stays clear, so EL1 is the guest's. At EL1: nothing. Clobbers x1.
+el2_host_mode:
+    mrs     x1, currentel
+    cmp     x1, #(2 << 2)
+    b.ne    1f
+    mov     x1, #(1 << 31)          // HCR_EL2.RW
+    orr     x1, x1, #(1 << 34)      // HCR_EL2.E2H
+    msr     hcr_el2, x1
+    isb
+1:  ret
+
+// Drops this core's translations of the regime it runs in: EL1&0 (`tlbi vmalle1`), or at
+// EL2 the EL2&0 one (`tlbi alle2`; with TGE clear, `vmalle1` would name the guest's).
+// Clobbers x1.
+.global flush_local_tlb
+flush_local_tlb:
+    mrs     x1, currentel
+    cmp     x1, #(2 << 2)
+    b.eq    1f
+    tlbi    vmalle1
+    b       2f
+1:  tlbi    alle2
+2:  dsb     nsh
+    isb
+    ret
 
 .section .text.vectors, "ax"
 .balign 2048

@@ -280,15 +280,15 @@ pub unsafe fn enable(regs: &SecondaryBoot) {
             "msr tcr_el1, {tcr}",
             "msr ttbr0_el1, {ttbr0}",
             "isb",
-            "tlbi vmalle1",
-            "dsb nsh",
-            "isb",
+            "bl flush_local_tlb",
             "msr sctlr_el1, {sctlr}",
             "isb",
             mair = in(reg) regs.mair,
             tcr = in(reg) regs.tcr,
             ttbr0 = in(reg) regs.ttbr0,
             sctlr = in(reg) regs.sctlr,
+            out("x1") _,
+            out("x30") _,
             options(nostack),
         );
     }
@@ -309,10 +309,10 @@ pub unsafe fn switch(ttbr0: u64) {
             "dsb ish",
             "msr ttbr0_el1, {}",
             "isb",
-            "tlbi vmalle1",
-            "dsb nsh",
-            "isb",
+            "bl flush_local_tlb",
             in(reg) ttbr0,
+            out("x1") _,
+            out("x30") _,
             options(nostack),
         );
     }

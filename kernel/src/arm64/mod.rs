@@ -1,11 +1,13 @@
 //! The arm64 platform: booted by `qemu-system-aarch64 -M virt -cpu max -m 128M -semihosting
-//! -kernel unikernel` at EL1; the PL011 UART and semihosting's exit; identity maps built with
+//! -kernel unikernel` at EL1 (with `virtualization=on` at EL2, where it runs as a hypervisor
+//! instead: `hyp`); the PL011 UART and semihosting's exit; identity maps built with
 //! aarch64-paging (the kernel's from zone frames through buddy-sim's `ZoneTables`); the EL1
 //! fault handler that manages access and dirty state in software on CPUs without
 //! FEAT_HAFDBS; PSCI `CPU_ON` for the second core. The steps themselves are `crate::steps`.
 
 mod boot;
 pub mod console;
+mod hyp;
 mod mmu;
 
 use core::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -195,6 +197,12 @@ extern "C" fn kmain() -> ! {
     let start_pfn = image_end.div_ceil(PAGE);
     let span = FrameRange::new(Pfn(RAM_START / PAGE), RAM_SIZE / PAGE);
     let usable = [FrameRange::new(Pfn(start_pfn), end_pfn - start_pfn)];
+    if current_el() == 2 {
+        // The hypervisor: on the boot map, the known-zero pool left to the second CPU.
+        let (zone, whole) = steps::make_zone_with_pool::<Machine>(span, &usable, 0);
+        let mut machine = Machine { regs: boot_regs };
+        hyp::run(&mut machine, zone, whole);
+    }
     let (zone, whole) = steps::make_zone::<Machine>(span, &usable);
     let mut k = Kernel::<Machine>::new(zone);
 
@@ -272,23 +280,34 @@ static mut SECONDARY: mmu::SecondaryBoot = mmu::SecondaryBoot {
     sctlr: 0,
 };
 
-/// PSCI `CPU_ON` through `hvc` (the virt machine's conduit at EL1): returns PSCI's result.
+/// PSCI `CPU_ON` (the virt machine's conduit: `hvc` at EL1, `smc` at EL2): returns PSCI's
+/// result.
 ///
 /// # Safety
 /// `entry` is code of the image that a core may start at EL1 with its MMU off and
 /// `context` in x0 (the boot stub), and `context` is what that code expects there.
 unsafe fn cpu_on(mpidr: u64, entry: u64, context: u64) -> i64 {
     let mut x0: u64 = 0xC400_0003;
-    // SAFETY: a PSCI call; QEMU's firmware interface starts the core at `entry` at EL1.
+    // SAFETY: a PSCI call; QEMU's firmware interface starts the core at `entry` at the
+    // caller's exception level. Its conduit is `hvc` for a kernel at EL1 and `smc` at EL2
+    // (`virtualization=on`, where `hvc` is the hypervisor's own).
     unsafe {
-        core::arch::asm!("hvc #0", inout("x0") x0, in("x1") mpidr, in("x2") entry, in("x3") context,
-            options(nostack));
+        if current_el() == 2 {
+            core::arch::asm!("smc #0", inout("x0") x0, in("x1") mpidr, in("x2") entry, in("x3") context,
+                options(nostack));
+        } else {
+            core::arch::asm!("hvc #0", inout("x0") x0, in("x1") mpidr, in("x2") entry, in("x3") context,
+                options(nostack));
+        }
     }
     x0 as i64
 }
 
 #[unsafe(no_mangle)]
 extern "C" fn secondary_main() -> ! {
+    if current_el() == 2 {
+        hyp::secondary();
+    }
     // Off the kernel's map before core 0 frees its tables.
     let leave_map = || {
         // SAFETY: the boot map is live for the whole run and maps the image and the stacks

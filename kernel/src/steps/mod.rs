@@ -23,7 +23,11 @@ pub use data::data_table;
 pub use data::{locate, set_data_table};
 pub use platform::Platform;
 pub use smp::secondary;
-pub use zone::{KernelZone, alloc_zeroed, clearer, make_zone, zero_in_background, zone};
+#[cfg(target_arch = "aarch64")]
+pub use zone::make_zone_with_pool;
+pub use zone::{
+    KernelZone, alloc_zeroed, check_whole, clearer, free_block, make_zone, zero_in_background, zone,
+};
 
 use data::*;
 use smp::*;
@@ -159,16 +163,7 @@ impl<P: Platform> Kernel<P> {
         self.zone
             .free_contig_range(0, Pfn(self.data_pfn), DATA_PAGES as u64)
             .unwrap_or_else(|e| fail::<P>(Step::Free, format_args!("{e}")));
-        self.zone.drain_all();
-        // Blocks known zero and others stay apart: merge them, and the free blocks are the
-        // zone's first ones again.
-        self.zone.merge_free_blocks();
-        if let Err(c) = self.zone.check() {
-            fail::<P>(Step::Free, format_args!("zone corrupt: {c:?}"));
-        }
-        if self.zone.buddy_blocks_per_order() != whole || self.zone.leaked_pages() != 0 {
-            fail::<P>(Step::Free, format_args!("the zone is not whole again"));
-        }
+        check_whole::<P>(self.zone, whole);
         println!(
             "buddy-sim: free_contig_range gave the {DATA_PAGES}-page run back, the page tables their {tables} table pages; zone whole"
         );

@@ -1,14 +1,14 @@
 //! What the steps need from an architecture and its machine: [`Platform`].
 
-use pte_batch::{PteFormat, TlbFlush};
+use pte_batch::{PteFormat, Stage1, TlbFlush};
 
 /// What the shared steps need from an architecture and its machine: the MMU's entry format,
 /// the TLB flush, barriers, the second CPU, a clock and the exit (the console is the crate's
 /// `println!`; each platform builds its own page tables and hands the data region's
 /// last-level tables over with [`set_data_table`](super::set_data_table)).
 pub trait Platform {
-    /// The MMU's last-level entry format.
-    type Format: PteFormat;
+    /// The MMU's last-level entry format (the kernel's own tables: stage 1).
+    type Format: PteFormat<Stage = Stage1>;
     /// The format's value (its granule).
     const FORMAT: Self::Format;
     /// Memory attributes of a data page, for `Prot::attrs` (normal write-back memory).

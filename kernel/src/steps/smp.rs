@@ -4,7 +4,6 @@
 use super::*;
 use core::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 
-use buddy_sim::{Order, Pfn};
 use pte_batch::PteFormat;
 use spin::Mutex;
 
@@ -113,9 +112,7 @@ pub(super) fn free_mail<P: Platform>(zone: &KernelZone, cpu: usize) {
 }
 
 pub(super) fn free_block_of<P: Platform>(zone: &KernelZone, cpu: usize, pfn: u64, order: u8) {
-    let o = Order::new(order).unwrap_or_else(|e| fail::<P>(Step::Smp, format_args!("{e}")));
-    zone.free_pages(cpu, Pfn(pfn), o)
-        .unwrap_or_else(|e| fail::<P>(Step::Smp, format_args!("cpu {cpu}: free {pfn:#x}: {e}")));
+    free_block::<P>(zone, cpu, pfn, order, Step::Smp);
 }
 
 /// Both cores allocate and free at once (core 0 alone without a second core); at the end

@@ -29,11 +29,25 @@ pub type KernelZone = Zone<&'static [Frame], &'static [PerCpu]>;
 pub(super) static ZONE: Once<KernelZone> = Once::new();
 
 /// Builds the zone over `span` (all RAM, holes included) and adds `usable` ranges (the
-/// firmware's memory map past the image); returns it and its free blocks per order, the
-/// "whole" [`Kernel::finish`] compares with.
+/// firmware's memory map past the image), then fills the known-zero pool with
+/// [`BOOT_POOL`] frames; returns it and its free blocks per order, the "whole"
+/// [`Kernel::finish`] compares with.
 pub fn make_zone<P: Platform>(
     span: FrameRange,
     usable: &[FrameRange],
+) -> (
+    &'static KernelZone,
+    [u32; buddy_sim::MAX_SUPPORTED_ORDER as usize + 1],
+) {
+    make_zone_with_pool::<P>(span, usable, BOOT_POOL)
+}
+
+/// [`make_zone`] with `pool` frames zeroed into the known-zero pool by the boot CPU (0: the
+/// pool starts empty).
+pub fn make_zone_with_pool<P: Platform>(
+    span: FrameRange,
+    usable: &[FrameRange],
+    pool: u64,
 ) -> (
     &'static KernelZone,
     [u32; buddy_sim::MAX_SUPPORTED_ORDER as usize + 1],
@@ -67,7 +81,7 @@ pub fn make_zone<P: Platform>(
     );
     // The boot CPU, idle until the steps start, fills the zeroed pool: the page tables and
     // the data region are zeroed allocations that find it full.
-    let pooled = zero_in_background::<P>(zone, BOOT_POOL, &clearer());
+    let pooled = zero_in_background::<P>(zone, pool, &clearer());
     println!(
         "buddy-sim: zero_some put {pooled} frames in the zeroed pool before the steps ({} known zero)",
         zone.zeroed_pages()
@@ -120,6 +134,32 @@ pub fn alloc_zeroed<P: Platform>(
         }
     }
     pfn
+}
+
+/// Gives block `pfn` of `order` back on `cpu`; a refusal fails `step`.
+pub fn free_block<P: Platform>(zone: &KernelZone, cpu: usize, pfn: u64, order: u8, step: Step) {
+    let o = Order::new(order).unwrap_or_else(|e| fail::<P>(step, format_args!("{e}")));
+    zone.free_pages(cpu, Pfn(pfn), o)
+        .unwrap_or_else(|e| fail::<P>(step, format_args!("cpu {cpu}: free {pfn:#x}: {e}")));
+}
+
+/// Checks the zone is whole again, every frame given back: drains the per-CPU lists, merges
+/// known-zero and other free blocks, and compares the free blocks per order with `whole`
+/// ([`make_zone`]'s); a difference fails [`Step::Free`].
+pub fn check_whole<P: Platform>(
+    zone: &KernelZone,
+    whole: [u32; buddy_sim::MAX_SUPPORTED_ORDER as usize + 1],
+) {
+    zone.drain_all();
+    // Blocks known zero and others stay apart: merge them, and the free blocks are the
+    // zone's first ones again.
+    zone.merge_free_blocks();
+    if let Err(c) = zone.check() {
+        fail::<P>(Step::Free, format_args!("zone corrupt: {c:?}"));
+    }
+    if zone.buddy_blocks_per_order() != whole || zone.leaked_pages() != 0 {
+        fail::<P>(Step::Free, format_args!("the zone is not whole again"));
+    }
 }
 
 /// Background zeroing on `cpu`'s behalf until `frames` more frames are known zero or none
