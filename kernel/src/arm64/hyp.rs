@@ -31,21 +31,17 @@ use core::cell::UnsafeCell;
 use core::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 use arch_arm64::stage2 as s2;
-use buddy_sim::Pfn;
+use buddy_sim::{FrameClearer, OffsetMap, Pfn};
 use pte_batch::format::Arm64Stage2;
-use pte_batch::mm_types::{FrameRange, PageRange, VirtAddr};
-use pte_batch::{
-    FpbFlags, IdleRun, Prot, PteFormat, PteTable, Stage2, TlbFlush, WorkingSet, YoungOp,
-    age_batches,
-};
+use pte_batch::mm_types::{PageRange, VirtAddr};
+use pte_batch::{Prot, PteTable, Stage2, TlbFlush, WorkingSet};
 
 use super::Machine;
-use crate::steps::{self, KernelZone, PAGE, Platform, Step, fail};
+use crate::steps::{
+    self, GUEST_PAGES, GUEST_RAM, Guest, GuestExit, GuestRam, KernelZone, PAGE, Platform, Step,
+    Touch, fail,
+};
 
-/// Guest-physical base of the guest's RAM: the third GiB of the IPA space.
-pub const GUEST_RAM: u64 = 0x8000_0000;
-/// Pages of guest RAM: one level-3 table.
-const GUEST_PAGES: usize = 512;
 /// The guest's VMID.
 const VMID: u64 = 1;
 
@@ -253,7 +249,7 @@ impl Stage2Tables {
 
     /// Builds the tables (every frame a zeroed allocation) and maps the guest's code page
     /// at its own address, read and execute only.
-    fn build(zone: &KernelZone, clearer: &buddy_sim::FrameClearer<buddy_sim::OffsetMap>) -> Self {
+    fn build(zone: &KernelZone, clearer: &FrameClearer<OffsetMap>) -> Self {
         let frames =
             core::array::from_fn(|_| steps::alloc_zeroed::<Machine>(zone, 0, 0, clearer).0);
         let t = Self { frames };
@@ -366,178 +362,39 @@ pub fn secondary() -> ! {
     }
 }
 
-/// What the guest's memory looks like to the checks: which pages are mapped and written.
-struct GuestPages {
-    mapped: [bool; GUEST_PAGES],
-    written: [bool; GUEST_PAGES],
-    faults: u64,
-}
+/// The guest as the shared steps drive it: the vCPU and the world switch.
+struct El1Guest;
 
-/// One command for the guest: pages `first..` every `stride`, `count` of them, written or
-/// read.
-#[derive(Clone, Copy)]
-struct Touch {
-    first: usize,
-    count: usize,
-    stride: usize,
-    write: bool,
-}
-
-impl Touch {
-    const fn new(first: usize, count: usize, stride: usize, write: bool) -> Self {
-        Self {
-            first,
-            count,
-            stride,
-            write,
+impl Guest for El1Guest {
+    fn enter(&mut self, command: Option<Touch>) -> GuestExit {
+        // SAFETY: only the boot core uses the vCPU, and not while the guest runs.
+        let vcpu = unsafe { &mut *VCPU.0.get() };
+        if let Some(t) = command {
+            vcpu.regs[0] = t.first_ipa();
+            vcpu.regs[1] = t.count as u64;
+            vcpu.regs[2] = t.stride_bytes();
+            vcpu.regs[3] = u64::from(t.write);
         }
-    }
-
-    fn pages(self) -> impl Iterator<Item = usize> {
-        (0..self.count).map(move |k| self.first + k * self.stride)
-    }
-}
-
-/// The phases: a working set that moves, grows, shrinks and mixes reads and writes.
-const PHASES: [&[Touch]; 4] = [
-    &[Touch::new(0, 96, 1, true)],
-    &[Touch::new(0, 32, 2, false), Touch::new(96, 64, 1, true)],
-    &[
-        Touch::new(16, 16, 1, true),
-        Touch::new(120, 20, 3, false),
-        Touch::new(300, 8, 1, false),
-    ],
-    &[Touch::new(100, 4, 1, false)],
-];
-
-/// Runs one command in the guest, mapping a zeroed frame at each stage-2 translation fault.
-fn run_touch(
-    t: Touch,
-    ram: &PteTable<'_, Arm64Stage2>,
-    pages: &mut GuestPages,
-    zone: &KernelZone,
-    clearer: &buddy_sim::FrameClearer<buddy_sim::OffsetMap>,
-) {
-    // SAFETY: only the boot core uses the vCPU, and not while the guest runs.
-    let vcpu = unsafe { &mut *VCPU.0.get() };
-    vcpu.regs[0] = GUEST_RAM + t.first as u64 * PAGE;
-    vcpu.regs[1] = t.count as u64;
-    vcpu.regs[2] = t.stride as u64 * PAGE;
-    vcpu.regs[3] = u64::from(t.write);
-    let rw = Prot {
-        write: true,
-        attrs: S2_ATTRS,
-        ..Prot::default()
-    };
-    loop {
         // SAFETY: stage 2 and the guest's registers are set up (`run`); the guest runs with
         // every interrupt masked and leaves only through the vectors' guest exit.
         let esr = unsafe { __guest_enter(vcpu) };
         let (ec, iss) = (esr >> 26, esr & 0x1ff_ffff);
         match ec {
-            // HVC: the command is done, or the guest saw old data.
-            0x16 if iss & 0xffff == 0 => break,
-            0x16 => fail::<Machine>(
-                Step::Zeroing,
-                format_args!("guest: page at IPA {:#x} held old data", vcpu.regs[0]),
-            ),
-            // A data abort from the guest at stage 2: a translation fault maps a page.
+            // HVC #0: the command is done; HVC #1: the guest saw old data.
+            0x16 if iss & 0xffff == 0 => GuestExit::Done,
+            0x16 => GuestExit::OldData(vcpu.regs[0]),
+            // A data abort from the guest, a stage-2 translation fault at any level.
             0x24 if (iss & 0x3c) == 0x04 => {
                 let hpfar: u64;
                 // SAFETY: HPFAR_EL2 holds the faulting IPA of this stage-2 fault.
                 unsafe {
-                    core::arch::asm!("mrs {}, hpfar_el2", out(reg) hpfar, options(nomem, nostack))
-                };
-                let ipa = ((hpfar >> 4) & ((1 << 40) - 1)) << 12;
-                let index = ipa.wrapping_sub(GUEST_RAM) / PAGE;
-                if index >= GUEST_PAGES as u64 {
-                    fail::<Machine>(
-                        Step::Mapping,
-                        format_args!("guest: fault at IPA {ipa:#x} outside its RAM"),
-                    );
+                    core::arch::asm!("mrs {}, hpfar_el2", out(reg) hpfar, options(nomem, nostack));
                 }
-                let frame = steps::alloc_zeroed::<Machine>(zone, 0, 0, clearer);
-                ram.set_ptes(index as usize, frame, 1, rw)
-                    .unwrap_or_else(|e| {
-                        fail::<Machine>(Step::Mapping, format_args!("guest page {index}: {e}"))
-                    });
-                // Invalid to valid needs no invalidation, only the walker seeing the entry.
-                super::mmu::publish_tables();
-                pages.mapped[index as usize] = true;
-                pages.faults += 1;
+                GuestExit::Fault(((hpfar >> 4) & ((1 << 40) - 1)) << 12)
             }
-            _ => fail::<Machine>(
-                Step::Exception,
-                format_args!("guest exit ESR {esr:#x} at ELR {:#x}", vcpu.elr),
-            ),
+            _ => GuestExit::Other(esr, vcpu.elr),
         }
     }
-    for p in t.pages() {
-        pages.written[p] |= t.write;
-    }
-}
-
-/// One aging pass over the guest's RAM (KVM's clear_flush_young) into `ws`; returns the
-/// pages found young.
-fn age(ram: &PteTable<'_, Arm64Stage2>, ws: &mut WorkingSet<'_>, tlb: &mut S2Tlb) -> u64 {
-    let folio = |pfn: Pfn| Some(FrameRange::new(pfn, 1));
-    let mut pass = ws.pass();
-    age_batches(
-        ram,
-        0..GUEST_PAGES,
-        &folio,
-        FpbFlags::NONE,
-        YoungOp::ClearFlush,
-        tlb,
-        |r, y| {
-            let _ = pass.observe(r, y);
-        },
-    )
-    .unwrap_or_else(|e| fail::<Machine>(Step::Aging, format_args!("aging stage 2: {e}")));
-    pass.finish()
-        .unwrap_or_else(|e| fail::<Machine>(Step::Aging, format_args!("working set: {e}")))
-        .young_pages
-}
-
-/// Checks the estimate after a phase: idle for a pass exactly the mapped pages the phase did
-/// not touch; dirty exactly the pages ever written. Returns the idle count.
-fn check_phase(
-    phase: usize,
-    touched: &[bool; GUEST_PAGES],
-    pages: &GuestPages,
-    ram: &PteTable<'_, Arm64Stage2>,
-    ws: &WorkingSet<'_>,
-) -> u64 {
-    let mut idle = [false; GUEST_PAGES];
-    for r in ws.idle_ranges(1) {
-        let first = ((r.start.0 - GUEST_RAM) / PAGE) as usize;
-        idle[first..first + r.pages as usize].fill(true);
-    }
-    for p in 0..GUEST_PAGES {
-        let expect_idle = pages.mapped[p] && !touched[p];
-        if idle[p] != expect_idle {
-            fail::<Machine>(
-                Step::Aging,
-                format_args!(
-                    "phase {phase}: page {p} idle {} but touched {}",
-                    idle[p], touched[p]
-                ),
-            );
-        }
-        let dirty = ram
-            .get(p)
-            .is_ok_and(|e| FORMAT.is_present(e) && FORMAT.is_dirty(e));
-        if dirty != pages.written[p] {
-            fail::<Machine>(
-                Step::Aging,
-                format_args!(
-                    "phase {phase}: page {p} dirty {dirty}, written {}",
-                    pages.written[p]
-                ),
-            );
-        }
-    }
-    ws.idle_pages(1)
 }
 
 /// Runs the hypervisor: stage 2, the guest's phases with aging and checks, the negative
@@ -562,7 +419,7 @@ pub fn run(
         }
     );
     let tables = Stage2Tables::build(zone, &clearer);
-    let ram = tables.leaf(Stage2Tables::RAM_L3, GUEST_RAM);
+    let mut ram = GuestRam::new(tables.leaf(Stage2Tables::RAM_L3, GUEST_RAM), S2_ATTRS);
     // VTCR_EL2: T0SZ 32 (4 GiB of IPA), SL0 1 (walks from level 1), write-back inner
     // shareable walks, 4 KiB granule, 36-bit PA, HA and HD; bit 31 RES1.
     let vtcr: u64 =
@@ -593,52 +450,20 @@ pub fn run(
         tables.vttbr() & !(0xffff << 48)
     );
 
-    let mut storage = [IdleRun::EMPTY; 2 * GUEST_PAGES];
+    let mut storage = steps::working_set_storage();
     let mut ws = WorkingSet::new(&mut storage)
         .unwrap_or_else(|e| fail::<Machine>(Step::Aging, format_args!("{e}")));
-    let mut pages = GuestPages {
-        mapped: [false; GUEST_PAGES],
-        written: [false; GUEST_PAGES],
-        faults: 0,
-    };
     let mut tlb = S2Tlb {
         skip: false,
         flushes: 0,
     };
     let pool_before = zone.zeroed_pages();
-    for (phase, touches) in PHASES.iter().enumerate() {
-        let faults = pages.faults;
-        let mut touched = [false; GUEST_PAGES];
-        for &t in *touches {
-            run_touch(t, &ram, &mut pages, zone, &clearer);
-            t.pages().for_each(|p| touched[p] = true);
-        }
-        let young = age(&ram, &mut ws, &mut tlb);
-        let idle = check_phase(phase, &touched, &pages, &ram, &ws);
-        let mapped = pages.mapped.iter().filter(|&&m| m).count();
-        println!(
-            "guest phase {phase}: {} pages faulted in (zeroed frames), {mapped} mapped; aged: {young} young, idle set {idle} pages = exactly the pages the phase did not touch; dirty = written",
-            pages.faults - faults
-        );
-    }
-    negative_control(&ram, &mut pages, &mut ws, &mut tlb, zone, &clearer);
+    let publish = super::mmu::publish_tables;
+    ram.phases::<Machine>(&mut El1Guest, &mut ws, &mut tlb, zone, &clearer, publish);
+    negative_control(&mut ram, &mut ws, &mut tlb, zone, &clearer);
 
-    // Teardown: unmap every page (one invalidation), free the frames and the tables.
-    let frames: [Option<Pfn>; GUEST_PAGES] = core::array::from_fn(|p| {
-        ram.raw(p)
-            .ok()
-            .filter(|&e| FORMAT.is_present(e))
-            .map(|e| FORMAT.pfn(e))
-    });
-    let gone = ram
-        .unmap_ptes(0, GUEST_PAGES, &mut tlb)
-        .unwrap_or_else(|e| fail::<Machine>(Step::Free, format_args!("unmap: {e}")));
-    if !gone.dirty || gone.pages != pages.mapped.iter().filter(|&&m| m).count() {
-        fail::<Machine>(Step::Free, format_args!("unmap found {gone:?}"));
-    }
-    for pfn in frames.into_iter().flatten() {
-        steps::free_block::<Machine>(zone, 0, pfn.0, 0, Step::Free);
-    }
+    let faults = ram.faults;
+    ram.tear_down::<Machine>(&mut tlb, zone);
     tables.free(zone);
     // SAFETY: at EL2 with the guest's VMID current: its translations go with its tables.
     unsafe { arch_arm64::tlb::flush_vmid() };
@@ -649,9 +474,7 @@ pub fn run(
         }
     }
     println!(
-        "hypervisor: {} stage-2 faults served with zeroed frames ({} known zero in the pool before, second CPU zeroed {} in the background), {} stage-2 invalidations; torn down",
-        pages.faults,
-        pool_before,
+        "hypervisor: {faults} stage-2 faults served with zeroed frames ({pool_before} known zero in the pool before, second CPU zeroed {} in the background), {} stage-2 invalidations; torn down",
         HYP_ZEROED.load(Ordering::Relaxed),
         tlb.flushes
     );
@@ -666,44 +489,33 @@ pub fn run(
 /// next aging pass must find them idle (the MMU set no access flag). Then the same with the
 /// invalidation finds them young.
 fn negative_control(
-    ram: &PteTable<'_, Arm64Stage2>,
-    pages: &mut GuestPages,
+    ram: &mut GuestRam<'_, Arm64Stage2>,
     ws: &mut WorkingSet<'_>,
     tlb: &mut S2Tlb,
     zone: &KernelZone,
-    clearer: &buddy_sim::FrameClearer<buddy_sim::OffsetMap>,
+    clearer: &FrameClearer<OffsetMap>,
 ) {
     let reads = Touch::new(0, 8, 1, false);
-    let young_of = |ws: &WorkingSet<'_>| {
-        reads
-            .pages()
-            .filter(|&p| {
-                !ws.idle_ranges(1).any(|r| {
-                    let first = ((r.start.0 - GUEST_RAM) / PAGE) as usize;
-                    (first..first + r.pages as usize).contains(&p)
-                })
-            })
-            .count()
-    };
-    run_touch(reads, ram, pages, zone, clearer);
+    let publish = super::mmu::publish_tables;
+    ram.run::<Machine>(&mut El1Guest, reads, zone, clearer, publish);
     tlb.skip = true;
-    age(ram, ws, tlb);
+    ram.age::<Machine>(ws, tlb);
     tlb.skip = false;
-    run_touch(reads, ram, pages, zone, clearer);
-    age(ram, ws, tlb);
-    let stale = young_of(ws);
+    ram.run::<Machine>(&mut El1Guest, reads, zone, clearer, publish);
+    ram.age::<Machine>(ws, tlb);
+    let stale = GuestRam::<Arm64Stage2>::young_of(ws, reads);
     if stale != 0 {
         fail::<Machine>(
             Step::NegativeControl,
             format_args!("a skipped stage-2 invalidation went unnoticed: {stale} of 8 pages young"),
         );
     }
-    // The pass above flushed what it found young (nothing); drop the stale entries.
+    // The pass above flushed what it found young (nothing): drop the stale entries.
     // SAFETY: at EL2 with the guest's VMID current.
     unsafe { arch_arm64::tlb::flush_vmid() };
-    run_touch(reads, ram, pages, zone, clearer);
-    age(ram, ws, tlb);
-    let young = young_of(ws);
+    ram.run::<Machine>(&mut El1Guest, reads, zone, clearer, publish);
+    ram.age::<Machine>(ws, tlb);
+    let young = GuestRam::<Arm64Stage2>::young_of(ws, reads);
     if young != 8 {
         fail::<Machine>(
             Step::NegativeControl,

@@ -14,6 +14,7 @@
 
 mod aging;
 mod data;
+mod guest;
 mod platform;
 mod smp;
 mod zone;
@@ -25,6 +26,9 @@ pub use platform::Platform;
 pub use smp::secondary;
 #[cfg(target_arch = "aarch64")]
 pub use zone::make_zone_with_pool;
+pub use guest::{
+    GUEST_PAGES, GUEST_RAM, Guest, GuestExit, GuestRam, Touch, working_set_storage,
+};
 pub use zone::{
     KernelZone, alloc_zeroed, check_whole, clearer, free_block, make_zone, zero_in_background, zone,
 };
