@@ -174,7 +174,11 @@ impl<'t, F: PteFormat<Stage = Stage2>> GuestRam<'t, F> {
 
     /// One aging pass (KVM's clear_flush_young, invalidations through `tlb`) into `ws`;
     /// returns the pages found young.
-    pub fn age<P: Platform>(&self, ws: &mut WorkingSet<'_>, tlb: &mut impl TlbFlush<Stage2>) -> u64 {
+    pub fn age<P: Platform>(
+        &self,
+        ws: &mut WorkingSet<'_>,
+        tlb: &mut impl TlbFlush<Stage2>,
+    ) -> u64 {
         let folio = |pfn: Pfn| Some(FrameRange::new(pfn, 1));
         let mut pass = ws.pass();
         let walk = age_batches(
@@ -218,7 +222,10 @@ impl<'t, F: PteFormat<Stage = Stage2>> GuestRam<'t, F> {
             if dirty != self.written[p] {
                 fail::<P>(
                     Step::Aging,
-                    format_args!("phase {phase}: page {p} dirty {dirty}, written {}", self.written[p]),
+                    format_args!(
+                        "phase {phase}: page {p} dirty {dirty}, written {}",
+                        self.written[p]
+                    ),
                 );
             }
         }
@@ -252,7 +259,8 @@ impl<'t, F: PteFormat<Stage = Stage2>> GuestRam<'t, F> {
         }
     }
 
-    /// Of `t`'s pages, how many the last pass found young.
+    /// Of `t`'s pages, how many the last pass found young (for arm64's negative control).
+    #[cfg(target_arch = "aarch64")]
     pub fn young_of(ws: &WorkingSet<'_>, t: Touch) -> usize {
         t.pages().filter(|&p| !Self::idle(ws, p)).count()
     }

@@ -22,13 +22,11 @@ mod zone;
 #[cfg(target_arch = "aarch64")]
 pub use data::data_table;
 pub use data::{locate, set_data_table};
+pub use guest::{GUEST_PAGES, GUEST_RAM, Guest, GuestExit, GuestRam, Touch, working_set_storage};
 pub use platform::Platform;
 pub use smp::secondary;
 #[cfg(target_arch = "aarch64")]
 pub use zone::make_zone_with_pool;
-pub use guest::{
-    GUEST_PAGES, GUEST_RAM, Guest, GuestExit, GuestRam, Touch, working_set_storage,
-};
 pub use zone::{
     KernelZone, alloc_zeroed, check_whole, clearer, free_block, make_zone, zero_in_background, zone,
 };

@@ -11,6 +11,7 @@ mod measure;
 mod mmu;
 mod regs;
 mod smp;
+mod svm;
 
 use core::arch::asm;
 
@@ -326,6 +327,8 @@ extern "C" fn kmain(start_info: u32) -> ! {
             ),
         }
     }
+
+    svm::run(zone);
 
     k.unmap_data();
     // SAFETY: the boot map, live for the whole run, maps everything the code uses from here
