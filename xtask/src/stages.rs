@@ -582,7 +582,9 @@ fn npt_run(name: &str, out: &str) -> Result<&'static str, String> {
     } else if out.contains("npt: this CPU has no SVM with nested paging") {
         Ok("NPT and EPT: model and proptest only (no SVM with nested paging)")
     } else {
-        Err(format!("boot {name}: it passed but said nothing of nested paging"))
+        Err(format!(
+            "boot {name}: it passed but said nothing of nested paging"
+        ))
     }
 }
 
