@@ -1,16 +1,17 @@
-//! Arbitrary tables and operation sequences (map, unmap, write-protect, hardware accesses,
-//! batched young clears, aging walks) on two tables in lockstep: the batched paths on one,
-//! the per-entry reference on the other. After every operation both tables are identical and
-//! every contpte block is well formed.
+//! Arbitrary tables of every format (arm64 stage 1 and 2 in three granules, x86-64, EPT and
+//! NPT with three leaf sizes) and operation sequences (map, unmap, write-protect, hardware
+//! accesses, batched young clears, aging walks, KVM's aging operations) on two tables in
+//! lockstep: the batched paths on one, the per-entry reference on the other. After every
+//! operation both tables are identical and every contpte block is well formed.
 #![no_main]
 
 use arbitrary::Arbitrary;
 use libfuzzer_sys::fuzz_target;
-use pte_batch::format::Arm64;
+use pte_batch::format::{Arm64, Arm64Stage2, Ept, Npt};
 use pte_batch::mm_types::{FrameRange, Pfn, VirtAddr};
 use pte_batch::{
-    Access, AtomicU64, CountingFlush, FpbFlags, Prot, PteFormat, PteTable, X86_64, age_range,
-    folio_pte_batch, reference,
+    Access, AtomicU64, CountingFlush, FpbFlags, Prot, PteFormat, PteTable, X86_64, age_batches,
+    age_range, folio_pte_batch, reference,
 };
 
 #[derive(Arbitrary, Debug)]
@@ -49,6 +50,11 @@ enum YoungOp {
     Age {
         start: u16,
         flags: u8,
+    },
+    Kvm {
+        start: u16,
+        flags: u8,
+        op: u8,
     },
 }
 
@@ -117,8 +123,12 @@ fn run<F: PteFormat>(f: F, input: &Input) {
             } => {
                 let index = at(index);
                 let nr = 1 + usize::from(nr) % (len - index);
-                // Frames unique to this folio, block aligned like the address if `aligned`.
-                let pfn = Pfn(((n as u64 + 1) << 20) + index as u64 + u64::from(!aligned));
+                // Frames unique to this folio, block aligned like the address if `aligned`; a
+                // leaf larger than a frame maps `step` of them from a frame aligned to it.
+                let step = f.frames_per_entry();
+                let shift = if step > 1 { 10 } else { 20 };
+                let entry = ((n as u64 + 1) << shift) + index as u64 + u64::from(!aligned);
+                let pfn = Pfn(entry * step);
                 let bit = |k: u8| prot & (1 << k) != 0;
                 let prot = Prot {
                     write: bit(0),
@@ -131,7 +141,7 @@ fn run<F: PteFormat>(f: F, input: &Input) {
                 let ra = a.set_ptes(index, pfn, nr, prot);
                 assert_eq!(ra, b.set_ptes(index, pfn, nr, prot));
                 if ra.is_ok() {
-                    folios.push(FrameRange::new(pfn, nr as u64));
+                    folios.push(FrameRange::new(pfn, nr as u64 * step));
                 }
             }
             YoungOp::Unmap { index, nr } => {
@@ -167,7 +177,8 @@ fn run<F: PteFormat>(f: F, input: &Input) {
                 else {
                     continue;
                 };
-                let left = (folio.start.0 + folio.pages - f.pfn(pte).0) as usize;
+                let left =
+                    ((folio.start.0 + folio.pages - f.pfn(pte).0) / f.frames_per_entry()) as usize;
                 let max_nr = left.min(len - index);
                 let flags = flags_of(flags);
                 let batch = folio_pte_batch(&a, index, max_nr, flags).unwrap();
@@ -214,6 +225,48 @@ fn run<F: PteFormat>(f: F, input: &Input) {
                 assert_eq!(sa.young_folios, sb.young_folios);
                 assert!(sa.entry_updates <= sb.entry_updates);
             }
+            YoungOp::Kvm { start, flags, op } => {
+                let start = at(start);
+                let op = [
+                    pte_batch::YoungOp::Test,
+                    pte_batch::YoungOp::Clear,
+                    pte_batch::YoungOp::ClearFlush,
+                ][usize::from(op % 3)];
+                let lookup = |pfn| folios.iter().copied().find(|fo| fo.contains(pfn));
+                let (mut batches, mut entries) = (Vec::new(), Vec::new());
+                let before = snapshot(&a);
+                age_batches(
+                    &a,
+                    start..len,
+                    &lookup,
+                    flags_of(flags),
+                    op,
+                    &mut ta,
+                    |r, y| batches.push((r, y)),
+                )
+                .unwrap();
+                reference::age_batches(&b, start..len, &lookup, op, &mut tb, |r, y| {
+                    entries.push((r, y))
+                })
+                .unwrap();
+                // Each batch is young exactly when an entry in it was, and covers exactly
+                // the entries the per-entry walk reported.
+                let mut per_entry = entries.iter().peekable();
+                for (r, young) in batches {
+                    let end = r.end().unwrap();
+                    let (mut any, mut pages) = (false, 0);
+                    while let Some((e, y)) = per_entry.next_if(|(e, _)| e.start < end) {
+                        assert!(e.start >= r.start);
+                        any |= y;
+                        pages += e.pages;
+                    }
+                    assert_eq!((young, pages), (any, r.pages), "batch {r:?}");
+                }
+                assert!(per_entry.next().is_none());
+                if op == pte_batch::YoungOp::Test {
+                    assert_eq!(snapshot(&a), before, "a test wrote");
+                }
+            }
         }
         let differs = (0..len).find(|&i| a.raw(i) != b.raw(i));
         assert!(differs.is_none(), "after {op:?}: entry {differs:?} differs");
@@ -229,10 +282,19 @@ fn run<F: PteFormat>(f: F, input: &Input) {
 const BLOCK_CHECK_INTERVAL: usize = 8;
 
 fuzz_target!(|input: Input| {
-    match input.format % 4 {
+    match input.format % 13 {
         0 => run(Arm64::G4K, &input),
         1 => run(Arm64::G16K, &input),
         2 => run(Arm64::G64K, &input),
+        3 => run(Arm64Stage2::G4K, &input),
+        4 => run(Arm64Stage2::G16K, &input),
+        5 => run(Arm64Stage2::G64K, &input),
+        6 => run(Ept::L4K, &input),
+        7 => run(Ept::L2M, &input),
+        8 => run(Ept::L1G, &input),
+        9 => run(Npt::L4K, &input),
+        10 => run(Npt::L2M, &input),
+        11 => run(Npt::L1G, &input),
         _ => run(X86_64, &input),
     }
 });
