@@ -402,10 +402,11 @@ impl PteFormat for Arm64Stage2 {
     }
 }
 
-/// The `PteFormat` methods the x86-64 entry format shares at both stages (stage 1, and AMD
-/// NPT at stage 2): the bits and the MMU's updates are the same; the leaf size (`leaf_size`,
-/// an inherent method) fixes the frame field.
-macro_rules! x86_entry_methods {
+/// The `PteFormat` methods every x86 leaf format shares (x86-64 at stage 1, NPT and EPT at
+/// stage 2): 4 KiB frames, no contiguous hint, no flush for young clearing (x86 never asks
+/// for one, and KVM elides it at the second stage), and the frame field of the leaf size
+/// (`leaf_size`, an inherent method).
+macro_rules! x86_leaf_geometry {
     ($stage:ty) => {
         type Stage = $stage;
         fn page_size(self) -> PageSize {
@@ -420,6 +421,32 @@ macro_rules! x86_entry_methods {
         fn flushes_young(self) -> bool {
             false
         }
+        fn is_cont(self, _pte: u64) -> bool {
+            false
+        }
+        fn mkcont(self, pte: u64) -> u64 {
+            pte
+        }
+        fn mknoncont(self, pte: u64) -> u64 {
+            pte
+        }
+        fn pfn(self, pte: u64) -> Pfn {
+            x86::leaf_pfn(self.leaf_size(), pte)
+        }
+        fn with_pfn(self, pte: u64, pfn: Pfn) -> u64 {
+            x86::with_leaf_pfn(self.leaf_size(), pte, pfn)
+        }
+        fn max_pfn(self) -> Pfn {
+            Pfn(self.leaf_size().frame_mask() >> x86::PFN_SHIFT)
+        }
+    };
+}
+
+/// The `PteFormat` methods the x86-64 entry format shares at both stages (stage 1, and AMD
+/// NPT at stage 2): the geometry, the bits and the MMU's updates.
+macro_rules! x86_entry_methods {
+    ($stage:ty) => {
+        x86_leaf_geometry!($stage);
         fn is_present(self, pte: u64) -> bool {
             pte & x86::PRESENT != 0
         }
@@ -446,24 +473,6 @@ macro_rules! x86_entry_methods {
         }
         fn wrprotect(self, pte: u64) -> u64 {
             pte & !x86::WRITABLE
-        }
-        fn is_cont(self, _pte: u64) -> bool {
-            false
-        }
-        fn mkcont(self, pte: u64) -> u64 {
-            pte
-        }
-        fn mknoncont(self, pte: u64) -> u64 {
-            pte
-        }
-        fn pfn(self, pte: u64) -> Pfn {
-            x86::leaf_pfn(self.leaf_size(), pte)
-        }
-        fn with_pfn(self, pte: u64, pfn: Pfn) -> u64 {
-            x86::with_leaf_pfn(self.leaf_size(), pte, pfn)
-        }
-        fn max_pfn(self) -> Pfn {
-            Pfn(self.leaf_size().frame_mask() >> x86::PFN_SHIFT)
         }
         fn hardware_update(self, pte: u64, access: Access) -> Result<u64, Fault> {
             if pte & x86::PRESENT == 0 {
@@ -593,22 +602,14 @@ impl Ept {
     /// Bits `mk_pte` computes itself; `Prot::attrs` may not contain them (the memory type
     /// and the ignore-PAT bit are the caller's).
     const OWNED: u64 = ept::RWX_MASK | ept::HUGE | ept::ACCESSED | ept::DIRTY | ept::USER_EXEC;
+
+    const fn leaf_size(self) -> LeafSize {
+        self.leaf
+    }
 }
 
 impl PteFormat for Ept {
-    type Stage = Stage2;
-    fn page_size(self) -> PageSize {
-        x86::PAGE_SIZE
-    }
-    fn entry_shift(self) -> u32 {
-        self.leaf.shift()
-    }
-    fn cont_ptes(self) -> usize {
-        1
-    }
-    fn flushes_young(self) -> bool {
-        false
-    }
+    x86_leaf_geometry!(Stage2);
     fn is_present(self, pte: u64) -> bool {
         ept::is_present(pte)
     }
@@ -635,24 +636,6 @@ impl PteFormat for Ept {
     }
     fn wrprotect(self, pte: u64) -> u64 {
         pte & !ept::WRITE
-    }
-    fn is_cont(self, _pte: u64) -> bool {
-        false
-    }
-    fn mkcont(self, pte: u64) -> u64 {
-        pte
-    }
-    fn mknoncont(self, pte: u64) -> u64 {
-        pte
-    }
-    fn pfn(self, pte: u64) -> Pfn {
-        x86::leaf_pfn(self.leaf, pte)
-    }
-    fn with_pfn(self, pte: u64, pfn: Pfn) -> u64 {
-        x86::with_leaf_pfn(self.leaf, pte, pfn)
-    }
-    fn max_pfn(self) -> Pfn {
-        Pfn(self.leaf.frame_mask() >> x86::PFN_SHIFT)
     }
     fn mk_pte(self, pfn: Pfn, prot: Prot) -> Option<u64> {
         if !leaf_fits(pfn, self.leaf.frames(), self.max_pfn())

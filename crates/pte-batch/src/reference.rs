@@ -141,23 +141,16 @@ pub fn age_range<F: PteFormat, E: Entry>(
     tlb: &mut impl TlbFlush<F::Stage>,
     on_folio: impl FnMut(FrameRange, bool),
 ) -> Result<AgingStats, PteError> {
-    let range = table.check_span(range)?;
-    let f = table.format();
     let mut tally = Tally::new(on_folio);
-    for i in range.clone() {
-        let pte = table.get(i)?;
-        if !f.is_present(pte) {
-            continue;
-        }
-        let Some((folio, _)) = folio_at(f, pte, i, range.end, folios)? else {
-            continue;
-        };
-        let (token, updates) = clear_flush_young_one(table, i)?;
-        tally.stats.batches += 1;
-        tally.stats.entry_updates += updates as u64;
-        let young = tally.flush(token, tlb);
-        tally.record(folio, 1, young);
-    }
+    walk(
+        table,
+        range,
+        folios,
+        YoungOp::ClearFlush,
+        tlb,
+        &mut tally,
+        |_, _| {},
+    )?;
     Ok(tally.finish())
 }
 
@@ -172,11 +165,26 @@ pub fn age_batches<F: PteFormat, E: Entry>(
     folios: &impl Folios,
     op: YoungOp,
     tlb: &mut impl TlbFlush<F::Stage>,
-    mut on_batch: impl FnMut(PageRange, bool),
+    on_batch: impl FnMut(PageRange, bool),
 ) -> Result<AgingStats, PteError> {
+    let mut tally = Tally::new(|_, _| {});
+    walk(table, range, folios, op, tlb, &mut tally, on_batch)?;
+    Ok(tally.finish())
+}
+
+/// The per-entry walk both entry points share: `op` on each present entry that maps a folio,
+/// counted into `tally`, its pages reported to `on_entry`.
+fn walk<F: PteFormat, E: Entry, V: FnMut(FrameRange, bool)>(
+    table: &PteTable<'_, F, E>,
+    range: Range<usize>,
+    folios: &impl Folios,
+    op: YoungOp,
+    tlb: &mut impl TlbFlush<F::Stage>,
+    tally: &mut Tally<V>,
+    mut on_entry: impl FnMut(PageRange, bool),
+) -> Result<(), PteError> {
     let range = table.check_span(range)?;
     let f = table.format();
-    let mut tally = Tally::new(|_, _| {});
     for i in range.clone() {
         let pte = table.get(i)?;
         if !f.is_present(pte) {
@@ -196,7 +204,7 @@ pub fn age_batches<F: PteFormat, E: Entry>(
         };
         tally.stats.batches += 1;
         tally.record(folio, 1, young);
-        on_batch(table.flush_range_of(i..i + 1), young);
+        on_entry(table.flush_range_of(i..i + 1), young);
     }
-    Ok(tally.finish())
+    Ok(())
 }

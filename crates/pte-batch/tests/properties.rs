@@ -5,26 +5,14 @@
 
 mod common;
 
-use common::{lookup, snapshot, storage, table, tlb};
+use common::{config, lookup, snapshot, storage, table, tlb};
 use proptest::prelude::*;
 use pte_batch::format::{Arm64, Arm64Stage2, Ept, Npt};
 use pte_batch::mm_types::{FrameRange, Pfn};
 use pte_batch::{
-    Access, FpbFlags, Prot, PteFormat, PteTable, X86_64, YoungOp, age_batches, age_range,
-    folio_pte_batch, reference,
+    Access, AtomicU64, FpbFlags, Prot, PteFormat, PteTable, X86_64, YoungOp, age_batches,
+    age_range, folio_pte_batch, reference,
 };
-
-fn config() -> ProptestConfig {
-    if cfg!(miri) {
-        ProptestConfig {
-            cases: 4,
-            failure_persistence: None,
-            ..ProptestConfig::default()
-        }
-    } else {
-        ProptestConfig::default()
-    }
-}
 
 /// One folio of the layout: a gap before it, its size, whether its frames are block aligned
 /// like its addresses, and its protection.
@@ -129,6 +117,15 @@ fn build<F: PteFormat>(t: &PteTable<'_, F>, spec: &Spec) -> Vec<FrameRange> {
     folios
 }
 
+/// Two copies of the table `spec` describes (storage for each) and its folios.
+fn twins<F: PteFormat>(f: F, spec: &Spec) -> (Vec<AtomicU64>, Vec<AtomicU64>, Vec<FrameRange>) {
+    let len = len_of(f, spec.blocks);
+    let (sa, sb) = (storage(len), storage(len));
+    let folios = build(&table(f, &sa), spec);
+    build(&table(f, &sb), spec);
+    (sa, sb, folios)
+}
+
 /// Present entries from a folio, for picking batches.
 fn batch_starts<F: PteFormat>(t: &PteTable<'_, F>, folios: &[FrameRange]) -> Vec<(usize, usize)> {
     let f = t.format();
@@ -160,11 +157,9 @@ fn flags_of(bits: u8) -> FpbFlags {
 /// The batch property: pick a batch as a caller would (folio_pte_batch from a present entry,
 /// then any prefix), clear it batched on one copy and per entry on another.
 fn check_batch<F: PteFormat>(f: F, spec: &Spec, pick: usize, prefix: usize, flags: u8) {
-    let len = len_of(f, spec.blocks);
-    let (sa, sb) = (storage(len), storage(len));
+    let (sa, sb, folios) = twins(f, spec);
     let (a, b) = (table(f, &sa), table(f, &sb));
-    let folios = build(&a, spec);
-    build(&b, spec);
+    let len = a.len();
     let before = snapshot(&a);
     assert_eq!(before, snapshot(&b));
     let starts = batch_starts(&a, &folios);
@@ -234,11 +229,9 @@ fn check_batch<F: PteFormat>(f: F, spec: &Spec, pick: usize, prefix: usize, flag
 /// The walk property: the batched aging walk and the per-entry one report the same folios as
 /// young, leave the same table, and the batched one never does more entry updates.
 fn check_walk<F: PteFormat>(f: F, spec: &Spec, from: usize, flags: u8) {
-    let len = len_of(f, spec.blocks);
-    let (sa, sb) = (storage(len), storage(len));
+    let (sa, sb, folios) = twins(f, spec);
     let (a, b) = (table(f, &sa), table(f, &sb));
-    let folios = build(&a, spec);
-    build(&b, spec);
+    let len = a.len();
     let start = from % len;
     let (mut seen_a, mut seen_b) = (Vec::new(), Vec::new());
     let flags = flags_of(flags);
@@ -279,11 +272,9 @@ fn check_walk<F: PteFormat>(f: F, spec: &Spec, from: usize, flags: u8) {
 /// one of its entries was reported young, the tables end equal, and a test writes nothing.
 fn check_kvm<F: PteFormat>(f: F, spec: &Spec, from: usize, flags: u8, op: u8) {
     let op = [YoungOp::Test, YoungOp::Clear, YoungOp::ClearFlush][usize::from(op % 3)];
-    let len = len_of(f, spec.blocks);
-    let (sa, sb) = (storage(len), storage(len));
+    let (sa, sb, folios) = twins(f, spec);
     let (a, b) = (table(f, &sa), table(f, &sb));
-    let folios = build(&a, spec);
-    build(&b, spec);
+    let len = a.len();
     let before = snapshot(&a);
     let start = from % len;
     let (mut batches, mut entries) = (Vec::new(), Vec::new());

@@ -6,25 +6,13 @@ mod common;
 
 use std::collections::BTreeMap;
 
-use common::{BASE, lookup, map, storage, table};
+use common::{BASE, config, lookup, map, storage, table};
 use proptest::prelude::*;
 use pte_batch::mm_types::{FrameRange, PageRange, PageSize, VirtAddr};
 use pte_batch::{
     Access, Arm64Stage2, CountingFlush, Ept, FpbFlags, IdleRun, Prot, PteFormat, WorkingSet,
     WorkingSetError, YoungOp, age_batches,
 };
-
-fn config() -> ProptestConfig {
-    if cfg!(miri) {
-        ProptestConfig {
-            cases: 4,
-            failure_persistence: None,
-            ..ProptestConfig::default()
-        }
-    } else {
-        ProptestConfig::default()
-    }
-}
 
 /// One batch of a pass: a gap of unmapped pages before it, its pages, young.
 type Batch = (u64, u64, bool);

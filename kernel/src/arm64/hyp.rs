@@ -496,14 +496,23 @@ fn negative_control(
     clearer: &FrameClearer<OffsetMap>,
 ) {
     let reads = Touch::new(0, 8, 1, false);
-    let publish = super::mmu::publish_tables;
-    ram.run::<Machine>(&mut El1Guest, reads, zone, clearer, publish);
-    tlb.skip = true;
-    ram.age::<Machine>(ws, tlb);
-    tlb.skip = false;
-    ram.run::<Machine>(&mut El1Guest, reads, zone, clearer, publish);
-    ram.age::<Machine>(ws, tlb);
-    let stale = GuestRam::<Arm64Stage2>::young_of(ws, reads);
+    // The guest reads the pages, then a pass ages them (with or without the invalidation);
+    // returns how many of them the pass found young.
+    let mut read_and_age = |skip: bool| {
+        ram.run::<Machine>(
+            &mut El1Guest,
+            reads,
+            zone,
+            clearer,
+            super::mmu::publish_tables,
+        );
+        tlb.skip = skip;
+        ram.age::<Machine>(ws, tlb);
+        tlb.skip = false;
+        GuestRam::<Arm64Stage2>::young_of(ws, reads)
+    };
+    read_and_age(true);
+    let stale = read_and_age(false);
     if stale != 0 {
         fail::<Machine>(
             Step::NegativeControl,
@@ -513,9 +522,7 @@ fn negative_control(
     // The pass above flushed what it found young (nothing): drop the stale entries.
     // SAFETY: at EL2 with the guest's VMID current.
     unsafe { arch_arm64::tlb::flush_vmid() };
-    ram.run::<Machine>(&mut El1Guest, reads, zone, clearer, publish);
-    ram.age::<Machine>(ws, tlb);
-    let young = GuestRam::<Arm64Stage2>::young_of(ws, reads);
+    let young = read_and_age(false);
     if young != 8 {
         fail::<Machine>(
             Step::NegativeControl,

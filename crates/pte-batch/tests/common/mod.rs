@@ -2,6 +2,7 @@
 
 #![allow(dead_code)] // each test file uses a different part
 
+use proptest::test_runner::Config as ProptestConfig;
 use pte_batch::mm_types::{FrameRange, Pfn, VirtAddr};
 use pte_batch::{AtomicU64, CountingFlush, Prot, PteFormat, PteTable};
 
@@ -54,4 +55,17 @@ pub fn snapshot<F: PteFormat>(t: &PteTable<'_, F>) -> Vec<u64> {
 /// A flush counter.
 pub fn tlb() -> CountingFlush {
     CountingFlush::default()
+}
+
+/// proptest's configuration: the default cases (more with `PROPTEST_CASES`), 4 under Miri.
+pub fn config() -> ProptestConfig {
+    if cfg!(miri) {
+        ProptestConfig {
+            cases: 4,
+            failure_persistence: None,
+            ..ProptestConfig::default()
+        }
+    } else {
+        ProptestConfig::default()
+    }
 }
