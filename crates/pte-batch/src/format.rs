@@ -402,6 +402,38 @@ impl PteFormat for Arm64Stage2 {
     }
 }
 
+/// The `PteFormat` methods of a format whose access flag, dirty state and write permission
+/// are one bit each, set by the MMU and cleared by software (x86-64, NPT, EPT; arm64 encodes
+/// dirty state in its permissions instead).
+macro_rules! flag_bit_methods {
+    ($young:expr, $dirty:expr, $write:expr) => {
+        fn is_young(self, pte: u64) -> bool {
+            pte & $young != 0
+        }
+        fn mkold(self, pte: u64) -> u64 {
+            pte & !$young
+        }
+        fn mkyoung(self, pte: u64) -> u64 {
+            pte | $young
+        }
+        fn is_dirty(self, pte: u64) -> bool {
+            pte & $dirty != 0
+        }
+        fn mkdirty(self, pte: u64) -> u64 {
+            pte | $dirty
+        }
+        fn mkclean(self, pte: u64) -> u64 {
+            pte & !$dirty
+        }
+        fn is_writable(self, pte: u64) -> bool {
+            pte & $write != 0
+        }
+        fn wrprotect(self, pte: u64) -> u64 {
+            pte & !$write
+        }
+    };
+}
+
 /// The `PteFormat` methods every x86 leaf format shares (x86-64 at stage 1, NPT and EPT at
 /// stage 2): 4 KiB frames, no contiguous hint, no flush for young clearing (x86 never asks
 /// for one, and KVM elides it at the second stage), and the frame field of the leaf size
@@ -450,30 +482,7 @@ macro_rules! x86_entry_methods {
         fn is_present(self, pte: u64) -> bool {
             pte & x86::PRESENT != 0
         }
-        fn is_young(self, pte: u64) -> bool {
-            pte & x86::ACCESSED != 0
-        }
-        fn mkold(self, pte: u64) -> u64 {
-            pte & !x86::ACCESSED
-        }
-        fn mkyoung(self, pte: u64) -> u64 {
-            pte | x86::ACCESSED
-        }
-        fn is_dirty(self, pte: u64) -> bool {
-            pte & x86::DIRTY != 0
-        }
-        fn mkdirty(self, pte: u64) -> u64 {
-            pte | x86::DIRTY
-        }
-        fn mkclean(self, pte: u64) -> u64 {
-            pte & !x86::DIRTY
-        }
-        fn is_writable(self, pte: u64) -> bool {
-            pte & x86::WRITABLE != 0
-        }
-        fn wrprotect(self, pte: u64) -> u64 {
-            pte & !x86::WRITABLE
-        }
+        flag_bit_methods!(x86::ACCESSED, x86::DIRTY, x86::WRITABLE);
         fn hardware_update(self, pte: u64, access: Access) -> Result<u64, Fault> {
             if pte & x86::PRESENT == 0 {
                 return Err(Fault::NotPresent);
@@ -613,30 +622,7 @@ impl PteFormat for Ept {
     fn is_present(self, pte: u64) -> bool {
         ept::is_present(pte)
     }
-    fn is_young(self, pte: u64) -> bool {
-        pte & ept::ACCESSED != 0
-    }
-    fn mkold(self, pte: u64) -> u64 {
-        pte & !ept::ACCESSED
-    }
-    fn mkyoung(self, pte: u64) -> u64 {
-        pte | ept::ACCESSED
-    }
-    fn is_dirty(self, pte: u64) -> bool {
-        pte & ept::DIRTY != 0
-    }
-    fn mkdirty(self, pte: u64) -> u64 {
-        pte | ept::DIRTY
-    }
-    fn mkclean(self, pte: u64) -> u64 {
-        pte & !ept::DIRTY
-    }
-    fn is_writable(self, pte: u64) -> bool {
-        pte & ept::WRITE != 0
-    }
-    fn wrprotect(self, pte: u64) -> u64 {
-        pte & !ept::WRITE
-    }
+    flag_bit_methods!(ept::ACCESSED, ept::DIRTY, ept::WRITE);
     fn mk_pte(self, pfn: Pfn, prot: Prot) -> Option<u64> {
         if !leaf_fits(pfn, self.leaf.frames(), self.max_pfn())
             || prot.attrs & (Self::OWNED | x86::PFN_MASK) != 0
