@@ -254,3 +254,28 @@ fn guest_idle_set_is_what_the_guest_did_not_touch() {
     guest_phases(Ept::L2M, 1);
     guest_phases(Ept::L4K, 4);
 }
+
+/// The three layout changes by name: a folio that splits keeps its age in every part, one
+/// that folds is as young as its youngest part, and unmapped pages are forgotten.
+#[test]
+fn split_fold_and_unmap() {
+    let mut slots = [IdleRun::EMPTY; 64];
+    let mut ws = WorkingSet::new(&mut slots).unwrap();
+    let ages = |ws: &WorkingSet<'_>| per_page(ws).into_values().collect::<Vec<u32>>();
+    // One 16-page folio, idle.
+    run_pass(&mut ws, &[(0, 16, false)]).unwrap();
+    assert_eq!(ages(&ws), [1; 16]);
+    // Split into pages; page 3 was used.
+    let split: Vec<Batch> = (0..16).map(|p| (0, 1, p == 3)).collect();
+    run_pass(&mut ws, &split).unwrap();
+    let mut want = [2; 16];
+    want[3] = 0;
+    assert_eq!(ages(&ws), want);
+    // Folded back into one idle folio: as recently used as page 3.
+    run_pass(&mut ws, &[(0, 16, false)]).unwrap();
+    assert_eq!(ages(&ws), [1; 16]);
+    assert_eq!(ws.runs().len(), 1);
+    // Pages 8..16 unmapped: only 0..8 reported, and only they are tracked.
+    run_pass(&mut ws, &[(0, 8, false)]).unwrap();
+    assert_eq!((ws.tracked_pages(), ws.idle_pages(2)), (8, 8));
+}
