@@ -153,6 +153,12 @@ pub struct PassStats {
 #[derive(Debug)]
 pub struct WorkingSet<'a> {
     storage: &'a mut [IdleRun],
+    state: State,
+}
+
+/// What a finished pass changes besides the runs.
+#[derive(Clone, Copy, Debug)]
+struct State {
     /// Which half holds the kept runs: false for the low half.
     high: bool,
     len: usize,
@@ -171,10 +177,12 @@ impl<'a> WorkingSet<'a> {
         }
         Ok(Self {
             storage,
-            high: false,
-            len: 0,
-            size: None,
-            passes: 0,
+            state: State {
+                high: false,
+                len: 0,
+                size: None,
+                passes: 0,
+            },
         })
     }
 
@@ -187,21 +195,21 @@ impl<'a> WorkingSet<'a> {
     /// Passes completed.
     #[must_use]
     pub fn passes(&self) -> u64 {
-        self.passes
+        self.state.passes
     }
 
     /// The page size of the pages tracked (set by the first batch observed).
     #[must_use]
     pub fn page_size(&self) -> Option<PageSize> {
-        self.size
+        self.state.size
     }
 
     /// The runs, in address order.
     #[must_use]
     pub fn runs(&self) -> &[IdleRun] {
         let cap = self.capacity();
-        let base = if self.high { cap } else { 0 };
-        &self.storage[base..base + self.len]
+        let base = if self.state.high { cap } else { 0 };
+        &self.storage[base..base + self.state.len]
     }
 
     /// Pages tracked: every page the last pass reported.
@@ -223,7 +231,7 @@ impl<'a> WorkingSet<'a> {
     /// The runs idle for at least `min_age` passes, as page ranges (adjacent runs of
     /// different ages idle past the threshold come as separate ranges).
     pub fn idle_ranges(&self, min_age: u32) -> impl Iterator<Item = PageRange> + '_ {
-        let size = self.size.unwrap_or(PageSize::Size4KiB);
+        let size = self.state.size.unwrap_or(PageSize::Size4KiB);
         self.runs()
             .iter()
             .filter(move |r| r.age >= min_age)
@@ -257,15 +265,26 @@ impl<'a> WorkingSet<'a> {
     /// Starts a pass: report every batch of one aging walk over the whole tracked space
     /// with [`Pass::observe`], then [`Pass::finish`]. Dropping the pass unfinished leaves the
     /// estimate as it was.
-    pub fn pass(&mut self) -> Pass<'_, 'a> {
-        let size = self.size;
+    pub fn pass(&mut self) -> Pass<'_> {
+        let cap = self.capacity();
+        let (low, high) = self.storage.split_at_mut(cap);
+        let len = self.state.len;
+        let (kept, built) = if self.state.high {
+            (&high[..len], low)
+        } else {
+            (&low[..len], &mut high[..cap])
+        };
+        let size = self.state.size;
         Pass {
-            ws: self,
+            kept,
+            built,
+            state: &mut self.state,
             cursor: 0,
             out: 0,
             open: None,
             next: 0,
             size,
+            shift: size.map_or(0, PageSize::shift),
             stats: PassStats::default(),
             error: None,
         }
@@ -275,8 +294,12 @@ impl<'a> WorkingSet<'a> {
 /// One aging pass being merged into a [`WorkingSet`].
 #[derive(Debug)]
 #[must_use = "a pass changes nothing until it is finished"]
-pub struct Pass<'w, 'a> {
-    ws: &'w mut WorkingSet<'a>,
+pub struct Pass<'w> {
+    /// The runs of the last pass.
+    kept: &'w [IdleRun],
+    /// Where this pass builds its runs (as many slots as the estimate holds).
+    built: &'w mut [IdleRun],
+    state: &'w mut State,
     /// The first kept run that may overlap the next batch.
     cursor: usize,
     /// Runs built so far, not counting the open one.
@@ -286,11 +309,13 @@ pub struct Pass<'w, 'a> {
     /// The page number the next batch may start at.
     next: u64,
     size: Option<PageSize>,
+    /// The page size's shift, once it is known.
+    shift: u32,
     stats: PassStats,
     error: Option<WorkingSetError>,
 }
 
-impl Pass<'_, '_> {
+impl Pass<'_> {
     /// Records one batch of the walk: `range` (its pages, in address order after the
     /// previous batch) and whether it was young. Made to be called from
     /// [`age_batches`](crate::age_batches)'s report.
@@ -314,30 +339,30 @@ impl Pass<'_, '_> {
 
     #[inline]
     fn merge(&mut self, range: PageRange, young: bool) -> Result<(), WorkingSetError> {
-        let size = *self.size.get_or_insert(range.size);
-        if size != range.size {
-            return Err(WorkingSetError::MixedPageSizes {
-                expected: size,
-                found: range.size,
-            });
+        match self.size {
+            Some(size) if size == range.size => {}
+            Some(size) => {
+                return Err(WorkingSetError::MixedPageSizes {
+                    expected: size,
+                    found: range.size,
+                });
+            }
+            None => {
+                self.size = Some(range.size);
+                self.shift = range.size.shift();
+            }
         }
-        let page_mask = (size.bytes() as u64) - 1;
         let pages = u32::try_from(range.pages).unwrap_or(0);
-        if pages == 0 || range.end().is_none() || range.start.0 & page_mask != 0 {
+        let misaligned = range.start.0 & ((1 << self.shift) - 1) != 0;
+        if pages == 0 || misaligned || range.end().is_none() {
             return Err(WorkingSetError::BadRange { start: range.start });
         }
-        let first = range.start.0 >> size.shift();
-        let end = first + range.pages;
+        let first = range.start.0 >> self.shift;
+        let end = first + u64::from(pages);
         if first < self.next {
             return Err(WorkingSetError::OutOfOrder { start: range.start });
         }
-        let cap = self.ws.capacity();
-        let (low, high) = self.ws.storage.split_at_mut(cap);
-        let (kept, built) = if self.ws.high {
-            (&high[..self.ws.len], low)
-        } else {
-            (&low[..self.ws.len], &mut high[..])
-        };
+        let kept = self.kept;
         while kept.get(self.cursor).is_some_and(|r| r.end() <= first) {
             self.cursor += 1;
         }
@@ -366,9 +391,11 @@ impl Pass<'_, '_> {
             }
             open => {
                 if let Some(done) = open.replace(IdleRun { first, pages, age }) {
-                    let slot = built
+                    let capacity = self.built.len();
+                    let slot = self
+                        .built
                         .get_mut(self.out)
-                        .ok_or(WorkingSetError::Capacity { capacity: cap })?;
+                        .ok_or(WorkingSetError::Capacity { capacity })?;
                     *slot = done;
                     self.out += 1;
                 }
@@ -392,22 +419,19 @@ impl Pass<'_, '_> {
             return Err(e);
         }
         if let Some(last) = self.open.take() {
-            let capacity = self.ws.capacity();
-            let base = if self.ws.high { 0 } else { capacity };
+            let capacity = self.built.len();
             let slot = self
-                .ws
-                .storage
-                .get_mut(base + self.out)
-                .filter(|_| self.out < capacity)
+                .built
+                .get_mut(self.out)
                 .ok_or(WorkingSetError::Capacity { capacity })?;
             *slot = last;
             self.out += 1;
         }
-        let ws = self.ws;
-        ws.high = !ws.high;
-        ws.len = self.out;
-        ws.size = self.size.or(ws.size);
-        ws.passes += 1;
+        let state = self.state;
+        state.high = !state.high;
+        state.len = self.out;
+        state.size = self.size.or(state.size);
+        state.passes += 1;
         Ok(PassStats {
             runs: self.out,
             ..self.stats
