@@ -285,10 +285,6 @@ impl Section for GuestAging {
                 budget,
             ),
         ];
-        ctx.headline(
-            "working-set estimator: extra time over the aging pass, 64 KiB mappings (percent)",
-            estimators[0].overhead_pct(),
-        );
         vec![
             main_table(&rows),
             estimator_table(&estimators),

@@ -189,6 +189,7 @@ pub fn age_range<F: PteFormat, E: Entry>(
 ///
 /// # Errors
 /// As [`age_range`].
+#[inline]
 pub fn age_batches<F: PteFormat, E: Entry>(
     table: &PteTable<'_, F, E>,
     range: Range<usize>,
@@ -218,6 +219,7 @@ pub fn age_batches<F: PteFormat, E: Entry>(
 /// The batched walk both entry points share: `report(tally, folio, pages, young)` per batch,
 /// after counting its entries and updates into `tally`.
 #[allow(clippy::too_many_arguments)] // the walk's inputs, each needed, and a private helper
+#[inline]
 fn walk<F: PteFormat, E: Entry, V: FnMut(FrameRange, bool)>(
     table: &PteTable<'_, F, E>,
     range: Range<usize>,
@@ -230,6 +232,9 @@ fn walk<F: PteFormat, E: Entry, V: FnMut(FrameRange, bool)>(
 ) -> Result<(), PteError> {
     let range = table.check_span(range)?;
     let f = table.format();
+    // Counted in locals and added once: stores to `tally` in the loop would sit in the store
+    // buffer ahead of every entry's locked compare-and-swap.
+    let (mut batches, mut entries, mut updates) = (0, 0, 0);
     let mut i = range.start;
     while i < range.end {
         let pte = table.raw(i)?;
@@ -249,13 +254,11 @@ fn walk<F: PteFormat, E: Entry, V: FnMut(FrameRange, bool)>(
         } else {
             folio_pte_batch(table, i, max_nr, flags)?.nr
         };
-        tally.stats.batches += 1;
-        tally.stats.entries += nr as u64;
         let young = match op {
             YoungOp::Test => table.test_young_ptes(i, nr)?,
             YoungOp::Clear | YoungOp::ClearFlush => {
                 let cleared = table.clear_young_counted(i, nr)?;
-                tally.stats.entry_updates += cleared.updates as u64;
+                updates += cleared.updates as u64;
                 let token = table.token_for(&cleared);
                 if op == YoungOp::Clear {
                     token.skip_flush()
@@ -264,8 +267,13 @@ fn walk<F: PteFormat, E: Entry, V: FnMut(FrameRange, bool)>(
                 }
             }
         };
+        batches += 1;
+        entries += nr as u64;
         report(tally, folio, table.flush_range_of(i..i + nr), young);
         i += nr;
     }
+    tally.stats.batches += batches;
+    tally.stats.entries += entries;
+    tally.stats.entry_updates += updates;
     Ok(())
 }
