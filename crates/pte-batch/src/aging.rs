@@ -11,7 +11,6 @@ use crate::batch::{Folios, FpbFlags, folio_pte_batch};
 use crate::flush::{FlushToken, TlbFlush, TranslationStage};
 use crate::format::PteFormat;
 use crate::table::{PteError, PteTable};
-use crate::young::Cleared;
 use mm_types::{FrameRange, PageRange};
 
 /// What an aging walk did.
@@ -255,27 +254,12 @@ fn walk<F: PteFormat, E: Entry, V: FnMut(FrameRange, bool)>(
         } else {
             folio_pte_batch(table, i, max_nr, flags)?.nr
         };
-        let single = nr == 1 && !f.is_cont(pte);
+        // The walk checked the range: expand it to whole blocks and act on it.
+        let expanded = table.expand_young(i..i + nr);
         let young = match op {
-            YoungOp::Test if single => f.is_young(pte),
-            YoungOp::Test => table.test_young_ptes(i, nr)?,
-            // One entry outside a block: the clear alone, no range to expand.
-            YoungOp::Clear | YoungOp::ClearFlush if single => {
-                let (young, rewritten) = table.clear_young_entry(i);
-                updates += u64::from(rewritten);
-                if op == YoungOp::ClearFlush && young && f.flushes_young() {
-                    let cleared = Cleared {
-                        young,
-                        range: i..i + 1,
-                        updates: usize::from(rewritten),
-                    };
-                    tally.flush(table.token_for(&cleared), tlb)
-                } else {
-                    young
-                }
-            }
+            YoungOp::Test => table.any_young_in(expanded),
             YoungOp::Clear | YoungOp::ClearFlush => {
-                let cleared = table.clear_young_counted(i, nr)?;
+                let cleared = table.clear_young_in(expanded);
                 updates += cleared.updates as u64;
                 let token = table.token_for(&cleared);
                 if op == YoungOp::Clear {

@@ -47,7 +47,11 @@ impl<F: PteFormat, E: Entry> PteTable<'_, F, E> {
     /// # Errors
     /// [`PteError::OutOfRange`] if `index..index + nr` is empty or leaves the table.
     pub fn young_range(&self, index: usize, nr: usize) -> Result<Range<usize>, PteError> {
-        let Range { mut start, mut end } = self.check_range(index, nr)?;
+        Ok(self.expand_young(self.check_range(index, nr)?))
+    }
+
+    /// [`young_range`](Self::young_range) of a range the caller has checked.
+    pub(crate) fn expand_young(&self, Range { mut start, mut end }: Range<usize>) -> Range<usize> {
         let f = self.format();
         let cont = f.cont_ptes();
         if cont > 1 {
@@ -58,12 +62,12 @@ impl<F: PteFormat, E: Entry> PteTable<'_, F, E> {
                 start = self.block_start(start);
             }
         }
-        Ok(start..end)
+        start..end
     }
 
-    /// The batched clear, counted.
-    pub(crate) fn clear_young_counted(&self, index: usize, nr: usize) -> Result<Cleared, PteError> {
-        let range = self.young_range(index, nr)?;
+    /// The batched clear of an expanded range ([`expand_young`](Self::expand_young)),
+    /// counted.
+    pub(crate) fn clear_young_in(&self, range: Range<usize>) -> Cleared {
         let mut young = false;
         let mut updates = 0;
         for i in range.clone() {
@@ -71,11 +75,17 @@ impl<F: PteFormat, E: Entry> PteTable<'_, F, E> {
             young |= was_young;
             updates += usize::from(rewritten);
         }
-        Ok(Cleared {
+        Cleared {
             young,
             range,
             updates,
-        })
+        }
+    }
+
+    /// Whether any entry of an expanded range is young (nothing written).
+    pub(crate) fn any_young_in(&self, range: Range<usize>) -> bool {
+        let f = self.format();
+        range.into_iter().any(|i| f.is_young(self.slot(i).load()))
     }
 
     /// Clears the access flag of entries `index..index + nr`, which map consecutive pages of
@@ -92,7 +102,7 @@ impl<F: PteFormat, E: Entry> PteTable<'_, F, E> {
     /// [`PteError::OutOfRange`] if `index..index + nr` is empty or leaves the table; nothing
     /// is changed then.
     pub fn test_and_clear_young_ptes(&self, index: usize, nr: usize) -> Result<bool, PteError> {
-        Ok(self.clear_young_counted(index, nr)?.young)
+        Ok(self.clear_young_in(self.young_range(index, nr)?).young)
     }
 
     /// Whether any entry of `index..index + nr` (expanded to the blocks at either end, as
@@ -101,9 +111,7 @@ impl<F: PteFormat, E: Entry> PteTable<'_, F, E> {
     /// # Errors
     /// [`PteError::OutOfRange`] if `index..index + nr` is empty or leaves the table.
     pub fn test_young_ptes(&self, index: usize, nr: usize) -> Result<bool, PteError> {
-        let f = self.format();
-        let range = self.young_range(index, nr)?;
-        Ok(range.into_iter().any(|i| f.is_young(self.slot(i).load())))
+        Ok(self.any_young_in(self.young_range(index, nr)?))
     }
 
     /// The per-entry entry point (the kernel's `ptep_test_and_clear_young`): a batch of one,
@@ -128,7 +136,7 @@ impl<F: PteFormat, E: Entry> PteTable<'_, F, E> {
         index: usize,
         nr: usize,
     ) -> Result<FlushToken<F::Stage>, PteError> {
-        let cleared = self.clear_young_counted(index, nr)?;
+        let cleared = self.clear_young_in(self.young_range(index, nr)?);
         Ok(self.token_for(&cleared))
     }
 
