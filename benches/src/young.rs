@@ -88,7 +88,7 @@ impl<F: PteFormat> Scenario<F> {
     #[must_use]
     pub fn new(format: F, bytes: u64, folio_pages: usize, unmap_last: bool, touch: Touch) -> Self {
         let per_table = format.ptes_per_table();
-        let step = format.frames_per_entry();
+        let step = 1 << (format.entry_shift() - format.page_size().shift());
         let pages = usize::try_from(bytes >> format.entry_shift()).expect("fits memory");
         assert!(pages.is_multiple_of(per_table) && per_table.is_multiple_of(folio_pages));
         let rw = Prot {

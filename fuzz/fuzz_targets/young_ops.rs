@@ -129,7 +129,7 @@ fn run<F: PteFormat>(f: F, input: &Input) {
                 let nr = 1 + usize::from(nr) % (len - index);
                 // Frames unique to this folio, block aligned like the address if `aligned`; a
                 // leaf larger than a frame maps `step` of them from a frame aligned to it.
-                let step = f.frames_per_entry();
+                let step = a.frames_per_entry();
                 let shift = if step > 1 { 10 } else { 20 };
                 let entry = ((n as u64 + 1) << shift) + index as u64 + u64::from(!aligned);
                 let pfn = Pfn(entry * step);
@@ -182,7 +182,7 @@ fn run<F: PteFormat>(f: F, input: &Input) {
                     continue;
                 };
                 let left =
-                    ((folio.start.0 + folio.pages - f.pfn(pte).0) / f.frames_per_entry()) as usize;
+                    ((folio.start.0 + folio.pages - f.pfn(pte).0) / a.frames_per_entry()) as usize;
                 let max_nr = left.min(len - index);
                 let flags = flags_of(flags);
                 let batch = folio_pte_batch(&a, index, max_nr, flags).unwrap();

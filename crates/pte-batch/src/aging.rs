@@ -107,14 +107,14 @@ impl<V: FnMut(FrameRange, bool)> Tally<V> {
 
 /// The folio of the present entry `pte` at `index`, and how many entries from `index` (at
 /// most `end - index`) can belong to it; `None` for a frame that is not in a folio.
-pub(crate) fn folio_at<F: PteFormat>(
-    f: F,
+pub(crate) fn folio_at<F: PteFormat, E: Entry>(
+    table: &PteTable<'_, F, E>,
     pte: u64,
     index: usize,
     end: usize,
     folios: &impl Folios,
 ) -> Result<Option<(FrameRange, usize)>, PteError> {
-    let pfn = f.pfn(pte);
+    let pfn = table.format().pfn(pte);
     let Some(folio) = folios.folio_of(pfn) else {
         return Ok(None);
     };
@@ -122,9 +122,9 @@ pub(crate) fn folio_at<F: PteFormat>(
         return Err(PteError::BadFolio { pfn });
     }
     // Entries of the folio from here: a leaf larger than a frame maps `frames_per_entry`, a
-    // power of two (`PteTable::new` checked it), so a shift rather than a division.
+    // power of two, so a shift rather than a division.
     let frames_left = folio.pages - (pfn.0 - folio.start.0);
-    let shift = f.frames_per_entry().trailing_zeros();
+    let shift = table.frames_per_entry().trailing_zeros();
     let left_in_folio = (frames_left >> shift) + u64::from(frames_left & ((1 << shift) - 1) != 0);
     let max_nr = usize::try_from(left_in_folio).map_or(end - index, |n| n.min(end - index));
     Ok(Some((folio, max_nr)))
@@ -239,7 +239,7 @@ fn walk<F: PteFormat, E: Entry, V: FnMut(FrameRange, bool)>(
     while i < range.end {
         let pte = table.raw(i)?;
         let found = if f.is_present(pte) {
-            folio_at(f, pte, i, range.end, folios)?
+            folio_at(table, pte, i, range.end, folios)?
         } else {
             None
         };

@@ -80,16 +80,10 @@ pub trait PteFormat: Copy + core::fmt::Debug {
     /// numbers and flush ranges.
     fn page_size(self) -> PageSize;
     /// log2 of the bytes one entry maps: the granule's shift for last-level page entries
-    /// (the default), 21 or 30 for tables of 2 MiB or 1 GiB leaves.
+    /// (the default), 21 or 30 for tables of 2 MiB or 1 GiB leaves. A table's entries then map
+    /// frames [`PteTable::frames_per_entry`](crate::PteTable::frames_per_entry) apart.
     fn entry_shift(self) -> u32 {
         self.page_size().shift()
-    }
-    /// Frames (of [`page_size`](Self::page_size)) one entry maps: 1 for page entries, 512
-    /// for a 2 MiB leaf of 4 KiB frames. Consecutive entries of one folio map frames this far
-    /// apart.
-    fn frames_per_entry(self) -> u64 {
-        1u64.checked_shl(self.entry_shift().saturating_sub(self.page_size().shift()))
-            .unwrap_or(0)
     }
     /// Entries in one contiguous block, or 1 where the format has no contiguous hint.
     fn cont_ptes(self) -> usize;
@@ -671,7 +665,7 @@ mod tests {
             write: true,
             ..Prot::default()
         };
-        let step = f.frames_per_entry();
+        let step = 1 << (f.entry_shift() - f.page_size().shift());
         let (p3, p7) = (Pfn(3 * step), Pfn(7 * step));
         let clean = f.mk_pte(p7, rw).unwrap();
         assert!(f.is_present(clean) && f.is_writable(clean));
@@ -784,7 +778,7 @@ mod tests {
             Ok((e & !ept::HUGE) | ept::ACCESSED | ept::DIRTY)
         );
         assert_eq!(
-            (Ept::L1G.frames_per_entry(), Ept::L1G.entry_shift()),
+            (Ept::L1G.leaf.frames(), Ept::L1G.entry_shift()),
             (1 << 18, 30)
         );
         // NPT: the user bit always, PS on large leaves, bit 12 not a frame bit there.

@@ -114,7 +114,7 @@ fn loom_stage2_batched_clear_keeps_hardware_updates() {
 /// A hypervisor's aging walk (KVM's `op`) over the whole table, mapped as one folio: whether
 /// any batch was young.
 fn age_all<F: PteFormat>(t: &PteTable<'_, F, AtomicU64>, op: YoungOp) -> bool {
-    let pages = t.len() as u64 * t.format().frames_per_entry();
+    let pages = t.len() as u64 * t.frames_per_entry();
     let folio = |_| Some(FrameRange::new(Pfn(0), pages));
     let mut young = false;
     age_batches(

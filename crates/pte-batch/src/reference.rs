@@ -114,7 +114,7 @@ pub fn folio_pte_batch<F: PteFormat, E: Entry>(
         let seen = table.get(i)?;
         let same = f.is_present(seen)
             && (nr as u64)
-                .checked_mul(f.frames_per_entry())
+                .checked_mul(table.frames_per_entry())
                 .and_then(|off| f.pfn(first).checked_add(off))
                 == Some(f.pfn(seen))
             && batch_key(f, seen, flags) == batch_key(f, first, flags);
@@ -190,7 +190,7 @@ fn walk<F: PteFormat, E: Entry, V: FnMut(FrameRange, bool)>(
         if !f.is_present(pte) {
             continue;
         }
-        let Some((folio, _)) = folio_at(f, pte, i, range.end, folios)? else {
+        let Some((folio, _)) = folio_at(table, pte, i, range.end, folios)? else {
             continue;
         };
         let young = match op {

@@ -21,8 +21,7 @@ use mm_types::{PageRange, Pfn, VirtAddr};
 #[non_exhaustive]
 pub enum PteError {
     /// The format's contiguous block is not a power of two no larger than a table, or its
-    /// entry shift is below its page size's or above 40 (a 1 TiB leaf), or its frames per
-    /// entry disagree with the two.
+    /// entry shift is below its page size's or above 40 (a 1 TiB leaf).
     BadFormat {
         /// The format's entries per contiguous block.
         cont_ptes: usize,
@@ -172,10 +171,7 @@ impl<'a, F: PteFormat, E: Entry> PteTable<'a, F, E> {
         }
         let shift = format.entry_shift();
         let page_shift = format.page_size().shift();
-        if shift < page_shift
-            || shift > 40
-            || format.frames_per_entry() != 1 << (shift - page_shift)
-        {
+        if shift < page_shift || shift > 40 {
             return Err(PteError::BadFormat { cont_ptes: cont });
         }
         let block_span = (cont as u64) << shift;
@@ -316,15 +312,23 @@ impl<'a, F: PteFormat, E: Entry> PteTable<'a, F, E> {
     pub(crate) fn flush_range_of(&self, range: Range<usize>) -> PageRange {
         PageRange::new(
             VirtAddr(self.base.0 + self.offset_of(range.start)),
-            range.len() as u64 * self.format.frames_per_entry(),
+            range.len() as u64 * self.frames_per_entry(),
             self.format.page_size(),
         )
+    }
+
+    /// Frames (of the format's page size) one entry maps: 1 for page entries, 512 for a
+    /// 2 MiB leaf of 4 KiB frames; consecutive entries of one folio map frames this far
+    /// apart. From the entry and page shifts [`new`](Self::new) checked.
+    #[must_use]
+    pub fn frames_per_entry(&self) -> u64 {
+        1 << (self.format.entry_shift() - self.format.page_size().shift())
     }
 
     /// The frame entry `index` maps in a run that maps `first` at entry `start`, or `None`
     /// past the frame numbers.
     pub(crate) fn frame_at(&self, first: Pfn, start: usize, index: usize) -> Option<Pfn> {
-        let step = self.format.frames_per_entry();
+        let step = self.frames_per_entry();
         ((index - start) as u64)
             .checked_mul(step)
             .and_then(|off| first.checked_add(off))
@@ -355,7 +359,7 @@ impl<'a, F: PteFormat, E: Entry> PteTable<'a, F, E> {
             return Err(PteError::AlreadyMapped { index: i });
         }
         let cont = f.cont_ptes();
-        let step = f.frames_per_entry();
+        let step = self.frames_per_entry();
         for i in range.clone() {
             // Inside the frame field: the last entry's frame was checked above.
             let page_pfn = pfn.0 + (i - index) as u64 * step;
@@ -407,7 +411,7 @@ impl<'a, F: PteFormat, E: Entry> PteTable<'a, F, E> {
         tlb.flush_range(self.flush_range_of(block.clone()));
         // A block maps block-aligned frames; wrapping only matters for a block someone else
         // wrote wrongly, and with_pfn keeps the result inside the frame field.
-        let step = f.frames_per_entry();
+        let step = self.frames_per_entry();
         let block_pfn = f.pfn(pte).0.wrapping_sub((index - start) as u64 * step);
         for i in block {
             let page_pfn = Pfn(block_pfn.wrapping_add((i - start) as u64 * step));

@@ -98,7 +98,7 @@ fn build<F: PteFormat>(t: &PteTable<'_, F>, spec: &Spec) -> Vec<FrameRange> {
         }
         // Frames far apart per folio, congruent to the address modulo a block if aligned;
         // a leaf larger than a frame maps `step` of them from a frame aligned to it.
-        let step = f.frames_per_entry();
+        let step = t.frames_per_entry();
         let entry = (n as u64 + 1) * 4096 * cont + at as u64 + u64::from(!fs.aligned);
         let pfn = Pfn(entry * step);
         t.set_ptes(at, pfn, size, fs.prot).unwrap();
@@ -135,7 +135,7 @@ fn batch_starts<F: PteFormat>(t: &PteTable<'_, F>, folios: &[FrameRange]) -> Vec
             let folio = folios
                 .iter()
                 .find(|fo| f.is_present(e) && fo.contains(f.pfn(e)))?;
-            let left = ((folio.start.0 + folio.pages - f.pfn(e).0) / f.frames_per_entry()) as usize;
+            let left = ((folio.start.0 + folio.pages - f.pfn(e).0) / t.frames_per_entry()) as usize;
             Some((i, left.min(t.len() - i)))
         })
         .collect()
@@ -194,7 +194,7 @@ fn check_batch<F: PteFormat>(f: F, spec: &Spec, pick: usize, prefix: usize, flag
                 (r.start, r.pages),
                 (
                     a.va_of(expanded.start).unwrap(),
-                    expanded.len() as u64 * f.frames_per_entry()
+                    expanded.len() as u64 * a.frames_per_entry()
                 )
             );
             assert!(per_entry_flushes.flushes >= 1);

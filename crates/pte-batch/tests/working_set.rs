@@ -188,7 +188,7 @@ fn guest_phases<F: PteFormat>(f: F, folio_entries: usize) {
     let len = 64;
     let entries = storage(len);
     let t = table(f, &entries);
-    let step = f.frames_per_entry();
+    let step = t.frames_per_entry();
     let rw = Prot {
         write: true,
         ..Prot::default()
