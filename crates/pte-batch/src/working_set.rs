@@ -389,15 +389,9 @@ impl Pass<'_> {
             {
                 open.pages += pages;
             }
-            open => {
-                if let Some(done) = open.replace(IdleRun { first, pages, age }) {
-                    let capacity = self.built.len();
-                    let slot = self
-                        .built
-                        .get_mut(self.out)
-                        .ok_or(WorkingSetError::Capacity { capacity })?;
-                    *slot = done;
-                    self.out += 1;
+            _ => {
+                if let Some(done) = self.open.replace(IdleRun { first, pages, age }) {
+                    self.close(done)?;
                 }
             }
         }
@@ -410,6 +404,18 @@ impl Pass<'_> {
         Ok(())
     }
 
+    /// Stores a finished run in the pass's half of the storage.
+    fn close(&mut self, run: IdleRun) -> Result<(), WorkingSetError> {
+        let capacity = self.built.len();
+        let slot = self
+            .built
+            .get_mut(self.out)
+            .ok_or(WorkingSetError::Capacity { capacity })?;
+        *slot = run;
+        self.out += 1;
+        Ok(())
+    }
+
     /// Ends the pass: the batches observed replace the estimate.
     ///
     /// # Errors
@@ -419,13 +425,7 @@ impl Pass<'_> {
             return Err(e);
         }
         if let Some(last) = self.open.take() {
-            let capacity = self.built.len();
-            let slot = self
-                .built
-                .get_mut(self.out)
-                .ok_or(WorkingSetError::Capacity { capacity })?;
-            *slot = last;
-            self.out += 1;
+            self.close(last)?;
         }
         let state = self.state;
         state.high = !state.high;
