@@ -6,7 +6,7 @@
 
 use super::*;
 
-use pte_batch::mm_types::{FrameRange, VirtAddr};
+use pte_batch::mm_types::FrameRange;
 use pte_batch::{
     FpbFlags, IdleRun, Prot, PteFormat, PteTable, Stage2, TlbFlush, WorkingSet, YoungOp,
     age_batches,
@@ -198,19 +198,25 @@ impl<'t, F: PteFormat<Stage = Stage2>> GuestRam<'t, F> {
             .young_pages
     }
 
-    /// Whether page `p` was idle for the last pass.
-    fn idle(ws: &WorkingSet<'_>, p: usize) -> bool {
-        let va = VirtAddr(GUEST_RAM + p as u64 * PAGE);
-        ws.idle_ranges(1)
-            .any(|r| r.start <= va && r.end().is_some_and(|end| va < end))
+    /// Which pages of the guest's RAM were idle for the last pass, from the estimate's
+    /// idle ranges (one walk over them).
+    fn idle_set(ws: &WorkingSet<'_>) -> [bool; GUEST_PAGES] {
+        let mut idle = [false; GUEST_PAGES];
+        for r in ws.idle_ranges(1) {
+            let first = (r.start.0.saturating_sub(GUEST_RAM) / PAGE) as usize;
+            let end = (first + r.pages as usize).min(GUEST_PAGES);
+            idle[first.min(end)..end].fill(true);
+        }
+        idle
     }
 
     /// Checks the estimate after phase `phase` touched `touched`: idle for a pass exactly
     /// the mapped pages it did not touch, dirty exactly the pages ever written.
     fn check<P: Platform>(&self, phase: usize, touched: &[bool; GUEST_PAGES], ws: &WorkingSet<'_>) {
         let f = self.table.format();
+        let idle_set = Self::idle_set(ws);
         for (p, &touched) in touched.iter().enumerate() {
-            let idle = Self::idle(ws, p);
+            let idle = idle_set[p];
             if idle != (self.mapped[p] && !touched) {
                 fail::<P>(
                     Step::Aging,
@@ -262,7 +268,8 @@ impl<'t, F: PteFormat<Stage = Stage2>> GuestRam<'t, F> {
     /// Of `t`'s pages, how many the last pass found young (for arm64's negative control).
     #[cfg(target_arch = "aarch64")]
     pub fn young_of(ws: &WorkingSet<'_>, t: Touch) -> usize {
-        t.pages().filter(|&p| !Self::idle(ws, p)).count()
+        let idle = Self::idle_set(ws);
+        t.pages().filter(|&p| !idle[p]).count()
     }
 
     /// Unmaps every page (one invalidation through `tlb`) and gives the frames back; checks
