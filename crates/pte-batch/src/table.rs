@@ -360,6 +360,8 @@ impl<'a, F: PteFormat, E: Entry> PteTable<'a, F, E> {
         }
         let cont = f.cont_ptes();
         let step = self.frames_per_entry();
+        // `pfn` in entries (mk_pte refused a frame not aligned to its leaf).
+        let first_entry = pfn.0 / step;
         for i in range.clone() {
             // Inside the frame field: the last entry's frame was checked above.
             let page_pfn = pfn.0 + (i - index) as u64 * step;
@@ -369,7 +371,7 @@ impl<'a, F: PteFormat, E: Entry> PteTable<'a, F, E> {
             let folds = cont > 1
                 && start >= index
                 && start + cont <= range.end
-                && ((page_pfn - (i - start) as u64 * step) / step).is_multiple_of(cont as u64);
+                && (first_entry + (start - index) as u64).is_multiple_of(cont as u64);
             let pte = f.with_pfn(template, Pfn(page_pfn));
             let pte = if folds { f.mkcont(pte) } else { pte };
             self.slot(i).store(pte);
