@@ -3,7 +3,7 @@
 
 use crate::buddy::Prefer;
 use crate::frame::{Frame, Word};
-use crate::{BuddyError, Order, PerCpu, Pfn, Zone};
+use crate::{BuddyError, MigrateType, Order, PerCpu, Pfn, Zone};
 use lock_api::RawMutex;
 
 impl<F, P, R> Zone<F, P, R>
@@ -25,31 +25,78 @@ where
     ///
     /// # Errors
     /// [`BuddyError::BadCpu`], [`BuddyError::OrderTooLarge`], [`BuddyError::OutOfMemory`].
+    ///
+    /// The block is [`MigrateType::Unmovable`]: compaction never moves it. Movable and
+    /// reclaimable allocations: [`Zone::alloc_movable`], [`Zone::alloc_typed`].
     #[inline]
     pub fn alloc_pages(&self, cpu: usize, order: Order) -> Result<Pfn, BuddyError> {
-        let (idx, _) = self.alloc_preferring(cpu, order, Prefer::Unzeroed)?;
+        self.alloc_typed(cpu, order, MigrateType::Unmovable)
+    }
+
+    /// [`Zone::alloc_pages`] for an allocation of kind `mt`: from `mt`'s per-cpu list and
+    /// free lists, falling back to the other types in Linux's order (and claiming a
+    /// pageblock for `mt` where Linux would) when they are empty. A movable block allocated
+    /// here has key 0 ([`Zone::alloc_movable`]).
+    ///
+    /// # Errors
+    /// As [`Zone::alloc_pages`].
+    #[inline]
+    pub fn alloc_typed(
+        &self,
+        cpu: usize,
+        order: Order,
+        mt: MigrateType,
+    ) -> Result<Pfn, BuddyError> {
+        let (idx, _) = self.alloc_preferring(cpu, order, Prefer::Unzeroed, mt, 0)?;
         Ok(self.map().pfn(idx))
     }
 
-    /// [`Zone::alloc_pages`] taking the block `prefer` would rather have; returns its index
-    /// and whether it is known zero (its head is `Allocated` either way).
+    /// Allocates a movable block of `2^order` frames, as [`Zone::alloc_pages`] does, that
+    /// compaction and contiguous allocation may move: they hand `key` (the embedder's name
+    /// for the allocation: an index into its own table of mappings) to the embedder's
+    /// [`Migrate`](crate::Migrate) callback, which copies the block and repoints its
+    /// mappings, or refuses. The block's frame number changes when it moves: keep it where
+    /// the callback updates it.
+    ///
+    /// # Errors
+    /// As [`Zone::alloc_pages`].
+    #[inline]
+    pub fn alloc_movable(&self, cpu: usize, order: Order, key: u64) -> Result<Pfn, BuddyError> {
+        let (idx, _) =
+            self.alloc_preferring(cpu, order, Prefer::Unzeroed, MigrateType::Movable, key)?;
+        Ok(self.map().pfn(idx))
+    }
+
+    /// [`Zone::alloc_typed`] taking the block `prefer` would rather have, its head given
+    /// `key`; returns its index and whether it is known zero (its head is `Allocated`
+    /// either way).
     #[inline]
     pub(crate) fn alloc_preferring(
         &self,
         cpu: usize,
         order: Order,
         prefer: Prefer,
+        mt: MigrateType,
+        key: u64,
     ) -> Result<(u32, bool), BuddyError> {
         // The common case, inline: a per-cpu order served from (or refilled into) the CPU's
         // list. Everything else, and every error, takes the general path.
-        if let (Some(pcp), Some(list)) = (self.pcps.as_ref().get(cpu), self.cfg.pcp_list(order))
+        let (idx, zeroed) = if let (Some(pcp), Some(list)) =
+            (self.pcps.as_ref().get(cpu), self.cfg.pcp_list(order, mt))
             && order <= self.cfg.max_order
-            && let Some((idx, zeroed)) = self.take_from_list(pcp, list, order, prefer)
+            && let Some(taken) = self.take_from_list(pcp, list, order, prefer, mt)
         {
-            self.map().frame(idx).store(Word::allocated(order.get()));
-            return Ok((idx, zeroed));
+            taken
+        } else {
+            self.alloc_slow(cpu, order, prefer, mt)?
+        };
+        let head = self.map().frame(idx);
+        // The key first: whoever sees the allocated word sees the key.
+        if key != 0 {
+            head.set_key(key);
         }
-        self.alloc_slow(cpu, order, prefer)
+        head.store(Word::allocated_as(order.get(), mt));
+        Ok((idx, zeroed))
     }
 
     /// [`Zone::alloc_preferring`] past its fast path: the checks, one more attempt, and the
@@ -60,11 +107,12 @@ where
         cpu: usize,
         order: Order,
         prefer: Prefer,
+        mt: MigrateType,
     ) -> Result<(u32, bool), BuddyError> {
         let pcp = self.pcp(cpu)?;
         self.check_order(order)?;
         let oom = |r: &Result<_, _>| matches!(r, Err(BuddyError::OutOfMemory(_)));
-        let first = self.alloc_fast(pcp, order, prefer);
+        let first = self.alloc_fast(pcp, order, prefer, mt);
         if !oom(&first) {
             return first;
         }
@@ -74,16 +122,16 @@ where
         } else {
             self.drain_all();
         }
-        let mut retry = self.alloc_fast(pcp, order, prefer);
+        let mut retry = self.alloc_fast(pcp, order, prefer, mt);
         // Then: merge the buddies that stayed apart for their knowledge of zero.
         if oom(&retry) && self.lock_zone().merge_mixed(self.map()) {
-            retry = self.alloc_fast(pcp, order, prefer);
+            retry = self.alloc_fast(pcp, order, prefer, mt);
         }
         // Last: initialize deferred memory, a chunk at a time (`deferred_grow_zone`), or
         // wait for the chunks another CPU is initializing.
         while oom(&retry) {
             let seen = self.deferred_generation();
-            retry = self.alloc_fast(pcp, order, prefer);
+            retry = self.alloc_fast(pcp, order, prefer, mt);
             if !oom(&retry) || !self.grow_from_deferred(seen) {
                 break;
             }
@@ -92,28 +140,28 @@ where
     }
 
     /// One allocation attempt without draining other lists: from the CPU's list for a
-    /// per-cpu order ([`Zone::take_from_list`]), else from the buddy.
+    /// per-cpu order ([`Zone::take_from_list`]), else from the buddy. The block's head is
+    /// not marked allocated yet.
     fn alloc_fast(
         &self,
         pcp: &PerCpu<R>,
         order: Order,
         prefer: Prefer,
+        mt: MigrateType,
     ) -> Result<(u32, bool), BuddyError> {
         let m = self.map();
         let oom = BuddyError::OutOfMemory(order);
-        let (idx, zeroed) = match self.cfg.pcp_list(order) {
-            Some(list) => self.take_from_list(pcp, list, order, prefer).ok_or(oom)?,
+        match self.cfg.pcp_list(order, mt) {
+            Some(list) => self.take_from_list(pcp, list, order, prefer, mt).ok_or(oom),
             None => {
                 let mut free = self.lock_zone();
-                let taken = free.rmqueue(m, order, prefer).ok_or(oom)?;
+                let taken = free.rmqueue(m, order, prefer, mt).ok_or(oom)?;
                 if prefer == Prefer::Zeroed {
                     free.stats.count_zeroed_alloc(taken.1, order.pages());
                 }
-                taken
+                Ok(taken)
             }
-        };
-        m.frame(idx).store(Word::allocated(order.get()));
-        Ok((idx, zeroed))
+        }
     }
 
     /// A block from `pcp`'s `list` under its lock, as `prefer` says: a zeroed allocation
@@ -128,6 +176,7 @@ where
         list: usize,
         order: Order,
         prefer: Prefer,
+        mt: MigrateType,
     ) -> Option<(u32, bool)> {
         let m = self.map();
         let mut lists = self.lock_pcp(pcp);
@@ -136,7 +185,7 @@ where
                 // One known-zero block from the buddy for this call, and the rest of a
                 // batch of them for the list.
                 let mut free = self.lock_zone();
-                let idx = free.rmqueue_zeroed(m, order)?;
+                let idx = free.rmqueue_zeroed(m, order, mt)?;
                 let batch = self.cfg.pcp_blocks(order);
                 lists.refill(m, &mut free, list, order, Prefer::Zeroed, batch - 1);
                 Some((idx, true))

@@ -10,7 +10,8 @@ use crate::deferred::{AddedRanges, DeferredRanges};
 use crate::frame::{FrameState, Word};
 use crate::list::{FreeCount, List};
 use crate::map::FrameMap;
-use crate::{BuddyError, MAX_SUPPORTED_ORDER, Order};
+use crate::migratetype::{ISOLATE, LIST_TYPES};
+use crate::{BuddyError, MAX_SUPPORTED_ORDER, MigrateType, Order};
 
 /// Which free block an allocation would rather have.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -25,7 +26,8 @@ pub(crate) enum Prefer {
 
 /// Everything the zone lock protects.
 pub(crate) struct FreeArea {
-    pub(crate) lists: [List; MAX_SUPPORTED_ORDER as usize + 1],
+    /// Per order, per free-list index: the three [`MigrateType`]s, then isolated blocks.
+    pub(crate) lists: [[List; LIST_TYPES]; MAX_SUPPORTED_ORDER as usize + 1],
     /// Frames free in the buddy, and of those in blocks known zero.
     pub(crate) count: FreeCount,
     /// Usable frames initialized: every range added, holes and deferred frames excluded.
@@ -39,7 +41,7 @@ pub(crate) struct FreeArea {
 
 impl FreeArea {
     pub(crate) const EMPTY: Self = Self {
-        lists: [List::EMPTY; MAX_SUPPORTED_ORDER as usize + 1],
+        lists: [[List::EMPTY; LIST_TYPES]; MAX_SUPPORTED_ORDER as usize + 1],
         count: FreeCount::NONE,
         present: 0,
         added: AddedRanges::EMPTY,
@@ -47,11 +49,19 @@ impl FreeArea {
         stats: LockStats::ZERO,
     };
 
+    /// Puts the free block at `idx`, which the caller owns, on free list `list` of its order.
     #[inline]
-    fn insert(&mut self, m: FrameMap<'_>, idx: u32, order: Order, zeroed: bool) {
+    pub(crate) fn insert(
+        &mut self,
+        m: FrameMap<'_>,
+        idx: u32,
+        order: Order,
+        zeroed: bool,
+        list: u8,
+    ) {
         m.frame(idx)
-            .store(Word::free(FrameState::Buddy, order.get(), zeroed));
-        self.lists[order.get() as usize].push(m.frames, idx, zeroed);
+            .store(Word::free(FrameState::Buddy, order.get(), zeroed, list));
+        self.lists[order.get() as usize][list as usize].push(m.frames, idx, zeroed);
         self.count.add(order, zeroed);
         self.stats.list_ops += 1;
     }
@@ -60,8 +70,9 @@ impl FreeArea {
     /// it (its head reads as a tail until the caller stores another word).
     #[inline]
     pub(crate) fn remove(&mut self, m: FrameMap<'_>, idx: u32, order: Order) -> bool {
-        let zeroed = m.frame(idx).load().zeroed();
-        self.lists[order.get() as usize].remove(m.frames, idx);
+        let w = m.frame(idx).load();
+        let zeroed = w.zeroed();
+        self.lists[order.get() as usize][w.mt() as usize].remove(m.frames, idx);
         m.frame(idx).store(Word::TAIL);
         self.count.sub(order, zeroed);
         self.stats.list_ops += 1;
@@ -69,10 +80,12 @@ impl FreeArea {
     }
 
     /// `__free_one_page`: frees the block at `idx`, which the caller owns and whose other
-    /// frames are tails, merging it with free buddies of the same order up to MAX_ORDER.
-    /// A buddy that is reserved, allocated, being zeroed, on a per-cpu list, or of other
-    /// knowledge (known zero where this block is not, or the reverse) stops the merge: a
-    /// merged block is known zero exactly when both halves were.
+    /// frames are tails, merging it with free buddies of the same order up to MAX_ORDER,
+    /// onto the lists of its pageblock's type. A buddy that is reserved, allocated, being
+    /// zeroed, on a per-cpu list, or of other knowledge (known zero where this block is not,
+    /// or the reverse) stops the merge: a merged block is known zero exactly when both halves
+    /// were. So does a buddy in another pageblock that is isolated where this one is not (or
+    /// the reverse); a buddy of another type takes this block's type (`change_pageblock_range`).
     #[inline]
     pub(crate) fn free_one_page(
         &mut self,
@@ -81,63 +94,148 @@ impl FreeArea {
         mut order: Order,
         zeroed: bool,
     ) {
+        if order > m.cfg.pageblock_order {
+            // Pageblock by pageblock, each to its own type's lists (`split_large_buddy`):
+            // they merge back where their types allow.
+            let pb = m.cfg.pageblock_order;
+            for chunk in (idx..idx + order.pages() as u32).step_by(pb.pages() as usize) {
+                m.frame(chunk).store(Word::TAIL);
+                self.free_one_page(m, chunk, pb, zeroed);
+            }
+            return;
+        }
+        let list = m.free_list_of(idx);
         while order < m.cfg.max_order {
             let Some(b) = m.buddy(idx, order) else { break };
             // Only a buddy of the same knowledge: a freed block does not make its zeroed
             // buddy unknown (the slow path's `merge_mixed` merges those pairs).
-            if m.frame(b).load() != Word::free(FrameState::Buddy, order.get(), zeroed) {
+            let w = m.frame(b).load();
+            if w.ignoring_mt() != Word::free(FrameState::Buddy, order.get(), zeroed, 0) {
                 break;
+            }
+            if w.mt() != list {
+                // Below the pageblock order both halves share one pageblock, and so one list.
+                if list == ISOLATE || w.mt() == ISOLATE {
+                    break;
+                }
+                if let Some(mt) = MigrateType::from_index(list) {
+                    self.set_block_type(m, b, order, mt);
+                }
             }
             self.remove(m, b, order);
             m.frame(idx).store(Word::TAIL);
             idx = idx.min(b);
             order = order.up();
         }
-        self.insert(m, idx, order, zeroed);
+        self.insert(m, idx, order, zeroed, list);
     }
 
-    /// `__rmqueue_smallest`: takes the smallest free block of at least `order`, split down,
-    /// the front of its list (one not known zero if the order has any); the upper halves go
-    /// back to the free lists (known zero if the block was). Returns the block, which the
-    /// caller owns, and whether it is known zero.
+    /// `__rmqueue_smallest`: takes the smallest free block of at least `order` on `mt`'s
+    /// lists, split down, the front of its list (one not known zero if the order has any);
+    /// the upper halves go back to the free lists (known zero if the block was). Returns the
+    /// block, which the caller owns, and whether it is known zero.
     #[inline]
     pub(crate) fn rmqueue_smallest(
         &mut self,
         m: FrameMap<'_>,
         order: Order,
+        mt: MigrateType,
     ) -> Option<(u32, bool)> {
-        let o =
-            (order.get()..=m.cfg.max_order.get()).find(|&o| !self.lists[o as usize].is_empty())?;
-        let idx = self.lists[o as usize].head()?;
+        let l = mt as usize;
+        let o = (order.get()..=m.cfg.max_order.get())
+            .find(|&o| !self.lists[o as usize][l].is_empty())?;
+        let idx = self.lists[o as usize][l].head()?;
         Some((idx, self.take_split(m, idx, Order(o), order)))
     }
 
-    /// Takes the smallest block known zero of at least `order`, split down (the halves stay
-    /// known zero), or `None` if the buddy has none.
+    /// Takes the smallest block known zero of at least `order` on `mt`'s lists, else on its
+    /// fallbacks' (claiming the pageblock for `mt` where an allocation would), split down
+    /// (the halves stay known zero), or `None` if the buddy has none.
     #[inline]
-    pub(crate) fn rmqueue_zeroed(&mut self, m: FrameMap<'_>, order: Order) -> Option<u32> {
-        let (o, idx) = (order.get()..=m.cfg.max_order.get()).find_map(|o| {
-            let tail = self.lists[o as usize].tail()?;
-            m.frame(tail).load().zeroed().then_some((o, tail))
+    pub(crate) fn rmqueue_zeroed(
+        &mut self,
+        m: FrameMap<'_>,
+        order: Order,
+        mt: MigrateType,
+    ) -> Option<u32> {
+        let zeroed_on = |free: &Self, from: MigrateType| {
+            (order.get()..=m.cfg.max_order.get()).find_map(|o| {
+                let tail = free.lists[o as usize][from as usize].tail()?;
+                m.frame(tail).load().zeroed().then_some((Order(o), tail))
+            })
+        };
+        let (o, idx) = zeroed_on(self, mt).or_else(|| {
+            mt.fallbacks().into_iter().find_map(|from| {
+                let (o, idx) = zeroed_on(self, from)?;
+                if mt.claims_on_fallback(o, m.cfg.pageblock_order) {
+                    self.try_claim(m, idx, o, mt);
+                }
+                Some((o, idx))
+            })
         })?;
-        self.take_split(m, idx, Order(o), order);
+        self.take_split(m, idx, o, order);
         Some(idx)
     }
 
-    /// A block `prefer` would rather have: see [`Prefer`].
+    /// A block `prefer` would rather have (see [`Prefer`]) for an allocation of `mt`: from
+    /// its own lists, else by falling back to the other types (`__rmqueue_fallback`).
     #[inline]
     pub(crate) fn rmqueue(
         &mut self,
         m: FrameMap<'_>,
         order: Order,
         prefer: Prefer,
+        mt: MigrateType,
     ) -> Option<(u32, bool)> {
         if prefer == Prefer::Zeroed
-            && let Some(idx) = self.rmqueue_zeroed(m, order)
+            && let Some(idx) = self.rmqueue_zeroed(m, order, mt)
         {
             return Some((idx, true));
         }
-        self.rmqueue_smallest(m, order)
+        self.rmqueue_smallest(m, order, mt)
+            .or_else(|| self.rmqueue_fallback(m, order, mt))
+    }
+
+    /// `__rmqueue_fallback`: first the largest block of another type, in `mt`'s fallback
+    /// order, whose pageblock `mt` may claim ([`MigrateType::claims_on_fallback`],
+    /// [`FreeArea::try_claim`]), then allocating from `mt`'s lists; else the smallest block
+    /// of another type that fits, taken without changing any type.
+    pub(crate) fn rmqueue_fallback(
+        &mut self,
+        m: FrameMap<'_>,
+        order: Order,
+        mt: MigrateType,
+    ) -> Option<(u32, bool)> {
+        for o in (order.get()..=m.cfg.max_order.get()).rev() {
+            if !mt.claims_on_fallback(Order(o), m.cfg.pageblock_order) {
+                continue;
+            }
+            for from in mt.fallbacks() {
+                let Some(idx) = self.lists[o as usize][from as usize].head() else {
+                    continue;
+                };
+                if self.try_claim(m, idx, Order(o), mt) {
+                    return self.rmqueue_smallest(m, order, mt);
+                }
+            }
+        }
+        for o in order.get()..=m.cfg.max_order.get() {
+            for from in mt.fallbacks() {
+                if let Some(idx) = self.lists[o as usize][from as usize].head() {
+                    return Some((idx, self.take_split(m, idx, Order(o), order)));
+                }
+            }
+        }
+        None
+    }
+
+    /// Whether a free block of `order` or above sits on a list an allocation can take from.
+    pub(crate) fn has_free(&self, m: FrameMap<'_>, order: Order) -> bool {
+        (order.get()..=m.cfg.max_order.get()).any(|o| {
+            self.lists[o as usize][..ISOLATE as usize]
+                .iter()
+                .any(|l| !l.is_empty())
+        })
     }
 
     /// Removes the free block `[idx, idx + 2^from)` and returns its upper halves down to
@@ -150,9 +248,10 @@ impl FreeArea {
         from: Order,
         order: Order,
     ) -> bool {
+        let list = m.frame(idx).load().mt();
         let zeroed = self.remove(m, idx, from);
         for lower in (order.get()..from.get()).rev() {
-            self.insert(m, idx + (1u32 << lower), Order(lower), zeroed);
+            self.insert(m, idx + (1u32 << lower), Order(lower), zeroed, list);
         }
         zeroed
     }
@@ -177,10 +276,10 @@ impl FreeArea {
             o -= 1;
             let half = 1u32 << o;
             if idx >= base + half {
-                self.insert(m, base, Order(o), zeroed);
+                self.insert(m, base, Order(o), zeroed, w.mt());
                 base += half;
             } else {
-                self.insert(m, base + half, Order(o), zeroed);
+                self.insert(m, base + half, Order(o), zeroed, w.mt());
             }
         }
         Ok(zeroed)

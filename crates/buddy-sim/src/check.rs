@@ -1,9 +1,9 @@
 //! `Zone::check`: every invariant, verified by walking the frames and every free list.
 
-use crate::frame::{Frame, FrameState};
+use crate::frame::{Frame, FrameState, Word};
 use crate::list::{FreeCount, List};
 use crate::map::FrameMap;
-use crate::{Order, PerCpu, Pfn, Zone};
+use crate::{MigrateType, Order, PerCpu, Pfn, Zone};
 use lock_api::RawMutex;
 
 /// A broken invariant found by [`Zone::check`].
@@ -35,7 +35,9 @@ where
     /// buddies of one order and the same knowledge are both in the buddy below MAX_ORDER,
     /// reserved frames are exactly the zone's holes, references are sane, only free blocks
     /// are marked known zero, with the counts of them right and each list's known-zero
-    /// blocks at its back.
+    /// blocks at its back; every free block in the buddy is on the lists of its pageblock's
+    /// type (or the isolated lists), a free block of a pageblock or more spans pageblocks of
+    /// one type, and an allocated head has no reference count exactly when it is frozen.
     ///
     /// Meant for a quiescent zone: with allocations or frees in flight on other CPUs it
     /// can report the frames they are moving.
@@ -83,8 +85,28 @@ where
             if !Order(w.order()).aligns(m.pfn(i)) || idx + size > n {
                 return bad("a misaligned block or one past the zone", i);
             }
-            if (w.state() == FrameState::Allocated) == (w.refcount() == 0) {
+            let frozen = w.state() == FrameState::Allocated && w.frozen();
+            if (w.state() == FrameState::Allocated && !frozen) == (w.refcount() == 0)
+                || frozen && w.refcount() != 0
+                || w.frozen() && !frozen
+            {
                 return bad("a refcount that does not match the state", i);
+            }
+            if w.state() == FrameState::Buddy {
+                if w.mt() != m.free_list_of(i) {
+                    return bad(
+                        "a free block on the lists of another type than its pageblock's",
+                        i,
+                    );
+                }
+                let first = m.frame(m.pageblock_index(i)).pageblock_bits();
+                let mut pb = i;
+                while pb < i + size as u32 {
+                    if m.frame(m.pageblock_index(pb)).pageblock_bits() != first {
+                        return bad("a free block over pageblocks of different types", pb);
+                    }
+                    pb += m.pageblock_pages();
+                }
             }
             if matches!(w.state(), FrameState::Leaked | FrameState::Reserved) && w.order() != 0 {
                 return bad("a leaked or reserved frame above order 0", i);
@@ -108,7 +130,11 @@ where
             let free = self.free.lock();
             let mut listed = 0u64;
             for (o, list) in free.lists.iter().enumerate() {
-                listed += check_list(m, list, FrameState::Buddy, |order| order as usize == o)?;
+                for (t, list) in list.iter().enumerate() {
+                    listed += check_list(m, list, FrameState::Buddy, |w| {
+                        w.order() as usize == o && w.mt() as usize == t
+                    })?;
+                }
             }
             if listed != buddy_heads || buddy != free.count {
                 return bad(
@@ -125,8 +151,10 @@ where
             let lists = pcp.lists.lock();
             let mut count = FreeCount::NONE;
             for (l, list) in lists.lists.iter().enumerate() {
-                listed += check_list(m, list, FrameState::Pcp, |order| {
-                    self.cfg.pcp_list(Order(order)) == Some(l)
+                listed += check_list(m, list, FrameState::Pcp, |w| {
+                    MigrateType::from_index(w.mt())
+                        .and_then(|mt| self.cfg.pcp_list(Order(w.order()), mt))
+                        == Some(l)
                 })?;
                 count_list(m, list, &mut count);
             }
@@ -149,7 +177,7 @@ fn check_list(
     m: FrameMap<'_>,
     list: &List,
     state: FrameState,
-    order_ok: impl Fn(u8) -> bool,
+    entry_ok: impl Fn(Word) -> bool,
 ) -> Result<u64, Corruption> {
     let (mut at, mut prev, mut len) = (list.head(), None, 0u64);
     // Known-zero blocks sit at a list's back, after every other block.
@@ -168,7 +196,7 @@ fn check_list(
         if f.prev() != prev {
             return fail("a broken list link");
         }
-        if w.state() != state || !order_ok(w.order()) {
+        if w.state() != state || !entry_ok(w) {
             return fail("a list entry of the wrong state or order");
         }
         if seen_zeroed && !w.zeroed() {

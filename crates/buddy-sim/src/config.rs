@@ -224,17 +224,19 @@ impl ZoneConfig {
         self.pcp_batch.saturating_mul(32)
     }
 
-    /// The per-cpu list that holds blocks of `order`, if any: orders 0..=3
-    /// (PAGE_ALLOC_COSTLY_ORDER) and the pageblock order.
+    /// The per-cpu list that holds blocks of `order` and type `mt`, if any: orders 0..=3
+    /// (PAGE_ALLOC_COSTLY_ORDER) and the pageblock order, one set per type (Linux's
+    /// `order_to_pindex`).
     #[inline]
-    pub(crate) fn pcp_list(&self, order: Order) -> Option<usize> {
-        if order.get() <= 3 {
-            Some(order.get() as usize)
+    pub(crate) fn pcp_list(&self, order: Order, mt: crate::MigrateType) -> Option<usize> {
+        let slot = if order.get() <= 3 {
+            order.get() as usize
         } else if order == self.pageblock_order {
-            Some(crate::pcp::PCP_LISTS - 1)
+            crate::pcp::PCP_SLOTS - 1
         } else {
-            None
-        }
+            return None;
+        };
+        Some(mt as usize * crate::pcp::PCP_SLOTS + slot)
     }
 }
 

@@ -180,6 +180,7 @@ where
                 }
             }
             let mut free = self.lock_zone();
+            free.init_pageblocks(m, chunk.clone());
             let blocks = decompose(
                 m.pfn(chunk.start),
                 u64::from(chunk.end - chunk.start),

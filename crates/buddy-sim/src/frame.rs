@@ -9,6 +9,7 @@
 //!   multi-page free claims a plain page), or that a call just took off a free list: that
 //!   call alone, until it hands the frame to a list or to its caller.
 
+use crate::MigrateType;
 use crate::sync::{AtomicU32, AtomicU64, Ordering};
 
 /// What a frame is. Every frame is the head of exactly one block (free in the buddy, free on
@@ -43,8 +44,11 @@ pub enum FrameState {
 /// A frame's metadata word, unpacked from or to its atomic.
 ///
 /// Bits 0..32 reference count, 32..40 order, 40..44 state, 44 hwpoison, 45 "vmalloc holds
-/// a reference", 46 "known zero" (a free block head whose every byte is zero). All zero is a
-/// reserved frame.
+/// a reference", 46 "known zero" (a free block head whose every byte is zero), 47 "frozen"
+/// (an allocated head with no reference count: a frozen contiguous page, or a movable block
+/// being migrated), 48..50 the migratetype (of an allocated head: the kind of allocation; of a
+/// free head: the free list it is on, [`MigrateType`]'s index, 3 for the isolated lists). All
+/// zero is a reserved frame.
 #[derive(Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Word(u64);
 
@@ -53,6 +57,9 @@ const STATE_SHIFT: u32 = 40;
 const POISONED: u64 = 1 << 44;
 const VMALLOC: u64 = 1 << 45;
 const ZEROED: u64 = 1 << 46;
+const FROZEN: u64 = 1 << 47;
+const MT_SHIFT: u32 = 48;
+const MT: u64 = 0x3 << MT_SHIFT;
 const REFCOUNT: u64 = u32::MAX as u64;
 const STATE: u64 = 0xf << STATE_SHIFT;
 
@@ -72,10 +79,45 @@ impl Word {
     /// A tail inside another frame's block.
     pub(crate) const TAIL: Self = Self::new(FrameState::Tail, 0);
 
-    /// The head of a freshly allocated block: one reference, no flags.
+    /// The head of a freshly allocated unmovable block: one reference, no flags.
     #[inline]
     pub(crate) const fn allocated(order: u8) -> Self {
         Self(Self::new(FrameState::Allocated, order).0 | 1)
+    }
+
+    /// The head of a freshly allocated block of kind `mt`: one reference, no flags.
+    #[inline]
+    pub(crate) const fn allocated_as(order: u8, mt: MigrateType) -> Self {
+        Self::allocated(order).with_mt(mt as u8)
+    }
+
+    /// An allocated order-0 page with no reference count (`alloc_contig_frozen_range`).
+    pub(crate) const FROZEN_PAGE: Self = Self(Self::new(FrameState::Allocated, 0).0 | FROZEN);
+
+    /// The list index (0..=3: [`MigrateType`]'s, then isolated) of a free head, or the kind
+    /// of an allocated one.
+    #[inline]
+    pub(crate) const fn mt(self) -> u8 {
+        ((self.0 & MT) >> MT_SHIFT) as u8
+    }
+
+    /// The same word with list index or kind `mt` (0..=3).
+    #[inline]
+    pub(crate) const fn with_mt(self, mt: u8) -> Self {
+        Self((self.0 & !MT) | (((mt & 3) as u64) << MT_SHIFT))
+    }
+
+    /// An allocated head without a reference count: frozen by `alloc_contig_frozen_range`,
+    /// or by a migration in progress.
+    #[inline]
+    pub(crate) const fn frozen(self) -> bool {
+        self.0 & FROZEN != 0
+    }
+
+    /// The same allocated head frozen: no references, nobody but the freezer may change it.
+    #[inline]
+    pub(crate) const fn freeze(self) -> Self {
+        Self((self.0 & !REFCOUNT) | FROZEN)
     }
 
     #[inline]
@@ -119,10 +161,11 @@ impl Word {
         self.0 & ZEROED != 0
     }
 
-    /// The head of a free block of `order` in `state` (`Buddy` or `Pcp`), known zero or not.
+    /// The head of a free block of `order` in `state` (`Buddy` or `Pcp`), known zero or not,
+    /// on the lists of index `list` (0..=3).
     #[inline]
-    pub(crate) const fn free(state: FrameState, order: u8, zeroed: bool) -> Self {
-        let w = Self::new(state, order);
+    pub(crate) const fn free(state: FrameState, order: u8, zeroed: bool, list: u8) -> Self {
+        let w = Self::new(state, order).with_mt(list);
         if zeroed { Self(w.0 | ZEROED) } else { w }
     }
 
@@ -130,6 +173,12 @@ impl Word {
     #[inline]
     pub(crate) const fn ignoring_zeroed(self) -> Self {
         Self(self.0 & !ZEROED)
+    }
+
+    /// The word without its migratetype.
+    #[inline]
+    pub(crate) const fn ignoring_mt(self) -> Self {
+        Self(self.0 & !MT)
     }
 
     /// An allocated head with at least one reference: the only words anyone but their owner
@@ -198,9 +247,15 @@ impl Word {
 /// overwrites it when it starts.
 pub struct Frame {
     word: AtomicU64,
-    /// List links, stored as index + 1 (0: none), so that an all-zero frame is empty.
+    /// List links, stored as index + 1 (0: none), so that an all-zero frame is empty. An
+    /// allocated head is on no list: its links hold the 64-bit key of a movable allocation
+    /// ([`Zone::alloc_movable`](crate::Zone::alloc_movable)).
     prev: AtomicU32,
     next: AtomicU32,
+    /// In the first frame of each pageblock (or the zone's first frame, for a pageblock the
+    /// zone starts inside): the pageblock's [`MigrateType`] index (bits 0..2) and whether it
+    /// is isolated (bit 2). Written under the zone lock only.
+    pageblock: AtomicU32,
 }
 
 impl Frame {
@@ -214,6 +269,7 @@ impl Frame {
             word: AtomicU64::new(0),
             prev: AtomicU32::new(0),
             next: AtomicU32::new(0),
+            pageblock: AtomicU32::new(0),
         }
     }
 
@@ -226,6 +282,7 @@ impl Frame {
             word: AtomicU64::new(0),
             prev: AtomicU32::new(0),
             next: AtomicU32::new(0),
+            pageblock: AtomicU32::new(0),
         }
     }
 
@@ -241,6 +298,8 @@ impl Frame {
             poisoned: w.poisoned(),
             vmalloc: w.vmalloc(),
             zeroed: w.zeroed(),
+            frozen: w.frozen(),
+            migratetype: MigrateType::from_index(w.mt()),
         }
     }
 
@@ -302,6 +361,33 @@ impl Frame {
         self.store(Word(0));
         self.set_prev_raw(0);
         self.set_next_raw(0);
+        self.pageblock.store(0, Ordering::Relaxed);
+    }
+
+    /// The key of a movable allocation this frame heads (set before its word is stored).
+    #[inline]
+    pub(crate) fn key(&self) -> u64 {
+        (u64::from(self.prev_raw()) << 32) | u64::from(self.next_raw())
+    }
+
+    /// Stores the key of the allocation this frame heads; the caller owns the frame, off
+    /// every list.
+    #[inline]
+    pub(crate) fn set_key(&self, key: u64) {
+        self.set_prev_raw((key >> 32) as u32);
+        self.set_next_raw(key as u32);
+    }
+
+    /// The pageblock bits (in a pageblock's first frame).
+    #[inline]
+    pub(crate) fn pageblock_bits(&self) -> u32 {
+        self.pageblock.load(Ordering::Relaxed)
+    }
+
+    /// Sets the pageblock bits; under the zone lock.
+    #[inline]
+    pub(crate) fn set_pageblock_bits(&self, bits: u32) {
+        self.pageblock.store(bits, Ordering::Relaxed);
     }
 }
 
@@ -335,4 +421,11 @@ pub struct FrameInfo {
     /// zeroing) and not handed out since, or declared zero by the embedder
     /// ([`Zone::add_zeroed_memory`](crate::Zone::add_zeroed_memory)).
     pub zeroed: bool,
+    /// An allocated head without a reference count: a page of
+    /// [`Zone::alloc_contig_frozen_range`](crate::Zone::alloc_contig_frozen_range), or a
+    /// movable block compaction is migrating at that instant.
+    pub frozen: bool,
+    /// Of an allocated head, the kind of allocation; of a free head, the free lists it is on
+    /// (`None`: the isolated lists of a pageblock being isolated); else unspecified.
+    pub migratetype: Option<MigrateType>,
 }

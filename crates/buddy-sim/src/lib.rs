@@ -75,6 +75,7 @@ mod list;
 mod loom_tests;
 mod map;
 mod memory;
+mod migratetype;
 #[cfg(feature = "aarch64-paging")]
 mod paging_tables;
 mod pcp;
@@ -103,6 +104,7 @@ pub use error::BuddyError;
 pub use frame::{Frame, FrameInfo, FrameState};
 pub use lock_api;
 pub use memory::{FrameClearer, FrameMemory, OffsetMap};
+pub use migratetype::MigrateType;
 /// The shared vocabulary (page sizes, frame numbers, addresses, ranges) the signatures use.
 pub use mm_types;
 /// A page frame number, from the shared vocabulary.

@@ -11,11 +11,13 @@ use crate::frame::{FrameState, Word};
 use crate::list::{FreeCount, List};
 use crate::map::FrameMap;
 use crate::sync::Mutex;
-use crate::{DefaultRawMutex, Order};
+use crate::{DefaultRawMutex, MigrateType, Order};
 use lock_api::RawMutex;
 
-/// Per-cpu lists per CPU: orders 0, 1, 2, 3 (PAGE_ALLOC_COSTLY_ORDER) and the pageblock order.
-pub(crate) const PCP_LISTS: usize = 5;
+/// Per-cpu list orders: 0, 1, 2, 3 (PAGE_ALLOC_COSTLY_ORDER) and the pageblock order.
+pub(crate) const PCP_SLOTS: usize = 5;
+/// Per-cpu lists per CPU: the orders' lists for each [`MigrateType`], kept apart.
+pub(crate) const PCP_LISTS: usize = PCP_SLOTS * MigrateType::ALL.len();
 
 /// One CPU's free lists and their lock. Callers provide a slice of these, one per CPU (a
 /// `static` array works: `[const { PerCpu::new() }; CPUS]`). Aligned so that two CPUs' lists never
@@ -58,8 +60,9 @@ impl PcpLists {
         order: Order,
         zeroed: bool,
     ) {
+        let mt = (list / PCP_SLOTS) as u8;
         m.frame(idx)
-            .store(Word::free(FrameState::Pcp, order.get(), zeroed));
+            .store(Word::free(FrameState::Pcp, order.get(), zeroed, mt));
         self.lists[list].push(m.frames, idx, zeroed);
         self.count.add(order, zeroed);
         self.stats.list_ops += 1;
@@ -90,9 +93,10 @@ impl PcpLists {
         Some((idx, zeroed))
     }
 
-    /// `rmqueue_bulk`: moves up to `blocks` blocks of `order` from the buddy to `list`: any
-    /// blocks, or for [`Prefer::Zeroed`] only blocks known zero. The caller holds this CPU's
-    /// lock and passes the zone lock's data.
+    /// `rmqueue_bulk`: moves up to `blocks` blocks of `order` for allocations of the list's
+    /// type from the buddy to `list`: any blocks (falling back to other types as an
+    /// allocation does), or for [`Prefer::Zeroed`] only blocks known zero of the type. The
+    /// caller holds this CPU's lock and passes the zone lock's data.
     #[inline]
     pub(crate) fn refill(
         &mut self,
@@ -103,10 +107,11 @@ impl PcpLists {
         prefer: Prefer,
         blocks: u64,
     ) {
+        let mt = MigrateType::ALL[list / PCP_SLOTS];
         for _ in 0..blocks {
             let taken = match prefer {
-                Prefer::Unzeroed => free.rmqueue_smallest(m, order),
-                Prefer::Zeroed => free.rmqueue_zeroed(m, order).map(|idx| (idx, true)),
+                Prefer::Unzeroed => free.rmqueue(m, order, Prefer::Unzeroed, mt),
+                Prefer::Zeroed => free.rmqueue_zeroed(m, order, mt).map(|idx| (idx, true)),
             };
             let Some((idx, zeroed)) = taken else {
                 break;

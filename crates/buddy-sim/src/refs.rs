@@ -64,8 +64,9 @@ where
         let m = self.map();
         if let Ok(idx) = m.index(pfn) {
             let frame = m.frame(idx);
-            let only = Word::allocated(order.get());
-            if frame.load() == only && frame.cas(only, only.freeing()).is_ok() {
+            let w = frame.load();
+            if w.ignoring_mt() == Word::allocated(order.get()) && frame.cas(w, w.freeing()).is_ok()
+            {
                 self.free_block(pcp, idx, order, 1);
                 return Ok(());
             }
@@ -134,14 +135,15 @@ where
     /// As [`Zone::free_pages`], and [`BuddyError::Shared`] if the block has more than one
     /// reference.
     pub fn split_page(&self, pfn: Pfn, order: Order) -> Result<(), BuddyError> {
-        let (idx, _) = self.update_head(pfn, Some(order), |w| match w.refcount() {
+        let (idx, w) = self.update_head(pfn, Some(order), |w| match w.refcount() {
             1 => Ok(w.with_order(0)),
             _ => Err(BuddyError::Shared(pfn)),
         })?;
-        // The caller holds the only reference: the tails are its own.
+        // The caller holds the only reference: the tails are its own, of the block's kind.
         let tails = idx as usize + 1..idx as usize + order.pages() as usize;
+        let page = Word::allocated(0).with_mt(w.mt());
         for frame in &self.frames.as_ref()[tails] {
-            frame.store(Word::allocated(0));
+            frame.store(page);
         }
         Ok(())
     }

@@ -259,6 +259,8 @@ where
                         if grown > 0 {
                             self.per_page.init_deferred(grown);
                         }
+                        // The batched zone's allocation may have claimed pageblocks.
+                        self.per_page.copy_pageblocks_from(&self.batched);
                         self.per_page.alloc_pages_at(pfn, o).map(|()| pfn)
                     }
                     // Both fail alike: same order check, same (canonical) free blocks.

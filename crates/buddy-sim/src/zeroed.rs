@@ -19,7 +19,8 @@ use crate::buddy::{FreeArea, Prefer};
 use crate::frame::{Frame, FrameState, Word};
 use crate::map::FrameMap;
 use crate::memory::{FRAME, FrameClearer, FrameMemory};
-use crate::{BuddyError, MAX_SUPPORTED_ORDER, Order, PerCpu, Pfn, Zone};
+use crate::migratetype::{ISOLATE, LIST_TYPES};
+use crate::{BuddyError, MAX_SUPPORTED_ORDER, MigrateType, Order, PerCpu, Pfn, Zone};
 use lock_api::RawMutex;
 use zero_core::Resched;
 
@@ -61,7 +62,8 @@ where
                 return Err(BuddyError::FaultOutsideBlock { order, offset: at });
             }
         }
-        let (idx, zeroed) = self.alloc_preferring(cpu, order, Prefer::Zeroed)?;
+        let (idx, zeroed) =
+            self.alloc_preferring(cpu, order, Prefer::Zeroed, MigrateType::Unmovable, 0)?;
         let pfn = self.map().pfn(idx);
         if zeroed && !clearer.verifies() {
             return Ok(pfn);
@@ -131,8 +133,12 @@ impl FreeArea {
     /// and the caller owns it until it frees it again.
     pub(crate) fn take_unzeroed(&mut self, m: FrameMap<'_>, most: Order) -> Option<(u32, Order)> {
         let (o, idx) = (0..=m.cfg.max_order.get()).rev().find_map(|o| {
-            let head = self.lists[o as usize].head()?;
-            (!m.frame(head).load().zeroed()).then_some((o, head))
+            self.lists[o as usize][..ISOLATE as usize]
+                .iter()
+                .find_map(|l| {
+                    let head = l.head()?;
+                    (!m.frame(head).load().zeroed()).then_some((o, head))
+                })
         })?;
         let keep = Order(o.min(most.get()));
         self.take_split(m, idx, Order(o), keep);
@@ -146,15 +152,20 @@ impl FreeArea {
     /// zero), up to MAX_ORDER. Returns whether it merged any. O(free blocks).
     pub(crate) fn merge_mixed(&mut self, m: FrameMap<'_>) -> bool {
         let mut merged = false;
-        for o in 0..m.cfg.max_order.get() {
+        for (o, list) in
+            (0..m.cfg.max_order.get()).flat_map(|o| (0..LIST_TYPES as u8).map(move |l| (o, l)))
+        {
             let order = Order(o);
-            let mut at = self.lists[o as usize].head();
+            let mut at = self.lists[o as usize][list as usize].head();
             while let Some(idx) = at {
                 at = m.frame(idx).next();
                 let Some(b) = m.buddy(idx, order) else {
                     continue;
                 };
-                if m.frame(b).load().ignoring_zeroed() != Word::new(FrameState::Buddy, o) {
+                // Same list: a pair across pageblocks of two types merges when freed.
+                if m.frame(b).load().ignoring_zeroed()
+                    != Word::new(FrameState::Buddy, o).with_mt(list)
+                {
                     continue;
                 }
                 // Same order and knowledge would have merged already: this pair is mixed.

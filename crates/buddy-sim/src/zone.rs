@@ -8,11 +8,14 @@ use crate::buddy::FreeArea;
 use crate::counters::LockStats;
 use crate::decompose;
 use crate::frame::{Frame, FrameInfo, FrameState, Word};
-use crate::list::FreeCount;
+use crate::list::{FreeCount, List};
 use crate::map::FrameMap;
 use crate::pcp::{PcpLists, PerCpu};
 use crate::sync::{AtomicU64, Mutex, Ordering};
-use crate::{BuddyError, DefaultRawMutex, MAX_SUPPORTED_ORDER, OpCounters, Order, Pfn, ZoneConfig};
+use crate::{
+    BuddyError, DefaultRawMutex, MAX_SUPPORTED_ORDER, MigrateType, OpCounters, Order, Pfn,
+    ZoneConfig,
+};
 use lock_api::RawMutex;
 
 /// Where a free block sits.
@@ -215,6 +218,7 @@ where
         } else {
             pages.clone()
         };
+        free.init_pageblocks(m, eager.clone());
         // The range lies inside the zone, so pfn + nr cannot overflow.
         let blocks = decompose(
             m.pfn(eager.start),
@@ -348,7 +352,26 @@ where
 
     /// Free blocks per order in the buddy: `result[o]` blocks of order `o`.
     pub fn buddy_blocks_per_order(&self) -> [u32; MAX_SUPPORTED_ORDER as usize + 1] {
-        self.free.lock().lists.map(|l| l.len())
+        self.free
+            .lock()
+            .lists
+            .map(|l| l.iter().map(List::len).sum())
+    }
+
+    /// Free blocks per order in the buddy on `mt`'s lists (isolated pageblocks' blocks are
+    /// on none of them).
+    pub fn buddy_blocks_of_type(&self, mt: MigrateType) -> [u32; MAX_SUPPORTED_ORDER as usize + 1] {
+        self.free.lock().lists.map(|l| l[mt as usize].len())
+    }
+
+    /// The type of the pageblock holding `pfn`, and whether it is isolated.
+    ///
+    /// # Errors
+    /// [`BuddyError::OutOfZone`].
+    pub fn pageblock_type(&self, pfn: Pfn) -> Result<(MigrateType, bool), BuddyError> {
+        let m = self.map();
+        let pb = m.pageblock(m.index(pfn)?);
+        Ok((pb.mt, pb.isolated))
     }
 
     /// Every free block, ascending: `(first frame, order, where)` (whether a block is known
@@ -438,7 +461,11 @@ where
     #[inline]
     pub(crate) fn free_block(&self, pcp: &PerCpu<R>, idx: u32, order: Order, prepares: u64) {
         let m = self.map();
-        let Some(list) = self.cfg.pcp_list(order) else {
+        // The list of the pageblock's type now; an isolated pageblock's blocks go straight
+        // to the buddy (its isolated lists).
+        let list = MigrateType::from_index(m.free_list_of(idx))
+            .and_then(|mt| self.cfg.pcp_list(order, mt));
+        let Some(list) = list else {
             let mut free = self.lock_zone();
             free.stats.prepares += prepares;
             free.free_one_page(m, idx, order, false);

@@ -582,6 +582,9 @@ fn holes_are_never_handed_out_or_merged_across() {
 #[test]
 fn vfree_is_all_or_nothing_and_checks_provenance() {
     let z = small();
+    // A page held in the middle of the zone: the area cannot be one run.
+    let pin = Pfn(0x300);
+    z.alloc_pages_at(pin, Order::ZERO).unwrap();
     let mut runs = [FrameRange::new(Pfn(0), 0); 8];
     let area = z.vmalloc(1, 300, &mut runs).unwrap();
     let kept: Vec<_> = area.runs().to_vec();
@@ -636,6 +639,7 @@ fn vfree_is_all_or_nothing_and_checks_provenance() {
     assert_eq!((kept0.refcount, kept0.vmalloc), (1, false));
     z.put_page(0, kept[0].start).unwrap();
     z.free_pages(0, plain, Order::ZERO).unwrap();
+    z.free_pages(0, pin, Order::ZERO).unwrap();
     z.drain_all();
     z.check().unwrap();
     assert_eq!(z.buddy_pages(), 1024);

@@ -18,7 +18,8 @@ use core::ptr::NonNull;
 use super::{CheckInterval, Op};
 use crate::memory::ZERO_FRAME;
 use crate::{
-    BoxedZone, BuddyError, FrameClearer, FrameMemory, FreeWhere, OffsetMap, Order, Pfn, ZoneConfig,
+    BoxedZone, BuddyError, FrameClearer, FrameMemory, FreeWhere, MigrateType, OffsetMap, Order,
+    Pfn, ZoneConfig,
 };
 use zero_core::{ClearConfig, NoResched, PageSize, PreemptModel};
 
@@ -231,13 +232,26 @@ impl ZeroedModel {
     /// Whether a zeroed allocation of `order` on `cpu` has a known-zero block to take: one
     /// of at least `order` in the buddy, or one on `cpu`'s list for `order`.
     fn known_zero_for(&self, cpu: usize, order: Order) -> bool {
-        let own_list = self.zone.config().pcp_list(order).is_some();
+        // Zeroed allocations are unmovable: a per-cpu block of that type, or any in the buddy
+        // that is not isolated (the zeroed path falls back across types).
+        let own_list = self
+            .zone
+            .config()
+            .pcp_list(order, MigrateType::Unmovable)
+            .is_some();
         self.zone.free_blocks().any(|(pfn, o, place)| {
-            let zeroed = self.zone.frame(pfn).is_ok_and(|f| f.zeroed);
-            zeroed
+            let Ok(f) = self.zone.frame(pfn) else {
+                return false;
+            };
+            f.zeroed
                 && match place {
-                    FreeWhere::Buddy => o >= order,
-                    FreeWhere::Pcp => own_list && o == order && self.zone.on_pcp_list(cpu, pfn),
+                    FreeWhere::Buddy => o >= order && f.migratetype.is_some(),
+                    FreeWhere::Pcp => {
+                        own_list
+                            && o == order
+                            && f.migratetype == Some(MigrateType::Unmovable)
+                            && self.zone.on_pcp_list(cpu, pfn)
+                    }
                 }
         })
     }
