@@ -112,8 +112,10 @@ const WORKLOADS: [Workload; 5] = [
 pub(crate) fn split_and_free_iteration(z: &BoxedZone, w: Workload, free: Free) {
     let o = order(w.order);
     let run = |pfn: Pfn, nr: u64| match free {
-        Free::Batched => must(z.free_contig_range(0, pfn, nr)),
-        Free::PerPage => must(free_contig_range_per_page(z, 0, pfn, nr)),
+        // SAFETY: the benchmark frees what it allocated, once, and no longer uses its memory.
+        Free::Batched => must(unsafe { z.free_contig_range(0, pfn, nr) }),
+        // SAFETY: the benchmark frees what it allocated, once, and no longer uses its memory.
+        Free::PerPage => must(unsafe { free_contig_range_per_page(z, 0, pfn, nr) }),
     };
     let pfn = must(z.alloc_pages(0, o));
     must(z.split_page(pfn, o));
@@ -317,7 +319,8 @@ fn floor_table(ctx: &SectionContext, iterations: u32, budget: Budget) -> (Table,
             .collect();
         let start = std::time::Instant::now();
         for f in held {
-            must(target.zone.free_contig_range(0, f, 512));
+            // SAFETY: the benchmark frees what it allocated, once, and no longer uses its memory.
+            must(unsafe { target.zone.free_contig_range(0, f, 512) });
         }
         frees.push(start.elapsed());
         let start = std::time::Instant::now();
@@ -581,7 +584,8 @@ fn peer_table(
             for _ in 0..n {
                 let f = must(z.alloc_pages(0, order(9)));
                 must(z.split_page(f, order(9)));
-                must(z.free_contig_range(0, f, 512));
+                // SAFETY: the benchmark frees what it allocated, once, and no longer uses its memory.
+                must(unsafe { z.free_contig_range(0, f, 512) });
             }
         },
         peer_alloc_dealloc_512,
@@ -592,7 +596,8 @@ fn peer_table(
         |z, n| {
             for _ in 0..n {
                 let f = must(z.alloc_pages(0, order(9)));
-                must(z.free_pages(0, f, order(9)));
+                // SAFETY: the benchmark frees what it allocated, once, and no longer uses its memory.
+                must(unsafe { z.free_pages(0, f, order(9)) });
             }
         },
         peer_alloc_dealloc_512,
@@ -604,7 +609,8 @@ fn peer_table(
             for _ in 0..n {
                 let f = must(z.alloc_pages(0, order(9)));
                 must(z.split_page(f, order(9)));
-                must(free_contig_range_per_page(z, 0, f, 512));
+                // SAFETY: the benchmark frees what it allocated, once, and no longer uses its memory.
+                must(unsafe { free_contig_range_per_page(z, 0, f, 512) });
             }
         },
         |p, n| {
@@ -622,7 +628,8 @@ fn peer_table(
             .map(|_| must(z.alloc_pages(0, order(O))))
             .collect();
         for f in held {
-            must(z.free_pages(0, f, order(O)));
+            // SAFETY: the benchmark frees what it allocated, once, and no longer uses its memory.
+            must(unsafe { z.free_pages(0, f, order(O)) });
         }
     }
     fn theirs_pairs<const O: u8>(p: &mut Peer, count: u32) {

@@ -131,7 +131,8 @@ fn batch(pools: &mut [Pool; 2], path: Path, o: Order, n: usize) -> (Duration, Du
     // metadata in cache (a batch of one would spend the full pool's only block on it).
     if n > 1 {
         let warm = take(pool);
-        must(pool.zone.free_pages(0, warm, o));
+        // SAFETY: the benchmark frees what it allocated, once, and no longer uses its memory.
+        must(unsafe { pool.zone.free_pages(0, warm, o) });
     }
     let mut held = Vec::with_capacity(n);
     let mut worst = Duration::ZERO;
@@ -146,7 +147,8 @@ fn batch(pools: &mut [Pool; 2], path: Path, o: Order, n: usize) -> (Duration, Du
     for pfn in held {
         // The caller writes what it got (and a full pool's blocks come back not zero).
         pool.block(pfn, o)[0] = 1;
-        must(pool.zone.free_pages(0, pfn, o));
+        // SAFETY: the benchmark frees what it allocated, once, and no longer uses its memory.
+        must(unsafe { pool.zone.free_pages(0, pfn, o) });
     }
     (total / n as u32, worst)
 }
@@ -161,7 +163,8 @@ fn background_round(pool: &mut Pool, bytes: usize) -> Duration {
         .collect();
     for &pfn in &blocks {
         pool.block(pfn, o)[0] = 1;
-        must(pool.zone.free_pages(0, pfn, o));
+        // SAFETY: the benchmark frees what it allocated, once, and no longer uses its memory.
+        must(unsafe { pool.zone.free_pages(0, pfn, o) });
     }
     pool.zone.drain_all();
     let t = Instant::now();
@@ -226,7 +229,8 @@ fn fault_stream(
             if held.len() > window
                 && let Some(old) = held.pop_front()
             {
-                must(zone.free_pages(0, old, o));
+                // SAFETY: the benchmark frees what it allocated, once, and no longer uses its memory.
+                must(unsafe { zone.free_pages(0, old, o) });
             }
             let until = Instant::now() + gap;
             while Instant::now() < until {
@@ -235,7 +239,8 @@ fn fault_stream(
         }
         done.store(true, Ordering::Relaxed);
         for pfn in held {
-            must(zone.free_pages(0, pfn, o));
+            // SAFETY: the benchmark frees what it allocated, once, and no longer uses its memory.
+            must(unsafe { zone.free_pages(0, pfn, o) });
         }
         lat
     });
@@ -294,7 +299,8 @@ pub fn count_batches(n: u32, zeroed: bool) {
             }
         });
         for pfn in held.drain(..) {
-            must(zone.free_pages(0, pfn, o));
+            // SAFETY: the benchmark frees what it allocated, once, and no longer uses its memory.
+            must(unsafe { zone.free_pages(0, pfn, o) });
         }
     }
     // Freed blocks are not known zero; the zone is large enough that every counted zeroed

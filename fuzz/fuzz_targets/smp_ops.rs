@@ -101,9 +101,12 @@ impl World {
     }
 
     fn free(&mut self, cpu: usize, h: Held) {
-        match h {
-            Held::Block(p, o) => self.zone.free_pages(cpu, p, o).unwrap(),
-            Held::Run(p, n) => self.zone.free_contig_range(cpu, p, n).unwrap(),
+        // SAFETY: the target holds `h` (its owner table says so) and never touches memory.
+        unsafe {
+            match h {
+                Held::Block(p, o) => self.zone.free_pages(cpu, p, o).unwrap(),
+                Held::Run(p, n) => self.zone.free_contig_range(cpu, p, n).unwrap(),
+            }
         }
         self.release(h);
     }

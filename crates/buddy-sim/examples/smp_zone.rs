@@ -39,10 +39,12 @@ fn main() -> Result<(), BuddyError> {
                         // A 2 MiB folio, split and given back as pages in one call...
                         let run = zone.alloc_pages(cpu, o9)?;
                         zone.split_page(run, o9)?;
-                        zone.free_contig_range(cpu, run, o9.pages())?;
+                        // SAFETY: this thread allocated and split the run and no longer uses it.
+                        unsafe { zone.free_contig_range(cpu, run, o9.pages())? };
                         // ...and single pages, the way page tables come and go.
                         let page = zone.alloc_pages(cpu, Order::ZERO)?;
-                        zone.free_pages(cpu, page, Order::ZERO)?;
+                        // SAFETY: this thread allocated the page and no longer uses it.
+                        unsafe { zone.free_pages(cpu, page, Order::ZERO)? };
                     }
                     Ok(())
                 })

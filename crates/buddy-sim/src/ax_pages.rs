@@ -27,7 +27,8 @@ use lock_api::RawMutex;
 /// // 2 MiB of frames at physical 16 MiB, reached through a direct map at this offset.
 /// const DIRECT_MAP: usize = 0xffff_8000_0000_0000;
 /// let zone = BoxedZone::new_boxed_empty(ZoneConfig::new(Pfn(0x1000), 512))?;
-/// let mut pages = AxPageAllocator::new(&zone, 0, DIRECT_MAP)?;
+/// // SAFETY: the example frees only runs it allocated, once each.
+/// let mut pages = unsafe { AxPageAllocator::new(&zone, 0, DIRECT_MAP)? };
 /// pages.init(DIRECT_MAP + 0x100_0000, 2 << 20);
 /// let stack = pages.alloc_pages(4, 4 * 4096).expect("16 KiB, aligned");
 /// let fixed = pages.alloc_pages_at(DIRECT_MAP + 0x110_0000, 3, 4096).expect("that range");
@@ -57,7 +58,17 @@ where
     /// # Errors
     /// [`BuddyError::BadCpu`]; [`BuddyError::BadConfig`] if `offset` is not a multiple of
     /// 4 KiB.
-    pub fn new(zone: &'z Zone<F, P, R>, cpu: usize, offset: usize) -> Result<Self, BuddyError> {
+    ///
+    /// # Safety
+    /// `axallocator`'s `dealloc_pages` is a safe call that frees: every run its caller hands
+    /// back must be one this allocator handed out (or part of one), not freed before and not
+    /// accessed after, as [`Zone::free_contig_range`] requires.
+    #[allow(unsafe_code)]
+    pub unsafe fn new(
+        zone: &'z Zone<F, P, R>,
+        cpu: usize,
+        offset: usize,
+    ) -> Result<Self, BuddyError> {
         zone.pcp_pages(cpu)?;
         Ok(Self {
             zone,
@@ -101,6 +112,7 @@ where
 
     /// Takes exactly the frames `[pfn, pfn + pages)`, each as an order-0 page; all or
     /// nothing.
+    #[allow(unsafe_code)]
     fn take_run(&self, pfn: Pfn, pages: u64) -> Result<(), BuddyError> {
         let max = self.zone.config().max_order;
         let mut taken = 0u64;
@@ -110,12 +122,14 @@ where
                 took = self.zone.split_page(block, order);
                 if took.is_err() {
                     // Not reached (the block was just taken, with one reference).
-                    let _ = self.zone.free_pages(self.cpu, block, order);
+                    // SAFETY: this call took the block and hands it to nobody.
+                    let _ = unsafe { self.zone.free_pages(self.cpu, block, order) };
                 }
             }
             if let Err(e) = took {
                 // Give back the blocks taken before, split into order-0 pages.
-                let _ = self.zone.free_contig_range(self.cpu, pfn, taken);
+                // SAFETY: this call took and split them and hands them to nobody.
+                let _ = unsafe { self.zone.free_contig_range(self.cpu, pfn, taken) };
                 return Err(e);
             }
             taken += order.pages();
@@ -174,9 +188,12 @@ where
     /// Frees `num_pages` frames from `pos` ([`Zone::free_contig_range`]); a failure (a page
     /// not allocated, outside the zone) frees nothing and is kept in
     /// [`AxPageAllocator::last_error`].
+    #[allow(unsafe_code)]
     fn dealloc_pages(&mut self, pos: usize, num_pages: usize) {
         let r = match self.pfn_at(pos) {
-            Some(pfn) => self.zone.free_contig_range(self.cpu, pfn, num_pages as u64),
+            // SAFETY: `AxPageAllocator::new`'s contract: the caller hands back only runs this
+            // allocator handed out, once, and no longer uses them.
+            Some(pfn) => unsafe { self.zone.free_contig_range(self.cpu, pfn, num_pages as u64) },
             None => Err(BuddyError::NotAFrame { addr: pos }),
         };
         let _ = self.outcome(r);

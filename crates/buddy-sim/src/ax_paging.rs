@@ -14,7 +14,13 @@ use memory_addr::{PhysAddr, VirtAddr};
 use page_table_multiarch::PagingHandler;
 
 /// Where [`AxPagingHandler`] finds its zone: implemented by the embedder, once per zone.
-pub trait AxPagingZone {
+///
+/// # Safety
+/// `PagingHandler::dealloc_frames` is a safe call that frees: the handler must only be used
+/// by page tables that hand back frames it allocated for them, once, and no longer use them
+/// (`page_table_multiarch`'s tables do), as [`Zone::free_pages_exact`] requires.
+#[allow(unsafe_code)]
+pub unsafe trait AxPagingZone {
     /// The zone's frame metadata.
     type Frames: AsRef<[Frame]> + 'static;
     /// The zone's per-cpu lists.
@@ -58,7 +64,8 @@ pub trait AxPagingZone {
 /// static ZONE: OnceLock<BoxedZone> = OnceLock::new();
 ///
 /// struct Tables;
-/// impl AxPagingZone for Tables {
+/// // SAFETY: only `page_table_multiarch`'s tables use the handler.
+/// unsafe impl AxPagingZone for Tables {
 ///     type Frames = Vec<Frame>;
 ///     type PerCpus = Vec<PerCpu>;
 ///     type Lock = buddy_sim::DefaultRawMutex;
@@ -108,10 +115,13 @@ impl<Z: AxPagingZone> PagingHandler for AxPagingHandler<Z> {
     }
 
     /// Frees `num` frames from `paddr`; an error goes to [`AxPagingZone::dealloc_failed`].
+    #[allow(unsafe_code)]
     fn dealloc_frames(paddr: PhysAddr, num: usize) {
         let addr = paddr.as_usize();
         let r = match PHYSICAL.pfn_at(addr) {
-            Some(pfn) => Z::zone().free_pages_exact(Z::cpu(), pfn, num as u64),
+            // SAFETY: `AxPagingZone`'s contract: only tables that hand back the frames this
+            // handler allocated for them, once, use it.
+            Some(pfn) => unsafe { Z::zone().free_pages_exact(Z::cpu(), pfn, num as u64) },
             None => Err(BuddyError::NotAFrame { addr }),
         };
         if let Err(e) = r {

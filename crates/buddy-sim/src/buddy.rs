@@ -5,12 +5,13 @@
 //! allocation takes the front (so zeroed blocks are not spent on callers that overwrite them),
 //! a zeroed allocation the back, and background zeroing finds a block to clear at a front.
 
+use crate::compaction::Scanners;
 use crate::counters::LockStats;
 use crate::deferred::{AddedRanges, DeferredRanges};
 use crate::frame::{FrameState, Word};
 use crate::list::{FreeCount, List};
 use crate::map::FrameMap;
-use crate::migratetype::{ISOLATE, LIST_TYPES};
+use crate::migratetype::{ISOLATE, LIST_TYPES, set_pageblocks};
 use crate::{BuddyError, MAX_SUPPORTED_ORDER, MigrateType, Order};
 
 /// Which free block an allocation would rather have.
@@ -37,6 +38,8 @@ pub(crate) struct FreeArea {
     /// Ranges added whose frames are not initialized yet.
     pub(crate) deferred: DeferredRanges,
     pub(crate) stats: LockStats,
+    /// Where proactive compaction's scanners stopped (`Zone::compact_some`).
+    pub(crate) scanners: Option<Scanners>,
 }
 
 impl FreeArea {
@@ -47,6 +50,7 @@ impl FreeArea {
         added: AddedRanges::EMPTY,
         deferred: DeferredRanges::EMPTY,
         stats: LockStats::ZERO,
+        scanners: None,
     };
 
     /// Puts the free block at `idx`, which the caller owns, on free list `list` of its order.
@@ -104,7 +108,7 @@ impl FreeArea {
             }
             return;
         }
-        let list = m.free_list_of(idx);
+        let mut list = m.free_list_of(idx);
         while order < m.cfg.max_order {
             let Some(b) = m.buddy(idx, order) else { break };
             // Only a buddy of the same knowledge: a freed block does not make its zeroed
@@ -118,7 +122,14 @@ impl FreeArea {
                 if list == ISOLATE || w.mt() == ISOLATE {
                     break;
                 }
-                if let Some(mt) = MigrateType::from_index(list) {
+                // The merged block takes the lower half's type (`change_pageblock_range`):
+                // whatever order the halves were freed in, the same type results.
+                if b < idx {
+                    list = w.mt();
+                    if let Some(mt) = MigrateType::from_index(list) {
+                        set_pageblocks(m, idx, order, mt);
+                    }
+                } else if let Some(mt) = MigrateType::from_index(list) {
                     self.set_block_type(m, b, order, mt);
                 }
             }

@@ -66,7 +66,21 @@ where
     /// kernel warns and frees nothing), [`BuddyError::DoubleFree`],
     /// [`BuddyError::LeakedPage`], [`BuddyError::Hole`], [`BuddyError::OutOfZone`],
     /// [`BuddyError::Overflow`], [`BuddyError::BadCpu`].
-    pub fn free_contig_range(&self, cpu: usize, pfn: Pfn, nr: u64) -> Result<(), BuddyError> {
+    ///
+    /// # Safety
+    /// The caller holds the reference it drops (one that its allocation or a `get_page` gave
+    /// it and that it has not dropped before), and once the last reference is gone nothing
+    /// accesses the page's memory: the zone may clear it (`zero_some`, `alloc_zeroed`),
+    /// hand it to a migration's target, or to any CPU's next allocation. A free of what the
+    /// caller does not hold is reported as an error where the zone can tell (a double free,
+    /// a frame in no allocation), but not always: the block may be someone else's by then.
+    #[allow(unsafe_code)]
+    pub unsafe fn free_contig_range(
+        &self,
+        cpu: usize,
+        pfn: Pfn,
+        nr: u64,
+    ) -> Result<(), BuddyError> {
         let pcp = self.pcp(cpu)?;
         let pages = self.map().range(pfn, nr)?;
         if self.claim(pages.clone(), Claim::Any)? {
@@ -75,6 +89,61 @@ where
             self.commit(pcp, pages);
         }
         Ok(())
+    }
+
+    /// Frees a run of frozen order-0 pages ([`Zone::alloc_contig_frozen_range`]) as the
+    /// fewest naturally aligned blocks (`free_contig_frozen_range`, whose batching is the
+    /// third patch of the 2026 series): each page is claimed by one compare-and-swap (no
+    /// reference count to drop), then the run is freed a section at a time as
+    /// [`Zone::free_contig_range`] frees its runs. All or nothing: a page that is not frozen
+    /// fails the call and the pages claimed before it are given back.
+    ///
+    /// # Errors
+    /// [`BuddyError::NotFrozen`] for a page with a reference count (or
+    /// [`BuddyError::CompoundPage`] for a frame of a larger allocation),
+    /// [`BuddyError::DoubleFree`], [`BuddyError::LeakedPage`], [`BuddyError::Hole`],
+    /// [`BuddyError::OutOfZone`], [`BuddyError::Overflow`], [`BuddyError::BadCpu`];
+    /// nothing is freed then.
+    ///
+    /// # Safety
+    /// The caller owns the frozen pages (they came from a frozen contiguous allocation it
+    /// made, and nobody else frees them), and nothing accesses their memory after this call:
+    /// the zone may clear them or hand them to anyone.
+    #[allow(unsafe_code)]
+    pub unsafe fn free_contig_frozen_range(
+        &self,
+        cpu: usize,
+        pfn: Pfn,
+        nr: u64,
+    ) -> Result<(), BuddyError> {
+        let pcp = self.pcp(cpu)?;
+        let pages = self.map().range(pfn, nr)?;
+        let frames = &self.frames.as_ref()[pages.start as usize..pages.end as usize];
+        let claimed = frames
+            .iter()
+            .take_while(|f| f.cas(Word::FROZEN_PAGE, Word::TAIL).is_ok())
+            .count();
+        if claimed < frames.len() {
+            for f in &frames[..claimed] {
+                f.store(Word::FROZEN_PAGE);
+            }
+            // claimed < frames.len() = pages.len(), a u32.
+            return Err(self.not_frozen(pages.start + claimed as u32));
+        }
+        self.commit_tails(pcp, pages);
+        Ok(())
+    }
+
+    /// What is wrong with freeing page `i` as a frozen page.
+    pub(crate) fn not_frozen(&self, i: u32) -> BuddyError {
+        let m = self.map();
+        let w = m.frame(i).load();
+        match w {
+            _ if w == Word::FROZEN_PAGE => BuddyError::Frozen(m.pfn(i)),
+            _ if w.is_live() && w.order() == 0 => BuddyError::NotFrozen(m.pfn(i)),
+            _ if w.is_live() || w.frozen() => BuddyError::CompoundPage(m.pfn(i)),
+            _ => m.not_allocated(i, w),
+        }
     }
 
     /// Pass 1 over `pages`; on an error, the pages claimed so far are given back. Returns
@@ -213,7 +282,7 @@ where
 
     /// Pass 2 over `pages` when pass 1 made every one a tail: nobody else writes a tail, so
     /// they are one run, freed a section at a time, each page's free-time check passed.
-    fn commit_tails(&self, pcp: &PerCpu<R>, pages: Range<u32>) {
+    pub(crate) fn commit_tails(&self, pcp: &PerCpu<R>, pages: Range<u32>) {
         let m = self.map();
         let mut i = pages.start;
         while i < pages.end {

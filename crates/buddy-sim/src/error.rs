@@ -108,6 +108,16 @@ pub enum BuddyError {
         /// zero-core's error.
         error: ZeroError,
     },
+    /// The block is frozen: a page of `alloc_contig_frozen_range` (free it with
+    /// `free_contig_frozen_range`), or a movable block compaction is moving at this instant
+    /// (try again).
+    Frozen(Pfn),
+    /// `free_contig_frozen_range`: the page is allocated with a reference count, not frozen.
+    NotFrozen(Pfn),
+    /// `alloc_contig_range`: the frame is in the way: allocated and not movable (or pinned,
+    /// or its move was refused), or a free block another CPU holds on its per-cpu list, or
+    /// in a pageblock another contiguous allocation has isolated. Nothing is allocated.
+    Busy(Pfn),
     /// A pointer handed back (aarch64-paging's `deallocate_table`) that the
     /// [`FrameMemory`](crate::FrameMemory) does not map to a frame.
     NotAFrame {
@@ -183,6 +193,12 @@ impl fmt::Display for BuddyError {
                 )
             }
             Self::Clear { pfn, error } => write!(f, "clearing the block at frame {pfn}: {error}"),
+            Self::Frozen(p) => write!(f, "frame {p} is frozen (no reference count)"),
+            Self::NotFrozen(p) => write!(f, "frame {p} is not a frozen page"),
+            Self::Busy(p) => write!(
+                f,
+                "frame {p} is in use and cannot be moved out of the range"
+            ),
             Self::NotAFrame { addr } => {
                 write!(f, "address {addr:#x} is not a frame the FrameMemory maps")
             }

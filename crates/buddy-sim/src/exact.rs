@@ -33,6 +33,7 @@ where
     ///
     /// # Errors
     /// As [`Zone::alloc_pages_exact`].
+    #[allow(unsafe_code)]
     pub fn alloc_pages_exact_aligned(
         &self,
         cpu: usize,
@@ -44,15 +45,19 @@ where
         if let Err(e) = self.split_page(pfn, order) {
             // Not reached (the block is this call's alone, with one reference); give it
             // back rather than leak it.
-            let _ = self.free_pages(cpu, pfn, order);
+            // SAFETY: this call allocated the block and hands it to nobody.
+            let _ = unsafe { self.free_pages(cpu, pfn, order) };
             return Err(e);
         }
         let tail = order.pages() - pages;
-        if tail > 0
-            && let Err(e) = self.free_contig_range(cpu, Pfn(pfn.0 + pages), tail)
-        {
+        // SAFETY: this call allocated and split the block: the pages past the request are
+        // its own, and on the unreachable error all of them are.
+        let freed =
+            (tail > 0).then(|| unsafe { self.free_contig_range(cpu, Pfn(pfn.0 + pages), tail) });
+        if let Some(Err(e)) = freed {
             // Not reached either: every page is this call's, split, with one reference.
-            let _ = self.free_contig_range(cpu, pfn, order.pages());
+            // SAFETY: as above.
+            let _ = unsafe { self.free_contig_range(cpu, pfn, order.pages()) };
             return Err(e);
         }
         Ok(pfn)
@@ -64,7 +69,17 @@ where
     ///
     /// # Errors
     /// As [`Zone::free_contig_range`]; nothing is freed then.
-    pub fn free_pages_exact(&self, cpu: usize, pfn: Pfn, pages: u64) -> Result<(), BuddyError> {
-        self.free_contig_range(cpu, pfn, pages)
+    ///
+    /// # Safety
+    /// As [`Zone::free_contig_range`].
+    #[allow(unsafe_code)]
+    pub unsafe fn free_pages_exact(
+        &self,
+        cpu: usize,
+        pfn: Pfn,
+        pages: u64,
+    ) -> Result<(), BuddyError> {
+        // SAFETY: the caller's contract is this one's.
+        unsafe { self.free_contig_range(cpu, pfn, pages) }
     }
 }

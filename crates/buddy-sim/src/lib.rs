@@ -60,8 +60,10 @@ mod ax_pages;
 mod ax_paging;
 mod buddy;
 mod check;
+mod compaction;
 mod config;
 mod contig;
+mod contig_alloc;
 mod counters;
 mod decompose;
 mod deferred;
@@ -96,6 +98,7 @@ pub use ax_pages::AxPageAllocator;
 #[cfg(feature = "page_table_multiarch")]
 pub use ax_paging::{AxPagingHandler, AxPagingZone};
 pub use check::Corruption;
+pub use compaction::{CompactStats, Migrate, Migration};
 pub use config::{LINUX_PCP_BATCH, ZoneConfig, pcp_batch_for, pcp_high_for};
 pub use counters::OpCounters;
 pub use decompose::{Decompose, decompose};

@@ -3,6 +3,10 @@
 //! refills and drains past `high`, two CPUs freeing the same page or run, and background
 //! zeroing racing allocation and free. The zone is the real one; under `cfg(loom)` its
 //! atomics and locks are loom's (`crate::sync`).
+//!
+//! The frees are `unsafe` (a wrong one could make a zone write memory in use): each model
+//! frees what its thread holds, and the races of two frees of one page or run run on zones
+//! that no clearer or migration writes, where the loser gets the metadata error they check.
 
 // The zeroing models map a buffer as the zone's memory and write pages their thread holds.
 #![allow(unsafe_code)]
@@ -56,7 +60,8 @@ fn on_another_thread<T: Send + 'static>(
 
 fn alloc_free(z: &LoomZone, cpu: usize, order: Order) {
     let p = z.alloc_pages(cpu, order).unwrap();
-    z.free_pages(cpu, p, order).unwrap();
+    // SAFETY: see the module docs.
+    unsafe { z.free_pages(cpu, p, order) }.unwrap();
 }
 
 #[test]
@@ -75,7 +80,8 @@ fn loom_remote_free_while_the_owner_allocates() {
     loom::model(|| {
         let z = zone(2);
         let page = z.alloc_pages(0, O0).unwrap();
-        let remote = on_another_thread(&z, move |z| z.put_page(1, page).unwrap());
+        // SAFETY: see the module docs.
+        let remote = on_another_thread(&z, move |z| unsafe { z.put_page(1, page) }.unwrap());
         alloc_free(&z, 0, O0);
         remote.join().unwrap();
         assert_whole(&z);
@@ -89,8 +95,10 @@ fn loom_drain_all_while_others_allocate() {
         let drainer = on_another_thread(&z, move |z| z.drain_all());
         let p = z.alloc_pages(0, O0).unwrap();
         let q = z.alloc_pages(0, O0).unwrap();
-        z.free_pages(0, p, O0).unwrap();
-        z.free_pages(0, q, O0).unwrap();
+        // SAFETY: see the module docs.
+        unsafe { z.free_pages(0, p, O0) }.unwrap();
+        // SAFETY: see the module docs.
+        unsafe { z.free_pages(0, q, O0) }.unwrap();
         drainer.join().unwrap();
         assert_whole(&z);
     });
@@ -117,8 +125,10 @@ fn loom_two_cpus_free_the_same_page() {
     loom::model(|| {
         let z = zone(2);
         let page = z.alloc_pages(0, O0).unwrap();
-        let other = on_another_thread(&z, move |z| z.put_page(1, page));
-        let mine = z.put_page(0, page);
+        // SAFETY: see the module docs.
+        let other = on_another_thread(&z, move |z| unsafe { z.put_page(1, page) });
+        // SAFETY: see the module docs.
+        let mine = unsafe { z.put_page(0, page) };
         let theirs = other.join().unwrap();
         let double = Err(BuddyError::DoubleFree(page));
         assert!(
@@ -135,8 +145,10 @@ fn loom_two_cpus_free_the_same_run() {
         let z = zone(2);
         let run = z.alloc_pages(0, Order(1)).unwrap();
         z.split_page(run, Order(1)).unwrap();
-        let other = on_another_thread(&z, move |z| z.free_contig_range(1, run, 2));
-        let mine = z.free_contig_range(0, run, 2);
+        // SAFETY: see the module docs.
+        let other = on_another_thread(&z, move |z| unsafe { z.free_contig_range(1, run, 2) });
+        // SAFETY: see the module docs.
+        let mine = unsafe { z.free_contig_range(0, run, 2) };
         let theirs = other.join().unwrap();
         assert!(mine.is_ok() != theirs.is_ok(), "{mine:?} {theirs:?}");
         assert_whole(&z);
@@ -150,7 +162,8 @@ fn loom_slow_path_drains_the_other_cpus_lists_and_retries() {
         // CPU 0 refills its list (two frames) and frees its page back onto it; it finds
         // nothing if CPU 1 took the whole zone first.
         let owner = on_another_thread(&z, move |z| match z.alloc_pages(0, O0) {
-            Ok(p) => z.free_pages(0, p, O0).unwrap(),
+            // SAFETY: see the module docs.
+            Ok(p) => unsafe { z.free_pages(0, p, O0) }.unwrap(),
             Err(e) => assert_eq!(e, BuddyError::OutOfMemory(O0)),
         });
         // The whole zone: only there if the slow path drains CPU 0's list into the buddy,
@@ -166,7 +179,8 @@ fn loom_slow_path_drains_the_other_cpus_lists_and_retries() {
                     .expect("the slow path drains and retries")
             }
         };
-        z.free_pages(1, block, whole).unwrap();
+        // SAFETY: see the module docs.
+        unsafe { z.free_pages(1, block, whole) }.unwrap();
         assert_whole(&z);
     });
 }
@@ -267,10 +281,12 @@ fn allocate_while_zeroing(zero: fn(&LoomZone, &FrameClearer<OffsetMap>)) {
         let p = z.alloc_zeroed(0, O0, &c, None, &mut NoResched).unwrap();
         assert_eq!(c.reads_zero(p, O0), Ok(true));
         scribble(&c, p, O0);
-        z.free_pages(0, p, O0).unwrap();
+        // SAFETY: see the module docs.
+        unsafe { z.free_pages(0, p, O0) }.unwrap();
         let q = z.alloc_pages(0, O0).unwrap();
         scribble(&c, q, O0);
-        z.free_pages(0, q, O0).unwrap();
+        // SAFETY: see the module docs.
+        unsafe { z.free_pages(0, q, O0) }.unwrap();
         zeroer.join().unwrap();
         assert_known_zero_reads_zero(&z, &c);
         // Known-zero blocks and others do not merge: zero the rest, and all are one again.
@@ -334,10 +350,12 @@ fn loom_cpu_local_lists_never_reach_another_cpus_lists() {
         let z = local_zone(2);
         let page = z.alloc_pages(0, O0).unwrap();
         let other = on_another_thread(&z, move |z| {
-            z.put_page(1, page).unwrap();
+            // SAFETY: see the module docs.
+            unsafe { z.put_page(1, page) }.unwrap();
             let whole = Order(4);
             match z.alloc_pages(1, whole) {
-                Ok(p) => z.free_pages(1, p, whole).unwrap(),
+                // SAFETY: see the module docs.
+                Ok(p) => unsafe { z.free_pages(1, p, whole) }.unwrap(),
                 Err(e) => assert_eq!(e, BuddyError::OutOfMemory(whole)),
             }
         });
@@ -384,7 +402,8 @@ fn alloc_split_free(z: &LoomZone, cpu: usize) {
     let o3 = Order(3);
     let p = z.alloc_pages(cpu, o3).unwrap();
     z.split_page(p, o3).unwrap();
-    z.free_contig_range(cpu, p, 8).unwrap();
+    // SAFETY: see the module docs.
+    unsafe { z.free_contig_range(cpu, p, 8) }.unwrap();
 }
 
 /// Background initialization racing an allocation that needs the deferred memory: the
@@ -447,7 +466,8 @@ fn loom_deferred_chunk_published_before_its_frames_is_caught() {
             z.split_page(p, o3).unwrap();
             // Let the late tail writes land first in some interleavings.
             loom::thread::yield_now();
-            z.free_contig_range(1, p, 8).unwrap();
+            // SAFETY: see the module docs.
+            unsafe { z.free_contig_range(1, p, 8) }.unwrap();
         }
         init.join().unwrap();
         assert_whole(&z);

@@ -92,6 +92,7 @@ impl<'a> FrameMap<'a> {
         match w.state() {
             FrameState::Reserved => BuddyError::Hole(pfn),
             FrameState::Leaked => BuddyError::LeakedPage(pfn),
+            FrameState::Allocated if w.frozen() => BuddyError::Frozen(pfn),
             FrameState::Buddy
             | FrameState::Pcp
             | FrameState::Freeing

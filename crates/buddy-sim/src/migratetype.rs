@@ -94,7 +94,7 @@ impl Pageblock {
         }
     }
 
-    const fn bits(self) -> u32 {
+    pub(crate) const fn bits(self) -> u32 {
         self.mt as u32 | INITIALIZED | if self.isolated { ISOLATED } else { 0 }
     }
 
@@ -143,6 +143,22 @@ impl FrameMap<'_> {
         let end_pfn = aligned + u64::from(self.pageblock_pages());
         let zone_end = self.cfg.start.0 + self.cfg.nr_pages;
         start..(end_pfn.min(zone_end) - self.cfg.start.0) as u32
+    }
+}
+
+/// Sets every pageblock of the block at `idx` (of `order`, at least the pageblock order) to
+/// `mt`, not isolated; under the zone lock, the block on no list.
+pub(crate) fn set_pageblocks(m: FrameMap<'_>, idx: u32, order: Order, mt: MigrateType) {
+    let bits = Pageblock {
+        mt,
+        isolated: false,
+    }
+    .bits();
+    let end = idx + order.pages() as u32;
+    let mut i = idx;
+    while i < end {
+        m.frame(m.pageblock_index(i)).set_pageblock_bits(bits);
+        i += m.pageblock_pages();
     }
 }
 
@@ -199,19 +215,9 @@ impl FreeArea {
         order: Order,
         mt: MigrateType,
     ) {
-        let pb = Pageblock {
-            mt,
-            isolated: false,
-        };
-        let step = m.pageblock_pages();
-        let end = idx + order.pages() as u32;
-        let mut i = idx;
-        while i < end {
-            m.frame(m.pageblock_index(i)).set_pageblock_bits(pb.bits());
-            i += step;
-        }
+        set_pageblocks(m, idx, order, mt);
         let zeroed = self.remove(m, idx, order);
-        self.insert(m, idx, order, zeroed, pb.list());
+        self.insert(m, idx, order, zeroed, mt as u8);
     }
 
     /// Linux's `try_to_claim_block`, for an allocation of `mt` that falls back to the free

@@ -135,7 +135,8 @@ where
                 .alloc_zeroed(self.cpu, Order::ZERO, &self.clearer, None, &mut NoResched)?;
         // alloc_zeroed reached it through the same map; were it not to now, give it back.
         let Some(ptr) = self.memory().frame_ptr(pfn) else {
-            let _ = self.zone.free_pages(self.cpu, pfn, Order::ZERO);
+            // SAFETY: just allocated by this call and handed to nobody.
+            let _ = unsafe { self.zone.free_pages(self.cpu, pfn, Order::ZERO) };
             return Err(BuddyError::NotAddressable(pfn));
         };
         self.tables += 1;
@@ -169,7 +170,9 @@ where
 
     unsafe fn deallocate_table(&mut self, page_table: NonNull<PageTable<A>>) {
         let r = match self.memory().pfn_at(page_table.cast()) {
-            Some(pfn) => self.zone.free_pages(self.cpu, pfn, Order::ZERO),
+            // SAFETY: the trait's contract: `page_table` is a table `allocate_table` returned,
+            // not deallocated since and unused from now on.
+            Some(pfn) => unsafe { self.zone.free_pages(self.cpu, pfn, Order::ZERO) },
             None => Err(BuddyError::NotAFrame {
                 addr: page_table.as_ptr().addr(),
             }),

@@ -2,6 +2,7 @@
 //! the "before" column of the benchmarks. The harnesses that drive a zone and its reference
 //! side by side are in `testing` (feature `testing`).
 
+use crate::frame::Word;
 use crate::{BuddyError, Frame, Order, PerCpu, Pfn, Zone};
 use lock_api::RawMutex;
 
@@ -13,7 +14,11 @@ use lock_api::RawMutex;
 ///
 /// # Errors
 /// As [`Zone::free_contig_range`].
-pub fn free_contig_range_per_page<F, P, R>(
+///
+/// # Safety
+/// As [`Zone::free_contig_range`].
+#[allow(unsafe_code)]
+pub unsafe fn free_contig_range_per_page<F, P, R>(
     zone: &Zone<F, P, R>,
     cpu: usize,
     pfn: Pfn,
@@ -28,7 +33,8 @@ where
     let pages = zone.map().range(pfn, nr)?;
     zone.check_claimable(pages)?;
     for i in 0..nr {
-        zone.put_page(cpu, Pfn(pfn.0 + i))?;
+        // SAFETY: the caller's contract covers every page of the run.
+        unsafe { zone.put_page(cpu, Pfn(pfn.0 + i))? };
     }
     Ok(())
 }
@@ -57,4 +63,47 @@ pub fn brute_force_cover(pfn: Pfn, nr: u64, max_order: Order, mut visit: impl Fn
         visit(Pfn(p), Order(order));
         p += 1u64 << order;
     }
+}
+
+/// Frees the frozen pages `[pfn, pfn + nr)` the way `__free_contig_frozen_range` did before
+/// it was batched: each page freed as order 0 on its own (`free_frozen_pages`), after a check
+/// of the whole range, so that it returns the errors [`Zone::free_contig_frozen_range`] does.
+///
+/// # Errors
+/// As [`Zone::free_contig_frozen_range`].
+///
+/// # Safety
+/// As [`Zone::free_contig_frozen_range`].
+#[allow(unsafe_code)]
+pub unsafe fn free_contig_frozen_range_per_page<F, P, R>(
+    zone: &Zone<F, P, R>,
+    cpu: usize,
+    pfn: Pfn,
+    nr: u64,
+) -> Result<(), BuddyError>
+where
+    F: AsRef<[Frame]>,
+    P: AsRef<[PerCpu<R>]>,
+    R: RawMutex,
+{
+    let pcp = zone.pcp(cpu)?;
+    let pages = zone.map().range(pfn, nr)?;
+    if let Some(i) = pages
+        .clone()
+        .find(|&i| zone.map().frame(i).load() != Word::FROZEN_PAGE)
+    {
+        return Err(zone.not_frozen(i));
+    }
+    for i in pages {
+        let frame = zone.map().frame(i);
+        // A concurrent free of the same page: the contract says there is none; still, only
+        // a page this call takes is freed.
+        if frame
+            .cas(Word::FROZEN_PAGE, Word::FROZEN_PAGE.freeing())
+            .is_ok()
+        {
+            zone.free_block(pcp, i, Order::ZERO, 1);
+        }
+    }
+    Ok(())
 }

@@ -55,8 +55,17 @@ where
     /// [`BuddyError::DoubleFree`], [`BuddyError::OrderMismatch`],
     /// [`BuddyError::CompoundPage`] (a frame inside a block), [`BuddyError::LeakedPage`],
     /// [`BuddyError::Hole`], [`BuddyError::OutOfZone`], [`BuddyError::BadCpu`].
+    ///
+    /// # Safety
+    /// The caller holds the reference it drops (one that its allocation or a `get_page` gave
+    /// it and that it has not dropped before), and once the last reference is gone nothing
+    /// accesses the block's memory: the zone may clear it (`zero_some`, `alloc_zeroed`),
+    /// hand it to a migration's target, or to any CPU's next allocation. A free of what the
+    /// caller does not hold is reported as an error where the zone can tell (a double free,
+    /// a frame in no allocation), but not always: the block may be someone else's by then.
     #[inline]
-    pub fn free_pages(&self, cpu: usize, pfn: Pfn, order: Order) -> Result<(), BuddyError> {
+    #[allow(unsafe_code)]
+    pub unsafe fn free_pages(&self, cpu: usize, pfn: Pfn, order: Order) -> Result<(), BuddyError> {
         let pcp = self.pcp(cpu)?;
         // The common case, inline: the only reference to a block of this order with no
         // flags (so its free-time check passes) is dropped by one compare-and-swap. Anything
@@ -79,7 +88,16 @@ where
     ///
     /// # Errors
     /// As [`Zone::free_pages`].
-    pub fn put_page(&self, cpu: usize, pfn: Pfn) -> Result<(), BuddyError> {
+    ///
+    /// # Safety
+    /// The caller holds the reference it drops (one that its allocation or a `get_page` gave
+    /// it and that it has not dropped before), and once the last reference is gone nothing
+    /// accesses the block's memory: the zone may clear it (`zero_some`, `alloc_zeroed`),
+    /// hand it to a migration's target, or to any CPU's next allocation. A free of what the
+    /// caller does not hold is reported as an error where the zone can tell (a double free,
+    /// a frame in no allocation), but not always: the block may be someone else's by then.
+    #[allow(unsafe_code)]
+    pub unsafe fn put_page(&self, cpu: usize, pfn: Pfn) -> Result<(), BuddyError> {
         self.put(self.pcp(cpu)?, pfn, None)
     }
 

@@ -194,8 +194,14 @@ where
     R: RawMutex,
 {
     /// Two zones built from the same configuration and memory map.
+    ///
+    /// # Safety
+    /// Nothing but this harness uses the zones, and no [`FrameClearer`](crate::FrameClearer)
+    /// or migration reaches their memory: the harness frees pages it may not hold (that is
+    /// what its error paths test), which is sound only where the zones never write a frame.
     #[must_use]
-    pub fn new(batched: Zone<F, P, R>, per_page: Zone<F, P, R>) -> Self {
+    #[allow(unsafe_code)]
+    pub unsafe fn new(batched: Zone<F, P, R>, per_page: Zone<F, P, R>) -> Self {
         Self {
             batched,
             per_page,
@@ -231,6 +237,7 @@ where
     ///
     /// # Errors
     /// The first [`Divergence`] found.
+    #[allow(unsafe_code)]
     pub fn apply(&mut self, op: Op) -> Result<(), Divergence> {
         let start = self.batched.config().start;
         let (a, b) = match op {
@@ -280,10 +287,14 @@ where
                 None => return Ok(()),
             },
             Op::Put { cpu, slot, page } => match self.page(slot, page) {
-                Some(pfn) => (
-                    self.batched.put_page(cpu, pfn),
-                    self.per_page.put_page(cpu, pfn),
-                ),
+                // SAFETY: `Lockstep::new`'s contract: the zones are this harness's alone and
+                // never write a frame.
+                Some(pfn) => unsafe {
+                    (
+                        self.batched.put_page(cpu, pfn),
+                        self.per_page.put_page(cpu, pfn),
+                    )
+                },
                 None => return Ok(()),
             },
             Op::Poison { slot, page } => match self.page(slot, page) {
@@ -311,10 +322,13 @@ where
                 None => return Ok(()),
             },
             Op::FreePages { cpu, slot } => match self.slot(slot) {
-                Some((pfn, order)) => (
-                    self.batched.free_pages(cpu, pfn, order),
-                    self.per_page.free_pages(cpu, pfn, order),
-                ),
+                // SAFETY: as for `Op::Put`.
+                Some((pfn, order)) => unsafe {
+                    (
+                        self.batched.free_pages(cpu, pfn, order),
+                        self.per_page.free_pages(cpu, pfn, order),
+                    )
+                },
                 None => return Ok(()),
             },
             Op::DrainCpu { cpu } => (self.batched.drain_pcp(cpu), self.per_page.drain_pcp(cpu)),
@@ -368,10 +382,17 @@ where
     }
 
     /// Frees a run on both zones; on an error, also checks that neither zone changed.
+    #[allow(unsafe_code)]
     fn free_both(&mut self, cpu: usize, pfn: Pfn, len: u64) -> Result<PairResult, Divergence> {
         let before = fingerprint(&self.batched);
-        let a = self.batched.free_contig_range(cpu, pfn, len);
-        let b = free_contig_range_per_page(&self.per_page, cpu, pfn, len);
+        // SAFETY: `Lockstep::new`'s contract: the zones are this harness's alone and never
+        // write a frame.
+        let (a, b) = unsafe {
+            (
+                self.batched.free_contig_range(cpu, pfn, len),
+                free_contig_range_per_page(&self.per_page, cpu, pfn, len),
+            )
+        };
         if a.is_err() && fingerprint(&self.batched) != before {
             return Err(Divergence::ChangedOnError(pfn));
         }

@@ -210,7 +210,16 @@ where
     /// the area already released (named twice while others hold it too),
     /// [`BuddyError::DoubleFree`] for a page already freed or named twice, else as
     /// [`Zone::free_contig_range`]; on any error nothing is freed.
-    pub fn vfree(&self, cpu: usize, area: &VmArea<'_>) -> Result<(), BuddyError> {
+    ///
+    /// # Safety
+    /// The caller holds the reference it drops (one that its allocation or a `get_page` gave
+    /// it and that it has not dropped before), and once the last reference is gone nothing
+    /// accesses the page's memory: the zone may clear it (`zero_some`, `alloc_zeroed`),
+    /// hand it to a migration's target, or to any CPU's next allocation. A free of what the
+    /// caller does not hold is reported as an error where the zone can tell (a double free,
+    /// a frame in no allocation), but not always: the block may be someone else's by then.
+    #[allow(unsafe_code)]
+    pub unsafe fn vfree(&self, cpu: usize, area: &VmArea<'_>) -> Result<(), BuddyError> {
         let pcp = self.pcp(cpu)?;
         for run in area.runs {
             self.map().range(run.start, run.pages)?;

@@ -99,15 +99,21 @@ where
             let pfn = self.zone.alloc_pages(self.cpu, order)?;
             frame_of::<S>(pfn).inspect_err(|_| {
                 // Not nameable: give it back untouched, so nothing leaks.
-                let _ = self.zone.free_pages(self.cpu, pfn, order);
+                // SAFETY: just allocated by this call and handed to nobody.
+                let _ = unsafe { self.zone.free_pages(self.cpu, pfn, order) };
             })
         });
         self.record(r)
     }
 
-    fn deallocate<S: PageSize>(&mut self, frame: PhysFrame<S>) {
+    /// # Safety
+    /// `frame` is one this allocator handed out at this size, not freed since, and unused
+    /// from now on ([`Zone::free_pages`]).
+    unsafe fn deallocate<S: PageSize>(&mut self, frame: PhysFrame<S>) {
         let pfn = Pfn::containing(mm_types::PhysAddr(frame.start_address().as_u64()), FRAME);
-        let r = Self::order::<S>().and_then(|order| self.zone.free_pages(self.cpu, pfn, order));
+        // SAFETY: the caller's contract.
+        let r = Self::order::<S>()
+            .and_then(|order| unsafe { self.zone.free_pages(self.cpu, pfn, order) });
         self.record(r);
     }
 }
@@ -148,10 +154,13 @@ macro_rules! frame_traits {
             /// why and the zone is unchanged.
             ///
             /// # Safety
-            /// The frame must be unused (the trait's contract). The zone itself never relies
-            /// on it: a wrong frame is an error, not corruption.
+            /// The trait's contract (the frame is unused), and the zone's for a free
+            /// ([`Zone::free_pages`]): it is a frame this allocator handed out at this size
+            /// and did not free since. A frame the zone can tell is wrong (free already, not
+            /// a block head of this order) is an error, not corruption.
             unsafe fn deallocate_frame(&mut self, frame: PhysFrame<$size>) {
-                self.deallocate(frame);
+                // SAFETY: the caller's contract.
+                unsafe { self.deallocate(frame) };
             }
         }
     )*};

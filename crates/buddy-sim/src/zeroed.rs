@@ -46,6 +46,7 @@ where
     /// known zero does not read zero (written after it was freed). In the last three cases
     /// the block is freed again, no longer known zero.
     #[inline]
+    #[allow(unsafe_code)]
     pub fn alloc_zeroed<M: FrameMemory>(
         &self,
         cpu: usize,
@@ -70,7 +71,8 @@ where
         }
         if let Err(e) = clearer.make_zero(pfn, order, zeroed, fault, resched) {
             // The block is this call's with one reference: freeing it cannot fail.
-            let _ = self.free_pages(cpu, pfn, order);
+            // SAFETY: this call allocated the block and hands it to nobody.
+            let _ = unsafe { self.free_pages(cpu, pfn, order) };
             return Err(e);
         }
         Ok(pfn)

@@ -9,6 +9,20 @@ use proptest::prelude::*;
 
 const PAGE: usize = 4096;
 
+/// The allocator on `z`'s `cpu`, frames at `offset`.
+fn ax(
+    z: &BoxedZone,
+    cpu: usize,
+    offset: usize,
+) -> Result<
+    AxPageAllocator<'_, Vec<buddy_sim::Frame>, Vec<buddy_sim::PerCpu>, buddy_sim::DefaultRawMutex>,
+    BuddyError,
+> {
+    // SAFETY: no memory behind these zones: the frees these tests make, right or wrong, can
+    // only change metadata (which they check).
+    unsafe { AxPageAllocator::new(z, cpu, offset) }
+}
+
 /// An empty zone spanning `pages` frames from position `base` (offset 0: identity map).
 fn zone(base: usize, pages: u64) -> BoxedZone {
     BoxedZone::new_boxed_empty(ZoneConfig::new(Pfn((base / PAGE) as u64), pages).with_cpus(2))
@@ -18,7 +32,7 @@ fn zone(base: usize, pages: u64) -> BoxedZone {
 #[test]
 fn one_page_in_and_out() {
     let z = zone(PAGE, 1);
-    let mut a = AxPageAllocator::new(&z, 0, 0).unwrap();
+    let mut a = ax(&z, 0, 0).unwrap();
     a.init(PAGE, PAGE);
     assert_eq!(
         (a.total_pages(), a.used_pages(), a.available_pages()),
@@ -43,7 +57,7 @@ fn one_page_in_and_out() {
 fn alignments_are_honoured_and_bad_ones_refused() {
     let base = 1 << 30;
     let z = zone(base, 4096);
-    let mut a = AxPageAllocator::new(&z, 0, 0).unwrap();
+    let mut a = ax(&z, 0, 0).unwrap();
     a.init(base, 4096 * PAGE);
     let mut held = Vec::new();
     for (n, align) in [
@@ -78,7 +92,7 @@ fn alignments_are_honoured_and_bad_ones_refused() {
 fn a_fixed_base_is_taken_exactly_once() {
     let base = 1 << 24;
     let z = zone(base, 1024);
-    let mut a = AxPageAllocator::new(&z, 0, 0).unwrap();
+    let mut a = ax(&z, 0, 0).unwrap();
     a.init(base, 1024 * PAGE);
     // A misaligned run of 13 pages: the fewest aligned blocks, split into pages.
     let at = base + 3 * PAGE;
@@ -109,7 +123,7 @@ fn a_fixed_base_is_taken_exactly_once() {
 fn the_whole_region_goes_out_and_back() {
     let base = 1 << 24;
     let z = zone(base, 512);
-    let mut a = AxPageAllocator::new(&z, 1, 0).unwrap();
+    let mut a = ax(&z, 1, 0).unwrap();
     a.init(base, 512 * PAGE);
     let all = a.alloc_pages(512, PAGE).unwrap();
     assert_eq!(all, base);
@@ -125,7 +139,7 @@ fn the_whole_region_goes_out_and_back() {
 fn memory_is_added_once_and_only_inside_the_zone() {
     let base = 1 << 24;
     let z = zone(base, 256);
-    let mut a = AxPageAllocator::new(&z, 0, 0).unwrap();
+    let mut a = ax(&z, 0, 0).unwrap();
     // Partial pages at both ends are left out.
     assert!(a.add_memory(base + 100, 64 * PAGE).is_ok());
     assert_eq!(a.total_pages(), 63);
@@ -139,8 +153,8 @@ fn memory_is_added_once_and_only_inside_the_zone() {
         Err(AllocError::InvalidParam)
     ));
     assert!(matches!(a.last_error(), Some(BuddyError::OutOfZone(_))));
-    assert!(AxPageAllocator::new(&z, 5, 0).is_err());
-    assert!(AxPageAllocator::new(&z, 0, 100).is_err());
+    assert!(ax(&z, 5, 0).is_err());
+    assert!(ax(&z, 0, 100).is_err());
     z.check().unwrap();
 }
 
@@ -148,7 +162,7 @@ fn memory_is_added_once_and_only_inside_the_zone() {
 fn positions_follow_the_offset() {
     let offset = 0xffff_8000_0000_0000usize;
     let z = zone(1 << 24, 64);
-    let mut a = AxPageAllocator::new(&z, 0, offset).unwrap();
+    let mut a = ax(&z, 0, offset).unwrap();
     a.init(offset + (1 << 24), 64 * PAGE);
     let p = a.alloc_pages(4, 4 * PAGE).unwrap();
     assert!(p >= offset + (1 << 24) && p < offset + (1 << 24) + 64 * PAGE);
@@ -198,7 +212,7 @@ proptest! {
         const FRAMES: usize = 256;
         let base = 1 << 24;
         let z = zone(base, FRAMES as u64);
-        let mut a = AxPageAllocator::new(&z, 0, 0).unwrap();
+        let mut a = ax(&z, 0, 0).unwrap();
         a.init(base, FRAMES * PAGE);
         let mut held = [false; FRAMES];
         let mut runs: Vec<(usize, usize)> = Vec::new();

@@ -58,7 +58,9 @@ impl<const N: usize> Tables<N> {
     }
 }
 
-impl<const N: usize> AxPagingZone for Tables<N> {
+// SAFETY: only the page tables of these tests use the handler; they hand back the frames it
+// allocated for them (and the tests' deliberate bad frees name frames it can tell are wrong).
+unsafe impl<const N: usize> AxPagingZone for Tables<N> {
     type Frames = Vec<Frame>;
     type PerCpus = Vec<PerCpu>;
     type Lock = DefaultRawMutex;

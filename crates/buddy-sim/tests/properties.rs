@@ -1,5 +1,9 @@
 //! `decompose` against the brute force, and the batched `free_contig_range` against the
 //! per-page path over arbitrary operation sequences, with `check()` after every step.
+//!
+//! The frees are `unsafe` (a free of what the caller does not hold could make a zone write
+//! memory in use): these zones have no memory behind them, no `FrameClearer` or migration
+//! ever writes a frame, so a wrong free here can only be the metadata error being tested.
 // loom atomics work only inside loom::model: these run on the real ones.
 #![cfg(not(loom))]
 
@@ -154,7 +158,8 @@ proptest! {
         ops in prop::collection::vec(op(), 1..MAX_OPS),
     ) {
         let usable = usable_ranges(cfg.nr_pages, &holes);
-        let mut model = Lockstep::new(zone_with_holes(cfg, &usable), zone_with_holes(cfg, &usable));
+        // SAFETY: the harness's zones are its own and have no memory behind them.
+        let mut model = unsafe { Lockstep::new(zone_with_holes(cfg, &usable), zone_with_holes(cfg, &usable)) };
         for op in ops {
             model.apply(op).map_err(|d| TestCaseError::fail(format!("{op:?}: {d:?}")))?;
         }
@@ -179,7 +184,8 @@ proptest! {
             let cpu = cpu % cfg.cpus;
             if free && !held.is_empty() {
                 let (_, pfn, order) = held.swap_remove(budget as usize % held.len());
-                z.free_pages(cpu, pfn, order).unwrap();
+                // SAFETY: no memory behind these zones (module docs).
+                unsafe { z.free_pages(cpu, pfn, order) }.unwrap();
             } else if budget % 7 == 0 {
                 z.init_deferred(budget);
             } else if let Ok(pfn) = z.alloc_pages(cpu, Order::new(order).unwrap()) {
@@ -228,7 +234,8 @@ proptest! {
             z.check().unwrap();
         }
         for (cpu, pfn, pages) in held {
-            z.free_pages_exact(cpu, pfn, pages).unwrap();
+            // SAFETY: no memory behind these zones (module docs).
+            unsafe { z.free_pages_exact(cpu, pfn, pages) }.unwrap();
         }
         prop_assert_eq!(z.free_pages_total(), z.present_pages());
         z.check().unwrap();
@@ -267,29 +274,38 @@ fn errors_name_the_problem_and_leave_the_zone_intact() {
     let before: Vec<_> = z.frames_slice().iter().map(Frame::info).collect();
     // An unsplit high-order block in free_contig_range: the kernel warns and frees nothing.
     assert_eq!(
-        z.free_contig_range(0, block, 512),
+        // SAFETY: no memory behind these zones (module docs).
+        unsafe { z.free_contig_range(0, block, 512) },
         Err(BuddyError::CompoundPage(block))
     );
     assert_eq!(
-        z.free_contig_range(0, Pfn(block.0 + 7), 3),
+        // SAFETY: no memory behind these zones (module docs).
+        unsafe { z.free_contig_range(0, Pfn(block.0 + 7), 3) },
         Err(BuddyError::CompoundPage(Pfn(block.0 + 7)))
     );
     // Outside the zone, overflow, bad CPU, order too large.
     assert_eq!(
-        z.free_contig_range(0, Pfn(0x100 + 1020), 10),
+        // SAFETY: no memory behind these zones (module docs).
+        unsafe { z.free_contig_range(0, Pfn(0x100 + 1020), 10) },
         Err(BuddyError::OutOfZone(Pfn(0x100 + 1024)))
     );
     assert_eq!(
-        z.free_contig_range(0, Pfn(u64::MAX), 2),
+        // SAFETY: no memory behind these zones (module docs).
+        unsafe { z.free_contig_range(0, Pfn(u64::MAX), 2) },
         Err(BuddyError::Overflow)
     );
-    assert_eq!(z.free_contig_range(2, block, 1), Err(BuddyError::BadCpu(2)));
+    assert_eq!(
+        // SAFETY: no memory behind these zones (module docs).
+        unsafe { z.free_contig_range(2, block, 1) },
+        Err(BuddyError::BadCpu(2))
+    );
     assert_eq!(
         z.alloc_pages(0, Order::new(11).unwrap()),
         Err(BuddyError::OrderTooLarge { order: 11, max: 10 })
     );
     assert_eq!(
-        z.free_pages(0, block, Order::new(3).unwrap()),
+        // SAFETY: no memory behind these zones (module docs).
+        unsafe { z.free_pages(0, block, Order::new(3).unwrap()) },
         Err(BuddyError::OrderMismatch {
             pfn: block,
             given: Order::new(3).unwrap(),
@@ -305,20 +321,24 @@ fn errors_name_the_problem_and_leave_the_zone_intact() {
     // Split, poison one page, free the run: that page is leaked, the rest is free.
     z.split_page(block, o9).unwrap();
     z.mark_hwpoison(Pfn(block.0 + 100)).unwrap();
-    z.free_contig_range(1, block, 512).unwrap();
+    // SAFETY: no memory behind these zones (module docs).
+    unsafe { z.free_contig_range(1, block, 512) }.unwrap();
     z.check().unwrap();
     assert_eq!(z.leaked_pages(), 1);
     // Double free, and freeing the leaked page.
     assert_eq!(
-        z.free_contig_range(0, block, 4),
+        // SAFETY: no memory behind these zones (module docs).
+        unsafe { z.free_contig_range(0, block, 4) },
         Err(BuddyError::DoubleFree(block))
     );
     assert_eq!(
-        z.put_page(0, Pfn(block.0 + 100)),
+        // SAFETY: no memory behind these zones (module docs).
+        unsafe { z.put_page(0, Pfn(block.0 + 100)) },
         Err(BuddyError::LeakedPage(Pfn(block.0 + 100)))
     );
     assert_eq!(
-        z.free_pages(0, block, Order::ZERO),
+        // SAFETY: no memory behind these zones (module docs).
+        unsafe { z.free_pages(0, block, Order::ZERO) },
         Err(BuddyError::DoubleFree(block))
     );
     z.check().unwrap();
@@ -335,7 +355,8 @@ fn runs_do_not_coalesce_across_sections() {
     let block = z.alloc_pages(0, o7).unwrap();
     z.split_page(block, o7).unwrap();
     z.reset_counters();
-    z.free_contig_range(0, block, 128).unwrap();
+    // SAFETY: no memory behind these zones (module docs).
+    unsafe { z.free_contig_range(0, block, 128) }.unwrap();
     // Two blocks of order 6: neither is a per-cpu order, so two zone-lock acquisitions.
     assert_eq!(z.counters().zone_locks, 2);
     assert_eq!(z.counters().prepares, 128);
@@ -354,7 +375,8 @@ fn pcp_lists_drain_past_high() {
         pages.push(z.alloc_pages(0, Order::ZERO).unwrap());
     }
     for p in pages {
-        z.put_page(0, p).unwrap();
+        // SAFETY: no memory behind these zones (module docs).
+        unsafe { z.put_page(0, p) }.unwrap();
         assert!(z.pcp_pages(0).unwrap() <= 8, "per-cpu list passed high");
         z.check().unwrap();
     }
@@ -383,7 +405,8 @@ fn a_run_of_frees_drains_in_larger_batches() {
         .collect();
     z.reset_counters();
     for p in pages {
-        z.put_page(0, p).unwrap();
+        // SAFETY: no memory behind these zones (module docs).
+        unsafe { z.put_page(0, p) }.unwrap();
         assert!(z.pcp_pages(0).unwrap() <= 64, "per-cpu list passed high");
     }
     let locks = z.counters().zone_locks;
@@ -413,7 +436,8 @@ fn alloc_pages_at_takes_exactly_that_block() {
     );
     z.check().unwrap();
     assert_eq!(z.buddy_pages(), 1020);
-    z.free_pages(0, Pfn(0x104), o2).unwrap();
+    // SAFETY: no memory behind these zones (module docs).
+    unsafe { z.free_pages(0, Pfn(0x104), o2) }.unwrap();
     z.drain_all();
     assert_eq!(z.free_blocks().collect::<Vec<_>>(), initial, "merged back");
 }
@@ -433,9 +457,11 @@ fn alloc_pages_at_takes_a_block_from_the_cpu_list_that_holds_it() {
         // A page freed on CPU 1 sits on its list, one freed on CPU 0 on CPU 0's, elsewhere.
         let (page, elsewhere) = (Pfn(0x200), Pfn(0x300));
         z.alloc_pages_at(page, o0).unwrap();
-        z.free_pages(1, page, o0).unwrap();
+        // SAFETY: no memory behind these zones (module docs).
+        unsafe { z.free_pages(1, page, o0) }.unwrap();
         z.alloc_pages_at(elsewhere, o0).unwrap();
-        z.free_pages(0, elsewhere, o0).unwrap();
+        // SAFETY: no memory behind these zones (module docs).
+        unsafe { z.free_pages(0, elsewhere, o0) }.unwrap();
         let cpu0_before = z.pcp_pages(0).unwrap();
         assert_eq!((cpu0_before, z.pcp_pages(1).unwrap()), (1, 1));
         // The order-3 block that starts with it; its other pages are free in the buddy.
@@ -457,7 +483,8 @@ fn alloc_pages_at_takes_a_block_from_the_cpu_list_that_holds_it() {
         );
         assert_eq!(z.frame(block).unwrap().refcount, 1);
         z.check().unwrap();
-        z.free_pages(0, block, o3).unwrap();
+        // SAFETY: no memory behind these zones (module docs).
+        unsafe { z.free_pages(0, block, o3) }.unwrap();
         z.check().unwrap();
     }
 }
@@ -481,9 +508,11 @@ fn an_owned_vmalloc_area_needs_no_buffer() {
     assert!(area.runs().len() > 32, "{} runs", area.runs().len());
     assert_eq!(z.free_pages_total(), 0);
     z.check().unwrap();
-    z.vfree(0, &area.area()).unwrap();
+    // SAFETY: no memory behind these zones (module docs).
+    unsafe { z.vfree(0, &area.area()) }.unwrap();
     for pfn in held {
-        z.free_pages(0, pfn, o0).unwrap();
+        // SAFETY: no memory behind these zones (module docs).
+        unsafe { z.free_pages(0, pfn, o0) }.unwrap();
     }
     z.drain_all();
     assert_eq!(z.free_blocks().collect::<Vec<_>>(), whole);
@@ -506,8 +535,8 @@ fn vmalloc_and_vfree_round_trip() {
         );
     }
     z.check().unwrap();
-    z.vfree(0, &buddy_sim::VmArea::from_runs(&runs_copy))
-        .unwrap();
+    // SAFETY: no memory behind these zones (module docs).
+    unsafe { z.vfree(0, &buddy_sim::VmArea::from_runs(&runs_copy)) }.unwrap();
     z.drain_all();
     z.check().unwrap();
     assert_eq!(z.buddy_pages(), 1024);
@@ -544,7 +573,8 @@ fn holes_are_never_handed_out_or_merged_across() {
         );
     }
     assert_eq!(
-        z.put_page(0, Pfn(0x1031)),
+        // SAFETY: no memory behind these zones (module docs).
+        unsafe { z.put_page(0, Pfn(0x1031)) },
         Err(BuddyError::Hole(Pfn(0x1031)))
     );
     assert_eq!(
@@ -566,7 +596,8 @@ fn holes_are_never_handed_out_or_merged_across() {
     }
     assert_eq!(got.len(), 0xf0);
     for p in got {
-        z.free_pages(0, p, Order::ZERO).unwrap();
+        // SAFETY: no memory behind these zones (module docs).
+        unsafe { z.free_pages(0, p, Order::ZERO) }.unwrap();
     }
     // Memory hot-added later fills the hole and merges into one block.
     z.add_memory(Pfn(0x1030), 0x10).unwrap();
@@ -603,23 +634,26 @@ fn vfree_is_all_or_nothing_and_checks_provenance() {
     };
     // A run named twice.
     let twice = [kept[0], kept[1], kept[0]];
-    assert!(z.vfree(0, &VmArea::from_runs(&twice)).is_err());
+    // SAFETY: no memory behind these zones (module docs).
+    assert!(unsafe { z.vfree(0, &VmArea::from_runs(&twice)) }.is_err());
     unchanged("a run named twice");
     // A page that never came from vmalloc, after valid runs.
     let plain = z.alloc_pages(0, Order::ZERO).unwrap();
     let fp = buddy_sim::testing::fingerprint(&z);
     let foreign = [kept[0], FrameRange::new(plain, 1)];
     assert_eq!(
-        z.vfree(0, &VmArea::from_runs(&foreign)),
+        // SAFETY: no memory behind these zones (module docs).
+        unsafe { z.vfree(0, &VmArea::from_runs(&foreign)) },
         Err(BuddyError::NotVmalloc(plain))
     );
     assert_eq!(buddy_sim::testing::fingerprint(&z), fp);
     // Free the second run by other means: vfree of the whole area must then fail without
     // freeing the first run (it used to free it and then fail).
-    z.free_contig_range(0, kept[1].start, kept[1].pages)
-        .unwrap();
+    // SAFETY: no memory behind these zones (module docs).
+    unsafe { z.free_contig_range(0, kept[1].start, kept[1].pages) }.unwrap();
     let fp = buddy_sim::testing::fingerprint(&z);
-    assert!(z.vfree(0, &VmArea::from_runs(&kept)).is_err());
+    // SAFETY: no memory behind these zones (module docs).
+    assert!(unsafe { z.vfree(0, &VmArea::from_runs(&kept)) }.is_err());
     assert_eq!(
         buddy_sim::testing::fingerprint(&z),
         fp,
@@ -634,12 +668,16 @@ fn vfree_is_all_or_nothing_and_checks_provenance() {
         .filter(|&(i, _)| i != 1)
         .map(|(_, r)| *r)
         .collect();
-    z.vfree(0, &VmArea::from_runs(&rest)).unwrap();
+    // SAFETY: no memory behind these zones (module docs).
+    unsafe { z.vfree(0, &VmArea::from_runs(&rest)) }.unwrap();
     let kept0 = z.frame(kept[0].start).unwrap();
     assert_eq!((kept0.refcount, kept0.vmalloc), (1, false));
-    z.put_page(0, kept[0].start).unwrap();
-    z.free_pages(0, plain, Order::ZERO).unwrap();
-    z.free_pages(0, pin, Order::ZERO).unwrap();
+    // SAFETY: no memory behind these zones (module docs).
+    unsafe { z.put_page(0, kept[0].start) }.unwrap();
+    // SAFETY: no memory behind these zones (module docs).
+    unsafe { z.free_pages(0, plain, Order::ZERO) }.unwrap();
+    // SAFETY: no memory behind these zones (module docs).
+    unsafe { z.free_pages(0, pin, Order::ZERO) }.unwrap();
     z.drain_all();
     z.check().unwrap();
     assert_eq!(z.buddy_pages(), 1024);
@@ -663,7 +701,8 @@ fn the_zone_is_sync_and_its_metadata_can_be_statics() {
             s.spawn(move || {
                 for _ in 0..100 {
                     let p = z.alloc_pages(cpu, Order::ZERO).unwrap();
-                    z.put_page(1 - cpu, p).unwrap();
+                    // SAFETY: no memory behind these zones (module docs).
+                    unsafe { z.put_page(1 - cpu, p) }.unwrap();
                 }
             });
         }
@@ -729,7 +768,8 @@ fn large_zones_defer_what_allocation_does_not_need_yet() {
     assert_eq!(z.deferred_pages(), 0);
     assert_eq!(z.alloc_pages(0, o10), Err(BuddyError::OutOfMemory(o10)));
     for b in blocks {
-        z.free_pages(0, b, o10).unwrap();
+        // SAFETY: no memory behind these zones (module docs).
+        unsafe { z.free_pages(0, b, o10) }.unwrap();
     }
     z.check().unwrap();
 
@@ -780,12 +820,14 @@ fn fast_paths_take_one_per_cpu_lock_and_no_zone_lock() {
             z
         };
         let warm = z.alloc_pages(0, o0).unwrap(); // refills the list
-        z.free_pages(0, warm, o0).unwrap();
+        // SAFETY: no memory behind these zones (module docs).
+        unsafe { z.free_pages(0, warm, o0) }.unwrap();
         z.reset_counters();
         let p = z.alloc_pages(0, o0).unwrap();
         let c = z.counters();
         assert_eq!((c.pcp_locks, c.zone_locks), (1, 0), "alloc, local {local}");
-        z.free_pages(0, p, o0).unwrap();
+        // SAFETY: no memory behind these zones (module docs).
+        unsafe { z.free_pages(0, p, o0) }.unwrap();
         let c = z.counters();
         assert_eq!((c.pcp_locks, c.zone_locks), (2, 0), "free, local {local}");
         assert_eq!(z.has_cpu_local_lists(), local);

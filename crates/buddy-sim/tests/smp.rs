@@ -2,6 +2,10 @@
 //! concurrently and then one CPU after another (the sequential reference); every operation
 //! must answer the same in both, and what stays allocated, leaked and free must agree.
 //! Then every CPU frees the same contested blocks at once: exactly one free of each wins.
+//!
+//! The frees are `unsafe` (a free of what the caller does not hold could make a zone write
+//! memory in use): these zones have no memory behind them, no `FrameClearer` or migration
+//! ever writes a frame, so a contested or wrong free can only be the metadata error tested.
 // loom atomics work only inside loom::model: these run on the real ones.
 #![cfg(not(loom))]
 
@@ -81,16 +85,21 @@ fn new_zone() -> BoxedZone {
 /// Frees everything a held block still owns.
 fn release(z: &BoxedZone, cpu: usize, h: Held) -> Result<(), buddy_sim::BuddyError> {
     if h.split {
-        return z.free_contig_range(cpu, h.pfn, h.pages);
+        // SAFETY: no memory behind these zones (module docs).
+        return unsafe { z.free_contig_range(cpu, h.pfn, h.pages) };
     }
     for _ in 0..h.extra {
-        z.put_page(cpu, h.pfn)?;
+        // SAFETY: no memory behind these zones (module docs).
+        unsafe { z.put_page(cpu, h.pfn) }?;
     }
-    z.free_pages(
-        cpu,
-        h.pfn,
-        Order::floor_log2(h.pages, Order::new(20).unwrap()),
-    )
+    // SAFETY: no memory behind these zones (module docs).
+    unsafe {
+        z.free_pages(
+            cpu,
+            h.pfn,
+            Order::floor_log2(h.pages, Order::new(20).unwrap()),
+        )
+    }
 }
 
 /// What a CPU's program did: each step's outcome on its own blocks (`true` = Ok), which
@@ -156,7 +165,8 @@ fn run(z: &BoxedZone, mail: &Mailboxes, cpu: usize, program: &[Step], start: &Ba
                 Some(i) if held[i].split && held[i].pages > 1 => {
                     let h = &mut held[i];
                     let half = h.pages / 2;
-                    let ok = z.free_contig_range(cpu, h.pfn, half).is_ok();
+                    // SAFETY: no memory behind these zones (module docs).
+                    let ok = unsafe { z.free_contig_range(cpu, h.pfn, half) }.is_ok();
                     h.pfn = Pfn(h.pfn.0 + half);
                     h.pages -= half;
                     ok
@@ -196,7 +206,8 @@ fn run(z: &BoxedZone, mail: &Mailboxes, cpu: usize, program: &[Step], start: &Ba
                     continue;
                 }
                 let runs = vm.swap_remove(s % vm.len());
-                z.vfree(cpu, &buddy_sim::VmArea::from_runs(&runs)).is_ok()
+                // SAFETY: no memory behind these zones (module docs).
+                unsafe { z.vfree(cpu, &buddy_sim::VmArea::from_runs(&runs)) }.is_ok()
             }
             Step::Drain => z.drain_pcp(cpu).is_ok(),
             Step::DrainAll => {
@@ -366,11 +377,14 @@ fn cpus_freeing_the_same_blocks_at_once_free_each_exactly_once() {
                             let i = (k * (2 * cpu + 1) + round) % n;
                             let (pfn, order, split) = blocks[i];
                             won[i] = if split {
-                                z.free_contig_range(cpu, pfn, order.pages()).is_ok()
+                                // SAFETY: no memory behind these zones (module docs).
+                                unsafe { z.free_contig_range(cpu, pfn, order.pages()) }.is_ok()
                             } else if cpu % 2 == 0 {
-                                z.free_pages(cpu, pfn, order).is_ok()
+                                // SAFETY: no memory behind these zones (module docs).
+                                unsafe { z.free_pages(cpu, pfn, order) }.is_ok()
                             } else {
-                                z.put_page(cpu, pfn).is_ok()
+                                // SAFETY: no memory behind these zones (module docs).
+                                unsafe { z.put_page(cpu, pfn) }.is_ok()
                             };
                         }
                         won

@@ -164,7 +164,8 @@ fn plain_allocations_leave_known_zero_blocks_for_zeroed_ones() {
         Pfn(START.0 + 8),
         "a plain allocation took the zeroed half"
     );
-    f.zone.free_pages(0, plain, o(3)).unwrap();
+    // SAFETY: allocated just above, its memory not used.
+    unsafe { f.zone.free_pages(0, plain, o(3)) }.unwrap();
     f.zone.drain_all();
     let zeroed = f.alloc_zeroed(3).unwrap();
     assert_eq!(
@@ -189,7 +190,8 @@ fn a_freed_block_does_not_merge_with_a_known_zero_buddy_until_memory_is_short() 
     // The whole zone: the slow path merges the mixed pair (dropping the knowledge).
     let all = f.zone.alloc_pages(0, o(4)).unwrap();
     assert_eq!(all, START);
-    f.zone.free_pages(0, all, o(4)).unwrap();
+    // SAFETY: allocated just above, its memory not used.
+    unsafe { f.zone.free_pages(0, all, o(4)) }.unwrap();
     assert_eq!(f.zone.zeroed_pages(), 0);
     // Zeroing both halves merges them into one known-zero block.
     assert_eq!(

@@ -314,7 +314,9 @@ impl Stage2Tables {
     /// Gives every table frame back to the zone.
     fn free(self, zone: &KernelZone) {
         for frame in self.frames {
-            steps::free_block::<Machine>(zone, 0, frame, 0, Step::Free);
+            // SAFETY: the table frames were allocated for this stage 2, which no guest or
+            // walk uses any more (the VMID was flushed).
+            unsafe { steps::free_block::<Machine>(zone, 0, frame, 0, Step::Free) };
         }
     }
 }

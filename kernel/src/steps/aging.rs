@@ -247,10 +247,13 @@ impl<P: Platform> Kernel<P> {
                     .split_page(pfn, order)
                     .unwrap_or_else(|e| fail::<P>(Step::Zone, format_args!("{e}")));
                 let t0 = now();
-                let r = if batched {
-                    self.zone.free_contig_range(0, pfn, 512)
-                } else {
-                    buddy_sim::reference::free_contig_range_per_page(self.zone, 0, pfn, 512)
+                // SAFETY: allocated and split just above, never used.
+                let r = unsafe {
+                    if batched {
+                        self.zone.free_contig_range(0, pfn, 512)
+                    } else {
+                        buddy_sim::reference::free_contig_range_per_page(self.zone, 0, pfn, 512)
+                    }
                 };
                 sample(batched, now().wrapping_sub(t0));
                 r.unwrap_or_else(|e| fail::<P>(Step::Free, format_args!("{e}")));

@@ -162,8 +162,8 @@ impl<P: Platform> Kernel<P> {
         whole: [u32; buddy_sim::MAX_SUPPORTED_ORDER as usize + 1],
         tables: u64,
     ) -> ! {
-        self.zone
-            .free_contig_range(0, Pfn(self.data_pfn), DATA_PAGES as u64)
+        // SAFETY: the data run is this kernel's, unmapped by the platform before this step.
+        unsafe { self.zone.free_contig_range(0, Pfn(self.data_pfn), DATA_PAGES as u64) }
             .unwrap_or_else(|e| fail::<P>(Step::Free, format_args!("{e}")));
         check_whole::<P>(self.zone, whole);
         println!(

@@ -85,7 +85,8 @@ pub(super) fn alloc_rounds<P: Platform>(cpu: usize) {
             room
         };
         if !handed {
-            free_block_of::<P>(zone, cpu, pfn, order);
+            // SAFETY: this core's block, not handed over: nobody else has it.
+            unsafe { free_block_of::<P>(zone, cpu, pfn, order) };
             FREED_OWN[cpu].fetch_add(1 << order, Ordering::Relaxed);
         }
         free_mail::<P>(zone, cpu);
@@ -105,14 +106,20 @@ pub(super) fn free_mail<P: Platform>(zone: &KernelZone, cpu: usize) {
                 format_args!("cpu {cpu}: block {pfn:#x} reads {v:#x}, not the stamp {stamp:#x}"),
             );
         }
-        free_block_of::<P>(zone, cpu, pfn, order);
+        // SAFETY: handed over by the other core, which no longer touches it.
+        unsafe { free_block_of::<P>(zone, cpu, pfn, order) };
         FREED_REMOTE[cpu].fetch_add(1 << order, Ordering::Relaxed);
     }
     mine.len = 0;
 }
 
-pub(super) fn free_block_of<P: Platform>(zone: &KernelZone, cpu: usize, pfn: u64, order: u8) {
-    free_block::<P>(zone, cpu, pfn, order, Step::Smp);
+/// Frees a block of the SMP step on `cpu`.
+///
+/// # Safety
+/// As [`free_block`].
+pub(super) unsafe fn free_block_of<P: Platform>(zone: &KernelZone, cpu: usize, pfn: u64, order: u8) {
+    // SAFETY: the caller's contract.
+    unsafe { free_block::<P>(zone, cpu, pfn, order, Step::Smp) };
 }
 
 /// Both cores allocate and free at once (core 0 alone without a second core); at the end
@@ -131,7 +138,8 @@ pub(super) fn smp_alloc_step<P: Platform>(second_core: bool) {
     free_mail::<P>(zone, 0);
     let mut leftover = MAILBOX[1].lock();
     for &(pfn, order, _) in &leftover.blocks[..leftover.len] {
-        free_block_of::<P>(zone, 0, pfn, order);
+        // SAFETY: left in core 1's mailbox by core 0, which handed it over; core 1 stopped.
+        unsafe { free_block_of::<P>(zone, 0, pfn, order) };
         FREED_OWN[0].fetch_add(1 << order, Ordering::Relaxed);
     }
     leftover.len = 0;
@@ -185,7 +193,8 @@ pub(super) fn zeroing_step<P: Platform>(second_core: bool) {
         let pfn = alloc_zeroed::<P>(zone, 0, order, &clearer);
         // SAFETY: this core's block, identity-mapped: the caller writes what it got.
         unsafe { ((pfn.0 * PAGE) as *mut u64).write_volatile(stamp(0, round)) };
-        free_block_of::<P>(zone, 0, pfn.0, order);
+        // SAFETY: allocated just above by this core, used no more.
+        unsafe { free_block_of::<P>(zone, 0, pfn.0, order) };
     }
     if second_core {
         while ZEROED_BY_SECOND.load(Ordering::Acquire) == 0 {

@@ -361,7 +361,8 @@ pub fn run(zone: &'static KernelZone) {
     // SAFETY: no guest runs any more; SVM off before its host save area is freed.
     unsafe { wrmsr(MSR_EFER, rdmsr(MSR_EFER) & !EFER_SVME) };
     for pfn in [vmcb, hsave, pml4, pdpt, pd_code, pt_code, pd_ram, pt_ram] {
-        steps::free_block::<Machine>(zone, 0, pfn.0, 0, Step::Free);
+        // SAFETY: allocated by this step for the guest, which runs no more (SVM is off).
+        unsafe { steps::free_block::<Machine>(zone, 0, pfn.0, 0, Step::Free) };
     }
     println!(
         "npt: {faults} nested page faults served with zeroed frames, {} invalidation asked for (the teardown's); guest frames and NPT tables given back",

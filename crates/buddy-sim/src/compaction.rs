@@ -1,0 +1,311 @@
+//! Compaction (Linux's `compact_zone`): movable allocations move from the bottom of the zone
+//! to free blocks at its top until a free block of the order asked for exists, so that huge
+//! pages can still be found after long churn.
+//!
+//! Two scanners walk towards each other: the migrate scanner up from the zone's first frame,
+//! looking for movable allocations; the free scanner down from its last pageblock, taking free
+//! blocks out of movable pageblocks as targets (never a whole free pageblock: that is what
+//! compaction makes). The zone copies nothing itself: for each block it freezes the source
+//! (no reference count, so that no free or `get_page` can reach it while it moves), takes a
+//! target off the free lists, and asks the embedder's [`Migrate`] callback to copy the
+//! contents and repoint its mappings, or to refuse. Then the source is freed (or unfrozen, if
+//! refused, and the target freed). A block whose reference count is not exactly the one of
+//! its allocation (pinned by `get_page`), or that is poisoned or vmalloc's, is not moved.
+
+use crate::frame::{Frame, FrameState, Word};
+use crate::map::FrameMap;
+use crate::memory::{FRAME, FrameMemory};
+use crate::{BuddyError, MigrateType, Order, PerCpu, Pfn, Zone};
+use lock_api::RawMutex;
+
+/// One block to move: what the zone hands the embedder's [`Migrate`] callback.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Migration {
+    /// The key the block was allocated with ([`Zone::alloc_movable`]).
+    pub key: u64,
+    /// Where the block is: frozen while the callback runs (a free of it fails with
+    /// [`BuddyError::Frozen`]).
+    pub from: Pfn,
+    /// Where it goes: taken off the free lists for this migration, nobody else's.
+    pub to: Pfn,
+    /// The block's order.
+    pub order: Order,
+}
+
+impl Migration {
+    /// Copies the block's `2^order` frames from `from` to `to` through `memory`: what a
+    /// callback does before it repoints its mappings.
+    ///
+    /// # Errors
+    /// [`BuddyError::NotAddressable`] if `memory` cannot reach either block; nothing is
+    /// copied then.
+    ///
+    /// # Safety
+    /// `memory` keeps the [`FrameMemory`] contract for this zone, and nothing writes the
+    /// source block while the copy runs (its owner's mappings of it are blocked or
+    /// read-only): the zone hands the callback the target alone, not the source's users.
+    #[allow(unsafe_code)]
+    pub unsafe fn copy(&self, memory: &impl FrameMemory) -> Result<(), BuddyError> {
+        let bytes = usize::try_from(self.order.pages())
+            .ok()
+            .and_then(|p| p.checked_mul(FRAME.bytes()))
+            .ok_or(BuddyError::Overflow)?;
+        let from = memory
+            .frame_ptr(self.from)
+            .ok_or(BuddyError::NotAddressable(self.from))?;
+        let to = memory
+            .frame_ptr(self.to)
+            .ok_or(BuddyError::NotAddressable(self.to))?;
+        // SAFETY: by the `FrameMemory` contract both blocks are mapped contiguously for
+        // `bytes`, at distinct frames (so the ranges do not overlap); the target is this
+        // migration's alone and the caller promised that nothing writes the source meanwhile.
+        unsafe { core::ptr::copy_nonoverlapping(from.as_ptr(), to.as_ptr(), bytes) };
+        Ok(())
+    }
+}
+
+/// The embedder's side of moving a movable block: copy it ([`Migration::copy`]), repoint
+/// every mapping of it to [`Migration::to`], and return `true`; or return `false` (pinned for
+/// I/O, mapped where it cannot be repointed now) and change nothing. Any
+/// `FnMut(&Migration) -> bool` is one.
+pub trait Migrate {
+    /// Moves the block, or refuses.
+    fn migrate(&mut self, m: &Migration) -> bool;
+}
+
+impl<T: FnMut(&Migration) -> bool> Migrate for T {
+    fn migrate(&mut self, m: &Migration) -> bool {
+        self(m)
+    }
+}
+
+/// What one compaction did.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct CompactStats {
+    /// Frames moved (the sum of the orders' pages of the blocks moved).
+    pub moved_pages: u64,
+    /// Blocks the callback refused.
+    pub refused: u64,
+    /// A free block of the order asked for exists at the end.
+    pub success: bool,
+}
+
+/// Where the two scanners are: the migrate scanner's next frame (going up) and the first
+/// frame of the pageblock the free scanner takes targets from (going down).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Scanners {
+    migrate: u32,
+    free: u32,
+}
+
+impl Scanners {
+    fn start(m: FrameMap<'_>) -> Self {
+        Self {
+            migrate: 0,
+            free: m.pageblock_index(m.frames.len() as u32 - 1),
+        }
+    }
+}
+
+impl<F, P, R> Zone<F, P, R>
+where
+    F: AsRef<[Frame]>,
+    P: AsRef<[PerCpu<R>]>,
+    R: RawMutex,
+{
+    /// Compacts the zone until a free block of `order` or above exists (Linux's
+    /// `compact_zone` for a failed allocation of that order), the two scanners meet, or no
+    /// target is left: drains the per-cpu lists (every CPU's, or with
+    /// [`Zone::with_cpu_local_lists`] `cpu`'s), then moves movable blocks from the bottom to
+    /// free blocks at the top through `migrate`. The zone stays usable from other CPUs
+    /// throughout; the zone lock is held only to take a target and to free a source.
+    ///
+    /// # Errors
+    /// [`BuddyError::BadCpu`], [`BuddyError::OrderTooLarge`].
+    pub fn compact(
+        &self,
+        cpu: usize,
+        order: Order,
+        migrate: &mut impl Migrate,
+    ) -> Result<CompactStats, BuddyError> {
+        let pcp = self.pcp(cpu)?;
+        self.check_order(order)?;
+        self.drain_for_compaction(pcp);
+        let mut scanners = Scanners::start(self.map());
+        Ok(self.compact_run(&mut scanners, Some(order), u64::MAX, migrate))
+    }
+
+    /// Proactive compaction for an idle CPU, like [`Zone::zero_some`]: moves at most
+    /// `budget` frames' worth of movable blocks towards the top of the zone, the scanners
+    /// going on where the last call left them (from the ends again once they met). Returns
+    /// what it did; `moved_pages == 0` when there is nothing left to move.
+    ///
+    /// # Errors
+    /// [`BuddyError::BadCpu`].
+    pub fn compact_some(
+        &self,
+        cpu: usize,
+        budget: u64,
+        migrate: &mut impl Migrate,
+    ) -> Result<CompactStats, BuddyError> {
+        let pcp = self.pcp(cpu)?;
+        self.drain_for_compaction(pcp);
+        let m = self.map();
+        let mut scanners = self
+            .lock_zone()
+            .scanners
+            .unwrap_or_else(|| Scanners::start(m));
+        let stats = self.compact_run(&mut scanners, None, budget, migrate);
+        // Met (or nothing to do): start from the ends next time.
+        let done = stats.moved_pages < budget;
+        self.lock_zone().scanners = (!done).then_some(scanners);
+        Ok(stats)
+    }
+
+    fn drain_for_compaction(&self, pcp: &PerCpu<R>) {
+        if self.cpu_local {
+            self.drain(pcp, u64::MAX);
+        } else {
+            self.drain_all();
+        }
+    }
+
+    /// The scanners' loop: until `target` is met, `budget` frames moved, or they meet.
+    fn compact_run(
+        &self,
+        s: &mut Scanners,
+        target: Option<Order>,
+        budget: u64,
+        migrate: &mut impl Migrate,
+    ) -> CompactStats {
+        let m = self.map();
+        let mut stats = CompactStats::default();
+        loop {
+            if let Some(order) = target
+                && self.lock_zone().has_free(m, order)
+            {
+                stats.success = true;
+                break;
+            }
+            if stats.moved_pages >= budget {
+                break;
+            }
+            let Some((src, w)) = self.next_movable(s.migrate, s.free) else {
+                break;
+            };
+            let order = Order(w.order());
+            s.migrate = src + order.pages() as u32;
+            if order >= m.cfg.pageblock_order {
+                // As large as what compaction makes: left where it is.
+                continue;
+            }
+            let Some(dst) = self.take_target(&mut s.free, src, order) else {
+                break;
+            };
+            match self.move_block(src, w, dst, migrate) {
+                Ok(()) => stats.moved_pages += order.pages(),
+                Err(true) => stats.refused += 1,
+                Err(false) => {}
+            }
+        }
+        stats
+    }
+
+    /// The migrate scanner: the first movable block at or after `from` in a pageblock below
+    /// `limit` (the free scanner's), with its word. Reads without locks: a guess that the
+    /// freeze by compare-and-swap confirms.
+    fn next_movable(&self, from: u32, limit: u32) -> Option<(u32, Word)> {
+        let m = self.map();
+        let mut i = from;
+        while i < limit {
+            let w = m.frame(i).load();
+            if is_movable(w) && !m.pageblock(i).isolated {
+                return Some((i, w));
+            }
+            i += 1 << w.order().min(m.cfg.max_order.get());
+        }
+        None
+    }
+
+    /// The free scanner: a free block of `order` taken off the buddy from the highest
+    /// movable pageblock at or below `*free` that lies above `src`'s pageblock, not a whole
+    /// free pageblock; its head frozen-allocated. Moves `*free` down past pageblocks without
+    /// one.
+    fn take_target(&self, free: &mut u32, src: u32, order: Order) -> Option<u32> {
+        let m = self.map();
+        let floor = m.pageblock_index(src);
+        while *free > floor {
+            let pb = m.pageblock(*free);
+            if pb.mt == MigrateType::Movable && !pb.isolated {
+                let mut guard = self.lock_zone();
+                let range = m.pageblock_range(*free);
+                let mut i = range.start;
+                while i < range.end {
+                    let w = m.frame(i).load();
+                    if w.state() == FrameState::Buddy
+                        && w.order() >= order.get()
+                        && w.order() < m.cfg.pageblock_order.get()
+                        && guard.take_block_at(m, i, order).is_ok()
+                    {
+                        m.frame(i)
+                            .store(Word::allocated_as(order.get(), MigrateType::Movable).freeze());
+                        return Some(i);
+                    }
+                    i += 1 << w.order().min(m.cfg.pageblock_order.get());
+                }
+            }
+            let prev = m.pageblock_index(*free - 1);
+            if prev <= floor {
+                return None;
+            }
+            *free = prev;
+        }
+        None
+    }
+
+    /// Moves the block at `src` (read as `w`) to the target `dst` it was given: freezes the
+    /// source, asks `migrate`, then frees the source, or undoes. `Err(true)` when the
+    /// callback refused, `Err(false)` when the source changed before it could be frozen.
+    pub(crate) fn move_block(
+        &self,
+        src: u32,
+        w: Word,
+        dst: u32,
+        migrate: &mut impl Migrate,
+    ) -> Result<(), bool> {
+        let m = self.map();
+        let order = Order(w.order());
+        let source = m.frame(src);
+        if source.cas(w, w.freeze()).is_err() {
+            self.lock_zone().free_one_page(m, dst, order, false);
+            return Err(false);
+        }
+        let key = source.key();
+        let job = Migration {
+            key,
+            from: m.pfn(src),
+            to: m.pfn(dst),
+            order,
+        };
+        if !migrate.migrate(&job) {
+            source.store(w);
+            self.lock_zone().free_one_page(m, dst, order, false);
+            return Err(true);
+        }
+        let target = m.frame(dst);
+        target.set_key(key);
+        target.store(w);
+        self.lock_zone().free_one_page(m, src, order, false);
+        Ok(())
+    }
+}
+
+/// A block compaction may move: an allocated movable head with the one reference of its
+/// allocation and no flags.
+#[inline]
+pub(crate) fn is_movable(w: Word) -> bool {
+    w.state() == FrameState::Allocated
+        && w.mt() == MigrateType::Movable as u8
+        && w.refcount() == 1
+        && w.ignoring_mt() == Word::allocated(w.order())
+}

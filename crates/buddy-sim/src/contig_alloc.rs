@@ -1,0 +1,372 @@
+//! Contiguous allocation of any length (Linux's `alloc_contig_range` and
+//! `alloc_contig_pages`): for gigantic pages, CMA-like regions and virtio-mem.
+//!
+//! 1. **Isolate** the pageblocks that cover the range: their free blocks move to the isolated
+//!    lists, where no allocation finds them, and frees into them skip the per-cpu lists. A
+//!    pageblock with an unmovable allocation inside the range is refused before anything
+//!    changes; free blocks larger than a pageblock are split at the pageblocks' edges first.
+//! 2. **Drain** the per-cpu lists, so that the range's free blocks are all in the buddy.
+//! 3. **Migrate** every movable allocation in the range out (compaction's move: the target
+//!    comes from outside, since isolated blocks are never handed out).
+//! 4. **Take** the range: every frame of it must now be free in the buddy; the free blocks
+//!    are cut at the range's ends (what lies outside goes back) and every frame in it becomes
+//!    an order-0 page with one reference (or none: the frozen variants).
+//! 5. **Undo** the isolation: the pageblocks get their types back and their free blocks are
+//!    freed again, merging with their neighbours.
+//!
+//! On any error, step 5 runs and nothing is allocated; blocks already moved in step 3 stay
+//! where they went (their owners saw the move through their callback).
+
+use crate::compaction::{Migrate, is_movable};
+use crate::frame::{Frame, FrameState, Word};
+use crate::map::FrameMap;
+use crate::migratetype::{Pageblock, pageblock_aligned_range};
+use crate::{BuddyError, MigrateType, Order, PerCpu, Pfn, Zone, decompose};
+use core::ops::Range;
+use lock_api::RawMutex;
+
+impl<F, P, R> Zone<F, P, R>
+where
+    F: AsRef<[Frame]>,
+    P: AsRef<[PerCpu<R>]>,
+    R: RawMutex,
+{
+    /// Allocates exactly the frames `[pfn, pfn + nr)` (any length), moving the movable
+    /// allocations in the way out through `migrate`: each frame becomes an order-0 page with
+    /// one reference, to be freed with [`Zone::free_contig_range`] (any part of it: each page
+    /// is its own allocation).
+    ///
+    /// # Errors
+    /// [`BuddyError::Busy`] for a frame that is allocated and not movable, pinned, refused by
+    /// `migrate`, on another CPU's per-cpu list, or in a pageblock already isolated;
+    /// [`BuddyError::Hole`] or [`BuddyError::LeakedPage`] for a frame that is not usable;
+    /// [`BuddyError::ZeroPages`], [`BuddyError::OutOfZone`], [`BuddyError::Overflow`],
+    /// [`BuddyError::BadCpu`]; [`BuddyError::OutOfMemory`] when a movable block finds no
+    /// target outside the range. Nothing is allocated then (see the module docs).
+    pub fn alloc_contig_range(
+        &self,
+        cpu: usize,
+        pfn: Pfn,
+        nr: u64,
+        migrate: &mut impl Migrate,
+    ) -> Result<(), BuddyError> {
+        self.contig_range(cpu, pfn, nr, Word::allocated(0), migrate)
+    }
+
+    /// [`Zone::alloc_contig_range`] handing the pages out frozen: no reference count, as
+    /// Linux's `alloc_contig_frozen_range` does for users that manage the pages themselves
+    /// (hugetlb's gigantic pages). Free them with [`Zone::free_contig_frozen_range`].
+    ///
+    /// # Errors
+    /// As [`Zone::alloc_contig_range`].
+    pub fn alloc_contig_frozen_range(
+        &self,
+        cpu: usize,
+        pfn: Pfn,
+        nr: u64,
+        migrate: &mut impl Migrate,
+    ) -> Result<(), BuddyError> {
+        self.contig_range(cpu, pfn, nr, Word::FROZEN_PAGE, migrate)
+    }
+
+    /// Finds and allocates `nr` contiguous frames starting aligned to `align` (Linux's
+    /// `alloc_contig_pages`): candidate ranges from the zone's bottom, each first checked
+    /// without locks (no hole, no unmovable or pinned allocation), then tried with
+    /// [`Zone::alloc_contig_range`]; a candidate that fails moves the search past the frame
+    /// that stopped it. Returns the first frame.
+    ///
+    /// # Errors
+    /// [`BuddyError::ZeroPages`], [`BuddyError::BadCpu`], [`BuddyError::OrderTooLarge`] for
+    /// an alignment above the zone's MAX_ORDER; [`BuddyError::OutOfMemory`] (of the order
+    /// covering `nr`, capped at MAX_ORDER) when no candidate succeeds.
+    pub fn alloc_contig_pages(
+        &self,
+        cpu: usize,
+        nr: u64,
+        align: Order,
+        migrate: &mut impl Migrate,
+    ) -> Result<Pfn, BuddyError> {
+        self.contig_pages(cpu, nr, align, Word::allocated(0), migrate)
+    }
+
+    /// [`Zone::alloc_contig_pages`] handing the pages out frozen
+    /// ([`Zone::alloc_contig_frozen_range`]).
+    ///
+    /// # Errors
+    /// As [`Zone::alloc_contig_pages`].
+    pub fn alloc_contig_frozen_pages(
+        &self,
+        cpu: usize,
+        nr: u64,
+        align: Order,
+        migrate: &mut impl Migrate,
+    ) -> Result<Pfn, BuddyError> {
+        self.contig_pages(cpu, nr, align, Word::FROZEN_PAGE, migrate)
+    }
+
+    fn contig_pages(
+        &self,
+        cpu: usize,
+        nr: u64,
+        align: Order,
+        page: Word,
+        migrate: &mut impl Migrate,
+    ) -> Result<Pfn, BuddyError> {
+        self.pcp(cpu)?;
+        self.check_order(align)?;
+        if nr == 0 {
+            return Err(BuddyError::ZeroPages);
+        }
+        let oom = BuddyError::OutOfMemory(
+            Order::covering(nr).map_or(self.cfg.max_order, |o| o.min(self.cfg.max_order)),
+        );
+        let m = self.map();
+        let step = align.pages();
+        let zone_end = self.cfg.start.0 + self.cfg.nr_pages;
+        let align_up = |p: u64| p.div_ceil(step).saturating_mul(step);
+        let mut start = align_up(self.cfg.start.0);
+        while start.checked_add(nr).is_some_and(|end| end <= zone_end) {
+            let blocker = match self.range_may_be_free(m, Pfn(start), nr) {
+                Err(at) => at,
+                Ok(()) => match self.contig_range(cpu, Pfn(start), nr, page, migrate) {
+                    Ok(()) => return Ok(Pfn(start)),
+                    Err(
+                        BuddyError::Busy(at) | BuddyError::Hole(at) | BuddyError::LeakedPage(at),
+                    ) => at,
+                    // No target for a movable block: later candidates fare no better.
+                    Err(BuddyError::OutOfMemory(_)) => return Err(oom),
+                    Err(e) => return Err(e),
+                },
+            };
+            start = align_up(blocker.0.saturating_add(1)).max(start.saturating_add(step));
+        }
+        Err(oom)
+    }
+
+    /// `pfn_range_valid_contig`: a look without locks for what certainly stops
+    /// `[pfn, pfn + nr)` (inside the zone): the first frame that is a hole, leaked, an
+    /// unmovable or pinned allocation, or in an isolated pageblock.
+    fn range_may_be_free(&self, m: FrameMap<'_>, pfn: Pfn, nr: u64) -> Result<(), Pfn> {
+        let pages = m.range(pfn, nr).map_err(|_| pfn)?;
+        let mut i = m.block_head(pages.start).map_or(pages.start, |(h, _)| h);
+        while i < pages.end {
+            let w = m.frame(i).load();
+            let stops = match w.state() {
+                FrameState::Reserved | FrameState::Leaked => true,
+                FrameState::Allocated => !is_movable(w),
+                _ => false,
+            };
+            if stops || m.pageblock(i).isolated {
+                return Err(m.pfn(i.max(pages.start)));
+            }
+            i += 1 << w.order().min(m.cfg.max_order.get());
+        }
+        Ok(())
+    }
+
+    /// The five steps of the module docs, handing each frame of the range out as `page`.
+    fn contig_range(
+        &self,
+        cpu: usize,
+        pfn: Pfn,
+        nr: u64,
+        page: Word,
+        migrate: &mut impl Migrate,
+    ) -> Result<(), BuddyError> {
+        let pcp = self.pcp(cpu)?;
+        let m = self.map();
+        let pageblocks = pageblock_aligned_range(m, pfn, nr)?;
+        let pages = m.range(pfn, nr)?;
+        self.isolate(m, pageblocks.clone(), pages.clone())?;
+        if self.cpu_local {
+            self.drain(pcp, u64::MAX);
+        } else {
+            self.drain_all();
+        }
+        let taken = self
+            .migrate_out(m, pages.clone(), migrate)
+            .and_then(|()| self.take_range(m, pages, page));
+        self.unisolate(m, pageblocks);
+        taken
+    }
+
+    /// Step 1: isolates `pageblocks`, refusing (with nothing changed) if one is isolated
+    /// already or holds an unmovable allocation inside `pages`.
+    fn isolate(
+        &self,
+        m: FrameMap<'_>,
+        pageblocks: Range<u32>,
+        pages: Range<u32>,
+    ) -> Result<(), BuddyError> {
+        let mut free = self.lock_zone();
+        let mut b = pageblocks.start;
+        while b < pageblocks.end {
+            let block = m.pageblock_range(b);
+            if m.pageblock(b).isolated {
+                return Err(BuddyError::Busy(m.pfn(block.start.max(pages.start))));
+            }
+            let inside = block.start.max(pages.start)..block.end.min(pages.end);
+            let mut i = m.block_head(inside.start).map_or(inside.start, |(h, _)| h);
+            while i < inside.end {
+                let w = m.frame(i).load();
+                match w.state() {
+                    FrameState::Reserved => return Err(BuddyError::Hole(m.pfn(i))),
+                    FrameState::Leaked => return Err(BuddyError::LeakedPage(m.pfn(i))),
+                    FrameState::Allocated if !is_movable(w) => {
+                        return Err(BuddyError::Busy(m.pfn(i.max(inside.start))));
+                    }
+                    _ => {}
+                }
+                i += 1 << w.order().min(m.cfg.max_order.get());
+            }
+            b = block.end;
+        }
+        // A free block larger than a pageblock that reaches into the range: its pageblock
+        // cut out of it (the rest goes back as the fewest blocks), so that each pageblock's
+        // free blocks can change lists alone.
+        let mut b = pageblocks.start;
+        while b < pageblocks.end {
+            if let Some((_, w)) = m.block_head(b)
+                && w.state() == FrameState::Buddy
+                && w.order() > m.cfg.pageblock_order.get()
+                && let Ok(zeroed) = free.take_block_at(m, b, m.cfg.pageblock_order)
+            {
+                free.insert(m, b, m.cfg.pageblock_order, zeroed, w.mt());
+            }
+            b = m.pageblock_range(b).end;
+        }
+        let mut b = pageblocks.start;
+        while b < pageblocks.end {
+            let pb = m.pageblock(b);
+            free.set_pageblock(
+                m,
+                b,
+                Pageblock {
+                    isolated: true,
+                    ..pb
+                },
+            );
+            b = m.pageblock_range(b).end;
+        }
+        Ok(())
+    }
+
+    /// Step 3: moves every movable allocation that overlaps `pages` to a block outside.
+    fn migrate_out(
+        &self,
+        m: FrameMap<'_>,
+        pages: Range<u32>,
+        migrate: &mut impl Migrate,
+    ) -> Result<(), BuddyError> {
+        let mut i = m.block_head(pages.start).map_or(pages.start, |(h, _)| h);
+        while i < pages.end {
+            let w = m.frame(i).load();
+            if w.state() == FrameState::Allocated {
+                if !is_movable(w) {
+                    return Err(BuddyError::Busy(m.pfn(i.max(pages.start))));
+                }
+                let order = Order(w.order());
+                // Isolated blocks are never handed out: the target lies outside the range.
+                let dst = {
+                    let mut free = self.lock_zone();
+                    let (dst, _) = free
+                        .rmqueue(
+                            m,
+                            order,
+                            crate::buddy::Prefer::Unzeroed,
+                            MigrateType::Movable,
+                        )
+                        .ok_or(BuddyError::OutOfMemory(order))?;
+                    m.frame(dst)
+                        .store(Word::allocated_as(order.get(), MigrateType::Movable).freeze());
+                    dst
+                };
+                match self.move_block(i, w, dst, migrate) {
+                    Ok(()) => {}
+                    // Changed before it could be frozen (freed, referenced): look again.
+                    Err(false) => continue,
+                    Err(true) => return Err(BuddyError::Busy(m.pfn(i.max(pages.start)))),
+                }
+            }
+            i += 1 << w.order().min(m.cfg.max_order.get());
+        }
+        Ok(())
+    }
+
+    /// Step 4: takes every frame of `pages`, all free in the buddy by now, as `page`; what
+    /// the free blocks hold outside `pages` goes back. All or nothing.
+    fn take_range(&self, m: FrameMap<'_>, pages: Range<u32>, page: Word) -> Result<(), BuddyError> {
+        let mut free = self.lock_zone();
+        let first = m.block_head(pages.start).map_or(pages.start, |(h, _)| h);
+        let mut i = first;
+        while i < pages.end {
+            let w = m.frame(i).load();
+            if w.state() != FrameState::Buddy {
+                return Err(BuddyError::Busy(m.pfn(i.max(pages.start))));
+            }
+            i += 1 << w.order();
+        }
+        let end = i;
+        let mut i = first;
+        while i < end {
+            let w = m.frame(i).load();
+            let order = Order(w.order());
+            let zeroed = free.remove(m, i, order);
+            let block = i..i + order.pages() as u32;
+            for j in block.start.max(pages.start)..block.end.min(pages.end) {
+                m.frame(j).store(page);
+            }
+            // The parts outside the range, as the fewest aligned blocks (isolated lists:
+            // they merge back when the isolation is undone).
+            for part in [
+                block.start..pages.start.max(block.start),
+                pages.end.min(block.end)..block.end,
+            ] {
+                if part.is_empty() {
+                    continue;
+                }
+                for (head, o) in decompose(
+                    m.pfn(part.start),
+                    u64::from(part.end - part.start),
+                    self.cfg.max_order,
+                )
+                .into_iter()
+                .flatten()
+                {
+                    free.insert(m, m.index_of(head), o, zeroed, w.mt());
+                }
+            }
+            i = block.end;
+        }
+        Ok(())
+    }
+
+    /// Step 5: gives `pageblocks` their types back and frees their free blocks again, so
+    /// that they merge with their neighbours.
+    fn unisolate(&self, m: FrameMap<'_>, pageblocks: Range<u32>) {
+        let mut free = self.lock_zone();
+        let mut b = pageblocks.start;
+        while b < pageblocks.end {
+            let block = m.pageblock_range(b);
+            let pb = m.pageblock(b);
+            m.frame(block.start).set_pageblock_bits(
+                Pageblock {
+                    isolated: false,
+                    ..pb
+                }
+                .bits(),
+            );
+            let mut i = block.start;
+            while i < block.end {
+                let w = m.frame(i).load();
+                let order = Order(w.order());
+                if w.state() == FrameState::Buddy {
+                    let zeroed = free.remove(m, i, order);
+                    free.free_one_page(m, i, order, zeroed);
+                }
+                i += 1 << w.order().min(m.cfg.pageblock_order.get());
+            }
+            b = block.end;
+        }
+    }
+}
