@@ -225,6 +225,16 @@ where
     /// touch) on a per-cpu list: drain that CPU ([`Zone::drain_pcp`] on it) and call again.
     /// On an error nothing is allocated; lists drained before it stay drained.
     pub fn alloc_pages_at(&self, pfn: Pfn, order: Order) -> Result<(), BuddyError> {
+        self.alloc_pages_at_as(pfn, order, MigrateType::Unmovable)
+    }
+
+    /// [`Zone::alloc_pages_at`] for an allocation of kind `mt`.
+    pub(crate) fn alloc_pages_at_as(
+        &self,
+        pfn: Pfn,
+        order: Order,
+        mt: MigrateType,
+    ) -> Result<(), BuddyError> {
         self.check_order(order)?;
         if !order.aligns(pfn) {
             return Err(BuddyError::Misaligned { pfn, order });
@@ -236,7 +246,7 @@ where
             taken = self.lock_zone().take_block_at(m, idx, order);
         }
         taken?;
-        m.frame(idx).store(Word::allocated(order.get()));
+        m.frame(idx).store(Word::allocated_as(order.get(), mt));
         Ok(())
     }
 

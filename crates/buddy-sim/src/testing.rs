@@ -6,7 +6,7 @@
 //! use them; the references themselves are in [`crate::reference`].
 
 use crate::reference::free_contig_range_per_page;
-use crate::{BuddyError, Frame, Order, PerCpu, Pfn, Zone};
+use crate::{BuddyError, Frame, MigrateType, Order, PerCpu, Pfn, Zone};
 use lock_api::RawMutex;
 
 #[cfg(all(feature = "alloc", feature = "spin"))]
@@ -121,6 +121,41 @@ pub enum Op {
         /// Frames at most.
         budget: u64,
     },
+    /// As [`Op::Alloc`], for an allocation of kind `mt` (0 unmovable, 1 movable, 2
+    /// reclaimable, modulo 3): [`Zone::alloc_typed`](crate::Zone::alloc_typed).
+    AllocTyped {
+        /// CPU.
+        cpu: usize,
+        /// Order (may exceed MAX_ORDER: an error).
+        order: u8,
+        /// The kind, an index into [`MigrateType::ALL`](crate::MigrateType::ALL) (modulo 3).
+        mt: u8,
+    },
+    /// `alloc_contig_range` (or its frozen variant) of a range relative to the zone's first
+    /// frame; a movable block in the way is refused (the harness has no memory to move).
+    AllocContig {
+        /// CPU.
+        cpu: usize,
+        /// Offset from the zone's first frame (may lie outside).
+        offset: u64,
+        /// Frames.
+        len: u64,
+        /// The frozen variant.
+        frozen: bool,
+    },
+    /// Free a run inside (or overlapping the end of) a recorded contiguous allocation:
+    /// batched on one zone (`free_contig_range`, `free_contig_frozen_range` for a frozen
+    /// one), per page on the other.
+    FreeContig {
+        /// CPU.
+        cpu: usize,
+        /// Contiguous allocation slot.
+        slot: usize,
+        /// First page offset.
+        offset: u64,
+        /// Pages.
+        len: u64,
+    },
 }
 
 /// How [`Lockstep`] found the two paths to differ, or a zone to be corrupt.
@@ -161,6 +196,9 @@ pub struct Lockstep<F, P, R> {
     pub per_page: Zone<F, P, R>,
     allocs: [Option<(Pfn, Order)>; SLOTS],
     next_slot: usize,
+    /// Contiguous allocations: first frame, frames, frozen.
+    contigs: [Option<(Pfn, u64, bool)>; SLOTS],
+    next_contig: usize,
     checks: CheckInterval,
 }
 
@@ -207,6 +245,8 @@ where
             per_page,
             allocs: [None; SLOTS],
             next_slot: 0,
+            contigs: [None; SLOTS],
+            next_contig: 0,
             checks: CheckInterval::every(1),
         }
     }
@@ -241,40 +281,51 @@ where
     pub fn apply(&mut self, op: Op) -> Result<(), Divergence> {
         let start = self.batched.config().start;
         let (a, b) = match op {
-            Op::Alloc { cpu, order } => {
-                // Drained and merged zones hold the same free blocks (merging is canonical)
-                // but not in the same list order, so the per-page zone takes the very block
-                // the batched zone handed out. (Merging the pairs that stayed apart for
-                // their knowledge of zero first: else only the batched zone's slow path
-                // would.)
-                for z in [&self.batched, &self.per_page] {
-                    z.drain_all();
-                    z.merge_free_blocks();
-                }
-                let order = Order::new(order);
-                let a = order.and_then(|o| self.batched.alloc_pages(cpu, o));
-                let b = match (a, order) {
-                    (Ok(pfn), Ok(o)) => {
-                        self.allocs[self.next_slot % SLOTS] = Some((pfn, o));
-                        self.next_slot += 1;
-                        // The batched zone's slow path may have initialized deferred memory
-                        // (in chunks taken in order): the per-page zone initializes as much.
-                        let grown = self
-                            .per_page
-                            .deferred_pages()
-                            .saturating_sub(self.batched.deferred_pages());
-                        if grown > 0 {
-                            self.per_page.init_deferred(grown);
-                        }
-                        // The batched zone's allocation may have claimed pageblocks.
-                        self.per_page.copy_pageblocks_from(&self.batched);
-                        self.per_page.alloc_pages_at(pfn, o).map(|()| pfn)
-                    }
-                    // Both fail alike: same order check, same (canonical) free blocks.
-                    _ => order.and_then(|o| self.per_page.alloc_pages(cpu, o)),
-                };
-                (a.map(|_| ()), b.map(|_| ()))
+            Op::Alloc { cpu, order } => self.alloc_both(cpu, order, MigrateType::Unmovable),
+            Op::AllocTyped { cpu, order, mt } => {
+                self.alloc_both(cpu, order, MigrateType::ALL[usize::from(mt) % 3])
             }
+            Op::AllocContig {
+                cpu,
+                offset,
+                len,
+                frozen,
+            } => match start.checked_add(offset) {
+                Some(first) => {
+                    let refuse = |_: &crate::Migration| false;
+                    let contig = |z: &Zone<F, P, R>| {
+                        if frozen {
+                            z.alloc_contig_frozen_range(cpu, first, len, &mut { refuse })
+                        } else {
+                            z.alloc_contig_range(cpu, first, len, &mut { refuse })
+                        }
+                    };
+                    let (a, b) = (contig(&self.batched), contig(&self.per_page));
+                    if a.is_ok() {
+                        self.contigs[self.next_contig % SLOTS] = Some((first, len, frozen));
+                        self.next_contig += 1;
+                    }
+                    (a, b)
+                }
+                None => return Ok(()),
+            },
+            Op::FreeContig {
+                cpu,
+                slot,
+                offset,
+                len,
+            } => match self.contig(slot) {
+                Some((pfn, pages, frozen)) => {
+                    let first = Pfn(pfn.0 + offset % pages);
+                    let len = len % (pages + 2);
+                    if frozen {
+                        self.free_frozen_both(cpu, first, len)?
+                    } else {
+                        self.free_both(cpu, first, len)?
+                    }
+                }
+                None => return Ok(()),
+            },
             Op::Split { slot } => match self.slot(slot) {
                 Some((pfn, order)) => (
                     self.batched.split_page(pfn, order),
@@ -379,6 +430,71 @@ where
         }
         self.batched.check().map_err(Divergence::Corrupt)?;
         self.per_page.check().map_err(Divergence::Corrupt)
+    }
+
+    /// Allocates a block of `mt` on both zones: the batched zone chooses, the per-page zone
+    /// takes the same block.
+    fn alloc_both(&mut self, cpu: usize, order: u8, mt: MigrateType) -> PairResult {
+        // Drained and merged zones hold the same free blocks (merging is canonical) but not
+        // in the same list order, so the per-page zone takes the very block the batched zone
+        // handed out. (Merging the pairs that stayed apart for their knowledge of zero
+        // first: else only the batched zone's slow path would.)
+        for z in [&self.batched, &self.per_page] {
+            z.drain_all();
+            z.merge_free_blocks();
+        }
+        let order = Order::new(order);
+        let a = order.and_then(|o| self.batched.alloc_typed(cpu, o, mt));
+        let b = match (a, order) {
+            (Ok(pfn), Ok(o)) => {
+                self.allocs[self.next_slot % SLOTS] = Some((pfn, o));
+                self.next_slot += 1;
+                // The batched zone's slow path may have initialized deferred memory (in
+                // chunks taken in order): the per-page zone initializes as much.
+                let grown = self
+                    .per_page
+                    .deferred_pages()
+                    .saturating_sub(self.batched.deferred_pages());
+                if grown > 0 {
+                    self.per_page.init_deferred(grown);
+                }
+                // The batched zone's allocation may have claimed pageblocks.
+                self.per_page.copy_pageblocks_from(&self.batched);
+                self.per_page.alloc_pages_at_as(pfn, o, mt).map(|()| pfn)
+            }
+            // Both fail alike: same order check, same (canonical) free blocks.
+            _ => order.and_then(|o| self.per_page.alloc_typed(cpu, o, mt)),
+        };
+        (a.map(|_| ()), b.map(|_| ()))
+    }
+
+    fn contig(&self, slot: usize) -> Option<(Pfn, u64, bool)> {
+        let used = self.next_contig.min(SLOTS);
+        (used > 0).then(|| self.contigs[slot % used]).flatten()
+    }
+
+    /// Frees a run of frozen pages on both zones, batched and per page; on an error, also
+    /// checks that the batched zone did not change.
+    #[allow(unsafe_code)]
+    fn free_frozen_both(
+        &mut self,
+        cpu: usize,
+        pfn: Pfn,
+        len: u64,
+    ) -> Result<PairResult, Divergence> {
+        let before = fingerprint(&self.batched);
+        // SAFETY: `Lockstep::new`'s contract: the zones are this harness's alone and never
+        // write a frame.
+        let (a, b) = unsafe {
+            (
+                self.batched.free_contig_frozen_range(cpu, pfn, len),
+                crate::reference::free_contig_frozen_range_per_page(&self.per_page, cpu, pfn, len),
+            )
+        };
+        if a.is_err() && fingerprint(&self.batched) != before {
+            return Err(Divergence::ChangedOnError(pfn));
+        }
+        Ok((a, b))
     }
 
     /// Frees a run on both zones; on an error, also checks that neither zone changed.

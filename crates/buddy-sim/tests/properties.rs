@@ -90,12 +90,17 @@ fn op() -> impl Strategy<Value = Op> {
         1 => (slot.clone(), any::<u64>()).prop_map(|(slot, page)| Op::Poison { slot, page }),
         4 => (cpu.clone(), slot.clone(), any::<u64>(), any::<u64>()).prop_map(|(cpu, slot, offset, len)| Op::FreeRun { cpu, slot, offset, len }),
         1 => (cpu.clone(), 0u64..6000, 0u64..300).prop_map(|(cpu, offset, len)| Op::FreeRaw { cpu, offset, len }),
-        1 => (cpu.clone(), slot).prop_map(|(cpu, slot)| Op::FreePages { cpu, slot }),
-        1 => cpu.prop_map(|cpu| Op::DrainCpu { cpu }),
+        1 => (cpu.clone(), slot.clone()).prop_map(|(cpu, slot)| Op::FreePages { cpu, slot }),
+        1 => cpu.clone().prop_map(|cpu| Op::DrainCpu { cpu }),
         1 => Just(Op::DrainAll),
         1 => (0u64..3000, 0u64..200, any::<bool>())
             .prop_map(|(offset, len, zeroed)| Op::AddMemory { offset, len, zeroed }),
         1 => (0u64..600).prop_map(|budget| Op::InitDeferred { budget }),
+        2 => (cpu.clone(), 0u8..12, 0u8..3).prop_map(|(cpu, order, mt)| Op::AllocTyped { cpu, order, mt }),
+        1 => (cpu.clone(), 0u64..6000, 0u64..700, any::<bool>())
+            .prop_map(|(cpu, offset, len, frozen)| Op::AllocContig { cpu, offset, len, frozen }),
+        2 => (cpu, slot, any::<u64>(), any::<u64>())
+            .prop_map(|(cpu, slot, offset, len)| Op::FreeContig { cpu, slot, offset, len }),
     ]
 }
 

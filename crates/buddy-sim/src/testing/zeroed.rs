@@ -382,7 +382,10 @@ impl ZeroedModel {
             | Op::Put { .. }
             | Op::Poison { .. }
             | Op::FreeRun { .. }
-            | Op::FreeRaw { .. } => {}
+            | Op::FreeRaw { .. }
+            | Op::AllocTyped { .. }
+            | Op::AllocContig { .. }
+            | Op::FreeContig { .. } => {}
         }
         if self.checks.due() {
             self.check()

@@ -1,0 +1,556 @@
+//! Grouping by mobility, compaction and contiguous allocation, over a zone backed by memory:
+//! every allocation's frames carry a stamp (its name and page), the embedder's migrate
+//! callback copies blocks through the same memory, and after every step the stamps must be
+//! where the owners' tables say (data moves with its block, and only movable blocks move),
+//! and `check()` must pass. Then the migratetype rules one by one: fallback order, claiming,
+//! isolation, the frozen variants.
+//!
+//! The frees are `unsafe`: each frees what the model holds (its tables say so) and uses its
+//! memory no more.
+
+use std::collections::BTreeMap;
+
+use buddy_sim::{
+    BoxedZone, BuddyError, CompactStats, FrameMemory, FrameState, MigrateType, Migration,
+    OffsetMap, Order, Pfn, ZoneConfig,
+};
+use proptest::prelude::*;
+
+fn config() -> ProptestConfig {
+    if cfg!(miri) {
+        ProptestConfig {
+            cases: 4,
+            failure_persistence: None,
+            ..ProptestConfig::default()
+        }
+    } else {
+        ProptestConfig::default()
+    }
+}
+
+const START: u64 = 0x400;
+const PAGE: usize = 4096;
+
+#[repr(C, align(4096))]
+struct Page([u8; PAGE]);
+
+/// A zone of `nr` frames from `START` (pageblocks of 16 frames, MAX_ORDER 6) with a buffer
+/// as its memory.
+struct World {
+    zone: BoxedZone,
+    _ram: Vec<Page>,
+    memory: OffsetMap,
+    /// Movable allocations by key: where each one is now.
+    movable: BTreeMap<u64, (Pfn, Order)>,
+    /// Unmovable and reclaimable allocations: never moved.
+    fixed: Vec<(u64, Pfn, Order)>,
+    /// Contiguous allocations: first frame, frames, frozen.
+    contig: Vec<(u64, Pfn, u64, bool)>,
+    next: u64,
+    /// Keys the callback refuses to move (multiples of this; 0: none).
+    refuse_every: u64,
+}
+
+impl World {
+    fn new(nr: u64, cpus: usize) -> Self {
+        let mut ram: Vec<Page> = (0..nr).map(|_| Page([0xEE; PAGE])).collect();
+        let offset = (ram.as_mut_ptr() as usize).wrapping_sub(START as usize * PAGE);
+        // SAFETY: frame START + i is ram[i], alive as long as the world; the zone and the
+        // blocks' owners (this model) are all that touch it.
+        let memory = unsafe { OffsetMap::new(offset) };
+        let cfg = ZoneConfig {
+            pageblock_order: Order::new(4).unwrap(),
+            ..ZoneConfig::new(Pfn(START), nr)
+                .with_max_order(Order::new(6).unwrap())
+                .with_cpus(cpus)
+        };
+        Self {
+            zone: BoxedZone::new_boxed(cfg).unwrap(),
+            _ram: ram,
+            memory,
+            movable: BTreeMap::new(),
+            fixed: Vec::new(),
+            contig: Vec::new(),
+            next: 1,
+            refuse_every: 0,
+        }
+    }
+
+    fn page_ptr(&self, pfn: Pfn) -> *mut u64 {
+        self.memory.frame_ptr(pfn).unwrap().as_ptr().cast()
+    }
+
+    /// Writes `name`'s stamp into the `pages` frames from `pfn`.
+    fn stamp(&self, name: u64, pfn: Pfn, pages: u64) {
+        for i in 0..pages {
+            // SAFETY: the model holds these frames (just allocated).
+            unsafe {
+                self.page_ptr(Pfn(pfn.0 + i)).write(name);
+                self.page_ptr(Pfn(pfn.0 + i)).add(1).write(i);
+            }
+        }
+    }
+
+    /// Whether the `pages` frames from `pfn` carry `name`'s stamp.
+    fn stamped(&self, name: u64, pfn: Pfn, pages: u64) -> bool {
+        (0..pages).all(|i| {
+            // SAFETY: the model holds these frames.
+            unsafe {
+                self.page_ptr(Pfn(pfn.0 + i)).read() == name
+                    && self.page_ptr(Pfn(pfn.0 + i)).add(1).read() == i
+            }
+        })
+    }
+
+    fn name(&mut self) -> u64 {
+        self.next += 1;
+        self.next
+    }
+
+    /// The callback: refuses some keys, else checks the move is of a block the model holds
+    /// where it thinks, copies it and repoints the model's table.
+    fn mover(
+        memory: &OffsetMap,
+        movable: &mut BTreeMap<u64, (Pfn, Order)>,
+        refuse_every: u64,
+    ) -> impl FnMut(&Migration) -> bool {
+        move |m: &Migration| {
+            if refuse_every != 0 && m.key.is_multiple_of(refuse_every) {
+                return false;
+            }
+            assert_eq!(
+                movable.get(&m.key),
+                Some(&(m.from, m.order)),
+                "asked to move {m:?}, which is not a movable block the model holds there"
+            );
+            // SAFETY: the model is the block's only user and writes nothing while it moves.
+            unsafe { m.copy(memory) }.unwrap();
+            movable.insert(m.key, (m.to, m.order));
+            true
+        }
+    }
+
+    fn compact(&mut self, order: Order) -> CompactStats {
+        let mut mover = Self::mover(&self.memory, &mut self.movable, self.refuse_every);
+        self.zone.compact(0, order, &mut mover).unwrap()
+    }
+
+    fn compact_some(&mut self, budget: u64) -> CompactStats {
+        let mut mover = Self::mover(&self.memory, &mut self.movable, self.refuse_every);
+        self.zone.compact_some(0, budget, &mut mover).unwrap()
+    }
+
+    fn contig_range(&mut self, pfn: Pfn, nr: u64, frozen: bool) -> Result<(), BuddyError> {
+        let r = {
+            let mut mover = Self::mover(&self.memory, &mut self.movable, self.refuse_every);
+            if frozen {
+                self.zone.alloc_contig_frozen_range(0, pfn, nr, &mut mover)
+            } else {
+                self.zone.alloc_contig_range(0, pfn, nr, &mut mover)
+            }
+        };
+        if r.is_ok() {
+            let name = self.name();
+            self.stamp(name, pfn, nr);
+            self.contig.push((name, pfn, nr, frozen));
+        }
+        r
+    }
+
+    fn contig_pages(&mut self, nr: u64, align: Order, frozen: bool) -> Result<Pfn, BuddyError> {
+        let r = {
+            let mut mover = Self::mover(&self.memory, &mut self.movable, self.refuse_every);
+            if frozen {
+                self.zone
+                    .alloc_contig_frozen_pages(0, nr, align, &mut mover)
+            } else {
+                self.zone.alloc_contig_pages(0, nr, align, &mut mover)
+            }
+        };
+        if let Ok(pfn) = r {
+            assert!(align.aligns(pfn));
+            let name = self.name();
+            self.stamp(name, pfn, nr);
+            self.contig.push((name, pfn, nr, frozen));
+        }
+        r
+    }
+
+    fn alloc(&mut self, cpu: usize, order: Order, mt: MigrateType) -> Option<Pfn> {
+        let name = self.name();
+        let pfn = match mt {
+            MigrateType::Movable => self.zone.alloc_movable(cpu, order, name).ok()?,
+            _ => self.zone.alloc_typed(cpu, order, mt).ok()?,
+        };
+        self.stamp(name, pfn, order.pages());
+        match mt {
+            MigrateType::Movable => {
+                self.movable.insert(name, (pfn, order));
+            }
+            _ => self.fixed.push((name, pfn, order)),
+        }
+        Some(pfn)
+    }
+
+    /// Frees the `k`-th held allocation (of all kinds, in a fixed order).
+    fn free(&mut self, cpu: usize, k: usize) {
+        let total = self.movable.len() + self.fixed.len() + self.contig.len();
+        if total == 0 {
+            return;
+        }
+        let k = k % total;
+        if k < self.movable.len() {
+            let key = *self.movable.keys().nth(k).unwrap();
+            let (pfn, order) = self.movable.remove(&key).unwrap();
+            // SAFETY: the model holds the block and uses it no more.
+            unsafe { self.zone.free_pages(cpu, pfn, order) }.unwrap();
+        } else if k < self.movable.len() + self.fixed.len() {
+            let (_, pfn, order) = self.fixed.swap_remove(k - self.movable.len());
+            // SAFETY: as above.
+            unsafe { self.zone.free_pages(cpu, pfn, order) }.unwrap();
+        } else {
+            let (_, pfn, nr, frozen) = self
+                .contig
+                .swap_remove(k - self.movable.len() - self.fixed.len());
+            // SAFETY: as above.
+            let r = unsafe {
+                if frozen {
+                    self.zone.free_contig_frozen_range(cpu, pfn, nr)
+                } else {
+                    self.zone.free_contig_range(cpu, pfn, nr)
+                }
+            };
+            r.unwrap();
+        }
+    }
+
+    /// Everything the model holds is where its tables say, stamped, and of its kind; the
+    /// zone's invariants hold.
+    fn verify(&self) {
+        self.zone.check().unwrap();
+        for (&key, &(pfn, order)) in &self.movable {
+            let f = self.zone.frame(pfn).unwrap();
+            assert_eq!(
+                (f.state, f.order, f.refcount, f.migratetype),
+                (
+                    FrameState::Allocated,
+                    order.get(),
+                    1,
+                    Some(MigrateType::Movable)
+                ),
+                "movable block {key} at {pfn}"
+            );
+            assert!(
+                self.stamped(key, pfn, order.pages()),
+                "block {key} lost its data"
+            );
+        }
+        for &(name, pfn, order) in &self.fixed {
+            assert_eq!(self.zone.frame(pfn).unwrap().state, FrameState::Allocated);
+            assert!(
+                self.stamped(name, pfn, order.pages()),
+                "fixed block {name} changed"
+            );
+        }
+        for &(name, pfn, nr, frozen) in &self.contig {
+            for i in 0..nr {
+                let f = self.zone.frame(Pfn(pfn.0 + i)).unwrap();
+                assert_eq!(
+                    (f.state, f.order, f.frozen),
+                    (FrameState::Allocated, 0, frozen)
+                );
+                assert_eq!(f.refcount, u32::from(!frozen));
+            }
+            assert!(self.stamped(name, pfn, nr), "contiguous run {name} changed");
+        }
+    }
+
+    fn free_everything(mut self) {
+        while self.movable.len() + self.fixed.len() + self.contig.len() > 0 {
+            self.free(0, 0);
+        }
+        self.zone.drain_all();
+        self.zone.check().unwrap();
+        assert_eq!(self.zone.buddy_pages(), self.zone.present_pages());
+    }
+}
+
+#[derive(Clone, Debug)]
+enum Step {
+    Alloc { cpu: usize, order: u8, mt: u8 },
+    Free { cpu: usize, k: usize },
+    Compact { order: u8 },
+    CompactSome { budget: u64 },
+    ContigRange { offset: u64, len: u64, frozen: bool },
+    ContigPages { len: u64, align: u8, frozen: bool },
+    Refuse { every: u64 },
+}
+
+fn step() -> impl Strategy<Value = Step> {
+    prop_oneof![
+        8 => (0usize..2, 0u8..4, 0u8..3).prop_map(|(cpu, order, mt)| Step::Alloc { cpu, order, mt }),
+        5 => (0usize..2, any::<usize>()).prop_map(|(cpu, k)| Step::Free { cpu, k }),
+        1 => (0u8..7).prop_map(|order| Step::Compact { order }),
+        1 => (1u64..40).prop_map(|budget| Step::CompactSome { budget }),
+        1 => (0u64..256, 1u64..40, any::<bool>()).prop_map(|(offset, len, frozen)| Step::ContigRange { offset, len, frozen }),
+        1 => (1u64..40, 0u8..6, any::<bool>()).prop_map(|(len, align, frozen)| Step::ContigPages { len, align, frozen }),
+        1 => (0u64..4).prop_map(|every| Step::Refuse { every }),
+    ]
+}
+
+proptest! {
+    #![proptest_config(config())]
+
+    /// Random churn of every kind of allocation, compaction and contiguous allocation: the
+    /// data of every block stays with it, only movable blocks move, every operation leaves
+    /// the zone consistent, and everything freed leaves the zone whole.
+    #[test]
+    fn data_moves_with_movable_blocks_and_only_they_move(
+        steps in proptest::collection::vec(step(), 1..if cfg!(miri) { 12 } else { 120 })
+    ) {
+        let mut w = World::new(256, 2);
+        for s in steps {
+            match s {
+                Step::Alloc { cpu, order, mt } => {
+                    w.alloc(cpu, Order::new(order).unwrap(), MigrateType::ALL[usize::from(mt)]);
+                }
+                Step::Free { cpu, k } => w.free(cpu, k),
+                Step::Compact { order } => {
+                    let order = Order::new(order).unwrap();
+                    let stats = w.compact(order);
+                    let free = w.zone.buddy_blocks_per_order();
+                    let has = free[usize::from(order.get())..].iter().any(|&n| n > 0);
+                    prop_assert_eq!(stats.success, has);
+                }
+                Step::CompactSome { budget } => {
+                    let stats = w.compact_some(budget);
+                    prop_assert!(stats.moved_pages <= budget + 8);
+                }
+                Step::ContigRange { offset, len, frozen } => {
+                    let before = w.zone.free_pages_total();
+                    let r = w.contig_range(Pfn(START + offset), len, frozen);
+                    w.zone.drain_all();
+                    match r {
+                        Ok(()) => {}
+                        Err(BuddyError::Busy(_) | BuddyError::OutOfMemory(_) | BuddyError::OutOfZone(_)) => {
+                            // Nothing allocated: what is free is as before (moves keep it).
+                            prop_assert_eq!(w.zone.free_pages_total(), before);
+                        }
+                        Err(e) => prop_assert!(false, "unexpected {e}"),
+                    }
+                }
+                Step::ContigPages { len, align, frozen } => {
+                    let _ = w.contig_pages(len, Order::new(align).unwrap(), frozen);
+                }
+                Step::Refuse { every } => w.refuse_every = every,
+            }
+            w.verify();
+        }
+        w.free_everything();
+    }
+}
+
+/// A fresh zone is movable throughout; the first unmovable allocation claims the largest
+/// free block whole, and later ones stay in the pageblocks it claimed.
+#[test]
+fn unmovable_allocations_claim_pageblocks_and_stay_together() {
+    let w = World::new(256, 1);
+    let pb = |pfn| w.zone.pageblock_type(pfn).unwrap();
+    assert!(
+        (0..256)
+            .step_by(16)
+            .all(|i| pb(Pfn(START + i)) == (MigrateType::Movable, false))
+    );
+    let first = w.zone.alloc_pages(0, Order::ZERO).unwrap();
+    assert_eq!(pb(first), (MigrateType::Unmovable, false));
+    let claimed = (0..256)
+        .step_by(16)
+        .filter(|&i| pb(Pfn(START + i)).0 == MigrateType::Unmovable)
+        .count();
+    // The largest free block (order 6: four pageblocks) changed type whole.
+    assert_eq!(claimed, 4);
+    for _ in 0..40 {
+        let p = w.zone.alloc_pages(0, Order::ZERO).unwrap();
+        assert_eq!(
+            pb(p).0,
+            MigrateType::Unmovable,
+            "{p} left the claimed pageblocks"
+        );
+    }
+    // Movable allocations keep to movable pageblocks while those have room.
+    for _ in 0..40 {
+        let p = w.zone.alloc_movable(0, Order::ZERO, 7).unwrap();
+        assert_eq!(pb(p).0, MigrateType::Movable);
+    }
+    w.zone.check().unwrap();
+}
+
+/// A small movable allocation with no movable memory left takes a block of another type
+/// without claiming its pageblock (Linux: only large or unmovable fallbacks claim).
+#[test]
+fn a_small_movable_fallback_does_not_claim() {
+    let w = World::new(64, 1);
+    // Unmovable allocations take all but one frame (the first claims the whole zone).
+    let held: Vec<_> = (0..=5)
+        .rev()
+        .map(|o| {
+            let o = Order::new(o).unwrap();
+            (w.zone.alloc_pages(0, o).unwrap(), o)
+        })
+        .collect();
+    let types: Vec<_> = (0..64)
+        .step_by(16)
+        .map(|i| w.zone.pageblock_type(Pfn(START + i)).unwrap().0)
+        .collect();
+    assert!(
+        types.iter().all(|&t| t == MigrateType::Unmovable),
+        "{types:?}"
+    );
+    let small = w.zone.alloc_movable(0, Order::ZERO, 9).unwrap();
+    assert_eq!(
+        w.zone.frame(small).unwrap().migratetype,
+        Some(MigrateType::Movable)
+    );
+    assert_eq!(
+        w.zone.pageblock_type(small).unwrap().0,
+        MigrateType::Unmovable
+    );
+    // SAFETY: allocated above, no longer used.
+    unsafe {
+        w.zone.free_pages(0, small, Order::ZERO).unwrap();
+        for (p, o) in held {
+            w.zone.free_pages(0, p, o).unwrap();
+        }
+    }
+    w.zone.check().unwrap();
+}
+
+/// Compaction makes a free block of the pageblock order out of a zone whose pageblocks all
+/// hold a movable page, moving only movable pages and their data with them; the unmovable
+/// page stays.
+#[test]
+fn compaction_rebuilds_a_pageblock_and_moves_data() {
+    let mut w = World::new(128, 1);
+    // One movable page in every pageblock, the rest free: no free pageblock.
+    let o0 = Order::ZERO;
+    while w.alloc(0, o0, MigrateType::Movable).is_some() {}
+    // Free everything but the eight kept pages.
+    let keep: Vec<u64> = w
+        .movable
+        .iter()
+        .filter(|(_, (p, _))| (p.0 - START) % 16 == 3)
+        .map(|(&k, _)| k)
+        .collect();
+    assert_eq!(keep.len(), 8);
+    let drop: Vec<u64> = w
+        .movable
+        .keys()
+        .copied()
+        .filter(|k| !keep.contains(k))
+        .collect();
+    for k in drop {
+        let (p, o) = w.movable.remove(&k).unwrap();
+        // SAFETY: held by the model, no longer used.
+        unsafe { w.zone.free_pages(0, p, o) }.unwrap();
+    }
+    w.zone.drain_all();
+    let pb = w.zone.config().pageblock_order;
+    assert_eq!(
+        w.zone.buddy_blocks_per_order()[usize::from(pb.get())..]
+            .iter()
+            .sum::<u32>(),
+        0
+    );
+    let stats = w.compact(pb);
+    assert!(stats.success, "{stats:?}");
+    assert!(stats.moved_pages > 0 && stats.moved_pages <= 8, "{stats:?}");
+    w.verify();
+    w.free_everything();
+}
+
+/// `alloc_contig_range` moves the movable pages out of the range (the callback sees the
+/// range isolated meanwhile), refuses an unmovable page, and undoes everything on failure.
+#[test]
+fn contiguous_ranges_migrate_movable_pages_and_refuse_unmovable_ones() {
+    let mut w = World::new(128, 1);
+    let o0 = Order::ZERO;
+    let movable = w.alloc(0, o0, MigrateType::Movable).unwrap();
+    let range = Pfn(movable.0 & !15);
+    let zone_free = w.zone.free_pages_total();
+    // Seen from inside the callback: the range's pageblock is isolated.
+    {
+        let zone = &w.zone;
+        let memory = &w.memory;
+        let movable_map = &mut w.movable;
+        let mut saw_isolated = false;
+        let mut mover = |m: &Migration| {
+            saw_isolated |= zone.pageblock_type(m.from).unwrap().1;
+            // SAFETY: the model is the block's only user.
+            unsafe { m.copy(memory) }.unwrap();
+            movable_map.insert(m.key, (m.to, m.order));
+            true
+        };
+        zone.alloc_contig_range(0, range, 16, &mut mover).unwrap();
+        assert!(saw_isolated);
+    }
+    assert!(!w.zone.pageblock_type(range).unwrap().1, "isolation undone");
+    let (moved_to, _) = *w.movable.values().next().unwrap();
+    assert!(moved_to.0 < range.0 || moved_to.0 >= range.0 + 16);
+    w.verify();
+    assert_eq!(w.zone.free_pages_total(), zone_free - 16);
+    // SAFETY: the run is the model's, unused.
+    unsafe { w.zone.free_contig_range(0, range, 16) }.unwrap();
+    // An unmovable page in the way: refused, nothing changes.
+    let pinned = w.alloc(0, o0, MigrateType::Unmovable).unwrap();
+    let around = Pfn(pinned.0 & !15);
+    let before = w.zone.free_pages_total();
+    assert_eq!(
+        w.contig_range(around, 16, false),
+        Err(BuddyError::Busy(pinned))
+    );
+    assert_eq!(w.zone.free_pages_total(), before);
+    assert!(!w.zone.pageblock_type(around).unwrap().1);
+    w.verify();
+    w.free_everything();
+}
+
+/// The frozen variants hand pages out without a reference count; a free of them as plain
+/// pages fails, and `free_contig_frozen_range` is all or nothing.
+#[test]
+fn frozen_pages_are_freed_only_as_frozen_pages() {
+    let mut w = World::new(64, 1);
+    let pfn = w.contig_pages(20, Order::new(2).unwrap(), true).unwrap();
+    let f = w.zone.frame(pfn).unwrap();
+    assert!(f.frozen && f.refcount == 0);
+    // SAFETY (this and the calls below): the model holds the run; the failing calls free
+    // nothing (checked).
+    unsafe {
+        assert_eq!(
+            w.zone.free_pages(0, pfn, Order::ZERO),
+            Err(BuddyError::Frozen(pfn))
+        );
+        assert_eq!(
+            w.zone.free_contig_range(0, pfn, 2),
+            Err(BuddyError::Frozen(pfn))
+        );
+        // One page past the run: not frozen, so nothing is freed.
+        let past = Pfn(pfn.0 + 20);
+        assert!(w.zone.free_contig_frozen_range(0, pfn, 21).is_err());
+        assert!(
+            w.zone.frame(pfn).unwrap().frozen,
+            "a failed free kept its claims"
+        );
+        assert_ne!(w.zone.frame(past).unwrap().state, FrameState::Tail);
+    }
+    w.verify();
+    let plain = w.contig_pages(5, Order::ZERO, false).unwrap();
+    // SAFETY: the model holds it.
+    unsafe {
+        assert_eq!(
+            w.zone.free_contig_frozen_range(0, plain, 5),
+            Err(BuddyError::NotFrozen(plain))
+        );
+    }
+    w.verify();
+    w.free_everything();
+}
