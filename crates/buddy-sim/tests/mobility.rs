@@ -522,8 +522,7 @@ fn frozen_pages_are_freed_only_as_frozen_pages() {
     let pfn = w.contig_pages(20, Order::new(2).unwrap(), true).unwrap();
     let f = w.zone.frame(pfn).unwrap();
     assert!(f.frozen && f.refcount == 0);
-    // SAFETY (this and the calls below): the model holds the run; the failing calls free
-    // nothing (checked).
+    // SAFETY: the model holds the run; these calls fail and free nothing (checked).
     unsafe {
         assert_eq!(
             w.zone.free_pages(0, pfn, Order::ZERO),
