@@ -1,7 +1,8 @@
 //! loom models of CPUs sharing one zone: allocation and free on several CPUs, a free on
 //! another CPU than the allocation, draining every CPU's lists while others allocate,
-//! refills and drains past `high`, two CPUs freeing the same page or run, and background
-//! zeroing racing allocation and free. The zone is the real one; under `cfg(loom)` its
+//! refills and drains past `high`, two CPUs freeing the same page or run, background
+//! zeroing racing allocation and free, and compaction racing the owner's free and
+//! allocation of movable pages. The zone is the real one; under `cfg(loom)` its
 //! atomics and locks are loom's (`crate::sync`).
 //!
 //! The frees are `unsafe` (a wrong one could make a zone write memory in use): each model
@@ -472,4 +473,139 @@ fn loom_deferred_chunk_published_before_its_frames_is_caught() {
         init.join().unwrap();
         assert_whole(&z);
     });
+}
+
+/// 8 frames in pageblocks of two, two CPUs: room for compaction to move a page up.
+fn mobile_zone() -> Arc<LoomZone> {
+    let cfg = ZoneConfig {
+        max_order: Order(3),
+        pageblock_order: Order(1),
+        cpus: 2,
+        pcp_high: 2,
+        pcp_batch: 1,
+        ..ZoneConfig::new(START, 8)
+    };
+    let frames = (0..cfg.nr_pages).map(|_| Frame::new()).collect();
+    let pcps = (0..2).map(|_| PerCpu::new()).collect();
+    Arc::new(Zone::new(cfg, frames, pcps).unwrap())
+}
+
+/// Where each movable page's "mapping" says it is, by key: what the owner frees through and
+/// the migrate callback repoints, under the owner's lock (a page table lock).
+type Mappings = Arc<loom::sync::Mutex<[Pfn; 3]>>;
+
+/// The owner frees the page of `key` through its mapping: a page being moved is frozen
+/// (the free fails with `Frozen` and changes nothing), so it lets the move finish and
+/// frees the page where the mapping then says.
+fn owner_frees(z: &LoomZone, maps: &Mappings, key: usize) {
+    loop {
+        let at = maps.lock().unwrap();
+        // SAFETY: the owner holds the page its mapping names, and uses it no more.
+        match unsafe { z.free_pages(1, at[key], O0) } {
+            Ok(()) => return,
+            Err(BuddyError::Frozen(_)) => {
+                drop(at);
+                thread::yield_now();
+            }
+            Err(e) => panic!("the owner's free of key {key} failed: {e}"),
+        }
+    }
+}
+
+/// Compaction on CPU 0 (`compact`: how it moves pages) while the owner on CPU 1 allocates a
+/// second movable page and frees both through their mappings.
+fn compaction_races_the_owner(compact: fn(&LoomZone, &mut dyn FnMut(&crate::Migration) -> bool)) {
+    loom::model(move || {
+        let z = mobile_zone();
+        // A movable page at the bottom (key 1, for compaction to move) and one at the top
+        // (key 0: its pageblock is then a target, not a whole free one).
+        let (first, top) = (START, Pfn(START.0 + 7));
+        for (pfn, key) in [(first, 1), (top, 0)] {
+            z.alloc_pages_at_as(pfn, O0, crate::MigrateType::Movable)
+                .unwrap();
+            let head = z.map().frame(z.map().index_of(pfn));
+            let w = head.load();
+            head.set_key(key);
+            head.store(w);
+        }
+        let maps: Mappings = Arc::new(loom::sync::Mutex::new([top, first, Pfn(0)]));
+        let owner = {
+            let (z, maps) = (z.clone(), maps.clone());
+            thread::spawn(move || {
+                let second = z.alloc_movable(1, O0, 2).unwrap();
+                maps.lock().unwrap()[2] = second;
+                owner_frees(&z, &maps, 1);
+                owner_frees(&z, &maps, 2);
+            })
+        };
+        let mut repoint = |m: &crate::Migration| {
+            let mut at = maps.lock().unwrap();
+            // The key 2 page may move before the owner recorded it: then it is not moved.
+            if at[m.key as usize] != m.from {
+                return false;
+            }
+            at[m.key as usize] = m.to;
+            true
+        };
+        compact(&z, &mut repoint);
+        owner.join().unwrap();
+        let top = maps.lock().unwrap()[0];
+        // SAFETY: the model's page, never used.
+        unsafe { z.free_pages(0, top, O0) }.unwrap();
+        z.drain_all();
+        z.check().unwrap();
+        assert_eq!(
+            z.buddy_blocks_per_order()[3],
+            1,
+            "the zone is not whole again"
+        );
+    });
+}
+
+#[test]
+fn loom_compaction_races_the_owners_free_and_allocation() {
+    compaction_races_the_owner(|z, migrate| {
+        z.compact_some(0, 16, &mut { migrate }).unwrap();
+    });
+}
+
+/// A move without freezing the source first: the owner's free can run while the callback
+/// copies, and the source is then freed by both. What the freeze exists to prevent.
+fn move_without_freezing(z: &LoomZone, migrate: &mut dyn FnMut(&crate::Migration) -> bool) {
+    let m = z.map();
+    let Some(src) = (0..8).find(|&i| crate::compaction::is_movable(m.frame(i).load())) else {
+        return;
+    };
+    let w = m.frame(src).load();
+    let Some((dst, _)) = z.lock_zone().rmqueue(
+        m,
+        O0,
+        crate::buddy::Prefer::Unzeroed,
+        crate::MigrateType::Movable,
+    ) else {
+        return;
+    };
+    let key = m.frame(src).key();
+    let job = crate::Migration {
+        key,
+        from: m.pfn(src),
+        to: m.pfn(dst),
+        order: O0,
+    };
+    if !migrate(&job) {
+        z.lock_zone().free_one_page(m, dst, O0, false);
+        return;
+    }
+    m.frame(dst).set_key(key);
+    m.frame(dst).store(w);
+    z.lock_zone().free_one_page(m, src, O0, false);
+}
+
+/// The negative control: loom must find the interleaving where the owner frees the source
+/// before the unfrozen move frees it again (a block freed twice: the zone is corrupt, or a
+/// page is lost).
+#[test]
+#[should_panic]
+fn loom_a_move_without_freezing_frees_the_source_twice() {
+    compaction_races_the_owner(move_without_freezing);
 }
