@@ -1,7 +1,9 @@
 //! Arbitrary zones (up to four CPUs, memory maps with holes) and operation sequences from
 //! every CPU run on two zones in lockstep: batched `free_contig_range` on one, the per-page
 //! reference on the other; results compared after every operation, `check()` every
-//! [`CHECK_INTERVAL`] operations, and both zones identical after the final drain. (Zeroed
+//! [`CHECK_INTERVAL`] operations, and both zones identical after the final drain. The
+//! operations include typed allocations (migratetypes, pageblock claims), contiguous
+//! allocations and the frozen variant's batched and per-page frees. (Zeroed
 //! allocation with real memory is `zeroed_ops`'; several CPUs' programs interleaved,
 //! `smp_ops`'.)
 #![no_main]
@@ -45,6 +47,9 @@ enum ArbOp {
     ZeroSome(u16),
     AddZeroedMemory(u16, u16),
     InitDeferred(u16),
+    AllocTyped(u8, u8, u8),
+    AllocContig(u8, u16, u16, bool),
+    FreeContig(u8, u8, u16, u16),
 }
 
 impl ArbOp {
@@ -56,6 +61,23 @@ impl ArbOp {
             Self::Alloc(c, o) => Op::Alloc {
                 cpu: cpu(c),
                 order: o % 12,
+            },
+            Self::AllocTyped(c, o, mt) => Op::AllocTyped {
+                cpu: cpu(c),
+                order: o % 12,
+                mt: *mt,
+            },
+            Self::AllocContig(c, off, len, frozen) => Op::AllocContig {
+                cpu: cpu(c),
+                offset: u64::from(*off),
+                len: u64::from(*len % 1024),
+                frozen: *frozen,
+            },
+            Self::FreeContig(c, s, off, len) => Op::FreeContig {
+                cpu: cpu(c),
+                slot: usize::from(*s),
+                offset: u64::from(*off),
+                len: u64::from(*len),
             },
             Self::Split(s) => Op::Split {
                 slot: usize::from(*s),

@@ -514,7 +514,10 @@ fn owner_frees(z: &LoomZone, maps: &Mappings, key: usize) {
 
 /// Compaction on CPU 0 (`compact`: how it moves pages) while the owner on CPU 1 allocates a
 /// second movable page and frees both through their mappings.
-fn compaction_races_the_owner(compact: fn(&LoomZone, &mut dyn FnMut(&crate::Migration) -> bool)) {
+/// How a model moves pages: the real compaction, or the negative control's.
+type Compactor = fn(&LoomZone, &mut dyn FnMut(&crate::Migration) -> bool);
+
+fn compaction_races_the_owner(compact: Compactor) {
     loom::model(move || {
         let z = mobile_zone();
         // A movable page at the bottom (key 1, for compaction to move) and one at the top
