@@ -270,8 +270,8 @@ fn floor_table(ctx: &SectionContext, iterations: u32, budget: Budget) -> (Table,
     );
     struct Target {
         zone: BoxedZone,
-        /// One frame's metadata stride (16 bytes: the word and the list links).
-        words: Vec<[std::sync::atomic::AtomicU64; 2]>,
+        /// One frame's metadata stride (24 bytes: the word, the list links, the pageblock).
+        words: Vec<[std::sync::atomic::AtomicU64; 3]>,
     }
     let mut target = Target {
         zone: zone(),
@@ -349,7 +349,7 @@ fn floor_table(ctx: &SectionContext, iterations: u32, budget: Budget) -> (Table,
     ]);
     t.note(format!(
         "{n} iterations per sample; ns per page (median, 95% interval). The floor loop does, \
-         for each of 512 frame words laid out 16 bytes apart as the zone's metadata is, one \
+         for each of 512 frame words laid out 24 bytes apart as the zone's metadata is, one \
          load and one compare-and-swap that succeeds: what the reference count costs \
          `free_contig_range` (its claim of each page) and what no batching can remove. \
          \"The free alone\" times only the `free_contig_range` calls of a sample (the \

@@ -218,7 +218,7 @@ fn costs_table(rows: &[Row]) -> Table {
     }
     let threads = rows.first().map_or(1, |r| r.threads);
     t.note(format!(
-        "Each size a fresh zone over 16 bytes of metadata per frame, zeroed and mapped \
+        "Each size a fresh zone over 24 bytes of metadata per frame, zeroed and mapped \
          before the clock starts, as a kernel's memory map is (`Zone::new_empty_zeroed`, \
          which does not write it). Ready to allocate: that and `add_memory` of every \
          frame, which initializes the first {} frames and defers the rest. All \

@@ -14,6 +14,14 @@
 //!   [`Zone::zero_some`] clears free blocks from an idle CPU, outside the zone lock, to
 //!   refill that pool. The embedder says how frames are reached ([`FrameMemory`]) and how
 //!   they are cleared ([`FrameClearer`]).
+//! - Huge pages after long churn: pageblocks and allocations typed by mobility
+//!   ([`MigrateType`], [`Zone::alloc_movable`]), compaction through the embedder's
+//!   [`Migrate`] callback ([`Zone::compact`], [`Zone::compact_some`]), and contiguous
+//!   allocation of any length ([`Zone::alloc_contig_range`], [`Zone::alloc_contig_pages`],
+//!   the frozen variants and [`Zone::free_contig_frozen_range`]).
+//! - The frees are `unsafe`: a zone writes the memory it holds free, so a free of what the
+//!   caller does not hold could make it write memory in use (the crate README explains the
+//!   choice).
 //! - [`decompose`]: the pure chunking of a run into aligned blocks.
 //! - [`mod@reference`]: the per-page path the kernel used before, and a brute-force cover;
 //!   `testing` (feature `testing`): the harnesses that run a zone beside them.
@@ -25,7 +33,9 @@
 //! One file per concern: `config` (geometry), `frame` and `list` (metadata), `map` (frame
 //! arithmetic and lookups), `buddy` (the zone lock's free areas), `pcp` (per-cpu lists),
 //! `zone` (the zone and what operations share), `alloc_pages`, `refs` (references and
-//! frees), `contig` (`free_contig_range`), `vmalloc`, `zeroed` (zeroed allocation and
+//! frees), `contig` (`free_contig_range`, `free_contig_frozen_range`), `migratetype`
+//! (pageblock types, fallback and claiming), `compaction`, `contig_alloc`
+//! (`alloc_contig_range` and its kin), `vmalloc`, `zeroed` (zeroed allocation and
 //! background zeroing), `memory` (the embedder's `FrameMemory` and the `FrameClearer`),
 //! `check`, `counters`, `sync` (atomics and locks, loom's under `cfg(loom)`); the ecosystem
 //! adapters `x86_64_frames` (feature `x86_64`: `X86FrameAllocator`), `paging_tables`
@@ -36,7 +46,9 @@
 #![no_std]
 #![cfg_attr(docsrs, feature(doc_cfg))]
 // No unsafe but in `memory` (the two blocks that reach a frame's bytes through the
-// embedder's `FrameMemory` promise, for zero-core to clear or to read back), the CPU-local
+// embedder's `FrameMemory` promise, for zero-core to clear or to read back),
+// `Migration::copy` (the same promise, for a migration's copy), the frees (`unsafe fn`s:
+// their callers promise they hold what they free) and their calls inside the crate, the CPU-local
 // lists (`Zone::with_cpu_local_lists`, whose contract lets `zone::lock_pcp` reach a CPU's
 // lists through `sync::Mutex::lock_exclusive` without their lock), metadata known to be
 // zero (`Zone::new_empty_zeroed`, and `BoxedZone`'s zeroed allocation of it), the ecosystem
@@ -220,7 +232,7 @@ fn zeroed_frames(n: usize) -> Result<alloc::vec::Vec<Frame>, BuddyError> {
             "frame metadata larger than the address space",
         ));
     };
-    // SAFETY: the layout is non-zero-sized (n > 0 and a Frame is 16 bytes).
+    // SAFETY: the layout is non-zero-sized (n > 0 and a Frame is 24 bytes).
     let ptr = unsafe { alloc_zeroed(layout) }.cast::<Frame>();
     if ptr.is_null() {
         handle_alloc_error(layout);
