@@ -7,6 +7,7 @@
 pub mod clearing;
 pub mod contig_free;
 pub mod count;
+pub mod fragmentation;
 pub mod guest;
 pub mod machine;
 pub mod measure;
@@ -58,6 +59,7 @@ pub fn sections() -> Vec<Box<dyn Section>> {
         Box::new(young::YoungClearing),
         Box::new(guest::GuestAging),
         Box::new(zeroed::ZeroedAllocation),
+        Box::new(fragmentation::Fragmentation),
         Box::new(ring0::Ring0),
     ]
 }
