@@ -18,6 +18,7 @@ use buddy_sim::{BoxedZone, MigrateType, Migration, OffsetMap, Pfn, ZoneConfig};
 use buddy_system_allocator::FrameAllocator;
 
 use crate::measure::{Estimate, Verdict};
+use crate::young::Rng;
 use crate::{Cell, Section, SectionContext, Table, must, order};
 
 /// The fragmentation section.
@@ -27,22 +28,6 @@ pub struct Fragmentation;
 const START: u64 = 1 << 20;
 /// Share of the zone kept allocated.
 const FILL: f64 = 0.65;
-
-/// xorshift64*: a fixed pseudo-random sequence, the same on every run.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
-    }
-
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n
-    }
-}
 
 /// Which allocator a run drives.
 #[derive(Clone, Copy, PartialEq, Eq)]

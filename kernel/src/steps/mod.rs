@@ -163,8 +163,11 @@ impl<P: Platform> Kernel<P> {
         tables: u64,
     ) -> ! {
         // SAFETY: the data run is this kernel's, unmapped by the platform before this step.
-        unsafe { self.zone.free_contig_range(0, Pfn(self.data_pfn), DATA_PAGES as u64) }
-            .unwrap_or_else(|e| fail::<P>(Step::Free, format_args!("{e}")));
+        unsafe {
+            self.zone
+                .free_contig_range(0, Pfn(self.data_pfn), DATA_PAGES as u64)
+        }
+        .unwrap_or_else(|e| fail::<P>(Step::Free, format_args!("{e}")));
         check_whole::<P>(self.zone, whole);
         println!(
             "buddy-sim: free_contig_range gave the {DATA_PAGES}-page run back, the page tables their {tables} table pages; zone whole"

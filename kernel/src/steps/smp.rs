@@ -117,7 +117,12 @@ pub(super) fn free_mail<P: Platform>(zone: &KernelZone, cpu: usize) {
 ///
 /// # Safety
 /// As [`free_block`].
-pub(super) unsafe fn free_block_of<P: Platform>(zone: &KernelZone, cpu: usize, pfn: u64, order: u8) {
+pub(super) unsafe fn free_block_of<P: Platform>(
+    zone: &KernelZone,
+    cpu: usize,
+    pfn: u64,
+    order: u8,
+) {
     // SAFETY: the caller's contract.
     unsafe { free_block::<P>(zone, cpu, pfn, order, Step::Smp) };
 }

@@ -141,7 +141,13 @@ pub fn alloc_zeroed<P: Platform>(
 /// # Safety
 /// The caller holds the block (it allocated it, or another core handed it over) and nothing
 /// touches its memory afterwards: [`buddy_sim::Zone::free_pages`].
-pub unsafe fn free_block<P: Platform>(zone: &KernelZone, cpu: usize, pfn: u64, order: u8, step: Step) {
+pub unsafe fn free_block<P: Platform>(
+    zone: &KernelZone,
+    cpu: usize,
+    pfn: u64,
+    order: u8,
+    step: Step,
+) {
     let o = Order::new(order).unwrap_or_else(|e| fail::<P>(step, format_args!("{e}")));
     // SAFETY: the caller's contract.
     unsafe { zone.free_pages(cpu, Pfn(pfn), o) }
