@@ -16,7 +16,10 @@ use zero_core::ZeroError;
 /// - `alloc_zeroed` frees the block it took again, no longer known zero, when clearing it
 ///   failed ([`BuddyError::Clear`], [`BuddyError::NotAddressable`]) or it did not read
 ///   zero ([`BuddyError::StaleZero`]);
-/// - `zero_some` keeps the blocks it cleared before the one that failed as known zero.
+/// - `zero_some` keeps the blocks it cleared before the one that failed as known zero;
+/// - `alloc_contig_range` and `alloc_contig_pages` drain the per-cpu lists, and the movable
+///   blocks they moved out of a range before it failed stay where they went (their owners'
+///   `Migrate` callbacks saw the moves); the isolation is undone.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum BuddyError {
