@@ -116,12 +116,7 @@ where
         if !oom(&first) {
             return first;
         }
-        if self.cpu_local {
-            // Another CPU's lists are its own alone: only this CPU's go back.
-            self.drain(pcp, u64::MAX);
-        } else {
-            self.drain_all();
-        }
+        self.drain_reachable(pcp);
         let mut retry = self.alloc_fast(pcp, order, prefer, mt);
         // Then: merge the buddies that stayed apart for their knowledge of zero.
         if oom(&retry) && self.lock_zone().merge_mixed(self.map()) {

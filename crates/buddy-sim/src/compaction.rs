@@ -130,7 +130,7 @@ where
     ) -> Result<CompactStats, BuddyError> {
         let pcp = self.pcp(cpu)?;
         self.check_order(order)?;
-        self.drain_for_compaction(pcp);
+        self.drain_reachable(pcp);
         let mut scanners = Scanners::start(self.map());
         Ok(self.compact_run(&mut scanners, Some(order), u64::MAX, migrate))
     }
@@ -149,7 +149,7 @@ where
         migrate: &mut impl Migrate,
     ) -> Result<CompactStats, BuddyError> {
         let pcp = self.pcp(cpu)?;
-        self.drain_for_compaction(pcp);
+        self.drain_reachable(pcp);
         let m = self.map();
         let mut scanners = self
             .lock_zone()
@@ -160,14 +160,6 @@ where
         let done = stats.moved_pages < budget;
         self.lock_zone().scanners = (!done).then_some(scanners);
         Ok(stats)
-    }
-
-    fn drain_for_compaction(&self, pcp: &PerCpu<R>) {
-        if self.cpu_local {
-            self.drain(pcp, u64::MAX);
-        } else {
-            self.drain_all();
-        }
     }
 
     /// The scanners' loop: until `target` is met, `budget` frames moved, or they meet.

@@ -20,7 +20,7 @@
 use crate::compaction::{Migrate, is_movable};
 use crate::frame::{Frame, FrameState, Word};
 use crate::map::FrameMap;
-use crate::migratetype::{Pageblock, pageblock_aligned_range};
+use crate::migratetype::{Pageblock, pageblocks_covering};
 use crate::{BuddyError, MigrateType, Order, PerCpu, Pfn, Zone, decompose};
 use core::ops::Range;
 use lock_api::RawMutex;
@@ -175,14 +175,10 @@ where
     ) -> Result<(), BuddyError> {
         let pcp = self.pcp(cpu)?;
         let m = self.map();
-        let pageblocks = pageblock_aligned_range(m, pfn, nr)?;
         let pages = m.range(pfn, nr)?;
+        let pageblocks = pageblocks_covering(m, pages.clone())?;
         self.isolate(m, pageblocks.clone(), pages.clone())?;
-        if self.cpu_local {
-            self.drain(pcp, u64::MAX);
-        } else {
-            self.drain_all();
-        }
+        self.drain_reachable(pcp);
         let taken = self
             .migrate_out(m, pages.clone(), migrate)
             .and_then(|()| self.take_range(m, pages, page));

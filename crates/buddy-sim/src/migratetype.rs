@@ -17,7 +17,7 @@
 use crate::buddy::FreeArea;
 use crate::frame::FrameState;
 use crate::map::FrameMap;
-use crate::{BuddyError, Order, Pfn};
+use crate::{BuddyError, Order};
 
 /// The kind of an allocation, and the type of a pageblock: which allocations it groups.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -263,16 +263,15 @@ impl FreeArea {
     }
 }
 
-/// The indices of the pageblocks that cover `[pfn, pfn + nr)`, cut to the zone.
+/// The indices of the pageblocks that cover the frames `pages` (from [`FrameMap::range`]), cut
+/// to the zone.
 ///
 /// # Errors
-/// As [`FrameMap::range`]; [`BuddyError::ZeroPages`] for an empty range.
-pub(crate) fn pageblock_aligned_range(
+/// [`BuddyError::ZeroPages`] for an empty range.
+pub(crate) fn pageblocks_covering(
     m: FrameMap<'_>,
-    pfn: Pfn,
-    nr: u64,
+    pages: core::ops::Range<u32>,
 ) -> Result<core::ops::Range<u32>, BuddyError> {
-    let pages = m.range(pfn, nr)?;
     if pages.is_empty() {
         return Err(BuddyError::ZeroPages);
     }

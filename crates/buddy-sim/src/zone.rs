@@ -484,6 +484,18 @@ where
         }
     }
 
+    /// Returns every per-cpu block this call may reach to the buddy: every CPU's lists, one
+    /// CPU's lock at a time; with CPU-local lists only `pcp`'s (another CPU's lists are its
+    /// own alone). What the allocation slow path, compaction and contiguous allocation do
+    /// before they look at the buddy.
+    pub(crate) fn drain_reachable(&self, pcp: &PerCpu<R>) {
+        if self.cpu_local {
+            self.drain(pcp, u64::MAX);
+        } else {
+            self.drain_all();
+        }
+    }
+
     /// Returns at least `pages` frames (or all) of `pcp`'s lists to the buddy.
     pub(crate) fn drain(&self, pcp: &PerCpu<R>, pages: u64) {
         let mut lists = self.lock_pcp(pcp);
