@@ -196,8 +196,8 @@ where
             };
             match self.move_block(src, w, dst, migrate) {
                 Ok(()) => stats.moved_pages += order.pages(),
-                Err(true) => stats.refused += 1,
-                Err(false) => {}
+                Err(NotMoved::Refused) => stats.refused += 1,
+                Err(NotMoved::Changed) => {}
             }
         }
         stats
@@ -208,15 +208,8 @@ where
     /// freeze by compare-and-swap confirms.
     fn next_movable(&self, from: u32, limit: u32) -> Option<(u32, Word)> {
         let m = self.map();
-        let mut i = from;
-        while i < limit {
-            let w = m.frame(i).load();
-            if is_movable(w) && !m.pageblock(i).isolated {
-                return Some((i, w));
-            }
-            i += 1 << w.order().min(m.cfg.max_order.get());
-        }
-        None
+        m.heads(from, limit)
+            .find(|&(i, w)| is_movable(w) && !m.pageblock(i).isolated)
     }
 
     /// The free scanner: a free block of `order` taken off the buddy from the highest
@@ -231,19 +224,18 @@ where
             if pb.mt == MigrateType::Movable && !pb.isolated {
                 let mut guard = self.lock_zone();
                 let range = m.pageblock_range(*free);
-                let mut i = range.start;
-                while i < range.end {
-                    let w = m.frame(i).load();
-                    if w.state() == FrameState::Buddy
+                let fits = |(i, w): (u32, Word)| {
+                    (w.state() == FrameState::Buddy
                         && w.order() >= order.get()
-                        && w.order() < m.cfg.pageblock_order.get()
-                        && guard.take_block_at(m, i, order).is_ok()
-                    {
-                        m.frame(i)
-                            .store(Word::allocated_as(order.get(), MigrateType::Movable).freeze());
-                        return Some(i);
-                    }
-                    i += 1 << w.order().min(m.cfg.pageblock_order.get());
+                        && w.order() < m.cfg.pageblock_order.get())
+                    .then_some(i)
+                };
+                if let Some(i) = m.heads(range.start, range.end).find_map(fits)
+                    && guard.take_block_at(m, i, order).is_ok()
+                {
+                    m.frame(i)
+                        .store(Word::allocated_as(order.get(), MigrateType::Movable).freeze());
+                    return Some(i);
                 }
             }
             let prev = m.pageblock_index(*free - 1);
@@ -256,21 +248,20 @@ where
     }
 
     /// Moves the block at `src` (read as `w`) to the target `dst` it was given: freezes the
-    /// source, asks `migrate`, then frees the source, or undoes. `Err(true)` when the
-    /// callback refused, `Err(false)` when the source changed before it could be frozen.
+    /// source, asks `migrate`, then frees the source, or undoes (the target freed again).
     pub(crate) fn move_block(
         &self,
         src: u32,
         w: Word,
         dst: u32,
         migrate: &mut impl Migrate,
-    ) -> Result<(), bool> {
+    ) -> Result<(), NotMoved> {
         let m = self.map();
         let order = Order(w.order());
         let source = m.frame(src);
         if source.cas(w, w.freeze()).is_err() {
             self.lock_zone().free_one_page(m, dst, order, false);
-            return Err(false);
+            return Err(NotMoved::Changed);
         }
         let key = source.key();
         let job = Migration {
@@ -282,7 +273,7 @@ where
         if !migrate.migrate(&job) {
             source.store(w);
             self.lock_zone().free_one_page(m, dst, order, false);
-            return Err(true);
+            return Err(NotMoved::Refused);
         }
         let target = m.frame(dst);
         target.set_key(key);
@@ -290,6 +281,15 @@ where
         self.lock_zone().free_one_page(m, src, order, false);
         Ok(())
     }
+}
+
+/// Why [`Zone::move_block`] left a block where it was.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum NotMoved {
+    /// The embedder's callback refused.
+    Refused,
+    /// The source changed (freed, referenced) before it could be frozen.
+    Changed,
 }
 
 /// A block compaction may move: an allocated movable head with the one reference of its

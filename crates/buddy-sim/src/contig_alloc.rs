@@ -17,7 +17,7 @@
 //! On any error, step 5 runs and nothing is allocated; blocks already moved in step 3 stay
 //! where they went (their owners saw the move through their callback).
 
-use crate::compaction::{Migrate, is_movable};
+use crate::compaction::{Migrate, NotMoved, is_movable};
 use crate::frame::{Frame, FrameState, Word};
 use crate::map::FrameMap;
 use crate::migratetype::{Pageblock, pageblocks_covering};
@@ -126,40 +126,38 @@ where
         let align_up = |p: u64| p.div_ceil(step).saturating_mul(step);
         let mut start = align_up(self.cfg.start.0);
         while start.checked_add(nr).is_some_and(|end| end <= zone_end) {
-            let blocker = match self.range_may_be_free(m, Pfn(start), nr) {
-                Err(at) => at,
-                Ok(()) => match self.contig_range(cpu, Pfn(start), nr, page, migrate) {
-                    Ok(()) => return Ok(Pfn(start)),
-                    Err(
-                        BuddyError::Busy(at) | BuddyError::Hole(at) | BuddyError::LeakedPage(at),
-                    ) => at,
-                    // No target for a movable block: later candidates fare no better.
-                    Err(BuddyError::OutOfMemory(_)) => return Err(oom),
-                    Err(e) => return Err(e),
-                },
+            // `pfn_range_valid_contig`: a look without locks first, then the real thing.
+            let tried = self
+                .first_blocker(m, m.range(Pfn(start), nr)?)
+                .and_then(|()| self.contig_range(cpu, Pfn(start), nr, page, migrate));
+            let blocker = match tried {
+                Ok(()) => return Ok(Pfn(start)),
+                Err(BuddyError::Busy(at) | BuddyError::Hole(at) | BuddyError::LeakedPage(at)) => at,
+                // No target for a movable block: later candidates fare no better.
+                Err(BuddyError::OutOfMemory(_)) => return Err(oom),
+                Err(e) => return Err(e),
             };
             start = align_up(blocker.0.saturating_add(1)).max(start.saturating_add(step));
         }
         Err(oom)
     }
 
-    /// `pfn_range_valid_contig`: a look without locks for what certainly stops
-    /// `[pfn, pfn + nr)` (inside the zone): the first frame that is a hole, leaked, an
-    /// unmovable or pinned allocation, or in an isolated pageblock.
-    fn range_may_be_free(&self, m: FrameMap<'_>, pfn: Pfn, nr: u64) -> Result<(), Pfn> {
-        let pages = m.range(pfn, nr).map_err(|_| pfn)?;
-        let mut i = m.block_head(pages.start).map_or(pages.start, |(h, _)| h);
-        while i < pages.end {
-            let w = m.frame(i).load();
-            let stops = match w.state() {
-                FrameState::Reserved | FrameState::Leaked => true,
-                FrameState::Allocated => !is_movable(w),
-                _ => false,
-            };
-            if stops || m.pageblock(i).isolated {
-                return Err(m.pfn(i.max(pages.start)));
+    /// What stops a contiguous allocation of `pages` before anything moves: the first
+    /// frame that is a hole ([`BuddyError::Hole`]), leaked ([`BuddyError::LeakedPage`]), an
+    /// allocation that is not movable or is pinned, or in an isolated pageblock
+    /// ([`BuddyError::Busy`]). Under the zone lock (isolation) it is exact for the free and
+    /// unmovable frames; without it (`alloc_contig_pages`' look ahead), a guess.
+    fn first_blocker(&self, m: FrameMap<'_>, pages: Range<u32>) -> Result<(), BuddyError> {
+        let first = m.block_head(pages.start).map_or(pages.start, |(h, _)| h);
+        for (i, w) in m.heads(first, pages.end) {
+            let at = m.pfn(i.max(pages.start));
+            match w.state() {
+                FrameState::Reserved => return Err(BuddyError::Hole(at)),
+                FrameState::Leaked => return Err(BuddyError::LeakedPage(at)),
+                FrameState::Allocated if !is_movable(w) => return Err(BuddyError::Busy(at)),
+                _ if m.pageblock(i).isolated => return Err(BuddyError::Busy(at)),
+                _ => {}
             }
-            i += 1 << w.order().min(m.cfg.max_order.get());
         }
         Ok(())
     }
@@ -187,7 +185,7 @@ where
     }
 
     /// Step 1: isolates `pageblocks`, refusing (with nothing changed) if one is isolated
-    /// already or holds an unmovable allocation inside `pages`.
+    /// already or `pages` holds a hole, a leaked page or an unmovable allocation.
     fn isolate(
         &self,
         m: FrameMap<'_>,
@@ -195,33 +193,17 @@ where
         pages: Range<u32>,
     ) -> Result<(), BuddyError> {
         let mut free = self.lock_zone();
-        let mut b = pageblocks.start;
-        while b < pageblocks.end {
-            let block = m.pageblock_range(b);
-            if m.pageblock(b).isolated {
-                return Err(BuddyError::Busy(m.pfn(block.start.max(pages.start))));
-            }
-            let inside = block.start.max(pages.start)..block.end.min(pages.end);
-            let mut i = m.block_head(inside.start).map_or(inside.start, |(h, _)| h);
-            while i < inside.end {
-                let w = m.frame(i).load();
-                match w.state() {
-                    FrameState::Reserved => return Err(BuddyError::Hole(m.pfn(i))),
-                    FrameState::Leaked => return Err(BuddyError::LeakedPage(m.pfn(i))),
-                    FrameState::Allocated if !is_movable(w) => {
-                        return Err(BuddyError::Busy(m.pfn(i.max(inside.start))));
-                    }
-                    _ => {}
-                }
-                i += 1 << w.order().min(m.cfg.max_order.get());
-            }
-            b = block.end;
+        if let Some(block) = m
+            .pageblocks(pageblocks.clone())
+            .find(|b| m.pageblock(b.start).isolated)
+        {
+            return Err(BuddyError::Busy(m.pfn(block.start.max(pages.start))));
         }
-        // A free block larger than a pageblock that reaches into the range: its pageblock
-        // cut out of it (the rest goes back as the fewest blocks), so that each pageblock's
-        // free blocks can change lists alone.
-        let mut b = pageblocks.start;
-        while b < pageblocks.end {
+        self.first_blocker(m, pages)?;
+        for b in m.pageblocks(pageblocks).map(|block| block.start) {
+            // A free block larger than a pageblock that reaches into the range: this
+            // pageblock cut out of it (the rest goes back as the fewest blocks), so that each
+            // pageblock's free blocks change lists alone.
             if let Some((_, w)) = m.block_head(b)
                 && w.state() == FrameState::Buddy
                 && w.order() > m.cfg.pageblock_order.get()
@@ -229,10 +211,6 @@ where
             {
                 free.insert(m, b, m.cfg.pageblock_order, zeroed, w.mt());
             }
-            b = m.pageblock_range(b).end;
-        }
-        let mut b = pageblocks.start;
-        while b < pageblocks.end {
             let pb = m.pageblock(b);
             free.set_pageblock(
                 m,
@@ -242,7 +220,6 @@ where
                     ..pb
                 },
             );
-            b = m.pageblock_range(b).end;
         }
         Ok(())
     }
@@ -280,8 +257,10 @@ where
                 match self.move_block(i, w, dst, migrate) {
                     Ok(()) => {}
                     // Changed before it could be frozen (freed, referenced): look again.
-                    Err(false) => continue,
-                    Err(true) => return Err(BuddyError::Busy(m.pfn(i.max(pages.start)))),
+                    Err(NotMoved::Changed) => continue,
+                    Err(NotMoved::Refused) => {
+                        return Err(BuddyError::Busy(m.pfn(i.max(pages.start))));
+                    }
                 }
             }
             i += 1 << w.order().min(m.cfg.max_order.get());
@@ -341,10 +320,8 @@ where
     /// that they merge with their neighbours.
     fn unisolate(&self, m: FrameMap<'_>, pageblocks: Range<u32>) {
         let mut free = self.lock_zone();
-        let mut b = pageblocks.start;
-        while b < pageblocks.end {
-            let block = m.pageblock_range(b);
-            let pb = m.pageblock(b);
+        for block in m.pageblocks(pageblocks) {
+            let pb = m.pageblock(block.start);
             m.frame(block.start).set_pageblock_bits(
                 Pageblock {
                     isolated: false,
@@ -352,17 +329,13 @@ where
                 }
                 .bits(),
             );
-            let mut i = block.start;
-            while i < block.end {
-                let w = m.frame(i).load();
-                let order = Order(w.order());
+            for (i, w) in m.heads(block.start, block.end) {
                 if w.state() == FrameState::Buddy {
+                    let order = Order(w.order());
                     let zeroed = free.remove(m, i, order);
                     free.free_one_page(m, i, order, zeroed);
                 }
-                i += 1 << w.order().min(m.cfg.pageblock_order.get());
             }
-            b = block.end;
         }
     }
 }

@@ -15,7 +15,7 @@
 //! and a free block of the pageblock order or above spans pageblocks of one type.
 
 use crate::buddy::FreeArea;
-use crate::frame::FrameState;
+use crate::frame::{FrameState, Word};
 use crate::map::FrameMap;
 use crate::{BuddyError, Order};
 
@@ -136,6 +136,33 @@ impl FrameMap<'_> {
         self.pageblock(idx).list()
     }
 
+    /// The pageblocks that `frames` overlaps, each as its index range cut to the zone.
+    pub(crate) fn pageblocks(
+        self,
+        frames: core::ops::Range<u32>,
+    ) -> impl Iterator<Item = core::ops::Range<u32>> {
+        let mut at = frames.start;
+        core::iter::from_fn(move || {
+            let block = (at < frames.end).then(|| self.pageblock_range(at))?;
+            at = block.end;
+            Some(block)
+        })
+    }
+
+    /// The block heads from `from` up to `end`, each with its word: a walk that steps over
+    /// each block (a reserved frame or a tail, read where a head was expected, steps one
+    /// frame). Without a lock the words are a moment's guesses; the step uses the word read,
+    /// so a caller may change the block it was given before the walk goes on.
+    pub(crate) fn heads(self, from: u32, end: u32) -> impl Iterator<Item = (u32, Word)> {
+        let mut at = from;
+        core::iter::from_fn(move || {
+            let i = (at < end).then_some(at)?;
+            let w = self.frame(i).load();
+            at = i.saturating_add(1 << w.order().min(crate::MAX_SUPPORTED_ORDER));
+            Some((i, w))
+        })
+    }
+
     /// The index range of the pageblock holding `idx`, cut to the zone.
     pub(crate) fn pageblock_range(self, idx: u32) -> core::ops::Range<u32> {
         let start = self.pageblock_index(idx);
@@ -171,9 +198,7 @@ impl FreeArea {
             mt: MigrateType::Movable,
             isolated: false,
         };
-        let mut i = range.start;
-        while i < range.end {
-            let block = m.pageblock_range(i);
+        for block in m.pageblocks(range.clone()) {
             if m.frame(block.start).pageblock_bits() & INITIALIZED == 0 {
                 if block.start >= range.start && block.end <= range.end {
                     // Nothing of it was usable before: no free block to move.
@@ -182,7 +207,6 @@ impl FreeArea {
                     self.set_pageblock(m, block.start, movable);
                 }
             }
-            i = block.end;
         }
     }
 
@@ -194,15 +218,12 @@ impl FreeArea {
         let range = m.pageblock_range(idx);
         m.frame(range.start).set_pageblock_bits(pb.bits());
         let list = pb.list();
-        let mut i = range.start;
-        while i < range.end {
-            let w = m.frame(i).load();
+        for (i, w) in m.heads(range.start, range.end) {
             if w.state() == FrameState::Buddy && w.mt() != list {
                 let order = Order(w.order());
                 let zeroed = self.remove(m, i, order);
                 self.insert(m, i, order, zeroed, list);
             }
-            i += 1 << w.order().min(m.cfg.pageblock_order.get());
         }
     }
 
@@ -237,16 +258,14 @@ impl FreeArea {
         }
         let range = m.pageblock_range(idx);
         let (mut free, mut alike) = (0u32, 0u32);
-        let mut i = range.start;
-        while i < range.end {
-            let w = m.frame(i).load();
-            let pages = 1u32 << w.order().min(m.cfg.pageblock_order.get());
+        // Below the pageblock order, so every block here lies inside the pageblock.
+        for (_, w) in m.heads(range.start, range.end) {
+            let pages = 1u32 << w.order();
             match w.state() {
                 FrameState::Buddy | FrameState::Pcp => free += pages,
                 FrameState::Allocated if w.mt() == mt as u8 => alike += pages,
                 _ => {}
             }
-            i += pages;
         }
         if free + alike < m.pageblock_pages() / 2 {
             return false;
@@ -296,15 +315,14 @@ where
     {
         let (m, theirs) = (self.map(), other.map());
         let mut free = self.lock_zone();
-        let mut i = 0;
-        while (i as usize) < m.frames.len() {
-            let block = m.pageblock_range(i);
+        // The frame count fits the indices (`ZoneConfig::validate`).
+        for block in m.pageblocks(0..m.frames.len() as u32) {
             let bits = theirs.frame(block.start).pageblock_bits();
             if m.frame(block.start).pageblock_bits() != bits {
                 free.set_pageblock(m, block.start, Pageblock::from_bits(bits));
+                // The exact bits (an uninitialized pageblock of theirs stays so).
                 m.frame(block.start).set_pageblock_bits(bits);
             }
-            i = block.end;
         }
     }
 }
