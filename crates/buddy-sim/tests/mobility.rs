@@ -382,6 +382,18 @@ fn unmovable_allocations_claim_pageblocks_and_stay_together() {
         let p = w.zone.alloc_movable(0, Order::ZERO, 7).unwrap();
         assert_eq!(pb(p).0, MigrateType::Movable);
     }
+    // The free blocks per type add up to the buddy's, and the claimed pageblocks still hold
+    // unmovable free blocks for the next unmovable allocations.
+    w.zone.drain_all();
+    let per_type = MigrateType::ALL.map(|t| w.zone.buddy_blocks_of_type(t));
+    for (o, &n) in w.zone.buddy_blocks_per_order().iter().enumerate() {
+        assert_eq!(per_type.iter().map(|b| b[o]).sum::<u32>(), n, "order {o}");
+    }
+    assert!(
+        per_type[MigrateType::Unmovable as usize]
+            .iter()
+            .any(|&n| n > 0)
+    );
     w.zone.check().unwrap();
 }
 
