@@ -164,13 +164,16 @@ impl FreeArea {
                 let Some(b) = m.buddy(idx, order) else {
                     continue;
                 };
-                // Same list: a pair across pageblocks of two types merges when freed.
-                if m.frame(b).load().ignoring_zeroed()
-                    != Word::new(FrameState::Buddy, o).with_mt(list)
+                // A free buddy of the same order, on this list or (across pageblocks) another
+                // type's; never across an isolated pageblock's edge.
+                let w = m.frame(b).load();
+                if w.ignoring_zeroed().ignoring_mt() != Word::new(FrameState::Buddy, o)
+                    || (w.mt() != list && (w.mt() == ISOLATE || list == ISOLATE))
                 {
                     continue;
                 }
-                // Same order and knowledge would have merged already: this pair is mixed.
+                // Same order and knowledge would have merged already: this pair is mixed
+                // (`free_one_page` below settles the halves' types as a free would).
                 if at == Some(b) {
                     at = m.frame(b).next();
                 }

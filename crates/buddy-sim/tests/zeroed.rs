@@ -7,7 +7,8 @@
 use buddy_sim::testing::{Op, ZeroedModel};
 use buddy_sim::zero_core::{ClearConfig, CountingResched, NoResched, PageSize, PreemptModel};
 use buddy_sim::{
-    BoxedZone, BuddyError, FrameClearer, FrameMemory, OffsetMap, Order, Pfn, ZoneConfig,
+    BoxedZone, BuddyError, FrameClearer, FrameMemory, MigrateType, OffsetMap, Order, Pfn,
+    ZoneConfig,
 };
 use proptest::prelude::*;
 
@@ -200,6 +201,37 @@ fn a_freed_block_does_not_merge_with_a_known_zero_buddy_until_memory_is_short() 
     );
     assert_eq!(f.zone.buddy_blocks_per_order()[4], 1);
     assert!(f.zeroed(START));
+    f.zone.check().unwrap();
+}
+
+#[test]
+fn a_mixed_pair_across_pageblocks_of_two_types_merges_when_memory_is_short() {
+    let f = Fixture::new(PreemptModel::None);
+    // An unmovable allocation claims the whole zone (memory starts movable, the block it
+    // splits is two pageblocks); a movable one then claims the second pageblock back.
+    let unmovable = f.zone.alloc_pages(0, o(3)).unwrap();
+    let movable = f.zone.alloc_movable(0, o(3), 7).unwrap();
+    assert_eq!([unmovable, movable], [START, Pfn(START.0 + 8)]);
+    let types = || [START, Pfn(START.0 + 8)].map(|p| f.zone.pageblock_type(p).unwrap().0);
+    assert_eq!(types(), [MigrateType::Unmovable, MigrateType::Movable]);
+    // The movable half comes back and is zeroed in the background; then the unmovable one.
+    // SAFETY: allocated just above, its memory not used.
+    unsafe { f.zone.free_pages(0, movable, o(3)) }.unwrap();
+    f.zone.drain_all();
+    assert_eq!(f.zone.zero_some(8, &f.clearer, &mut NoResched).unwrap(), 8);
+    // SAFETY: as above.
+    unsafe { f.zone.free_pages(0, unmovable, o(3)) }.unwrap();
+    f.zone.drain_all();
+    // Two types and two knowledges: the free did not merge them; the last resort does.
+    assert_eq!(f.zone.buddy_blocks_per_order()[3], 2);
+    assert!(
+        f.zone.merge_free_blocks(),
+        "the mixed pair across types stayed apart"
+    );
+    assert_eq!(f.zone.buddy_blocks_per_order()[4], 1);
+    assert_eq!(f.zone.zeroed_pages(), 0);
+    // The merged block is of one type, the lower half's.
+    assert_eq!(types(), [MigrateType::Unmovable; 2]);
     f.zone.check().unwrap();
 }
 

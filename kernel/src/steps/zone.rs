@@ -168,8 +168,15 @@ pub fn check_whole<P: Platform>(
     if let Err(c) = zone.check() {
         fail::<P>(Step::Free, format_args!("zone corrupt: {c:?}"));
     }
-    if zone.buddy_blocks_per_order() != whole || zone.leaked_pages() != 0 {
-        fail::<P>(Step::Free, format_args!("the zone is not whole again"));
+    let now = zone.buddy_blocks_per_order();
+    let leaked = zone.leaked_pages();
+    if now != whole || leaked != 0 {
+        fail::<P>(
+            Step::Free,
+            format_args!(
+                "the zone is not whole again: free blocks per order {now:?}, at the start {whole:?}; {leaked} pages leaked"
+            ),
+        );
     }
 }
 
