@@ -475,15 +475,27 @@ const BOOTS: [(&str, &[&str], &[&str]); 4] = [
     ),
 ];
 
-/// What every boot at EL1 prints: the kernel map, the negative control, the zone whole.
-const EL1_LINES: [&str; 6] = [
+/// What every boot at EL1 prints: the kernel map, the negative control, the mobility step,
+/// the zone whole.
+const EL1_LINES: [&str; 10] = [
     "aarch64-paging: kernel map",
     "negative control:",
-    "the page tables their 6 table pages; zone whole",
+    MOBILITY_LINES[0],
+    MOBILITY_LINES[1],
+    "pages migrated out of its way) and",
+    "every page read back; given back with free_contig_range",
+    "the page tables their 7 table pages; zone whole",
     "in the zeroed pool before the steps",
     "buddy-sim: core 0 took 64 zeroed blocks",
     "PASS",
 ];
+/// What the mobility step of every kernel at EL1 prints: the fill left no free 2 MiB
+/// block, compaction made one moving pages under their mappings.
+const MOBILITY_LINES: [&str; 2] = [
+    "no free 2 MiB block left (tables and data region unmovable)",
+    "for a free 2 MiB block; every page read back through its repointed mapping",
+];
+
 /// RAM given to the kernels; `MAX_RAM` in `kernel/src/steps/mod.rs` assumes the same.
 pub const KERNEL_RAM: &str = "128M";
 
@@ -551,6 +563,10 @@ fn x86_boots(root: &Path) -> StageResult {
             let expect: Vec<&str> = control.iter().chain(smp).copied().collect();
             let always = [
                 "x86_64: kernel map at",
+                MOBILITY_LINES[0],
+                MOBILITY_LINES[1],
+                "alloc_contig_pages: frozen 2 MiB blocks at",
+                "given back with free_contig_frozen_range",
                 "aging: 37 young of 111 folios, as touched",
                 "re-touch: every touched page young again",
                 "the page tables their",

@@ -17,12 +17,11 @@ use pte_batch::format::Arm64;
 use pte_batch::mm_types::{FrameRange, PageRange, PageSize, VirtAddr};
 use pte_batch::{Access, PteFormat, TlbFlush};
 
-use crate::steps::{
-    self, DATA_PAGES, DATA_TABLES, DATA_VA, Kernel, PAGE, Platform, Step, fail, locate,
-};
+use crate::steps::{self, DATA_VA, Kernel, LAST_LEVEL_TABLES, PAGE, Platform, Step, fail, locate};
 
 /// Bytes of the data region.
-const DATA_BYTES: usize = DATA_PAGES * PAGE as usize;
+/// The data region's and the movable region's 2 MiB each, one level-3 table apiece.
+const DATA_BYTES: usize = LAST_LEVEL_TABLES << 21;
 use mmu::{El1Tlb, RAM_SIZE, RAM_START};
 
 /// Access-flag / permission faults the kernel resolved in software (no FEAT_HAFDBS).
@@ -42,6 +41,7 @@ impl Platform for Machine {
     type Format = Arm64;
     const FORMAT: Arm64 = Arm64::G4K;
     const DATA_ATTRS: u64 = mmu::DATA_ATTRS;
+    const CONTIG_FROZEN: bool = false;
     type Tlb = El1Tlb;
 
     fn tlb() -> El1Tlb {
@@ -108,7 +108,7 @@ impl Platform for Machine {
 }
 
 /// The synchronous exception handler: resolves access-flag faults and write faults on
-/// dirty-managed pages of the data region in software (Linux's `handle_pte_fault` with
+/// dirty-managed pages of the data and movable regions in software (Linux's `handle_pte_fault` with
 /// `ptep_set_access_flags`, block-wide for a contpte entry) on CPUs without FEAT_HAFDBS.
 /// Anything else is fatal.
 #[unsafe(no_mangle)]
@@ -116,7 +116,7 @@ extern "C" fn el1_sync(esr: u64, far: u64) {
     let ec = esr >> 26;
     let dfsc = esr & 0x3f;
     let write = esr & (1 << 6) != 0;
-    let in_data = far.wrapping_sub(DATA_VA) < DATA_PAGES as u64 * PAGE;
+    let in_data = far.wrapping_sub(DATA_VA) < DATA_BYTES as u64;
     // Data abort at EL1: access-flag fault or permission fault, level 3.
     if ec == 0x25 && in_data && (dfsc == 0x0b || (dfsc == 0x0f && write)) {
         let (table, index) = locate::<Machine>(((far - DATA_VA) / PAGE) as usize);
@@ -226,7 +226,7 @@ extern "C" fn kmain() -> ! {
         found += 1;
     })
     .unwrap_or_else(|e| fail::<Machine>(Step::PageTables, format_args!("walk: {e}")));
-    for t in 0..DATA_TABLES {
+    for t in 0..LAST_LEVEL_TABLES {
         let empty = steps::data_table::<Machine>(t)
             .is_some_and(|table| (0..512).all(|i| table.raw(i) == Ok(0)));
         if !empty {
@@ -244,7 +244,7 @@ extern "C" fn kmain() -> ! {
     boot_map.mark_inactive();
     map.mark_active();
     println!(
-        "aarch64-paging: kernel map at {:#x} with {} table pages from the zone's alloc_zeroed; {found} level-3 tables handed to pte-batch",
+        "aarch64-paging: kernel map at {:#x} with {} table pages from the zone's alloc_zeroed (unmovable); {found} level-3 tables handed to pte-batch",
         regs.ttbr0,
         map.translation().tables()
     );

@@ -9,11 +9,13 @@ use buddy_sim::{Order, Pfn};
 use pte_batch::mm_types::{FrameRange, VirtAddr};
 use pte_batch::{Prot, PteFormat, PteTable};
 
-/// Physical addresses of the data region's last-level tables (0: none).
-pub(super) static DATA_TABLE_PA: [AtomicU64; DATA_TABLES] =
-    [const { AtomicU64::new(0) }; DATA_TABLES];
+/// Physical addresses of the last-level tables of the data region and, at
+/// [`MOVABLE_TABLE`], the movable region's (0: none).
+pub(super) static DATA_TABLE_PA: [AtomicU64; LAST_LEVEL_TABLES] =
+    [const { AtomicU64::new(0) }; LAST_LEVEL_TABLES];
 
-/// Records the physical address of the data region's last-level table `t`, which maps
+/// Records the physical address of last-level table `t` (the data region's, or at
+/// [`MOVABLE_TABLE`] the movable region's), which maps
 /// `DATA_VA + t * 2 MiB`; [`data_table`] and every step after it reach the table there.
 ///
 /// # Safety
@@ -27,7 +29,7 @@ pub unsafe fn set_data_table(t: usize, pa: u64) {
     }
 }
 
-/// Forgets the data region's last-level table `t` (before its frame is freed): the steps no
+/// Forgets last-level table `t` (before its frame is freed): the steps no
 /// longer reach it.
 pub fn forget_data_table(t: usize) {
     if let Some(slot) = DATA_TABLE_PA.get(t) {
@@ -35,7 +37,7 @@ pub fn forget_data_table(t: usize) {
     }
 }
 
-/// The live last-level table `t` of the data region, as pte-batch sees it.
+/// The live last-level table `t` (see [`set_data_table`]), as pte-batch sees it.
 pub fn data_table<P: Platform>(t: usize) -> Option<PteTable<'static, P::Format>> {
     let pa = DATA_TABLE_PA.get(t)?.load(Ordering::Acquire);
     if pa == 0 {
@@ -49,7 +51,8 @@ pub fn data_table<P: Platform>(t: usize) -> Option<PteTable<'static, P::Format>>
     PteTable::new(P::FORMAT, va, entries).ok()
 }
 
-/// The data page `g` (0..DATA_PAGES) as (table, entry).
+/// Page `g` from [`DATA_VA`] as (table, entry): the data region's (0..DATA_PAGES), then the
+/// movable region's.
 pub fn locate<P: Platform>(g: usize) -> (PteTable<'static, P::Format>, usize) {
     match data_table::<P>(g / 512) {
         Some(t) => (t, g % 512),

@@ -1,20 +1,22 @@
 //! What every kernel does with the three crates, once, over a [`Platform`]: take frames from
 //! buddy-sim, zero them with zero-core, map folios with pte-batch, let the MMU set access and
 //! dirty bits, age, flush, refault, run the negative control, share the zone with a second
-//! CPU, unmap, free, and check the zone is whole. A platform module holds only boot, MMU and
+//! CPU, move movable pages under their mappings, unmap, free, and check the zone is whole. A platform module holds only boot, MMU and
 //! platform code: it builds the zone's memory map and the page tables, hands the data
 //! region's last-level tables over ([`set_data_table`]), and calls [`Kernel::run`] and
 //! [`Kernel::finish`].
 //!
 //! By concern: `platform` (what the steps need from an architecture), `zone` (the zone and
 //! its zeroed allocations), `data` (the data region's tables, layout and accesses), `aging`
-//! (touching, aging, refaulting, the negative control, the timed passes) and `smp` (the
-//! second CPU's steps). This module holds the shared constants, the exit codes and
+//! (touching, aging, refaulting, the negative control, the timed passes), `smp` (the
+//! second CPU's steps) and `mobility` (movable pages moved by compaction and a contiguous
+//! allocation under the kernel's mappings). This module holds the shared constants, the exit codes and
 //! [`Kernel`], whose steps the others implement.
 
 mod aging;
 mod data;
 mod guest;
+mod mobility;
 mod platform;
 mod smp;
 mod zone;
@@ -66,6 +68,8 @@ pub enum Step {
     Panic = 12,
     /// Building the page tables.
     PageTables = 13,
+    /// Moving movable data: the fill, compaction or the contiguous allocation.
+    Mobility = 14,
 }
 
 /// The kernel on platform `P` stopped at `step`: print why and exit with the step's number.
@@ -79,6 +83,14 @@ pub const PAGE: u64 = PageSize::Size4KiB.bytes() as u64;
 
 /// Last-level tables of the data region (2 MiB each).
 pub const DATA_TABLES: usize = 2;
+
+/// The last-level table of the movable region, after the data region's
+/// ([`mobility`]: pages compaction and contiguous allocation move).
+pub const MOVABLE_TABLE: usize = DATA_TABLES;
+
+/// Last-level tables a platform hands over ([`set_data_table`]): the data region's and the
+/// movable region's.
+pub const LAST_LEVEL_TABLES: usize = DATA_TABLES + 1;
 
 /// Pages of the data region.
 pub const DATA_PAGES: usize = 512 * DATA_TABLES;
@@ -144,8 +156,9 @@ impl<P: Platform> Kernel<P> {
         }
     }
 
-    /// Steps 4 to 7 and the SMP steps: the data region mapped, touched, aged, refaulted, the
-    /// negative control, and (with a second CPU) concurrent writes and allocation.
+    /// Steps 4 to 7, the SMP steps and mobility: the data region mapped, touched, aged,
+    /// refaulted, the negative control, (with a second CPU) concurrent writes and allocation,
+    /// and movable pages moved by compaction and a contiguous allocation.
     pub fn run(&mut self, platform: &mut P) {
         self.map_data();
         let touched = self.touch_some();
@@ -153,6 +166,7 @@ impl<P: Platform> Kernel<P> {
         self.refault_and_control(&touched);
         self.second_cpu = self.smp_step(platform);
         smp_alloc_step::<P>(self.second_cpu);
+        self.mobility_step();
     }
 
     /// Step 8: Gives the data run back and checks the zone is whole (the platform has freed its

@@ -13,6 +13,9 @@ pub trait Platform {
     const FORMAT: Self::Format;
     /// Memory attributes of a data page, for `Prot::attrs` (normal write-back memory).
     const DATA_ATTRS: u64;
+    /// Whether the mobility step takes its 2 MiB block frozen (`alloc_contig_frozen_pages`,
+    /// given back by `free_contig_frozen_range`) rather than with a reference per page.
+    const CONTIG_FROZEN: bool;
     /// Consumes flush tokens with this CPU's TLB invalidation.
     type Tlb: TlbFlush;
 

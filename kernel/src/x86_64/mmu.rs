@@ -19,7 +19,7 @@ use x86_64::{PhysAddr, VirtAddr};
 
 use super::Machine;
 use super::regs::{LAPIC, flush_tlb};
-use crate::steps::{self, DATA_TABLES, DATA_VA, KernelZone, Step, fail};
+use crate::steps::{self, DATA_VA, KernelZone, LAST_LEVEL_TABLES, Step, fail};
 
 /// Page-table frames on CPU 0: from the zone's `alloc_zeroed` (known zero or cleared by
 /// zero-core, checked before the `x86_64` crate sees it), freed through buddy-sim's
@@ -127,7 +127,7 @@ impl KernelMap {
         unsafe { map.map_to(lapic, frame, mmio, &mut frames) }
             .unwrap_or_else(|e| fail::<Machine>(Step::PageTables, format_args!("{e:?}")))
             .ignore();
-        for t in 0..DATA_TABLES {
+        for t in 0..LAST_LEVEL_TABLES {
             let va = VirtAddr::new(DATA_VA + t as u64 * (2 << 20));
             let page = Page::<Size4KiB>::containing_address(va);
             // SAFETY: the map is not live; the placeholder is unmapped right away.

@@ -19,7 +19,7 @@ use buddy_sim::Pfn;
 use pte_batch::format::X86_64;
 use pte_batch::mm_types::FrameRange;
 
-use crate::steps::{self, DATA_TABLES, DATA_VA, Kernel, MAX_RAM, PAGE, Platform, Step, fail};
+use crate::steps::{self, DATA_VA, Kernel, LAST_LEVEL_TABLES, MAX_RAM, PAGE, Platform, Step, fail};
 use mmu::{Invlpg, KernelMap};
 
 /// The QEMU PC as the steps see it.
@@ -30,6 +30,7 @@ impl Platform for Machine {
     const FORMAT: X86_64 = X86_64;
     // Write-back memory: PAT entry 0, no attribute bits.
     const DATA_ATTRS: u64 = 0;
+    const CONTIG_FROZEN: bool = true;
     type Tlb = Invlpg;
 
     fn tlb() -> Invlpg {
@@ -288,7 +289,7 @@ extern "C" fn kmain(start_info: u32) -> ! {
         _ => MAX_RAM,
     };
     let kmap = KernelMap::build(zone, map_top);
-    for t in 0..DATA_TABLES {
+    for t in 0..LAST_LEVEL_TABLES {
         let pa = kmap
             .level1_table(DATA_VA + t as u64 * (2 << 20))
             .unwrap_or_else(|| fail::<Machine>(Step::PageTables, format_args!("no table {t}")));
@@ -302,7 +303,7 @@ extern "C" fn kmain(start_info: u32) -> ! {
     // after CR3 holds the boot map again.
     unsafe { regs::set_cr3(kmap.cr3()) };
     println!(
-        "x86_64: kernel map at {:#x} with {} table pages from the zone (the x86_64 crate's OffsetPageTable over buddy-sim's alloc_zeroed); {DATA_TABLES} level-1 tables handed to pte-batch",
+        "x86_64: kernel map at {:#x} with {} table pages from the zone (the x86_64 crate's OffsetPageTable over buddy-sim's alloc_zeroed, unmovable); {LAST_LEVEL_TABLES} level-1 tables handed to pte-batch",
         kmap.cr3(),
         kmap.frames.allocated
     );
