@@ -149,7 +149,7 @@ fn rust_toolchains(done: &mut Vec<String>) -> Result<(), String> {
     ensure_targets(
         TOOLCHAIN,
         &TARGETS,
-        "the pinned 1.95.0 has rust-std for these targets; `stable` may not (MACHINE.md)",
+        "the pinned 1.95.0 has rust-std for these targets; `stable` may not",
         done,
     )?;
     if !toolchains.lines().any(|l| l.starts_with("nightly")) {

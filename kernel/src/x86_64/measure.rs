@@ -1,8 +1,8 @@
 //! Ring-0 measurements (the `measure` word on the command line): the TSC, calibrated against
-//! the PIT, times zero-core's strategies and policy over extents of 4 KiB to 1 GiB, seed 000's
-//! page-at-a-time against one extent, the worst cooperative batch, seed 003's free loop and
-//! the young-clearing pass on the live MMU. Each figure is printed as raw samples between
-//! `MEASURE BEGIN` and `MEASURE END`, one line per figure:
+//! the PIT, times zero-core's strategies and policy over extents of 4 KiB to 1 GiB, clearing
+//! page at a time against one extent, the worst cooperative batch, buddy-sim's per-page and
+//! batched `free_contig_range` loops and the young-clearing pass on the live MMU. Each figure
+//! is printed as raw samples between `MEASURE BEGIN` and `MEASURE END`, one line per figure:
 //! `sample NAME BYTES NS NS ...` (nanoseconds per operation); `cargo xtask report` computes
 //! medians and intervals from them as it does for the user-space figures.
 
@@ -191,7 +191,7 @@ pub fn run(kernel: &mut Kernel<Machine>, region: &mut [u8]) {
         });
         fig.print(format_args!("policy"), bytes);
     }
-    // Seed 000: a folio cleared 4 KiB at a time (the policy's 4 KiB choice) or as one extent.
+    // A folio cleared 4 KiB at a time (the policy's 4 KiB choice) or as one extent.
     let per_page = policy.choose(4096, false);
     for bytes in [2 << 20, 1 << 30] {
         let fig = time_clear(&clock, region, bytes, |b| {
@@ -227,7 +227,7 @@ pub fn run(kernel: &mut Kernel<Machine>, region: &mut [u8]) {
         }
         fig.print(format_args!("worst-batch:{mib}MiB"), mib << 20);
     }
-    // Seed 003: freeing a 512-page run.
+    // free_contig_range of a 512-page run, batched and per page.
     let (mut batched, mut per_page) = (Figure::new(), Figure::new());
     kernel.time_free(20, rdtsc, |b, t| {
         if b { &mut batched } else { &mut per_page }.push(clock.ns(t));
