@@ -25,6 +25,16 @@ use crate::{BuddyError, MigrateType, Order, PerCpu, Pfn, Zone, decompose};
 use core::ops::Range;
 use lock_api::RawMutex;
 
+/// What a contiguous range becomes once every frame of it is free.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Take {
+    /// Every frame an order-0 page with this word (one reference, or frozen).
+    Pages(Word),
+    /// Offline: every frame reserved again (a hole), counted out of the zone's usable
+    /// memory and forgotten by the table of added ranges; leaked frames go with the rest.
+    Offline,
+}
+
 impl<F, P, R> Zone<F, P, R>
 where
     F: AsRef<[Frame]>,
@@ -50,7 +60,8 @@ where
         nr: u64,
         migrate: &mut impl Migrate,
     ) -> Result<(), BuddyError> {
-        self.contig_range(cpu, pfn, nr, Word::allocated(0), migrate)
+        self.contig_range(cpu, pfn, nr, Take::Pages(Word::allocated(0)), migrate)
+            .map(|_| ())
     }
 
     /// [`Zone::alloc_contig_range`] handing the pages out frozen: no reference count, as
@@ -66,7 +77,8 @@ where
         nr: u64,
         migrate: &mut impl Migrate,
     ) -> Result<(), BuddyError> {
-        self.contig_range(cpu, pfn, nr, Word::FROZEN_PAGE, migrate)
+        self.contig_range(cpu, pfn, nr, Take::Pages(Word::FROZEN_PAGE), migrate)
+            .map(|_| ())
     }
 
     /// Finds and allocates `nr` contiguous frames starting aligned to `align` (Linux's
@@ -127,11 +139,12 @@ where
         let mut start = align_up(self.cfg.start.0);
         while start.checked_add(nr).is_some_and(|end| end <= zone_end) {
             // `pfn_range_valid_contig`: a look without locks first, then the real thing.
+            let take = Take::Pages(page);
             let tried = self
-                .first_blocker(m, m.range(Pfn(start), nr)?)
-                .and_then(|()| self.contig_range(cpu, Pfn(start), nr, page, migrate));
+                .first_blocker(m, m.range(Pfn(start), nr)?, take)
+                .and_then(|()| self.contig_range(cpu, Pfn(start), nr, take, migrate));
             let blocker = match tried {
-                Ok(()) => return Ok(Pfn(start)),
+                Ok(_) => return Ok(Pfn(start)),
                 Err(BuddyError::Busy(at) | BuddyError::Hole(at) | BuddyError::LeakedPage(at)) => at,
                 // No target for a movable block: later candidates fare no better.
                 Err(BuddyError::OutOfMemory(_)) => return Err(oom),
@@ -142,17 +155,24 @@ where
         Err(oom)
     }
 
-    /// What stops a contiguous allocation of `pages` before anything moves: the first
-    /// frame that is a hole ([`BuddyError::Hole`]), leaked ([`BuddyError::LeakedPage`]), an
+    /// What stops a contiguous allocation (or an offline) of `pages` before anything moves:
+    /// the first frame that is a hole ([`BuddyError::Hole`]), leaked
+    /// ([`BuddyError::LeakedPage`]; an offline takes leaked frames with the rest), an
     /// allocation that is not movable or is pinned, or in an isolated pageblock
     /// ([`BuddyError::Busy`]). Under the zone lock (isolation) it is exact for the free and
     /// unmovable frames; without it (`alloc_contig_pages`' look ahead), a guess.
-    fn first_blocker(&self, m: FrameMap<'_>, pages: Range<u32>) -> Result<(), BuddyError> {
+    fn first_blocker(
+        &self,
+        m: FrameMap<'_>,
+        pages: Range<u32>,
+        take: Take,
+    ) -> Result<(), BuddyError> {
         let first = m.block_head(pages.start).map_or(pages.start, |(h, _)| h);
         for (i, w) in m.heads(first, pages.end) {
             let at = m.pfn(i.max(pages.start));
             match w.state() {
                 FrameState::Reserved => return Err(BuddyError::Hole(at)),
+                FrameState::Leaked if take == Take::Offline => {}
                 FrameState::Leaked => return Err(BuddyError::LeakedPage(at)),
                 FrameState::Allocated if !is_movable(w) => return Err(BuddyError::Busy(at)),
                 _ if m.pageblock(i).isolated => return Err(BuddyError::Busy(at)),
@@ -162,24 +182,28 @@ where
         Ok(())
     }
 
-    /// The five steps of the module docs, handing each frame of the range out as `page`.
-    fn contig_range(
+    /// The five steps of the module docs, taking the range as `take` says. Returns the
+    /// frames migrated out of the way.
+    pub(crate) fn contig_range(
         &self,
         cpu: usize,
         pfn: Pfn,
         nr: u64,
-        page: Word,
+        take: Take,
         migrate: &mut impl Migrate,
-    ) -> Result<(), BuddyError> {
+    ) -> Result<u64, BuddyError> {
         let pcp = self.pcp(cpu)?;
         let m = self.map();
         let pages = m.range(pfn, nr)?;
         let pageblocks = pageblocks_covering(m, pages.clone())?;
-        self.isolate(m, pageblocks.clone(), pages.clone())?;
+        self.isolate(m, pageblocks.clone(), pages.clone(), take)?;
         self.drain_reachable(pcp);
         let taken = self
             .migrate_out(m, pages.clone(), migrate)
-            .and_then(|()| self.take_range(m, pages, page));
+            .and_then(|moved| {
+                self.take_range(m, pages, take)?;
+                Ok(moved)
+            });
         self.unisolate(m, pageblocks);
         taken
     }
@@ -191,6 +215,7 @@ where
         m: FrameMap<'_>,
         pageblocks: Range<u32>,
         pages: Range<u32>,
+        take: Take,
     ) -> Result<(), BuddyError> {
         let mut free = self.lock_zone();
         if let Some(block) = m
@@ -199,7 +224,7 @@ where
         {
             return Err(BuddyError::Busy(m.pfn(block.start.max(pages.start))));
         }
-        self.first_blocker(m, pages)?;
+        self.first_blocker(m, pages, take)?;
         for b in m.pageblocks(pageblocks).map(|block| block.start) {
             // A free block larger than a pageblock that reaches into the range: this
             // pageblock cut out of it (the rest goes back as the fewest blocks), so that each
@@ -224,13 +249,15 @@ where
         Ok(())
     }
 
-    /// Step 3: moves every movable allocation that overlaps `pages` to a block outside.
+    /// Step 3: moves every movable allocation that overlaps `pages` to a block outside;
+    /// returns the frames moved.
     fn migrate_out(
         &self,
         m: FrameMap<'_>,
         pages: Range<u32>,
         migrate: &mut impl Migrate,
-    ) -> Result<(), BuddyError> {
+    ) -> Result<u64, BuddyError> {
+        let mut moved = 0u64;
         let mut i = m.block_head(pages.start).map_or(pages.start, |(h, _)| h);
         while i < pages.end {
             let w = m.frame(i).load();
@@ -255,7 +282,7 @@ where
                     dst
                 };
                 match self.move_block(i, w, dst, migrate) {
-                    Ok(()) => {}
+                    Ok(()) => moved += order.pages(),
                     // Changed before it could be frozen (freed, referenced): look again.
                     Err(NotMoved::Changed) => continue,
                     Err(NotMoved::Refused) => {
@@ -265,26 +292,46 @@ where
             }
             i += 1 << w.order().min(m.cfg.max_order.get());
         }
-        Ok(())
+        Ok(moved)
     }
 
-    /// Step 4: takes every frame of `pages`, all free in the buddy by now, as `page`; what
-    /// the free blocks hold outside `pages` goes back. All or nothing.
-    fn take_range(&self, m: FrameMap<'_>, pages: Range<u32>, page: Word) -> Result<(), BuddyError> {
+    /// Step 4: takes every frame of `pages`, all free in the buddy by now (or leaked, for an
+    /// offline), as `take` says; what the free blocks hold outside `pages` goes back. All or
+    /// nothing.
+    fn take_range(&self, m: FrameMap<'_>, pages: Range<u32>, take: Take) -> Result<(), BuddyError> {
         let mut free = self.lock_zone();
         let first = m.block_head(pages.start).map_or(pages.start, |(h, _)| h);
         let mut i = first;
         while i < pages.end {
             let w = m.frame(i).load();
-            if w.state() != FrameState::Buddy {
+            let leaked_offline = w.state() == FrameState::Leaked && take == Take::Offline;
+            if w.state() != FrameState::Buddy && !leaked_offline {
                 return Err(BuddyError::Busy(m.pfn(i.max(pages.start))));
             }
             i += 1 << w.order();
         }
+        let page = match take {
+            Take::Pages(page) => page,
+            Take::Offline => {
+                // The table of added ranges must be able to forget the range (it may split
+                // one in two) before anything changes.
+                if !free.added.remove(&pages) {
+                    return Err(BuddyError::RangesFull);
+                }
+                free.present -= u64::from(pages.end - pages.start);
+                Word::RESERVED
+            }
+        };
         let end = i;
         let mut i = first;
         while i < end {
             let w = m.frame(i).load();
+            if w.state() == FrameState::Leaked {
+                // Order 0, inside the range: it goes with the memory.
+                m.frame(i).store(page);
+                i += 1;
+                continue;
+            }
             let order = Order(w.order());
             let zeroed = free.remove(m, i, order);
             let block = i..i + order.pages() as u32;

@@ -89,6 +89,39 @@ impl AddedRanges {
     }
 }
 
+impl AddedRanges {
+    /// Forgets `r` (memory taken offline), cutting the recorded ranges it overlaps; false,
+    /// with nothing changed, when a cut would need a slot the full table does not have.
+    pub(crate) fn remove(&mut self, r: &Range<u32>) -> bool {
+        let overlapping = |&&(s, e): &&(u32, u32)| s < r.end && r.start < e;
+        let pieces: usize = self.ranges[..self.len]
+            .iter()
+            .filter(overlapping)
+            .map(|&(s, e)| usize::from(s < r.start) + usize::from(r.end < e))
+            .sum();
+        let dropped = self.ranges[..self.len].iter().filter(overlapping).count();
+        if self.len - dropped + pieces > MAX_ADDED_RANGES {
+            return false;
+        }
+        let mut kept = [(0, 0); MAX_ADDED_RANGES];
+        let mut n = 0;
+        for &(s, e) in &self.ranges[..self.len] {
+            let pieces = if s < r.end && r.start < e {
+                [(s, r.start), (r.end, e)]
+            } else {
+                [(s, e), (0, 0)]
+            };
+            for (a, b) in pieces.into_iter().filter(|(a, b)| a < b) {
+                kept[n] = (a, b);
+                n += 1;
+            }
+        }
+        self.ranges = kept;
+        self.len = n;
+        true
+    }
+}
+
 /// Ranges added but not initialized yet, oldest first.
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct DeferredRanges {
@@ -249,6 +282,29 @@ mod tests {
         assert_eq!(a.overlap(&(30..40)), Err(()));
         // What is recorded still answers.
         assert_eq!(a.overlap(&(0..40)), Ok(Some(0)));
+    }
+
+    #[test]
+    fn removing_a_range_cuts_what_it_overlaps() {
+        let mut a = AddedRanges::EMPTY;
+        a.insert(0..100);
+        a.insert(200..300);
+        assert!(a.remove(&(50..60)));
+        assert_eq!(&a.ranges[..a.len], &[(0, 50), (60, 100), (200, 300)]);
+        assert!(a.remove(&(40..250)));
+        assert_eq!(&a.ranges[..a.len], &[(0, 40), (250, 300)]);
+        assert_eq!(a.overlap(&(40..250)), Ok(None));
+        // A cut that needs a slot the full table does not have: refused, nothing changed.
+        let mut full = AddedRanges::EMPTY;
+        for i in 0..MAX_ADDED_RANGES as u32 {
+            assert!(full.insert(10 * i..10 * i + 5));
+        }
+        let before = (full.ranges, full.len);
+        assert!(!full.remove(&(1..2)));
+        assert_eq!((full.ranges, full.len), before);
+        // Removing a whole range frees its slot.
+        assert!(full.remove(&(0..5)));
+        assert!(full.remove(&(11..12)));
     }
 
     #[test]

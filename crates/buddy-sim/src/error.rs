@@ -121,6 +121,20 @@ pub enum BuddyError {
     /// or its move was refused), or a free block another CPU holds on its per-cpu list, or
     /// in a pageblock another contiguous allocation has isolated. Nothing is allocated.
     Busy(Pfn),
+    /// `offline_range`: the zone's table of added ranges has no room for the two pieces the
+    /// range would cut a recorded range into ([`MAX_ADDED_RANGES`](crate::MAX_ADDED_RANGES)).
+    /// Nothing is offlined.
+    RangesFull,
+    /// A [`NodeSet`](crate::NodeSet) call named a node the topology does not have.
+    BadNode(u32),
+    /// The frames lie in no zone of the node named, or (`offline_range`) in more than one
+    /// zone: the frame is the first outside the zone the range starts in.
+    NotInNode {
+        /// The first frame of the range that is not where it should be.
+        pfn: Pfn,
+        /// The node named (or the node of the range's first frame).
+        node: u32,
+    },
     /// A pointer handed back (aarch64-paging's `deallocate_table`) that the
     /// [`FrameMemory`](crate::FrameMemory) does not map to a frame.
     NotAFrame {
@@ -202,6 +216,16 @@ impl fmt::Display for BuddyError {
                 f,
                 "frame {p} is in use and cannot be moved out of the range"
             ),
+            Self::RangesFull => {
+                f.write_str("the zone's table of added ranges cannot record the range split in two")
+            }
+            Self::BadNode(n) => write!(f, "no node {n}"),
+            Self::NotInNode { pfn, node } => {
+                write!(
+                    f,
+                    "frame {pfn} is not in the zone of node {node} the range needs"
+                )
+            }
             Self::NotAFrame { addr } => {
                 write!(f, "address {addr:#x} is not a frame the FrameMemory maps")
             }

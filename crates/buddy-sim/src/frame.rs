@@ -79,6 +79,9 @@ impl Word {
     /// A tail inside another frame's block.
     pub(crate) const TAIL: Self = Self::new(FrameState::Tail, 0);
 
+    /// A frame that is not usable memory: a hole, deferred, or offline.
+    pub(crate) const RESERVED: Self = Self::new(FrameState::Reserved, 0);
+
     /// The head of a freshly allocated unmovable block: one reference, no flags.
     #[inline]
     pub(crate) const fn allocated(order: u8) -> Self {

@@ -84,6 +84,7 @@ mod direct_map;
 mod error;
 mod exact;
 mod frame;
+mod hotplug;
 mod list;
 #[cfg(all(test, loom))]
 mod loom_tests;
