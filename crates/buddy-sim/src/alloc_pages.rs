@@ -90,13 +90,42 @@ where
         } else {
             self.alloc_slow(cpu, order, prefer, mt)?
         };
+        self.mark_allocated(idx, order, mt, key);
+        Ok((idx, zeroed))
+    }
+
+    /// [`Zone::alloc_preferring`], or with `slow_path` false one attempt without it (no
+    /// drain, no merge, no deferred memory): a node set's first pass over its zones, which
+    /// takes a free block from a farther zone before it drains a nearer one (Linux's
+    /// `get_page_from_freelist` before `__alloc_pages_slowpath`).
+    pub(crate) fn alloc_attempt(
+        &self,
+        cpu: usize,
+        order: Order,
+        prefer: Prefer,
+        mt: MigrateType,
+        key: u64,
+        slow_path: bool,
+    ) -> Result<(u32, bool), BuddyError> {
+        if slow_path {
+            return self.alloc_preferring(cpu, order, prefer, mt, key);
+        }
+        let pcp = self.pcp(cpu)?;
+        self.check_order(order)?;
+        let (idx, zeroed) = self.alloc_fast(pcp, order, prefer, mt)?;
+        self.mark_allocated(idx, order, mt, key);
+        Ok((idx, zeroed))
+    }
+
+    /// Marks the block taken at `idx` allocated as `mt`, its head given `key`.
+    #[inline]
+    fn mark_allocated(&self, idx: u32, order: Order, mt: MigrateType, key: u64) {
         let head = self.map().frame(idx);
         // The key first: whoever sees the allocated word sees the key.
         if key != 0 {
             head.set_key(key);
         }
         head.store(Word::allocated_as(order.get(), mt));
-        Ok((idx, zeroed))
     }
 
     /// [`Zone::alloc_preferring`] past its fast path: the checks, one more attempt, and the

@@ -62,7 +62,7 @@
 
 #[cfg(feature = "alloc")]
 extern crate alloc;
-#[cfg(any(test, loom))]
+#[cfg(any(test, loom, feature = "testing"))]
 extern crate std;
 
 mod alloc_pages;
@@ -91,6 +91,7 @@ mod loom_tests;
 mod map;
 mod memory;
 mod migratetype;
+mod node;
 #[cfg(feature = "aarch64-paging")]
 mod paging_tables;
 mod pcp;
@@ -125,6 +126,10 @@ pub use migratetype::MigrateType;
 pub use mm_types;
 /// A page frame number, from the shared vocabulary.
 pub use mm_types::Pfn;
+pub use node::{
+    LOCAL_DISTANCE, MAX_CPUS, MAX_NODES, MAX_ZONES, NodeId, NodePolicy, NodeSet, NodeStats,
+    REMOTE_DISTANCE, Topology,
+};
 #[cfg(feature = "aarch64-paging")]
 pub use paging_tables::ZoneTables;
 pub use pcp::PerCpu;
@@ -206,6 +211,11 @@ impl<R: lock_api::RawMutex> Zone<alloc::vec::Vec<Frame>, alloc::vec::Vec<PerCpu<
         unsafe { Zone::new_empty_zeroed(cfg, frames, pcps) }
     }
 }
+
+/// A [`NodeSet`] of [`BoxedZone`]s, in a vector.
+#[cfg(feature = "alloc")]
+pub type BoxedNodeSet<R = DefaultRawMutex> =
+    NodeSet<alloc::vec::Vec<BoxedZone<R>>, alloc::vec::Vec<Frame>, alloc::vec::Vec<PerCpu<R>>, R>;
 
 #[cfg(feature = "alloc")]
 type BoxedMetadata<R> = (alloc::vec::Vec<Frame>, alloc::vec::Vec<PerCpu<R>>);

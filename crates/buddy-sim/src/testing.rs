@@ -10,6 +10,10 @@ use crate::{BuddyError, Frame, MigrateType, Order, PerCpu, Pfn, Zone};
 use lock_api::RawMutex;
 
 #[cfg(all(feature = "alloc", feature = "spin"))]
+mod nodes;
+#[cfg(all(feature = "alloc", feature = "spin"))]
+pub use nodes::{NodeDivergence, NodeModel, NodeOp};
+#[cfg(all(feature = "alloc", feature = "spin"))]
 mod zeroed;
 #[cfg(all(feature = "alloc", feature = "spin"))]
 pub use zeroed::{ZeroDivergence, ZeroedModel};

@@ -46,7 +46,6 @@ where
     /// known zero does not read zero (written after it was freed). In the last three cases
     /// the block is freed again, no longer known zero.
     #[inline]
-    #[allow(unsafe_code)]
     pub fn alloc_zeroed<M: FrameMemory>(
         &self,
         cpu: usize,
@@ -55,6 +54,14 @@ where
         fault: Option<usize>,
         resched: &mut impl Resched,
     ) -> Result<Pfn, BuddyError> {
+        self.check_fault(order, fault)?;
+        let (idx, zeroed) =
+            self.alloc_preferring(cpu, order, Prefer::Zeroed, MigrateType::Unmovable, 0)?;
+        self.make_allocation_zero(cpu, idx, order, zeroed, clearer, fault, resched)
+    }
+
+    /// [`BuddyError::FaultOutsideBlock`] if `fault` is not inside a block of `order`.
+    pub(crate) fn check_fault(&self, order: Order, fault: Option<usize>) -> Result<(), BuddyError> {
         if let Some(at) = fault {
             // Orders are at most MAX_SUPPORTED_ORDER: the block's bytes fit in a u64.
             let bytes = order.pages() * FRAME.bytes() as u64;
@@ -63,8 +70,22 @@ where
                 return Err(BuddyError::FaultOutsideBlock { order, offset: at });
             }
         }
-        let (idx, zeroed) =
-            self.alloc_preferring(cpu, order, Prefer::Zeroed, MigrateType::Unmovable, 0)?;
+        Ok(())
+    }
+
+    /// The second half of [`Zone::alloc_zeroed`]: clears the block just allocated at `idx`
+    /// unless it is known zero, or frees it again and returns the error.
+    #[allow(unsafe_code, clippy::too_many_arguments)]
+    pub(crate) fn make_allocation_zero<M: FrameMemory>(
+        &self,
+        cpu: usize,
+        idx: u32,
+        order: Order,
+        zeroed: bool,
+        clearer: &FrameClearer<M>,
+        fault: Option<usize>,
+        resched: &mut impl Resched,
+    ) -> Result<Pfn, BuddyError> {
         let pfn = self.map().pfn(idx);
         if zeroed && !clearer.verifies() {
             return Ok(pfn);

@@ -2,7 +2,7 @@
 //! operation shares (the counted lock acquisitions, the frame-to-list hand-offs).
 
 use core::fmt;
-use core::ops::DerefMut;
+use core::ops::{DerefMut, Range};
 
 use crate::buddy::FreeArea;
 use crate::counters::LockStats;
@@ -194,21 +194,11 @@ where
         self.add_memory_as(pfn, nr, true)
     }
 
-    fn add_memory_as(&self, pfn: Pfn, nr: u64, zeroed: bool) -> Result<(), BuddyError> {
+    pub(crate) fn add_memory_as(&self, pfn: Pfn, nr: u64, zeroed: bool) -> Result<(), BuddyError> {
         let m = self.map();
         let pages = m.range(pfn, nr)?;
         let mut free = self.lock_zone();
-        let overlap = match free.added.overlap(&pages) {
-            Ok(first) => first,
-            // Past what the table holds: the frames say (a range it does not hold was
-            // initialized when it was added).
-            Err(()) => pages
-                .clone()
-                .find(|&i| m.frame(i).load().state() != FrameState::Reserved),
-        };
-        if let Some(i) = overlap {
-            return Err(BuddyError::AlreadyAdded(m.pfn(i)));
-        }
+        Self::check_addable(m, &free, &pages)?;
         let recorded = free.added.insert(pages.clone());
         // What allocation needs first now; the rest later, if the range is recorded and the
         // deferred list has room.
@@ -234,6 +224,34 @@ where
         }
         free.present += u64::from(eager.end - eager.start);
         Ok(())
+    }
+
+    /// [`Zone::add_memory`]'s checks of `[pfn, pfn + nr)` without adding it: what a node
+    /// set checks of every piece of a range before it adds any.
+    pub(crate) fn addable(&self, pfn: Pfn, nr: u64) -> Result<(), BuddyError> {
+        let m = self.map();
+        let pages = m.range(pfn, nr)?;
+        Self::check_addable(m, &self.lock_zone(), &pages)
+    }
+
+    /// [`BuddyError::AlreadyAdded`] for the first usable frame of `pages`.
+    fn check_addable(
+        m: FrameMap<'_>,
+        free: &FreeArea,
+        pages: &Range<u32>,
+    ) -> Result<(), BuddyError> {
+        let overlap = match free.added.overlap(pages) {
+            Ok(first) => first,
+            // Past what the table holds: the frames say (a range it does not hold was
+            // initialized when it was added).
+            Err(()) => pages
+                .clone()
+                .find(|&i| m.frame(i).load().state() != FrameState::Reserved),
+        };
+        match overlap {
+            Some(i) => Err(BuddyError::AlreadyAdded(m.pfn(i))),
+            None => Ok(()),
+        }
     }
 
     /// The configuration.

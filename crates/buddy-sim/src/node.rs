@@ -1,0 +1,715 @@
+//! NUMA nodes: the zones of a host's memory grouped by node, with the distances between
+//! nodes (as ACPI's SLIT gives them), an allocation that asks for memory near a CPU and
+//! falls back in distance order (Linux's zonelists), per-node counts, background work per
+//! node, and memory hotplug both ways across nodes and sections.
+//!
+//! - [`Topology`]: how many nodes, the distance table, and each CPU's node; the fallback
+//!   order of every node is computed once, nearest first (the node itself, then increasing
+//!   distance, ties to the lower node number: Linux's `build_zonelists` without its load
+//!   spreading).
+//! - [`NodeSet`]: the zones (one or more per node, each with its own per-cpu lists and
+//!   metadata in caller storage, disjoint in frame numbers) and the topology. An allocation
+//!   names a [`NodePolicy`]; it tries each zone in the fallback order without the slow path
+//!   first (a free block one node away before draining the CPUs' lists here), then each
+//!   again with it, as Linux's `get_page_from_freelist` and `__alloc_pages_slowpath` do.
+//!   Frees go to the zone that spans the frame. Shared through `&self` from every CPU.
+//! - Hotplug: [`NodeSet::add_memory`] splits a range over the node's zones (a node's memory
+//!   may span several zones and sections) and adds all of it or none;
+//!   [`NodeSet::offline_range`] takes a range out ([`Zone::offline_range`]: isolate, migrate
+//!   movable allocations out, refuse what cannot move, make the range holes) and
+//!   [`NodeSet::online_range`] brings it back. Hotplug calls are serialized by the set's
+//!   hotplug lock (Linux's `mem_hotplug_lock`); allocations and frees never take it.
+
+use core::marker::PhantomData;
+
+use crate::buddy::Prefer;
+use crate::sync::Mutex;
+use crate::{
+    BuddyError, CompactStats, DefaultRawMutex, Frame, FrameClearer, FrameMemory, Migrate,
+    MigrateType, Order, PerCpu, Pfn, Zone,
+};
+use lock_api::RawMutex;
+use zero_core::Resched;
+
+/// The most nodes a [`Topology`] describes.
+pub const MAX_NODES: usize = 32;
+/// The most CPUs a [`Topology`] maps to nodes.
+pub const MAX_CPUS: usize = 512;
+/// The most zones a [`NodeSet`] holds.
+pub const MAX_ZONES: usize = 64;
+/// A node's distance to itself in a SLIT (ACPI's `LOCAL_DISTANCE`).
+pub const LOCAL_DISTANCE: u8 = 10;
+/// The distance [`Topology::uniform`] gives between two nodes (Linux's `REMOTE_DISTANCE`,
+/// what it assumes without a SLIT).
+pub const REMOTE_DISTANCE: u8 = 20;
+
+/// A NUMA node's number.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct NodeId(pub u8);
+
+impl NodeId {
+    const fn index(self) -> usize {
+        self.0 as usize
+    }
+}
+
+/// Where an allocation takes its memory from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum NodePolicy {
+    /// The calling CPU's node first, then the others nearest first (Linux's default).
+    Local,
+    /// This node first, then the others nearest to it first (`MPOL_PREFERRED`).
+    Preferred(NodeId),
+    /// This node only (`MPOL_BIND`, `__GFP_THISNODE`): out of memory when it has none.
+    Bind(NodeId),
+}
+
+/// The nodes, their distances and each CPU's node: what firmware describes (ACPI SRAT and
+/// SLIT, a device tree's `numa-node-id` and `distance-map`). Fixed-size, `no_std`, built
+/// once at boot.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Topology {
+    nodes: usize,
+    distance: [[u8; MAX_NODES]; MAX_NODES],
+    /// Each node's fallback order, nearest first (the node itself first).
+    fallback: [[u8; MAX_NODES]; MAX_NODES],
+    cpus: usize,
+    cpu_node: [u8; MAX_CPUS],
+}
+
+impl Topology {
+    /// `nodes` nodes with the `nodes x nodes` distance table `distance` (row-major, a SLIT's
+    /// entries: row `a`, column `b` is the distance from `a` to `b`), and CPU `c` on node
+    /// `cpu_node[c]`.
+    ///
+    /// # Errors
+    /// [`BuddyError::BadConfig`] for no node or more than [`MAX_NODES`], a table of another
+    /// size, a diagonal entry other than [`LOCAL_DISTANCE`] or another entry not above it (a
+    /// SLIT Linux rejects), more than [`MAX_CPUS`] CPUs; [`BuddyError::BadNode`] for a CPU on
+    /// a node past `nodes`.
+    pub fn new(nodes: usize, distance: &[u8], cpu_node: &[NodeId]) -> Result<Self, BuddyError> {
+        if nodes == 0 || nodes > MAX_NODES {
+            return Err(BuddyError::BadConfig(
+                "a topology needs 1 to MAX_NODES nodes",
+            ));
+        }
+        if distance.len() != nodes * nodes {
+            return Err(BuddyError::BadConfig(
+                "the distance table needs one entry per pair of nodes",
+            ));
+        }
+        if cpu_node.len() > MAX_CPUS {
+            return Err(BuddyError::BadConfig("more CPUs than MAX_CPUS"));
+        }
+        let mut t = Self {
+            nodes,
+            distance: [[0; MAX_NODES]; MAX_NODES],
+            fallback: [[0; MAX_NODES]; MAX_NODES],
+            cpus: cpu_node.len(),
+            cpu_node: [0; MAX_CPUS],
+        };
+        for (a, row) in distance.chunks_exact(nodes).enumerate() {
+            for (b, &d) in row.iter().enumerate() {
+                if (a == b) != (d == LOCAL_DISTANCE) || d < LOCAL_DISTANCE {
+                    return Err(BuddyError::BadConfig(
+                        "a node's distance to itself must be 10 and to another node above 10",
+                    ));
+                }
+                t.distance[a][b] = d;
+            }
+        }
+        for (c, &n) in cpu_node.iter().enumerate() {
+            if n.index() >= nodes {
+                return Err(BuddyError::BadNode(u32::from(n.0)));
+            }
+            t.cpu_node[c] = n.0;
+        }
+        for a in 0..nodes {
+            let mut order = [0u8; MAX_NODES];
+            for (i, slot) in order.iter_mut().enumerate().take(nodes) {
+                *slot = i as u8;
+            }
+            // Nearest first; the node itself is the only one at LOCAL_DISTANCE.
+            order[..nodes].sort_unstable_by_key(|&b| (t.distance[a][b as usize], b));
+            t.fallback[a] = order;
+        }
+        Ok(t)
+    }
+
+    /// `nodes` nodes, each [`REMOTE_DISTANCE`] from every other (no SLIT), CPU `c` on node
+    /// `cpu_node[c]`.
+    ///
+    /// # Errors
+    /// As [`Topology::new`].
+    pub fn uniform(nodes: usize, cpu_node: &[NodeId]) -> Result<Self, BuddyError> {
+        let mut d = [REMOTE_DISTANCE; MAX_NODES * MAX_NODES];
+        let n = nodes.min(MAX_NODES);
+        for a in 0..n {
+            d[a * n + a] = LOCAL_DISTANCE;
+        }
+        Self::new(
+            nodes,
+            &d[..nodes.saturating_mul(nodes).min(d.len())],
+            cpu_node,
+        )
+    }
+
+    /// The number of nodes.
+    pub const fn nodes(&self) -> usize {
+        self.nodes
+    }
+
+    /// The number of CPUs.
+    pub const fn cpus(&self) -> usize {
+        self.cpus
+    }
+
+    /// The distance from `a` to `b`.
+    ///
+    /// # Errors
+    /// [`BuddyError::BadNode`].
+    pub fn distance(&self, a: NodeId, b: NodeId) -> Result<u8, BuddyError> {
+        self.check(a)?;
+        self.check(b)?;
+        Ok(self.distance[a.index()][b.index()])
+    }
+
+    /// The node of `cpu`.
+    ///
+    /// # Errors
+    /// [`BuddyError::BadCpu`].
+    pub fn node_of_cpu(&self, cpu: usize) -> Result<NodeId, BuddyError> {
+        if cpu < self.cpus {
+            Ok(NodeId(self.cpu_node[cpu]))
+        } else {
+            Err(BuddyError::BadCpu(cpu))
+        }
+    }
+
+    /// Every node in `node`'s fallback order: `node` itself, then the others nearest first
+    /// (ties to the lower number).
+    ///
+    /// # Errors
+    /// [`BuddyError::BadNode`].
+    pub fn fallback(&self, node: NodeId) -> Result<impl Iterator<Item = NodeId> + '_, BuddyError> {
+        self.check(node)?;
+        Ok(self.fallback[node.index()][..self.nodes]
+            .iter()
+            .map(|&n| NodeId(n)))
+    }
+
+    fn check(&self, node: NodeId) -> Result<(), BuddyError> {
+        if node.index() < self.nodes {
+            Ok(())
+        } else {
+            Err(BuddyError::BadNode(u32::from(node.0)))
+        }
+    }
+}
+
+/// A node's memory at one instant, summed over its zones (each read under its own locks:
+/// with other CPUs allocating meanwhile, a moment's estimate, as Linux's per-node vmstat).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct NodeStats {
+    /// Usable frames ([`Zone::present_pages`]), deferred ones included.
+    pub present: u64,
+    /// Free frames ([`Zone::free_pages_total`]): buddy, per-cpu lists, deferred.
+    pub free: u64,
+    /// Free frames known zero ([`Zone::zeroed_pages`]).
+    pub zeroed: u64,
+    /// Frames not initialized yet ([`Zone::deferred_pages`]).
+    pub deferred: u64,
+    /// Free frames in the buddy on each type's lists, indexed as [`MigrateType::ALL`]
+    /// (isolated pageblocks' on none).
+    pub free_by_type: [u64; 3],
+}
+
+/// The zones of a host's memory, grouped by node, shared by every CPU through `&self`
+/// (see the module docs). `Z` holds the zones (a slice, an array, a vector); each zone's
+/// metadata is its own caller storage, as for a lone [`Zone`].
+pub struct NodeSet<Z, F, P, R = DefaultRawMutex> {
+    topology: Topology,
+    zones: Z,
+    zone_node: [u8; MAX_ZONES],
+    hotplug: Mutex<R, ()>,
+    _zone: PhantomData<fn() -> (F, P)>,
+}
+
+impl<Z, F, P, R> NodeSet<Z, F, P, R>
+where
+    Z: AsRef<[Zone<F, P, R>]>,
+    F: AsRef<[Frame]>,
+    P: AsRef<[PerCpu<R>]>,
+    R: RawMutex,
+{
+    /// The zones `zones`, zone `i` on node `zone_node[i]`, under `topology`.
+    ///
+    /// # Errors
+    /// [`BuddyError::BadConfig`] for more than [`MAX_ZONES`] zones, a `zone_node` of another
+    /// length, zones whose frames overlap, or a zone with another number of CPUs than the
+    /// topology; [`BuddyError::BadNode`] for a node the topology does not have.
+    pub fn new(topology: Topology, zones: Z, zone_node: &[NodeId]) -> Result<Self, BuddyError> {
+        let zs = zones.as_ref();
+        if zs.len() > MAX_ZONES || zs.len() != zone_node.len() {
+            return Err(BuddyError::BadConfig(
+                "one node per zone, and at most MAX_ZONES zones",
+            ));
+        }
+        let mut nodes = [0u8; MAX_ZONES];
+        for (i, (z, &n)) in zs.iter().zip(zone_node).enumerate() {
+            topology.check(n)?;
+            nodes[i] = n.0;
+            if z.cfg.cpus != topology.cpus() {
+                return Err(BuddyError::BadConfig(
+                    "every zone has per-cpu lists for the topology's CPUs",
+                ));
+            }
+            let (s, e) = span(z);
+            if zs[..i].iter().any(|o| {
+                let (os, oe) = span(o);
+                s < oe && os < e
+            }) {
+                return Err(BuddyError::BadConfig("two zones span the same frames"));
+            }
+        }
+        Ok(Self {
+            topology,
+            zones,
+            zone_node: nodes,
+            hotplug: Mutex::new(()),
+            _zone: PhantomData,
+        })
+    }
+
+    /// The topology.
+    pub const fn topology(&self) -> &Topology {
+        &self.topology
+    }
+
+    /// Every zone, with its node.
+    pub fn zones(&self) -> impl Iterator<Item = (NodeId, &Zone<F, P, R>)> + '_ {
+        self.zones
+            .as_ref()
+            .iter()
+            .enumerate()
+            .map(|(i, z)| (NodeId(self.zone_node[i]), z))
+    }
+
+    /// The zones of `node`, in the order the set was given them.
+    fn zones_of(&self, node: NodeId) -> impl Iterator<Item = &Zone<F, P, R>> + '_ {
+        self.zones()
+            .filter(move |&(n, _)| n == node)
+            .map(|(_, z)| z)
+    }
+
+    /// The zone spanning `pfn`, and its node: for the operations the set does not route
+    /// itself (`put_page`, `free_contig_range`, `alloc_contig_range`, ...).
+    ///
+    /// # Errors
+    /// [`BuddyError::OutOfZone`] when no zone spans it.
+    pub fn zone_of(&self, pfn: Pfn) -> Result<(NodeId, &Zone<F, P, R>), BuddyError> {
+        self.zones()
+            .find(|(_, z)| {
+                let (s, e) = span(z);
+                (s..e).contains(&pfn.0)
+            })
+            .ok_or(BuddyError::OutOfZone(pfn))
+    }
+
+    /// The nodes an allocation under `policy` on `cpu` tries, in order.
+    fn nodes_for(
+        &self,
+        cpu: usize,
+        policy: NodePolicy,
+    ) -> Result<([u8; MAX_NODES], usize), BuddyError> {
+        let first = match policy {
+            NodePolicy::Local => self.topology.node_of_cpu(cpu)?,
+            NodePolicy::Preferred(n) | NodePolicy::Bind(n) => n,
+        };
+        let mut order = [0u8; MAX_NODES];
+        let mut len = 0;
+        for n in self.topology.fallback(first)? {
+            order[len] = n.0;
+            len += 1;
+            if matches!(policy, NodePolicy::Bind(_)) {
+                break;
+            }
+        }
+        Ok((order, len))
+    }
+
+    /// Runs `attempt` over the zones `policy` allows on `cpu`, nearest first: every zone
+    /// without the slow path, then every zone with it; the first success, else the last
+    /// out-of-memory error. Any other error ends the search.
+    fn allocate<'a, T>(
+        &'a self,
+        cpu: usize,
+        order: Order,
+        policy: NodePolicy,
+        mut attempt: impl FnMut(&'a Zone<F, P, R>, bool) -> Result<T, BuddyError>,
+    ) -> Result<T, BuddyError> {
+        if cpu >= self.topology.cpus() {
+            return Err(BuddyError::BadCpu(cpu));
+        }
+        let (nodes, len) = self.nodes_for(cpu, policy)?;
+        let mut last = BuddyError::OutOfMemory(order);
+        for slow_path in [false, true] {
+            for &n in &nodes[..len] {
+                for zone in self.zones_of(NodeId(n)) {
+                    match attempt(zone, slow_path) {
+                        Err(e @ BuddyError::OutOfMemory(_)) => last = e,
+                        done => return done,
+                    }
+                }
+            }
+        }
+        Err(last)
+    }
+
+    /// Allocates a block of `2^order` frames of kind `mt` ([`Zone::alloc_typed`]) from the
+    /// nearest zone `policy` allows that has one.
+    ///
+    /// # Errors
+    /// [`BuddyError::BadCpu`], [`BuddyError::BadNode`], [`BuddyError::OrderTooLarge`];
+    /// [`BuddyError::OutOfMemory`] when no zone the policy allows has a block (after each
+    /// zone's slow path).
+    pub fn alloc_typed(
+        &self,
+        cpu: usize,
+        order: Order,
+        mt: MigrateType,
+        policy: NodePolicy,
+    ) -> Result<Pfn, BuddyError> {
+        self.alloc_keyed(cpu, order, mt, 0, policy)
+    }
+
+    /// [`NodeSet::alloc_typed`] of an unmovable block ([`Zone::alloc_pages`]).
+    ///
+    /// # Errors
+    /// As [`NodeSet::alloc_typed`].
+    pub fn alloc_pages(
+        &self,
+        cpu: usize,
+        order: Order,
+        policy: NodePolicy,
+    ) -> Result<Pfn, BuddyError> {
+        self.alloc_keyed(cpu, order, MigrateType::Unmovable, 0, policy)
+    }
+
+    /// [`NodeSet::alloc_typed`] of a movable block with `key` ([`Zone::alloc_movable`]).
+    ///
+    /// # Errors
+    /// As [`NodeSet::alloc_typed`].
+    pub fn alloc_movable(
+        &self,
+        cpu: usize,
+        order: Order,
+        key: u64,
+        policy: NodePolicy,
+    ) -> Result<Pfn, BuddyError> {
+        self.alloc_keyed(cpu, order, MigrateType::Movable, key, policy)
+    }
+
+    fn alloc_keyed(
+        &self,
+        cpu: usize,
+        order: Order,
+        mt: MigrateType,
+        key: u64,
+        policy: NodePolicy,
+    ) -> Result<Pfn, BuddyError> {
+        self.allocate(cpu, order, policy, |z, slow| {
+            let (idx, _) = z.alloc_attempt(cpu, order, Prefer::Unzeroed, mt, key, slow)?;
+            Ok(z.map().pfn(idx))
+        })
+    }
+
+    /// A zeroed block ([`Zone::alloc_zeroed`]) from the nearest zone `policy` allows: a
+    /// block known zero there if it has one, else cleared through `clearer` (which must reach
+    /// every zone's memory).
+    ///
+    /// # Errors
+    /// As [`NodeSet::alloc_typed`] and [`Zone::alloc_zeroed`].
+    pub fn alloc_zeroed<M: FrameMemory>(
+        &self,
+        cpu: usize,
+        order: Order,
+        policy: NodePolicy,
+        clearer: &FrameClearer<M>,
+        fault: Option<usize>,
+        resched: &mut impl Resched,
+    ) -> Result<Pfn, BuddyError> {
+        let (zone, idx, zeroed) = self.allocate(cpu, order, policy, |z, slow| {
+            z.check_fault(order, fault)?;
+            let (idx, zeroed) =
+                z.alloc_attempt(cpu, order, Prefer::Zeroed, MigrateType::Unmovable, 0, slow)?;
+            Ok((z, idx, zeroed))
+        })?;
+        zone.make_allocation_zero(cpu, idx, order, zeroed, clearer, fault, resched)
+    }
+
+    /// Frees a block to the zone that spans it ([`Zone::free_pages`]).
+    ///
+    /// # Errors
+    /// [`BuddyError::OutOfZone`] when no zone spans `pfn`; else as [`Zone::free_pages`].
+    ///
+    /// # Safety
+    /// As [`Zone::free_pages`].
+    #[allow(unsafe_code)]
+    pub unsafe fn free_pages(&self, cpu: usize, pfn: Pfn, order: Order) -> Result<(), BuddyError> {
+        let (_, zone) = self.zone_of(pfn)?;
+        // SAFETY: the caller's promise, passed on.
+        unsafe { zone.free_pages(cpu, pfn, order) }
+    }
+
+    /// `node`'s memory now, summed over its zones.
+    ///
+    /// # Errors
+    /// [`BuddyError::BadNode`].
+    pub fn node_stats(&self, node: NodeId) -> Result<NodeStats, BuddyError> {
+        self.topology.check(node)?;
+        let mut s = NodeStats::default();
+        for z in self.zones_of(node) {
+            s.present += z.present_pages();
+            s.free += z.free_pages_total();
+            s.zeroed += z.zeroed_pages();
+            s.deferred += z.deferred_pages();
+            for (t, mt) in MigrateType::ALL.into_iter().enumerate() {
+                s.free_by_type[t] += z
+                    .buddy_blocks_of_type(mt)
+                    .iter()
+                    .enumerate()
+                    .map(|(o, &n)| u64::from(n) << o)
+                    .sum::<u64>();
+            }
+        }
+        Ok(s)
+    }
+
+    /// Background zeroing of `node`'s zones ([`Zone::zero_some`]), at most `budget` frames in
+    /// all, zone after zone: for an idle CPU of that node. Returns the frames cleared.
+    ///
+    /// # Errors
+    /// [`BuddyError::BadNode`]; as [`Zone::zero_some`].
+    pub fn zero_some<M: FrameMemory>(
+        &self,
+        node: NodeId,
+        budget: u64,
+        clearer: &FrameClearer<M>,
+        resched: &mut impl Resched,
+    ) -> Result<u64, BuddyError> {
+        self.topology.check(node)?;
+        let mut cleared = 0;
+        for z in self.zones_of(node) {
+            cleared += z.zero_some(budget - cleared, clearer, resched)?;
+            if cleared >= budget {
+                break;
+            }
+        }
+        Ok(cleared)
+    }
+
+    /// Compacts `node`'s zones ([`Zone::compact`]) until one has a free block of `order`.
+    /// Returns what they did together.
+    ///
+    /// # Errors
+    /// [`BuddyError::BadNode`]; as [`Zone::compact`].
+    pub fn compact(
+        &self,
+        node: NodeId,
+        cpu: usize,
+        order: Order,
+        migrate: &mut impl Migrate,
+    ) -> Result<CompactStats, BuddyError> {
+        self.topology.check(node)?;
+        let mut all = CompactStats::default();
+        for z in self.zones_of(node) {
+            let s = z.compact(cpu, order, migrate)?;
+            all.moved_pages += s.moved_pages;
+            all.refused += s.refused;
+            if s.success {
+                all.success = true;
+                break;
+            }
+        }
+        Ok(all)
+    }
+
+    /// Proactive compaction of `node`'s zones ([`Zone::compact_some`]), at most `budget`
+    /// frames moved in all. Returns what they did together.
+    ///
+    /// # Errors
+    /// [`BuddyError::BadNode`]; as [`Zone::compact_some`].
+    pub fn compact_some(
+        &self,
+        node: NodeId,
+        cpu: usize,
+        budget: u64,
+        migrate: &mut impl Migrate,
+    ) -> Result<CompactStats, BuddyError> {
+        self.topology.check(node)?;
+        let mut all = CompactStats::default();
+        for z in self.zones_of(node) {
+            let s = z.compact_some(cpu, budget - all.moved_pages, migrate)?;
+            all.moved_pages += s.moved_pages;
+            all.refused += s.refused;
+            if all.moved_pages >= budget {
+                break;
+            }
+        }
+        Ok(all)
+    }
+
+    /// Initializes up to `budget` deferred frames of `node`'s zones
+    /// ([`Zone::init_deferred`]), for the node's own CPUs at boot. Returns how many.
+    ///
+    /// # Errors
+    /// [`BuddyError::BadNode`].
+    pub fn init_deferred(&self, node: NodeId, budget: u64) -> Result<u64, BuddyError> {
+        self.topology.check(node)?;
+        let mut done = 0;
+        for z in self.zones_of(node) {
+            if done >= budget {
+                break;
+            }
+            done += z.init_deferred(budget - done);
+        }
+        Ok(done)
+    }
+
+    /// Adds the reserved frames `[pfn, pfn + nr)` to `node` as usable memory (memory
+    /// hot-add: ACPI, virtio-mem), split over the node's zones that span them
+    /// ([`Zone::add_memory`] for each piece). All or nothing.
+    ///
+    /// # Errors
+    /// [`BuddyError::BadNode`]; [`BuddyError::NotInNode`] for the first frame no zone of
+    /// `node` spans; [`BuddyError::ZeroPages`], [`BuddyError::Overflow`]; as
+    /// [`Zone::add_memory`] for any piece. Nothing is added then.
+    pub fn add_memory(&self, node: NodeId, pfn: Pfn, nr: u64) -> Result<(), BuddyError> {
+        self.add_memory_as(node, pfn, nr, false)
+    }
+
+    /// [`NodeSet::add_memory`] for memory the embedder knows reads zero
+    /// ([`Zone::add_zeroed_memory`]).
+    ///
+    /// # Errors
+    /// As [`NodeSet::add_memory`].
+    pub fn add_zeroed_memory(&self, node: NodeId, pfn: Pfn, nr: u64) -> Result<(), BuddyError> {
+        self.add_memory_as(node, pfn, nr, true)
+    }
+
+    fn add_memory_as(
+        &self,
+        node: NodeId,
+        pfn: Pfn,
+        nr: u64,
+        zeroed: bool,
+    ) -> Result<(), BuddyError> {
+        self.topology.check(node)?;
+        if nr == 0 {
+            return Err(BuddyError::ZeroPages);
+        }
+        let end = pfn.checked_add(nr).ok_or(BuddyError::Overflow)?.0;
+        let _hotplug = self.hotplug.lock();
+        // Every piece checked before any is added.
+        for (z, s, n) in self.pieces(node, pfn.0, end)? {
+            z.addable(Pfn(s), n)?;
+        }
+        for (z, s, n) in self.pieces(node, pfn.0, end)? {
+            z.add_memory_as(Pfn(s), n, zeroed)?;
+        }
+        Ok(())
+    }
+
+    /// `[start, end)` cut at the zones of `node` that span it: `(zone, first frame,
+    /// frames)`, in frame order.
+    fn pieces(
+        &self,
+        node: NodeId,
+        start: u64,
+        end: u64,
+    ) -> Result<impl Iterator<Item = Piece<'_, F, P, R>> + '_, BuddyError> {
+        let mut at = start;
+        while at < end {
+            let z = self.zone_of_node(node, at)?;
+            at = span(z).1.min(end);
+        }
+        let mut at = start;
+        Ok(core::iter::from_fn(move || {
+            if at >= end {
+                return None;
+            }
+            let z = self.zone_of_node(node, at).ok()?;
+            let piece_end = span(z).1.min(end);
+            let piece = (z, at, piece_end - at);
+            at = piece_end;
+            Some(piece)
+        }))
+    }
+
+    fn zone_of_node(&self, node: NodeId, pfn: u64) -> Result<&Zone<F, P, R>, BuddyError> {
+        self.zones_of(node)
+            .find(|z| {
+                let (s, e) = span(z);
+                (s..e).contains(&pfn)
+            })
+            .ok_or(BuddyError::NotInNode {
+                pfn: Pfn(pfn),
+                node: u32::from(node.0),
+            })
+    }
+
+    /// Takes `[pfn, pfn + nr)` offline ([`Zone::offline_range`]): the range must lie in one
+    /// zone (as Linux's `offline_pages` requires). Returns the frames migrated.
+    ///
+    /// # Errors
+    /// [`BuddyError::OutOfZone`] when no zone spans `pfn`; [`BuddyError::NotInNode`] for the
+    /// first frame past that zone; as [`Zone::offline_range`]. Nothing is offlined then.
+    pub fn offline_range(
+        &self,
+        cpu: usize,
+        pfn: Pfn,
+        nr: u64,
+        migrate: &mut impl Migrate,
+    ) -> Result<u64, BuddyError> {
+        let (node, zone) = self.zone_of(pfn)?;
+        let end = pfn.checked_add(nr).ok_or(BuddyError::Overflow)?.0;
+        let zone_end = span(zone).1;
+        if end > zone_end {
+            return Err(BuddyError::NotInNode {
+                pfn: Pfn(zone_end),
+                node: u32::from(node.0),
+            });
+        }
+        let _hotplug = self.hotplug.lock();
+        zone.offline_range(cpu, pfn, nr, migrate)
+    }
+
+    /// Brings `[pfn, pfn + nr)` back online after [`NodeSet::offline_range`], into the node
+    /// of the zone spanning `pfn` (any of that node's zones spanning the rest). Its frames
+    /// are not known zero unless `known_zero` (the embedder cleared them, or a hypervisor
+    /// gave them back zeroed).
+    ///
+    /// # Errors
+    /// [`BuddyError::OutOfZone`] when no zone spans `pfn`; as [`NodeSet::add_memory`].
+    pub fn online_range(&self, pfn: Pfn, nr: u64, known_zero: bool) -> Result<(), BuddyError> {
+        let (node, _) = self.zone_of(pfn)?;
+        self.add_memory_as(node, pfn, nr, known_zero)
+    }
+}
+
+/// A piece of a range in one zone: the zone, its first frame, its frames.
+type Piece<'a, F, P, R> = (&'a Zone<F, P, R>, u64, u64);
+
+/// The frames a zone spans: `[start, end)`.
+fn span<F, P, R>(z: &Zone<F, P, R>) -> (u64, u64) {
+    (z.cfg.start.0, z.cfg.start.0 + z.cfg.nr_pages)
+}
+
+impl<Z, F, P, R> core::fmt::Debug for NodeSet<Z, F, P, R> {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("NodeSet")
+            .field("topology", &self.topology)
+            .finish_non_exhaustive()
+    }
+}

@@ -1,0 +1,439 @@
+//! NUMA nodes: the fallback order, bound and preferred allocations, per-node counts, memory
+//! hot-add across zones, offline and online, against `testing::NodeModel` over random
+//! topologies and memory maps, and the rules one by one.
+//!
+//! The frees are `unsafe`: each frees what the test holds, from zones no clearer or
+//! migration writes.
+
+use buddy_sim::testing::{NodeModel, NodeOp};
+use buddy_sim::{
+    BoxedNodeSet, BoxedZone, BuddyError, FrameState, Migration, NodeId, NodePolicy, Order, Pfn,
+    Topology, ZoneConfig,
+};
+use proptest::prelude::*;
+
+fn o(order: u8) -> Order {
+    Order::new(order).unwrap()
+}
+
+fn config() -> ProptestConfig {
+    if cfg!(miri) {
+        ProptestConfig {
+            cases: 2,
+            failure_persistence: None,
+            ..ProptestConfig::default()
+        }
+    } else {
+        ProptestConfig::default()
+    }
+}
+
+/// A zone of `nr` frames from `start` (MAX_ORDER 5, pageblocks of 16 frames) for `cpus`
+/// CPUs, with the ranges `usable` (offsets, lengths) added.
+fn zone(start: u64, nr: u64, cpus: usize, usable: &[(u64, u64)]) -> BoxedZone {
+    let cfg = ZoneConfig {
+        max_order: o(5),
+        pageblock_order: o(4),
+        section_pages: 64,
+        cpus,
+        pcp_high: 8,
+        pcp_batch: 2,
+        ..ZoneConfig::new(Pfn(start), nr)
+    };
+    let z = BoxedZone::new_boxed_empty(cfg).unwrap();
+    for &(off, len) in usable {
+        z.add_memory(Pfn(start + off), len).unwrap();
+    }
+    z
+}
+
+/// Nodes with the zones `(node, frames)` laid out one after another from frame 0x1000, all
+/// of each usable.
+fn node_set(topology: Topology, zones: &[(u8, u64)]) -> BoxedNodeSet {
+    let cpus = topology.cpus();
+    let mut at = 0x1000;
+    let mut built = Vec::new();
+    for &(_, nr) in zones {
+        built.push(zone(at, nr, cpus, &[(0, nr)]));
+        at += nr;
+    }
+    let nodes: Vec<NodeId> = zones.iter().map(|&(n, _)| NodeId(n)).collect();
+    BoxedNodeSet::new(topology, built, &nodes).unwrap()
+}
+
+fn node_of(set: &BoxedNodeSet, pfn: Pfn) -> NodeId {
+    set.zone_of(pfn).unwrap().0
+}
+
+/// Three nodes where node 0 is nearer to node 2 (15) than to node 1 (30).
+fn three_nodes() -> Topology {
+    #[rustfmt::skip]
+    let slit = [
+        10, 30, 15,
+        30, 10, 20,
+        15, 20, 10,
+    ];
+    Topology::new(3, &slit, &[NodeId(0), NodeId(1), NodeId(2)]).unwrap()
+}
+
+#[test]
+fn the_fallback_order_is_nearest_first() {
+    let t = three_nodes();
+    let order = |n| {
+        t.fallback(NodeId(n))
+            .unwrap()
+            .map(|n| n.0)
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(order(0), [0, 2, 1]);
+    assert_eq!(order(1), [1, 2, 0]);
+    assert_eq!(order(2), [2, 0, 1]);
+    assert_eq!(t.distance(NodeId(0), NodeId(2)), Ok(15));
+    assert_eq!(t.node_of_cpu(1), Ok(NodeId(1)));
+    assert_eq!(t.node_of_cpu(3), Err(BuddyError::BadCpu(3)));
+    // Ties go to the lower node number.
+    let u = Topology::uniform(4, &[NodeId(3)]).unwrap();
+    let order = u
+        .fallback(NodeId(2))
+        .unwrap()
+        .map(|n| n.0)
+        .collect::<Vec<_>>();
+    assert_eq!(order, [2, 0, 1, 3]);
+}
+
+#[test]
+fn a_local_allocation_stays_home_until_the_node_is_full_then_goes_nearest_first() {
+    let set = node_set(three_nodes(), &[(0, 64), (1, 64), (2, 64)]);
+    let mut got = Vec::new();
+    for _ in 0..64 {
+        let p = set.alloc_pages(0, Order::ZERO, NodePolicy::Local).unwrap();
+        assert_eq!(node_of(&set, p), NodeId(0));
+        got.push(p);
+    }
+    // Node 0 full: node 2 (15) before node 1 (30).
+    for _ in 0..64 {
+        let p = set.alloc_pages(0, Order::ZERO, NodePolicy::Local).unwrap();
+        assert_eq!(node_of(&set, p), NodeId(2));
+        got.push(p);
+    }
+    let p = set.alloc_pages(0, Order::ZERO, NodePolicy::Local).unwrap();
+    assert_eq!(node_of(&set, p), NodeId(1));
+    got.push(p);
+    // CPU 1 is on node 1: home first.
+    let q = set.alloc_pages(1, Order::ZERO, NodePolicy::Local).unwrap();
+    assert_eq!(node_of(&set, q), NodeId(1));
+    got.push(q);
+    assert_eq!(set.node_stats(NodeId(0)).unwrap().free, 0);
+    assert_eq!(set.node_stats(NodeId(1)).unwrap().free, 62);
+    for p in got {
+        // SAFETY: the test's pages; nothing writes a frame.
+        unsafe { set.free_pages(0, p, Order::ZERO) }.unwrap();
+    }
+    for n in 0..3 {
+        let s = set.node_stats(NodeId(n)).unwrap();
+        assert_eq!((s.present, s.free), (64, 64));
+    }
+}
+
+#[test]
+fn a_bound_allocation_never_leaves_its_node_and_a_preferred_one_does() {
+    let set = node_set(three_nodes(), &[(0, 32), (1, 32), (2, 32)]);
+    let block = set
+        .alloc_pages(0, o(5), NodePolicy::Bind(NodeId(1)))
+        .unwrap();
+    assert_eq!(node_of(&set, block), NodeId(1));
+    assert_eq!(
+        set.alloc_pages(0, Order::ZERO, NodePolicy::Bind(NodeId(1))),
+        Err(BuddyError::OutOfMemory(Order::ZERO))
+    );
+    // Preferred node 1 is full: its nearest, node 2.
+    let p = set
+        .alloc_movable(0, Order::ZERO, 7, NodePolicy::Preferred(NodeId(1)))
+        .unwrap();
+    assert_eq!(node_of(&set, p), NodeId(2));
+    assert_eq!(
+        set.alloc_pages(0, Order::ZERO, NodePolicy::Bind(NodeId(3))),
+        Err(BuddyError::BadNode(3))
+    );
+    assert_eq!(
+        set.alloc_pages(3, Order::ZERO, NodePolicy::Local),
+        Err(BuddyError::BadCpu(3))
+    );
+    assert_eq!(
+        set.alloc_pages(0, o(6), NodePolicy::Local),
+        Err(BuddyError::OrderTooLarge { order: 6, max: 5 })
+    );
+}
+
+#[test]
+fn hot_add_spans_a_nodes_zones_all_or_nothing() {
+    let t = Topology::uniform(2, &[NodeId(0), NodeId(1)]).unwrap();
+    // Node 1 has two adjacent zones (sections of 64 frames); none of its memory is usable.
+    let zones = vec![
+        zone(0x1000, 64, 2, &[(0, 64)]),
+        zone(0x1040, 64, 2, &[]),
+        zone(0x1080, 64, 2, &[]),
+    ];
+    let set = BoxedNodeSet::new(t, zones, &[NodeId(0), NodeId(1), NodeId(1)]).unwrap();
+    assert_eq!(set.node_stats(NodeId(1)).unwrap().present, 0);
+    // Into node 0's zone: not node 1's.
+    assert_eq!(
+        set.add_memory(NodeId(1), Pfn(0x1030), 32),
+        Err(BuddyError::NotInNode {
+            pfn: Pfn(0x1030),
+            node: 1
+        })
+    );
+    // Past node 1's last zone: refused, nothing added.
+    assert_eq!(
+        set.add_memory(NodeId(1), Pfn(0x1090), 64),
+        Err(BuddyError::NotInNode {
+            pfn: Pfn(0x10c0),
+            node: 1
+        })
+    );
+    assert_eq!(set.node_stats(NodeId(1)).unwrap().present, 0);
+    set.add_memory(NodeId(1), Pfn(0x1050), 64).unwrap();
+    assert_eq!(set.node_stats(NodeId(1)).unwrap().present, 64);
+    // Overlapping what is there: refused whole (the first piece would have been new).
+    assert_eq!(
+        set.add_memory(NodeId(1), Pfn(0x1040), 32),
+        Err(BuddyError::AlreadyAdded(Pfn(0x1050)))
+    );
+    assert_eq!(set.node_stats(NodeId(1)).unwrap().present, 64);
+    set.add_zeroed_memory(NodeId(1), Pfn(0x1040), 16).unwrap();
+    let s = set.node_stats(NodeId(1)).unwrap();
+    assert_eq!((s.present, s.zeroed), (80, 16));
+    for (_, z) in set.zones() {
+        z.check().unwrap();
+    }
+}
+
+#[test]
+fn offline_moves_movable_data_refuses_what_cannot_move_and_online_brings_it_back() {
+    let t = Topology::uniform(2, &[NodeId(0), NodeId(1)]).unwrap();
+    let set = node_set(t, &[(0, 128), (1, 128)]);
+    let node1 = Pfn(0x1080);
+    let mut at: Vec<Pfn> = (0..16)
+        .map(|k| {
+            set.alloc_movable(1, Order::ZERO, k, NodePolicy::Local)
+                .unwrap()
+        })
+        .collect();
+    assert!(at.iter().all(|&p| node_of(&set, p) == NodeId(1)));
+    let lowest = *at.iter().min().unwrap();
+    let range = Pfn(lowest.0 & !15);
+    // Refused moves: nothing changes.
+    let mut refuse = |_: &Migration| false;
+    assert_eq!(
+        set.offline_range(1, range, 32, &mut refuse),
+        Err(BuddyError::Busy(lowest))
+    );
+    assert_eq!(set.node_stats(NodeId(1)).unwrap().present, 128);
+    let mut follow = |m: &Migration| {
+        assert_eq!(at[m.key as usize], m.from);
+        at[m.key as usize] = m.to;
+        true
+    };
+    let moved = set.offline_range(1, range, 32, &mut follow).unwrap();
+    assert_eq!(moved, 16);
+    assert!(at.iter().all(|p| !(range.0..range.0 + 32).contains(&p.0)));
+    assert!(at.iter().all(|&p| node_of(&set, p) == NodeId(1)));
+    assert_eq!(
+        set.zone_of(range).unwrap().1.frame(range).unwrap().state,
+        FrameState::Reserved
+    );
+    let s = set.node_stats(NodeId(1)).unwrap();
+    assert_eq!((s.present, s.free), (96, 80));
+    // A range over two zones, and an unmovable page in the way.
+    assert_eq!(
+        set.offline_range(0, Pfn(0x1070), 32, &mut refuse),
+        Err(BuddyError::NotInNode {
+            pfn: node1,
+            node: 0
+        })
+    );
+    let pinned = set.alloc_pages(0, Order::ZERO, NodePolicy::Local).unwrap();
+    assert_eq!(
+        set.offline_range(0, Pfn(pinned.0 & !15), 16, &mut refuse),
+        Err(BuddyError::Busy(pinned))
+    );
+    set.online_range(range, 32, false).unwrap();
+    let s = set.node_stats(NodeId(1)).unwrap();
+    assert_eq!((s.present, s.free, s.zeroed), (128, 112, 0));
+    for p in at {
+        // SAFETY: the test's pages; nothing writes a frame.
+        unsafe { set.free_pages(1, p, Order::ZERO) }.unwrap();
+    }
+    // SAFETY: as above.
+    unsafe { set.free_pages(0, pinned, Order::ZERO) }.unwrap();
+    for (_, z) in set.zones() {
+        z.drain_all();
+        z.check().unwrap();
+        assert_eq!(
+            z.buddy_blocks_per_order()[5],
+            4,
+            "the zone is not whole again"
+        );
+    }
+}
+
+#[test]
+fn bad_topologies_and_node_sets_are_refused() {
+    let ok = [10, 20, 20, 10];
+    assert!(Topology::new(2, &ok, &[NodeId(0)]).is_ok());
+    assert!(matches!(
+        Topology::new(0, &[], &[]),
+        Err(BuddyError::BadConfig(_))
+    ));
+    assert!(matches!(
+        Topology::new(2, &ok[..3], &[]),
+        Err(BuddyError::BadConfig(_))
+    ));
+    assert!(matches!(
+        Topology::new(2, &[10, 20, 20, 11], &[]),
+        Err(BuddyError::BadConfig(_))
+    ));
+    assert!(matches!(
+        Topology::new(2, &[10, 9, 20, 10], &[]),
+        Err(BuddyError::BadConfig(_))
+    ));
+    assert_eq!(
+        Topology::new(2, &ok, &[NodeId(2)]),
+        Err(BuddyError::BadNode(2))
+    );
+    assert!(matches!(
+        Topology::new(33, &[10; 33 * 33], &[]),
+        Err(BuddyError::BadConfig(_))
+    ));
+    let t = Topology::new(2, &ok, &[NodeId(0), NodeId(1)]).unwrap();
+    // Overlapping zones, a missing node, another CPU count, a node past the topology.
+    let two = || vec![zone(0x1000, 64, 2, &[]), zone(0x1020, 64, 2, &[])];
+    assert!(matches!(
+        BoxedNodeSet::new(t.clone(), two(), &[NodeId(0), NodeId(1)]),
+        Err(BuddyError::BadConfig(_))
+    ));
+    assert!(matches!(
+        BoxedNodeSet::new(t.clone(), two(), &[NodeId(0)]),
+        Err(BuddyError::BadConfig(_))
+    ));
+    assert!(matches!(
+        BoxedNodeSet::new(t.clone(), vec![zone(0x1000, 64, 1, &[])], &[NodeId(0)]),
+        Err(BuddyError::BadConfig(_))
+    ));
+    assert_eq!(
+        BoxedNodeSet::new(t, vec![zone(0x1000, 64, 2, &[])], &[NodeId(5)]).err(),
+        Some(BuddyError::BadNode(5))
+    );
+}
+
+/// A random topology: 1 to 4 nodes, distances 11 to 60 (not always symmetric), 1 to 3 CPUs.
+fn topology() -> impl Strategy<Value = Topology> {
+    (1usize..=4).prop_flat_map(|nodes| {
+        (
+            proptest::collection::vec(11u8..=60, nodes * nodes),
+            proptest::collection::vec(0..nodes as u8, 1..=3),
+        )
+            .prop_map(move |(mut d, cpus)| {
+                for a in 0..nodes {
+                    d[a * nodes + a] = 10;
+                }
+                let cpus: Vec<NodeId> = cpus.into_iter().map(NodeId).collect();
+                Topology::new(nodes, &d, &cpus).unwrap()
+            })
+    })
+}
+
+/// A memory map for `nodes` nodes: each node one or two zones of 64 to 256 frames, in a
+/// random node order, each with up to two holes of whole pageblocks.
+/// Zones as `(node, frames, usable ranges as (offset, frames))`.
+type MemoryMap = Vec<(u8, u64, Vec<(u64, u64)>)>;
+
+fn memory_map(nodes: usize) -> impl Strategy<Value = MemoryMap> {
+    let zone = |node: u8| {
+        (
+            4u64..=16,
+            proptest::collection::vec((0u64..16, 1u64..4), 0..=2),
+        )
+            .prop_map(move |(blocks, holes)| {
+                let nr = blocks * 16;
+                // Usable: the zone minus the holes (pageblock-aligned), as ranges.
+                let mut usable = vec![true; blocks as usize];
+                for (at, len) in holes {
+                    for b in at..(at + len).min(blocks) {
+                        usable[b as usize] = false;
+                    }
+                }
+                let mut ranges = Vec::new();
+                let mut b = 0;
+                while b < blocks as usize {
+                    if usable[b] {
+                        let s = b;
+                        while b < blocks as usize && usable[b] {
+                            b += 1;
+                        }
+                        ranges.push((s as u64 * 16, (b - s) as u64 * 16));
+                    } else {
+                        b += 1;
+                    }
+                }
+                (node, nr, ranges)
+            })
+    };
+    let per_node: Vec<_> = (0..nodes as u8)
+        .map(|n| proptest::collection::vec(zone(n), 1..=2))
+        .collect();
+    (per_node, any::<prop::sample::Index>()).prop_map(|(zones, rot)| {
+        let mut all: Vec<_> = zones.into_iter().flatten().collect();
+        let len = all.len();
+        all.rotate_left(rot.index(len));
+        all
+    })
+}
+
+fn node_op() -> impl Strategy<Value = NodeOp> {
+    prop_oneof![
+        4 => (0usize..4, 0u8..7, 0u8..3, 0u8..5, any::<bool>()).prop_map(
+            |(cpu, order, policy, node, movable)| NodeOp::Alloc { cpu, order, policy, node, movable }
+        ),
+        3 => (0usize..3, 0usize..64).prop_map(|(cpu, slot)| NodeOp::Free { cpu, slot }),
+        1 => (0usize..3, 0usize..8, 0u64..256, 1u64..64, any::<bool>()).prop_map(
+            |(cpu, zone, offset, len, refuse)| NodeOp::Offline { cpu, zone, offset, len, refuse }
+        ),
+        1 => (0usize..8, any::<bool>()).prop_map(|(slot, zeroed)| NodeOp::Online { slot, zeroed }),
+    ]
+}
+
+proptest! {
+    #![proptest_config(config())]
+
+    /// Random topologies and memory maps: every allocation lands on the node the fallback
+    /// order says, offline and online answer as the model says, and every node's counts
+    /// match after every step.
+    #[test]
+    fn nodes_follow_the_model(
+        (topology, map) in topology().prop_flat_map(|t| {
+            let nodes = t.nodes();
+            (Just(t), memory_map(nodes))
+        }),
+        ops in proptest::collection::vec(node_op(), 1..80),
+    ) {
+        let cpus = topology.cpus();
+        let mut at = 0x1000;
+        let mut zones = Vec::new();
+        let mut nodes = Vec::new();
+        for (node, nr, usable) in &map {
+            zones.push(zone(at, *nr, cpus, usable));
+            nodes.push(NodeId(*node));
+            at += nr + 16;
+        }
+        let set = BoxedNodeSet::new(topology, zones, &nodes).unwrap();
+        let mut model = NodeModel::new(set);
+        for op in ops {
+            let step = model.apply(op);
+            prop_assert!(step.is_ok(), "{op:?}: {step:?}");
+        }
+        let end = model.finish();
+        prop_assert!(end.is_ok(), "{end:?}");
+    }
+}
