@@ -1,8 +1,8 @@
 //! loom models of CPUs sharing one zone: allocation and free on several CPUs, a free on
 //! another CPU than the allocation, draining every CPU's lists while others allocate,
 //! refills and drains past `high`, two CPUs freeing the same page or run, background
-//! zeroing racing allocation and free, and compaction racing the owner's free and
-//! allocation of movable pages. The zone is the real one; under `cfg(loom)` its
+//! zeroing racing allocation and free, compaction racing the owner's free and
+//! allocation of movable pages, and an offline racing allocation and free on another CPU. The zone is the real one; under `cfg(loom)` its
 //! atomics and locks are loom's (`crate::sync`).
 //!
 //! The frees are `unsafe` (a wrong one could make a zone write memory in use): each model
@@ -611,4 +611,103 @@ fn move_without_freezing(z: &LoomZone, migrate: &mut dyn FnMut(&crate::Migration
 #[should_panic]
 fn loom_a_move_without_freezing_frees_the_source_twice() {
     compaction_races_the_owner(move_without_freezing);
+}
+
+/// 16 frames in pageblocks of four, two CPUs, per-cpu batches of one block: what an offline
+/// of the whole zone races.
+fn hotplug_zone() -> Arc<LoomZone> {
+    let cfg = ZoneConfig {
+        max_order: Order(4),
+        pageblock_order: Order(2),
+        cpus: 2,
+        pcp_high: 1,
+        pcp_batch: 1,
+        ..ZoneConfig::new(START, 16)
+    };
+    let frames = (0..cfg.nr_pages).map(|_| Frame::new()).collect();
+    let pcps = (0..2).map(|_| PerCpu::new()).collect();
+    Arc::new(Zone::new(cfg, frames, pcps).unwrap())
+}
+
+/// How a model takes the zone offline: the real `offline_range`, or the negative control's.
+type Offliner = fn(&LoomZone) -> Result<u64, BuddyError>;
+
+/// CPU 1 allocates a page, frees it and allocates another, which it keeps, while CPU 0 takes
+/// the whole zone offline. Either the offline wins (CPU 1 holds nothing: its allocations
+/// found no memory) or it fails with a page CPU 1 holds (or held then) in its way, changing
+/// nothing; never both an offline and a page of it handed out.
+fn offline_races_allocation(offline: Offliner) {
+    loom::model(move || {
+        let z = hotplug_zone();
+        let cpu1 = on_another_thread(&z, |z| {
+            let first = z.alloc_pages(1, O0).ok()?;
+            // SAFETY: see the module docs.
+            unsafe { z.free_pages(1, first, O0) }.unwrap();
+            z.alloc_pages(1, O0).ok()
+        });
+        let offlined = offline(&z);
+        let held = cpu1.join().unwrap();
+        match (offlined, held) {
+            (Ok(_), Some(p)) => panic!("frame {p} was handed out from an offlined range"),
+            (Ok(moved), None) => {
+                assert_eq!(moved, 0);
+                z.check().unwrap();
+                assert_eq!(z.present_pages(), 0);
+                z.add_memory(START, 16).unwrap();
+            }
+            (Err(BuddyError::Busy(at)), Some(p)) => {
+                assert_eq!(at, p, "the offline failed on a frame nobody holds");
+                // SAFETY: see the module docs.
+                unsafe { z.free_pages(1, p, O0) }.unwrap();
+            }
+            // CPU 1's first page, held while the offline looked and freed since: a transient
+            // failure (the caller tries again), with nothing changed.
+            (Err(BuddyError::Busy(_)), None) => {}
+            (Err(e), held) => panic!("the offline failed ({e}) with {held:?} held"),
+        }
+        assert_whole(&z);
+    });
+}
+
+#[test]
+fn loom_offline_races_allocation_and_free_on_another_cpu() {
+    offline_races_allocation(|z| {
+        let mut refuse = |_: &crate::Migration| false;
+        z.offline_range(0, START, 16, &mut refuse)
+    });
+}
+
+/// An offline that looks (every frame free) under the zone lock and then takes the frames
+/// under it again, without isolating them in between: an allocation can take a frame
+/// between the look and the take. What the isolation exists to prevent.
+fn offline_without_isolating(z: &LoomZone) -> Result<u64, BuddyError> {
+    use crate::frame::{FrameState, Word};
+    let m = z.map();
+    z.drain_all();
+    {
+        let _look = z.lock_zone();
+        if let Some((i, _)) = m.heads(0, 16).find(|(_, w)| w.state() != FrameState::Buddy) {
+            return Err(BuddyError::Busy(m.pfn(i)));
+        }
+    }
+    let mut free = z.lock_zone();
+    for (i, w) in m.heads(0, 16) {
+        if w.state() == FrameState::Buddy {
+            free.remove(m, i, Order(w.order()));
+        }
+        for j in i..i + (1 << w.order()) {
+            m.frame(j).store(Word::RESERVED);
+        }
+    }
+    free.present = 0;
+    free.added.remove(&(0..16));
+    Ok(0)
+}
+
+/// The negative control: loom must find the interleaving where CPU 1 allocates between the
+/// look and the take, and then holds a frame of the offlined range.
+#[test]
+#[should_panic(expected = "handed out from an offlined range")]
+fn loom_an_offline_without_isolation_hands_out_an_offlined_frame() {
+    offline_races_allocation(offline_without_isolating);
 }
