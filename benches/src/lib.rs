@@ -12,6 +12,7 @@ pub mod guest;
 pub mod machine;
 pub mod measure;
 pub mod memsets;
+pub mod numa;
 pub mod prefault;
 pub mod report;
 pub mod ring0;
@@ -60,6 +61,7 @@ pub fn sections() -> Vec<Box<dyn Section>> {
         Box::new(guest::GuestAging),
         Box::new(zeroed::ZeroedAllocation),
         Box::new(fragmentation::Fragmentation),
+        Box::new(numa::Numa),
         Box::new(ring0::Ring0),
     ]
 }

@@ -98,6 +98,7 @@ where
     /// drain, no merge, no deferred memory): a node set's first pass over its zones, which
     /// takes a free block from a farther zone before it drains a nearer one (Linux's
     /// `get_page_from_freelist` before `__alloc_pages_slowpath`).
+    #[inline]
     pub(crate) fn alloc_attempt(
         &self,
         cpu: usize,
@@ -109,6 +110,14 @@ where
     ) -> Result<(u32, bool), BuddyError> {
         if slow_path {
             return self.alloc_preferring(cpu, order, prefer, mt, key);
+        }
+        // The common case inline, as in `alloc_preferring`.
+        if let (Some(pcp), Some(list)) = (self.pcps.as_ref().get(cpu), self.cfg.pcp_list(order, mt))
+            && order <= self.cfg.max_order
+            && let Some((idx, zeroed)) = self.take_from_list(pcp, list, order, prefer, mt)
+        {
+            self.mark_allocated(idx, order, mt, key);
+            return Ok((idx, zeroed));
         }
         let pcp = self.pcp(cpu)?;
         self.check_order(order)?;

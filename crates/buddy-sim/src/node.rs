@@ -307,40 +307,32 @@ where
     ///
     /// # Errors
     /// [`BuddyError::OutOfZone`] when no zone spans it.
+    #[inline]
     pub fn zone_of(&self, pfn: Pfn) -> Result<(NodeId, &Zone<F, P, R>), BuddyError> {
-        self.zones()
-            .find(|(_, z)| {
-                let (s, e) = span(z);
-                (s..e).contains(&pfn.0)
-            })
-            .ok_or(BuddyError::OutOfZone(pfn))
+        let zones = self.zones.as_ref();
+        let i = zones
+            .iter()
+            .position(|z| pfn.0.wrapping_sub(z.cfg.start.0) < z.cfg.nr_pages)
+            .ok_or(BuddyError::OutOfZone(pfn))?;
+        Ok((NodeId(self.zone_node[i]), &zones[i]))
     }
 
-    /// The nodes an allocation under `policy` on `cpu` tries, in order.
-    fn nodes_for(
-        &self,
-        cpu: usize,
-        policy: NodePolicy,
-    ) -> Result<([u8; MAX_NODES], usize), BuddyError> {
-        let first = match policy {
-            NodePolicy::Local => self.topology.node_of_cpu(cpu)?,
-            NodePolicy::Preferred(n) | NodePolicy::Bind(n) => n,
-        };
-        let mut order = [0u8; MAX_NODES];
-        let mut len = 0;
-        for n in self.topology.fallback(first)? {
-            order[len] = n.0;
-            len += 1;
-            if matches!(policy, NodePolicy::Bind(_)) {
-                break;
+    /// The node an allocation under `policy` on `cpu` tries first.
+    #[inline]
+    fn first_node(&self, cpu: usize, policy: NodePolicy) -> Result<NodeId, BuddyError> {
+        match policy {
+            NodePolicy::Local => self.topology.node_of_cpu(cpu),
+            NodePolicy::Preferred(n) | NodePolicy::Bind(n) => {
+                self.topology.check(n)?;
+                Ok(n)
             }
         }
-        Ok((order, len))
     }
 
     /// Runs `attempt` over the zones `policy` allows on `cpu`, nearest first: every zone
     /// without the slow path, then every zone with it; the first success, else the last
     /// out-of-memory error. Any other error ends the search.
+    #[inline]
     fn allocate<'a, T>(
         &'a self,
         cpu: usize,
@@ -351,11 +343,46 @@ where
         if cpu >= self.topology.cpus() {
             return Err(BuddyError::BadCpu(cpu));
         }
-        let (nodes, len) = self.nodes_for(cpu, policy)?;
+        let first = self.first_node(cpu, policy)?;
+        // The common case: the first zone of the first node has a block at hand.
+        let zones = self.zones.as_ref();
+        let tried = self.zone_node[..zones.len()]
+            .iter()
+            .position(|&n| n == first.0);
+        if let Some(i) = tried {
+            match attempt(&zones[i], false) {
+                Err(BuddyError::OutOfMemory(_)) => {}
+                done => return done,
+            }
+        }
+        self.allocate_slow(first, order, policy, tried, attempt)
+    }
+
+    /// [`NodeSet::allocate`] past its first attempt (on zone `tried`): both passes over the
+    /// fallback order, the first skipping that zone.
+    #[inline(never)]
+    fn allocate_slow<'a, T>(
+        &'a self,
+        first: NodeId,
+        order: Order,
+        policy: NodePolicy,
+        tried: Option<usize>,
+        mut attempt: impl FnMut(&'a Zone<F, P, R>, bool) -> Result<T, BuddyError>,
+    ) -> Result<T, BuddyError> {
+        let nodes = self.topology.fallback[first.index()];
+        let reach = if matches!(policy, NodePolicy::Bind(_)) {
+            1
+        } else {
+            self.topology.nodes
+        };
+        let zones = self.zones.as_ref();
         let mut last = BuddyError::OutOfMemory(order);
         for slow_path in [false, true] {
-            for &n in &nodes[..len] {
-                for zone in self.zones_of(NodeId(n)) {
+            for &n in &nodes[..reach] {
+                for (i, zone) in zones.iter().enumerate() {
+                    if self.zone_node[i] != n || !slow_path && tried == Some(i) {
+                        continue;
+                    }
                     match attempt(zone, slow_path) {
                         Err(e @ BuddyError::OutOfMemory(_)) => last = e,
                         done => return done,
@@ -410,6 +437,7 @@ where
         self.alloc_keyed(cpu, order, MigrateType::Movable, key, policy)
     }
 
+    #[inline]
     fn alloc_keyed(
         &self,
         cpu: usize,
@@ -456,6 +484,7 @@ where
     /// # Safety
     /// As [`Zone::free_pages`].
     #[allow(unsafe_code)]
+    #[inline]
     pub unsafe fn free_pages(&self, cpu: usize, pfn: Pfn, order: Order) -> Result<(), BuddyError> {
         let (_, zone) = self.zone_of(pfn)?;
         // SAFETY: the caller's promise, passed on.
