@@ -227,6 +227,27 @@ pub struct NodeStats {
 /// The zones of a host's memory, grouped by node, shared by every CPU through `&self`
 /// (see the module docs). `Z` holds the zones (a slice, an array, a vector); each zone's
 /// metadata is its own caller storage, as for a lone [`Zone`].
+///
+/// ```
+/// use buddy_sim::{BoxedNodeSet, BoxedZone, NodeId, NodePolicy, Order, Pfn, Topology, ZoneConfig};
+///
+/// // Two nodes 20 apart (a SLIT), CPU 0 on node 0 and CPU 1 on node 1, 4 MiB each.
+/// let topology = Topology::new(2, &[10, 20, 20, 10], &[NodeId(0), NodeId(1)])?;
+/// let zone = |start, frames| BoxedZone::new_boxed(ZoneConfig::new(Pfn(start), frames).with_cpus(2));
+/// let zones = vec![zone(0x1000, 1024)?, zone(0x1400, 1024)?];
+/// let set = BoxedNodeSet::new(topology, zones, &[NodeId(0), NodeId(1)])?;
+///
+/// let p = set.alloc_pages(1, Order::ZERO, NodePolicy::Local)?;
+/// assert_eq!(set.zone_of(p)?.0, NodeId(1));
+/// let block = set.alloc_pages(1, Order::new(10)?, NodePolicy::Bind(NodeId(0)))?;
+/// assert_eq!(set.node_stats(NodeId(0))?.free, 0);
+/// // SAFETY: the blocks are this example's, and it uses them no more.
+/// unsafe {
+///     set.free_pages(1, p, Order::ZERO)?;
+///     set.free_pages(1, block, Order::new(10)?)?;
+/// }
+/// # Ok::<(), buddy_sim::BuddyError>(())
+/// ```
 pub struct NodeSet<Z, F, P, R = DefaultRawMutex> {
     topology: Topology,
     zones: Z,
