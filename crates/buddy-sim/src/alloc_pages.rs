@@ -81,14 +81,9 @@ where
     ) -> Result<(u32, bool), BuddyError> {
         // The common case, inline: a per-cpu order served from (or refilled into) the CPU's
         // list. Everything else, and every error, takes the general path.
-        let (idx, zeroed) = if let (Some(pcp), Some(list)) =
-            (self.pcps.as_ref().get(cpu), self.cfg.pcp_list(order, mt))
-            && order <= self.cfg.max_order
-            && let Some(taken) = self.take_from_list(pcp, list, order, prefer, mt)
-        {
-            taken
-        } else {
-            self.alloc_slow(cpu, order, prefer, mt)?
+        let (idx, zeroed) = match self.alloc_from_cpu_list(cpu, order, prefer, mt) {
+            Some(taken) => taken,
+            None => self.alloc_slow(cpu, order, prefer, mt)?,
         };
         self.mark_allocated(idx, order, mt, key);
         Ok((idx, zeroed))
@@ -111,11 +106,7 @@ where
         if slow_path {
             return self.alloc_preferring(cpu, order, prefer, mt, key);
         }
-        // The common case inline, as in `alloc_preferring`.
-        if let (Some(pcp), Some(list)) = (self.pcps.as_ref().get(cpu), self.cfg.pcp_list(order, mt))
-            && order <= self.cfg.max_order
-            && let Some((idx, zeroed)) = self.take_from_list(pcp, list, order, prefer, mt)
-        {
+        if let Some((idx, zeroed)) = self.alloc_from_cpu_list(cpu, order, prefer, mt) {
             self.mark_allocated(idx, order, mt, key);
             return Ok((idx, zeroed));
         }
@@ -124,6 +115,24 @@ where
         let (idx, zeroed) = self.alloc_fast(pcp, order, prefer, mt)?;
         self.mark_allocated(idx, order, mt, key);
         Ok((idx, zeroed))
+    }
+
+    /// The common case of every allocation: a per-cpu order taken from `cpu`'s list (refilled
+    /// from the buddy when empty); `None` for any other order, a bad CPU or an empty zone.
+    #[inline]
+    fn alloc_from_cpu_list(
+        &self,
+        cpu: usize,
+        order: Order,
+        prefer: Prefer,
+        mt: MigrateType,
+    ) -> Option<(u32, bool)> {
+        let pcp = self.pcps.as_ref().get(cpu)?;
+        let list = self.cfg.pcp_list(order, mt)?;
+        if order > self.cfg.max_order {
+            return None;
+        }
+        self.take_from_list(pcp, list, order, prefer, mt)
     }
 
     /// Marks the block taken at `idx` allocated as `mt`, its head given `key`.

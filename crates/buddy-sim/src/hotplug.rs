@@ -79,12 +79,21 @@ mod tests {
 
     const START: Pfn = Pfn(0x1000);
 
-    fn zone(pages: u64) -> BoxedZone {
-        let cfg = ZoneConfig {
+    fn o(order: u8) -> Order {
+        Order::new(order).unwrap()
+    }
+
+    /// `pages` frames in pageblocks of 16, MAX_ORDER 6 (blocks of 64), two CPUs.
+    fn config(pages: u64) -> ZoneConfig {
+        ZoneConfig {
             cpus: 2,
-            ..ZoneConfig::new(START, pages)
-        };
-        BoxedZone::new_boxed(cfg).unwrap()
+            pageblock_order: o(4),
+            ..ZoneConfig::new(START, pages).with_max_order(o(6))
+        }
+    }
+
+    fn zone(pages: u64) -> BoxedZone {
+        BoxedZone::new_boxed(config(pages)).unwrap()
     }
 
     fn refuse(_: &Migration) -> bool {
@@ -93,19 +102,19 @@ mod tests {
 
     #[test]
     fn an_offlined_range_is_never_handed_out_and_comes_back_online() {
-        let z = zone(4096);
-        let range = Pfn(START.0 + 1024);
-        assert_eq!(z.offline_range(0, range, 1536, &mut refuse), Ok(0));
+        let z = zone(256);
+        let range = Pfn(START.0 + 64);
+        assert_eq!(z.offline_range(0, range, 96, &mut refuse), Ok(0));
         z.check().unwrap();
-        assert_eq!(z.present_pages(), 4096 - 1536);
+        assert_eq!(z.present_pages(), 256 - 96);
         assert_eq!(z.frame(range).unwrap().state, FrameState::Reserved);
         // Every frame the zone still has, allocated: none from the range.
         let mut got = Vec::new();
         while let Ok(p) = z.alloc_pages(1, Order::ZERO) {
-            assert!(!(range.0..range.0 + 1536).contains(&p.0), "{p} handed out");
+            assert!(!(range.0..range.0 + 96).contains(&p.0), "{p} handed out");
             got.push(p);
         }
-        assert_eq!(got.len() as u64, 4096 - 1536);
+        assert_eq!(got.len() as u64, 256 - 96);
         // Offline twice: a hole now.
         assert_eq!(
             z.offline_range(0, range, 1, &mut refuse),
@@ -115,12 +124,12 @@ mod tests {
             // SAFETY: this test's zone and pages; nothing writes a frame.
             unsafe { z.free_pages(1, p, Order::ZERO) }.unwrap();
         }
-        z.add_memory(range, 1536).unwrap();
+        z.add_memory(range, 96).unwrap();
         z.drain_all();
         z.check().unwrap();
-        assert_eq!(z.present_pages(), 4096);
+        assert_eq!(z.present_pages(), 256);
         assert_eq!(
-            z.buddy_blocks_per_order()[10],
+            z.buddy_blocks_per_order()[6],
             4,
             "the zone is not whole again"
         );
@@ -128,84 +137,87 @@ mod tests {
 
     #[test]
     fn an_unmovable_page_in_the_way_fails_the_offline_and_undoes_the_isolation() {
-        let z = zone(2048);
+        let z = zone(64);
         let p = z.alloc_pages(0, Order::ZERO).unwrap();
         let before = crate::testing::fingerprint(&z);
         let types: Vec<_> = (0..4)
-            .map(|b| z.pageblock_type(Pfn(START.0 + 512 * b)).unwrap())
+            .map(|b| z.pageblock_type(Pfn(START.0 + 16 * b)).unwrap())
             .collect();
-        let err = z.offline_range(0, START, 2048, &mut refuse);
+        let err = z.offline_range(0, START, 64, &mut refuse);
         assert_eq!(err, Err(BuddyError::Busy(p)));
         z.check().unwrap();
         assert_eq!(crate::testing::fingerprint(&z), before);
         for (b, t) in types.into_iter().enumerate() {
-            assert_eq!(z.pageblock_type(Pfn(START.0 + 512 * b as u64)).unwrap(), t);
+            assert_eq!(z.pageblock_type(Pfn(START.0 + 16 * b as u64)).unwrap(), t);
         }
-        assert_eq!(z.present_pages(), 2048);
+        assert_eq!(z.present_pages(), 64);
     }
 
     #[test]
     fn movable_pages_move_out_and_a_refused_move_fails_the_offline() {
-        let z = zone(2048);
+        let z = zone(128);
         let pages: Vec<Pfn> = (0..8)
-            .map(|k| z.alloc_movable(0, Order(1), k).unwrap())
+            .map(|k| z.alloc_movable(0, o(1), k).unwrap())
             .collect();
         let first = pages.iter().min().copied().unwrap();
-        let block = Pfn(first.0 & !511);
+        let range = Pfn(first.0 & !15);
+        let inside = |p: Pfn| (range.0..range.0 + 32).contains(&p.0);
         assert_eq!(
-            z.offline_range(1, block, 512, &mut refuse),
+            z.offline_range(1, range, 32, &mut refuse),
             Err(BuddyError::Busy(first))
         );
-        assert_eq!(z.present_pages(), 2048);
+        assert_eq!(z.present_pages(), 128);
         let mut moves = Vec::new();
         let mut accept = |m: &Migration| {
-            assert_eq!(m.order, Order(1));
+            assert_eq!(m.order, o(1));
             moves.push((m.key, m.from, m.to));
             true
         };
-        assert_eq!(z.offline_range(1, block, 512, &mut accept), Ok(16));
-        assert_eq!(moves.len(), 8);
+        let moved = z.offline_range(1, range, 32, &mut accept).unwrap();
+        let in_range = pages.iter().filter(|&&p| inside(p)).count();
+        assert!(in_range > 0);
+        assert_eq!((moved, moves.len()), (2 * in_range as u64, in_range));
         for &(key, from, to) in &moves {
             assert_eq!(pages[key as usize], from);
-            assert!(!(block.0..block.0 + 512).contains(&to.0));
+            assert!(!inside(to));
             assert_eq!(z.frame(to).unwrap().state, FrameState::Allocated);
             assert_eq!(z.pageblock_type(to).unwrap().0, MigrateType::Movable);
         }
         z.check().unwrap();
-        assert_eq!(z.present_pages(), 1536);
+        assert_eq!(z.present_pages(), 96);
     }
 
     #[test]
     fn a_poisoned_page_leaves_with_its_range() {
-        let z = zone(1024);
+        let z = zone(64);
         let p = z.alloc_pages(0, Order::ZERO).unwrap();
         z.mark_hwpoison(p).unwrap();
         // The free leaks it (the free-time check finds the poison).
         // SAFETY: this test's page; nothing writes a frame.
         unsafe { z.free_pages(0, p, Order::ZERO) }.unwrap();
         assert_eq!(z.leaked_pages(), 1);
-        let block = Pfn(p.0 & !511);
-        assert_eq!(z.offline_range(0, block, 512, &mut refuse), Ok(0));
+        let block = Pfn(p.0 & !15);
+        assert_eq!(z.offline_range(0, block, 16, &mut refuse), Ok(0));
         assert_eq!(z.leaked_pages(), 0);
         z.check().unwrap();
-        z.add_memory(block, 512).unwrap();
+        z.add_memory(block, 16).unwrap();
         z.drain_all();
         z.check().unwrap();
-        assert_eq!(z.buddy_blocks_per_order()[10], 1);
+        assert_eq!(z.buddy_blocks_per_order()[6], 1);
     }
 
     #[test]
     fn deferred_memory_is_initialized_before_it_goes_offline() {
         let cfg = ZoneConfig {
-            eager_pages: 512,
-            ..ZoneConfig::new(START, 4096)
+            eager_pages: 16,
+            ..config(256)
         };
         let z = BoxedZone::new_boxed(cfg).unwrap();
         assert!(z.deferred_pages() > 0);
-        let range = Pfn(START.0 + 2048);
-        assert_eq!(z.offline_range(0, range, 1024, &mut refuse), Ok(0));
+        let range = Pfn(START.0 + 128);
+        assert_eq!(z.offline_range(0, range, 64, &mut refuse), Ok(0));
         assert_eq!(z.deferred_pages(), 0);
-        assert_eq!(z.present_pages(), 3072);
+        assert_eq!(z.present_pages(), 192);
         z.check().unwrap();
     }
 }
