@@ -404,7 +404,7 @@ impl Guest for El1Guest {
 pub fn run(
     machine: &mut Machine,
     zone: &'static KernelZone,
-    whole: [u32; buddy_sim::MAX_SUPPORTED_ORDER as usize + 1],
+    whole: steps::Blocks,
 ) -> ! {
     let clearer = steps::clearer();
     // SAFETY: hyp_vectors is the image's EL2 vector table; at EL2 with E2H, VBAR_EL2.

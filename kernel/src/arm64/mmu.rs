@@ -22,10 +22,8 @@ use pte_batch::mm_types::PageRange;
 
 use crate::steps::DATA_VA;
 
-/// Where QEMU's RAM starts, and how much the run gives it (`-m 128M`).
+/// Where QEMU's RAM starts (its size, and its nodes, come from the device tree).
 pub const RAM_START: u64 = 0x4000_0000;
-/// RAM size; the xtask stage passes the same to QEMU.
-pub const RAM_SIZE: u64 = crate::steps::MAX_RAM;
 /// The PL011 UART's 2 MiB block.
 const UART: u64 = 0x0900_0000;
 /// The root table's level: 39-bit addresses (T0SZ 25) start at level 1.
@@ -70,13 +68,15 @@ pub fn new_map<T: Translation<El1Attributes>>(tables: T) -> KernelMapping<T> {
     Mapping::with_asid_and_va_range(tables, 0, ROOT_LEVEL, El1And0, VaRange::Lower)
 }
 
-/// Identity-maps the UART (device memory) and RAM (normal memory, 2 MiB blocks: the image,
-/// the zone's frames and every table are reached through it).
+/// Identity-maps the UART (device memory) and RAM from [`RAM_START`] to `ram_end` (normal
+/// memory, 2 MiB blocks: the image, the zones' frames and every table are reached through
+/// it).
 ///
 /// # Errors
 /// aarch64-paging's, for a range the map cannot hold.
 pub fn map_identity<T: Translation<El1Attributes>>(
     map: &mut KernelMapping<T>,
+    ram_end: u64,
 ) -> Result<(), MapError> {
     let uart = UART as usize;
     map.map_range(
@@ -87,7 +87,7 @@ pub fn map_identity<T: Translation<El1Attributes>>(
     )?;
     let ram = RAM_START as usize;
     map.map_range(
-        &MemoryRegion::new(ram, ram + RAM_SIZE as usize),
+        &MemoryRegion::new(ram, ram_end.next_multiple_of(2 << 20) as usize),
         PhysicalAddress(ram),
         RAM,
         Constraints::empty(),

@@ -7,6 +7,7 @@
 
 mod boot;
 pub mod console;
+mod dtb;
 mod hyp;
 mod mmu;
 
@@ -22,7 +23,7 @@ use crate::steps::{self, DATA_VA, Kernel, LAST_LEVEL_TABLES, PAGE, Platform, Ste
 /// Bytes of the data region.
 /// The data region's and the movable region's 2 MiB each, one level-3 table apiece.
 const DATA_BYTES: usize = LAST_LEVEL_TABLES << 21;
-use mmu::{El1Tlb, RAM_SIZE, RAM_START};
+use mmu::{El1Tlb, RAM_START};
 
 /// Access-flag / permission faults the kernel resolved in software (no FEAT_HAFDBS).
 static SOFT_FAULTS: AtomicU64 = AtomicU64::new(0);
@@ -166,7 +167,9 @@ extern "C" fn kmain() -> ! {
     // access/dirty management if present.
     let feat = mmu::features();
     let mut boot_map = mmu::new_map(mmu::BootTables::take());
-    mmu::map_identity(&mut boot_map)
+    // The boot map reaches node 0's RAM (the device tree, the image, the stacks); the
+    // kernel's map all RAM the device tree names.
+    mmu::map_identity(&mut boot_map, RAM_START + steps::MAX_RAM)
         .unwrap_or_else(|e| fail::<Machine>(Step::PageTables, format_args!("boot map: {e}")));
     let boot_regs = mmu::registers(feat, boot_map.root_address());
     // SAFETY: at EL1 with the MMU off; the boot map (tables in a static pool, live for the
@@ -190,20 +193,28 @@ extern "C" fn kmain() -> ! {
         }
     );
 
-    // The zone spans all RAM; the memory map gives it everything past the image (the
-    // image's frames stay reserved: a hole at the start of the zone).
-    let image_end = core::ptr::addr_of!(__image_end) as u64;
-    let end_pfn = (RAM_START + RAM_SIZE) / PAGE;
-    let start_pfn = image_end.div_ceil(PAGE);
-    let span = FrameRange::new(Pfn(RAM_START / PAGE), RAM_SIZE / PAGE);
-    let usable = [FrameRange::new(Pfn(start_pfn), end_pfn - start_pfn)];
+    // A zone per NUMA node of the device tree, each spanning its node's RAM; the zones get
+    // everything past the image (the device tree and the image stay reserved: a hole at the
+    // start of node 0's zone).
+    let nodes = dtb::node_map()
+        .unwrap_or_else(|e| fail::<Machine>(Step::Zone, format_args!("device tree: {e}")));
+    let image_end_pfn = (core::ptr::addr_of!(__image_end) as u64).div_ceil(PAGE);
+    let mut usable = [FrameRange::new(Pfn(0), 0); steps::NODES];
+    for (n, u) in usable.iter_mut().enumerate().take(nodes.nodes()) {
+        let span = nodes.span(n);
+        let (start, end) = (span.start.0.max(image_end_pfn), span.start.0 + span.pages);
+        if start < end {
+            *u = FrameRange::new(Pfn(start), end - start);
+        }
+    }
+    let ram_top = nodes.ram_top();
     if current_el() == 2 {
         // The hypervisor: on the boot map, the known-zero pool left to the second CPU.
-        let (zone, whole) = steps::make_zone_with_pool::<Machine>(span, &usable, 0);
+        let (zone, whole) = steps::make_zones::<Machine>(&nodes, &usable, 0);
         let mut machine = Machine { regs: boot_regs };
         hyp::run(&mut machine, zone, whole);
     }
-    let (zone, whole) = steps::make_zone::<Machine>(span, &usable);
+    let (zone, whole) = steps::make_zones::<Machine>(&nodes, &usable, steps::BOOT_POOL);
     let mut k = Kernel::<Machine>::new(zone);
 
     // The kernel's map, built with aarch64-paging: the same identity map, and the data
@@ -215,7 +226,7 @@ extern "C" fn kmain() -> ! {
         .unwrap_or_else(|e| fail::<Machine>(Step::PageTables, format_args!("{e}")));
     let mut map = mmu::new_map(tables);
     let built =
-        mmu::map_identity(&mut map).and_then(|()| mmu::map_data_tables(&mut map, DATA_BYTES));
+        mmu::map_identity(&mut map, ram_top).and_then(|()| mmu::map_data_tables(&mut map, DATA_BYTES));
     built.unwrap_or_else(|e| fail::<Machine>(Step::PageTables, format_args!("kernel map: {e}")));
     let mut found = 0;
     mmu::data_tables(&map, DATA_BYTES, |va, pa| {

@@ -1,22 +1,26 @@
 //! What every kernel does with the three crates, once, over a [`Platform`]: take frames from
 //! buddy-sim, zero them with zero-core, map folios with pte-batch, let the MMU set access and
 //! dirty bits, age, flush, refault, run the negative control, share the zone with a second
-//! CPU, move movable pages under their mappings, unmap, free, and check the zone is whole. A platform module holds only boot, MMU and
-//! platform code: it builds the zone's memory map and the page tables, hands the data
+//! CPU, move movable pages under their mappings, allocate node-local and take a range of a
+//! NUMA node offline and back, unmap, free, and check the zone is whole. A platform module
+//! holds only boot, MMU and platform code: it reads the memory map and the NUMA nodes, builds
+//! the zones (`make_zones`) and the page tables, hands the data
 //! region's last-level tables over ([`set_data_table`]), and calls [`Kernel::run`] and
 //! [`Kernel::finish`].
 //!
-//! By concern: `platform` (what the steps need from an architecture), `zone` (the zone and
-//! its zeroed allocations), `data` (the data region's tables, layout and accesses), `aging`
-//! (touching, aging, refaulting, the negative control, the timed passes), `smp` (the
-//! second CPU's steps) and `mobility` (movable pages moved by compaction and a contiguous
-//! allocation under the kernel's mappings). This module holds the shared constants, the exit codes and
-//! [`Kernel`], whose steps the others implement.
+//! By concern: `platform` (what the steps need from an architecture), `zone` (the zones,
+//! one per node, and their zeroed allocations), `data` (the data region's tables, layout and
+//! accesses), `aging` (touching, aging, refaulting, the negative control, the timed passes),
+//! `smp` (the second CPU's steps), `mobility` (movable pages moved by compaction and a
+//! contiguous allocation under the kernel's mappings) and `numa` (the firmware's node
+//! layout, node-local allocation, offline and online). This module holds the shared
+//! constants, the exit codes and [`Kernel`], whose steps the others implement.
 
 mod aging;
 mod data;
 mod guest;
 mod mobility;
+mod numa;
 mod platform;
 mod smp;
 mod zone;
@@ -25,12 +29,12 @@ mod zone;
 pub use data::data_table;
 pub use data::{locate, set_data_table};
 pub use guest::{GUEST_PAGES, GUEST_RAM, Guest, GuestExit, GuestRam, Touch, working_set_storage};
+pub use numa::{NODES, NodeMap};
 pub use platform::Platform;
 pub use smp::secondary;
-#[cfg(target_arch = "aarch64")]
-pub use zone::make_zone_with_pool;
 pub use zone::{
-    KernelZone, alloc_zeroed, check_whole, clearer, free_block, make_zone, zero_in_background, zone,
+    BOOT_POOL, Blocks, KernelZone, alloc_zeroed, check_whole, clearer, free_block, make_zones, nodes,
+    zero_in_background, zone,
 };
 
 use data::*;
@@ -70,6 +74,8 @@ pub enum Step {
     PageTables = 13,
     /// Moving movable data: the fill, compaction or the contiguous allocation.
     Mobility = 14,
+    /// The NUMA nodes: node-local allocation, or a range of node 1 taken offline and back.
+    Numa = 15,
 }
 
 /// The kernel on platform `P` stopped at `step`: print why and exit with the step's number.
@@ -101,7 +107,7 @@ pub const DATA_VA: u64 = 4 << 30;
 /// The data region is one order-10 block (4 MiB), split into order-0 pages.
 const DATA_ORDER: u8 = 10;
 
-/// The most RAM a zone spans (the runs give QEMU `-m 128M`).
+/// The most RAM a zone spans: a node's (the runs give QEMU `-m 128M` a node).
 pub const MAX_RAM: u64 = 128 << 20;
 
 /// The most folios the data region is cut into.
@@ -156,9 +162,10 @@ impl<P: Platform> Kernel<P> {
         }
     }
 
-    /// Steps 4 to 7, the SMP steps and mobility: the data region mapped, touched, aged,
-    /// refaulted, the negative control, (with a second CPU) concurrent writes and allocation,
-    /// and movable pages moved by compaction and a contiguous allocation.
+    /// Steps 4 to 7, the SMP steps, mobility and the nodes: the data region mapped, touched,
+    /// aged, refaulted, the negative control, (with a second CPU) concurrent writes and
+    /// allocation, movable pages moved by compaction and a contiguous allocation, node-local
+    /// allocation and (with two nodes) a range of node 1 offline and back.
     pub fn run(&mut self, platform: &mut P) {
         self.map_data();
         let touched = self.touch_some();
@@ -167,15 +174,12 @@ impl<P: Platform> Kernel<P> {
         self.second_cpu = self.smp_step(platform);
         smp_alloc_step::<P>(self.second_cpu);
         self.mobility_step();
+        self.numa_step();
     }
 
     /// Step 8: Gives the data run back and checks the zone is whole (the platform has freed its
     /// tables); prints the summary and ends the run.
-    pub fn finish(
-        self,
-        whole: [u32; buddy_sim::MAX_SUPPORTED_ORDER as usize + 1],
-        tables: u64,
-    ) -> ! {
+    pub fn finish(self, whole: Blocks, tables: u64) -> ! {
         // SAFETY: the data run is this kernel's, unmapped by the platform before this step.
         unsafe {
             self.zone

@@ -218,7 +218,8 @@ pub(super) fn zeroing_step<P: Platform>(second_core: bool) {
 }
 
 /// The second CPU's part, once its platform has it running on the kernel's map: writes the
-/// pages of table 0 while core 0 ages them, allocates and frees beside core 0, then zeroes
+/// pages of table 0 while core 0 ages them, allocates and frees beside core 0 (and
+/// node-local, for the node step), then zeroes
 /// free frames in the background while core 0 takes zeroed blocks;
 /// `leave_map` runs before core 0 may free the map's tables.
 ///
@@ -253,6 +254,7 @@ pub unsafe fn secondary<P: Platform>(leave_map: impl FnOnce()) -> ! {
         core::hint::spin_loop();
     }
     alloc_rounds::<P>(1);
+    super::numa::local_allocations::<P>(1);
     ROUNDS_DONE.store(true, Ordering::Release);
     // The idle loop: background zeroing, until core 0 has taken its zeroed blocks.
     let (zone, clearer) = (zone::<P>(), clearer());

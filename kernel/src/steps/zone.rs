@@ -1,84 +1,109 @@
-//! The zone both kernels allocate from: its metadata in statics, built once from the
-//! platform's memory map, and the zeroed allocations and background zeroing the steps use.
+//! The zones both kernels allocate from, one per NUMA node: their metadata in statics, built
+//! once from the platform's memory map and node layout, and the zeroed allocations and background zeroing the steps use.
 
 use super::*;
 
-use buddy_sim::{Frame, FrameClearer, OffsetMap, Order, PerCpu, Pfn, Zone, ZoneConfig};
+use buddy_sim::{
+    Frame, FrameClearer, NodeId, NodeSet, OffsetMap, Order, PerCpu, Pfn, Zone, ZoneConfig,
+};
 use pte_batch::mm_types::FrameRange;
 use spin::Once;
 use zero_core::NoResched;
 
 /// Frames the boot CPU zeroes in the background before the steps start (8 MiB: the data
 /// region and every table page find the pool full).
-pub(super) const BOOT_POOL: u64 = 2048;
+pub const BOOT_POOL: u64 = 2048;
 
 /// Frames per background-zeroing call of the second CPU.
 pub(super) const ZERO_STEP: u64 = 512;
 
 pub(super) const MAX_FRAMES: usize = (MAX_RAM / PAGE) as usize;
 
-/// The zone's metadata: plain statics (all zero, so in .bss), no `static mut`.
-pub(super) static FRAMES: [Frame; MAX_FRAMES] = [const { Frame::new() }; MAX_FRAMES];
+/// Each node's zone's metadata: plain statics (all zero, so in .bss), no `static mut`.
+pub(super) static FRAMES: [[Frame; MAX_FRAMES]; NODES] =
+    [const { [const { Frame::new() }; MAX_FRAMES] }; NODES];
 
-pub(super) static PCPS: [PerCpu; CPUS] = [const { PerCpu::new() }; CPUS];
+pub(super) static PCPS: [[PerCpu; CPUS]; NODES] = [const { [const { PerCpu::new() }; CPUS] }; NODES];
 
 /// The zone type of both kernels.
 pub type KernelZone = Zone<&'static [Frame], &'static [PerCpu]>;
 
-/// The zone every core allocates from, set up once by the boot core.
-pub(super) static ZONE: Once<KernelZone> = Once::new();
+/// The kernels' zones, node 0's first: one per node.
+pub type KernelZones = heapless::Vec<KernelZone, NODES>;
 
-/// Builds the zone over `span` (all RAM, holes included) and adds `usable` ranges (the
-/// firmware's memory map past the image), then fills the known-zero pool with
-/// [`BOOT_POOL`] frames; returns it and its free blocks per order, the "whole"
+/// The kernels' memory: a zone per node under the firmware's topology.
+pub type KernelNodes = NodeSet<KernelZones, &'static [Frame], &'static [PerCpu]>;
+
+/// Free blocks per order of a whole zone.
+pub type Blocks = [u32; buddy_sim::MAX_SUPPORTED_ORDER as usize + 1];
+
+/// The node set every core allocates from, set up once by the boot core.
+static NODE_SET: Once<KernelNodes> = Once::new();
+
+/// The firmware's node layout the zones were built from.
+static NODE_MAP: Once<NodeMap> = Once::new();
+
+/// Each node's zone's free blocks per order once it was built: what "whole" means.
+static WHOLE: Once<[Blocks; NODES]> = Once::new();
+
+/// Builds a zone per node of `map` (its span, up to [`MAX_RAM`] of it) with the parts of
+/// the `usable` ranges (the firmware's memory map past the image) it spans, and the node set
+/// over them; then fills node 0's known-zero pool with `pool` frames (0: it starts empty).
+/// Returns node 0's zone, the one the steps use, and its free blocks per order, the "whole"
 /// [`Kernel::finish`] compares with.
-pub fn make_zone<P: Platform>(
-    span: FrameRange,
-    usable: &[FrameRange],
-) -> (
-    &'static KernelZone,
-    [u32; buddy_sim::MAX_SUPPORTED_ORDER as usize + 1],
-) {
-    make_zone_with_pool::<P>(span, usable, BOOT_POOL)
-}
-
-/// [`make_zone`] with `pool` frames zeroed into the known-zero pool by the boot CPU (0: the
-/// pool starts empty).
-pub fn make_zone_with_pool<P: Platform>(
-    span: FrameRange,
+pub fn make_zones<P: Platform>(
+    map: &NodeMap,
     usable: &[FrameRange],
     pool: u64,
-) -> (
-    &'static KernelZone,
-    [u32; buddy_sim::MAX_SUPPORTED_ORDER as usize + 1],
-) {
-    let cfg = ZoneConfig::new(span.start, span.pages).with_cpus(CPUS);
-    let zone = ZONE.call_once(|| {
-        let frames = usize::try_from(span.pages)
-            .ok()
-            .and_then(|n| FRAMES.get(..n))
-            .unwrap_or_else(|| {
-                fail::<P>(
-                    Step::Zone,
-                    format_args!("{span:?} spans more than {MAX_RAM} bytes"),
-                )
-            });
-        let zone = Zone::new_empty(cfg, frames, &PCPS[..])
-            .unwrap_or_else(|e| fail::<P>(Step::Zone, format_args!("{e}")));
-        for r in usable {
-            zone.add_memory(r.start, r.pages)
-                .unwrap_or_else(|e| fail::<P>(Step::Zone, format_args!("{r:?}: {e}")));
+) -> (&'static KernelZone, Blocks) {
+    NODE_MAP.call_once(|| *map);
+    let set = NODE_SET.call_once(|| {
+        let topology = map
+            .topology()
+            .unwrap_or_else(|e| fail::<P>(Step::Zone, format_args!("{}: {e}", map.source)));
+        let mut zones = KernelZones::new();
+        let mut zone_node = [NodeId(0); NODES];
+        for (n, frames) in FRAMES.iter().enumerate().take(map.nodes()) {
+            let whole = map.span(n);
+            let span = FrameRange::new(whole.start, whole.pages.min(MAX_FRAMES as u64));
+            let zone = Zone::new_empty(
+                ZoneConfig::new(span.start, span.pages).with_cpus(CPUS),
+                &frames[..span.pages as usize],
+                &PCPS[n][..],
+            )
+            .unwrap_or_else(|e| fail::<P>(Step::Zone, format_args!("node {n}: {e}")));
+            let (mut pages, mut ranges) = (0, 0);
+            for r in usable {
+                let start = r.start.0.max(span.start.0);
+                let end = (r.start.0 + r.pages).min(span.start.0 + span.pages);
+                if start < end {
+                    zone.add_memory(Pfn(start), end - start).unwrap_or_else(|e| {
+                        fail::<P>(Step::Zone, format_args!("node {n}: {r:?}: {e}"))
+                    });
+                    pages += end - start;
+                    ranges += 1;
+                }
+            }
+            println!(
+                "buddy-sim: node {n}: zone of {} frames from pfn {:#x}, {pages} usable in {ranges} ranges ({} MiB), {CPUS} CPUs",
+                span.pages,
+                span.start.0,
+                (pages * PAGE) >> 20
+            );
+            zone_node[n] = NodeId(n as u8);
+            if zones.push(zone).is_err() {
+                fail::<P>(Step::Zone, format_args!("more than {NODES} zones"));
+            }
         }
-        zone
+        let nodes = zones.len();
+        NodeSet::new(topology, zones, &zone_node[..nodes])
+            .unwrap_or_else(|e| fail::<P>(Step::Zone, format_args!("node set: {e}")))
     });
-    let usable_pages: u64 = usable.iter().map(|r| r.pages).sum();
-    println!(
-        "buddy-sim: zone of {} frames from pfn {}, {usable_pages} usable in {} ranges ({} MiB), {CPUS} CPUs",
-        cfg.nr_pages,
-        span.start,
-        usable.len(),
-        (usable_pages * PAGE) >> 20
-    );
+    let mut whole = [Blocks::default(); NODES];
+    for (i, (_, z)) in set.zones().enumerate() {
+        whole[i] = z.buddy_blocks_per_order();
+    }
+    let zone = zone::<P>();
     // The boot CPU, idle until the steps start, fills the zeroed pool: the page tables and
     // the data region are zeroed allocations that find it full.
     let pooled = zero_in_background::<P>(zone, pool, &clearer());
@@ -86,13 +111,40 @@ pub fn make_zone_with_pool<P: Platform>(
         "buddy-sim: zero_some put {pooled} frames in the zeroed pool before the steps ({} known zero)",
         zone.zeroed_pages()
     );
-    (zone, zone.buddy_blocks_per_order())
+    whole[0] = zone.buddy_blocks_per_order();
+    WHOLE.call_once(|| whole);
+    (zone, whole[0])
 }
 
-/// The zone, once [`make_zone`] has run.
+/// The node set, once [`make_zones`] has run.
+pub fn nodes<P: Platform>() -> &'static KernelNodes {
+    NODE_SET
+        .get()
+        .unwrap_or_else(|| fail::<P>(Step::Zone, format_args!("no zones")))
+}
+
+/// The firmware's node layout, once [`make_zones`] has run.
+pub fn node_map<P: Platform>() -> &'static NodeMap {
+    NODE_MAP
+        .get()
+        .unwrap_or_else(|| fail::<P>(Step::Zone, format_args!("no node map")))
+}
+
+/// Node 0's zone, the one the steps share, once [`make_zones`] has run.
 pub fn zone<P: Platform>() -> &'static KernelZone {
-    ZONE.get()
-        .unwrap_or_else(|| fail::<P>(Step::Zone, format_args!("no zone")))
+    nodes::<P>()
+        .zones()
+        .next()
+        .map(|(_, z)| z)
+        .unwrap_or_else(|| fail::<P>(Step::Zone, format_args!("no zones")))
+}
+
+/// Node `n`'s zone's free blocks per order when it was whole, for [`check_whole`].
+pub fn node_whole<P: Platform>(n: usize) -> Blocks {
+    WHOLE
+        .get()
+        .and_then(|w| w.get(n).copied())
+        .unwrap_or_else(|| fail::<P>(Step::Zone, format_args!("no zone for node {n}")))
 }
 
 /// How both kernels reach and clear frames: the identity map and zero-core's detected
@@ -159,7 +211,7 @@ pub unsafe fn free_block<P: Platform>(
 /// ([`make_zone`]'s); a difference fails [`Step::Free`].
 pub fn check_whole<P: Platform>(
     zone: &KernelZone,
-    whole: [u32; buddy_sim::MAX_SUPPORTED_ORDER as usize + 1],
+    whole: Blocks,
 ) {
     zone.drain_all();
     // Blocks known zero and others stay apart: merge them, and the free blocks are the
