@@ -437,31 +437,72 @@ fn qemu(root: &Path, _: &Options) -> StageResult {
     Ok(counts.join(", "))
 }
 
-/// The bare-metal kernel's boots: name, QEMU machine and CPU arguments, and the lines its
-/// UART output must contain to show the configuration did what it is there for (besides
-/// [`EL1_LINES`] for the boots at EL1).
-const BOOTS: [(&str, &[&str], &[&str]); 4] = [
+/// Two NUMA nodes of [`KERNEL_RAM`] each and two CPUs, CPU 0 on node 0 and CPU 1 on node 1,
+/// 20 apart: QEMU describes them to the arm64 kernel in its device tree (`numa-node-id`,
+/// `distance-map`) and to the x86_64 kernel in ACPI's SRAT and SLIT. One CPU per socket:
+/// QEMU warns about two nodes in one socket.
+const TWO_NODES: [&str; 14] = [
+    "-smp",
+    "2,sockets=2",
+    "-m",
+    "256M",
+    "-object",
+    "memory-backend-ram,id=m0,size=128M",
+    "-object",
+    "memory-backend-ram,id=m1,size=128M",
+    "-numa",
+    "node,nodeid=0,cpus=0,memdev=m0",
+    "-numa",
+    "node,nodeid=1,cpus=1,memdev=m1",
+    "-numa",
+    "dist,src=0,dst=1,val=20",
+];
+
+/// What the node step of a kernel booted with [`TWO_NODES`] prints: each CPU allocated from
+/// its own node, a range of node 1 holding movable pages went offline (the pages moved and
+/// read back), nothing handed out from it, and it came back.
+const NUMA_LINES: [&str; 5] = [
+    "numa: 2 nodes from",
+    "numa: node-local allocation: cpu 0 took 64 of 64 pages from node 0, cpu 1 64 of 64 from node 1",
+    "movable pages migrated within the node (every page read back its stamps)",
+    "none from the offline range",
+    "movable pages freed; node 1 whole",
+];
+
+/// The bare-metal kernel's boots: name, QEMU machine and CPU arguments, whether it has
+/// [`TWO_NODES`] (else one node of [`KERNEL_RAM`]), and the lines its UART output must
+/// contain to show the configuration did what it is there for (besides [`EL1_LINES`] for
+/// the boots at EL1, and [`NUMA_LINES`] with two nodes).
+const BOOTS: [(&str, &[&str], bool, &[&str]); 4] = [
     (
         "-cpu max",
         &["-M", "virt", "-cpu", "max"],
-        &["hardware management: access flag and dirty state"],
+        false,
+        &[
+            "hardware management: access flag and dirty state",
+            "numa: one node",
+        ],
     ),
     (
-        "-cpu max -smp 2",
-        &["-M", "virt", "-cpu", "max", "-smp", "2"],
+        "-cpu max -smp 2, two NUMA nodes",
+        &["-M", "virt", "-cpu", "max"],
+        true,
         &[
             "smp: core 1 wrote all 512 pages",
             "smp: both cores allocated, zeroed and freed through one zone at once",
+            "numa: 2 nodes from the device tree",
         ],
     ),
     (
         "-cpu cortex-a72",
         &["-M", "virt", "-cpu", "cortex-a72"],
-        &["access flag and dirty state in software"],
+        false,
+        &["access flag and dirty state in software", "numa: one node"],
     ),
     (
         "virtualization=on -cpu max -smp 2 (hypervisor at EL2)",
         &["-M", "virt,virtualization=on", "-cpu", "max", "-smp", "2"],
+        false,
         &[
             "unikernel: booted at EL2",
             "second CPU zeroing in the background",
@@ -496,7 +537,8 @@ const MOBILITY_LINES: [&str; 2] = [
     "for a free 2 MiB block; every page read back through its repointed mapping",
 ];
 
-/// RAM given to the kernels; `MAX_RAM` in `kernel/src/steps/mod.rs` assumes the same.
+/// RAM given to the kernels (a node's, with [`TWO_NODES`]); `MAX_RAM` in
+/// `kernel/src/steps/mod.rs` assumes the same.
 pub const KERNEL_RAM: &str = "128M";
 
 /// Builds `kernel/` for `aarch64-unknown-none` and boots it under `qemu-system-aarch64` in
@@ -509,7 +551,7 @@ fn bare_metal(root: &Path, opts: &Options) -> StageResult {
     Ok(format!("arm64: {arm64}; x86_64: {x86}"))
 }
 
-/// The x86_64 kernel with one and two CPUs: under hardware KVM where `/dev/kvm` opens and QEMU
+/// The x86_64 kernel with one CPU and one node, and with two CPUs on [`TWO_NODES`]: under hardware KVM where `/dev/kvm` opens and QEMU
 /// starts with it, and always under TCG too, where the negative control (a skipped TLB flush)
 /// is observable (KVM's MMU virtualization re-reads the guest's tables, so the kernel reports
 /// it as not observable there). KVM on PVM ([`Kvm::Pvm`]) emulates the kernel's ring 0 at a
@@ -529,10 +571,24 @@ fn x86_boots(root: &Path) -> StageResult {
     let mut ran = Vec::new();
     for accel in accels {
         for cpus in [1, 2] {
-            println!("    --- boot: x86_64, {cpus} CPU(s), {}", accel.name());
+            let nodes = if cpus == 2 {
+                "two NUMA nodes"
+            } else {
+                "one node"
+            };
+            println!(
+                "    --- boot: x86_64, {cpus} CPU(s), {nodes}, {}",
+                accel.name()
+            );
             let cmdline = if accel == Accel::Tcg { "xsave" } else { "" };
             let limit = std::time::Duration::from_secs(120);
-            let out = match boot_x86(root, accel, cpus, KERNEL_RAM, cmdline, limit) {
+            // Two CPUs come with two NUMA nodes (ACPI SRAT and SLIT), one with one node.
+            let machine: &[&str] = if cpus == 2 {
+                &TWO_NODES
+            } else {
+                &["-smp", "1", "-m", KERNEL_RAM]
+            };
+            let out = match boot_x86(root, accel, machine, cmdline, limit) {
                 Ok(out) => out,
                 Err(e) if accel == Accel::Kvm && !e.contains("step") => {
                     println!("    --- KVM refused ({e}); the x86_64 boots run under TCG only");
@@ -556,9 +612,15 @@ fn x86_boots(root: &Path) -> StageResult {
                 &[
                     "smp: core 1 wrote all 512 pages",
                     "smp: both cores allocated, zeroed and freed through one zone at once",
+                    "numa: 2 nodes from ACPI SRAT and SLIT",
+                    NUMA_LINES[0],
+                    NUMA_LINES[1],
+                    NUMA_LINES[2],
+                    NUMA_LINES[3],
+                    NUMA_LINES[4],
                 ]
             } else {
-                &["smp: no second core"]
+                &["smp: no second core", "numa: one node"]
             };
             let expect: Vec<&str> = control.iter().chain(smp).copied().collect();
             let always = [
@@ -577,7 +639,10 @@ fn x86_boots(root: &Path) -> StageResult {
             let name = format!("x86_64 {cpus} CPU(s) {}", accel.name());
             expect_lines(&name, &out, expect.iter().chain(&always))?;
             let npt = npt_run(&name, &out)?;
-            ran.push(format!("{cpus} CPU(s) under {}, {npt}", accel.name()));
+            ran.push(format!(
+                "{cpus} CPU(s), {nodes}, under {}, {npt}",
+                accel.name()
+            ));
         }
     }
     Ok(format!("{} boots passed ({})", ran.len(), ran.join(", ")))
@@ -608,11 +673,16 @@ fn arm64_boots(root: &Path, _: &Options) -> StageResult {
     let kernel = root.join("kernel");
     cmd::status(cargo(&kernel).args(["build", "--release", "--target", "aarch64-unknown-none"]))?;
     let elf = kernel.join("target/aarch64-unknown-none/release/unikernel");
-    for (name, machine, expect) in BOOTS {
+    for (name, machine, two_nodes, expect) in BOOTS {
         println!("    --- boot: {name}");
         let mut qemu = std::process::Command::new("qemu-system-aarch64");
-        qemu.args(machine)
-            .args(["-m", KERNEL_RAM, "-nographic", "-semihosting"])
+        qemu.args(machine);
+        if two_nodes {
+            qemu.args(TWO_NODES);
+        } else {
+            qemu.args(["-m", KERNEL_RAM]);
+        }
+        qemu.args(["-nographic", "-semihosting"])
             // No NIC: the default virtio one needs efi-virtio.rom, which a
             // --no-install-recommends QEMU does not bring, and the kernel has no use for it.
             .args(["-nic", "none", "-kernel"])
@@ -628,9 +698,14 @@ fn arm64_boots(root: &Path, _: &Options) -> StageResult {
         } else {
             &EL1_LINES
         };
-        expect_lines(name, &out, expect.iter().chain(el1))?;
+        let numa: &[&str] = if two_nodes { &NUMA_LINES } else { &[] };
+        expect_lines(name, &out, expect.iter().chain(el1).chain(numa))?;
     }
-    Ok(format!("{} boots passed", BOOTS.len()))
+    let numa = BOOTS.iter().filter(|b| b.2).count();
+    Ok(format!(
+        "{} boots passed ({numa} with two NUMA nodes)",
+        BOOTS.len()
+    ))
 }
 
 /// Checks that a passing boot's output has each of `lines`.

@@ -74,8 +74,8 @@ pub fn build_x86_kernel(root: &Path) -> Result<(), String> {
     cmd::status(cargo(&kernel).args(["build", "--release", "--target", "x86_64-unknown-none"]))
 }
 
-/// Boots the x86_64 kernel once under `accel` with `cpus` CPUs, `ram` (QEMU's `-m`) and the
-/// command line `cmdline`, for at most `limit`: `Ok(output)` when it printed `PASS` and exited
+/// Boots the x86_64 kernel once under `accel` with QEMU's CPU, memory and NUMA arguments
+/// `machine` (`-smp`, `-m`, `-numa`, ...) and the command line `cmdline`, for at most `limit`: `Ok(output)` when it printed `PASS` and exited
 /// through `isa-debug-exit` with 0 (QEMU's status 1), `Err` otherwise.
 ///
 /// # Errors
@@ -83,14 +83,13 @@ pub fn build_x86_kernel(root: &Path) -> Result<(), String> {
 pub fn boot_x86(
     root: &Path,
     accel: Accel,
-    cpus: u32,
-    ram: &str,
+    machine: &[&str],
     cmdline: &str,
     limit: std::time::Duration,
 ) -> Result<String, String> {
     let mut qemu = std::process::Command::new("qemu-system-x86_64");
     qemu.args(accel.args())
-        .args(["-smp", &cpus.to_string(), "-m", ram])
+        .args(machine)
         .args([
             "-display",
             "none",
@@ -139,8 +138,7 @@ pub fn capture_measurements(root: &Path, out: &Path) -> Result<(), String> {
             boot_x86(
                 root,
                 Accel::Kvm,
-                1,
-                "2G",
+                &["-smp", "1", "-m", "2G"],
                 "measure xsave",
                 std::time::Duration::from_secs(900),
             )

@@ -401,11 +401,7 @@ impl Guest for El1Guest {
 
 /// Runs the hypervisor: stage 2, the guest's phases with aging and checks, the negative
 /// control, teardown; then the zone check and the exit.
-pub fn run(
-    machine: &mut Machine,
-    zone: &'static KernelZone,
-    whole: steps::Blocks,
-) -> ! {
+pub fn run(machine: &mut Machine, zone: &'static KernelZone, whole: steps::Blocks) -> ! {
     let clearer = steps::clearer();
     // SAFETY: hyp_vectors is the image's EL2 vector table; at EL2 with E2H, VBAR_EL2.
     unsafe {

@@ -225,8 +225,8 @@ extern "C" fn kmain() -> ! {
     let tables = ZoneTables::new(zone, 0, identity)
         .unwrap_or_else(|e| fail::<Machine>(Step::PageTables, format_args!("{e}")));
     let mut map = mmu::new_map(tables);
-    let built =
-        mmu::map_identity(&mut map, ram_top).and_then(|()| mmu::map_data_tables(&mut map, DATA_BYTES));
+    let built = mmu::map_identity(&mut map, ram_top)
+        .and_then(|()| mmu::map_data_tables(&mut map, DATA_BYTES));
     built.unwrap_or_else(|e| fail::<Machine>(Step::PageTables, format_args!("kernel map: {e}")));
     let mut found = 0;
     mmu::data_tables(&map, DATA_BYTES, |va, pa| {

@@ -33,8 +33,8 @@ pub use numa::{NODES, NodeMap};
 pub use platform::Platform;
 pub use smp::secondary;
 pub use zone::{
-    BOOT_POOL, Blocks, KernelZone, alloc_zeroed, check_whole, clearer, free_block, make_zones, nodes,
-    zero_in_background, zone,
+    BOOT_POOL, Blocks, KernelZone, alloc_zeroed, check_whole, clearer, free_block, make_zones,
+    nodes, zero_in_background, zone,
 };
 
 use data::*;

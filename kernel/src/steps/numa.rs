@@ -8,8 +8,8 @@ use super::*;
 use core::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 use buddy_sim::{
-    BuddyError, LOCAL_DISTANCE, Migration, NodeId, NodePolicy, Order, Pfn, REMOTE_DISTANCE,
-    Topology,
+    BuddyError, FrameState, LOCAL_DISTANCE, Migration, NodeId, NodePolicy, Order, Pfn,
+    REMOTE_DISTANCE, Topology,
 };
 use pte_batch::mm_types::FrameRange;
 
@@ -22,7 +22,8 @@ const LOCAL_PAGES: usize = 64;
 /// Movable pages put on node 1 before part of it goes offline.
 const MOVABLE_PAGES: usize = 1024;
 
-/// Frames taken offline: 16 MiB, a whole number of pageblocks.
+/// The window the range taken offline lies in: 16 MiB, aligned (the range is its usable
+/// pageblocks around the first movable page).
 const OFFLINE_FRAMES: u64 = 4096;
 
 /// Blocks the step may hold while it empties node 1.
@@ -99,7 +100,10 @@ impl NodeMap {
     /// A node the kernel has no zone for.
     pub fn set_cpu(&mut self, cpu: u64, node: u64) -> Result<(), &'static str> {
         let n = Self::node(node)?;
-        if let Some(c) = usize::try_from(cpu).ok().and_then(|c| self.cpu_node.get_mut(c)) {
+        if let Some(c) = usize::try_from(cpu)
+            .ok()
+            .and_then(|c| self.cpu_node.get_mut(c))
+        {
             *c = n as u8;
         }
         Ok(())
@@ -280,8 +284,9 @@ impl<P: Platform> Kernel<P> {
         self.offline_step();
     }
 
-    /// Node 1 gets [`MOVABLE_PAGES`] movable pages, each stamped word by word; the
-    /// [`OFFLINE_FRAMES`] aligned frames around the first go offline, their pages migrated
+    /// Node 1 gets [`MOVABLE_PAGES`] movable pages, each stamped word by word; the usable
+    /// pageblocks of the [`OFFLINE_FRAMES`] aligned frames around the first go offline, their
+    /// pages migrated
     /// to the rest of the node (every page must read back its stamps where it went);
     /// emptying the node then must not hand out a frame of the range; `online_range` brings
     /// it back, and once the pages are freed node 1 must be whole.
@@ -308,16 +313,36 @@ impl<P: Platform> Kernel<P> {
             .zone_of(Pfn(pages[0]))
             .unwrap_or_else(|e| fail::<P>(Step::Numa, format_args!("{e}")))
             .1;
+        // The hole-free run of the aligned window around the first page, in whole pageblocks
+        // (an offline takes usable memory only, as Linux's refuses a block with holes).
         let cfg = zone1.config();
-        let span = (cfg.start.0, cfg.start.0 + cfg.nr_pages);
-        let start = (pages[0] - pages[0] % OFFLINE_FRAMES).max(span.0);
-        let range = start..start + OFFLINE_FRAMES;
-        if range.end > span.1 {
+        let zone_end = cfg.start.0 + cfg.nr_pages;
+        let window = (pages[0] - pages[0] % OFFLINE_FRAMES).max(cfg.start.0)
+            ..(pages[0] - pages[0] % OFFLINE_FRAMES + OFFLINE_FRAMES).min(zone_end);
+        let usable = |p: u64| {
+            zone1
+                .frame(Pfn(p))
+                .is_ok_and(|f| f.state != FrameState::Reserved)
+        };
+        let (mut lo, mut hi) = (pages[0], pages[0]);
+        while lo > window.start && usable(lo - 1) {
+            lo -= 1;
+        }
+        while hi < window.end && usable(hi) {
+            hi += 1;
+        }
+        let block = cfg.pageblock_order.pages();
+        let (start, end) = (lo.next_multiple_of(block), hi - hi % block);
+        if end <= start {
             fail::<P>(
                 Step::Numa,
-                format_args!("node 1 has no {OFFLINE_FRAMES} frames from pfn {start:#x}"),
+                format_args!(
+                    "no whole pageblock of usable memory around pfn {:#x}",
+                    pages[0]
+                ),
             );
         }
+        let (range, frames) = (start..end, end - start);
         let inside = pages.iter().filter(|p| range.contains(p)).count() as u64;
         if inside == 0 {
             fail::<P>(
@@ -347,11 +372,11 @@ impl<P: Platform> Kernel<P> {
         };
         let t0 = P::now_ns();
         let migrated = set
-            .offline_range(0, Pfn(start), OFFLINE_FRAMES, &mut migrate)
+            .offline_range(0, Pfn(start), frames, &mut migrate)
             .unwrap_or_else(|e| {
                 fail::<P>(
                     Step::Numa,
-                    format_args!("offline_range {start:#x}+{OFFLINE_FRAMES}: {e}"),
+                    format_args!("offline_range {start:#x}+{frames}: {e}"),
                 )
             });
         let offline_us = (P::now_ns() - t0) / 1000;
@@ -379,25 +404,27 @@ impl<P: Platform> Kernel<P> {
             check_stamps::<P>(i, p);
         }
         let offline = stats("after offline_range");
-        if offline.present != before.present - OFFLINE_FRAMES {
+        if offline.present != before.present - frames {
             fail::<P>(
                 Step::Numa,
                 format_args!(
-                    "node 1 present {} after offlining {OFFLINE_FRAMES} of {}",
+                    "node 1 present {} after offlining {frames} of {}",
                     offline.present, before.present
                 ),
             );
         }
         println!(
-            "numa: offline_range: 16 MiB of node 1 at pfn {start:#x} taken offline in {offline_us} us, its {inside} movable pages migrated within the node (every page read back its stamps); node 1 present {} -> {} frames",
-            before.present, offline.present
+            "numa: offline_range: {} MiB of node 1 at pfn {start:#x} taken offline in {offline_us} us, its {inside} movable pages migrated within the node (every page read back its stamps); node 1 present {} -> {} frames",
+            (frames * PAGE) >> 20,
+            before.present,
+            offline.present
         );
-        let (blocks, frames) = self.empty_node(range.clone());
+        let (blocks, held) = self.empty_node(range.clone());
         println!(
-            "numa: node 1 emptied by Bind(node 1) allocations ({blocks} blocks, {frames} frames): none from the offline range"
+            "numa: node 1 emptied by Bind(node 1) allocations ({blocks} blocks, {held} frames): none from the offline range"
         );
 
-        set.online_range(Pfn(start), OFFLINE_FRAMES, false)
+        set.online_range(Pfn(start), frames, false)
             .unwrap_or_else(|e| fail::<P>(Step::Numa, format_args!("online_range: {e}")));
         let online = stats("after online_range");
         if online.present != before.present {
@@ -417,8 +444,10 @@ impl<P: Platform> Kernel<P> {
         }
         check_whole::<P>(zone1, node_whole::<P>(1));
         println!(
-            "numa: online_range: the 16 MiB are back (node 1 present {} frames, {} known zero: not assumed zero); movable pages freed; node 1 whole",
-            online.present, online.zeroed
+            "numa: online_range: the {} MiB are back (node 1 present {} frames, {} known zero: not assumed zero); movable pages freed; node 1 whole",
+            (frames * PAGE) >> 20,
+            online.present,
+            online.zeroed
         );
     }
 

@@ -23,7 +23,8 @@ pub(super) const MAX_FRAMES: usize = (MAX_RAM / PAGE) as usize;
 pub(super) static FRAMES: [[Frame; MAX_FRAMES]; NODES] =
     [const { [const { Frame::new() }; MAX_FRAMES] }; NODES];
 
-pub(super) static PCPS: [[PerCpu; CPUS]; NODES] = [const { [const { PerCpu::new() }; CPUS] }; NODES];
+pub(super) static PCPS: [[PerCpu; CPUS]; NODES] =
+    [const { [const { PerCpu::new() }; CPUS] }; NODES];
 
 /// The zone type of both kernels.
 pub type KernelZone = Zone<&'static [Frame], &'static [PerCpu]>;
@@ -209,10 +210,7 @@ pub unsafe fn free_block<P: Platform>(
 /// Checks the zone is whole again, every frame given back: drains the per-CPU lists, merges
 /// known-zero and other free blocks, and compares the free blocks per order with `whole`
 /// ([`make_zone`]'s); a difference fails [`Step::Free`].
-pub fn check_whole<P: Platform>(
-    zone: &KernelZone,
-    whole: Blocks,
-) {
+pub fn check_whole<P: Platform>(zone: &KernelZone, whole: Blocks) {
     zone.drain_all();
     // Blocks known zero and others stay apart: merge them, and the free blocks are the
     // zone's first ones again.

@@ -4,6 +4,7 @@
 //! flush tokens; the second CPU through the local APIC; ring-0 measurements on request. Under
 //! hardware KVM it runs at native speed in ring 0. The steps themselves are `crate::steps`.
 
+mod acpi;
 mod boot;
 pub mod console;
 mod idt;
@@ -19,7 +20,7 @@ use buddy_sim::Pfn;
 use pte_batch::format::X86_64;
 use pte_batch::mm_types::FrameRange;
 
-use crate::steps::{self, DATA_VA, Kernel, LAST_LEVEL_TABLES, MAX_RAM, PAGE, Platform, Step, fail};
+use crate::steps::{self, DATA_VA, Kernel, LAST_LEVEL_TABLES, NodeMap, PAGE, Platform, Step, fail};
 use mmu::{Invlpg, KernelMap};
 
 /// The QEMU PC as the steps see it.
@@ -123,7 +124,7 @@ struct MemmapEntry {
 
 const START_INFO_MAGIC: u32 = 0x336e_c578;
 /// Where the measurements' region may start: past every zone's span.
-const MEASURE_START: u64 = 256 << 20;
+const MEASURE_START: u64 = steps::NODES as u64 * steps::MAX_RAM;
 /// The measurements' region: 1 GiB.
 const MEASURE_BYTES: u64 = 1 << 30;
 const MAX_RANGES: usize = 16;
@@ -230,8 +231,9 @@ extern "C" fn kmain(start_info: u32) -> ! {
             info.memmap_entries as usize,
         )
     };
-    // The zone spans RAM from frame 0; it gets the firmware's usable ranges, less frame 0 and
-    // the image (both stay holes), each cut to whole frames.
+    // A zone per NUMA node (ACPI's SRAT; one node spanning RAM from frame 0 without one);
+    // the zones get the firmware's usable ranges, less frame 0 and the image (both stay
+    // holes), each cut to whole frames.
     let image_end = core::ptr::addr_of!(__image_end) as u64;
     let mut usable = [FrameRange::new(Pfn(0), 0); MAX_RANGES];
     let mut n = 0;
@@ -259,7 +261,7 @@ extern "C" fn kmain(start_info: u32) -> ! {
             continue;
         }
         let mut start = e.addr.max(PAGE);
-        let end = (e.addr + e.size).min(MAX_RAM);
+        let end = e.addr + e.size;
         if (start..end).contains(&0x10_0000) {
             start = start.max(image_end);
         }
@@ -277,8 +279,12 @@ extern "C" fn kmain(start_info: u32) -> ! {
             }
         }
     }
-    let span = FrameRange::new(Pfn(0), top);
-    let (zone, whole) = steps::make_zone::<Machine>(span, &usable[..n]);
+    let nodes = acpi::node_map(info.rsdp_paddr)
+        .unwrap_or_else(|e| fail::<Machine>(Step::Zone, format_args!("ACPI: {e}")))
+        .unwrap_or_else(|| {
+            NodeMap::one_node(FrameRange::new(Pfn(0), top), "no ACPI SRAT: one node")
+        });
+    let (zone, whole) = steps::make_zones::<Machine>(&nodes, &usable[..n], steps::BOOT_POOL);
     let mut k = Kernel::<Machine>::new(zone);
 
     // The kernel's map: the x86_64 crate's OffsetPageTable over buddy-sim's frames.
@@ -286,7 +292,7 @@ extern "C" fn kmain(start_info: u32) -> ! {
     smp::BOOT_CR3.store(boot_cr3, core::sync::atomic::Ordering::Relaxed);
     let map_top = match region {
         Some((_, end)) if measuring => end.min(4 << 30),
-        _ => MAX_RAM,
+        _ => nodes.ram_top().min(steps::NODES as u64 * steps::MAX_RAM),
     };
     let kmap = KernelMap::build(zone, map_top);
     for t in 0..LAST_LEVEL_TABLES {
