@@ -209,7 +209,7 @@ pub unsafe fn free_block<P: Platform>(
 
 /// Checks the zone is whole again, every frame given back: drains the per-CPU lists, merges
 /// known-zero and other free blocks, and compares the free blocks per order with `whole`
-/// ([`make_zone`]'s); a difference fails [`Step::Free`].
+/// ([`make_zones`]'s); a difference fails [`Step::Free`].
 pub fn check_whole<P: Platform>(zone: &KernelZone, whole: Blocks) {
     zone.drain_all();
     // Blocks known zero and others stay apart: merge them, and the free blocks are the
