@@ -3,6 +3,7 @@
 //! `memory@` node and its NUMA node (`numa-node-id`), each CPU's node, and the distances
 //! between nodes (`/distance-map`'s `distance-matrix`), read with the `fdt` crate.
 
+use buddy_sim::Pfn;
 use fdt::Fdt;
 use pte_batch::mm_types::FrameRange;
 
@@ -23,7 +24,7 @@ const MAX_FDT_BYTES: usize = 2 << 20;
 pub fn node_map() -> Result<NodeMap, &'static str> {
     let fallback = || {
         NodeMap::one_node(
-            FrameRange::new(mm_pfn(RAM_START), MAX_RAM / PAGE),
+            FrameRange::new(Pfn(RAM_START / PAGE), MAX_RAM / PAGE),
             "no device tree at the start of RAM: one node",
         )
     };
@@ -75,8 +76,4 @@ pub fn node_map() -> Result<NodeMap, &'static str> {
         }
     }
     Ok(map)
-}
-
-fn mm_pfn(addr: u64) -> buddy_sim::Pfn {
-    buddy_sim::Pfn(addr / PAGE)
 }

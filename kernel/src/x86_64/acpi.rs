@@ -9,14 +9,22 @@ use crate::steps::NodeMap;
 /// Where the BIOS keeps the RSDP when the start info does not say: its read-only area.
 const BIOS_AREA: core::ops::Range<u64> = 0xe_0000..0x10_0000;
 
-/// Reads `len` bytes at physical address `addr`.
+/// The boot map identity-maps the first GiB: tables past it are not read.
+const MAPPED: u64 = 1 << 30;
+
+/// The `len` bytes at physical address `addr`, if they lie below [`MAPPED`].
 ///
 /// # Safety
-/// `[addr, addr + len)` is identity-mapped memory that nothing writes while the slice lives
-/// (the firmware's tables, below the first GiB the boot map covers).
-unsafe fn bytes(addr: u64, len: usize) -> &'static [u8] {
-    // SAFETY: the caller's contract.
-    unsafe { core::slice::from_raw_parts(addr as usize as *const u8, len) }
+/// Nothing writes `[addr, addr + len)` while the slice lives (the firmware's tables, or the
+/// BIOS area, which no one writes after boot).
+unsafe fn bytes(addr: u64, len: usize) -> Option<&'static [u8]> {
+    let end = addr.checked_add(len as u64)?;
+    if end > MAPPED {
+        return None;
+    }
+    // SAFETY: below the first GiB, which the boot map identity-maps (and the kernel's map
+    // too), and nothing writes it: the caller's contract.
+    Some(unsafe { core::slice::from_raw_parts(addr as usize as *const u8, len) })
 }
 
 fn u32_at(b: &[u8], at: usize) -> Option<u32> {
@@ -36,9 +44,9 @@ fn sums_to_zero(b: &[u8]) -> bool {
 /// checksum hold.
 fn find_rsdp(rsdp: u64) -> Option<&'static [u8]> {
     let valid = |at: u64| {
-        // SAFETY: the BIOS area and the start info's RSDP are below 1 MiB or in firmware
-        // memory the boot map identity-maps, and nothing writes them.
-        let b = unsafe { bytes(at, 20) };
+        // SAFETY: the BIOS area and the RSDP the start info names are firmware memory that
+        // nothing writes.
+        let b = unsafe { bytes(at, 20) }?;
         (&b[..8] == b"RSD PTR " && sums_to_zero(b)).then_some(b)
     };
     if rsdp != 0 {
@@ -49,14 +57,14 @@ fn find_rsdp(rsdp: u64) -> Option<&'static [u8]> {
 
 /// The system description table at `addr`, whole, if its checksum holds.
 fn table(addr: u64) -> Option<&'static [u8]> {
-    // SAFETY: as in `find_rsdp`: firmware tables, identity-mapped, read only.
-    let header = unsafe { bytes(addr, 36) };
+    // SAFETY: as in `find_rsdp`: the firmware's tables, read only.
+    let header = unsafe { bytes(addr, 36) }?;
     let len = u32_at(header, 4)? as usize;
     if !(36..=1 << 20).contains(&len) {
         return None;
     }
     // SAFETY: as above, for the length the table's header gives.
-    let t = unsafe { bytes(addr, len) };
+    let t = unsafe { bytes(addr, len) }?;
     sums_to_zero(t).then_some(t)
 }
 
@@ -66,7 +74,7 @@ fn find_table(rsdp: &[u8], signature: &[u8; 4]) -> Option<&'static [u8]> {
     let revision = rsdp[15];
     let (root, width) = match (revision >= 2).then(|| {
         // SAFETY: a version-2 RSDP is 36 bytes, at the address just validated.
-        let full = unsafe { bytes(rsdp.as_ptr() as u64, 36) };
+        let full = unsafe { bytes(rsdp.as_ptr() as u64, 36) }?;
         u64_at(full, 24).filter(|&x| x != 0)
     }) {
         Some(Some(xsdt)) => (xsdt, 8),
