@@ -156,9 +156,9 @@ impl NodeMap {
     }
 }
 
-/// Per CPU: pages of its node-local allocation that came from its own node, the node, and
-/// whether it ran.
+/// Per CPU: pages of its node-local allocation that came from its own node.
 static LOCAL_HITS: [AtomicU64; CPUS] = [const { AtomicU64::new(0) }; CPUS];
+/// Per CPU: its node-local allocation ran.
 static LOCAL_DONE: [AtomicBool; CPUS] = [const { AtomicBool::new(false) }; CPUS];
 
 /// `cpu` allocates [`LOCAL_PAGES`] order-0 pages under [`NodePolicy::Local`] and counts those
