@@ -112,9 +112,26 @@ where
         }
         let pcp = self.pcp(cpu)?;
         self.check_order(order)?;
-        let (idx, zeroed) = self.alloc_fast(pcp, order, prefer, mt)?;
+        let (idx, zeroed) = self.alloc_past_cpu_list(pcp, order, prefer, mt)?;
         self.mark_allocated(idx, order, mt, key);
         Ok((idx, zeroed))
+    }
+
+    /// [`Zone::alloc_fast`] after [`Zone::alloc_from_cpu_list`] found nothing: a per-cpu
+    /// order has just been tried there (the CPU's list and its refill), so it is out of
+    /// memory without taking both locks again; any other order tries the buddy.
+    #[inline]
+    fn alloc_past_cpu_list(
+        &self,
+        pcp: &PerCpu<R>,
+        order: Order,
+        prefer: Prefer,
+        mt: MigrateType,
+    ) -> Result<(u32, bool), BuddyError> {
+        if self.cfg.pcp_list(order, mt).is_some() {
+            return Err(BuddyError::OutOfMemory(order));
+        }
+        self.alloc_fast(pcp, order, prefer, mt)
     }
 
     /// The common case of every allocation: a per-cpu order taken from `cpu`'s list (refilled
@@ -146,8 +163,8 @@ where
         head.store(Word::allocated_as(order.get(), mt));
     }
 
-    /// [`Zone::alloc_preferring`] past its fast path: the checks, one more attempt, and the
-    /// slow path's drains, merges and deferred memory.
+    /// [`Zone::alloc_preferring`] past its fast path: the checks, the buddy for an order
+    /// without a per-cpu list, and the slow path's drains, merges and deferred memory.
     #[inline(never)]
     fn alloc_slow(
         &self,
@@ -159,7 +176,7 @@ where
         let pcp = self.pcp(cpu)?;
         self.check_order(order)?;
         let oom = |r: &Result<_, _>| matches!(r, Err(BuddyError::OutOfMemory(_)));
-        let first = self.alloc_fast(pcp, order, prefer, mt);
+        let first = self.alloc_past_cpu_list(pcp, order, prefer, mt);
         if !oom(&first) {
             return first;
         }
