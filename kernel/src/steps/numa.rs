@@ -213,33 +213,15 @@ fn check_stamps<P: Platform>(i: usize, pfn: u64) {
 }
 
 impl<P: Platform> Kernel<P> {
-    /// The node step (after the SMP steps, which ran each CPU's node-local allocation): with
-    /// two nodes, node-local and remote allocation checked, then [`Kernel::offline_step`].
+    /// The node step (after the SMP steps, which ran each CPU's node-local allocation): every
+    /// CPU's node-local pages checked; with two nodes, remote allocation too, then
+    /// [`Kernel::offline_step`].
     pub(super) fn numa_step(&mut self) {
         local_allocations::<P>(0);
         let map = node_map::<P>();
         let set = nodes::<P>();
         let topo = set.topology();
-        if topo.nodes() < 2 {
-            println!(
-                "numa: one node ({}): node-local allocation only; boot with two -numa nodes for the offline step",
-                map.source
-            );
-            return;
-        }
         let node_of = |c| topo.node_of_cpu(c).map_or(u8::MAX, |n| n.0);
-        let distance = topo.distance(NodeId(0), NodeId(1)).unwrap_or(0);
-        let spans = (map.span(0), map.span(1));
-        println!(
-            "numa: 2 nodes from {}: node 0 {} frames at pfn {:#x}, node 1 {} frames at pfn {:#x}; distance 0-1: {distance}; cpu 0 on node {}, cpu 1 on node {}",
-            map.source,
-            spans.0.pages,
-            spans.0.start.0,
-            spans.1.pages,
-            spans.1.start.0,
-            node_of(0),
-            node_of(1)
-        );
         let mut got = [(0u64, 0u8); CPUS];
         for (cpu, g) in got.iter_mut().enumerate() {
             if !LOCAL_DONE[cpu].load(Ordering::Acquire) {
@@ -256,6 +238,25 @@ impl<P: Platform> Kernel<P> {
                 );
             }
         }
+        if topo.nodes() < 2 {
+            println!(
+                "numa: one node ({}): cpu 0 took {} of {LOCAL_PAGES} pages from node 0 (node-local only); boot with two -numa nodes for the offline step",
+                map.source, got[0].0
+            );
+            return;
+        }
+        let distance = topo.distance(NodeId(0), NodeId(1)).unwrap_or(0);
+        let spans = (map.span(0), map.span(1));
+        println!(
+            "numa: 2 nodes from {}: node 0 {} frames at pfn {:#x}, node 1 {} frames at pfn {:#x}; distance 0-1: {distance}; cpu 0 on node {}, cpu 1 on node {}",
+            map.source,
+            spans.0.pages,
+            spans.0.start.0,
+            spans.1.pages,
+            spans.1.start.0,
+            node_of(0),
+            node_of(1)
+        );
         // Remote by preference: node 1 from CPU 0.
         let remote = set
             .alloc_pages(0, Order::ZERO, NodePolicy::Preferred(NodeId(1)))
