@@ -3,6 +3,8 @@
 //! counts), and arbitrary sequences against a model of which pages are held.
 #![cfg(not(loom))]
 
+mod common;
+
 use axallocator::{AllocError, BaseAllocator, PageAllocator};
 use buddy_sim::{AxPageAllocator, BoxedZone, BuddyError, Pfn, ZoneConfig};
 use proptest::prelude::*;
@@ -174,18 +176,6 @@ fn positions_follow_the_offset() {
     assert_eq!(a.last_error(), Some(BuddyError::NotAFrame { addr: PAGE }));
 }
 
-fn config() -> ProptestConfig {
-    if cfg!(miri) {
-        ProptestConfig {
-            cases: 2,
-            failure_persistence: None,
-            ..ProptestConfig::default()
-        }
-    } else {
-        ProptestConfig::default()
-    }
-}
-
 #[derive(Clone, Debug)]
 enum Call {
     Alloc { pages: usize, align_log: u8 },
@@ -202,7 +192,7 @@ fn call() -> impl Strategy<Value = Call> {
 }
 
 proptest! {
-    #![proptest_config(config())]
+    #![proptest_config(common::proptest_config(2))]
 
     /// Any sequence of allocations (aligned or at a base) and frees, some of a part of a run:
     /// runs never overlap, stay inside the region, honour their alignment, and the counts

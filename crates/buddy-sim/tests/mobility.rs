@@ -8,6 +8,8 @@
 //! The frees are `unsafe`: each frees what the model holds (its tables say so) and uses its
 //! memory no more.
 
+mod common;
+
 use std::collections::BTreeMap;
 
 use buddy_sim::{
@@ -15,18 +17,6 @@ use buddy_sim::{
     OffsetMap, Order, Pfn, ZoneConfig,
 };
 use proptest::prelude::*;
-
-fn config() -> ProptestConfig {
-    if cfg!(miri) {
-        ProptestConfig {
-            cases: 4,
-            failure_persistence: None,
-            ..ProptestConfig::default()
-        }
-    } else {
-        ProptestConfig::default()
-    }
-}
 
 const START: u64 = 0x400;
 const PAGE: usize = 4096;
@@ -299,7 +289,7 @@ fn step() -> impl Strategy<Value = Step> {
 }
 
 proptest! {
-    #![proptest_config(config())]
+    #![proptest_config(common::proptest_config(4))]
 
     /// Random churn of every kind of allocation, compaction and contiguous allocation: the
     /// data of every block stays with it, only movable blocks move, every operation leaves

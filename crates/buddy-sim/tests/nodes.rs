@@ -5,6 +5,8 @@
 //! The frees are `unsafe`: each frees what the test holds, from zones no clearer or
 //! migration writes.
 
+mod common;
+
 use buddy_sim::testing::{NodeModel, NodeOp};
 use buddy_sim::{
     BoxedNodeSet, BoxedZone, BuddyError, FrameState, Migration, NodeId, NodePolicy, Order, Pfn,
@@ -14,18 +16,6 @@ use proptest::prelude::*;
 
 fn o(order: u8) -> Order {
     Order::new(order).unwrap()
-}
-
-fn config() -> ProptestConfig {
-    if cfg!(miri) {
-        ProptestConfig {
-            cases: 2,
-            failure_persistence: None,
-            ..ProptestConfig::default()
-        }
-    } else {
-        ProptestConfig::default()
-    }
 }
 
 /// A zone of `nr` frames from `start` (MAX_ORDER 5, pageblocks of 16 frames) for `cpus`
@@ -405,7 +395,7 @@ fn node_op() -> impl Strategy<Value = NodeOp> {
 }
 
 proptest! {
-    #![proptest_config(config())]
+    #![proptest_config(common::proptest_config(2))]
 
     /// Random topologies and memory maps: every allocation lands on the node the fallback
     /// order says, offline and online answer as the model says, and every node's counts

@@ -7,23 +7,13 @@
 // loom atomics work only inside loom::model: these run on the real ones.
 #![cfg(not(loom))]
 
+mod common;
+
 use buddy_sim::mm_types::FrameRange;
 use buddy_sim::reference::brute_force_cover;
 use buddy_sim::testing::{Lockstep, Op};
 use buddy_sim::{BuddyError, Frame, Order, PerCpu, Pfn, VmArea, Zone, ZoneConfig, decompose};
 use proptest::prelude::*;
-
-fn config() -> ProptestConfig {
-    if cfg!(miri) {
-        ProptestConfig {
-            cases: 6,
-            failure_persistence: None,
-            ..ProptestConfig::default()
-        }
-    } else {
-        ProptestConfig::default()
-    }
-}
 
 const MAX_ZONE: u64 = if cfg!(miri) { 128 } else { 2048 };
 const MAX_OPS: usize = if cfg!(miri) { 12 } else { 80 };
@@ -128,7 +118,7 @@ fn usable_ranges(nr: u64, holes: &[(u64, u64)]) -> Vec<(u64, u64)> {
 }
 
 proptest! {
-    #![proptest_config(config())]
+    #![proptest_config(common::proptest_config(6))]
 
     #[test]
     fn decompose_is_the_minimal_aligned_cover(pfn in 0u64..1 << 40, nr in 0u64..5000, max in 0u8..=20) {
@@ -173,7 +163,7 @@ proptest! {
 }
 
 proptest! {
-    #![proptest_config(config())]
+    #![proptest_config(common::proptest_config(6))]
 
     /// `free_pages_total` is every usable frame not held by a caller, whatever sits on the
     /// per-cpu lists or is still deferred.
@@ -203,7 +193,7 @@ proptest! {
 }
 
 proptest! {
-    #![proptest_config(config())]
+    #![proptest_config(common::proptest_config(6))]
 
     /// `alloc_pages_exact` takes exactly `pages` frames (aligned, each its own order-0
     /// allocation) and `free_pages_exact` gives every one back; beyond MAX_ORDER or for zero

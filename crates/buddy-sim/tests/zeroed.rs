@@ -4,6 +4,8 @@
 // loom atomics work only inside loom::model: these run on the real ones.
 #![cfg(not(loom))]
 
+mod common;
+
 use buddy_sim::testing::{Op, ZeroedModel};
 use buddy_sim::zero_core::{ClearConfig, CountingResched, NoResched, PageSize, PreemptModel};
 use buddy_sim::{
@@ -11,18 +13,6 @@ use buddy_sim::{
     ZoneConfig,
 };
 use proptest::prelude::*;
-
-fn config() -> ProptestConfig {
-    if cfg!(miri) {
-        ProptestConfig {
-            cases: 1,
-            failure_persistence: None,
-            ..ProptestConfig::default()
-        }
-    } else {
-        ProptestConfig::default()
-    }
-}
 
 const MAX_ZONE: u64 = if cfg!(miri) { 16 } else { 96 };
 const MAX_OPS: usize = if cfg!(miri) { 6 } else { 60 };
@@ -40,7 +30,7 @@ fn op() -> impl Strategy<Value = Op> {
 }
 
 proptest! {
-    #![proptest_config(config())]
+    #![proptest_config(common::proptest_config(1))]
 
     /// Any sequence of allocations, zeroed allocations, frees, background zeroing and drains
     /// over a zone whose memory is added in pieces, some declared zero: the reference finds
