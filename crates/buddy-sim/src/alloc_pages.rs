@@ -112,26 +112,9 @@ where
         }
         let pcp = self.pcp(cpu)?;
         self.check_order(order)?;
-        let (idx, zeroed) = self.alloc_past_cpu_list(pcp, order, prefer, mt)?;
+        let (idx, zeroed) = self.alloc_fast(pcp, order, prefer, mt, true)?;
         self.mark_allocated(idx, order, mt, key);
         Ok((idx, zeroed))
-    }
-
-    /// [`Zone::alloc_fast`] after [`Zone::alloc_from_cpu_list`] found nothing: a per-cpu
-    /// order has just been tried there (the CPU's list and its refill), so it is out of
-    /// memory without taking both locks again; any other order tries the buddy.
-    #[inline]
-    fn alloc_past_cpu_list(
-        &self,
-        pcp: &PerCpu<R>,
-        order: Order,
-        prefer: Prefer,
-        mt: MigrateType,
-    ) -> Result<(u32, bool), BuddyError> {
-        if self.cfg.pcp_list(order, mt).is_some() {
-            return Err(BuddyError::OutOfMemory(order));
-        }
-        self.alloc_fast(pcp, order, prefer, mt)
     }
 
     /// The common case of every allocation: a per-cpu order taken from `cpu`'s list (refilled
@@ -176,21 +159,21 @@ where
         let pcp = self.pcp(cpu)?;
         self.check_order(order)?;
         let oom = |r: &Result<_, _>| matches!(r, Err(BuddyError::OutOfMemory(_)));
-        let first = self.alloc_past_cpu_list(pcp, order, prefer, mt);
+        let first = self.alloc_fast(pcp, order, prefer, mt, true);
         if !oom(&first) {
             return first;
         }
         self.drain_reachable(pcp);
-        let mut retry = self.alloc_fast(pcp, order, prefer, mt);
+        let mut retry = self.alloc_fast(pcp, order, prefer, mt, false);
         // Then: merge the buddies that stayed apart for their knowledge of zero.
         if oom(&retry) && self.lock_zone().merge_mixed(self.map()) {
-            retry = self.alloc_fast(pcp, order, prefer, mt);
+            retry = self.alloc_fast(pcp, order, prefer, mt, false);
         }
         // Last: initialize deferred memory, a chunk at a time (`deferred_grow_zone`), or
         // wait for the chunks another CPU is initializing.
         while oom(&retry) {
             let seen = self.deferred_generation();
-            retry = self.alloc_fast(pcp, order, prefer, mt);
+            retry = self.alloc_fast(pcp, order, prefer, mt, false);
             if !oom(&retry) || !self.grow_from_deferred(seen) {
                 break;
             }
@@ -199,18 +182,21 @@ where
     }
 
     /// One allocation attempt without draining other lists: from the CPU's list for a
-    /// per-cpu order ([`Zone::take_from_list`]), else from the buddy. The block's head is
-    /// not marked allocated yet.
+    /// per-cpu order ([`Zone::take_from_list`]), else from the buddy. With `list_tried` (just
+    /// after [`Zone::alloc_from_cpu_list`] found nothing) a per-cpu order is out of memory
+    /// without taking both locks again. The block's head is not marked allocated yet.
     fn alloc_fast(
         &self,
         pcp: &PerCpu<R>,
         order: Order,
         prefer: Prefer,
         mt: MigrateType,
+        list_tried: bool,
     ) -> Result<(u32, bool), BuddyError> {
         let m = self.map();
         let oom = BuddyError::OutOfMemory(order);
         match self.cfg.pcp_list(order, mt) {
+            Some(_) if list_tried => Err(oom),
             Some(list) => self.take_from_list(pcp, list, order, prefer, mt).ok_or(oom),
             None => {
                 let mut free = self.lock_zone();
