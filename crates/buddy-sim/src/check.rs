@@ -111,7 +111,9 @@ where
             if matches!(w.state(), FrameState::Leaked | FrameState::Reserved) && w.order() != 0 {
                 return bad("a leaked or reserved frame above order 0", i);
             }
-            if let Some(t) = m.frames[idx + 1..idx + size]
+            if let Some(t) = m
+                .frames
+                .slice(idx + 1..idx + size)
                 .iter()
                 .position(|t| t.load().state() != FrameState::Tail)
             {

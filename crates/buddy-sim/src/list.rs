@@ -3,7 +3,7 @@
 //! frames on it belong to one lock (a per-cpu list's, or the zone's).
 
 use crate::Order;
-use crate::frame::Frame;
+use crate::map::Frames;
 
 /// Frames in the blocks on a set of free lists, and of those the frames in blocks known zero:
 /// what the zone lock and each per-cpu lock count for their lists.
@@ -55,11 +55,11 @@ impl List {
 
     /// The block heads on the list, front to back (read under the list's lock, unchanged
     /// while iterating).
-    pub(crate) fn blocks<'a>(&self, frames: &'a [Frame]) -> impl Iterator<Item = u32> + 'a {
+    pub(crate) fn blocks<'a>(&self, frames: Frames<'a>) -> impl Iterator<Item = u32> + 'a {
         let mut at = self.head();
         core::iter::from_fn(move || {
             let idx = at?;
-            at = frames[idx as usize].next();
+            at = frames.at(idx as usize).next();
             Some(idx)
         })
     }
@@ -86,14 +86,14 @@ impl List {
 
     /// Adds `idx` at the front (most recently freed: handed out first, still cache-hot).
     #[inline]
-    fn push_front(&mut self, frames: &[Frame], idx: u32) {
+    fn push_front(&mut self, frames: Frames<'_>, idx: u32) {
         let link = idx + 1;
-        let f = &frames[idx as usize];
+        let f = frames.at(idx as usize);
         f.set_prev_raw(0);
         f.set_next_raw(self.head);
         match self.head {
             0 => self.tail = link,
-            h => frames[h as usize - 1].set_prev_raw(link),
+            h => frames.at(h as usize - 1).set_prev_raw(link),
         }
         self.head = link;
         self.len += 1;
@@ -103,7 +103,7 @@ impl List {
     /// allocations, which take the front, reach it last; zeroed allocations take it from
     /// there), else at the front. Every list keeps its known-zero blocks behind the others.
     #[inline]
-    pub(crate) fn push(&mut self, frames: &[Frame], idx: u32, zeroed: bool) {
+    pub(crate) fn push(&mut self, frames: Frames<'_>, idx: u32, zeroed: bool) {
         if zeroed {
             self.push_back(frames, idx);
         } else {
@@ -113,14 +113,14 @@ impl List {
 
     /// Adds `idx` at the back.
     #[inline]
-    fn push_back(&mut self, frames: &[Frame], idx: u32) {
+    fn push_back(&mut self, frames: Frames<'_>, idx: u32) {
         let link = idx + 1;
-        let f = &frames[idx as usize];
+        let f = frames.at(idx as usize);
         f.set_next_raw(0);
         f.set_prev_raw(self.tail);
         match self.tail {
             0 => self.head = link,
-            t => frames[t as usize - 1].set_next_raw(link),
+            t => frames.at(t as usize - 1).set_next_raw(link),
         }
         self.tail = link;
         self.len += 1;
@@ -128,16 +128,16 @@ impl List {
 
     /// Unlinks `idx`, which must be on this list. O(1).
     #[inline]
-    pub(crate) fn remove(&mut self, frames: &[Frame], idx: u32) {
-        let f = &frames[idx as usize];
+    pub(crate) fn remove(&mut self, frames: Frames<'_>, idx: u32) {
+        let f = frames.at(idx as usize);
         let (prev, next) = (f.prev_raw(), f.next_raw());
         match prev {
             0 => self.head = next,
-            p => frames[p as usize - 1].set_next_raw(next),
+            p => frames.at(p as usize - 1).set_next_raw(next),
         }
         match next {
             0 => self.tail = prev,
-            n => frames[n as usize - 1].set_prev_raw(prev),
+            n => frames.at(n as usize - 1).set_prev_raw(prev),
         }
         f.set_prev_raw(0);
         f.set_next_raw(0);
@@ -145,7 +145,7 @@ impl List {
     }
 
     #[inline]
-    pub(crate) fn pop_front(&mut self, frames: &[Frame]) -> Option<u32> {
+    pub(crate) fn pop_front(&mut self, frames: Frames<'_>) -> Option<u32> {
         let idx = self.head()?;
         self.remove(frames, idx);
         Some(idx)
@@ -153,7 +153,7 @@ impl List {
 
     /// Removes the oldest entry (what a drain returns to the buddy first).
     #[inline]
-    pub(crate) fn pop_back(&mut self, frames: &[Frame]) -> Option<u32> {
+    pub(crate) fn pop_back(&mut self, frames: Frames<'_>) -> Option<u32> {
         let idx = self.tail()?;
         self.remove(frames, idx);
         Some(idx)

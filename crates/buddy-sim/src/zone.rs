@@ -9,7 +9,7 @@ use crate::counters::LockStats;
 use crate::decompose;
 use crate::frame::{Frame, FrameInfo, FrameState, Word};
 use crate::list::{FreeCount, List};
-use crate::map::FrameMap;
+use crate::map::{FrameMap, Frames};
 use crate::pcp::{PcpLists, PerCpu};
 use crate::sync::{AtomicU64, Mutex, Ordering};
 use crate::{
@@ -428,10 +428,13 @@ where
 
     // ---- shared by the operations -------------------------------------------------------
 
+    #[allow(unsafe_code)]
     pub(crate) fn map(&self) -> FrameMap<'_> {
+        let frames: *const [Frame] = self.frames.as_ref();
         FrameMap {
             cfg: &self.cfg,
-            frames: self.frames.as_ref(),
+            // SAFETY: `frames` is `self.frames.as_ref()`, borrowed as long as `self`.
+            frames: unsafe { Frames::from_slice_ptr(frames) },
         }
     }
 
