@@ -738,13 +738,101 @@ fn loom(root: &Path, _: &Options) -> StageResult {
 }
 
 fn miri(root: &Path, _: &Options) -> StageResult {
-    let mut c = nightly_cargo(root);
-    c.args(["miri", "test"]);
+    // Build every test once; the workers below only run them (cargo's build lock is not held
+    // while tests run, so they run side by side).
+    let mut build = nightly_cargo(root);
+    build.args(["miri", "test", "--no-run"]);
     for krate in MIRI_CRATES {
-        c.args(["-p", krate]);
+        build.args(["-p", krate]);
     }
-    let out = cmd::output_echoed(&mut c)?;
-    Ok(format!("{} tests under Miri", tests_run(&out)))
+    cmd::status(&mut build)?;
+    let units = miri_units(root)?;
+    let workers = std::thread::available_parallelism()
+        .map_or(1, |n| n.get())
+        .min(units.len());
+    println!(
+        "    {} test targets under Miri, {workers} at a time (Miri runs one thread)",
+        units.len()
+    );
+    let outputs = cmd::run_queue(&units, workers, |unit| {
+        let mut c = nightly_cargo(root);
+        c.args(["miri", "test", "-p", unit.krate])
+            .args(unit.target.args());
+        c
+    })?;
+    Ok(format!(
+        "{} tests under Miri ({} test targets, {workers} at a time)",
+        outputs.iter().map(|o| tests_run(o)).sum::<usize>(),
+        units.len()
+    ))
+}
+
+/// One of a crate's test targets, run by itself under Miri.
+struct MiriUnit {
+    krate: &'static str,
+    target: TestTarget,
+}
+
+/// A test target as `cargo test` selects it.
+enum TestTarget {
+    /// The unit tests: `--lib`.
+    Lib,
+    /// An integration test, `tests/NAME.rs`: `--test NAME`.
+    Test(String),
+    /// The doctests: `--doc`.
+    Doc,
+}
+
+impl TestTarget {
+    fn args(&self) -> Vec<&str> {
+        match self {
+            Self::Lib => vec!["--lib"],
+            Self::Test(name) => vec!["--test", name],
+            Self::Doc => vec!["--doc"],
+        }
+    }
+}
+
+/// Integration tests that take most of the Miri stage's time (buddy-sim's `properties` about
+/// 6 of its 11 minutes on a 2-core runner; each run prints its time): queued first so that
+/// the shorter ones fill in beside them.
+const MIRI_LONG_TESTS: [&str; 4] = ["properties", "smp", "mobility", "nodes"];
+
+/// Every test target of [`MIRI_CRATES`] (the unit tests, each `tests/*.rs` and the
+/// doctests), the long ones first.
+fn miri_units(root: &Path) -> Result<Vec<MiriUnit>, String> {
+    let mut units = Vec::new();
+    for krate in MIRI_CRATES {
+        units.push(MiriUnit {
+            krate,
+            target: TestTarget::Lib,
+        });
+        let dir = root.join("crates").join(krate).join("tests");
+        if dir.is_dir() {
+            let entries = std::fs::read_dir(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+            let mut names: Vec<String> = entries
+                .filter_map(|e| {
+                    let path = e.ok()?.path();
+                    (path.extension()? == "rs")
+                        .then(|| path.file_stem()?.to_str().map(String::from))?
+                })
+                .collect();
+            names.sort();
+            units.extend(names.into_iter().map(|name| MiriUnit {
+                krate,
+                target: TestTarget::Test(name),
+            }));
+        }
+        units.push(MiriUnit {
+            krate,
+            target: TestTarget::Doc,
+        });
+    }
+    units.sort_by_key(|u| match &u.target {
+        TestTarget::Test(name) => !MIRI_LONG_TESTS.contains(&name.as_str()),
+        _ => true,
+    });
+    Ok(units)
 }
 
 fn fuzz(root: &Path, opts: &Options) -> StageResult {
