@@ -793,10 +793,11 @@ impl TestTarget {
     }
 }
 
-/// Integration tests that take most of the Miri stage's time (buddy-sim's `properties` about
-/// 6 of its 11 minutes on a 2-core runner; each run prints its time): queued first so that
-/// the shorter ones fill in beside them.
-const MIRI_LONG_TESTS: [&str; 4] = ["properties", "smp", "mobility", "nodes"];
+/// Integration tests that take most of the Miri stage's time, queued first so that the
+/// shorter ones fill in beside them (on a 2-core runner, of 9 minutes: buddy-sim's
+/// `properties` 6.7, `nodes` 2.5, `ax_paging` 2, zero-core's `properties` 2; each run prints
+/// its time).
+const MIRI_LONG_TESTS: [&str; 3] = ["properties", "nodes", "ax_paging"];
 
 /// Every test target of [`MIRI_CRATES`] (the unit tests, each `tests/*.rs` and the
 /// doctests), the long ones first.
