@@ -50,21 +50,21 @@ impl<'a> Frames<'a> {
 
     /// Frame `idx`, or `None` past the end.
     #[inline]
-    #[allow(unsafe_code)]
     pub(crate) fn get(self, idx: usize) -> Option<&'a Frame> {
-        // SAFETY: `idx < len`, so the frame lies in the slice `from_slice_ptr` took, which is borrowed
-        // (shared) for `'a`.
-        (idx < self.len).then(|| unsafe { self.ptr.add(idx).as_ref() })
+        (idx < self.len).then(|| self.at(idx))
     }
 
     /// Frame `idx`, which the caller knows to be in the zone (an index from the zone's own
     /// lists and arithmetic); panics past the end, as indexing the slice does.
     #[inline]
+    #[allow(unsafe_code)]
     pub(crate) fn at(self, idx: usize) -> &'a Frame {
-        match self.get(idx) {
-            Some(f) => f,
-            None => panic!("frame index {idx} past the zone's {} frames", self.len),
+        if idx >= self.len {
+            past_the_end(idx, self.len);
         }
+        // SAFETY: `idx < len`, so the frame lies in the slice `from_slice_ptr` took, which is
+        // borrowed (shared) for `'a`.
+        unsafe { self.ptr.add(idx).as_ref() }
     }
 
     /// The frames `range`, which the caller knows to be in the zone (panics otherwise, as
@@ -72,16 +72,22 @@ impl<'a> Frames<'a> {
     #[inline]
     #[allow(unsafe_code)]
     pub(crate) fn slice(self, range: Range<usize>) -> &'a [Frame] {
-        assert!(
-            range.start <= range.end && range.end <= self.len,
-            "frames {range:?} past the zone's {}",
-            self.len
-        );
+        if range.start > range.end || range.end > self.len {
+            past_the_end(range.end, self.len);
+        }
         // SAFETY: `range` lies in the slice `from_slice_ptr` took, which is borrowed (shared) for `'a`.
         unsafe {
             core::slice::from_raw_parts(self.ptr.add(range.start).as_ptr(), range.end - range.start)
         }
     }
+}
+
+/// The out-of-line panic of [`Frames::at`] and [`Frames::slice`], as slice indexing has.
+#[cold]
+#[inline(never)]
+#[track_caller]
+fn past_the_end(end: usize, len: usize) -> ! {
+    panic!("frame index {end} past the zone's {len} frames")
 }
 
 /// The frames of a zone and the configuration that places them.
