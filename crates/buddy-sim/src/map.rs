@@ -75,7 +75,8 @@ impl<'a> Frames<'a> {
         if range.start > range.end || range.end > self.len {
             past_the_end(range.end, self.len);
         }
-        // SAFETY: `range` lies in the slice `from_slice_ptr` took, which is borrowed (shared) for `'a`.
+        // SAFETY: `range` lies in the slice `from_slice_ptr` took, which is borrowed (shared)
+        // for `'a`.
         unsafe {
             core::slice::from_raw_parts(self.ptr.add(range.start).as_ptr(), range.end - range.start)
         }
