@@ -799,9 +799,9 @@ impl TestTarget {
 /// `nodes` 0.9; everything else under 1; each run prints its time).
 const MIRI_LONG_TESTS: [(&str, &str); 4] = [
     ("buddy-sim", "properties"),
-    ("buddy-sim", "nodes"),
     ("zero-core", "properties"),
     ("buddy-sim", "ax_paging"),
+    ("buddy-sim", "nodes"),
 ];
 
 /// Every test target of [`MIRI_CRATES`] (the unit tests, each `tests/*.rs` and the

@@ -193,14 +193,13 @@ where
         mt: MigrateType,
         list_tried: bool,
     ) -> Result<(u32, bool), BuddyError> {
-        let m = self.map();
         let oom = BuddyError::OutOfMemory(order);
         match self.cfg.pcp_list(order, mt) {
             Some(_) if list_tried => Err(oom),
             Some(list) => self.take_from_list(pcp, list, order, prefer, mt).ok_or(oom),
             None => {
                 let mut free = self.lock_zone();
-                let taken = free.rmqueue(m, order, prefer, mt).ok_or(oom)?;
+                let taken = free.rmqueue(self.map(), order, prefer, mt).ok_or(oom)?;
                 if prefer == Prefer::Zeroed {
                     free.stats.count_zeroed_alloc(taken.1, order.pages());
                 }
