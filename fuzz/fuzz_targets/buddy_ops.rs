@@ -3,9 +3,11 @@
 //! reference on the other; results compared after every operation, `check()` every
 //! [`CHECK_INTERVAL`] operations, and both zones identical after the final drain. The
 //! operations include typed allocations (migratetypes, pageblock claims), contiguous
-//! allocations and the frozen variant's batched and per-page frees. (Zeroed
-//! allocation with real memory is `zeroed_ops`'; several CPUs' programs interleaved,
-//! `smp_ops`'.)
+//! allocations (`alloc_contig_pages` checked against a search of every candidate), offline,
+//! and the frozen variant's batched and per-page frees; around every failed operation the
+//! whole zone is compared with what it was; half the zones end at the top of the pfn space.
+//! (Zeroed allocation with real memory is `zeroed_ops`'; several CPUs' programs
+//! interleaved, `smp_ops`'.)
 #![no_main]
 
 use arbitrary::Arbitrary;
@@ -16,6 +18,9 @@ use libfuzzer_sys::fuzz_target;
 #[derive(Arbitrary, Debug)]
 struct Input {
     start: u16,
+    /// The zone ends `start` frames below the top of the pfn space instead of starting at
+    /// `start`: every frame-number computation near `u64::MAX`.
+    at_top: bool,
     nr_pages: u16,
     max_order: u8,
     pageblock_order: u8,
@@ -49,6 +54,8 @@ enum ArbOp {
     InitDeferred(u16),
     AllocTyped(u8, u8, u8),
     AllocContig(u8, u16, u16, bool),
+    AllocContigPages(u8, u16, u8, bool),
+    Offline(u8, u16, u16),
     FreeContig(u8, u8, u16, u16),
 }
 
@@ -72,6 +79,17 @@ impl ArbOp {
                 offset: u64::from(*off),
                 len: u64::from(*len % 1024),
                 frozen: *frozen,
+            },
+            Self::AllocContigPages(c, len, align, frozen) => Op::AllocContigPages {
+                cpu: cpu(c),
+                len: u64::from(*len % 1024),
+                align: align % 12,
+                frozen: *frozen,
+            },
+            Self::Offline(c, off, len) => Op::Offline {
+                cpu: cpu(c),
+                offset: u64::from(*off),
+                len: u64::from(*len % 1024),
             },
             Self::FreeContig(c, s, off, len) => Op::FreeContig {
                 cpu: cpu(c),
@@ -171,6 +189,12 @@ fn zone_frames(bits: u16) -> u64 {
 
 fuzz_target!(|input: Input| {
     let max_order = input.max_order % 11;
+    let nr_pages = zone_frames(input.nr_pages);
+    let start = if input.at_top {
+        u64::MAX - nr_pages - u64::from(input.start)
+    } else {
+        u64::from(input.start)
+    };
     let cfg = ZoneConfig {
         max_order: Order::new(max_order).unwrap(),
         pageblock_order: Order::new(input.pageblock_order % (max_order + 1)).unwrap(),
@@ -179,7 +203,7 @@ fuzz_target!(|input: Input| {
         pcp_high: u64::from(input.high % 1024),
         pcp_batch: u64::from(input.batch % 64) + 1,
         eager_pages: u64::from(input.eager % 1024) + 1,
-        ..ZoneConfig::new(Pfn(u64::from(input.start)), zone_frames(input.nr_pages))
+        ..ZoneConfig::new(Pfn(start), nr_pages)
     };
     let n = cfg.nr_pages as usize;
     let holes: Vec<(usize, usize)> = input

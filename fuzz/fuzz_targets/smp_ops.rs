@@ -14,6 +14,9 @@ use libfuzzer_sys::fuzz_target;
 #[derive(Arbitrary, Debug)]
 struct Input {
     start: u16,
+    /// The zone ends `start` frames below the top of the pfn space instead of starting at
+    /// `start`.
+    at_top: bool,
     nr_pages: u16,
     cpus: u8,
     high: u16,
@@ -172,10 +175,16 @@ impl World {
 
 fuzz_target!(|input: Input| {
     let cpus = usize::from(input.cpus % 3) + 2;
+    let nr_pages = zone_frames(input.nr_pages);
+    let start = if input.at_top {
+        u64::MAX - nr_pages - u64::from(input.start)
+    } else {
+        u64::from(input.start)
+    };
     let cfg = ZoneConfig {
         pcp_high: u64::from(input.high % 512),
         pcp_batch: u64::from(input.batch % 32) + 1,
-        ..ZoneConfig::new(Pfn(u64::from(input.start)), zone_frames(input.nr_pages)).with_cpus(cpus)
+        ..ZoneConfig::new(Pfn(start), nr_pages).with_cpus(cpus)
     };
     let n = cfg.nr_pages as usize;
     let frames = (0..n).map(|_| Frame::new()).collect();

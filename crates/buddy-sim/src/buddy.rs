@@ -11,7 +11,7 @@ use crate::deferred::{AddedRanges, DeferredRanges};
 use crate::frame::{FrameState, Word};
 use crate::list::{FreeCount, List};
 use crate::map::FrameMap;
-use crate::migratetype::{ISOLATE, LIST_TYPES, set_pageblocks};
+use crate::migratetype::{Claim, ISOLATE, LIST_TYPES, set_pageblocks};
 use crate::{BuddyError, MAX_SUPPORTED_ORDER, MigrateType, Order};
 
 /// Which free block an allocation would rather have.
@@ -211,12 +211,24 @@ impl FreeArea {
     /// order, whose pageblock `mt` may claim ([`MigrateType::claims_on_fallback`],
     /// [`FreeArea::try_claim`]), then allocating from `mt`'s lists; else the smallest block
     /// of another type that fits, taken without changing any type.
+    #[inline]
     pub(crate) fn rmqueue_fallback(
         &mut self,
         m: FrameMap<'_>,
         order: Order,
         mt: MigrateType,
     ) -> Option<(u32, bool)> {
+        self.rmqueue_fallback_claiming(m, order, mt)
+            .map(|(idx, zeroed, _)| (idx, zeroed))
+    }
+
+    /// [`FreeArea::rmqueue_fallback`], saying which pageblocks it claimed for `mt`, if any.
+    pub(crate) fn rmqueue_fallback_claiming(
+        &mut self,
+        m: FrameMap<'_>,
+        order: Order,
+        mt: MigrateType,
+    ) -> Option<(u32, bool, Option<Claim>)> {
         for o in (order.get()..=m.cfg.max_order.get()).rev() {
             if !mt.claims_on_fallback(Order(o), m.cfg.pageblock_order) {
                 continue;
@@ -226,14 +238,16 @@ impl FreeArea {
                     continue;
                 };
                 if self.try_claim(m, idx, Order(o), mt) {
-                    return self.rmqueue_smallest(m, order, mt);
+                    let claim = Claim::of(m, idx, Order(o), from, mt);
+                    let (idx, zeroed) = self.rmqueue_smallest(m, order, mt)?;
+                    return Some((idx, zeroed, Some(claim)));
                 }
             }
         }
         for o in order.get()..=m.cfg.max_order.get() {
             for from in mt.fallbacks() {
                 if let Some(idx) = self.lists[o as usize][from as usize].head() {
-                    return Some((idx, self.take_split(m, idx, Order(o), order)));
+                    return Some((idx, self.take_split(m, idx, Order(o), order), None));
                 }
             }
         }

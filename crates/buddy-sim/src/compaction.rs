@@ -12,8 +12,10 @@
 //! refused, and the target freed). A block whose reference count is not exactly the one of
 //! its allocation (pinned by `get_page`), or that is poisoned or vmalloc's, is not moved.
 
+use crate::buddy::FreeArea;
 use crate::frame::{Frame, FrameState, Word};
 use crate::map::FrameMap;
+use crate::migratetype::Claim;
 use crate::memory::{FRAME, FrameMemory};
 use crate::{BuddyError, MigrateType, Order, PerCpu, Pfn, Zone};
 use lock_api::RawMutex;
@@ -216,7 +218,7 @@ where
     /// movable pageblock at or below `*free` that lies above `src`'s pageblock, not a whole
     /// free pageblock; its head frozen-allocated. Moves `*free` down past pageblocks without
     /// one.
-    fn take_target(&self, free: &mut u32, src: u32, order: Order) -> Option<u32> {
+    fn take_target(&self, free: &mut u32, src: u32, order: Order) -> Option<Target> {
         let m = self.map();
         let floor = m.pageblock_index(src);
         while *free > floor {
@@ -231,11 +233,9 @@ where
                     .then_some(i)
                 };
                 if let Some(i) = m.heads(range.start, range.end).find_map(fits)
-                    && guard.take_block_at(m, i, order).is_ok()
+                    && let Ok(zeroed) = guard.take_block_at(m, i, order)
                 {
-                    m.frame(i)
-                        .store(Word::allocated_as(order.get(), MigrateType::Movable).freeze());
-                    return Some(i);
+                    return Some(Target::frozen(m, i, order, zeroed, None));
                 }
             }
             let prev = m.pageblock_index(*free - 1);
@@ -248,38 +248,87 @@ where
     }
 
     /// Moves the block at `src` (read as `w`) to the target `dst` it was given: freezes the
-    /// source, asks `migrate`, then frees the source, or undoes (the target freed again).
+    /// source, asks `migrate`, then frees the source; or undoes, the target given back as
+    /// it was ([`FreeArea::put_back`]).
     pub(crate) fn move_block(
         &self,
         src: u32,
         w: Word,
-        dst: u32,
+        dst: Target,
         migrate: &mut impl Migrate,
     ) -> Result<(), NotMoved> {
         let m = self.map();
         let order = Order(w.order());
         let source = m.frame(src);
         if source.cas(w, w.freeze()).is_err() {
-            self.lock_zone().free_one_page(m, dst, order, false);
+            self.lock_zone().put_back(m, dst, order);
             return Err(NotMoved::Changed);
         }
         let key = source.key();
         let job = Migration {
             key,
             from: m.pfn(src),
-            to: m.pfn(dst),
+            to: m.pfn(dst.idx),
             order,
         };
         if !migrate.migrate(&job) {
             source.store(w);
-            self.lock_zone().free_one_page(m, dst, order, false);
+            // The callback changed nothing (`Migrate`'s contract): the target is as it was,
+            // known zero included.
+            self.lock_zone().put_back(m, dst, order);
             return Err(NotMoved::Refused);
         }
-        let target = m.frame(dst);
+        let target = m.frame(dst.idx);
         target.set_key(key);
         target.store(w);
         self.lock_zone().free_one_page(m, src, order, false);
         Ok(())
+    }
+}
+
+/// A free block taken off the free lists for one migration: where it is, whether it was
+/// known zero, and the pageblocks taking it claimed; all given back if no block moves there.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Target {
+    pub(crate) idx: u32,
+    zeroed: bool,
+    claim: Option<Claim>,
+}
+
+impl Target {
+    /// The target at `idx`, just taken off the free lists, its head marked a frozen movable
+    /// allocation of `order` (nobody else's while the move runs).
+    fn frozen(m: FrameMap<'_>, idx: u32, order: Order, zeroed: bool, claim: Option<Claim>) -> Self {
+        m.frame(idx)
+            .store(Word::allocated_as(order.get(), MigrateType::Movable).freeze());
+        Self { idx, zeroed, claim }
+    }
+}
+
+impl FreeArea {
+    /// A target of `order` for a movable block, taken as a movable allocation takes its
+    /// block (its own type's lists, else a fallback that may claim a pageblock), from any
+    /// pageblock that is not isolated; under the zone lock.
+    pub(crate) fn take_migration_target(
+        &mut self,
+        m: FrameMap<'_>,
+        order: Order,
+    ) -> Option<Target> {
+        let movable = MigrateType::Movable;
+        let (idx, zeroed, claim) = match self.rmqueue_smallest(m, order, movable) {
+            Some((idx, zeroed)) => (idx, zeroed, None),
+            None => self.rmqueue_fallback_claiming(m, order, movable)?,
+        };
+        Some(Target::frozen(m, idx, order, zeroed, claim))
+    }
+
+    /// Gives back a target of `order` that no block moved to: freed as it was taken (known
+    /// zero if it was, so it merges back with its halves), its claim undone.
+    pub(crate) fn put_back(&mut self, m: FrameMap<'_>, target: Target, order: Order) {
+        self.free_one_page(m, target.idx, order, target.zeroed);
+        if let Some(claim) = target.claim {
+            self.unclaim(m, claim);
+        }
     }
 }
 

@@ -21,7 +21,7 @@ use crate::compaction::{Migrate, NotMoved, is_movable};
 use crate::frame::{Frame, FrameState, Word};
 use crate::map::FrameMap;
 use crate::migratetype::{Pageblock, pageblocks_covering};
-use crate::{BuddyError, MigrateType, Order, PerCpu, Pfn, Zone, decompose};
+use crate::{BuddyError, Order, PerCpu, Pfn, Zone, decompose};
 use core::ops::Range;
 use lock_api::RawMutex;
 
@@ -85,7 +85,9 @@ where
     /// `alloc_contig_pages`): candidate ranges from the zone's bottom, each first checked
     /// without locks (no hole, no unmovable or pinned allocation), then tried with
     /// [`Zone::alloc_contig_range`]; a candidate that fails moves the search past the frame
-    /// that stopped it. Returns the first frame.
+    /// that stopped it (a hole, an unmovable, pinned or refused block), or to the next
+    /// candidate when a movable block found no target. It fails only when every candidate
+    /// failed. Returns the first frame.
     ///
     /// # Errors
     /// [`BuddyError::ZeroPages`], [`BuddyError::BadCpu`], [`BuddyError::OrderTooLarge`] for
@@ -143,14 +145,19 @@ where
             let tried = self
                 .first_blocker(m, m.range(Pfn(start), nr)?, take)
                 .and_then(|()| self.contig_range(cpu, Pfn(start), nr, take, migrate));
-            let blocker = match tried {
+            let next = match tried {
                 Ok(_) => return Ok(Pfn(start)),
-                Err(BuddyError::Busy(at) | BuddyError::Hole(at) | BuddyError::LeakedPage(at)) => at,
-                // No target for a movable block: later candidates fare no better.
-                Err(BuddyError::OutOfMemory(_)) => return Err(oom),
+                // Every candidate holding that frame fails alike: the search moves past it.
+                Err(BuddyError::Busy(at) | BuddyError::Hole(at) | BuddyError::LeakedPage(at)) => {
+                    align_up(at.0.saturating_add(1))
+                }
+                // No target outside this candidate for one of its movable blocks: the next
+                // candidate may need none, or find one where this candidate was (Linux's
+                // `alloc_contig_pages` goes on too).
+                Err(BuddyError::OutOfMemory(_)) => start,
                 Err(e) => return Err(e),
             };
-            start = align_up(blocker.0.saturating_add(1)).max(start.saturating_add(step));
+            start = next.max(start.saturating_add(step));
         }
         Err(oom)
     }
@@ -267,20 +274,10 @@ where
                 }
                 let order = Order(w.order());
                 // Isolated blocks are never handed out: the target lies outside the range.
-                let dst = {
-                    let mut free = self.lock_zone();
-                    let (dst, _) = free
-                        .rmqueue(
-                            m,
-                            order,
-                            crate::buddy::Prefer::Unzeroed,
-                            MigrateType::Movable,
-                        )
-                        .ok_or(BuddyError::OutOfMemory(order))?;
-                    m.frame(dst)
-                        .store(Word::allocated_as(order.get(), MigrateType::Movable).freeze());
-                    dst
-                };
+                let dst = self
+                    .lock_zone()
+                    .take_migration_target(m, order)
+                    .ok_or(BuddyError::OutOfMemory(order))?;
                 match self.move_block(i, w, dst, migrate) {
                     Ok(()) => moved += order.pages(),
                     // Changed before it could be frozen (freed, referenced): look again.

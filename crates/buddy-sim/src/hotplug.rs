@@ -139,14 +139,14 @@ mod tests {
     fn an_unmovable_page_in_the_way_fails_the_offline_and_undoes_the_isolation() {
         let z = zone(64);
         let p = z.alloc_pages(0, Order::ZERO).unwrap();
-        let before = crate::testing::fingerprint(&z);
+        let before = crate::testing::Snapshot::of(&z);
         let types: Vec<_> = (0..4)
             .map(|b| z.pageblock_type(Pfn(START.0 + 16 * b)).unwrap())
             .collect();
         let err = z.offline_range(0, START, 64, &mut refuse);
         assert_eq!(err, Err(BuddyError::Busy(p)));
         z.check().unwrap();
-        assert_eq!(crate::testing::fingerprint(&z), before);
+        assert_eq!(crate::testing::Snapshot::of(&z), before);
         for (b, t) in types.into_iter().enumerate() {
             assert_eq!(z.pageblock_type(Pfn(START.0 + 16 * b as u64)).unwrap(), t);
         }

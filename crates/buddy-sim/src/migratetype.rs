@@ -167,7 +167,9 @@ impl FrameMap<'_> {
     pub(crate) fn pageblock_range(self, idx: u32) -> core::ops::Range<u32> {
         let start = self.pageblock_index(idx);
         let aligned = self.pfn(idx).0 & !(u64::from(self.pageblock_pages()) - 1);
-        let end_pfn = aligned + u64::from(self.pageblock_pages());
+        // Saturating: a zone may end at the top of the pfn space, where the pageblock's end
+        // does not fit a pfn (the zone's end, which does, cuts it).
+        let end_pfn = aligned.saturating_add(u64::from(self.pageblock_pages()));
         let zone_end = self.cfg.start.0 + self.cfg.nr_pages;
         start..(end_pfn.min(zone_end) - self.cfg.start.0) as u32
     }
@@ -279,6 +281,76 @@ impl FreeArea {
             },
         );
         true
+    }
+}
+
+/// Pageblocks a fallback claimed for another type ([`FreeArea::try_claim`]): the block of
+/// the pageblock order or above it claimed whole, or the one pageblock of a smaller block,
+/// the type they had and the type that claimed them. What [`FreeArea::unclaim`] gives back
+/// when the allocation that claimed them is undone (a refused migration's target).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Claim {
+    /// The frames claimed: `start..end` (a range is not `Copy`).
+    start: u32,
+    end: u32,
+    was: MigrateType,
+    by: MigrateType,
+}
+
+impl Claim {
+    /// The claim for `by` of the free block at `idx` of `order`, taken from `was`'s lists.
+    pub(crate) fn of(
+        m: FrameMap<'_>,
+        idx: u32,
+        order: Order,
+        was: MigrateType,
+        by: MigrateType,
+    ) -> Self {
+        let frames = if order >= m.cfg.pageblock_order {
+            idx..idx + order.pages() as u32
+        } else {
+            m.pageblock_range(idx)
+        };
+        Self {
+            start: frames.start,
+            end: frames.end,
+            was,
+            by,
+        }
+    }
+}
+
+impl FreeArea {
+    /// Gives the pageblocks of `claim` their type back, moving their free blocks with them;
+    /// under the zone lock, after the claiming allocation's block was freed again. A
+    /// pageblock whose type changed since (to other than the claiming type) is left alone,
+    /// and an isolated one stays isolated.
+    pub(crate) fn unclaim(&mut self, m: FrameMap<'_>, claim: Claim) {
+        for block in m.pageblocks(claim.start..claim.end) {
+            let pb = m.pageblock(block.start);
+            if pb.mt != claim.by {
+                continue;
+            }
+            match m.block_head(block.start) {
+                // Free and whole across pageblocks: moved as one (its later pageblocks then
+                // read as `was` and are passed over).
+                Some((head, w))
+                    if w.state() == FrameState::Buddy
+                        && w.order() >= m.cfg.pageblock_order.get()
+                        && !pb.isolated =>
+                {
+                    self.set_block_type(m, head, Order(w.order()), claim.was);
+                }
+                _ => self.set_pageblock(
+                    m,
+                    block.start,
+                    Pageblock {
+                        mt: claim.was,
+                        ..pb
+                    },
+                ),
+            }
+        }
     }
 }
 

@@ -11,6 +11,8 @@ use lock_api::RawMutex;
 
 #[cfg(all(feature = "alloc", feature = "spin"))]
 mod nodes;
+mod snapshot;
+pub use snapshot::{Snapshot, SnapshotDifference};
 #[cfg(all(feature = "alloc", feature = "spin"))]
 pub use nodes::{NodeDivergence, NodeModel, NodeOp};
 #[cfg(all(feature = "alloc", feature = "spin"))]
@@ -147,6 +149,29 @@ pub enum Op {
         /// The frozen variant.
         frozen: bool,
     },
+    /// `alloc_contig_pages` (or its frozen variant) of `len` frames aligned to `align`; a
+    /// movable block in the way is refused (the harness has no memory to move), so it must
+    /// find the first aligned run of free frames, or fail only if there is none.
+    AllocContigPages {
+        /// CPU.
+        cpu: usize,
+        /// Frames.
+        len: u64,
+        /// Alignment order (may exceed MAX_ORDER: an error).
+        align: u8,
+        /// The frozen variant.
+        frozen: bool,
+    },
+    /// `offline_range` of a range relative to the zone's first frame; a movable block in
+    /// the way is refused (the harness has no memory to move). `AddMemory` brings it back.
+    Offline {
+        /// CPU.
+        cpu: usize,
+        /// Offset from the zone's first frame (may lie outside).
+        offset: u64,
+        /// Frames.
+        len: u64,
+    },
     /// Free a run inside (or overlapping the end of) a recorded contiguous allocation:
     /// batched on one zone (`free_contig_range`, `free_contig_frozen_range` for a frozen
     /// one), per page on the other.
@@ -178,8 +203,17 @@ pub enum Divergence {
     Frames(Pfn),
     /// After draining, the zones differ in their free blocks.
     FreeBlocks,
-    /// An error path changed a zone (its frames differ from before the call).
-    ChangedOnError(Pfn),
+    /// An operation failed and changed the batched zone beyond what its docs allow: the
+    /// first difference between the zone before and after it.
+    ChangedOnError(SnapshotDifference),
+    /// `alloc_contig_pages` answered otherwise than the search of every aligned candidate:
+    /// what it answered and the first candidate wholly free, if any.
+    ContigSearch {
+        /// The zone's answer.
+        got: Result<Pfn, BuddyError>,
+        /// The first aligned run of free frames of that length.
+        free: Option<Pfn>,
+    },
 }
 
 /// What the batched and the per-page zone answered.
@@ -277,14 +311,69 @@ where
         Some(Pfn(pfn.0 + page % order.pages()))
     }
 
-    /// Applies one operation to both zones.
+    /// Applies one operation to both zones. When it fails, the batched zone must read
+    /// exactly as before it (a [`Snapshot`] of the whole zone), but for what the operation's
+    /// docs allow: an allocation that runs out of memory may initialize deferred frames.
+    /// Operations that drain the per-cpu lists and merge free blocks on their way (the
+    /// allocations, contiguous allocation, offline) find both zones drained and merged
+    /// first, and an offline, which initializes every deferred frame first, finds none.
     ///
     /// # Errors
     /// The first [`Divergence`] found.
-    #[allow(unsafe_code)]
     pub fn apply(&mut self, op: Op) -> Result<(), Divergence> {
+        if matches!(
+            op,
+            Op::Alloc { .. }
+                | Op::AllocTyped { .. }
+                | Op::AllocContig { .. }
+                | Op::AllocContigPages { .. }
+                | Op::Offline { .. }
+        ) {
+            if matches!(op, Op::Offline { .. }) {
+                for z in [&self.batched, &self.per_page] {
+                    while z.init_deferred(u64::MAX) > 0 {}
+                }
+            }
+            // Drained and merged zones hold the same free blocks (merging is canonical),
+            // though not in the same list order. (Merging the pairs that stayed apart for
+            // their knowledge of zero first: else only the batched zone's slow path would.)
+            for z in [&self.batched, &self.per_page] {
+                z.drain_all();
+                z.merge_free_blocks();
+            }
+        }
+        let before = Snapshot::of(&self.batched);
+        let deferred = self.batched.deferred_pages();
+        let Some((a, b)) = self.apply_both(op)? else {
+            return Ok(());
+        };
+        if a != b {
+            return Err(Divergence::Results {
+                batched: a,
+                per_page: b,
+            });
+        }
+        let documented = matches!(a, Err(BuddyError::OutOfMemory(_)))
+            && self.batched.deferred_pages() != deferred;
+        if a.is_err()
+            && !documented
+            && let Some(d) = before.difference(&Snapshot::of(&self.batched))
+        {
+            return Err(Divergence::ChangedOnError(d));
+        }
+        if !self.checks.due() {
+            return Ok(());
+        }
+        self.batched.check().map_err(Divergence::Corrupt)?;
+        self.per_page.check().map_err(Divergence::Corrupt)
+    }
+
+    /// [`Lockstep::apply`]'s operation on both zones: their answers, or `None` for an
+    /// operation that names nothing recorded (or that this harness does not model).
+    #[allow(unsafe_code)]
+    fn apply_both(&mut self, op: Op) -> Result<Option<PairResult>, Divergence> {
         let start = self.batched.config().start;
-        let (a, b) = match op {
+        let pair = match op {
             Op::Alloc { cpu, order } => self.alloc_both(cpu, order, MigrateType::Unmovable),
             Op::AllocTyped { cpu, order, mt } => {
                 self.alloc_both(cpu, order, MigrateType::ALL[usize::from(mt) % 3])
@@ -311,7 +400,23 @@ where
                     }
                     (a, b)
                 }
-                None => return Ok(()),
+                None => return Ok(None),
+            },
+            Op::AllocContigPages {
+                cpu,
+                len,
+                align,
+                frozen,
+            } => self.contig_pages_both(cpu, len, align, frozen)?,
+            Op::Offline { cpu, offset, len } => match start.checked_add(offset) {
+                Some(first) => {
+                    let offline = |z: &Zone<F, P, R>| {
+                        z.offline_range(cpu, first, len, &mut |_: &crate::Migration| false)
+                            .map(drop)
+                    };
+                    (offline(&self.batched), offline(&self.per_page))
+                }
+                None => return Ok(None),
             },
             Op::FreeContig {
                 cpu,
@@ -323,23 +428,23 @@ where
                     let first = Pfn(pfn.0 + offset % pages);
                     let len = len % (pages + 2);
                     if frozen {
-                        self.free_frozen_both(cpu, first, len)?
+                        self.free_frozen_both(cpu, first, len)
                     } else {
-                        self.free_both(cpu, first, len)?
+                        self.free_both(cpu, first, len)
                     }
                 }
-                None => return Ok(()),
+                None => return Ok(None),
             },
             Op::Split { slot } => match self.slot(slot) {
                 Some((pfn, order)) => (
                     self.batched.split_page(pfn, order),
                     self.per_page.split_page(pfn, order),
                 ),
-                None => return Ok(()),
+                None => return Ok(None),
             },
             Op::Get { slot, page } => match self.page(slot, page) {
                 Some(pfn) => (self.batched.get_page(pfn), self.per_page.get_page(pfn)),
-                None => return Ok(()),
+                None => return Ok(None),
             },
             Op::Put { cpu, slot, page } => match self.page(slot, page) {
                 // SAFETY: `Lockstep::new`'s contract: the zones are this harness's alone and
@@ -350,14 +455,14 @@ where
                         self.per_page.put_page(cpu, pfn),
                     )
                 },
-                None => return Ok(()),
+                None => return Ok(None),
             },
             Op::Poison { slot, page } => match self.page(slot, page) {
                 Some(pfn) => (
                     self.batched.mark_hwpoison(pfn),
                     self.per_page.mark_hwpoison(pfn),
                 ),
-                None => return Ok(()),
+                None => return Ok(None),
             },
             Op::FreeRun {
                 cpu,
@@ -368,13 +473,13 @@ where
                 Some((pfn, order)) => {
                     let first = Pfn(pfn.0 + offset % order.pages());
                     let len = len % (order.pages() + 2);
-                    self.free_both(cpu, first, len)?
+                    self.free_both(cpu, first, len)
                 }
-                None => return Ok(()),
+                None => return Ok(None),
             },
             Op::FreeRaw { cpu, offset, len } => match start.checked_add(offset) {
-                Some(first) => self.free_both(cpu, first, len)?,
-                None => return Ok(()),
+                Some(first) => self.free_both(cpu, first, len),
+                None => return Ok(None),
             },
             Op::FreePages { cpu, slot } => match self.slot(slot) {
                 // SAFETY: as for `Op::Put`.
@@ -384,7 +489,7 @@ where
                         self.per_page.free_pages(cpu, pfn, order),
                     )
                 },
-                None => return Ok(()),
+                None => return Ok(None),
             },
             Op::DrainCpu { cpu } => (self.batched.drain_pcp(cpu), self.per_page.drain_pcp(cpu)),
             Op::DrainAll => {
@@ -405,7 +510,7 @@ where
                     self.batched.add_memory(first, len),
                     self.per_page.add_memory(first, len),
                 ),
-                None => return Ok(()),
+                None => return Ok(None),
             },
             Op::InitDeferred { budget } => {
                 let (a, b) = (
@@ -421,32 +526,16 @@ where
                 (Ok(()), same)
             }
             // No memory behind these zones: zeroing is the zero reference's.
-            Op::AllocZeroed { .. } | Op::ZeroSome { .. } => return Ok(()),
+            Op::AllocZeroed { .. } | Op::ZeroSome { .. } => return Ok(None),
         };
-        if a != b {
-            return Err(Divergence::Results {
-                batched: a,
-                per_page: b,
-            });
-        }
-        if !self.checks.due() {
-            return Ok(());
-        }
-        self.batched.check().map_err(Divergence::Corrupt)?;
-        self.per_page.check().map_err(Divergence::Corrupt)
+        Ok(Some(pair))
     }
 
     /// Allocates a block of `mt` on both zones: the batched zone chooses, the per-page zone
     /// takes the same block.
     fn alloc_both(&mut self, cpu: usize, order: u8, mt: MigrateType) -> PairResult {
-        // Drained and merged zones hold the same free blocks (merging is canonical) but not
-        // in the same list order, so the per-page zone takes the very block the batched zone
-        // handed out. (Merging the pairs that stayed apart for their knowledge of zero
-        // first: else only the batched zone's slow path would.)
-        for z in [&self.batched, &self.per_page] {
-            z.drain_all();
-            z.merge_free_blocks();
-        }
+        // Both zones were drained and merged (`apply`), but their lists are not in the
+        // same order: the per-page zone takes the very block the batched zone handed out.
         let order = Order::new(order);
         let a = order.and_then(|o| self.batched.alloc_typed(cpu, o, mt));
         let b = match (a, order) {
@@ -477,46 +566,68 @@ where
         (used > 0).then(|| self.contigs[slot % used]).flatten()
     }
 
-    /// Frees a run of frozen pages on both zones, batched and per page; on an error, also
-    /// checks that the batched zone did not change.
+    /// Frees a run of frozen pages on both zones, batched and per page.
     #[allow(unsafe_code)]
-    fn free_frozen_both(
-        &mut self,
-        cpu: usize,
-        pfn: Pfn,
-        len: u64,
-    ) -> Result<PairResult, Divergence> {
-        let before = fingerprint(&self.batched);
+    fn free_frozen_both(&self, cpu: usize, pfn: Pfn, len: u64) -> PairResult {
         // SAFETY: `Lockstep::new`'s contract: the zones are this harness's alone and never
         // write a frame.
-        let (a, b) = unsafe {
+        unsafe {
             (
                 self.batched.free_contig_frozen_range(cpu, pfn, len),
                 crate::reference::free_contig_frozen_range_per_page(&self.per_page, cpu, pfn, len),
             )
-        };
-        if a.is_err() && fingerprint(&self.batched) != before {
-            return Err(Divergence::ChangedOnError(pfn));
         }
-        Ok((a, b))
     }
 
-    /// Frees a run on both zones; on an error, also checks that neither zone changed.
+    /// Frees a run on both zones, batched and per page.
     #[allow(unsafe_code)]
-    fn free_both(&mut self, cpu: usize, pfn: Pfn, len: u64) -> Result<PairResult, Divergence> {
-        let before = fingerprint(&self.batched);
+    fn free_both(&self, cpu: usize, pfn: Pfn, len: u64) -> PairResult {
         // SAFETY: `Lockstep::new`'s contract: the zones are this harness's alone and never
         // write a frame.
-        let (a, b) = unsafe {
+        unsafe {
             (
                 self.batched.free_contig_range(cpu, pfn, len),
                 free_contig_range_per_page(&self.per_page, cpu, pfn, len),
             )
-        };
-        if a.is_err() && fingerprint(&self.batched) != before {
-            return Err(Divergence::ChangedOnError(pfn));
         }
-        Ok((a, b))
+    }
+
+    /// `alloc_contig_pages` (or the frozen variant) on both zones, refusing every move, and
+    /// its answer checked against the search of every aligned candidate: with nothing
+    /// allowed to move, the first aligned run of free frames (every frame in the buddy: the
+    /// zones are drained) is the answer, and out of memory only if there is none.
+    fn contig_pages_both(
+        &mut self,
+        cpu: usize,
+        len: u64,
+        align: u8,
+        frozen: bool,
+    ) -> Result<PairResult, Divergence> {
+        let align = match Order::new(align) {
+            Ok(o) => o,
+            Err(e) => return Ok((Err(e), Err(e))),
+        };
+        let free = first_free_run(&self.batched, len, align);
+        let contig = |z: &Zone<F, P, R>| {
+            let mut refuse = |_: &crate::Migration| false;
+            if frozen {
+                z.alloc_contig_frozen_pages(cpu, len, align, &mut refuse)
+            } else {
+                z.alloc_contig_pages(cpu, len, align, &mut refuse)
+            }
+        };
+        let (a, b) = (contig(&self.batched), contig(&self.per_page));
+        let searched = len > 0
+            && cpu < self.batched.config().cpus
+            && align <= self.batched.config().max_order;
+        if searched && a.ok() != free {
+            return Err(Divergence::ContigSearch { got: a, free });
+        }
+        if let Ok(first) = a {
+            self.contigs[self.next_contig % SLOTS] = Some((first, len, frozen));
+            self.next_contig += 1;
+        }
+        Ok((a.map(drop), b.map(drop)))
     }
 
     /// Drains both zones and compares them frame by frame and block by block.
@@ -543,17 +654,28 @@ where
     }
 }
 
-/// A cheap digest of a zone's frames and counts, to detect changes on error paths.
-pub fn fingerprint<F, P, R>(zone: &Zone<F, P, R>) -> (u64, u64, u64)
+/// The first run of `len` frames aligned to `align` (from the zone's first aligned frame)
+/// whose every frame lies in a free block, or `None`.
+fn first_free_run<F, P, R>(zone: &Zone<F, P, R>, len: u64, align: Order) -> Option<Pfn>
 where
     F: AsRef<[Frame]>,
     P: AsRef<[PerCpu<R>]>,
     R: RawMutex,
 {
-    let mut h = 0xcbf2_9ce4_8422_2325u64;
-    for f in zone.frames_slice() {
-        // The metadata word: state, order, references and flags.
-        h = (h ^ f.load().bits()).wrapping_mul(0x100_0000_01b3);
+    let cfg = zone.config();
+    let mut free = std::vec![false; zone.frames_slice().len()];
+    for (pfn, order, _) in zone.free_blocks() {
+        let at = (pfn.0 - cfg.start.0) as usize;
+        free[at..at + order.pages() as usize].fill(true);
     }
-    (h, zone.buddy_pages(), zone.leaked_pages())
+    let step = align.pages();
+    let mut start = cfg.start.0.div_ceil(step).checked_mul(step)?;
+    while len > 0 && start.checked_add(len)? <= cfg.start.0 + cfg.nr_pages {
+        let at = (start - cfg.start.0) as usize;
+        if free[at..at + len as usize].iter().all(|&f| f) {
+            return Some(Pfn(start));
+        }
+        start = start.checked_add(step)?;
+    }
+    None
 }

@@ -43,9 +43,14 @@ fn zone_with_holes(cfg: ZoneConfig, ranges: &[(u64, u64)]) -> VecZone {
     z
 }
 
+/// Where a zone starts: low in the pfn space, or so that it ends at most a few thousand
+/// frames below its top (every computation of a frame number near `u64::MAX` checked).
+fn zone_start(nr: u64) -> impl Strategy<Value = u64> {
+    prop_oneof![0u64..5000, (0u64..5000).prop_map(move |gap| u64::MAX - nr - gap)]
+}
+
 fn zone_config() -> impl Strategy<Value = ZoneConfig> {
     (
-        0u64..5000,
         16..=MAX_ZONE,
         0u8..=10,
         0u32..=12,
@@ -53,10 +58,10 @@ fn zone_config() -> impl Strategy<Value = ZoneConfig> {
         0u64..600,
         1u64..64,
     )
-        .prop_flat_map(|(start, nr, max, section_log, cpus, high, batch)| {
+        .prop_flat_map(|(nr, max, section_log, cpus, high, batch)| {
             // Half the zones defer most of each added range (init_deferred, the slow path).
             let eager = prop_oneof![Just(u64::MAX), 1u64..=nr];
-            ((0..=max), eager).prop_map(move |(pb, eager_pages)| ZoneConfig {
+            ((0..=max), eager, zone_start(nr)).prop_map(move |(pb, eager_pages, start)| ZoneConfig {
                 max_order: Order::new(max).unwrap(),
                 pageblock_order: Order::new(pb).unwrap(),
                 section_pages: 1 << section_log,
@@ -89,6 +94,10 @@ fn op() -> impl Strategy<Value = Op> {
         2 => (cpu.clone(), 0u8..12, 0u8..3).prop_map(|(cpu, order, mt)| Op::AllocTyped { cpu, order, mt }),
         1 => (cpu.clone(), 0u64..6000, 0u64..700, any::<bool>())
             .prop_map(|(cpu, offset, len, frozen)| Op::AllocContig { cpu, offset, len, frozen }),
+        1 => (cpu.clone(), 0u64..200, 0u8..12, any::<bool>())
+            .prop_map(|(cpu, len, align, frozen)| Op::AllocContigPages { cpu, len, align, frozen }),
+        1 => (cpu.clone(), 0u64..6000, 0u64..300)
+            .prop_map(|(cpu, offset, len)| Op::Offline { cpu, offset, len }),
         2 => (cpu, slot, any::<u64>(), any::<u64>())
             .prop_map(|(cpu, slot, offset, len)| Op::FreeContig { cpu, slot, offset, len }),
     ]
@@ -618,10 +627,10 @@ fn vfree_is_all_or_nothing_and_checks_provenance() {
     for r in &kept {
         assert!(z.frame(r.start).unwrap().vmalloc);
     }
-    let fp = buddy_sim::testing::fingerprint(&z);
+    let fp = buddy_sim::testing::Snapshot::of(&z);
     let unchanged = |what: &str| {
         assert_eq!(
-            buddy_sim::testing::fingerprint(&z),
+            buddy_sim::testing::Snapshot::of(&z),
             fp,
             "{what} changed the zone"
         );
@@ -634,23 +643,23 @@ fn vfree_is_all_or_nothing_and_checks_provenance() {
     unchanged("a run named twice");
     // A page that never came from vmalloc, after valid runs.
     let plain = z.alloc_pages(0, Order::ZERO).unwrap();
-    let fp = buddy_sim::testing::fingerprint(&z);
+    let fp = buddy_sim::testing::Snapshot::of(&z);
     let foreign = [kept[0], FrameRange::new(plain, 1)];
     assert_eq!(
         // SAFETY: no memory behind these zones (module docs).
         unsafe { z.vfree(0, &VmArea::from_runs(&foreign)) },
         Err(BuddyError::NotVmalloc(plain))
     );
-    assert_eq!(buddy_sim::testing::fingerprint(&z), fp);
+    assert_eq!(buddy_sim::testing::Snapshot::of(&z), fp);
     // Free the second run by other means: vfree of the whole area must then fail without
     // freeing the first run (it used to free it and then fail).
     // SAFETY: no memory behind these zones (module docs).
     unsafe { z.free_contig_range(0, kept[1].start, kept[1].pages) }.unwrap();
-    let fp = buddy_sim::testing::fingerprint(&z);
+    let fp = buddy_sim::testing::Snapshot::of(&z);
     // SAFETY: no memory behind these zones (module docs).
     assert!(unsafe { z.vfree(0, &VmArea::from_runs(&kept)) }.is_err());
     assert_eq!(
-        buddy_sim::testing::fingerprint(&z),
+        buddy_sim::testing::Snapshot::of(&z),
         fp,
         "a failed vfree freed pages"
     );

@@ -385,6 +385,8 @@ impl ZeroedModel {
             | Op::FreeRaw { .. }
             | Op::AllocTyped { .. }
             | Op::AllocContig { .. }
+            | Op::AllocContigPages { .. }
+            | Op::Offline { .. }
             | Op::FreeContig { .. } => {}
         }
         if self.checks.due() {

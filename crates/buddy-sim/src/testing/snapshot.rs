@@ -1,0 +1,104 @@
+//! A whole zone's observable state at one instant, for comparing a zone before and after an
+//! operation that failed: what a failed operation may change is listed in its docs and in
+//! [`BuddyError`](crate::BuddyError)'s; everything else must read back exactly.
+
+use crate::frame::FrameState;
+use crate::{Frame, PerCpu, Pfn, Zone};
+use lock_api::RawMutex;
+use std::vec::Vec;
+
+/// Everything a zone's caller can observe, read while no other CPU uses the zone: every
+/// frame's metadata word (state, order, references, flags, known zero, the free list or
+/// kind), the key of every allocated head, every pageblock's type and isolation, and the
+/// counts (free in the buddy, known zero, present, deferred, on each CPU's lists). The order
+/// of blocks inside one free list is not part of it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Snapshot {
+    start: Pfn,
+    /// Per frame: the metadata word, the key (allocated heads; 0 otherwise), the pageblock
+    /// bits (a pageblock's first frame; 0 otherwise).
+    frames: Vec<(u64, u64, u32)>,
+    counts: Counts,
+}
+
+/// A zone's counts, as its accessors give them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Counts {
+    buddy: u64,
+    zeroed: u64,
+    present: u64,
+    deferred: u64,
+    free_total: u64,
+}
+
+/// Where two [`Snapshot`]s differ first.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SnapshotDifference {
+    /// The zones span different frames.
+    Geometry,
+    /// A frame's metadata word differs (state, order, references, flags, known zero, list):
+    /// the frame and both words.
+    Word(Pfn, u64, u64),
+    /// An allocated head's key differs.
+    Key(Pfn),
+    /// A pageblock's type or isolation differs: its first frame and both bit sets.
+    Pageblock(Pfn, u32, u32),
+    /// The counts differ (free, known zero, present, deferred).
+    Counts,
+}
+
+impl Snapshot {
+    /// The state of `zone` now. Exact only while no other CPU allocates or frees.
+    pub fn of<F, P, R>(zone: &Zone<F, P, R>) -> Self
+    where
+        F: AsRef<[Frame]>,
+        P: AsRef<[PerCpu<R>]>,
+        R: RawMutex,
+    {
+        let frames = zone
+            .frames_slice()
+            .iter()
+            .map(|f| {
+                let w = f.load();
+                let key = if w.state() == FrameState::Allocated {
+                    f.key()
+                } else {
+                    0
+                };
+                (w.bits(), key, f.pageblock_bits())
+            })
+            .collect();
+        Self {
+            start: zone.config().start,
+            frames,
+            counts: Counts {
+                buddy: zone.buddy_pages(),
+                zeroed: zone.zeroed_pages(),
+                present: zone.present_pages(),
+                deferred: zone.deferred_pages(),
+                free_total: zone.free_pages_total(),
+            },
+        }
+    }
+
+    /// The first difference between `self` (before) and `after`, or `None`.
+    #[must_use]
+    pub fn difference(&self, after: &Self) -> Option<SnapshotDifference> {
+        if self.start != after.start || self.frames.len() != after.frames.len() {
+            return Some(SnapshotDifference::Geometry);
+        }
+        let pfn = |i: usize| Pfn(self.start.0 + i as u64);
+        for (i, (a, b)) in self.frames.iter().zip(&after.frames).enumerate() {
+            if a.0 != b.0 {
+                return Some(SnapshotDifference::Word(pfn(i), a.0, b.0));
+            }
+            if a.1 != b.1 {
+                return Some(SnapshotDifference::Key(pfn(i)));
+            }
+            if a.2 != b.2 {
+                return Some(SnapshotDifference::Pageblock(pfn(i), a.2, b.2));
+            }
+        }
+        (self.counts != after.counts).then_some(SnapshotDifference::Counts)
+    }
+}

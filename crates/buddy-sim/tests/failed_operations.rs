@@ -1,0 +1,198 @@
+//! What a failed operation leaves behind, and zones where frame numbers end: each case found
+//! by an independent check of the published crate, as a whole-zone [`Snapshot`] compared
+//! before and after (every frame's word, known-zero state, every pageblock's type, the
+//! counts). The class is covered by the lockstep model (`properties`, and the `buddy_ops`
+//! fuzz target), which compares a snapshot around every failed operation.
+//!
+//! The frees are `unsafe`: these zones have no memory behind them, and no clearer or
+//! migration writes a frame (the callbacks here copy nothing).
+#![cfg(not(loom))]
+
+use buddy_sim::testing::Snapshot;
+use buddy_sim::{BoxedZone, BuddyError, MigrateType, Migration, Order, Pfn, ZoneConfig};
+
+fn o(order: u8) -> Order {
+    Order::new(order).unwrap()
+}
+
+fn refuse(_: &Migration) -> bool {
+    false
+}
+
+fn accept(_: &Migration) -> bool {
+    true
+}
+
+const START: Pfn = Pfn(0x2000);
+
+/// 64 frames at 0x2000 in pageblocks of 16, MAX_ORDER 6: the zone of the reports.
+fn small_zone() -> BoxedZone {
+    let cfg = ZoneConfig {
+        pageblock_order: o(4),
+        ..ZoneConfig::new(START, 64).with_max_order(o(6))
+    };
+    BoxedZone::new_boxed_empty(cfg).unwrap()
+}
+
+/// A zone with one movable page at its start and the rest known zero: a migration target
+/// the refusing callback is handed comes out of the known-zero block at 0x2010.
+fn known_zero_but_one_movable_page() -> BoxedZone {
+    let z = small_zone();
+    z.add_zeroed_memory(START, 64).unwrap();
+    assert_eq!(z.alloc_movable(0, o(0), 1), Ok(START));
+    assert_eq!(z.zeroed_pages(), 63);
+    z
+}
+
+#[test]
+fn a_refused_offline_keeps_the_known_zero_blocks_it_took_a_target_from() {
+    let z = known_zero_but_one_movable_page();
+    let before = Snapshot::of(&z);
+    let mut calls = 0;
+    let mut count_and_refuse = |m: &Migration| {
+        calls += 1;
+        refuse(m)
+    };
+    assert_eq!(
+        z.offline_range(0, START, 16, &mut count_and_refuse),
+        Err(BuddyError::Busy(START))
+    );
+    assert_eq!(calls, 1);
+    z.check().unwrap();
+    assert_eq!(z.zeroed_pages(), 63);
+    assert_eq!(before.difference(&Snapshot::of(&z)), None);
+}
+
+#[test]
+fn a_refused_contiguous_allocation_keeps_the_known_zero_blocks_it_took_a_target_from() {
+    let z = known_zero_but_one_movable_page();
+    let before = Snapshot::of(&z);
+    for frozen in [false, true] {
+        let got = if frozen {
+            z.alloc_contig_frozen_range(0, START, 16, &mut refuse)
+        } else {
+            z.alloc_contig_range(0, START, 16, &mut refuse)
+        };
+        assert_eq!(got, Err(BuddyError::Busy(START)));
+        z.check().unwrap();
+        assert_eq!(before.difference(&Snapshot::of(&z)), None);
+    }
+}
+
+#[test]
+fn a_refused_move_gives_back_the_pageblock_its_target_claimed() {
+    let z = small_zone();
+    z.add_memory(START, 64).unwrap();
+    let alloc = |order, mt| z.alloc_typed(0, o(order), mt).unwrap();
+    assert_eq!(alloc(1, MigrateType::Movable), START);
+    assert_eq!(alloc(3, MigrateType::Unmovable), Pfn(0x2020));
+    for at in [0x2008, 0x2010, 0x2018] {
+        assert_eq!(alloc(3, MigrateType::Movable), Pfn(at));
+    }
+    assert_eq!(
+        z.pageblock_type(Pfn(0x2030)),
+        Ok((MigrateType::Unmovable, false))
+    );
+    let before = Snapshot::of(&z);
+    assert_eq!(
+        z.alloc_contig_range(0, START, 16, &mut refuse),
+        Err(BuddyError::Busy(START))
+    );
+    z.check().unwrap();
+    assert_eq!(
+        z.pageblock_type(Pfn(0x2030)),
+        Ok((MigrateType::Unmovable, false))
+    );
+    assert_eq!(before.difference(&Snapshot::of(&z)), None);
+    // Accepted, the same move claims it, as a movable allocation falling back would.
+    assert_eq!(z.alloc_contig_range(0, START, 16, &mut accept), Ok(()));
+    assert_eq!(
+        z.pageblock_type(Pfn(0x2030)),
+        Ok((MigrateType::Movable, false))
+    );
+    z.check().unwrap();
+}
+
+#[test]
+fn alloc_contig_pages_goes_on_past_a_candidate_whose_movable_block_finds_no_target() {
+    let z = small_zone();
+    z.add_memory(START, 64).unwrap();
+    let alloc = |order, mt| z.alloc_typed(0, o(order), mt).unwrap();
+    assert_eq!(alloc(3, MigrateType::Unmovable), START);
+    for at in [0x2020, 0x2028, 0x2030] {
+        assert_eq!(alloc(3, MigrateType::Movable), Pfn(at));
+    }
+    assert_eq!(alloc(3, MigrateType::Unmovable), Pfn(0x2008));
+    assert_eq!(alloc(3, MigrateType::Movable), Pfn(0x2038));
+    assert_eq!(alloc(1, MigrateType::Movable), Pfn(0x2010));
+    // 0x2012..0x2020 is free: the candidate at 0x2010 isolates the only free pageblock
+    // itself, so its movable page has nowhere to go; the next candidate needs no move.
+    let mut calls = 0;
+    let mut count = |m: &Migration| {
+        calls += 1;
+        accept(m)
+    };
+    assert_eq!(z.alloc_contig_pages(0, 6, o(1), &mut count), Ok(Pfn(0x2012)));
+    assert_eq!(calls, 0);
+    z.check().unwrap();
+    for p in 0x2012..0x2018 {
+        assert_eq!(z.frame(Pfn(p)).unwrap().refcount, 1);
+    }
+}
+
+/// The largest zone whose span ends at the top of the pfn space: its last frame is
+/// `u64::MAX - 1` (a span's end, `start + nr_pages`, is a pfn too).
+fn top_zone(nr: u64) -> ZoneConfig {
+    ZoneConfig::new(Pfn(u64::MAX - nr), nr)
+}
+
+#[test]
+fn a_zone_at_the_top_of_the_pfn_space_builds_and_works() {
+    let z = BoxedZone::new_boxed(top_zone(3000)).unwrap();
+    z.check().unwrap();
+    assert_eq!(z.free_pages_total(), 3000);
+    // Everything handed out and given back, block by block, then as one contiguous run.
+    let mut held = Vec::new();
+    for order in (0..=10).rev() {
+        while let Ok(p) = z.alloc_pages(0, o(order)) {
+            held.push((p, o(order)));
+        }
+    }
+    assert_eq!(held.iter().map(|(_, o)| o.pages()).sum::<u64>(), 3000);
+    for (p, order) in held {
+        // SAFETY: no memory behind this zone (module docs).
+        unsafe { z.free_pages(0, p, order) }.unwrap();
+    }
+    z.drain_all();
+    z.check().unwrap();
+    let last = Pfn(u64::MAX - 1);
+    assert_eq!(z.alloc_contig_pages(0, 100, o(0), &mut refuse), Ok(Pfn(u64::MAX - 3000)));
+    // SAFETY: as above.
+    unsafe { z.free_contig_range(0, Pfn(u64::MAX - 3000), 100) }.unwrap();
+    assert_eq!(z.alloc_contig_range(0, Pfn(last.0 - 99), 100, &mut refuse), Ok(()));
+    // SAFETY: as above.
+    unsafe { z.free_contig_range(0, Pfn(last.0 - 99), 100) }.unwrap();
+    // A movable page moves out of the range going offline; the top of the zone goes
+    // offline and comes back; compaction makes a 2 MiB block.
+    let moving = z.alloc_movable(0, o(0), 7).unwrap();
+    let around = Pfn(moving.0 & !511);
+    assert_eq!(z.offline_range(0, around, 512, &mut accept), Ok(1));
+    z.add_memory(around, 512).unwrap();
+    z.alloc_pages_at(Pfn(last.0 - 511), o(0)).unwrap();
+    let top = Pfn(last.0 - 511);
+    assert_eq!(z.offline_range(0, top, 512, &mut accept), Err(BuddyError::Busy(top)));
+    // SAFETY: as above.
+    unsafe { z.free_pages(0, top, o(0)) }.unwrap();
+    assert_eq!(z.offline_range(0, top, 512, &mut accept), Ok(0));
+    assert_eq!(z.present_pages(), 3000 - 512);
+    z.add_memory(top, 512).unwrap();
+    assert!(z.compact(0, o(9), &mut accept).unwrap().success);
+    z.check().unwrap();
+    // A frame past the zone's end is an error, not an overflow.
+    assert_eq!(z.frame(Pfn(u64::MAX)), Err(BuddyError::OutOfZone(Pfn(u64::MAX))));
+    assert_eq!(
+        // SAFETY: as above.
+        unsafe { z.free_contig_range(0, last, 2) },
+        Err(BuddyError::Overflow)
+    );
+}
