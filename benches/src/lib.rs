@@ -23,6 +23,12 @@ pub mod zeroed;
 
 pub use report::{Cell, Plot, Section, SectionContext, Table};
 
+/// The workspace README, whose Rust examples run as this crate's doctests (it is not part of
+/// a published crate, whose own READMEs are their crate docs).
+#[cfg(doctest)]
+#[doc = include_str!("../../README.md")]
+pub struct WorkspaceReadme;
+
 use buddy_sim::{BuddyError, Order};
 
 /// The value of an allocator call a workload makes with valid arguments (an error is a bug in

@@ -3,6 +3,7 @@
 
 mod cmd;
 mod fuzz;
+mod package;
 mod setup;
 mod stages;
 mod x86_kernel;

@@ -8,8 +8,8 @@ use std::path::Path;
 use std::process::ExitCode;
 use std::time::Instant;
 
-/// The library crates: built for bare metal, tested under QEMU.
-const LIBS: [&str; 6] = [
+/// The library crates: published, built for bare metal, tested under QEMU.
+pub const LIBS: [&str; 6] = [
     "mm-types",
     "arch-x86",
     "arch-arm64",
@@ -68,7 +68,7 @@ const STAGES: [Stage; 14] = [
     },
     Stage {
         name: "package",
-        run: package,
+        run: |root, _| crate::package::run(root),
     },
     Stage {
         name: "msrv",
@@ -192,7 +192,7 @@ fn clippy(root: &Path, _: &Options) -> StageResult {
     let deny = ["--", "-D", "warnings"];
     cmd::status(
         cargo(root)
-            .args(["clippy", "--workspace", "--all-targets"])
+            .args(["clippy", "--workspace", "--all-targets", "--all-features"])
             .args(deny),
     )?;
     // The aarch64 code paths only exist when compiling for aarch64.
@@ -222,7 +222,7 @@ fn clippy(root: &Path, _: &Options) -> StageResult {
 }
 
 /// Sums the `running N tests` lines of cargo test output.
-fn tests_run(output: &str) -> usize {
+pub fn tests_run(output: &str) -> usize {
     output
         .lines()
         .filter_map(|l| {
@@ -244,7 +244,9 @@ const EXAMPLES: [(&str, &str); 4] = [
 ];
 
 fn test(root: &Path, _: &Options) -> StageResult {
-    let out = cmd::output_echoed(cargo(root).args(["test", "--workspace"]))?;
+    // Every feature: the tests of the ecosystem adapters and of the harnesses behind
+    // `testing` need theirs (the package stage runs the default features' tests too).
+    let out = cmd::output_echoed(cargo(root).args(["test", "--workspace", "--all-features"]))?;
     for (krate, example) in EXAMPLES {
         cmd::status(cargo(root).args(["run", "--quiet", "-p", krate, "--example", example]))?;
     }
@@ -299,85 +301,6 @@ fn doc(root: &Path, _: &Options) -> StageResult {
     ))
 }
 
-/// Files every published crate must carry.
-const PACKAGED: [&str; 4] = ["README.md", "LICENSE-MIT", "LICENSE-APACHE", "CHANGELOG.md"];
-
-/// `cargo publish --workspace --dry-run`: every library packages and builds from its
-/// package alone, in dependency order, against crates.io; and each package carries its
-/// README, both licences and the changelog.
-fn package(root: &Path, _: &Options) -> StageResult {
-    forget_stale_packages()?;
-    // A target directory of its own, emptied first: cargo takes a registry crate of the same
-    // version as unchanged, so builds of an earlier dry run's packages would be reused.
-    let verify = root.join("target/package-verify");
-    if verify.exists() {
-        std::fs::remove_dir_all(&verify).map_err(|e| format!("{}: {e}", verify.display()))?;
-    }
-    cmd::status(
-        cargo(root)
-            // Every feature: the ecosystem adapters (x86_64, aarch64-paging, axallocator) are
-            // built from the packages too; the default features are built by other stages.
-            .args([
-                "publish",
-                "--workspace",
-                "--dry-run",
-                "--allow-dirty",
-                "--all-features",
-            ])
-            .arg("--target-dir")
-            .arg(&verify),
-    )?;
-    for lib in LIBS {
-        let list = cmd::output_echoed(cargo(root).args([
-            "package",
-            "--list",
-            "--allow-dirty",
-            "-p",
-            lib,
-        ]))?;
-        if let Some(missing) = PACKAGED
-            .iter()
-            .find(|f| !list.lines().any(|l| l.trim() == **f))
-        {
-            return Err(format!("the {lib} package lacks {missing}"));
-        }
-    }
-    Ok(format!(
-        "{} crates package and build alone with every feature, each with {}",
-        LIBS.len(),
-        PACKAGED.join(", ")
-    ))
-}
-
-/// Removes cargo's unpacked copies of earlier dry runs' packages of our crates. `cargo
-/// publish --dry-run` builds each crate against the others' packages through a local
-/// registry, unpacked under `$CARGO_HOME/registry/src/-HASH/NAME-VERSION` (the hash names the
-/// registry's path, not the package's content), and reuses a directory that exists: after a
-/// change that keeps the version, it would build against the old sources.
-fn forget_stale_packages() -> Result<(), String> {
-    let cargo_home = std::env::var_os("CARGO_HOME")
-        .map(std::path::PathBuf::from)
-        .or_else(|| std::env::var_os("HOME").map(|h| Path::new(&h).join(".cargo")))
-        .ok_or("neither CARGO_HOME nor HOME is set")?;
-    let Ok(registries) = std::fs::read_dir(cargo_home.join("registry/src")) else {
-        return Ok(());
-    };
-    let version = env!("CARGO_PKG_VERSION");
-    for registry in registries.flatten() {
-        // Local registries' directories start with '-'; crates.io's never do.
-        if !registry.file_name().to_string_lossy().starts_with('-') {
-            continue;
-        }
-        for lib in LIBS {
-            let dir = registry.path().join(format!("{lib}-{version}"));
-            if dir.exists() {
-                std::fs::remove_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
-            }
-        }
-    }
-    Ok(())
-}
-
 /// The libraries build with the oldest toolchain they declare (`rust-version`), for the host
 /// and both bare-metal targets; and the declaration and the toolchain agree.
 fn msrv(root: &Path, _: &Options) -> StageResult {
@@ -423,8 +346,14 @@ fn qemu(root: &Path, _: &Options) -> StageResult {
         let runner = format!("qemu-aarch64 -L /usr/aarch64-linux-gnu -cpu {cpu}");
         let env = "CARGO_TARGET_AARCH64_UNKNOWN_LINUX_GNU_RUNNER";
         let mut c = cargo(root);
-        c.env(env, &runner)
-            .args(["test", "--target", AARCH64_LINUX, "--lib", "--tests"]);
+        c.env(env, &runner).args([
+            "test",
+            "--target",
+            AARCH64_LINUX,
+            "--lib",
+            "--tests",
+            "--all-features",
+        ]);
         with_libs(&mut c);
         let out = cmd::output_echoed(&mut c)?;
         let mut detect = cargo(root);
@@ -726,7 +655,8 @@ fn loom(root: &Path, _: &Options) -> StageResult {
     let mut c = cargo(root);
     c.env("RUSTFLAGS", "--cfg loom")
         .env("LOOM_MAX_PREEMPTIONS", "3")
-        .args(["test", "--release", "--target-dir", "target/loom", "--lib"]);
+        .args(["test", "--release", "--target-dir", "target/loom", "--lib"])
+        .arg("--all-features");
     for krate in LOOM_CRATES {
         c.args(["-p", krate]);
     }
@@ -741,7 +671,7 @@ fn miri(root: &Path, _: &Options) -> StageResult {
     // Build every test once; the workers below only run them (cargo's build lock is not held
     // while tests run, so they run side by side).
     let mut build = nightly_cargo(root);
-    build.args(["miri", "test", "--no-run"]);
+    build.args(["miri", "test", "--no-run", "--all-features"]);
     for krate in MIRI_CRATES {
         build.args(["-p", krate]);
     }
@@ -756,7 +686,7 @@ fn miri(root: &Path, _: &Options) -> StageResult {
     );
     let outputs = cmd::run_queue(&units, workers, |unit| {
         let mut c = nightly_cargo(root);
-        c.args(["miri", "test", "-p", unit.krate])
+        c.args(["miri", "test", "--all-features", "-p", unit.krate])
             .args(unit.target.args());
         c
     })?;

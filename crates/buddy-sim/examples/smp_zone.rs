@@ -3,7 +3,7 @@
 //! `free_contig_range` and freeing single pages, each on its own CPU's lists. At the end the
 //! zone is whole again and its invariants hold.
 //!
-//! `cargo run -p buddy-sim --example smp_zone`
+//! `cargo run --example smp_zone`
 
 use buddy_sim::{BuddyError, Frame, Order, PerCpu, Pfn, Zone, ZoneConfig};
 

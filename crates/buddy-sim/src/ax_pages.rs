@@ -18,7 +18,7 @@ use lock_api::RawMutex;
 ///
 /// `axallocator`'s interface reports no error from `init` and `dealloc_pages`:
 /// [`AxPageAllocator::last_error`] keeps the zone's error of the last call instead. (The
-/// workspace README's example.)
+/// example below.)
 ///
 /// ```
 /// use axallocator::{BaseAllocator, PageAllocator};

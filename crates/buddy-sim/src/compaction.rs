@@ -15,8 +15,8 @@
 use crate::buddy::FreeArea;
 use crate::frame::{Frame, FrameState, Word};
 use crate::map::FrameMap;
-use crate::migratetype::Claim;
 use crate::memory::{FRAME, FrameMemory};
+use crate::migratetype::Claim;
 use crate::{BuddyError, MigrateType, Order, PerCpu, Pfn, Zone};
 use lock_api::RawMutex;
 

@@ -2,13 +2,15 @@
 
 use crate::{BuddyError, Order, Pfn};
 
-/// A zone's geometry and tuning. [`ZoneConfig::new`] gives the x86_64 kernel's geometry and
-/// per-cpu list sizes derived from the zone's size as Linux derives them.
+/// A zone's geometry and tuning, in 4 KiB frames (whatever the kernel's page size: a kernel
+/// with 16 or 64 KiB pages allocates them as blocks of order 2 or 4). [`ZoneConfig::new`]
+/// gives the x86_64 kernel's geometry and per-cpu list sizes derived from the zone's size as
+/// Linux derives them.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct ZoneConfig {
-    /// First frame the zone spans.
+    /// First frame the zone spans (a 4 KiB frame number: physical address / 4 KiB).
     pub start: Pfn,
-    /// Frames the zone spans, holes included (at most `u32::MAX - 1`).
+    /// 4 KiB frames the zone spans, holes included (at most `u32::MAX - 1`).
     pub nr_pages: u64,
     /// MAX_ORDER: the largest block (10 on x86_64: 4 MiB with 4 KiB pages).
     pub max_order: Order,

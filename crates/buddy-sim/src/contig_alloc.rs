@@ -15,7 +15,9 @@
 //!    freed again, merging with their neighbours.
 //!
 //! On any error, step 5 runs and nothing is allocated; blocks already moved in step 3 stay
-//! where they went (their owners saw the move through their callback).
+//! where they went (their owners saw the move through their callback), and the target a
+//! refused move was offered goes back as it was, known zero and its pageblock's type
+//! included ([`BuddyError`] lists what a failure may change).
 
 use crate::compaction::{Migrate, NotMoved, is_movable};
 use crate::frame::{Frame, FrameState, Word};

@@ -17,9 +17,11 @@ use zero_core::ZeroError;
 ///   failed ([`BuddyError::Clear`], [`BuddyError::NotAddressable`]) or it did not read
 ///   zero ([`BuddyError::StaleZero`]);
 /// - `zero_some` keeps the blocks it cleared before the one that failed as known zero;
-/// - `alloc_contig_range` and `alloc_contig_pages` drain the per-cpu lists, and the movable
-///   blocks they moved out of a range before it failed stay where they went (their owners'
-///   `Migrate` callbacks saw the moves); the isolation is undone.
+/// - `alloc_contig_range`, `alloc_contig_pages` and `offline_range` drain the per-cpu lists
+///   (`offline_range` also initializes every deferred frame first), and the movable blocks
+///   they moved out of a range before it failed stay where they went (their owners' `Migrate`
+///   callbacks saw the moves); the isolation is undone, and a move the callback refused
+///   leaves its target block as it was (known zero, and the type of its pageblock, included).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum BuddyError {

@@ -228,7 +228,10 @@ pub struct NodeStats {
 /// (see the module docs). `Z` holds the zones (a slice, an array, a vector); each zone's
 /// metadata is its own caller storage, as for a lone [`Zone`].
 ///
-/// ```
+/// With the `alloc` feature (the zones' metadata in vectors):
+///
+#[cfg_attr(feature = "alloc", doc = "```")]
+#[cfg_attr(not(feature = "alloc"), doc = "```ignore")]
 /// use buddy_sim::{BoxedNodeSet, BoxedZone, NodeId, NodePolicy, Order, Pfn, Topology, ZoneConfig};
 ///
 /// // Two nodes 20 apart (a SLIT), CPU 0 on node 0 and CPU 1 on node 1, 4 MiB each.

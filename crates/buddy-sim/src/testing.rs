@@ -12,9 +12,9 @@ use lock_api::RawMutex;
 #[cfg(all(feature = "alloc", feature = "spin"))]
 mod nodes;
 mod snapshot;
-pub use snapshot::{Snapshot, SnapshotDifference};
 #[cfg(all(feature = "alloc", feature = "spin"))]
 pub use nodes::{NodeDivergence, NodeModel, NodeOp};
+pub use snapshot::{Snapshot, SnapshotDifference};
 #[cfg(all(feature = "alloc", feature = "spin"))]
 mod zeroed;
 #[cfg(all(feature = "alloc", feature = "spin"))]
@@ -617,9 +617,8 @@ where
             }
         };
         let (a, b) = (contig(&self.batched), contig(&self.per_page));
-        let searched = len > 0
-            && cpu < self.batched.config().cpus
-            && align <= self.batched.config().max_order;
+        let searched =
+            len > 0 && cpu < self.batched.config().cpus && align <= self.batched.config().max_order;
         if searched && a.ok() != free {
             return Err(Divergence::ContigSearch { got: a, free });
         }

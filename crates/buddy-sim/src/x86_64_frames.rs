@@ -168,7 +168,7 @@ macro_rules! frame_traits {
 
 frame_traits!(Size4KiB, Size2MiB, Size1GiB);
 
-#[cfg(test)]
+#[cfg(all(test, feature = "alloc", feature = "spin"))]
 mod tests {
     use super::*;
     use crate::{BoxedZone, ZoneConfig};

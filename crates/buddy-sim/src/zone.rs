@@ -27,7 +27,8 @@ pub enum FreeWhere {
     Pcp,
 }
 
-/// A buddy allocator over the frames `[start, start + nr_pages)` that every CPU shares
+/// A buddy allocator over the 4 KiB frames `[start, start + nr_pages)` (frame `n` is the
+/// physical memory at `n * 4 KiB`; an order-`k` block is `2^k` of them) that every CPU shares
 /// through `&self` (it is `Sync`), with its metadata in caller-provided storage: `F` holds
 /// one [`Frame`] per frame, `P` one [`PerCpu`] per CPU (slices, arrays, `static`s or, with
 /// `alloc`, vectors); `R` is the raw lock of the zone and of each per-cpu list set

@@ -132,7 +132,10 @@ fn alloc_contig_pages_goes_on_past_a_candidate_whose_movable_block_finds_no_targ
         calls += 1;
         accept(m)
     };
-    assert_eq!(z.alloc_contig_pages(0, 6, o(1), &mut count), Ok(Pfn(0x2012)));
+    assert_eq!(
+        z.alloc_contig_pages(0, 6, o(1), &mut count),
+        Ok(Pfn(0x2012))
+    );
     assert_eq!(calls, 0);
     z.check().unwrap();
     for p in 0x2012..0x2018 {
@@ -166,10 +169,16 @@ fn a_zone_at_the_top_of_the_pfn_space_builds_and_works() {
     z.drain_all();
     z.check().unwrap();
     let last = Pfn(u64::MAX - 1);
-    assert_eq!(z.alloc_contig_pages(0, 100, o(0), &mut refuse), Ok(Pfn(u64::MAX - 3000)));
+    assert_eq!(
+        z.alloc_contig_pages(0, 100, o(0), &mut refuse),
+        Ok(Pfn(u64::MAX - 3000))
+    );
     // SAFETY: as above.
     unsafe { z.free_contig_range(0, Pfn(u64::MAX - 3000), 100) }.unwrap();
-    assert_eq!(z.alloc_contig_range(0, Pfn(last.0 - 99), 100, &mut refuse), Ok(()));
+    assert_eq!(
+        z.alloc_contig_range(0, Pfn(last.0 - 99), 100, &mut refuse),
+        Ok(())
+    );
     // SAFETY: as above.
     unsafe { z.free_contig_range(0, Pfn(last.0 - 99), 100) }.unwrap();
     // A movable page moves out of the range going offline; the top of the zone goes
@@ -180,7 +189,10 @@ fn a_zone_at_the_top_of_the_pfn_space_builds_and_works() {
     z.add_memory(around, 512).unwrap();
     z.alloc_pages_at(Pfn(last.0 - 511), o(0)).unwrap();
     let top = Pfn(last.0 - 511);
-    assert_eq!(z.offline_range(0, top, 512, &mut accept), Err(BuddyError::Busy(top)));
+    assert_eq!(
+        z.offline_range(0, top, 512, &mut accept),
+        Err(BuddyError::Busy(top))
+    );
     // SAFETY: as above.
     unsafe { z.free_pages(0, top, o(0)) }.unwrap();
     assert_eq!(z.offline_range(0, top, 512, &mut accept), Ok(0));
@@ -189,7 +201,10 @@ fn a_zone_at_the_top_of_the_pfn_space_builds_and_works() {
     assert!(z.compact(0, o(9), &mut accept).unwrap().success);
     z.check().unwrap();
     // A frame past the zone's end is an error, not an overflow.
-    assert_eq!(z.frame(Pfn(u64::MAX)), Err(BuddyError::OutOfZone(Pfn(u64::MAX))));
+    assert_eq!(
+        z.frame(Pfn(u64::MAX)),
+        Err(BuddyError::OutOfZone(Pfn(u64::MAX)))
+    );
     assert_eq!(
         // SAFETY: as above.
         unsafe { z.free_contig_range(0, last, 2) },

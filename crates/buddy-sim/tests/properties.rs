@@ -46,7 +46,10 @@ fn zone_with_holes(cfg: ZoneConfig, ranges: &[(u64, u64)]) -> VecZone {
 /// Where a zone starts: low in the pfn space, or so that it ends at most a few thousand
 /// frames below its top (every computation of a frame number near `u64::MAX` checked).
 fn zone_start(nr: u64) -> impl Strategy<Value = u64> {
-    prop_oneof![0u64..5000, (0u64..5000).prop_map(move |gap| u64::MAX - nr - gap)]
+    prop_oneof![
+        0u64..5000,
+        (0u64..5000).prop_map(move |gap| u64::MAX - nr - gap)
+    ]
 }
 
 fn zone_config() -> impl Strategy<Value = ZoneConfig> {
@@ -61,15 +64,17 @@ fn zone_config() -> impl Strategy<Value = ZoneConfig> {
         .prop_flat_map(|(nr, max, section_log, cpus, high, batch)| {
             // Half the zones defer most of each added range (init_deferred, the slow path).
             let eager = prop_oneof![Just(u64::MAX), 1u64..=nr];
-            ((0..=max), eager, zone_start(nr)).prop_map(move |(pb, eager_pages, start)| ZoneConfig {
-                max_order: Order::new(max).unwrap(),
-                pageblock_order: Order::new(pb).unwrap(),
-                section_pages: 1 << section_log,
-                cpus,
-                pcp_high: high,
-                pcp_batch: batch,
-                eager_pages,
-                ..ZoneConfig::new(Pfn(start), nr)
+            ((0..=max), eager, zone_start(nr)).prop_map(move |(pb, eager_pages, start)| {
+                ZoneConfig {
+                    max_order: Order::new(max).unwrap(),
+                    pageblock_order: Order::new(pb).unwrap(),
+                    section_pages: 1 << section_log,
+                    cpus,
+                    pcp_high: high,
+                    pcp_batch: batch,
+                    eager_pages,
+                    ..ZoneConfig::new(Pfn(start), nr)
+                }
             })
         })
 }

@@ -3,7 +3,7 @@
 //! compare with the per-entry walk the kernel used before: the same young folios, 16 times
 //! fewer compare-and-swaps, the same invalidates.
 //!
-//! `cargo run -p pte-batch --example aging`
+//! `cargo run --example aging`
 
 use pte_batch::format::Arm64;
 use pte_batch::mm_types::{FrameRange, Pfn, VirtAddr};

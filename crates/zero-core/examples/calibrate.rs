@@ -2,7 +2,7 @@
 //! this CPU with `Policy::calibrate`, then clear a 256 MiB extent with the calibrated policy on
 //! every core at once (`ParallelClear`), and check it.
 //!
-//! `cargo run --release -p zero-core --example calibrate`
+//! `cargo run --release --example calibrate`
 
 use std::num::NonZeroUsize;
 use std::time::Instant;

@@ -53,7 +53,10 @@ pub use clear::{
     folio_zero_user_raw,
 };
 pub use error::ZeroError;
-/// The base page size, from the workspace's shared vocabulary (`mm-types`).
+/// The shared vocabulary (page sizes, frame numbers, addresses, ranges) of the crates this
+/// one works with.
+pub use mm_types;
+/// The base page size, from the shared vocabulary.
 pub use mm_types::PageSize;
 pub use parallel::{ChunkCursor, ParallelClear};
 pub use plan::{NON_PREEMPT_BATCH_BYTES, batch_pages_for_latency, non_preempt_batch_pages};

@@ -24,7 +24,8 @@ pub(crate) const TEMPORAL_PREFERENCE: &[Strategy] = &[
 /// In the order measured past the last-level cache, with the candidates interleaved: AVX-512
 /// and AVX2 streaming stores write whole lines without reading them and are the fastest,
 /// CLZERO next, `movnti` (8 bytes a store) last, or tied with AVX-512 on some CPUs.
-/// `cargo xtask report` ("Every strategy") shows the figures where it runs.
+/// The "every strategy" table of this project's benchmark report shows the figures on the
+/// CPU it runs on.
 pub(crate) const STREAMING_PREFERENCE: &[Strategy] = &[
     Strategy::Avx512Stream,
     Strategy::Avx2Stream,
