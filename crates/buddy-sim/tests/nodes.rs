@@ -397,9 +397,9 @@ fn node_op() -> impl Strategy<Value = NodeOp> {
 proptest! {
     #![proptest_config(common::proptest_config(2))]
 
-    /// Random topologies and memory maps: every allocation lands on the node the fallback
-    /// order says, offline and online answer as the model says, and every node's counts
-    /// match after every step.
+    /// Random topologies and memory maps, low in the pfn space or at its top: every
+    /// allocation lands on the node the fallback order says, offline and online answer as
+    /// the model says, and every node's counts match after every step.
     #[test]
     fn nodes_follow_the_model(
         (topology, map) in topology().prop_flat_map(|t| {
@@ -407,9 +407,12 @@ proptest! {
             (Just(t), memory_map(nodes))
         }),
         ops in proptest::collection::vec(node_op(), 1..80),
+        at_top in any::<bool>(),
     ) {
         let cpus = topology.cpus();
-        let mut at = 0x1000;
+        // From frame 0x1000, or ending at the top of the pfn space.
+        let span: u64 = map.iter().map(|(_, nr, _)| nr + 16).sum();
+        let mut at = if at_top { u64::MAX - span } else { 0x1000 };
         let mut zones = Vec::new();
         let mut nodes = Vec::new();
         for (node, nr, usable) in &map {

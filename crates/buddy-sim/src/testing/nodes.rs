@@ -358,7 +358,8 @@ impl NodeModel {
         let cpu = cpu % self.set.topology().cpus().max(1);
         let start = Pfn(cfg.start.0 + offset % cfg.nr_pages);
         let len = len % (cfg.nr_pages + 1);
-        let end = start.0 + len;
+        // Past the top of the pfn space, `u64::MAX` (an overflow, whatever the zone).
+        let end = start.0.checked_add(len);
         // What the model says: a zone boundary, a hole, then an unmovable block, first frame
         // first; a movable block is moved (or, refused, in the way).
         let zone_end = cfg.start.0 + cfg.nr_pages;
@@ -373,7 +374,9 @@ impl NodeModel {
         let mut must_move = false;
         if len == 0 {
             want = Err(BuddyError::ZeroPages);
-        } else if end > zone_end {
+        } else if end.is_none() {
+            want = Err(BuddyError::Overflow);
+        } else if end.is_some_and(|end| end > zone_end) {
             want = Err(BuddyError::NotInNode {
                 pfn: Pfn(zone_end),
                 node: u32::from(node.0),
@@ -383,7 +386,7 @@ impl NodeModel {
             // move stops it at the first movable block.
             let mut moved = 0;
             let mut first_movable = None;
-            for p in start.0..end {
+            for p in start.0..end.unwrap_or(u64::MAX) {
                 let state = z.frame(Pfn(p)).map(|f| f.state);
                 if state == Ok(FrameState::Reserved) {
                     want = Err(BuddyError::Hole(Pfn(p)));
@@ -452,7 +455,7 @@ impl NodeModel {
         let Ok((_, z)) = self.set.zone_of(start) else {
             return Ok(());
         };
-        for p in start.0..start.0 + len {
+        for p in start.0..start.0.saturating_add(len) {
             let pfn = Pfn(p);
             match z.pageblock_type(pfn) {
                 Ok((_, true)) => return Err(NodeDivergence::NotUndone(pfn)),
