@@ -94,9 +94,12 @@ fn package_and_unpack(root: &Path, dir: &Path) -> Result<Vec<Unpacked>, String> 
     let mut out = Vec::new();
     for name in LIBS {
         let file = root.join(format!("target/package/{name}-{version}.crate"));
+        // `m`: the files get the time of unpacking, not the archive's, so that cargo (which
+        // judges path dependencies by modification time) never takes a build of an earlier
+        // package in the kept build directory for one of this package.
         cmd::status(
             std::process::Command::new("tar")
-                .arg("xzf")
+                .arg("xzmf")
                 .arg(&file)
                 .arg("-C")
                 .arg(dir),

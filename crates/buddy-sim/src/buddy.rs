@@ -11,7 +11,7 @@ use crate::deferred::{AddedRanges, DeferredRanges};
 use crate::frame::{FrameState, Word};
 use crate::list::{FreeCount, List};
 use crate::map::FrameMap;
-use crate::migratetype::{Claim, ISOLATE, LIST_TYPES, set_pageblocks};
+use crate::migratetype::{ISOLATE, LIST_TYPES, PageblockClaim, set_pageblocks};
 use crate::{BuddyError, MAX_SUPPORTED_ORDER, MigrateType, Order};
 
 /// Which free block an allocation would rather have.
@@ -228,7 +228,7 @@ impl FreeArea {
         m: FrameMap<'_>,
         order: Order,
         mt: MigrateType,
-    ) -> Option<(u32, bool, Option<Claim>)> {
+    ) -> Option<(u32, bool, Option<PageblockClaim>)> {
         for o in (order.get()..=m.cfg.max_order.get()).rev() {
             if !mt.claims_on_fallback(Order(o), m.cfg.pageblock_order) {
                 continue;
@@ -238,7 +238,7 @@ impl FreeArea {
                     continue;
                 };
                 if self.try_claim(m, idx, Order(o), mt) {
-                    let claim = Claim::of(m, idx, Order(o), from, mt);
+                    let claim = PageblockClaim::of(m, idx, Order(o), from, mt);
                     let (idx, zeroed) = self.rmqueue_smallest(m, order, mt)?;
                     return Some((idx, zeroed, Some(claim)));
                 }

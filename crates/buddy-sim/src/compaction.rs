@@ -16,7 +16,7 @@ use crate::buddy::FreeArea;
 use crate::frame::{Frame, FrameState, Word};
 use crate::map::FrameMap;
 use crate::memory::{FRAME, FrameMemory};
-use crate::migratetype::Claim;
+use crate::migratetype::PageblockClaim;
 use crate::{BuddyError, MigrateType, Order, PerCpu, Pfn, Zone};
 use lock_api::RawMutex;
 
@@ -292,13 +292,19 @@ where
 pub(crate) struct Target {
     pub(crate) idx: u32,
     zeroed: bool,
-    claim: Option<Claim>,
+    claim: Option<PageblockClaim>,
 }
 
 impl Target {
     /// The target at `idx`, just taken off the free lists, its head marked a frozen movable
     /// allocation of `order` (nobody else's while the move runs).
-    fn frozen(m: FrameMap<'_>, idx: u32, order: Order, zeroed: bool, claim: Option<Claim>) -> Self {
+    fn frozen(
+        m: FrameMap<'_>,
+        idx: u32,
+        order: Order,
+        zeroed: bool,
+        claim: Option<PageblockClaim>,
+    ) -> Self {
         m.frame(idx)
             .store(Word::allocated_as(order.get(), MigrateType::Movable).freeze());
         Self { idx, zeroed, claim }
@@ -327,7 +333,7 @@ impl FreeArea {
     pub(crate) fn put_back(&mut self, m: FrameMap<'_>, target: Target, order: Order) {
         self.free_one_page(m, target.idx, order, target.zeroed);
         if let Some(claim) = target.claim {
-            self.unclaim(m, claim);
+            self.unclaim_pageblocks(m, claim);
         }
     }
 }

@@ -286,10 +286,11 @@ impl FreeArea {
 
 /// Pageblocks a fallback claimed for another type ([`FreeArea::try_claim`]): the block of
 /// the pageblock order or above it claimed whole, or the one pageblock of a smaller block,
-/// the type they had and the type that claimed them. What [`FreeArea::unclaim`] gives back
-/// when the allocation that claimed them is undone (a refused migration's target).
+/// the type they had and the type that claimed them. What
+/// [`FreeArea::unclaim_pageblocks`] gives back when the allocation that claimed them is
+/// undone (a refused migration's target).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) struct Claim {
+pub(crate) struct PageblockClaim {
     /// The frames claimed: `start..end` (a range is not `Copy`).
     start: u32,
     end: u32,
@@ -297,7 +298,7 @@ pub(crate) struct Claim {
     by: MigrateType,
 }
 
-impl Claim {
+impl PageblockClaim {
     /// The claim for `by` of the free block at `idx` of `order`, taken from `was`'s lists.
     pub(crate) fn of(
         m: FrameMap<'_>,
@@ -325,7 +326,7 @@ impl FreeArea {
     /// under the zone lock, after the claiming allocation's block was freed again. A
     /// pageblock whose type changed since (to other than the claiming type) is left alone,
     /// and an isolated one stays isolated.
-    pub(crate) fn unclaim(&mut self, m: FrameMap<'_>, claim: Claim) {
+    pub(crate) fn unclaim_pageblocks(&mut self, m: FrameMap<'_>, claim: PageblockClaim) {
         for block in m.pageblocks(claim.start..claim.end) {
             let pb = m.pageblock(block.start);
             if pb.mt != claim.by {
