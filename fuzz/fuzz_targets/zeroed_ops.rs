@@ -3,7 +3,10 @@
 //! allocations (with and without a fault offset), frees, background zeroing, drains and
 //! deferred initialization, against the per-page zero reference (`ZeroedModel`): known-zero
 //! blocks read zero, zeroed allocations do, held pages are never touched, no block is handed
-//! out twice; the full check every [`CHECK_INTERVAL`] operations and at the end.
+//! out twice; the full check every [`CHECK_INTERVAL`] operations and at the end. Its zones
+//! start low in the pfn space: a frame near the top has no byte address (its physical
+//! address does not fit 64 bits), so zeroed allocation there can only fail; `buddy_ops` and
+//! `smp_ops` place zones at the top.
 #![no_main]
 
 use arbitrary::Arbitrary;
