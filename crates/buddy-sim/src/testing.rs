@@ -238,6 +238,9 @@ pub struct Lockstep<F, P, R> {
     contigs: [Option<(Pfn, u64, bool)>; SLOTS],
     next_contig: usize,
     checks: CheckInterval,
+    /// The batched zone before and after the operation being applied (storage kept).
+    before: Snapshot,
+    after: Snapshot,
 }
 
 /// When a harness runs its full check: every `every`-th call of its `apply`.
@@ -278,7 +281,10 @@ where
     #[must_use]
     #[allow(unsafe_code)]
     pub unsafe fn new(batched: Zone<F, P, R>, per_page: Zone<F, P, R>) -> Self {
+        let before = Snapshot::of(&batched);
         Self {
+            after: before.clone(),
+            before,
             batched,
             per_page,
             allocs: [None; SLOTS],
@@ -342,7 +348,7 @@ where
                 z.merge_free_blocks();
             }
         }
-        let before = Snapshot::of(&self.batched);
+        self.before.retake(&self.batched);
         let deferred = self.batched.deferred_pages();
         let Some((a, b)) = self.apply_both(op)? else {
             return Ok(());
@@ -355,11 +361,11 @@ where
         }
         let documented = matches!(a, Err(BuddyError::OutOfMemory(_)))
             && self.batched.deferred_pages() != deferred;
-        if a.is_err()
-            && !documented
-            && let Some(d) = before.difference(&Snapshot::of(&self.batched))
-        {
-            return Err(Divergence::ChangedOnError(d));
+        if a.is_err() && !documented {
+            self.after.retake(&self.batched);
+            if let Some(d) = self.before.difference(&self.after) {
+                return Err(Divergence::ChangedOnError(d));
+            }
         }
         if !self.checks.due() {
             return Ok(());

@@ -22,7 +22,7 @@ pub struct Snapshot {
 }
 
 /// A zone's counts, as its accessors give them.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 struct Counts {
     buddy: u64,
     zeroed: u64,
@@ -55,30 +55,41 @@ impl Snapshot {
         P: AsRef<[PerCpu<R>]>,
         R: RawMutex,
     {
-        let frames = zone
-            .frames_slice()
-            .iter()
-            .map(|f| {
-                let w = f.load();
-                let key = if w.state() == FrameState::Allocated {
-                    f.key()
-                } else {
-                    0
-                };
-                (w.bits(), key, f.pageblock_bits())
-            })
-            .collect();
-        Self {
+        let mut s = Self {
             start: zone.config().start,
-            frames,
-            counts: Counts {
-                buddy: zone.buddy_pages(),
-                zeroed: zone.zeroed_pages(),
-                present: zone.present_pages(),
-                deferred: zone.deferred_pages(),
-                free_total: zone.free_pages_total(),
-            },
-        }
+            frames: Vec::new(),
+            counts: Counts::default(),
+        };
+        s.retake(zone);
+        s
+    }
+
+    /// [`Snapshot::of`] into this snapshot's storage (a harness that takes one around every
+    /// operation allocates once).
+    pub fn retake<F, P, R>(&mut self, zone: &Zone<F, P, R>)
+    where
+        F: AsRef<[Frame]>,
+        P: AsRef<[PerCpu<R>]>,
+        R: RawMutex,
+    {
+        self.start = zone.config().start;
+        self.frames.clear();
+        self.frames.extend(zone.frames_slice().iter().map(|f| {
+            let w = f.load();
+            let key = if w.state() == FrameState::Allocated {
+                f.key()
+            } else {
+                0
+            };
+            (w.bits(), key, f.pageblock_bits())
+        }));
+        self.counts = Counts {
+            buddy: zone.buddy_pages(),
+            zeroed: zone.zeroed_pages(),
+            present: zone.present_pages(),
+            deferred: zone.deferred_pages(),
+            free_total: zone.free_pages_total(),
+        };
     }
 
     /// The first difference between `self` (before) and `after`, or `None`.
