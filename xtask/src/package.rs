@@ -46,7 +46,7 @@ pub fn run(root: &Path) -> Result<String, String> {
     write_workspace(root, &dir, &crates)?;
     for c in &crates {
         check_files(c)?;
-        check_docs(c)?;
+        check_contents(c)?;
     }
     let mut tested = Vec::new();
     for c in &crates {
@@ -158,7 +158,7 @@ fn check_files(c: &Unpacked) -> Result<(), String> {
 /// No file of the package but its manifests (which must list the test targets' paths) names
 /// anything of [`LOCAL_ONLY`]: not the README, the rustdoc, the examples, the tests or the
 /// changelog. The README states the crate's MSRV and has a quick start.
-fn check_docs(c: &Unpacked) -> Result<(), String> {
+fn check_contents(c: &Unpacked) -> Result<(), String> {
     const MANIFESTS: [&str; 4] = [
         "Cargo.toml",
         "Cargo.toml.orig",

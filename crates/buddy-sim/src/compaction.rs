@@ -9,8 +9,10 @@
 //! (no reference count, so that no free or `get_page` can reach it while it moves), takes a
 //! target off the free lists, and asks the embedder's [`Migrate`] callback to copy the
 //! contents and repoint its mappings, or to refuse. Then the source is freed (or unfrozen, if
-//! refused, and the target freed). A block whose reference count is not exactly the one of
-//! its allocation (pinned by `get_page`), or that is poisoned or vmalloc's, is not moved.
+//! refused, and the target given back as it was taken: known zero if it was, and with any
+//! pageblock its fallback claimed given its type back). A block whose reference count is not
+//! exactly the one of its allocation (pinned by `get_page`), or that is poisoned or
+//! vmalloc's, is not moved.
 
 use crate::buddy::FreeArea;
 use crate::frame::{Frame, FrameState, Word};
