@@ -93,6 +93,15 @@ pub enum NodeDivergence {
     BadMigration(Migration),
     /// A failed offline left frames of the range offline or pageblocks isolated.
     NotUndone(Pfn),
+    /// An operation failed and changed a zone beyond what its docs allow (an allocation
+    /// that ran out of memory, an offline that moved nothing): the zone's index and the
+    /// first difference from before the operation.
+    ChangedOnError {
+        /// The zone, in the set's order.
+        zone: usize,
+        /// The first difference.
+        difference: super::SnapshotDifference,
+    },
 }
 
 /// An allocation the model holds: first frame, order, movable.
@@ -153,6 +162,24 @@ impl NodeModel {
         })
     }
 
+    /// Every zone's [`Snapshot`](super::Snapshot), in the set's order.
+    fn snapshots(&self) -> Vec<super::Snapshot> {
+        self.set
+            .zones()
+            .map(|(_, z)| super::Snapshot::of(z))
+            .collect()
+    }
+
+    /// The first zone that differs from `before`, after a failed operation.
+    fn unchanged(&self, before: &[super::Snapshot]) -> Result<(), NodeDivergence> {
+        for (zone, (was, (_, z))) in before.iter().zip(self.set.zones()).enumerate() {
+            if let Some(difference) = was.difference(&super::Snapshot::of(z)) {
+                return Err(NodeDivergence::ChangedOnError { zone, difference });
+            }
+        }
+        Ok(())
+    }
+
     fn held_at(&self, pfn: Pfn) -> Option<usize> {
         self.held
             .iter()
@@ -210,6 +237,9 @@ impl NodeModel {
             z.drain_all();
             z.merge_free_blocks();
         }
+        // What a failed allocation may change (draining, merging the pairs kept apart for
+        // their knowledge of zero) is done: it must change nothing else.
+        let before = self.snapshots();
         let t = self.set.topology();
         let policy = match policy % 3 {
             0 => NodePolicy::Local,
@@ -256,6 +286,9 @@ impl NodeModel {
                 self.set.alloc_pages(cpu, o, policy)
             }
         });
+        if got.is_err() {
+            self.unchanged(&before)?;
+        }
         let (Some(_), Ok(o)) = (first, order_ok) else {
             // Bad input: the set must refuse it (the order error first when the order is
             // not even one).
@@ -410,8 +443,15 @@ impl NodeModel {
                 (e, _) => e,
             };
         }
+        // An offline drains the per-cpu lists first: done, so that a failed one that moved
+        // nothing must change nothing at all (the set's zones defer no memory).
+        for (_, z) in self.set.zones() {
+            z.drain_all();
+        }
+        let before = self.snapshots();
         let mut held = core::mem::take(&mut self.held);
         let mut bad = None;
+        let mut moved_any = false;
         let mut follow = |m: &Migration| {
             if refuse {
                 return false;
@@ -419,6 +459,7 @@ impl NodeModel {
             match held.get_mut(m.key as usize) {
                 Some(Some(h)) if h.pfn == m.from && h.movable && h.order == m.order => {
                     h.pfn = m.to;
+                    moved_any = true;
                     true
                 }
                 _ => {
@@ -431,6 +472,9 @@ impl NodeModel {
         self.held = held;
         if let Some(m) = bad {
             return Err(NodeDivergence::BadMigration(m));
+        }
+        if got.is_err() && !moved_any {
+            self.unchanged(&before)?;
         }
         match (got, want) {
             (Ok(moved), Ok(want_moved)) if moved == want_moved => {
