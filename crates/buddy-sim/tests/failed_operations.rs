@@ -8,13 +8,14 @@
 //! migration writes a frame (the callbacks here copy nothing).
 #![cfg(not(loom))]
 
+mod common;
+
 use buddy_sim::testing::Snapshot;
 use buddy_sim::zero_core::{ClearConfig, NoResched, PageSize, PreemptModel};
 use buddy_sim::{
-    BoxedZone, BuddyError, FrameClearer, FrameMemory, MigrateType, Migration, Order, Pfn,
-    ZoneConfig,
+    BoxedZone, BuddyError, FrameClearer, MigrateType, Migration, Order, Pfn, ZoneConfig,
 };
-use core::ptr::NonNull;
+use common::Nowhere;
 
 fn o(order: u8) -> Order {
     Order::new(order).unwrap()
@@ -148,21 +149,6 @@ fn alloc_contig_pages_goes_on_past_a_candidate_whose_movable_block_finds_no_targ
     }
 }
 
-/// Memory that reaches no frame: what any map gives for frames whose physical address does
-/// not fit 64 bits.
-struct Unreachable;
-
-// SAFETY: `frame_ptr` gives no pointer for any frame, which the contract allows.
-unsafe impl FrameMemory for Unreachable {
-    fn frame_ptr(&self, _: Pfn) -> Option<NonNull<u8>> {
-        None
-    }
-
-    fn pfn_at(&self, _: NonNull<u8>) -> Option<Pfn> {
-        None
-    }
-}
-
 /// The largest zone whose span ends at the top of the pfn space: its last frame is
 /// `u64::MAX - 1` (a span's end, `start + nr_pages`, is a pfn too).
 fn top_zone(nr: u64) -> ZoneConfig {
@@ -223,7 +209,7 @@ fn a_zone_at_the_top_of_the_pfn_space_builds_and_works() {
     // No frame up here has a byte address (its physical address does not fit 64 bits): a
     // zeroed allocation fails, frees the block again and leaks nothing.
     let clear = ClearConfig::new(PageSize::Size4KiB, PreemptModel::None);
-    let clearer = FrameClearer::new(Unreachable, clear).unwrap();
+    let clearer = FrameClearer::new(Nowhere, clear).unwrap();
     let free = z.free_pages_total();
     assert!(matches!(
         z.alloc_zeroed(0, o(0), &clearer, None, &mut NoResched),

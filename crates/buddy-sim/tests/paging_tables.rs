@@ -1,10 +1,13 @@
 //! `ZoneTables` under aarch64-paging: table pages come from the zone, zeroed, and go back;
 //! the failures aarch64-paging's infallible trait leaves room for are reported or refused.
 
+mod common;
+
 use aarch64_paging::Mapping;
 use aarch64_paging::descriptor::{El1Attributes, PhysicalAddress};
 use aarch64_paging::paging::{Constraints, El1And0, MemoryRegion, PageTable, Translation, VaRange};
-use buddy_sim::{BoxedZone, BuddyError, FrameMemory, OffsetMap, Pfn, ZoneConfig, ZoneTables};
+use buddy_sim::{BoxedZone, BuddyError, OffsetMap, Pfn, ZoneConfig, ZoneTables};
+use common::Nowhere;
 use core::ptr::NonNull;
 
 const FRAMES: u64 = if cfg!(miri) { 16 } else { 64 };
@@ -102,19 +105,6 @@ fn an_empty_zone_is_a_panic_with_the_reason() {
         El1And0,
         VaRange::Lower,
     );
-}
-
-/// A memory map that reaches no frame.
-struct Nowhere;
-
-// SAFETY: it never returns a pointer.
-unsafe impl FrameMemory for Nowhere {
-    fn frame_ptr(&self, _: Pfn) -> Option<NonNull<u8>> {
-        None
-    }
-    fn pfn_at(&self, _: NonNull<u8>) -> Option<Pfn> {
-        None
-    }
 }
 
 #[test]
