@@ -44,9 +44,10 @@ pub fn run(root: &Path) -> Result<String, String> {
     std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
     let crates = package_and_unpack(root, &dir)?;
     write_workspace(root, &dir, &crates)?;
+    let mut quick_starts = Vec::new();
     for c in &crates {
         check_files(c)?;
-        check_contents(c)?;
+        quick_starts.push(check_contents(c)?);
     }
     // Tests run with the default features, and with every feature.
     let mut tests = [0; 2];
@@ -61,8 +62,8 @@ pub fn run(root: &Path) -> Result<String, String> {
             *ran += crate::stages::tests_run(&out);
         }
     }
-    for c in &crates {
-        quick_start(root, &dir, c, &crates)?;
+    for (c, (deps, code)) in crates.iter().zip(&quick_starts) {
+        quick_start(root, &dir, c, deps, code, &crates)?;
     }
     Ok(format!(
         "{} crates packaged, unpacked and tested alone ({} tests with default features, {} \
@@ -158,8 +159,9 @@ fn check_files(c: &Unpacked) -> Result<(), String> {
 
 /// No file of the package but its manifests (which must list the test targets' paths) names
 /// anything of [`LOCAL_ONLY`]: not the README, the rustdoc, the examples, the tests or the
-/// changelog. The README states the crate's MSRV and has a quick start.
-fn check_contents(c: &Unpacked) -> Result<(), String> {
+/// changelog. The README states the crate's MSRV and has a quick start, which it returns
+/// ([`quick_start_snippets`]).
+fn check_contents(c: &Unpacked) -> Result<(String, String), String> {
     const MANIFESTS: [&str; 4] = [
         "Cargo.toml",
         "Cargo.toml.orig",
@@ -204,7 +206,7 @@ fn check_contents(c: &Unpacked) -> Result<(), String> {
             c.name
         ));
     }
-    quick_start_snippets(c.name, &readme).map(drop)
+    quick_start_snippets(c.name, &readme)
 }
 
 /// The `[dependencies]` snippet (a `toml` block) and the code (a `rust` block with a `main`)
@@ -236,11 +238,16 @@ fn fenced(text: &str, lang: &str) -> Option<String> {
     Some(block.to_string())
 }
 
-/// The README's quick start in a fresh project: a manifest with the snippet's dependencies
-/// (the libraries patched to their unpacked copies), the code as `main.rs`; `cargo run`.
-fn quick_start(root: &Path, dir: &Path, c: &Unpacked, crates: &[Unpacked]) -> Result<(), String> {
-    let readme = read(&c.dir.join("README.md"))?;
-    let (deps, code) = quick_start_snippets(c.name, &readme)?;
+/// A README's quick start in a fresh project: a manifest with the snippet's dependencies
+/// `deps` (the libraries patched to their unpacked copies), `code` as `main.rs`; `cargo run`.
+fn quick_start(
+    root: &Path,
+    dir: &Path,
+    c: &Unpacked,
+    deps: &str,
+    code: &str,
+    crates: &[Unpacked],
+) -> Result<(), String> {
     let project = dir.join(format!("quick-start-{}", c.name));
     let manifest = format!(
         "[package]\nname = \"quick-start-{}\"\nversion = \"0.0.0\"\nedition = \"2024\"\n\
@@ -250,7 +257,7 @@ fn quick_start(root: &Path, dir: &Path, c: &Unpacked, crates: &[Unpacked]) -> Re
         patches(crates)
     );
     write(&project.join("Cargo.toml"), &manifest)?;
-    write(&project.join("src/main.rs"), &code)?;
+    write(&project.join("src/main.rs"), code)?;
     copy(&root.join("Cargo.lock"), &project.join("Cargo.lock"))?;
     cmd::status(
         cargo(&project)

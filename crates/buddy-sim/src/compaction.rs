@@ -292,7 +292,7 @@ where
 /// known zero, and the pageblocks taking it claimed; all given back if no block moves there.
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct Target {
-    pub(crate) idx: u32,
+    idx: u32,
     zeroed: bool,
     claim: Option<PageblockClaim>,
 }

@@ -10,8 +10,8 @@ use std::vec::Vec;
 /// Everything a zone's caller can observe, read while no other CPU uses the zone: every
 /// frame's metadata word (state, order, references, flags, known zero, the free list or
 /// kind), the key of every allocated head, every pageblock's type and isolation, and the
-/// counts (free in the buddy, known zero, present, deferred, on each CPU's lists). The order
-/// of blocks inside one free list is not part of it.
+/// counts (free in the buddy, known zero, present, deferred, and free in all, per-cpu lists
+/// included). The order of blocks inside one free list is not part of it.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Snapshot {
     start: Pfn,
@@ -43,7 +43,7 @@ pub enum SnapshotDifference {
     Key(Pfn),
     /// A pageblock's type or isolation differs: its first frame and both bit sets.
     Pageblock(Pfn, u32, u32),
-    /// The counts differ (free, known zero, present, deferred).
+    /// The counts differ (free in the buddy, known zero, present, deferred, free in all).
     Counts,
 }
 
