@@ -29,7 +29,7 @@ fn seed_loop(c: &mut Criterion) {
             let p = z.alloc_pages(0, o9).unwrap();
             z.split_page(p, o9).unwrap();
             // SAFETY: the benchmark frees what it allocated, once, and no longer uses its memory.
-            unsafe { free_contig_range_per_page(&z, 0, p, 512) }.unwrap();
+            unsafe { free_contig_range_per_page(&z.cpu(0).unwrap(), p, 512) }.unwrap();
         });
     });
     let mut peer = FrameAllocator::<11>::new();

@@ -13,7 +13,10 @@ use crate::measure::{Budget, Estimate, Samples, Verdict};
 use crate::report::{ratio_text, thread};
 use crate::{Cell, Plot, Section, SectionContext, Table, must, order};
 use buddy_sim::reference::free_contig_range_per_page;
-use buddy_sim::{BoxedZone, OpCounters, Pfn, ZoneConfig};
+use buddy_sim::{
+    Access, AllocRequest, BoxedZone, Cpu, DefaultRawMutex, Frame, Local, Locked, OpCounters,
+    PerCpu, Pfn, ZoneConfig,
+};
 use buddy_system_allocator::FrameAllocator;
 use std::time::Duration;
 
@@ -115,7 +118,7 @@ pub(crate) fn split_and_free_iteration(z: &BoxedZone, w: Workload, free: Free) {
         // SAFETY: the benchmark frees what it allocated, once, and no longer uses its memory.
         Free::Batched => must(unsafe { z.free_contig_range(0, pfn, nr) }),
         // SAFETY: the benchmark frees what it allocated, once, and no longer uses its memory.
-        Free::PerPage => must(unsafe { free_contig_range_per_page(z, 0, pfn, nr) }),
+        Free::PerPage => must(unsafe { free_contig_range_per_page(&must(z.cpu(0)), pfn, nr) }),
     };
     let pfn = must(z.alloc_pages(0, o));
     must(z.split_page(pfn, o));
@@ -501,9 +504,23 @@ fn batched_vs_per_page_table(
 /// Both allocators, each with the same frames: the target the peer rows run on. buddy-sim
 /// twice: with per-cpu lists under their lock (the default) and with CPU-local lists.
 struct Pair {
-    ours: BoxedZone,
-    local: BoxedZone,
+    ours: ZoneCpu<Locked>,
+    local: ZoneCpu<Local>,
     theirs: Peer,
+}
+
+/// CPU 0 of a zone the report keeps for its whole run, reached as `A` says.
+type ZoneCpu<A> = Cpu<'static, Vec<Frame>, Vec<PerCpu>, DefaultRawMutex, A>;
+
+/// The two instances of one row's loop over a CPU handle: under the list lock and
+/// CPU-local.
+macro_rules! on_both {
+    (|$z:ident, $n:ident| $body:block) => {
+        (
+            |$z: &ZoneCpu<Locked>, $n: u32| $body,
+            |$z: &ZoneCpu<Local>, $n: u32| $body,
+        )
+    };
 }
 
 type PairCandidate = crate::measure::Candidate<'static, Pair>;
@@ -511,11 +528,17 @@ type PairCandidate = crate::measure::Candidate<'static, Pair>;
 /// The goal on every row that compares the same work.
 const PEER_GOAL: f64 = 1.25;
 
-/// A zone of [`ZONE_FRAMES`] frames with CPU-local lists.
-fn local_zone() -> BoxedZone {
-    // SAFETY: the report uses this zone from one thread at a time, always naming CPU 0:
-    // no two calls ever overlap.
-    unsafe { zone().with_cpu_local_lists() }
+/// CPU 0 of a zone of [`ZONE_FRAMES`] frames, kept for the report's run, under its list lock.
+fn locked_cpu() -> ZoneCpu<Locked> {
+    must(Box::leak(Box::new(zone())).cpu(0))
+}
+
+/// CPU 0 of a zone of [`ZONE_FRAMES`] frames, kept for the report's run, with CPU-local lists.
+fn local_cpu() -> ZoneCpu<Local> {
+    let zone: &'static BoxedZone = Box::leak(Box::new(zone()));
+    // SAFETY: the report uses this zone from one thread, through this one handle: no two
+    // calls ever overlap, and nothing else reaches CPU 0's lists.
+    must(unsafe { zone.local_cpu(0) })
 }
 
 fn peer_table(
@@ -541,32 +564,32 @@ fn peer_table(
          buddy_system_allocator (unlocked, one CPU) has none."
     ));
     let mut pair = Pair {
-        ours: zone(),
-        local: local_zone(),
+        ours: locked_cpu(),
+        local: local_cpu(),
         theirs: peer(),
     };
     type Row = (String, Estimate, Estimate, Estimate, Estimate, Estimate);
     let mut rows: Vec<Row> = Vec::new();
     // Each row: our loop on both zones and theirs, measured round-robin; ns per operation.
-    let mut measure =
-        |name: String, ops: u32, ours: fn(&BoxedZone, u32), theirs: fn(&mut Peer, u32)| {
-            ctx.step(format!("peer: {name}"));
-            let mut candidates: [PairCandidate; 3] = [
-                Box::new(move |p: &mut Pair| ours(&p.ours, ops)),
-                Box::new(move |p: &mut Pair| ours(&p.local, ops)),
-                Box::new(move |p: &mut Pair| theirs(&mut p.theirs, ops)),
-            ];
-            let s = Samples::interleaved(budget, &mut pair, &mut candidates);
-            let ns = |s: &Samples| s.seconds().map(|x| x * 1e9 / f64::from(ops));
-            rows.push((
-                name,
-                ns(&s[0]),
-                ns(&s[1]),
-                ns(&s[2]),
-                s[0].speedup_over(&s[2]),
-                s[1].speedup_over(&s[2]),
-            ));
-        };
+    type Ours = (fn(&ZoneCpu<Locked>, u32), fn(&ZoneCpu<Local>, u32));
+    let mut measure = |name: String, ops: u32, (ours, local): Ours, theirs: fn(&mut Peer, u32)| {
+        ctx.step(format!("peer: {name}"));
+        let mut candidates: [PairCandidate; 3] = [
+            Box::new(move |p: &mut Pair| ours(&p.ours, ops)),
+            Box::new(move |p: &mut Pair| local(&p.local, ops)),
+            Box::new(move |p: &mut Pair| theirs(&mut p.theirs, ops)),
+        ];
+        let s = Samples::interleaved(budget, &mut pair, &mut candidates);
+        let ns = |s: &Samples| s.seconds().map(|x| x * 1e9 / f64::from(ops));
+        rows.push((
+            name,
+            ns(&s[0]),
+            ns(&s[1]),
+            ns(&s[2]),
+            s[0].speedup_over(&s[2]),
+            s[1].speedup_over(&s[2]),
+        ));
+    };
     fn peer_alloc(p: &mut Peer, n: usize) -> usize {
         p.alloc(n).unwrap_or_else(|| panic!("peer out of frames"))
     }
@@ -580,39 +603,39 @@ fn peer_table(
     measure(
         "alloc 512 frames + split + free_contig_range (ours) / dealloc(512) (theirs)".into(),
         iterations,
-        |z, n| {
+        on_both!(|z, n| {
             for _ in 0..n {
-                let f = must(z.alloc_pages(0, order(9)));
-                must(z.split_page(f, order(9)));
+                let f = must(z.alloc_raw(AllocRequest::order(order(9))));
+                must(z.zone().split_page(f, order(9)));
                 // SAFETY: the benchmark frees what it allocated, once, and no longer uses its memory.
-                must(unsafe { z.free_contig_range(0, f, 512) });
+                must(unsafe { z.free_contig_range(f, 512) });
             }
-        },
+        }),
         peer_alloc_dealloc_512,
     );
     measure(
         "alloc 512 frames + free them as one block (free_pages order 9)".into(),
         iterations,
-        |z, n| {
+        on_both!(|z, n| {
             for _ in 0..n {
-                let f = must(z.alloc_pages(0, order(9)));
+                let f = must(z.alloc_raw(AllocRequest::order(order(9))));
                 // SAFETY: the benchmark frees what it allocated, once, and no longer uses its memory.
-                must(unsafe { z.free_pages(0, f, order(9)) });
+                must(unsafe { z.free_pages(f, order(9)) });
             }
-        },
+        }),
         peer_alloc_dealloc_512,
     );
     measure(
         "alloc 512 frames + free them one frame at a time".into(),
         iterations / 10,
-        |z, n| {
+        on_both!(|z, n| {
             for _ in 0..n {
-                let f = must(z.alloc_pages(0, order(9)));
-                must(z.split_page(f, order(9)));
+                let f = must(z.alloc_raw(AllocRequest::order(order(9))));
+                must(z.zone().split_page(f, order(9)));
                 // SAFETY: the benchmark frees what it allocated, once, and no longer uses its memory.
-                must(unsafe { free_contig_range_per_page(z, 0, f, 512) });
+                must(unsafe { free_contig_range_per_page(z, f, 512) });
             }
-        },
+        }),
         |p, n| {
             for _ in 0..n {
                 let f = peer_alloc(p, 512);
@@ -623,13 +646,13 @@ fn peer_table(
         },
     );
     // Allocation throughput: N blocks, then free them all.
-    fn ours_pairs<const O: u8>(z: &BoxedZone, count: u32) {
+    fn ours_pairs<const O: u8, A: Access>(z: &ZoneCpu<A>, count: u32) {
         let held: Vec<Pfn> = (0..count)
-            .map(|_| must(z.alloc_pages(0, order(O))))
+            .map(|_| must(z.alloc_raw(AllocRequest::order(order(O)))))
             .collect();
         for f in held {
             // SAFETY: the benchmark frees what it allocated, once, and no longer uses its memory.
-            must(unsafe { z.free_pages(0, f, order(O)) });
+            must(unsafe { z.free_pages(f, order(O)) });
         }
     }
     fn theirs_pairs<const O: u8>(p: &mut Peer, count: u32) {
@@ -642,19 +665,19 @@ fn peer_table(
     measure(
         format!("{} x alloc order 0, then free all", count(0)),
         count(0),
-        ours_pairs::<0>,
+        (ours_pairs::<0, Locked>, ours_pairs::<0, Local>),
         theirs_pairs::<0>,
     );
     measure(
         format!("{} x alloc order 3, then free all", count(3)),
         count(3),
-        ours_pairs::<3>,
+        (ours_pairs::<3, Locked>, ours_pairs::<3, Local>),
         theirs_pairs::<3>,
     );
     measure(
         format!("{} x alloc order 9, then free all", count(9)),
         count(9),
-        ours_pairs::<9>,
+        (ours_pairs::<9, Locked>, ours_pairs::<9, Local>),
         theirs_pairs::<9>,
     );
 
@@ -690,7 +713,7 @@ fn peer_table(
          ns per iteration (per allocation + free for the throughput rows), median ± the \
          half-width of its 95% interval, the three paths once per round in a shuffled order; \
          the speedup is the median per-round ratio. CPU-local lists: \
-         `Zone::with_cpu_local_lists` (Linux's local_lock: the CPU's lists reached without an \
+         `Zone::local_cpu` (Linux's local_lock: the CPU's lists reached without an \
          atomic instruction; a free still drops its reference by compare-and-swap).",
         ZONE_FRAMES >> 10
     ));

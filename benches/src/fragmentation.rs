@@ -14,7 +14,9 @@
 
 use std::time::Instant;
 
-use buddy_sim::{BoxedZone, MigrateType, Migration, OffsetMap, Pfn, ZoneConfig};
+use buddy_sim::{
+    AllocRequest, BoxedZone, Migrate, MigrateType, Migration, OffsetMap, Pfn, ZoneConfig,
+};
 use buddy_system_allocator::FrameAllocator;
 
 use crate::measure::{Estimate, Verdict};
@@ -100,7 +102,9 @@ impl Alloc {
             Self::Zone { zone, kind, .. } => {
                 let o = order(order_);
                 let r = match (*kind, unmovable) {
-                    (Kind::Untyped, _) => zone.alloc_typed(0, o, MigrateType::Movable),
+                    (Kind::Untyped, _) => zone.cpu(0).and_then(|c| {
+                        c.alloc_raw(AllocRequest::order(o).kind(MigrateType::Movable))
+                    }),
                     (_, true) => zone.alloc_pages(0, o),
                     (_, false) => zone.alloc_movable(0, o, key),
                 };
@@ -308,7 +312,10 @@ fn run_one(kind: Kind, frames: u64, ops: u64, seed: u64) -> Outcome {
         let region = movable_only_region(zone);
         let mut moved = 0;
         let mut mv = Workload::migrate(&mut w.held, memory, &mut moved);
-        let got = zone.alloc_contig_pages(0, 512, order(o9), &mut mv);
+        let request = AllocRequest::frames(512)
+            .aligned(order(o9))
+            .contiguous(&mut mv);
+        let got = zone.cpu(0).and_then(|c| c.alloc_raw(request));
         if let Ok(p) = got {
             // SAFETY: the run was just allocated and is not used.
             must(unsafe { zone.free_contig_range(0, p, 512) });
@@ -396,18 +403,20 @@ fn successive(w: &mut Workload, o: u8, tries: u32) -> u32 {
                 let mut refuse = |_: &Migration| false;
                 let mut mv = Workload::migrate(&mut w.held, memory, &mut moved);
                 if o <= zone.config().max_order.get() {
-                    let mut r = zone.alloc_typed(0, order(o), MigrateType::Movable);
+                    let cpu = must(zone.cpu(0));
+                    let typed = || AllocRequest::order(order(o)).kind(MigrateType::Movable);
+                    let mut r = cpu.alloc_raw(typed());
                     if r.is_err() && compacting {
-                        let _ = zone.compact(0, order(o), &mut mv);
-                        r = zone.alloc_typed(0, order(o), MigrateType::Movable);
+                        let _ = cpu.compact(order(o), &mut mv);
+                        r = cpu.alloc_raw(typed());
                     }
                     r.is_ok()
-                } else if compacting {
-                    zone.alloc_contig_pages(0, 1 << o, zone.config().max_order, &mut mv)
-                        .is_ok()
                 } else {
-                    zone.alloc_contig_pages(0, 1 << o, zone.config().max_order, &mut refuse)
-                        .is_ok()
+                    let migrate: &mut dyn Migrate = if compacting { &mut mv } else { &mut refuse };
+                    let request = AllocRequest::frames(1 << o)
+                        .aligned(zone.config().max_order)
+                        .contiguous(migrate);
+                    must(zone.cpu(0)).alloc_raw(request).is_ok()
                 }
             }
         };

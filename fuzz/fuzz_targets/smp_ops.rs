@@ -8,7 +8,7 @@
 #![no_main]
 
 use arbitrary::Arbitrary;
-use buddy_sim::{Frame, Order, PerCpu, Pfn, Zone, ZoneConfig};
+use buddy_sim::{AllocRequest, Frame, Order, PerCpu, Pfn, Zone, ZoneConfig};
 use libfuzzer_sys::fuzz_target;
 
 #[derive(Arbitrary, Debug)]
@@ -125,7 +125,8 @@ impl World {
             }
             CpuOp::AllocExact(n) => {
                 let pages = u64::from(n % 64) + 1;
-                if let Ok(p) = self.zone.alloc_pages_exact(cpu, pages) {
+                let run = self.zone.cpu(cpu).and_then(|c| c.alloc_raw(AllocRequest::frames(pages)));
+                if let Ok(p) = run {
                     self.take(cpu, Held::Run(p, pages));
                 }
             }
@@ -168,7 +169,7 @@ impl World {
                     self.free(cpu, h);
                 }
             }
-            CpuOp::Drain => self.zone.drain_pcp(cpu).unwrap(),
+            CpuOp::Drain => self.zone.cpu(cpu).unwrap().drain(),
         }
     }
 }

@@ -1,10 +1,94 @@
 //! Allocation: from the CPU's per-cpu list (refilled from the buddy in a batch when empty) or
 //! straight from the buddy, with the slow path that drains every CPU's lists and retries.
 
+use crate::Pfn;
 use crate::buddy::Prefer;
+use crate::cpu::{Access, Cpu, CpuLists};
+use crate::error::BuddyError;
 use crate::frame::{Frame, Word};
-use crate::{BuddyError, MigrateType, Order, PerCpu, Pfn, Zone};
+use crate::memory::FrameMemory;
+use crate::migratetype::MigrateType;
+use crate::pcp::PerCpu;
+use crate::request::{AllocRequest, ReschedPoint};
+use crate::types::Order;
+use crate::zone::Zone;
 use lock_api::RawMutex;
+
+impl<F, P, R, A> Cpu<'_, F, P, R, A>
+where
+    F: AsRef<[Frame]>,
+    P: AsRef<[PerCpu<R>]>,
+    R: RawMutex,
+    A: Access,
+{
+    /// Allocates what `request` asks for on this CPU and returns its first frame, for a
+    /// caller that keeps frame numbers (in page tables, in its own structures) and frees
+    /// them itself (`free_pages` for a block, `free_contig_range` for a run,
+    /// `free_contig_frozen_range` for frozen pages); [`Cpu::alloc`] returns an owned
+    /// [`Block`](crate::Block) instead.
+    ///
+    /// A block ([`AllocRequest::order`]) comes from this CPU's list for per-cpu orders
+    /// (refilled from the buddy in a batch when empty), else from the buddy; in the order it
+    /// takes from, a block not known zero where there is one (blocks known zero are kept
+    /// for zeroed requests). When that fails, it drains every CPU's lists back into the
+    /// buddy (a [`LocalCpu`](crate::LocalCpu) only its own) and tries once more, as the
+    /// kernel's slow path does with `drain_all_pages()`; then it merges the free buddies
+    /// that stayed apart because only one of them is known zero, and tries again; then it
+    /// initializes deferred memory ([`Zone::init_deferred`]) a chunk at a time until the
+    /// allocation succeeds or none is left. A kind other than unmovable takes from its own
+    /// lists first, falling back to the other types in Linux's order (and claiming a
+    /// pageblock where Linux would).
+    ///
+    /// A zeroed request takes a block known zero if the zone has one that fits (from this
+    /// CPU's list, a batch of them from the buddy, or split from a larger one), else the
+    /// block a plain allocation takes, cleared through its clearer before it is returned.
+    ///
+    /// A run ([`AllocRequest::frames`]) is the covering block split into order-0 pages with
+    /// the pages past the run freed at once, or, [`contiguous`](AllocRequest::contiguous),
+    /// found anywhere in the zone by moving movable blocks out of the way (Linux's
+    /// `alloc_contig_pages`: candidates from the zone's bottom, each checked without locks,
+    /// then isolated and migrated).
+    ///
+    /// # Errors
+    /// [`BuddyError::Conflict`] for options that do not go together;
+    /// [`BuddyError::OrderTooLarge`] (for a run: its covering order or alignment above the
+    /// zone's MAX_ORDER); [`BuddyError::ZeroPages`] for a run of no frames;
+    /// [`BuddyError::OutOfMemory`]. Zeroed: [`BuddyError::FaultOutsideBlock`] if the fault
+    /// offset is not inside what is allocated; [`BuddyError::NotAddressable`] if the
+    /// clearer's memory cannot reach the frames, [`BuddyError::Clear`] if zero-core refuses
+    /// the address it maps; with a [verifying](crate::FrameClearer::verifying) clearer,
+    /// [`BuddyError::StaleZero`] if a block known zero does not read zero. In the last three
+    /// cases what was taken is freed again, no longer known zero. Nothing is allocated on an
+    /// error (what an error may have changed: [`BuddyError`]).
+    #[inline]
+    pub fn alloc_raw<M: FrameMemory>(
+        &self,
+        mut request: AllocRequest<'_, M>,
+    ) -> Result<Pfn, BuddyError> {
+        request.check()?;
+        let (zone, cpu) = (self.zone, self.lists());
+        if request.frames.is_some() || request.migrate.is_some() {
+            return zone.alloc_run(cpu, &mut request);
+        }
+        let (order, mt, key) = (request.order, request.mt, request.key);
+        let Some(clearer) = request.clearer else {
+            let (idx, _) = zone.alloc_preferring(cpu, order, Prefer::Unzeroed, mt, key)?;
+            return Ok(zone.map().pfn(idx));
+        };
+        zone.check_fault(order, request.fault)?;
+        let (idx, zeroed) = zone.alloc_preferring(cpu, order, Prefer::Zeroed, mt, key)?;
+        let mut resched = ReschedPoint(&mut request.resched);
+        zone.make_allocation_zero(
+            cpu,
+            idx,
+            order,
+            zeroed,
+            clearer,
+            request.fault,
+            &mut resched,
+        )
+    }
+}
 
 impl<F, P, R> Zone<F, P, R>
 where
@@ -12,68 +96,13 @@ where
     P: AsRef<[PerCpu<R>]>,
     R: RawMutex,
 {
-    /// Allocates a naturally aligned block of `2^order` frames with one reference: from
-    /// `cpu`'s list for per-cpu orders (refilled from the buddy when empty), else from the
-    /// buddy; in the order it takes from, a block not known zero where there is one (blocks
-    /// known zero are kept for [`Zone::alloc_zeroed`]). When that fails, it drains every
-    /// CPU's lists back into the buddy (where the blocks can merge; with
-    /// [`Zone::with_cpu_local_lists`] only this CPU's) and tries once more, as the kernel's
-    /// slow path does with `drain_all_pages()`; if that fails too, it merges the free
-    /// buddies that stayed apart because only one of them is known zero, and tries again;
-    /// then it initializes deferred memory ([`Zone::init_deferred`]) a chunk at a time until
-    /// the allocation succeeds or none is left.
-    ///
-    /// # Errors
-    /// [`BuddyError::BadCpu`], [`BuddyError::OrderTooLarge`], [`BuddyError::OutOfMemory`].
-    ///
-    /// The block is [`MigrateType::Unmovable`]: compaction never moves it. Movable and
-    /// reclaimable allocations: [`Zone::alloc_movable`], [`Zone::alloc_typed`].
-    #[inline]
-    pub fn alloc_pages(&self, cpu: usize, order: Order) -> Result<Pfn, BuddyError> {
-        self.alloc_typed(cpu, order, MigrateType::Unmovable)
-    }
-
-    /// [`Zone::alloc_pages`] for an allocation of kind `mt`: from `mt`'s per-cpu list and
-    /// free lists, falling back to the other types in Linux's order (and claiming a
-    /// pageblock for `mt` where Linux would) when they are empty. A movable block allocated
-    /// here has key 0 ([`Zone::alloc_movable`]).
-    ///
-    /// # Errors
-    /// As [`Zone::alloc_pages`].
-    #[inline]
-    pub fn alloc_typed(
-        &self,
-        cpu: usize,
-        order: Order,
-        mt: MigrateType,
-    ) -> Result<Pfn, BuddyError> {
-        let (idx, _) = self.alloc_preferring(cpu, order, Prefer::Unzeroed, mt, 0)?;
-        Ok(self.map().pfn(idx))
-    }
-
-    /// Allocates a movable block of `2^order` frames, as [`Zone::alloc_pages`] does, that
-    /// compaction and contiguous allocation may move: they hand `key` (the embedder's name
-    /// for the allocation: an index into its own table of mappings) to the embedder's
-    /// [`Migrate`](crate::Migrate) callback, which copies the block and repoints its
-    /// mappings, or refuses. The block's frame number changes when it moves: keep it where
-    /// the callback updates it.
-    ///
-    /// # Errors
-    /// As [`Zone::alloc_pages`].
-    #[inline]
-    pub fn alloc_movable(&self, cpu: usize, order: Order, key: u64) -> Result<Pfn, BuddyError> {
-        let (idx, _) =
-            self.alloc_preferring(cpu, order, Prefer::Unzeroed, MigrateType::Movable, key)?;
-        Ok(self.map().pfn(idx))
-    }
-
-    /// [`Zone::alloc_typed`] taking the block `prefer` would rather have, its head given
-    /// `key`; returns its index and whether it is known zero (its head is `Allocated`
-    /// either way).
+    /// A block of `2^order` frames of kind `mt` on `cpu`'s lists ([`Cpu::alloc_raw`]'s
+    /// path for a block), taking the block `prefer` would rather have, its head given `key`;
+    /// returns its index and whether it is known zero (its head is `Allocated` either way).
     #[inline]
     pub(crate) fn alloc_preferring(
         &self,
-        cpu: usize,
+        cpu: CpuLists<'_, R>,
         order: Order,
         prefer: Prefer,
         mt: MigrateType,
@@ -96,7 +125,7 @@ where
     #[inline]
     pub(crate) fn alloc_attempt(
         &self,
-        cpu: usize,
+        cpu: CpuLists<'_, R>,
         order: Order,
         prefer: Prefer,
         mt: MigrateType,
@@ -110,24 +139,22 @@ where
             self.mark_allocated(idx, order, mt, key);
             return Ok((idx, zeroed));
         }
-        let pcp = self.pcp(cpu)?;
         self.check_order(order)?;
-        let (idx, zeroed) = self.alloc_fast(pcp, order, prefer, mt, true)?;
+        let (idx, zeroed) = self.alloc_fast(cpu, order, prefer, mt, true)?;
         self.mark_allocated(idx, order, mt, key);
         Ok((idx, zeroed))
     }
 
-    /// The common case of every allocation: a per-cpu order taken from `cpu`'s list (refilled
-    /// from the buddy when empty); `None` for any other order, a bad CPU or an empty zone.
+    /// The common case of every allocation: a per-cpu order taken from `pcp`'s list (refilled
+    /// from the buddy when empty); `None` for any other order or an empty zone.
     #[inline]
     fn alloc_from_cpu_list(
         &self,
-        cpu: usize,
+        pcp: CpuLists<'_, R>,
         order: Order,
         prefer: Prefer,
         mt: MigrateType,
     ) -> Option<(u32, bool)> {
-        let pcp = self.pcps.as_ref().get(cpu)?;
         let list = self.cfg.pcp_list(order, mt)?;
         if order > self.cfg.max_order {
             return None;
@@ -151,12 +178,11 @@ where
     #[inline(never)]
     fn alloc_slow(
         &self,
-        cpu: usize,
+        pcp: CpuLists<'_, R>,
         order: Order,
         prefer: Prefer,
         mt: MigrateType,
     ) -> Result<(u32, bool), BuddyError> {
-        let pcp = self.pcp(cpu)?;
         self.check_order(order)?;
         let oom = |r: &Result<_, _>| matches!(r, Err(BuddyError::OutOfMemory(_)));
         let first = self.alloc_fast(pcp, order, prefer, mt, true);
@@ -178,7 +204,11 @@ where
                 break;
             }
         }
-        retry
+        match self.refused {
+            // A static zone whose configuration was refused: that is why.
+            Some(e) if oom(&retry) => Err(e.into()),
+            _ => retry,
+        }
     }
 
     /// One allocation attempt without draining other lists: from the CPU's list for a
@@ -187,7 +217,7 @@ where
     /// without taking both locks again. The block's head is not marked allocated yet.
     fn alloc_fast(
         &self,
-        pcp: &PerCpu<R>,
+        pcp: CpuLists<'_, R>,
         order: Order,
         prefer: Prefer,
         mt: MigrateType,
@@ -216,7 +246,7 @@ where
     #[inline]
     fn take_from_list(
         &self,
-        pcp: &PerCpu<R>,
+        pcp: CpuLists<'_, R>,
         list: usize,
         order: Order,
         prefer: Prefer,
@@ -265,9 +295,11 @@ where
     /// # Errors
     /// [`BuddyError::OrderTooLarge`], [`BuddyError::Misaligned`], [`BuddyError::OutOfZone`],
     /// [`BuddyError::NotInBuddy`] when some of the range is allocated, leaked or a hole, or
-    /// (in a zone with [`Zone::with_cpu_local_lists`], whose lists only their own CPU may
-    /// touch) on a per-cpu list: drain that CPU ([`Zone::drain_pcp`] on it) and call again.
+    /// on a per-cpu list no drain could empty.
     /// On an error nothing is allocated; lists drained before it stay drained.
+    ///
+    /// It drains other CPUs' lists under their locks: not while [`LocalCpu`](crate::LocalCpu)
+    /// handles are in use.
     pub fn alloc_pages_at(&self, pfn: Pfn, order: Order) -> Result<(), BuddyError> {
         self.alloc_pages_at_as(pfn, order, MigrateType::Unmovable)
     }
@@ -295,16 +327,14 @@ where
     }
 
     /// Drains the lists of every CPU that holds a block overlapping `[idx, idx + 2^order)`;
-    /// whether any did. Never with CPU-local lists (another CPU's are out of reach).
+    /// whether any did.
     #[cold]
     fn drain_cpus_holding(&self, idx: u32, order: Order) -> bool {
-        if self.cpu_local {
-            return false;
-        }
         let m = self.map();
         let (start, end) = (u64::from(idx), u64::from(idx) + order.pages());
         let mut drained = false;
         for pcp in self.pcps.as_ref() {
+            let pcp = CpuLists { pcp, local: false };
             let overlaps = |i: u32| {
                 let block_end = u64::from(i) + (1u64 << m.frame(i).load().order());
                 u64::from(i) < end && start < block_end

@@ -9,7 +9,7 @@
 //! aligned blocks ([`Zone::free_contig_range`]).
 
 use crate::direct_map::{DirectMap, PAGE};
-use crate::{BuddyError, Frame, Order, PerCpu, Pfn, Zone, decompose};
+use crate::{AllocRequest, BuddyError, Frame, Order, PerCpu, Pfn, Zone, decompose};
 use axallocator::{AllocError, AllocResult, BaseAllocator, PageAllocator};
 use lock_api::RawMutex;
 
@@ -56,7 +56,7 @@ where
     /// Pages of `zone` on `cpu`'s lists, frame `pfn` at position `pfn * 4 KiB + offset`.
     ///
     /// # Errors
-    /// [`BuddyError::BadCpu`]; [`BuddyError::BadConfig`] if `offset` is not a multiple of
+    /// [`BuddyError::BadCpu`]; [`BuddyError::Config`] if `offset` is not a multiple of
     /// 4 KiB.
     ///
     /// # Safety
@@ -175,12 +175,14 @@ where
     const PAGE_SIZE: usize = PAGE;
 
     /// `num_pages` frames from a block of the covering order (or of `align_pow2`, if larger;
-    /// [`Zone::alloc_pages_exact_aligned`]), the rest given back at once.
+    /// [`AllocRequest::frames`]), the rest given back at once.
     fn alloc_pages(&mut self, num_pages: usize, align_pow2: usize) -> AllocResult<usize> {
         let align = self.align_order(align_pow2)?;
+        let request = AllocRequest::frames(num_pages as u64).aligned(align);
         let r = self
             .zone
-            .alloc_pages_exact_aligned(self.cpu, num_pages as u64, align);
+            .cpu(self.cpu)
+            .and_then(|cpu| cpu.alloc_raw(request));
         let pfn = self.outcome(r)?;
         self.pos_of(pfn).ok_or(AllocError::InvalidParam)
     }

@@ -8,7 +8,7 @@
 use core::marker::PhantomData;
 
 use crate::direct_map::PHYSICAL;
-use crate::{BuddyError, Frame, PerCpu, Zone};
+use crate::{AllocRequest, BuddyError, Frame, PerCpu, Zone};
 use lock_api::RawMutex;
 use memory_addr::{PhysAddr, VirtAddr};
 use page_table_multiarch::PagingHandler;
@@ -18,7 +18,7 @@ use page_table_multiarch::PagingHandler;
 /// # Safety
 /// `PagingHandler::dealloc_frames` is a safe call that frees: the handler must only be used
 /// by page tables that hand back frames it allocated for them, once, and no longer use them
-/// (`page_table_multiarch`'s tables do), as [`Zone::free_pages_exact`] requires.
+/// (`page_table_multiarch`'s tables do), as [`Zone::free_contig_range`] requires.
 #[allow(unsafe_code)]
 pub unsafe trait AxPagingZone {
     /// The zone's frame metadata.
@@ -45,9 +45,9 @@ pub unsafe trait AxPagingZone {
 }
 
 /// `page_table_multiarch`'s [`PagingHandler`] taking table frames from `Z`'s zone:
-/// `alloc_frames(n, align)` is [`Zone::alloc_pages_exact_aligned`] (exactly `n` order-0
+/// `alloc_frames(n, align)` is [`AllocRequest::frames`] (exactly `n` order-0
 /// pages, the rest of the covering block given back at once), `dealloc_frames` is
-/// [`Zone::free_pages_exact`] (the run freed as the fewest aligned blocks).
+/// [`Zone::free_contig_range`] (the run freed as the fewest aligned blocks).
 ///
 /// ```
 /// use buddy_sim::{AxPagingHandler, AxPagingZone, BoxedZone, BuddyError, Frame, PerCpu, Pfn, ZoneConfig};
@@ -108,9 +108,8 @@ impl<Z: AxPagingZone> PagingHandler for AxPagingHandler<Z> {
     /// a power of two or above the zone's largest block, a bad CPU).
     fn alloc_frames(num: usize, align: usize) -> Option<PhysAddr> {
         let order = PHYSICAL.align_order(align)?;
-        let pfn = Z::zone()
-            .alloc_pages_exact_aligned(Z::cpu(), num as u64, order)
-            .ok()?;
+        let request = AllocRequest::frames(num as u64).aligned(order);
+        let pfn = Z::zone().cpu(Z::cpu()).ok()?.alloc_raw(request).ok()?;
         PHYSICAL.addr_of(pfn).map(PhysAddr::from_usize)
     }
 
@@ -121,7 +120,7 @@ impl<Z: AxPagingZone> PagingHandler for AxPagingHandler<Z> {
         let r = match PHYSICAL.pfn_at(addr) {
             // SAFETY: `AxPagingZone`'s contract: only tables that hand back the frames this
             // handler allocated for them, once, use it.
-            Some(pfn) => unsafe { Z::zone().free_pages_exact(Z::cpu(), pfn, num as u64) },
+            Some(pfn) => unsafe { Z::zone().free_contig_range(Z::cpu(), pfn, num as u64) },
             None => Err(BuddyError::NotAFrame { addr }),
         };
         if let Err(e) = r {

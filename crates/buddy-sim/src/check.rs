@@ -52,7 +52,8 @@ where
                 pfn: m.pfn(idx),
             })
         };
-        let n = m.frames.len();
+        // A refused static zone spans none of its metadata.
+        let n = m.frames.len().min(self.cfg.nr_pages as usize);
         let (mut buddy_heads, mut pcp_heads, mut reserved) = (0u64, 0, 0);
         let mut buddy = FreeCount::NONE;
         let mut idx = 0usize;

@@ -15,6 +15,7 @@
 //! vmalloc's, is not moved.
 
 use crate::buddy::FreeArea;
+use crate::cpu::{Access, Cpu, CpuLists};
 use crate::frame::{Frame, FrameState, Word};
 use crate::map::FrameMap;
 use crate::memory::{FRAME, FrameMemory};
@@ -117,42 +118,26 @@ where
     P: AsRef<[PerCpu<R>]>,
     R: RawMutex,
 {
-    /// Compacts the zone until a free block of `order` or above exists (Linux's
-    /// `compact_zone` for a failed allocation of that order), the two scanners meet, or no
-    /// target is left: drains the per-cpu lists (every CPU's, or with
-    /// [`Zone::with_cpu_local_lists`] `cpu`'s), then moves movable blocks from the bottom to
-    /// free blocks at the top through `migrate`. The zone stays usable from other CPUs
-    /// throughout; the zone lock is held only to take a target and to free a source.
-    ///
-    /// # Errors
-    /// [`BuddyError::BadCpu`], [`BuddyError::OrderTooLarge`].
-    pub fn compact(
+    /// [`Cpu::compact`] on `pcp`'s lists.
+    pub(crate) fn compact_on(
         &self,
-        cpu: usize,
+        pcp: CpuLists<'_, R>,
         order: Order,
         migrate: &mut impl Migrate,
     ) -> Result<CompactStats, BuddyError> {
-        let pcp = self.pcp(cpu)?;
         self.check_order(order)?;
         self.drain_reachable(pcp);
         let mut scanners = Scanners::start(self.map());
         Ok(self.compact_run(&mut scanners, Some(order), u64::MAX, migrate))
     }
 
-    /// Proactive compaction for an idle CPU, like [`Zone::zero_some`]: moves at most
-    /// `budget` frames' worth of movable blocks towards the top of the zone, the scanners
-    /// going on where the last call left them (from the ends again once they met). Returns
-    /// what it did; `moved_pages == 0` when there is nothing left to move.
-    ///
-    /// # Errors
-    /// [`BuddyError::BadCpu`].
-    pub fn compact_some(
+    /// [`Cpu::compact_some`] on `pcp`'s lists.
+    pub(crate) fn compact_some_on(
         &self,
-        cpu: usize,
+        pcp: CpuLists<'_, R>,
         budget: u64,
         migrate: &mut impl Migrate,
     ) -> Result<CompactStats, BuddyError> {
-        let pcp = self.pcp(cpu)?;
         self.drain_reachable(pcp);
         let m = self.map();
         let mut scanners = self
@@ -357,4 +342,44 @@ pub(crate) fn is_movable(w: Word) -> bool {
         && w.mt() == MigrateType::Movable as u8
         && w.refcount() == 1
         && w.ignoring_mt() == Word::allocated(w.order())
+}
+
+impl<F, P, R, A> Cpu<'_, F, P, R, A>
+where
+    F: AsRef<[Frame]>,
+    P: AsRef<[PerCpu<R>]>,
+    R: RawMutex,
+    A: Access,
+{
+    /// Compacts the zone until a free block of `order` or above exists (Linux's
+    /// `compact_zone` for a failed allocation of that order), the two scanners meet, or no
+    /// target is left: drains the per-cpu lists (every CPU's, or with
+    /// [`Zone::with_cpu_local_lists`] `cpu`'s), then moves movable blocks from the bottom to
+    /// free blocks at the top through `migrate`. The zone stays usable from other CPUs
+    /// throughout; the zone lock is held only to take a target and to free a source.
+    ///
+    /// # Errors
+    /// [`BuddyError::OrderTooLarge`].
+    pub fn compact(
+        &self,
+        order: Order,
+        migrate: &mut impl Migrate,
+    ) -> Result<CompactStats, BuddyError> {
+        self.zone.compact_on(self.lists(), order, migrate)
+    }
+
+    /// Proactive compaction for an idle CPU, like [`Zone::zero_some`]: moves at most
+    /// `budget` frames' worth of movable blocks towards the top of the zone, the scanners
+    /// going on where the last call left them (from the ends again once they met). Returns
+    /// what it did; `moved_pages == 0` when there is nothing left to move.
+    ///
+    /// # Errors
+    /// [`BuddyError::BadCpu`].
+    pub fn compact_some(
+        &self,
+        budget: u64,
+        migrate: &mut impl Migrate,
+    ) -> Result<CompactStats, BuddyError> {
+        self.zone.compact_some_on(self.lists(), budget, migrate)
+    }
 }

@@ -1,6 +1,8 @@
 //! A zone's geometry and tuning.
 
-use crate::{BuddyError, Order, Pfn};
+use crate::Pfn;
+use crate::error::ConfigError;
+use crate::types::Order;
 
 /// A zone's geometry and tuning, in 4 KiB frames (whatever the kernel's page size: a kernel
 /// with 16 or 64 KiB pages allocates them as blocks of order 2 or 4). [`ZoneConfig::new`]
@@ -164,38 +166,36 @@ impl ZoneConfig {
         }
     }
 
-    pub(crate) fn validate(&self) -> Result<(), BuddyError> {
-        let bad = |why| Err(BuddyError::BadConfig(why));
-        if self.nr_pages == 0 {
-            return bad("the zone has no frames");
-        }
-        if self.nr_pages >= u64::from(u32::MAX) || usize::try_from(self.nr_pages).is_err() {
-            return bad("more frames than 32-bit list links can index");
-        }
-        if self.start.checked_add(self.nr_pages).is_none() {
-            return bad("start + nr_pages overflows");
-        }
-        if self.max_order.get() > crate::MAX_SUPPORTED_ORDER {
-            return bad("MAX_ORDER above MAX_SUPPORTED_ORDER");
-        }
-        if self.pageblock_order > self.max_order {
-            return bad(
-                "pageblock order above MAX_ORDER: lower pageblock_order too, or set MAX_ORDER with ZoneConfig::with_max_order, which does",
-            );
-        }
-        if !self.section_pages.is_power_of_two() {
-            return bad("section size is not a power of two");
-        }
-        if self.cpus == 0 {
-            return bad("no CPUs");
-        }
-        if self.pcp_batch == 0 {
-            return bad("per-cpu batch is zero");
-        }
-        if self.eager_pages == 0 {
-            return bad("no frame of an added range would be initialized at once");
-        }
-        Ok(())
+    /// Whether the zone can be built from this configuration.
+    ///
+    /// # Errors
+    /// The [`ConfigError`] that says what is wrong.
+    pub const fn validate(&self) -> Result<(), ConfigError> {
+        let err = if self.nr_pages == 0 {
+            ConfigError::NoFrames
+        } else if self.nr_pages >= u32::MAX as u64 || self.nr_pages > usize::MAX as u64 {
+            ConfigError::TooManyFrames(self.nr_pages)
+        } else if self.start.checked_add(self.nr_pages).is_none() {
+            ConfigError::SpanOverflows
+        } else if self.max_order.get() > crate::MAX_SUPPORTED_ORDER {
+            ConfigError::MaxOrderTooLarge(self.max_order)
+        } else if self.pageblock_order.get() > self.max_order.get() {
+            ConfigError::PageblockAboveMaxOrder {
+                pageblock: self.pageblock_order,
+                max: self.max_order,
+            }
+        } else if !self.section_pages.is_power_of_two() {
+            ConfigError::SectionNotPowerOfTwo(self.section_pages)
+        } else if self.cpus == 0 {
+            ConfigError::NoCpus
+        } else if self.pcp_batch == 0 {
+            ConfigError::ZeroBatch
+        } else if self.eager_pages == 0 {
+            ConfigError::NoEagerPages
+        } else {
+            return Ok(());
+        };
+        Err(err)
     }
 
     /// Blocks of `order` one refill moves to a per-cpu list (Linux's `nr_pcp_alloc`):
@@ -258,10 +258,10 @@ mod tests {
             max_order: Order(5),
             ..ZoneConfig::new(Pfn(0), 64)
         };
-        let Err(BuddyError::BadConfig(why)) = by_hand.validate() else {
+        let Err(e) = by_hand.validate() else {
             panic!("accepted a pageblock order above MAX_ORDER");
         };
-        assert!(why.contains("with_max_order"), "{why}");
+        assert!(std::format!("{e}").contains("with_max_order"), "{e}");
     }
 
     #[test]

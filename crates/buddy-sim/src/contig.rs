@@ -19,6 +19,7 @@
 //! Two CPUs freeing the same range claim its first page in turn: one takes it, the other
 //! fails there, having changed nothing.
 
+use crate::cpu::{Access, Cpu, CpuLists};
 use crate::frame::{Frame, FrameState, Word};
 use crate::{BuddyError, PerCpu, Pfn, Zone, decompose};
 use core::ops::Range;
@@ -51,37 +52,14 @@ where
     P: AsRef<[PerCpu<R>]>,
     R: RawMutex,
 {
-    /// Frees a run of order-0 pages (`__free_contig_range`, 2026): drops one reference per
-    /// page; pages that reach zero and pass the free-time check are gathered into runs (never
-    /// across a section boundary), and each run is freed as the fewest naturally aligned
-    /// blocks ([`decompose`]), each to a per-cpu list or the buddy as one unit. Pages still
-    /// referenced stay allocated; poisoned pages are leaked.
-    ///
-    /// Every page is checked before any is freed: on an error the zone is as it was, also
-    /// when another CPU frees some of the same pages at the same time (of two CPUs freeing
-    /// the same run, exactly one succeeds).
-    ///
-    /// # Errors
-    /// [`BuddyError::CompoundPage`] if a page belongs to an unsplit high-order block (the
-    /// kernel warns and frees nothing), [`BuddyError::DoubleFree`],
-    /// [`BuddyError::LeakedPage`], [`BuddyError::Hole`], [`BuddyError::OutOfZone`],
-    /// [`BuddyError::Overflow`], [`BuddyError::BadCpu`].
-    ///
-    /// # Safety
-    /// The caller holds the reference it drops (one that its allocation or a `get_page` gave
-    /// it and that it has not dropped before), and once the last reference is gone nothing
-    /// accesses the page's memory: the zone may clear it (`zero_some`, `alloc_zeroed`),
-    /// hand it to a migration's target, or to any CPU's next allocation. A free of what the
-    /// caller does not hold is reported as an error where the zone can tell (a double free,
-    /// a frame in no allocation), but not always: the block may be someone else's by then.
+    /// [`Cpu::free_contig_range`] on `pcp`'s lists.
     #[allow(unsafe_code)]
-    pub unsafe fn free_contig_range(
+    pub(crate) unsafe fn free_contig_range_on(
         &self,
-        cpu: usize,
+        pcp: CpuLists<'_, R>,
         pfn: Pfn,
         nr: u64,
     ) -> Result<(), BuddyError> {
-        let pcp = self.pcp(cpu)?;
         let pages = self.map().range(pfn, nr)?;
         if self.claim(pages.clone(), Claim::Any)? {
             self.commit_tails(pcp, pages);
@@ -91,32 +69,14 @@ where
         Ok(())
     }
 
-    /// Frees a run of frozen order-0 pages ([`Zone::alloc_contig_frozen_range`]) as the
-    /// fewest naturally aligned blocks (`free_contig_frozen_range`, whose batching is the
-    /// third patch of the 2026 series): each page is claimed by one compare-and-swap (no
-    /// reference count to drop), then the run is freed a section at a time as
-    /// [`Zone::free_contig_range`] frees its runs. All or nothing: a page that is not frozen
-    /// fails the call and the pages claimed before it are given back.
-    ///
-    /// # Errors
-    /// [`BuddyError::NotFrozen`] for a page with a reference count (or
-    /// [`BuddyError::CompoundPage`] for a frame of a larger allocation),
-    /// [`BuddyError::DoubleFree`], [`BuddyError::LeakedPage`], [`BuddyError::Hole`],
-    /// [`BuddyError::OutOfZone`], [`BuddyError::Overflow`], [`BuddyError::BadCpu`];
-    /// nothing is freed then.
-    ///
-    /// # Safety
-    /// The caller owns the frozen pages (they came from a frozen contiguous allocation it
-    /// made, and nobody else frees them), and nothing accesses their memory after this call:
-    /// the zone may clear them or hand them to anyone.
+    /// [`Cpu::free_contig_frozen_range`] on `pcp`'s lists.
     #[allow(unsafe_code)]
-    pub unsafe fn free_contig_frozen_range(
+    pub(crate) unsafe fn free_contig_frozen_range_on(
         &self,
-        cpu: usize,
+        pcp: CpuLists<'_, R>,
         pfn: Pfn,
         nr: u64,
     ) -> Result<(), BuddyError> {
-        let pcp = self.pcp(cpu)?;
         let pages = self.map().range(pfn, nr)?;
         let frames = &self.frames.as_ref()[pages.start as usize..pages.end as usize];
         let claimed = frames
@@ -245,7 +205,7 @@ where
     }
 
     /// Pass 2 over claimed `pages`: frees them; nothing here can fail.
-    pub(crate) fn commit(&self, pcp: &PerCpu<R>, pages: Range<u32>) {
+    pub(crate) fn commit(&self, pcp: CpuLists<'_, R>, pages: Range<u32>) {
         let m = self.map();
         let mut prepares = 0u64;
         let mut i = pages.start;
@@ -282,7 +242,7 @@ where
 
     /// Pass 2 over `pages` when pass 1 made every one a tail: nobody else writes a tail, so
     /// they are one run, freed a section at a time, each page's free-time check passed.
-    pub(crate) fn commit_tails(&self, pcp: &PerCpu<R>, pages: Range<u32>) {
+    pub(crate) fn commit_tails(&self, pcp: CpuLists<'_, R>, pages: Range<u32>) {
         let m = self.map();
         let mut i = pages.start;
         while i < pages.end {
@@ -339,7 +299,7 @@ where
     /// `free_prepared_contig_range`: frees the run of `len` taken pages (all tails now) from
     /// `start` as aligned blocks; the first block's lock also counts the free-time checks so
     /// far.
-    fn free_run(&self, pcp: &PerCpu<R>, start: u32, len: u32, prepares: &mut u64) {
+    fn free_run(&self, pcp: CpuLists<'_, R>, start: u32, len: u32, prepares: &mut u64) {
         if len == 0 {
             return;
         }
@@ -362,4 +322,65 @@ fn claim_sole_references(frames: &[Frame]) -> usize {
         .iter()
         .take_while(|f| f.cas(Word::allocated(0), Word::TAIL).is_ok())
         .count()
+}
+
+impl<F, P, R, A> Cpu<'_, F, P, R, A>
+where
+    F: AsRef<[Frame]>,
+    P: AsRef<[PerCpu<R>]>,
+    R: RawMutex,
+    A: Access,
+{
+    /// Frees a run of order-0 pages (`__free_contig_range`, 2026): drops one reference per
+    /// page; pages that reach zero and pass the free-time check are gathered into runs (never
+    /// across a section boundary), and each run is freed as the fewest naturally aligned
+    /// blocks ([`decompose`]), each to a per-cpu list or the buddy as one unit. Pages still
+    /// referenced stay allocated; poisoned pages are leaked.
+    ///
+    /// Every page is checked before any is freed: on an error the zone is as it was, also
+    /// when another CPU frees some of the same pages at the same time (of two CPUs freeing
+    /// the same run, exactly one succeeds).
+    ///
+    /// # Errors
+    /// [`BuddyError::CompoundPage`] if a page belongs to an unsplit high-order block (the
+    /// kernel warns and frees nothing), [`BuddyError::DoubleFree`],
+    /// [`BuddyError::LeakedPage`], [`BuddyError::Hole`], [`BuddyError::OutOfZone`],
+    /// [`BuddyError::Overflow`].
+    ///
+    /// # Safety
+    /// The caller holds the reference it drops (one that its allocation or a `get_page` gave
+    /// it and that it has not dropped before), and once the last reference is gone nothing
+    /// accesses the page's memory: the zone may clear it (`zero_some`, `alloc_zeroed`),
+    /// hand it to a migration's target, or to any CPU's next allocation. A free of what the
+    /// caller does not hold is reported as an error where the zone can tell (a double free,
+    /// a frame in no allocation), but not always: the block may be someone else's by then.
+    #[allow(unsafe_code)]
+    pub unsafe fn free_contig_range(&self, pfn: Pfn, nr: u64) -> Result<(), BuddyError> {
+        // SAFETY: the caller's promise, passed on.
+        unsafe { self.zone.free_contig_range_on(self.lists(), pfn, nr) }
+    }
+
+    /// Frees a run of frozen order-0 pages ([`Zone::alloc_contig_frozen_range`]) as the
+    /// fewest naturally aligned blocks (`free_contig_frozen_range`, whose batching is the
+    /// third patch of the 2026 series): each page is claimed by one compare-and-swap (no
+    /// reference count to drop), then the run is freed a section at a time as
+    /// [`Zone::free_contig_range`] frees its runs. All or nothing: a page that is not frozen
+    /// fails the call and the pages claimed before it are given back.
+    ///
+    /// # Errors
+    /// [`BuddyError::NotFrozen`] for a page with a reference count (or
+    /// [`BuddyError::CompoundPage`] for a frame of a larger allocation),
+    /// [`BuddyError::DoubleFree`], [`BuddyError::LeakedPage`], [`BuddyError::Hole`],
+    /// [`BuddyError::OutOfZone`], [`BuddyError::Overflow`];
+    /// nothing is freed then.
+    ///
+    /// # Safety
+    /// The caller owns the frozen pages (they came from a frozen contiguous allocation it
+    /// made, and nobody else frees them), and nothing accesses their memory after this call:
+    /// the zone may clear them or hand them to anyone.
+    #[allow(unsafe_code)]
+    pub unsafe fn free_contig_frozen_range(&self, pfn: Pfn, nr: u64) -> Result<(), BuddyError> {
+        // SAFETY: the caller's promise, passed on.
+        unsafe { self.zone.free_contig_frozen_range_on(self.lists(), pfn, nr) }
+    }
 }

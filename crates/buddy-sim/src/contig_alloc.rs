@@ -19,11 +19,19 @@
 //! refused move was offered goes back as it was, known zero and its pageblock's type
 //! included ([`BuddyError`] lists what a failure may change).
 
+use crate::Pfn;
 use crate::compaction::{Migrate, NotMoved, is_movable};
+use crate::cpu::{Access, Cpu, CpuLists};
+use crate::decompose::decompose;
+use crate::error::BuddyError;
 use crate::frame::{Frame, FrameState, Word};
 use crate::map::FrameMap;
+use crate::memory::{FRAME, FrameMemory};
 use crate::migratetype::{Pageblock, pageblocks_covering};
-use crate::{BuddyError, Order, PerCpu, Pfn, Zone, decompose};
+use crate::pcp::PerCpu;
+use crate::request::{AllocRequest, MigrateCallback, ReschedPoint};
+use crate::types::Order;
+use crate::zone::Zone;
 use core::ops::Range;
 use lock_api::RawMutex;
 
@@ -43,92 +51,96 @@ where
     P: AsRef<[PerCpu<R>]>,
     R: RawMutex,
 {
-    /// Allocates exactly the frames `[pfn, pfn + nr)` (any length), moving the movable
-    /// allocations in the way out through `migrate`: each frame becomes an order-0 page with
-    /// one reference, to be freed with [`Zone::free_contig_range`] (any part of it: each page
-    /// is its own allocation).
-    ///
-    /// # Errors
-    /// [`BuddyError::Busy`] for a frame that is allocated and not movable, pinned, refused by
-    /// `migrate`, on another CPU's per-cpu list, or in a pageblock already isolated;
-    /// [`BuddyError::Hole`] or [`BuddyError::LeakedPage`] for a frame that is not usable;
-    /// [`BuddyError::ZeroPages`], [`BuddyError::OutOfZone`], [`BuddyError::Overflow`],
-    /// [`BuddyError::BadCpu`]; [`BuddyError::OutOfMemory`] when a movable block finds no
-    /// target outside the range. Nothing is allocated then (see the module docs).
-    pub fn alloc_contig_range(
+    /// [`Cpu::alloc_contig_range`] on `pcp`'s lists.
+    pub(crate) fn alloc_contig_range_on(
         &self,
-        cpu: usize,
+        pcp: CpuLists<'_, R>,
         pfn: Pfn,
         nr: u64,
         migrate: &mut impl Migrate,
     ) -> Result<(), BuddyError> {
-        self.contig_range(cpu, pfn, nr, Take::Pages(Word::allocated(0)), migrate)
+        self.contig_range(pcp, pfn, nr, Take::Pages(Word::allocated(0)), migrate)
             .map(|_| ())
     }
 
-    /// [`Zone::alloc_contig_range`] handing the pages out frozen: no reference count, as
-    /// Linux's `alloc_contig_frozen_range` does for users that manage the pages themselves
-    /// (hugetlb's gigantic pages). Free them with [`Zone::free_contig_frozen_range`].
-    ///
-    /// # Errors
-    /// As [`Zone::alloc_contig_range`].
-    pub fn alloc_contig_frozen_range(
+    /// [`Cpu::alloc_contig_frozen_range`] on `pcp`'s lists.
+    pub(crate) fn alloc_contig_frozen_range_on(
         &self,
-        cpu: usize,
+        pcp: CpuLists<'_, R>,
         pfn: Pfn,
         nr: u64,
         migrate: &mut impl Migrate,
     ) -> Result<(), BuddyError> {
-        self.contig_range(cpu, pfn, nr, Take::Pages(Word::FROZEN_PAGE), migrate)
+        self.contig_range(pcp, pfn, nr, Take::Pages(Word::FROZEN_PAGE), migrate)
             .map(|_| ())
+    }
+
+    /// [`Cpu::alloc_raw`](crate::Cpu::alloc_raw) of a contiguous request: its frames found
+    /// anywhere in the zone ([`Zone::contig_pages`]), cleared if the request is zeroed.
+    #[allow(unsafe_code)]
+    pub(crate) fn alloc_contig_request<M: FrameMemory>(
+        &self,
+        pcp: CpuLists<'_, R>,
+        request: &mut AllocRequest<'_, M>,
+    ) -> Result<Pfn, BuddyError> {
+        let (nr, align) = match request.frames {
+            Some(n) => (n, request.align),
+            None => (request.order.pages(), request.order),
+        };
+        let page = if request.frozen {
+            Word::FROZEN_PAGE
+        } else {
+            Word::allocated(0)
+        };
+        let Some(migrate) = request.migrate.as_deref_mut() else {
+            return Err(BuddyError::ZeroPages);
+        };
+        if let Some(at) = request.fault {
+            let bytes = nr.checked_mul(FRAME.bytes() as u64);
+            if u64::try_from(at).map_or(true, |at| bytes.is_none_or(|b| at >= b)) {
+                return Err(BuddyError::FaultOutsideBlock {
+                    order: Order::covering(nr).unwrap_or(Order::ZERO),
+                    offset: at,
+                });
+            }
+        }
+        let pfn = self.contig_pages(pcp, nr, align, page, &mut MigrateCallback(migrate))?;
+        let Some(clearer) = request.clearer else {
+            return Ok(pfn);
+        };
+        let mut resched = ReschedPoint(&mut request.resched);
+        if let Err(e) = clearer.clear_run(pfn, nr, request.fault, &mut resched) {
+            // The run is this call's: freeing it cannot fail.
+            // SAFETY: this call allocated the run and hands it to nobody.
+            let _ = unsafe {
+                if request.frozen {
+                    self.free_contig_frozen_range_on(pcp, pfn, nr)
+                } else {
+                    self.free_contig_range_on(pcp, pfn, nr)
+                }
+            };
+            return Err(e);
+        }
+        Ok(pfn)
     }
 
     /// Finds and allocates `nr` contiguous frames starting aligned to `align` (Linux's
-    /// `alloc_contig_pages`): candidate ranges from the zone's bottom, each first checked
-    /// without locks (no hole, no unmovable or pinned allocation), then tried with
-    /// [`Zone::alloc_contig_range`]; a candidate that fails moves the search past the frame
-    /// that stopped it (a hole, an unmovable, pinned or refused block), or to the next
-    /// candidate when a movable block found no target. It fails only when every candidate
-    /// failed. Returns the first frame.
-    ///
-    /// # Errors
-    /// [`BuddyError::ZeroPages`], [`BuddyError::BadCpu`], [`BuddyError::OrderTooLarge`] for
-    /// an alignment above the zone's MAX_ORDER; [`BuddyError::OutOfMemory`] (of the order
-    /// covering `nr`, capped at MAX_ORDER) when no candidate succeeds.
-    pub fn alloc_contig_pages(
-        &self,
-        cpu: usize,
-        nr: u64,
-        align: Order,
-        migrate: &mut impl Migrate,
-    ) -> Result<Pfn, BuddyError> {
-        self.contig_pages(cpu, nr, align, Word::allocated(0), migrate)
-    }
-
-    /// [`Zone::alloc_contig_pages`] handing the pages out frozen
-    /// ([`Zone::alloc_contig_frozen_range`]).
-    ///
-    /// # Errors
-    /// As [`Zone::alloc_contig_pages`].
-    pub fn alloc_contig_frozen_pages(
-        &self,
-        cpu: usize,
-        nr: u64,
-        align: Order,
-        migrate: &mut impl Migrate,
-    ) -> Result<Pfn, BuddyError> {
-        self.contig_pages(cpu, nr, align, Word::FROZEN_PAGE, migrate)
-    }
-
+    /// `alloc_contig_pages`), each an order-0 page of word `page`: candidate ranges from the
+    /// zone's bottom, each first checked without locks (no hole, no unmovable or pinned
+    /// allocation), then tried as [`Cpu::alloc_contig_range`](crate::Cpu::alloc_contig_range)
+    /// does; a candidate that fails moves the search past the frame that stopped it (a hole,
+    /// an unmovable, pinned or refused block), or to the next candidate when a movable block
+    /// found no target. It fails only when every candidate failed ([`BuddyError::OutOfMemory`]
+    /// of the order covering `nr`, capped at MAX_ORDER; [`BuddyError::ZeroPages`],
+    /// [`BuddyError::OrderTooLarge`] for an alignment above MAX_ORDER).
     fn contig_pages(
         &self,
-        cpu: usize,
+        pcp: CpuLists<'_, R>,
         nr: u64,
         align: Order,
         page: Word,
         migrate: &mut impl Migrate,
     ) -> Result<Pfn, BuddyError> {
-        self.pcp(cpu)?;
         self.check_order(align)?;
         if nr == 0 {
             return Err(BuddyError::ZeroPages);
@@ -146,7 +158,7 @@ where
             let take = Take::Pages(page);
             let tried = self
                 .first_blocker(m, m.range(Pfn(start), nr)?, take)
-                .and_then(|()| self.contig_range(cpu, Pfn(start), nr, take, migrate));
+                .and_then(|()| self.contig_range(pcp, Pfn(start), nr, take, migrate));
             let next = match tried {
                 Ok(_) => return Ok(Pfn(start)),
                 // Every candidate holding that frame fails alike: the search moves past it.
@@ -195,13 +207,12 @@ where
     /// frames migrated out of the way.
     pub(crate) fn contig_range(
         &self,
-        cpu: usize,
+        pcp: CpuLists<'_, R>,
         pfn: Pfn,
         nr: u64,
         take: Take,
         migrate: &mut impl Migrate,
     ) -> Result<u64, BuddyError> {
-        let pcp = self.pcp(cpu)?;
         let m = self.map();
         let pages = m.range(pfn, nr)?;
         let pageblocks = pageblocks_covering(m, pages.clone())?;
@@ -383,5 +394,51 @@ where
                 }
             }
         }
+    }
+}
+
+impl<F, P, R, A> Cpu<'_, F, P, R, A>
+where
+    F: AsRef<[Frame]>,
+    P: AsRef<[PerCpu<R>]>,
+    R: RawMutex,
+    A: Access,
+{
+    /// Allocates exactly the frames `[pfn, pfn + nr)` (any length), moving the movable
+    /// allocations in the way out through `migrate`: each frame becomes an order-0 page with
+    /// one reference, to be freed with [`Zone::free_contig_range`] (any part of it: each page
+    /// is its own allocation).
+    ///
+    /// # Errors
+    /// [`BuddyError::Busy`] for a frame that is allocated and not movable, pinned, refused by
+    /// `migrate`, on another CPU's per-cpu list, or in a pageblock already isolated;
+    /// [`BuddyError::Hole`] or [`BuddyError::LeakedPage`] for a frame that is not usable;
+    /// [`BuddyError::ZeroPages`], [`BuddyError::OutOfZone`], [`BuddyError::Overflow`],
+    /// [`BuddyError::BadCpu`]; [`BuddyError::OutOfMemory`] when a movable block finds no
+    /// target outside the range. Nothing is allocated then (see the module docs).
+    pub fn alloc_contig_range(
+        &self,
+        pfn: Pfn,
+        nr: u64,
+        migrate: &mut impl Migrate,
+    ) -> Result<(), BuddyError> {
+        self.zone
+            .alloc_contig_range_on(self.lists(), pfn, nr, migrate)
+    }
+
+    /// [`Zone::alloc_contig_range`] handing the pages out frozen: no reference count, as
+    /// Linux's `alloc_contig_frozen_range` does for users that manage the pages themselves
+    /// (hugetlb's gigantic pages). Free them with [`Zone::free_contig_frozen_range`].
+    ///
+    /// # Errors
+    /// As [`Zone::alloc_contig_range`].
+    pub fn alloc_contig_frozen_range(
+        &self,
+        pfn: Pfn,
+        nr: u64,
+        migrate: &mut impl Migrate,
+    ) -> Result<(), BuddyError> {
+        self.zone
+            .alloc_contig_frozen_range_on(self.lists(), pfn, nr, migrate)
     }
 }

@@ -46,6 +46,14 @@ impl AddedRanges {
         exact: true,
     };
 
+    /// The table holding `[start, end)` alone.
+    pub(crate) const fn one(start: u32, end: u32) -> Self {
+        let mut t = Self::EMPTY;
+        t.ranges[0] = (start, end);
+        t.len = 1;
+        t
+    }
+
     /// The first index of `r` inside a recorded range; `Ok(None)` when `r` overlaps no
     /// range added, `Err(())` when that is not known (the table overflowed and `r` overlaps
     /// none it holds).
@@ -145,6 +153,15 @@ impl DeferredRanges {
         in_flight: 0,
         completed: 0,
     };
+
+    /// `[start, end)` deferred, known zero or not, and nothing else.
+    pub(crate) const fn one(start: u32, end: u32, zeroed: bool) -> Self {
+        let mut t = Self::EMPTY;
+        t.ranges[0] = (start, end, zeroed);
+        t.len = 1;
+        t.pages = (end - start) as u64;
+        t
+    }
 
     /// Records `r` for later; false (nothing recorded) when the table is full.
     pub(crate) fn push(&mut self, r: Range<u32>, zeroed: bool) -> bool {

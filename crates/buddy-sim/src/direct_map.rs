@@ -8,6 +8,7 @@
     allow(dead_code)
 )]
 
+use crate::error::ConfigError;
 use crate::{BuddyError, Order, Pfn};
 
 /// The frame size ArceOS's interfaces assume (`PAGE_SIZE_4K`).
@@ -26,14 +27,12 @@ impl DirectMap {
     /// The map at `offset`.
     ///
     /// # Errors
-    /// [`BuddyError::BadConfig`] if `offset` is not a multiple of 4 KiB.
+    /// [`BuddyError::Config`] if `offset` is not a multiple of 4 KiB.
     pub(crate) fn new(offset: usize) -> Result<Self, BuddyError> {
         if offset.is_multiple_of(PAGE) {
             Ok(Self { offset })
         } else {
-            Err(BuddyError::BadConfig(
-                "a direct map's offset that is not a multiple of 4 KiB",
-            ))
+            Err(ConfigError::DirectMapOffset(offset).into())
         }
     }
 

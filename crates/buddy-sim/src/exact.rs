@@ -1,9 +1,17 @@
-//! Allocations of any number of frames (Linux's `alloc_pages_exact` / `free_pages_exact`):
-//! the covering block, split into order-0 pages, with the pages past the request given back
-//! at once as the fewest aligned blocks.
+//! Runs of any number of frames from the buddy (Linux's `alloc_pages_exact` /
+//! `free_pages_exact`): the covering block, split into order-0 pages, with the pages past the
+//! request given back at once as the fewest aligned blocks.
 
+use crate::Pfn;
+use crate::buddy::Prefer;
+use crate::cpu::CpuLists;
+use crate::error::BuddyError;
 use crate::frame::Frame;
-use crate::{BuddyError, Order, PerCpu, Pfn, Zone};
+use crate::memory::FrameMemory;
+use crate::pcp::PerCpu;
+use crate::request::{AllocRequest, ReschedPoint};
+use crate::types::Order;
+use crate::zone::Zone;
 use lock_api::RawMutex;
 
 impl<F, P, R> Zone<F, P, R>
@@ -12,74 +20,65 @@ where
     P: AsRef<[PerCpu<R>]>,
     R: RawMutex,
 {
-    /// Allocates `pages` contiguous frames on `cpu` (Linux's `alloc_pages_exact`): the block
-    /// of [`Order::covering`]`(pages)`, split into order-0 pages with one reference each
-    /// ([`Zone::split_page`]), the pages past `pages` freed again at once
-    /// ([`Zone::free_contig_range`]). The run starts aligned to that order. Free it with
-    /// [`Zone::free_pages_exact`] (or any part of it with `free_contig_range`: each page is
-    /// its own allocation).
-    ///
-    /// # Errors
-    /// [`BuddyError::ZeroPages`]; [`BuddyError::OrderTooLarge`] when the covering order is
-    /// above the zone's MAX_ORDER; as [`Zone::alloc_pages`] otherwise. Nothing is
-    /// allocated then.
-    pub fn alloc_pages_exact(&self, cpu: usize, pages: u64) -> Result<Pfn, BuddyError> {
-        self.alloc_pages_exact_aligned(cpu, pages, Order::ZERO)
+    /// [`Cpu::alloc_raw`](crate::Cpu::alloc_raw) of a run: contiguous, or from the buddy.
+    pub(crate) fn alloc_run<M: FrameMemory>(
+        &self,
+        cpu: CpuLists<'_, R>,
+        request: &mut AllocRequest<'_, M>,
+    ) -> Result<Pfn, BuddyError> {
+        match request.frames {
+            Some(pages) if request.migrate.is_none() => {
+                self.alloc_exact_request(cpu, request, pages)
+            }
+            _ => self.alloc_contig_request(cpu, request),
+        }
     }
 
-    /// [`Zone::alloc_pages_exact`] with the run starting aligned to `align` as well (a block
-    /// of the larger of `align` and the covering order is taken, and everything past
-    /// `pages` given back).
-    ///
-    /// # Errors
-    /// As [`Zone::alloc_pages_exact`].
+    /// [`Cpu::alloc_raw`](crate::Cpu::alloc_raw) of a run of `pages` frames from the buddy:
+    /// the block of the larger of [`Order::covering`]`(pages)` and the request's alignment
+    /// (zeroed as a whole if the request is), split into order-0 pages with one reference
+    /// each, the pages past `pages` freed again at once.
     #[allow(unsafe_code)]
-    pub fn alloc_pages_exact_aligned(
+    pub(crate) fn alloc_exact_request<M: FrameMemory>(
         &self,
-        cpu: usize,
+        cpu: CpuLists<'_, R>,
+        request: &mut AllocRequest<'_, M>,
         pages: u64,
-        align: Order,
     ) -> Result<Pfn, BuddyError> {
-        let order = Order::covering(pages)?.max(align);
-        let pfn = self.alloc_pages(cpu, order)?;
+        let order = Order::covering(pages)?.max(request.align);
+        self.check_order(order)?;
+        let (mt, key) = (request.mt, request.key);
+        let pfn = match request.clearer {
+            None => {
+                let (idx, _) = self.alloc_preferring(cpu, order, Prefer::Unzeroed, mt, key)?;
+                self.map().pfn(idx)
+            }
+            Some(clearer) => {
+                self.check_fault(order, request.fault)?;
+                let (idx, zeroed) = self.alloc_preferring(cpu, order, Prefer::Zeroed, mt, key)?;
+                let mut resched = ReschedPoint(&mut request.resched);
+                let fault = request.fault;
+                self.make_allocation_zero(cpu, idx, order, zeroed, clearer, fault, &mut resched)?
+            }
+        };
         if let Err(e) = self.split_page(pfn, order) {
             // Not reached (the block is this call's alone, with one reference); give it
             // back rather than leak it.
             // SAFETY: this call allocated the block and hands it to nobody.
-            let _ = unsafe { self.free_pages(cpu, pfn, order) };
+            let _ = unsafe { self.free_pages_on(cpu, pfn, order) };
             return Err(e);
         }
         let tail = order.pages() - pages;
         // SAFETY: this call allocated and split the block: the pages past the request are
         // its own, and on the unreachable error all of them are.
         let freed =
-            (tail > 0).then(|| unsafe { self.free_contig_range(cpu, Pfn(pfn.0 + pages), tail) });
+            (tail > 0).then(|| unsafe { self.free_contig_range_on(cpu, Pfn(pfn.0 + pages), tail) });
         if let Some(Err(e)) = freed {
             // Not reached either: every page is this call's, split, with one reference.
             // SAFETY: as above.
-            let _ = unsafe { self.free_contig_range(cpu, pfn, order.pages()) };
+            let _ = unsafe { self.free_contig_range_on(cpu, pfn, order.pages()) };
             return Err(e);
         }
         Ok(pfn)
-    }
-
-    /// Frees `pages` frames from `pfn` that [`Zone::alloc_pages_exact`] handed out (Linux's
-    /// `free_pages_exact`): one reference dropped per page, the run freed as the fewest
-    /// aligned blocks ([`Zone::free_contig_range`]).
-    ///
-    /// # Errors
-    /// As [`Zone::free_contig_range`]; nothing is freed then.
-    ///
-    /// # Safety
-    /// As [`Zone::free_contig_range`].
-    #[allow(unsafe_code)]
-    pub unsafe fn free_pages_exact(
-        &self,
-        cpu: usize,
-        pfn: Pfn,
-        pages: u64,
-    ) -> Result<(), BuddyError> {
-        // SAFETY: the caller's contract is this one's.
-        unsafe { self.free_contig_range(cpu, pfn, pages) }
     }
 }

@@ -17,6 +17,7 @@
 
 use crate::compaction::Migrate;
 use crate::contig_alloc::Take;
+use crate::cpu::{Access, Cpu, CpuLists};
 use crate::frame::Frame;
 use crate::{BuddyError, PerCpu, Pfn, Zone};
 use lock_api::RawMutex;
@@ -27,37 +28,17 @@ where
     P: AsRef<[PerCpu<R>]>,
     R: RawMutex,
 {
-    /// Takes the usable frames `[pfn, pfn + nr)` offline (Linux's `offline_pages`), moving
-    /// the movable allocations in the range out through `migrate` (see the module docs):
-    /// afterwards no allocation can hand out a frame of the range, and every frame of it
-    /// reads as [`FrameState::Reserved`](crate::FrameState::Reserved) until
-    /// [`Zone::add_memory`] brings it back. Deferred memory is initialized first (all of it:
-    /// an offline is rare, and a deferred frame cannot be told from a hole). Other CPUs may
-    /// allocate and free meanwhile; allocations never see the range once its pageblocks are
-    /// isolated. Returns the frames migrated.
-    ///
-    /// # Errors
-    /// [`BuddyError::Busy`] for a frame that is allocated and not movable, pinned, refused by
-    /// `migrate`, on another CPU's per-cpu list (with CPU-local lists), or in a pageblock a
-    /// contiguous allocation or another offline has isolated; [`BuddyError::Hole`] for a
-    /// frame that is not usable memory (offline already, never added);
-    /// [`BuddyError::OutOfMemory`] when a movable block finds no free block outside the
-    /// range; [`BuddyError::RangesFull`] when the table of added ranges cannot record the
-    /// cut; [`BuddyError::ZeroPages`], [`BuddyError::OutOfZone`], [`BuddyError::Overflow`],
-    /// [`BuddyError::BadCpu`]. Nothing is offlined then and the pageblocks are as they were;
-    /// what a failed offline may have changed (drained per-cpu lists, deferred frames
-    /// initialized, blocks moved before a later one failed) is listed at [`BuddyError`].
-    pub fn offline_range(
+    /// [`Cpu::offline_range`] on `pcp`'s lists.
+    pub(crate) fn offline_range_on(
         &self,
-        cpu: usize,
+        pcp: CpuLists<'_, R>,
         pfn: Pfn,
         nr: u64,
         migrate: &mut impl Migrate,
     ) -> Result<u64, BuddyError> {
-        self.pcp(cpu)?;
         self.map().range(pfn, nr)?;
         self.init_all_deferred();
-        self.contig_range(cpu, pfn, nr, Take::Offline, migrate)
+        self.contig_range(pcp, pfn, nr, Take::Offline, migrate)
     }
 
     /// Initializes every deferred frame, and waits for the chunks other CPUs are
@@ -221,5 +202,42 @@ mod tests {
         assert_eq!(z.deferred_pages(), 0);
         assert_eq!(z.present_pages(), 192);
         z.check().unwrap();
+    }
+}
+
+impl<F, P, R, A> Cpu<'_, F, P, R, A>
+where
+    F: AsRef<[Frame]>,
+    P: AsRef<[PerCpu<R>]>,
+    R: RawMutex,
+    A: Access,
+{
+    /// Takes the usable frames `[pfn, pfn + nr)` offline (Linux's `offline_pages`), moving
+    /// the movable allocations in the range out through `migrate` (see the module docs):
+    /// afterwards no allocation can hand out a frame of the range, and every frame of it
+    /// reads as [`FrameState::Reserved`](crate::FrameState::Reserved) until
+    /// [`Zone::add_memory`] brings it back. Deferred memory is initialized first (all of it:
+    /// an offline is rare, and a deferred frame cannot be told from a hole). Other CPUs may
+    /// allocate and free meanwhile; allocations never see the range once its pageblocks are
+    /// isolated. Returns the frames migrated.
+    ///
+    /// # Errors
+    /// [`BuddyError::Busy`] for a frame that is allocated and not movable, pinned, refused by
+    /// `migrate`, on another CPU's per-cpu list (with CPU-local lists), or in a pageblock a
+    /// contiguous allocation or another offline has isolated; [`BuddyError::Hole`] for a
+    /// frame that is not usable memory (offline already, never added);
+    /// [`BuddyError::OutOfMemory`] when a movable block finds no free block outside the
+    /// range; [`BuddyError::RangesFull`] when the table of added ranges cannot record the
+    /// cut; [`BuddyError::ZeroPages`], [`BuddyError::OutOfZone`], [`BuddyError::Overflow`],
+    /// [`BuddyError::BadCpu`]. Nothing is offlined then and the pageblocks are as they were;
+    /// what a failed offline may have changed (drained per-cpu lists, deferred frames
+    /// initialized, blocks moved before a later one failed) is listed at [`BuddyError`].
+    pub fn offline_range(
+        &self,
+        pfn: Pfn,
+        nr: u64,
+        migrate: &mut impl Migrate,
+    ) -> Result<u64, BuddyError> {
+        self.zone.offline_range_on(self.lists(), pfn, nr, migrate)
     }
 }

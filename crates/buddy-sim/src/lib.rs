@@ -70,6 +70,7 @@ mod alloc_pages;
 mod ax_pages;
 #[cfg(feature = "page_table_multiarch")]
 mod ax_paging;
+mod block;
 mod buddy;
 mod check;
 mod compaction;
@@ -77,6 +78,7 @@ mod config;
 mod contig;
 mod contig_alloc;
 mod counters;
+mod cpu;
 mod decompose;
 mod deferred;
 #[cfg(any(feature = "axallocator", feature = "page_table_multiarch"))]
@@ -91,12 +93,14 @@ mod loom_tests;
 mod map;
 mod memory;
 mod migratetype;
+mod named;
 mod node;
 #[cfg(feature = "aarch64-paging")]
 mod paging_tables;
 mod pcp;
 pub mod reference;
 mod refs;
+mod request;
 mod sync;
 #[cfg(feature = "testing")]
 pub mod testing;
@@ -111,16 +115,18 @@ mod zone;
 pub use ax_pages::AxPageAllocator;
 #[cfg(feature = "page_table_multiarch")]
 pub use ax_paging::{AxPagingHandler, AxPagingZone};
+pub use block::{Block, Holding};
 pub use check::Corruption;
 pub use compaction::{CompactStats, Migrate, Migration};
 pub use config::{LINUX_PCP_BATCH, ZoneConfig, pcp_batch_for, pcp_high_for};
 pub use counters::OpCounters;
+pub use cpu::{Access, Cpu, Local, LocalCpu, Locked};
 pub use decompose::{Decompose, decompose};
 pub use deferred::{DEFERRED_CHUNK_PAGES, EAGER_PAGES, MAX_ADDED_RANGES, MAX_DEFERRED_RANGES};
-pub use error::BuddyError;
+pub use error::{BuddyError, ConfigError};
 pub use frame::{Frame, FrameInfo, FrameState};
 pub use lock_api;
-pub use memory::{FrameClearer, FrameMemory, OffsetMap};
+pub use memory::{FrameClearer, FrameMemory, NoMemory, OffsetMap};
 pub use migratetype::MigrateType;
 /// The shared vocabulary (page sizes, frame numbers, addresses, ranges) the signatures use.
 pub use mm_types;
@@ -133,6 +139,7 @@ pub use node::{
 #[cfg(feature = "aarch64-paging")]
 pub use paging_tables::ZoneTables;
 pub use pcp::PerCpu;
+pub use request::{AllocRequest, RequestConflict};
 pub use types::{MAX_SUPPORTED_ORDER, Order};
 pub use vmalloc::VmArea;
 #[cfg(feature = "alloc")]
@@ -141,7 +148,7 @@ pub use vmalloc::VmAreaBuf;
 pub use x86_64_frames::X86FrameAllocator;
 /// The page clearing the zone's zeroed allocations and background zeroing use.
 pub use zero_core;
-pub use zone::{FreeWhere, Zone};
+pub use zone::{AddedMemory, FreeWhere, StaticZone, Zone};
 
 /// The raw lock a [`Zone`] and its [`PerCpu`] lists use unless told otherwise: `spin`'s
 /// spinning mutex (feature `spin`, on by default). A kernel that takes the allocator from
@@ -239,9 +246,7 @@ fn zeroed_frames(n: usize) -> Result<alloc::vec::Vec<Frame>, BuddyError> {
         return Ok(alloc::vec::Vec::new());
     }
     let Ok(layout) = Layout::array::<Frame>(n) else {
-        return Err(BuddyError::BadConfig(
-            "frame metadata larger than the address space",
-        ));
+        return Err(ConfigError::MetadataTooLarge.into());
     };
     // SAFETY: the layout is non-zero-sized (n > 0 and a Frame is 24 bytes).
     let ptr = unsafe { alloc_zeroed(layout) }.cast::<Frame>();

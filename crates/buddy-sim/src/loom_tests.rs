@@ -332,14 +332,24 @@ fn loom_marking_zero_before_the_clear_hands_out_dirty_memory() {
     allocate_while_zeroing(zero_some_marking_first);
 }
 
-/// [`zone`] with CPU-local lists ([`Zone::with_cpu_local_lists`]): under loom each list is
+/// CPU `cpu` of `z` with CPU-local lists ([`Zone::local_cpu`]): under loom each list is
 /// still reached through `try_lock`, which panics when two contexts meet on one CPU's lists.
-fn local_zone(cpus: usize) -> Arc<LoomZone> {
-    let z = Arc::try_unwrap(zone(cpus)).unwrap_or_else(|_| unreachable!("a fresh zone"));
-    // SAFETY: each model below names a CPU from one thread only (but the negative control,
-    // which breaks the contract on purpose and expects the panic that reports it), and
-    // visits every CPU's lists only after joining the other threads.
-    Arc::new(unsafe { z.with_cpu_local_lists() })
+fn local_cpu(
+    z: &LoomZone,
+    cpu: usize,
+) -> crate::LocalCpu<'_, Vec<Frame>, Vec<PerCpu>, crate::DefaultRawMutex> {
+    // SAFETY: each model below makes a CPU's handle on one thread only (but the negative
+    // control, which breaks the contract on purpose and expects the panic that reports it),
+    // and visits every CPU's lists only after joining the other threads.
+    unsafe { z.local_cpu(cpu) }.unwrap()
+}
+
+/// An allocation and its free through CPU `cpu`'s local handle.
+fn local_alloc_free(z: &LoomZone, cpu: usize, order: Order) {
+    let cpu = local_cpu(z, cpu);
+    let p = cpu.alloc_raw(crate::AllocRequest::order(order)).unwrap();
+    // SAFETY: see the module docs.
+    unsafe { cpu.free_pages(p, order) }.unwrap();
 }
 
 /// CPU-local lists: two CPUs allocating and freeing on their own lists, a remote free onto
@@ -348,19 +358,22 @@ fn local_zone(cpus: usize) -> Arc<LoomZone> {
 #[test]
 fn loom_cpu_local_lists_never_reach_another_cpus_lists() {
     loom::model(|| {
-        let z = local_zone(2);
-        let page = z.alloc_pages(0, O0).unwrap();
+        let z = zone(2);
+        let page = local_cpu(&z, 0)
+            .alloc_raw(crate::AllocRequest::page())
+            .unwrap();
         let other = on_another_thread(&z, move |z| {
+            let cpu = local_cpu(z, 1);
             // SAFETY: see the module docs.
-            unsafe { z.put_page(1, page) }.unwrap();
+            unsafe { cpu.put_page(page) }.unwrap();
             let whole = Order(4);
-            match z.alloc_pages(1, whole) {
+            match cpu.alloc_raw(crate::AllocRequest::order(whole)) {
                 // SAFETY: see the module docs.
-                Ok(p) => unsafe { z.free_pages(1, p, whole) }.unwrap(),
+                Ok(p) => unsafe { cpu.free_pages(p, whole) }.unwrap(),
                 Err(e) => assert_eq!(e, BuddyError::OutOfMemory(whole)),
             }
         });
-        alloc_free(&z, 0, O0);
+        local_alloc_free(&z, 0, O0);
         other.join().unwrap();
         assert_whole(&z);
     });
@@ -372,9 +385,9 @@ fn loom_cpu_local_lists_never_reach_another_cpus_lists() {
 #[should_panic]
 fn loom_two_contexts_on_one_cpus_local_lists_are_caught() {
     loom::model(|| {
-        let z = local_zone(2);
-        let other = on_another_thread(&z, move |z| alloc_free(z, 0, O0));
-        alloc_free(&z, 0, O0);
+        let z = zone(2);
+        let other = on_another_thread(&z, move |z| local_alloc_free(z, 0, O0));
+        local_alloc_free(&z, 0, O0);
         other.join().unwrap();
     });
 }

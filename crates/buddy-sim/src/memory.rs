@@ -10,7 +10,10 @@
 // `FrameMemory` contract and on the zone owning the block.
 #![allow(unsafe_code)]
 
-use crate::{BuddyError, Order, Pfn};
+use crate::Pfn;
+use crate::decompose::decompose;
+use crate::error::{BuddyError, ConfigError};
+use crate::types::{MAX_SUPPORTED_ORDER, Order};
 use core::ptr::NonNull;
 use mm_types::{PageSize, PhysAddr};
 use zero_core::{ClearConfig, Clearer, Resched};
@@ -39,6 +42,23 @@ pub unsafe trait FrameMemory {
     fn frame_ptr(&self, pfn: Pfn) -> Option<NonNull<u8>>;
     /// The frame mapped at `ptr`, if `ptr` is where [`frame_ptr`](Self::frame_ptr) maps one.
     fn pfn_at(&self, ptr: NonNull<u8>) -> Option<Pfn>;
+}
+
+/// The memory of a request that clears nothing: it reaches no frame. (An
+/// [`AllocRequest`](crate::AllocRequest)'s clearer type until
+/// [`zeroed`](crate::AllocRequest::zeroed) names one; no value of it exists.)
+#[derive(Clone, Copy, Debug)]
+pub enum NoMemory {}
+
+// SAFETY: no value exists, so neither method can be called.
+unsafe impl FrameMemory for NoMemory {
+    fn frame_ptr(&self, _: Pfn) -> Option<NonNull<u8>> {
+        match *self {}
+    }
+
+    fn pfn_at(&self, _: NonNull<u8>) -> Option<Pfn> {
+        match *self {}
+    }
 }
 
 /// Frames mapped at their physical address plus a fixed offset (wrapping): an identity map
@@ -101,18 +121,14 @@ impl<M: FrameMemory> FrameClearer<M> {
     /// Clears through `memory` with `clear`.
     ///
     /// # Errors
-    /// [`BuddyError::BadConfig`] if `clear`'s page size is not 4 KiB (a frame's) or its
+    /// [`BuddyError::Config`] if `clear`'s page size is not 4 KiB (a frame's) or its
     /// policy names a strategy this CPU cannot execute.
     pub fn new(memory: M, clear: ClearConfig) -> Result<Self, BuddyError> {
         if clear.page_size != FRAME {
-            return Err(BuddyError::BadConfig(
-                "frames are 4 KiB: the ClearConfig's page size must be 4 KiB",
-            ));
+            return Err(ConfigError::ClearPageSize.into());
         }
         let Ok(clear) = clear.validate() else {
-            return Err(BuddyError::BadConfig(
-                "the ClearConfig's policy names a strategy this CPU cannot execute",
-            ));
+            return Err(ConfigError::ClearStrategy.into());
         };
         Ok(Self {
             memory,
@@ -213,6 +229,38 @@ impl<M: FrameMemory> FrameClearer<M> {
             }
         };
         r.map_err(|error| BuddyError::Clear { pfn, error })
+    }
+
+    /// Zeroes the run `[pfn, pfn + nr)`, which the zone just handed to the caller, as its
+    /// fewest aligned blocks (each mapped contiguously by the `FrameMemory` contract), the
+    /// block holding `fault` (a byte offset into the run, checked by the caller) last and
+    /// with that neighbourhood last.
+    pub(crate) fn clear_run(
+        &self,
+        pfn: Pfn,
+        nr: u64,
+        fault: Option<usize>,
+        resched: &mut impl Resched,
+    ) -> Result<(), BuddyError> {
+        let frame = FRAME.bytes() as u64;
+        let fault = fault.and_then(|at| u64::try_from(at).ok());
+        // (first frame, order, fault offset inside it) of the block the fault is in.
+        let mut last = None;
+        for (start, order) in decompose(pfn, nr, Order(MAX_SUPPORTED_ORDER))? {
+            // Inside the run, whose bytes fit in a u64 (the caller checked the fault).
+            let offset = (start.0 - pfn.0) * frame;
+            let inside = fault
+                .and_then(|at| at.checked_sub(offset))
+                .filter(|&at| at < order.pages() * frame);
+            match inside {
+                Some(at) => last = Some((start, order, at as usize)),
+                None => self.clear(start, order, None, resched)?,
+            }
+        }
+        match last {
+            Some((start, order, at)) => self.clear(start, order, Some(at), resched),
+            None => Ok(()),
+        }
     }
 
     /// Whether every byte of the block `[pfn, pfn + 2^order)`, which the zone owns or just

@@ -22,7 +22,10 @@
 
 use core::marker::PhantomData;
 
+use crate::block::Block;
 use crate::buddy::Prefer;
+use crate::error::ConfigError;
+use crate::request::{AllocRequest, ReschedPoint};
 use crate::sync::Mutex;
 use crate::{
     BuddyError, CompactStats, DefaultRawMutex, Frame, FrameClearer, FrameMemory, Migrate,
@@ -83,23 +86,23 @@ impl Topology {
     /// `cpu_node[c]`.
     ///
     /// # Errors
-    /// [`BuddyError::BadConfig`] for no node or more than [`MAX_NODES`], a table of another
+    /// [`BuddyError::Config`] for no node or more than [`MAX_NODES`], a table of another
     /// size, a diagonal entry other than [`LOCAL_DISTANCE`] or another entry not above it (a
     /// SLIT Linux rejects), more than [`MAX_CPUS`] CPUs; [`BuddyError::BadNode`] for a CPU on
     /// a node past `nodes`.
     pub fn new(nodes: usize, distance: &[u8], cpu_node: &[NodeId]) -> Result<Self, BuddyError> {
         if nodes == 0 || nodes > MAX_NODES {
-            return Err(BuddyError::BadConfig(
-                "a topology needs 1 to MAX_NODES nodes",
-            ));
+            return Err(ConfigError::NodeCount(nodes).into());
         }
         if distance.len() != nodes * nodes {
-            return Err(BuddyError::BadConfig(
-                "the distance table needs one entry per pair of nodes",
-            ));
+            return Err(ConfigError::DistanceTable {
+                need: nodes * nodes,
+                got: distance.len(),
+            }
+            .into());
         }
         if cpu_node.len() > MAX_CPUS {
-            return Err(BuddyError::BadConfig("more CPUs than MAX_CPUS"));
+            return Err(ConfigError::TooManyCpus(cpu_node.len()).into());
         }
         let mut t = Self {
             nodes,
@@ -111,9 +114,13 @@ impl Topology {
         for (a, row) in distance.chunks_exact(nodes).enumerate() {
             for (b, &d) in row.iter().enumerate() {
                 if (a == b) != (d == LOCAL_DISTANCE) || d < LOCAL_DISTANCE {
-                    return Err(BuddyError::BadConfig(
-                        "a node's distance to itself must be 10 and to another node above 10",
-                    ));
+                    // Both below MAX_NODES, which fits a u8.
+                    return Err(ConfigError::Distance {
+                        from: a as u8,
+                        to: b as u8,
+                        distance: d,
+                    }
+                    .into());
                 }
                 t.distance[a][b] = d;
             }
@@ -269,31 +276,36 @@ where
     /// The zones `zones`, zone `i` on node `zone_node[i]`, under `topology`.
     ///
     /// # Errors
-    /// [`BuddyError::BadConfig`] for more than [`MAX_ZONES`] zones, a `zone_node` of another
+    /// [`BuddyError::Config`] for more than [`MAX_ZONES`] zones, a `zone_node` of another
     /// length, zones whose frames overlap, or a zone with another number of CPUs than the
     /// topology; [`BuddyError::BadNode`] for a node the topology does not have.
     pub fn new(topology: Topology, zones: Z, zone_node: &[NodeId]) -> Result<Self, BuddyError> {
         let zs = zones.as_ref();
         if zs.len() > MAX_ZONES || zs.len() != zone_node.len() {
-            return Err(BuddyError::BadConfig(
-                "one node per zone, and at most MAX_ZONES zones",
-            ));
+            return Err(ConfigError::ZoneNodes {
+                zones: zs.len(),
+                nodes: zone_node.len(),
+            }
+            .into());
         }
         let mut nodes = [0u8; MAX_ZONES];
         for (i, (z, &n)) in zs.iter().zip(zone_node).enumerate() {
             topology.check(n)?;
             nodes[i] = n.0;
             if z.cfg.cpus != topology.cpus() {
-                return Err(BuddyError::BadConfig(
-                    "every zone has per-cpu lists for the topology's CPUs",
-                ));
+                return Err(ConfigError::ZoneCpus {
+                    zone: i,
+                    cpus: z.cfg.cpus,
+                    topology: topology.cpus(),
+                }
+                .into());
             }
             let (s, e) = span(z);
-            if zs[..i].iter().any(|o| {
+            if let Some(first) = zs[..i].iter().position(|o| {
                 let (os, oe) = span(o);
                 s < oe && os < e
             }) {
-                return Err(BuddyError::BadConfig("two zones span the same frames"));
+                return Err(ConfigError::ZonesOverlap { first, second: i }.into());
             }
         }
         Ok(Self {
@@ -417,40 +429,109 @@ where
         Err(last)
     }
 
-    /// Allocates a block of `2^order` frames of kind `mt` ([`Zone::alloc_typed`]) from the
-    /// nearest zone `policy` allows that has one.
+    /// Allocates what `request` asks for on CPU `cpu` from the nearest zone its
+    /// [`policy`](AllocRequest::policy) allows that has it, as
+    /// [`Cpu::alloc_raw`](crate::Cpu::alloc_raw) does in one zone. A block (zeroed or not) is
+    /// tried in every allowed zone without the slow path first, nearest first, then in each
+    /// with it; a run is tried in each zone in turn. A zeroed request's clearer must reach
+    /// every zone's memory. Free what it returns to the set ([`NodeSet::free_pages`]) or to
+    /// the zone that spans it ([`NodeSet::zone_of`]).
     ///
     /// # Errors
-    /// [`BuddyError::BadCpu`], [`BuddyError::BadNode`], [`BuddyError::OrderTooLarge`];
-    /// [`BuddyError::OutOfMemory`] when no zone the policy allows has a block (after each
-    /// zone's slow path).
-    pub fn alloc_typed(
+    /// [`BuddyError::BadCpu`], [`BuddyError::BadNode`]; [`BuddyError::OutOfMemory`] when no
+    /// zone the policy allows has it (after each zone's slow path); as
+    /// [`Cpu::alloc_raw`](crate::Cpu::alloc_raw).
+    #[inline]
+    pub fn alloc_raw<M: FrameMemory>(
         &self,
         cpu: usize,
-        order: Order,
-        mt: MigrateType,
-        policy: NodePolicy,
+        request: AllocRequest<'_, M>,
     ) -> Result<Pfn, BuddyError> {
-        self.alloc_keyed(cpu, order, mt, 0, policy)
+        self.alloc_in(cpu, request).map(|(_, pfn)| pfn)
     }
 
-    /// [`NodeSet::alloc_typed`] of an unmovable block ([`Zone::alloc_pages`]).
+    /// [`NodeSet::alloc_raw`] as a [`Block`] that frees it, to its zone, when dropped.
     ///
     /// # Errors
-    /// As [`NodeSet::alloc_typed`].
+    /// As [`NodeSet::alloc_raw`].
+    pub fn alloc<M: FrameMemory>(
+        &self,
+        cpu: usize,
+        request: AllocRequest<'_, M>,
+    ) -> Result<Block<'_, F, P, R>, BuddyError> {
+        let holding = request.holding();
+        let (zone, pfn) = self.alloc_in(cpu, request)?;
+        // SAFETY: this call allocated what `holding` describes at `pfn` in `zone` and hands
+        // it to nobody else.
+        #[allow(unsafe_code)]
+        Ok(unsafe { Block::from_raw(zone.cpu(cpu)?, pfn, holding) })
+    }
+
+    /// [`NodeSet::alloc_raw`], with the zone it came from.
+    #[inline]
+    fn alloc_in<M: FrameMemory>(
+        &self,
+        cpu: usize,
+        mut request: AllocRequest<'_, M>,
+    ) -> Result<(&Zone<F, P, R>, Pfn), BuddyError> {
+        request.check()?;
+        let (order, policy) = (request.order, request.policy);
+        if request.frames.is_some() || request.migrate.is_some() {
+            // A run: each allowed zone in turn, with everything a zone tries.
+            return self.allocate(cpu, order, policy, |z, slow| {
+                if !slow {
+                    return Err(BuddyError::OutOfMemory(order));
+                }
+                let pcp = z.pcp(cpu)?;
+                z.alloc_run(pcp, &mut request).map(|pfn| (z, pfn))
+            });
+        }
+        let (mt, key) = (request.mt, request.key);
+        let prefer = match request.clearer {
+            Some(_) => Prefer::Zeroed,
+            None => Prefer::Unzeroed,
+        };
+        let (zone, idx, zeroed) = self.allocate(cpu, order, policy, |z, slow| {
+            z.check_fault(order, request.fault)?;
+            let (idx, zeroed) = z.alloc_attempt(z.pcp(cpu)?, order, prefer, mt, key, slow)?;
+            Ok((z, idx, zeroed))
+        })?;
+        let Some(clearer) = request.clearer else {
+            return Ok((zone, zone.map().pfn(idx)));
+        };
+        let mut resched = ReschedPoint(&mut request.resched);
+        let pcp = zone.pcp(cpu)?;
+        let pfn = zone.make_allocation_zero(
+            pcp,
+            idx,
+            order,
+            zeroed,
+            clearer,
+            request.fault,
+            &mut resched,
+        )?;
+        Ok((zone, pfn))
+    }
+
+    /// An unmovable block of `2^order` frames under `policy`:
+    /// `self.alloc_raw(cpu, AllocRequest::order(order).policy(policy))`.
+    ///
+    /// # Errors
+    /// As [`NodeSet::alloc_raw`].
     pub fn alloc_pages(
         &self,
         cpu: usize,
         order: Order,
         policy: NodePolicy,
     ) -> Result<Pfn, BuddyError> {
-        self.alloc_keyed(cpu, order, MigrateType::Unmovable, 0, policy)
+        self.alloc_raw(cpu, AllocRequest::order(order).policy(policy))
     }
 
-    /// [`NodeSet::alloc_typed`] of a movable block with `key` ([`Zone::alloc_movable`]).
+    /// A movable block with `key` under `policy`:
+    /// `self.alloc_raw(cpu, AllocRequest::order(order).movable(key).policy(policy))`.
     ///
     /// # Errors
-    /// As [`NodeSet::alloc_typed`].
+    /// As [`NodeSet::alloc_raw`].
     pub fn alloc_movable(
         &self,
         cpu: usize,
@@ -458,46 +539,7 @@ where
         key: u64,
         policy: NodePolicy,
     ) -> Result<Pfn, BuddyError> {
-        self.alloc_keyed(cpu, order, MigrateType::Movable, key, policy)
-    }
-
-    #[inline]
-    fn alloc_keyed(
-        &self,
-        cpu: usize,
-        order: Order,
-        mt: MigrateType,
-        key: u64,
-        policy: NodePolicy,
-    ) -> Result<Pfn, BuddyError> {
-        self.allocate(cpu, order, policy, |z, slow| {
-            let (idx, _) = z.alloc_attempt(cpu, order, Prefer::Unzeroed, mt, key, slow)?;
-            Ok(z.map().pfn(idx))
-        })
-    }
-
-    /// A zeroed block ([`Zone::alloc_zeroed`]) from the nearest zone `policy` allows: a
-    /// block known zero there if it has one, else cleared through `clearer` (which must reach
-    /// every zone's memory).
-    ///
-    /// # Errors
-    /// As [`NodeSet::alloc_typed`] and [`Zone::alloc_zeroed`].
-    pub fn alloc_zeroed<M: FrameMemory>(
-        &self,
-        cpu: usize,
-        order: Order,
-        policy: NodePolicy,
-        clearer: &FrameClearer<M>,
-        fault: Option<usize>,
-        resched: &mut impl Resched,
-    ) -> Result<Pfn, BuddyError> {
-        let (zone, idx, zeroed) = self.allocate(cpu, order, policy, |z, slow| {
-            z.check_fault(order, fault)?;
-            let (idx, zeroed) =
-                z.alloc_attempt(cpu, order, Prefer::Zeroed, MigrateType::Unmovable, 0, slow)?;
-            Ok((z, idx, zeroed))
-        })?;
-        zone.make_allocation_zero(cpu, idx, order, zeroed, clearer, fault, resched)
+        self.alloc_raw(cpu, AllocRequest::order(order).movable(key).policy(policy))
     }
 
     /// Frees a block to the zone that spans it ([`Zone::free_pages`]).

@@ -3,24 +3,23 @@
 //! side by side are in `testing` (feature `testing`).
 
 use crate::frame::Word;
-use crate::{BuddyError, Frame, Order, PerCpu, Pfn, Zone};
+use crate::{Access, BuddyError, Cpu, Frame, Order, PerCpu, Pfn, Zone};
 use lock_api::RawMutex;
 
 /// Frees `[pfn, pfn + nr)` the way the kernel did before `free_contig_range` was batched:
 /// one `put_page` per page, so every page that reaches zero is checked and freed as order 0
 /// (to the per-cpu list, merging only when drained). Checks the whole range first, as
-/// [`Zone::free_contig_range`] does, so both return the same errors; unlike it, it is not
+/// [`Cpu::free_contig_range`] does, so both return the same errors; unlike it, it is not
 /// all or nothing against another CPU freeing the same pages meanwhile.
 ///
 /// # Errors
-/// As [`Zone::free_contig_range`].
+/// As [`Cpu::free_contig_range`].
 ///
 /// # Safety
-/// As [`Zone::free_contig_range`].
+/// As [`Cpu::free_contig_range`].
 #[allow(unsafe_code)]
-pub unsafe fn free_contig_range_per_page<F, P, R>(
-    zone: &Zone<F, P, R>,
-    cpu: usize,
+pub unsafe fn free_contig_range_per_page<F, P, R, A>(
+    cpu: &Cpu<'_, F, P, R, A>,
     pfn: Pfn,
     nr: u64,
 ) -> Result<(), BuddyError>
@@ -28,13 +27,14 @@ where
     F: AsRef<[Frame]>,
     P: AsRef<[PerCpu<R>]>,
     R: RawMutex,
+    A: Access,
 {
-    zone.pcp(cpu)?;
+    let zone = cpu.zone();
     let pages = zone.map().range(pfn, nr)?;
     zone.check_claimable(pages)?;
     for i in 0..nr {
         // SAFETY: the caller's contract covers every page of the run.
-        unsafe { zone.put_page(cpu, Pfn(pfn.0 + i))? };
+        unsafe { cpu.put_page(Pfn(pfn.0 + i))? };
     }
     Ok(())
 }

@@ -5,8 +5,13 @@
 //! reference at once cannot both free the block: one sees the count already at zero and
 //! gets [`BuddyError::DoubleFree`], changing nothing.
 
+use crate::Pfn;
+use crate::cpu::{Access, Cpu, CpuLists};
+use crate::error::BuddyError;
 use crate::frame::{Frame, FrameState, Word};
-use crate::{BuddyError, Order, PerCpu, Pfn, Zone};
+use crate::pcp::PerCpu;
+use crate::types::Order;
+use crate::zone::Zone;
 use lock_api::RawMutex;
 
 impl<F, P, R> Zone<F, P, R>
@@ -48,25 +53,15 @@ where
         }
     }
 
-    /// Drops one reference to the block at `pfn` allocated at `order` and frees it when
-    /// none is left (`__free_pages`).
-    ///
-    /// # Errors
-    /// [`BuddyError::DoubleFree`], [`BuddyError::OrderMismatch`],
-    /// [`BuddyError::CompoundPage`] (a frame inside a block), [`BuddyError::LeakedPage`],
-    /// [`BuddyError::Hole`], [`BuddyError::OutOfZone`], [`BuddyError::BadCpu`].
-    ///
-    /// # Safety
-    /// The caller holds the reference it drops (one that its allocation or a `get_page` gave
-    /// it and that it has not dropped before), and once the last reference is gone nothing
-    /// accesses the block's memory: the zone may clear it (`zero_some`, `alloc_zeroed`),
-    /// hand it to a migration's target, or to any CPU's next allocation. A free of what the
-    /// caller does not hold is reported as an error where the zone can tell (a double free,
-    /// a frame in no allocation), but not always: the block may be someone else's by then.
+    /// [`Cpu::free_pages`] on `pcp`'s lists.
     #[inline]
     #[allow(unsafe_code)]
-    pub unsafe fn free_pages(&self, cpu: usize, pfn: Pfn, order: Order) -> Result<(), BuddyError> {
-        let pcp = self.pcp(cpu)?;
+    pub(crate) unsafe fn free_pages_on(
+        &self,
+        pcp: CpuLists<'_, R>,
+        pfn: Pfn,
+        order: Order,
+    ) -> Result<(), BuddyError> {
         // The common case, inline: the only reference to a block of this order with no
         // flags (so its free-time check passes) is dropped by one compare-and-swap. Anything
         // else, and every error, takes the general path.
@@ -83,25 +78,17 @@ where
         self.put(pcp, pfn, Some(order))
     }
 
-    /// Drops one reference to the allocated block at `pfn`; at zero the block is checked
-    /// (`free_pages_prepare`: a poisoned page is leaked) and freed.
-    ///
-    /// # Errors
-    /// As [`Zone::free_pages`].
-    ///
-    /// # Safety
-    /// The caller holds the reference it drops (one that its allocation or a `get_page` gave
-    /// it and that it has not dropped before), and once the last reference is gone nothing
-    /// accesses the block's memory: the zone may clear it (`zero_some`, `alloc_zeroed`),
-    /// hand it to a migration's target, or to any CPU's next allocation. A free of what the
-    /// caller does not hold is reported as an error where the zone can tell (a double free,
-    /// a frame in no allocation), but not always: the block may be someone else's by then.
+    /// [`Cpu::put_page`] on `pcp`'s lists.
     #[allow(unsafe_code)]
-    pub unsafe fn put_page(&self, cpu: usize, pfn: Pfn) -> Result<(), BuddyError> {
-        self.put(self.pcp(cpu)?, pfn, None)
+    pub(crate) unsafe fn put_page_on(
+        &self,
+        pcp: CpuLists<'_, R>,
+        pfn: Pfn,
+    ) -> Result<(), BuddyError> {
+        self.put(pcp, pfn, None)
     }
 
-    fn put(&self, pcp: &PerCpu<R>, pfn: Pfn, order: Option<Order>) -> Result<(), BuddyError> {
+    fn put(&self, pcp: CpuLists<'_, R>, pfn: Pfn, order: Option<Order>) -> Result<(), BuddyError> {
         let (idx, old) = self.update_head(pfn, order, |w| Ok(w.without_a_reference()))?;
         if old.refcount() == 1 {
             self.release(pcp, idx, old);
@@ -111,7 +98,7 @@ where
 
     /// The free of a block whose last reference the caller dropped (`old` is its word
     /// before that), after its free-time check.
-    fn release(&self, pcp: &PerCpu<R>, idx: u32, old: Word) {
+    fn release(&self, pcp: CpuLists<'_, R>, idx: u32, old: Word) {
         if self.prepare(idx, old) {
             self.free_block(pcp, idx, Order(old.order()), 1);
         } else {
@@ -179,20 +166,60 @@ where
         .map(drop)
     }
 
-    /// Returns all of `cpu`'s per-cpu blocks to the buddy.
-    ///
-    /// # Errors
-    /// [`BuddyError::BadCpu`].
-    pub fn drain_pcp(&self, cpu: usize) -> Result<(), BuddyError> {
-        self.drain(self.pcp(cpu)?, u64::MAX);
-        Ok(())
-    }
-
     /// Returns every CPU's per-cpu blocks to the buddy, one CPU's lock at a time (other
     /// CPUs keep allocating meanwhile).
     pub fn drain_all(&self) {
         for pcp in self.pcps.as_ref() {
-            self.drain(pcp, u64::MAX);
+            self.drain(CpuLists { pcp, local: false }, u64::MAX);
         }
+    }
+}
+
+impl<F, P, R, A> Cpu<'_, F, P, R, A>
+where
+    F: AsRef<[Frame]>,
+    P: AsRef<[PerCpu<R>]>,
+    R: RawMutex,
+    A: Access,
+{
+    /// Drops one reference to the block at `pfn` allocated at `order` and frees it when
+    /// none is left (`__free_pages`).
+    ///
+    /// # Errors
+    /// [`BuddyError::DoubleFree`], [`BuddyError::OrderMismatch`],
+    /// [`BuddyError::CompoundPage`] (a frame inside a block), [`BuddyError::LeakedPage`],
+    /// [`BuddyError::Hole`], [`BuddyError::OutOfZone`].
+    ///
+    /// # Safety
+    /// The caller holds the reference it drops (one that its allocation or a `get_page` gave
+    /// it and that it has not dropped before), and once the last reference is gone nothing
+    /// accesses the block's memory: the zone may clear it (`zero_some`, `alloc_zeroed`),
+    /// hand it to a migration's target, or to any CPU's next allocation. A free of what the
+    /// caller does not hold is reported as an error where the zone can tell (a double free,
+    /// a frame in no allocation), but not always: the block may be someone else's by then.
+    #[inline]
+    #[allow(unsafe_code)]
+    pub unsafe fn free_pages(&self, pfn: Pfn, order: Order) -> Result<(), BuddyError> {
+        // SAFETY: the caller's promise, passed on.
+        unsafe { self.zone.free_pages_on(self.lists(), pfn, order) }
+    }
+
+    /// Drops one reference to the allocated block at `pfn`; at zero the block is checked
+    /// (`free_pages_prepare`: a poisoned page is leaked) and freed.
+    ///
+    /// # Errors
+    /// As [`Zone::free_pages`].
+    ///
+    /// # Safety
+    /// The caller holds the reference it drops (one that its allocation or a `get_page` gave
+    /// it and that it has not dropped before), and once the last reference is gone nothing
+    /// accesses the block's memory: the zone may clear it (`zero_some`, `alloc_zeroed`),
+    /// hand it to a migration's target, or to any CPU's next allocation. A free of what the
+    /// caller does not hold is reported as an error where the zone can tell (a double free,
+    /// a frame in no allocation), but not always: the block may be someone else's by then.
+    #[allow(unsafe_code)]
+    pub unsafe fn put_page(&self, pfn: Pfn) -> Result<(), BuddyError> {
+        // SAFETY: the caller's promise, passed on.
+        unsafe { self.zone.put_page_on(self.lists(), pfn) }
     }
 }

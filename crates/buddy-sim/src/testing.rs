@@ -6,7 +6,7 @@
 //! use them; the references themselves are in [`crate::reference`].
 
 use crate::reference::free_contig_range_per_page;
-use crate::{BuddyError, Frame, MigrateType, Order, PerCpu, Pfn, Zone};
+use crate::{AllocRequest, BuddyError, Frame, MigrateType, Order, PerCpu, Pfn, Zone};
 use lock_api::RawMutex;
 
 #[cfg(all(feature = "alloc", feature = "spin"))]
@@ -497,7 +497,10 @@ where
                 },
                 None => return Ok(None),
             },
-            Op::DrainCpu { cpu } => (self.batched.drain_pcp(cpu), self.per_page.drain_pcp(cpu)),
+            Op::DrainCpu { cpu } => (
+                self.batched.cpu(cpu).map(|c| c.drain()),
+                self.per_page.cpu(cpu).map(|c| c.drain()),
+            ),
             Op::DrainAll => {
                 self.batched.drain_all();
                 self.per_page.drain_all();
@@ -543,7 +546,8 @@ where
         // Both zones were drained and merged (`apply`), but their lists are not in the
         // same order: the per-page zone takes the very block the batched zone handed out.
         let order = Order::new(order);
-        let a = order.and_then(|o| self.batched.alloc_typed(cpu, o, mt));
+        let typed = |o| AllocRequest::order(o).kind(mt);
+        let a = order.and_then(|o| self.batched.cpu(cpu)?.alloc_raw(typed(o)));
         let b = match (a, order) {
             (Ok(pfn), Ok(o)) => {
                 self.allocs[self.next_slot % SLOTS] = Some((pfn, o));
@@ -562,7 +566,7 @@ where
                 self.per_page.alloc_pages_at_as(pfn, o, mt).map(|()| pfn)
             }
             // Both fail alike: same order check, same (canonical) free blocks.
-            _ => order.and_then(|o| self.per_page.alloc_typed(cpu, o, mt)),
+            _ => order.and_then(|o| self.per_page.cpu(cpu)?.alloc_raw(typed(o))),
         };
         (a.map(|_| ()), b.map(|_| ()))
     }
@@ -593,7 +597,9 @@ where
         unsafe {
             (
                 self.batched.free_contig_range(cpu, pfn, len),
-                free_contig_range_per_page(&self.per_page, cpu, pfn, len),
+                self.per_page
+                    .cpu(cpu)
+                    .and_then(|c| free_contig_range_per_page(&c, pfn, len)),
             )
         }
     }
@@ -616,11 +622,11 @@ where
         let free = first_free_run(&self.batched, len, align);
         let contig = |z: &Zone<F, P, R>| {
             let mut refuse = |_: &crate::Migration| false;
-            if frozen {
-                z.alloc_contig_frozen_pages(cpu, len, align, &mut refuse)
-            } else {
-                z.alloc_contig_pages(cpu, len, align, &mut refuse)
-            }
+            let request = AllocRequest::frames(len)
+                .aligned(align)
+                .contiguous(&mut refuse);
+            z.cpu(cpu)?
+                .alloc_raw(if frozen { request.frozen() } else { request })
         };
         let (a, b) = (contig(&self.batched), contig(&self.per_page));
         let searched =

@@ -1,9 +1,15 @@
 //! `vmalloc` / `vfree`: many order-0 pages from the largest blocks that fit, given back all
 //! or nothing.
 
+use crate::buddy::Prefer;
 use crate::contig::Claim;
+use crate::cpu::{Access, Cpu, CpuLists};
+use crate::error::BuddyError;
 use crate::frame::{Frame, Word};
-use crate::{BuddyError, Order, PerCpu, Zone};
+use crate::migratetype::MigrateType;
+use crate::pcp::PerCpu;
+use crate::types::Order;
+use crate::zone::Zone;
 use lock_api::RawMutex;
 use mm_types::FrameRange;
 
@@ -106,54 +112,85 @@ impl RunSink for alloc::vec::Vec<FrameRange> {
     }
 }
 
-impl<F, P, R> Zone<F, P, R>
+impl<F, P, R, A> Cpu<'_, F, P, R, A>
 where
     F: AsRef<[Frame]>,
     P: AsRef<[PerCpu<R>]>,
     R: RawMutex,
+    A: Access,
 {
     /// Allocates `nr_pages` frames the way the kernel's vmalloc does: the largest blocks that
     /// fit (falling back to smaller ones), each split into order-0 pages with one reference,
-    /// marked as vmalloc's (see [`Zone::vfree`]). The physically contiguous runs are written
+    /// marked as vmalloc's (see [`Cpu::vfree`]). The physically contiguous runs are written
     /// to `runs`; the area names the ones used.
     ///
     /// # Errors
     /// [`BuddyError::OutOfMemory`] or [`BuddyError::RunsFull`] (everything allocated so far
-    /// is freed again), [`BuddyError::BadCpu`].
+    /// is freed again).
     pub fn vmalloc<'r>(
         &self,
-        cpu: usize,
         nr_pages: u64,
         runs: &'r mut [FrameRange],
     ) -> Result<VmArea<'r>, BuddyError> {
         let mut sink = SliceSink { runs, used: 0 };
-        self.vmalloc_into(cpu, nr_pages, &mut sink)?;
+        self.zone.vmalloc_into(self.lists(), nr_pages, &mut sink)?;
         let SliceSink { runs, used } = sink;
         Ok(VmArea {
             runs: &runs[..used],
         })
     }
 
-    /// [`Zone::vmalloc`] into runs the area owns (feature `alloc`).
+    /// [`Cpu::vmalloc`] into runs the area owns (feature `alloc`).
     ///
     /// # Errors
-    /// [`BuddyError::OutOfMemory`] (everything allocated so far is freed again),
-    /// [`BuddyError::BadCpu`].
+    /// [`BuddyError::OutOfMemory`] (everything allocated so far is freed again).
     #[cfg(feature = "alloc")]
-    pub fn vmalloc_buf(&self, cpu: usize, nr_pages: u64) -> Result<VmAreaBuf, BuddyError> {
+    pub fn vmalloc_buf(&self, nr_pages: u64) -> Result<VmAreaBuf, BuddyError> {
         let mut runs = alloc::vec::Vec::new();
-        self.vmalloc_into(cpu, nr_pages, &mut runs)?;
+        self.zone.vmalloc_into(self.lists(), nr_pages, &mut runs)?;
         Ok(VmAreaBuf { runs })
     }
 
+    /// Frees a [`Cpu::vmalloc`] area, all or nothing: first it checks that every run lies
+    /// in the zone and that every page of every run is an order-0 page that `vmalloc` handed
+    /// out and that no `vfree` has released since (a mark `vmalloc` sets on each page and
+    /// `vfree` clears; freeing the page by other means clears it too), named once in the
+    /// area. Only then does it drop vmalloc's reference to each page, freeing those that
+    /// reach zero as [`Cpu::free_contig_range`] does. Runs re-assembled from pages of
+    /// vmalloc areas pass; pages from [`Cpu::alloc_raw`] do not.
+    ///
+    /// # Errors
+    /// [`BuddyError::NotVmalloc`] for a page that is not vmalloc's or whose vmalloc reference
+    /// the area already released (named twice while others hold it too),
+    /// [`BuddyError::DoubleFree`] for a page already freed or named twice, else as
+    /// [`Cpu::free_contig_range`]; on any error nothing is freed.
+    ///
+    /// # Safety
+    /// The caller holds the reference it drops (one that its allocation or a `get_page` gave
+    /// it and that it has not dropped before), and once the last reference is gone nothing
+    /// accesses the page's memory: the zone may clear it (`zero_some`, `alloc_zeroed`),
+    /// hand it to a migration's target, or to any CPU's next allocation. A free of what the
+    /// caller does not hold is reported as an error where the zone can tell (a double free,
+    /// a frame in no allocation), but not always: the block may be someone else's by then.
+    #[allow(unsafe_code)]
+    pub unsafe fn vfree(&self, area: &VmArea<'_>) -> Result<(), BuddyError> {
+        self.zone.vfree_on(self.lists(), area)
+    }
+}
+
+impl<F, P, R> Zone<F, P, R>
+where
+    F: AsRef<[Frame]>,
+    P: AsRef<[PerCpu<R>]>,
+    R: RawMutex,
+{
     /// The allocation loop of both `vmalloc` forms, recording runs in `sink`.
     fn vmalloc_into(
         &self,
-        cpu: usize,
+        pcp: CpuLists<'_, R>,
         nr_pages: u64,
         sink: &mut impl RunSink,
     ) -> Result<(), BuddyError> {
-        let pcp = self.pcp(cpu)?;
         let mut left = nr_pages;
         let result = loop {
             if left == 0 {
@@ -161,8 +198,10 @@ where
             }
             let mut order = Order::floor_log2(left, self.cfg.max_order);
             let pfn = loop {
-                match self.alloc_pages(cpu, order) {
-                    Ok(pfn) => break Some(pfn),
+                let taken =
+                    self.alloc_preferring(pcp, order, Prefer::Unzeroed, MigrateType::Unmovable, 0);
+                match taken {
+                    Ok((idx, _)) => break Some(self.map().pfn(idx)),
                     Err(_) if order > Order::ZERO => order = Order(order.get() - 1),
                     Err(_) => break None,
                 }
@@ -197,30 +236,8 @@ where
         Ok(())
     }
 
-    /// Frees a [`Zone::vmalloc`] area, all or nothing: first it checks that every run lies
-    /// in the zone and that every page of every run is an order-0 page that `vmalloc` handed
-    /// out and that no `vfree` has released since (a mark `vmalloc` sets on each page and
-    /// `vfree` clears; freeing the page by other means clears it too), named once in the
-    /// area. Only then does it drop vmalloc's reference to each page, freeing those that
-    /// reach zero as [`Zone::free_contig_range`] does. Runs re-assembled from pages of
-    /// vmalloc areas pass; pages from [`Zone::alloc_pages`] do not.
-    ///
-    /// # Errors
-    /// [`BuddyError::NotVmalloc`] for a page that is not vmalloc's or whose vmalloc reference
-    /// the area already released (named twice while others hold it too),
-    /// [`BuddyError::DoubleFree`] for a page already freed or named twice, else as
-    /// [`Zone::free_contig_range`]; on any error nothing is freed.
-    ///
-    /// # Safety
-    /// The caller holds the reference it drops (one that its allocation or a `get_page` gave
-    /// it and that it has not dropped before), and once the last reference is gone nothing
-    /// accesses the page's memory: the zone may clear it (`zero_some`, `alloc_zeroed`),
-    /// hand it to a migration's target, or to any CPU's next allocation. A free of what the
-    /// caller does not hold is reported as an error where the zone can tell (a double free,
-    /// a frame in no allocation), but not always: the block may be someone else's by then.
-    #[allow(unsafe_code)]
-    pub unsafe fn vfree(&self, cpu: usize, area: &VmArea<'_>) -> Result<(), BuddyError> {
-        let pcp = self.pcp(cpu)?;
+    /// [`Cpu::vfree`] on `pcp`'s lists (whose caller holds what it frees).
+    fn vfree_on(&self, pcp: CpuLists<'_, R>, area: &VmArea<'_>) -> Result<(), BuddyError> {
         for run in area.runs {
             self.map().range(run.start, run.pages)?;
         }

@@ -15,12 +15,13 @@
 //! known zero. So a block is never handed out twice, and never marked zero while someone
 //! could write it.
 
-use crate::buddy::{FreeArea, Prefer};
+use crate::buddy::FreeArea;
+use crate::cpu::CpuLists;
 use crate::frame::{Frame, FrameState, Word};
 use crate::map::FrameMap;
 use crate::memory::{FRAME, FrameClearer, FrameMemory};
 use crate::migratetype::{ISOLATE, LIST_TYPES};
-use crate::{BuddyError, MAX_SUPPORTED_ORDER, MigrateType, Order, PerCpu, Pfn, Zone};
+use crate::{BuddyError, MAX_SUPPORTED_ORDER, Order, PerCpu, Pfn, Zone};
 use lock_api::RawMutex;
 use zero_core::Resched;
 
@@ -30,36 +31,6 @@ where
     P: AsRef<[PerCpu<R>]>,
     R: RawMutex,
 {
-    /// Allocates a naturally aligned block of `2^order` frames, as [`Zone::alloc_pages`]
-    /// does, whose every byte reads zero: a block known zero if the zone has one that fits
-    /// (from `cpu`'s list, a batch of them from the buddy, or split from a larger one), else
-    /// the block a plain allocation takes, cleared through `clearer` before it is returned
-    /// (in zero-core's batches, `resched.cond_resched()` before each; with `fault`, a byte
-    /// offset into the block a fault is waiting on, that neighbourhood is cleared last so
-    /// that it is cache-hot).
-    ///
-    /// # Errors
-    /// As [`Zone::alloc_pages`]; [`BuddyError::FaultOutsideBlock`] if `fault` is not inside
-    /// the block; [`BuddyError::NotAddressable`] if `clearer`'s memory cannot reach the
-    /// block, [`BuddyError::Clear`] if zero-core refuses the address it maps; with a
-    /// [verifying](FrameClearer::verifying) clearer, [`BuddyError::StaleZero`] if a block
-    /// known zero does not read zero (written after it was freed). In the last three cases
-    /// the block is freed again, no longer known zero.
-    #[inline]
-    pub fn alloc_zeroed<M: FrameMemory>(
-        &self,
-        cpu: usize,
-        order: Order,
-        clearer: &FrameClearer<M>,
-        fault: Option<usize>,
-        resched: &mut impl Resched,
-    ) -> Result<Pfn, BuddyError> {
-        self.check_fault(order, fault)?;
-        let (idx, zeroed) =
-            self.alloc_preferring(cpu, order, Prefer::Zeroed, MigrateType::Unmovable, 0)?;
-        self.make_allocation_zero(cpu, idx, order, zeroed, clearer, fault, resched)
-    }
-
     /// [`BuddyError::FaultOutsideBlock`] if `fault` is not inside a block of `order`.
     pub(crate) fn check_fault(&self, order: Order, fault: Option<usize>) -> Result<(), BuddyError> {
         if let Some(at) = fault {
@@ -78,7 +49,7 @@ where
     #[allow(unsafe_code, clippy::too_many_arguments)]
     pub(crate) fn make_allocation_zero<M: FrameMemory>(
         &self,
-        cpu: usize,
+        cpu: CpuLists<'_, R>,
         idx: u32,
         order: Order,
         zeroed: bool,
@@ -93,7 +64,7 @@ where
         if let Err(e) = clearer.make_zero(pfn, order, zeroed, fault, resched) {
             // The block is this call's with one reference: freeing it cannot fail.
             // SAFETY: this call allocated the block and hands it to nobody.
-            let _ = unsafe { self.free_pages(cpu, pfn, order) };
+            let _ = unsafe { self.free_pages_on(cpu, pfn, order) };
             return Err(e);
         }
         Ok(pfn)

@@ -6,10 +6,14 @@ use core::ops::{DerefMut, Range};
 
 use crate::buddy::FreeArea;
 use crate::counters::LockStats;
+use crate::cpu::CpuLists;
 use crate::decompose;
+use crate::deferred::{AddedRanges, DeferredRanges};
+use crate::error::ConfigError;
 use crate::frame::{Frame, FrameInfo, FrameState, Word};
 use crate::list::{FreeCount, List};
 use crate::map::{FrameMap, Frames};
+use crate::memory::FRAME;
 use crate::pcp::{PcpLists, PerCpu};
 use crate::sync::{AtomicU64, Mutex, Ordering};
 use crate::{
@@ -17,6 +21,7 @@ use crate::{
     ZoneConfig,
 };
 use lock_api::RawMutex;
+use mm_types::{FrameRange, PhysAddr};
 
 /// Where a free block sits.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -46,8 +51,147 @@ pub struct Zone<F, P, R = DefaultRawMutex> {
     pub(crate) free: Mutex<R, FreeArea>,
     /// Free-time checks of pages that were leaked, which take no lock to count under.
     pub(crate) leaked_prepares: AtomicU64,
-    /// Each CPU's lists are reached without their lock ([`Zone::with_cpu_local_lists`]).
-    pub(crate) cpu_local: bool,
+    /// Why a [`Zone::new_static`] zone has no usable frames: its configuration, refused
+    /// (every `add_memory` returns it).
+    pub(crate) refused: Option<ConfigError>,
+}
+
+/// What [`Zone::add_memory_bytes`] made of a byte range: the whole frames inside it, and the
+/// bytes left out at each end.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct AddedMemory {
+    /// The frames added.
+    pub frames: FrameRange,
+    /// Bytes before the first whole frame, not added.
+    pub dropped_head: u64,
+    /// Bytes after the last whole frame, not added.
+    pub dropped_tail: u64,
+}
+
+impl AddedMemory {
+    /// The whole frames inside `range` (none if it holds none, or is empty).
+    pub(crate) fn inside(range: Range<PhysAddr>) -> Self {
+        let len = range.end.0.saturating_sub(range.start.0);
+        let first = range.start.align_up(FRAME).filter(|s| s.0 <= range.end.0);
+        let Some(first) = first else {
+            return Self {
+                frames: FrameRange::new(Pfn(range.start.0 >> FRAME.shift()), 0),
+                dropped_head: len,
+                dropped_tail: 0,
+            };
+        };
+        let end = range.end.align_down(FRAME).0.max(first.0);
+        let frames = FrameRange::new(
+            Pfn::containing(first, FRAME),
+            (end - first.0) >> FRAME.shift(),
+        );
+        Self {
+            frames,
+            dropped_head: first.0 - range.start.0,
+            dropped_tail: range.end.0 - end,
+        }
+    }
+}
+
+/// A zone whose metadata lives inside it, in arrays: `FRAMES` frames and `CPUS` CPUs, so a
+/// `static` holds the whole zone ([`Zone::new_static`]).
+pub type StaticZone<const FRAMES: usize, const CPUS: usize, R = DefaultRawMutex> =
+    Zone<[Frame; FRAMES], [PerCpu<R>; CPUS], R>;
+
+#[cfg(not(loom))]
+impl<const FRAMES: usize, const CPUS: usize, R: RawMutex>
+    Zone<[Frame; FRAMES], [PerCpu<R>; CPUS], R>
+{
+    /// A zone over `cfg`'s frames, all of them usable and free, built at compile time so
+    /// that a `static` holds it without `Once` or an allocator:
+    ///
+    /// ```
+    /// use buddy_sim::{AllocRequest, Pfn, StaticZone, ZoneConfig};
+    /// // 1024 frames from physical 16 MiB, one CPU: the whole zone in one static.
+    /// static ZONE: StaticZone<1024, 1> = StaticZone::new_static(ZoneConfig::new(Pfn(0x1000), 1024));
+    ///
+    /// let page = ZONE.cpu(0)?.alloc(AllocRequest::page())?;
+    /// # drop(page);
+    /// # Ok::<(), buddy_sim::BuddyError>(())
+    /// ```
+    ///
+    /// The frames start deferred ([`Zone::init_deferred`]): the first allocation
+    /// initializes a chunk of them, or an idle CPU initializes them all. `cfg.nr_pages` must
+    /// be `FRAMES` and `cfg.cpus` `CPUS` (as [`ZoneConfig::new`] and
+    /// [`ZoneConfig::with_cpus`] set them). A configuration the zone cannot use is not a
+    /// panic: the zone then spans no frames, and allocations and `add_memory` return its
+    /// [`ConfigError`] (the checks of [`Zone::new`], made when the zone is first used).
+    #[must_use]
+    pub const fn new_static(cfg: ZoneConfig) -> Self {
+        Self::new_static_as(cfg, true)
+    }
+
+    /// A zone spanning `cfg`'s frames with none of them usable yet, built at compile time:
+    /// [`Zone::new_static`] for a firmware memory map, whose usable ranges
+    /// [`Zone::add_memory`] adds.
+    ///
+    /// ```
+    /// use buddy_sim::{AllocRequest, Pfn, StaticZone, ZoneConfig};
+    /// static ZONE: StaticZone<1024, 1> =
+    ///     StaticZone::new_static_empty(ZoneConfig::new(Pfn(0x1000), 1024));
+    ///
+    /// ZONE.add_memory(Pfn(0x1000), 512)?; // what the memory map says is usable
+    /// let page = ZONE.cpu(0)?.alloc(AllocRequest::page())?;
+    /// # drop(page);
+    /// # Ok::<(), buddy_sim::BuddyError>(())
+    /// ```
+    ///
+    /// A configuration the zone cannot use is refused as [`Zone::new_static`] refuses it.
+    #[must_use]
+    pub const fn new_static_empty(cfg: ZoneConfig) -> Self {
+        Self::new_static_as(cfg, false)
+    }
+
+    /// [`Zone::new_static`] (`usable`: every frame added, deferred) or
+    /// [`Zone::new_static_empty`].
+    const fn new_static_as(cfg: ZoneConfig, usable: bool) -> Self {
+        let refused = match cfg.validate() {
+            Err(e) => Some(e),
+            Ok(()) if cfg.nr_pages != FRAMES as u64 => Some(ConfigError::FrameMetadata {
+                need: cfg.nr_pages as usize,
+                got: FRAMES,
+            }),
+            Ok(()) if cfg.cpus != CPUS => Some(ConfigError::CpuMetadata {
+                need: cfg.cpus,
+                got: CPUS,
+            }),
+            Ok(()) => None,
+        };
+        let cfg = match refused {
+            // Spanning nothing, the zone reaches none of its arrays' frames.
+            Some(_) => ZoneConfig {
+                nr_pages: 0,
+                cpus: CPUS,
+                ..cfg
+            },
+            None => cfg,
+        };
+        let free = match refused {
+            None if usable => {
+                // Validated: the frames fit 32-bit indices.
+                let n = cfg.nr_pages as u32;
+                FreeArea {
+                    added: AddedRanges::one(0, n),
+                    deferred: DeferredRanges::one(0, n, false),
+                    ..FreeArea::EMPTY
+                }
+            }
+            _ => FreeArea::EMPTY,
+        };
+        Self {
+            cfg,
+            frames: [const { Frame::new() }; FRAMES],
+            pcps: [const { PerCpu::new() }; CPUS],
+            free: Mutex::new(free),
+            leaked_prepares: AtomicU64::new(0),
+            refused,
+        }
+    }
 }
 
 impl<F, P, R> Zone<F, P, R>
@@ -73,8 +217,8 @@ where
     /// map calls usable. Whatever `frames` and `pcps` held is overwritten.
     ///
     /// # Errors
-    /// [`BuddyError::BadConfig`] for an unusable configuration, [`BuddyError::MetadataSize`]
-    /// if `frames` does not hold `nr_pages` entries or `pcps` `cpus` entries.
+    /// [`BuddyError::Config`] for an unusable configuration, or if `frames` does not hold
+    /// `nr_pages` entries or `pcps` `cpus` entries.
     pub fn new_empty(cfg: ZoneConfig, frames: F, pcps: P) -> Result<Self, BuddyError> {
         let zone = Self::with_metadata(cfg, frames, pcps)?;
         zone.frames.as_ref().iter().for_each(Frame::reset);
@@ -109,16 +253,18 @@ where
         let n = cfg.nr_pages as usize;
         let (got_frames, got_cpus) = (frames.as_ref().len(), pcps.as_ref().len());
         if got_frames != n {
-            return Err(BuddyError::MetadataSize {
+            return Err(ConfigError::FrameMetadata {
                 need: n,
                 got: got_frames,
-            });
+            }
+            .into());
         }
         if got_cpus != cfg.cpus {
-            return Err(BuddyError::MetadataSize {
+            return Err(ConfigError::CpuMetadata {
                 need: cfg.cpus,
                 got: got_cpus,
-            });
+            }
+            .into());
         }
         pcps.as_ref().iter().for_each(PerCpu::reset);
         Ok(Self {
@@ -127,44 +273,8 @@ where
             pcps,
             free: Mutex::new(FreeArea::EMPTY),
             leaked_prepares: AtomicU64::new(0),
-            cpu_local: false,
+            refused: None,
         })
-    }
-
-    /// The same zone, reaching each CPU's per-cpu lists without taking their lock, as
-    /// Linux's `local_lock` does: an allocation served from the CPU's list, and a free onto
-    /// it, then execute no atomic read-modify-write for the list (a free still drops its
-    /// reference by compare-and-swap, which other CPUs can race). The zone lock is taken as
-    /// before for refills and drains, and the allocation slow path drains only the calling
-    /// CPU's lists (it never reaches into another CPU's).
-    ///
-    /// Debug builds still take each list's lock, with `try_lock`, and panic when it is held:
-    /// a broken contract shows there instead of corrupting the lists.
-    ///
-    /// # Safety
-    /// For as long as the zone lives:
-    /// - every call that names a CPU (`alloc_pages`, `alloc_zeroed`, `alloc_pages_exact`,
-    ///   `free_pages`, `free_pages_exact`, `put_page`, `free_contig_range`, `vmalloc`,
-    ///   `vmalloc_buf`, `vfree`, `drain_pcp`, `pcp_pages`, the adapters' calls) is made on
-    ///   that CPU with interrupts and preemption disabled for the whole call, so no two calls
-    ///   naming one CPU ever overlap (an interrupt handler that allocates must not interrupt
-    ///   one);
-    /// - calls that visit every CPU's lists (`drain_all`, `counters`, `reset_counters`,
-    ///   `zeroed_pages`, `free_pages_total`, `check`) and calls naming another CPU are made
-    ///   only while no other CPU is inside the zone (at boot, or with the others stopped).
-    #[must_use]
-    #[allow(unsafe_code)]
-    pub unsafe fn with_cpu_local_lists(self) -> Self {
-        Self {
-            cpu_local: true,
-            ..self
-        }
-    }
-
-    /// Whether the per-cpu lists are reached without their lock
-    /// ([`Zone::with_cpu_local_lists`]).
-    pub const fn has_cpu_local_lists(&self) -> bool {
-        self.cpu_local
     }
 
     /// Makes the reserved frames `[pfn, pfn + nr)` usable and frees them into the buddy,
@@ -185,6 +295,21 @@ where
         self.add_memory_as(pfn, nr, false)
     }
 
+    /// [`Zone::add_memory`] of a firmware memory map's usable range as it gives it, in
+    /// bytes: the whole 4 KiB frames inside `[range.start, range.end)` (its ends aligned
+    /// inward). Returns what was added and the bytes dropped at each end; a range holding no
+    /// whole frame adds nothing.
+    ///
+    /// # Errors
+    /// As [`Zone::add_memory`]; nothing changes.
+    pub fn add_memory_bytes(&self, range: Range<PhysAddr>) -> Result<AddedMemory, BuddyError> {
+        let added = AddedMemory::inside(range);
+        if added.frames.pages > 0 {
+            self.add_memory(added.frames.start, added.frames.pages)?;
+        }
+        Ok(added)
+    }
+
     /// As [`Zone::add_memory`], for memory the embedder knows reads zero in every byte
     /// (cleared at boot, fresh from a hypervisor that zeroes what it gives a guest): its
     /// blocks are known zero, so zeroed allocations take them without clearing.
@@ -196,6 +321,9 @@ where
     }
 
     pub(crate) fn add_memory_as(&self, pfn: Pfn, nr: u64, zeroed: bool) -> Result<(), BuddyError> {
+        if let Some(e) = self.refused {
+            return Err(e.into());
+        }
         let m = self.map();
         let pages = m.range(pfn, nr)?;
         let mut free = self.lock_zone();
@@ -230,6 +358,9 @@ where
     /// [`Zone::add_memory`]'s checks of `[pfn, pfn + nr)` without adding it: what a node
     /// set checks of every piece of a range before it adds any.
     pub(crate) fn addable(&self, pfn: Pfn, nr: u64) -> Result<(), BuddyError> {
+        if let Some(e) = self.refused {
+            return Err(e.into());
+        }
         let m = self.map();
         let pages = m.range(pfn, nr)?;
         Self::check_addable(m, &self.lock_zone(), &pages)
@@ -304,7 +435,7 @@ where
 
     /// Every frame's metadata, in frame order.
     pub fn frames_slice(&self) -> &[Frame] {
-        self.frames.as_ref()
+        self.spanned_frames()
     }
 
     /// Frames free in the buddy (not counting per-cpu lists).
@@ -352,7 +483,7 @@ where
     /// # Errors
     /// [`BuddyError::BadCpu`].
     pub fn pcp_pages(&self, cpu: usize) -> Result<u64, BuddyError> {
-        Ok(self.pcp(cpu)?.lists.lock().count.pages)
+        Ok(self.cpu(cpu)?.pcp_pages())
     }
 
     /// Whether the free block at `pfn` is on `cpu`'s per-cpu lists (for the zero model).
@@ -362,7 +493,7 @@ where
         let (Ok(pcp), Ok(idx)) = (self.pcp(cpu), m.index(pfn)) else {
             return false;
         };
-        let lists = pcp.lists.lock();
+        let lists = pcp.pcp.lists.lock();
         lists
             .lists
             .iter()
@@ -417,7 +548,7 @@ where
 
     /// The block heads in ascending order: `(index, word)`.
     pub(crate) fn blocks(&self) -> impl Iterator<Item = (u32, Word)> + '_ {
-        let frames = self.frames.as_ref();
+        let frames = self.spanned_frames();
         let mut idx = 0usize;
         core::iter::from_fn(move || {
             let w = frames.get(idx)?.load();
@@ -429,6 +560,13 @@ where
 
     // ---- shared by the operations -------------------------------------------------------
 
+    /// The metadata of the frames the zone spans (all of it, but for a
+    /// [`Zone::new_static`] zone whose configuration was refused: none).
+    pub(crate) fn spanned_frames(&self) -> &[Frame] {
+        let frames = self.frames.as_ref();
+        frames.get(..self.cfg.nr_pages as usize).unwrap_or(frames)
+    }
+
     #[allow(unsafe_code)]
     pub(crate) fn map(&self) -> FrameMap<'_> {
         let frames: *const [Frame] = self.frames.as_ref();
@@ -439,8 +577,10 @@ where
         }
     }
 
-    pub(crate) fn pcp(&self, cpu: usize) -> Result<&PerCpu<R>, BuddyError> {
-        self.pcps.as_ref().get(cpu).ok_or(BuddyError::BadCpu(cpu))
+    /// CPU `cpu`'s lists, reached under their lock.
+    pub(crate) fn pcp(&self, cpu: usize) -> Result<CpuLists<'_, R>, BuddyError> {
+        let pcp = self.pcps.as_ref().get(cpu).ok_or(BuddyError::BadCpu(cpu))?;
+        Ok(CpuLists { pcp, local: false })
     }
 
     pub(crate) fn check_order(&self, order: Order) -> Result<(), BuddyError> {
@@ -461,27 +601,37 @@ where
         free
     }
 
-    /// Takes `pcp`'s lock (or, with CPU-local lists, reaches them without it), counting the
-    /// acquisition. Only for the lists of the CPU a call names.
+    /// Takes `pcp`'s lock (or, for a [`LocalCpu`](crate::LocalCpu) handle's call, reaches
+    /// the lists without it), counting the acquisition.
     #[inline]
-    #[allow(unsafe_code)]
-    pub(crate) fn lock_pcp<'a>(&self, pcp: &'a PerCpu<R>) -> impl DerefMut<Target = PcpLists> + 'a {
-        let mut lists = if self.cpu_local {
-            // SAFETY: `with_cpu_local_lists`' contract: a call naming a CPU runs on it with
-            // interrupts off and no other context reaches its lists meanwhile.
-            unsafe { pcp.lists.lock_exclusive() }
-        } else {
-            pcp.lists.lock()
-        };
+    pub(crate) fn lock_pcp<'a>(
+        &self,
+        pcp: CpuLists<'a, R>,
+    ) -> impl DerefMut<Target = PcpLists> + 'a {
+        let mut lists = Self::reach_pcp(pcp);
         lists.stats.acquisitions += 1;
         lists
+    }
+
+    /// [`Zone::lock_pcp`] without counting the acquisition (for reading a count).
+    #[inline]
+    #[allow(unsafe_code)]
+    pub(crate) fn reach_pcp(pcp: CpuLists<'_, R>) -> impl DerefMut<Target = PcpLists> + '_ {
+        if pcp.local {
+            // SAFETY: only a `LocalCpu` handle's calls reach lists with `local` set, and
+            // `Zone::local_cpu`'s contract is that while it lives its thread runs on the CPU
+            // with interrupts off and no other context reaches these lists.
+            unsafe { pcp.pcp.lists.lock_exclusive() }
+        } else {
+            pcp.pcp.lists.lock()
+        }
     }
 
     /// Frees a block the caller owns (its head `Freeing` or just taken, its other frames
     /// tails): to `cpu`'s list for per-cpu orders (draining a batch past `high`), else to the
     /// buddy under the zone lock. `prepares` free-time checks are counted under that lock.
     #[inline]
-    pub(crate) fn free_block(&self, pcp: &PerCpu<R>, idx: u32, order: Order, prepares: u64) {
+    pub(crate) fn free_block(&self, pcp: CpuLists<'_, R>, idx: u32, order: Order, prepares: u64) {
         let m = self.map();
         // The list of the pageblock's type now; an isolated pageblock's blocks go straight
         // to the buddy (its isolated lists).
@@ -507,11 +657,11 @@ where
     }
 
     /// Returns every per-cpu block this call may reach to the buddy: every CPU's lists, one
-    /// CPU's lock at a time; with CPU-local lists only `pcp`'s (another CPU's lists are its
-    /// own alone). What the allocation slow path, compaction and contiguous allocation do
-    /// before they look at the buddy.
-    pub(crate) fn drain_reachable(&self, pcp: &PerCpu<R>) {
-        if self.cpu_local {
+    /// CPU's lock at a time; for a [`LocalCpu`](crate::LocalCpu) handle's call only `pcp`'s
+    /// (another CPU's lists are its own alone). What the allocation slow path, compaction
+    /// and contiguous allocation do before they look at the buddy.
+    pub(crate) fn drain_reachable(&self, pcp: CpuLists<'_, R>) {
+        if pcp.local {
             self.drain(pcp, u64::MAX);
         } else {
             self.drain_all();
@@ -519,7 +669,7 @@ where
     }
 
     /// Returns at least `pages` frames (or all) of `pcp`'s lists to the buddy.
-    pub(crate) fn drain(&self, pcp: &PerCpu<R>, pages: u64) {
+    pub(crate) fn drain(&self, pcp: CpuLists<'_, R>, pages: u64) {
         let mut lists = self.lock_pcp(pcp);
         if lists.count.pages > 0 {
             lists.drain(self.map(), &mut self.lock_zone(), pages);

@@ -13,7 +13,8 @@ mod common;
 use buddy_sim::testing::Snapshot;
 use buddy_sim::zero_core::{ClearConfig, NoResched, PageSize, PreemptModel};
 use buddy_sim::{
-    BoxedZone, BuddyError, FrameClearer, MigrateType, Migration, Order, Pfn, ZoneConfig,
+    AllocRequest, BoxedZone, BuddyError, FrameClearer, MigrateType, Migration, Order, Pfn,
+    ZoneConfig,
 };
 use common::Nowhere;
 
@@ -89,7 +90,12 @@ fn a_refused_contiguous_allocation_keeps_the_known_zero_blocks_it_took_a_target_
 fn a_refused_move_gives_back_the_pageblock_its_target_claimed() {
     let z = small_zone();
     z.add_memory(START, 64).unwrap();
-    let alloc = |order, mt| z.alloc_typed(0, o(order), mt).unwrap();
+    let alloc = |order, mt| {
+        z.cpu(0)
+            .unwrap()
+            .alloc_raw(AllocRequest::order(o(order)).kind(mt))
+            .unwrap()
+    };
     assert_eq!(alloc(1, MigrateType::Movable), START);
     assert_eq!(alloc(3, MigrateType::Unmovable), Pfn(0x2020));
     for at in [0x2008, 0x2010, 0x2018] {
@@ -123,7 +129,12 @@ fn a_refused_move_gives_back_the_pageblock_its_target_claimed() {
 fn alloc_contig_pages_goes_on_past_a_candidate_whose_movable_block_finds_no_target() {
     let z = small_zone();
     z.add_memory(START, 64).unwrap();
-    let alloc = |order, mt| z.alloc_typed(0, o(order), mt).unwrap();
+    let alloc = |order, mt| {
+        z.cpu(0)
+            .unwrap()
+            .alloc_raw(AllocRequest::order(o(order)).kind(mt))
+            .unwrap()
+    };
     assert_eq!(alloc(3, MigrateType::Unmovable), START);
     for at in [0x2020, 0x2028, 0x2030] {
         assert_eq!(alloc(3, MigrateType::Movable), Pfn(at));
@@ -139,7 +150,9 @@ fn alloc_contig_pages_goes_on_past_a_candidate_whose_movable_block_finds_no_targ
         accept(m)
     };
     assert_eq!(
-        z.alloc_contig_pages(0, 6, o(1), &mut count),
+        z.cpu(0)
+            .unwrap()
+            .alloc_raw(AllocRequest::frames(6).aligned(o(1)).contiguous(&mut count)),
         Ok(Pfn(0x2012))
     );
     assert_eq!(calls, 0);
@@ -176,7 +189,9 @@ fn a_zone_at_the_top_of_the_pfn_space_builds_and_works() {
     z.check().unwrap();
     let last = Pfn(u64::MAX - 1);
     assert_eq!(
-        z.alloc_contig_pages(0, 100, o(0), &mut refuse),
+        z.cpu(0)
+            .unwrap()
+            .alloc_raw(AllocRequest::frames(100).contiguous(&mut refuse)),
         Ok(Pfn(u64::MAX - 3000))
     );
     // SAFETY: as above.

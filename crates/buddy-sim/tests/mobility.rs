@@ -13,8 +13,8 @@ mod common;
 use std::collections::BTreeMap;
 
 use buddy_sim::{
-    BoxedZone, BuddyError, CompactStats, FrameMemory, FrameState, MigrateType, Migration,
-    OffsetMap, Order, Pfn, ZoneConfig,
+    AllocRequest, BoxedZone, BuddyError, CompactStats, FrameMemory, FrameState, MigrateType,
+    Migration, OffsetMap, Order, Pfn, ZoneConfig,
 };
 use proptest::prelude::*;
 
@@ -150,12 +150,11 @@ impl World {
     fn contig_pages(&mut self, nr: u64, align: Order, frozen: bool) -> Result<Pfn, BuddyError> {
         let r = {
             let mut mover = Self::mover(&self.memory, &mut self.movable, self.refuse_every);
-            if frozen {
-                self.zone
-                    .alloc_contig_frozen_pages(0, nr, align, &mut mover)
-            } else {
-                self.zone.alloc_contig_pages(0, nr, align, &mut mover)
-            }
+            let request = AllocRequest::frames(nr)
+                .aligned(align)
+                .contiguous(&mut mover);
+            let request = if frozen { request.frozen() } else { request };
+            self.zone.cpu(0)?.alloc_raw(request)
         };
         if let Ok(pfn) = r {
             assert!(align.aligns(pfn));
@@ -170,7 +169,12 @@ impl World {
         let name = self.name();
         let pfn = match mt {
             MigrateType::Movable => self.zone.alloc_movable(cpu, order, name).ok()?,
-            _ => self.zone.alloc_typed(cpu, order, mt).ok()?,
+            _ => self
+                .zone
+                .cpu(cpu)
+                .ok()?
+                .alloc_raw(AllocRequest::order(order).kind(mt))
+                .ok()?,
         };
         self.stamp(name, pfn, order.pages());
         match mt {

@@ -274,19 +274,19 @@ fn bad_topologies_and_node_sets_are_refused() {
     assert!(Topology::new(2, &ok, &[NodeId(0)]).is_ok());
     assert!(matches!(
         Topology::new(0, &[], &[]),
-        Err(BuddyError::BadConfig(_))
+        Err(BuddyError::Config(_))
     ));
     assert!(matches!(
         Topology::new(2, &ok[..3], &[]),
-        Err(BuddyError::BadConfig(_))
+        Err(BuddyError::Config(_))
     ));
     assert!(matches!(
         Topology::new(2, &[10, 20, 20, 11], &[]),
-        Err(BuddyError::BadConfig(_))
+        Err(BuddyError::Config(_))
     ));
     assert!(matches!(
         Topology::new(2, &[10, 9, 20, 10], &[]),
-        Err(BuddyError::BadConfig(_))
+        Err(BuddyError::Config(_))
     ));
     assert_eq!(
         Topology::new(2, &ok, &[NodeId(2)]),
@@ -294,22 +294,22 @@ fn bad_topologies_and_node_sets_are_refused() {
     );
     assert!(matches!(
         Topology::new(33, &[10; 33 * 33], &[]),
-        Err(BuddyError::BadConfig(_))
+        Err(BuddyError::Config(_))
     ));
     let t = Topology::new(2, &ok, &[NodeId(0), NodeId(1)]).unwrap();
     // Overlapping zones, a missing node, another CPU count, a node past the topology.
     let two = || vec![zone(0x1000, 64, 2, &[]), zone(0x1020, 64, 2, &[])];
     assert!(matches!(
         BoxedNodeSet::new(t.clone(), two(), &[NodeId(0), NodeId(1)]),
-        Err(BuddyError::BadConfig(_))
+        Err(BuddyError::Config(_))
     ));
     assert!(matches!(
         BoxedNodeSet::new(t.clone(), two(), &[NodeId(0)]),
-        Err(BuddyError::BadConfig(_))
+        Err(BuddyError::Config(_))
     ));
     assert!(matches!(
         BoxedNodeSet::new(t.clone(), vec![zone(0x1000, 64, 1, &[])], &[NodeId(0)]),
-        Err(BuddyError::BadConfig(_))
+        Err(BuddyError::Config(_))
     ));
     assert_eq!(
         BoxedNodeSet::new(t, vec![zone(0x1000, 64, 2, &[])], &[NodeId(5)]).err(),

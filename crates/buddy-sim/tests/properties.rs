@@ -12,7 +12,10 @@ mod common;
 use buddy_sim::mm_types::FrameRange;
 use buddy_sim::reference::brute_force_cover;
 use buddy_sim::testing::{Lockstep, Op};
-use buddy_sim::{BuddyError, Frame, Order, PerCpu, Pfn, VmArea, Zone, ZoneConfig, decompose};
+use buddy_sim::{
+    Access, AllocRequest, BuddyError, Cpu, DefaultRawMutex, Frame, Order, PerCpu, Pfn, VmArea,
+    Zone, ZoneConfig, decompose,
+};
 use proptest::prelude::*;
 
 const MAX_ZONE: u64 = if cfg!(miri) { 128 } else { 2048 };
@@ -222,7 +225,7 @@ proptest! {
         for (cpu, pages) in requests {
             let cpu = cpu % cfg.cpus;
             let before = z.free_pages_total();
-            match z.alloc_pages_exact(cpu, pages) {
+            match z.cpu(cpu).unwrap().alloc_raw(AllocRequest::frames(pages)) {
                 Ok(pfn) => {
                     let order = Order::covering(pages).unwrap();
                     prop_assert!(order.aligns(pfn));
@@ -244,7 +247,7 @@ proptest! {
         }
         for (cpu, pfn, pages) in held {
             // SAFETY: no memory behind these zones (module docs).
-            unsafe { z.free_pages_exact(cpu, pfn, pages) }.unwrap();
+            unsafe { z.free_contig_range(cpu, pfn, pages) }.unwrap();
         }
         prop_assert_eq!(z.free_pages_total(), z.present_pages());
         z.check().unwrap();
@@ -455,14 +458,8 @@ fn alloc_pages_at_takes_exactly_that_block() {
 fn alloc_pages_at_takes_a_block_from_the_cpu_list_that_holds_it() {
     let o0 = Order::new(0).unwrap();
     let o3 = Order::new(3).unwrap();
-    for local in [false, true] {
+    {
         let z = small();
-        let z = if local {
-            // SAFETY: one thread; no two calls overlap.
-            unsafe { z.with_cpu_local_lists() }
-        } else {
-            z
-        };
         // A page freed on CPU 1 sits on its list, one freed on CPU 0 on CPU 0's, elsewhere.
         let (page, elsewhere) = (Pfn(0x200), Pfn(0x300));
         z.alloc_pages_at(page, o0).unwrap();
@@ -475,16 +472,8 @@ fn alloc_pages_at_takes_a_block_from_the_cpu_list_that_holds_it() {
         assert_eq!((cpu0_before, z.pcp_pages(1).unwrap()), (1, 1));
         // The order-3 block that starts with it; its other pages are free in the buddy.
         let block = page;
-        let r = z.alloc_pages_at(block, o3);
-        if local {
-            // Another CPU's CPU-local lists are out of reach: refused, nothing changed.
-            assert!(matches!(r, Err(BuddyError::NotInBuddy(_))), "{r:?}");
-            z.drain_pcp(1).unwrap();
-            z.alloc_pages_at(block, o3).unwrap();
-        } else {
-            r.unwrap();
-            assert_eq!(z.pcp_pages(1).unwrap(), 0, "CPU 1's lists drained");
-        }
+        z.alloc_pages_at(block, o3).unwrap();
+        assert_eq!(z.pcp_pages(1).unwrap(), 0, "CPU 1's lists drained");
         assert_eq!(
             z.pcp_pages(0).unwrap(),
             cpu0_before,
@@ -512,7 +501,7 @@ fn an_owned_vmalloc_area_needs_no_buffer() {
             pfn
         })
         .collect();
-    let area = z.vmalloc_buf(0, 1024 - 32).unwrap();
+    let area = z.cpu(0).unwrap().vmalloc_buf(1024 - 32).unwrap();
     assert_eq!(area.pages(), 1024 - 32);
     assert!(area.runs().len() > 32, "{} runs", area.runs().len());
     assert_eq!(z.free_pages_total(), 0);
@@ -813,33 +802,40 @@ fn zeroed_metadata_needs_no_reset() {
     z.check().unwrap();
 }
 
+/// [`fast_paths_take_one_per_cpu_lock_and_no_zone_lock`] through one handle.
+fn fast_paths_on<A: Access>(
+    z: &VecZone,
+    cpu: Cpu<'_, Vec<Frame>, Vec<PerCpu>, DefaultRawMutex, A>,
+    how: &str,
+) {
+    let o0 = Order::ZERO;
+    let warm = cpu.alloc_raw(AllocRequest::page()).unwrap(); // refills the list
+    // SAFETY: no memory behind these zones (module docs).
+    unsafe { cpu.free_pages(warm, o0) }.unwrap();
+    z.reset_counters();
+    let p = cpu.alloc_raw(AllocRequest::page()).unwrap();
+    let c = z.counters();
+    assert_eq!((c.pcp_locks, c.zone_locks), (1, 0), "alloc, {how}");
+    // SAFETY: no memory behind these zones (module docs).
+    unsafe { cpu.free_pages(p, o0) }.unwrap();
+    let c = z.counters();
+    assert_eq!((c.pcp_locks, c.zone_locks), (2, 0), "free, {how}");
+}
+
 /// The lock acquisitions (one atomic read-modify-write each with the default spin lock)
 /// the README's table counts: an order-0 allocation served from the CPU's list takes only
 /// that CPU's lock, and a free onto it the same; with CPU-local lists the same work is done
 /// under no lock (the counters still count the list accesses).
 #[test]
 fn fast_paths_take_one_per_cpu_lock_and_no_zone_lock() {
-    let o0 = Order::new(0).unwrap();
     for local in [false, true] {
         let z = zone(ZoneConfig::new(Pfn(0), 1 << 12));
-        let z = if local {
+        if local {
             // SAFETY: one thread, CPU 0 only: no two calls overlap.
-            unsafe { z.with_cpu_local_lists() }
+            fast_paths_on(&z, unsafe { z.local_cpu(0) }.unwrap(), "local");
         } else {
-            z
-        };
-        let warm = z.alloc_pages(0, o0).unwrap(); // refills the list
-        // SAFETY: no memory behind these zones (module docs).
-        unsafe { z.free_pages(0, warm, o0) }.unwrap();
-        z.reset_counters();
-        let p = z.alloc_pages(0, o0).unwrap();
-        let c = z.counters();
-        assert_eq!((c.pcp_locks, c.zone_locks), (1, 0), "alloc, local {local}");
-        // SAFETY: no memory behind these zones (module docs).
-        unsafe { z.free_pages(0, p, o0) }.unwrap();
-        let c = z.counters();
-        assert_eq!((c.pcp_locks, c.zone_locks), (2, 0), "free, local {local}");
-        assert_eq!(z.has_cpu_local_lists(), local);
+            fast_paths_on(&z, z.cpu(0).unwrap(), "locked");
+        }
         z.check().unwrap();
     }
 }

@@ -209,7 +209,7 @@ fn run(z: &BoxedZone, mail: &Mailboxes, cpu: usize, program: &[Step], start: &Ba
                 // SAFETY: no memory behind these zones (module docs).
                 unsafe { z.vfree(cpu, &buddy_sim::VmArea::from_runs(&runs)) }.is_ok()
             }
-            Step::Drain => z.drain_pcp(cpu).is_ok(),
+            Step::Drain => z.cpu(cpu).map(|c| c.drain()).is_ok(),
             Step::DrainAll => {
                 z.drain_all();
                 true

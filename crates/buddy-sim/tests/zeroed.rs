@@ -311,6 +311,6 @@ fn a_clearer_refuses_other_page_sizes() {
     let clear = ClearConfig::new(PageSize::Size16KiB, PreemptModel::None);
     assert!(matches!(
         FrameClearer::new(memory, clear),
-        Err(BuddyError::BadConfig(_))
+        Err(BuddyError::Config(_))
     ));
 }

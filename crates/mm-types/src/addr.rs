@@ -72,6 +72,20 @@ macro_rules! address {
                 Self(self.0 - size.offset(self.0))
             }
 
+            /// The start of the first page of `size` at or after the address, or `None`
+            /// where that is past the end of the 64-bit space.
+            #[must_use]
+            #[inline]
+            pub const fn align_up(self, size: PageSize) -> Option<Self> {
+                match size.offset(self.0) {
+                    0 => Some(self),
+                    off => match self.0.checked_add(size.bytes() as u64 - off) {
+                        Some(a) => Some(Self(a)),
+                        None => None,
+                    },
+                }
+            }
+
             /// The address as a `usize` (a pointer's width), or `None` where it does not fit.
             #[must_use]
             #[inline]
@@ -123,6 +137,19 @@ mod tests {
         assert_eq!(
             VirtAddr(0x1_2345).align_down(PageSize::Size4KiB),
             VirtAddr(0x1_2000)
+        );
+        assert_eq!(
+            PhysAddr(0x1_2345).align_up(PageSize::Size4KiB),
+            Some(PhysAddr(0x1_3000))
+        );
+        assert_eq!(
+            PhysAddr(0x1_2000).align_up(PageSize::Size4KiB),
+            Some(PhysAddr(0x1_2000))
+        );
+        assert_eq!(PhysAddr(u64::MAX).align_up(PageSize::Size4KiB), None);
+        assert_eq!(
+            PhysAddr(u64::MAX - 0xfff).align_up(PageSize::Size4KiB),
+            Some(PhysAddr(u64::MAX - 0xfff))
         );
         assert!(PhysAddr(0x1_0000).is_aligned(PageSize::Size64KiB));
         assert!(!PhysAddr(0x1_1000).is_aligned(PageSize::Size16KiB));

@@ -14,7 +14,7 @@
 use super::*;
 use core::sync::atomic::{AtomicU64, Ordering};
 
-use buddy_sim::{BuddyError, Migrate, MigrateType, Migration, Order, Pfn};
+use buddy_sim::{AllocRequest, BuddyError, Migrate, MigrateType, Migration, Order, Pfn};
 use pte_batch::{Prot, PteFormat, PteTable};
 
 /// Pages of the movable region: one last-level table's worth.
@@ -205,12 +205,18 @@ impl<P: Platform> Kernel<P> {
         let mut contig_blocks = [(Pfn(0), 0u64); 2];
         for t in &mut contig_blocks {
             let before = mover.moved;
-            let contig = if P::CONTIG_FROZEN {
-                zone.alloc_contig_frozen_pages(0, block_pages, pageblock, &mut mover)
+            let request = AllocRequest::frames(block_pages)
+                .aligned(pageblock)
+                .contiguous(&mut mover);
+            let request = if P::CONTIG_FROZEN {
+                request.frozen()
             } else {
-                zone.alloc_contig_pages(0, block_pages, pageblock, &mut mover)
-            }
-            .unwrap_or_else(|e| fail_on(e));
+                request
+            };
+            let contig = zone
+                .cpu(0)
+                .and_then(|cpu| cpu.alloc_raw(request))
+                .unwrap_or_else(|e| fail_on(e));
             if contig.0 % block_pages != 0 {
                 fail::<P>(
                     Step::Mobility,

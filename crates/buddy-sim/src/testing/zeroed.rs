@@ -341,7 +341,9 @@ impl ZeroedModel {
                 }
             }
             Op::DrainCpu { cpu } => {
-                let _ = self.zone.drain_pcp(cpu);
+                if let Ok(c) = self.zone.cpu(cpu) {
+                    c.drain();
+                }
             }
             Op::DrainAll => self.zone.drain_all(),
             Op::InitDeferred { budget } => {

@@ -1,0 +1,189 @@
+//! The per-CPU handle: [`Zone::cpu`] checks a CPU number once and gives a [`Cpu`] that
+//! carries the calls that run on that CPU (allocation, frees, drains); [`Zone::local_cpu`]
+//! gives the same calls reaching the CPU's lists without their lock ([`LocalCpu`]).
+
+use core::fmt;
+use core::marker::PhantomData;
+
+use crate::error::BuddyError;
+use crate::frame::Frame;
+use crate::pcp::PerCpu;
+use crate::zone::Zone;
+use lock_api::RawMutex;
+
+/// How a [`Cpu`] handle reaches its CPU's per-cpu lists: [`Locked`] or [`Local`]. Sealed.
+pub trait Access: sealed::Sealed {
+    /// Whether the lists are reached without their lock.
+    #[doc(hidden)]
+    const LOCAL: bool;
+}
+
+/// A [`Cpu`] handle that takes its CPU's list lock for each call: `Send` and `Sync`, usable
+/// from any thread (two threads naming one CPU share its lists correctly).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Locked;
+
+/// A [`Cpu`] handle that reaches its CPU's lists without their lock, as Linux's
+/// `local_lock` does ([`Zone::local_cpu`]): neither `Send` nor `Sync`, so it stays on the
+/// thread (and, by its contract, the CPU) that made it.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Local(PhantomData<*const ()>);
+
+impl Access for Locked {
+    const LOCAL: bool = false;
+}
+
+impl Access for Local {
+    const LOCAL: bool = true;
+}
+
+mod sealed {
+    pub trait Sealed {}
+    impl Sealed for super::Locked {}
+    impl Sealed for super::Local {}
+}
+
+/// The calls of one CPU on a zone: made by [`Zone::cpu`], which checks the CPU number once;
+/// every call through the handle then runs on that CPU's per-cpu lists. `A` says how the
+/// lists are reached: [`Locked`] (the default: under their lock) or [`Local`]
+/// ([`LocalCpu`], without it).
+pub struct Cpu<'z, F, P, R, A = Locked> {
+    pub(crate) zone: &'z Zone<F, P, R>,
+    pub(crate) pcp: &'z PerCpu<R>,
+    id: usize,
+    _access: PhantomData<A>,
+}
+
+/// A [`Cpu`] handle whose calls reach the CPU's lists without their lock
+/// ([`Zone::local_cpu`]).
+pub type LocalCpu<'z, F, P, R> = Cpu<'z, F, P, R, Local>;
+
+/// The per-cpu lists a call runs on, and whether it reaches them without their lock.
+pub(crate) struct CpuLists<'a, R> {
+    pub(crate) pcp: &'a PerCpu<R>,
+    pub(crate) local: bool,
+}
+
+impl<R> Clone for CpuLists<'_, R> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+
+impl<R> Copy for CpuLists<'_, R> {}
+
+impl<F, P, R> Zone<F, P, R>
+where
+    F: AsRef<[Frame]>,
+    P: AsRef<[PerCpu<R>]>,
+    R: RawMutex,
+{
+    /// The calls of CPU `id`, under its list lock: `zone.cpu(id)?.alloc(request)`.
+    ///
+    /// # Errors
+    /// [`BuddyError::BadCpu`] when the zone has no CPU `id`.
+    #[inline]
+    pub fn cpu(&self, id: usize) -> Result<Cpu<'_, F, P, R>, BuddyError> {
+        self.cpu_with(id)
+    }
+
+    /// The calls of CPU `id`, reaching its per-cpu lists without their lock, as Linux's
+    /// `local_lock` does: an allocation served from the CPU's list, and a free onto it, then
+    /// execute no atomic read-modify-write for the list (a free still drops its reference by
+    /// compare-and-swap, which other CPUs can race). The zone lock is taken as before for
+    /// refills and drains, and the allocation slow path, compaction and contiguous
+    /// allocation drain only this CPU's lists (never another CPU's).
+    ///
+    /// Debug builds still take the list's lock, with `try_lock`, and panic when it is held:
+    /// a broken contract shows there instead of corrupting the lists.
+    ///
+    /// # Errors
+    /// [`BuddyError::BadCpu`] when the zone has no CPU `id`.
+    ///
+    /// # Safety
+    /// While the handle, or a [`Block`](crate::Block) it handed out, lives:
+    /// - every call through it (and the drop of such a block) runs on CPU `id` with
+    ///   interrupts and preemption disabled for the whole call (an interrupt handler that
+    ///   allocates must not interrupt one);
+    /// - nothing else reaches CPU `id`'s lists during such a call: no call through another
+    ///   handle for `id`, and the calls that visit every CPU's lists or drain other CPUs'
+    ///   (`Zone::drain_all`, `Zone::counters`, `Zone::reset_counters`,
+    ///   `Zone::zeroed_pages`, `Zone::free_pages_total`, `Zone::check`,
+    ///   `Zone::alloc_pages_at`, and the slow paths, compaction and contiguous allocation of
+    ///   a [`Locked`] handle) only while no other CPU is inside the zone (at boot, or with
+    ///   the others stopped). In practice every CPU of a zone uses [`LocalCpu`] handles, or
+    ///   none does.
+    #[allow(unsafe_code)]
+    #[inline]
+    pub unsafe fn local_cpu(&self, id: usize) -> Result<LocalCpu<'_, F, P, R>, BuddyError> {
+        self.cpu_with(id)
+    }
+
+    #[inline]
+    fn cpu_with<A: Access>(&self, id: usize) -> Result<Cpu<'_, F, P, R, A>, BuddyError> {
+        let pcp = self.pcps.as_ref().get(id).ok_or(BuddyError::BadCpu(id))?;
+        Ok(Cpu {
+            zone: self,
+            pcp,
+            id,
+            _access: PhantomData,
+        })
+    }
+}
+
+impl<'z, F, P, R, A> Cpu<'z, F, P, R, A>
+where
+    F: AsRef<[Frame]>,
+    P: AsRef<[PerCpu<R>]>,
+    R: RawMutex,
+    A: Access,
+{
+    /// The CPU's number.
+    #[must_use]
+    pub const fn id(&self) -> usize {
+        self.id
+    }
+
+    /// The zone.
+    #[must_use]
+    pub const fn zone(&self) -> &'z Zone<F, P, R> {
+        self.zone
+    }
+
+    /// Frames on this CPU's per-cpu lists.
+    #[must_use]
+    pub fn pcp_pages(&self) -> u64 {
+        Zone::<F, P, R>::reach_pcp(self.lists()).count.pages
+    }
+
+    /// Returns all of this CPU's per-cpu blocks to the buddy.
+    pub fn drain(&self) {
+        self.zone.drain(self.lists(), u64::MAX);
+    }
+
+    /// The lists the handle's calls run on.
+    #[inline]
+    pub(crate) fn lists(&self) -> CpuLists<'z, R> {
+        CpuLists {
+            pcp: self.pcp,
+            local: A::LOCAL,
+        }
+    }
+}
+
+impl<F, P, R, A> Clone for Cpu<'_, F, P, R, A> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+
+impl<F, P, R, A> Copy for Cpu<'_, F, P, R, A> {}
+
+impl<F, P, R, A: Access> fmt::Debug for Cpu<'_, F, P, R, A> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Cpu")
+            .field("id", &self.id)
+            .field("local", &A::LOCAL)
+            .finish_non_exhaustive()
+    }
+}

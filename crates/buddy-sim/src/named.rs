@@ -1,0 +1,228 @@
+//! The zone's named calls that name a CPU: each one line over [`Zone::cpu`] and, for the
+//! allocations, an [`AllocRequest`]. For callers that make one call on a CPU; a caller that
+//! makes several resolves the CPU once with [`Zone::cpu`] and calls the handle.
+
+use crate::Pfn;
+use crate::compaction::{CompactStats, Migrate};
+use crate::error::BuddyError;
+use crate::frame::Frame;
+use crate::memory::{FrameClearer, FrameMemory};
+use crate::pcp::PerCpu;
+use crate::request::AllocRequest;
+use crate::types::Order;
+use crate::vmalloc::VmArea;
+use crate::zone::Zone;
+use lock_api::RawMutex;
+use mm_types::FrameRange;
+use zero_core::Resched;
+
+impl<F, P, R> Zone<F, P, R>
+where
+    F: AsRef<[Frame]>,
+    P: AsRef<[PerCpu<R>]>,
+    R: RawMutex,
+{
+    /// An unmovable block of `2^order` frames on CPU `cpu`:
+    /// `self.cpu(cpu)?.alloc_raw(AllocRequest::order(order))` ([`Cpu::alloc_raw`](crate::Cpu::alloc_raw)).
+    /// Free it with [`Zone::free_pages`].
+    ///
+    /// # Errors
+    /// [`BuddyError::BadCpu`], [`BuddyError::OrderTooLarge`], [`BuddyError::OutOfMemory`].
+    #[inline]
+    pub fn alloc_pages(&self, cpu: usize, order: Order) -> Result<Pfn, BuddyError> {
+        self.cpu(cpu)?.alloc_raw(AllocRequest::order(order))
+    }
+
+    /// A movable block of `2^order` frames under the embedder's `key` on CPU `cpu`:
+    /// `self.cpu(cpu)?.alloc_raw(AllocRequest::order(order).movable(key))`. Compaction and
+    /// contiguous allocation may move it, handing `key` to the embedder's
+    /// [`Migrate`] callback; its frame number changes then.
+    ///
+    /// # Errors
+    /// As [`Zone::alloc_pages`].
+    #[inline]
+    pub fn alloc_movable(&self, cpu: usize, order: Order, key: u64) -> Result<Pfn, BuddyError> {
+        self.cpu(cpu)?
+            .alloc_raw(AllocRequest::order(order).movable(key))
+    }
+
+    /// A block of `2^order` frames that reads zero, on CPU `cpu`: `self.cpu(cpu)?.alloc_raw(
+    /// AllocRequest::order(order).zeroed(clearer).resched(resched))`, with
+    /// [`fault_at`](AllocRequest::fault_at) when `fault` is given.
+    ///
+    /// # Errors
+    /// [`BuddyError::BadCpu`]; as [`Cpu::alloc_raw`](crate::Cpu::alloc_raw).
+    #[inline]
+    pub fn alloc_zeroed<M: FrameMemory>(
+        &self,
+        cpu: usize,
+        order: Order,
+        clearer: &FrameClearer<M>,
+        fault: Option<usize>,
+        resched: &mut impl Resched,
+    ) -> Result<Pfn, BuddyError> {
+        let request = AllocRequest::order(order).zeroed(clearer).resched(resched);
+        let request = match fault {
+            Some(at) => request.fault_at(at),
+            None => request,
+        };
+        self.cpu(cpu)?.alloc_raw(request)
+    }
+
+    /// [`Cpu::vmalloc`](crate::Cpu::vmalloc) on CPU `cpu`.
+    ///
+    /// # Errors
+    /// [`BuddyError::BadCpu`]; as [`Cpu::vmalloc`](crate::Cpu::vmalloc).
+    pub fn vmalloc<'r>(
+        &self,
+        cpu: usize,
+        nr_pages: u64,
+        runs: &'r mut [FrameRange],
+    ) -> Result<VmArea<'r>, BuddyError> {
+        self.cpu(cpu)?.vmalloc(nr_pages, runs)
+    }
+
+    /// [`Cpu::vfree`](crate::Cpu::vfree) on CPU `cpu`.
+    ///
+    /// # Errors
+    /// [`BuddyError::BadCpu`]; as [`Cpu::vfree`](crate::Cpu::vfree).
+    ///
+    /// # Safety
+    /// As [`Cpu::vfree`](crate::Cpu::vfree).
+    #[allow(unsafe_code)]
+    pub unsafe fn vfree(&self, cpu: usize, area: &VmArea<'_>) -> Result<(), BuddyError> {
+        // SAFETY: the caller's promise, passed on.
+        unsafe { self.cpu(cpu)?.vfree(area) }
+    }
+
+    /// [`Cpu::compact`](crate::Cpu::compact) on CPU `cpu`: `self.cpu(cpu)?.compact(..)`.
+    ///
+    /// # Errors
+    /// [`BuddyError::BadCpu`]; as [`Cpu::compact`](crate::Cpu::compact).
+    pub fn compact(
+        &self,
+        cpu: usize,
+        order: Order,
+        migrate: &mut impl Migrate,
+    ) -> Result<CompactStats, BuddyError> {
+        self.cpu(cpu)?.compact(order, migrate)
+    }
+
+    /// [`Cpu::compact_some`](crate::Cpu::compact_some) on CPU `cpu`: `self.cpu(cpu)?.compact_some(..)`.
+    ///
+    /// # Errors
+    /// [`BuddyError::BadCpu`]; as [`Cpu::compact_some`](crate::Cpu::compact_some).
+    pub fn compact_some(
+        &self,
+        cpu: usize,
+        budget: u64,
+        migrate: &mut impl Migrate,
+    ) -> Result<CompactStats, BuddyError> {
+        self.cpu(cpu)?.compact_some(budget, migrate)
+    }
+
+    /// [`Cpu::free_pages`](crate::Cpu::free_pages) on CPU `cpu`: `self.cpu(cpu)?.free_pages(..)`.
+    ///
+    /// # Errors
+    /// [`BuddyError::BadCpu`]; as [`Cpu::free_pages`](crate::Cpu::free_pages).
+    ///
+    /// # Safety
+    /// As [`Cpu::free_pages`](crate::Cpu::free_pages).
+    #[inline]
+    #[allow(unsafe_code)]
+    pub unsafe fn free_pages(&self, cpu: usize, pfn: Pfn, order: Order) -> Result<(), BuddyError> {
+        // SAFETY: the caller's promise, passed on.
+        unsafe { self.cpu(cpu)?.free_pages(pfn, order) }
+    }
+
+    /// [`Cpu::put_page`](crate::Cpu::put_page) on CPU `cpu`: `self.cpu(cpu)?.put_page(..)`.
+    ///
+    /// # Errors
+    /// [`BuddyError::BadCpu`]; as [`Cpu::put_page`](crate::Cpu::put_page).
+    ///
+    /// # Safety
+    /// As [`Cpu::put_page`](crate::Cpu::put_page).
+    #[allow(unsafe_code)]
+    pub unsafe fn put_page(&self, cpu: usize, pfn: Pfn) -> Result<(), BuddyError> {
+        // SAFETY: the caller's promise, passed on.
+        unsafe { self.cpu(cpu)?.put_page(pfn) }
+    }
+
+    /// [`Cpu::free_contig_range`](crate::Cpu::free_contig_range) on CPU `cpu`: `self.cpu(cpu)?.free_contig_range(..)`.
+    ///
+    /// # Errors
+    /// [`BuddyError::BadCpu`]; as [`Cpu::free_contig_range`](crate::Cpu::free_contig_range).
+    ///
+    /// # Safety
+    /// As [`Cpu::free_contig_range`](crate::Cpu::free_contig_range).
+    #[allow(unsafe_code)]
+    pub unsafe fn free_contig_range(
+        &self,
+        cpu: usize,
+        pfn: Pfn,
+        nr: u64,
+    ) -> Result<(), BuddyError> {
+        // SAFETY: the caller's promise, passed on.
+        unsafe { self.cpu(cpu)?.free_contig_range(pfn, nr) }
+    }
+
+    /// [`Cpu::free_contig_frozen_range`](crate::Cpu::free_contig_frozen_range) on CPU `cpu`: `self.cpu(cpu)?.free_contig_frozen_range(..)`.
+    ///
+    /// # Errors
+    /// [`BuddyError::BadCpu`]; as [`Cpu::free_contig_frozen_range`](crate::Cpu::free_contig_frozen_range).
+    ///
+    /// # Safety
+    /// As [`Cpu::free_contig_frozen_range`](crate::Cpu::free_contig_frozen_range).
+    #[allow(unsafe_code)]
+    pub unsafe fn free_contig_frozen_range(
+        &self,
+        cpu: usize,
+        pfn: Pfn,
+        nr: u64,
+    ) -> Result<(), BuddyError> {
+        // SAFETY: the caller's promise, passed on.
+        unsafe { self.cpu(cpu)?.free_contig_frozen_range(pfn, nr) }
+    }
+
+    /// [`Cpu::alloc_contig_range`](crate::Cpu::alloc_contig_range) on CPU `cpu`: `self.cpu(cpu)?.alloc_contig_range(..)`.
+    ///
+    /// # Errors
+    /// [`BuddyError::BadCpu`]; as [`Cpu::alloc_contig_range`](crate::Cpu::alloc_contig_range).
+    pub fn alloc_contig_range(
+        &self,
+        cpu: usize,
+        pfn: Pfn,
+        nr: u64,
+        migrate: &mut impl Migrate,
+    ) -> Result<(), BuddyError> {
+        self.cpu(cpu)?.alloc_contig_range(pfn, nr, migrate)
+    }
+
+    /// [`Cpu::alloc_contig_frozen_range`](crate::Cpu::alloc_contig_frozen_range) on CPU `cpu`: `self.cpu(cpu)?.alloc_contig_frozen_range(..)`.
+    ///
+    /// # Errors
+    /// [`BuddyError::BadCpu`]; as [`Cpu::alloc_contig_frozen_range`](crate::Cpu::alloc_contig_frozen_range).
+    pub fn alloc_contig_frozen_range(
+        &self,
+        cpu: usize,
+        pfn: Pfn,
+        nr: u64,
+        migrate: &mut impl Migrate,
+    ) -> Result<(), BuddyError> {
+        self.cpu(cpu)?.alloc_contig_frozen_range(pfn, nr, migrate)
+    }
+
+    /// [`Cpu::offline_range`](crate::Cpu::offline_range) on CPU `cpu`: `self.cpu(cpu)?.offline_range(..)`.
+    ///
+    /// # Errors
+    /// [`BuddyError::BadCpu`]; as [`Cpu::offline_range`](crate::Cpu::offline_range).
+    pub fn offline_range(
+        &self,
+        cpu: usize,
+        pfn: Pfn,
+        nr: u64,
+        migrate: &mut impl Migrate,
+    ) -> Result<u64, BuddyError> {
+        self.cpu(cpu)?.offline_range(pfn, nr, migrate)
+    }
+}

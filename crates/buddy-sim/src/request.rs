@@ -1,0 +1,279 @@
+//! One value for what an allocation asks: [`AllocRequest`], built fluently and handed to the
+//! one allocation entry point of a CPU handle ([`Cpu::alloc`](crate::Cpu::alloc),
+//! [`Cpu::alloc_raw`](crate::Cpu::alloc_raw)) or a node set
+//! ([`NodeSet::alloc`](crate::NodeSet::alloc)); Linux's `struct alloc_context`, Asterinas's
+//! `FrameAllocOptions`.
+
+use core::fmt;
+
+use crate::compaction::{Migrate, Migration};
+use crate::error::BuddyError;
+use crate::memory::{FrameClearer, FrameMemory, NoMemory};
+use crate::migratetype::MigrateType;
+use crate::node::NodePolicy;
+use crate::types::Order;
+use zero_core::Resched;
+
+/// An allocation request: how much (a block of `2^order` frames, or a run of any number of
+/// frames), of which kind (unmovable, reclaimable, movable with its key), zeroed or not (with
+/// the clearer, the fault hint and the reschedule point), and for runs whether the zone may
+/// move movable blocks out of the way ([`AllocRequest::contiguous`], handing the pages out
+/// [`frozen`](AllocRequest::frozen) if asked).
+///
+/// ```
+/// use buddy_sim::{AllocRequest, Order};
+/// let page = AllocRequest::page();
+/// let huge = AllocRequest::order(Order::new(9)?).movable(7);
+/// let run = AllocRequest::frames(300).aligned(Order::new(4)?);
+/// # let _ = (page, huge, run);
+/// # Ok::<(), buddy_sim::BuddyError>(())
+/// ```
+///
+/// `M` is the [`FrameMemory`] of a zeroed request's clearer ([`NoMemory`] until
+/// [`AllocRequest::zeroed`] names one).
+#[must_use = "a request does nothing until it is handed to `alloc`"]
+pub struct AllocRequest<'a, M = NoMemory> {
+    pub(crate) order: Order,
+    /// `Some(n)`: a run of `n` order-0 pages rather than one block.
+    pub(crate) frames: Option<u64>,
+    pub(crate) align: Order,
+    pub(crate) mt: MigrateType,
+    pub(crate) key: u64,
+    pub(crate) clearer: Option<&'a FrameClearer<M>>,
+    pub(crate) fault: Option<usize>,
+    pub(crate) resched: Option<&'a mut dyn Resched>,
+    pub(crate) migrate: Option<&'a mut dyn Migrate>,
+    pub(crate) frozen: bool,
+    pub(crate) policy: NodePolicy,
+}
+
+/// What is wrong with a request's combination of options.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum RequestConflict {
+    /// [`AllocRequest::frozen`] without [`AllocRequest::contiguous`]: only contiguous
+    /// allocations hand pages out frozen.
+    FrozenWithoutContiguous,
+    /// A movable or reclaimable kind with [`AllocRequest::contiguous`]: contiguous runs are
+    /// unmovable pages.
+    KindWithContiguous,
+    /// [`AllocRequest::aligned`] above a block's own order: a block is aligned to its order;
+    /// ask for [`AllocRequest::frames`] to align a run further.
+    AlignedBlock,
+    /// [`AllocRequest::fault_at`] without [`AllocRequest::zeroed`].
+    FaultWithoutZeroed,
+}
+
+impl fmt::Display for RequestConflict {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Self::FrozenWithoutContiguous => "frozen pages come only from contiguous allocations",
+            Self::KindWithContiguous => "contiguous runs are unmovable",
+            Self::AlignedBlock => "a block is aligned to its own order; ask for frames instead",
+            Self::FaultWithoutZeroed => "a fault hint only orders the clearing of a zeroed request",
+        })
+    }
+}
+
+impl<'a> AllocRequest<'a> {
+    /// One naturally aligned block of `2^order` frames, unmovable, not zeroed, from the
+    /// calling CPU's node.
+    pub const fn order(order: Order) -> Self {
+        Self {
+            order,
+            frames: None,
+            align: Order::ZERO,
+            mt: MigrateType::Unmovable,
+            key: 0,
+            clearer: None,
+            fault: None,
+            resched: None,
+            migrate: None,
+            frozen: false,
+            policy: NodePolicy::Local,
+        }
+    }
+
+    /// One frame: [`AllocRequest::order`] of order 0.
+    pub const fn page() -> Self {
+        Self::order(Order::ZERO)
+    }
+
+    /// A run of `pages` contiguous order-0 pages, each its own allocation with one reference
+    /// (Linux's `alloc_pages_exact`; with [`AllocRequest::contiguous`], `alloc_contig_pages`).
+    /// From the buddy it is the covering block with the pages past `pages` given back at
+    /// once; it starts aligned to [`AllocRequest::aligned`]'s order (and, from the buddy, to
+    /// the covering order). Free it with `free_contig_range` (any part of it) or drop its
+    /// [`Block`](crate::Block).
+    pub const fn frames(pages: u64) -> Self {
+        let mut r = Self::order(Order::ZERO);
+        r.frames = Some(pages);
+        r
+    }
+}
+
+impl<'a, M> AllocRequest<'a, M> {
+    /// A run of [`AllocRequest::frames`] starting aligned to `2^align` frames.
+    pub const fn aligned(mut self, align: Order) -> Self {
+        self.align = align;
+        self
+    }
+
+    /// Of kind `mt` (movable with key 0 for [`MigrateType::Movable`]: see
+    /// [`AllocRequest::movable`]).
+    pub const fn kind(mut self, mt: MigrateType) -> Self {
+        self.mt = mt;
+        self
+    }
+
+    /// Reclaimable ([`MigrateType::Reclaimable`]).
+    pub const fn reclaimable(self) -> Self {
+        self.kind(MigrateType::Reclaimable)
+    }
+
+    /// Movable, under the embedder's `key`: compaction and contiguous allocation may move it,
+    /// handing `key` to the embedder's [`Migrate`] callback (which copies the block and
+    /// repoints its mappings, or refuses). The block's frame number changes when it moves.
+    pub const fn movable(mut self, key: u64) -> Self {
+        self.mt = MigrateType::Movable;
+        self.key = key;
+        self
+    }
+
+    /// Zeroed: every byte reads zero when the block is handed out, a block known zero if the
+    /// zone has one, else cleared through `clearer` (in zero-core's batches).
+    pub fn zeroed<N: FrameMemory>(self, clearer: &'a FrameClearer<N>) -> AllocRequest<'a, N> {
+        AllocRequest {
+            order: self.order,
+            frames: self.frames,
+            align: self.align,
+            mt: self.mt,
+            key: self.key,
+            clearer: Some(clearer),
+            fault: self.fault,
+            resched: self.resched,
+            migrate: self.migrate,
+            frozen: self.frozen,
+            policy: self.policy,
+        }
+    }
+
+    /// For a zeroed block: `offset`, a byte offset into it that a fault waits on, whose
+    /// neighbourhood is cleared last so that it is cache-hot.
+    pub const fn fault_at(mut self, offset: usize) -> Self {
+        self.fault = Some(offset);
+        self
+    }
+
+    /// For a zeroed request: `resched.cond_resched()` before each of zero-core's batches.
+    pub fn resched(self, resched: &'a mut dyn Resched) -> Self {
+        AllocRequest {
+            resched: Some(resched),
+            ..self
+        }
+    }
+
+    /// For a run of [`AllocRequest::frames`] (or a block's frames): search the whole zone
+    /// for them as Linux's `alloc_contig_pages` does, moving the movable allocations in the
+    /// way out through `migrate`, rather than take them from the buddy's free lists.
+    pub fn contiguous(self, migrate: &'a mut dyn Migrate) -> Self {
+        AllocRequest {
+            migrate: Some(migrate),
+            ..self
+        }
+    }
+
+    /// For a [`contiguous`](AllocRequest::contiguous) run: the pages handed out frozen, with
+    /// no reference count (Linux's `alloc_contig_frozen_pages`), freed with
+    /// `free_contig_frozen_range` or by dropping the [`Block`](crate::Block).
+    pub const fn frozen(mut self) -> Self {
+        self.frozen = true;
+        self
+    }
+
+    /// On a [`NodeSet`](crate::NodeSet): where to look first, and how far ([`NodePolicy`];
+    /// the local node by default). A zone's own calls ignore it.
+    pub const fn policy(mut self, policy: NodePolicy) -> Self {
+        self.policy = policy;
+        self
+    }
+
+    /// The frames the request covers: `2^order` for a block, the run's length otherwise.
+    #[must_use]
+    pub const fn pages(&self) -> u64 {
+        match self.frames {
+            Some(n) => n,
+            None => self.order.pages(),
+        }
+    }
+
+    /// What a [`Block`](crate::Block) of this request holds.
+    pub(crate) fn holding(&self) -> crate::block::Holding {
+        use crate::block::Holding;
+        if self.frozen {
+            Holding::FrozenPages(self.pages())
+        } else if self.frames.is_some() || self.migrate.is_some() {
+            Holding::Pages(self.pages())
+        } else if self.mt == MigrateType::Movable {
+            Holding::Movable {
+                order: self.order,
+                key: self.key,
+            }
+        } else {
+            Holding::Block(self.order)
+        }
+    }
+
+    /// The request's combination of options, checked.
+    pub(crate) fn check(&self) -> Result<(), BuddyError> {
+        let conflict = if self.frozen && self.migrate.is_none() {
+            Some(RequestConflict::FrozenWithoutContiguous)
+        } else if self.migrate.is_some() && self.mt != MigrateType::Unmovable {
+            Some(RequestConflict::KindWithContiguous)
+        } else if self.frames.is_none() && self.align > self.order {
+            Some(RequestConflict::AlignedBlock)
+        } else if self.fault.is_some() && self.clearer.is_none() {
+            Some(RequestConflict::FaultWithoutZeroed)
+        } else {
+            None
+        };
+        conflict.map_or(Ok(()), |c| Err(BuddyError::Conflict(c)))
+    }
+}
+
+impl<M> fmt::Debug for AllocRequest<'_, M> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("AllocRequest")
+            .field("order", &self.order)
+            .field("frames", &self.frames)
+            .field("align", &self.align)
+            .field("kind", &self.mt)
+            .field("key", &self.key)
+            .field("zeroed", &self.clearer.is_some())
+            .field("fault", &self.fault)
+            .field("contiguous", &self.migrate.is_some())
+            .field("frozen", &self.frozen)
+            .field("policy", &self.policy)
+            .finish()
+    }
+}
+
+/// A request's optional reschedule point as a [`Resched`].
+pub(crate) struct ReschedPoint<'r, 'a>(pub(crate) &'r mut Option<&'a mut dyn Resched>);
+
+impl Resched for ReschedPoint<'_, '_> {
+    fn cond_resched(&mut self) {
+        if let Some(r) = self.0 {
+            r.cond_resched();
+        }
+    }
+}
+
+/// A request's migration callback as a sized [`Migrate`].
+pub(crate) struct MigrateCallback<'r, 'a>(pub(crate) &'r mut (dyn Migrate + 'a));
+
+impl Migrate for MigrateCallback<'_, '_> {
+    fn migrate(&mut self, m: &Migration) -> bool {
+        self.0.migrate(m)
+    }
+}

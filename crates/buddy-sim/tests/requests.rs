@@ -1,0 +1,307 @@
+//! The front of the crate: one request type, CPU handles, owned blocks, the static zone and
+//! byte-range memory maps. Each failure is checked to change nothing (the whole zone's
+//! snapshot), each success to free everything when the blocks drop.
+
+use buddy_sim::mm_types::{FrameRange, PhysAddr};
+use buddy_sim::testing::Snapshot;
+use buddy_sim::zero_core::{ClearConfig, NoResched, PageSize, PreemptModel};
+use buddy_sim::{
+    AddedMemory, AllocRequest, BoxedZone, BuddyError, ConfigError, FrameClearer, Holding,
+    MigrateType, Migration, OffsetMap, Order, Pfn, RequestConflict, StaticZone, ZoneConfig,
+};
+
+mod common;
+use common::Nowhere;
+
+const START: Pfn = Pfn(0x100);
+
+fn o(order: u8) -> Order {
+    Order::new(order).unwrap()
+}
+
+fn zone(frames: u64) -> BoxedZone {
+    let cfg = ZoneConfig {
+        max_order: o(6),
+        pageblock_order: o(4),
+        ..ZoneConfig::new(START, frames).with_cpus(2)
+    };
+    BoxedZone::new_boxed(cfg).unwrap()
+}
+
+#[repr(C, align(4096))]
+struct Page([u8; 4096]);
+
+#[test]
+fn conflicting_options_are_refused_and_change_nothing() {
+    let z = zone(256);
+    let cpu = z.cpu(0).unwrap();
+    let mut refuse = |_: &Migration| false;
+    let clearer = FrameClearer::new(
+        Nowhere,
+        ClearConfig::new(PageSize::Size4KiB, PreemptModel::None),
+    )
+    .unwrap();
+    let before = Snapshot::of(&z);
+    let conflict = |r: Result<Pfn, BuddyError>| match r {
+        Err(BuddyError::Conflict(c)) => c,
+        other => panic!("{other:?}"),
+    };
+    assert_eq!(
+        conflict(cpu.alloc_raw(AllocRequest::page().frozen())),
+        RequestConflict::FrozenWithoutContiguous
+    );
+    assert_eq!(
+        conflict(cpu.alloc_raw(AllocRequest::frames(8).movable(3).contiguous(&mut refuse))),
+        RequestConflict::KindWithContiguous
+    );
+    assert_eq!(
+        conflict(cpu.alloc_raw(AllocRequest::order(o(1)).aligned(o(3)))),
+        RequestConflict::AlignedBlock
+    );
+    assert_eq!(
+        conflict(cpu.alloc_raw(AllocRequest::page().fault_at(0))),
+        RequestConflict::FaultWithoutZeroed
+    );
+    assert_eq!(z.cpu(2).map(|_| ()), Err(BuddyError::BadCpu(2)));
+    assert_eq!(before.difference(&Snapshot::of(&z)), None);
+    // A zeroed block the clearer cannot reach: taken, then freed again.
+    assert!(matches!(
+        cpu.alloc_raw(AllocRequest::order(o(2)).zeroed(&clearer)),
+        Err(BuddyError::NotAddressable(_))
+    ));
+    assert_eq!(z.free_pages_total(), 256);
+    z.check().unwrap();
+}
+
+#[test]
+fn blocks_free_what_they_hold_when_dropped() {
+    let z = zone(256);
+    let cpu = z.cpu(1).unwrap();
+    let mut refuse = |_: &Migration| false;
+    {
+        let page = cpu.alloc(AllocRequest::page()).unwrap();
+        let block = cpu.alloc(AllocRequest::order(o(3)).reclaimable()).unwrap();
+        let run = cpu.alloc(AllocRequest::frames(37).aligned(o(2))).unwrap();
+        let frozen = cpu
+            .alloc(AllocRequest::frames(16).contiguous(&mut refuse).frozen())
+            .unwrap();
+        assert_eq!(page.holding(), Holding::Block(o(0)));
+        assert_eq!(block.holding(), Holding::Block(o(3)));
+        assert_eq!(
+            z.frame(block.pfn()).unwrap().migratetype,
+            Some(MigrateType::Reclaimable)
+        );
+        assert_eq!(run.holding(), Holding::Pages(37));
+        assert_eq!(run.pfn().0 % 4, 0, "aligned to order 2");
+        assert_eq!(frozen.holding(), Holding::FrozenPages(16));
+        assert!(z.frame(frozen.pfn()).unwrap().frozen);
+        assert_eq!(z.free_pages_total(), 256 - 1 - 8 - 37 - 16);
+        z.check().unwrap();
+    }
+    assert_eq!(z.free_pages_total(), 256);
+    z.check().unwrap();
+}
+
+#[test]
+fn a_raw_block_made_owned_again_frees_once() {
+    let z = zone(64);
+    let cpu = z.cpu(0).unwrap();
+    let pfn = cpu.alloc(AllocRequest::order(o(2))).unwrap().into_raw();
+    assert_eq!(z.free_pages_total(), 60);
+    // SAFETY: `into_raw` handed this block over, and nothing else frees it.
+    let block = unsafe { buddy_sim::Block::from_raw(cpu, pfn, Holding::Block(o(2))) };
+    assert_eq!(block.frames(), FrameRange::new(pfn, 4));
+    drop(block);
+    assert_eq!(z.free_pages_total(), 64);
+    z.check().unwrap();
+}
+
+#[test]
+fn an_owned_movable_block_follows_its_moves() {
+    let mut ram: Vec<Page> = (0..64).map(|_| Page([0; 4096])).collect();
+    let offset = (ram.as_mut_ptr() as usize).wrapping_sub(START.0 as usize * 4096);
+    // SAFETY: frame START + i is ram[i]; the test reads it only between zone calls.
+    let memory = unsafe { OffsetMap::new(offset) };
+    let z = BoxedZone::new_boxed(ZoneConfig {
+        max_order: o(4),
+        pageblock_order: o(4),
+        ..ZoneConfig::new(START, 64)
+    })
+    .unwrap();
+    let cpu = z.cpu(0).unwrap();
+    // Every frame in a movable order-1 block: no pageblock is free.
+    let blocks: Vec<_> = (0..32)
+        .map(|k| {
+            cpu.alloc(AllocRequest::order(o(1)).movable(100 + k))
+                .unwrap()
+        })
+        .collect();
+    let mut moves = 0;
+    let mut copy = |m: &Migration| {
+        // SAFETY: the zone hands over both blocks for the move; the test writes neither.
+        unsafe { m.copy(&memory) }.unwrap();
+        moves += 1;
+        true
+    };
+    // Free every other block (no order-4 block is free then), and compact: the survivors
+    // move.
+    let (keep, free): (Vec<_>, Vec<_>) = blocks.into_iter().partition(|b| b.pfn().0 / 2 % 2 == 0);
+    let before: Vec<Pfn> = keep.iter().map(|b| b.pfn()).collect();
+    drop(free);
+    cpu.compact(o(4), &mut copy).unwrap();
+    assert!(moves > 0, "compaction moved nothing");
+    let after: Vec<Pfn> = keep.iter().map(|b| b.pfn()).collect();
+    assert_ne!(before, after, "the blocks found themselves where they went");
+    for b in &keep {
+        let f = z.frame(b.pfn()).unwrap();
+        assert_eq!((f.order, f.refcount), (1, 1));
+    }
+    drop(keep);
+    assert_eq!(z.free_pages_total(), 64);
+    z.check().unwrap();
+    drop(ram);
+}
+
+#[test]
+fn zeroed_runs_read_zero_in_every_byte() {
+    let mut ram: Vec<Page> = (0..64).map(|_| Page([0xA5; 4096])).collect();
+    let offset = (ram.as_mut_ptr() as usize).wrapping_sub(START.0 as usize * 4096);
+    // SAFETY: frame START + i is ram[i]; the test reads it only between zone calls.
+    let memory = unsafe { OffsetMap::new(offset) };
+    let clearer = FrameClearer::new(
+        memory,
+        ClearConfig::new(PageSize::Size4KiB, PreemptModel::None),
+    )
+    .unwrap();
+    let z = zone(64);
+    let cpu = z.cpu(0).unwrap();
+    let mut refuse = |_: &Migration| false;
+    let mut resched = NoResched;
+    let run = cpu
+        .alloc_raw(
+            AllocRequest::frames(7)
+                .zeroed(&clearer)
+                .fault_at(5 * 4096 + 17),
+        )
+        .unwrap();
+    let contig = cpu
+        .alloc_raw(
+            AllocRequest::frames(9)
+                .contiguous(&mut refuse)
+                .zeroed(&clearer)
+                .resched(&mut resched),
+        )
+        .unwrap();
+    for (pfn, n) in [(run, 7), (contig, 9)] {
+        for p in pfn.0..pfn.0 + n {
+            let page = &ram[(p - START.0) as usize].0;
+            assert!(page.iter().all(|&b| b == 0), "frame {p:#x} not zero");
+        }
+    }
+    assert!(
+        cpu.alloc_raw(AllocRequest::frames(4).zeroed(&clearer).fault_at(4 * 4096))
+            .is_err(),
+        "a fault past the run"
+    );
+    drop(ram);
+}
+
+#[test]
+fn a_static_zone_is_one_line_and_refuses_a_bad_configuration_without_panicking() {
+    static ZONE: StaticZone<64, 2> =
+        StaticZone::new_static(ZoneConfig::new(Pfn(0x40), 64).with_cpus(2));
+    static MAPPED: StaticZone<64, 1> = StaticZone::new_static_empty(ZoneConfig::new(Pfn(0x40), 64));
+    static WRONG: StaticZone<64, 1> = StaticZone::new_static(ZoneConfig::new(Pfn(0x40), 65));
+    assert_eq!((ZONE.present_pages(), ZONE.deferred_pages()), (64, 64));
+    let page = ZONE.cpu(1).unwrap().alloc(AllocRequest::page()).unwrap();
+    assert_eq!(ZONE.free_pages_total(), 63);
+    drop(page);
+    assert_eq!(ZONE.free_pages_total(), 64);
+    ZONE.check().unwrap();
+    assert_eq!(MAPPED.present_pages(), 0);
+    MAPPED.add_memory(Pfn(0x50), 16).unwrap();
+    let run = MAPPED
+        .cpu(0)
+        .unwrap()
+        .alloc(AllocRequest::frames(16))
+        .unwrap();
+    assert_eq!(run.pfn(), Pfn(0x50));
+    drop(run);
+    MAPPED.check().unwrap();
+    assert_eq!(
+        WRONG.cpu(0).unwrap().alloc_raw(AllocRequest::page()),
+        Err(BuddyError::Config(ConfigError::FrameMetadata {
+            need: 65,
+            got: 64
+        }))
+    );
+    assert_eq!(
+        WRONG.add_memory(Pfn(0x40), 64),
+        Err(BuddyError::Config(ConfigError::FrameMetadata {
+            need: 65,
+            got: 64
+        }))
+    );
+    assert_eq!(WRONG.free_pages_total(), 0);
+    assert_eq!(
+        WRONG.frame(Pfn(0x40)),
+        Err(BuddyError::OutOfZone(Pfn(0x40)))
+    );
+    WRONG.check().unwrap();
+}
+
+#[test]
+fn a_byte_range_adds_the_whole_frames_inside_it() {
+    let z = BoxedZone::new_boxed_empty(ZoneConfig::new(START, 64)).unwrap();
+    let base = START.0 * 4096;
+    let added = z
+        .add_memory_bytes(PhysAddr(base + 100)..PhysAddr(base + 10 * 4096 + 5))
+        .unwrap();
+    assert_eq!(
+        added,
+        AddedMemory {
+            frames: FrameRange::new(Pfn(START.0 + 1), 9),
+            dropped_head: 4096 - 100,
+            dropped_tail: 5,
+        }
+    );
+    assert_eq!(z.present_pages(), 9);
+    // Less than a frame: nothing added, all of it dropped.
+    let tiny = z
+        .add_memory_bytes(PhysAddr(base + 20 * 4096 + 1)..PhysAddr(base + 21 * 4096 - 1))
+        .unwrap();
+    assert_eq!(tiny.frames.pages, 0);
+    assert_eq!(tiny.dropped_head + tiny.dropped_tail, 4094);
+    // The top of the address space, and an inverted range: nothing, no panic.
+    let top = z
+        .add_memory_bytes(PhysAddr(u64::MAX - 10)..PhysAddr(u64::MAX))
+        .unwrap();
+    assert_eq!(top.frames.pages, 0);
+    let inverted = z
+        .add_memory_bytes(PhysAddr(base + 8192)..PhysAddr(base))
+        .unwrap();
+    assert_eq!(inverted.frames.pages, 0);
+    // Frames already added: the error of add_memory, nothing changed.
+    let before = Snapshot::of(&z);
+    assert_eq!(
+        z.add_memory_bytes(PhysAddr(base)..PhysAddr(base + 3 * 4096)),
+        Err(BuddyError::AlreadyAdded(Pfn(START.0 + 1)))
+    );
+    assert_eq!(before.difference(&Snapshot::of(&z)), None);
+    z.check().unwrap();
+}
+
+#[test]
+fn a_local_cpu_handle_serves_the_same_requests() {
+    let z = zone(128);
+    // SAFETY: one thread, and nothing else reaches CPU 0's lists while the handle lives.
+    let local = unsafe { z.local_cpu(0) }.unwrap();
+    let a = local.alloc(AllocRequest::order(o(2))).unwrap();
+    let b = local.alloc(AllocRequest::frames(5)).unwrap();
+    assert_eq!(z.free_pages_total(), 128 - 4 - 5);
+    drop((a, b));
+    assert_eq!(z.free_pages_total(), 128);
+    local.drain();
+    assert_eq!(local.pcp_pages(), 0);
+    z.check().unwrap();
+}
