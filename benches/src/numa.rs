@@ -38,9 +38,11 @@ fn two_nodes() -> Topology {
     must(Topology::new(2, &[10, 20, 20, 10], &[NodeId(0), NodeId(1)]))
 }
 
-fn zone(start: u64, frames: u64, cpus: usize) -> BoxedZone {
+fn zone(start: u64, frames: u64, cpus: usize, node: NodeId) -> BoxedZone {
     must(BoxedZone::new_boxed(
-        ZoneConfig::new(Pfn(start), frames).with_cpus(cpus),
+        ZoneConfig::new(Pfn(start), frames)
+            .with_cpus(cpus)
+            .with_node(node),
     ))
 }
 
@@ -49,12 +51,11 @@ fn node_set(topology: Topology, sizes: &[u64]) -> BoxedNodeSet {
     let cpus = topology.cpus();
     let mut at = START;
     let mut zones = Vec::new();
-    for &n in sizes {
-        zones.push(zone(at, n, cpus));
+    for (node, &n) in sizes.iter().enumerate() {
+        zones.push(zone(at, n, cpus, NodeId(node as u8)));
         at += n;
     }
-    let nodes: Vec<NodeId> = (0..sizes.len() as u8).map(NodeId).collect();
-    must(BoxedNodeSet::new(topology, zones, &nodes))
+    must(BoxedNodeSet::new(topology, zones))
 }
 
 /// What the rate rows run on.
@@ -92,7 +93,7 @@ fn rates(ctx: &SectionContext) -> Table {
         kept.push(p);
     }
     let mut r = Rates {
-        lone: zone(START, NODE_FRAMES, 2),
+        lone: zone(START, NODE_FRAMES, 2, NodeId(0)),
         set: node_set(two_nodes(), &[NODE_FRAMES, NODE_FRAMES]),
         pressed,
         held: Vec::with_capacity(BATCH as usize),
@@ -172,7 +173,7 @@ fn fallback(ctx: &SectionContext) -> Table {
             break;
         };
         let ns = start.elapsed().as_secs_f64() * 1e9;
-        let node = must(set.zone_of(p)).0;
+        let node = must(set.zone_of(p)).node();
         match phases.last_mut() {
             Some((n, count, total)) if *n == node => {
                 *count += 1;

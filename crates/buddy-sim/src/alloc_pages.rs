@@ -8,9 +8,10 @@ use crate::error::BuddyError;
 use crate::frame::{Frame, Word};
 use crate::memory::FrameMemory;
 use crate::migratetype::MigrateType;
-use crate::pcp::PerCpu;
-use crate::request::{AllocRequest, ReschedPoint};
+use crate::pcp::{PcpLists, PerCpu};
+use crate::request::{AllocRequest, RequestConflict, ReschedPoint};
 use crate::types::Order;
+use crate::zeroed::Zeroing;
 use crate::zone::Zone;
 use lock_api::RawMutex;
 
@@ -60,33 +61,41 @@ where
     /// [`BuddyError::StaleZero`] if a block known zero does not read zero. In the last three
     /// cases what was taken is freed again, no longer known zero. Nothing is allocated on an
     /// error (what an error may have changed: [`BuddyError`]).
-    #[inline]
+    #[inline(always)]
     pub fn alloc_raw<M: FrameMemory>(
         &self,
         mut request: AllocRequest<'_, M>,
     ) -> Result<Pfn, BuddyError> {
-        request.check()?;
-        let (zone, cpu) = (self.zone, self.lists());
-        if request.frames.is_some() || request.migrate.is_some() {
-            return zone.alloc_run(cpu, &mut request);
+        // The common cases, inline: a block, plain or zeroed (a request built in place folds
+        // these tests away). Runs, and the options that conflict, take the general path.
+        if !request.is_block() {
+            return self.alloc_request(request);
         }
+        let (zone, cpu) = (self.zone, self.lists());
         let (order, mt, key) = (request.order, request.mt, request.key);
         let Some(clearer) = request.clearer else {
+            if request.fault.is_some() {
+                return Err(BuddyError::Conflict(RequestConflict::FaultWithoutZeroed));
+            }
             let (idx, _) = zone.alloc_preferring(cpu, order, Prefer::Unzeroed, mt, key)?;
             return Ok(zone.map().pfn(idx));
         };
-        zone.check_fault(order, request.fault)?;
-        let (idx, zeroed) = zone.alloc_preferring(cpu, order, Prefer::Zeroed, mt, key)?;
-        let mut resched = ReschedPoint(&mut request.resched);
-        zone.make_allocation_zero(
-            cpu,
-            idx,
-            order,
-            zeroed,
+        let zeroing = Zeroing {
             clearer,
-            request.fault,
-            &mut resched,
-        )
+            fault: request.fault,
+            resched: ReschedPoint(&mut request.resched),
+        };
+        zone.alloc_zeroed_on(cpu, (order, mt, key), zeroing)
+    }
+
+    /// [`Cpu::alloc_raw`] of a run, or of a request whose options conflict.
+    #[inline(never)]
+    fn alloc_request<M: FrameMemory>(
+        &self,
+        mut request: AllocRequest<'_, M>,
+    ) -> Result<Pfn, BuddyError> {
+        request.check()?;
+        self.zone.alloc_run(self.lists(), &mut request)
     }
 }
 
@@ -99,7 +108,7 @@ where
     /// A block of `2^order` frames of kind `mt` on `cpu`'s lists ([`Cpu::alloc_raw`]'s
     /// path for a block), taking the block `prefer` would rather have, its head given `key`;
     /// returns its index and whether it is known zero (its head is `Allocated` either way).
-    #[inline]
+    #[inline(always)]
     pub(crate) fn alloc_preferring(
         &self,
         cpu: CpuLists<'_, R>,
@@ -147,7 +156,7 @@ where
 
     /// The common case of every allocation: a per-cpu order taken from `pcp`'s list (refilled
     /// from the buddy when empty); `None` for any other order or an empty zone.
-    #[inline]
+    #[inline(always)]
     fn alloc_from_cpu_list(
         &self,
         pcp: CpuLists<'_, R>,
@@ -163,7 +172,7 @@ where
     }
 
     /// Marks the block taken at `idx` allocated as `mt`, its head given `key`.
-    #[inline]
+    #[inline(always)]
     fn mark_allocated(&self, idx: u32, order: Order, mt: MigrateType, key: u64) {
         let head = self.map().frame(idx);
         // The key first: whoever sees the allocated word sees the key.
@@ -243,7 +252,7 @@ where
     /// batch of them to the list), else what a plain allocation takes; a plain allocation
     /// the list's front, refilled from the buddy first if the list is empty. The block's
     /// head is not marked allocated yet.
-    #[inline]
+    #[inline(always)]
     fn take_from_list(
         &self,
         pcp: CpuLists<'_, R>,
@@ -254,36 +263,68 @@ where
     ) -> Option<(u32, bool)> {
         let m = self.map();
         let mut lists = self.lock_pcp(pcp);
-        let zeroed = match prefer {
-            Prefer::Zeroed => lists.pop(m, list, order, Prefer::Zeroed).or_else(|| {
-                // One known-zero block from the buddy for this call, and the rest of a
-                // batch of them for the list.
-                let mut free = self.lock_zone();
-                let idx = free.rmqueue_zeroed(m, order, mt)?;
-                let batch = self.cfg.pcp_blocks(order);
-                lists.refill(m, &mut free, list, order, Prefer::Zeroed, batch - 1);
-                Some((idx, true))
-            }),
-            Prefer::Unzeroed => None,
-        };
-        let taken = zeroed.or_else(|| {
+        if prefer == Prefer::Zeroed {
+            return self.take_zeroed_from_list(&mut lists, list, order, mt);
+        }
+        if lists.lists[list].is_empty() {
+            self.refill(
+                &mut lists,
+                list,
+                order,
+                Prefer::Unzeroed,
+                self.cfg.pcp_blocks(order),
+            );
+        }
+        lists.pop(m, list, order, Prefer::Unzeroed)
+    }
+
+    /// [`Zone::take_from_list`] for a zeroed allocation, under the list's lock: a block known
+    /// zero from the list, else one from the buddy with the rest of a batch of them for the
+    /// list, else what a plain allocation takes.
+    #[inline(always)]
+    fn take_zeroed_from_list(
+        &self,
+        lists: &mut PcpLists,
+        list: usize,
+        order: Order,
+        mt: MigrateType,
+    ) -> Option<(u32, bool)> {
+        let m = self.map();
+        let taken = lists.pop(m, list, order, Prefer::Zeroed).or_else(|| {
+            let mut free = self.lock_zone();
+            let idx = free.rmqueue_zeroed(m, order, mt)?;
+            let batch = self.cfg.pcp_blocks(order);
+            lists.refill(m, &mut free, list, order, Prefer::Zeroed, batch - 1);
+            Some((idx, true))
+        });
+        let taken = taken.or_else(|| {
             if lists.lists[list].is_empty() {
-                let batch = self.cfg.pcp_blocks(order);
-                lists.refill(
-                    m,
-                    &mut self.lock_zone(),
+                self.refill(
+                    lists,
                     list,
                     order,
                     Prefer::Unzeroed,
-                    batch,
+                    self.cfg.pcp_blocks(order),
                 );
             }
             lists.pop(m, list, order, Prefer::Unzeroed)
         })?;
-        if prefer == Prefer::Zeroed {
-            lists.stats.count_zeroed_alloc(taken.1, order.pages());
-        }
+        lists.stats.count_zeroed_alloc(taken.1, order.pages());
         Some(taken)
+    }
+
+    /// Refills `lists`' `list` with `blocks` blocks of `order` from the buddy, under the
+    /// zone lock (every few allocations of a high order: not cold).
+    #[inline]
+    fn refill(&self, lists: &mut PcpLists, list: usize, order: Order, prefer: Prefer, blocks: u64) {
+        lists.refill(
+            self.map(),
+            &mut self.lock_zone(),
+            list,
+            order,
+            prefer,
+            blocks,
+        );
     }
 
     /// Allocates the specific block `[pfn, pfn + 2^order)` if it lies wholly inside one block

@@ -95,6 +95,24 @@ pub struct CompactStats {
     pub success: bool,
 }
 
+impl core::ops::AddAssign for CompactStats {
+    /// What two compactions did together.
+    fn add_assign(&mut self, other: Self) {
+        self.moved_pages += other.moved_pages;
+        self.refused += other.refused;
+        self.success |= other.success;
+    }
+}
+
+impl core::iter::Sum for CompactStats {
+    fn sum<I: Iterator<Item = Self>>(iter: I) -> Self {
+        iter.fold(Self::default(), |mut all, s| {
+            all += s;
+            all
+        })
+    }
+}
+
 /// Where the two scanners are: the migrate scanner's next frame (going up) and the first
 /// frame of the pageblock the free scanner takes targets from (going down).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -2,7 +2,7 @@
 
 use crate::Pfn;
 use crate::error::ConfigError;
-use crate::types::Order;
+use crate::types::{NodeId, Order};
 
 /// A zone's geometry and tuning, in 4 KiB frames (whatever the kernel's page size: a kernel
 /// with 16 or 64 KiB pages allocates them as blocks of order 2 or 4). [`ZoneConfig::new`]
@@ -35,6 +35,9 @@ pub struct ZoneConfig {
     /// it returns ([`EAGER_PAGES`](crate::EAGER_PAGES) by default); the rest is deferred
     /// ([`Zone::init_deferred`](crate::Zone::init_deferred)). `u64::MAX` defers nothing.
     pub eager_pages: u64,
+    /// The NUMA node the zone's memory is on (node 0 by default): where a
+    /// [`NodeSet`](crate::NodeSet) puts the zone.
+    pub node: NodeId,
 }
 
 /// The per-cpu batch x86_64 Linux uses for every zone of 256 MiB or more: 63 frames.
@@ -120,6 +123,7 @@ impl ZoneConfig {
             pcp_high: pcp_high_for(nr_pages, 1, batch),
             pcp_batch: batch,
             eager_pages: crate::deferred::EAGER_PAGES,
+            node: NodeId(0),
         }
     }
 
@@ -164,6 +168,13 @@ impl ZoneConfig {
             pcp_batch: batch,
             ..self
         }
+    }
+
+    /// The same configuration for a zone on NUMA node `node`.
+    #[must_use]
+    #[inline]
+    pub const fn with_node(self, node: NodeId) -> Self {
+        Self { node, ..self }
     }
 
     /// Whether the zone can be built from this configuration.

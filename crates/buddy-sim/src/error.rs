@@ -43,7 +43,7 @@ pub enum BuddyError {
     },
     /// No CPU with this index.
     BadCpu(usize),
-    /// A request for zero frames ([`Order::covering`], `alloc_pages_exact`).
+    /// A request for zero frames ([`Order::covering`], [`AllocRequest::frames`](crate::AllocRequest::frames)).
     ZeroPages,
     /// No free block large enough.
     OutOfMemory(Order),
@@ -245,6 +245,15 @@ mod tests {
     use super::*;
     use std::string::ToString;
 
+    /// Every allocation returns a `Result<Pfn, BuddyError>`: at 32 bytes it comes back in
+    /// the same memory as before the configuration errors were typed (40 bytes cost the
+    /// order-0 round trip about 10%).
+    #[test]
+    fn an_error_is_no_larger_than_four_words() {
+        assert!(core::mem::size_of::<BuddyError>() <= 32);
+        assert!(core::mem::size_of::<Result<crate::Pfn, BuddyError>>() <= 32);
+    }
+
     #[test]
     fn a_clearing_error_carries_zero_cores_whole() {
         let error = ZeroError::Overflow;
@@ -337,7 +346,7 @@ pub enum ConfigError {
     /// A zone has per-cpu lists for another number of CPUs than the topology has.
     ZoneCpus {
         /// The zone's index.
-        zone: usize,
+        zone: u8,
         /// Its CPUs.
         cpus: usize,
         /// The topology's.
@@ -346,9 +355,9 @@ pub enum ConfigError {
     /// Two zones span the same frames.
     ZonesOverlap {
         /// The first zone's index.
-        first: usize,
+        first: u8,
         /// The second zone's index.
-        second: usize,
+        second: u8,
     },
     /// A direct map's offset is not a multiple of 4 KiB.
     DirectMapOffset(usize),

@@ -11,6 +11,7 @@ use crate::memory::FrameMemory;
 use crate::pcp::PerCpu;
 use crate::request::{AllocRequest, ReschedPoint};
 use crate::types::Order;
+use crate::zeroed::Zeroing;
 use crate::zone::Zone;
 use lock_api::RawMutex;
 
@@ -54,11 +55,12 @@ where
                 self.map().pfn(idx)
             }
             Some(clearer) => {
-                self.check_fault(order, request.fault)?;
-                let (idx, zeroed) = self.alloc_preferring(cpu, order, Prefer::Zeroed, mt, key)?;
-                let mut resched = ReschedPoint(&mut request.resched);
-                let fault = request.fault;
-                self.make_allocation_zero(cpu, idx, order, zeroed, clearer, fault, &mut resched)?
+                let zeroing = Zeroing {
+                    clearer,
+                    fault: request.fault,
+                    resched: ReschedPoint(&mut request.resched),
+                };
+                self.alloc_zeroed_on(cpu, (order, mt, key), zeroing)?
             }
         };
         if let Err(e) = self.split_page(pfn, order) {

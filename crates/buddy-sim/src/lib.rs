@@ -9,48 +9,61 @@
 //!   merging up to MAX_ORDER; refcounts by compare-and-swap; memory maps with holes
 //!   ([`Zone::add_memory`]); hwpoison leaks; `vmalloc`/`vfree`; and [`Zone::check`].
 //!   Both locks are a [`lock_api::RawMutex`] of the embedder's choice (`spin`'s by default).
-//! - Zeroed frames on demand: [`Zone::alloc_zeroed`] hands out blocks that read zero,
-//!   preferring free blocks the zone knows are zero and clearing others through zero-core;
-//!   [`Zone::zero_some`] clears free blocks from an idle CPU, outside the zone lock, to
-//!   refill that pool. The embedder says how frames are reached ([`FrameMemory`]) and how
-//!   they are cleared ([`FrameClearer`]).
+//! - Calling it: [`Zone::cpu`] checks a CPU number once and gives a [`Cpu`] handle
+//!   ([`Zone::local_cpu`]: a [`LocalCpu`] that reaches the CPU's lists without their lock);
+//!   every allocation is one [`AllocRequest`] handed to [`Cpu::alloc`] (an owned [`Block`]
+//!   that frees on drop) or [`Cpu::alloc_raw`] (the first frame number, freed with the
+//!   `unsafe` frees); a [`StaticZone`] is built at compile time for a `static`.
+//! - Zeroed frames on demand: a [`zeroed`](AllocRequest::zeroed) request hands out frames
+//!   that read zero, preferring free blocks the zone knows are zero and clearing others
+//!   through zero-core; [`Zone::zero_some`] clears free blocks from an idle CPU, outside the
+//!   zone lock, to refill that pool. The embedder says how frames are reached
+//!   ([`FrameMemory`]) and how they are cleared ([`FrameClearer`]).
 //! - Huge pages after long churn: pageblocks and allocations typed by mobility
-//!   ([`MigrateType`], [`Zone::alloc_movable`]), compaction through the embedder's
-//!   [`Migrate`] callback ([`Zone::compact`], [`Zone::compact_some`]), and contiguous
-//!   allocation of any length ([`Zone::alloc_contig_range`], [`Zone::alloc_contig_pages`],
-//!   the frozen variants and [`Zone::free_contig_frozen_range`]).
-//! - The frees are `unsafe`: a zone writes the memory it holds free, so a free of what the
-//!   caller does not hold could make it write memory in use (the crate README explains the
-//!   choice).
+//!   ([`MigrateType`], [`AllocRequest::movable`]), compaction through the embedder's
+//!   [`Migrate`] callback ([`Cpu::compact`], [`Cpu::compact_some`]), and contiguous
+//!   allocation of any length ([`Cpu::alloc_contig_range`], a
+//!   [`contiguous`](AllocRequest::contiguous) request, the frozen variants and
+//!   [`Cpu::free_contig_frozen_range`]).
+//! - NUMA: a [`NodeSet`] of zones under a [`Topology`], routing each request along the
+//!   zones of the nodes its [`NodePolicy`] allows, nearest first.
+//! - The raw frees are `unsafe`: a zone writes the memory it holds free, so a free of what
+//!   the caller does not hold could make it write memory in use (the crate README explains
+//!   the choice).
 //! - [`decompose`]: the pure chunking of a run into aligned blocks.
 //! - [`mod@reference`]: the per-page path the kernel used before, and a brute-force cover;
 //!   `testing` (feature `testing`): the harnesses that run a zone beside them.
 //!
 //! Metadata lives in caller-provided storage (one [`Frame`] per frame, one [`PerCpu`] per
-//! CPU; both can be plain `static`s): no allocation. Bad input returns a [`BuddyError`] and
-//! leaves the zone as it was.
+//! CPU; both can be plain `static`s, or a whole [`StaticZone`]): no allocation. Bad input
+//! returns a [`BuddyError`] and leaves the zone as it was.
 //!
-//! One file per concern: `config` (geometry), `frame` and `list` (metadata), `map` (frame
-//! arithmetic and lookups), `buddy` (the zone lock's free areas), `pcp` (per-cpu lists),
-//! `zone` (the zone and what operations share), `alloc_pages`, `refs` (references and
-//! frees), `contig` (`free_contig_range`, `free_contig_frozen_range`), `migratetype`
-//! (pageblock types, fallback and claiming), `compaction`, `contig_alloc`
-//! (`alloc_contig_range` and its kin), `vmalloc`, `zeroed` (zeroed allocation and
-//! background zeroing), `memory` (the embedder's `FrameMemory` and the `FrameClearer`),
-//! `check`, `counters`, `sync` (atomics and locks, loom's under `cfg(loom)`); the ecosystem
-//! adapters `x86_64_frames` (feature `x86_64`: `X86FrameAllocator`), `paging_tables`
-//! (feature `aarch64-paging`: `ZoneTables`, whose table pages are zeroed allocations) and
-//! `ax_pages` (feature `axallocator`: `AxPageAllocator`, ArceOS's page allocator); `exact`
-//! (`alloc_pages_exact`).
+//! One file per concern: `types` (orders, node numbers), `config` (geometry), `frame` and
+//! `list` (metadata), `map` (frame arithmetic and lookups), `buddy` (the zone lock's free
+//! areas), `pcp` (per-cpu lists), `zone` (the zone and what operations share), `cpu` (the
+//! per-CPU handle), `request` (`AllocRequest`), `block` (owned allocations), `named` (the
+//! zone's one-line calls that name a CPU), `alloc_pages`, `refs` (references and frees),
+//! `exact` (runs of any length from the buddy, Linux's `alloc_pages_exact`), `contig`
+//! (`free_contig_range`, `free_contig_frozen_range`), `migratetype` (pageblock types,
+//! fallback and claiming), `compaction`, `contig_alloc` (`alloc_contig_range` and its kin),
+//! `hotplug`, `deferred`, `vmalloc`, `zeroed` (zeroed allocation and background zeroing),
+//! `memory` (the embedder's `FrameMemory` and the `FrameClearer`), `node` (NUMA), `stats`,
+//! `check`, `counters`, `error`, `sync` (atomics and locks, loom's under `cfg(loom)`); the
+//! ecosystem adapters `x86_64_frames` (feature `x86_64`: `X86FrameAllocator`),
+//! `paging_tables` (feature `aarch64-paging`: `ZoneTables`, whose table pages are zeroed
+//! allocations), `ax_pages` (feature `axallocator`: `AxPageAllocator`, ArceOS's page
+//! allocator) and `ax_paging` (feature `page_table_multiarch`).
 #![doc = include_str!("../README.md")]
 #![no_std]
 #![cfg_attr(docsrs, feature(doc_cfg))]
 // No unsafe but in `memory` (the two blocks that reach a frame's bytes through the
 // embedder's `FrameMemory` promise, for zero-core to clear or to read back),
 // `Migration::copy` (the same promise, for a migration's copy), the frees (`unsafe fn`s:
-// their callers promise they hold what they free) and their calls inside the crate, the CPU-local
-// lists (`Zone::with_cpu_local_lists`, whose contract lets `zone::lock_pcp` reach a CPU's
-// lists through `sync::Mutex::lock_exclusive` without their lock), metadata known to be
+// their callers promise they hold what they free) and their calls inside the crate (an owned
+// `Block`'s drop among them, and `Block::from_raw`, whose caller hands over what it frees), the
+// CPU-local lists (`Zone::local_cpu`, whose contract lets `Zone::reach_pcp` reach a CPU's
+// lists through `sync::Mutex::lock_exclusive` without their lock), `NoMemory`'s
+// `FrameMemory` impl (no value exists), metadata known to be
 // zero (`Zone::new_empty_zeroed`, and `BoxedZone`'s zeroed allocation of it), the ecosystem
 // adapters' trait impls (the `x86_64` feature's `unsafe impl` of an unsafe trait and the
 // `aarch64-paging` feature's `unsafe fn`, neither performing an unsafe operation), and the
@@ -101,6 +114,7 @@ mod pcp;
 pub mod reference;
 mod refs;
 mod request;
+mod stats;
 mod sync;
 #[cfg(feature = "testing")]
 pub mod testing;
@@ -133,14 +147,14 @@ pub use mm_types;
 /// A page frame number, from the shared vocabulary.
 pub use mm_types::Pfn;
 pub use node::{
-    LOCAL_DISTANCE, MAX_CPUS, MAX_NODES, MAX_ZONES, NodeId, NodePolicy, NodeSet, NodeStats,
-    REMOTE_DISTANCE, Topology,
+    LOCAL_DISTANCE, MAX_CPUS, MAX_NODES, MAX_ZONES, NodePolicy, NodeSet, REMOTE_DISTANCE, Topology,
 };
 #[cfg(feature = "aarch64-paging")]
 pub use paging_tables::ZoneTables;
 pub use pcp::PerCpu;
 pub use request::{AllocRequest, RequestConflict};
-pub use types::{MAX_SUPPORTED_ORDER, Order};
+pub use stats::MemoryStats;
+pub use types::{MAX_SUPPORTED_ORDER, NodeId, Order};
 pub use vmalloc::VmArea;
 #[cfg(feature = "alloc")]
 pub use vmalloc::VmAreaBuf;

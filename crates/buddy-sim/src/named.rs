@@ -7,10 +7,12 @@ use crate::compaction::{CompactStats, Migrate};
 use crate::error::BuddyError;
 use crate::frame::Frame;
 use crate::memory::{FrameClearer, FrameMemory};
+use crate::migratetype::MigrateType;
 use crate::pcp::PerCpu;
 use crate::request::AllocRequest;
 use crate::types::Order;
 use crate::vmalloc::VmArea;
+use crate::zeroed::Zeroing;
 use crate::zone::Zone;
 use lock_api::RawMutex;
 use mm_types::FrameRange;
@@ -46,9 +48,9 @@ where
             .alloc_raw(AllocRequest::order(order).movable(key))
     }
 
-    /// A block of `2^order` frames that reads zero, on CPU `cpu`: `self.cpu(cpu)?.alloc_raw(
-    /// AllocRequest::order(order).zeroed(clearer).resched(resched))`, with
-    /// [`fault_at`](AllocRequest::fault_at) when `fault` is given.
+    /// An unmovable block of `2^order` frames that reads zero, on CPU `cpu`: what
+    /// `self.cpu(cpu)?.alloc_raw(AllocRequest::order(order).zeroed(clearer).resched(resched))`
+    /// allocates, with [`fault_at`](AllocRequest::fault_at) when `fault` is given.
     ///
     /// # Errors
     /// [`BuddyError::BadCpu`]; as [`Cpu::alloc_raw`](crate::Cpu::alloc_raw).
@@ -61,12 +63,13 @@ where
         fault: Option<usize>,
         resched: &mut impl Resched,
     ) -> Result<Pfn, BuddyError> {
-        let request = AllocRequest::order(order).zeroed(clearer).resched(resched);
-        let request = match fault {
-            Some(at) => request.fault_at(at),
-            None => request,
+        let zeroing = Zeroing {
+            clearer,
+            fault,
+            resched,
         };
-        self.cpu(cpu)?.alloc_raw(request)
+        let block = (order, MigrateType::Unmovable, 0);
+        self.alloc_zeroed_on(self.cpu(cpu)?.lists(), block, zeroing)
     }
 
     /// [`Cpu::vmalloc`](crate::Cpu::vmalloc) on CPU `cpu`.

@@ -25,11 +25,14 @@ use core::marker::PhantomData;
 use crate::block::Block;
 use crate::buddy::Prefer;
 use crate::error::ConfigError;
-use crate::request::{AllocRequest, ReschedPoint};
+use crate::request::{AllocRequest, RequestConflict, ReschedPoint};
+use crate::stats::MemoryStats;
 use crate::sync::Mutex;
+use crate::types::NodeId;
+use crate::zeroed::Zeroing;
 use crate::{
-    BuddyError, CompactStats, DefaultRawMutex, Frame, FrameClearer, FrameMemory, Migrate,
-    MigrateType, Order, PerCpu, Pfn, Zone,
+    BuddyError, CompactStats, DefaultRawMutex, Frame, FrameClearer, FrameMemory, Migrate, Order,
+    PerCpu, Pfn, Zone,
 };
 use lock_api::RawMutex;
 use zero_core::Resched;
@@ -45,16 +48,6 @@ pub const LOCAL_DISTANCE: u8 = 10;
 /// The distance [`Topology::uniform`] gives between two nodes (Linux's `REMOTE_DISTANCE`,
 /// what it assumes without a SLIT).
 pub const REMOTE_DISTANCE: u8 = 20;
-
-/// A NUMA node's number.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub struct NodeId(pub u8);
-
-impl NodeId {
-    const fn index(self) -> usize {
-        self.0 as usize
-    }
-}
 
 /// Where an allocation takes its memory from.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -214,23 +207,6 @@ impl Topology {
     }
 }
 
-/// A node's memory at one instant, summed over its zones (each read under its own locks:
-/// with other CPUs allocating meanwhile, a moment's estimate, as Linux's per-node vmstat).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct NodeStats {
-    /// Usable frames ([`Zone::present_pages`]), deferred ones included.
-    pub present: u64,
-    /// Free frames ([`Zone::free_pages_total`]): buddy, per-cpu lists, deferred.
-    pub free: u64,
-    /// Free frames known zero ([`Zone::zeroed_pages`]).
-    pub zeroed: u64,
-    /// Frames not initialized yet ([`Zone::deferred_pages`]).
-    pub deferred: u64,
-    /// Free frames in the buddy on each type's lists, indexed as [`MigrateType::ALL`]
-    /// (isolated pageblocks' on none).
-    pub free_by_type: [u64; 3],
-}
-
 /// The zones of a host's memory, grouped by node, shared by every CPU through `&self`
 /// (see the module docs). `Z` holds the zones (a slice, an array, a vector); each zone's
 /// metadata is its own caller storage, as for a lone [`Zone`].
@@ -243,12 +219,14 @@ pub struct NodeStats {
 ///
 /// // Two nodes 20 apart (a SLIT), CPU 0 on node 0 and CPU 1 on node 1, 4 MiB each.
 /// let topology = Topology::new(2, &[10, 20, 20, 10], &[NodeId(0), NodeId(1)])?;
-/// let zone = |start, frames| BoxedZone::new_boxed(ZoneConfig::new(Pfn(start), frames).with_cpus(2));
-/// let zones = vec![zone(0x1000, 1024)?, zone(0x1400, 1024)?];
-/// let set = BoxedNodeSet::new(topology, zones, &[NodeId(0), NodeId(1)])?;
+/// let zone = |start, frames, node| {
+///     BoxedZone::new_boxed(ZoneConfig::new(Pfn(start), frames).with_cpus(2).with_node(NodeId(node)))
+/// };
+/// let zones = vec![zone(0x1000, 1024, 0)?, zone(0x1400, 1024, 1)?];
+/// let set = BoxedNodeSet::new(topology, zones)?;
 ///
 /// let p = set.alloc_pages(1, Order::ZERO, NodePolicy::Local)?;
-/// assert_eq!(set.zone_of(p)?.0, NodeId(1));
+/// assert_eq!(set.zone_of(p)?.node(), NodeId(1));
 /// let block = set.alloc_pages(1, Order::new(10)?, NodePolicy::Bind(NodeId(0)))?;
 /// assert_eq!(set.node_stats(NodeId(0))?.free, 0);
 /// // SAFETY: the blocks are this example's, and it uses them no more.
@@ -261,10 +239,17 @@ pub struct NodeStats {
 pub struct NodeSet<Z, F, P, R = DefaultRawMutex> {
     topology: Topology,
     zones: Z,
-    zone_node: [u8; MAX_ZONES],
+    /// Each zone's span `(first frame, frames)` and index, in the order of their first
+    /// frames: what [`NodeSet::zone_of`]'s binary search reads (one table, not the zones).
+    by_start: [(u64, u64, u8); MAX_ZONES],
+    /// Each node's first zone (its index), or [`NO_ZONE`]: where an allocation tries first.
+    first_zone: [u8; MAX_NODES],
     hotplug: Mutex<R, ()>,
     _zone: PhantomData<fn() -> (F, P)>,
 }
+
+/// A node without zones, in [`NodeSet`]'s table of each node's first zone.
+const NO_ZONE: u8 = u8::MAX;
 
 impl<Z, F, P, R> NodeSet<Z, F, P, R>
 where
@@ -273,45 +258,60 @@ where
     P: AsRef<[PerCpu<R>]>,
     R: RawMutex,
 {
-    /// The zones `zones`, zone `i` on node `zone_node[i]`, under `topology`.
+    /// The zones `zones`, each on the node its configuration names
+    /// ([`ZoneConfig::with_node`](crate::ZoneConfig::with_node)), under `topology`.
     ///
     /// # Errors
-    /// [`BuddyError::Config`] for more than [`MAX_ZONES`] zones, a `zone_node` of another
-    /// length, zones whose frames overlap, or a zone with another number of CPUs than the
-    /// topology; [`BuddyError::BadNode`] for a node the topology does not have.
-    pub fn new(topology: Topology, zones: Z, zone_node: &[NodeId]) -> Result<Self, BuddyError> {
+    /// [`BuddyError::Config`] for more than [`MAX_ZONES`] zones, zones whose frames overlap,
+    /// or a zone with another number of CPUs than the topology; [`BuddyError::BadNode`] for
+    /// a node the topology does not have.
+    pub fn new(topology: Topology, zones: Z) -> Result<Self, BuddyError> {
         let zs = zones.as_ref();
-        if zs.len() > MAX_ZONES || zs.len() != zone_node.len() {
+        if zs.len() > MAX_ZONES {
             return Err(ConfigError::ZoneNodes {
                 zones: zs.len(),
-                nodes: zone_node.len(),
+                nodes: MAX_ZONES,
             }
             .into());
         }
-        let mut nodes = [0u8; MAX_ZONES];
-        for (i, (z, &n)) in zs.iter().zip(zone_node).enumerate() {
-            topology.check(n)?;
-            nodes[i] = n.0;
-            if z.cfg.cpus != topology.cpus() {
+        let mut first_zone = [NO_ZONE; MAX_NODES];
+        for (i, z) in zs.iter().enumerate() {
+            let node = z.node();
+            topology.check(node)?;
+            if first_zone[node.index()] == NO_ZONE {
+                // At most MAX_ZONES (64) zones: the index fits a u8.
+                first_zone[node.index()] = i as u8;
+            }
+            let cpus = z.config().cpus;
+            if cpus != topology.cpus() {
                 return Err(ConfigError::ZoneCpus {
-                    zone: i,
-                    cpus: z.cfg.cpus,
+                    // At most MAX_ZONES (64) zones.
+                    zone: i as u8,
+                    cpus,
                     topology: topology.cpus(),
                 }
                 .into());
             }
-            let (s, e) = span(z);
-            if let Some(first) = zs[..i].iter().position(|o| {
-                let (os, oe) = span(o);
-                s < oe && os < e
-            }) {
-                return Err(ConfigError::ZonesOverlap { first, second: i }.into());
+        }
+        let mut by_start = [(0, 0, 0); MAX_ZONES];
+        for (k, (slot, z)) in by_start.iter_mut().zip(zs).enumerate() {
+            // At most MAX_ZONES (64) zones: the index fits a u8.
+            *slot = (z.span().start.0, z.span().pages, k as u8);
+        }
+        by_start[..zs.len()].sort_unstable();
+        for pair in by_start[..zs.len()].windows(2) {
+            let ((start, pages, a), (next, _, b)) = (pair[0], pair[1]);
+            // A zone's configuration was checked: its span does not overflow.
+            if start + pages > next {
+                let (first, second) = (a.min(b), a.max(b));
+                return Err(ConfigError::ZonesOverlap { first, second }.into());
             }
         }
         Ok(Self {
             topology,
             zones,
-            zone_node: nodes,
+            by_start,
+            first_zone,
             hotplug: Mutex::new(()),
             _zone: PhantomData,
         })
@@ -322,35 +322,59 @@ where
         &self.topology
     }
 
-    /// Every zone, with its node.
-    pub fn zones(&self) -> impl Iterator<Item = (NodeId, &Zone<F, P, R>)> + '_ {
-        self.zones
-            .as_ref()
-            .iter()
-            .enumerate()
-            .map(|(i, z)| (NodeId(self.zone_node[i]), z))
+    /// Every zone, in the order the set was given them.
+    pub fn zones(&self) -> impl Iterator<Item = &Zone<F, P, R>> + '_ {
+        self.zones.as_ref().iter()
     }
 
     /// The zones of `node`, in the order the set was given them.
     fn zones_of(&self, node: NodeId) -> impl Iterator<Item = &Zone<F, P, R>> + '_ {
-        self.zones()
-            .filter(move |&(n, _)| n == node)
-            .map(|(_, z)| z)
+        self.zones().filter(move |z| z.node() == node)
     }
 
-    /// The zone spanning `pfn`, and its node: for the operations the set does not route
-    /// itself (`put_page`, `free_contig_range`, `alloc_contig_range`, ...).
+    /// The zones an allocation whose first node is `first` may take from under `policy`, in
+    /// fallback order (Linux's zonelist): the zones of the nearest allowed node first, each
+    /// node's in the order the set was given them; with their indices.
+    fn zonelist(
+        &self,
+        first: NodeId,
+        policy: NodePolicy,
+    ) -> impl Iterator<Item = (usize, &Zone<F, P, R>)> + '_ {
+        let reach = if matches!(policy, NodePolicy::Bind(_)) {
+            1
+        } else {
+            self.topology.nodes
+        };
+        let nodes = &self.topology.fallback[first.index()][..reach];
+        nodes.iter().flat_map(move |&n| {
+            self.zones
+                .as_ref()
+                .iter()
+                .enumerate()
+                .filter(move |(_, z)| z.node().0 == n)
+        })
+    }
+
+    /// The zone spanning `pfn`, found by binary search over the zones' spans: for the
+    /// operations the set does not route itself (`put_page`, `free_contig_range`,
+    /// `alloc_contig_range`, ...). Its node is [`Zone::node`].
     ///
     /// # Errors
     /// [`BuddyError::OutOfZone`] when no zone spans it.
     #[inline]
-    pub fn zone_of(&self, pfn: Pfn) -> Result<(NodeId, &Zone<F, P, R>), BuddyError> {
+    pub fn zone_of(&self, pfn: Pfn) -> Result<&Zone<F, P, R>, BuddyError> {
         let zones = self.zones.as_ref();
-        let i = zones
-            .iter()
-            .position(|z| pfn.0.wrapping_sub(z.cfg.start.0) < z.cfg.nr_pages)
-            .ok_or(BuddyError::OutOfZone(pfn))?;
-        Ok((NodeId(self.zone_node[i]), &zones[i]))
+        let spans = &self.by_start[..zones.len()];
+        // The last zone starting at or below `pfn`, if it spans `pfn`.
+        let after = spans.partition_point(|&(start, _, _)| start <= pfn.0);
+        let found = after
+            .checked_sub(1)
+            .map(|k| spans[k])
+            .filter(|&(start, pages, _)| pfn.0 - start < pages);
+        match found {
+            Some((_, _, i)) => Ok(&zones[usize::from(i)]),
+            None => Err(BuddyError::OutOfZone(pfn)),
+        }
     }
 
     /// The node an allocation under `policy` on `cpu` tries first.
@@ -365,7 +389,7 @@ where
         }
     }
 
-    /// Runs `attempt` over the zones `policy` allows on `cpu`, nearest first: every zone
+    /// Runs `attempt` over the zones `policy` allows on `cpu`, in zonelist order: every zone
     /// without the slow path, then every zone with it; the first success, else the last
     /// out-of-memory error. Any other error ends the search.
     #[inline]
@@ -381,48 +405,36 @@ where
         }
         let first = self.first_node(cpu, policy)?;
         // The common case: the first zone of the first node has a block at hand.
-        let zones = self.zones.as_ref();
-        let tried = self.zone_node[..zones.len()]
-            .iter()
-            .position(|&n| n == first.0);
-        if let Some(i) = tried {
-            match attempt(&zones[i], false) {
+        let tried = self.first_zone[first.index()];
+        if let Some(zone) = self.zones.as_ref().get(usize::from(tried)) {
+            match attempt(zone, false) {
                 Err(BuddyError::OutOfMemory(_)) => {}
                 done => return done,
             }
         }
-        self.allocate_slow(first, order, policy, tried, attempt)
+        self.allocate_slow(first, order, policy, usize::from(tried), attempt)
     }
 
     /// [`NodeSet::allocate`] past its first attempt (on zone `tried`): both passes over the
-    /// fallback order, the first skipping that zone.
+    /// zonelist, the first skipping that zone.
     #[inline(never)]
     fn allocate_slow<'a, T>(
         &'a self,
         first: NodeId,
         order: Order,
         policy: NodePolicy,
-        tried: Option<usize>,
+        tried: usize,
         mut attempt: impl FnMut(&'a Zone<F, P, R>, bool) -> Result<T, BuddyError>,
     ) -> Result<T, BuddyError> {
-        let nodes = self.topology.fallback[first.index()];
-        let reach = if matches!(policy, NodePolicy::Bind(_)) {
-            1
-        } else {
-            self.topology.nodes
-        };
-        let zones = self.zones.as_ref();
         let mut last = BuddyError::OutOfMemory(order);
         for slow_path in [false, true] {
-            for &n in &nodes[..reach] {
-                for (i, zone) in zones.iter().enumerate() {
-                    if self.zone_node[i] != n || !slow_path && tried == Some(i) {
-                        continue;
-                    }
-                    match attempt(zone, slow_path) {
-                        Err(e @ BuddyError::OutOfMemory(_)) => last = e,
-                        done => return done,
-                    }
+            for (i, zone) in self.zonelist(first, policy) {
+                if !slow_path && i == tried {
+                    continue;
+                }
+                match attempt(zone, slow_path) {
+                    Err(e @ BuddyError::OutOfMemory(_)) => last = e,
+                    done => return done,
                 }
             }
         }
@@ -441,12 +453,21 @@ where
     /// [`BuddyError::BadCpu`], [`BuddyError::BadNode`]; [`BuddyError::OutOfMemory`] when no
     /// zone the policy allows has it (after each zone's slow path); as
     /// [`Cpu::alloc_raw`](crate::Cpu::alloc_raw).
-    #[inline]
+    #[inline(always)]
     pub fn alloc_raw<M: FrameMemory>(
         &self,
         cpu: usize,
         request: AllocRequest<'_, M>,
     ) -> Result<Pfn, BuddyError> {
+        // The common case, inline: a plain block, only its frame number carried back.
+        if request.is_block() && request.clearer.is_none() && request.fault.is_none() {
+            let (order, mt, key) = (request.order, request.mt, request.key);
+            return self.allocate(cpu, order, request.policy, |z, slow| {
+                let (idx, _) =
+                    z.alloc_attempt(z.pcp(cpu)?, order, Prefer::Unzeroed, mt, key, slow)?;
+                Ok(z.map().pfn(idx))
+            });
+        }
         self.alloc_in(cpu, request).map(|(_, pfn)| pfn)
     }
 
@@ -468,49 +489,61 @@ where
     }
 
     /// [`NodeSet::alloc_raw`], with the zone it came from.
-    #[inline]
+    #[inline(never)]
     fn alloc_in<M: FrameMemory>(
         &self,
         cpu: usize,
         mut request: AllocRequest<'_, M>,
     ) -> Result<(&Zone<F, P, R>, Pfn), BuddyError> {
-        request.check()?;
-        let (order, policy) = (request.order, request.policy);
-        if request.frames.is_some() || request.migrate.is_some() {
-            // A run: each allowed zone in turn, with everything a zone tries.
-            return self.allocate(cpu, order, policy, |z, slow| {
-                if !slow {
-                    return Err(BuddyError::OutOfMemory(order));
-                }
-                let pcp = z.pcp(cpu)?;
-                z.alloc_run(pcp, &mut request).map(|pfn| (z, pfn))
-            });
+        // The common cases, inline: a block, plain or zeroed.
+        if !request.is_block() {
+            return self.alloc_run_in(cpu, request);
         }
-        let (mt, key) = (request.mt, request.key);
-        let prefer = match request.clearer {
-            Some(_) => Prefer::Zeroed,
-            None => Prefer::Unzeroed,
+        let (order, policy, mt, key) = (request.order, request.policy, request.mt, request.key);
+        let prefer = match (request.clearer, request.fault) {
+            (Some(_), _) => Prefer::Zeroed,
+            (None, None) => Prefer::Unzeroed,
+            (None, Some(_)) => {
+                return Err(BuddyError::Conflict(RequestConflict::FaultWithoutZeroed));
+            }
         };
+        let fault = request.fault;
         let (zone, idx, zeroed) = self.allocate(cpu, order, policy, |z, slow| {
-            z.check_fault(order, request.fault)?;
+            if prefer == Prefer::Zeroed {
+                z.check_fault(order, fault)?;
+            }
             let (idx, zeroed) = z.alloc_attempt(z.pcp(cpu)?, order, prefer, mt, key, slow)?;
             Ok((z, idx, zeroed))
         })?;
         let Some(clearer) = request.clearer else {
             return Ok((zone, zone.map().pfn(idx)));
         };
-        let mut resched = ReschedPoint(&mut request.resched);
-        let pcp = zone.pcp(cpu)?;
-        let pfn = zone.make_allocation_zero(
-            pcp,
-            idx,
-            order,
-            zeroed,
+        let zeroing = Zeroing {
             clearer,
-            request.fault,
-            &mut resched,
-        )?;
+            fault,
+            resched: ReschedPoint(&mut request.resched),
+        };
+        let pfn = zone.make_allocation_zero(zone.pcp(cpu)?, idx, order, zeroed, zeroing)?;
         Ok((zone, pfn))
+    }
+
+    /// [`NodeSet::alloc_in`] of a run (each allowed zone in turn, with everything a zone
+    /// tries), or of a request whose options conflict.
+    #[inline(never)]
+    fn alloc_run_in<M: FrameMemory>(
+        &self,
+        cpu: usize,
+        mut request: AllocRequest<'_, M>,
+    ) -> Result<(&Zone<F, P, R>, Pfn), BuddyError> {
+        request.check()?;
+        let (order, policy) = (request.order, request.policy);
+        self.allocate(cpu, order, policy, |z, slow| {
+            if !slow {
+                return Err(BuddyError::OutOfMemory(order));
+            }
+            let pcp = z.pcp(cpu)?;
+            z.alloc_run(pcp, &mut request).map(|pfn| (z, pfn))
+        })
     }
 
     /// An unmovable block of `2^order` frames under `policy`:
@@ -518,6 +551,7 @@ where
     ///
     /// # Errors
     /// As [`NodeSet::alloc_raw`].
+    #[inline]
     pub fn alloc_pages(
         &self,
         cpu: usize,
@@ -532,6 +566,7 @@ where
     ///
     /// # Errors
     /// As [`NodeSet::alloc_raw`].
+    #[inline]
     pub fn alloc_movable(
         &self,
         cpu: usize,
@@ -552,33 +587,18 @@ where
     #[allow(unsafe_code)]
     #[inline]
     pub unsafe fn free_pages(&self, cpu: usize, pfn: Pfn, order: Order) -> Result<(), BuddyError> {
-        let (_, zone) = self.zone_of(pfn)?;
+        let zone = self.zone_of(pfn)?;
         // SAFETY: the caller's promise, passed on.
         unsafe { zone.free_pages(cpu, pfn, order) }
     }
 
-    /// `node`'s memory now, summed over its zones.
+    /// `node`'s memory now: the sum of its zones' ([`Zone::stats`]).
     ///
     /// # Errors
     /// [`BuddyError::BadNode`].
-    pub fn node_stats(&self, node: NodeId) -> Result<NodeStats, BuddyError> {
+    pub fn node_stats(&self, node: NodeId) -> Result<MemoryStats, BuddyError> {
         self.topology.check(node)?;
-        let mut s = NodeStats::default();
-        for z in self.zones_of(node) {
-            s.present += z.present_pages();
-            s.free += z.free_pages_total();
-            s.zeroed += z.zeroed_pages();
-            s.deferred += z.deferred_pages();
-            for (t, mt) in MigrateType::ALL.into_iter().enumerate() {
-                s.free_by_type[t] += z
-                    .buddy_blocks_of_type(mt)
-                    .iter()
-                    .enumerate()
-                    .map(|(o, &n)| u64::from(n) << o)
-                    .sum::<u64>();
-            }
-        }
-        Ok(s)
+        Ok(self.zones_of(node).map(Zone::stats).sum())
     }
 
     /// Background zeroing of `node`'s zones ([`Zone::zero_some`]), at most `budget` frames in
@@ -619,11 +639,8 @@ where
         self.topology.check(node)?;
         let mut all = CompactStats::default();
         for z in self.zones_of(node) {
-            let s = z.compact(cpu, order, migrate)?;
-            all.moved_pages += s.moved_pages;
-            all.refused += s.refused;
-            if s.success {
-                all.success = true;
+            all += z.compact(cpu, order, migrate)?;
+            if all.success {
                 break;
             }
         }
@@ -645,9 +662,7 @@ where
         self.topology.check(node)?;
         let mut all = CompactStats::default();
         for z in self.zones_of(node) {
-            let s = z.compact_some(cpu, budget - all.moved_pages, migrate)?;
-            all.moved_pages += s.moved_pages;
-            all.refused += s.refused;
+            all += z.compact_some(cpu, budget - all.moved_pages, migrate)?;
             if all.moved_pages >= budget {
                 break;
             }
@@ -727,7 +742,7 @@ where
         let mut at = start;
         while at < end {
             let z = self.zone_of_node(node, at)?;
-            at = span(z).1.min(end);
+            at = end_of(z).min(end);
         }
         let mut at = start;
         Ok(core::iter::from_fn(move || {
@@ -735,7 +750,7 @@ where
                 return None;
             }
             let z = self.zone_of_node(node, at).ok()?;
-            let piece_end = span(z).1.min(end);
+            let piece_end = end_of(z).min(end);
             let piece = (z, at, piece_end - at);
             at = piece_end;
             Some(piece)
@@ -744,10 +759,7 @@ where
 
     fn zone_of_node(&self, node: NodeId, pfn: u64) -> Result<&Zone<F, P, R>, BuddyError> {
         self.zones_of(node)
-            .find(|z| {
-                let (s, e) = span(z);
-                (s..e).contains(&pfn)
-            })
+            .find(|z| z.span().contains(Pfn(pfn)))
             .ok_or(BuddyError::NotInNode {
                 pfn: Pfn(pfn),
                 node: u32::from(node.0),
@@ -767,13 +779,13 @@ where
         nr: u64,
         migrate: &mut impl Migrate,
     ) -> Result<u64, BuddyError> {
-        let (node, zone) = self.zone_of(pfn)?;
+        let zone = self.zone_of(pfn)?;
         let end = pfn.checked_add(nr).ok_or(BuddyError::Overflow)?.0;
-        let zone_end = span(zone).1;
+        let zone_end = end_of(zone);
         if end > zone_end {
             return Err(BuddyError::NotInNode {
                 pfn: Pfn(zone_end),
-                node: u32::from(node.0),
+                node: u32::from(zone.node().0),
             });
         }
         let _hotplug = self.hotplug.lock();
@@ -788,7 +800,7 @@ where
     /// # Errors
     /// [`BuddyError::OutOfZone`] when no zone spans `pfn`; as [`NodeSet::add_memory`].
     pub fn online_range(&self, pfn: Pfn, nr: u64, known_zero: bool) -> Result<(), BuddyError> {
-        let (node, _) = self.zone_of(pfn)?;
+        let node = self.zone_of(pfn)?.node();
         self.add_memory_as(node, pfn, nr, known_zero)
     }
 }
@@ -796,9 +808,10 @@ where
 /// A piece of a range in one zone: the zone, its first frame, its frames.
 type Piece<'a, F, P, R> = (&'a Zone<F, P, R>, u64, u64);
 
-/// The frames a zone spans: `[start, end)`.
-fn span<F, P, R>(z: &Zone<F, P, R>) -> (u64, u64) {
-    (z.cfg.start.0, z.cfg.start.0 + z.cfg.nr_pages)
+/// The frame after the last a zone spans (its configuration was checked: no overflow).
+fn end_of<F: AsRef<[Frame]>, P: AsRef<[PerCpu<R>]>, R: RawMutex>(z: &Zone<F, P, R>) -> u64 {
+    let span = z.span();
+    span.start.0 + span.pages
 }
 
 impl<Z, F, P, R> core::fmt::Debug for NodeSet<Z, F, P, R> {

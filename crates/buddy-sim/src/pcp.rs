@@ -51,7 +51,7 @@ impl PcpLists {
 
     /// Puts the free block at `idx`, which the caller owns, on `list`: at the front, or at
     /// the back if it is known zero (as the buddy's lists keep them).
-    #[inline]
+    #[inline(always)]
     pub(crate) fn push(
         &mut self,
         m: FrameMap<'_>,

@@ -54,7 +54,7 @@ where
     }
 
     /// [`Cpu::free_pages`] on `pcp`'s lists.
-    #[inline]
+    #[inline(always)]
     #[allow(unsafe_code)]
     pub(crate) unsafe fn free_pages_on(
         &self,
@@ -197,7 +197,7 @@ where
     /// hand it to a migration's target, or to any CPU's next allocation. A free of what the
     /// caller does not hold is reported as an error where the zone can tell (a double free,
     /// a frame in no allocation), but not always: the block may be someone else's by then.
-    #[inline]
+    #[inline(always)]
     #[allow(unsafe_code)]
     pub unsafe fn free_pages(&self, pfn: Pfn, order: Order) -> Result<(), BuddyError> {
         // SAFETY: the caller's promise, passed on.

@@ -207,6 +207,16 @@ impl<'a, M> AllocRequest<'a, M> {
         }
     }
 
+    /// One block from the free lists, zeroed or not, of any kind: the common requests, whose
+    /// options conflict only in a fault hint without a clearer.
+    #[inline(always)]
+    pub(crate) const fn is_block(&self) -> bool {
+        self.frames.is_none()
+            && self.migrate.is_none()
+            && !self.frozen
+            && self.align.get() <= self.order.get()
+    }
+
     /// What a [`Block`](crate::Block) of this request holds.
     pub(crate) fn holding(&self) -> crate::block::Holding {
         use crate::block::Holding;

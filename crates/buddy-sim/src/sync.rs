@@ -131,6 +131,6 @@ impl<R: RawMutex, T> Mutex<R, T> {
 fn contract_broken() -> ! {
     panic!(
         "two contexts used one CPU's per-cpu lists at once: the contract of \
-         Zone::with_cpu_local_lists is broken"
+         Zone::local_cpu is broken"
     )
 }

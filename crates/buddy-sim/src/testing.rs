@@ -128,7 +128,7 @@ pub enum Op {
         budget: u64,
     },
     /// As [`Op::Alloc`], for an allocation of kind `mt` (0 unmovable, 1 movable, 2
-    /// reclaimable, modulo 3): [`Zone::alloc_typed`](crate::Zone::alloc_typed).
+    /// reclaimable, modulo 3): [`AllocRequest::kind`](crate::AllocRequest::kind).
     AllocTyped {
         /// CPU.
         cpu: usize,

@@ -161,3 +161,14 @@ mod tests {
         assert_eq!(Pfn(u64::MAX).checked_add(1), None);
     }
 }
+
+/// A NUMA node's number.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct NodeId(pub u8);
+
+impl NodeId {
+    /// The node's index into per-node tables.
+    pub(crate) const fn index(self) -> usize {
+        self.0 as usize
+    }
+}

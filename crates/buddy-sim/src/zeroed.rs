@@ -15,15 +15,23 @@
 //! known zero. So a block is never handed out twice, and never marked zero while someone
 //! could write it.
 
-use crate::buddy::FreeArea;
+use crate::buddy::{FreeArea, Prefer};
 use crate::cpu::CpuLists;
 use crate::frame::{Frame, FrameState, Word};
 use crate::map::FrameMap;
 use crate::memory::{FRAME, FrameClearer, FrameMemory};
 use crate::migratetype::{ISOLATE, LIST_TYPES};
-use crate::{BuddyError, MAX_SUPPORTED_ORDER, Order, PerCpu, Pfn, Zone};
+use crate::{BuddyError, MAX_SUPPORTED_ORDER, MigrateType, Order, PerCpu, Pfn, Zone};
 use lock_api::RawMutex;
 use zero_core::Resched;
+
+/// How a zeroed allocation clears what it takes: through `clearer`, the bytes around
+/// `fault` (an offset into the block) last, `resched` called between zero-core's batches.
+pub(crate) struct Zeroing<'c, M, S> {
+    pub(crate) clearer: &'c FrameClearer<M>,
+    pub(crate) fault: Option<usize>,
+    pub(crate) resched: S,
+}
 
 impl<F, P, R> Zone<F, P, R>
 where
@@ -44,24 +52,43 @@ where
         Ok(())
     }
 
-    /// The second half of [`Zone::alloc_zeroed`]: clears the block just allocated at `idx`
+    /// A zeroed block of `2^order` frames of kind `mt` (its head given `key`) on `cpu`'s
+    /// lists: [`Cpu::alloc_raw`](crate::Cpu::alloc_raw)'s path for a zeroed block, and the
+    /// named [`Zone::alloc_zeroed`]'s.
+    #[inline(always)]
+    pub(crate) fn alloc_zeroed_on<M: FrameMemory>(
+        &self,
+        cpu: CpuLists<'_, R>,
+        block: (Order, MigrateType, u64),
+        zeroing: Zeroing<'_, M, impl Resched>,
+    ) -> Result<Pfn, BuddyError> {
+        let (order, mt, key) = block;
+        self.check_fault(order, zeroing.fault)?;
+        let (idx, zeroed) = self.alloc_preferring(cpu, order, Prefer::Zeroed, mt, key)?;
+        self.make_allocation_zero(cpu, idx, order, zeroed, zeroing)
+    }
+
+    /// The second half of a zeroed allocation: clears the block just allocated at `idx`
     /// unless it is known zero, or frees it again and returns the error.
-    #[allow(unsafe_code, clippy::too_many_arguments)]
+    #[allow(unsafe_code)]
     pub(crate) fn make_allocation_zero<M: FrameMemory>(
         &self,
         cpu: CpuLists<'_, R>,
         idx: u32,
         order: Order,
         zeroed: bool,
-        clearer: &FrameClearer<M>,
-        fault: Option<usize>,
-        resched: &mut impl Resched,
+        zeroing: Zeroing<'_, M, impl Resched>,
     ) -> Result<Pfn, BuddyError> {
+        let Zeroing {
+            clearer,
+            fault,
+            mut resched,
+        } = zeroing;
         let pfn = self.map().pfn(idx);
         if zeroed && !clearer.verifies() {
             return Ok(pfn);
         }
-        if let Err(e) = clearer.make_zero(pfn, order, zeroed, fault, resched) {
+        if let Err(e) = clearer.make_zero(pfn, order, zeroed, fault, &mut resched) {
             // The block is this call's with one reference: freeing it cannot fail.
             // SAFETY: this call allocated the block and hands it to nobody.
             let _ = unsafe { self.free_pages_on(cpu, pfn, order) };

@@ -16,6 +16,7 @@ use crate::map::{FrameMap, Frames};
 use crate::memory::FRAME;
 use crate::pcp::{PcpLists, PerCpu};
 use crate::sync::{AtomicU64, Mutex, Ordering};
+use crate::types::NodeId;
 use crate::{
     BuddyError, DefaultRawMutex, MAX_SUPPORTED_ORDER, MigrateType, OpCounters, Order, Pfn,
     ZoneConfig,
@@ -391,6 +392,16 @@ where
         &self.cfg
     }
 
+    /// The frames the zone spans, holes included.
+    pub const fn span(&self) -> FrameRange {
+        FrameRange::new(self.cfg.start, self.cfg.nr_pages)
+    }
+
+    /// The NUMA node the zone's memory is on ([`ZoneConfig::node`]).
+    pub const fn node(&self) -> NodeId {
+        self.cfg.node
+    }
+
     /// Work done so far, summed over the zone lock and every per-cpu lock. Reads each lock's
     /// counts under that lock (these acquisitions are not counted).
     pub fn counters(&self) -> OpCounters {
@@ -471,7 +482,7 @@ where
     /// deferred chunks `init_deferred` is initializing, at that moment are not counted.
     /// Each list is read under its own lock, one after another: with other CPUs allocating
     /// meanwhile, the sum is a moment's estimate, as Linux's `NR_FREE_PAGES` is. (With
-    /// [`Zone::with_cpu_local_lists`], only while no other CPU is inside the zone.)
+    /// [`LocalCpu`](crate::LocalCpu) handles, only while no other CPU is inside the zone.)
     pub fn free_pages_total(&self) -> u64 {
         let pcp = self.sum_over_pcp_lists(|c| c.pages);
         let free = self.free.lock();
@@ -630,7 +641,7 @@ where
     /// Frees a block the caller owns (its head `Freeing` or just taken, its other frames
     /// tails): to `cpu`'s list for per-cpu orders (draining a batch past `high`), else to the
     /// buddy under the zone lock. `prepares` free-time checks are counted under that lock.
-    #[inline]
+    #[inline(always)]
     pub(crate) fn free_block(&self, pcp: CpuLists<'_, R>, idx: u32, order: Order, prepares: u64) {
         let m = self.map();
         // The list of the pageblock's type now; an isolated pageblock's blocks go straight

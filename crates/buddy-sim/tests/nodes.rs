@@ -9,8 +9,8 @@ mod common;
 
 use buddy_sim::testing::{NodeModel, NodeOp};
 use buddy_sim::{
-    BoxedNodeSet, BoxedZone, BuddyError, FrameState, Migration, NodeId, NodePolicy, Order, Pfn,
-    Topology, ZoneConfig,
+    BoxedNodeSet, BoxedZone, BuddyError, ConfigError, FrameState, Migration, NodeId, NodePolicy,
+    Order, Pfn, Topology, ZoneConfig,
 };
 use proptest::prelude::*;
 
@@ -18,9 +18,14 @@ fn o(order: u8) -> Order {
     Order::new(order).unwrap()
 }
 
-/// A zone of `nr` frames from `start` (MAX_ORDER 5, pageblocks of 16 frames) for `cpus`
-/// CPUs, with the ranges `usable` (offsets, lengths) added.
+/// [`zone_on`] node 0.
 fn zone(start: u64, nr: u64, cpus: usize, usable: &[(u64, u64)]) -> BoxedZone {
+    zone_on(0, start, nr, cpus, usable)
+}
+
+/// A zone on `node` of `nr` frames from `start` (MAX_ORDER 5, pageblocks of 16 frames) for
+/// `cpus` CPUs, with the ranges `usable` (offsets, lengths) added.
+fn zone_on(node: u8, start: u64, nr: u64, cpus: usize, usable: &[(u64, u64)]) -> BoxedZone {
     let cfg = ZoneConfig {
         max_order: o(5),
         pageblock_order: o(4),
@@ -28,7 +33,7 @@ fn zone(start: u64, nr: u64, cpus: usize, usable: &[(u64, u64)]) -> BoxedZone {
         cpus,
         pcp_high: 8,
         pcp_batch: 2,
-        ..ZoneConfig::new(Pfn(start), nr)
+        ..ZoneConfig::new(Pfn(start), nr).with_node(NodeId(node))
     };
     let z = BoxedZone::new_boxed_empty(cfg).unwrap();
     for &(off, len) in usable {
@@ -43,16 +48,15 @@ fn node_set(topology: Topology, zones: &[(u8, u64)]) -> BoxedNodeSet {
     let cpus = topology.cpus();
     let mut at = 0x1000;
     let mut built = Vec::new();
-    for &(_, nr) in zones {
-        built.push(zone(at, nr, cpus, &[(0, nr)]));
+    for &(node, nr) in zones {
+        built.push(zone_on(node, at, nr, cpus, &[(0, nr)]));
         at += nr;
     }
-    let nodes: Vec<NodeId> = zones.iter().map(|&(n, _)| NodeId(n)).collect();
-    BoxedNodeSet::new(topology, built, &nodes).unwrap()
+    BoxedNodeSet::new(topology, built).unwrap()
 }
 
 fn node_of(set: &BoxedNodeSet, pfn: Pfn) -> NodeId {
-    set.zone_of(pfn).unwrap().0
+    set.zone_of(pfn).unwrap().node()
 }
 
 /// Three nodes where node 0 is nearer to node 2 (15) than to node 1 (30).
@@ -161,10 +165,10 @@ fn hot_add_spans_a_nodes_zones_all_or_nothing() {
     // Node 1 has two adjacent zones (sections of 64 frames); none of its memory is usable.
     let zones = vec![
         zone(0x1000, 64, 2, &[(0, 64)]),
-        zone(0x1040, 64, 2, &[]),
-        zone(0x1080, 64, 2, &[]),
+        zone_on(1, 0x1040, 64, 2, &[]),
+        zone_on(1, 0x1080, 64, 2, &[]),
     ];
-    let set = BoxedNodeSet::new(t, zones, &[NodeId(0), NodeId(1), NodeId(1)]).unwrap();
+    let set = BoxedNodeSet::new(t, zones).unwrap();
     assert_eq!(set.node_stats(NodeId(1)).unwrap().present, 0);
     // Into node 0's zone: not node 1's.
     assert_eq!(
@@ -194,7 +198,7 @@ fn hot_add_spans_a_nodes_zones_all_or_nothing() {
     set.add_zeroed_memory(NodeId(1), Pfn(0x1040), 16).unwrap();
     let s = set.node_stats(NodeId(1)).unwrap();
     assert_eq!((s.present, s.zeroed), (80, 16));
-    for (_, z) in set.zones() {
+    for z in set.zones() {
         z.check().unwrap();
     }
 }
@@ -230,7 +234,7 @@ fn offline_moves_movable_data_refuses_what_cannot_move_and_online_brings_it_back
     assert!(at.iter().all(|p| !(range.0..range.0 + 32).contains(&p.0)));
     assert!(at.iter().all(|&p| node_of(&set, p) == NodeId(1)));
     assert_eq!(
-        set.zone_of(range).unwrap().1.frame(range).unwrap().state,
+        set.zone_of(range).unwrap().frame(range).unwrap().state,
         FrameState::Reserved
     );
     let s = set.node_stats(NodeId(1)).unwrap();
@@ -257,7 +261,7 @@ fn offline_moves_movable_data_refuses_what_cannot_move_and_online_brings_it_back
     }
     // SAFETY: as above.
     unsafe { set.free_pages(0, pinned, Order::ZERO) }.unwrap();
-    for (_, z) in set.zones() {
+    for z in set.zones() {
         z.drain_all();
         z.check().unwrap();
         assert_eq!(
@@ -297,22 +301,35 @@ fn bad_topologies_and_node_sets_are_refused() {
         Err(BuddyError::Config(_))
     ));
     let t = Topology::new(2, &ok, &[NodeId(0), NodeId(1)]).unwrap();
-    // Overlapping zones, a missing node, another CPU count, a node past the topology.
-    let two = || vec![zone(0x1000, 64, 2, &[]), zone(0x1020, 64, 2, &[])];
-    assert!(matches!(
-        BoxedNodeSet::new(t.clone(), two(), &[NodeId(0), NodeId(1)]),
-        Err(BuddyError::Config(_))
-    ));
-    assert!(matches!(
-        BoxedNodeSet::new(t.clone(), two(), &[NodeId(0)]),
-        Err(BuddyError::Config(_))
-    ));
-    assert!(matches!(
-        BoxedNodeSet::new(t.clone(), vec![zone(0x1000, 64, 1, &[])], &[NodeId(0)]),
-        Err(BuddyError::Config(_))
-    ));
+    // Overlapping zones (given in either order), another CPU count, a node past the
+    // topology.
+    let two = || vec![zone(0x1000, 64, 2, &[]), zone_on(1, 0x1020, 64, 2, &[])];
     assert_eq!(
-        BoxedNodeSet::new(t, vec![zone(0x1000, 64, 2, &[])], &[NodeId(5)]).err(),
+        BoxedNodeSet::new(t.clone(), two()).err(),
+        Some(BuddyError::Config(ConfigError::ZonesOverlap {
+            first: 0,
+            second: 1
+        }))
+    );
+    let mut swapped = two();
+    swapped.reverse();
+    assert_eq!(
+        BoxedNodeSet::new(t.clone(), swapped).err(),
+        Some(BuddyError::Config(ConfigError::ZonesOverlap {
+            first: 0,
+            second: 1
+        }))
+    );
+    assert_eq!(
+        BoxedNodeSet::new(t.clone(), vec![zone(0x1000, 64, 1, &[])]).err(),
+        Some(BuddyError::Config(ConfigError::ZoneCpus {
+            zone: 0,
+            cpus: 1,
+            topology: 2
+        }))
+    );
+    assert_eq!(
+        BoxedNodeSet::new(t, vec![zone_on(5, 0x1000, 64, 2, &[])]).err(),
         Some(BuddyError::BadNode(5))
     );
 }
@@ -414,13 +431,11 @@ proptest! {
         let span: u64 = map.iter().map(|(_, nr, _)| nr + 16).sum();
         let mut at = if at_top { u64::MAX - span } else { 0x1000 };
         let mut zones = Vec::new();
-        let mut nodes = Vec::new();
         for (node, nr, usable) in &map {
-            zones.push(zone(at, *nr, cpus, usable));
-            nodes.push(NodeId(*node));
+            zones.push(zone_on(*node, at, *nr, cpus, usable));
             at += nr + 16;
         }
-        let set = BoxedNodeSet::new(topology, zones, &nodes).unwrap();
+        let set = BoxedNodeSet::new(topology, zones).unwrap();
         let mut model = NodeModel::new(set);
         for op in ops {
             let step = model.apply(op);

@@ -38,6 +38,13 @@ pub trait Resched {
     fn cond_resched(&mut self);
 }
 
+/// A borrowed reschedule point is one: a caller passes `&mut r` on and keeps `r`.
+impl<R: Resched + ?Sized> Resched for &mut R {
+    fn cond_resched(&mut self) {
+        (**self).cond_resched();
+    }
+}
+
 /// A `cond_resched` that does nothing: for callers that never yield (a unikernel's boot).
 #[derive(Clone, Copy, Debug, Default)]
 pub struct NoResched;

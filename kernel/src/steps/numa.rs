@@ -175,7 +175,7 @@ pub(super) fn local_allocations<P: Platform>(cpu: usize) {
         *p = set
             .alloc_pages(cpu, Order::ZERO, NodePolicy::Local)
             .unwrap_or_else(|e| fail::<P>(Step::Numa, format_args!("cpu {cpu}: local: {e}")));
-        if set.zone_of(*p).is_ok_and(|(n, _)| n == mine) {
+        if set.zone_of(*p).is_ok_and(|z| z.node() == mine) {
             hits += 1;
         }
     }
@@ -261,7 +261,7 @@ impl<P: Platform> Kernel<P> {
         let remote = set
             .alloc_pages(0, Order::ZERO, NodePolicy::Preferred(NodeId(1)))
             .unwrap_or_else(|e| fail::<P>(Step::Numa, format_args!("remote: {e}")));
-        let remote_node = set.zone_of(remote).map_or(u8::MAX, |(n, _)| n.0);
+        let remote_node = set.zone_of(remote).map_or(u8::MAX, |z| z.node().0);
         // SAFETY: allocated just above, never touched.
         unsafe { set.free_pages(0, remote, Order::ZERO) }
             .unwrap_or_else(|e| fail::<P>(Step::Numa, format_args!("free: {e}")));
@@ -312,8 +312,7 @@ impl<P: Platform> Kernel<P> {
         }
         let zone1 = set
             .zone_of(Pfn(pages[0]))
-            .unwrap_or_else(|e| fail::<P>(Step::Numa, format_args!("{e}")))
-            .1;
+            .unwrap_or_else(|e| fail::<P>(Step::Numa, format_args!("{e}")));
         // The hole-free run of the aligned window around the first page, in whole pageblocks
         // (an offline takes usable memory only, as Linux's refuses a block with holes).
         let cfg = zone1.config();
@@ -396,7 +395,7 @@ impl<P: Platform> Kernel<P> {
                     format_args!("movable page {i} still at pfn {p:#x}, offline"),
                 );
             }
-            if set.zone_of(Pfn(p)).map(|(n, _)| n) != Ok(node1) {
+            if set.zone_of(Pfn(p)).map(|z| z.node()) != Ok(node1) {
                 fail::<P>(
                     Step::Numa,
                     format_args!("movable page {i} left node 1 (pfn {p:#x})"),

@@ -63,12 +63,13 @@ pub fn make_zones<P: Platform>(
             .topology()
             .unwrap_or_else(|e| fail::<P>(Step::Zone, format_args!("{}: {e}", map.source)));
         let mut zones = KernelZones::new();
-        let mut zone_node = [NodeId(0); NODES];
         for (n, frames) in FRAMES.iter().enumerate().take(map.nodes()) {
             let whole = map.span(n);
             let span = FrameRange::new(whole.start, whole.pages.min(MAX_FRAMES as u64));
             let zone = Zone::new_empty(
-                ZoneConfig::new(span.start, span.pages).with_cpus(CPUS),
+                ZoneConfig::new(span.start, span.pages)
+                    .with_cpus(CPUS)
+                    .with_node(NodeId(n as u8)),
                 &frames[..span.pages as usize],
                 &PCPS[n][..],
             )
@@ -91,17 +92,15 @@ pub fn make_zones<P: Platform>(
                 span.start.0,
                 (pages * PAGE) >> 20
             );
-            zone_node[n] = NodeId(n as u8);
             if zones.push(zone).is_err() {
                 fail::<P>(Step::Zone, format_args!("more than {NODES} zones"));
             }
         }
-        let nodes = zones.len();
-        NodeSet::new(topology, zones, &zone_node[..nodes])
+        NodeSet::new(topology, zones)
             .unwrap_or_else(|e| fail::<P>(Step::Zone, format_args!("node set: {e}")))
     });
     let mut whole = [Blocks::default(); NODES];
-    for (i, (_, z)) in set.zones().enumerate() {
+    for (i, z) in set.zones().enumerate() {
         whole[i] = z.buddy_blocks_per_order();
     }
     let zone = zone::<P>();
@@ -136,7 +135,6 @@ pub fn zone<P: Platform>() -> &'static KernelZone {
     nodes::<P>()
         .zones()
         .next()
-        .map(|(_, z)| z)
         .unwrap_or_else(|| fail::<P>(Step::Zone, format_args!("no zones")))
 }
 

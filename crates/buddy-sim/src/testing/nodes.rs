@@ -133,8 +133,8 @@ impl NodeModel {
     pub fn new(set: BoxedNodeSet) -> Self {
         let nodes = set.topology().nodes();
         let mut present = alloc::vec![0; nodes];
-        for (n, z) in set.zones() {
-            present[usize::from(n.0)] += z.present_pages();
+        for z in set.zones() {
+            present[usize::from(z.node().0)] += z.present_pages();
         }
         Self {
             set,
@@ -154,7 +154,7 @@ impl NodeModel {
 
     /// Whether `node` has a free block of `order` or above, every zone drained and merged.
     fn has_block(&self, node: NodeId, order: Order) -> bool {
-        self.set.zones().filter(|&(n, _)| n == node).any(|(_, z)| {
+        self.set.zones().filter(|z| z.node() == node).any(|z| {
             z.buddy_blocks_per_order()
                 .iter()
                 .enumerate()
@@ -164,15 +164,12 @@ impl NodeModel {
 
     /// Every zone's [`Snapshot`](super::Snapshot), in the set's order.
     fn snapshots(&self) -> Vec<super::Snapshot> {
-        self.set
-            .zones()
-            .map(|(_, z)| super::Snapshot::of(z))
-            .collect()
+        self.set.zones().map(super::Snapshot::of).collect()
     }
 
     /// The first zone that differs from `before`, after a failed operation.
     fn unchanged(&self, before: &[super::Snapshot]) -> Result<(), NodeDivergence> {
-        for (zone, (was, (_, z))) in before.iter().zip(self.set.zones()).enumerate() {
+        for (zone, (was, z)) in before.iter().zip(self.set.zones()).enumerate() {
             if let Some(difference) = was.difference(&super::Snapshot::of(z)) {
                 return Err(NodeDivergence::ChangedOnError { zone, difference });
             }
@@ -213,10 +210,11 @@ impl NodeModel {
                     let (pfn, nr) = self.offline.remove(slot % self.offline.len());
                     let got = self.set.online_range(pfn, nr, zeroed);
                     expect(op, got, Ok(()))?;
-                    let (n, _) = self
+                    let n = self
                         .set
                         .zone_of(pfn)
-                        .map_err(|_| NodeDivergence::BadFrame(pfn))?;
+                        .map_err(|_| NodeDivergence::BadFrame(pfn))?
+                        .node();
                     self.present[usize::from(n.0)] += nr;
                 }
             }
@@ -233,7 +231,7 @@ impl NodeModel {
         node: u8,
         movable: bool,
     ) -> Result<(), NodeDivergence> {
-        for (_, z) in self.set.zones() {
+        for z in self.set.zones() {
             z.drain_all();
             z.merge_free_blocks();
         }
@@ -252,7 +250,7 @@ impl NodeModel {
                 (usize::from(n.0) < t.nodes()).then_some(n)
             }
         };
-        let max = self.set.zones().map(|(_, z)| z.config().max_order).max();
+        let max = self.set.zones().map(|z| z.config().max_order).max();
         let want_err = if cpu >= t.cpus() {
             Some(BuddyError::BadCpu(cpu))
         } else if first.is_none() {
@@ -317,10 +315,11 @@ impl NodeModel {
         }
         match (got, want) {
             (Ok(pfn), Some(want)) => {
-                let (n, z) = self
+                let z = self
                     .set
                     .zone_of(pfn)
                     .map_err(|_| NodeDivergence::BadFrame(pfn))?;
+                let n = z.node();
                 if n != want {
                     return Err(NodeDivergence::WrongNode { pfn, got: n, want });
                 }
@@ -383,7 +382,7 @@ impl NodeModel {
         len: u64,
         refuse: bool,
     ) -> Result<(), NodeDivergence> {
-        let zones: Vec<_> = self.set.zones().map(|(n, z)| (n, *z.config())).collect();
+        let zones: Vec<_> = self.set.zones().map(|z| (z.node(), *z.config())).collect();
         if zones.is_empty() {
             return Ok(());
         }
@@ -399,8 +398,7 @@ impl NodeModel {
         let z = self
             .set
             .zone_of(start)
-            .map_err(|_| NodeDivergence::BadFrame(start))?
-            .1;
+            .map_err(|_| NodeDivergence::BadFrame(start))?;
         let mut want: Result<u64, BuddyError> = Ok(0);
         // A movable block must move (or be refused): a target is taken first, so running
         // out of room outside the range is an answer too.
@@ -445,7 +443,7 @@ impl NodeModel {
         }
         // An offline drains the per-cpu lists first: done, so that a failed one that moved
         // nothing must change nothing at all (the set's zones defer no memory).
-        for (_, z) in self.set.zones() {
+        for z in self.set.zones() {
             z.drain_all();
         }
         let before = self.snapshots();
@@ -496,7 +494,7 @@ impl NodeModel {
     /// After a failed offline: no pageblock of the range isolated, no frame of it made a
     /// hole by the offline.
     fn undone(&self, start: Pfn, len: u64) -> Result<(), NodeDivergence> {
-        let Ok((_, z)) = self.set.zone_of(start) else {
+        let Ok(z) = self.set.zone_of(start) else {
             return Ok(());
         };
         for p in start.0..start.0.saturating_add(len) {
@@ -523,7 +521,7 @@ impl NodeModel {
 
     /// Every zone's check, and every node's present and free frames against the model.
     fn check(&self) -> Result<(), NodeDivergence> {
-        for (_, z) in self.set.zones() {
+        for z in self.set.zones() {
             z.check().map_err(NodeDivergence::Corrupt)?;
         }
         for n in 0..self.set.topology().nodes() {
@@ -532,7 +530,7 @@ impl NodeModel {
                 .held
                 .iter()
                 .flatten()
-                .filter(|h| self.set.zone_of(h.pfn).is_ok_and(|(hn, _)| hn == node))
+                .filter(|h| self.set.zone_of(h.pfn).is_ok_and(|z| z.node() == node))
                 .map(|h| h.order.pages())
                 .sum();
             let s = self
@@ -574,7 +572,7 @@ impl NodeModel {
                 zeroed: false,
             })?;
         }
-        for (_, z) in self.set.zones() {
+        for z in self.set.zones() {
             z.drain_all();
         }
         self.check()
