@@ -371,8 +371,8 @@ where
 {
     /// Compacts the zone until a free block of `order` or above exists (Linux's
     /// `compact_zone` for a failed allocation of that order), the two scanners meet, or no
-    /// target is left: drains the per-cpu lists (every CPU's, or with
-    /// [`Zone::with_cpu_local_lists`] `cpu`'s), then moves movable blocks from the bottom to
+    /// target is left: drains the per-cpu lists (every CPU's, or through a
+    /// [`LocalCpu`](crate::LocalCpu) this CPU's), then moves movable blocks from the bottom to
     /// free blocks at the top through `migrate`. The zone stays usable from other CPUs
     /// throughout; the zone lock is held only to take a target and to free a source.
     ///

@@ -41,7 +41,7 @@ impl<'r> VmArea<'r> {
     }
 }
 
-/// A [`Zone::vmalloc_buf`] area that owns its runs (feature `alloc`): no buffer to size
+/// A [`Cpu::vmalloc_buf`](crate::Cpu::vmalloc_buf) area that owns its runs (feature `alloc`): no buffer to size
 /// beforehand, nothing borrowed. [`VmAreaBuf::area`] is the [`VmArea`] that
 /// [`Zone::vfree`] takes.
 #[cfg(feature = "alloc")]
