@@ -125,7 +125,10 @@ impl World {
             }
             CpuOp::AllocExact(n) => {
                 let pages = u64::from(n % 64) + 1;
-                let run = self.zone.cpu(cpu).and_then(|c| c.alloc_raw(AllocRequest::frames(pages)));
+                let run = self
+                    .zone
+                    .cpu(cpu)
+                    .and_then(|c| c.alloc_raw(AllocRequest::frames(pages)));
                 if let Ok(p) = run {
                     self.take(cpu, Held::Run(p, pages));
                 }

@@ -252,7 +252,11 @@ impl<P: Platform> Kernel<P> {
                     if batched {
                         self.zone.free_contig_range(0, pfn, 512)
                     } else {
-                        buddy_sim::reference::free_contig_range_per_page(&self.zone.cpu(0)?, pfn, 512)
+                        buddy_sim::reference::free_contig_range_per_page(
+                            &self.zone.cpu(0)?,
+                            pfn,
+                            512,
+                        )
                     }
                 };
                 sample(batched, now().wrapping_sub(t0));
