@@ -237,6 +237,10 @@ impl<P: Platform> Kernel<P> {
         mut sample: impl FnMut(bool, u64),
     ) {
         let order = Order::new(9).unwrap_or_else(|e| fail::<P>(Step::Zone, format_args!("{e}")));
+        let cpu = self
+            .zone
+            .cpu(0)
+            .unwrap_or_else(|e| fail::<P>(Step::Zone, format_args!("{e}")));
         for _ in 0..rounds {
             for batched in [true, false] {
                 let pfn = self
@@ -252,11 +256,7 @@ impl<P: Platform> Kernel<P> {
                     if batched {
                         self.zone.free_contig_range(0, pfn, 512)
                     } else {
-                        buddy_sim::reference::free_contig_range_per_page(
-                            &self.zone.cpu(0)?,
-                            pfn,
-                            512,
-                        )
+                        buddy_sim::reference::free_contig_range_per_page(&cpu, pfn, 512)
                     }
                 };
                 sample(batched, now().wrapping_sub(t0));

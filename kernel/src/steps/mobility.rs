@@ -217,7 +217,7 @@ impl<P: Platform> Kernel<P> {
                 .cpu(0)
                 .and_then(|cpu| cpu.alloc_raw(request))
                 .unwrap_or_else(|e| fail_on(e));
-            if contig.0 % block_pages != 0 {
+            if !contig.0.is_multiple_of(block_pages) {
                 fail::<P>(
                     Step::Mobility,
                     format_args!("alloc_contig_pages: {contig} is not pageblock-aligned"),
