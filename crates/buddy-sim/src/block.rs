@@ -56,15 +56,16 @@ impl Holding {
 /// [`Zone::local_cpu`](crate::Zone::local_cpu)'s contract.
 ///
 /// ```
-/// use buddy_sim::{AllocRequest, BoxedZone, Order, Pfn, ZoneConfig};
-/// let zone = BoxedZone::new_boxed(ZoneConfig::new(Pfn(0x1000), 1024))?;
-/// let cpu = zone.cpu(0)?;
+/// use buddy_sim::{AllocRequest, Pfn, StaticZone, ZoneConfig};
+/// static ZONE: StaticZone<1024, 1> = StaticZone::new_static(ZoneConfig::new(Pfn(0x1000), 1024));
+///
+/// let cpu = ZONE.cpu(0)?;
 /// let page = cpu.alloc(AllocRequest::page())?;
 /// let run = cpu.alloc(AllocRequest::frames(100))?;
 /// assert_eq!(run.frames().pages, 100);
-/// assert_eq!(zone.free_pages_total(), 1024 - 101);
+/// assert_eq!(ZONE.free_pages_total(), 1024 - 101);
 /// drop((page, run));
-/// assert_eq!(zone.free_pages_total(), 1024);
+/// assert_eq!(ZONE.free_pages_total(), 1024);
 /// # Ok::<(), buddy_sim::BuddyError>(())
 /// ```
 pub struct Block<'z, F, P, R, A = Locked>

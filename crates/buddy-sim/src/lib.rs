@@ -48,11 +48,9 @@
 //! fallback and claiming), `compaction`, `contig_alloc` (`alloc_contig_range` and its kin),
 //! `hotplug`, `deferred`, `vmalloc`, `zeroed` (zeroed allocation and background zeroing),
 //! `memory` (the embedder's `FrameMemory` and the `FrameClearer`), `node` (NUMA), `stats`,
-//! `check`, `counters`, `error`, `sync` (atomics and locks, loom's under `cfg(loom)`); the
-//! ecosystem adapters `x86_64_frames` (feature `x86_64`: `X86FrameAllocator`),
-//! `paging_tables` (feature `aarch64-paging`: `ZoneTables`, whose table pages are zeroed
-//! allocations), `ax_pages` (feature `axallocator`: `AxPageAllocator`, ArceOS's page
-//! allocator) and `ax_paging` (feature `page_table_multiarch`).
+//! `check`, `counters`, `error`, `sync` (atomics and locks, loom's under `cfg(loom)`); and
+//! `adapters/`, one file per foreign trait (`x86_64`, `aarch64-paging`, ArceOS's
+//! `axallocator` and `page_table_multiarch`), each behind its feature.
 #![doc = include_str!("../README.md")]
 #![no_std]
 #![cfg_attr(docsrs, feature(doc_cfg))]
@@ -78,11 +76,8 @@ extern crate alloc;
 #[cfg(any(test, loom, feature = "testing"))]
 extern crate std;
 
+mod adapters;
 mod alloc_pages;
-#[cfg(feature = "axallocator")]
-mod ax_pages;
-#[cfg(feature = "page_table_multiarch")]
-mod ax_paging;
 mod block;
 mod buddy;
 mod check;
@@ -94,8 +89,6 @@ mod counters;
 mod cpu;
 mod decompose;
 mod deferred;
-#[cfg(any(feature = "axallocator", feature = "page_table_multiarch"))]
-mod direct_map;
 mod error;
 mod exact;
 mod frame;
@@ -108,8 +101,6 @@ mod memory;
 mod migratetype;
 mod named;
 mod node;
-#[cfg(feature = "aarch64-paging")]
-mod paging_tables;
 mod pcp;
 pub mod reference;
 mod refs;
@@ -120,15 +111,17 @@ mod sync;
 pub mod testing;
 mod types;
 mod vmalloc;
-#[cfg(feature = "x86_64")]
-mod x86_64_frames;
 mod zeroed;
 mod zone;
 
 #[cfg(feature = "axallocator")]
-pub use ax_pages::AxPageAllocator;
+pub use adapters::ax_pages::AxPageAllocator;
 #[cfg(feature = "page_table_multiarch")]
-pub use ax_paging::{AxPagingHandler, AxPagingZone};
+pub use adapters::ax_paging::{AxPagingHandler, AxPagingZone};
+#[cfg(feature = "aarch64-paging")]
+pub use adapters::paging_tables::ZoneTables;
+#[cfg(feature = "x86_64")]
+pub use adapters::x86_64_frames::X86FrameAllocator;
 pub use block::{Block, Holding};
 pub use check::Corruption;
 pub use compaction::{CompactStats, Migrate, Migration};
@@ -149,8 +142,6 @@ pub use mm_types::Pfn;
 pub use node::{
     LOCAL_DISTANCE, MAX_CPUS, MAX_NODES, MAX_ZONES, NodePolicy, NodeSet, REMOTE_DISTANCE, Topology,
 };
-#[cfg(feature = "aarch64-paging")]
-pub use paging_tables::ZoneTables;
 pub use pcp::PerCpu;
 pub use request::{AllocRequest, RequestConflict};
 pub use stats::MemoryStats;
@@ -158,8 +149,6 @@ pub use types::{MAX_SUPPORTED_ORDER, NodeId, Order};
 pub use vmalloc::VmArea;
 #[cfg(feature = "alloc")]
 pub use vmalloc::VmAreaBuf;
-#[cfg(feature = "x86_64")]
-pub use x86_64_frames::X86FrameAllocator;
 /// The page clearing the zone's zeroed allocations and background zeroing use.
 pub use zero_core;
 pub use zone::{AddedMemory, FreeWhere, StaticZone, Zone};

@@ -5,8 +5,14 @@
 // operation here.
 #![allow(unsafe_code)]
 
+use crate::Pfn;
+use crate::error::BuddyError;
+use crate::frame::Frame;
 use crate::memory::FRAME;
-use crate::{BuddyError, Frame, FrameClearer, FrameMemory, Order, PerCpu, Pfn, Zone};
+use crate::memory::{FrameClearer, FrameMemory};
+use crate::pcp::PerCpu;
+use crate::types::Order;
+use crate::zone::Zone;
 use aarch64_paging::descriptor::{PagingAttributes, PhysicalAddress};
 use aarch64_paging::paging::{PageTable, Translation};
 use core::ptr::NonNull;

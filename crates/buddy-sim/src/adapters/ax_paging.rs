@@ -7,8 +7,12 @@
 
 use core::marker::PhantomData;
 
-use crate::direct_map::PHYSICAL;
-use crate::{AllocRequest, BuddyError, Frame, PerCpu, Zone};
+use super::direct_map::PHYSICAL;
+use crate::error::BuddyError;
+use crate::frame::Frame;
+use crate::pcp::PerCpu;
+use crate::request::AllocRequest;
+use crate::zone::Zone;
 use lock_api::RawMutex;
 use memory_addr::{PhysAddr, VirtAddr};
 use page_table_multiarch::PagingHandler;

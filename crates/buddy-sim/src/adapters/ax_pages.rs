@@ -8,8 +8,15 @@
 //! `alloc_pages_exact`), so `dealloc_pages` can give back any run of them, as the fewest
 //! aligned blocks ([`Zone::free_contig_range`]).
 
-use crate::direct_map::{DirectMap, PAGE};
-use crate::{AllocRequest, BuddyError, Frame, Order, PerCpu, Pfn, Zone, decompose};
+use super::direct_map::{DirectMap, PAGE};
+use crate::Pfn;
+use crate::decompose::decompose;
+use crate::error::BuddyError;
+use crate::frame::Frame;
+use crate::pcp::PerCpu;
+use crate::request::AllocRequest;
+use crate::types::Order;
+use crate::zone::Zone;
 use axallocator::{AllocError, AllocResult, BaseAllocator, PageAllocator};
 use lock_api::RawMutex;
 

@@ -6,7 +6,12 @@
 //! `None`, this one keeps the zone's error.
 #![allow(unsafe_code)]
 
-use crate::{BuddyError, Frame, Order, PerCpu, Pfn, Zone};
+use crate::Pfn;
+use crate::error::BuddyError;
+use crate::frame::Frame;
+use crate::pcp::PerCpu;
+use crate::types::Order;
+use crate::zone::Zone;
 use lock_api::RawMutex;
 use x86_64::PhysAddr;
 use x86_64::structures::paging::{

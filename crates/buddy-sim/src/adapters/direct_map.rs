@@ -8,8 +8,10 @@
     allow(dead_code)
 )]
 
+use crate::Pfn;
+use crate::error::BuddyError;
 use crate::error::ConfigError;
-use crate::{BuddyError, Order, Pfn};
+use crate::types::Order;
 
 /// The frame size ArceOS's interfaces assume (`PAGE_SIZE_4K`).
 pub(crate) const PAGE: usize = 4096;
