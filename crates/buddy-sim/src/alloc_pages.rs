@@ -1,7 +1,6 @@
 //! Allocation: from the CPU's per-cpu list (refilled from the buddy in a batch when empty) or
 //! straight from the buddy, with the slow path that drains every CPU's lists and retries.
 
-use crate::Pfn;
 use crate::buddy::Prefer;
 use crate::cpu::{Access, Cpu, CpuLists};
 use crate::error::BuddyError;
@@ -14,6 +13,7 @@ use crate::types::Order;
 use crate::zeroed::Zeroing;
 use crate::zone::Zone;
 use lock_api::RawMutex;
+use mm_types::Pfn;
 
 impl<F, P, R, A> Cpu<'_, F, P, R, A>
 where

@@ -6,7 +6,6 @@ use core::cell::Cell;
 use core::fmt;
 use core::mem::ManuallyDrop;
 
-use crate::Pfn;
 use crate::cpu::{Access, Cpu, Locked};
 use crate::error::BuddyError;
 use crate::frame::{Frame, FrameState};
@@ -18,6 +17,7 @@ use crate::sync::spin_loop;
 use crate::types::Order;
 use lock_api::RawMutex;
 use mm_types::FrameRange;
+use mm_types::Pfn;
 
 /// What a [`Block`] holds, and so how it is freed.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]

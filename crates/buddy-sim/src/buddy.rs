@@ -8,11 +8,13 @@
 use crate::compaction::Scanners;
 use crate::counters::LockStats;
 use crate::deferred::{AddedRanges, DeferredRanges};
+use crate::error::BuddyError;
 use crate::frame::{FrameState, Word};
 use crate::list::{FreeCount, List};
 use crate::map::FrameMap;
+use crate::migratetype::MigrateType;
 use crate::migratetype::{ISOLATE, LIST_TYPES, PageblockClaim, set_pageblocks};
-use crate::{BuddyError, MAX_SUPPORTED_ORDER, MigrateType, Order};
+use crate::types::{MAX_SUPPORTED_ORDER, Order};
 
 /// Which free block an allocation would rather have.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

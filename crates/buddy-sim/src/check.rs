@@ -3,8 +3,12 @@
 use crate::frame::{Frame, FrameState, Word};
 use crate::list::{FreeCount, List};
 use crate::map::FrameMap;
-use crate::{MigrateType, Order, PerCpu, Pfn, Zone};
+use crate::migratetype::MigrateType;
+use crate::pcp::PerCpu;
+use crate::types::Order;
+use crate::zone::Zone;
 use lock_api::RawMutex;
+use mm_types::Pfn;
 
 /// A broken invariant found by [`Zone::check`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -16,12 +16,17 @@
 
 use crate::buddy::FreeArea;
 use crate::cpu::{Access, Cpu, CpuLists};
+use crate::error::BuddyError;
 use crate::frame::{Frame, FrameState, Word};
 use crate::map::FrameMap;
 use crate::memory::{FRAME, FrameMemory};
+use crate::migratetype::MigrateType;
 use crate::migratetype::PageblockClaim;
-use crate::{BuddyError, MigrateType, Order, PerCpu, Pfn, Zone};
+use crate::pcp::PerCpu;
+use crate::types::Order;
+use crate::zone::Zone;
 use lock_api::RawMutex;
+use mm_types::Pfn;
 
 /// One block to move: what the zone hands the embedder's [`Migrate`] callback.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -1,8 +1,8 @@
 //! A zone's geometry and tuning.
 
-use crate::Pfn;
 use crate::error::ConfigError;
 use crate::types::{NodeId, Order};
+use mm_types::Pfn;
 
 /// A zone's geometry and tuning, in 4 KiB frames (whatever the kernel's page size: a kernel
 /// with 16 or 64 KiB pages allocates them as blocks of order 2 or 4). [`ZoneConfig::new`]
@@ -188,7 +188,7 @@ impl ZoneConfig {
             ConfigError::TooManyFrames(self.nr_pages)
         } else if self.start.checked_add(self.nr_pages).is_none() {
             ConfigError::SpanOverflows
-        } else if self.max_order.get() > crate::MAX_SUPPORTED_ORDER {
+        } else if self.max_order.get() > crate::types::MAX_SUPPORTED_ORDER {
             ConfigError::MaxOrderTooLarge(self.max_order)
         } else if self.pageblock_order.get() > self.max_order.get() {
             ConfigError::PageblockAboveMaxOrder {
@@ -241,7 +241,11 @@ impl ZoneConfig {
     /// (PAGE_ALLOC_COSTLY_ORDER) and the pageblock order, one set per type (Linux's
     /// `order_to_pindex`).
     #[inline]
-    pub(crate) fn pcp_list(&self, order: Order, mt: crate::MigrateType) -> Option<usize> {
+    pub(crate) fn pcp_list(
+        &self,
+        order: Order,
+        mt: crate::migratetype::MigrateType,
+    ) -> Option<usize> {
         let slot = if order.get() <= 3 {
             order.get() as usize
         } else if order == self.pageblock_order {

@@ -20,10 +20,14 @@
 //! fails there, having changed nothing.
 
 use crate::cpu::{Access, Cpu, CpuLists};
+use crate::decompose::decompose;
+use crate::error::BuddyError;
 use crate::frame::{Frame, FrameState, Word};
-use crate::{BuddyError, PerCpu, Pfn, Zone, decompose};
+use crate::pcp::PerCpu;
+use crate::zone::Zone;
 use core::ops::Range;
 use lock_api::RawMutex;
+use mm_types::Pfn;
 
 /// What pass 2 made of one page.
 #[derive(Clone, Copy, PartialEq, Eq)]

@@ -19,7 +19,6 @@
 //! refused move was offered goes back as it was, known zero and its pageblock's type
 //! included ([`BuddyError`] lists what a failure may change).
 
-use crate::Pfn;
 use crate::compaction::{Migrate, NotMoved, is_movable};
 use crate::cpu::{Access, Cpu, CpuLists};
 use crate::decompose::decompose;
@@ -34,6 +33,7 @@ use crate::types::Order;
 use crate::zone::Zone;
 use core::ops::Range;
 use lock_api::RawMutex;
+use mm_types::Pfn;
 
 /// What a contiguous range becomes once every frame of it is free.
 #[derive(Clone, Copy, PartialEq, Eq)]

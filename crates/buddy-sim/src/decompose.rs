@@ -1,4 +1,6 @@
-use crate::{BuddyError, Order, Pfn};
+use crate::error::BuddyError;
+use crate::types::Order;
+use mm_types::Pfn;
 
 /// The kernel's `free_prepared_contig_range` chunking: the run `[pfn, pfn + nr)` as the
 /// unique minimal cover by naturally aligned power-of-two blocks no larger than `max_order`,

@@ -14,8 +14,10 @@
 
 use core::ops::Range;
 
+use crate::decompose::decompose;
 use crate::frame::{Frame, Word};
-use crate::{PerCpu, Zone, decompose};
+use crate::pcp::PerCpu;
+use crate::zone::Zone;
 use lock_api::RawMutex;
 
 /// The default [`ZoneConfig::eager_pages`](crate::ZoneConfig::eager_pages): frames of a
@@ -47,6 +49,7 @@ impl AddedRanges {
     };
 
     /// The table holding `[start, end)` alone.
+    #[cfg(not(loom))]
     pub(crate) const fn one(start: u32, end: u32) -> Self {
         let mut t = Self::EMPTY;
         t.ranges[0] = (start, end);
@@ -155,6 +158,7 @@ impl DeferredRanges {
     };
 
     /// `[start, end)` deferred, known zero or not, and nothing else.
+    #[cfg(not(loom))]
     pub(crate) const fn one(start: u32, end: u32, zeroed: bool) -> Self {
         let mut t = Self::EMPTY;
         t.ranges[0] = (start, end, zeroed);

@@ -1,7 +1,7 @@
-use crate::Pfn;
 use crate::request::RequestConflict;
 use crate::types::Order;
 use core::fmt;
+use mm_types::Pfn;
 use zero_core::ZeroError;
 
 /// What was wrong with a request.
@@ -251,7 +251,7 @@ mod tests {
     #[test]
     fn an_error_is_no_larger_than_four_words() {
         assert!(core::mem::size_of::<BuddyError>() <= 32);
-        assert!(core::mem::size_of::<Result<crate::Pfn, BuddyError>>() <= 32);
+        assert!(core::mem::size_of::<Result<mm_types::Pfn, BuddyError>>() <= 32);
     }
 
     #[test]

@@ -2,7 +2,6 @@
 //! `free_pages_exact`): the covering block, split into order-0 pages, with the pages past the
 //! request given back at once as the fewest aligned blocks.
 
-use crate::Pfn;
 use crate::buddy::Prefer;
 use crate::cpu::CpuLists;
 use crate::error::BuddyError;
@@ -14,6 +13,7 @@ use crate::types::Order;
 use crate::zeroed::Zeroing;
 use crate::zone::Zone;
 use lock_api::RawMutex;
+use mm_types::Pfn;
 
 impl<F, P, R> Zone<F, P, R>
 where

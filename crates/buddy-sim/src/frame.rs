@@ -9,7 +9,7 @@
 //!   multi-page free claims a plain page), or that a call just took off a free list: that
 //!   call alone, until it hands the frame to a list or to its caller.
 
-use crate::MigrateType;
+use crate::migratetype::MigrateType;
 use crate::sync::{AtomicU32, AtomicU64, Ordering};
 
 /// What a frame is. Every frame is the head of exactly one block (free in the buddy, free on

@@ -18,9 +18,12 @@
 use crate::compaction::Migrate;
 use crate::contig_alloc::Take;
 use crate::cpu::{Access, Cpu, CpuLists};
+use crate::error::BuddyError;
 use crate::frame::Frame;
-use crate::{BuddyError, PerCpu, Pfn, Zone};
+use crate::pcp::PerCpu;
+use crate::zone::Zone;
 use lock_api::RawMutex;
+use mm_types::Pfn;
 
 impl<F, P, R> Zone<F, P, R>
 where
@@ -55,9 +58,14 @@ where
 // The tests free pages they allocated from zones that no clearer or migration writes.
 #[allow(unsafe_code)]
 mod tests {
-    use crate::{
-        BoxedZone, BuddyError, FrameState, MigrateType, Migration, Order, Pfn, ZoneConfig,
-    };
+    use crate::boxed::BoxedZone;
+    use crate::compaction::Migration;
+    use crate::config::ZoneConfig;
+    use crate::error::BuddyError;
+    use crate::frame::FrameState;
+    use crate::migratetype::MigrateType;
+    use crate::types::Order;
+    use mm_types::Pfn;
     use std::vec::Vec;
 
     const START: Pfn = Pfn(0x1000);

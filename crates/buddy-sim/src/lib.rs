@@ -79,6 +79,8 @@ extern crate std;
 mod adapters;
 mod alloc_pages;
 mod block;
+#[cfg(feature = "alloc")]
+mod boxed;
 mod buddy;
 mod check;
 mod compaction;
@@ -123,6 +125,8 @@ pub use adapters::paging_tables::ZoneTables;
 #[cfg(feature = "x86_64")]
 pub use adapters::x86_64_frames::X86FrameAllocator;
 pub use block::{Block, Holding};
+#[cfg(feature = "alloc")]
+pub use boxed::{BoxedNodeSet, BoxedZone};
 pub use check::Corruption;
 pub use compaction::{CompactStats, Migrate, Migration};
 pub use config::{LINUX_PCP_BATCH, ZoneConfig, pcp_batch_for, pcp_high_for};
@@ -145,6 +149,7 @@ pub use node::{
 pub use pcp::PerCpu;
 pub use request::{AllocRequest, RequestConflict};
 pub use stats::MemoryStats;
+pub use sync::DefaultRawMutex;
 pub use types::{MAX_SUPPORTED_ORDER, NodeId, Order};
 pub use vmalloc::VmArea;
 #[cfg(feature = "alloc")]
@@ -152,117 +157,3 @@ pub use vmalloc::VmAreaBuf;
 /// The page clearing the zone's zeroed allocations and background zeroing use.
 pub use zero_core;
 pub use zone::{AddedMemory, FreeWhere, StaticZone, Zone};
-
-/// The raw lock a [`Zone`] and its [`PerCpu`] lists use unless told otherwise: `spin`'s
-/// spinning mutex (feature `spin`, on by default). A kernel that takes the allocator from
-/// interrupt context names its own IRQ-safe [`lock_api::RawMutex`] instead.
-#[cfg(feature = "spin")]
-pub type DefaultRawMutex = spin::Mutex<()>;
-
-/// Without the `spin` feature there is no default lock: this type implements no
-/// [`lock_api::RawMutex`], so a zone must name its lock type.
-#[cfg(not(feature = "spin"))]
-#[derive(Debug)]
-pub enum DefaultRawMutex {}
-
-/// A zone whose metadata is in vectors, locked with [`DefaultRawMutex`] unless `R` names
-/// another lock: `BoxedZone::new_boxed(cfg)` (the default lock, as `HashMap::new` has the
-/// default hasher) or `BoxedZone::<MyLock>::new_boxed_with_lock(cfg)`.
-#[cfg(feature = "alloc")]
-pub type BoxedZone<R = DefaultRawMutex> =
-    Zone<alloc::vec::Vec<Frame>, alloc::vec::Vec<PerCpu<R>>, R>;
-
-#[cfg(all(feature = "alloc", feature = "spin"))]
-impl BoxedZone {
-    /// A zone with freshly allocated metadata, all of it usable, locked with
-    /// [`DefaultRawMutex`]. The frame metadata comes zeroed from the allocator and is not
-    /// written again, and memory past [`EAGER_PAGES`] frames is deferred
-    /// ([`Zone::init_deferred`]): a zone of any size is ready in about the time of its first
-    /// gigabyte.
-    ///
-    /// # Errors
-    /// As [`Zone::new`].
-    pub fn new_boxed(cfg: ZoneConfig) -> Result<Self, BuddyError> {
-        Self::new_boxed_with_lock(cfg)
-    }
-
-    /// A zone with freshly allocated metadata and no usable frames yet (see
-    /// [`Zone::new_empty`]), locked with [`DefaultRawMutex`].
-    ///
-    /// # Errors
-    /// As [`Zone::new_empty`].
-    pub fn new_boxed_empty(cfg: ZoneConfig) -> Result<Self, BuddyError> {
-        Self::new_boxed_empty_with_lock(cfg)
-    }
-}
-
-#[cfg(feature = "alloc")]
-impl<R: lock_api::RawMutex> Zone<alloc::vec::Vec<Frame>, alloc::vec::Vec<PerCpu<R>>, R> {
-    /// [`BoxedZone::new_boxed`] with the lock type `R`.
-    ///
-    /// # Errors
-    /// As [`Zone::new`].
-    pub fn new_boxed_with_lock(cfg: ZoneConfig) -> Result<Self, BuddyError> {
-        let zone = Self::new_boxed_empty_with_lock(cfg)?;
-        zone.add_memory(cfg.start, cfg.nr_pages)?;
-        zone.reset_counters();
-        Ok(zone)
-    }
-
-    /// [`BoxedZone::new_boxed_empty`] with the lock type `R`.
-    ///
-    /// # Errors
-    /// As [`Zone::new_empty`].
-    #[allow(unsafe_code)]
-    pub fn new_boxed_empty_with_lock(cfg: ZoneConfig) -> Result<Self, BuddyError> {
-        let (frames, pcps) = boxed_metadata(cfg)?;
-        // SAFETY: `zeroed_frames` gives all-zero metadata (under loom, `Frame::new()` each,
-        // which is the same state).
-        unsafe { Zone::new_empty_zeroed(cfg, frames, pcps) }
-    }
-}
-
-/// A [`NodeSet`] of [`BoxedZone`]s, in a vector.
-#[cfg(feature = "alloc")]
-pub type BoxedNodeSet<R = DefaultRawMutex> =
-    NodeSet<alloc::vec::Vec<BoxedZone<R>>, alloc::vec::Vec<Frame>, alloc::vec::Vec<PerCpu<R>>, R>;
-
-#[cfg(feature = "alloc")]
-type BoxedMetadata<R> = (alloc::vec::Vec<Frame>, alloc::vec::Vec<PerCpu<R>>);
-
-#[cfg(feature = "alloc")]
-fn boxed_metadata<R: lock_api::RawMutex>(cfg: ZoneConfig) -> Result<BoxedMetadata<R>, BuddyError> {
-    // Before allocating: a bad frame count must be an error, not an allocation failure.
-    cfg.validate()?;
-    let frames = zeroed_frames(cfg.nr_pages as usize)?;
-    let pcps = (0..cfg.cpus).map(|_| PerCpu::new()).collect();
-    Ok((frames, pcps))
-}
-
-/// `n` frames of all-zero metadata, from the allocator's zeroing path (`calloc`: fresh pages
-/// from the OS are not written at all).
-#[cfg(all(feature = "alloc", not(loom)))]
-#[allow(unsafe_code)]
-fn zeroed_frames(n: usize) -> Result<alloc::vec::Vec<Frame>, BuddyError> {
-    use alloc::alloc::{Layout, alloc_zeroed, handle_alloc_error};
-    if n == 0 {
-        return Ok(alloc::vec::Vec::new());
-    }
-    let Ok(layout) = Layout::array::<Frame>(n) else {
-        return Err(ConfigError::MetadataTooLarge.into());
-    };
-    // SAFETY: the layout is non-zero-sized (n > 0 and a Frame is 24 bytes).
-    let ptr = unsafe { alloc_zeroed(layout) }.cast::<Frame>();
-    if ptr.is_null() {
-        handle_alloc_error(layout);
-    }
-    // SAFETY: `ptr` was allocated by the global allocator with the layout of `n` frames;
-    // all-zero bytes are a valid `Frame` (integer atomics only: `Frame::new()`), so all `n`
-    // are initialized; length and capacity are `n`.
-    Ok(unsafe { alloc::vec::Vec::from_raw_parts(ptr, n, n) })
-}
-
-#[cfg(all(feature = "alloc", loom))]
-fn zeroed_frames(n: usize) -> Result<alloc::vec::Vec<Frame>, BuddyError> {
-    Ok((0..n).map(|_| Frame::new()).collect())
-}

@@ -16,7 +16,14 @@ use loom::sync::Arc;
 use loom::thread;
 use std::vec::Vec;
 
-use crate::{BuddyError, Frame, FrameClearer, OffsetMap, Order, PerCpu, Pfn, Zone, ZoneConfig};
+use crate::config::ZoneConfig;
+use crate::error::BuddyError;
+use crate::frame::Frame;
+use crate::memory::{FrameClearer, OffsetMap};
+use crate::pcp::PerCpu;
+use crate::types::Order;
+use crate::zone::Zone;
+use mm_types::Pfn;
 use zero_core::{NoResched, Resched};
 
 type LoomZone = Zone<Vec<Frame>, Vec<PerCpu>>;
@@ -246,7 +253,7 @@ fn ram() -> Vec<Page> {
 
 /// Writes a byte into every page of a block its caller holds, through the clearer's map.
 fn scribble(c: &FrameClearer<OffsetMap>, pfn: Pfn, order: Order) {
-    use crate::FrameMemory;
+    use crate::memory::FrameMemory;
     for k in 0..order.pages() {
         let p = c.memory().frame_ptr(Pfn(pfn.0 + k)).unwrap();
         // SAFETY: the caller holds the block; the page is mapped (OffsetMap over `ram`).
@@ -337,7 +344,7 @@ fn loom_marking_zero_before_the_clear_hands_out_dirty_memory() {
 fn local_cpu(
     z: &LoomZone,
     cpu: usize,
-) -> crate::LocalCpu<'_, Vec<Frame>, Vec<PerCpu>, crate::DefaultRawMutex> {
+) -> crate::cpu::LocalCpu<'_, Vec<Frame>, Vec<PerCpu>, crate::sync::DefaultRawMutex> {
     // SAFETY: each model below makes a CPU's handle on one thread only (but the negative
     // control, which breaks the contract on purpose and expects the panic that reports it),
     // and visits every CPU's lists only after joining the other threads.
@@ -347,7 +354,9 @@ fn local_cpu(
 /// An allocation and its free through CPU `cpu`'s local handle.
 fn local_alloc_free(z: &LoomZone, cpu: usize, order: Order) {
     let cpu = local_cpu(z, cpu);
-    let p = cpu.alloc_raw(crate::AllocRequest::order(order)).unwrap();
+    let p = cpu
+        .alloc_raw(crate::request::AllocRequest::order(order))
+        .unwrap();
     // SAFETY: see the module docs.
     unsafe { cpu.free_pages(p, order) }.unwrap();
 }
@@ -360,14 +369,14 @@ fn loom_cpu_local_lists_never_reach_another_cpus_lists() {
     loom::model(|| {
         let z = zone(2);
         let page = local_cpu(&z, 0)
-            .alloc_raw(crate::AllocRequest::page())
+            .alloc_raw(crate::request::AllocRequest::page())
             .unwrap();
         let other = on_another_thread(&z, move |z| {
             let cpu = local_cpu(z, 1);
             // SAFETY: see the module docs.
             unsafe { cpu.put_page(page) }.unwrap();
             let whole = Order(4);
-            match cpu.alloc_raw(crate::AllocRequest::order(whole)) {
+            match cpu.alloc_raw(crate::request::AllocRequest::order(whole)) {
                 // SAFETY: see the module docs.
                 Ok(p) => unsafe { cpu.free_pages(p, whole) }.unwrap(),
                 Err(e) => assert_eq!(e, BuddyError::OutOfMemory(whole)),
@@ -444,7 +453,7 @@ fn init_deferred_publish_first(z: &LoomZone) {
         return;
     };
     let blocks = || {
-        crate::decompose(
+        crate::decompose::decompose(
             m.pfn(chunk.start),
             u64::from(chunk.end - chunk.start),
             z.cfg.max_order,
@@ -528,7 +537,7 @@ fn owner_frees(z: &LoomZone, maps: &Mappings, key: usize) {
 /// Compaction on CPU 0 (`compact`: how it moves pages) while the owner on CPU 1 allocates a
 /// second movable page and frees both through their mappings.
 /// How a model moves pages: the real compaction, or the negative control's.
-type Compactor = fn(&LoomZone, &mut dyn FnMut(&crate::Migration) -> bool);
+type Compactor = fn(&LoomZone, &mut dyn FnMut(&crate::compaction::Migration) -> bool);
 
 fn compaction_races_the_owner(compact: Compactor) {
     loom::model(move || {
@@ -537,7 +546,7 @@ fn compaction_races_the_owner(compact: Compactor) {
         // (key 0: its pageblock is then a target, not a whole free one).
         let (first, top) = (START, Pfn(START.0 + 7));
         for (pfn, key) in [(first, 1), (top, 0)] {
-            z.alloc_pages_at_as(pfn, O0, crate::MigrateType::Movable)
+            z.alloc_pages_at_as(pfn, O0, crate::migratetype::MigrateType::Movable)
                 .unwrap();
             let head = z.map().frame(z.map().index_of(pfn));
             let w = head.load();
@@ -554,7 +563,7 @@ fn compaction_races_the_owner(compact: Compactor) {
                 owner_frees(&z, &maps, 2);
             })
         };
-        let mut repoint = |m: &crate::Migration| {
+        let mut repoint = |m: &crate::compaction::Migration| {
             let mut at = maps.lock().unwrap();
             // The key 2 page may move before the owner recorded it: then it is not moved.
             if at[m.key as usize] != m.from {
@@ -587,7 +596,10 @@ fn loom_compaction_races_the_owners_free_and_allocation() {
 
 /// A move without freezing the source first: the owner's free can run while the callback
 /// copies, and the source is then freed by both. What the freeze exists to prevent.
-fn move_without_freezing(z: &LoomZone, migrate: &mut dyn FnMut(&crate::Migration) -> bool) {
+fn move_without_freezing(
+    z: &LoomZone,
+    migrate: &mut dyn FnMut(&crate::compaction::Migration) -> bool,
+) {
     let m = z.map();
     let Some(src) = (0..8).find(|&i| crate::compaction::is_movable(m.frame(i).load())) else {
         return;
@@ -597,12 +609,12 @@ fn move_without_freezing(z: &LoomZone, migrate: &mut dyn FnMut(&crate::Migration
         m,
         O0,
         crate::buddy::Prefer::Unzeroed,
-        crate::MigrateType::Movable,
+        crate::migratetype::MigrateType::Movable,
     ) else {
         return;
     };
     let key = m.frame(src).key();
-    let job = crate::Migration {
+    let job = crate::compaction::Migration {
         key,
         from: m.pfn(src),
         to: m.pfn(dst),
@@ -685,7 +697,7 @@ fn offline_races_allocation(offline: Offliner) {
 #[test]
 fn loom_offline_races_allocation_and_free_on_another_cpu() {
     offline_races_allocation(|z| {
-        let mut refuse = |_: &crate::Migration| false;
+        let mut refuse = |_: &crate::compaction::Migration| false;
         z.offline_range(0, START, 16, &mut refuse)
     });
 }

@@ -4,8 +4,11 @@ use core::marker::PhantomData;
 use core::ops::Range;
 use core::ptr::NonNull;
 
+use crate::config::ZoneConfig;
+use crate::error::BuddyError;
 use crate::frame::{Frame, FrameState, Word};
-use crate::{BuddyError, Order, Pfn, ZoneConfig};
+use crate::types::Order;
+use mm_types::Pfn;
 
 /// A zone's frames, `&'a [Frame]` kept as a pointer and a length. Handing a slice
 /// reference to a function makes Miri's Stacked Borrows retag it, which visits every frame of

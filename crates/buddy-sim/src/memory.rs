@@ -10,11 +10,11 @@
 // `FrameMemory` contract and on the zone owning the block.
 #![allow(unsafe_code)]
 
-use crate::Pfn;
 use crate::decompose::decompose;
 use crate::error::{BuddyError, ConfigError};
 use crate::types::{MAX_SUPPORTED_ORDER, Order};
 use core::ptr::NonNull;
+use mm_types::Pfn;
 use mm_types::{PageSize, PhysAddr};
 use zero_core::{ClearConfig, Clearer, Resched};
 

@@ -15,9 +15,10 @@
 //! and a free block of the pageblock order or above spans pageblocks of one type.
 
 use crate::buddy::FreeArea;
+use crate::error::BuddyError;
 use crate::frame::{FrameState, Word};
 use crate::map::FrameMap;
-use crate::{BuddyError, Order};
+use crate::types::Order;
 
 /// The kind of an allocation, and the type of a pageblock: which allocations it groups.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -158,7 +159,7 @@ impl FrameMap<'_> {
         core::iter::from_fn(move || {
             let i = (at < end).then_some(at)?;
             let w = self.frame(i).load();
-            at = i.saturating_add(1 << w.order().min(crate::MAX_SUPPORTED_ORDER));
+            at = i.saturating_add(1 << w.order().min(crate::types::MAX_SUPPORTED_ORDER));
             Some((i, w))
         })
     }
@@ -371,19 +372,19 @@ pub(crate) fn pageblocks_covering(
 }
 
 #[cfg(feature = "testing")]
-impl<F, P, R> crate::Zone<F, P, R>
+impl<F, P, R> crate::zone::Zone<F, P, R>
 where
-    F: AsRef<[crate::Frame]>,
-    P: AsRef<[crate::PerCpu<R>]>,
+    F: AsRef<[crate::frame::Frame]>,
+    P: AsRef<[crate::pcp::PerCpu<R>]>,
     R: lock_api::RawMutex,
 {
     /// Gives this zone's pageblocks the types and isolation of `other`'s (a zone of the same
     /// geometry), moving free blocks with them: for harnesses whose second zone replays an
     /// allocation at the address the first chose (`alloc_pages_at` claims nothing).
-    pub(crate) fn copy_pageblocks_from<F2, P2, R2>(&self, other: &crate::Zone<F2, P2, R2>)
+    pub(crate) fn copy_pageblocks_from<F2, P2, R2>(&self, other: &crate::zone::Zone<F2, P2, R2>)
     where
-        F2: AsRef<[crate::Frame]>,
-        P2: AsRef<[crate::PerCpu<R2>]>,
+        F2: AsRef<[crate::frame::Frame]>,
+        P2: AsRef<[crate::pcp::PerCpu<R2>]>,
         R2: lock_api::RawMutex,
     {
         let (m, theirs) = (self.map(), other.map());

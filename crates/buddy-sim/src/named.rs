@@ -2,7 +2,6 @@
 //! allocations, an [`AllocRequest`]. For callers that make one call on a CPU; a caller that
 //! makes several resolves the CPU once with [`Zone::cpu`] and calls the handle.
 
-use crate::Pfn;
 use crate::compaction::{CompactStats, Migrate};
 use crate::error::BuddyError;
 use crate::frame::Frame;
@@ -16,6 +15,7 @@ use crate::zeroed::Zeroing;
 use crate::zone::Zone;
 use lock_api::RawMutex;
 use mm_types::FrameRange;
+use mm_types::Pfn;
 use zero_core::Resched;
 
 impl<F, P, R> Zone<F, P, R>

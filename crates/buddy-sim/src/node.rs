@@ -24,17 +24,22 @@ use core::marker::PhantomData;
 
 use crate::block::Block;
 use crate::buddy::Prefer;
+use crate::compaction::{CompactStats, Migrate};
+use crate::error::BuddyError;
 use crate::error::ConfigError;
+use crate::frame::Frame;
+use crate::memory::{FrameClearer, FrameMemory};
+use crate::pcp::PerCpu;
 use crate::request::{AllocRequest, RequestConflict, ReschedPoint};
 use crate::stats::MemoryStats;
+use crate::sync::DefaultRawMutex;
 use crate::sync::Mutex;
 use crate::types::NodeId;
+use crate::types::Order;
 use crate::zeroed::Zeroing;
-use crate::{
-    BuddyError, CompactStats, DefaultRawMutex, Frame, FrameClearer, FrameMemory, Migrate, Order,
-    PerCpu, Pfn, Zone,
-};
+use crate::zone::Zone;
 use lock_api::RawMutex;
+use mm_types::Pfn;
 use zero_core::Resched;
 
 /// The most nodes a [`Topology`] describes.

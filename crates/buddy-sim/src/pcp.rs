@@ -10,8 +10,10 @@ use crate::counters::LockStats;
 use crate::frame::{FrameState, Word};
 use crate::list::{FreeCount, List};
 use crate::map::FrameMap;
+use crate::migratetype::MigrateType;
+use crate::sync::DefaultRawMutex;
 use crate::sync::Mutex;
-use crate::{DefaultRawMutex, MigrateType, Order};
+use crate::types::Order;
 use lock_api::RawMutex;
 
 /// Per-cpu list orders: 0, 1, 2, 3 (PAGE_ALLOC_COSTLY_ORDER) and the pageblock order.

@@ -2,9 +2,15 @@
 //! the "before" column of the benchmarks. The harnesses that drive a zone and its reference
 //! side by side are in `testing` (feature `testing`).
 
+use crate::cpu::{Access, Cpu};
+use crate::error::BuddyError;
+use crate::frame::Frame;
 use crate::frame::Word;
-use crate::{Access, BuddyError, Cpu, Frame, Order, PerCpu, Pfn, Zone};
+use crate::pcp::PerCpu;
+use crate::types::Order;
+use crate::zone::Zone;
 use lock_api::RawMutex;
+use mm_types::Pfn;
 
 /// Frees `[pfn, pfn + nr)` the way the kernel did before `free_contig_range` was batched:
 /// one `put_page` per page, so every page that reaches zero is checked and freed as order 0

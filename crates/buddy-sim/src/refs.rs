@@ -5,7 +5,6 @@
 //! reference at once cannot both free the block: one sees the count already at zero and
 //! gets [`BuddyError::DoubleFree`], changing nothing.
 
-use crate::Pfn;
 use crate::cpu::{Access, Cpu, CpuLists};
 use crate::error::BuddyError;
 use crate::frame::{Frame, FrameState, Word};
@@ -13,6 +12,7 @@ use crate::pcp::PerCpu;
 use crate::types::Order;
 use crate::zone::Zone;
 use lock_api::RawMutex;
+use mm_types::Pfn;
 
 impl<F, P, R> Zone<F, P, R>
 where

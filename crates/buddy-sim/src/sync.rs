@@ -134,3 +134,15 @@ fn contract_broken() -> ! {
          Zone::local_cpu is broken"
     )
 }
+
+/// The raw lock a [`Zone`](crate::Zone) and its [`PerCpu`](crate::PerCpu) lists use unless told otherwise: `spin`'s
+/// spinning mutex (feature `spin`, on by default). A kernel that takes the allocator from
+/// interrupt context names its own IRQ-safe [`lock_api::RawMutex`] instead.
+#[cfg(feature = "spin")]
+pub type DefaultRawMutex = spin::Mutex<()>;
+
+/// Without the `spin` feature there is no default lock: this type implements no
+/// [`lock_api::RawMutex`], so a zone must name its lock type.
+#[cfg(not(feature = "spin"))]
+#[derive(Debug)]
+pub enum DefaultRawMutex {}

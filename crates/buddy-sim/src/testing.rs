@@ -5,9 +5,16 @@
 //! model backed by memory). The crate's tests, its fuzz targets and an embedder's own tests
 //! use them; the references themselves are in [`crate::reference`].
 
+use crate::error::BuddyError;
+use crate::frame::Frame;
+use crate::migratetype::MigrateType;
+use crate::pcp::PerCpu;
 use crate::reference::free_contig_range_per_page;
-use crate::{AllocRequest, BuddyError, Frame, MigrateType, Order, PerCpu, Pfn, Zone};
+use crate::request::AllocRequest;
+use crate::types::Order;
+use crate::zone::Zone;
 use lock_api::RawMutex;
+use mm_types::Pfn;
 
 #[cfg(all(feature = "alloc", feature = "spin"))]
 mod nodes;
@@ -198,7 +205,7 @@ pub enum Divergence {
         per_page: Result<(), BuddyError>,
     },
     /// A zone failed [`Zone::check`].
-    Corrupt(crate::Corruption),
+    Corrupt(crate::check::Corruption),
     /// After draining, the zones differ in a frame's state, order, refcount or poison.
     Frames(Pfn),
     /// After draining, the zones differ in their free blocks.
@@ -391,7 +398,7 @@ where
                 frozen,
             } => match start.checked_add(offset) {
                 Some(first) => {
-                    let refuse = |_: &crate::Migration| false;
+                    let refuse = |_: &crate::compaction::Migration| false;
                     let contig = |z: &Zone<F, P, R>| {
                         if frozen {
                             z.alloc_contig_frozen_range(cpu, first, len, &mut { refuse })
@@ -417,8 +424,10 @@ where
             Op::Offline { cpu, offset, len } => match start.checked_add(offset) {
                 Some(first) => {
                     let offline = |z: &Zone<F, P, R>| {
-                        z.offline_range(cpu, first, len, &mut |_: &crate::Migration| false)
-                            .map(drop)
+                        z.offline_range(cpu, first, len, &mut |_: &crate::compaction::Migration| {
+                            false
+                        })
+                        .map(drop)
                     };
                     (offline(&self.batched), offline(&self.per_page))
                 }
@@ -621,7 +630,7 @@ where
         };
         let free = first_free_run(&self.batched, len, align);
         let contig = |z: &Zone<F, P, R>| {
-            let mut refuse = |_: &crate::Migration| false;
+            let mut refuse = |_: &crate::compaction::Migration| false;
             let request = AllocRequest::frames(len)
                 .aligned(align)
                 .contiguous(&mut refuse);

@@ -1,4 +1,4 @@
-use crate::BuddyError;
+use crate::error::BuddyError;
 use core::fmt;
 use mm_types::Pfn;
 

@@ -17,12 +17,17 @@
 
 use crate::buddy::{FreeArea, Prefer};
 use crate::cpu::CpuLists;
+use crate::error::BuddyError;
 use crate::frame::{Frame, FrameState, Word};
 use crate::map::FrameMap;
 use crate::memory::{FRAME, FrameClearer, FrameMemory};
+use crate::migratetype::MigrateType;
 use crate::migratetype::{ISOLATE, LIST_TYPES};
-use crate::{BuddyError, MAX_SUPPORTED_ORDER, MigrateType, Order, PerCpu, Pfn, Zone};
+use crate::pcp::PerCpu;
+use crate::types::{MAX_SUPPORTED_ORDER, Order};
+use crate::zone::Zone;
 use lock_api::RawMutex;
+use mm_types::Pfn;
 use zero_core::Resched;
 
 /// How a zeroed allocation clears what it takes: through `clearer`, the bytes around

@@ -5,23 +5,27 @@ use core::fmt;
 use core::ops::{DerefMut, Range};
 
 use crate::buddy::FreeArea;
+use crate::config::ZoneConfig;
 use crate::counters::LockStats;
+use crate::counters::OpCounters;
 use crate::cpu::CpuLists;
-use crate::decompose;
+use crate::decompose::decompose;
+#[cfg(not(loom))]
 use crate::deferred::{AddedRanges, DeferredRanges};
+use crate::error::BuddyError;
 use crate::error::ConfigError;
 use crate::frame::{Frame, FrameInfo, FrameState, Word};
 use crate::list::{FreeCount, List};
 use crate::map::{FrameMap, Frames};
 use crate::memory::FRAME;
+use crate::migratetype::MigrateType;
 use crate::pcp::{PcpLists, PerCpu};
+use crate::sync::DefaultRawMutex;
 use crate::sync::{AtomicU64, Mutex, Ordering};
 use crate::types::NodeId;
-use crate::{
-    BuddyError, DefaultRawMutex, MAX_SUPPORTED_ORDER, MigrateType, OpCounters, Order, Pfn,
-    ZoneConfig,
-};
+use crate::types::{MAX_SUPPORTED_ORDER, Order};
 use lock_api::RawMutex;
+use mm_types::Pfn;
 use mm_types::{FrameRange, PhysAddr};
 
 /// Where a free block sits.

@@ -9,7 +9,6 @@
 //! aligned blocks ([`Zone::free_contig_range`]).
 
 use super::direct_map::{DirectMap, PAGE};
-use crate::Pfn;
 use crate::decompose::decompose;
 use crate::error::BuddyError;
 use crate::frame::Frame;
@@ -19,6 +18,7 @@ use crate::types::Order;
 use crate::zone::Zone;
 use axallocator::{AllocError, AllocResult, BaseAllocator, PageAllocator};
 use lock_api::RawMutex;
+use mm_types::Pfn;
 
 /// A zone as `axallocator`'s [`PageAllocator`], allocating and freeing on one CPU's lists
 /// (make one per CPU: it holds a shared reference to the zone, which is `Sync`).

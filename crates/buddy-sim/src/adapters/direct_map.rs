@@ -8,10 +8,10 @@
     allow(dead_code)
 )]
 
-use crate::Pfn;
 use crate::error::BuddyError;
 use crate::error::ConfigError;
 use crate::types::Order;
+use mm_types::Pfn;
 
 /// The frame size ArceOS's interfaces assume (`PAGE_SIZE_4K`).
 pub(crate) const PAGE: usize = 4096;

@@ -5,7 +5,6 @@
 // operation here.
 #![allow(unsafe_code)]
 
-use crate::Pfn;
 use crate::error::BuddyError;
 use crate::frame::Frame;
 use crate::memory::FRAME;
@@ -17,6 +16,7 @@ use aarch64_paging::descriptor::{PagingAttributes, PhysicalAddress};
 use aarch64_paging::paging::{PageTable, Translation};
 use core::ptr::NonNull;
 use lock_api::RawMutex;
+use mm_types::Pfn;
 use mm_types::PhysAddr;
 use zero_core::NoResched;
 

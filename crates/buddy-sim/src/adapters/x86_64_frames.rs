@@ -6,13 +6,13 @@
 //! `None`, this one keeps the zone's error.
 #![allow(unsafe_code)]
 
-use crate::Pfn;
 use crate::error::BuddyError;
 use crate::frame::Frame;
 use crate::pcp::PerCpu;
 use crate::types::Order;
 use crate::zone::Zone;
 use lock_api::RawMutex;
+use mm_types::Pfn;
 use x86_64::PhysAddr;
 use x86_64::structures::paging::{
     FrameAllocator, FrameDeallocator, PageSize, PhysFrame, Size1GiB, Size2MiB, Size4KiB,
@@ -176,7 +176,8 @@ frame_traits!(Size4KiB, Size2MiB, Size1GiB);
 #[cfg(all(test, feature = "alloc", feature = "spin"))]
 mod tests {
     use super::*;
-    use crate::{BoxedZone, ZoneConfig};
+    use crate::boxed::BoxedZone;
+    use crate::config::ZoneConfig;
 
     /// Not under Miri: a zone of half a million frames takes minutes to set up there.
     #[test]

@@ -4,9 +4,14 @@
 
 use alloc::vec::Vec;
 
-use crate::{
-    BoxedNodeSet, BuddyError, FrameState, MigrateType, Migration, NodeId, NodePolicy, Order, Pfn,
-};
+use crate::boxed::BoxedNodeSet;
+use crate::compaction::Migration;
+use crate::error::BuddyError;
+use crate::frame::FrameState;
+use crate::migratetype::MigrateType;
+use crate::node::NodePolicy;
+use crate::types::{NodeId, Order};
+use mm_types::Pfn;
 
 /// One step for [`NodeModel`]. Indices (slots, zones, nodes) are taken modulo what exists.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -79,7 +84,7 @@ pub enum NodeDivergence {
     /// A frame handed out that is held already, offline, or not in any zone.
     BadFrame(Pfn),
     /// A zone failed its check.
-    Corrupt(crate::Corruption),
+    Corrupt(crate::check::Corruption),
     /// A node's counts differ from the model's.
     Counts {
         /// The node.

@@ -2,9 +2,12 @@
 //! operation that failed: what a failed operation may change is listed in its docs and in
 //! [`BuddyError`](crate::BuddyError)'s; everything else must read back exactly.
 
+use crate::frame::Frame;
 use crate::frame::FrameState;
-use crate::{Frame, PerCpu, Pfn, Zone};
+use crate::pcp::PerCpu;
+use crate::zone::Zone;
 use lock_api::RawMutex;
+use mm_types::Pfn;
 use std::vec::Vec;
 
 /// Everything a zone's caller can observe, read while no other CPU uses the zone: every

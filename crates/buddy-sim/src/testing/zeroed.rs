@@ -16,11 +16,15 @@ use alloc::vec::Vec;
 use core::ptr::NonNull;
 
 use super::{CheckInterval, Op};
+use crate::boxed::BoxedZone;
+use crate::config::ZoneConfig;
+use crate::error::BuddyError;
 use crate::memory::ZERO_FRAME;
-use crate::{
-    BoxedZone, BuddyError, FrameClearer, FrameMemory, FreeWhere, MigrateType, OffsetMap, Order,
-    Pfn, ZoneConfig,
-};
+use crate::memory::{FrameClearer, FrameMemory, OffsetMap};
+use crate::migratetype::MigrateType;
+use crate::types::Order;
+use crate::zone::FreeWhere;
+use mm_types::Pfn;
 use zero_core::{ClearConfig, NoResched, PageSize, PreemptModel};
 
 /// One page of the buffer: 4 KiB, aligned as a frame.
@@ -32,7 +36,7 @@ struct Page([u8; 4096]);
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ZeroDivergence {
     /// [`Zone::check`](crate::Zone::check) failed.
-    Corrupt(crate::Corruption),
+    Corrupt(crate::check::Corruption),
     /// A block the zone knows to be zero has a page that does not read zero.
     KnownZeroIsNot(Pfn),
     /// `alloc_zeroed` returned a block with a page that does not read zero.
@@ -361,7 +365,7 @@ impl ZeroedModel {
                     first.checked_add(k).is_some_and(|p| {
                         self.zone
                             .frame(p)
-                            .is_ok_and(|f| f.state == crate::FrameState::Reserved)
+                            .is_ok_and(|f| f.state == crate::frame::FrameState::Reserved)
                     })
                 });
                 if zeroed && len > 0 && all_reserved {
