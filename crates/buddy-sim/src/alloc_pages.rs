@@ -8,7 +8,7 @@ use crate::frame::{Frame, Word};
 use crate::memory::FrameMemory;
 use crate::migratetype::MigrateType;
 use crate::pcp::{PcpLists, PerCpu};
-use crate::request::{AllocRequest, RequestConflict, ReschedPoint};
+use crate::request::{AllocRequest, ReschedPoint};
 use crate::types::Order;
 use crate::zeroed::Zeroing;
 use crate::zone::Zone;
@@ -74,9 +74,6 @@ where
         let (zone, cpu) = (self.zone, self.lists());
         let (order, mt, key) = (request.order, request.mt, request.key);
         let Some(clearer) = request.clearer else {
-            if request.fault.is_some() {
-                return Err(BuddyError::Conflict(RequestConflict::FaultWithoutZeroed));
-            }
             let (idx, _) = zone.alloc_preferring(cpu, order, Prefer::Unzeroed, mt, key)?;
             return Ok(zone.map().pfn(idx));
         };

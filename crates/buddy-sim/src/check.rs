@@ -56,8 +56,7 @@ where
                 pfn: m.pfn(idx),
             })
         };
-        // A refused static zone spans none of its metadata.
-        let n = m.frames.len().min(self.cfg.nr_pages as usize);
+        let n = self.spanned_frames().len();
         let (mut buddy_heads, mut pcp_heads, mut reserved) = (0u64, 0, 0);
         let mut buddy = FreeCount::NONE;
         let mut idx = 0usize;

@@ -15,7 +15,7 @@
 //! vmalloc's, is not moved.
 
 use crate::buddy::FreeArea;
-use crate::cpu::{Access, Cpu, CpuLists};
+use crate::cpu::{Access, Cpu};
 use crate::error::BuddyError;
 use crate::frame::{Frame, FrameState, Word};
 use crate::map::FrameMap;
@@ -141,39 +141,6 @@ where
     P: AsRef<[PerCpu<R>]>,
     R: RawMutex,
 {
-    /// [`Cpu::compact`] on `pcp`'s lists.
-    pub(crate) fn compact_on(
-        &self,
-        pcp: CpuLists<'_, R>,
-        order: Order,
-        migrate: &mut impl Migrate,
-    ) -> Result<CompactStats, BuddyError> {
-        self.check_order(order)?;
-        self.drain_reachable(pcp);
-        let mut scanners = Scanners::start(self.map());
-        Ok(self.compact_run(&mut scanners, Some(order), u64::MAX, migrate))
-    }
-
-    /// [`Cpu::compact_some`] on `pcp`'s lists.
-    pub(crate) fn compact_some_on(
-        &self,
-        pcp: CpuLists<'_, R>,
-        budget: u64,
-        migrate: &mut impl Migrate,
-    ) -> Result<CompactStats, BuddyError> {
-        self.drain_reachable(pcp);
-        let m = self.map();
-        let mut scanners = self
-            .lock_zone()
-            .scanners
-            .unwrap_or_else(|| Scanners::start(m));
-        let stats = self.compact_run(&mut scanners, None, budget, migrate);
-        // Met (or nothing to do): start from the ends next time.
-        let done = stats.moved_pages < budget;
-        self.lock_zone().scanners = (!done).then_some(scanners);
-        Ok(stats)
-    }
-
     /// The scanners' loop: until `target` is met, `budget` frames moved, or they meet.
     fn compact_run(
         &self,
@@ -388,21 +355,29 @@ where
         order: Order,
         migrate: &mut impl Migrate,
     ) -> Result<CompactStats, BuddyError> {
-        self.zone.compact_on(self.lists(), order, migrate)
+        let zone = self.zone;
+        zone.check_order(order)?;
+        zone.drain_reachable(self.lists());
+        let mut scanners = Scanners::start(zone.map());
+        Ok(zone.compact_run(&mut scanners, Some(order), u64::MAX, migrate))
     }
 
     /// Proactive compaction for an idle CPU, like [`Zone::zero_some`]: moves at most
     /// `budget` frames' worth of movable blocks towards the top of the zone, the scanners
     /// going on where the last call left them (from the ends again once they met). Returns
     /// what it did; `moved_pages == 0` when there is nothing left to move.
-    ///
-    /// # Errors
-    /// [`BuddyError::BadCpu`].
-    pub fn compact_some(
-        &self,
-        budget: u64,
-        migrate: &mut impl Migrate,
-    ) -> Result<CompactStats, BuddyError> {
-        self.zone.compact_some_on(self.lists(), budget, migrate)
+    pub fn compact_some(&self, budget: u64, migrate: &mut impl Migrate) -> CompactStats {
+        let zone = self.zone;
+        zone.drain_reachable(self.lists());
+        let m = zone.map();
+        let mut scanners = zone
+            .lock_zone()
+            .scanners
+            .unwrap_or_else(|| Scanners::start(m));
+        let stats = zone.compact_run(&mut scanners, None, budget, migrate);
+        // Met (or nothing to do): start from the ends next time.
+        let done = stats.moved_pages < budget;
+        zone.lock_zone().scanners = (!done).then_some(scanners);
+        stats
     }
 }

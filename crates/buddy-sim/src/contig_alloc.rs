@@ -25,11 +25,12 @@ use crate::decompose::decompose;
 use crate::error::BuddyError;
 use crate::frame::{Frame, FrameState, Word};
 use crate::map::FrameMap;
-use crate::memory::{FRAME, FrameMemory};
+use crate::memory::FrameMemory;
 use crate::migratetype::{Pageblock, pageblocks_covering};
 use crate::pcp::PerCpu;
 use crate::request::{AllocRequest, MigrateCallback, ReschedPoint};
 use crate::types::Order;
+use crate::zeroed::fault_inside;
 use crate::zone::Zone;
 use core::ops::Range;
 use lock_api::RawMutex;
@@ -51,30 +52,6 @@ where
     P: AsRef<[PerCpu<R>]>,
     R: RawMutex,
 {
-    /// [`Cpu::alloc_contig_range`] on `pcp`'s lists.
-    pub(crate) fn alloc_contig_range_on(
-        &self,
-        pcp: CpuLists<'_, R>,
-        pfn: Pfn,
-        nr: u64,
-        migrate: &mut impl Migrate,
-    ) -> Result<(), BuddyError> {
-        self.contig_range(pcp, pfn, nr, Take::Pages(Word::allocated(0)), migrate)
-            .map(|_| ())
-    }
-
-    /// [`Cpu::alloc_contig_frozen_range`] on `pcp`'s lists.
-    pub(crate) fn alloc_contig_frozen_range_on(
-        &self,
-        pcp: CpuLists<'_, R>,
-        pfn: Pfn,
-        nr: u64,
-        migrate: &mut impl Migrate,
-    ) -> Result<(), BuddyError> {
-        self.contig_range(pcp, pfn, nr, Take::Pages(Word::FROZEN_PAGE), migrate)
-            .map(|_| ())
-    }
-
     /// [`Cpu::alloc_raw`](crate::Cpu::alloc_raw) of a contiguous request: its frames found
     /// anywhere in the zone ([`Zone::contig_pages`]), cleared if the request is zeroed.
     #[allow(unsafe_code)]
@@ -95,15 +72,8 @@ where
         let Some(migrate) = request.migrate.as_deref_mut() else {
             return Err(BuddyError::ZeroPages);
         };
-        if let Some(at) = request.fault {
-            let bytes = nr.checked_mul(FRAME.bytes() as u64);
-            if u64::try_from(at).map_or(true, |at| bytes.is_none_or(|b| at >= b)) {
-                return Err(BuddyError::FaultOutsideBlock {
-                    order: Order::covering(nr).unwrap_or(Order::ZERO),
-                    offset: at,
-                });
-            }
-        }
+        let covering = Order::covering(nr).unwrap_or(Order::ZERO);
+        fault_inside(nr, covering, request.fault)?;
         let pfn = self.contig_pages(pcp, nr, align, page, &mut MigrateCallback(migrate))?;
         let Some(clearer) = request.clearer else {
             return Ok(pfn);
@@ -406,39 +376,43 @@ where
 {
     /// Allocates exactly the frames `[pfn, pfn + nr)` (any length), moving the movable
     /// allocations in the way out through `migrate`: each frame becomes an order-0 page with
-    /// one reference, to be freed with [`Zone::free_contig_range`] (any part of it: each page
+    /// one reference, to be freed with [`Cpu::free_contig_range`] (any part of it: each page
     /// is its own allocation).
     ///
     /// # Errors
     /// [`BuddyError::Busy`] for a frame that is allocated and not movable, pinned, refused by
     /// `migrate`, on another CPU's per-cpu list, or in a pageblock already isolated;
     /// [`BuddyError::Hole`] or [`BuddyError::LeakedPage`] for a frame that is not usable;
-    /// [`BuddyError::ZeroPages`], [`BuddyError::OutOfZone`], [`BuddyError::Overflow`],
-    /// [`BuddyError::BadCpu`]; [`BuddyError::OutOfMemory`] when a movable block finds no
-    /// target outside the range. Nothing is allocated then (see the module docs).
+    /// [`BuddyError::ZeroPages`], [`BuddyError::OutOfZone`], [`BuddyError::Overflow`];
+    /// [`BuddyError::OutOfMemory`] when a movable block finds no target outside the range.
+    /// Nothing is allocated then (see the module docs).
     pub fn alloc_contig_range(
         &self,
         pfn: Pfn,
         nr: u64,
         migrate: &mut impl Migrate,
     ) -> Result<(), BuddyError> {
+        let take = Take::Pages(Word::allocated(0));
         self.zone
-            .alloc_contig_range_on(self.lists(), pfn, nr, migrate)
+            .contig_range(self.lists(), pfn, nr, take, migrate)
+            .map(|_| ())
     }
 
-    /// [`Zone::alloc_contig_range`] handing the pages out frozen: no reference count, as
+    /// [`Cpu::alloc_contig_range`] handing the pages out frozen: no reference count, as
     /// Linux's `alloc_contig_frozen_range` does for users that manage the pages themselves
-    /// (hugetlb's gigantic pages). Free them with [`Zone::free_contig_frozen_range`].
+    /// (hugetlb's gigantic pages). Free them with [`Cpu::free_contig_frozen_range`].
     ///
     /// # Errors
-    /// As [`Zone::alloc_contig_range`].
+    /// As [`Cpu::alloc_contig_range`].
     pub fn alloc_contig_frozen_range(
         &self,
         pfn: Pfn,
         nr: u64,
         migrate: &mut impl Migrate,
     ) -> Result<(), BuddyError> {
+        let take = Take::Pages(Word::FROZEN_PAGE);
         self.zone
-            .alloc_contig_frozen_range_on(self.lists(), pfn, nr, migrate)
+            .contig_range(self.lists(), pfn, nr, take, migrate)
+            .map(|_| ())
     }
 }

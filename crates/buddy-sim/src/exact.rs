@@ -10,7 +10,7 @@ use crate::memory::FrameMemory;
 use crate::pcp::PerCpu;
 use crate::request::{AllocRequest, ReschedPoint};
 use crate::types::Order;
-use crate::zeroed::Zeroing;
+use crate::zeroed::{Zeroing, fault_inside};
 use crate::zone::Zone;
 use lock_api::RawMutex;
 use mm_types::Pfn;
@@ -37,7 +37,7 @@ where
 
     /// [`Cpu::alloc_raw`](crate::Cpu::alloc_raw) of a run of `pages` frames from the buddy:
     /// the block of the larger of [`Order::covering`]`(pages)` and the request's alignment
-    /// (zeroed as a whole if the request is), split into order-0 pages with one reference
+    /// (its first `pages` frames zeroed if the request is), split into order-0 pages with one reference
     /// each, the pages past `pages` freed again at once.
     #[allow(unsafe_code)]
     pub(crate) fn alloc_exact_request<M: FrameMemory>(
@@ -55,12 +55,15 @@ where
                 self.map().pfn(idx)
             }
             Some(clearer) => {
+                // Only the run is made zero: the pages past it go straight back.
+                fault_inside(pages, order, request.fault)?;
+                let (idx, zeroed) = self.alloc_preferring(cpu, order, Prefer::Zeroed, mt, key)?;
                 let zeroing = Zeroing {
                     clearer,
                     fault: request.fault,
                     resched: ReschedPoint(&mut request.resched),
                 };
-                self.alloc_zeroed_on(cpu, (order, mt, key), zeroing)?
+                self.make_allocation_zero(cpu, (idx, order), pages, zeroed, zeroing)?
             }
         };
         if let Err(e) = self.split_page(pfn, order) {

@@ -17,7 +17,7 @@
 
 use crate::compaction::Migrate;
 use crate::contig_alloc::Take;
-use crate::cpu::{Access, Cpu, CpuLists};
+use crate::cpu::{Access, Cpu};
 use crate::error::BuddyError;
 use crate::frame::Frame;
 use crate::pcp::PerCpu;
@@ -31,19 +31,6 @@ where
     P: AsRef<[PerCpu<R>]>,
     R: RawMutex,
 {
-    /// [`Cpu::offline_range`] on `pcp`'s lists.
-    pub(crate) fn offline_range_on(
-        &self,
-        pcp: CpuLists<'_, R>,
-        pfn: Pfn,
-        nr: u64,
-        migrate: &mut impl Migrate,
-    ) -> Result<u64, BuddyError> {
-        self.map().range(pfn, nr)?;
-        self.init_all_deferred();
-        self.contig_range(pcp, pfn, nr, Take::Offline, migrate)
-    }
-
     /// Initializes every deferred frame, and waits for the chunks other CPUs are
     /// initializing.
     fn init_all_deferred(&self) {
@@ -231,13 +218,13 @@ where
     ///
     /// # Errors
     /// [`BuddyError::Busy`] for a frame that is allocated and not movable, pinned, refused by
-    /// `migrate`, on another CPU's per-cpu list (with CPU-local lists), or in a pageblock a
+    /// `migrate`, on another CPU's per-cpu list (through a `LocalCpu`), or in a pageblock a
     /// contiguous allocation or another offline has isolated; [`BuddyError::Hole`] for a
     /// frame that is not usable memory (offline already, never added);
     /// [`BuddyError::OutOfMemory`] when a movable block finds no free block outside the
     /// range; [`BuddyError::RangesFull`] when the table of added ranges cannot record the
-    /// cut; [`BuddyError::ZeroPages`], [`BuddyError::OutOfZone`], [`BuddyError::Overflow`],
-    /// [`BuddyError::BadCpu`]. Nothing is offlined then and the pageblocks are as they were;
+    /// cut; [`BuddyError::ZeroPages`], [`BuddyError::OutOfZone`], [`BuddyError::Overflow`].
+    /// Nothing is offlined then and the pageblocks are as they were;
     /// what a failed offline may have changed (drained per-cpu lists, deferred frames
     /// initialized, blocks moved before a later one failed) is listed at [`BuddyError`].
     pub fn offline_range(
@@ -246,6 +233,9 @@ where
         nr: u64,
         migrate: &mut impl Migrate,
     ) -> Result<u64, BuddyError> {
-        self.zone.offline_range_on(self.lists(), pfn, nr, migrate)
+        let zone = self.zone;
+        zone.map().range(pfn, nr)?;
+        zone.init_all_deferred();
+        zone.contig_range(self.lists(), pfn, nr, Take::Offline, migrate)
     }
 }

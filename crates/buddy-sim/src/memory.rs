@@ -186,25 +186,29 @@ impl<M: FrameMemory> FrameClearer<M> {
         Ok((ptr, pages))
     }
 
-    /// Makes the block `[pfn, pfn + 2^order)` the zone just handed out read zero, off the
-    /// fast path: checks it if it is `known_zero` (the debug check), else clears it.
+    /// Makes the frames `[pfn, pfn + nr)` the zone just handed out read zero, off the fast
+    /// path: checks them if they are `known_zero` (the debug check), else clears them
+    /// ([`FrameClearer::clear_run`]; for a block, the block itself with `fault`'s
+    /// neighbourhood last).
     #[cold]
     #[inline(never)]
     pub(crate) fn make_zero(
         &self,
         pfn: Pfn,
-        order: Order,
+        nr: u64,
         known_zero: bool,
         fault: Option<usize>,
         resched: &mut impl Resched,
     ) -> Result<(), BuddyError> {
         if !known_zero {
-            return self.clear(pfn, order, fault, resched);
+            return self.clear_run(pfn, nr, fault, resched);
         }
-        match self.reads_zero(pfn, order)? {
-            true => Ok(()),
-            false => Err(BuddyError::StaleZero(pfn)),
+        for (start, order) in decompose(pfn, nr, Order(MAX_SUPPORTED_ORDER))? {
+            if !self.reads_zero(start, order)? {
+                return Err(BuddyError::StaleZero(pfn));
+            }
         }
+        Ok(())
     }
 
     /// Zeroes the block `[pfn, pfn + 2^order)`, which the zone owns or just handed to the

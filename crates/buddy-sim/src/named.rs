@@ -114,14 +114,14 @@ where
     /// [`Cpu::compact_some`](crate::Cpu::compact_some) on CPU `cpu`: `self.cpu(cpu)?.compact_some(..)`.
     ///
     /// # Errors
-    /// [`BuddyError::BadCpu`]; as [`Cpu::compact_some`](crate::Cpu::compact_some).
+    /// [`BuddyError::BadCpu`].
     pub fn compact_some(
         &self,
         cpu: usize,
         budget: u64,
         migrate: &mut impl Migrate,
     ) -> Result<CompactStats, BuddyError> {
-        self.cpu(cpu)?.compact_some(budget, migrate)
+        Ok(self.cpu(cpu)?.compact_some(budget, migrate))
     }
 
     /// [`Cpu::free_pages`](crate::Cpu::free_pages) on CPU `cpu`: `self.cpu(cpu)?.free_pages(..)`.

@@ -30,7 +30,7 @@ use crate::error::ConfigError;
 use crate::frame::Frame;
 use crate::memory::{FrameClearer, FrameMemory};
 use crate::pcp::PerCpu;
-use crate::request::{AllocRequest, RequestConflict, ReschedPoint};
+use crate::request::{AllocRequest, ReschedPoint};
 use crate::stats::MemoryStats;
 use crate::sync::DefaultRawMutex;
 use crate::sync::Mutex;
@@ -465,7 +465,7 @@ where
         request: AllocRequest<'_, M>,
     ) -> Result<Pfn, BuddyError> {
         // The common case, inline: a plain block, only its frame number carried back.
-        if request.is_block() && request.clearer.is_none() && request.fault.is_none() {
+        if request.is_block() && request.clearer.is_none() {
             let (order, mt, key) = (request.order, request.mt, request.key);
             return self.allocate(cpu, order, request.policy, |z, slow| {
                 let (idx, _) =
@@ -505,12 +505,9 @@ where
             return self.alloc_run_in(cpu, request);
         }
         let (order, policy, mt, key) = (request.order, request.policy, request.mt, request.key);
-        let prefer = match (request.clearer, request.fault) {
-            (Some(_), _) => Prefer::Zeroed,
-            (None, None) => Prefer::Unzeroed,
-            (None, Some(_)) => {
-                return Err(BuddyError::Conflict(RequestConflict::FaultWithoutZeroed));
-            }
+        let prefer = match request.clearer {
+            Some(_) => Prefer::Zeroed,
+            None => Prefer::Unzeroed,
         };
         let fault = request.fault;
         let (zone, idx, zeroed) = self.allocate(cpu, order, policy, |z, slow| {
@@ -528,7 +525,13 @@ where
             fault,
             resched: ReschedPoint(&mut request.resched),
         };
-        let pfn = zone.make_allocation_zero(zone.pcp(cpu)?, idx, order, zeroed, zeroing)?;
+        let pfn = zone.make_allocation_zero(
+            zone.pcp(cpu)?,
+            (idx, order),
+            order.pages(),
+            zeroed,
+            zeroing,
+        )?;
         Ok((zone, pfn))
     }
 

@@ -78,16 +78,6 @@ where
         self.put(pcp, pfn, Some(order))
     }
 
-    /// [`Cpu::put_page`] on `pcp`'s lists.
-    #[allow(unsafe_code)]
-    pub(crate) unsafe fn put_page_on(
-        &self,
-        pcp: CpuLists<'_, R>,
-        pfn: Pfn,
-    ) -> Result<(), BuddyError> {
-        self.put(pcp, pfn, None)
-    }
-
     fn put(&self, pcp: CpuLists<'_, R>, pfn: Pfn, order: Option<Order>) -> Result<(), BuddyError> {
         let (idx, old) = self.update_head(pfn, order, |w| Ok(w.without_a_reference()))?;
         if old.refcount() == 1 {
@@ -219,7 +209,6 @@ where
     /// a frame in no allocation), but not always: the block may be someone else's by then.
     #[allow(unsafe_code)]
     pub unsafe fn put_page(&self, pfn: Pfn) -> Result<(), BuddyError> {
-        // SAFETY: the caller's promise, passed on.
-        unsafe { self.zone.put_page_on(self.lists(), pfn) }
+        self.zone.put(self.lists(), pfn, None)
     }
 }

@@ -207,14 +207,16 @@ impl<'a, M> AllocRequest<'a, M> {
         }
     }
 
-    /// One block from the free lists, zeroed or not, of any kind: the common requests, whose
-    /// options conflict only in a fault hint without a clearer.
+    /// One block from the free lists, zeroed or not, of any kind, whose options go together
+    /// (the common requests): what [`AllocRequest::check`] would pass and no run. Every
+    /// other request goes through `check` first.
     #[inline(always)]
     pub(crate) const fn is_block(&self) -> bool {
         self.frames.is_none()
             && self.migrate.is_none()
             && !self.frozen
             && self.align.get() <= self.order.get()
+            && (self.fault.is_none() || self.clearer.is_some())
     }
 
     /// What a [`Block`](crate::Block) of this request holds.

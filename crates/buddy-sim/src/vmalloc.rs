@@ -174,7 +174,23 @@ where
     /// a frame in no allocation), but not always: the block may be someone else's by then.
     #[allow(unsafe_code)]
     pub unsafe fn vfree(&self, area: &VmArea<'_>) -> Result<(), BuddyError> {
-        self.zone.vfree_on(self.lists(), area)
+        let (zone, pcp) = (self.zone, self.lists());
+        for run in area.runs {
+            zone.map().range(run.start, run.pages)?;
+        }
+        let pages = |run: &FrameRange| zone.map().range(run.start, run.pages);
+        for (k, run) in area.runs.iter().enumerate() {
+            if let Err(e) = zone.claim(pages(run)?, Claim::Vmalloc) {
+                for done in &area.runs[..k] {
+                    zone.unclaim(pages(done)?, Claim::Vmalloc);
+                }
+                return Err(e);
+            }
+        }
+        for run in area.runs {
+            zone.commit(pcp, pages(run)?);
+        }
+        Ok(())
     }
 }
 
@@ -232,26 +248,6 @@ where
                 self.commit(pcp, idx..idx + run.pages as u32);
             }
             return Err(e);
-        }
-        Ok(())
-    }
-
-    /// [`Cpu::vfree`] on `pcp`'s lists (whose caller holds what it frees).
-    fn vfree_on(&self, pcp: CpuLists<'_, R>, area: &VmArea<'_>) -> Result<(), BuddyError> {
-        for run in area.runs {
-            self.map().range(run.start, run.pages)?;
-        }
-        let pages = |run: &FrameRange| self.map().range(run.start, run.pages);
-        for (k, run) in area.runs.iter().enumerate() {
-            if let Err(e) = self.claim(pages(run)?, Claim::Vmalloc) {
-                for done in &area.runs[..k] {
-                    self.unclaim(pages(done)?, Claim::Vmalloc);
-                }
-                return Err(e);
-            }
-        }
-        for run in area.runs {
-            self.commit(pcp, pages(run)?);
         }
         Ok(())
     }

@@ -30,6 +30,22 @@ use lock_api::RawMutex;
 use mm_types::Pfn;
 use zero_core::Resched;
 
+/// [`BuddyError::FaultOutsideBlock`] (naming `order`) if `fault` is not a byte offset inside
+/// the first `pages` frames of an allocation.
+pub(crate) fn fault_inside(
+    pages: u64,
+    order: Order,
+    fault: Option<usize>,
+) -> Result<(), BuddyError> {
+    let bytes = pages.saturating_mul(FRAME.bytes() as u64);
+    match fault {
+        Some(at) if u64::try_from(at).map_or(true, |at| at >= bytes) => {
+            Err(BuddyError::FaultOutsideBlock { order, offset: at })
+        }
+        _ => Ok(()),
+    }
+}
+
 /// How a zeroed allocation clears what it takes: through `clearer`, the bytes around
 /// `fault` (an offset into the block) last, `resched` called between zero-core's batches.
 pub(crate) struct Zeroing<'c, M, S> {
@@ -46,15 +62,10 @@ where
 {
     /// [`BuddyError::FaultOutsideBlock`] if `fault` is not inside a block of `order`.
     pub(crate) fn check_fault(&self, order: Order, fault: Option<usize>) -> Result<(), BuddyError> {
-        if let Some(at) = fault {
-            // Orders are at most MAX_SUPPORTED_ORDER: the block's bytes fit in a u64.
-            let bytes = order.pages() * FRAME.bytes() as u64;
-            if u64::try_from(at).map_or(true, |at| at >= bytes) {
-                self.check_order(order)?;
-                return Err(BuddyError::FaultOutsideBlock { order, offset: at });
-            }
-        }
-        Ok(())
+        fault_inside(order.pages(), order, fault).or_else(|e| {
+            self.check_order(order)?;
+            Err(e)
+        })
     }
 
     /// A zeroed block of `2^order` frames of kind `mt` (its head given `key`) on `cpu`'s
@@ -70,17 +81,18 @@ where
         let (order, mt, key) = block;
         self.check_fault(order, zeroing.fault)?;
         let (idx, zeroed) = self.alloc_preferring(cpu, order, Prefer::Zeroed, mt, key)?;
-        self.make_allocation_zero(cpu, idx, order, zeroed, zeroing)
+        self.make_allocation_zero(cpu, (idx, order), order.pages(), zeroed, zeroing)
     }
 
-    /// The second half of a zeroed allocation: clears the block just allocated at `idx`
-    /// unless it is known zero, or frees it again and returns the error.
+    /// The second half of a zeroed allocation: makes the first `pages` frames of the block
+    /// `(idx, order)` just allocated read zero (cleared unless it is known zero), or frees
+    /// the block again and returns the error.
     #[allow(unsafe_code)]
     pub(crate) fn make_allocation_zero<M: FrameMemory>(
         &self,
         cpu: CpuLists<'_, R>,
-        idx: u32,
-        order: Order,
+        (idx, order): (u32, Order),
+        pages: u64,
         zeroed: bool,
         zeroing: Zeroing<'_, M, impl Resched>,
     ) -> Result<Pfn, BuddyError> {
@@ -93,7 +105,7 @@ where
         if zeroed && !clearer.verifies() {
             return Ok(pfn);
         }
-        if let Err(e) = clearer.make_zero(pfn, order, zeroed, fault, &mut resched) {
+        if let Err(e) = clearer.make_zero(pfn, pages, zeroed, fault, &mut resched) {
             // The block is this call's with one reference: freeing it cannot fail.
             // SAFETY: this call allocated the block and hands it to nobody.
             let _ = unsafe { self.free_pages_on(cpu, pfn, order) };

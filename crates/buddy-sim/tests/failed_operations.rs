@@ -86,16 +86,19 @@ fn a_refused_contiguous_allocation_keeps_the_known_zero_blocks_it_took_a_target_
     }
 }
 
+/// A block of `2^order` frames of kind `mt` from CPU 0.
+fn alloc_on_cpu0(z: &BoxedZone, order: u8, mt: MigrateType) -> Pfn {
+    z.cpu(0)
+        .unwrap()
+        .alloc_raw(AllocRequest::order(o(order)).kind(mt))
+        .unwrap()
+}
+
 #[test]
 fn a_refused_move_gives_back_the_pageblock_its_target_claimed() {
     let z = small_zone();
     z.add_memory(START, 64).unwrap();
-    let alloc = |order, mt| {
-        z.cpu(0)
-            .unwrap()
-            .alloc_raw(AllocRequest::order(o(order)).kind(mt))
-            .unwrap()
-    };
+    let alloc = |order, mt| alloc_on_cpu0(&z, order, mt);
     assert_eq!(alloc(1, MigrateType::Movable), START);
     assert_eq!(alloc(3, MigrateType::Unmovable), Pfn(0x2020));
     for at in [0x2008, 0x2010, 0x2018] {
@@ -129,12 +132,7 @@ fn a_refused_move_gives_back_the_pageblock_its_target_claimed() {
 fn alloc_contig_pages_goes_on_past_a_candidate_whose_movable_block_finds_no_target() {
     let z = small_zone();
     z.add_memory(START, 64).unwrap();
-    let alloc = |order, mt| {
-        z.cpu(0)
-            .unwrap()
-            .alloc_raw(AllocRequest::order(o(order)).kind(mt))
-            .unwrap()
-    };
+    let alloc = |order, mt| alloc_on_cpu0(&z, order, mt);
     assert_eq!(alloc(3, MigrateType::Unmovable), START);
     for at in [0x2020, 0x2028, 0x2030] {
         assert_eq!(alloc(3, MigrateType::Movable), Pfn(at));

@@ -184,6 +184,15 @@ fn zeroed_runs_read_zero_in_every_byte() {
                 .fault_at(5 * 4096 + 17),
         )
         .unwrap();
+    // The covering block's eighth frame went straight back: a run is cleared, not its
+    // block.
+    assert!(
+        ram[(run.0 + 7 - START.0) as usize]
+            .0
+            .iter()
+            .all(|&b| b == 0xA5),
+        "the frame past the run was cleared"
+    );
     let contig = cpu
         .alloc_raw(
             AllocRequest::frames(9)
@@ -198,6 +207,14 @@ fn zeroed_runs_read_zero_in_every_byte() {
             assert!(page.iter().all(|&b| b == 0), "frame {p:#x} not zero");
         }
     }
+    assert_eq!(
+        cpu.alloc_raw(AllocRequest::frames(5).zeroed(&clearer).fault_at(6 * 4096)),
+        Err(BuddyError::FaultOutsideBlock {
+            order: o(3),
+            offset: 6 * 4096
+        }),
+        "a fault past the run, inside its covering block"
+    );
     assert!(
         cpu.alloc_raw(AllocRequest::frames(4).zeroed(&clearer).fault_at(4 * 4096))
             .is_err(),
