@@ -61,11 +61,13 @@ where
     R: RawMutex,
 {
     /// [`BuddyError::FaultOutsideBlock`] if `fault` is not inside a block of `order`.
+    #[inline(always)]
     pub(crate) fn check_fault(&self, order: Order, fault: Option<usize>) -> Result<(), BuddyError> {
-        fault_inside(order.pages(), order, fault).or_else(|e| {
+        let inside = fault_inside(order.pages(), order, fault);
+        if inside.is_err() {
             self.check_order(order)?;
-            Err(e)
-        })
+        }
+        inside
     }
 
     /// A zeroed block of `2^order` frames of kind `mt` (its head given `key`) on `cpu`'s
@@ -87,6 +89,7 @@ where
     /// The second half of a zeroed allocation: makes the first `pages` frames of the block
     /// `(idx, order)` just allocated read zero (cleared unless it is known zero), or frees
     /// the block again and returns the error.
+    #[inline(always)]
     #[allow(unsafe_code)]
     pub(crate) fn make_allocation_zero<M: FrameMemory>(
         &self,
