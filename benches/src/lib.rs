@@ -39,7 +39,7 @@ pub(crate) fn must<T>(r: Result<T, BuddyError>) -> T {
 
 /// An order a workload names.
 pub(crate) fn order(o: u8) -> Order {
-    must(Order::new(o))
+    must(Order::new(o).map_err(BuddyError::from))
 }
 
 /// Every workload callgrind counts (`report count`), from the sections that own them. Add a

@@ -41,7 +41,7 @@ struct Stage {
     run: fn(&Path, &Options) -> StageResult,
 }
 
-const STAGES: [Stage; 14] = [
+const STAGES: [Stage; 15] = [
     Stage {
         name: "setup",
         run: |root, _| setup::run(root),
@@ -49,6 +49,10 @@ const STAGES: [Stage; 14] = [
     Stage {
         name: "fmt",
         run: fmt,
+    },
+    Stage {
+        name: "layers",
+        run: |root, _| crate::layers::run(root),
     },
     Stage {
         name: "clippy",

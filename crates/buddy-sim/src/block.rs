@@ -6,49 +6,17 @@ use core::cell::Cell;
 use core::fmt;
 use core::mem::ManuallyDrop;
 
-use crate::cpu::{Access, Cpu, Locked};
 use crate::error::BuddyError;
 use crate::frame::{Frame, FrameState};
 use crate::memory::FrameMemory;
 use crate::migratetype::MigrateType;
-use crate::pcp::PerCpu;
-use crate::request::AllocRequest;
+use crate::request::{AllocRequest, Holding};
 use crate::sync::spin_loop;
-use crate::types::Order;
+use crate::zone::cpu::{Access, Cpu, Locked};
+use crate::zone::pcp::PerCpu;
 use lock_api::RawMutex;
 use mm_types::FrameRange;
 use mm_types::Pfn;
-
-/// What a [`Block`] holds, and so how it is freed.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum Holding {
-    /// One block of `2^order` frames with one reference (`free_pages`).
-    Block(Order),
-    /// A movable block of `2^order` frames under `key`: compaction may move it, so the
-    /// block finds its frames again by its key (keys of the zone's live owned movable
-    /// blocks are distinct).
-    Movable {
-        /// The block's order.
-        order: Order,
-        /// The embedder's key, handed to its [`Migrate`](crate::Migrate) callback.
-        key: u64,
-    },
-    /// A run of order-0 pages, each with one reference (`free_contig_range`).
-    Pages(u64),
-    /// A run of frozen order-0 pages (`free_contig_frozen_range`).
-    FrozenPages(u64),
-}
-
-impl Holding {
-    /// The frames held.
-    #[must_use]
-    pub const fn pages(self) -> u64 {
-        match self {
-            Self::Block(order) | Self::Movable { order, .. } => order.pages(),
-            Self::Pages(n) | Self::FrozenPages(n) => n,
-        }
-    }
-}
 
 /// An allocation its owner frees by dropping it: made by [`Cpu::alloc`], freed through the
 /// CPU handle that made it. `A` is that handle's [`Access`]: a block from a

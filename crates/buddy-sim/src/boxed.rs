@@ -1,13 +1,13 @@
 //! Zones and node sets whose metadata the global allocator provides (feature `alloc`):
 //! [`BoxedZone`], [`BoxedNodeSet`].
 
-use crate::config::ZoneConfig;
 use crate::error::BuddyError;
 use crate::frame::Frame;
 use crate::node::NodeSet;
-use crate::pcp::PerCpu;
 use crate::sync::DefaultRawMutex;
 use crate::zone::Zone;
+use crate::zone::config::ZoneConfig;
+use crate::zone::pcp::PerCpu;
 
 /// A zone whose metadata is in vectors, locked with [`DefaultRawMutex`] unless `R` names
 /// another lock: `BoxedZone::new_boxed(cfg)` (the default lock, as `HashMap::new` has the

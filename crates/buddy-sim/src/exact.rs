@@ -2,16 +2,16 @@
 //! `free_pages_exact`): the covering block, split into order-0 pages, with the pages past the
 //! request given back at once as the fewest aligned blocks.
 
-use crate::buddy::Prefer;
-use crate::cpu::CpuLists;
 use crate::error::BuddyError;
 use crate::frame::Frame;
 use crate::memory::FrameMemory;
-use crate::pcp::PerCpu;
 use crate::request::{AllocRequest, ReschedPoint};
 use crate::types::Order;
 use crate::zeroed::{Zeroing, fault_inside};
 use crate::zone::Zone;
+use crate::zone::buddy::Prefer;
+use crate::zone::pcp::CpuLists;
+use crate::zone::pcp::PerCpu;
 use lock_api::RawMutex;
 use mm_types::Pfn;
 

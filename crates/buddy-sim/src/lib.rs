@@ -38,19 +38,25 @@
 //! CPU; both can be plain `static`s, or a whole [`StaticZone`]): no allocation. Bad input
 //! returns a [`BuddyError`] and leaves the zone as it was.
 //!
-//! One file per concern: `types` (orders, node numbers), `config` (geometry), `frame` and
-//! `list` (metadata), `map` (frame arithmetic and lookups), `buddy` (the zone lock's free
-//! areas), `pcp` (per-cpu lists), `zone` (the zone and what operations share), `cpu` (the
-//! per-CPU handle), `request` (`AllocRequest`), `block` (owned allocations), `named` (the
-//! zone's one-line calls that name a CPU), `alloc_pages`, `refs` (references and frees),
-//! `exact` (runs of any length from the buddy, Linux's `alloc_pages_exact`), `contig`
-//! (`free_contig_range`, `free_contig_frozen_range`), `migratetype` (pageblock types,
-//! fallback and claiming), `compaction`, `contig_alloc` (`alloc_contig_range` and its kin),
-//! `hotplug`, `deferred`, `vmalloc`, `zeroed` (zeroed allocation and background zeroing),
-//! `memory` (the embedder's `FrameMemory` and the `FrameClearer`), `node` (NUMA), `stats`,
-//! `check`, `counters`, `error`, `sync` (atomics and locks, loom's under `cfg(loom)`); and
-//! `adapters/`, one file per foreign trait (`x86_64`, `aarch64-paging`, ArceOS's
-//! `axallocator` and `page_table_multiarch`), each behind its feature.
+//! One file per concern, on floors that import only downwards (`cargo xtask test`'s `layers`
+//! stage checks it: no import circle, no import through the crate root):
+//! - plain types and the embedder's interfaces: `types` (orders, nodes, policies),
+//!   `migratetype`, `frame` (the frame word), `error`, `memory` (`FrameMemory`, the
+//!   `FrameClearer`), `migrate` (the `Migrate` callback), `request` (`AllocRequest`),
+//!   `decompose`, `sync` (atomics and locks, loom's under `cfg(loom)`);
+//! - `zone/`, the core: `config`, `map`, `list`, `counters`, `ranges`, `buddy` (`FreeArea`,
+//!   what the zone lock protects), `pageblock`, `pcp`, the `Zone` itself, `cpu` (the per-CPU
+//!   handle), `alloc` and `refs` (the allocation and free paths), `contig`
+//!   (`free_contig_range`), `stats`, `check`;
+//! - features over the core: `mobility/` (`compaction`, `contig_alloc`: contiguous
+//!   allocation, `hotplug`: offline), `zeroed` (zeroed allocation and background zeroing),
+//!   `exact` (runs of any length), `deferred` (deferred init), `vmalloc`;
+//! - the handle's entry points: `allocate` (`Cpu::alloc_raw`), `block` (owned blocks),
+//!   `named` (the zone's one-line calls that name a CPU);
+//! - `node` (NUMA) over the zones;
+//! - around them: `boxed` (heap-allocated zones), `reference`, `adapters/` (one file per
+//!   foreign trait: `x86_64`, `aarch64-paging`, ArceOS's `axallocator` and
+//!   `page_table_multiarch`, each behind its feature) and `testing/` (the harnesses).
 #![doc = include_str!("../README.md")]
 #![no_std]
 #![cfg_attr(docsrs, feature(doc_cfg))]
@@ -77,37 +83,26 @@ extern crate alloc;
 extern crate std;
 
 mod adapters;
-mod alloc_pages;
+mod allocate;
 mod block;
 #[cfg(feature = "alloc")]
 mod boxed;
-mod buddy;
-mod check;
-mod compaction;
-mod config;
-mod contig;
-mod contig_alloc;
-mod counters;
-mod cpu;
 mod decompose;
 mod deferred;
 mod error;
 mod exact;
 mod frame;
-mod hotplug;
-mod list;
 #[cfg(all(test, loom))]
+#[path = "testing/loom.rs"]
 mod loom_tests;
-mod map;
 mod memory;
+mod migrate;
 mod migratetype;
+mod mobility;
 mod named;
 mod node;
-mod pcp;
 pub mod reference;
-mod refs;
 mod request;
-mod stats;
 mod sync;
 #[cfg(feature = "testing")]
 pub mod testing;
@@ -124,36 +119,38 @@ pub use adapters::ax_paging::{AxPagingHandler, AxPagingZone};
 pub use adapters::paging_tables::ZoneTables;
 #[cfg(feature = "x86_64")]
 pub use adapters::x86_64_frames::X86FrameAllocator;
-pub use block::{Block, Holding};
+pub use block::Block;
 #[cfg(feature = "alloc")]
 pub use boxed::{BoxedNodeSet, BoxedZone};
-pub use check::Corruption;
-pub use compaction::{CompactStats, Migrate, Migration};
-pub use config::{LINUX_PCP_BATCH, ZoneConfig, pcp_batch_for, pcp_high_for};
-pub use counters::OpCounters;
-pub use cpu::{Access, Cpu, Local, LocalCpu, Locked};
 pub use decompose::{Decompose, decompose};
-pub use deferred::{DEFERRED_CHUNK_PAGES, EAGER_PAGES, MAX_ADDED_RANGES, MAX_DEFERRED_RANGES};
-pub use error::{BuddyError, ConfigError};
+pub use error::{BuddyError, ConfigError, RequestConflict};
 pub use frame::{Frame, FrameInfo, FrameState};
 pub use lock_api;
 pub use memory::{FrameClearer, FrameMemory, NoMemory, OffsetMap};
+pub use migrate::{Migrate, Migration};
 pub use migratetype::MigrateType;
 /// The shared vocabulary (page sizes, frame numbers, addresses, ranges) the signatures use.
 pub use mm_types;
 /// A page frame number, from the shared vocabulary.
 pub use mm_types::Pfn;
+pub use mobility::compaction::CompactStats;
 pub use node::{
-    LOCAL_DISTANCE, MAX_CPUS, MAX_NODES, MAX_ZONES, NodePolicy, NodeSet, REMOTE_DISTANCE, Topology,
+    LOCAL_DISTANCE, MAX_CPUS, MAX_NODES, MAX_ZONES, NodeSet, REMOTE_DISTANCE, Topology,
 };
-pub use pcp::PerCpu;
-pub use request::{AllocRequest, RequestConflict};
-pub use stats::MemoryStats;
+pub use request::{AllocRequest, Holding};
 pub use sync::DefaultRawMutex;
-pub use types::{MAX_SUPPORTED_ORDER, NodeId, Order};
+pub use types::{MAX_SUPPORTED_ORDER, NodeId, NodePolicy, Order, OrderError};
 pub use vmalloc::VmArea;
 #[cfg(feature = "alloc")]
 pub use vmalloc::VmAreaBuf;
 /// The page clearing the zone's zeroed allocations and background zeroing use.
 pub use zero_core;
+pub use zone::check::Corruption;
+pub use zone::config::EAGER_PAGES;
+pub use zone::config::{LINUX_PCP_BATCH, ZoneConfig, pcp_batch_for, pcp_high_for};
+pub use zone::counters::OpCounters;
+pub use zone::cpu::{Access, Cpu, Local, LocalCpu, Locked};
+pub use zone::pcp::PerCpu;
+pub use zone::ranges::{DEFERRED_CHUNK_PAGES, MAX_ADDED_RANGES, MAX_DEFERRED_RANGES};
+pub use zone::stats::MemoryStats;
 pub use zone::{AddedMemory, FreeWhere, StaticZone, Zone};

@@ -2,17 +2,18 @@
 //! allocations, an [`AllocRequest`]. For callers that make one call on a CPU; a caller that
 //! makes several resolves the CPU once with [`Zone::cpu`] and calls the handle.
 
-use crate::compaction::{CompactStats, Migrate};
 use crate::error::BuddyError;
 use crate::frame::Frame;
 use crate::memory::{FrameClearer, FrameMemory};
+use crate::migrate::Migrate;
 use crate::migratetype::MigrateType;
-use crate::pcp::PerCpu;
+use crate::mobility::compaction::CompactStats;
 use crate::request::AllocRequest;
 use crate::types::Order;
 use crate::vmalloc::VmArea;
 use crate::zeroed::Zeroing;
 use crate::zone::Zone;
+use crate::zone::pcp::PerCpu;
 use lock_api::RawMutex;
 use mm_types::FrameRange;
 use mm_types::Pfn;

@@ -23,21 +23,23 @@
 use core::marker::PhantomData;
 
 use crate::block::Block;
-use crate::buddy::Prefer;
-use crate::compaction::{CompactStats, Migrate};
 use crate::error::BuddyError;
 use crate::error::ConfigError;
 use crate::frame::Frame;
 use crate::memory::{FrameClearer, FrameMemory};
-use crate::pcp::PerCpu;
+use crate::migrate::Migrate;
+use crate::mobility::compaction::CompactStats;
 use crate::request::{AllocRequest, ReschedPoint};
-use crate::stats::MemoryStats;
 use crate::sync::DefaultRawMutex;
 use crate::sync::Mutex;
 use crate::types::NodeId;
+use crate::types::NodePolicy;
 use crate::types::Order;
 use crate::zeroed::Zeroing;
 use crate::zone::Zone;
+use crate::zone::buddy::Prefer;
+use crate::zone::pcp::PerCpu;
+use crate::zone::stats::MemoryStats;
 use lock_api::RawMutex;
 use mm_types::Pfn;
 use zero_core::Resched;
@@ -53,17 +55,6 @@ pub const LOCAL_DISTANCE: u8 = 10;
 /// The distance [`Topology::uniform`] gives between two nodes (Linux's `REMOTE_DISTANCE`,
 /// what it assumes without a SLIT).
 pub const REMOTE_DISTANCE: u8 = 20;
-
-/// Where an allocation takes its memory from.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum NodePolicy {
-    /// The calling CPU's node first, then the others nearest first (Linux's default).
-    Local,
-    /// This node first, then the others nearest to it first (`MPOL_PREFERRED`).
-    Preferred(NodeId),
-    /// This node only (`MPOL_BIND`, `__GFP_THISNODE`): out of memory when it has none.
-    Bind(NodeId),
-}
 
 /// The nodes, their distances and each CPU's node: what firmware describes (ACPI SRAT and
 /// SLIT, a device tree's `numa-node-id` and `distance-map`). Fixed-size, `no_std`, built

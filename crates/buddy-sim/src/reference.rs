@@ -2,13 +2,13 @@
 //! the "before" column of the benchmarks. The harnesses that drive a zone and its reference
 //! side by side are in `testing` (feature `testing`).
 
-use crate::cpu::{Access, Cpu};
 use crate::error::BuddyError;
 use crate::frame::Frame;
 use crate::frame::Word;
-use crate::pcp::PerCpu;
 use crate::types::Order;
 use crate::zone::Zone;
+use crate::zone::cpu::{Access, Cpu};
+use crate::zone::pcp::PerCpu;
 use lock_api::RawMutex;
 use mm_types::Pfn;
 

@@ -6,11 +6,11 @@
 
 use core::fmt;
 
-use crate::compaction::{Migrate, Migration};
-use crate::error::BuddyError;
+use crate::error::{BuddyError, RequestConflict};
 use crate::memory::{FrameClearer, FrameMemory, NoMemory};
+use crate::migrate::{Migrate, Migration};
 use crate::migratetype::MigrateType;
-use crate::node::NodePolicy;
+use crate::types::NodePolicy;
 use crate::types::Order;
 use zero_core::Resched;
 
@@ -45,34 +45,6 @@ pub struct AllocRequest<'a, M = NoMemory> {
     pub(crate) migrate: Option<&'a mut dyn Migrate>,
     pub(crate) frozen: bool,
     pub(crate) policy: NodePolicy,
-}
-
-/// What is wrong with a request's combination of options.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum RequestConflict {
-    /// [`AllocRequest::frozen`] without [`AllocRequest::contiguous`]: only contiguous
-    /// allocations hand pages out frozen.
-    FrozenWithoutContiguous,
-    /// A movable or reclaimable kind with [`AllocRequest::contiguous`]: contiguous runs are
-    /// unmovable pages.
-    KindWithContiguous,
-    /// [`AllocRequest::aligned`] above a block's own order: a block is aligned to its order;
-    /// ask for [`AllocRequest::frames`] to align a run further.
-    AlignedBlock,
-    /// [`AllocRequest::fault_at`] without [`AllocRequest::zeroed`].
-    FaultWithoutZeroed,
-}
-
-impl fmt::Display for RequestConflict {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
-            Self::FrozenWithoutContiguous => "frozen pages come only from contiguous allocations",
-            Self::KindWithContiguous => "contiguous runs are unmovable",
-            Self::AlignedBlock => "a block is aligned to its own order; ask for frames instead",
-            Self::FaultWithoutZeroed => "a fault hint only orders the clearing of a zeroed request",
-        })
-    }
 }
 
 impl<'a> AllocRequest<'a> {
@@ -220,8 +192,7 @@ impl<'a, M> AllocRequest<'a, M> {
     }
 
     /// What a [`Block`](crate::Block) of this request holds.
-    pub(crate) fn holding(&self) -> crate::block::Holding {
-        use crate::block::Holding;
+    pub(crate) fn holding(&self) -> Holding {
         if self.frozen {
             Holding::FrozenPages(self.pages())
         } else if self.frames.is_some() || self.migrate.is_some() {
@@ -287,5 +258,36 @@ pub(crate) struct MigrateCallback<'r, 'a>(pub(crate) &'r mut (dyn Migrate + 'a))
 impl Migrate for MigrateCallback<'_, '_> {
     fn migrate(&mut self, m: &Migration) -> bool {
         self.0.migrate(m)
+    }
+}
+
+/// What a [`Block`](crate::Block) holds, and so how it is freed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Holding {
+    /// One block of `2^order` frames with one reference (`free_pages`).
+    Block(Order),
+    /// A movable block of `2^order` frames under `key`: compaction may move it, so the
+    /// block finds its frames again by its key (keys of the zone's live owned movable
+    /// blocks are distinct).
+    Movable {
+        /// The block's order.
+        order: Order,
+        /// The embedder's key, handed to its [`Migrate`](crate::Migrate) callback.
+        key: u64,
+    },
+    /// A run of order-0 pages, each with one reference (`free_contig_range`).
+    Pages(u64),
+    /// A run of frozen order-0 pages (`free_contig_frozen_range`).
+    FrozenPages(u64),
+}
+
+impl Holding {
+    /// The frames held.
+    #[must_use]
+    pub const fn pages(self) -> u64 {
+        match self {
+            Self::Block(order) | Self::Movable { order, .. } => order.pages(),
+            Self::Pages(n) | Self::FrozenPages(n) => n,
+        }
     }
 }

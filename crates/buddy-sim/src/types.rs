@@ -1,9 +1,37 @@
-use crate::error::BuddyError;
 use core::fmt;
 use mm_types::Pfn;
 
 /// The largest order any zone supports (blocks of 2^20 frames).
 pub const MAX_SUPPORTED_ORDER: u8 = 20;
+
+/// Why a number of frames or an order is not an [`Order`]; a zone's operations report it as
+/// the matching [`BuddyError`](crate::BuddyError) (`ZeroPages`, `OrderTooLarge`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum OrderError {
+    /// Zero frames: no block holds them.
+    ZeroPages,
+    /// Above [`MAX_SUPPORTED_ORDER`].
+    TooLarge {
+        /// The order asked for, or the one the frames would need.
+        order: u8,
+    },
+}
+
+impl fmt::Display for OrderError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::ZeroPages => f.write_str("zero frames make no block"),
+            Self::TooLarge { order } => {
+                write!(
+                    f,
+                    "order {order} is above the largest supported, {MAX_SUPPORTED_ORDER}"
+                )
+            }
+        }
+    }
+}
+
+impl core::error::Error for OrderError {}
 
 /// A block order: a block of order `n` is `2^n` frames, naturally aligned.
 #[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Debug, Default)]
@@ -16,14 +44,11 @@ impl Order {
     /// An order, if at most [`MAX_SUPPORTED_ORDER`].
     ///
     /// # Errors
-    /// [`BuddyError::OrderTooLarge`] above that.
+    /// [`OrderError::TooLarge`] above that.
     #[inline]
-    pub const fn new(order: u8) -> Result<Self, BuddyError> {
+    pub const fn new(order: u8) -> Result<Self, OrderError> {
         if order > MAX_SUPPORTED_ORDER {
-            return Err(BuddyError::OrderTooLarge {
-                order,
-                max: MAX_SUPPORTED_ORDER,
-            });
+            return Err(OrderError::TooLarge { order });
         }
         Ok(Self(order))
     }
@@ -62,21 +87,18 @@ impl Order {
     /// in pages): 1 frame is order 0, 3 frames order 2, 512 frames order 9.
     ///
     /// # Errors
-    /// [`BuddyError::ZeroPages`] for 0 pages; [`BuddyError::OrderTooLarge`] (naming the
-    /// order `pages` would need) when that is above [`MAX_SUPPORTED_ORDER`].
+    /// [`OrderError::ZeroPages`] for 0 pages; [`OrderError::TooLarge`] (naming the order
+    /// `pages` would need) when that is above [`MAX_SUPPORTED_ORDER`].
     #[inline]
-    pub const fn covering(pages: u64) -> Result<Self, BuddyError> {
+    pub const fn covering(pages: u64) -> Result<Self, OrderError> {
         if pages == 0 {
-            return Err(BuddyError::ZeroPages);
+            return Err(OrderError::ZeroPages);
         }
         // ceil(log2(pages)): the bit length of pages - 1 (0 for a single page), at most 64.
         let order = 64 - (pages - 1).leading_zeros();
         if order > MAX_SUPPORTED_ORDER as u32 {
-            return Err(BuddyError::OrderTooLarge {
-                // At most 64: it fits.
-                order: order as u8,
-                max: MAX_SUPPORTED_ORDER,
-            });
+            // At most 64: it fits.
+            return Err(OrderError::TooLarge { order: order as u8 });
         }
         Ok(Self(order as u8))
     }
@@ -123,20 +145,31 @@ impl fmt::Display for Order {
     }
 }
 
+/// Where an allocation takes its memory from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum NodePolicy {
+    /// The calling CPU's node first, then the others nearest first (Linux's default).
+    Local,
+    /// This node first, then the others nearest to it first (`MPOL_PREFERRED`).
+    Preferred(NodeId),
+    /// This node only (`MPOL_BIND`, `__GFP_THISNODE`): out of memory when it has none.
+    Bind(NodeId),
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
     fn covering_is_the_smallest_order_that_holds_the_pages() {
-        assert_eq!(Order::covering(0), Err(BuddyError::ZeroPages));
+        assert_eq!(Order::covering(0), Err(OrderError::ZeroPages));
         assert_eq!(Order::covering(1), Ok(Order(0)));
         assert_eq!(Order::covering(2), Ok(Order(1)));
         assert_eq!(Order::covering(3), Ok(Order(2)));
         assert_eq!(Order::covering(512), Ok(Order(9)));
         assert_eq!(Order::covering(513), Ok(Order(10)));
         assert_eq!(Order::covering(1 << 20), Ok(Order(20)));
-        let too_large = |order| Err(BuddyError::OrderTooLarge { order, max: 20 });
+        let too_large = |order| Err(OrderError::TooLarge { order });
         assert_eq!(Order::covering((1 << 20) + 1), too_large(21));
         assert_eq!(Order::covering(u64::MAX), too_large(64));
         for pages in 1..=4096u64 {

@@ -1,15 +1,16 @@
 //! `vmalloc` / `vfree`: many order-0 pages from the largest blocks that fit, given back all
 //! or nothing.
 
-use crate::buddy::Prefer;
-use crate::contig::Claim;
-use crate::cpu::{Access, Cpu, CpuLists};
 use crate::error::BuddyError;
 use crate::frame::{Frame, Word};
 use crate::migratetype::MigrateType;
-use crate::pcp::PerCpu;
 use crate::types::Order;
 use crate::zone::Zone;
+use crate::zone::buddy::Prefer;
+use crate::zone::contig::Claim;
+use crate::zone::cpu::{Access, Cpu};
+use crate::zone::pcp::CpuLists;
+use crate::zone::pcp::PerCpu;
 use lock_api::RawMutex;
 use mm_types::FrameRange;
 

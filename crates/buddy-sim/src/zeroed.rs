@@ -15,17 +15,17 @@
 //! known zero. So a block is never handed out twice, and never marked zero while someone
 //! could write it.
 
-use crate::buddy::{FreeArea, Prefer};
-use crate::cpu::CpuLists;
 use crate::error::BuddyError;
 use crate::frame::{Frame, FrameState, Word};
-use crate::map::FrameMap;
 use crate::memory::{FRAME, FrameClearer, FrameMemory};
 use crate::migratetype::MigrateType;
 use crate::migratetype::{ISOLATE, LIST_TYPES};
-use crate::pcp::PerCpu;
 use crate::types::{MAX_SUPPORTED_ORDER, Order};
 use crate::zone::Zone;
+use crate::zone::buddy::{FreeArea, Prefer};
+use crate::zone::map::FrameMap;
+use crate::zone::pcp::CpuLists;
+use crate::zone::pcp::PerCpu;
 use lock_api::RawMutex;
 use mm_types::Pfn;
 use zero_core::Resched;

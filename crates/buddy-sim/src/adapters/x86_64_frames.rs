@@ -8,9 +8,9 @@
 
 use crate::error::BuddyError;
 use crate::frame::Frame;
-use crate::pcp::PerCpu;
 use crate::types::Order;
 use crate::zone::Zone;
+use crate::zone::pcp::PerCpu;
 use lock_api::RawMutex;
 use mm_types::Pfn;
 use x86_64::PhysAddr;
@@ -83,7 +83,9 @@ where
     /// The zone's order for frames of `S`.
     fn order<S: PageSize>() -> Result<Order, BuddyError> {
         let shift = S::SIZE.trailing_zeros() - FRAME.shift();
-        Order::new(u8::try_from(shift).map_err(|_| BuddyError::Overflow)?)
+        Ok(Order::new(
+            u8::try_from(shift).map_err(|_| BuddyError::Overflow)?,
+        )?)
     }
 
     fn record<T>(&mut self, r: Result<T, BuddyError>) -> Option<T> {
@@ -177,7 +179,7 @@ frame_traits!(Size4KiB, Size2MiB, Size1GiB);
 mod tests {
     use super::*;
     use crate::boxed::BoxedZone;
-    use crate::config::ZoneConfig;
+    use crate::zone::config::ZoneConfig;
 
     /// Not under Miri: a zone of half a million frames takes minutes to set up there.
     #[test]

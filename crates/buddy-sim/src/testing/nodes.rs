@@ -5,11 +5,11 @@
 use alloc::vec::Vec;
 
 use crate::boxed::BoxedNodeSet;
-use crate::compaction::Migration;
 use crate::error::BuddyError;
 use crate::frame::FrameState;
+use crate::migrate::Migration;
 use crate::migratetype::MigrateType;
-use crate::node::NodePolicy;
+use crate::types::NodePolicy;
 use crate::types::{NodeId, Order};
 use mm_types::Pfn;
 
@@ -84,7 +84,7 @@ pub enum NodeDivergence {
     /// A frame handed out that is held already, offline, or not in any zone.
     BadFrame(Pfn),
     /// A zone failed its check.
-    Corrupt(crate::check::Corruption),
+    Corrupt(crate::zone::check::Corruption),
     /// A node's counts differ from the model's.
     Counts {
         /// The node.
@@ -105,7 +105,7 @@ pub enum NodeDivergence {
         /// The zone, in the set's order.
         zone: usize,
         /// The first difference.
-        difference: super::SnapshotDifference,
+        difference: crate::testing::snapshot::SnapshotDifference,
     },
 }
 
@@ -167,15 +167,21 @@ impl NodeModel {
         })
     }
 
-    /// Every zone's [`Snapshot`](super::Snapshot), in the set's order.
-    fn snapshots(&self) -> Vec<super::Snapshot> {
-        self.set.zones().map(super::Snapshot::of).collect()
+    /// Every zone's [`Snapshot`](crate::testing::snapshot::Snapshot), in the set's order.
+    fn snapshots(&self) -> Vec<crate::testing::snapshot::Snapshot> {
+        self.set
+            .zones()
+            .map(crate::testing::snapshot::Snapshot::of)
+            .collect()
     }
 
     /// The first zone that differs from `before`, after a failed operation.
-    fn unchanged(&self, before: &[super::Snapshot]) -> Result<(), NodeDivergence> {
+    fn unchanged(
+        &self,
+        before: &[crate::testing::snapshot::Snapshot],
+    ) -> Result<(), NodeDivergence> {
         for (zone, (was, z)) in before.iter().zip(self.set.zones()).enumerate() {
-            if let Some(difference) = was.difference(&super::Snapshot::of(z)) {
+            if let Some(difference) = was.difference(&crate::testing::snapshot::Snapshot::of(z)) {
                 return Err(NodeDivergence::ChangedOnError { zone, difference });
             }
         }
@@ -270,7 +276,7 @@ impl NodeModel {
             self.held.iter().position(Option::is_none)
         };
         let key = target.map_or(u64::MAX, |t| t as u64);
-        let order_ok = Order::new(order);
+        let order_ok = Order::new(order).map_err(BuddyError::from);
         // Where it must land, from the zones as they are before it.
         let want = match (first, order_ok) {
             (Some(first), Ok(o)) => {

@@ -4,8 +4,8 @@
 
 use crate::frame::Frame;
 use crate::frame::FrameState;
-use crate::pcp::PerCpu;
 use crate::zone::Zone;
+use crate::zone::pcp::PerCpu;
 use lock_api::RawMutex;
 use mm_types::Pfn;
 use std::vec::Vec;

@@ -15,15 +15,15 @@ use alloc::vec;
 use alloc::vec::Vec;
 use core::ptr::NonNull;
 
-use super::{CheckInterval, Op};
 use crate::boxed::BoxedZone;
-use crate::config::ZoneConfig;
 use crate::error::BuddyError;
 use crate::memory::ZERO_FRAME;
 use crate::memory::{FrameClearer, FrameMemory, OffsetMap};
 use crate::migratetype::MigrateType;
+use crate::testing::ops::{CheckInterval, Op};
 use crate::types::Order;
 use crate::zone::FreeWhere;
+use crate::zone::config::ZoneConfig;
 use mm_types::Pfn;
 use zero_core::{ClearConfig, NoResched, PageSize, PreemptModel};
 
@@ -36,7 +36,7 @@ struct Page([u8; 4096]);
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ZeroDivergence {
     /// [`Zone::check`](crate::Zone::check) failed.
-    Corrupt(crate::check::Corruption),
+    Corrupt(crate::zone::check::Corruption),
     /// A block the zone knows to be zero has a page that does not read zero.
     KnownZeroIsNot(Pfn),
     /// `alloc_zeroed` returned a block with a page that does not read zero.

@@ -4,10 +4,10 @@ use core::marker::PhantomData;
 use core::ops::Range;
 use core::ptr::NonNull;
 
-use crate::config::ZoneConfig;
 use crate::error::BuddyError;
 use crate::frame::{Frame, FrameState, Word};
 use crate::types::Order;
+use crate::zone::config::ZoneConfig;
 use mm_types::Pfn;
 
 /// A zone's frames, `&'a [Frame]` kept as a pointer and a length. Handing a slice

@@ -16,13 +16,13 @@ use loom::sync::Arc;
 use loom::thread;
 use std::vec::Vec;
 
-use crate::config::ZoneConfig;
 use crate::error::BuddyError;
 use crate::frame::Frame;
 use crate::memory::{FrameClearer, OffsetMap};
-use crate::pcp::PerCpu;
 use crate::types::Order;
 use crate::zone::Zone;
+use crate::zone::config::ZoneConfig;
+use crate::zone::pcp::PerCpu;
 use mm_types::Pfn;
 use zero_core::{NoResched, Resched};
 
@@ -344,7 +344,7 @@ fn loom_marking_zero_before_the_clear_hands_out_dirty_memory() {
 fn local_cpu(
     z: &LoomZone,
     cpu: usize,
-) -> crate::cpu::LocalCpu<'_, Vec<Frame>, Vec<PerCpu>, crate::sync::DefaultRawMutex> {
+) -> crate::zone::cpu::LocalCpu<'_, Vec<Frame>, Vec<PerCpu>, crate::sync::DefaultRawMutex> {
     // SAFETY: each model below makes a CPU's handle on one thread only (but the negative
     // control, which breaks the contract on purpose and expects the panic that reports it),
     // and visits every CPU's lists only after joining the other threads.
@@ -537,7 +537,7 @@ fn owner_frees(z: &LoomZone, maps: &Mappings, key: usize) {
 /// Compaction on CPU 0 (`compact`: how it moves pages) while the owner on CPU 1 allocates a
 /// second movable page and frees both through their mappings.
 /// How a model moves pages: the real compaction, or the negative control's.
-type Compactor = fn(&LoomZone, &mut dyn FnMut(&crate::compaction::Migration) -> bool);
+type Compactor = fn(&LoomZone, &mut dyn FnMut(&crate::migrate::Migration) -> bool);
 
 fn compaction_races_the_owner(compact: Compactor) {
     loom::model(move || {
@@ -563,7 +563,7 @@ fn compaction_races_the_owner(compact: Compactor) {
                 owner_frees(&z, &maps, 2);
             })
         };
-        let mut repoint = |m: &crate::compaction::Migration| {
+        let mut repoint = |m: &crate::migrate::Migration| {
             let mut at = maps.lock().unwrap();
             // The key 2 page may move before the owner recorded it: then it is not moved.
             if at[m.key as usize] != m.from {
@@ -598,23 +598,24 @@ fn loom_compaction_races_the_owners_free_and_allocation() {
 /// copies, and the source is then freed by both. What the freeze exists to prevent.
 fn move_without_freezing(
     z: &LoomZone,
-    migrate: &mut dyn FnMut(&crate::compaction::Migration) -> bool,
+    migrate: &mut dyn FnMut(&crate::migrate::Migration) -> bool,
 ) {
     let m = z.map();
-    let Some(src) = (0..8).find(|&i| crate::compaction::is_movable(m.frame(i).load())) else {
+    let Some(src) = (0..8).find(|&i| crate::mobility::compaction::is_movable(m.frame(i).load()))
+    else {
         return;
     };
     let w = m.frame(src).load();
     let Some((dst, _)) = z.lock_zone().rmqueue(
         m,
         O0,
-        crate::buddy::Prefer::Unzeroed,
+        crate::zone::buddy::Prefer::Unzeroed,
         crate::migratetype::MigrateType::Movable,
     ) else {
         return;
     };
     let key = m.frame(src).key();
-    let job = crate::compaction::Migration {
+    let job = crate::migrate::Migration {
         key,
         from: m.pfn(src),
         to: m.pfn(dst),
@@ -697,7 +698,7 @@ fn offline_races_allocation(offline: Offliner) {
 #[test]
 fn loom_offline_races_allocation_and_free_on_another_cpu() {
     offline_races_allocation(|z| {
-        let mut refuse = |_: &crate::compaction::Migration| false;
+        let mut refuse = |_: &crate::migrate::Migration| false;
         z.offline_range(0, START, 16, &mut refuse)
     });
 }

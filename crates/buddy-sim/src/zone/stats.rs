@@ -6,8 +6,8 @@ use core::ops::{Add, AddAssign};
 
 use crate::frame::Frame;
 use crate::migratetype::MigrateType;
-use crate::pcp::PerCpu;
 use crate::zone::Zone;
+use crate::zone::pcp::PerCpu;
 use lock_api::RawMutex;
 
 /// Memory at one instant: a zone's ([`Zone::stats`]) or a node's, the sum of its zones'

@@ -14,80 +14,18 @@
 //! exactly the one of its allocation (pinned by `get_page`), or that is poisoned or
 //! vmalloc's, is not moved.
 
-use crate::buddy::FreeArea;
-use crate::cpu::{Access, Cpu};
 use crate::error::BuddyError;
 use crate::frame::{Frame, FrameState, Word};
-use crate::map::FrameMap;
-use crate::memory::{FRAME, FrameMemory};
+use crate::migrate::{Migrate, Migration};
 use crate::migratetype::MigrateType;
-use crate::migratetype::PageblockClaim;
-use crate::pcp::PerCpu;
 use crate::types::Order;
 use crate::zone::Zone;
+use crate::zone::buddy::{FreeArea, Scanners};
+use crate::zone::cpu::{Access, Cpu};
+use crate::zone::map::FrameMap;
+use crate::zone::pageblock::PageblockClaim;
+use crate::zone::pcp::PerCpu;
 use lock_api::RawMutex;
-use mm_types::Pfn;
-
-/// One block to move: what the zone hands the embedder's [`Migrate`] callback.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Migration {
-    /// The key the block was allocated with ([`Zone::alloc_movable`]).
-    pub key: u64,
-    /// Where the block is: frozen while the callback runs (a free of it fails with
-    /// [`BuddyError::Frozen`]).
-    pub from: Pfn,
-    /// Where it goes: taken off the free lists for this migration, nobody else's.
-    pub to: Pfn,
-    /// The block's order.
-    pub order: Order,
-}
-
-impl Migration {
-    /// Copies the block's `2^order` frames from `from` to `to` through `memory`: what a
-    /// callback does before it repoints its mappings.
-    ///
-    /// # Errors
-    /// [`BuddyError::NotAddressable`] if `memory` cannot reach either block; nothing is
-    /// copied then.
-    ///
-    /// # Safety
-    /// `memory` keeps the [`FrameMemory`] contract for this zone, and nothing writes the
-    /// source block while the copy runs (its owner's mappings of it are blocked or
-    /// read-only): the zone hands the callback the target alone, not the source's users.
-    #[allow(unsafe_code)]
-    pub unsafe fn copy(&self, memory: &impl FrameMemory) -> Result<(), BuddyError> {
-        let bytes = usize::try_from(self.order.pages())
-            .ok()
-            .and_then(|p| p.checked_mul(FRAME.bytes()))
-            .ok_or(BuddyError::Overflow)?;
-        let from = memory
-            .frame_ptr(self.from)
-            .ok_or(BuddyError::NotAddressable(self.from))?;
-        let to = memory
-            .frame_ptr(self.to)
-            .ok_or(BuddyError::NotAddressable(self.to))?;
-        // SAFETY: by the `FrameMemory` contract both blocks are mapped contiguously for
-        // `bytes`, at distinct frames (so the ranges do not overlap); the target is this
-        // migration's alone and the caller promised that nothing writes the source meanwhile.
-        unsafe { core::ptr::copy_nonoverlapping(from.as_ptr(), to.as_ptr(), bytes) };
-        Ok(())
-    }
-}
-
-/// The embedder's side of moving a movable block: copy it ([`Migration::copy`]), repoint
-/// every mapping of it to [`Migration::to`], and return `true`; or return `false` (pinned for
-/// I/O, mapped where it cannot be repointed now) and change nothing. Any
-/// `FnMut(&Migration) -> bool` is one.
-pub trait Migrate {
-    /// Moves the block, or refuses.
-    fn migrate(&mut self, m: &Migration) -> bool;
-}
-
-impl<T: FnMut(&Migration) -> bool> Migrate for T {
-    fn migrate(&mut self, m: &Migration) -> bool {
-        self(m)
-    }
-}
 
 /// What one compaction did.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -115,23 +53,6 @@ impl core::iter::Sum for CompactStats {
             all += s;
             all
         })
-    }
-}
-
-/// Where the two scanners are: the migrate scanner's next frame (going up) and the first
-/// frame of the pageblock the free scanner takes targets from (going down).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) struct Scanners {
-    migrate: u32,
-    free: u32,
-}
-
-impl Scanners {
-    fn start(m: FrameMap<'_>) -> Self {
-        Self {
-            migrate: 0,
-            free: m.pageblock_index(m.frames.len() as u32 - 1),
-        }
     }
 }
 

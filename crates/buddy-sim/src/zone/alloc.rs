@@ -1,100 +1,16 @@
 //! Allocation: from the CPU's per-cpu list (refilled from the buddy in a batch when empty) or
 //! straight from the buddy, with the slow path that drains every CPU's lists and retries.
 
-use crate::buddy::Prefer;
-use crate::cpu::{Access, Cpu, CpuLists};
 use crate::error::BuddyError;
 use crate::frame::{Frame, Word};
-use crate::memory::FrameMemory;
 use crate::migratetype::MigrateType;
-use crate::pcp::{PcpLists, PerCpu};
-use crate::request::{AllocRequest, ReschedPoint};
 use crate::types::Order;
-use crate::zeroed::Zeroing;
 use crate::zone::Zone;
+use crate::zone::buddy::Prefer;
+use crate::zone::pcp::CpuLists;
+use crate::zone::pcp::{PcpLists, PerCpu};
 use lock_api::RawMutex;
 use mm_types::Pfn;
-
-impl<F, P, R, A> Cpu<'_, F, P, R, A>
-where
-    F: AsRef<[Frame]>,
-    P: AsRef<[PerCpu<R>]>,
-    R: RawMutex,
-    A: Access,
-{
-    /// Allocates what `request` asks for on this CPU and returns its first frame, for a
-    /// caller that keeps frame numbers (in page tables, in its own structures) and frees
-    /// them itself (`free_pages` for a block, `free_contig_range` for a run,
-    /// `free_contig_frozen_range` for frozen pages); [`Cpu::alloc`] returns an owned
-    /// [`Block`](crate::Block) instead.
-    ///
-    /// A block ([`AllocRequest::order`]) comes from this CPU's list for per-cpu orders
-    /// (refilled from the buddy in a batch when empty), else from the buddy; in the order it
-    /// takes from, a block not known zero where there is one (blocks known zero are kept
-    /// for zeroed requests). When that fails, it drains every CPU's lists back into the
-    /// buddy (a [`LocalCpu`](crate::LocalCpu) only its own) and tries once more, as the
-    /// kernel's slow path does with `drain_all_pages()`; then it merges the free buddies
-    /// that stayed apart because only one of them is known zero, and tries again; then it
-    /// initializes deferred memory ([`Zone::init_deferred`]) a chunk at a time until the
-    /// allocation succeeds or none is left. A kind other than unmovable takes from its own
-    /// lists first, falling back to the other types in Linux's order (and claiming a
-    /// pageblock where Linux would).
-    ///
-    /// A zeroed request takes a block known zero if the zone has one that fits (from this
-    /// CPU's list, a batch of them from the buddy, or split from a larger one), else the
-    /// block a plain allocation takes, cleared through its clearer before it is returned.
-    ///
-    /// A run ([`AllocRequest::frames`]) is the covering block split into order-0 pages with
-    /// the pages past the run freed at once, or, [`contiguous`](AllocRequest::contiguous),
-    /// found anywhere in the zone by moving movable blocks out of the way (Linux's
-    /// `alloc_contig_pages`: candidates from the zone's bottom, each checked without locks,
-    /// then isolated and migrated).
-    ///
-    /// # Errors
-    /// [`BuddyError::Conflict`] for options that do not go together;
-    /// [`BuddyError::OrderTooLarge`] (for a run: its covering order or alignment above the
-    /// zone's MAX_ORDER); [`BuddyError::ZeroPages`] for a run of no frames;
-    /// [`BuddyError::OutOfMemory`]. Zeroed: [`BuddyError::FaultOutsideBlock`] if the fault
-    /// offset is not inside what is allocated; [`BuddyError::NotAddressable`] if the
-    /// clearer's memory cannot reach the frames, [`BuddyError::Clear`] if zero-core refuses
-    /// the address it maps; with a [verifying](crate::FrameClearer::verifying) clearer,
-    /// [`BuddyError::StaleZero`] if a block known zero does not read zero. In the last three
-    /// cases what was taken is freed again, no longer known zero. Nothing is allocated on an
-    /// error (what an error may have changed: [`BuddyError`]).
-    #[inline(always)]
-    pub fn alloc_raw<M: FrameMemory>(
-        &self,
-        mut request: AllocRequest<'_, M>,
-    ) -> Result<Pfn, BuddyError> {
-        // The common cases, inline: a block, plain or zeroed (a request built in place folds
-        // these tests away). Runs, and the options that conflict, take the general path.
-        if !request.is_block() {
-            return self.alloc_request(request);
-        }
-        let (zone, cpu) = (self.zone, self.lists());
-        let (order, mt, key) = (request.order, request.mt, request.key);
-        let Some(clearer) = request.clearer else {
-            let (idx, _) = zone.alloc_preferring(cpu, order, Prefer::Unzeroed, mt, key)?;
-            return Ok(zone.map().pfn(idx));
-        };
-        let zeroing = Zeroing {
-            clearer,
-            fault: request.fault,
-            resched: ReschedPoint(&mut request.resched),
-        };
-        zone.alloc_zeroed_on(cpu, (order, mt, key), zeroing)
-    }
-
-    /// [`Cpu::alloc_raw`] of a run, or of a request whose options conflict.
-    #[inline(never)]
-    fn alloc_request<M: FrameMemory>(
-        &self,
-        mut request: AllocRequest<'_, M>,
-    ) -> Result<Pfn, BuddyError> {
-        request.check()?;
-        self.zone.alloc_run(self.lists(), &mut request)
-    }
-}
 
 impl<F, P, R> Zone<F, P, R>
 where
@@ -102,7 +18,7 @@ where
     P: AsRef<[PerCpu<R>]>,
     R: RawMutex,
 {
-    /// A block of `2^order` frames of kind `mt` on `cpu`'s lists ([`Cpu::alloc_raw`]'s
+    /// A block of `2^order` frames of kind `mt` on `cpu`'s lists ([`Cpu::alloc_raw`](crate::Cpu::alloc_raw)'s
     /// path for a block), taking the block `prefer` would rather have, its head given `key`;
     /// returns its index and whether it is known zero (its head is `Allocated` either way).
     #[inline(always)]

@@ -5,21 +5,17 @@
 
 use core::fmt;
 
-use crate::buddy::{FreeArea, Prefer};
-use crate::counters::LockStats;
 use crate::frame::{FrameState, Word};
-use crate::list::{FreeCount, List};
-use crate::map::FrameMap;
 use crate::migratetype::MigrateType;
 use crate::sync::DefaultRawMutex;
 use crate::sync::Mutex;
 use crate::types::Order;
+use crate::zone::buddy::{FreeArea, Prefer};
+use crate::zone::config::{PCP_LISTS, PCP_SLOTS};
+use crate::zone::counters::LockStats;
+use crate::zone::list::{FreeCount, List};
+use crate::zone::map::FrameMap;
 use lock_api::RawMutex;
-
-/// Per-cpu list orders: 0, 1, 2, 3 (PAGE_ALLOC_COSTLY_ORDER) and the pageblock order.
-pub(crate) const PCP_SLOTS: usize = 5;
-/// Per-cpu lists per CPU: the orders' lists for each [`MigrateType`], kept apart.
-pub(crate) const PCP_LISTS: usize = PCP_SLOTS * MigrateType::ALL.len();
 
 /// One CPU's free lists and their lock. Callers provide a slice of these, one per CPU (a
 /// `static` array works: `[const { PerCpu::new() }; CPUS]`). Aligned so that two CPUs' lists never
@@ -187,3 +183,17 @@ impl<R> fmt::Debug for PerCpu<R> {
         f.write_str("PerCpu { .. }")
     }
 }
+
+/// The per-cpu lists a call runs on, and whether it reaches them without their lock.
+pub(crate) struct CpuLists<'a, R> {
+    pub(crate) pcp: &'a PerCpu<R>,
+    pub(crate) local: bool,
+}
+
+impl<R> Clone for CpuLists<'_, R> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+
+impl<R> Copy for CpuLists<'_, R> {}

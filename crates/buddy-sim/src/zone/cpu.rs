@@ -7,8 +7,8 @@ use core::marker::PhantomData;
 
 use crate::error::BuddyError;
 use crate::frame::Frame;
-use crate::pcp::PerCpu;
 use crate::zone::Zone;
+use crate::zone::pcp::{CpuLists, PerCpu};
 use lock_api::RawMutex;
 
 /// How a [`Cpu`] handle reaches its CPU's per-cpu lists: [`Locked`] or [`Local`]. Sealed.
@@ -57,20 +57,6 @@ pub struct Cpu<'z, F, P, R, A = Locked> {
 /// A [`Cpu`] handle whose calls reach the CPU's lists without their lock
 /// ([`Zone::local_cpu`]).
 pub type LocalCpu<'z, F, P, R> = Cpu<'z, F, P, R, Local>;
-
-/// The per-cpu lists a call runs on, and whether it reaches them without their lock.
-pub(crate) struct CpuLists<'a, R> {
-    pub(crate) pcp: &'a PerCpu<R>,
-    pub(crate) local: bool,
-}
-
-impl<R> Clone for CpuLists<'_, R> {
-    fn clone(&self) -> Self {
-        *self
-    }
-}
-
-impl<R> Copy for CpuLists<'_, R> {}
 
 impl<F, P, R> Zone<F, P, R>
 where

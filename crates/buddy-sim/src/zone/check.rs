@@ -1,12 +1,12 @@
 //! `Zone::check`: every invariant, verified by walking the frames and every free list.
 
 use crate::frame::{Frame, FrameState, Word};
-use crate::list::{FreeCount, List};
-use crate::map::FrameMap;
 use crate::migratetype::MigrateType;
-use crate::pcp::PerCpu;
 use crate::types::Order;
 use crate::zone::Zone;
+use crate::zone::list::{FreeCount, List};
+use crate::zone::map::FrameMap;
+use crate::zone::pcp::PerCpu;
 use lock_api::RawMutex;
 use mm_types::Pfn;
 

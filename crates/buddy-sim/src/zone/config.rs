@@ -1,8 +1,19 @@
 //! A zone's geometry and tuning.
 
 use crate::error::ConfigError;
+use crate::migratetype::MigrateType;
 use crate::types::{NodeId, Order};
 use mm_types::Pfn;
+
+/// Per-cpu list orders: 0, 1, 2, 3 (PAGE_ALLOC_COSTLY_ORDER) and the pageblock order.
+pub(crate) const PCP_SLOTS: usize = 5;
+/// Per-cpu lists per CPU: the orders' lists for each [`MigrateType`], kept apart.
+pub(crate) const PCP_LISTS: usize = PCP_SLOTS * MigrateType::ALL.len();
+
+/// The default [`ZoneConfig::eager_pages`](crate::ZoneConfig::eager_pages): frames of a
+/// range [`Zone::add_memory`](crate::Zone::add_memory) initializes before it returns (1 GiB of 4 KiB frames); the
+/// rest of a larger range is deferred.
+pub const EAGER_PAGES: u64 = 1 << 18;
 
 /// A zone's geometry and tuning, in 4 KiB frames (whatever the kernel's page size: a kernel
 /// with 16 or 64 KiB pages allocates them as blocks of order 2 or 4). [`ZoneConfig::new`]
@@ -122,7 +133,7 @@ impl ZoneConfig {
             cpus: 1,
             pcp_high: pcp_high_for(nr_pages, 1, batch),
             pcp_batch: batch,
-            eager_pages: crate::deferred::EAGER_PAGES,
+            eager_pages: EAGER_PAGES,
             node: NodeId(0),
         }
     }
@@ -249,11 +260,11 @@ impl ZoneConfig {
         let slot = if order.get() <= 3 {
             order.get() as usize
         } else if order == self.pageblock_order {
-            crate::pcp::PCP_SLOTS - 1
+            PCP_SLOTS - 1
         } else {
             return None;
         };
-        Some(mt as usize * crate::pcp::PCP_SLOTS + slot)
+        Some(mt as usize * PCP_SLOTS + slot)
     }
 }
 

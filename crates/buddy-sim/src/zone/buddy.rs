@@ -5,16 +5,16 @@
 //! allocation takes the front (so zeroed blocks are not spent on callers that overwrite them),
 //! a zeroed allocation the back, and background zeroing finds a block to clear at a front.
 
-use crate::compaction::Scanners;
-use crate::counters::LockStats;
-use crate::deferred::{AddedRanges, DeferredRanges};
 use crate::error::BuddyError;
 use crate::frame::{FrameState, Word};
-use crate::list::{FreeCount, List};
-use crate::map::FrameMap;
 use crate::migratetype::MigrateType;
-use crate::migratetype::{ISOLATE, LIST_TYPES, PageblockClaim, set_pageblocks};
+use crate::migratetype::{INITIALIZED, ISOLATE, LIST_TYPES, Pageblock};
 use crate::types::{MAX_SUPPORTED_ORDER, Order};
+use crate::zone::counters::LockStats;
+use crate::zone::list::{FreeCount, List};
+use crate::zone::map::FrameMap;
+use crate::zone::pageblock::{PageblockClaim, set_pageblocks};
+use crate::zone::ranges::{AddedRanges, DeferredRanges};
 
 /// Which free block an allocation would rather have.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -310,5 +310,149 @@ impl FreeArea {
             }
         }
         Ok(zeroed)
+    }
+}
+
+/// Where compaction's two scanners are (Linux keeps the cursor in `struct zone`): the migrate scanner's next frame (going up) and the first
+/// frame of the pageblock the free scanner takes targets from (going down).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Scanners {
+    pub(crate) migrate: u32,
+    pub(crate) free: u32,
+}
+
+impl Scanners {
+    pub(crate) fn start(m: FrameMap<'_>) -> Self {
+        Self {
+            migrate: 0,
+            free: m.pageblock_index(m.frames.len() as u32 - 1),
+        }
+    }
+}
+
+impl FreeArea {
+    /// Makes the pageblocks `range` (frames being added as usable memory) overlaps movable
+    /// if nothing set their type before, as Linux's `memmap_init` does: all memory starts
+    /// movable, and the other types claim pageblocks as they need them.
+    pub(crate) fn init_pageblocks(&mut self, m: FrameMap<'_>, range: core::ops::Range<u32>) {
+        let movable = Pageblock {
+            mt: MigrateType::Movable,
+            isolated: false,
+        };
+        for block in m.pageblocks(range.clone()) {
+            if m.frame(block.start).pageblock_bits() & INITIALIZED == 0 {
+                if block.start >= range.start && block.end <= range.end {
+                    // Nothing of it was usable before: no free block to move.
+                    m.frame(block.start).set_pageblock_bits(movable.bits());
+                } else {
+                    self.set_pageblock(m, block.start, movable);
+                }
+            }
+        }
+    }
+
+    /// Sets the pageblock holding `idx` to `pb` and moves its free buddy blocks to the lists
+    /// that go with it (`move_freepages_block`). Blocks on per-cpu lists stay there; they go
+    /// to the pageblock's lists when drained. Only for pageblocks below a free block of the
+    /// pageblock order or above (those are moved whole by `set_block_type`).
+    pub(crate) fn set_pageblock(&mut self, m: FrameMap<'_>, idx: u32, pb: Pageblock) {
+        let range = m.pageblock_range(idx);
+        m.frame(range.start).set_pageblock_bits(pb.bits());
+        let list = pb.list();
+        for (i, w) in m.heads(range.start, range.end) {
+            if w.state() == FrameState::Buddy && w.mt() != list {
+                let order = Order(w.order());
+                let zeroed = self.remove(m, i, order);
+                self.insert(m, i, order, zeroed, list);
+            }
+        }
+    }
+
+    /// Sets every pageblock of the free block at `idx` (of `order`, at least the pageblock
+    /// order) to `mt`, not isolated, and moves the block to that type's list.
+    pub(crate) fn set_block_type(
+        &mut self,
+        m: FrameMap<'_>,
+        idx: u32,
+        order: Order,
+        mt: MigrateType,
+    ) {
+        set_pageblocks(m, idx, order, mt);
+        let zeroed = self.remove(m, idx, order);
+        self.insert(m, idx, order, zeroed, mt as u8);
+    }
+
+    /// Linux's `try_to_claim_block`, for an allocation of `mt` that falls back to the free
+    /// block at `idx` of `order`: a block of the pageblock order or above becomes `mt` whole;
+    /// a smaller one's pageblock becomes `mt` if at least half of it is free or allocated as
+    /// `mt` already, its free blocks moving with it. Whether the claim was made.
+    pub(crate) fn try_claim(
+        &mut self,
+        m: FrameMap<'_>,
+        idx: u32,
+        order: Order,
+        mt: MigrateType,
+    ) -> bool {
+        if order >= m.cfg.pageblock_order {
+            self.set_block_type(m, idx, order, mt);
+            return true;
+        }
+        let range = m.pageblock_range(idx);
+        let (mut free, mut alike) = (0u32, 0u32);
+        // Below the pageblock order, so every block here lies inside the pageblock.
+        for (_, w) in m.heads(range.start, range.end) {
+            let pages = 1u32 << w.order();
+            match w.state() {
+                FrameState::Buddy | FrameState::Pcp => free += pages,
+                FrameState::Allocated if w.mt() == mt as u8 => alike += pages,
+                _ => {}
+            }
+        }
+        if free + alike < m.pageblock_pages() / 2 {
+            return false;
+        }
+        self.set_pageblock(
+            m,
+            idx,
+            Pageblock {
+                mt,
+                isolated: false,
+            },
+        );
+        true
+    }
+}
+
+impl FreeArea {
+    /// Gives the pageblocks of `claim` their type back, moving their free blocks with them;
+    /// under the zone lock, after the claiming allocation's block was freed again. A
+    /// pageblock whose type changed since (to other than the claiming type) is left alone,
+    /// and an isolated one stays isolated.
+    pub(crate) fn unclaim_pageblocks(&mut self, m: FrameMap<'_>, claim: PageblockClaim) {
+        for block in m.pageblocks(claim.start..claim.end) {
+            let pb = m.pageblock(block.start);
+            if pb.mt != claim.by {
+                continue;
+            }
+            match m.block_head(block.start) {
+                // Free and whole across pageblocks: moved as one (its later pageblocks then
+                // read as `was` and are passed over).
+                Some((head, w))
+                    if w.state() == FrameState::Buddy
+                        && w.order() >= m.cfg.pageblock_order.get()
+                        && !pb.isolated =>
+                {
+                    self.set_block_type(m, head, Order(w.order()), claim.was);
+                }
+                _ => self.set_pageblock(
+                    m,
+                    block.start,
+                    Pageblock {
+                        mt: claim.was,
+                        ..pb
+                    },
+                ),
+            }
+        }
     }
 }

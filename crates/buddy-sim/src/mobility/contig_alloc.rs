@@ -19,19 +19,22 @@
 //! refused move was offered goes back as it was, known zero and its pageblock's type
 //! included ([`BuddyError`] lists what a failure may change).
 
-use crate::compaction::{Migrate, NotMoved, is_movable};
-use crate::cpu::{Access, Cpu, CpuLists};
 use crate::decompose::decompose;
 use crate::error::BuddyError;
 use crate::frame::{Frame, FrameState, Word};
-use crate::map::FrameMap;
 use crate::memory::FrameMemory;
-use crate::migratetype::{Pageblock, pageblocks_covering};
-use crate::pcp::PerCpu;
+use crate::migrate::Migrate;
+use crate::migratetype::Pageblock;
+use crate::mobility::compaction::{NotMoved, is_movable};
 use crate::request::{AllocRequest, MigrateCallback, ReschedPoint};
 use crate::types::Order;
 use crate::zeroed::fault_inside;
 use crate::zone::Zone;
+use crate::zone::cpu::{Access, Cpu};
+use crate::zone::map::FrameMap;
+use crate::zone::pageblock::pageblocks_covering;
+use crate::zone::pcp::CpuLists;
+use crate::zone::pcp::PerCpu;
 use core::ops::Range;
 use lock_api::RawMutex;
 use mm_types::Pfn;

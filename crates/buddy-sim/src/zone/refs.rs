@@ -5,12 +5,13 @@
 //! reference at once cannot both free the block: one sees the count already at zero and
 //! gets [`BuddyError::DoubleFree`], changing nothing.
 
-use crate::cpu::{Access, Cpu, CpuLists};
 use crate::error::BuddyError;
 use crate::frame::{Frame, FrameState, Word};
-use crate::pcp::PerCpu;
 use crate::types::Order;
 use crate::zone::Zone;
+use crate::zone::cpu::{Access, Cpu};
+use crate::zone::pcp::CpuLists;
+use crate::zone::pcp::PerCpu;
 use lock_api::RawMutex;
 use mm_types::Pfn;
 

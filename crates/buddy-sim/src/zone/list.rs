@@ -2,8 +2,8 @@
 //! that removing a buddy from the middle of a free list is O(1). A list and the links of the
 //! frames on it belong to one lock (a per-cpu list's, or the zone's).
 
-use crate::map::Frames;
 use crate::types::Order;
+use crate::zone::map::Frames;
 
 /// Frames in the blocks on a set of free lists, and of those the frames in blocks known zero:
 /// what the zone lock and each per-cpu lock count for their lists.

@@ -19,12 +19,13 @@
 //! Two CPUs freeing the same range claim its first page in turn: one takes it, the other
 //! fails there, having changed nothing.
 
-use crate::cpu::{Access, Cpu, CpuLists};
 use crate::decompose::decompose;
 use crate::error::BuddyError;
 use crate::frame::{Frame, FrameState, Word};
-use crate::pcp::PerCpu;
 use crate::zone::Zone;
+use crate::zone::cpu::{Access, Cpu};
+use crate::zone::pcp::CpuLists;
+use crate::zone::pcp::PerCpu;
 use core::ops::Range;
 use lock_api::RawMutex;
 use mm_types::Pfn;

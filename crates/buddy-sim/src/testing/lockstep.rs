@@ -1,198 +1,18 @@
-//! Test harnesses (feature `testing`; not part of the stable API): operation sequences
-//! applied to a zone and to its reference side by side, with every invariant checked:
-//! [`Lockstep`] (batched `free_contig_range` against the per-page path) and, with the
-//! features `alloc` and `spin`, [`ZeroedModel`] (zeroed allocation against a page-by-page
-//! model backed by memory). The crate's tests, its fuzz targets and an embedder's own tests
-//! use them; the references themselves are in [`crate::reference`].
+//! [`Lockstep`]: a zone and the per-page reference side by side.
 
 use crate::error::BuddyError;
 use crate::frame::Frame;
 use crate::migratetype::MigrateType;
-use crate::pcp::PerCpu;
+use crate::migratetype::Pageblock;
 use crate::reference::free_contig_range_per_page;
 use crate::request::AllocRequest;
+use crate::testing::ops::{CheckInterval, Op};
+use crate::testing::snapshot::{Snapshot, SnapshotDifference};
 use crate::types::Order;
 use crate::zone::Zone;
+use crate::zone::pcp::PerCpu;
 use lock_api::RawMutex;
 use mm_types::Pfn;
-
-#[cfg(all(feature = "alloc", feature = "spin"))]
-mod nodes;
-mod snapshot;
-#[cfg(all(feature = "alloc", feature = "spin"))]
-pub use nodes::{NodeDivergence, NodeModel, NodeOp};
-pub use snapshot::{Snapshot, SnapshotDifference};
-#[cfg(all(feature = "alloc", feature = "spin"))]
-mod zeroed;
-#[cfg(all(feature = "alloc", feature = "spin"))]
-pub use zeroed::{ZeroDivergence, ZeroedModel};
-
-/// One step of an operation sequence for [`Lockstep`] and (features `alloc` and `spin`) the
-/// zero reference `ZeroedModel`; each applies the steps it models and passes over the
-/// others (`Lockstep`'s zones have no memory to zero; the zero reference frees whole
-/// blocks only). Allocation slots name recent allocations (modulo the number recorded);
-/// page offsets are taken modulo the block size.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Op {
-    /// Drain both zones and merge their free blocks (so they hand out the same frames),
-    /// then allocate.
-    Alloc {
-        /// CPU.
-        cpu: usize,
-        /// Order (may exceed MAX_ORDER: an error).
-        order: u8,
-    },
-    /// `split_page` a recorded allocation.
-    Split {
-        /// Allocation slot.
-        slot: usize,
-    },
-    /// `get_page` on a page of a recorded allocation.
-    Get {
-        /// Allocation slot.
-        slot: usize,
-        /// Page offset.
-        page: u64,
-    },
-    /// `put_page` on a page of a recorded allocation.
-    Put {
-        /// CPU.
-        cpu: usize,
-        /// Allocation slot.
-        slot: usize,
-        /// Page offset.
-        page: u64,
-    },
-    /// `mark_hwpoison` on a page of a recorded allocation.
-    Poison {
-        /// Allocation slot.
-        slot: usize,
-        /// Page offset.
-        page: u64,
-    },
-    /// Free a run inside (or overlapping the end of) a recorded allocation: batched on one
-    /// zone, per page on the other.
-    FreeRun {
-        /// CPU.
-        cpu: usize,
-        /// Allocation slot.
-        slot: usize,
-        /// First page offset.
-        offset: u64,
-        /// Pages.
-        len: u64,
-    },
-    /// Free an arbitrary run, relative to the zone start (mostly errors).
-    FreeRaw {
-        /// CPU.
-        cpu: usize,
-        /// Offset from the zone's first frame (may lie outside).
-        offset: u64,
-        /// Pages.
-        len: u64,
-    },
-    /// `free_pages` of a recorded allocation at its order.
-    FreePages {
-        /// CPU.
-        cpu: usize,
-        /// Allocation slot.
-        slot: usize,
-    },
-    /// Drain one CPU's lists.
-    DrainCpu {
-        /// CPU.
-        cpu: usize,
-    },
-    /// Drain every CPU's lists.
-    DrainAll,
-    /// Add reserved frames as usable memory (mostly errors once the zone is full):
-    /// `add_memory`, or `add_zeroed_memory` for memory the embedder zeroed first.
-    AddMemory {
-        /// Offset from the zone's first frame (may lie outside).
-        offset: u64,
-        /// Frames.
-        len: u64,
-        /// Declared zero.
-        zeroed: bool,
-    },
-    /// `alloc_zeroed`, with a fault offset into the block or none (the zero reference).
-    AllocZeroed {
-        /// CPU.
-        cpu: usize,
-        /// Order (may exceed MAX_ORDER: an error).
-        order: u8,
-        /// Fault offset in bytes, if any (may lie outside the block).
-        fault: Option<u64>,
-    },
-    /// `zero_some` with this budget in frames (the zero reference).
-    ZeroSome {
-        /// Frames at most.
-        budget: u64,
-    },
-    /// `init_deferred` with this budget in frames.
-    InitDeferred {
-        /// Frames at most.
-        budget: u64,
-    },
-    /// As [`Op::Alloc`], for an allocation of kind `mt` (0 unmovable, 1 movable, 2
-    /// reclaimable, modulo 3): [`AllocRequest::kind`](crate::AllocRequest::kind).
-    AllocTyped {
-        /// CPU.
-        cpu: usize,
-        /// Order (may exceed MAX_ORDER: an error).
-        order: u8,
-        /// The kind, an index into [`MigrateType::ALL`](crate::MigrateType::ALL) (modulo 3).
-        mt: u8,
-    },
-    /// `alloc_contig_range` (or its frozen variant) of a range relative to the zone's first
-    /// frame; a movable block in the way is refused (the harness has no memory to move).
-    AllocContig {
-        /// CPU.
-        cpu: usize,
-        /// Offset from the zone's first frame (may lie outside).
-        offset: u64,
-        /// Frames.
-        len: u64,
-        /// The frozen variant.
-        frozen: bool,
-    },
-    /// `alloc_contig_pages` (or its frozen variant) of `len` frames aligned to `align`; a
-    /// movable block in the way is refused (the harness has no memory to move), so it must
-    /// find the first aligned run of free frames, or fail only if there is none.
-    AllocContigPages {
-        /// CPU.
-        cpu: usize,
-        /// Frames.
-        len: u64,
-        /// Alignment order (may exceed MAX_ORDER: an error).
-        align: u8,
-        /// The frozen variant.
-        frozen: bool,
-    },
-    /// `offline_range` of a range relative to the zone's first frame; a movable block in
-    /// the way is refused (the harness has no memory to move). `AddMemory` brings it back.
-    Offline {
-        /// CPU.
-        cpu: usize,
-        /// Offset from the zone's first frame (may lie outside).
-        offset: u64,
-        /// Frames.
-        len: u64,
-    },
-    /// Free a run inside (or overlapping the end of) a recorded contiguous allocation:
-    /// batched on one zone (`free_contig_range`, `free_contig_frozen_range` for a frozen
-    /// one), per page on the other.
-    FreeContig {
-        /// CPU.
-        cpu: usize,
-        /// Contiguous allocation slot.
-        slot: usize,
-        /// First page offset.
-        offset: u64,
-        /// Pages.
-        len: u64,
-    },
-}
 
 /// How [`Lockstep`] found the two paths to differ, or a zone to be corrupt.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -205,7 +25,7 @@ pub enum Divergence {
         per_page: Result<(), BuddyError>,
     },
     /// A zone failed [`Zone::check`].
-    Corrupt(crate::check::Corruption),
+    Corrupt(crate::zone::check::Corruption),
     /// After draining, the zones differ in a frame's state, order, refcount or poison.
     Frames(Pfn),
     /// After draining, the zones differ in their free blocks.
@@ -248,29 +68,6 @@ pub struct Lockstep<F, P, R> {
     /// The batched zone before and after the operation being applied (storage kept).
     before: Snapshot,
     after: Snapshot,
-}
-
-/// When a harness runs its full check: every `every`-th call of its `apply`.
-#[derive(Clone, Copy, Debug)]
-struct CheckInterval {
-    every: usize,
-    applied: usize,
-}
-
-impl CheckInterval {
-    /// Every `every` calls (at least 1).
-    const fn every(every: usize) -> Self {
-        Self {
-            every: if every == 0 { 1 } else { every },
-            applied: 0,
-        }
-    }
-
-    /// Counts one call; whether its full check is due.
-    fn due(&mut self) -> bool {
-        self.applied += 1;
-        self.applied.is_multiple_of(self.every)
-    }
 }
 
 impl<F, P, R> Lockstep<F, P, R>
@@ -398,7 +195,7 @@ where
                 frozen,
             } => match start.checked_add(offset) {
                 Some(first) => {
-                    let refuse = |_: &crate::compaction::Migration| false;
+                    let refuse = |_: &crate::migrate::Migration| false;
                     let contig = |z: &Zone<F, P, R>| {
                         if frozen {
                             z.alloc_contig_frozen_range(cpu, first, len, &mut { refuse })
@@ -424,10 +221,8 @@ where
             Op::Offline { cpu, offset, len } => match start.checked_add(offset) {
                 Some(first) => {
                     let offline = |z: &Zone<F, P, R>| {
-                        z.offline_range(cpu, first, len, &mut |_: &crate::compaction::Migration| {
-                            false
-                        })
-                        .map(drop)
+                        z.offline_range(cpu, first, len, &mut |_: &crate::migrate::Migration| false)
+                            .map(drop)
                     };
                     (offline(&self.batched), offline(&self.per_page))
                 }
@@ -554,7 +349,7 @@ where
     fn alloc_both(&mut self, cpu: usize, order: u8, mt: MigrateType) -> PairResult {
         // Both zones were drained and merged (`apply`), but their lists are not in the
         // same order: the per-page zone takes the very block the batched zone handed out.
-        let order = Order::new(order);
+        let order = Order::new(order).map_err(BuddyError::from);
         let typed = |o| AllocRequest::order(o).kind(mt);
         let a = order.and_then(|o| self.batched.cpu(cpu)?.alloc_raw(typed(o)));
         let b = match (a, order) {
@@ -626,11 +421,11 @@ where
     ) -> Result<PairResult, Divergence> {
         let align = match Order::new(align) {
             Ok(o) => o,
-            Err(e) => return Ok((Err(e), Err(e))),
+            Err(e) => return Ok((Err(e.into()), Err(e.into()))),
         };
         let free = first_free_run(&self.batched, len, align);
         let contig = |z: &Zone<F, P, R>| {
-            let mut refuse = |_: &crate::compaction::Migration| false;
+            let mut refuse = |_: &crate::migrate::Migration| false;
             let request = AllocRequest::frames(len)
                 .aligned(align)
                 .contiguous(&mut refuse);
@@ -671,6 +466,35 @@ where
             return Err(Divergence::FreeBlocks);
         }
         Ok(())
+    }
+}
+
+impl<F, P, R> Zone<F, P, R>
+where
+    F: AsRef<[Frame]>,
+    P: AsRef<[PerCpu<R>]>,
+    R: RawMutex,
+{
+    /// Gives this zone's pageblocks the types and isolation of `other`'s (a zone of the same
+    /// geometry), moving free blocks with them: for harnesses whose second zone replays an
+    /// allocation at the address the first chose (`alloc_pages_at` claims nothing).
+    pub(crate) fn copy_pageblocks_from<F2, P2, R2>(&self, other: &Zone<F2, P2, R2>)
+    where
+        F2: AsRef<[crate::frame::Frame]>,
+        P2: AsRef<[crate::zone::pcp::PerCpu<R2>]>,
+        R2: lock_api::RawMutex,
+    {
+        let (m, theirs) = (self.map(), other.map());
+        let mut free = self.lock_zone();
+        // The frame count fits the indices (`ZoneConfig::validate`).
+        for block in m.pageblocks(0..m.frames.len() as u32) {
+            let bits = theirs.frame(block.start).pageblock_bits();
+            if m.frame(block.start).pageblock_bits() != bits {
+                free.set_pageblock(m, block.start, Pageblock::from_bits(bits));
+                // The exact bits (an uninitialized pageblock of theirs stays so).
+                m.frame(block.start).set_pageblock_bits(bits);
+            }
+        }
     }
 }
 

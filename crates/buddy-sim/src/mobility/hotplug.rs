@@ -15,13 +15,13 @@
 //! Known-zero state does not survive: an offlined frame is a hole, and memory added again is
 //! not known zero unless the caller says so.
 
-use crate::compaction::Migrate;
-use crate::contig_alloc::Take;
-use crate::cpu::{Access, Cpu};
 use crate::error::BuddyError;
 use crate::frame::Frame;
-use crate::pcp::PerCpu;
+use crate::migrate::Migrate;
+use crate::mobility::contig_alloc::Take;
 use crate::zone::Zone;
+use crate::zone::cpu::{Access, Cpu};
+use crate::zone::pcp::PerCpu;
 use lock_api::RawMutex;
 use mm_types::Pfn;
 
@@ -46,12 +46,12 @@ where
 #[allow(unsafe_code)]
 mod tests {
     use crate::boxed::BoxedZone;
-    use crate::compaction::Migration;
-    use crate::config::ZoneConfig;
     use crate::error::BuddyError;
     use crate::frame::FrameState;
+    use crate::migrate::Migration;
     use crate::migratetype::MigrateType;
     use crate::types::Order;
+    use crate::zone::config::ZoneConfig;
     use mm_types::Pfn;
     use std::vec::Vec;
 

@@ -1,29 +1,54 @@
-//! The zone: its frames, its per-cpu lists, the buddy under the zone lock, and what every
-//! operation shares (the counted lock acquisitions, the frame-to-list hand-offs).
+//! The zone core: its frames, its per-cpu lists, the buddy under the zone lock, and what
+//! every operation shares (the counted lock acquisitions, the frame-to-list hand-offs).
+//!
+//! Below it: the plain types (`types`, `migratetype`, `frame`, `error`, `memory`). Above it
+//! the features (`mobility`, `zeroed`, `deferred`, `vmalloc`, `exact`) reach the zone's
+//! locked state only through the methods of these modules. The lowest of them first:
+//! `config` (geometry), `map` (frame arithmetic and lookups), `list` (the intrusive free
+//! lists), `counters`, `ranges` (the memory map's added and deferred ranges), `buddy` (the
+//! zone lock's `FreeArea`: lists, counts, ranges, the compaction cursor), `pageblock` (types
+//! of pageblocks, fallback claiming), `pcp` (per-cpu lists); this module (the `Zone`); then
+//! `cpu` (the per-CPU handle), `alloc` and `refs` (the allocation and free paths), `contig`
+//! (`free_contig_range`), `stats` and `check`.
+
+pub(crate) mod alloc;
+pub(crate) mod buddy;
+pub(crate) mod check;
+pub(crate) mod config;
+pub(crate) mod contig;
+pub(crate) mod counters;
+pub(crate) mod cpu;
+pub(crate) mod list;
+pub(crate) mod map;
+pub(crate) mod pageblock;
+pub(crate) mod pcp;
+pub(crate) mod ranges;
+pub(crate) mod refs;
+pub(crate) mod stats;
 
 use core::fmt;
 use core::ops::{DerefMut, Range};
 
-use crate::buddy::FreeArea;
-use crate::config::ZoneConfig;
-use crate::counters::LockStats;
-use crate::counters::OpCounters;
-use crate::cpu::CpuLists;
 use crate::decompose::decompose;
-#[cfg(not(loom))]
-use crate::deferred::{AddedRanges, DeferredRanges};
 use crate::error::BuddyError;
 use crate::error::ConfigError;
 use crate::frame::{Frame, FrameInfo, FrameState, Word};
-use crate::list::{FreeCount, List};
-use crate::map::{FrameMap, Frames};
 use crate::memory::FRAME;
 use crate::migratetype::MigrateType;
-use crate::pcp::{PcpLists, PerCpu};
 use crate::sync::DefaultRawMutex;
 use crate::sync::{AtomicU64, Mutex, Ordering};
 use crate::types::NodeId;
 use crate::types::{MAX_SUPPORTED_ORDER, Order};
+use crate::zone::buddy::FreeArea;
+use crate::zone::config::ZoneConfig;
+use crate::zone::counters::LockStats;
+use crate::zone::counters::OpCounters;
+use crate::zone::list::{FreeCount, List};
+use crate::zone::map::{FrameMap, Frames};
+use crate::zone::pcp::CpuLists;
+use crate::zone::pcp::{PcpLists, PerCpu};
+#[cfg(not(loom))]
+use crate::zone::ranges::{AddedRanges, DeferredRanges};
 use lock_api::RawMutex;
 use mm_types::Pfn;
 use mm_types::{FrameRange, PhysAddr};

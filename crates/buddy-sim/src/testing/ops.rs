@@ -1,0 +1,191 @@
+//! The operation sequences the harnesses apply, and how often they check everything.
+
+/// One step of an operation sequence for [`Lockstep`](super::Lockstep) and (features `alloc` and `spin`) the
+/// zero reference `ZeroedModel`; each applies the steps it models and passes over the
+/// others (`Lockstep`'s zones have no memory to zero; the zero reference frees whole
+/// blocks only). Allocation slots name recent allocations (modulo the number recorded);
+/// page offsets are taken modulo the block size.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Op {
+    /// Drain both zones and merge their free blocks (so they hand out the same frames),
+    /// then allocate.
+    Alloc {
+        /// CPU.
+        cpu: usize,
+        /// Order (may exceed MAX_ORDER: an error).
+        order: u8,
+    },
+    /// `split_page` a recorded allocation.
+    Split {
+        /// Allocation slot.
+        slot: usize,
+    },
+    /// `get_page` on a page of a recorded allocation.
+    Get {
+        /// Allocation slot.
+        slot: usize,
+        /// Page offset.
+        page: u64,
+    },
+    /// `put_page` on a page of a recorded allocation.
+    Put {
+        /// CPU.
+        cpu: usize,
+        /// Allocation slot.
+        slot: usize,
+        /// Page offset.
+        page: u64,
+    },
+    /// `mark_hwpoison` on a page of a recorded allocation.
+    Poison {
+        /// Allocation slot.
+        slot: usize,
+        /// Page offset.
+        page: u64,
+    },
+    /// Free a run inside (or overlapping the end of) a recorded allocation: batched on one
+    /// zone, per page on the other.
+    FreeRun {
+        /// CPU.
+        cpu: usize,
+        /// Allocation slot.
+        slot: usize,
+        /// First page offset.
+        offset: u64,
+        /// Pages.
+        len: u64,
+    },
+    /// Free an arbitrary run, relative to the zone start (mostly errors).
+    FreeRaw {
+        /// CPU.
+        cpu: usize,
+        /// Offset from the zone's first frame (may lie outside).
+        offset: u64,
+        /// Pages.
+        len: u64,
+    },
+    /// `free_pages` of a recorded allocation at its order.
+    FreePages {
+        /// CPU.
+        cpu: usize,
+        /// Allocation slot.
+        slot: usize,
+    },
+    /// Drain one CPU's lists.
+    DrainCpu {
+        /// CPU.
+        cpu: usize,
+    },
+    /// Drain every CPU's lists.
+    DrainAll,
+    /// Add reserved frames as usable memory (mostly errors once the zone is full):
+    /// `add_memory`, or `add_zeroed_memory` for memory the embedder zeroed first.
+    AddMemory {
+        /// Offset from the zone's first frame (may lie outside).
+        offset: u64,
+        /// Frames.
+        len: u64,
+        /// Declared zero.
+        zeroed: bool,
+    },
+    /// `alloc_zeroed`, with a fault offset into the block or none (the zero reference).
+    AllocZeroed {
+        /// CPU.
+        cpu: usize,
+        /// Order (may exceed MAX_ORDER: an error).
+        order: u8,
+        /// Fault offset in bytes, if any (may lie outside the block).
+        fault: Option<u64>,
+    },
+    /// `zero_some` with this budget in frames (the zero reference).
+    ZeroSome {
+        /// Frames at most.
+        budget: u64,
+    },
+    /// `init_deferred` with this budget in frames.
+    InitDeferred {
+        /// Frames at most.
+        budget: u64,
+    },
+    /// As [`Op::Alloc`], for an allocation of kind `mt` (0 unmovable, 1 movable, 2
+    /// reclaimable, modulo 3): [`AllocRequest::kind`](crate::AllocRequest::kind).
+    AllocTyped {
+        /// CPU.
+        cpu: usize,
+        /// Order (may exceed MAX_ORDER: an error).
+        order: u8,
+        /// The kind, an index into [`MigrateType::ALL`](crate::MigrateType::ALL) (modulo 3).
+        mt: u8,
+    },
+    /// `alloc_contig_range` (or its frozen variant) of a range relative to the zone's first
+    /// frame; a movable block in the way is refused (the harness has no memory to move).
+    AllocContig {
+        /// CPU.
+        cpu: usize,
+        /// Offset from the zone's first frame (may lie outside).
+        offset: u64,
+        /// Frames.
+        len: u64,
+        /// The frozen variant.
+        frozen: bool,
+    },
+    /// `alloc_contig_pages` (or its frozen variant) of `len` frames aligned to `align`; a
+    /// movable block in the way is refused (the harness has no memory to move), so it must
+    /// find the first aligned run of free frames, or fail only if there is none.
+    AllocContigPages {
+        /// CPU.
+        cpu: usize,
+        /// Frames.
+        len: u64,
+        /// Alignment order (may exceed MAX_ORDER: an error).
+        align: u8,
+        /// The frozen variant.
+        frozen: bool,
+    },
+    /// `offline_range` of a range relative to the zone's first frame; a movable block in
+    /// the way is refused (the harness has no memory to move). `AddMemory` brings it back.
+    Offline {
+        /// CPU.
+        cpu: usize,
+        /// Offset from the zone's first frame (may lie outside).
+        offset: u64,
+        /// Frames.
+        len: u64,
+    },
+    /// Free a run inside (or overlapping the end of) a recorded contiguous allocation:
+    /// batched on one zone (`free_contig_range`, `free_contig_frozen_range` for a frozen
+    /// one), per page on the other.
+    FreeContig {
+        /// CPU.
+        cpu: usize,
+        /// Contiguous allocation slot.
+        slot: usize,
+        /// First page offset.
+        offset: u64,
+        /// Pages.
+        len: u64,
+    },
+}
+
+/// When a harness runs its full check: every `every`-th call of its `apply`.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct CheckInterval {
+    every: usize,
+    applied: usize,
+}
+
+impl CheckInterval {
+    /// Every `every` calls (at least 1).
+    pub(crate) const fn every(every: usize) -> Self {
+        Self {
+            every: if every == 0 { 1 } else { every },
+            applied: 0,
+        }
+    }
+
+    /// Counts one call; whether its full check is due.
+    pub(crate) fn due(&mut self) -> bool {
+        self.applied += 1;
+        self.applied.is_multiple_of(self.every)
+    }
+}

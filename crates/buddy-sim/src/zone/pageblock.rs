@@ -1,0 +1,156 @@
+//! Grouping by mobility (Linux's migratetypes): every pageblock has a type, every allocation
+//! says which kind it is, and the free lists are kept per type so that unmovable and movable
+//! allocations fill different pageblocks. An allocation that finds nothing of its type falls
+//! back to the other types in Linux's order, claiming a whole pageblock for its own type when
+//! the block it takes is large or the pageblock is mostly free or alike
+//! (`try_to_claim_block`), else taking one block without changing any type.
+//!
+//! A pageblock can also be *isolated* (for `alloc_contig_range`): its free blocks sit on
+//! lists of their own that no allocation takes from, and frees into it skip the per-cpu
+//! lists. Isolation is a bit beside the type (as in Linux 6.16), so undoing it restores the
+//! type the pageblock had.
+//!
+//! Invariants (checked by [`Zone::check`](crate::Zone::check)): a free block in the buddy is
+//! on the lists of its pageblock's type (the isolated lists if the pageblock is isolated),
+//! and a free block of the pageblock order or above spans pageblocks of one type.
+
+use crate::error::BuddyError;
+use crate::frame::Word;
+use crate::migratetype::{MigrateType, Pageblock};
+use crate::types::Order;
+use crate::zone::map::FrameMap;
+
+impl FrameMap<'_> {
+    /// Frames per pageblock.
+    #[inline]
+    pub(crate) fn pageblock_pages(self) -> u32 {
+        1 << self.cfg.pageblock_order.get()
+    }
+
+    /// The index of the frame that stores the pageblock of frame `idx` (its first frame, or
+    /// the zone's first for the pageblock the zone starts in).
+    #[inline]
+    pub(crate) fn pageblock_index(self, idx: u32) -> u32 {
+        let first = self.pfn(idx).0 & !(u64::from(self.pageblock_pages()) - 1);
+        // At least the zone's start, so the difference fits the index.
+        (first.max(self.cfg.start.0) - self.cfg.start.0) as u32
+    }
+
+    /// The pageblock of frame `idx`.
+    #[inline]
+    pub(crate) fn pageblock(self, idx: u32) -> Pageblock {
+        Pageblock::from_bits(self.frame(self.pageblock_index(idx)).pageblock_bits())
+    }
+
+    /// The free-list index a block freed at `idx` goes to.
+    #[inline]
+    pub(crate) fn free_list_of(self, idx: u32) -> u8 {
+        self.pageblock(idx).list()
+    }
+
+    /// The pageblocks that `frames` overlaps, each as its index range cut to the zone.
+    pub(crate) fn pageblocks(
+        self,
+        frames: core::ops::Range<u32>,
+    ) -> impl Iterator<Item = core::ops::Range<u32>> {
+        let mut at = frames.start;
+        core::iter::from_fn(move || {
+            let block = (at < frames.end).then(|| self.pageblock_range(at))?;
+            at = block.end;
+            Some(block)
+        })
+    }
+
+    /// The block heads from `from` up to `end`, each with its word: a walk that steps over
+    /// each block (a reserved frame or a tail, read where a head was expected, steps one
+    /// frame). Without a lock the words are a moment's guesses; the step uses the word read,
+    /// so a caller may change the block it was given before the walk goes on.
+    pub(crate) fn heads(self, from: u32, end: u32) -> impl Iterator<Item = (u32, Word)> {
+        let mut at = from;
+        core::iter::from_fn(move || {
+            let i = (at < end).then_some(at)?;
+            let w = self.frame(i).load();
+            at = i.saturating_add(1 << w.order().min(crate::types::MAX_SUPPORTED_ORDER));
+            Some((i, w))
+        })
+    }
+
+    /// The index range of the pageblock holding `idx`, cut to the zone.
+    pub(crate) fn pageblock_range(self, idx: u32) -> core::ops::Range<u32> {
+        let start = self.pageblock_index(idx);
+        let aligned = self.pfn(idx).0 & !(u64::from(self.pageblock_pages()) - 1);
+        // Saturating: a zone may end at the top of the pfn space, where the pageblock's end
+        // does not fit a pfn (the zone's end, which does, cuts it).
+        let end_pfn = aligned.saturating_add(u64::from(self.pageblock_pages()));
+        let zone_end = self.cfg.start.0 + self.cfg.nr_pages;
+        start..(end_pfn.min(zone_end) - self.cfg.start.0) as u32
+    }
+}
+
+/// Sets every pageblock of the block at `idx` (of `order`, at least the pageblock order) to
+/// `mt`, not isolated; under the zone lock, the block on no list.
+pub(crate) fn set_pageblocks(m: FrameMap<'_>, idx: u32, order: Order, mt: MigrateType) {
+    let bits = Pageblock {
+        mt,
+        isolated: false,
+    }
+    .bits();
+    let end = idx + order.pages() as u32;
+    let mut i = idx;
+    while i < end {
+        m.frame(m.pageblock_index(i)).set_pageblock_bits(bits);
+        i += m.pageblock_pages();
+    }
+}
+
+/// Pageblocks a fallback claimed for another type ([`FreeArea::try_claim`]): the block of
+/// the pageblock order or above it claimed whole, or the one pageblock of a smaller block,
+/// the type they had and the type that claimed them. What
+/// [`FreeArea::unclaim_pageblocks`] gives back when the allocation that claimed them is
+/// undone (a refused migration's target).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct PageblockClaim {
+    /// The frames claimed: `start..end` (a range is not `Copy`).
+    pub(crate) start: u32,
+    pub(crate) end: u32,
+    pub(crate) was: MigrateType,
+    pub(crate) by: MigrateType,
+}
+
+impl PageblockClaim {
+    /// The claim for `by` of the free block at `idx` of `order`, taken from `was`'s lists.
+    pub(crate) fn of(
+        m: FrameMap<'_>,
+        idx: u32,
+        order: Order,
+        was: MigrateType,
+        by: MigrateType,
+    ) -> Self {
+        let frames = if order >= m.cfg.pageblock_order {
+            idx..idx + order.pages() as u32
+        } else {
+            m.pageblock_range(idx)
+        };
+        Self {
+            start: frames.start,
+            end: frames.end,
+            was,
+            by,
+        }
+    }
+}
+
+/// The indices of the pageblocks that cover the frames `pages` (from [`FrameMap::range`]), cut
+/// to the zone.
+///
+/// # Errors
+/// [`BuddyError::ZeroPages`] for an empty range.
+pub(crate) fn pageblocks_covering(
+    m: FrameMap<'_>,
+    pages: core::ops::Range<u32>,
+) -> Result<core::ops::Range<u32>, BuddyError> {
+    if pages.is_empty() {
+        return Err(BuddyError::ZeroPages);
+    }
+    Ok(m.pageblock_index(pages.start)..m.pageblock_range(pages.end - 1).end)
+}
