@@ -46,13 +46,17 @@ const FLOORS: [(&str, &[&str]); 7] = [
 const CRATE: &str = "crates/buddy-sim/src";
 
 pub fn run(root: &Path) -> Result<String, String> {
-    let src = root.join(CRATE);
+    check(&root.join(CRATE), &FLOORS).map(|n| format!("buddy-sim: {n}"))
+}
+
+type Floors<'a> = [(&'a str, &'a [&'a str])];
+
+/// Checks the crate whose source is under `src` against `floors`.
+fn check(src: &Path, floors: &Floors) -> Result<String, String> {
     let mut files = Vec::new();
-    collect(&src, &mut files)?;
-    let modules: BTreeMap<String, PathBuf> = files
-        .into_iter()
-        .map(|f| (module_of(&src, &f), f))
-        .collect();
+    collect(src, &mut files)?;
+    let modules: BTreeMap<String, PathBuf> =
+        files.into_iter().map(|f| (module_of(src, &f), f)).collect();
     let mut problems = Vec::new();
     let mut edges: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
     for (module, file) in &modules {
@@ -95,13 +99,14 @@ pub fn run(root: &Path) -> Result<String, String> {
         }
     }
     for (module, targets) in &edges {
-        let from = floor(module).ok_or(format!("{module} is on no floor of xtask's FLOORS"))?;
+        let from =
+            floor(floors, module).ok_or(format!("{module} is on no floor of xtask's FLOORS"))?;
         for t in targets {
-            let to = floor(t).ok_or(format!("{t} is on no floor of xtask's FLOORS"))?;
+            let to = floor(floors, t).ok_or(format!("{t} is on no floor of xtask's FLOORS"))?;
             if to > from {
                 problems.push(format!(
                     "{module} ({}) imports {t} ({}), a floor above",
-                    FLOORS[from].0, FLOORS[to].0
+                    floors[from].0, floors[to].0
                 ));
             }
         }
@@ -125,7 +130,7 @@ pub fn run(root: &Path) -> Result<String, String> {
     if problems.is_empty() {
         let n: usize = edges.values().map(BTreeSet::len).sum();
         Ok(format!(
-            "buddy-sim: {} modules, {n} imports, all downwards, no circle",
+            "{} modules, {n} imports, all downwards, no circle",
             modules.len()
         ))
     } else {
@@ -199,9 +204,9 @@ fn target(modules: &BTreeMap<String, PathBuf>, path: &[String]) -> Option<String
     (!path.is_empty()).then(|| "crate".into())
 }
 
-fn floor(module: &str) -> Option<usize> {
+fn floor(floors: &Floors, module: &str) -> Option<usize> {
     let top = module.split("::").next()?;
-    FLOORS
+    floors
         .iter()
         .position(|(_, members)| members.contains(&top))
 }
@@ -383,5 +388,121 @@ impl<'ast> Visit<'ast> for Paths {
             self.push(p.segments.iter().map(|s| s.ident.to_string()).collect());
         }
         syn::visit::visit_path(self, p);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Writes `files` (path, text) into a fresh directory and checks it on two floors:
+    /// `low` (`a`, `b`) under `high` (`c`, and the root).
+    fn checked(name: &str, files: &[(&str, &str)]) -> Result<String, String> {
+        let dir = std::env::temp_dir().join(format!("layers-{}-{name}", std::process::id()));
+        let _ = fs::remove_dir_all(&dir);
+        for (path, text) in files {
+            let file = dir.join(path);
+            fs::create_dir_all(file.parent().expect("a file has a parent")).expect("temp dir");
+            fs::write(&file, text).expect("temp file");
+        }
+        let floors: &Floors = &[("low", &["a", "b"]), ("high", &["c", "crate"])];
+        let result = check(&dir, floors);
+        let _ = fs::remove_dir_all(&dir);
+        result
+    }
+
+    const ROOT: (&str, &str) = ("lib.rs", "mod a; mod b; mod c; pub use c::C;");
+
+    #[test]
+    fn downward_imports_pass() {
+        let ok = checked(
+            "ok",
+            &[
+                ROOT,
+                ("a.rs", "pub struct A;"),
+                ("b.rs", "use crate::a::A; pub struct B(A);"),
+                ("c/mod.rs", "mod d; use super::b::B; pub struct C(B, d::D);"),
+                ("c/d.rs", "pub struct D(crate::a::A);"),
+            ],
+        );
+        assert_eq!(
+            ok,
+            Ok("5 modules, 5 imports, all downwards, no circle".into())
+        );
+    }
+
+    #[test]
+    fn test_code_and_locals_are_not_imports() {
+        let ok = checked(
+            "tests",
+            &[
+                ROOT,
+                (
+                    "a.rs",
+                    "pub fn a(b: u8) -> u8 { b }\n#[cfg(test)] mod t { use crate::c::C; }",
+                ),
+                ("b.rs", "#[cfg(all(test, loom))] use crate::c::C;"),
+                ("c.rs", ""),
+            ],
+        );
+        assert!(ok.is_ok(), "{ok:?}");
+    }
+
+    #[test]
+    fn an_upward_import_fails() {
+        let e = checked(
+            "up",
+            &[
+                ROOT,
+                ("a.rs", "use crate::c::C;"),
+                ("b.rs", ""),
+                ("c.rs", "pub struct C;"),
+            ],
+        );
+        assert_eq!(e, Err("a (low) imports c (high), a floor above".into()));
+    }
+
+    #[test]
+    fn an_import_through_the_root_fails() {
+        let e = checked(
+            "root",
+            &[ROOT, ("a.rs", ""), ("b.rs", "use crate::C;"), ("c.rs", "")],
+        );
+        assert_eq!(
+            e,
+            Err("b: `crate::C` names an item through the crate root".into())
+        );
+    }
+
+    #[test]
+    fn a_circle_fails_even_on_one_floor() {
+        let e = checked(
+            "circle",
+            &[
+                ROOT,
+                ("a.rs", "pub struct A(crate::b::B);"),
+                ("b.rs", "pub struct B(Option<Box<super::a::A>>);"),
+                ("c.rs", ""),
+            ],
+        );
+        assert_eq!(e, Err("an import circle among a, b: a -> b, b -> a".into()));
+    }
+
+    #[test]
+    fn a_child_module_path_is_an_import() {
+        let e = checked(
+            "child",
+            &[
+                ROOT,
+                ("a/mod.rs", "mod x; pub struct A(x::X);"),
+                ("a/x.rs", "pub struct X(Option<Box<crate::a::A>>);"),
+                ("b.rs", ""),
+                ("c.rs", ""),
+            ],
+        );
+        assert_eq!(
+            e,
+            Err("an import circle among a, a::x: a -> a::x, a::x -> a".into())
+        );
     }
 }
