@@ -35,7 +35,7 @@ where
         let m = self.map();
         let mut done = 0u64;
         while done < max_pages.max(1) {
-            let Some((chunk, zeroed)) = self.lock_zone().deferred.pop(max_pages - done) else {
+            let Some((chunk, zeroed)) = self.lock_zone().take_deferred(max_pages - done) else {
                 break;
             };
             // The chunk's frames are reserved and off every list: this call alone writes them
@@ -61,9 +61,7 @@ where
             for (head, order) in blocks.into_iter().flatten() {
                 free.free_one_page(m, m.index_of(head), order, zeroed);
             }
-            free.present += u64::from(chunk.end - chunk.start);
-            free.deferred.in_flight -= 1;
-            free.deferred.completed += 1;
+            free.finish_deferred(&chunk);
             done += u64::from(chunk.end - chunk.start);
         }
         done
@@ -71,12 +69,12 @@ where
 
     /// Frames added but not initialized yet ([`Zone::init_deferred`]).
     pub fn deferred_pages(&self) -> u64 {
-        self.free.lock().deferred.pages
+        self.free.lock().deferred().pages
     }
 
     /// How many deferred chunks were initialized so far (for [`Zone::grow_from_deferred`]).
     pub(crate) fn deferred_generation(&self) -> u64 {
-        self.lock_zone().deferred.completed
+        self.lock_zone().deferred().completed
     }
 
     /// The allocation slow path's last resort, after an attempt that failed having seen
@@ -89,10 +87,10 @@ where
                 return true;
             }
             let free = self.lock_zone();
-            if free.deferred.completed != seen {
+            if free.deferred().completed != seen {
                 return true;
             }
-            if free.deferred.in_flight == 0 {
+            if free.deferred().in_flight == 0 {
                 return false;
             }
             drop(free);

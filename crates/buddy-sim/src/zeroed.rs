@@ -16,14 +16,12 @@
 //! could write it.
 
 use crate::error::BuddyError;
-use crate::frame::{Frame, FrameState, Word};
+use crate::frame::Frame;
 use crate::memory::{FRAME, FrameClearer, FrameMemory};
 use crate::migratetype::MigrateType;
-use crate::migratetype::{ISOLATE, LIST_TYPES};
 use crate::types::{MAX_SUPPORTED_ORDER, Order};
 use crate::zone::Zone;
-use crate::zone::buddy::{FreeArea, Prefer};
-use crate::zone::map::FrameMap;
+use crate::zone::buddy::Prefer;
 use crate::zone::pcp::CpuLists;
 use crate::zone::pcp::PerCpu;
 use lock_api::RawMutex;
@@ -161,66 +159,9 @@ where
             let mut free = self.lock_zone();
             free.free_one_page(m, idx, order, r.is_ok());
             r?;
-            free.stats.cleared_in_background += order.pages();
+            free.stats().cleared_in_background += order.pages();
             cleared += order.pages();
         }
         Ok(cleared)
-    }
-}
-
-impl FreeArea {
-    /// Takes the largest free block not known zero for background zeroing, split down to at
-    /// most `most` (the upper halves go back, not known zero); its head becomes `Zeroing`
-    /// and the caller owns it until it frees it again.
-    pub(crate) fn take_unzeroed(&mut self, m: FrameMap<'_>, most: Order) -> Option<(u32, Order)> {
-        let (o, idx) = (0..=m.cfg.max_order.get()).rev().find_map(|o| {
-            self.lists[o as usize][..ISOLATE as usize]
-                .iter()
-                .find_map(|l| {
-                    let head = l.head()?;
-                    (!m.frame(head).load().zeroed()).then_some((o, head))
-                })
-        })?;
-        let keep = Order(o.min(most.get()));
-        self.take_split(m, idx, Order(o), keep);
-        m.frame(idx)
-            .store(Word::new(FrameState::Zeroing, keep.get()));
-        Some((idx, keep))
-    }
-
-    /// The allocation slow path's last resort: merges every pair of free buddies that stayed
-    /// apart because one is known zero and the other is not (the merged block is not known
-    /// zero), up to MAX_ORDER. Returns whether it merged any. O(free blocks).
-    pub(crate) fn merge_mixed(&mut self, m: FrameMap<'_>) -> bool {
-        let mut merged = false;
-        for (o, list) in
-            (0..m.cfg.max_order.get()).flat_map(|o| (0..LIST_TYPES as u8).map(move |l| (o, l)))
-        {
-            let order = Order(o);
-            let mut at = self.lists[o as usize][list as usize].head();
-            while let Some(idx) = at {
-                at = m.frame(idx).next();
-                let Some(b) = m.buddy(idx, order) else {
-                    continue;
-                };
-                // A free buddy of the same order, on this list or (across pageblocks) another
-                // type's; never across an isolated pageblock's edge.
-                let w = m.frame(b).load();
-                if w.ignoring_zeroed().ignoring_mt() != Word::new(FrameState::Buddy, o)
-                    || (w.mt() != list && (w.mt() == ISOLATE || list == ISOLATE))
-                {
-                    continue;
-                }
-                // Same order and knowledge would have merged already: this pair is mixed
-                // (`free_one_page` below settles the halves' types as a free would).
-                if at == Some(b) {
-                    at = m.frame(b).next();
-                }
-                let zeroed = self.remove(m, idx, order) & self.remove(m, b, order);
-                self.free_one_page(m, idx.min(b), order.up(), zeroed);
-                merged = true;
-            }
-        }
-        merged
     }
 }

@@ -293,12 +293,12 @@ where
         let m = zone.map();
         let mut scanners = zone
             .lock_zone()
-            .scanners
+            .scanners()
             .unwrap_or_else(|| Scanners::start(m));
         let stats = zone.compact_run(&mut scanners, None, budget, migrate);
         // Met (or nothing to do): start from the ends next time.
         let done = stats.moved_pages < budget;
-        zone.lock_zone().scanners = (!done).then_some(scanners);
+        zone.lock_zone().set_scanners((!done).then_some(scanners));
         stats
     }
 }

@@ -298,10 +298,9 @@ where
             Take::Offline => {
                 // The table of added ranges must be able to forget the range (it may split
                 // one in two) before anything changes.
-                if !free.added.remove(&pages) {
+                if !free.remove_added(&pages) {
                     return Err(BuddyError::RangesFull);
                 }
-                free.present -= u64::from(pages.end - pages.start);
                 Word::RESERVED
             }
         };

@@ -35,7 +35,7 @@ where
     /// initializing.
     fn init_all_deferred(&self) {
         while self.init_deferred(u64::MAX) > 0 {}
-        while self.lock_zone().deferred.in_flight > 0 {
+        while self.lock_zone().deferred().in_flight > 0 {
             crate::sync::spin_loop();
         }
     }

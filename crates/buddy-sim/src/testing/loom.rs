@@ -449,7 +449,7 @@ fn loom_deferred_init_races_an_allocation_that_needs_it() {
 /// exists to prevent.
 fn init_deferred_publish_first(z: &LoomZone) {
     let m = z.map();
-    let Some((chunk, zeroed)) = z.lock_zone().deferred.pop(u64::MAX) else {
+    let Some((chunk, zeroed)) = z.lock_zone().take_deferred(u64::MAX) else {
         return;
     };
     let blocks = || {
@@ -465,8 +465,7 @@ fn init_deferred_publish_first(z: &LoomZone) {
         for (head, order) in blocks() {
             free.free_one_page(m, m.index_of(head), order, zeroed);
         }
-        free.present += u64::from(chunk.end - chunk.start);
-        free.deferred.in_flight -= 1;
+        free.finish_deferred(&chunk);
     }
     for (head, order) in blocks() {
         let h = m.index_of(head);
@@ -725,8 +724,7 @@ fn offline_without_isolating(z: &LoomZone) -> Result<u64, BuddyError> {
             m.frame(j).store(Word::RESERVED);
         }
     }
-    free.present = 0;
-    free.added.remove(&(0..16));
+    free.remove_added(&(0..16));
     Ok(0)
 }
 

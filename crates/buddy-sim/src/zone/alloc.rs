@@ -153,7 +153,7 @@ where
                 let mut free = self.lock_zone();
                 let taken = free.rmqueue(self.map(), order, prefer, mt).ok_or(oom)?;
                 if prefer == Prefer::Zeroed {
-                    free.stats.count_zeroed_alloc(taken.1, order.pages());
+                    free.stats().count_zeroed_alloc(taken.1, order.pages());
                 }
                 Ok(taken)
             }

@@ -4,6 +4,11 @@
 //! Each list keeps the blocks known zero at its back and the others at its front: a plain
 //! allocation takes the front (so zeroed blocks are not spent on callers that overwrite them),
 //! a zeroed allocation the back, and background zeroing finds a block to clear at a front.
+//!
+//! [`FreeArea`] is everything the zone lock protects; its fields are private to this module,
+//! so every change to the lists, the counts, the memory map's ranges and the compaction
+//! cursor is one of the methods here (Linux's `free_area` is the lists and `nr_free`; the
+//! ranges and the cursor are what `struct zone` keeps beside them).
 
 use crate::error::BuddyError;
 use crate::frame::{FrameState, Word};
@@ -15,6 +20,7 @@ use crate::zone::list::{FreeCount, List};
 use crate::zone::map::FrameMap;
 use crate::zone::pageblock::{PageblockClaim, set_pageblocks};
 use crate::zone::ranges::{AddedRanges, DeferredRanges};
+use core::ops::Range;
 
 /// Which free block an allocation would rather have.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -30,18 +36,19 @@ pub(crate) enum Prefer {
 /// Everything the zone lock protects.
 pub(crate) struct FreeArea {
     /// Per order, per free-list index: the three [`MigrateType`]s, then isolated blocks.
-    pub(crate) lists: [[List; LIST_TYPES]; MAX_SUPPORTED_ORDER as usize + 1],
+    lists: [[List; LIST_TYPES]; MAX_SUPPORTED_ORDER as usize + 1],
     /// Frames free in the buddy, and of those in blocks known zero.
-    pub(crate) count: FreeCount,
+    count: FreeCount,
     /// Usable frames initialized: every range added, holes and deferred frames excluded.
-    pub(crate) present: u64,
+    present: u64,
     /// The ranges added, for the overlap check of `add_memory`.
-    pub(crate) added: AddedRanges,
+    added: AddedRanges,
     /// Ranges added whose frames are not initialized yet.
-    pub(crate) deferred: DeferredRanges,
-    pub(crate) stats: LockStats,
+    deferred: DeferredRanges,
+    /// What the zone lock's holders did (`Zone::lock_stats`).
+    stats: LockStats,
     /// Where proactive compaction's scanners stopped (`Zone::compact_some`).
-    pub(crate) scanners: Option<Scanners>,
+    scanners: Option<Scanners>,
 }
 
 impl FreeArea {
@@ -54,6 +61,17 @@ impl FreeArea {
         stats: LockStats::ZERO,
         scanners: None,
     };
+
+    /// Frames `[0, frames)` added, none of them initialized yet: a static zone's, which
+    /// initializes them on demand.
+    #[cfg(not(loom))]
+    pub(crate) const fn all_deferred(frames: u32) -> Self {
+        Self {
+            added: AddedRanges::one(0, frames),
+            deferred: DeferredRanges::one(0, frames, false),
+            ..Self::EMPTY
+        }
+    }
 
     /// Puts the free block at `idx`, which the caller owns, on free list `list` of its order.
     #[inline]
@@ -454,5 +472,151 @@ impl FreeArea {
                 ),
             }
         }
+    }
+}
+
+impl FreeArea {
+    /// Takes the largest free block not known zero for background zeroing, split down to at
+    /// most `most` (the upper halves go back, not known zero); its head becomes `Zeroing`
+    /// and the caller owns it until it frees it again.
+    pub(crate) fn take_unzeroed(&mut self, m: FrameMap<'_>, most: Order) -> Option<(u32, Order)> {
+        let (o, idx) = (0..=m.cfg.max_order.get()).rev().find_map(|o| {
+            self.lists[o as usize][..ISOLATE as usize]
+                .iter()
+                .find_map(|l| {
+                    let head = l.head()?;
+                    (!m.frame(head).load().zeroed()).then_some((o, head))
+                })
+        })?;
+        let keep = Order(o.min(most.get()));
+        self.take_split(m, idx, Order(o), keep);
+        m.frame(idx)
+            .store(Word::new(FrameState::Zeroing, keep.get()));
+        Some((idx, keep))
+    }
+
+    /// The allocation slow path's last resort: merges every pair of free buddies that stayed
+    /// apart because one is known zero and the other is not (the merged block is not known
+    /// zero), up to MAX_ORDER. Returns whether it merged any. O(free blocks).
+    pub(crate) fn merge_mixed(&mut self, m: FrameMap<'_>) -> bool {
+        let mut merged = false;
+        for (o, list) in
+            (0..m.cfg.max_order.get()).flat_map(|o| (0..LIST_TYPES as u8).map(move |l| (o, l)))
+        {
+            let order = Order(o);
+            let mut at = self.lists[o as usize][list as usize].head();
+            while let Some(idx) = at {
+                at = m.frame(idx).next();
+                let Some(b) = m.buddy(idx, order) else {
+                    continue;
+                };
+                // A free buddy of the same order, on this list or (across pageblocks) another
+                // type's; never across an isolated pageblock's edge.
+                let w = m.frame(b).load();
+                if w.ignoring_zeroed().ignoring_mt() != Word::new(FrameState::Buddy, o)
+                    || (w.mt() != list && (w.mt() == ISOLATE || list == ISOLATE))
+                {
+                    continue;
+                }
+                // Same order and knowledge would have merged already: this pair is mixed
+                // (`free_one_page` below settles the halves' types as a free would).
+                if at == Some(b) {
+                    at = m.frame(b).next();
+                }
+                let zeroed = self.remove(m, idx, order) & self.remove(m, b, order);
+                self.free_one_page(m, idx.min(b), order.up(), zeroed);
+                merged = true;
+            }
+        }
+        merged
+    }
+}
+
+/// The memory map's bookkeeping and the counters: what the features read, and the only
+/// ways they change it.
+impl FreeArea {
+    /// Frames free in the buddy, and of those in blocks known zero.
+    #[inline]
+    pub(crate) fn count(&self) -> FreeCount {
+        self.count
+    }
+
+    /// Usable frames initialized: every range added, holes and deferred frames excluded.
+    #[inline]
+    pub(crate) fn present(&self) -> u64 {
+        self.present
+    }
+
+    /// The free lists, per order and free-list index (for the zone's check).
+    pub(crate) fn lists(&self) -> &[[List; LIST_TYPES]; MAX_SUPPORTED_ORDER as usize + 1] {
+        &self.lists
+    }
+
+    /// The counters of what the zone lock's holders did.
+    #[inline]
+    pub(crate) fn stats(&mut self) -> &mut LockStats {
+        &mut self.stats
+    }
+
+    /// Records `pages` as added; false when the table could not hold it (the overlap check
+    /// then reads frames: [`FreeArea::added_overlap`]).
+    pub(crate) fn record_added(&mut self, pages: Range<u32>) -> bool {
+        self.added.insert(pages)
+    }
+
+    /// The first frame of `pages` the recorded ranges hold, or `Err` when the table
+    /// overflowed and cannot say.
+    pub(crate) fn added_overlap(&self, pages: &Range<u32>) -> Result<Option<u32>, ()> {
+        self.added.overlap(pages)
+    }
+
+    /// Forgets `pages` (taken offline) and its initialized frames; false, with nothing
+    /// changed, when the table of added ranges has no slot for the cut.
+    pub(crate) fn remove_added(&mut self, pages: &Range<u32>) -> bool {
+        if !self.added.remove(pages) {
+            return false;
+        }
+        self.present -= u64::from(pages.end - pages.start);
+        true
+    }
+
+    /// `frames` more frames initialized (added at once, not deferred).
+    pub(crate) fn add_present(&mut self, frames: u64) {
+        self.present += frames;
+    }
+
+    /// The deferred ranges and their counts.
+    #[inline]
+    pub(crate) fn deferred(&self) -> &DeferredRanges {
+        &self.deferred
+    }
+
+    /// Defers `pages`; false (nothing recorded) when the deferred table is full.
+    pub(crate) fn defer(&mut self, pages: Range<u32>, zeroed: bool) -> bool {
+        self.deferred.push(pages, zeroed)
+    }
+
+    /// Takes up to `max` deferred frames off the oldest range for the caller to initialize
+    /// ([`DeferredRanges::pop`]), with whether they are known zero.
+    pub(crate) fn take_deferred(&mut self, max: u64) -> Option<(Range<u32>, bool)> {
+        self.deferred.pop(max)
+    }
+
+    /// A chunk [`FreeArea::take_deferred`] handed out is initialized and its blocks freed:
+    /// its frames are present.
+    pub(crate) fn finish_deferred(&mut self, chunk: &Range<u32>) {
+        self.present += u64::from(chunk.end - chunk.start);
+        self.deferred.in_flight -= 1;
+        self.deferred.completed += 1;
+    }
+
+    /// Where proactive compaction's scanners stopped, if it has not finished a pass.
+    pub(crate) fn scanners(&self) -> Option<Scanners> {
+        self.scanners
+    }
+
+    /// Where proactive compaction goes on next time (`None`: from the ends).
+    pub(crate) fn set_scanners(&mut self, scanners: Option<Scanners>) {
+        self.scanners = scanners;
     }
 }

@@ -135,20 +135,20 @@ where
         {
             let free = self.free.lock();
             let mut listed = 0u64;
-            for (o, list) in free.lists.iter().enumerate() {
+            for (o, list) in free.lists().iter().enumerate() {
                 for (t, list) in list.iter().enumerate() {
                     listed += check_list(m, list, FrameState::Buddy, |w| {
                         w.order() as usize == o && w.mt() as usize == t
                     })?;
                 }
             }
-            if listed != buddy_heads || buddy != free.count {
+            if listed != buddy_heads || buddy != free.count() {
                 return bad(
                     "buddy lists and frames (or their known-zero frames) disagree",
                     0,
                 );
             }
-            if free.present + reserved != self.cfg.nr_pages {
+            if free.present() + reserved != self.cfg.nr_pages {
                 return bad("usable frames and holes do not add up to the zone", 0);
             }
         }

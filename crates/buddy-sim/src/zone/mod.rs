@@ -47,8 +47,6 @@ use crate::zone::list::{FreeCount, List};
 use crate::zone::map::{FrameMap, Frames};
 use crate::zone::pcp::CpuLists;
 use crate::zone::pcp::{PcpLists, PerCpu};
-#[cfg(not(loom))]
-use crate::zone::ranges::{AddedRanges, DeferredRanges};
 use lock_api::RawMutex;
 use mm_types::Pfn;
 use mm_types::{FrameRange, PhysAddr};
@@ -205,11 +203,7 @@ impl<const FRAMES: usize, const CPUS: usize, R: RawMutex>
             None if usable => {
                 // Validated: the frames fit 32-bit indices.
                 let n = cfg.nr_pages as u32;
-                FreeArea {
-                    added: AddedRanges::one(0, n),
-                    deferred: DeferredRanges::one(0, n, false),
-                    ..FreeArea::EMPTY
-                }
+                FreeArea::all_deferred(n)
             }
             _ => FreeArea::EMPTY,
         };
@@ -358,11 +352,11 @@ where
         let pages = m.range(pfn, nr)?;
         let mut free = self.lock_zone();
         Self::check_addable(m, &free, &pages)?;
-        let recorded = free.added.insert(pages.clone());
+        let recorded = free.record_added(pages.clone());
         // What allocation needs first now; the rest later, if the range is recorded and the
         // deferred list has room.
         let eager_end = pages.start + (nr.min(self.cfg.eager_pages) as u32);
-        let eager = if recorded && free.deferred.push(eager_end..pages.end, zeroed) {
+        let eager = if recorded && free.defer(eager_end..pages.end, zeroed) {
             pages.start..eager_end
         } else {
             pages.clone()
@@ -381,7 +375,7 @@ where
             }
             free.free_one_page(m, h, order, zeroed);
         }
-        free.present += u64::from(eager.end - eager.start);
+        free.add_present(u64::from(eager.end - eager.start));
         Ok(())
     }
 
@@ -402,7 +396,7 @@ where
         free: &FreeArea,
         pages: &Range<u32>,
     ) -> Result<(), BuddyError> {
-        let overlap = match free.added.overlap(pages) {
+        let overlap = match free.added_overlap(pages) {
             Ok(first) => first,
             // Past what the table holds: the frames say (a range it does not hold was
             // initialized when it was added).
@@ -434,7 +428,7 @@ where
     /// Work done so far, summed over the zone lock and every per-cpu lock. Reads each lock's
     /// counts under that lock (these acquisitions are not counted).
     pub fn counters(&self) -> OpCounters {
-        let zone = self.free.lock().stats;
+        let zone = *self.free.lock().stats();
         let mut c = OpCounters {
             zone_locks: zone.acquisitions,
             pcp_locks: 0,
@@ -457,7 +451,7 @@ where
 
     /// Resets the work counters.
     pub fn reset_counters(&self) {
-        self.free.lock().stats = LockStats::ZERO;
+        *self.free.lock().stats() = LockStats::ZERO;
         for pcp in self.pcps.as_ref() {
             pcp.lists.lock().stats = LockStats::ZERO;
         }
@@ -480,20 +474,20 @@ where
 
     /// Frames free in the buddy (not counting per-cpu lists).
     pub fn buddy_pages(&self) -> u64 {
-        self.free.lock().count.pages
+        self.free.lock().count().pages
     }
 
     /// Usable frames: the ranges added, holes excluded, deferred frames included
     /// ([`Zone::deferred_pages`]).
     pub fn present_pages(&self) -> u64 {
         let free = self.free.lock();
-        free.present + free.deferred.pages
+        free.present() + free.deferred().pages
     }
 
     /// Free frames known zero, in the buddy and on every CPU's lists: the zeroed pool.
     pub fn zeroed_pages(&self) -> u64 {
         let pcp = self.sum_over_pcp_lists(|c| c.zeroed);
-        self.free.lock().count.zeroed + pcp
+        self.free.lock().count().zeroed + pcp
     }
 
     /// `field` of every CPU's list counts, summed, each read under its list's lock.
@@ -515,7 +509,7 @@ where
     pub fn free_pages_total(&self) -> u64 {
         let pcp = self.sum_over_pcp_lists(|c| c.pages);
         let free = self.free.lock();
-        free.count.pages + free.deferred.pages + pcp
+        free.count().pages + free.deferred().pages + pcp
     }
 
     /// Frames on `cpu`'s per-cpu lists.
@@ -544,14 +538,14 @@ where
     pub fn buddy_blocks_per_order(&self) -> [u32; MAX_SUPPORTED_ORDER as usize + 1] {
         self.free
             .lock()
-            .lists
+            .lists()
             .map(|l| l.iter().map(List::len).sum())
     }
 
     /// Free blocks per order in the buddy on `mt`'s lists (isolated pageblocks' blocks are
     /// on none of them).
     pub fn buddy_blocks_of_type(&self, mt: MigrateType) -> [u32; MAX_SUPPORTED_ORDER as usize + 1] {
-        self.free.lock().lists.map(|l| l[mt as usize].len())
+        self.free.lock().lists().map(|l| l[mt as usize].len())
     }
 
     /// The type of the pageblock holding `pfn`, and whether it is isolated.
@@ -637,7 +631,7 @@ where
     /// Takes the zone lock, counting the acquisition.
     pub(crate) fn lock_zone(&self) -> impl DerefMut<Target = FreeArea> + '_ {
         let mut free = self.free.lock();
-        free.stats.acquisitions += 1;
+        free.stats().acquisitions += 1;
         free
     }
 
@@ -679,7 +673,7 @@ where
             .and_then(|mt| self.cfg.pcp_list(order, mt));
         let Some(list) = list else {
             let mut free = self.lock_zone();
-            free.stats.prepares += prepares;
+            free.stats().prepares += prepares;
             free.free_one_page(m, idx, order, false);
             return;
         };
