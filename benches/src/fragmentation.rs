@@ -12,6 +12,7 @@
 //! each page it moves through memory backing the zone (a lazily mapped buffer), so its time
 //! includes the copies; its floor is a 4 KiB copy per page moved.
 
+use buddy_sim::AllocError;
 use std::time::Instant;
 
 use buddy_sim::{
@@ -102,7 +103,7 @@ impl Alloc {
             Self::Zone { zone, kind, .. } => {
                 let o = order(order_);
                 let r = match (*kind, unmovable) {
-                    (Kind::Untyped, _) => zone.cpu(0).and_then(|c| {
+                    (Kind::Untyped, _) => zone.cpu(0).map_err(AllocError::from).and_then(|c| {
                         c.alloc_raw(AllocRequest::order(o).kind(MigrateType::Movable))
                     }),
                     (_, true) => zone.alloc_pages(0, o),
@@ -315,7 +316,10 @@ fn run_one(kind: Kind, frames: u64, ops: u64, seed: u64) -> Outcome {
         let request = AllocRequest::frames(512)
             .aligned(order(o9))
             .contiguous(&mut mv);
-        let got = zone.cpu(0).and_then(|c| c.alloc_raw(request));
+        let got = zone
+            .cpu(0)
+            .map_err(AllocError::from)
+            .and_then(|c| c.alloc_raw(request));
         if let Ok(p) = got {
             // SAFETY: the run was just allocated and is not used.
             must(unsafe { zone.free_contig_range(0, p, 512) });

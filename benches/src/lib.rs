@@ -33,13 +33,13 @@ use buddy_sim::{BuddyError, Order};
 
 /// The value of an allocator call a workload makes with valid arguments (an error is a bug in
 /// the workload or the allocator: the report stops).
-pub(crate) fn must<T>(r: Result<T, BuddyError>) -> T {
-    r.unwrap_or_else(|e| panic!("allocator error on a valid workload: {e}"))
+pub(crate) fn must<T, E: Into<BuddyError>>(r: Result<T, E>) -> T {
+    r.unwrap_or_else(|e| panic!("allocator error on a valid workload: {}", e.into()))
 }
 
 /// An order a workload names.
 pub(crate) fn order(o: u8) -> Order {
-    must(Order::new(o).map_err(BuddyError::from))
+    must(Order::new(o))
 }
 
 /// Every workload callgrind counts (`report count`), from the sections that own them. Add a

@@ -8,6 +8,7 @@
 #![no_main]
 
 use arbitrary::Arbitrary;
+use buddy_sim::AllocError;
 use buddy_sim::{AllocRequest, Frame, Order, PerCpu, Pfn, Zone, ZoneConfig};
 use libfuzzer_sys::fuzz_target;
 
@@ -128,6 +129,7 @@ impl World {
                 let run = self
                     .zone
                     .cpu(cpu)
+                    .map_err(AllocError::from)
                     .and_then(|c| c.alloc_raw(AllocRequest::frames(pages)));
                 if let Ok(p) = run {
                     self.take(cpu, Held::Run(p, pages));

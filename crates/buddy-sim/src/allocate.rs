@@ -1,7 +1,7 @@
 //! The one allocation entry point of a CPU handle, [`Cpu::alloc_raw`]: a block takes the zone
 //! core's path inline, a zeroed block the zeroed pool's, a run the path of runs.
 
-use crate::error::BuddyError;
+use crate::error::alloc::AllocError;
 use crate::frame::Frame;
 use crate::memory::FrameMemory;
 use crate::request::{AllocRequest, ReschedPoint};
@@ -48,21 +48,21 @@ where
     /// then isolated and migrated).
     ///
     /// # Errors
-    /// [`BuddyError::Conflict`] for options that do not go together;
-    /// [`BuddyError::OrderTooLarge`] (for a run: its covering order or alignment above the
-    /// zone's MAX_ORDER); [`BuddyError::ZeroPages`] for a run of no frames;
-    /// [`BuddyError::OutOfMemory`]. Zeroed: [`BuddyError::FaultOutsideBlock`] if the fault
-    /// offset is not inside what is allocated; [`BuddyError::NotAddressable`] if the
-    /// clearer's memory cannot reach the frames, [`BuddyError::Clear`] if zero-core refuses
+    /// [`AllocError::Conflict`] for options that do not go together;
+    /// [`AllocError::OrderTooLarge`] (for a run: its covering order or alignment above the
+    /// zone's MAX_ORDER); [`AllocError::ZeroPages`] for a run of no frames;
+    /// [`AllocError::OutOfMemory`]. Zeroed: [`AllocError::FaultOutsideBlock`] if the fault
+    /// offset is not inside what is allocated; [`AllocError::NotAddressable`] if the
+    /// clearer's memory cannot reach the frames, [`AllocError::Clear`] if zero-core refuses
     /// the address it maps; with a [verifying](crate::FrameClearer::verifying) clearer,
-    /// [`BuddyError::StaleZero`] if a block known zero does not read zero. In the last three
+    /// [`AllocError::StaleZero`] if a block known zero does not read zero. In the last three
     /// cases what was taken is freed again, no longer known zero. Nothing is allocated on an
-    /// error (what an error may have changed: [`BuddyError`]).
+    /// error (what an error may have changed: [`AllocError`]).
     #[inline(always)]
     pub fn alloc_raw<M: FrameMemory>(
         &self,
         mut request: AllocRequest<'_, M>,
-    ) -> Result<Pfn, BuddyError> {
+    ) -> Result<Pfn, AllocError> {
         // The common cases, inline: a block, plain or zeroed (a request built in place folds
         // these tests away). Runs, and the options that conflict, take the general path.
         if !request.is_block() {
@@ -87,7 +87,7 @@ where
     fn alloc_request<M: FrameMemory>(
         &self,
         mut request: AllocRequest<'_, M>,
-    ) -> Result<Pfn, BuddyError> {
+    ) -> Result<Pfn, AllocError> {
         request.check()?;
         self.zone.alloc_run(self.lists(), &mut request)
     }

@@ -6,7 +6,8 @@ use core::cell::Cell;
 use core::fmt;
 use core::mem::ManuallyDrop;
 
-use crate::error::BuddyError;
+use crate::error::alloc::AllocError;
+use crate::error::free::FreeError;
 use crate::frame::{Frame, FrameState};
 use crate::memory::FrameMemory;
 use crate::migratetype::MigrateType;
@@ -65,7 +66,7 @@ where
     pub fn alloc<M: FrameMemory>(
         &self,
         request: AllocRequest<'_, M>,
-    ) -> Result<Block<'z, F, P, R, A>, BuddyError> {
+    ) -> Result<Block<'z, F, P, R, A>, AllocError> {
         let holding = request.holding();
         let pfn = self.alloc_raw(request)?;
         Ok(Block {
@@ -164,7 +165,7 @@ where
 
     /// Frees what the block holds.
     #[allow(unsafe_code)]
-    fn release(&self) -> Result<(), BuddyError> {
+    fn release(&self) -> Result<(), FreeError> {
         let pfn = self.pfn.get();
         // SAFETY: the block owns what it holds (made by an allocation, or handed over to
         // `from_raw` under its contract) and is being dropped: nothing uses it after this.
@@ -197,7 +198,7 @@ where
             }
             match self.release() {
                 // A movable block being moved right now: wait for the move to end.
-                Err(BuddyError::Frozen(_)) => spin_loop(),
+                Err(FreeError::Frozen(_)) => spin_loop(),
                 _ => return,
             }
         }

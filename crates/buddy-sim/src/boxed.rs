@@ -1,7 +1,8 @@
 //! Zones and node sets whose metadata the global allocator provides (feature `alloc`):
 //! [`BoxedZone`], [`BoxedNodeSet`].
 
-use crate::error::BuddyError;
+use crate::error::config::ConfigError;
+use crate::error::map::MapError;
 use crate::frame::Frame;
 use crate::node::NodeSet;
 use crate::sync::DefaultRawMutex;
@@ -25,7 +26,7 @@ impl BoxedZone {
     ///
     /// # Errors
     /// As [`Zone::new`].
-    pub fn new_boxed(cfg: ZoneConfig) -> Result<Self, BuddyError> {
+    pub fn new_boxed(cfg: ZoneConfig) -> Result<Self, MapError> {
         Self::new_boxed_with_lock(cfg)
     }
 
@@ -34,7 +35,7 @@ impl BoxedZone {
     ///
     /// # Errors
     /// As [`Zone::new_empty`].
-    pub fn new_boxed_empty(cfg: ZoneConfig) -> Result<Self, BuddyError> {
+    pub fn new_boxed_empty(cfg: ZoneConfig) -> Result<Self, ConfigError> {
         Self::new_boxed_empty_with_lock(cfg)
     }
 }
@@ -44,7 +45,7 @@ impl<R: lock_api::RawMutex> Zone<alloc::vec::Vec<Frame>, alloc::vec::Vec<PerCpu<
     ///
     /// # Errors
     /// As [`Zone::new`].
-    pub fn new_boxed_with_lock(cfg: ZoneConfig) -> Result<Self, BuddyError> {
+    pub fn new_boxed_with_lock(cfg: ZoneConfig) -> Result<Self, MapError> {
         let zone = Self::new_boxed_empty_with_lock(cfg)?;
         zone.add_memory(cfg.start, cfg.nr_pages)?;
         zone.reset_counters();
@@ -56,7 +57,7 @@ impl<R: lock_api::RawMutex> Zone<alloc::vec::Vec<Frame>, alloc::vec::Vec<PerCpu<
     /// # Errors
     /// As [`Zone::new_empty`].
     #[allow(unsafe_code)]
-    pub fn new_boxed_empty_with_lock(cfg: ZoneConfig) -> Result<Self, BuddyError> {
+    pub fn new_boxed_empty_with_lock(cfg: ZoneConfig) -> Result<Self, ConfigError> {
         let (frames, pcps) = boxed_metadata(cfg)?;
         // SAFETY: `zeroed_frames` gives all-zero metadata (under loom, `Frame::new()` each,
         // which is the same state).
@@ -70,7 +71,7 @@ pub type BoxedNodeSet<R = DefaultRawMutex> =
 
 type BoxedMetadata<R> = (alloc::vec::Vec<Frame>, alloc::vec::Vec<PerCpu<R>>);
 
-fn boxed_metadata<R: lock_api::RawMutex>(cfg: ZoneConfig) -> Result<BoxedMetadata<R>, BuddyError> {
+fn boxed_metadata<R: lock_api::RawMutex>(cfg: ZoneConfig) -> Result<BoxedMetadata<R>, ConfigError> {
     // Before allocating: a bad frame count must be an error, not an allocation failure.
     cfg.validate()?;
     let frames = zeroed_frames(cfg.nr_pages as usize)?;
@@ -82,13 +83,13 @@ fn boxed_metadata<R: lock_api::RawMutex>(cfg: ZoneConfig) -> Result<BoxedMetadat
 /// from the OS are not written at all).
 #[cfg(all(feature = "alloc", not(loom)))]
 #[allow(unsafe_code)]
-fn zeroed_frames(n: usize) -> Result<alloc::vec::Vec<Frame>, BuddyError> {
+fn zeroed_frames(n: usize) -> Result<alloc::vec::Vec<Frame>, ConfigError> {
     use alloc::alloc::{Layout, alloc_zeroed, handle_alloc_error};
     if n == 0 {
         return Ok(alloc::vec::Vec::new());
     }
     let Ok(layout) = Layout::array::<Frame>(n) else {
-        return Err(crate::error::ConfigError::MetadataTooLarge.into());
+        return Err(crate::error::config::ConfigError::MetadataTooLarge);
     };
     // SAFETY: the layout is non-zero-sized (n > 0 and a Frame is 24 bytes).
     let ptr = unsafe { alloc_zeroed(layout) }.cast::<Frame>();
@@ -102,6 +103,6 @@ fn zeroed_frames(n: usize) -> Result<alloc::vec::Vec<Frame>, BuddyError> {
 }
 
 #[cfg(all(feature = "alloc", loom))]
-fn zeroed_frames(n: usize) -> Result<alloc::vec::Vec<Frame>, BuddyError> {
+fn zeroed_frames(n: usize) -> Result<alloc::vec::Vec<Frame>, ConfigError> {
     Ok((0..n).map(|_| Frame::new()).collect())
 }

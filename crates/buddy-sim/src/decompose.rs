@@ -1,4 +1,4 @@
-use crate::error::BuddyError;
+use crate::error::free::FreeError;
 use crate::types::Order;
 use mm_types::Pfn;
 
@@ -16,9 +16,9 @@ use mm_types::Pfn;
 /// ```
 ///
 /// # Errors
-/// [`BuddyError::Overflow`] if `pfn + nr` overflows.
-pub fn decompose(pfn: Pfn, nr: u64, max_order: Order) -> Result<Decompose, BuddyError> {
-    pfn.checked_add(nr).ok_or(BuddyError::Overflow)?;
+/// [`FreeError::Overflow`] if `pfn + nr` overflows.
+pub fn decompose(pfn: Pfn, nr: u64, max_order: Order) -> Result<Decompose, FreeError> {
+    pfn.checked_add(nr).ok_or(FreeError::Overflow)?;
     Ok(Decompose {
         pfn,
         left: nr,

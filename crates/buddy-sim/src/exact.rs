@@ -2,7 +2,7 @@
 //! `free_pages_exact`): the covering block, split into order-0 pages, with the pages past the
 //! request given back at once as the fewest aligned blocks.
 
-use crate::error::BuddyError;
+use crate::error::alloc::AllocError;
 use crate::frame::Frame;
 use crate::memory::FrameMemory;
 use crate::request::{AllocRequest, ReschedPoint};
@@ -26,7 +26,7 @@ where
         &self,
         cpu: CpuLists<'_, R>,
         request: &mut AllocRequest<'_, M>,
-    ) -> Result<Pfn, BuddyError> {
+    ) -> Result<Pfn, AllocError> {
         match request.frames {
             Some(pages) if request.migrate.is_none() => {
                 self.alloc_exact_request(cpu, request, pages)
@@ -45,7 +45,7 @@ where
         cpu: CpuLists<'_, R>,
         request: &mut AllocRequest<'_, M>,
         pages: u64,
-    ) -> Result<Pfn, BuddyError> {
+    ) -> Result<Pfn, AllocError> {
         let order = Order::covering(pages)?.max(request.align);
         self.check_order(order)?;
         let (mt, key) = (request.mt, request.key);
@@ -66,23 +66,23 @@ where
                 self.make_allocation_zero(cpu, (idx, order), pages, zeroed, zeroing)?
             }
         };
-        if let Err(e) = self.split_page(pfn, order) {
+        if self.split_page(pfn, order).is_err() {
             // Not reached (the block is this call's alone, with one reference); give it
-            // back rather than leak it.
+            // back rather than leak it, and report that nothing was allocated.
             // SAFETY: this call allocated the block and hands it to nobody.
             let _ = unsafe { self.free_pages_on(cpu, pfn, order) };
-            return Err(e);
+            return Err(AllocError::OutOfMemory(order));
         }
         let tail = order.pages() - pages;
         // SAFETY: this call allocated and split the block: the pages past the request are
         // its own, and on the unreachable error all of them are.
         let freed =
             (tail > 0).then(|| unsafe { self.free_contig_range_on(cpu, Pfn(pfn.0 + pages), tail) });
-        if let Some(Err(e)) = freed {
+        if let Some(Err(_)) = freed {
             // Not reached either: every page is this call's, split, with one reference.
             // SAFETY: as above.
             let _ = unsafe { self.free_contig_range_on(cpu, pfn, order.pages()) };
-            return Err(e);
+            return Err(AllocError::OutOfMemory(order));
         }
         Ok(pfn)
     }

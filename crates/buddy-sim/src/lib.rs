@@ -123,7 +123,14 @@ pub use block::Block;
 #[cfg(feature = "alloc")]
 pub use boxed::{BoxedNodeSet, BoxedZone};
 pub use decompose::{Decompose, decompose};
-pub use error::{BuddyError, ConfigError, RequestConflict};
+pub use error::NoSuchCpu;
+pub use error::alloc::AllocError;
+pub use error::buddy::BuddyError;
+pub use error::config::ConfigError;
+pub use error::contig::ContigError;
+pub use error::free::FreeError;
+pub use error::map::MapError;
+pub use error::request::RequestConflict;
 pub use frame::{Frame, FrameInfo, FrameState};
 pub use lock_api;
 pub use memory::{FrameClearer, FrameMemory, NoMemory, OffsetMap};

@@ -11,7 +11,8 @@
 #![allow(unsafe_code)]
 
 use crate::decompose::decompose;
-use crate::error::{BuddyError, ConfigError};
+use crate::error::alloc::AllocError;
+use crate::error::config::ConfigError;
 use crate::types::{MAX_SUPPORTED_ORDER, Order};
 use core::ptr::NonNull;
 use mm_types::Pfn;
@@ -121,14 +122,14 @@ impl<M: FrameMemory> FrameClearer<M> {
     /// Clears through `memory` with `clear`.
     ///
     /// # Errors
-    /// [`BuddyError::Config`] if `clear`'s page size is not 4 KiB (a frame's) or its
-    /// policy names a strategy this CPU cannot execute.
-    pub fn new(memory: M, clear: ClearConfig) -> Result<Self, BuddyError> {
+    /// [`ConfigError::ClearPageSize`] if `clear`'s page size is not 4 KiB (a frame's),
+    /// [`ConfigError::ClearStrategy`] if its policy names a strategy this CPU cannot execute.
+    pub fn new(memory: M, clear: ClearConfig) -> Result<Self, ConfigError> {
         if clear.page_size != FRAME {
-            return Err(ConfigError::ClearPageSize.into());
+            return Err(ConfigError::ClearPageSize);
         }
         let Ok(clear) = clear.validate() else {
-            return Err(ConfigError::ClearStrategy.into());
+            return Err(ConfigError::ClearStrategy);
         };
         Ok(Self {
             memory,
@@ -149,7 +150,7 @@ impl<M: FrameMemory> FrameClearer<M> {
     }
 
     /// The same clearer, checking that every block handed out as known zero reads zero
-    /// (else the allocation fails with [`BuddyError::StaleZero`]).
+    /// (else the allocation fails with [`AllocError::StaleZero`]).
     #[must_use]
     pub fn verifying(self) -> Self {
         Self {
@@ -177,12 +178,12 @@ impl<M: FrameMemory> FrameClearer<M> {
     }
 
     /// The block `[pfn, pfn + 2^order)`'s first byte, or why it cannot be reached.
-    fn block_ptr(&self, pfn: Pfn, order: Order) -> Result<(NonNull<u8>, usize), BuddyError> {
+    fn block_ptr(&self, pfn: Pfn, order: Order) -> Result<(NonNull<u8>, usize), AllocError> {
         let ptr = self
             .memory
             .frame_ptr(pfn)
-            .ok_or(BuddyError::NotAddressable(pfn))?;
-        let pages = usize::try_from(order.pages()).map_err(|_| BuddyError::Overflow)?;
+            .ok_or(AllocError::NotAddressable(pfn))?;
+        let pages = usize::try_from(order.pages()).map_err(|_| AllocError::NotAddressable(pfn))?;
         Ok((ptr, pages))
     }
 
@@ -199,13 +200,17 @@ impl<M: FrameMemory> FrameClearer<M> {
         known_zero: bool,
         fault: Option<usize>,
         resched: &mut impl Resched,
-    ) -> Result<(), BuddyError> {
+    ) -> Result<(), AllocError> {
         if !known_zero {
             return self.clear_run(pfn, nr, fault, resched);
         }
-        for (start, order) in decompose(pfn, nr, Order(MAX_SUPPORTED_ORDER))? {
+        // The run is the zone's: `pfn + nr` does not overflow.
+        for (start, order) in decompose(pfn, nr, Order(MAX_SUPPORTED_ORDER))
+            .into_iter()
+            .flatten()
+        {
             if !self.reads_zero(start, order)? {
-                return Err(BuddyError::StaleZero(pfn));
+                return Err(AllocError::StaleZero(pfn));
             }
         }
         Ok(())
@@ -220,7 +225,7 @@ impl<M: FrameMemory> FrameClearer<M> {
         order: Order,
         fault: Option<usize>,
         resched: &mut impl Resched,
-    ) -> Result<(), BuddyError> {
+    ) -> Result<(), AllocError> {
         let (ptr, pages) = self.block_ptr(pfn, order)?;
         let ptr = ptr.as_ptr();
         // SAFETY: the zone owns the block (taken off its free list by this call) or handed it
@@ -232,7 +237,7 @@ impl<M: FrameMemory> FrameClearer<M> {
                 Some(at) => zero_core::folio_zero_user_raw(ptr, pages, at, &self.clear, resched),
             }
         };
-        r.map_err(|error| BuddyError::Clear { pfn, error })
+        r.map_err(|error| AllocError::Clear { pfn, error })
     }
 
     /// Zeroes the run `[pfn, pfn + nr)`, which the zone just handed to the caller, as its
@@ -245,12 +250,16 @@ impl<M: FrameMemory> FrameClearer<M> {
         nr: u64,
         fault: Option<usize>,
         resched: &mut impl Resched,
-    ) -> Result<(), BuddyError> {
+    ) -> Result<(), AllocError> {
         let frame = FRAME.bytes() as u64;
         let fault = fault.and_then(|at| u64::try_from(at).ok());
         // (first frame, order, fault offset inside it) of the block the fault is in.
         let mut last = None;
-        for (start, order) in decompose(pfn, nr, Order(MAX_SUPPORTED_ORDER))? {
+        // The run is the zone's: `pfn + nr` does not overflow.
+        for (start, order) in decompose(pfn, nr, Order(MAX_SUPPORTED_ORDER))
+            .into_iter()
+            .flatten()
+        {
             // Inside the run, whose bytes fit in a u64 (the caller checked the fault).
             let offset = (start.0 - pfn.0) * frame;
             let inside = fault
@@ -269,11 +278,11 @@ impl<M: FrameMemory> FrameClearer<M> {
 
     /// Whether every byte of the block `[pfn, pfn + 2^order)`, which the zone owns or just
     /// handed to the caller, reads zero.
-    pub(crate) fn reads_zero(&self, pfn: Pfn, order: Order) -> Result<bool, BuddyError> {
+    pub(crate) fn reads_zero(&self, pfn: Pfn, order: Order) -> Result<bool, AllocError> {
         let (ptr, pages) = self.block_ptr(pfn, order)?;
         let len = pages
             .checked_mul(FRAME.bytes())
-            .ok_or(BuddyError::Overflow)?;
+            .ok_or(AllocError::NotAddressable(pfn))?;
         // SAFETY: as in `clear`: the block is the zone's or this call's, readable for its
         // `len` bytes from `ptr` (the `FrameMemory` contract), and nobody writes it meanwhile.
         let bytes = unsafe { core::slice::from_raw_parts(ptr.as_ptr(), len) };

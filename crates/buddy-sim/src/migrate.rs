@@ -1,7 +1,7 @@
 //! The embedder's side of compaction and contiguous allocation: the [`Migrate`] callback that
 //! moves one movable block, and the [`Migration`] the zone hands it.
 
-use crate::error::BuddyError;
+use crate::error::contig::ContigError;
 use crate::memory::{FRAME, FrameMemory};
 use crate::types::Order;
 use mm_types::Pfn;
@@ -12,7 +12,7 @@ pub struct Migration {
     /// The key the block was allocated with ([`Zone::alloc_movable`](crate::Zone::alloc_movable)).
     pub key: u64,
     /// Where the block is: frozen while the callback runs (a free of it fails with
-    /// [`BuddyError::Frozen`]).
+    /// [`FreeError::Frozen`](crate::FreeError::Frozen)).
     pub from: Pfn,
     /// Where it goes: taken off the free lists for this migration, nobody else's.
     pub to: Pfn,
@@ -25,7 +25,7 @@ impl Migration {
     /// callback does before it repoints its mappings.
     ///
     /// # Errors
-    /// [`BuddyError::NotAddressable`] if `memory` cannot reach either block; nothing is
+    /// [`ContigError::NotAddressable`] if `memory` cannot reach either block; nothing is
     /// copied then.
     ///
     /// # Safety
@@ -33,17 +33,17 @@ impl Migration {
     /// source block while the copy runs (its owner's mappings of it are blocked or
     /// read-only): the zone hands the callback the target alone, not the source's users.
     #[allow(unsafe_code)]
-    pub unsafe fn copy(&self, memory: &impl FrameMemory) -> Result<(), BuddyError> {
+    pub unsafe fn copy(&self, memory: &impl FrameMemory) -> Result<(), ContigError> {
         let bytes = usize::try_from(self.order.pages())
             .ok()
             .and_then(|p| p.checked_mul(FRAME.bytes()))
-            .ok_or(BuddyError::Overflow)?;
+            .ok_or(ContigError::Overflow)?;
         let from = memory
             .frame_ptr(self.from)
-            .ok_or(BuddyError::NotAddressable(self.from))?;
+            .ok_or(ContigError::NotAddressable(self.from))?;
         let to = memory
             .frame_ptr(self.to)
-            .ok_or(BuddyError::NotAddressable(self.to))?;
+            .ok_or(ContigError::NotAddressable(self.to))?;
         // SAFETY: by the `FrameMemory` contract both blocks are mapped contiguously for
         // `bytes`, at distinct frames (so the ranges do not overlap); the target is this
         // migration's alone and the caller promised that nothing writes the source meanwhile.

@@ -2,7 +2,9 @@
 //! allocations, an [`AllocRequest`]. For callers that make one call on a CPU; a caller that
 //! makes several resolves the CPU once with [`Zone::cpu`] and calls the handle.
 
-use crate::error::BuddyError;
+use crate::error::alloc::AllocError;
+use crate::error::contig::ContigError;
+use crate::error::free::FreeError;
 use crate::frame::Frame;
 use crate::memory::{FrameClearer, FrameMemory};
 use crate::migrate::Migrate;
@@ -30,9 +32,9 @@ where
     /// Free it with [`Zone::free_pages`].
     ///
     /// # Errors
-    /// [`BuddyError::BadCpu`], [`BuddyError::OrderTooLarge`], [`BuddyError::OutOfMemory`].
+    /// [`AllocError::BadCpu`], [`AllocError::OrderTooLarge`], [`AllocError::OutOfMemory`].
     #[inline]
-    pub fn alloc_pages(&self, cpu: usize, order: Order) -> Result<Pfn, BuddyError> {
+    pub fn alloc_pages(&self, cpu: usize, order: Order) -> Result<Pfn, AllocError> {
         self.cpu(cpu)?.alloc_raw(AllocRequest::order(order))
     }
 
@@ -44,7 +46,7 @@ where
     /// # Errors
     /// As [`Zone::alloc_pages`].
     #[inline]
-    pub fn alloc_movable(&self, cpu: usize, order: Order, key: u64) -> Result<Pfn, BuddyError> {
+    pub fn alloc_movable(&self, cpu: usize, order: Order, key: u64) -> Result<Pfn, AllocError> {
         self.cpu(cpu)?
             .alloc_raw(AllocRequest::order(order).movable(key))
     }
@@ -54,7 +56,7 @@ where
     /// allocates, with [`fault_at`](AllocRequest::fault_at) when `fault` is given.
     ///
     /// # Errors
-    /// [`BuddyError::BadCpu`]; as [`Cpu::alloc_raw`](crate::Cpu::alloc_raw).
+    /// [`AllocError::BadCpu`]; as [`Cpu::alloc_raw`](crate::Cpu::alloc_raw).
     #[inline]
     pub fn alloc_zeroed<M: FrameMemory>(
         &self,
@@ -63,7 +65,7 @@ where
         clearer: &FrameClearer<M>,
         fault: Option<usize>,
         resched: &mut impl Resched,
-    ) -> Result<Pfn, BuddyError> {
+    ) -> Result<Pfn, AllocError> {
         let zeroing = Zeroing {
             clearer,
             fault,
@@ -76,25 +78,25 @@ where
     /// [`Cpu::vmalloc`](crate::Cpu::vmalloc) on CPU `cpu`.
     ///
     /// # Errors
-    /// [`BuddyError::BadCpu`]; as [`Cpu::vmalloc`](crate::Cpu::vmalloc).
+    /// [`AllocError::BadCpu`]; as [`Cpu::vmalloc`](crate::Cpu::vmalloc).
     pub fn vmalloc<'r>(
         &self,
         cpu: usize,
         nr_pages: u64,
         runs: &'r mut [FrameRange],
-    ) -> Result<VmArea<'r>, BuddyError> {
+    ) -> Result<VmArea<'r>, AllocError> {
         self.cpu(cpu)?.vmalloc(nr_pages, runs)
     }
 
     /// [`Cpu::vfree`](crate::Cpu::vfree) on CPU `cpu`.
     ///
     /// # Errors
-    /// [`BuddyError::BadCpu`]; as [`Cpu::vfree`](crate::Cpu::vfree).
+    /// [`FreeError::BadCpu`]; as [`Cpu::vfree`](crate::Cpu::vfree).
     ///
     /// # Safety
     /// As [`Cpu::vfree`](crate::Cpu::vfree).
     #[allow(unsafe_code)]
-    pub unsafe fn vfree(&self, cpu: usize, area: &VmArea<'_>) -> Result<(), BuddyError> {
+    pub unsafe fn vfree(&self, cpu: usize, area: &VmArea<'_>) -> Result<(), FreeError> {
         // SAFETY: the caller's promise, passed on.
         unsafe { self.cpu(cpu)?.vfree(area) }
     }
@@ -102,39 +104,39 @@ where
     /// [`Cpu::compact`](crate::Cpu::compact) on CPU `cpu`: `self.cpu(cpu)?.compact(..)`.
     ///
     /// # Errors
-    /// [`BuddyError::BadCpu`]; as [`Cpu::compact`](crate::Cpu::compact).
+    /// [`ContigError::BadCpu`]; as [`Cpu::compact`](crate::Cpu::compact).
     pub fn compact(
         &self,
         cpu: usize,
         order: Order,
         migrate: &mut impl Migrate,
-    ) -> Result<CompactStats, BuddyError> {
+    ) -> Result<CompactStats, ContigError> {
         self.cpu(cpu)?.compact(order, migrate)
     }
 
     /// [`Cpu::compact_some`](crate::Cpu::compact_some) on CPU `cpu`: `self.cpu(cpu)?.compact_some(..)`.
     ///
     /// # Errors
-    /// [`BuddyError::BadCpu`].
+    /// [`ContigError::BadCpu`].
     pub fn compact_some(
         &self,
         cpu: usize,
         budget: u64,
         migrate: &mut impl Migrate,
-    ) -> Result<CompactStats, BuddyError> {
+    ) -> Result<CompactStats, ContigError> {
         Ok(self.cpu(cpu)?.compact_some(budget, migrate))
     }
 
     /// [`Cpu::free_pages`](crate::Cpu::free_pages) on CPU `cpu`: `self.cpu(cpu)?.free_pages(..)`.
     ///
     /// # Errors
-    /// [`BuddyError::BadCpu`]; as [`Cpu::free_pages`](crate::Cpu::free_pages).
+    /// [`FreeError::BadCpu`]; as [`Cpu::free_pages`](crate::Cpu::free_pages).
     ///
     /// # Safety
     /// As [`Cpu::free_pages`](crate::Cpu::free_pages).
     #[inline]
     #[allow(unsafe_code)]
-    pub unsafe fn free_pages(&self, cpu: usize, pfn: Pfn, order: Order) -> Result<(), BuddyError> {
+    pub unsafe fn free_pages(&self, cpu: usize, pfn: Pfn, order: Order) -> Result<(), FreeError> {
         // SAFETY: the caller's promise, passed on.
         unsafe { self.cpu(cpu)?.free_pages(pfn, order) }
     }
@@ -142,12 +144,12 @@ where
     /// [`Cpu::put_page`](crate::Cpu::put_page) on CPU `cpu`: `self.cpu(cpu)?.put_page(..)`.
     ///
     /// # Errors
-    /// [`BuddyError::BadCpu`]; as [`Cpu::put_page`](crate::Cpu::put_page).
+    /// [`FreeError::BadCpu`]; as [`Cpu::put_page`](crate::Cpu::put_page).
     ///
     /// # Safety
     /// As [`Cpu::put_page`](crate::Cpu::put_page).
     #[allow(unsafe_code)]
-    pub unsafe fn put_page(&self, cpu: usize, pfn: Pfn) -> Result<(), BuddyError> {
+    pub unsafe fn put_page(&self, cpu: usize, pfn: Pfn) -> Result<(), FreeError> {
         // SAFETY: the caller's promise, passed on.
         unsafe { self.cpu(cpu)?.put_page(pfn) }
     }
@@ -155,17 +157,12 @@ where
     /// [`Cpu::free_contig_range`](crate::Cpu::free_contig_range) on CPU `cpu`: `self.cpu(cpu)?.free_contig_range(..)`.
     ///
     /// # Errors
-    /// [`BuddyError::BadCpu`]; as [`Cpu::free_contig_range`](crate::Cpu::free_contig_range).
+    /// [`FreeError::BadCpu`]; as [`Cpu::free_contig_range`](crate::Cpu::free_contig_range).
     ///
     /// # Safety
     /// As [`Cpu::free_contig_range`](crate::Cpu::free_contig_range).
     #[allow(unsafe_code)]
-    pub unsafe fn free_contig_range(
-        &self,
-        cpu: usize,
-        pfn: Pfn,
-        nr: u64,
-    ) -> Result<(), BuddyError> {
+    pub unsafe fn free_contig_range(&self, cpu: usize, pfn: Pfn, nr: u64) -> Result<(), FreeError> {
         // SAFETY: the caller's promise, passed on.
         unsafe { self.cpu(cpu)?.free_contig_range(pfn, nr) }
     }
@@ -173,7 +170,7 @@ where
     /// [`Cpu::free_contig_frozen_range`](crate::Cpu::free_contig_frozen_range) on CPU `cpu`: `self.cpu(cpu)?.free_contig_frozen_range(..)`.
     ///
     /// # Errors
-    /// [`BuddyError::BadCpu`]; as [`Cpu::free_contig_frozen_range`](crate::Cpu::free_contig_frozen_range).
+    /// [`FreeError::BadCpu`]; as [`Cpu::free_contig_frozen_range`](crate::Cpu::free_contig_frozen_range).
     ///
     /// # Safety
     /// As [`Cpu::free_contig_frozen_range`](crate::Cpu::free_contig_frozen_range).
@@ -183,7 +180,7 @@ where
         cpu: usize,
         pfn: Pfn,
         nr: u64,
-    ) -> Result<(), BuddyError> {
+    ) -> Result<(), FreeError> {
         // SAFETY: the caller's promise, passed on.
         unsafe { self.cpu(cpu)?.free_contig_frozen_range(pfn, nr) }
     }
@@ -191,42 +188,42 @@ where
     /// [`Cpu::alloc_contig_range`](crate::Cpu::alloc_contig_range) on CPU `cpu`: `self.cpu(cpu)?.alloc_contig_range(..)`.
     ///
     /// # Errors
-    /// [`BuddyError::BadCpu`]; as [`Cpu::alloc_contig_range`](crate::Cpu::alloc_contig_range).
+    /// [`ContigError::BadCpu`]; as [`Cpu::alloc_contig_range`](crate::Cpu::alloc_contig_range).
     pub fn alloc_contig_range(
         &self,
         cpu: usize,
         pfn: Pfn,
         nr: u64,
         migrate: &mut impl Migrate,
-    ) -> Result<(), BuddyError> {
+    ) -> Result<(), ContigError> {
         self.cpu(cpu)?.alloc_contig_range(pfn, nr, migrate)
     }
 
     /// [`Cpu::alloc_contig_frozen_range`](crate::Cpu::alloc_contig_frozen_range) on CPU `cpu`: `self.cpu(cpu)?.alloc_contig_frozen_range(..)`.
     ///
     /// # Errors
-    /// [`BuddyError::BadCpu`]; as [`Cpu::alloc_contig_frozen_range`](crate::Cpu::alloc_contig_frozen_range).
+    /// [`ContigError::BadCpu`]; as [`Cpu::alloc_contig_frozen_range`](crate::Cpu::alloc_contig_frozen_range).
     pub fn alloc_contig_frozen_range(
         &self,
         cpu: usize,
         pfn: Pfn,
         nr: u64,
         migrate: &mut impl Migrate,
-    ) -> Result<(), BuddyError> {
+    ) -> Result<(), ContigError> {
         self.cpu(cpu)?.alloc_contig_frozen_range(pfn, nr, migrate)
     }
 
     /// [`Cpu::offline_range`](crate::Cpu::offline_range) on CPU `cpu`: `self.cpu(cpu)?.offline_range(..)`.
     ///
     /// # Errors
-    /// [`BuddyError::BadCpu`]; as [`Cpu::offline_range`](crate::Cpu::offline_range).
+    /// [`ContigError::BadCpu`]; as [`Cpu::offline_range`](crate::Cpu::offline_range).
     pub fn offline_range(
         &self,
         cpu: usize,
         pfn: Pfn,
         nr: u64,
         migrate: &mut impl Migrate,
-    ) -> Result<u64, BuddyError> {
+    ) -> Result<u64, ContigError> {
         self.cpu(cpu)?.offline_range(pfn, nr, migrate)
     }
 }

@@ -23,8 +23,12 @@
 use core::marker::PhantomData;
 
 use crate::block::Block;
-use crate::error::BuddyError;
-use crate::error::ConfigError;
+use crate::error::alloc::AllocError;
+use crate::error::config::ConfigError;
+use crate::error::contig::ContigError;
+use crate::error::free::FreeError;
+use crate::error::map::MapError;
+use crate::error::{NoSuchCpu, NoSuchNode, PfnError};
 use crate::frame::Frame;
 use crate::memory::{FrameClearer, FrameMemory};
 use crate::migrate::Migrate;
@@ -75,23 +79,23 @@ impl Topology {
     /// `cpu_node[c]`.
     ///
     /// # Errors
-    /// [`BuddyError::Config`] for no node or more than [`MAX_NODES`], a table of another
+    /// For no node or more than [`MAX_NODES`], a table of another
     /// size, a diagonal entry other than [`LOCAL_DISTANCE`] or another entry not above it (a
-    /// SLIT Linux rejects), more than [`MAX_CPUS`] CPUs; [`BuddyError::BadNode`] for a CPU on
-    /// a node past `nodes`.
-    pub fn new(nodes: usize, distance: &[u8], cpu_node: &[NodeId]) -> Result<Self, BuddyError> {
+    /// SLIT Linux rejects), more than [`MAX_CPUS`] CPUs ([`ConfigError::NodeCount`],
+    /// [`ConfigError::DistanceTable`], [`ConfigError::Distance`], [`ConfigError::TooManyCpus`]);
+    /// [`ConfigError::CpuNode`] for a CPU on a node past `nodes`.
+    pub fn new(nodes: usize, distance: &[u8], cpu_node: &[NodeId]) -> Result<Self, ConfigError> {
         if nodes == 0 || nodes > MAX_NODES {
-            return Err(ConfigError::NodeCount(nodes).into());
+            return Err(ConfigError::NodeCount(nodes));
         }
         if distance.len() != nodes * nodes {
             return Err(ConfigError::DistanceTable {
                 need: nodes * nodes,
                 got: distance.len(),
-            }
-            .into());
+            });
         }
         if cpu_node.len() > MAX_CPUS {
-            return Err(ConfigError::TooManyCpus(cpu_node.len()).into());
+            return Err(ConfigError::TooManyCpus(cpu_node.len()));
         }
         let mut t = Self {
             nodes,
@@ -108,15 +112,14 @@ impl Topology {
                         from: a as u8,
                         to: b as u8,
                         distance: d,
-                    }
-                    .into());
+                    });
                 }
                 t.distance[a][b] = d;
             }
         }
         for (c, &n) in cpu_node.iter().enumerate() {
             if n.index() >= nodes {
-                return Err(BuddyError::BadNode(u32::from(n.0)));
+                return Err(ConfigError::CpuNode { cpu: c, node: n.0 });
             }
             t.cpu_node[c] = n.0;
         }
@@ -137,7 +140,7 @@ impl Topology {
     ///
     /// # Errors
     /// As [`Topology::new`].
-    pub fn uniform(nodes: usize, cpu_node: &[NodeId]) -> Result<Self, BuddyError> {
+    pub fn uniform(nodes: usize, cpu_node: &[NodeId]) -> Result<Self, ConfigError> {
         let mut d = [REMOTE_DISTANCE; MAX_NODES * MAX_NODES];
         let n = nodes.min(MAX_NODES);
         for a in 0..n {
@@ -163,8 +166,8 @@ impl Topology {
     /// The distance from `a` to `b`.
     ///
     /// # Errors
-    /// [`BuddyError::BadNode`].
-    pub fn distance(&self, a: NodeId, b: NodeId) -> Result<u8, BuddyError> {
+    /// [`MapError::BadNode`].
+    pub fn distance(&self, a: NodeId, b: NodeId) -> Result<u8, MapError> {
         self.check(a)?;
         self.check(b)?;
         Ok(self.distance[a.index()][b.index()])
@@ -173,12 +176,12 @@ impl Topology {
     /// The node of `cpu`.
     ///
     /// # Errors
-    /// [`BuddyError::BadCpu`].
-    pub fn node_of_cpu(&self, cpu: usize) -> Result<NodeId, BuddyError> {
+    /// [`NoSuchCpu`].
+    pub fn node_of_cpu(&self, cpu: usize) -> Result<NodeId, NoSuchCpu> {
         if cpu < self.cpus {
             Ok(NodeId(self.cpu_node[cpu]))
         } else {
-            Err(BuddyError::BadCpu(cpu))
+            Err(NoSuchCpu(cpu))
         }
     }
 
@@ -186,19 +189,19 @@ impl Topology {
     /// (ties to the lower number).
     ///
     /// # Errors
-    /// [`BuddyError::BadNode`].
-    pub fn fallback(&self, node: NodeId) -> Result<impl Iterator<Item = NodeId> + '_, BuddyError> {
+    /// [`MapError::BadNode`].
+    pub fn fallback(&self, node: NodeId) -> Result<impl Iterator<Item = NodeId> + '_, MapError> {
         self.check(node)?;
         Ok(self.fallback[node.index()][..self.nodes]
             .iter()
             .map(|&n| NodeId(n)))
     }
 
-    fn check(&self, node: NodeId) -> Result<(), BuddyError> {
+    fn check(&self, node: NodeId) -> Result<(), NoSuchNode> {
         if node.index() < self.nodes {
             Ok(())
         } else {
-            Err(BuddyError::BadNode(u32::from(node.0)))
+            Err(NoSuchNode(node.0))
         }
     }
 }
@@ -258,22 +261,28 @@ where
     /// ([`ZoneConfig::with_node`](crate::ZoneConfig::with_node)), under `topology`.
     ///
     /// # Errors
-    /// [`BuddyError::Config`] for more than [`MAX_ZONES`] zones, zones whose frames overlap,
-    /// or a zone with another number of CPUs than the topology; [`BuddyError::BadNode`] for
-    /// a node the topology does not have.
-    pub fn new(topology: Topology, zones: Z) -> Result<Self, BuddyError> {
+    /// [`ConfigError::ZoneNodes`] for more than [`MAX_ZONES`] zones,
+    /// [`ConfigError::ZonesOverlap`] for zones whose frames overlap, [`ConfigError::ZoneCpus`]
+    /// for a zone with another number of CPUs than the topology, [`ConfigError::ZoneNode`]
+    /// for a node the topology does not have.
+    pub fn new(topology: Topology, zones: Z) -> Result<Self, ConfigError> {
         let zs = zones.as_ref();
         if zs.len() > MAX_ZONES {
             return Err(ConfigError::ZoneNodes {
                 zones: zs.len(),
                 nodes: MAX_ZONES,
-            }
-            .into());
+            });
         }
         let mut first_zone = [NO_ZONE; MAX_NODES];
         for (i, z) in zs.iter().enumerate() {
             let node = z.node();
-            topology.check(node)?;
+            if topology.check(node).is_err() {
+                // At most MAX_ZONES (64) zones: the index fits a u8.
+                return Err(ConfigError::ZoneNode {
+                    zone: i as u8,
+                    node: node.0,
+                });
+            }
             if first_zone[node.index()] == NO_ZONE {
                 // At most MAX_ZONES (64) zones: the index fits a u8.
                 first_zone[node.index()] = i as u8;
@@ -285,8 +294,7 @@ where
                     zone: i as u8,
                     cpus,
                     topology: topology.cpus(),
-                }
-                .into());
+                });
             }
         }
         let mut by_start = [(0, 0, 0); MAX_ZONES];
@@ -300,7 +308,7 @@ where
             // A zone's configuration was checked: its span does not overflow.
             if start + pages > next {
                 let (first, second) = (a.min(b), a.max(b));
-                return Err(ConfigError::ZonesOverlap { first, second }.into());
+                return Err(ConfigError::ZonesOverlap { first, second });
             }
         }
         Ok(Self {
@@ -356,9 +364,15 @@ where
     /// `alloc_contig_range`, ...). Its node is [`Zone::node`].
     ///
     /// # Errors
-    /// [`BuddyError::OutOfZone`] when no zone spans it.
+    /// [`MapError::OutOfZone`] when no zone spans it.
     #[inline]
-    pub fn zone_of(&self, pfn: Pfn) -> Result<&Zone<F, P, R>, BuddyError> {
+    pub fn zone_of(&self, pfn: Pfn) -> Result<&Zone<F, P, R>, MapError> {
+        Ok(self.zone_at(pfn)?)
+    }
+
+    /// [`NodeSet::zone_of`], in the words of whichever family asks.
+    #[inline]
+    fn zone_at(&self, pfn: Pfn) -> Result<&Zone<F, P, R>, PfnError> {
         let zones = self.zones.as_ref();
         let spans = &self.by_start[..zones.len()];
         // The last zone starting at or below `pfn`, if it spans `pfn`.
@@ -369,15 +383,15 @@ where
             .filter(|&(start, pages, _)| pfn.0 - start < pages);
         match found {
             Some((_, _, i)) => Ok(&zones[usize::from(i)]),
-            None => Err(BuddyError::OutOfZone(pfn)),
+            None => Err(PfnError::OutOfZone(pfn)),
         }
     }
 
     /// The node an allocation under `policy` on `cpu` tries first.
     #[inline]
-    fn first_node(&self, cpu: usize, policy: NodePolicy) -> Result<NodeId, BuddyError> {
+    fn first_node(&self, cpu: usize, policy: NodePolicy) -> Result<NodeId, AllocError> {
         match policy {
-            NodePolicy::Local => self.topology.node_of_cpu(cpu),
+            NodePolicy::Local => Ok(self.topology.node_of_cpu(cpu)?),
             NodePolicy::Preferred(n) | NodePolicy::Bind(n) => {
                 self.topology.check(n)?;
                 Ok(n)
@@ -394,17 +408,17 @@ where
         cpu: usize,
         order: Order,
         policy: NodePolicy,
-        mut attempt: impl FnMut(&'a Zone<F, P, R>, bool) -> Result<T, BuddyError>,
-    ) -> Result<T, BuddyError> {
+        mut attempt: impl FnMut(&'a Zone<F, P, R>, bool) -> Result<T, AllocError>,
+    ) -> Result<T, AllocError> {
         if cpu >= self.topology.cpus() {
-            return Err(BuddyError::BadCpu(cpu));
+            return Err(AllocError::BadCpu(cpu));
         }
         let first = self.first_node(cpu, policy)?;
         // The common case: the first zone of the first node has a block at hand.
         let tried = self.first_zone[first.index()];
         if let Some(zone) = self.zones.as_ref().get(usize::from(tried)) {
             match attempt(zone, false) {
-                Err(BuddyError::OutOfMemory(_)) => {}
+                Err(AllocError::OutOfMemory(_)) => {}
                 done => return done,
             }
         }
@@ -420,16 +434,16 @@ where
         order: Order,
         policy: NodePolicy,
         tried: usize,
-        mut attempt: impl FnMut(&'a Zone<F, P, R>, bool) -> Result<T, BuddyError>,
-    ) -> Result<T, BuddyError> {
-        let mut last = BuddyError::OutOfMemory(order);
+        mut attempt: impl FnMut(&'a Zone<F, P, R>, bool) -> Result<T, AllocError>,
+    ) -> Result<T, AllocError> {
+        let mut last = AllocError::OutOfMemory(order);
         for slow_path in [false, true] {
             for (i, zone) in self.zonelist(first, policy) {
                 if !slow_path && i == tried {
                     continue;
                 }
                 match attempt(zone, slow_path) {
-                    Err(e @ BuddyError::OutOfMemory(_)) => last = e,
+                    Err(e @ AllocError::OutOfMemory(_)) => last = e,
                     done => return done,
                 }
             }
@@ -446,7 +460,7 @@ where
     /// the zone that spans it ([`NodeSet::zone_of`]).
     ///
     /// # Errors
-    /// [`BuddyError::BadCpu`], [`BuddyError::BadNode`]; [`BuddyError::OutOfMemory`] when no
+    /// [`AllocError::BadCpu`], [`AllocError::BadNode`]; [`AllocError::OutOfMemory`] when no
     /// zone the policy allows has it (after each zone's slow path); as
     /// [`Cpu::alloc_raw`](crate::Cpu::alloc_raw).
     #[inline(always)]
@@ -454,7 +468,7 @@ where
         &self,
         cpu: usize,
         request: AllocRequest<'_, M>,
-    ) -> Result<Pfn, BuddyError> {
+    ) -> Result<Pfn, AllocError> {
         // The common case, inline: a plain block, only its frame number carried back.
         if request.is_block() && request.clearer.is_none() {
             let (order, mt, key) = (request.order, request.mt, request.key);
@@ -475,7 +489,7 @@ where
         &self,
         cpu: usize,
         request: AllocRequest<'_, M>,
-    ) -> Result<Block<'_, F, P, R>, BuddyError> {
+    ) -> Result<Block<'_, F, P, R>, AllocError> {
         let holding = request.holding();
         let (zone, pfn) = self.alloc_in(cpu, request)?;
         // SAFETY: this call allocated what `holding` describes at `pfn` in `zone` and hands
@@ -490,7 +504,7 @@ where
         &self,
         cpu: usize,
         mut request: AllocRequest<'_, M>,
-    ) -> Result<(&Zone<F, P, R>, Pfn), BuddyError> {
+    ) -> Result<(&Zone<F, P, R>, Pfn), AllocError> {
         // The common cases, inline: a block, plain or zeroed.
         if !request.is_block() {
             return self.alloc_run_in(cpu, request);
@@ -533,12 +547,12 @@ where
         &self,
         cpu: usize,
         mut request: AllocRequest<'_, M>,
-    ) -> Result<(&Zone<F, P, R>, Pfn), BuddyError> {
+    ) -> Result<(&Zone<F, P, R>, Pfn), AllocError> {
         request.check()?;
         let (order, policy) = (request.order, request.policy);
         self.allocate(cpu, order, policy, |z, slow| {
             if !slow {
-                return Err(BuddyError::OutOfMemory(order));
+                return Err(AllocError::OutOfMemory(order));
             }
             let pcp = z.pcp(cpu)?;
             z.alloc_run(pcp, &mut request).map(|pfn| (z, pfn))
@@ -556,7 +570,7 @@ where
         cpu: usize,
         order: Order,
         policy: NodePolicy,
-    ) -> Result<Pfn, BuddyError> {
+    ) -> Result<Pfn, AllocError> {
         self.alloc_raw(cpu, AllocRequest::order(order).policy(policy))
     }
 
@@ -572,21 +586,21 @@ where
         order: Order,
         key: u64,
         policy: NodePolicy,
-    ) -> Result<Pfn, BuddyError> {
+    ) -> Result<Pfn, AllocError> {
         self.alloc_raw(cpu, AllocRequest::order(order).movable(key).policy(policy))
     }
 
     /// Frees a block to the zone that spans it ([`Zone::free_pages`]).
     ///
     /// # Errors
-    /// [`BuddyError::OutOfZone`] when no zone spans `pfn`; else as [`Zone::free_pages`].
+    /// [`FreeError::OutOfZone`] when no zone spans `pfn`; else as [`Zone::free_pages`].
     ///
     /// # Safety
     /// As [`Zone::free_pages`].
     #[allow(unsafe_code)]
     #[inline]
-    pub unsafe fn free_pages(&self, cpu: usize, pfn: Pfn, order: Order) -> Result<(), BuddyError> {
-        let zone = self.zone_of(pfn)?;
+    pub unsafe fn free_pages(&self, cpu: usize, pfn: Pfn, order: Order) -> Result<(), FreeError> {
+        let zone = self.zone_at(pfn)?;
         // SAFETY: the caller's promise, passed on.
         unsafe { zone.free_pages(cpu, pfn, order) }
     }
@@ -594,8 +608,8 @@ where
     /// `node`'s memory now: the sum of its zones' ([`Zone::stats`]).
     ///
     /// # Errors
-    /// [`BuddyError::BadNode`].
-    pub fn node_stats(&self, node: NodeId) -> Result<MemoryStats, BuddyError> {
+    /// [`MapError::BadNode`].
+    pub fn node_stats(&self, node: NodeId) -> Result<MemoryStats, MapError> {
         self.topology.check(node)?;
         Ok(self.zones_of(node).map(Zone::stats).sum())
     }
@@ -604,14 +618,14 @@ where
     /// all, zone after zone: for an idle CPU of that node. Returns the frames cleared.
     ///
     /// # Errors
-    /// [`BuddyError::BadNode`]; as [`Zone::zero_some`].
+    /// [`AllocError::BadNode`]; as [`Zone::zero_some`].
     pub fn zero_some<M: FrameMemory>(
         &self,
         node: NodeId,
         budget: u64,
         clearer: &FrameClearer<M>,
         resched: &mut impl Resched,
-    ) -> Result<u64, BuddyError> {
+    ) -> Result<u64, AllocError> {
         self.topology.check(node)?;
         let mut cleared = 0;
         for z in self.zones_of(node) {
@@ -627,14 +641,14 @@ where
     /// Returns what they did together.
     ///
     /// # Errors
-    /// [`BuddyError::BadNode`]; as [`Zone::compact`].
+    /// [`ContigError::BadNode`]; as [`Zone::compact`].
     pub fn compact(
         &self,
         node: NodeId,
         cpu: usize,
         order: Order,
         migrate: &mut impl Migrate,
-    ) -> Result<CompactStats, BuddyError> {
+    ) -> Result<CompactStats, ContigError> {
         self.topology.check(node)?;
         let mut all = CompactStats::default();
         for z in self.zones_of(node) {
@@ -650,14 +664,14 @@ where
     /// frames moved in all. Returns what they did together.
     ///
     /// # Errors
-    /// [`BuddyError::BadNode`]; as [`Zone::compact_some`].
+    /// [`ContigError::BadNode`]; as [`Zone::compact_some`].
     pub fn compact_some(
         &self,
         node: NodeId,
         cpu: usize,
         budget: u64,
         migrate: &mut impl Migrate,
-    ) -> Result<CompactStats, BuddyError> {
+    ) -> Result<CompactStats, ContigError> {
         self.topology.check(node)?;
         let mut all = CompactStats::default();
         for z in self.zones_of(node) {
@@ -673,8 +687,8 @@ where
     /// ([`Zone::init_deferred`]), for the node's own CPUs at boot. Returns how many.
     ///
     /// # Errors
-    /// [`BuddyError::BadNode`].
-    pub fn init_deferred(&self, node: NodeId, budget: u64) -> Result<u64, BuddyError> {
+    /// [`MapError::BadNode`].
+    pub fn init_deferred(&self, node: NodeId, budget: u64) -> Result<u64, MapError> {
         self.topology.check(node)?;
         let mut done = 0;
         for z in self.zones_of(node) {
@@ -691,10 +705,10 @@ where
     /// ([`Zone::add_memory`] for each piece). All or nothing.
     ///
     /// # Errors
-    /// [`BuddyError::BadNode`]; [`BuddyError::NotInNode`] for the first frame no zone of
-    /// `node` spans; [`BuddyError::ZeroPages`], [`BuddyError::Overflow`]; as
+    /// [`MapError::BadNode`]; [`MapError::NotInNode`] for the first frame no zone of
+    /// `node` spans; [`MapError::ZeroPages`], [`MapError::Overflow`]; as
     /// [`Zone::add_memory`] for any piece. Nothing is added then.
-    pub fn add_memory(&self, node: NodeId, pfn: Pfn, nr: u64) -> Result<(), BuddyError> {
+    pub fn add_memory(&self, node: NodeId, pfn: Pfn, nr: u64) -> Result<(), MapError> {
         self.add_memory_as(node, pfn, nr, false)
     }
 
@@ -703,22 +717,16 @@ where
     ///
     /// # Errors
     /// As [`NodeSet::add_memory`].
-    pub fn add_zeroed_memory(&self, node: NodeId, pfn: Pfn, nr: u64) -> Result<(), BuddyError> {
+    pub fn add_zeroed_memory(&self, node: NodeId, pfn: Pfn, nr: u64) -> Result<(), MapError> {
         self.add_memory_as(node, pfn, nr, true)
     }
 
-    fn add_memory_as(
-        &self,
-        node: NodeId,
-        pfn: Pfn,
-        nr: u64,
-        zeroed: bool,
-    ) -> Result<(), BuddyError> {
+    fn add_memory_as(&self, node: NodeId, pfn: Pfn, nr: u64, zeroed: bool) -> Result<(), MapError> {
         self.topology.check(node)?;
         if nr == 0 {
-            return Err(BuddyError::ZeroPages);
+            return Err(MapError::ZeroPages);
         }
-        let end = pfn.checked_add(nr).ok_or(BuddyError::Overflow)?.0;
+        let end = pfn.checked_add(nr).ok_or(MapError::Overflow)?.0;
         let _hotplug = self.hotplug.lock();
         // Every piece checked before any is added.
         for (z, s, n) in self.pieces(node, pfn.0, end)? {
@@ -737,7 +745,7 @@ where
         node: NodeId,
         start: u64,
         end: u64,
-    ) -> Result<impl Iterator<Item = Piece<'_, F, P, R>> + '_, BuddyError> {
+    ) -> Result<impl Iterator<Item = Piece<'_, F, P, R>> + '_, MapError> {
         let mut at = start;
         while at < end {
             let z = self.zone_of_node(node, at)?;
@@ -756,10 +764,10 @@ where
         }))
     }
 
-    fn zone_of_node(&self, node: NodeId, pfn: u64) -> Result<&Zone<F, P, R>, BuddyError> {
+    fn zone_of_node(&self, node: NodeId, pfn: u64) -> Result<&Zone<F, P, R>, MapError> {
         self.zones_of(node)
             .find(|z| z.span().contains(Pfn(pfn)))
-            .ok_or(BuddyError::NotInNode {
+            .ok_or(MapError::NotInNode {
                 pfn: Pfn(pfn),
                 node: u32::from(node.0),
             })
@@ -769,7 +777,7 @@ where
     /// zone (as Linux's `offline_pages` requires). Returns the frames migrated.
     ///
     /// # Errors
-    /// [`BuddyError::OutOfZone`] when no zone spans `pfn`; [`BuddyError::NotInNode`] for the
+    /// [`ContigError::OutOfZone`] when no zone spans `pfn`; [`ContigError::NotInNode`] for the
     /// first frame past that zone; as [`Zone::offline_range`]. Nothing is offlined then.
     pub fn offline_range(
         &self,
@@ -777,12 +785,12 @@ where
         pfn: Pfn,
         nr: u64,
         migrate: &mut impl Migrate,
-    ) -> Result<u64, BuddyError> {
-        let zone = self.zone_of(pfn)?;
-        let end = pfn.checked_add(nr).ok_or(BuddyError::Overflow)?.0;
+    ) -> Result<u64, ContigError> {
+        let zone = self.zone_at(pfn)?;
+        let end = pfn.checked_add(nr).ok_or(ContigError::Overflow)?.0;
         let zone_end = end_of(zone);
         if end > zone_end {
-            return Err(BuddyError::NotInNode {
+            return Err(ContigError::NotInNode {
                 pfn: Pfn(zone_end),
                 node: u32::from(zone.node().0),
             });
@@ -797,8 +805,8 @@ where
     /// gave them back zeroed).
     ///
     /// # Errors
-    /// [`BuddyError::OutOfZone`] when no zone spans `pfn`; as [`NodeSet::add_memory`].
-    pub fn online_range(&self, pfn: Pfn, nr: u64, known_zero: bool) -> Result<(), BuddyError> {
+    /// [`MapError::OutOfZone`] when no zone spans `pfn`; as [`NodeSet::add_memory`].
+    pub fn online_range(&self, pfn: Pfn, nr: u64, known_zero: bool) -> Result<(), MapError> {
         let node = self.zone_of(pfn)?.node();
         self.add_memory_as(node, pfn, nr, known_zero)
     }

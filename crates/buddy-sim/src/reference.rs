@@ -2,7 +2,7 @@
 //! the "before" column of the benchmarks. The harnesses that drive a zone and its reference
 //! side by side are in `testing` (feature `testing`).
 
-use crate::error::BuddyError;
+use crate::error::free::FreeError;
 use crate::frame::Frame;
 use crate::frame::Word;
 use crate::types::Order;
@@ -28,7 +28,7 @@ pub unsafe fn free_contig_range_per_page<F, P, R, A>(
     cpu: &Cpu<'_, F, P, R, A>,
     pfn: Pfn,
     nr: u64,
-) -> Result<(), BuddyError>
+) -> Result<(), FreeError>
 where
     F: AsRef<[Frame]>,
     P: AsRef<[PerCpu<R>]>,
@@ -86,7 +86,7 @@ pub unsafe fn free_contig_frozen_range_per_page<F, P, R>(
     cpu: usize,
     pfn: Pfn,
     nr: u64,
-) -> Result<(), BuddyError>
+) -> Result<(), FreeError>
 where
     F: AsRef<[Frame]>,
     P: AsRef<[PerCpu<R>]>,

@@ -6,7 +6,7 @@
 
 use core::fmt;
 
-use crate::error::{BuddyError, RequestConflict};
+use crate::error::request::RequestConflict;
 use crate::memory::{FrameClearer, FrameMemory, NoMemory};
 use crate::migrate::{Migrate, Migration};
 use crate::migratetype::MigrateType;
@@ -208,7 +208,7 @@ impl<'a, M> AllocRequest<'a, M> {
     }
 
     /// The request's combination of options, checked.
-    pub(crate) fn check(&self) -> Result<(), BuddyError> {
+    pub(crate) fn check(&self) -> Result<(), RequestConflict> {
         let conflict = if self.frozen && self.migrate.is_none() {
             Some(RequestConflict::FrozenWithoutContiguous)
         } else if self.migrate.is_some() && self.mt != MigrateType::Unmovable {
@@ -220,7 +220,7 @@ impl<'a, M> AllocRequest<'a, M> {
         } else {
             None
         };
-        conflict.map_or(Ok(()), |c| Err(BuddyError::Conflict(c)))
+        conflict.map_or(Ok(()), Err)
     }
 }
 

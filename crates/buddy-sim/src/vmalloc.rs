@@ -1,7 +1,8 @@
 //! `vmalloc` / `vfree`: many order-0 pages from the largest blocks that fit, given back all
 //! or nothing.
 
-use crate::error::BuddyError;
+use crate::error::alloc::AllocError;
+use crate::error::free::FreeError;
 use crate::frame::{Frame, Word};
 use crate::migratetype::MigrateType;
 use crate::types::Order;
@@ -126,13 +127,13 @@ where
     /// to `runs`; the area names the ones used.
     ///
     /// # Errors
-    /// [`BuddyError::OutOfMemory`] or [`BuddyError::RunsFull`] (everything allocated so far
+    /// [`AllocError::OutOfMemory`] or [`AllocError::RunsFull`] (everything allocated so far
     /// is freed again).
     pub fn vmalloc<'r>(
         &self,
         nr_pages: u64,
         runs: &'r mut [FrameRange],
-    ) -> Result<VmArea<'r>, BuddyError> {
+    ) -> Result<VmArea<'r>, AllocError> {
         let mut sink = SliceSink { runs, used: 0 };
         self.zone.vmalloc_into(self.lists(), nr_pages, &mut sink)?;
         let SliceSink { runs, used } = sink;
@@ -144,9 +145,9 @@ where
     /// [`Cpu::vmalloc`] into runs the area owns (feature `alloc`).
     ///
     /// # Errors
-    /// [`BuddyError::OutOfMemory`] (everything allocated so far is freed again).
+    /// [`AllocError::OutOfMemory`] (everything allocated so far is freed again).
     #[cfg(feature = "alloc")]
-    pub fn vmalloc_buf(&self, nr_pages: u64) -> Result<VmAreaBuf, BuddyError> {
+    pub fn vmalloc_buf(&self, nr_pages: u64) -> Result<VmAreaBuf, AllocError> {
         let mut runs = alloc::vec::Vec::new();
         self.zone.vmalloc_into(self.lists(), nr_pages, &mut runs)?;
         Ok(VmAreaBuf { runs })
@@ -161,9 +162,9 @@ where
     /// vmalloc areas pass; pages from [`Cpu::alloc_raw`] do not.
     ///
     /// # Errors
-    /// [`BuddyError::NotVmalloc`] for a page that is not vmalloc's or whose vmalloc reference
+    /// [`FreeError::NotVmalloc`] for a page that is not vmalloc's or whose vmalloc reference
     /// the area already released (named twice while others hold it too),
-    /// [`BuddyError::DoubleFree`] for a page already freed or named twice, else as
+    /// [`FreeError::DoubleFree`] for a page already freed or named twice, else as
     /// [`Cpu::free_contig_range`]; on any error nothing is freed.
     ///
     /// # Safety
@@ -174,7 +175,7 @@ where
     /// caller does not hold is reported as an error where the zone can tell (a double free,
     /// a frame in no allocation), but not always: the block may be someone else's by then.
     #[allow(unsafe_code)]
-    pub unsafe fn vfree(&self, area: &VmArea<'_>) -> Result<(), BuddyError> {
+    pub unsafe fn vfree(&self, area: &VmArea<'_>) -> Result<(), FreeError> {
         let (zone, pcp) = (self.zone, self.lists());
         for run in area.runs {
             zone.map().range(run.start, run.pages)?;
@@ -207,7 +208,7 @@ where
         pcp: CpuLists<'_, R>,
         nr_pages: u64,
         sink: &mut impl RunSink,
-    ) -> Result<(), BuddyError> {
+    ) -> Result<(), AllocError> {
         let mut left = nr_pages;
         let result = loop {
             if left == 0 {
@@ -224,7 +225,7 @@ where
                 }
             };
             let Some(pfn) = pfn else {
-                break Err(BuddyError::OutOfMemory(order));
+                break Err(AllocError::OutOfMemory(order));
             };
             // Just allocated: nobody else knows these frames yet.
             let m = self.map();
@@ -239,7 +240,7 @@ where
                 last.pages += order.pages();
             } else if !sink.record(FrameRange::new(pfn, order.pages())) {
                 self.commit(pcp, idx..idx + order.pages() as u32);
-                break Err(BuddyError::RunsFull);
+                break Err(AllocError::RunsFull);
             }
         };
         if let Err(e) = result {

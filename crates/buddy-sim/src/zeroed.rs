@@ -15,7 +15,7 @@
 //! known zero. So a block is never handed out twice, and never marked zero while someone
 //! could write it.
 
-use crate::error::BuddyError;
+use crate::error::alloc::AllocError;
 use crate::frame::Frame;
 use crate::memory::{FRAME, FrameClearer, FrameMemory};
 use crate::migratetype::MigrateType;
@@ -28,17 +28,17 @@ use lock_api::RawMutex;
 use mm_types::Pfn;
 use zero_core::Resched;
 
-/// [`BuddyError::FaultOutsideBlock`] (naming `order`) if `fault` is not a byte offset inside
+/// [`AllocError::FaultOutsideBlock`] (naming `order`) if `fault` is not a byte offset inside
 /// the first `pages` frames of an allocation.
 pub(crate) fn fault_inside(
     pages: u64,
     order: Order,
     fault: Option<usize>,
-) -> Result<(), BuddyError> {
+) -> Result<(), AllocError> {
     let bytes = pages.saturating_mul(FRAME.bytes() as u64);
     match fault {
         Some(at) if u64::try_from(at).map_or(true, |at| at >= bytes) => {
-            Err(BuddyError::FaultOutsideBlock { order, offset: at })
+            Err(AllocError::FaultOutsideBlock { order, offset: at })
         }
         _ => Ok(()),
     }
@@ -58,9 +58,9 @@ where
     P: AsRef<[PerCpu<R>]>,
     R: RawMutex,
 {
-    /// [`BuddyError::FaultOutsideBlock`] if `fault` is not inside a block of `order`.
+    /// [`AllocError::FaultOutsideBlock`] if `fault` is not inside a block of `order`.
     #[inline(always)]
-    pub(crate) fn check_fault(&self, order: Order, fault: Option<usize>) -> Result<(), BuddyError> {
+    pub(crate) fn check_fault(&self, order: Order, fault: Option<usize>) -> Result<(), AllocError> {
         let inside = fault_inside(order.pages(), order, fault);
         if inside.is_err() {
             self.check_order(order)?;
@@ -77,7 +77,7 @@ where
         cpu: CpuLists<'_, R>,
         block: (Order, MigrateType, u64),
         zeroing: Zeroing<'_, M, impl Resched>,
-    ) -> Result<Pfn, BuddyError> {
+    ) -> Result<Pfn, AllocError> {
         let (order, mt, key) = block;
         self.check_fault(order, zeroing.fault)?;
         let (idx, zeroed) = self.alloc_preferring(cpu, order, Prefer::Zeroed, mt, key)?;
@@ -96,7 +96,7 @@ where
         pages: u64,
         zeroed: bool,
         zeroing: Zeroing<'_, M, impl Resched>,
-    ) -> Result<Pfn, BuddyError> {
+    ) -> Result<Pfn, AllocError> {
         let Zeroing {
             clearer,
             fault,
@@ -137,15 +137,15 @@ where
     /// keep `budget` small beside the free memory (a few MiB), and call again.
     ///
     /// # Errors
-    /// [`BuddyError::NotAddressable`] if `clearer`'s memory cannot reach a block,
-    /// [`BuddyError::Clear`] if zero-core refuses the address it maps (the block then goes
+    /// [`AllocError::NotAddressable`] if `clearer`'s memory cannot reach a block,
+    /// [`AllocError::Clear`] if zero-core refuses the address it maps (the block then goes
     /// back as it was, with the blocks cleared before it kept as known zero).
     pub fn zero_some<M: FrameMemory>(
         &self,
         budget: u64,
         clearer: &FrameClearer<M>,
         resched: &mut impl Resched,
-    ) -> Result<u64, BuddyError> {
+    ) -> Result<u64, AllocError> {
         let m = self.map();
         let mut cleared = 0u64;
         while let Some(left) = budget.checked_sub(cleared).filter(|&l| l > 0) {

@@ -12,9 +12,9 @@ mod common;
 
 use buddy_sim::testing::Snapshot;
 use buddy_sim::zero_core::{ClearConfig, NoResched, PageSize, PreemptModel};
+use buddy_sim::{AllocError, ContigError, FreeError, MapError};
 use buddy_sim::{
-    AllocRequest, BoxedZone, BuddyError, FrameClearer, MigrateType, Migration, Order, Pfn,
-    ZoneConfig,
+    AllocRequest, BoxedZone, FrameClearer, MigrateType, Migration, Order, Pfn, ZoneConfig,
 };
 use common::Nowhere;
 
@@ -62,7 +62,7 @@ fn a_refused_offline_keeps_the_known_zero_blocks_it_took_a_target_from() {
     };
     assert_eq!(
         z.offline_range(0, START, 16, &mut count_and_refuse),
-        Err(BuddyError::Busy(START))
+        Err(ContigError::Busy(START))
     );
     assert_eq!(calls, 1);
     z.check().unwrap();
@@ -80,7 +80,7 @@ fn a_refused_contiguous_allocation_keeps_the_known_zero_blocks_it_took_a_target_
         } else {
             z.alloc_contig_range(0, START, 16, &mut refuse)
         };
-        assert_eq!(got, Err(BuddyError::Busy(START)));
+        assert_eq!(got, Err(ContigError::Busy(START)));
         z.check().unwrap();
         assert_eq!(before.difference(&Snapshot::of(&z)), None);
     }
@@ -111,7 +111,7 @@ fn a_refused_move_gives_back_the_pageblock_its_target_claimed() {
     let before = Snapshot::of(&z);
     assert_eq!(
         z.alloc_contig_range(0, START, 16, &mut refuse),
-        Err(BuddyError::Busy(START))
+        Err(ContigError::Busy(START))
     );
     z.check().unwrap();
     assert_eq!(
@@ -210,7 +210,7 @@ fn a_zone_at_the_top_of_the_pfn_space_builds_and_works() {
     let top = Pfn(last.0 - 511);
     assert_eq!(
         z.offline_range(0, top, 512, &mut accept),
-        Err(BuddyError::Busy(top))
+        Err(ContigError::Busy(top))
     );
     // SAFETY: as above.
     unsafe { z.free_pages(0, top, o(0)) }.unwrap();
@@ -226,18 +226,18 @@ fn a_zone_at_the_top_of_the_pfn_space_builds_and_works() {
     let free = z.free_pages_total();
     assert!(matches!(
         z.alloc_zeroed(0, o(0), &clearer, None, &mut NoResched),
-        Err(BuddyError::NotAddressable(_))
+        Err(AllocError::NotAddressable(_))
     ));
     assert_eq!(z.free_pages_total(), free);
     z.check().unwrap();
     // A frame past the zone's end is an error, not an overflow.
     assert_eq!(
         z.frame(Pfn(u64::MAX)),
-        Err(BuddyError::OutOfZone(Pfn(u64::MAX)))
+        Err(MapError::OutOfZone(Pfn(u64::MAX)))
     );
     assert_eq!(
         // SAFETY: as above.
         unsafe { z.free_contig_range(0, last, 2) },
-        Err(BuddyError::Overflow)
+        Err(FreeError::Overflow)
     );
 }

@@ -10,11 +10,13 @@
 
 mod common;
 
+use buddy_sim::FreeError;
+use buddy_sim::{AllocError, ContigError};
 use std::collections::BTreeMap;
 
 use buddy_sim::{
-    AllocRequest, BoxedZone, BuddyError, CompactStats, FrameMemory, FrameState, MigrateType,
-    Migration, OffsetMap, Order, Pfn, ZoneConfig,
+    AllocRequest, BoxedZone, CompactStats, FrameMemory, FrameState, MigrateType, Migration,
+    OffsetMap, Order, Pfn, ZoneConfig,
 };
 use proptest::prelude::*;
 
@@ -130,7 +132,7 @@ impl World {
         self.zone.compact_some(0, budget, &mut mover).unwrap()
     }
 
-    fn contig_range(&mut self, pfn: Pfn, nr: u64, frozen: bool) -> Result<(), BuddyError> {
+    fn contig_range(&mut self, pfn: Pfn, nr: u64, frozen: bool) -> Result<(), ContigError> {
         let r = {
             let mut mover = Self::mover(&self.memory, &mut self.movable, self.refuse_every);
             if frozen {
@@ -147,7 +149,7 @@ impl World {
         r
     }
 
-    fn contig_pages(&mut self, nr: u64, align: Order, frozen: bool) -> Result<Pfn, BuddyError> {
+    fn contig_pages(&mut self, nr: u64, align: Order, frozen: bool) -> Result<Pfn, AllocError> {
         let r = {
             let mut mover = Self::mover(&self.memory, &mut self.movable, self.refuse_every);
             let request = AllocRequest::frames(nr)
@@ -326,7 +328,7 @@ proptest! {
                     w.zone.drain_all();
                     match r {
                         Ok(()) => {}
-                        Err(BuddyError::Busy(_) | BuddyError::OutOfMemory(_) | BuddyError::OutOfZone(_)) => {
+                        Err(ContigError::Busy(_) | ContigError::OutOfMemory(_) | ContigError::OutOfZone(_)) => {
                             // Nothing allocated: what is free is as before (moves keep it).
                             prop_assert_eq!(w.zone.free_pages_total(), before);
                         }
@@ -512,7 +514,7 @@ fn contiguous_ranges_migrate_movable_pages_and_refuse_unmovable_ones() {
     let before = w.zone.free_pages_total();
     assert_eq!(
         w.contig_range(around, 16, false),
-        Err(BuddyError::Busy(pinned))
+        Err(ContigError::Busy(pinned))
     );
     assert_eq!(w.zone.free_pages_total(), before);
     assert!(!w.zone.pageblock_type(around).unwrap().1);
@@ -532,11 +534,11 @@ fn frozen_pages_are_freed_only_as_frozen_pages() {
     unsafe {
         assert_eq!(
             w.zone.free_pages(0, pfn, Order::ZERO),
-            Err(BuddyError::Frozen(pfn))
+            Err(FreeError::Frozen(pfn))
         );
         assert_eq!(
             w.zone.free_contig_range(0, pfn, 2),
-            Err(BuddyError::Frozen(pfn))
+            Err(FreeError::Frozen(pfn))
         );
         // One page past the run: not frozen, so nothing is freed.
         let past = Pfn(pfn.0 + 20);
@@ -553,7 +555,7 @@ fn frozen_pages_are_freed_only_as_frozen_pages() {
     unsafe {
         assert_eq!(
             w.zone.free_contig_frozen_range(0, plain, 5),
-            Err(BuddyError::NotFrozen(plain))
+            Err(FreeError::NotFrozen(plain))
         );
     }
     w.verify();

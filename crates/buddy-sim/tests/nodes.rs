@@ -8,9 +8,10 @@
 mod common;
 
 use buddy_sim::testing::{NodeModel, NodeOp};
+use buddy_sim::{AllocError, ContigError, MapError, NoSuchCpu};
 use buddy_sim::{
-    BoxedNodeSet, BoxedZone, BuddyError, ConfigError, FrameState, Migration, NodeId, NodePolicy,
-    Order, Pfn, Topology, ZoneConfig,
+    BoxedNodeSet, BoxedZone, ConfigError, FrameState, Migration, NodeId, NodePolicy, Order, Pfn,
+    Topology, ZoneConfig,
 };
 use proptest::prelude::*;
 
@@ -84,7 +85,7 @@ fn the_fallback_order_is_nearest_first() {
     assert_eq!(order(2), [2, 0, 1]);
     assert_eq!(t.distance(NodeId(0), NodeId(2)), Ok(15));
     assert_eq!(t.node_of_cpu(1), Ok(NodeId(1)));
-    assert_eq!(t.node_of_cpu(3), Err(BuddyError::BadCpu(3)));
+    assert_eq!(t.node_of_cpu(3), Err(NoSuchCpu(3)));
     // Ties go to the lower node number.
     let u = Topology::uniform(4, &[NodeId(3)]).unwrap();
     let order = u
@@ -138,7 +139,7 @@ fn a_bound_allocation_never_leaves_its_node_and_a_preferred_one_does() {
     assert_eq!(node_of(&set, block), NodeId(1));
     assert_eq!(
         set.alloc_pages(0, Order::ZERO, NodePolicy::Bind(NodeId(1))),
-        Err(BuddyError::OutOfMemory(Order::ZERO))
+        Err(AllocError::OutOfMemory(Order::ZERO))
     );
     // Preferred node 1 is full: its nearest, node 2.
     let p = set
@@ -147,15 +148,15 @@ fn a_bound_allocation_never_leaves_its_node_and_a_preferred_one_does() {
     assert_eq!(node_of(&set, p), NodeId(2));
     assert_eq!(
         set.alloc_pages(0, Order::ZERO, NodePolicy::Bind(NodeId(3))),
-        Err(BuddyError::BadNode(3))
+        Err(AllocError::BadNode(3))
     );
     assert_eq!(
         set.alloc_pages(3, Order::ZERO, NodePolicy::Local),
-        Err(BuddyError::BadCpu(3))
+        Err(AllocError::BadCpu(3))
     );
     assert_eq!(
         set.alloc_pages(0, o(6), NodePolicy::Local),
-        Err(BuddyError::OrderTooLarge { order: 6, max: 5 })
+        Err(AllocError::OrderTooLarge { order: 6, max: 5 })
     );
 }
 
@@ -173,7 +174,7 @@ fn hot_add_spans_a_nodes_zones_all_or_nothing() {
     // Into node 0's zone: not node 1's.
     assert_eq!(
         set.add_memory(NodeId(1), Pfn(0x1030), 32),
-        Err(BuddyError::NotInNode {
+        Err(MapError::NotInNode {
             pfn: Pfn(0x1030),
             node: 1
         })
@@ -181,7 +182,7 @@ fn hot_add_spans_a_nodes_zones_all_or_nothing() {
     // Past node 1's last zone: refused, nothing added.
     assert_eq!(
         set.add_memory(NodeId(1), Pfn(0x1090), 64),
-        Err(BuddyError::NotInNode {
+        Err(MapError::NotInNode {
             pfn: Pfn(0x10c0),
             node: 1
         })
@@ -192,7 +193,7 @@ fn hot_add_spans_a_nodes_zones_all_or_nothing() {
     // Overlapping what is there: refused whole (the first piece would have been new).
     assert_eq!(
         set.add_memory(NodeId(1), Pfn(0x1040), 32),
-        Err(BuddyError::AlreadyAdded(Pfn(0x1050)))
+        Err(MapError::AlreadyAdded(Pfn(0x1050)))
     );
     assert_eq!(set.node_stats(NodeId(1)).unwrap().present, 64);
     set.add_zeroed_memory(NodeId(1), Pfn(0x1040), 16).unwrap();
@@ -221,7 +222,7 @@ fn offline_moves_movable_data_refuses_what_cannot_move_and_online_brings_it_back
     let mut refuse = |_: &Migration| false;
     assert_eq!(
         set.offline_range(1, range, 32, &mut refuse),
-        Err(BuddyError::Busy(lowest))
+        Err(ContigError::Busy(lowest))
     );
     assert_eq!(set.node_stats(NodeId(1)).unwrap().present, 128);
     let mut follow = |m: &Migration| {
@@ -242,7 +243,7 @@ fn offline_moves_movable_data_refuses_what_cannot_move_and_online_brings_it_back
     // A range over two zones, and an unmovable page in the way.
     assert_eq!(
         set.offline_range(0, Pfn(0x1070), 32, &mut refuse),
-        Err(BuddyError::NotInNode {
+        Err(ContigError::NotInNode {
             pfn: node1,
             node: 0
         })
@@ -250,7 +251,7 @@ fn offline_moves_movable_data_refuses_what_cannot_move_and_online_brings_it_back
     let pinned = set.alloc_pages(0, Order::ZERO, NodePolicy::Local).unwrap();
     assert_eq!(
         set.offline_range(0, Pfn(pinned.0 & !15), 16, &mut refuse),
-        Err(BuddyError::Busy(pinned))
+        Err(ContigError::Busy(pinned))
     );
     set.online_range(range, 32, false).unwrap();
     let s = set.node_stats(NodeId(1)).unwrap();
@@ -278,27 +279,35 @@ fn bad_topologies_and_node_sets_are_refused() {
     assert!(Topology::new(2, &ok, &[NodeId(0)]).is_ok());
     assert!(matches!(
         Topology::new(0, &[], &[]),
-        Err(BuddyError::Config(_))
+        Err(ConfigError::NodeCount(0))
     ));
     assert!(matches!(
         Topology::new(2, &ok[..3], &[]),
-        Err(BuddyError::Config(_))
+        Err(ConfigError::DistanceTable { need: 4, got: 3 })
     ));
     assert!(matches!(
         Topology::new(2, &[10, 20, 20, 11], &[]),
-        Err(BuddyError::Config(_))
+        Err(ConfigError::Distance {
+            from: 1,
+            to: 1,
+            distance: 11
+        })
     ));
     assert!(matches!(
         Topology::new(2, &[10, 9, 20, 10], &[]),
-        Err(BuddyError::Config(_))
+        Err(ConfigError::Distance {
+            from: 0,
+            to: 1,
+            distance: 9
+        })
     ));
     assert_eq!(
         Topology::new(2, &ok, &[NodeId(2)]),
-        Err(BuddyError::BadNode(2))
+        Err(ConfigError::CpuNode { cpu: 0, node: 2 })
     );
     assert!(matches!(
         Topology::new(33, &[10; 33 * 33], &[]),
-        Err(BuddyError::Config(_))
+        Err(ConfigError::NodeCount(33))
     ));
     let t = Topology::new(2, &ok, &[NodeId(0), NodeId(1)]).unwrap();
     // Overlapping zones (given in either order), another CPU count, a node past the
@@ -306,31 +315,31 @@ fn bad_topologies_and_node_sets_are_refused() {
     let two = || vec![zone(0x1000, 64, 2, &[]), zone_on(1, 0x1020, 64, 2, &[])];
     assert_eq!(
         BoxedNodeSet::new(t.clone(), two()).err(),
-        Some(BuddyError::Config(ConfigError::ZonesOverlap {
+        Some(ConfigError::ZonesOverlap {
             first: 0,
             second: 1
-        }))
+        })
     );
     let mut swapped = two();
     swapped.reverse();
     assert_eq!(
         BoxedNodeSet::new(t.clone(), swapped).err(),
-        Some(BuddyError::Config(ConfigError::ZonesOverlap {
+        Some(ConfigError::ZonesOverlap {
             first: 0,
             second: 1
-        }))
+        })
     );
     assert_eq!(
         BoxedNodeSet::new(t.clone(), vec![zone(0x1000, 64, 1, &[])]).err(),
-        Some(BuddyError::Config(ConfigError::ZoneCpus {
+        Some(ConfigError::ZoneCpus {
             zone: 0,
             cpus: 1,
             topology: 2
-        }))
+        })
     );
     assert_eq!(
         BoxedNodeSet::new(t, vec![zone_on(5, 0x1000, 64, 2, &[])]).err(),
-        Some(BuddyError::BadNode(5))
+        Some(ConfigError::ZoneNode { zone: 0, node: 5 })
     );
 }
 

@@ -161,7 +161,7 @@ fn bad_cpus_and_configs_are_errors() {
     // A clearer for other page sizes is refused before it can reach a zone's tables.
     assert!(matches!(
         buddy_sim::FrameClearer::new(mem, big),
-        Err(buddy_sim::BuddyError::Config(_))
+        Err(buddy_sim::ConfigError::ClearPageSize)
     ));
 }
 

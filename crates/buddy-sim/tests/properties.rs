@@ -13,9 +13,10 @@ use buddy_sim::mm_types::FrameRange;
 use buddy_sim::reference::brute_force_cover;
 use buddy_sim::testing::{Lockstep, Op};
 use buddy_sim::{
-    Access, AllocRequest, BuddyError, Cpu, DefaultRawMutex, Frame, Order, PerCpu, Pfn, VmArea,
-    Zone, ZoneConfig, decompose,
+    Access, AllocRequest, Cpu, DefaultRawMutex, Frame, Order, PerCpu, Pfn, VmArea, Zone,
+    ZoneConfig, decompose,
 };
+use buddy_sim::{AllocError, ContigError, FreeError, MapError};
 use proptest::prelude::*;
 
 const MAX_ZONE: u64 = if cfg!(miri) { 128 } else { 2048 };
@@ -237,8 +238,8 @@ proptest! {
                     held.push((cpu, pfn, pages));
                 }
                 Err(e) => {
-                    let refused = pages == 0 && e == BuddyError::ZeroPages
-                        || matches!(e, BuddyError::OrderTooLarge { .. } | BuddyError::OutOfMemory(_));
+                    let refused = pages == 0 && e == AllocError::ZeroPages
+                        || matches!(e, AllocError::OrderTooLarge { .. } | AllocError::OutOfMemory(_));
                     prop_assert!(refused, "{:?}", e);
                     prop_assert_eq!(z.free_pages_total(), before);
                 }
@@ -288,37 +289,37 @@ fn errors_name_the_problem_and_leave_the_zone_intact() {
     assert_eq!(
         // SAFETY: no memory behind these zones (module docs).
         unsafe { z.free_contig_range(0, block, 512) },
-        Err(BuddyError::CompoundPage(block))
+        Err(FreeError::CompoundPage(block))
     );
     assert_eq!(
         // SAFETY: no memory behind these zones (module docs).
         unsafe { z.free_contig_range(0, Pfn(block.0 + 7), 3) },
-        Err(BuddyError::CompoundPage(Pfn(block.0 + 7)))
+        Err(FreeError::CompoundPage(Pfn(block.0 + 7)))
     );
     // Outside the zone, overflow, bad CPU, order too large.
     assert_eq!(
         // SAFETY: no memory behind these zones (module docs).
         unsafe { z.free_contig_range(0, Pfn(0x100 + 1020), 10) },
-        Err(BuddyError::OutOfZone(Pfn(0x100 + 1024)))
+        Err(FreeError::OutOfZone(Pfn(0x100 + 1024)))
     );
     assert_eq!(
         // SAFETY: no memory behind these zones (module docs).
         unsafe { z.free_contig_range(0, Pfn(u64::MAX), 2) },
-        Err(BuddyError::Overflow)
+        Err(FreeError::Overflow)
     );
     assert_eq!(
         // SAFETY: no memory behind these zones (module docs).
         unsafe { z.free_contig_range(2, block, 1) },
-        Err(BuddyError::BadCpu(2))
+        Err(FreeError::BadCpu(2))
     );
     assert_eq!(
         z.alloc_pages(0, Order::new(11).unwrap()),
-        Err(BuddyError::OrderTooLarge { order: 11, max: 10 })
+        Err(AllocError::OrderTooLarge { order: 11, max: 10 })
     );
     assert_eq!(
         // SAFETY: no memory behind these zones (module docs).
         unsafe { z.free_pages(0, block, Order::new(3).unwrap()) },
-        Err(BuddyError::OrderMismatch {
+        Err(FreeError::OrderMismatch {
             pfn: block,
             given: Order::new(3).unwrap(),
             allocated: o9
@@ -341,17 +342,17 @@ fn errors_name_the_problem_and_leave_the_zone_intact() {
     assert_eq!(
         // SAFETY: no memory behind these zones (module docs).
         unsafe { z.free_contig_range(0, block, 4) },
-        Err(BuddyError::DoubleFree(block))
+        Err(FreeError::DoubleFree(block))
     );
     assert_eq!(
         // SAFETY: no memory behind these zones (module docs).
         unsafe { z.put_page(0, Pfn(block.0 + 100)) },
-        Err(BuddyError::LeakedPage(Pfn(block.0 + 100)))
+        Err(FreeError::LeakedPage(Pfn(block.0 + 100)))
     );
     assert_eq!(
         // SAFETY: no memory behind these zones (module docs).
         unsafe { z.free_pages(0, block, Order::ZERO) },
-        Err(BuddyError::DoubleFree(block))
+        Err(FreeError::DoubleFree(block))
     );
     z.check().unwrap();
     z.drain_all();
@@ -437,11 +438,11 @@ fn alloc_pages_at_takes_exactly_that_block() {
     assert_eq!(z.frame(Pfn(0x104)).unwrap().refcount, 1);
     assert_eq!(
         z.alloc_pages_at(Pfn(0x104), o2),
-        Err(BuddyError::NotInBuddy(Pfn(0x104)))
+        Err(ContigError::NotInBuddy(Pfn(0x104)))
     );
     assert_eq!(
         z.alloc_pages_at(Pfn(0x102), o2),
-        Err(BuddyError::Misaligned {
+        Err(ContigError::Misaligned {
             pfn: Pfn(0x102),
             order: o2
         })
@@ -545,7 +546,7 @@ fn vmalloc_and_vfree_round_trip() {
     let mut no_slots: [FrameRange; 0] = [];
     assert_eq!(
         z.vmalloc(0, 3, &mut no_slots).unwrap_err(),
-        BuddyError::RunsFull
+        AllocError::RunsFull
     );
     z.drain_all();
     assert_eq!(z.buddy_pages(), free_before, "a failed vmalloc kept frames");
@@ -573,15 +574,15 @@ fn holes_are_never_handed_out_or_merged_across() {
     assert_eq!(
         // SAFETY: no memory behind these zones (module docs).
         unsafe { z.put_page(0, Pfn(0x1031)) },
-        Err(BuddyError::Hole(Pfn(0x1031)))
+        Err(FreeError::Hole(Pfn(0x1031)))
     );
     assert_eq!(
         z.add_memory(Pfn(0x1020), 0x20),
-        Err(BuddyError::AlreadyAdded(Pfn(0x1020)))
+        Err(MapError::AlreadyAdded(Pfn(0x1020)))
     );
     assert_eq!(
         z.add_memory(Pfn(0x10f0), 0x20),
-        Err(BuddyError::OutOfZone(Pfn(0x1100)))
+        Err(MapError::OutOfZone(Pfn(0x1100)))
     );
     // Take every frame: none of them is in the hole.
     let mut got = Vec::new();
@@ -642,7 +643,7 @@ fn vfree_is_all_or_nothing_and_checks_provenance() {
     assert_eq!(
         // SAFETY: no memory behind these zones (module docs).
         unsafe { z.vfree(0, &VmArea::from_runs(&foreign)) },
-        Err(BuddyError::NotVmalloc(plain))
+        Err(FreeError::NotVmalloc(plain))
     );
     assert_eq!(buddy_sim::testing::Snapshot::of(&z), fp);
     // Free the second run by other means: vfree of the whole area must then fail without
@@ -756,7 +757,7 @@ fn large_zones_defer_what_allocation_does_not_need_yet() {
     z.check().unwrap();
     assert_eq!(
         z.add_memory(Pfn(n - 5), 5),
-        Err(BuddyError::AlreadyAdded(Pfn(n - 5)))
+        Err(MapError::AlreadyAdded(Pfn(n - 5)))
     );
     assert_eq!(z.deferred_pages(), eager);
     // Every order-10 block, the deferred half through the slow path.
@@ -764,7 +765,7 @@ fn large_zones_defer_what_allocation_does_not_need_yet() {
         .map(|_| z.alloc_pages(0, o10).unwrap())
         .collect();
     assert_eq!(z.deferred_pages(), 0);
-    assert_eq!(z.alloc_pages(0, o10), Err(BuddyError::OutOfMemory(o10)));
+    assert_eq!(z.alloc_pages(0, o10), Err(AllocError::OutOfMemory(o10)));
     for b in blocks {
         // SAFETY: no memory behind these zones (module docs).
         unsafe { z.free_pages(0, b, o10) }.unwrap();
@@ -797,7 +798,7 @@ fn zeroed_metadata_needs_no_reset() {
     assert_eq!(z.present_pages(), 48);
     assert_eq!(
         z.add_memory(Pfn(0x110), 1),
-        Err(BuddyError::AlreadyAdded(Pfn(0x110)))
+        Err(MapError::AlreadyAdded(Pfn(0x110)))
     );
     z.check().unwrap();
 }

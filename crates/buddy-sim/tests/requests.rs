@@ -6,9 +6,10 @@ use buddy_sim::mm_types::{FrameRange, PhysAddr};
 use buddy_sim::testing::Snapshot;
 use buddy_sim::zero_core::{ClearConfig, NoResched, PageSize, PreemptModel};
 use buddy_sim::{
-    AddedMemory, AllocRequest, BoxedZone, BuddyError, ConfigError, FrameClearer, Holding,
-    MigrateType, Migration, OffsetMap, Order, Pfn, RequestConflict, StaticZone, ZoneConfig,
+    AddedMemory, AllocRequest, BoxedZone, ConfigError, FrameClearer, Holding, MigrateType,
+    Migration, OffsetMap, Order, Pfn, RequestConflict, StaticZone, ZoneConfig,
 };
+use buddy_sim::{AllocError, MapError, NoSuchCpu};
 
 mod common;
 use common::Nowhere;
@@ -42,8 +43,8 @@ fn conflicting_options_are_refused_and_change_nothing() {
     )
     .unwrap();
     let before = Snapshot::of(&z);
-    let conflict = |r: Result<Pfn, BuddyError>| match r {
-        Err(BuddyError::Conflict(c)) => c,
+    let conflict = |r: Result<Pfn, AllocError>| match r {
+        Err(AllocError::Conflict(c)) => c,
         other => panic!("{other:?}"),
     };
     assert_eq!(
@@ -62,12 +63,12 @@ fn conflicting_options_are_refused_and_change_nothing() {
         conflict(cpu.alloc_raw(AllocRequest::page().fault_at(0))),
         RequestConflict::FaultWithoutZeroed
     );
-    assert_eq!(z.cpu(2).map(|_| ()), Err(BuddyError::BadCpu(2)));
+    assert_eq!(z.cpu(2).map(|_| ()), Err(NoSuchCpu(2)));
     assert_eq!(before.difference(&Snapshot::of(&z)), None);
     // A zeroed block the clearer cannot reach: taken, then freed again.
     assert!(matches!(
         cpu.alloc_raw(AllocRequest::order(o(2)).zeroed(&clearer)),
-        Err(BuddyError::NotAddressable(_))
+        Err(AllocError::NotAddressable(_))
     ));
     assert_eq!(z.free_pages_total(), 256);
     z.check().unwrap();
@@ -209,7 +210,7 @@ fn zeroed_runs_read_zero_in_every_byte() {
     }
     assert_eq!(
         cpu.alloc_raw(AllocRequest::frames(5).zeroed(&clearer).fault_at(6 * 4096)),
-        Err(BuddyError::FaultOutsideBlock {
+        Err(AllocError::FaultOutsideBlock {
             order: o(3),
             offset: 6 * 4096
         }),
@@ -247,23 +248,20 @@ fn a_static_zone_is_one_line_and_refuses_a_bad_configuration_without_panicking()
     MAPPED.check().unwrap();
     assert_eq!(
         WRONG.cpu(0).unwrap().alloc_raw(AllocRequest::page()),
-        Err(BuddyError::Config(ConfigError::FrameMetadata {
+        Err(AllocError::Config(ConfigError::FrameMetadata {
             need: 65,
             got: 64
         }))
     );
     assert_eq!(
         WRONG.add_memory(Pfn(0x40), 64),
-        Err(BuddyError::Config(ConfigError::FrameMetadata {
+        Err(MapError::Config(ConfigError::FrameMetadata {
             need: 65,
             got: 64
         }))
     );
     assert_eq!(WRONG.free_pages_total(), 0);
-    assert_eq!(
-        WRONG.frame(Pfn(0x40)),
-        Err(BuddyError::OutOfZone(Pfn(0x40)))
-    );
+    assert_eq!(WRONG.frame(Pfn(0x40)), Err(MapError::OutOfZone(Pfn(0x40))));
     WRONG.check().unwrap();
 }
 
@@ -302,7 +300,7 @@ fn a_byte_range_adds_the_whole_frames_inside_it() {
     let before = Snapshot::of(&z);
     assert_eq!(
         z.add_memory_bytes(PhysAddr(base)..PhysAddr(base + 3 * 4096)),
-        Err(BuddyError::AlreadyAdded(Pfn(START.0 + 1)))
+        Err(MapError::AlreadyAdded(Pfn(START.0 + 1)))
     );
     assert_eq!(before.difference(&Snapshot::of(&z)), None);
     z.check().unwrap();

@@ -83,7 +83,7 @@ fn new_zone() -> BoxedZone {
 }
 
 /// Frees everything a held block still owns.
-fn release(z: &BoxedZone, cpu: usize, h: Held) -> Result<(), buddy_sim::BuddyError> {
+fn release(z: &BoxedZone, cpu: usize, h: Held) -> Result<(), buddy_sim::FreeError> {
     if h.split {
         // SAFETY: no memory behind these zones (module docs).
         return unsafe { z.free_contig_range(cpu, h.pfn, h.pages) };

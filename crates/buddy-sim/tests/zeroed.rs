@@ -8,9 +8,9 @@ mod common;
 
 use buddy_sim::testing::{Op, ZeroedModel};
 use buddy_sim::zero_core::{ClearConfig, CountingResched, NoResched, PageSize, PreemptModel};
+use buddy_sim::{AllocError, ConfigError};
 use buddy_sim::{
-    BoxedZone, BuddyError, FrameClearer, FrameMemory, MigrateType, OffsetMap, Order, Pfn,
-    ZoneConfig,
+    BoxedZone, FrameClearer, FrameMemory, MigrateType, OffsetMap, Order, Pfn, ZoneConfig,
 };
 use proptest::prelude::*;
 
@@ -112,7 +112,7 @@ impl Fixture {
         self.zone.frame(pfn).unwrap().zeroed
     }
 
-    fn alloc_zeroed(&self, order: u8) -> Result<Pfn, BuddyError> {
+    fn alloc_zeroed(&self, order: u8) -> Result<Pfn, AllocError> {
         self.zone
             .alloc_zeroed(0, o(order), &self.clearer, None, &mut NoResched)
     }
@@ -249,7 +249,7 @@ fn a_fault_outside_the_block_is_refused_and_changes_nothing() {
         .alloc_zeroed(0, o(1), &f.clearer, Some(2 * 4096), &mut NoResched);
     assert_eq!(
         e,
-        Err(BuddyError::FaultOutsideBlock {
+        Err(AllocError::FaultOutsideBlock {
             order: o(1),
             offset: 8192
         })
@@ -266,7 +266,7 @@ fn the_debug_check_catches_a_write_after_free_into_a_known_zero_block() {
     let p = f.clearer.memory().frame_ptr(START).unwrap();
     // SAFETY: frame START is ram[0], alive; nothing else accesses it during this write.
     unsafe { p.as_ptr().add(100).write(1) };
-    assert_eq!(f.alloc_zeroed(4), Err(BuddyError::StaleZero(START)));
+    assert_eq!(f.alloc_zeroed(4), Err(AllocError::StaleZero(START)));
     // The block went back, no longer known zero; the next zeroed allocation clears it.
     assert!(!f.zeroed(START));
     f.zone.check().unwrap();
@@ -311,6 +311,6 @@ fn a_clearer_refuses_other_page_sizes() {
     let clear = ClearConfig::new(PageSize::Size16KiB, PreemptModel::None);
     assert!(matches!(
         FrameClearer::new(memory, clear),
-        Err(BuddyError::Config(_))
+        Err(ConfigError::ClearPageSize)
     ));
 }

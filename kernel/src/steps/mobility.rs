@@ -12,6 +12,7 @@
 //! at the same address. Every page must read back its stamps through the moved mapping.
 
 use super::*;
+use buddy_sim::AllocError;
 use core::sync::atomic::{AtomicU64, Ordering};
 
 use buddy_sim::{AllocRequest, BuddyError, Migrate, MigrateType, Migration, Order, Pfn};
@@ -114,8 +115,8 @@ impl<P: Platform> Kernel<P> {
             let key = if keep { kept as u64 } else { UNMAPPED };
             let pfn = match zone.alloc_movable(0, order0, key) {
                 Ok(pfn) => pfn,
-                Err(BuddyError::OutOfMemory(_)) => break,
-                Err(e) => fail_on(e),
+                Err(AllocError::OutOfMemory(_)) => break,
+                Err(e) => fail_on(e.into()),
             };
             taken += 1;
             if keep {
@@ -180,7 +181,7 @@ impl<P: Platform> Kernel<P> {
         };
         let stats = zone
             .compact(0, pageblock, &mut mover)
-            .unwrap_or_else(|e| fail_on(e));
+            .unwrap_or_else(|e| fail_on(e.into()));
         if !stats.success || stats.moved_pages != mover.moved || blocks(zone) == 0 {
             fail::<P>(
                 Step::Mobility,
@@ -215,8 +216,9 @@ impl<P: Platform> Kernel<P> {
             };
             let contig = zone
                 .cpu(0)
+                .map_err(AllocError::from)
                 .and_then(|cpu| cpu.alloc_raw(request))
-                .unwrap_or_else(|e| fail_on(e));
+                .unwrap_or_else(|e| fail_on(e.into()));
             if !contig.0.is_multiple_of(block_pages) {
                 fail::<P>(
                     Step::Mobility,
@@ -241,7 +243,7 @@ impl<P: Platform> Kernel<P> {
                     zone.free_contig_range(0, contig, block_pages)
                 }
             };
-            freed.unwrap_or_else(|e| fail_on(e));
+            freed.unwrap_or_else(|e| fail_on(e.into()));
         }
         let [(a, moved_a), (b, moved_b)] = contig_blocks;
         println!(

@@ -152,7 +152,7 @@ impl NodeMap {
             }
         }
         let cpu_node = self.cpu_node.map(NodeId);
-        Topology::new(n, &distance[..n * n], &cpu_node)
+        Ok(Topology::new(n, &distance[..n * n], &cpu_node)?)
     }
 }
 

@@ -10,7 +10,7 @@
 
 use super::direct_map::{DirectMap, PAGE};
 use crate::decompose::decompose;
-use crate::error::BuddyError;
+use crate::error::buddy::BuddyError;
 use crate::frame::Frame;
 use crate::request::AllocRequest;
 use crate::types::Order;
@@ -107,7 +107,8 @@ where
     }
 
     /// Records `r`'s error and maps it to `axallocator`'s.
-    fn outcome<T>(&mut self, r: Result<T, BuddyError>) -> AllocResult<T> {
+    fn outcome<T, E: Into<BuddyError>>(&mut self, r: Result<T, E>) -> AllocResult<T> {
+        let r = r.map_err(Into::into);
         self.last_error = r.as_ref().err().copied();
         r.map_err(|e| match e {
             BuddyError::OutOfMemory(_) | BuddyError::NotInBuddy(_) => AllocError::NoMemory,
@@ -124,9 +125,12 @@ where
         let max = self.zone.config().max_order;
         let mut taken = 0u64;
         for (block, order) in decompose(pfn, pages, max)? {
-            let mut took = self.zone.alloc_pages_at(block, order);
+            let mut took = self
+                .zone
+                .alloc_pages_at(block, order)
+                .map_err(BuddyError::from);
             if took.is_ok() {
-                took = self.zone.split_page(block, order);
+                took = self.zone.split_page(block, order).map_err(BuddyError::from);
                 if took.is_err() {
                     // Not reached (the block was just taken, with one reference).
                     // SAFETY: this call took the block and hands it to nobody.
@@ -186,10 +190,10 @@ where
     fn alloc_pages(&mut self, num_pages: usize, align_pow2: usize) -> AllocResult<usize> {
         let align = self.align_order(align_pow2)?;
         let request = AllocRequest::frames(num_pages as u64).aligned(align);
-        let r = self
-            .zone
-            .cpu(self.cpu)
-            .and_then(|cpu| cpu.alloc_raw(request));
+        let r = match self.zone.cpu(self.cpu) {
+            Ok(cpu) => cpu.alloc_raw(request).map_err(BuddyError::from),
+            Err(e) => Err(e.into()),
+        };
         let pfn = self.outcome(r)?;
         self.pos_of(pfn).ok_or(AllocError::InvalidParam)
     }
@@ -202,7 +206,11 @@ where
         let r = match self.pfn_at(pos) {
             // SAFETY: `AxPageAllocator::new`'s contract: the caller hands back only runs this
             // allocator handed out, once, and no longer uses them.
-            Some(pfn) => unsafe { self.zone.free_contig_range(self.cpu, pfn, num_pages as u64) },
+            Some(pfn) => unsafe {
+                self.zone
+                    .free_contig_range(self.cpu, pfn, num_pages as u64)
+                    .map_err(BuddyError::from)
+            },
             None => Err(BuddyError::NotAFrame { addr: pos }),
         };
         let _ = self.outcome(r);

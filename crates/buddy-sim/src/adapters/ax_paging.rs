@@ -8,7 +8,7 @@
 use core::marker::PhantomData;
 
 use super::direct_map::PHYSICAL;
-use crate::error::BuddyError;
+use crate::error::buddy::BuddyError;
 use crate::frame::Frame;
 use crate::request::AllocRequest;
 use crate::zone::Zone;
@@ -124,7 +124,11 @@ impl<Z: AxPagingZone> PagingHandler for AxPagingHandler<Z> {
         let r = match PHYSICAL.pfn_at(addr) {
             // SAFETY: `AxPagingZone`'s contract: only tables that hand back the frames this
             // handler allocated for them, once, use it.
-            Some(pfn) => unsafe { Z::zone().free_contig_range(Z::cpu(), pfn, num as u64) },
+            Some(pfn) => unsafe {
+                Z::zone()
+                    .free_contig_range(Z::cpu(), pfn, num as u64)
+                    .map_err(BuddyError::from)
+            },
             None => Err(BuddyError::NotAFrame { addr }),
         };
         if let Err(e) = r {

@@ -8,8 +8,8 @@
     allow(dead_code)
 )]
 
-use crate::error::BuddyError;
-use crate::error::ConfigError;
+use crate::error::buddy::BuddyError;
+use crate::error::config::ConfigError;
 use crate::types::Order;
 use mm_types::Pfn;
 

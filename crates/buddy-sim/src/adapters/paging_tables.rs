@@ -5,7 +5,7 @@
 // operation here.
 #![allow(unsafe_code)]
 
-use crate::error::BuddyError;
+use crate::error::buddy::BuddyError;
 use crate::frame::Frame;
 use crate::memory::FRAME;
 use crate::memory::{FrameClearer, FrameMemory};
@@ -178,7 +178,11 @@ where
         let r = match self.memory().pfn_at(page_table.cast()) {
             // SAFETY: the trait's contract: `page_table` is a table `allocate_table` returned,
             // not deallocated since and unused from now on.
-            Some(pfn) => unsafe { self.zone.free_pages(self.cpu, pfn, Order::ZERO) },
+            Some(pfn) => unsafe {
+                self.zone
+                    .free_pages(self.cpu, pfn, Order::ZERO)
+                    .map_err(BuddyError::from)
+            },
             None => Err(BuddyError::NotAFrame {
                 addr: page_table.as_ptr().addr(),
             }),

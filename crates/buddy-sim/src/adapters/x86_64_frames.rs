@@ -6,7 +6,7 @@
 //! `None`, this one keeps the zone's error.
 #![allow(unsafe_code)]
 
-use crate::error::BuddyError;
+use crate::error::buddy::BuddyError;
 use crate::frame::Frame;
 use crate::types::Order;
 use crate::zone::Zone;
@@ -119,8 +119,10 @@ where
     unsafe fn deallocate<S: PageSize>(&mut self, frame: PhysFrame<S>) {
         let pfn = Pfn::containing(mm_types::PhysAddr(frame.start_address().as_u64()), FRAME);
         // SAFETY: the caller's contract.
-        let r = Self::order::<S>()
-            .and_then(|order| unsafe { self.zone.free_pages(self.cpu, pfn, order) });
+        let r = Self::order::<S>().and_then(|order| {
+            // SAFETY: the caller's contract.
+            unsafe { self.zone.free_pages(self.cpu, pfn, order) }.map_err(BuddyError::from)
+        });
         self.record(r);
     }
 }

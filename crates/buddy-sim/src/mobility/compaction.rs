@@ -14,7 +14,7 @@
 //! exactly the one of its allocation (pinned by `get_page`), or that is poisoned or
 //! vmalloc's, is not moved.
 
-use crate::error::BuddyError;
+use crate::error::contig::ContigError;
 use crate::frame::{Frame, FrameState, Word};
 use crate::migrate::{Migrate, Migration};
 use crate::migratetype::MigrateType;
@@ -270,12 +270,12 @@ where
     /// throughout; the zone lock is held only to take a target and to free a source.
     ///
     /// # Errors
-    /// [`BuddyError::OrderTooLarge`].
+    /// [`ContigError::OrderTooLarge`].
     pub fn compact(
         &self,
         order: Order,
         migrate: &mut impl Migrate,
-    ) -> Result<CompactStats, BuddyError> {
+    ) -> Result<CompactStats, ContigError> {
         let zone = self.zone;
         zone.check_order(order)?;
         zone.drain_reachable(self.lists());

@@ -17,10 +17,11 @@
 //! On any error, step 5 runs and nothing is allocated; blocks already moved in step 3 stay
 //! where they went (their owners saw the move through their callback), and the target a
 //! refused move was offered goes back as it was, known zero and its pageblock's type
-//! included ([`BuddyError`] lists what a failure may change).
+//! included ([`ContigError`] lists what a failure may change).
 
 use crate::decompose::decompose;
-use crate::error::BuddyError;
+use crate::error::alloc::AllocError;
+use crate::error::contig::ContigError;
 use crate::frame::{Frame, FrameState, Word};
 use crate::memory::FrameMemory;
 use crate::migrate::Migrate;
@@ -62,7 +63,7 @@ where
         &self,
         pcp: CpuLists<'_, R>,
         request: &mut AllocRequest<'_, M>,
-    ) -> Result<Pfn, BuddyError> {
+    ) -> Result<Pfn, AllocError> {
         let (nr, align) = match request.frames {
             Some(n) => (n, request.align),
             None => (request.order.pages(), request.order),
@@ -73,7 +74,7 @@ where
             Word::allocated(0)
         };
         let Some(migrate) = request.migrate.as_deref_mut() else {
-            return Err(BuddyError::ZeroPages);
+            return Err(AllocError::ZeroPages);
         };
         let covering = Order::covering(nr).unwrap_or(Order::ZERO);
         fault_inside(nr, covering, request.fault)?;
@@ -103,9 +104,9 @@ where
     /// allocation), then tried as [`Cpu::alloc_contig_range`](crate::Cpu::alloc_contig_range)
     /// does; a candidate that fails moves the search past the frame that stopped it (a hole,
     /// an unmovable, pinned or refused block), or to the next candidate when a movable block
-    /// found no target. It fails only when every candidate failed ([`BuddyError::OutOfMemory`]
-    /// of the order covering `nr`, capped at MAX_ORDER; [`BuddyError::ZeroPages`],
-    /// [`BuddyError::OrderTooLarge`] for an alignment above MAX_ORDER).
+    /// found no target. It fails only when every candidate failed ([`AllocError::OutOfMemory`]
+    /// of the order covering `nr`, capped at MAX_ORDER; [`AllocError::ZeroPages`],
+    /// [`AllocError::OrderTooLarge`] for an alignment above MAX_ORDER).
     fn contig_pages(
         &self,
         pcp: CpuLists<'_, R>,
@@ -113,12 +114,12 @@ where
         align: Order,
         page: Word,
         migrate: &mut impl Migrate,
-    ) -> Result<Pfn, BuddyError> {
+    ) -> Result<Pfn, AllocError> {
         self.check_order(align)?;
         if nr == 0 {
-            return Err(BuddyError::ZeroPages);
+            return Err(AllocError::ZeroPages);
         }
-        let oom = BuddyError::OutOfMemory(
+        let oom = AllocError::OutOfMemory(
             Order::covering(nr).map_or(self.cfg.max_order, |o| o.min(self.cfg.max_order)),
         );
         let m = self.map();
@@ -129,20 +130,26 @@ where
         while start.checked_add(nr).is_some_and(|end| end <= zone_end) {
             // `pfn_range_valid_contig`: a look without locks first, then the real thing.
             let take = Take::Pages(page);
+            // Inside the zone by the loop's condition.
+            let Ok(candidate) = m.range(Pfn(start), nr) else {
+                break;
+            };
             let tried = self
-                .first_blocker(m, m.range(Pfn(start), nr)?, take)
+                .first_blocker(m, candidate, take)
                 .and_then(|()| self.contig_range(pcp, Pfn(start), nr, take, migrate));
             let next = match tried {
                 Ok(_) => return Ok(Pfn(start)),
                 // Every candidate holding that frame fails alike: the search moves past it.
-                Err(BuddyError::Busy(at) | BuddyError::Hole(at) | BuddyError::LeakedPage(at)) => {
-                    align_up(at.0.saturating_add(1))
-                }
+                Err(
+                    ContigError::Busy(at) | ContigError::Hole(at) | ContigError::LeakedPage(at),
+                ) => align_up(at.0.saturating_add(1)),
                 // No target outside this candidate for one of its movable blocks: the next
                 // candidate may need none, or find one where this candidate was (Linux's
                 // `alloc_contig_pages` goes on too).
-                Err(BuddyError::OutOfMemory(_)) => start,
-                Err(e) => return Err(e),
+                Err(ContigError::OutOfMemory(_)) => start,
+                // Nothing else fails a range inside the zone; were it to, the search ends
+                // as if every candidate had failed.
+                Err(_) => break,
             };
             start = next.max(start.saturating_add(step));
         }
@@ -150,26 +157,26 @@ where
     }
 
     /// What stops a contiguous allocation (or an offline) of `pages` before anything moves:
-    /// the first frame that is a hole ([`BuddyError::Hole`]), leaked
-    /// ([`BuddyError::LeakedPage`]; an offline takes leaked frames with the rest), an
+    /// the first frame that is a hole ([`ContigError::Hole`]), leaked
+    /// ([`ContigError::LeakedPage`]; an offline takes leaked frames with the rest), an
     /// allocation that is not movable or is pinned, or in an isolated pageblock
-    /// ([`BuddyError::Busy`]). Under the zone lock (isolation) it is exact for the free and
+    /// ([`ContigError::Busy`]). Under the zone lock (isolation) it is exact for the free and
     /// unmovable frames; without it (`alloc_contig_pages`' look ahead), a guess.
     fn first_blocker(
         &self,
         m: FrameMap<'_>,
         pages: Range<u32>,
         take: Take,
-    ) -> Result<(), BuddyError> {
+    ) -> Result<(), ContigError> {
         let first = m.block_head(pages.start).map_or(pages.start, |(h, _)| h);
         for (i, w) in m.heads(first, pages.end) {
             let at = m.pfn(i.max(pages.start));
             match w.state() {
-                FrameState::Reserved => return Err(BuddyError::Hole(at)),
+                FrameState::Reserved => return Err(ContigError::Hole(at)),
                 FrameState::Leaked if take == Take::Offline => {}
-                FrameState::Leaked => return Err(BuddyError::LeakedPage(at)),
-                FrameState::Allocated if !is_movable(w) => return Err(BuddyError::Busy(at)),
-                _ if m.pageblock(i).isolated => return Err(BuddyError::Busy(at)),
+                FrameState::Leaked => return Err(ContigError::LeakedPage(at)),
+                FrameState::Allocated if !is_movable(w) => return Err(ContigError::Busy(at)),
+                _ if m.pageblock(i).isolated => return Err(ContigError::Busy(at)),
                 _ => {}
             }
         }
@@ -185,7 +192,7 @@ where
         nr: u64,
         take: Take,
         migrate: &mut impl Migrate,
-    ) -> Result<u64, BuddyError> {
+    ) -> Result<u64, ContigError> {
         let m = self.map();
         let pages = m.range(pfn, nr)?;
         let pageblocks = pageblocks_covering(m, pages.clone())?;
@@ -209,13 +216,13 @@ where
         pageblocks: Range<u32>,
         pages: Range<u32>,
         take: Take,
-    ) -> Result<(), BuddyError> {
+    ) -> Result<(), ContigError> {
         let mut free = self.lock_zone();
         if let Some(block) = m
             .pageblocks(pageblocks.clone())
             .find(|b| m.pageblock(b.start).isolated)
         {
-            return Err(BuddyError::Busy(m.pfn(block.start.max(pages.start))));
+            return Err(ContigError::Busy(m.pfn(block.start.max(pages.start))));
         }
         self.first_blocker(m, pages, take)?;
         for b in m.pageblocks(pageblocks).map(|block| block.start) {
@@ -249,27 +256,27 @@ where
         m: FrameMap<'_>,
         pages: Range<u32>,
         migrate: &mut impl Migrate,
-    ) -> Result<u64, BuddyError> {
+    ) -> Result<u64, ContigError> {
         let mut moved = 0u64;
         let mut i = m.block_head(pages.start).map_or(pages.start, |(h, _)| h);
         while i < pages.end {
             let w = m.frame(i).load();
             if w.state() == FrameState::Allocated {
                 if !is_movable(w) {
-                    return Err(BuddyError::Busy(m.pfn(i.max(pages.start))));
+                    return Err(ContigError::Busy(m.pfn(i.max(pages.start))));
                 }
                 let order = Order(w.order());
                 // Isolated blocks are never handed out: the target lies outside the range.
                 let dst = self
                     .lock_zone()
                     .take_migration_target(m, order)
-                    .ok_or(BuddyError::OutOfMemory(order))?;
+                    .ok_or(ContigError::OutOfMemory(order))?;
                 match self.move_block(i, w, dst, migrate) {
                     Ok(()) => moved += order.pages(),
                     // Changed before it could be frozen (freed, referenced): look again.
                     Err(NotMoved::Changed) => continue,
                     Err(NotMoved::Refused) => {
-                        return Err(BuddyError::Busy(m.pfn(i.max(pages.start))));
+                        return Err(ContigError::Busy(m.pfn(i.max(pages.start))));
                     }
                 }
             }
@@ -281,7 +288,12 @@ where
     /// Step 4: takes every frame of `pages`, all free in the buddy by now (or leaked, for an
     /// offline), as `take` says; what the free blocks hold outside `pages` goes back. All or
     /// nothing.
-    fn take_range(&self, m: FrameMap<'_>, pages: Range<u32>, take: Take) -> Result<(), BuddyError> {
+    fn take_range(
+        &self,
+        m: FrameMap<'_>,
+        pages: Range<u32>,
+        take: Take,
+    ) -> Result<(), ContigError> {
         let mut free = self.lock_zone();
         let first = m.block_head(pages.start).map_or(pages.start, |(h, _)| h);
         let mut i = first;
@@ -289,7 +301,7 @@ where
             let w = m.frame(i).load();
             let leaked_offline = w.state() == FrameState::Leaked && take == Take::Offline;
             if w.state() != FrameState::Buddy && !leaked_offline {
-                return Err(BuddyError::Busy(m.pfn(i.max(pages.start))));
+                return Err(ContigError::Busy(m.pfn(i.max(pages.start))));
             }
             i += 1 << w.order();
         }
@@ -299,7 +311,7 @@ where
                 // The table of added ranges must be able to forget the range (it may split
                 // one in two) before anything changes.
                 if !free.remove_added(&pages) {
-                    return Err(BuddyError::RangesFull);
+                    return Err(ContigError::RangesFull);
                 }
                 Word::RESERVED
             }
@@ -382,18 +394,18 @@ where
     /// is its own allocation).
     ///
     /// # Errors
-    /// [`BuddyError::Busy`] for a frame that is allocated and not movable, pinned, refused by
+    /// [`ContigError::Busy`] for a frame that is allocated and not movable, pinned, refused by
     /// `migrate`, on another CPU's per-cpu list, or in a pageblock already isolated;
-    /// [`BuddyError::Hole`] or [`BuddyError::LeakedPage`] for a frame that is not usable;
-    /// [`BuddyError::ZeroPages`], [`BuddyError::OutOfZone`], [`BuddyError::Overflow`];
-    /// [`BuddyError::OutOfMemory`] when a movable block finds no target outside the range.
+    /// [`ContigError::Hole`] or [`ContigError::LeakedPage`] for a frame that is not usable;
+    /// [`ContigError::ZeroPages`], [`ContigError::OutOfZone`], [`ContigError::Overflow`];
+    /// [`ContigError::OutOfMemory`] when a movable block finds no target outside the range.
     /// Nothing is allocated then (see the module docs).
     pub fn alloc_contig_range(
         &self,
         pfn: Pfn,
         nr: u64,
         migrate: &mut impl Migrate,
-    ) -> Result<(), BuddyError> {
+    ) -> Result<(), ContigError> {
         let take = Take::Pages(Word::allocated(0));
         self.zone
             .contig_range(self.lists(), pfn, nr, take, migrate)
@@ -411,7 +423,7 @@ where
         pfn: Pfn,
         nr: u64,
         migrate: &mut impl Migrate,
-    ) -> Result<(), BuddyError> {
+    ) -> Result<(), ContigError> {
         let take = Take::Pages(Word::FROZEN_PAGE);
         self.zone
             .contig_range(self.lists(), pfn, nr, take, migrate)

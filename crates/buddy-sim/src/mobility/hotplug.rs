@@ -15,7 +15,7 @@
 //! Known-zero state does not survive: an offlined frame is a hole, and memory added again is
 //! not known zero unless the caller says so.
 
-use crate::error::BuddyError;
+use crate::error::contig::ContigError;
 use crate::frame::Frame;
 use crate::migrate::Migrate;
 use crate::mobility::contig_alloc::Take;
@@ -46,7 +46,7 @@ where
 #[allow(unsafe_code)]
 mod tests {
     use crate::boxed::BoxedZone;
-    use crate::error::BuddyError;
+    use crate::error::contig::ContigError;
     use crate::frame::FrameState;
     use crate::migrate::Migration;
     use crate::migratetype::MigrateType;
@@ -96,7 +96,7 @@ mod tests {
         // Offline twice: a hole now.
         assert_eq!(
             z.offline_range(0, range, 1, &mut refuse),
-            Err(BuddyError::Hole(range))
+            Err(ContigError::Hole(range))
         );
         for p in got {
             // SAFETY: this test's zone and pages; nothing writes a frame.
@@ -122,7 +122,7 @@ mod tests {
             .map(|b| z.pageblock_type(Pfn(START.0 + 16 * b)).unwrap())
             .collect();
         let err = z.offline_range(0, START, 64, &mut refuse);
-        assert_eq!(err, Err(BuddyError::Busy(p)));
+        assert_eq!(err, Err(ContigError::Busy(p)));
         z.check().unwrap();
         assert_eq!(crate::testing::Snapshot::of(&z), before);
         for (b, t) in types.into_iter().enumerate() {
@@ -142,7 +142,7 @@ mod tests {
         let inside = |p: Pfn| (range.0..range.0 + 32).contains(&p.0);
         assert_eq!(
             z.offline_range(1, range, 32, &mut refuse),
-            Err(BuddyError::Busy(first))
+            Err(ContigError::Busy(first))
         );
         assert_eq!(z.present_pages(), 128);
         let mut moves = Vec::new();
@@ -217,22 +217,22 @@ where
     /// isolated. Returns the frames migrated.
     ///
     /// # Errors
-    /// [`BuddyError::Busy`] for a frame that is allocated and not movable, pinned, refused by
+    /// [`ContigError::Busy`] for a frame that is allocated and not movable, pinned, refused by
     /// `migrate`, on another CPU's per-cpu list (through a `LocalCpu`), or in a pageblock a
-    /// contiguous allocation or another offline has isolated; [`BuddyError::Hole`] for a
+    /// contiguous allocation or another offline has isolated; [`ContigError::Hole`] for a
     /// frame that is not usable memory (offline already, never added);
-    /// [`BuddyError::OutOfMemory`] when a movable block finds no free block outside the
-    /// range; [`BuddyError::RangesFull`] when the table of added ranges cannot record the
-    /// cut; [`BuddyError::ZeroPages`], [`BuddyError::OutOfZone`], [`BuddyError::Overflow`].
+    /// [`ContigError::OutOfMemory`] when a movable block finds no free block outside the
+    /// range; [`ContigError::RangesFull`] when the table of added ranges cannot record the
+    /// cut; [`ContigError::ZeroPages`], [`ContigError::OutOfZone`], [`ContigError::Overflow`].
     /// Nothing is offlined then and the pageblocks are as they were;
     /// what a failed offline may have changed (drained per-cpu lists, deferred frames
-    /// initialized, blocks moved before a later one failed) is listed at [`BuddyError`].
+    /// initialized, blocks moved before a later one failed) is listed at [`ContigError`].
     pub fn offline_range(
         &self,
         pfn: Pfn,
         nr: u64,
         migrate: &mut impl Migrate,
-    ) -> Result<u64, BuddyError> {
+    ) -> Result<u64, ContigError> {
         let zone = self.zone;
         zone.map().range(pfn, nr)?;
         zone.init_all_deferred();

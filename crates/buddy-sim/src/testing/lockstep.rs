@@ -1,12 +1,13 @@
 //! [`Lockstep`]: a zone and the per-page reference side by side.
 
-use crate::error::BuddyError;
+use crate::error::buddy::BuddyError;
 use crate::frame::Frame;
 use crate::migratetype::MigrateType;
 use crate::migratetype::Pageblock;
 use crate::reference::free_contig_range_per_page;
 use crate::request::AllocRequest;
 use crate::testing::ops::{CheckInterval, Op};
+use crate::testing::outcome::any;
 use crate::testing::snapshot::{Snapshot, SnapshotDifference};
 use crate::types::Order;
 use crate::zone::Zone;
@@ -203,7 +204,7 @@ where
                             z.alloc_contig_range(cpu, first, len, &mut { refuse })
                         }
                     };
-                    let (a, b) = (contig(&self.batched), contig(&self.per_page));
+                    let (a, b) = (any(contig(&self.batched)), any(contig(&self.per_page)));
                     if a.is_ok() {
                         self.contigs[self.next_contig % SLOTS] = Some((first, len, frozen));
                         self.next_contig += 1;
@@ -224,7 +225,7 @@ where
                         z.offline_range(cpu, first, len, &mut |_: &crate::migrate::Migration| false)
                             .map(drop)
                     };
-                    (offline(&self.batched), offline(&self.per_page))
+                    (any(offline(&self.batched)), any(offline(&self.per_page)))
                 }
                 None => return Ok(None),
             },
@@ -247,13 +248,16 @@ where
             },
             Op::Split { slot } => match self.slot(slot) {
                 Some((pfn, order)) => (
-                    self.batched.split_page(pfn, order),
-                    self.per_page.split_page(pfn, order),
+                    any(self.batched.split_page(pfn, order)),
+                    any(self.per_page.split_page(pfn, order)),
                 ),
                 None => return Ok(None),
             },
             Op::Get { slot, page } => match self.page(slot, page) {
-                Some(pfn) => (self.batched.get_page(pfn), self.per_page.get_page(pfn)),
+                Some(pfn) => (
+                    any(self.batched.get_page(pfn)),
+                    any(self.per_page.get_page(pfn)),
+                ),
                 None => return Ok(None),
             },
             Op::Put { cpu, slot, page } => match self.page(slot, page) {
@@ -261,16 +265,16 @@ where
                 // never write a frame.
                 Some(pfn) => unsafe {
                     (
-                        self.batched.put_page(cpu, pfn),
-                        self.per_page.put_page(cpu, pfn),
+                        any(self.batched.put_page(cpu, pfn)),
+                        any(self.per_page.put_page(cpu, pfn)),
                     )
                 },
                 None => return Ok(None),
             },
             Op::Poison { slot, page } => match self.page(slot, page) {
                 Some(pfn) => (
-                    self.batched.mark_hwpoison(pfn),
-                    self.per_page.mark_hwpoison(pfn),
+                    any(self.batched.mark_hwpoison(pfn)),
+                    any(self.per_page.mark_hwpoison(pfn)),
                 ),
                 None => return Ok(None),
             },
@@ -295,15 +299,15 @@ where
                 // SAFETY: as for `Op::Put`.
                 Some((pfn, order)) => unsafe {
                     (
-                        self.batched.free_pages(cpu, pfn, order),
-                        self.per_page.free_pages(cpu, pfn, order),
+                        any(self.batched.free_pages(cpu, pfn, order)),
+                        any(self.per_page.free_pages(cpu, pfn, order)),
                     )
                 },
                 None => return Ok(None),
             },
             Op::DrainCpu { cpu } => (
-                self.batched.cpu(cpu).map(|c| c.drain()),
-                self.per_page.cpu(cpu).map(|c| c.drain()),
+                any(self.batched.cpu(cpu).map(|c| c.drain())),
+                any(self.per_page.cpu(cpu).map(|c| c.drain())),
             ),
             Op::DrainAll => {
                 self.batched.drain_all();
@@ -316,12 +320,12 @@ where
                 zeroed,
             } => match start.checked_add(offset) {
                 Some(first) if zeroed => (
-                    self.batched.add_zeroed_memory(first, len),
-                    self.per_page.add_zeroed_memory(first, len),
+                    any(self.batched.add_zeroed_memory(first, len)),
+                    any(self.per_page.add_zeroed_memory(first, len)),
                 ),
                 Some(first) => (
-                    self.batched.add_memory(first, len),
-                    self.per_page.add_memory(first, len),
+                    any(self.batched.add_memory(first, len)),
+                    any(self.per_page.add_memory(first, len)),
                 ),
                 None => return Ok(None),
             },
@@ -351,7 +355,7 @@ where
         // same order: the per-page zone takes the very block the batched zone handed out.
         let order = Order::new(order).map_err(BuddyError::from);
         let typed = |o| AllocRequest::order(o).kind(mt);
-        let a = order.and_then(|o| self.batched.cpu(cpu)?.alloc_raw(typed(o)));
+        let a = order.and_then(|o| any(any(self.batched.cpu(cpu))?.alloc_raw(typed(o))));
         let b = match (a, order) {
             (Ok(pfn), Ok(o)) => {
                 self.allocs[self.next_slot % SLOTS] = Some((pfn, o));
@@ -367,10 +371,10 @@ where
                 }
                 // The batched zone's allocation may have claimed pageblocks.
                 self.per_page.copy_pageblocks_from(&self.batched);
-                self.per_page.alloc_pages_at_as(pfn, o, mt).map(|()| pfn)
+                any(self.per_page.alloc_pages_at_as(pfn, o, mt)).map(|()| pfn)
             }
             // Both fail alike: same order check, same (canonical) free blocks.
-            _ => order.and_then(|o| self.per_page.cpu(cpu)?.alloc_raw(typed(o))),
+            _ => order.and_then(|o| any(any(self.per_page.cpu(cpu))?.alloc_raw(typed(o)))),
         };
         (a.map(|_| ()), b.map(|_| ()))
     }
@@ -387,8 +391,13 @@ where
         // write a frame.
         unsafe {
             (
-                self.batched.free_contig_frozen_range(cpu, pfn, len),
-                crate::reference::free_contig_frozen_range_per_page(&self.per_page, cpu, pfn, len),
+                any(self.batched.free_contig_frozen_range(cpu, pfn, len)),
+                any(crate::reference::free_contig_frozen_range_per_page(
+                    &self.per_page,
+                    cpu,
+                    pfn,
+                    len,
+                )),
             )
         }
     }
@@ -400,10 +409,9 @@ where
         // write a frame.
         unsafe {
             (
-                self.batched.free_contig_range(cpu, pfn, len),
-                self.per_page
-                    .cpu(cpu)
-                    .and_then(|c| free_contig_range_per_page(&c, pfn, len)),
+                any(self.batched.free_contig_range(cpu, pfn, len)),
+                any(self.per_page.cpu(cpu))
+                    .and_then(|c| any(free_contig_range_per_page(&c, pfn, len))),
             )
         }
     }
@@ -429,8 +437,7 @@ where
             let request = AllocRequest::frames(len)
                 .aligned(align)
                 .contiguous(&mut refuse);
-            z.cpu(cpu)?
-                .alloc_raw(if frozen { request.frozen() } else { request })
+            any(any(z.cpu(cpu))?.alloc_raw(if frozen { request.frozen() } else { request }))
         };
         let (a, b) = (contig(&self.batched), contig(&self.per_page));
         let searched =

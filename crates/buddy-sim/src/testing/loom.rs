@@ -16,7 +16,7 @@ use loom::sync::Arc;
 use loom::thread;
 use std::vec::Vec;
 
-use crate::error::BuddyError;
+use crate::error::buddy::BuddyError;
 use crate::frame::Frame;
 use crate::memory::{FrameClearer, OffsetMap};
 use crate::types::Order;

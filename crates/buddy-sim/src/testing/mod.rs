@@ -9,6 +9,7 @@ mod lockstep;
 #[cfg(all(feature = "alloc", feature = "spin"))]
 mod nodes;
 mod ops;
+mod outcome;
 mod snapshot;
 #[cfg(all(feature = "alloc", feature = "spin"))]
 mod zeroed;

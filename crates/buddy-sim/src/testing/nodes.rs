@@ -5,10 +5,11 @@
 use alloc::vec::Vec;
 
 use crate::boxed::BoxedNodeSet;
-use crate::error::BuddyError;
+use crate::error::buddy::BuddyError;
 use crate::frame::FrameState;
 use crate::migrate::Migration;
 use crate::migratetype::MigrateType;
+use crate::testing::outcome::any;
 use crate::types::NodePolicy;
 use crate::types::{NodeId, Order};
 use mm_types::Pfn;
@@ -290,9 +291,9 @@ impl NodeModel {
         };
         let got = order_ok.and_then(|o| {
             if movable {
-                self.set.alloc_movable(cpu, o, key, policy)
+                any(self.set.alloc_movable(cpu, o, key, policy))
             } else {
-                self.set.alloc_pages(cpu, o, policy)
+                any(self.set.alloc_pages(cpu, o, policy))
             }
         });
         if got.is_err() {
@@ -485,7 +486,7 @@ impl NodeModel {
         if got.is_err() && !moved_any {
             self.unchanged(&before)?;
         }
-        match (got, want) {
+        match (any(got), want) {
             (Ok(moved), Ok(want_moved)) if moved == want_moved => {
                 self.offline.push((start, len));
                 if self.offline.len() > SLOTS {
@@ -592,9 +593,10 @@ impl NodeModel {
 
 fn expect(
     op: NodeOp,
-    got: Result<(), BuddyError>,
+    got: Result<(), impl Into<BuddyError>>,
     want: Result<(), BuddyError>,
 ) -> Result<(), NodeDivergence> {
+    let got = any(got);
     if got == want {
         Ok(())
     } else {

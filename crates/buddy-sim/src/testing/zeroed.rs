@@ -16,7 +16,8 @@ use alloc::vec::Vec;
 use core::ptr::NonNull;
 
 use crate::boxed::BoxedZone;
-use crate::error::BuddyError;
+use crate::error::alloc::AllocError;
+use crate::error::buddy::BuddyError;
 use crate::memory::ZERO_FRAME;
 use crate::memory::{FrameClearer, FrameMemory, OffsetMap};
 use crate::migratetype::MigrateType;
@@ -307,7 +308,9 @@ impl ZeroedModel {
                         self.write(pfn, o);
                         self.held.push((pfn, o));
                     }
-                    Err(e @ BuddyError::StaleZero(_)) => return Err(ZeroDivergence::Unexpected(e)),
+                    Err(e @ AllocError::StaleZero(_)) => {
+                        return Err(ZeroDivergence::Unexpected(e.into()));
+                    }
                     Err(_) => {}
                 }
             }
@@ -329,7 +332,7 @@ impl ZeroedModel {
                 let cleared = self
                     .zone
                     .zero_some(budget, &self.clearer, &mut NoResched)
-                    .map_err(ZeroDivergence::Unexpected)?;
+                    .map_err(|e| ZeroDivergence::Unexpected(e.into()))?;
                 if cleared > budget
                     || (budget >= unzeroed && cleared != unzeroed)
                     || (unzeroed > 0 && budget > 0 && cleared == 0)

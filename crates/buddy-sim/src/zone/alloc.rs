@@ -1,7 +1,8 @@
 //! Allocation: from the CPU's per-cpu list (refilled from the buddy in a batch when empty) or
 //! straight from the buddy, with the slow path that drains every CPU's lists and retries.
 
-use crate::error::BuddyError;
+use crate::error::alloc::AllocError;
+use crate::error::contig::ContigError;
 use crate::frame::{Frame, Word};
 use crate::migratetype::MigrateType;
 use crate::types::Order;
@@ -29,7 +30,7 @@ where
         prefer: Prefer,
         mt: MigrateType,
         key: u64,
-    ) -> Result<(u32, bool), BuddyError> {
+    ) -> Result<(u32, bool), AllocError> {
         // The common case, inline: a per-cpu order served from (or refilled into) the CPU's
         // list. Everything else, and every error, takes the general path.
         let (idx, zeroed) = match self.alloc_from_cpu_list(cpu, order, prefer, mt) {
@@ -53,7 +54,7 @@ where
         mt: MigrateType,
         key: u64,
         slow_path: bool,
-    ) -> Result<(u32, bool), BuddyError> {
+    ) -> Result<(u32, bool), AllocError> {
         if slow_path {
             return self.alloc_preferring(cpu, order, prefer, mt, key);
         }
@@ -104,9 +105,9 @@ where
         order: Order,
         prefer: Prefer,
         mt: MigrateType,
-    ) -> Result<(u32, bool), BuddyError> {
+    ) -> Result<(u32, bool), AllocError> {
         self.check_order(order)?;
-        let oom = |r: &Result<_, _>| matches!(r, Err(BuddyError::OutOfMemory(_)));
+        let oom = |r: &Result<_, _>| matches!(r, Err(AllocError::OutOfMemory(_)));
         let first = self.alloc_fast(pcp, order, prefer, mt, true);
         if !oom(&first) {
             return first;
@@ -144,8 +145,8 @@ where
         prefer: Prefer,
         mt: MigrateType,
         list_tried: bool,
-    ) -> Result<(u32, bool), BuddyError> {
-        let oom = BuddyError::OutOfMemory(order);
+    ) -> Result<(u32, bool), AllocError> {
+        let oom = AllocError::OutOfMemory(order);
         match self.cfg.pcp_list(order, mt) {
             Some(_) if list_tried => Err(oom),
             Some(list) => self.take_from_list(pcp, list, order, prefer, mt).ok_or(oom),
@@ -247,14 +248,14 @@ where
     /// the buddy first (the blocks merge there) and the block is taken then.
     ///
     /// # Errors
-    /// [`BuddyError::OrderTooLarge`], [`BuddyError::Misaligned`], [`BuddyError::OutOfZone`],
-    /// [`BuddyError::NotInBuddy`] when some of the range is allocated, leaked or a hole, or
+    /// [`ContigError::OrderTooLarge`], [`ContigError::Misaligned`], [`ContigError::OutOfZone`],
+    /// [`ContigError::NotInBuddy`] when some of the range is allocated, leaked or a hole, or
     /// on a per-cpu list no drain could empty.
     /// On an error nothing is allocated; lists drained before it stay drained.
     ///
     /// It drains other CPUs' lists under their locks: not while [`LocalCpu`](crate::LocalCpu)
     /// handles are in use.
-    pub fn alloc_pages_at(&self, pfn: Pfn, order: Order) -> Result<(), BuddyError> {
+    pub fn alloc_pages_at(&self, pfn: Pfn, order: Order) -> Result<(), ContigError> {
         self.alloc_pages_at_as(pfn, order, MigrateType::Unmovable)
     }
 
@@ -264,15 +265,15 @@ where
         pfn: Pfn,
         order: Order,
         mt: MigrateType,
-    ) -> Result<(), BuddyError> {
+    ) -> Result<(), ContigError> {
         self.check_order(order)?;
         if !order.aligns(pfn) {
-            return Err(BuddyError::Misaligned { pfn, order });
+            return Err(ContigError::Misaligned { pfn, order });
         }
         let m = self.map();
         let idx = m.index(pfn)?;
         let mut taken = self.lock_zone().take_block_at(m, idx, order);
-        if matches!(taken, Err(BuddyError::NotInBuddy(_))) && self.drain_cpus_holding(idx, order) {
+        if matches!(taken, Err(ContigError::NotInBuddy(_))) && self.drain_cpus_holding(idx, order) {
             taken = self.lock_zone().take_block_at(m, idx, order);
         }
         taken?;

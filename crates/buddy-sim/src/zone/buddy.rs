@@ -10,7 +10,7 @@
 //! cursor is one of the methods here (Linux's `free_area` is the lists and `nr_free`; the
 //! ranges and the cursor are what `struct zone` keeps beside them).
 
-use crate::error::BuddyError;
+use crate::error::contig::ContigError;
 use crate::frame::{FrameState, Word};
 use crate::migratetype::MigrateType;
 use crate::migratetype::{INITIALIZED, ISOLATE, LIST_TYPES, Pageblock};
@@ -309,8 +309,8 @@ impl FreeArea {
         m: FrameMap<'_>,
         idx: u32,
         order: Order,
-    ) -> Result<bool, BuddyError> {
-        let not_free = BuddyError::NotInBuddy(m.pfn(idx));
+    ) -> Result<bool, ContigError> {
+        let not_free = ContigError::NotInBuddy(m.pfn(idx));
         let (head, w) = m.block_head(idx).ok_or(not_free)?;
         if w.state() != FrameState::Buddy || w.order() < order.get() {
             return Err(not_free);

@@ -1,6 +1,6 @@
 //! A zone's geometry and tuning.
 
-use crate::error::ConfigError;
+use crate::error::config::ConfigError;
 use crate::migratetype::MigrateType;
 use crate::types::{NodeId, Order};
 use mm_types::Pfn;

@@ -20,7 +20,7 @@
 //! fails there, having changed nothing.
 
 use crate::decompose::decompose;
-use crate::error::BuddyError;
+use crate::error::free::FreeError;
 use crate::frame::{Frame, FrameState, Word};
 use crate::zone::Zone;
 use crate::zone::cpu::{Access, Cpu};
@@ -64,7 +64,7 @@ where
         pcp: CpuLists<'_, R>,
         pfn: Pfn,
         nr: u64,
-    ) -> Result<(), BuddyError> {
+    ) -> Result<(), FreeError> {
         let pages = self.map().range(pfn, nr)?;
         if self.claim(pages.clone(), Claim::Any)? {
             self.commit_tails(pcp, pages);
@@ -81,7 +81,7 @@ where
         pcp: CpuLists<'_, R>,
         pfn: Pfn,
         nr: u64,
-    ) -> Result<(), BuddyError> {
+    ) -> Result<(), FreeError> {
         let pages = self.map().range(pfn, nr)?;
         let frames = &self.frames.as_ref()[pages.start as usize..pages.end as usize];
         let claimed = frames
@@ -100,13 +100,13 @@ where
     }
 
     /// What is wrong with freeing page `i` as a frozen page.
-    pub(crate) fn not_frozen(&self, i: u32) -> BuddyError {
+    pub(crate) fn not_frozen(&self, i: u32) -> FreeError {
         let m = self.map();
         let w = m.frame(i).load();
         match w {
-            _ if w == Word::FROZEN_PAGE => BuddyError::Frozen(m.pfn(i)),
-            _ if w.is_live() && w.order() == 0 => BuddyError::NotFrozen(m.pfn(i)),
-            _ if w.is_live() || w.frozen() => BuddyError::CompoundPage(m.pfn(i)),
+            _ if w == Word::FROZEN_PAGE => FreeError::Frozen(m.pfn(i)),
+            _ if w.is_live() && w.order() == 0 => FreeError::NotFrozen(m.pfn(i)),
+            _ if w.is_live() || w.frozen() => FreeError::CompoundPage(m.pfn(i)),
             _ => m.not_allocated(i, w),
         }
     }
@@ -114,7 +114,7 @@ where
     /// Pass 1 over `pages`; on an error, the pages claimed so far are given back. Returns
     /// whether every page became a tail at once (the common case: pass 2 has nothing to
     /// read).
-    pub(crate) fn claim(&self, pages: Range<u32>, kind: Claim) -> Result<bool, BuddyError> {
+    pub(crate) fn claim(&self, pages: Range<u32>, kind: Claim) -> Result<bool, FreeError> {
         let frames = &self.frames.as_ref()[pages.start as usize..pages.end as usize];
         let mut all_tails = true;
         let mut k = 0;
@@ -141,7 +141,7 @@ where
 
     /// Checks `pages` as pass 1 would, changing nothing: what the per-page reference path
     /// does before its first `put_page`.
-    pub(crate) fn check_claimable(&self, pages: Range<u32>) -> Result<(), BuddyError> {
+    pub(crate) fn check_claimable(&self, pages: Range<u32>) -> Result<(), FreeError> {
         let frames = &self.frames.as_ref()[pages.start as usize..pages.end as usize];
         for (i, frame) in pages.zip(frames) {
             self.claimable(i, frame.load())?;
@@ -151,24 +151,24 @@ where
 
     /// Whether page `i`, whose word is `w`, may be freed by a multi-page free: a live
     /// order-0 page; else the error that says what it is.
-    fn claimable(&self, i: u32, w: Word) -> Result<(), BuddyError> {
+    fn claimable(&self, i: u32, w: Word) -> Result<(), FreeError> {
         let m = self.map();
         if !w.is_live() {
             return Err(m.not_allocated(i, w));
         }
         if w.order() != 0 {
-            return Err(BuddyError::CompoundPage(m.pfn(i)));
+            return Err(FreeError::CompoundPage(m.pfn(i)));
         }
         Ok(())
     }
 
-    fn claim_page(&self, i: u32, frame: &Frame, kind: Claim) -> Result<(), BuddyError> {
+    fn claim_page(&self, i: u32, frame: &Frame, kind: Claim) -> Result<(), FreeError> {
         let mut w = frame.load();
         loop {
             self.claimable(i, w)?;
             let claimed = match kind {
                 Claim::Vmalloc if !w.vmalloc() => {
-                    return Err(BuddyError::NotVmalloc(self.map().pfn(i)));
+                    return Err(FreeError::NotVmalloc(self.map().pfn(i)));
                 }
                 // The word keeps its flags, so that an undo can restore it.
                 _ if w.refcount() == 1 => w.freeing(),
@@ -347,10 +347,10 @@ where
     /// the same run, exactly one succeeds).
     ///
     /// # Errors
-    /// [`BuddyError::CompoundPage`] if a page belongs to an unsplit high-order block (the
-    /// kernel warns and frees nothing), [`BuddyError::DoubleFree`],
-    /// [`BuddyError::LeakedPage`], [`BuddyError::Hole`], [`BuddyError::OutOfZone`],
-    /// [`BuddyError::Overflow`].
+    /// [`FreeError::CompoundPage`] if a page belongs to an unsplit high-order block (the
+    /// kernel warns and frees nothing), [`FreeError::DoubleFree`],
+    /// [`FreeError::LeakedPage`], [`FreeError::Hole`], [`FreeError::OutOfZone`],
+    /// [`FreeError::Overflow`].
     ///
     /// # Safety
     /// The caller holds the reference it drops (one that its allocation or a `get_page` gave
@@ -360,7 +360,7 @@ where
     /// caller does not hold is reported as an error where the zone can tell (a double free,
     /// a frame in no allocation), but not always: the block may be someone else's by then.
     #[allow(unsafe_code)]
-    pub unsafe fn free_contig_range(&self, pfn: Pfn, nr: u64) -> Result<(), BuddyError> {
+    pub unsafe fn free_contig_range(&self, pfn: Pfn, nr: u64) -> Result<(), FreeError> {
         // SAFETY: the caller's promise, passed on.
         unsafe { self.zone.free_contig_range_on(self.lists(), pfn, nr) }
     }
@@ -373,10 +373,10 @@ where
     /// fails the call and the pages claimed before it are given back.
     ///
     /// # Errors
-    /// [`BuddyError::NotFrozen`] for a page with a reference count (or
-    /// [`BuddyError::CompoundPage`] for a frame of a larger allocation),
-    /// [`BuddyError::DoubleFree`], [`BuddyError::LeakedPage`], [`BuddyError::Hole`],
-    /// [`BuddyError::OutOfZone`], [`BuddyError::Overflow`];
+    /// [`FreeError::NotFrozen`] for a page with a reference count (or
+    /// [`FreeError::CompoundPage`] for a frame of a larger allocation),
+    /// [`FreeError::DoubleFree`], [`FreeError::LeakedPage`], [`FreeError::Hole`],
+    /// [`FreeError::OutOfZone`], [`FreeError::Overflow`];
     /// nothing is freed then.
     ///
     /// # Safety
@@ -384,7 +384,7 @@ where
     /// made, and nobody else frees them), and nothing accesses their memory after this call:
     /// the zone may clear them or hand them to anyone.
     #[allow(unsafe_code)]
-    pub unsafe fn free_contig_frozen_range(&self, pfn: Pfn, nr: u64) -> Result<(), BuddyError> {
+    pub unsafe fn free_contig_frozen_range(&self, pfn: Pfn, nr: u64) -> Result<(), FreeError> {
         // SAFETY: the caller's promise, passed on.
         unsafe { self.zone.free_contig_frozen_range_on(self.lists(), pfn, nr) }
     }

@@ -5,7 +5,7 @@
 use core::fmt;
 use core::marker::PhantomData;
 
-use crate::error::BuddyError;
+use crate::error::NoSuchCpu;
 use crate::frame::Frame;
 use crate::zone::Zone;
 use crate::zone::pcp::{CpuLists, PerCpu};
@@ -67,9 +67,9 @@ where
     /// The calls of CPU `id`, under its list lock: `zone.cpu(id)?.alloc(request)`.
     ///
     /// # Errors
-    /// [`BuddyError::BadCpu`] when the zone has no CPU `id`.
+    /// [`NoSuchCpu`] when the zone has no CPU `id`.
     #[inline]
-    pub fn cpu(&self, id: usize) -> Result<Cpu<'_, F, P, R>, BuddyError> {
+    pub fn cpu(&self, id: usize) -> Result<Cpu<'_, F, P, R>, NoSuchCpu> {
         self.cpu_with(id)
     }
 
@@ -84,7 +84,7 @@ where
     /// a broken contract shows there instead of corrupting the lists.
     ///
     /// # Errors
-    /// [`BuddyError::BadCpu`] when the zone has no CPU `id`.
+    /// [`NoSuchCpu`] when the zone has no CPU `id`.
     ///
     /// # Safety
     /// While the handle, or a [`Block`](crate::Block) it handed out, lives:
@@ -101,13 +101,13 @@ where
     ///   none does.
     #[allow(unsafe_code)]
     #[inline]
-    pub unsafe fn local_cpu(&self, id: usize) -> Result<LocalCpu<'_, F, P, R>, BuddyError> {
+    pub unsafe fn local_cpu(&self, id: usize) -> Result<LocalCpu<'_, F, P, R>, NoSuchCpu> {
         self.cpu_with(id)
     }
 
     #[inline]
-    fn cpu_with<A: Access>(&self, id: usize) -> Result<Cpu<'_, F, P, R, A>, BuddyError> {
-        let pcp = self.pcps.as_ref().get(id).ok_or(BuddyError::BadCpu(id))?;
+    fn cpu_with<A: Access>(&self, id: usize) -> Result<Cpu<'_, F, P, R, A>, NoSuchCpu> {
+        let pcp = self.pcps.as_ref().get(id).ok_or(NoSuchCpu(id))?;
         Ok(Cpu {
             zone: self,
             pcp,

@@ -4,7 +4,8 @@ use core::marker::PhantomData;
 use core::ops::Range;
 use core::ptr::NonNull;
 
-use crate::error::BuddyError;
+use crate::error::PfnError;
+use crate::error::free::FreeError;
 use crate::frame::{Frame, FrameState, Word};
 use crate::types::Order;
 use crate::zone::config::ZoneConfig;
@@ -109,25 +110,25 @@ impl<'a> FrameMap<'a> {
 
     /// The index of `pfn`, if the zone spans it.
     #[inline]
-    pub(crate) fn index(self, pfn: Pfn) -> Result<u32, BuddyError> {
+    pub(crate) fn index(self, pfn: Pfn) -> Result<u32, PfnError> {
         match pfn.0.checked_sub(self.cfg.start.0) {
             Some(off) if off < self.cfg.nr_pages => Ok(off as u32),
-            _ => Err(BuddyError::OutOfZone(pfn)),
+            _ => Err(PfnError::OutOfZone(pfn)),
         }
     }
 
     /// The indices of `[pfn, pfn + nr)`, which must lie inside the zone; empty for `nr == 0`
     /// wherever `pfn` is.
     #[inline]
-    pub(crate) fn range(self, pfn: Pfn, nr: u64) -> Result<Range<u32>, BuddyError> {
-        let end = pfn.checked_add(nr).ok_or(BuddyError::Overflow)?;
+    pub(crate) fn range(self, pfn: Pfn, nr: u64) -> Result<Range<u32>, PfnError> {
+        let end = pfn.checked_add(nr).ok_or(PfnError::Overflow)?;
         if nr == 0 {
             return Ok(0..0);
         }
         let first = self.index(pfn)?;
         let zone_end = self.cfg.start.0 + self.cfg.nr_pages;
         if end.0 > zone_end {
-            return Err(BuddyError::OutOfZone(Pfn(zone_end)));
+            return Err(PfnError::OutOfZone(Pfn(zone_end)));
         }
         Ok(first..first + nr as u32)
     }
@@ -176,20 +177,20 @@ impl<'a> FrameMap<'a> {
 
     /// What is wrong with freeing or referencing frame `idx`, whose word is `w`, as if it
     /// were an allocated block's head.
-    pub(crate) fn not_allocated(self, idx: u32, w: Word) -> BuddyError {
+    pub(crate) fn not_allocated(self, idx: u32, w: Word) -> FreeError {
         let pfn = self.pfn(idx);
         match w.state() {
-            FrameState::Reserved => BuddyError::Hole(pfn),
-            FrameState::Leaked => BuddyError::LeakedPage(pfn),
-            FrameState::Allocated if w.frozen() => BuddyError::Frozen(pfn),
+            FrameState::Reserved => FreeError::Hole(pfn),
+            FrameState::Leaked => FreeError::LeakedPage(pfn),
+            FrameState::Allocated if w.frozen() => FreeError::Frozen(pfn),
             FrameState::Buddy
             | FrameState::Pcp
             | FrameState::Freeing
             | FrameState::Zeroing
-            | FrameState::Allocated => BuddyError::DoubleFree(pfn),
+            | FrameState::Allocated => FreeError::DoubleFree(pfn),
             FrameState::Tail => match self.block_head(idx).map(|(_, hw)| hw.state()) {
-                Some(FrameState::Allocated) => BuddyError::CompoundPage(pfn),
-                _ => BuddyError::DoubleFree(pfn),
+                Some(FrameState::Allocated) => FreeError::CompoundPage(pfn),
+                _ => FreeError::DoubleFree(pfn),
             },
         }
     }

@@ -30,8 +30,9 @@ use core::fmt;
 use core::ops::{DerefMut, Range};
 
 use crate::decompose::decompose;
-use crate::error::BuddyError;
-use crate::error::ConfigError;
+use crate::error::config::ConfigError;
+use crate::error::map::MapError;
+use crate::error::{NoSuchCpu, TooLarge};
 use crate::frame::{Frame, FrameInfo, FrameState, Word};
 use crate::memory::FRAME;
 use crate::migratetype::MigrateType;
@@ -229,7 +230,7 @@ where
     ///
     /// # Errors
     /// As [`Zone::new_empty`].
-    pub fn new(cfg: ZoneConfig, frames: F, pcps: P) -> Result<Self, BuddyError> {
+    pub fn new(cfg: ZoneConfig, frames: F, pcps: P) -> Result<Self, MapError> {
         let zone = Self::new_empty(cfg, frames, pcps)?;
         zone.add_memory(cfg.start, cfg.nr_pages)?;
         zone.reset_counters();
@@ -241,9 +242,10 @@ where
     /// map calls usable. Whatever `frames` and `pcps` held is overwritten.
     ///
     /// # Errors
-    /// [`BuddyError::Config`] for an unusable configuration, or if `frames` does not hold
-    /// `nr_pages` entries or `pcps` `cpus` entries.
-    pub fn new_empty(cfg: ZoneConfig, frames: F, pcps: P) -> Result<Self, BuddyError> {
+    /// The [`ConfigError`] of an unusable configuration ([`ZoneConfig::validate`]),
+    /// [`ConfigError::FrameMetadata`] if `frames` does not hold `nr_pages` entries,
+    /// [`ConfigError::CpuMetadata`] if `pcps` does not hold `cpus` entries.
+    pub fn new_empty(cfg: ZoneConfig, frames: F, pcps: P) -> Result<Self, ConfigError> {
         let zone = Self::with_metadata(cfg, frames, pcps)?;
         zone.frames.as_ref().iter().for_each(Frame::reset);
         Ok(zone)
@@ -266,13 +268,13 @@ where
         cfg: ZoneConfig,
         frames: F,
         pcps: P,
-    ) -> Result<Self, BuddyError> {
+    ) -> Result<Self, ConfigError> {
         Self::with_metadata(cfg, frames, pcps)
     }
 
     /// The zone over `frames` and `pcps` after checking their sizes; the per-cpu lists are
     /// emptied, the frames left as they are.
-    fn with_metadata(cfg: ZoneConfig, frames: F, pcps: P) -> Result<Self, BuddyError> {
+    fn with_metadata(cfg: ZoneConfig, frames: F, pcps: P) -> Result<Self, ConfigError> {
         cfg.validate()?;
         let n = cfg.nr_pages as usize;
         let (got_frames, got_cpus) = (frames.as_ref().len(), pcps.as_ref().len());
@@ -280,15 +282,13 @@ where
             return Err(ConfigError::FrameMetadata {
                 need: n,
                 got: got_frames,
-            }
-            .into());
+            });
         }
         if got_cpus != cfg.cpus {
             return Err(ConfigError::CpuMetadata {
                 need: cfg.cpus,
                 got: got_cpus,
-            }
-            .into());
+            });
         }
         pcps.as_ref().iter().for_each(PerCpu::reset);
         Ok(Self {
@@ -313,9 +313,9 @@ where
     /// were added.
     ///
     /// # Errors
-    /// [`BuddyError::OutOfZone`] or [`BuddyError::Overflow`] if the range leaves the zone,
-    /// [`BuddyError::AlreadyAdded`] if any frame of it is usable already; nothing changes.
-    pub fn add_memory(&self, pfn: Pfn, nr: u64) -> Result<(), BuddyError> {
+    /// [`MapError::OutOfZone`] or [`MapError::Overflow`] if the range leaves the zone,
+    /// [`MapError::AlreadyAdded`] if any frame of it is usable already; nothing changes.
+    pub fn add_memory(&self, pfn: Pfn, nr: u64) -> Result<(), MapError> {
         self.add_memory_as(pfn, nr, false)
     }
 
@@ -326,7 +326,7 @@ where
     ///
     /// # Errors
     /// As [`Zone::add_memory`]; nothing changes.
-    pub fn add_memory_bytes(&self, range: Range<PhysAddr>) -> Result<AddedMemory, BuddyError> {
+    pub fn add_memory_bytes(&self, range: Range<PhysAddr>) -> Result<AddedMemory, MapError> {
         let added = AddedMemory::inside(range);
         if added.frames.pages > 0 {
             self.add_memory(added.frames.start, added.frames.pages)?;
@@ -340,11 +340,11 @@ where
     ///
     /// # Errors
     /// As [`Zone::add_memory`]; nothing changes.
-    pub fn add_zeroed_memory(&self, pfn: Pfn, nr: u64) -> Result<(), BuddyError> {
+    pub fn add_zeroed_memory(&self, pfn: Pfn, nr: u64) -> Result<(), MapError> {
         self.add_memory_as(pfn, nr, true)
     }
 
-    pub(crate) fn add_memory_as(&self, pfn: Pfn, nr: u64, zeroed: bool) -> Result<(), BuddyError> {
+    pub(crate) fn add_memory_as(&self, pfn: Pfn, nr: u64, zeroed: bool) -> Result<(), MapError> {
         if let Some(e) = self.refused {
             return Err(e.into());
         }
@@ -367,8 +367,8 @@ where
             m.pfn(eager.start),
             u64::from(eager.end - eager.start),
             self.cfg.max_order,
-        )?;
-        for (head, order) in blocks {
+        );
+        for (head, order) in blocks.into_iter().flatten() {
             let h = m.index_of(head);
             for t in h + 1..h + order.pages() as u32 {
                 m.frame(t).store(Word::TAIL);
@@ -381,7 +381,7 @@ where
 
     /// [`Zone::add_memory`]'s checks of `[pfn, pfn + nr)` without adding it: what a node
     /// set checks of every piece of a range before it adds any.
-    pub(crate) fn addable(&self, pfn: Pfn, nr: u64) -> Result<(), BuddyError> {
+    pub(crate) fn addable(&self, pfn: Pfn, nr: u64) -> Result<(), MapError> {
         if let Some(e) = self.refused {
             return Err(e.into());
         }
@@ -390,12 +390,8 @@ where
         Self::check_addable(m, &self.lock_zone(), &pages)
     }
 
-    /// [`BuddyError::AlreadyAdded`] for the first usable frame of `pages`.
-    fn check_addable(
-        m: FrameMap<'_>,
-        free: &FreeArea,
-        pages: &Range<u32>,
-    ) -> Result<(), BuddyError> {
+    /// [`MapError::AlreadyAdded`] for the first usable frame of `pages`.
+    fn check_addable(m: FrameMap<'_>, free: &FreeArea, pages: &Range<u32>) -> Result<(), MapError> {
         let overlap = match free.added_overlap(pages) {
             Ok(first) => first,
             // Past what the table holds: the frames say (a range it does not hold was
@@ -405,7 +401,7 @@ where
                 .find(|&i| m.frame(i).load().state() != FrameState::Reserved),
         };
         match overlap {
-            Some(i) => Err(BuddyError::AlreadyAdded(m.pfn(i))),
+            Some(i) => Err(MapError::AlreadyAdded(m.pfn(i))),
             None => Ok(()),
         }
     }
@@ -461,8 +457,8 @@ where
     /// A frame's metadata, read at one instant.
     ///
     /// # Errors
-    /// [`BuddyError::OutOfZone`].
-    pub fn frame(&self, pfn: Pfn) -> Result<FrameInfo, BuddyError> {
+    /// [`MapError::OutOfZone`].
+    pub fn frame(&self, pfn: Pfn) -> Result<FrameInfo, MapError> {
         let m = self.map();
         Ok(m.frame(m.index(pfn)?).info())
     }
@@ -515,8 +511,8 @@ where
     /// Frames on `cpu`'s per-cpu lists.
     ///
     /// # Errors
-    /// [`BuddyError::BadCpu`].
-    pub fn pcp_pages(&self, cpu: usize) -> Result<u64, BuddyError> {
+    /// [`NoSuchCpu`].
+    pub fn pcp_pages(&self, cpu: usize) -> Result<u64, NoSuchCpu> {
         Ok(self.cpu(cpu)?.pcp_pages())
     }
 
@@ -551,8 +547,8 @@ where
     /// The type of the pageblock holding `pfn`, and whether it is isolated.
     ///
     /// # Errors
-    /// [`BuddyError::OutOfZone`].
-    pub fn pageblock_type(&self, pfn: Pfn) -> Result<(MigrateType, bool), BuddyError> {
+    /// [`MapError::OutOfZone`].
+    pub fn pageblock_type(&self, pfn: Pfn) -> Result<(MigrateType, bool), MapError> {
         let m = self.map();
         let pb = m.pageblock(m.index(pfn)?);
         Ok((pb.mt, pb.isolated))
@@ -612,16 +608,16 @@ where
     }
 
     /// CPU `cpu`'s lists, reached under their lock.
-    pub(crate) fn pcp(&self, cpu: usize) -> Result<CpuLists<'_, R>, BuddyError> {
-        let pcp = self.pcps.as_ref().get(cpu).ok_or(BuddyError::BadCpu(cpu))?;
+    pub(crate) fn pcp(&self, cpu: usize) -> Result<CpuLists<'_, R>, NoSuchCpu> {
+        let pcp = self.pcps.as_ref().get(cpu).ok_or(NoSuchCpu(cpu))?;
         Ok(CpuLists { pcp, local: false })
     }
 
-    pub(crate) fn check_order(&self, order: Order) -> Result<(), BuddyError> {
+    pub(crate) fn check_order(&self, order: Order) -> Result<(), TooLarge> {
         if order <= self.cfg.max_order {
             Ok(())
         } else {
-            Err(BuddyError::OrderTooLarge {
+            Err(TooLarge {
                 order: order.get(),
                 max: self.cfg.max_order.get(),
             })

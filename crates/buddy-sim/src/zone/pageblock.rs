@@ -14,7 +14,7 @@
 //! on the lists of its pageblock's type (the isolated lists if the pageblock is isolated),
 //! and a free block of the pageblock order or above spans pageblocks of one type.
 
-use crate::error::BuddyError;
+use crate::error::contig::ContigError;
 use crate::frame::Word;
 use crate::migratetype::{MigrateType, Pageblock};
 use crate::types::Order;
@@ -144,13 +144,13 @@ impl PageblockClaim {
 /// to the zone.
 ///
 /// # Errors
-/// [`BuddyError::ZeroPages`] for an empty range.
+/// [`ContigError::ZeroPages`] for an empty range.
 pub(crate) fn pageblocks_covering(
     m: FrameMap<'_>,
     pages: core::ops::Range<u32>,
-) -> Result<core::ops::Range<u32>, BuddyError> {
+) -> Result<core::ops::Range<u32>, ContigError> {
     if pages.is_empty() {
-        return Err(BuddyError::ZeroPages);
+        return Err(ContigError::ZeroPages);
     }
     Ok(m.pageblock_index(pages.start)..m.pageblock_range(pages.end - 1).end)
 }

@@ -3,9 +3,9 @@
 //!
 //! An allocated head's word changes by compare-and-swap only, so two CPUs dropping the last
 //! reference at once cannot both free the block: one sees the count already at zero and
-//! gets [`BuddyError::DoubleFree`], changing nothing.
+//! gets [`FreeError::DoubleFree`], changing nothing.
 
-use crate::error::BuddyError;
+use crate::error::free::FreeError;
 use crate::frame::{Frame, FrameState, Word};
 use crate::types::Order;
 use crate::zone::Zone;
@@ -28,8 +28,8 @@ where
         &self,
         pfn: Pfn,
         order: Option<Order>,
-        change: impl Fn(Word) -> Result<Word, BuddyError>,
-    ) -> Result<(u32, Word), BuddyError> {
+        change: impl Fn(Word) -> Result<Word, FreeError>,
+    ) -> Result<(u32, Word), FreeError> {
         let m = self.map();
         let idx = m.index(pfn)?;
         let frame = m.frame(idx);
@@ -41,7 +41,7 @@ where
             if let Some(given) = order
                 && given.get() != w.order()
             {
-                return Err(BuddyError::OrderMismatch {
+                return Err(FreeError::OrderMismatch {
                     pfn,
                     given,
                     allocated: Order(w.order()),
@@ -62,7 +62,7 @@ where
         pcp: CpuLists<'_, R>,
         pfn: Pfn,
         order: Order,
-    ) -> Result<(), BuddyError> {
+    ) -> Result<(), FreeError> {
         // The common case, inline: the only reference to a block of this order with no
         // flags (so its free-time check passes) is dropped by one compare-and-swap. Anything
         // else, and every error, takes the general path.
@@ -79,7 +79,7 @@ where
         self.put(pcp, pfn, Some(order))
     }
 
-    fn put(&self, pcp: CpuLists<'_, R>, pfn: Pfn, order: Option<Order>) -> Result<(), BuddyError> {
+    fn put(&self, pcp: CpuLists<'_, R>, pfn: Pfn, order: Option<Order>) -> Result<(), FreeError> {
         let (idx, old) = self.update_head(pfn, order, |w| Ok(w.without_a_reference()))?;
         if old.refcount() == 1 {
             self.release(pcp, idx, old);
@@ -114,12 +114,12 @@ where
     ///
     /// # Errors
     /// As [`Zone::free_pages`] for a frame that is not an allocated block's head, and
-    /// [`BuddyError::RefcountOverflow`].
-    pub fn get_page(&self, pfn: Pfn) -> Result<(), BuddyError> {
+    /// [`FreeError::RefcountOverflow`].
+    pub fn get_page(&self, pfn: Pfn) -> Result<(), FreeError> {
         self.update_head(pfn, None, |w| {
             let n = w.refcount().checked_add(1);
             n.map(|n| w.with_refcount(n))
-                .ok_or(BuddyError::RefcountOverflow(pfn))
+                .ok_or(FreeError::RefcountOverflow(pfn))
         })
         .map(drop)
     }
@@ -128,12 +128,12 @@ where
     /// reference each (`split_page`).
     ///
     /// # Errors
-    /// As [`Zone::free_pages`], and [`BuddyError::Shared`] if the block has more than one
+    /// As [`Zone::free_pages`], and [`FreeError::Shared`] if the block has more than one
     /// reference.
-    pub fn split_page(&self, pfn: Pfn, order: Order) -> Result<(), BuddyError> {
+    pub fn split_page(&self, pfn: Pfn, order: Order) -> Result<(), FreeError> {
         let (idx, w) = self.update_head(pfn, Some(order), |w| match w.refcount() {
             1 => Ok(w.with_order(0)),
-            _ => Err(BuddyError::Shared(pfn)),
+            _ => Err(FreeError::Shared(pfn)),
         })?;
         // The caller holds the only reference: the tails are its own, of the block's kind.
         let tails = idx as usize + 1..idx as usize + order.pages() as usize;
@@ -148,11 +148,11 @@ where
     /// the free-time check and leaks it.
     ///
     /// # Errors
-    /// As [`Zone::put_page`]; [`BuddyError::CompoundPage`] for a block above order 0.
-    pub fn mark_hwpoison(&self, pfn: Pfn) -> Result<(), BuddyError> {
+    /// As [`Zone::put_page`]; [`FreeError::CompoundPage`] for a block above order 0.
+    pub fn mark_hwpoison(&self, pfn: Pfn) -> Result<(), FreeError> {
         self.update_head(pfn, None, |w| match w.order() {
             0 => Ok(w.with_poison()),
-            _ => Err(BuddyError::CompoundPage(pfn)),
+            _ => Err(FreeError::CompoundPage(pfn)),
         })
         .map(drop)
     }
@@ -177,9 +177,9 @@ where
     /// none is left (`__free_pages`).
     ///
     /// # Errors
-    /// [`BuddyError::DoubleFree`], [`BuddyError::OrderMismatch`],
-    /// [`BuddyError::CompoundPage`] (a frame inside a block), [`BuddyError::LeakedPage`],
-    /// [`BuddyError::Hole`], [`BuddyError::OutOfZone`].
+    /// [`FreeError::DoubleFree`], [`FreeError::OrderMismatch`],
+    /// [`FreeError::CompoundPage`] (a frame inside a block), [`FreeError::LeakedPage`],
+    /// [`FreeError::Hole`], [`FreeError::OutOfZone`].
     ///
     /// # Safety
     /// The caller holds the reference it drops (one that its allocation or a `get_page` gave
@@ -190,7 +190,7 @@ where
     /// a frame in no allocation), but not always: the block may be someone else's by then.
     #[inline(always)]
     #[allow(unsafe_code)]
-    pub unsafe fn free_pages(&self, pfn: Pfn, order: Order) -> Result<(), BuddyError> {
+    pub unsafe fn free_pages(&self, pfn: Pfn, order: Order) -> Result<(), FreeError> {
         // SAFETY: the caller's promise, passed on.
         unsafe { self.zone.free_pages_on(self.lists(), pfn, order) }
     }
@@ -209,7 +209,7 @@ where
     /// caller does not hold is reported as an error where the zone can tell (a double free,
     /// a frame in no allocation), but not always: the block may be someone else's by then.
     #[allow(unsafe_code)]
-    pub unsafe fn put_page(&self, pfn: Pfn) -> Result<(), BuddyError> {
+    pub unsafe fn put_page(&self, pfn: Pfn) -> Result<(), FreeError> {
         self.zone.put(self.lists(), pfn, None)
     }
 }
