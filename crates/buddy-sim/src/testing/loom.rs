@@ -16,7 +16,9 @@ use loom::sync::Arc;
 use loom::thread;
 use std::vec::Vec;
 
-use crate::error::buddy::BuddyError;
+use crate::error::alloc::AllocError;
+use crate::error::contig::ContigError;
+use crate::error::free::FreeError;
 use crate::frame::Frame;
 use crate::memory::{FrameClearer, OffsetMap};
 use crate::types::Order;
@@ -138,7 +140,7 @@ fn loom_two_cpus_free_the_same_page() {
         // SAFETY: see the module docs.
         let mine = unsafe { z.put_page(0, page) };
         let theirs = other.join().unwrap();
-        let double = Err(BuddyError::DoubleFree(page));
+        let double = Err(FreeError::DoubleFree(page));
         assert!(
             (mine.is_ok() && theirs == double) || (theirs.is_ok() && mine == double),
             "{mine:?} {theirs:?}"
@@ -172,7 +174,7 @@ fn loom_slow_path_drains_the_other_cpus_lists_and_retries() {
         let owner = on_another_thread(&z, move |z| match z.alloc_pages(0, O0) {
             // SAFETY: see the module docs.
             Ok(p) => unsafe { z.free_pages(0, p, O0) }.unwrap(),
-            Err(e) => assert_eq!(e, BuddyError::OutOfMemory(O0)),
+            Err(e) => assert_eq!(e, AllocError::OutOfMemory(O0)),
         });
         // The whole zone: only there if the slow path drains CPU 0's list into the buddy,
         // and only while CPU 0 holds no page.
@@ -182,7 +184,7 @@ fn loom_slow_path_drains_the_other_cpus_lists_and_retries() {
         let block = match first_try {
             Ok(p) => p,
             Err(e) => {
-                assert_eq!(e, BuddyError::OutOfMemory(whole));
+                assert_eq!(e, AllocError::OutOfMemory(whole));
                 z.alloc_pages(1, whole)
                     .expect("the slow path drains and retries")
             }
@@ -379,7 +381,7 @@ fn loom_cpu_local_lists_never_reach_another_cpus_lists() {
             match cpu.alloc_raw(crate::request::AllocRequest::order(whole)) {
                 // SAFETY: see the module docs.
                 Ok(p) => unsafe { cpu.free_pages(p, whole) }.unwrap(),
-                Err(e) => assert_eq!(e, BuddyError::OutOfMemory(whole)),
+                Err(e) => assert_eq!(e, AllocError::OutOfMemory(whole)),
             }
         });
         local_alloc_free(&z, 0, O0);
@@ -524,7 +526,7 @@ fn owner_frees(z: &LoomZone, maps: &Mappings, key: usize) {
         // SAFETY: the owner holds the page its mapping names, and uses it no more.
         match unsafe { z.free_pages(1, at[key], O0) } {
             Ok(()) => return,
-            Err(BuddyError::Frozen(_)) => {
+            Err(FreeError::Frozen(_)) => {
                 drop(at);
                 thread::yield_now();
             }
@@ -655,7 +657,7 @@ fn hotplug_zone() -> Arc<LoomZone> {
 }
 
 /// How a model takes the zone offline: the real `offline_range`, or the negative control's.
-type Offliner = fn(&LoomZone) -> Result<u64, BuddyError>;
+type Offliner = fn(&LoomZone) -> Result<u64, ContigError>;
 
 /// CPU 1 allocates a page, frees it and allocates another, which it keeps, while CPU 0 takes
 /// the whole zone offline. Either the offline wins (CPU 1 holds nothing: its allocations
@@ -680,14 +682,14 @@ fn offline_races_allocation(offline: Offliner) {
                 assert_eq!(z.present_pages(), 0);
                 z.add_memory(START, 16).unwrap();
             }
-            (Err(BuddyError::Busy(at)), Some(p)) => {
+            (Err(ContigError::Busy(at)), Some(p)) => {
                 assert_eq!(at, p, "the offline failed on a frame nobody holds");
                 // SAFETY: see the module docs.
                 unsafe { z.free_pages(1, p, O0) }.unwrap();
             }
             // CPU 1's first page, held while the offline looked and freed since: a transient
             // failure (the caller tries again), with nothing changed.
-            (Err(BuddyError::Busy(_)), None) => {}
+            (Err(ContigError::Busy(_)), None) => {}
             (Err(e), held) => panic!("the offline failed ({e}) with {held:?} held"),
         }
         assert_whole(&z);
@@ -705,14 +707,14 @@ fn loom_offline_races_allocation_and_free_on_another_cpu() {
 /// An offline that looks (every frame free) under the zone lock and then takes the frames
 /// under it again, without isolating them in between: an allocation can take a frame
 /// between the look and the take. What the isolation exists to prevent.
-fn offline_without_isolating(z: &LoomZone) -> Result<u64, BuddyError> {
+fn offline_without_isolating(z: &LoomZone) -> Result<u64, ContigError> {
     use crate::frame::{FrameState, Word};
     let m = z.map();
     z.drain_all();
     {
         let _look = z.lock_zone();
         if let Some((i, _)) = m.heads(0, 16).find(|(_, w)| w.state() != FrameState::Buddy) {
-            return Err(BuddyError::Busy(m.pfn(i)));
+            return Err(ContigError::Busy(m.pfn(i)));
         }
     }
     let mut free = z.lock_zone();
