@@ -36,7 +36,9 @@
 //!
 //! Metadata lives in caller-provided storage (one [`Frame`] per frame, one [`PerCpu`] per
 //! CPU; both can be plain `static`s, or a whole [`StaticZone`]): no allocation. Bad input
-//! returns a [`BuddyError`] and leaves the zone as it was.
+//! returns the error of the operation's family ([`AllocError`], [`FreeError`], [`MapError`],
+//! [`ContigError`], [`ConfigError`]; [`BuddyError`] holds them all, for `?`) and leaves the
+//! zone as it was.
 //!
 //! One file per concern, on floors that import only downwards (`cargo xtask test`'s `layers`
 //! stage checks it: no import circle, no import through the crate root):
