@@ -40,8 +40,8 @@
 //! [`ContigError`], [`ConfigError`]; [`BuddyError`] holds them all, for `?`) and leaves the
 //! zone as it was.
 //!
-//! One file per concern, on floors that import only downwards (`cargo xtask test`'s `layers`
-//! stage checks it: no import circle, no import through the crate root):
+//! One file per concern, on floors that import only downwards (this project's test suite
+//! checks it from the source: no import circle, no import through the crate root):
 //! - plain types and the embedder's interfaces: `types` (orders, nodes, policies),
 //!   `migratetype`, `frame` (the frame word), `error`, `memory` (`FrameMemory`, the
 //!   `FrameClearer`), `migrate` (the `Migrate` callback), `request` (`AllocRequest`),

@@ -230,6 +230,11 @@ fn a_static_zone_is_one_line_and_refuses_a_bad_configuration_without_panicking()
         StaticZone::new_static(ZoneConfig::new(Pfn(0x40), 64).with_cpus(2));
     static MAPPED: StaticZone<64, 1> = StaticZone::new_static_empty(ZoneConfig::new(Pfn(0x40), 64));
     static WRONG: StaticZone<64, 1> = StaticZone::new_static(ZoneConfig::new(Pfn(0x40), 65));
+    // The one-value form spans exactly the zone's arrays.
+    static AT: StaticZone<64, 2> = StaticZone::new_static_at(Pfn(0x40));
+    assert_eq!(AT.config(), &ZoneConfig::new(Pfn(0x40), 64).with_cpus(2));
+    assert_eq!(AT.free_pages_total(), 64);
+    assert!(AT.cpu(1).is_ok());
     assert_eq!((ZONE.present_pages(), ZONE.deferred_pages()), (64, 64));
     let page = ZONE.cpu(1).unwrap().alloc(AllocRequest::page()).unwrap();
     assert_eq!(ZONE.free_pages_total(), 63);

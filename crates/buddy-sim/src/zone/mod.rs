@@ -131,6 +131,23 @@ pub type StaticZone<const FRAMES: usize, const CPUS: usize, R = DefaultRawMutex>
 impl<const FRAMES: usize, const CPUS: usize, R: RawMutex>
     Zone<[Frame; FRAMES], [PerCpu<R>; CPUS], R>
 {
+    /// `FRAMES` frames from `start` for `CPUS` CPUs, all of them usable and free, in the
+    /// default geometry: [`Zone::new_static`] of
+    /// `ZoneConfig::new(start, FRAMES).with_cpus(CPUS)`, the one value a static zone needs.
+    ///
+    /// ```
+    /// use buddy_sim::{AllocRequest, Pfn, StaticZone};
+    /// static ZONE: StaticZone<1024, 1> = StaticZone::new_static_at(Pfn(0x1000));
+    ///
+    /// let page = ZONE.cpu(0)?.alloc(AllocRequest::page())?;
+    /// # drop(page);
+    /// # Ok::<(), buddy_sim::BuddyError>(())
+    /// ```
+    #[must_use]
+    pub const fn new_static_at(start: Pfn) -> Self {
+        Self::new_static(ZoneConfig::new(start, FRAMES as u64).with_cpus(CPUS))
+    }
+
     /// A zone over `cfg`'s frames, all of them usable and free, built at compile time so
     /// that a `static` holds it without `Once` or an allocator:
     ///
