@@ -3,7 +3,6 @@
 
 use crate::error::alloc::AllocError;
 use crate::frame::Frame;
-use crate::memory::FrameMemory;
 use crate::request::{AllocRequest, ReschedPoint};
 use crate::zeroed::Zeroing;
 use crate::zone::buddy::Prefer;
@@ -39,7 +38,9 @@ where
     ///
     /// A zeroed request takes a block known zero if the zone has one that fits (from this
     /// CPU's list, a batch of them from the buddy, or split from a larger one), else the
-    /// block a plain allocation takes, cleared through its clearer before it is returned.
+    /// block a plain allocation takes, cleared before it is returned through the clearer the
+    /// request names ([`AllocRequest::zeroed_with`]) or else this handle's
+    /// ([`Cpu::with_clearer`]).
     ///
     /// A run ([`AllocRequest::frames`]) is the covering block split into order-0 pages with
     /// the pages past the run freed at once, or, [`contiguous`](AllocRequest::contiguous),
@@ -48,7 +49,8 @@ where
     /// then isolated and migrated).
     ///
     /// # Errors
-    /// [`AllocError::Conflict`] for options that do not go together;
+    /// [`AllocError::Conflict`] for options that do not go together (a zeroed request with
+    /// no clearer to clear through among them);
     /// [`AllocError::OrderTooLarge`] (for a run: its covering order or alignment above the
     /// zone's MAX_ORDER); [`AllocError::ZeroPages`] for a run of no frames;
     /// [`AllocError::OutOfMemory`]. Zeroed: [`AllocError::FaultOutsideBlock`] if the fault
@@ -59,10 +61,7 @@ where
     /// cases what was taken is freed again, no longer known zero. Nothing is allocated on an
     /// error (what an error may have changed: [`AllocError`]).
     #[inline(always)]
-    pub fn alloc_raw<M: FrameMemory>(
-        &self,
-        mut request: AllocRequest<'_, M>,
-    ) -> Result<Pfn, AllocError> {
+    pub fn alloc_raw(&self, mut request: AllocRequest<'_>) -> Result<Pfn, AllocError> {
         // The common cases, inline: a block, plain or zeroed (a request built in place folds
         // these tests away). Runs, and the options that conflict, take the general path.
         if !request.is_block() {
@@ -70,12 +69,12 @@ where
         }
         let (zone, cpu) = (self.zone, self.lists());
         let (order, mt, key) = (request.order, request.mt, request.key);
-        let Some(clearer) = request.clearer else {
+        let Some(clearing) = request.clearing(self.clearing())? else {
             let (idx, _) = zone.alloc_preferring(cpu, order, Prefer::Unzeroed, mt, key)?;
             return Ok(zone.map().pfn(idx));
         };
         let zeroing = Zeroing {
-            clearer,
+            clearing,
             fault: request.fault,
             resched: ReschedPoint(&mut request.resched),
         };
@@ -84,11 +83,9 @@ where
 
     /// [`Cpu::alloc_raw`] of a run, or of a request whose options conflict.
     #[inline(never)]
-    fn alloc_request<M: FrameMemory>(
-        &self,
-        mut request: AllocRequest<'_, M>,
-    ) -> Result<Pfn, AllocError> {
+    fn alloc_request(&self, mut request: AllocRequest<'_>) -> Result<Pfn, AllocError> {
         request.check()?;
-        self.zone.alloc_run(self.lists(), &mut request)
+        let clearing = request.clearing(self.clearing())?;
+        self.zone.alloc_run(self.lists(), &mut request, clearing)
     }
 }

@@ -9,7 +9,6 @@ use core::mem::ManuallyDrop;
 use crate::error::alloc::AllocError;
 use crate::error::free::FreeError;
 use crate::frame::{Frame, FrameState};
-use crate::memory::FrameMemory;
 use crate::migratetype::MigrateType;
 use crate::request::{AllocRequest, Holding};
 use crate::sync::spin_loop;
@@ -63,10 +62,7 @@ where
     /// # Errors
     /// As [`Cpu::alloc_raw`].
     #[inline]
-    pub fn alloc<M: FrameMemory>(
-        &self,
-        request: AllocRequest<'_, M>,
-    ) -> Result<Block<'z, F, P, R, A>, AllocError> {
+    pub fn alloc(&self, request: AllocRequest<'_>) -> Result<Block<'z, F, P, R, A>, AllocError> {
         let holding = request.holding();
         let pfn = self.alloc_raw(request)?;
         Ok(Block {

@@ -4,7 +4,7 @@
 
 use crate::error::alloc::AllocError;
 use crate::frame::Frame;
-use crate::memory::FrameMemory;
+use crate::memory::Clearing;
 use crate::request::{AllocRequest, ReschedPoint};
 use crate::types::Order;
 use crate::zeroed::{Zeroing, fault_inside};
@@ -21,17 +21,19 @@ where
     P: AsRef<[PerCpu<R>]>,
     R: RawMutex,
 {
-    /// [`Cpu::alloc_raw`](crate::Cpu::alloc_raw) of a run: contiguous, or from the buddy.
-    pub(crate) fn alloc_run<M: FrameMemory>(
+    /// [`Cpu::alloc_raw`](crate::Cpu::alloc_raw) of a run: contiguous, or from the buddy,
+    /// zeroed through `clearing` if it is `Some`.
+    pub(crate) fn alloc_run(
         &self,
         cpu: CpuLists<'_, R>,
-        request: &mut AllocRequest<'_, M>,
+        request: &mut AllocRequest<'_>,
+        clearing: Option<Clearing<'_>>,
     ) -> Result<Pfn, AllocError> {
         match request.frames {
             Some(pages) if request.migrate.is_none() => {
-                self.alloc_exact_request(cpu, request, pages)
+                self.alloc_exact_request(cpu, request, pages, clearing)
             }
-            _ => self.alloc_contig_request(cpu, request),
+            _ => self.alloc_contig_request(cpu, request, clearing),
         }
     }
 
@@ -40,26 +42,27 @@ where
     /// (its first `pages` frames zeroed if the request is), split into order-0 pages with one reference
     /// each, the pages past `pages` freed again at once.
     #[allow(unsafe_code)]
-    pub(crate) fn alloc_exact_request<M: FrameMemory>(
+    pub(crate) fn alloc_exact_request(
         &self,
         cpu: CpuLists<'_, R>,
-        request: &mut AllocRequest<'_, M>,
+        request: &mut AllocRequest<'_>,
         pages: u64,
+        clearing: Option<Clearing<'_>>,
     ) -> Result<Pfn, AllocError> {
         let order = Order::covering(pages)?.max(request.align);
         self.check_order(order)?;
         let (mt, key) = (request.mt, request.key);
-        let pfn = match request.clearer {
+        let pfn = match clearing {
             None => {
                 let (idx, _) = self.alloc_preferring(cpu, order, Prefer::Unzeroed, mt, key)?;
                 self.map().pfn(idx)
             }
-            Some(clearer) => {
+            Some(clearing) => {
                 // Only the run is made zero: the pages past it go straight back.
                 fault_inside(pages, order, request.fault)?;
                 let (idx, zeroed) = self.alloc_preferring(cpu, order, Prefer::Zeroed, mt, key)?;
                 let zeroing = Zeroing {
-                    clearer,
+                    clearing,
                     fault: request.fault,
                     resched: ReschedPoint(&mut request.resched),
                 };

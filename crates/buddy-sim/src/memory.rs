@@ -293,3 +293,70 @@ impl<M: FrameMemory> FrameClearer<M> {
             .all(|f| f == &ZERO_FRAME[..f.len()]))
     }
 }
+
+/// What a zeroed allocation needs of a clearer, with the memory type erased: a
+/// [`FrameClearer`] of any [`FrameMemory`], whether a request names it
+/// ([`AllocRequest::zeroed_with`](crate::AllocRequest::zeroed_with)) or a CPU handle carries
+/// it ([`Cpu::with_clearer`](crate::Cpu::with_clearer)).
+pub(crate) trait ZeroFrames {
+    /// [`FrameClearer::make_zero`].
+    fn make_zero(
+        &self,
+        pfn: Pfn,
+        nr: u64,
+        known_zero: bool,
+        fault: Option<usize>,
+        resched: &mut dyn Resched,
+    ) -> Result<(), AllocError>;
+
+    /// [`FrameClearer::clear_run`].
+    fn clear_run(
+        &self,
+        pfn: Pfn,
+        nr: u64,
+        fault: Option<usize>,
+        resched: &mut dyn Resched,
+    ) -> Result<(), AllocError>;
+}
+
+impl<M: FrameMemory> ZeroFrames for FrameClearer<M> {
+    fn make_zero(
+        &self,
+        pfn: Pfn,
+        nr: u64,
+        known_zero: bool,
+        fault: Option<usize>,
+        mut resched: &mut dyn Resched,
+    ) -> Result<(), AllocError> {
+        FrameClearer::make_zero(self, pfn, nr, known_zero, fault, &mut resched)
+    }
+
+    fn clear_run(
+        &self,
+        pfn: Pfn,
+        nr: u64,
+        fault: Option<usize>,
+        mut resched: &mut dyn Resched,
+    ) -> Result<(), AllocError> {
+        FrameClearer::clear_run(self, pfn, nr, fault, &mut resched)
+    }
+}
+
+/// A clearer as a zeroed allocation uses it: the clearer, and whether it checks blocks
+/// known zero (read once, where the clearer is named, so that a block known zero is handed
+/// out without a call through it).
+#[derive(Clone, Copy)]
+pub(crate) struct Clearing<'c> {
+    pub(crate) clearer: &'c dyn ZeroFrames,
+    pub(crate) verify: bool,
+}
+
+impl<'c> Clearing<'c> {
+    /// Through `clearer`.
+    pub(crate) fn of<M: FrameMemory + 'c>(clearer: &'c FrameClearer<M>) -> Self {
+        Self {
+            clearer,
+            verify: clearer.verifies(),
+        }
+    }
+}

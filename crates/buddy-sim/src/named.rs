@@ -6,7 +6,7 @@ use crate::error::alloc::AllocError;
 use crate::error::contig::ContigError;
 use crate::error::free::FreeError;
 use crate::frame::Frame;
-use crate::memory::{FrameClearer, FrameMemory};
+use crate::memory::{Clearing, FrameClearer, FrameMemory};
 use crate::migrate::Migrate;
 use crate::migratetype::MigrateType;
 use crate::mobility::compaction::CompactStats;
@@ -52,7 +52,7 @@ where
     }
 
     /// An unmovable block of `2^order` frames that reads zero, on CPU `cpu`: what
-    /// `self.cpu(cpu)?.alloc_raw(AllocRequest::order(order).zeroed(clearer).resched(resched))`
+    /// `self.cpu(cpu)?.alloc_raw(AllocRequest::order(order).zeroed_with(clearer).resched(resched))`
     /// allocates, with [`fault_at`](AllocRequest::fault_at) when `fault` is given.
     ///
     /// # Errors
@@ -67,7 +67,7 @@ where
         resched: &mut impl Resched,
     ) -> Result<Pfn, AllocError> {
         let zeroing = Zeroing {
-            clearer,
+            clearing: Clearing::of(clearer),
             fault,
             resched,
         };

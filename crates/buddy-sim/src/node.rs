@@ -464,13 +464,9 @@ where
     /// zone the policy allows has it (after each zone's slow path); as
     /// [`Cpu::alloc_raw`](crate::Cpu::alloc_raw).
     #[inline(always)]
-    pub fn alloc_raw<M: FrameMemory>(
-        &self,
-        cpu: usize,
-        request: AllocRequest<'_, M>,
-    ) -> Result<Pfn, AllocError> {
+    pub fn alloc_raw(&self, cpu: usize, request: AllocRequest<'_>) -> Result<Pfn, AllocError> {
         // The common case, inline: a plain block, only its frame number carried back.
-        if request.is_block() && request.clearer.is_none() {
+        if request.is_block() && !request.zeroed {
             let (order, mt, key) = (request.order, request.mt, request.key);
             return self.allocate(cpu, order, request.policy, |z, slow| {
                 let (idx, _) =
@@ -485,10 +481,10 @@ where
     ///
     /// # Errors
     /// As [`NodeSet::alloc_raw`].
-    pub fn alloc<M: FrameMemory>(
+    pub fn alloc(
         &self,
         cpu: usize,
-        request: AllocRequest<'_, M>,
+        request: AllocRequest<'_>,
     ) -> Result<Block<'_, F, P, R>, AllocError> {
         let holding = request.holding();
         let (zone, pfn) = self.alloc_in(cpu, request)?;
@@ -500,17 +496,19 @@ where
 
     /// [`NodeSet::alloc_raw`], with the zone it came from.
     #[inline(never)]
-    fn alloc_in<M: FrameMemory>(
+    fn alloc_in(
         &self,
         cpu: usize,
-        mut request: AllocRequest<'_, M>,
+        mut request: AllocRequest<'_>,
     ) -> Result<(&Zone<F, P, R>, Pfn), AllocError> {
         // The common cases, inline: a block, plain or zeroed.
         if !request.is_block() {
             return self.alloc_run_in(cpu, request);
         }
         let (order, policy, mt, key) = (request.order, request.policy, request.mt, request.key);
-        let prefer = match request.clearer {
+        // A node set has no handle: a zeroed request names its clearer.
+        let clearing = request.clearing(None)?;
+        let prefer = match clearing {
             Some(_) => Prefer::Zeroed,
             None => Prefer::Unzeroed,
         };
@@ -522,11 +520,11 @@ where
             let (idx, zeroed) = z.alloc_attempt(z.pcp(cpu)?, order, prefer, mt, key, slow)?;
             Ok((z, idx, zeroed))
         })?;
-        let Some(clearer) = request.clearer else {
+        let Some(clearing) = clearing else {
             return Ok((zone, zone.map().pfn(idx)));
         };
         let zeroing = Zeroing {
-            clearer,
+            clearing,
             fault,
             resched: ReschedPoint(&mut request.resched),
         };
@@ -543,19 +541,20 @@ where
     /// [`NodeSet::alloc_in`] of a run (each allowed zone in turn, with everything a zone
     /// tries), or of a request whose options conflict.
     #[inline(never)]
-    fn alloc_run_in<M: FrameMemory>(
+    fn alloc_run_in(
         &self,
         cpu: usize,
-        mut request: AllocRequest<'_, M>,
+        mut request: AllocRequest<'_>,
     ) -> Result<(&Zone<F, P, R>, Pfn), AllocError> {
         request.check()?;
+        let clearing = request.clearing(None)?;
         let (order, policy) = (request.order, request.policy);
         self.allocate(cpu, order, policy, |z, slow| {
             if !slow {
                 return Err(AllocError::OutOfMemory(order));
             }
             let pcp = z.pcp(cpu)?;
-            z.alloc_run(pcp, &mut request).map(|pfn| (z, pfn))
+            z.alloc_run(pcp, &mut request, clearing).map(|pfn| (z, pfn))
         })
     }
 

@@ -7,7 +7,7 @@
 use core::fmt;
 
 use crate::error::request::RequestConflict;
-use crate::memory::{FrameClearer, FrameMemory, NoMemory};
+use crate::memory::{Clearing, FrameClearer, FrameMemory};
 use crate::migrate::{Migrate, Migration};
 use crate::migratetype::MigrateType;
 use crate::types::NodePolicy;
@@ -29,17 +29,18 @@ use zero_core::Resched;
 /// # Ok::<(), buddy_sim::BuddyError>(())
 /// ```
 ///
-/// `M` is the [`FrameMemory`] of a zeroed request's clearer ([`NoMemory`] until
-/// [`AllocRequest::zeroed`] names one).
 #[must_use = "a request does nothing until it is handed to `alloc`"]
-pub struct AllocRequest<'a, M = NoMemory> {
+pub struct AllocRequest<'a> {
     pub(crate) order: Order,
     /// `Some(n)`: a run of `n` order-0 pages rather than one block.
     pub(crate) frames: Option<u64>,
     pub(crate) align: Order,
     pub(crate) mt: MigrateType,
     pub(crate) key: u64,
-    pub(crate) clearer: Option<&'a FrameClearer<M>>,
+    /// Every byte reads zero when handed out.
+    pub(crate) zeroed: bool,
+    /// The clearer named ([`AllocRequest::zeroed_with`]); `None`: the CPU handle's.
+    pub(crate) clearer: Option<Clearing<'a>>,
     pub(crate) fault: Option<usize>,
     pub(crate) resched: Option<&'a mut dyn Resched>,
     pub(crate) migrate: Option<&'a mut dyn Migrate>,
@@ -57,6 +58,7 @@ impl<'a> AllocRequest<'a> {
             align: Order::ZERO,
             mt: MigrateType::Unmovable,
             key: 0,
+            zeroed: false,
             clearer: None,
             fault: None,
             resched: None,
@@ -82,9 +84,7 @@ impl<'a> AllocRequest<'a> {
         r.frames = Some(pages);
         r
     }
-}
 
-impl<'a, M> AllocRequest<'a, M> {
     /// A run of [`AllocRequest::frames`] starting aligned to `2^align` frames.
     pub const fn aligned(mut self, align: Order) -> Self {
         self.align = align;
@@ -112,21 +112,23 @@ impl<'a, M> AllocRequest<'a, M> {
         self
     }
 
-    /// Zeroed: every byte reads zero when the block is handed out, a block known zero if the
-    /// zone has one, else cleared through `clearer` (in zero-core's batches).
-    pub fn zeroed<N: FrameMemory>(self, clearer: &'a FrameClearer<N>) -> AllocRequest<'a, N> {
+    /// Zeroed: every byte reads zero when it is handed out, a block known zero if the zone
+    /// has one, else cleared (in zero-core's batches) through the clearer of the CPU handle
+    /// that allocates ([`Cpu::with_clearer`](crate::Cpu::with_clearer)), made once at boot.
+    /// A handle without one refuses the request
+    /// ([`RequestConflict::ZeroedWithoutClearer`]); name a clearer with
+    /// [`AllocRequest::zeroed_with`] instead (a node set's allocations always do).
+    pub const fn zeroed(mut self) -> Self {
+        self.zeroed = true;
+        self
+    }
+
+    /// [`AllocRequest::zeroed`], cleared through `clearer` rather than the handle's.
+    pub fn zeroed_with<M: FrameMemory + 'a>(self, clearer: &'a FrameClearer<M>) -> Self {
         AllocRequest {
-            order: self.order,
-            frames: self.frames,
-            align: self.align,
-            mt: self.mt,
-            key: self.key,
-            clearer: Some(clearer),
-            fault: self.fault,
-            resched: self.resched,
-            migrate: self.migrate,
-            frozen: self.frozen,
-            policy: self.policy,
+            zeroed: true,
+            clearer: Some(Clearing::of(clearer)),
+            ..self
         }
     }
 
@@ -188,7 +190,7 @@ impl<'a, M> AllocRequest<'a, M> {
             && self.migrate.is_none()
             && !self.frozen
             && self.align.get() <= self.order.get()
-            && (self.fault.is_none() || self.clearer.is_some())
+            && (self.fault.is_none() || self.zeroed)
     }
 
     /// What a [`Block`](crate::Block) of this request holds.
@@ -207,6 +209,29 @@ impl<'a, M> AllocRequest<'a, M> {
         }
     }
 
+    /// How a zeroed request clears: the clearer it names, else `handle`'s; `None` for a
+    /// request that is not zeroed.
+    ///
+    /// # Errors
+    /// [`RequestConflict::ZeroedWithoutClearer`] for a zeroed request that names no clearer
+    /// when `handle` has none either.
+    #[inline(always)]
+    pub(crate) fn clearing<'c>(
+        &self,
+        handle: Option<Clearing<'c>>,
+    ) -> Result<Option<Clearing<'c>>, RequestConflict>
+    where
+        'a: 'c,
+    {
+        match (self.zeroed, self.clearer) {
+            (false, _) => Ok(None),
+            (true, Some(named)) => Ok(Some(named)),
+            (true, None) => handle
+                .map(Some)
+                .ok_or(RequestConflict::ZeroedWithoutClearer),
+        }
+    }
+
     /// The request's combination of options, checked.
     pub(crate) fn check(&self) -> Result<(), RequestConflict> {
         let conflict = if self.frozen && self.migrate.is_none() {
@@ -215,7 +240,7 @@ impl<'a, M> AllocRequest<'a, M> {
             Some(RequestConflict::KindWithContiguous)
         } else if self.frames.is_none() && self.align > self.order {
             Some(RequestConflict::AlignedBlock)
-        } else if self.fault.is_some() && self.clearer.is_none() {
+        } else if self.fault.is_some() && !self.zeroed {
             Some(RequestConflict::FaultWithoutZeroed)
         } else {
             None
@@ -224,7 +249,7 @@ impl<'a, M> AllocRequest<'a, M> {
     }
 }
 
-impl<M> fmt::Debug for AllocRequest<'_, M> {
+impl fmt::Debug for AllocRequest<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("AllocRequest")
             .field("order", &self.order)
@@ -232,7 +257,8 @@ impl<M> fmt::Debug for AllocRequest<'_, M> {
             .field("align", &self.align)
             .field("kind", &self.mt)
             .field("key", &self.key)
-            .field("zeroed", &self.clearer.is_some())
+            .field("zeroed", &self.zeroed)
+            .field("clearer named", &self.clearer.is_some())
             .field("fault", &self.fault)
             .field("contiguous", &self.migrate.is_some())
             .field("frozen", &self.frozen)

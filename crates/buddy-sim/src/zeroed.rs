@@ -17,7 +17,7 @@
 
 use crate::error::alloc::AllocError;
 use crate::frame::Frame;
-use crate::memory::{FRAME, FrameClearer, FrameMemory};
+use crate::memory::{Clearing, FRAME, FrameClearer, FrameMemory};
 use crate::migratetype::MigrateType;
 use crate::types::{MAX_SUPPORTED_ORDER, Order};
 use crate::zone::Zone;
@@ -44,10 +44,10 @@ pub(crate) fn fault_inside(
     }
 }
 
-/// How a zeroed allocation clears what it takes: through `clearer`, the bytes around
+/// How a zeroed allocation clears what it takes: through `clearing`, the bytes around
 /// `fault` (an offset into the block) last, `resched` called between zero-core's batches.
-pub(crate) struct Zeroing<'c, M, S> {
-    pub(crate) clearer: &'c FrameClearer<M>,
+pub(crate) struct Zeroing<'c, S> {
+    pub(crate) clearing: Clearing<'c>,
     pub(crate) fault: Option<usize>,
     pub(crate) resched: S,
 }
@@ -72,11 +72,11 @@ where
     /// lists: [`Cpu::alloc_raw`](crate::Cpu::alloc_raw)'s path for a zeroed block, and the
     /// named [`Zone::alloc_zeroed`]'s.
     #[inline(always)]
-    pub(crate) fn alloc_zeroed_on<M: FrameMemory>(
+    pub(crate) fn alloc_zeroed_on(
         &self,
         cpu: CpuLists<'_, R>,
         block: (Order, MigrateType, u64),
-        zeroing: Zeroing<'_, M, impl Resched>,
+        zeroing: Zeroing<'_, impl Resched>,
     ) -> Result<Pfn, AllocError> {
         let (order, mt, key) = block;
         self.check_fault(order, zeroing.fault)?;
@@ -89,24 +89,27 @@ where
     /// the block again and returns the error.
     #[inline(always)]
     #[allow(unsafe_code)]
-    pub(crate) fn make_allocation_zero<M: FrameMemory>(
+    pub(crate) fn make_allocation_zero(
         &self,
         cpu: CpuLists<'_, R>,
         (idx, order): (u32, Order),
         pages: u64,
         zeroed: bool,
-        zeroing: Zeroing<'_, M, impl Resched>,
+        zeroing: Zeroing<'_, impl Resched>,
     ) -> Result<Pfn, AllocError> {
         let Zeroing {
-            clearer,
+            clearing,
             fault,
             mut resched,
         } = zeroing;
         let pfn = self.map().pfn(idx);
-        if zeroed && !clearer.verifies() {
+        if zeroed && !clearing.verify {
             return Ok(pfn);
         }
-        if let Err(e) = clearer.make_zero(pfn, pages, zeroed, fault, &mut resched) {
+        let made = clearing
+            .clearer
+            .make_zero(pfn, pages, zeroed, fault, &mut resched);
+        if let Err(e) = made {
             // The block is this call's with one reference: freeing it cannot fail.
             // SAFETY: this call allocated the block and hands it to nobody.
             let _ = unsafe { self.free_pages_on(cpu, pfn, order) };

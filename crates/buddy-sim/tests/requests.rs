@@ -63,11 +63,22 @@ fn conflicting_options_are_refused_and_change_nothing() {
         conflict(cpu.alloc_raw(AllocRequest::page().fault_at(0))),
         RequestConflict::FaultWithoutZeroed
     );
+    // Zeroed through a handle that has no clearer: a block, a run and a contiguous run.
+    for request in [
+        AllocRequest::page().zeroed(),
+        AllocRequest::frames(3).zeroed(),
+        AllocRequest::frames(3).zeroed().contiguous(&mut refuse),
+    ] {
+        assert_eq!(
+            conflict(cpu.alloc_raw(request)),
+            RequestConflict::ZeroedWithoutClearer
+        );
+    }
     assert_eq!(z.cpu(2).map(|_| ()), Err(NoSuchCpu(2)));
     assert_eq!(before.difference(&Snapshot::of(&z)), None);
     // A zeroed block the clearer cannot reach: taken, then freed again.
     assert!(matches!(
-        cpu.alloc_raw(AllocRequest::order(o(2)).zeroed(&clearer)),
+        cpu.alloc_raw(AllocRequest::order(o(2)).zeroed_with(&clearer)),
         Err(AllocError::NotAddressable(_))
     ));
     assert_eq!(z.free_pages_total(), 256);
@@ -181,7 +192,7 @@ fn zeroed_runs_read_zero_in_every_byte() {
     let run = cpu
         .alloc_raw(
             AllocRequest::frames(7)
-                .zeroed(&clearer)
+                .zeroed_with(&clearer)
                 .fault_at(5 * 4096 + 17),
         )
         .unwrap();
@@ -198,7 +209,7 @@ fn zeroed_runs_read_zero_in_every_byte() {
         .alloc_raw(
             AllocRequest::frames(9)
                 .contiguous(&mut refuse)
-                .zeroed(&clearer)
+                .zeroed_with(&clearer)
                 .resched(&mut resched),
         )
         .unwrap();
@@ -209,7 +220,11 @@ fn zeroed_runs_read_zero_in_every_byte() {
         }
     }
     assert_eq!(
-        cpu.alloc_raw(AllocRequest::frames(5).zeroed(&clearer).fault_at(6 * 4096)),
+        cpu.alloc_raw(
+            AllocRequest::frames(5)
+                .zeroed_with(&clearer)
+                .fault_at(6 * 4096)
+        ),
         Err(AllocError::FaultOutsideBlock {
             order: o(3),
             offset: 6 * 4096
@@ -217,10 +232,47 @@ fn zeroed_runs_read_zero_in_every_byte() {
         "a fault past the run, inside its covering block"
     );
     assert!(
-        cpu.alloc_raw(AllocRequest::frames(4).zeroed(&clearer).fault_at(4 * 4096))
-            .is_err(),
+        cpu.alloc_raw(
+            AllocRequest::frames(4)
+                .zeroed_with(&clearer)
+                .fault_at(4 * 4096)
+        )
+        .is_err(),
         "a fault past the run"
     );
+    drop(ram);
+}
+
+#[test]
+fn a_handle_with_a_clearer_zeroes_what_names_none() {
+    let mut ram: Vec<Page> = (0..64).map(|_| Page([0xA5; 4096])).collect();
+    let offset = (ram.as_mut_ptr() as usize).wrapping_sub(START.0 as usize * 4096);
+    // SAFETY: frame START + i is ram[i]; the test reads it only between zone calls.
+    let memory = unsafe { OffsetMap::new(offset) };
+    let clearer = FrameClearer::detected(memory);
+    let z = zone(64);
+    let cpu = z.cpu(1).unwrap().with_clearer(&clearer);
+    let mut refuse = |_: &Migration| false;
+    let page = cpu.alloc(AllocRequest::page().zeroed()).unwrap();
+    let huge = cpu
+        .alloc(AllocRequest::order(o(4)).zeroed().fault_at(4096 + 8))
+        .unwrap();
+    let run = cpu.alloc(AllocRequest::frames(5).zeroed()).unwrap();
+    let contig = cpu
+        .alloc(AllocRequest::frames(3).zeroed().contiguous(&mut refuse))
+        .unwrap();
+    for block in [&page, &huge, &run, &contig] {
+        let frames = block.frames();
+        for p in frames.start.0..frames.start.0 + frames.pages {
+            let frame = &ram[(p - START.0) as usize].0;
+            assert!(frame.iter().all(|&b| b == 0), "frame {p:#x} not zero");
+        }
+    }
+    // The handle is still CPU 1's: what it frees lands on CPU 1's lists.
+    assert_eq!(cpu.id(), 1);
+    drop((page, huge, run, contig));
+    assert_eq!(z.free_pages_total(), 64);
+    z.check().unwrap();
     drop(ram);
 }
 

@@ -23,7 +23,7 @@ use crate::decompose::decompose;
 use crate::error::alloc::AllocError;
 use crate::error::contig::ContigError;
 use crate::frame::{Frame, FrameState, Word};
-use crate::memory::FrameMemory;
+use crate::memory::Clearing;
 use crate::migrate::Migrate;
 use crate::migratetype::Pageblock;
 use crate::mobility::compaction::{NotMoved, is_movable};
@@ -57,12 +57,14 @@ where
     R: RawMutex,
 {
     /// [`Cpu::alloc_raw`](crate::Cpu::alloc_raw) of a contiguous request: its frames found
-    /// anywhere in the zone ([`Zone::contig_pages`]), cleared if the request is zeroed.
+    /// anywhere in the zone ([`Zone::contig_pages`]), cleared through `clearing` if it is
+    /// `Some`.
     #[allow(unsafe_code)]
-    pub(crate) fn alloc_contig_request<M: FrameMemory>(
+    pub(crate) fn alloc_contig_request(
         &self,
         pcp: CpuLists<'_, R>,
-        request: &mut AllocRequest<'_, M>,
+        request: &mut AllocRequest<'_>,
+        clearing: Option<Clearing<'_>>,
     ) -> Result<Pfn, AllocError> {
         let (nr, align) = match request.frames {
             Some(n) => (n, request.align),
@@ -79,11 +81,14 @@ where
         let covering = Order::covering(nr).unwrap_or(Order::ZERO);
         fault_inside(nr, covering, request.fault)?;
         let pfn = self.contig_pages(pcp, nr, align, page, &mut MigrateCallback(migrate))?;
-        let Some(clearer) = request.clearer else {
+        let Some(clearing) = clearing else {
             return Ok(pfn);
         };
         let mut resched = ReschedPoint(&mut request.resched);
-        if let Err(e) = clearer.clear_run(pfn, nr, request.fault, &mut resched) {
+        let cleared = clearing
+            .clearer
+            .clear_run(pfn, nr, request.fault, &mut resched);
+        if let Err(e) = cleared {
             // The run is this call's: freeing it cannot fail.
             // SAFETY: this call allocated the run and hands it to nobody.
             let _ = unsafe {

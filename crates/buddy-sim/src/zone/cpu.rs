@@ -7,6 +7,7 @@ use core::marker::PhantomData;
 
 use crate::error::NoSuchCpu;
 use crate::frame::Frame;
+use crate::memory::{Clearing, FrameClearer, FrameMemory, ZeroFrames};
 use crate::zone::Zone;
 use crate::zone::pcp::{CpuLists, PerCpu};
 use lock_api::RawMutex;
@@ -51,6 +52,9 @@ pub struct Cpu<'z, F, P, R, A = Locked> {
     pub(crate) zone: &'z Zone<F, P, R>,
     pub(crate) pcp: &'z PerCpu<R>,
     id: usize,
+    /// The clearer of its [`zeroed`](crate::AllocRequest::zeroed) requests
+    /// ([`Cpu::with_clearer`]), and whether it checks blocks known zero.
+    clearer: Option<(&'z (dyn ZeroFrames + Sync + 'z), bool)>,
     _access: PhantomData<A>,
 }
 
@@ -112,6 +116,7 @@ where
             zone: self,
             pcp,
             id,
+            clearer: None,
             _access: PhantomData,
         })
     }
@@ -147,6 +152,50 @@ where
         self.zone.drain(self.lists(), u64::MAX);
     }
 
+    /// The same handle, clearing the frames of its [`zeroed`](crate::AllocRequest::zeroed)
+    /// requests through `clearer` (made once at boot, as a kernel sets up its direct map):
+    /// `cpu.alloc(AllocRequest::page().zeroed())` then names nothing more.
+    ///
+    /// ```
+    /// use buddy_sim::{AllocRequest, BoxedZone, FrameClearer, OffsetMap, Pfn, ZoneConfig};
+    /// #[repr(C, align(4096))]
+    /// struct Frame([u8; 4096]);
+    /// let mut ram: Vec<Frame> = (0..16).map(|_| Frame([0xa5; 4096])).collect();
+    /// let zone = BoxedZone::new_boxed(ZoneConfig::new(Pfn(0), 16))?;
+    /// // SAFETY: frame `p` is `ram[p]`, which nothing else uses while the zone runs.
+    /// let memory = unsafe { OffsetMap::new(ram.as_mut_ptr().addr()) };
+    /// let clearer = FrameClearer::detected(memory);
+    /// let cpu = zone.cpu(0)?.with_clearer(&clearer);
+    /// let page = cpu.alloc(AllocRequest::page().zeroed())?;
+    /// let frame = &ram[page.pfn().0 as usize];
+    /// assert!(frame.0.iter().all(|&b| b == 0));
+    /// # drop(page);
+    /// # Ok::<(), buddy_sim::BuddyError>(())
+    /// ```
+    #[must_use]
+    pub fn with_clearer<'c, M: FrameMemory + Sync + 'c>(
+        self,
+        clearer: &'c FrameClearer<M>,
+    ) -> Cpu<'c, F, P, R, A>
+    where
+        'z: 'c,
+    {
+        Cpu {
+            zone: self.zone,
+            pcp: self.pcp,
+            id: self.id,
+            clearer: Some((clearer, clearer.verifies())),
+            _access: PhantomData,
+        }
+    }
+
+    /// How this handle clears a zeroed request that names no clearer.
+    #[inline(always)]
+    pub(crate) fn clearing(&self) -> Option<Clearing<'z>> {
+        self.clearer
+            .map(|(clearer, verify)| Clearing { clearer, verify })
+    }
+
     /// The lists the handle's calls run on.
     #[inline]
     pub(crate) fn lists(&self) -> CpuLists<'z, R> {
@@ -170,6 +219,7 @@ impl<F, P, R, A: Access> fmt::Debug for Cpu<'_, F, P, R, A> {
         f.debug_struct("Cpu")
             .field("id", &self.id)
             .field("local", &A::LOCAL)
+            .field("clearer", &self.clearer.is_some())
             .finish_non_exhaustive()
     }
 }
