@@ -2,7 +2,7 @@
 
 use crate::error::config::ConfigError;
 use crate::error::request::RequestConflict;
-use crate::types::{MAX_SUPPORTED_ORDER, Order, OrderError};
+use crate::types::Order;
 use core::fmt;
 use mm_types::Pfn;
 use zero_core::ZeroError;
@@ -239,18 +239,6 @@ impl core::error::Error for BuddyError {
         match self {
             Self::Clear { error, .. } => Some(error),
             _ => None,
-        }
-    }
-}
-
-impl From<OrderError> for BuddyError {
-    fn from(e: OrderError) -> Self {
-        match e {
-            OrderError::ZeroPages => Self::ZeroPages,
-            OrderError::TooLarge { order } => Self::OrderTooLarge {
-                order,
-                max: MAX_SUPPORTED_ORDER,
-            },
         }
     }
 }

@@ -95,6 +95,19 @@ macro_rules! conversions {
             }
         }
     };
+    (@one $family:ident OrderError) => {
+        impl From<OrderError> for $family {
+            fn from(e: OrderError) -> Self {
+                match e {
+                    OrderError::ZeroPages => Self::ZeroPages,
+                    OrderError::TooLarge { order } => Self::OrderTooLarge {
+                        order,
+                        max: MAX_SUPPORTED_ORDER,
+                    },
+                }
+            }
+        }
+    };
     (@one $family:ident ConfigError) => {
         impl From<ConfigError> for $family {
             fn from(e: ConfigError) -> Self {
@@ -105,39 +118,15 @@ macro_rules! conversions {
 }
 
 conversions! {
-    BuddyError: NoSuchCpu, PfnError, TooLarge, NoSuchNode, ConfigError;
-    AllocError: NoSuchCpu, TooLarge, NoSuchNode, ConfigError;
+    BuddyError: NoSuchCpu, PfnError, TooLarge, OrderError, NoSuchNode, ConfigError;
+    AllocError: NoSuchCpu, TooLarge, OrderError, NoSuchNode, ConfigError;
     FreeError: NoSuchCpu, PfnError, TooLarge;
     MapError: PfnError, NoSuchNode, ConfigError;
-    ContigError: NoSuchCpu, PfnError, TooLarge, NoSuchNode;
+    ContigError: NoSuchCpu, PfnError, TooLarge, OrderError, NoSuchNode;
 }
 
 impl From<RequestConflict> for AllocError {
     fn from(e: RequestConflict) -> Self {
         Self::Conflict(e)
-    }
-}
-
-impl From<OrderError> for AllocError {
-    fn from(e: OrderError) -> Self {
-        match e {
-            OrderError::ZeroPages => Self::ZeroPages,
-            OrderError::TooLarge { order } => Self::OrderTooLarge {
-                order,
-                max: MAX_SUPPORTED_ORDER,
-            },
-        }
-    }
-}
-
-impl From<OrderError> for ContigError {
-    fn from(e: OrderError) -> Self {
-        match e {
-            OrderError::ZeroPages => Self::ZeroPages,
-            OrderError::TooLarge { order } => Self::OrderTooLarge {
-                order,
-                max: MAX_SUPPORTED_ORDER,
-            },
-        }
     }
 }
