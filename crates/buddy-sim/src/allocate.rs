@@ -59,7 +59,7 @@ where
     /// the address it maps; with a [verifying](crate::FrameClearer::verifying) clearer,
     /// [`AllocError::StaleZero`] if a block known zero does not read zero. In the last three
     /// cases what was taken is freed again, no longer known zero. Nothing is allocated on an
-    /// error (what an error may have changed: [`AllocError`]).
+    /// error (what an error may have changed: [`BuddyError`](crate::BuddyError)).
     #[inline(always)]
     pub fn alloc_raw(&self, mut request: AllocRequest<'_>) -> Result<Pfn, AllocError> {
         // The common cases, inline: a block, plain or zeroed (a request built in place folds

@@ -7,22 +7,26 @@ use core::fmt;
 use mm_types::Pfn;
 use zero_core::ZeroError;
 
-/// What was wrong with a request.
+/// What was wrong with a request, whichever family of operations made it: every variant of
+/// [`AllocError`](crate::AllocError), [`FreeError`](crate::FreeError),
+/// [`MapError`](crate::MapError), [`ContigError`](crate::ContigError) and
+/// [`NoSuchCpu`](crate::NoSuchCpu), each converting into it with `?`, and [`ConfigError`].
+/// The ecosystem adapters, whose calls span families, keep their last error as one.
 ///
-/// What an operation that returns one never changes: which frames are allocated and to
-/// whom, reference counts, the contents of any allocated frame, and the number of free
-/// frames. What it may have changed, only where the operation says so:
-/// - a failed allocation ([`BuddyError::OutOfMemory`]) first drains every CPU's per-cpu
+/// What an operation that fails never changes: which frames are allocated and to whom,
+/// reference counts, the contents of any allocated frame, and the number of free frames.
+/// What it may have changed, only where the operation says so:
+/// - a failed allocation (`OutOfMemory`) first drains every CPU's per-cpu
 ///   lists back to the buddy (Linux's `drain_all_pages`) and merges free buddies that were
 ///   kept apart because only one of them was known zero, so those blocks are no longer
 ///   known zero ([`Zone::zeroed_pages`](crate::Zone::zeroed_pages) drops), and initializes
 ///   deferred frames ([`Zone::init_deferred`](crate::Zone::init_deferred));
 /// - `alloc_pages_at` drains the lists of a CPU that held part of the block;
-/// - `alloc_zeroed` frees the block it took again, no longer known zero, when clearing it
-///   failed ([`BuddyError::Clear`], [`BuddyError::NotAddressable`]) or it did not read
-///   zero ([`BuddyError::StaleZero`]);
+/// - a zeroed allocation frees the block it took again, no longer known zero, when clearing
+///   it failed (`Clear`, `NotAddressable`) or it did not read zero (`StaleZero`);
 /// - `zero_some` keeps the blocks it cleared before the one that failed as known zero;
-/// - `alloc_contig_range`, `alloc_contig_pages` and `offline_range` drain the per-cpu lists
+/// - `alloc_contig_range`, a [`contiguous`](crate::AllocRequest::contiguous) request and
+///   `offline_range` drain the per-cpu lists
 ///   (`offline_range` also initializes every deferred frame first), and the movable blocks
 ///   they moved out of a range before it failed stay where they went (their owners' `Migrate`
 ///   callbacks saw the moves); the isolation is undone, and a move the callback refused

@@ -17,7 +17,7 @@
 //! On any error, step 5 runs and nothing is allocated; blocks already moved in step 3 stay
 //! where they went (their owners saw the move through their callback), and the target a
 //! refused move was offered goes back as it was, known zero and its pageblock's type
-//! included ([`ContigError`] lists what a failure may change).
+//! included ([`BuddyError`](crate::BuddyError) lists what a failure may change).
 
 use crate::decompose::decompose;
 use crate::error::alloc::AllocError;

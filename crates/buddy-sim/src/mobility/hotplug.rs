@@ -226,7 +226,7 @@ where
     /// cut; [`ContigError::ZeroPages`], [`ContigError::OutOfZone`], [`ContigError::Overflow`].
     /// Nothing is offlined then and the pageblocks are as they were;
     /// what a failed offline may have changed (drained per-cpu lists, deferred frames
-    /// initialized, blocks moved before a later one failed) is listed at [`ContigError`].
+    /// initialized, blocks moved before a later one failed) is listed at [`BuddyError`](crate::BuddyError).
     pub fn offline_range(
         &self,
         pfn: Pfn,
