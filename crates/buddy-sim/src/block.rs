@@ -2,6 +2,7 @@
 //! converts to and from the raw frame number ([`Block::into_raw`], [`Block::from_raw`]) for a
 //! kernel that keeps frames in page tables.
 
+use crate::types::FrameIdx;
 use core::cell::Cell;
 use core::fmt;
 use core::mem::ManuallyDrop;
@@ -143,7 +144,7 @@ where
         };
         let zone = self.cpu.zone;
         let m = zone.map();
-        let is_it = |idx: u32| {
+        let is_it = |idx: FrameIdx| {
             let f = m.frame(idx);
             let w = f.load();
             w.state() == FrameState::Allocated

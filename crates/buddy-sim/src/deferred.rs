@@ -14,6 +14,7 @@
 
 use crate::decompose::decompose;
 use crate::frame::{Frame, Word};
+use crate::types::FrameIdx;
 use crate::zone::Zone;
 use crate::zone::pcp::PerCpu;
 use crate::zone::ranges::DEFERRED_CHUNK_PAGES;
@@ -47,7 +48,7 @@ where
             );
             for (head, order) in blocks.into_iter().flatten() {
                 let h = m.index_of(head);
-                for t in h + 1..h + order.pages() as u32 {
+                for t in FrameIdx::span(h + 1, h + order.pages() as u32) {
                     m.frame(t).store(Word::TAIL);
                 }
             }

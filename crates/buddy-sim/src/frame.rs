@@ -11,6 +11,7 @@
 
 use crate::migratetype::MigrateType;
 use crate::sync::{AtomicU32, AtomicU64, Ordering};
+use crate::types::FrameIdx;
 
 /// What a frame is. Every frame is the head of exactly one block (free in the buddy, free on
 /// a per-cpu list, allocated, leaked, being freed, or a reserved order-0 frame) or a `Tail`
@@ -327,13 +328,13 @@ impl Frame {
     }
 
     #[inline]
-    pub(crate) fn prev(&self) -> Option<u32> {
-        self.prev_raw().checked_sub(1)
+    pub(crate) fn prev(&self) -> Option<FrameIdx> {
+        self.prev_raw().checked_sub(1).map(FrameIdx)
     }
 
     #[inline]
-    pub(crate) fn next(&self) -> Option<u32> {
-        self.next_raw().checked_sub(1)
+    pub(crate) fn next(&self) -> Option<FrameIdx> {
+        self.next_raw().checked_sub(1).map(FrameIdx)
     }
 
     /// Links as stored (index + 1, 0 for none). Link writes happen under the lock of the list

@@ -42,7 +42,8 @@
 //!
 //! One file per concern, on floors that import only downwards (this project's test suite
 //! checks it from the source: no import circle, no import through the crate root):
-//! - plain types and the embedder's interfaces: `types` (orders, nodes, policies),
+//! - plain types and the embedder's interfaces: `types` (orders, nodes, policies, and the
+//!   zone-relative frame and pageblock indices the zone makes from a checked frame number),
 //!   `migratetype`, `frame` (the frame word), `error`, `memory` (`FrameMemory`, the
 //!   `FrameClearer`), `migrate` (the `Migrate` callback), `request` (`AllocRequest`),
 //!   `decompose`, `sync` (atomics and locks, loom's under `cfg(loom)`);

@@ -5,7 +5,7 @@
 use crate::error::free::FreeError;
 use crate::frame::Frame;
 use crate::frame::Word;
-use crate::types::Order;
+use crate::types::{FrameIdx, Order};
 use crate::zone::Zone;
 use crate::zone::cpu::{Access, Cpu};
 use crate::zone::pcp::PerCpu;
@@ -94,13 +94,12 @@ where
 {
     let pcp = zone.pcp(cpu)?;
     let pages = zone.map().range(pfn, nr)?;
-    if let Some(i) = pages
-        .clone()
-        .find(|&i| zone.map().frame(i).load() != Word::FROZEN_PAGE)
+    if let Some(i) =
+        FrameIdx::each(pages.clone()).find(|&i| zone.map().frame(i).load() != Word::FROZEN_PAGE)
     {
         return Err(zone.not_frozen(i));
     }
-    for i in pages {
+    for i in FrameIdx::each(pages) {
         let frame = zone.map().frame(i);
         // A concurrent free of the same page: the contract says there is none; still, only
         // a page this call takes is freed.

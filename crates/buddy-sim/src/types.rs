@@ -195,6 +195,90 @@ mod tests {
     }
 }
 
+/// A frame's index in its zone: its frame number less the zone's first. Made from a frame
+/// number only by the zone's checked look-up (`FrameMap::index`), so that each names a frame
+/// of its zone; the zone's own arithmetic (a block's buddy and frames, list links) makes the
+/// rest. Frame numbers are what the API speaks; indices stay inside the crate.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub(crate) struct FrameIdx(pub(crate) u32);
+
+impl FrameIdx {
+    /// The zone's first frame.
+    pub(crate) const FIRST: Self = Self(0);
+
+    /// The index as a number, for the frame array.
+    #[inline(always)]
+    pub(crate) const fn get(self) -> usize {
+        self.0 as usize
+    }
+
+    /// The frames `[start, end)`, in order.
+    #[inline]
+    pub(crate) fn span(start: Self, end: Self) -> impl DoubleEndedIterator<Item = Self> {
+        (start.0..end.0).map(Self)
+    }
+
+    /// The frames of `range`, in order.
+    #[inline]
+    pub(crate) fn each(range: core::ops::Range<Self>) -> impl DoubleEndedIterator<Item = Self> {
+        Self::span(range.start, range.end)
+    }
+}
+
+/// A pageblock of a zone, named by the first of its frames in the zone (the zone's first
+/// frame for a pageblock the zone starts inside): where its type is stored.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub(crate) struct PageblockIdx(pub(crate) FrameIdx);
+
+impl PageblockIdx {
+    /// The frame that stores the pageblock's type.
+    #[inline(always)]
+    pub(crate) const fn first(self) -> FrameIdx {
+        self.0
+    }
+}
+
+/// The frame `n` frames on (inside the zone by the caller's arithmetic).
+impl core::ops::Add<u32> for FrameIdx {
+    type Output = Self;
+    #[inline(always)]
+    fn add(self, n: u32) -> Self {
+        Self(self.0 + n)
+    }
+}
+
+impl core::ops::AddAssign<u32> for FrameIdx {
+    #[inline(always)]
+    fn add_assign(&mut self, n: u32) {
+        self.0 += n;
+    }
+}
+
+/// The frame `n` frames back.
+impl core::ops::Sub<u32> for FrameIdx {
+    type Output = Self;
+    #[inline(always)]
+    fn sub(self, n: u32) -> Self {
+        Self(self.0 - n)
+    }
+}
+
+/// Frames from the second to the first.
+impl core::ops::Sub for FrameIdx {
+    type Output = u32;
+    #[inline(always)]
+    fn sub(self, start: Self) -> u32 {
+        self.0 - start.0
+    }
+}
+
+impl From<FrameIdx> for u64 {
+    #[inline(always)]
+    fn from(idx: FrameIdx) -> u64 {
+        u64::from(idx.0)
+    }
+}
+
 /// A NUMA node's number.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct NodeId(pub u8);

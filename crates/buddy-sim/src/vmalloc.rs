@@ -5,7 +5,7 @@ use crate::error::alloc::AllocError;
 use crate::error::free::FreeError;
 use crate::frame::{Frame, Word};
 use crate::migratetype::MigrateType;
-use crate::types::Order;
+use crate::types::{FrameIdx, Order};
 use crate::zone::Zone;
 use crate::zone::buddy::Prefer;
 use crate::zone::contig::Claim;
@@ -230,7 +230,7 @@ where
             // Just allocated: nobody else knows these frames yet.
             let m = self.map();
             let idx = m.index_of(pfn);
-            for i in idx..idx + order.pages() as u32 {
+            for i in FrameIdx::span(idx, idx + order.pages() as u32) {
                 m.frame(i).store(Word::allocated(0).with_vmalloc(true));
             }
             left -= order.pages();

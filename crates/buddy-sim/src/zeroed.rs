@@ -19,7 +19,7 @@ use crate::error::alloc::AllocError;
 use crate::frame::Frame;
 use crate::memory::{Clearing, FRAME, FrameClearer, FrameMemory};
 use crate::migratetype::MigrateType;
-use crate::types::{MAX_SUPPORTED_ORDER, Order};
+use crate::types::{FrameIdx, MAX_SUPPORTED_ORDER, Order};
 use crate::zone::Zone;
 use crate::zone::buddy::Prefer;
 use crate::zone::pcp::CpuLists;
@@ -92,7 +92,7 @@ where
     pub(crate) fn make_allocation_zero(
         &self,
         cpu: CpuLists<'_, R>,
-        (idx, order): (u32, Order),
+        (idx, order): (FrameIdx, Order),
         pages: u64,
         zeroed: bool,
         zeroing: Zeroing<'_, impl Resched>,

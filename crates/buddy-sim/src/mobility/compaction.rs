@@ -18,7 +18,7 @@ use crate::error::contig::ContigError;
 use crate::frame::{Frame, FrameState, Word};
 use crate::migrate::{Migrate, Migration};
 use crate::migratetype::MigrateType;
-use crate::types::Order;
+use crate::types::{FrameIdx, Order, PageblockIdx};
 use crate::zone::Zone;
 use crate::zone::buddy::{FreeArea, Scanners};
 use crate::zone::cpu::{Access, Cpu};
@@ -106,9 +106,9 @@ where
     /// The migrate scanner: the first movable block at or after `from` in a pageblock below
     /// `limit` (the free scanner's), with its word. Reads without locks: a guess that the
     /// freeze by compare-and-swap confirms.
-    fn next_movable(&self, from: u32, limit: u32) -> Option<(u32, Word)> {
+    fn next_movable(&self, from: FrameIdx, limit: PageblockIdx) -> Option<(FrameIdx, Word)> {
         let m = self.map();
-        m.heads(from, limit)
+        m.heads(from, limit.first())
             .find(|&(i, w)| is_movable(w) && !m.pageblock(i).isolated)
     }
 
@@ -116,15 +116,15 @@ where
     /// movable pageblock at or below `*free` that lies above `src`'s pageblock, not a whole
     /// free pageblock; its head frozen-allocated. Moves `*free` down past pageblocks without
     /// one.
-    fn take_target(&self, free: &mut u32, src: u32, order: Order) -> Option<Target> {
+    fn take_target(&self, free: &mut PageblockIdx, src: FrameIdx, order: Order) -> Option<Target> {
         let m = self.map();
         let floor = m.pageblock_index(src);
         while *free > floor {
-            let pb = m.pageblock(*free);
+            let pb = m.pageblock(free.first());
             if pb.mt == MigrateType::Movable && !pb.isolated {
                 let mut guard = self.lock_zone();
-                let range = m.pageblock_range(*free);
-                let fits = |(i, w): (u32, Word)| {
+                let range = m.pageblock_range(free.first());
+                let fits = |(i, w): (FrameIdx, Word)| {
                     (w.state() == FrameState::Buddy
                         && w.order() >= order.get()
                         && w.order() < m.cfg.pageblock_order.get())
@@ -136,7 +136,7 @@ where
                     return Some(Target::frozen(m, i, order, zeroed, None));
                 }
             }
-            let prev = m.pageblock_index(*free - 1);
+            let prev = m.pageblock_index(free.first() - 1);
             if prev <= floor {
                 return None;
             }
@@ -150,7 +150,7 @@ where
     /// it was ([`FreeArea::put_back`]).
     pub(crate) fn move_block(
         &self,
-        src: u32,
+        src: FrameIdx,
         w: Word,
         dst: Target,
         migrate: &mut impl Migrate,
@@ -188,7 +188,7 @@ where
 /// known zero, and the pageblocks taking it claimed; all given back if no block moves there.
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct Target {
-    idx: u32,
+    idx: FrameIdx,
     zeroed: bool,
     claim: Option<PageblockClaim>,
 }
@@ -198,7 +198,7 @@ impl Target {
     /// allocation of `order` (nobody else's while the move runs).
     fn frozen(
         m: FrameMap<'_>,
-        idx: u32,
+        idx: FrameIdx,
         order: Order,
         zeroed: bool,
         claim: Option<PageblockClaim>,

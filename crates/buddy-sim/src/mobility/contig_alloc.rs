@@ -28,7 +28,7 @@ use crate::migrate::Migrate;
 use crate::migratetype::Pageblock;
 use crate::mobility::compaction::{NotMoved, is_movable};
 use crate::request::{AllocRequest, MigrateCallback, ReschedPoint};
-use crate::types::Order;
+use crate::types::{FrameIdx, Order};
 use crate::zeroed::fault_inside;
 use crate::zone::Zone;
 use crate::zone::cpu::{Access, Cpu};
@@ -170,7 +170,7 @@ where
     fn first_blocker(
         &self,
         m: FrameMap<'_>,
-        pages: Range<u32>,
+        pages: Range<FrameIdx>,
         take: Take,
     ) -> Result<(), ContigError> {
         let first = m.block_head(pages.start).map_or(pages.start, |(h, _)| h);
@@ -218,8 +218,8 @@ where
     fn isolate(
         &self,
         m: FrameMap<'_>,
-        pageblocks: Range<u32>,
-        pages: Range<u32>,
+        pageblocks: Range<FrameIdx>,
+        pages: Range<FrameIdx>,
         take: Take,
     ) -> Result<(), ContigError> {
         let mut free = self.lock_zone();
@@ -259,7 +259,7 @@ where
     fn migrate_out(
         &self,
         m: FrameMap<'_>,
-        pages: Range<u32>,
+        pages: Range<FrameIdx>,
         migrate: &mut impl Migrate,
     ) -> Result<u64, ContigError> {
         let mut moved = 0u64;
@@ -296,7 +296,7 @@ where
     fn take_range(
         &self,
         m: FrameMap<'_>,
-        pages: Range<u32>,
+        pages: Range<FrameIdx>,
         take: Take,
     ) -> Result<(), ContigError> {
         let mut free = self.lock_zone();
@@ -334,7 +334,7 @@ where
             let order = Order(w.order());
             let zeroed = free.remove(m, i, order);
             let block = i..i + order.pages() as u32;
-            for j in block.start.max(pages.start)..block.end.min(pages.end) {
+            for j in FrameIdx::span(block.start.max(pages.start), block.end.min(pages.end)) {
                 m.frame(j).store(page);
             }
             // The parts outside the range, as the fewest aligned blocks (isolated lists:
@@ -364,7 +364,7 @@ where
 
     /// Step 5: gives `pageblocks` their types back and frees their free blocks again, so
     /// that they merge with their neighbours.
-    fn unisolate(&self, m: FrameMap<'_>, pageblocks: Range<u32>) {
+    fn unisolate(&self, m: FrameMap<'_>, pageblocks: Range<FrameIdx>) {
         let mut free = self.lock_zone();
         for block in m.pageblocks(pageblocks) {
             let pb = m.pageblock(block.start);

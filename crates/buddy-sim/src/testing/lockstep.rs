@@ -9,7 +9,7 @@ use crate::request::AllocRequest;
 use crate::testing::ops::{CheckInterval, Op};
 use crate::testing::outcome::any;
 use crate::testing::snapshot::{Snapshot, SnapshotDifference};
-use crate::types::Order;
+use crate::types::{FrameIdx, Order};
 use crate::zone::Zone;
 use crate::zone::pcp::PerCpu;
 use lock_api::RawMutex;
@@ -494,7 +494,7 @@ where
         let (m, theirs) = (self.map(), other.map());
         let mut free = self.lock_zone();
         // The frame count fits the indices (`ZoneConfig::validate`).
-        for block in m.pageblocks(0..m.frames.len() as u32) {
+        for block in m.pageblocks(FrameIdx::FIRST..FrameIdx(m.frames.len() as u32)) {
             let bits = theirs.frame(block.start).pageblock_bits();
             if m.frame(block.start).pageblock_bits() != bits {
                 free.set_pageblock(m, block.start, Pageblock::from_bits(bits));

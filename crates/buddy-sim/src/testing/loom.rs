@@ -21,7 +21,7 @@ use crate::error::contig::ContigError;
 use crate::error::free::FreeError;
 use crate::frame::Frame;
 use crate::memory::{FrameClearer, OffsetMap};
-use crate::types::Order;
+use crate::types::{FrameIdx, Order};
 use crate::zone::Zone;
 use crate::zone::config::ZoneConfig;
 use crate::zone::pcp::PerCpu;
@@ -471,7 +471,7 @@ fn init_deferred_publish_first(z: &LoomZone) {
     }
     for (head, order) in blocks() {
         let h = m.index_of(head);
-        for t in h + 1..h + order.pages() as u32 {
+        for t in FrameIdx::span(h + 1, h + order.pages() as u32) {
             m.frame(t).store(crate::frame::Word::TAIL);
         }
     }
@@ -602,7 +602,8 @@ fn move_without_freezing(
     migrate: &mut dyn FnMut(&crate::migrate::Migration) -> bool,
 ) {
     let m = z.map();
-    let Some(src) = (0..8).find(|&i| crate::mobility::compaction::is_movable(m.frame(i).load()))
+    let Some(src) = FrameIdx::span(FrameIdx(0), FrameIdx(8))
+        .find(|&i| crate::mobility::compaction::is_movable(m.frame(i).load()))
     else {
         return;
     };
@@ -713,20 +714,23 @@ fn offline_without_isolating(z: &LoomZone) -> Result<u64, ContigError> {
     z.drain_all();
     {
         let _look = z.lock_zone();
-        if let Some((i, _)) = m.heads(0, 16).find(|(_, w)| w.state() != FrameState::Buddy) {
+        if let Some((i, _)) = m
+            .heads(FrameIdx(0), FrameIdx(16))
+            .find(|(_, w)| w.state() != FrameState::Buddy)
+        {
             return Err(ContigError::Busy(m.pfn(i)));
         }
     }
     let mut free = z.lock_zone();
-    for (i, w) in m.heads(0, 16) {
+    for (i, w) in m.heads(FrameIdx(0), FrameIdx(16)) {
         if w.state() == FrameState::Buddy {
             free.remove(m, i, Order(w.order()));
         }
-        for j in i..i + (1 << w.order()) {
+        for j in FrameIdx::span(i, i + (1 << w.order())) {
             m.frame(j).store(Word::RESERVED);
         }
     }
-    free.remove_added(&(0..16));
+    free.remove_added(&(FrameIdx(0)..FrameIdx(16)));
     Ok(0)
 }
 

@@ -5,7 +5,7 @@ use crate::error::alloc::AllocError;
 use crate::error::contig::ContigError;
 use crate::frame::{Frame, Word};
 use crate::migratetype::MigrateType;
-use crate::types::Order;
+use crate::types::{FrameIdx, Order};
 use crate::zone::Zone;
 use crate::zone::buddy::Prefer;
 use crate::zone::pcp::CpuLists;
@@ -30,7 +30,7 @@ where
         prefer: Prefer,
         mt: MigrateType,
         key: u64,
-    ) -> Result<(u32, bool), AllocError> {
+    ) -> Result<(FrameIdx, bool), AllocError> {
         // The common case, inline: a per-cpu order served from (or refilled into) the CPU's
         // list. Everything else, and every error, takes the general path.
         let (idx, zeroed) = match self.alloc_from_cpu_list(cpu, order, prefer, mt) {
@@ -54,7 +54,7 @@ where
         mt: MigrateType,
         key: u64,
         slow_path: bool,
-    ) -> Result<(u32, bool), AllocError> {
+    ) -> Result<(FrameIdx, bool), AllocError> {
         if slow_path {
             return self.alloc_preferring(cpu, order, prefer, mt, key);
         }
@@ -77,7 +77,7 @@ where
         order: Order,
         prefer: Prefer,
         mt: MigrateType,
-    ) -> Option<(u32, bool)> {
+    ) -> Option<(FrameIdx, bool)> {
         let list = self.cfg.pcp_list(order, mt)?;
         if order > self.cfg.max_order {
             return None;
@@ -87,7 +87,7 @@ where
 
     /// Marks the block taken at `idx` allocated as `mt`, its head given `key`.
     #[inline(always)]
-    fn mark_allocated(&self, idx: u32, order: Order, mt: MigrateType, key: u64) {
+    fn mark_allocated(&self, idx: FrameIdx, order: Order, mt: MigrateType, key: u64) {
         let head = self.map().frame(idx);
         // The key first: whoever sees the allocated word sees the key.
         if key != 0 {
@@ -105,7 +105,7 @@ where
         order: Order,
         prefer: Prefer,
         mt: MigrateType,
-    ) -> Result<(u32, bool), AllocError> {
+    ) -> Result<(FrameIdx, bool), AllocError> {
         self.check_order(order)?;
         let oom = |r: &Result<_, _>| matches!(r, Err(AllocError::OutOfMemory(_)));
         let first = self.alloc_fast(pcp, order, prefer, mt, true);
@@ -145,7 +145,7 @@ where
         prefer: Prefer,
         mt: MigrateType,
         list_tried: bool,
-    ) -> Result<(u32, bool), AllocError> {
+    ) -> Result<(FrameIdx, bool), AllocError> {
         let oom = AllocError::OutOfMemory(order);
         match self.cfg.pcp_list(order, mt) {
             Some(_) if list_tried => Err(oom),
@@ -174,7 +174,7 @@ where
         order: Order,
         prefer: Prefer,
         mt: MigrateType,
-    ) -> Option<(u32, bool)> {
+    ) -> Option<(FrameIdx, bool)> {
         let m = self.map();
         let mut lists = self.lock_pcp(pcp);
         if prefer == Prefer::Zeroed {
@@ -202,7 +202,7 @@ where
         list: usize,
         order: Order,
         mt: MigrateType,
-    ) -> Option<(u32, bool)> {
+    ) -> Option<(FrameIdx, bool)> {
         let m = self.map();
         let taken = lists.pop(m, list, order, Prefer::Zeroed).or_else(|| {
             let mut free = self.lock_zone();
@@ -284,13 +284,13 @@ where
     /// Drains the lists of every CPU that holds a block overlapping `[idx, idx + 2^order)`;
     /// whether any did.
     #[cold]
-    fn drain_cpus_holding(&self, idx: u32, order: Order) -> bool {
+    fn drain_cpus_holding(&self, idx: FrameIdx, order: Order) -> bool {
         let m = self.map();
         let (start, end) = (u64::from(idx), u64::from(idx) + order.pages());
         let mut drained = false;
         for pcp in self.pcps.as_ref() {
             let pcp = CpuLists { pcp, local: false };
-            let overlaps = |i: u32| {
+            let overlaps = |i: FrameIdx| {
                 let block_end = u64::from(i) + (1u64 << m.frame(i).load().order());
                 u64::from(i) < end && start < block_end
             };

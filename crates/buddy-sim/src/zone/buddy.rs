@@ -14,7 +14,7 @@ use crate::error::contig::ContigError;
 use crate::frame::{FrameState, Word};
 use crate::migratetype::MigrateType;
 use crate::migratetype::{INITIALIZED, ISOLATE, LIST_TYPES, Pageblock};
-use crate::types::{MAX_SUPPORTED_ORDER, Order};
+use crate::types::{FrameIdx, MAX_SUPPORTED_ORDER, Order, PageblockIdx};
 use crate::zone::counters::LockStats;
 use crate::zone::list::{FreeCount, List};
 use crate::zone::map::FrameMap;
@@ -66,9 +66,10 @@ impl FreeArea {
     /// initializes them on demand.
     #[cfg(not(loom))]
     pub(crate) const fn all_deferred(frames: u32) -> Self {
+        let (first, end) = (FrameIdx::FIRST, FrameIdx(frames));
         Self {
-            added: AddedRanges::one(0, frames),
-            deferred: DeferredRanges::one(0, frames, false),
+            added: AddedRanges::one(first, end),
+            deferred: DeferredRanges::one(first, end, false),
             ..Self::EMPTY
         }
     }
@@ -78,7 +79,7 @@ impl FreeArea {
     pub(crate) fn insert(
         &mut self,
         m: FrameMap<'_>,
-        idx: u32,
+        idx: FrameIdx,
         order: Order,
         zeroed: bool,
         list: u8,
@@ -93,7 +94,7 @@ impl FreeArea {
     /// Unlinks the free block at `idx`; returns whether it was known zero. The caller owns
     /// it (its head reads as a tail until the caller stores another word).
     #[inline]
-    pub(crate) fn remove(&mut self, m: FrameMap<'_>, idx: u32, order: Order) -> bool {
+    pub(crate) fn remove(&mut self, m: FrameMap<'_>, idx: FrameIdx, order: Order) -> bool {
         let w = m.frame(idx).load();
         let zeroed = w.zeroed();
         self.lists[order.get() as usize][w.mt() as usize].remove(m.frames, idx);
@@ -114,7 +115,7 @@ impl FreeArea {
     pub(crate) fn free_one_page(
         &mut self,
         m: FrameMap<'_>,
-        mut idx: u32,
+        mut idx: FrameIdx,
         mut order: Order,
         zeroed: bool,
     ) {
@@ -122,7 +123,9 @@ impl FreeArea {
             // Pageblock by pageblock, each to its own type's lists (`split_large_buddy`):
             // they merge back where their types allow.
             let pb = m.cfg.pageblock_order;
-            for chunk in (idx..idx + order.pages() as u32).step_by(pb.pages() as usize) {
+            let chunks =
+                FrameIdx::span(idx, idx + order.pages() as u32).step_by(pb.pages() as usize);
+            for chunk in chunks {
                 m.frame(chunk).store(Word::TAIL);
                 self.free_one_page(m, chunk, pb, zeroed);
             }
@@ -171,7 +174,7 @@ impl FreeArea {
         m: FrameMap<'_>,
         order: Order,
         mt: MigrateType,
-    ) -> Option<(u32, bool)> {
+    ) -> Option<(FrameIdx, bool)> {
         let l = mt as usize;
         let o = (order.get()..=m.cfg.max_order.get())
             .find(|&o| !self.lists[o as usize][l].is_empty())?;
@@ -188,7 +191,7 @@ impl FreeArea {
         m: FrameMap<'_>,
         order: Order,
         mt: MigrateType,
-    ) -> Option<u32> {
+    ) -> Option<FrameIdx> {
         let zeroed_on = |free: &Self, from: MigrateType| {
             (order.get()..=m.cfg.max_order.get()).find_map(|o| {
                 let tail = free.lists[o as usize][from as usize].tail()?;
@@ -217,7 +220,7 @@ impl FreeArea {
         order: Order,
         prefer: Prefer,
         mt: MigrateType,
-    ) -> Option<(u32, bool)> {
+    ) -> Option<(FrameIdx, bool)> {
         if prefer == Prefer::Zeroed
             && let Some(idx) = self.rmqueue_zeroed(m, order, mt)
         {
@@ -237,7 +240,7 @@ impl FreeArea {
         m: FrameMap<'_>,
         order: Order,
         mt: MigrateType,
-    ) -> Option<(u32, bool)> {
+    ) -> Option<(FrameIdx, bool)> {
         self.rmqueue_fallback_claiming(m, order, mt)
             .map(|(idx, zeroed, _)| (idx, zeroed))
     }
@@ -248,7 +251,7 @@ impl FreeArea {
         m: FrameMap<'_>,
         order: Order,
         mt: MigrateType,
-    ) -> Option<(u32, bool, Option<PageblockClaim>)> {
+    ) -> Option<(FrameIdx, bool, Option<PageblockClaim>)> {
         for o in (order.get()..=m.cfg.max_order.get()).rev() {
             if !mt.claims_on_fallback(Order(o), m.cfg.pageblock_order) {
                 continue;
@@ -289,7 +292,7 @@ impl FreeArea {
     pub(crate) fn take_split(
         &mut self,
         m: FrameMap<'_>,
-        idx: u32,
+        idx: FrameIdx,
         from: Order,
         order: Order,
     ) -> bool {
@@ -307,7 +310,7 @@ impl FreeArea {
     pub(crate) fn take_block_at(
         &mut self,
         m: FrameMap<'_>,
-        idx: u32,
+        idx: FrameIdx,
         order: Order,
     ) -> Result<bool, ContigError> {
         let not_free = ContigError::NotInBuddy(m.pfn(idx));
@@ -331,19 +334,22 @@ impl FreeArea {
     }
 }
 
-/// Where compaction's two scanners are (Linux keeps the cursor in `struct zone`): the migrate scanner's next frame (going up) and the first
-/// frame of the pageblock the free scanner takes targets from (going down).
+/// Where compaction's two scanners are (Linux keeps the cursor in `struct zone`): the
+/// migrate scanner's next frame (going up) and the pageblock the free scanner takes targets
+/// from (going down).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct Scanners {
-    pub(crate) migrate: u32,
-    pub(crate) free: u32,
+    pub(crate) migrate: FrameIdx,
+    pub(crate) free: PageblockIdx,
 }
 
 impl Scanners {
     pub(crate) fn start(m: FrameMap<'_>) -> Self {
+        // A zone has frames, fewer than u32::MAX.
+        let last = FrameIdx(m.frames.len() as u32 - 1);
         Self {
-            migrate: 0,
-            free: m.pageblock_index(m.frames.len() as u32 - 1),
+            migrate: FrameIdx::FIRST,
+            free: m.pageblock_index(last),
         }
     }
 }
@@ -352,7 +358,7 @@ impl FreeArea {
     /// Makes the pageblocks `range` (frames being added as usable memory) overlaps movable
     /// if nothing set their type before, as Linux's `memmap_init` does: all memory starts
     /// movable, and the other types claim pageblocks as they need them.
-    pub(crate) fn init_pageblocks(&mut self, m: FrameMap<'_>, range: core::ops::Range<u32>) {
+    pub(crate) fn init_pageblocks(&mut self, m: FrameMap<'_>, range: Range<FrameIdx>) {
         let movable = Pageblock {
             mt: MigrateType::Movable,
             isolated: false,
@@ -373,7 +379,7 @@ impl FreeArea {
     /// that go with it (`move_freepages_block`). Blocks on per-cpu lists stay there; they go
     /// to the pageblock's lists when drained. Only for pageblocks below a free block of the
     /// pageblock order or above (those are moved whole by `set_block_type`).
-    pub(crate) fn set_pageblock(&mut self, m: FrameMap<'_>, idx: u32, pb: Pageblock) {
+    pub(crate) fn set_pageblock(&mut self, m: FrameMap<'_>, idx: FrameIdx, pb: Pageblock) {
         let range = m.pageblock_range(idx);
         m.frame(range.start).set_pageblock_bits(pb.bits());
         let list = pb.list();
@@ -391,7 +397,7 @@ impl FreeArea {
     pub(crate) fn set_block_type(
         &mut self,
         m: FrameMap<'_>,
-        idx: u32,
+        idx: FrameIdx,
         order: Order,
         mt: MigrateType,
     ) {
@@ -407,7 +413,7 @@ impl FreeArea {
     pub(crate) fn try_claim(
         &mut self,
         m: FrameMap<'_>,
-        idx: u32,
+        idx: FrameIdx,
         order: Order,
         mt: MigrateType,
     ) -> bool {
@@ -479,7 +485,11 @@ impl FreeArea {
     /// Takes the largest free block not known zero for background zeroing, split down to at
     /// most `most` (the upper halves go back, not known zero); its head becomes `Zeroing`
     /// and the caller owns it until it frees it again.
-    pub(crate) fn take_unzeroed(&mut self, m: FrameMap<'_>, most: Order) -> Option<(u32, Order)> {
+    pub(crate) fn take_unzeroed(
+        &mut self,
+        m: FrameMap<'_>,
+        most: Order,
+    ) -> Option<(FrameIdx, Order)> {
         let (o, idx) = (0..=m.cfg.max_order.get()).rev().find_map(|o| {
             self.lists[o as usize][..ISOLATE as usize]
                 .iter()
@@ -560,19 +570,19 @@ impl FreeArea {
 
     /// Records `pages` as added; false when the table could not hold it (the overlap check
     /// then reads frames: [`FreeArea::added_overlap`]).
-    pub(crate) fn record_added(&mut self, pages: Range<u32>) -> bool {
+    pub(crate) fn record_added(&mut self, pages: Range<FrameIdx>) -> bool {
         self.added.insert(pages)
     }
 
     /// The first frame of `pages` the recorded ranges hold, or `Err` when the table
     /// overflowed and cannot say.
-    pub(crate) fn added_overlap(&self, pages: &Range<u32>) -> Result<Option<u32>, ()> {
+    pub(crate) fn added_overlap(&self, pages: &Range<FrameIdx>) -> Result<Option<FrameIdx>, ()> {
         self.added.overlap(pages)
     }
 
     /// Forgets `pages` (taken offline) and its initialized frames; false, with nothing
     /// changed, when the table of added ranges has no slot for the cut.
-    pub(crate) fn remove_added(&mut self, pages: &Range<u32>) -> bool {
+    pub(crate) fn remove_added(&mut self, pages: &Range<FrameIdx>) -> bool {
         if !self.added.remove(pages) {
             return false;
         }
@@ -592,19 +602,19 @@ impl FreeArea {
     }
 
     /// Defers `pages`; false (nothing recorded) when the deferred table is full.
-    pub(crate) fn defer(&mut self, pages: Range<u32>, zeroed: bool) -> bool {
+    pub(crate) fn defer(&mut self, pages: Range<FrameIdx>, zeroed: bool) -> bool {
         self.deferred.push(pages, zeroed)
     }
 
     /// Takes up to `max` deferred frames off the oldest range for the caller to initialize
     /// ([`DeferredRanges::pop`]), with whether they are known zero.
-    pub(crate) fn take_deferred(&mut self, max: u64) -> Option<(Range<u32>, bool)> {
+    pub(crate) fn take_deferred(&mut self, max: u64) -> Option<(Range<FrameIdx>, bool)> {
         self.deferred.pop(max)
     }
 
     /// A chunk [`FreeArea::take_deferred`] handed out is initialized and its blocks freed:
     /// its frames are present.
-    pub(crate) fn finish_deferred(&mut self, chunk: &Range<u32>) {
+    pub(crate) fn finish_deferred(&mut self, chunk: &Range<FrameIdx>) {
         self.present += u64::from(chunk.end - chunk.start);
         self.deferred.in_flight -= 1;
         self.deferred.completed += 1;

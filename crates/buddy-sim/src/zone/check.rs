@@ -2,7 +2,7 @@
 
 use crate::frame::{Frame, FrameState, Word};
 use crate::migratetype::MigrateType;
-use crate::types::Order;
+use crate::types::{FrameIdx, Order};
 use crate::zone::Zone;
 use crate::zone::list::{FreeCount, List};
 use crate::zone::map::FrameMap;
@@ -50,7 +50,7 @@ where
     /// [`Corruption`] naming the first broken invariant and a frame.
     pub fn check(&self) -> Result<(), Corruption> {
         let m = self.map();
-        let bad = |what, idx: u32| {
+        let bad = |what, idx: FrameIdx| {
             Err(Corruption {
                 what,
                 pfn: m.pfn(idx),
@@ -61,7 +61,8 @@ where
         let mut buddy = FreeCount::NONE;
         let mut idx = 0usize;
         while idx < n {
-            let i = idx as u32;
+            // Below the zone's frame count, which fits a u32.
+            let i = FrameIdx(idx as u32);
             let w = m.frame(i).load();
             if w.order() > self.cfg.max_order.get() {
                 return bad("a block above MAX_ORDER", i);
@@ -103,10 +104,10 @@ where
                         i,
                     );
                 }
-                let first = m.frame(m.pageblock_index(i)).pageblock_bits();
+                let first = m.pageblock_frame(m.pageblock_index(i)).pageblock_bits();
                 let mut pb = i;
                 while pb < i + size as u32 {
-                    if m.frame(m.pageblock_index(pb)).pageblock_bits() != first {
+                    if m.pageblock_frame(m.pageblock_index(pb)).pageblock_bits() != first {
                         return bad("a free block over pageblocks of different types", pb);
                     }
                     pb += m.pageblock_pages();
@@ -121,7 +122,10 @@ where
                 .iter()
                 .position(|t| t.load().state() != FrameState::Tail)
             {
-                return bad("a head inside another block", (idx + 1 + t) as u32);
+                return bad(
+                    "a head inside another block",
+                    FrameIdx((idx + 1 + t) as u32),
+                );
             }
             if w.state() == FrameState::Buddy
                 && w.order() < self.cfg.max_order.get()
@@ -145,11 +149,14 @@ where
             if listed != buddy_heads || buddy != free.count() {
                 return bad(
                     "buddy lists and frames (or their known-zero frames) disagree",
-                    0,
+                    FrameIdx::FIRST,
                 );
             }
             if free.present() + reserved != self.cfg.nr_pages {
-                return bad("usable frames and holes do not add up to the zone", 0);
+                return bad(
+                    "usable frames and holes do not add up to the zone",
+                    FrameIdx::FIRST,
+                );
             }
         }
         let mut listed = 0u64;
@@ -167,12 +174,12 @@ where
             if count != lists.count {
                 return bad(
                     "a per-cpu count (or known-zero count) that does not match its lists",
-                    0,
+                    FrameIdx::FIRST,
                 );
             }
         }
         if listed != pcp_heads {
-            return bad("per-cpu lists and frames disagree", 0);
+            return bad("per-cpu lists and frames disagree", FrameIdx::FIRST);
         }
         Ok(())
     }
@@ -195,7 +202,7 @@ fn check_list(
                 pfn: m.pfn(idx),
             })
         };
-        let Some(f) = m.frames.get(idx as usize) else {
+        let Some(f) = m.frames.get(idx.get()) else {
             return fail("a list link outside the zone");
         };
         let w = f.load();

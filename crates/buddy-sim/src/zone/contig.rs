@@ -22,6 +22,7 @@
 use crate::decompose::decompose;
 use crate::error::free::FreeError;
 use crate::frame::{Frame, FrameState, Word};
+use crate::types::FrameIdx;
 use crate::zone::Zone;
 use crate::zone::cpu::{Access, Cpu};
 use crate::zone::pcp::CpuLists;
@@ -83,7 +84,7 @@ where
         nr: u64,
     ) -> Result<(), FreeError> {
         let pages = self.map().range(pfn, nr)?;
-        let frames = &self.frames.as_ref()[pages.start as usize..pages.end as usize];
+        let frames = &self.frames.as_ref()[pages.start.get()..pages.end.get()];
         let claimed = frames
             .iter()
             .take_while(|f| f.cas(Word::FROZEN_PAGE, Word::TAIL).is_ok())
@@ -100,7 +101,7 @@ where
     }
 
     /// What is wrong with freeing page `i` as a frozen page.
-    pub(crate) fn not_frozen(&self, i: u32) -> FreeError {
+    pub(crate) fn not_frozen(&self, i: FrameIdx) -> FreeError {
         let m = self.map();
         let w = m.frame(i).load();
         match w {
@@ -114,8 +115,8 @@ where
     /// Pass 1 over `pages`; on an error, the pages claimed so far are given back. Returns
     /// whether every page became a tail at once (the common case: pass 2 has nothing to
     /// read).
-    pub(crate) fn claim(&self, pages: Range<u32>, kind: Claim) -> Result<bool, FreeError> {
-        let frames = &self.frames.as_ref()[pages.start as usize..pages.end as usize];
+    pub(crate) fn claim(&self, pages: Range<FrameIdx>, kind: Claim) -> Result<bool, FreeError> {
+        let frames = &self.frames.as_ref()[pages.start.get()..pages.end.get()];
         let mut all_tails = true;
         let mut k = 0;
         while k < frames.len() {
@@ -141,9 +142,9 @@ where
 
     /// Checks `pages` as pass 1 would, changing nothing: what the per-page reference path
     /// does before its first `put_page`.
-    pub(crate) fn check_claimable(&self, pages: Range<u32>) -> Result<(), FreeError> {
-        let frames = &self.frames.as_ref()[pages.start as usize..pages.end as usize];
-        for (i, frame) in pages.zip(frames) {
+    pub(crate) fn check_claimable(&self, pages: Range<FrameIdx>) -> Result<(), FreeError> {
+        let frames = &self.frames.as_ref()[pages.start.get()..pages.end.get()];
+        for (i, frame) in FrameIdx::each(pages).zip(frames) {
             self.claimable(i, frame.load())?;
         }
         Ok(())
@@ -151,7 +152,7 @@ where
 
     /// Whether page `i`, whose word is `w`, may be freed by a multi-page free: a live
     /// order-0 page; else the error that says what it is.
-    fn claimable(&self, i: u32, w: Word) -> Result<(), FreeError> {
+    fn claimable(&self, i: FrameIdx, w: Word) -> Result<(), FreeError> {
         let m = self.map();
         if !w.is_live() {
             return Err(m.not_allocated(i, w));
@@ -162,7 +163,7 @@ where
         Ok(())
     }
 
-    fn claim_page(&self, i: u32, frame: &Frame, kind: Claim) -> Result<(), FreeError> {
+    fn claim_page(&self, i: FrameIdx, frame: &Frame, kind: Claim) -> Result<(), FreeError> {
         let mut w = frame.load();
         loop {
             self.claimable(i, w)?;
@@ -183,9 +184,9 @@ where
     }
 
     /// Undoes pass 1 over `pages`, all of which it claimed.
-    pub(crate) fn unclaim(&self, pages: Range<u32>, kind: Claim) {
+    pub(crate) fn unclaim(&self, pages: Range<FrameIdx>, kind: Claim) {
         let m = self.map();
-        for i in pages {
+        for i in FrameIdx::each(pages) {
             let frame = m.frame(i);
             let mut w = frame.load();
             // Taken by this call (every page here was live when claimed, and the pages left
@@ -210,7 +211,7 @@ where
     }
 
     /// Pass 2 over claimed `pages`: frees them; nothing here can fail.
-    pub(crate) fn commit(&self, pcp: CpuLists<'_, R>, pages: Range<u32>) {
+    pub(crate) fn commit(&self, pcp: CpuLists<'_, R>, pages: Range<FrameIdx>) {
         let m = self.map();
         let mut prepares = 0u64;
         let mut i = pages.start;
@@ -225,7 +226,7 @@ where
             }
             let (start, end) = (i - 1, pages.end.min(m.section_end(i - 1)));
             // The pages pass 1 made tails, read only; then the page that ends the run.
-            let frames = &self.frames.as_ref()[i as usize..end as usize];
+            let frames = &self.frames.as_ref()[i.get()..end.get()];
             // At most end - i pages, which fits in a u32.
             let tails = frames.iter().take_while(|f| f.load() == Word::TAIL).count() as u32;
             let mut len = 1 + tails;
@@ -247,7 +248,7 @@ where
 
     /// Pass 2 over `pages` when pass 1 made every one a tail: nobody else writes a tail, so
     /// they are one run, freed a section at a time, each page's free-time check passed.
-    pub(crate) fn commit_tails(&self, pcp: CpuLists<'_, R>, pages: Range<u32>) {
+    pub(crate) fn commit_tails(&self, pcp: CpuLists<'_, R>, pages: Range<FrameIdx>) {
         let m = self.map();
         let mut i = pages.start;
         while i < pages.end {
@@ -262,7 +263,7 @@ where
     /// others' references too, and this call drops its own (taking the page if that was the
     /// last after all). Each page taken gets its free-time check.
     #[inline]
-    fn take(&self, i: u32) -> Taken {
+    fn take(&self, i: FrameIdx) -> Taken {
         let frame = self.map().frame(i);
         let w = frame.load();
         // The common case, read only: a page pass 1 claimed straight to a tail.
@@ -287,7 +288,7 @@ where
 
     /// Drops the reference this call holds to a page with others; returns its word if that
     /// was the last one after all (the others let go meanwhile), the page now this call's.
-    fn drop_reference(&self, i: u32) -> Option<Word> {
+    fn drop_reference(&self, i: FrameIdx) -> Option<Word> {
         let frame = self.map().frame(i);
         let mut w = frame.load();
         // Not live: someone else dropped this call's reference (their double free).
@@ -304,7 +305,7 @@ where
     /// `free_prepared_contig_range`: frees the run of `len` taken pages (all tails now) from
     /// `start` as aligned blocks; the first block's lock also counts the free-time checks so
     /// far.
-    fn free_run(&self, pcp: CpuLists<'_, R>, start: u32, len: u32, prepares: &mut u64) {
+    fn free_run(&self, pcp: CpuLists<'_, R>, start: FrameIdx, len: u32, prepares: &mut u64) {
         if len == 0 {
             return;
         }

@@ -2,7 +2,7 @@
 //! that removing a buddy from the middle of a free list is O(1). A list and the links of the
 //! frames on it belong to one lock (a per-cpu list's, or the zone's).
 
-use crate::types::Order;
+use crate::types::{FrameIdx, Order};
 use crate::zone::map::Frames;
 
 /// Frames in the blocks on a set of free lists, and of those the frames in blocks known zero:
@@ -55,11 +55,11 @@ impl List {
 
     /// The block heads on the list, front to back (read under the list's lock, unchanged
     /// while iterating).
-    pub(crate) fn blocks<'a>(&self, frames: Frames<'a>) -> impl Iterator<Item = u32> + 'a {
+    pub(crate) fn blocks<'a>(&self, frames: Frames<'a>) -> impl Iterator<Item = FrameIdx> + 'a {
         let mut at = self.head();
         core::iter::from_fn(move || {
             let idx = at?;
-            at = frames.at(idx as usize).next();
+            at = frames.at(idx.get()).next();
             Some(idx)
         })
     }
@@ -75,20 +75,26 @@ impl List {
     }
 
     #[inline]
-    pub(crate) const fn head(&self) -> Option<u32> {
-        self.head.checked_sub(1)
+    pub(crate) const fn head(&self) -> Option<FrameIdx> {
+        match self.head.checked_sub(1) {
+            Some(i) => Some(FrameIdx(i)),
+            None => None,
+        }
     }
 
     #[inline]
-    pub(crate) const fn tail(&self) -> Option<u32> {
-        self.tail.checked_sub(1)
+    pub(crate) const fn tail(&self) -> Option<FrameIdx> {
+        match self.tail.checked_sub(1) {
+            Some(i) => Some(FrameIdx(i)),
+            None => None,
+        }
     }
 
     /// Adds `idx` at the front (most recently freed: handed out first, still cache-hot).
     #[inline]
-    fn push_front(&mut self, frames: Frames<'_>, idx: u32) {
-        let link = idx + 1;
-        let f = frames.at(idx as usize);
+    fn push_front(&mut self, frames: Frames<'_>, idx: FrameIdx) {
+        let link = idx.0 + 1;
+        let f = frames.at(idx.get());
         f.set_prev_raw(0);
         f.set_next_raw(self.head);
         match self.head {
@@ -103,7 +109,7 @@ impl List {
     /// allocations, which take the front, reach it last; zeroed allocations take it from
     /// there), else at the front. Every list keeps its known-zero blocks behind the others.
     #[inline]
-    pub(crate) fn push(&mut self, frames: Frames<'_>, idx: u32, zeroed: bool) {
+    pub(crate) fn push(&mut self, frames: Frames<'_>, idx: FrameIdx, zeroed: bool) {
         if zeroed {
             self.push_back(frames, idx);
         } else {
@@ -113,9 +119,9 @@ impl List {
 
     /// Adds `idx` at the back.
     #[inline]
-    fn push_back(&mut self, frames: Frames<'_>, idx: u32) {
-        let link = idx + 1;
-        let f = frames.at(idx as usize);
+    fn push_back(&mut self, frames: Frames<'_>, idx: FrameIdx) {
+        let link = idx.0 + 1;
+        let f = frames.at(idx.get());
         f.set_next_raw(0);
         f.set_prev_raw(self.tail);
         match self.tail {
@@ -128,8 +134,8 @@ impl List {
 
     /// Unlinks `idx`, which must be on this list. O(1).
     #[inline]
-    pub(crate) fn remove(&mut self, frames: Frames<'_>, idx: u32) {
-        let f = frames.at(idx as usize);
+    pub(crate) fn remove(&mut self, frames: Frames<'_>, idx: FrameIdx) {
+        let f = frames.at(idx.get());
         let (prev, next) = (f.prev_raw(), f.next_raw());
         match prev {
             0 => self.head = next,
@@ -145,7 +151,7 @@ impl List {
     }
 
     #[inline]
-    pub(crate) fn pop_front(&mut self, frames: Frames<'_>) -> Option<u32> {
+    pub(crate) fn pop_front(&mut self, frames: Frames<'_>) -> Option<FrameIdx> {
         let idx = self.head()?;
         self.remove(frames, idx);
         Some(idx)
@@ -153,7 +159,7 @@ impl List {
 
     /// Removes the oldest entry (what a drain returns to the buddy first).
     #[inline]
-    pub(crate) fn pop_back(&mut self, frames: Frames<'_>) -> Option<u32> {
+    pub(crate) fn pop_back(&mut self, frames: Frames<'_>) -> Option<FrameIdx> {
         let idx = self.tail()?;
         self.remove(frames, idx);
         Some(idx)

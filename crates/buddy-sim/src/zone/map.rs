@@ -7,7 +7,7 @@ use core::ptr::NonNull;
 use crate::error::PfnError;
 use crate::error::free::FreeError;
 use crate::frame::{Frame, FrameState, Word};
-use crate::types::Order;
+use crate::types::{FrameIdx, Order};
 use crate::zone::config::ZoneConfig;
 use mm_types::Pfn;
 
@@ -104,15 +104,16 @@ pub(crate) struct FrameMap<'a> {
 
 impl<'a> FrameMap<'a> {
     #[inline]
-    pub(crate) fn frame(self, idx: u32) -> &'a Frame {
-        self.frames.at(idx as usize)
+    pub(crate) fn frame(self, idx: FrameIdx) -> &'a Frame {
+        self.frames.at(idx.get())
     }
 
     /// The index of `pfn`, if the zone spans it.
     #[inline]
-    pub(crate) fn index(self, pfn: Pfn) -> Result<u32, PfnError> {
+    pub(crate) fn index(self, pfn: Pfn) -> Result<FrameIdx, PfnError> {
         match pfn.0.checked_sub(self.cfg.start.0) {
-            Some(off) if off < self.cfg.nr_pages => Ok(off as u32),
+            // Below the zone's size, which a validated configuration keeps within u32.
+            Some(off) if off < self.cfg.nr_pages => Ok(FrameIdx(off as u32)),
             _ => Err(PfnError::OutOfZone(pfn)),
         }
     }
@@ -120,10 +121,10 @@ impl<'a> FrameMap<'a> {
     /// The indices of `[pfn, pfn + nr)`, which must lie inside the zone; empty for `nr == 0`
     /// wherever `pfn` is.
     #[inline]
-    pub(crate) fn range(self, pfn: Pfn, nr: u64) -> Result<Range<u32>, PfnError> {
+    pub(crate) fn range(self, pfn: Pfn, nr: u64) -> Result<Range<FrameIdx>, PfnError> {
         let end = pfn.checked_add(nr).ok_or(PfnError::Overflow)?;
         if nr == 0 {
-            return Ok(0..0);
+            return Ok(FrameIdx::FIRST..FrameIdx::FIRST);
         }
         let first = self.index(pfn)?;
         let zone_end = self.cfg.start.0 + self.cfg.nr_pages;
@@ -134,35 +135,37 @@ impl<'a> FrameMap<'a> {
     }
 
     #[inline]
-    pub(crate) fn pfn(self, idx: u32) -> Pfn {
-        Pfn(self.cfg.start.0 + u64::from(idx))
+    pub(crate) fn pfn(self, idx: FrameIdx) -> Pfn {
+        Pfn(self.cfg.start.0 + u64::from(idx.0))
     }
 
-    /// The index of a frame the caller knows to be inside the zone.
+    /// The index of a frame the caller knows to be inside the zone (one the zone's own
+    /// arithmetic made from an index: a block from `decompose` over a range it checked).
     #[inline]
-    pub(crate) fn index_of(self, pfn: Pfn) -> u32 {
-        (pfn.0 - self.cfg.start.0) as u32
+    pub(crate) fn index_of(self, pfn: Pfn) -> FrameIdx {
+        debug_assert!(self.index(pfn).is_ok(), "frame {pfn} outside the zone");
+        FrameIdx((pfn.0 - self.cfg.start.0) as u32)
     }
 
     /// The index where the memory section of frame `idx` ends (the zone's end at most).
     #[inline]
-    pub(crate) fn section_end(self, idx: u32) -> u32 {
+    pub(crate) fn section_end(self, idx: FrameIdx) -> FrameIdx {
         let pfn = self.pfn(idx).0;
         let end = (pfn | (self.cfg.section_pages - 1)).saturating_add(1);
         let zone_end = self.cfg.start.0 + self.cfg.nr_pages;
-        (end.min(zone_end) - self.cfg.start.0) as u32
+        FrameIdx((end.min(zone_end) - self.cfg.start.0) as u32)
     }
 
     /// The index of `idx`'s buddy at `order`, if the zone spans it.
     #[inline]
-    pub(crate) fn buddy(self, idx: u32, order: Order) -> Option<u32> {
+    pub(crate) fn buddy(self, idx: FrameIdx, order: Order) -> Option<FrameIdx> {
         self.index(order.buddy_of(self.pfn(idx))).ok()
     }
 
     /// The head of the block holding `idx`: the first head met aligning down whose block
     /// covers `idx`. Without a lock this is a guess (blocks change under it), good only for
     /// naming what is wrong with a request.
-    pub(crate) fn block_head(self, idx: u32) -> Option<(u32, Word)> {
+    pub(crate) fn block_head(self, idx: FrameIdx) -> Option<(FrameIdx, Word)> {
         let pfn = self.pfn(idx);
         for o in 0..=self.cfg.max_order.get() {
             let head = Pfn(pfn.0 & !(Order(o).pages() - 1));
@@ -177,7 +180,7 @@ impl<'a> FrameMap<'a> {
 
     /// What is wrong with freeing or referencing frame `idx`, whose word is `w`, as if it
     /// were an allocated block's head.
-    pub(crate) fn not_allocated(self, idx: u32, w: Word) -> FreeError {
+    pub(crate) fn not_allocated(self, idx: FrameIdx, w: Word) -> FreeError {
         let pfn = self.pfn(idx);
         match w.state() {
             FrameState::Reserved => FreeError::Hole(pfn),

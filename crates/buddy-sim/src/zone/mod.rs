@@ -39,7 +39,7 @@ use crate::migratetype::MigrateType;
 use crate::sync::DefaultRawMutex;
 use crate::sync::{AtomicU64, Mutex, Ordering};
 use crate::types::NodeId;
-use crate::types::{MAX_SUPPORTED_ORDER, Order};
+use crate::types::{FrameIdx, MAX_SUPPORTED_ORDER, Order};
 use crate::zone::buddy::FreeArea;
 use crate::zone::config::ZoneConfig;
 use crate::zone::counters::LockStats;
@@ -387,7 +387,7 @@ where
         );
         for (head, order) in blocks.into_iter().flatten() {
             let h = m.index_of(head);
-            for t in h + 1..h + order.pages() as u32 {
+            for t in FrameIdx::span(h + 1, h + order.pages() as u32) {
                 m.frame(t).store(Word::TAIL);
             }
             free.free_one_page(m, h, order, zeroed);
@@ -408,13 +408,16 @@ where
     }
 
     /// [`MapError::AlreadyAdded`] for the first usable frame of `pages`.
-    fn check_addable(m: FrameMap<'_>, free: &FreeArea, pages: &Range<u32>) -> Result<(), MapError> {
+    fn check_addable(
+        m: FrameMap<'_>,
+        free: &FreeArea,
+        pages: &Range<FrameIdx>,
+    ) -> Result<(), MapError> {
         let overlap = match free.added_overlap(pages) {
             Ok(first) => first,
             // Past what the table holds: the frames say (a range it does not hold was
             // initialized when it was added).
-            Err(()) => pages
-                .clone()
+            Err(()) => FrameIdx::each(pages.clone())
                 .find(|&i| m.frame(i).load().state() != FrameState::Reserved),
         };
         match overlap {
@@ -594,12 +597,13 @@ where
     }
 
     /// The block heads in ascending order: `(index, word)`.
-    pub(crate) fn blocks(&self) -> impl Iterator<Item = (u32, Word)> + '_ {
+    pub(crate) fn blocks(&self) -> impl Iterator<Item = (FrameIdx, Word)> + '_ {
         let frames = self.spanned_frames();
         let mut idx = 0usize;
         core::iter::from_fn(move || {
             let w = frames.get(idx)?.load();
-            let here = idx as u32;
+            // A frame of the zone: its index fits a u32.
+            let here = FrameIdx(idx as u32);
             idx = idx.saturating_add(1 << w.order().min(MAX_SUPPORTED_ORDER));
             Some((here, w))
         })
@@ -678,7 +682,13 @@ where
     /// tails): to `cpu`'s list for per-cpu orders (draining a batch past `high`), else to the
     /// buddy under the zone lock. `prepares` free-time checks are counted under that lock.
     #[inline(always)]
-    pub(crate) fn free_block(&self, pcp: CpuLists<'_, R>, idx: u32, order: Order, prepares: u64) {
+    pub(crate) fn free_block(
+        &self,
+        pcp: CpuLists<'_, R>,
+        idx: FrameIdx,
+        order: Order,
+        prepares: u64,
+    ) {
         let m = self.map();
         // The list of the pageblock's type now; an isolated pageblock's blocks go straight
         // to the buddy (its isolated lists).

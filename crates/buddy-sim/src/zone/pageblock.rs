@@ -15,44 +15,57 @@
 //! and a free block of the pageblock order or above spans pageblocks of one type.
 
 use crate::error::contig::ContigError;
+use crate::frame::Frame;
 use crate::frame::Word;
 use crate::migratetype::{MigrateType, Pageblock};
-use crate::types::Order;
+use crate::types::{FrameIdx, Order, PageblockIdx};
 use crate::zone::map::FrameMap;
+use core::ops::Range;
 
-impl FrameMap<'_> {
+impl<'a> FrameMap<'a> {
     /// Frames per pageblock.
     #[inline]
     pub(crate) fn pageblock_pages(self) -> u32 {
         1 << self.cfg.pageblock_order.get()
     }
 
-    /// The index of the frame that stores the pageblock of frame `idx` (its first frame, or
-    /// the zone's first for the pageblock the zone starts in).
+    /// The pageblock of frame `idx`, named by its first frame (or the zone's first for the
+    /// pageblock the zone starts in).
     #[inline]
-    pub(crate) fn pageblock_index(self, idx: u32) -> u32 {
+    pub(crate) fn pageblock_index(self, idx: FrameIdx) -> PageblockIdx {
         let first = self.pfn(idx).0 & !(u64::from(self.pageblock_pages()) - 1);
         // At least the zone's start, so the difference fits the index.
-        (first.max(self.cfg.start.0) - self.cfg.start.0) as u32
+        PageblockIdx(FrameIdx(
+            (first.max(self.cfg.start.0) - self.cfg.start.0) as u32,
+        ))
     }
 
-    /// The pageblock of frame `idx`.
+    /// The frame that stores pageblock `pb`'s type.
     #[inline]
-    pub(crate) fn pageblock(self, idx: u32) -> Pageblock {
-        Pageblock::from_bits(self.frame(self.pageblock_index(idx)).pageblock_bits())
+    pub(crate) fn pageblock_frame(self, pb: PageblockIdx) -> &'a Frame {
+        self.frame(pb.first())
+    }
+
+    /// The pageblock of frame `idx`: its type and isolation.
+    #[inline]
+    pub(crate) fn pageblock(self, idx: FrameIdx) -> Pageblock {
+        Pageblock::from_bits(
+            self.pageblock_frame(self.pageblock_index(idx))
+                .pageblock_bits(),
+        )
     }
 
     /// The free-list index a block freed at `idx` goes to.
     #[inline]
-    pub(crate) fn free_list_of(self, idx: u32) -> u8 {
+    pub(crate) fn free_list_of(self, idx: FrameIdx) -> u8 {
         self.pageblock(idx).list()
     }
 
     /// The pageblocks that `frames` overlaps, each as its index range cut to the zone.
     pub(crate) fn pageblocks(
         self,
-        frames: core::ops::Range<u32>,
-    ) -> impl Iterator<Item = core::ops::Range<u32>> {
+        frames: Range<FrameIdx>,
+    ) -> impl Iterator<Item = Range<FrameIdx>> {
         let mut at = frames.start;
         core::iter::from_fn(move || {
             let block = (at < frames.end).then(|| self.pageblock_range(at))?;
@@ -65,31 +78,36 @@ impl FrameMap<'_> {
     /// each block (a reserved frame or a tail, read where a head was expected, steps one
     /// frame). Without a lock the words are a moment's guesses; the step uses the word read,
     /// so a caller may change the block it was given before the walk goes on.
-    pub(crate) fn heads(self, from: u32, end: u32) -> impl Iterator<Item = (u32, Word)> {
+    pub(crate) fn heads(
+        self,
+        from: FrameIdx,
+        end: FrameIdx,
+    ) -> impl Iterator<Item = (FrameIdx, Word)> {
         let mut at = from;
         core::iter::from_fn(move || {
             let i = (at < end).then_some(at)?;
             let w = self.frame(i).load();
-            at = i.saturating_add(1 << w.order().min(crate::types::MAX_SUPPORTED_ORDER));
+            let step = 1u32 << w.order().min(crate::types::MAX_SUPPORTED_ORDER);
+            at = FrameIdx(i.0.saturating_add(step));
             Some((i, w))
         })
     }
 
     /// The index range of the pageblock holding `idx`, cut to the zone.
-    pub(crate) fn pageblock_range(self, idx: u32) -> core::ops::Range<u32> {
-        let start = self.pageblock_index(idx);
+    pub(crate) fn pageblock_range(self, idx: FrameIdx) -> Range<FrameIdx> {
+        let start = self.pageblock_index(idx).first();
         let aligned = self.pfn(idx).0 & !(u64::from(self.pageblock_pages()) - 1);
         // Saturating: a zone may end at the top of the pfn space, where the pageblock's end
         // does not fit a pfn (the zone's end, which does, cuts it).
         let end_pfn = aligned.saturating_add(u64::from(self.pageblock_pages()));
         let zone_end = self.cfg.start.0 + self.cfg.nr_pages;
-        start..(end_pfn.min(zone_end) - self.cfg.start.0) as u32
+        start..FrameIdx((end_pfn.min(zone_end) - self.cfg.start.0) as u32)
     }
 }
 
 /// Sets every pageblock of the block at `idx` (of `order`, at least the pageblock order) to
 /// `mt`, not isolated; under the zone lock, the block on no list.
-pub(crate) fn set_pageblocks(m: FrameMap<'_>, idx: u32, order: Order, mt: MigrateType) {
+pub(crate) fn set_pageblocks(m: FrameMap<'_>, idx: FrameIdx, order: Order, mt: MigrateType) {
     let bits = Pageblock {
         mt,
         isolated: false,
@@ -98,7 +116,8 @@ pub(crate) fn set_pageblocks(m: FrameMap<'_>, idx: u32, order: Order, mt: Migrat
     let end = idx + order.pages() as u32;
     let mut i = idx;
     while i < end {
-        m.frame(m.pageblock_index(i)).set_pageblock_bits(bits);
+        m.pageblock_frame(m.pageblock_index(i))
+            .set_pageblock_bits(bits);
         i += m.pageblock_pages();
     }
 }
@@ -111,8 +130,8 @@ pub(crate) fn set_pageblocks(m: FrameMap<'_>, idx: u32, order: Order, mt: Migrat
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct PageblockClaim {
     /// The frames claimed: `start..end` (a range is not `Copy`).
-    pub(crate) start: u32,
-    pub(crate) end: u32,
+    pub(crate) start: FrameIdx,
+    pub(crate) end: FrameIdx,
     pub(crate) was: MigrateType,
     pub(crate) by: MigrateType,
 }
@@ -121,7 +140,7 @@ impl PageblockClaim {
     /// The claim for `by` of the free block at `idx` of `order`, taken from `was`'s lists.
     pub(crate) fn of(
         m: FrameMap<'_>,
-        idx: u32,
+        idx: FrameIdx,
         order: Order,
         was: MigrateType,
         by: MigrateType,
@@ -147,10 +166,10 @@ impl PageblockClaim {
 /// [`ContigError::ZeroPages`] for an empty range.
 pub(crate) fn pageblocks_covering(
     m: FrameMap<'_>,
-    pages: core::ops::Range<u32>,
-) -> Result<core::ops::Range<u32>, ContigError> {
+    pages: Range<FrameIdx>,
+) -> Result<Range<FrameIdx>, ContigError> {
     if pages.is_empty() {
         return Err(ContigError::ZeroPages);
     }
-    Ok(m.pageblock_index(pages.start)..m.pageblock_range(pages.end - 1).end)
+    Ok(m.pageblock_index(pages.start).first()..m.pageblock_range(pages.end - 1).end)
 }

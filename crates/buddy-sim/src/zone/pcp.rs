@@ -9,7 +9,7 @@ use crate::frame::{FrameState, Word};
 use crate::migratetype::MigrateType;
 use crate::sync::DefaultRawMutex;
 use crate::sync::Mutex;
-use crate::types::Order;
+use crate::types::{FrameIdx, Order};
 use crate::zone::buddy::{FreeArea, Prefer};
 use crate::zone::config::{PCP_LISTS, PCP_SLOTS};
 use crate::zone::counters::LockStats;
@@ -54,7 +54,7 @@ impl PcpLists {
         &mut self,
         m: FrameMap<'_>,
         list: usize,
-        idx: u32,
+        idx: FrameIdx,
         order: Order,
         zeroed: bool,
     ) {
@@ -77,7 +77,7 @@ impl PcpLists {
         list: usize,
         order: Order,
         prefer: Prefer,
-    ) -> Option<(u32, bool)> {
+    ) -> Option<(FrameIdx, bool)> {
         let l = &mut self.lists[list];
         let idx = match prefer {
             Prefer::Unzeroed => l.pop_front(m.frames)?,

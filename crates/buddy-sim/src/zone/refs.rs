@@ -7,7 +7,7 @@
 
 use crate::error::free::FreeError;
 use crate::frame::{Frame, FrameState, Word};
-use crate::types::Order;
+use crate::types::{FrameIdx, Order};
 use crate::zone::Zone;
 use crate::zone::cpu::{Access, Cpu};
 use crate::zone::pcp::CpuLists;
@@ -29,7 +29,7 @@ where
         pfn: Pfn,
         order: Option<Order>,
         change: impl Fn(Word) -> Result<Word, FreeError>,
-    ) -> Result<(u32, Word), FreeError> {
+    ) -> Result<(FrameIdx, Word), FreeError> {
         let m = self.map();
         let idx = m.index(pfn)?;
         let frame = m.frame(idx);
@@ -89,7 +89,7 @@ where
 
     /// The free of a block whose last reference the caller dropped (`old` is its word
     /// before that), after its free-time check.
-    fn release(&self, pcp: CpuLists<'_, R>, idx: u32, old: Word) {
+    fn release(&self, pcp: CpuLists<'_, R>, idx: FrameIdx, old: Word) {
         if self.prepare(idx, old) {
             self.free_block(pcp, idx, Order(old.order()), 1);
         } else {
@@ -101,7 +101,7 @@ where
     /// dropped (`w`: its word then, flags included). A poisoned page is leaked for good and
     /// fails the check.
     #[inline]
-    pub(crate) fn prepare(&self, idx: u32, w: Word) -> bool {
+    pub(crate) fn prepare(&self, idx: FrameIdx, w: Word) -> bool {
         if w.poisoned() {
             self.map()
                 .frame(idx)
@@ -136,7 +136,7 @@ where
             _ => Err(FreeError::Shared(pfn)),
         })?;
         // The caller holds the only reference: the tails are its own, of the block's kind.
-        let tails = idx as usize + 1..idx as usize + order.pages() as usize;
+        let tails = idx.get() + 1..idx.get() + order.pages() as usize;
         let page = Word::allocated(0).with_mt(w.mt());
         for frame in &self.frames.as_ref()[tails] {
             frame.store(page);
