@@ -15,8 +15,9 @@ use zero_core::ZeroError;
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum AllocError {
-    /// A configuration (of a zone, its metadata, a topology, a node set, a clearer, a direct
-    /// map) that cannot be used; the [`ConfigError`] says what is wrong.
+    /// The zone's configuration, refused when the zone was built at compile time (a
+    /// [`StaticZone`](crate::StaticZone) then spans no frames); the [`ConfigError`] says
+    /// what is wrong.
     Config(ConfigError),
     /// No CPU with this index.
     BadCpu(usize),

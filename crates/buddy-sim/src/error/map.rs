@@ -13,8 +13,10 @@ use mm_types::Pfn;
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum MapError {
-    /// A configuration (of a zone, its metadata, a topology, a node set, a clearer, a direct
-    /// map) that cannot be used; the [`ConfigError`] says what is wrong.
+    /// The zone's configuration, refused by [`Zone::new`](crate::Zone::new) (and
+    /// `BoxedZone::new_boxed`), or when the zone was built at compile time (a
+    /// [`StaticZone`](crate::StaticZone) then spans no frames); the [`ConfigError`] says
+    /// what is wrong.
     Config(ConfigError),
     /// A frame outside the zone.
     OutOfZone(Pfn),
