@@ -17,13 +17,6 @@ pub enum FreeError {
     OutOfZone(Pfn),
     /// `pfn + nr` overflows.
     Overflow,
-    /// An order above the zone's MAX_ORDER (or above [`crate::MAX_SUPPORTED_ORDER`]).
-    OrderTooLarge {
-        /// The order asked for.
-        order: u8,
-        /// The largest allowed.
-        max: u8,
-    },
     /// The frame is already free.
     DoubleFree(Pfn),
     /// The frame was leaked after a failed free-time check (hwpoison); it cannot be used.
@@ -63,7 +56,6 @@ impl From<FreeError> for BuddyError {
             FreeError::BadCpu(x) => Self::BadCpu(x),
             FreeError::OutOfZone(x) => Self::OutOfZone(x),
             FreeError::Overflow => Self::Overflow,
-            FreeError::OrderTooLarge { order, max } => Self::OrderTooLarge { order, max },
             FreeError::DoubleFree(x) => Self::DoubleFree(x),
             FreeError::LeakedPage(x) => Self::LeakedPage(x),
             FreeError::CompoundPage(x) => Self::CompoundPage(x),

@@ -120,7 +120,7 @@ macro_rules! conversions {
 conversions! {
     BuddyError: NoSuchCpu, PfnError, TooLarge, OrderError, NoSuchNode, ConfigError;
     AllocError: NoSuchCpu, TooLarge, OrderError, NoSuchNode, ConfigError;
-    FreeError: NoSuchCpu, PfnError, TooLarge;
+    FreeError: NoSuchCpu, PfnError;
     MapError: PfnError, NoSuchNode, ConfigError;
     ContigError: NoSuchCpu, PfnError, TooLarge, OrderError, NoSuchNode;
 }
