@@ -55,6 +55,52 @@ fn one_page_in_and_out() {
     z.check().unwrap();
 }
 
+/// ArceOS's heap grows by doubling (16 MiB, 32 MiB, ...): runs larger than the zone's
+/// largest block come from anywhere in the zone, contiguous and aligned, and go back in
+/// pieces, as the bitmap allocator serves them.
+#[test]
+fn runs_larger_than_a_block_are_served() {
+    let base = 1 << 30;
+    // MAX_ORDER 4: a block is at most 16 frames.
+    let cfg = ZoneConfig {
+        max_order: buddy_sim::Order::new(4).unwrap(),
+        pageblock_order: buddy_sim::Order::new(4).unwrap(),
+        ..ZoneConfig::new(Pfn((base / PAGE) as u64), 256).with_cpus(2)
+    };
+    let z = BoxedZone::new_boxed_empty(cfg).unwrap();
+    let mut a = ax(&z, 1, 0).unwrap();
+    a.init(base, 256 * PAGE);
+    // A page in the way at the bottom: the run starts past it.
+    let low = a.alloc_pages(1, PAGE).unwrap();
+    let big = a
+        .alloc_pages(100, PAGE)
+        .expect("100 frames, more than a 16-frame block");
+    assert!(big >= low + PAGE || big + 100 * PAGE <= low);
+    let aligned = a
+        .alloc_pages(40, 16 * PAGE)
+        .expect("40 frames aligned to 64 KiB");
+    assert_eq!(aligned % (16 * PAGE), 0);
+    let (mine, theirs) = (big..big + 100 * PAGE, aligned..aligned + 40 * PAGE);
+    assert!(
+        mine.end <= theirs.start || theirs.end <= mine.start,
+        "runs overlap"
+    );
+    assert_eq!(a.used_pages(), 1 + 100 + 40);
+    // More than is free: refused as out of memory, nothing taken.
+    assert!(matches!(
+        a.alloc_pages(200, PAGE),
+        Err(AllocError::NoMemory)
+    ));
+    assert_eq!(a.used_pages(), 141);
+    // Given back in pieces.
+    a.dealloc_pages(big + 50 * PAGE, 50);
+    a.dealloc_pages(big, 50);
+    a.dealloc_pages(aligned, 40);
+    a.dealloc_pages(low, 1);
+    assert_eq!((a.used_pages(), a.last_error()), (0, None));
+    z.check().unwrap();
+}
+
 #[test]
 fn alignments_are_honoured_and_bad_ones_refused() {
     let base = 1 << 30;

@@ -12,6 +12,7 @@ use super::direct_map::{DirectMap, PAGE};
 use crate::decompose::decompose;
 use crate::error::buddy::BuddyError;
 use crate::frame::Frame;
+use crate::migrate::Migration;
 use crate::request::AllocRequest;
 use crate::types::Order;
 use crate::zone::Zone;
@@ -186,10 +187,22 @@ where
     const PAGE_SIZE: usize = PAGE;
 
     /// `num_pages` frames from a block of the covering order (or of `align_pow2`, if larger;
-    /// [`AllocRequest::frames`]), the rest given back at once.
+    /// [`AllocRequest::frames`]), the rest given back at once. A run larger than the zone's
+    /// largest block (ArceOS's heap grows by doubling: 16 MiB, 32 MiB, ...) is found free
+    /// anywhere in the zone instead, as the bitmap allocator finds it
+    /// ([`contiguous`](AllocRequest::contiguous), moving nothing: ArceOS's pages do not move).
     fn alloc_pages(&mut self, num_pages: usize, align_pow2: usize) -> AllocResult<usize> {
         let align = self.align_order(align_pow2)?;
-        let request = AllocRequest::frames(num_pages as u64).aligned(align);
+        let pages = num_pages as u64;
+        let max = self.zone.config().max_order;
+        let beyond_a_block = Order::covering(pages).is_ok_and(|o| o.max(align) > max);
+        let mut move_nothing = |_: &Migration| false;
+        let request = AllocRequest::frames(pages).aligned(align);
+        let request = if beyond_a_block && align <= max {
+            request.contiguous(&mut move_nothing)
+        } else {
+            request
+        };
         let r = match self.zone.cpu(self.cpu) {
             Ok(cpu) => cpu.alloc_raw(request).map_err(BuddyError::from),
             Err(e) => Err(e.into()),
