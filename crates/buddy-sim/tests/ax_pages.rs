@@ -301,3 +301,37 @@ proptest! {
         z.check().unwrap();
     }
 }
+
+/// The allocator built at compile time over a static zone, as a `static` global needs it,
+/// and its checks made there.
+#[test]
+fn a_static_allocator_is_built_at_compile_time() {
+    use buddy_sim::{ConfigError, DefaultRawMutex, Frame, PerCpu, StaticZone};
+    type Static = AxPageAllocator<'static, [Frame; 64], [PerCpu; 2], DefaultRawMutex>;
+    static ZONE: StaticZone<64, 2> =
+        StaticZone::new_static_empty(ZoneConfig::new(Pfn(0x4000), 64).with_cpus(2));
+    // SAFETY: no memory behind the zone (module docs).
+    const ON_CPU_1: Result<Static, BuddyError> =
+        unsafe { AxPageAllocator::new_static(&ZONE, 1, 0) };
+    let mut a = ON_CPU_1.unwrap();
+    a.init(0x4000 * PAGE, 64 * PAGE);
+    let run = a.alloc_pages(5, PAGE).unwrap();
+    assert_eq!(a.used_pages(), 5);
+    a.dealloc_pages(run, 5);
+    assert_eq!((a.used_pages(), a.last_error()), (0, None));
+    // SAFETY: as above.
+    let refused = unsafe {
+        (
+            AxPageAllocator::new_static(&ZONE, 2, 0).map(drop),
+            AxPageAllocator::new_static(&ZONE, 0, 100).map(drop),
+        )
+    };
+    assert_eq!(
+        refused,
+        (
+            Err(BuddyError::BadCpu(2)),
+            Err(BuddyError::Config(ConfigError::DirectMapOffset(100)))
+        )
+    );
+    ZONE.check().unwrap();
+}

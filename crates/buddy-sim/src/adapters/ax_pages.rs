@@ -150,6 +150,60 @@ where
     }
 }
 
+impl<'z, const FRAMES: usize, const CPUS: usize, R: RawMutex>
+    AxPageAllocator<'z, [Frame; FRAMES], [PerCpu<R>; CPUS], R>
+{
+    /// [`AxPageAllocator::new`] at compile time, for a [`StaticZone`](crate::StaticZone):
+    /// the allocator can then live in a `static` (ArceOS's global allocator is built by a
+    /// `const fn`), both it and its zone in the kernel image.
+    ///
+    /// ```
+    /// use axallocator::{BaseAllocator, PageAllocator};
+    /// use buddy_sim::{AxPageAllocator, DefaultRawMutex, Frame, PerCpu, Pfn, StaticZone};
+    ///
+    /// static ZONE: StaticZone<512, 1> = StaticZone::new_static_empty(
+    ///     buddy_sim::ZoneConfig::new(Pfn(0x1000), 512),
+    /// );
+    /// type Pages = AxPageAllocator<'static, [Frame; 512], [PerCpu; 1], DefaultRawMutex>;
+    /// // SAFETY: the example frees only runs it allocated, once each.
+    /// const PAGES: Pages = match unsafe { AxPageAllocator::new_static(&ZONE, 0, 0) } {
+    ///     Ok(pages) => pages,
+    ///     Err(_) => panic!("CPU 0 and a page-aligned offset"),
+    /// };
+    /// let mut pages = PAGES;
+    /// pages.init(0x100_0000, 2 << 20);
+    /// let run = pages.alloc_pages(3, 4096).expect("3 pages");
+    /// pages.dealloc_pages(run, 3);
+    /// assert_eq!(pages.used_pages(), 0);
+    /// ```
+    ///
+    /// # Errors
+    /// [`BuddyError::BadCpu`] if `cpu` is not below `CPUS`; [`BuddyError::Config`] if
+    /// `offset` is not a multiple of 4 KiB.
+    ///
+    /// # Safety
+    /// As [`AxPageAllocator::new`].
+    #[allow(unsafe_code)]
+    pub const unsafe fn new_static(
+        zone: &'z Zone<[Frame; FRAMES], [PerCpu<R>; CPUS], R>,
+        cpu: usize,
+        offset: usize,
+    ) -> Result<Self, BuddyError> {
+        if cpu >= CPUS {
+            return Err(BuddyError::BadCpu(cpu));
+        }
+        match DirectMap::new(offset) {
+            Ok(map) => Ok(Self {
+                zone,
+                cpu,
+                map,
+                last_error: None,
+            }),
+            Err(e) => Err(BuddyError::Config(e)),
+        }
+    }
+}
+
 impl<F, P, R> BaseAllocator for AxPageAllocator<'_, F, P, R>
 where
     F: AsRef<[Frame]>,

@@ -8,7 +8,6 @@
     allow(dead_code)
 )]
 
-use crate::error::buddy::BuddyError;
 use crate::error::config::ConfigError;
 use crate::types::Order;
 use mm_types::Pfn;
@@ -29,12 +28,12 @@ impl DirectMap {
     /// The map at `offset`.
     ///
     /// # Errors
-    /// [`BuddyError::Config`] if `offset` is not a multiple of 4 KiB.
-    pub(crate) fn new(offset: usize) -> Result<Self, BuddyError> {
+    /// [`ConfigError::DirectMapOffset`] if `offset` is not a multiple of 4 KiB.
+    pub(crate) const fn new(offset: usize) -> Result<Self, ConfigError> {
         if offset.is_multiple_of(PAGE) {
             Ok(Self { offset })
         } else {
-            Err(ConfigError::DirectMapOffset(offset).into())
+            Err(ConfigError::DirectMapOffset(offset))
         }
     }
 
