@@ -335,3 +335,39 @@ fn a_static_allocator_is_built_at_compile_time() {
     );
     ZONE.check().unwrap();
 }
+
+/// One allocator for every CPU, each call on the lists of the CPU the embedder says it runs
+/// on (ArceOS's `this_cpu_id`), as one global allocator behind an interrupt-disabling lock
+/// uses them.
+#[test]
+fn each_call_uses_the_current_cpus_lists() {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    static CURRENT: AtomicUsize = AtomicUsize::new(1);
+    fn current() -> usize {
+        CURRENT.load(Ordering::Relaxed)
+    }
+    let z = zone(1 << 30, 64);
+    let mut a = ax(&z, 0, 0).unwrap().on_current_cpu(current);
+    a.init(1 << 30, 64 * PAGE);
+    let page = a.alloc_pages(1, PAGE).unwrap();
+    a.dealloc_pages(page, 1);
+    // Freed on CPU 1: onto its list, not CPU 0's.
+    assert_eq!(
+        (z.pcp_pages(0).unwrap(), z.pcp_pages(1).unwrap() > 0),
+        (0, true)
+    );
+    CURRENT.store(0, Ordering::Relaxed);
+    let again = a.alloc_pages(1, PAGE).unwrap();
+    a.dealloc_pages(again, 1);
+    assert!(z.pcp_pages(0).unwrap() > 0);
+    // A CPU the zone has no lists for: the call fails and says why.
+    CURRENT.store(5, Ordering::Relaxed);
+    assert!(matches!(
+        a.alloc_pages(1, PAGE),
+        Err(AllocError::InvalidParam)
+    ));
+    assert_eq!(a.last_error(), Some(BuddyError::BadCpu(5)));
+    CURRENT.store(1, Ordering::Relaxed);
+    assert_eq!(a.used_pages(), 0);
+    z.check().unwrap();
+}

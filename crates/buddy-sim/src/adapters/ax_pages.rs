@@ -51,6 +51,8 @@ use mm_types::Pfn;
 pub struct AxPageAllocator<'z, F, P, R: RawMutex> {
     zone: &'z Zone<F, P, R>,
     cpu: usize,
+    /// The embedder's "which CPU am I on" ([`AxPageAllocator::on_current_cpu`]).
+    current_cpu: Option<fn() -> usize>,
     map: DirectMap,
     last_error: Option<BuddyError>,
 }
@@ -81,9 +83,30 @@ where
         Ok(Self {
             zone,
             cpu,
+            current_cpu: None,
             map: DirectMap::new(offset)?,
             last_error: None,
         })
+    }
+
+    /// The same allocator, each call on the lists of the CPU `current` names when it runs
+    /// (the embedder's CPU id: ArceOS's `this_cpu_id`), so that one global allocator uses
+    /// every CPU's per-cpu lists. A CPU the zone has no lists for fails the call
+    /// (`BadCpu`). For the lists to be safe from the interrupt handlers of the CPU they
+    /// belong to, the zone's lock type `R` is the embedder's interrupt-disabling lock.
+    #[must_use]
+    pub const fn on_current_cpu(mut self, current: fn() -> usize) -> Self {
+        self.current_cpu = Some(current);
+        self
+    }
+
+    /// The CPU this call runs on: the embedder's current CPU, else the one given at
+    /// construction.
+    fn cpu(&self) -> usize {
+        match self.current_cpu {
+            Some(current) => current(),
+            None => self.cpu,
+        }
     }
 
     /// The zone's error of the last call that failed (`None` after a call that succeeded).
@@ -135,13 +158,13 @@ where
                 if took.is_err() {
                     // Not reached (the block was just taken, with one reference).
                     // SAFETY: this call took the block and hands it to nobody.
-                    let _ = unsafe { self.zone.free_pages(self.cpu, block, order) };
+                    let _ = unsafe { self.zone.free_pages(self.cpu(), block, order) };
                 }
             }
             if let Err(e) = took {
                 // Give back the blocks taken before, split into order-0 pages.
                 // SAFETY: this call took and split them and hands them to nobody.
-                let _ = unsafe { self.zone.free_contig_range(self.cpu, pfn, taken) };
+                let _ = unsafe { self.zone.free_contig_range(self.cpu(), pfn, taken) };
                 return Err(e);
             }
             taken += order.pages();
@@ -196,6 +219,7 @@ impl<'z, const FRAMES: usize, const CPUS: usize, R: RawMutex>
             Ok(map) => Ok(Self {
                 zone,
                 cpu,
+                current_cpu: None,
                 map,
                 last_error: None,
             }),
@@ -257,7 +281,7 @@ where
         } else {
             request
         };
-        let r = match self.zone.cpu(self.cpu) {
+        let r = match self.zone.cpu(self.cpu()) {
             Ok(cpu) => cpu.alloc_raw(request).map_err(BuddyError::from),
             Err(e) => Err(e.into()),
         };
@@ -275,7 +299,7 @@ where
             // allocator handed out, once, and no longer uses them.
             Some(pfn) => unsafe {
                 self.zone
-                    .free_contig_range(self.cpu, pfn, num_pages as u64)
+                    .free_contig_range(self.cpu(), pfn, num_pages as u64)
                     .map_err(BuddyError::from)
             },
             None => Err(BuddyError::NotAFrame { addr: pos }),
