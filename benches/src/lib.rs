@@ -4,6 +4,7 @@
 //! [`report`] turns the tables into Markdown, JSON and SVG; [`measure`] holds the timing and
 //! memory helpers every section shares.
 
+pub mod arceos;
 pub mod clearing;
 pub mod contig_free;
 pub mod count;
@@ -68,6 +69,7 @@ pub fn sections() -> Vec<Box<dyn Section>> {
         Box::new(zeroed::ZeroedAllocation),
         Box::new(fragmentation::Fragmentation),
         Box::new(numa::Numa),
+        Box::new(arceos::Arceos),
         Box::new(ring0::Ring0),
     ]
 }

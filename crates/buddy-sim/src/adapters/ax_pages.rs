@@ -275,11 +275,16 @@ where
         let max = self.zone.config().max_order;
         let beyond_a_block = Order::covering(pages).is_ok_and(|o| o.max(align) > max);
         let mut move_nothing = |_: &Migration| false;
-        let request = AllocRequest::frames(pages).aligned(align);
-        let request = if beyond_a_block && align <= max {
-            request.contiguous(&mut move_nothing)
+        let request = if pages == 1 && align == Order::ZERO {
+            // One page (a page table's, most often): the zone's block path, from the CPU's
+            // list; an order-0 block is already a page `dealloc_pages` can give back.
+            AllocRequest::page()
+        } else if beyond_a_block && align <= max {
+            AllocRequest::frames(pages)
+                .aligned(align)
+                .contiguous(&mut move_nothing)
         } else {
-            request
+            AllocRequest::frames(pages).aligned(align)
         };
         let r = match self.zone.cpu(self.cpu()) {
             Ok(cpu) => cpu.alloc_raw(request).map_err(BuddyError::from),
@@ -295,8 +300,16 @@ where
     #[allow(unsafe_code)]
     fn dealloc_pages(&mut self, pos: usize, num_pages: usize) {
         let r = match self.pfn_at(pos) {
+            // One page: its free as a block of order 0 (any page this allocator hands out is
+            // one, split from its run or not), without the run's claim pass.
             // SAFETY: `AxPageAllocator::new`'s contract: the caller hands back only runs this
             // allocator handed out, once, and no longer uses them.
+            Some(pfn) if num_pages == 1 => unsafe {
+                self.zone
+                    .free_pages(self.cpu(), pfn, Order::ZERO)
+                    .map_err(BuddyError::from)
+            },
+            // SAFETY: as above.
             Some(pfn) => unsafe {
                 self.zone
                     .free_contig_range(self.cpu(), pfn, num_pages as u64)

@@ -157,11 +157,12 @@ where
     /// `cpu.alloc(AllocRequest::page().zeroed())` then names nothing more.
     ///
     /// ```
-    /// use buddy_sim::{AllocRequest, BoxedZone, FrameClearer, OffsetMap, Pfn, ZoneConfig};
+    /// use buddy_sim::{AllocRequest, FrameClearer, OffsetMap, Pfn, StaticZone};
     /// #[repr(C, align(4096))]
     /// struct Frame([u8; 4096]);
+    /// static ZONE: StaticZone<16, 1> = StaticZone::new_static_at(Pfn(0));
+    /// let zone = &ZONE;
     /// let mut ram: Vec<Frame> = (0..16).map(|_| Frame([0xa5; 4096])).collect();
-    /// let zone = BoxedZone::new_boxed(ZoneConfig::new(Pfn(0), 16))?;
     /// // SAFETY: frame `p` is `ram[p]`, which nothing else uses while the zone runs.
     /// let memory = unsafe { OffsetMap::new(ram.as_mut_ptr().addr()) };
     /// let clearer = FrameClearer::detected(memory);
