@@ -164,7 +164,7 @@ where
     /// let zone = &ZONE;
     /// let mut ram: Vec<Frame> = (0..16).map(|_| Frame([0xa5; 4096])).collect();
     /// // SAFETY: frame `p` is `ram[p]`, which nothing else uses while the zone runs.
-    /// let memory = unsafe { OffsetMap::new(ram.as_mut_ptr().addr()) };
+    /// let memory = unsafe { OffsetMap::new(ram.as_mut_ptr() as usize) };
     /// let clearer = FrameClearer::detected(memory);
     /// let cpu = zone.cpu(0)?.with_clearer(&clearer);
     /// let page = cpu.alloc(AllocRequest::page().zeroed())?;
