@@ -69,7 +69,9 @@
 // their callers promise they hold what they free) and their calls inside the crate (an owned
 // `Block`'s drop among them, and `Block::from_raw`, whose caller hands over what it frees), the
 // CPU-local lists (`Zone::local_cpu`, whose contract lets `Zone::reach_pcp` reach a CPU's
-// lists through `sync::Mutex::lock_exclusive` without their lock), `NoMemory`'s
+// lists through `sync::Mutex::lock_exclusive` without their lock, and
+// `AxPageAllocator::cpu_local`, whose caller makes that contract once for the adapter's
+// calls), `NoMemory`'s
 // `FrameMemory` impl (no value exists), metadata known to be
 // zero (`Zone::new_empty_zeroed`, and `BoxedZone`'s zeroed allocation of it), the ecosystem
 // adapters' trait impls (the `x86_64` feature's `unsafe impl` of an unsafe trait and the

@@ -371,3 +371,28 @@ fn each_call_uses_the_current_cpus_lists() {
     assert_eq!(a.used_pages(), 0);
     z.check().unwrap();
 }
+
+/// Under one lock that serializes every call (ArceOS's global allocator), the allocator can
+/// reach its CPU's lists without their lock: the same answers, the pages on the same lists.
+#[test]
+fn a_cpu_local_allocator_serves_the_same_calls() {
+    let z = zone(1 << 30, 64);
+    // SAFETY: this test is the zone's only user, one call at a time.
+    let mut a = unsafe { ax(&z, 1, 0).unwrap().cpu_local() };
+    a.init(1 << 30, 64 * PAGE);
+    let page = a.alloc_pages(1, PAGE).unwrap();
+    let run = a.alloc_pages(5, 4 * PAGE).unwrap();
+    assert_eq!(run % (4 * PAGE), 0);
+    assert_eq!(a.used_pages(), 6);
+    a.dealloc_pages(page, 1);
+    assert!(
+        z.pcp_pages(1).unwrap() > 0,
+        "the page went back to CPU 1's list"
+    );
+    a.dealloc_pages(run + 2 * PAGE, 3);
+    a.dealloc_pages(run, 2);
+    a.dealloc_pages(run, 2);
+    assert!(matches!(a.last_error(), Some(BuddyError::DoubleFree(_))));
+    assert_eq!(a.used_pages(), 0);
+    z.check().unwrap();
+}

@@ -53,6 +53,8 @@ pub struct AxPageAllocator<'z, F, P, R: RawMutex> {
     cpu: usize,
     /// The embedder's "which CPU am I on" ([`AxPageAllocator::on_current_cpu`]).
     current_cpu: Option<fn() -> usize>,
+    /// Reach the CPU's lists without their lock ([`AxPageAllocator::cpu_local`]).
+    local: bool,
     map: DirectMap,
     last_error: Option<BuddyError>,
 }
@@ -84,6 +86,7 @@ where
             zone,
             cpu,
             current_cpu: None,
+            local: false,
             map: DirectMap::new(offset)?,
             last_error: None,
         })
@@ -97,6 +100,23 @@ where
     #[must_use]
     pub const fn on_current_cpu(mut self, current: fn() -> usize) -> Self {
         self.current_cpu = Some(current);
+        self
+    }
+
+    /// The same allocator, reaching the CPU's per-cpu lists without their lock
+    /// ([`Zone::local_cpu`]): for an embedder that already serializes every call of this
+    /// allocator, as ArceOS's global allocator does under its interrupt-disabling lock.
+    ///
+    /// # Safety
+    /// While a call of this allocator runs, nothing else reaches the lists of the CPU it runs
+    /// on: every call of every allocator over this zone runs under one lock that also keeps
+    /// interrupt handlers out (or on the CPU it names, with interrupts and preemption
+    /// off), and the zone's calls that visit every CPU's lists run only when no such call
+    /// is in flight ([`Zone::local_cpu`]'s contract, made once for this allocator).
+    #[allow(unsafe_code)]
+    #[must_use]
+    pub const unsafe fn cpu_local(mut self) -> Self {
+        self.local = true;
         self
     }
 
@@ -220,6 +240,7 @@ impl<'z, const FRAMES: usize, const CPUS: usize, R: RawMutex>
                 zone,
                 cpu,
                 current_cpu: None,
+                local: false,
                 map,
                 last_error: None,
             }),
@@ -269,6 +290,7 @@ where
     /// largest block (ArceOS's heap grows by doubling: 16 MiB, 32 MiB, ...) is found free
     /// anywhere in the zone instead, as the bitmap allocator finds it
     /// ([`contiguous`](AllocRequest::contiguous), moving nothing: ArceOS's pages do not move).
+    #[allow(unsafe_code)]
     fn alloc_pages(&mut self, num_pages: usize, align_pow2: usize) -> AllocResult<usize> {
         let align = self.align_order(align_pow2)?;
         let pages = num_pages as u64;
@@ -286,9 +308,19 @@ where
         } else {
             AllocRequest::frames(pages).aligned(align)
         };
-        let r = match self.zone.cpu(self.cpu()) {
-            Ok(cpu) => cpu.alloc_raw(request).map_err(BuddyError::from),
-            Err(e) => Err(e.into()),
+        let cpu = self.cpu();
+        let r = if self.local {
+            // SAFETY: `AxPageAllocator::cpu_local`'s contract: no other call reaches this
+            // CPU's lists while this one runs.
+            match unsafe { self.zone.local_cpu(cpu) } {
+                Ok(cpu) => cpu.alloc_raw(request).map_err(BuddyError::from),
+                Err(e) => Err(e.into()),
+            }
+        } else {
+            match self.zone.cpu(cpu) {
+                Ok(cpu) => cpu.alloc_raw(request).map_err(BuddyError::from),
+                Err(e) => Err(e.into()),
+            }
         };
         let pfn = self.outcome(r)?;
         self.pos_of(pfn).ok_or(AllocError::InvalidParam)
@@ -299,23 +331,29 @@ where
     /// [`AxPageAllocator::last_error`].
     #[allow(unsafe_code)]
     fn dealloc_pages(&mut self, pos: usize, num_pages: usize) {
-        let r = match self.pfn_at(pos) {
-            // One page: its free as a block of order 0 (any page this allocator hands out is
-            // one, split from its run or not), without the run's claim pass.
-            // SAFETY: `AxPageAllocator::new`'s contract: the caller hands back only runs this
-            // allocator handed out, once, and no longer uses them.
-            Some(pfn) if num_pages == 1 => unsafe {
-                self.zone
-                    .free_pages(self.cpu(), pfn, Order::ZERO)
-                    .map_err(BuddyError::from)
-            },
+        let Some(pfn) = self.pfn_at(pos) else {
+            let _ = self.outcome::<(), _>(Err(BuddyError::NotAFrame { addr: pos }));
+            return;
+        };
+        let (cpu, pages) = (self.cpu(), num_pages as u64);
+        // One page: its free as a block of order 0 (any page this allocator hands out is one,
+        // split from its run or not), without the run's claim pass. The frees' contract is
+        // `AxPageAllocator::new`'s: the caller hands back only runs this allocator handed
+        // out, once, and no longer uses them.
+        let r = match (self.local, pages) {
+            // SAFETY: `AxPageAllocator::new`'s contract, above.
+            (false, 1) => unsafe { self.zone.free_pages(cpu, pfn, Order::ZERO) },
             // SAFETY: as above.
-            Some(pfn) => unsafe {
-                self.zone
-                    .free_contig_range(self.cpu(), pfn, num_pages as u64)
-                    .map_err(BuddyError::from)
+            (false, _) => unsafe { self.zone.free_contig_range(cpu, pfn, pages) },
+            // SAFETY: `AxPageAllocator::cpu_local`'s contract: no other call reaches this
+            // CPU's lists while this one runs.
+            (true, _) => match unsafe { self.zone.local_cpu(cpu) } {
+                // SAFETY: `AxPageAllocator::new`'s contract, above.
+                Ok(cpu) if pages == 1 => unsafe { cpu.free_pages(pfn, Order::ZERO) },
+                // SAFETY: as above.
+                Ok(cpu) => unsafe { cpu.free_contig_range(pfn, pages) },
+                Err(e) => Err(e.into()),
             },
-            None => Err(BuddyError::NotAFrame { addr: pos }),
         };
         let _ = self.outcome(r);
     }
