@@ -319,6 +319,13 @@ fn a_static_zone_is_one_line_and_refuses_a_bad_configuration_without_panicking()
     );
     assert_eq!(WRONG.free_pages_total(), 0);
     assert_eq!(WRONG.frame(Pfn(0x40)), Err(MapError::OutOfZone(Pfn(0x40))));
+    // The calls that walk the zone's frames find none to walk.
+    let mut refuse = |_: &Migration| false;
+    let wrong = WRONG.cpu(0).unwrap();
+    assert_eq!(wrong.compact_some(64, &mut refuse).moved_pages, 0);
+    assert!(!wrong.compact(Order::ZERO, &mut refuse).unwrap().success);
+    assert_eq!(WRONG.init_deferred(u64::MAX), 0);
+    assert_eq!(WRONG.free_blocks().count(), 0);
     WRONG.check().unwrap();
 }
 

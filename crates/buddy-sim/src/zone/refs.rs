@@ -202,12 +202,8 @@ where
     /// As [`Zone::free_pages`].
     ///
     /// # Safety
-    /// The caller holds the reference it drops (one that its allocation or a `get_page` gave
-    /// it and that it has not dropped before), and once the last reference is gone nothing
-    /// accesses the block's memory: the zone may clear it (`zero_some`, `alloc_zeroed`),
-    /// hand it to a migration's target, or to any CPU's next allocation. A free of what the
-    /// caller does not hold is reported as an error where the zone can tell (a double free,
-    /// a frame in no allocation), but not always: the block may be someone else's by then.
+    /// As [`Cpu::free_pages`]: the caller holds the reference it drops, and once the last
+    /// one is gone nothing accesses the block's memory.
     #[allow(unsafe_code)]
     pub unsafe fn put_page(&self, pfn: Pfn) -> Result<(), FreeError> {
         self.zone.put(self.lists(), pfn, None)
