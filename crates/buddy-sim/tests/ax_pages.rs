@@ -396,3 +396,59 @@ fn a_cpu_local_allocator_serves_the_same_calls() {
     assert_eq!(a.used_pages(), 0);
     z.check().unwrap();
 }
+
+/// Zeroed pages through the adapter (ArceOS's `GlobalPage::alloc_zero`, page-table pages):
+/// one page, an aligned run and a run larger than the zone's largest block all read zero,
+/// over memory dirtied by their previous owners, and go back as any other run.
+#[test]
+fn zeroed_runs_read_zero_over_dirty_memory() {
+    #[repr(C, align(4096))]
+    struct Page([u8; PAGE]);
+    const FRAMES: usize = 64;
+    let mut ram: Vec<Page> = (0..FRAMES).map(|_| Page([0; PAGE])).collect();
+    let base = ram.as_mut_ptr() as usize;
+    // Frames numbered by their address (the adapter's offset 0): frame `base / 4 KiB + i`
+    // is `ram[i]`.
+    let z = BoxedZone::new_boxed_empty(
+        ZoneConfig {
+            max_order: buddy_sim::Order::new(3).unwrap(),
+            pageblock_order: buddy_sim::Order::new(3).unwrap(),
+            ..ZoneConfig::new(Pfn((base / PAGE) as u64), FRAMES as u64)
+        }
+        .with_cpus(2),
+    )
+    .unwrap();
+    // SAFETY: frame `pfn` is the page at `pfn * 4 KiB`, inside `ram`, which only this test
+    // and the zone touch, and the test touches a run only while it holds it.
+    let clearer = buddy_sim::FrameClearer::detected(unsafe { buddy_sim::OffsetMap::new(0) });
+    let mut a = ax(&z, 1, 0).unwrap();
+    a.init(base, FRAMES * PAGE);
+    let dirty = |at: usize, pages: usize| {
+        // SAFETY: `[at, at + pages * 4 KiB)` is a run this test holds, inside `ram`.
+        unsafe { core::ptr::write_bytes(at as *mut u8, 0xa5, pages * PAGE) };
+    };
+    let reads_zero = |at: usize, pages: usize| {
+        // SAFETY: as `dirty`.
+        let bytes = unsafe { core::slice::from_raw_parts(at as *const u8, pages * PAGE) };
+        bytes.iter().all(|&b| b == 0)
+    };
+    // Every frame dirty, then given back.
+    let all = a.alloc_pages(FRAMES, PAGE).unwrap();
+    dirty(all, FRAMES);
+    a.dealloc_pages(all, FRAMES);
+    for (pages, align) in [(1, PAGE), (3, 4 * PAGE), (8, 8 * PAGE), (20, PAGE)] {
+        let run = a.alloc_zeroed_pages(pages, align, &clearer).unwrap();
+        assert_eq!(run % align, 0, "{pages} pages aligned to {align}");
+        assert!(
+            reads_zero(run, pages),
+            "{pages} pages at {run:#x} read zero"
+        );
+        dirty(run, pages);
+        a.dealloc_pages(run, pages);
+        assert_eq!(a.last_error(), None);
+    }
+    // 20 pages is beyond a block of order 3: the contiguous path zeroed it too (above).
+    assert_eq!(a.used_pages(), 0);
+    z.check().unwrap();
+    drop(ram);
+}

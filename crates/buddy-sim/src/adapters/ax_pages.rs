@@ -12,6 +12,7 @@ use super::direct_map::{DirectMap, PAGE};
 use crate::decompose::decompose;
 use crate::error::buddy::BuddyError;
 use crate::frame::Frame;
+use crate::memory::{FrameClearer, FrameMemory, NoMemory};
 use crate::migrate::Migration;
 use crate::request::AllocRequest;
 use crate::types::Order;
@@ -191,6 +192,68 @@ where
         }
         Ok(())
     }
+    /// [`PageAllocator::alloc_pages`] of frames that read zero when handed out: a block the
+    /// zone knows is zero if it has one, else cleared through `clearer` (zero-core's
+    /// strategies, [`AllocRequest::zeroed_with`]). Freed as any other run
+    /// ([`PageAllocator::dealloc_pages`]).
+    ///
+    /// # Errors
+    /// As [`PageAllocator::alloc_pages`]; `InvalidParam` also when `clearer` cannot reach a
+    /// frame of the run (the zone's error is in [`AxPageAllocator::last_error`]).
+    pub fn alloc_zeroed_pages<M: FrameMemory>(
+        &mut self,
+        num_pages: usize,
+        align_pow2: usize,
+        clearer: &FrameClearer<M>,
+    ) -> AllocResult<usize> {
+        self.alloc_run(num_pages, align_pow2, Some(clearer))
+    }
+
+    /// `num_pages` frames aligned to `align_pow2` bytes (see [`PageAllocator::alloc_pages`]),
+    /// zeroed through `clearer` if one is given.
+    #[allow(unsafe_code)]
+    fn alloc_run<M: FrameMemory>(
+        &mut self,
+        num_pages: usize,
+        align_pow2: usize,
+        clearer: Option<&FrameClearer<M>>,
+    ) -> AllocResult<usize> {
+        let align = self.align_order(align_pow2)?;
+        let pages = num_pages as u64;
+        let max = self.zone.config().max_order;
+        let beyond_a_block = Order::covering(pages).is_ok_and(|o| o.max(align) > max);
+        let mut move_nothing = |_: &Migration| false;
+        let mut request = if pages == 1 && align == Order::ZERO {
+            // One page (a page table's, most often): the zone's block path, from the CPU's
+            // list; an order-0 block is already a page `dealloc_pages` can give back.
+            AllocRequest::page()
+        } else if beyond_a_block && align <= max {
+            AllocRequest::frames(pages)
+                .aligned(align)
+                .contiguous(&mut move_nothing)
+        } else {
+            AllocRequest::frames(pages).aligned(align)
+        };
+        if let Some(clearer) = clearer {
+            request = request.zeroed_with(clearer);
+        }
+        let cpu = self.cpu();
+        let r = if self.local {
+            // SAFETY: `AxPageAllocator::cpu_local`'s contract: no other call reaches this
+            // CPU's lists while this one runs.
+            match unsafe { self.zone.local_cpu(cpu) } {
+                Ok(cpu) => cpu.alloc_raw(request).map_err(BuddyError::from),
+                Err(e) => Err(e.into()),
+            }
+        } else {
+            match self.zone.cpu(cpu) {
+                Ok(cpu) => cpu.alloc_raw(request).map_err(BuddyError::from),
+                Err(e) => Err(e.into()),
+            }
+        };
+        let pfn = self.outcome(r)?;
+        self.pos_of(pfn).ok_or(AllocError::InvalidParam)
+    }
 }
 
 impl<'z, const FRAMES: usize, const CPUS: usize, R: RawMutex>
@@ -290,40 +353,8 @@ where
     /// largest block (ArceOS's heap grows by doubling: 16 MiB, 32 MiB, ...) is found free
     /// anywhere in the zone instead, as the bitmap allocator finds it
     /// ([`contiguous`](AllocRequest::contiguous), moving nothing: ArceOS's pages do not move).
-    #[allow(unsafe_code)]
     fn alloc_pages(&mut self, num_pages: usize, align_pow2: usize) -> AllocResult<usize> {
-        let align = self.align_order(align_pow2)?;
-        let pages = num_pages as u64;
-        let max = self.zone.config().max_order;
-        let beyond_a_block = Order::covering(pages).is_ok_and(|o| o.max(align) > max);
-        let mut move_nothing = |_: &Migration| false;
-        let request = if pages == 1 && align == Order::ZERO {
-            // One page (a page table's, most often): the zone's block path, from the CPU's
-            // list; an order-0 block is already a page `dealloc_pages` can give back.
-            AllocRequest::page()
-        } else if beyond_a_block && align <= max {
-            AllocRequest::frames(pages)
-                .aligned(align)
-                .contiguous(&mut move_nothing)
-        } else {
-            AllocRequest::frames(pages).aligned(align)
-        };
-        let cpu = self.cpu();
-        let r = if self.local {
-            // SAFETY: `AxPageAllocator::cpu_local`'s contract: no other call reaches this
-            // CPU's lists while this one runs.
-            match unsafe { self.zone.local_cpu(cpu) } {
-                Ok(cpu) => cpu.alloc_raw(request).map_err(BuddyError::from),
-                Err(e) => Err(e.into()),
-            }
-        } else {
-            match self.zone.cpu(cpu) {
-                Ok(cpu) => cpu.alloc_raw(request).map_err(BuddyError::from),
-                Err(e) => Err(e.into()),
-            }
-        };
-        let pfn = self.outcome(r)?;
-        self.pos_of(pfn).ok_or(AllocError::InvalidParam)
+        self.alloc_run::<NoMemory>(num_pages, align_pow2, None)
     }
 
     /// Frees `num_pages` frames from `pos` ([`Zone::free_contig_range`]); a failure (a page

@@ -1,0 +1,243 @@
+//! The page allocator: a buddy-sim zone over the memory ArceOS hands to `global_init`, whose
+//! metadata lives at the head of that memory (as Linux's `mem_map` lives in RAM): one
+//! [`Frame`] per 4 KiB frame, one [`PerCpu`] list set per CPU, the zone, and one
+//! [`AxPageAllocator`] per CPU behind an interrupt-disabling lock.
+//!
+//! Frames are numbered by their virtual address (`vaddr / 4 KiB`): alignment requests are
+//! about the addresses ArceOS receives, and no physical-to-virtual offset is needed.
+
+use crate::cpu::this_cpu;
+use buddy_sim::{
+    AxPageAllocator, BuddyError, ConfigError, DefaultRawMutex, Frame, FrameClearer, OffsetMap,
+    PerCpu, Pfn, Zone, ZoneConfig,
+};
+use core::alloc::{Layout, LayoutError};
+use core::fmt;
+use kspin::SpinNoIrq;
+
+/// Bytes per frame.
+pub(crate) const PAGE: usize = 4096;
+
+/// The zone under the page allocator, its metadata in the memory it manages.
+pub type PageZone = Zone<&'static [Frame], &'static [PerCpu<DefaultRawMutex>], DefaultRawMutex>;
+
+/// One CPU's page allocator over the zone.
+pub(crate) type CpuPages =
+    AxPageAllocator<'static, &'static [Frame], &'static [PerCpu<DefaultRawMutex>], DefaultRawMutex>;
+
+/// Why the memory given at initialization cannot hold a page allocator.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum InitError {
+    /// The allocator was initialized before: ArceOS initializes it once.
+    AlreadyInitialized,
+    /// Past the metadata (`metadata` bytes), the region has fewer than `need` whole pages.
+    TooSmall {
+        /// The region's size in bytes.
+        size: usize,
+        /// Bytes its metadata takes.
+        metadata: usize,
+        /// Free pages the allocator needs past the metadata.
+        need: usize,
+    },
+    /// The region ends past the end of the address space.
+    Overflow,
+    /// No CPU to allocate for (a CPU count of 0).
+    NoCpus,
+    /// The zone refused its configuration.
+    Config(ConfigError),
+    /// The zone refused the memory or a CPU.
+    Zone(BuddyError),
+    /// The zone has no run for the heap's first 32 KiB.
+    FirstHeap,
+}
+
+impl fmt::Display for InitError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::AlreadyInitialized => write!(f, "the page allocator is already initialized"),
+            Self::TooSmall {
+                size,
+                metadata,
+                need,
+            } => write!(
+                f,
+                "{size} bytes leave fewer than {need} pages past {metadata} bytes of metadata"
+            ),
+            Self::Overflow => write!(f, "the region ends past the end of the address space"),
+            Self::NoCpus => write!(f, "no CPU to allocate for"),
+            Self::Config(e) => write!(f, "zone configuration: {e}"),
+            Self::Zone(e) => write!(f, "zone: {e}"),
+            Self::FirstHeap => write!(f, "no pages for the first heap"),
+        }
+    }
+}
+
+impl core::error::Error for InitError {}
+
+impl From<LayoutError> for InitError {
+    fn from(_: LayoutError) -> Self {
+        Self::Overflow
+    }
+}
+
+/// Pages the allocator needs past its metadata: the first heap (32 KiB, as ArceOS's axalloc
+/// requires) and room to grow.
+pub(crate) const MIN_PAGES: usize = 8;
+
+/// Where each piece of metadata starts, in bytes from the region's first page.
+struct Head {
+    pcps: usize,
+    zone: usize,
+    cpus: usize,
+    /// Bytes of the whole head.
+    size: usize,
+}
+
+impl Head {
+    /// The head of a region of `frames` frames for `cpus` CPUs.
+    fn of(frames: usize, cpus: usize) -> Result<Self, InitError> {
+        let head = Layout::array::<Frame>(frames)?;
+        let (head, pcps) = head.extend(Layout::array::<PerCpu<DefaultRawMutex>>(cpus)?)?;
+        let (head, zone) = head.extend(Layout::new::<PageZone>())?;
+        let (head, cpus) = head.extend(Layout::array::<SpinNoIrq<CpuPages>>(cpus)?)?;
+        // Every piece is aligned relative to the head's start; the head starts on a page, so
+        // they are aligned in memory too (no piece asks for more than a page).
+        debug_assert!(head.align() <= PAGE);
+        Ok(Self {
+            pcps,
+            zone,
+            cpus,
+            size: head.size(),
+        })
+    }
+}
+
+/// The page allocator: the zone, each CPU's allocator over it, and the clearer of zeroed
+/// pages.
+pub(crate) struct Frames {
+    zone: &'static PageZone,
+    cpus: &'static [SpinNoIrq<CpuPages>],
+    clearer: FrameClearer<OffsetMap>,
+    /// Which CPU a call runs on.
+    cpu_id: Option<fn() -> usize>,
+}
+
+impl Frames {
+    /// A page allocator over the whole pages of `[start, start + size)` for `cpus` CPUs, its
+    /// metadata at the head of that memory, the rest free.
+    ///
+    /// # Errors
+    /// [`InitError`] says what the region lacks; nothing is written then.
+    ///
+    /// # Safety
+    /// `[start, start + size)` is memory that nothing else uses, now or later, readable and
+    /// writable at these addresses for the rest of the kernel's life.
+    pub(crate) unsafe fn carve(
+        start: usize,
+        size: usize,
+        cpus: usize,
+        cpu_id: Option<fn() -> usize>,
+    ) -> Result<Self, InitError> {
+        if cpus == 0 {
+            return Err(InitError::NoCpus);
+        }
+        let end = start.checked_add(size).ok_or(InitError::Overflow)? / PAGE * PAGE;
+        let first = start
+            .checked_next_multiple_of(PAGE)
+            .ok_or(InitError::Overflow)?;
+        let frames = end.saturating_sub(first) / PAGE;
+        let head = Head::of(frames, cpus)?;
+        let free_from = first
+            .checked_add(head.size)
+            .and_then(|h| h.checked_next_multiple_of(PAGE))
+            .ok_or(InitError::Overflow)?;
+        let free = end.saturating_sub(free_from) / PAGE;
+        if free < MIN_PAGES {
+            return Err(InitError::TooSmall {
+                size,
+                metadata: head.size,
+                need: MIN_PAGES,
+            });
+        }
+        let cfg = ZoneConfig::new(Pfn((first / PAGE) as u64), frames as u64).with_cpus(cpus);
+        cfg.validate().map_err(InitError::Config)?;
+        let at = first as *mut u8;
+        // SAFETY: the caller gives this memory to the allocator for good; `Head::of` laid
+        // the pieces out inside its first `head.size` bytes (below `free_from <= end`),
+        // each aligned for its type (the region's first byte is page-aligned). Each piece
+        // is written whole before a reference to it is made, and every reference lives as
+        // long as the memory: for the rest of the kernel's life.
+        unsafe {
+            let frame_at = at.cast::<Frame>();
+            for i in 0..frames {
+                frame_at.add(i).write(Frame::new());
+            }
+            let frame_slice: &'static [Frame] = core::slice::from_raw_parts(frame_at, frames);
+            let pcp_at = at.add(head.pcps).cast::<PerCpu<DefaultRawMutex>>();
+            for i in 0..cpus {
+                pcp_at.add(i).write(PerCpu::new());
+            }
+            let pcps: &'static [PerCpu<DefaultRawMutex>] =
+                core::slice::from_raw_parts(pcp_at, cpus);
+            let zone = Zone::new_empty(cfg, frame_slice, pcps).map_err(InitError::Config)?;
+            let zone_at = at.add(head.zone).cast::<PageZone>();
+            zone_at.write(zone);
+            let zone: &'static PageZone = &*zone_at;
+            zone.add_memory(Pfn((free_from / PAGE) as u64), free as u64)
+                .map_err(|e| InitError::Zone(e.into()))?;
+            let cpu_at = at.add(head.cpus).cast::<SpinNoIrq<CpuPages>>();
+            for cpu in 0..cpus {
+                // SAFETY (of `new`): the allocator frees only what ArceOS hands back through
+                // `dealloc_pages`, whose contract (pages it allocated, not used after) is
+                // ArceOS's interface's, stated on `GlobalAllocator::dealloc_pages`.
+                let pages = AxPageAllocator::new(zone, cpu, 0).map_err(InitError::Zone)?;
+                cpu_at.add(cpu).write(SpinNoIrq::new(pages));
+            }
+            let cpu_pages: &'static [SpinNoIrq<CpuPages>] =
+                core::slice::from_raw_parts(cpu_at, cpus);
+            // SAFETY (of `OffsetMap::new`): frame `pfn` is the page at `pfn * 4 KiB` (frames
+            // are numbered by address), which the zone hands to one owner at a time.
+            let clearer = FrameClearer::detected(OffsetMap::new(0));
+            Ok(Self {
+                zone,
+                cpus: cpu_pages,
+                clearer,
+                cpu_id,
+            })
+        }
+    }
+
+    /// The zone.
+    pub(crate) fn zone(&self) -> &'static PageZone {
+        self.zone
+    }
+
+    /// The CPUs the zone has lists for.
+    pub(crate) fn cpus(&self) -> usize {
+        self.cpus.len()
+    }
+
+    /// Bytes of a block of the zone's largest order.
+    pub(crate) fn largest_block_bytes(&self) -> usize {
+        PAGE << self.zone.config().max_order.get()
+    }
+
+    /// The clearer of zeroed pages (zero-core's detected policy).
+    pub(crate) fn clearer(&self) -> &FrameClearer<OffsetMap> {
+        &self.clearer
+    }
+
+    /// The page allocator of the CPU this call runs on, locked with interrupts and
+    /// preemption off: while it is held, no interrupt handler on this CPU enters the zone,
+    /// so the zone's own spin locks are never wanted by a handler of a CPU that holds one.
+    pub(crate) fn this_cpu(&self) -> kspin::SpinNoIrqGuard<'_, CpuPages> {
+        let id = match self.cpu_id {
+            Some(f) => f(),
+            None => this_cpu(self.cpus.len()),
+        };
+        // A CPU the zone has no lists for (an embedder's id out of range) uses CPU 0's:
+        // slower, never wrong. (`carve` refuses a CPU count of 0: there is a CPU 0.)
+        let cpu = self.cpus.get(id).unwrap_or(&self.cpus[0]);
+        cpu.lock()
+    }
+}

@@ -1,0 +1,363 @@
+//! The global allocator: ArceOS's two levels, a byte allocator for the Rust heap that grows
+//! by whole pages from the page allocator, and the page allocator (buddy-sim) for everything
+//! that wants pages.
+
+use crate::byte::{DefaultByteAllocator, NAME};
+use crate::frames::{Frames, InitError, PAGE};
+use crate::usage::{UsageKind, Usages};
+use axallocator::{AllocError, AllocResult, BaseAllocator, ByteAllocator, PageAllocator};
+use core::alloc::{GlobalAlloc, Layout};
+use core::ptr::NonNull;
+use kspin::SpinNoIrq;
+use log::{debug, error, info, warn};
+use spin::Once;
+
+/// The heap's first size, taken from the page allocator at initialization (ArceOS's).
+const FIRST_HEAP: usize = 32 * 1024;
+
+/// Bytes of pages the heap needs to serve `layout` from new memory, in whole pages: the
+/// object, a sixteenth more (TLSF serves a request from a free block of the size class
+/// above it, at most 1/32 larger), its alignment and the byte allocator's own headers (a
+/// page covers them).
+fn heap_growth_for(layout: Layout) -> Option<usize> {
+    let size = layout.size();
+    let bytes = size
+        .checked_add(size / 16)?
+        .checked_add(layout.align())?
+        .checked_add(PAGE)?;
+    bytes.checked_next_multiple_of(PAGE)
+}
+
+/// ArceOS's global allocator on buddy-sim: the Rust heap ([`GlobalAllocator::alloc`], a
+/// byte allocator that grows by doubling with pages from the zone) and pages
+/// ([`GlobalAllocator::alloc_pages`]) from per-CPU lists, any run length and alignment.
+///
+/// It is ArceOS's `axalloc::GlobalAllocator`, call for call; the calls whose contract its
+/// types cannot check (freeing, giving it memory) are safe functions there, so they are
+/// here: the contract is stated on each.
+pub struct GlobalAllocator {
+    balloc: SpinNoIrq<DefaultByteAllocator>,
+    frames: Once<Frames>,
+    usages: SpinNoIrq<Usages>,
+    cpu_id: Option<fn() -> usize>,
+}
+
+impl Default for GlobalAllocator {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl GlobalAllocator {
+    /// An allocator with no memory yet; [`GlobalAllocator::init`] gives it its memory.
+    #[must_use]
+    pub const fn new() -> Self {
+        Self::asking(None)
+    }
+
+    /// [`GlobalAllocator::new`], each call asking `cpu_id` which CPU it runs on (instead of
+    /// ArceOS's per-CPU data register): for an embedder with its own CPU numbering, or a
+    /// test.
+    #[must_use]
+    pub const fn with_cpu_id(cpu_id: fn() -> usize) -> Self {
+        Self::asking(Some(cpu_id))
+    }
+
+    /// An allocator with no memory, asking `cpu_id` (else the per-CPU register) for the CPU.
+    const fn asking(cpu_id: Option<fn() -> usize>) -> Self {
+        Self {
+            balloc: SpinNoIrq::new(DefaultByteAllocator::new()),
+            frames: Once::new(),
+            usages: SpinNoIrq::new(Usages::new()),
+            cpu_id,
+        }
+    }
+
+    /// The allocator's name, as ArceOS's boot log prints it (`use TLSF + buddy-sim
+    /// allocator.`).
+    #[must_use]
+    pub const fn name(&self) -> &'static str {
+        NAME
+    }
+
+    /// Gives the allocator `[start_vaddr, start_vaddr + size)`: its metadata at the head,
+    /// the rest to the page allocator, 32 KiB of it to the heap. A region it cannot use is
+    /// logged and leaves the allocator empty (every allocation then fails): see
+    /// [`GlobalAllocator::try_init`] for the error.
+    ///
+    /// The region is memory that nothing else uses, readable and writable for the rest of
+    /// the kernel's life (ArceOS's contract for `global_init`).
+    pub fn init(&self, start_vaddr: usize, size: usize) {
+        if let Err(e) = self.try_init(start_vaddr, size) {
+            error!("buddy-sim page allocator over [{start_vaddr:#x}, +{size:#x}): {e}");
+        }
+    }
+
+    /// [`GlobalAllocator::init`], saying why a region cannot be used, with one set of page
+    /// lists per CPU that ArceOS reserves per-CPU data for (one outside a kernel build).
+    ///
+    /// # Errors
+    /// [`InitError`]: the region is too small for its metadata and a first heap, or ends
+    /// past the address space, or the allocator was initialized before.
+    pub fn try_init(&self, start_vaddr: usize, size: usize) -> Result<(), InitError> {
+        self.try_init_for_cpus(start_vaddr, size, cpu_count())
+    }
+
+    /// [`GlobalAllocator::try_init`] with page lists for `cpus` CPUs.
+    ///
+    /// # Errors
+    /// As [`GlobalAllocator::try_init`]; [`InitError::NoCpus`] for `cpus == 0`.
+    pub fn try_init_for_cpus(
+        &self,
+        start_vaddr: usize,
+        size: usize,
+        cpus: usize,
+    ) -> Result<(), InitError> {
+        let mut fresh = false;
+        let frames = self.frames.try_call_once(|| {
+            fresh = true;
+            // SAFETY: ArceOS's contract for `global_init` (stated on `init`): the region is
+            // the allocator's, for good.
+            unsafe { Frames::carve(start_vaddr, size, cpus, self.cpu_id) }
+        })?;
+        if !fresh {
+            return Err(InitError::AlreadyInitialized);
+        }
+        let zone = frames.zone();
+        info!(
+            "buddy-sim: {} frames in [{start_vaddr:#x}, +{size:#x}), {} free, {} CPUs; zeroed pages cleared with {}",
+            zone.span().pages,
+            zone.free_pages_total(),
+            frames.cpus(),
+            self.clear_strategy().unwrap_or("-"),
+        );
+        let heap = self
+            .alloc_pages(FIRST_HEAP / PAGE, PAGE, UsageKind::RustHeap)
+            .map_err(|_| InitError::FirstHeap)?;
+        self.balloc.lock().init(heap, FIRST_HEAP);
+        Ok(())
+    }
+
+    /// Gives `[start_vaddr, start_vaddr + size)` to the heap's byte allocator (as ArceOS's
+    /// axalloc does with every region after the first).
+    ///
+    /// The region is memory that nothing else uses, readable and writable for the rest of
+    /// the kernel's life (ArceOS's contract for `global_add_memory`).
+    ///
+    /// # Errors
+    /// The byte allocator's: `MemoryOverlap` for a region it holds already.
+    pub fn add_memory(&self, start_vaddr: usize, size: usize) -> AllocResult {
+        self.balloc.lock().add_memory(start_vaddr, size)
+    }
+
+    /// `layout.size()` bytes aligned to `layout.align()` from the heap, which grows with pages
+    /// from the zone when it has no room. For a request up to a block of the zone's largest
+    /// order (4 MiB by default), by doubling as ArceOS's axalloc does (the heap's size or the
+    /// request's, to a power of two, up to that block), halving on failure down to what the
+    /// request needs; a larger request gets a run of exactly what it needs (its size,
+    /// alignment and the byte allocator's headers: a 32 MiB vector takes 32 MiB and a page,
+    /// where doubling would take 64 MiB, which a 128 MiB machine cannot give twice).
+    ///
+    /// # Errors
+    /// `NoMemory` when neither the heap nor the zone has room.
+    pub fn alloc(&self, layout: Layout) -> AllocResult<NonNull<u8>> {
+        let mut balloc = self.balloc.lock();
+        let mut need = heap_growth_for(layout).ok_or(AllocError::NoMemory)?;
+        loop {
+            if let Ok(ptr) = balloc.alloc(layout) {
+                self.usages.lock().add(UsageKind::RustHeap, layout.size());
+                return Ok(ptr);
+            }
+            let block = self.frames.get().map_or(PAGE, Frames::largest_block_bytes);
+            let mut grow = if need > block {
+                need
+            } else {
+                balloc.total_bytes().clamp(need, block).next_power_of_two()
+            };
+            let heap = loop {
+                match self.alloc_pages(grow / PAGE, PAGE, UsageKind::RustHeap) {
+                    Ok(at) => break at,
+                    Err(e) if grow == need => return Err(e),
+                    Err(_) => grow = (grow / 2).max(need),
+                }
+            };
+            debug!("heap grows by [{heap:#x}, +{grow:#x})");
+            balloc.add_memory(heap, grow)?;
+            // Should the byte allocator still not fit the request in what it was given (a
+            // buddy byte allocator wants the block aligned to its size), the next growth is
+            // twice as large.
+            need = need.checked_mul(2).ok_or(AllocError::NoMemory)?;
+        }
+    }
+
+    /// Gives back `pos`, allocated by [`GlobalAllocator::alloc`] with `layout`.
+    ///
+    /// `pos` came from [`GlobalAllocator::alloc`] with this `layout` and is not used after
+    /// (ArceOS's contract).
+    pub fn dealloc(&self, pos: NonNull<u8>, layout: Layout) {
+        self.usages.lock().sub(UsageKind::RustHeap, layout.size());
+        self.balloc.lock().dealloc(pos, layout);
+    }
+
+    /// `num_pages` contiguous pages aligned to `align_pow2` bytes (a power of two, at least
+    /// 4 KiB), from the calling CPU's lists where the run is small, else the zone's blocks
+    /// or, past its largest block, any free run (as ArceOS's bitmap allocator finds one).
+    ///
+    /// # Errors
+    /// `NoMemory` when the zone has no such run (or before `init`); `InvalidParam` for an
+    /// alignment that is not a power of two.
+    pub fn alloc_pages(
+        &self,
+        num_pages: usize,
+        align_pow2: usize,
+        kind: UsageKind,
+    ) -> AllocResult<usize> {
+        let frames = self.frames.get().ok_or(AllocError::NoMemory)?;
+        let at = frames.this_cpu().alloc_pages(num_pages, align_pow2)?;
+        self.count(kind, num_pages);
+        Ok(at)
+    }
+
+    /// [`GlobalAllocator::alloc_pages`] of pages that read zero: blocks the zone knows are
+    /// zero if it has them, else cleared with zero-core's strategy for this CPU
+    /// ([`GlobalAllocator::clear_strategy`]).
+    ///
+    /// # Errors
+    /// As [`GlobalAllocator::alloc_pages`].
+    pub fn alloc_zeroed_pages(
+        &self,
+        num_pages: usize,
+        align_pow2: usize,
+        kind: UsageKind,
+    ) -> AllocResult<usize> {
+        let frames = self.frames.get().ok_or(AllocError::NoMemory)?;
+        let at = frames
+            .this_cpu()
+            .alloc_zeroed_pages(num_pages, align_pow2, frames.clearer())?;
+        self.count(kind, num_pages);
+        Ok(at)
+    }
+
+    /// Takes exactly the `num_pages` pages from `start` (aligned to `align_pow2`), all or
+    /// nothing.
+    ///
+    /// # Errors
+    /// `NoMemory` if a page of the run is not free (or before `init`); `InvalidParam` for a
+    /// misaligned `start` or a run outside the zone.
+    pub fn alloc_pages_at(
+        &self,
+        start: usize,
+        num_pages: usize,
+        align_pow2: usize,
+        kind: UsageKind,
+    ) -> AllocResult<usize> {
+        let frames = self.frames.get().ok_or(AllocError::NoMemory)?;
+        let at = frames
+            .this_cpu()
+            .alloc_pages_at(start, num_pages, align_pow2)?;
+        self.count(kind, num_pages);
+        Ok(at)
+    }
+
+    /// Gives back the `num_pages` pages from `pos`: a run from
+    /// [`GlobalAllocator::alloc_pages`] or any part of one, as the fewest aligned blocks. A
+    /// run the zone did not hand out (or handed back already) changes nothing and is logged.
+    ///
+    /// The pages came from this allocator, are given back once and not used after (ArceOS's
+    /// contract).
+    pub fn dealloc_pages(&self, pos: usize, num_pages: usize, kind: UsageKind) {
+        let Some(frames) = self.frames.get() else {
+            warn!("dealloc_pages({pos:#x}, {num_pages}) before the allocator has memory");
+            return;
+        };
+        let mut pages = frames.this_cpu();
+        pages.dealloc_pages(pos, num_pages);
+        match pages.last_error() {
+            None => {
+                drop(pages);
+                if kind != UsageKind::RustHeap {
+                    self.usages.lock().sub(kind, num_pages.saturating_mul(PAGE));
+                }
+            }
+            Some(e) => warn!("dealloc_pages({pos:#x}, {num_pages}): {e}, nothing freed"),
+        }
+    }
+
+    /// Counts `num_pages` pages more for `kind` (the heap's pages count as its bytes).
+    fn count(&self, kind: UsageKind, num_pages: usize) {
+        if kind != UsageKind::RustHeap {
+            self.usages.lock().add(kind, num_pages.saturating_mul(PAGE));
+        }
+    }
+
+    /// Bytes the heap has handed out.
+    pub fn used_bytes(&self) -> usize {
+        self.balloc.lock().used_bytes()
+    }
+
+    /// Bytes the heap has free without growing.
+    pub fn available_bytes(&self) -> usize {
+        self.balloc.lock().available_bytes()
+    }
+
+    /// Pages not free in the zone (the heap's included; 0 before `init`).
+    pub fn used_pages(&self) -> usize {
+        self.frames.get().map_or(0, |f| f.this_cpu().used_pages())
+    }
+
+    /// Pages free in the zone, per-CPU lists included (0 before `init`).
+    pub fn available_pages(&self) -> usize {
+        self.frames
+            .get()
+            .map_or(0, |f| f.this_cpu().available_pages())
+    }
+
+    /// Bytes held per [`UsageKind`].
+    pub fn usages(&self) -> Usages {
+        *self.usages.lock()
+    }
+
+    /// zero-core's strategy for one 4 KiB page on this CPU (`"rep stosb"`, `"dc zva"`, ...),
+    /// with which [`GlobalAllocator::alloc_zeroed_pages`] clears; `None` before `init`.
+    pub fn clear_strategy(&self) -> Option<&'static str> {
+        let frames = self.frames.get()?;
+        let config = frames.clearer().clearer().config();
+        Some(config.policy.choose(PAGE, true).name())
+    }
+
+    /// The zone under the page allocator, for statistics and checks
+    /// ([`Zone::check`](buddy_sim::Zone::check)); `None` before `init`.
+    pub fn zone(&self) -> Option<&'static crate::PageZone> {
+        self.frames.get().map(Frames::zone)
+    }
+}
+
+/// The CPUs that ArceOS reserves per-CPU data for (its `MAX_CPU_NUM`).
+#[cfg(target_os = "none")]
+fn cpu_count() -> usize {
+    percpu::percpu_area_num().max(1)
+}
+
+/// One CPU outside a kernel build ([`GlobalAllocator::try_init_for_cpus`] names more).
+#[cfg(not(target_os = "none"))]
+fn cpu_count() -> usize {
+    1
+}
+
+// SAFETY: `alloc` returns memory of `layout` from the heap that no other allocation
+// overlaps, or diverges through `handle_alloc_error`; `dealloc` hands the byte allocator
+// only what `GlobalAlloc`'s caller guarantees came from `alloc` with this layout.
+unsafe impl GlobalAlloc for GlobalAllocator {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        match Self::alloc(self, layout) {
+            Ok(ptr) => ptr.as_ptr(),
+            Err(_) => alloc::alloc::handle_alloc_error(layout),
+        }
+    }
+
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        if let Some(ptr) = NonNull::new(ptr) {
+            Self::dealloc(self, ptr, layout);
+        }
+    }
+}

@@ -1,0 +1,91 @@
+//! ArceOS's global memory allocator, `axalloc`'s interface call for call, on
+//! [buddy-sim](buddy_sim): an ArceOS kernel switches to it with one `[patch]` line (the
+//! README says how).
+//!
+//! - **Pages** ([`GlobalAllocator::alloc_pages`]): a buddy-sim zone over the memory ArceOS
+//!   gives [`global_init`], its frame table at the head of that memory (24 bytes per 4 KiB
+//!   frame, sized by the memory, not by a feature). Each CPU allocates from its own per-CPU
+//!   lists, under its own interrupt-disabling lock, not one global lock. Runs of any length
+//!   (past the zone's largest block too: ArceOS's heap grows by doubling), any power-of-two
+//!   alignment, freed whole or in parts as the fewest aligned blocks, and fixed-address runs
+//!   ([`GlobalAllocator::alloc_pages_at`]).
+//! - **Zeroed pages** ([`GlobalPage::alloc_zero`], [`GlobalAllocator::alloc_zeroed_pages`]):
+//!   blocks the zone knows are zero, else cleared with zero-core's strategy for the CPU
+//!   (`rep stosb`, AVX stores, `dc zva`, ...; [`GlobalAllocator::clear_strategy`]), printed
+//!   in the boot log.
+//! - **The Rust heap** ([`GlobalAllocator::alloc`]): axallocator's byte allocator
+//!   ([`DefaultByteAllocator`]: TLSF, slab or buddy by feature, as in ArceOS), growing with
+//!   pages from the zone.
+//!
+//! `axalloc`'s modes `level-1` (no page allocator), `hv` (AxVisor's allocator) and
+//! `tracking` (allocation backtraces) are not provided.
+//!
+//! ```
+//! use axalloc_buddy::{GlobalAllocator, UsageKind};
+//!
+//! // 4 MiB of memory the allocator owns from now on (a kernel passes its free RAM).
+//! let region = Box::leak(vec![0u8; 4 << 20].into_boxed_slice());
+//! let allocator = GlobalAllocator::new();
+//! allocator.try_init(region.as_mut_ptr() as usize, region.len())?;
+//!
+//! let table = allocator.alloc_zeroed_pages(1, 4096, UsageKind::PageTable).expect("a page");
+//! let stack = allocator.alloc_pages(4, 16 * 1024, UsageKind::VirtMem).expect("16 KiB");
+//! assert_eq!(stack % (16 * 1024), 0);
+//! allocator.dealloc_pages(stack + 4096, 3, UsageKind::VirtMem); // the top three pages
+//! allocator.dealloc_pages(stack, 1, UsageKind::VirtMem);
+//! allocator.dealloc_pages(table, 1, UsageKind::PageTable);
+//! assert_eq!(allocator.usages().get(UsageKind::VirtMem), 0);
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+#![no_std]
+#![cfg_attr(docsrs, feature(doc_cfg))]
+
+extern crate alloc;
+
+mod byte;
+mod cpu;
+mod frames;
+mod global;
+mod page;
+mod usage;
+
+pub use buddy_sim;
+pub use byte::DefaultByteAllocator;
+pub use frames::{InitError, PageZone};
+pub use global::GlobalAllocator;
+pub use page::GlobalPage;
+pub use usage::{UsageKind, Usages};
+
+/// The global allocator, registered as the Rust heap of a kernel build.
+#[cfg_attr(all(target_os = "none", not(test)), global_allocator)]
+static GLOBAL_ALLOCATOR: GlobalAllocator = GlobalAllocator::new();
+
+/// The global allocator.
+#[must_use]
+pub fn global_allocator() -> &'static GlobalAllocator {
+    &GLOBAL_ALLOCATOR
+}
+
+/// Gives the global allocator its memory, `[start_vaddr, start_vaddr + size)`: ArceOS calls
+/// it once, before any allocation, with its largest free region
+/// ([`GlobalAllocator::init`]).
+///
+/// The region is memory that nothing else uses, readable and writable for the rest of the
+/// kernel's life.
+pub fn global_init(start_vaddr: usize, size: usize) {
+    log::debug!("global allocator over [{start_vaddr:#x}, +{size:#x})");
+    GLOBAL_ALLOCATOR.init(start_vaddr, size);
+}
+
+/// Gives the global allocator's heap another region (ArceOS calls it for every free region
+/// after the first; [`GlobalAllocator::add_memory`]).
+///
+/// The region is memory that nothing else uses, readable and writable for the rest of the
+/// kernel's life.
+///
+/// # Errors
+/// The byte allocator's: `MemoryOverlap` for a region it holds already.
+pub fn global_add_memory(start_vaddr: usize, size: usize) -> axallocator::AllocResult {
+    log::debug!("global allocator's heap gets [{start_vaddr:#x}, +{size:#x})");
+    GLOBAL_ALLOCATOR.add_memory(start_vaddr, size)
+}

@@ -1,0 +1,322 @@
+//! The global allocator through ArceOS's axalloc interface, on host memory: what ArceOS's
+//! modules ask of it (the heap growing by doubling past 16 MiB, page runs with alignments
+//! 4 KiB..2 MiB, parts of runs freed, fixed-address runs, zeroed pages, usage counts), bad
+//! input refused without a change, random churn against a model, and several CPUs at once.
+
+use axalloc_buddy::{GlobalAllocator, InitError, UsageKind};
+use core::alloc::Layout;
+use proptest::prelude::*;
+use std::collections::BTreeMap;
+
+const PAGE: usize = 4096;
+
+/// `bytes` of page-aligned memory the allocator may own for good (leaked).
+fn region(bytes: usize) -> (usize, usize) {
+    #[repr(C, align(4096))]
+    struct Page([u8; PAGE]);
+    let pages: Vec<Page> = (0..bytes / PAGE).map(|_| Page([0; PAGE])).collect();
+    let pages = Box::leak(pages.into_boxed_slice());
+    (pages.as_mut_ptr() as usize, bytes)
+}
+
+/// An allocator over a fresh region of `bytes`.
+fn allocator(bytes: usize) -> (GlobalAllocator, usize) {
+    let a = GlobalAllocator::new();
+    let (start, size) = region(bytes);
+    a.try_init(start, size).unwrap();
+    (a, start)
+}
+
+fn zone_is_sound(a: &GlobalAllocator) {
+    a.zone().expect("initialized").check().unwrap();
+}
+
+#[test]
+fn the_heap_grows_by_doubling_past_the_largest_block() {
+    // 64 MiB: the heap grows 32 KiB, 64 KiB, ... 16 MiB, 32 MiB; past 4 MiB (the zone's
+    // largest block) each step is a run found anywhere in the zone.
+    let (a, _) = allocator(64 << 20);
+    let mut v: Vec<(core::ptr::NonNull<u8>, Layout)> = Vec::new();
+    let mut total = 0;
+    while total < 24 << 20 {
+        let layout = Layout::from_size_align(256 << 10, 64).unwrap();
+        let p = a.alloc(layout).unwrap();
+        // SAFETY: `p` is `layout.size()` bytes this test owns.
+        unsafe { core::ptr::write_bytes(p.as_ptr(), 0x5a, layout.size()) };
+        v.push((p, layout));
+        total += layout.size();
+    }
+    assert!(a.used_bytes() >= 24 << 20);
+    assert_eq!(a.usages().get(UsageKind::RustHeap), total);
+    for (p, layout) in v {
+        a.dealloc(p, layout);
+    }
+    assert_eq!(
+        (a.used_bytes(), a.usages().get(UsageKind::RustHeap)),
+        (0, 0)
+    );
+    zone_is_sound(&a);
+}
+
+#[test]
+fn page_runs_are_aligned_freed_in_parts_and_taken_at_fixed_addresses() {
+    let (a, _) = allocator(16 << 20);
+    let before = a.available_pages();
+    for shift in 12..=21 {
+        let align = 1usize << shift;
+        for pages in [1, 3, 8, 600] {
+            let at = a.alloc_pages(pages, align, UsageKind::VirtMem).unwrap();
+            assert_eq!(at % align, 0, "{pages} pages aligned to {align:#x}");
+            // Parts of the run go back: the last page, then the rest.
+            if pages > 1 {
+                a.dealloc_pages(at + (pages - 1) * PAGE, 1, UsageKind::VirtMem);
+                a.dealloc_pages(at, pages - 1, UsageKind::VirtMem);
+            } else {
+                a.dealloc_pages(at, 1, UsageKind::VirtMem);
+            }
+        }
+    }
+    assert_eq!(a.available_pages(), before);
+    // A fixed-address run: taken once, refused while held, free again after.
+    let probe = a.alloc_pages(16, 16 * PAGE, UsageKind::Dma).unwrap();
+    a.dealloc_pages(probe, 16, UsageKind::Dma);
+    assert_eq!(
+        a.alloc_pages_at(probe, 16, PAGE, UsageKind::Dma).ok(),
+        Some(probe)
+    );
+    assert!(
+        a.alloc_pages_at(probe + PAGE, 2, PAGE, UsageKind::Dma)
+            .is_err()
+    );
+    assert_eq!(a.usages().get(UsageKind::Dma), 16 * PAGE);
+    a.dealloc_pages(probe, 16, UsageKind::Dma);
+    assert_eq!(a.usages().get(UsageKind::Dma), 0);
+    assert_eq!(a.available_pages(), before);
+    zone_is_sound(&a);
+}
+
+#[test]
+fn zeroed_pages_read_zero_over_dirty_memory() {
+    let (a, _) = allocator(16 << 20);
+    assert!(a.clear_strategy().is_some());
+    // Dirty every free page (in runs of 64: the free memory is not one run, the heap's
+    // first pages split it), give them back, then take zeroed runs.
+    let mut dirty = Vec::new();
+    while let Ok(at) = a.alloc_pages(64, PAGE, UsageKind::VirtMem) {
+        // SAFETY: the run is this test's.
+        unsafe { core::ptr::write_bytes(at as *mut u8, 0xee, 64 * PAGE) };
+        dirty.push(at);
+    }
+    assert!(dirty.len() * 64 > 3500);
+    for at in dirty {
+        a.dealloc_pages(at, 64, UsageKind::VirtMem);
+    }
+    for (pages, align) in [(1, PAGE), (4, 4 * PAGE), (512, 2 << 20), (1500, PAGE)] {
+        let at = a
+            .alloc_zeroed_pages(pages, align, UsageKind::PageTable)
+            .unwrap();
+        // SAFETY: the run is this test's.
+        let bytes = unsafe { core::slice::from_raw_parts(at as *const u8, pages * PAGE) };
+        assert!(bytes.iter().all(|&b| b == 0), "{pages} zeroed pages");
+        a.dealloc_pages(at, pages, UsageKind::PageTable);
+    }
+    zone_is_sound(&a);
+}
+
+#[test]
+fn bad_calls_change_nothing() {
+    let (a, start) = allocator(4 << 20);
+    let held = a.alloc_pages(3, PAGE, UsageKind::Global).unwrap();
+    let (free, usages) = (a.available_pages(), format!("{:?}", a.usages()));
+    // Freed twice, never allocated, outside the zone, misaligned alignments, empty runs.
+    a.dealloc_pages(held, 3, UsageKind::Global);
+    a.dealloc_pages(held, 3, UsageKind::Global);
+    assert_eq!(a.available_pages(), free + 3);
+    a.dealloc_pages(start.wrapping_sub(1 << 30), 2, UsageKind::Global);
+    a.dealloc_pages(usize::MAX & !(PAGE - 1), 1, UsageKind::Global);
+    assert!(a.alloc_pages(1, 3 * PAGE, UsageKind::Global).is_err());
+    assert!(a.alloc_pages(usize::MAX, PAGE, UsageKind::Global).is_err());
+    assert!(
+        a.alloc_pages_at(held + 1, 1, PAGE, UsageKind::Global)
+            .is_err()
+    );
+    assert!(
+        a.alloc_pages_at(usize::MAX & !(PAGE - 1), 4, PAGE, UsageKind::Global)
+            .is_err()
+    );
+    assert_eq!(a.available_pages(), free + 3);
+    assert_ne!(
+        format!("{:?}", a.usages()),
+        usages,
+        "the one good free counted"
+    );
+    assert_eq!(a.usages().get(UsageKind::Global), 0);
+    // Initialized once only.
+    let (s2, n2) = region(1 << 20);
+    assert_eq!(a.try_init(s2, n2), Err(InitError::AlreadyInitialized));
+    zone_is_sound(&a);
+}
+
+#[test]
+fn regions_it_cannot_use_are_refused_untouched() {
+    let a = GlobalAllocator::new();
+    let (start, size) = region(64 * 1024);
+    // 8 KiB: room for metadata, not for a heap. The memory is left as it was.
+    assert!(matches!(
+        a.try_init(start, 2 * PAGE),
+        Err(InitError::TooSmall { .. })
+    ));
+    // SAFETY: the region is this test's (leaked, not yet given away).
+    let bytes = unsafe { core::slice::from_raw_parts(start as *const u8, size) };
+    assert!(bytes.iter().all(|&b| b == 0));
+    assert_eq!(
+        a.try_init(usize::MAX - PAGE, 2 * PAGE),
+        Err(InitError::Overflow)
+    );
+    assert_eq!(a.try_init_for_cpus(start, size, 0), Err(InitError::NoCpus));
+    assert!(a.alloc_pages(1, PAGE, UsageKind::Global).is_err());
+    assert!(a.alloc(Layout::new::<u64>()).is_err());
+    assert_eq!(
+        (a.used_pages(), a.available_pages(), a.clear_strategy()),
+        (0, 0, None)
+    );
+    // Still usable with a region that fits.
+    a.try_init(start, size).unwrap();
+    assert!(a.alloc_pages(1, PAGE, UsageKind::Global).is_ok());
+}
+
+/// One call of random churn.
+#[derive(Debug, Clone)]
+enum Call {
+    Alloc {
+        pages: usize,
+        align_shift: u32,
+    },
+    FreePart {
+        which: usize,
+        from: usize,
+        len: usize,
+    },
+    At {
+        which: usize,
+    },
+}
+
+fn call() -> impl Strategy<Value = Call> {
+    prop_oneof![
+        (1usize..40, 12u32..18).prop_map(|(pages, align_shift)| Call::Alloc { pages, align_shift }),
+        (any::<usize>(), any::<usize>(), any::<usize>())
+            .prop_map(|(which, from, len)| Call::FreePart { which, from, len }),
+        any::<usize>().prop_map(|which| Call::At { which }),
+    ]
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig {
+        cases: if cfg!(miri) { 2 } else { 32 },
+        ..ProptestConfig::default()
+    })]
+
+    /// Random page calls against a model of which pages are held: no page is handed out
+    /// twice, every free changes the counts by what it frees, and everything goes back.
+    #[test]
+    fn churn_matches_a_model(calls in proptest::collection::vec(call(), 1..200)) {
+        let (a, _) = allocator(2 << 20);
+        let base_free = a.available_pages();
+        // Held pages: page address -> held.
+        let mut held: BTreeMap<usize, ()> = BTreeMap::new();
+        let mut runs: Vec<(usize, usize)> = Vec::new();
+        for c in calls {
+            match c {
+                Call::Alloc { pages, align_shift } => {
+                    if let Ok(at) = a.alloc_pages(pages, 1 << align_shift, UsageKind::VirtMem) {
+                        prop_assert_eq!(at % (1 << align_shift), 0);
+                        for p in 0..pages {
+                            prop_assert!(held.insert(at + p * PAGE, ()).is_none(), "handed out twice");
+                        }
+                        runs.push((at, pages));
+                    }
+                }
+                Call::FreePart { which, from, len } if !runs.is_empty() => {
+                    let (at, pages) = runs.swap_remove(which % runs.len());
+                    let from = from % pages;
+                    let len = 1 + len % (pages - from);
+                    a.dealloc_pages(at + from * PAGE, len, UsageKind::VirtMem);
+                    for p in from..from + len {
+                        held.remove(&(at + p * PAGE));
+                    }
+                    if from > 0 { runs.push((at, from)); }
+                    if from + len < pages { runs.push((at + (from + len) * PAGE, pages - from - len)); }
+                }
+                Call::At { which } if !runs.is_empty() => {
+                    // Free a run and take it back at its address.
+                    let (at, pages) = runs[which % runs.len()];
+                    a.dealloc_pages(at, pages, UsageKind::VirtMem);
+                    prop_assert_eq!(a.alloc_pages_at(at, pages, PAGE, UsageKind::VirtMem).ok(), Some(at));
+                }
+                _ => {}
+            }
+            prop_assert_eq!(a.available_pages(), base_free - held.len());
+        }
+        for (at, pages) in runs {
+            a.dealloc_pages(at, pages, UsageKind::VirtMem);
+        }
+        prop_assert_eq!(a.available_pages(), base_free);
+        a.zone().unwrap().check().unwrap();
+    }
+}
+
+thread_local! {
+    static CPU: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
+}
+
+fn thread_cpu() -> usize {
+    CPU.with(std::cell::Cell::get)
+}
+
+/// Four CPUs, each allocating and freeing pages and heap bytes on its own lists at once;
+/// then every page is back and the zone is sound.
+#[test]
+fn cpus_allocate_at_once() {
+    static A: GlobalAllocator = GlobalAllocator::with_cpu_id(thread_cpu);
+    let (start, size) = region(16 << 20);
+    A.try_init_for_cpus(start, size, 4).unwrap();
+    let before = A.available_pages();
+    let rounds = if cfg!(miri) { 20 } else { 2000 };
+    std::thread::scope(|s| {
+        for cpu in 0..4 {
+            s.spawn(move || {
+                CPU.with(|c| c.set(cpu));
+                let mut mine = Vec::new();
+                for i in 0..rounds {
+                    let pages = 1 + (i * 7 + cpu) % 9;
+                    if let Ok(at) = A.alloc_pages(pages, PAGE << (i % 3), UsageKind::VirtMem) {
+                        // SAFETY: the run is this thread's.
+                        unsafe { core::ptr::write_bytes(at as *mut u8, cpu as u8, pages * PAGE) };
+                        mine.push((at, pages));
+                    }
+                    let layout = Layout::from_size_align(16 + i % 300, 8).unwrap();
+                    let p = A.alloc(layout).unwrap();
+                    A.dealloc(p, layout);
+                    if mine.len() > 8 {
+                        let (at, pages) = mine.remove(i % mine.len());
+                        // SAFETY: as above; nobody else wrote it.
+                        let b =
+                            unsafe { core::slice::from_raw_parts(at as *const u8, pages * PAGE) };
+                        assert!(
+                            b.iter().all(|&x| x == cpu as u8),
+                            "a run written by another CPU"
+                        );
+                        A.dealloc_pages(at, pages, UsageKind::VirtMem);
+                    }
+                }
+                for (at, pages) in mine {
+                    A.dealloc_pages(at, pages, UsageKind::VirtMem);
+                }
+            });
+        }
+    });
+    assert_eq!(A.available_pages(), before);
+    assert_eq!(A.usages().get(UsageKind::VirtMem), 0);
+    A.zone().unwrap().check().unwrap();
+}
