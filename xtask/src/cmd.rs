@@ -25,7 +25,8 @@ pub fn msrv_cargo(dir: &Path) -> Command {
     toolchain_cargo(dir, MSRV)
 }
 
-fn toolchain_cargo(dir: &Path, toolchain: &str) -> Command {
+/// `cargo +TOOLCHAIN` in `dir`, without the variables the outer `cargo run` exports.
+pub fn toolchain_cargo(dir: &Path, toolchain: &str) -> Command {
     let mut c = Command::new("cargo");
     c.arg(format!("+{toolchain}")).current_dir(dir);
     // The outer `cargo run` exports variables meant for xtask itself; keep them out.

@@ -1,6 +1,7 @@
 //! `cargo xtask test`: everything CI checks, in stages. `cargo xtask report`: the benchmark
 //! report. Dependency-free so that it builds in seconds on a fresh machine.
 
+mod arceos;
 mod cmd;
 mod fuzz;
 mod layers;
@@ -19,7 +20,7 @@ usage:
   cargo xtask fuzz --minutes N [TARGET]...     (each fuzz target N minutes: executions, crashes)
   cargo xtask fuzz --executions N [TARGET]...  (each fuzz target N executions)
 
-stages: setup fmt layers clippy test no-std doc package msrv qemu bare-metal loom miri fuzz bench";
+stages: setup fmt layers clippy test no-std doc package msrv qemu bare-metal arceos loom miri fuzz bench";
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();

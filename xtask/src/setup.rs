@@ -35,6 +35,7 @@ pub fn run(root: &Path) -> Result<String, String> {
     let mut done = Vec::new();
     rust_toolchains(&mut done)?;
     msrv_toolchain(&mut done)?;
+    arceos_toolchain(&mut done)?;
     apt(&mut done, true, &APT_PACKAGES)?;
     cargo_fuzz(root, &mut done)?;
     Ok(summary(&done))
@@ -48,6 +49,36 @@ fn msrv_toolchain(done: &mut Vec<String>) -> Result<(), String> {
         MSRV,
         &BARE_METAL_TARGETS,
         "rustup could not add the targets to the MSRV toolchain",
+        done,
+    )
+}
+
+/// The nightly that builds ArceOS's published crates, with `rust-src` (aarch64's softfloat
+/// target is built from source) and `llvm-tools` (objcopy), and x86_64's bare-metal target.
+fn arceos_toolchain(done: &mut Vec<String>) -> Result<(), String> {
+    use crate::arceos::{NIGHTLY, NIGHTLY_COMPONENTS, NIGHTLY_TARGETS};
+    ensure_toolchain(NIGHTLY, done)?;
+    let have = probe(&mut rustup(&[
+        "component",
+        "list",
+        "--installed",
+        "--toolchain",
+        NIGHTLY,
+    ]))
+    .unwrap_or_default();
+    for comp in NIGHTLY_COMPONENTS {
+        if !have.lines().any(|l| l.starts_with(comp)) {
+            install(
+                &mut rustup(&["component", "add", "--toolchain", NIGHTLY, comp]),
+                "rustup could not add the component to ArceOS's nightly; check the dist server",
+            )?;
+            done.push(format!("{NIGHTLY} {comp}"));
+        }
+    }
+    ensure_targets(
+        NIGHTLY,
+        &NIGHTLY_TARGETS,
+        "rustup could not add the bare-metal target to ArceOS's nightly",
         done,
     )
 }

@@ -41,7 +41,7 @@ struct Stage {
     run: fn(&Path, &Options) -> StageResult,
 }
 
-const STAGES: [Stage; 15] = [
+const STAGES: [Stage; 16] = [
     Stage {
         name: "setup",
         run: |root, _| setup::run(root),
@@ -85,6 +85,10 @@ const STAGES: [Stage; 15] = [
     Stage {
         name: "bare-metal",
         run: bare_metal,
+    },
+    Stage {
+        name: "arceos",
+        run: |root, _| crate::arceos::stage(root),
     },
     Stage {
         name: "loom",

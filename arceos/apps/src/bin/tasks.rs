@@ -75,5 +75,26 @@ fn main() {
             None => Ok(()),
         },
     );
+    #[cfg(feature = "buddy-sim")]
+    checks.check("every CPU's own lists used", every_cpu_used());
     checks.verdict();
+}
+
+/// Pages left on each CPU's per-cpu lists after the tasks: a CPU whose lists hold none
+/// never allocated or freed through them (the CPU id from ArceOS's per-CPU register).
+#[cfg(feature = "buddy-sim")]
+fn every_cpu_used() -> Result<(), String> {
+    let zone = global_allocator().zone().ok_or("no zone")?;
+    let mut held = Vec::new();
+    let mut cpu = 0;
+    while let Ok(pages) = zone.pcp_pages(cpu) {
+        held.push(pages);
+        cpu += 1;
+    }
+    println!("tasks: pages on each CPU's lists: {held:?}");
+    if held.iter().all(|&p| p > 0) {
+        Ok(())
+    } else {
+        Err(format!("a CPU's lists hold no page: {held:?}"))
+    }
 }

@@ -1,0 +1,446 @@
+//! ArceOS on buddy-sim: a kernel nobody here wrote, built from ArceOS's published crates
+//! (`axstd`, `axruntime`, `axhal`, ... 0.3.0-preview.3), its `axalloc` patched to this
+//! project's (`arceos/axalloc`, over `axalloc-buddy`) with one `[patch]` line, booted under
+//! QEMU for x86_64 and aarch64 with one and two CPUs. The apps of `arceos/apps` check the
+//! heap, page runs and tasks through ArceOS's interfaces; the same apps on ArceOS's own
+//! allocator (`arceos/control`, no patch) are the control.
+//!
+//! The published crates build with a nightly newer than ArceOS's repository pins
+//! (nightly-2025-05-20 predates `core::io::BorrowedBuf` under the name `axio` uses) and
+//! older than the current one (`x86_64` and `axio` use nightly features since renamed):
+//! [`NIGHTLY`]. The apps' lockfiles pin `axcpu` 0.3.0-preview.8 (later versions move to
+//! `percpu` 0.4, whose symbols clash with axhal's 0.2) and `x86_64` 0.15.2.
+
+use crate::cmd;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Duration;
+
+/// The nightly that builds ArceOS's 0.3.0-preview.3 crates.
+pub const NIGHTLY: &str = "nightly-2025-12-01";
+
+/// How QEMU loads a kernel: x86_64 boots the ELF (multiboot), aarch64 a flat image.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Image {
+    Elf,
+    Binary,
+}
+
+/// One architecture ArceOS is built and booted for.
+pub struct Arch {
+    pub name: &'static str,
+    target: &'static str,
+    /// The platform package whose `axconfig.toml` the build's configuration starts from.
+    platform_package: &'static str,
+    /// Its platform name (axhal writes `linker_<platform>.lds`).
+    platform: &'static str,
+    qemu: &'static str,
+    machine: &'static [&'static str],
+    image: Image,
+    /// The nightly has no rust-std for the target: `-Zbuild-std`.
+    build_std: bool,
+}
+
+pub const ARCHS: [Arch; 2] = [
+    Arch {
+        name: "x86_64",
+        target: "x86_64-unknown-none",
+        platform_package: "axplat-x86-pc",
+        platform: "x86-pc",
+        qemu: "qemu-system-x86_64",
+        machine: &["-machine", "q35"],
+        image: Image::Elf,
+        build_std: false,
+    },
+    Arch {
+        name: "aarch64",
+        target: "aarch64-unknown-none-softfloat",
+        platform_package: "axplat-aarch64-qemu-virt",
+        platform: "aarch64-qemu-virt",
+        qemu: "qemu-system-aarch64",
+        machine: &["-machine", "virt", "-cpu", "cortex-a72"],
+        image: Image::Binary,
+        build_std: true,
+    },
+];
+
+/// Targets the nightly needs from rustup (aarch64's softfloat target has no rust-std
+/// there: built from `rust-src`).
+pub const NIGHTLY_TARGETS: [&str; 1] = ["x86_64-unknown-none"];
+/// Components the nightly needs: `rust-src` (build-std), `llvm-tools` (objcopy).
+pub const NIGHTLY_COMPONENTS: [&str; 2] = ["rust-src", "llvm-tools"];
+
+/// The allocator an ArceOS build runs on.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub enum Allocator {
+    /// `axalloc` patched to this project's (`arceos/apps`).
+    BuddySim,
+    /// ArceOS's own `axalloc` from the registry (`arceos/control`).
+    Bitmap,
+}
+
+impl Allocator {
+    /// The directory of its workspace under `arceos/`.
+    fn dir(self) -> &'static str {
+        match self {
+            Self::BuddySim => "apps",
+            Self::Bitmap => "control",
+        }
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::BuddySim => "buddy-sim (axalloc-buddy)",
+            Self::Bitmap => "ArceOS's bitmap allocator",
+        }
+    }
+}
+
+/// The apps the test stage boots (`bench` is the report's).
+pub const APPS: [&str; 3] = ["heap", "pages", "tasks"];
+
+/// RAM given to each boot: the platforms' configured 128 MiB.
+const RAM: &str = "128M";
+
+/// The kernels of one architecture, CPU count and allocator: where its images are.
+pub struct Build {
+    dir: PathBuf,
+    image: Image,
+}
+
+impl Build {
+    /// The image QEMU boots for `app`.
+    fn image(&self, app: &str) -> PathBuf {
+        match self.image {
+            Image::Elf => self.dir.join(format!("{app}.elf")),
+            Image::Binary => self.dir.join(format!("{app}.bin")),
+        }
+    }
+}
+
+/// `cargo +NIGHTLY` in `dir`, without the outer build's `RUSTFLAGS`.
+fn nightly_cargo(dir: &Path) -> Command {
+    let mut c = cmd::toolchain_cargo(dir, NIGHTLY);
+    c.env_remove("RUSTFLAGS");
+    c
+}
+
+/// The version of `package` in the apps' lockfile.
+fn locked_version(root: &Path, package: &str) -> Result<String, String> {
+    let lock_path = root.join("arceos/apps/Cargo.lock");
+    let lock =
+        std::fs::read_to_string(&lock_path).map_err(|e| format!("{}: {e}", lock_path.display()))?;
+    let mut lines = lock.lines();
+    while let Some(l) = lines.next() {
+        if l == format!("name = \"{package}\"") {
+            if let Some(v) = lines.next().and_then(|v| v.strip_prefix("version = \"")) {
+                return Ok(v.trim_end_matches('"').to_string());
+            }
+        }
+    }
+    Err(format!("{package} is not in {}", lock_path.display()))
+}
+
+/// The platform package's `axconfig.toml` in cargo's registry sources (after a fetch).
+fn platform_config(root: &Path, arch: &Arch) -> Result<PathBuf, String> {
+    let version = locked_version(root, arch.platform_package)?;
+    let home = std::env::var_os("CARGO_HOME")
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cargo")))
+        .ok_or("neither CARGO_HOME nor HOME is set")?;
+    let src = home.join("registry/src");
+    let dirs = std::fs::read_dir(&src).map_err(|e| format!("{}: {e}", src.display()))?;
+    dirs.filter_map(Result::ok)
+        .map(|d| {
+            d.path()
+                .join(format!("{}-{version}", arch.platform_package))
+                .join("axconfig.toml")
+        })
+        .find(|p| p.is_file())
+        .ok_or_else(|| {
+            format!(
+                "no {}-{version}/axconfig.toml under {}",
+                arch.platform_package,
+                src.display()
+            )
+        })
+}
+
+/// The build configuration for `arch` with `cpus` CPUs: the platform's `axconfig.toml`
+/// with ArceOS's kernel defaults (`configs/defconfig.toml`: a 256 KiB task stack, 100
+/// ticks a second) and `max-cpu-num` set, as ArceOS's `axconfig-gen` merges them.
+fn write_config(root: &Path, arch: &Arch, cpus: usize, out: &Path) -> Result<(), String> {
+    let platform = platform_config(root, arch)?;
+    let text =
+        std::fs::read_to_string(&platform).map_err(|e| format!("{}: {e}", platform.display()))?;
+    let mut config = String::from("task-stack-size = 0x40000\nticks-per-sec = 100\n");
+    let mut found = false;
+    for line in text.lines() {
+        if line.trim_start().starts_with("max-cpu-num") {
+            config.push_str(&format!("max-cpu-num = {cpus}\n"));
+            found = true;
+        } else {
+            config.push_str(line);
+            config.push('\n');
+        }
+    }
+    if !found {
+        return Err(format!("{} has no max-cpu-num", platform.display()));
+    }
+    // Written only when it changes: a new file rebuilds every crate that reads it.
+    if std::fs::read_to_string(out).ok().as_deref() != Some(config.as_str()) {
+        std::fs::write(out, config).map_err(|e| format!("{}: {e}", out.display()))?;
+    }
+    Ok(())
+}
+
+/// Builds the apps for `arch` with `cpus` CPUs on `allocator`, their images in
+/// `target/arceos/<arch>-<cpus>cpu/<allocator>/`.
+pub fn build(root: &Path, arch: &Arch, cpus: usize, allocator: Allocator) -> Result<Build, String> {
+    let work = root.join(format!("target/arceos/{}-{cpus}cpu", arch.name));
+    let dir = work.join(allocator.dir());
+    std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    let manifest = root.join("arceos").join(allocator.dir()).join("Cargo.toml");
+    cmd::status(
+        nightly_cargo(root)
+            .args(["fetch", "--locked", "--manifest-path"])
+            .arg(&manifest),
+    )?;
+    let config = work.join("axconfig.toml");
+    write_config(root, arch, cpus, &config)?;
+    // Both allocators' builds share one target directory: they differ from axalloc up.
+    let target_dir = work.join("target");
+    let release = target_dir.join(arch.target).join("release");
+    let script = release.join(format!("linker_{}.lds", arch.platform));
+    let rustflags = format!(
+        "-C link-arg=-T{} -C link-arg=-no-pie -C link-arg=-znostart-stop-gc",
+        script.display()
+    );
+    let mut c = nightly_cargo(root);
+    c.env("AX_CONFIG_PATH", &config)
+        .env("RUSTFLAGS", rustflags)
+        .env("CARGO_TARGET_DIR", &target_dir)
+        .args([
+            "build",
+            "--release",
+            "--locked",
+            "--bins",
+            "--target",
+            arch.target,
+        ])
+        .arg("--manifest-path")
+        .arg(&manifest);
+    if arch.build_std {
+        c.args([
+            "-Zbuild-std=core,alloc",
+            "-Zbuild-std-features=compiler-builtins-mem",
+        ]);
+    }
+    cmd::status(&mut c)?;
+    let objcopy = objcopy()?;
+    for app in APPS.iter().chain(&["bench"]) {
+        let elf = dir.join(format!("{app}.elf"));
+        std::fs::copy(release.join(app), &elf)
+            .map_err(|e| format!("{}: {e}", release.join(app).display()))?;
+        if arch.image == Image::Binary {
+            cmd::status(
+                Command::new(&objcopy)
+                    .arg(&elf)
+                    .args(["--strip-all", "-O", "binary"])
+                    .arg(dir.join(format!("{app}.bin"))),
+            )?;
+        }
+    }
+    Ok(Build {
+        dir,
+        image: arch.image,
+    })
+}
+
+/// The nightly's `llvm-objcopy` (its `llvm-tools` component).
+fn objcopy() -> Result<PathBuf, String> {
+    let sysroot = cmd::probe(
+        Command::new("rustc")
+            .arg(format!("+{NIGHTLY}"))
+            .args(["--print", "sysroot"]),
+    )
+    .ok_or("rustc +NIGHTLY --print sysroot failed")?;
+    let host = cmd::probe(Command::new("rustc").arg(format!("+{NIGHTLY}")).arg("-vV"))
+        .and_then(|v| {
+            v.lines()
+                .find_map(|l| l.strip_prefix("host: ").map(String::from))
+        })
+        .ok_or("rustc +NIGHTLY -vV names no host")?;
+    let tool = PathBuf::from(sysroot.trim())
+        .join("lib/rustlib")
+        .join(host)
+        .join("bin/llvm-objcopy");
+    if tool.is_file() {
+        Ok(tool)
+    } else {
+        Err(format!(
+            "{} is missing: rustup component add --toolchain {NIGHTLY} llvm-tools",
+            tool.display()
+        ))
+    }
+}
+
+/// Boots `app` of `build` for `arch` with `cpus` CPUs; with `icount`, under
+/// `-icount shift=0` (the guest clock counts instructions, 1 ns each, and TCG runs one
+/// thread). Returns the output with its colour codes removed.
+pub fn boot(
+    arch: &Arch,
+    build: &Build,
+    app: &str,
+    cpus: usize,
+    icount: bool,
+) -> Result<String, String> {
+    let mut qemu = Command::new(arch.qemu);
+    qemu.args(arch.machine)
+        .args(["-m", RAM, "-smp", &cpus.to_string()])
+        .args(["-nographic", "-no-reboot", "-nic", "none", "-kernel"])
+        .arg(build.image(app));
+    if icount {
+        qemu.args(["-icount", "shift=0"]);
+    }
+    let (code, out) = cmd::output_with_timeout(&mut qemu, Duration::from_secs(180))?;
+    let out = strip_colours(&out);
+    if code != Some(0) {
+        return Err(format!("{app} on {} exited with {code:?}", arch.name));
+    }
+    Ok(out)
+}
+
+/// `s` without ANSI colour sequences (ArceOS colours its log).
+fn strip_colours(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    let mut chars = s.chars();
+    while let Some(c) = chars.next() {
+        if c == '\u{1b}' {
+            // ESC [ ... letter
+            for d in chars.by_ref() {
+                if d.is_ascii_alphabetic() {
+                    break;
+                }
+            }
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
+/// The test stage: every app on both allocators, both architectures, one and two CPUs.
+/// Every buddy-sim run must pass all its checks and say it ran on buddy-sim and which
+/// strategy clears its zeroed pages; the control runs must finish (a check or the heap
+/// failing there is ArceOS's allocator's finding, listed in the summary).
+pub fn stage(root: &Path) -> Result<String, String> {
+    let mut passed = 0;
+    let mut strategies = Vec::new();
+    // The control's findings: (what failed, an example, the configurations it failed in).
+    let mut findings: Vec<(String, String, usize)> = Vec::new();
+    for arch in &ARCHS {
+        for cpus in [1, 2] {
+            for allocator in [Allocator::BuddySim, Allocator::Bitmap] {
+                println!(
+                    "    --- ArceOS {} {cpus} CPU(s) on {}",
+                    arch.name,
+                    allocator.name()
+                );
+                let build = build(root, arch, cpus, allocator)?;
+                for app in APPS {
+                    let name = format!("{app} on {} with {cpus} CPU(s)", arch.name);
+                    let out = boot(arch, &build, app, cpus, false)?;
+                    match allocator {
+                        Allocator::BuddySim => {
+                            check_buddy_sim_run(&name, app, &out)?;
+                            if let Some(s) = out
+                                .lines()
+                                .find_map(|l| l.split("zeroed pages cleared with ").nth(1))
+                            {
+                                let s = format!("{} {}", arch.name, s.trim());
+                                if !strategies.contains(&s) {
+                                    strategies.push(s);
+                                }
+                            }
+                            passed += 1;
+                        }
+                        Allocator::Bitmap => {
+                            for (what, example) in control_findings(app, &out) {
+                                match findings.iter_mut().find(|f| f.0 == what) {
+                                    Some(f) => f.2 += 1,
+                                    None => findings.push((what, example, 1)),
+                                }
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+    let configurations = ARCHS.len() * 2;
+    let control = if findings.is_empty() {
+        "every check passed".to_string()
+    } else {
+        let each: Vec<String> = findings
+            .iter()
+            .map(|(what, example, n)| {
+                format!("{what} in {n} of {configurations} configurations ({example})")
+            })
+            .collect();
+        each.join("; ")
+    };
+    Ok(format!(
+        "{passed} boots on buddy-sim passed every check ({} apps, x86_64 and aarch64, 1 and 2 CPUs; zeroed pages: {}); ArceOS's own allocator, same apps: {control}",
+        APPS.len(),
+        strategies.join(", ")
+    ))
+}
+
+/// A buddy-sim run: the boot log names the allocator and the zone, and the app's verdict
+/// line says every check passed.
+fn check_buddy_sim_run(name: &str, app: &str, out: &str) -> Result<(), String> {
+    for line in [
+        "use TLSF + buddy-sim allocator.",
+        "buddy-sim: ",
+        "zeroed pages cleared with",
+    ] {
+        if !out.contains(line) {
+            return Err(format!(
+                "{name}: the boot log has no line containing {line:?}"
+            ));
+        }
+    }
+    let verdict = format!("{app}: all ");
+    match out.lines().find(|l| l.starts_with(&verdict)) {
+        Some(l) if l.ends_with("checks passed") => Ok(()),
+        _ => {
+            let failed: Vec<&str> = out
+                .lines()
+                .filter(|l| l.contains("FAIL") || l.contains("panicked") || l.contains("failed"))
+                .collect();
+            Err(format!(
+                "{name}: not every check passed: {}",
+                failed.join(" | ")
+            ))
+        }
+    }
+}
+
+/// What a control run found: its failed checks, or the panic that ended it, each as (what
+/// failed, its message).
+fn control_findings(app: &str, out: &str) -> Vec<(String, String)> {
+    let mut found: Vec<(String, String)> = out
+        .lines()
+        .filter_map(|l| {
+            let (what, why) = l.split_once(": FAIL ")?;
+            what.starts_with(app)
+                .then(|| (format!("{what} failed"), why.to_string()))
+        })
+        .collect();
+    if let Some(i) = out.lines().position(|l| l.starts_with("panicked at")) {
+        let why = out.lines().nth(i + 1).unwrap_or("").trim();
+        found.push((format!("{app} panicked"), why.to_string()));
+    }
+    found
+}
