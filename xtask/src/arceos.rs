@@ -390,8 +390,12 @@ pub fn stage(root: &Path) -> Result<String, String> {
             .collect();
         each.join("; ")
     };
+    let harness = match harness(root)? {
+        Some(h) => format!("; {h}"),
+        None => String::new(),
+    };
     Ok(format!(
-        "{passed} boots on buddy-sim passed every check ({} apps, x86_64 and aarch64, 1 and 2 CPUs; zeroed pages: {}); ArceOS's own allocator, same apps: {control}",
+        "{passed} boots on buddy-sim passed every check ({} apps, x86_64 and aarch64, 1 and 2 CPUs; zeroed pages: {}); ArceOS's own allocator, same apps: {control}{harness}",
         APPS.len(),
         strategies.join(", ")
     ))
@@ -400,11 +404,16 @@ pub fn stage(root: &Path) -> Result<String, String> {
 /// A buddy-sim run: the boot log names the allocator and the zone, and the app's verdict
 /// line says every check passed.
 fn check_buddy_sim_run(name: &str, app: &str, out: &str) -> Result<(), String> {
-    for line in [
-        "use TLSF + buddy-sim allocator.",
+    let mut lines = vec![
+        "use TLSF allocator.",
         "buddy-sim: ",
         "zeroed pages cleared with",
-    ] {
+    ];
+    if app == "tasks" {
+        // The CPU id from ArceOS's per-CPU register reached every CPU's lists.
+        lines.push("tasks every CPU's own lists used: ok");
+    }
+    for line in lines {
         if !out.contains(line) {
             return Err(format!(
                 "{name}: the boot log has no line containing {line:?}"
@@ -443,4 +452,224 @@ fn control_findings(app: &str, out: &str) -> Vec<(String, String)> {
         found.push((format!("{app} panicked"), why.to_string()));
     }
     found
+}
+
+/// Boots of `bench` per architecture and allocator for the report.
+const MEASURE_BOOTS: usize = 3;
+
+/// The report's QEMU half of the "ArceOS" section: `bench` on both allocators, x86_64 and
+/// aarch64 with one CPU, each booted [`MEASURE_BOOTS`] times under `-icount shift=0` (guest
+/// time counts instructions), the outputs left in `out`, each headed by
+/// `ARCEOS RUN arch=... allocator=...`. A build or boot that fails leaves
+/// `UNAVAILABLE: why` as the file's first line instead: the report says so and goes on.
+pub fn capture_measurements(root: &Path, out: &Path) -> Result<(), String> {
+    let text = match measure(root) {
+        Ok(log) => log,
+        Err(e) => format!("UNAVAILABLE: {e}\n"),
+    };
+    if let Some(dir) = out.parent() {
+        std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    }
+    std::fs::write(out, text).map_err(|e| format!("{}: {e}", out.display()))
+}
+
+fn measure(root: &Path) -> Result<String, String> {
+    let mut log = String::new();
+    for arch in &ARCHS {
+        for allocator in [Allocator::BuddySim, Allocator::Bitmap] {
+            let build = build(root, arch, 1, allocator)?;
+            for _ in 0..MEASURE_BOOTS {
+                let out = boot(arch, &build, "bench", 1, true)?;
+                let tag = match allocator {
+                    Allocator::BuddySim => "buddy-sim",
+                    Allocator::Bitmap => "bitmap",
+                };
+                log.push_str(&format!("ARCEOS RUN arch={} allocator={tag}\n", arch.name));
+                for line in out.lines().filter(|l| l.starts_with("bench ")) {
+                    log.push_str(line);
+                    log.push('\n');
+                }
+            }
+        }
+    }
+    Ok(log)
+}
+
+/// The environment variable naming a checkout of ArceOS's repository (main line) to run
+/// ArceOS's own app harness on the drop-in; unset, the harness does not run.
+pub const CHECKOUT_ENV: &str = "ARCEOS_CHECKOUT";
+/// The environment variable naming a checkout of `arceos-apps` (whose `scripts/app_test.sh`
+/// is the harness, and whose apps it runs).
+pub const APPS_CHECKOUT_ENV: &str = "ARCEOS_APPS_CHECKOUT";
+/// Optional: a directory of vendored copies of ArceOS's git dependencies (as `cargo vendor`
+/// lays them out: one directory per package with a `.cargo-checksum.json`), for a machine
+/// that cannot reach their git hosts.
+pub const VENDOR_ENV: &str = "ARCEOS_VENDOR";
+
+/// ArceOS's apps without a network, each with its `test_cmd` (ArceOS's CI list, less
+/// `rust/net/httpclient`).
+const HARNESS_APPS: [&str; 11] = [
+    "rust/helloworld",
+    "rust/memtest",
+    "rust/exception",
+    "rust/task/yield",
+    "rust/task/parallel",
+    "rust/task/sleep",
+    "rust/task/priority",
+    "rust/task/tls",
+    "rust/task/irq",
+    "rust/task/affinity",
+    "rust/task/wait_queue",
+];
+
+/// ArceOS's own app harness (`arceos-apps`' `scripts/app_test.sh`, every non-network Rust
+/// app, each in the configurations its `test_cmd` lists) on the drop-in, for x86_64 and
+/// aarch64, when [`CHECKOUT_ENV`] and [`APPS_CHECKOUT_ENV`] name checkouts. The checkouts
+/// are copied under `target/arceos/harness` and the copies changed, never the originals:
+/// ArceOS's workspace dependency `axalloc = { path = "modules/axalloc" }` points at
+/// `arceos/axalloc-0.2` (its main line's interface), the apps' `axstd` at the ArceOS copy.
+/// `None` when the variables are unset.
+pub fn harness(root: &Path) -> Result<Option<String>, String> {
+    let (Some(arceos), Some(apps)) = (
+        std::env::var_os(CHECKOUT_ENV),
+        std::env::var_os(APPS_CHECKOUT_ENV),
+    ) else {
+        if std::env::var_os(CHECKOUT_ENV).is_some() {
+            return Err(format!(
+                "{CHECKOUT_ENV} is set but {APPS_CHECKOUT_ENV} is not: the harness is arceos-apps' scripts/app_test.sh"
+            ));
+        }
+        return Ok(None);
+    };
+    let dir = root.join("target/arceos/harness");
+    if dir.exists() {
+        std::fs::remove_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    }
+    std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    let (ax, ax_apps) = (dir.join("arceos"), dir.join("arceos-apps"));
+    for (from, to) in [(&arceos, &ax), (&apps, &ax_apps)] {
+        cmd::status(Command::new("cp").arg("-a").arg(from).arg(to))?;
+        for junk in [".git", "target", ".axroot", "Cargo.lock"] {
+            let p = to.join(junk);
+            if p.is_dir() {
+                std::fs::remove_dir_all(&p).map_err(|e| format!("{}: {e}", p.display()))?;
+            } else if p.exists() && junk != "Cargo.lock" {
+                std::fs::remove_file(&p).map_err(|e| format!("{}: {e}", p.display()))?;
+            }
+        }
+    }
+    let drop_in = root.join("arceos/axalloc-0.2");
+    replace_line(
+        &ax.join("Cargo.toml"),
+        "axalloc = { path = \"modules/axalloc\" }",
+        &format!("axalloc = {{ path = {:?} }}", drop_in.display().to_string()),
+    )?;
+    replace_line(
+        &ax_apps.join("Cargo.toml"),
+        "axstd = { git = \"https://github.com/arceos-org/arceos.git\" }",
+        &format!(
+            "axstd = {{ path = {:?} }}",
+            ax.join("ulib/axstd").display().to_string()
+        ),
+    )?;
+    std::fs::write(ax_apps.join(".axroot"), ax.display().to_string()).map_err(|e| e.to_string())?;
+    if let Some(vendor) = std::env::var_os(VENDOR_ENV) {
+        vendor_git_sources(&ax, &ax_apps, Path::new(&vendor))?;
+    }
+    let mut summary = Vec::new();
+    for arch in ["x86_64", "aarch64"] {
+        println!("    --- ArceOS's app harness, {arch}, on axalloc-buddy");
+        let mut c = Command::new(ax_apps.join("scripts/app_test.sh"));
+        c.current_dir(&ax_apps).env("ARCH", arch).args(HARNESS_APPS);
+        for var in [
+            "RUSTC",
+            "RUSTDOC",
+            "RUSTC_WRAPPER",
+            "CARGO_TARGET_DIR",
+            "RUSTUP_TOOLCHAIN",
+            "RUSTFLAGS",
+        ] {
+            c.env_remove(var);
+        }
+        let (code, out) = cmd::output_with_timeout(&mut c, Duration::from_secs(3600))?;
+        let out = strip_colours(&out);
+        let passed = out.matches("passed!").count();
+        let failed = out.matches("failed!").count() + out.matches("timeout!").count();
+        if code != Some(0) || failed > 0 || passed == 0 {
+            return Err(format!(
+                "ArceOS's app harness on {arch}: {passed} passed, {failed} failed or timed out (exit {code:?}; output above)"
+            ));
+        }
+        summary.push(format!("{arch} {passed}/{passed}"));
+    }
+    Ok(Some(format!(
+        "ArceOS's own app harness ({} apps, every configuration their test_cmd lists) on the drop-in: {}",
+        HARNESS_APPS.len(),
+        summary.join(", ")
+    )))
+}
+
+/// Replaces the line of `file` that reads `from` (whitespace trimmed) with `to`.
+fn replace_line(file: &Path, from: &str, to: &str) -> Result<(), String> {
+    let text = std::fs::read_to_string(file).map_err(|e| format!("{}: {e}", file.display()))?;
+    if !text.lines().any(|l| l.trim() == from) {
+        return Err(format!(
+            "{} has no line {from:?} to point at the drop-in",
+            file.display()
+        ));
+    }
+    let out: Vec<&str> = text
+        .lines()
+        .map(|l| if l.trim() == from { to } else { l })
+        .collect();
+    std::fs::write(file, out.join("\n") + "\n").map_err(|e| format!("{}: {e}", file.display()))
+}
+
+/// Points every git source of ArceOS's lockfile at `vendor` (cargo source replacement: a
+/// `[patch]` does not stop cargo from cloning), and seeds the apps' lockfile from ArceOS's
+/// (cargo takes git sources from a directory only with a lockfile naming them).
+fn vendor_git_sources(ax: &Path, ax_apps: &Path, vendor: &Path) -> Result<(), String> {
+    let lock = std::fs::read_to_string(ax.join("Cargo.lock"))
+        .map_err(|e| format!("ArceOS's Cargo.lock: {e}"))?;
+    let mut config = String::new();
+    let mut seen = Vec::new();
+    for source in lock
+        .lines()
+        .filter_map(|l| l.strip_prefix("source = \"git+"))
+    {
+        let source = source.trim_end_matches('"');
+        let Some((url_rev, _hash)) = source.split_once('#') else {
+            continue;
+        };
+        let Some((url, rev)) = url_rev.split_once("?rev=") else {
+            continue;
+        };
+        if seen.contains(&url_rev) {
+            continue;
+        }
+        seen.push(url_rev);
+        config.push_str(&format!(
+            "[source.\"git+{url_rev}\"]\ngit = {url:?}\nrev = {rev:?}\nreplace-with = \"vendored-sources\"\n\n"
+        ));
+    }
+    config.push_str(&format!(
+        "[source.vendored-sources]\ndirectory = {:?}\n",
+        vendor.display().to_string()
+    ));
+    let cargo_dir = ax_apps.join(".cargo");
+    std::fs::create_dir_all(&cargo_dir).map_err(|e| e.to_string())?;
+    std::fs::write(cargo_dir.join("config.toml"), config).map_err(|e| e.to_string())?;
+    std::fs::write(ax_apps.join("Cargo.lock"), lock).map_err(|e| e.to_string())?;
+    // `cargo metadata` fits the seeded lockfile to the apps' workspace (a new lockfile
+    // would need the git sources themselves). Run from ArceOS's copy, so that its pinned
+    // toolchain runs it, in the apps' directory (`-C`, as ArceOS's build runs cargo), so
+    // that it reads the source replacement.
+    let mut c = Command::new("cargo");
+    c.current_dir(ax)
+        .args(["-Z", "unstable-options", "-C"])
+        .arg(ax_apps)
+        .args(["metadata", "--format-version", "1"]);
+    c.env_remove("RUSTUP_TOOLCHAIN")
+        .stdout(std::process::Stdio::null());
+    cmd::status(&mut c)
 }

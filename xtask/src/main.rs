@@ -97,7 +97,16 @@ fn report(root: &std::path::Path, args: &[String]) -> ExitCode {
             return ExitCode::FAILURE;
         }
     }
+    let arceos_log = root.join("target/report/arceos-qemu.log");
+    if only.is_empty() || only.iter().any(|o| o.as_str() == "ArceOS") {
+        eprintln!("xtask report: building ArceOS on both allocators and timing it under QEMU");
+        if let Err(e) = arceos::capture_measurements(root, &arceos_log) {
+            eprintln!("xtask report: {e}");
+            return ExitCode::FAILURE;
+        }
+    }
     let mut c = cmd::cargo(root);
+    c.env("ZC_ARCEOS_LOG", &arceos_log);
     c.env("ZC_RING0_LOG", &ring0_log).args([
         "run",
         "--release",

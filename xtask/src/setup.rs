@@ -112,14 +112,15 @@ fn ensure_targets(
     Ok(())
 }
 
-/// What `cargo xtask report` needs: the toolchain with its targets, valgrind and binutils,
-/// and QEMU 10 where the machine has hardware KVM (the ring-0 section boots the x86_64 kernel).
+/// What `cargo xtask report` needs: the toolchain with its targets, ArceOS's nightly,
+/// valgrind and binutils, and QEMU 10 (the ArceOS section boots ArceOS under TCG; the
+/// ring-0 section boots the x86_64 kernel where the machine has hardware KVM).
 pub fn for_report() -> Result<String, String> {
     let mut done = Vec::new();
     rust_toolchains(&mut done)?;
-    // QEMU (with x86 system emulation) only where the ring-0 section can use it: hardware KVM.
-    let kvm = crate::x86_kernel::kvm() == crate::x86_kernel::Kvm::Hardware;
-    apt(&mut done, kvm, &REPORT_APT_PACKAGES)?;
+    arceos_toolchain(&mut done)?;
+    // QEMU with x86 and arm system emulation: the ArceOS section boots both.
+    apt(&mut done, true, &REPORT_APT_PACKAGES)?;
     Ok(summary(&done))
 }
 

@@ -9,16 +9,23 @@ use std::process::ExitCode;
 use std::time::Instant;
 
 /// The library crates: published, built for bare metal, tested under QEMU.
-pub const LIBS: [&str; 6] = [
+pub const LIBS: [&str; 7] = [
     "mm-types",
     "arch-x86",
     "arch-arm64",
     "zero-core",
     "buddy-sim",
     "pte-batch",
+    "axalloc-buddy",
 ];
 /// The crates Miri checks (the arch crates' instructions cannot run under Miri).
-const MIRI_CRATES: [&str; 4] = ["mm-types", "zero-core", "buddy-sim", "pte-batch"];
+const MIRI_CRATES: [&str; 5] = [
+    "mm-types",
+    "zero-core",
+    "buddy-sim",
+    "pte-batch",
+    "axalloc-buddy",
+];
 /// Crates with loom models (tests named `loom_*` under `cfg(loom)`).
 const LOOM_CRATES: [&str; 3] = ["zero-core", "buddy-sim", "pte-batch"];
 const AARCH64_LINUX: &str = "aarch64-unknown-linux-gnu";
@@ -190,10 +197,16 @@ pub fn run_all(root: &Path, opts: &Options) -> ExitCode {
 
 fn fmt(root: &Path, _: &Options) -> StageResult {
     cmd::status(cargo(root).args(["fmt", "--all", "--", "--check"]))?;
-    for manifest in ["fuzz/Cargo.toml", "kernel/Cargo.toml"] {
+    for manifest in [
+        "fuzz/Cargo.toml",
+        "kernel/Cargo.toml",
+        "arceos/apps/Cargo.toml",
+        "arceos/axalloc/Cargo.toml",
+        "arceos/axalloc-0.2/Cargo.toml",
+    ] {
         cmd::status(cargo(root).args(["fmt", "--manifest-path", manifest, "--", "--check"]))?;
     }
-    Ok("workspace, fuzz crate and bare-metal kernel formatted".into())
+    Ok("workspace, fuzz crate, bare-metal kernel and ArceOS packages formatted".into())
 }
 
 fn clippy(root: &Path, _: &Options) -> StageResult {

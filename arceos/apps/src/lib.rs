@@ -21,7 +21,11 @@ pub struct Checks {
 impl Checks {
     /// No check run yet.
     pub const fn new(app: &'static str) -> Self {
-        Self { app, run: 0, failed: 0 }
+        Self {
+            app,
+            run: 0,
+            failed: 0,
+        }
     }
 
     /// Records a check: `Ok(())` passes, `Err(why)` fails.
@@ -41,7 +45,10 @@ impl Checks {
         if self.failed == 0 {
             println!("{}: all {} checks passed", self.app, self.run);
         } else {
-            println!("{}: {} of {} checks failed", self.app, self.failed, self.run);
+            println!(
+                "{}: {} of {} checks failed",
+                self.app, self.failed, self.run
+            );
         }
     }
 }

@@ -5,18 +5,18 @@ cfg_if::cfg_if! {
     if #[cfg(feature = "slab")] {
         /// The byte allocator the heap uses (axallocator's slab allocator).
         pub type DefaultByteAllocator = axallocator::SlabByteAllocator;
-        /// The allocator's name, as the boot log prints it.
-        pub(crate) const NAME: &str = "slab + buddy-sim";
+        /// The heap's allocator, as ArceOS's boot log names it (`use TLSF allocator.`).
+        pub(crate) const NAME: &str = "slab";
     } else if #[cfg(feature = "buddy")] {
         /// The byte allocator the heap uses (axallocator's buddy byte allocator).
         pub type DefaultByteAllocator = axallocator::BuddyByteAllocator;
-        /// The allocator's name, as the boot log prints it.
-        pub(crate) const NAME: &str = "buddy + buddy-sim";
+        /// The heap's allocator, as ArceOS's boot log names it (`use TLSF allocator.`).
+        pub(crate) const NAME: &str = "buddy";
     } else if #[cfg(feature = "tlsf")] {
         /// The byte allocator the heap uses (axallocator's TLSF allocator).
         pub type DefaultByteAllocator = axallocator::TlsfByteAllocator;
-        /// The allocator's name, as the boot log prints it.
-        pub(crate) const NAME: &str = "TLSF + buddy-sim";
+        /// The heap's allocator, as ArceOS's boot log names it (`use TLSF allocator.`).
+        pub(crate) const NAME: &str = "TLSF";
     } else {
         compile_error!("axalloc-buddy needs a byte allocator: feature `tlsf`, `slab` or `buddy`");
     }

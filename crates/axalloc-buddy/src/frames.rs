@@ -7,13 +7,13 @@
 //! about the addresses ArceOS receives, and no physical-to-virtual offset is needed.
 
 use crate::cpu::this_cpu;
+use crate::lock::IrqSpin;
 use buddy_sim::{
     AxPageAllocator, BuddyError, ConfigError, DefaultRawMutex, Frame, FrameClearer, OffsetMap,
     PerCpu, Pfn, Zone, ZoneConfig,
 };
 use core::alloc::{Layout, LayoutError};
 use core::fmt;
-use kspin::SpinNoIrq;
 
 /// Bytes per frame.
 pub(crate) const PAGE: usize = 4096;
@@ -99,7 +99,7 @@ impl Head {
         let head = Layout::array::<Frame>(frames)?;
         let (head, pcps) = head.extend(Layout::array::<PerCpu<DefaultRawMutex>>(cpus)?)?;
         let (head, zone) = head.extend(Layout::new::<PageZone>())?;
-        let (head, cpus) = head.extend(Layout::array::<SpinNoIrq<CpuPages>>(cpus)?)?;
+        let (head, cpus) = head.extend(Layout::array::<IrqSpin<CpuPages>>(cpus)?)?;
         // Every piece is aligned relative to the head's start; the head starts on a page, so
         // they are aligned in memory too (no piece asks for more than a page).
         debug_assert!(head.align() <= PAGE);
@@ -116,7 +116,7 @@ impl Head {
 /// pages.
 pub(crate) struct Frames {
     zone: &'static PageZone,
-    cpus: &'static [SpinNoIrq<CpuPages>],
+    cpus: &'static [IrqSpin<CpuPages>],
     clearer: FrameClearer<OffsetMap>,
     /// Which CPU a call runs on.
     cpu_id: Option<fn() -> usize>,
@@ -159,7 +159,14 @@ impl Frames {
                 need: MIN_PAGES,
             });
         }
-        let cfg = ZoneConfig::new(Pfn((first / PAGE) as u64), frames as u64).with_cpus(cpus);
+        let mut cfg = ZoneConfig::new(Pfn((first / PAGE) as u64), frames as u64).with_cpus(cpus);
+        // Per-cpu lists sized for the kernel's only zone rather than by Linux's small-zone
+        // rule (a 128 MiB zone would get batches of 7 and a high mark of 452 frames): a
+        // page-table build of 512 pages then stays on the lists instead of refilling and
+        // draining every 7 pages. At most an eighth of the memory sits on all lists together.
+        cfg.pcp_batch = buddy_sim::LINUX_PCP_BATCH;
+        let eighth_per_cpu = (frames / 8 / cpus) as u64;
+        cfg.pcp_high = cfg.pcp_high.max(eighth_per_cpu.min(1024));
         cfg.validate().map_err(InitError::Config)?;
         let at = first as *mut u8;
         // SAFETY: the caller gives this memory to the allocator for good; `Head::of` laid
@@ -185,16 +192,15 @@ impl Frames {
             let zone: &'static PageZone = &*zone_at;
             zone.add_memory(Pfn((free_from / PAGE) as u64), free as u64)
                 .map_err(|e| InitError::Zone(e.into()))?;
-            let cpu_at = at.add(head.cpus).cast::<SpinNoIrq<CpuPages>>();
+            let cpu_at = at.add(head.cpus).cast::<IrqSpin<CpuPages>>();
             for cpu in 0..cpus {
                 // SAFETY (of `new`): the allocator frees only what ArceOS hands back through
                 // `dealloc_pages`, whose contract (pages it allocated, not used after) is
                 // ArceOS's interface's, stated on `GlobalAllocator::dealloc_pages`.
                 let pages = AxPageAllocator::new(zone, cpu, 0).map_err(InitError::Zone)?;
-                cpu_at.add(cpu).write(SpinNoIrq::new(pages));
+                cpu_at.add(cpu).write(IrqSpin::new(pages));
             }
-            let cpu_pages: &'static [SpinNoIrq<CpuPages>] =
-                core::slice::from_raw_parts(cpu_at, cpus);
+            let cpu_pages: &'static [IrqSpin<CpuPages>] = core::slice::from_raw_parts(cpu_at, cpus);
             // SAFETY (of `OffsetMap::new`): frame `pfn` is the page at `pfn * 4 KiB` (frames
             // are numbered by address), which the zone hands to one owner at a time.
             let clearer = FrameClearer::detected(OffsetMap::new(0));
@@ -230,7 +236,7 @@ impl Frames {
     /// The page allocator of the CPU this call runs on, locked with interrupts and
     /// preemption off: while it is held, no interrupt handler on this CPU enters the zone,
     /// so the zone's own spin locks are never wanted by a handler of a CPU that holds one.
-    pub(crate) fn this_cpu(&self) -> kspin::SpinNoIrqGuard<'_, CpuPages> {
+    pub(crate) fn this_cpu(&self) -> crate::lock::IrqSpinGuard<'_, CpuPages> {
         let id = match self.cpu_id {
             Some(f) => f(),
             None => this_cpu(self.cpus.len()),

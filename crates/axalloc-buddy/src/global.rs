@@ -3,12 +3,13 @@
 //! that wants pages.
 
 use crate::byte::{DefaultByteAllocator, NAME};
+use crate::cpu::cpu_count;
 use crate::frames::{Frames, InitError, PAGE};
+use crate::lock::IrqSpin;
 use crate::usage::{UsageKind, Usages};
 use axallocator::{AllocError, AllocResult, BaseAllocator, ByteAllocator, PageAllocator};
 use core::alloc::{GlobalAlloc, Layout};
 use core::ptr::NonNull;
-use kspin::SpinNoIrq;
 use log::{debug, error, info, warn};
 use spin::Once;
 
@@ -36,9 +37,9 @@ fn heap_growth_for(layout: Layout) -> Option<usize> {
 /// types cannot check (freeing, giving it memory) are safe functions there, so they are
 /// here: the contract is stated on each.
 pub struct GlobalAllocator {
-    balloc: SpinNoIrq<DefaultByteAllocator>,
+    balloc: IrqSpin<DefaultByteAllocator>,
     frames: Once<Frames>,
-    usages: SpinNoIrq<Usages>,
+    usages: IrqSpin<Usages>,
     cpu_id: Option<fn() -> usize>,
 }
 
@@ -66,15 +67,17 @@ impl GlobalAllocator {
     /// An allocator with no memory, asking `cpu_id` (else the per-CPU register) for the CPU.
     const fn asking(cpu_id: Option<fn() -> usize>) -> Self {
         Self {
-            balloc: SpinNoIrq::new(DefaultByteAllocator::new()),
+            balloc: IrqSpin::new(DefaultByteAllocator::new()),
             frames: Once::new(),
-            usages: SpinNoIrq::new(Usages::new()),
+            usages: IrqSpin::new(Usages::new()),
             cpu_id,
         }
     }
 
-    /// The allocator's name, as ArceOS's boot log prints it (`use TLSF + buddy-sim
-    /// allocator.`).
+    /// The heap's byte allocator's name, as ArceOS's axalloc gives it (`"TLSF"`,
+    /// `"slab"`, `"buddy"`): ArceOS's boot log prints `use TLSF allocator.` and its tests
+    /// expect that line. The page allocator introduces itself on the next line of the log
+    /// (`buddy-sim: N frames ...`, at `init`).
     #[must_use]
     pub const fn name(&self) -> &'static str {
         NAME
@@ -330,18 +333,6 @@ impl GlobalAllocator {
     pub fn zone(&self) -> Option<&'static crate::PageZone> {
         self.frames.get().map(Frames::zone)
     }
-}
-
-/// The CPUs that ArceOS reserves per-CPU data for (its `MAX_CPU_NUM`).
-#[cfg(target_os = "none")]
-fn cpu_count() -> usize {
-    percpu::percpu_area_num().max(1)
-}
-
-/// One CPU outside a kernel build ([`GlobalAllocator::try_init_for_cpus`] names more).
-#[cfg(not(target_os = "none"))]
-fn cpu_count() -> usize {
-    1
 }
 
 // SAFETY: `alloc` returns memory of `layout` from the heap that no other allocation

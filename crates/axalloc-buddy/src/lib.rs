@@ -46,9 +46,11 @@ mod byte;
 mod cpu;
 mod frames;
 mod global;
+mod lock;
 mod page;
 mod usage;
 
+pub use axallocator;
 pub use buddy_sim;
 pub use byte::DefaultByteAllocator;
 pub use frames::{InitError, PageZone};

@@ -26,22 +26,30 @@ fn main() {
     println!("bench: {} allocator", a.name());
     let mut held = [0usize; 512];
     // Page-table pages: 512 single pages taken, then freed, 20 times.
-    timed("page-table pages (alloc + free of 1 page)", 20 * 512, || {
-        for _ in 0..20 {
-            for h in held.iter_mut() {
-                *h = a.alloc_pages(1, PAGE, UsageKind::PageTable).expect("a page");
+    timed(
+        "page-table pages (alloc + free of 1 page)",
+        20 * 512,
+        || {
+            for _ in 0..20 {
+                for h in held.iter_mut() {
+                    *h = a
+                        .alloc_pages(1, PAGE, UsageKind::PageTable)
+                        .expect("a page");
+                }
+                for &h in held.iter() {
+                    a.dealloc_pages(h, 1, UsageKind::PageTable);
+                }
             }
-            for &h in held.iter() {
-                a.dealloc_pages(h, 1, UsageKind::PageTable);
-            }
-        }
-    });
+        },
+    );
     // Runs the heap and task stacks ask for: 8..1024 pages, freed at once.
     timed("runs of 8..1024 pages (alloc + free)", 8 * 8, || {
         for _ in 0..8 {
             for shift in 3..=10 {
                 let pages = 1usize << shift;
-                let at = a.alloc_pages(pages, PAGE, UsageKind::VirtMem).expect("a run");
+                let at = a
+                    .alloc_pages(pages, PAGE, UsageKind::VirtMem)
+                    .expect("a run");
                 a.dealloc_pages(at, pages, UsageKind::VirtMem);
             }
         }

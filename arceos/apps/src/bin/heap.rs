@@ -41,7 +41,9 @@ fn collections() -> Result<(), String> {
         }
     }
     if map.keys().any(|k| k % 3 == 0) {
-        return Err(format!("a removed key is still in the map ({removed} removed)"));
+        return Err(format!(
+            "a removed key is still in the map ({removed} removed)"
+        ));
     }
     let mut q: VecDeque<String> = VecDeque::new();
     for i in 0..10_000 {

@@ -83,7 +83,9 @@ fn zeroed_pages() -> Result<(), String> {
     let mut dirty = [0usize; 256];
     let mut n = 0;
     while n < dirty.len() {
-        let Ok(at) = a.alloc_pages(1, PAGE, UsageKind::VirtMem) else { break };
+        let Ok(at) = a.alloc_pages(1, PAGE, UsageKind::VirtMem) else {
+            break;
+        };
         // SAFETY: the page is this app's.
         unsafe { core::ptr::write_bytes(at as *mut u8, 0xa5, PAGE) };
         dirty[n] = at;
@@ -95,7 +97,10 @@ fn zeroed_pages() -> Result<(), String> {
     for i in 0..n {
         let page = GlobalPage::alloc_zero().map_err(|e| format!("zeroed page {i}: {e:?}"))?;
         if let Some(at) = page.as_slice().iter().position(|&b| b != 0) {
-            return Err(format!("zeroed page {i} reads {:#x} at byte {at}", page.as_slice()[at]));
+            return Err(format!(
+                "zeroed page {i} reads {:#x} at byte {at}",
+                page.as_slice()[at]
+            ));
         }
     }
     Ok(())
@@ -125,7 +130,11 @@ fn random_churn() -> Result<(), String> {
             // SAFETY: the run is this app's.
             unsafe { marked(at, pages, at) }.map_err(|e| format!("round {round}: {e}"))?;
             // Half the time, free only the tail and keep the head.
-            let keep = if pages > 1 && rng.below(2) == 0 { rng.below(pages) } else { 0 };
+            let keep = if pages > 1 && rng.below(2) == 0 {
+                rng.below(pages)
+            } else {
+                0
+            };
             a.dealloc_pages(at + keep * PAGE, pages - keep, UsageKind::VirtMem);
             if keep > 0 {
                 runs[i] = (at, keep);
