@@ -581,16 +581,8 @@ pub fn harness(root: &Path) -> Result<Option<String>, String> {
         println!("    --- ArceOS's app harness, {arch}, on axalloc-buddy");
         let mut c = Command::new(ax_apps.join("scripts/app_test.sh"));
         c.current_dir(&ax_apps).env("ARCH", arch).args(HARNESS_APPS);
-        for var in [
-            "RUSTC",
-            "RUSTDOC",
-            "RUSTC_WRAPPER",
-            "CARGO_TARGET_DIR",
-            "RUSTUP_TOOLCHAIN",
-            "RUSTFLAGS",
-        ] {
-            c.env_remove(var);
-        }
+        cmd::without_outer_cargo_env(&mut c);
+        c.env_remove("RUSTFLAGS");
         let (code, out) = cmd::output_with_timeout(&mut c, Duration::from_secs(3600))?;
         let out = strip_colours(&out);
         let passed = out.matches("passed!").count();

@@ -29,7 +29,14 @@ pub fn msrv_cargo(dir: &Path) -> Command {
 pub fn toolchain_cargo(dir: &Path, toolchain: &str) -> Command {
     let mut c = Command::new("cargo");
     c.arg(format!("+{toolchain}")).current_dir(dir);
-    // The outer `cargo run` exports variables meant for xtask itself; keep them out.
+    without_outer_cargo_env(&mut c);
+    c
+}
+
+/// Removes from `c`'s environment what the outer `cargo run` exports for xtask itself (its
+/// compiler, toolchain and target directory), so that a cargo it starts, directly or through
+/// a script, chooses its own.
+pub fn without_outer_cargo_env(c: &mut Command) {
     for var in [
         "RUSTC",
         "RUSTDOC",
@@ -39,7 +46,6 @@ pub fn toolchain_cargo(dir: &Path, toolchain: &str) -> Command {
     ] {
         c.env_remove(var);
     }
-    c
 }
 
 /// The command line as a user would type it.

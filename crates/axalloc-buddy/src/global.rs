@@ -4,7 +4,7 @@
 
 use crate::byte::{DefaultByteAllocator, NAME};
 use crate::cpu::cpu_count;
-use crate::frames::{Frames, InitError, PAGE};
+use crate::frames::{CpuPages, Frames, InitError, PAGE};
 use crate::lock::IrqSpin;
 use crate::usage::{UsageKind, Usages};
 use axallocator::{AllocError, AllocResult, BaseAllocator, ByteAllocator, PageAllocator};
@@ -184,7 +184,8 @@ impl GlobalAllocator {
                     Err(_) => grow = (grow / 2).max(need),
                 }
             };
-            debug!("heap grows by [{heap:#x}, +{grow:#x})");
+            // ArceOS's log line (its tests look for it).
+            debug!("expand heap memory: [{heap:#x}, {:#x})", heap + grow);
             balloc.add_memory(heap, grow)?;
             // Should the byte allocator still not fit the request in what it was given (a
             // buddy byte allocator wants the block aligned to its size), the next growth is
@@ -215,10 +216,9 @@ impl GlobalAllocator {
         align_pow2: usize,
         kind: UsageKind,
     ) -> AllocResult<usize> {
-        let frames = self.frames.get().ok_or(AllocError::NoMemory)?;
-        let at = frames.this_cpu().alloc_pages(num_pages, align_pow2)?;
-        self.count(kind, num_pages);
-        Ok(at)
+        self.take(kind, num_pages, |_, pages| {
+            pages.alloc_pages(num_pages, align_pow2)
+        })
     }
 
     /// [`GlobalAllocator::alloc_pages`] of pages that read zero: blocks the zone knows are
@@ -233,12 +233,9 @@ impl GlobalAllocator {
         align_pow2: usize,
         kind: UsageKind,
     ) -> AllocResult<usize> {
-        let frames = self.frames.get().ok_or(AllocError::NoMemory)?;
-        let at = frames
-            .this_cpu()
-            .alloc_zeroed_pages(num_pages, align_pow2, frames.clearer())?;
-        self.count(kind, num_pages);
-        Ok(at)
+        self.take(kind, num_pages, |frames, pages| {
+            pages.alloc_zeroed_pages(num_pages, align_pow2, frames.clearer())
+        })
     }
 
     /// Takes exactly the `num_pages` pages from `start` (aligned to `align_pow2`), all or
@@ -254,12 +251,9 @@ impl GlobalAllocator {
         align_pow2: usize,
         kind: UsageKind,
     ) -> AllocResult<usize> {
-        let frames = self.frames.get().ok_or(AllocError::NoMemory)?;
-        let at = frames
-            .this_cpu()
-            .alloc_pages_at(start, num_pages, align_pow2)?;
-        self.count(kind, num_pages);
-        Ok(at)
+        self.take(kind, num_pages, |_, pages| {
+            pages.alloc_pages_at(start, num_pages, align_pow2)
+        })
     }
 
     /// Gives back the `num_pages` pages from `pos`: a run from
@@ -286,11 +280,20 @@ impl GlobalAllocator {
         }
     }
 
-    /// Counts `num_pages` pages more for `kind` (the heap's pages count as its bytes).
-    fn count(&self, kind: UsageKind, num_pages: usize) {
+    /// `num_pages` pages for `kind` taken by `take` with the calling CPU's page allocator,
+    /// and counted for `kind` (the heap's pages count as its bytes, in `alloc`).
+    fn take(
+        &self,
+        kind: UsageKind,
+        num_pages: usize,
+        take: impl FnOnce(&Frames, &mut CpuPages) -> AllocResult<usize>,
+    ) -> AllocResult<usize> {
+        let frames = self.frames.get().ok_or(AllocError::NoMemory)?;
+        let at = take(frames, &mut frames.this_cpu())?;
         if kind != UsageKind::RustHeap {
             self.usages.lock().add(kind, num_pages.saturating_mul(PAGE));
         }
+        Ok(at)
     }
 
     /// Bytes the heap has handed out.

@@ -75,7 +75,11 @@ pub fn global_allocator() -> &'static GlobalAllocator {
 /// The region is memory that nothing else uses, readable and writable for the rest of the
 /// kernel's life.
 pub fn global_init(start_vaddr: usize, size: usize) {
-    log::debug!("global allocator over [{start_vaddr:#x}, +{size:#x})");
+    // ArceOS's log line (its tests look for it).
+    log::debug!(
+        "initialize global allocator at: [{start_vaddr:#x}, {:#x})",
+        start_vaddr.wrapping_add(size)
+    );
     GLOBAL_ALLOCATOR.init(start_vaddr, size);
 }
 
@@ -88,6 +92,9 @@ pub fn global_init(start_vaddr: usize, size: usize) {
 /// # Errors
 /// The byte allocator's: `MemoryOverlap` for a region it holds already.
 pub fn global_add_memory(start_vaddr: usize, size: usize) -> axallocator::AllocResult {
-    log::debug!("global allocator's heap gets [{start_vaddr:#x}, +{size:#x})");
+    log::debug!(
+        "add a memory region to global allocator: [{start_vaddr:#x}, {:#x})",
+        start_vaddr.wrapping_add(size)
+    );
     GLOBAL_ALLOCATOR.add_memory(start_vaddr, size)
 }

@@ -10,21 +10,46 @@ use std::collections::BTreeMap;
 
 const PAGE: usize = 4096;
 
-/// `bytes` of zeroed, page-aligned memory the allocator may own for good (leaked).
-fn region(bytes: usize) -> (usize, usize) {
+/// Zeroed, page-aligned memory for an allocator, given back when dropped (after the
+/// allocator over it: declare it first).
+struct Region {
+    at: *mut u8,
+    layout: Layout,
+}
+
+impl Region {
+    fn start(&self) -> usize {
+        self.at as usize
+    }
+
+    fn len(&self) -> usize {
+        self.layout.size()
+    }
+}
+
+impl Drop for Region {
+    fn drop(&mut self) {
+        // SAFETY: `region` allocated `at` with this layout.
+        unsafe { std::alloc::dealloc(self.at, self.layout) };
+    }
+}
+
+/// `bytes` of zeroed, page-aligned memory.
+fn region(bytes: usize) -> Region {
     let layout = Layout::from_size_align(bytes, PAGE).unwrap();
     // SAFETY: the layout's size is not zero (every caller asks for pages).
     let at = unsafe { std::alloc::alloc_zeroed(layout) };
     assert!(!at.is_null(), "{bytes} bytes");
-    (at as usize, bytes)
+    Region { at, layout }
 }
 
-/// An allocator over a fresh region of `bytes`.
-fn allocator(bytes: usize) -> (GlobalAllocator, usize) {
+/// An allocator over a fresh region of `bytes` (the region first: it outlives the
+/// allocator when both are bound in this order).
+fn allocator(bytes: usize) -> (Region, GlobalAllocator) {
+    let r = region(bytes);
     let a = GlobalAllocator::new();
-    let (start, size) = region(bytes);
-    a.try_init(start, size).unwrap();
-    (a, start)
+    a.try_init(r.start(), r.len()).unwrap();
+    (r, a)
 }
 
 fn zone_is_sound(a: &GlobalAllocator) {
@@ -39,7 +64,7 @@ fn zone_is_sound(a: &GlobalAllocator) {
 fn the_heap_grows_by_doubling_past_the_largest_block() {
     // 64 MiB: the heap grows 32 KiB, 64 KiB, ... 16 MiB, 32 MiB; past 4 MiB (the zone's
     // largest block) each step is a run found anywhere in the zone.
-    let (a, _) = allocator(64 << 20);
+    let (_region, a) = allocator(64 << 20);
     let mut v: Vec<(core::ptr::NonNull<u8>, Layout)> = Vec::new();
     let mut total = 0;
     while total < 24 << 20 {
@@ -68,7 +93,7 @@ fn the_heap_grows_by_doubling_past_the_largest_block() {
     ignore = "16 MiB of memory: too slow under Miri; churn covers the calls"
 )]
 fn page_runs_are_aligned_freed_in_parts_and_taken_at_fixed_addresses() {
-    let (a, _) = allocator(16 << 20);
+    let (_region, a) = allocator(16 << 20);
     let before = a.available_pages();
     for shift in 12..=21 {
         let align = 1usize << shift;
@@ -109,7 +134,7 @@ fn page_runs_are_aligned_freed_in_parts_and_taken_at_fixed_addresses() {
     ignore = "16 MiB of memory: too slow under Miri; the zeroed path runs in global_page"
 )]
 fn zeroed_pages_read_zero_over_dirty_memory() {
-    let (a, _) = allocator(16 << 20);
+    let (_region, a) = allocator(16 << 20);
     assert!(a.clear_strategy().is_some());
     // Dirty every free page (in runs of 64: the free memory is not one run, the heap's
     // first pages split it), give them back, then take zeroed runs.
@@ -137,7 +162,8 @@ fn zeroed_pages_read_zero_over_dirty_memory() {
 
 #[test]
 fn bad_calls_change_nothing() {
-    let (a, start) = allocator(4 << 20);
+    let (mine, a) = allocator(4 << 20);
+    let start = mine.start();
     let held = a.alloc_pages(3, PAGE, UsageKind::Global).unwrap();
     let (free, usages) = (a.available_pages(), format!("{:?}", a.usages()));
     // Freed twice, never allocated, outside the zone, misaligned alignments, empty runs.
@@ -164,15 +190,19 @@ fn bad_calls_change_nothing() {
     );
     assert_eq!(a.usages().get(UsageKind::Global), 0);
     // Initialized once only.
-    let (s2, n2) = region(1 << 20);
-    assert_eq!(a.try_init(s2, n2), Err(InitError::AlreadyInitialized));
+    let other = region(1 << 20);
+    assert_eq!(
+        a.try_init(other.start(), other.len()),
+        Err(InitError::AlreadyInitialized)
+    );
     zone_is_sound(&a);
 }
 
 #[test]
 fn regions_it_cannot_use_are_refused_untouched() {
+    let r = region(64 * 1024);
+    let (start, size) = (r.start(), r.len());
     let a = GlobalAllocator::new();
-    let (start, size) = region(64 * 1024);
     // 8 KiB: room for metadata, not for a heap. The memory is left as it was.
     assert!(matches!(
         a.try_init(start, 2 * PAGE),
@@ -235,7 +265,7 @@ proptest! {
     /// twice, every free changes the counts by what it frees, and everything goes back.
     #[test]
     fn churn_matches_a_model(calls in proptest::collection::vec(call(), 1..200)) {
-        let (a, _) = allocator(2 << 20);
+        let (_region, a) = allocator(2 << 20);
         let base_free = a.available_pages();
         // Held pages: page address -> held.
         let mut held: BTreeMap<usize, ()> = BTreeMap::new();
@@ -292,10 +322,11 @@ fn thread_cpu() -> usize {
 /// then every page is back and the zone is sound.
 #[test]
 fn cpus_allocate_at_once() {
-    static A: GlobalAllocator = GlobalAllocator::with_cpu_id(thread_cpu);
-    let (start, size) = region(if cfg!(miri) { 1 << 20 } else { 16 << 20 });
-    A.try_init_for_cpus(start, size, 4).unwrap();
-    let before = A.available_pages();
+    let r = region(if cfg!(miri) { 1 << 20 } else { 16 << 20 });
+    let a = GlobalAllocator::with_cpu_id(thread_cpu);
+    a.try_init_for_cpus(r.start(), r.len(), 4).unwrap();
+    let a = &a;
+    let before = a.available_pages();
     let rounds = if cfg!(miri) { 12 } else { 2000 };
     std::thread::scope(|s| {
         for cpu in 0..4 {
@@ -304,7 +335,7 @@ fn cpus_allocate_at_once() {
                 let mut mine = Vec::new();
                 for i in 0..rounds {
                     let pages = 1 + (i * 7 + cpu) % 9;
-                    if let Ok(at) = A.alloc_pages(pages, PAGE << (i % 3), UsageKind::VirtMem) {
+                    if let Ok(at) = a.alloc_pages(pages, PAGE << (i % 3), UsageKind::VirtMem) {
                         for p in 0..pages {
                             // SAFETY: the run is this thread's.
                             unsafe { ((at + p * PAGE) as *mut usize).write(cpu) };
@@ -312,8 +343,8 @@ fn cpus_allocate_at_once() {
                         mine.push((at, pages));
                     }
                     let layout = Layout::from_size_align(16 + i % 300, 8).unwrap();
-                    let p = A.alloc(layout).unwrap();
-                    A.dealloc(p, layout);
+                    let p = a.alloc(layout).unwrap();
+                    a.dealloc(p, layout);
                     if mine.len() > 8 {
                         let (at, pages) = mine.remove(i % mine.len());
                         for p in 0..pages {
@@ -321,16 +352,16 @@ fn cpus_allocate_at_once() {
                             let mark = unsafe { ((at + p * PAGE) as *const usize).read() };
                             assert_eq!(mark, cpu, "a page written by another CPU");
                         }
-                        A.dealloc_pages(at, pages, UsageKind::VirtMem);
+                        a.dealloc_pages(at, pages, UsageKind::VirtMem);
                     }
                 }
                 for (at, pages) in mine {
-                    A.dealloc_pages(at, pages, UsageKind::VirtMem);
+                    a.dealloc_pages(at, pages, UsageKind::VirtMem);
                 }
             });
         }
     });
-    assert_eq!(A.available_pages(), before);
-    assert_eq!(A.usages().get(UsageKind::VirtMem), 0);
-    A.zone().unwrap().check().unwrap();
+    assert_eq!(a.available_pages(), before);
+    assert_eq!(a.usages().get(UsageKind::VirtMem), 0);
+    a.zone().unwrap().check().unwrap();
 }

@@ -3,6 +3,12 @@
 
 use axalloc_buddy::{GlobalPage, UsageKind, global_add_memory, global_allocator, global_init};
 
+/// The memory given to the global allocator, and to its heap later.
+static MORE: std::sync::atomic::AtomicPtr<u8> =
+    std::sync::atomic::AtomicPtr::new(core::ptr::null_mut());
+static RAM: std::sync::atomic::AtomicPtr<u8> =
+    std::sync::atomic::AtomicPtr::new(core::ptr::null_mut());
+
 #[test]
 fn global_pages_own_their_runs() {
     let bytes = if cfg!(miri) { 256 } else { 1024 } * 4096;
@@ -13,6 +19,7 @@ fn global_pages_own_their_runs() {
     // Dirty, as a kernel's free memory is: zeroed pages must be cleared.
     // SAFETY: `ram` is `bytes` bytes this test owns.
     unsafe { core::ptr::write_bytes(ram, 0xcc, bytes) };
+    RAM.store(ram, std::sync::atomic::Ordering::Relaxed);
     global_init(ram as usize, bytes);
     assert_eq!(global_allocator().name(), "TLSF");
     let free = global_allocator().available_pages();
@@ -41,6 +48,7 @@ fn global_pages_own_their_runs() {
     assert_eq!(global_allocator().usages().get(UsageKind::Global), 0);
     // Later regions go to the heap's byte allocator, as ArceOS's axalloc gives them.
     let more = Box::leak(vec![0u8; 64 * 1024].into_boxed_slice());
+    MORE.store(more.as_mut_ptr(), std::sync::atomic::Ordering::Relaxed);
     global_add_memory(more.as_mut_ptr() as usize, more.len()).unwrap();
     assert!(global_allocator().available_bytes() >= 64 * 1024);
 }
