@@ -746,10 +746,11 @@ impl TestTarget {
 
 /// The integration tests that take most of the Miri stage's time, longest first: queued
 /// first, in this order, so that the shorter ones fill in beside them (on a 2-core runner,
-/// minutes: buddy-sim `properties` 4, `nodes` 2.5, `ax_paging` 2.2, zero-core `properties`
-/// 1.7; everything else under 1; each run prints its time).
-const MIRI_LONG_TESTS: [(&str, &str); 4] = [
+/// minutes: buddy-sim `properties` 4, axalloc-buddy `global` 3.5, `nodes` 2.5, `ax_paging`
+/// 2.2, zero-core `properties` 1.7; everything else under 1; each run prints its time).
+const MIRI_LONG_TESTS: [(&str, &str); 5] = [
     ("buddy-sim", "properties"),
+    ("axalloc-buddy", "global"),
     ("buddy-sim", "nodes"),
     ("buddy-sim", "ax_paging"),
     ("zero-core", "properties"),

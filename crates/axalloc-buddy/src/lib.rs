@@ -23,8 +23,9 @@
 //! ```
 //! use axalloc_buddy::{GlobalAllocator, UsageKind};
 //!
-//! // 4 MiB of memory the allocator owns from now on (a kernel passes its free RAM).
-//! let region = Box::leak(vec![0u8; 4 << 20].into_boxed_slice());
+//! // 4 MiB of memory for the allocator (a kernel passes its free RAM); it outlives the
+//! // allocator, declared before it.
+//! let mut region = vec![0u8; 4 << 20];
 //! let allocator = GlobalAllocator::new();
 //! allocator.try_init(region.as_mut_ptr() as usize, region.len())?;
 //!
