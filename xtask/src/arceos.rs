@@ -132,10 +132,10 @@ fn locked_version(root: &Path, package: &str) -> Result<String, String> {
         std::fs::read_to_string(&lock_path).map_err(|e| format!("{}: {e}", lock_path.display()))?;
     let mut lines = lock.lines();
     while let Some(l) = lines.next() {
-        if l == format!("name = \"{package}\"") {
-            if let Some(v) = lines.next().and_then(|v| v.strip_prefix("version = \"")) {
-                return Ok(v.trim_end_matches('"').to_string());
-            }
+        if l == format!("name = \"{package}\"")
+            && let Some(v) = lines.next().and_then(|v| v.strip_prefix("version = \""))
+        {
+            return Ok(v.trim_end_matches('"').to_string());
         }
     }
     Err(format!("{package} is not in {}", lock_path.display()))

@@ -130,8 +130,8 @@ impl Frames {
     /// [`InitError`] says what the region lacks; nothing is written then.
     ///
     /// # Safety
-    /// `[start, start + size)` is memory that nothing else uses, now or later, readable and
-    /// writable at these addresses for the rest of the kernel's life.
+    /// `[start, start + size)` is memory that nothing else uses, readable and writable at
+    /// these addresses, for as long as the allocator or anything it handed out is used.
     pub(crate) unsafe fn carve(
         start: usize,
         size: usize,
@@ -169,11 +169,12 @@ impl Frames {
         cfg.pcp_high = cfg.pcp_high.max(eighth_per_cpu.min(1024));
         cfg.validate().map_err(InitError::Config)?;
         let at = first as *mut u8;
-        // SAFETY: the caller gives this memory to the allocator for good; `Head::of` laid
-        // the pieces out inside its first `head.size` bytes (below `free_from <= end`),
+        // SAFETY: the caller gives this memory to the allocator while it is used; `Head::of`
+        // laid the pieces out inside its first `head.size` bytes (below `free_from <= end`),
         // each aligned for its type (the region's first byte is page-aligned). Each piece
-        // is written whole before a reference to it is made, and every reference lives as
-        // long as the memory: for the rest of the kernel's life.
+        // is written whole before a reference to it is made. The references are `'static`
+        // because the allocator lives in a `static` in a kernel; an allocator over memory
+        // that ends (a test's) is dropped before it, and uses none of them after.
         unsafe {
             let frame_at = at.cast::<Frame>();
             for i in 0..frames {

@@ -29,15 +29,101 @@ fn heap_growth_for(layout: Layout) -> Option<usize> {
     bytes.checked_next_multiple_of(PAGE)
 }
 
+/// The heap's byte allocator and whether it has memory yet: axallocator's slab allocator
+/// panics on every call before its `init`, so no call reaches it before then.
+struct Heap {
+    bytes: DefaultByteAllocator,
+    ready: bool,
+    /// Bytes given to it (axallocator's slab allocator does not count all of them).
+    given: usize,
+}
+
+impl Heap {
+    /// No memory yet.
+    const fn new() -> Self {
+        Self {
+            bytes: DefaultByteAllocator::new(),
+            ready: false,
+            given: 0,
+        }
+    }
+
+    /// Gives the byte allocator the whole pages of `[start, start + size)`: its first
+    /// memory (`init`, a multiple of 32 KiB), or more. Whole pages, and a first region of
+    /// whole 32 KiB, because axallocator's slab allocator asserts them (a panic inside the
+    /// allocator otherwise); TLSF and the buddy byte allocator take any region.
+    ///
+    /// # Errors
+    /// `InvalidParam` if no whole page (no 32 KiB for a first region) is inside; the byte
+    /// allocator's error.
+    fn give(&mut self, start: usize, size: usize) -> AllocResult {
+        let first = start.checked_next_multiple_of(PAGE);
+        let end = start.checked_add(size).map(|e| e / PAGE * PAGE);
+        let (Some(first), Some(end)) = (first, end) else {
+            return Err(AllocError::InvalidParam);
+        };
+        let mut len = end.saturating_sub(first);
+        if !self.ready {
+            len = len / FIRST_HEAP * FIRST_HEAP;
+        }
+        if len == 0 {
+            return Err(AllocError::InvalidParam);
+        }
+        if self.ready {
+            self.bytes.add_memory(first, len)?;
+        } else {
+            self.bytes.init(first, len);
+            self.ready = true;
+        }
+        self.given = self.given.saturating_add(len);
+        Ok(())
+    }
+
+    fn alloc(&mut self, layout: Layout) -> AllocResult<NonNull<u8>> {
+        if !self.ready {
+            return Err(AllocError::NoMemory);
+        }
+        self.bytes.alloc(layout)
+    }
+
+    fn dealloc(&mut self, pos: NonNull<u8>, layout: Layout) {
+        if self.ready {
+            self.bytes.dealloc(pos, layout);
+        }
+    }
+
+    /// Bytes the byte allocator holds, handed out and free.
+    fn total(&self) -> usize {
+        self.given
+    }
+
+    fn used(&self) -> usize {
+        if self.ready {
+            self.bytes.used_bytes()
+        } else {
+            0
+        }
+    }
+
+    fn available(&self) -> usize {
+        if self.ready {
+            self.bytes.available_bytes()
+        } else {
+            0
+        }
+    }
+}
+
 /// ArceOS's global allocator on buddy-sim: the Rust heap ([`GlobalAllocator::alloc`], a
-/// byte allocator that grows by doubling with pages from the zone) and pages
+/// byte allocator that grows with pages from the zone) and pages
 /// ([`GlobalAllocator::alloc_pages`]) from per-CPU lists, any run length and alignment.
 ///
-/// It is ArceOS's `axalloc::GlobalAllocator`, call for call; the calls whose contract its
-/// types cannot check (freeing, giving it memory) are safe functions there, so they are
-/// here: the contract is stated on each.
+/// It is ArceOS's `axalloc::GlobalAllocator`, call for call. ArceOS's interface declares
+/// safe the calls whose contract their types cannot check (`init`, `add_memory`, `dealloc`,
+/// `dealloc_pages`), so they are safe here too and state the contract in their docs; the
+/// calls this crate adds are `unsafe` where they have one ([`GlobalAllocator::try_init`]).
 pub struct GlobalAllocator {
-    balloc: IrqSpin<DefaultByteAllocator>,
+    balloc: IrqSpin<Heap>,
     frames: Once<Frames>,
     usages: IrqSpin<Usages>,
     cpu_id: Option<fn() -> usize>,
@@ -67,7 +153,7 @@ impl GlobalAllocator {
     /// An allocator with no memory, asking `cpu_id` (else the per-CPU register) for the CPU.
     const fn asking(cpu_id: Option<fn() -> usize>) -> Self {
         Self {
-            balloc: IrqSpin::new(DefaultByteAllocator::new()),
+            balloc: IrqSpin::new(Heap::new()),
             frames: Once::new(),
             usages: IrqSpin::new(Usages::new()),
             cpu_id,
@@ -91,7 +177,9 @@ impl GlobalAllocator {
     /// The region is memory that nothing else uses, readable and writable for the rest of
     /// the kernel's life (ArceOS's contract for `global_init`).
     pub fn init(&self, start_vaddr: usize, size: usize) {
-        if let Err(e) = self.try_init(start_vaddr, size) {
+        // SAFETY: ArceOS's contract for `global_init`, stated above (ArceOS's interface
+        // declares this call safe).
+        if let Err(e) = unsafe { self.try_init(start_vaddr, size) } {
             error!("buddy-sim page allocator over [{start_vaddr:#x}, +{size:#x}): {e}");
         }
     }
@@ -101,16 +189,25 @@ impl GlobalAllocator {
     ///
     /// # Errors
     /// [`InitError`]: the region is too small for its metadata and a first heap, or ends
-    /// past the address space, or the allocator was initialized before.
-    pub fn try_init(&self, start_vaddr: usize, size: usize) -> Result<(), InitError> {
-        self.try_init_for_cpus(start_vaddr, size, cpu_count())
+    /// past the address space, or the allocator was initialized before; nothing is written
+    /// then.
+    ///
+    /// # Safety
+    /// `[start_vaddr, start_vaddr + size)` is memory that nothing else uses, readable and
+    /// writable, for as long as the allocator or anything it handed out is used.
+    pub unsafe fn try_init(&self, start_vaddr: usize, size: usize) -> Result<(), InitError> {
+        // SAFETY: the caller's contract.
+        unsafe { self.try_init_for_cpus(start_vaddr, size, cpu_count()) }
     }
 
     /// [`GlobalAllocator::try_init`] with page lists for `cpus` CPUs.
     ///
     /// # Errors
     /// As [`GlobalAllocator::try_init`]; [`InitError::NoCpus`] for `cpus == 0`.
-    pub fn try_init_for_cpus(
+    ///
+    /// # Safety
+    /// As [`GlobalAllocator::try_init`].
+    pub unsafe fn try_init_for_cpus(
         &self,
         start_vaddr: usize,
         size: usize,
@@ -119,8 +216,7 @@ impl GlobalAllocator {
         let mut fresh = false;
         let frames = self.frames.try_call_once(|| {
             fresh = true;
-            // SAFETY: ArceOS's contract for `global_init` (stated on `init`): the region is
-            // the allocator's, for good.
+            // SAFETY: the caller's contract: the region is the allocator's while it is used.
             unsafe { Frames::carve(start_vaddr, size, cpus, self.cpu_id) }
         })?;
         if !fresh {
@@ -137,20 +233,25 @@ impl GlobalAllocator {
         let heap = self
             .alloc_pages(FIRST_HEAP / PAGE, PAGE, UsageKind::RustHeap)
             .map_err(|_| InitError::FirstHeap)?;
-        self.balloc.lock().init(heap, FIRST_HEAP);
+        self.balloc
+            .lock()
+            .give(heap, FIRST_HEAP)
+            .map_err(|_| InitError::FirstHeap)?;
         Ok(())
     }
 
-    /// Gives `[start_vaddr, start_vaddr + size)` to the heap's byte allocator (as ArceOS's
-    /// axalloc does with every region after the first).
+    /// Gives the whole pages of `[start_vaddr, start_vaddr + size)` to the heap's byte
+    /// allocator (as ArceOS's axalloc does with every region after the first; before `init`,
+    /// it becomes the heap's first memory, its whole 32 KiB).
     ///
     /// The region is memory that nothing else uses, readable and writable for the rest of
     /// the kernel's life (ArceOS's contract for `global_add_memory`).
     ///
     /// # Errors
-    /// The byte allocator's: `MemoryOverlap` for a region it holds already.
+    /// `InvalidParam` for a region without a whole page; the byte allocator's:
+    /// `MemoryOverlap` for a region it holds already.
     pub fn add_memory(&self, start_vaddr: usize, size: usize) -> AllocResult {
-        self.balloc.lock().add_memory(start_vaddr, size)
+        self.balloc.lock().give(start_vaddr, size)
     }
 
     /// `layout.size()` bytes aligned to `layout.align()` from the heap, which grows with pages
@@ -175,7 +276,7 @@ impl GlobalAllocator {
             let mut grow = if need > block {
                 need
             } else {
-                balloc.total_bytes().clamp(need, block).next_power_of_two()
+                balloc.total().clamp(need, block).next_power_of_two()
             };
             let heap = loop {
                 match self.alloc_pages(grow / PAGE, PAGE, UsageKind::RustHeap) {
@@ -186,7 +287,7 @@ impl GlobalAllocator {
             };
             // ArceOS's log line (its tests look for it).
             debug!("expand heap memory: [{heap:#x}, {:#x})", heap + grow);
-            balloc.add_memory(heap, grow)?;
+            balloc.give(heap, grow)?;
             // Should the byte allocator still not fit the request in what it was given (a
             // buddy byte allocator wants the block aligned to its size), the next growth is
             // twice as large.
@@ -298,12 +399,19 @@ impl GlobalAllocator {
 
     /// Bytes the heap has handed out.
     pub fn used_bytes(&self) -> usize {
-        self.balloc.lock().used_bytes()
+        self.balloc.lock().used()
     }
 
     /// Bytes the heap has free without growing.
     pub fn available_bytes(&self) -> usize {
-        self.balloc.lock().available_bytes()
+        self.balloc.lock().available()
+    }
+
+    /// Bytes the heap's byte allocator holds, handed out or not: its first 32 KiB and every
+    /// growth from the zone (kept for good, as ArceOS's axalloc keeps them), and the
+    /// regions [`GlobalAllocator::add_memory`] gave it.
+    pub fn heap_bytes(&self) -> usize {
+        self.balloc.lock().total()
     }
 
     /// Pages not free in the zone (the heap's included; 0 before `init`).

@@ -27,7 +27,8 @@
 //! // allocator, declared before it.
 //! let mut region = vec![0u8; 4 << 20];
 //! let allocator = GlobalAllocator::new();
-//! allocator.try_init(region.as_mut_ptr() as usize, region.len())?;
+//! // SAFETY: the region is the allocator's alone while the allocator is used.
+//! unsafe { allocator.try_init(region.as_mut_ptr() as usize, region.len())? };
 //!
 //! let table = allocator.alloc_zeroed_pages(1, 4096, UsageKind::PageTable).expect("a page");
 //! let stack = allocator.alloc_pages(4, 16 * 1024, UsageKind::VirtMem).expect("16 KiB");
