@@ -80,9 +80,9 @@ impl From<LayoutError> for InitError {
     }
 }
 
-/// Pages the allocator needs past its metadata: the first heap (32 KiB, as ArceOS's axalloc
-/// requires) and room to grow.
-pub(crate) const MIN_PAGES: usize = 8;
+/// Pages the allocator needs past its metadata: the first heap (32 KiB, 8 pages, as ArceOS's
+/// axalloc requires) as one aligned block, which any 15 consecutive free pages hold.
+pub(crate) const MIN_PAGES: usize = 16;
 
 /// Where each piece of metadata starts, in bytes from the region's first page.
 struct Head {

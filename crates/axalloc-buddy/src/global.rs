@@ -189,8 +189,8 @@ impl GlobalAllocator {
     ///
     /// # Errors
     /// [`InitError`]: the region is too small for its metadata and a first heap, or ends
-    /// past the address space, or the allocator was initialized before; nothing is written
-    /// then.
+    /// past the address space, or the allocator was initialized before. The region is
+    /// checked before anything is written to it.
     ///
     /// # Safety
     /// `[start_vaddr, start_vaddr + size)` is memory that nothing else uses, readable and

@@ -192,6 +192,7 @@ where
         }
         Ok(())
     }
+
     /// [`PageAllocator::alloc_pages`] of frames that read zero when handed out: a block the
     /// zone knows is zero if it has one, else cleared through `clearer` (zero-core's
     /// strategies, [`AllocRequest::zeroed_with`]). Freed as any other run
