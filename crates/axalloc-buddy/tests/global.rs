@@ -202,7 +202,7 @@ fn bad_calls_change_nothing() {
 
 #[test]
 fn regions_it_cannot_use_are_refused_untouched() {
-    let r = region(64 * 1024);
+    let r = region(128 * 1024);
     let (start, size) = (r.start(), r.len());
     let a = GlobalAllocator::new();
     // 8 KiB: room for metadata, not for a heap. The memory is left as it was.
