@@ -163,10 +163,14 @@ impl Frames {
         // Per-cpu lists sized for the kernel's only zone rather than by Linux's small-zone
         // rule (a 128 MiB zone would get batches of 7 and a high mark of 452 frames): a
         // page-table build of 512 pages then stays on the lists instead of refilling and
-        // draining every 7 pages. At most an eighth of the memory sits on all lists together.
-        cfg.pcp_batch = buddy_sim::LINUX_PCP_BATCH;
+        // draining every 7 pages. At most an eighth of the memory sits on all lists together,
+        // and a batch is at most a quarter of the high mark (Linux's ratio), so a tiny zone
+        // keeps Linux's sizes.
         let eighth_per_cpu = (frames / 8 / cpus) as u64;
         cfg.pcp_high = cfg.pcp_high.max(eighth_per_cpu.min(1024));
+        cfg.pcp_batch = cfg
+            .pcp_batch
+            .max((cfg.pcp_high / 4).min(buddy_sim::LINUX_PCP_BATCH));
         cfg.validate().map_err(InitError::Config)?;
         let at = first as *mut u8;
         // SAFETY: the caller gives this memory to the allocator while it is used; `Head::of`

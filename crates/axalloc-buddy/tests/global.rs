@@ -231,6 +231,14 @@ fn regions_it_cannot_use_are_refused_untouched() {
     // Still usable with a region that fits.
     // SAFETY: the region is the allocator's alone; it outlives the allocator.
     unsafe { a.try_init(start, size) }.unwrap();
+    // A zone this small keeps per-cpu batches of at most a quarter of its high mark.
+    let cfg = a.zone().unwrap().config();
+    assert!(
+        cfg.pcp_batch * 4 <= cfg.pcp_high,
+        "batch {} high {}",
+        cfg.pcp_batch,
+        cfg.pcp_high
+    );
     assert!(a.alloc_pages(1, PAGE, UsageKind::Global).is_ok());
 }
 
