@@ -405,3 +405,42 @@ impl Section for Arceos {
         vec![table(ctx), qemu_table()]
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const LOG: &str = "\
+ARCEOS RUN arch=x86_64 allocator=buddy-sim
+bench: TLSF allocator
+bench page-table pages (alloc + free of 1 page): 168 ns per call
+bench random churn (one call): 386 ns per call
+ARCEOS RUN arch=x86_64 allocator=bitmap
+bench page-table pages (alloc + free of 1 page): 69 ns per call
+bench random churn (one call): 1069 ns per call
+ARCEOS RUN arch=x86_64 allocator=buddy-sim
+bench page-table pages (alloc + free of 1 page): 170 ns per call
+";
+
+    #[test]
+    fn runs_group_by_architecture_workload_and_allocator() {
+        let runs = parse_qemu(LOG).unwrap();
+        assert_eq!(runs.len(), 2);
+        let ((arch, work), (bitmap, buddy)) = &runs[0];
+        assert_eq!(
+            (arch.as_str(), work.as_str()),
+            ("x86_64", "page-table pages (alloc + free of 1 page)")
+        );
+        assert_eq!(
+            (bitmap.as_slice(), buddy.as_slice()),
+            (&[69.0][..], &[168.0, 170.0][..])
+        );
+        assert_eq!(runs[1].1, (vec![1069.0], vec![386.0]));
+    }
+
+    #[test]
+    fn a_log_without_runs_says_why() {
+        assert_eq!(parse_qemu("UNAVAILABLE: no QEMU\n").unwrap_err(), "no QEMU");
+        assert!(parse_qemu("ARCEOS RUN arch=x86_64 allocator=bitmap\nbench: done\n").is_err());
+    }
+}
