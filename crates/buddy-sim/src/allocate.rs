@@ -3,7 +3,7 @@
 
 use crate::error::alloc::AllocError;
 use crate::frame::Frame;
-use crate::request::{AllocRequest, ReschedPoint};
+use crate::request::{AllocRequest, ReschedPoint, SlowPath};
 use crate::zeroed::Zeroing;
 use crate::zone::buddy::Prefer;
 use crate::zone::cpu::{Access, Cpu};
@@ -64,7 +64,7 @@ where
     pub fn alloc_raw(&self, mut request: AllocRequest<'_>) -> Result<Pfn, AllocError> {
         // The common cases, inline: a block, plain or zeroed (a request built in place folds
         // these tests away). Runs, and the options that conflict, take the general path.
-        if !request.is_block() {
+        if !request.is_block() || request.has_slow_path() {
             return self.alloc_request(request);
         }
         let (zone, cpu) = (self.zone, self.lists());
@@ -81,11 +81,34 @@ where
         zone.alloc_zeroed_on(cpu, (order, mt, key), zeroing)
     }
 
-    /// [`Cpu::alloc_raw`] of a run, or of a request whose options conflict.
+    /// [`Cpu::alloc_raw`] of a run, of a block with slow-path callbacks, or of a request
+    /// whose options conflict.
     #[inline(never)]
     fn alloc_request(&self, mut request: AllocRequest<'_>) -> Result<Pfn, AllocError> {
         request.check()?;
         let clearing = request.clearing(self.clearing())?;
-        self.zone.alloc_run(self.lists(), &mut request, clearing)
+        let (zone, cpu) = (self.zone, self.lists());
+        if !request.is_block() {
+            return zone.alloc_run(cpu, &mut request, clearing);
+        }
+        let (order, mt, key, fault) = (request.order, request.mt, request.key, request.fault);
+        let prefer = match clearing {
+            Some(_) => {
+                zone.check_fault(order, fault)?;
+                Prefer::Zeroed
+            }
+            None => Prefer::Unzeroed,
+        };
+        let mut hooks = SlowPath::of(&mut request.reclaim, &mut request.compact);
+        let (idx, zeroed) = zone.alloc_with(cpu, order, prefer, mt, key, &mut hooks)?;
+        let Some(clearing) = clearing else {
+            return Ok(zone.map().pfn(idx));
+        };
+        let zeroing = Zeroing {
+            clearing,
+            fault,
+            resched: ReschedPoint(&mut request.resched),
+        };
+        zone.make_allocation_zero(cpu, (idx, order), order.pages(), zeroed, zeroing)
     }
 }

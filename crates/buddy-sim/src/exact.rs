@@ -5,7 +5,7 @@
 use crate::error::alloc::AllocError;
 use crate::frame::Frame;
 use crate::memory::Clearing;
-use crate::request::{AllocRequest, ReschedPoint};
+use crate::request::{AllocRequest, ReschedPoint, SlowPath};
 use crate::types::Order;
 use crate::zeroed::{Zeroing, fault_inside};
 use crate::zone::Zone;
@@ -52,15 +52,18 @@ where
         let order = Order::covering(pages)?.max(request.align);
         self.check_order(order)?;
         let (mt, key) = (request.mt, request.key);
+        let mut hooks = SlowPath::of(&mut request.reclaim, &mut request.compact);
         let pfn = match clearing {
             None => {
-                let (idx, _) = self.alloc_preferring(cpu, order, Prefer::Unzeroed, mt, key)?;
+                let (idx, _) =
+                    self.alloc_with(cpu, order, Prefer::Unzeroed, mt, key, &mut hooks)?;
                 self.map().pfn(idx)
             }
             Some(clearing) => {
                 // Only the run is made zero: the pages past it go straight back.
                 fault_inside(pages, order, request.fault)?;
-                let (idx, zeroed) = self.alloc_preferring(cpu, order, Prefer::Zeroed, mt, key)?;
+                let (idx, zeroed) =
+                    self.alloc_with(cpu, order, Prefer::Zeroed, mt, key, &mut hooks)?;
                 let zeroing = Zeroing {
                     clearing,
                     fault: request.fault,

@@ -106,6 +106,7 @@ mod migratetype;
 mod mobility;
 mod named;
 mod node;
+mod reclaim;
 pub mod reference;
 mod request;
 mod sync;
@@ -145,10 +146,11 @@ pub use migratetype::MigrateType;
 pub use mm_types;
 /// A page frame number, from the shared vocabulary.
 pub use mm_types::Pfn;
-pub use mobility::compaction::CompactStats;
+pub use mobility::compaction::{CompactReason, CompactStats, CompactWork};
 pub use node::{
     LOCAL_DISTANCE, MAX_CPUS, MAX_NODES, MAX_ZONES, NodeSet, REMOTE_DISTANCE, Topology,
 };
+pub use reclaim::Reclaim;
 pub use request::{AllocRequest, Holding};
 pub use sync::DefaultRawMutex;
 pub use types::{MAX_SUPPORTED_ORDER, NodeId, NodePolicy, Order, OrderError};
@@ -159,10 +161,10 @@ pub use vmalloc::VmAreaBuf;
 pub use zero_core;
 pub use zone::check::Corruption;
 pub use zone::config::EAGER_PAGES;
-pub use zone::config::{LINUX_PCP_BATCH, ZoneConfig, pcp_batch_for, pcp_high_for};
-pub use zone::counters::OpCounters;
+pub use zone::config::{LINUX_PCP_BATCH, Watermarks, ZoneConfig, pcp_batch_for, pcp_high_for};
+pub use zone::counters::{FallbackCounts, OpCounters};
 pub use zone::cpu::{Access, Cpu, Local, LocalCpu, Locked};
 pub use zone::pcp::PerCpu;
 pub use zone::ranges::{DEFERRED_CHUNK_PAGES, MAX_ADDED_RANGES, MAX_DEFERRED_RANGES};
-pub use zone::stats::MemoryStats;
+pub use zone::stats::{FragmentationStats, MemoryStats};
 pub use zone::{AddedMemory, FreeWhere, StaticZone, Zone};

@@ -9,7 +9,8 @@ use crate::frame::Frame;
 use crate::memory::{Clearing, FrameClearer, FrameMemory};
 use crate::migrate::Migrate;
 use crate::migratetype::MigrateType;
-use crate::mobility::compaction::CompactStats;
+use crate::mobility::compaction::{CompactStats, CompactWork};
+use crate::reclaim::Reclaim;
 use crate::request::AllocRequest;
 use crate::types::Order;
 use crate::vmalloc::VmArea;
@@ -125,6 +126,20 @@ where
         migrate: &mut impl Migrate,
     ) -> Result<CompactStats, ContigError> {
         Ok(self.cpu(cpu)?.compact_some(budget, migrate))
+    }
+
+    /// [`Cpu::compact_work`](crate::Cpu::compact_work) on CPU `cpu`: `self.cpu(cpu)?.compact_work(..)`.
+    ///
+    /// # Errors
+    /// [`ContigError::BadCpu`].
+    pub fn compact_work(
+        &self,
+        cpu: usize,
+        budget: u64,
+        migrate: &mut impl Migrate,
+        reclaim: &mut impl Reclaim,
+    ) -> Result<CompactWork, ContigError> {
+        Ok(self.cpu(cpu)?.compact_work(budget, migrate, reclaim))
     }
 
     /// [`Cpu::free_pages`](crate::Cpu::free_pages) on CPU `cpu`: `self.cpu(cpu)?.free_pages(..)`.

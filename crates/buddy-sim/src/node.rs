@@ -33,7 +33,7 @@ use crate::frame::Frame;
 use crate::memory::{FrameClearer, FrameMemory};
 use crate::migrate::Migrate;
 use crate::mobility::compaction::CompactStats;
-use crate::request::{AllocRequest, ReschedPoint};
+use crate::request::{AllocRequest, ReschedPoint, SlowPath};
 use crate::sync::DefaultRawMutex;
 use crate::sync::Mutex;
 use crate::types::NodeId;
@@ -418,7 +418,7 @@ where
         let tried = self.first_zone[first.index()];
         if let Some(zone) = self.zones.as_ref().get(usize::from(tried)) {
             match attempt(zone, false) {
-                Err(AllocError::OutOfMemory(_)) => {}
+                Err(AllocError::OutOfMemory(_) | AllocError::MovableOnly(_)) => {}
                 done => return done,
             }
         }
@@ -444,6 +444,8 @@ where
                 }
                 match attempt(zone, slow_path) {
                     Err(e @ AllocError::OutOfMemory(_)) => last = e,
+                    // A movable-only zone is not in the zonelist of other kinds.
+                    Err(AllocError::MovableOnly(_)) => {}
                     done => return done,
                 }
             }
@@ -466,11 +468,12 @@ where
     #[inline(always)]
     pub fn alloc_raw(&self, cpu: usize, request: AllocRequest<'_>) -> Result<Pfn, AllocError> {
         // The common case, inline: a plain block, only its frame number carried back.
-        if request.is_block() && !request.zeroed {
+        if request.is_block() && !request.zeroed && !request.has_slow_path() {
             let (order, mt, key) = (request.order, request.mt, request.key);
             return self.allocate(cpu, order, request.policy, |z, slow| {
+                let how = (Prefer::Unzeroed, mt, key);
                 let (idx, _) =
-                    z.alloc_attempt(z.pcp(cpu)?, order, Prefer::Unzeroed, mt, key, slow)?;
+                    z.alloc_attempt(z.pcp(cpu)?, order, how, slow, &mut SlowPath::none())?;
                 Ok(z.map().pfn(idx))
             });
         }
@@ -513,11 +516,13 @@ where
             None => Prefer::Unzeroed,
         };
         let fault = request.fault;
+        let mut hooks = SlowPath::of(&mut request.reclaim, &mut request.compact);
         let (zone, idx, zeroed) = self.allocate(cpu, order, policy, |z, slow| {
             if prefer == Prefer::Zeroed {
                 z.check_fault(order, fault)?;
             }
-            let (idx, zeroed) = z.alloc_attempt(z.pcp(cpu)?, order, prefer, mt, key, slow)?;
+            let how = (prefer, mt, key);
+            let (idx, zeroed) = z.alloc_attempt(z.pcp(cpu)?, order, how, slow, &mut hooks)?;
             Ok((z, idx, zeroed))
         })?;
         let Some(clearing) = clearing else {

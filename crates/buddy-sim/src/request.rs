@@ -10,6 +10,7 @@ use crate::error::request::RequestConflict;
 use crate::memory::{Clearing, FrameClearer, FrameMemory};
 use crate::migrate::{Migrate, Migration};
 use crate::migratetype::MigrateType;
+use crate::reclaim::Reclaim;
 use crate::types::NodePolicy;
 use crate::types::Order;
 use zero_core::Resched;
@@ -44,6 +45,10 @@ pub struct AllocRequest<'a> {
     pub(crate) fault: Option<usize>,
     pub(crate) resched: Option<&'a mut dyn Resched>,
     pub(crate) migrate: Option<&'a mut dyn Migrate>,
+    /// Direct reclaim: the slow path's [`Reclaim`] callback.
+    pub(crate) reclaim: Option<&'a mut dyn Reclaim>,
+    /// Direct compaction: the slow path's [`Migrate`] callback.
+    pub(crate) compact: Option<&'a mut dyn Migrate>,
     pub(crate) frozen: bool,
     pub(crate) policy: NodePolicy,
 }
@@ -63,6 +68,8 @@ impl<'a> AllocRequest<'a> {
             fault: None,
             resched: None,
             migrate: None,
+            reclaim: None,
+            compact: None,
             frozen: false,
             policy: NodePolicy::Local,
         }
@@ -157,6 +164,31 @@ impl<'a> AllocRequest<'a> {
         }
     }
 
+    /// Direct reclaim: before the allocation fails (or, in
+    /// [defrag mode](crate::ZoneConfig::defrag_mode), before it takes part of another type's
+    /// pageblock) its slow path asks `reclaim` to free some of the embedder's caches and
+    /// tries again, as long as reclaim or compaction makes progress (at most 16 rounds,
+    /// Linux's `MAX_RECLAIM_RETRIES`).
+    pub fn reclaim(self, reclaim: &'a mut dyn Reclaim) -> Self {
+        AllocRequest {
+            reclaim: Some(reclaim),
+            ..self
+        }
+    }
+
+    /// Direct compaction: where the allocation would fail (a block above order 0), or in
+    /// [defrag mode](crate::ZoneConfig::defrag_mode) before it takes part of another type's
+    /// pageblock (any order: it compacts to the pageblock order then), its slow path
+    /// compacts the zone through `migrate` (as [`Cpu::compact`](crate::Cpu::compact),
+    /// going on where the zone's last compaction stopped, and deferred after failures as
+    /// Linux's `defer_compaction`) and tries again.
+    pub fn compact(self, migrate: &'a mut dyn Migrate) -> Self {
+        AllocRequest {
+            compact: Some(migrate),
+            ..self
+        }
+    }
+
     /// For a [`contiguous`](AllocRequest::contiguous) run: the pages handed out frozen, with
     /// no reference count (Linux's `alloc_contig_frozen_pages`), freed with
     /// `free_contig_frozen_range` or by dropping the [`Block`](crate::Block).
@@ -191,6 +223,13 @@ impl<'a> AllocRequest<'a> {
             && !self.frozen
             && self.align.get() <= self.order.get()
             && (self.fault.is_none() || self.zeroed)
+    }
+
+    /// Whether the request names slow-path callbacks (reclaim, compaction): not one of the
+    /// common requests, whose paths inline.
+    #[inline(always)]
+    pub(crate) const fn has_slow_path(&self) -> bool {
+        self.reclaim.is_some() || self.compact.is_some()
     }
 
     /// What a [`Block`](crate::Block) of this request holds.
@@ -261,6 +300,8 @@ impl fmt::Debug for AllocRequest<'_> {
             .field("clearer named", &self.clearer.is_some())
             .field("fault", &self.fault)
             .field("contiguous", &self.migrate.is_some())
+            .field("reclaim", &self.reclaim.is_some())
+            .field("compact", &self.compact.is_some())
             .field("frozen", &self.frozen)
             .field("policy", &self.policy)
             .finish()
@@ -284,6 +325,35 @@ pub(crate) struct MigrateCallback<'r, 'a>(pub(crate) &'r mut (dyn Migrate + 'a))
 impl Migrate for MigrateCallback<'_, '_> {
     fn migrate(&mut self, m: &Migration) -> bool {
         self.0.migrate(m)
+    }
+}
+
+/// A request's slow-path callbacks, borrowed for one allocation: direct reclaim and direct
+/// compaction.
+pub(crate) struct SlowPath<'r, 'a> {
+    pub(crate) reclaim: Option<&'r mut (dyn Reclaim + 'a)>,
+    pub(crate) compact: Option<&'r mut (dyn Migrate + 'a)>,
+}
+
+impl<'r, 'a> SlowPath<'r, 'a> {
+    /// No callbacks: the slow path drains, merges and initializes deferred memory only.
+    pub(crate) const fn none() -> Self {
+        Self {
+            reclaim: None,
+            compact: None,
+        }
+    }
+
+    /// The callbacks `request` names (a macro-free split borrow: the other fields stay
+    /// usable).
+    pub(crate) fn of(
+        reclaim: &'r mut Option<&'a mut dyn Reclaim>,
+        compact: &'r mut Option<&'a mut dyn Migrate>,
+    ) -> Self {
+        Self {
+            reclaim: reclaim.as_deref_mut(),
+            compact: compact.as_deref_mut(),
+        }
     }
 }
 

@@ -3,6 +3,7 @@
 use crate::error::buddy::BuddyError;
 use crate::error::config::ConfigError;
 use crate::error::request::RequestConflict;
+use crate::migratetype::MigrateType;
 use crate::types::Order;
 use core::fmt;
 use mm_types::Pfn;
@@ -61,6 +62,10 @@ pub enum AllocError {
     StaleZero(Pfn),
     /// `vmalloc`'s run buffer is too small for the runs it allocated.
     RunsFull,
+    /// A block of this kind asked of a movable-only zone
+    /// ([`ZoneConfig::movable_only`](crate::ZoneConfig::movable_only)), which serves
+    /// movable blocks and contiguous runs only.
+    MovableOnly(MigrateType),
 }
 
 impl From<AllocError> for BuddyError {
@@ -80,6 +85,7 @@ impl From<AllocError> for BuddyError {
             AllocError::Clear { pfn, error } => Self::Clear { pfn, error },
             AllocError::StaleZero(x) => Self::StaleZero(x),
             AllocError::RunsFull => Self::RunsFull,
+            AllocError::MovableOnly(x) => Self::MovableOnly(x),
         }
     }
 }

@@ -2,6 +2,7 @@
 
 use crate::error::config::ConfigError;
 use crate::error::request::RequestConflict;
+use crate::migratetype::MigrateType;
 use crate::types::Order;
 use core::fmt;
 use mm_types::Pfn;
@@ -76,6 +77,8 @@ pub enum BuddyError {
     RefcountOverflow(Pfn),
     /// `vmalloc`'s run buffer is too small for the runs it allocated.
     RunsFull,
+    /// A block of this kind asked of a movable-only zone.
+    MovableOnly(MigrateType),
     /// The frame does not start a naturally aligned block of the order asked for.
     Misaligned {
         /// The frame.
@@ -180,6 +183,11 @@ impl fmt::Display for BuddyError {
             Self::Shared(p) => write!(f, "frame {p} has more than one reference"),
             Self::RefcountOverflow(p) => write!(f, "frame {p}'s reference count would overflow"),
             Self::RunsFull => f.write_str("the run buffer given to vmalloc is too small"),
+            Self::MovableOnly(mt) => write!(
+                f,
+                "a {mt:?} allocation from a movable-only zone (it serves movable blocks and \
+                 contiguous runs)"
+            ),
             Self::Misaligned { pfn, order } => {
                 write!(
                     f,

@@ -34,6 +34,8 @@ pub enum ConfigError {
     ZeroBatch,
     /// `eager_pages` is zero: no frame of an added range would be initialized at once.
     NoEagerPages,
+    /// `compaction_proactiveness` above 100.
+    Proactiveness(u8),
     /// The frame metadata does not hold one [`Frame`](crate::Frame) per frame.
     FrameMetadata {
         /// Entries needed.
@@ -134,6 +136,7 @@ impl fmt::Display for ConfigError {
             Self::NoEagerPages => {
                 write!(f, "no frame of an added range would be initialized at once")
             }
+            Self::Proactiveness(p) => write!(f, "compaction proactiveness {p} above 100"),
             Self::FrameMetadata { need, got } => {
                 write!(f, "frame metadata: {got} entries for {need} frames")
             }

@@ -18,12 +18,15 @@ use crate::error::contig::ContigError;
 use crate::frame::{Frame, FrameState, Word};
 use crate::migrate::{Migrate, Migration};
 use crate::migratetype::MigrateType;
+use crate::reclaim::Reclaim;
 use crate::types::{FrameIdx, Order, PageblockIdx};
 use crate::zone::Zone;
 use crate::zone::buddy::{FreeArea, Scanners};
+use crate::zone::config::Fallback;
 use crate::zone::cpu::{Access, Cpu};
 use crate::zone::map::FrameMap;
 use crate::zone::pageblock::PageblockClaim;
+use crate::zone::pcp::CpuLists;
 use crate::zone::pcp::PerCpu;
 use lock_api::RawMutex;
 
@@ -62,20 +65,18 @@ where
     P: AsRef<[PerCpu<R>]>,
     R: RawMutex,
 {
-    /// The scanners' loop: until `target` is met, `budget` frames moved, or they meet.
+    /// The scanners' loop: until `goal` is met, `budget` frames moved, or they meet.
     fn compact_run(
         &self,
         s: &mut Scanners,
-        target: Option<Order>,
+        goal: Goal,
         budget: u64,
         migrate: &mut impl Migrate,
     ) -> CompactStats {
         let m = self.map();
         let mut stats = CompactStats::default();
         loop {
-            if let Some(order) = target
-                && self.lock_zone().has_free(m, order)
-            {
+            if goal.met(m, &self.lock_zone()) {
                 stats.success = true;
                 break;
             }
@@ -99,6 +100,51 @@ where
                 Err(NotMoved::Refused) => stats.refused += 1,
                 Err(NotMoved::Changed) => {}
             }
+        }
+        stats
+    }
+
+    /// [`Zone::compact_run`] from where the zone's last compaction stopped; the cursor is
+    /// kept for the next one unless the scanners met (or found no target), as Linux keeps
+    /// `compact_cached_migrate_pfn` and `compact_cached_free_pfn`.
+    fn compact_resuming(
+        &self,
+        goal: Goal,
+        budget: u64,
+        migrate: &mut impl Migrate,
+    ) -> CompactStats {
+        let m = self.map();
+        let mut scanners = self
+            .lock_zone()
+            .scanners()
+            .unwrap_or_else(|| Scanners::start(m));
+        let stats = self.compact_run(&mut scanners, goal, budget, migrate);
+        let stopped_early = stats.success || stats.moved_pages >= budget;
+        self.lock_zone()
+            .set_scanners(stopped_early.then_some(scanners));
+        stats
+    }
+
+    /// Direct compaction for an allocation's slow path: unless deferred after earlier
+    /// failures (`compaction_deferred`), drains `pcp`'s lists (every CPU's for a locked
+    /// handle) and compacts from where the last compaction stopped until a free block of
+    /// `order` exists or the scanners meet.
+    pub(crate) fn compact_direct(
+        &self,
+        pcp: CpuLists<'_, R>,
+        order: Order,
+        migrate: &mut impl Migrate,
+    ) -> CompactStats {
+        if self.lock_zone().compaction_deferred(order) {
+            return CompactStats::default();
+        }
+        self.drain_reachable(pcp);
+        let stats = self.compact_resuming(Goal::Order(order), u64::MAX, migrate);
+        let mut free = self.lock_zone();
+        if stats.success {
+            free.compaction_succeeded(order);
+        } else {
+            free.defer_compaction(order);
         }
         stats
     }
@@ -221,7 +267,13 @@ impl FreeArea {
         let movable = MigrateType::Movable;
         let (idx, zeroed, claim) = match self.rmqueue_smallest(m, order, movable) {
             Some((idx, zeroed)) => (idx, zeroed, None),
-            None => self.rmqueue_fallback_claiming(m, order, movable)?,
+            None => match self.rmqueue_claim(m, order, movable, Fallback::Any) {
+                Some((idx, zeroed, claim)) => (idx, zeroed, Some(claim)),
+                None => {
+                    let (idx, zeroed) = self.rmqueue_steal(m, order, movable)?;
+                    (idx, zeroed, None)
+                }
+            },
         };
         Some(Target::frozen(m, idx, order, zeroed, claim))
     }
@@ -232,6 +284,68 @@ impl FreeArea {
         self.free_one_page(m, target.idx, order, target.zeroed);
         if let Some(claim) = target.claim {
             self.unclaim_pageblocks(m, claim);
+        }
+    }
+}
+
+/// Proactive compaction's marks for a proactiveness (Linux's `fragmentation_score_wmark`):
+/// it stops at `max(100 - p, 5)` and starts above `min(that + 10, 100)`.
+#[must_use]
+fn proactive_marks(proactiveness: u8) -> (u8, u8) {
+    let low = 100u8.saturating_sub(proactiveness.min(100)).max(5);
+    (low, low.saturating_add(10).min(100))
+}
+
+/// Why background compaction ([`Cpu::compact_work`]) ran.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CompactReason {
+    /// A fallback fragmented a pageblock and boosted the watermark.
+    Boost,
+    /// Defrag mode: less than the high watermark's worth of memory in free pageblocks.
+    DefragWatermark,
+    /// The fragmentation score was above the proactiveness's high mark.
+    Proactive,
+}
+
+/// What one call of background compaction ([`Cpu::compact_work`]) did.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct CompactWork {
+    /// Why it ran; `None` when nothing asked for it.
+    pub reason: Option<CompactReason>,
+    /// What compaction did (`success`: its goal was met).
+    pub stats: CompactStats,
+    /// Frames the embedder's reclaim callback said it freed.
+    pub reclaimed: u64,
+    /// The zone's fragmentation score before and after ([`FragmentationStats::score`](crate::FragmentationStats::score)).
+    pub score_before: u8,
+    /// See `score_before`.
+    pub score_after: u8,
+    /// The watermark boost left (0 once worked off).
+    pub boost_left: u64,
+}
+
+/// When a compaction stops, besides its budget and its scanners meeting.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Goal {
+    /// A free block of this order or above exists (direct compaction, `compact_finished`).
+    Order(Order),
+    /// The fragmentation score is at most this (proactive compaction's low mark).
+    Score(u8),
+    /// At least this many frames are free in blocks of the pageblock order or above
+    /// (defrag mode's watermark).
+    FreePageblocks(u64),
+    /// Only the budget ([`Cpu::compact_some`]).
+    Budget,
+}
+
+impl Goal {
+    /// Whether the free area meets it (under the zone lock).
+    fn met(self, m: FrameMap<'_>, free: &FreeArea) -> bool {
+        match self {
+            Self::Order(order) => free.has_free(m, order),
+            Self::Score(most) => free.fragmentation_score(m) <= most,
+            Self::FreePageblocks(least) => free.free_in_pageblocks(m) >= least,
+            Self::Budget => false,
         }
     }
 }
@@ -280,7 +394,7 @@ where
         zone.check_order(order)?;
         zone.drain_reachable(self.lists());
         let mut scanners = Scanners::start(zone.map());
-        Ok(zone.compact_run(&mut scanners, Some(order), u64::MAX, migrate))
+        Ok(zone.compact_run(&mut scanners, Goal::Order(order), u64::MAX, migrate))
     }
 
     /// Proactive compaction for an idle CPU, like [`Zone::zero_some`]: moves at most
@@ -290,15 +404,70 @@ where
     pub fn compact_some(&self, budget: u64, migrate: &mut impl Migrate) -> CompactStats {
         let zone = self.zone;
         zone.drain_reachable(self.lists());
-        let m = zone.map();
-        let mut scanners = zone
-            .lock_zone()
-            .scanners()
-            .unwrap_or_else(|| Scanners::start(m));
-        let stats = zone.compact_run(&mut scanners, None, budget, migrate);
-        // Met (or nothing to do): start from the ends next time.
-        let done = stats.moved_pages < budget;
-        zone.lock_zone().set_scanners((!done).then_some(scanners));
-        stats
+        zone.compact_resuming(Goal::Budget, budget, migrate)
+    }
+
+    /// Background compaction, kcompactd's job, for the embedder's idle loop or a worker:
+    /// works off the watermark boost that fragmenting fallbacks raised (asking `reclaim`
+    /// for the boost's frames, as kswapd's boosted reclaim, then compacting until a free
+    /// pageblock exists); else, in [defrag mode](crate::ZoneConfig::defrag_mode), keeps the
+    /// high watermark's worth of memory in free pageblocks (reclaiming what is missing,
+    /// then compacting); else compacts proactively while the fragmentation score is above
+    /// the proactiveness's high mark, down to its low mark
+    /// ([`ZoneConfig::compaction_proactiveness`](crate::ZoneConfig::compaction_proactiveness)).
+    /// At most `budget` frames are moved per call; the scanners go on where the last
+    /// compaction stopped. Returns why it ran and what it did (`reason: None`: nothing to
+    /// do).
+    pub fn compact_work(
+        &self,
+        budget: u64,
+        migrate: &mut impl Migrate,
+        reclaim: &mut impl Reclaim,
+    ) -> CompactWork {
+        let zone = self.zone;
+        zone.drain_reachable(self.lists());
+        let before = zone.fragmentation();
+        let cfg = zone.cfg;
+        let (low_mark, high_mark) = proactive_marks(cfg.compaction_proactiveness);
+        let high = before.watermarks.high;
+        let reason = if before.boost > 0 {
+            CompactReason::Boost
+        } else if cfg.defrag_mode && before.free_in_pageblocks < high {
+            CompactReason::DefragWatermark
+        } else if cfg.compaction_proactiveness > 0 && before.score > high_mark {
+            CompactReason::Proactive
+        } else {
+            return CompactWork {
+                reason: None,
+                score_before: before.score,
+                score_after: before.score,
+                ..CompactWork::default()
+            };
+        };
+        let (want, goal) = match reason {
+            CompactReason::Boost => (before.boost, Goal::Order(cfg.pageblock_order)),
+            CompactReason::DefragWatermark => (
+                high.saturating_sub(before.free_in_pageblocks),
+                Goal::FreePageblocks(high),
+            ),
+            CompactReason::Proactive => (0, Goal::Score(low_mark)),
+        };
+        let reclaimed = if want > 0 { reclaim.reclaim(want) } else { 0 };
+        if reclaimed > 0 {
+            zone.drain_reachable(self.lists());
+        }
+        let stats = zone.compact_resuming(goal, budget, migrate);
+        if reason == CompactReason::Boost && (stats.success || stats.moved_pages < budget) {
+            zone.lock_zone().clear_boost();
+        }
+        let after = zone.fragmentation();
+        CompactWork {
+            reason: Some(reason),
+            stats,
+            reclaimed,
+            score_before: before.score,
+            score_after: after.score,
+            boost_left: after.boost,
+        }
     }
 }

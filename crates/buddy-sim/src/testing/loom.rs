@@ -613,6 +613,7 @@ fn move_without_freezing(
         O0,
         crate::zone::buddy::Prefer::Unzeroed,
         crate::migratetype::MigrateType::Movable,
+        crate::zone::config::Fallback::Any,
     ) else {
         return;
     };

@@ -5,9 +5,11 @@ use crate::error::alloc::AllocError;
 use crate::error::contig::ContigError;
 use crate::frame::{Frame, Word};
 use crate::migratetype::MigrateType;
+use crate::request::{MigrateCallback, SlowPath};
 use crate::types::{FrameIdx, Order};
 use crate::zone::Zone;
 use crate::zone::buddy::Prefer;
+use crate::zone::config::Fallback;
 use crate::zone::pcp::CpuLists;
 use crate::zone::pcp::{PcpLists, PerCpu};
 use lock_api::RawMutex;
@@ -31,45 +33,61 @@ where
         mt: MigrateType,
         key: u64,
     ) -> Result<(FrameIdx, bool), AllocError> {
-        // The common case, inline: a per-cpu order served from (or refilled into) the CPU's
-        // list. Everything else, and every error, takes the general path.
-        let (idx, zeroed) = match self.alloc_from_cpu_list(cpu, order, prefer, mt) {
-            Some(taken) => taken,
-            None => self.alloc_slow(cpu, order, prefer, mt)?,
-        };
-        self.mark_allocated(idx, order, mt, key);
-        Ok((idx, zeroed))
+        self.alloc_with(cpu, order, prefer, mt, key, &mut SlowPath::none())
     }
 
-    /// [`Zone::alloc_preferring`], or with `slow_path` false one attempt without it (no
-    /// drain, no merge, no deferred memory): a node set's first pass over its zones, which
-    /// takes a free block from a farther zone before it drains a nearer one (Linux's
-    /// `get_page_from_freelist` before `__alloc_pages_slowpath`).
-    #[inline]
-    pub(crate) fn alloc_attempt(
+    /// [`Zone::alloc_preferring`] whose slow path may call `hooks` (direct reclaim and
+    /// compaction).
+    #[inline(always)]
+    pub(crate) fn alloc_with(
         &self,
         cpu: CpuLists<'_, R>,
         order: Order,
         prefer: Prefer,
         mt: MigrateType,
         key: u64,
+        hooks: &mut SlowPath<'_, '_>,
+    ) -> Result<(FrameIdx, bool), AllocError> {
+        // The common case, inline: a per-cpu order served from (or refilled into) the CPU's
+        // list. Everything else, and every error, takes the general path.
+        let (idx, zeroed) = match self.alloc_from_cpu_list(cpu, order, prefer, mt) {
+            Some(taken) => taken,
+            None => self.alloc_slow(cpu, order, prefer, mt, hooks)?,
+        };
+        self.mark_allocated(idx, order, mt, key);
+        Ok((idx, zeroed))
+    }
+
+    /// [`Zone::alloc_with`], or with `slow_path` false one attempt without it (no
+    /// drain, no merge, no deferred memory, no callbacks): a node set's first pass over its
+    /// zones, which takes a free block from a farther zone before it drains a nearer one
+    /// (Linux's `get_page_from_freelist` before `__alloc_pages_slowpath`).
+    #[inline]
+    pub(crate) fn alloc_attempt(
+        &self,
+        cpu: CpuLists<'_, R>,
+        order: Order,
+        (prefer, mt, key): (Prefer, MigrateType, u64),
         slow_path: bool,
+        hooks: &mut SlowPath<'_, '_>,
     ) -> Result<(FrameIdx, bool), AllocError> {
         if slow_path {
-            return self.alloc_preferring(cpu, order, prefer, mt, key);
+            return self.alloc_with(cpu, order, prefer, mt, key, hooks);
         }
         if let Some((idx, zeroed)) = self.alloc_from_cpu_list(cpu, order, prefer, mt) {
             self.mark_allocated(idx, order, mt, key);
             return Ok((idx, zeroed));
         }
         self.check_order(order)?;
-        let (idx, zeroed) = self.alloc_fast(cpu, order, prefer, mt, true)?;
+        self.check_kind(mt)?;
+        let (idx, zeroed) = self.alloc_fast(cpu, order, prefer, mt, self.cfg.fallback(), true)?;
         self.mark_allocated(idx, order, mt, key);
         Ok((idx, zeroed))
     }
 
     /// The common case of every allocation: a per-cpu order taken from `pcp`'s list (refilled
-    /// from the buddy when empty); `None` for any other order or an empty zone.
+    /// from the buddy when empty); `None` for any other order, an empty zone, or a kind a
+    /// movable-only zone refuses.
     #[inline(always)]
     fn alloc_from_cpu_list(
         &self,
@@ -79,10 +97,10 @@ where
         mt: MigrateType,
     ) -> Option<(FrameIdx, bool)> {
         let list = self.cfg.pcp_list(order, mt)?;
-        if order > self.cfg.max_order {
+        if order > self.cfg.max_order || (self.cfg.movable_only && mt != MigrateType::Movable) {
             return None;
         }
-        self.take_from_list(pcp, list, order, prefer, mt)
+        self.take_from_list(pcp, list, order, prefer, mt, self.cfg.fallback())
     }
 
     /// Marks the block taken at `idx` allocated as `mt`, its head given `key`.
@@ -96,8 +114,21 @@ where
         head.store(Word::allocated_as(order.get(), mt));
     }
 
-    /// [`Zone::alloc_preferring`] past its fast path: the checks, the buddy for an order
-    /// without a per-cpu list, and the slow path's drains, merges and deferred memory.
+    /// [`AllocError::MovableOnly`] for a block of a kind other than movable from a
+    /// movable-only zone.
+    #[inline]
+    pub(crate) fn check_kind(&self, mt: MigrateType) -> Result<(), AllocError> {
+        if self.cfg.movable_only && mt != MigrateType::Movable {
+            return Err(AllocError::MovableOnly(mt));
+        }
+        Ok(())
+    }
+
+    /// [`Zone::alloc_with`] past its fast path: the checks, the buddy for an order without
+    /// a per-cpu list, and the slow path (`__alloc_pages_slowpath`): drain every reachable
+    /// per-cpu list, merge the buddies kept apart by their knowledge of zero, initialize
+    /// deferred memory; then rounds of direct reclaim and compaction through `hooks`; in
+    /// defrag mode, last, the fallback that fragments a pageblock.
     #[inline(never)]
     fn alloc_slow(
         &self,
@@ -105,27 +136,36 @@ where
         order: Order,
         prefer: Prefer,
         mt: MigrateType,
+        hooks: &mut SlowPath<'_, '_>,
     ) -> Result<(FrameIdx, bool), AllocError> {
         self.check_order(order)?;
-        let oom = |r: &Result<_, _>| matches!(r, Err(AllocError::OutOfMemory(_)));
-        let first = self.alloc_fast(pcp, order, prefer, mt, true);
+        self.check_kind(mt)?;
+        let fallback = self.cfg.fallback();
+        let first = self.alloc_fast(pcp, order, prefer, mt, fallback, true);
         if !oom(&first) {
             return first;
         }
         self.drain_reachable(pcp);
-        let mut retry = self.alloc_fast(pcp, order, prefer, mt, false);
+        let mut retry = self.alloc_fast(pcp, order, prefer, mt, fallback, false);
         // Then: merge the buddies that stayed apart for their knowledge of zero.
         if oom(&retry) && self.lock_zone().merge_mixed(self.map()) {
-            retry = self.alloc_fast(pcp, order, prefer, mt, false);
+            retry = self.alloc_fast(pcp, order, prefer, mt, fallback, false);
         }
-        // Last: initialize deferred memory, a chunk at a time (`deferred_grow_zone`), or
+        // Then: initialize deferred memory, a chunk at a time (`deferred_grow_zone`), or
         // wait for the chunks another CPU is initializing.
         while oom(&retry) {
             let seen = self.deferred_generation();
-            retry = self.alloc_fast(pcp, order, prefer, mt, false);
+            retry = self.alloc_fast(pcp, order, prefer, mt, fallback, false);
             if !oom(&retry) || !self.grow_from_deferred(seen) {
                 break;
             }
+        }
+        if oom(&retry) && (hooks.reclaim.is_some() || hooks.compact.is_some()) {
+            retry = self.reclaim_and_compact(pcp, order, (prefer, mt, fallback), hooks);
+        }
+        // Defrag mode's last resort: what reclaim and compaction could not prevent.
+        if oom(&retry) && fallback == Fallback::WholePageblocks {
+            retry = self.alloc_fast(pcp, order, prefer, mt, Fallback::Any, false);
         }
         match self.refused {
             // A static zone whose configuration was refused: that is why.
@@ -134,9 +174,55 @@ where
         }
     }
 
+    /// The slow path's rounds of direct reclaim and direct compaction (Linux's
+    /// `__alloc_pages_direct_reclaim` and `__alloc_pages_direct_compact` with
+    /// `should_reclaim_retry`): each round asks `hooks.reclaim` for the larger of 32 frames
+    /// (`SWAP_CLUSTER_MAX`) and the block (a pageblock in defrag mode), drains, tries; then
+    /// compacts towards the block's order (the pageblock order in defrag mode, where
+    /// compaction makes the whole free pageblock the fallback may take), tries; until the
+    /// allocation succeeds, a round makes no progress, or 16 rounds.
+    #[cold]
+    fn reclaim_and_compact(
+        &self,
+        pcp: CpuLists<'_, R>,
+        order: Order,
+        (prefer, mt, fallback): (Prefer, MigrateType, Fallback),
+        hooks: &mut SlowPath<'_, '_>,
+    ) -> Result<(FrameIdx, bool), AllocError> {
+        let goal = fallback.lowest_order(order, self.cfg.pageblock_order);
+        let mut retry = Err(AllocError::OutOfMemory(order));
+        for _ in 0..MAX_RECLAIM_RETRIES {
+            let mut progress = false;
+            if let Some(reclaim) = hooks.reclaim.as_deref_mut() {
+                let freed = reclaim.reclaim(goal.pages().max(SWAP_CLUSTER_MAX));
+                progress |= freed > 0;
+                self.drain_reachable(pcp);
+                retry = self.alloc_fast(pcp, order, prefer, mt, fallback, false);
+                if !oom(&retry) {
+                    return retry;
+                }
+            }
+            if let Some(migrate) = hooks.compact.as_deref_mut()
+                && goal > Order::ZERO
+            {
+                let done = self.compact_direct(pcp, goal, &mut MigrateCallback(migrate));
+                progress |= done.moved_pages > 0;
+                retry = self.alloc_fast(pcp, order, prefer, mt, fallback, false);
+                if !oom(&retry) {
+                    return retry;
+                }
+            }
+            if !progress {
+                break;
+            }
+        }
+        retry
+    }
+
     /// One allocation attempt without draining other lists: from the CPU's list for a
-    /// per-cpu order ([`Zone::take_from_list`]), else from the buddy. With `list_tried` (just
-    /// after [`Zone::alloc_from_cpu_list`] found nothing) a per-cpu order is out of memory
+    /// per-cpu order ([`Zone::take_from_list`]), else from the buddy, falling back to other
+    /// types as `fallback` allows. With `list_tried` (just after
+    /// [`Zone::alloc_from_cpu_list`] found nothing) a per-cpu order is out of memory
     /// without taking both locks again. The block's head is not marked allocated yet.
     fn alloc_fast(
         &self,
@@ -144,15 +230,20 @@ where
         order: Order,
         prefer: Prefer,
         mt: MigrateType,
+        fallback: Fallback,
         list_tried: bool,
     ) -> Result<(FrameIdx, bool), AllocError> {
         let oom = AllocError::OutOfMemory(order);
         match self.cfg.pcp_list(order, mt) {
-            Some(_) if list_tried => Err(oom),
-            Some(list) => self.take_from_list(pcp, list, order, prefer, mt).ok_or(oom),
+            Some(_) if list_tried && fallback == self.cfg.fallback() => Err(oom),
+            Some(list) => self
+                .take_from_list(pcp, list, order, prefer, mt, fallback)
+                .ok_or(oom),
             None => {
                 let mut free = self.lock_zone();
-                let taken = free.rmqueue(self.map(), order, prefer, mt).ok_or(oom)?;
+                let taken = free
+                    .rmqueue(self.map(), order, prefer, mt, fallback)
+                    .ok_or(oom)?;
                 if prefer == Prefer::Zeroed {
                     free.stats().count_zeroed_alloc(taken.1, order.pages());
                 }
@@ -174,18 +265,18 @@ where
         order: Order,
         prefer: Prefer,
         mt: MigrateType,
+        fallback: Fallback,
     ) -> Option<(FrameIdx, bool)> {
         let m = self.map();
         let mut lists = self.lock_pcp(pcp);
         if prefer == Prefer::Zeroed {
-            return self.take_zeroed_from_list(&mut lists, list, order, mt);
+            return self.take_zeroed_from_list(&mut lists, list, order, mt, fallback);
         }
         if lists.lists[list].is_empty() {
             self.refill(
                 &mut lists,
                 list,
-                order,
-                Prefer::Unzeroed,
+                (order, Prefer::Unzeroed, fallback),
                 self.cfg.pcp_blocks(order),
             );
         }
@@ -202,13 +293,20 @@ where
         list: usize,
         order: Order,
         mt: MigrateType,
+        fallback: Fallback,
     ) -> Option<(FrameIdx, bool)> {
         let m = self.map();
         let taken = lists.pop(m, list, order, Prefer::Zeroed).or_else(|| {
             let mut free = self.lock_zone();
-            let idx = free.rmqueue_zeroed(m, order, mt)?;
+            let idx = free.rmqueue_zeroed(m, order, mt, fallback)?;
             let batch = self.cfg.pcp_blocks(order);
-            lists.refill(m, &mut free, list, order, Prefer::Zeroed, batch - 1);
+            lists.refill(
+                m,
+                &mut free,
+                list,
+                (order, Prefer::Zeroed, fallback),
+                batch - 1,
+            );
             Some((idx, true))
         });
         let taken = taken.or_else(|| {
@@ -216,8 +314,7 @@ where
                 self.refill(
                     lists,
                     list,
-                    order,
-                    Prefer::Unzeroed,
+                    (order, Prefer::Unzeroed, fallback),
                     self.cfg.pcp_blocks(order),
                 );
             }
@@ -230,15 +327,14 @@ where
     /// Refills `lists`' `list` with `blocks` blocks of `order` from the buddy, under the
     /// zone lock (every few allocations of a high order: not cold).
     #[inline]
-    fn refill(&self, lists: &mut PcpLists, list: usize, order: Order, prefer: Prefer, blocks: u64) {
-        lists.refill(
-            self.map(),
-            &mut self.lock_zone(),
-            list,
-            order,
-            prefer,
-            blocks,
-        );
+    fn refill(
+        &self,
+        lists: &mut PcpLists,
+        list: usize,
+        how: (Order, Prefer, Fallback),
+        blocks: u64,
+    ) {
+        lists.refill(self.map(), &mut self.lock_zone(), list, how, blocks);
     }
 
     /// Allocates the specific block `[pfn, pfn + 2^order)` if it lies wholly inside one block
@@ -306,4 +402,15 @@ where
         }
         drained
     }
+}
+
+/// Linux's `MAX_RECLAIM_RETRIES`: the most rounds of reclaim and compaction one allocation
+/// makes.
+const MAX_RECLAIM_RETRIES: u32 = 16;
+/// Linux's `SWAP_CLUSTER_MAX`: the least a round of direct reclaim asks for.
+const SWAP_CLUSTER_MAX: u64 = 32;
+
+/// Whether an attempt ran out of memory (what the slow path's next step may fix).
+fn oom<T>(r: &Result<T, AllocError>) -> bool {
+    matches!(r, Err(AllocError::OutOfMemory(_)))
 }

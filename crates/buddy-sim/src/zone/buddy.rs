@@ -15,7 +15,8 @@ use crate::frame::{FrameState, Word};
 use crate::migratetype::MigrateType;
 use crate::migratetype::{INITIALIZED, ISOLATE, LIST_TYPES, Pageblock};
 use crate::types::{FrameIdx, MAX_SUPPORTED_ORDER, Order, PageblockIdx};
-use crate::zone::counters::LockStats;
+use crate::zone::config::{Fallback, Watermarks};
+use crate::zone::counters::{FallbackCounts, LockStats};
 use crate::zone::list::{FreeCount, List};
 use crate::zone::map::FrameMap;
 use crate::zone::pageblock::{PageblockClaim, set_pageblocks};
@@ -49,6 +50,12 @@ pub(crate) struct FreeArea {
     stats: LockStats,
     /// Where proactive compaction's scanners stopped (`Zone::compact_some`).
     scanners: Option<Scanners>,
+    /// The fallbacks taken.
+    fallbacks: FallbackCounts,
+    /// Linux's `watermark_boost`: frames of free pageblocks background compaction owes.
+    boost: u64,
+    /// Direct compaction's deferral after failures.
+    defer: CompactDefer,
 }
 
 impl FreeArea {
@@ -60,6 +67,9 @@ impl FreeArea {
         deferred: DeferredRanges::EMPTY,
         stats: LockStats::ZERO,
         scanners: None,
+        fallbacks: FallbackCounts::ZERO,
+        boost: 0,
+        defer: CompactDefer::NONE,
     };
 
     /// Frames `[0, frames)` added, none of them initialized yet: a static zone's, which
@@ -110,7 +120,7 @@ impl FreeArea {
     /// zeroed, on a per-cpu list, or of other knowledge (known zero where this block is not,
     /// or the reverse) stops the merge: a merged block is known zero exactly when both halves
     /// were. So does a buddy in another pageblock that is isolated where this one is not (or
-    /// the reverse); a buddy of another type takes this block's type (`change_pageblock_range`).
+    /// the reverse); a buddy of another type takes this block's type (Linux 6.10+).
     #[inline]
     pub(crate) fn free_one_page(
         &mut self,
@@ -131,7 +141,7 @@ impl FreeArea {
             }
             return;
         }
-        let mut list = m.free_list_of(idx);
+        let list = m.free_list_of(idx);
         while order < m.cfg.max_order {
             let Some(b) = m.buddy(idx, order) else { break };
             // Only a buddy of the same knowledge: a freed block does not make its zeroed
@@ -145,15 +155,10 @@ impl FreeArea {
                 if list == ISOLATE || w.mt() == ISOLATE {
                     break;
                 }
-                // The merged block takes the lower half's type (`change_pageblock_range`):
-                // whatever order the halves were freed in, the same type results.
-                if b < idx {
-                    list = w.mt();
-                    if let Some(mt) = MigrateType::from_index(list) {
-                        set_pageblocks(m, idx, order, mt);
-                    }
-                } else if let Some(mt) = MigrateType::from_index(list) {
-                    self.set_block_type(m, b, order, mt);
+                // The merged block takes the freed block's type (`__free_one_page` since
+                // Linux 6.10), whichever half it is.
+                if let Some(mt) = MigrateType::from_index(list) {
+                    set_pageblocks(m, b, order, mt);
                 }
             }
             self.remove(m, b, order);
@@ -183,26 +188,30 @@ impl FreeArea {
     }
 
     /// Takes the smallest block known zero of at least `order` on `mt`'s lists, else on its
-    /// fallbacks' (claiming the pageblock for `mt` where an allocation would), split down
-    /// (the halves stay known zero), or `None` if the buddy has none.
+    /// fallbacks' as `fallback` allows (claiming the pageblock for `mt` where an allocation
+    /// would), split down (the halves stay known zero), or `None` if the buddy has none.
     #[inline]
     pub(crate) fn rmqueue_zeroed(
         &mut self,
         m: FrameMap<'_>,
         order: Order,
         mt: MigrateType,
+        fallback: Fallback,
     ) -> Option<FrameIdx> {
-        let zeroed_on = |free: &Self, from: MigrateType| {
-            (order.get()..=m.cfg.max_order.get()).find_map(|o| {
+        let zeroed_on = |free: &Self, from: MigrateType, lowest: u8| {
+            (lowest..=m.cfg.max_order.get()).find_map(|o| {
                 let tail = free.lists[o as usize][from as usize].tail()?;
                 m.frame(tail).load().zeroed().then_some((Order(o), tail))
             })
         };
-        let (o, idx) = zeroed_on(self, mt).or_else(|| {
+        let lowest = fallback.lowest_order(order, m.cfg.pageblock_order);
+        let (o, idx) = zeroed_on(self, mt, order.get()).or_else(|| {
             mt.fallbacks().into_iter().find_map(|from| {
-                let (o, idx) = zeroed_on(self, from)?;
-                if mt.claims_on_fallback(o, m.cfg.pageblock_order) {
-                    self.try_claim(m, idx, o, mt);
+                let (o, idx) = zeroed_on(self, from, lowest.get())?;
+                let claimed = mt.claims_on_fallback(o, m.cfg.pageblock_order)
+                    && self.try_claim(m, idx, o, mt, from);
+                if !claimed {
+                    self.fallbacks.count_steal(mt);
                 }
                 Some((o, idx))
             })
@@ -212,7 +221,8 @@ impl FreeArea {
     }
 
     /// A block `prefer` would rather have (see [`Prefer`]) for an allocation of `mt`: from
-    /// its own lists, else by falling back to the other types (`__rmqueue_fallback`).
+    /// its own lists, else by falling back to the other types as `fallback` allows
+    /// (`__rmqueue_fallback`).
     #[inline]
     pub(crate) fn rmqueue(
         &mut self,
@@ -220,61 +230,92 @@ impl FreeArea {
         order: Order,
         prefer: Prefer,
         mt: MigrateType,
+        fallback: Fallback,
     ) -> Option<(FrameIdx, bool)> {
         if prefer == Prefer::Zeroed
-            && let Some(idx) = self.rmqueue_zeroed(m, order, mt)
+            && let Some(idx) = self.rmqueue_zeroed(m, order, mt, fallback)
         {
             return Some((idx, true));
         }
         self.rmqueue_smallest(m, order, mt)
-            .or_else(|| self.rmqueue_fallback(m, order, mt))
+            .or_else(|| self.rmqueue_fallback(m, order, mt, fallback))
     }
 
-    /// `__rmqueue_fallback`: first the largest block of another type, in `mt`'s fallback
-    /// order, whose pageblock `mt` may claim ([`MigrateType::claims_on_fallback`],
-    /// [`FreeArea::try_claim`]), then allocating from `mt`'s lists; else the smallest block
-    /// of another type that fits, taken without changing any type.
+    /// `__rmqueue_fallback`: [`FreeArea::rmqueue_claim`], else (unless `fallback` is
+    /// [`Fallback::WholePageblocks`]) [`FreeArea::rmqueue_steal`].
     #[inline]
     pub(crate) fn rmqueue_fallback(
         &mut self,
         m: FrameMap<'_>,
         order: Order,
         mt: MigrateType,
+        fallback: Fallback,
     ) -> Option<(FrameIdx, bool)> {
-        self.rmqueue_fallback_claiming(m, order, mt)
-            .map(|(idx, zeroed, _)| (idx, zeroed))
+        if let Some((idx, zeroed, _)) = self.rmqueue_claim(m, order, mt, fallback) {
+            return Some((idx, zeroed));
+        }
+        match fallback {
+            Fallback::Any => self.rmqueue_steal(m, order, mt),
+            Fallback::WholePageblocks => None,
+        }
     }
 
-    /// [`FreeArea::rmqueue_fallback`], saying which pageblocks it claimed for `mt`, if any.
-    pub(crate) fn rmqueue_fallback_claiming(
+    /// `__rmqueue_claim`: from the largest order down to `order` (to the pageblock order for
+    /// [`Fallback::WholePageblocks`]), while `mt` may claim a block of that order
+    /// ([`MigrateType::claims_on_fallback`]), the first of `mt`'s fallback types with a
+    /// free block there (`find_suitable_fallback`): if `mt` can claim that block's pageblock
+    /// ([`FreeArea::try_claim`]), the allocation is taken from `mt`'s lists. Returns it with
+    /// the pageblocks claimed.
+    pub(crate) fn rmqueue_claim(
         &mut self,
         m: FrameMap<'_>,
         order: Order,
         mt: MigrateType,
-    ) -> Option<(FrameIdx, bool, Option<PageblockClaim>)> {
-        for o in (order.get()..=m.cfg.max_order.get()).rev() {
+        fallback: Fallback,
+    ) -> Option<(FrameIdx, bool, PageblockClaim)> {
+        let lowest = fallback.lowest_order(order, m.cfg.pageblock_order);
+        for o in (lowest.get()..=m.cfg.max_order.get()).rev() {
             if !mt.claims_on_fallback(Order(o), m.cfg.pageblock_order) {
+                break;
+            }
+            let Some((from, idx)) = self.suitable_fallback(Order(o), mt) else {
                 continue;
-            }
-            for from in mt.fallbacks() {
-                let Some(idx) = self.lists[o as usize][from as usize].head() else {
-                    continue;
-                };
-                if self.try_claim(m, idx, Order(o), mt) {
-                    let claim = PageblockClaim::of(m, idx, Order(o), from, mt);
-                    let (idx, zeroed) = self.rmqueue_smallest(m, order, mt)?;
-                    return Some((idx, zeroed, Some(claim)));
-                }
-            }
-        }
-        for o in order.get()..=m.cfg.max_order.get() {
-            for from in mt.fallbacks() {
-                if let Some(idx) = self.lists[o as usize][from as usize].head() {
-                    return Some((idx, self.take_split(m, idx, Order(o), order), None));
-                }
+            };
+            if self.try_claim(m, idx, Order(o), mt, from) {
+                let claim = PageblockClaim::of(m, idx, Order(o), from, mt);
+                let (idx, zeroed) = self.rmqueue_smallest(m, order, mt)?;
+                return Some((idx, zeroed, claim));
             }
         }
         None
+    }
+
+    /// `__rmqueue_steal`: the smallest free block of at least `order` on the first of `mt`'s
+    /// fallback types' lists that has one, taken without changing any pageblock's type
+    /// (counted: each steal by an unmovable or reclaimable allocation pins a pageblock of
+    /// another type against compaction).
+    pub(crate) fn rmqueue_steal(
+        &mut self,
+        m: FrameMap<'_>,
+        order: Order,
+        mt: MigrateType,
+    ) -> Option<(FrameIdx, bool)> {
+        let (o, idx) = (order.get()..=m.cfg.max_order.get())
+            .find_map(|o| Some((o, self.suitable_fallback(Order(o), mt)?.1)))?;
+        self.fallbacks.count_steal(mt);
+        Some((idx, self.take_split(m, idx, Order(o), order)))
+    }
+
+    /// `find_suitable_fallback`: the first of `mt`'s fallback types with a free block of
+    /// exactly `order`, and that list's first block.
+    #[inline]
+    fn suitable_fallback(&self, order: Order, mt: MigrateType) -> Option<(MigrateType, FrameIdx)> {
+        mt.fallbacks().into_iter().find_map(|from| {
+            Some((
+                from,
+                self.lists[order.get() as usize][from as usize].head()?,
+            ))
+        })
     }
 
     /// Whether a free block of `order` or above sits on a list an allocation can take from.
@@ -343,6 +384,27 @@ pub(crate) struct Scanners {
     pub(crate) free: PageblockIdx,
 }
 
+/// Linux's compaction deferral (`defer_compaction`, `compaction_deferred`,
+/// `compaction_defer_reset`): after a direct compaction for some order fails, the next
+/// `2^shift` ones for that order or above are skipped (the shift growing to 6 with each
+/// failure), so that a zone that cannot be compacted is not scanned on every allocation.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct CompactDefer {
+    considered: u32,
+    shift: u32,
+    order_failed: u8,
+}
+
+impl CompactDefer {
+    const NONE: Self = Self {
+        considered: 0,
+        shift: 0,
+        order_failed: u8::MAX,
+    };
+    /// Linux's `COMPACT_MAX_DEFER_SHIFT`.
+    const MAX_SHIFT: u32 = 6;
+}
+
 impl Scanners {
     pub(crate) fn start(m: FrameMap<'_>) -> Self {
         // A zone has frames, fewer than u32::MAX.
@@ -407,31 +469,43 @@ impl FreeArea {
     }
 
     /// Linux's `try_to_claim_block`, for an allocation of `mt` that falls back to the free
-    /// block at `idx` of `order`: a block of the pageblock order or above becomes `mt` whole;
-    /// a smaller one's pageblock becomes `mt` if at least half of it is free or allocated as
-    /// `mt` already, its free blocks moving with it. Whether the claim was made.
+    /// block at `idx` of `order` on `from`'s lists: a block of the pageblock order or above
+    /// becomes `mt` whole; below it the fallback fragments, so the watermark is boosted
+    /// ([`FreeArea::boost_watermark`]), and the block's pageblock becomes `mt`, its free
+    /// blocks moving with it, if at least half of it is free in the buddy or alike: for a
+    /// movable allocation its movable allocations, for another falling back to a movable
+    /// pageblock everything neither free nor movable (per-cpu blocks included, as in
+    /// Linux), between unmovable and reclaimable nothing. Whether the claim was made.
     pub(crate) fn try_claim(
         &mut self,
         m: FrameMap<'_>,
         idx: FrameIdx,
         order: Order,
         mt: MigrateType,
+        from: MigrateType,
     ) -> bool {
         if order >= m.cfg.pageblock_order {
             self.set_block_type(m, idx, order, mt);
+            self.fallbacks.claims += 1;
             return true;
         }
+        self.boost_watermark(m);
         let range = m.pageblock_range(idx);
-        let (mut free, mut alike) = (0u32, 0u32);
+        let (mut free, mut movable) = (0u32, 0u32);
         // Below the pageblock order, so every block here lies inside the pageblock.
         for (_, w) in m.heads(range.start, range.end) {
             let pages = 1u32 << w.order();
             match w.state() {
-                FrameState::Buddy | FrameState::Pcp => free += pages,
-                FrameState::Allocated if w.mt() == mt as u8 => alike += pages,
+                FrameState::Buddy => free += pages,
+                FrameState::Allocated if w.mt() == MigrateType::Movable as u8 => movable += pages,
                 _ => {}
             }
         }
+        let alike = match (mt, from) {
+            (MigrateType::Movable, _) => movable,
+            (_, MigrateType::Movable) => (range.end - range.start).saturating_sub(free + movable),
+            _ => 0,
+        };
         if free + alike < m.pageblock_pages() / 2 {
             return false;
         }
@@ -443,7 +517,25 @@ impl FreeArea {
                 isolated: false,
             },
         );
+        self.fallbacks.claims += 1;
         true
+    }
+
+    /// Linux's `boost_watermark`, on a fallback that fragments: the boost grows by a
+    /// pageblock, up to [`ZoneConfig::watermark_boost_factor`](crate::ZoneConfig::watermark_boost_factor)
+    /// ten-thousandths of the high watermark (at least a pageblock); not for a zone of fewer
+    /// than four pageblocks, nor with a factor of 0. Background compaction
+    /// ([`Zone::compact_work`](crate::Zone::compact_work)) works the boost off.
+    fn boost_watermark(&mut self, m: FrameMap<'_>) {
+        let pageblock = u64::from(m.pageblock_pages());
+        let factor = u64::from(m.cfg.watermark_boost_factor);
+        if factor == 0 || pageblock.saturating_mul(4) > self.present {
+            return;
+        }
+        let high = Watermarks::for_pages(self.present).high;
+        let most = (high.saturating_mul(factor) / 10_000).max(pageblock);
+        self.boost = self.boost.saturating_add(pageblock).min(most);
+        self.fallbacks.boosts += 1;
     }
 }
 
@@ -628,5 +720,89 @@ impl FreeArea {
     /// Where proactive compaction goes on next time (`None`: from the ends).
     pub(crate) fn set_scanners(&mut self, scanners: Option<Scanners>) {
         self.scanners = scanners;
+    }
+
+    /// Frames free in blocks of the pageblock order or above, on lists an allocation can
+    /// take from.
+    pub(crate) fn free_in_pageblocks(&self, m: FrameMap<'_>) -> u64 {
+        self.free_from(m, m.cfg.pageblock_order)
+    }
+
+    /// Frames free in blocks of `order` or above on lists an allocation can take from.
+    fn free_from(&self, m: FrameMap<'_>, order: Order) -> u64 {
+        (order.get()..=m.cfg.max_order.get())
+            .map(|o| {
+                let blocks: u64 = self.lists[o as usize][..ISOLATE as usize]
+                    .iter()
+                    .map(|l| u64::from(l.len()))
+                    .sum();
+                blocks << o
+            })
+            .sum()
+    }
+
+    /// Linux's `fragmentation_score_zone` (`extfrag_for_order` at the pageblock order): the
+    /// percentage of free frames outside free blocks of the pageblock order or above; 0
+    /// with nothing free.
+    pub(crate) fn fragmentation_score(&self, m: FrameMap<'_>) -> u8 {
+        let free = self.free_from(m, Order::ZERO);
+        if free == 0 {
+            return 0;
+        }
+        // At most 100.
+        ((free - self.free_in_pageblocks(m)) * 100 / free) as u8
+    }
+
+    /// The fallbacks counted since the zone was built or its counters reset.
+    pub(crate) fn fallback_counts(&self) -> FallbackCounts {
+        self.fallbacks
+    }
+
+    /// Forgets the fallbacks counted.
+    pub(crate) fn reset_fallback_counts(&mut self) {
+        self.fallbacks = FallbackCounts::ZERO;
+    }
+
+    /// The watermark boost: frames background compaction owes.
+    pub(crate) fn boost(&self) -> u64 {
+        self.boost
+    }
+
+    /// Background compaction worked the boost off (kswapd's `zone->watermark_boost = 0`).
+    pub(crate) fn clear_boost(&mut self) {
+        self.boost = 0;
+    }
+
+    /// `compaction_deferred`: whether a direct compaction for `order` is skipped this time.
+    pub(crate) fn compaction_deferred(&mut self, order: Order) -> bool {
+        let d = &mut self.defer;
+        if order.get() < d.order_failed {
+            return false;
+        }
+        let limit = 1u32 << d.shift;
+        d.considered = d.considered.saturating_add(1);
+        if d.considered >= limit {
+            d.considered = limit;
+            return false;
+        }
+        true
+    }
+
+    /// `defer_compaction`: a direct compaction for `order` failed.
+    pub(crate) fn defer_compaction(&mut self, order: Order) {
+        let d = &mut self.defer;
+        d.considered = 0;
+        d.shift = (d.shift + 1).min(CompactDefer::MAX_SHIFT);
+        d.order_failed = d.order_failed.min(order.get());
+    }
+
+    /// `compaction_defer_reset`: a direct compaction for `order` made its block.
+    pub(crate) fn compaction_succeeded(&mut self, order: Order) {
+        let d = &mut self.defer;
+        d.considered = 0;
+        d.shift = 0;
+        if order.get() >= d.order_failed {
+            d.order_failed = order.get().saturating_add(1);
+        }
     }
 }

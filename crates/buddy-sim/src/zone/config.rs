@@ -49,6 +49,88 @@ pub struct ZoneConfig {
     /// The NUMA node the zone's memory is on (node 0 by default): where a
     /// [`NodeSet`](crate::NodeSet) puts the zone.
     pub node: NodeId,
+    /// Linux's `vm.defrag_mode` (6.15; off by default, as there): an allocation whose type
+    /// has no free block takes another type's memory only as whole free pageblocks
+    /// (`ALLOC_NOFRAGMENT`), and before it would take part of one the slow path reclaims
+    /// and compacts to the pageblock order through the request's callbacks
+    /// ([`AllocRequest::reclaim`](crate::AllocRequest::reclaim),
+    /// [`AllocRequest::compact`](crate::AllocRequest::compact)); background compaction
+    /// ([`Zone::compact_work`](crate::Zone::compact_work)) keeps the high watermark's worth
+    /// of memory in free pageblocks.
+    pub defrag_mode: bool,
+    /// Linux's `vm.watermark_boost_factor`: how far a fallback that fragments a pageblock
+    /// boosts the watermark, in ten-thousandths of the high watermark (15000 by default;
+    /// 0 turns boosting off). The boost is what background compaction works off first.
+    pub watermark_boost_factor: u32,
+    /// Linux's `vm.compaction_proactiveness` (0..=100, 20 by default; 0 turns it off): how
+    /// unfragmented background compaction keeps the zone. It runs when the zone's
+    /// fragmentation score (the share of free memory outside blocks of the pageblock order)
+    /// is above `min(110 - proactiveness, 100)`% and stops at `max(100 - proactiveness, 5)`%.
+    pub compaction_proactiveness: u8,
+    /// Linux's `ZONE_MOVABLE` (`movablecore=`, memory onlined as movable): the zone serves
+    /// movable allocations and contiguous runs only, so every pageblock in it can be
+    /// emptied by migration (run-time gigantic pages). An unmovable or reclaimable block
+    /// request fails with [`AllocError::MovableOnly`](crate::AllocError::MovableOnly), and a
+    /// [`NodeSet`](crate::NodeSet) passes the zone over for them.
+    pub movable_only: bool,
+}
+
+/// How far an allocation may take from other types' pageblocks when its own lists are empty.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Fallback {
+    /// Linux's default: claim a pageblock where the rules allow, else take (steal) a block
+    /// out of another type's pageblock without changing its type.
+    Any,
+    /// `ALLOC_NOFRAGMENT`: only free blocks of the pageblock order or above, claimed whole;
+    /// never a steal, never part of a pageblock.
+    WholePageblocks,
+}
+
+impl Fallback {
+    /// The lowest order a fallback for an allocation of `order` takes from.
+    #[inline]
+    pub(crate) fn lowest_order(self, order: Order, pageblock_order: Order) -> Order {
+        match self {
+            Self::WholePageblocks if order < pageblock_order => pageblock_order,
+            _ => order,
+        }
+    }
+}
+
+/// A zone's watermarks in frames (Linux's `__setup_per_zone_wmarks` for a machine of the
+/// zone's size): `min` from `min_free_kbytes` (the square root of 16 x the KiB, clamped to
+/// 128 KiB..256 MiB, at most an eighth of the zone), `low` and `high` a step above it and
+/// two (a quarter of `min`, or 0.1% of the zone if more: `watermark_scale_factor` 10).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Watermarks {
+    /// Below it only atomic allocations dip (Linux's `WMARK_MIN`).
+    pub min: u64,
+    /// Where Linux wakes kswapd.
+    pub low: u64,
+    /// Where kswapd stops reclaiming, and what a watermark boost is a multiple of.
+    pub high: u64,
+}
+
+impl Watermarks {
+    /// The watermarks of a zone of `managed` usable frames.
+    #[must_use]
+    pub const fn for_pages(managed: u64) -> Self {
+        let min = min_free_pages(managed);
+        let step = max(min / 4, managed.saturating_mul(10) / 10_000);
+        Self {
+            min,
+            low: min + step,
+            high: min + 2 * step,
+        }
+    }
+}
+
+/// Linux's `min_free_kbytes` for `nr_pages` of 4 KiB frames, in frames: sqrt(16 x KiB),
+/// clamped to 128 KiB..256 MiB, at most an eighth of the frames.
+const fn min_free_pages(nr_pages: u64) -> u64 {
+    let kib = nr_pages.saturating_mul(4);
+    let min_free_kib = clamp(isqrt(kib.saturating_mul(16)), 128, 262_144);
+    min(min_free_kib / 4, nr_pages / 8)
 }
 
 /// The per-cpu batch x86_64 Linux uses for every zone of 256 MiB or more: 63 frames.
@@ -75,10 +157,7 @@ pub const fn pcp_batch_for(nr_pages: u64) -> u64 {
 /// 1536 is what the fixed defaults used; this gives 1280 for a 1 GiB zone and one CPU.
 #[must_use]
 pub const fn pcp_high_for(nr_pages: u64, cpus: usize, batch: u64) -> u64 {
-    // KiB of 4 KiB frames; sqrt by Newton's method on integers.
-    let kib = nr_pages.saturating_mul(4);
-    let min_free_kib = clamp(isqrt(kib.saturating_mul(16)), 128, 262_144);
-    let min_free = min_free_kib / 4;
+    let min_free = min_free_pages(nr_pages);
     let low = min(min_free + min_free / 4, nr_pages / 8);
     let cpus = if cpus == 0 { 1 } else { cpus as u64 };
     let high = low / cpus;
@@ -88,6 +167,10 @@ pub const fn pcp_high_for(nr_pages: u64, cpus: usize, batch: u64) -> u64 {
 
 const fn min(a: u64, b: u64) -> u64 {
     if a < b { a } else { b }
+}
+
+const fn max(a: u64, b: u64) -> u64 {
+    if a > b { a } else { b }
 }
 
 const fn clamp(v: u64, lo: u64, hi: u64) -> u64 {
@@ -135,6 +218,10 @@ impl ZoneConfig {
             pcp_batch: batch,
             eager_pages: EAGER_PAGES,
             node: NodeId(0),
+            defrag_mode: false,
+            watermark_boost_factor: 15_000,
+            compaction_proactiveness: 20,
+            movable_only: false,
         }
     }
 
@@ -188,6 +275,26 @@ impl ZoneConfig {
         Self { node, ..self }
     }
 
+    /// The same zone in Linux's defrag mode ([`ZoneConfig::defrag_mode`]) or not.
+    #[must_use]
+    #[inline]
+    pub const fn with_defrag_mode(self, on: bool) -> Self {
+        Self {
+            defrag_mode: on,
+            ..self
+        }
+    }
+
+    /// The same zone as a movable-only one ([`ZoneConfig::movable_only`], `ZONE_MOVABLE`).
+    #[must_use]
+    #[inline]
+    pub const fn movable_only(self) -> Self {
+        Self {
+            movable_only: true,
+            ..self
+        }
+    }
+
     /// Whether the zone can be built from this configuration.
     ///
     /// # Errors
@@ -214,10 +321,23 @@ impl ZoneConfig {
             ConfigError::ZeroBatch
         } else if self.eager_pages == 0 {
             ConfigError::NoEagerPages
+        } else if self.compaction_proactiveness > 100 {
+            ConfigError::Proactiveness(self.compaction_proactiveness)
         } else {
             return Ok(());
         };
         Err(err)
+    }
+
+    /// How far the fast path falls back to other types' pageblocks: only whole free
+    /// pageblocks in defrag mode (`ALLOC_NOFRAGMENT`), else as Linux's default.
+    #[inline]
+    pub(crate) const fn fallback(&self) -> Fallback {
+        if self.defrag_mode {
+            Fallback::WholePageblocks
+        } else {
+            Fallback::Any
+        }
     }
 
     /// Blocks of `order` one refill moves to a per-cpu list (Linux's `nr_pcp_alloc`):

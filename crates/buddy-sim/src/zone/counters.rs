@@ -1,5 +1,7 @@
 //! Counts of the work the allocator did: what the report shows beside the times.
 
+use crate::migratetype::MigrateType;
+
 /// Counts of the work done, summed over the zone lock and every CPU's lock.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct OpCounters {
@@ -46,6 +48,44 @@ impl LockStats {
             self.zeroed_hits += 1;
         } else {
             self.cleared_on_alloc += pages;
+        }
+    }
+}
+
+/// The allocations that fell back to another type's pageblocks since the zone was built or
+/// its counters were reset ([`Zone::fragmentation`](crate::Zone::fragmentation)): Linux's
+/// `mm_page_alloc_extfrag` events, split as they matter to compaction.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct FallbackCounts {
+    /// Fallbacks that claimed the pageblock (or the whole blocks) they took from for their
+    /// own type.
+    pub claims: u64,
+    /// Blocks unmovable allocations took out of another type's pageblock without claiming
+    /// it: each pins that pageblock, which compaction can then never empty.
+    pub unmovable_steals: u64,
+    /// The same for reclaimable allocations (freed only when the embedder reclaims them).
+    pub reclaimable_steals: u64,
+    /// The same for movable allocations (compaction can move them back out).
+    pub movable_steals: u64,
+    /// Fallbacks below the pageblock order that raised the watermark boost.
+    pub boosts: u64,
+}
+
+impl FallbackCounts {
+    pub(crate) const ZERO: Self = Self {
+        claims: 0,
+        unmovable_steals: 0,
+        reclaimable_steals: 0,
+        movable_steals: 0,
+        boosts: 0,
+    };
+
+    /// An allocation of `mt` took a block without claiming its pageblock.
+    pub(crate) fn count_steal(&mut self, mt: MigrateType) {
+        match mt {
+            MigrateType::Unmovable => self.unmovable_steals += 1,
+            MigrateType::Reclaimable => self.reclaimable_steals += 1,
+            MigrateType::Movable => self.movable_steals += 1,
         }
     }
 }

@@ -467,7 +467,11 @@ where
 
     /// Resets the work counters.
     pub fn reset_counters(&self) {
-        *self.free.lock().stats() = LockStats::ZERO;
+        {
+            let mut free = self.free.lock();
+            *free.stats() = LockStats::ZERO;
+            free.reset_fallback_counts();
+        }
         for pcp in self.pcps.as_ref() {
             pcp.lists.lock().stats = LockStats::ZERO;
         }

@@ -11,7 +11,7 @@ use crate::sync::DefaultRawMutex;
 use crate::sync::Mutex;
 use crate::types::{FrameIdx, Order};
 use crate::zone::buddy::{FreeArea, Prefer};
-use crate::zone::config::{PCP_LISTS, PCP_SLOTS};
+use crate::zone::config::{Fallback, PCP_LISTS, PCP_SLOTS};
 use crate::zone::counters::LockStats;
 use crate::zone::list::{FreeCount, List};
 use crate::zone::map::FrameMap;
@@ -101,15 +101,16 @@ impl PcpLists {
         m: FrameMap<'_>,
         free: &mut FreeArea,
         list: usize,
-        order: Order,
-        prefer: Prefer,
+        (order, prefer, fallback): (Order, Prefer, Fallback),
         blocks: u64,
     ) {
         let mt = MigrateType::ALL[list / PCP_SLOTS];
         for _ in 0..blocks {
             let taken = match prefer {
-                Prefer::Unzeroed => free.rmqueue(m, order, Prefer::Unzeroed, mt),
-                Prefer::Zeroed => free.rmqueue_zeroed(m, order, mt).map(|idx| (idx, true)),
+                Prefer::Unzeroed => free.rmqueue(m, order, Prefer::Unzeroed, mt, fallback),
+                Prefer::Zeroed => free
+                    .rmqueue_zeroed(m, order, mt, fallback)
+                    .map(|idx| (idx, true)),
             };
             let Some((idx, zeroed)) = taken else {
                 break;

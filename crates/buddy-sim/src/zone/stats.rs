@@ -5,8 +5,10 @@ use core::iter::Sum;
 use core::ops::{Add, AddAssign};
 
 use crate::frame::Frame;
-use crate::migratetype::MigrateType;
+use crate::migratetype::{ISOLATE, MigrateType};
 use crate::zone::Zone;
+use crate::zone::config::Watermarks;
+use crate::zone::counters::FallbackCounts;
 use crate::zone::pcp::PerCpu;
 use lock_api::RawMutex;
 
@@ -55,12 +57,57 @@ impl Sum for MemoryStats {
     }
 }
 
+/// How fragmented a zone's free memory is, and what its allocations did to it
+/// ([`Zone::fragmentation`]): what background compaction
+/// ([`Zone::compact_work`](crate::Zone::compact_work)) reads, and what a report shows.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct FragmentationStats {
+    /// Free frames in the buddy (isolated pageblocks' excluded; per-cpu lists are not in
+    /// the buddy).
+    pub free: u64,
+    /// Of those, frames in free blocks of the pageblock order or above: what huge pages
+    /// can be taken from without compaction.
+    pub free_in_pageblocks: u64,
+    /// Linux's fragmentation score (`fragmentation_score_zone`): the percentage of free
+    /// frames outside those blocks.
+    pub score: u8,
+    /// The watermark boost in frames, raised by fallbacks that fragment a pageblock and
+    /// worked off by background compaction.
+    pub boost: u64,
+    /// The watermarks of a zone of this size ([`Watermarks::for_pages`] of its present
+    /// frames).
+    pub watermarks: Watermarks,
+    /// The fallbacks to other types' pageblocks since the zone was built or its counters
+    /// were reset ([`Zone::reset_counters`]).
+    pub fallbacks: FallbackCounts,
+}
+
 impl<F, P, R> Zone<F, P, R>
 where
     F: AsRef<[Frame]>,
     P: AsRef<[PerCpu<R>]>,
     R: RawMutex,
 {
+    /// The zone's fragmentation now, read under the zone lock.
+    pub fn fragmentation(&self) -> FragmentationStats {
+        let m = self.map();
+        let free = self.free.lock();
+        let in_pageblocks = free.free_in_pageblocks(m);
+        FragmentationStats {
+            free: free.count().pages
+                - free.lists()[..=self.cfg.max_order.get() as usize]
+                    .iter()
+                    .enumerate()
+                    .map(|(o, l)| u64::from(l[ISOLATE as usize].len()) << o)
+                    .sum::<u64>(),
+            free_in_pageblocks: in_pageblocks,
+            score: free.fragmentation_score(m),
+            boost: free.boost(),
+            watermarks: Watermarks::for_pages(free.present()),
+            fallbacks: free.fallback_counts(),
+        }
+    }
+
     /// The zone's memory now.
     pub fn stats(&self) -> MemoryStats {
         let mut free_by_type = [0; 3];
