@@ -15,10 +15,11 @@ use buddy_sim::{AllocError, ContigError};
 use std::collections::BTreeMap;
 
 use buddy_sim::{
-    AllocRequest, BoxedZone, CompactStats, FrameMemory, FrameState, MigrateType, Migration,
-    OffsetMap, Order, Pfn, ZoneConfig,
+    AllocRequest, BoxedZone, CompactReason, CompactStats, CompactWork, FrameMemory, FrameState,
+    MigrateType, Migration, OffsetMap, Order, Pfn, ZoneConfig,
 };
 use proptest::prelude::*;
+use std::cell::RefCell;
 
 const START: u64 = 0x400;
 const PAGE: usize = 4096;
@@ -45,17 +46,22 @@ struct World {
 
 impl World {
     fn new(nr: u64, cpus: usize) -> Self {
+        Self::configured(nr, cpus, |cfg| cfg)
+    }
+
+    /// [`World::new`] with its configuration changed by `tweak`.
+    fn configured(nr: u64, cpus: usize, tweak: impl FnOnce(ZoneConfig) -> ZoneConfig) -> Self {
         let mut ram: Vec<Page> = (0..nr).map(|_| Page([0xEE; PAGE])).collect();
         let offset = (ram.as_mut_ptr() as usize).wrapping_sub(START as usize * PAGE);
         // SAFETY: frame START + i is ram[i], alive as long as the world; the zone and the
         // blocks' owners (this model) are all that touch it.
         let memory = unsafe { OffsetMap::new(offset) };
-        let cfg = ZoneConfig {
+        let cfg = tweak(ZoneConfig {
             pageblock_order: Order::new(4).unwrap(),
             ..ZoneConfig::new(Pfn(START), nr)
                 .with_max_order(Order::new(6).unwrap())
                 .with_cpus(cpus)
-        };
+        });
         Self {
             zone: BoxedZone::new_boxed(cfg).unwrap(),
             _ram: ram,
@@ -188,6 +194,62 @@ impl World {
         Some(pfn)
     }
 
+    /// An allocation whose slow path may reclaim and compact: reclaim frees the oldest
+    /// movable blocks the model holds (its page cache, least recently allocated first),
+    /// compaction moves blocks through the model's callback. Returns the block and what
+    /// reclaim was asked for, call by call.
+    fn alloc_hooked(
+        &mut self,
+        cpu: usize,
+        order: Order,
+        mt: MigrateType,
+    ) -> (Option<Pfn>, Vec<u64>) {
+        let name = self.name();
+        let movable = RefCell::new(std::mem::take(&mut self.movable));
+        let asks = RefCell::new(Vec::new());
+        let (zone, memory, refuse) = (&self.zone, &self.memory, self.refuse_every);
+        let mut mover = |m: &Migration| Self::mover(memory, &mut movable.borrow_mut(), refuse)(m);
+        let mut reclaim = |pages: u64| {
+            asks.borrow_mut().push(pages);
+            let mut freed = 0;
+            while freed < pages {
+                let Some((key, (pfn, order))) = movable.borrow_mut().pop_first() else {
+                    break;
+                };
+                let _ = key;
+                // SAFETY: the model held the block and forgot it just now.
+                unsafe { zone.free_pages(cpu, pfn, order) }.unwrap();
+                freed += order.pages();
+            }
+            freed
+        };
+        let request = match mt {
+            MigrateType::Movable => AllocRequest::order(order).movable(name),
+            _ => AllocRequest::order(order).kind(mt),
+        };
+        let request = request.reclaim(&mut reclaim).compact(&mut mover);
+        let got = zone.cpu(cpu).unwrap().alloc_raw(request).ok();
+        self.movable = movable.into_inner();
+        if let Some(pfn) = got {
+            self.stamp(name, pfn, order.pages());
+            match mt {
+                MigrateType::Movable => {
+                    self.movable.insert(name, (pfn, order));
+                }
+                _ => self.fixed.push((name, pfn, order)),
+            }
+        }
+        (got, asks.into_inner())
+    }
+
+    /// Background compaction of at most `budget` frames, reclaiming nothing.
+    fn compact_work(&mut self, budget: u64) -> CompactWork {
+        let mut mover = Self::mover(&self.memory, &mut self.movable, self.refuse_every);
+        self.zone
+            .compact_work(0, budget, &mut mover, &mut |_| 0)
+            .unwrap()
+    }
+
     /// Frees the `k`-th held allocation (of all kinds, in a fixed order).
     fn free(&mut self, cpu: usize, k: usize) {
         let total = self.movable.len() + self.fixed.len() + self.contig.len();
@@ -280,6 +342,8 @@ enum Step {
     ContigRange { offset: u64, len: u64, frozen: bool },
     ContigPages { len: u64, align: u8, frozen: bool },
     Refuse { every: u64 },
+    AllocHooked { cpu: usize, order: u8, mt: u8 },
+    CompactWork { budget: u64 },
 }
 
 fn step() -> impl Strategy<Value = Step> {
@@ -291,6 +355,8 @@ fn step() -> impl Strategy<Value = Step> {
         1 => (0u64..256, 1u64..40, any::<bool>()).prop_map(|(offset, len, frozen)| Step::ContigRange { offset, len, frozen }),
         1 => (1u64..40, 0u8..6, any::<bool>()).prop_map(|(len, align, frozen)| Step::ContigPages { len, align, frozen }),
         1 => (0u64..4).prop_map(|every| Step::Refuse { every }),
+        2 => (0usize..2, 0u8..5, 0u8..3).prop_map(|(cpu, order, mt)| Step::AllocHooked { cpu, order, mt }),
+        1 => (1u64..40).prop_map(|budget| Step::CompactWork { budget }),
     ]
 }
 
@@ -302,9 +368,14 @@ proptest! {
     /// the zone consistent, and everything freed leaves the zone whole.
     #[test]
     fn data_moves_with_movable_blocks_and_only_they_move(
-        steps in proptest::collection::vec(step(), 1..if cfg!(miri) { 12 } else { 120 })
+        steps in proptest::collection::vec(step(), 1..if cfg!(miri) { 12 } else { 120 }),
+        defrag in any::<bool>(),
+        movable_only in any::<bool>(),
     ) {
-        let mut w = World::new(256, 2);
+        let mut w = World::configured(256, 2, |cfg| {
+            let cfg = cfg.with_defrag_mode(defrag);
+            if movable_only { cfg.movable_only() } else { cfg }
+        });
         for s in steps {
             match s {
                 Step::Alloc { cpu, order, mt } => {
@@ -339,8 +410,27 @@ proptest! {
                     let _ = w.contig_pages(len, Order::new(align).unwrap(), frozen);
                 }
                 Step::Refuse { every } => w.refuse_every = every,
+                Step::AllocHooked { cpu, order, mt } => {
+                    let _ = w.alloc_hooked(cpu, Order::new(order).unwrap(), MigrateType::ALL[usize::from(mt)]);
+                }
+                Step::CompactWork { budget } => {
+                    let done = w.compact_work(budget);
+                    prop_assert!(done.stats.moved_pages <= budget + 8);
+                    if done.reason.is_none() {
+                        prop_assert_eq!(done.stats, CompactStats::default());
+                    }
+                }
             }
             w.verify();
+            // A movable-only zone holds movable blocks and contiguous runs, nothing else:
+            // every pageblock stays movable and can be emptied.
+            if movable_only {
+                prop_assert!(w.fixed.is_empty());
+                for pb in (0..256).step_by(16) {
+                    let (mt, _) = w.zone.pageblock_type(Pfn(START + pb)).unwrap();
+                    prop_assert_eq!(mt, MigrateType::Movable);
+                }
+            }
         }
         w.free_everything();
     }
@@ -560,4 +650,139 @@ fn frozen_pages_are_freed_only_as_frozen_pages() {
     }
     w.verify();
     w.free_everything();
+}
+
+/// A zone of 64 frames (four pageblocks of 16) filled with movable pages, three of every
+/// four freed again: every pageblock a quarter free, none free enough for an unmovable
+/// fallback to claim (Linux's rule: half of it free or alike).
+fn quarter_free(tweak: impl FnOnce(ZoneConfig) -> ZoneConfig) -> World {
+    let mut w = World::configured(64, 1, tweak);
+    for _ in 0..64 {
+        w.alloc(0, Order::ZERO, MigrateType::Movable).unwrap();
+    }
+    let every_fourth: Vec<u64> = w
+        .movable
+        .iter()
+        .filter(|(_, (pfn, _))| pfn.0 % 4 == 0)
+        .map(|(&k, _)| k)
+        .collect();
+    for key in every_fourth {
+        let (pfn, order) = w.movable.remove(&key).unwrap();
+        // SAFETY: the model held the block and forgot it just now.
+        unsafe { w.zone.free_pages(0, pfn, order) }.unwrap();
+    }
+    w.zone.drain_all();
+    assert_eq!(w.zone.buddy_pages(), 16);
+    assert_eq!(w.zone.fragmentation().free_in_pageblocks, 0);
+    w.zone.reset_counters();
+    w
+}
+
+#[test]
+fn without_a_claimable_pageblock_an_unmovable_fallback_steals_and_boosts() {
+    let mut w = quarter_free(|cfg| cfg);
+    let pfn = w.alloc(0, Order::ZERO, MigrateType::Unmovable).unwrap();
+    let f = w.zone.fragmentation();
+    assert_eq!(
+        (
+            f.fallbacks.unmovable_steals,
+            f.fallbacks.claims,
+            f.fallbacks.boosts
+        ),
+        (1, 0, 1)
+    );
+    // The page sits in a movable pageblock it did not claim, and the boost asks for one.
+    assert_eq!(w.zone.pageblock_type(pfn).unwrap().0, MigrateType::Movable);
+    assert_eq!(f.boost, 16);
+    // Background compaction works the boost off: it cannot make a free pageblock from 15
+    // free frames, but its scanners met, so the boost is spent.
+    let done = w.compact_work(u64::MAX);
+    assert_eq!(done.reason, Some(CompactReason::Boost));
+    assert!(!done.stats.success);
+    assert_eq!(done.boost_left, 0);
+    w.verify();
+    // Then the score (no free pageblock: 100%) is above the proactive mark (90%).
+    assert_eq!(
+        w.compact_work(u64::MAX).reason,
+        Some(CompactReason::Proactive)
+    );
+    w.verify();
+}
+
+#[test]
+fn defrag_mode_compacts_a_whole_pageblock_before_it_would_steal() {
+    // Without callbacks, defrag mode still steals, last.
+    let mut w = quarter_free(|cfg| cfg.with_defrag_mode(true));
+    w.alloc(0, Order::ZERO, MigrateType::Unmovable).unwrap();
+    assert_eq!(w.zone.fragmentation().fallbacks.unmovable_steals, 1);
+    // With a compaction callback, the slow path empties a pageblock (16 frames free: the
+    // twelve movable pages of one move into the other three's holes) and the allocation
+    // claims it whole.
+    let mut w = quarter_free(|cfg| cfg.with_defrag_mode(true));
+    let (got, asks) = w.alloc_hooked(0, Order::ZERO, MigrateType::Unmovable);
+    let pfn = got.expect("compaction made a free pageblock");
+    assert!(
+        asks.iter().all(|&n| n >= 16),
+        "reclaim asked for a pageblock: {asks:?}"
+    );
+    let f = w.zone.fragmentation();
+    assert_eq!((f.fallbacks.unmovable_steals, f.fallbacks.claims), (0, 1));
+    assert_eq!(
+        w.zone.pageblock_type(pfn).unwrap().0,
+        MigrateType::Unmovable
+    );
+    w.verify();
+    // The same request outside defrag mode steals at once: the callbacks are for failure.
+    let mut w = quarter_free(|cfg| cfg);
+    let (got, asks) = w.alloc_hooked(0, Order::ZERO, MigrateType::Unmovable);
+    assert!(got.is_some() && asks.is_empty());
+    assert_eq!(w.zone.fragmentation().fallbacks.unmovable_steals, 1);
+}
+
+#[test]
+fn a_full_zone_reclaims_before_it_fails() {
+    for defrag in [false, true] {
+        let mut w = World::configured(64, 1, |cfg| cfg.with_defrag_mode(defrag));
+        for _ in 0..64 {
+            w.alloc(0, Order::ZERO, MigrateType::Movable).unwrap();
+        }
+        assert!(w.alloc(0, Order::ZERO, MigrateType::Unmovable).is_none());
+        // Reclaim is asked for SWAP_CLUSTER_MAX (32) frames, which frees two whole
+        // pageblocks of the oldest pages: the allocation claims one, stealing nothing.
+        let (got, asks) = w.alloc_hooked(0, Order::ZERO, MigrateType::Unmovable);
+        assert!(got.is_some(), "defrag {defrag}");
+        assert_eq!(asks, [32], "defrag {defrag}");
+        let f = w.zone.fragmentation();
+        assert_eq!(f.fallbacks.unmovable_steals, 0, "defrag {defrag}");
+        w.verify();
+        // With nothing left to reclaim or move, the allocation fails.
+        let mut w = World::configured(64, 1, |cfg| cfg.with_defrag_mode(defrag));
+        for _ in 0..64 {
+            w.alloc(0, Order::ZERO, MigrateType::Unmovable).unwrap();
+        }
+        let (got, asks) = w.alloc_hooked(0, Order::ZERO, MigrateType::Unmovable);
+        assert_eq!((got, asks), (None, vec![32]), "defrag {defrag}");
+    }
+}
+
+#[test]
+fn a_movable_only_zone_refuses_other_kinds_and_changes_nothing() {
+    use buddy_sim::testing::Snapshot;
+    let mut w = World::configured(64, 1, ZoneConfig::movable_only);
+    w.alloc(0, Order::ZERO, MigrateType::Movable).unwrap();
+    let before = Snapshot::of(&w.zone);
+    for mt in [MigrateType::Unmovable, MigrateType::Reclaimable] {
+        for order in [0, 3, 5] {
+            let r = w
+                .zone
+                .cpu(0)
+                .unwrap()
+                .alloc_raw(AllocRequest::order(Order::new(order).unwrap()).kind(mt));
+            assert_eq!(r, Err(AllocError::MovableOnly(mt)));
+        }
+    }
+    assert_eq!(before.difference(&Snapshot::of(&w.zone)), None);
+    // Contiguous runs are what the region is for: movable pages move out of their way.
+    w.contig_pages(32, Order::new(5).unwrap(), false).unwrap();
+    w.verify();
 }
