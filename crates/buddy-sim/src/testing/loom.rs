@@ -498,7 +498,8 @@ fn loom_deferred_chunk_published_before_its_frames_is_caught() {
     });
 }
 
-/// 8 frames in pageblocks of two, two CPUs: room for compaction to move a page up.
+/// 8 frames in pageblocks of two, two CPUs: room for compaction to move a page up; fully
+/// proactive, so background compaction runs at any fragmentation.
 fn mobile_zone() -> Arc<LoomZone> {
     let cfg = ZoneConfig {
         max_order: Order(3),
@@ -506,6 +507,7 @@ fn mobile_zone() -> Arc<LoomZone> {
         cpus: 2,
         pcp_high: 2,
         pcp_batch: 1,
+        compaction_proactiveness: 100,
         ..ZoneConfig::new(START, 8)
     };
     let frames = (0..cfg.nr_pages).map(|_| Frame::new()).collect();
@@ -592,6 +594,19 @@ fn compaction_races_the_owner(compact: Compactor) {
 fn loom_compaction_races_the_owners_free_and_allocation() {
     compaction_races_the_owner(|z, migrate| {
         z.compact_some(0, 16, &mut { migrate }).unwrap();
+    });
+}
+
+/// Background compaction (`compact_work`, proactive here) is the same moves through the
+/// same freeze: the negative control below is its too.
+#[test]
+fn loom_background_compaction_races_the_owners_free_and_allocation() {
+    compaction_races_the_owner(|z, migrate| {
+        let work = z
+            .compact_work(0, 16, &mut { migrate }, &mut |_| 0)
+            .unwrap();
+        // Proactiveness 100 starts above a score of 15.
+        assert!(work.reason.is_some() || work.score_before <= 15, "{work:?}");
     });
 }
 
