@@ -32,6 +32,10 @@ struct Input {
     eager: u16,
     /// Holes in the memory map: (offset, length) pairs, the rest is usable.
     holes: Vec<(u16, u8)>,
+    /// Linux's defrag mode, a movable-only zone, and the compaction proactiveness.
+    defrag: bool,
+    movable_only: bool,
+    proactiveness: u8,
     ops: Vec<ArbOp>,
 }
 
@@ -57,6 +61,8 @@ enum ArbOp {
     AllocContigPages(u8, u16, u8, bool),
     Offline(u8, u16, u16),
     FreeContig(u8, u8, u16, u16),
+    AllocHooked(u8, u8, u8),
+    CompactWork(u8, u16),
 }
 
 impl ArbOp {
@@ -146,6 +152,15 @@ impl ArbOp {
             Self::InitDeferred(b) => Op::InitDeferred {
                 budget: u64::from(*b % 512),
             },
+            Self::AllocHooked(c, o, mt) => Op::AllocHooked {
+                cpu: cpu(c),
+                order: o % 12,
+                mt: *mt,
+            },
+            Self::CompactWork(c, b) => Op::CompactWork {
+                cpu: cpu(c),
+                budget: u64::from(*b % 512),
+            },
         }
     }
 }
@@ -203,6 +218,9 @@ fuzz_target!(|input: Input| {
         pcp_high: u64::from(input.high % 1024),
         pcp_batch: u64::from(input.batch % 64) + 1,
         eager_pages: u64::from(input.eager % 1024) + 1,
+        defrag_mode: input.defrag,
+        movable_only: input.movable_only,
+        compaction_proactiveness: input.proactiveness % 101,
         ..ZoneConfig::new(Pfn(start), nr_pages)
     };
     let n = cfg.nr_pages as usize;

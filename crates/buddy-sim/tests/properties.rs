@@ -13,8 +13,8 @@ use buddy_sim::mm_types::FrameRange;
 use buddy_sim::reference::brute_force_cover;
 use buddy_sim::testing::{Lockstep, Op};
 use buddy_sim::{
-    Access, AllocRequest, Cpu, DefaultRawMutex, Frame, Order, PerCpu, Pfn, VmArea, Zone,
-    ZoneConfig, decompose,
+    Access, AllocRequest, Cpu, DefaultRawMutex, Frame, MigrateType, Order, PerCpu, Pfn, VmArea,
+    Zone, ZoneConfig, decompose,
 };
 use buddy_sim::{AllocError, ContigError, FreeError, MapError};
 use proptest::prelude::*;
@@ -68,18 +68,30 @@ fn zone_config() -> impl Strategy<Value = ZoneConfig> {
         .prop_flat_map(|(nr, max, section_log, cpus, high, batch)| {
             // Half the zones defer most of each added range (init_deferred, the slow path).
             let eager = prop_oneof![Just(u64::MAX), 1u64..=nr];
-            ((0..=max), eager, zone_start(nr)).prop_map(move |(pb, eager_pages, start)| {
-                ZoneConfig {
-                    max_order: Order::new(max).unwrap(),
-                    pageblock_order: Order::new(pb).unwrap(),
-                    section_pages: 1 << section_log,
-                    cpus,
-                    pcp_high: high,
-                    pcp_batch: batch,
+            // Linux's defrag mode, a movable-only zone, any proactiveness.
+            let mobility = (any::<bool>(), any::<bool>(), 0u8..=100);
+            ((0..=max), eager, zone_start(nr), mobility).prop_map(
+                move |(
+                    pb,
                     eager_pages,
-                    ..ZoneConfig::new(Pfn(start), nr)
-                }
-            })
+                    start,
+                    (defrag_mode, movable_only, compaction_proactiveness),
+                )| {
+                    ZoneConfig {
+                        defrag_mode,
+                        movable_only,
+                        compaction_proactiveness,
+                        max_order: Order::new(max).unwrap(),
+                        pageblock_order: Order::new(pb).unwrap(),
+                        section_pages: 1 << section_log,
+                        cpus,
+                        pcp_high: high,
+                        pcp_batch: batch,
+                        eager_pages,
+                        ..ZoneConfig::new(Pfn(start), nr)
+                    }
+                },
+            )
         })
 }
 
@@ -107,6 +119,8 @@ fn op() -> impl Strategy<Value = Op> {
             .prop_map(|(cpu, len, align, frozen)| Op::AllocContigPages { cpu, len, align, frozen }),
         1 => (cpu.clone(), 0u64..6000, 0u64..300)
             .prop_map(|(cpu, offset, len)| Op::Offline { cpu, offset, len }),
+        1 => (cpu.clone(), 0u8..12, 0u8..3).prop_map(|(cpu, order, mt)| Op::AllocHooked { cpu, order, mt }),
+        1 => (cpu.clone(), 0u64..600).prop_map(|(cpu, budget)| Op::CompactWork { cpu, budget }),
         2 => (cpu, slot, any::<u64>(), any::<u64>())
             .prop_map(|(cpu, slot, offset, len)| Op::FreeContig { cpu, slot, offset, len }),
     ]
@@ -238,8 +252,10 @@ proptest! {
                     held.push((cpu, pfn, pages));
                 }
                 Err(e) => {
+                    // A run from the buddy is unmovable: a movable-only zone refuses it.
                     let refused = pages == 0 && e == AllocError::ZeroPages
-                        || matches!(e, AllocError::OrderTooLarge { .. } | AllocError::OutOfMemory(_));
+                        || matches!(e, AllocError::OrderTooLarge { .. } | AllocError::OutOfMemory(_))
+                        || cfg.movable_only && e == AllocError::MovableOnly(MigrateType::Unmovable);
                     prop_assert!(refused, "{:?}", e);
                     prop_assert_eq!(z.free_pages_total(), before);
                 }

@@ -136,6 +136,7 @@ where
             op,
             Op::Alloc { .. }
                 | Op::AllocTyped { .. }
+                | Op::AllocHooked { .. }
                 | Op::AllocContig { .. }
                 | Op::AllocContigPages { .. }
                 | Op::Offline { .. }
@@ -185,9 +186,26 @@ where
     fn apply_both(&mut self, op: Op) -> Result<Option<PairResult>, Divergence> {
         let start = self.batched.config().start;
         let pair = match op {
-            Op::Alloc { cpu, order } => self.alloc_both(cpu, order, MigrateType::Unmovable),
+            Op::Alloc { cpu, order } => self.alloc_both(cpu, order, MigrateType::Unmovable, false),
             Op::AllocTyped { cpu, order, mt } => {
-                self.alloc_both(cpu, order, MigrateType::ALL[usize::from(mt) % 3])
+                self.alloc_both(cpu, order, MigrateType::ALL[usize::from(mt) % 3], false)
+            }
+            Op::AllocHooked { cpu, order, mt } => {
+                self.alloc_both(cpu, order, MigrateType::ALL[usize::from(mt) % 3], true)
+            }
+            Op::CompactWork { cpu, budget } => {
+                let work = |z: &Zone<F, P, R>| -> Result<(), BuddyError> {
+                    let refuse = |_: &crate::migrate::Migration| false;
+                    let done = z.compact_work(cpu, budget, &mut { refuse }, &mut |_| 0)?;
+                    // Every move refused: nothing moved, and nothing freed to reclaim.
+                    if done.stats.moved_pages != 0 || done.reclaimed != 0 {
+                        return Err(BuddyError::Overflow);
+                    }
+                    z.drain_all();
+                    z.merge_free_blocks();
+                    Ok(())
+                };
+                (any(work(&self.batched)), any(work(&self.per_page)))
             }
             Op::AllocContig {
                 cpu,
@@ -350,12 +368,20 @@ where
 
     /// Allocates a block of `mt` on both zones: the batched zone chooses, the per-page zone
     /// takes the same block.
-    fn alloc_both(&mut self, cpu: usize, order: u8, mt: MigrateType) -> PairResult {
+    fn alloc_both(&mut self, cpu: usize, order: u8, mt: MigrateType, hooked: bool) -> PairResult {
         // Both zones were drained and merged (`apply`), but their lists are not in the
         // same order: the per-page zone takes the very block the batched zone handed out.
         let order = Order::new(order).map_err(BuddyError::from);
         let typed = |o| AllocRequest::order(o).kind(mt);
-        let a = order.and_then(|o| any(any(self.batched.cpu(cpu))?.alloc_raw(typed(o))));
+        let (mut refuse, mut nothing) = (|_: &crate::migrate::Migration| false, |_| 0);
+        let a = order.and_then(|o| {
+            let request = if hooked {
+                typed(o).reclaim(&mut nothing).compact(&mut refuse)
+            } else {
+                typed(o)
+            };
+            any(any(self.batched.cpu(cpu))?.alloc_raw(request))
+        });
         let b = match (a, order) {
             (Ok(pfn), Ok(o)) => {
                 self.allocs[self.next_slot % SLOTS] = Some((pfn, o));

@@ -602,9 +602,7 @@ fn loom_compaction_races_the_owners_free_and_allocation() {
 #[test]
 fn loom_background_compaction_races_the_owners_free_and_allocation() {
     compaction_races_the_owner(|z, migrate| {
-        let work = z
-            .compact_work(0, 16, &mut { migrate }, &mut |_| 0)
-            .unwrap();
+        let work = z.compact_work(0, 16, &mut { migrate }, &mut |_| 0).unwrap();
         // Proactiveness 100 starts above a score of 15.
         assert!(work.reason.is_some() || work.score_before <= 15, "{work:?}");
     });

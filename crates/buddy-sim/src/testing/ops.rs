@@ -152,6 +152,26 @@ pub enum Op {
         /// Frames.
         len: u64,
     },
+    /// As [`Op::AllocTyped`], with the slow path's callbacks: a reclaim that frees nothing
+    /// (the harness holds no cache) and a compaction whose moves are all refused (it has no
+    /// memory to move); so the slow path runs its rounds, compaction its scans and deferral,
+    /// and the answer must be the plain allocation's.
+    AllocHooked {
+        /// CPU.
+        cpu: usize,
+        /// Order (may exceed MAX_ORDER: an error).
+        order: u8,
+        /// The kind, an index into [`MigrateType::ALL`](crate::MigrateType::ALL) (modulo 3).
+        mt: u8,
+    },
+    /// `compact_work` (background compaction) with this budget, its moves refused and
+    /// nothing to reclaim: it must leave the free blocks as they were.
+    CompactWork {
+        /// CPU.
+        cpu: usize,
+        /// Frames at most.
+        budget: u64,
+    },
     /// Free a run inside (or overlapping the end of) a recorded contiguous allocation:
     /// batched on one zone (`free_contig_range`, `free_contig_frozen_range` for a frozen
     /// one), per page on the other.

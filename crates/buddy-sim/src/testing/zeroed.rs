@@ -393,6 +393,8 @@ impl ZeroedModel {
             | Op::FreeRun { .. }
             | Op::FreeRaw { .. }
             | Op::AllocTyped { .. }
+            | Op::AllocHooked { .. }
+            | Op::CompactWork { .. }
             | Op::AllocContig { .. }
             | Op::AllocContigPages { .. }
             | Op::Offline { .. }
