@@ -51,8 +51,8 @@ where
     /// # Errors
     /// [`AllocError::Conflict`] for options that do not go together (a zeroed request with
     /// no clearer to clear through among them);
-    /// [`AllocError::OrderTooLarge`] (for a run: its covering order or alignment above the
-    /// zone's MAX_ORDER); [`AllocError::ZeroPages`] for a run of no frames;
+    /// [`AllocError::OrderTooLarge`] (for a run from the buddy: its covering order or
+    /// alignment above the zone's MAX_ORDER; a contiguous run may be aligned further); [`AllocError::ZeroPages`] for a run of no frames;
     /// [`AllocError::OutOfMemory`]. Zeroed: [`AllocError::FaultOutsideBlock`] if the fault
     /// offset is not inside what is allocated; [`AllocError::NotAddressable`] if the
     /// clearer's memory cannot reach the frames, [`AllocError::Clear`] if zero-core refuses

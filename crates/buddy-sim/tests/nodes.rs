@@ -473,3 +473,91 @@ fn a_node_sets_zeroed_request_names_its_clearer() {
         assert_eq!(was.difference(is), None);
     }
 }
+
+/// `movable_node`: each node's memory split into a normal zone and a movable-only one
+/// (`ZONE_MOVABLE`). Unmovable and reclaimable blocks never land in a movable zone, even
+/// when that is all the free memory left; movable blocks use both; the movable zones stay
+/// movable throughout, and a gigantic run (aligned above MAX_ORDER) is taken from one with
+/// the movable blocks in its way migrated out.
+#[test]
+fn movable_zones_take_movable_blocks_only() {
+    let t = Topology::uniform(2, &[NodeId(0), NodeId(1)]).unwrap();
+    let mut built = Vec::new();
+    let mut at = 0x1000;
+    for node in 0..2u8 {
+        for (movable, nr) in [(false, 64), (true, 128)] {
+            let z = zone_on(node, at, nr, 2, &[(0, nr)]);
+            let cfg = if movable {
+                z.config().movable_only()
+            } else {
+                *z.config()
+            };
+            built.push(BoxedZone::new_boxed(cfg).unwrap());
+            at += nr;
+        }
+    }
+    let set = BoxedNodeSet::new(t, built).unwrap();
+    let movable_zone = |pfn: Pfn| set.zone_of(pfn).unwrap().config().movable_only;
+    // Unmovable pages fill both normal zones (128 frames), then fail: the movable zones'
+    // 256 free frames are not theirs.
+    let mut unmovable = Vec::new();
+    while let Ok(pfn) = set.alloc_pages(0, Order::ZERO, NodePolicy::Local) {
+        assert!(
+            !movable_zone(pfn),
+            "an unmovable page in a movable zone at {pfn}"
+        );
+        unmovable.push(pfn);
+    }
+    assert_eq!(unmovable.len(), 128);
+    assert_eq!(
+        set.alloc_raw(1, AllocRequest::page().reclaimable()),
+        Err(AllocError::OutOfMemory(Order::ZERO))
+    );
+    // Movable blocks still find the movable zones: node 0's, nearest to CPU 0, filled; then
+    // every other block freed, so that each 64-frame candidate is half full.
+    let mut held = Vec::new();
+    for key in 1..=32 {
+        let pfn = set
+            .alloc_raw(0, AllocRequest::order(o(2)).movable(key))
+            .unwrap();
+        assert!(movable_zone(pfn) && node_of(&set, pfn) == NodeId(0));
+        held.push(pfn);
+    }
+    held.sort_unstable();
+    for pfn in held.iter().step_by(2) {
+        // SAFETY: the test's block, never used.
+        unsafe { set.free_pages(0, *pfn, o(2)) }.unwrap();
+    }
+    // A 64-frame run aligned to 64 frames (above MAX_ORDER 5) in node 0's movable zone:
+    // the movable blocks in its way move into the other half's holes.
+    let mut moved = 0;
+    let mut mover = |_: &Migration| {
+        moved += 1;
+        true
+    };
+    let run = set
+        .alloc_raw(
+            0,
+            AllocRequest::frames(64)
+                .aligned(o(6))
+                .contiguous(&mut mover),
+        )
+        .unwrap();
+    assert!(movable_zone(run) && node_of(&set, run) == NodeId(0));
+    assert!(
+        run.0.is_multiple_of(64) && moved > 0,
+        "{run} after {moved} moves"
+    );
+    for z in set.zones() {
+        z.check().unwrap();
+        if z.config().movable_only {
+            let first = z.config().start.0;
+            for pb in (first..first + 128).step_by(16) {
+                assert_eq!(
+                    z.pageblock_type(Pfn(pb)).unwrap().0,
+                    buddy_sim::MigrateType::Movable
+                );
+            }
+        }
+    }
+}

@@ -110,8 +110,9 @@ where
     /// does; a candidate that fails moves the search past the frame that stopped it (a hole,
     /// an unmovable, pinned or refused block), or to the next candidate when a movable block
     /// found no target. It fails only when every candidate failed ([`AllocError::OutOfMemory`]
-    /// of the order covering `nr`, capped at MAX_ORDER; [`AllocError::ZeroPages`],
-    /// [`AllocError::OrderTooLarge`] for an alignment above MAX_ORDER).
+    /// of the order covering `nr`, capped at MAX_ORDER; [`AllocError::ZeroPages`]). The
+    /// alignment may exceed MAX_ORDER (a run is not a buddy block): a gigantic page is
+    /// aligned to its own size, as Linux aligns `alloc_contig_pages` to a power-of-two run.
     fn contig_pages(
         &self,
         pcp: CpuLists<'_, R>,
@@ -120,7 +121,6 @@ where
         page: Word,
         migrate: &mut impl Migrate,
     ) -> Result<Pfn, AllocError> {
-        self.check_order(align)?;
         if nr == 0 {
             return Err(AllocError::ZeroPages);
         }
