@@ -83,7 +83,8 @@ where
             if stats.moved_pages >= budget {
                 break;
             }
-            let Some((src, w)) = self.next_movable(s.migrate, s.free) else {
+            let Some((src, w)) = self.next_movable(s.migrate, s.free, goal.whole_pageblocks(m))
+            else {
                 break;
             };
             let order = Order(w.order());
@@ -92,7 +93,7 @@ where
                 // As large as what compaction makes: left where it is.
                 continue;
             }
-            let Some(dst) = self.take_target(&mut s.free, src, order) else {
+            let Some(dst) = self.take_target(s, src, order) else {
                 break;
             };
             match self.move_block(src, w, dst, migrate) {
@@ -152,41 +153,69 @@ where
     /// The migrate scanner: the first movable block at or after `from` in a pageblock below
     /// `limit` (the free scanner's), with its word. Reads without locks: a guess that the
     /// freeze by compare-and-swap confirms.
-    fn next_movable(&self, from: FrameIdx, limit: PageblockIdx) -> Option<(FrameIdx, Word)> {
+    ///
+    /// With `whole` (compaction that makes whole free pageblocks) it passes over a
+    /// pageblock that moving its movable blocks cannot empty: one holding an unmovable,
+    /// pinned or reserved frame (Linux's async compaction skips such a pageblock at its
+    /// first unmovable page).
+    fn next_movable(
+        &self,
+        from: FrameIdx,
+        limit: PageblockIdx,
+        whole: bool,
+    ) -> Option<(FrameIdx, Word)> {
         let m = self.map();
-        m.heads(from, limit.first())
-            .find(|&(i, w)| is_movable(w) && !m.pageblock(i).isolated)
+        let end = limit.first();
+        let mut at = from;
+        while at < end {
+            let block = m.pageblock_range(at);
+            let stop = block.end.min(end);
+            if !(whole && at == block.start && !can_empty(m, block.clone())) {
+                let found = m
+                    .heads(at, stop)
+                    .find(|&(i, w)| is_movable(w) && !m.pageblock(i).isolated);
+                if found.is_some() {
+                    return found;
+                }
+            }
+            at = stop;
+        }
+        None
     }
 
     /// The free scanner: a free block of `order` taken off the buddy from the highest
-    /// movable pageblock at or below `*free` that lies above `src`'s pageblock, not a whole
-    /// free pageblock; its head frozen-allocated. Moves `*free` down past pageblocks without
-    /// one.
-    fn take_target(&self, free: &mut PageblockIdx, src: FrameIdx, order: Order) -> Option<Target> {
+    /// movable pageblock at or below `s.free` that lies above `src`'s pageblock, not a whole
+    /// free pageblock, looking in `s.free` from `s.free_from` on; its head frozen-allocated.
+    /// Moves the cursor down past pageblocks without one, and up to the target taken.
+    fn take_target(&self, s: &mut Scanners, src: FrameIdx, order: Order) -> Option<Target> {
         let m = self.map();
         let floor = m.pageblock_index(src);
-        while *free > floor {
-            let pb = m.pageblock(free.first());
+        while s.free > floor {
+            let pb = m.pageblock(s.free.first());
             if pb.mt == MigrateType::Movable && !pb.isolated {
                 let mut guard = self.lock_zone();
-                let range = m.pageblock_range(free.first());
+                let range = m.pageblock_range(s.free.first());
                 let fits = |(i, w): (FrameIdx, Word)| {
                     (w.state() == FrameState::Buddy
                         && w.order() >= order.get()
                         && w.order() < m.cfg.pageblock_order.get())
                     .then_some(i)
                 };
-                if let Some(i) = m.heads(range.start, range.end).find_map(fits)
+                let from = s.free_from.max(range.start);
+                if let Some(i) = m.heads(from, range.end).find_map(fits)
                     && let Ok(zeroed) = guard.take_block_at(m, i, order)
                 {
+                    // The rest of that free block lies above `i`; nothing below fitted.
+                    s.free_from = i;
                     return Some(Target::frozen(m, i, order, zeroed, None));
                 }
             }
-            let prev = m.pageblock_index(free.first() - 1);
+            let prev = m.pageblock_index(s.free.first() - 1);
             if prev <= floor {
                 return None;
             }
-            *free = prev;
+            s.free = prev;
+            s.free_from = prev.first();
         }
         None
     }
@@ -310,8 +339,11 @@ pub enum CompactReason {
 /// What one call of background compaction ([`Cpu::compact_work`]) did.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct CompactWork {
-    /// Why it ran; `None` when nothing asked for it.
+    /// Why it ran; `None` when nothing asked for it, or it was deferred.
     pub reason: Option<CompactReason>,
+    /// Whether the fragmentation score asked for it but the last proactive run could not
+    /// improve it: it then waits 64 calls (Linux's `proactive_defer`).
+    pub deferred: bool,
     /// What compaction did (`success`: its goal was met).
     pub stats: CompactStats,
     /// Frames the embedder's reclaim callback said it freed.
@@ -339,6 +371,15 @@ pub(crate) enum Goal {
 }
 
 impl Goal {
+    /// Whether only whole free pageblocks serve it (the migrate scanner then passes over
+    /// pageblocks it cannot empty).
+    fn whole_pageblocks(self, m: FrameMap<'_>) -> bool {
+        match self {
+            Self::Order(order) => order >= m.cfg.pageblock_order,
+            Self::Score(_) | Self::FreePageblocks(_) | Self::Budget => true,
+        }
+    }
+
     /// Whether the free area meets it (under the zone lock).
     fn met(self, m: FrameMap<'_>, free: &FreeArea) -> bool {
         match self {
@@ -357,6 +398,15 @@ pub(crate) enum NotMoved {
     Refused,
     /// The source changed (freed, referenced) before it could be frozen.
     Changed,
+}
+
+/// Whether moving the movable blocks of the pageblock `frames` could leave it wholly free:
+/// every block in it is free or movable, and it is not isolated. A moment's guess without
+/// locks.
+fn can_empty(m: FrameMap<'_>, frames: core::ops::Range<FrameIdx>) -> bool {
+    !m.pageblock(frames.start).isolated
+        && m.heads(frames.start, frames.end)
+            .all(|(_, w)| matches!(w.state(), FrameState::Buddy | FrameState::Pcp) || is_movable(w))
 }
 
 /// A block compaction may move: an allocated movable head with the one reference of its
@@ -411,8 +461,9 @@ where
     /// works off the watermark boost that fragmenting fallbacks raised (asking `reclaim`
     /// for the boost's frames, as kswapd's boosted reclaim, then compacting until a free
     /// pageblock exists); else, in [defrag mode](crate::ZoneConfig::defrag_mode), keeps the
-    /// high watermark's worth of memory in free pageblocks (reclaiming what is missing,
-    /// then compacting); else compacts proactively while the fragmentation score is above
+    /// high watermark's worth of memory in free pageblocks (reclaiming until two
+    /// pageblocks above the high watermark are free, as kswapd does before it hands over to
+    /// kcompactd, then compacting); else compacts proactively while the fragmentation score is above
     /// the proactiveness's high mark, down to its low mark
     /// ([`ZoneConfig::compaction_proactiveness`](crate::ZoneConfig::compaction_proactiveness)).
     /// At most `budget` frames are moved per call; the scanners go on where the last
@@ -431,14 +482,22 @@ where
         let (low_mark, high_mark) = proactive_marks(cfg.compaction_proactiveness);
         let high = before.watermarks.high;
         let reason = if before.boost > 0 {
-            CompactReason::Boost
+            Some(CompactReason::Boost)
         } else if cfg.defrag_mode && before.free_in_pageblocks < high {
-            CompactReason::DefragWatermark
+            Some(CompactReason::DefragWatermark)
         } else if cfg.compaction_proactiveness > 0 && before.score > high_mark {
-            CompactReason::Proactive
+            Some(CompactReason::Proactive)
         } else {
+            None
+        };
+        // A score that the last proactive run could not improve waits 64 calls (Linux's
+        // `proactive_defer`); a boost and defrag mode's watermark are always worked on.
+        let deferred =
+            reason == Some(CompactReason::Proactive) && zone.lock_zone().background_deferred();
+        let (Some(reason), false) = (reason, deferred) else {
             return CompactWork {
                 reason: None,
+                deferred,
                 score_before: before.score,
                 score_after: before.score,
                 ..CompactWork::default()
@@ -446,8 +505,10 @@ where
         };
         let (want, goal) = match reason {
             CompactReason::Boost => (before.boost, Goal::Order(cfg.pageblock_order)),
+            // kswapd in defrag mode reclaims until compaction can succeed at the pageblock
+            // order (`compaction_suitable`: two pageblocks above the watermark free).
             CompactReason::DefragWatermark => (
-                high.saturating_sub(before.free_in_pageblocks),
+                (high + (2u64 << cfg.pageblock_order.get())).saturating_sub(before.free),
                 Goal::FreePageblocks(high),
             ),
             CompactReason::Proactive => (0, Goal::Score(low_mark)),
@@ -457,17 +518,31 @@ where
             zone.drain_reachable(self.lists());
         }
         let stats = zone.compact_resuming(goal, budget, migrate);
-        if reason == CompactReason::Boost && (stats.success || stats.moved_pages < budget) {
-            zone.lock_zone().clear_boost();
-        }
         let after = zone.fragmentation();
+        let mut free = zone.lock_zone();
+        match reason {
+            CompactReason::Boost if stats.success || stats.moved_pages < budget => {
+                free.clear_boost();
+            }
+            CompactReason::Proactive
+                if !stats.success
+                    && after.score >= before.score
+                    && after.free_in_pageblocks <= before.free_in_pageblocks =>
+            {
+                free.defer_background();
+            }
+            _ => {}
+        }
+        let boost_left = free.boost();
+        drop(free);
         CompactWork {
             reason: Some(reason),
+            deferred: false,
             stats,
             reclaimed,
             score_before: before.score,
             score_after: after.score,
-            boost_left: after.boost,
+            boost_left,
         }
     }
 }

@@ -163,9 +163,18 @@ where
         if oom(&retry) && (hooks.reclaim.is_some() || hooks.compact.is_some()) {
             retry = self.reclaim_and_compact(pcp, order, (prefer, mt, fallback), hooks);
         }
-        // Defrag mode's last resort: what reclaim and compaction could not prevent.
+        // Defrag mode's last resort: what reclaim and compaction could not prevent, one
+        // block straight from the buddy (a per-cpu batch would steal dozens).
         if oom(&retry) && fallback == Fallback::WholePageblocks {
-            retry = self.alloc_fast(pcp, order, prefer, mt, Fallback::Any, false);
+            let mut free = self.lock_zone();
+            retry = free
+                .rmqueue(self.map(), order, prefer, mt, Fallback::Any)
+                .ok_or(AllocError::OutOfMemory(order));
+            if let Ok((_, zeroed)) = retry
+                && prefer == Prefer::Zeroed
+            {
+                free.stats().count_zeroed_alloc(zeroed, order.pages());
+            }
         }
         match self.refused {
             // A static zone whose configuration was refused: that is why.
@@ -180,7 +189,8 @@ where
     /// (`SWAP_CLUSTER_MAX`) and the block (a pageblock in defrag mode), drains, tries; then
     /// compacts towards the block's order (the pageblock order in defrag mode, where
     /// compaction makes the whole free pageblock the fallback may take), tries; until the
-    /// allocation succeeds, a round makes no progress, or 16 rounds.
+    /// allocation succeeds, a round makes no progress (compaction moved nothing, or without
+    /// compaction reclaim freed nothing), or 16 rounds.
     #[cold]
     fn reclaim_and_compact(
         &self,
@@ -192,26 +202,28 @@ where
         let goal = fallback.lowest_order(order, self.cfg.pageblock_order);
         let mut retry = Err(AllocError::OutOfMemory(order));
         for _ in 0..MAX_RECLAIM_RETRIES {
-            let mut progress = false;
+            let mut reclaimed = false;
             if let Some(reclaim) = hooks.reclaim.as_deref_mut() {
-                let freed = reclaim.reclaim(goal.pages().max(SWAP_CLUSTER_MAX));
-                progress |= freed > 0;
+                reclaimed = reclaim.reclaim(goal.pages().max(SWAP_CLUSTER_MAX)) > 0;
                 self.drain_reachable(pcp);
                 retry = self.alloc_fast(pcp, order, prefer, mt, fallback, false);
                 if !oom(&retry) {
                     return retry;
                 }
             }
-            if let Some(migrate) = hooks.compact.as_deref_mut()
-                && goal > Order::ZERO
-            {
-                let done = self.compact_direct(pcp, goal, &mut MigrateCallback(migrate));
-                progress |= done.moved_pages > 0;
-                retry = self.alloc_fast(pcp, order, prefer, mt, fallback, false);
-                if !oom(&retry) {
-                    return retry;
+            // Without compaction, reclaim is the progress; with it, compaction is (reclaim
+            // only feeds it: freed pages scattered over pageblocks make no block).
+            let progress = match hooks.compact.as_deref_mut() {
+                Some(migrate) if goal > Order::ZERO => {
+                    let done = self.compact_direct(pcp, goal, &mut MigrateCallback(migrate));
+                    retry = self.alloc_fast(pcp, order, prefer, mt, fallback, false);
+                    if !oom(&retry) {
+                        return retry;
+                    }
+                    done.moved_pages > 0
                 }
-            }
+                _ => reclaimed,
+            };
             if !progress {
                 break;
             }

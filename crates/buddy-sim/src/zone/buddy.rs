@@ -56,6 +56,9 @@ pub(crate) struct FreeArea {
     boost: u64,
     /// Direct compaction's deferral after failures.
     defer: CompactDefer,
+    /// Background compaction calls left to skip after a run that could not improve the
+    /// zone (Linux's `proactive_defer`).
+    background_defer: u32,
 }
 
 impl FreeArea {
@@ -70,6 +73,7 @@ impl FreeArea {
         fallbacks: FallbackCounts::ZERO,
         boost: 0,
         defer: CompactDefer::NONE,
+        background_defer: 0,
     };
 
     /// Frames `[0, frames)` added, none of them initialized yet: a static zone's, which
@@ -376,12 +380,15 @@ impl FreeArea {
 }
 
 /// Where compaction's two scanners are (Linux keeps the cursor in `struct zone`): the
-/// migrate scanner's next frame (going up) and the pageblock the free scanner takes targets
-/// from (going down).
+/// migrate scanner's next frame (going up), the pageblock the free scanner takes targets
+/// from (going down), and where in that pageblock it looks next (the frames below held no
+/// target when it passed them, as Linux's free scanner isolates a pageblock's free pages
+/// in one pass).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct Scanners {
     pub(crate) migrate: FrameIdx,
     pub(crate) free: PageblockIdx,
+    pub(crate) free_from: FrameIdx,
 }
 
 /// Linux's compaction deferral (`defer_compaction`, `compaction_deferred`,
@@ -409,9 +416,11 @@ impl Scanners {
     pub(crate) fn start(m: FrameMap<'_>) -> Self {
         // A zone has frames, fewer than u32::MAX.
         let last = FrameIdx(m.frames.len() as u32 - 1);
+        let free = m.pageblock_index(last);
         Self {
             migrate: FrameIdx::FIRST,
-            free: m.pageblock_index(last),
+            free,
+            free_from: free.first(),
         }
     }
 }
@@ -771,6 +780,19 @@ impl FreeArea {
     /// Background compaction worked the boost off (kswapd's `zone->watermark_boost = 0`).
     pub(crate) fn clear_boost(&mut self) {
         self.boost = 0;
+    }
+
+    /// Whether background compaction skips this call (counting it).
+    pub(crate) fn background_deferred(&mut self) -> bool {
+        let skip = self.background_defer > 0;
+        self.background_defer = self.background_defer.saturating_sub(1);
+        skip
+    }
+
+    /// Background compaction could not improve the zone: it skips the next 64 calls
+    /// (`1 << COMPACT_MAX_DEFER_SHIFT`).
+    pub(crate) fn defer_background(&mut self) {
+        self.background_defer = 1 << CompactDefer::MAX_SHIFT;
     }
 
     /// `compaction_deferred`: whether a direct compaction for `order` is skipped this time.
