@@ -24,7 +24,11 @@
 //!   [`Migrate`] callback ([`Cpu::compact`], [`Cpu::compact_some`]), and contiguous
 //!   allocation of any length ([`Cpu::alloc_contig_range`], a
 //!   [`contiguous`](AllocRequest::contiguous) request, the frozen variants and
-//!   [`Cpu::free_contig_frozen_range`]).
+//!   [`Cpu::free_contig_frozen_range`]); Linux's repair machinery: a request's slow-path
+//!   callbacks ([`AllocRequest::reclaim`], [`AllocRequest::compact`]), defrag mode and
+//!   watermark boosting ([`ZoneConfig::defrag_mode`], [`Zone::fragmentation`]), background
+//!   compaction ([`Cpu::compact_work`]) and movable-only zones
+//!   ([`ZoneConfig::movable_only`]).
 //! - NUMA: a [`NodeSet`] of zones under a [`Topology`], routing each request along the
 //!   zones of the nodes its [`NodePolicy`] allows, nearest first.
 //! - The raw frees are `unsafe`: a zone writes the memory it holds free, so a free of what
@@ -45,7 +49,8 @@
 //! - plain types and the embedder's interfaces: `types` (orders, nodes, policies, and the
 //!   zone-relative frame and pageblock indices the zone makes from a checked frame number),
 //!   `migratetype`, `frame` (the frame word), `error`, `memory` (`FrameMemory`, the
-//!   `FrameClearer`), `migrate` (the `Migrate` callback), `request` (`AllocRequest`),
+//!   `FrameClearer`), `migrate` (the `Migrate` callback), `reclaim` (the `Reclaim` callback),
+//!   `request` (`AllocRequest`),
 //!   `decompose`, `sync` (atomics and locks, loom's under `cfg(loom)`);
 //! - `zone/`, the core: `config`, `map`, `list`, `counters`, `ranges`, `buddy` (`FreeArea`,
 //!   what the zone lock protects), `pageblock`, `pcp`, the `Zone` itself, `cpu` (the per-CPU

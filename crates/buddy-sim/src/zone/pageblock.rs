@@ -3,7 +3,9 @@
 //! allocations fill different pageblocks. An allocation that finds nothing of its type falls
 //! back to the other types in Linux's order, claiming a whole pageblock for its own type when
 //! the block it takes is large or the pageblock is mostly free or alike
-//! (`try_to_claim_block`), else taking one block without changing any type.
+//! (`try_to_claim_block`), else taking one block without changing any type (a steal); in
+//! defrag mode only whole free pageblocks (`ALLOC_NOFRAGMENT`). The rules themselves are the
+//! buddy's (`FreeArea::rmqueue_claim`, `rmqueue_steal`, `try_claim`).
 //!
 //! A pageblock can also be *isolated* (for `alloc_contig_range`): its free blocks sit on
 //! lists of their own that no allocation takes from, and frees into it skip the per-cpu
