@@ -468,11 +468,12 @@ const BOOTS: [(&str, &[&str], bool, &[&str]); 4] = [
 
 /// What every boot at EL1 prints: the kernel map, the negative control, the mobility step,
 /// the zone whole.
-const EL1_LINES: [&str; 10] = [
+const EL1_LINES: [&str; 11] = [
     "aarch64-paging: kernel map",
     "negative control:",
     MOBILITY_LINES[0],
     MOBILITY_LINES[1],
+    MOBILITY_LINES[2],
     "pages migrated out of its way) and",
     "every page read back; given back with free_contig_range",
     "the page tables their 7 table pages; zone whole",
@@ -481,10 +482,13 @@ const EL1_LINES: [&str; 10] = [
     "PASS",
 ];
 /// What the mobility step of every kernel at EL1 prints: the fill left no free 2 MiB
-/// block, compaction made one moving pages under their mappings.
-const MOBILITY_LINES: [&str; 2] = [
+/// block, compaction (in defrag mode) made one moving pages under their mappings, and the
+/// movable-only zone gave a block of half its 16 MiB, aligned past MAX_ORDER, with its
+/// movable pages migrated out of the way.
+const MOBILITY_LINES: [&str; 3] = [
     "no free 2 MiB block left (tables and data region unmovable)",
     "for a free 2 MiB block; every page read back through its repointed mapping",
+    "an unmovable page refused; the largest aligned block, 8 MiB (order 11, aligned past MAX_ORDER 10)",
 ];
 
 /// RAM given to the kernels (a node's, with [`TWO_NODES`]); `MAX_RAM` in
@@ -577,6 +581,7 @@ fn x86_boots(root: &Path) -> StageResult {
                 "x86_64: kernel map at",
                 MOBILITY_LINES[0],
                 MOBILITY_LINES[1],
+                MOBILITY_LINES[2],
                 "alloc_contig_pages: frozen 2 MiB blocks at",
                 "given back with free_contig_frozen_range",
                 "aging: 37 young of 111 folios, as touched",

@@ -83,9 +83,47 @@ impl<P: Platform> Migrate for MovingMap<'_, P> {
     }
 }
 
+/// The frame each kept page of the movable zone is at, by key: what its migrate callback
+/// repoints.
+static ZONE_MOVABLE_PFN: [AtomicU64; SLOTS] = [const { AtomicU64::new(0) }; SLOTS];
+
+/// The movable zone's [`Migrate`]: its kept pages are mapped only by the identity map, so a
+/// move is a copy and a new entry in [`ZONE_MOVABLE_PFN`].
+struct CopyingMover {
+    memory: OffsetMap,
+    moved: u64,
+}
+
+impl Migrate for CopyingMover {
+    fn migrate(&mut self, m: &Migration) -> bool {
+        let slot = match usize::try_from(m.key) {
+            Ok(s) if s < SLOTS => s,
+            _ => return false,
+        };
+        if m.order != Order::ZERO || ZONE_MOVABLE_PFN[slot].load(Ordering::Relaxed) != m.from.0 {
+            return false;
+        }
+        // SAFETY: `memory` is the identity map of all RAM; the page is this step's, which
+        // writes it only before and reads it only after this call.
+        if unsafe { m.copy(&self.memory) }.is_err() {
+            return false;
+        }
+        ZONE_MOVABLE_PFN[slot].store(m.to.0, Ordering::Relaxed);
+        self.moved += 1;
+        true
+    }
+}
+
+/// Word `w` of the movable zone's kept page `slot`, through the identity map.
+fn zone_movable_word(slot: usize, w: usize) -> *mut u64 {
+    let pfn = ZONE_MOVABLE_PFN[slot].load(Ordering::Relaxed);
+    (pfn * PAGE + w as u64 * 8) as *mut u64
+}
+
 impl<P: Platform> Kernel<P> {
     /// The mobility step (see the module docs); ends with the movable region unmapped, its
-    /// table forgotten and its pages given back.
+    /// table forgotten and its pages given back; then the movable zone's part
+    /// ([`Kernel::movable_zone_step`]).
     pub(super) fn mobility_step(&mut self) {
         let zone = self.zone;
         let fail_on = |e: BuddyError| -> ! { fail::<P>(Step::Mobility, format_args!("{e}")) };
@@ -264,6 +302,134 @@ impl<P: Platform> Kernel<P> {
             // SAFETY: the fill's kept page (wherever it moved), unmapped just above.
             unsafe { free_block::<P>(zone, 0, pfn, 0, Step::Mobility) };
         }
+        self.movable_zone_step();
+    }
+
+    /// The movable zone (`ZONE_MOVABLE`): churned full of movable pages with one in every
+    /// few kept (stamped word by word) and the rest given back, it refuses an unmovable
+    /// page, and then gives the largest naturally aligned block it can (aligned past
+    /// MAX_ORDER: a gigantic page's shape) by migrating the kept pages out of its way.
+    /// Every kept page must read back its stamps where it moved; everything goes back.
+    fn movable_zone_step(&mut self) {
+        let Some(mz) = movable_zone() else {
+            println!("movable zone: none (node 0 has no 16 MiB of usable memory at its top)");
+            return;
+        };
+        let fail_on =
+            |e: BuddyError| -> ! { fail::<P>(Step::Mobility, format_args!("movable zone: {e}")) };
+        let base = mz.config().start.0;
+        let stride = (mz.free_pages_total() / SLOTS as u64).max(1);
+        let (mut taken, mut kept) = (0u64, 0usize);
+        loop {
+            let keep = taken % stride == 0 && kept < SLOTS;
+            let key = if keep { kept as u64 } else { UNMAPPED };
+            let pfn = match mz.alloc_movable(0, Order::ZERO, key) {
+                Ok(pfn) => pfn,
+                Err(AllocError::OutOfMemory(_)) => break,
+                Err(e) => fail_on(e.into()),
+            };
+            taken += 1;
+            if keep {
+                ZONE_MOVABLE_PFN[kept].store(pfn.0, Ordering::Relaxed);
+                kept += 1;
+            } else {
+                let i = (pfn.0 - base) as usize;
+                FILLED[i / 64].fetch_or(1 << (i % 64), Ordering::Relaxed);
+            }
+        }
+        for (w, word) in FILLED.iter().enumerate() {
+            let mut bits = word.swap(0, Ordering::Relaxed);
+            while bits != 0 {
+                let pfn = base + (w * 64) as u64 + u64::from(bits.trailing_zeros());
+                bits &= bits - 1;
+                // SAFETY: allocated by the fill above, never written.
+                unsafe { free_block::<P>(mz, 0, pfn, 0, Step::Mobility) };
+            }
+        }
+        for slot in 0..kept {
+            for w in 0..(PAGE / 8) as usize {
+                // SAFETY: the slot's page is this step's, identity-mapped.
+                unsafe { zone_movable_word(slot, w).write_volatile(stamp(slot, w)) };
+            }
+        }
+        if !matches!(
+            mz.alloc_pages(0, Order::ZERO),
+            Err(AllocError::MovableOnly(_))
+        ) {
+            fail::<P>(
+                Step::Mobility,
+                format_args!("movable zone: an unmovable page was not refused"),
+            );
+        }
+        // The largest naturally aligned block, from the whole zone down.
+        // SAFETY: the identity map of all RAM, as `clearer`'s.
+        let memory = unsafe { OffsetMap::new(0) };
+        let mut mover = CopyingMover { memory, moved: 0 };
+        let largest = (0..=buddy_sim::MAX_SUPPORTED_ORDER)
+            .rev()
+            .filter_map(|o| Order::new(o).ok())
+            .filter(|o| o.pages() <= MOVABLE_PAGES)
+            .find_map(|o| {
+                let request = AllocRequest::frames(o.pages())
+                    .aligned(o)
+                    .contiguous(&mut mover);
+                mz.cpu(0).ok()?.alloc_raw(request).ok().map(|pfn| (pfn, o))
+            });
+        let Some((run, order)) = largest else {
+            fail::<P>(
+                Step::Mobility,
+                format_args!("movable zone: no block at all"),
+            );
+        };
+        let want = MOVABLE_PAGES / 2;
+        if order.pages() < want || mover.moved == 0 || !order.aligns(run) {
+            fail::<P>(
+                Step::Mobility,
+                format_args!(
+                    "movable zone: largest block {} pages at {run} after {} moves, want {want}",
+                    order.pages(),
+                    mover.moved
+                ),
+            );
+        }
+        for slot in 0..kept {
+            for w in 0..(PAGE / 8) as usize {
+                // SAFETY: the slot's page, wherever it moved, identity-mapped.
+                let v = unsafe { zone_movable_word(slot, w).read_volatile() };
+                if v != stamp(slot, w) {
+                    fail::<P>(
+                        Step::Mobility,
+                        format_args!("movable zone: slot {slot} word {w} reads {v:#x}"),
+                    );
+                }
+            }
+        }
+        // SAFETY: the run was allocated just above and never written.
+        unsafe { mz.free_contig_range(0, run, order.pages()) }
+            .unwrap_or_else(|e| fail_on(e.into()));
+        for pfn in &ZONE_MOVABLE_PFN[..kept] {
+            let pfn = pfn.swap(0, Ordering::Relaxed);
+            // SAFETY: a kept page, read for the last time above.
+            unsafe { free_block::<P>(mz, 0, pfn, 0, Step::Mobility) };
+        }
+        mz.drain_all();
+        if mz.buddy_pages() != mz.present_pages() {
+            fail::<P>(
+                Step::Mobility,
+                format_args!(
+                    "movable zone: {} of {} frames free at the end",
+                    mz.buddy_pages(),
+                    mz.present_pages()
+                ),
+            );
+        }
+        println!(
+            "movable zone: {kept} movable pages kept of {taken}; an unmovable page refused; the largest aligned block, {} MiB (order {}, aligned past MAX_ORDER {}), taken after migrating {} pages out of its way; every page read back; the zone whole again",
+            (order.pages() * PAGE) >> 20,
+            order.get(),
+            mz.config().max_order.get(),
+            mover.moved
+        );
     }
 
     /// Every slot reads back its stamps through its mapping, which maps the frame

@@ -38,6 +38,19 @@ pub type KernelNodes = NodeSet<KernelZones, &'static [Frame], &'static [PerCpu]>
 /// Free blocks per order of a whole zone.
 pub type Blocks = [u32; buddy_sim::MAX_SUPPORTED_ORDER as usize + 1];
 
+/// Frames of node 0's memory onlined as a movable-only zone (Linux's `ZONE_MOVABLE`, as
+/// `movablecore=16M` makes it): the top 16 MiB of node 0's zone span, aligned to its size,
+/// when all of it is usable; node 0's own zone leaves them out.
+pub const MOVABLE_PAGES: u64 = 4096;
+
+/// The movable-only zone's metadata.
+static MOVABLE_FRAMES: [Frame; MOVABLE_PAGES as usize] =
+    [const { Frame::new() }; MOVABLE_PAGES as usize];
+static MOVABLE_PCPS: [PerCpu; CPUS] = [const { PerCpu::new() }; CPUS];
+
+/// The movable-only zone, if node 0 had the memory for it.
+static MOVABLE_ZONE: Once<KernelZone> = Once::new();
+
 /// The node set every core allocates from, set up once by the boot core.
 static NODE_SET: Once<KernelNodes> = Once::new();
 
@@ -58,6 +71,7 @@ pub fn make_zones<P: Platform>(
     pool: u64,
 ) -> (&'static KernelZone, Blocks) {
     NODE_MAP.call_once(|| *map);
+    let carve = movable_carve(map.span(0), usable);
     let set = NODE_SET.call_once(|| {
         let topology = map
             .topology()
@@ -66,10 +80,12 @@ pub fn make_zones<P: Platform>(
         for (n, frames) in FRAMES.iter().enumerate().take(map.nodes()) {
             let whole = map.span(n);
             let span = FrameRange::new(whole.start, whole.pages.min(MAX_FRAMES as u64));
+            // Linux's defrag mode: the mobility step's churn and huge blocks run in it.
             let zone = Zone::new_empty(
                 ZoneConfig::new(span.start, span.pages)
                     .with_cpus(CPUS)
-                    .with_node(NodeId(n as u8)),
+                    .with_node(NodeId(n as u8))
+                    .with_defrag_mode(true),
                 &frames[..span.pages as usize],
                 &PCPS[n][..],
             )
@@ -78,12 +94,16 @@ pub fn make_zones<P: Platform>(
             for r in usable {
                 let start = r.start.0.max(span.start.0);
                 let end = (r.start.0 + r.pages).min(span.start.0 + span.pages);
-                if start < end {
-                    zone.add_memory(Pfn(start), end - start).unwrap_or_else(|e| {
-                        fail::<P>(Step::Zone, format_args!("node {n}: {r:?}: {e}"))
-                    });
-                    pages += end - start;
-                    ranges += 1;
+                // Node 0's zone leaves the movable zone's frames out.
+                let cut = carve.clone().filter(|_| n == 0).unwrap_or(end..end);
+                for (start, end) in [(start, end.min(cut.start)), (start.max(cut.end), end)] {
+                    if start < end {
+                        zone.add_memory(Pfn(start), end - start).unwrap_or_else(|e| {
+                            fail::<P>(Step::Zone, format_args!("node {n}: {r:?}: {e}"))
+                        });
+                        pages += end - start;
+                        ranges += 1;
+                    }
                 }
             }
             println!(
@@ -99,6 +119,24 @@ pub fn make_zones<P: Platform>(
         NodeSet::new(topology, zones)
             .unwrap_or_else(|e| fail::<P>(Step::Zone, format_args!("node set: {e}")))
     });
+    if let Some(c) = carve {
+        MOVABLE_ZONE.call_once(|| {
+            let cfg = ZoneConfig::new(Pfn(c.start), MOVABLE_PAGES)
+                .with_cpus(CPUS)
+                .with_defrag_mode(true)
+                .movable_only();
+            let z = Zone::new_empty(cfg, &MOVABLE_FRAMES[..], &MOVABLE_PCPS[..])
+                .unwrap_or_else(|e| fail::<P>(Step::Zone, format_args!("movable zone: {e}")));
+            z.add_memory(Pfn(c.start), MOVABLE_PAGES)
+                .unwrap_or_else(|e| fail::<P>(Step::Zone, format_args!("movable zone: {e}")));
+            println!(
+                "buddy-sim: movable zone (ZONE_MOVABLE) of {} MiB from pfn {:#x}, taken out of node 0's",
+                (MOVABLE_PAGES * PAGE) >> 20,
+                c.start
+            );
+            z
+        });
+    }
     let mut whole = [Blocks::default(); NODES];
     for (i, z) in set.zones().enumerate() {
         whole[i] = z.buddy_blocks_per_order();
@@ -114,6 +152,25 @@ pub fn make_zones<P: Platform>(
     whole[0] = zone.buddy_blocks_per_order();
     WHOLE.call_once(|| whole);
     (zone, whole[0])
+}
+
+/// The frames of node 0 that become the movable zone: [`MOVABLE_PAGES`] aligned to their
+/// size, at the top of node 0's zone span (capped at [`MAX_RAM`]), all inside one usable
+/// range; `None` if node 0 has no such frames.
+fn movable_carve(span: FrameRange, usable: &[FrameRange]) -> Option<core::ops::Range<u64>> {
+    let top = span.start.0 + span.pages.min(MAX_FRAMES as u64);
+    let end = top & !(MOVABLE_PAGES - 1);
+    let start = end.checked_sub(MOVABLE_PAGES)?;
+    (start >= span.start.0
+        && usable
+            .iter()
+            .any(|r| r.start.0 <= start && end <= r.start.0 + r.pages))
+    .then_some(start..end)
+}
+
+/// The movable-only zone, if [`make_zones`] made one.
+pub fn movable_zone() -> Option<&'static KernelZone> {
+    MOVABLE_ZONE.get()
 }
 
 /// The node set, once [`make_zones`] has run.
