@@ -27,6 +27,7 @@ const FLOORS: [(&str, &[&str]); 7] = [
             "frame",
             "memory",
             "migrate",
+            "reclaim",
             "migratetype",
             "request",
         ],

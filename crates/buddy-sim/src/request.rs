@@ -168,7 +168,8 @@ impl<'a> AllocRequest<'a> {
     /// [defrag mode](crate::ZoneConfig::defrag_mode), before it takes part of another type's
     /// pageblock) its slow path asks `reclaim` to free some of the embedder's caches and
     /// tries again, as long as reclaim or compaction makes progress (at most 16 rounds,
-    /// Linux's `MAX_RECLAIM_RETRIES`).
+    /// Linux's `MAX_RECLAIM_RETRIES`; one for a block above order 3, as Linux's costly
+    /// orders without `__GFP_RETRY_MAYFAIL`).
     pub fn reclaim(self, reclaim: &'a mut dyn Reclaim) -> Self {
         AllocRequest {
             reclaim: Some(reclaim),

@@ -190,7 +190,8 @@ where
     /// compacts towards the block's order (the pageblock order in defrag mode, where
     /// compaction makes the whole free pageblock the fallback may take), tries; until the
     /// allocation succeeds, a round makes no progress (compaction moved nothing, or without
-    /// compaction reclaim freed nothing), or 16 rounds.
+    /// compaction reclaim freed nothing), or 16 rounds; one round for an order above 3
+    /// (`PAGE_ALLOC_COSTLY_ORDER`, as Linux without `__GFP_RETRY_MAYFAIL`).
     #[cold]
     fn reclaim_and_compact(
         &self,
@@ -224,7 +225,9 @@ where
                 }
                 _ => reclaimed,
             };
-            if !progress {
+            // A costly order gets one round (Linux without `__GFP_RETRY_MAYFAIL`): huge
+            // pages are worth a try, not a drained page cache.
+            if !progress || order > COSTLY_ORDER {
                 break;
             }
         }
@@ -419,6 +422,9 @@ where
 /// Linux's `MAX_RECLAIM_RETRIES`: the most rounds of reclaim and compaction one allocation
 /// makes.
 const MAX_RECLAIM_RETRIES: u32 = 16;
+/// Linux's `PAGE_ALLOC_COSTLY_ORDER`: an allocation above it gets one round of reclaim and
+/// compaction.
+const COSTLY_ORDER: Order = Order(3);
 /// Linux's `SWAP_CLUSTER_MAX`: the least a round of direct reclaim asks for.
 const SWAP_CLUSTER_MAX: u64 = 32;
 
