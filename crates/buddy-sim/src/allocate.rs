@@ -100,7 +100,7 @@ where
             None => Prefer::Unzeroed,
         };
         let mut hooks = SlowPath::of(&mut request.reclaim, &mut request.compact);
-        let (idx, zeroed) = zone.alloc_with(cpu, order, prefer, mt, key, &mut hooks)?;
+        let (idx, zeroed) = zone.alloc_with(cpu, order, (prefer, mt, key), &mut hooks)?;
         let Some(clearing) = clearing else {
             return Ok(zone.map().pfn(idx));
         };

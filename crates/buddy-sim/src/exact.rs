@@ -56,14 +56,14 @@ where
         let pfn = match clearing {
             None => {
                 let (idx, _) =
-                    self.alloc_with(cpu, order, Prefer::Unzeroed, mt, key, &mut hooks)?;
+                    self.alloc_with(cpu, order, (Prefer::Unzeroed, mt, key), &mut hooks)?;
                 self.map().pfn(idx)
             }
             Some(clearing) => {
                 // Only the run is made zero: the pages past it go straight back.
                 fault_inside(pages, order, request.fault)?;
                 let (idx, zeroed) =
-                    self.alloc_with(cpu, order, Prefer::Zeroed, mt, key, &mut hooks)?;
+                    self.alloc_with(cpu, order, (Prefer::Zeroed, mt, key), &mut hooks)?;
                 let zeroing = Zeroing {
                     clearing,
                     fault: request.fault,

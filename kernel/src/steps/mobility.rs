@@ -120,6 +120,45 @@ fn zone_movable_word(slot: usize, w: usize) -> *mut u64 {
     (pfn * PAGE + w as u64 * 8) as *mut u64
 }
 
+/// Fills `zone` with movable pages until it has no free frame left, keeping one in every
+/// few (spread over the zone in allocation order, at most [`SLOTS`]) under its slot's key,
+/// its frame in `kept_at`; then gives the others back and drains the lists, leaving the kept
+/// pages scattered over the movable pageblocks. Returns the pages taken and kept.
+fn fill_and_keep<P: Platform>(zone: &KernelZone, kept_at: &[AtomicU64; SLOTS]) -> (u64, usize) {
+    zone.drain_all();
+    let base = zone.config().start.0;
+    let stride = (zone.free_pages_total() / SLOTS as u64).max(1);
+    let (mut taken, mut kept) = (0u64, 0usize);
+    loop {
+        let keep = taken % stride == 0 && kept < SLOTS;
+        let key = if keep { kept as u64 } else { UNMAPPED };
+        let pfn = match zone.alloc_movable(0, Order::ZERO, key) {
+            Ok(pfn) => pfn,
+            Err(AllocError::OutOfMemory(_)) => break,
+            Err(e) => fail::<P>(Step::Mobility, format_args!("{e}")),
+        };
+        taken += 1;
+        if keep {
+            kept_at[kept].store(pfn.0, Ordering::Relaxed);
+            kept += 1;
+        } else {
+            let i = (pfn.0 - base) as usize;
+            FILLED[i / 64].fetch_or(1 << (i % 64), Ordering::Relaxed);
+        }
+    }
+    for (w, word) in FILLED.iter().enumerate() {
+        let mut bits = word.swap(0, Ordering::Relaxed);
+        while bits != 0 {
+            let pfn = base + (w * 64) as u64 + u64::from(bits.trailing_zeros());
+            bits &= bits - 1;
+            // SAFETY: allocated by the fill above, never mapped or written.
+            unsafe { free_block::<P>(zone, 0, pfn, 0, Step::Mobility) };
+        }
+    }
+    zone.drain_all();
+    (taken, kept)
+}
+
 impl<P: Platform> Kernel<P> {
     /// The mobility step (see the module docs); ends with the movable region unmapped, its
     /// table forgotten and its pages given back; then the movable zone's part
@@ -127,9 +166,7 @@ impl<P: Platform> Kernel<P> {
     pub(super) fn mobility_step(&mut self) {
         let zone = self.zone;
         let fail_on = |e: BuddyError| -> ! { fail::<P>(Step::Mobility, format_args!("{e}")) };
-        let order0 = Order::ZERO;
-        let cfg = *zone.config();
-        let (base, pageblock) = (cfg.start.0, cfg.pageblock_order);
+        let pageblock = zone.config().pageblock_order;
         let block_pages = pageblock.pages();
         let table = data_table::<P>(MOVABLE_TABLE).unwrap_or_else(|| {
             fail::<P>(
@@ -143,39 +180,7 @@ impl<P: Platform> Kernel<P> {
             ..Prot::default()
         };
 
-        // Fill: every free frame becomes a movable page; one in `stride`, spread over the
-        // zone in allocation order, is kept and mapped.
-        zone.drain_all();
-        let stride = (zone.free_pages_total() / SLOTS as u64).max(1);
-        let (mut taken, mut kept) = (0u64, 0usize);
-        loop {
-            let keep = taken % stride == 0 && kept < SLOTS;
-            let key = if keep { kept as u64 } else { UNMAPPED };
-            let pfn = match zone.alloc_movable(0, order0, key) {
-                Ok(pfn) => pfn,
-                Err(AllocError::OutOfMemory(_)) => break,
-                Err(e) => fail_on(e.into()),
-            };
-            taken += 1;
-            if keep {
-                SLOT_PFN[kept].store(pfn.0, Ordering::Relaxed);
-                kept += 1;
-            } else {
-                let i = (pfn.0 - base) as usize;
-                FILLED[i / 64].fetch_or(1 << (i % 64), Ordering::Relaxed);
-            }
-        }
-        // The rest goes back, leaving the kept pages scattered over the movable pageblocks.
-        for (w, word) in FILLED.iter().enumerate() {
-            let mut bits = word.swap(0, Ordering::Relaxed);
-            while bits != 0 {
-                let pfn = base + (w * 64) as u64 + u64::from(bits.trailing_zeros());
-                bits &= bits - 1;
-                // SAFETY: allocated by the fill above, never mapped or written.
-                unsafe { free_block::<P>(zone, 0, pfn, 0, Step::Mobility) };
-            }
-        }
-        zone.drain_all();
+        let (taken, kept) = fill_and_keep::<P>(zone, &SLOT_PFN);
         let blocks = |z: &KernelZone| -> u32 {
             z.buddy_blocks_per_order()[usize::from(pageblock.get())..]
                 .iter()
@@ -317,35 +322,7 @@ impl<P: Platform> Kernel<P> {
         };
         let fail_on =
             |e: BuddyError| -> ! { fail::<P>(Step::Mobility, format_args!("movable zone: {e}")) };
-        let base = mz.config().start.0;
-        let stride = (mz.free_pages_total() / SLOTS as u64).max(1);
-        let (mut taken, mut kept) = (0u64, 0usize);
-        loop {
-            let keep = taken % stride == 0 && kept < SLOTS;
-            let key = if keep { kept as u64 } else { UNMAPPED };
-            let pfn = match mz.alloc_movable(0, Order::ZERO, key) {
-                Ok(pfn) => pfn,
-                Err(AllocError::OutOfMemory(_)) => break,
-                Err(e) => fail_on(e.into()),
-            };
-            taken += 1;
-            if keep {
-                ZONE_MOVABLE_PFN[kept].store(pfn.0, Ordering::Relaxed);
-                kept += 1;
-            } else {
-                let i = (pfn.0 - base) as usize;
-                FILLED[i / 64].fetch_or(1 << (i % 64), Ordering::Relaxed);
-            }
-        }
-        for (w, word) in FILLED.iter().enumerate() {
-            let mut bits = word.swap(0, Ordering::Relaxed);
-            while bits != 0 {
-                let pfn = base + (w * 64) as u64 + u64::from(bits.trailing_zeros());
-                bits &= bits - 1;
-                // SAFETY: allocated by the fill above, never written.
-                unsafe { free_block::<P>(mz, 0, pfn, 0, Step::Mobility) };
-            }
-        }
+        let (taken, kept) = fill_and_keep::<P>(mz, &ZONE_MOVABLE_PFN);
         for slot in 0..kept {
             for w in 0..(PAGE / 8) as usize {
                 // SAFETY: the slot's page is this step's, identity-mapped.

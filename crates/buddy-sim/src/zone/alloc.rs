@@ -33,7 +33,7 @@ where
         mt: MigrateType,
         key: u64,
     ) -> Result<(FrameIdx, bool), AllocError> {
-        self.alloc_with(cpu, order, prefer, mt, key, &mut SlowPath::none())
+        self.alloc_with(cpu, order, (prefer, mt, key), &mut SlowPath::none())
     }
 
     /// [`Zone::alloc_preferring`] whose slow path may call `hooks` (direct reclaim and
@@ -43,9 +43,7 @@ where
         &self,
         cpu: CpuLists<'_, R>,
         order: Order,
-        prefer: Prefer,
-        mt: MigrateType,
-        key: u64,
+        (prefer, mt, key): (Prefer, MigrateType, u64),
         hooks: &mut SlowPath<'_, '_>,
     ) -> Result<(FrameIdx, bool), AllocError> {
         // The common case, inline: a per-cpu order served from (or refilled into) the CPU's
@@ -72,7 +70,7 @@ where
         hooks: &mut SlowPath<'_, '_>,
     ) -> Result<(FrameIdx, bool), AllocError> {
         if slow_path {
-            return self.alloc_with(cpu, order, prefer, mt, key, hooks);
+            return self.alloc_with(cpu, order, (prefer, mt, key), hooks);
         }
         if let Some((idx, zeroed)) = self.alloc_from_cpu_list(cpu, order, prefer, mt) {
             self.mark_allocated(idx, order, mt, key);
