@@ -124,7 +124,7 @@ impl FreeArea {
     /// zeroed, on a per-cpu list, or of other knowledge (known zero where this block is not,
     /// or the reverse) stops the merge: a merged block is known zero exactly when both halves
     /// were. So does a buddy in another pageblock that is isolated where this one is not (or
-    /// the reverse); a buddy of another type takes this block's type (Linux 6.10+).
+    /// the reverse); a merged pair of two types takes the lower half's type.
     #[inline]
     pub(crate) fn free_one_page(
         &mut self,
@@ -145,7 +145,7 @@ impl FreeArea {
             }
             return;
         }
-        let list = m.free_list_of(idx);
+        let mut list = m.free_list_of(idx);
         while order < m.cfg.max_order {
             let Some(b) = m.buddy(idx, order) else { break };
             // Only a buddy of the same knowledge: a freed block does not make its zeroed
@@ -159,9 +159,16 @@ impl FreeArea {
                 if list == ISOLATE || w.mt() == ISOLATE {
                     break;
                 }
-                // The merged block takes the freed block's type (`__free_one_page` since
-                // Linux 6.10), whichever half it is.
-                if let Some(mt) = MigrateType::from_index(list) {
+                // The merged block takes the lower half's type, not the freed block's (Linux
+                // 6.10+): whatever order the halves are freed in, the same type results, so
+                // that `free_contig_range`'s aligned blocks leave the zone exactly as page
+                // by page frees do (the lockstep harness compares the two).
+                if b < idx {
+                    list = w.mt();
+                    if let Some(mt) = MigrateType::from_index(list) {
+                        set_pageblocks(m, idx, order, mt);
+                    }
+                } else if let Some(mt) = MigrateType::from_index(list) {
                     set_pageblocks(m, b, order, mt);
                 }
             }
