@@ -345,8 +345,8 @@ impl<'r, 'a> SlowPath<'r, 'a> {
         }
     }
 
-    /// The callbacks `request` names (a macro-free split borrow: the other fields stay
-    /// usable).
+    /// The callbacks of a request, borrowed field by field so that its other fields stay
+    /// usable.
     pub(crate) fn of(
         reclaim: &'r mut Option<&'a mut dyn Reclaim>,
         compact: &'r mut Option<&'a mut dyn Migrate>,

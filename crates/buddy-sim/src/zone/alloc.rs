@@ -248,7 +248,7 @@ where
     ) -> Result<(FrameIdx, bool), AllocError> {
         let oom = AllocError::OutOfMemory(order);
         match self.cfg.pcp_list(order, mt) {
-            Some(_) if list_tried && fallback == self.cfg.fallback() => Err(oom),
+            Some(_) if list_tried => Err(oom),
             Some(list) => self
                 .take_from_list(pcp, list, order, prefer, mt, fallback)
                 .ok_or(oom),
