@@ -63,6 +63,8 @@ enum ArbOp {
     FreeContig(u8, u8, u16, u16),
     AllocHooked(u8, u8, u8),
     CompactWork(u8, u16),
+    ReserveCma(u8, u16, u8),
+    AllocCma(u8, u8, u16, u8),
 }
 
 impl ArbOp {
@@ -96,6 +98,17 @@ impl ArbOp {
                 cpu: cpu(c),
                 offset: u64::from(*off),
                 len: u64::from(*len % 1024),
+            },
+            Self::ReserveCma(c, off, len) => Op::ReserveCma {
+                cpu: cpu(c),
+                offset: u64::from(*off),
+                len: u64::from(*len % 8),
+            },
+            Self::AllocCma(c, area, len, align) => Op::AllocCma {
+                cpu: cpu(c),
+                area: usize::from(*area),
+                len: u64::from(*len % 1024),
+                align: align % 12,
             },
             Self::FreeContig(c, s, off, len) => Op::FreeContig {
                 cpu: cpu(c),

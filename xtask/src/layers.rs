@@ -29,6 +29,7 @@ const FLOORS: [(&str, &[&str]); 7] = [
             "migrate",
             "reclaim",
             "migratetype",
+            "cma",
             "request",
         ],
     ),

@@ -47,8 +47,9 @@ pub enum FrameState {
 /// Bits 0..32 reference count, 32..40 order, 40..44 state, 44 hwpoison, 45 "vmalloc holds
 /// a reference", 46 "known zero" (a free block head whose every byte is zero), 47 "frozen"
 /// (an allocated head with no reference count: a frozen contiguous page, or a movable block
-/// being migrated), 48..50 the migratetype (of an allocated head: the kind of allocation; of a
-/// free head: the free list it is on, [`MigrateType`]'s index, 3 for the isolated lists). All
+/// being migrated), 48..51 the migratetype (of an allocated head: the kind of allocation; of a
+/// free head: the free list it is on, [`MigrateType`]'s index, 3 for CMA reservations' lists,
+/// 4 for the isolated lists). All
 /// zero is a reserved frame.
 #[derive(Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Word(u64);
@@ -60,7 +61,7 @@ const VMALLOC: u64 = 1 << 45;
 const ZEROED: u64 = 1 << 46;
 const FROZEN: u64 = 1 << 47;
 const MT_SHIFT: u32 = 48;
-const MT: u64 = 0x3 << MT_SHIFT;
+const MT: u64 = 0x7 << MT_SHIFT;
 const REFCOUNT: u64 = u32::MAX as u64;
 const STATE: u64 = 0xf << STATE_SHIFT;
 
@@ -98,17 +99,17 @@ impl Word {
     /// An allocated order-0 page with no reference count (`alloc_contig_frozen_range`).
     pub(crate) const FROZEN_PAGE: Self = Self(Self::new(FrameState::Allocated, 0).0 | FROZEN);
 
-    /// The list index (0..=3: [`MigrateType`]'s, then isolated) of a free head, or the kind
+    /// The list index (0..=4: [`MigrateType`]'s, CMA, isolated) of a free head, or the kind
     /// of an allocated one.
     #[inline]
     pub(crate) const fn mt(self) -> u8 {
         ((self.0 & MT) >> MT_SHIFT) as u8
     }
 
-    /// The same word with list index or kind `mt` (0..=3).
+    /// The same word with list index or kind `mt` (0..=4).
     #[inline]
     pub(crate) const fn with_mt(self, mt: u8) -> Self {
-        Self((self.0 & !MT) | (((mt & 3) as u64) << MT_SHIFT))
+        Self((self.0 & !MT) | (((mt & 7) as u64) << MT_SHIFT))
     }
 
     /// An allocated head without a reference count: frozen by `alloc_contig_frozen_range`,

@@ -97,6 +97,7 @@ mod allocate;
 mod block;
 #[cfg(feature = "alloc")]
 mod boxed;
+mod cma;
 mod decompose;
 mod deferred;
 mod error;
@@ -133,6 +134,7 @@ pub use adapters::x86_64_frames::X86FrameAllocator;
 pub use block::Block;
 #[cfg(feature = "alloc")]
 pub use boxed::{BoxedNodeSet, BoxedZone};
+pub use cma::CmaArea;
 pub use decompose::{Decompose, decompose};
 pub use error::NoSuchCpu;
 pub use error::alloc::AllocError;

@@ -19,14 +19,20 @@ pub enum MigrateType {
     Reclaimable = 2,
 }
 
-/// Free-list index of an isolated pageblock's free blocks (after the three types).
-pub(crate) const ISOLATE: u8 = 3;
-/// Free lists per order: the three types and the isolated blocks.
-pub(crate) const LIST_TYPES: usize = 4;
+/// Free-list index of a CMA reservation's free blocks (Linux's `MIGRATE_CMA`), after the
+/// three types: only movable allocations take from it.
+pub(crate) const CMA: u8 = 3;
+/// Free-list index of an isolated pageblock's free blocks, after the lists allocations take
+/// from.
+pub(crate) const ISOLATE: u8 = 4;
+/// Free lists per order: the three types, CMA reservations and the isolated blocks.
+pub(crate) const LIST_TYPES: usize = 5;
 /// The pageblock bit that marks it isolated.
 const ISOLATED: u32 = 1 << 2;
 /// The pageblock bit that says its type was set (all-zero metadata has none).
 pub(crate) const INITIALIZED: u32 = 1 << 3;
+/// The pageblock bit that puts it in a CMA reservation (its type is then movable).
+const RESERVED_CMA: u32 = 1 << 4;
 
 impl MigrateType {
     /// Every type, in index order.
@@ -65,29 +71,47 @@ impl MigrateType {
     }
 }
 
-/// A pageblock's type and isolation, as stored in its first frame.
+/// A pageblock's type, isolation and CMA reservation, as stored in its first frame.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct Pageblock {
     pub(crate) mt: MigrateType,
     pub(crate) isolated: bool,
+    /// In a CMA reservation (`MIGRATE_CMA`): its type is movable, its free blocks go on the
+    /// CMA lists, no fallback claims it, and isolating it keeps the reservation.
+    pub(crate) cma: bool,
 }
 
 impl Pageblock {
+    /// A pageblock of type `mt`, neither isolated nor reserved.
+    pub(crate) const fn of(mt: MigrateType) -> Self {
+        Self {
+            mt,
+            isolated: false,
+            cma: false,
+        }
+    }
+
     pub(crate) fn from_bits(bits: u32) -> Self {
         Self {
             mt: MigrateType::from_index((bits & 3) as u8).unwrap_or(MigrateType::Unmovable),
             isolated: bits & ISOLATED != 0,
+            cma: bits & RESERVED_CMA != 0,
         }
     }
 
     pub(crate) const fn bits(self) -> u32 {
-        self.mt as u32 | INITIALIZED | if self.isolated { ISOLATED } else { 0 }
+        self.mt as u32
+            | INITIALIZED
+            | if self.isolated { ISOLATED } else { 0 }
+            | if self.cma { RESERVED_CMA } else { 0 }
     }
 
     /// The free-list index of its free blocks.
     pub(crate) const fn list(self) -> u8 {
         if self.isolated {
             ISOLATE
+        } else if self.cma {
+            CMA
         } else {
             self.mt as u8
         }

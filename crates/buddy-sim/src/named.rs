@@ -2,6 +2,7 @@
 //! allocations, an [`AllocRequest`]. For callers that make one call on a CPU; a caller that
 //! makes several resolves the CPU once with [`Zone::cpu`] and calls the handle.
 
+use crate::cma::CmaArea;
 use crate::error::alloc::AllocError;
 use crate::error::contig::ContigError;
 use crate::error::free::FreeError;
@@ -240,5 +241,33 @@ where
         migrate: &mut impl Migrate,
     ) -> Result<u64, ContigError> {
         self.cpu(cpu)?.offline_range(pfn, nr, migrate)
+    }
+
+    /// [`Cpu::reserve_cma`](crate::Cpu::reserve_cma) on CPU `cpu`: `self.cpu(cpu)?.reserve_cma(..)`.
+    ///
+    /// # Errors
+    /// [`AllocError::BadCpu`]; as [`Cpu::reserve_cma`](crate::Cpu::reserve_cma).
+    pub fn reserve_cma(
+        &self,
+        cpu: usize,
+        nr: u64,
+        align: Order,
+        migrate: &mut impl Migrate,
+    ) -> Result<CmaArea, AllocError> {
+        self.cpu(cpu)?.reserve_cma(nr, align, migrate)
+    }
+
+    /// [`Cpu::reserve_cma_at`](crate::Cpu::reserve_cma_at) on CPU `cpu`: `self.cpu(cpu)?.reserve_cma_at(..)`.
+    ///
+    /// # Errors
+    /// [`ContigError::BadCpu`]; as [`Cpu::reserve_cma_at`](crate::Cpu::reserve_cma_at).
+    pub fn reserve_cma_at(
+        &self,
+        cpu: usize,
+        pfn: Pfn,
+        nr: u64,
+        migrate: &mut impl Migrate,
+    ) -> Result<CmaArea, ContigError> {
+        self.cpu(cpu)?.reserve_cma_at(pfn, nr, migrate)
     }
 }

@@ -31,6 +31,7 @@ use crate::error::map::MapError;
 use crate::error::{NoSuchCpu, NoSuchNode, PfnError};
 use crate::frame::Frame;
 use crate::memory::{FrameClearer, FrameMemory};
+use crate::cma::CmaArea;
 use crate::migrate::Migrate;
 use crate::mobility::compaction::CompactStats;
 use crate::request::{AllocRequest, ReschedPoint, SlowPath};
@@ -553,6 +554,13 @@ where
     ) -> Result<(&Zone<F, P, R>, Pfn), AllocError> {
         request.check()?;
         let clearing = request.clearing(None)?;
+        if let Some(area) = request.cma {
+            let z = self
+                .zone_at(area.base())
+                .map_err(|_| AllocError::NotCma(area.base()))?;
+            let pcp = z.pcp(cpu)?;
+            return z.alloc_run(pcp, &mut request, clearing).map(|pfn| (z, pfn));
+        }
         let (order, policy) = (request.order, request.policy);
         self.allocate(cpu, order, policy, |z, slow| {
             if !slow {
@@ -662,6 +670,32 @@ where
             }
         }
         Ok(all)
+    }
+
+    /// Reserves `nr` frames for CMA on `node` ([`Zone::reserve_cma`], Linux's
+    /// `hugetlb_cma=` reserves one area per node): in the first of the node's zones, in the
+    /// order the set was given them, that can. Runs [`from_cma`](AllocRequest::from_cma)
+    /// the area come from that zone.
+    ///
+    /// # Errors
+    /// [`AllocError::BadNode`]; as [`Zone::reserve_cma`] (the last zone's error).
+    pub fn reserve_cma(
+        &self,
+        node: NodeId,
+        cpu: usize,
+        nr: u64,
+        align: Order,
+        migrate: &mut impl Migrate,
+    ) -> Result<CmaArea, AllocError> {
+        self.topology.check(node)?;
+        let mut last = AllocError::OutOfMemory(Order::covering(nr).unwrap_or(Order::ZERO));
+        for z in self.zones_of(node) {
+            match z.reserve_cma(cpu, nr, align, migrate) {
+                Ok(area) => return Ok(area),
+                Err(e) => last = e,
+            }
+        }
+        Err(last)
     }
 
     /// Proactive compaction of `node`'s zones ([`Zone::compact_some`]), at most `budget`

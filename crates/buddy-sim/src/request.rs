@@ -10,6 +10,7 @@ use crate::error::request::RequestConflict;
 use crate::memory::{Clearing, FrameClearer, FrameMemory};
 use crate::migrate::{Migrate, Migration};
 use crate::migratetype::MigrateType;
+use crate::cma::CmaArea;
 use crate::reclaim::Reclaim;
 use crate::types::NodePolicy;
 use crate::types::Order;
@@ -50,6 +51,8 @@ pub struct AllocRequest<'a> {
     /// Direct compaction: the slow path's [`Migrate`] callback.
     pub(crate) compact: Option<&'a mut dyn Migrate>,
     pub(crate) frozen: bool,
+    /// The CMA reservation a contiguous run comes from ([`AllocRequest::from_cma`]).
+    pub(crate) cma: Option<CmaArea>,
     pub(crate) policy: NodePolicy,
 }
 
@@ -71,6 +74,7 @@ impl<'a> AllocRequest<'a> {
             reclaim: None,
             compact: None,
             frozen: false,
+            cma: None,
             policy: NodePolicy::Local,
         }
     }
@@ -198,6 +202,17 @@ impl<'a> AllocRequest<'a> {
         self
     }
 
+    /// For a [`contiguous`](AllocRequest::contiguous) run: take it from the CMA reservation
+    /// `area` ([`Cpu::reserve_cma`](crate::Cpu::reserve_cma)), moving the movable
+    /// allocations that borrowed its memory out (Linux's `cma_alloc`). A contiguous run
+    /// without it never takes a reservation's frames: they are their owner's. On a
+    /// [`NodeSet`](crate::NodeSet) the run comes from the zone that holds the area, whatever
+    /// the policy.
+    pub const fn from_cma(mut self, area: CmaArea) -> Self {
+        self.cma = Some(area);
+        self
+    }
+
     /// On a [`NodeSet`](crate::NodeSet): where to look first, and how far ([`NodePolicy`];
     /// the local node by default). A zone's own calls ignore it.
     pub const fn policy(mut self, policy: NodePolicy) -> Self {
@@ -222,6 +237,7 @@ impl<'a> AllocRequest<'a> {
         self.frames.is_none()
             && self.migrate.is_none()
             && !self.frozen
+            && self.cma.is_none()
             && self.align.get() <= self.order.get()
             && (self.fault.is_none() || self.zeroed)
     }
@@ -276,6 +292,8 @@ impl<'a> AllocRequest<'a> {
     pub(crate) fn check(&self) -> Result<(), RequestConflict> {
         let conflict = if self.frozen && self.migrate.is_none() {
             Some(RequestConflict::FrozenWithoutContiguous)
+        } else if self.cma.is_some() && self.migrate.is_none() {
+            Some(RequestConflict::CmaWithoutContiguous)
         } else if self.migrate.is_some() && self.mt != MigrateType::Unmovable {
             Some(RequestConflict::KindWithContiguous)
         } else if self.frames.is_none() && self.align > self.order {
@@ -304,6 +322,7 @@ impl fmt::Debug for AllocRequest<'_> {
             .field("reclaim", &self.reclaim.is_some())
             .field("compact", &self.compact.is_some())
             .field("frozen", &self.frozen)
+            .field("cma", &self.cma)
             .field("policy", &self.policy)
             .finish()
     }

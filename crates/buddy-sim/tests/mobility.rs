@@ -15,7 +15,7 @@ use buddy_sim::{AllocError, ContigError};
 use std::collections::BTreeMap;
 
 use buddy_sim::{
-    AllocRequest, BoxedZone, CompactReason, CompactStats, CompactWork, FrameMemory, FrameState,
+    AllocRequest, BoxedZone, CmaArea, CompactReason, CompactStats, CompactWork, FrameMemory, FrameState,
     MigrateType, Migration, OffsetMap, Order, Pfn, ZoneConfig,
 };
 use proptest::prelude::*;
@@ -42,6 +42,8 @@ struct World {
     next: u64,
     /// Keys the callback refuses to move (multiples of this; 0: none).
     refuse_every: u64,
+    /// The zone's CMA reservation, if it made one.
+    cma: Option<CmaArea>,
 }
 
 impl World {
@@ -71,6 +73,7 @@ impl World {
             contig: Vec::new(),
             next: 1,
             refuse_every: 0,
+            cma: None,
         }
     }
 
@@ -171,6 +174,42 @@ impl World {
             self.contig.push((name, pfn, nr, frozen));
         }
         r
+    }
+
+    /// Reserves `nr` frames for CMA anywhere, moving what is in the way.
+    fn reserve_cma(&mut self, nr: u64) -> Result<CmaArea, AllocError> {
+        let area = {
+            let mut mover = Self::mover(&self.memory, &mut self.movable, self.refuse_every);
+            self.zone.reserve_cma(0, nr, Order::ZERO, &mut mover)?
+        };
+        self.cma = Some(area);
+        Ok(area)
+    }
+
+    /// A run of `nr` frames aligned to `align` from the reservation (`cma_alloc`).
+    fn cma_alloc(&mut self, nr: u64, align: Order) -> Result<Pfn, AllocError> {
+        let area = self.cma.expect("a reservation");
+        let r = {
+            let mut mover = Self::mover(&self.memory, &mut self.movable, self.refuse_every);
+            let request = AllocRequest::frames(nr)
+                .aligned(align)
+                .contiguous(&mut mover)
+                .from_cma(area);
+            self.zone.cpu(0)?.alloc_raw(request)
+        };
+        if let Ok(pfn) = r {
+            assert!(area.contains(pfn, nr) && align.aligns(pfn));
+            let name = self.name();
+            self.stamp(name, pfn, nr);
+            self.contig.push((name, pfn, nr, false));
+        }
+        r
+    }
+
+    /// Whether any of the `nr` frames from `pfn` lies in the reservation.
+    fn in_cma(&self, pfn: Pfn, nr: u64) -> bool {
+        self.cma
+            .is_some_and(|a| pfn.0 < a.base().0 + a.pages() && a.base().0 < pfn.0 + nr)
     }
 
     fn alloc(&mut self, cpu: usize, order: Order, mt: MigrateType) -> Option<Pfn> {
@@ -282,6 +321,37 @@ impl World {
         }
     }
 
+    /// "A CMA block is always returnable": with everything outside the reservation freed
+    /// (so that its borrowers have somewhere to go) and its runs given back, the whole
+    /// reservation comes back as one run, its movable borrowers migrated out with their
+    /// data. Then that run is freed again.
+    fn take_whole_reservation(&mut self) {
+        let Some(area) = self.cma else { return };
+        self.refuse_every = 0;
+        let outside: Vec<u64> = self
+            .movable
+            .iter()
+            .filter(|(_, (pfn, order))| !self.in_cma(*pfn, order.pages()))
+            .map(|(&k, _)| k)
+            .collect();
+        for key in outside {
+            let (pfn, order) = self.movable.remove(&key).unwrap();
+            // SAFETY: the model held the block and forgot it just now.
+            unsafe { self.zone.free_pages(0, pfn, order) }.unwrap();
+        }
+        while !self.fixed.is_empty() || !self.contig.is_empty() {
+            self.free(0, self.movable.len());
+        }
+        let pfn = self
+            .cma_alloc(area.pages(), Order::ZERO)
+            .expect("the whole reservation comes back");
+        assert_eq!(pfn, area.base());
+        self.verify();
+        assert!(self.movable.values().all(|&(p, o)| !self.in_cma(p, o.pages())));
+        self.free(0, self.movable.len());
+        self.zone.check().unwrap();
+    }
+
     /// Everything the model holds is where its tables say, stamped, and of its kind; the
     /// zone's invariants hold.
     fn verify(&self) {
@@ -304,6 +374,10 @@ impl World {
             );
         }
         for &(name, pfn, order) in &self.fixed {
+            assert!(
+                !self.in_cma(pfn, order.pages()),
+                "unmovable or reclaimable block {name} at {pfn} in the CMA reservation"
+            );
             assert_eq!(self.zone.frame(pfn).unwrap().state, FrameState::Allocated);
             assert!(
                 self.stamped(name, pfn, order.pages()),
@@ -344,6 +418,7 @@ enum Step {
     Refuse { every: u64 },
     AllocHooked { cpu: usize, order: u8, mt: u8 },
     CompactWork { budget: u64 },
+    CmaAlloc { len: u64, align: u8 },
 }
 
 fn step() -> impl Strategy<Value = Step> {
@@ -357,6 +432,7 @@ fn step() -> impl Strategy<Value = Step> {
         1 => (0u64..4).prop_map(|every| Step::Refuse { every }),
         2 => (0usize..2, 0u8..5, 0u8..3).prop_map(|(cpu, order, mt)| Step::AllocHooked { cpu, order, mt }),
         1 => (1u64..40).prop_map(|budget| Step::CompactWork { budget }),
+        1 => (1u64..40, 0u8..6).prop_map(|(len, align)| Step::CmaAlloc { len, align }),
     ]
 }
 
@@ -371,11 +447,16 @@ proptest! {
         steps in proptest::collection::vec(step(), 1..if cfg!(miri) { 12 } else { 120 }),
         defrag in any::<bool>(),
         movable_only in any::<bool>(),
+        cma in any::<bool>(),
     ) {
         let mut w = World::configured(256, 2, |cfg| {
             let cfg = cfg.with_defrag_mode(defrag);
             if movable_only { cfg.movable_only() } else { cfg }
         });
+        if cma {
+            // Four pageblocks of the sixteen.
+            w.reserve_cma(64).unwrap();
+        }
         for s in steps {
             match s {
                 Step::Alloc { cpu, order, mt } => {
@@ -385,8 +466,12 @@ proptest! {
                 Step::Compact { order } => {
                     let order = Order::new(order).unwrap();
                     let stats = w.compact(order);
-                    let free = w.zone.buddy_blocks_per_order();
-                    let has = free[usize::from(order.get())..].iter().any(|&n| n > 0);
+                    // A free block any allocation can take: a CMA reservation's do not count.
+                    let has = MigrateType::ALL.into_iter().any(|mt| {
+                        w.zone.buddy_blocks_of_type(mt)[usize::from(order.get())..]
+                            .iter()
+                            .any(|&n| n > 0)
+                    });
                     prop_assert_eq!(stats.success, has);
                 }
                 Step::CompactSome { budget } => {
@@ -413,6 +498,11 @@ proptest! {
                 Step::AllocHooked { cpu, order, mt } => {
                     let _ = w.alloc_hooked(cpu, Order::new(order).unwrap(), MigrateType::ALL[usize::from(mt)]);
                 }
+                Step::CmaAlloc { len, align } => {
+                    if w.cma.is_some() {
+                        let _ = w.cma_alloc(len, Order::new(align).unwrap());
+                    }
+                }
                 Step::CompactWork { budget } => {
                     let done = w.compact_work(budget);
                     prop_assert!(done.stats.moved_pages <= budget + 8);
@@ -432,6 +522,7 @@ proptest! {
                 }
             }
         }
+        w.take_whole_reservation();
         w.free_everything();
     }
 }
@@ -785,4 +876,151 @@ fn a_movable_only_zone_refuses_other_kinds_and_changes_nothing() {
     // Contiguous runs are what the region is for: movable pages move out of their way.
     w.contig_pages(32, Order::new(5).unwrap(), false).unwrap();
     w.verify();
+}
+
+/// A zone of 256 frames with frames 64..128 (four pageblocks) reserved for CMA.
+fn with_reservation() -> World {
+    let mut w = World::new(256, 1);
+    let area = {
+        let mut mover = World::mover(&w.memory, &mut w.movable, 0);
+        w.zone
+            .reserve_cma_at(0, Pfn(START + 64), 64, &mut mover)
+            .unwrap()
+    };
+    assert_eq!((area.base(), area.pages()), (Pfn(START + 64), 64));
+    w.cma = Some(area);
+    w.zone.check().unwrap();
+    w
+}
+
+#[test]
+fn a_cma_reservation_lends_its_memory_to_movable_allocations_only() {
+    let mut w = with_reservation();
+    let stats = w.zone.stats();
+    assert_eq!((stats.cma_reserved, stats.cma_free), (64, 64));
+    // Unmovable and reclaimable allocations fill everything but the reservation, and then
+    // fail: no fallback reaches it.
+    let mut taken = 0;
+    while w
+        .alloc(0, Order::ZERO, [MigrateType::Unmovable, MigrateType::Reclaimable][taken % 2])
+        .is_some()
+    {
+        taken += 1;
+    }
+    assert_eq!(taken, 192);
+    assert_eq!(w.zone.stats().cma_free, 64);
+    w.verify();
+    // A contiguous run outside the reservation finds nothing: its frames are its owner's.
+    assert!(matches!(
+        w.contig_pages(16, Order::ZERO, false),
+        Err(AllocError::OutOfMemory(_))
+    ));
+    // Movable allocations borrow it.
+    for _ in 0..8 {
+        let pfn = w.alloc(0, Order::new(3).unwrap(), MigrateType::Movable).unwrap();
+        assert!(w.in_cma(pfn, 8));
+    }
+    assert_eq!(w.zone.stats().cma_free, 0);
+    // The owner's run needs its borrowers moved, and nothing outside is free: it fails,
+    // moving nothing.
+    let before = buddy_sim::testing::Snapshot::of(&w.zone);
+    assert!(matches!(
+        w.cma_alloc(64, Order::ZERO),
+        Err(AllocError::OutOfMemory(_))
+    ));
+    assert_eq!(before.difference(&buddy_sim::testing::Snapshot::of(&w.zone)), None);
+    // With room outside, the borrowers move out (data and all) and the run comes back.
+    while !w.fixed.is_empty() {
+        w.free(0, w.movable.len());
+    }
+    let pfn = w.cma_alloc(64, Order::new(6).unwrap()).unwrap();
+    assert_eq!(pfn, Pfn(START + 64));
+    w.verify();
+    assert!(w.movable.values().all(|&(p, o)| !w.in_cma(p, o.pages())));
+    // Freed, it is the reservation's again.
+    w.free(0, w.movable.len() + w.fixed.len());
+    w.zone.drain_all();
+    assert_eq!(w.zone.stats().cma_free, 64);
+    w.verify();
+    w.free_everything();
+}
+
+#[test]
+fn movable_allocations_use_the_reservation_first_once_it_holds_most_free_memory() {
+    let mut w = with_reservation();
+    // 64 of 256 free frames are in the reservation: movable allocations take their own
+    // pageblocks first.
+    let pfn = w.alloc(0, Order::new(4).unwrap(), MigrateType::Movable).unwrap();
+    assert!(!w.in_cma(pfn, 16));
+    // Fill all but 32 frames outside: the reservation holds 64 of 96 free frames, over
+    // half, and the next movable allocation is served from it (Linux's balance).
+    while w.zone.free_pages_total() - 64 > 32 {
+        w.alloc(0, Order::ZERO, MigrateType::Unmovable).unwrap();
+    }
+    let pfn = w.alloc(0, Order::new(4).unwrap(), MigrateType::Movable).unwrap();
+    assert!(w.in_cma(pfn, 16));
+    w.verify();
+    w.free_everything();
+}
+
+#[test]
+fn a_reservation_is_made_around_movable_pages_and_refused_around_pinned_ones() {
+    let mut w = World::new(256, 1);
+    for _ in 0..32 {
+        w.alloc(0, Order::ZERO, MigrateType::Movable).unwrap();
+    }
+    // The movable pages at the zone's bottom move out of the way.
+    let area = w.reserve_cma(32).unwrap();
+    assert_eq!(area.pages(), 32);
+    w.verify();
+    assert!(w.movable.values().all(|&(p, o)| !w.in_cma(p, o.pages())));
+    // An unmovable page in the way refuses a reservation at that frame, changing nothing;
+    // so does a frame already reserved, and a range that is not whole pageblocks.
+    let pinned = w.alloc(0, Order::ZERO, MigrateType::Unmovable).unwrap();
+    let at = Pfn(pinned.0 & !15);
+    let before = buddy_sim::testing::Snapshot::of(&w.zone);
+    let mut refuse = |_: &Migration| false;
+    assert_eq!(
+        w.zone.reserve_cma_at(0, at, 16, &mut refuse),
+        Err(ContigError::Busy(pinned))
+    );
+    assert_eq!(
+        w.zone.reserve_cma_at(0, area.base(), 16, &mut refuse),
+        Err(ContigError::InCma(area.base()))
+    );
+    assert_eq!(
+        w.zone.reserve_cma_at(0, Pfn(START + 192), 8, &mut refuse),
+        Err(ContigError::Misaligned {
+            pfn: Pfn(START + 200),
+            order: Order::new(4).unwrap()
+        })
+    );
+    assert_eq!(before.difference(&buddy_sim::testing::Snapshot::of(&w.zone)), None);
+    // A request naming an area that is not a reservation of this zone, or naming one
+    // without being contiguous, is refused.
+    let other = BoxedZone::new_boxed(ZoneConfig {
+        pageblock_order: Order::new(4).unwrap(),
+        ..ZoneConfig::new(Pfn(START + 4096), 64).with_max_order(Order::new(6).unwrap())
+    })
+    .unwrap();
+    let theirs = other.reserve_cma(0, 16, Order::ZERO, &mut refuse).unwrap();
+    let r = w.zone.cpu(0).unwrap().alloc_raw(
+        AllocRequest::frames(4)
+            .contiguous(&mut refuse)
+            .from_cma(theirs),
+    );
+    assert_eq!(r, Err(AllocError::NotCma(theirs.base())));
+    let r = w
+        .zone
+        .cpu(0)
+        .unwrap()
+        .alloc_raw(AllocRequest::frames(4).from_cma(area));
+    assert_eq!(
+        r,
+        Err(AllocError::Conflict(
+            buddy_sim::RequestConflict::CmaWithoutContiguous
+        ))
+    );
+    assert_eq!(before.difference(&buddy_sim::testing::Snapshot::of(&w.zone)), None);
+    w.free_everything();
 }

@@ -8,7 +8,9 @@
 mod common;
 
 use buddy_sim::testing::{NodeModel, NodeOp, Snapshot};
-use buddy_sim::{AllocError, AllocRequest, ContigError, MapError, NoSuchCpu, RequestConflict};
+use buddy_sim::{
+    AllocError, AllocRequest, CmaArea, ContigError, MapError, NoSuchCpu, RequestConflict,
+};
 use buddy_sim::{
     BoxedNodeSet, BoxedZone, ConfigError, FrameState, Migration, NodeId, NodePolicy, Order, Pfn,
     Topology, ZoneConfig,
@@ -559,5 +561,75 @@ fn movable_zones_take_movable_blocks_only() {
                 );
             }
         }
+    }
+}
+
+/// Linux's `hugetlb_cma=`: one CMA reservation per node, made at run time in the node's
+/// zones; a gigantic run from each comes from that node's reservation (whatever the CPU
+/// and its policy), with the movable blocks that borrowed it migrated out; unmovable blocks
+/// never land in either.
+#[test]
+fn each_node_reserves_for_gigantic_pages_and_serves_them_from_its_reservation() {
+    let t = Topology::uniform(2, &[NodeId(0), NodeId(1)]).unwrap();
+    let set = node_set(t, &[(0, 256), (1, 256)]);
+    let mut refuse = |_: &Migration| false;
+    let areas: Vec<CmaArea> = (0..2u8)
+        .map(|n| {
+            let area = set
+                .reserve_cma(NodeId(n), 0, 64, o(6), &mut refuse)
+                .unwrap();
+            assert_eq!(node_of(&set, area.base()), NodeId(n));
+            assert!(area.base().0.is_multiple_of(64) && area.pages() == 64);
+            area
+        })
+        .collect();
+    assert_eq!(
+        set.reserve_cma(NodeId(2), 0, 64, o(6), &mut refuse),
+        Err(AllocError::BadNode(2))
+    );
+    assert_eq!(set.node_stats(NodeId(1)).unwrap().cma_reserved, 64);
+    // Unmovable pages fill everything outside the reservations, then fail.
+    let mut unmovable = 0;
+    while let Ok(pfn) = set.alloc_pages(0, Order::ZERO, NodePolicy::Local) {
+        assert!(areas.iter().all(|a| !a.contains(pfn, 1)), "{pfn}");
+        unmovable += 1;
+    }
+    assert_eq!(unmovable, 512 - 128);
+    // Movable blocks borrow the reservations.
+    for key in 1..=32 {
+        set.alloc_raw(0, AllocRequest::order(o(2)).movable(key))
+            .unwrap();
+    }
+    // Room outside for the borrowers to go to: a pageblock of node 1 freed.
+    let node1 = set.zone_of(Pfn(0x1100)).unwrap().config().start.0;
+    let first_free = (node1..node1 + 256)
+        .map(Pfn)
+        .find(|&p| !areas[1].contains(p, 1))
+        .unwrap();
+    for p in first_free.0..first_free.0 + 64 {
+        // SAFETY: the test's page, never used.
+        let _ = unsafe { set.free_pages(0, Pfn(p), Order::ZERO) };
+    }
+    let mut moved = 0;
+    let mut mover = |_: &Migration| {
+        moved += 1;
+        true
+    };
+    // From CPU 0 (node 0) and a policy bound to node 0: the run still comes from node 1's
+    // reservation, which the request names.
+    let run = set
+        .alloc_raw(
+            0,
+            AllocRequest::frames(64)
+                .aligned(o(6))
+                .contiguous(&mut mover)
+                .from_cma(areas[1])
+                .policy(NodePolicy::Bind(NodeId(0))),
+        )
+        .unwrap();
+    assert_eq!(run, areas[1].base());
+    assert!(moved > 0, "the borrowers of node 1's reservation moved out");
+    for z in set.zones() {
+        z.check().unwrap();
     }
 }

@@ -66,6 +66,9 @@ pub enum AllocError {
     /// ([`ZoneConfig::movable_only`](crate::ZoneConfig::movable_only)), which serves
     /// movable blocks and contiguous runs only.
     MovableOnly(MigrateType),
+    /// A run [`from_cma`](crate::AllocRequest::from_cma) an area whose frame is not in a CMA
+    /// reservation of the zone (or lies outside it).
+    NotCma(Pfn),
 }
 
 impl From<AllocError> for BuddyError {
@@ -86,6 +89,7 @@ impl From<AllocError> for BuddyError {
             AllocError::StaleZero(x) => Self::StaleZero(x),
             AllocError::RunsFull => Self::RunsFull,
             AllocError::MovableOnly(x) => Self::MovableOnly(x),
+            AllocError::NotCma(x) => Self::NotCma(x),
         }
     }
 }

@@ -79,6 +79,11 @@ pub enum BuddyError {
     RunsFull,
     /// A block of this kind asked of a movable-only zone.
     MovableOnly(MigrateType),
+    /// [`AllocRequest::from_cma`](crate::AllocRequest::from_cma): the frame, inside the area
+    /// named, is not in a CMA reservation of the zone (or lies outside it).
+    NotCma(Pfn),
+    /// `reserve_cma`: the frame is in a CMA reservation already.
+    InCma(Pfn),
     /// The frame does not start a naturally aligned block of the order asked for.
     Misaligned {
         /// The frame.
@@ -188,6 +193,8 @@ impl fmt::Display for BuddyError {
                 "a {mt:?} allocation from a movable-only zone (it serves movable blocks and \
                  contiguous runs)"
             ),
+            Self::NotCma(p) => write!(f, "frame {p} is not in a CMA reservation of the zone"),
+            Self::InCma(p) => write!(f, "frame {p} is in a CMA reservation already"),
             Self::Misaligned { pfn, order } => {
                 write!(
                     f,

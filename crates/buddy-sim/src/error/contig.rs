@@ -56,6 +56,8 @@ pub enum ContigError {
     /// architecture's physical address space (52 bits on x86_64), or the embedder's
     /// `FrameMemory` does not map it.
     NotAddressable(Pfn),
+    /// `reserve_cma`: the frame is in a CMA reservation already. Nothing is reserved.
+    InCma(Pfn),
     /// A [`NodeSet`](crate::NodeSet) call named a node the topology does not have.
     BadNode(u32),
     /// The frames lie in no zone of the node named, or (`offline_range`) in more than one
@@ -84,6 +86,7 @@ impl From<ContigError> for BuddyError {
             ContigError::RangesFull => Self::RangesFull,
             ContigError::NotInBuddy(x) => Self::NotInBuddy(x),
             ContigError::NotAddressable(x) => Self::NotAddressable(x),
+            ContigError::InCma(x) => Self::InCma(x),
             ContigError::BadNode(x) => Self::BadNode(x),
             ContigError::NotInNode { pfn, node } => Self::NotInNode { pfn, node },
         }

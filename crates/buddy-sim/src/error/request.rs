@@ -12,6 +12,10 @@ pub enum RequestConflict {
     /// A movable or reclaimable kind with [`AllocRequest::contiguous`](crate::AllocRequest::contiguous): contiguous runs are
     /// unmovable pages.
     KindWithContiguous,
+    /// [`AllocRequest::from_cma`](crate::AllocRequest::from_cma) without
+    /// [`AllocRequest::contiguous`](crate::AllocRequest::contiguous): a CMA reservation
+    /// hands out contiguous runs, moving what borrowed its memory.
+    CmaWithoutContiguous,
     /// [`AllocRequest::aligned`](crate::AllocRequest::aligned) above a block's own order: a block is aligned to its order;
     /// ask for [`AllocRequest::frames`](crate::AllocRequest::frames) to align a run further.
     AlignedBlock,
@@ -28,6 +32,7 @@ impl fmt::Display for RequestConflict {
         f.write_str(match self {
             Self::FrozenWithoutContiguous => "frozen pages come only from contiguous allocations",
             Self::KindWithContiguous => "contiguous runs are unmovable",
+            Self::CmaWithoutContiguous => "a CMA reservation hands out contiguous runs only",
             Self::AlignedBlock => "a block is aligned to its own order; ask for frames instead",
             Self::FaultWithoutZeroed => "a fault hint only orders the clearing of a zeroed request",
             Self::ZeroedWithoutClearer => "a zeroed request needs a clearer: the handle has none",

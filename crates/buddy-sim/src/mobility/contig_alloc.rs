@@ -19,6 +19,7 @@
 //! refused move was offered goes back as it was, known zero and its pageblock's type
 //! included ([`BuddyError`](crate::BuddyError) lists what a failure may change).
 
+use crate::cma::CmaArea;
 use crate::decompose::decompose;
 use crate::error::alloc::AllocError;
 use crate::error::contig::ContigError;
@@ -80,7 +81,8 @@ where
         };
         let covering = Order::covering(nr).unwrap_or(Order::ZERO);
         fault_inside(nr, covering, request.fault)?;
-        let pfn = self.contig_pages(pcp, nr, align, page, &mut MigrateCallback(migrate))?;
+        let within = request.cma;
+        let pfn = self.contig_pages(pcp, (nr, align), page, within, &mut MigrateCallback(migrate))?;
         let Some(clearing) = clearing else {
             return Ok(pfn);
         };
@@ -104,21 +106,24 @@ where
     }
 
     /// Finds and allocates `nr` contiguous frames starting aligned to `align` (Linux's
-    /// `alloc_contig_pages`), each an order-0 page of word `page`: candidate ranges from the
-    /// zone's bottom, each first checked without locks (no hole, no unmovable or pinned
+    /// `alloc_contig_pages`), each an order-0 page of word `page`, inside the CMA
+    /// reservation `within` or else outside every reservation: candidate ranges from the
+    /// bottom, each first checked without locks (no hole, no unmovable or pinned
     /// allocation), then tried as [`Cpu::alloc_contig_range`](crate::Cpu::alloc_contig_range)
     /// does; a candidate that fails moves the search past the frame that stopped it (a hole,
-    /// an unmovable, pinned or refused block), or to the next candidate when a movable block
-    /// found no target. It fails only when every candidate failed ([`AllocError::OutOfMemory`]
-    /// of the order covering `nr`, capped at MAX_ORDER; [`AllocError::ZeroPages`]). The
-    /// alignment may exceed MAX_ORDER (a run is not a buddy block): a gigantic page is
-    /// aligned to its own size, as Linux aligns `alloc_contig_pages` to a power-of-two run.
-    fn contig_pages(
+    /// an unmovable, pinned or refused block, a reservation), or to the next candidate when
+    /// a movable block found no target. It fails only when every candidate failed
+    /// ([`AllocError::OutOfMemory`] of the order covering `nr`, capped at MAX_ORDER;
+    /// [`AllocError::ZeroPages`]; [`AllocError::NotCma`] for an area that is not one of the
+    /// zone's reservations). The alignment may exceed MAX_ORDER (a run is not a buddy block):
+    /// a gigantic page is aligned to its own size, as Linux aligns `alloc_contig_pages` to a
+    /// power-of-two run.
+    pub(crate) fn contig_pages(
         &self,
         pcp: CpuLists<'_, R>,
-        nr: u64,
-        align: Order,
+        (nr, align): (u64, Order),
         page: Word,
+        within: Option<CmaArea>,
         migrate: &mut impl Migrate,
     ) -> Result<Pfn, AllocError> {
         if nr == 0 {
@@ -129,19 +134,30 @@ where
         );
         let m = self.map();
         let step = align.pages();
-        let zone_end = self.cfg.start.0 + self.cfg.nr_pages;
+        let (first, end) = match within {
+            Some(area) => self.cma_bounds(m, area)?,
+            None => (self.cfg.start.0, self.cfg.start.0 + self.cfg.nr_pages),
+        };
         let align_up = |p: u64| p.div_ceil(step).saturating_mul(step);
-        let mut start = align_up(self.cfg.start.0);
-        while start.checked_add(nr).is_some_and(|end| end <= zone_end) {
+        let mut start = align_up(first);
+        while start.checked_add(nr).is_some_and(|e| e <= end) {
             // `pfn_range_valid_contig`: a look without locks first, then the real thing.
             let take = Take::Pages(page);
             // Inside the zone by the loop's condition.
             let Ok(candidate) = m.range(Pfn(start), nr) else {
                 break;
             };
-            let tried = self
-                .first_blocker(m, candidate, take)
-                .and_then(|()| self.contig_range(pcp, Pfn(start), nr, take, migrate));
+            // Outside a reservation's search, its pageblocks are in the way.
+            let reserved = within
+                .is_none()
+                .then(|| m.pageblocks(candidate.clone()).find(|b| m.pageblock(b.start).cma))
+                .flatten();
+            let tried = match reserved {
+                Some(b) => Err(ContigError::Busy(m.pfn(b.end - 1))),
+                None => self
+                    .first_blocker(m, candidate, take)
+                    .and_then(|()| self.contig_range(pcp, Pfn(start), nr, take, migrate)),
+            };
             let next = match tried {
                 Ok(_) => return Ok(Pfn(start)),
                 // Every candidate holding that frame fails alike: the search moves past it.
@@ -159,6 +175,21 @@ where
             start = next.max(start.saturating_add(step));
         }
         Err(oom)
+    }
+
+    /// The frames `[first, end)` of `area` if it is one of this zone's CMA reservations (or
+    /// part of one): inside the zone, every pageblock reserved.
+    fn cma_bounds(&self, m: FrameMap<'_>, area: CmaArea) -> Result<(u64, u64), AllocError> {
+        let pages = m
+            .range(area.base(), area.pages())
+            .map_err(|_| AllocError::NotCma(area.base()))?;
+        if let Some(b) = m
+            .pageblocks(pages.clone())
+            .find(|b| !m.pageblock(b.start).cma)
+        {
+            return Err(AllocError::NotCma(m.pfn(b.start.max(pages.start))));
+        }
+        Ok((area.base().0, area.base().0 + area.pages()))
     }
 
     /// What stops a contiguous allocation (or an offline) of `pages` before anything moves:

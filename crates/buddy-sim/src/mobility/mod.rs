@@ -5,3 +5,4 @@
 pub(crate) mod compaction;
 pub(crate) mod contig_alloc;
 pub(crate) mod hotplug;
+pub(crate) mod reservation;

@@ -1,5 +1,6 @@
 //! [`Lockstep`]: a zone and the per-page reference side by side.
 
+use crate::cma::CmaArea;
 use crate::error::buddy::BuddyError;
 use crate::frame::Frame;
 use crate::migratetype::MigrateType;
@@ -65,6 +66,8 @@ pub struct Lockstep<F, P, R> {
     /// Contiguous allocations: first frame, frames, frozen.
     contigs: [Option<(Pfn, u64, bool)>; SLOTS],
     next_contig: usize,
+    cmas: [Option<CmaArea>; SLOTS],
+    next_cma: usize,
     checks: CheckInterval,
     /// The batched zone before and after the operation being applied (storage kept).
     before: Snapshot,
@@ -96,6 +99,8 @@ where
             next_slot: 0,
             contigs: [None; SLOTS],
             next_contig: 0,
+            cmas: [None; SLOTS],
+            next_cma: 0,
             checks: CheckInterval::every(1),
         }
     }
@@ -140,6 +145,8 @@ where
                 | Op::AllocContig { .. }
                 | Op::AllocContigPages { .. }
                 | Op::Offline { .. }
+                | Op::ReserveCma { .. }
+                | Op::AllocCma { .. }
         ) {
             if matches!(op, Op::Offline { .. }) {
                 for z in [&self.batched, &self.per_page] {
@@ -192,6 +199,55 @@ where
             }
             Op::AllocHooked { cpu, order, mt } => {
                 self.alloc_both(cpu, order, MigrateType::ALL[usize::from(mt) % 3], true)
+            }
+            Op::ReserveCma { cpu, offset, len } => {
+                let pb = self.batched.config().pageblock_order.pages();
+                let Some(first) = start.0.checked_add(offset).map(|p| Pfn(p & !(pb - 1))) else {
+                    return Ok(None);
+                };
+                let nr = len.saturating_mul(pb);
+                let reserve = |z: &Zone<F, P, R>| {
+                    let refuse = |_: &crate::migrate::Migration| false;
+                    z.reserve_cma_at(cpu, first, nr, &mut { refuse })
+                };
+                let (a, b) = (reserve(&self.batched), reserve(&self.per_page));
+                if let Ok(area) = a {
+                    self.cmas[self.next_cma % SLOTS] = Some(area);
+                    self.next_cma += 1;
+                }
+                (any(a.map(drop)), any(b.map(drop)))
+            }
+            Op::AllocCma {
+                cpu,
+                area,
+                len,
+                align,
+            } => {
+                let used = self.next_cma.min(SLOTS);
+                let Some(area) = (used > 0).then(|| self.cmas[area % used]).flatten() else {
+                    return Ok(None);
+                };
+                let align = match Order::new(align) {
+                    Ok(o) => o,
+                    Err(e) => return Ok(Some((Err(e.into()), Err(e.into())))),
+                };
+                let take = |z: &Zone<F, P, R>| {
+                    let mut refuse = |_: &crate::migrate::Migration| false;
+                    let request = AllocRequest::frames(len)
+                        .aligned(align)
+                        .contiguous(&mut refuse)
+                        .from_cma(area);
+                    any(any(z.cpu(cpu))?.alloc_raw(request))
+                };
+                let (a, b) = (take(&self.batched), take(&self.per_page));
+                if let Ok(first) = a {
+                    if !area.contains(first, len) {
+                        return Err(Divergence::ContigSearch { got: a, free: None });
+                    }
+                    self.contigs[self.next_contig % SLOTS] = Some((first, len, false));
+                    self.next_contig += 1;
+                }
+                (a.map(drop), b.map(drop))
             }
             Op::CompactWork { cpu, budget } => {
                 let work = |z: &Zone<F, P, R>| -> Result<(), BuddyError> {
@@ -544,6 +600,13 @@ where
     for (pfn, order, _) in zone.free_blocks() {
         let at = (pfn.0 - cfg.start.0) as usize;
         free[at..at + order.pages() as usize].fill(true);
+    }
+    // A search outside the reservations passes over their frames.
+    let m = zone.map();
+    for block in m.pageblocks(FrameIdx::FIRST..FrameIdx(free.len() as u32)) {
+        if m.pageblock(block.start).cma {
+            free[block.start.0 as usize..block.end.0 as usize].fill(false);
+        }
     }
     let step = align.pages();
     let mut start = cfg.start.0.div_ceil(step).checked_mul(step)?;

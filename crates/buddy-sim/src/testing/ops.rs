@@ -164,6 +164,28 @@ pub enum Op {
         /// The kind, an index into [`MigrateType::ALL`](crate::MigrateType::ALL) (modulo 3).
         mt: u8,
     },
+    /// `reserve_cma_at` of the pageblocks from the one holding `start + offset`, `len`
+    /// pageblocks (migration refused).
+    ReserveCma {
+        /// CPU.
+        cpu: usize,
+        /// Offset of a frame in the first pageblock, from the zone's start.
+        offset: u64,
+        /// Pageblocks.
+        len: u64,
+    },
+    /// A contiguous run of `len` frames aligned to `2^align` from one of the reservations
+    /// made so far (`area`, modulo their number; migration refused).
+    AllocCma {
+        /// CPU.
+        cpu: usize,
+        /// Which reservation.
+        area: usize,
+        /// Frames.
+        len: u64,
+        /// Alignment order.
+        align: u8,
+    },
     /// `compact_work` (background compaction) with this budget, its moves refused and
     /// nothing to reclaim: it must leave the free blocks as they were.
     CompactWork {

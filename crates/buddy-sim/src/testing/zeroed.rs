@@ -398,6 +398,8 @@ impl ZeroedModel {
             | Op::AllocContig { .. }
             | Op::AllocContigPages { .. }
             | Op::Offline { .. }
+            | Op::ReserveCma { .. }
+            | Op::AllocCma { .. }
             | Op::FreeContig { .. } => {}
         }
         if self.checks.due() {

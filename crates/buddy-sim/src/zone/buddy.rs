@@ -13,7 +13,7 @@
 use crate::error::contig::ContigError;
 use crate::frame::{FrameState, Word};
 use crate::migratetype::MigrateType;
-use crate::migratetype::{INITIALIZED, ISOLATE, LIST_TYPES, Pageblock};
+use crate::migratetype::{CMA, INITIALIZED, ISOLATE, LIST_TYPES, Pageblock};
 use crate::types::{FrameIdx, MAX_SUPPORTED_ORDER, Order, PageblockIdx};
 use crate::zone::config::{Fallback, Watermarks};
 use crate::zone::counters::{FallbackCounts, LockStats};
@@ -36,8 +36,12 @@ pub(crate) enum Prefer {
 
 /// Everything the zone lock protects.
 pub(crate) struct FreeArea {
-    /// Per order, per free-list index: the three [`MigrateType`]s, then isolated blocks.
+    /// Per order, per free-list index: the three [`MigrateType`]s, CMA reservations, then
+    /// isolated blocks.
     lists: [[List; LIST_TYPES]; MAX_SUPPORTED_ORDER as usize + 1],
+    /// Frames reserved for CMA (`Zone::reserve_cma`): while there are none, movable
+    /// allocations do not look at the CMA lists.
+    cma_reserved: u64,
     /// Frames free in the buddy, and of those in blocks known zero.
     count: FreeCount,
     /// Usable frames initialized: every range added, holes and deferred frames excluded.
@@ -64,6 +68,7 @@ pub(crate) struct FreeArea {
 impl FreeArea {
     pub(crate) const EMPTY: Self = Self {
         lists: [[List::EMPTY; LIST_TYPES]; MAX_SUPPORTED_ORDER as usize + 1],
+        cma_reserved: 0,
         count: FreeCount::NONE,
         present: 0,
         added: AddedRanges::EMPTY,
@@ -123,8 +128,9 @@ impl FreeArea {
     /// onto the lists of its pageblock's type. A buddy that is reserved, allocated, being
     /// zeroed, on a per-cpu list, or of other knowledge (known zero where this block is not,
     /// or the reverse) stops the merge: a merged block is known zero exactly when both halves
-    /// were. So does a buddy in another pageblock that is isolated where this one is not (or
-    /// the reverse); a merged pair of two types takes the lower half's type.
+    /// were. So does a buddy in another pageblock that is isolated or in a CMA reservation
+    /// where this one is not (or the reverse: Linux's `migratetype_is_mergeable`); a merged
+    /// pair of two types takes the lower half's type.
     #[inline]
     pub(crate) fn free_one_page(
         &mut self,
@@ -156,7 +162,7 @@ impl FreeArea {
             }
             if w.mt() != list {
                 // Below the pageblock order both halves share one pageblock, and so one list.
-                if list == ISOLATE || w.mt() == ISOLATE {
+                if !mergeable(list) || !mergeable(w.mt()) {
                     break;
                 }
                 // The merged block takes the lower half's type, not the freed block's (Linux
@@ -191,15 +197,21 @@ impl FreeArea {
         order: Order,
         mt: MigrateType,
     ) -> Option<(FrameIdx, bool)> {
-        let l = mt as usize;
+        self.rmqueue_list(m, order, mt as u8)
+    }
+
+    /// [`FreeArea::rmqueue_smallest`] from free-list index `list`.
+    #[inline]
+    fn rmqueue_list(&mut self, m: FrameMap<'_>, order: Order, list: u8) -> Option<(FrameIdx, bool)> {
+        let l = list as usize;
         let o = (order.get()..=m.cfg.max_order.get())
             .find(|&o| !self.lists[o as usize][l].is_empty())?;
         let idx = self.lists[o as usize][l].head()?;
         Some((idx, self.take_split(m, idx, Order(o), order)))
     }
 
-    /// Takes the smallest block known zero of at least `order` on `mt`'s lists, else on its
-    /// fallbacks' as `fallback` allows (claiming the pageblock for `mt` where an allocation
+    /// Takes the smallest block known zero of at least `order` on `mt`'s lists (a movable
+    /// allocation's: or on the CMA lists), else on its fallbacks' as `fallback` allows (claiming the pageblock for `mt` where an allocation
     /// would), split down (the halves stay known zero), or `None` if the buddy has none.
     #[inline]
     pub(crate) fn rmqueue_zeroed(
@@ -209,16 +221,21 @@ impl FreeArea {
         mt: MigrateType,
         fallback: Fallback,
     ) -> Option<FrameIdx> {
-        let zeroed_on = |free: &Self, from: MigrateType, lowest: u8| {
+        let zeroed_on = |free: &Self, list: u8, lowest: u8| {
             (lowest..=m.cfg.max_order.get()).find_map(|o| {
-                let tail = free.lists[o as usize][from as usize].tail()?;
+                let tail = free.lists[o as usize][list as usize].tail()?;
                 m.frame(tail).load().zeroed().then_some((Order(o), tail))
             })
         };
         let lowest = fallback.lowest_order(order, m.cfg.pageblock_order);
-        let (o, idx) = zeroed_on(self, mt, order.get()).or_else(|| {
+        let own = zeroed_on(self, mt as u8, order.get()).or_else(|| {
+            (mt == MigrateType::Movable && self.cma_reserved > 0)
+                .then(|| zeroed_on(self, CMA, order.get()))
+                .flatten()
+        });
+        let (o, idx) = own.or_else(|| {
             mt.fallbacks().into_iter().find_map(|from| {
-                let (o, idx) = zeroed_on(self, from, lowest.get())?;
+                let (o, idx) = zeroed_on(self, from as u8, lowest.get())?;
                 let claimed = mt.claims_on_fallback(o, m.cfg.pageblock_order)
                     && self.try_claim(m, idx, o, mt, from);
                 if !claimed {
@@ -248,8 +265,49 @@ impl FreeArea {
         {
             return Some((idx, true));
         }
+        if mt == MigrateType::Movable && self.cma_reserved > 0 {
+            return self.rmqueue_movable_with_cma(m, order, fallback);
+        }
         self.rmqueue_smallest(m, order, mt)
             .or_else(|| self.rmqueue_fallback(m, order, mt, fallback))
+    }
+
+    /// Linux's `__rmqueue` for a movable allocation in a zone with CMA reservations
+    /// (`ALLOC_CMA`): from the CMA lists first while they hold over half the zone's free
+    /// frames (so that the reservation's memory is used, not left idle), else from the
+    /// movable lists, then the CMA lists, then the fallback to other types.
+    #[cold]
+    fn rmqueue_movable_with_cma(
+        &mut self,
+        m: FrameMap<'_>,
+        order: Order,
+        fallback: Fallback,
+    ) -> Option<(FrameIdx, bool)> {
+        if self.cma_free(m) > self.count.pages / 2
+            && let Some(taken) = self.rmqueue_list(m, order, CMA)
+        {
+            return Some(taken);
+        }
+        self.rmqueue_smallest(m, order, MigrateType::Movable)
+            .or_else(|| self.rmqueue_list(m, order, CMA))
+            .or_else(|| self.rmqueue_fallback(m, order, MigrateType::Movable, fallback))
+    }
+
+    /// Frames free in the buddy on the CMA lists (`NR_FREE_CMA_PAGES`).
+    pub(crate) fn cma_free(&self, m: FrameMap<'_>) -> u64 {
+        (0..=m.cfg.max_order.get())
+            .map(|o| u64::from(self.lists[o as usize][CMA as usize].len()) << o)
+            .sum()
+    }
+
+    /// Frames reserved for CMA.
+    pub(crate) fn cma_reserved(&self) -> u64 {
+        self.cma_reserved
+    }
+
+    /// `frames` more frames reserved for CMA (their pageblocks are marked).
+    pub(crate) fn add_cma_reserved(&mut self, frames: u64) {
+        self.cma_reserved = self.cma_reserved.saturating_add(frames);
     }
 
     /// `__rmqueue_fallback`: [`FreeArea::rmqueue_claim`], else (unless `fallback` is
@@ -329,10 +387,11 @@ impl FreeArea {
         })
     }
 
-    /// Whether a free block of `order` or above sits on a list an allocation can take from.
+    /// Whether a free block of `order` or above sits on a list any allocation can take from
+    /// (a CMA reservation's serves movable ones only).
     pub(crate) fn has_free(&self, m: FrameMap<'_>, order: Order) -> bool {
         (order.get()..=m.cfg.max_order.get()).any(|o| {
-            self.lists[o as usize][..ISOLATE as usize]
+            self.lists[o as usize][..CMA as usize]
                 .iter()
                 .any(|l| !l.is_empty())
         })
@@ -386,6 +445,14 @@ impl FreeArea {
     }
 }
 
+/// Whether free blocks on list `list` merge with blocks on other lists across pageblocks:
+/// the three types' lists do, an isolated or CMA pageblock's do not (Linux's
+/// `migratetype_is_mergeable`).
+#[inline]
+const fn mergeable(list: u8) -> bool {
+    list < CMA
+}
+
 /// Where compaction's two scanners are (Linux keeps the cursor in `struct zone`): the
 /// migrate scanner's next frame (going up), the pageblock the free scanner takes targets
 /// from (going down), and where in that pageblock it looks next (the frames below held no
@@ -437,10 +504,7 @@ impl FreeArea {
     /// if nothing set their type before, as Linux's `memmap_init` does: all memory starts
     /// movable, and the other types claim pageblocks as they need them.
     pub(crate) fn init_pageblocks(&mut self, m: FrameMap<'_>, range: Range<FrameIdx>) {
-        let movable = Pageblock {
-            mt: MigrateType::Movable,
-            isolated: false,
-        };
+        let movable = Pageblock::of(MigrateType::Movable);
         for block in m.pageblocks(range.clone()) {
             if m.frame(block.start).pageblock_bits() & INITIALIZED == 0 {
                 if block.start >= range.start && block.end <= range.end {
@@ -525,14 +589,7 @@ impl FreeArea {
         if free + alike < m.pageblock_pages() / 2 {
             return false;
         }
-        self.set_pageblock(
-            m,
-            idx,
-            Pageblock {
-                mt,
-                isolated: false,
-            },
-        );
+        self.set_pageblock(m, idx, Pageblock::of(mt));
         self.fallbacks.claims += 1;
         true
     }
@@ -629,10 +686,10 @@ impl FreeArea {
                     continue;
                 };
                 // A free buddy of the same order, on this list or (across pageblocks) another
-                // type's; never across an isolated pageblock's edge.
+                // type's; never across an isolated or CMA pageblock's edge.
                 let w = m.frame(b).load();
                 if w.ignoring_zeroed().ignoring_mt() != Word::new(FrameState::Buddy, o)
-                    || (w.mt() != list && (w.mt() == ISOLATE || list == ISOLATE))
+                    || (w.mt() != list && !(mergeable(w.mt()) && mergeable(list)))
                 {
                     continue;
                 }

@@ -41,7 +41,9 @@ where
     /// are marked known zero, with the counts of them right and each list's known-zero
     /// blocks at its back; every free block in the buddy is on the lists of its pageblock's
     /// type (or the isolated lists), a free block of a pageblock or more spans pageblocks of
-    /// one type, and an allocated head has no reference count exactly when it is frozen.
+    /// one type, and an allocated head has no reference count exactly when it is frozen; a
+    /// CMA reservation's pageblocks are movable, add up to the frames reserved, and hold
+    /// free blocks, movable allocations and order-0 pages only.
     ///
     /// Meant for a quiescent zone: with allocations or frees in flight on other CPUs it
     /// can report the frames they are moving.
@@ -113,6 +115,24 @@ where
                     pb += m.pageblock_pages();
                 }
             }
+            let pb = m.pageblock(i);
+            if pb.cma
+                && (pb.mt != MigrateType::Movable
+                    || match w.state() {
+                        // Only movable allocations borrow a CMA reservation's memory; its
+                        // owner's runs are order-0 pages.
+                        FrameState::Allocated => {
+                            w.order() != 0 && w.mt() != MigrateType::Movable as u8
+                        }
+                        FrameState::Pcp => w.mt() != MigrateType::Movable as u8,
+                        _ => false,
+                    })
+            {
+                return bad(
+                    "a CMA reservation holding what is not movable, or on another list",
+                    i,
+                );
+            }
             if matches!(w.state(), FrameState::Leaked | FrameState::Reserved) && w.order() != 0 {
                 return bad("a leaked or reserved frame above order 0", i);
             }
@@ -149,6 +169,17 @@ where
             if listed != buddy_heads || buddy != free.count() {
                 return bad(
                     "buddy lists and frames (or their known-zero frames) disagree",
+                    FrameIdx::FIRST,
+                );
+            }
+            let cma = m
+                .pageblocks(FrameIdx::FIRST..FrameIdx(n as u32))
+                .filter(|b| m.pageblock(b.start).cma)
+                .map(|b| u64::from(b.end - b.start))
+                .sum::<u64>();
+            if cma != free.cma_reserved() {
+                return bad(
+                    "CMA pageblocks that do not add up to the frames reserved",
                     FrameIdx::FIRST,
                 );
             }

@@ -35,7 +35,7 @@ use crate::error::map::MapError;
 use crate::error::{NoSuchCpu, TooLarge};
 use crate::frame::{Frame, FrameInfo, FrameState, Word};
 use crate::memory::FRAME;
-use crate::migratetype::MigrateType;
+use crate::migratetype::{CMA, MigrateType};
 use crate::sync::DefaultRawMutex;
 use crate::sync::{AtomicU64, Mutex, Ordering};
 use crate::types::NodeId;
@@ -694,10 +694,14 @@ where
         prepares: u64,
     ) {
         let m = self.map();
-        // The list of the pageblock's type now; an isolated pageblock's blocks go straight
-        // to the buddy (its isolated lists).
-        let list = MigrateType::from_index(m.free_list_of(idx))
-            .and_then(|mt| self.cfg.pcp_list(order, mt));
+        // The list of the pageblock's type now (a CMA reservation's blocks the movable
+        // list, as Linux's `free_frozen_pages`: only movable allocations take from it); an
+        // isolated pageblock's blocks go straight to the buddy (its isolated lists).
+        let list = match m.free_list_of(idx) {
+            CMA => Some(MigrateType::Movable),
+            list => MigrateType::from_index(list),
+        }
+        .and_then(|mt| self.cfg.pcp_list(order, mt));
         let Some(list) = list else {
             let mut free = self.lock_zone();
             free.stats().prepares += prepares;

@@ -110,11 +110,7 @@ impl<'a> FrameMap<'a> {
 /// Sets every pageblock of the block at `idx` (of `order`, at least the pageblock order) to
 /// `mt`, not isolated; under the zone lock, the block on no list.
 pub(crate) fn set_pageblocks(m: FrameMap<'_>, idx: FrameIdx, order: Order, mt: MigrateType) {
-    let bits = Pageblock {
-        mt,
-        isolated: false,
-    }
-    .bits();
+    let bits = Pageblock::of(mt).bits();
     let end = idx + order.pages() as u32;
     let mut i = idx;
     while i < end {

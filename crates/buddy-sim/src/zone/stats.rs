@@ -26,8 +26,14 @@ pub struct MemoryStats {
     /// Frames not initialized yet ([`Zone::deferred_pages`]).
     pub deferred: u64,
     /// Free frames in the buddy on each type's lists, indexed as [`MigrateType::ALL`]
-    /// (isolated pageblocks' on none).
+    /// (isolated pageblocks' and CMA reservations' on none).
     pub free_by_type: [u64; 3],
+    /// Frames reserved for CMA ([`Cpu::reserve_cma`](crate::Cpu::reserve_cma); Linux's
+    /// `CmaTotal`).
+    pub cma_reserved: u64,
+    /// Free frames in the buddy inside CMA reservations (`CmaFree`): free memory only
+    /// movable allocations and the reservations' owners can take.
+    pub cma_free: u64,
 }
 
 impl Add for MemoryStats {
@@ -45,6 +51,8 @@ impl AddAssign for MemoryStats {
         self.free += other.free;
         self.zeroed += other.zeroed;
         self.deferred += other.deferred;
+        self.cma_reserved += other.cma_reserved;
+        self.cma_free += other.cma_free;
         for (mine, theirs) in self.free_by_type.iter_mut().zip(other.free_by_type) {
             *mine += theirs;
         }
@@ -119,12 +127,18 @@ where
                 .map(|(o, &n)| u64::from(n) << o)
                 .sum();
         }
+        let (cma_reserved, cma_free) = {
+            let free = self.free.lock();
+            (free.cma_reserved(), free.cma_free(self.map()))
+        };
         MemoryStats {
             present: self.present_pages(),
             free: self.free_pages_total(),
             zeroed: self.zeroed_pages(),
             deferred: self.deferred_pages(),
             free_by_type,
+            cma_reserved,
+            cma_free,
         }
     }
 }
