@@ -34,7 +34,7 @@ use std::collections::VecDeque;
 use std::time::Instant;
 
 use buddy_sim::{
-    AllocRequest, BoxedNodeSet, BoxedZone, MigrateType, Migration, NodeId, OffsetMap, Pfn,
+    AllocRequest, BoxedNodeSet, BoxedZone, CmaArea, MigrateType, Migration, NodeId, OffsetMap, Pfn,
     Topology, Watermarks, ZoneConfig,
 };
 use buddy_system_allocator::FrameAllocator;
@@ -66,10 +66,11 @@ enum Row {
     TypedCompaction,
     Defrag,
     DefragMovableZone,
+    DefragCma,
 }
 
 impl Row {
-    const ALL: [Self; 7] = [
+    const ALL: [Self; 8] = [
         Self::Peer,
         Self::Untyped,
         Self::UntypedCompaction,
@@ -77,6 +78,7 @@ impl Row {
         Self::TypedCompaction,
         Self::Defrag,
         Self::DefragMovableZone,
+        Self::DefragCma,
     ];
 
     fn name(self) -> &'static str {
@@ -88,6 +90,7 @@ impl Row {
             Self::TypedCompaction => "buddy-sim, migratetypes + compaction",
             Self::Defrag => "buddy-sim, defrag mode",
             Self::DefragMovableZone => "buddy-sim, defrag mode + movable zone (half)",
+            Self::DefragCma => "buddy-sim, defrag mode + CMA reservation (half)",
         }
     }
 
@@ -102,7 +105,16 @@ impl Row {
     }
 
     fn defrag(self) -> bool {
-        matches!(self, Self::Defrag | Self::DefragMovableZone)
+        matches!(
+            self,
+            Self::Defrag | Self::DefragMovableZone | Self::DefragCma
+        )
+    }
+
+    /// Whether half the memory is set aside for 1 GiB runs (a movable zone or a CMA
+    /// reservation).
+    fn reserves_half(self) -> bool {
+        matches!(self, Self::DefragMovableZone | Self::DefragCma)
     }
 }
 
@@ -225,6 +237,8 @@ struct Stress<'r> {
     /// Where the unmovable and reclaimable slab levels wander (fractions of memory).
     slab_level: f64,
     rslab_level: f64,
+    /// The CMA reservation 1 GiB runs come from (`hugetlb_cma=`), if the row has one.
+    cma: Option<CmaArea>,
 }
 
 impl<'r> Stress<'r> {
@@ -249,6 +263,20 @@ impl<'r> Stress<'r> {
             }
             _ => Memory::Zone(Box::new(must(BoxedZone::new_boxed(cfg(START, frames))))),
         };
+        // Half the memory reserved at boot, aligned for 1 GiB runs (`hugetlb_cma=`).
+        let cma = match (&memory, row) {
+            (Memory::Zone(z), Row::DefragCma) => {
+                let mut nothing_to_move = |_: &Migration| false;
+                let giga = order(GIGANTIC);
+                Some(must(z.reserve_cma(
+                    0,
+                    frames / 2,
+                    giga,
+                    &mut nothing_to_move,
+                )))
+            }
+            _ => None,
+        };
         Self {
             row,
             memory,
@@ -261,6 +289,7 @@ impl<'r> Stress<'r> {
             steps: 0,
             slab_level: 0.05,
             rslab_level: 0.10,
+            cma,
         }
     }
 
@@ -617,6 +646,10 @@ impl<'r> Stress<'r> {
             let request = AllocRequest::frames(1 << GIGANTIC)
                 .aligned(order(GIGANTIC))
                 .contiguous(migrate);
+            let request = match self.cma {
+                Some(area) => request.from_cma(area),
+                None => request,
+            };
             let pfn = match &self.memory {
                 Memory::Zone(z) => must(z.cpu(0)).alloc_raw(request).ok(),
                 Memory::Nodes(n) => n.alloc_raw(0, request).ok(),
@@ -657,11 +690,13 @@ impl<'r> Stress<'r> {
         }
     }
 
-    /// Where 1 GiB runs may come from: the movable zone, else all memory.
+    /// Where 1 GiB runs may come from: the movable zone or the CMA reservation, else all
+    /// memory.
     fn gigantic_capacity(&self) -> u64 {
-        let frames = match self.row {
-            Row::DefragMovableZone => self.frames / 2,
-            _ => self.frames * 95 / 100,
+        let frames = if self.row.reserves_half() {
+            self.frames / 2
+        } else {
+            self.frames * 95 / 100
         };
         frames >> GIGANTIC
     }
@@ -962,7 +997,9 @@ impl Section for Fragmentation {
              each pass requests {requests} order-9 blocks one at a time, {} steps of churn \
              before each in passes 1 and 2, none in pass 3 (the processes have exited), and \
              holds them to its end. 1 GiB: runs aligned to 1 GiB (alloc_contig_pages) at rest, \
-             of what 95% of memory holds, or of the movable zone's blocks. Unmovable steals: \
+             of what 95% of memory holds, or of the movable zone's blocks, or (cma_alloc) of \
+             the CMA reservation's, half the zone reserved at boot as hugetlb_cma= does and \
+             lent to movable memory meanwhile. Unmovable steals: \
              blocks that unmovable and reclaimable allocations took out of another type's \
              pageblock without claiming it (each pins that pageblock against compaction). \
              Pageblocks polluted: the share of 2 MiB pageblocks holding an unmovable or \
@@ -1020,12 +1057,16 @@ impl Section for Fragmentation {
                 Cell::verdict(c.7.judge(0.9, true)),
             ]);
         }
-        if let Some(m) = find(Row::DefragMovableZone) {
+        for (row, what) in [
+            (Row::DefragMovableZone, "movable zone"),
+            (Row::DefragCma, "CMA reservation"),
+        ] {
+            let Some(m) = find(row) else { continue };
             let share = m.4.map(|g| g / m.5.max(1) as f64);
             goals.row(vec![
-                Cell::text(
-                    "movable zone: at least 90% of its 1 GiB blocks allocatable after the churn",
-                ),
+                Cell::text(format!(
+                    "{what}: at least 90% of its 1 GiB blocks allocatable after the churn"
+                )),
                 Cell::text(format!("{} ({:.0} of {})", pct(share), m.4.median, m.5)),
                 Cell::verdict(if m.5 == 0 {
                     Verdict::Inconclusive

@@ -23,6 +23,7 @@
 use core::marker::PhantomData;
 
 use crate::block::Block;
+use crate::cma::CmaArea;
 use crate::error::alloc::AllocError;
 use crate::error::config::ConfigError;
 use crate::error::contig::ContigError;
@@ -31,7 +32,6 @@ use crate::error::map::MapError;
 use crate::error::{NoSuchCpu, NoSuchNode, PfnError};
 use crate::frame::Frame;
 use crate::memory::{FrameClearer, FrameMemory};
-use crate::cma::CmaArea;
 use crate::migrate::Migrate;
 use crate::mobility::compaction::CompactStats;
 use crate::request::{AllocRequest, ReschedPoint, SlowPath};

@@ -6,11 +6,11 @@
 
 use core::fmt;
 
+use crate::cma::CmaArea;
 use crate::error::request::RequestConflict;
 use crate::memory::{Clearing, FrameClearer, FrameMemory};
 use crate::migrate::{Migrate, Migration};
 use crate::migratetype::MigrateType;
-use crate::cma::CmaArea;
 use crate::reclaim::Reclaim;
 use crate::types::NodePolicy;
 use crate::types::Order;

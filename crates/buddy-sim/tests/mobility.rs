@@ -15,8 +15,8 @@ use buddy_sim::{AllocError, ContigError};
 use std::collections::BTreeMap;
 
 use buddy_sim::{
-    AllocRequest, BoxedZone, CmaArea, CompactReason, CompactStats, CompactWork, FrameMemory, FrameState,
-    MigrateType, Migration, OffsetMap, Order, Pfn, ZoneConfig,
+    AllocRequest, BoxedZone, CmaArea, CompactReason, CompactStats, CompactWork, FrameMemory,
+    FrameState, MigrateType, Migration, OffsetMap, Order, Pfn, ZoneConfig,
 };
 use proptest::prelude::*;
 use std::cell::RefCell;
@@ -347,7 +347,11 @@ impl World {
             .expect("the whole reservation comes back");
         assert_eq!(pfn, area.base());
         self.verify();
-        assert!(self.movable.values().all(|&(p, o)| !self.in_cma(p, o.pages())));
+        assert!(
+            self.movable
+                .values()
+                .all(|&(p, o)| !self.in_cma(p, o.pages()))
+        );
         self.free(0, self.movable.len());
         self.zone.check().unwrap();
     }
@@ -902,7 +906,11 @@ fn a_cma_reservation_lends_its_memory_to_movable_allocations_only() {
     // fail: no fallback reaches it.
     let mut taken = 0;
     while w
-        .alloc(0, Order::ZERO, [MigrateType::Unmovable, MigrateType::Reclaimable][taken % 2])
+        .alloc(
+            0,
+            Order::ZERO,
+            [MigrateType::Unmovable, MigrateType::Reclaimable][taken % 2],
+        )
         .is_some()
     {
         taken += 1;
@@ -917,7 +925,9 @@ fn a_cma_reservation_lends_its_memory_to_movable_allocations_only() {
     ));
     // Movable allocations borrow it.
     for _ in 0..8 {
-        let pfn = w.alloc(0, Order::new(3).unwrap(), MigrateType::Movable).unwrap();
+        let pfn = w
+            .alloc(0, Order::new(3).unwrap(), MigrateType::Movable)
+            .unwrap();
         assert!(w.in_cma(pfn, 8));
     }
     assert_eq!(w.zone.stats().cma_free, 0);
@@ -928,7 +938,10 @@ fn a_cma_reservation_lends_its_memory_to_movable_allocations_only() {
         w.cma_alloc(64, Order::ZERO),
         Err(AllocError::OutOfMemory(_))
     ));
-    assert_eq!(before.difference(&buddy_sim::testing::Snapshot::of(&w.zone)), None);
+    assert_eq!(
+        before.difference(&buddy_sim::testing::Snapshot::of(&w.zone)),
+        None
+    );
     // With room outside, the borrowers move out (data and all) and the run comes back.
     while !w.fixed.is_empty() {
         w.free(0, w.movable.len());
@@ -950,14 +963,18 @@ fn movable_allocations_use_the_reservation_first_once_it_holds_most_free_memory(
     let mut w = with_reservation();
     // 64 of 256 free frames are in the reservation: movable allocations take their own
     // pageblocks first.
-    let pfn = w.alloc(0, Order::new(4).unwrap(), MigrateType::Movable).unwrap();
+    let pfn = w
+        .alloc(0, Order::new(4).unwrap(), MigrateType::Movable)
+        .unwrap();
     assert!(!w.in_cma(pfn, 16));
     // Fill all but 32 frames outside: the reservation holds 64 of 96 free frames, over
     // half, and the next movable allocation is served from it (Linux's balance).
     while w.zone.free_pages_total() - 64 > 32 {
         w.alloc(0, Order::ZERO, MigrateType::Unmovable).unwrap();
     }
-    let pfn = w.alloc(0, Order::new(4).unwrap(), MigrateType::Movable).unwrap();
+    let pfn = w
+        .alloc(0, Order::new(4).unwrap(), MigrateType::Movable)
+        .unwrap();
     assert!(w.in_cma(pfn, 16));
     w.verify();
     w.free_everything();
@@ -995,7 +1012,10 @@ fn a_reservation_is_made_around_movable_pages_and_refused_around_pinned_ones() {
             order: Order::new(4).unwrap()
         })
     );
-    assert_eq!(before.difference(&buddy_sim::testing::Snapshot::of(&w.zone)), None);
+    assert_eq!(
+        before.difference(&buddy_sim::testing::Snapshot::of(&w.zone)),
+        None
+    );
     // A request naming an area that is not a reservation of this zone, or naming one
     // without being contiguous, is refused.
     let other = BoxedZone::new_boxed(ZoneConfig {
@@ -1021,6 +1041,9 @@ fn a_reservation_is_made_around_movable_pages_and_refused_around_pinned_ones() {
             buddy_sim::RequestConflict::CmaWithoutContiguous
         ))
     );
-    assert_eq!(before.difference(&buddy_sim::testing::Snapshot::of(&w.zone)), None);
+    assert_eq!(
+        before.difference(&buddy_sim::testing::Snapshot::of(&w.zone)),
+        None
+    );
     w.free_everything();
 }

@@ -82,7 +82,13 @@ where
         let covering = Order::covering(nr).unwrap_or(Order::ZERO);
         fault_inside(nr, covering, request.fault)?;
         let within = request.cma;
-        let pfn = self.contig_pages(pcp, (nr, align), page, within, &mut MigrateCallback(migrate))?;
+        let pfn = self.contig_pages(
+            pcp,
+            (nr, align),
+            page,
+            within,
+            &mut MigrateCallback(migrate),
+        )?;
         let Some(clearing) = clearing else {
             return Ok(pfn);
         };
@@ -150,7 +156,10 @@ where
             // Outside a reservation's search, its pageblocks are in the way.
             let reserved = within
                 .is_none()
-                .then(|| m.pageblocks(candidate.clone()).find(|b| m.pageblock(b.start).cma))
+                .then(|| {
+                    m.pageblocks(candidate.clone())
+                        .find(|b| m.pageblock(b.start).cma)
+                })
                 .flatten();
             let tried = match reserved {
                 Some(b) => Err(ContigError::Busy(m.pfn(b.end - 1))),

@@ -47,7 +47,10 @@ where
         // The caller allocated the run inside the zone.
         if let Ok(pages) = m.range(pfn, nr) {
             let mut free = self.lock_zone();
-            if let Some(b) = m.pageblocks(pages.clone()).find(|b| m.pageblock(b.start).cma) {
+            if let Some(b) = m
+                .pageblocks(pages.clone())
+                .find(|b| m.pageblock(b.start).cma)
+            {
                 taken = Err(m.pfn(b.start));
             } else {
                 let reserved = Pageblock {

@@ -202,7 +202,12 @@ impl FreeArea {
 
     /// [`FreeArea::rmqueue_smallest`] from free-list index `list`.
     #[inline]
-    fn rmqueue_list(&mut self, m: FrameMap<'_>, order: Order, list: u8) -> Option<(FrameIdx, bool)> {
+    fn rmqueue_list(
+        &mut self,
+        m: FrameMap<'_>,
+        order: Order,
+        list: u8,
+    ) -> Option<(FrameIdx, bool)> {
         let l = list as usize;
         let o = (order.get()..=m.cfg.max_order.get())
             .find(|&o| !self.lists[o as usize][l].is_empty())?;
