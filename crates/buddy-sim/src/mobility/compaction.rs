@@ -126,21 +126,24 @@ where
         stats
     }
 
-    /// Direct compaction for an allocation's slow path: unless deferred after earlier
-    /// failures (`compaction_deferred`), drains `pcp`'s lists (every CPU's for a locked
-    /// handle) and compacts from where the last compaction stopped until a free block of
-    /// `order` exists or the scanners meet.
+    /// Direct compaction for an allocation of `order` in its slow path: unless deferred
+    /// after earlier failures for that order (`compaction_deferred`), drains `pcp`'s lists
+    /// (every CPU's for a locked handle) and compacts from where the last compaction
+    /// stopped until a free block of `goal` exists (the allocation's order, or in defrag
+    /// mode the pageblock order its fallback needs) or the scanners meet. Deferral is by
+    /// the allocation's order, as Linux's: failed huge-page compactions do not defer the
+    /// compaction a small allocation runs before it would fragment.
     pub(crate) fn compact_direct(
         &self,
         pcp: CpuLists<'_, R>,
-        order: Order,
+        (order, goal): (Order, Order),
         migrate: &mut impl Migrate,
     ) -> CompactStats {
         if self.lock_zone().compaction_deferred(order) {
             return CompactStats::default();
         }
         self.drain_reachable(pcp);
-        let stats = self.compact_resuming(Goal::Order(order), u64::MAX, migrate);
+        let stats = self.compact_resuming(Goal::Order(goal), u64::MAX, migrate);
         let mut free = self.lock_zone();
         if stats.success {
             free.compaction_succeeded(order);

@@ -214,7 +214,8 @@ where
             // only feeds it: freed pages scattered over pageblocks make no block).
             let progress = match hooks.compact.as_deref_mut() {
                 Some(migrate) if goal > Order::ZERO => {
-                    let done = self.compact_direct(pcp, goal, &mut MigrateCallback(migrate));
+                    let done =
+                        self.compact_direct(pcp, (order, goal), &mut MigrateCallback(migrate));
                     retry = self.alloc_fast(pcp, order, prefer, mt, fallback, false);
                     if !oom(&retry) {
                         return retry;

@@ -244,7 +244,7 @@ impl FreeArea {
                 let claimed = mt.claims_on_fallback(o, m.cfg.pageblock_order)
                     && self.try_claim(m, idx, o, mt, from);
                 if !claimed {
-                    self.fallbacks.count_steal(mt);
+                    self.fallbacks.count_steal(mt, from);
                 }
                 Some((o, idx))
             })
@@ -374,9 +374,9 @@ impl FreeArea {
         order: Order,
         mt: MigrateType,
     ) -> Option<(FrameIdx, bool)> {
-        let (o, idx) = (order.get()..=m.cfg.max_order.get())
-            .find_map(|o| Some((o, self.suitable_fallback(Order(o), mt)?.1)))?;
-        self.fallbacks.count_steal(mt);
+        let (o, (from, idx)) = (order.get()..=m.cfg.max_order.get())
+            .find_map(|o| Some((o, self.suitable_fallback(Order(o), mt)?)))?;
+        self.fallbacks.count_steal(mt, from);
         Some((idx, self.take_split(m, idx, Order(o), order)))
     }
 

@@ -67,6 +67,11 @@ pub struct FallbackCounts {
     pub reclaimable_steals: u64,
     /// The same for movable allocations (compaction can move them back out).
     pub movable_steals: u64,
+    /// Of the unmovable and reclaimable steals, those out of a movable pageblock (Linux's
+    /// unmovable-from-movable `mm_page_alloc_extfrag` events): the ones that pin a
+    /// pageblock compaction could otherwise empty. A steal between unmovable and
+    /// reclaimable pageblocks pins nothing new.
+    pub steals_from_movable: u64,
     /// Fallbacks below the pageblock order that raised the watermark boost.
     pub boosts: u64,
 }
@@ -77,11 +82,16 @@ impl FallbackCounts {
         unmovable_steals: 0,
         reclaimable_steals: 0,
         movable_steals: 0,
+        steals_from_movable: 0,
         boosts: 0,
     };
 
-    /// An allocation of `mt` took a block without claiming its pageblock.
-    pub(crate) fn count_steal(&mut self, mt: MigrateType) {
+    /// An allocation of `mt` took a block out of a pageblock of type `from` without claiming
+    /// it.
+    pub(crate) fn count_steal(&mut self, mt: MigrateType, from: MigrateType) {
+        if mt != MigrateType::Movable && from == MigrateType::Movable {
+            self.steals_from_movable += 1;
+        }
         match mt {
             MigrateType::Unmovable => self.unmovable_steals += 1,
             MigrateType::Reclaimable => self.reclaimable_steals += 1,
