@@ -1190,3 +1190,47 @@ mod tests {
         );
     }
 }
+#[cfg(test)]
+mod probe {
+    use super::*;
+
+    #[test]
+    #[ignore]
+    fn probe_steals_by_phase() {
+        let frames = 1 << 19;
+        let mut region = Region::new((frames as usize + 1) * 4096);
+        let base = (region.as_mut_slice().as_mut_ptr() as usize).next_multiple_of(4096);
+        let ram = unsafe { OffsetMap::new(base.wrapping_sub(START as usize * 4096)) };
+        let seed: u64 = std::env::var("SEED")
+            .ok()
+            .and_then(|s| s.parse().ok())
+            .unwrap_or(7);
+        let mut s = Stress::new(Row::Defrag, frames, &ram, seed);
+        s.fill();
+        eprintln!(
+            "fill: steals {:?} polluted {:.3}",
+            s.steals(),
+            s.polluted_pageblocks()
+        );
+        let requests = (frames * 95 / 100) >> HUGE;
+        let p1 = s.pass(requests, 16);
+        eprintln!(
+            "p1 {} steals {:?} polluted {:.3}",
+            p1.got,
+            s.steals(),
+            s.polluted_pageblocks()
+        );
+        let p2 = s.pass(requests, 16);
+        eprintln!(
+            "p2 {} steals {:?} polluted {:.3}",
+            p2.got,
+            s.steals(),
+            s.polluted_pageblocks()
+        );
+        while !s.processes.is_empty() {
+            s.exit(0);
+        }
+        let p3 = s.pass(requests, 0);
+        eprintln!("p3 {} steals {:?}", p3.got, s.steals());
+    }
+}

@@ -2,8 +2,9 @@
 //! another CPU than the allocation, draining every CPU's lists while others allocate,
 //! refills and drains past `high`, two CPUs freeing the same page or run, background
 //! zeroing racing allocation and free, compaction racing the owner's free and
-//! allocation of movable pages, and an offline racing allocation and free on another CPU. The zone is the real one; under `cfg(loom)` its
-//! atomics and locks are loom's (`crate::sync`).
+//! allocation of movable pages, an offline racing allocation and free on another CPU, and a
+//! CMA reservation racing an unmovable allocation. The zone is the real one; under
+//! `cfg(loom)` its atomics and locks are loom's (`crate::sync`).
 //!
 //! The frees are `unsafe` (a wrong one could make a zone write memory in use): each model
 //! frees what its thread holds, and the races of two frees of one page or run run on zones
@@ -754,4 +755,87 @@ fn offline_without_isolating(z: &LoomZone) -> Result<u64, ContigError> {
 #[should_panic(expected = "handed out from an offlined range")]
 fn loom_an_offline_without_isolation_hands_out_an_offlined_frame() {
     offline_races_allocation(offline_without_isolating);
+}
+
+/// How a model reserves the upper half of the zone for CMA: the real `reserve_cma_at`, or
+/// the negative control's.
+type Reserver = fn(&LoomZone) -> Result<crate::cma::CmaArea, ContigError>;
+
+/// With the zone's lower half allocated, CPU 1 allocates an unmovable page (from the upper
+/// half) and keeps it, while CPU 0 reserves the upper half for CMA. Either may win, but an
+/// unmovable page never sits inside a reservation: the reservation fails on CPU 1's page,
+/// or CPU 1's allocation finds no memory.
+fn reservation_races_allocation(reserve: Reserver) {
+    loom::model(move || {
+        let z = hotplug_zone();
+        let lower = Order(3);
+        z.alloc_pages_at_as(START, lower, crate::migratetype::MigrateType::Unmovable)
+            .unwrap();
+        let cpu1 = on_another_thread(&z, |z| z.alloc_pages(1, O0).ok());
+        let reserved = reserve(&z);
+        let held = cpu1.join().unwrap();
+        if let (Ok(area), Some(p)) = (reserved, held) {
+            assert!(
+                !area.contains(p, 1),
+                "an unmovable page at {p} inside the reservation"
+            );
+        }
+        if let Some(p) = held {
+            // SAFETY: see the module docs.
+            unsafe { z.free_pages(1, p, O0) }.unwrap();
+        }
+        // SAFETY: the model's block, never used.
+        unsafe { z.free_pages(0, START, lower) }.unwrap();
+        z.drain_all();
+        z.check().unwrap();
+        let reserved_frames = z.stats().cma_reserved;
+        assert_eq!(reserved_frames, if reserved.is_ok() { 8 } else { 0 });
+    });
+}
+
+#[test]
+fn loom_a_cma_reservation_races_an_unmovable_allocation() {
+    reservation_races_allocation(|z| {
+        let mut refuse = |_: &crate::migrate::Migration| false;
+        z.reserve_cma_at(0, Pfn(START.0 + 8), 8, &mut refuse)
+    });
+}
+
+/// A reservation that looks (every frame free) and then marks the pageblocks, without
+/// taking the range first: an allocation can take a frame between the look and the mark,
+/// and then holds an unmovable page inside the reservation. What taking the range (as
+/// `alloc_contig_range` does, under isolation) exists to prevent.
+fn reserve_without_taking(z: &LoomZone) -> Result<crate::cma::CmaArea, ContigError> {
+    use crate::frame::FrameState;
+    use crate::migratetype::{MigrateType, Pageblock};
+    let m = z.map();
+    let range = FrameIdx(8)..FrameIdx(16);
+    z.drain_all();
+    {
+        let _look = z.lock_zone();
+        if let Some((i, _)) = m
+            .heads(range.start, range.end)
+            .find(|(_, w)| w.state() != FrameState::Buddy)
+        {
+            return Err(ContigError::Busy(m.pfn(i)));
+        }
+    }
+    let mut free = z.lock_zone();
+    let reserved = Pageblock {
+        cma: true,
+        ..Pageblock::of(MigrateType::Movable)
+    };
+    for block in m.pageblocks(range) {
+        free.set_pageblock(m, block.start, reserved);
+    }
+    free.add_cma_reserved(8);
+    Ok(crate::cma::CmaArea::new(Pfn(START.0 + 8), 8))
+}
+
+/// The negative control: loom must find the interleaving where CPU 1 allocates between the
+/// look and the mark.
+#[test]
+#[should_panic(expected = "inside the reservation")]
+fn loom_a_reservation_without_taking_the_range_is_caught() {
+    reservation_races_allocation(reserve_without_taking);
 }
