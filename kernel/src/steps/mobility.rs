@@ -9,7 +9,10 @@
 //! free 2 MiB block is left. Then `compact` must make one, and `alloc_contig_pages` must take
 //! an aligned 2 MiB block (frozen where [`Platform::CONTIG_FROZEN`]), both moving pages
 //! through [`MovingMap`]: it unmaps the page (flushing the TLB), copies it, and maps the copy
-//! at the same address. Every page must read back its stamps through the moved mapping.
+//! at the same address. Every page must read back its stamps through the moved mapping. The
+//! fill also borrowed node 0's CMA reservation (made at boot, `hugetlb_cma=`): `cma_alloc` (a
+//! run [`from_cma`](AllocRequest::from_cma) the reservation) must take it back whole, moving
+//! the mapped pages inside it the same way.
 
 use super::*;
 use buddy_sim::AllocError;
@@ -293,6 +296,8 @@ impl<P: Platform> Kernel<P> {
             "alloc_contig_pages: {how}2 MiB blocks at pfn {a} ({moved_a} pages migrated out of its way) and {b} ({moved_b} migrated); every page read back; given back with {free}"
         );
 
+        self.cma_part(&mut mover);
+
         // Teardown: unmap, forget the table, give the pages back.
         let gone = mover
             .table
@@ -406,6 +411,52 @@ impl<P: Platform> Kernel<P> {
             order.get(),
             mz.config().max_order.get(),
             mover.moved
+        );
+    }
+
+    /// The CMA reservation's part (`cma_alloc`): the fill borrowed the reservation's
+    /// memory, some of the movable region's pages among it; a run of the whole reservation
+    /// [`from_cma`](AllocRequest::from_cma) takes it back, migrating those pages out under
+    /// their mappings, which must then read back; the run goes back to the reservation.
+    fn cma_part(&mut self, mover: &mut MovingMap<'_, P>) {
+        let Some(area) = cma_area() else {
+            fail::<P>(Step::Mobility, format_args!("no CMA reservation"));
+        };
+        let zone = self.zone;
+        let inside = SLOT_PFN
+            .iter()
+            .filter(|p| area.contains(Pfn(p.load(Ordering::Relaxed)), 1))
+            .count() as u64;
+        let before = mover.moved;
+        let request = AllocRequest::frames(area.pages())
+            .contiguous(mover)
+            .from_cma(area);
+        let run = zone
+            .cpu(0)
+            .map_err(AllocError::from)
+            .and_then(|cpu| cpu.alloc_raw(request))
+            .unwrap_or_else(|e| fail::<P>(Step::Mobility, format_args!("cma_alloc: {e}")));
+        let moved = mover.moved - before;
+        let still = SLOT_PFN
+            .iter()
+            .filter(|p| area.contains(Pfn(p.load(Ordering::Relaxed)), 1))
+            .count();
+        if run != area.base() || inside == 0 || moved < inside || still != 0 {
+            fail::<P>(
+                Step::Mobility,
+                format_args!(
+                    "cma_alloc: run at {run} of the reservation at {}, {inside} mapped pages inside before, {moved} moved, {still} inside after",
+                    area.base()
+                ),
+            );
+        }
+        self.check_slots();
+        // SAFETY: the run was allocated just above and never written.
+        unsafe { zone.free_contig_range(0, run, area.pages()) }
+            .unwrap_or_else(|e| fail::<P>(Step::Mobility, format_args!("{e}")));
+        println!(
+            "cma_alloc: the whole {} MiB reservation taken back after migrating {moved} pages ({inside} mapped pages of the movable region borrowed it); every page read back; given back to the reservation",
+            (area.pages() * PAGE) >> 20
         );
     }
 

@@ -4,7 +4,7 @@
 use super::*;
 
 use buddy_sim::{
-    Frame, FrameClearer, NodeId, NodeSet, OffsetMap, Order, PerCpu, Pfn, Zone, ZoneConfig,
+    CmaArea, Frame, FrameClearer, NodeId, NodeSet, OffsetMap, Order, PerCpu, Pfn, Zone, ZoneConfig,
 };
 use pte_batch::mm_types::FrameRange;
 use spin::Once;
@@ -50,6 +50,13 @@ static MOVABLE_PCPS: [PerCpu; CPUS] = [const { PerCpu::new() }; CPUS];
 
 /// The movable-only zone, if node 0 had the memory for it.
 static MOVABLE_ZONE: Once<KernelZone> = Once::new();
+
+/// Frames of node 0's zone reserved for CMA at boot (Linux's `hugetlb_cma=`): 4 MiB, one
+/// MAX_ORDER block.
+pub const CMA_PAGES: u64 = 1024;
+
+/// Node 0's CMA reservation, once [`make_zones`] has made it.
+static CMA_AREA: Once<CmaArea> = Once::new();
 
 /// The node set every core allocates from, set up once by the boot core.
 static NODE_SET: Once<KernelNodes> = Once::new();
@@ -137,6 +144,37 @@ pub fn make_zones<P: Platform>(
             z
         });
     }
+    // `hugetlb_cma=`: node 0 sets memory aside for gigantic runs, lent to movable pages; as
+    // Linux's (memblock allocates top-down), from the highest aligned range that is usable.
+    let area = CMA_AREA.call_once(|| {
+        let mut nothing_to_move = |_: &buddy_sim::Migration| false;
+        let z0 = set
+            .zones()
+            .next()
+            .unwrap_or_else(|| fail::<P>(Step::Zone, format_args!("no zone on node 0")));
+        let (start, end) = (
+            z0.config().start.0,
+            z0.config().start.0 + z0.config().nr_pages,
+        );
+        let mut at = end & !(CMA_PAGES - 1);
+        loop {
+            at = match at.checked_sub(CMA_PAGES) {
+                Some(a) if a >= start => a,
+                _ => fail::<P>(
+                    Step::Zone,
+                    format_args!("no usable {CMA_PAGES} frames for a CMA reservation"),
+                ),
+            };
+            if let Ok(area) = z0.reserve_cma_at(0, Pfn(at), CMA_PAGES, &mut nothing_to_move) {
+                break area;
+            }
+        }
+    });
+    println!(
+        "buddy-sim: CMA reservation (hugetlb_cma) of {} MiB from pfn {:#x} in node 0's zone",
+        (area.pages() * PAGE) >> 20,
+        area.base().0
+    );
     let mut whole = [Blocks::default(); NODES];
     for (i, z) in set.zones().enumerate() {
         whole[i] = z.buddy_blocks_per_order();
@@ -166,6 +204,11 @@ fn movable_carve(span: FrameRange, usable: &[FrameRange]) -> Option<core::ops::R
             .iter()
             .any(|r| r.start.0 <= start && end <= r.start.0 + r.pages))
     .then_some(start..end)
+}
+
+/// Node 0's CMA reservation, if [`make_zones`] made it.
+pub fn cma_area() -> Option<CmaArea> {
+    CMA_AREA.get().copied()
 }
 
 /// The movable-only zone, if [`make_zones`] made one.
