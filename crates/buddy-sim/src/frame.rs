@@ -431,6 +431,7 @@ pub struct FrameInfo {
     /// movable block compaction is migrating at that instant.
     pub frozen: bool,
     /// Of an allocated head, the kind of allocation; of a free head, the free lists it is on
-    /// (`None`: the isolated lists of a pageblock being isolated); else unspecified.
+    /// (`None`: the isolated lists of a pageblock being isolated, or a CMA reservation's
+    /// lists); else unspecified.
     pub migratetype: Option<MigrateType>,
 }

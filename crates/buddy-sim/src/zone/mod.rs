@@ -562,13 +562,14 @@ where
             .map(|l| l.iter().map(List::len).sum())
     }
 
-    /// Free blocks per order in the buddy on `mt`'s lists (isolated pageblocks' blocks are
-    /// on none of them).
+    /// Free blocks per order in the buddy on `mt`'s lists (isolated pageblocks' and CMA
+    /// reservations' blocks are on none of them).
     pub fn buddy_blocks_of_type(&self, mt: MigrateType) -> [u32; MAX_SUPPORTED_ORDER as usize + 1] {
         self.free.lock().lists().map(|l| l[mt as usize].len())
     }
 
-    /// The type of the pageblock holding `pfn`, and whether it is isolated.
+    /// The type of the pageblock holding `pfn`, and whether it is isolated (a CMA
+    /// reservation's pageblocks are movable: [`Zone::stats`] counts them).
     ///
     /// # Errors
     /// [`MapError::OutOfZone`].
