@@ -571,42 +571,42 @@ fn movable_zones_take_movable_blocks_only() {
 #[test]
 fn each_node_reserves_for_gigantic_pages_and_serves_them_from_its_reservation() {
     let t = Topology::uniform(2, &[NodeId(0), NodeId(1)]).unwrap();
-    let set = node_set(t, &[(0, 256), (1, 256)]);
+    let set = node_set(t, &[(0, 128), (1, 128)]);
     let mut refuse = |_: &Migration| false;
     let areas: Vec<CmaArea> = (0..2u8)
         .map(|n| {
             let area = set
-                .reserve_cma(NodeId(n), 0, 64, o(6), &mut refuse)
+                .reserve_cma(NodeId(n), 0, 32, o(5), &mut refuse)
                 .unwrap();
             assert_eq!(node_of(&set, area.base()), NodeId(n));
-            assert!(area.base().0.is_multiple_of(64) && area.pages() == 64);
+            assert!(area.base().0.is_multiple_of(32) && area.pages() == 32);
             area
         })
         .collect();
     assert_eq!(
-        set.reserve_cma(NodeId(2), 0, 64, o(6), &mut refuse),
+        set.reserve_cma(NodeId(2), 0, 32, o(5), &mut refuse),
         Err(AllocError::BadNode(2))
     );
-    assert_eq!(set.node_stats(NodeId(1)).unwrap().cma_reserved, 64);
+    assert_eq!(set.node_stats(NodeId(1)).unwrap().cma_reserved, 32);
     // Unmovable pages fill everything outside the reservations, then fail.
     let mut unmovable = 0;
     while let Ok(pfn) = set.alloc_pages(0, Order::ZERO, NodePolicy::Local) {
         assert!(areas.iter().all(|a| !a.contains(pfn, 1)), "{pfn}");
         unmovable += 1;
     }
-    assert_eq!(unmovable, 512 - 128);
+    assert_eq!(unmovable, 256 - 64);
     // Movable blocks borrow the reservations.
-    for key in 1..=32 {
+    for key in 1..=16 {
         set.alloc_raw(0, AllocRequest::order(o(2)).movable(key))
             .unwrap();
     }
     // Room outside for the borrowers to go to: a pageblock of node 1 freed.
-    let node1 = set.zone_of(Pfn(0x1100)).unwrap().config().start.0;
-    let first_free = (node1..node1 + 256)
+    let node1 = set.zone_of(Pfn(0x1080)).unwrap().config().start.0;
+    let first_free = (node1..node1 + 128)
         .map(Pfn)
         .find(|&p| !areas[1].contains(p, 1))
         .unwrap();
-    for p in first_free.0..first_free.0 + 64 {
+    for p in first_free.0..first_free.0 + 32 {
         // SAFETY: the test's page, never used.
         let _ = unsafe { set.free_pages(0, Pfn(p), Order::ZERO) };
     }
@@ -620,8 +620,8 @@ fn each_node_reserves_for_gigantic_pages_and_serves_them_from_its_reservation() 
     let run = set
         .alloc_raw(
             0,
-            AllocRequest::frames(64)
-                .aligned(o(6))
+            AllocRequest::frames(32)
+                .aligned(o(5))
                 .contiguous(&mut mover)
                 .from_cma(areas[1])
                 .policy(NodePolicy::Bind(NodeId(0))),
