@@ -1016,6 +1016,28 @@ fn a_reservation_is_made_around_movable_pages_and_refused_around_pinned_ones() {
         before.difference(&buddy_sim::testing::Snapshot::of(&w.zone)),
         None
     );
+    // Lengths the zone cannot hold, up to the end of the pfn space, and a range outside it.
+    for nr in [0, 4096, u64::MAX - 3, u64::MAX] {
+        let r = w.zone.reserve_cma(0, nr, Order::ZERO, &mut refuse);
+        assert!(
+            matches!(r, Err(AllocError::ZeroPages | AllocError::OutOfMemory(_))),
+            "{nr}: {r:?}"
+        );
+    }
+    assert_eq!(
+        w.zone
+            .reserve_cma_at(0, Pfn(u64::MAX - 15), 16, &mut refuse),
+        Err(ContigError::Overflow)
+    );
+    assert_eq!(
+        w.zone
+            .reserve_cma_at(0, Pfn(u64::MAX - 31), 16, &mut refuse),
+        Err(ContigError::OutOfZone(Pfn(u64::MAX - 31)))
+    );
+    assert_eq!(
+        before.difference(&buddy_sim::testing::Snapshot::of(&w.zone)),
+        None
+    );
     // A request naming an area that is not a reservation of this zone, or naming one
     // without being contiguous, is refused.
     let other = BoxedZone::new_boxed(ZoneConfig {

@@ -89,8 +89,8 @@ where
     ///
     /// # Errors
     /// As a contiguous run's allocation ([`Cpu::alloc_raw`]): [`AllocError::ZeroPages`],
-    /// [`AllocError::OutOfMemory`] when no candidate could be taken, [`AllocError::OrderTooLarge`]
-    /// for a length that overflows when rounded. Nothing is reserved then.
+    /// [`AllocError::OutOfMemory`] when no candidate could be taken (a length past the pfn
+    /// space included). Nothing is reserved then.
     pub fn reserve_cma(
         &self,
         nr: u64,
@@ -100,10 +100,7 @@ where
         let pb = self.zone.cfg.pageblock_order;
         let nr = nr
             .checked_next_multiple_of(pb.pages())
-            .ok_or(AllocError::OrderTooLarge {
-                order: u8::MAX,
-                max: self.zone.cfg.max_order.get(),
-            })?;
+            .ok_or(AllocError::OutOfMemory(self.zone.cfg.max_order))?;
         let page = Word::allocated(0);
         loop {
             let pfn =
