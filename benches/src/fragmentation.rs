@@ -1126,6 +1126,17 @@ impl Section for Fragmentation {
             "Counts from seeded runs (deterministic per seed); the spread is over seeds, not \
              repetitions. Nothing here is timed but the requests' cost against the copy floor.",
         );
+        goals.note(
+            "Where defrag mode falls short, and why: pass 3 is bounded by the pageblocks \
+             polluted after pass 2 (slab cannot move, and a pageblock holding one slab page \
+             is no 2 MiB block), and that pollution is the steals out of movable pageblocks \
+             (in brackets in the table above). Each is defrag mode's last resort, as in Linux \
+             6.15 (just before the OOM killer): taken when reclaim finds no page cache left \
+             and direct compaction no free target above its migrate scanner, while passes 1 \
+             and 2 hold about two thirds of memory as huge pages under a churn that commits up \
+             to 60% of it to processes. Linux's defrag_mode reduces these fallbacks; it does \
+             not end them (Weiner's series: 82 -> 46).",
+        );
         vec![t, goals]
     }
 }
