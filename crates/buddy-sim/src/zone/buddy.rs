@@ -215,9 +215,10 @@ impl FreeArea {
         Some((idx, self.take_split(m, idx, Order(o), order)))
     }
 
-    /// Takes the smallest block known zero of at least `order` on `mt`'s lists (a movable
-    /// allocation's: or on the CMA lists), else on its fallbacks' as `fallback` allows (claiming the pageblock for `mt` where an allocation
-    /// would), split down (the halves stay known zero), or `None` if the buddy has none.
+    /// Takes the smallest block known zero of at least `order` on `mt`'s lists (for a
+    /// movable allocation, then on the CMA lists), else on its fallbacks' as `fallback`
+    /// allows (claiming the pageblock for `mt` where an allocation would), split down (the
+    /// halves stay known zero), or `None` if the buddy has none.
     #[inline]
     pub(crate) fn rmqueue_zeroed(
         &mut self,
