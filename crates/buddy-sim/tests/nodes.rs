@@ -607,8 +607,9 @@ fn each_node_reserves_for_gigantic_pages_and_serves_them_from_its_reservation() 
         .find(|&p| !areas[1].contains(p, 1))
         .unwrap();
     for p in first_free.0..first_free.0 + 32 {
-        // SAFETY: the test's page, never used.
-        let _ = unsafe { set.free_pages(0, Pfn(p), Order::ZERO) };
+        // SAFETY: the test's page (the unmovable fill took every frame outside the
+        // reservations), never used.
+        unsafe { set.free_pages(0, Pfn(p), Order::ZERO) }.unwrap();
     }
     let mut moved = 0;
     let mut mover = |_: &Migration| {

@@ -133,6 +133,7 @@ where
         if let Some(at) = [pfn, end].into_iter().find(|&p| !pb.aligns(p)) {
             return Err(ContigError::Misaligned { pfn: at, order: pb });
         }
+        // A look before anything moves (`activate_cma` decides under the zone lock).
         if let Some(b) = m.pageblocks(pages).find(|b| m.pageblock(b.start).cma) {
             return Err(ContigError::InCma(m.pfn(b.start)));
         }
