@@ -376,6 +376,12 @@ pub fn stage(root: &Path) -> Result<String, String> {
                     }
                 }
             }
+            // Both allocators' kernels are booted: the configuration's build directory is
+            // not needed again in this run.
+            let build_dir = format!("target/arceos/{}-{cpus}cpu/target", arch.name);
+            if let Some(r) = crate::disk::reclaim(root, &[&build_dir])? {
+                println!("    {r}");
+            }
         }
     }
     let configurations = ARCHS.len() * 2;

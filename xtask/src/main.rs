@@ -3,6 +3,7 @@
 
 mod arceos;
 mod cmd;
+mod disk;
 mod fuzz;
 mod layers;
 mod package;

@@ -2,8 +2,8 @@
 //! first failure stops the run. The last line is `stages: N passed, M failed`.
 
 use crate::cmd::{self, MSRV, cargo, msrv_cargo, nightly_cargo};
-use crate::setup;
 use crate::x86_kernel::{Accel, Kvm, boot_x86, build_x86_kernel, kvm};
+use crate::{disk, setup};
 use std::path::Path;
 use std::process::ExitCode;
 use std::time::Instant;
@@ -46,72 +46,91 @@ type StageResult = Result<String, String>;
 struct Stage {
     name: &'static str,
     run: fn(&Path, &Options) -> StageResult,
+    /// Build directories (relative to the workspace root) that only this stage uses: removed
+    /// once it passes if the disk is nearly full ([`disk::reclaim`]).
+    scratch: &'static [&'static str],
 }
 
 const STAGES: [Stage; 16] = [
     Stage {
         name: "setup",
         run: |root, _| setup::run(root),
+        scratch: &[],
     },
     Stage {
         name: "fmt",
         run: fmt,
+        scratch: &[],
     },
     Stage {
         name: "layers",
         run: |root, _| crate::layers::run(root),
+        scratch: &[],
     },
     Stage {
         name: "clippy",
         run: clippy,
+        scratch: &[],
     },
     Stage {
         name: "test",
         run: test,
+        scratch: &[],
     },
     Stage {
         name: "no-std",
         run: no_std,
+        scratch: &[],
     },
     Stage {
         name: "doc",
         run: doc,
+        scratch: &[],
     },
     Stage {
         name: "package",
         run: |root, _| crate::package::run(root),
+        scratch: &["target/package", "target/package-test"],
     },
     Stage {
         name: "msrv",
         run: msrv,
+        scratch: &["target/msrv"],
     },
     Stage {
         name: "qemu",
         run: qemu,
+        scratch: &["target/aarch64-unknown-linux-gnu"],
     },
     Stage {
         name: "bare-metal",
         run: bare_metal,
+        scratch: &[],
     },
     Stage {
         name: "arceos",
         run: |root, _| crate::arceos::stage(root),
+        scratch: &["target/arceos"],
     },
     Stage {
         name: "loom",
         run: loom,
+        scratch: &["target/loom"],
     },
     Stage {
         name: "miri",
         run: miri,
+        scratch: &["target/miri"],
     },
     Stage {
         name: "fuzz",
         run: fuzz,
+        scratch: &["fuzz/target"],
     },
     Stage {
         name: "bench",
         run: bench,
+        scratch: &[],
     },
 ];
 
@@ -162,9 +181,17 @@ pub fn run_all(root: &Path, opts: &Options) -> ExitCode {
     let whole = Instant::now();
     let mut passed = 0;
     for (i, stage) in selected.iter().enumerate() {
-        println!("==> [{}/{total}] {}", i + 1, stage.name);
+        let free = disk::free_bytes(root).map_or_else(String::new, |b| {
+            format!(" ({} free on the disk)", disk::gib(b))
+        });
+        println!("==> [{}/{total}] {}{free}", i + 1, stage.name);
         let start = Instant::now();
-        let result = (stage.run)(root, opts);
+        let result = (stage.run)(root, opts).and_then(|note| {
+            Ok(match disk::reclaim(root, stage.scratch)? {
+                Some(r) => format!("{note}; {r}"),
+                None => note,
+            })
+        });
         let secs = start.elapsed().as_secs_f64();
         match result {
             Ok(note) => {
@@ -181,6 +208,9 @@ pub fn run_all(root: &Path, opts: &Options) -> ExitCode {
                     i + 1,
                     stage.name
                 );
+                if let Some(hint) = disk::failure_hint(root) {
+                    println!("{hint}");
+                }
                 println!("stage {} failed; the run stops here", stage.name);
                 println!("stages: {passed} passed, 1 failed");
                 return ExitCode::FAILURE;
