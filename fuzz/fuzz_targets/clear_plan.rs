@@ -5,7 +5,7 @@
 use arbitrary::Arbitrary;
 use core::num::NonZeroUsize;
 use libfuzzer_sys::fuzz_target;
-use zero_core::plan::{ChunkPlan, FaultRanges, TargetLastOrder};
+use zero_core::plan::{ChunkPlan, FAULT_RADIUS, FaultRanges, TargetLastOrder};
 use zero_core::{
     PageSize, PreemptModel, batch_pages_for_latency, non_preempt_batch_pages, reference,
 };
@@ -64,7 +64,15 @@ fuzz_target!(|input: Input| {
 
     // Fault ranges and orders: errors for bad input, exact covers otherwise.
     let n = input.npages;
-    match FaultRanges::new(n, input.fault) {
+    // Any radius: an exact cover around the fault, never a panic.
+    if let Ok(r) = FaultRanges::new(n, input.fault, input.start) {
+        assert!(r.neighbourhood.contains(&input.fault));
+        assert_eq!(
+            (r.left.start, r.left.end, r.right.start, r.right.end),
+            (0, r.neighbourhood.start, r.neighbourhood.end, n)
+        );
+    }
+    match FaultRanges::new(n, input.fault, FAULT_RADIUS) {
         Err(_) => assert!(n == 0 || input.fault >= n),
         Ok(r) => {
             assert!(r.neighbourhood.contains(&input.fault));
@@ -74,7 +82,7 @@ fuzz_target!(|input: Input| {
             );
             if n <= MAX_ORDER_PAGES {
                 let mut want = Vec::new();
-                reference::neighbourhood_last_order(n, input.fault, |p| want.push(p));
+                reference::neighbourhood_last_order(n, input.fault, FAULT_RADIUS, |p| want.push(p));
                 let got: Vec<usize> = r
                     .in_order()
                     .into_iter()

@@ -208,3 +208,39 @@ pub unsafe fn mops_set_nt(dst: *mut u8, len: usize) {
         core::ptr::write_bytes(dst, 0, len);
     }
 }
+
+/// Cleans and invalidates every data-cache line holding a byte of `buf` to the point of
+/// coherency (`dc civac` each line, the smallest line size read from CTR_EL0, then `dsb sy`):
+/// afterwards the range is in no cache and the next access to each line goes to memory. What
+/// makes memory cold for a measurement. It changes no data, so a shared borrow is enough.
+///
+/// # Safety
+/// At EL0 the operating system must let EL0 read CTR_EL0 and run `dc civac`
+/// (SCTLR_EL1.UCT and UCI, which Linux sets); at EL1 and EL2 there is no condition. Without
+/// that permission the instructions trap.
+pub unsafe fn clean_invalidate_lines(buf: &[u8]) {
+    #[cfg(not(miri))]
+    {
+        let ctr: u64;
+        // SAFETY: reading CTR_EL0 has no side effect; EL0 access is the caller's contract.
+        unsafe { asm!("mrs {}, ctr_el0", out(reg) ctr, options(nomem, nostack, preserves_flags)) };
+        // DminLine, bits 19:16: log2 of the smallest data-cache line in 4-byte words.
+        let step = 4usize << ((ctr >> 16) & 0xf);
+        let start = buf.as_ptr().addr() & !(step - 1);
+        let end = buf.as_ptr().addr().saturating_add(buf.len());
+        let mut line = start;
+        while line < end {
+            // SAFETY: `line` lies in a cache line holding a byte of `buf`, so it is mapped;
+            // `dc civac` changes no data; EL0 permission is the caller's contract.
+            unsafe { asm!("dc civac, {}", in(reg) line, options(nostack, preserves_flags)) };
+            line += step;
+        }
+        // SAFETY: dsb sy has no operands and no preconditions.
+        unsafe { asm!("dsb sy", options(nostack, preserves_flags)) };
+    }
+    #[cfg(miri)]
+    {
+        // Caches are invisible to the abstract machine: nothing to do.
+        let _ = buf;
+    }
+}

@@ -44,6 +44,8 @@ pub struct CpuFeatures {
     pub avx512f: bool,
     /// CLZERO (leaf 0x8000_0008 EBX bit 0, AMD).
     pub clzero: bool,
+    /// CLFLUSHOPT (leaf 7 EBX bit 23): cache-line flushes that pipeline, unlike `clflush`.
+    pub clflushopt: bool,
     /// Running under a hypervisor (leaf 1 ECX bit 31): reported cache sizes may be fiction.
     pub hypervisor: bool,
 }
@@ -62,11 +64,12 @@ impl CpuFeatures {
         avx2: false,
         avx512f: false,
         clzero: false,
+        clflushopt: false,
         hypervisor: false,
     };
 
     const VALID: u64 = 1 << 63;
-    const FLAGS: [fn(&Self) -> bool; 9] = [
+    const FLAGS: [fn(&Self) -> bool; 10] = [
         |f| f.erms,
         |f| f.fsrm,
         |f| f.fzrm,
@@ -76,6 +79,7 @@ impl CpuFeatures {
         |f| f.avx512f,
         |f| f.clzero,
         |f| f.hypervisor,
+        |f| f.clflushopt,
     ];
 
     fn pack(&self) -> u64 {
@@ -110,6 +114,7 @@ impl CpuFeatures {
             avx512f: flag(6),
             clzero: flag(7),
             hypervisor: flag(8),
+            clflushopt: flag(9),
         }
     }
 }
@@ -168,6 +173,7 @@ fn detect_features() -> CpuFeatures {
         f.erms = ext.has_rep_movsb_stosb();
         f.avx2 = ext.has_avx2() && os_ymm;
         f.avx512f = ext.has_avx512f() && os_zmm;
+        f.clflushopt = ext.has_clflushopt();
     }
     let max_leaf = cpuid_raw(0, 0)[0];
     if max_leaf >= 7 {
@@ -410,9 +416,15 @@ mod tests {
             avx2: true,
             avx512f: false,
             clzero: true,
+            clflushopt: false,
             hypervisor: true,
         };
         assert_eq!(CpuFeatures::unpack(f.pack()), f);
+        let g = CpuFeatures {
+            clflushopt: true,
+            ..f
+        };
+        assert_eq!(CpuFeatures::unpack(g.pack()), g);
         assert_eq!(
             CpuFeatures::unpack(CpuFeatures::BASELINE.pack()),
             CpuFeatures::BASELINE

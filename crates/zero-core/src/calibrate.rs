@@ -3,12 +3,13 @@
 //!
 //! What is measured: which temporal strategy clears fastest across cache-resident and
 //! mid-sized extents (the one whose worst ratio to the fastest at any of them is smallest),
-//! which streaming strategy clears fastest at the largest extent the scratch buffer holds,
-//! and from which extent size on the streaming one beats the temporal one at that size and
-//! every larger size measured (the streaming threshold). What is read from CPUID: only which
-//! strategies this CPU can execute ([`Strategy::is_available`]).
+//! which streaming strategy clears memory that is out of the caches fastest, from which
+//! extent size on the streaming one beats the temporal one at that size and every larger
+//! size measured (the streaming threshold), and the same on memory out of the caches (the
+//! cold threshold). What is read from CPUID: only which strategies this CPU can execute
+//! ([`Strategy::is_available`]).
 
-use crate::{Policy, Strategy, VectorUse};
+use crate::{Policy, Strategy, VectorUse, backend};
 
 /// A monotonic time source for [`Policy::calibrate`]: nanoseconds since any fixed origin (a
 /// TSC scaled by its frequency, a timer counter, `std::time::Instant`). Any `FnMut() -> u64`
@@ -41,21 +42,31 @@ const MIN_SAMPLE_NS: u64 = 50_000;
 /// it either choice is within 5% of the other, and temporal leaves the data cached), and a
 /// temporal strategy faster than the detected one by more than this to replace it.
 const STREAMING_MARGIN_PCT: u64 = 5;
-/// Samples per measurement, taken round-robin over the candidates (so a slow moment of the
-/// machine costs every candidate alike); the fastest counts (noise only ever adds time).
+/// Samples per measurement after the first, taken round-robin over the candidates (so a slow
+/// moment of the machine costs every candidate alike); the fastest counts (noise only ever
+/// adds time). The first sample of each candidate warms the caches and counts too (the
+/// fastest of them all is the warm one where the extent fits a cache).
 const SAMPLES: usize = 2;
-/// The extents the temporal strategy is chosen at: a page, 256 KiB (in every L2), and 4 MiB
-/// (past most L2s).
-const TEMPORAL_EXTENTS: [usize; 3] = [4 << 10, 256 << 10, 4 << 20];
-/// The extent the streaming strategy is chosen at (or the scratch buffer, if smaller): the
-/// largest a boot-time buffer holds, where the candidates differ as they do past the
-/// last-level cache (at 4 MiB, L3-resident, CLZERO looked faster than it is out of cache).
-const STREAMING_EXTENT: usize = 16 << 20;
+/// The extents the temporal strategy is chosen at: a page, 256 KiB (in every L2), and
+/// 2 MiB (a huge page, past most L2s).
+const TEMPORAL_EXTENTS: [usize; 3] = [4 << 10, 256 << 10, 2 << 20];
+/// The extent the streaming strategy is chosen at (or the scratch buffer, if smaller),
+/// taken out of the caches before each sample: streaming is for memory the caches do not
+/// hold, and cold is how the candidates differ there (CLZERO looks faster than it is on a
+/// cache-resident extent).
+const STREAMING_EXTENT: usize = 4 << 20;
 /// The smallest extent the threshold is searched from (streaming never wins below: it does
 /// not keep the data in the cache); then powers of four up to the scratch buffer.
 const SMALLEST_EXTENT: usize = 1 << 20;
 /// At most this many extent sizes (1 MiB to 1 TiB).
 const MAX_EXTENTS: usize = 11;
+/// The extents the cold threshold is searched among: a page, a 64 KiB folio, and 256 KiB
+/// (past which a cold clear costs the same per byte: every line comes from memory).
+const COLD_EXTENTS: [usize; 3] = [4 << 10, 64 << 10, 256 << 10];
+/// The region a cold sample clears, extent after extent, after taking it out of the caches.
+const COLD_REGION: usize = 256 << 10;
+/// Cold samples per candidate and extent, round-robin; the fastest counts.
+const COLD_SAMPLES: usize = 2;
 
 /// What [`Policy::calibrate`] measured and chose.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -95,18 +106,24 @@ impl Policy {
     }
 
     /// Measures the fastest temporal and streaming strategies among those `vectors`
-    /// permits, and the streaming threshold, on the running CPU, clearing `scratch` with
-    /// each candidate (it is left zeroed) and timing it with `clock`. Falls back to
-    /// [`Policy::detect_with`] (and says why in [`Calibration::outcome`]) when the clock is
-    /// too coarse or stopped, or `scratch` too small.
+    /// permits, the streaming threshold and the cold threshold, on the running CPU, clearing
+    /// `scratch` with each candidate (it is left zeroed) and timing it with `clock`. Falls
+    /// back to [`Policy::detect_with`] (and says why in [`Calibration::outcome`]) when the
+    /// clock is too coarse or stopped, or `scratch` too small.
     ///
     /// The scratch buffer should be pre-faulted (page faults would be timed); 16 MiB is
-    /// enough, and calibration then takes a few milliseconds (the report prints how long,
-    /// and how often ten calibrations agree). The threshold is searched among extent sizes
-    /// from 1 MiB up to the buffer's size, by powers of four; where streaming does not win by
-    /// then, the threshold is the larger of the detected one and twice the buffer. Each
-    /// extent is timed cache-warm, fastest of two samples of at least 50 µs taken
-    /// round-robin over the candidates.
+    /// enough, and calibration then takes about ten milliseconds (the report prints how
+    /// long, and how often ten calibrations agree). The temporal strategy is timed at
+    /// 4 KiB, 256 KiB and 2 MiB, cache-warm, fastest of three samples of at least 50 µs;
+    /// the streaming one on 4 MiB taken out of the caches first. The threshold is searched
+    /// among extent sizes from 1 MiB up to the buffer's size, by powers of four, from the
+    /// largest down while streaming keeps winning; where it does not win at the largest, the
+    /// threshold is the larger of the detected one and twice the buffer. The cold threshold
+    /// is searched the same way among 4 KiB, 64 KiB and 256 KiB extents of a 256 KiB region
+    /// taken out of the caches before each sample (`clflushopt`/`clflush`, `dc civac`),
+    /// cleared extent after extent as faults clear them; where streaming does not win cold
+    /// at 256 KiB, cold extents stream only from the streaming threshold. Without cache
+    /// maintenance (the portable backend, Miri) the cold threshold is the detected one.
     pub fn calibrate_with(
         vectors: VectorUse,
         scratch: &mut [u8],
@@ -149,9 +166,6 @@ impl Policy {
             clock,
             min_sample_ns: (resolution * SAMPLE_STEPS).max(MIN_SAMPLE_NS),
         };
-        // Zero the buffer once (every measurement below then writes zeros over zeros, and
-        // the first one is not charged for faults the caller left).
-        let _ = detected.temporal().clear(&mut buf[..largest]);
 
         let permitted = |s: &Strategy| vectors.permits(*s);
         let temporal = Candidates::new(
@@ -172,24 +186,49 @@ impl Policy {
                 .filter(permitted)
                 .filter(|s| s.is_non_temporal()),
         )
-        .best_everywhere(&mut timer, buf, &[STREAMING_EXTENT.min(largest)], None);
+        .coldest(&mut timer, &mut buf[..STREAMING_EXTENT.min(largest)]);
+        // From the largest extent down, while streaming keeps winning: the threshold is the
+        // smallest extent from which it wins at every larger one, so the first loss ends
+        // the search (where streaming loses at the largest, one extent is measured).
+        // The threshold search measures the largest extent first (and clears it).
+        let threshold_cleared = largest;
         let threshold = streaming.map_or(usize::MAX, |streaming| {
             let pair = Candidates::new([temporal, streaming].into_iter());
-            let mut costs = [(0u64, 0u64); MAX_EXTENTS];
-            for (cost, &n) in costs.iter_mut().zip(extents) {
+            let fallback = detected.streaming_threshold().max(largest.saturating_mul(2));
+            threshold_from(extents, fallback, |n| {
                 let c = pair.costs(&mut timer, &mut buf[..n]);
-                *cost = (c[0], c[1]);
-            }
-            streaming_threshold(extents, &costs[..count], detected.streaming_threshold())
+                wins(c[0], c[1])
+            })
         });
-        // Every clear above wrote zeros over a prefix of at most `largest` bytes, the warm-up
-        // all of it; zero the rest too, as documented.
-        let _ = Strategy::Portable.clear(&mut buf[largest..]);
+        // Cold memory: from which extent on streaming beats temporal when every line starts
+        // out of the caches (as for memory not touched in a while); where the backend cannot
+        // evict (or under Miri), the detected threshold.
+        let cold_threshold = match streaming {
+            Some(streaming) if backend::evict(&buf[..0]) => {
+                let pair = Candidates::new([temporal, streaming].into_iter());
+                let region = &mut buf[..COLD_REGION];
+                threshold_from(&COLD_EXTENTS, usize::MAX, |n| {
+                    let c = pair.cold_costs(&mut timer, region, n);
+                    wins(c[0], c[1])
+                })
+            }
+            _ => detected.cold_threshold(),
+        };
+        // Every clear above wrote zeros over a prefix: the threshold search the largest
+        // extent, else the streaming choice's extent, else the temporal choice's largest
+        // (and the cold search's region, inside those); zero the rest too, as documented.
+        let cleared = if streaming.is_some() {
+            STREAMING_EXTENT.min(largest).max(threshold_cleared)
+        } else {
+            TEMPORAL_EXTENTS[TEMPORAL_EXTENTS.len() - 1].min(largest)
+        };
+        let _ = detected.temporal().clear(&mut buf[cleared..]);
         Calibration {
             policy: detected
                 .with_temporal(temporal)
                 .with_streaming(streaming)
-                .with_streaming_threshold(threshold),
+                .with_streaming_threshold(threshold)
+                .with_cold_threshold(cold_threshold),
             outcome: CalibrationOutcome::Measured,
             clock_resolution_ns: resolution,
             elapsed_ns: timer.clock.now_ns().saturating_sub(start),
@@ -221,26 +260,58 @@ impl Candidates {
         &self.list[..self.len]
     }
 
-    /// Nanoseconds per GiB of each candidate over `buf` (same order): one untimed clear
-    /// with each temporal candidate first (so an extent that fits a cache is measured
-    /// cache-resident, as it is when cleared again and again), then [`SAMPLES`] rounds timing
-    /// every candidate once, the fastest sample of each counting.
+    /// Nanoseconds per GiB of each candidate over `buf` (same order): the temporal
+    /// candidates first, one sample each in turn, then [`SAMPLES`] more rounds; then the
+    /// streaming candidates alike. The fastest
+    /// sample of each counts. Only the first temporal sample may find the extent cold (a
+    /// streaming store takes its line out of the cache, so none runs between temporal
+    /// ones); every later one finds it where a temporal clear left it, cache-resident if it
+    /// fits, as when cleared again and again.
     fn costs<C: Clock>(
         &self,
         timer: &mut Timer<'_, C>,
         buf: &mut [u8],
     ) -> [u64; Strategy::ALL.len()] {
         let mut best = [u64::MAX; Strategy::ALL.len()];
-        // Warm the caches for the temporal candidates (streaming stores bypass them).
-        for &s in self.strategies().iter().filter(|s| !s.is_non_temporal()) {
-            clear_with(s, buf);
-        }
-        for _ in 0..SAMPLES {
-            for (b, &s) in best.iter_mut().zip(self.strategies()) {
-                *b = (*b).min(timer.ns_per_gib(s, buf));
+        let rounds = 1 + SAMPLES;
+        for streaming in [false, true] {
+            for _ in 0..rounds {
+                for (b, &s) in best.iter_mut().zip(self.strategies()) {
+                    if s.is_non_temporal() == streaming {
+                        *b = (*b).min(timer.ns_per_gib(s, buf));
+                    }
+                }
             }
         }
         best
+    }
+
+    /// Nanoseconds per GiB of each candidate clearing `region` in extents of `extent` bytes
+    /// with the region out of the caches at the start ([`Timer::cold_ns_per_gib`]), fastest
+    /// of [`COLD_SAMPLES`] taken round-robin.
+    fn cold_costs<C: Clock>(
+        &self,
+        timer: &mut Timer<'_, C>,
+        region: &mut [u8],
+        extent: usize,
+    ) -> [u64; Strategy::ALL.len()] {
+        let mut best = [u64::MAX; Strategy::ALL.len()];
+        for _ in 0..COLD_SAMPLES {
+            for (b, &s) in best.iter_mut().zip(self.strategies()) {
+                *b = (*b).min(timer.cold_ns_per_gib(s, region, extent));
+            }
+        }
+        best
+    }
+
+    /// The candidate that clears `buf`, out of the caches, fastest (as one extent).
+    fn coldest<C: Clock>(&self, timer: &mut Timer<'_, C>, buf: &mut [u8]) -> Option<Strategy> {
+        let costs = self.cold_costs(timer, buf, buf.len());
+        let cost_of = |s: Strategy| {
+            let i = self.strategies().iter().position(|&x| x == s).unwrap_or(0);
+            costs[i]
+        };
+        fastest(self.strategies().iter().copied(), cost_of)
     }
 
     /// The candidate whose worst ratio to the fastest candidate, over the extents `sizes`
@@ -332,6 +403,22 @@ impl<C: Clock> Timer<'_, C> {
     }
 }
 
+impl<C: Clock> Timer<'_, C> {
+    /// Nanoseconds per GiB cleared with `s` over `region` in extents of `extent` bytes, one
+    /// call each as faults make them, with the region taken out of the caches first
+    /// (untimed): one sample.
+    fn cold_ns_per_gib(&mut self, s: Strategy, region: &mut [u8], extent: usize) -> u64 {
+        backend::evict(region);
+        let t0 = self.clock.now_ns();
+        for chunk in region.chunks_exact_mut(extent) {
+            clear_with(s, chunk);
+        }
+        let elapsed = self.clock.now_ns().saturating_sub(t0);
+        let per_gib = u128::from(elapsed) * (1u128 << 30) / (region.len().max(1) as u128);
+        u64::try_from(per_gib).unwrap_or(u64::MAX)
+    }
+}
+
 /// Clears `buf` with `s`'s primitive alone, as a validated clearer does (no availability or
 /// geometry check per call, which would weigh on the 4 KiB samples), then its fence.
 /// `s` comes from [`Strategy::available`] and `buf` is page-aligned whole pages, which meets
@@ -360,58 +447,72 @@ fn fastest(
     best.map(|(s, _)| s)
 }
 
-/// The smallest extent from which streaming costs less than temporal, by more than
-/// [`STREAMING_MARGIN_PCT`], at it and at every larger extent measured (`costs[i]` =
-/// (temporal, streaming) at `extents[i]`, ascending).
-/// When streaming does not win at the largest extent, the larger of `detected` and twice the
-/// largest extent.
-fn streaming_threshold(extents: &[usize], costs: &[(u64, u64)], detected: usize) -> usize {
+/// Whether streaming (cost `streaming`) beats temporal (cost `temporal`) by more than
+/// [`STREAMING_MARGIN_PCT`].
+fn wins(temporal: u64, streaming: u64) -> bool {
+    u128::from(streaming) * u128::from(100 + STREAMING_MARGIN_PCT) < u128::from(temporal) * 100
+}
+
+/// The smallest of `extents` (ascending) from which streaming wins at it and at every larger
+/// one, asking `wins_at` from the largest down and stopping at the first loss; `fallback`
+/// when it loses at the largest.
+fn threshold_from(
+    extents: &[usize],
+    fallback: usize,
+    mut wins_at: impl FnMut(usize) -> bool,
+) -> usize {
     let mut threshold = None;
-    for (&n, &(temporal, streaming)) in extents.iter().zip(costs).rev() {
-        if u128::from(streaming) * u128::from(100 + STREAMING_MARGIN_PCT)
-            < u128::from(temporal) * 100
-        {
-            threshold = Some(n);
-        } else {
+    for &n in extents.iter().rev() {
+        if !wins_at(n) {
             break;
         }
+        threshold = Some(n);
     }
-    threshold.unwrap_or_else(|| {
-        let largest = extents.last().copied().unwrap_or(0);
-        detected.max(largest.saturating_mul(2))
-    })
+    threshold.unwrap_or(fallback)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::vec;
+    use std::vec::Vec;
+
+    /// `threshold_from` over precomputed (temporal, streaming) costs, and which extents
+    /// it asked about.
+    fn threshold(extents: &[usize], costs: &[(u64, u64)], fallback: usize) -> (usize, Vec<usize>) {
+        let mut asked = Vec::new();
+        let t = threshold_from(extents, fallback, |n| {
+            asked.push(n);
+            let i = extents.iter().position(|&e| e == n).unwrap();
+            wins(costs[i].0, costs[i].1)
+        });
+        (t, asked)
+    }
 
     #[test]
     fn threshold_is_where_streaming_wins_from_then_on() {
         let extents = [1, 4, 16, 64];
-        // Streaming wins at 4 by noise, loses at 16, wins from 64: threshold 64.
+        // Streaming wins at 4 by noise, loses at 16, wins from 64: threshold 64, and 4 and
+        // 1 are never measured.
         assert_eq!(
-            streaming_threshold(&extents, &[(1, 2), (2, 1), (1, 2), (2, 1)], 1000),
-            64
+            threshold(&extents, &[(1, 2), (2, 1), (1, 2), (2, 1)], 1000),
+            (64, vec![64, 16])
         );
         // Faster by 5% or less is not enough.
         assert_eq!(
-            streaming_threshold(&extents, &[(2, 1), (2, 1), (105, 100), (2, 1)], 1000),
+            threshold(&extents, &[(2, 1), (2, 1), (105, 100), (2, 1)], 1000).0,
             64
         );
         assert_eq!(
-            streaming_threshold(&extents, &[(2, 1), (2, 1), (2, 1), (2, 1)], 1000),
-            1
+            threshold(&extents, &[(2, 1), (2, 1), (2, 1), (2, 1)], 1000),
+            (1, vec![64, 16, 4, 1])
         );
-        // Never wins at the largest: the detected threshold, or twice the largest.
+        // Never wins at the largest: the fallback, after one measurement.
         assert_eq!(
-            streaming_threshold(&extents, &[(2, 1), (2, 1), (2, 1), (1, 2)], 1000),
-            1000
+            threshold(&extents, &[(2, 1), (2, 1), (2, 1), (1, 2)], 1000),
+            (1000, vec![64])
         );
-        assert_eq!(
-            streaming_threshold(&extents, &[(1, 2), (1, 2), (1, 2), (1, 2)], 10),
-            128
-        );
+        assert_eq!(threshold(&[], &[], 7), (7, vec![]));
     }
 
     #[test]

@@ -1,5 +1,7 @@
-use crate::plan::{ChunkPlan, FAULT_RADIUS, FaultRanges, TargetLastOrder, non_preempt_batch_pages};
-use crate::{PageSize, Policy, PreemptModel, Resched, Strategy, ZeroError, backend};
+use crate::plan::{ChunkPlan, FaultRanges, TargetLastOrder, non_preempt_batch_pages};
+use crate::{
+    Locality, PageSize, Policy, PreemptModel, Resched, Strategy, Temperature, ZeroError, backend,
+};
 use core::num::NonZeroUsize;
 use core::ops::Range;
 
@@ -15,7 +17,8 @@ pub enum FolioOrder {
     TargetLast,
 }
 
-/// How to clear: page size, preemption model, strategy policy, batch size and folio order.
+/// How to clear: page size, preemption model, strategy policy, batch size, folio order and
+/// what is known of the memory's temperature.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct ClearConfig {
     /// The base page size; extents are whole pages of this size, aligned to it.
@@ -29,6 +32,9 @@ pub struct ClearConfig {
     pub batch_pages: Option<NonZeroUsize>,
     /// The order of [`folio_zero_user`].
     pub folio_order: FolioOrder,
+    /// What the caller knows of the memory it clears: whether it is in the caches. Decides,
+    /// with the policy's thresholds, which extents stream ([`Temperature::locality`]).
+    pub memory: Temperature,
 }
 
 impl ClearConfig {
@@ -41,6 +47,7 @@ impl ClearConfig {
             policy: Policy::detect(),
             batch_pages: None,
             folio_order: FolioOrder::NeighbourhoodLast,
+            memory: Temperature::Unknown,
         }
     }
 
@@ -66,6 +73,14 @@ impl ClearConfig {
             folio_order,
             ..self
         }
+    }
+
+    /// The same configuration for memory of another temperature: [`Temperature::Cold`] for
+    /// a VMM zeroing guest memory, a pool's background zeroing, or pages a hypervisor
+    /// discarded; [`Temperature::Hot`] for memory known to be in the caches.
+    #[must_use]
+    pub const fn with_memory(self, memory: Temperature) -> Self {
+        Self { memory, ..self }
     }
 
     /// Pages per cooperative batch for `strategy`.
@@ -147,11 +162,22 @@ impl Clearer {
         self.cfg.with_policy(policy).validate()
     }
 
-    /// The chunks, and the strategy, with which `pages` of an extent are cleared.
+    /// The same clearer for memory of another temperature ([`ClearConfig::with_memory`]):
+    /// nothing to validate, so it cannot fail, and it costs a copy.
     #[must_use]
     #[inline]
-    pub fn plan(&self, pages: Range<usize>, hot: bool) -> (ChunkPlan, Strategy) {
-        let (strategy, batch) = self.choose(pages.len(), hot);
+    pub const fn with_memory(&self, memory: Temperature) -> Self {
+        let mut c = *self;
+        c.cfg.memory = memory;
+        c
+    }
+
+    /// The chunks, and the strategy, with which `pages` of an extent of `locality` are
+    /// cleared.
+    #[must_use]
+    #[inline]
+    pub fn plan(&self, pages: Range<usize>, locality: Locality) -> (ChunkPlan, Strategy) {
+        let (strategy, batch) = self.choose(pages.len(), locality);
         let unit = NonZeroUsize::new(batch.min(pages.len())).unwrap_or(NonZeroUsize::MIN);
         (ChunkPlan::new(pages, unit), strategy)
     }
@@ -159,15 +185,19 @@ impl Clearer {
     /// The strategy for an extent of `npages` pages and its batch in pages (`usize::MAX`:
     /// one chunk whatever the length).
     #[inline(always)]
-    fn choose(&self, npages: usize, hot: bool) -> (Strategy, usize) {
+    fn choose(&self, npages: usize, locality: Locality) -> (Strategy, usize) {
         let bytes = npages.saturating_mul(1 << self.shift);
-        let strategy = self.cfg.policy.choose(bytes, hot);
-        let streams = !hot && bytes >= self.cfg.policy.streaming_threshold();
-        let batch = match self.cfg.policy.streaming() {
-            Some(_) if streams => self.streaming_batch,
-            _ => self.temporal_batch,
-        };
-        (strategy, batch)
+        let policy = &self.cfg.policy;
+        match policy.streaming() {
+            Some(s) if policy.streams(bytes, locality) => (s, self.streaming_batch),
+            _ => (policy.temporal(), self.temporal_batch),
+        }
+    }
+
+    /// The locality of a plain extent this clearer is given.
+    #[inline(always)]
+    pub(crate) const fn extent_locality(&self) -> Locality {
+        self.cfg.memory.locality(false)
     }
 
     /// Checks that `len` bytes from `addr` are whole pages, page-aligned, not empty; returns
@@ -225,14 +255,14 @@ impl Clearer {
         &self,
         base: *mut u8,
         pages: Range<usize>,
-        hot: bool,
+        locality: Locality,
         resched: &mut impl Resched,
     ) {
         let npages = pages.end.saturating_sub(pages.start);
         if npages == 0 {
             return;
         }
-        let (strategy, batch) = self.choose(npages, hot);
+        let (strategy, batch) = self.choose(npages, locality);
         if npages > batch {
             // SAFETY: forwarded from the caller.
             return unsafe { self.clear_batches(base, pages, strategy, batch, resched) };
@@ -300,7 +330,7 @@ pub fn clear_contig_pages(
 ) -> Result<(), ZeroError> {
     let npages = clearer.check_slice(buf)?;
     // SAFETY: `buf` is an exclusive borrow of exactly npages pages, page-aligned.
-    unsafe { clearer.clear_range(buf.as_mut_ptr(), 0..npages, false, resched) };
+    unsafe { clearer.clear_range(buf.as_mut_ptr(), 0..npages, clearer.extent_locality(), resched) };
     Ok(())
 }
 
@@ -322,7 +352,7 @@ pub unsafe fn clear_contig_pages_raw(
 ) -> Result<(), ZeroError> {
     let npages = clearer.check_raw(dst, npages)?;
     // SAFETY: the caller's contract, and check_raw validated the geometry.
-    unsafe { clearer.clear_range(dst, 0..npages, false, resched) };
+    unsafe { clearer.clear_range(dst, 0..npages, clearer.extent_locality(), resched) };
     Ok(())
 }
 
@@ -401,11 +431,13 @@ unsafe fn folio_zero_validated(
             len,
         });
     }
-    // A folio of at most FAULT_RADIUS + 1 pages is all the fault's neighbourhood, wherever
-    // the fault is (the common 4 KiB fault): one hot range, nothing to order, inline.
-    if npages <= FAULT_RADIUS + 1 && clearer.config().folio_order == FolioOrder::NeighbourhoodLast {
+    // A folio of at most radius + 1 pages is all the fault's neighbourhood, wherever the
+    // fault is (the common 4 KiB fault): one hot range, nothing to order, inline.
+    if npages <= clearer.cfg.policy.fault_radius().saturating_add(1)
+        && clearer.cfg.folio_order == FolioOrder::NeighbourhoodLast
+    {
         // SAFETY: the caller's npages pages, writable and unshared.
-        unsafe { clearer.clear_range(dst, 0..npages, true, resched) };
+        unsafe { clearer.clear_range(dst, 0..npages, Locality::TouchedNext, resched) };
         return Ok(());
     }
     // SAFETY: forwarded from the caller; fault_offset < len.
@@ -427,18 +459,25 @@ unsafe fn folio_zero_ordered(
     match clearer.config().folio_order {
         FolioOrder::NeighbourhoodLast => {
             // Right, left, then the neighbourhood, hot (`in_order`, unrolled).
-            let r = FaultRanges::around(npages, fault);
+            let r = FaultRanges::around(npages, fault, clearer.cfg.policy.fault_radius());
+            let far = clearer.cfg.memory.locality(true);
             // SAFETY: each range lies inside the caller's npages pages (fault < npages).
             unsafe {
-                clearer.clear_range(dst, r.right, false, resched);
-                clearer.clear_range(dst, r.left, false, resched);
-                clearer.clear_range(dst, r.neighbourhood, true, resched);
+                clearer.clear_range(dst, r.right, far, resched);
+                clearer.clear_range(dst, r.left, far, resched);
+                clearer.clear_range(dst, r.neighbourhood, Locality::TouchedNext, resched);
             }
         }
         FolioOrder::TargetLast => {
+            let far = clearer.cfg.memory.locality(true);
             for page in TargetLastOrder::new(npages, fault)? {
+                let locality = if page == fault {
+                    Locality::TouchedNext
+                } else {
+                    far
+                };
                 // SAFETY: page < npages, inside the caller's range.
-                unsafe { clearer.clear_range(dst, page..page + 1, page == fault, resched) };
+                unsafe { clearer.clear_range(dst, page..page + 1, locality, resched) };
             }
         }
     }

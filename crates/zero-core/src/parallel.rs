@@ -7,7 +7,7 @@
 //! and no worker waits for another. The claim protocol is model-checked with loom.
 
 use crate::sync::{AtomicUsize, Ordering};
-use crate::{Clearer, Policy, Resched, ZeroError};
+use crate::{Clearer, Locality, Policy, Resched, ZeroError};
 use core::marker::PhantomData;
 use core::num::NonZeroUsize;
 use core::ops::Range;
@@ -76,8 +76,9 @@ unsafe impl Sync for ParallelClear<'_> {}
 
 impl<'a> ParallelClear<'a> {
     /// Prepares to clear `extent` (page-aligned, whole pages) in chunks of `chunk_pages`.
-    /// The strategy is chosen once, for the whole extent: a 1 GiB extent past the policy's
-    /// streaming threshold streams even when its chunks are smaller than the threshold (each
+    /// The strategy is chosen once, for the whole extent and the clearer's temperature: a
+    /// 1 GiB extent past the policy's streaming threshold (or a cold one past its cold
+    /// threshold) streams even when its chunks are smaller than the threshold (each
     /// worker's chunks are still cut into the configuration's batches).
     ///
     /// # Errors
@@ -90,7 +91,10 @@ impl<'a> ParallelClear<'a> {
     ) -> Result<Self, ZeroError> {
         let npages = clearer.check_slice(extent)?;
         let base = extent.as_mut_ptr();
-        let strategy = clearer.config().policy.choose(extent.len(), false);
+        let strategy = clearer
+            .config()
+            .policy
+            .choose(extent.len(), clearer.extent_locality());
         Ok(Self {
             base,
             npages,
@@ -119,7 +123,10 @@ impl<'a> ParallelClear<'a> {
             let pages = self.chunk(i);
             // SAFETY: the cursor gave chunk i to this worker alone; its pages lie inside the
             // extent borrowed for 'a and validated in new().
-            unsafe { self.clearer.clear_range(self.base, pages, false, resched) };
+            unsafe {
+                self.clearer
+                    .clear_range(self.base, pages, Locality::Unknown, resched);
+            };
             done += 1;
         }
         done
@@ -149,7 +156,10 @@ mod tests {
         let one = NonZeroUsize::MIN;
         let job = ParallelClear::new(extent, one, &clearer).expect("a valid extent");
         let expected = streaming.unwrap_or(Strategy::Portable);
-        assert_eq!(job.clearer.config().policy.choose(4096, false), expected);
+        assert_eq!(
+            job.clearer.config().policy.choose(4096, Locality::Unknown),
+            expected
+        );
         assert_eq!(job.work(&mut NoResched), 16);
         assert!(extent.iter().all(|&b| b == 0));
     }

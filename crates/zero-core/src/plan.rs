@@ -102,7 +102,9 @@ impl Iterator for ChunkPlan {
 
 impl ExactSizeIterator for ChunkPlan {}
 
-/// Pages on each side of the faulting page that are cleared last (the kernel's radius 2).
+/// Pages on each side of the faulting page that are cleared last unless the policy says
+/// otherwise ([`crate::Policy::with_fault_radius`]): the kernel's radius 2
+/// (`folio_zero_user`'s `FOLIO_ZERO_LOCALITY_RADIUS`).
 pub const FAULT_RADIUS: usize = 2;
 
 /// The three page ranges `folio_zero_user` clears, in the order it clears them: right of the
@@ -114,17 +116,18 @@ pub struct FaultRanges {
     pub right: Range<usize>,
     /// Pages before the neighbourhood, cleared second.
     pub left: Range<usize>,
-    /// The faulting page and up to [`FAULT_RADIUS`] pages each side, cleared last.
+    /// The faulting page and up to the radius's pages each side, cleared last.
     pub neighbourhood: Range<usize>,
 }
 
 impl FaultRanges {
-    /// The ranges of a folio of `npages` pages whose fault is in page `fault`.
+    /// The ranges of a folio of `npages` pages whose fault is in page `fault`, with `radius`
+    /// pages each side of it in its neighbourhood.
     ///
     /// # Errors
     /// [`ZeroError::ZeroLength`] if `npages` is 0, [`ZeroError::FaultPageOutsideFolio`] if
     /// `fault >= npages`.
-    pub fn new(npages: usize, fault: usize) -> Result<Self, ZeroError> {
+    pub fn new(npages: usize, fault: usize, radius: usize) -> Result<Self, ZeroError> {
         if npages == 0 {
             return Err(ZeroError::ZeroLength);
         }
@@ -134,14 +137,14 @@ impl FaultRanges {
                 pages: npages,
             });
         }
-        Ok(Self::around(npages, fault))
+        Ok(Self::around(npages, fault, radius))
     }
 
     /// [`FaultRanges::new`] for a `fault` the caller knows is below `npages`.
     #[inline(always)]
-    pub(crate) const fn around(npages: usize, fault: usize) -> Self {
-        let start = fault.saturating_sub(FAULT_RADIUS);
-        let last = fault.saturating_add(FAULT_RADIUS);
+    pub(crate) const fn around(npages: usize, fault: usize, radius: usize) -> Self {
+        let start = fault.saturating_sub(radius);
+        let last = fault.saturating_add(radius);
         let end = if last < npages { last + 1 } else { npages };
         Self {
             right: end..npages,
@@ -247,9 +250,9 @@ mod tests {
     #[test]
     fn a_fault_outside_the_folio_is_reported_in_pages() {
         let outside = Some(ZeroError::FaultPageOutsideFolio { page: 8, pages: 8 });
-        assert_eq!(FaultRanges::new(8, 8).err(), outside);
+        assert_eq!(FaultRanges::new(8, 8, FAULT_RADIUS).err(), outside);
         assert_eq!(TargetLastOrder::new(8, 8).err(), outside);
-        assert_eq!(FaultRanges::new(0, 0).err(), Some(ZeroError::ZeroLength));
+        assert_eq!(FaultRanges::new(0, 0, FAULT_RADIUS).err(), Some(ZeroError::ZeroLength));
     }
 
     #[test]
@@ -289,15 +292,19 @@ mod tests {
 
     #[test]
     fn fault_ranges_examples() {
-        let r = FaultRanges::new(512, 0).unwrap();
+        let r = FaultRanges::new(512, 0, FAULT_RADIUS).unwrap();
         assert_eq!((r.right, r.left, r.neighbourhood), (3..512, 0..0, 0..3));
-        let r = FaultRanges::new(512, 100).unwrap();
+        let r = FaultRanges::new(512, 100, FAULT_RADIUS).unwrap();
         assert_eq!(
             (r.right, r.left, r.neighbourhood),
             (103..512, 0..98, 98..103)
         );
-        let r = FaultRanges::new(4, 3).unwrap();
+        let r = FaultRanges::new(4, 3, FAULT_RADIUS).unwrap();
         assert_eq!((r.right, r.left, r.neighbourhood), (4..4, 0..1, 1..4));
+        let r = FaultRanges::new(512, 100, 0).unwrap();
+        assert_eq!((r.right, r.left, r.neighbourhood), (101..512, 0..100, 100..101));
+        let r = FaultRanges::new(512, 100, usize::MAX).unwrap();
+        assert_eq!((r.right, r.left, r.neighbourhood), (512..512, 0..0, 0..512));
     }
 
     #[test]

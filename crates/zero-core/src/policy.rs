@@ -1,3 +1,4 @@
+use crate::plan::FAULT_RADIUS;
 use crate::{Strategy, ZeroError, backend};
 
 /// Whether clearing may use vector (SIMD/FP) registers: the AVX2/AVX-512 and NEON
@@ -29,14 +30,64 @@ impl VectorUse {
     }
 }
 
+/// What is known of the memory an extent covers, which decides between temporal stores
+/// (they read each line in first, and leave it cached) and streaming ones (they write around
+/// the caches, with no read).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Locality {
+    /// The thread that asked for the clear touches it next (a fault's neighbourhood): always
+    /// temporal, so that what it reads is in its cache.
+    TouchedNext,
+    /// Nothing known: streaming only from [`Policy::streaming_threshold`] on, where the
+    /// extent could not stay cached anyway.
+    Unknown,
+    /// Out of the caches and not touched soon (guest memory a VMM zeroes, a pool's
+    /// background work, a folio's pages far from its fault): streaming from
+    /// [`Policy::cold_threshold`] on, which saves the read-for-ownership of every line.
+    Cold,
+}
+
+/// What a caller knows of the memory it gives a [`crate::Clearer`], as a whole.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
+pub enum Temperature {
+    /// Not known: plain extents are [`Locality::Unknown`]; the pages of a folio away from its
+    /// fault are [`Locality::Cold`] (memory fresh from a frame allocator is not in the
+    /// faulting thread's cache, and only the neighbourhood is touched next).
+    #[default]
+    Unknown,
+    /// Known to be in the caches (just freed and reused): every extent is
+    /// [`Locality::Unknown`], a folio's far pages included.
+    Hot,
+    /// Known to be out of the caches and not touched soon: every extent is
+    /// [`Locality::Cold`], except a folio's fault neighbourhood.
+    Cold,
+}
+
+impl Temperature {
+    /// The locality of a plain extent (or of a folio's pages away from its fault, when
+    /// `folio_far`) under this temperature.
+    #[must_use]
+    #[inline]
+    pub const fn locality(self, folio_far: bool) -> Locality {
+        match (self, folio_far) {
+            (Self::Cold, _) | (Self::Unknown, true) => Locality::Cold,
+            (Self::Hot, _) | (Self::Unknown, false) => Locality::Unknown,
+        }
+    }
+}
+
 /// Picks the strategy for each extent: a temporal one (the `rep stosb` family) for small
 /// extents and always for the fault's neighbourhood, which the faulting thread reads next; a
-/// streaming one for extents at or past a threshold, which would only evict the cache.
+/// streaming one for extents at or past a threshold, which would only evict the cache, and for
+/// cold memory from a lower one; and how many pages each side of a fault are its
+/// neighbourhood.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Policy {
     temporal: Strategy,
     streaming: Option<Strategy>,
     streaming_threshold: usize,
+    cold_threshold: usize,
+    fault_radius: usize,
 }
 
 impl Policy {
@@ -66,6 +117,8 @@ impl Policy {
             temporal: first(backend::TEMPORAL_PREFERENCE).unwrap_or(Strategy::Portable),
             streaming: first(backend::STREAMING_PREFERENCE),
             streaming_threshold: Self::default_streaming_threshold(),
+            cold_threshold: DEFAULT_COLD_THRESHOLD,
+            fault_radius: FAULT_RADIUS,
         }
     }
 
@@ -76,6 +129,8 @@ impl Policy {
             temporal: strategy,
             streaming: None,
             streaming_threshold: usize::MAX,
+            cold_threshold: usize::MAX,
+            fault_radius: FAULT_RADIUS,
         }
     }
 
@@ -84,6 +139,24 @@ impl Policy {
     pub const fn with_streaming_threshold(self, bytes: usize) -> Self {
         Self {
             streaming_threshold: bytes,
+            ..self
+        }
+    }
+
+    /// The same policy, streaming cold extents ([`Locality::Cold`]) from `bytes` on.
+    #[must_use]
+    pub const fn with_cold_threshold(self, bytes: usize) -> Self {
+        Self {
+            cold_threshold: bytes,
+            ..self
+        }
+    }
+
+    /// The same policy with `pages` pages each side of a fault in its neighbourhood.
+    #[must_use]
+    pub const fn with_fault_radius(self, pages: usize) -> Self {
+        Self {
+            fault_radius: pages,
             ..self
         }
     }
@@ -118,12 +191,40 @@ impl Policy {
         self.streaming_threshold
     }
 
-    /// The strategy for an extent of `bytes`; `hot` marks the fault's neighbourhood.
+    /// Cold extents ([`Locality::Cold`]) of at least this many bytes stream.
+    #[must_use]
+    pub const fn cold_threshold(&self) -> usize {
+        self.cold_threshold
+    }
+
+    /// Pages each side of a fault that are its neighbourhood, cleared last and temporally
+    /// ([`FAULT_RADIUS`] unless set).
+    #[must_use]
+    pub const fn fault_radius(&self) -> usize {
+        self.fault_radius
+    }
+
+    /// Whether an extent of `bytes` with `locality` streams (the policy having a streaming
+    /// strategy).
+    #[must_use]
+    #[inline(always)]
+    pub const fn streams(&self, bytes: usize, locality: Locality) -> bool {
+        self.streaming.is_some()
+            && match locality {
+                Locality::TouchedNext => false,
+                Locality::Unknown => bytes >= self.streaming_threshold,
+                Locality::Cold => {
+                    bytes >= self.streaming_threshold || bytes >= self.cold_threshold
+                }
+            }
+    }
+
+    /// The strategy for an extent of `bytes` with `locality`.
     #[must_use]
     #[inline]
-    pub fn choose(&self, bytes: usize, hot: bool) -> Strategy {
+    pub fn choose(&self, bytes: usize, locality: Locality) -> Strategy {
         match self.streaming {
-            Some(s) if !hot && bytes >= self.streaming_threshold => s,
+            Some(s) if self.streams(bytes, locality) => s,
             _ => self.temporal,
         }
     }
@@ -165,6 +266,12 @@ impl Default for Policy {
 /// report shows whether the default is right on the CPU it runs on.
 pub const MAX_DEFAULT_STREAMING_THRESHOLD: usize = 64 << 20;
 
+/// The cold threshold [`Policy::detect`] assumes: one 4 KiB page. Out of the caches, a
+/// temporal store reads every line in before writing it and a streaming store does not, so
+/// streaming wins from the smallest page (measured at 4 KiB and 2 MiB, cold, on Intel and AMD
+/// Zen 3: the report's strategy table); [`Policy::calibrate`] measures it.
+pub const DEFAULT_COLD_THRESHOLD: usize = 4 << 10;
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -174,10 +281,32 @@ mod tests {
         let p = Policy::fixed(Strategy::Portable)
             .with_streaming(Some(Strategy::Movnti))
             .with_streaming_threshold(4096);
-        assert_eq!(p.choose(1 << 30, true), Strategy::Portable);
-        assert_eq!(p.choose(1 << 30, false), Strategy::Movnti);
-        assert_eq!(p.choose(4095, false), Strategy::Portable);
-        assert_eq!(p.choose(4096, false), Strategy::Movnti);
+        assert_eq!(p.choose(1 << 30, Locality::TouchedNext), Strategy::Portable);
+        assert_eq!(p.choose(1 << 30, Locality::Unknown), Strategy::Movnti);
+        assert_eq!(p.choose(4095, Locality::Unknown), Strategy::Portable);
+        assert_eq!(p.choose(4096, Locality::Unknown), Strategy::Movnti);
+    }
+
+    #[test]
+    fn cold_extents_stream_from_the_cold_threshold() {
+        let p = Policy::fixed(Strategy::Portable)
+            .with_streaming(Some(Strategy::Movnti))
+            .with_streaming_threshold(1 << 20)
+            .with_cold_threshold(8192);
+        assert_eq!(p.choose(4096, Locality::Cold), Strategy::Portable);
+        assert_eq!(p.choose(8192, Locality::Cold), Strategy::Movnti);
+        assert_eq!(p.choose(8192, Locality::Unknown), Strategy::Portable);
+        assert_eq!(p.choose(1 << 20, Locality::TouchedNext), Strategy::Portable);
+        // A cold threshold above the streaming one changes nothing past the latter.
+        let q = p.with_cold_threshold(usize::MAX);
+        assert_eq!(q.choose(1 << 20, Locality::Cold), Strategy::Movnti);
+        // Without a streaming strategy nothing streams.
+        let none = p.with_streaming(None);
+        assert_eq!(none.choose(1 << 30, Locality::Cold), Strategy::Portable);
+        assert_eq!(Temperature::Unknown.locality(true), Locality::Cold);
+        assert_eq!(Temperature::Unknown.locality(false), Locality::Unknown);
+        assert_eq!(Temperature::Hot.locality(true), Locality::Unknown);
+        assert_eq!(Temperature::Cold.locality(false), Locality::Cold);
     }
 
     #[test]

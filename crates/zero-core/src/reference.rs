@@ -39,16 +39,22 @@ pub fn clear_pages_one_by_one(
 }
 
 /// Calls `visit` with each page index of a folio of `npages` pages in the order the merged
-/// `folio_zero_user` clears them, computed straight from the kernel's arithmetic:
-/// `r2 = [max(f - 2, 0), min(f + 2, n - 1)]`, `r1 = [0, r2.start - 1]`,
+/// `folio_zero_user` clears them, computed straight from the kernel's arithmetic with its
+/// radius (`FOLIO_ZERO_LOCALITY_RADIUS`, 2) as `radius`:
+/// `r2 = [max(f - radius, 0), min(f + radius, n - 1)]`, `r1 = [0, r2.start - 1]`,
 /// `r0 = [r2.end + 1, n - 1]`, visited r0, r1, r2, ascending inside each.
 /// Requires `fault < npages`; visits nothing otherwise.
-pub fn neighbourhood_last_order(npages: usize, fault: usize, mut visit: impl FnMut(usize)) {
+pub fn neighbourhood_last_order(
+    npages: usize,
+    fault: usize,
+    radius: usize,
+    mut visit: impl FnMut(usize),
+) {
     if fault >= npages {
         return;
     }
-    let (n, f) = (npages as i128, fault as i128);
-    let r2 = ((f - 2).max(0), (f + 2).min(n - 1));
+    let (n, f, r) = (npages as i128, fault as i128, radius as i128);
+    let r2 = ((f - r).max(0), (f + r).min(n - 1));
     let r1 = (0, r2.0 - 1);
     let r0 = (r2.1 + 1, n - 1);
     for (lo, hi) in [r0, r1, r2] {

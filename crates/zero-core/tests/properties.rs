@@ -6,7 +6,7 @@ use core::num::NonZeroUsize;
 use proptest::prelude::*;
 use zero_core::plan::{ChunkPlan, FaultRanges, TargetLastOrder};
 use zero_core::{
-    ClearConfig, Clearer, CountingResched, FolioOrder, PageSize, ParallelClear, Policy,
+    ClearConfig, Clearer, CountingResched, FolioOrder, Locality, PageSize, ParallelClear, Policy, Temperature,
     PreemptModel, Strategy as Clear, ZeroError, clear_contig_pages, folio_zero_user, reference,
 };
 
@@ -89,14 +89,21 @@ fn preempt() -> impl proptest::strategy::Strategy<Value = PreemptModel> {
     prop::sample::select(PreemptModel::ALL.to_vec())
 }
 
-/// A fixed available strategy, or the detected policy with a small random threshold so that
-/// temporal and streaming extents mix.
+/// A fixed available strategy, or the detected policy with small random thresholds and
+/// fault radius so that temporal and streaming extents mix.
 fn policy() -> impl proptest::strategy::Strategy<Value = Policy> {
     let available: Vec<_> = Clear::available().collect();
     prop_oneof![
         prop::sample::select(available).prop_map(Policy::fixed),
-        (0usize..200_000).prop_map(|t| Policy::detect().with_streaming_threshold(t)),
+        (0usize..200_000, 0usize..200_000, 0usize..6).prop_map(|(t, c, r)| Policy::detect()
+            .with_streaming_threshold(t)
+            .with_cold_threshold(c)
+            .with_fault_radius(r)),
     ]
+}
+
+fn temperature() -> impl proptest::strategy::Strategy<Value = Temperature> {
+    prop::sample::select(vec![Temperature::Unknown, Temperature::Hot, Temperature::Cold])
 }
 
 fn batch() -> impl proptest::strategy::Strategy<Value = Option<NonZeroUsize>> {
@@ -104,8 +111,8 @@ fn batch() -> impl proptest::strategy::Strategy<Value = Option<NonZeroUsize>> {
 }
 
 fn clear_config() -> impl proptest::strategy::Strategy<Value = ClearConfig> {
-    (page_size(), preempt(), policy(), batch()).prop_map(|(ps, pm, pol, b)| {
-        let cfg = ClearConfig::new(ps, pm).with_policy(pol);
+    (page_size(), preempt(), policy(), batch(), temperature()).prop_map(|(ps, pm, pol, b, t)| {
+        let cfg = ClearConfig::new(ps, pm).with_policy(pol).with_memory(t);
         match b {
             Some(b) => cfg.with_batch_pages(b),
             None => cfg,
@@ -118,10 +125,10 @@ fn clear_config() -> impl proptest::strategy::Strategy<Value = ClearConfig> {
 fn checked_chunks(
     clearer: &Clearer,
     pages: core::ops::Range<usize>,
-    hot: bool,
+    locality: Locality,
 ) -> Result<Vec<core::ops::Range<usize>>, TestCaseError> {
     let cfg = clearer.config();
-    let (plan, strategy) = clearer.plan(pages.clone(), hot);
+    let (plan, strategy) = clearer.plan(pages.clone(), locality);
     let chunks: Vec<_> = plan.collect();
     let mut next = pages.start;
     let batch = cfg.batch_for(strategy).get();
@@ -159,7 +166,7 @@ proptest! {
         let mut resched = CountingResched::new();
         clear_contig_pages(g.region(), &clearer, &mut resched).unwrap();
         g.check()?;
-        let chunks = checked_chunks(&clearer, 0..npages, false)?;
+        let chunks = checked_chunks(&clearer, 0..npages, clearer.config().memory.locality(false))?;
         prop_assert_eq!(resched.calls(), chunks.len(), "cond_resched not once per chunk");
     }
 
@@ -200,9 +207,11 @@ proptest! {
             order.extend(TargetLastOrder::new(npages, fault).unwrap());
             chunks = npages;
         } else {
-            reference::neighbourhood_last_order(npages, fault, |p| expected.push(p));
-            for (range, hot) in FaultRanges::new(npages, fault).unwrap().in_order() {
-                for c in checked_chunks(&clearer, range, hot)? {
+            let radius = clearer.config().policy.fault_radius();
+            reference::neighbourhood_last_order(npages, fault, radius, |p| expected.push(p));
+            for (range, hot) in FaultRanges::new(npages, fault, radius).unwrap().in_order() {
+                let locality = if hot { Locality::TouchedNext } else { clearer.config().memory.locality(true) };
+                for c in checked_chunks(&clearer, range, locality)? {
                     order.extend(c);
                     chunks += 1;
                 }
@@ -212,7 +221,7 @@ proptest! {
         if target_last {
             prop_assert_eq!(order.last().copied(), Some(fault), "target not last");
         } else {
-            let hot = FaultRanges::new(npages, fault).unwrap().neighbourhood;
+            let hot = FaultRanges::new(npages, fault, clearer.config().policy.fault_radius()).unwrap().neighbourhood;
             prop_assert!(order[order.len() - hot.len()..].contains(&fault), "fault not in the last range");
         }
         prop_assert_eq!(resched.calls(), chunks, "cond_resched not once per chunk");
@@ -247,11 +256,13 @@ proptest! {
     }
 
     #[test]
-    fn fault_neighbourhood_is_last_and_within_radius(n in 1usize..10_000, f_frac in 0.0f64..1.0) {
+    fn fault_neighbourhood_is_last_and_within_radius(n in 1usize..10_000, f_frac in 0.0f64..1.0, radius in 0usize..40) {
         let f = ((n as f64 * f_frac) as usize).min(n - 1);
-        let r = FaultRanges::new(n, f).unwrap();
+        let r = FaultRanges::new(n, f, radius).unwrap();
         prop_assert!(r.neighbourhood.contains(&f));
-        prop_assert!(r.neighbourhood.len() <= 5);
+        prop_assert!(r.neighbourhood.len() <= 2 * radius + 1);
+        prop_assert!(r.neighbourhood.start == f.saturating_sub(radius));
+        prop_assert!(r.neighbourhood.end == (f + radius + 1).min(n));
         prop_assert_eq!(r.left.end, r.neighbourhood.start);
         prop_assert_eq!(r.neighbourhood.end, r.right.start);
         prop_assert_eq!((r.left.start, r.right.end), (0, n));
@@ -338,14 +349,14 @@ fn one_gib_batches_match_the_kernel() {
     let cfg = ClearConfig::new(PageSize::Size4KiB, PreemptModel::None)
         .with_policy(Policy::fixed(extent.unwrap_or(Clear::Portable)));
     let clearer = cfg.validate().unwrap();
-    let (plan, _) = clearer.plan(0..262_144, false);
+    let (plan, _) = clearer.plan(0..262_144, Locality::Unknown);
     assert_eq!(plan.len(), if extent.is_some() { 32 } else { 262_144 });
     let full = ClearConfig {
         preempt: PreemptModel::Full,
         ..cfg
     };
-    assert_eq!(full.validate().unwrap().plan(0..262_144, false).0.len(), 1);
+    assert_eq!(full.validate().unwrap().plan(0..262_144, Locality::Unknown).0.len(), 1);
     // The portable strategy models the generic per-page loop: one page per batch.
     let portable = clearer.with_policy(Policy::fixed(Clear::Portable)).unwrap();
-    assert_eq!(portable.plan(0..512, false).0.len(), 512);
+    assert_eq!(portable.plan(0..512, Locality::Unknown).0.len(), 512);
 }

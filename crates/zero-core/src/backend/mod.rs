@@ -10,7 +10,9 @@
 //! - `TEMPORAL_PREFERENCE` / `STREAMING_PREFERENCE`: the detected policy's candidates, best
 //!   first (the first available one the embedder's [`VectorUse`](crate::VectorUse) permits
 //!   is chosen);
-//! - `reported_llc_bytes()`: the last-level cache size the CPU reports, if it does.
+//! - `reported_llc_bytes()`: the last-level cache size the CPU reports, if it does;
+//! - `evict(&[u8]) -> bool`: takes a range out of every cache (what calibration's cold
+//!   samples start from), false where the backend cannot.
 
 #[cfg(all(target_arch = "x86_64", not(miri)))]
 mod x86_64;
@@ -28,6 +30,6 @@ mod portable;
 use self::portable as imp;
 
 pub(crate) use imp::{
-    STREAMING_PREFERENCE, TEMPORAL_PREFERENCE, clear, dc_zva_block, is_available,
+    STREAMING_PREFERENCE, TEMPORAL_PREFERENCE, clear, dc_zva_block, evict, is_available,
     reported_llc_bytes, store_fence,
 };

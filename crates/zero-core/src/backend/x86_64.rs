@@ -94,3 +94,9 @@ pub(crate) fn dc_zva_block() -> Option<usize> {
 pub(crate) fn reported_llc_bytes() -> Option<usize> {
     cpu::caches().last_level().map(|c| c.size)
 }
+
+/// Takes `buf` out of every cache (`clflush`): true, it can.
+pub(crate) fn evict(buf: &[u8]) -> bool {
+    x86::flush_lines(buf);
+    true
+}
