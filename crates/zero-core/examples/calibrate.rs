@@ -10,10 +10,11 @@ use zero_core::{ClearConfig, NoResched, PageSize, ParallelClear, Policy, Preempt
 
 fn describe(p: &Policy) -> String {
     format!(
-        "temporal {}, streaming {} from {} KiB",
+        "temporal {}, streaming {} from {} KiB (cold memory from {} KiB)",
         p.temporal().name(),
         p.streaming().map_or("none", Strategy::name),
-        p.streaming_threshold().min(usize::MAX >> 10) >> 10
+        p.streaming_threshold().min(usize::MAX >> 10) >> 10,
+        p.cold_threshold().min(usize::MAX >> 10) >> 10
     )
 }
 

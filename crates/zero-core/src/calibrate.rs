@@ -35,18 +35,20 @@ pub const MIN_SCRATCH_BYTES: usize = 1 << 20;
 /// Each timed sample repeats its clear until it lasts this many clock steps, and at least
 /// [`MIN_SAMPLE_NS`], so the clock's granularity is under 1% of it.
 const SAMPLE_STEPS: u64 = 100;
-/// See [`SAMPLE_STEPS`]. 50 µs: a 4 KiB extent is cleared hundreds of times per sample, as a
-/// caller clearing pages one after another does; an extent of megabytes once or twice.
-const MIN_SAMPLE_NS: u64 = 50_000;
+/// See [`SAMPLE_STEPS`]. 20 µs: a 4 KiB extent is cleared a hundred times or more per
+/// sample, as a caller clearing pages one after another does; an extent of megabytes once.
+const MIN_SAMPLE_NS: u64 = 20_000;
 /// Streaming must be faster than temporal by more than this (percent) to be chosen (within
 /// it either choice is within 5% of the other, and temporal leaves the data cached), and a
 /// temporal strategy faster than the detected one by more than this to replace it.
 const STREAMING_MARGIN_PCT: u64 = 5;
-/// Samples per measurement after the first, taken round-robin over the candidates (so a slow
-/// moment of the machine costs every candidate alike); the fastest counts (noise only ever
-/// adds time). The first sample of each candidate warms the caches and counts too (the
-/// fastest of them all is the warm one where the extent fits a cache).
+/// Samples per measurement, taken round-robin over the candidates (so a slow moment of the
+/// machine costs every candidate alike); the fastest counts (noise only ever adds time).
 const SAMPLES: usize = 2;
+/// From this extent on, one sample after the warm-up: a clear of megabytes lasts hundreds of
+/// microseconds, far past the clock's step and small interruptions, and these samples are
+/// what calibration spends its time on.
+const LARGE_EXTENT: usize = 4 << 20;
 /// The extents the temporal strategy is chosen at: a page, 256 KiB (in every L2), and
 /// 2 MiB (a huge page, past most L2s).
 const TEMPORAL_EXTENTS: [usize; 3] = [4 << 10, 256 << 10, 2 << 20];
@@ -54,7 +56,7 @@ const TEMPORAL_EXTENTS: [usize; 3] = [4 << 10, 256 << 10, 2 << 20];
 /// taken out of the caches before each sample: streaming is for memory the caches do not
 /// hold, and cold is how the candidates differ there (CLZERO looks faster than it is on a
 /// cache-resident extent).
-const STREAMING_EXTENT: usize = 4 << 20;
+const STREAMING_EXTENT: usize = 2 << 20;
 /// The smallest extent the threshold is searched from (streaming never wins below: it does
 /// not keep the data in the cache); then powers of four up to the scratch buffer.
 const SMALLEST_EXTENT: usize = 1 << 20;
@@ -114,8 +116,8 @@ impl Policy {
     /// The scratch buffer should be pre-faulted (page faults would be timed); 16 MiB is
     /// enough, and calibration then takes about ten milliseconds (the report prints how
     /// long, and how often ten calibrations agree). The temporal strategy is timed at
-    /// 4 KiB, 256 KiB and 2 MiB, cache-warm, fastest of three samples of at least 50 µs;
-    /// the streaming one on 4 MiB taken out of the caches first. The threshold is searched
+    /// 4 KiB, 256 KiB and 2 MiB, cache-warm, fastest of two samples of at least 20 µs;
+    /// the streaming one on 2 MiB taken out of the caches first. The threshold is searched
     /// among extent sizes from 1 MiB up to the buffer's size, by powers of four, from the
     /// largest down while streaming keeps winning; where it does not win at the largest, the
     /// threshold is the larger of the detected one and twice the buffer. The cold threshold
@@ -260,27 +262,25 @@ impl Candidates {
         &self.list[..self.len]
     }
 
-    /// Nanoseconds per GiB of each candidate over `buf` (same order): the temporal
-    /// candidates first, one sample each in turn, then [`SAMPLES`] more rounds; then the
-    /// streaming candidates alike. The fastest
-    /// sample of each counts. Only the first temporal sample may find the extent cold (a
-    /// streaming store takes its line out of the cache, so none runs between temporal
-    /// ones); every later one finds it where a temporal clear left it, cache-resident if it
-    /// fits, as when cleared again and again.
+    /// Nanoseconds per GiB of each candidate over `buf` (same order): one untimed clear
+    /// with each temporal candidate first (so an extent that fits a cache is measured
+    /// cache-resident, as it is when cleared again and again), then [`SAMPLES`] rounds timing
+    /// every candidate once (one from [`LARGE_EXTENT`] on), the fastest sample of each
+    /// counting.
     fn costs<C: Clock>(
         &self,
         timer: &mut Timer<'_, C>,
         buf: &mut [u8],
     ) -> [u64; Strategy::ALL.len()] {
         let mut best = [u64::MAX; Strategy::ALL.len()];
-        let rounds = 1 + SAMPLES;
-        for streaming in [false, true] {
-            for _ in 0..rounds {
-                for (b, &s) in best.iter_mut().zip(self.strategies()) {
-                    if s.is_non_temporal() == streaming {
-                        *b = (*b).min(timer.ns_per_gib(s, buf));
-                    }
-                }
+        // Warm the caches for the temporal candidates (streaming stores bypass them).
+        for &s in self.strategies().iter().filter(|s| !s.is_non_temporal()) {
+            clear_with(s, buf);
+        }
+        let samples = if buf.len() >= LARGE_EXTENT { 1 } else { SAMPLES };
+        for _ in 0..samples {
+            for (b, &s) in best.iter_mut().zip(self.strategies()) {
+                *b = (*b).min(timer.ns_per_gib(s, buf));
             }
         }
         best

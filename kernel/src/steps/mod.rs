@@ -143,9 +143,9 @@ impl<P: Platform> Kernel<P> {
         let policy = Policy::detect();
         println!(
             "zero-core: policy picks {} for 4 KiB, {} for 4 MiB, {} for 1 GiB",
-            policy.choose(4096, false).name(),
-            policy.choose(4 << 20, false).name(),
-            policy.choose(1 << 30, false).name()
+            policy.choose(4096, zero_core::Locality::Unknown).name(),
+            policy.choose(4 << 20, zero_core::Locality::Unknown).name(),
+            policy.choose(1 << 30, zero_core::Locality::Unknown).name()
         );
         Self {
             zone,

@@ -192,7 +192,7 @@ pub fn run(kernel: &mut Kernel<Machine>, region: &mut [u8]) {
         fig.print(format_args!("policy"), bytes);
     }
     // A folio cleared 4 KiB at a time (the policy's 4 KiB choice) or as one extent.
-    let per_page = policy.choose(4096, false);
+    let per_page = policy.choose(4096, zero_core::Locality::Unknown);
     for bytes in [2 << 20, 1 << 30] {
         let fig = time_clear(&clock, region, bytes, |b| {
             if clear_pages_one_by_one(b, PageSize::Size4KiB, per_page, &mut NoResched).is_err() {
