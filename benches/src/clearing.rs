@@ -179,13 +179,7 @@ impl Section for Clearing {
         ctx.step("per-call cost at 4 KiB");
         let per_call = per_call(ctx, &p, buf, &calibration);
         let t4 = latency(ctx, &p, buf);
-        let goals = goals(
-            &t1,
-            &s.goals,
-            &fault,
-            &per_call.goal,
-            calibrated.slowest_ms,
-        );
+        let goals = goals(&t1, &s.goals, &fault, &per_call.goal, calibrated.slowest_ms);
         vec![
             t1.table,
             t2,
@@ -883,7 +877,9 @@ fn threshold_table(
         let sb = m.best(available, Strategy::is_non_temporal);
         let gb = |i: Option<usize>| i.map_or(f64::NAN, |i| m.gbps(&m.strategies[i]));
         let kind = |p: Policy| {
-            if p.choose(m.size, zero_core::Locality::Unknown).is_non_temporal() {
+            if p.choose(m.size, zero_core::Locality::Unknown)
+                .is_non_temporal()
+            {
                 "streaming"
             } else {
                 "temporal"
@@ -978,7 +974,9 @@ fn per_call(ctx: &SectionContext, p: &Plan, buf: &mut [u8], calibration: &Calibr
     );
     let clearer =
         validated(ClearConfig::new(PAGE, PreemptModel::None).with_policy(calibration.policy));
-    let strategy = calibration.policy.choose(PAGE.bytes(), zero_core::Locality::Unknown);
+    let strategy = calibration
+        .policy
+        .choose(PAGE.bytes(), zero_core::Locality::Unknown);
     let page = &mut buf[..PAGE.bytes()];
     let repeat = |mut clear: Candidate| -> Candidate {
         Box::new(move |page: &mut [u8]| {
@@ -1448,7 +1446,11 @@ fn fault_touch(
         },
         size_name(COLD_REGION),
     ));
-    t.plot = Some(Plot::new("row", "µs per fault (median, 95% interval)", vec![2, 3, 4, 5, 6]));
+    t.plot = Some(Plot::new(
+        "row",
+        "µs per fault (median, 95% interval)",
+        vec![2, 3, 4, 5, 6],
+    ));
     out.table = t;
     out
 }

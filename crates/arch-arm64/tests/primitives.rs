@@ -121,6 +121,10 @@ fn clean_invalidate_lines_keeps_the_data() {
     for (start, end) in [(0, data.len()), (5, 70), (63, 64), (1, 1), (100, 4000)] {
         // SAFETY: Linux lets EL0 read CTR_EL0 and run `dc civac` (SCTLR_EL1.UCT, UCI).
         unsafe { clear::clean_invalidate_lines(&data[start..end]) };
-        assert!(data.iter().enumerate().all(|(i, &b)| b == (i * 7 + 3) as u8));
+        assert!(
+            data.iter()
+                .enumerate()
+                .all(|(i, &b)| b == (i * 7 + 3) as u8)
+        );
     }
 }

@@ -179,6 +179,10 @@ fn flush_lines_keeps_the_data() {
     let data: Vec<u8> = (0..3 * 4096 + 17).map(|i| (i * 7 + 3) as u8).collect();
     for (start, end) in [(0, data.len()), (5, 70), (63, 64), (1, 1), (100, 4000)] {
         clear::flush_lines(&data[start..end]);
-        assert!(data.iter().enumerate().all(|(i, &b)| b == (i * 7 + 3) as u8));
+        assert!(
+            data.iter()
+                .enumerate()
+                .all(|(i, &b)| b == (i * 7 + 3) as u8)
+        );
     }
 }

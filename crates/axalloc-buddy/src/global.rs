@@ -436,9 +436,12 @@ impl GlobalAllocator {
     pub fn clear_strategy(&self) -> Option<&'static str> {
         let frames = self.frames.get()?;
         let config = frames.clearer().clearer().config();
-        Some(config
-            .policy
-            .choose(PAGE, buddy_sim::zero_core::Locality::TouchedNext).name())
+        Some(
+            config
+                .policy
+                .choose(PAGE, buddy_sim::zero_core::Locality::TouchedNext)
+                .name(),
+        )
     }
 
     /// The zone under the page allocator, for statistics and checks

@@ -17,7 +17,7 @@ use crate::types::{MAX_SUPPORTED_ORDER, Order};
 use core::ptr::NonNull;
 use mm_types::Pfn;
 use mm_types::{PageSize, PhysAddr};
-use zero_core::{ClearConfig, Clearer, Resched};
+use zero_core::{ClearConfig, Clearer, Resched, Temperature};
 
 /// The size of the zone's frames (buddy-sim's frame numbers count 4 KiB frames).
 pub(crate) const FRAME: PageSize = PageSize::Size4KiB;
@@ -226,6 +226,32 @@ impl<M: FrameMemory> FrameClearer<M> {
         fault: Option<usize>,
         resched: &mut impl Resched,
     ) -> Result<(), AllocError> {
+        self.clear_with(&self.clear, pfn, order, fault, resched)
+    }
+
+    /// Zeroes the free block `[pfn, pfn + 2^order)`, which the zone took off its lists for
+    /// background zeroing, as memory out of the caches that nobody touches soon
+    /// ([`Temperature::Cold`]): streamed from the policy's cold threshold, so that the
+    /// background work neither reads it in nor evicts the working set.
+    pub(crate) fn clear_in_background(
+        &self,
+        pfn: Pfn,
+        order: Order,
+        resched: &mut impl Resched,
+    ) -> Result<(), AllocError> {
+        let cold = self.clear.with_memory(Temperature::Cold);
+        self.clear_with(&cold, pfn, order, None, resched)
+    }
+
+    /// [`FrameClearer::clear`] with `clearer`.
+    fn clear_with(
+        &self,
+        clearer: &Clearer,
+        pfn: Pfn,
+        order: Order,
+        fault: Option<usize>,
+        resched: &mut impl Resched,
+    ) -> Result<(), AllocError> {
         let (ptr, pages) = self.block_ptr(pfn, order)?;
         let ptr = ptr.as_ptr();
         // SAFETY: the zone owns the block (taken off its free list by this call) or handed it
@@ -233,8 +259,8 @@ impl<M: FrameMemory> FrameClearer<M> {
         // valid for writes and nobody else accesses them until this returns.
         let r = unsafe {
             match fault {
-                None => zero_core::clear_contig_pages_raw(ptr, pages, &self.clear, resched),
-                Some(at) => zero_core::folio_zero_user_raw(ptr, pages, at, &self.clear, resched),
+                None => zero_core::clear_contig_pages_raw(ptr, pages, clearer, resched),
+                Some(at) => zero_core::folio_zero_user_raw(ptr, pages, at, clearer, resched),
             }
         };
         r.map_err(|error| AllocError::Clear { pfn, error })

@@ -132,8 +132,10 @@ where
     /// zero, at most `budget` frames in all, and returns them to the buddy as known zero, so
     /// that later [`Zone::alloc_zeroed`] calls find them ready. It takes the largest such
     /// block first (splitting one larger than what is left of the budget), clears it with
-    /// the zone lock released (in zero-core's batches, `resched.cond_resched()` before each),
-    /// and goes on while budget and blocks remain. Blocks on per-cpu lists are left alone.
+    /// the zone lock released (in zero-core's batches, `resched.cond_resched()` before each;
+    /// as cold memory, `zero_core::Temperature::Cold`: streamed from the policy's cold
+    /// threshold, so the clear neither reads the block in nor evicts the caller's working
+    /// set), and goes on while budget and blocks remain. Blocks on per-cpu lists are left alone.
     /// Returns the frames cleared.
     ///
     /// The block being cleared is out of every allocation's reach until its clear returns:
@@ -158,7 +160,7 @@ where
             };
             // The block is off every list: nobody can allocate, merge or free it until it is
             // put back below, after the clear has returned.
-            let r = clearer.clear(m.pfn(idx), order, None, resched);
+            let r = clearer.clear_in_background(m.pfn(idx), order, resched);
             let mut free = self.lock_zone();
             free.free_one_page(m, idx, order, r.is_ok());
             r?;

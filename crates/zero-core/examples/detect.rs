@@ -43,7 +43,10 @@ fn main() -> Result<(), zero_core::ZeroError> {
     let len = policy.cold_threshold().clamp(4096, buf.len());
     buf[..len].fill(0xA5);
     clear_contig_pages(&mut buf[..len], &cold, &mut NoResched)?;
-    assert!(buf[..len].iter().all(|&b| b == 0), "cold extent not cleared");
+    assert!(
+        buf[..len].iter().all(|&b| b == 0),
+        "cold extent not cleared"
+    );
     println!(
         "zero-core policy: cold extent ({} KiB) cleared with {}",
         len >> 10,

@@ -330,7 +330,14 @@ pub fn clear_contig_pages(
 ) -> Result<(), ZeroError> {
     let npages = clearer.check_slice(buf)?;
     // SAFETY: `buf` is an exclusive borrow of exactly npages pages, page-aligned.
-    unsafe { clearer.clear_range(buf.as_mut_ptr(), 0..npages, clearer.extent_locality(), resched) };
+    unsafe {
+        clearer.clear_range(
+            buf.as_mut_ptr(),
+            0..npages,
+            clearer.extent_locality(),
+            resched,
+        )
+    };
     Ok(())
 }
 

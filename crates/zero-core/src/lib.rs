@@ -61,8 +61,8 @@ pub use mm_types::PageSize;
 pub use parallel::{ChunkCursor, ParallelClear};
 pub use plan::{NON_PREEMPT_BATCH_BYTES, batch_pages_for_latency, non_preempt_batch_pages};
 pub use policy::{
-    DEFAULT_COLD_THRESHOLD, Locality, MAX_DEFAULT_STREAMING_THRESHOLD, Policy,
-    Temperature, VectorUse,
+    DEFAULT_COLD_THRESHOLD, Locality, MAX_DEFAULT_STREAMING_THRESHOLD, Policy, Temperature,
+    VectorUse,
 };
 pub use preempt::{CountingResched, NoResched, PreemptModel, Resched};
 pub use strategy::Strategy;

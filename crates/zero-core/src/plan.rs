@@ -252,7 +252,10 @@ mod tests {
         let outside = Some(ZeroError::FaultPageOutsideFolio { page: 8, pages: 8 });
         assert_eq!(FaultRanges::new(8, 8, FAULT_RADIUS).err(), outside);
         assert_eq!(TargetLastOrder::new(8, 8).err(), outside);
-        assert_eq!(FaultRanges::new(0, 0, FAULT_RADIUS).err(), Some(ZeroError::ZeroLength));
+        assert_eq!(
+            FaultRanges::new(0, 0, FAULT_RADIUS).err(),
+            Some(ZeroError::ZeroLength)
+        );
     }
 
     #[test]
@@ -302,7 +305,10 @@ mod tests {
         let r = FaultRanges::new(4, 3, FAULT_RADIUS).unwrap();
         assert_eq!((r.right, r.left, r.neighbourhood), (4..4, 0..1, 1..4));
         let r = FaultRanges::new(512, 100, 0).unwrap();
-        assert_eq!((r.right, r.left, r.neighbourhood), (101..512, 0..100, 100..101));
+        assert_eq!(
+            (r.right, r.left, r.neighbourhood),
+            (101..512, 0..100, 100..101)
+        );
         let r = FaultRanges::new(512, 100, usize::MAX).unwrap();
         assert_eq!((r.right, r.left, r.neighbourhood), (512..512, 0..0, 0..512));
     }

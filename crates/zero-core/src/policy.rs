@@ -213,9 +213,7 @@ impl Policy {
             && match locality {
                 Locality::TouchedNext => false,
                 Locality::Unknown => bytes >= self.streaming_threshold,
-                Locality::Cold => {
-                    bytes >= self.streaming_threshold || bytes >= self.cold_threshold
-                }
+                Locality::Cold => bytes >= self.streaming_threshold || bytes >= self.cold_threshold,
             }
     }
 

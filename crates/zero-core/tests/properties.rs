@@ -6,8 +6,9 @@ use core::num::NonZeroUsize;
 use proptest::prelude::*;
 use zero_core::plan::{ChunkPlan, FaultRanges, TargetLastOrder};
 use zero_core::{
-    ClearConfig, Clearer, CountingResched, FolioOrder, Locality, PageSize, ParallelClear, Policy, Temperature,
-    PreemptModel, Strategy as Clear, ZeroError, clear_contig_pages, folio_zero_user, reference,
+    ClearConfig, Clearer, CountingResched, FolioOrder, Locality, PageSize, ParallelClear, Policy,
+    PreemptModel, Strategy as Clear, Temperature, ZeroError, clear_contig_pages, folio_zero_user,
+    reference,
 };
 
 const POISON: u8 = 0xA5;
@@ -103,7 +104,11 @@ fn policy() -> impl proptest::strategy::Strategy<Value = Policy> {
 }
 
 fn temperature() -> impl proptest::strategy::Strategy<Value = Temperature> {
-    prop::sample::select(vec![Temperature::Unknown, Temperature::Hot, Temperature::Cold])
+    prop::sample::select(vec![
+        Temperature::Unknown,
+        Temperature::Hot,
+        Temperature::Cold,
+    ])
 }
 
 fn batch() -> impl proptest::strategy::Strategy<Value = Option<NonZeroUsize>> {
@@ -355,7 +360,14 @@ fn one_gib_batches_match_the_kernel() {
         preempt: PreemptModel::Full,
         ..cfg
     };
-    assert_eq!(full.validate().unwrap().plan(0..262_144, Locality::Unknown).0.len(), 1);
+    assert_eq!(
+        full.validate()
+            .unwrap()
+            .plan(0..262_144, Locality::Unknown)
+            .0
+            .len(),
+        1
+    );
     // The portable strategy models the generic per-page loop: one page per batch.
     let portable = clearer.with_policy(Policy::fixed(Clear::Portable)).unwrap();
     assert_eq!(portable.plan(0..512, Locality::Unknown).0.len(), 512);
