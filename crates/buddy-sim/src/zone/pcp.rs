@@ -5,6 +5,7 @@
 
 use core::fmt;
 
+use crate::decompose::decompose;
 use crate::frame::{FrameState, Word};
 use crate::migratetype::MigrateType;
 use crate::sync::DefaultRawMutex;
@@ -25,9 +26,14 @@ pub struct PerCpu<R = DefaultRawMutex> {
     pub(crate) lists: Mutex<R, PcpLists>,
 }
 
+// One bit per list in `PcpLists::nonempty`.
+const _: () = assert!(PCP_LISTS <= 32);
+
 /// Everything a per-cpu lock protects.
 pub(crate) struct PcpLists {
     pub(crate) lists: [List; PCP_LISTS],
+    /// Bit `l` set when list `l` is not empty: a drain finds its next list in one step.
+    nonempty: u32,
     /// Frames on these lists, and of those in blocks known zero.
     pub(crate) count: FreeCount,
     /// The list a drain takes from next (round robin, as `free_pcppages_bulk`).
@@ -41,6 +47,7 @@ pub(crate) struct PcpLists {
 impl PcpLists {
     const EMPTY: Self = Self {
         lists: [List::EMPTY; PCP_LISTS],
+        nonempty: 0,
         count: FreeCount::NONE,
         drain_cursor: 0,
         recent_frees: 0,
@@ -62,6 +69,7 @@ impl PcpLists {
         m.frame(idx)
             .store(Word::free(FrameState::Pcp, order.get(), zeroed, mt));
         self.lists[list].push(m.frames, idx, zeroed);
+        self.nonempty |= 1 << list;
         self.count.add(order, zeroed);
         self.stats.list_ops += 1;
     }
@@ -84,6 +92,9 @@ impl PcpLists {
             Prefer::Zeroed if m.frame(l.tail()?).load().zeroed() => l.pop_back(m.frames)?,
             Prefer::Zeroed => return None,
         };
+        if l.is_empty() {
+            self.nonempty &= !(1 << list);
+        }
         let zeroed = m.frame(idx).load().zeroed();
         self.count.sub(order, zeroed);
         self.recent_frees >>= 1;
@@ -123,28 +134,110 @@ impl PcpLists {
     /// lists' backs (blocks known zero first, which can merge there, then the oldest): from
     /// the next non-empty list in turn, until the batch is done or the list is
     /// empty. The caller holds this CPU's lock and the zone lock.
+    ///
+    /// Order-0 pages that come off a list one after another at consecutive frames (pages
+    /// freed in ascending order, as a split block's are) go back as a run: as its fewest
+    /// aligned blocks, each freed once and merged from its order up, instead of page by page
+    /// through every merge below it. The zone ends the same either way (a block of at most
+    /// the pageblock order lies in one pageblock, a larger one is freed pageblock by
+    /// pageblock, and merging does not depend on the order of the frees).
     pub(crate) fn drain(&mut self, m: FrameMap<'_>, free: &mut FreeArea, pages: u64) {
         let mut drained = 0;
+        let mut run = PageRun::NONE;
         while drained < pages && self.count.pages > 0 {
-            let Some(list) = (1..=PCP_LISTS)
-                .map(|k| (self.drain_cursor + k) % PCP_LISTS)
-                .find(|&l| !self.lists[l].is_empty())
-            else {
-                break;
+            // The next non-empty list after the cursor, round robin.
+            let after = self.nonempty & !(u32::MAX >> (31 - self.drain_cursor));
+            let list = match (after, self.nonempty) {
+                (0, 0) => break,
+                (0, all) => all.trailing_zeros() as usize,
+                (next, _) => next.trailing_zeros() as usize,
             };
             self.drain_cursor = list;
             while drained < pages {
                 let Some(idx) = self.lists[list].pop_back(m.frames) else {
+                    self.nonempty &= !(1 << list);
                     break;
                 };
+                if self.lists[list].is_empty() {
+                    self.nonempty &= !(1 << list);
+                }
                 let w = m.frame(idx).load();
                 let order = Order(w.order());
                 self.count.sub(order, w.zeroed());
                 self.stats.list_ops += 1;
                 drained += order.pages();
-                free.free_one_page(m, idx, order, w.zeroed());
+                if order.get() == 0 && run.extends(idx, w.zeroed()) {
+                    run.pages += 1;
+                    continue;
+                }
+                run.free(m, free);
+                if order.get() == 0 {
+                    run = PageRun::at(idx, w.zeroed());
+                } else {
+                    free.free_one_page(m, idx, order, w.zeroed());
+                }
             }
         }
+        run.free(m, free);
+    }
+}
+
+/// Order-0 pages a drain took off a list at consecutive frames, not yet freed.
+#[derive(Clone, Copy)]
+struct PageRun {
+    first: FrameIdx,
+    pages: u32,
+    zeroed: bool,
+}
+
+impl PageRun {
+    const NONE: Self = Self {
+        first: FrameIdx(0),
+        pages: 0,
+        zeroed: false,
+    };
+
+    fn at(first: FrameIdx, zeroed: bool) -> Self {
+        Self {
+            first,
+            pages: 1,
+            zeroed,
+        }
+    }
+
+    /// Whether the page at `idx` (known zero or not) is the run's next.
+    #[inline]
+    fn extends(&self, idx: FrameIdx, zeroed: bool) -> bool {
+        self.pages > 0
+            && zeroed == self.zeroed
+            && Some(idx.0) == self.first.0.checked_add(self.pages)
+    }
+
+    /// Frees the run to the buddy as its fewest aligned blocks (`decompose`): each block's
+    /// frames but its head become tails, and the block is freed at its order.
+    fn free(&mut self, m: FrameMap<'_>, free: &mut FreeArea) {
+        if self.pages == 0 {
+            return;
+        }
+        // The run's frames are the zone's, so its end does not overflow; were it to, the
+        // pages would go back one by one.
+        match decompose(m.pfn(self.first), u64::from(self.pages), m.cfg.max_order) {
+            Ok(blocks) => {
+                for (pfn, order) in blocks {
+                    let head = m.index_of(pfn);
+                    for tail in FrameIdx::span(head + 1, head + order.pages() as u32) {
+                        m.frame(tail).store(Word::TAIL);
+                    }
+                    free.free_one_page(m, head, order, self.zeroed);
+                }
+            }
+            Err(_) => {
+                for page in FrameIdx::span(self.first, self.first + self.pages) {
+                    free.free_one_page(m, page, Order(0), self.zeroed);
+                }
+            }
+        }
+        *self = Self::NONE;
     }
 }
 

@@ -63,23 +63,47 @@ where
         pfn: Pfn,
         order: Order,
     ) -> Result<(), FreeError> {
-        // The common case, inline: the only reference to a block of this order with no
-        // flags (so its free-time check passes) is dropped by one compare-and-swap. Anything
-        // else, and every error, takes the general path.
-        let m = self.map();
-        if let Ok(idx) = m.index(pfn) {
-            let frame = m.frame(idx);
-            let w = frame.load();
-            if w.ignoring_mt() == Word::allocated(order.get()) && frame.cas(w, w.freeing()).is_ok()
-            {
-                self.free_block(pcp, idx, order, 1);
-                return Ok(());
-            }
-        }
         self.put(pcp, pfn, Some(order))
     }
 
+    /// The common case of a free, inline: the only reference to a block (of `order`, if
+    /// given) with no flags, so that its free-time check passes, dropped by one
+    /// compare-and-swap, and the block freed. False, with nothing changed, for anything else
+    /// (another reference, a flag, a bad frame, a lost race): the general path decides.
+    #[inline(always)]
+    fn free_if_last(&self, pcp: CpuLists<'_, R>, pfn: Pfn, order: Option<Order>) -> bool {
+        let m = self.map();
+        let Ok(idx) = m.index(pfn) else {
+            return false;
+        };
+        let frame = m.frame(idx);
+        let w = frame.load();
+        let order = order.map_or(w.order(), Order::get);
+        if w.ignoring_mt() == Word::allocated(order) && frame.cas(w, w.freeing()).is_ok() {
+            self.free_block(pcp, idx, Order(order), 1);
+            return true;
+        }
+        false
+    }
+
+    /// Drops one reference to the block at `pfn` (of `order`, if given), freeing it when it
+    /// was the last: every free, its common case inline.
+    #[inline(always)]
     fn put(&self, pcp: CpuLists<'_, R>, pfn: Pfn, order: Option<Order>) -> Result<(), FreeError> {
+        if self.free_if_last(pcp, pfn, order) {
+            return Ok(());
+        }
+        self.put_slow(pcp, pfn, order)
+    }
+
+    /// [`Zone::put`] past its common case.
+    #[inline(never)]
+    fn put_slow(
+        &self,
+        pcp: CpuLists<'_, R>,
+        pfn: Pfn,
+        order: Option<Order>,
+    ) -> Result<(), FreeError> {
         let (idx, old) = self.update_head(pfn, order, |w| Ok(w.without_a_reference()))?;
         if old.refcount() == 1 {
             self.release(pcp, idx, old);
