@@ -105,15 +105,13 @@ impl<V: FnMut(FrameRange, bool)> Tally<V> {
     }
 }
 
-/// The folio of the present entry `pte` at `index`, and how many entries from `index` (at
-/// most `end - index`) can belong to it; `None` for a frame that is not in a folio.
+/// The folio of the present entry `pte`, and how many of its frames are left from the one
+/// `pte` maps (that one included); `None` for a frame that is not in a folio.
 pub(crate) fn folio_at<F: PteFormat, E: Entry>(
     table: &PteTable<'_, F, E>,
     pte: u64,
-    index: usize,
-    end: usize,
     folios: &impl Folios,
-) -> Result<Option<(FrameRange, usize)>, PteError> {
+) -> Result<Option<(FrameRange, u64)>, PteError> {
     let pfn = table.format().pfn(pte);
     let Some(folio) = folios.folio_of(pfn) else {
         return Ok(None);
@@ -121,13 +119,15 @@ pub(crate) fn folio_at<F: PteFormat, E: Entry>(
     if !folio.contains(pfn) {
         return Err(PteError::BadFolio { pfn });
     }
-    // Entries of the folio from here: a leaf larger than a frame maps `frames_per_entry`, a
-    // power of two, so a shift rather than a division.
-    let frames_left = folio.pages - (pfn.0 - folio.start.0);
-    let shift = table.frames_per_entry().trailing_zeros();
-    let left_in_folio = (frames_left >> shift) + u64::from(frames_left & ((1 << shift) - 1) != 0);
-    let max_nr = usize::try_from(left_in_folio).map_or(end - index, |n| n.min(end - index));
-    Ok(Some((folio, max_nr)))
+    Ok(Some((folio, folio.pages - (pfn.0 - folio.start.0))))
+}
+
+/// How many entries from `index` (at most `end - index`) can map `frames_left` frames of one
+/// folio, with `shift` = log2 of the frames an entry maps (a power of two, so a shift
+/// rather than a division): the last may map a part.
+fn entries_for(frames_left: u64, shift: u32, index: usize, end: usize) -> usize {
+    let entries = (frames_left >> shift) + u64::from(frames_left & ((1 << shift) - 1) != 0);
+    usize::try_from(entries).map_or(end - index, |n| n.min(end - index))
 }
 
 /// What an aging walk does to each batch: the three MMU-notifier operations KVM implements
@@ -232,26 +232,53 @@ fn walk<F: PteFormat, E: Entry, V: FnMut(FrameRange, bool)>(
 ) -> Result<(), PteError> {
     let range = table.check_span(range)?;
     let f = table.format();
+    let per_entry = table.frames_per_entry();
+    let shift = per_entry.trailing_zeros();
     // Counted in locals and added once: stores to `tally` in the loop would sit in the store
     // buffer ahead of every entry's locked compare-and-swap.
     let (mut batches, mut entries, mut updates) = (0, 0, 0);
     let mut i = range.start;
     while i < range.end {
-        let pte = table.raw(i)?;
+        let pte = table.raw_unchecked(i);
         let found = if f.is_present(pte) {
-            folio_at(table, pte, i, range.end, folios)?
+            folio_at(table, pte, folios)?
         } else {
             None
         };
-        let Some((folio, max_nr)) = found else {
+        let Some((folio, frames_left)) = found else {
             i += 1;
             continue;
         };
         // A folio with one entry left here (a 2 MiB folio under a 2 MiB leaf, a small
-        // folio) is a batch of one without comparing entries.
-        let nr = if max_nr == 1 {
+        // folio, the last entry of the table) is a batch of one without comparing entries;
+        // if the entry is not in a contiguous block there is nothing to expand either, and it
+        // is cleared as the per-entry walk clears it (a batch of one must not cost more than
+        // an entry).
+        let one = frames_left <= per_entry || i + 1 == range.end;
+        if one && !f.is_cont(pte) {
+            let young = match op {
+                YoungOp::Test => f.is_young(pte),
+                YoungOp::Clear | YoungOp::ClearFlush => {
+                    let (young, rewritten) = table.clear_young_from(i, pte);
+                    updates += u64::from(rewritten);
+                    if op == YoungOp::ClearFlush && f.flushes_young() && young {
+                        let range = table.flush_range_of(i..i + 1);
+                        tally.flush(FlushToken::new(true, Some(range)), tlb)
+                    } else {
+                        young
+                    }
+                }
+            };
+            batches += 1;
+            entries += 1;
+            report(tally, folio, table.flush_range_of(i..i + 1), young);
+            i += 1;
+            continue;
+        }
+        let nr = if one {
             1
         } else {
+            let max_nr = entries_for(frames_left, shift, i, range.end);
             folio_pte_batch(table, i, max_nr, flags)?.nr
         };
         // The walk checked the range: expand it to whole blocks and act on it.

@@ -190,7 +190,7 @@ fn walk<F: PteFormat, E: Entry, V: FnMut(FrameRange, bool)>(
         if !f.is_present(pte) {
             continue;
         }
-        let Some((folio, _)) = folio_at(table, pte, i, range.end, folios)? else {
+        let Some((folio, _)) = folio_at(table, pte, folios)? else {
             continue;
         };
         let young = match op {

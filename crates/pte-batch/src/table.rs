@@ -379,7 +379,8 @@ impl<'a, F: PteFormat, E: Entry> PteTable<'a, F, E> {
         Ok(())
     }
 
-    fn raw_unchecked(&self, index: usize) -> u64 {
+    /// Entry `index` of a range the caller checked ([`check_span`](Self::check_span)).
+    pub(crate) fn raw_unchecked(&self, index: usize) -> u64 {
         self.slot(index).load()
     }
 

@@ -25,9 +25,16 @@ impl<F: PteFormat, E: Entry> PteTable<'_, F, E> {
     /// `__ptep_test_and_clear_young`): returns (was young, rewritten). An empty entry is
     /// left alone.
     pub(crate) fn clear_young_entry(&self, index: usize) -> (bool, bool) {
+        self.clear_young_from(index, self.slot(index).load())
+    }
+
+    /// [`clear_young_entry`](Self::clear_young_entry) starting from `old`, a value of the
+    /// entry the caller just read (the compare-and-swap fails and retries if it is no longer
+    /// what the entry holds).
+    #[inline]
+    pub(crate) fn clear_young_from(&self, index: usize, mut old: u64) -> (bool, bool) {
         let f = self.format();
         let slot = self.slot(index);
-        let mut old = slot.load();
         while f.is_present(old) {
             match slot.compare_exchange_weak(old, f.mkold(old)) {
                 Ok(_) => return (f.is_young(old), true),
