@@ -48,6 +48,7 @@ pub(crate) fn order(o: u8) -> Order {
 #[must_use]
 pub fn counted_workloads() -> Vec<count::Workload> {
     let mut all = contig_free::COUNTED.to_vec();
+    all.extend(clearing::COUNTED);
     all.extend(young::COUNTED);
     all.extend(guest::COUNTED);
     all.extend(zeroed::COUNTED);

@@ -108,12 +108,78 @@ impl ClearConfig {
             (true, _) | (false, None) => usize::MAX,
             (false, Some(s)) => self.batch_for(s).get(),
         };
+        let shift = self.page_size.shift();
+        let temporal_batch = batch(Some(self.policy.temporal()));
+        let temporal = self.policy.temporal();
         Clearer {
-            shift: self.page_size.shift(),
-            temporal_batch: batch(Some(self.policy.temporal())),
+            shift,
+            temporal_batch,
             streaming_batch: batch(self.policy.streaming()),
+            small_extent: small_extent(&self.policy, self.memory, temporal_batch, shift),
+            small_touched: {
+                let batch = small_extent(
+                    &self.policy.with_streaming(None),
+                    self.memory,
+                    temporal_batch,
+                    shift,
+                );
+                let pages = match self.folio_order {
+                    FolioOrder::NeighbourhoodLast => self.policy.fault_radius().saturating_add(1),
+                    FolioOrder::TargetLast => 0,
+                };
+                let bytes = if pages > usize::MAX >> shift {
+                    usize::MAX
+                } else {
+                    pages << shift
+                };
+                if bytes < batch { bytes } else { batch }
+            },
+            small_clear: backend::primitive(temporal),
+            whole_neighbourhood: match self.folio_order {
+                FolioOrder::NeighbourhoodLast => self.policy.fault_radius().saturating_add(1),
+                FolioOrder::TargetLast => 0,
+            },
+            page_mask: self.page_size.bytes() - 1,
+            temporal_fence: temporal.needs_fence(),
             cfg: self,
         }
+    }
+}
+
+/// The most bytes a plain extent may have for a clearer of `policy` and `memory` to clear it
+/// temporally in one batch of `temporal_batch` pages (`usize::MAX`: one chunk whatever the
+/// length): below the threshold it would stream from, within one batch. The inline fast path
+/// of [`clear_contig_pages`] takes extents up to this size.
+const fn small_extent(
+    policy: &Policy,
+    memory: Temperature,
+    temporal_batch: usize,
+    shift: u32,
+) -> usize {
+    if !policy.temporal().is_extent() {
+        // A page at a time (the generic loop): the general path.
+        return 0;
+    }
+    let below_streaming = if policy.streaming().is_none() {
+        usize::MAX
+    } else {
+        let from = match memory.locality(false) {
+            Locality::Cold if policy.cold_threshold() < policy.streaming_threshold() => {
+                policy.cold_threshold()
+            }
+            _ => policy.streaming_threshold(),
+        };
+        from.saturating_sub(1)
+    };
+    let batch_bytes = if temporal_batch > (usize::MAX >> shift) {
+        usize::MAX
+    } else {
+        temporal_batch << shift
+    };
+    if below_streaming < batch_bytes {
+        below_streaming
+    } else {
+        batch_bytes
     }
 }
 
@@ -121,7 +187,7 @@ impl ClearConfig {
 /// take, so that a clear pays for no validation of its configuration and no feature lookup,
 /// only for the checks of the memory it is given (start and length whole pages). Cheap to
 /// copy; make one at boot and keep it.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug)]
 pub struct Clearer {
     cfg: ClearConfig,
     /// log2 of the page size.
@@ -130,7 +196,31 @@ pub struct Clearer {
     temporal_batch: usize,
     /// Pages per chunk with the streaming strategy (`usize::MAX`: one chunk).
     streaming_batch: usize,
+    /// Plain extents up to this many bytes are one temporal batch ([`small_extent`]).
+    small_extent: usize,
+    /// A folio up to this many bytes is all its fault's neighbourhood and one temporal batch
+    /// (0 where the temporal strategy clears a page at a time).
+    small_touched: usize,
+    /// A folio of at most this many pages is all its fault's neighbourhood (radius + 1 with
+    /// the neighbourhood-last order; 0 with the target-last order, which orders every folio).
+    whole_neighbourhood: usize,
+    /// The page size less one: the bits an aligned address or length has clear.
+    page_mask: usize,
+    /// The temporal strategy's primitive, called for those without a dispatch.
+    small_clear: backend::ClearFn,
+    /// Whether the temporal strategy needs a fence (only a fixed non-temporal policy's does).
+    temporal_fence: bool,
 }
+
+/// Two clearers are equal when they were made from equal configurations (everything else is
+/// derived from the configuration).
+impl PartialEq for Clearer {
+    fn eq(&self, other: &Self) -> bool {
+        self.cfg == other.cfg
+    }
+}
+
+impl Eq for Clearer {}
 
 impl Clearer {
     /// [`ClearConfig::new`] validated: the detected policy names only strategies this CPU
@@ -169,7 +259,65 @@ impl Clearer {
     pub const fn with_memory(&self, memory: Temperature) -> Self {
         let mut c = *self;
         c.cfg.memory = memory;
+        c.small_extent = small_extent(&c.cfg.policy, memory, c.temporal_batch, c.shift);
         c
+    }
+
+    /// The general path of a plain extent of `npages` pages at `dst` (out of line, so that the
+    /// small-extent path around it inlines into its caller).
+    ///
+    /// # Safety
+    /// As [`Clearer::clear_range`].
+    #[inline(never)]
+    unsafe fn clear_extent(&self, dst: *mut u8, npages: usize, resched: &mut impl Resched) {
+        // SAFETY: forwarded from the caller.
+        unsafe { self.clear_range(dst, 0..npages, self.extent_locality(), resched) };
+    }
+
+    /// [`Clearer::clear_small`] for a folio that is all its fault's neighbourhood (touched
+    /// next, so never streamed) and one temporal batch: `len` bytes at most
+    /// `small_touched`.
+    ///
+    /// # Safety
+    /// As [`Clearer::clear_small`].
+    #[inline(always)]
+    unsafe fn clear_touched_small(
+        &self,
+        dst: *mut u8,
+        len: usize,
+        resched: &mut impl Resched,
+    ) -> bool {
+        if len > self.small_touched {
+            return false;
+        }
+        resched.cond_resched();
+        // SAFETY: as in clear_small: small_touched is 0 unless the primitive is an extent one.
+        unsafe { (self.small_clear)(dst, len) };
+        if self.temporal_fence {
+            backend::store_fence();
+        }
+        true
+    }
+
+    /// Clears `len` bytes from `dst`, whole pages, if they are a small extent
+    /// ([`small_extent`]): one `cond_resched`, the temporal primitive, its fence if it has
+    /// one. Returns whether it did (false: the caller takes the general path).
+    ///
+    /// # Safety
+    /// `len` bytes from `dst` writable and unshared, page-aligned whole pages.
+    #[inline(always)]
+    unsafe fn clear_small(&self, dst: *mut u8, len: usize, resched: &mut impl Resched) -> bool {
+        if len > self.small_extent {
+            return false;
+        }
+        resched.cond_resched();
+        // SAFETY: the caller's range; the primitive is the validated policy's temporal
+        // strategy's (available), an extent primitive (small_extent is 0 otherwise).
+        unsafe { (self.small_clear)(dst, len) };
+        if self.temporal_fence {
+            backend::store_fence();
+        }
+        true
     }
 
     /// The chunks, and the strategy, with which `pages` of an extent of `locality` are
@@ -204,8 +352,7 @@ impl Clearer {
     /// the page count.
     #[inline]
     pub(crate) fn pages_of(&self, addr: usize, len: usize) -> Result<usize, ZeroError> {
-        let mask = (1usize << self.shift) - 1;
-        if len == 0 || (addr | len) & mask != 0 {
+        if len == 0 || (addr | len) & self.page_mask != 0 {
             return Err(self.geometry_error(addr, len));
         }
         Ok(len >> self.shift)
@@ -237,11 +384,29 @@ impl Clearer {
     /// Validates raw geometry: not empty, page-aligned, no overflow. Returns the page count.
     #[inline]
     fn check_raw(&self, dst: *mut u8, npages: usize) -> Result<usize, ZeroError> {
-        let len = npages
-            .checked_mul(self.cfg.page_size.bytes())
-            .ok_or(ZeroError::Overflow)?;
-        dst.addr().checked_add(len).ok_or(ZeroError::Overflow)?;
-        self.pages_of(dst.addr(), len)
+        let addr = dst.addr();
+        let fits = npages <= usize::MAX >> self.shift;
+        // In range, not empty, aligned; every failing case is told apart off the fast path.
+        if fits
+            && npages != 0
+            && addr <= usize::MAX - (npages << self.shift)
+            && addr & self.page_mask == 0
+        {
+            return Ok(npages);
+        }
+        Err(self.raw_error(addr, npages))
+    }
+
+    /// What is wrong with `npages` pages from `addr` (off the fast path): an overflow first,
+    /// then the extent's geometry.
+    #[cold]
+    #[inline(never)]
+    fn raw_error(&self, addr: usize, npages: usize) -> ZeroError {
+        let len = npages.checked_mul(self.cfg.page_size.bytes());
+        match len.and_then(|len| addr.checked_add(len).map(|_| len)) {
+            None => ZeroError::Overflow,
+            Some(len) => self.geometry_error(addr, len),
+        }
     }
 
     /// Clears the page range `pages` of the extent at `base`: the kernel's `clear_contig`.
@@ -331,13 +496,10 @@ pub fn clear_contig_pages(
     let npages = clearer.check_slice(buf)?;
     // SAFETY: `buf` is an exclusive borrow of exactly npages pages, page-aligned.
     unsafe {
-        clearer.clear_range(
-            buf.as_mut_ptr(),
-            0..npages,
-            clearer.extent_locality(),
-            resched,
-        )
-    };
+        if !clearer.clear_small(buf.as_mut_ptr(), buf.len(), resched) {
+            clearer.clear_extent(buf.as_mut_ptr(), npages, resched);
+        }
+    }
     Ok(())
 }
 
@@ -358,8 +520,13 @@ pub unsafe fn clear_contig_pages_raw(
     resched: &mut impl Resched,
 ) -> Result<(), ZeroError> {
     let npages = clearer.check_raw(dst, npages)?;
-    // SAFETY: the caller's contract, and check_raw validated the geometry.
-    unsafe { clearer.clear_range(dst, 0..npages, clearer.extent_locality(), resched) };
+    // SAFETY: the caller's contract, and check_raw validated the geometry (so the length
+    // does not overflow).
+    unsafe {
+        if !clearer.clear_small(dst, npages << clearer.shift, resched) {
+            clearer.clear_extent(dst, npages, resched);
+        }
+    }
     Ok(())
 }
 
@@ -393,7 +560,16 @@ pub fn folio_zero_user(
 ) -> Result<(), ZeroError> {
     let npages = clearer.check_slice(folio)?;
     // SAFETY: `folio` is an exclusive borrow of exactly npages pages, validated.
-    unsafe { folio_zero_validated(folio.as_mut_ptr(), npages, fault_offset, clearer, resched) }
+    unsafe {
+        let len = folio.len();
+        folio_zero_validated(
+            folio.as_mut_ptr(),
+            (npages, len),
+            fault_offset,
+            clearer,
+            resched,
+        )
+    }
 }
 
 /// [`folio_zero_user`] over raw memory.
@@ -414,7 +590,10 @@ pub unsafe fn folio_zero_user_raw(
 ) -> Result<(), ZeroError> {
     let npages = clearer.check_raw(dst, npages)?;
     // SAFETY: the caller's contract, and check_raw validated the geometry.
-    unsafe { folio_zero_validated(dst, npages, fault_offset, clearer, resched) }
+    unsafe {
+        let len = npages << clearer.shift;
+        folio_zero_validated(dst, (npages, len), fault_offset, clearer, resched)
+    }
 }
 
 /// [`folio_zero_user`] after validation.
@@ -425,30 +604,48 @@ pub unsafe fn folio_zero_user_raw(
 #[inline]
 unsafe fn folio_zero_validated(
     dst: *mut u8,
-    npages: usize,
+    (npages, len): (usize, usize),
     fault_offset: usize,
     clearer: &Clearer,
     resched: &mut impl Resched,
 ) -> Result<(), ZeroError> {
-    let shift = clearer.shift;
-    let len = npages << shift;
     if fault_offset >= len {
         return Err(ZeroError::FaultOutsideFolio {
             offset: fault_offset,
             len,
         });
     }
+    // The common 4 KiB fault: a folio that is all its fault's neighbourhood and one temporal
+    // batch, inline.
+    // SAFETY: the caller's npages pages, writable and unshared.
+    if unsafe { clearer.clear_touched_small(dst, len, resched) } {
+        return Ok(());
+    }
+    // SAFETY: forwarded from the caller; fault_offset < len.
+    unsafe { folio_zero_general(dst, npages, fault_offset >> clearer.shift, clearer, resched) }
+}
+
+/// [`folio_zero_validated`] past its inline case (out of line).
+///
+/// # Safety
+/// As [`folio_zero_validated`], and `fault < npages`.
+#[inline(never)]
+unsafe fn folio_zero_general(
+    dst: *mut u8,
+    npages: usize,
+    fault: usize,
+    clearer: &Clearer,
+    resched: &mut impl Resched,
+) -> Result<(), ZeroError> {
     // A folio of at most radius + 1 pages is all the fault's neighbourhood, wherever the
-    // fault is (the common 4 KiB fault): one hot range, nothing to order, inline.
-    if npages <= clearer.cfg.policy.fault_radius().saturating_add(1)
-        && clearer.cfg.folio_order == FolioOrder::NeighbourhoodLast
-    {
+    // fault is: one hot range, nothing to order.
+    if npages <= clearer.whole_neighbourhood {
         // SAFETY: the caller's npages pages, writable and unshared.
         unsafe { clearer.clear_range(dst, 0..npages, Locality::TouchedNext, resched) };
         return Ok(());
     }
-    // SAFETY: forwarded from the caller; fault_offset < len.
-    unsafe { folio_zero_ordered(dst, npages, fault_offset >> shift, clearer, resched) }
+    // SAFETY: forwarded from the caller.
+    unsafe { folio_zero_ordered(dst, npages, fault, clearer, resched) }
 }
 
 /// [`folio_zero_validated`] for the folios whose pages it orders around the fault.

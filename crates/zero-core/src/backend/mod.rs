@@ -33,3 +33,47 @@ pub(crate) use imp::{
     STREAMING_PREFERENCE, TEMPORAL_PREFERENCE, clear, dc_zva_block, evict, is_available,
     reported_llc_bytes, store_fence,
 };
+
+/// One clearing primitive as a function: what a validated clearer calls for its small
+/// extents, so that a page costs an indirect call and no dispatch on the strategy.
+pub(crate) type ClearFn = unsafe fn(*mut u8, usize);
+
+/// [`clear`] with the strategy fixed at compile time (`Strategy::ALL[S]`): the dispatch folds
+/// away.
+///
+/// # Safety
+/// As [`clear`].
+unsafe fn clear_with<const S: usize>(dst: *mut u8, len: usize) {
+    // SAFETY: forwarded from the caller.
+    unsafe { clear(crate::Strategy::ALL[S], dst, len) }
+}
+
+/// [`clear_with`] for every strategy, in `Strategy::ALL`'s order.
+const PRIMITIVES: [ClearFn; 15] = [
+    clear_with::<0>,
+    clear_with::<1>,
+    clear_with::<2>,
+    clear_with::<3>,
+    clear_with::<4>,
+    clear_with::<5>,
+    clear_with::<6>,
+    clear_with::<7>,
+    clear_with::<8>,
+    clear_with::<9>,
+    clear_with::<10>,
+    clear_with::<11>,
+    clear_with::<12>,
+    clear_with::<13>,
+    clear_with::<14>,
+];
+
+const _: () = assert!(PRIMITIVES.len() == crate::Strategy::ALL.len());
+
+/// `strategy`'s primitive as a function (its extent primitive, one call for the whole range).
+pub(crate) fn primitive(strategy: crate::Strategy) -> ClearFn {
+    let i = crate::Strategy::ALL
+        .iter()
+        .position(|&s| s == strategy)
+        .unwrap_or(0);
+    PRIMITIVES[i]
+}
