@@ -1320,7 +1320,8 @@ fn goals(
             .fold(Verdict::Met, Verdict::and);
         t.row(vec![
             Cell::text(format!(
-                "a 2 MiB fault + first touch: the policy {name} within 5% of the best of all                  temporal, all streaming and mixed, on every row (cold and hot)"
+                "a 2 MiB fault + first touch: the policy {name} within 5% of the best of all \
+                 temporal, all streaming and mixed, on every row (cold and hot)"
             )),
             Cell::text(worst_of(per_row).map_or("-".into(), |(row, e)| {
                 format!("worst {} at {row}", ratio_text(*e))
