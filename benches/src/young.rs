@@ -15,8 +15,8 @@ use crate::{Cell, Plot, Section, SectionContext, Table};
 use pte_batch::format::Arm64;
 use pte_batch::mm_types::{FrameRange, PageRange, Pfn, VirtAddr};
 use pte_batch::{
-    Access, AgingStats, AtomicU64, CountingFlush, Folios, FpbFlags, Prot, PteFormat, PteTable,
-    X86_64, YoungOp, age_batches, age_range, reference,
+    Access, AgesPass, AgingStats, AtomicU64, CountingFlush, Folios, FpbFlags, Prot, PteFormat,
+    PteTable, X86_64, YoungOp, age_batches, age_range, reference,
 };
 use std::time::Instant;
 
@@ -238,6 +238,32 @@ impl<F: PteFormat> Scenario<F> {
             .expect("aging a well-formed table");
         }
         stats
+    }
+
+    /// [`Scenario::age_kvm`] batched, recording every batch in an [`AgesPass`] table by table
+    /// ([`AgesPass::age_table`]).
+    pub fn age_kvm_into(&self, op: YoungOp, pass: &mut AgesPass<'_>) -> AgingStats {
+        let mut flushes = CountingFlush::default();
+        let mut stats = AgingStats::default();
+        for table in self.tables() {
+            let len = table.len();
+            stats += pass
+                .age_table(
+                    &table,
+                    0..len,
+                    &self.memmap,
+                    (FpbFlags::NONE, op),
+                    &mut flushes,
+                )
+                .expect("aging a well-formed table");
+        }
+        stats
+    }
+
+    /// The address the scenario's memory starts at (guest-physical at stage 2).
+    #[must_use]
+    pub fn base(&self) -> VirtAddr {
+        BASE
     }
 
     /// Entries of the scenario (leaves, pages or blocks as the format maps them).

@@ -208,19 +208,20 @@ pub fn age_batches<F: PteFormat, E: Entry>(
         op,
         tlb,
         &mut tally,
-        |tally, folio, pages, young| {
+        |tally, folio, entries, young| {
             tally.record_batch(folio, young);
-            on_batch(pages, young);
+            on_batch(table.flush_range_of(entries), young);
         },
     )?;
     Ok(tally.finish())
 }
 
-/// The batched walk both entry points share: `report(tally, folio, pages, young)` per batch,
-/// after counting its entries and updates into `tally`.
+/// The batched walk every entry point shares: `report(tally, folio, entries, young)` per
+/// batch (`entries`: the batch's entries in the table), after counting its entries and
+/// updates into `tally`.
 #[allow(clippy::too_many_arguments)] // the walk's inputs, each needed, and a private helper
 #[inline]
-fn walk<F: PteFormat, E: Entry, V: FnMut(FrameRange, bool)>(
+pub(crate) fn walk<F: PteFormat, E: Entry, V: FnMut(FrameRange, bool)>(
     table: &PteTable<'_, F, E>,
     range: Range<usize>,
     folios: &impl Folios,
@@ -228,7 +229,7 @@ fn walk<F: PteFormat, E: Entry, V: FnMut(FrameRange, bool)>(
     op: YoungOp,
     tlb: &mut impl TlbFlush<F::Stage>,
     tally: &mut Tally<V>,
-    mut report: impl FnMut(&mut Tally<V>, FrameRange, PageRange, bool),
+    mut report: impl FnMut(&mut Tally<V>, FrameRange, Range<usize>, bool),
 ) -> Result<(), PteError> {
     let range = table.check_span(range)?;
     let f = table.format();
@@ -271,7 +272,7 @@ fn walk<F: PteFormat, E: Entry, V: FnMut(FrameRange, bool)>(
             };
             batches += 1;
             entries += 1;
-            report(tally, folio, table.flush_range_of(i..i + 1), young);
+            report(tally, folio, i..i + 1, young);
             i += 1;
             continue;
         }
@@ -298,7 +299,7 @@ fn walk<F: PteFormat, E: Entry, V: FnMut(FrameRange, bool)>(
         };
         batches += 1;
         entries += nr as u64;
-        report(tally, folio, table.flush_range_of(i..i + nr), young);
+        report(tally, folio, i..i + nr, young);
         i += nr;
     }
     tally.stats.batches += batches;

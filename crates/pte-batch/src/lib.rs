@@ -22,7 +22,8 @@
 //!   each batch's (guest-physical) pages; [`reference`](mod@reference) holds the per-entry
 //!   versions of all of the above.
 //! - [`WorkingSet`]: per-run idle ages over aging passes, in caller storage, reported as bins
-//!   of idle time and the pages idle past a threshold.
+//!   of idle time and the pages idle past a threshold; [`IdleAges`]: the same estimate with
+//!   one age per slot (a page or a leaf), dense, O(1) per batch where runs cost a merge.
 #![doc = include_str!("../README.md")]
 #![no_std]
 #![cfg_attr(docsrs, feature(doc_cfg))]
@@ -38,6 +39,7 @@ mod aging;
 mod batch;
 mod flush;
 pub mod format;
+pub mod idle_ages;
 #[cfg(all(test, loom))]
 mod loom_tests;
 pub mod reference;
@@ -50,6 +52,7 @@ pub use aging::{AgingStats, YoungOp, age_batches, age_range};
 pub use batch::{Folios, FpbFlags, PteBatch, folio_pte_batch};
 pub use flush::{CountingFlush, FlushToken, Stage1, Stage2, TlbFlush, TranslationStage};
 pub use format::{Access, Arm64, Arm64Stage2, Ept, Fault, LeafSize, Npt, Prot, PteFormat, X86_64};
+pub use idle_ages::{AgesPass, IdleAges};
 pub use table::{PteError, PteTable, Unmapped};
 pub use working_set::{IdleRun, Pass, PassStats, WorkingSet, WorkingSetError};
 

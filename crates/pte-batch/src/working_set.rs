@@ -92,6 +92,19 @@ pub enum WorkingSetError {
         /// The batch's.
         found: PageSize,
     },
+    /// An [`IdleAges`](crate::IdleAges) slot is not a power of two pages, its base is not
+    /// aligned to a slot, or its slots end past the address space.
+    BadSlot {
+        /// The base given.
+        base: VirtAddr,
+        /// Pages per slot given.
+        slot_pages: u64,
+    },
+    /// A batch lies (partly) outside the slots an [`IdleAges`](crate::IdleAges) covers.
+    OutsideTracked {
+        /// The batch's start.
+        start: VirtAddr,
+    },
     /// Bin edges must increase strictly, with one more output slot than edges.
     BadBins {
         /// Edges given.
@@ -123,6 +136,14 @@ impl core::fmt::Display for WorkingSetError {
                     f,
                     "a batch of {found} pages in an estimate of {expected} pages"
                 )
+            }
+            Self::BadSlot { base, slot_pages } => write!(
+                f,
+                "slots of {slot_pages} pages from {base}: need a power of two, a base aligned \
+                 to it, and slots that end inside the address space"
+            ),
+            Self::OutsideTracked { start } => {
+                write!(f, "the batch at {start} lies outside the tracked slots")
             }
             Self::BadBins { edges, out } => write!(
                 f,

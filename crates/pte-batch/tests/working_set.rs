@@ -10,8 +10,8 @@ use common::{BASE, config, lookup, map, storage, table};
 use proptest::prelude::*;
 use pte_batch::mm_types::{FrameRange, PageRange, PageSize, VirtAddr};
 use pte_batch::{
-    Access, Arm64Stage2, CountingFlush, Ept, FpbFlags, IdleRun, Prot, PteFormat, WorkingSet,
-    WorkingSetError, YoungOp, age_batches,
+    Access, Arm64Stage2, CountingFlush, Ept, FpbFlags, IdleAges, IdleRun, Prot, PteFormat,
+    WorkingSet, WorkingSetError, YoungOp, age_batches,
 };
 
 /// One batch of a pass: a gap of unmapped pages before it, its pages, young.
@@ -68,8 +68,62 @@ fn run_pass(ws: &mut WorkingSet<'_>, pass: &[Batch]) -> Result<(), WorkingSetErr
     p.finish().map(drop)
 }
 
+/// [`run_pass`] for the dense estimator, batches in `order` (any order is allowed there).
+fn run_ages_pass(
+    ages: &mut IdleAges<'_>,
+    pass: &[Batch],
+    reversed: bool,
+) -> Result<(), WorkingSetError> {
+    let mut at = 0;
+    let mut batches = Vec::new();
+    for &(gap, pages, young) in pass {
+        at += gap;
+        batches.push((range(at, pages), young));
+        at += pages;
+    }
+    if reversed {
+        batches.reverse();
+    }
+    let mut p = ages.pass();
+    for (r, young) in batches {
+        p.observe(r, young)?;
+    }
+    p.finish()
+}
+
 proptest! {
     #![proptest_config(config())]
+
+    /// The dense estimator with one page per slot is the same model as the runs: per page,
+    /// the same ages, idle pages, ranges and bins, whatever the order of the batches.
+    #[test]
+    fn idle_ages_match_the_per_page_model(passes in passes(), edges in prop::collection::btree_set(0u32..10, 0..4), reversed in any::<bool>()) {
+        // Up to 8 passes of 24 batches of at most 4 + 16 pages.
+        let mut storage = vec![0u8; 2 * 8 * 24 * 20];
+        let mut ages = IdleAges::new(&mut storage, VirtAddr(0), PageSize::Size4KiB, 1).unwrap();
+        let mut model = BTreeMap::new();
+        for pass in &passes {
+            run_ages_pass(&mut ages, pass, reversed).unwrap();
+            model = naive_pass(&model, pass);
+            let got: BTreeMap<u64, u32> = ages.ages().map(|(a, age)| (a.0 >> 12, age)).collect();
+            prop_assert_eq!(&got, &model);
+            for min_age in 0..4 {
+                let idle = model.values().filter(|&&a| a >= min_age).count() as u64;
+                prop_assert_eq!(ages.idle_pages(min_age), idle);
+                prop_assert_eq!(ages.idle_ranges(min_age).map(|r| r.pages).sum::<u64>(), idle);
+            }
+            let edges: Vec<u32> = edges.iter().copied().collect();
+            let mut bins = vec![0; edges.len() + 1];
+            ages.bins(&edges, &mut bins).unwrap();
+            for (k, &count) in bins.iter().enumerate() {
+                let lo = if k == 0 { 0 } else { edges[k - 1] };
+                let hi = edges.get(k).copied().unwrap_or(u32::MAX);
+                let want = model.values().filter(|&&a| a >= lo && (k == edges.len() || a < hi)).count();
+                prop_assert_eq!(count, want as u64, "bin {}", k);
+            }
+        }
+        prop_assert_eq!(ages.passes(), passes.len() as u64);
+    }
 
     #[test]
     fn estimator_matches_the_per_page_model(passes in passes(), edges in prop::collection::btree_set(0u32..10, 0..4)) {
@@ -186,8 +240,12 @@ fn bad_input_is_an_error_and_spoils_only_the_pass() {
 /// touch, and a batch is one run however many pages it maps.
 fn guest_phases<F: PteFormat>(f: F, folio_entries: usize) {
     let len = 64;
-    let entries = storage(len);
+    let (entries, entries2, entries3) = (storage(len), storage(len), storage(len));
+    // The same guest three times: runs fed by age_batches, one age per entry by age_table,
+    // one age per page by age_table.
     let t = table(f, &entries);
+    let t2 = table(f, &entries2);
+    let t3 = table(f, &entries3);
     let step = t.frames_per_entry();
     let rw = Prot {
         write: true,
@@ -198,6 +256,8 @@ fn guest_phases<F: PteFormat>(f: F, folio_entries: usize) {
         .map(|n| {
             let i = n * folio_entries;
             let pfn = (1 << 20) + (i as u64) * step;
+            map(&t2, i, pfn, folio_entries, rw);
+            map(&t3, i, pfn, folio_entries, rw);
             let mut folio = map(&t, i, pfn, folio_entries, rw);
             folio.pages *= step;
             folio
@@ -205,14 +265,20 @@ fn guest_phases<F: PteFormat>(f: F, folio_entries: usize) {
         .collect();
     let mut slots = vec![IdleRun::EMPTY; 2 * len];
     let mut ws = WorkingSet::new(&mut slots).unwrap();
+    let mut age_storage = vec![0u8; 2 * len];
+    let mut ages = IdleAges::new(&mut age_storage, t2.base(), f.page_size(), step).unwrap();
+    let mut fine_storage = vec![0u8; 2 * len * step as usize];
+    let mut fine = IdleAges::new(&mut fine_storage, t3.base(), f.page_size(), 1).unwrap();
     let phases: [&[usize]; 3] = [&[0, 1, 2, 20, 40], &[1, 40, 41, 63], &[]];
     for touched in phases {
         for &i in touched {
             let _ = t.hw_access(i, Access::Write, i);
+            let _ = t2.hw_access(i, Access::Write, i);
+            let _ = t3.hw_access(i, Access::Write, i);
         }
         let mut pass = ws.pass();
         let mut tlb = CountingFlush::default();
-        age_batches(
+        let stats = age_batches(
             &t,
             0..len,
             &lookup(&folios),
@@ -225,6 +291,40 @@ fn guest_phases<F: PteFormat>(f: F, folio_entries: usize) {
         )
         .unwrap();
         pass.finish().unwrap();
+        let mut pass = ages.pass();
+        let mut tlb2 = CountingFlush::default();
+        let stats2 = pass
+            .age_table(
+                &t2,
+                0..len,
+                &lookup(&folios),
+                (FpbFlags::NONE, YoungOp::ClearFlush),
+                &mut tlb2,
+            )
+            .unwrap();
+        pass.finish().unwrap();
+        assert_eq!((stats, tlb), (stats2, tlb2), "the same walk");
+        // Per page, the same ages.
+        let by_page: BTreeMap<u64, u32> = ages
+            .ages()
+            .flat_map(|(a, age)| (0..step).map(move |k| ((a.0 >> 12) + k, age)))
+            .collect();
+        assert_eq!(by_page, per_page(&ws), "{touched:?}");
+        // A page per slot where entries map more: age_table falls back to observe per batch,
+        // and the ages per page are the same.
+        let mut pass = fine.pass();
+        let mut tlb3 = CountingFlush::default();
+        pass.age_table(
+            &t3,
+            0..len,
+            &lookup(&folios),
+            (FpbFlags::NONE, YoungOp::ClearFlush),
+            &mut tlb3,
+        )
+        .unwrap();
+        pass.finish().unwrap();
+        let fine_pages: BTreeMap<u64, u32> = fine.ages().map(|(a, age)| (a.0 >> 12, age)).collect();
+        assert_eq!(fine_pages, per_page(&ws), "{touched:?}");
         // The folios the phase touched are young; every other mapped folio is idle.
         let folio_of = |i: usize| i / folio_entries;
         let touched_folios: std::collections::BTreeSet<usize> = touched
