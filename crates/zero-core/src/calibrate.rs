@@ -229,7 +229,8 @@ impl Policy {
         } else {
             TEMPORAL_EXTENTS[TEMPORAL_EXTENTS.len() - 1].min(largest)
         };
-        let _ = detected.temporal().clear(&mut buf[cleared..]);
+        // `write_bytes`: any length (a primitive may need whole blocks).
+        let _ = Strategy::Portable.clear(&mut buf[cleared..]);
         Calibration {
             policy: detected
                 .with_temporal(temporal)
