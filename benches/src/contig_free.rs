@@ -559,13 +559,12 @@ fn local_cpu() -> ZoneCpu<Local> {
     must(unsafe { zone.local_cpu(0) })
 }
 
-/// The peer table, its rows not clearly >= [`PEER_GOAL`], and the one-frame row's ns per
-/// frame (buddy-sim with CPU-local lists, the peer), if measured.
-fn peer_table(
-    ctx: &SectionContext,
-    iterations: u32,
-    budget: Budget,
-) -> (Table, Vec<(String, Verdict)>, Option<(f64, f64)>) {
+/// What [`peer_table`] gives: the table, its rows not clearly >= [`PEER_GOAL`], and the
+/// one-frame row's ns per frame (buddy-sim with CPU-local lists, the peer), if measured.
+type PeerTable = (Table, Vec<(String, Verdict)>, Option<(f64, f64)>);
+
+/// buddy-sim against buddy_system_allocator on the same work.
+fn peer_table(ctx: &SectionContext, iterations: u32, budget: Budget) -> PeerTable {
     let mut t = Table::new(
         "contig-free-peer",
         "buddy-sim vs the buddy_system_allocator crate (ns per operation, median)",
