@@ -22,6 +22,7 @@ use crate::flush::TlbFlush;
 use crate::format::PteFormat;
 use crate::sync::Entry;
 use crate::table::{PteError, PteTable};
+use crate::working_set::fill_bins;
 use crate::{AgingStats, WorkingSetError, YoungOp, age_batches};
 use core::ops::Range;
 use mm_types::{PageRange, PageSize, VirtAddr};
@@ -231,20 +232,9 @@ impl<'a> IdleAges<'a> {
     /// [`WorkingSetError::BadBins`] unless `edges` increase strictly and
     /// `out.len() == edges.len() + 1`; `out` is untouched then.
     pub fn bins(&self, edges: &[u32], out: &mut [u64]) -> Result<(), WorkingSetError> {
-        let increasing = edges.windows(2).all(|w| w[0] < w[1]);
-        if !increasing || edges.len().checked_add(1) != Some(out.len()) {
-            return Err(WorkingSetError::BadBins {
-                edges: edges.len(),
-                out: out.len(),
-            });
-        }
-        out.fill(0);
         let per_slot = self.slot_pages();
-        for &a in self.kept().iter().filter(|&&a| a != UNTRACKED) {
-            let bin = edges.partition_point(|&edge| edge <= u32::from(a));
-            out[bin] += per_slot;
-        }
-        Ok(())
+        let slots = self.kept().iter().filter(|&&a| a != UNTRACKED);
+        fill_bins(edges, out, slots.map(|&a| (u32::from(a), per_slot)))
     }
 
     /// Starts a pass: report every batch of one aging walk over the tracked space with

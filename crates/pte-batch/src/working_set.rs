@@ -156,6 +156,33 @@ impl core::fmt::Display for WorkingSetError {
 
 impl core::error::Error for WorkingSetError {}
 
+/// The bins of idle age both estimators report: `out[k]` counts the pages of the `(age,
+/// pages)` items idle for at least `edges[k - 1]` (0 for the first bin) and fewer than
+/// `edges[k]` passes (no bound for the last).
+///
+/// # Errors
+/// [`WorkingSetError::BadBins`] unless `edges` increase strictly and
+/// `out.len() == edges.len() + 1`; `out` is untouched then.
+pub(crate) fn fill_bins(
+    edges: &[u32],
+    out: &mut [u64],
+    items: impl Iterator<Item = (u32, u64)>,
+) -> Result<(), WorkingSetError> {
+    let increasing = edges.windows(2).all(|w| w[0] < w[1]);
+    if !increasing || edges.len().checked_add(1) != Some(out.len()) {
+        return Err(WorkingSetError::BadBins {
+            edges: edges.len(),
+            out: out.len(),
+        });
+    }
+    out.fill(0);
+    for (age, pages) in items {
+        let bin = edges.partition_point(|&edge| edge <= age);
+        out[bin] += pages;
+    }
+    Ok(())
+}
+
 /// What one pass saw.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct PassStats {
@@ -268,19 +295,7 @@ impl<'a> WorkingSet<'a> {
     /// [`WorkingSetError::BadBins`] unless `edges` increase strictly and
     /// `out.len() == edges.len() + 1`; `out` is untouched then.
     pub fn bins(&self, edges: &[u32], out: &mut [u64]) -> Result<(), WorkingSetError> {
-        let increasing = edges.windows(2).all(|w| w[0] < w[1]);
-        if !increasing || edges.len().checked_add(1) != Some(out.len()) {
-            return Err(WorkingSetError::BadBins {
-                edges: edges.len(),
-                out: out.len(),
-            });
-        }
-        out.fill(0);
-        for run in self.runs() {
-            let bin = edges.partition_point(|&edge| edge <= run.age);
-            out[bin] += run.pages();
-        }
-        Ok(())
+        fill_bins(edges, out, self.runs().iter().map(|r| (r.age, r.pages())))
     }
 
     /// Starts a pass: report every batch of one aging walk over the whole tracked space

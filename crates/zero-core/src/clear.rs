@@ -274,45 +274,29 @@ impl Clearer {
         unsafe { self.clear_range(dst, 0..npages, self.extent_locality(), resched) };
     }
 
-    /// [`Clearer::clear_small`] for a folio that is all its fault's neighbourhood (touched
-    /// next, so never streamed) and one temporal batch: `len` bytes at most
-    /// `small_touched`.
+    /// Clears `len` bytes from `dst`, whole pages, if they are at most `limit` bytes: one
+    /// `cond_resched`, the temporal primitive, its fence if it has one. Returns whether it
+    /// did (false: the caller takes the general path). `limit` is [`Clearer::small_extent`]
+    /// for a plain extent, [`Clearer::small_touched`] for a folio that is all its fault's
+    /// neighbourhood (touched next: never streamed).
     ///
     /// # Safety
-    /// As [`Clearer::clear_small`].
+    /// `len` bytes from `dst` writable and unshared, page-aligned whole pages; `limit` one of
+    /// the two above (both 0 unless the temporal strategy is an extent primitive).
     #[inline(always)]
-    unsafe fn clear_touched_small(
+    unsafe fn clear_small(
         &self,
         dst: *mut u8,
         len: usize,
+        limit: usize,
         resched: &mut impl Resched,
     ) -> bool {
-        if len > self.small_touched {
-            return false;
-        }
-        resched.cond_resched();
-        // SAFETY: as in clear_small: small_touched is 0 unless the primitive is an extent one.
-        unsafe { (self.small_clear)(dst, len) };
-        if self.temporal_fence {
-            backend::store_fence();
-        }
-        true
-    }
-
-    /// Clears `len` bytes from `dst`, whole pages, if they are a small extent
-    /// ([`small_extent`]): one `cond_resched`, the temporal primitive, its fence if it has
-    /// one. Returns whether it did (false: the caller takes the general path).
-    ///
-    /// # Safety
-    /// `len` bytes from `dst` writable and unshared, page-aligned whole pages.
-    #[inline(always)]
-    unsafe fn clear_small(&self, dst: *mut u8, len: usize, resched: &mut impl Resched) -> bool {
-        if len > self.small_extent {
+        if len > limit {
             return false;
         }
         resched.cond_resched();
         // SAFETY: the caller's range; the primitive is the validated policy's temporal
-        // strategy's (available), an extent primitive (small_extent is 0 otherwise).
+        // strategy's (available), an extent primitive (the limits are 0 otherwise).
         unsafe { (self.small_clear)(dst, len) };
         if self.temporal_fence {
             backend::store_fence();
@@ -496,7 +480,7 @@ pub fn clear_contig_pages(
     let npages = clearer.check_slice(buf)?;
     // SAFETY: `buf` is an exclusive borrow of exactly npages pages, page-aligned.
     unsafe {
-        if !clearer.clear_small(buf.as_mut_ptr(), buf.len(), resched) {
+        if !clearer.clear_small(buf.as_mut_ptr(), buf.len(), clearer.small_extent, resched) {
             clearer.clear_extent(buf.as_mut_ptr(), npages, resched);
         }
     }
@@ -523,7 +507,7 @@ pub unsafe fn clear_contig_pages_raw(
     // SAFETY: the caller's contract, and check_raw validated the geometry (so the length
     // does not overflow).
     unsafe {
-        if !clearer.clear_small(dst, npages << clearer.shift, resched) {
+        if !clearer.clear_small(dst, npages << clearer.shift, clearer.small_extent, resched) {
             clearer.clear_extent(dst, npages, resched);
         }
     }
@@ -618,19 +602,21 @@ unsafe fn folio_zero_validated(
     // The common 4 KiB fault: a folio that is all its fault's neighbourhood and one temporal
     // batch, inline.
     // SAFETY: the caller's npages pages, writable and unshared.
-    if unsafe { clearer.clear_touched_small(dst, len, resched) } {
+    if unsafe { clearer.clear_small(dst, len, clearer.small_touched, resched) } {
         return Ok(());
     }
     // SAFETY: forwarded from the caller; fault_offset < len.
-    unsafe { folio_zero_general(dst, npages, fault_offset >> clearer.shift, clearer, resched) }
+    unsafe { folio_zero_ordered(dst, npages, fault_offset >> clearer.shift, clearer, resched) }
 }
 
-/// [`folio_zero_validated`] past its inline case (out of line).
+/// [`folio_zero_validated`] past its inline case (out of line): a folio that is all its
+/// fault's neighbourhood in more than one batch, or one whose pages it orders around the
+/// fault.
 ///
 /// # Safety
 /// As [`folio_zero_validated`], and `fault < npages`.
 #[inline(never)]
-unsafe fn folio_zero_general(
+unsafe fn folio_zero_ordered(
     dst: *mut u8,
     npages: usize,
     fault: usize,
@@ -644,22 +630,6 @@ unsafe fn folio_zero_general(
         unsafe { clearer.clear_range(dst, 0..npages, Locality::TouchedNext, resched) };
         return Ok(());
     }
-    // SAFETY: forwarded from the caller.
-    unsafe { folio_zero_ordered(dst, npages, fault, clearer, resched) }
-}
-
-/// [`folio_zero_validated`] for the folios whose pages it orders around the fault.
-///
-/// # Safety
-/// As [`folio_zero_validated`], and `fault < npages`.
-#[inline(never)]
-unsafe fn folio_zero_ordered(
-    dst: *mut u8,
-    npages: usize,
-    fault: usize,
-    clearer: &Clearer,
-    resched: &mut impl Resched,
-) -> Result<(), ZeroError> {
     match clearer.config().folio_order {
         FolioOrder::NeighbourhoodLast => {
             // Right, left, then the neighbourhood, hot (`in_order`, unrolled).
