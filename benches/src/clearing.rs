@@ -1589,7 +1589,11 @@ fn fault_touch(
          each folio of a {} region once; hot rows fault the same folio again and again (it \
          stays in the caches). µs per fault (median, 95% interval); ratios are per-round ratios \
          to the fastest of the three fixed clears (by median), all five candidates interleaved \
-         in a shuffled order each round. Goal: the policy within 5% of the best on every row.",
+         in a shuffled order each round. Goal: the policy within 5% of the best on every row. \
+         Where the policy with the temperature unknown loses (the hot rows), it streamed a \
+         folio that was in the caches: it takes a fault's folio as fresh from the frame \
+         allocator, out of the caches, which is what saves the most where it holds (the cold \
+         rows); a caller that knows its folio is hot says so (`Temperature::Hot`).",
         FAULT_OFFSET / 4096 * 4,
         policy.temporal().name(),
         streaming.name(),
