@@ -374,7 +374,7 @@ impl AgesPass<'_> {
         if let Some(e) = self.error {
             return Err(e);
         }
-        let result = self.set_general(range, young);
+        let result = self.observe_checked(range, young);
         if let Err(e) = result {
             self.error = Some(e);
         }
@@ -382,7 +382,7 @@ impl AgesPass<'_> {
     }
 
     /// Any batch: checked, then the youngest of the slots it covers.
-    fn set_general(&mut self, range: PageRange, young: bool) -> Result<(), WorkingSetError> {
+    fn observe_checked(&mut self, range: PageRange, young: bool) -> Result<(), WorkingSetError> {
         if range.size != self.page_size {
             return Err(WorkingSetError::MixedPageSizes {
                 expected: self.page_size,

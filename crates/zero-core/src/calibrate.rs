@@ -193,8 +193,6 @@ impl Policy {
         // From the largest extent down, while streaming keeps winning: the threshold is the
         // smallest extent from which it wins at every larger one, so the first loss ends
         // the search (where streaming loses at the largest, one extent is measured).
-        // The threshold search measures the largest extent first (and clears it).
-        let threshold_cleared = largest;
         let threshold = streaming.map_or(usize::MAX, |streaming| {
             let pair = Candidates::new([temporal, streaming].into_iter());
             let fallback = detected
@@ -221,11 +219,12 @@ impl Policy {
             }
             _ => detected.cold_threshold(),
         };
-        // Every clear above wrote zeros over a prefix: the threshold search the largest
-        // extent, else the streaming choice's extent, else the temporal choice's largest
-        // (and the cold search's region, inside those); zero the rest too, as documented.
+        // Every clear above wrote zeros over a prefix: with a streaming strategy the threshold
+        // search cleared the largest extent (it measures that one first), else the temporal
+        // choice its largest extent (the cold search's region lies inside either); zero the
+        // rest too, as documented.
         let cleared = if streaming.is_some() {
-            STREAMING_EXTENT.min(largest).max(threshold_cleared)
+            largest
         } else {
             TEMPORAL_EXTENTS[TEMPORAL_EXTENTS.len() - 1].min(largest)
         };
