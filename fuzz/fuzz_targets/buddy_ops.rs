@@ -32,8 +32,10 @@ struct Input {
     eager: u16,
     /// Holes in the memory map: (offset, length) pairs, the rest is usable.
     holes: Vec<(u16, u8)>,
-    /// Linux's defrag mode, a movable-only zone, and the compaction proactiveness.
+    /// Linux's defrag mode (with or without the pageblock reserve), a movable-only zone, and
+    /// the compaction proactiveness.
     defrag: bool,
+    pageblock_reserve: bool,
     movable_only: bool,
     proactiveness: u8,
     ops: Vec<ArbOp>,
@@ -232,6 +234,7 @@ fuzz_target!(|input: Input| {
         pcp_batch: u64::from(input.batch % 64) + 1,
         eager_pages: u64::from(input.eager % 1024) + 1,
         defrag_mode: input.defrag,
+        pageblock_reserve: input.defrag && input.pageblock_reserve,
         movable_only: input.movable_only,
         compaction_proactiveness: input.proactiveness % 101,
         ..ZoneConfig::new(Pfn(start), nr_pages)

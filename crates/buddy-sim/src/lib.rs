@@ -27,9 +27,10 @@
 //!   [`Cpu::free_contig_frozen_range`]); Linux's repair machinery: a request's slow-path
 //!   callbacks ([`AllocRequest::reclaim`], [`AllocRequest::compact`]), defrag mode and
 //!   watermark boosting ([`ZoneConfig::defrag_mode`], [`Zone::fragmentation`]), background
-//!   compaction ([`Cpu::compact_work`]); for gigantic pages at run time, movable-only zones
-//!   ([`ZoneConfig::movable_only`]) and CMA reservations ([`Cpu::reserve_cma`], a
-//!   [`from_cma`](AllocRequest::from_cma) request).
+//!   compaction ([`Cpu::compact_work`]); beyond Linux, a reserve of free pageblocks kept from
+//!   huge pages for unmovable fallbacks ([`ZoneConfig::pageblock_reserve`]); for gigantic
+//!   pages at run time, movable-only zones ([`ZoneConfig::movable_only`]) and CMA
+//!   reservations ([`Cpu::reserve_cma`], a [`from_cma`](AllocRequest::from_cma) request).
 //! - NUMA: a [`NodeSet`] of zones under a [`Topology`], routing each request along the
 //!   zones of the nodes its [`NodePolicy`] allows, nearest first.
 //! - The raw frees are `unsafe`: a zone writes the memory it holds free, so a free of what

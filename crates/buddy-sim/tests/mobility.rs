@@ -860,6 +860,137 @@ fn a_full_zone_reclaims_before_it_fails() {
     }
 }
 
+/// A zone of 128 frames (eight pageblocks of 16; its min watermark is one pageblock) in
+/// defrag mode, with or without the pageblock reserve, its free pageblocks taken as huge
+/// pages (movable, the pageblock order) while they last.
+fn huge_pages_taken(reserve: bool) -> (World, usize) {
+    let mut w = World::configured(128, 1, |cfg| cfg.with_pageblock_reserve(reserve));
+    assert_eq!(w.zone.fragmentation().watermarks.min, 16);
+    let pageblock = Order::new(4).unwrap();
+    let mut huge = 0;
+    while w.alloc(0, pageblock, MigrateType::Movable).is_some() {
+        huge += 1;
+    }
+    (w, huge)
+}
+
+#[test]
+fn a_pageblock_reserve_keeps_a_free_pageblock_from_huge_pages_for_an_unmovable_fallback() {
+    use buddy_sim::testing::Snapshot;
+    // Defrag mode as Linux's: huge pages take every pageblock, and an unmovable page
+    // finds none.
+    let (mut w, huge) = huge_pages_taken(false);
+    assert_eq!(huge, 8);
+    assert!(w.alloc(0, Order::ZERO, MigrateType::Unmovable).is_none());
+    w.verify();
+    // With the reserve the eighth request fails and changes nothing: the last free
+    // pageblock is the min watermark's worth.
+    let (mut w, huge) = huge_pages_taken(true);
+    assert_eq!(huge, 7);
+    let pageblock = Order::new(4).unwrap();
+    let before = Snapshot::of(&w.zone);
+    let refused = w
+        .zone
+        .cpu(0)
+        .unwrap()
+        .alloc_raw(AllocRequest::order(pageblock).movable(u64::MAX));
+    assert_eq!(refused, Err(AllocError::OutOfMemory(pageblock)));
+    assert_eq!(before.difference(&Snapshot::of(&w.zone)), None);
+    // The reserve is the unmovable fallback's: it claims the pageblock whole.
+    let pfn = w.alloc(0, Order::ZERO, MigrateType::Unmovable).unwrap();
+    let f = w.zone.fragmentation();
+    assert_eq!((f.fallbacks.claims, f.fallbacks.unmovable_steals), (1, 0));
+    assert_eq!(
+        w.zone.pageblock_type(pfn).unwrap().0,
+        MigrateType::Unmovable
+    );
+    w.verify();
+}
+
+#[test]
+fn with_a_pageblock_reserve_a_huge_page_compacts_until_the_reserve_is_free_too() {
+    // Movable pages in every frame but every fourth: 32 frames free, none in a free
+    // pageblock. A huge page needs its pageblock and the reserve's: direct compaction
+    // empties two pageblocks (24 movable pages into the holes of the other six).
+    let mut w = World::configured(128, 1, |cfg| cfg.with_pageblock_reserve(true));
+    for _ in 0..128 {
+        w.alloc(0, Order::ZERO, MigrateType::Movable).unwrap();
+    }
+    let kept: Vec<u64> = w
+        .movable
+        .iter()
+        .filter(|(_, (pfn, _))| pfn.0 % 4 == 0)
+        .map(|(&k, _)| k)
+        .collect();
+    for key in kept {
+        let (pfn, order) = w.movable.remove(&key).unwrap();
+        // SAFETY: the model held the block and forgot it just now.
+        unsafe { w.zone.free_pages(0, pfn, order) }.unwrap();
+    }
+    w.zone.drain_all();
+    assert_eq!(w.zone.fragmentation().free_in_pageblocks, 0);
+    let pageblock = Order::new(4).unwrap();
+    let mut mover = World::mover(&w.memory, &mut w.movable, 0);
+    let got = w.zone.cpu(0).unwrap().alloc_raw(
+        AllocRequest::order(pageblock)
+            .movable(u64::MAX)
+            .compact(&mut mover),
+    );
+    assert!(got.is_ok(), "{got:?}");
+    // What is left free is the reserve, a whole pageblock.
+    assert_eq!(w.zone.fragmentation().free_in_pageblocks, 16);
+    w.zone.check().unwrap();
+}
+
+#[test]
+fn a_cma_reservation_is_no_pageblock_reserve_but_huge_pages_may_take_it() {
+    // 256 frames (sixteen pageblocks; the min watermark is two), four of them a CMA
+    // reservation. Huge pages take the reservation and the other pageblocks but the two
+    // the reserve keeps: CMA blocks do not count for it (no fallback can claim them).
+    let mut w = World::configured(256, 1, |cfg| cfg.with_pageblock_reserve(true));
+    assert_eq!(w.zone.fragmentation().watermarks.min, 32);
+    let area = w.reserve_cma(64).unwrap();
+    let pageblock = Order::new(4).unwrap();
+    let mut in_cma = 0;
+    let mut huge = 0;
+    while let Some(pfn) = w.alloc(0, pageblock, MigrateType::Movable) {
+        huge += 1;
+        in_cma += u64::from(area.contains(pfn, 16));
+    }
+    assert_eq!((huge, in_cma), (14, 4));
+    assert_eq!(w.zone.fragmentation().free_in_pageblocks, 32);
+    // Both reserved pageblocks go to unmovable fallbacks, claimed whole.
+    for _ in 0..2 {
+        let mut first = None;
+        for _ in 0..16 {
+            let pfn = w.alloc(0, Order::ZERO, MigrateType::Unmovable).unwrap();
+            first.get_or_insert(pfn);
+        }
+        assert_eq!(
+            w.zone.pageblock_type(first.unwrap()).unwrap().0,
+            MigrateType::Unmovable
+        );
+    }
+    assert_eq!(w.zone.fragmentation().fallbacks.unmovable_steals, 0);
+    w.verify();
+}
+
+#[test]
+fn a_pageblock_reserve_is_defrag_modes() {
+    use buddy_sim::ConfigError;
+    let cfg = ZoneConfig::new(Pfn(START), 128);
+    assert!(cfg.with_pageblock_reserve(true).defrag_mode);
+    let without = ZoneConfig {
+        pageblock_reserve: true,
+        ..cfg
+    };
+    assert_eq!(
+        without.validate(),
+        Err(ConfigError::ReserveWithoutDefragMode)
+    );
+    assert!(BoxedZone::new_boxed(without).is_err());
+}
+
 #[test]
 fn a_movable_only_zone_refuses_other_kinds_and_changes_nothing() {
     use buddy_sim::testing::Snapshot;

@@ -68,17 +68,19 @@ fn zone_config() -> impl Strategy<Value = ZoneConfig> {
         .prop_flat_map(|(nr, max, section_log, cpus, high, batch)| {
             // Half the zones defer most of each added range (init_deferred, the slow path).
             let eager = prop_oneof![Just(u64::MAX), 1u64..=nr];
-            // Linux's defrag mode, a movable-only zone, any proactiveness.
-            let mobility = (any::<bool>(), any::<bool>(), 0u8..=100);
+            // Linux's defrag mode (with or without the pageblock reserve), a movable-only
+            // zone, any proactiveness.
+            let mobility = (any::<bool>(), any::<bool>(), any::<bool>(), 0u8..=100);
             ((0..=max), eager, zone_start(nr), mobility).prop_map(
                 move |(
                     pb,
                     eager_pages,
                     start,
-                    (defrag_mode, movable_only, compaction_proactiveness),
+                    (defrag_mode, reserve, movable_only, compaction_proactiveness),
                 )| {
                     ZoneConfig {
                         defrag_mode,
+                        pageblock_reserve: defrag_mode && reserve,
                         movable_only,
                         compaction_proactiveness,
                         max_order: Order::new(max).unwrap(),

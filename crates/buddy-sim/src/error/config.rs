@@ -36,6 +36,10 @@ pub enum ConfigError {
     NoEagerPages,
     /// `compaction_proactiveness` above 100.
     Proactiveness(u8),
+    /// [`pageblock_reserve`](crate::ZoneConfig::pageblock_reserve) without
+    /// [`defrag_mode`](crate::ZoneConfig::defrag_mode): the reserve serves defrag mode's
+    /// fallbacks.
+    ReserveWithoutDefragMode,
     /// The frame metadata does not hold one [`Frame`](crate::Frame) per frame.
     FrameMetadata {
         /// Entries needed.
@@ -137,6 +141,9 @@ impl fmt::Display for ConfigError {
                 write!(f, "no frame of an added range would be initialized at once")
             }
             Self::Proactiveness(p) => write!(f, "compaction proactiveness {p} above 100"),
+            Self::ReserveWithoutDefragMode => {
+                f.write_str("a pageblock reserve outside defrag mode")
+            }
             Self::FrameMetadata { need, got } => {
                 write!(f, "frame metadata: {got} entries for {need} frames")
             }

@@ -130,8 +130,10 @@ where
     /// after earlier failures for that order (`compaction_deferred`), drains `pcp`'s lists
     /// (every CPU's for a locked handle) and compacts from where the last compaction
     /// stopped until a free block of `goal` exists (the allocation's order, or in defrag
-    /// mode the pageblock order its fallback needs) or the scanners meet. Deferral is by
-    /// the allocation's order, as Linux's: failed huge-page compactions do not defer the
+    /// mode the pageblock order its fallback needs) or the scanners meet; for whole
+    /// pageblocks where a [pageblock reserve](crate::ZoneConfig::pageblock_reserve) is
+    /// kept, until the block and the reserve are free in pageblocks. Deferral is by the
+    /// allocation's order, as Linux's: failed huge-page compactions do not defer the
     /// compaction a small allocation runs before it would fragment.
     pub(crate) fn compact_direct(
         &self,
@@ -139,11 +141,19 @@ where
         (order, goal): (Order, Order),
         migrate: &mut impl Migrate,
     ) -> CompactStats {
-        if self.lock_zone().compaction_deferred(order) {
-            return CompactStats::default();
-        }
+        let goal = {
+            let mut free = self.lock_zone();
+            if free.compaction_deferred(order) {
+                return CompactStats::default();
+            }
+            if self.cfg.pageblock_reserve && order >= self.cfg.pageblock_order {
+                Goal::ClaimablePageblocks(free.pageblocks_with_reserve(order))
+            } else {
+                Goal::Order(goal)
+            }
+        };
         self.drain_reachable(pcp);
-        let stats = self.compact_resuming(Goal::Order(goal), u64::MAX, migrate);
+        let stats = self.compact_resuming(goal, u64::MAX, migrate);
         let mut free = self.lock_zone();
         if stats.success {
             free.compaction_succeeded(order);
@@ -369,6 +379,9 @@ pub(crate) enum Goal {
     /// At least this many frames are free in blocks of the pageblock order or above
     /// (defrag mode's watermark).
     FreePageblocks(u64),
+    /// At least this many frames are free in pageblocks a fallback can claim (not a CMA
+    /// reservation's): a huge page and the pageblock reserve it must leave.
+    ClaimablePageblocks(u64),
     /// Only the budget ([`Cpu::compact_some`]).
     Budget,
 }
@@ -379,7 +392,10 @@ impl Goal {
     fn whole_pageblocks(self, m: FrameMap<'_>) -> bool {
         match self {
             Self::Order(order) => order >= m.cfg.pageblock_order,
-            Self::Score(_) | Self::FreePageblocks(_) | Self::Budget => true,
+            Self::Score(_)
+            | Self::FreePageblocks(_)
+            | Self::ClaimablePageblocks(_)
+            | Self::Budget => true,
         }
     }
 
@@ -389,6 +405,7 @@ impl Goal {
             Self::Order(order) => free.has_free(m, order),
             Self::Score(most) => free.fragmentation_score(m) <= most,
             Self::FreePageblocks(least) => free.free_in_pageblocks(m) >= least,
+            Self::ClaimablePageblocks(least) => free.claimable_pageblocks(m) >= least,
             Self::Budget => false,
         }
     }

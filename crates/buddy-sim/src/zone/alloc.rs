@@ -162,8 +162,10 @@ where
             retry = self.reclaim_and_compact(pcp, order, (prefer, mt, fallback), hooks);
         }
         // Defrag mode's last resort: what reclaim and compaction could not prevent, one
-        // block straight from the buddy (a per-cpu batch would steal dozens).
-        if oom(&retry) && fallback == Fallback::WholePageblocks {
+        // block straight from the buddy (a per-cpu batch would steal dozens). Not for whole
+        // pageblocks, whose fallback fragments nothing (and may not take the reserve).
+        if oom(&retry) && fallback == Fallback::WholePageblocks && order < self.cfg.pageblock_order
+        {
             let mut free = self.lock_zone();
             retry = free
                 .rmqueue(self.map(), order, prefer, mt, Fallback::Any)
@@ -255,9 +257,12 @@ where
                 .ok_or(oom),
             None => {
                 let mut free = self.lock_zone();
-                let taken = free
-                    .rmqueue(self.map(), order, prefer, mt, fallback)
-                    .ok_or(oom)?;
+                let taken = if self.cfg.pageblock_reserve && order >= self.cfg.pageblock_order {
+                    free.rmqueue_leaving_reserve(self.map(), order, prefer, mt, fallback)
+                } else {
+                    free.rmqueue(self.map(), order, prefer, mt, fallback)
+                }
+                .ok_or(oom)?;
                 if prefer == Prefer::Zeroed {
                     free.stats().count_zeroed_alloc(taken.1, order.pages());
                 }

@@ -278,6 +278,37 @@ impl FreeArea {
             .or_else(|| self.rmqueue_fallback(m, order, mt, fallback))
     }
 
+    /// [`FreeArea::rmqueue`] for a request of whole pageblocks in a zone that keeps a
+    /// [pageblock reserve](crate::ZoneConfig::pageblock_reserve): served only while the
+    /// free pageblocks a fallback can claim hold the block and the reserve; below that a
+    /// movable request takes only a CMA reservation's block, which no fallback could claim.
+    #[cold]
+    pub(crate) fn rmqueue_leaving_reserve(
+        &mut self,
+        m: FrameMap<'_>,
+        order: Order,
+        prefer: Prefer,
+        mt: MigrateType,
+        fallback: Fallback,
+    ) -> Option<(FrameIdx, bool)> {
+        if self.claimable_pageblocks(m) >= self.pageblocks_with_reserve(order) {
+            self.rmqueue(m, order, prefer, mt, fallback)
+        } else if mt == MigrateType::Movable {
+            self.rmqueue_list(m, order, CMA)
+        } else {
+            None
+        }
+    }
+
+    /// The frames a request of `order` whole pageblocks needs free in pageblocks where a
+    /// [pageblock reserve](crate::ZoneConfig::pageblock_reserve) is kept: its own and the
+    /// reserve (the min watermark's worth) it must leave.
+    pub(crate) fn pageblocks_with_reserve(&self, order: Order) -> u64 {
+        order
+            .pages()
+            .saturating_add(Watermarks::for_pages(self.present).min)
+    }
+
     /// Linux's `__rmqueue` for a movable allocation in a zone with CMA reservations
     /// (`ALLOC_CMA`): from the CMA lists first while they hold over half the zone's free
     /// frames (so that the reservation's memory is used, not left idle), else from the
@@ -807,11 +838,22 @@ impl FreeArea {
         self.free_from(m, m.cfg.pageblock_order)
     }
 
+    /// Frames free in blocks of the pageblock order or above that a fallback can claim:
+    /// on the three types' lists, not a CMA reservation's.
+    pub(crate) fn claimable_pageblocks(&self, m: FrameMap<'_>) -> u64 {
+        self.free_on(m, m.cfg.pageblock_order, CMA)
+    }
+
     /// Frames free in blocks of `order` or above on lists an allocation can take from.
     fn free_from(&self, m: FrameMap<'_>, order: Order) -> u64 {
+        self.free_on(m, order, ISOLATE)
+    }
+
+    /// Frames free in blocks of `order` or above on the free lists before index `lists`.
+    fn free_on(&self, m: FrameMap<'_>, order: Order, lists: u8) -> u64 {
         (order.get()..=m.cfg.max_order.get())
             .map(|o| {
-                let blocks: u64 = self.lists[o as usize][..ISOLATE as usize]
+                let blocks: u64 = self.lists[o as usize][..lists as usize]
                     .iter()
                     .map(|l| u64::from(l.len()))
                     .sum();

@@ -73,6 +73,17 @@ pub struct ZoneConfig {
     /// request fails with [`AllocError::MovableOnly`](crate::AllocError::MovableOnly), and a
     /// [`NodeSet`](crate::NodeSet) passes the zone over for them.
     pub movable_only: bool,
+    /// In defrag mode only (off by default; not in Linux): a request of whole pageblocks
+    /// (the pageblock order or above) is served only while the free pageblocks left after
+    /// it hold the min watermark's worth of frames, a reserve for the fallbacks of
+    /// unmovable and reclaimable allocations, which must claim a whole free pageblock in
+    /// defrag mode; pageblock-order blocks then stay off the per-cpu lists, in the buddy
+    /// where those fallbacks find them, and direct compaction for a huge page works until
+    /// the block and the reserve are free. Without it huge pages take every free
+    /// pageblock under memory pressure, and an unmovable allocation that finds none falls
+    /// back to a single page inside a movable pageblock (defrag mode's last resort),
+    /// which pins that pageblock: more huge pages under churn, fewer at rest.
+    pub pageblock_reserve: bool,
 }
 
 /// How far an allocation may take from other types' pageblocks when its own lists are empty.
@@ -222,6 +233,7 @@ impl ZoneConfig {
             watermark_boost_factor: 15_000,
             compaction_proactiveness: 20,
             movable_only: false,
+            pageblock_reserve: false,
         }
     }
 
@@ -285,6 +297,19 @@ impl ZoneConfig {
         }
     }
 
+    /// The same zone in defrag mode with the reserve of free pageblocks kept from huge
+    /// pages for the fallbacks of unmovable and reclaimable allocations
+    /// ([`ZoneConfig::pageblock_reserve`]), or defrag mode as Linux's with `false`.
+    #[must_use]
+    #[inline]
+    pub const fn with_pageblock_reserve(self, on: bool) -> Self {
+        Self {
+            defrag_mode: self.defrag_mode || on,
+            pageblock_reserve: on,
+            ..self
+        }
+    }
+
     /// The same zone as a movable-only one ([`ZoneConfig::movable_only`], `ZONE_MOVABLE`).
     #[must_use]
     #[inline]
@@ -323,6 +348,8 @@ impl ZoneConfig {
             ConfigError::NoEagerPages
         } else if self.compaction_proactiveness > 100 {
             ConfigError::Proactiveness(self.compaction_proactiveness)
+        } else if self.pageblock_reserve && !self.defrag_mode {
+            ConfigError::ReserveWithoutDefragMode
         } else {
             return Ok(());
         };
@@ -370,7 +397,9 @@ impl ZoneConfig {
 
     /// The per-cpu list that holds blocks of `order` and type `mt`, if any: orders 0..=3
     /// (PAGE_ALLOC_COSTLY_ORDER) and the pageblock order, one set per type (Linux's
-    /// `order_to_pindex`).
+    /// `order_to_pindex`); not the pageblock order in a zone that keeps a
+    /// [pageblock reserve](ZoneConfig::pageblock_reserve), whose free pageblocks stay in
+    /// the buddy.
     #[inline]
     pub(crate) fn pcp_list(
         &self,
@@ -379,7 +408,7 @@ impl ZoneConfig {
     ) -> Option<usize> {
         let slot = if order.get() <= 3 {
             order.get() as usize
-        } else if order == self.pageblock_order {
+        } else if order == self.pageblock_order && !self.pageblock_reserve {
             PCP_SLOTS - 1
         } else {
             return None;
