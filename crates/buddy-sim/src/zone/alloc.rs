@@ -318,7 +318,7 @@ where
         let taken = lists.pop(m, list, order, Prefer::Zeroed).or_else(|| {
             let mut free = self.lock_zone();
             let idx = free.rmqueue_zeroed(m, order, mt, fallback)?;
-            let batch = self.cfg.pcp_blocks(order);
+            let batch = self.cfg.pcp_zeroed_blocks(order);
             lists.refill(
                 m,
                 &mut free,
