@@ -35,6 +35,7 @@ enum ZeroOp {
     AllocZeroed(u8, u8, Option<u32>),
     Free(u8, u8),
     ZeroSome(u8),
+    Report(u8, bool),
     DrainCpu(u8),
     DrainAll,
     AddMemory(u8, u8, bool),
@@ -67,6 +68,10 @@ impl ZeroOp {
             },
             Self::ZeroSome(b) => Op::ZeroSome {
                 budget: u64::from(b % 96),
+            },
+            Self::Report(b, accept) => Op::Report {
+                budget: u64::from(b % 96),
+                accept,
             },
             Self::DrainCpu(c) => Op::DrainCpu { cpu: cpu(&c) },
             Self::DrainAll => Op::DrainAll,

@@ -40,6 +40,11 @@ pub enum FrameState {
     /// took off its free list to clear outside the zone lock; it goes back as known zero.
     /// Seen only while another CPU is inside `zero_some`.
     Zeroing,
+    /// Head of a free block that free page reporting
+    /// ([`Zone::report_free_pages`](crate::Zone::report_free_pages)) took off its free list
+    /// to hand to the embedder's sink outside the zone lock; it goes back marked reported
+    /// (or as it was, if the sink failed). Seen only while another CPU is reporting.
+    Reporting,
 }
 
 /// A frame's metadata word, unpacked from or to its atomic.
@@ -49,8 +54,9 @@ pub enum FrameState {
 /// (an allocated head with no reference count: a frozen contiguous page, or a movable block
 /// being migrated), 48..51 the migratetype (of an allocated head: the kind of allocation; of a
 /// free head: the free list it is on, [`MigrateType`]'s index, 3 for CMA reservations' lists,
-/// 4 for the isolated lists). All
-/// zero is a reserved frame.
+/// 4 for the isolated lists), 51 "reported" (a free buddy head that free page reporting
+/// handed to the embedder's sink, and that no merge, split or allocation has taken since).
+/// All zero is a reserved frame.
 #[derive(Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Word(u64);
 
@@ -62,6 +68,7 @@ const ZEROED: u64 = 1 << 46;
 const FROZEN: u64 = 1 << 47;
 const MT_SHIFT: u32 = 48;
 const MT: u64 = 0x7 << MT_SHIFT;
+const REPORTED: u64 = 1 << 51;
 const REFCOUNT: u64 = u32::MAX as u64;
 const STATE: u64 = 0xf << STATE_SHIFT;
 
@@ -136,7 +143,8 @@ impl Word {
             4 => FrameState::Allocated,
             5 => FrameState::Leaked,
             6 => FrameState::Freeing,
-            _ => FrameState::Zeroing,
+            7 => FrameState::Zeroing,
+            _ => FrameState::Reporting,
         }
     }
 
@@ -174,10 +182,28 @@ impl Word {
         if zeroed { Self(w.0 | ZEROED) } else { w }
     }
 
-    /// The word without its "known zero" mark: what merging compares.
+    /// A free buddy head reported to the embedder's sink and not taken since.
+    #[inline]
+    pub(crate) const fn reported(self) -> bool {
+        self.0 & REPORTED != 0
+    }
+
+    /// The same free buddy head marked reported.
+    #[inline]
+    pub(crate) const fn with_reported(self) -> Self {
+        Self(self.0 | REPORTED)
+    }
+
+    /// The word without its "known zero" and "reported" marks: what merging compares.
     #[inline]
     pub(crate) const fn ignoring_zeroed(self) -> Self {
-        Self(self.0 & !ZEROED)
+        Self(self.0 & !(ZEROED | REPORTED))
+    }
+
+    /// The word without its "reported" mark.
+    #[inline]
+    pub(crate) const fn ignoring_reported(self) -> Self {
+        Self(self.0 & !REPORTED)
     }
 
     /// The word without its migratetype.

@@ -116,6 +116,7 @@ mod named;
 mod node;
 mod reclaim;
 pub mod reference;
+mod reporting;
 mod request;
 mod sync;
 #[cfg(feature = "testing")]
@@ -145,6 +146,7 @@ pub use error::config::ConfigError;
 pub use error::contig::ContigError;
 pub use error::free::FreeError;
 pub use error::map::MapError;
+pub use error::report::ReportError;
 pub use error::request::RequestConflict;
 pub use frame::{Frame, FrameInfo, FrameState};
 pub use lock_api;
@@ -160,6 +162,7 @@ pub use node::{
     LOCAL_DISTANCE, MAX_CPUS, MAX_NODES, MAX_ZONES, NodeSet, REMOTE_DISTANCE, Topology,
 };
 pub use reclaim::Reclaim;
+pub use reporting::{PageReporting, ReportSink, ReportStats, ReportedBlock};
 pub use request::{AllocRequest, Holding};
 pub use sync::DefaultRawMutex;
 pub use types::{MAX_SUPPORTED_ORDER, NodeId, NodePolicy, Order, OrderError};

@@ -24,6 +24,7 @@ fn op() -> impl Strategy<Value = Op> {
             .prop_map(|(cpu, order, fault)| Op::AllocZeroed { cpu, order, fault }),
         (0usize..3, 0usize..64).prop_map(|(cpu, slot)| Op::FreePages { cpu, slot }),
         (0u64..80).prop_map(|budget| Op::ZeroSome { budget }),
+        (0u64..80, any::<bool>()).prop_map(|(budget, accept)| Op::Report { budget, accept }),
         (0usize..3).prop_map(|cpu| Op::DrainCpu { cpu }),
         Just(Op::DrainAll),
     ]

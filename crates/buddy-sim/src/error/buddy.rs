@@ -150,6 +150,8 @@ pub enum BuddyError {
     },
     /// An [`AllocRequest`](crate::AllocRequest) whose options do not go together.
     Conflict(RequestConflict),
+    /// A free page reporting call refused; the [`ReportError`](crate::ReportError) says why.
+    Report(crate::error::report::ReportError),
     /// A pointer handed back (aarch64-paging's `deallocate_table`) that the
     /// [`FrameMemory`](crate::FrameMemory) does not map to a frame.
     NotAFrame {
@@ -162,6 +164,7 @@ impl fmt::Display for BuddyError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match *self {
             Self::Config(e) => write!(f, "bad configuration: {e}"),
+            Self::Report(e) => write!(f, "free page reporting: {e}"),
             Self::OutOfZone(p) => write!(f, "frame {p} is outside the zone"),
             Self::Overflow => f.write_str("frame arithmetic overflows"),
             Self::OrderTooLarge { order, max } => {

@@ -11,6 +11,7 @@ pub(crate) mod config;
 pub(crate) mod contig;
 pub(crate) mod free;
 pub(crate) mod map;
+pub(crate) mod report;
 pub(crate) mod request;
 
 use crate::error::alloc::AllocError;

@@ -417,7 +417,7 @@ where
                 (Ok(()), same)
             }
             // No memory behind these zones: zeroing is the zero reference's.
-            Op::AllocZeroed { .. } | Op::ZeroSome { .. } => return Ok(None),
+            Op::AllocZeroed { .. } | Op::ZeroSome { .. } | Op::Report { .. } => return Ok(None),
         };
         Ok(Some(pair))
     }

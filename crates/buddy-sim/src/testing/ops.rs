@@ -102,6 +102,16 @@ pub enum Op {
         /// Frames at most.
         budget: u64,
     },
+    /// `report_free_pages` with this budget in frames, to a sink that discards the blocks
+    /// (zeroes their memory, as a host's `MADV_DONTNEED`) and accepts them, or refuses them
+    /// (the zero reference, which registers reporting of every order, 4 blocks a round,
+    /// the discard zeroing).
+    Report {
+        /// Frames to report, at least.
+        budget: u64,
+        /// Whether the sink accepts.
+        accept: bool,
+    },
     /// `init_deferred` with this budget in frames.
     InitDeferred {
         /// Frames at most.

@@ -5,7 +5,9 @@
 //! ([`Zone::check`]), that every block the zone knows to be zero reads zero and is zero in
 //! the reference, that blocks handed out by `alloc_zeroed` read zero, that nothing cleared a
 //! page someone holds, and that zeroed allocations take known-zero blocks whenever the zone
-//! has one they can use.
+//! has one they can use. Free page reporting runs against it too: the sink discards what it
+//! is handed (zeroes it, as a host does), so reported blocks must come back known zero, and
+//! a refused report must leave the zone as it was.
 
 // The model reaches its buffer through the same exposed addresses the zone writes through,
 // so that both hold the same kind of pointer to it (one `unsafe` per access, below).
@@ -21,7 +23,9 @@ use crate::error::buddy::BuddyError;
 use crate::memory::ZERO_FRAME;
 use crate::memory::{FrameClearer, FrameMemory, OffsetMap};
 use crate::migratetype::MigrateType;
+use crate::reporting::{PageReporting, ReportedBlock};
 use crate::testing::ops::{CheckInterval, Op};
+use crate::testing::snapshot::Snapshot;
 use crate::types::Order;
 use crate::zone::FreeWhere;
 use crate::zone::config::ZoneConfig;
@@ -54,6 +58,18 @@ pub enum ZeroDivergence {
     KnowledgeLost,
     /// An operation failed that should not have.
     Unexpected(BuddyError),
+    /// A block handed to the report sink was not taken off the free lists, or is held.
+    ReportedInUse(Pfn),
+    /// A refused report changed the zone.
+    ReportChanged(crate::testing::snapshot::SnapshotDifference),
+    /// A report returned other than what its sink was handed (or than its refusal), or
+    /// reported nothing with unreported free blocks in the buddy and budget left.
+    ReportResult {
+        /// Frames handed to the sink.
+        handed: u64,
+        /// What the call returned.
+        result: Result<u64, crate::error::report::ReportError>,
+    },
     /// `zero_some` cleared more than its budget, or less than every free block not known
     /// zero although the budget covered them.
     Budget {
@@ -121,6 +137,11 @@ impl ZeroedModel {
     /// As [`BoxedZone::new_boxed_empty`].
     pub fn new(cfg: ZoneConfig, preempt: PreemptModel) -> Result<Self, BuddyError> {
         let zone = BoxedZone::new_boxed_empty(cfg)?;
+        // Reporting of every order, four blocks a round, the discard zeroing (`Op::Report`).
+        let reporting = PageReporting::new(Order::ZERO)
+            .with_capacity(4)
+            .discard_zeroes(true);
+        zone.register_page_reporting(reporting)?;
         let n = cfg.nr_pages as usize;
         // A dropped model's buffer if there is one: a fresh one costs a page fault per page,
         // most of the time of a short run such as one fuzz input.
@@ -326,6 +347,7 @@ impl ZeroedModel {
                     }
                 }
             }
+            Op::Report { budget, accept } => self.report(budget, accept)?,
             Op::ZeroSome { budget } => {
                 let unzeroed = self.buddy_unzeroed();
                 let pool = self.zone.zeroed_pages();
@@ -423,6 +445,66 @@ impl ZeroedModel {
     }
 
     /// Frames free in the buddy and not known zero.
+    /// `report_free_pages` to a sink that checks every block it is handed is off the free
+    /// lists and held by nobody, and, accepting, discards it (zeroes its memory); a refused
+    /// report must leave the zone as it was.
+    fn report(&mut self, budget: u64, accept: bool) -> Result<(), ZeroDivergence> {
+        let before = Snapshot::of(&self.zone);
+        let (zone, clearer, held) = (&self.zone, &self.clearer, &self.held);
+        let mut handed = 0u64;
+        let mut in_use = None;
+        let mut sink = |blocks: &[ReportedBlock]| {
+            for b in blocks {
+                let isolated =
+                    zone.frame(b.pfn).map(|f| f.state) == Ok(crate::frame::FrameState::Reporting);
+                let end = b.pfn.0 + b.pages();
+                let held = held
+                    .iter()
+                    .any(|&(p, o)| p.0 < end && b.pfn.0 < p.0 + o.pages());
+                if !isolated || held {
+                    in_use.get_or_insert(b.pfn);
+                }
+                handed += b.pages();
+                if accept {
+                    for pfn in b.pfn.0..end {
+                        if let Some(p) = clearer.memory().frame_ptr(Pfn(pfn)) {
+                            // SAFETY: a page of the model's buffer, in a block the zone
+                            // handed to the sink and nobody else may touch until it returns.
+                            unsafe { p.as_ptr().write_bytes(0, 4096) };
+                        }
+                    }
+                }
+            }
+            accept
+        };
+        let result = zone.report_free_pages(budget, &mut sink);
+        if let Some(pfn) = in_use {
+            return Err(ZeroDivergence::ReportedInUse(pfn));
+        }
+        let unreported = self.buddy_pages() > self.zone.page_reporting_stats().reported_free;
+        let expected = match (accept, handed) {
+            (_, 0) => result == Ok(0) && !(budget > 0 && unreported),
+            (true, _) => result == Ok(handed),
+            (false, _) => result == Err(crate::error::report::ReportError::Rejected),
+        };
+        if !expected {
+            return Err(ZeroDivergence::ReportResult { handed, result });
+        }
+        if !accept && let Some(d) = before.difference(&Snapshot::of(&self.zone)) {
+            return Err(ZeroDivergence::ReportChanged(d));
+        }
+        Ok(())
+    }
+
+    /// Frames free in the buddy.
+    fn buddy_pages(&self) -> u64 {
+        self.zone
+            .free_blocks()
+            .filter(|&(_, _, place)| place == FreeWhere::Buddy)
+            .map(|(_, o, _)| o.pages())
+            .sum()
+    }
+
     fn buddy_unzeroed(&self) -> u64 {
         self.zone
             .free_blocks()

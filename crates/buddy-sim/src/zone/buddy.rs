@@ -14,6 +14,7 @@ use crate::error::contig::ContigError;
 use crate::frame::{FrameState, Word};
 use crate::migratetype::MigrateType;
 use crate::migratetype::{CMA, INITIALIZED, ISOLATE, LIST_TYPES, Pageblock};
+use crate::reporting::{PageReporting, ReportStats};
 use crate::types::{FrameIdx, MAX_SUPPORTED_ORDER, Order, PageblockIdx};
 use crate::zone::config::{Fallback, Watermarks};
 use crate::zone::counters::{FallbackCounts, LockStats};
@@ -60,6 +61,8 @@ pub(crate) struct FreeArea {
     boost: u64,
     /// Direct compaction's deferral after failures.
     defer: CompactDefer,
+    /// Free page reporting's registration and counts.
+    reporting: Reporting,
     /// Background compaction calls left to skip after a run that could not improve the
     /// zone (Linux's `proactive_defer`).
     background_defer: u32,
@@ -79,6 +82,7 @@ impl FreeArea {
         boost: 0,
         defer: CompactDefer::NONE,
         background_defer: 0,
+        reporting: Reporting::NONE,
     };
 
     /// Frames `[0, frames)` added, none of them initialized yet: a static zone's, which
@@ -116,6 +120,9 @@ impl FreeArea {
     pub(crate) fn remove(&mut self, m: FrameMap<'_>, idx: FrameIdx, order: Order) -> bool {
         let w = m.frame(idx).load();
         let zeroed = w.zeroed();
+        if w.reported() {
+            self.reporting.counts.reported_free -= order.pages();
+        }
         self.lists[order.get() as usize][w.mt() as usize].remove(m.frames, idx);
         m.frame(idx).store(Word::TAIL);
         self.count.sub(order, zeroed);
@@ -157,7 +164,9 @@ impl FreeArea {
             // Only a buddy of the same knowledge: a freed block does not make its zeroed
             // buddy unknown (the slow path's `merge_mixed` merges those pairs).
             let w = m.frame(b).load();
-            if w.ignoring_mt() != Word::free(FrameState::Buddy, order.get(), zeroed, 0) {
+            if w.ignoring_mt().ignoring_reported()
+                != Word::free(FrameState::Buddy, order.get(), zeroed, 0)
+            {
                 break;
             }
             if w.mt() != list {
@@ -444,10 +453,11 @@ impl FreeArea {
         from: Order,
         order: Order,
     ) -> bool {
-        let list = m.frame(idx).load().mt();
+        let w = m.frame(idx).load();
+        self.count_reported_reuse(w, from);
         let zeroed = self.remove(m, idx, from);
         for lower in (order.get()..from.get()).rev() {
-            self.insert(m, idx + (1u32 << lower), Order(lower), zeroed, list);
+            self.insert(m, idx + (1u32 << lower), Order(lower), zeroed, w.mt());
         }
         zeroed
     }
@@ -466,6 +476,7 @@ impl FreeArea {
         if w.state() != FrameState::Buddy || w.order() < order.get() {
             return Err(not_free);
         }
+        self.count_reported_reuse(w, Order(w.order()));
         let zeroed = self.remove(m, head, Order(w.order()));
         let (mut base, mut o) = (head, w.order());
         while o > order.get() {
@@ -564,9 +575,7 @@ impl FreeArea {
         let list = pb.list();
         for (i, w) in m.heads(range.start, range.end) {
             if w.state() == FrameState::Buddy && w.mt() != list {
-                let order = Order(w.order());
-                let zeroed = self.remove(m, i, order);
-                self.insert(m, i, order, zeroed, list);
+                self.relist(m, i, Order(w.order()), list);
             }
         }
     }
@@ -581,8 +590,7 @@ impl FreeArea {
         mt: MigrateType,
     ) {
         set_pageblocks(m, idx, order, mt);
-        let zeroed = self.remove(m, idx, order);
-        self.insert(m, idx, order, zeroed, mt as u8);
+        self.relist(m, idx, order, mt as u8);
     }
 
     /// Linux's `try_to_claim_block`, for an allocation of `mt` that falls back to the free
@@ -692,12 +700,15 @@ impl FreeArea {
         m: FrameMap<'_>,
         most: Order,
     ) -> Option<(FrameIdx, Order)> {
+        // Not a reported block: clearing it would make the host back it again. Blocks not
+        // known zero are at the front, reported ones at the back.
         let (o, idx) = (0..=m.cfg.max_order.get()).rev().find_map(|o| {
             self.lists[o as usize][..ISOLATE as usize]
                 .iter()
                 .find_map(|l| {
                     let head = l.head()?;
-                    (!m.frame(head).load().zeroed()).then_some((o, head))
+                    let w = m.frame(head).load();
+                    (!w.zeroed() && !w.reported()).then_some((o, head))
                 })
         })?;
         let keep = Order(o.min(most.get()));
@@ -938,5 +949,106 @@ impl FreeArea {
         if order.get() >= d.order_failed {
             d.order_failed = order.get().saturating_add(1);
         }
+    }
+}
+
+/// Free page reporting's state under the zone lock: the registration, and the counts.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Reporting {
+    pub(crate) registered: Option<PageReporting>,
+    pub(crate) counts: ReportStats,
+}
+
+impl Reporting {
+    const NONE: Self = Self {
+        registered: None,
+        counts: ReportStats::ZERO,
+    };
+}
+
+impl FreeArea {
+    /// Free page reporting's registration and counts.
+    pub(crate) fn reporting(&mut self) -> &mut Reporting {
+        &mut self.reporting
+    }
+
+    /// Frames free and marked reported.
+    pub(crate) fn reported_free(&self) -> u64 {
+        self.reporting.counts.reported_free
+    }
+
+    /// A reported block of `order` whose head reads `w` is being taken for use: counted.
+    #[inline]
+    fn count_reported_reuse(&mut self, w: Word, order: Order) {
+        if w.reported() {
+            self.reporting.counts.reused += order.pages();
+        }
+    }
+
+    /// Takes a free block of `lowest` or above that is not reported, from any list but the
+    /// isolated ones, for free page reporting: its head becomes `Reporting` and the caller
+    /// owns it until [`FreeArea::put_back_reported`]. Returns it, its order and whether it
+    /// was known zero.
+    pub(crate) fn take_unreported(
+        &mut self,
+        m: FrameMap<'_>,
+        lowest: Order,
+    ) -> Option<(FrameIdx, Order, bool)> {
+        let (o, idx) = (lowest.get()..=m.cfg.max_order.get()).find_map(|o| {
+            self.lists[o as usize][..ISOLATE as usize]
+                .iter()
+                .find_map(|l| l.blocks(m.frames).find(|&i| !m.frame(i).load().reported()))
+                .map(|i| (o, i))
+        })?;
+        let zeroed = self.remove(m, idx, Order(o));
+        m.frame(idx).store(Word::new(FrameState::Reporting, o));
+        Some((idx, Order(o), zeroed))
+    }
+
+    /// Frees a block [`FreeArea::take_unreported`] took (known zero as `zeroed` says); with
+    /// `reported`, marks it reported and moves it to the back of its list (allocated last)
+    /// unless it merged with a buddy freed meanwhile (Linux's rule: a merged block is not
+    /// reported, and is reported again later).
+    pub(crate) fn put_back_reported(
+        &mut self,
+        m: FrameMap<'_>,
+        idx: FrameIdx,
+        order: Order,
+        zeroed: bool,
+        reported: bool,
+    ) {
+        self.free_one_page(m, idx, order, zeroed);
+        let w = m.frame(idx).load();
+        if reported && w.state() == FrameState::Buddy && w.order() == order.get() {
+            self.mark_reported(m, idx, order);
+        }
+    }
+
+    /// Moves the free block at `idx` of `order` to list `list` (its pageblock changed type
+    /// or isolation), keeping its marks, known zero and reported (as Linux's
+    /// `move_to_free_list` keeps `PageReported`).
+    fn relist(&mut self, m: FrameMap<'_>, idx: FrameIdx, order: Order, list: u8) {
+        let reported = m.frame(idx).load().reported();
+        let zeroed = self.remove(m, idx, order);
+        self.insert(m, idx, order, zeroed, list);
+        if reported {
+            self.mark_reported(m, idx, order);
+        }
+    }
+
+    /// Marks the free buddy block at `idx` of `order` reported and moves it to the back of
+    /// its list, allocated last; one not known zero goes before the known-zero blocks,
+    /// which the lists keep at their backs.
+    fn mark_reported(&mut self, m: FrameMap<'_>, idx: FrameIdx, order: Order) {
+        let w = m.frame(idx).load();
+        let list = &mut self.lists[order.get() as usize][w.mt() as usize];
+        list.remove(m.frames, idx);
+        m.frame(idx).store(w.with_reported());
+        if w.zeroed() {
+            list.push_back(m.frames, idx);
+        } else {
+            list.push_before_zeroed(m.frames, idx);
+        }
+        self.reporting.counts.reported_free += order.pages();
     }
 }

@@ -61,6 +61,7 @@ where
         let n = self.spanned_frames().len();
         let (mut buddy_heads, mut pcp_heads, mut reserved) = (0u64, 0, 0);
         let mut buddy = FreeCount::NONE;
+        let mut reported = 0u64;
         let mut idx = 0usize;
         while idx < n {
             // Below the zone's frame count, which fits a u32.
@@ -77,6 +78,9 @@ where
                 }
                 FrameState::Zeroing => {
                     return bad("a block being zeroed (check a quiescent zone)", i);
+                }
+                FrameState::Reporting => {
+                    return bad("a block being reported (check a quiescent zone)", i);
                 }
                 FrameState::Buddy => {
                     buddy_heads += 1;
@@ -147,10 +151,19 @@ where
                     FrameIdx((idx + 1 + t) as u32),
                 );
             }
+            if w.reported() && w.state() != FrameState::Buddy {
+                return bad(
+                    "a reported mark on a frame that is not free in the buddy",
+                    i,
+                );
+            }
+            if w.reported() {
+                reported += size as u64;
+            }
             if w.state() == FrameState::Buddy
                 && w.order() < self.cfg.max_order.get()
                 && let Some(b) = m.buddy(i, Order(w.order()))
-                && m.frame(b).load() == w
+                && m.frame(b).load().ignoring_reported() == w.ignoring_reported()
             {
                 return bad("two free buddies of one order both in the buddy", i);
             }
@@ -165,6 +178,12 @@ where
                         w.order() as usize == o && w.mt() as usize == t
                     })?;
                 }
+            }
+            if reported != free.reported_free() {
+                return bad(
+                    "reported blocks that do not add up to the reported count",
+                    FrameIdx::FIRST,
+                );
             }
             if listed != buddy_heads || buddy != free.count() {
                 return bad(

@@ -117,9 +117,40 @@ impl List {
         }
     }
 
+    /// Adds `idx`, a block not known zero, behind every other such block: just before the
+    /// known-zero blocks at the list's back (a reported block, allocated after the others).
+    pub(crate) fn push_before_zeroed(&mut self, frames: Frames<'_>, idx: FrameIdx) {
+        let mut first_zeroed = None;
+        let mut at = self.tail();
+        while let Some(i) = at {
+            let f = frames.at(i.get());
+            if !f.load().zeroed() {
+                break;
+            }
+            first_zeroed = Some(i);
+            at = f.prev();
+        }
+        let Some(next) = first_zeroed else {
+            self.push_back(frames, idx);
+            return;
+        };
+        let link = idx.0 + 1;
+        let n = frames.at(next.get());
+        let prev = n.prev_raw();
+        let f = frames.at(idx.get());
+        f.set_prev_raw(prev);
+        f.set_next_raw(next.0 + 1);
+        match prev {
+            0 => self.head = link,
+            p => frames.at(p as usize - 1).set_next_raw(link),
+        }
+        n.set_prev_raw(link);
+        self.len += 1;
+    }
+
     /// Adds `idx` at the back.
     #[inline]
-    fn push_back(&mut self, frames: Frames<'_>, idx: FrameIdx) {
+    pub(crate) fn push_back(&mut self, frames: Frames<'_>, idx: FrameIdx) {
         let link = idx.0 + 1;
         let f = frames.at(idx.get());
         f.set_next_raw(0);

@@ -190,6 +190,7 @@ impl<'a> FrameMap<'a> {
             | FrameState::Pcp
             | FrameState::Freeing
             | FrameState::Zeroing
+            | FrameState::Reporting
             | FrameState::Allocated => FreeError::DoubleFree(pfn),
             FrameState::Tail => match self.block_head(idx).map(|(_, hw)| hw.state()) {
                 Some(FrameState::Allocated) => FreeError::CompoundPage(pfn),

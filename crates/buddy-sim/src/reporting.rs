@@ -1,0 +1,265 @@
+//! Free page reporting (Linux's `mm/page_reporting.c`, virtio-balloon's
+//! `VIRTIO_BALLOON_F_REPORTING`): a guest hands free blocks to its hypervisor, which discards
+//! their memory, and gets them back on its next touch.
+//!
+//! The embedder registers once ([`Zone::register_page_reporting`]) with the smallest order
+//! worth reporting (the pageblock order by default, as Linux's `page_reporting_order`) and
+//! its device's batch (`capacity`, at most 32 blocks as Linux's
+//! `PAGE_REPORTING_CAPACITY`), then calls [`Zone::report_free_pages`] from a timer or its
+//! idle loop. Each round takes up to `capacity` free blocks not reported yet off the free
+//! lists (their heads [`FrameState::Reporting`](crate::FrameState::Reporting): nobody can
+//! allocate or merge them), hands them to the sink with the zone lock released, and returns
+//! them: on success marked reported, at the back of their lists so that they are allocated
+//! last (Linux's `PageReported`); on failure as they were. An allocation, a merge, a split
+//! or a compaction target takes the mark off, as Linux's `del_page_from_free_list`; a
+//! merged block is reported again later.
+//!
+//! A block the host discarded reads zero on its next touch when the device's discard zeroes
+//! (anonymous memory, no page poisoning): registered with
+//! [`PageReporting::discard_zeroes`], reported blocks go back known zero, and
+//! [`AllocRequest::zeroed`](crate::AllocRequest::zeroed) hands them out without a clear,
+//! where Linux clears them again.
+
+use crate::error::report::ReportError;
+use crate::frame::Frame;
+use crate::types::{FrameIdx, Order};
+use crate::zone::Zone;
+use crate::zone::pcp::PerCpu;
+use lock_api::RawMutex;
+use mm_types::Pfn;
+
+/// A free page reporting registration: which blocks are reported, how many per round, and
+/// what the device's discard leaves behind.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PageReporting {
+    order: Order,
+    capacity: usize,
+    discard_zeroes: bool,
+}
+
+impl PageReporting {
+    /// The most blocks one round hands to the sink (Linux's `PAGE_REPORTING_CAPACITY`).
+    pub const MAX_CAPACITY: usize = 32;
+
+    /// Reports free blocks of `order` and above, [`MAX_CAPACITY`](Self::MAX_CAPACITY) per
+    /// round, not known zero afterwards.
+    #[must_use]
+    pub const fn new(order: Order) -> Self {
+        Self {
+            order,
+            capacity: Self::MAX_CAPACITY,
+            discard_zeroes: false,
+        }
+    }
+
+    /// The same registration with `capacity` blocks per round (1..=32).
+    #[must_use]
+    pub const fn with_capacity(self, capacity: usize) -> Self {
+        Self { capacity, ..self }
+    }
+
+    /// The same registration whose device's discard zeroes the memory (it reads zero on
+    /// its next touch: anonymous backing, `MADV_DONTNEED`, no page poisoning), so that
+    /// reported blocks go back known zero.
+    #[must_use]
+    pub const fn discard_zeroes(self, zeroes: bool) -> Self {
+        Self {
+            discard_zeroes: zeroes,
+            ..self
+        }
+    }
+
+    /// The smallest order reported.
+    #[must_use]
+    pub const fn order(&self) -> Order {
+        self.order
+    }
+
+    /// Blocks per round.
+    #[must_use]
+    pub const fn capacity(&self) -> usize {
+        self.capacity
+    }
+
+    /// Whether reported blocks go back known zero.
+    #[must_use]
+    pub const fn zeroes(&self) -> bool {
+        self.discard_zeroes
+    }
+}
+
+/// One block handed to the sink: `2^order` frames from `pfn`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ReportedBlock {
+    /// Its first frame.
+    pub pfn: Pfn,
+    /// Its order.
+    pub order: Order,
+}
+
+impl ReportedBlock {
+    /// Its length in frames.
+    #[must_use]
+    pub const fn pages(&self) -> u64 {
+        self.order.pages()
+    }
+}
+
+/// The device side of free page reporting: the driver's `report` (virtio-balloon's
+/// reporting virtqueue, a VMM's `madvise(MADV_DONTNEED)`). Any
+/// `FnMut(&[ReportedBlock]) -> bool` is one.
+pub trait ReportSink {
+    /// Hands `blocks` to the device; true once it has discarded them (they may be touched
+    /// again afterwards), false if it failed (they go back unmarked). Called with no zone
+    /// lock held; the blocks are nobody's until it returns.
+    fn report(&mut self, blocks: &[ReportedBlock]) -> bool;
+}
+
+impl<F: FnMut(&[ReportedBlock]) -> bool> ReportSink for F {
+    fn report(&mut self, blocks: &[ReportedBlock]) -> bool {
+        self(blocks)
+    }
+}
+
+/// Free page reporting's counts, in frames unless named otherwise.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ReportStats {
+    /// Free now and marked reported.
+    pub reported_free: u64,
+    /// Reported in all (the sink accepted them).
+    pub reported: u64,
+    /// Rounds the sink accepted.
+    pub reports: u64,
+    /// Rounds the sink refused.
+    pub rejected: u64,
+    /// Reported frames taken back into use (allocated, or a compaction target) while marked.
+    pub reused: u64,
+}
+
+impl ReportStats {
+    pub(crate) const ZERO: Self = Self {
+        reported_free: 0,
+        reported: 0,
+        reports: 0,
+        rejected: 0,
+        reused: 0,
+    };
+}
+
+impl<F, P, R> Zone<F, P, R>
+where
+    F: AsRef<[Frame]>,
+    P: AsRef<[PerCpu<R>]>,
+    R: RawMutex,
+{
+    /// Registers free page reporting on the zone (Linux's `page_reporting_register`).
+    ///
+    /// # Errors
+    /// [`ReportError::AlreadyRegistered`], [`ReportError::OrderTooLarge`] for an order above
+    /// the zone's MAX_ORDER, [`ReportError::Capacity`] for a capacity outside 1..=32;
+    /// nothing changes then.
+    pub fn register_page_reporting(&self, reporting: PageReporting) -> Result<(), ReportError> {
+        if reporting.order > self.cfg.max_order {
+            return Err(ReportError::OrderTooLarge {
+                order: reporting.order,
+                max: self.cfg.max_order,
+            });
+        }
+        if !(1..=PageReporting::MAX_CAPACITY).contains(&reporting.capacity) {
+            return Err(ReportError::Capacity(reporting.capacity));
+        }
+        let mut free = self.lock_zone();
+        let r = free.reporting();
+        if r.registered.is_some() {
+            return Err(ReportError::AlreadyRegistered);
+        }
+        r.registered = Some(reporting);
+        Ok(())
+    }
+
+    /// Ends free page reporting (`page_reporting_unregister`); the marks stay, as Linux's.
+    /// Returns the registration there was.
+    pub fn unregister_page_reporting(&self) -> Option<PageReporting> {
+        self.lock_zone().reporting().registered.take()
+    }
+
+    /// One call of the reporting worker (Linux's `page_reporting_process`), for a timer or
+    /// an idle loop: rounds of up to `capacity` free blocks of the registered order or
+    /// above that are not reported yet, each taken off the free lists, handed to `sink`
+    /// with the zone lock released, and returned marked reported (known zero if the
+    /// registration says the discard zeroes), until `budget` frames are reported or no
+    /// such block is left. Blocks on per-cpu lists are left alone. Returns the frames
+    /// reported.
+    ///
+    /// A block being reported is out of every allocation's reach until the sink returns:
+    /// keep `budget` small beside the free memory, and call again.
+    ///
+    /// # Errors
+    /// [`ReportError::NotRegistered`]; [`ReportError::Rejected`] if the sink refused a
+    /// round (its blocks went back unmarked, as they were; the rounds before it stay
+    /// reported).
+    pub fn report_free_pages(
+        &self,
+        budget: u64,
+        sink: &mut impl ReportSink,
+    ) -> Result<u64, ReportError> {
+        let m = self.map();
+        let reporting = self
+            .lock_zone()
+            .reporting()
+            .registered
+            .ok_or(ReportError::NotRegistered)?;
+        let mut reported = 0u64;
+        let mut taken = [(FrameIdx(0), Order::ZERO, false); PageReporting::MAX_CAPACITY];
+        let mut blocks = [ReportedBlock {
+            pfn: Pfn(0),
+            order: Order::ZERO,
+        }; PageReporting::MAX_CAPACITY];
+        while reported < budget {
+            let mut n = 0;
+            {
+                let mut free = self.lock_zone();
+                let mut round = 0u64;
+                while n < reporting.capacity && reported + round < budget {
+                    let Some((idx, order, zeroed)) = free.take_unreported(m, reporting.order)
+                    else {
+                        break;
+                    };
+                    taken[n] = (idx, order, zeroed);
+                    blocks[n] = ReportedBlock {
+                        pfn: m.pfn(idx),
+                        order,
+                    };
+                    round += order.pages();
+                    n += 1;
+                }
+            }
+            if n == 0 {
+                break;
+            }
+            // The blocks are off every list: nobody can allocate, merge or free them until
+            // they are put back below, after the sink has returned.
+            let accepted = sink.report(&blocks[..n]);
+            let mut free = self.lock_zone();
+            for &(idx, order, zeroed) in &taken[..n] {
+                let zeroed = zeroed || (accepted && reporting.discard_zeroes);
+                free.put_back_reported(m, idx, order, zeroed, accepted);
+            }
+            let counts = &mut free.reporting().counts;
+            if !accepted {
+                counts.rejected += 1;
+                return Err(ReportError::Rejected);
+            }
+            let round: u64 = blocks[..n].iter().map(ReportedBlock::pages).sum();
+            counts.reports += 1;
+            counts.reported += round;
+            reported += round;
+        }
+        Ok(reported)
+    }
+
+    /// Free page reporting's counts.
+    pub fn page_reporting_stats(&self) -> ReportStats {
+        self.lock_zone().reporting().counts
+    }
+}

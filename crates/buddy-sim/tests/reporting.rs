@@ -1,0 +1,271 @@
+//! Free page reporting, one rule at a time: what is reported and in what batches, where
+//! reported blocks go, what takes the mark off, a refusing sink, registration errors, and
+//! the skipped clear of a block whose discard zeroed it. (The per-page reference,
+//! `ZeroedModel`, drives reporting interleaved with every other operation in
+//! `tests/zeroed.rs` and the `zeroed_ops` fuzz target.)
+// loom atomics work only inside loom::model: these run on the real ones.
+#![cfg(not(loom))]
+
+use buddy_sim::testing::Snapshot;
+use buddy_sim::zero_core::NoResched;
+use buddy_sim::{
+    BoxedZone, FrameClearer, FrameState, OffsetMap, Order, PageReporting, Pfn, ReportError,
+    ReportStats, ReportedBlock, ZoneConfig,
+};
+
+const START: u64 = 0x100;
+
+/// A zone of 256 frames (MAX_ORDER 6, pageblocks of 16) on one CPU, all free.
+fn zone() -> BoxedZone {
+    let cfg = ZoneConfig {
+        pageblock_order: Order::new(4).unwrap(),
+        ..ZoneConfig::new(Pfn(START), 256)
+            .with_max_order(Order::new(6).unwrap())
+            .with_pcp(0, 1)
+    };
+    BoxedZone::new_boxed(cfg).unwrap()
+}
+
+fn order(o: u8) -> Order {
+    Order::new(o).unwrap()
+}
+
+/// A sink that records what it is handed and checks each block is off the free lists.
+fn recording<'z>(
+    zone: &'z BoxedZone,
+    seen: &'z mut Vec<Vec<ReportedBlock>>,
+    accept: bool,
+) -> impl FnMut(&[ReportedBlock]) -> bool + 'z {
+    move |blocks: &[ReportedBlock]| {
+        for b in blocks {
+            assert_eq!(zone.frame(b.pfn).unwrap().state, FrameState::Reporting);
+        }
+        seen.push(blocks.to_vec());
+        accept
+    }
+}
+
+#[test]
+fn reports_unreported_blocks_of_the_order_in_rounds_of_the_capacity() {
+    let z = zone();
+    z.register_page_reporting(PageReporting::new(order(4)).with_capacity(2))
+        .unwrap();
+    // Four 64-frame blocks free; hold 16 frames of the first to leave 16 + 32 + 64 x 3.
+    let held = z.alloc_pages(0, order(4)).unwrap();
+    let mut seen = Vec::new();
+    let reported = z
+        .report_free_pages(u64::MAX, &mut recording(&z, &mut seen, true))
+        .unwrap();
+    assert_eq!(reported, 240);
+    // Rounds of at most two blocks, the smallest orders first.
+    assert!(seen.iter().all(|r| r.len() <= 2));
+    let orders: Vec<u8> = seen.iter().flatten().map(|b| b.order.get()).collect();
+    assert_eq!(orders, [4, 5, 6, 6, 6]);
+    let stats = z.page_reporting_stats();
+    assert_eq!(
+        stats,
+        ReportStats {
+            reported_free: 240,
+            reported: 240,
+            reports: 3,
+            rejected: 0,
+            reused: 0,
+        }
+    );
+    // Everything free is reported: a second call has nothing to do.
+    let mut again = Vec::new();
+    assert_eq!(
+        z.report_free_pages(u64::MAX, &mut recording(&z, &mut again, true)),
+        Ok(0)
+    );
+    assert!(again.is_empty());
+    z.check().unwrap();
+    // SAFETY: the test frees what it allocated, once.
+    unsafe { z.free_pages(0, held, order(4)) }.unwrap();
+    // The freed block merged with its reported buddies (16, then 32 frames): the merged
+    // 64-frame block is not reported, and the next call reports it again.
+    assert_eq!(z.page_reporting_stats().reported_free, 192);
+    z.check().unwrap();
+    let mut third = Vec::new();
+    assert_eq!(
+        z.report_free_pages(u64::MAX, &mut recording(&z, &mut third, true)),
+        Ok(64)
+    );
+}
+
+#[test]
+fn a_budget_stops_after_the_round_that_reaches_it() {
+    let z = zone();
+    z.register_page_reporting(PageReporting::new(order(6)).with_capacity(1))
+        .unwrap();
+    let mut seen = Vec::new();
+    assert_eq!(
+        z.report_free_pages(65, &mut recording(&z, &mut seen, true)),
+        Ok(128)
+    );
+    assert_eq!(seen.len(), 2);
+    assert_eq!(
+        z.report_free_pages(0, &mut recording(&z, &mut seen, true)),
+        Ok(0)
+    );
+}
+
+#[test]
+fn reported_blocks_are_allocated_last_and_their_reuse_is_counted() {
+    let z = zone();
+    z.register_page_reporting(PageReporting::new(order(6)).with_capacity(1))
+        .unwrap();
+    let mut seen = Vec::new();
+    // One of the four 64-frame blocks reported.
+    assert_eq!(
+        z.report_free_pages(1, &mut recording(&z, &mut seen, true)),
+        Ok(64)
+    );
+    let reported = seen[0][0].pfn;
+    // The three others go first.
+    let taken: Vec<Pfn> = (0..3)
+        .map(|_| z.alloc_pages(0, order(6)).unwrap())
+        .collect();
+    assert!(!taken.contains(&reported));
+    assert_eq!(z.page_reporting_stats().reused, 0);
+    assert_eq!(z.alloc_pages(0, order(6)).unwrap(), reported);
+    let stats = z.page_reporting_stats();
+    assert_eq!((stats.reused, stats.reported_free), (64, 0));
+    z.check().unwrap();
+}
+
+#[test]
+fn a_refusing_sink_gets_every_block_back_as_it_was() {
+    let z = zone();
+    z.register_page_reporting(PageReporting::new(order(4)))
+        .unwrap();
+    let _held = z.alloc_pages(0, order(3)).unwrap();
+    let before = Snapshot::of(&z);
+    let mut seen = Vec::new();
+    assert_eq!(
+        z.report_free_pages(u64::MAX, &mut recording(&z, &mut seen, false)),
+        Err(ReportError::Rejected)
+    );
+    assert!(!seen.is_empty());
+    assert_eq!(before.difference(&Snapshot::of(&z)), None);
+    let stats = z.page_reporting_stats();
+    assert_eq!(
+        (stats.reported_free, stats.rejected, stats.reports),
+        (0, 1, 0)
+    );
+    z.check().unwrap();
+}
+
+#[test]
+fn registration_is_checked_and_once() {
+    let z = zone();
+    let mut nothing = |_: &[ReportedBlock]| true;
+    assert_eq!(
+        z.report_free_pages(64, &mut nothing),
+        Err(ReportError::NotRegistered)
+    );
+    assert_eq!(
+        z.register_page_reporting(PageReporting::new(order(7))),
+        Err(ReportError::OrderTooLarge {
+            order: order(7),
+            max: order(6)
+        })
+    );
+    for capacity in [0, 33] {
+        assert_eq!(
+            z.register_page_reporting(PageReporting::new(order(4)).with_capacity(capacity)),
+            Err(ReportError::Capacity(capacity))
+        );
+    }
+    let r = PageReporting::new(order(4));
+    z.register_page_reporting(r).unwrap();
+    assert_eq!(
+        z.register_page_reporting(r),
+        Err(ReportError::AlreadyRegistered)
+    );
+    assert_eq!(z.unregister_page_reporting(), Some(r));
+    assert_eq!(
+        z.report_free_pages(64, &mut nothing),
+        Err(ReportError::NotRegistered)
+    );
+}
+
+/// 256 frames of memory that reads 0xA5 under a zone of them, as `zone()`.
+struct WithMemory {
+    ram: Vec<[u8; 4096]>,
+    zone: BoxedZone,
+    clearer: FrameClearer<OffsetMap>,
+}
+
+#[repr(C, align(4096))]
+struct Aligned([u8; 4096]);
+
+impl WithMemory {
+    fn new() -> (Vec<Aligned>, Self) {
+        let mut ram: Vec<Aligned> = (0..256).map(|_| Aligned([0xA5; 4096])).collect();
+        let base = ram.as_mut_ptr().expose_provenance();
+        // SAFETY: frame START + i is ram[i], alive as long as the test; only the zone and
+        // this test touch it.
+        let memory = unsafe { OffsetMap::new(base.wrapping_sub(START as usize * 4096)) };
+        let clearer = FrameClearer::detected(memory).verifying();
+        let w = Self {
+            ram: Vec::new(),
+            zone: zone(),
+            clearer,
+        };
+        (ram, w)
+    }
+}
+
+#[test]
+fn a_discard_that_zeroes_makes_reported_blocks_known_zero_and_skips_their_clear() {
+    let (mut ram, w) = WithMemory::new();
+    let _ = &w.ram;
+    let z = &w.zone;
+    z.register_page_reporting(PageReporting::new(order(6)).discard_zeroes(true))
+        .unwrap();
+    let base = ram.as_mut_ptr();
+    // The host's discard: the memory reads zero afterwards.
+    let mut discard = |blocks: &[ReportedBlock]| {
+        for b in blocks {
+            for pfn in b.pfn.0..b.pfn.0 + b.pages() {
+                // SAFETY: page pfn - START of the test's buffer, in a block the zone handed
+                // to the sink.
+                unsafe { (*base.add((pfn - START) as usize)).0.fill(0) };
+            }
+        }
+        true
+    };
+    assert_eq!(z.report_free_pages(u64::MAX, &mut discard), Ok(256));
+    assert_eq!(z.zeroed_pages(), 256);
+    // A zeroed allocation takes a reported block without clearing it; the verifying
+    // clearer reads every known-zero block it hands out.
+    let cleared = z.counters().cleared_on_alloc;
+    let pfn = z
+        .alloc_zeroed(0, order(6), &w.clearer, None, &mut NoResched)
+        .unwrap();
+    assert_eq!(z.counters().cleared_on_alloc, cleared);
+    let page = (pfn.0 - START) as usize;
+    assert!(
+        ram[page..page + 64]
+            .iter()
+            .all(|p| p.0.iter().all(|&b| b == 0))
+    );
+    z.check().unwrap();
+}
+
+#[test]
+fn without_a_zeroing_discard_reported_blocks_stay_unknown_and_background_zeroing_leaves_them() {
+    let (_ram, w) = WithMemory::new();
+    let z = &w.zone;
+    z.register_page_reporting(PageReporting::new(order(6)))
+        .unwrap();
+    let mut accept = |_: &[ReportedBlock]| true;
+    assert_eq!(z.report_free_pages(128, &mut accept), Ok(128));
+    assert_eq!(z.zeroed_pages(), 0);
+    // Clearing a reported block would make the host back it again: zero_some takes the
+    // two blocks not reported only.
+    assert_eq!(z.zero_some(u64::MAX, &w.clearer, &mut NoResched), Ok(128));
+    assert_eq!(z.page_reporting_stats().reported_free, 128);
+    z.check().unwrap();
+}
