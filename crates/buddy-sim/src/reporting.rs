@@ -22,7 +22,7 @@
 
 use crate::error::report::ReportError;
 use crate::frame::Frame;
-use crate::types::{FrameIdx, Order};
+use crate::types::{FrameIdx, MAX_SUPPORTED_ORDER, Order};
 use crate::zone::Zone;
 use crate::zone::pcp::PerCpu;
 use lock_api::RawMutex;
@@ -185,11 +185,13 @@ where
 
     /// One call of the reporting worker (Linux's `page_reporting_process`), for a timer or
     /// an idle loop: rounds of up to `capacity` free blocks of the registered order or
-    /// above that are not reported yet, each taken off the free lists, handed to `sink`
-    /// with the zone lock released, and returned marked reported (known zero if the
-    /// registration says the discard zeroes), until `budget` frames are reported or no
-    /// such block is left. Blocks on per-cpu lists are left alone. Returns the frames
-    /// reported.
+    /// above that are not reported yet (the smallest first; one larger than what is left of
+    /// `budget` split down to it, but never below the registered order), each taken off
+    /// the free lists, handed to `sink` with the zone lock released, and returned marked
+    /// reported (known zero if the registration says the discard zeroes), until `budget`
+    /// frames are reported or no such block is left. Blocks on per-cpu lists are left
+    /// alone. Returns the frames reported (past `budget` by less than one block of the
+    /// registered order).
     ///
     /// A block being reported is out of every allocation's reach until the sink returns:
     /// keep `budget` small beside the free memory, and call again.
@@ -220,8 +222,12 @@ where
             {
                 let mut free = self.lock_zone();
                 let mut round = 0u64;
-                while n < reporting.capacity && reported + round < budget {
-                    let Some((idx, order, zeroed)) = free.take_unreported(m, reporting.order)
+                while let Some(left) = budget
+                    .checked_sub(reported + round)
+                    .filter(|&l| l > 0 && n < reporting.capacity)
+                {
+                    let most = Order::floor_log2(left, Order(MAX_SUPPORTED_ORDER));
+                    let Some((idx, order, zeroed)) = free.take_unreported(m, reporting.order, most)
                     else {
                         break;
                     };

@@ -2,8 +2,9 @@
 //! another CPU than the allocation, draining every CPU's lists while others allocate,
 //! refills and drains past `high`, two CPUs freeing the same page or run, background
 //! zeroing racing allocation and free, compaction racing the owner's free and
-//! allocation of movable pages, an offline racing allocation and free on another CPU, and a
-//! CMA reservation racing an unmovable allocation. The zone is the real one; under
+//! allocation of movable pages, an offline racing allocation and free on another CPU, a
+//! CMA reservation racing an unmovable allocation, and free page reporting racing
+//! allocation and free. The zone is the real one; under
 //! `cfg(loom)` its atomics and locks are loom's (`crate::sync`).
 //!
 //! The frees are `unsafe` (a wrong one could make a zone write memory in use): each model
@@ -340,6 +341,97 @@ fn zero_some_marking_first(z: &LoomZone, c: &FrameClearer<OffsetMap>) {
 #[should_panic(expected = "StaleZero")]
 fn loom_marking_zero_before_the_clear_hands_out_dirty_memory() {
     allocate_while_zeroing(zero_some_marking_first);
+}
+
+/// Free page reporting on the other CPU: a registration (order 2, two blocks a round, the
+/// discard zeroing) and reports of half the zone, whose sink discards each block as a host
+/// does (the memory reads zero afterwards). Blocks go back known zero.
+fn report_discarding(z: &LoomZone, c: &FrameClearer<OffsetMap>) {
+    use crate::reporting::{PageReporting, ReportedBlock};
+    let reporting = PageReporting::new(Order(2))
+        .with_capacity(2)
+        .discard_zeroes(true);
+    z.register_page_reporting(reporting).unwrap();
+    let mut discard = |blocks: &[ReportedBlock]| {
+        for b in blocks {
+            c.clear(b.pfn, b.order, None, &mut LoomResched).unwrap();
+        }
+        true
+    };
+    z.report_free_pages(8, &mut discard).unwrap();
+}
+
+/// One CPU allocates a page, writes it, and reads its write back before it frees it, then
+/// allocates a zeroed page (the verifying clearer checks it reads zero if it was known
+/// zero), while the other reports free pages to a sink that discards them: a discard may
+/// never reach a page someone holds, and what goes back known zero must read zero.
+fn allocate_while_reporting(report: fn(&LoomZone, &FrameClearer<OffsetMap>)) {
+    loom::model(move || {
+        let mut ram = ram();
+        let c = Arc::new(clearer(&mut ram));
+        let z = zone(2);
+        let reporter = {
+            let (z, c) = (z.clone(), c.clone());
+            thread::spawn(move || report(&z, &c))
+        };
+        let p = z.alloc_pages(0, O0).unwrap();
+        scribble(&c, p, O0);
+        thread::yield_now();
+        assert!(scribbled(&c, p), "a discard reached the held page {p}");
+        // SAFETY: see the module docs.
+        unsafe { z.free_pages(0, p, O0) }.unwrap();
+        let q = z.alloc_zeroed(0, O0, &c, None, &mut NoResched).unwrap();
+        assert_eq!(c.reads_zero(q, O0), Ok(true));
+        // SAFETY: see the module docs.
+        unsafe { z.free_pages(0, q, O0) }.unwrap();
+        reporter.join().unwrap();
+        assert_known_zero_reads_zero(&z, &c);
+        z.drain_all();
+        z.zero_some(16, &c, &mut NoResched).unwrap();
+        assert_whole(&z);
+        drop(ram);
+    });
+}
+
+/// Whether the page at `pfn` still has [`scribble`]'s byte.
+fn scribbled(c: &FrameClearer<OffsetMap>, pfn: Pfn) -> bool {
+    use crate::memory::FrameMemory;
+    let p = c.memory().frame_ptr(pfn).unwrap();
+    // SAFETY: the caller holds the page; the page is mapped (OffsetMap over `ram`).
+    unsafe { p.as_ptr().add(123).read_volatile() == 0x5A }
+}
+
+#[test]
+fn loom_free_page_reporting_races_allocation_and_free() {
+    allocate_while_reporting(report_discarding);
+}
+
+/// Reporting without taking the block off its list: it is found under the zone lock and
+/// discarded with the lock released, while another CPU may allocate and write a page of
+/// it meanwhile. What taking the blocks off the lists for the sink exists to prevent.
+fn report_in_place(z: &LoomZone, c: &FrameClearer<OffsetMap>) {
+    let m = z.map();
+    let found = {
+        let free = z.lock_zone();
+        (2..=4).rev().find_map(|o| {
+            free.lists()[o as usize][..3]
+                .iter()
+                .find_map(|l| l.head())
+                .map(|i| (i, Order(o)))
+        })
+    };
+    if let Some((idx, order)) = found {
+        c.clear(m.pfn(idx), order, None, &mut LoomResched).unwrap();
+    }
+}
+
+/// The negative control: a block reported in place can be allocated and written while the
+/// sink discards it; loom must find the interleaving where the discard wipes the page its
+/// holder wrote.
+#[test]
+#[should_panic(expected = "a discard reached the held page")]
+fn loom_reporting_without_taking_the_block_is_caught() {
+    allocate_while_reporting(report_in_place);
 }
 
 /// CPU `cpu` of `z` with CPU-local lists ([`Zone::local_cpu`]): under loom each list is

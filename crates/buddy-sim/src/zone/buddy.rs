@@ -985,14 +985,16 @@ impl FreeArea {
         }
     }
 
-    /// Takes a free block of `lowest` or above that is not reported, from any list but the
-    /// isolated ones, for free page reporting: its head becomes `Reporting` and the caller
-    /// owns it until [`FreeArea::put_back_reported`]. Returns it, its order and whether it
-    /// was known zero.
+    /// Takes the smallest free block of `lowest` or above that is not reported, from any
+    /// list but the isolated ones, for free page reporting, split down to `most` if larger
+    /// (the upper halves go back, not reported); its head becomes `Reporting` and the
+    /// caller owns it until [`FreeArea::put_back_reported`]. Returns it, its order and
+    /// whether it is known zero.
     pub(crate) fn take_unreported(
         &mut self,
         m: FrameMap<'_>,
         lowest: Order,
+        most: Order,
     ) -> Option<(FrameIdx, Order, bool)> {
         let (o, idx) = (lowest.get()..=m.cfg.max_order.get()).find_map(|o| {
             self.lists[o as usize][..ISOLATE as usize]
@@ -1000,9 +1002,11 @@ impl FreeArea {
                 .find_map(|l| l.blocks(m.frames).find(|&i| !m.frame(i).load().reported()))
                 .map(|i| (o, i))
         })?;
-        let zeroed = self.remove(m, idx, Order(o));
-        m.frame(idx).store(Word::new(FrameState::Reporting, o));
-        Some((idx, Order(o), zeroed))
+        let keep = Order(o.min(most.get().max(lowest.get())));
+        let zeroed = self.take_split(m, idx, Order(o), keep);
+        m.frame(idx)
+            .store(Word::new(FrameState::Reporting, keep.get()));
+        Some((idx, keep, zeroed))
     }
 
     /// Frees a block [`FreeArea::take_unreported`] took (known zero as `zeroed` says); with
