@@ -649,6 +649,48 @@ where
         Ok(cleared)
     }
 
+    /// Registers free page reporting on every zone of the set (one device reports all of a
+    /// guest's memory): all of them or, on error, none.
+    ///
+    /// # Errors
+    /// As [`Zone::register_page_reporting`], for the first zone that refuses.
+    pub fn register_page_reporting(
+        &self,
+        reporting: crate::reporting::PageReporting,
+    ) -> Result<(), crate::error::report::ReportError> {
+        let mut done = 0;
+        for z in self.zones() {
+            if let Err(e) = z.register_page_reporting(reporting) {
+                for z in self.zones().take(done) {
+                    z.unregister_page_reporting();
+                }
+                return Err(e);
+            }
+            done += 1;
+        }
+        Ok(())
+    }
+
+    /// Free page reporting over every zone of the set ([`Zone::report_free_pages`]), zone
+    /// after zone, until `budget` frames are reported. Returns the frames reported.
+    ///
+    /// # Errors
+    /// As [`Zone::report_free_pages`] (the zones before the one that failed stay reported).
+    pub fn report_free_pages(
+        &self,
+        budget: u64,
+        sink: &mut impl crate::reporting::ReportSink,
+    ) -> Result<u64, crate::error::report::ReportError> {
+        let mut reported = 0;
+        for z in self.zones() {
+            if reported >= budget {
+                break;
+            }
+            reported += z.report_free_pages(budget - reported, sink)?;
+        }
+        Ok(reported)
+    }
+
     /// Compacts `node`'s zones ([`Zone::compact`]) until one has a free block of `order`.
     /// Returns what they did together.
     ///

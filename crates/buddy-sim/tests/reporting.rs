@@ -269,3 +269,38 @@ fn without_a_zeroing_discard_reported_blocks_stay_unknown_and_background_zeroing
     assert_eq!(z.page_reporting_stats().reported_free, 128);
     z.check().unwrap();
 }
+
+#[test]
+fn a_node_set_registers_every_zone_or_none_and_reports_across_them() {
+    use buddy_sim::{BoxedNodeSet, NodeId, Topology};
+    let t = Topology::uniform(2, &[NodeId(0), NodeId(1)]).unwrap();
+    let on = |node: u8, start: u64| {
+        let cfg = ZoneConfig::new(Pfn(start), 128)
+            .with_max_order(order(6))
+            .with_cpus(2)
+            .with_node(NodeId(node));
+        BoxedZone::new_boxed(cfg).unwrap()
+    };
+    let set = BoxedNodeSet::new(t, vec![on(0, 0x1000), on(1, 0x2000)]).unwrap();
+    // The second zone already has a registration: the set's fails and leaves the first
+    // zone unregistered.
+    let zones: Vec<&BoxedZone> = set.zones().collect();
+    zones[1]
+        .register_page_reporting(PageReporting::new(order(6)))
+        .unwrap();
+    assert_eq!(
+        set.register_page_reporting(PageReporting::new(order(5))),
+        Err(ReportError::AlreadyRegistered)
+    );
+    assert_eq!(zones[0].unregister_page_reporting(), None);
+    zones[1].unregister_page_reporting().unwrap();
+    set.register_page_reporting(PageReporting::new(order(6)))
+        .unwrap();
+    let mut accept = |_: &[ReportedBlock]| true;
+    assert_eq!(set.report_free_pages(192, &mut accept), Ok(192));
+    let reported: Vec<u64> = zones
+        .iter()
+        .map(|z| z.page_reporting_stats().reported_free)
+        .collect();
+    assert_eq!(reported, [128, 64]);
+}
