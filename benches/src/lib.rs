@@ -16,6 +16,7 @@ pub mod memsets;
 pub mod numa;
 pub mod prefault;
 pub mod report;
+pub mod reporting;
 pub mod ring0;
 pub mod scale;
 pub mod smp;
@@ -69,6 +70,7 @@ pub fn sections() -> Vec<Box<dyn Section>> {
         Box::new(guest::GuestAging),
         Box::new(zeroed::ZeroedAllocation),
         Box::new(fragmentation::Fragmentation),
+        Box::new(reporting::FreePageReporting),
         Box::new(numa::Numa),
         Box::new(arceos::Arceos),
         Box::new(ring0::Ring0),
