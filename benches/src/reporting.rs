@@ -116,14 +116,19 @@ impl Guest {
     fn discard(&self, pfn: Pfn, pages: u64) -> bool {
         // SAFETY: a range of the guest's mapping that the zone handed to the sink: nobody
         // uses it until the sink returns, and it may read zero afterwards.
-        unsafe { libc::madvise(self.at(pfn).cast(), pages as usize * PAGE, libc::MADV_DONTNEED) == 0 }
+        unsafe {
+            libc::madvise(
+                self.at(pfn).cast(),
+                pages as usize * PAGE,
+                libc::MADV_DONTNEED,
+            ) == 0
+        }
     }
 
     /// One report of every free block to a sink that discards each.
     fn report_all(&self) -> u64 {
-        let mut sink = |blocks: &[ReportedBlock]| {
-            blocks.iter().all(|b| self.discard(b.pfn, b.pages()))
-        };
+        let mut sink =
+            |blocks: &[ReportedBlock]| blocks.iter().all(|b| self.discard(b.pfn, b.pages()));
         must(self.zone.report_free_pages(u64::MAX, &mut sink))
     }
 }
@@ -189,11 +194,20 @@ impl Section for FreePageReporting {
                 "Host resident memory of a {:.2} GiB guest, every page touched and then free, before and after one report",
                 gib(bytes)
             ),
-            &["reported", "resident before", "resident after", "drop / reported"],
+            &[
+                "reported",
+                "resident before",
+                "resident after",
+                "drop / reported",
+            ],
         );
         let drop_share = (before.saturating_sub(after)) as f64 / (reported as usize * PAGE) as f64;
         resident.row(vec![
-            Cell::text(format!("{:.3} GiB in {} rounds", gib(reported as usize * PAGE), stats.reports)),
+            Cell::text(format!(
+                "{:.3} GiB in {} rounds",
+                gib(reported as usize * PAGE),
+                stats.reports
+            )),
             Cell::text(format!("{:.3} GiB", gib(before))),
             Cell::text(format!("{:.3} GiB", gib(after))),
             Cell::text(format!("{:.1}%", drop_share * 100.0)),
@@ -255,7 +269,9 @@ impl Section for FreePageReporting {
             Cell::text("1.00x"),
         ]);
         cost.row(vec![
-            Cell::text("report_free_pages: isolate 32 blocks, the sink's madvise, return them reported"),
+            Cell::text(
+                "report_free_pages: isolate 32 blocks, the sink's madvise, return them reported",
+            ),
             Cell::estimate(per_gib(&samples[0]), 2, ""),
             Cell::text(ratio_text(over_floor)),
         ]);
@@ -288,7 +304,11 @@ impl Section for FreePageReporting {
             |i| {
                 for _ in 0..batch {
                     let pfn = if i % 2 == 0 {
-                        must(guest.zone.alloc_zeroed(0, o, &guest.clearer, None, &mut NoResched))
+                        must(
+                            guest
+                                .zone
+                                .alloc_zeroed(0, o, &guest.clearer, None, &mut NoResched),
+                        )
                     } else {
                         let pfn = must(guest.zone.alloc_pages(0, o));
                         // SAFETY: the block the section just allocated, in the guest mapping.
@@ -426,7 +446,11 @@ impl Section for FreePageReporting {
             "reporting-churn",
             &format!(
                 "Order-0 allocation during churn ({churn_ops} allocations and frees over a window of {window} pages, each page written once): a reporter on {} against none (ns per operation, median ± 95% interval)",
-                if reporter_cpu.is_some() { "another CPU" } else { "the same CPU (one allowed)" }
+                if reporter_cpu.is_some() {
+                    "another CPU"
+                } else {
+                    "the same CPU (one allowed)"
+                }
             ),
             &["reporter", "ns per operation", "speed against no reporter"],
         );
@@ -464,7 +488,11 @@ impl Section for FreePageReporting {
         goals.row(vec![
             Cell::text("host resident memory drops by at least 80% of what was reported"),
             Cell::text(format!("{:.1}%", drop_share * 100.0)),
-            Cell::verdict(if drop_share >= 0.8 { Verdict::Met } else { Verdict::NotMet }),
+            Cell::verdict(if drop_share >= 0.8 {
+                Verdict::Met
+            } else {
+                Verdict::NotMet
+            }),
         ]);
         let cost_ratio = over_floor;
         goals.row(vec![
@@ -478,7 +506,9 @@ impl Section for FreePageReporting {
             Cell::verdict(alloc_win.judge(10.0, true)),
         ]);
         goals.row(vec![
-            Cell::text("no slowdown of order-0 allocation during churn beyond the noise of one run"),
+            Cell::text(
+                "no slowdown of order-0 allocation during churn beyond the noise of one run",
+            ),
             Cell::text(ratio_text(slowdown)),
             Cell::verdict(if slowdown.hi >= 1.0 {
                 Verdict::Met
@@ -491,7 +521,10 @@ impl Section for FreePageReporting {
              slowdown the run can tell from noise). Goals are reported, never asserted in \
              tests.",
         );
-        ctx.headline("alloc_zeroed of a reported 2 MiB block over allocate + clear", alloc_win);
+        ctx.headline(
+            "alloc_zeroed of a reported 2 MiB block over allocate + clear",
+            alloc_win,
+        );
         vec![resident, cost, zeroed, during, goals]
     }
 }

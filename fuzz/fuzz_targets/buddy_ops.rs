@@ -67,6 +67,7 @@ enum ArbOp {
     CompactWork(u8, u16),
     ReserveCma(u8, u16, u8),
     AllocCma(u8, u8, u16, u8),
+    Report(u16, bool),
 }
 
 impl ArbOp {
@@ -163,6 +164,10 @@ impl ArbOp {
             },
             Self::ZeroSome(b) => Op::ZeroSome {
                 budget: u64::from(*b % 512),
+            },
+            Self::Report(b, accept) => Op::Report {
+                budget: u64::from(*b),
+                accept: *accept,
             },
             Self::InitDeferred(b) => Op::InitDeferred {
                 budget: u64::from(*b % 512),

@@ -123,6 +123,7 @@ fn op() -> impl Strategy<Value = Op> {
             .prop_map(|(cpu, offset, len)| Op::Offline { cpu, offset, len }),
         1 => (cpu.clone(), 0u8..12, 0u8..3).prop_map(|(cpu, order, mt)| Op::AllocHooked { cpu, order, mt }),
         1 => (cpu.clone(), 0u64..600).prop_map(|(cpu, budget)| Op::CompactWork { cpu, budget }),
+        1 => (0u64..600, any::<bool>()).prop_map(|(budget, accept)| Op::Report { budget, accept }),
         1 => (cpu.clone(), 0u64..MAX_ZONE, 0u64..3)
             .prop_map(|(cpu, offset, len)| Op::ReserveCma { cpu, offset, len }),
         2 => (cpu.clone(), 0usize..4, 0u64..64, 0u8..8)

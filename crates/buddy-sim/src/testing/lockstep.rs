@@ -2,6 +2,7 @@
 
 use crate::cma::CmaArea;
 use crate::error::buddy::BuddyError;
+use crate::error::report::ReportError;
 use crate::frame::Frame;
 use crate::migratetype::MigrateType;
 use crate::migratetype::Pageblock;
@@ -89,6 +90,12 @@ where
     #[must_use]
     #[allow(unsafe_code)]
     pub unsafe fn new(batched: Zone<F, P, R>, per_page: Zone<F, P, R>) -> Self {
+        // Free page reporting of every order, four blocks a round, for `Op::Report` (a zone
+        // the caller registered keeps its registration).
+        let reporting = crate::reporting::PageReporting::new(Order::ZERO).with_capacity(4);
+        for z in [&batched, &per_page] {
+            let _ = z.register_page_reporting(reporting);
+        }
         let before = Snapshot::of(&batched);
         Self {
             after: before.clone(),
@@ -147,6 +154,7 @@ where
                 | Op::Offline { .. }
                 | Op::ReserveCma { .. }
                 | Op::AllocCma { .. }
+                | Op::Report { .. }
         ) {
             if matches!(op, Op::Offline { .. }) {
                 for z in [&self.batched, &self.per_page] {
@@ -416,8 +424,36 @@ where
                 };
                 (Ok(()), same)
             }
+            // Everything free is reported (the budget is the zero reference's). Which free
+            // blocks already carry the mark differs between the zones (a per-cpu refill of
+            // the batched zone takes marked blocks off, where the per-page zone takes the
+            // same block in place), so each zone is judged alone: accepted, every free block
+            // in it ends up reported; refused, it is exactly as it was.
+            Op::Report { accept, .. } => {
+                let mut sink = |_: &[crate::reporting::ReportedBlock]| accept;
+                let per_page_before = Snapshot::of(&self.per_page);
+                let a = self.batched.report_free_pages(u64::MAX, &mut sink);
+                let b = self.per_page.report_free_pages(u64::MAX, &mut sink);
+                let judged = |z: &Zone<F, P, R>, r: Result<u64, ReportError>, before: &Snapshot| {
+                    let right = if accept {
+                        r.is_ok() && z.page_reporting_stats().reported_free == z.buddy_pages()
+                    } else {
+                        matches!(r, Ok(0) | Err(ReportError::Rejected))
+                            && before.difference(&Snapshot::of(z)).is_none()
+                    };
+                    if right {
+                        Ok(())
+                    } else {
+                        Err(BuddyError::Report(ReportError::Rejected))
+                    }
+                };
+                (
+                    judged(&self.batched, a, &self.before),
+                    judged(&self.per_page, b, &per_page_before),
+                )
+            }
             // No memory behind these zones: zeroing is the zero reference's.
-            Op::AllocZeroed { .. } | Op::ZeroSome { .. } | Op::Report { .. } => return Ok(None),
+            Op::AllocZeroed { .. } | Op::ZeroSome { .. } => return Ok(None),
         };
         Ok(Some(pair))
     }
@@ -546,8 +582,9 @@ where
         let start = self.batched.config().start;
         let (fa, fb) = (self.batched.frames_slice(), self.per_page.frames_slice());
         for (i, (x, y)) in fa.iter().zip(fb).enumerate() {
-            // The metadata words: state, order, references and flags (one comparison).
-            if x.load() != y.load() {
+            // The metadata words: state, order, references and flags (one comparison), but
+            // the reported mark (see `Op::Report`).
+            if x.load().ignoring_reported() != y.load().ignoring_reported() {
                 return Err(Divergence::Frames(Pfn(start.0 + i as u64)));
             }
         }
