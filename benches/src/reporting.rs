@@ -387,7 +387,7 @@ impl Section for FreePageReporting {
                 x ^= x << 13;
                 x ^= x >> 7;
                 x ^= x << 17;
-                if held.len() < window && (held.len() < window / 2 || x % 3 != 0) {
+                if held.len() < window && (held.len() < window / 2 || !x.is_multiple_of(3)) {
                     let pfn = must(guest.zone.alloc_pages(0, Order::ZERO));
                     // SAFETY: a page the section just allocated.
                     unsafe { guest.at(pfn).write_volatile(1) };

@@ -658,15 +658,13 @@ where
         &self,
         reporting: crate::reporting::PageReporting,
     ) -> Result<(), crate::error::report::ReportError> {
-        let mut done = 0;
-        for z in self.zones() {
+        for (done, z) in self.zones().enumerate() {
             if let Err(e) = z.register_page_reporting(reporting) {
                 for z in self.zones().take(done) {
                     z.unregister_page_reporting();
                 }
                 return Err(e);
             }
-            done += 1;
         }
         Ok(())
     }

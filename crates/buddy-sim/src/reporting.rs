@@ -10,9 +10,11 @@
 //! lists (their heads [`FrameState::Reporting`](crate::FrameState::Reporting): nobody can
 //! allocate or merge them), hands them to the sink with the zone lock released, and returns
 //! them: on success marked reported, at the back of their lists so that they are allocated
-//! last (Linux's `PageReported`); on failure as they were. An allocation, a merge, a split
-//! or a compaction target takes the mark off, as Linux's `del_page_from_free_list`; a
-//! merged block is reported again later.
+//! last (Linux's `PageReported`); on failure as they were. Taking a block for use (an
+//! allocation, a compaction target) takes the mark off the part taken, as Linux's
+//! `del_page_from_free_list`; the rest of a split block, still discarded, keeps it, and a
+//! merge keeps it only where both halves had it (a block merged with resident memory is
+//! reported again later).
 //!
 //! A block the host discarded reads zero on its next touch when the device's discard zeroes
 //! (anonymous memory, no page poisoning): registered with

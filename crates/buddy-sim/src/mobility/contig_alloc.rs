@@ -277,9 +277,8 @@ where
             if let Some((_, w)) = m.block_head(b)
                 && w.state() == FrameState::Buddy
                 && w.order() > m.cfg.pageblock_order.get()
-                && let Ok(zeroed) = free.take_block_at(m, b, m.cfg.pageblock_order)
             {
-                free.insert(m, b, m.cfg.pageblock_order, zeroed, w.mt());
+                free.cut_out(m, b, m.cfg.pageblock_order);
             }
             let pb = m.pageblock(b);
             free.set_pageblock(
@@ -419,7 +418,7 @@ where
                 if w.state() == FrameState::Buddy {
                     let order = Order(w.order());
                     let zeroed = free.remove(m, i, order);
-                    free.free_one_page(m, i, order, zeroed);
+                    free.free_one_page_marked(m, i, order, zeroed, w.reported());
                 }
             }
         }

@@ -142,9 +142,23 @@ impl FreeArea {
     pub(crate) fn free_one_page(
         &mut self,
         m: FrameMap<'_>,
+        idx: FrameIdx,
+        order: Order,
+        zeroed: bool,
+    ) {
+        self.free_one_page_marked(m, idx, order, zeroed, false);
+    }
+
+    /// [`FreeArea::free_one_page`] of a block whose memory the host discarded when
+    /// `reported`: the block that results is marked reported exactly when every block it
+    /// merged was too (discarded memory merged with resident memory is not).
+    pub(crate) fn free_one_page_marked(
+        &mut self,
+        m: FrameMap<'_>,
         mut idx: FrameIdx,
         mut order: Order,
         zeroed: bool,
+        mut reported: bool,
     ) {
         if order > m.cfg.pageblock_order {
             // Pageblock by pageblock, each to its own type's lists (`split_large_buddy`):
@@ -154,7 +168,7 @@ impl FreeArea {
                 FrameIdx::span(idx, idx + order.pages() as u32).step_by(pb.pages() as usize);
             for chunk in chunks {
                 m.frame(chunk).store(Word::TAIL);
-                self.free_one_page(m, chunk, pb, zeroed);
+                self.free_one_page_marked(m, chunk, pb, zeroed, reported);
             }
             return;
         }
@@ -187,12 +201,16 @@ impl FreeArea {
                     set_pageblocks(m, b, order, mt);
                 }
             }
+            reported &= w.reported();
             self.remove(m, b, order);
             m.frame(idx).store(Word::TAIL);
             idx = idx.min(b);
             order = order.up();
         }
         self.insert(m, idx, order, zeroed, list);
+        if reported {
+            self.mark_reported(m, idx, order);
+        }
     }
 
     /// `__rmqueue_smallest`: takes the smallest free block of at least `order` on `mt`'s
@@ -454,12 +472,24 @@ impl FreeArea {
         order: Order,
     ) -> bool {
         let w = m.frame(idx).load();
-        self.count_reported_reuse(w, from);
         let zeroed = self.remove(m, idx, from);
         for lower in (order.get()..from.get()).rev() {
             self.insert(m, idx + (1u32 << lower), Order(lower), zeroed, w.mt());
         }
+        if w.reported() {
+            self.split_reported(m, idx, from, order);
+        }
         zeroed
+    }
+
+    /// A reported block `[idx, idx + 2^from)` was split and its first `2^order` frames
+    /// taken: they are counted as reused, the upper halves (still discarded) stay reported.
+    #[cold]
+    fn split_reported(&mut self, m: FrameMap<'_>, idx: FrameIdx, from: Order, order: Order) {
+        self.reporting.counts.reused += order.pages();
+        for lower in order.get()..from.get() {
+            self.mark_reported(m, idx + (1u32 << lower), Order(lower));
+        }
     }
 
     /// Takes the block `[idx, idx + 2^order)` if it lies wholly inside one free buddy block,
@@ -471,25 +501,60 @@ impl FreeArea {
         idx: FrameIdx,
         order: Order,
     ) -> Result<bool, ContigError> {
+        let (zeroed, reported) = self.split_out(m, idx, order)?;
+        if reported {
+            self.reporting.counts.reused += order.pages();
+        }
+        Ok(zeroed)
+    }
+
+    /// Makes `[idx, idx + 2^order)`, inside a free buddy block larger than a pageblock, a
+    /// free block of its own (the rest goes back as the fewest blocks), every piece keeping
+    /// the block's marks: a pageblock cut out of a larger block to change lists alone.
+    pub(crate) fn cut_out(&mut self, m: FrameMap<'_>, idx: FrameIdx, order: Order) {
+        let Some((_, w)) = m.block_head(idx) else {
+            return;
+        };
+        if let Ok((zeroed, reported)) = self.split_out(m, idx, order) {
+            self.insert(m, idx, order, zeroed, w.mt());
+            if reported {
+                self.mark_reported(m, idx, order);
+            }
+        }
+    }
+
+    /// Removes the free buddy block holding `[idx, idx + 2^order)` and returns its other
+    /// halves to the lists (known zero and reported as it was); `[idx, idx + 2^order)` is
+    /// the caller's. Returns the block's marks: known zero, reported.
+    fn split_out(
+        &mut self,
+        m: FrameMap<'_>,
+        idx: FrameIdx,
+        order: Order,
+    ) -> Result<(bool, bool), ContigError> {
         let not_free = ContigError::NotInBuddy(m.pfn(idx));
         let (head, w) = m.block_head(idx).ok_or(not_free)?;
         if w.state() != FrameState::Buddy || w.order() < order.get() {
             return Err(not_free);
         }
-        self.count_reported_reuse(w, Order(w.order()));
         let zeroed = self.remove(m, head, Order(w.order()));
         let (mut base, mut o) = (head, w.order());
         while o > order.get() {
             o -= 1;
             let half = 1u32 << o;
-            if idx >= base + half {
-                self.insert(m, base, Order(o), zeroed, w.mt());
+            let other = if idx >= base + half {
+                let lower = base;
                 base += half;
+                lower
             } else {
-                self.insert(m, base + half, Order(o), zeroed, w.mt());
+                base + half
+            };
+            self.insert(m, other, Order(o), zeroed, w.mt());
+            if w.reported() {
+                self.mark_reported(m, other, Order(o));
             }
         }
-        Ok(zeroed)
+        Ok((zeroed, w.reported()))
     }
 }
 
@@ -746,8 +811,9 @@ impl FreeArea {
                 if at == Some(b) {
                     at = m.frame(b).next();
                 }
+                let reported = m.frame(idx).load().reported() && w.reported();
                 let zeroed = self.remove(m, idx, order) & self.remove(m, b, order);
-                self.free_one_page(m, idx.min(b), order.up(), zeroed);
+                self.free_one_page_marked(m, idx.min(b), order.up(), zeroed, reported);
                 merged = true;
             }
         }
@@ -977,14 +1043,6 @@ impl FreeArea {
         self.reporting.counts.reported_free
     }
 
-    /// A reported block of `order` whose head reads `w` is being taken for use: counted.
-    #[inline]
-    fn count_reported_reuse(&mut self, w: Word, order: Order) {
-        if w.reported() {
-            self.reporting.counts.reused += order.pages();
-        }
-    }
-
     /// Takes the smallest free block of `lowest` or above that is not reported, from any
     /// list but the isolated ones, for free page reporting, split down to `most` if larger
     /// (the upper halves go back, not reported); its head becomes `Reporting` and the
@@ -1010,9 +1068,9 @@ impl FreeArea {
     }
 
     /// Frees a block [`FreeArea::take_unreported`] took (known zero as `zeroed` says); with
-    /// `reported`, marks it reported and moves it to the back of its list (allocated last)
-    /// unless it merged with a buddy freed meanwhile (Linux's rule: a merged block is not
-    /// reported, and is reported again later).
+    /// `reported`, marked reported at the back of its list (allocated last), unless it
+    /// merged with a buddy that is not (freed meanwhile): the merged block is reported again
+    /// later.
     pub(crate) fn put_back_reported(
         &mut self,
         m: FrameMap<'_>,
@@ -1021,11 +1079,7 @@ impl FreeArea {
         zeroed: bool,
         reported: bool,
     ) {
-        self.free_one_page(m, idx, order, zeroed);
-        let w = m.frame(idx).load();
-        if reported && w.state() == FrameState::Buddy && w.order() == order.get() {
-            self.mark_reported(m, idx, order);
-        }
+        self.free_one_page_marked(m, idx, order, zeroed, reported);
     }
 
     /// Moves the free block at `idx` of `order` to list `list` (its pageblock changed type
