@@ -227,3 +227,63 @@ pub fn output_with_timeout(
         )),
     }
 }
+
+/// [`output_with_timeout`] for a child that asks its host to look at it: each output line
+/// that contains `marker` is answered, once `answer` has run with the child's pid and the
+/// line, by a newline on the child's stdin (QEMU's serial console). Returns the exit code,
+/// the output and `answer`'s results in order.
+pub fn output_answering<T: Send + 'static>(
+    c: &mut Command,
+    limit: std::time::Duration,
+    marker: &'static str,
+    answer: fn(u32, &str) -> T,
+) -> Result<(Option<i32>, String, Vec<T>), String> {
+    use std::io::{BufRead, Write};
+    println!("    $ {}", describe(c));
+    let mut child = c
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .map_err(|e| format!("`{}` could not start: {e}", describe(c)))?;
+    let pid = child.id();
+    let stdout = child.stdout.take().ok_or("no stdout pipe")?;
+    let mut stdin = child.stdin.take().ok_or("no stdin pipe")?;
+    let reader = std::thread::spawn(move || {
+        let mut out = String::new();
+        let mut answers = Vec::new();
+        let mut lines = std::io::BufReader::new(stdout);
+        let mut line = Vec::new();
+        while lines.read_until(b'\n', &mut line).is_ok_and(|n| n > 0) {
+            let text = String::from_utf8_lossy(&line).into_owned();
+            if text.contains(marker) {
+                answers.push(answer(pid, &text));
+                let _ = stdin.write_all(b"\n").and_then(|()| stdin.flush());
+            }
+            out.push_str(&text);
+            line.clear();
+        }
+        (out, answers)
+    });
+    let start = std::time::Instant::now();
+    let status = loop {
+        if let Some(st) = child.try_wait().map_err(|e| e.to_string())? {
+            break Some(st);
+        }
+        if start.elapsed() > limit {
+            let _ = child.kill();
+            let _ = child.wait();
+            break None;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    };
+    let (out, answers) = reader.join().unwrap_or_default();
+    print!("{out}");
+    match status {
+        Some(st) => Ok((st.code(), out, answers)),
+        None => Err(format!(
+            "`{}` did not finish within {} s",
+            describe(c),
+            limit.as_secs()
+        )),
+    }
+}

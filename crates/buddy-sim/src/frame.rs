@@ -85,6 +85,12 @@ impl Word {
         self.0
     }
 
+    /// Packed bits without the reported mark.
+    #[cfg(feature = "testing")]
+    pub(crate) const fn without_reported_bits(bits: u64) -> u64 {
+        bits & !REPORTED
+    }
+
     /// A tail inside another frame's block.
     pub(crate) const TAIL: Self = Self::new(FrameState::Tail, 0);
 

@@ -116,6 +116,7 @@ mod named;
 mod node;
 mod reclaim;
 pub mod reference;
+mod report_sink;
 mod reporting;
 mod request;
 mod sync;
@@ -162,7 +163,7 @@ pub use node::{
     LOCAL_DISTANCE, MAX_CPUS, MAX_NODES, MAX_ZONES, NodeSet, REMOTE_DISTANCE, Topology,
 };
 pub use reclaim::Reclaim;
-pub use reporting::{PageReporting, ReportSink, ReportStats, ReportedBlock};
+pub use report_sink::{PageReporting, ReportSink, ReportStats, ReportedBlock};
 pub use request::{AllocRequest, Holding};
 pub use sync::DefaultRawMutex;
 pub use types::{MAX_SUPPORTED_ORDER, NodeId, NodePolicy, Order, OrderError};

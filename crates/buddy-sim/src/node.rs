@@ -656,7 +656,7 @@ where
     /// As [`Zone::register_page_reporting`], for the first zone that refuses.
     pub fn register_page_reporting(
         &self,
-        reporting: crate::reporting::PageReporting,
+        reporting: crate::report_sink::PageReporting,
     ) -> Result<(), crate::error::report::ReportError> {
         for (done, z) in self.zones().enumerate() {
             if let Err(e) = z.register_page_reporting(reporting) {
@@ -677,7 +677,7 @@ where
     pub fn report_free_pages(
         &self,
         budget: u64,
-        sink: &mut impl crate::reporting::ReportSink,
+        sink: &mut impl crate::report_sink::ReportSink,
     ) -> Result<u64, crate::error::report::ReportError> {
         let mut reported = 0;
         for z in self.zones() {

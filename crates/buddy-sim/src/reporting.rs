@@ -14,7 +14,10 @@
 //! allocation, a compaction target) takes the mark off the part taken, as Linux's
 //! `del_page_from_free_list`; the rest of a split block, still discarded, keeps it, and a
 //! merge keeps it only where both halves had it (a block merged with resident memory is
-//! reported again later).
+//! reported again later). The mark is advisory: an operation that fails after draining,
+//! merging or trying ranges (a contiguous allocation, an allocation's slow path) may take
+//! it off blocks it touched, and changes nothing else; such a block is reported again,
+//! one more discard of memory already discarded.
 //!
 //! A block the host discarded reads zero on its next touch when the device's discard zeroes
 //! (anonymous memory, no page poisoning): registered with
@@ -24,129 +27,12 @@
 
 use crate::error::report::ReportError;
 use crate::frame::Frame;
+use crate::report_sink::{PageReporting, ReportSink, ReportStats, ReportedBlock};
 use crate::types::{FrameIdx, MAX_SUPPORTED_ORDER, Order};
 use crate::zone::Zone;
 use crate::zone::pcp::PerCpu;
 use lock_api::RawMutex;
 use mm_types::Pfn;
-
-/// A free page reporting registration: which blocks are reported, how many per round, and
-/// what the device's discard leaves behind.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct PageReporting {
-    order: Order,
-    capacity: usize,
-    discard_zeroes: bool,
-}
-
-impl PageReporting {
-    /// The most blocks one round hands to the sink (Linux's `PAGE_REPORTING_CAPACITY`).
-    pub const MAX_CAPACITY: usize = 32;
-
-    /// Reports free blocks of `order` and above, [`MAX_CAPACITY`](Self::MAX_CAPACITY) per
-    /// round, not known zero afterwards.
-    #[must_use]
-    pub const fn new(order: Order) -> Self {
-        Self {
-            order,
-            capacity: Self::MAX_CAPACITY,
-            discard_zeroes: false,
-        }
-    }
-
-    /// The same registration with `capacity` blocks per round (1..=32).
-    #[must_use]
-    pub const fn with_capacity(self, capacity: usize) -> Self {
-        Self { capacity, ..self }
-    }
-
-    /// The same registration whose device's discard zeroes the memory (it reads zero on
-    /// its next touch: anonymous backing, `MADV_DONTNEED`, no page poisoning), so that
-    /// reported blocks go back known zero.
-    #[must_use]
-    pub const fn discard_zeroes(self, zeroes: bool) -> Self {
-        Self {
-            discard_zeroes: zeroes,
-            ..self
-        }
-    }
-
-    /// The smallest order reported.
-    #[must_use]
-    pub const fn order(&self) -> Order {
-        self.order
-    }
-
-    /// Blocks per round.
-    #[must_use]
-    pub const fn capacity(&self) -> usize {
-        self.capacity
-    }
-
-    /// Whether reported blocks go back known zero.
-    #[must_use]
-    pub const fn zeroes(&self) -> bool {
-        self.discard_zeroes
-    }
-}
-
-/// One block handed to the sink: `2^order` frames from `pfn`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct ReportedBlock {
-    /// Its first frame.
-    pub pfn: Pfn,
-    /// Its order.
-    pub order: Order,
-}
-
-impl ReportedBlock {
-    /// Its length in frames.
-    #[must_use]
-    pub const fn pages(&self) -> u64 {
-        self.order.pages()
-    }
-}
-
-/// The device side of free page reporting: the driver's `report` (virtio-balloon's
-/// reporting virtqueue, a VMM's `madvise(MADV_DONTNEED)`). Any
-/// `FnMut(&[ReportedBlock]) -> bool` is one.
-pub trait ReportSink {
-    /// Hands `blocks` to the device; true once it has discarded them (they may be touched
-    /// again afterwards), false if it failed (they go back unmarked). Called with no zone
-    /// lock held; the blocks are nobody's until it returns.
-    fn report(&mut self, blocks: &[ReportedBlock]) -> bool;
-}
-
-impl<F: FnMut(&[ReportedBlock]) -> bool> ReportSink for F {
-    fn report(&mut self, blocks: &[ReportedBlock]) -> bool {
-        self(blocks)
-    }
-}
-
-/// Free page reporting's counts, in frames unless named otherwise.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct ReportStats {
-    /// Free now and marked reported.
-    pub reported_free: u64,
-    /// Reported in all (the sink accepted them).
-    pub reported: u64,
-    /// Rounds the sink accepted.
-    pub reports: u64,
-    /// Rounds the sink refused.
-    pub rejected: u64,
-    /// Reported frames taken back into use (allocated, or a compaction target) while marked.
-    pub reused: u64,
-}
-
-impl ReportStats {
-    pub(crate) const ZERO: Self = Self {
-        reported_free: 0,
-        reported: 0,
-        reports: 0,
-        rejected: 0,
-        reused: 0,
-    };
-}
 
 impl<F, P, R> Zone<F, P, R>
 where
@@ -161,14 +47,14 @@ where
     /// the zone's MAX_ORDER, [`ReportError::Capacity`] for a capacity outside 1..=32;
     /// nothing changes then.
     pub fn register_page_reporting(&self, reporting: PageReporting) -> Result<(), ReportError> {
-        if reporting.order > self.cfg.max_order {
+        if reporting.order() > self.cfg.max_order {
             return Err(ReportError::OrderTooLarge {
-                order: reporting.order,
+                order: reporting.order(),
                 max: self.cfg.max_order,
             });
         }
-        if !(1..=PageReporting::MAX_CAPACITY).contains(&reporting.capacity) {
-            return Err(ReportError::Capacity(reporting.capacity));
+        if !(1..=PageReporting::MAX_CAPACITY).contains(&reporting.capacity()) {
+            return Err(ReportError::Capacity(reporting.capacity()));
         }
         let mut free = self.lock_zone();
         let r = free.reporting();
@@ -226,10 +112,11 @@ where
                 let mut round = 0u64;
                 while let Some(left) = budget
                     .checked_sub(reported + round)
-                    .filter(|&l| l > 0 && n < reporting.capacity)
+                    .filter(|&l| l > 0 && n < reporting.capacity())
                 {
                     let most = Order::floor_log2(left, Order(MAX_SUPPORTED_ORDER));
-                    let Some((idx, order, zeroed)) = free.take_unreported(m, reporting.order, most)
+                    let Some((idx, order, zeroed)) =
+                        free.take_unreported(m, reporting.order(), most)
                     else {
                         break;
                     };
@@ -250,7 +137,7 @@ where
             let accepted = sink.report(&blocks[..n]);
             let mut free = self.lock_zone();
             for &(idx, order, zeroed) in &taken[..n] {
-                let zeroed = zeroed || (accepted && reporting.discard_zeroes);
+                let zeroed = zeroed || (accepted && reporting.zeroes());
                 free.put_back_reported(m, idx, order, zeroed, accepted);
             }
             let counts = &mut free.reporting().counts;

@@ -1,10 +1,12 @@
-//! The PL011 UART of `-M virt` (output only) and the semihosting exit.
+//! The PL011 UART of `-M virt` (output, and input polled with a timeout) and the semihosting
+//! exit.
 
 use core::fmt;
 
 /// The PL011's data register; the flag register is 0x18 above it.
 const UART: usize = 0x0900_0000;
 const FR_TXFF: u32 = 1 << 5;
+const FR_RXFE: u32 = 1 << 4;
 
 /// A writer to the UART.
 pub struct Console;
@@ -35,5 +37,34 @@ pub fn exit(code: u32) -> ! {
         unsafe {
             core::arch::asm!("hlt #0xf000", in("x0") 0x18u64, in("x1") block.as_ptr(), options(nostack));
         }
+    }
+}
+
+/// Waits for a byte from the UART (the host's answer on QEMU's stdin) for at most
+/// `seconds` of the generic timer; returns whether one came.
+pub fn wait_for_byte(seconds: u64) -> bool {
+    let (freq, start): (u64, u64);
+    // SAFETY: reads of the generic timer's frequency and virtual count, which EL1 may read.
+    unsafe {
+        core::arch::asm!("mrs {}, cntfrq_el0", out(reg) freq, options(nomem, nostack));
+        core::arch::asm!("isb; mrs {}, cntvct_el0", out(reg) start, options(nomem, nostack));
+    }
+    loop {
+        // SAFETY: the PL011's flag and data registers, as in `put`.
+        unsafe {
+            if core::ptr::read_volatile((UART + 0x18) as *const u32) & FR_RXFE == 0 {
+                let _ = core::ptr::read_volatile(UART as *const u32);
+                return true;
+            }
+        }
+        let now: u64;
+        // SAFETY: as above.
+        unsafe {
+            core::arch::asm!("isb; mrs {}, cntvct_el0", out(reg) now, options(nomem, nostack))
+        };
+        if now.wrapping_sub(start) > seconds.saturating_mul(freq) {
+            return false;
+        }
+        core::hint::spin_loop();
     }
 }

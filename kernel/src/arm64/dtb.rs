@@ -77,3 +77,30 @@ pub fn node_map() -> Result<NodeMap, &'static str> {
     }
     Ok(map)
 }
+
+/// Calls `slot` with the base address of every `virtio,mmio` node of the device tree (QEMU
+/// virt has 32 slots; a device sits in some of them).
+pub fn virtio_mmio_slots(mut slot: impl FnMut(usize)) {
+    let header = RAM_START as *const u32;
+    // SAFETY: as in `node_map`.
+    let (magic, size) = unsafe { (header.read_volatile(), header.add(1).read_volatile()) };
+    let size = u32::from_be(size) as usize;
+    if u32::from_be(magic) != FDT_MAGIC || size > MAX_FDT_BYTES {
+        return;
+    }
+    // SAFETY: as in `node_map`.
+    let bytes = unsafe { core::slice::from_raw_parts(RAM_START as *const u8, size) };
+    let Ok(fdt) = Fdt::new(bytes) else {
+        return;
+    };
+    for node in fdt.all_nodes() {
+        let virtio = node
+            .compatible()
+            .is_some_and(|c| c.all().any(|s| s == "virtio,mmio"));
+        if let (true, Some(mut reg)) = (virtio, node.reg())
+            && let Some(r) = reg.next()
+        {
+            slot(r.starting_address as usize);
+        }
+    }
+}

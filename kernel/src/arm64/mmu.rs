@@ -26,6 +26,8 @@ use crate::steps::DATA_VA;
 pub const RAM_START: u64 = 0x4000_0000;
 /// The PL011 UART's 2 MiB block.
 const UART: u64 = 0x0900_0000;
+/// The 2 MiB block of QEMU virt's virtio-mmio slots (`0x0a00_0000`, 32 of 512 bytes).
+const VIRTIO_MMIO: u64 = 0x0a00_0000;
 /// The root table's level: 39-bit addresses (T0SZ 25) start at level 1.
 const ROOT_LEVEL: usize = 1;
 
@@ -68,7 +70,7 @@ pub fn new_map<T: Translation<El1Attributes>>(tables: T) -> KernelMapping<T> {
     Mapping::with_asid_and_va_range(tables, 0, ROOT_LEVEL, El1And0, VaRange::Lower)
 }
 
-/// Identity-maps the UART (device memory) and RAM from [`RAM_START`] to `ram_end` (normal
+/// Identity-maps the UART and the virtio-mmio slots (device memory) and RAM from [`RAM_START`] to `ram_end` (normal
 /// memory, 2 MiB blocks: the image, the zones' frames and every table are reached through
 /// it).
 ///
@@ -78,13 +80,14 @@ pub fn map_identity<T: Translation<El1Attributes>>(
     map: &mut KernelMapping<T>,
     ram_end: u64,
 ) -> Result<(), MapError> {
-    let uart = UART as usize;
-    map.map_range(
-        &MemoryRegion::new(uart, uart + (2 << 20)),
-        PhysicalAddress(uart),
-        DEVICE,
-        Constraints::empty(),
-    )?;
+    for device in [UART as usize, VIRTIO_MMIO as usize] {
+        map.map_range(
+            &MemoryRegion::new(device, device + (2 << 20)),
+            PhysicalAddress(device),
+            DEVICE,
+            Constraints::empty(),
+        )?;
+    }
     let ram = RAM_START as usize;
     map.map_range(
         &MemoryRegion::new(ram, ram_end.next_multiple_of(2 << 20) as usize),

@@ -5,6 +5,7 @@
 //! fault handler that manages access and dirty state in software on CPUs without
 //! FEAT_HAFDBS; PSCI `CPU_ON` for the second core. The steps themselves are `crate::steps`.
 
+mod balloon;
 mod boot;
 pub mod console;
 mod dtb;
@@ -262,6 +263,20 @@ extern "C" fn kmain() -> ! {
 
     let mut machine = Machine { regs };
     k.run(&mut machine);
+    // Free page reporting to QEMU's virtio-balloon, where the machine has one.
+    match balloon::Balloon::find() {
+        Ok(mut device) => {
+            println!(
+                "balloon: virtio-balloon with free page reporting found through the device tree"
+            );
+            let mut sample = |what: &str| {
+                println!("balloon: sample {what}");
+                console::wait_for_byte(5)
+            };
+            steps::reporting_step::<Machine>(k.zone, &mut device, &mut sample);
+        }
+        Err(why) => println!("balloon: none ({why})"),
+    }
 
     // Back on the boot map, the kernel's map is dropped: aarch64-paging frees every table
     // page to the zone through ZoneTables.

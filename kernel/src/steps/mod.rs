@@ -22,6 +22,9 @@ mod guest;
 mod mobility;
 mod numa;
 mod platform;
+// The arm64 kernel's: a virtio-balloon on QEMU virt's virtio-mmio (x86_64 has none yet).
+#[cfg(target_arch = "aarch64")]
+mod reporting;
 mod smp;
 mod zone;
 
@@ -31,6 +34,8 @@ pub use data::{locate, set_data_table};
 pub use guest::{GUEST_PAGES, GUEST_RAM, Guest, GuestExit, GuestRam, Touch, working_set_storage};
 pub use numa::{NODES, NodeMap};
 pub use platform::Platform;
+#[cfg(target_arch = "aarch64")]
+pub use reporting::reporting_step;
 pub use smp::secondary;
 pub use zone::{
     BOOT_POOL, Blocks, KernelZone, alloc_zeroed, check_whole, clearer, free_block, make_zones,
@@ -76,6 +81,9 @@ pub enum Step {
     Mobility = 14,
     /// The NUMA nodes: node-local allocation, or a range of node 1 taken offline and back.
     Numa = 15,
+    /// Free page reporting to the platform's device.
+    #[cfg(target_arch = "aarch64")]
+    Reporting = 16,
 }
 
 /// The kernel on platform `P` stopped at `step`: print why and exit with the step's number.

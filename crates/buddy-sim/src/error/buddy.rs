@@ -265,6 +265,12 @@ impl core::error::Error for BuddyError {
     }
 }
 
+impl From<crate::error::report::ReportError> for BuddyError {
+    fn from(e: crate::error::report::ReportError) -> Self {
+        Self::Report(e)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

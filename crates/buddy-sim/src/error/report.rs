@@ -1,6 +1,5 @@
 //! The family of free page reporting: [`ReportError`].
 
-use crate::error::buddy::BuddyError;
 use crate::types::Order;
 use core::fmt;
 
@@ -49,9 +48,3 @@ impl fmt::Display for ReportError {
 }
 
 impl core::error::Error for ReportError {}
-
-impl From<ReportError> for BuddyError {
-    fn from(e: ReportError) -> Self {
-        Self::Report(e)
-    }
-}

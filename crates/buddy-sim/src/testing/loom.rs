@@ -347,7 +347,7 @@ fn loom_marking_zero_before_the_clear_hands_out_dirty_memory() {
 /// discard zeroing) and reports of half the zone, whose sink discards each block as a host
 /// does (the memory reads zero afterwards). Blocks go back known zero.
 fn report_discarding(z: &LoomZone, c: &FrameClearer<OffsetMap>) {
-    use crate::reporting::{PageReporting, ReportedBlock};
+    use crate::report_sink::{PageReporting, ReportedBlock};
     let reporting = PageReporting::new(Order(2))
         .with_capacity(2)
         .discard_zeroes(true);

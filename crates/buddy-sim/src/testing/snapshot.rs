@@ -95,6 +95,14 @@ impl Snapshot {
         };
     }
 
+    /// Clears the reported mark (free page reporting) from every frame word, for a
+    /// comparison of operations that may take it off.
+    pub(crate) fn forget_reported_marks(&mut self) {
+        for f in &mut self.frames {
+            f.0 = crate::frame::Word::without_reported_bits(f.0);
+        }
+    }
+
     /// The first difference between `self` (before) and `after`, or `None`.
     #[must_use]
     pub fn difference(&self, after: &Self) -> Option<SnapshotDifference> {

@@ -23,7 +23,7 @@ use crate::error::buddy::BuddyError;
 use crate::memory::ZERO_FRAME;
 use crate::memory::{FrameClearer, FrameMemory, OffsetMap};
 use crate::migratetype::MigrateType;
-use crate::reporting::{PageReporting, ReportedBlock};
+use crate::report_sink::{PageReporting, ReportedBlock};
 use crate::testing::ops::{CheckInterval, Op};
 use crate::testing::snapshot::Snapshot;
 use crate::types::Order;

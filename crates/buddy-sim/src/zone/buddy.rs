@@ -14,7 +14,7 @@ use crate::error::contig::ContigError;
 use crate::frame::{FrameState, Word};
 use crate::migratetype::MigrateType;
 use crate::migratetype::{CMA, INITIALIZED, ISOLATE, LIST_TYPES, Pageblock};
-use crate::reporting::{PageReporting, ReportStats};
+use crate::report_sink::{PageReporting, ReportStats};
 use crate::types::{FrameIdx, MAX_SUPPORTED_ORDER, Order, PageblockIdx};
 use crate::zone::config::{Fallback, Watermarks};
 use crate::zone::counters::{FallbackCounts, LockStats};
