@@ -12,7 +12,7 @@
 //! memory the host just zeroed), alone and with the first touch that follows; and order-0
 //! allocation under churn with a reporter running on another CPU against none.
 
-use crate::measure::{Budget, Estimate, Samples, Verdict, allowed_cpus, pin_current_thread};
+use crate::measure::{Budget, Samples, Verdict, allowed_cpus, pin_current_thread};
 use crate::report::ratio_text;
 use crate::{Cell, Section, SectionContext, Table, must, order};
 use buddy_sim::zero_core::{NoResched, clear_contig_pages};
@@ -246,16 +246,7 @@ impl Section for FreePageReporting {
                 }
             },
         );
-        let per_gib = |s: &Samples| {
-            let e = s.seconds();
-            let k = 1e3 / gib(bytes);
-            Estimate {
-                median: e.median * k,
-                lo: e.lo * k,
-                hi: e.hi * k,
-                n: e.n,
-            }
-        };
+        let per_gib = |s: &Samples| s.seconds().map(|x| x * 1e3 / gib(bytes));
         // The report's time over the floor's, round by round.
         let over_floor = samples[1].speedup_over(&samples[0]);
         let mut cost = Table::new(
@@ -330,16 +321,7 @@ impl Section for FreePageReporting {
                 }
             },
         );
-        let per_block = |s: &Samples| {
-            let e = s.seconds();
-            let k = 1e6 / batch as f64;
-            Estimate {
-                median: e.median * k,
-                lo: e.lo * k,
-                hi: e.hi * k,
-                n: e.n,
-            }
-        };
+        let per_block = |s: &Samples| s.seconds().map(|x| x * 1e6 / batch as f64);
         let alloc_win = zeroed_samples[0].speedup_over(&zeroed_samples[1]);
         let touched_win = zeroed_samples[2].speedup_over(&zeroed_samples[3]);
         let mut zeroed = Table::new(
@@ -454,16 +436,7 @@ impl Section for FreePageReporting {
             ),
             &["reporter", "ns per operation", "speed against no reporter"],
         );
-        let per_op = |s: &Samples| {
-            let e = s.seconds();
-            let k = 1e9 / churn_ops as f64;
-            Estimate {
-                median: e.median * k,
-                lo: e.lo * k,
-                hi: e.hi * k,
-                n: e.n,
-            }
-        };
+        let per_op = |s: &Samples| s.seconds().map(|x| x * 1e9 / churn_ops as f64);
         during.row(vec![
             Cell::text("none (reporting unregistered)"),
             Cell::estimate(per_op(&churn_samples[1]), 1, ""),

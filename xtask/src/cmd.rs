@@ -204,18 +204,7 @@ pub fn output_with_timeout(
         let _ = stdout.read_to_end(&mut out);
         String::from_utf8_lossy(&out).into_owned()
     });
-    let start = std::time::Instant::now();
-    let status = loop {
-        if let Some(st) = child.try_wait().map_err(|e| e.to_string())? {
-            break Some(st);
-        }
-        if start.elapsed() > limit {
-            let _ = child.kill();
-            let _ = child.wait();
-            break None;
-        }
-        std::thread::sleep(std::time::Duration::from_millis(50));
-    };
+    let status = wait_with_limit(&mut child, limit)?;
     let out = reader.join().unwrap_or_default();
     print!("{out}");
     match status {
@@ -264,18 +253,7 @@ pub fn output_answering<T: Send + 'static>(
         }
         (out, answers)
     });
-    let start = std::time::Instant::now();
-    let status = loop {
-        if let Some(st) = child.try_wait().map_err(|e| e.to_string())? {
-            break Some(st);
-        }
-        if start.elapsed() > limit {
-            let _ = child.kill();
-            let _ = child.wait();
-            break None;
-        }
-        std::thread::sleep(std::time::Duration::from_millis(50));
-    };
+    let status = wait_with_limit(&mut child, limit)?;
     let (out, answers) = reader.join().unwrap_or_default();
     print!("{out}");
     match status {
@@ -285,5 +263,25 @@ pub fn output_answering<T: Send + 'static>(
             describe(c),
             limit.as_secs()
         )),
+    }
+}
+
+/// Waits for `child` to exit, killing it past `limit`: its status, or `None` if it was
+/// killed.
+fn wait_with_limit(
+    child: &mut std::process::Child,
+    limit: std::time::Duration,
+) -> Result<Option<std::process::ExitStatus>, String> {
+    let start = std::time::Instant::now();
+    loop {
+        if let Some(st) = child.try_wait().map_err(|e| e.to_string())? {
+            return Ok(Some(st));
+        }
+        if start.elapsed() > limit {
+            let _ = child.kill();
+            let _ = child.wait();
+            return Ok(None);
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
     }
 }
