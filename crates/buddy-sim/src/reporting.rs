@@ -78,7 +78,8 @@ where
     /// the free lists, handed to `sink` with the zone lock released, and returned marked
     /// reported (known zero if the registration says the discard zeroes), until `budget`
     /// frames are reported or no such block is left. Blocks on per-cpu lists are left
-    /// alone. Returns the frames reported (past `budget` by less than one block of the
+    /// alone, and so is deferred memory (never initialized, never touched: the host has
+    /// not backed it). Returns the frames reported (past `budget` by less than one block of the
     /// registered order).
     ///
     /// A block being reported is out of every allocation's reach until the sink returns:

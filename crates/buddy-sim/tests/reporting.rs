@@ -1,8 +1,8 @@
 //! Free page reporting, one rule at a time: what is reported and in what batches, where
 //! reported blocks go, what takes the mark off, a refusing sink, registration errors, and
 //! the skipped clear of a block whose discard zeroed it. (The per-page reference,
-//! `ZeroedModel`, drives reporting interleaved with every other operation in
-//! `tests/zeroed.rs` and the `zeroed_ops` fuzz target.)
+//! `ZeroedModel`, drives reporting interleaved with every other operation in the zeroed
+//! tests and the `zeroed_ops` fuzz target; the lockstep harness in the property tests.)
 // loom atomics work only inside loom::model: these run on the real ones.
 #![cfg(not(loom))]
 
