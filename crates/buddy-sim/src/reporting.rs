@@ -28,7 +28,7 @@
 use crate::error::report::ReportError;
 use crate::frame::Frame;
 use crate::report_sink::{PageReporting, ReportSink, ReportStats, ReportedBlock};
-use crate::types::{FrameIdx, MAX_SUPPORTED_ORDER, Order};
+use crate::types::{MAX_SUPPORTED_ORDER, Order};
 use crate::zone::Zone;
 use crate::zone::pcp::PerCpu;
 use lock_api::RawMutex;
@@ -101,7 +101,8 @@ where
             .registered
             .ok_or(ReportError::NotRegistered)?;
         let mut reported = 0u64;
-        let mut taken = [(FrameIdx(0), Order::ZERO, false); PageReporting::MAX_CAPACITY];
+        // The blocks of a round, and whether each was known zero when taken.
+        let mut zeroed = [false; PageReporting::MAX_CAPACITY];
         let mut blocks = [ReportedBlock {
             pfn: Pfn(0),
             order: Order::ZERO,
@@ -116,12 +117,12 @@ where
                     .filter(|&l| l > 0 && n < reporting.capacity())
                 {
                     let most = Order::floor_log2(left, Order(MAX_SUPPORTED_ORDER));
-                    let Some((idx, order, zeroed)) =
+                    let Some((idx, order, was_zero)) =
                         free.take_unreported(m, reporting.order(), most)
                     else {
                         break;
                     };
-                    taken[n] = (idx, order, zeroed);
+                    zeroed[n] = was_zero;
                     blocks[n] = ReportedBlock {
                         pfn: m.pfn(idx),
                         order,
@@ -137,9 +138,9 @@ where
             // they are put back below, after the sink has returned.
             let accepted = sink.report(&blocks[..n]);
             let mut free = self.lock_zone();
-            for &(idx, order, zeroed) in &taken[..n] {
-                let zeroed = zeroed || (accepted && reporting.zeroes());
-                free.put_back_reported(m, idx, order, zeroed, accepted);
+            for (b, &was_zero) in blocks[..n].iter().zip(&zeroed) {
+                let known_zero = was_zero || (accepted && reporting.zeroes());
+                free.put_back_reported(m, m.index_of(b.pfn), b.order, known_zero, accepted);
             }
             let counts = &mut free.reporting().counts;
             if !accepted {

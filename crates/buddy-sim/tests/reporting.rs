@@ -190,9 +190,8 @@ fn registration_is_checked_and_once() {
     );
 }
 
-/// 256 frames of memory that reads 0xA5 under a zone of them, as `zone()`.
+/// A zone of 256 frames, as `zone()`, over memory that reads 0xA5 (which the caller keeps).
 struct WithMemory {
-    ram: Vec<[u8; 4096]>,
     zone: BoxedZone,
     clearer: FrameClearer<OffsetMap>,
 }
@@ -209,7 +208,6 @@ impl WithMemory {
         let memory = unsafe { OffsetMap::new(base.wrapping_sub(START as usize * 4096)) };
         let clearer = FrameClearer::detected(memory).verifying();
         let w = Self {
-            ram: Vec::new(),
             zone: zone(),
             clearer,
         };
@@ -220,7 +218,6 @@ impl WithMemory {
 #[test]
 fn a_discard_that_zeroes_makes_reported_blocks_known_zero_and_skips_their_clear() {
     let (mut ram, w) = WithMemory::new();
-    let _ = &w.ram;
     let z = &w.zone;
     z.register_page_reporting(PageReporting::new(order(6)).discard_zeroes(true))
         .unwrap();
