@@ -6,8 +6,8 @@
 //! worth reporting (the pageblock order by default, as Linux's `page_reporting_order`) and
 //! its device's batch (`capacity`, at most 32 blocks as Linux's
 //! `PAGE_REPORTING_CAPACITY`), then calls [`Zone::report_free_pages`] from a timer or its
-//! idle loop. Each round takes up to `capacity` free blocks not reported yet off the free
-//! lists (their heads [`FrameState::Reporting`](crate::FrameState::Reporting): nobody can
+//! idle loop. Each round takes up to `capacity` free blocks not reported yet, whole, off the
+//! free lists (their heads [`FrameState::Reporting`](crate::FrameState::Reporting): nobody can
 //! allocate or merge them), hands them to the sink with the zone lock released, and returns
 //! them: on success marked reported, at the back of their lists so that they are allocated
 //! last (Linux's `PageReported`); on failure as they were. Taking a block for use (an
@@ -28,7 +28,7 @@
 use crate::error::report::ReportError;
 use crate::frame::Frame;
 use crate::report_sink::{PageReporting, ReportSink, ReportStats, ReportedBlock};
-use crate::types::{MAX_SUPPORTED_ORDER, Order};
+use crate::types::Order;
 use crate::zone::Zone;
 use crate::zone::pcp::PerCpu;
 use lock_api::RawMutex;
@@ -73,14 +73,16 @@ where
 
     /// One call of the reporting worker (Linux's `page_reporting_process`), for a timer or
     /// an idle loop: rounds of up to `capacity` free blocks of the registered order or
-    /// above that are not reported yet (the smallest first; one larger than what is left of
-    /// `budget` split down to it, but never below the registered order), each taken off
-    /// the free lists, handed to `sink` with the zone lock released, and returned marked
-    /// reported (known zero if the registration says the discard zeroes), until `budget`
-    /// frames are reported or no such block is left. Blocks on per-cpu lists are left
-    /// alone, and so is deferred memory (never initialized, never touched: the host has
-    /// not backed it). Returns the frames reported (past `budget` by less than one block of the
-    /// registered order).
+    /// above that are not reported yet (the smallest first, each whole: as Linux, a block is
+    /// never split to be reported, so that the reported part cannot merge back with its
+    /// unreported rest and be reported again), each taken off the free lists, handed to
+    /// `sink` with the zone lock released, and returned marked reported (known zero if the
+    /// registration says the discard zeroes), until `budget` frames are reported or no such
+    /// block is left. Blocks on per-cpu lists are left alone, and so is deferred memory
+    /// (never initialized, never touched: the host has not backed it). Returns the frames
+    /// reported: past `budget` by less than the last block taken, so that a call with any
+    /// budget makes progress while unreported blocks are left; with no allocation or free
+    /// in between, repeated calls report each free frame once.
     ///
     /// A block being reported is out of every allocation's reach until the sink returns:
     /// keep `budget` small beside the free memory, and call again.
@@ -112,13 +114,8 @@ where
             {
                 let mut free = self.lock_zone();
                 let mut round = 0u64;
-                while let Some(left) = budget
-                    .checked_sub(reported + round)
-                    .filter(|&l| l > 0 && n < reporting.capacity())
-                {
-                    let most = Order::floor_log2(left, Order(MAX_SUPPORTED_ORDER));
-                    let Some((idx, order, was_zero)) =
-                        free.take_unreported(m, reporting.order(), most)
+                while n < reporting.capacity() && reported.saturating_add(round) < budget {
+                    let Some((idx, order, was_zero)) = free.take_unreported(m, reporting.order())
                     else {
                         break;
                     };

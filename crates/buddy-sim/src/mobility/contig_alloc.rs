@@ -373,7 +373,12 @@ where
             let order = Order(w.order());
             let zeroed = free.remove(m, i, order);
             let block = i..i + order.pages() as u32;
-            for j in FrameIdx::span(block.start.max(pages.start), block.end.min(pages.end)) {
+            let inside = block.start.max(pages.start)..block.end.min(pages.end);
+            if w.reported() {
+                // Only the part taken is reused; the rest, still discarded, keeps its mark.
+                free.count_reused(u64::from(inside.end - inside.start));
+            }
+            for j in FrameIdx::span(inside.start, inside.end) {
                 m.frame(j).store(page);
             }
             // The parts outside the range, as the fewest aligned blocks (isolated lists:
@@ -393,7 +398,7 @@ where
                 .into_iter()
                 .flatten()
                 {
-                    free.insert(m, m.index_of(head), o, zeroed, w.mt());
+                    free.insert_marked(m, m.index_of(head), o, (zeroed, w.reported()), w.mt());
                 }
             }
             i = block.end;

@@ -44,6 +44,32 @@ pub enum Divergence {
         /// The first aligned run of free frames of that length.
         free: Option<Pfn>,
     },
+    /// Free page reporting broke its contract on one zone.
+    Reporting {
+        /// Whether on the per-page zone (else on the batched zone).
+        per_page: bool,
+        /// What was wrong.
+        fault: ReportFault,
+    },
+}
+
+/// How free page reporting broke its contract under [`Op::Report`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ReportFault {
+    /// A frame was handed to the sink twice with no allocation or free in between.
+    HandedTwice(Pfn),
+    /// A call reported nothing while free blocks were left unreported, or calls went on
+    /// reporting past the zone's size.
+    NoProgress {
+        /// Frames free in the buddy.
+        free: u64,
+        /// Frames free and marked reported.
+        reported_free: u64,
+    },
+    /// An accepting sink's call failed.
+    Failed(ReportError),
+    /// A refused report answered other than `Ok(0)` or `Rejected`, or changed the zone.
+    RefusalChanged,
 }
 
 /// What the batched and the per-page zone answered.
@@ -429,33 +455,35 @@ where
                 };
                 (Ok(()), same)
             }
-            // Everything free is reported (the budget is the zero reference's). Which free
-            // blocks already carry the mark differs between the zones (a per-cpu refill of
-            // the batched zone takes marked blocks off, where the per-page zone takes the
-            // same block in place), so each zone is judged alone: accepted, every free block
-            // in it ends up reported; refused, it is exactly as it was.
-            Op::Report { accept, .. } => {
-                let mut sink = |_: &[crate::report_sink::ReportedBlock]| accept;
+            // Everything free is reported, `budget` frames a call, calls repeated until one
+            // reports nothing. Which free blocks already carry the mark differs between the
+            // zones (a per-cpu refill of the batched zone takes marked blocks off, where the
+            // per-page zone takes the same block in place), so each zone is judged alone:
+            // accepted, every call makes progress, no frame is handed to the sink twice (no
+            // allocation in between) and every free block ends up reported; refused, the zone
+            // is exactly as it was.
+            Op::Report { budget, accept } => {
                 let per_page_before = Snapshot::of(&self.per_page);
-                let a = self.batched.report_free_pages(u64::MAX, &mut sink);
-                let b = self.per_page.report_free_pages(u64::MAX, &mut sink);
-                let judged = |z: &Zone<F, P, R>, r: Result<u64, ReportError>, before: &Snapshot| {
-                    let right = if accept {
-                        r.is_ok() && z.page_reporting_stats().reported_free == z.buddy_pages()
+                for (per_page, z, before) in [
+                    (false, &self.batched, &self.before),
+                    (true, &self.per_page, &per_page_before),
+                ] {
+                    let judged = if accept {
+                        reports_each_free_frame_once(z, budget.max(1))
                     } else {
-                        matches!(r, Ok(0) | Err(ReportError::Rejected))
-                            && before.difference(&Snapshot::of(z)).is_none()
+                        let mut refuse = |_: &[crate::report_sink::ReportedBlock]| false;
+                        let r = z.report_free_pages(budget, &mut refuse);
+                        let unchanged = matches!(r, Ok(0) | Err(ReportError::Rejected))
+                            && before.difference(&Snapshot::of(z)).is_none();
+                        if unchanged {
+                            Ok(())
+                        } else {
+                            Err(ReportFault::RefusalChanged)
+                        }
                     };
-                    if right {
-                        Ok(())
-                    } else {
-                        Err(BuddyError::Report(ReportError::Rejected))
-                    }
-                };
-                (
-                    judged(&self.batched, a, &self.before),
-                    judged(&self.per_page, b, &per_page_before),
-                )
+                    judged.map_err(|fault| Divergence::Reporting { per_page, fault })?;
+                }
+                (Ok(()), Ok(()))
             }
             // No memory behind these zones: zeroing is the zero reference's.
             Op::AllocZeroed { .. } | Op::ZeroSome { .. } => return Ok(None),
@@ -660,4 +688,43 @@ where
         start = start.checked_add(step)?;
     }
     None
+}
+
+/// Reports everything free in `z`, `budget` frames a call, until a call reports nothing;
+/// checks that every call but the last made progress, no frame was handed to the sink twice,
+/// and every free block in the buddy ends up reported.
+fn reports_each_free_frame_once<F, P, R>(z: &Zone<F, P, R>, budget: u64) -> Result<(), ReportFault>
+where
+    F: AsRef<[Frame]>,
+    P: AsRef<[PerCpu<R>]>,
+    R: RawMutex,
+{
+    let mut handed = std::vec::Vec::new();
+    let mut sink = |blocks: &[crate::report_sink::ReportedBlock]| {
+        handed.extend(blocks.iter().map(|b| (b.pfn.0, b.pfn.0 + b.pages())));
+        true
+    };
+    let no_progress = || ReportFault::NoProgress {
+        free: z.buddy_pages(),
+        reported_free: z.page_reporting_stats().reported_free,
+    };
+    // Each call that reports something reports at least one frame: the zone's frames bound
+    // the calls.
+    let mut calls = 0u64;
+    loop {
+        match z.report_free_pages(budget, &mut sink) {
+            Ok(0) => break,
+            Ok(_) if calls <= z.span().pages => calls += 1,
+            Ok(_) => return Err(no_progress()),
+            Err(e) => return Err(ReportFault::Failed(e)),
+        }
+    }
+    handed.sort_unstable();
+    if let Some(w) = handed.windows(2).find(|w| w[0].1 > w[1].0) {
+        return Err(ReportFault::HandedTwice(Pfn(w[1].0)));
+    }
+    if z.page_reporting_stats().reported_free != z.buddy_pages() {
+        return Err(no_progress());
+    }
+    Ok(())
 }

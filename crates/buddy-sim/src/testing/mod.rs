@@ -14,7 +14,7 @@ mod snapshot;
 #[cfg(all(feature = "alloc", feature = "spin"))]
 mod zeroed;
 
-pub use lockstep::{Divergence, Lockstep};
+pub use lockstep::{Divergence, Lockstep, ReportFault};
 #[cfg(all(feature = "alloc", feature = "spin"))]
 pub use nodes::{NodeDivergence, NodeModel, NodeOp};
 pub use ops::Op;

@@ -60,6 +60,9 @@ pub enum ZeroDivergence {
     Unexpected(BuddyError),
     /// A block handed to the report sink was not taken off the free lists, or is held.
     ReportedInUse(Pfn),
+    /// A frame was handed to an accepting report sink twice with no other operation in
+    /// between (a report must make progress, not discard the same memory again).
+    ReportedTwice(Pfn),
     /// A refused report changed the zone.
     ReportChanged(crate::testing::snapshot::SnapshotDifference),
     /// A report returned other than what its sink was handed (or than its refusal), or
@@ -94,6 +97,9 @@ pub struct ZeroedModel {
     /// buffer). A free page holds whatever its last holder left, until the zone clears it.
     pages: Vec<u8>,
     held: Vec<(Pfn, Order)>,
+    /// Frames `[start, end)` handed to an accepting report sink since the last operation
+    /// that was not a report: none may be handed again until one is.
+    reported: Vec<(u64, u64)>,
     /// The next non-zero byte a holder writes.
     stamp: u8,
     /// When [`ZeroedModel::apply`] runs the full [`ZeroedModel::check`].
@@ -166,6 +172,7 @@ impl ZeroedModel {
             ram,
             pages,
             held: Vec::new(),
+            reported: Vec::new(),
             stamp: 1,
             checks: CheckInterval::every(1),
         })
@@ -288,6 +295,9 @@ impl ZeroedModel {
     /// The first [`ZeroDivergence`] found.
     pub fn apply(&mut self, op: Op) -> Result<(), ZeroDivergence> {
         let start = self.zone.config().start;
+        if !matches!(op, Op::Report { .. }) {
+            self.reported.clear();
+        }
         match op {
             Op::Alloc { cpu, order } => {
                 if let Ok(o) = Order::new(order)
@@ -451,13 +461,21 @@ impl ZeroedModel {
     fn report(&mut self, budget: u64, accept: bool) -> Result<(), ZeroDivergence> {
         let before = Snapshot::of(&self.zone);
         let (zone, clearer, held) = (&self.zone, &self.clearer, &self.held);
+        let reported = &mut self.reported;
         let mut handed = 0u64;
         let mut in_use = None;
+        let mut twice = None;
         let mut sink = |blocks: &[ReportedBlock]| {
             for b in blocks {
+                let end = b.pfn.0 + b.pages();
+                if reported.iter().any(|&(p, e)| p < end && b.pfn.0 < e) {
+                    twice.get_or_insert(b.pfn);
+                }
+                if accept {
+                    reported.push((b.pfn.0, end));
+                }
                 let isolated =
                     zone.frame(b.pfn).map(|f| f.state) == Ok(crate::frame::FrameState::Reporting);
-                let end = b.pfn.0 + b.pages();
                 let held = held
                     .iter()
                     .any(|&(p, o)| p.0 < end && b.pfn.0 < p.0 + o.pages());
@@ -480,6 +498,9 @@ impl ZeroedModel {
         let result = zone.report_free_pages(budget, &mut sink);
         if let Some(pfn) = in_use {
             return Err(ZeroDivergence::ReportedInUse(pfn));
+        }
+        if let Some(pfn) = twice {
+            return Err(ZeroDivergence::ReportedTwice(pfn));
         }
         let unreported = self.buddy_pages() > self.zone.page_reporting_stats().reported_free;
         let expected = match (accept, handed) {

@@ -114,6 +114,28 @@ impl FreeArea {
         self.stats.list_ops += 1;
     }
 
+    /// [`FreeArea::insert`], then marked reported where `reported` says (a part of a
+    /// reported block, still discarded).
+    pub(crate) fn insert_marked(
+        &mut self,
+        m: FrameMap<'_>,
+        idx: FrameIdx,
+        order: Order,
+        (zeroed, reported): (bool, bool),
+        list: u8,
+    ) {
+        self.insert(m, idx, order, zeroed, list);
+        if reported {
+            self.mark_reported(m, idx, order);
+        }
+    }
+
+    /// Counts `pages` of reported memory taken for use (Linux's reporting has no such
+    /// count: the free page reporting statistics' `reused`).
+    pub(crate) fn count_reused(&mut self, pages: u64) {
+        self.reporting.counts.reused += pages;
+    }
+
     /// Unlinks the free block at `idx`; returns whether it was known zero. The caller owns
     /// it (its head reads as a tail until the caller stores another word).
     #[inline]
@@ -150,15 +172,17 @@ impl FreeArea {
     }
 
     /// [`FreeArea::free_one_page`] of a block whose memory the host discarded when
-    /// `reported`: the block that results is marked reported exactly when every block it
-    /// merged was too (discarded memory merged with resident memory is not).
+    /// `reported`: it merges only with reported buddies, and the block that results stays
+    /// reported; an unreported buddy (resident memory) stops the merge until it is reported
+    /// too (`merge_mixed` merges such a pair on the slow path). An unreported block merges
+    /// with any buddy, and the result is not reported.
     pub(crate) fn free_one_page_marked(
         &mut self,
         m: FrameMap<'_>,
         mut idx: FrameIdx,
         mut order: Order,
         zeroed: bool,
-        mut reported: bool,
+        reported: bool,
     ) {
         if order > m.cfg.pageblock_order {
             // Pageblock by pageblock, each to its own type's lists (`split_large_buddy`):
@@ -201,7 +225,12 @@ impl FreeArea {
                     set_pageblocks(m, b, order, mt);
                 }
             }
-            reported &= w.reported();
+            if reported && !w.reported() {
+                // A reported block put back (after its report, or an isolation) waits for
+                // its unreported buddy to be reported too before they merge: merged now, the
+                // block would lose its mark and its memory be reported again.
+                break;
+            }
             self.remove(m, b, order);
             m.frame(idx).store(Word::TAIL);
             idx = idx.min(b);
@@ -515,11 +544,8 @@ impl FreeArea {
         let Some((_, w)) = m.block_head(idx) else {
             return;
         };
-        if let Ok((zeroed, reported)) = self.split_out(m, idx, order) {
-            self.insert(m, idx, order, zeroed, w.mt());
-            if reported {
-                self.mark_reported(m, idx, order);
-            }
+        if let Ok(marks) = self.split_out(m, idx, order) {
+            self.insert_marked(m, idx, order, marks, w.mt());
         }
     }
 
@@ -549,10 +575,7 @@ impl FreeArea {
             } else {
                 base + half
             };
-            self.insert(m, other, Order(o), zeroed, w.mt());
-            if w.reported() {
-                self.mark_reported(m, other, Order(o));
-            }
+            self.insert_marked(m, other, Order(o), (zeroed, w.reported()), w.mt());
         }
         Ok((zeroed, w.reported()))
     }
@@ -1044,33 +1067,32 @@ impl FreeArea {
     }
 
     /// Takes the smallest free block of `lowest` or above that is not reported, from any
-    /// list but the isolated ones, for free page reporting, split down to `most` if larger
-    /// (the upper halves go back, not reported); its head becomes `Reporting` and the
-    /// caller owns it until [`FreeArea::put_back_reported`]. Returns it, its order and
-    /// whether it is known zero.
+    /// list but the isolated ones, whole, for free page reporting (Linux never splits a block
+    /// to report it: a reported part put back beside its unreported remainder would merge
+    /// with it and lose its mark); its head becomes `Reporting` and the caller owns it until
+    /// [`FreeArea::put_back_reported`]. Returns it, its order and whether it is known zero.
     pub(crate) fn take_unreported(
         &mut self,
         m: FrameMap<'_>,
         lowest: Order,
-        most: Order,
     ) -> Option<(FrameIdx, Order, bool)> {
-        let (o, idx) = (lowest.get()..=m.cfg.max_order.get()).find_map(|o| {
+        let (order, idx) = (lowest.get()..=m.cfg.max_order.get()).find_map(|o| {
             self.lists[o as usize][..ISOLATE as usize]
                 .iter()
                 .find_map(|l| l.blocks(m.frames).find(|&i| !m.frame(i).load().reported()))
-                .map(|i| (o, i))
+                .map(|i| (Order(o), i))
         })?;
-        let keep = Order(o.min(most.get().max(lowest.get())));
-        let zeroed = self.take_split(m, idx, Order(o), keep);
+        let zeroed = self.remove(m, idx, order);
         m.frame(idx)
-            .store(Word::new(FrameState::Reporting, keep.get()));
-        Some((idx, keep, zeroed))
+            .store(Word::new(FrameState::Reporting, order.get()));
+        Some((idx, order, zeroed))
     }
 
     /// Frees a block [`FreeArea::take_unreported`] took (known zero as `zeroed` says); with
-    /// `reported`, marked reported at the back of its list (allocated last), unless it
-    /// merged with a buddy that is not (freed meanwhile): the merged block is reported again
-    /// later.
+    /// `reported`, marked reported at the back of its list (allocated last), merged with
+    /// reported buddies only (one freed meanwhile, or known zero only now that the discard
+    /// zeroed this block, waits until it is reported itself), so that no frame is reported
+    /// twice.
     pub(crate) fn put_back_reported(
         &mut self,
         m: FrameMap<'_>,
@@ -1088,10 +1110,7 @@ impl FreeArea {
     fn relist(&mut self, m: FrameMap<'_>, idx: FrameIdx, order: Order, list: u8) {
         let reported = m.frame(idx).load().reported();
         let zeroed = self.remove(m, idx, order);
-        self.insert(m, idx, order, zeroed, list);
-        if reported {
-            self.mark_reported(m, idx, order);
-        }
+        self.insert_marked(m, idx, order, (zeroed, reported), list);
     }
 
     /// Marks the free buddy block at `idx` of `order` reported and moves it to the back of
