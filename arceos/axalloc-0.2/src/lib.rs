@@ -1,6 +1,7 @@
 //! ArceOS's `axalloc` interface as its repository's main line has it (0.2.0), implemented
 //! by `axalloc-buddy`: the same allocator as the 0.3 interface, its page calls without the
-//! usage kind (counted as [`UsageKind::VirtMem`]).
+//! usage kind (counted as [`UsageKind::VirtMem`]), and ArceOS's safe signatures for the calls
+//! `axalloc-buddy` makes `unsafe fn` (under ArceOS's contract: see `../axalloc`).
 #![no_std]
 
 use axalloc_buddy::UsageKind;
@@ -8,7 +9,20 @@ use axalloc_buddy::axallocator::AllocResult;
 use core::alloc::Layout;
 use core::ptr::NonNull;
 
-pub use axalloc_buddy::{DefaultByteAllocator, GlobalPage, global_add_memory, global_init};
+pub use axalloc_buddy::{DefaultByteAllocator, GlobalPage};
+
+/// ArceOS's `global_init`: see [`axalloc_buddy::global_init`].
+pub fn global_init(start_vaddr: usize, size: usize) {
+    // SAFETY: ArceOS's contract: its runtime passes a free region of RAM, mapped readable
+    // and writable, that nothing else uses for the rest of the kernel's life.
+    unsafe { axalloc_buddy::global_init(start_vaddr, size) }
+}
+
+/// ArceOS's `global_add_memory`: see [`axalloc_buddy::global_add_memory`].
+pub fn global_add_memory(start_vaddr: usize, size: usize) -> AllocResult {
+    // SAFETY: as `global_init`, for every free region after the first.
+    unsafe { axalloc_buddy::global_add_memory(start_vaddr, size) }
+}
 
 /// What the page calls of this interface count their pages as (it names no kind).
 const KIND: UsageKind = UsageKind::VirtMem;
@@ -33,12 +47,14 @@ impl GlobalAllocator {
 
     /// See [`axalloc_buddy::GlobalAllocator::init`].
     pub fn init(&self, start_vaddr: usize, size: usize) {
-        self.0.init(start_vaddr, size);
+        // SAFETY: ArceOS's contract for `global_init`, above.
+        unsafe { self.0.init(start_vaddr, size) }
     }
 
     /// See [`axalloc_buddy::GlobalAllocator::add_memory`].
     pub fn add_memory(&self, start_vaddr: usize, size: usize) -> AllocResult {
-        self.0.add_memory(start_vaddr, size)
+        // SAFETY: ArceOS's contract for `global_add_memory`, above.
+        unsafe { self.0.add_memory(start_vaddr, size) }
     }
 
     /// See [`axalloc_buddy::GlobalAllocator::alloc`].
@@ -48,7 +64,8 @@ impl GlobalAllocator {
 
     /// See [`axalloc_buddy::GlobalAllocator::dealloc`].
     pub fn dealloc(&self, pos: NonNull<u8>, layout: Layout) {
-        self.0.dealloc(pos, layout);
+        // SAFETY: ArceOS's contract: it gives back what it allocated with `layout`, once.
+        unsafe { self.0.dealloc(pos, layout) }
     }
 
     /// See [`axalloc_buddy::GlobalAllocator::alloc_pages`].
@@ -68,7 +85,8 @@ impl GlobalAllocator {
 
     /// See [`axalloc_buddy::GlobalAllocator::dealloc_pages`].
     pub fn dealloc_pages(&self, pos: usize, num_pages: usize) {
-        self.0.dealloc_pages(pos, num_pages, KIND);
+        // SAFETY: ArceOS's contract: it gives back pages it allocated, once, unused after.
+        unsafe { self.0.dealloc_pages(pos, num_pages, KIND) }
     }
 
     /// Bytes the heap has handed out.

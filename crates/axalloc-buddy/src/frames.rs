@@ -41,6 +41,9 @@ pub enum InitError {
     },
     /// The region ends past the end of the address space.
     Overflow,
+    /// The region overlaps one given to the heap before
+    /// ([`GlobalAllocator::add_memory`](crate::GlobalAllocator::add_memory)).
+    Overlap,
     /// No CPU to allocate for (a CPU count of 0).
     NoCpus,
     /// The zone refused its configuration.
@@ -64,6 +67,7 @@ impl fmt::Display for InitError {
                 "{size} bytes leave fewer than {need} pages past {metadata} bytes of metadata"
             ),
             Self::Overflow => write!(f, "the region ends past the end of the address space"),
+            Self::Overlap => write!(f, "the region overlaps one given to the heap before"),
             Self::NoCpus => write!(f, "no CPU to allocate for"),
             Self::Config(e) => write!(f, "zone configuration: {e}"),
             Self::Zone(e) => write!(f, "zone: {e}"),
@@ -120,6 +124,8 @@ pub(crate) struct Frames {
     clearer: FrameClearer<OffsetMap>,
     /// Which CPU a call runs on.
     cpu_id: Option<fn() -> usize>,
+    /// The whole region the allocator was given, `[start, end)`, metadata included.
+    region: (usize, usize),
 }
 
 impl Frames {
@@ -199,9 +205,9 @@ impl Frames {
                 .map_err(|e| InitError::Zone(e.into()))?;
             let cpu_at = at.add(head.cpus).cast::<IrqSpin<CpuPages>>();
             for cpu in 0..cpus {
-                // SAFETY (of `new`): the allocator frees only what ArceOS hands back through
-                // `dealloc_pages`, whose contract (pages it allocated, not used after) is
-                // ArceOS's interface's, stated on `GlobalAllocator::dealloc_pages`.
+                // SAFETY (of `new`): the allocator frees only what its caller hands back
+                // through `GlobalAllocator::dealloc_pages`, an `unsafe fn` whose contract is
+                // this one's (pages it allocated, given back once, not used after).
                 let pages = AxPageAllocator::new(zone, cpu, 0).map_err(InitError::Zone)?;
                 cpu_at.add(cpu).write(IrqSpin::new(pages));
             }
@@ -214,8 +220,14 @@ impl Frames {
                 cpus: cpu_pages,
                 clearer,
                 cpu_id,
+                region: (start, start + size),
             })
         }
+    }
+
+    /// The whole region the allocator was given, `[start, end)`, metadata included.
+    pub(crate) fn region(&self) -> (usize, usize) {
+        self.region
     }
 
     /// The zone.

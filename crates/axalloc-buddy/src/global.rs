@@ -29,6 +29,10 @@ fn heap_growth_for(layout: Layout) -> Option<usize> {
     bytes.checked_next_multiple_of(PAGE)
 }
 
+/// Regions given to the heap from outside the zone ([`GlobalAllocator::add_memory`]) that
+/// the allocator remembers, to refuse one that overlaps them.
+pub const MAX_ADDED_REGIONS: usize = 64;
+
 /// The heap's byte allocator and whether it has memory yet: axallocator's slab allocator
 /// panics on every call before its `init`, so no call reaches it before then.
 struct Heap {
@@ -36,6 +40,9 @@ struct Heap {
     ready: bool,
     /// Bytes given to it (axallocator's slab allocator does not count all of them).
     given: usize,
+    /// The regions given from outside the zone, `[start, end)`: the first `added` entries.
+    regions: [(usize, usize); MAX_ADDED_REGIONS],
+    added: usize,
 }
 
 impl Heap {
@@ -45,7 +52,37 @@ impl Heap {
             bytes: DefaultByteAllocator::new(),
             ready: false,
             given: 0,
+            regions: [(0, 0); MAX_ADDED_REGIONS],
+            added: 0,
         }
+    }
+
+    /// Whether `[start, end)` overlaps a region given from outside the zone.
+    fn overlaps_added(&self, start: usize, end: usize) -> bool {
+        self.regions[..self.added]
+            .iter()
+            .any(|&(s, e)| s < end && start < e)
+    }
+
+    /// Gives the heap `[start, start + size)` from outside the zone, unless it overlaps
+    /// `zone` (the whole region the zone was carved from) or a region given before.
+    ///
+    /// # Errors
+    /// `InvalidParam` for a region that ends past the address space or holds no whole page;
+    /// `MemoryOverlap`; `NoMemory` when [`MAX_ADDED_REGIONS`] regions were given already.
+    fn add(&mut self, start: usize, size: usize, zone: Option<(usize, usize)>) -> AllocResult {
+        let end = start.checked_add(size).ok_or(AllocError::InvalidParam)?;
+        let in_zone = zone.is_some_and(|(s, e)| s < end && start < e);
+        if in_zone || self.overlaps_added(start, end) {
+            return Err(AllocError::MemoryOverlap);
+        }
+        if self.added == MAX_ADDED_REGIONS {
+            return Err(AllocError::NoMemory);
+        }
+        self.give(start, size)?;
+        self.regions[self.added] = (start, end);
+        self.added += 1;
+        Ok(())
     }
 
     /// Gives the byte allocator the whole pages of `[start, start + size)`: its first
@@ -118,10 +155,12 @@ impl Heap {
 /// byte allocator that grows with pages from the zone) and pages
 /// ([`GlobalAllocator::alloc_pages`]) from per-CPU lists, any run length and alignment.
 ///
-/// It is ArceOS's `axalloc::GlobalAllocator`, call for call. ArceOS's interface declares
-/// safe the calls whose contract their types cannot check (`init`, `add_memory`, `dealloc`,
-/// `dealloc_pages`), so they are safe here too and state the contract in their docs; the
-/// calls this crate adds are `unsafe` where they have one ([`GlobalAllocator::try_init`]).
+/// It is ArceOS's `axalloc::GlobalAllocator`, call for call, but for the calls whose
+/// contract their types cannot check (`init`, `add_memory`, `dealloc`, `dealloc_pages`: they
+/// write to or hand out memory the caller names): ArceOS declares them safe, this crate
+/// makes them `unsafe fn` with their contract under `# Safety`. The package an ArceOS build
+/// patches in (`axalloc`, not published) wraps them with ArceOS's safe signatures and
+/// ArceOS's contract.
 pub struct GlobalAllocator {
     balloc: IrqSpin<Heap>,
     frames: Once<Frames>,
@@ -174,11 +213,12 @@ impl GlobalAllocator {
     /// logged and leaves the allocator empty (every allocation then fails): see
     /// [`GlobalAllocator::try_init`] for the error.
     ///
-    /// The region is memory that nothing else uses, readable and writable for the rest of
-    /// the kernel's life (ArceOS's contract for `global_init`).
-    pub fn init(&self, start_vaddr: usize, size: usize) {
-        // SAFETY: ArceOS's contract for `global_init`, stated above (ArceOS's interface
-        // declares this call safe).
+    /// # Safety
+    /// As [`GlobalAllocator::try_init`]: the region is memory that nothing else uses,
+    /// readable and writable, for as long as the allocator or anything it handed out is
+    /// used (ArceOS's contract for `global_init`).
+    pub unsafe fn init(&self, start_vaddr: usize, size: usize) {
+        // SAFETY: the caller's contract, `try_init`'s.
         if let Err(e) = unsafe { self.try_init(start_vaddr, size) } {
             error!("buddy-sim page allocator over [{start_vaddr:#x}, +{size:#x}): {e}");
         }
@@ -188,9 +228,10 @@ impl GlobalAllocator {
     /// lists per CPU that ArceOS reserves per-CPU data for (one outside a kernel build).
     ///
     /// # Errors
-    /// [`InitError`]: the region is too small for its metadata and a first heap, or ends
-    /// past the address space, or the allocator was initialized before. The region is
-    /// checked before anything is written to it.
+    /// [`InitError`]: the region is too small for its metadata and a first heap, ends past
+    /// the address space, overlaps a region given to the heap before
+    /// ([`GlobalAllocator::add_memory`]), or the allocator was initialized before. The
+    /// region is checked before anything is written to it.
     ///
     /// # Safety
     /// `[start_vaddr, start_vaddr + size)` is memory that nothing else uses, readable and
@@ -213,6 +254,10 @@ impl GlobalAllocator {
         size: usize,
         cpus: usize,
     ) -> Result<(), InitError> {
+        let end = start_vaddr.checked_add(size).ok_or(InitError::Overflow)?;
+        if self.balloc.lock().overlaps_added(start_vaddr, end) {
+            return Err(InitError::Overlap);
+        }
         let mut fresh = false;
         let frames = self.frames.try_call_once(|| {
             fresh = true;
@@ -244,14 +289,19 @@ impl GlobalAllocator {
     /// allocator (as ArceOS's axalloc does with every region after the first; before `init`,
     /// it becomes the heap's first memory, its whole 32 KiB).
     ///
-    /// The region is memory that nothing else uses, readable and writable for the rest of
-    /// the kernel's life (ArceOS's contract for `global_add_memory`).
-    ///
     /// # Errors
-    /// `InvalidParam` for a region without a whole page; the byte allocator's:
-    /// `MemoryOverlap` for a region it holds already.
-    pub fn add_memory(&self, start_vaddr: usize, size: usize) -> AllocResult {
-        self.balloc.lock().give(start_vaddr, size)
+    /// `MemoryOverlap` for a region that overlaps the one the allocator was initialized
+    /// with or one given before; `InvalidParam` for a region without a whole page (or that
+    /// ends past the address space); `NoMemory` when [`MAX_ADDED_REGIONS`] regions were given
+    /// already. Nothing changes then.
+    ///
+    /// # Safety
+    /// The region is memory that nothing else uses, readable and writable, for as long as
+    /// the allocator or anything it handed out is used (ArceOS's contract for
+    /// `global_add_memory`).
+    pub unsafe fn add_memory(&self, start_vaddr: usize, size: usize) -> AllocResult {
+        let zone = self.frames.get().map(Frames::region);
+        self.balloc.lock().add(start_vaddr, size, zone)
     }
 
     /// `layout.size()` bytes aligned to `layout.align()` from the heap, which grows with pages
@@ -297,9 +347,10 @@ impl GlobalAllocator {
 
     /// Gives back `pos`, allocated by [`GlobalAllocator::alloc`] with `layout`.
     ///
-    /// `pos` came from [`GlobalAllocator::alloc`] with this `layout` and is not used after
-    /// (ArceOS's contract).
-    pub fn dealloc(&self, pos: NonNull<u8>, layout: Layout) {
+    /// # Safety
+    /// `pos` came from [`GlobalAllocator::alloc`] of this allocator with this `layout`, is
+    /// given back once and not used after (ArceOS's contract).
+    pub unsafe fn dealloc(&self, pos: NonNull<u8>, layout: Layout) {
         self.usages.lock().sub(UsageKind::RustHeap, layout.size());
         self.balloc.lock().dealloc(pos, layout);
     }
@@ -361,9 +412,11 @@ impl GlobalAllocator {
     /// [`GlobalAllocator::alloc_pages`] or any part of one, as the fewest aligned blocks. A
     /// run the zone did not hand out (or handed back already) changes nothing and is logged.
     ///
-    /// The pages came from this allocator, are given back once and not used after (ArceOS's
-    /// contract).
-    pub fn dealloc_pages(&self, pos: usize, num_pages: usize, kind: UsageKind) {
+    /// # Safety
+    /// The pages came from this allocator's page calls, are given back once and not used
+    /// after (ArceOS's contract): the zone cannot tell a run its caller still uses from one
+    /// it gave up, and hands freed pages to the next caller.
+    pub unsafe fn dealloc_pages(&self, pos: usize, num_pages: usize, kind: UsageKind) {
         let Some(frames) = self.frames.get() else {
             warn!("dealloc_pages({pos:#x}, {num_pages}) before the allocator has memory");
             return;
@@ -464,7 +517,9 @@ unsafe impl GlobalAlloc for GlobalAllocator {
 
     unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
         if let Some(ptr) = NonNull::new(ptr) {
-            Self::dealloc(self, ptr, layout);
+            // SAFETY: `GlobalAlloc::dealloc`'s caller guarantees `ptr` came from `alloc` of
+            // this allocator with `layout` and is not used after.
+            unsafe { Self::dealloc(self, ptr, layout) };
         }
     }
 }

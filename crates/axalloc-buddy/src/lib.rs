@@ -33,9 +33,12 @@
 //! let table = allocator.alloc_zeroed_pages(1, 4096, UsageKind::PageTable).expect("a page");
 //! let stack = allocator.alloc_pages(4, 16 * 1024, UsageKind::VirtMem).expect("16 KiB");
 //! assert_eq!(stack % (16 * 1024), 0);
-//! allocator.dealloc_pages(stack + 4096, 3, UsageKind::VirtMem); // the top three pages
-//! allocator.dealloc_pages(stack, 1, UsageKind::VirtMem);
-//! allocator.dealloc_pages(table, 1, UsageKind::PageTable);
+//! // SAFETY: runs this allocator handed out, each given back once and not used after.
+//! unsafe {
+//!     allocator.dealloc_pages(stack + 4096, 3, UsageKind::VirtMem); // the top three pages
+//!     allocator.dealloc_pages(stack, 1, UsageKind::VirtMem);
+//!     allocator.dealloc_pages(table, 1, UsageKind::PageTable);
+//! }
 //! assert_eq!(allocator.usages().get(UsageKind::VirtMem), 0);
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
@@ -56,12 +59,16 @@ pub use axallocator;
 pub use buddy_sim;
 pub use byte::DefaultByteAllocator;
 pub use frames::{InitError, PageZone};
-pub use global::GlobalAllocator;
+pub use global::{GlobalAllocator, MAX_ADDED_REGIONS};
 pub use page::GlobalPage;
 pub use usage::{UsageKind, Usages};
 
-/// The global allocator, registered as the Rust heap of a kernel build.
-#[cfg_attr(all(target_os = "none", not(test)), global_allocator)]
+/// The global allocator, registered as the Rust heap of a kernel build with the
+/// `global-allocator` feature (a kernel with a heap of its own uses the page calls alone).
+#[cfg_attr(
+    all(feature = "global-allocator", target_os = "none", not(test)),
+    global_allocator
+)]
 static GLOBAL_ALLOCATOR: GlobalAllocator = GlobalAllocator::new();
 
 /// The global allocator.
@@ -74,29 +81,34 @@ pub fn global_allocator() -> &'static GlobalAllocator {
 /// it once, before any allocation, with its largest free region
 /// ([`GlobalAllocator::init`]).
 ///
+/// # Safety
 /// The region is memory that nothing else uses, readable and writable for the rest of the
 /// kernel's life.
-pub fn global_init(start_vaddr: usize, size: usize) {
+pub unsafe fn global_init(start_vaddr: usize, size: usize) {
     // ArceOS's log line (its tests look for it).
     log::debug!(
         "initialize global allocator at: [{start_vaddr:#x}, {:#x})",
         start_vaddr.wrapping_add(size)
     );
-    GLOBAL_ALLOCATOR.init(start_vaddr, size);
+    // SAFETY: the caller's contract, `GlobalAllocator::init`'s.
+    unsafe { GLOBAL_ALLOCATOR.init(start_vaddr, size) };
 }
 
 /// Gives the global allocator's heap another region (ArceOS calls it for every free region
 /// after the first; [`GlobalAllocator::add_memory`]).
 ///
+/// # Errors
+/// As [`GlobalAllocator::add_memory`]: `MemoryOverlap` for a region that overlaps one the
+/// allocator holds already.
+///
+/// # Safety
 /// The region is memory that nothing else uses, readable and writable for the rest of the
 /// kernel's life.
-///
-/// # Errors
-/// The byte allocator's: `MemoryOverlap` for a region it holds already.
-pub fn global_add_memory(start_vaddr: usize, size: usize) -> axallocator::AllocResult {
+pub unsafe fn global_add_memory(start_vaddr: usize, size: usize) -> axallocator::AllocResult {
     log::debug!(
         "add a memory region to global allocator: [{start_vaddr:#x}, {:#x})",
         start_vaddr.wrapping_add(size)
     );
-    GLOBAL_ALLOCATOR.add_memory(start_vaddr, size)
+    // SAFETY: the caller's contract, `GlobalAllocator::add_memory`'s.
+    unsafe { GLOBAL_ALLOCATOR.add_memory(start_vaddr, size) }
 }

@@ -53,6 +53,21 @@ fn allocator(bytes: usize) -> (Region, GlobalAllocator) {
     (r, a)
 }
 
+/// Gives back `pages` pages from `at` to `a`.
+fn give_back(a: &GlobalAllocator, at: usize, pages: usize, kind: UsageKind) {
+    // SAFETY: the tests give back runs they took from `a` and no longer use, or (in
+    // `bad_calls_change_nothing`) runs the allocator refuses: freed already, never handed
+    // out, outside its zone, which its zone checks frame by frame before freeing anything.
+    unsafe { a.dealloc_pages(at, pages, kind) }
+}
+
+/// Gives back `p`, allocated from `a`'s heap with `layout`.
+fn give_back_bytes(a: &GlobalAllocator, p: core::ptr::NonNull<u8>, layout: Layout) {
+    // SAFETY: the tests give back what they allocated from `a` with this layout, once, and
+    // use it no more.
+    unsafe { a.dealloc(p, layout) }
+}
+
 fn zone_is_sound(a: &GlobalAllocator) {
     a.zone().expect("initialized").check().unwrap();
 }
@@ -79,7 +94,7 @@ fn the_heap_grows_by_doubling_past_the_largest_block() {
     assert!(a.used_bytes() >= 24 << 20);
     assert_eq!(a.usages().get(UsageKind::RustHeap), total);
     for (p, layout) in v {
-        a.dealloc(p, layout);
+        give_back_bytes(&a, p, layout);
     }
     assert_eq!(
         (a.used_bytes(), a.usages().get(UsageKind::RustHeap)),
@@ -103,17 +118,17 @@ fn page_runs_are_aligned_freed_in_parts_and_taken_at_fixed_addresses() {
             assert_eq!(at % align, 0, "{pages} pages aligned to {align:#x}");
             // Parts of the run go back: the last page, then the rest.
             if pages > 1 {
-                a.dealloc_pages(at + (pages - 1) * PAGE, 1, UsageKind::VirtMem);
-                a.dealloc_pages(at, pages - 1, UsageKind::VirtMem);
+                give_back(&a, at + (pages - 1) * PAGE, 1, UsageKind::VirtMem);
+                give_back(&a, at, pages - 1, UsageKind::VirtMem);
             } else {
-                a.dealloc_pages(at, 1, UsageKind::VirtMem);
+                give_back(&a, at, 1, UsageKind::VirtMem);
             }
         }
     }
     assert_eq!(a.available_pages(), before);
     // A fixed-address run: taken once, refused while held, free again after.
     let probe = a.alloc_pages(16, 16 * PAGE, UsageKind::Dma).unwrap();
-    a.dealloc_pages(probe, 16, UsageKind::Dma);
+    give_back(&a, probe, 16, UsageKind::Dma);
     assert_eq!(
         a.alloc_pages_at(probe, 16, PAGE, UsageKind::Dma).ok(),
         Some(probe)
@@ -123,7 +138,7 @@ fn page_runs_are_aligned_freed_in_parts_and_taken_at_fixed_addresses() {
             .is_err()
     );
     assert_eq!(a.usages().get(UsageKind::Dma), 16 * PAGE);
-    a.dealloc_pages(probe, 16, UsageKind::Dma);
+    give_back(&a, probe, 16, UsageKind::Dma);
     assert_eq!(a.usages().get(UsageKind::Dma), 0);
     assert_eq!(a.available_pages(), before);
     zone_is_sound(&a);
@@ -147,7 +162,7 @@ fn zeroed_pages_read_zero_over_dirty_memory() {
     }
     assert!(dirty.len() * 64 > 3500);
     for at in dirty {
-        a.dealloc_pages(at, 64, UsageKind::VirtMem);
+        give_back(&a, at, 64, UsageKind::VirtMem);
     }
     for (pages, align) in [(1, PAGE), (4, 4 * PAGE), (512, 2 << 20), (1500, PAGE)] {
         let at = a
@@ -156,7 +171,7 @@ fn zeroed_pages_read_zero_over_dirty_memory() {
         // SAFETY: the run is this test's.
         let bytes = unsafe { core::slice::from_raw_parts(at as *const u8, pages * PAGE) };
         assert!(bytes.iter().all(|&b| b == 0), "{pages} zeroed pages");
-        a.dealloc_pages(at, pages, UsageKind::PageTable);
+        give_back(&a, at, pages, UsageKind::PageTable);
     }
     zone_is_sound(&a);
 }
@@ -168,11 +183,11 @@ fn bad_calls_change_nothing() {
     let held = a.alloc_pages(3, PAGE, UsageKind::Global).unwrap();
     let (free, usages) = (a.available_pages(), format!("{:?}", a.usages()));
     // Freed twice, never allocated, outside the zone, misaligned alignments, empty runs.
-    a.dealloc_pages(held, 3, UsageKind::Global);
-    a.dealloc_pages(held, 3, UsageKind::Global);
+    give_back(&a, held, 3, UsageKind::Global);
+    give_back(&a, held, 3, UsageKind::Global);
     assert_eq!(a.available_pages(), free + 3);
-    a.dealloc_pages(start.wrapping_sub(1 << 30), 2, UsageKind::Global);
-    a.dealloc_pages(usize::MAX & !(PAGE - 1), 1, UsageKind::Global);
+    give_back(&a, start.wrapping_sub(1 << 30), 2, UsageKind::Global);
+    give_back(&a, usize::MAX & !(PAGE - 1), 1, UsageKind::Global);
     assert!(a.alloc_pages(1, 3 * PAGE, UsageKind::Global).is_err());
     assert!(a.alloc_pages(usize::MAX, PAGE, UsageKind::Global).is_err());
     assert!(
@@ -300,7 +315,7 @@ proptest! {
                     let (at, pages) = runs.swap_remove(which % runs.len());
                     let from = from % pages;
                     let len = 1 + len % (pages - from);
-                    a.dealloc_pages(at + from * PAGE, len, UsageKind::VirtMem);
+                    give_back(&a, at + from * PAGE, len, UsageKind::VirtMem);
                     for p in from..from + len {
                         held.remove(&(at + p * PAGE));
                     }
@@ -310,7 +325,7 @@ proptest! {
                 Call::At { which } if !runs.is_empty() => {
                     // Free a run and take it back at its address.
                     let (at, pages) = runs[which % runs.len()];
-                    a.dealloc_pages(at, pages, UsageKind::VirtMem);
+                    give_back(&a, at, pages, UsageKind::VirtMem);
                     prop_assert_eq!(a.alloc_pages_at(at, pages, PAGE, UsageKind::VirtMem).ok(), Some(at));
                 }
                 _ => {}
@@ -318,7 +333,7 @@ proptest! {
             prop_assert_eq!(a.available_pages(), base_free - held.len());
         }
         for (at, pages) in runs {
-            a.dealloc_pages(at, pages, UsageKind::VirtMem);
+            give_back(&a, at, pages, UsageKind::VirtMem);
         }
         prop_assert_eq!(a.available_pages(), base_free);
         a.zone().unwrap().check().unwrap();
@@ -363,7 +378,7 @@ fn cpus_allocate_at_once() {
                     }
                     let layout = Layout::from_size_align(16 + i % 300, 8).unwrap();
                     let p = a.alloc(layout).unwrap();
-                    a.dealloc(p, layout);
+                    give_back_bytes(&a, p, layout);
                     if mine.len() > 8 {
                         let (at, pages) = mine.remove(i % mine.len());
                         for p in 0..pages {
@@ -371,11 +386,11 @@ fn cpus_allocate_at_once() {
                             let mark = unsafe { ((at + p * PAGE) as *const usize).read() };
                             assert_eq!(mark, cpu, "a page written by another CPU");
                         }
-                        a.dealloc_pages(at, pages, UsageKind::VirtMem);
+                        give_back(&a, at, pages, UsageKind::VirtMem);
                     }
                 }
                 for (at, pages) in mine {
-                    a.dealloc_pages(at, pages, UsageKind::VirtMem);
+                    give_back(&a, at, pages, UsageKind::VirtMem);
                 }
             });
         }
@@ -383,4 +398,72 @@ fn cpus_allocate_at_once() {
     assert_eq!(a.available_pages() + heap_pages(a), before);
     assert_eq!(a.usages().get(UsageKind::VirtMem), 0);
     a.zone().unwrap().check().unwrap();
+}
+
+/// A region the heap or the zone holds already is refused (it would be handed out twice:
+/// rlsf asserted, or two allocations shared memory), before `init` as after it.
+#[test]
+fn overlapping_regions_are_refused() {
+    use axalloc_buddy::axallocator::AllocError;
+    let (mine, a) = allocator(1 << 20);
+    let extra = region(256 << 10);
+    // SAFETY: `extra` is the allocator's from here on; it outlives the allocator.
+    unsafe { a.add_memory(extra.start(), extra.len()) }.unwrap();
+    let heap = a.heap_bytes();
+    for (at, len) in [
+        (extra.start(), extra.len()),
+        (extra.start() + (64 << 10), 4 * PAGE),
+        (extra.start() - PAGE, 2 * PAGE),
+        (mine.start(), mine.len()),
+        (mine.start() + mine.len() - PAGE, 2 * PAGE),
+    ] {
+        // SAFETY: refused before anything is written.
+        let r = unsafe { a.add_memory(at, len) };
+        assert!(
+            matches!(r, Err(AllocError::MemoryOverlap)),
+            "{at:#x}+{len:#x}: {r:?}"
+        );
+    }
+    assert_eq!(a.heap_bytes(), heap);
+    // Two allocations of 40 KiB from the heap do not overlap.
+    let layout = Layout::from_size_align(40 << 10, 8).unwrap();
+    let (p, q) = (a.alloc(layout).unwrap(), a.alloc(layout).unwrap());
+    let (p0, q0) = (p.as_ptr() as usize, q.as_ptr() as usize);
+    assert!(p0 + layout.size() <= q0 || q0 + layout.size() <= p0);
+    give_back_bytes(&a, p, layout);
+    give_back_bytes(&a, q, layout);
+    zone_is_sound(&a);
+
+    // Before `init`: a region given to the heap first is not the zone's.
+    let first = region(64 << 10);
+    let b = GlobalAllocator::new();
+    // SAFETY: `first` is `b`'s from here on; it outlives `b`.
+    unsafe { b.add_memory(first.start(), first.len()) }.unwrap();
+    // SAFETY: refused before anything is written.
+    let r = unsafe { b.try_init(first.start() - (64 << 10), 1 << 20) };
+    assert_eq!(r, Err(InitError::Overlap));
+}
+
+/// Page calls take ArceOS's page allocators' parameters: an alignment of a page or more, a
+/// run of a page or more. A heap request of 0 bytes gets a pointer, as from ArceOS's byte
+/// allocators.
+#[test]
+fn page_calls_refuse_what_arceos_refuses() {
+    use axalloc_buddy::axallocator::AllocError;
+    let (_mine, a) = allocator(1 << 20);
+    let free = a.available_pages();
+    for align in [0, 1, 8, PAGE / 2, 3 * PAGE] {
+        let r = a.alloc_pages(1, align, UsageKind::Global);
+        assert!(
+            matches!(r, Err(AllocError::InvalidParam)),
+            "align {align}: {r:?}"
+        );
+    }
+    let r = a.alloc_pages(0, PAGE, UsageKind::Global);
+    assert!(matches!(r, Err(AllocError::InvalidParam)), "0 pages: {r:?}");
+    assert_eq!(a.available_pages(), free);
+    assert_eq!(a.usages().get(UsageKind::Global), 0);
+    let empty = Layout::from_size_align(0, 1).unwrap();
+    let p = a.alloc(empty).unwrap();
+    give_back_bytes(&a, p, empty);
 }

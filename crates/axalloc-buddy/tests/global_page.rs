@@ -22,7 +22,8 @@ fn global_pages_own_their_runs() {
     // SAFETY: `ram` is `bytes` bytes this test owns.
     unsafe { core::ptr::write_bytes(ram, 0xcc, bytes) };
     RAM.store(ram, std::sync::atomic::Ordering::Relaxed);
-    global_init(ram as usize, bytes);
+    // SAFETY: `ram` is this test's, leaked to the allocator for the rest of the process.
+    unsafe { global_init(ram as usize, bytes) };
     // The byte allocator's name, as ArceOS's log prints it (slab wins when several are on).
     let heap = if cfg!(feature = "slab") {
         "slab"
@@ -59,6 +60,24 @@ fn global_pages_own_their_runs() {
     // Later regions go to the heap's byte allocator, as ArceOS's axalloc gives them.
     let more = Box::leak(vec![0u8; 64 * 1024].into_boxed_slice());
     MORE.store(more.as_mut_ptr(), std::sync::atomic::Ordering::Relaxed);
-    global_add_memory(more.as_mut_ptr() as usize, more.len()).unwrap();
+    // SAFETY: `more` is leaked to the allocator for the rest of the process.
+    unsafe { global_add_memory(more.as_mut_ptr() as usize, more.len()) }.unwrap();
+    // The same region again, or one overlapping the first, is refused: the heap would hand
+    // out the same bytes twice.
+    for (at, len) in [
+        (more.as_mut_ptr() as usize, more.len()),
+        (more.as_mut_ptr() as usize + 4096, 4096),
+        (ram as usize + 8 * 4096, 16 * 4096),
+    ] {
+        // SAFETY: refused before anything is written (memory the test gave away already).
+        let r = unsafe { global_add_memory(at, len) };
+        assert!(
+            matches!(
+                r,
+                Err(axalloc_buddy::axallocator::AllocError::MemoryOverlap)
+            ),
+            "{r:?}"
+        );
+    }
     assert!(global_allocator().available_bytes() >= 64 * 1024);
 }

@@ -28,7 +28,7 @@
 use crate::error::report::ReportError;
 use crate::frame::Frame;
 use crate::report_sink::{PageReporting, ReportSink, ReportStats, ReportedBlock};
-use crate::types::Order;
+use crate::types::{FrameIdx, Order};
 use crate::zone::Zone;
 use crate::zone::pcp::PerCpu;
 use lock_api::RawMutex;
@@ -135,10 +135,11 @@ where
             // they are put back below, after the sink has returned.
             let accepted = sink.report(&blocks[..n]);
             let mut free = self.lock_zone();
-            for (b, &was_zero) in blocks[..n].iter().zip(&zeroed) {
-                let known_zero = was_zero || (accepted && reporting.zeroes());
-                free.put_back_reported(m, m.index_of(b.pfn), b.order, known_zero, accepted);
+            let mut round = [(FrameIdx(0), Order::ZERO, false); PageReporting::MAX_CAPACITY];
+            for ((r, b), &was_zero) in round.iter_mut().zip(&blocks[..n]).zip(&zeroed) {
+                *r = (m.index_of(b.pfn), b.order, was_zero);
             }
+            free.put_back_round(m, &round[..n], accepted, accepted && reporting.zeroes());
             let counts = &mut free.reporting().counts;
             if !accepted {
                 counts.rejected += 1;

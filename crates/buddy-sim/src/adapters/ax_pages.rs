@@ -147,7 +147,12 @@ where
     }
 
     /// The order of a block aligned to `align` bytes at a position ([`DirectMap::align_order`]).
+    /// As ArceOS's page allocators, an alignment must be a power of two of at least a page
+    /// (`InvalidParam` below it, where a byte allocator's alignment was likely meant).
     fn align_order(&self, align: usize) -> AllocResult<Order> {
+        if align < PAGE {
+            return Err(AllocError::InvalidParam);
+        }
         self.map.align_order(align).ok_or(AllocError::InvalidParam)
     }
 

@@ -80,7 +80,7 @@ pub enum ZeroDivergence {
         budget: u64,
         /// Frames cleared.
         cleared: u64,
-        /// Frames free in the buddy and not known zero before the call.
+        /// Frames free in the buddy, not known zero and not reported before the call.
         unzeroed: u64,
     },
 }
@@ -454,7 +454,6 @@ impl ZeroedModel {
         }
     }
 
-    /// Frames free in the buddy and not known zero.
     /// `report_free_pages` to a sink that checks every block it is handed is off the free
     /// lists and held by nobody, and, accepting, discards it (zeroes its memory); a refused
     /// report must leave the zone as it was.
@@ -526,11 +525,16 @@ impl ZeroedModel {
             .sum()
     }
 
+    /// Frames free in the buddy, not known zero and not reported: what background zeroing
+    /// clears (a reported block it leaves alone, to keep the host from backing it again).
     fn buddy_unzeroed(&self) -> u64 {
+        let m = self.zone.map();
         self.zone
             .free_blocks()
             .filter(|&(pfn, _, place)| {
-                place == FreeWhere::Buddy && !self.zone.frame(pfn).is_ok_and(|f| f.zeroed)
+                place == FreeWhere::Buddy
+                    && !self.zone.frame(pfn).is_ok_and(|f| f.zeroed)
+                    && !m.frame(m.index_of(pfn)).load().reported()
             })
             .map(|(_, o, _)| o.pages())
             .sum()

@@ -172,17 +172,15 @@ impl FreeArea {
     }
 
     /// [`FreeArea::free_one_page`] of a block whose memory the host discarded when
-    /// `reported`: it merges only with reported buddies, and the block that results stays
-    /// reported; an unreported buddy (resident memory) stops the merge until it is reported
-    /// too (`merge_mixed` merges such a pair on the slow path). An unreported block merges
-    /// with any buddy, and the result is not reported.
+    /// `reported`: the block that results is marked reported exactly when every block it
+    /// merged was too (discarded memory merged with resident memory is not).
     pub(crate) fn free_one_page_marked(
         &mut self,
         m: FrameMap<'_>,
         mut idx: FrameIdx,
         mut order: Order,
         zeroed: bool,
-        reported: bool,
+        mut reported: bool,
     ) {
         if order > m.cfg.pageblock_order {
             // Pageblock by pageblock, each to its own type's lists (`split_large_buddy`):
@@ -198,20 +196,10 @@ impl FreeArea {
         }
         let mut list = m.free_list_of(idx);
         while order < m.cfg.max_order {
-            let Some(b) = m.buddy(idx, order) else { break };
-            // Only a buddy of the same knowledge: a freed block does not make its zeroed
-            // buddy unknown (the slow path's `merge_mixed` merges those pairs).
-            let w = m.frame(b).load();
-            if w.ignoring_mt().ignoring_reported()
-                != Word::free(FrameState::Buddy, order.get(), zeroed, 0)
-            {
+            let Some((b, w)) = merge_partner(m, idx, order, zeroed, list) else {
                 break;
-            }
+            };
             if w.mt() != list {
-                // Below the pageblock order both halves share one pageblock, and so one list.
-                if !mergeable(list) || !mergeable(w.mt()) {
-                    break;
-                }
                 // The merged block takes the lower half's type, not the freed block's (Linux
                 // 6.10+): whatever order the halves are freed in, the same type results, so
                 // that `free_contig_range`'s aligned blocks leave the zone exactly as page
@@ -225,12 +213,7 @@ impl FreeArea {
                     set_pageblocks(m, b, order, mt);
                 }
             }
-            if reported && !w.reported() {
-                // A reported block put back (after its report, or an isolation) waits for
-                // its unreported buddy to be reported too before they merge: merged now, the
-                // block would lose its mark and its memory be reported again.
-                break;
-            }
+            reported &= w.reported();
             self.remove(m, b, order);
             m.frame(idx).store(Word::TAIL);
             idx = idx.min(b);
@@ -587,6 +570,48 @@ impl FreeArea {
 #[inline]
 const fn mergeable(list: u8) -> bool {
     list < CMA
+}
+
+/// The buddy the free block at `idx` of `order` (known zero as `zeroed` says, on list
+/// `list`) merges with, and its word, if any: a free buddy of the same order and the same
+/// knowledge (a freed block does not make its zeroed buddy unknown; the slow path's
+/// `merge_mixed` merges those pairs), on the same list or, across pageblocks, on another
+/// mergeable one (below the pageblock order both halves share one pageblock, and so one list).
+#[inline]
+fn merge_partner(
+    m: FrameMap<'_>,
+    idx: FrameIdx,
+    order: Order,
+    zeroed: bool,
+    list: u8,
+) -> Option<(FrameIdx, Word)> {
+    let b = m.buddy(idx, order)?;
+    let w = m.frame(b).load();
+    let same = w.ignoring_mt().ignoring_reported()
+        == Word::free(FrameState::Buddy, order.get(), zeroed, 0);
+    let lists = w.mt() == list || (mergeable(list) && mergeable(w.mt()));
+    (same && lists).then_some((b, w))
+}
+
+/// Whether freeing the block at `idx` of `order` (known zero as `zeroed` says) would merge
+/// it, directly or through the blocks it merges into, with a buddy not marked reported: the
+/// merges `free_one_page_marked` makes, walked without making them.
+fn merges_with_unreported(m: FrameMap<'_>, idx: FrameIdx, order: Order, zeroed: bool) -> bool {
+    let (mut idx, mut order, mut list) = (idx, order, m.free_list_of(idx));
+    while order < m.cfg.max_order {
+        let Some((b, w)) = merge_partner(m, idx, order, zeroed, list) else {
+            return false;
+        };
+        if !w.reported() {
+            return true;
+        }
+        if b < idx {
+            list = w.mt();
+        }
+        idx = idx.min(b);
+        order = order.up();
+    }
+    false
 }
 
 /// Where compaction's two scanners are (Linux keeps the cursor in `struct zone`): the
@@ -1088,20 +1113,54 @@ impl FreeArea {
         Some((idx, order, zeroed))
     }
 
-    /// Frees a block [`FreeArea::take_unreported`] took (known zero as `zeroed` says); with
-    /// `reported`, marked reported at the back of its list (allocated last), merged with
-    /// reported buddies only (one freed meanwhile, or known zero only now that the discard
-    /// zeroed this block, waits until it is reported itself), so that no frame is reported
-    /// twice.
-    pub(crate) fn put_back_reported(
+    /// Frees the blocks of a report round, `(first frame, order, known zero when taken)`,
+    /// that [`FreeArea::take_unreported`] took; with `reported`, marked reported at the back
+    /// of their lists (allocated last), unless one merged with a buddy that is not (freed
+    /// meanwhile): the merged block is reported again later.
+    ///
+    /// With `discard_zeroed`, the host's discard zeroed them: once every block is back as it
+    /// was known when taken (so that each merges with its round's blocks only), each free
+    /// block that the round's blocks not known zero make up is taken as known zero, unless
+    /// that would merge it with a known-zero buddy that is not reported (it did not merge with
+    /// it as it was): the merged block, its mark lost, would be reported again at once. Such
+    /// a block stays not known zero, reported.
+    pub(crate) fn put_back_round(
         &mut self,
         m: FrameMap<'_>,
-        idx: FrameIdx,
-        order: Order,
-        zeroed: bool,
+        round: &[(FrameIdx, Order, bool)],
         reported: bool,
+        discard_zeroed: bool,
     ) {
-        self.free_one_page_marked(m, idx, order, zeroed, reported);
+        for &(idx, order, was_zero) in round {
+            self.free_one_page_marked(m, idx, order, was_zero, reported);
+        }
+        if !(reported && discard_zeroed) {
+            return;
+        }
+        for &(idx, _, was_zero) in round {
+            let Some((head, w)) = m.block_head(idx) else {
+                continue;
+            };
+            let order = Order(w.order());
+            let end = head + order.pages() as u32;
+            // The whole block is this round's, not known zero, and still reported.
+            let covered: u64 = round
+                .iter()
+                .filter(|&&(i, _, z)| !z && head <= i && i < end)
+                .map(|&(_, o, _)| o.pages())
+                .sum();
+            if was_zero
+                || w.state() != FrameState::Buddy
+                || w.zeroed()
+                || !w.reported()
+                || covered != order.pages()
+                || merges_with_unreported(m, head, order, true)
+            {
+                continue;
+            }
+            self.remove(m, head, order);
+            self.free_one_page_marked(m, head, order, true, true);
+        }
     }
 
     /// Moves the free block at `idx` of `order` to list `list` (its pageblock changed type

@@ -36,8 +36,7 @@ where
     /// Verifies every invariant: the blocks tile the zone (each frame the head of exactly
     /// one block, a reserved frame, or a tail inside a block), blocks are aligned and inside
     /// the zone, free lists are consistent with the frames and their counts, no two free
-    /// buddies of one order and the same knowledge are both in the buddy below MAX_ORDER
-    /// (but a reported block beside an unreported one, which merge once both are reported),
+    /// buddies of one order and the same knowledge are both in the buddy below MAX_ORDER,
     /// reserved frames are exactly the zone's holes, references are sane, only free blocks
     /// are marked known zero, with the counts of them right and each list's known-zero
     /// blocks at its back; every free block in the buddy is on the lists of its pageblock's
@@ -164,7 +163,7 @@ where
             if w.state() == FrameState::Buddy
                 && w.order() < self.cfg.max_order.get()
                 && let Some(b) = m.buddy(i, Order(w.order()))
-                && m.frame(b).load() == w
+                && m.frame(b).load().ignoring_reported() == w.ignoring_reported()
             {
                 return bad("two free buddies of one order both in the buddy", i);
             }
