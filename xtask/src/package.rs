@@ -1,5 +1,6 @@
 //! The `package` stage: the crates as a user downloads them. Every library is packaged in one
-//! `cargo package` call and unpacked into a scratch workspace whose `[patch.crates-io]`
+//! `cargo package` call (their publish order, [`LIBS`], checked against the packaged
+//! manifests) and unpacked into a scratch workspace whose `[patch.crates-io]`
 //! points each crate at its unpacked siblings (none is on crates.io yet). From those copies
 //! alone:
 //! - each package carries its README, both licences and its changelog;
@@ -43,6 +44,7 @@ pub fn run(root: &Path) -> Result<String, String> {
     }
     std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
     let crates = package_and_unpack(root, &dir)?;
+    check_publish_order(&crates)?;
     write_workspace(root, &dir, &crates)?;
     let mut quick_starts = Vec::new();
     for c in &crates {
@@ -66,10 +68,11 @@ pub fn run(root: &Path) -> Result<String, String> {
         quick_start(root, &dir, c, deps, code, &crates)?;
     }
     Ok(format!(
-        "{} crates packaged, unpacked and tested alone ({} tests with default features, {} \
-         with every feature), each with {}, no repository-only names, each README's quick \
-         start built and run in a fresh project",
+        "{} crates packaged in publish order ({}), unpacked and tested alone ({} tests with \
+         default features, {} with every feature), each with {}, no repository-only names, \
+         each README's quick start built and run in a fresh project",
         crates.len(),
+        LIBS.join(", "),
         tests[0],
         tests[1],
         PACKAGED.join(", ")
@@ -112,6 +115,30 @@ fn package_and_unpack(root: &Path, dir: &Path) -> Result<Vec<Unpacked>, String> 
         });
     }
     Ok(out)
+}
+
+/// [`LIBS`] is the order the crates are published in: each crate's packaged manifest names
+/// as a dependency (of any kind, for any target) only crates before it, which crates.io must
+/// hold when it is published. (`cargo package -p` of one crate alone fails until the crates
+/// before it are published: packaged together, each is built against the others' packages.)
+fn check_publish_order(crates: &[Unpacked]) -> Result<(), String> {
+    for (i, c) in crates.iter().enumerate() {
+        let manifest = read(&c.dir.join("Cargo.toml"))?;
+        for later in &crates[i + 1..] {
+            let names = |section: &str| {
+                manifest.lines().any(|l| {
+                    l.starts_with('[') && l.ends_with(&format!("{section}.{}]", later.name))
+                })
+            };
+            if names("dependencies") || names("dev-dependencies") || names("build-dependencies") {
+                return Err(format!(
+                    "{} depends on {}, which the publish order (LIBS) puts after it",
+                    c.name, later.name
+                ));
+            }
+        }
+    }
+    Ok(())
 }
 
 /// `[patch.crates-io]` entries pointing every library at its unpacked copy.

@@ -8,7 +8,8 @@ use std::path::Path;
 use std::process::ExitCode;
 use std::time::Instant;
 
-/// The library crates: published, built for bare metal, tested under QEMU.
+/// The library crates: published (in this order: each depends only on crates before it, which
+/// the package stage checks), built for bare metal, tested under QEMU.
 pub const LIBS: [&str; 7] = [
     "mm-types",
     "arch-x86",

@@ -416,6 +416,13 @@ impl GlobalAllocator {
     /// The pages came from this allocator's page calls, are given back once and not used
     /// after (ArceOS's contract): the zone cannot tell a run its caller still uses from one
     /// it gave up, and hands freed pages to the next caller.
+    ///
+    /// ```compile_fail,E0133
+    /// # use axalloc_buddy::{GlobalAllocator, UsageKind};
+    /// fn give_back(a: &GlobalAllocator, run: usize) {
+    ///     a.dealloc_pages(run, 1, UsageKind::VirtMem); // not without `unsafe`
+    /// }
+    /// ```
     pub unsafe fn dealloc_pages(&self, pos: usize, num_pages: usize, kind: UsageKind) {
         let Some(frames) = self.frames.get() else {
             warn!("dealloc_pages({pos:#x}, {num_pages}) before the allocator has memory");

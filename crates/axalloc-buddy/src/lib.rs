@@ -83,7 +83,13 @@ pub fn global_allocator() -> &'static GlobalAllocator {
 ///
 /// # Safety
 /// The region is memory that nothing else uses, readable and writable for the rest of the
-/// kernel's life.
+/// kernel's life: the allocator writes its metadata there at once. A caller without
+/// `unsafe` cannot name memory for it to write:
+///
+/// ```compile_fail,E0133
+/// #![forbid(unsafe_code)]
+/// axalloc_buddy::global_init(0x10_0000_0000, 4 << 20);
+/// ```
 pub unsafe fn global_init(start_vaddr: usize, size: usize) {
     // ArceOS's log line (its tests look for it).
     log::debug!(

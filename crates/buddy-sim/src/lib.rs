@@ -46,8 +46,8 @@
 //! [`ContigError`], [`ConfigError`]; [`BuddyError`] holds them all, for `?`) and leaves the
 //! zone as it was.
 //!
-//! One file per concern, on floors that import only downwards (this project's test suite
-//! checks it from the source: no import circle, no import through the crate root):
+//! One file per concern, on floors that import only downwards (checked mechanically from the
+//! source: no import circle, no import through the crate root):
 //! - plain types and the embedder's interfaces: `types` (orders, nodes, policies, and the
 //!   zone-relative frame and pageblock indices the zone makes from a checked frame number),
 //!   `migratetype`, `frame` (the frame word), `error`, `memory` (`FrameMemory`, the

@@ -260,8 +260,8 @@ impl Default for Policy {
 
 /// The largest default streaming threshold. A hypervisor may report a last-level cache far
 /// larger than the one the stores see (a 480 MiB L3 reported where store bandwidth fell to
-/// memory speed between 32 and 256 MiB). The "policy check" of this project's benchmark
-/// report shows whether the default is right on the CPU it runs on.
+/// memory speed between 32 and 256 MiB). [`Policy::calibrate`] measures the threshold on
+/// the CPU it runs on instead.
 pub const MAX_DEFAULT_STREAMING_THRESHOLD: usize = 64 << 20;
 
 /// The cold threshold [`Policy::detect`] assumes: one 4 KiB page. Out of the caches, a
