@@ -378,7 +378,7 @@ fn cpus_allocate_at_once() {
                     }
                     let layout = Layout::from_size_align(16 + i % 300, 8).unwrap();
                     let p = a.alloc(layout).unwrap();
-                    give_back_bytes(&a, p, layout);
+                    give_back_bytes(a, p, layout);
                     if mine.len() > 8 {
                         let (at, pages) = mine.remove(i % mine.len());
                         for p in 0..pages {
@@ -386,11 +386,11 @@ fn cpus_allocate_at_once() {
                             let mark = unsafe { ((at + p * PAGE) as *const usize).read() };
                             assert_eq!(mark, cpu, "a page written by another CPU");
                         }
-                        give_back(&a, at, pages, UsageKind::VirtMem);
+                        give_back(a, at, pages, UsageKind::VirtMem);
                     }
                 }
                 for (at, pages) in mine {
-                    give_back(&a, at, pages, UsageKind::VirtMem);
+                    give_back(a, at, pages, UsageKind::VirtMem);
                 }
             });
         }

@@ -16,6 +16,10 @@ use crate::zone::pcp::PerCpu;
 pub type BoxedZone<R = DefaultRawMutex> =
     Zone<alloc::vec::Vec<Frame>, alloc::vec::Vec<PerCpu<R>>, R>;
 
+/// A CPU handle on a [`BoxedZone`] (`BoxedCpu<'_>` in a helper's signature).
+pub type BoxedCpu<'z, R = DefaultRawMutex> =
+    crate::Cpu<'z, alloc::vec::Vec<Frame>, alloc::vec::Vec<PerCpu<R>>, R>;
+
 #[cfg(all(feature = "alloc", feature = "spin"))]
 impl BoxedZone {
     /// A zone with freshly allocated metadata, all of it usable, locked with

@@ -137,7 +137,7 @@ pub use adapters::paging_tables::ZoneTables;
 pub use adapters::x86_64_frames::X86FrameAllocator;
 pub use block::Block;
 #[cfg(feature = "alloc")]
-pub use boxed::{BoxedNodeSet, BoxedZone};
+pub use boxed::{BoxedCpu, BoxedNodeSet, BoxedZone};
 pub use cma::CmaArea;
 pub use decompose::{Decompose, decompose};
 pub use error::NoSuchCpu;
@@ -180,4 +180,4 @@ pub use zone::cpu::{Access, Cpu, Local, LocalCpu, Locked};
 pub use zone::pcp::PerCpu;
 pub use zone::ranges::{DEFERRED_CHUNK_PAGES, MAX_ADDED_RANGES, MAX_DEFERRED_RANGES};
 pub use zone::stats::{FragmentationStats, MemoryStats};
-pub use zone::{AddedMemory, FreeWhere, StaticZone, Zone};
+pub use zone::{AddedMemory, FreeWhere, StaticCpu, StaticZone, Zone};

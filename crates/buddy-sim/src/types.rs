@@ -41,6 +41,14 @@ impl Order {
     /// Order 0: a single frame.
     pub const ZERO: Self = Self(0);
 
+    /// The order of a 2 MiB block of 4 KiB frames (512 frames; Linux's `HPAGE_PMD_ORDER`
+    /// on x86_64 and arm64 with 4 KiB pages): a huge page.
+    pub const SIZE_2MIB: Self = Self(9);
+
+    /// The order of a 1 GiB block of 4 KiB frames (262 144 frames; Linux's `PUD_ORDER`): a
+    /// gigantic page, above the default MAX_ORDER of a zone (10).
+    pub const SIZE_1GIB: Self = Self(18);
+
     /// An order, if at most [`MAX_SUPPORTED_ORDER`].
     ///
     /// # Errors
@@ -192,6 +200,8 @@ mod tests {
         assert!(Order(2).aligns(Pfn(0x1004)) && !Order(3).aligns(Pfn(0x1004)));
         assert!(Order::new(MAX_SUPPORTED_ORDER + 1).is_err());
         assert_eq!(Pfn(u64::MAX).checked_add(1), None);
+        assert_eq!(Order::SIZE_2MIB.pages() * 4096, 2 << 20);
+        assert_eq!(Order::SIZE_1GIB.pages() * 4096, 1 << 30);
     }
 }
 

@@ -26,7 +26,11 @@ pub struct Locked;
 
 /// A [`Cpu`] handle that reaches its CPU's lists without their lock, as Linux's
 /// `local_lock` does ([`Zone::local_cpu`]): neither `Send` nor `Sync`, so it stays on the
-/// thread (and, by its contract, the CPU) that made it.
+/// thread (and, by its contract, the CPU) that made it. Moving a [`LocalCpu`], or a block
+/// that borrows one, to another thread is a compile error that names this marker's field,
+/// `PhantomData<*const ()>` ("cannot be sent between threads safely"): another thread would
+/// reach the lists unlocked while this one does. Make a handle on each CPU instead, or use
+/// [`Locked`] handles, which are `Send` and `Sync`.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct Local(PhantomData<*const ()>);
 
