@@ -18,7 +18,7 @@ pub type BoxedZone<R = DefaultRawMutex> =
 
 /// A CPU handle on a [`BoxedZone`] (`BoxedCpu<'_>` in a helper's signature).
 pub type BoxedCpu<'z, R = DefaultRawMutex> =
-    crate::Cpu<'z, alloc::vec::Vec<Frame>, alloc::vec::Vec<PerCpu<R>>, R>;
+    crate::zone::cpu::Cpu<'z, alloc::vec::Vec<Frame>, alloc::vec::Vec<PerCpu<R>>, R>;
 
 #[cfg(all(feature = "alloc", feature = "spin"))]
 impl BoxedZone {

@@ -8,6 +8,7 @@ use core::marker::PhantomData;
 use crate::error::NoSuchCpu;
 use crate::frame::Frame;
 use crate::memory::{Clearing, FrameClearer, FrameMemory, ZeroFrames};
+use crate::sync::DefaultRawMutex;
 use crate::zone::Zone;
 use crate::zone::pcp::{CpuLists, PerCpu};
 use lock_api::RawMutex;
@@ -65,6 +66,11 @@ pub struct Cpu<'z, F, P, R, A = Locked> {
 /// A [`Cpu`] handle whose calls reach the CPU's lists without their lock
 /// ([`Zone::local_cpu`]).
 pub type LocalCpu<'z, F, P, R> = Cpu<'z, F, P, R, Local>;
+
+/// A CPU handle on a [`StaticZone`](crate::StaticZone) (`StaticCpu<'_, 1024, 2>` in a
+/// helper's signature, for `Cpu<'_, [Frame; 1024], [PerCpu; 2], DefaultRawMutex>`).
+pub type StaticCpu<'z, const FRAMES: usize, const CPUS: usize, R = DefaultRawMutex> =
+    Cpu<'z, [Frame; FRAMES], [PerCpu<R>; CPUS], R>;
 
 impl<F, P, R> Zone<F, P, R>
 where

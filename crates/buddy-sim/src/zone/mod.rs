@@ -127,11 +127,6 @@ impl AddedMemory {
 pub type StaticZone<const FRAMES: usize, const CPUS: usize, R = DefaultRawMutex> =
     Zone<[Frame; FRAMES], [PerCpu<R>; CPUS], R>;
 
-/// A CPU handle on a [`StaticZone`] (`StaticCpu<'_, 1024, 2>` in a helper's signature, for
-/// `Cpu<'_, [Frame; 1024], [PerCpu; 2], DefaultRawMutex>`).
-pub type StaticCpu<'z, const FRAMES: usize, const CPUS: usize, R = DefaultRawMutex> =
-    cpu::Cpu<'z, [Frame; FRAMES], [PerCpu<R>; CPUS], R>;
-
 #[cfg(not(loom))]
 impl<const FRAMES: usize, const CPUS: usize, R: RawMutex>
     Zone<[Frame; FRAMES], [PerCpu<R>; CPUS], R>
