@@ -344,8 +344,9 @@ fn loom_marking_zero_before_the_clear_hands_out_dirty_memory() {
 }
 
 /// Free page reporting on the other CPU: a registration (order 2, two blocks a round, the
-/// discard zeroing) and reports of half the zone, whose sink discards each block as a host
-/// does (the memory reads zero afterwards). Blocks go back known zero.
+/// discard zeroing) and a report of 4 frames (the smallest free block, whole), whose sink
+/// discards each block as a host does (the memory reads zero afterwards). Blocks go back
+/// known zero.
 fn report_discarding(z: &LoomZone, c: &FrameClearer<OffsetMap>) {
     use crate::report_sink::{PageReporting, ReportedBlock};
     let reporting = PageReporting::new(Order(2))
@@ -358,7 +359,7 @@ fn report_discarding(z: &LoomZone, c: &FrameClearer<OffsetMap>) {
         }
         true
     };
-    z.report_free_pages(8, &mut discard).unwrap();
+    z.report_free_pages(4, &mut discard).unwrap();
 }
 
 /// One CPU allocates a page, writes it, and reads its write back before it frees it, then
@@ -366,10 +367,16 @@ fn report_discarding(z: &LoomZone, c: &FrameClearer<OffsetMap>) {
 /// zero), while the other reports free pages to a sink that discards them: a discard may
 /// never reach a page someone holds, and what goes back known zero must read zero.
 fn allocate_while_reporting(report: fn(&LoomZone, &FrameClearer<OffsetMap>)) {
-    loom::model(move || {
+    // The held block's allocation and free take the model past loom's default 1000 branches.
+    let mut model = loom::model::Builder::new();
+    model.max_branches = 4000;
+    model.check(move || {
         let mut ram = ram();
         let c = Arc::new(clearer(&mut ram));
         let z = zone(2);
+        // Frames 0..4 held: the free memory is a block of 4 frames and one of 8, so that a
+        // report (of whole blocks) leaves the allocation a block to take.
+        let held = z.alloc_pages(0, Order(2)).unwrap();
         let reporter = {
             let (z, c) = (z.clone(), c.clone());
             thread::spawn(move || report(&z, &c))
@@ -385,6 +392,8 @@ fn allocate_while_reporting(report: fn(&LoomZone, &FrameClearer<OffsetMap>)) {
         // SAFETY: see the module docs.
         unsafe { z.free_pages(0, q, O0) }.unwrap();
         reporter.join().unwrap();
+        // SAFETY: see the module docs.
+        unsafe { z.free_pages(0, held, Order(2)) }.unwrap();
         assert_known_zero_reads_zero(&z, &c);
         z.drain_all();
         z.zero_some(16, &c, &mut NoResched).unwrap();
@@ -413,7 +422,7 @@ fn report_in_place(z: &LoomZone, c: &FrameClearer<OffsetMap>) {
     let m = z.map();
     let found = {
         let free = z.lock_zone();
-        (2..=4).rev().find_map(|o| {
+        (2..=4).find_map(|o| {
             free.lists()[o as usize][..3]
                 .iter()
                 .find_map(|l| l.head())
