@@ -147,7 +147,8 @@ impl Frames {
         if cpus == 0 {
             return Err(InitError::NoCpus);
         }
-        let end = start.checked_add(size).ok_or(InitError::Overflow)? / PAGE * PAGE;
+        let region_end = start.checked_add(size).ok_or(InitError::Overflow)?;
+        let end = region_end / PAGE * PAGE;
         let first = start
             .checked_next_multiple_of(PAGE)
             .ok_or(InitError::Overflow)?;
@@ -220,7 +221,7 @@ impl Frames {
                 cpus: cpu_pages,
                 clearer,
                 cpu_id,
-                region: (start, start + size),
+                region: (start, region_end),
             })
         }
     }

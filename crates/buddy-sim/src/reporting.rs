@@ -103,28 +103,28 @@ where
             .registered
             .ok_or(ReportError::NotRegistered)?;
         let mut reported = 0u64;
-        // The blocks of a round, and whether each was known zero when taken.
-        let mut zeroed = [false; PageReporting::MAX_CAPACITY];
+        // A round's blocks as the sink sees them, and as the zone puts them back: where,
+        // which order, and whether each was known zero when taken.
         let mut blocks = [ReportedBlock {
             pfn: Pfn(0),
             order: Order::ZERO,
         }; PageReporting::MAX_CAPACITY];
+        let mut round = [(FrameIdx(0), Order::ZERO, false); PageReporting::MAX_CAPACITY];
         while reported < budget {
-            let mut n = 0;
+            let (mut n, mut frames) = (0, 0u64);
             {
                 let mut free = self.lock_zone();
-                let mut round = 0u64;
-                while n < reporting.capacity() && reported.saturating_add(round) < budget {
-                    let Some((idx, order, was_zero)) = free.take_unreported(m, reporting.order())
+                while n < reporting.capacity() && reported.saturating_add(frames) < budget {
+                    let Some(taken @ (idx, order, _)) = free.take_unreported(m, reporting.order())
                     else {
                         break;
                     };
-                    zeroed[n] = was_zero;
+                    round[n] = taken;
                     blocks[n] = ReportedBlock {
                         pfn: m.pfn(idx),
                         order,
                     };
-                    round += order.pages();
+                    frames += order.pages();
                     n += 1;
                 }
             }
@@ -135,20 +135,15 @@ where
             // they are put back below, after the sink has returned.
             let accepted = sink.report(&blocks[..n]);
             let mut free = self.lock_zone();
-            let mut round = [(FrameIdx(0), Order::ZERO, false); PageReporting::MAX_CAPACITY];
-            for ((r, b), &was_zero) in round.iter_mut().zip(&blocks[..n]).zip(&zeroed) {
-                *r = (m.index_of(b.pfn), b.order, was_zero);
-            }
             free.put_back_round(m, &round[..n], accepted, accepted && reporting.zeroes());
             let counts = &mut free.reporting().counts;
             if !accepted {
                 counts.rejected += 1;
                 return Err(ReportError::Rejected);
             }
-            let round: u64 = blocks[..n].iter().map(ReportedBlock::pages).sum();
             counts.reports += 1;
-            counts.reported += round;
-            reported += round;
+            counts.reported += frames;
+            reported += frames;
         }
         Ok(reported)
     }

@@ -405,7 +405,7 @@ where
         align_pow2: usize,
     ) -> AllocResult<usize> {
         self.align_order(align_pow2)?;
-        if num_pages == 0 || !base.is_multiple_of(align_pow2.max(PAGE)) {
+        if num_pages == 0 || !base.is_multiple_of(align_pow2) {
             return Err(AllocError::InvalidParam);
         }
         let pfn = self.pfn_at(base).ok_or(AllocError::InvalidParam)?;

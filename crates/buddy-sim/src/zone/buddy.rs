@@ -498,7 +498,7 @@ impl FreeArea {
     /// taken: they are counted as reused, the upper halves (still discarded) stay reported.
     #[cold]
     fn split_reported(&mut self, m: FrameMap<'_>, idx: FrameIdx, from: Order, order: Order) {
-        self.reporting.counts.reused += order.pages();
+        self.count_reused(order.pages());
         for lower in order.get()..from.get() {
             self.mark_reported(m, idx + (1u32 << lower), Order(lower));
         }
@@ -515,7 +515,7 @@ impl FreeArea {
     ) -> Result<bool, ContigError> {
         let (zeroed, reported) = self.split_out(m, idx, order)?;
         if reported {
-            self.reporting.counts.reused += order.pages();
+            self.count_reused(order.pages());
         }
         Ok(zeroed)
     }
@@ -587,10 +587,11 @@ fn merge_partner(
 ) -> Option<(FrameIdx, Word)> {
     let b = m.buddy(idx, order)?;
     let w = m.frame(b).load();
-    let same = w.ignoring_mt().ignoring_reported()
-        == Word::free(FrameState::Buddy, order.get(), zeroed, 0);
-    let lists = w.mt() == list || (mergeable(list) && mergeable(w.mt()));
-    (same && lists).then_some((b, w))
+    if w.ignoring_mt().ignoring_reported() != Word::free(FrameState::Buddy, order.get(), zeroed, 0)
+    {
+        return None;
+    }
+    (w.mt() == list || (mergeable(list) && mergeable(w.mt()))).then_some((b, w))
 }
 
 /// Whether freeing the block at `idx` of `order` (known zero as `zeroed` says) would merge
@@ -1095,7 +1096,7 @@ impl FreeArea {
     /// list but the isolated ones, whole, for free page reporting (Linux never splits a block
     /// to report it: a reported part put back beside its unreported remainder would merge
     /// with it and lose its mark); its head becomes `Reporting` and the caller owns it until
-    /// [`FreeArea::put_back_reported`]. Returns it, its order and whether it is known zero.
+    /// [`FreeArea::put_back_round`]. Returns it, its order and whether it is known zero.
     pub(crate) fn take_unreported(
         &mut self,
         m: FrameMap<'_>,
@@ -1137,25 +1138,24 @@ impl FreeArea {
         if !(reported && discard_zeroed) {
             return;
         }
-        for &(idx, _, was_zero) in round {
+        for &(idx, _, _) in round.iter().filter(|&&(_, _, was_zero)| !was_zero) {
+            // The free block it is part of now (an earlier one of the round may have taken
+            // it up already).
             let Some((head, w)) = m.block_head(idx) else {
                 continue;
             };
+            if w.state() != FrameState::Buddy || w.zeroed() || !w.reported() {
+                continue;
+            }
             let order = Order(w.order());
             let end = head + order.pages() as u32;
-            // The whole block is this round's, not known zero, and still reported.
+            // Made up of this round's blocks not known zero alone: all of it was discarded.
             let covered: u64 = round
                 .iter()
                 .filter(|&&(i, _, z)| !z && head <= i && i < end)
                 .map(|&(_, o, _)| o.pages())
                 .sum();
-            if was_zero
-                || w.state() != FrameState::Buddy
-                || w.zeroed()
-                || !w.reported()
-                || covered != order.pages()
-                || merges_with_unreported(m, head, order, true)
-            {
+            if covered != order.pages() || merges_with_unreported(m, head, order, true) {
                 continue;
             }
             self.remove(m, head, order);
