@@ -222,10 +222,11 @@ impl OfflineRun {
         // Node 1's memory faulted in before anything is timed: the migrations' copies then
         // measure copies, not the host's page faults.
         ram[bytes / 2..].fill(1);
-        let base = (ram.as_mut_ptr() as usize).next_multiple_of(4096);
-        // SAFETY: frame START + i is at base + i * 4 KiB inside `ram`, alive with the set;
+        let first = ram.as_mut_ptr().wrapping_add(ram.as_ptr().align_offset(4096));
+        // SAFETY: frame START + i is at first + i * 4 KiB inside `ram`, alive with the set;
         // only the workload and the migration copies touch it.
-        let memory = unsafe { OffsetMap::new(base.wrapping_sub(START as usize * 4096)) };
+        let memory = unsafe { OffsetMap::with_frame_at(Pfn(START), first) };
+        let memory = memory.expect("a page-aligned address");
         Self {
             set,
             memory,

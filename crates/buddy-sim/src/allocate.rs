@@ -6,12 +6,12 @@ use crate::frame::Frame;
 use crate::request::{AllocRequest, ReschedPoint, SlowPath};
 use crate::zeroed::Zeroing;
 use crate::zone::buddy::Prefer;
-use crate::zone::cpu::{Access, Cpu};
+use crate::zone::cpu::{Access, Cpu, ServedBy};
 use crate::zone::pcp::PerCpu;
 use lock_api::RawMutex;
 use mm_types::Pfn;
 
-impl<F, P, R, A> Cpu<'_, F, P, R, A>
+impl<F, P, R, A, C> Cpu<'_, F, P, R, A, C>
 where
     F: AsRef<[Frame]>,
     P: AsRef<[PerCpu<R>]>,
@@ -40,7 +40,8 @@ where
     /// CPU's list, a batch of them from the buddy, or split from a larger one), else the
     /// block a plain allocation takes, cleared before it is returned through the clearer the
     /// request names ([`AllocRequest::zeroed_with`]) or else this handle's
-    /// ([`Cpu::with_clearer`]).
+    /// ([`Cpu::with_clearer`]; a handle without one does not take an
+    /// [`AllocRequest::zeroed`] request: it does not compile).
     ///
     /// A run ([`AllocRequest::frames`]) is the covering block split into order-0 pages with
     /// the pages past the run freed at once, or, [`contiguous`](AllocRequest::contiguous),
@@ -49,8 +50,7 @@ where
     /// then isolated and migrated).
     ///
     /// # Errors
-    /// [`AllocError::Conflict`] for options that do not go together (a zeroed request with
-    /// no clearer to clear through among them);
+    /// [`AllocError::Conflict`] for options that do not go together;
     /// [`AllocError::OrderTooLarge`] (for a run from the buddy: its covering order or
     /// alignment above the zone's MAX_ORDER; a contiguous run may be aligned further); [`AllocError::ZeroPages`] for a run of no frames;
     /// [`AllocError::OutOfMemory`]. Zeroed: [`AllocError::FaultOutsideBlock`] if the fault
@@ -61,7 +61,10 @@ where
     /// cases what was taken is freed again, no longer known zero. Nothing is allocated on an
     /// error (what an error may have changed: [`BuddyError`](crate::BuddyError)).
     #[inline(always)]
-    pub fn alloc_raw(&self, mut request: AllocRequest<'_>) -> Result<Pfn, AllocError> {
+    pub fn alloc_raw<Z>(&self, mut request: AllocRequest<'_, Z>) -> Result<Pfn, AllocError>
+    where
+        Z: ServedBy<C>,
+    {
         // The common cases, inline: a block, plain or zeroed (a request built in place folds
         // these tests away). Runs, and the options that conflict, take the general path.
         if !request.is_block() || request.has_slow_path() {
@@ -69,7 +72,7 @@ where
         }
         let (zone, cpu) = (self.zone, self.lists());
         let (order, mt, key) = (request.order, request.mt, request.key);
-        let Some(clearing) = request.clearing(self.clearing())? else {
+        let Some(clearing) = request.clearing(self.clearing()) else {
             let (idx, _) = zone.alloc_preferring(cpu, order, Prefer::Unzeroed, mt, key)?;
             return Ok(zone.map().pfn(idx));
         };
@@ -84,9 +87,9 @@ where
     /// [`Cpu::alloc_raw`] of a run, of a block with slow-path callbacks, or of a request
     /// whose options conflict.
     #[inline(never)]
-    fn alloc_request(&self, mut request: AllocRequest<'_>) -> Result<Pfn, AllocError> {
+    fn alloc_request<Z>(&self, mut request: AllocRequest<'_, Z>) -> Result<Pfn, AllocError> {
         request.check()?;
-        let clearing = request.clearing(self.clearing())?;
+        let clearing = request.clearing(self.clearing());
         let (zone, cpu) = (self.zone, self.lists());
         if !request.is_block() {
             return zone.alloc_run(cpu, &mut request, clearing);

@@ -13,7 +13,7 @@ use crate::frame::{Frame, FrameState};
 use crate::migratetype::MigrateType;
 use crate::request::{AllocRequest, Holding};
 use crate::sync::spin_loop;
-use crate::zone::cpu::{Access, Cpu, Locked};
+use crate::zone::cpu::{Access, Cpu, ServedBy, Locked};
 use crate::zone::pcp::PerCpu;
 use lock_api::RawMutex;
 use mm_types::FrameRange;
@@ -50,7 +50,7 @@ where
     holding: Holding,
 }
 
-impl<'z, F, P, R, A> Cpu<'z, F, P, R, A>
+impl<'z, F, P, R, A, C> Cpu<'z, F, P, R, A, C>
 where
     F: AsRef<[Frame]>,
     P: AsRef<[PerCpu<R>]>,
@@ -63,11 +63,14 @@ where
     /// # Errors
     /// As [`Cpu::alloc_raw`].
     #[inline]
-    pub fn alloc(&self, request: AllocRequest<'_>) -> Result<Block<'z, F, P, R, A>, AllocError> {
+    pub fn alloc<Z>(&self, request: AllocRequest<'_, Z>) -> Result<Block<'z, F, P, R, A>, AllocError>
+    where
+        Z: ServedBy<C>,
+    {
         let holding = request.holding();
         let pfn = self.alloc_raw(request)?;
         Ok(Block {
-            cpu: *self,
+            cpu: self.without_clearer(),
             pfn: Cell::new(pfn),
             holding,
         })

@@ -23,10 +23,10 @@ where
 {
     /// [`Cpu::alloc_raw`](crate::Cpu::alloc_raw) of a run: contiguous, or from the buddy,
     /// zeroed through `clearing` if it is `Some`.
-    pub(crate) fn alloc_run(
+    pub(crate) fn alloc_run<Z>(
         &self,
         cpu: CpuLists<'_, R>,
-        request: &mut AllocRequest<'_>,
+        request: &mut AllocRequest<'_, Z>,
         clearing: Option<Clearing<'_>>,
     ) -> Result<Pfn, AllocError> {
         match request.frames {
@@ -42,10 +42,10 @@ where
     /// (its first `pages` frames zeroed if the request is), split into order-0 pages with one reference
     /// each, the pages past `pages` freed again at once.
     #[allow(unsafe_code)]
-    pub(crate) fn alloc_exact_request(
+    pub(crate) fn alloc_exact_request<Z>(
         &self,
         cpu: CpuLists<'_, R>,
-        request: &mut AllocRequest<'_>,
+        request: &mut AllocRequest<'_, Z>,
         pages: u64,
         clearing: Option<Clearing<'_>>,
     ) -> Result<Pfn, AllocError> {

@@ -164,7 +164,7 @@ pub use node::{
 };
 pub use reclaim::Reclaim;
 pub use report_sink::{PageReporting, ReportSink, ReportStats, ReportedBlock};
-pub use request::{AllocRequest, Holding};
+pub use request::{AllocRequest, HandleCleared, Holding, SelfCleared};
 pub use sync::DefaultRawMutex;
 pub use types::{MAX_SUPPORTED_ORDER, NodeId, NodePolicy, Order, OrderError};
 pub use vmalloc::VmArea;
@@ -176,7 +176,9 @@ pub use zone::check::Corruption;
 pub use zone::config::EAGER_PAGES;
 pub use zone::config::{LINUX_PCP_BATCH, Watermarks, ZoneConfig, pcp_batch_for, pcp_high_for};
 pub use zone::counters::{FallbackCounts, OpCounters};
-pub use zone::cpu::{Access, Cpu, Local, LocalCpu, Locked, StaticCpu};
+pub use zone::cpu::{
+    Access, Cpu, Local, LocalCpu, Locked, NoClearer, ServedBy, StaticCpu, WithClearer,
+};
 pub use zone::pcp::PerCpu;
 pub use zone::ranges::{DEFERRED_CHUNK_PAGES, MAX_ADDED_RANGES, MAX_DEFERRED_RANGES};
 pub use zone::stats::{FragmentationStats, MemoryStats};

@@ -80,6 +80,30 @@ impl OffsetMap {
     pub const unsafe fn new(offset: usize) -> Self {
         Self { offset }
     }
+
+    /// The map that reaches frame `first` at `at`, and frame `first + i` at
+    /// `at + i * 4 KiB`: the offset from one frame's address, as a kernel knows its direct
+    /// map or a buffer that models memory from `first` on. `at`'s provenance is exposed
+    /// (frames are reached through it).
+    ///
+    /// # Errors
+    /// [`ConfigError::DirectMapOffset`] (with `at`'s address) if `at` is not aligned to
+    /// 4 KiB or frame `first`'s physical address does not fit a `usize`.
+    ///
+    /// # Safety
+    /// As [`OffsetMap::new`]: every frame of the zones this map is used with is mapped
+    /// there, readable and writable, and nothing but the frame's owner (or the zone, while it
+    /// is free) accesses it.
+    pub unsafe fn with_frame_at(first: Pfn, at: *mut u8) -> Result<Self, ConfigError> {
+        let addr = at.expose_provenance();
+        let pa = first.start_address(FRAME).and_then(PhysAddr::as_usize);
+        match pa {
+            Some(pa) if addr.is_multiple_of(FRAME.bytes()) => Ok(Self {
+                offset: addr.wrapping_sub(pa),
+            }),
+            _ => Err(ConfigError::DirectMapOffset(addr)),
+        }
+    }
 }
 
 // SAFETY: `new`'s caller promised the mapping; the arithmetic below is that mapping (linear,
@@ -116,6 +140,44 @@ pub struct FrameClearer<M> {
     memory: M,
     clear: Clearer,
     verify: bool,
+}
+
+impl FrameClearer<OffsetMap> {
+    /// Clears through a direct map, the common case in one call: frame `first` at `at`,
+    /// frame `first + i` at `at + i * 4 KiB` ([`OffsetMap::with_frame_at`]), with
+    /// zero-core's detected policy ([`FrameClearer::detected`]). A kernel whose direct map
+    /// starts at `PHYS_OFFSET` passes `Pfn(0)` and `PHYS_OFFSET as *mut u8`; one with an
+    /// identity map `Pfn(0)` and a null pointer.
+    ///
+    /// ```
+    /// use buddy_sim::{AllocRequest, FrameClearer, Pfn, StaticZone};
+    /// const START: Pfn = Pfn(0x8_0000);
+    /// #[repr(C, align(4096))]
+    /// struct Page([u8; 4096]);
+    /// static ZONE: StaticZone<16, 1> = StaticZone::new_static_at(START);
+    /// let mut ram: Vec<Page> = (0..16).map(|_| Page([0xa5; 4096])).collect();
+    /// // SAFETY: frame `START + i` is `ram[i]`, which nothing else uses while the zone runs.
+    /// let clearer = unsafe { FrameClearer::direct_map(START, ram.as_mut_ptr().cast()) }?;
+    /// let cpu = ZONE.cpu(0)?.with_clearer(&clearer);
+    /// let page = cpu.alloc(AllocRequest::page().zeroed())?;
+    /// let i = (page.pfn().0 - START.0) as usize;
+    /// assert!(ram[i].0.iter().all(|&b| b == 0));
+    /// # drop(page);
+    /// # Ok::<(), buddy_sim::BuddyError>(())
+    /// ```
+    ///
+    /// # Errors
+    /// As [`OffsetMap::with_frame_at`].
+    ///
+    /// # Safety
+    /// As [`OffsetMap::new`]: every frame of the zones the clearer is used with is mapped
+    /// there, readable and writable, and nothing but the frame's owner (or the zone, while it
+    /// is free) accesses it.
+    pub unsafe fn direct_map(first: Pfn, at: *mut u8) -> Result<Self, ConfigError> {
+        // SAFETY: the caller's promise, passed on.
+        let memory = unsafe { OffsetMap::with_frame_at(first, at) }?;
+        Ok(Self::detected(memory))
+    }
 }
 
 impl<M: FrameMemory> FrameClearer<M> {
@@ -384,5 +446,31 @@ impl<'c> Clearing<'c> {
             clearer,
             verify: clearer.verifies(),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_map_from_one_frames_address_reaches_the_others_and_refuses_what_it_cannot_be() {
+        let at = core::ptr::without_provenance_mut::<u8>(0x20_0000);
+        // SAFETY: the map is only asked for addresses, never dereferenced.
+        let map = unsafe { OffsetMap::with_frame_at(Pfn(0x100), at) }.unwrap();
+        let ptr = map.frame_ptr(Pfn(0x102)).unwrap();
+        assert_eq!(ptr.as_ptr().addr(), 0x20_2000);
+        assert_eq!(map.pfn_at(ptr), Some(Pfn(0x102)));
+        // A first frame above the pointer: the offset wraps, frames still land in place.
+        // SAFETY: as above.
+        let low = unsafe { OffsetMap::with_frame_at(Pfn(0x1000), at) }.unwrap();
+        assert_eq!(low.frame_ptr(Pfn(0x1001)).unwrap().as_ptr().addr(), 0x20_1000);
+        let misaligned = at.wrapping_add(8);
+        // SAFETY: as above.
+        let bad = unsafe { OffsetMap::with_frame_at(Pfn(0x100), misaligned) };
+        assert_eq!(bad.unwrap_err(), ConfigError::DirectMapOffset(0x20_0008));
+        // SAFETY: as above.
+        let beyond = unsafe { FrameClearer::direct_map(Pfn(u64::MAX), at) };
+        assert_eq!(beyond.unwrap_err(), ConfigError::DirectMapOffset(0x20_0000));
     }
 }

@@ -458,9 +458,22 @@ where
     /// [`policy`](AllocRequest::policy) allows that has it, as
     /// [`Cpu::alloc_raw`](crate::Cpu::alloc_raw) does in one zone. A block (zeroed or not) is
     /// tried in every allowed zone without the slow path first, nearest first, then in each
-    /// with it; a run is tried in each zone in turn. A zeroed request's clearer must reach
-    /// every zone's memory. Free what it returns to the set ([`NodeSet::free_pages`]) or to
-    /// the zone that spans it ([`NodeSet::zone_of`]).
+    /// with it; a run is tried in each zone in turn. A zeroed request names its clearer
+    /// ([`AllocRequest::zeroed_with`]), which must reach every zone's memory: a node set has
+    /// no handle to clear through, so an [`AllocRequest::zeroed`] request
+    /// ([`HandleCleared`](crate::HandleCleared)) does not compile here. Free what it returns
+    /// to the set ([`NodeSet::free_pages`]) or to the zone that spans it
+    /// ([`NodeSet::zone_of`]).
+    ///
+    #[cfg_attr(feature = "alloc", doc = "```compile_fail,E0308")]
+    #[cfg_attr(not(feature = "alloc"), doc = "```ignore")]
+    /// use buddy_sim::{AllocRequest, BoxedNodeSet, BoxedZone, NodeId, Pfn, Topology, ZoneConfig};
+    /// let topology = Topology::new(1, &[10], &[NodeId(0)])?;
+    /// let zones = vec![BoxedZone::new_boxed(ZoneConfig::new(Pfn(0x1000), 64))?];
+    /// let set = BoxedNodeSet::new(topology, zones)?;
+    /// let page = set.alloc_raw(0, AllocRequest::page().zeroed())?; // no clearer to clear with
+    /// # Ok::<(), buddy_sim::BuddyError>(())
+    /// ```
     ///
     /// # Errors
     /// [`AllocError::BadCpu`], [`AllocError::BadNode`]; [`AllocError::OutOfMemory`] when no
@@ -511,7 +524,7 @@ where
         }
         let (order, policy, mt, key) = (request.order, request.policy, request.mt, request.key);
         // A node set has no handle: a zeroed request names its clearer.
-        let clearing = request.clearing(None)?;
+        let clearing = request.clearing(None);
         let prefer = match clearing {
             Some(_) => Prefer::Zeroed,
             None => Prefer::Unzeroed,
@@ -553,7 +566,7 @@ where
         mut request: AllocRequest<'_>,
     ) -> Result<(&Zone<F, P, R>, Pfn), AllocError> {
         request.check()?;
-        let clearing = request.clearing(None)?;
+        let clearing = request.clearing(None);
         if let Some(area) = request.cma {
             let z = self
                 .zone_at(area.base())

@@ -24,8 +24,8 @@ use mm_types::Pfn;
 /// # Safety
 /// As [`Cpu::free_contig_range`].
 #[allow(unsafe_code)]
-pub unsafe fn free_contig_range_per_page<F, P, R, A>(
-    cpu: &Cpu<'_, F, P, R, A>,
+pub unsafe fn free_contig_range_per_page<F, P, R, A, C>(
+    cpu: &Cpu<'_, F, P, R, A, C>,
     pfn: Pfn,
     nr: u64,
 ) -> Result<(), FreeError>

@@ -5,6 +5,7 @@
 //! `FrameAllocOptions`.
 
 use core::fmt;
+use core::marker::PhantomData;
 
 use crate::cma::CmaArea;
 use crate::error::request::RequestConflict;
@@ -31,8 +32,21 @@ use zero_core::Resched;
 /// # Ok::<(), buddy_sim::BuddyError>(())
 /// ```
 ///
+/// `Z` says who clears a zeroed request, and so which handles take it: [`SelfCleared`]
+/// (the default: not zeroed, or [`zeroed_with`](AllocRequest::zeroed_with) its own clearer;
+/// every handle and a node set take it) or [`HandleCleared`] ([`zeroed`](AllocRequest::zeroed):
+/// only a handle made [`with_clearer`](crate::Cpu::with_clearer) takes it). A zeroed request
+/// that nothing would clear does not compile:
+///
+/// ```compile_fail,E0277
+/// use buddy_sim::{AllocRequest, Pfn, StaticZone};
+/// static ZONE: StaticZone<16, 1> = StaticZone::new_static_at(Pfn(0));
+/// let cpu = ZONE.cpu(0)?; // no clearer
+/// let page = cpu.alloc(AllocRequest::page().zeroed())?;
+/// # Ok::<(), buddy_sim::BuddyError>(())
+/// ```
 #[must_use = "a request does nothing until it is handed to `alloc`"]
-pub struct AllocRequest<'a> {
+pub struct AllocRequest<'a, Z = SelfCleared> {
     pub(crate) order: Order,
     /// `Some(n)`: a run of `n` order-0 pages rather than one block.
     pub(crate) frames: Option<u64>,
@@ -54,7 +68,19 @@ pub struct AllocRequest<'a> {
     /// The CMA reservation a contiguous run comes from ([`AllocRequest::from_cma`]).
     pub(crate) cma: Option<CmaArea>,
     pub(crate) policy: NodePolicy,
+    /// Who clears it: `zeroed` without `clearer` only for [`HandleCleared`].
+    cleared_by: PhantomData<Z>,
 }
+
+/// An [`AllocRequest`] that needs no clearer from the handle that serves it: not zeroed, or
+/// naming its own ([`AllocRequest::zeroed_with`]).
+#[derive(Clone, Copy, Debug)]
+pub struct SelfCleared;
+
+/// An [`AllocRequest::zeroed`] request, cleared through the clearer of the handle that
+/// serves it ([`Cpu::with_clearer`](crate::Cpu::with_clearer)).
+#[derive(Clone, Copy, Debug)]
+pub struct HandleCleared;
 
 impl<'a> AllocRequest<'a> {
     /// One naturally aligned block of `2^order` frames, unmovable, not zeroed, from the
@@ -76,6 +102,7 @@ impl<'a> AllocRequest<'a> {
             frozen: false,
             cma: None,
             policy: NodePolicy::Local,
+            cleared_by: PhantomData,
         }
     }
 
@@ -96,6 +123,9 @@ impl<'a> AllocRequest<'a> {
         r
     }
 
+}
+
+impl<'a, Z> AllocRequest<'a, Z> {
     /// A run of [`AllocRequest::frames`] starting aligned to `2^align` frames.
     pub const fn aligned(mut self, align: Order) -> Self {
         self.align = align;
@@ -126,20 +156,46 @@ impl<'a> AllocRequest<'a> {
     /// Zeroed: every byte reads zero when it is handed out, a block known zero if the zone
     /// has one, else cleared (in zero-core's batches) through the clearer of the CPU handle
     /// that allocates ([`Cpu::with_clearer`](crate::Cpu::with_clearer)), made once at boot.
-    /// A handle without one refuses the request
-    /// ([`RequestConflict::ZeroedWithoutClearer`]); name a clearer with
-    /// [`AllocRequest::zeroed_with`] instead (a node set's allocations always do).
-    pub const fn zeroed(mut self) -> Self {
-        self.zeroed = true;
-        self
+    /// Only such a handle takes the request ([`HandleCleared`]: on another, it does not
+    /// compile); [`AllocRequest::zeroed_with`] names the clearer in the request instead (a
+    /// node set's zeroed allocations do).
+    pub const fn zeroed(self) -> AllocRequest<'a, HandleCleared> {
+        let mut r = self.cleared_by::<HandleCleared>();
+        r.zeroed = true;
+        r
     }
 
-    /// [`AllocRequest::zeroed`], cleared through `clearer` rather than the handle's.
-    pub fn zeroed_with<M: FrameMemory + 'a>(self, clearer: &'a FrameClearer<M>) -> Self {
+    /// [`AllocRequest::zeroed`], cleared through `clearer` rather than the handle's: any
+    /// handle, and a node set, takes it.
+    pub fn zeroed_with<M: FrameMemory + 'a>(
+        self,
+        clearer: &'a FrameClearer<M>,
+    ) -> AllocRequest<'a, SelfCleared> {
+        let mut r = self.cleared_by::<SelfCleared>();
+        r.zeroed = true;
+        r.clearer = Some(Clearing::of(clearer));
+        r
+    }
+
+    /// The same request, cleared by `Y`.
+    const fn cleared_by<Y>(self) -> AllocRequest<'a, Y> {
         AllocRequest {
-            zeroed: true,
-            clearer: Some(Clearing::of(clearer)),
-            ..self
+            order: self.order,
+            frames: self.frames,
+            align: self.align,
+            mt: self.mt,
+            key: self.key,
+            zeroed: self.zeroed,
+            clearer: self.clearer,
+            fault: self.fault,
+            resched: self.resched,
+            migrate: self.migrate,
+            reclaim: self.reclaim,
+            compact: self.compact,
+            frozen: self.frozen,
+            cma: self.cma,
+            policy: self.policy,
+            cleared_by: PhantomData,
         }
     }
 
@@ -266,25 +322,20 @@ impl<'a> AllocRequest<'a> {
     }
 
     /// How a zeroed request clears: the clearer it names, else `handle`'s; `None` for a
-    /// request that is not zeroed.
-    ///
-    /// # Errors
-    /// [`RequestConflict::ZeroedWithoutClearer`] for a zeroed request that names no clearer
-    /// when `handle` has none either.
+    /// request that is not zeroed. (A zeroed request names no clearer only as
+    /// [`HandleCleared`], which only a handle with a clearer takes.)
     #[inline(always)]
-    pub(crate) fn clearing<'c>(
-        &self,
-        handle: Option<Clearing<'c>>,
-    ) -> Result<Option<Clearing<'c>>, RequestConflict>
+    pub(crate) fn clearing<'c>(&self, handle: Option<Clearing<'c>>) -> Option<Clearing<'c>>
     where
         'a: 'c,
     {
         match (self.zeroed, self.clearer) {
-            (false, _) => Ok(None),
-            (true, Some(named)) => Ok(Some(named)),
-            (true, None) => handle
-                .map(Some)
-                .ok_or(RequestConflict::ZeroedWithoutClearer),
+            (false, _) => None,
+            (true, Some(named)) => Some(named),
+            (true, None) => {
+                debug_assert!(handle.is_some(), "a HandleCleared request on a plain handle");
+                handle
+            }
         }
     }
 
@@ -307,7 +358,7 @@ impl<'a> AllocRequest<'a> {
     }
 }
 
-impl fmt::Debug for AllocRequest<'_> {
+impl<Z> fmt::Debug for AllocRequest<'_, Z> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("AllocRequest")
             .field("order", &self.order)

@@ -114,7 +114,7 @@ impl RunSink for alloc::vec::Vec<FrameRange> {
     }
 }
 
-impl<F, P, R, A> Cpu<'_, F, P, R, A>
+impl<F, P, R, A, C> Cpu<'_, F, P, R, A, C>
 where
     F: AsRef<[Frame]>,
     P: AsRef<[PerCpu<R>]>,

@@ -54,10 +54,10 @@ impl World {
     /// [`World::new`] with its configuration changed by `tweak`.
     fn configured(nr: u64, cpus: usize, tweak: impl FnOnce(ZoneConfig) -> ZoneConfig) -> Self {
         let mut ram: Vec<Page> = (0..nr).map(|_| Page([0xEE; PAGE])).collect();
-        let offset = (ram.as_mut_ptr() as usize).wrapping_sub(START as usize * PAGE);
+        let first = ram.as_mut_ptr().cast();
         // SAFETY: frame START + i is ram[i], alive as long as the world; the zone and the
         // blocks' owners (this model) are all that touch it.
-        let memory = unsafe { OffsetMap::new(offset) };
+        let memory = unsafe { OffsetMap::with_frame_at(Pfn(START), first) }.unwrap();
         let cfg = tweak(ZoneConfig {
             pageblock_order: Order::new(4).unwrap(),
             ..ZoneConfig::new(Pfn(START), nr)

@@ -7,9 +7,9 @@
 
 mod common;
 
-use buddy_sim::testing::{NodeModel, NodeOp, Snapshot};
+use buddy_sim::testing::{NodeModel, NodeOp};
 use buddy_sim::{
-    AllocError, AllocRequest, CmaArea, ContigError, MapError, NoSuchCpu, RequestConflict,
+    AllocError, AllocRequest, CmaArea, ContigError, MapError, NoSuchCpu,
 };
 use buddy_sim::{
     BoxedNodeSet, BoxedZone, ConfigError, FrameState, Migration, NodeId, NodePolicy, Order, Pfn,
@@ -454,25 +454,6 @@ proptest! {
         }
         let end = model.finish();
         prop_assert!(end.is_ok(), "{end:?}");
-    }
-}
-
-#[test]
-fn a_node_sets_zeroed_request_names_its_clearer() {
-    let set = node_set(three_nodes(), &[(0, 64), (1, 64), (2, 64)]);
-    let before: Vec<_> = set.zones().map(Snapshot::of).collect();
-    for request in [
-        AllocRequest::page().zeroed(),
-        AllocRequest::frames(3).zeroed(),
-    ] {
-        assert_eq!(
-            set.alloc_raw(0, request),
-            Err(AllocError::Conflict(RequestConflict::ZeroedWithoutClearer))
-        );
-    }
-    let after: Vec<_> = set.zones().map(Snapshot::of).collect();
-    for (was, is) in before.iter().zip(&after) {
-        assert_eq!(was.difference(is), None);
     }
 }
 

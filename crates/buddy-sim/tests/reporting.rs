@@ -202,10 +202,10 @@ struct Aligned([u8; 4096]);
 impl WithMemory {
     fn new() -> (Vec<Aligned>, Self) {
         let mut ram: Vec<Aligned> = (0..256).map(|_| Aligned([0xA5; 4096])).collect();
-        let base = ram.as_mut_ptr().expose_provenance();
+        let first = ram.as_mut_ptr().cast();
         // SAFETY: frame START + i is ram[i], alive as long as the test; only the zone and
         // this test touch it.
-        let memory = unsafe { OffsetMap::new(base.wrapping_sub(START as usize * 4096)) };
+        let memory = unsafe { OffsetMap::with_frame_at(Pfn(START), first) }.unwrap();
         let clearer = FrameClearer::detected(memory).verifying();
         let w = Self {
             zone: zone(),

@@ -63,17 +63,6 @@ fn conflicting_options_are_refused_and_change_nothing() {
         conflict(cpu.alloc_raw(AllocRequest::page().fault_at(0))),
         RequestConflict::FaultWithoutZeroed
     );
-    // Zeroed through a handle that has no clearer: a block, a run and a contiguous run.
-    for request in [
-        AllocRequest::page().zeroed(),
-        AllocRequest::frames(3).zeroed(),
-        AllocRequest::frames(3).zeroed().contiguous(&mut refuse),
-    ] {
-        assert_eq!(
-            conflict(cpu.alloc_raw(request)),
-            RequestConflict::ZeroedWithoutClearer
-        );
-    }
     assert_eq!(z.cpu(2).map(|_| ()), Err(NoSuchCpu(2)));
     assert_eq!(before.difference(&Snapshot::of(&z)), None);
     // A zeroed block the clearer cannot reach: taken, then freed again.
@@ -131,9 +120,8 @@ fn a_raw_block_made_owned_again_frees_once() {
 #[test]
 fn an_owned_movable_block_follows_its_moves() {
     let mut ram: Vec<Page> = (0..64).map(|_| Page([0; 4096])).collect();
-    let offset = (ram.as_mut_ptr() as usize).wrapping_sub(START.0 as usize * 4096);
     // SAFETY: frame START + i is ram[i]; the test reads it only between zone calls.
-    let memory = unsafe { OffsetMap::new(offset) };
+    let memory = unsafe { OffsetMap::with_frame_at(START, ram.as_mut_ptr().cast()) }.unwrap();
     let z = BoxedZone::new_boxed(ZoneConfig {
         max_order: o(4),
         pageblock_order: o(4),

@@ -91,9 +91,8 @@ fn o(order: u8) -> Order {
 impl Fixture {
     fn new(preempt: PreemptModel) -> Self {
         let mut ram: Vec<Page> = (0..16).map(|_| Page([0xA5; 4096])).collect();
-        let offset = (ram.as_mut_ptr() as usize).wrapping_sub(START.0 as usize * 4096);
         // SAFETY: frame START + i is ram[i]; the tests read it only between zone calls.
-        let memory = unsafe { OffsetMap::new(offset) };
+        let memory = unsafe { OffsetMap::with_frame_at(START, ram.as_mut_ptr().cast()) }.unwrap();
         let cfg = ZoneConfig {
             max_order: o(4),
             pageblock_order: o(3),
@@ -279,9 +278,8 @@ fn the_debug_check_catches_a_write_after_free_into_a_known_zero_block() {
 fn memory_declared_zero_is_known_zero_and_reads_zero() {
     // Zero from the allocator: the embedder knows it.
     let mut ram: Vec<Page> = (0..8).map(|_| Page([0; 4096])).collect();
-    let offset = (ram.as_mut_ptr() as usize).wrapping_sub(START.0 as usize * 4096);
     // SAFETY: frame START + i is ram[i], read only between zone calls.
-    let memory = unsafe { OffsetMap::new(offset) };
+    let memory = unsafe { OffsetMap::with_frame_at(START, ram.as_mut_ptr().cast()) }.unwrap();
     let clearer = FrameClearer::new(
         memory,
         ClearConfig::new(PageSize::Size4KiB, PreemptModel::None),

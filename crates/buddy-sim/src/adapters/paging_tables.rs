@@ -36,9 +36,8 @@ use zero_core::NoResched;
 /// struct Page([u8; 4096]);
 /// let mut ram: Vec<Page> = (0..64).map(|_| Page([0xA5; 4096])).collect();
 /// let base = Pfn(0x40000);
-/// let offset = (ram.as_mut_ptr() as usize).wrapping_sub(0x4000_0000);
 /// // SAFETY: frame base + i is ram[i], which only the zone's owners use from here on.
-/// let memory = unsafe { OffsetMap::new(offset) };
+/// let memory = unsafe { OffsetMap::with_frame_at(base, ram.as_mut_ptr().cast()) }?;
 /// let zone = BoxedZone::new_boxed(ZoneConfig::new(base, 64))?;
 ///
 /// let tables = ZoneTables::new(&zone, 0, memory)?;

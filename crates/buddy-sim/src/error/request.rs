@@ -21,10 +21,6 @@ pub enum RequestConflict {
     AlignedBlock,
     /// [`AllocRequest::fault_at`](crate::AllocRequest::fault_at) without [`AllocRequest::zeroed`](crate::AllocRequest::zeroed).
     FaultWithoutZeroed,
-    /// [`AllocRequest::zeroed`](crate::AllocRequest::zeroed) through a CPU handle with no
-    /// clearer ([`Cpu::with_clearer`](crate::Cpu::with_clearer)), or on a node set: name one
-    /// with [`AllocRequest::zeroed_with`](crate::AllocRequest::zeroed_with).
-    ZeroedWithoutClearer,
 }
 
 impl fmt::Display for RequestConflict {
@@ -35,7 +31,6 @@ impl fmt::Display for RequestConflict {
             Self::CmaWithoutContiguous => "a CMA reservation hands out contiguous runs only",
             Self::AlignedBlock => "a block is aligned to its own order; ask for frames instead",
             Self::FaultWithoutZeroed => "a fault hint only orders the clearing of a zeroed request",
-            Self::ZeroedWithoutClearer => "a zeroed request needs a clearer: the handle has none",
         })
     }
 }

@@ -439,7 +439,7 @@ pub(crate) fn is_movable(w: Word) -> bool {
         && w.ignoring_mt() == Word::allocated(w.order())
 }
 
-impl<F, P, R, A> Cpu<'_, F, P, R, A>
+impl<F, P, R, A, C> Cpu<'_, F, P, R, A, C>
 where
     F: AsRef<[Frame]>,
     P: AsRef<[PerCpu<R>]>,

@@ -61,10 +61,10 @@ where
     /// anywhere in the zone ([`Zone::contig_pages`]), cleared through `clearing` if it is
     /// `Some`.
     #[allow(unsafe_code)]
-    pub(crate) fn alloc_contig_request(
+    pub(crate) fn alloc_contig_request<Z>(
         &self,
         pcp: CpuLists<'_, R>,
-        request: &mut AllocRequest<'_>,
+        request: &mut AllocRequest<'_, Z>,
         clearing: Option<Clearing<'_>>,
     ) -> Result<Pfn, AllocError> {
         let (nr, align) = match request.frames {
@@ -430,7 +430,7 @@ where
     }
 }
 
-impl<F, P, R, A> Cpu<'_, F, P, R, A>
+impl<F, P, R, A, C> Cpu<'_, F, P, R, A, C>
 where
     F: AsRef<[Frame]>,
     P: AsRef<[PerCpu<R>]>,

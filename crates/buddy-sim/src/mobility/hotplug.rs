@@ -200,7 +200,7 @@ mod tests {
     }
 }
 
-impl<F, P, R, A> Cpu<'_, F, P, R, A>
+impl<F, P, R, A, C> Cpu<'_, F, P, R, A, C>
 where
     F: AsRef<[Frame]>,
     P: AsRef<[PerCpu<R>]>,

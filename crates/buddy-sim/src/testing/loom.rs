@@ -243,11 +243,10 @@ struct Page([u8; 4096]);
 
 /// A verifying clearer over `ram`, which backs frames `START..START + 16`.
 fn clearer(ram: &mut [Page]) -> FrameClearer<OffsetMap> {
-    let base = ram.as_mut_ptr().expose_provenance();
-    let offset = base.wrapping_sub(START.0 as usize * 4096);
     // SAFETY: frame START + i is ram[i]; the threads reach it only through the zone's
     // owners, and the final checks read it after every thread joined.
-    let memory = unsafe { OffsetMap::new(offset) };
+    let memory = unsafe { OffsetMap::with_frame_at(START, ram.as_mut_ptr().cast()) };
+    let memory = memory.expect("a page-aligned buffer");
     FrameClearer::detected(memory).verifying()
 }
 

@@ -330,7 +330,7 @@ fn claim_sole_references(frames: &[Frame]) -> usize {
         .count()
 }
 
-impl<F, P, R, A> Cpu<'_, F, P, R, A>
+impl<F, P, R, A, C> Cpu<'_, F, P, R, A, C>
 where
     F: AsRef<[Frame]>,
     P: AsRef<[PerCpu<R>]>,

@@ -8,6 +8,7 @@ use core::marker::PhantomData;
 use crate::error::NoSuchCpu;
 use crate::frame::Frame;
 use crate::memory::{Clearing, FrameClearer, FrameMemory, ZeroFrames};
+use crate::request::{HandleCleared, SelfCleared};
 use crate::sync::DefaultRawMutex;
 use crate::zone::Zone;
 use crate::zone::pcp::{CpuLists, PerCpu};
@@ -43,24 +44,54 @@ impl Access for Local {
     const LOCAL: bool = true;
 }
 
+/// A [`Cpu`] handle with no clearer: it takes the requests that need none
+/// ([`SelfCleared`]).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct NoClearer;
+
+/// A [`Cpu`] handle made [`with_clearer`](Cpu::with_clearer): it also takes
+/// [`zeroed`](crate::AllocRequest::zeroed) requests ([`HandleCleared`]), clearing them
+/// through its clearer.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct WithClearer;
+
+/// Whether a request cleared by `Self` ([`SelfCleared`], [`HandleCleared`]) is served by a
+/// handle whose clearer is `C` ([`NoClearer`], [`WithClearer`]). Sealed.
+#[diagnostic::on_unimplemented(
+    message = "a zeroed request needs a clearer, and this CPU handle has none",
+    label = "`AllocRequest::zeroed()` clears through the handle's clearer",
+    note = "make the handle with `cpu.with_clearer(&clearer)`, or name the clearer in the \
+            request: `.zeroed_with(&clearer)`"
+)]
+pub trait ServedBy<C>: sealed::Sealed {}
+
+impl ServedBy<NoClearer> for SelfCleared {}
+impl ServedBy<WithClearer> for SelfCleared {}
+impl ServedBy<WithClearer> for HandleCleared {}
+
 mod sealed {
     pub trait Sealed {}
     impl Sealed for super::Locked {}
     impl Sealed for super::Local {}
+    impl Sealed for super::SelfCleared {}
+    impl Sealed for super::HandleCleared {}
 }
 
 /// The calls of one CPU on a zone: made by [`Zone::cpu`], which checks the CPU number once;
 /// every call through the handle then runs on that CPU's per-cpu lists. `A` says how the
 /// lists are reached: [`Locked`] (the default: under their lock) or [`Local`]
-/// ([`LocalCpu`], without it).
-pub struct Cpu<'z, F, P, R, A = Locked> {
+/// ([`LocalCpu`], without it); `C` whether it has a clearer for
+/// [`zeroed`](crate::AllocRequest::zeroed) requests: [`NoClearer`] (the default) or
+/// [`WithClearer`] ([`Cpu::with_clearer`]).
+pub struct Cpu<'z, F, P, R, A = Locked, C = NoClearer> {
     pub(crate) zone: &'z Zone<F, P, R>,
     pub(crate) pcp: &'z PerCpu<R>,
     id: usize,
     /// The clearer of its [`zeroed`](crate::AllocRequest::zeroed) requests
-    /// ([`Cpu::with_clearer`]), and whether it checks blocks known zero.
+    /// ([`Cpu::with_clearer`]), and whether it checks blocks known zero: `Some` exactly when
+    /// `C` is [`WithClearer`].
     clearer: Option<(&'z (dyn ZeroFrames + Sync + 'z), bool)>,
-    _access: PhantomData<A>,
+    _access: PhantomData<(A, C)>,
 }
 
 /// A [`Cpu`] handle whose calls reach the CPU's lists without their lock
@@ -132,7 +163,7 @@ where
     }
 }
 
-impl<'z, F, P, R, A> Cpu<'z, F, P, R, A>
+impl<'z, F, P, R, A, C> Cpu<'z, F, P, R, A, C>
 where
     F: AsRef<[Frame]>,
     P: AsRef<[PerCpu<R>]>,
@@ -167,15 +198,14 @@ where
     /// `cpu.alloc(AllocRequest::page().zeroed())` then names nothing more.
     ///
     /// ```
-    /// use buddy_sim::{AllocRequest, FrameClearer, OffsetMap, Pfn, StaticZone};
+    /// use buddy_sim::{AllocRequest, FrameClearer, Pfn, StaticZone};
     /// #[repr(C, align(4096))]
     /// struct Frame([u8; 4096]);
     /// static ZONE: StaticZone<16, 1> = StaticZone::new_static_at(Pfn(0));
     /// let zone = &ZONE;
     /// let mut ram: Vec<Frame> = (0..16).map(|_| Frame([0xa5; 4096])).collect();
     /// // SAFETY: frame `p` is `ram[p]`, which nothing else uses while the zone runs.
-    /// let memory = unsafe { OffsetMap::new(ram.as_mut_ptr() as usize) };
-    /// let clearer = FrameClearer::detected(memory);
+    /// let clearer = unsafe { FrameClearer::direct_map(Pfn(0), ram.as_mut_ptr().cast()) }?;
     /// let cpu = zone.cpu(0)?.with_clearer(&clearer);
     /// let page = cpu.alloc(AllocRequest::page().zeroed())?;
     /// let frame = &ram[page.pfn().0 as usize];
@@ -187,7 +217,7 @@ where
     pub fn with_clearer<'c, M: FrameMemory + Sync + 'c>(
         self,
         clearer: &'c FrameClearer<M>,
-    ) -> Cpu<'c, F, P, R, A>
+    ) -> Cpu<'c, F, P, R, A, WithClearer>
     where
         'z: 'c,
     {
@@ -196,6 +226,19 @@ where
             pcp: self.pcp,
             id: self.id,
             clearer: Some((clearer, clearer.verifies())),
+            _access: PhantomData,
+        }
+    }
+
+    /// The same handle without its clearer (what a [`Block`](crate::Block) keeps to free
+    /// itself).
+    #[inline]
+    pub(crate) const fn without_clearer(&self) -> Cpu<'z, F, P, R, A> {
+        Cpu {
+            zone: self.zone,
+            pcp: self.pcp,
+            id: self.id,
+            clearer: None,
             _access: PhantomData,
         }
     }
@@ -217,15 +260,15 @@ where
     }
 }
 
-impl<F, P, R, A> Clone for Cpu<'_, F, P, R, A> {
+impl<F, P, R, A, C> Clone for Cpu<'_, F, P, R, A, C> {
     fn clone(&self) -> Self {
         *self
     }
 }
 
-impl<F, P, R, A> Copy for Cpu<'_, F, P, R, A> {}
+impl<F, P, R, A, C> Copy for Cpu<'_, F, P, R, A, C> {}
 
-impl<F, P, R, A: Access> fmt::Debug for Cpu<'_, F, P, R, A> {
+impl<F, P, R, A: Access, C> fmt::Debug for Cpu<'_, F, P, R, A, C> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Cpu")
             .field("id", &self.id)
