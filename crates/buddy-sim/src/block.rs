@@ -13,7 +13,7 @@ use crate::frame::{Frame, FrameState};
 use crate::migratetype::MigrateType;
 use crate::request::{AllocRequest, Holding};
 use crate::sync::spin_loop;
-use crate::zone::cpu::{Access, Cpu, ServedBy, Locked};
+use crate::zone::cpu::{Access, Cpu, Locked, ServedBy};
 use crate::zone::pcp::PerCpu;
 use lock_api::RawMutex;
 use mm_types::FrameRange;
@@ -63,7 +63,10 @@ where
     /// # Errors
     /// As [`Cpu::alloc_raw`].
     #[inline]
-    pub fn alloc<Z>(&self, request: AllocRequest<'_, Z>) -> Result<Block<'z, F, P, R, A>, AllocError>
+    pub fn alloc<Z>(
+        &self,
+        request: AllocRequest<'_, Z>,
+    ) -> Result<Block<'z, F, P, R, A>, AllocError>
     where
         Z: ServedBy<C>,
     {

@@ -464,7 +464,10 @@ mod tests {
         // A first frame above the pointer: the offset wraps, frames still land in place.
         // SAFETY: as above.
         let low = unsafe { OffsetMap::with_frame_at(Pfn(0x1000), at) }.unwrap();
-        assert_eq!(low.frame_ptr(Pfn(0x1001)).unwrap().as_ptr().addr(), 0x20_1000);
+        assert_eq!(
+            low.frame_ptr(Pfn(0x1001)).unwrap().as_ptr().addr(),
+            0x20_1000
+        );
         let misaligned = at.wrapping_add(8);
         // SAFETY: as above.
         let bad = unsafe { OffsetMap::with_frame_at(Pfn(0x100), misaligned) };

@@ -122,7 +122,6 @@ impl<'a> AllocRequest<'a> {
         r.frames = Some(pages);
         r
     }
-
 }
 
 impl<'a, Z> AllocRequest<'a, Z> {
@@ -333,7 +332,10 @@ impl<'a, Z> AllocRequest<'a, Z> {
             (false, _) => None,
             (true, Some(named)) => Some(named),
             (true, None) => {
-                debug_assert!(handle.is_some(), "a HandleCleared request on a plain handle");
+                debug_assert!(
+                    handle.is_some(),
+                    "a HandleCleared request on a plain handle"
+                );
                 handle
             }
         }

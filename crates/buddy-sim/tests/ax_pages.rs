@@ -4,16 +4,17 @@
 #![cfg(not(loom))]
 
 mod common;
+use common::TestZone;
 
 use axallocator::{AllocError, BaseAllocator, PageAllocator};
-use buddy_sim::{AxPageAllocator, BoxedZone, BuddyError, Pfn, ZoneConfig};
+use buddy_sim::{AxPageAllocator, BuddyError, Pfn, ZoneConfig};
 use proptest::prelude::*;
 
 const PAGE: usize = 4096;
 
 /// The allocator on `z`'s `cpu`, frames at `offset`.
 fn ax(
-    z: &BoxedZone,
+    z: &TestZone,
     cpu: usize,
     offset: usize,
 ) -> Result<
@@ -26,9 +27,8 @@ fn ax(
 }
 
 /// An empty zone spanning `pages` frames from position `base` (offset 0: identity map).
-fn zone(base: usize, pages: u64) -> BoxedZone {
-    BoxedZone::new_boxed_empty(ZoneConfig::new(Pfn((base / PAGE) as u64), pages).with_cpus(2))
-        .unwrap()
+fn zone(base: usize, pages: u64) -> TestZone {
+    common::empty_zone(ZoneConfig::new(Pfn((base / PAGE) as u64), pages).with_cpus(2)).unwrap()
 }
 
 #[test]
@@ -67,7 +67,7 @@ fn runs_larger_than_a_block_are_served() {
         pageblock_order: buddy_sim::Order::new(4).unwrap(),
         ..ZoneConfig::new(Pfn((base / PAGE) as u64), 256).with_cpus(2)
     };
-    let z = BoxedZone::new_boxed_empty(cfg).unwrap();
+    let z = common::empty_zone(cfg).unwrap();
     let mut a = ax(&z, 1, 0).unwrap();
     a.init(base, 256 * PAGE);
     // A page in the way at the bottom: the run starts past it.
@@ -409,7 +409,7 @@ fn zeroed_runs_read_zero_over_dirty_memory() {
     let base = ram.as_mut_ptr() as usize;
     // Frames numbered by their address (the adapter's offset 0): frame `base / 4 KiB + i`
     // is `ram[i]`.
-    let z = BoxedZone::new_boxed_empty(
+    let z = common::empty_zone(
         ZoneConfig {
             max_order: buddy_sim::Order::new(3).unwrap(),
             pageblock_order: buddy_sim::Order::new(3).unwrap(),

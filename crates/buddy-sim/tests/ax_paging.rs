@@ -3,12 +3,14 @@
 //! frame back in the zone), and the handler's own calls (alignment, bad frees reported).
 #![cfg(all(not(loom), any(target_arch = "x86_64", target_arch = "aarch64")))]
 
+mod common;
+use common::TestZone;
+
 use std::sync::atomic::AtomicU64;
 use std::sync::{Mutex, OnceLock};
 
 use buddy_sim::{
-    AxPagingHandler, AxPagingZone, BoxedZone, BuddyError, DefaultRawMutex, Frame, PerCpu, Pfn,
-    ZoneConfig,
+    AxPagingHandler, AxPagingZone, BuddyError, DefaultRawMutex, Frame, PerCpu, Pfn, ZoneConfig,
 };
 use memory_addr::{PhysAddr, VirtAddr};
 use page_table_multiarch::{MappingFlags, PageSize, PagingHandler};
@@ -31,7 +33,7 @@ struct Page([AtomicU64; 512]);
 struct Tables<const N: usize>;
 
 struct Backing {
-    zone: BoxedZone,
+    zone: TestZone,
     /// The frames' memory, frame `FIRST` first (kept here: the zone's memory lives as long
     /// as the zone).
     ram: &'static [Page],
@@ -50,7 +52,7 @@ impl<const N: usize> Tables<N> {
                 .collect::<Vec<_>>();
             let cfg = ZoneConfig::new(Pfn(FIRST), FRAMES as u64).with_cpus(2);
             Backing {
-                zone: BoxedZone::new_boxed(cfg).unwrap(),
+                zone: common::zone(cfg).unwrap(),
                 ram: Vec::leak(ram),
                 failed: Mutex::new(Vec::new()),
             }
@@ -65,7 +67,7 @@ unsafe impl<const N: usize> AxPagingZone for Tables<N> {
     type PerCpus = Vec<PerCpu>;
     type Lock = DefaultRawMutex;
 
-    fn zone() -> &'static BoxedZone {
+    fn zone() -> &'static TestZone {
         &Self::backing().zone
     }
 

@@ -1,7 +1,8 @@
 //! What a failed operation leaves behind, and zones where frame numbers end: each case found
-//! by an independent check of the published crate, as a whole-zone [`Snapshot`] compared
-//! before and after (every frame's word, known-zero state, every pageblock's type, the
-//! counts). The class is covered by the lockstep model (`properties`, and the `buddy_ops`
+//! by an independent check of the published crate, as a whole-zone snapshot compared before
+//! and after (every frame's word, known-zero state, every pageblock's type, the counts:
+//! `testing::Snapshot`, with the feature `testing`; without it, the zone's statistics and
+//! its consistency check). The class is covered by the lockstep model (`properties`, and the `buddy_ops`
 //! fuzz target), which compares a snapshot around every failed operation.
 //!
 //! The frees are `unsafe`: these zones have no memory behind them, and no clearer or
@@ -9,13 +10,12 @@
 #![cfg(not(loom))]
 
 mod common;
+use common::Before;
+use common::TestZone;
 
-use buddy_sim::testing::Snapshot;
 use buddy_sim::zero_core::{ClearConfig, NoResched, PageSize, PreemptModel};
 use buddy_sim::{AllocError, ContigError, FreeError, MapError};
-use buddy_sim::{
-    AllocRequest, BoxedZone, FrameClearer, MigrateType, Migration, Order, Pfn, ZoneConfig,
-};
+use buddy_sim::{AllocRequest, FrameClearer, MigrateType, Migration, Order, Pfn, ZoneConfig};
 use common::Nowhere;
 
 fn o(order: u8) -> Order {
@@ -33,17 +33,17 @@ fn accept(_: &Migration) -> bool {
 const START: Pfn = Pfn(0x2000);
 
 /// 64 frames at 0x2000 in pageblocks of 16, MAX_ORDER 6: the zone of the reports.
-fn small_zone() -> BoxedZone {
+fn small_zone() -> TestZone {
     let cfg = ZoneConfig {
         pageblock_order: o(4),
         ..ZoneConfig::new(START, 64).with_max_order(o(6))
     };
-    BoxedZone::new_boxed_empty(cfg).unwrap()
+    common::empty_zone(cfg).unwrap()
 }
 
 /// A zone with one movable page at its start and the rest known zero: a migration target
 /// the refusing callback is handed comes out of the known-zero block at 0x2010.
-fn known_zero_but_one_movable_page() -> BoxedZone {
+fn known_zero_but_one_movable_page() -> TestZone {
     let z = small_zone();
     z.add_zeroed_memory(START, 64).unwrap();
     assert_eq!(z.alloc_movable(0, o(0), 1), Ok(START));
@@ -54,7 +54,7 @@ fn known_zero_but_one_movable_page() -> BoxedZone {
 #[test]
 fn a_refused_offline_keeps_the_known_zero_blocks_it_took_a_target_from() {
     let z = known_zero_but_one_movable_page();
-    let before = Snapshot::of(&z);
+    let before = Before::of(&z);
     let mut calls = 0;
     let mut count_and_refuse = |m: &Migration| {
         calls += 1;
@@ -67,13 +67,13 @@ fn a_refused_offline_keeps_the_known_zero_blocks_it_took_a_target_from() {
     assert_eq!(calls, 1);
     z.check().unwrap();
     assert_eq!(z.zeroed_pages(), 63);
-    assert_eq!(before.difference(&Snapshot::of(&z)), None);
+    before.assert_unchanged(&z);
 }
 
 #[test]
 fn a_refused_contiguous_allocation_keeps_the_known_zero_blocks_it_took_a_target_from() {
     let z = known_zero_but_one_movable_page();
-    let before = Snapshot::of(&z);
+    let before = Before::of(&z);
     for frozen in [false, true] {
         let got = if frozen {
             z.alloc_contig_frozen_range(0, START, 16, &mut refuse)
@@ -82,12 +82,12 @@ fn a_refused_contiguous_allocation_keeps_the_known_zero_blocks_it_took_a_target_
         };
         assert_eq!(got, Err(ContigError::Busy(START)));
         z.check().unwrap();
-        assert_eq!(before.difference(&Snapshot::of(&z)), None);
+        before.assert_unchanged(&z);
     }
 }
 
 /// A block of `2^order` frames of kind `mt` from CPU 0.
-fn alloc_on_cpu0(z: &BoxedZone, order: u8, mt: MigrateType) -> Pfn {
+fn alloc_on_cpu0(z: &TestZone, order: u8, mt: MigrateType) -> Pfn {
     z.cpu(0)
         .unwrap()
         .alloc_raw(AllocRequest::order(o(order)).kind(mt))
@@ -108,7 +108,7 @@ fn a_refused_move_gives_back_the_pageblock_its_target_claimed() {
         z.pageblock_type(Pfn(0x2030)),
         Ok((MigrateType::Unmovable, false))
     );
-    let before = Snapshot::of(&z);
+    let before = Before::of(&z);
     assert_eq!(
         z.alloc_contig_range(0, START, 16, &mut refuse),
         Err(ContigError::Busy(START))
@@ -118,7 +118,7 @@ fn a_refused_move_gives_back_the_pageblock_its_target_claimed() {
         z.pageblock_type(Pfn(0x2030)),
         Ok((MigrateType::Unmovable, false))
     );
-    assert_eq!(before.difference(&Snapshot::of(&z)), None);
+    before.assert_unchanged(&z);
     // Accepted, the same move claims it, as a movable allocation falling back would.
     assert_eq!(z.alloc_contig_range(0, START, 16, &mut accept), Ok(()));
     assert_eq!(
@@ -168,7 +168,7 @@ fn top_zone(nr: u64) -> ZoneConfig {
 
 #[test]
 fn a_zone_at_the_top_of_the_pfn_space_builds_and_works() {
-    let z = BoxedZone::new_boxed(top_zone(3000)).unwrap();
+    let z = common::zone(top_zone(3000)).unwrap();
     z.check().unwrap();
     assert_eq!(z.free_pages_total(), 3000);
     // Everything handed out and given back, block by block, then as one contiguous run.

@@ -9,14 +9,16 @@
 //! memory no more.
 
 mod common;
+use common::Before;
+use common::TestZone;
 
 use buddy_sim::FreeError;
 use buddy_sim::{AllocError, ContigError};
 use std::collections::BTreeMap;
 
 use buddy_sim::{
-    AllocRequest, BoxedZone, CmaArea, CompactReason, CompactStats, CompactWork, FrameMemory,
-    FrameState, MigrateType, Migration, OffsetMap, Order, Pfn, ZoneConfig,
+    AllocRequest, CmaArea, CompactReason, CompactStats, CompactWork, FrameMemory, FrameState,
+    MigrateType, Migration, OffsetMap, Order, Pfn, ZoneConfig,
 };
 use proptest::prelude::*;
 use std::cell::RefCell;
@@ -30,7 +32,7 @@ struct Page([u8; PAGE]);
 /// A zone of `nr` frames from `START` (pageblocks of 16 frames, MAX_ORDER 6) with a buffer
 /// as its memory.
 struct World {
-    zone: BoxedZone,
+    zone: TestZone,
     _ram: Vec<Page>,
     memory: OffsetMap,
     /// Movable allocations by key: where each one is now.
@@ -65,7 +67,7 @@ impl World {
                 .with_cpus(cpus)
         });
         Self {
-            zone: BoxedZone::new_boxed(cfg).unwrap(),
+            zone: common::zone(cfg).unwrap(),
             _ram: ram,
             memory,
             movable: BTreeMap::new(),
@@ -876,7 +878,6 @@ fn huge_pages_taken(reserve: bool) -> (World, usize) {
 
 #[test]
 fn a_pageblock_reserve_keeps_a_free_pageblock_from_huge_pages_for_an_unmovable_fallback() {
-    use buddy_sim::testing::Snapshot;
     // Defrag mode as Linux's: huge pages take every pageblock, and an unmovable page
     // finds none.
     let (mut w, huge) = huge_pages_taken(false);
@@ -888,14 +889,14 @@ fn a_pageblock_reserve_keeps_a_free_pageblock_from_huge_pages_for_an_unmovable_f
     let (mut w, huge) = huge_pages_taken(true);
     assert_eq!(huge, 7);
     let pageblock = Order::new(4).unwrap();
-    let before = Snapshot::of(&w.zone);
+    let before = Before::of(&w.zone);
     let refused = w
         .zone
         .cpu(0)
         .unwrap()
         .alloc_raw(AllocRequest::order(pageblock).movable(u64::MAX));
     assert_eq!(refused, Err(AllocError::OutOfMemory(pageblock)));
-    assert_eq!(before.difference(&Snapshot::of(&w.zone)), None);
+    before.assert_unchanged(&w.zone);
     // The reserve is the unmovable fallback's: it claims the pageblock whole.
     let pfn = w.alloc(0, Order::ZERO, MigrateType::Unmovable).unwrap();
     let f = w.zone.fragmentation();
@@ -988,15 +989,14 @@ fn a_pageblock_reserve_is_defrag_modes() {
         without.validate(),
         Err(ConfigError::ReserveWithoutDefragMode)
     );
-    assert!(BoxedZone::new_boxed(without).is_err());
+    assert!(common::zone(without).is_err());
 }
 
 #[test]
 fn a_movable_only_zone_refuses_other_kinds_and_changes_nothing() {
-    use buddy_sim::testing::Snapshot;
     let mut w = World::configured(64, 1, ZoneConfig::movable_only);
     w.alloc(0, Order::ZERO, MigrateType::Movable).unwrap();
-    let before = Snapshot::of(&w.zone);
+    let before = Before::of(&w.zone);
     for mt in [MigrateType::Unmovable, MigrateType::Reclaimable] {
         for order in [0, 3, 5] {
             let r = w
@@ -1007,7 +1007,7 @@ fn a_movable_only_zone_refuses_other_kinds_and_changes_nothing() {
             assert_eq!(r, Err(AllocError::MovableOnly(mt)));
         }
     }
-    assert_eq!(before.difference(&Snapshot::of(&w.zone)), None);
+    before.assert_unchanged(&w.zone);
     // Contiguous runs are what the region is for: movable pages move out of their way.
     w.contig_pages(32, Order::new(5).unwrap(), false).unwrap();
     w.verify();
@@ -1064,15 +1064,12 @@ fn a_cma_reservation_lends_its_memory_to_movable_allocations_only() {
     assert_eq!(w.zone.stats().cma_free, 0);
     // The owner's run needs its borrowers moved, and nothing outside is free: it fails,
     // moving nothing.
-    let before = buddy_sim::testing::Snapshot::of(&w.zone);
+    let before = Before::of(&w.zone);
     assert!(matches!(
         w.cma_alloc(64, Order::ZERO),
         Err(AllocError::OutOfMemory(_))
     ));
-    assert_eq!(
-        before.difference(&buddy_sim::testing::Snapshot::of(&w.zone)),
-        None
-    );
+    before.assert_unchanged(&w.zone);
     // With room outside, the borrowers move out (data and all) and the run comes back.
     while !w.fixed.is_empty() {
         w.free(0, w.movable.len());
@@ -1126,7 +1123,7 @@ fn a_reservation_is_made_around_movable_pages_and_refused_around_pinned_ones() {
     // so does a frame already reserved, and a range that is not whole pageblocks.
     let pinned = w.alloc(0, Order::ZERO, MigrateType::Unmovable).unwrap();
     let at = Pfn(pinned.0 & !15);
-    let before = buddy_sim::testing::Snapshot::of(&w.zone);
+    let before = Before::of(&w.zone);
     let mut refuse = |_: &Migration| false;
     assert_eq!(
         w.zone.reserve_cma_at(0, at, 16, &mut refuse),
@@ -1143,10 +1140,7 @@ fn a_reservation_is_made_around_movable_pages_and_refused_around_pinned_ones() {
             order: Order::new(4).unwrap()
         })
     );
-    assert_eq!(
-        before.difference(&buddy_sim::testing::Snapshot::of(&w.zone)),
-        None
-    );
+    before.assert_unchanged(&w.zone);
     // Lengths the zone cannot hold, up to the end of the pfn space, and a range outside it.
     for nr in [0, 4096, u64::MAX - 3, u64::MAX] {
         let r = w.zone.reserve_cma(0, nr, Order::ZERO, &mut refuse);
@@ -1165,13 +1159,10 @@ fn a_reservation_is_made_around_movable_pages_and_refused_around_pinned_ones() {
             .reserve_cma_at(0, Pfn(u64::MAX - 31), 16, &mut refuse),
         Err(ContigError::OutOfZone(Pfn(u64::MAX - 31)))
     );
-    assert_eq!(
-        before.difference(&buddy_sim::testing::Snapshot::of(&w.zone)),
-        None
-    );
+    before.assert_unchanged(&w.zone);
     // A request naming an area that is not a reservation of this zone, or naming one
     // without being contiguous, is refused.
-    let other = BoxedZone::new_boxed(ZoneConfig {
+    let other = common::zone(ZoneConfig {
         pageblock_order: Order::new(4).unwrap(),
         ..ZoneConfig::new(Pfn(START + 4096), 64).with_max_order(Order::new(6).unwrap())
     })
@@ -1194,9 +1185,6 @@ fn a_reservation_is_made_around_movable_pages_and_refused_around_pinned_ones() {
             buddy_sim::RequestConflict::CmaWithoutContiguous
         ))
     );
-    assert_eq!(
-        before.difference(&buddy_sim::testing::Snapshot::of(&w.zone)),
-        None
-    );
+    before.assert_unchanged(&w.zone);
     w.free_everything();
 }

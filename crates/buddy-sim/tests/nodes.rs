@@ -6,29 +6,25 @@
 //! migration writes.
 
 mod common;
+use common::{TestNodeSet, TestZone};
 
-use buddy_sim::testing::{NodeModel, NodeOp};
+use buddy_sim::{AllocError, AllocRequest, CmaArea, ContigError, MapError, NoSuchCpu};
 use buddy_sim::{
-    AllocError, AllocRequest, CmaArea, ContigError, MapError, NoSuchCpu,
+    ConfigError, FrameState, Migration, NodeId, NodePolicy, Order, Pfn, Topology, ZoneConfig,
 };
-use buddy_sim::{
-    BoxedNodeSet, BoxedZone, ConfigError, FrameState, Migration, NodeId, NodePolicy, Order, Pfn,
-    Topology, ZoneConfig,
-};
-use proptest::prelude::*;
 
 fn o(order: u8) -> Order {
     Order::new(order).unwrap()
 }
 
 /// [`zone_on`] node 0.
-fn zone(start: u64, nr: u64, cpus: usize, usable: &[(u64, u64)]) -> BoxedZone {
+fn zone(start: u64, nr: u64, cpus: usize, usable: &[(u64, u64)]) -> TestZone {
     zone_on(0, start, nr, cpus, usable)
 }
 
 /// A zone on `node` of `nr` frames from `start` (MAX_ORDER 5, pageblocks of 16 frames) for
 /// `cpus` CPUs, with the ranges `usable` (offsets, lengths) added.
-fn zone_on(node: u8, start: u64, nr: u64, cpus: usize, usable: &[(u64, u64)]) -> BoxedZone {
+fn zone_on(node: u8, start: u64, nr: u64, cpus: usize, usable: &[(u64, u64)]) -> TestZone {
     let cfg = ZoneConfig {
         max_order: o(5),
         pageblock_order: o(4),
@@ -38,7 +34,7 @@ fn zone_on(node: u8, start: u64, nr: u64, cpus: usize, usable: &[(u64, u64)]) ->
         pcp_batch: 2,
         ..ZoneConfig::new(Pfn(start), nr).with_node(NodeId(node))
     };
-    let z = BoxedZone::new_boxed_empty(cfg).unwrap();
+    let z = common::empty_zone(cfg).unwrap();
     for &(off, len) in usable {
         z.add_memory(Pfn(start + off), len).unwrap();
     }
@@ -47,7 +43,7 @@ fn zone_on(node: u8, start: u64, nr: u64, cpus: usize, usable: &[(u64, u64)]) ->
 
 /// Nodes with the zones `(node, frames)` laid out one after another from frame 0x1000, all
 /// of each usable.
-fn node_set(topology: Topology, zones: &[(u8, u64)]) -> BoxedNodeSet {
+fn node_set(topology: Topology, zones: &[(u8, u64)]) -> TestNodeSet {
     let cpus = topology.cpus();
     let mut at = 0x1000;
     let mut built = Vec::new();
@@ -55,10 +51,10 @@ fn node_set(topology: Topology, zones: &[(u8, u64)]) -> BoxedNodeSet {
         built.push(zone_on(node, at, nr, cpus, &[(0, nr)]));
         at += nr;
     }
-    BoxedNodeSet::new(topology, built).unwrap()
+    common::node_set(topology, built).unwrap()
 }
 
-fn node_of(set: &BoxedNodeSet, pfn: Pfn) -> NodeId {
+fn node_of(set: &TestNodeSet, pfn: Pfn) -> NodeId {
     set.zone_of(pfn).unwrap().node()
 }
 
@@ -171,7 +167,7 @@ fn hot_add_spans_a_nodes_zones_all_or_nothing() {
         zone_on(1, 0x1040, 64, 2, &[]),
         zone_on(1, 0x1080, 64, 2, &[]),
     ];
-    let set = BoxedNodeSet::new(t, zones).unwrap();
+    let set = common::node_set(t, zones).unwrap();
     assert_eq!(set.node_stats(NodeId(1)).unwrap().present, 0);
     // Into node 0's zone: not node 1's.
     assert_eq!(
@@ -316,7 +312,7 @@ fn bad_topologies_and_node_sets_are_refused() {
     // topology.
     let two = || vec![zone(0x1000, 64, 2, &[]), zone_on(1, 0x1020, 64, 2, &[])];
     assert_eq!(
-        BoxedNodeSet::new(t.clone(), two()).err(),
+        common::node_set(t.clone(), two()).err(),
         Some(ConfigError::ZonesOverlap {
             first: 0,
             second: 1
@@ -325,14 +321,14 @@ fn bad_topologies_and_node_sets_are_refused() {
     let mut swapped = two();
     swapped.reverse();
     assert_eq!(
-        BoxedNodeSet::new(t.clone(), swapped).err(),
+        common::node_set(t.clone(), swapped).err(),
         Some(ConfigError::ZonesOverlap {
             first: 0,
             second: 1
         })
     );
     assert_eq!(
-        BoxedNodeSet::new(t.clone(), vec![zone(0x1000, 64, 1, &[])]).err(),
+        common::node_set(t.clone(), vec![zone(0x1000, 64, 1, &[])]).err(),
         Some(ConfigError::ZoneCpus {
             zone: 0,
             cpus: 1,
@@ -340,120 +336,129 @@ fn bad_topologies_and_node_sets_are_refused() {
         })
     );
     assert_eq!(
-        BoxedNodeSet::new(t, vec![zone_on(5, 0x1000, 64, 2, &[])]).err(),
+        common::node_set(t, vec![zone_on(5, 0x1000, 64, 2, &[])]).err(),
         Some(ConfigError::ZoneNode { zone: 0, node: 5 })
     );
 }
 
-/// A random topology: 1 to 4 nodes, distances 11 to 60 (not always symmetric), 1 to 3 CPUs.
-fn topology() -> impl Strategy<Value = Topology> {
-    (1usize..=4).prop_flat_map(|nodes| {
-        (
-            proptest::collection::vec(11u8..=60, nodes * nodes),
-            proptest::collection::vec(0..nodes as u8, 1..=3),
-        )
-            .prop_map(move |(mut d, cpus)| {
-                for a in 0..nodes {
-                    d[a * nodes + a] = 10;
-                }
-                let cpus: Vec<NodeId> = cpus.into_iter().map(NodeId).collect();
-                Topology::new(nodes, &d, &cpus).unwrap()
-            })
-    })
-}
+/// The node set against its model over random operations (`testing::NodeModel`, which
+/// needs the `alloc` and `testing` features).
+#[cfg(all(feature = "alloc", feature = "testing"))]
+mod model {
+    use super::*;
+    use buddy_sim::testing::{NodeModel, NodeOp};
+    use proptest::prelude::*;
 
-/// A memory map for `nodes` nodes: each node one or two zones of 64 to 256 frames, in a
-/// random node order, each with up to two holes of whole pageblocks.
-/// Zones as `(node, frames, usable ranges as (offset, frames))`.
-type MemoryMap = Vec<(u8, u64, Vec<(u64, u64)>)>;
-
-fn memory_map(nodes: usize) -> impl Strategy<Value = MemoryMap> {
-    let zone = |node: u8| {
-        (
-            4u64..=16,
-            proptest::collection::vec((0u64..16, 1u64..4), 0..=2),
-        )
-            .prop_map(move |(blocks, holes)| {
-                let nr = blocks * 16;
-                // Usable: the zone minus the holes (pageblock-aligned), as ranges.
-                let mut usable = vec![true; blocks as usize];
-                for (at, len) in holes {
-                    for b in at..(at + len).min(blocks) {
-                        usable[b as usize] = false;
+    /// A random topology: 1 to 4 nodes, distances 11 to 60 (not always symmetric), 1 to 3 CPUs.
+    fn topology() -> impl Strategy<Value = Topology> {
+        (1usize..=4).prop_flat_map(|nodes| {
+            (
+                proptest::collection::vec(11u8..=60, nodes * nodes),
+                proptest::collection::vec(0..nodes as u8, 1..=3),
+            )
+                .prop_map(move |(mut d, cpus)| {
+                    for a in 0..nodes {
+                        d[a * nodes + a] = 10;
                     }
-                }
-                let mut ranges = Vec::new();
-                let mut b = 0;
-                while b < blocks as usize {
-                    if usable[b] {
-                        let s = b;
-                        while b < blocks as usize && usable[b] {
+                    let cpus: Vec<NodeId> = cpus.into_iter().map(NodeId).collect();
+                    Topology::new(nodes, &d, &cpus).unwrap()
+                })
+        })
+    }
+
+    /// A memory map for `nodes` nodes: each node one or two zones of 64 to 256 frames, in a
+    /// random node order, each with up to two holes of whole pageblocks.
+    /// Zones as `(node, frames, usable ranges as (offset, frames))`.
+    type MemoryMap = Vec<(u8, u64, Vec<(u64, u64)>)>;
+
+    fn memory_map(nodes: usize) -> impl Strategy<Value = MemoryMap> {
+        let zone = |node: u8| {
+            (
+                4u64..=16,
+                proptest::collection::vec((0u64..16, 1u64..4), 0..=2),
+            )
+                .prop_map(move |(blocks, holes)| {
+                    let nr = blocks * 16;
+                    // Usable: the zone minus the holes (pageblock-aligned), as ranges.
+                    let mut usable = vec![true; blocks as usize];
+                    for (at, len) in holes {
+                        for b in at..(at + len).min(blocks) {
+                            usable[b as usize] = false;
+                        }
+                    }
+                    let mut ranges = Vec::new();
+                    let mut b = 0;
+                    while b < blocks as usize {
+                        if usable[b] {
+                            let s = b;
+                            while b < blocks as usize && usable[b] {
+                                b += 1;
+                            }
+                            ranges.push((s as u64 * 16, (b - s) as u64 * 16));
+                        } else {
                             b += 1;
                         }
-                        ranges.push((s as u64 * 16, (b - s) as u64 * 16));
-                    } else {
-                        b += 1;
                     }
-                }
-                (node, nr, ranges)
-            })
-    };
-    let per_node: Vec<_> = (0..nodes as u8)
-        .map(|n| proptest::collection::vec(zone(n), 1..=2))
-        .collect();
-    (per_node, any::<prop::sample::Index>()).prop_map(|(zones, rot)| {
-        let mut all: Vec<_> = zones.into_iter().flatten().collect();
-        let len = all.len();
-        all.rotate_left(rot.index(len));
-        all
-    })
-}
+                    (node, nr, ranges)
+                })
+        };
+        let per_node: Vec<_> = (0..nodes as u8)
+            .map(|n| proptest::collection::vec(zone(n), 1..=2))
+            .collect();
+        (per_node, any::<prop::sample::Index>()).prop_map(|(zones, rot)| {
+            let mut all: Vec<_> = zones.into_iter().flatten().collect();
+            let len = all.len();
+            all.rotate_left(rot.index(len));
+            all
+        })
+    }
 
-fn node_op() -> impl Strategy<Value = NodeOp> {
-    prop_oneof![
-        4 => (0usize..4, 0u8..7, 0u8..3, 0u8..5, any::<bool>()).prop_map(
-            |(cpu, order, policy, node, movable)| NodeOp::Alloc { cpu, order, policy, node, movable }
-        ),
-        3 => (0usize..3, 0usize..64).prop_map(|(cpu, slot)| NodeOp::Free { cpu, slot }),
-        1 => (0usize..3, 0usize..8, 0u64..256, 1u64..64, any::<bool>()).prop_map(
-            |(cpu, zone, offset, len, refuse)| NodeOp::Offline { cpu, zone, offset, len, refuse }
-        ),
-        1 => (0usize..8, any::<bool>()).prop_map(|(slot, zeroed)| NodeOp::Online { slot, zeroed }),
-    ]
-}
+    fn node_op() -> impl Strategy<Value = NodeOp> {
+        prop_oneof![
+            4 => (0usize..4, 0u8..7, 0u8..3, 0u8..5, any::<bool>()).prop_map(
+                |(cpu, order, policy, node, movable)| NodeOp::Alloc { cpu, order, policy, node, movable }
+            ),
+            3 => (0usize..3, 0usize..64).prop_map(|(cpu, slot)| NodeOp::Free { cpu, slot }),
+            1 => (0usize..3, 0usize..8, 0u64..256, 1u64..64, any::<bool>()).prop_map(
+                |(cpu, zone, offset, len, refuse)| NodeOp::Offline { cpu, zone, offset, len, refuse }
+            ),
+            1 => (0usize..8, any::<bool>()).prop_map(|(slot, zeroed)| NodeOp::Online { slot, zeroed }),
+        ]
+    }
 
-proptest! {
-    #![proptest_config(common::proptest_config(2))]
+    proptest! {
+        #![proptest_config(common::proptest_config(2))]
 
-    /// Random topologies and memory maps, low in the pfn space or at its top: every
-    /// allocation lands on the node the fallback order says, offline and online answer as
-    /// the model says, and every node's counts match after every step.
-    #[test]
-    fn nodes_follow_the_model(
-        (topology, map) in topology().prop_flat_map(|t| {
-            let nodes = t.nodes();
-            (Just(t), memory_map(nodes))
-        }),
-        ops in proptest::collection::vec(node_op(), 1..80),
-        at_top in any::<bool>(),
-    ) {
-        let cpus = topology.cpus();
-        // From frame 0x1000, or ending at the top of the pfn space.
-        let span: u64 = map.iter().map(|(_, nr, _)| nr + 16).sum();
-        let mut at = if at_top { u64::MAX - span } else { 0x1000 };
-        let mut zones = Vec::new();
-        for (node, nr, usable) in &map {
-            zones.push(zone_on(*node, at, *nr, cpus, usable));
-            at += nr + 16;
+        /// Random topologies and memory maps, low in the pfn space or at its top: every
+        /// allocation lands on the node the fallback order says, offline and online answer as
+        /// the model says, and every node's counts match after every step.
+        #[test]
+        fn nodes_follow_the_model(
+            (topology, map) in topology().prop_flat_map(|t| {
+                let nodes = t.nodes();
+                (Just(t), memory_map(nodes))
+            }),
+            ops in proptest::collection::vec(node_op(), 1..80),
+            at_top in any::<bool>(),
+        ) {
+            let cpus = topology.cpus();
+            // From frame 0x1000, or ending at the top of the pfn space.
+            let span: u64 = map.iter().map(|(_, nr, _)| nr + 16).sum();
+            let mut at = if at_top { u64::MAX - span } else { 0x1000 };
+            let mut zones = Vec::new();
+            for (node, nr, usable) in &map {
+                zones.push(zone_on(*node, at, *nr, cpus, usable));
+                at += nr + 16;
+            }
+            let set = common::node_set(topology, zones).unwrap();
+            let mut model = NodeModel::new(set);
+            for op in ops {
+                let step = model.apply(op);
+                prop_assert!(step.is_ok(), "{op:?}: {step:?}");
+            }
+            let end = model.finish();
+            prop_assert!(end.is_ok(), "{end:?}");
         }
-        let set = BoxedNodeSet::new(topology, zones).unwrap();
-        let mut model = NodeModel::new(set);
-        for op in ops {
-            let step = model.apply(op);
-            prop_assert!(step.is_ok(), "{op:?}: {step:?}");
-        }
-        let end = model.finish();
-        prop_assert!(end.is_ok(), "{end:?}");
     }
 }
 
@@ -475,11 +480,11 @@ fn movable_zones_take_movable_blocks_only() {
             } else {
                 *z.config()
             };
-            built.push(BoxedZone::new_boxed(cfg).unwrap());
+            built.push(common::zone(cfg).unwrap());
             at += nr;
         }
     }
-    let set = BoxedNodeSet::new(t, built).unwrap();
+    let set = common::node_set(t, built).unwrap();
     let movable_zone = |pfn: Pfn| set.zone_of(pfn).unwrap().config().movable_only;
     // Unmovable pages fill both normal zones (128 frames), then fail: the movable zones'
     // 256 free frames are not theirs.

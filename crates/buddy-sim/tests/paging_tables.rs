@@ -2,11 +2,12 @@
 //! the failures aarch64-paging's infallible trait leaves room for are reported or refused.
 
 mod common;
+use common::TestZone;
 
 use aarch64_paging::Mapping;
 use aarch64_paging::descriptor::{El1Attributes, PhysicalAddress};
 use aarch64_paging::paging::{Constraints, El1And0, MemoryRegion, PageTable, Translation, VaRange};
-use buddy_sim::{BoxedZone, BuddyError, OffsetMap, Pfn, ZoneConfig, ZoneTables};
+use buddy_sim::{BuddyError, OffsetMap, Pfn, ZoneConfig, ZoneTables};
 use common::Nowhere;
 use core::ptr::NonNull;
 
@@ -28,8 +29,8 @@ fn memory(ram: &mut [Page]) -> OffsetMap {
     unsafe { OffsetMap::new(offset) }
 }
 
-fn zone() -> BoxedZone {
-    BoxedZone::new_boxed(ZoneConfig::new(Pfn((BASE_PA >> 12) as u64), FRAMES)).unwrap()
+fn zone() -> TestZone {
+    common::zone(ZoneConfig::new(Pfn((BASE_PA >> 12) as u64), FRAMES)).unwrap()
 }
 
 const NORMAL: El1Attributes = El1Attributes::ATTRIBUTE_INDEX_1
@@ -37,7 +38,7 @@ const NORMAL: El1Attributes = El1Attributes::ATTRIBUTE_INDEX_1
     .union(El1Attributes::VALID)
     .union(El1Attributes::ACCESSED);
 
-fn free_frames(z: &BoxedZone) -> u64 {
+fn free_frames(z: &TestZone) -> u64 {
     z.buddy_pages() + z.pcp_pages(0).unwrap()
 }
 

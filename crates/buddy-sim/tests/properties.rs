@@ -512,6 +512,7 @@ fn alloc_pages_at_takes_a_block_from_the_cpu_list_that_holds_it() {
 }
 
 #[test]
+#[cfg(feature = "alloc")] // `vmalloc_buf`
 fn an_owned_vmalloc_area_needs_no_buffer() {
     let z = small();
     let whole: Vec<_> = z.free_blocks().collect();

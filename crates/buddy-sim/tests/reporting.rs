@@ -6,24 +6,27 @@
 // loom atomics work only inside loom::model: these run on the real ones.
 #![cfg(not(loom))]
 
-use buddy_sim::testing::Snapshot;
+mod common;
+use common::Before;
+use common::TestZone;
+
 use buddy_sim::zero_core::NoResched;
 use buddy_sim::{
-    BoxedZone, FrameClearer, FrameState, OffsetMap, Order, PageReporting, Pfn, ReportError,
-    ReportStats, ReportedBlock, ZoneConfig,
+    FrameClearer, FrameState, OffsetMap, Order, PageReporting, Pfn, ReportError, ReportStats,
+    ReportedBlock, ZoneConfig,
 };
 
 const START: u64 = 0x100;
 
 /// A zone of 256 frames (MAX_ORDER 6, pageblocks of 16) on one CPU, all free.
-fn zone() -> BoxedZone {
+fn zone() -> TestZone {
     let cfg = ZoneConfig {
         pageblock_order: Order::new(4).unwrap(),
         ..ZoneConfig::new(Pfn(START), 256)
             .with_max_order(Order::new(6).unwrap())
             .with_pcp(0, 1)
     };
-    BoxedZone::new_boxed(cfg).unwrap()
+    common::zone(cfg).unwrap()
 }
 
 fn order(o: u8) -> Order {
@@ -32,7 +35,7 @@ fn order(o: u8) -> Order {
 
 /// A sink that records what it is handed and checks each block is off the free lists.
 fn recording<'z>(
-    zone: &'z BoxedZone,
+    zone: &'z TestZone,
     seen: &'z mut Vec<Vec<ReportedBlock>>,
     accept: bool,
 ) -> impl FnMut(&[ReportedBlock]) -> bool + 'z {
@@ -140,14 +143,14 @@ fn a_refusing_sink_gets_every_block_back_as_it_was() {
     z.register_page_reporting(PageReporting::new(order(4)))
         .unwrap();
     let _held = z.alloc_pages(0, order(3)).unwrap();
-    let before = Snapshot::of(&z);
+    let before = Before::of(&z);
     let mut seen = Vec::new();
     assert_eq!(
         z.report_free_pages(u64::MAX, &mut recording(&z, &mut seen, false)),
         Err(ReportError::Rejected)
     );
     assert!(!seen.is_empty());
-    assert_eq!(before.difference(&Snapshot::of(&z)), None);
+    before.assert_unchanged(&z);
     let stats = z.page_reporting_stats();
     assert_eq!(
         (stats.reported_free, stats.rejected, stats.reports),
@@ -192,7 +195,7 @@ fn registration_is_checked_and_once() {
 
 /// A zone of 256 frames, as `zone()`, over memory that reads 0xA5 (which the caller keeps).
 struct WithMemory {
-    zone: BoxedZone,
+    zone: TestZone,
     clearer: FrameClearer<OffsetMap>,
 }
 
@@ -269,19 +272,19 @@ fn without_a_zeroing_discard_reported_blocks_stay_unknown_and_background_zeroing
 
 #[test]
 fn a_node_set_registers_every_zone_or_none_and_reports_across_them() {
-    use buddy_sim::{BoxedNodeSet, NodeId, Topology};
+    use buddy_sim::{NodeId, Topology};
     let t = Topology::uniform(2, &[NodeId(0), NodeId(1)]).unwrap();
     let on = |node: u8, start: u64| {
         let cfg = ZoneConfig::new(Pfn(start), 128)
             .with_max_order(order(6))
             .with_cpus(2)
             .with_node(NodeId(node));
-        BoxedZone::new_boxed(cfg).unwrap()
+        common::zone(cfg).unwrap()
     };
-    let set = BoxedNodeSet::new(t, vec![on(0, 0x1000), on(1, 0x2000)]).unwrap();
+    let set = common::node_set(t, vec![on(0, 0x1000), on(1, 0x2000)]).unwrap();
     // The second zone already has a registration: the set's fails and leaves the first
     // zone unregistered.
-    let zones: Vec<&BoxedZone> = set.zones().collect();
+    let zones: Vec<&TestZone> = set.zones().collect();
     zones[1]
         .register_page_reporting(PageReporting::new(order(6)))
         .unwrap();
@@ -304,14 +307,14 @@ fn a_node_set_registers_every_zone_or_none_and_reports_across_them() {
 
 /// The zone of the reproductions: 64 frames at pfn 0x1000, MAX_ORDER 6, pageblocks of 8, one
 /// CPU, all free (one block of 64 frames).
-fn small_zone() -> BoxedZone {
+fn small_zone() -> TestZone {
     let cfg = ZoneConfig {
         pageblock_order: order(3),
         ..ZoneConfig::new(Pfn(0x1000), 64)
             .with_max_order(order(6))
             .with_pcp(0, 1)
     };
-    BoxedZone::new_boxed(cfg).unwrap()
+    common::zone(cfg).unwrap()
 }
 
 #[test]
@@ -369,6 +372,7 @@ fn a_contiguous_allocation_takes_the_mark_off_the_frames_it_takes_only() {
 }
 
 #[test]
+#[cfg(feature = "testing")] // the lockstep harness
 fn the_lockstep_harness_reports_in_small_budgets_and_checks_each_frame_goes_once() {
     use buddy_sim::testing::{Lockstep, Op};
     // SAFETY: the harness's zones are its own, and nothing reaches their (absent) memory.

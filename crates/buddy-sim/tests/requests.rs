@@ -2,17 +2,17 @@
 //! byte-range memory maps. Each failure is checked to change nothing (the whole zone's
 //! snapshot), each success to free everything when the blocks drop.
 
-use buddy_sim::mm_types::{FrameRange, PhysAddr};
-use buddy_sim::testing::Snapshot;
+use buddy_sim::mm_types::FrameRange;
 use buddy_sim::zero_core::{ClearConfig, NoResched, PageSize, PreemptModel};
+use buddy_sim::{AllocError, MapError};
 use buddy_sim::{
-    AddedMemory, AllocRequest, BoxedZone, ConfigError, FrameClearer, Holding, MigrateType,
-    Migration, OffsetMap, Order, Pfn, RequestConflict, StaticZone, ZoneConfig,
+    AllocRequest, ConfigError, FrameClearer, Holding, MigrateType, Migration, OffsetMap, Order,
+    Pfn, StaticZone, ZoneConfig,
 };
-use buddy_sim::{AllocError, MapError, NoSuchCpu};
 
 mod common;
-use common::Nowhere;
+use common::Before;
+use common::TestZone;
 
 const START: Pfn = Pfn(0x100);
 
@@ -20,59 +20,17 @@ fn o(order: u8) -> Order {
     Order::new(order).unwrap()
 }
 
-fn zone(frames: u64) -> BoxedZone {
+fn zone(frames: u64) -> TestZone {
     let cfg = ZoneConfig {
         max_order: o(6),
         pageblock_order: o(4),
         ..ZoneConfig::new(START, frames).with_cpus(2)
     };
-    BoxedZone::new_boxed(cfg).unwrap()
+    common::zone(cfg).unwrap()
 }
 
 #[repr(C, align(4096))]
 struct Page([u8; 4096]);
-
-#[test]
-fn conflicting_options_are_refused_and_change_nothing() {
-    let z = zone(256);
-    let cpu = z.cpu(0).unwrap();
-    let mut refuse = |_: &Migration| false;
-    let clearer = FrameClearer::new(
-        Nowhere,
-        ClearConfig::new(PageSize::Size4KiB, PreemptModel::None),
-    )
-    .unwrap();
-    let before = Snapshot::of(&z);
-    let conflict = |r: Result<Pfn, AllocError>| match r {
-        Err(AllocError::Conflict(c)) => c,
-        other => panic!("{other:?}"),
-    };
-    assert_eq!(
-        conflict(cpu.alloc_raw(AllocRequest::page().frozen())),
-        RequestConflict::FrozenWithoutContiguous
-    );
-    assert_eq!(
-        conflict(cpu.alloc_raw(AllocRequest::frames(8).movable(3).contiguous(&mut refuse))),
-        RequestConflict::KindWithContiguous
-    );
-    assert_eq!(
-        conflict(cpu.alloc_raw(AllocRequest::order(o(1)).aligned(o(3)))),
-        RequestConflict::AlignedBlock
-    );
-    assert_eq!(
-        conflict(cpu.alloc_raw(AllocRequest::page().fault_at(0))),
-        RequestConflict::FaultWithoutZeroed
-    );
-    assert_eq!(z.cpu(2).map(|_| ()), Err(NoSuchCpu(2)));
-    assert_eq!(before.difference(&Snapshot::of(&z)), None);
-    // A zeroed block the clearer cannot reach: taken, then freed again.
-    assert!(matches!(
-        cpu.alloc_raw(AllocRequest::order(o(2)).zeroed_with(&clearer)),
-        Err(AllocError::NotAddressable(_))
-    ));
-    assert_eq!(z.free_pages_total(), 256);
-    z.check().unwrap();
-}
 
 #[test]
 fn blocks_free_what_they_hold_when_dropped() {
@@ -122,7 +80,7 @@ fn an_owned_movable_block_follows_its_moves() {
     let mut ram: Vec<Page> = (0..64).map(|_| Page([0; 4096])).collect();
     // SAFETY: frame START + i is ram[i]; the test reads it only between zone calls.
     let memory = unsafe { OffsetMap::with_frame_at(START, ram.as_mut_ptr().cast()) }.unwrap();
-    let z = BoxedZone::new_boxed(ZoneConfig {
+    let z = common::zone(ZoneConfig {
         max_order: o(4),
         pageblock_order: o(4),
         ..ZoneConfig::new(START, 64)
@@ -318,47 +276,6 @@ fn a_static_zone_is_one_line_and_refuses_a_bad_configuration_without_panicking()
 }
 
 #[test]
-fn a_byte_range_adds_the_whole_frames_inside_it() {
-    let z = BoxedZone::new_boxed_empty(ZoneConfig::new(START, 64)).unwrap();
-    let base = START.0 * 4096;
-    let added = z
-        .add_memory_bytes(PhysAddr(base + 100)..PhysAddr(base + 10 * 4096 + 5))
-        .unwrap();
-    assert_eq!(
-        added,
-        AddedMemory {
-            frames: FrameRange::new(Pfn(START.0 + 1), 9),
-            dropped_head: 4096 - 100,
-            dropped_tail: 5,
-        }
-    );
-    assert_eq!(z.present_pages(), 9);
-    // Less than a frame: nothing added, all of it dropped.
-    let tiny = z
-        .add_memory_bytes(PhysAddr(base + 20 * 4096 + 1)..PhysAddr(base + 21 * 4096 - 1))
-        .unwrap();
-    assert_eq!(tiny.frames.pages, 0);
-    assert_eq!(tiny.dropped_head + tiny.dropped_tail, 4094);
-    // The top of the address space, and an inverted range: nothing, no panic.
-    let top = z
-        .add_memory_bytes(PhysAddr(u64::MAX - 10)..PhysAddr(u64::MAX))
-        .unwrap();
-    assert_eq!(top.frames.pages, 0);
-    let inverted = z
-        .add_memory_bytes(PhysAddr(base + 8192)..PhysAddr(base))
-        .unwrap();
-    assert_eq!(inverted.frames.pages, 0);
-    // Frames already added: the error of add_memory, nothing changed.
-    let before = Snapshot::of(&z);
-    assert_eq!(
-        z.add_memory_bytes(PhysAddr(base)..PhysAddr(base + 3 * 4096)),
-        Err(MapError::AlreadyAdded(Pfn(START.0 + 1)))
-    );
-    assert_eq!(before.difference(&Snapshot::of(&z)), None);
-    z.check().unwrap();
-}
-
-#[test]
 fn a_local_cpu_handle_serves_the_same_requests() {
     let z = zone(128);
     // SAFETY: one thread, and nothing else reaches CPU 0's lists while the handle lives.
@@ -371,4 +288,95 @@ fn a_local_cpu_handle_serves_the_same_requests() {
     local.drain();
     assert_eq!(local.pcp_pages(), 0);
     z.check().unwrap();
+}
+
+/// Failures that must change nothing.
+mod unchanged_on_failure {
+    use super::*;
+    use buddy_sim::mm_types::PhysAddr;
+    use buddy_sim::{AddedMemory, NoSuchCpu, RequestConflict};
+    use common::Nowhere;
+
+    #[test]
+    fn conflicting_options_are_refused_and_change_nothing() {
+        let z = zone(256);
+        let cpu = z.cpu(0).unwrap();
+        let mut refuse = |_: &Migration| false;
+        let clearer = FrameClearer::new(
+            Nowhere,
+            ClearConfig::new(PageSize::Size4KiB, PreemptModel::None),
+        )
+        .unwrap();
+        let before = Before::of(&z);
+        let conflict = |r: Result<Pfn, AllocError>| match r {
+            Err(AllocError::Conflict(c)) => c,
+            other => panic!("{other:?}"),
+        };
+        assert_eq!(
+            conflict(cpu.alloc_raw(AllocRequest::page().frozen())),
+            RequestConflict::FrozenWithoutContiguous
+        );
+        assert_eq!(
+            conflict(cpu.alloc_raw(AllocRequest::frames(8).movable(3).contiguous(&mut refuse))),
+            RequestConflict::KindWithContiguous
+        );
+        assert_eq!(
+            conflict(cpu.alloc_raw(AllocRequest::order(o(1)).aligned(o(3)))),
+            RequestConflict::AlignedBlock
+        );
+        assert_eq!(
+            conflict(cpu.alloc_raw(AllocRequest::page().fault_at(0))),
+            RequestConflict::FaultWithoutZeroed
+        );
+        assert_eq!(z.cpu(2).map(|_| ()), Err(NoSuchCpu(2)));
+        before.assert_unchanged(&z);
+        // A zeroed block the clearer cannot reach: taken, then freed again.
+        assert!(matches!(
+            cpu.alloc_raw(AllocRequest::order(o(2)).zeroed_with(&clearer)),
+            Err(AllocError::NotAddressable(_))
+        ));
+        assert_eq!(z.free_pages_total(), 256);
+        z.check().unwrap();
+    }
+
+    #[test]
+    fn a_byte_range_adds_the_whole_frames_inside_it() {
+        let z = common::empty_zone(ZoneConfig::new(START, 64)).unwrap();
+        let base = START.0 * 4096;
+        let added = z
+            .add_memory_bytes(PhysAddr(base + 100)..PhysAddr(base + 10 * 4096 + 5))
+            .unwrap();
+        assert_eq!(
+            added,
+            AddedMemory {
+                frames: FrameRange::new(Pfn(START.0 + 1), 9),
+                dropped_head: 4096 - 100,
+                dropped_tail: 5,
+            }
+        );
+        assert_eq!(z.present_pages(), 9);
+        // Less than a frame: nothing added, all of it dropped.
+        let tiny = z
+            .add_memory_bytes(PhysAddr(base + 20 * 4096 + 1)..PhysAddr(base + 21 * 4096 - 1))
+            .unwrap();
+        assert_eq!(tiny.frames.pages, 0);
+        assert_eq!(tiny.dropped_head + tiny.dropped_tail, 4094);
+        // The top of the address space, and an inverted range: nothing, no panic.
+        let top = z
+            .add_memory_bytes(PhysAddr(u64::MAX - 10)..PhysAddr(u64::MAX))
+            .unwrap();
+        assert_eq!(top.frames.pages, 0);
+        let inverted = z
+            .add_memory_bytes(PhysAddr(base + 8192)..PhysAddr(base))
+            .unwrap();
+        assert_eq!(inverted.frames.pages, 0);
+        // Frames already added: the error of add_memory, nothing changed.
+        let before = Before::of(&z);
+        assert_eq!(
+            z.add_memory_bytes(PhysAddr(base)..PhysAddr(base + 3 * 4096)),
+            Err(MapError::AlreadyAdded(Pfn(START.0 + 1)))
+        );
+        before.assert_unchanged(&z);
+        z.check().unwrap();
+    }
 }

@@ -9,8 +9,11 @@
 // loom atomics work only inside loom::model: these run on the real ones.
 #![cfg(not(loom))]
 
+mod common;
+use common::TestZone;
+
 use buddy_sim::mm_types::FrameRange;
-use buddy_sim::{BoxedZone, Order, Pfn, ZoneConfig};
+use buddy_sim::{Order, Pfn, ZoneConfig};
 use proptest::prelude::*;
 use std::sync::{Barrier, Mutex};
 
@@ -71,8 +74,8 @@ fn step() -> impl Strategy<Value = Step> {
     ]
 }
 
-fn new_zone() -> BoxedZone {
-    BoxedZone::new_boxed(ZoneConfig {
+fn new_zone() -> TestZone {
+    common::zone(ZoneConfig {
         cpus: CPUS,
         pcp_high: 64,
         pcp_batch: 8,
@@ -83,7 +86,7 @@ fn new_zone() -> BoxedZone {
 }
 
 /// Frees everything a held block still owns.
-fn release(z: &BoxedZone, cpu: usize, h: Held) -> Result<(), buddy_sim::FreeError> {
+fn release(z: &TestZone, cpu: usize, h: Held) -> Result<(), buddy_sim::FreeError> {
     if h.split {
         // SAFETY: no memory behind these zones (module docs).
         return unsafe { z.free_contig_range(cpu, h.pfn, h.pages) };
@@ -114,7 +117,7 @@ struct Ran {
 }
 
 /// Runs one CPU's program.
-fn run(z: &BoxedZone, mail: &Mailboxes, cpu: usize, program: &[Step], start: &Barrier) -> Ran {
+fn run(z: &TestZone, mail: &Mailboxes, cpu: usize, program: &[Step], start: &Barrier) -> Ran {
     start.wait();
     let mut held: Vec<Held> = Vec::new();
     let mut received: Vec<Held> = Vec::new();
@@ -236,7 +239,7 @@ fn run(z: &BoxedZone, mail: &Mailboxes, cpu: usize, program: &[Step], start: &Ba
 }
 
 /// Frames allocated and leaked in a quiescent zone.
-fn census(z: &BoxedZone) -> (u64, u64) {
+fn census(z: &TestZone) -> (u64, u64) {
     z.check().unwrap();
     let free: u64 = z.free_blocks().map(|(_, o, _)| o.pages()).sum();
     let leaked = z.leaked_pages();

@@ -5,69 +5,74 @@
 #![cfg(not(loom))]
 
 mod common;
+use common::Before;
+use common::TestZone;
 
-use buddy_sim::testing::{Op, ZeroedModel};
 use buddy_sim::zero_core::{ClearConfig, CountingResched, NoResched, PageSize, PreemptModel};
 use buddy_sim::{AllocError, ConfigError};
-use buddy_sim::{
-    BoxedZone, FrameClearer, FrameMemory, MigrateType, OffsetMap, Order, Pfn, ZoneConfig,
-};
-use proptest::prelude::*;
+use buddy_sim::{FrameClearer, FrameMemory, MigrateType, OffsetMap, Order, Pfn, ZoneConfig};
+/// The zone against `testing::ZeroedModel` (features `alloc` and `testing`).
+#[cfg(all(feature = "alloc", feature = "testing"))]
+mod model {
+    use super::*;
+    use buddy_sim::testing::{Op, ZeroedModel};
+    use proptest::prelude::*;
 
-const MAX_ZONE: u64 = if cfg!(miri) { 16 } else { 96 };
-const MAX_OPS: usize = if cfg!(miri) { 6 } else { 60 };
+    const MAX_ZONE: u64 = if cfg!(miri) { 16 } else { 96 };
+    const MAX_OPS: usize = if cfg!(miri) { 6 } else { 60 };
 
-fn op() -> impl Strategy<Value = Op> {
-    prop_oneof![
-        (0usize..3, 0u8..6).prop_map(|(cpu, order)| Op::Alloc { cpu, order }),
-        (0usize..3, 0u8..6, proptest::option::of(0u64..200_000))
-            .prop_map(|(cpu, order, fault)| Op::AllocZeroed { cpu, order, fault }),
-        (0usize..3, 0usize..64).prop_map(|(cpu, slot)| Op::FreePages { cpu, slot }),
-        (0u64..80).prop_map(|budget| Op::ZeroSome { budget }),
-        (0u64..80, any::<bool>()).prop_map(|(budget, accept)| Op::Report { budget, accept }),
-        (0usize..3).prop_map(|cpu| Op::DrainCpu { cpu }),
-        Just(Op::DrainAll),
-    ]
-}
+    fn op() -> impl Strategy<Value = Op> {
+        prop_oneof![
+            (0usize..3, 0u8..6).prop_map(|(cpu, order)| Op::Alloc { cpu, order }),
+            (0usize..3, 0u8..6, proptest::option::of(0u64..200_000))
+                .prop_map(|(cpu, order, fault)| Op::AllocZeroed { cpu, order, fault }),
+            (0usize..3, 0usize..64).prop_map(|(cpu, slot)| Op::FreePages { cpu, slot }),
+            (0u64..80).prop_map(|budget| Op::ZeroSome { budget }),
+            (0u64..80, any::<bool>()).prop_map(|(budget, accept)| Op::Report { budget, accept }),
+            (0usize..3).prop_map(|cpu| Op::DrainCpu { cpu }),
+            Just(Op::DrainAll),
+        ]
+    }
 
-proptest! {
-    #![proptest_config(common::proptest_config(1))]
+    proptest! {
+        #![proptest_config(common::proptest_config(1))]
 
-    /// Any sequence of allocations, zeroed allocations, frees, background zeroing and drains
-    /// over a zone whose memory is added in pieces, some declared zero: the reference finds
-    /// no block known zero that is not, no zeroed allocation that is not, no held page
-    /// cleared, no known-zero block passed over, and the zone's invariants hold throughout.
-    #[test]
-    fn zero_knowledge_matches_the_per_page_reference(
-        nr in 16..=MAX_ZONE,
-        start in 0u64..300,
-        max_order in 0u8..=6,
-        cpus in 1usize..=2,
-        high in 0u64..40,
-        batch in 1u64..9,
-        pieces in proptest::collection::vec((0u64..MAX_ZONE, 1u64..40, any::<bool>()), 1..5),
-        ops in proptest::collection::vec(op(), 1..MAX_OPS),
-    ) {
-        let cfg = ZoneConfig {
-            max_order: Order::new(max_order).unwrap(),
-            pageblock_order: Order::new(max_order.min(3)).unwrap(),
-            cpus,
-            pcp_high: high,
-            pcp_batch: batch,
-            ..ZoneConfig::new(Pfn(start), nr)
-        };
-        let mut model = ZeroedModel::new(cfg, PreemptModel::None).unwrap();
-        for (offset, len, zeroed) in pieces {
-            model.apply(Op::AddMemory { offset, len, zeroed }).unwrap();
-        }
-        for op in ops {
-            if let Err(d) = model.apply(op) {
-                prop_assert!(false, "{op:?}: {d:?}");
+        /// Any sequence of allocations, zeroed allocations, frees, background zeroing and drains
+        /// over a zone whose memory is added in pieces, some declared zero: the reference finds
+        /// no block known zero that is not, no zeroed allocation that is not, no held page
+        /// cleared, no known-zero block passed over, and the zone's invariants hold throughout.
+        #[test]
+        fn zero_knowledge_matches_the_per_page_reference(
+            nr in 16..=MAX_ZONE,
+            start in 0u64..300,
+            max_order in 0u8..=6,
+            cpus in 1usize..=2,
+            high in 0u64..40,
+            batch in 1u64..9,
+            pieces in proptest::collection::vec((0u64..MAX_ZONE, 1u64..40, any::<bool>()), 1..5),
+            ops in proptest::collection::vec(op(), 1..MAX_OPS),
+        ) {
+            let cfg = ZoneConfig {
+                max_order: Order::new(max_order).unwrap(),
+                pageblock_order: Order::new(max_order.min(3)).unwrap(),
+                cpus,
+                pcp_high: high,
+                pcp_batch: batch,
+                ..ZoneConfig::new(Pfn(start), nr)
+            };
+            let mut model = ZeroedModel::new(cfg, PreemptModel::None).unwrap();
+            for (offset, len, zeroed) in pieces {
+                model.apply(Op::AddMemory { offset, len, zeroed }).unwrap();
             }
+            for op in ops {
+                if let Err(d) = model.apply(op) {
+                    prop_assert!(false, "{op:?}: {d:?}");
+                }
+            }
+            model.apply(Op::DrainAll).unwrap();
+            let budget = nr;
+            model.apply(Op::ZeroSome { budget }).unwrap();
         }
-        model.apply(Op::DrainAll).unwrap();
-        let budget = nr;
-        model.apply(Op::ZeroSome { budget }).unwrap();
     }
 }
 
@@ -75,7 +80,7 @@ proptest! {
 /// not known zero.
 struct Fixture {
     ram: Vec<Page>,
-    zone: BoxedZone,
+    zone: TestZone,
     clearer: FrameClearer<OffsetMap>,
 }
 
@@ -98,7 +103,7 @@ impl Fixture {
             pageblock_order: o(3),
             ..ZoneConfig::new(START, 16)
         };
-        let zone = BoxedZone::new_boxed(cfg).unwrap();
+        let zone = common::zone(cfg).unwrap();
         let clear = ClearConfig::new(PageSize::Size4KiB, preempt);
         let clearer = FrameClearer::new(memory, clear).unwrap().verifying();
         Self { ram, zone, clearer }
@@ -243,7 +248,7 @@ fn zeroed_allocations_clear_what_is_not_known_zero_fault_neighbourhood_last() {
 #[test]
 fn a_fault_outside_the_block_is_refused_and_changes_nothing() {
     let f = Fixture::new(PreemptModel::None);
-    let before = buddy_sim::testing::Snapshot::of(&f.zone);
+    let before = Before::of(&f.zone);
     let e = f
         .zone
         .alloc_zeroed(0, o(1), &f.clearer, Some(2 * 4096), &mut NoResched);
@@ -254,7 +259,7 @@ fn a_fault_outside_the_block_is_refused_and_changes_nothing() {
             offset: 8192
         })
     );
-    assert_eq!(buddy_sim::testing::Snapshot::of(&f.zone), before);
+    before.assert_unchanged(&f.zone);
     assert!(f.page(START).iter().all(|&b| b == 0xA5));
 }
 
@@ -286,7 +291,7 @@ fn memory_declared_zero_is_known_zero_and_reads_zero() {
     )
     .unwrap()
     .verifying();
-    let zone = BoxedZone::new_boxed_empty(ZoneConfig::new(START, 8)).unwrap();
+    let zone = common::empty_zone(ZoneConfig::new(START, 8)).unwrap();
     zone.add_zeroed_memory(START, 8).unwrap();
     assert_eq!(zone.zeroed_pages(), 8);
     assert_eq!(

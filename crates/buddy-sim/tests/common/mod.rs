@@ -2,9 +2,42 @@
 //! of it.
 #![allow(dead_code)]
 
-use buddy_sim::{FrameMemory, Pfn};
+use buddy_sim::{
+    ConfigError, Frame, FrameMemory, MapError, NodeSet, PerCpu, Pfn, Topology, Zone, ZoneConfig,
+};
 use core::ptr::NonNull;
 use proptest::test_runner::Config;
+
+/// A zone whose metadata is in vectors: the type `BoxedZone` is (feature `alloc`), made
+/// here without that feature, so that the tests that need no other run under a plain
+/// `cargo test`.
+pub type TestZone = Zone<Vec<Frame>, Vec<PerCpu>>;
+
+/// A node set of [`TestZone`]s (`BoxedNodeSet` without the `alloc` feature).
+pub type TestNodeSet = NodeSet<Vec<TestZone>, Vec<Frame>, Vec<PerCpu>>;
+
+/// [`Zone::new_empty`] with fresh metadata in vectors, as `BoxedZone::new_boxed_empty`.
+pub fn empty_zone(cfg: ZoneConfig) -> Result<TestZone, ConfigError> {
+    // Before allocating: a bad frame count is an error, not an allocation failure.
+    cfg.validate()?;
+    let frames = (0..cfg.nr_pages).map(|_| Frame::new()).collect();
+    let cpus = (0..cfg.cpus).map(|_| PerCpu::new()).collect();
+    Zone::new_empty(cfg, frames, cpus)
+}
+
+/// [`Zone::new`] with fresh metadata in vectors, as `BoxedZone::new_boxed`: every frame
+/// usable and free (past `eager_pages`, deferred).
+pub fn zone(cfg: ZoneConfig) -> Result<TestZone, MapError> {
+    let zone = empty_zone(cfg)?;
+    zone.add_memory(cfg.start, cfg.nr_pages)?;
+    zone.reset_counters();
+    Ok(zone)
+}
+
+/// A node set over `zones`.
+pub fn node_set(topology: Topology, zones: Vec<TestZone>) -> Result<TestNodeSet, ConfigError> {
+    NodeSet::new(topology, zones)
+}
 
 /// A memory map that reaches no frame: what any map gives for frames whose physical address
 /// does not fit 64 bits, and a stand-in where nothing may be cleared or copied.
@@ -33,5 +66,53 @@ pub fn proptest_config(miri_cases: u32) -> Config {
         }
     } else {
         Config::default()
+    }
+}
+
+/// A zone's state before an operation that must change nothing. With the `testing` feature,
+/// the whole zone's snapshot (`testing::Snapshot`: every frame's metadata, the pageblocks,
+/// the free lists); without it, what the public API shows (the zone's statistics and free
+/// frames, and its consistency check after), so that the test runs under a plain
+/// `cargo test` and checks the rest with `--features testing`.
+pub struct Before {
+    #[cfg(feature = "testing")]
+    snapshot: buddy_sim::testing::Snapshot,
+    #[cfg(not(feature = "testing"))]
+    seen: (buddy_sim::MemoryStats, u64),
+}
+
+impl Before {
+    /// The state of `zone` now.
+    pub fn of<F, P>(zone: &Zone<F, P>) -> Self
+    where
+        F: AsRef<[Frame]>,
+        P: AsRef<[PerCpu]>,
+    {
+        Self {
+            #[cfg(feature = "testing")]
+            snapshot: buddy_sim::testing::Snapshot::of(zone),
+            #[cfg(not(feature = "testing"))]
+            seen: (zone.stats(), zone.free_pages_total()),
+        }
+    }
+
+    /// Panics, saying what differs, unless `zone` is as it was.
+    #[track_caller]
+    pub fn assert_unchanged<F, P>(&self, zone: &Zone<F, P>)
+    where
+        F: AsRef<[Frame]>,
+        P: AsRef<[PerCpu]>,
+    {
+        #[cfg(feature = "testing")]
+        assert_eq!(
+            self.snapshot
+                .difference(&buddy_sim::testing::Snapshot::of(zone)),
+            None
+        );
+        #[cfg(not(feature = "testing"))]
+        {
+            assert_eq!((zone.stats(), zone.free_pages_total()), self.seen);
+            zone.check().expect("a consistent zone");
+        }
     }
 }
