@@ -222,7 +222,9 @@ impl OfflineRun {
         // Node 1's memory faulted in before anything is timed: the migrations' copies then
         // measure copies, not the host's page faults.
         ram[bytes / 2..].fill(1);
-        let first = ram.as_mut_ptr().wrapping_add(ram.as_ptr().align_offset(4096));
+        let first = ram
+            .as_mut_ptr()
+            .wrapping_add(ram.as_ptr().align_offset(4096));
         // SAFETY: frame START + i is at first + i * 4 KiB inside `ram`, alive with the set;
         // only the workload and the migration copies touch it.
         let memory = unsafe { OffsetMap::with_frame_at(Pfn(START), first) };
