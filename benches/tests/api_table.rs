@@ -119,12 +119,10 @@ fn one_frame_zeroed_and_freed() -> Result {
     unsafe { t.lock().deallocate(ptr, layout) };
     // SAFETY: a non-zero layout.
     let zeroed = unsafe { t.alloc_zeroed(Layout::from_size_align(4096, 4096)?) };
-    // SAFETY: 4096 bytes just allocated.
-    assert!(
-        unsafe { core::slice::from_raw_parts(zeroed, 4096) }
-            .iter()
-            .all(|&b| b == 0)
-    );
+    assert!(!zeroed.is_null());
+    // SAFETY: 4096 bytes just allocated, initialized (zeroed) and not null.
+    let bytes = unsafe { core::slice::from_raw_parts(zeroed, 4096) };
+    assert!(bytes.iter().all(|&b| b == 0));
     // SAFETY: allocated above with this layout.
     unsafe { t.dealloc(zeroed, layout) };
     Ok(())
