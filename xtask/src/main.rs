@@ -3,6 +3,7 @@
 
 mod arceos;
 mod cmd;
+mod compare;
 mod disk;
 mod fuzz;
 mod layers;
@@ -18,6 +19,8 @@ const USAGE: &str = "\
 usage:
   cargo xtask test [--only STAGE]... [--skip STAGE]... [--fuzz-seconds N]
   cargo xtask report [REPORT ARGS]...   (cargo xtask report -- --help lists them)
+  cargo xtask report [REPORT ARGS]... --compare REPORT.json|COMMIT
+                                        (the figures that moved since that report or commit)
   cargo xtask fuzz --minutes N [TARGET]...     (each fuzz target N minutes: executions, crashes)
   cargo xtask fuzz --executions N [TARGET]...  (each fuzz target N executions)
 
@@ -82,6 +85,14 @@ fn report(root: &std::path::Path, args: &[String]) -> ExitCode {
             return ExitCode::FAILURE;
         }
     }
+    // An earlier commit's report first, when the comparison names one.
+    let args = match compare::resolve(root, args) {
+        Ok(args) => args,
+        Err(e) => {
+            eprintln!("xtask report: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
     // The ring-0 section's figures: the x86_64 kernel's own, booted under KVM first (unless
     // `--only` leaves that section out).
     let only: Vec<&String> = args
@@ -118,7 +129,7 @@ fn report(root: &std::path::Path, args: &[String]) -> ExitCode {
         "report",
         "--",
     ]);
-    c.args(args);
+    c.args(&args);
     match cmd::status(&mut c) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {

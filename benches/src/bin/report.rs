@@ -2,14 +2,14 @@
 //! `report.md`, `report.json` and one SVG per plotted table under `target/report/`.
 
 use benches::measure::{measuring_cpu, pin_current_thread};
-use benches::report::{Header, REPEAT_TOLERANCE_PCT, Report};
+use benches::report::{Header, REPEAT_TOLERANCE_PCT, Report, compare};
 use benches::{SectionContext, machine, sections};
 use indicatif::{ProgressBar, ProgressStyle};
 use std::cell::RefCell;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-const USAGE: &str = "usage: report [--quick] [--repeat N] [--only SECTION]... [--out DIR]
+const USAGE: &str = "usage: report [--quick] [--repeat N] [--only SECTION]... [--out DIR] [--compare OLD.json]
        report count WORKLOAD N   (one counted workload, run under callgrind by the report)";
 
 fn main() -> ExitCode {
@@ -21,6 +21,7 @@ fn main() -> ExitCode {
     let mut repeat = 1usize;
     let mut only = Vec::new();
     let mut out = PathBuf::from("target/report");
+    let mut compare_with = None;
     let mut args = argv.iter();
     while let Some(a) = args.next() {
         match a.as_str() {
@@ -39,6 +40,10 @@ fn main() -> ExitCode {
                 Some(v) => out = PathBuf::from(v),
                 None => return usage(a),
             },
+            "--compare" => match args.next() {
+                Some(v) => compare_with = Some(PathBuf::from(v)),
+                None => return usage(a),
+            },
             _ => return usage(a),
         }
     }
@@ -48,6 +53,14 @@ fn main() -> ExitCode {
         eprintln!("no section named {bad}; sections: {}", names.join(", "));
         return ExitCode::from(2);
     }
+    // The earlier report, read before measuring: a bad file fails at once.
+    let earlier = match compare_with.as_deref().map(read_report).transpose() {
+        Ok(e) => e,
+        Err(e) => {
+            eprintln!("report: {e}");
+            return ExitCode::from(2);
+        }
+    };
     let chosen: Vec<_> = all
         .into_iter()
         .filter(|s| only.is_empty() || only.iter().any(|o| o == s.name()))
@@ -101,6 +114,15 @@ fn main() -> ExitCode {
     ctx.progress.finish_and_clear();
     report.header.date = machine::utc_now();
     println!("{}", report.headline_table().markdown(false));
+    if let Some(earlier) = &earlier {
+        match compare::table(&report, earlier) {
+            Ok(t) => {
+                println!("{}", t.markdown(false));
+                report.sections.push(("comparison".into(), vec![t]));
+            }
+            Err(e) => eprintln!("report: comparison: {e}"),
+        }
+    }
     let result = write(&report, &out);
     if repeat > 1 {
         let unstable: Vec<String> = report
@@ -147,6 +169,18 @@ fn commit() -> String {
             _ => head,
         },
         None => "unknown (not a git checkout)".into(),
+    }
+}
+
+/// An earlier `report.json`.
+fn read_report(path: &std::path::Path) -> Result<serde_json::Value, String> {
+    let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    let value: serde_json::Value =
+        serde_json::from_str(&text).map_err(|e| format!("{}: {e}", path.display()))?;
+    if value["sections"].is_array() {
+        Ok(value)
+    } else {
+        Err(format!("{}: not a report (no sections)", path.display()))
     }
 }
 

@@ -2,6 +2,7 @@
 //! [`Report`] that runs them and renders Markdown (terminal and `report.md`) and JSON
 //! (`report.json`). Tables and their cells are in `table`, the SVG bar charts in `svg`.
 
+pub mod compare;
 mod svg;
 mod table;
 
