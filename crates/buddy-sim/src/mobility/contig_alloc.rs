@@ -154,19 +154,9 @@ where
                 break;
             };
             // Outside a reservation's search, its pageblocks are in the way.
-            let reserved = within
-                .is_none()
-                .then(|| {
-                    m.pageblocks(candidate.clone())
-                        .find(|b| m.pageblock(b.start).cma)
-                })
-                .flatten();
-            let tried = match reserved {
-                Some(b) => Err(ContigError::Busy(m.pfn(b.end - 1))),
-                None => self
-                    .first_blocker(m, candidate, take)
-                    .and_then(|()| self.contig_range(pcp, Pfn(start), nr, take, migrate)),
-            };
+            let tried = self
+                .first_blocker(m, candidate, take, within.is_none())
+                .and_then(|()| self.contig_range(pcp, Pfn(start), nr, take, migrate));
             let next = match tried {
                 Ok(_) => return Ok(Pfn(start)),
                 // Every candidate holding that frame fails alike: the search moves past it.
@@ -205,13 +195,16 @@ where
     /// the first frame that is a hole ([`ContigError::Hole`]), leaked
     /// ([`ContigError::LeakedPage`]; an offline takes leaked frames with the rest), an
     /// allocation that is not movable or is pinned, or in an isolated pageblock
-    /// ([`ContigError::Busy`]). Under the zone lock (isolation) it is exact for the free and
-    /// unmovable frames; without it (`alloc_contig_pages`' look ahead), a guess.
+    /// ([`ContigError::Busy`]); with `cma_blocks`, a CMA reservation's pageblock too
+    /// (`Busy` at its last frame: every candidate holding part of it fails alike). Under
+    /// the zone lock (isolation) it is exact for the free and unmovable frames; without it
+    /// (`alloc_contig_pages`' look ahead), a guess.
     fn first_blocker(
         &self,
         m: FrameMap<'_>,
         pages: Range<FrameIdx>,
         take: Take,
+        cma_blocks: bool,
     ) -> Result<(), ContigError> {
         let first = m.block_head(pages.start).map_or(pages.start, |(h, _)| h);
         for (i, w) in m.heads(first, pages.end) {
@@ -221,8 +214,16 @@ where
                 FrameState::Leaked if take == Take::Offline => {}
                 FrameState::Leaked => return Err(ContigError::LeakedPage(at)),
                 FrameState::Allocated if !is_movable(w) => return Err(ContigError::Busy(at)),
-                _ if m.pageblock(i).isolated => return Err(ContigError::Busy(at)),
-                _ => {}
+                _ => {
+                    let pb = m.pageblock(i);
+                    if pb.isolated {
+                        return Err(ContigError::Busy(at));
+                    }
+                    if cma_blocks && pb.cma {
+                        let last = m.pageblock_range(i).end - 1;
+                        return Err(ContigError::Busy(m.pfn(last)));
+                    }
+                }
             }
         }
         Ok(())
@@ -269,7 +270,7 @@ where
         {
             return Err(ContigError::Busy(m.pfn(block.start.max(pages.start))));
         }
-        self.first_blocker(m, pages, take)?;
+        self.first_blocker(m, pages, take, false)?;
         for b in m.pageblocks(pageblocks).map(|block| block.start) {
             // A free block larger than a pageblock that reaches into the range: this
             // pageblock cut out of it (the rest goes back as the fewest blocks), so that each
