@@ -24,6 +24,7 @@
 use axallocator::{BaseAllocator, BitmapPageAllocator, PageAllocator};
 use buddy_sim::{AxPageAllocator, BoxedZone, DefaultRawMutex, Frame, PerCpu, Pfn, ZoneConfig};
 
+use crate::count::{self, Workload};
 use crate::measure::{Budget, Candidate, Estimate, Samples};
 use crate::{Cell, Section, SectionContext, Table, must};
 
@@ -143,7 +144,7 @@ fn page_tables(a: &impl Locked, _: &mut Vec<(usize, usize)>, _: &[Call]) -> u64 
     0
 }
 
-fn heap_growth(a: &impl Locked, held: &mut Vec<(usize, usize)>, _: &[Call]) -> u64 {
+fn heap_growth(a: &(impl Locked + ?Sized), held: &mut Vec<(usize, usize)>, _: &[Call]) -> u64 {
     let mut pages = 8;
     while pages <= PAGES / 4 {
         held.push((a.alloc(pages, PAGE).expect("a heap run"), pages));
@@ -240,14 +241,7 @@ fn table(ctx: &SectionContext) -> Table {
         let mut candidates: Vec<Candidate<'static, Pair>> = pair_of.into_iter().collect();
         let budget = Budget::cell(ctx.quick, 3.0);
         let s = Samples::interleaved(budget, &mut p, &mut candidates);
-        for (i, allocator) in [
-            "BitmapPageAllocator (ArceOS)",
-            "AxPageAllocator (buddy-sim)",
-            "AxPageAllocator, CPU-local lists (buddy-sim)",
-        ]
-        .into_iter()
-        .enumerate()
-        {
+        for (i, allocator) in ALLOCATORS.into_iter().enumerate() {
             let ns = s[i].seconds().map(|x| x * 1e9 / calls);
             let ratio = if i > 0 {
                 Cell::ratio_ci(s[i].speedup_over(&s[0]))
@@ -344,6 +338,138 @@ pub fn parse_qemu(log: &str) -> Result<QemuRuns, String> {
     Ok(runs)
 }
 
+/// The allocators of a [`Pair`], by index: the bitmap, buddy-sim, buddy-sim with CPU-local
+/// lists.
+const ALLOCATORS: [&str; 3] = [
+    "BitmapPageAllocator (ArceOS)",
+    "AxPageAllocator (buddy-sim)",
+    "AxPageAllocator, CPU-local lists (buddy-sim)",
+];
+
+/// `n` operations of `work` on allocator `which` of a fresh [`Pair`], each inside
+/// [`count::counted`]: one operation is one call of `work` (a page-table pair: `PAIRS`
+/// pairs run as one, so callgrind divides by them below; a heap-growth round).
+fn count_work(n: u32, which: usize, work: fn(&dyn Locked, &mut Vec<(usize, usize)>)) {
+    let mut p = pair();
+    let Pair {
+        bitmap,
+        ours,
+        local,
+        held,
+        ..
+    } = &mut p;
+    let a: &dyn Locked = match which {
+        0 => &*bitmap,
+        1 => &*ours,
+        _ => &*local,
+    };
+    for _ in 0..n {
+        count::counted(&mut || work(a, held));
+    }
+}
+
+/// One page-table page allocated and freed.
+fn one_page_pair(a: &dyn Locked, _: &mut Vec<(usize, usize)>) {
+    let pos = a.alloc(1, PAGE).expect("a page-table page");
+    a.dealloc(pos, 1);
+}
+
+/// One heap-growth round: 11 runs taken, then given back (22 calls).
+fn one_heap_round(a: &dyn Locked, held: &mut Vec<(usize, usize)>) {
+    heap_growth(a, held, &[]);
+}
+
+/// Calls in one heap-growth round.
+const HEAP_CALLS: f64 = 22.0;
+
+/// The instruction-counted workloads: a page-table pair and a heap-growth round on each
+/// allocator.
+pub const COUNTED: [Workload; 6] = [
+    Workload {
+        name: "arceos-page-bitmap",
+        ops: 2000,
+        run: |n| count_work(n, 0, one_page_pair),
+    },
+    Workload {
+        name: "arceos-page-buddy",
+        ops: 2000,
+        run: |n| count_work(n, 1, one_page_pair),
+    },
+    Workload {
+        name: "arceos-page-buddy-local",
+        ops: 2000,
+        run: |n| count_work(n, 2, one_page_pair),
+    },
+    Workload {
+        name: "arceos-heap-bitmap",
+        ops: 10,
+        run: |n| count_work(n, 0, one_heap_round),
+    },
+    Workload {
+        name: "arceos-heap-buddy",
+        ops: 10,
+        run: |n| count_work(n, 1, one_heap_round),
+    },
+    Workload {
+        name: "arceos-heap-buddy-local",
+        ops: 10,
+        run: |n| count_work(n, 2, one_heap_round),
+    },
+];
+
+/// The host table's calls counted by callgrind: exact, the same on every run of the same
+/// binary, so a change of a few percent is a change of the code.
+fn counted_table() -> Table {
+    let mut t = Table::new(
+        "arceos-instructions",
+        "ArceOS's PageAllocator interface, instructions per call (callgrind, exact): a page-table page's alloc + free as two calls, a heap-growth round as 22",
+        &[
+            "workload",
+            "allocator",
+            "instructions per call",
+            "bitmap ÷ buddy-sim (instructions)",
+        ],
+    );
+    for (w, (name, per_op)) in [
+        ("page tables: 1 page, alloc + free", 2.0),
+        (
+            "heap growth: runs of 8 to 8192 pages, doubling, then freed",
+            HEAP_CALLS,
+        ),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let counts: Vec<Result<f64, String>> = (0..3)
+            .map(|i| count::per_op(COUNTED[3 * w + i]).map(|c| c / per_op))
+            .collect();
+        for (i, c) in counts.iter().enumerate() {
+            let ratio = match (&counts[0], c) {
+                (_, Err(_)) => Cell::text("—"),
+                (Ok(bitmap), Ok(ours)) if i > 0 => Cell::ratio(bitmap / ours),
+                _ => Cell::text("—"),
+            };
+            t.row(vec![
+                Cell::text(name),
+                Cell::text(ALLOCATORS[i]),
+                match c {
+                    Ok(c) => Cell::num(*c, 0, ""),
+                    Err(e) => Cell::text(format!("not counted: {e}")),
+                },
+                ratio,
+            ]);
+        }
+    }
+    t.note(
+        "The same allocators and calls as the table above, each call counted by `valgrind \
+         --tool=callgrind` in a run of N and one of 2N operations, the difference divided by \
+         N. The hardware floor of buddy-sim's runs is one atomic compare-and-swap per page \
+         (each page of a run is an allocation with its own reference: taken when the run is \
+         split into pages, claimed again when it is freed); the bitmap flips a bit per page.",
+    );
+    t
+}
+
 /// ArceOS booted on each allocator under QEMU: the table of the `bench` runs.
 fn qemu_table() -> Table {
     let mut t = Table::new(
@@ -398,11 +524,13 @@ impl Section for Arceos {
     }
 
     fn planned_steps(&self, _quick: bool) -> u64 {
-        3
+        4
     }
 
     fn run(&self, ctx: &SectionContext) -> Vec<Table> {
-        vec![table(ctx), qemu_table()]
+        let host = table(ctx);
+        ctx.step("arceos: instructions (callgrind)");
+        vec![host, counted_table(), qemu_table()]
     }
 }
 

@@ -53,6 +53,7 @@ pub fn counted_workloads() -> Vec<count::Workload> {
     all.extend(young::COUNTED);
     all.extend(guest::COUNTED);
     all.extend(zeroed::COUNTED);
+    all.extend(arceos::COUNTED);
     all
 }
 

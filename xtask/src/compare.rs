@@ -20,11 +20,7 @@ pub fn resolve(root: &Path, args: &[String]) -> Result<Vec<String>, String> {
     let Some(old) = args.get(at + 1) else {
         return Err("--compare needs a report.json or a commit".into());
     };
-    let rest: Vec<String> = args[..at]
-        .iter()
-        .chain(&args[at + 2..])
-        .cloned()
-        .collect();
+    let rest: Vec<String> = args[..at].iter().chain(&args[at + 2..]).cloned().collect();
     let json = if Path::new(old).is_file() {
         PathBuf::from(old)
     } else {
@@ -38,16 +34,25 @@ pub fn resolve(root: &Path, args: &[String]) -> Result<Vec<String>, String> {
 
 /// Runs `cargo xtask report ARGS` at commit `rev` and returns its `report.json`.
 fn report_at_commit(root: &Path, rev: &str, args: &[String]) -> Result<PathBuf, String> {
-    let sha = git(root, &["rev-parse", "--verify", &format!("{rev}^{{commit}}")])
-        .map_err(|e| format!("--compare {rev}: neither a file nor a commit ({e})"))?;
+    let sha = git(
+        root,
+        &["rev-parse", "--verify", &format!("{rev}^{{commit}}")],
+    )
+    .map_err(|e| format!("--compare {rev}: neither a file nor a commit ({e})"))?;
     let dir = root.join("target/compare").join(&sha[..12]);
     if dir.join(".git").exists() {
         git(&dir, &["checkout", "--quiet", "--detach", &sha])?;
     } else {
         let path = dir.display().to_string();
-        git(root, &["worktree", "add", "--quiet", "--detach", &path, &sha])?;
+        git(
+            root,
+            &["worktree", "add", "--quiet", "--detach", &path, &sha],
+        )?;
     }
-    eprintln!("xtask report: the report of {sha} first, in {}", dir.display());
+    eprintln!(
+        "xtask report: the report of {sha} first, in {}",
+        dir.display()
+    );
     // That commit's own xtask and toolchain (its rust-toolchain.toml), in its own target.
     let mut c = Command::new("cargo");
     c.current_dir(&dir).arg("xtask").arg("report").args(args);
@@ -65,7 +70,9 @@ fn report_at_commit(root: &Path, rev: &str, args: &[String]) -> Result<PathBuf, 
 fn git(dir: &Path, args: &[&str]) -> Result<String, String> {
     let mut c = Command::new("git");
     c.current_dir(dir).args(args);
-    let out = c.output().map_err(|e| format!("{}: {e}", cmd::describe(&c)))?;
+    let out = c
+        .output()
+        .map_err(|e| format!("{}: {e}", cmd::describe(&c)))?;
     if out.status.success() {
         Ok(String::from_utf8_lossy(&out.stdout).trim().to_owned())
     } else {

@@ -9,7 +9,8 @@ use std::cell::RefCell;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-const USAGE: &str = "usage: report [--quick] [--repeat N] [--only SECTION]... [--out DIR] [--compare OLD.json]
+const USAGE: &str =
+    "usage: report [--quick] [--repeat N] [--only SECTION]... [--out DIR] [--compare OLD.json]
        report count WORKLOAD N   (one counted workload, run under callgrind by the report)";
 
 fn main() -> ExitCode {
