@@ -215,6 +215,35 @@ where
         self.alloc_run(num_pages, align_pow2, Some(clearer))
     }
 
+    /// One page (a page table's, most often): the zone's block path, from the CPU's list,
+    /// with the request a constant the path folds; an order-0 block is already a page
+    /// `dealloc_pages` can give back.
+    #[allow(unsafe_code)]
+    #[inline]
+    fn alloc_page(&mut self) -> AllocResult<usize> {
+        let cpu = self.cpu();
+        let r = if self.local {
+            // SAFETY: `AxPageAllocator::cpu_local`'s contract: no other call reaches this
+            // CPU's lists while this one runs.
+            match unsafe { self.zone.local_cpu(cpu) } {
+                Ok(cpu) => cpu.alloc_raw(AllocRequest::page()),
+                Err(e) => Err(e.into()),
+            }
+        } else {
+            match self.zone.cpu(cpu) {
+                Ok(cpu) => cpu.alloc_raw(AllocRequest::page()),
+                Err(e) => Err(e.into()),
+            }
+        };
+        match r {
+            Ok(pfn) => {
+                self.last_error = None;
+                self.pos_of(pfn).ok_or(AllocError::InvalidParam)
+            }
+            Err(e) => self.outcome(Err(e)),
+        }
+    }
+
     /// `num_pages` frames aligned to `align_pow2` bytes (see [`PageAllocator::alloc_pages`]),
     /// zeroed through `clearer` if one is given.
     #[allow(unsafe_code)]
@@ -230,8 +259,8 @@ where
         let beyond_a_block = Order::covering(pages).is_ok_and(|o| o.max(align) > max);
         let mut move_nothing = |_: &Migration| false;
         let mut request = if pages == 1 && align == Order::ZERO {
-            // One page (a page table's, most often): the zone's block path, from the CPU's
-            // list; an order-0 block is already a page `dealloc_pages` can give back.
+            // One zeroed page ([`AxPageAllocator::alloc_page`] takes a plain one): the block
+            // path.
             AllocRequest::page()
         } else if beyond_a_block && align <= max {
             AllocRequest::frames(pages)
@@ -359,7 +388,11 @@ where
     /// largest block (ArceOS's heap grows by doubling: 16 MiB, 32 MiB, ...) is found free
     /// anywhere in the zone instead, as the bitmap allocator finds it
     /// ([`contiguous`](AllocRequest::contiguous), moving nothing: ArceOS's pages do not move).
+    #[inline]
     fn alloc_pages(&mut self, num_pages: usize, align_pow2: usize) -> AllocResult<usize> {
+        if num_pages == 1 && align_pow2 == PAGE {
+            return self.alloc_page();
+        }
         self.alloc_run::<NoMemory>(num_pages, align_pow2, None)
     }
 
