@@ -106,6 +106,23 @@ impl Pageblock {
             | if self.cma { RESERVED_CMA } else { 0 }
     }
 
+    /// The free-list index of the free blocks of the pageblock whose bits are `bits`:
+    /// [`Pageblock::list`] of [`Pageblock::from_bits`], without making the pageblock.
+    #[inline(always)]
+    pub(crate) const fn list_of_bits(bits: u32) -> u8 {
+        if bits & ISOLATED != 0 {
+            ISOLATE
+        } else if bits & RESERVED_CMA != 0 {
+            CMA
+        } else {
+            match (bits & 3) as u8 {
+                // Not a type: read as unmovable, as `from_bits` does.
+                3 => MigrateType::Unmovable as u8,
+                mt => mt,
+            }
+        }
+    }
+
     /// The free-list index of its free blocks.
     pub(crate) const fn list(self) -> u8 {
         if self.isolated {
@@ -114,6 +131,22 @@ impl Pageblock {
             CMA
         } else {
             self.mt as u8
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_list_read_from_bits_is_the_pageblocks_list() {
+        for bits in 0..64u32 {
+            assert_eq!(
+                Pageblock::list_of_bits(bits),
+                Pageblock::from_bits(bits).list(),
+                "{bits:#b}"
+            );
         }
     }
 }

@@ -33,7 +33,7 @@ impl<'a> FrameMap<'a> {
 
     /// The pageblock of frame `idx`, named by its first frame (or the zone's first for the
     /// pageblock the zone starts in).
-    #[inline]
+    #[inline(always)]
     pub(crate) fn pageblock_index(self, idx: FrameIdx) -> PageblockIdx {
         let first = self.pfn(idx).0 & !(u64::from(self.pageblock_pages()) - 1);
         // At least the zone's start, so the difference fits the index.
@@ -57,10 +57,14 @@ impl<'a> FrameMap<'a> {
         )
     }
 
-    /// The free-list index a block freed at `idx` goes to.
-    #[inline]
+    /// The free-list index a block freed at `idx` goes to (every free asks: read from the
+    /// pageblock's bits directly).
+    #[inline(always)]
     pub(crate) fn free_list_of(self, idx: FrameIdx) -> u8 {
-        self.pageblock(idx).list()
+        Pageblock::list_of_bits(
+            self.pageblock_frame(self.pageblock_index(idx))
+                .pageblock_bits(),
+        )
     }
 
     /// The pageblocks that `frames` overlaps, each as its index range cut to the zone.
