@@ -266,8 +266,10 @@ fn table(ctx: &SectionContext) -> Table {
          its page allocator; the CPU-local row's allocator relies on that lock instead of its \
          per-cpu list's own (`AxPageAllocator::cpu_local`, `Zone::local_cpu`'s contract). \
          The bitmap allocator (axallocator 0.2, ArceOS's default page allocator) searches a \
-         bitmap of the whole region; buddy-sim takes a block from CPU 0's per-cpu list or its \
-         free lists and splits it into pages, and frees runs as the fewest aligned blocks. \
+         bitmap of the whole region; buddy-sim holds a run as the fewest aligned blocks (a block \
+         of the covering order split at the run's end, or, past its largest block, the blocks \
+         of the free memory a search found), a head per block, and splits a block into pages \
+         only where a free takes part of it. \
          Misaligned results: returned positions not a multiple of the alignment asked for (the \
          bitmap allocator ignores the alignment of 1-page requests, axallocator 0.2.0); \
          counted in the last round. This is the host-side half of the comparison; the next \
@@ -463,9 +465,11 @@ fn counted_table() -> Table {
     t.note(
         "The same allocators and calls as the table above, each call counted by `valgrind \
          --tool=callgrind` in a run of N and one of 2N operations, the difference divided by \
-         N. The hardware floor of buddy-sim's runs is one atomic compare-and-swap per page \
-         (each page of a run is an allocation with its own reference: taken when the run is \
-         split into pages, claimed again when it is freed); the bitmap flips a bit per page.",
+         N. Per run, buddy-sim writes a head and frees it with one compare-and-swap per \
+         block (a run of n pages is at most about 2 log2(n) blocks); the bitmap flips a bit \
+         per page, so its runs cost in proportion to their length and buddy-sim's to the \
+         logarithm. One page: a per-cpu list's pop and push and a compare-and-swap on the \
+         page's reference against the bitmap's search of its words.",
     );
     t
 }

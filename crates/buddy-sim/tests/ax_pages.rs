@@ -224,30 +224,46 @@ fn positions_follow_the_offset() {
 
 #[derive(Clone, Debug)]
 enum Call {
-    Alloc { pages: usize, align_log: u8 },
-    AllocAt { page: usize, pages: usize },
-    Dealloc { which: usize, split: usize },
+    Alloc {
+        pages: usize,
+        align_log: u8,
+    },
+    AllocAt {
+        page: usize,
+        pages: usize,
+    },
+    Dealloc {
+        which: usize,
+        from: usize,
+        len: usize,
+    },
 }
 
 fn call() -> impl Strategy<Value = Call> {
     prop_oneof![
         (1usize..40, 0u8..8).prop_map(|(pages, align_log)| Call::Alloc { pages, align_log }),
         (0usize..300, 1usize..40).prop_map(|(page, pages)| Call::AllocAt { page, pages }),
-        (any::<usize>(), any::<usize>()).prop_map(|(which, split)| Call::Dealloc { which, split }),
+        (any::<usize>(), any::<usize>(), any::<usize>())
+            .prop_map(|(which, from, len)| Call::Dealloc { which, from, len }),
     ]
 }
 
 proptest! {
     #![proptest_config(common::proptest_config(2))]
 
-    /// Any sequence of allocations (aligned or at a base) and frees, some of a part of a run:
-    /// runs never overlap, stay inside the region, honour their alignment, and the counts
-    /// are the model's; a refused call changes nothing.
+    /// Any sequence of allocations (aligned or at a base, up to 40 pages where the largest
+    /// block is 16) and frees of any part of a run (its head, its tail, its middle, or all
+    /// of it): runs never overlap, stay inside the region, honour their alignment, and the
+    /// counts are the model's; a refused call changes nothing; the zone is consistent after
+    /// every call.
     #[test]
     fn runs_never_overlap_and_counts_match(calls in proptest::collection::vec(call(), 1..40)) {
         const FRAMES: usize = 256;
         let base = 1 << 24;
-        let z = zone(base, FRAMES as u64);
+        let cfg = ZoneConfig::new(Pfn((base / PAGE) as u64), FRAMES as u64)
+            .with_cpus(2)
+            .with_max_order(buddy_sim::Order::new(4).unwrap());
+        let z = common::empty_zone(cfg).unwrap();
         let mut a = ax(&z, 0, 0).unwrap();
         a.init(base, FRAMES * PAGE);
         let mut held = [false; FRAMES];
@@ -265,22 +281,26 @@ proptest! {
                 Call::AllocAt { page, pages } => {
                     a.alloc_pages_at(base + page * PAGE, pages, PAGE).map(|p| Ok((p, pages)))
                 }
-                Call::Dealloc { which, split } => {
+                Call::Dealloc { which, from, len } => {
                     if !runs.is_empty() {
                         let i = which % runs.len();
-                        let (p, n) = runs[i];
-                        // Free the first `k` pages of the run, keep the rest held.
-                        let k = 1 + split % n;
-                        a.dealloc_pages(p, k);
+                        let (p, n) = runs.swap_remove(i);
+                        // Free pages `[from, from + len)` of the run, keep the rest held.
+                        let from = from % n;
+                        let len = 1 + len % (n - from);
+                        a.dealloc_pages(p + from * PAGE, len);
                         prop_assert_eq!(a.last_error(), None);
-                        let first = (p - base) / PAGE;
-                        held[first..first + k].fill(false);
-                        if k == n {
-                            runs.swap_remove(i);
-                        } else {
-                            runs[i] = (p + k * PAGE, n - k);
+                        let first = (p - base) / PAGE + from;
+                        held[first..first + len].fill(false);
+                        if from > 0 {
+                            runs.push((p, from));
+                        }
+                        if from + len < n {
+                            runs.push((p + (from + len) * PAGE, n - from - len));
                         }
                     }
+                    prop_assert_eq!(a.used_pages(), held.iter().filter(|&&h| h).count());
+                    z.check().unwrap();
                     continue;
                 }
             };
@@ -297,7 +317,14 @@ proptest! {
             }
             prop_assert_eq!(a.used_pages(), held.iter().filter(|&&h| h).count());
             prop_assert_eq!(a.used_pages() + a.available_pages(), FRAMES);
+            z.check().unwrap();
         }
+        // Every run back: the whole region is free again.
+        for (p, n) in runs {
+            a.dealloc_pages(p, n);
+            prop_assert_eq!(a.last_error(), None);
+        }
+        prop_assert_eq!(a.used_pages(), 0);
         z.check().unwrap();
     }
 }

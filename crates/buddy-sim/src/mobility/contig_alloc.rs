@@ -46,6 +46,13 @@ use mm_types::Pfn;
 pub(crate) enum Take {
     /// Every frame an order-0 page with this word (one reference, or frozen).
     Pages(Word),
+    /// The frames as unmovable blocks with one reference each: in each free block the
+    /// range takes part of, the fewest naturally aligned blocks of that part. A heap run
+    /// whose owner frees it whole, or splits a block into pages first where it frees a part
+    /// (one head written per block, not a word per frame): ArceOS's runs
+    /// (`AxPageAllocator`).
+    #[cfg_attr(not(feature = "axallocator"), allow(dead_code))]
+    Blocks,
     /// Offline: every frame reserved again (a hole), counted out of the zone's usable
     /// memory and forgotten by the table of added ranges; leaked frames go with the rest.
     Offline,
@@ -85,7 +92,7 @@ where
         let pfn = self.contig_pages(
             pcp,
             (nr, align),
-            page,
+            Take::Pages(page),
             within,
             &mut MigrateCallback(migrate),
         )?;
@@ -128,7 +135,7 @@ where
         &self,
         pcp: CpuLists<'_, R>,
         (nr, align): (u64, Order),
-        page: Word,
+        take: Take,
         within: Option<CmaArea>,
         migrate: &mut impl Migrate,
     ) -> Result<Pfn, AllocError> {
@@ -148,7 +155,6 @@ where
         let mut start = align_up(first);
         while start.checked_add(nr).is_some_and(|e| e <= end) {
             // `pfn_range_valid_contig`: a look without locks first, then the real thing.
-            let take = Take::Pages(page);
             // Inside the zone by the loop's condition.
             let Ok(candidate) = m.range(Pfn(start), nr) else {
                 break;
@@ -162,7 +168,7 @@ where
                 // Every candidate holding that frame fails alike: the search moves past it.
                 Err(
                     ContigError::Busy(at) | ContigError::Hole(at) | ContigError::LeakedPage(at),
-                ) => align_up(at.0.saturating_add(1)),
+                ) => align_up(last_of_block(m, at).0.saturating_add(1)),
                 // No target outside this candidate for one of its movable blocks: the next
                 // candidate may need none, or find one where this candidate was (Linux's
                 // `alloc_contig_pages` goes on too).
@@ -351,14 +357,15 @@ where
             i += 1 << w.order();
         }
         let page = match take {
-            Take::Pages(page) => page,
+            Take::Pages(page) => Some(page),
+            Take::Blocks => None,
             Take::Offline => {
                 // The table of added ranges must be able to forget the range (it may split
                 // one in two) before anything changes.
                 if !free.remove_added(&pages) {
                     return Err(ContigError::RangesFull);
                 }
-                Word::RESERVED
+                Some(Word::RESERVED)
             }
         };
         let end = i;
@@ -366,8 +373,9 @@ where
         while i < end {
             let w = m.frame(i).load();
             if w.state() == FrameState::Leaked {
-                // Order 0, inside the range: it goes with the memory.
-                m.frame(i).store(page);
+                // Order 0, inside the range, and only for an offline: it goes with the
+                // memory.
+                m.frame(i).store(page.unwrap_or(Word::RESERVED));
                 i += 1;
                 continue;
             }
@@ -379,8 +387,22 @@ where
                 // Only the part taken is reused; the rest, still discarded, keeps its mark.
                 free.count_reused(u64::from(inside.end - inside.start));
             }
-            for j in FrameIdx::span(inside.start, inside.end) {
-                m.frame(j).store(page);
+            match page {
+                Some(page) => {
+                    for j in FrameIdx::span(inside.start, inside.end) {
+                        m.frame(j).store(page);
+                    }
+                }
+                // The block's other frames are tails already: one head per aligned block.
+                None => {
+                    let len = u64::from(inside.end - inside.start);
+                    for (head, o) in decompose(m.pfn(inside.start), len, order)
+                        .into_iter()
+                        .flatten()
+                    {
+                        m.frame(m.index_of(head)).store(Word::allocated(o.get()));
+                    }
+                }
             }
             // The parts outside the range, as the fewest aligned blocks (isolated lists:
             // they merge back when the isolation is undone).
@@ -478,5 +500,22 @@ where
         self.zone
             .contig_range(self.lists(), pfn, nr, take, migrate)
             .map(|_| ())
+    }
+}
+
+/// The last frame of the block holding `at` (by a look without locks), or `at`: every
+/// candidate of a contiguous search that holds a frame of a block that stopped one fails
+/// alike, so the search moves past the whole block (a heap run held as blocks is passed in
+/// a step per block, not per frame).
+fn last_of_block(m: FrameMap<'_>, at: Pfn) -> Pfn {
+    let Ok(i) = m.index(at) else {
+        return at;
+    };
+    match m.block_head(i) {
+        Some((head, w)) if w.state() == FrameState::Allocated => {
+            let last = m.pfn(head).0 + (1u64 << w.order()) - 1;
+            Pfn(last.max(at.0))
+        }
+        _ => at,
     }
 }

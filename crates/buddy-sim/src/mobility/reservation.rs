@@ -101,11 +101,11 @@ where
         let nr = nr
             .checked_next_multiple_of(pb.pages())
             .ok_or(AllocError::OutOfMemory(self.zone.cfg.max_order))?;
-        let page = Word::allocated(0);
+        let take = Take::Pages(Word::allocated(0));
         loop {
             let pfn =
                 self.zone
-                    .contig_pages(self.lists(), (nr, align.max(pb)), page, None, migrate)?;
+                    .contig_pages(self.lists(), (nr, align.max(pb)), take, None, migrate)?;
             // A reservation another CPU made meanwhile: the search passes over it now.
             if let Ok(area) = self.zone.activate_cma(self.lists(), pfn, nr) {
                 return Ok(area);

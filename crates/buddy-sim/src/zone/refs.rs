@@ -5,6 +5,7 @@
 //! reference at once cannot both free the block: one sees the count already at zero and
 //! gets [`FreeError::DoubleFree`], changing nothing.
 
+use crate::decompose::decompose;
 use crate::error::free::FreeError;
 use crate::frame::{Frame, FrameState, Word};
 use crate::types::{FrameIdx, Order};
@@ -164,6 +165,36 @@ where
         let page = Word::allocated(0).with_mt(w.mt());
         for frame in &self.frames.as_ref()[tails] {
             frame.store(page);
+        }
+        Ok(())
+    }
+
+    /// Splits the allocated block at `pfn` of `order`, whose only reference the caller
+    /// holds, into the fewest naturally aligned blocks of which `[pfn, pfn + at)` is a union
+    /// (the blocks of `[pfn, pfn + at)`, then those of the rest), each allocated with one
+    /// reference, of the block's kind: what `free_pages` frees block by block. As
+    /// `split_page` (to which `at` = 1 comes closest), the head changes by compare-and-swap
+    /// and the other heads are written after it.
+    ///
+    /// # Errors
+    /// As [`Zone::split_page`]; [`FreeError::OutOfZone`] if `at` is not inside the block.
+    #[cfg_attr(not(feature = "axallocator"), allow(dead_code))]
+    pub(crate) fn split_block_at(&self, pfn: Pfn, order: Order, at: u64) -> Result<(), FreeError> {
+        if at == 0 || at >= order.pages() {
+            return Err(FreeError::OutOfZone(Pfn(pfn.0.saturating_add(at))));
+        }
+        let pieces =
+            |from: u64, n: u64| decompose(Pfn(pfn.0 + from), n, order).into_iter().flatten();
+        let first = pieces(0, at).next().map_or(order, |(_, o)| o);
+        let (idx, w) = self.update_head(pfn, Some(order), |w| match w.refcount() {
+            1 => Ok(w.with_order(first.get())),
+            _ => Err(FreeError::Shared(pfn)),
+        })?;
+        // The caller holds the only reference: every frame of the block is its own.
+        let m = self.map();
+        for (head, o) in pieces(0, at).skip(1).chain(pieces(at, order.pages() - at)) {
+            let i = idx + (head.0 - pfn.0) as u32;
+            m.frame(i).store(Word::allocated(o.get()).with_mt(w.mt()));
         }
         Ok(())
     }
