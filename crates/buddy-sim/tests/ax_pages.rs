@@ -222,6 +222,47 @@ fn positions_follow_the_offset() {
     assert_eq!(a.last_error(), Some(BuddyError::NotAFrame { addr: PAGE }));
 }
 
+/// Runs are held as blocks: one free can take parts of two runs (the second half of one,
+/// the first half of the next), splitting the two blocks it reaches into pages, and the rest
+/// of each run still goes back; a free of frames no run holds frees nothing.
+#[test]
+fn a_free_across_two_runs_splits_the_blocks_it_reaches() {
+    let base = 1 << 24;
+    let cfg = ZoneConfig::new(Pfn((base / PAGE) as u64), 32)
+        .with_cpus(2)
+        .with_max_order(buddy_sim::Order::new(4).unwrap());
+    let z = common::empty_zone(cfg).unwrap();
+    let mut a = ax(&z, 0, 0).unwrap();
+    a.init(base, 32 * PAGE);
+    let first = a.alloc_pages(16, PAGE).unwrap();
+    let second = a.alloc_pages(16, PAGE).unwrap();
+    let (lo, hi) = (first.min(second), first.max(second));
+    assert_eq!(
+        hi - lo,
+        16 * PAGE,
+        "two runs of the 32 frames, side by side"
+    );
+    assert_eq!(a.used_pages(), 32);
+    a.dealloc_pages(lo + 8 * PAGE, 16);
+    assert_eq!((a.used_pages(), a.last_error()), (16, None));
+    z.check().unwrap();
+    // The middle is free: freeing it again frees nothing and says why.
+    a.dealloc_pages(lo + 8 * PAGE, 1);
+    assert!(a.last_error().is_some());
+    assert_eq!(a.used_pages(), 16);
+    // What is left of each run: pages now, freed in one call each.
+    a.dealloc_pages(lo, 8);
+    a.dealloc_pages(hi + 8 * PAGE, 8);
+    assert_eq!((a.used_pages(), a.last_error()), (0, None));
+    z.check().unwrap();
+    // The whole region merged back into the largest blocks, and goes out as one run again.
+    let all = a.alloc_pages(32, PAGE).unwrap();
+    assert_eq!(all, base);
+    a.dealloc_pages(all, 32);
+    assert_eq!((a.used_pages(), a.last_error()), (0, None));
+    z.check().unwrap();
+}
+
 #[derive(Clone, Debug)]
 enum Call {
     Alloc {

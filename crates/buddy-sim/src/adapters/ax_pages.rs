@@ -415,11 +415,12 @@ where
 {
     const PAGE_SIZE: usize = PAGE;
 
-    /// `num_pages` frames from a block of the covering order (or of `align_pow2`, if larger;
-    /// [`AllocRequest::frames`]), the rest given back at once. A run larger than the zone's
-    /// largest block (ArceOS's heap grows by doubling: 16 MiB, 32 MiB, ...) is found free
-    /// anywhere in the zone instead, as the bitmap allocator finds it
-    /// ([`contiguous`](AllocRequest::contiguous), moving nothing: ArceOS's pages do not move).
+    /// `num_pages` frames from a block of the covering order (or of `align_pow2`, if larger),
+    /// split at the run's end with the rest given back at once, the run kept as the fewest
+    /// aligned blocks (see the module docs). A run larger than the zone's largest block
+    /// (ArceOS's heap grows by doubling: 16 MiB, 32 MiB, ...) is found free anywhere in the
+    /// zone instead, as the bitmap allocator finds it (as `alloc_contig_pages` does, moving
+    /// nothing: ArceOS's pages do not move).
     #[inline]
     fn alloc_pages(&mut self, num_pages: usize, align_pow2: usize) -> AllocResult<usize> {
         if num_pages == 1 && align_pow2 == PAGE {
@@ -428,8 +429,9 @@ where
         self.alloc_run::<NoMemory>(num_pages, align_pow2, None)
     }
 
-    /// Frees `num_pages` frames from `pos` ([`Zone::free_contig_range`]); a failure (a page
-    /// not allocated, outside the zone) frees nothing and is kept in
+    /// Frees `num_pages` frames from `pos`, of one run or several: the blocks inside whole,
+    /// a block the range takes part of split into pages first (see the module docs); a
+    /// failure (a page not allocated, outside the zone) frees nothing and is kept in
     /// [`AxPageAllocator::last_error`].
     #[allow(unsafe_code)]
     fn dealloc_pages(&mut self, pos: usize, num_pages: usize) {
