@@ -22,11 +22,12 @@ use crate::memory::{FrameClearer, FrameMemory, NoMemory};
 use crate::migrate::Migration;
 use crate::mobility::contig_alloc::Take;
 use crate::request::AllocRequest;
-use crate::types::Order;
+use crate::types::{FrameIdx, Order};
 use crate::zone::Zone;
 use crate::zone::cpu::{Access, Cpu};
 use crate::zone::pcp::PerCpu;
 use axallocator::{AllocError, AllocResult, BaseAllocator, PageAllocator};
+use core::ops::Range;
 use lock_api::RawMutex;
 use mm_types::Pfn;
 
@@ -252,7 +253,7 @@ where
         }
     }
 
-    /// A run of `pages` frames aligned to `align`, held as blocks ([`run_as_blocks`]).
+    /// A run of `pages` frames aligned to `align`, held as blocks ([`Cpu::run_as_blocks`]).
     #[allow(unsafe_code)]
     fn alloc_blocks(&mut self, pages: u64, align: Order) -> AllocResult<usize> {
         let cpu = self.cpu();
@@ -260,12 +261,12 @@ where
             // SAFETY: `AxPageAllocator::cpu_local`'s contract: no other call reaches this
             // CPU's lists while this one runs.
             match unsafe { self.zone.local_cpu(cpu) } {
-                Ok(cpu) => run_as_blocks(&cpu, pages, align),
+                Ok(cpu) => cpu.run_as_blocks(pages, align),
                 Err(e) => Err(e.into()),
             }
         } else {
             match self.zone.cpu(cpu) {
-                Ok(cpu) => run_as_blocks(&cpu, pages, align),
+                Ok(cpu) => cpu.run_as_blocks(pages, align),
                 Err(e) => Err(e.into()),
             }
         };
@@ -449,13 +450,13 @@ where
             // CPU's lists while this one runs.
             match unsafe { self.zone.local_cpu(cpu) } {
                 // SAFETY: `AxPageAllocator::new`'s contract, above.
-                Ok(cpu) => unsafe { free_run(&cpu, pfn, pages) },
+                Ok(cpu) => unsafe { cpu.free_run(pfn, pages) },
                 Err(e) => Err(e.into()),
             }
         } else {
             match self.zone.cpu(cpu) {
                 // SAFETY: as above.
-                Ok(cpu) => unsafe { free_run(&cpu, pfn, pages) },
+                Ok(cpu) => unsafe { cpu.free_run(pfn, pages) },
                 Err(e) => Err(e.into()),
             }
         };
@@ -497,166 +498,148 @@ where
     }
 }
 
-/// Allocates a run of `pages` frames aligned to `align` (at most MAX_ORDER) on `cpu`, held
-/// as the fewest naturally aligned unmovable blocks with one reference each: a block of the
-/// covering order, split at the run's end with the blocks past it freed; larger than a
-/// block, found anywhere in the zone as `alloc_contig_pages` finds a run (moving nothing)
-/// and taken as the blocks of the free memory there.
-#[allow(unsafe_code)]
-fn run_as_blocks<F, P, R, A>(
-    cpu: &Cpu<'_, F, P, R, A>,
-    pages: u64,
-    align: Order,
-) -> Result<Pfn, BuddyError>
+// The adapter's runs on a CPU handle: held as blocks (`run_as_blocks`), freed whatever
+// blocks hold them (`free_run`).
+impl<F, P, R, A> Cpu<'_, F, P, R, A>
 where
     F: AsRef<[Frame]>,
     P: AsRef<[PerCpu<R>]>,
     R: RawMutex,
     A: Access,
 {
-    let zone = cpu.zone();
-    let order = Order::covering(pages)?.max(align);
-    if order > zone.config().max_order {
-        let mut move_nothing = |_: &Migration| false;
-        let within = None;
-        let taken = (pages, align);
-        return Ok(zone.contig_pages(
-            cpu.lists(),
-            taken,
-            Take::Blocks,
-            within,
-            &mut move_nothing,
-        )?);
+    /// Allocates a run of `pages` frames aligned to `align` (at most MAX_ORDER) on this CPU,
+    /// held as the fewest naturally aligned unmovable blocks with one reference each: a
+    /// block of the covering order, split at the run's end with the blocks past it freed;
+    /// larger than a block, found anywhere in the zone as `alloc_contig_pages` finds a run
+    /// (moving nothing) and taken as the blocks of the free memory there.
+    #[allow(unsafe_code)]
+    fn run_as_blocks(&self, pages: u64, align: Order) -> Result<Pfn, BuddyError> {
+        let zone = self.zone();
+        let order = Order::covering(pages)?.max(align);
+        if order > zone.config().max_order {
+            let mut move_nothing = |_: &Migration| false;
+            let within = None;
+            let taken = (pages, align);
+            return Ok(zone.contig_pages(
+                self.lists(),
+                taken,
+                Take::Blocks,
+                within,
+                &mut move_nothing,
+            )?);
+        }
+        let pfn = self.alloc_raw(AllocRequest::order(order))?;
+        if pages == order.pages() {
+            return Ok(pfn);
+        }
+        // This call holds the block's only reference: the split cannot fail, nor the frees
+        // of the blocks past the run, which it hands to nobody.
+        if let Err(e) = zone.split_block_at(pfn, order, pages) {
+            // SAFETY: this call allocated the block and hands it to nobody.
+            let _ = unsafe { self.free_pages(pfn, order) };
+            return Err(e.into());
+        }
+        for (head, o) in decompose(Pfn(pfn.0 + pages), order.pages() - pages, order)? {
+            // SAFETY: as above, for each block past the run.
+            unsafe { self.free_pages(head, o) }?;
+        }
+        Ok(pfn)
     }
-    let pfn = cpu.alloc_raw(AllocRequest::order(order))?;
-    if pages == order.pages() {
-        return Ok(pfn);
-    }
-    // This call holds the block's only reference: the split cannot fail, nor the frees of
-    // the blocks past the run, which it hands to nobody.
-    if let Err(e) = zone.split_block_at(pfn, order, pages) {
-        // SAFETY: this call allocated the block and hands it to nobody.
-        let _ = unsafe { cpu.free_pages(pfn, order) };
-        return Err(e.into());
-    }
-    for (head, o) in decompose(Pfn(pfn.0 + pages), order.pages() - pages, order)? {
-        // SAFETY: as above, for each block past the run.
-        unsafe { cpu.free_pages(head, o) }?;
-    }
-    Ok(pfn)
-}
 
-/// Frees `[pfn, pfn + nr)` on `cpu`, whatever blocks hold it: a block wholly inside goes
-/// back whole ([`Cpu::free_pages`]); one that reaches past either end is split into order-0
-/// pages first ([`Zone::split_page`]) and its part freed as the fewest aligned blocks
-/// ([`Cpu::free_contig_range`]). Every block is checked first (allocated, with one
-/// reference where it is split), so a bad range frees nothing.
-///
-/// # Safety
-/// As [`Cpu::free_contig_range`]: the caller holds every frame of the range and uses none
-/// of it after.
-#[allow(unsafe_code)]
-unsafe fn free_run<F, P, R, A>(
-    cpu: &Cpu<'_, F, P, R, A>,
-    pfn: Pfn,
-    nr: u64,
-) -> Result<(), BuddyError>
-where
-    F: AsRef<[Frame]>,
-    P: AsRef<[PerCpu<R>]>,
-    R: RawMutex,
-    A: Access,
-{
-    let zone = cpu.zone();
-    let m = zone.map();
-    // One page, the common case: an order-0 block (a page of a run split before, or one
-    // page allocated alone).
-    if nr == 1 {
-        // SAFETY: the caller's promise, passed on.
-        match unsafe { cpu.free_pages(pfn, Order::ZERO) } {
-            // A page of a block: the general path splits it.
-            Err(FreeError::CompoundPage(_) | FreeError::OrderMismatch { .. }) => {}
-            done => return done.map_err(BuddyError::from),
-        }
-    }
-    let range = m.range(pfn, nr).map_err(FreeError::from)?;
-    if range.is_empty() {
-        return Ok(());
-    }
-    let Some((first, _)) = m.block_head(range.start) else {
-        return Err(m
-            .not_allocated(range.start, m.frame(range.start).load())
-            .into());
-    };
-    // Pass 1: the blocks holding the range, as this caller's frames stand still.
-    let mut i = first;
-    let mut pages_only = first == range.start;
-    while i < range.end {
-        let w = m.frame(i).load();
-        if !w.is_live() || w.frozen() {
-            return Err(m.not_allocated(i, w).into());
-        }
-        let end = i + (1u32 << w.order());
-        let straddles = i < range.start || end > range.end;
-        if straddles && w.refcount() != 1 {
-            return Err(FreeError::Shared(m.pfn(i)).into());
-        }
-        pages_only &= w.order() == 0;
-        i = end;
-    }
-    if pages_only {
-        // SAFETY: the caller's promise, passed on.
-        return unsafe { cpu.free_contig_range(pfn, nr) }.map_err(BuddyError::from);
-    }
-    // Pass 2: each block above order 0 inside the range freed whole; the pages, and the
-    // parts of blocks split at the range's ends, freed as runs of pages.
-    let mut pages = range.start..range.start;
-    let mut i = first;
-    while i < range.end {
-        let w = m.frame(i).load();
-        let order = Order(w.order());
-        let end = i + (1u32 << w.order());
-        let whole = i >= range.start && end <= range.end;
-        if whole && order.get() > 0 {
+    /// Frees `[pfn, pfn + nr)` on this CPU, whatever blocks hold it: a block wholly inside
+    /// goes back whole ([`Cpu::free_pages`]); one that reaches past either end is split
+    /// into order-0 pages first ([`Zone::split_page`]) and its part freed as the fewest
+    /// aligned blocks ([`Cpu::free_contig_range`]). Every block is checked first
+    /// (allocated, with one reference where it is split), so a bad range frees nothing.
+    ///
+    /// # Safety
+    /// As [`Cpu::free_contig_range`]: the caller holds every frame of the range and uses
+    /// none of it after.
+    #[allow(unsafe_code)]
+    unsafe fn free_run(&self, pfn: Pfn, nr: u64) -> Result<(), BuddyError> {
+        let zone = self.zone();
+        let m = zone.map();
+        // One page, the common case: an order-0 block (a page of a run split before, or one
+        // page allocated alone).
+        if nr == 1 {
             // SAFETY: the caller's promise, passed on.
-            unsafe { free_pages_run(cpu, pages) }?;
-            // SAFETY: as above.
-            unsafe { cpu.free_pages(m.pfn(i), order) }?;
-            pages = end..end;
-        } else {
-            if !whole {
-                zone.split_page(m.pfn(i), order)?;
+            match unsafe { self.free_pages(pfn, Order::ZERO) } {
+                // A page of a block: the general path splits it.
+                Err(FreeError::CompoundPage(_) | FreeError::OrderMismatch { .. }) => {}
+                done => return done.map_err(BuddyError::from),
             }
-            pages.end = end.min(range.end);
         }
-        i = end;
+        let range = m.range(pfn, nr).map_err(FreeError::from)?;
+        if range.is_empty() {
+            return Ok(());
+        }
+        let Some((first, _)) = m.block_head(range.start) else {
+            return Err(m
+                .not_allocated(range.start, m.frame(range.start).load())
+                .into());
+        };
+        // Pass 1: the blocks holding the range, as this caller's frames stand still.
+        let mut i = first;
+        let mut pages_only = first == range.start;
+        while i < range.end {
+            let w = m.frame(i).load();
+            if !w.is_live() || w.frozen() {
+                return Err(m.not_allocated(i, w).into());
+            }
+            let end = i + (1u32 << w.order());
+            let straddles = i < range.start || end > range.end;
+            if straddles && w.refcount() != 1 {
+                return Err(FreeError::Shared(m.pfn(i)).into());
+            }
+            pages_only &= w.order() == 0;
+            i = end;
+        }
+        if pages_only {
+            // SAFETY: the caller's promise, passed on.
+            return unsafe { self.free_contig_range(pfn, nr) }.map_err(BuddyError::from);
+        }
+        // Pass 2: each block above order 0 inside the range freed whole; the pages, and the
+        // parts of blocks split at the range's ends, freed as runs of pages.
+        let mut pages = range.start..range.start;
+        let mut i = first;
+        while i < range.end {
+            let w = m.frame(i).load();
+            let order = Order(w.order());
+            let end = i + (1u32 << w.order());
+            let whole = i >= range.start && end <= range.end;
+            if whole && order.get() > 0 {
+                // SAFETY: the caller's promise, passed on.
+                unsafe { self.free_pages_run(pages) }?;
+                // SAFETY: as above.
+                unsafe { self.free_pages(m.pfn(i), order) }?;
+                pages = end..end;
+            } else {
+                if !whole {
+                    zone.split_page(m.pfn(i), order)?;
+                }
+                pages.end = end.min(range.end);
+            }
+            i = end;
+        }
+        // SAFETY: the caller's promise, passed on.
+        unsafe { self.free_pages_run(pages) }
     }
-    // SAFETY: the caller's promise, passed on.
-    unsafe { free_pages_run(cpu, pages) }
-}
 
-/// Frees the order-0 pages `pages` as the fewest aligned blocks ([`Cpu::free_contig_range`]).
-///
-/// # Safety
-/// As [`Cpu::free_contig_range`].
-#[allow(unsafe_code)]
-unsafe fn free_pages_run<F, P, R, A>(
-    cpu: &Cpu<'_, F, P, R, A>,
-    pages: core::ops::Range<crate::types::FrameIdx>,
-) -> Result<(), BuddyError>
-where
-    F: AsRef<[Frame]>,
-    P: AsRef<[PerCpu<R>]>,
-    R: RawMutex,
-    A: Access,
-{
-    if pages.is_empty() {
-        return Ok(());
+    /// Frees the order-0 pages `pages` as the fewest aligned blocks
+    /// ([`Cpu::free_contig_range`]).
+    ///
+    /// # Safety
+    /// As [`Cpu::free_contig_range`].
+    #[allow(unsafe_code)]
+    unsafe fn free_pages_run(&self, pages: Range<FrameIdx>) -> Result<(), BuddyError> {
+        if pages.is_empty() {
+            return Ok(());
+        }
+        let m = self.zone().map();
+        let len = u64::from(pages.end - pages.start);
+        // SAFETY: the caller's promise, passed on.
+        unsafe { self.free_contig_range(m.pfn(pages.start), len) }.map_err(BuddyError::from)
     }
-    let m = cpu.zone().map();
-    let len = u64::from(pages.end - pages.start);
-    // SAFETY: the caller's promise, passed on.
-    unsafe { cpu.free_contig_range(m.pfn(pages.start), len) }.map_err(BuddyError::from)
 }
 
 /// A frame count as `usize`, saturated (a 32-bit target's zone cannot count past it anyway).
