@@ -384,40 +384,25 @@ fn one_heap_round(a: &dyn Locked, held: &mut Vec<(usize, usize)>) {
 /// Calls in one heap-growth round.
 const HEAP_CALLS: f64 = 22.0;
 
+/// The counted workloads of each `(name, ops, work)`, on each allocator of a [`Pair`]:
+/// `NAME-bitmap`, `NAME-buddy`, `NAME-buddy-local` (a `Workload` runs a plain `fn`, so one
+/// per allocator).
+macro_rules! counted {
+    ($(($name:literal, $ops:literal, $work:ident)),+ $(,)?) => {
+        [$(
+            Workload { name: concat!($name, "-bitmap"), ops: $ops, run: |n| count_work(n, 0, $work) },
+            Workload { name: concat!($name, "-buddy"), ops: $ops, run: |n| count_work(n, 1, $work) },
+            Workload { name: concat!($name, "-buddy-local"), ops: $ops, run: |n| count_work(n, 2, $work) },
+        )+]
+    };
+}
+
 /// The instruction-counted workloads: a page-table pair and a heap-growth round on each
 /// allocator.
-pub const COUNTED: [Workload; 6] = [
-    Workload {
-        name: "arceos-page-bitmap",
-        ops: 2000,
-        run: |n| count_work(n, 0, one_page_pair),
-    },
-    Workload {
-        name: "arceos-page-buddy",
-        ops: 2000,
-        run: |n| count_work(n, 1, one_page_pair),
-    },
-    Workload {
-        name: "arceos-page-buddy-local",
-        ops: 2000,
-        run: |n| count_work(n, 2, one_page_pair),
-    },
-    Workload {
-        name: "arceos-heap-bitmap",
-        ops: 10,
-        run: |n| count_work(n, 0, one_heap_round),
-    },
-    Workload {
-        name: "arceos-heap-buddy",
-        ops: 10,
-        run: |n| count_work(n, 1, one_heap_round),
-    },
-    Workload {
-        name: "arceos-heap-buddy-local",
-        ops: 10,
-        run: |n| count_work(n, 2, one_heap_round),
-    },
-];
+pub const COUNTED: [Workload; 6] = counted!(
+    ("arceos-page", 2000, one_page_pair),
+    ("arceos-heap", 10, one_heap_round),
+);
 
 /// The host table's calls counted by callgrind: exact, the same on every run of the same
 /// binary, so a change of a few percent is a change of the code.

@@ -106,8 +106,9 @@ impl Pageblock {
             | if self.cma { RESERVED_CMA } else { 0 }
     }
 
-    /// The free-list index of the free blocks of the pageblock whose bits are `bits`:
-    /// [`Pageblock::list`] of [`Pageblock::from_bits`], without making the pageblock.
+    /// The free-list index of the free blocks of the pageblock whose bits are `bits`
+    /// (what a free reads, without making the pageblock): the isolated lists, a CMA
+    /// reservation's, or its type's.
     #[inline(always)]
     pub(crate) const fn list_of_bits(bits: u32) -> u8 {
         if bits & ISOLATED != 0 {
@@ -125,28 +126,6 @@ impl Pageblock {
 
     /// The free-list index of its free blocks.
     pub(crate) const fn list(self) -> u8 {
-        if self.isolated {
-            ISOLATE
-        } else if self.cma {
-            CMA
-        } else {
-            self.mt as u8
-        }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn the_list_read_from_bits_is_the_pageblocks_list() {
-        for bits in 0..64u32 {
-            assert_eq!(
-                Pageblock::list_of_bits(bits),
-                Pageblock::from_bits(bits).list(),
-                "{bits:#b}"
-            );
-        }
+        Self::list_of_bits(self.bits())
     }
 }

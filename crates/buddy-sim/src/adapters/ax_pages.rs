@@ -31,6 +31,28 @@ use core::ops::Range;
 use lock_api::RawMutex;
 use mm_types::Pfn;
 
+/// `$call` with `$cpu` bound to the handle of the CPU this call runs on: reaching its lists
+/// without their lock for a CPU-local allocator, under it otherwise (two handle types, so a
+/// macro rather than a closure); `Err` of the CPU number's error if the zone has no such CPU.
+macro_rules! on_cpu {
+    ($self:ident, |$cpu:ident| $call:expr) => {{
+        let id = $self.cpu();
+        if $self.local {
+            // SAFETY: `AxPageAllocator::cpu_local`'s contract: no other call reaches this
+            // CPU's lists while this one runs.
+            match unsafe { $self.zone.local_cpu(id) } {
+                Ok($cpu) => $call,
+                Err(e) => Err(e.into()),
+            }
+        } else {
+            match $self.zone.cpu(id) {
+                Ok($cpu) => $call,
+                Err(e) => Err(e.into()),
+            }
+        }
+    }};
+}
+
 /// A zone as `axallocator`'s [`PageAllocator`], allocating and freeing on one CPU's lists
 /// (make one per CPU: it holds a shared reference to the zone, which is `Sync`).
 ///
@@ -177,6 +199,13 @@ where
         })
     }
 
+    /// The position of an allocation's first frame, its error recorded ([`Self::outcome`]).
+    #[inline(always)]
+    fn position<E: Into<BuddyError>>(&mut self, r: Result<Pfn, E>) -> AllocResult<usize> {
+        let pfn = self.outcome(r)?;
+        self.pos_of(pfn).ok_or(AllocError::InvalidParam)
+    }
+
     /// Takes exactly the frames `[pfn, pfn + pages)`, each as an order-0 page; all or
     /// nothing.
     #[allow(unsafe_code)]
@@ -230,21 +259,8 @@ where
     #[allow(unsafe_code)]
     #[inline]
     fn alloc_page(&mut self) -> AllocResult<usize> {
-        let cpu = self.cpu();
-        let r = if self.local {
-            // SAFETY: `AxPageAllocator::cpu_local`'s contract: no other call reaches this
-            // CPU's lists while this one runs.
-            match unsafe { self.zone.local_cpu(cpu) } {
-                Ok(cpu) => cpu.alloc_raw(AllocRequest::page()),
-                Err(e) => Err(e.into()),
-            }
-        } else {
-            match self.zone.cpu(cpu) {
-                Ok(cpu) => cpu.alloc_raw(AllocRequest::page()),
-                Err(e) => Err(e.into()),
-            }
-        };
-        match r {
+        match on_cpu!(self, |cpu| cpu.alloc_raw(AllocRequest::page())) {
+            // The common case without `outcome`'s error mapping.
             Ok(pfn) => {
                 self.last_error = None;
                 self.pos_of(pfn).ok_or(AllocError::InvalidParam)
@@ -256,22 +272,8 @@ where
     /// A run of `pages` frames aligned to `align`, held as blocks ([`Cpu::run_as_blocks`]).
     #[allow(unsafe_code)]
     fn alloc_blocks(&mut self, pages: u64, align: Order) -> AllocResult<usize> {
-        let cpu = self.cpu();
-        let r = if self.local {
-            // SAFETY: `AxPageAllocator::cpu_local`'s contract: no other call reaches this
-            // CPU's lists while this one runs.
-            match unsafe { self.zone.local_cpu(cpu) } {
-                Ok(cpu) => cpu.run_as_blocks(pages, align),
-                Err(e) => Err(e.into()),
-            }
-        } else {
-            match self.zone.cpu(cpu) {
-                Ok(cpu) => cpu.run_as_blocks(pages, align),
-                Err(e) => Err(e.into()),
-            }
-        };
-        let pfn = self.outcome(r)?;
-        self.pos_of(pfn).ok_or(AllocError::InvalidParam)
+        let r = on_cpu!(self, |cpu| cpu.run_as_blocks(pages, align));
+        self.position(r)
     }
 
     /// `num_pages` frames aligned to `align_pow2` bytes (see [`PageAllocator::alloc_pages`]),
@@ -305,22 +307,8 @@ where
         if let Some(clearer) = clearer {
             request = request.zeroed_with(clearer);
         }
-        let cpu = self.cpu();
-        let r = if self.local {
-            // SAFETY: `AxPageAllocator::cpu_local`'s contract: no other call reaches this
-            // CPU's lists while this one runs.
-            match unsafe { self.zone.local_cpu(cpu) } {
-                Ok(cpu) => cpu.alloc_raw(request).map_err(BuddyError::from),
-                Err(e) => Err(e.into()),
-            }
-        } else {
-            match self.zone.cpu(cpu) {
-                Ok(cpu) => cpu.alloc_raw(request).map_err(BuddyError::from),
-                Err(e) => Err(e.into()),
-            }
-        };
-        let pfn = self.outcome(r)?;
-        self.pos_of(pfn).ok_or(AllocError::InvalidParam)
+        let r = on_cpu!(self, |cpu| cpu.alloc_raw(request));
+        self.position(r)
     }
 }
 
@@ -440,26 +428,10 @@ where
             let _ = self.outcome::<(), _>(Err(BuddyError::NotAFrame { addr: pos }));
             return;
         };
-        let (cpu, pages) = (self.cpu(), num_pages as u64);
-        // One page: its free as a block of order 0 (any page this allocator hands out is one,
-        // split from its run or not), without the run's claim pass. The frees' contract is
-        // `AxPageAllocator::new`'s: the caller hands back only runs this allocator handed
-        // out, once, and no longer uses them.
-        let r = if self.local {
-            // SAFETY: `AxPageAllocator::cpu_local`'s contract: no other call reaches this
-            // CPU's lists while this one runs.
-            match unsafe { self.zone.local_cpu(cpu) } {
-                // SAFETY: `AxPageAllocator::new`'s contract, above.
-                Ok(cpu) => unsafe { cpu.free_run(pfn, pages) },
-                Err(e) => Err(e.into()),
-            }
-        } else {
-            match self.zone.cpu(cpu) {
-                // SAFETY: as above.
-                Ok(cpu) => unsafe { cpu.free_run(pfn, pages) },
-                Err(e) => Err(e.into()),
-            }
-        };
+        let pages = num_pages as u64;
+        // SAFETY: `AxPageAllocator::new`'s contract: the caller hands back only runs this
+        // allocator handed out, once, and no longer uses them.
+        let r = on_cpu!(self, |cpu| unsafe { cpu.free_run(pfn, pages) });
         let _ = self.outcome(r);
     }
 
@@ -556,11 +528,10 @@ where
     /// As [`Cpu::free_contig_range`]: the caller holds every frame of the range and uses
     /// none of it after.
     #[allow(unsafe_code)]
+    #[inline(always)]
     unsafe fn free_run(&self, pfn: Pfn, nr: u64) -> Result<(), BuddyError> {
-        let zone = self.zone();
-        let m = zone.map();
-        // One page, the common case: an order-0 block (a page of a run split before, or one
-        // page allocated alone).
+        // One page, the common case, inline: an order-0 block (a page of a run split
+        // before, or one page allocated alone).
         if nr == 1 {
             // SAFETY: the caller's promise, passed on.
             match unsafe { self.free_pages(pfn, Order::ZERO) } {
@@ -569,6 +540,19 @@ where
                 done => return done.map_err(BuddyError::from),
             }
         }
+        // SAFETY: the caller's promise, passed on.
+        unsafe { self.free_blocks_of(pfn, nr) }
+    }
+
+    /// [`Cpu::free_run`] past its one-page case.
+    ///
+    /// # Safety
+    /// As [`Cpu::free_run`].
+    #[allow(unsafe_code)]
+    #[inline(never)]
+    unsafe fn free_blocks_of(&self, pfn: Pfn, nr: u64) -> Result<(), BuddyError> {
+        let zone = self.zone();
+        let m = zone.map();
         let range = m.range(pfn, nr).map_err(FreeError::from)?;
         if range.is_empty() {
             return Ok(());
