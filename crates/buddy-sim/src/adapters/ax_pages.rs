@@ -17,7 +17,7 @@ use super::direct_map::{DirectMap, PAGE};
 use crate::decompose::decompose;
 use crate::error::buddy::BuddyError;
 use crate::error::free::FreeError;
-use crate::frame::Frame;
+use crate::frame::{Frame, Word};
 use crate::memory::{FrameClearer, FrameMemory, NoMemory};
 use crate::migrate::Migration;
 use crate::mobility::contig_alloc::Take;
@@ -253,13 +253,13 @@ where
         self.alloc_run(num_pages, align_pow2, Some(clearer))
     }
 
-    /// One page (a page table's, most often): the zone's block path, from the CPU's list,
-    /// with the request a constant the path folds; an order-0 block is already a page
-    /// `dealloc_pages` can give back.
+    /// One page (a page table's, most often): a frozen page ([`Cpu::alloc_frozen_page`]),
+    /// from the CPU's list; the allocator's caller owns it whole, and nothing takes a
+    /// reference to it.
     #[allow(unsafe_code)]
     #[inline]
     fn alloc_page(&mut self) -> AllocResult<usize> {
-        match on_cpu!(self, |cpu| cpu.alloc_raw(AllocRequest::page())) {
+        match on_cpu!(self, |cpu| cpu.alloc_frozen_page()) {
             // The common case without `outcome`'s error mapping.
             Ok(pfn) => {
                 self.last_error = None;
@@ -267,6 +267,21 @@ where
             }
             Err(e) => self.outcome(Err(e)),
         }
+    }
+
+    /// [`PageAllocator::dealloc_pages`] of a run, or of one page of a run.
+    #[allow(unsafe_code)]
+    #[inline(never)]
+    fn dealloc_run(&mut self, pos: usize, num_pages: usize) {
+        let Some(pfn) = self.pfn_at(pos) else {
+            let _ = self.outcome::<(), _>(Err(BuddyError::NotAFrame { addr: pos }));
+            return;
+        };
+        let pages = num_pages as u64;
+        // SAFETY: `AxPageAllocator::new`'s contract: the caller hands back only runs this
+        // allocator handed out, once, and no longer uses them.
+        let r = on_cpu!(self, |cpu| unsafe { cpu.free_run(pfn, pages) });
+        let _ = self.outcome(r);
     }
 
     /// A run of `pages` frames aligned to `align`, held as blocks ([`Cpu::run_as_blocks`]).
@@ -279,6 +294,7 @@ where
     /// `num_pages` frames aligned to `align_pow2` bytes (see [`PageAllocator::alloc_pages`]),
     /// zeroed through `clearer` if one is given.
     #[allow(unsafe_code)]
+    #[inline(never)]
     fn alloc_run<M: FrameMemory>(
         &mut self,
         num_pages: usize,
@@ -423,16 +439,28 @@ where
     /// failure (a page not allocated, outside the zone) frees nothing and is kept in
     /// [`AxPageAllocator::last_error`].
     #[allow(unsafe_code)]
+    #[inline]
     fn dealloc_pages(&mut self, pos: usize, num_pages: usize) {
-        let Some(pfn) = self.pfn_at(pos) else {
-            let _ = self.outcome::<(), _>(Err(BuddyError::NotAFrame { addr: pos }));
-            return;
-        };
-        let pages = num_pages as u64;
-        // SAFETY: `AxPageAllocator::new`'s contract: the caller hands back only runs this
-        // allocator handed out, once, and no longer uses them.
-        let r = on_cpu!(self, |cpu| unsafe { cpu.free_run(pfn, pages) });
-        let _ = self.outcome(r);
+        // One page allocated alone (frozen), the common case, inline.
+        if num_pages == 1
+            && let Some(pfn) = self.pfn_at(pos)
+        {
+            // SAFETY: `AxPageAllocator::new`'s contract: the caller hands back only runs
+            // this allocator handed out, once, and no longer uses them.
+            match on_cpu!(self, |cpu| unsafe { cpu.free_frozen_page(pfn) }) {
+                Ok(()) => {
+                    self.last_error = None;
+                    return;
+                }
+                // A page of a run: the general path.
+                Err(FreeError::NotFrozen(_) | FreeError::CompoundPage(_)) => {}
+                Err(e) => {
+                    let _ = self.outcome::<(), _>(Err(e));
+                    return;
+                }
+            }
+        }
+        self.dealloc_run(pos, num_pages);
     }
 
     /// Takes exactly `[base, base + num_pages * 4 KiB)`, all or nothing: each aligned block
@@ -530,12 +558,11 @@ where
     #[allow(unsafe_code)]
     #[inline(always)]
     unsafe fn free_run(&self, pfn: Pfn, nr: u64) -> Result<(), BuddyError> {
-        // One page, the common case, inline: an order-0 block (a page of a run split
-        // before, or one page allocated alone).
+        // One page of a run: an order-0 page (a run's page split before), else the general
+        // path splits its block.
         if nr == 1 {
             // SAFETY: the caller's promise, passed on.
             match unsafe { self.free_pages(pfn, Order::ZERO) } {
-                // A page of a block: the general path splits it.
                 Err(FreeError::CompoundPage(_) | FreeError::OrderMismatch { .. }) => {}
                 done => return done.map_err(BuddyError::from),
             }
@@ -565,8 +592,15 @@ where
         // Pass 1: the blocks holding the range, as this caller's frames stand still.
         let mut i = first;
         let mut pages_only = first == range.start;
+        let mut frozen = false;
         while i < range.end {
             let w = m.frame(i).load();
+            if w == Word::FROZEN_PAGE {
+                // A page allocated alone, inside the range (it is order 0).
+                frozen = true;
+                i += 1;
+                continue;
+            }
             if !w.is_live() || w.frozen() {
                 return Err(m.not_allocated(i, w).into());
             }
@@ -577,6 +611,16 @@ where
             }
             pages_only &= w.order() == 0;
             i = end;
+        }
+        if frozen {
+            // The pages allocated alone become pages with this caller's one reference, as a
+            // run's pages are, so that the run's free takes them with the rest.
+            for i in FrameIdx::each(range.clone()) {
+                let f = m.frame(i);
+                if f.load() == Word::FROZEN_PAGE {
+                    f.store(Word::allocated(0));
+                }
+            }
         }
         if pages_only {
             // SAFETY: the caller's promise, passed on.

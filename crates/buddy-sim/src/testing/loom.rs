@@ -504,6 +504,58 @@ fn loom_two_contexts_on_one_cpus_local_lists_are_caught() {
     });
 }
 
+/// Two frozen pages taken and freed on `cpu` (with `pcp_high` 2, the second free drains).
+fn frozen_pair(z: &LoomZone, cpu: usize) {
+    let c = z.cpu(cpu).unwrap();
+    let a = c.alloc_frozen_page().unwrap();
+    let b = c.alloc_frozen_page().unwrap();
+    // SAFETY: see the module docs.
+    unsafe { c.free_frozen_page(a) }.unwrap();
+    // SAFETY: as above.
+    unsafe { c.free_frozen_page(b) }.unwrap();
+}
+
+/// Frozen pages on one CPU (their frees write the page's word without a compare-and-swap)
+/// racing refills, drains and merges of their buddies on another CPU, and a frozen page
+/// freed on another CPU than its allocation: nothing is lost and the zone is whole again.
+#[test]
+fn loom_frozen_pages_race_other_cpus_refills_drains_and_merges() {
+    loom::model(|| {
+        let z = zone(2);
+        let page = z.cpu(0).unwrap().alloc_frozen_page().unwrap();
+        let other = on_another_thread(&z, move |z| {
+            alloc_free(z, 1, Order(1));
+            // SAFETY: see the module docs (this thread frees the page the main one handed it).
+            unsafe { z.cpu(1).unwrap().free_frozen_page(page) }.unwrap();
+        });
+        frozen_pair(&z, 0);
+        other.join().unwrap();
+        assert_whole(&z);
+    });
+}
+
+/// The negative control of [`Cpu::free_frozen_page`](crate::Cpu::free_frozen_page)'s
+/// contract (a frozen page is freed by one call): its free checks the word and writes it
+/// without a compare-and-swap, so two CPUs freeing one frozen page at once can both
+/// succeed, and the model must find that interleaving (the page then sits on two lists).
+#[test]
+#[should_panic(expected = "both CPUs freed the frozen page")]
+fn loom_two_frees_of_one_frozen_page_at_once_are_not_caught() {
+    loom::model(|| {
+        let z = zone(2);
+        let page = z.cpu(0).unwrap().alloc_frozen_page().unwrap();
+        // SAFETY: breaks the contract on purpose; the zone's memory is never written.
+        let other = on_another_thread(&z, move |z| unsafe {
+            z.cpu(1).unwrap().free_frozen_page(page).is_ok()
+        });
+        // SAFETY: as above.
+        let mine = unsafe { z.cpu(0).unwrap().free_frozen_page(page) }.is_ok();
+        let theirs = other.join().unwrap();
+        assert!(mine != theirs, "both CPUs freed the frozen page");
+        assert_whole(&z);
+    });
+}
+
 /// 16 frames of which only the first 4 are initialized when added: 12 deferred.
 fn deferred_zone() -> Arc<LoomZone> {
     let cfg = ZoneConfig {

@@ -214,12 +214,17 @@ where
             let lists = pcp.lists.lock();
             let mut count = FreeCount::NONE;
             for (l, list) in lists.lists.iter().enumerate() {
-                listed += check_list(m, list, FrameState::Pcp, |w| {
+                let entry_ok = |w: Word| {
                     MigrateType::from_index(w.mt())
                         .and_then(|mt| self.cfg.pcp_list(Order(w.order()), mt))
                         == Some(l)
-                })?;
-                count_list(m, list, &mut count);
+                };
+                listed += check_list(m, list.cold(), FrameState::Pcp, entry_ok)?;
+                listed += check_hot(m, list.hot(), entry_ok)?;
+                for idx in list.blocks(m.frames) {
+                    let w = m.frame(idx).load();
+                    count.add(Order(w.order()), w.zeroed());
+                }
             }
             if count != lists.count {
                 return bad(
@@ -282,10 +287,31 @@ fn check_list(
     Ok(len)
 }
 
-/// Adds the blocks on `list` to `count`.
-fn count_list(m: FrameMap<'_>, list: &List, count: &mut FreeCount) {
-    for idx in list.blocks(m.frames) {
-        let w = m.frame(idx).load();
-        count.add(Order(w.order()), w.zeroed());
+/// Checks the blocks in a per-cpu list's array: each in the zone, a per-cpu head that
+/// `entry_ok` accepts, not known zero (those go on the linked list's back); returns how many.
+/// A block on two lists (or twice on one) shows as more list entries than per-cpu heads.
+fn check_hot(
+    m: FrameMap<'_>,
+    hot: &[FrameIdx],
+    entry_ok: impl Fn(Word) -> bool,
+) -> Result<u64, Corruption> {
+    for &idx in hot {
+        let fail = |what| {
+            Err(Corruption {
+                what,
+                pfn: m.pfn(idx),
+            })
+        };
+        let Some(f) = m.frames.get(idx.get()) else {
+            return fail("a per-cpu array entry outside the zone");
+        };
+        let w = f.load();
+        if w.state() != FrameState::Pcp || !entry_ok(w) {
+            return fail("a list entry of the wrong state or order");
+        }
+        if w.zeroed() {
+            return fail("a known-zero block in a per-cpu list's array");
+        }
     }
+    Ok(hot.len() as u64)
 }

@@ -14,8 +14,9 @@ use crate::types::{FrameIdx, Order};
 use crate::zone::buddy::{FreeArea, Prefer};
 use crate::zone::config::{Fallback, PCP_LISTS, PCP_SLOTS};
 use crate::zone::counters::LockStats;
-use crate::zone::list::{FreeCount, List};
+use crate::zone::list::FreeCount;
 use crate::zone::map::FrameMap;
+use crate::zone::pcp_list::PcpList;
 use lock_api::RawMutex;
 
 /// One CPU's free lists and their lock. Callers provide a slice of these, one per CPU (a
@@ -31,7 +32,7 @@ const _: () = assert!(PCP_LISTS <= 32);
 
 /// Everything a per-cpu lock protects.
 pub(crate) struct PcpLists {
-    pub(crate) lists: [List; PCP_LISTS],
+    pub(crate) lists: [PcpList; PCP_LISTS],
     /// Bit `l` set when list `l` is not empty: a drain finds its next list in one step.
     nonempty: u32,
     /// Frames on these lists, and of those in blocks known zero.
@@ -46,7 +47,7 @@ pub(crate) struct PcpLists {
 
 impl PcpLists {
     const EMPTY: Self = Self {
-        lists: [List::EMPTY; PCP_LISTS],
+        lists: [PcpList::EMPTY; PCP_LISTS],
         nonempty: 0,
         count: FreeCount::NONE,
         drain_cursor: 0,
@@ -89,7 +90,7 @@ impl PcpLists {
         let l = &mut self.lists[list];
         let idx = match prefer {
             Prefer::Unzeroed => l.pop_front(m.frames)?,
-            Prefer::Zeroed if m.frame(l.tail()?).load().zeroed() => l.pop_back(m.frames)?,
+            Prefer::Zeroed if m.frame(l.back()?).load().zeroed() => l.pop_back(m.frames)?,
             Prefer::Zeroed => return None,
         };
         if l.is_empty() {
@@ -100,6 +101,22 @@ impl PcpLists {
         self.recent_frees >>= 1;
         self.stats.list_ops += 1;
         Some((idx, zeroed))
+    }
+
+    /// Takes the most recently freed block of `list` from its array, if it has one: a
+    /// block not known zero, which the caller now owns ([`PcpLists::pop`] without reading
+    /// the block's frame).
+    #[inline(always)]
+    pub(crate) fn pop_hot(&mut self, list: usize, order: Order) -> Option<FrameIdx> {
+        let l = &mut self.lists[list];
+        let idx = l.pop_hot()?;
+        if l.is_empty() {
+            self.nonempty &= !(1 << list);
+        }
+        self.count.sub(order, false);
+        self.recent_frees >>= 1;
+        self.stats.list_ops += 1;
+        Some(idx)
     }
 
     /// `rmqueue_bulk`: moves up to `blocks` blocks of `order` for allocations of the list's

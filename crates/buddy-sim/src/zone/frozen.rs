@@ -1,0 +1,146 @@
+//! Frozen pages: one unmovable order-0 page handed out with no reference count, its caller
+//! its only owner until it frees it (Linux's `alloc_frozen_pages` and `free_frozen_pages`,
+//! which its page-table and slab allocations use). Nobody can take a reference to a frozen
+//! page, so its free needs no compare-and-swap: a check of the frame's word and the per-cpu
+//! list's push. Both calls take one lock, the CPU's list lock (none for a
+//! [`LocalCpu`](crate::LocalCpu) handle), and on the common path read or write only the
+//! list's array and the page's own word.
+
+use crate::error::alloc::AllocError;
+use crate::error::free::FreeError;
+use crate::frame::{Frame, Word};
+use crate::migratetype::MigrateType;
+use crate::types::{FrameIdx, Order};
+use crate::zone::Zone;
+use crate::zone::buddy::Prefer;
+use crate::zone::config::PCP_SLOTS;
+use crate::zone::cpu::{Access, Cpu};
+use crate::zone::pcp::{CpuLists, PerCpu};
+use lock_api::RawMutex;
+use mm_types::Pfn;
+
+/// The per-cpu list of unmovable order-0 pages (`ZoneConfig::pcp_list(Order::ZERO,
+/// MigrateType::Unmovable)`).
+const UNMOVABLE_PAGES: usize = MigrateType::Unmovable as usize * PCP_SLOTS;
+
+impl<F, P, R> Zone<F, P, R>
+where
+    F: AsRef<[Frame]>,
+    P: AsRef<[PerCpu<R>]>,
+    R: RawMutex,
+{
+    /// [`Cpu::alloc_frozen_page`] on `pcp`'s lists.
+    #[inline(always)]
+    pub(crate) fn alloc_frozen_page_on(
+        &self,
+        pcp: CpuLists<'_, R>,
+    ) -> Result<FrameIdx, AllocError> {
+        let taken = self.lock_pcp(pcp).pop_hot(UNMOVABLE_PAGES, Order::ZERO);
+        let idx = match taken {
+            Some(idx) => idx,
+            None => {
+                let mt = MigrateType::Unmovable;
+                self.alloc_preferring(pcp, Order::ZERO, Prefer::Unzeroed, mt, 0)?
+                    .0
+            }
+        };
+        self.map().frame(idx).store(Word::FROZEN_PAGE);
+        Ok(idx)
+    }
+
+    /// [`Cpu::free_frozen_page`] on `pcp`'s lists.
+    ///
+    /// # Safety
+    /// As [`Cpu::free_frozen_page`].
+    #[inline(always)]
+    #[allow(unsafe_code)]
+    pub(crate) unsafe fn free_frozen_page_on(
+        &self,
+        pcp: CpuLists<'_, R>,
+        pfn: Pfn,
+    ) -> Result<(), FreeError> {
+        let m = self.map();
+        let idx = m.index(pfn)?;
+        let w = m.frame(idx).load();
+        if w != Word::FROZEN_PAGE {
+            return Err(self.not_a_frozen_page(idx, w));
+        }
+        // The caller owns the page whole (no reference count to drop): the free writes its
+        // word when it puts the page on a list.
+        self.free_block(pcp, idx, Order::ZERO, 1);
+        Ok(())
+    }
+
+    /// Why page `idx`, whose word is `w`, is not a frozen page to free.
+    #[cold]
+    fn not_a_frozen_page(&self, idx: FrameIdx, w: Word) -> FreeError {
+        let m = self.map();
+        if w.is_live() && w.order() == 0 {
+            FreeError::NotFrozen(m.pfn(idx))
+        } else if w.is_live() || w.frozen() {
+            FreeError::CompoundPage(m.pfn(idx))
+        } else {
+            m.not_allocated(idx, w)
+        }
+    }
+}
+
+impl<F, P, R, A, C> Cpu<'_, F, P, R, A, C>
+where
+    F: AsRef<[Frame]>,
+    P: AsRef<[PerCpu<R>]>,
+    R: RawMutex,
+    A: Access,
+{
+    /// One unmovable order-0 page with no reference count (Linux's
+    /// `alloc_frozen_pages(GFP_KERNEL, 0)`): a page-table page, a slab's page, a stack's
+    /// page, whose caller owns it whole. From this CPU's list (the page freed last, first),
+    /// refilled from the buddy in a batch when empty; with the allocation slow path of
+    /// [`AllocRequest::page`](crate::AllocRequest::page) when memory is short. Not known to
+    /// read zero. Freed with [`Cpu::free_frozen_page`] (or, as one page of a run, with
+    /// [`Cpu::free_contig_frozen_range`]); [`Zone::get_page`] and [`Cpu::put_page`] refuse
+    /// it.
+    ///
+    /// ```
+    /// use buddy_sim::{Pfn, StaticZone};
+    /// static ZONE: StaticZone<64, 1> = StaticZone::new_static_at(Pfn(0));
+    /// let cpu = ZONE.cpu(0)?;
+    /// let table = cpu.alloc_frozen_page()?;
+    /// assert_eq!(ZONE.free_pages_total(), 63);
+    /// // SAFETY: the page is this code's alone and unused from here on.
+    /// unsafe { cpu.free_frozen_page(table) }?;
+    /// assert_eq!(ZONE.free_pages_total(), 64);
+    /// # Ok::<(), buddy_sim::BuddyError>(())
+    /// ```
+    ///
+    /// # Errors
+    /// As an [`AllocRequest::page`](crate::AllocRequest::page) allocation:
+    /// [`AllocError::OutOfMemory`], [`AllocError::MovableOnly`] in a movable-only zone.
+    #[inline]
+    pub fn alloc_frozen_page(&self) -> Result<Pfn, AllocError> {
+        let idx = self.zone.alloc_frozen_page_on(self.lists())?;
+        Ok(self.zone.map().pfn(idx))
+    }
+
+    /// Frees the frozen page at `pfn` (Linux's `free_frozen_pages(page, 0)`) to this CPU's
+    /// list (draining a batch past its high mark), or to the buddy if its pageblock is
+    /// isolated. No compare-and-swap: a frozen page has no reference another CPU could drop.
+    ///
+    /// # Errors
+    /// Nothing changes on an error: [`FreeError::NotFrozen`] for a page allocated with a
+    /// reference count, [`FreeError::CompoundPage`] for a block or a page of one,
+    /// [`FreeError::DoubleFree`] for a free frame, [`FreeError::Hole`],
+    /// [`FreeError::OutOfZone`], and the other errors of a frame that is not allocated.
+    ///
+    /// # Safety
+    /// The page came from [`Cpu::alloc_frozen_page`] (or is a page of a frozen contiguous
+    /// run), is freed once, by one call, and not accessed after: the zone hands it to the
+    /// next allocation on any CPU. A second free after this one returns is reported
+    /// ([`FreeError::DoubleFree`]) while the page is still free; two frees at once are not.
+    #[inline]
+    #[allow(unsafe_code)]
+    pub unsafe fn free_frozen_page(&self, pfn: Pfn) -> Result<(), FreeError> {
+        // SAFETY: the caller's promise, passed on.
+        unsafe { self.zone.free_frozen_page_on(self.lists(), pfn) }
+    }
+}
