@@ -263,6 +263,40 @@ fn a_free_across_two_runs_splits_the_blocks_it_reaches() {
     z.check().unwrap();
 }
 
+#[test]
+fn pages_allocated_alone_go_back_one_by_one_or_together() {
+    let base = 1 << 24;
+    let cfg = ZoneConfig::new(Pfn((base / PAGE) as u64), 16).with_cpus(1);
+    let z = common::empty_zone(cfg).unwrap();
+    let mut a = ax(&z, 0, 0).unwrap();
+    a.init(base, 16 * PAGE);
+    let mut pages: Vec<usize> = (0..16).map(|_| a.alloc_pages(1, PAGE).unwrap()).collect();
+    assert!(a.alloc_pages(1, PAGE).is_err());
+    pages.sort_unstable();
+    assert_eq!(pages[15] - pages[0], 15 * PAGE, "the 16 frames");
+    // Frozen: no reference to take or drop.
+    let pfn = Pfn((pages[3] / PAGE) as u64);
+    assert_eq!(z.get_page(pfn), Err(buddy_sim::FreeError::Frozen(pfn)));
+    // One by one, and a second free of one is refused and changes nothing.
+    a.dealloc_pages(pages[3], 1);
+    assert_eq!((a.used_pages(), a.last_error()), (15, None));
+    a.dealloc_pages(pages[3], 1);
+    assert!(a.last_error().is_some());
+    assert_eq!(a.used_pages(), 15);
+    z.check().unwrap();
+    // Pages allocated one at a time, given back in one call (ArceOS's contract allows any
+    // part of what it was given): a run that meets a free page frees nothing.
+    a.dealloc_pages(pages[0], 8);
+    assert!(a.last_error().is_some());
+    assert_eq!(a.used_pages(), 15);
+    z.check().unwrap();
+    a.dealloc_pages(pages[0], 3);
+    a.dealloc_pages(pages[4], 12);
+    assert_eq!((a.used_pages(), a.last_error()), (0, None));
+    z.check().unwrap();
+    assert_eq!(a.alloc_pages(16, PAGE).ok(), Some(base));
+}
+
 #[derive(Clone, Debug)]
 enum Call {
     Alloc {
