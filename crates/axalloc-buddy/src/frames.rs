@@ -8,6 +8,7 @@
 
 use crate::cpu::this_cpu;
 use crate::lock::IrqSpin;
+use crate::usage::UsageCounts;
 use buddy_sim::{
     AxPageAllocator, BuddyError, ConfigError, DefaultRawMutex, Frame, FrameClearer, OffsetMap,
     PerCpu, Pfn, Zone, ZoneConfig,
@@ -24,6 +25,13 @@ pub type PageZone = Zone<&'static [Frame], &'static [PerCpu<DefaultRawMutex>], D
 /// One CPU's page allocator over the zone.
 pub(crate) type CpuPages =
     AxPageAllocator<'static, &'static [Frame], &'static [PerCpu<DefaultRawMutex>], DefaultRawMutex>;
+
+/// What one CPU's lock protects: its page allocator and its change of the usage counts, so
+/// that a page call takes one lock.
+pub(crate) struct CpuSlot {
+    pub(crate) pages: CpuPages,
+    pub(crate) usage: UsageCounts,
+}
 
 /// Why the memory given at initialization cannot hold a page allocator.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -103,7 +111,7 @@ impl Head {
         let head = Layout::array::<Frame>(frames)?;
         let (head, pcps) = head.extend(Layout::array::<PerCpu<DefaultRawMutex>>(cpus)?)?;
         let (head, zone) = head.extend(Layout::new::<PageZone>())?;
-        let (head, cpus) = head.extend(Layout::array::<IrqSpin<CpuPages>>(cpus)?)?;
+        let (head, cpus) = head.extend(Layout::array::<IrqSpin<CpuSlot>>(cpus)?)?;
         // Every piece is aligned relative to the head's start; the head starts on a page, so
         // they are aligned in memory too (no piece asks for more than a page).
         debug_assert!(head.align() <= PAGE);
@@ -120,7 +128,7 @@ impl Head {
 /// pages.
 pub(crate) struct Frames {
     zone: &'static PageZone,
-    cpus: &'static [IrqSpin<CpuPages>],
+    cpus: &'static [IrqSpin<CpuSlot>],
     clearer: FrameClearer<OffsetMap>,
     /// Which CPU a call runs on.
     cpu_id: Option<fn() -> usize>,
@@ -204,15 +212,18 @@ impl Frames {
             let zone: &'static PageZone = &*zone_at;
             zone.add_memory(Pfn((free_from / PAGE) as u64), free as u64)
                 .map_err(|e| InitError::Zone(e.into()))?;
-            let cpu_at = at.add(head.cpus).cast::<IrqSpin<CpuPages>>();
+            let cpu_at = at.add(head.cpus).cast::<IrqSpin<CpuSlot>>();
             for cpu in 0..cpus {
                 // SAFETY (of `new`): the allocator frees only what its caller hands back
                 // through `GlobalAllocator::dealloc_pages`, an `unsafe fn` whose contract is
                 // this one's (pages it allocated, given back once, not used after).
                 let pages = AxPageAllocator::new(zone, cpu, 0).map_err(InitError::Zone)?;
-                cpu_at.add(cpu).write(IrqSpin::new(pages));
+                cpu_at.add(cpu).write(IrqSpin::new(CpuSlot {
+                    pages,
+                    usage: UsageCounts::new(),
+                }));
             }
-            let cpu_pages: &'static [IrqSpin<CpuPages>] = core::slice::from_raw_parts(cpu_at, cpus);
+            let cpu_pages: &'static [IrqSpin<CpuSlot>] = core::slice::from_raw_parts(cpu_at, cpus);
             // SAFETY (of `OffsetMap::new`): frame `pfn` is the page at `pfn * 4 KiB` (frames
             // are numbered by address), which the zone hands to one owner at a time.
             let clearer = FrameClearer::detected(OffsetMap::new(0));
@@ -246,6 +257,11 @@ impl Frames {
         PAGE << self.zone.config().max_order.get()
     }
 
+    /// Each CPU's change of the usage counts, one CPU's lock at a time.
+    pub(crate) fn usage_counts(&self) -> impl Iterator<Item = UsageCounts> + '_ {
+        self.cpus.iter().map(|cpu| cpu.lock().usage)
+    }
+
     /// The clearer of zeroed pages (zero-core's detected policy).
     pub(crate) fn clearer(&self) -> &FrameClearer<OffsetMap> {
         &self.clearer
@@ -254,7 +270,7 @@ impl Frames {
     /// The page allocator of the CPU this call runs on, locked with interrupts and
     /// preemption off: while it is held, no interrupt handler on this CPU enters the zone,
     /// so the zone's own spin locks are never wanted by a handler of a CPU that holds one.
-    pub(crate) fn this_cpu(&self) -> crate::lock::IrqSpinGuard<'_, CpuPages> {
+    pub(crate) fn this_cpu(&self) -> crate::lock::IrqSpinGuard<'_, CpuSlot> {
         let id = match self.cpu_id {
             Some(f) => f(),
             None => this_cpu(self.cpus.len()),

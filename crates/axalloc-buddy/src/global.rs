@@ -6,7 +6,7 @@ use crate::byte::{DefaultByteAllocator, NAME};
 use crate::cpu::cpu_count;
 use crate::frames::{CpuPages, Frames, InitError, PAGE};
 use crate::lock::IrqSpin;
-use crate::usage::{UsageKind, Usages};
+use crate::usage::{UsageCounts, UsageKind, Usages};
 use axallocator::{AllocError, AllocResult, BaseAllocator, ByteAllocator, PageAllocator};
 use core::alloc::{GlobalAlloc, Layout};
 use core::ptr::NonNull;
@@ -40,6 +40,8 @@ struct Heap {
     ready: bool,
     /// Bytes given to it (axallocator's slab allocator does not count all of them).
     given: usize,
+    /// Its bytes handed out, as [`UsageKind::RustHeap`].
+    usage: UsageCounts,
     /// The regions given from outside the zone, `[start, end)`: the first `added` entries.
     regions: [(usize, usize); MAX_ADDED_REGIONS],
     added: usize,
@@ -52,6 +54,7 @@ impl Heap {
             bytes: DefaultByteAllocator::new(),
             ready: false,
             given: 0,
+            usage: UsageCounts::new(),
             regions: [(0, 0); MAX_ADDED_REGIONS],
             added: 0,
         }
@@ -164,7 +167,6 @@ impl Heap {
 pub struct GlobalAllocator {
     balloc: IrqSpin<Heap>,
     frames: Once<Frames>,
-    usages: IrqSpin<Usages>,
     cpu_id: Option<fn() -> usize>,
 }
 
@@ -194,7 +196,6 @@ impl GlobalAllocator {
         Self {
             balloc: IrqSpin::new(Heap::new()),
             frames: Once::new(),
-            usages: IrqSpin::new(Usages::new()),
             cpu_id,
         }
     }
@@ -319,7 +320,7 @@ impl GlobalAllocator {
         let mut need = heap_growth_for(layout).ok_or(AllocError::NoMemory)?;
         loop {
             if let Ok(ptr) = balloc.alloc(layout) {
-                self.usages.lock().add(UsageKind::RustHeap, layout.size());
+                balloc.usage.add(UsageKind::RustHeap, layout.size());
                 return Ok(ptr);
             }
             let block = self.frames.get().map_or(PAGE, Frames::largest_block_bytes);
@@ -351,8 +352,9 @@ impl GlobalAllocator {
     /// `pos` came from [`GlobalAllocator::alloc`] of this allocator with this `layout`, is
     /// given back once and not used after (ArceOS's contract).
     pub unsafe fn dealloc(&self, pos: NonNull<u8>, layout: Layout) {
-        self.usages.lock().sub(UsageKind::RustHeap, layout.size());
-        self.balloc.lock().dealloc(pos, layout);
+        let mut balloc = self.balloc.lock();
+        balloc.usage.sub(UsageKind::RustHeap, layout.size());
+        balloc.dealloc(pos, layout);
     }
 
     /// `num_pages` contiguous pages aligned to `align_pow2` bytes (a power of two, at least
@@ -428,16 +430,18 @@ impl GlobalAllocator {
             warn!("dealloc_pages({pos:#x}, {num_pages}) before the allocator has memory");
             return;
         };
-        let mut pages = frames.this_cpu();
-        pages.dealloc_pages(pos, num_pages);
-        match pages.last_error() {
+        let mut cpu = frames.this_cpu();
+        cpu.pages.dealloc_pages(pos, num_pages);
+        match cpu.pages.last_error() {
             None => {
-                drop(pages);
                 if kind != UsageKind::RustHeap {
-                    self.usages.lock().sub(kind, num_pages.saturating_mul(PAGE));
+                    cpu.usage.sub(kind, num_pages.wrapping_mul(PAGE));
                 }
             }
-            Some(e) => warn!("dealloc_pages({pos:#x}, {num_pages}): {e}, nothing freed"),
+            Some(e) => {
+                drop(cpu);
+                warn!("dealloc_pages({pos:#x}, {num_pages}): {e}, nothing freed");
+            }
         }
     }
 
@@ -450,9 +454,10 @@ impl GlobalAllocator {
         take: impl FnOnce(&Frames, &mut CpuPages) -> AllocResult<usize>,
     ) -> AllocResult<usize> {
         let frames = self.frames.get().ok_or(AllocError::NoMemory)?;
-        let at = take(frames, &mut frames.this_cpu())?;
+        let mut cpu = frames.this_cpu();
+        let at = take(frames, &mut cpu.pages)?;
         if kind != UsageKind::RustHeap {
-            self.usages.lock().add(kind, num_pages.saturating_mul(PAGE));
+            cpu.usage.add(kind, num_pages.wrapping_mul(PAGE));
         }
         Ok(at)
     }
@@ -476,19 +481,23 @@ impl GlobalAllocator {
 
     /// Pages not free in the zone (the heap's included; 0 before `init`).
     pub fn used_pages(&self) -> usize {
-        self.frames.get().map_or(0, |f| f.this_cpu().used_pages())
+        self.frames
+            .get()
+            .map_or(0, |f| f.this_cpu().pages.used_pages())
     }
 
     /// Pages free in the zone, per-CPU lists included (0 before `init`).
     pub fn available_pages(&self) -> usize {
         self.frames
             .get()
-            .map_or(0, |f| f.this_cpu().available_pages())
+            .map_or(0, |f| f.this_cpu().pages.available_pages())
     }
 
     /// Bytes held per [`UsageKind`].
     pub fn usages(&self) -> Usages {
-        *self.usages.lock()
+        let heap = self.balloc.lock().usage;
+        let cpus = self.frames.get().into_iter().flat_map(Frames::usage_counts);
+        Usages::summing(core::iter::once(heap).chain(cpus))
     }
 
     /// zero-core's strategy for one 4 KiB page on this CPU (`"rep stosb"`, `"dc zva"`, ...),

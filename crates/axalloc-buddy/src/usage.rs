@@ -28,29 +28,51 @@ pub enum UsageKind {
 pub struct Usages([usize; UsageKind::VARIANTS.len()]);
 
 impl Usages {
-    /// Nothing used.
-    pub(crate) const fn new() -> Self {
-        Self([0; UsageKind::VARIANTS.len()])
-    }
-
-    /// `bytes` more held for `kind` (saturating: a count that cannot overflow a `usize` of
-    /// addresses).
-    pub(crate) fn add(&mut self, kind: UsageKind, bytes: usize) {
-        let n = &mut self.0[kind as usize];
-        *n = n.saturating_add(bytes);
-    }
-
-    /// `bytes` fewer held for `kind` (saturating at zero: a free the accounting never saw
-    /// does not wrap the count).
-    pub(crate) fn sub(&mut self, kind: UsageKind, bytes: usize) {
-        let n = &mut self.0[kind as usize];
-        *n = n.saturating_sub(bytes);
+    /// The bytes held per kind that the per-CPU `counts` add up to (each kind's sum taken
+    /// as a signed number: a run allocated on one CPU and freed on another leaves +n on the
+    /// first and -n on the second; a sum below zero, which only a free the accounting never
+    /// saw could make, reads 0).
+    pub(crate) fn summing(counts: impl IntoIterator<Item = UsageCounts>) -> Self {
+        let mut sum = [0usize; UsageKind::VARIANTS.len()];
+        for c in counts {
+            for (s, n) in sum.iter_mut().zip(c.0) {
+                *s = s.wrapping_add(n);
+            }
+        }
+        Self(sum.map(|s| if s.cast_signed() < 0 { 0 } else { s }))
     }
 
     /// The bytes held for `kind`.
     #[must_use]
     pub fn get(&self, kind: UsageKind) -> usize {
         self.0[kind as usize]
+    }
+}
+
+/// One CPU's change of the bytes held per [`UsageKind`], kept under that CPU's lock: the
+/// page calls count without a lock of their own (Linux's per-CPU `vmstat` differentials).
+/// Each count wraps: only the sum over every CPU is meaningful ([`Usages::summing`]).
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct UsageCounts([usize; UsageKind::VARIANTS.len()]);
+
+impl UsageCounts {
+    /// No change.
+    pub(crate) const fn new() -> Self {
+        Self([0; UsageKind::VARIANTS.len()])
+    }
+
+    /// `bytes` more held for `kind`.
+    #[inline]
+    pub(crate) fn add(&mut self, kind: UsageKind, bytes: usize) {
+        let n = &mut self.0[kind as usize];
+        *n = n.wrapping_add(bytes);
+    }
+
+    /// `bytes` fewer held for `kind`.
+    #[inline]
+    pub(crate) fn sub(&mut self, kind: UsageKind, bytes: usize) {
+        let n = &mut self.0[kind as usize];
+        *n = n.wrapping_sub(bytes);
     }
 }
 

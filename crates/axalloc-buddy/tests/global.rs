@@ -400,6 +400,38 @@ fn cpus_allocate_at_once() {
     a.zone().unwrap().check().unwrap();
 }
 
+/// Usage is counted per CPU (no lock of its own): pages allocated on one CPU and freed on
+/// another still add up, on every CPU and in total.
+#[test]
+fn usage_adds_up_across_cpus() {
+    let r = region(4 << 20);
+    let a = GlobalAllocator::with_cpu_id(thread_cpu);
+    // SAFETY: the region is the allocator's alone; it outlives the allocator.
+    unsafe { a.try_init_for_cpus(r.start(), r.len(), 2) }.unwrap();
+    let a = &a;
+    let run = std::thread::scope(|s| {
+        s.spawn(|| {
+            CPU.with(|c| c.set(1));
+            a.alloc_pages(3, PAGE, UsageKind::PageTable).unwrap()
+        })
+        .join()
+        .unwrap()
+    });
+    let page = a.alloc_pages(1, PAGE, UsageKind::PageTable).unwrap();
+    assert_eq!(a.usages().get(UsageKind::PageTable), 4 * PAGE);
+    // Freed on CPU 0, allocated on CPU 1.
+    give_back(a, run, 3, UsageKind::PageTable);
+    assert_eq!(a.usages().get(UsageKind::PageTable), PAGE);
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            CPU.with(|c| c.set(1));
+            give_back(a, page, 1, UsageKind::PageTable);
+        });
+    });
+    assert_eq!(a.usages().get(UsageKind::PageTable), 0);
+    zone_is_sound(a);
+}
+
 /// A region the heap or the zone holds already is refused (it would be handed out twice:
 /// rlsf asserted, or two allocations shared memory), before `init` as after it.
 #[test]
