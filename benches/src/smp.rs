@@ -105,20 +105,115 @@ impl Shared for Peer {
     }
 }
 
+thread_local! {
+    /// The CPU the drop-in's calls on this thread run on (its `with_cpu_id` answer).
+    static CPU: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
+}
+
+fn thread_cpu() -> usize {
+    CPU.with(std::cell::Cell::get)
+}
+
+/// ArceOS's global allocator on buddy-sim (`axalloc-buddy`, the drop-in), over memory of
+/// its own: each thread a CPU of its own, page calls as ArceOS's page-table code makes them.
+struct DropIn {
+    a: axalloc_buddy::GlobalAllocator,
+    /// Keeps the allocator's memory (metadata at its head, then the pages) alive.
+    _memory: Vec<u64>,
+}
+
+impl DropIn {
+    fn new(cpus: usize) -> Self {
+        // The frames, their metadata and alignment to a page.
+        let bytes = (FRAMES as usize + FRAMES as usize / 32 + 2) * PAGE;
+        let mut memory = vec![0u64; bytes / 8];
+        let a = axalloc_buddy::GlobalAllocator::with_cpu_id(thread_cpu);
+        let start = memory.as_mut_ptr() as usize;
+        // SAFETY: the memory is the allocator's alone and outlives it (both are fields of
+        // this value, the allocator dropped first: it has no drop of its own).
+        unsafe { a.try_init_for_cpus(start, bytes, cpus) }
+            .unwrap_or_else(|e| panic!("drop-in: {e}"));
+        Self {
+            a,
+            _memory: memory,
+        }
+    }
+}
+
+/// Bytes of a page.
+const PAGE: usize = 4096;
+
+impl Shared for DropIn {
+    fn alloc(&self, cpu: usize, o: u8) -> u64 {
+        CPU.with(|c| c.set(cpu));
+        let pages = 1 << o;
+        let kind = axalloc_buddy::UsageKind::PageTable;
+        let at = self.a.alloc_pages(pages, pages * PAGE, kind);
+        (at.unwrap_or_else(|e| panic!("drop-in: {e:?}")) / PAGE) as u64
+    }
+    fn free(&self, cpu: usize, pfn: u64, o: u8) {
+        CPU.with(|c| c.set(cpu));
+        let kind = axalloc_buddy::UsageKind::PageTable;
+        // SAFETY: the benchmark frees what it allocated, once, and no longer uses it.
+        unsafe { self.a.dealloc_pages(pfn as usize * PAGE, 1 << o, kind) };
+    }
+    fn split_and_free_iteration(&self, cpu: usize) {
+        // A 2 MiB run, given back in one call (the drop-in keeps it as a block).
+        let pfn = self.alloc(cpu, 9);
+        self.free(cpu, pfn, 9);
+    }
+}
+
+/// ArceOS's own page allocator (axallocator's bitmap) behind one lock, as ArceOS's
+/// `axalloc` holds it for every CPU.
+struct Bitmap(spin::Mutex<axallocator::BitmapPageAllocator<PAGE>>);
+
+impl Bitmap {
+    fn new() -> Self {
+        use axallocator::BaseAllocator;
+        let mut b = axallocator::BitmapPageAllocator::<PAGE>::new();
+        // Positions only (nothing is written): 1 GiB from 1 GiB, where the bitmap's base
+        // alignment (1 GiB) puts its first frame.
+        b.init(1 << 30, FRAMES as usize * PAGE);
+        Self(spin::Mutex::new(b))
+    }
+}
+
+impl Shared for Bitmap {
+    fn alloc(&self, _: usize, o: u8) -> u64 {
+        use axallocator::PageAllocator;
+        let pages = 1 << o;
+        let at = self.0.lock().alloc_pages(pages, pages * PAGE);
+        (at.unwrap_or_else(|e| panic!("bitmap: {e:?}")) / PAGE) as u64
+    }
+    fn free(&self, _: usize, pfn: u64, o: u8) {
+        use axallocator::PageAllocator;
+        self.0.lock().dealloc_pages(pfn as usize * PAGE, 1 << o);
+    }
+    fn split_and_free_iteration(&self, cpu: usize) {
+        let pfn = self.alloc(cpu, 9);
+        self.free(cpu, pfn, 9);
+    }
+}
+
 /// The allocators compared; each indexes [`KINDS`].
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Kind {
     PerCpu,
     OneLock,
     Peer,
+    DropIn,
+    Bitmap,
     Private,
 }
 
 /// Every [`Kind`], in its order, with its name in the table.
-const KINDS: [(Kind, &str); 4] = [
+const KINDS: [(Kind, &str); 6] = [
     (Kind::PerCpu, "buddy-sim, per-CPU lists"),
     (Kind::OneLock, "buddy-sim behind one spin::Mutex"),
     (Kind::Peer, "buddy_system_allocator, locked"),
+    (Kind::DropIn, "axalloc-buddy (ArceOS drop-in), a CPU per thread"),
+    (Kind::Bitmap, "ArceOS bitmap behind one lock"),
     (Kind::Private, "control: a private zone per thread"),
 ];
 
@@ -131,6 +226,8 @@ fn build(kind: Kind, threads: usize) -> Box<dyn Shared> {
         Kind::PerCpu => Box::new(zone(threads)),
         Kind::OneLock => Box::new(OneLock(spin::Mutex::new(zone(1)))),
         Kind::Private => Box::new(Private((0..threads).map(|_| zone(1)).collect())),
+        Kind::DropIn => Box::new(DropIn::new(threads)),
+        Kind::Bitmap => Box::new(Bitmap::new()),
         Kind::Peer => {
             let p = LockedFrameAllocator::<11>::new();
             p.lock().add_frame(0, FRAMES as usize);
