@@ -27,7 +27,9 @@ pub(crate) type CpuPages =
     AxPageAllocator<'static, &'static [Frame], &'static [PerCpu<DefaultRawMutex>], DefaultRawMutex>;
 
 /// What one CPU's lock protects: its page allocator and its change of the usage counts, so
-/// that a page call takes one lock.
+/// that a page call takes one lock. Aligned so that two CPUs' slots (and their locks) never
+/// share a cache line, as the zone's per-cpu lists do not.
+#[repr(align(128))]
 pub(crate) struct CpuSlot {
     pub(crate) pages: CpuPages,
     pub(crate) usage: UsageCounts,
