@@ -9,7 +9,7 @@
 use crate::error::alloc::AllocError;
 use crate::error::free::FreeError;
 use crate::frame::{Frame, Word};
-use crate::migratetype::MigrateType;
+use crate::migratetype::{MigrateType, Pageblock};
 use crate::types::{FrameIdx, Order};
 use crate::zone::Zone;
 use crate::zone::buddy::Prefer;
@@ -66,8 +66,14 @@ where
             return Err(self.not_a_frozen_page(idx, w));
         }
         // The caller owns the page whole (no reference count to drop): the free writes its
-        // word when it puts the page on a list.
-        self.free_block(pcp, idx, Order::ZERO, 1);
+        // word when it puts the page on a list. An unmovable pageblock, neither isolated nor
+        // reserved for CMA, the common case: that list at once.
+        let pageblock = m.pageblock_frame(m.pageblock_index(idx)).pageblock_bits();
+        if pageblock == const { Pageblock::of(MigrateType::Unmovable).bits() } {
+            self.free_to_pcp_list(pcp, idx, Order::ZERO, UNMOVABLE_PAGES, 1);
+        } else {
+            self.free_block(pcp, idx, Order::ZERO, 1);
+        }
         Ok(())
     }
 

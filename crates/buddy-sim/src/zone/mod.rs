@@ -711,6 +711,21 @@ where
             free.free_one_page(m, idx, order, false);
             return;
         };
+        self.free_to_pcp_list(pcp, idx, order, list, prepares);
+    }
+
+    /// [`Zone::free_block`] of a block whose per-cpu list is `list` (its order and its
+    /// pageblock's type, not isolated), draining a batch past `high`.
+    #[inline(always)]
+    pub(crate) fn free_to_pcp_list(
+        &self,
+        pcp: CpuLists<'_, R>,
+        idx: FrameIdx,
+        order: Order,
+        list: usize,
+        prepares: u64,
+    ) {
+        let m = self.map();
         let mut lists = self.lock_pcp(pcp);
         lists.stats.prepares += prepares;
         lists.push(m, list, idx, order, false);
