@@ -90,14 +90,125 @@ struct Pair {
     calls: Vec<Call>,
     /// Runs held during a round: (position, pages).
     held: Vec<(usize, usize)>,
-    /// Results that broke the alignment asked for, per allocator (bitmap, ours, ours local).
-    misaligned: [u64; 3],
+    /// buddy-slab-allocator's page allocator, over memory of its own.
+    slab: SlabPages,
+    /// TLSF (rlsf through axallocator's `TlsfByteAllocator`) handing out pages.
+    tlsf: TlsfPages,
+    /// Results that broke the alignment asked for, per allocator ([`ALLOCATORS`]' order).
+    misaligned: [u64; ALLOCATORS.len()],
+}
+
+/// Page-aligned memory of `bytes` bytes that lives as long as the value (the peers that
+/// keep their metadata in the memory they manage write to it).
+struct Memory(Vec<u64>);
+
+impl Memory {
+    fn new(bytes: usize) -> Self {
+        Self(vec![0u64; (bytes + PAGE) / 8])
+    }
+
+    /// The page-aligned start, and the bytes from there.
+    fn region(&mut self) -> (usize, usize) {
+        let start = self.0.as_mut_ptr() as usize;
+        let aligned = start.next_multiple_of(PAGE);
+        (aligned, self.0.len() * 8 - (aligned - start))
+    }
+}
+
+/// buddy-slab-allocator 0.6's `BuddyAllocator` (the page allocator under its `GlobalAllocator`,
+/// which ArceOS's tgoskits line uses), standalone, behind a spin lock as its docs ask: a
+/// run of n pages is a block of the order covering n, freed whole.
+struct SlabPages {
+    a: spin::Mutex<buddy_slab_allocator::BuddyAllocator<PAGE>>,
+    _memory: Memory,
+}
+
+impl SlabPages {
+    fn new() -> Self {
+        let mut memory = Memory::new(
+            PAGES * PAGE
+                + buddy_slab_allocator::BuddyAllocator::<PAGE>::required_meta_size(PAGES * PAGE),
+        );
+        let (start, len) = memory.region();
+        let mut a = buddy_slab_allocator::BuddyAllocator::<PAGE>::new();
+        // SAFETY: the region is this value's memory, used by nothing else, and lives as long
+        // as the allocator (both fields of this value).
+        unsafe { a.init(core::slice::from_raw_parts_mut(start as *mut u8, len)) }
+            .unwrap_or_else(|e| panic!("buddy-slab-allocator init: {e:?}"));
+        Self {
+            a: spin::Mutex::new(a),
+            _memory: memory,
+        }
+    }
+}
+
+impl Locked for SlabPages {
+    fn alloc(&self, pages: usize, align: usize) -> Option<usize> {
+        self.a.lock().alloc_pages(pages, align).ok()
+    }
+
+    fn dealloc(&self, pos: usize, pages: usize) {
+        self.a.lock().dealloc_pages(pos, pages);
+    }
+}
+
+/// TLSF handing out pages as ArceOS's `ax-alloc` 0.9 builds it (rlsf 0.2, first and second
+/// level 28 and 32, axallocator's `TlsfByteAllocator`): a run of n pages is an n-page block
+/// aligned to what was asked, freed whole.
+struct TlsfPages {
+    a: spin::Mutex<axallocator::TlsfByteAllocator>,
+    _memory: Memory,
+}
+
+impl TlsfPages {
+    fn new() -> Self {
+        use axallocator::BaseAllocator;
+        let mut memory = Memory::new(PAGES * PAGE);
+        let (start, len) = memory.region();
+        let mut a = axallocator::TlsfByteAllocator::new();
+        a.init(start, len);
+        Self {
+            a: spin::Mutex::new(a),
+            _memory: memory,
+        }
+    }
+
+    /// The layout of a run of `pages` pages aligned to a page (the workloads TLSF runs).
+    fn layout(pages: usize) -> core::alloc::Layout {
+        core::alloc::Layout::from_size_align(pages * PAGE, PAGE).expect("a run's layout")
+    }
+}
+
+impl Locked for TlsfPages {
+    fn alloc(&self, pages: usize, align: usize) -> Option<usize> {
+        use axallocator::ByteAllocator;
+        let layout = core::alloc::Layout::from_size_align(pages * PAGE, align).ok()?;
+        self.a
+            .lock()
+            .alloc(layout)
+            .ok()
+            .map(|p| p.as_ptr() as usize)
+    }
+
+    fn dealloc(&self, pos: usize, pages: usize) {
+        use axallocator::ByteAllocator;
+        let p = core::ptr::NonNull::new(pos as *mut u8).expect("an allocated run");
+        self.a.lock().dealloc(p, Self::layout(pages));
+    }
+}
+
+/// The largest order a zone of `frames` frames can hold (what `axalloc-buddy` gives its
+/// zone, as buddy-slab-allocator and TLSF serve a run of any size as one block).
+fn largest_order(frames: u64) -> buddy_sim::Order {
+    buddy_sim::Order::floor_log2(frames, buddy_sim::Order::MAX_SUPPORTED)
 }
 
 fn pair() -> Pair {
     let zone = || -> &'static BoxedZone {
         Box::leak(Box::new(must(BoxedZone::new_boxed_empty(
-            ZoneConfig::new(Pfn((BASE / PAGE) as u64), PAGES as u64).with_cpus(2),
+            ZoneConfig::new(Pfn((BASE / PAGE) as u64), PAGES as u64)
+                .with_cpus(2)
+                .with_max_order(largest_order(PAGES as u64)),
         ))))
     };
     // SAFETY: the workloads free only runs they allocated, once each; no page is touched.
@@ -115,7 +226,9 @@ fn pair() -> Pair {
         local: spin::Mutex::new(local),
         calls: churn_calls(),
         held: Vec::with_capacity(CHURN),
-        misaligned: [0; 3],
+        slab: SlabPages::new(),
+        tlsf: TlsfPages::new(),
+        misaligned: [0; ALLOCATORS.len()],
     }
 }
 
@@ -202,24 +315,49 @@ macro_rules! workload {
             Box::new(|p: &mut Pair| {
                 p.misaligned[2] = $work(&p.local, &mut p.held, &p.calls);
             }),
+            Box::new(|p: &mut Pair| {
+                p.misaligned[3] = $work(&p.slab, &mut p.held, &p.calls);
+            }),
+            Box::new(|p: &mut Pair| {
+                p.misaligned[4] = $work(&p.tlsf, &mut p.held, &p.calls);
+            }),
         ]
     };
 }
 
-fn table(ctx: &SectionContext) -> Table {
+/// Allocators that run every workload: the peers that free only whole runs (a block of
+/// buddy-slab-allocator, a TLSF block) run all but the churn, whose partial frees they
+/// cannot do.
+const PARTIAL_FREES: usize = 3;
+
+/// The goal against the page allocators of ArceOS's tgoskits line.
+const PEER_GOAL: f64 = 1.5;
+
+/// The host table, and the goal table against the peers.
+fn table(ctx: &SectionContext) -> (Table, Table) {
     let mut t = Table::new(
         "arceos-pages",
-        "ArceOS's PageAllocator interface: its BitmapPageAllocator and buddy-sim's AxPageAllocator on the same work, ns per call (median [95% CI] over rounds), ratio per round (median [95% CI]; above 1: buddy-sim faster), results misaligned",
+        "ArceOS's PageAllocator interface: its BitmapPageAllocator, buddy-sim's AxPageAllocator and the page allocators of ArceOS's ax-alloc 0.9 on the same work, ns per call (median [95% CI] over rounds), ratio per round (median [95% CI]; above 1: the row's allocator faster than the bitmap), results misaligned",
         &[
             "workload",
             "allocator",
             "ns per call",
-            "bitmap ÷ buddy-sim (time)",
+            "bitmap ÷ this allocator (time)",
             "misaligned results",
         ],
     );
+    let mut goals = Table::new(
+        "arceos-peers",
+        "buddy-sim against ax-alloc 0.9's page allocators (buddy-slab-allocator, TLSF), measured side by side in the table above",
+        &[
+            "workload",
+            "buddy-sim ÷ peer (time, median [95% CI])",
+            "goal",
+            "verdict",
+        ],
+    );
     let mut p = pair();
-    let works: [(&str, [Candidate<'static, Pair>; 3], f64); 3] = [
+    let works: [(&str, [Candidate<'static, Pair>; ALLOCATORS.len()], f64); 3] = [
         (
             "page tables: 1 page, alloc + free",
             workload!(page_tables),
@@ -236,12 +374,26 @@ fn table(ctx: &SectionContext) -> Table {
             CHURN as f64,
         ),
     ];
-    for (name, pair_of, calls) in works {
+    for (w, (name, pair_of, calls)) in works.into_iter().enumerate() {
         ctx.step(format!("arceos: {name}"));
+        let churn = w == 2;
         let mut candidates: Vec<Candidate<'static, Pair>> = pair_of.into_iter().collect();
+        if churn {
+            candidates.truncate(PARTIAL_FREES);
+        }
         let budget = Budget::cell(ctx.quick, 3.0);
         let s = Samples::interleaved(budget, &mut p, &mut candidates);
         for (i, allocator) in ALLOCATORS.into_iter().enumerate() {
+            if i >= s.len() {
+                t.row(vec![
+                    Cell::text(name),
+                    Cell::text(allocator),
+                    Cell::text("— (frees whole runs only)"),
+                    Cell::text("—"),
+                    Cell::text("—"),
+                ]);
+                continue;
+            }
             let ns = s[i].seconds().map(|x| x * 1e9 / calls);
             let ratio = if i > 0 {
                 Cell::ratio_ci(s[i].speedup_over(&s[0]))
@@ -256,7 +408,21 @@ fn table(ctx: &SectionContext) -> Table {
                 Cell::num(p.misaligned[i] as f64, 0, ""),
             ]);
         }
-        p.misaligned = [0; 3];
+        for peer in PARTIAL_FREES..s.len() {
+            for ours in [1, 2] {
+                let e = s[ours].speedup_over(&s[peer]);
+                goals.row(vec![
+                    Cell::text(format!(
+                        "{name}: {} over {}",
+                        ALLOCATORS[ours], ALLOCATORS[peer]
+                    )),
+                    Cell::ratio_ci(e),
+                    Cell::text(format!(">= {PEER_GOAL}x")),
+                    Cell::verdict(e.judge(PEER_GOAL, true)),
+                ]);
+            }
+        }
+        p.misaligned = [0; ALLOCATORS.len()];
     }
     assert_eq!(p.ours.lock().used_pages(), 0, "every run given back");
     assert_eq!(p.local.lock().used_pages(), 0, "every run given back");
@@ -273,9 +439,20 @@ fn table(ctx: &SectionContext) -> Table {
          Misaligned results: returned positions not a multiple of the alignment asked for (the \
          bitmap allocator ignores the alignment of 1-page requests, axallocator 0.2.0); \
          counted in the last round. This is the host-side half of the comparison; the next \
-         table is ArceOS booted on each.",
+         table is ArceOS booted on each. The zone's largest block covers the region \
+         (order 15 here, as axalloc-buddy sets it), as buddy-slab-allocator (up to order 20) \
+         and TLSF serve any run as one block. buddy-slab-allocator 0.6.1's `BuddyAllocator` \
+         and ax-alloc 0.9's TLSF (rlsf 0.2 through axallocator's `TlsfByteAllocator`, \
+         first/second level 28/32) each over 128 MiB of memory of their own (both write \
+         their metadata into it), behind a spin lock; a run is one block of theirs, freed \
+         whole, so they do not run the churn, whose frees take parts of runs.",
     );
-    t
+    goals.note(
+        "Each ratio divides the peer's time per round by buddy-sim's in the same round \
+         (interleaved); above 1: buddy-sim faster. Page tables are the calls ArceOS makes \
+         most; heap growth its byte allocator's refills.",
+    );
+    (t, goals)
 }
 
 /// The environment variable naming the captured `bench` runs.
@@ -342,10 +519,12 @@ pub fn parse_qemu(log: &str) -> Result<QemuRuns, String> {
 
 /// The allocators of a [`Pair`], by index: the bitmap, buddy-sim, buddy-sim with CPU-local
 /// lists.
-const ALLOCATORS: [&str; 3] = [
+const ALLOCATORS: [&str; 5] = [
     "BitmapPageAllocator (ArceOS)",
     "AxPageAllocator (buddy-sim)",
     "AxPageAllocator, CPU-local lists (buddy-sim)",
+    "buddy-slab-allocator 0.6 BuddyAllocator (ax-alloc 0.9)",
+    "TLSF, rlsf 0.2 (ax-alloc 0.9's TlsfByteAllocator)",
 ];
 
 /// `n` operations of `work` on allocator `which` of a fresh [`Pair`], each inside
@@ -357,13 +536,17 @@ fn count_work(n: u32, which: usize, work: fn(&dyn Locked, &mut Vec<(usize, usize
         bitmap,
         ours,
         local,
+        slab,
+        tlsf,
         held,
         ..
     } = &mut p;
     let a: &dyn Locked = match which {
         0 => &*bitmap,
         1 => &*ours,
-        _ => &*local,
+        2 => &*local,
+        3 => &*slab,
+        _ => &*tlsf,
     };
     for _ in 0..n {
         count::counted(&mut || work(a, held));
@@ -385,7 +568,8 @@ fn one_heap_round(a: &dyn Locked, held: &mut Vec<(usize, usize)>) {
 const HEAP_CALLS: f64 = 22.0;
 
 /// The counted workloads of each `(name, ops, work)`, on each allocator of a [`Pair`]:
-/// `NAME-bitmap`, `NAME-buddy`, `NAME-buddy-local` (a `Workload` runs a plain `fn`, so one
+/// `NAME-bitmap`, `NAME-buddy`, `NAME-buddy-local`, `NAME-buddy-slab`, `NAME-tlsf` (a
+/// `Workload` runs a plain `fn`, so one
 /// per allocator).
 macro_rules! counted {
     ($(($name:literal, $ops:literal, $work:ident)),+ $(,)?) => {
@@ -393,13 +577,15 @@ macro_rules! counted {
             Workload { name: concat!($name, "-bitmap"), ops: $ops, run: |n| count_work(n, 0, $work) },
             Workload { name: concat!($name, "-buddy"), ops: $ops, run: |n| count_work(n, 1, $work) },
             Workload { name: concat!($name, "-buddy-local"), ops: $ops, run: |n| count_work(n, 2, $work) },
+            Workload { name: concat!($name, "-buddy-slab"), ops: $ops, run: |n| count_work(n, 3, $work) },
+            Workload { name: concat!($name, "-tlsf"), ops: $ops, run: |n| count_work(n, 4, $work) },
         )+]
     };
 }
 
 /// The instruction-counted workloads: a page-table pair and a heap-growth round on each
 /// allocator.
-pub const COUNTED: [Workload; 6] = counted!(
+pub const COUNTED: [Workload; 2 * ALLOCATORS.len()] = counted!(
     ("arceos-page", 2000, one_page_pair),
     ("arceos-heap", 10, one_heap_round),
 );
@@ -414,7 +600,7 @@ fn counted_table() -> Table {
             "workload",
             "allocator",
             "instructions per call",
-            "bitmap ÷ buddy-sim (instructions)",
+            "bitmap ÷ this allocator (instructions)",
         ],
     );
     for (w, (name, per_op)) in [
@@ -427,8 +613,9 @@ fn counted_table() -> Table {
     .into_iter()
     .enumerate()
     {
-        let counts: Vec<Result<f64, String>> = (0..3)
-            .map(|i| count::per_op(COUNTED[3 * w + i]).map(|c| c / per_op))
+        let n = ALLOCATORS.len();
+        let counts: Vec<Result<f64, String>> = (0..n)
+            .map(|i| count::per_op(COUNTED[n * w + i]).map(|c| c / per_op))
             .collect();
         for (i, c) in counts.iter().enumerate() {
             let ratio = match (&counts[0], c) {
@@ -517,9 +704,9 @@ impl Section for Arceos {
     }
 
     fn run(&self, ctx: &SectionContext) -> Vec<Table> {
-        let host = table(ctx);
+        let (host, peers) = table(ctx);
         ctx.step("arceos: instructions (callgrind)");
-        vec![host, counted_table(), qemu_table()]
+        vec![host, peers, counted_table(), qemu_table()]
     }
 }
 

@@ -11,7 +11,7 @@ use crate::lock::IrqSpin;
 use crate::usage::UsageCounts;
 use buddy_sim::{
     AxPageAllocator, BuddyError, ConfigError, DefaultRawMutex, Frame, FrameClearer, OffsetMap,
-    PerCpu, Pfn, Zone, ZoneConfig,
+    Order, PerCpu, Pfn, Zone, ZoneConfig,
 };
 use core::alloc::{Layout, LayoutError};
 use core::fmt;
@@ -176,7 +176,12 @@ impl Frames {
                 need: MIN_PAGES,
             });
         }
-        let mut cfg = ZoneConfig::new(Pfn((first / PAGE) as u64), frames as u64).with_cpus(cpus);
+        // Blocks up to the largest that fits the region (as buddy-slab-allocator's and
+        // TLSF's): a heap growth of 32 MiB is one block, not a search of the free memory.
+        let max_order = Order::floor_log2(frames as u64, Order::MAX_SUPPORTED);
+        let mut cfg = ZoneConfig::new(Pfn((first / PAGE) as u64), frames as u64)
+            .with_cpus(cpus)
+            .with_max_order(max_order);
         // Per-cpu lists sized for the kernel's only zone rather than by Linux's small-zone
         // rule (a 128 MiB zone would get batches of 7 and a high mark of 452 frames): a
         // page-table build of 512 pages then stays on the lists instead of refilling and

@@ -41,6 +41,9 @@ impl Order {
     /// Order 0: a single frame.
     pub const ZERO: Self = Self(0);
 
+    /// The largest order a zone supports ([`MAX_SUPPORTED_ORDER`]).
+    pub const MAX_SUPPORTED: Self = Self(MAX_SUPPORTED_ORDER);
+
     /// The order of a 2 MiB block of 4 KiB frames (512 frames; Linux's `HPAGE_PMD_ORDER`
     /// on x86_64 and arm64 with 4 KiB pages): a huge page.
     pub const SIZE_2MIB: Self = Self(9);

@@ -297,6 +297,29 @@ fn pages_allocated_alone_go_back_one_by_one_or_together() {
     assert_eq!(a.alloc_pages(16, PAGE).ok(), Some(base));
 }
 
+#[test]
+fn a_run_with_no_free_block_of_its_order_comes_from_free_memory() {
+    let base = 1 << 24;
+    let cfg = ZoneConfig::new(Pfn((base / PAGE) as u64), 32)
+        .with_cpus(1)
+        .with_max_order(buddy_sim::Order::new(5).unwrap());
+    let z = common::empty_zone(cfg).unwrap();
+    let mut a = ax(&z, 0, 0).unwrap();
+    a.init(base, 32 * PAGE);
+    let mut pages: Vec<usize> = (0..32).map(|_| a.alloc_pages(1, PAGE).unwrap()).collect();
+    pages.sort_unstable();
+    // Frames 4..20 free: 16 pages, but no free block of order 4 (16 frames, aligned).
+    a.dealloc_pages(pages[4], 16);
+    assert_eq!((a.used_pages(), a.last_error()), (16, None));
+    let run = a
+        .alloc_pages(16, PAGE)
+        .expect("the 16 free pages, found as a run");
+    assert_eq!(run, pages[4]);
+    z.check().unwrap();
+    a.dealloc_pages(run, 16);
+    assert_eq!((a.used_pages(), a.last_error()), (16, None));
+}
+
 #[derive(Clone, Debug)]
 enum Call {
     Alloc {

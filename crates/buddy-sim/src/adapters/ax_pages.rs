@@ -15,6 +15,7 @@
 
 use super::direct_map::{DirectMap, PAGE};
 use crate::decompose::decompose;
+use crate::error::alloc::AllocError as ZoneAllocError;
 use crate::error::buddy::BuddyError;
 use crate::error::free::FreeError;
 use crate::frame::{Frame, Word};
@@ -323,7 +324,19 @@ where
         if let Some(clearer) = clearer {
             request = request.zeroed_with(clearer);
         }
-        let r = on_cpu!(self, |cpu| cpu.alloc_raw(request));
+        let mut r = on_cpu!(self, |cpu| cpu.alloc_raw(request));
+        if let (Err(ZoneAllocError::OutOfMemory(_)), Some(clearer)) = (&r, clearer)
+            && pages > 1
+            && !beyond_a_block
+        {
+            // No free block of the covering order: the run from any free memory, as a run
+            // past the largest block is found.
+            let request = AllocRequest::frames(pages)
+                .aligned(align)
+                .contiguous(&mut move_nothing)
+                .zeroed_with(clearer);
+            r = on_cpu!(self, |cpu| cpu.alloc_raw(request));
+        }
         self.position(r)
     }
 }
@@ -516,19 +529,22 @@ where
     fn run_as_blocks(&self, pages: u64, align: Order) -> Result<Pfn, BuddyError> {
         let zone = self.zone();
         let order = Order::covering(pages)?.max(align);
-        if order > zone.config().max_order {
+        let found_free = || {
             let mut move_nothing = |_: &Migration| false;
             let within = None;
             let taken = (pages, align);
-            return Ok(zone.contig_pages(
-                self.lists(),
-                taken,
-                Take::Blocks,
-                within,
-                &mut move_nothing,
-            )?);
+            zone.contig_pages(self.lists(), taken, Take::Blocks, within, &mut move_nothing)
+        };
+        if order > zone.config().max_order {
+            return Ok(found_free()?);
         }
-        let pfn = self.alloc_raw(AllocRequest::order(order))?;
+        let pfn = match self.alloc_raw(AllocRequest::order(order)) {
+            Ok(pfn) => pfn,
+            // No free block of the covering order, but the run may still be free memory
+            // (as ArceOS's bitmap allocator finds it).
+            Err(ZoneAllocError::OutOfMemory(_)) => return Ok(found_free()?),
+            Err(e) => return Err(e.into()),
+        };
         if pages == order.pages() {
             return Ok(pfn);
         }
