@@ -224,7 +224,15 @@ impl Frames {
                 // SAFETY (of `new`): the allocator frees only what its caller hands back
                 // through `GlobalAllocator::dealloc_pages`, an `unsafe fn` whose contract is
                 // this one's (pages it allocated, given back once, not used after).
-                let pages = AxPageAllocator::new(zone, cpu, 0).map_err(InitError::Zone)?;
+                // SAFETY (of `cpu_local`): CPU `cpu`'s lists are reached only through this
+                // allocator, and it only under slot `cpu`'s lock (with interrupts off on the
+                // CPU that holds it), or with every slot's lock held (`every_cpu`): no two
+                // calls reach them at once, and no call visits every CPU's lists while
+                // another is inside one (the zone is not handed out but through
+                // `GlobalAllocator::zone`, an `unsafe fn` with that contract).
+                let pages = AxPageAllocator::new(zone, cpu, 0)
+                    .map_err(InitError::Zone)?
+                    .cpu_local();
                 cpu_at.add(cpu).write(IrqSpin::new(CpuSlot {
                     pages,
                     usage: UsageCounts::new(),
@@ -249,9 +257,35 @@ impl Frames {
         self.region
     }
 
-    /// The zone.
+    /// The zone. Its per-cpu lists are the slots' alone: a call that visits them (a
+    /// drain, `free_pages_total`, `check`) must run while no page call does.
     pub(crate) fn zone(&self) -> &'static PageZone {
         self.zone
+    }
+
+    /// Free frames: the buddy's, and each CPU's lists' read under that CPU's slot lock.
+    pub(crate) fn free_pages(&self) -> u64 {
+        let listed: u64 = (0..self.cpus.len())
+            .filter_map(|cpu| self.pcp_pages(cpu))
+            .sum();
+        self.zone.buddy_pages() + listed
+    }
+
+    /// Frames on CPU `cpu`'s per-cpu lists, read under its slot lock; `None` past the CPUs.
+    pub(crate) fn pcp_pages(&self, cpu: usize) -> Option<u64> {
+        let slot = self.cpus.get(cpu)?.lock();
+        // The slot lock held: no call is inside this CPU's lists.
+        let pages = self.zone.pcp_pages(cpu).ok();
+        drop(slot);
+        pages
+    }
+
+    /// `f` on the slot of the CPU this call runs on, with every CPU's slot locked (in CPU
+    /// order; a page call holds one slot lock and waits for no other): for the calls that
+    /// reach other CPUs' lists (taking a run at a fixed address drains the lists that hold
+    /// part of it).
+    pub(crate) fn every_cpu<T>(&self, f: impl FnOnce(&mut CpuSlot) -> T) -> Option<T> {
+        crate::lock::with_all(self.cpus, self.cpu_index(), f)
     }
 
     /// The CPUs the zone has lists for.
@@ -278,13 +312,17 @@ impl Frames {
     /// preemption off: while it is held, no interrupt handler on this CPU enters the zone,
     /// so the zone's own spin locks are never wanted by a handler of a CPU that holds one.
     pub(crate) fn this_cpu(&self) -> crate::lock::IrqSpinGuard<'_, CpuSlot> {
+        self.cpus[self.cpu_index()].lock()
+    }
+
+    /// The slot of the CPU this call runs on: a CPU the zone has no lists for (an
+    /// embedder's id out of range) uses CPU 0's, slower, never wrong. (`carve` refuses a
+    /// CPU count of 0: there is a CPU 0.)
+    fn cpu_index(&self) -> usize {
         let id = match self.cpu_id {
             Some(f) => f(),
             None => this_cpu(self.cpus.len()),
         };
-        // A CPU the zone has no lists for (an embedder's id out of range) uses CPU 0's:
-        // slower, never wrong. (`carve` refuses a CPU count of 0: there is a CPU 0.)
-        let cpu = self.cpus.get(id).unwrap_or(&self.cpus[0]);
-        cpu.lock()
+        if id < self.cpus.len() { id } else { 0 }
     }
 }

@@ -268,11 +268,10 @@ impl GlobalAllocator {
         if !fresh {
             return Err(InitError::AlreadyInitialized);
         }
-        let zone = frames.zone();
         info!(
             "buddy-sim: {} frames in [{start_vaddr:#x}, +{size:#x}), {} free, {} CPUs; zeroed pages cleared with {}",
-            zone.span().pages,
-            zone.free_pages_total(),
+            frames.zone().span().pages,
+            frames.free_pages(),
             frames.cpus(),
             self.clear_strategy().unwrap_or("-"),
         );
@@ -405,9 +404,17 @@ impl GlobalAllocator {
         align_pow2: usize,
         kind: UsageKind,
     ) -> AllocResult<usize> {
-        self.take(kind, num_pages, |_, pages| {
-            pages.alloc_pages_at(start, num_pages, align_pow2)
-        })
+        let frames = self.frames.get().ok_or(AllocError::NoMemory)?;
+        // The run may lie partly on other CPUs' lists, which the zone drains: every slot held.
+        frames
+            .every_cpu(|cpu| {
+                let at = cpu.pages.alloc_pages_at(start, num_pages, align_pow2)?;
+                if kind != UsageKind::RustHeap {
+                    cpu.usage.add(kind, num_pages.wrapping_mul(PAGE));
+                }
+                Ok(at)
+            })
+            .unwrap_or(Err(AllocError::NoMemory))
     }
 
     /// Gives back the `num_pages` pages from `pos`: a run from
@@ -481,16 +488,17 @@ impl GlobalAllocator {
 
     /// Pages not free in the zone (the heap's included; 0 before `init`).
     pub fn used_pages(&self) -> usize {
-        self.frames
-            .get()
-            .map_or(0, |f| f.this_cpu().pages.used_pages())
+        self.frames.get().map_or(0, |f| {
+            let present = f.zone().present_pages();
+            usize::try_from(present.saturating_sub(f.free_pages())).unwrap_or(usize::MAX)
+        })
     }
 
     /// Pages free in the zone, per-CPU lists included (0 before `init`).
     pub fn available_pages(&self) -> usize {
         self.frames
             .get()
-            .map_or(0, |f| f.this_cpu().pages.available_pages())
+            .map_or(0, |f| usize::try_from(f.free_pages()).unwrap_or(usize::MAX))
     }
 
     /// Bytes held per [`UsageKind`].
@@ -513,9 +521,24 @@ impl GlobalAllocator {
         )
     }
 
+    /// Frames on CPU `cpu`'s per-cpu lists (read under that CPU's lock); `None` before
+    /// `init` or past the CPUs.
+    pub fn pcp_pages(&self, cpu: usize) -> Option<u64> {
+        self.frames.get()?.pcp_pages(cpu)
+    }
+
     /// The zone under the page allocator, for statistics and checks
     /// ([`Zone::check`](buddy_sim::Zone::check)); `None` before `init`.
-    pub fn zone(&self) -> Option<&'static crate::PageZone> {
+    ///
+    /// # Safety
+    /// The allocator's page calls reach each CPU's per-cpu lists without the zone's list
+    /// lock (under the allocator's own lock of that CPU: one lock a call). While the
+    /// returned zone is used for anything that reaches the per-cpu lists (an allocation or
+    /// free through it, `drain_all`, `check`, `free_pages_total`, `pcp_pages`, `counters`),
+    /// no page call of this allocator runs: at boot, in a test between calls, or with the
+    /// other CPUs stopped. The buddy's own statistics (`buddy_pages`,
+    /// `buddy_blocks_per_order`, `config`) take the zone lock and are safe at any time.
+    pub unsafe fn zone(&self) -> Option<&'static crate::PageZone> {
         self.frames.get().map(Frames::zone)
     }
 }

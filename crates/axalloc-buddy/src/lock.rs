@@ -37,6 +37,34 @@ impl<T> IrqSpin<T> {
     }
 }
 
+/// Locks every one of `locks`, in order, with interrupts and preemption off throughout; runs
+/// `f` on the value of the one at index `at` (the last, past the end); unlocks them in
+/// reverse order. `None` if there are no locks. A caller that holds one of these locks
+/// must not call it (it would wait for itself); one that holds none cannot deadlock with
+/// callers that take one lock each.
+pub(crate) fn with_all<T, R>(
+    locks: &[IrqSpin<T>],
+    at: usize,
+    f: impl FnOnce(&mut T) -> R,
+) -> Option<R> {
+    let _irq = NoPreemptIrqSave::new();
+    let at = at.min(locks.len().checked_sub(1)?);
+    let mut target = None;
+    for (i, lock) in locks.iter().enumerate() {
+        let data = MutexGuard::leak(lock.0.lock());
+        if i == at {
+            target = Some(data);
+        }
+    }
+    let r = target.map(f);
+    for lock in locks.iter().rev() {
+        // SAFETY: this call locked it above and leaked its guard; the one reference that
+        // guard gave (to `f`) is dead now that `f` returned.
+        unsafe { lock.0.force_unlock() };
+    }
+    r
+}
+
 impl<T> Deref for IrqSpinGuard<'_, T> {
     type Target = T;
 

@@ -68,8 +68,11 @@ fn give_back_bytes(a: &GlobalAllocator, p: core::ptr::NonNull<u8>, layout: Layou
     unsafe { a.dealloc(p, layout) }
 }
 
+/// The zone's own check, between calls (no page call runs while it reads the per-cpu lists).
 fn zone_is_sound(a: &GlobalAllocator) {
-    a.zone().expect("initialized").check().unwrap();
+    // SAFETY: the tests call this between their page calls, never during one.
+    let zone = unsafe { a.zone() }.expect("initialized");
+    zone.check().unwrap();
 }
 
 #[test]
@@ -247,7 +250,8 @@ fn regions_it_cannot_use_are_refused_untouched() {
     // SAFETY: the region is the allocator's alone; it outlives the allocator.
     unsafe { a.try_init(start, size) }.unwrap();
     // A zone this small keeps per-cpu batches of at most a quarter of its high mark.
-    let cfg = a.zone().unwrap().config();
+    // SAFETY: only the configuration is read, under no per-cpu list.
+    let cfg = unsafe { a.zone() }.unwrap().config();
     assert!(
         cfg.pcp_batch * 4 <= cfg.pcp_high,
         "batch {} high {}",
@@ -336,7 +340,7 @@ proptest! {
             give_back(&a, at, pages, UsageKind::VirtMem);
         }
         prop_assert_eq!(a.available_pages(), base_free);
-        a.zone().unwrap().check().unwrap();
+        zone_is_sound(&a);
     }
 }
 
@@ -397,7 +401,52 @@ fn cpus_allocate_at_once() {
     });
     assert_eq!(a.available_pages() + heap_pages(a), before);
     assert_eq!(a.usages().get(UsageKind::VirtMem), 0);
-    a.zone().unwrap().check().unwrap();
+    zone_is_sound(a);
+}
+
+/// Calls that reach every CPU's lists (a run taken at a fixed address, which drains the
+/// lists holding part of it; the free-page counts) while other CPUs allocate and free on
+/// their own lists without the zone's list locks: debug builds check, on every such access,
+/// that nothing else holds the lists.
+#[test]
+fn fixed_runs_and_counts_while_other_cpus_allocate() {
+    let r = region(if cfg!(miri) { 1 << 20 } else { 8 << 20 });
+    let a = GlobalAllocator::with_cpu_id(thread_cpu);
+    // SAFETY: the region is the allocator's alone; it outlives the allocator.
+    unsafe { a.try_init_for_cpus(r.start(), r.len(), 3) }.unwrap();
+    let a = &a;
+    let rounds = if cfg!(miri) { 8 } else { 500 };
+    // A run the fixed-address calls take and give back, found free first and freed on
+    // CPU 1, whose lists then hold it while CPU 1 allocates from them.
+    let spot = a.alloc_pages(4, 4 * PAGE, UsageKind::Dma).unwrap();
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            CPU.with(|c| c.set(1));
+            give_back(a, spot, 4, UsageKind::Dma);
+        });
+    });
+    std::thread::scope(|s| {
+        for cpu in 1..3 {
+            s.spawn(move || {
+                CPU.with(|c| c.set(cpu));
+                for _ in 0..rounds {
+                    let p = a.alloc_pages(4, 4 * PAGE, UsageKind::PageTable).unwrap();
+                    give_back(a, p, 4, UsageKind::PageTable);
+                }
+            });
+        }
+        s.spawn(move || {
+            for _ in 0..rounds {
+                if let Ok(at) = a.alloc_pages_at(spot, 4, PAGE, UsageKind::Dma) {
+                    give_back(a, at, 4, UsageKind::Dma);
+                }
+                assert!(a.available_pages() + a.used_pages() > 0);
+            }
+        });
+    });
+    assert_eq!(a.usages().get(UsageKind::Dma), 0);
+    assert_eq!(a.usages().get(UsageKind::PageTable), 0);
+    zone_is_sound(a);
 }
 
 /// Usage is counted per CPU (no lock of its own): pages allocated on one CPU and freed on
