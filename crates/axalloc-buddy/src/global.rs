@@ -306,8 +306,9 @@ impl GlobalAllocator {
 
     /// `layout.size()` bytes aligned to `layout.align()` from the heap, which grows with pages
     /// from the zone when it has no room. For a request up to a block of the zone's largest
-    /// order (4 MiB by default), by doubling as ArceOS's axalloc does (the heap's size or the
-    /// request's, to a power of two, up to that block), halving on failure down to what the
+    /// order (the largest block its memory holds), by doubling as ArceOS's axalloc does (the
+    /// heap's size or the request's, to a power of two, up to that block), halving on
+    /// failure down to what the
     /// request needs; a larger request gets a run of exactly what it needs (its size,
     /// alignment and the byte allocator's headers: a 32 MiB vector takes 32 MiB and a page,
     /// where doubling would take 64 MiB, which a 128 MiB machine cannot give twice).
