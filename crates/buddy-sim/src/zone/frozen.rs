@@ -70,7 +70,7 @@ where
         // reserved for CMA, the common case: that list at once.
         let pageblock = m.pageblock_frame(m.pageblock_index(idx)).pageblock_bits();
         if pageblock == const { Pageblock::of(MigrateType::Unmovable).bits() } {
-            self.free_to_pcp_list(pcp, idx, Order::ZERO, UNMOVABLE_PAGES, 1);
+            self.free_to_pcp_list(m, pcp, (idx, Order::ZERO), UNMOVABLE_PAGES, 1);
         } else {
             self.free_block(pcp, idx, Order::ZERO, 1);
         }

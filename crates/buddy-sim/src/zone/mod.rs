@@ -711,7 +711,7 @@ where
             free.free_one_page(m, idx, order, false);
             return;
         };
-        self.free_to_pcp_list(pcp, idx, order, list, prepares);
+        self.free_to_pcp_list(m, pcp, (idx, order), list, prepares);
     }
 
     /// [`Zone::free_block`] of a block whose per-cpu list is `list` (its order and its
@@ -719,13 +719,12 @@ where
     #[inline(always)]
     pub(crate) fn free_to_pcp_list(
         &self,
+        m: FrameMap<'_>,
         pcp: CpuLists<'_, R>,
-        idx: FrameIdx,
-        order: Order,
+        (idx, order): (FrameIdx, Order),
         list: usize,
         prepares: u64,
     ) {
-        let m = self.map();
         let mut lists = self.lock_pcp(pcp);
         lists.stats.prepares += prepares;
         lists.push(m, list, idx, order, false);
