@@ -292,12 +292,10 @@ fn check_list(
 /// A block on two lists (or twice on one) shows as more list entries than per-cpu heads.
 fn check_hot(
     m: FrameMap<'_>,
-    hot: impl Iterator<Item = FrameIdx>,
+    hot: &[FrameIdx],
     entry_ok: impl Fn(Word) -> bool,
 ) -> Result<u64, Corruption> {
-    let mut n = 0;
-    for idx in hot {
-        n += 1;
+    for &idx in hot {
         let fail = |what| {
             Err(Corruption {
                 what,
@@ -315,5 +313,5 @@ fn check_hot(
             return fail("a known-zero block in a per-cpu list's array");
         }
     }
-    Ok(n)
+    Ok(hot.len() as u64)
 }

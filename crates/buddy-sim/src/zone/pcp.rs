@@ -152,8 +152,9 @@ impl PcpLists {
     /// the next non-empty list in turn, until the batch is done or the list is
     /// empty. The caller holds this CPU's lock and the zone lock.
     ///
-    /// Order-0 pages that come off a list one after another at consecutive frames (pages
-    /// freed in ascending order, as a split block's are) go back as a run: as its fewest
+    /// Order-0 pages that come off a list one after another at consecutive frames, ascending
+    /// or descending (pages freed in ascending order, as a split block's are) go back as a
+    /// run: as its fewest
     /// aligned blocks, each freed once and merged from its order up, instead of page by page
     /// through every merge below it. The zone ends the same either way (a block of at most
     /// the pageblock order lies in one pageblock, a larger one is freed pageblock by
@@ -183,8 +184,7 @@ impl PcpLists {
                 self.count.sub(order, w.zeroed());
                 self.stats.list_ops += 1;
                 drained += order.pages();
-                if order.get() == 0 && run.extends(idx, w.zeroed()) {
-                    run.pages += 1;
+                if order.get() == 0 && run.extend(idx, w.zeroed()) {
                     continue;
                 }
                 run.free(m, free);
@@ -222,12 +222,24 @@ impl PageRun {
         }
     }
 
-    /// Whether the page at `idx` (known zero or not) is the run's next.
+    /// Adds the page at `idx` (known zero or not) to the run if it is the frame just past
+    /// its end or just before its start (a list's array gives pages back newest first, so
+    /// pages freed in ascending order come off it descending); whether it did.
     #[inline]
-    fn extends(&self, idx: FrameIdx, zeroed: bool) -> bool {
-        self.pages > 0
-            && zeroed == self.zeroed
-            && Some(idx.0) == self.first.0.checked_add(self.pages)
+    fn extend(&mut self, idx: FrameIdx, zeroed: bool) -> bool {
+        if self.pages == 0 || zeroed != self.zeroed {
+            return false;
+        }
+        if Some(idx.0) == self.first.0.checked_add(self.pages) {
+            self.pages += 1;
+            return true;
+        }
+        if idx.0.checked_add(1) == Some(self.first.0) {
+            self.first = idx;
+            self.pages += 1;
+            return true;
+        }
+        false
     }
 
     /// Frees the run to the buddy as its fewest aligned blocks (`decompose`): each block's

@@ -12,21 +12,16 @@ use crate::zone::list::List;
 use crate::zone::map::Frames;
 
 /// Blocks each per-cpu list keeps in its array: the pages a burst of page-table or stack
-/// allocations frees and takes again. More go on the linked list. A power of two (the
-/// array is a ring).
+/// allocations frees and takes again. More go on the linked list.
 pub(crate) const HOT_BLOCKS: usize = 32;
 
-const HOT_MASK: u32 = HOT_BLOCKS as u32 - 1;
-const _: () = assert!(HOT_BLOCKS.is_power_of_two() && HOT_BLOCKS <= u32::MAX as usize);
-
 /// A per-cpu list: the array of recently freed blocks not known zero, then the linked list.
-/// Taking from the front takes the array's newest block first; taking from the back takes
-/// the linked list's back first (its known-zero and oldest blocks), then the array's oldest.
+/// Taking from the front takes the array's last block first; taking from the back takes
+/// the linked list's back first (its known-zero and oldest blocks).
 #[derive(Clone, Copy)]
 pub(crate) struct PcpList {
-    /// A ring: `hot_len` blocks from `hot[hot_head]`, oldest first.
+    /// `hot[..hot_len]`, the last one freed last.
     hot: [FrameIdx; HOT_BLOCKS],
-    hot_head: u32,
     hot_len: u32,
     cold: List,
 }
@@ -34,7 +29,6 @@ pub(crate) struct PcpList {
 impl PcpList {
     pub(crate) const EMPTY: Self = Self {
         hot: [FrameIdx(0); HOT_BLOCKS],
-        hot_head: 0,
         hot_len: 0,
         cold: List::EMPTY,
     };
@@ -50,15 +44,10 @@ impl PcpList {
         self.len() == 0
     }
 
-    /// The `k`th block of the array, oldest first.
-    #[inline(always)]
-    fn hot_at(&self, k: u32) -> FrameIdx {
-        self.hot[(self.hot_head.wrapping_add(k) & HOT_MASK) as usize]
-    }
-
-    /// The blocks in the array, oldest first.
-    pub(crate) fn hot(&self) -> impl Iterator<Item = FrameIdx> + '_ {
-        (0..self.hot_len).map(|k| self.hot_at(k))
+    /// The blocks in the array, the last freed last.
+    #[inline]
+    pub(crate) fn hot(&self) -> &[FrameIdx] {
+        &self.hot[..self.hot_len as usize]
     }
 
     /// The linked part.
@@ -68,9 +57,10 @@ impl PcpList {
 
     /// Every block on the list, front to back (read under the list's lock).
     pub(crate) fn blocks<'a>(&'a self, frames: Frames<'a>) -> impl Iterator<Item = FrameIdx> + 'a {
-        (0..self.hot_len)
+        self.hot()
+            .iter()
             .rev()
-            .map(|k| self.hot_at(k))
+            .copied()
             .chain(self.cold.blocks(frames))
     }
 
@@ -78,24 +68,24 @@ impl PcpList {
     /// else to the linked list where its knowledge puts it ([`List::push`]).
     #[inline(always)]
     pub(crate) fn push(&mut self, frames: Frames<'_>, idx: FrameIdx, zeroed: bool) {
-        if !zeroed && self.hot_len < HOT_BLOCKS as u32 {
-            let at = self.hot_head.wrapping_add(self.hot_len) & HOT_MASK;
-            self.hot[at as usize] = idx;
+        let n = self.hot_len as usize;
+        if !zeroed && n < HOT_BLOCKS {
+            self.hot[n] = idx;
             self.hot_len += 1;
         } else {
             self.cold.push(frames, idx, zeroed);
         }
     }
 
-    /// Takes the array's newest block, if it has one.
+    /// Takes the array's last block, if it has one.
     #[inline(always)]
     pub(crate) fn pop_hot(&mut self) -> Option<FrameIdx> {
-        self.hot_len = self.hot_len.checked_sub(1)?;
-        Some(self.hot_at(self.hot_len))
+        let n = self.hot_len.checked_sub(1)?;
+        self.hot_len = n;
+        Some(self.hot[n as usize])
     }
 
-    /// Takes the most recently freed block: the array's newest, else the linked list's
-    /// front.
+    /// Takes the most recently freed block: the array's last, else the linked list's front.
     #[inline(always)]
     pub(crate) fn pop_front(&mut self, frames: Frames<'_>) -> Option<FrameIdx> {
         self.pop_hot().or_else(|| self.cold.pop_front(frames))
@@ -104,25 +94,17 @@ impl PcpList {
     /// The block [`PcpList::pop_back`] takes, without taking it.
     #[inline]
     pub(crate) fn back(&self) -> Option<FrameIdx> {
-        match self.cold.tail() {
-            Some(idx) => Some(idx),
-            None => (self.hot_len > 0).then(|| self.hot_at(0)),
-        }
+        self.cold.tail().or_else(|| self.hot().last().copied())
     }
 
     /// Takes the oldest block (what a drain returns first, and where known-zero blocks
-    /// are): the linked list's back, else the array's oldest (so that a drain returns pages
-    /// in the order they were freed, and pages freed in ascending order go back to the
-    /// buddy as runs).
+    /// are): the linked list's back, else the array's last.
     #[inline]
     pub(crate) fn pop_back(&mut self, frames: Frames<'_>) -> Option<FrameIdx> {
-        if !self.cold.is_empty() {
-            return self.cold.pop_back(frames);
+        if self.cold.is_empty() {
+            return self.pop_front(frames);
         }
-        self.hot_len = self.hot_len.checked_sub(1)?;
-        let oldest = self.hot[self.hot_head as usize];
-        self.hot_head = self.hot_head.wrapping_add(1) & HOT_MASK;
-        Some(oldest)
+        self.cold.pop_back(frames)
     }
 }
 
@@ -150,13 +132,13 @@ mod tests {
         for i in 0..HOT_BLOCKS as u32 + 4 {
             l.push(frames, FrameIdx(i), false);
         }
-        assert_eq!(l.hot().count(), HOT_BLOCKS);
+        assert_eq!(l.hot().len(), HOT_BLOCKS);
         assert_eq!(l.cold().len(), 4);
         assert_eq!(l.len(), HOT_BLOCKS as u32 + 4);
         // A known-zero block goes to the linked list's back even with room in the array.
         let mut z = PcpList::EMPTY;
         z.push(frames, FrameIdx(39), true);
-        assert_eq!((z.hot().count(), z.cold().len()), (0, 1));
+        assert_eq!((z.hot().len(), z.cold().len()), (0, 1));
         assert_eq!(z.back(), Some(FrameIdx(39)));
         // Front: the array, last freed first; then the linked list's front.
         let front: Vec<u32> = l.blocks(frames).map(|i| i.0).collect();
@@ -183,14 +165,9 @@ mod tests {
             assert_eq!(l.pop_back(frames), Some(back));
             taken.push(back.0);
         }
-        // The linked list's back (its oldest, the first pushed there), then the array from
-        // its first (oldest) up.
-        assert_eq!(
-            &taken[..4],
-            &[HOT_BLOCKS as u32, HOT_BLOCKS as u32 + 1, 0, 1]
-        );
+        // The linked list's back (its oldest, the first pushed there), then the array's last.
+        assert_eq!(&taken[..3], &[HOT_BLOCKS as u32, HOT_BLOCKS as u32 + 1, 31]);
         assert_eq!(taken.len(), HOT_BLOCKS + 2);
-        assert_eq!(taken[HOT_BLOCKS + 1], HOT_BLOCKS as u32 - 1);
         assert_eq!(l.pop_back(frames), None);
     }
 }
