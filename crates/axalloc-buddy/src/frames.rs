@@ -6,7 +6,7 @@
 //! Frames are numbered by their virtual address (`vaddr / 4 KiB`): alignment requests are
 //! about the addresses ArceOS receives, and no physical-to-virtual offset is needed.
 
-use crate::cpu::PercpuAreas;
+use crate::cpu::this_cpu;
 use crate::lock::IrqSpin;
 use crate::usage::UsageCounts;
 use buddy_sim::{
@@ -132,9 +132,8 @@ pub(crate) struct Frames {
     zone: &'static PageZone,
     cpus: &'static [IrqSpin<CpuSlot>],
     clearer: FrameClearer<OffsetMap>,
-    /// Which CPU a call runs on: the embedder's answer, else the per-CPU register.
+    /// Which CPU a call runs on.
     cpu_id: Option<fn() -> usize>,
-    percpu: PercpuAreas,
     /// The whole region the allocator was given, `[start, end)`, metadata included.
     region: (usize, usize),
 }
@@ -248,7 +247,6 @@ impl Frames {
                 cpus: cpu_pages,
                 clearer,
                 cpu_id,
-                percpu: PercpuAreas::default(),
                 region: (start, region_end),
             })
         }
@@ -323,7 +321,7 @@ impl Frames {
     fn cpu_index(&self) -> usize {
         let id = match self.cpu_id {
             Some(f) => f(),
-            None => self.percpu.this_cpu(self.cpus.len()),
+            None => this_cpu(self.cpus.len()),
         };
         if id < self.cpus.len() { id } else { 0 }
     }
