@@ -16,6 +16,12 @@ use spin::Once;
 /// The heap's first size, taken from the page allocator at initialization (ArceOS's).
 const FIRST_HEAP: usize = 32 * 1024;
 
+/// The largest growth by doubling (Linux's MAX_ORDER block, 4 MiB): past it the heap grows
+/// by what a request needs, so that a large vector's growth does not take twice its size
+/// (the zone's largest block covers its memory: doubling up to it would hand the heap half
+/// of a small machine at once).
+const HEAP_DOUBLING_LIMIT: usize = 4 << 20;
+
 /// Bytes of pages the heap needs to serve `layout` from new memory, in whole pages: the
 /// object, a sixteenth more (TLSF serves a request from a free block of the size class
 /// above it, at most 1/32 larger), its alignment and the byte allocator's own headers (a
@@ -305,13 +311,12 @@ impl GlobalAllocator {
     }
 
     /// `layout.size()` bytes aligned to `layout.align()` from the heap, which grows with pages
-    /// from the zone when it has no room. For a request up to a block of the zone's largest
-    /// order (the largest block its memory holds), by doubling as ArceOS's axalloc does (the
-    /// heap's size or the request's, to a power of two, up to that block), halving on
-    /// failure down to what the
-    /// request needs; a larger request gets a run of exactly what it needs (its size,
-    /// alignment and the byte allocator's headers: a 32 MiB vector takes 32 MiB and a page,
-    /// where doubling would take 64 MiB, which a 128 MiB machine cannot give twice).
+    /// from the zone when it has no room. For a request up to 4 MiB (Linux's largest block),
+    /// by doubling as ArceOS's axalloc does (the heap's size or the request's, to a power of
+    /// two, up to 4 MiB), halving on failure down to what the request needs; a larger request
+    /// gets a run of exactly what it needs (its size, alignment and the byte allocator's
+    /// headers: a 32 MiB vector takes 32 MiB and a page, where doubling would take 64 MiB,
+    /// which a 128 MiB machine cannot give twice).
     ///
     /// # Errors
     /// `NoMemory` when neither the heap nor the zone has room.
@@ -323,7 +328,11 @@ impl GlobalAllocator {
                 balloc.usage.add(UsageKind::RustHeap, layout.size());
                 return Ok(ptr);
             }
-            let block = self.frames.get().map_or(PAGE, Frames::largest_block_bytes);
+            let block = self
+                .frames
+                .get()
+                .map_or(PAGE, Frames::largest_block_bytes)
+                .min(HEAP_DOUBLING_LIMIT);
             let mut grow = if need > block {
                 need
             } else {
