@@ -337,6 +337,14 @@ where
                 .zeroed_with(clearer);
             r = on_cpu!(self, |cpu| cpu.alloc_raw(request));
         }
+        if let Ok(pfn) = r
+            && pages == 1
+            && align == Order::ZERO
+        {
+            // One zeroed page, held as a page allocated alone is: frozen, so that its free
+            // takes the same path.
+            self.zone.freeze_fresh_page(pfn);
+        }
         self.position(r)
     }
 }

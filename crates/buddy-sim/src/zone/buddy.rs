@@ -266,6 +266,11 @@ impl FreeArea {
         mt: MigrateType,
         fallback: Fallback,
     ) -> Option<FrameIdx> {
+        // No known-zero frame in the buddy (the common case of a pool spent): nothing to
+        // look through, every order of every list.
+        if self.count.zeroed == 0 {
+            return None;
+        }
         let zeroed_on = |free: &Self, list: u8, lowest: u8| {
             (lowest..=m.cfg.max_order.get()).find_map(|o| {
                 let tail = free.lists[o as usize][list as usize].tail()?;

@@ -77,6 +77,17 @@ where
         Ok(())
     }
 
+    /// Makes the unmovable order-0 page at `pfn`, which the caller has just allocated with
+    /// its one reference and handed to nobody, a frozen page (as
+    /// [`Cpu::alloc_frozen_page`] hands one out). A page in any other state is left as it
+    /// is.
+    pub(crate) fn freeze_fresh_page(&self, pfn: Pfn) {
+        let m = self.map();
+        if let Ok(idx) = m.index(pfn) {
+            let _ = m.frame(idx).cas(Word::allocated(0), Word::FROZEN_PAGE);
+        }
+    }
+
     /// Why page `idx`, whose word is `w`, is not a frozen page to free.
     #[cold]
     fn not_a_frozen_page(&self, idx: FrameIdx, w: Word) -> FreeError {
