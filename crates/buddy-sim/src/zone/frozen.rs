@@ -63,7 +63,7 @@ where
         let idx = m.index(pfn)?;
         let w = m.frame(idx).load();
         if w != Word::FROZEN_PAGE {
-            return Err(self.not_a_frozen_page(idx, w));
+            return Err(self.not_frozen(idx));
         }
         // The caller owns the page whole (no reference count to drop): the free writes its
         // word when it puts the page on a list. An unmovable pageblock, neither isolated nor
@@ -85,19 +85,6 @@ where
         let m = self.map();
         if let Ok(idx) = m.index(pfn) {
             let _ = m.frame(idx).cas(Word::allocated(0), Word::FROZEN_PAGE);
-        }
-    }
-
-    /// Why page `idx`, whose word is `w`, is not a frozen page to free.
-    #[cold]
-    fn not_a_frozen_page(&self, idx: FrameIdx, w: Word) -> FreeError {
-        let m = self.map();
-        if w.is_live() && w.order() == 0 {
-            FreeError::NotFrozen(m.pfn(idx))
-        } else if w.is_live() || w.frozen() {
-            FreeError::CompoundPage(m.pfn(idx))
-        } else {
-            m.not_allocated(idx, w)
         }
     }
 }
