@@ -93,14 +93,21 @@ impl PcpLists {
             Prefer::Zeroed if m.frame(l.back()?).load().zeroed() => l.pop_back(m.frames)?,
             Prefer::Zeroed => return None,
         };
-        if l.is_empty() {
+        let zeroed = m.frame(idx).load().zeroed();
+        self.took(list, order, zeroed);
+        Some((idx, zeroed))
+    }
+
+    /// The bookkeeping of a block of `order` (known zero or not) just taken off `list` for
+    /// an allocation.
+    #[inline(always)]
+    fn took(&mut self, list: usize, order: Order, zeroed: bool) {
+        if self.lists[list].is_empty() {
             self.nonempty &= !(1 << list);
         }
-        let zeroed = m.frame(idx).load().zeroed();
         self.count.sub(order, zeroed);
         self.recent_frees >>= 1;
         self.stats.list_ops += 1;
-        Some((idx, zeroed))
     }
 
     /// Takes the most recently freed block of `list` from its array, if it has one: a
@@ -108,14 +115,8 @@ impl PcpLists {
     /// the block's frame).
     #[inline(always)]
     pub(crate) fn pop_hot(&mut self, list: usize, order: Order) -> Option<FrameIdx> {
-        let l = &mut self.lists[list];
-        let idx = l.pop_hot()?;
-        if l.is_empty() {
-            self.nonempty &= !(1 << list);
-        }
-        self.count.sub(order, false);
-        self.recent_frees >>= 1;
-        self.stats.list_ops += 1;
+        let idx = self.lists[list].pop_hot()?;
+        self.took(list, order, false);
         Some(idx)
     }
 
