@@ -41,7 +41,11 @@ where
     /// block a plain allocation takes, cleared before it is returned through the clearer the
     /// request names ([`AllocRequest::zeroed_with`]) or else this handle's
     /// ([`Cpu::with_clearer`]; a handle without one does not take an
-    /// [`AllocRequest::zeroed`] request: it does not compile).
+    /// [`AllocRequest::zeroed`] request: it does not compile). Where that clearer's memory
+    /// temperature is unknown, the zone tells it what it knows: a block above order 3 that
+    /// this CPU freed to its list, with less than the policy's streaming threshold freed
+    /// there since, is cleared as hot memory (temporal stores), one freed longer ago as
+    /// cold (streaming stores, the fault's neighbourhood last).
     ///
     /// A run ([`AllocRequest::frames`]) is the covering block split into order-0 pages with
     /// the pages past the run freed at once, or, [`contiguous`](AllocRequest::contiguous),
@@ -103,7 +107,7 @@ where
             None => Prefer::Unzeroed,
         };
         let mut hooks = SlowPath::of(&mut request.reclaim, &mut request.compact);
-        let (idx, zeroed) = zone.alloc_with(cpu, order, (prefer, mt, key), &mut hooks)?;
+        let (idx, contents) = zone.alloc_with(cpu, order, (prefer, mt, key), &mut hooks)?;
         let Some(clearing) = clearing else {
             return Ok(zone.map().pfn(idx));
         };
@@ -112,6 +116,6 @@ where
             fault,
             resched: ReschedPoint(&mut request.resched),
         };
-        zone.make_allocation_zero(cpu, (idx, order), order.pages(), zeroed, zeroing)
+        zone.make_allocation_zero(cpu, (idx, order), order.pages(), contents, zeroing)
     }
 }

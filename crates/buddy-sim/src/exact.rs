@@ -62,14 +62,14 @@ where
             Some(clearing) => {
                 // Only the run is made zero: the pages past it go straight back.
                 fault_inside(pages, order, request.fault)?;
-                let (idx, zeroed) =
+                let (idx, contents) =
                     self.alloc_with(cpu, order, (Prefer::Zeroed, mt, key), &mut hooks)?;
                 let zeroing = Zeroing {
                     clearing,
                     fault: request.fault,
                     resched: ReschedPoint(&mut request.resched),
                 };
-                self.make_allocation_zero(cpu, (idx, order), pages, zeroed, zeroing)?
+                self.make_allocation_zero(cpu, (idx, order), pages, contents, zeroing)?
             }
         };
         if self.split_page(pfn, order).is_err() {

@@ -55,7 +55,8 @@ pub enum FrameState {
 /// being migrated), 48..51 the migratetype (of an allocated head: the kind of allocation; of a
 /// free head: the free list it is on, [`MigrateType`]'s index, 3 for CMA reservations' lists,
 /// 4 for the isolated lists), 51 "reported" (a free buddy head that free page reporting
-/// handed to the embedder's sink, and that no merge, split or allocation has taken since).
+/// handed to the embedder's sink, and that no merge, split or allocation has taken since),
+/// 52..64 when a per-cpu list head was freed there ([`Word::freed_at`]).
 /// All zero is a reserved frame.
 #[derive(Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Word(u64);
@@ -69,6 +70,8 @@ const FROZEN: u64 = 1 << 47;
 const MT_SHIFT: u32 = 48;
 const MT: u64 = 0x7 << MT_SHIFT;
 const REPORTED: u64 = 1 << 51;
+const FREED_SHIFT: u32 = 52;
+const FREED: u64 = 0xfff << FREED_SHIFT;
 const REFCOUNT: u64 = u32::MAX as u64;
 const STATE: u64 = 0xf << STATE_SHIFT;
 
@@ -210,6 +213,20 @@ impl Word {
     #[inline]
     pub(crate) const fn ignoring_reported(self) -> Self {
         Self(self.0 & !REPORTED)
+    }
+
+    /// Of a per-cpu list head: the stamp its CPU gave it when it freed the block there
+    /// ([`PcpLists::stamp_free`](crate::zone::pcp::PcpLists::stamp_free)), 0 for a block
+    /// the list took from the buddy.
+    #[inline]
+    pub(crate) const fn freed_at(self) -> u16 {
+        ((self.0 & FREED) >> FREED_SHIFT) as u16
+    }
+
+    /// The same per-cpu list head stamped `at` (12 bits).
+    #[inline]
+    pub(crate) const fn with_freed_at(self, at: u16) -> Self {
+        Self((self.0 & !FREED) | (((at as u64) << FREED_SHIFT) & FREED))
     }
 
     /// The word without its migratetype.

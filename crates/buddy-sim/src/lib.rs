@@ -100,6 +100,7 @@ mod block;
 #[cfg(feature = "alloc")]
 mod boxed;
 mod cma;
+mod contents;
 mod decompose;
 mod deferred;
 mod error;

@@ -10,6 +10,7 @@
 // `FrameMemory` contract and on the zone owning the block.
 #![allow(unsafe_code)]
 
+use crate::contents::Contents;
 use crate::decompose::decompose;
 use crate::error::alloc::AllocError;
 use crate::error::config::ConfigError;
@@ -250,21 +251,23 @@ impl<M: FrameMemory> FrameClearer<M> {
     }
 
     /// Makes the frames `[pfn, pfn + nr)` the zone just handed out read zero, off the fast
-    /// path: checks them if they are `known_zero` (the debug check), else clears them
+    /// path: checks them if they are known zero (the debug check), else clears them
     /// ([`FrameClearer::clear_run`]; for a block, the block itself with `fault`'s
-    /// neighbourhood last).
+    /// neighbourhood last), at the temperature `contents` gives where this clearer's is
+    /// unknown ([`FrameClearer::clearer_for`]).
     #[cold]
     #[inline(never)]
     pub(crate) fn make_zero(
         &self,
         pfn: Pfn,
         nr: u64,
-        known_zero: bool,
+        contents: Contents,
         fault: Option<usize>,
         resched: &mut impl Resched,
     ) -> Result<(), AllocError> {
-        if !known_zero {
-            return self.clear_run(pfn, nr, fault, resched);
+        if !contents.known_zero() {
+            let clearer = self.clearer_for(contents, nr);
+            return self.clear_run_with(&clearer, pfn, nr, fault, resched);
         }
         // The run is the zone's: `pfn + nr` does not overflow.
         for (start, order) in decompose(pfn, nr, Order(MAX_SUPPORTED_ORDER))
@@ -278,17 +281,22 @@ impl<M: FrameMemory> FrameClearer<M> {
         Ok(())
     }
 
-    /// Zeroes the block `[pfn, pfn + 2^order)`, which the zone owns or just handed to the
-    /// caller: as one extent in zero-core's batches, or with the bytes around
-    /// `fault` (an offset into the block, checked by the caller) cleared last.
-    pub(crate) fn clear(
-        &self,
-        pfn: Pfn,
-        order: Order,
-        fault: Option<usize>,
-        resched: &mut impl Resched,
-    ) -> Result<(), AllocError> {
-        self.clear_with(&self.clear, pfn, order, fault, resched)
+    /// How to clear `nr` frames whose contents are `contents`: with this clearer; or, where
+    /// its memory's temperature is not known ([`Temperature::Unknown`]) and the zone has
+    /// evidence (this CPU freed the block a little while ago), told the temperature: hot if
+    /// the block and what this CPU freed after it fit under the policy's streaming
+    /// threshold (the cache that threshold stands for), else cold.
+    fn clearer_for(&self, contents: Contents, nr: u64) -> Clearer {
+        let cfg = self.clear.config();
+        if cfg.memory != Temperature::Unknown {
+            return self.clear;
+        }
+        let cache = u64::try_from(cfg.policy.streaming_threshold()).unwrap_or(u64::MAX);
+        match contents.in_cache(nr, cache) {
+            Some(true) => self.clear.with_memory(Temperature::Hot),
+            Some(false) => self.clear.with_memory(Temperature::Cold),
+            None => self.clear,
+        }
     }
 
     /// Zeroes the free block `[pfn, pfn + 2^order)`, which the zone took off its lists for
@@ -305,7 +313,9 @@ impl<M: FrameMemory> FrameClearer<M> {
         self.clear_with(&cold, pfn, order, None, resched)
     }
 
-    /// [`FrameClearer::clear`] with `clearer`.
+    /// Zeroes the block `[pfn, pfn + 2^order)`, which the zone owns or just handed to the
+    /// caller, with `clearer`: as one extent in zero-core's batches, or with the bytes around
+    /// `fault` (an offset into the block, checked by the caller) cleared last.
     fn clear_with(
         &self,
         clearer: &Clearer,
@@ -339,6 +349,18 @@ impl<M: FrameMemory> FrameClearer<M> {
         fault: Option<usize>,
         resched: &mut impl Resched,
     ) -> Result<(), AllocError> {
+        self.clear_run_with(&self.clear, pfn, nr, fault, resched)
+    }
+
+    /// [`FrameClearer::clear_run`] with `clearer`.
+    fn clear_run_with(
+        &self,
+        clearer: &Clearer,
+        pfn: Pfn,
+        nr: u64,
+        fault: Option<usize>,
+        resched: &mut impl Resched,
+    ) -> Result<(), AllocError> {
         let frame = FRAME.bytes() as u64;
         let fault = fault.and_then(|at| u64::try_from(at).ok());
         // (first frame, order, fault offset inside it) of the block the fault is in.
@@ -355,11 +377,11 @@ impl<M: FrameMemory> FrameClearer<M> {
                 .filter(|&at| at < order.pages() * frame);
             match inside {
                 Some(at) => last = Some((start, order, at as usize)),
-                None => self.clear(start, order, None, resched)?,
+                None => self.clear_with(clearer, start, order, None, resched)?,
             }
         }
         match last {
-            Some((start, order, at)) => self.clear(start, order, Some(at), resched),
+            Some((start, order, at)) => self.clear_with(clearer, start, order, Some(at), resched),
             None => Ok(()),
         }
     }
@@ -392,7 +414,7 @@ pub(crate) trait ZeroFrames {
         &self,
         pfn: Pfn,
         nr: u64,
-        known_zero: bool,
+        contents: Contents,
         fault: Option<usize>,
         resched: &mut dyn Resched,
     ) -> Result<(), AllocError>;
@@ -412,11 +434,11 @@ impl<M: FrameMemory> ZeroFrames for FrameClearer<M> {
         &self,
         pfn: Pfn,
         nr: u64,
-        known_zero: bool,
+        contents: Contents,
         fault: Option<usize>,
         mut resched: &mut dyn Resched,
     ) -> Result<(), AllocError> {
-        FrameClearer::make_zero(self, pfn, nr, known_zero, fault, &mut resched)
+        FrameClearer::make_zero(self, pfn, nr, contents, fault, &mut resched)
     }
 
     fn clear_run(
@@ -475,5 +497,36 @@ mod tests {
         // SAFETY: as above.
         let beyond = unsafe { FrameClearer::direct_map(Pfn(u64::MAX), at) };
         assert_eq!(beyond.unwrap_err(), ConfigError::DirectMapOffset(0x20_0000));
+    }
+
+    #[test]
+    fn a_block_this_cpu_freed_lately_is_cleared_hot_and_one_freed_long_ago_cold() {
+        let at = core::ptr::without_provenance_mut::<u8>(0x20_0000);
+        // SAFETY: the map is only asked for addresses, never dereferenced.
+        let map = unsafe { OffsetMap::with_frame_at(Pfn(0x100), at) }.unwrap();
+        let policy = zero_core::Policy::detect().with_streaming_threshold(4 << 20);
+        let config = ClearConfig::new(FRAME, zero_core::PreemptModel::None).with_policy(policy);
+        let clearer = FrameClearer::new(map, config).unwrap();
+        let told = |contents, nr| clearer.clearer_for(contents, nr).config().memory;
+        // 2 MiB freed last, and with 2 MiB freed after it: within the 4 MiB the policy
+        // streams from. With 4 MiB after it: out of it.
+        assert_eq!(
+            told(Contents::FreedHere { since: 0 }, 512),
+            Temperature::Hot
+        );
+        assert_eq!(
+            told(Contents::FreedHere { since: 512 }, 512),
+            Temperature::Hot
+        );
+        assert_eq!(
+            told(Contents::FreedHere { since: 1024 }, 512),
+            Temperature::Cold
+        );
+        // No evidence: the clearer's own (unknown).
+        assert_eq!(told(Contents::Unknown, 512), Temperature::Unknown);
+        // A clearer told its memory's temperature keeps it.
+        let cold = FrameClearer::new(map, config.with_memory(Temperature::Cold)).unwrap();
+        let c = cold.clearer_for(Contents::FreedHere { since: 0 }, 512);
+        assert_eq!(c.config().memory, Temperature::Cold);
     }
 }

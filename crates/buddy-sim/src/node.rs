@@ -531,13 +531,13 @@ where
         };
         let fault = request.fault;
         let mut hooks = SlowPath::of(&mut request.reclaim, &mut request.compact);
-        let (zone, idx, zeroed) = self.allocate(cpu, order, policy, |z, slow| {
+        let (zone, idx, contents) = self.allocate(cpu, order, policy, |z, slow| {
             if prefer == Prefer::Zeroed {
                 z.check_fault(order, fault)?;
             }
             let how = (prefer, mt, key);
-            let (idx, zeroed) = z.alloc_attempt(z.pcp(cpu)?, order, how, slow, &mut hooks)?;
-            Ok((z, idx, zeroed))
+            let (idx, contents) = z.alloc_attempt(z.pcp(cpu)?, order, how, slow, &mut hooks)?;
+            Ok((z, idx, contents))
         })?;
         let Some(clearing) = clearing else {
             return Ok((zone, zone.map().pfn(idx)));
@@ -551,7 +551,7 @@ where
             zone.pcp(cpu)?,
             (idx, order),
             order.pages(),
-            zeroed,
+            contents,
             zeroing,
         )?;
         Ok((zone, pfn))

@@ -15,6 +15,7 @@
 //! known zero. So a block is never handed out twice, and never marked zero while someone
 //! could write it.
 
+use crate::contents::Contents;
 use crate::error::alloc::AllocError;
 use crate::frame::Frame;
 use crate::memory::{Clearing, FRAME, FrameClearer, FrameMemory};
@@ -80,13 +81,13 @@ where
     ) -> Result<Pfn, AllocError> {
         let (order, mt, key) = block;
         self.check_fault(order, zeroing.fault)?;
-        let (idx, zeroed) = self.alloc_preferring(cpu, order, Prefer::Zeroed, mt, key)?;
-        self.make_allocation_zero(cpu, (idx, order), order.pages(), zeroed, zeroing)
+        let (idx, contents) = self.alloc_preferring(cpu, order, Prefer::Zeroed, mt, key)?;
+        self.make_allocation_zero(cpu, (idx, order), order.pages(), contents, zeroing)
     }
 
     /// The second half of a zeroed allocation: makes the first `pages` frames of the block
-    /// `(idx, order)` just allocated read zero (cleared unless it is known zero), or frees
-    /// the block again and returns the error.
+    /// `(idx, order)` just allocated read zero (cleared unless it is known zero, as what is
+    /// known of its `contents` says), or frees the block again and returns the error.
     #[inline(always)]
     #[allow(unsafe_code)]
     pub(crate) fn make_allocation_zero(
@@ -94,7 +95,7 @@ where
         cpu: CpuLists<'_, R>,
         (idx, order): (FrameIdx, Order),
         pages: u64,
-        zeroed: bool,
+        contents: Contents,
         zeroing: Zeroing<'_, impl Resched>,
     ) -> Result<Pfn, AllocError> {
         let Zeroing {
@@ -103,12 +104,12 @@ where
             mut resched,
         } = zeroing;
         let pfn = self.map().pfn(idx);
-        if zeroed && !clearing.verify {
+        if contents.known_zero() && !clearing.verify {
             return Ok(pfn);
         }
         let made = clearing
             .clearer
-            .make_zero(pfn, pages, zeroed, fault, &mut resched);
+            .make_zero(pfn, pages, contents, fault, &mut resched);
         if let Err(e) = made {
             // The block is this call's with one reference: freeing it cannot fail.
             // SAFETY: this call allocated the block and hands it to nobody.

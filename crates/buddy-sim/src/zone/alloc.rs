@@ -1,6 +1,7 @@
 //! Allocation: from the CPU's per-cpu list (refilled from the buddy in a batch when empty) or
 //! straight from the buddy, with the slow path that drains every CPU's lists and retries.
 
+use crate::contents::Contents;
 use crate::error::alloc::AllocError;
 use crate::error::contig::ContigError;
 use crate::frame::{Frame, Word};
@@ -32,7 +33,7 @@ where
         prefer: Prefer,
         mt: MigrateType,
         key: u64,
-    ) -> Result<(FrameIdx, bool), AllocError> {
+    ) -> Result<(FrameIdx, Contents), AllocError> {
         self.alloc_with(cpu, order, (prefer, mt, key), &mut SlowPath::none())
     }
 
@@ -45,7 +46,7 @@ where
         order: Order,
         (prefer, mt, key): (Prefer, MigrateType, u64),
         hooks: &mut SlowPath<'_, '_>,
-    ) -> Result<(FrameIdx, bool), AllocError> {
+    ) -> Result<(FrameIdx, Contents), AllocError> {
         // The common case, inline: a per-cpu order served from (or refilled into) the CPU's
         // list. Everything else, and every error, takes the general path.
         let (idx, zeroed) = match self.alloc_from_cpu_list(cpu, order, prefer, mt) {
@@ -68,7 +69,7 @@ where
         (prefer, mt, key): (Prefer, MigrateType, u64),
         slow_path: bool,
         hooks: &mut SlowPath<'_, '_>,
-    ) -> Result<(FrameIdx, bool), AllocError> {
+    ) -> Result<(FrameIdx, Contents), AllocError> {
         if slow_path {
             return self.alloc_with(cpu, order, (prefer, mt, key), hooks);
         }
@@ -93,7 +94,7 @@ where
         order: Order,
         prefer: Prefer,
         mt: MigrateType,
-    ) -> Option<(FrameIdx, bool)> {
+    ) -> Option<(FrameIdx, Contents)> {
         let list = self.cfg.pcp_list(order, mt)?;
         if order > self.cfg.max_order || (self.cfg.movable_only && mt != MigrateType::Movable) {
             return None;
@@ -135,7 +136,7 @@ where
         prefer: Prefer,
         mt: MigrateType,
         hooks: &mut SlowPath<'_, '_>,
-    ) -> Result<(FrameIdx, bool), AllocError> {
+    ) -> Result<(FrameIdx, Contents), AllocError> {
         self.check_order(order)?;
         self.check_kind(mt)?;
         let fallback = self.cfg.fallback();
@@ -169,11 +170,13 @@ where
             let mut free = self.lock_zone();
             retry = free
                 .rmqueue(self.map(), order, prefer, mt, Fallback::Any)
+                .map(|(idx, zeroed)| (idx, Contents::of(zeroed)))
                 .ok_or(AllocError::OutOfMemory(order));
-            if let Ok((_, zeroed)) = retry
+            if let Ok((_, contents)) = retry
                 && prefer == Prefer::Zeroed
             {
-                free.stats().count_zeroed_alloc(zeroed, order.pages());
+                free.stats()
+                    .count_zeroed_alloc(contents.known_zero(), order.pages());
             }
         }
         match self.refused {
@@ -199,7 +202,7 @@ where
         order: Order,
         (prefer, mt, fallback): (Prefer, MigrateType, Fallback),
         hooks: &mut SlowPath<'_, '_>,
-    ) -> Result<(FrameIdx, bool), AllocError> {
+    ) -> Result<(FrameIdx, Contents), AllocError> {
         let goal = fallback.lowest_order(order, self.cfg.pageblock_order);
         let mut retry = Err(AllocError::OutOfMemory(order));
         for _ in 0..MAX_RECLAIM_RETRIES {
@@ -248,7 +251,7 @@ where
         mt: MigrateType,
         fallback: Fallback,
         list_tried: bool,
-    ) -> Result<(FrameIdx, bool), AllocError> {
+    ) -> Result<(FrameIdx, Contents), AllocError> {
         let oom = AllocError::OutOfMemory(order);
         match self.cfg.pcp_list(order, mt) {
             Some(_) if list_tried => Err(oom),
@@ -266,7 +269,7 @@ where
                 if prefer == Prefer::Zeroed {
                     free.stats().count_zeroed_alloc(taken.1, order.pages());
                 }
-                Ok(taken)
+                Ok((taken.0, Contents::of(taken.1)))
             }
         }
     }
@@ -285,7 +288,7 @@ where
         prefer: Prefer,
         mt: MigrateType,
         fallback: Fallback,
-    ) -> Option<(FrameIdx, bool)> {
+    ) -> Option<(FrameIdx, Contents)> {
         let m = self.map();
         let mut lists = self.lock_pcp(pcp);
         if prefer == Prefer::Zeroed {
@@ -313,7 +316,7 @@ where
         order: Order,
         mt: MigrateType,
         fallback: Fallback,
-    ) -> Option<(FrameIdx, bool)> {
+    ) -> Option<(FrameIdx, Contents)> {
         let m = self.map();
         let taken = lists.pop(m, list, order, Prefer::Zeroed).or_else(|| {
             let mut free = self.lock_zone();
@@ -326,7 +329,7 @@ where
                 (order, Prefer::Zeroed, fallback),
                 batch - 1,
             );
-            Some((idx, true))
+            Some((idx, Contents::KnownZero))
         });
         let taken = taken.or_else(|| {
             if lists.lists[list].is_empty() {
@@ -339,7 +342,9 @@ where
             }
             lists.pop(m, list, order, Prefer::Unzeroed)
         })?;
-        lists.stats.count_zeroed_alloc(taken.1, order.pages());
+        lists
+            .stats
+            .count_zeroed_alloc(taken.1.known_zero(), order.pages());
         Some(taken)
     }
 

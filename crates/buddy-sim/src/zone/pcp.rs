@@ -5,6 +5,7 @@
 
 use core::fmt;
 
+use crate::contents::Contents;
 use crate::decompose::decompose;
 use crate::frame::{FrameState, Word};
 use crate::migratetype::MigrateType;
@@ -42,8 +43,21 @@ pub(crate) struct PcpLists {
     /// Frames freed to these lists since the last allocation from them, halved by each
     /// allocation (Linux's `pcp->free_count`): a run of frees drains in larger batches.
     pub(crate) recent_frees: u64,
+    /// Blocks above the costly order freed to these lists, modulo [`FREED_CLOCK`]: the clock
+    /// [`PcpLists::stamp_free`] stamps them with, which tells an allocation how long ago
+    /// this CPU freed the block it takes ([`Contents::FreedHere`]).
+    freed_clock: u16,
     pub(crate) stats: LockStats,
 }
+
+/// The period of [`PcpLists`]' free clock; a stamp is the clock with [`FREED_HERE`] set.
+const FREED_CLOCK: u16 = 1 << 11;
+/// The bit of a stamp that says the block was freed here (a word's 12 stamp bits are 0 for
+/// a block taken from the buddy).
+const FREED_HERE: u16 = FREED_CLOCK;
+/// Blocks above this order (the pageblock order's lists) carry a free stamp: smaller ones
+/// are cleared with temporal stores whatever their temperature.
+const STAMPED_ABOVE: u8 = 3;
 
 impl PcpLists {
     const EMPTY: Self = Self {
@@ -52,6 +66,7 @@ impl PcpLists {
         count: FreeCount::NONE,
         drain_cursor: 0,
         recent_frees: 0,
+        freed_clock: 0,
         stats: LockStats::ZERO,
     };
 
@@ -75,10 +90,36 @@ impl PcpLists {
         self.stats.list_ops += 1;
     }
 
+    /// Stamps the block of `order` at `idx`, just freed to these lists by their CPU, with
+    /// the free clock (blocks above the costly order only; a no-op for the others).
+    #[inline(always)]
+    pub(crate) fn stamp_free(&mut self, m: FrameMap<'_>, idx: FrameIdx, order: Order) {
+        if order.get() > STAMPED_ABOVE {
+            self.freed_clock = (self.freed_clock + 1) % FREED_CLOCK;
+            let head = m.frame(idx);
+            head.store(head.load().with_freed_at(FREED_HERE | self.freed_clock));
+        }
+    }
+
+    /// What the lists know of the bytes of the block of `order` whose head reads `w`.
+    #[inline]
+    fn contents(&self, w: Word, order: Order) -> Contents {
+        let at = w.freed_at();
+        if w.zeroed() || at & FREED_HERE == 0 {
+            return Contents::of(w.zeroed());
+        }
+        // Stamped blocks are all of one order (the pageblock order's lists): the clock's
+        // steps since this one's stamp are blocks of its size.
+        let age = self.freed_clock.wrapping_sub(at) % FREED_CLOCK;
+        Contents::FreedHere {
+            since: u64::from(age) * order.pages(),
+        }
+    }
+
     /// Takes a block of `list` for an allocation as `prefer` says: the front (the most
     /// recently freed, one not known zero if the list has any), or for [`Prefer::Zeroed`]
     /// the back if it is known zero and nothing otherwise. The caller owns it; returns
-    /// whether it is known zero.
+    /// what is known of its bytes.
     #[inline]
     pub(crate) fn pop(
         &mut self,
@@ -86,16 +127,16 @@ impl PcpLists {
         list: usize,
         order: Order,
         prefer: Prefer,
-    ) -> Option<(FrameIdx, bool)> {
+    ) -> Option<(FrameIdx, Contents)> {
         let l = &mut self.lists[list];
         let idx = match prefer {
             Prefer::Unzeroed => l.pop_front(m.frames)?,
             Prefer::Zeroed if m.frame(l.back()?).load().zeroed() => l.pop_back(m.frames)?,
             Prefer::Zeroed => return None,
         };
-        let zeroed = m.frame(idx).load().zeroed();
-        self.took(list, order, zeroed);
-        Some((idx, zeroed))
+        let contents = self.contents(m.frame(idx).load(), order);
+        self.took(list, order, contents.known_zero());
+        Some((idx, contents))
     }
 
     /// The bookkeeping of a block of `order` (known zero or not) just taken off `list` for
