@@ -302,7 +302,8 @@ where
                 self.cfg.pcp_blocks(order),
             );
         }
-        lists.pop(m, list, order, Prefer::Unzeroed)
+        let (idx, zeroed) = lists.pop(m, list, order, Prefer::Unzeroed)?;
+        Some((idx, Contents::of(zeroed)))
     }
 
     /// [`Zone::take_from_list`] for a zeroed allocation, under the list's lock: a block known
@@ -318,19 +319,23 @@ where
         fallback: Fallback,
     ) -> Option<(FrameIdx, Contents)> {
         let m = self.map();
-        let taken = lists.pop(m, list, order, Prefer::Zeroed).or_else(|| {
-            let mut free = self.lock_zone();
-            let idx = free.rmqueue_zeroed(m, order, mt, fallback)?;
-            let batch = self.cfg.pcp_zeroed_blocks(order);
-            lists.refill(
-                m,
-                &mut free,
-                list,
-                (order, Prefer::Zeroed, fallback),
-                batch - 1,
-            );
-            Some((idx, Contents::KnownZero))
-        });
+        // A block known zero from the list (the only kind a zeroed pop takes).
+        let taken = lists.pop(m, list, order, Prefer::Zeroed);
+        let taken = taken
+            .map(|(idx, _)| (idx, Contents::KnownZero))
+            .or_else(|| {
+                let mut free = self.lock_zone();
+                let idx = free.rmqueue_zeroed(m, order, mt, fallback)?;
+                let batch = self.cfg.pcp_zeroed_blocks(order);
+                lists.refill(
+                    m,
+                    &mut free,
+                    list,
+                    (order, Prefer::Zeroed, fallback),
+                    batch - 1,
+                );
+                Some((idx, Contents::KnownZero))
+            });
         let taken = taken.or_else(|| {
             if lists.lists[list].is_empty() {
                 self.refill(
@@ -340,7 +345,8 @@ where
                     self.cfg.pcp_blocks(order),
                 );
             }
-            lists.pop(m, list, order, Prefer::Unzeroed)
+            let (idx, _) = lists.pop(m, list, order, Prefer::Unzeroed)?;
+            Some((idx, lists.contents(m, idx, order)))
         })?;
         lists
             .stats

@@ -101,9 +101,11 @@ impl PcpLists {
         }
     }
 
-    /// What the lists know of the bytes of the block of `order` whose head reads `w`.
+    /// What the lists know of the bytes of the block of `order` at `idx`, just taken off
+    /// them ([`PcpLists::pop`]: its head still reads as it did on the list).
     #[inline]
-    fn contents(&self, w: Word, order: Order) -> Contents {
+    pub(crate) fn contents(&self, m: FrameMap<'_>, idx: FrameIdx, order: Order) -> Contents {
+        let w = m.frame(idx).load();
         let at = w.freed_at();
         if w.zeroed() || at & FREED_HERE == 0 {
             return Contents::of(w.zeroed());
@@ -119,7 +121,8 @@ impl PcpLists {
     /// Takes a block of `list` for an allocation as `prefer` says: the front (the most
     /// recently freed, one not known zero if the list has any), or for [`Prefer::Zeroed`]
     /// the back if it is known zero and nothing otherwise. The caller owns it; returns
-    /// what is known of its bytes.
+    /// whether it is known zero (the rest of what the lists know of it:
+    /// [`PcpLists::contents`], before the caller writes its head).
     #[inline]
     pub(crate) fn pop(
         &mut self,
@@ -127,16 +130,16 @@ impl PcpLists {
         list: usize,
         order: Order,
         prefer: Prefer,
-    ) -> Option<(FrameIdx, Contents)> {
+    ) -> Option<(FrameIdx, bool)> {
         let l = &mut self.lists[list];
         let idx = match prefer {
             Prefer::Unzeroed => l.pop_front(m.frames)?,
             Prefer::Zeroed if m.frame(l.back()?).load().zeroed() => l.pop_back(m.frames)?,
             Prefer::Zeroed => return None,
         };
-        let contents = self.contents(m.frame(idx).load(), order);
-        self.took(list, order, contents.known_zero());
-        Some((idx, contents))
+        let zeroed = m.frame(idx).load().zeroed();
+        self.took(list, order, zeroed);
+        Some((idx, zeroed))
     }
 
     /// The bookkeeping of a block of `order` (known zero or not) just taken off `list` for
