@@ -31,17 +31,19 @@ use zero_core::Resched;
 
 /// [`AllocError::FaultOutsideBlock`] (naming `order`) if `fault` is not a byte offset inside
 /// the first `pages` frames of an allocation.
+#[inline(always)]
 pub(crate) fn fault_inside(
     pages: u64,
     order: Order,
     fault: Option<usize>,
 ) -> Result<(), AllocError> {
+    let Some(at) = fault else {
+        return Ok(());
+    };
     let bytes = pages.saturating_mul(FRAME.bytes() as u64);
-    match fault {
-        Some(at) if u64::try_from(at).map_or(true, |at| at >= bytes) => {
-            Err(AllocError::FaultOutsideBlock { order, offset: at })
-        }
-        _ => Ok(()),
+    match u64::try_from(at) {
+        Ok(at) if at < bytes => Ok(()),
+        _ => Err(AllocError::FaultOutsideBlock { order, offset: at }),
     }
 }
 
