@@ -65,8 +65,9 @@ pub(crate) const PATCH_WORKLOAD: Workload = Workload {
 
 /// The workloads callgrind counts: one iteration of the patch's loop (allocate order 9,
 /// split, free the 512 pages) freeing with `free_contig_range`, and the same freeing page by
-/// page (the reference path).
-pub const COUNTED: [Counted; 2] = [
+/// page (the reference path); the throughput rows of the peer table, on buddy-sim with
+/// CPU-local lists and on the peer.
+pub const COUNTED: [Counted; 8] = [
     Counted {
         name: "contig-free-batched",
         ops: 200,
@@ -76,6 +77,36 @@ pub const COUNTED: [Counted; 2] = [
         name: "contig-free-per-page",
         ops: 200,
         run: |n| count_iterations(n, Free::PerPage),
+    },
+    Counted {
+        name: "pairs-order0-buddy-local",
+        ops: 2,
+        run: |n| count_pairs::<0>(n, true),
+    },
+    Counted {
+        name: "pairs-order0-peer",
+        ops: 2,
+        run: |n| count_pairs::<0>(n, false),
+    },
+    Counted {
+        name: "pairs-order3-buddy-local",
+        ops: 2,
+        run: |n| count_pairs::<3>(n, true),
+    },
+    Counted {
+        name: "pairs-order3-peer",
+        ops: 2,
+        run: |n| count_pairs::<3>(n, false),
+    },
+    Counted {
+        name: "pairs-order9-buddy-local",
+        ops: 2,
+        run: |n| count_pairs::<9>(n, true),
+    },
+    Counted {
+        name: "pairs-order9-peer",
+        ops: 2,
+        run: |n| count_pairs::<9>(n, false),
     },
 ];
 
@@ -546,6 +577,76 @@ type PairCandidate = crate::measure::Candidate<'static, Pair>;
 /// The goal on every row that compares the same work.
 const PEER_GOAL: f64 = 1.25;
 
+fn peer_alloc(p: &mut Peer, n: usize) -> usize {
+    p.alloc(n).unwrap_or_else(|| panic!("peer out of frames"))
+}
+
+/// Blocks of order `o` a throughput row allocates before it frees them all: half the zone,
+/// at most 50 000.
+const fn pair_count(o: u8) -> u32 {
+    let blocks = (ZONE_FRAMES / 2) >> o;
+    if blocks < 50_000 {
+        blocks as u32
+    } else {
+        50_000
+    }
+}
+
+/// A throughput row on buddy-sim: `count` blocks of order `O`, then frees them all.
+fn ours_pairs<const O: u8, A: Access>(z: &ZoneCpu<A>, count: u32) {
+    let held: Vec<Pfn> = (0..count)
+        .map(|_| must(z.alloc_raw(AllocRequest::order(order(O)))))
+        .collect();
+    for f in held {
+        // SAFETY: the benchmark frees what it allocated, once, and no longer uses its memory.
+        must(unsafe { z.free_pages(f, order(O)) });
+    }
+}
+
+/// A throughput row on buddy_system_allocator.
+fn theirs_pairs<const O: u8>(p: &mut Peer, count: u32) {
+    let held: Vec<usize> = (0..count).map(|_| peer_alloc(p, 1 << O)).collect();
+    for f in held {
+        p.dealloc(f, 1 << O);
+    }
+}
+
+/// For the instruction counts: `n` runs of the throughput row of order `O`, each inside
+/// [`counted`], on buddy-sim with CPU-local lists (`ours`) or on the peer.
+fn count_pairs<const O: u8>(n: u32, ours: bool) {
+    let count = pair_count(O);
+    if ours {
+        let z = local_cpu();
+        for _ in 0..n {
+            counted(&mut || ours_pairs::<O, Local>(&z, count));
+        }
+    } else {
+        let mut p = peer();
+        for _ in 0..n {
+            counted(&mut || theirs_pairs::<O>(&mut p, count));
+        }
+    }
+}
+
+/// The orders of the throughput rows, and their counted workloads (buddy-sim with CPU-local
+/// lists, then the peer) in [`COUNTED`].
+const PAIR_ORDERS: [(u8, usize); 3] = [(0, 2), (3, 4), (9, 6)];
+
+/// The throughput row of order `o`'s instructions per allocation + free (callgrind), ours
+/// and the peer's from [`COUNTED`]`[w]` and `[w + 1]`, with their ratio; or why not counted.
+fn pair_instructions(o: u8, w: usize) -> String {
+    let pairs = f64::from(pair_count(o));
+    match (count::per_op(COUNTED[w]), count::per_op(COUNTED[w + 1])) {
+        (Ok(ours), Ok(peer)) => format!(
+            "{:.0} / {:.0} (peer ÷ ours {:.2}x)",
+            ours / pairs,
+            peer / pairs,
+            peer / ours
+        ),
+        (Err(e), _) | (_, Err(e)) => format!("not counted: {e}"),
+    }
+}
+
 /// CPU 0 of a zone of [`ZONE_FRAMES`] frames, kept for the report's run, under its list lock.
 fn locked_cpu() -> ZoneCpu<Locked> {
     must(Box::leak(Box::new(zone())).cpu(0))
@@ -575,6 +676,7 @@ fn peer_table(ctx: &SectionContext, iterations: u32, budget: Budget) -> PeerTabl
             "buddy_system_allocator ns",
             "speedup",
             "speedup, CPU-local lists",
+            "instructions per pair, CPU-local / peer (callgrind)",
         ],
     );
     t.note(format!(
@@ -609,9 +711,6 @@ fn peer_table(ctx: &SectionContext, iterations: u32, budget: Budget) -> PeerTabl
             s[1].speedup_over(&s[2]),
         ));
     };
-    fn peer_alloc(p: &mut Peer, n: usize) -> usize {
-        p.alloc(n).unwrap_or_else(|| panic!("peer out of frames"))
-    }
     fn peer_alloc_dealloc_512(p: &mut Peer, n: u32) {
         for _ in 0..n {
             let f = peer_alloc(p, 512);
@@ -665,22 +764,7 @@ fn peer_table(ctx: &SectionContext, iterations: u32, budget: Budget) -> PeerTabl
         },
     );
     // Allocation throughput: N blocks, then free them all.
-    fn ours_pairs<const O: u8, A: Access>(z: &ZoneCpu<A>, count: u32) {
-        let held: Vec<Pfn> = (0..count)
-            .map(|_| must(z.alloc_raw(AllocRequest::order(order(O)))))
-            .collect();
-        for f in held {
-            // SAFETY: the benchmark frees what it allocated, once, and no longer uses its memory.
-            must(unsafe { z.free_pages(f, order(O)) });
-        }
-    }
-    fn theirs_pairs<const O: u8>(p: &mut Peer, count: u32) {
-        let held: Vec<usize> = (0..count).map(|_| peer_alloc(p, 1 << O)).collect();
-        for f in held {
-            p.dealloc(f, 1 << O);
-        }
-    }
-    let count = |o: u8| ((ZONE_FRAMES / 2) >> o).min(50_000) as u32;
+    let count = pair_count;
     measure(
         format!("{} x alloc order 0, then free all", count(0)),
         count(0),
@@ -718,6 +802,10 @@ fn peer_table(ctx: &SectionContext, iterations: u32, budget: Budget) -> PeerTabl
                 local_speedup,
             );
         }
+        let instructions = PAIR_ORDERS
+            .iter()
+            .find(|(o, _)| name.contains(&format!("x alloc order {o},")))
+            .map_or_else(|| "-".to_string(), |&(o, w)| pair_instructions(o, w));
         t.row(vec![
             Cell::text(name),
             Cell::estimate(ours, 0, ""),
@@ -725,6 +813,7 @@ fn peer_table(ctx: &SectionContext, iterations: u32, budget: Budget) -> PeerTabl
             Cell::estimate(theirs, 0, ""),
             Cell::ratio_ci(speedup),
             Cell::ratio_ci(local_speedup),
+            Cell::text(instructions),
         ]);
     }
     t.note(format!(
@@ -738,7 +827,10 @@ fn peer_table(ctx: &SectionContext, iterations: u32, budget: Budget) -> PeerTabl
          half-width of its 95% interval, the three paths once per round in a shuffled order; \
          the speedup is the median per-round ratio. CPU-local lists: \
          `Zone::local_cpu` (Linux's local_lock: the CPU's lists reached without an \
-         atomic instruction; a free still drops its reference by compare-and-swap).",
+         atomic instruction; a free still drops its reference by compare-and-swap). \
+         Instructions: callgrind's count of one throughput row (all its allocations, then \
+         all its frees) in steady state (four runs counted less two, halved: what the first run does once \
+         cancels out), per allocation + free.",
         ZONE_FRAMES >> 10
     ));
     t.plot = Some(
