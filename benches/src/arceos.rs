@@ -17,9 +17,10 @@
 //! The second table is ArceOS itself: `cargo xtask report` builds ArceOS from its published
 //! crates on each allocator (ArceOS's own `axalloc`, and `axalloc-buddy` patched in), boots
 //! the `bench` app under QEMU with `-icount shift=0` (the guest's clock counts instructions,
-//! 1 ns each, so TCG's speed does not enter) a few times per architecture, and leaves the
-//! output in the file named by `ZC_ARCEOS_LOG` (first line `UNAVAILABLE: why` if it could
-//! not).
+//! 1 ns each, so TCG's speed does not enter) a few times per architecture, then with two
+//! CPUs by the wall clock (page-table pages on one CPU alone and on both at once: the third
+//! table), and leaves the output in the file named by `ZC_ARCEOS_LOG` (first line
+//! `UNAVAILABLE: why` if it could not).
 
 use axallocator::{BaseAllocator, BitmapPageAllocator, PageAllocator};
 use buddy_sim::{AxPageAllocator, BoxedZone, DefaultRawMutex, Frame, PerCpu, Pfn, ZoneConfig};
@@ -458,15 +459,16 @@ fn table(ctx: &SectionContext) -> (Table, Table) {
 /// The environment variable naming the captured `bench` runs.
 pub const QEMU_LOG_ENV: &str = "ZC_ARCEOS_LOG";
 
-/// `bench` lines by (architecture, workload): guest nanoseconds per call, one per boot, for
-/// (ArceOS's allocator, buddy-sim).
+/// `bench` lines by (architecture, workload): guest nanoseconds per call, one per line (a
+/// boot prints one per workload, or one per round), for (ArceOS's allocator, buddy-sim).
 type QemuRuns = Vec<((String, String), (Vec<f64>, Vec<f64>))>;
 
-/// Parses the captured runs (see the module docs).
+/// Parses the captured runs booted with `cpus` CPUs (a run that names none had one; see the
+/// module docs).
 ///
 /// # Errors
-/// The `UNAVAILABLE` reason, or a log without a run.
-pub fn parse_qemu(log: &str) -> Result<QemuRuns, String> {
+/// The `UNAVAILABLE` reason, or a log without a run of `cpus` CPUs.
+pub fn parse_qemu(log: &str, cpus: usize) -> Result<QemuRuns, String> {
     if let Some(why) = log
         .lines()
         .next()
@@ -484,7 +486,9 @@ pub fn parse_qemu(log: &str) -> Result<QemuRuns, String> {
             };
             let arch = field("arch=").ok_or("a run without arch=")?;
             let ours = field("allocator=").ok_or("a run without allocator=")? == "buddy-sim";
-            current = Some((arch, ours));
+            let booted = field("cpus=").map_or(Ok(1), |n| n.parse::<usize>());
+            let booted = booted.map_err(|e| format!("a run's cpus=: {e}"))?;
+            current = (booted == cpus).then_some((arch, ours));
         } else if let Some(rest) = line.strip_prefix("bench ") {
             let (Some((arch, ours)), Some((work, ns))) = (&current, rest.rsplit_once(": ")) else {
                 continue;
@@ -512,7 +516,9 @@ pub fn parse_qemu(log: &str) -> Result<QemuRuns, String> {
         }
     }
     if runs.is_empty() {
-        return Err("the log holds no bench line".into());
+        return Err(format!(
+            "the log holds no bench line of a boot with {cpus} CPU(s)"
+        ));
     }
     Ok(runs)
 }
@@ -646,8 +652,110 @@ fn counted_table() -> Table {
     t
 }
 
+/// The captured `bench` runs ([`QEMU_LOG_ENV`]), or why there are none.
+fn qemu_log() -> Result<String, String> {
+    std::env::var(QEMU_LOG_ENV)
+        .map_err(|_| {
+            format!("{QEMU_LOG_ENV} is not set (run the report through cargo xtask report)")
+        })
+        .and_then(|path| std::fs::read_to_string(&path).map_err(|e| format!("{path}: {e}")))
+}
+
+/// The goal of two CPUs taking page-table pages at once: their throughput over one CPU's.
+const SMP_GOAL: f64 = 1.8;
+
+/// The `bench` workload the two-CPU boots run, and its two lines' suffixes.
+const SMP_WORK: &str = "page-table pages (alloc + free of 1 page)";
+const SMP_ALONE: &str = ", one CPU alone";
+const SMP_AT_ONCE: &str = ", every CPU at once";
+
+/// ArceOS booted with two CPUs on each allocator under QEMU (TCG, wall clock): one CPU
+/// taking page-table pages alone, then both at once, round after round.
+fn qemu_smp_table(log: &Result<String, String>) -> Table {
+    let mut t = Table::new(
+        "arceos-qemu-smp",
+        "ArceOS booted with 2 CPUs under QEMU (TCG, no -icount: wall clock): page-table pages through the whole axalloc, one CPU alone and both CPUs at once, ns per call over all calls (median [95% CI] over rounds), and the throughput of both over one (per-round ratio)",
+        &[
+            "arch",
+            "allocator",
+            "one CPU alone",
+            "both CPUs at once",
+            "2 CPUs over 1 (throughput)",
+            "goal",
+            "verdict",
+        ],
+    );
+    let mut rounds = 0;
+    match log.clone().and_then(|l| parse_qemu(&l, 2)) {
+        Ok(runs) => {
+            let of = |arch: &str, suffix: &str| {
+                runs.iter()
+                    .find(|((a, w), _)| a == arch && *w == format!("{SMP_WORK}{suffix}"))
+                    .map(|(_, v)| v.clone())
+            };
+            let mut archs: Vec<&str> = runs.iter().map(|((a, _), _)| a.as_str()).collect();
+            archs.dedup();
+            for arch in archs {
+                let (Some(alone), Some(at_once)) = (of(arch, SMP_ALONE), of(arch, SMP_AT_ONCE))
+                else {
+                    t.note(format!("{arch}: a boot without both parallel lines."));
+                    continue;
+                };
+                let allocators = [
+                    (
+                        "ArceOS's axalloc (bitmap, one lock)",
+                        &alone.0,
+                        &at_once.0,
+                        false,
+                    ),
+                    ("axalloc-buddy", &alone.1, &at_once.1, true),
+                ];
+                for (name, alone, at_once, judged) in allocators {
+                    rounds = rounds.max(alone.len());
+                    // Round i's line of one CPU alone and of both at once (in order).
+                    let scaling =
+                        Estimate::of(alone.iter().zip(at_once.iter()).map(|(a, b)| a / b));
+                    t.row(vec![
+                        Cell::text(arch),
+                        Cell::text(name),
+                        Cell::estimate(Estimate::of(alone.iter().copied()), 0, ""),
+                        Cell::estimate(Estimate::of(at_once.iter().copied()), 0, ""),
+                        Cell::ratio_ci(scaling),
+                        Cell::text(if judged {
+                            format!(">= {SMP_GOAL}x")
+                        } else {
+                            "shown beside".into()
+                        }),
+                        if judged {
+                            Cell::verdict(scaling.judge(SMP_GOAL, true))
+                        } else {
+                            Cell::text("—")
+                        },
+                    ]);
+                }
+            }
+        }
+        Err(why) => t.note(format!("Not measured: {why}.")),
+    }
+    t.note(format!(
+        "The `bench` app booted with 2 CPUs and \
+         128 MiB, without -icount (which runs the CPUs one at a time): one task pinned to each \
+         CPU (ArceOS's affinity call, checked against the CPU id), started together, each \
+         taking 512 page-table pages and freeing them, 500 times; first on CPU 0 alone, then \
+         on both at once, 5 rounds per boot ({rounds} rounds per row in all). ns per call divides the wall time until the last \
+         CPU is done by all CPUs' calls; the ratio per round is one CPU's time per call over \
+         both CPUs' (2 would be perfect scaling). Wall time under TCG is neither the \
+         hardware's time nor free of this host: QEMU's own threads share its CPUs, and on a \
+         host with 2 CPUs the two vCPU threads rarely both run uncontended (the host-thread \
+         table of the SMP section measures the same calls natively). buddy-slab-allocator \
+         is not an allocator of this ArceOS line (0.3.0-preview.3): it is measured beside \
+         the drop-in on host threads."
+    ));
+    t
+}
+
 /// ArceOS booted on each allocator under QEMU: the table of the `bench` runs.
-fn qemu_table() -> Table {
+fn qemu_table(log: &Result<String, String>) -> Table {
     let mut t = Table::new(
         "arceos-qemu",
         "ArceOS booted on its own allocator and on buddy-sim (axalloc-buddy) under QEMU -icount shift=0: guest ns per call (= instructions; median [min, max] over boots), ratio of medians (above 1: buddy-sim faster)",
@@ -659,12 +767,7 @@ fn qemu_table() -> Table {
             "bitmap ÷ buddy-sim",
         ],
     );
-    let log = std::env::var(QEMU_LOG_ENV)
-        .map_err(|_| {
-            format!("{QEMU_LOG_ENV} is not set (run the report through cargo xtask report)")
-        })
-        .and_then(|path| std::fs::read_to_string(&path).map_err(|e| format!("{path}: {e}")));
-    match log.and_then(|l| parse_qemu(&l)) {
+    match log.clone().and_then(|l| parse_qemu(&l, 1)) {
         Ok(runs) => {
             for ((arch, work), (bitmap, buddy)) in runs {
                 let (b, o) = (Estimate::of(bitmap), Estimate::of(buddy));
@@ -706,7 +809,14 @@ impl Section for Arceos {
     fn run(&self, ctx: &SectionContext) -> Vec<Table> {
         let (host, peers) = table(ctx);
         ctx.step("arceos: instructions (callgrind)");
-        vec![host, peers, counted_table(), qemu_table()]
+        let log = qemu_log();
+        vec![
+            host,
+            peers,
+            counted_table(),
+            qemu_table(&log),
+            qemu_smp_table(&log),
+        ]
     }
 }
 
@@ -728,7 +838,7 @@ bench page-table pages (alloc + free of 1 page): 170 ns per call
 
     #[test]
     fn runs_group_by_architecture_workload_and_allocator() {
-        let runs = parse_qemu(LOG).unwrap();
+        let runs = parse_qemu(LOG, 1).unwrap();
         assert_eq!(runs.len(), 2);
         let ((arch, work), (bitmap, buddy)) = &runs[0];
         assert_eq!(
@@ -743,8 +853,39 @@ bench page-table pages (alloc + free of 1 page): 170 ns per call
     }
 
     #[test]
+    fn two_cpu_runs_keep_their_rounds_in_order_apart_from_one_cpu_runs() {
+        let log = format!(
+            "{LOG}\
+ARCEOS RUN arch=aarch64 allocator=buddy-sim cpus=2
+bench page-table pages (alloc + free of 1 page), one CPU alone: 200 ns per call
+bench page-table pages (alloc + free of 1 page), every CPU at once: 105 ns per call
+bench page-table pages (alloc + free of 1 page), one CPU alone: 210 ns per call
+bench page-table pages (alloc + free of 1 page), every CPU at once: 181 ns per call
+ARCEOS RUN arch=aarch64 allocator=bitmap cpus=2
+bench page-table pages (alloc + free of 1 page), one CPU alone: 190 ns per call
+bench page-table pages (alloc + free of 1 page), every CPU at once: 209 ns per call
+"
+        );
+        let runs = parse_qemu(&log, 2).unwrap();
+        let alone = format!("{SMP_WORK}{SMP_ALONE}");
+        let at_once = format!("{SMP_WORK}{SMP_AT_ONCE}");
+        assert_eq!(runs.len(), 2);
+        assert_eq!(runs[0].0, ("aarch64".to_string(), alone));
+        assert_eq!(runs[0].1, (vec![190.0], vec![200.0, 210.0]));
+        assert_eq!(runs[1].0, ("aarch64".to_string(), at_once));
+        assert_eq!(runs[1].1, (vec![209.0], vec![105.0, 181.0]));
+        // The one-CPU runs are still only the first ones.
+        assert_eq!(parse_qemu(&log, 1).unwrap().len(), 2);
+    }
+
+    #[test]
     fn a_log_without_runs_says_why() {
-        assert_eq!(parse_qemu("UNAVAILABLE: no QEMU\n").unwrap_err(), "no QEMU");
-        assert!(parse_qemu("ARCEOS RUN arch=x86_64 allocator=bitmap\nbench: done\n").is_err());
+        assert_eq!(
+            parse_qemu("UNAVAILABLE: no QEMU\n", 1).unwrap_err(),
+            "no QEMU"
+        );
+        assert!(parse_qemu("ARCEOS RUN arch=x86_64 allocator=bitmap\nbench: done\n", 1).is_err());
+        // Runs of another CPU count are not these.
+        assert!(parse_qemu(LOG, 2).is_err());
     }
 }

@@ -464,9 +464,9 @@ fn control_findings(app: &str, out: &str) -> Vec<(String, String)> {
 const MEASURE_BOOTS: usize = 3;
 
 /// The report's QEMU half of the "ArceOS" section: `bench` on both allocators, x86_64 and
-/// aarch64 with one CPU, each booted [`MEASURE_BOOTS`] times under `-icount shift=0` (guest
-/// time counts instructions), the outputs left in `out`, each headed by
-/// `ARCEOS RUN arch=... allocator=...`. A build or boot that fails leaves
+/// aarch64, each booted [`MEASURE_BOOTS`] times with one CPU under `-icount shift=0` (guest
+/// time counts instructions) and with two CPUs by the wall clock, the outputs left in `out`,
+/// each headed by `ARCEOS RUN arch=... allocator=... cpus=...`. A build or boot that fails leaves
 /// `UNAVAILABLE: why` as the file's first line instead: the report says so and goes on.
 pub fn capture_measurements(root: &Path, out: &Path) -> Result<(), String> {
     let text = match measure(root) {
@@ -481,19 +481,26 @@ pub fn capture_measurements(root: &Path, out: &Path) -> Result<(), String> {
 
 fn measure(root: &Path) -> Result<String, String> {
     let mut log = String::new();
-    for arch in &ARCHS {
-        for allocator in [Allocator::BuddySim, Allocator::Bitmap] {
-            let build = build(root, arch, 1, allocator)?;
-            for _ in 0..MEASURE_BOOTS {
-                let out = boot(arch, &build, "bench", 1, true)?;
-                let tag = match allocator {
-                    Allocator::BuddySim => "buddy-sim",
-                    Allocator::Bitmap => "bitmap",
-                };
-                log.push_str(&format!("ARCEOS RUN arch={} allocator={tag}\n", arch.name));
-                for line in out.lines().filter(|l| l.starts_with("bench ")) {
-                    log.push_str(line);
-                    log.push('\n');
+    // One CPU under -icount (instructions); two CPUs by the wall clock (-icount runs the
+    // CPUs one at a time), where `bench` times one CPU alone and both at once.
+    for (cpus, icount) in [(1, true), (2, false)] {
+        for arch in &ARCHS {
+            for allocator in [Allocator::BuddySim, Allocator::Bitmap] {
+                let build = build(root, arch, cpus, allocator)?;
+                for _ in 0..MEASURE_BOOTS {
+                    let out = boot(arch, &build, "bench", cpus, icount)?;
+                    let tag = match allocator {
+                        Allocator::BuddySim => "buddy-sim",
+                        Allocator::Bitmap => "bitmap",
+                    };
+                    log.push_str(&format!(
+                        "ARCEOS RUN arch={} allocator={tag} cpus={cpus}\n",
+                        arch.name
+                    ));
+                    for line in out.lines().filter(|l| l.starts_with("bench ")) {
+                        log.push_str(line);
+                        log.push('\n');
+                    }
                 }
             }
         }

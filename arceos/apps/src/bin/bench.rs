@@ -2,6 +2,10 @@
 //! the guest's clock counts instructions (1 ns each): the same calls on both allocators,
 //! measured by what the guest executes, not by the host's wall clock. One line per
 //! workload: `bench <workload>: <ns> ns per call`.
+//!
+//! Booted with more than one CPU (without `-icount`, which runs the CPUs one at a time), it
+//! times page-table pages on one CPU alone and then on every CPU at once instead, by the
+//! wall clock.
 #![no_std]
 #![no_main]
 
@@ -10,7 +14,13 @@ extern crate axstd as std;
 
 use alloc_apps::{PAGE, Rng};
 use axalloc::{GlobalPage, UsageKind, global_allocator};
-use std::time::Instant;
+use core::sync::atomic::{AtomicUsize, Ordering};
+use std::os::arceos::api::task::{AxCpuMask, ax_set_current_affinity};
+use std::os::arceos::modules::axhal;
+use std::sync::Arc;
+use std::thread;
+use std::time::{Duration, Instant};
+use std::vec::Vec;
 
 /// Runs `f` `calls` times' worth and prints the time per call.
 fn timed(name: &str, calls: usize, f: impl FnOnce()) {
@@ -20,10 +30,82 @@ fn timed(name: &str, calls: usize, f: impl FnOnce()) {
     println!("bench {name}: {} ns per call", ns / calls.max(1));
 }
 
+/// Page-table pages each CPU takes and frees (512 taken, then freed, again and again) per
+/// timed run of the parallel workload: about a tenth of a second under TCG.
+const PARALLEL_PAGES: usize = 500 * 512;
+/// Timed runs of the parallel workload, each one CPU alone then every CPU at once.
+const PARALLEL_ROUNDS: usize = 5;
+
+/// On CPU `cpu` (pinned there), once `ready` counts `cpus` tasks: [`PARALLEL_PAGES`]
+/// page-table pages taken and freed, 512 at a time; returns the time it took.
+fn page_tables_on(cpu: usize, cpus: usize, ready: &AtomicUsize) -> Duration {
+    if ax_set_current_affinity(AxCpuMask::one_shot(cpu)).is_err() {
+        panic!("bench: cannot pin a task to CPU {cpu}");
+    }
+    assert_eq!(axhal::percpu::this_cpu_id(), cpu, "bench: pinned to CPU {cpu}");
+    ready.fetch_add(1, Ordering::AcqRel);
+    while ready.load(Ordering::Acquire) < cpus {
+        core::hint::spin_loop();
+    }
+    let a = global_allocator();
+    let mut held = [0usize; 512];
+    let t = Instant::now();
+    for _ in 0..PARALLEL_PAGES / 512 {
+        for h in held.iter_mut() {
+            *h = a
+                .alloc_pages(1, PAGE, UsageKind::PageTable)
+                .expect("a page");
+        }
+        for &h in held.iter() {
+            a.dealloc_pages(h, 1, UsageKind::PageTable);
+        }
+    }
+    t.elapsed()
+}
+
+/// Page-table pages on `cpus` CPUs at once, one pinned task each, started together: the
+/// wall time until the last is done.
+fn page_tables_at_once(cpus: usize) -> Duration {
+    let ready = Arc::new(AtomicUsize::new(0));
+    let tasks: Vec<_> = (0..cpus)
+        .map(|cpu| {
+            let ready = ready.clone();
+            thread::spawn(move || page_tables_on(cpu, cpus, &ready))
+        })
+        .collect();
+    tasks
+        .into_iter()
+        .map(|t| t.join().expect("a task of the parallel workload"))
+        .max()
+        .unwrap_or_default()
+}
+
+/// The parallel workload: [`PARALLEL_ROUNDS`] times one CPU alone, then every CPU at once,
+/// each line in ns per call over all the CPUs' calls (the inverse of their throughput).
+fn parallel(cpus: usize) {
+    let calls = 2 * PARALLEL_PAGES;
+    for _ in 0..PARALLEL_ROUNDS {
+        for (name, n) in [("one CPU alone", 1), ("every CPU at once", cpus)] {
+            let ns = page_tables_at_once(n).as_nanos() as usize;
+            println!(
+                "bench page-table pages (alloc + free of 1 page), {name}: {} ns per call",
+                ns / (calls * n)
+            );
+        }
+    }
+}
+
 #[unsafe(no_mangle)]
 fn main() {
     let a = global_allocator();
     println!("bench: {} allocator", a.name());
+    let cpus = axhal::cpu_num();
+    if cpus > 1 {
+        println!("bench: {cpus} CPUs");
+        parallel(cpus);
+        println!("bench: done");
+        return;
+    }
     let mut held = [0usize; 512];
     // Page-table pages: 512 single pages taken, then freed, 20 times.
     timed(
