@@ -42,7 +42,11 @@ fn page_tables_on(cpu: usize, cpus: usize, ready: &AtomicUsize) -> Duration {
     if ax_set_current_affinity(AxCpuMask::one_shot(cpu)).is_err() {
         panic!("bench: cannot pin a task to CPU {cpu}");
     }
-    assert_eq!(axhal::percpu::this_cpu_id(), cpu, "bench: pinned to CPU {cpu}");
+    assert_eq!(
+        axhal::percpu::this_cpu_id(),
+        cpu,
+        "bench: pinned to CPU {cpu}"
+    );
     ready.fetch_add(1, Ordering::AcqRel);
     while ready.load(Ordering::Acquire) < cpus {
         core::hint::spin_loop();
