@@ -119,13 +119,13 @@ impl Memory {
 /// buddy-slab-allocator 0.6's `BuddyAllocator` (the page allocator under its `GlobalAllocator`,
 /// which ArceOS's tgoskits line uses), standalone, behind a spin lock as its docs ask: a
 /// run of n pages is a block of the order covering n, freed whole.
-struct SlabPages {
+pub(crate) struct SlabPages {
     a: spin::Mutex<buddy_slab_allocator::BuddyAllocator<PAGE>>,
     _memory: Memory,
 }
 
 impl SlabPages {
-    fn new() -> Self {
+    pub(crate) fn new() -> Self {
         let mut memory = Memory::new(
             PAGES * PAGE
                 + buddy_slab_allocator::BuddyAllocator::<PAGE>::required_meta_size(PAGES * PAGE),
@@ -235,8 +235,10 @@ fn pair() -> Pair {
 
 /// An allocator behind a spin lock, each call under it, as ArceOS's global allocator holds
 /// its page allocator (`SpinNoIrq`, without the interrupt masking a host cannot do).
-trait Locked {
+pub(crate) trait Locked {
+    /// `pages` pages aligned to `align` bytes: their position, or `None`.
     fn alloc(&self, pages: usize, align: usize) -> Option<usize>;
+    /// Gives back the `pages` pages at `pos`, allocated by [`Locked::alloc`].
     fn dealloc(&self, pos: usize, pages: usize);
 }
 

@@ -8,6 +8,7 @@
 //! start to the last finish. A control gives each thread a private zone: the machine's own
 //! ceiling for the shared allocators.
 
+use crate::arceos::{Locked, SlabPages};
 use crate::measure::{Budget, Estimate, Samples, allowed_cpus, pin_current_thread, round_order};
 use crate::report::ratio_text;
 use crate::{Cell, Plot, Section, SectionContext, Table, must, order};
@@ -163,32 +164,28 @@ impl Shared for DropIn {
     }
 }
 
-/// ArceOS's own page allocator (axallocator's bitmap) behind one lock, as ArceOS's
-/// `axalloc` holds it for every CPU.
-struct Bitmap(spin::Mutex<axallocator::BitmapPageAllocator<PAGE>>);
+/// A page allocator behind one lock for every CPU, as ArceOS's `axalloc` holds it: its own
+/// bitmap (axallocator's `BitmapPageAllocator`), or ax-alloc 0.9's buddy-slab-allocator.
+struct OneLockPages<L>(L);
 
-impl Bitmap {
-    fn new() -> Self {
-        use axallocator::BaseAllocator;
-        let mut b = axallocator::BitmapPageAllocator::<PAGE>::new();
-        // Positions only (nothing is written): from 1 GiB, where the bitmap's base
-        // alignment (1 GiB) puts its first frame, as many frames as it holds (256 MiB: the
-        // workloads hold at most a few thousand frames at once).
-        b.init(1 << 30, BITMAP_FRAMES * PAGE);
-        Self(spin::Mutex::new(b))
-    }
+/// ArceOS's bitmap allocator behind its lock. Positions only (nothing is written): from 1
+/// GiB, where the bitmap's base alignment (1 GiB) puts its first frame, as many frames as
+/// it holds (256 MiB: the workloads hold at most a few thousand frames at once).
+fn bitmap() -> OneLockPages<spin::Mutex<axallocator::BitmapPageAllocator<PAGE>>> {
+    use axallocator::BaseAllocator;
+    let mut b = axallocator::BitmapPageAllocator::<PAGE>::new();
+    b.init(1 << 30, BITMAP_FRAMES * PAGE);
+    OneLockPages(spin::Mutex::new(b))
 }
 
-impl Shared for Bitmap {
+impl<L: Locked + Send + Sync> Shared for OneLockPages<L> {
     fn alloc(&self, _: usize, o: u8) -> u64 {
-        use axallocator::PageAllocator;
         let pages = 1 << o;
-        let at = self.0.lock().alloc_pages(pages, pages * PAGE);
-        (at.unwrap_or_else(|e| panic!("bitmap: {e:?}")) / PAGE) as u64
+        let at = self.0.alloc(pages, pages * PAGE);
+        (at.unwrap_or_else(|| panic!("{pages} pages from one lock's allocator")) / PAGE) as u64
     }
     fn free(&self, _: usize, pfn: u64, o: u8) {
-        use axallocator::PageAllocator;
-        self.0.lock().dealloc_pages(pfn as usize * PAGE, 1 << o);
+        self.0.dealloc(pfn as usize * PAGE, 1 << o);
     }
     fn split_and_free_iteration(&self, cpu: usize) {
         let pfn = self.alloc(cpu, 9);
@@ -204,11 +201,12 @@ enum Kind {
     Peer,
     DropIn,
     Bitmap,
+    BuddySlab,
     Private,
 }
 
 /// Every [`Kind`], in its order, with its name in the table.
-const KINDS: [(Kind, &str); 6] = [
+const KINDS: [(Kind, &str); 7] = [
     (Kind::PerCpu, "buddy-sim, per-CPU lists"),
     (Kind::OneLock, "buddy-sim behind one spin::Mutex"),
     (Kind::Peer, "buddy_system_allocator, locked"),
@@ -217,6 +215,10 @@ const KINDS: [(Kind, &str); 6] = [
         "axalloc-buddy (ArceOS drop-in), a CPU per thread",
     ),
     (Kind::Bitmap, "ArceOS bitmap behind one lock"),
+    (
+        Kind::BuddySlab,
+        "buddy-slab-allocator 0.6 behind one lock (ax-alloc 0.9)",
+    ),
     (Kind::Private, "control: a private zone per thread"),
 ];
 
@@ -230,7 +232,8 @@ fn build(kind: Kind, threads: usize) -> Box<dyn Shared> {
         Kind::OneLock => Box::new(OneLock(spin::Mutex::new(zone(1)))),
         Kind::Private => Box::new(Private((0..threads).map(|_| zone(1)).collect())),
         Kind::DropIn => Box::new(DropIn::new(threads)),
-        Kind::Bitmap => Box::new(Bitmap::new()),
+        Kind::Bitmap => Box::new(bitmap()),
+        Kind::BuddySlab => Box::new(OneLockPages(SlabPages::new())),
         Kind::Peer => {
             let p = LockedFrameAllocator::<11>::new();
             p.lock().add_frame(0, FRAMES as usize);
@@ -437,7 +440,9 @@ fn scaling_table(ctx: &SectionContext) -> (Table, Vec<Vec<Samples>>) {
          `GlobalAllocator::alloc_pages(1 << order, its size, PageTable)` and `dealloc_pages` \
          (each thread a CPU of its own through `with_cpu_id`; its 'free_contig_range() loop' \
          row allocates and frees a 512-page run), and axallocator's `BitmapPageAllocator` \
-         behind one spin lock, as ArceOS's own `axalloc` holds it for every CPU. \
+         behind one spin lock, as ArceOS's own `axalloc` holds it for every CPU, and \
+         buddy-slab-allocator 0.6.1's `BuddyAllocator` behind one, as ax-alloc 0.9 holds it \
+         (over 128 MiB of its own). \
          \"scaling\" divides the highest thread count's throughput by one thread's. The \
          control row gives each thread a zone of its own, so nothing at all is shared: its \
          scaling is what this machine allows (two vCPUs of a shared host need not give \
@@ -478,9 +483,10 @@ fn goals_table(ctx: &SectionContext, goal_times: &[Vec<Samples>]) -> Table {
         "order-0 alloc/free pairs, control: 2 threads over 1 (private zones)",
         ceiling,
     );
-    let (drop_in, bitmap) = (
+    let (drop_in, bitmap, buddy_slab) = (
         scaling(of(Kind::DropIn), TWO_THREADS, 2),
         scaling(of(Kind::Bitmap), TWO_THREADS, 2),
+        scaling(of(Kind::BuddySlab), TWO_THREADS, 2),
     );
     ctx.headline(
         "page-table pages through the ArceOS drop-in: 2 CPUs over 1",
@@ -492,9 +498,11 @@ fn goals_table(ctx: &SectionContext, goal_times: &[Vec<Samples>]) -> Table {
              its 1-thread throughput",
         ),
         Cell::text(format!(
-            "{} (ArceOS's bitmap behind its one lock: {})",
+            "{} (ArceOS's bitmap behind its one lock: {}; buddy-slab-allocator behind one \
+             lock, as ax-alloc 0.9 holds it: {})",
             ratio_text(drop_in),
-            ratio_text(bitmap)
+            ratio_text(bitmap),
+            ratio_text(buddy_slab)
         )),
         Cell::verdict(drop_in.judge(1.8, true)),
     ]);
