@@ -641,6 +641,25 @@ fn counted_table() -> Table {
                 ratio,
             ]);
         }
+        if w == 0 {
+            // The drop-in's own page path: its CPU id, its slot lock (in place of the
+            // table's spin lock), the AxPageAllocator call and the usage counts.
+            let drop_in = count::per_op(crate::smp::COUNTED[0]).map(|c| c / 2.0);
+            t.row(vec![
+                Cell::text("page tables: 1 page, alloc + free"),
+                Cell::text(
+                    "axalloc-buddy's GlobalAllocator (the drop-in: CPU id, slot lock, usage)",
+                ),
+                match &drop_in {
+                    Ok(c) => Cell::num(*c, 0, ""),
+                    Err(e) => Cell::text(format!("not counted: {e}")),
+                },
+                match (&counts[0], drop_in) {
+                    (Ok(b), Ok(d)) => Cell::ratio(b / d),
+                    _ => Cell::text("—"),
+                },
+            ]);
+        }
     }
     t.note(
         "The same allocators and calls as the table above, each call counted by `valgrind \
@@ -649,7 +668,10 @@ fn counted_table() -> Table {
          block (a run of n pages is at most about 2 log2(n) blocks); the bitmap flips a bit \
          per page, so its runs cost in proportion to their length and buddy-sim's to the \
          logarithm. One page: a per-cpu list's pop and push and a compare-and-swap on the \
-         page's reference against the bitmap's search of its words.",
+         page's reference against the bitmap's search of its words. The drop-in's row makes \
+         the calls of the SMP section's drop-in rows on one CPU (`alloc_pages(1, 4096, \
+         PageTable)` and `dealloc_pages`; the harness's thread-local CPU id included): its \
+         own slot lock instead of the table's spin lock.",
     );
     t
 }

@@ -54,6 +54,7 @@ pub fn counted_workloads() -> Vec<count::Workload> {
     all.extend(guest::COUNTED);
     all.extend(zeroed::COUNTED);
     all.extend(arceos::COUNTED);
+    all.extend(smp::COUNTED);
     all
 }
 

@@ -9,6 +9,7 @@
 //! ceiling for the shared allocators.
 
 use crate::arceos::{Locked, SlabPages};
+use crate::count;
 use crate::measure::{Budget, Estimate, Samples, allowed_cpus, pin_current_thread, round_order};
 use crate::report::ratio_text;
 use crate::{Cell, Plot, Section, SectionContext, Table, must, order};
@@ -137,6 +138,22 @@ impl DropIn {
         Self { a, _memory: memory }
     }
 }
+
+/// The drop-in's page path as callgrind counts it: `n` page-table pages, each taken and
+/// given back inside [`count::counted`] (one CPU, the calls ArceOS's page-table code makes).
+pub const COUNTED: [count::Workload; 1] = [count::Workload {
+    name: "dropin-page-pair",
+    ops: 1000,
+    run: |n| {
+        let a = DropIn::new(1);
+        for _ in 0..n {
+            count::counted(&mut || {
+                let pfn = a.alloc(0, 0);
+                a.free(0, pfn, 0);
+            });
+        }
+    },
+}];
 
 /// Bytes of a page.
 const PAGE: usize = 4096;
