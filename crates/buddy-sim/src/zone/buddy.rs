@@ -183,16 +183,30 @@ impl FreeArea {
         mut reported: bool,
     ) {
         if order > m.cfg.pageblock_order {
-            // Pageblock by pageblock, each to its own type's lists (`split_large_buddy`):
-            // they merge back where their types allow.
             let pb = m.cfg.pageblock_order;
-            let chunks =
-                FrameIdx::span(idx, idx + order.pages() as u32).step_by(pb.pages() as usize);
-            for chunk in chunks {
-                m.frame(chunk).store(Word::TAIL);
-                self.free_one_page_marked(m, chunk, pb, zeroed, reported);
+            // Stepping the range, not the frames (`FrameIdx::span(..).step_by` walks every
+            // frame of the block).
+            let chunks = || {
+                (idx.0..idx.0 + order.pages() as u32)
+                    .step_by(pb.pages() as usize)
+                    .map(FrameIdx)
+            };
+            // Its pageblocks all of one type, none isolated: freed pageblock by pageblock
+            // they would merge back into this block (merging does not depend on the order of
+            // the frees), so it is freed whole, merged from its own order up.
+            let bits = |chunk| m.pageblock_frame(m.pageblock_index(chunk)).pageblock_bits();
+            let first = bits(idx);
+            let uniform =
+                !Pageblock::from_bits(first).isolated && chunks().all(|chunk| bits(chunk) == first);
+            if !uniform {
+                // Pageblock by pageblock, each to its own type's lists (`split_large_buddy`):
+                // they merge back where their types allow.
+                for chunk in chunks() {
+                    m.frame(chunk).store(Word::TAIL);
+                    self.free_one_page_marked(m, chunk, pb, zeroed, reported);
+                }
+                return;
             }
-            return;
         }
         let mut list = m.free_list_of(idx);
         while order < m.cfg.max_order {
