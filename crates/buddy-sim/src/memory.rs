@@ -292,7 +292,7 @@ impl<M: FrameMemory> FrameClearer<M> {
             return self.clear;
         }
         let cache = u64::try_from(cfg.policy.streaming_threshold()).unwrap_or(u64::MAX);
-        match contents.in_cache(nr, cache) {
+        match contents.in_cache(nr, cache / FRAME.bytes() as u64) {
             Some(true) => self.clear.with_memory(Temperature::Hot),
             Some(false) => self.clear.with_memory(Temperature::Cold),
             None => self.clear,

@@ -81,6 +81,7 @@ where
     /// its one reference and handed to nobody, a frozen page (as
     /// [`Cpu::alloc_frozen_page`] hands one out). A page in any other state is left as it
     /// is.
+    #[cfg_attr(not(feature = "axallocator"), allow(dead_code))]
     pub(crate) fn freeze_fresh_page(&self, pfn: Pfn) {
         let m = self.map();
         if let Ok(idx) = m.index(pfn) {

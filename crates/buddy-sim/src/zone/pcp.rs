@@ -365,3 +365,64 @@ impl<R> Clone for CpuLists<'_, R> {
 }
 
 impl<R> Copy for CpuLists<'_, R> {}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+
+    #[test]
+    #[allow(unsafe_code)]
+    fn a_large_block_this_cpu_freed_comes_back_with_its_age_and_nothing_else_does() {
+        use crate::migratetype::MigrateType;
+        use crate::types::Order;
+        use crate::zone::StaticZone;
+        use crate::zone::buddy::Prefer;
+        use crate::zone::config::ZoneConfig;
+        use mm_types::Pfn;
+
+        const START: Pfn = Pfn(0x1_0000);
+        // Room on the per-cpu lists for a few 2 MiB blocks.
+        static ZONE: StaticZone<8192, 2> =
+            StaticZone::new_static(ZoneConfig::new(START, 8192).with_cpus(2).with_pcp(4096, 64));
+        let (zone, order, mt) = (&ZONE, Order(9), MigrateType::Movable);
+        let cpu = zone.cpu(0).unwrap();
+        let take = || {
+            let (idx, c) = zone
+                .alloc_preferring(cpu.lists(), order, Prefer::Zeroed, mt, 0)
+                .unwrap();
+            (zone.map().pfn(idx), c)
+        };
+        // SAFETY: each block freed below was allocated by this test and is freed once.
+        let free = |pfn| unsafe { cpu.free_pages(pfn, order) }.unwrap();
+        // From the buddy (through a refill of the list): nothing known.
+        let [(a, ca), (b, cb), (c, cc)] = [take(), take(), take()];
+        assert_eq!([ca, cb, cc], [Contents::Unknown; 3]);
+        // Freed in the order a, b, c: taken back c, b, a, each `since` the blocks after it.
+        for pfn in [a, b, c] {
+            free(pfn);
+        }
+        zone.check().unwrap();
+        assert_eq!(take(), (c, Contents::FreedHere { since: 0 }));
+        assert_eq!(take(), (b, Contents::FreedHere { since: 512 }));
+        assert_eq!(take(), (a, Contents::FreedHere { since: 1024 }));
+        // Freed on another CPU: no evidence for this one once it is back in the buddy.
+        let other = zone.cpu(1).unwrap();
+        // SAFETY: as above.
+        unsafe { other.free_pages(a, order) }.unwrap();
+        other.drain();
+        let (_, after_drain) = take();
+        assert_eq!(after_drain, Contents::Unknown);
+        // Order 0 carries no stamp.
+        let (p, _) = zone
+            .alloc_preferring(cpu.lists(), Order::ZERO, Prefer::Zeroed, mt, 0)
+            .unwrap();
+        let p = zone.map().pfn(p);
+        // SAFETY: as above.
+        unsafe { cpu.free_pages(p, Order::ZERO) }.unwrap();
+        let (_, small) = zone
+            .alloc_preferring(cpu.lists(), Order::ZERO, Prefer::Zeroed, mt, 0)
+            .unwrap();
+        assert_eq!(small, Contents::Unknown);
+        zone.check().unwrap();
+    }
+}
