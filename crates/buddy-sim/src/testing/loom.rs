@@ -330,7 +330,8 @@ fn zero_some_marking_first(z: &LoomZone, c: &FrameClearer<OffsetMap>) {
     };
     z.lock_zone().free_one_page(m, idx, order, true);
     // The block may be another CPU's by now: the bug this control plants.
-    c.clear(m.pfn(idx), order, None, &mut LoomResched).unwrap();
+    c.clear_run(m.pfn(idx), order.pages(), None, &mut LoomResched)
+        .unwrap();
 }
 
 /// The negative control: marking before the clear finishes lets a zeroed allocation take a
@@ -354,7 +355,8 @@ fn report_discarding(z: &LoomZone, c: &FrameClearer<OffsetMap>) {
     z.register_page_reporting(reporting).unwrap();
     let mut discard = |blocks: &[ReportedBlock]| {
         for b in blocks {
-            c.clear(b.pfn, b.order, None, &mut LoomResched).unwrap();
+            c.clear_run(b.pfn, b.order.pages(), None, &mut LoomResched)
+                .unwrap();
         }
         true
     };
@@ -429,7 +431,8 @@ fn report_in_place(z: &LoomZone, c: &FrameClearer<OffsetMap>) {
         })
     };
     if let Some((idx, order)) = found {
-        c.clear(m.pfn(idx), order, None, &mut LoomResched).unwrap();
+        c.clear_run(m.pfn(idx), order.pages(), None, &mut LoomResched)
+            .unwrap();
     }
 }
 
