@@ -216,7 +216,7 @@ impl Word {
     }
 
     /// Of a per-cpu list head: the stamp its CPU gave it when it freed the block there
-    /// ([`PcpLists::stamp_free`](crate::zone::pcp::PcpLists::stamp_free)), 0 for a block
+    /// ([`PcpLists::push_freed`](crate::zone::pcp::PcpLists::push_freed)), 0 for a block
     /// the list took from the buddy.
     #[inline]
     pub(crate) const fn freed_at(self) -> u16 {

@@ -727,8 +727,7 @@ where
     ) {
         let mut lists = self.lock_pcp(pcp);
         lists.stats.prepares += prepares;
-        lists.push(m, list, idx, order, false);
-        lists.stamp_free(m, idx, order);
+        lists.push_freed(m, list, idx, order);
         lists.recent_frees = lists
             .recent_frees
             .saturating_add(order.pages())

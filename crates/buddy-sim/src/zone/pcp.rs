@@ -44,7 +44,7 @@ pub(crate) struct PcpLists {
     /// allocation (Linux's `pcp->free_count`): a run of frees drains in larger batches.
     pub(crate) recent_frees: u64,
     /// Blocks above the costly order freed to these lists, modulo [`FREED_CLOCK`]: the clock
-    /// [`PcpLists::stamp_free`] stamps them with, which tells an allocation how long ago
+    /// [`PcpLists::push_freed`] stamps them with, which tells an allocation how long ago
     /// this CPU freed the block it takes ([`Contents::FreedHere`]).
     freed_clock: u16,
     pub(crate) stats: LockStats,
@@ -81,24 +81,39 @@ impl PcpLists {
         order: Order,
         zeroed: bool,
     ) {
+        self.push_stamped(m, list, (idx, order), zeroed, 0);
+    }
+
+    /// [`PcpLists::push`] of a block this CPU just freed: stamped with the free clock
+    /// (blocks above the costly order only).
+    #[inline(always)]
+    pub(crate) fn push_freed(&mut self, m: FrameMap<'_>, list: usize, idx: FrameIdx, order: Order) {
+        let stamp = if order.get() > STAMPED_ABOVE {
+            self.freed_clock = (self.freed_clock + 1) % FREED_CLOCK;
+            FREED_HERE | self.freed_clock
+        } else {
+            0
+        };
+        self.push_stamped(m, list, (idx, order), false, stamp);
+    }
+
+    /// [`PcpLists::push`] with the head's word stamped `stamp` (0: none), in one store.
+    #[inline(always)]
+    fn push_stamped(
+        &mut self,
+        m: FrameMap<'_>,
+        list: usize,
+        (idx, order): (FrameIdx, Order),
+        zeroed: bool,
+        stamp: u16,
+    ) {
         let mt = (list / PCP_SLOTS) as u8;
-        m.frame(idx)
-            .store(Word::free(FrameState::Pcp, order.get(), zeroed, mt));
+        let word = Word::free(FrameState::Pcp, order.get(), zeroed, mt);
+        m.frame(idx).store(word.with_freed_at(stamp));
         self.lists[list].push(m.frames, idx, zeroed);
         self.nonempty |= 1 << list;
         self.count.add(order, zeroed);
         self.stats.list_ops += 1;
-    }
-
-    /// Stamps the block of `order` at `idx`, just freed to these lists by their CPU, with
-    /// the free clock (blocks above the costly order only; a no-op for the others).
-    #[inline(always)]
-    pub(crate) fn stamp_free(&mut self, m: FrameMap<'_>, idx: FrameIdx, order: Order) {
-        if order.get() > STAMPED_ABOVE {
-            self.freed_clock = (self.freed_clock + 1) % FREED_CLOCK;
-            let head = m.frame(idx);
-            head.store(head.load().with_freed_at(FREED_HERE | self.freed_clock));
-        }
     }
 
     /// What the lists know of the bytes of the block of `order` at `idx`, just taken off
