@@ -49,12 +49,12 @@ where
     ) -> Result<(FrameIdx, Contents), AllocError> {
         // The common case, inline: a per-cpu order served from (or refilled into) the CPU's
         // list. Everything else, and every error, takes the general path.
-        let (idx, zeroed) = match self.alloc_from_cpu_list(cpu, order, prefer, mt) {
+        let (idx, contents) = match self.alloc_from_cpu_list(cpu, order, prefer, mt) {
             Some(taken) => taken,
             None => self.alloc_slow(cpu, order, prefer, mt, hooks)?,
         };
         self.mark_allocated(idx, order, mt, key);
-        Ok((idx, zeroed))
+        Ok((idx, contents))
     }
 
     /// [`Zone::alloc_with`], or with `slow_path` false one attempt without it (no
@@ -73,15 +73,15 @@ where
         if slow_path {
             return self.alloc_with(cpu, order, (prefer, mt, key), hooks);
         }
-        if let Some((idx, zeroed)) = self.alloc_from_cpu_list(cpu, order, prefer, mt) {
+        if let Some((idx, contents)) = self.alloc_from_cpu_list(cpu, order, prefer, mt) {
             self.mark_allocated(idx, order, mt, key);
-            return Ok((idx, zeroed));
+            return Ok((idx, contents));
         }
         self.check_order(order)?;
         self.check_kind(mt)?;
-        let (idx, zeroed) = self.alloc_fast(cpu, order, prefer, mt, self.cfg.fallback(), true)?;
+        let (idx, contents) = self.alloc_fast(cpu, order, prefer, mt, self.cfg.fallback(), true)?;
         self.mark_allocated(idx, order, mt, key);
-        Ok((idx, zeroed))
+        Ok((idx, contents))
     }
 
     /// The common case of every allocation: a per-cpu order taken from `pcp`'s list (refilled
