@@ -51,10 +51,16 @@ fn page_tables_on(cpu: usize, cpus: usize, ready: &AtomicUsize) -> Duration {
     while ready.load(Ordering::Acquire) < cpus {
         core::hint::spin_loop();
     }
+    let t = Instant::now();
+    page_table_rounds(PARALLEL_PAGES / 512);
+    t.elapsed()
+}
+
+/// `rounds` times: 512 page-table pages taken, then freed.
+fn page_table_rounds(rounds: usize) {
     let a = global_allocator();
     let mut held = [0usize; 512];
-    let t = Instant::now();
-    for _ in 0..PARALLEL_PAGES / 512 {
+    for _ in 0..rounds {
         for h in held.iter_mut() {
             *h = a
                 .alloc_pages(1, PAGE, UsageKind::PageTable)
@@ -64,7 +70,6 @@ fn page_tables_on(cpu: usize, cpus: usize, ready: &AtomicUsize) -> Duration {
             a.dealloc_pages(h, 1, UsageKind::PageTable);
         }
     }
-    t.elapsed()
 }
 
 /// Page-table pages on `cpus` CPUs at once, one pinned task each, started together: the
@@ -110,23 +115,11 @@ fn main() {
         println!("bench: done");
         return;
     }
-    let mut held = [0usize; 512];
     // Page-table pages: 512 single pages taken, then freed, 20 times.
     timed(
         "page-table pages (alloc + free of 1 page)",
         20 * 512,
-        || {
-            for _ in 0..20 {
-                for h in held.iter_mut() {
-                    *h = a
-                        .alloc_pages(1, PAGE, UsageKind::PageTable)
-                        .expect("a page");
-                }
-                for &h in held.iter() {
-                    a.dealloc_pages(h, 1, UsageKind::PageTable);
-                }
-            }
-        },
+        || page_table_rounds(20),
     );
     // Runs the heap and task stacks ask for: 8..1024 pages, freed at once.
     timed("runs of 8..1024 pages (alloc + free)", 8 * 8, || {
