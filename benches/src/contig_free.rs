@@ -65,9 +65,8 @@ pub(crate) const PATCH_WORKLOAD: Workload = Workload {
 
 /// The workloads callgrind counts: one iteration of the patch's loop (allocate order 9,
 /// split, free the 512 pages) freeing with `free_contig_range`, and the same freeing page by
-/// page (the reference path); the throughput rows of the peer table, on buddy-sim with
-/// CPU-local lists and on the peer.
-pub const COUNTED: [Counted; 8] = [
+/// page (the reference path). The peer table's throughput rows are [`PAIR_COUNTED`].
+pub const COUNTED: [Counted; 2] = [
     Counted {
         name: "contig-free-batched",
         ops: 200,
@@ -77,36 +76,6 @@ pub const COUNTED: [Counted; 8] = [
         name: "contig-free-per-page",
         ops: 200,
         run: |n| count_iterations(n, Free::PerPage),
-    },
-    Counted {
-        name: "pairs-order0-buddy-local",
-        ops: 2,
-        run: |n| count_pairs::<0>(n, true),
-    },
-    Counted {
-        name: "pairs-order0-peer",
-        ops: 2,
-        run: |n| count_pairs::<0>(n, false),
-    },
-    Counted {
-        name: "pairs-order3-buddy-local",
-        ops: 2,
-        run: |n| count_pairs::<3>(n, true),
-    },
-    Counted {
-        name: "pairs-order3-peer",
-        ops: 2,
-        run: |n| count_pairs::<3>(n, false),
-    },
-    Counted {
-        name: "pairs-order9-buddy-local",
-        ops: 2,
-        run: |n| count_pairs::<9>(n, true),
-    },
-    Counted {
-        name: "pairs-order9-peer",
-        ops: 2,
-        run: |n| count_pairs::<9>(n, false),
     },
 ];
 
@@ -628,15 +597,36 @@ fn count_pairs<const O: u8>(n: u32, ours: bool) {
     }
 }
 
-/// The orders of the throughput rows, and their counted workloads (buddy-sim with CPU-local
-/// lists, then the peer) in [`COUNTED`].
-const PAIR_ORDERS: [(u8, usize); 3] = [(0, 2), (3, 4), (9, 6)];
+/// The counted workloads of the throughput rows of `$o`s: per order, buddy-sim with
+/// CPU-local lists, then the peer.
+macro_rules! pair_workloads {
+    ($($o:literal),+) => {[$(
+        (
+            $o,
+            [
+                Counted {
+                    name: concat!("pairs-order", $o, "-buddy-local"),
+                    ops: 2,
+                    run: |n| count_pairs::<$o>(n, true),
+                },
+                Counted {
+                    name: concat!("pairs-order", $o, "-peer"),
+                    ops: 2,
+                    run: |n| count_pairs::<$o>(n, false),
+                },
+            ],
+        )
+    ),+]};
+}
+
+/// The throughput rows' orders and their counted workloads (callgrind, `report count`).
+pub const PAIR_COUNTED: [(u8, [Counted; 2]); 3] = pair_workloads!(0, 3, 9);
 
 /// The throughput row of order `o`'s instructions per allocation + free (callgrind), ours
-/// and the peer's from [`COUNTED`]`[w]` and `[w + 1]`, with their ratio; or why not counted.
-fn pair_instructions(o: u8, w: usize) -> String {
+/// and the peer's from its workloads `[ours, peer]`, with their ratio; or why not counted.
+fn pair_instructions(o: u8, [ours, peer]: [Counted; 2]) -> String {
     let pairs = f64::from(pair_count(o));
-    match (count::per_op(COUNTED[w]), count::per_op(COUNTED[w + 1])) {
+    match (count::per_op(ours), count::per_op(peer)) {
         (Ok(ours), Ok(peer)) => format!(
             "{:.0} / {:.0} (peer ÷ ours {:.2}x)",
             ours / pairs,
@@ -802,7 +792,7 @@ fn peer_table(ctx: &SectionContext, iterations: u32, budget: Budget) -> PeerTabl
                 local_speedup,
             );
         }
-        let instructions = PAIR_ORDERS
+        let instructions = PAIR_COUNTED
             .iter()
             .find(|(o, _)| name.contains(&format!("x alloc order {o},")))
             .map_or_else(|| "-".to_string(), |&(o, w)| pair_instructions(o, w));
