@@ -136,11 +136,14 @@ pub(crate) struct Frames {
     cpu_id: Option<fn() -> usize>,
     /// The whole region the allocator was given, `[start, end)`, metadata included.
     region: (usize, usize),
+    /// Whether all of the region lies below 4 GiB in physical memory.
+    dma32: bool,
 }
 
 impl Frames {
     /// A page allocator over the whole pages of `[start, start + size)` for `cpus` CPUs, its
-    /// metadata at the head of that memory, the rest free.
+    /// metadata at the head of that memory, the rest free; `dma32` says whether all of it
+    /// lies below 4 GiB in physical memory.
     ///
     /// # Errors
     /// [`InitError`] says what the region lacks; nothing is written then.
@@ -153,6 +156,7 @@ impl Frames {
         size: usize,
         cpus: usize,
         cpu_id: Option<fn() -> usize>,
+        dma32: bool,
     ) -> Result<Self, InitError> {
         if cpus == 0 {
             return Err(InitError::NoCpus);
@@ -248,6 +252,7 @@ impl Frames {
                 clearer,
                 cpu_id,
                 region: (start, region_end),
+                dma32,
             })
         }
     }
@@ -255,6 +260,17 @@ impl Frames {
     /// The whole region the allocator was given, `[start, end)`, metadata included.
     pub(crate) fn region(&self) -> (usize, usize) {
         self.region
+    }
+
+    /// Whether `vaddr` lies in the region.
+    #[inline]
+    pub(crate) fn holds(&self, vaddr: usize) -> bool {
+        self.region.0 <= vaddr && vaddr < self.region.1
+    }
+
+    /// Whether all of the region lies below 4 GiB in physical memory.
+    pub(crate) fn dma32(&self) -> bool {
+        self.dma32
     }
 
     /// The zone. Its per-cpu lists are the slots' alone: a call that visits them (a

@@ -10,6 +10,7 @@ use crate::usage::{UsageCounts, UsageKind, Usages};
 use axallocator::{AllocError, AllocResult, BaseAllocator, ByteAllocator, PageAllocator};
 use core::alloc::{GlobalAlloc, Layout};
 use core::ptr::NonNull;
+use core::sync::atomic::{AtomicUsize, Ordering};
 use log::{debug, error, info, warn};
 use spin::Once;
 
@@ -35,9 +36,23 @@ fn heap_growth_for(layout: Layout) -> Option<usize> {
     bytes.checked_next_multiple_of(PAGE)
 }
 
-/// Regions given to the heap from outside the zone ([`GlobalAllocator::add_memory`]) that
-/// the allocator remembers, to refuse one that overlaps them.
+/// Regions given to the heap from outside the zones ([`GlobalAllocator::add_memory`] of a
+/// region too small for a zone, or before `init`) that the allocator remembers, to refuse one
+/// that overlaps them.
 pub const MAX_ADDED_REGIONS: usize = 64;
+
+/// Regions of memory the page allocator manages, each a zone of its own with its metadata at
+/// its head: the one [`GlobalAllocator::init`] gives, and every one
+/// [`GlobalAllocator::add_memory`] gives after it (a region that crosses 4 GiB in physical
+/// memory counts twice: it is split there, so that DMA32 allocations have zones of their own).
+pub const MAX_REGIONS: usize = 16;
+
+/// The first physical address past DMA32 memory (what a device with 32 address bits reaches).
+const DMA32_END: u64 = 1 << 32;
+
+/// The least memory on each side of 4 GiB for which a region that crosses it is cut in two
+/// there: a smaller part is not worth a zone's metadata.
+const MIN_DMA32_SPLIT: usize = 4 << 20;
 
 /// The heap's byte allocator and whether it has memory yet: axallocator's slab allocator
 /// panics on every call before its `init`, so no call reaches it before then.
@@ -66,25 +81,21 @@ impl Heap {
         }
     }
 
-    /// Whether `[start, end)` overlaps a region given from outside the zone.
+    /// Whether `[start, end)` overlaps a region given from outside the zones.
     fn overlaps_added(&self, start: usize, end: usize) -> bool {
         self.regions[..self.added]
             .iter()
             .any(|&(s, e)| s < end && start < e)
     }
 
-    /// Gives the heap `[start, start + size)` from outside the zone, unless it overlaps
-    /// `zone` (the whole region the zone was carved from) or a region given before.
+    /// Gives the heap `[start, start + size)` from outside the zones (the caller checked that
+    /// it overlaps nothing the allocator holds).
     ///
     /// # Errors
     /// `InvalidParam` for a region that ends past the address space or holds no whole page;
-    /// `MemoryOverlap`; `NoMemory` when [`MAX_ADDED_REGIONS`] regions were given already.
-    fn add(&mut self, start: usize, size: usize, zone: Option<(usize, usize)>) -> AllocResult {
+    /// `NoMemory` when [`MAX_ADDED_REGIONS`] regions were given already.
+    fn add(&mut self, start: usize, size: usize) -> AllocResult {
         let end = start.checked_add(size).ok_or(AllocError::InvalidParam)?;
-        let in_zone = zone.is_some_and(|(s, e)| s < end && start < e);
-        if in_zone || self.overlaps_added(start, end) {
-            return Err(AllocError::MemoryOverlap);
-        }
         if self.added == MAX_ADDED_REGIONS {
             return Err(AllocError::NoMemory);
         }
@@ -161,8 +172,9 @@ impl Heap {
 }
 
 /// ArceOS's global allocator on buddy-sim: the Rust heap ([`GlobalAllocator::alloc`], a
-/// byte allocator that grows with pages from the zone) and pages
-/// ([`GlobalAllocator::alloc_pages`]) from per-CPU lists, any run length and alignment.
+/// byte allocator that grows with pages from the zones) and pages
+/// ([`GlobalAllocator::alloc_pages`]) from per-CPU lists, any run length and alignment, from
+/// every region of memory the kernel gives it (a zone each, holes between them).
 ///
 /// It is ArceOS's `axalloc::GlobalAllocator`, call for call, but for the calls whose
 /// contract their types cannot check (`init`, `add_memory`, `dealloc`, `dealloc_pages`: they
@@ -172,8 +184,14 @@ impl Heap {
 /// ArceOS's contract.
 pub struct GlobalAllocator {
     balloc: IrqSpin<Heap>,
-    frames: Once<Frames>,
+    /// The page allocator of each region, in the order they were given: `init`'s first.
+    regions: [Once<Frames>; MAX_REGIONS],
+    /// Leading slots of `regions` that are set (written under `balloc`'s lock, after the
+    /// slot).
+    published: AtomicUsize,
     cpu_id: Option<fn() -> usize>,
+    /// The kernel's address translation, for DMA32 memory (none: addresses are physical).
+    virt_to_phys: Option<fn(usize) -> usize>,
 }
 
 impl Default for GlobalAllocator {
@@ -201,9 +219,71 @@ impl GlobalAllocator {
     const fn asking(cpu_id: Option<fn() -> usize>) -> Self {
         Self {
             balloc: IrqSpin::new(Heap::new()),
-            frames: Once::new(),
+            regions: [const { Once::new() }; MAX_REGIONS],
+            published: AtomicUsize::new(0),
             cpu_id,
+            virt_to_phys: None,
         }
+    }
+
+    /// This allocator, finding the physical address of memory it is given with
+    /// `virt_to_phys` (the kernel's linear map), for [`GlobalAllocator::alloc_dma32_pages`].
+    /// Without it, addresses are taken as physical.
+    #[must_use]
+    pub const fn translating(mut self, virt_to_phys: fn(usize) -> usize) -> Self {
+        self.virt_to_phys = Some(virt_to_phys);
+        self
+    }
+
+    /// The physical address of `vaddr`.
+    fn phys(&self, vaddr: usize) -> u64 {
+        self.virt_to_phys.map_or(vaddr, |f| f(vaddr)) as u64
+    }
+
+    /// The page allocator of every region given so far, `init`'s first.
+    fn regions(&self) -> impl Iterator<Item = &Frames> + '_ {
+        let n = self.published.load(Ordering::Acquire).min(MAX_REGIONS);
+        self.regions[..n].iter().filter_map(Once::get)
+    }
+
+    /// The page allocator of `init`'s region.
+    fn first(&self) -> Option<&Frames> {
+        self.regions[0].get()
+    }
+
+    /// The region whose memory holds `vaddr`.
+    fn region_of(&self, vaddr: usize) -> Option<&Frames> {
+        self.regions().find(|f| f.holds(vaddr))
+    }
+
+    /// Regions of memory the page allocator manages (a zone each): 0 before `init`.
+    pub fn region_count(&self) -> usize {
+        self.regions().count()
+    }
+
+    /// Whether `[start, end)` overlaps a region the allocator holds, in a zone or the heap's.
+    fn overlaps(&self, heap: &Heap, start: usize, end: usize) -> bool {
+        let in_zone = self.regions().any(|f| {
+            let (s, e) = f.region();
+            s < end && start < e
+        });
+        in_zone || heap.overlaps_added(start, end)
+    }
+
+    /// `[start, start + size)` cut at the physical 4 GiB line where it crosses it and both
+    /// parts hold at least [`MIN_DMA32_SPLIT`] bytes: the parts that become zones of their
+    /// own, the first one always (the second may be empty).
+    fn dma32_parts(&self, start: usize, size: usize) -> [(usize, usize); 2] {
+        let first = self.phys(start);
+        let whole = [(start, size), (0, 0)];
+        if first >= DMA32_END {
+            return whole;
+        }
+        let below = usize::try_from(DMA32_END - first).unwrap_or(usize::MAX);
+        if below >= size || below < MIN_DMA32_SPLIT || size - below < MIN_DMA32_SPLIT {
+            return whole;
+        }
+        [(start, below), (start + below, size - below)]
     }
 
     /// The heap's byte allocator's name, as ArceOS's axalloc gives it (`"TLSF"`,
@@ -262,18 +342,24 @@ impl GlobalAllocator {
         cpus: usize,
     ) -> Result<(), InitError> {
         let end = start_vaddr.checked_add(size).ok_or(InitError::Overflow)?;
-        if self.balloc.lock().overlaps_added(start_vaddr, end) {
+        let heap = self.balloc.lock();
+        if heap.overlaps_added(start_vaddr, end) {
             return Err(InitError::Overlap);
         }
+        // The part below 4 GiB of a region that crosses it is a region of its own.
+        let [(start_vaddr, size), rest] = self.dma32_parts(start_vaddr, size);
+        let dma32 = self.is_dma32(start_vaddr, size);
         let mut fresh = false;
-        let frames = self.frames.try_call_once(|| {
+        let frames = self.regions[0].try_call_once(|| {
             fresh = true;
             // SAFETY: the caller's contract: the region is the allocator's while it is used.
-            unsafe { Frames::carve(start_vaddr, size, cpus, self.cpu_id) }
+            unsafe { Frames::carve(start_vaddr, size, cpus, self.cpu_id, dma32) }
         })?;
         if !fresh {
             return Err(InitError::AlreadyInitialized);
         }
+        self.published.store(1, Ordering::Release);
+        drop(heap);
         info!(
             "buddy-sim: {} frames in [{start_vaddr:#x}, +{size:#x}), {} free, {} CPUs; zeroed pages cleared with {}",
             frames.zone().span().pages,
@@ -281,6 +367,12 @@ impl GlobalAllocator {
             frames.cpus(),
             self.clear_strategy().unwrap_or("-"),
         );
+        if rest.1 != 0 {
+            // SAFETY: the caller's contract covers the whole region.
+            if let Err(e) = unsafe { self.add_memory(rest.0, rest.1) } {
+                warn!("[{:#x}, +{:#x}) above 4 GiB: {e:?}", rest.0, rest.1);
+            }
+        }
         let heap = self
             .alloc_pages(FIRST_HEAP / PAGE, PAGE, UsageKind::RustHeap)
             .map_err(|_| InitError::FirstHeap)?;
@@ -291,23 +383,74 @@ impl GlobalAllocator {
         Ok(())
     }
 
-    /// Gives the whole pages of `[start_vaddr, start_vaddr + size)` to the heap's byte
-    /// allocator (as ArceOS's axalloc does with every region after the first; before `init`,
-    /// it becomes the heap's first memory, its whole 32 KiB).
+    /// Whether all of `[start, start + size)` lies below 4 GiB in physical memory.
+    fn is_dma32(&self, start: usize, size: usize) -> bool {
+        let last = start.saturating_add(size.saturating_sub(1));
+        self.phys(last) < DMA32_END
+    }
+
+    /// Gives the allocator another region, `[start_vaddr, start_vaddr + size)`, with holes
+    /// between it and the others: after `init`, a zone of its own for the page allocator
+    /// (its metadata at its head; cut in two where it crosses 4 GiB in physical memory), or
+    /// the heap's memory where it is too small for a zone (or all [`MAX_REGIONS`] are
+    /// taken). Before `init`, the heap's first memory (its whole 32 KiB), as ArceOS's
+    /// axalloc gives it.
     ///
     /// # Errors
-    /// `MemoryOverlap` for a region that overlaps the one the allocator was initialized
-    /// with or one given before; `InvalidParam` for a region without a whole page (or that
-    /// ends past the address space); `NoMemory` when [`MAX_ADDED_REGIONS`] regions were given
-    /// already. Nothing changes then.
+    /// `MemoryOverlap` for a region that overlaps one the allocator holds; `InvalidParam` for
+    /// a region without a whole page (or that ends past the address space); `NoMemory` when
+    /// it would go to the heap and [`MAX_ADDED_REGIONS`] regions were given to it already.
+    /// Nothing changes then.
     ///
     /// # Safety
     /// The region is memory that nothing else uses, readable and writable, for as long as
     /// the allocator or anything it handed out is used (ArceOS's contract for
     /// `global_add_memory`).
     pub unsafe fn add_memory(&self, start_vaddr: usize, size: usize) -> AllocResult {
-        let zone = self.frames.get().map(Frames::region);
-        self.balloc.lock().add(start_vaddr, size, zone)
+        let end = start_vaddr
+            .checked_add(size)
+            .ok_or(AllocError::InvalidParam)?;
+        let mut heap = self.balloc.lock();
+        if self.overlaps(&heap, start_vaddr, end) {
+            return Err(AllocError::MemoryOverlap);
+        }
+        let Some(cpus) = self.first().map(Frames::cpus) else {
+            return heap.add(start_vaddr, size);
+        };
+        let mut taken = Err(AllocError::InvalidParam);
+        for (start, len) in self.dma32_parts(start_vaddr, size) {
+            if len == 0 {
+                continue;
+            }
+            let slot = self.published.load(Ordering::Relaxed);
+            let dma32 = self.is_dma32(start, len);
+            let zone = match self.regions.get(slot) {
+                // SAFETY: the caller's contract; the slot is unset (slots are set in order,
+                // under the heap's lock, which this call holds).
+                Some(r) => r.try_call_once(|| unsafe {
+                    Frames::carve(start, len, cpus, self.cpu_id, dma32)
+                }),
+                None => Err(InitError::AlreadyInitialized),
+            };
+            match zone {
+                Ok(frames) => {
+                    info!(
+                        "buddy-sim: region {slot}: {} frames in [{start:#x}, +{len:#x}){}",
+                        frames.zone().span().pages,
+                        if dma32 { ", DMA32" } else { "" }
+                    );
+                    self.published.store(slot + 1, Ordering::Release);
+                    taken = Ok(());
+                }
+                // Too small for a zone's metadata and pages, or no slot left: the heap's.
+                Err(_) => match heap.add(start, len) {
+                    Ok(()) => taken = Ok(()),
+                    Err(e) if taken.is_err() => taken = Err(e),
+                    Err(_) => {}
+                },
+            }
+        }
+        taken
     }
 
     /// `layout.size()` bytes aligned to `layout.align()` from the heap, which grows with pages
@@ -329,8 +472,7 @@ impl GlobalAllocator {
                 return Ok(ptr);
             }
             let block = self
-                .frames
-                .get()
+                .first()
                 .map_or(PAGE, Frames::largest_block_bytes)
                 .min(HEAP_DOUBLING_LIMIT);
             let mut grow = if need > block {
@@ -379,7 +521,24 @@ impl GlobalAllocator {
         align_pow2: usize,
         kind: UsageKind,
     ) -> AllocResult<usize> {
-        self.take(kind, num_pages, |_, pages| {
+        self.take(kind, num_pages, false, |_, pages| {
+            pages.alloc_pages(num_pages, align_pow2)
+        })
+    }
+
+    /// [`GlobalAllocator::alloc_pages`] from memory below 4 GiB in physical addresses, for a
+    /// device that reaches only that far (the regions below it, or the part below it of one
+    /// that crosses it).
+    ///
+    /// # Errors
+    /// As [`GlobalAllocator::alloc_pages`]; `NoMemory` also when no region is below 4 GiB.
+    pub fn alloc_dma32_pages(
+        &self,
+        num_pages: usize,
+        align_pow2: usize,
+        kind: UsageKind,
+    ) -> AllocResult<usize> {
+        self.take(kind, num_pages, true, |_, pages| {
             pages.alloc_pages(num_pages, align_pow2)
         })
     }
@@ -396,7 +555,7 @@ impl GlobalAllocator {
         align_pow2: usize,
         kind: UsageKind,
     ) -> AllocResult<usize> {
-        self.take(kind, num_pages, |frames, pages| {
+        self.take(kind, num_pages, false, |frames, pages| {
             pages.alloc_zeroed_pages(num_pages, align_pow2, frames.clearer())
         })
     }
@@ -414,7 +573,7 @@ impl GlobalAllocator {
         align_pow2: usize,
         kind: UsageKind,
     ) -> AllocResult<usize> {
-        let frames = self.frames.get().ok_or(AllocError::NoMemory)?;
+        let frames = self.region_of(start).ok_or(AllocError::NoMemory)?;
         // The run may lie partly on other CPUs' lists, which the zone drains: every slot held.
         frames
             .every_cpu(|cpu| {
@@ -443,8 +602,8 @@ impl GlobalAllocator {
     /// }
     /// ```
     pub unsafe fn dealloc_pages(&self, pos: usize, num_pages: usize, kind: UsageKind) {
-        let Some(frames) = self.frames.get() else {
-            warn!("dealloc_pages({pos:#x}, {num_pages}) before the allocator has memory");
+        let Some(frames) = self.region_of(pos) else {
+            warn!("dealloc_pages({pos:#x}, {num_pages}): in no region of the allocator");
             return;
         };
         let mut cpu = frames.this_cpu();
@@ -462,21 +621,34 @@ impl GlobalAllocator {
         }
     }
 
-    /// `num_pages` pages for `kind` taken by `take` with the calling CPU's page allocator,
-    /// and counted for `kind` (the heap's pages count as its bytes, in `alloc`).
+    /// `num_pages` pages for `kind` taken by `take` with the calling CPU's page allocator of
+    /// each region in turn (`init`'s first; below 4 GiB only, for `dma32`) until one has
+    /// them, and counted for `kind` (the heap's pages count as its bytes, in `alloc`).
+    #[inline]
     fn take(
         &self,
         kind: UsageKind,
         num_pages: usize,
-        take: impl FnOnce(&Frames, &mut CpuPages) -> AllocResult<usize>,
+        dma32: bool,
+        take: impl Fn(&Frames, &mut CpuPages) -> AllocResult<usize>,
     ) -> AllocResult<usize> {
-        let frames = self.frames.get().ok_or(AllocError::NoMemory)?;
-        let mut cpu = frames.this_cpu();
-        let at = take(frames, &mut cpu.pages)?;
-        if kind != UsageKind::RustHeap {
-            cpu.usage.add(kind, num_pages.wrapping_mul(PAGE));
+        let mut result = Err(AllocError::NoMemory);
+        for frames in self.regions().filter(|f| !dma32 || f.dma32()) {
+            let mut cpu = frames.this_cpu();
+            result = take(frames, &mut cpu.pages);
+            match result {
+                Ok(_) => {
+                    if kind != UsageKind::RustHeap {
+                        cpu.usage.add(kind, num_pages.wrapping_mul(PAGE));
+                    }
+                    break;
+                }
+                Err(AllocError::NoMemory) => {}
+                // Another region cannot take what this one refuses but for memory.
+                Err(_) => break,
+            }
         }
-        Ok(at)
+        result
     }
 
     /// Bytes the heap has handed out.
@@ -496,32 +668,32 @@ impl GlobalAllocator {
         self.balloc.lock().total()
     }
 
-    /// Pages not free in the zone (the heap's included; 0 before `init`).
+    /// Pages not free in the zones (the heap's included; 0 before `init`).
     pub fn used_pages(&self) -> usize {
-        self.frames.get().map_or(0, |f| {
-            let present = f.zone().present_pages();
-            usize::try_from(present.saturating_sub(f.free_pages())).unwrap_or(usize::MAX)
-        })
+        let used: u64 = self
+            .regions()
+            .map(|f| f.zone().present_pages().saturating_sub(f.free_pages()))
+            .sum();
+        usize::try_from(used).unwrap_or(usize::MAX)
     }
 
-    /// Pages free in the zone, per-CPU lists included (0 before `init`).
+    /// Pages free in the zones, per-CPU lists included (0 before `init`).
     pub fn available_pages(&self) -> usize {
-        self.frames
-            .get()
-            .map_or(0, |f| usize::try_from(f.free_pages()).unwrap_or(usize::MAX))
+        let free: u64 = self.regions().map(Frames::free_pages).sum();
+        usize::try_from(free).unwrap_or(usize::MAX)
     }
 
     /// Bytes held per [`UsageKind`].
     pub fn usages(&self) -> Usages {
         let heap = self.balloc.lock().usage;
-        let cpus = self.frames.get().into_iter().flat_map(Frames::usage_counts);
+        let cpus = self.regions().flat_map(Frames::usage_counts);
         Usages::summing(core::iter::once(heap).chain(cpus))
     }
 
     /// zero-core's strategy for one 4 KiB page on this CPU (`"rep stosb"`, `"dc zva"`, ...),
     /// with which [`GlobalAllocator::alloc_zeroed_pages`] clears; `None` before `init`.
     pub fn clear_strategy(&self) -> Option<&'static str> {
-        let frames = self.frames.get()?;
+        let frames = self.first()?;
         let config = frames.clearer().clearer().config();
         Some(
             config
@@ -531,14 +703,17 @@ impl GlobalAllocator {
         )
     }
 
-    /// Frames on CPU `cpu`'s per-cpu lists (read under that CPU's lock); `None` before
-    /// `init` or past the CPUs.
+    /// Frames on CPU `cpu`'s per-cpu lists in every region (read under that CPU's lock of
+    /// each); `None` before `init` or past the CPUs.
     pub fn pcp_pages(&self, cpu: usize) -> Option<u64> {
-        self.frames.get()?.pcp_pages(cpu)
+        let mut regions = self.regions().peekable();
+        regions.peek()?;
+        regions.map(|f| f.pcp_pages(cpu)).sum()
     }
 
-    /// The zone under the page allocator, for statistics and checks
-    /// ([`Zone::check`](buddy_sim::Zone::check)); `None` before `init`.
+    /// The zone of the region `init` gave, for statistics and checks
+    /// ([`Zone::check`](buddy_sim::Zone::check)); `None` before `init`
+    /// ([`GlobalAllocator::zones`] for every region's).
     ///
     /// # Safety
     /// The allocator's page calls reach each CPU's per-cpu lists without the zone's list
@@ -549,7 +724,15 @@ impl GlobalAllocator {
     /// other CPUs stopped. The buddy's own statistics (`buddy_pages`,
     /// `buddy_blocks_per_order`, `config`) take the zone lock and are safe at any time.
     pub unsafe fn zone(&self) -> Option<&'static crate::PageZone> {
-        self.frames.get().map(Frames::zone)
+        self.first().map(Frames::zone)
+    }
+
+    /// The zone of every region, `init`'s first.
+    ///
+    /// # Safety
+    /// As [`GlobalAllocator::zone`], for each of them.
+    pub unsafe fn zones(&self) -> impl Iterator<Item = &'static crate::PageZone> + '_ {
+        self.regions().map(Frames::zone)
     }
 }
 

@@ -2,9 +2,11 @@
 //! [buddy-sim](buddy_sim): an ArceOS kernel switches to it with one `[patch]` line (the
 //! README says how).
 //!
-//! - **Pages** ([`GlobalAllocator::alloc_pages`]): a buddy-sim zone over the memory ArceOS
-//!   gives [`global_init`], its frame table at the head of that memory (24 bytes per 4 KiB
-//!   frame, sized by the memory, not by a feature). Each CPU allocates from its own per-CPU
+//! - **Pages** ([`GlobalAllocator::alloc_pages`]): a buddy-sim zone over each region of
+//!   memory ArceOS gives ([`global_init`], then [`global_add_memory`] for every other one,
+//!   holes between them), its frame table at the head of that region (24 bytes per 4 KiB
+//!   frame, sized by the memory, not by a feature); regions below 4 GiB in physical memory
+//!   serve [`GlobalAllocator::alloc_dma32_pages`]. Each CPU allocates from its own per-CPU
 //!   lists, under its own interrupt-disabling lock, not one global lock. Runs of any length
 //!   (past the zone's largest block too: ArceOS's heap grows by doubling), any power-of-two
 //!   alignment, freed whole or in parts as the fewest aligned blocks, and fixed-address runs
@@ -59,7 +61,7 @@ pub use axallocator;
 pub use buddy_sim;
 pub use byte::DefaultByteAllocator;
 pub use frames::{InitError, PageZone};
-pub use global::{GlobalAllocator, MAX_ADDED_REGIONS};
+pub use global::{GlobalAllocator, MAX_ADDED_REGIONS, MAX_REGIONS};
 pub use page::GlobalPage;
 pub use usage::{UsageKind, Usages};
 
@@ -100,8 +102,8 @@ pub unsafe fn global_init(start_vaddr: usize, size: usize) {
     unsafe { GLOBAL_ALLOCATOR.init(start_vaddr, size) };
 }
 
-/// Gives the global allocator's heap another region (ArceOS calls it for every free region
-/// after the first; [`GlobalAllocator::add_memory`]).
+/// Gives the global allocator another region (ArceOS calls it for every free region after
+/// the first): a zone of its own, holes between them ([`GlobalAllocator::add_memory`]).
 ///
 /// # Errors
 /// As [`GlobalAllocator::add_memory`]: `MemoryOverlap` for a region that overlaps one the

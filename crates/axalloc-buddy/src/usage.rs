@@ -16,6 +16,8 @@ pub enum UsageKind {
     PageCache,
     /// Page-table pages.
     PageTable,
+    /// Kernel task stacks.
+    TaskStack,
     /// Memory handed to devices for DMA.
     Dma,
     /// Pages held by a [`GlobalPage`](crate::GlobalPage).

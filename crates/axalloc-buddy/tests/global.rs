@@ -73,6 +73,10 @@ fn zone_is_sound(a: &GlobalAllocator) {
     // SAFETY: the tests call this between their page calls, never during one.
     let zone = unsafe { a.zone() }.expect("initialized");
     zone.check().unwrap();
+    // SAFETY: as above.
+    for zone in unsafe { a.zones() } {
+        zone.check().unwrap();
+    }
 }
 
 #[test]
@@ -552,4 +556,90 @@ fn page_calls_refuse_what_arceos_refuses() {
     let empty = Layout::from_size_align(0, 1).unwrap();
     let p = a.alloc(empty).unwrap();
     give_back_bytes(&a, p, empty);
+}
+
+/// Every region given after `init` is a zone of its own, holes between: pages come from the
+/// next region when the first has none, frees go to the region that holds them, and a
+/// region too small for a zone's metadata goes to the heap. Without a translation,
+/// addresses are physical: host memory above 4 GiB serves no DMA32 request.
+#[test]
+fn every_region_is_managed_with_holes_between() {
+    let (first, a) = allocator(1 << 20);
+    let second = region(2 << 20);
+    let tiny = region(8 * PAGE);
+    // SAFETY: both regions are the allocator's from here on; they outlive it.
+    unsafe { a.add_memory(second.start(), second.len()) }.unwrap();
+    assert_eq!(a.region_count(), 2);
+    let heap = a.heap_bytes();
+    // SAFETY: as above.
+    unsafe { a.add_memory(tiny.start(), tiny.len()) }.unwrap();
+    assert_eq!(a.region_count(), 2, "8 pages hold no zone");
+    assert_eq!(a.heap_bytes(), heap + tiny.len());
+    let in_first = |p: usize| (first.start()..first.start() + first.len()).contains(&p);
+    let in_second = |p: usize| (second.start()..second.start() + second.len()).contains(&p);
+    // Take every page: the first region's, then the second's.
+    let mut pages = Vec::new();
+    while let Ok(p) = a.alloc_pages(1, PAGE, UsageKind::VirtMem) {
+        assert!(in_first(p) || in_second(p), "{p:#x}");
+        pages.push(p);
+    }
+    assert!(pages.iter().any(|&p| in_first(p)) && pages.iter().any(|&p| in_second(p)));
+    assert_eq!(a.available_pages(), 0);
+    assert!(pages.len() > (2 << 20) / PAGE, "{} pages", pages.len());
+    let mut seen = std::collections::BTreeSet::new();
+    assert!(
+        pages.iter().all(|&p| seen.insert(p)),
+        "a page handed out twice"
+    );
+    for &p in pages.iter().rev() {
+        give_back(&a, p, 1, UsageKind::VirtMem);
+    }
+    assert_eq!(a.usages().get(UsageKind::VirtMem), 0);
+    zone_is_sound(&a);
+    // A run as large as the second region's largest block comes from it.
+    let run = a.alloc_pages(256, 256 * PAGE, UsageKind::VirtMem).unwrap();
+    assert!(in_second(run));
+    give_back(&a, run, 256, UsageKind::VirtMem);
+    // Host memory is above 4 GiB: no DMA32 region.
+    if first.start() as u64 > u64::from(u32::MAX) {
+        let r = a.alloc_dma32_pages(1, PAGE, UsageKind::Dma);
+        assert!(matches!(
+            r,
+            Err(axalloc_buddy::axallocator::AllocError::NoMemory)
+        ));
+    }
+    zone_is_sound(&a);
+}
+
+/// With the kernel's translation, a region that crosses 4 GiB in physical memory is two
+/// zones cut at 4 GiB, and DMA32 pages come only from below it.
+#[test]
+fn dma32_pages_come_from_below_4_gib() {
+    // The regions' physical addresses, as a kernel's linear map would give them: the first
+    // region's at 3 GiB, crossing 4 GiB 4 MiB past its start.
+    static BASE: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    fn virt_to_phys(v: usize) -> usize {
+        v - BASE.load(std::sync::atomic::Ordering::Relaxed) + (4 << 30) - (4 << 20)
+    }
+    let r = region(8 << 20);
+    BASE.store(r.start(), std::sync::atomic::Ordering::Relaxed);
+    let a = GlobalAllocator::new().translating(virt_to_phys);
+    // SAFETY: the region is the allocator's alone; it outlives the allocator.
+    unsafe { a.try_init(r.start(), r.len()) }.unwrap();
+    assert_eq!(a.region_count(), 2, "cut at 4 GiB");
+    let mut low = Vec::new();
+    while let Ok(p) = a.alloc_dma32_pages(1, PAGE, UsageKind::Dma) {
+        assert!(virt_to_phys(p + PAGE - 1) < 1 << 32, "{p:#x}");
+        low.push(p);
+    }
+    assert!(low.len() > 512, "{} DMA32 pages", low.len());
+    // The memory above 4 GiB is still there for other requests.
+    let high = a.alloc_pages(16, PAGE, UsageKind::VirtMem).unwrap();
+    assert!(virt_to_phys(high) >= 1 << 32);
+    give_back(&a, high, 16, UsageKind::VirtMem);
+    for p in low {
+        give_back(&a, p, 1, UsageKind::Dma);
+    }
+    assert_eq!(a.usages().get(UsageKind::Dma), 0);
+    zone_is_sound(&a);
 }
