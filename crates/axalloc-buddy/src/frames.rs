@@ -301,7 +301,7 @@ impl Frames {
     /// reach other CPUs' lists (taking a run at a fixed address drains the lists that hold
     /// part of it).
     pub(crate) fn every_cpu<T>(&self, f: impl FnOnce(&mut CpuSlot) -> T) -> Option<T> {
-        crate::lock::with_all(self.cpus, self.cpu_index(), f)
+        crate::lock::with_all(self.cpus, || self.cpu_index(), f)
     }
 
     /// The CPUs the zone has lists for.
@@ -328,7 +328,10 @@ impl Frames {
     /// preemption off: while it is held, no interrupt handler on this CPU enters the zone,
     /// so the zone's own spin locks are never wanted by a handler of a CPU that holds one.
     pub(crate) fn this_cpu(&self) -> crate::lock::IrqSpinGuard<'_, CpuSlot> {
-        self.cpus[self.cpu_index()].lock()
+        // The CPU is asked with interrupts and preemption off: the answer stays true while
+        // its lock is taken and held.
+        let irq = kernel_guard::NoPreemptIrqSave::new();
+        IrqSpin::lock_masked(irq, || &self.cpus[self.cpu_index()])
     }
 
     /// The slot of the CPU this call runs on: a CPU the zone has no lists for (an

@@ -209,7 +209,8 @@ impl GlobalAllocator {
 
     /// [`GlobalAllocator::new`], each call asking `cpu_id` which CPU it runs on (instead of
     /// ArceOS's per-CPU data register): for an embedder with its own CPU numbering, or a
-    /// test.
+    /// test. It is called with interrupts and preemption off on the CPU that asks, and its
+    /// answer picks that CPU's lists (an answer out of range, CPU 0's).
     #[must_use]
     pub const fn with_cpu_id(cpu_id: fn() -> usize) -> Self {
         Self::asking(Some(cpu_id))

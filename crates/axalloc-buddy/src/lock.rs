@@ -29,26 +29,35 @@ impl<T> IrqSpin<T> {
     /// Masks interrupts and preemption on this CPU, then spins for the lock: an interrupt
     /// handler on this CPU can then never wait for a lock this CPU holds.
     pub(crate) fn lock(&self) -> IrqSpinGuard<'_, T> {
-        let irq = NoPreemptIrqSave::new();
+        Self::lock_masked(NoPreemptIrqSave::new(), || self)
+    }
+
+    /// Spins for the lock `which` picks with interrupts and preemption already off (`irq`):
+    /// `which` runs on the CPU that takes the lock (the choice of a per-CPU lock by CPU id).
+    pub(crate) fn lock_masked<'a>(
+        irq: NoPreemptIrqSave,
+        which: impl FnOnce() -> &'a Self,
+    ) -> IrqSpinGuard<'a, T> {
         IrqSpinGuard {
-            data: self.0.lock(),
+            data: which().0.lock(),
             _irq: irq,
         }
     }
 }
 
 /// Locks every one of `locks`, in order, with interrupts and preemption off throughout; runs
-/// `f` on the value of the one at index `at` (the last, past the end); unlocks them in
+/// `f` on the value of the one at the index `at` gives (called with them off; the last, past
+/// the end); unlocks them in
 /// reverse order. `None` if there are no locks. A caller that holds one of these locks
 /// must not call it (it would wait for itself); one that holds none cannot deadlock with
 /// callers that take one lock each.
 pub(crate) fn with_all<T, R>(
     locks: &[IrqSpin<T>],
-    at: usize,
+    at: impl FnOnce() -> usize,
     f: impl FnOnce(&mut T) -> R,
 ) -> Option<R> {
     let _irq = NoPreemptIrqSave::new();
-    let at = at.min(locks.len().checked_sub(1)?);
+    let at = at().min(locks.len().checked_sub(1)?);
     let mut target = None;
     for (i, lock) in locks.iter().enumerate() {
         let data = MutexGuard::leak(lock.0.lock());
