@@ -1,0 +1,230 @@
+//! Today's ArceOS on buddy-sim: the heap (ArceOS's memtest workload: a 3 M-element vector
+//! sorted, a 50 000-entry `BTreeMap<String, u32>`), page runs with alignments freed in
+//! parts, DMA32 pages, fixed-address runs, and eight tasks allocating at once on every CPU.
+//! Each check prints `today <check>: ok` (or `FAIL`), and the last line the verdict.
+#![no_std]
+#![no_main]
+
+#[macro_use]
+extern crate ax_std as std;
+
+use ax_alloc::{AllocError, UsageKind, global_allocator};
+use std::collections::BTreeMap;
+use std::string::{String, ToString};
+use std::thread;
+use std::vec::Vec;
+
+const PAGE: usize = 4096;
+
+/// Checks run and failed.
+struct Checks {
+    run: usize,
+    failed: usize,
+}
+
+impl Checks {
+    fn check(&mut self, name: &str, outcome: Result<(), String>) {
+        self.run += 1;
+        match outcome {
+            Ok(()) => {
+                println!("today {name}: ok");
+            }
+            Err(why) => {
+                self.failed += 1;
+                println!("today {name}: FAIL {why}");
+            }
+        }
+    }
+}
+
+/// xorshift64*: the same stream on every run.
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
+    }
+
+    fn below(&mut self, n: usize) -> usize {
+        (self.next() % n as u64) as usize
+    }
+}
+
+/// Writes `tag` into each word of the run's first and last page.
+fn mark(at: usize, pages: usize, tag: usize) {
+    for page in [at, at + (pages - 1) * PAGE] {
+        for i in 0..PAGE / 8 {
+            // SAFETY: the run is the caller's, mapped (ArceOS maps all of its RAM).
+            unsafe { (page as *mut usize).add(i).write_volatile(tag ^ i) };
+        }
+    }
+}
+
+/// Whether the run still holds `tag` ([`mark`]).
+fn marked(at: usize, pages: usize, tag: usize) -> Result<(), String> {
+    for page in [at, at + (pages - 1) * PAGE] {
+        for i in 0..PAGE / 8 {
+            // SAFETY: as in `mark`.
+            let got = unsafe { (page as *const usize).add(i).read_volatile() };
+            if got != tag ^ i {
+                return Err(format!("the run at {at:#x} was overwritten at word {i}"));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// ArceOS's memtest: a 3 M-element vector sorted, a 50 000-entry map of strings.
+fn memtest() -> Result<(), String> {
+    let mut rng = Rng(0x1234_5678);
+    let n = 3_000_000;
+    let mut v: Vec<u32> = (0..n).map(|_| rng.next() as u32).collect();
+    v.sort_unstable();
+    if v.windows(2).any(|w| w[0] > w[1]) {
+        return Err("the vector is not sorted".to_string());
+    }
+    drop(v);
+    let mut m = BTreeMap::new();
+    for i in 0..50_000u32 {
+        m.insert(format!("key_{}", rng.next() % 1_000_000), i);
+    }
+    if m.len() < 40_000 || m.keys().zip(m.keys().skip(1)).any(|(a, b)| a >= b) {
+        return Err(format!("the map holds {} entries out of order", m.len()));
+    }
+    Ok(())
+}
+
+/// Runs of 1..64 pages aligned 4 KiB..2 MiB, marked, freed in two parts.
+fn aligned_runs() -> Result<(), String> {
+    let a = global_allocator();
+    let before = a.available_pages();
+    let mut runs = Vec::new();
+    for (i, pages) in [1, 2, 3, 8, 16, 64, 5, 512].into_iter().enumerate() {
+        let align = PAGE << (i % 10);
+        let at = a
+            .alloc_pages(pages, align, UsageKind::VirtMem)
+            .map_err(|e| format!("{pages} pages aligned {align:#x}: {e}"))?;
+        if at % align != 0 {
+            return Err(format!("{at:#x} is not aligned to {align:#x}"));
+        }
+        mark(at, pages, at);
+        runs.push((at, pages));
+    }
+    for &(at, pages) in &runs {
+        marked(at, pages, at)?;
+        let head = pages / 2;
+        if head > 0 {
+            a.dealloc_pages(at, head, UsageKind::VirtMem);
+        }
+        a.dealloc_pages(at + head * PAGE, pages - head, UsageKind::VirtMem);
+    }
+    if a.usages().get(UsageKind::VirtMem) != 0 || a.available_pages() != before {
+        return Err(format!(
+            "{} pages free after, {before} before; {} bytes counted",
+            a.available_pages(),
+            a.usages().get(UsageKind::VirtMem)
+        ));
+    }
+    Ok(())
+}
+
+/// DMA32 pages lie below 4 GiB; a run taken at a fixed address is the one asked for, and
+/// one that is not free is refused.
+fn dma32_and_fixed() -> Result<(), String> {
+    let a = global_allocator();
+    let at = a
+        .alloc_dma32_pages(4, PAGE, UsageKind::Dma)
+        .map_err(|e| format!("DMA32: {e}"))?;
+    let phys = ax_plat::mem::virt_to_phys(at.into()).as_usize();
+    if phys + 4 * PAGE > 1 << 32 {
+        return Err(format!("DMA32 pages at {phys:#x}"));
+    }
+    a.dealloc_pages(at, 4, UsageKind::Dma);
+    let fixed = a
+        .alloc_pages_at(at, 4, PAGE, UsageKind::Dma)
+        .map_err(|e| format!("alloc_pages_at({at:#x}): {e}"))?;
+    if fixed != at {
+        return Err(format!("alloc_pages_at({at:#x}) gave {fixed:#x}"));
+    }
+    match a.alloc_pages_at(at, 1, PAGE, UsageKind::Dma) {
+        Err(AllocError::NoMemory) => {}
+        other => return Err(format!("a taken page taken again: {other:?}")),
+    }
+    a.dealloc_pages(at, 4, UsageKind::Dma);
+    Ok(())
+}
+
+/// One task's work: marked page runs and heap vectors.
+fn work(task: usize) -> Result<usize, String> {
+    let a = global_allocator();
+    let mut rng = Rng(100 + task as u64);
+    let tag = 0x7a5c_0000 + task;
+    let mut runs: Vec<(usize, usize)> = Vec::new();
+    let mut frees = 0;
+    for round in 0..2_000 {
+        if runs.len() < 32 && (runs.is_empty() || rng.below(2) == 0) {
+            let pages = 1 + rng.below(8);
+            if let Ok(at) = a.alloc_pages(pages, PAGE << rng.below(3), UsageKind::VirtMem) {
+                mark(at, pages, tag ^ at);
+                runs.push((at, pages));
+            }
+        } else {
+            let (at, pages) = runs.swap_remove(rng.below(runs.len()));
+            marked(at, pages, tag ^ at).map_err(|e| format!("task {task}: {e}"))?;
+            a.dealloc_pages(at, pages, UsageKind::VirtMem);
+            frees += 1;
+        }
+        if round % 64 == 0 {
+            thread::yield_now();
+        }
+    }
+    for (at, pages) in runs {
+        marked(at, pages, tag ^ at)?;
+        a.dealloc_pages(at, pages, UsageKind::VirtMem);
+    }
+    Ok(frees)
+}
+
+/// Eight tasks at once; then each CPU's lists hold pages (each CPU allocated through its
+/// own, found through ArceOS's per-CPU area).
+fn tasks() -> Result<(), String> {
+    let handles: Vec<_> = (0..8).map(|t| thread::spawn(move || work(t))).collect();
+    let mut frees = 0;
+    for h in handles {
+        frees += h.join().map_err(|_| "a task panicked".to_string())??;
+    }
+    if frees == 0 {
+        return Err("no task freed a run".to_string());
+    }
+    let cpus = thread::available_parallelism().map_or(1, |n| n.get());
+    let held: Vec<u64> = (0..cpus)
+        .map(|cpu| global_allocator().buddy().pcp_pages(cpu).unwrap_or(0))
+        .collect();
+    println!("today pages on each CPU's lists: {held:?}");
+    if held.contains(&0) {
+        return Err(format!("a CPU's lists hold no page: {held:?}"));
+    }
+    Ok(())
+}
+
+#[unsafe(no_mangle)]
+fn main() {
+    let mut checks = Checks { run: 0, failed: 0 };
+    println!(
+        "today on {} with {} region(s)",
+        global_allocator().name(),
+        global_allocator().buddy().region_count()
+    );
+    checks.check("memtest", memtest());
+    checks.check("aligned runs freed in parts", aligned_runs());
+    checks.check("DMA32 and fixed-address runs", dma32_and_fixed());
+    checks.check("eight tasks on every CPU", tasks());
+    if checks.failed == 0 {
+        println!("today: all {} checks passed", checks.run);
+    } else {
+        println!("today: {} of {} checks failed", checks.failed, checks.run);
+    }
+}
