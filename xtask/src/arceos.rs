@@ -312,7 +312,7 @@ pub fn boot(
 }
 
 /// `s` without ANSI colour sequences (ArceOS colours its log).
-fn strip_colours(s: &str) -> String {
+pub fn strip_colours(s: &str) -> String {
     let mut out = String::with_capacity(s.len());
     let mut chars = s.chars();
     while let Some(c) = chars.next() {

@@ -2,6 +2,7 @@
 //! report. Dependency-free so that it builds in seconds on a fresh machine.
 
 mod arceos;
+mod arceos_today;
 mod cmd;
 mod compare;
 mod disk;

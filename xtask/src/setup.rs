@@ -36,7 +36,9 @@ pub fn run(root: &Path) -> Result<String, String> {
     rust_toolchains(&mut done)?;
     msrv_toolchain(&mut done)?;
     arceos_toolchain(&mut done)?;
+    arceos_today_toolchain(&mut done)?;
     apt(&mut done, true, &APT_PACKAGES)?;
+    apt(&mut done, false, &crate::arceos_today::APT_PACKAGES)?;
     cargo_fuzz(root, &mut done)?;
     Ok(summary(&done))
 }
@@ -58,29 +60,57 @@ fn msrv_toolchain(done: &mut Vec<String>) -> Result<(), String> {
 fn arceos_toolchain(done: &mut Vec<String>) -> Result<(), String> {
     use crate::arceos::{NIGHTLY, NIGHTLY_COMPONENTS, NIGHTLY_TARGETS};
     ensure_toolchain(NIGHTLY, done)?;
-    let have = probe(&mut rustup(&[
-        "component",
-        "list",
-        "--installed",
-        "--toolchain",
+    ensure_components(
         NIGHTLY,
-    ]))
-    .unwrap_or_default();
-    for comp in NIGHTLY_COMPONENTS {
-        if !have.lines().any(|l| l.starts_with(comp)) {
-            install(
-                &mut rustup(&["component", "add", "--toolchain", NIGHTLY, comp]),
-                "rustup could not add the component to ArceOS's nightly; check the dist server",
-            )?;
-            done.push(format!("{NIGHTLY} {comp}"));
-        }
-    }
+        &NIGHTLY_COMPONENTS,
+        "rustup could not add the component to ArceOS's nightly; check the dist server",
+        done,
+    )?;
     ensure_targets(
         NIGHTLY,
         &NIGHTLY_TARGETS,
         "rustup could not add the bare-metal target to ArceOS's nightly",
         done,
     )
+}
+
+/// The nightly that builds today's ArceOS crates (`ax-std` 0.7), with `rust-src`.
+fn arceos_today_toolchain(done: &mut Vec<String>) -> Result<(), String> {
+    use crate::arceos_today::{NIGHTLY, NIGHTLY_COMPONENTS};
+    ensure_toolchain(NIGHTLY, done)?;
+    ensure_components(
+        NIGHTLY,
+        &NIGHTLY_COMPONENTS,
+        "rustup could not add rust-src to today's ArceOS nightly; check the dist server",
+        done,
+    )
+}
+
+/// Adds the `components` that `toolchain` lacks.
+fn ensure_components(
+    toolchain: &str,
+    components: &[&str],
+    hint: &str,
+    done: &mut Vec<String>,
+) -> Result<(), String> {
+    let have = probe(&mut rustup(&[
+        "component",
+        "list",
+        "--installed",
+        "--toolchain",
+        toolchain,
+    ]))
+    .unwrap_or_default();
+    for comp in components {
+        if !have.lines().any(|l| l.starts_with(comp)) {
+            install(
+                &mut rustup(&["component", "add", "--toolchain", toolchain, comp]),
+                hint,
+            )?;
+            done.push(format!("{toolchain} {comp}"));
+        }
+    }
+    Ok(())
 }
 
 /// Adds the `targets` that `toolchain` lacks.

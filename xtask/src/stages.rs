@@ -52,7 +52,7 @@ struct Stage {
     scratch: &'static [&'static str],
 }
 
-const STAGES: [Stage; 16] = [
+const STAGES: [Stage; 17] = [
     Stage {
         name: "setup",
         run: |root, _| setup::run(root),
@@ -112,6 +112,11 @@ const STAGES: [Stage; 16] = [
         name: "arceos",
         run: |root, _| crate::arceos::stage(root),
         scratch: &["target/arceos"],
+    },
+    Stage {
+        name: "arceos-today",
+        run: |root, _| crate::arceos_today::stage(root),
+        scratch: &["target/arceos-today"],
     },
     Stage {
         name: "loom",
@@ -234,6 +239,8 @@ fn fmt(root: &Path, _: &Options) -> StageResult {
         "arceos/apps/Cargo.toml",
         "arceos/axalloc/Cargo.toml",
         "arceos/axalloc-0.2/Cargo.toml",
+        "arceos/ax-alloc/Cargo.toml",
+        "arceos/today/Cargo.toml",
     ] {
         cmd::status(cargo(root).args(["fmt", "--manifest-path", manifest, "--", "--check"]))?;
     }

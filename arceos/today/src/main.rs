@@ -213,15 +213,15 @@ fn tasks() -> Result<(), String> {
 #[unsafe(no_mangle)]
 fn main() {
     let mut checks = Checks { run: 0, failed: 0 };
+    checks.check("memtest", memtest());
+    checks.check("aligned runs freed in parts", aligned_runs());
+    checks.check("DMA32 and fixed-address runs", dma32_and_fixed());
+    checks.check("eight tasks on every CPU", tasks());
     println!(
         "today on {} with {} region(s)",
         global_allocator().name(),
         global_allocator().buddy().region_count()
     );
-    checks.check("memtest", memtest());
-    checks.check("aligned runs freed in parts", aligned_runs());
-    checks.check("DMA32 and fixed-address runs", dma32_and_fixed());
-    checks.check("eight tasks on every CPU", tasks());
     if checks.failed == 0 {
         println!("today: all {} checks passed", checks.run);
     } else {

@@ -1,0 +1,141 @@
+//! Today's ArceOS line on buddy-sim: `ax-std` 0.7 on `axplat-dyn` from the published crates
+//! (no ArceOS source here), its `ax-alloc` 0.9 patched to this project's (`arceos/ax-alloc`)
+//! by the app's workspace (`arceos/today`), booted under QEMU for aarch64 (`virt`, a Linux
+//! arm64 Image) and x86_64 (`q35`, a UEFI image under OVMF) with one and two CPUs. One
+//! build per architecture serves both CPU counts (axplat-dyn finds the CPUs at boot).
+//!
+//! The crates need a newer nightly than the 0.3.0-preview line's ([`NIGHTLY`]: `ax-io` 0.7
+//! uses `BorrowedCursor` without its lifetime argument), built from `rust-src` for both
+//! targets (this nightly has no rust-std or llvm-tools on the dist server these machines
+//! reach); `ax-posix-api` runs bindgen (Debian's libclang), and the images are cut with
+//! Debian's `llvm-objcopy`.
+
+use crate::cmd;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Duration;
+
+/// The nightly today's ArceOS crates build with (the one tgoskits' CI uses).
+pub const NIGHTLY: &str = "nightly-2026-09-04";
+/// Components the nightly needs: `rust-src` (both targets are built from source).
+pub const NIGHTLY_COMPONENTS: [&str; 1] = ["rust-src"];
+/// Debian packages the builds and boots need: libclang for bindgen, OVMF for x86_64's UEFI
+/// boot, LLVM's `objcopy` for the images.
+pub const APT_PACKAGES: [&str; 3] = ["libclang-dev", "ovmf", "llvm"];
+
+/// OVMF's firmware from Debian's `ovmf` package.
+const OVMF: &str = "/usr/share/OVMF/OVMF_CODE.fd";
+
+/// One architecture today's ArceOS is built and booted for.
+struct Arch {
+    name: &'static str,
+    target: &'static str,
+    qemu: &'static str,
+    machine: &'static [&'static str],
+}
+
+const ARCHS: [Arch; 2] = [
+    Arch {
+        name: "aarch64",
+        target: "aarch64-unknown-none-softfloat",
+        qemu: "qemu-system-aarch64",
+        machine: &["-machine", "virt", "-cpu", "cortex-a72"],
+    },
+    Arch {
+        name: "x86_64",
+        target: "x86_64-unknown-none",
+        qemu: "qemu-system-x86_64",
+        machine: &["-machine", "q35", "-bios", OVMF],
+    },
+];
+
+/// The lines every run prints: the allocator ArceOS names at boot, and the app's verdict.
+const EXPECTED: [&str; 2] = ["use buddy-sim allocator.", "today: all 4 checks passed"];
+
+/// Builds the app for `arch` and returns its image: a flat binary (aarch64's Linux Image,
+/// x86_64's PE/EFI image, as axplat-dyn links them).
+fn build(root: &Path, arch: &Arch) -> Result<PathBuf, String> {
+    let manifest = root.join("arceos/today/Cargo.toml");
+    let target_dir = root.join("target/arceos-today");
+    let mut c = cmd::toolchain_cargo(root, NIGHTLY);
+    c.env(
+        "RUSTFLAGS",
+        "-Crelocation-model=pic -Clink-arg=-pie -Clink-arg=-znostart-stop-gc -Clink-arg=-Tlinker.x",
+    )
+    .env("CARGO_TARGET_DIR", &target_dir)
+    .args(["build", "--release", "--locked", "--target", arch.target])
+    .args([
+        "-Zbuild-std=core,alloc",
+        "-Zbuild-std-features=compiler-builtins-mem",
+    ])
+    .arg("--manifest-path")
+    .arg(&manifest);
+    cmd::status(&mut c)?;
+    let elf = target_dir.join(arch.target).join("release/arceos-today");
+    let image = target_dir.join(format!("today-{}.bin", arch.name));
+    cmd::status(
+        Command::new("llvm-objcopy")
+            .arg(&elf)
+            .args(["--strip-all", "-O", "binary"])
+            .arg(&image),
+    )?;
+    Ok(image)
+}
+
+/// Boots `image` for `arch` with `cpus` CPUs; the output without colour codes.
+fn boot(arch: &Arch, image: &Path, cpus: usize) -> Result<String, String> {
+    let mut qemu = Command::new(arch.qemu);
+    qemu.args(arch.machine)
+        .args(["-m", "128M", "-smp", &cpus.to_string()])
+        .args(["-nographic", "-no-reboot", "-nic", "none", "-kernel"])
+        .arg(image);
+    let (_, out) = cmd::output_with_timeout(&mut qemu, Duration::from_secs(240))?;
+    Ok(crate::arceos::strip_colours(&out))
+}
+
+/// The test stage: the app on both architectures with one and two CPUs; every run prints
+/// every check passed, and how many regions the allocator manages.
+pub fn stage(root: &Path) -> Result<String, String> {
+    // The drop-in's own tests (reclaim's retry and lease) and lints, on the host.
+    let manifest = root.join("arceos/ax-alloc/Cargo.toml");
+    cmd::status(
+        cmd::cargo(root)
+            .args(["clippy", "--locked", "--all-targets", "--manifest-path"])
+            .arg(&manifest)
+            .args(["--", "-D", "warnings"]),
+    )?;
+    cmd::status(
+        cmd::cargo(root)
+            .args(["test", "--locked", "--manifest-path"])
+            .arg(&manifest),
+    )?;
+    let mut runs = Vec::new();
+    for arch in &ARCHS {
+        println!("    --- today's ArceOS (ax-std 0.7.5) on {}", arch.name);
+        let image = build(root, arch)?;
+        for cpus in [1, 2] {
+            let out = boot(arch, &image, cpus)?;
+            for line in EXPECTED {
+                if !out.contains(line) {
+                    let tail: Vec<&str> = out.lines().rev().take(15).collect();
+                    return Err(format!(
+                        "{} with {cpus} CPU(s): no line {line:?}; the run ended:\n{}",
+                        arch.name,
+                        tail.into_iter().rev().collect::<Vec<_>>().join("\n")
+                    ));
+                }
+            }
+            let regions = out
+                .lines()
+                .find_map(|l| l.split("today on buddy-sim with ").nth(1))
+                .unwrap_or("? region(s)")
+                .trim()
+                .to_string();
+            runs.push(format!("{} {cpus} CPU(s): {regions}", arch.name));
+        }
+    }
+    Ok(format!(
+        "ax-std 0.7.5 on ax-alloc 0.9.2 patched to buddy-sim passed every check: {}",
+        runs.join("; ")
+    ))
+}
