@@ -50,10 +50,11 @@ pub fn global_init(start_vaddr: usize, size: usize) {
     unsafe { axalloc_buddy::global_init(start_vaddr, size) }
 }
 
-/// ArceOS's `global_add_memory`: see [`axalloc_buddy::global_add_memory`].
+/// ArceOS's `global_add_memory`: the heap's memory, as ArceOS's 0.3 line gives it
+/// ([`axalloc_buddy::GlobalAllocator::add_heap_memory`]).
 pub fn global_add_memory(start_vaddr: usize, size: usize) -> AllocResult {
     // SAFETY: as `global_init`, for every free region after the first.
-    unsafe { axalloc_buddy::global_add_memory(start_vaddr, size) }
+    unsafe { global_allocator().0.add_heap_memory(start_vaddr, size) }
 }
 
 impl GlobalAllocator {
@@ -63,10 +64,11 @@ impl GlobalAllocator {
         unsafe { self.0.init(start_vaddr, size) }
     }
 
-    /// See [`axalloc_buddy::GlobalAllocator::add_memory`].
+    /// The heap's memory, as ArceOS's 0.3 line gives it: see
+    /// [`axalloc_buddy::GlobalAllocator::add_heap_memory`].
     pub fn add_memory(&self, start_vaddr: usize, size: usize) -> AllocResult {
         // SAFETY: ArceOS's contract for `global_add_memory`, above.
-        unsafe { self.0.add_memory(start_vaddr, size) }
+        unsafe { self.0.add_heap_memory(start_vaddr, size) }
     }
 
     /// See [`axalloc_buddy::GlobalAllocator::dealloc`].

@@ -408,6 +408,26 @@ impl GlobalAllocator {
     /// the allocator or anything it handed out is used (ArceOS's contract for
     /// `global_add_memory`).
     pub unsafe fn add_memory(&self, start_vaddr: usize, size: usize) -> AllocResult {
+        self.add_region(start_vaddr, size, true)
+    }
+
+    /// Gives the whole pages of `[start_vaddr, start_vaddr + size)` to the heap's byte
+    /// allocator, not to the page allocator: what ArceOS's 0.3 line does with every region
+    /// after the first (before `init`, it becomes the heap's first memory).
+    ///
+    /// # Errors
+    /// `MemoryOverlap` for a region that overlaps one the allocator holds; `InvalidParam` for
+    /// a region without a whole page (or that ends past the address space); `NoMemory` when
+    /// [`MAX_ADDED_REGIONS`] regions were given to the heap already. Nothing changes then.
+    ///
+    /// # Safety
+    /// As [`GlobalAllocator::add_memory`].
+    pub unsafe fn add_heap_memory(&self, start_vaddr: usize, size: usize) -> AllocResult {
+        self.add_region(start_vaddr, size, false)
+    }
+
+    /// [`GlobalAllocator::add_memory`] (`zones`), or [`GlobalAllocator::add_heap_memory`].
+    fn add_region(&self, start_vaddr: usize, size: usize, zones: bool) -> AllocResult {
         let end = start_vaddr
             .checked_add(size)
             .ok_or(AllocError::InvalidParam)?;
@@ -415,7 +435,7 @@ impl GlobalAllocator {
         if self.overlaps(&heap, start_vaddr, end) {
             return Err(AllocError::MemoryOverlap);
         }
-        let Some(cpus) = self.first().map(Frames::cpus) else {
+        let Some(cpus) = self.first().map(Frames::cpus).filter(|_| zones) else {
             return heap.add(start_vaddr, size);
         };
         let mut taken = Err(AllocError::InvalidParam);
@@ -426,8 +446,9 @@ impl GlobalAllocator {
             let slot = self.published.load(Ordering::Relaxed);
             let dma32 = self.is_dma32(start, len);
             let zone = match self.regions.get(slot) {
-                // SAFETY: the caller's contract; the slot is unset (slots are set in order,
-                // under the heap's lock, which this call holds).
+                // SAFETY: the contract of `add_memory`, this function's only caller with
+                // `zones`; the slot is unset (slots are set in order, under the heap's lock,
+                // which this call holds).
                 Some(r) => r.try_call_once(|| unsafe {
                     Frames::carve(start, len, cpus, self.cpu_id, dma32)
                 }),
