@@ -337,6 +337,7 @@ impl Frames {
     /// The slot of the CPU this call runs on: a CPU the zone has no lists for (an
     /// embedder's id out of range) uses CPU 0's, slower, never wrong. (`carve` refuses a
     /// CPU count of 0: there is a CPU 0.)
+    #[inline]
     fn cpu_index(&self) -> usize {
         let id = match self.cpu_id {
             Some(f) => f(),

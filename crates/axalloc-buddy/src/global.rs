@@ -4,7 +4,7 @@
 
 use crate::byte::{DefaultByteAllocator, NAME};
 use crate::cpu::cpu_count;
-use crate::frames::{CpuPages, Frames, InitError, PAGE};
+use crate::frames::{Frames, InitError, PAGE};
 use crate::lock::IrqSpin;
 use crate::usage::{UsageCounts, UsageKind, Usages};
 use axallocator::{AllocError, AllocResult, BaseAllocator, ByteAllocator, PageAllocator};
@@ -53,6 +53,13 @@ const DMA32_END: u64 = 1 << 32;
 /// The least memory on each side of 4 GiB for which a region that crosses it is cut in two
 /// there: a smaller part is not worth a zone's metadata.
 const MIN_DMA32_SPLIT: usize = 4 << 20;
+
+/// A page call's request: `num_pages` pages aligned to `align` bytes, plain or zeroed.
+#[derive(Clone, Copy)]
+enum Want {
+    Pages(usize, usize),
+    Zeroed(usize, usize),
+}
 
 /// The heap's byte allocator and whether it has memory yet: axallocator's slab allocator
 /// panics on every call before its `init`, so no call reaches it before then.
@@ -253,8 +260,13 @@ impl GlobalAllocator {
     }
 
     /// The region whose memory holds `vaddr`.
+    #[inline]
     fn region_of(&self, vaddr: usize) -> Option<&Frames> {
-        self.regions().find(|f| f.holds(vaddr))
+        match self.first() {
+            Some(f) if f.holds(vaddr) => Some(f),
+            Some(_) => self.regions().skip(1).find(|f| f.holds(vaddr)),
+            None => None,
+        }
     }
 
     /// Regions of memory the page allocator manages (a zone each): 0 before `init`.
@@ -543,9 +555,7 @@ impl GlobalAllocator {
         align_pow2: usize,
         kind: UsageKind,
     ) -> AllocResult<usize> {
-        self.take(kind, num_pages, false, |_, pages| {
-            pages.alloc_pages(num_pages, align_pow2)
-        })
+        self.take(kind, Want::Pages(num_pages, align_pow2), false)
     }
 
     /// [`GlobalAllocator::alloc_pages`] from memory below 4 GiB in physical addresses, for a
@@ -560,9 +570,7 @@ impl GlobalAllocator {
         align_pow2: usize,
         kind: UsageKind,
     ) -> AllocResult<usize> {
-        self.take(kind, num_pages, true, |_, pages| {
-            pages.alloc_pages(num_pages, align_pow2)
-        })
+        self.take(kind, Want::Pages(num_pages, align_pow2), true)
     }
 
     /// [`GlobalAllocator::alloc_pages`] of pages that read zero: blocks the zone knows are
@@ -577,9 +585,7 @@ impl GlobalAllocator {
         align_pow2: usize,
         kind: UsageKind,
     ) -> AllocResult<usize> {
-        self.take(kind, num_pages, false, |frames, pages| {
-            pages.alloc_zeroed_pages(num_pages, align_pow2, frames.clearer())
-        })
+        self.take(kind, Want::Zeroed(num_pages, align_pow2), false)
     }
 
     /// Takes exactly the `num_pages` pages from `start` (aligned to `align_pow2`), all or
@@ -643,34 +649,52 @@ impl GlobalAllocator {
         }
     }
 
-    /// `num_pages` pages for `kind` taken by `take` with the calling CPU's page allocator of
-    /// each region in turn (`init`'s first; below 4 GiB only, for `dma32`) until one has
-    /// them, and counted for `kind` (the heap's pages count as its bytes, in `alloc`).
-    #[inline]
-    fn take(
-        &self,
-        kind: UsageKind,
-        num_pages: usize,
-        dma32: bool,
-        take: impl Fn(&Frames, &mut CpuPages) -> AllocResult<usize>,
-    ) -> AllocResult<usize> {
-        let mut result = Err(AllocError::NoMemory);
-        for frames in self.regions().filter(|f| !dma32 || f.dma32()) {
-            let mut cpu = frames.this_cpu();
-            result = take(frames, &mut cpu.pages);
-            match result {
-                Ok(_) => {
-                    if kind != UsageKind::RustHeap {
-                        cpu.usage.add(kind, num_pages.wrapping_mul(PAGE));
-                    }
-                    break;
-                }
+    /// What `want` asks for, counted for `kind` (the heap's pages count as its bytes, in
+    /// `alloc`), from the calling CPU's page allocator of each region in turn (`init`'s
+    /// first; below 4 GiB only, for `dma32`) until one has it.
+    #[inline(always)]
+    fn take(&self, kind: UsageKind, want: Want, dma32: bool) -> AllocResult<usize> {
+        let first = self.first().ok_or(AllocError::NoMemory)?;
+        if !dma32 || first.dma32() {
+            match Self::take_in(first, kind, want) {
                 Err(AllocError::NoMemory) => {}
-                // Another region cannot take what this one refuses but for memory.
-                Err(_) => break,
+                done => return done,
+            }
+        }
+        self.take_elsewhere(kind, want, dma32)
+    }
+
+    /// [`GlobalAllocator::take`] from the regions after the first: out of line, so that the
+    /// common call (the first region has the pages) carries none of its loop.
+    #[inline(never)]
+    fn take_elsewhere(&self, kind: UsageKind, want: Want, dma32: bool) -> AllocResult<usize> {
+        let mut result = Err(AllocError::NoMemory);
+        for frames in self.regions().skip(1).filter(|f| !dma32 || f.dma32()) {
+            result = Self::take_in(frames, kind, want);
+            if !matches!(result, Err(AllocError::NoMemory)) {
+                // Taken, or refused for a reason other than memory: another region cannot
+                // do better.
+                break;
             }
         }
         result
+    }
+
+    /// `want` from the calling CPU's page allocator of `frames`, counted for `kind` when it
+    /// is taken.
+    #[inline(always)]
+    fn take_in(frames: &Frames, kind: UsageKind, want: Want) -> AllocResult<usize> {
+        let mut cpu = frames.this_cpu();
+        let (at, pages) = match want {
+            Want::Pages(n, align) => (cpu.pages.alloc_pages(n, align)?, n),
+            Want::Zeroed(n, align) => {
+                (cpu.pages.alloc_zeroed_pages(n, align, frames.clearer())?, n)
+            }
+        };
+        if kind != UsageKind::RustHeap {
+            cpu.usage.add(kind, pages.wrapping_mul(PAGE));
+        }
+        Ok(at)
     }
 
     /// Bytes the heap has handed out.

@@ -258,7 +258,7 @@ where
     /// from the CPU's list; the allocator's caller owns it whole, and nothing takes a
     /// reference to it.
     #[allow(unsafe_code)]
-    #[inline]
+    #[inline(always)]
     fn alloc_page(&mut self) -> AllocResult<usize> {
         match on_cpu!(self, |cpu| cpu.alloc_frozen_page()) {
             // The common case without `outcome`'s error mapping.
@@ -447,7 +447,7 @@ where
     /// (ArceOS's heap grows by doubling: 16 MiB, 32 MiB, ...) is found free anywhere in the
     /// zone instead, as the bitmap allocator finds it (as `alloc_contig_pages` does, moving
     /// nothing: ArceOS's pages do not move).
-    #[inline]
+    #[inline(always)]
     fn alloc_pages(&mut self, num_pages: usize, align_pow2: usize) -> AllocResult<usize> {
         if num_pages == 1 && align_pow2 == PAGE {
             return self.alloc_page();
@@ -460,7 +460,7 @@ where
     /// failure (a page not allocated, outside the zone) frees nothing and is kept in
     /// [`AxPageAllocator::last_error`].
     #[allow(unsafe_code)]
-    #[inline]
+    #[inline(always)]
     fn dealloc_pages(&mut self, pos: usize, num_pages: usize) {
         // One page allocated alone (frozen), the common case, inline.
         if num_pages == 1

@@ -121,7 +121,7 @@ where
     /// # Errors
     /// As an [`AllocRequest::page`](crate::AllocRequest::page) allocation:
     /// [`AllocError::OutOfMemory`], [`AllocError::MovableOnly`] in a movable-only zone.
-    #[inline]
+    #[inline(always)]
     pub fn alloc_frozen_page(&self) -> Result<Pfn, AllocError> {
         let idx = self.zone.alloc_frozen_page_on(self.lists())?;
         Ok(self.zone.map().pfn(idx))
