@@ -2,7 +2,9 @@
 //! (no ArceOS source here), its `ax-alloc` 0.9 patched to this project's (`arceos/ax-alloc`)
 //! by the app's workspace (`arceos/today`), booted under QEMU for aarch64 (`virt`, a Linux
 //! arm64 Image) and x86_64 (`q35`, a UEFI image under OVMF) with one and two CPUs. One
-//! build per architecture serves both CPU counts (axplat-dyn finds the CPUs at boot).
+//! build per architecture serves both CPU counts (axplat-dyn finds the CPUs at boot). The
+//! same app on ax-alloc's own backends (`arceos/today-control`: buddy-slab-allocator, and
+//! TLSF with its `tlsf` feature) is the control: what fails there is listed, not fatal.
 //!
 //! The crates need a newer nightly than the 0.3.0-preview line's ([`NIGHTLY`]: `ax-io` 0.7
 //! uses `BorrowedCursor` without its lifetime argument), built from `rust-src` for both
@@ -49,13 +51,44 @@ const ARCHS: [Arch; 2] = [
     },
 ];
 
-/// The lines every run prints: the allocator ArceOS names at boot, and the app's verdict.
+/// The lines every run on buddy-sim prints: the allocator ArceOS names at boot, and the
+/// app's verdict.
 const EXPECTED: [&str; 2] = ["use buddy-sim allocator.", "today: all 4 checks passed"];
 
-/// Builds the app for `arch` and returns its image: a flat binary (aarch64's Linux Image,
-/// x86_64's PE/EFI image, as axplat-dyn links them).
-fn build(root: &Path, arch: &Arch) -> Result<PathBuf, String> {
-    let manifest = root.join("arceos/today/Cargo.toml");
+/// An allocator today's ArceOS runs on: ours, or a control backend of ax-alloc's.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Backend {
+    BuddySim,
+    BuddySlab,
+    Tlsf,
+}
+
+impl Backend {
+    const ALL: [Self; 3] = [Self::BuddySim, Self::BuddySlab, Self::Tlsf];
+
+    fn name(self) -> &'static str {
+        match self {
+            Self::BuddySim => "buddy-sim",
+            Self::BuddySlab => "buddy-slab-allocator",
+            Self::Tlsf => "TLSF",
+        }
+    }
+
+    /// The app's workspace, and its features.
+    fn workspace(self) -> (&'static str, &'static [&'static str]) {
+        match self {
+            Self::BuddySim => ("arceos/today", &[]),
+            Self::BuddySlab => ("arceos/today-control", &[]),
+            Self::Tlsf => ("arceos/today-control", &["--features", "tlsf"]),
+        }
+    }
+}
+
+/// Builds the app for `arch` on `backend` and returns its image: a flat binary (aarch64's
+/// Linux Image, x86_64's PE/EFI image, as axplat-dyn links them).
+fn build(root: &Path, arch: &Arch, backend: Backend) -> Result<PathBuf, String> {
+    let (workspace, features) = backend.workspace();
+    let manifest = root.join(workspace).join("Cargo.toml");
     let target_dir = root.join("target/arceos-today");
     let mut c = cmd::toolchain_cargo(root, NIGHTLY);
     c.env(
@@ -64,6 +97,7 @@ fn build(root: &Path, arch: &Arch) -> Result<PathBuf, String> {
     )
     .env("CARGO_TARGET_DIR", &target_dir)
     .args(["build", "--release", "--locked", "--target", arch.target])
+    .args(features)
     .args([
         "-Zbuild-std=core,alloc",
         "-Zbuild-std-features=compiler-builtins-mem",
@@ -72,7 +106,7 @@ fn build(root: &Path, arch: &Arch) -> Result<PathBuf, String> {
     .arg(&manifest);
     cmd::status(&mut c)?;
     let elf = target_dir.join(arch.target).join("release/arceos-today");
-    let image = target_dir.join(format!("today-{}.bin", arch.name));
+    let image = target_dir.join(format!("today-{}-{}.bin", arch.name, backend.name()));
     cmd::status(
         Command::new("llvm-objcopy")
             .arg(&elf)
@@ -110,32 +144,100 @@ pub fn stage(root: &Path) -> Result<String, String> {
             .arg(&manifest),
     )?;
     let mut runs = Vec::new();
+    // The controls' failed checks: (backend, check and why, runs).
+    let mut findings: Vec<(Backend, String, usize)> = Vec::new();
     for arch in &ARCHS {
-        println!("    --- today's ArceOS (ax-std 0.7.5) on {}", arch.name);
-        let image = build(root, arch)?;
-        for cpus in [1, 2] {
-            let out = boot(arch, &image, cpus)?;
-            for line in EXPECTED {
-                if !out.contains(line) {
-                    let tail: Vec<&str> = out.lines().rev().take(15).collect();
-                    return Err(format!(
-                        "{} with {cpus} CPU(s): no line {line:?}; the run ended:\n{}",
-                        arch.name,
-                        tail.into_iter().rev().collect::<Vec<_>>().join("\n")
-                    ));
+        for backend in Backend::ALL {
+            println!(
+                "    --- today's ArceOS (ax-std 0.7.5) on {} with {}",
+                arch.name,
+                backend.name()
+            );
+            let image = build(root, arch, backend)?;
+            for cpus in [1, 2] {
+                let out = boot(arch, &image, cpus)?;
+                if backend == Backend::BuddySim {
+                    check_ours(arch, cpus, &out)?;
+                    let regions = out
+                        .lines()
+                        .find_map(|l| l.split("today on buddy-sim with ").nth(1))
+                        .unwrap_or("? region(s)")
+                        .trim()
+                        .to_string();
+                    runs.push(format!("{} {cpus} CPU(s): {regions}", arch.name));
+                    continue;
+                }
+                for what in control_findings(&out) {
+                    match findings.iter_mut().find(|f| f.0 == backend && f.1 == what) {
+                        Some(f) => f.2 += 1,
+                        None => findings.push((backend, what, 1)),
+                    }
                 }
             }
-            let regions = out
-                .lines()
-                .find_map(|l| l.split("today on buddy-sim with ").nth(1))
-                .unwrap_or("? region(s)")
-                .trim()
-                .to_string();
-            runs.push(format!("{} {cpus} CPU(s): {regions}", arch.name));
         }
     }
+    let configurations = ARCHS.len() * 2;
+    let controls: Vec<String> = [Backend::BuddySlab, Backend::Tlsf]
+        .into_iter()
+        .map(|b| {
+            let each: Vec<String> = findings
+                .iter()
+                .filter(|f| f.0 == b)
+                .map(|(_, what, n)| format!("{what} ({n} of {configurations})"))
+                .collect();
+            if each.is_empty() {
+                format!("{}: every check passed", b.name())
+            } else {
+                format!("{}: {}", b.name(), each.join("; "))
+            }
+        })
+        .collect();
     Ok(format!(
-        "ax-std 0.7.5 on ax-alloc 0.9.2 patched to buddy-sim passed every check: {}",
-        runs.join("; ")
+        "ax-std 0.7.5 on ax-alloc 0.9.2 patched to buddy-sim passed every check: {}; the same app on ax-alloc's own backends: {}",
+        runs.join("; "),
+        controls.join(". ")
     ))
+}
+
+/// A run on buddy-sim: the boot log names it, and every check passed.
+fn check_ours(arch: &Arch, cpus: usize, out: &str) -> Result<(), String> {
+    for line in EXPECTED {
+        if !out.contains(line) {
+            let tail: Vec<&str> = out.lines().rev().take(15).collect();
+            return Err(format!(
+                "{} with {cpus} CPU(s): no line {line:?}; the run ended:\n{}",
+                arch.name,
+                tail.into_iter().rev().collect::<Vec<_>>().join("\n")
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// What failed in a control run: each failed check with its reason, each region of memory
+/// the backend left unused, and how the run ended (a panic's message) if it did not reach
+/// its verdict.
+fn control_findings(out: &str) -> Vec<String> {
+    let mut found: Vec<String> = out
+        .lines()
+        .filter_map(|l| l.strip_prefix("today "))
+        .filter(|l| l.contains(": FAIL "))
+        .map(|l| l.replacen(": FAIL ", ": ", 1))
+        .collect();
+    // buddy-slab-allocator logs the regions it leaves unused.
+    found.extend(
+        out.lines()
+            .filter_map(|l| l.split("GlobalAllocator: ").nth(1))
+            .filter(|l| l.starts_with("skip region"))
+            .map(|l| format!("memory left unused: {}", l.trim())),
+    );
+    if !out.lines().any(|l| l.starts_with("today: ")) {
+        let panic = out
+            .lines()
+            .skip_while(|l| !l.starts_with("panicked at"))
+            .nth(1)
+            .unwrap_or("no verdict line");
+        found.push(format!("the run stopped: {}", panic.trim()));
+    }
+    found
 }
