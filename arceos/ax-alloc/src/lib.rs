@@ -364,6 +364,17 @@ impl GlobalAllocator {
             .alloc_pages_at(start, num_pages, align.max(PAGE_SIZE), kind)?)
     }
 
+    /// Splits the block that starts at `pos` (a run of `2^k` pages aligned to its size: a
+    /// 2 MiB huge page) into 4 KiB pages, each freed alone from then on (StarryOS's
+    /// transparent huge pages split a 2 MiB mapping so); metadata only. Returns the pages.
+    ///
+    /// # Errors
+    /// [`AllocError::InvalidParam`] if `pos` is not the start of an allocated block;
+    /// [`AllocError::NotAllocated`] for a free one. Nothing changes then.
+    pub fn split_pages(&self, pos: usize) -> AllocResult<usize> {
+        Ok(self.0.split_pages(pos)?)
+    }
+
     /// Gives back the `num_pages` pages from `pos`: a run or any part of one. A run the
     /// allocator did not hand out changes nothing and is logged.
     pub fn dealloc_pages(&self, pos: usize, num_pages: usize, kind: UsageKind) {

@@ -1,6 +1,7 @@
 //! Today's ArceOS on buddy-sim: the heap (ArceOS's memtest workload: a 3 M-element vector
 //! sorted, a 50 000-entry `BTreeMap<String, u32>`), page runs with alignments freed in
-//! parts, DMA32 pages, fixed-address runs, and eight tasks allocating at once on every CPU.
+//! parts, DMA32 pages, fixed-address runs, a 2 MiB page split into 4 KiB pages, and eight
+//! tasks allocating at once on every CPU.
 //! Each check prints `today <check>: ok` (or `FAIL`), and the last line the verdict.
 //!
 //! The same source is the control (`../today-control`: ax-alloc's own backends, no patch).
@@ -174,6 +175,41 @@ fn dma32_and_fixed() -> Result<(), String> {
     Ok(())
 }
 
+/// A 2 MiB huge page split into 4 KiB pages (StarryOS's transparent huge pages split a 2 MiB
+/// mapping so), its pages freed one by one, odd ones first.
+#[cfg(feature = "buddy-sim")]
+fn huge_page_split() -> Result<(), String> {
+    let a = global_allocator();
+    let before = a.available_pages();
+    let huge = a
+        .alloc_pages(512, 2 << 20, UsageKind::VirtMem)
+        .map_err(|e| format!("a 2 MiB page: {e}"))?;
+    mark(huge, 512, huge);
+    let pages = a
+        .split_pages(huge)
+        .map_err(|e| format!("split_pages: {e}"))?;
+    if pages != 512 {
+        return Err(format!("split into {pages} pages"));
+    }
+    marked(huge, 512, huge)?;
+    for i in (1..512).step_by(2).chain((0..512).step_by(2)) {
+        a.dealloc_pages(huge + i * PAGE, 1, UsageKind::VirtMem);
+    }
+    if a.available_pages() != before {
+        return Err(format!(
+            "{} pages free after, {before} before",
+            a.available_pages()
+        ));
+    }
+    Ok(())
+}
+
+/// ax-alloc 0.9.2's backends have no `split_pages`.
+#[cfg(not(feature = "buddy-sim"))]
+fn huge_page_split() -> Result<(), String> {
+    Err("ax-alloc 0.9.2 has no split_pages".to_string())
+}
+
 /// One task's work: marked page runs and heap vectors.
 fn work(task: usize) -> Result<usize, String> {
     let a = global_allocator();
@@ -259,6 +295,7 @@ fn main() {
     };
     checks.check(name, aligned_runs());
     checks.check("DMA32 and fixed-address runs", dma32_and_fixed());
+    checks.check("a 2 MiB page split into 4 KiB pages", huge_page_split());
     checks.check("eight tasks on every CPU", tasks());
     println!("today on {} with {}", global_allocator().name(), regions());
     if checks.failed == 0 {

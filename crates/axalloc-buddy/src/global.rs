@@ -614,6 +614,20 @@ impl GlobalAllocator {
             .unwrap_or(Err(AllocError::NoMemory))
     }
 
+    /// Splits the block that starts at `pos` (a run of `2^k` pages aligned to its size, as
+    /// a 2 MiB huge page is) into order-0 pages, each freed alone from then on: what
+    /// splitting a transparent huge page needs (StarryOS's `split_pages`). Any page of a
+    /// run can be freed alone without it ([`GlobalAllocator::dealloc_pages`] splits what it
+    /// must); after it, such frees split nothing. Returns the pages the block held.
+    ///
+    /// # Errors
+    /// `InvalidParam` if `pos` is not the first page of an allocated block of this
+    /// allocator; `NotAllocated` for a free one. Nothing changes then.
+    pub fn split_pages(&self, pos: usize) -> AllocResult<usize> {
+        let frames = self.region_of(pos).ok_or(AllocError::InvalidParam)?;
+        frames.this_cpu().pages.split_pages(pos)
+    }
+
     /// Gives back the `num_pages` pages from `pos`: a run from
     /// [`GlobalAllocator::alloc_pages`] or any part of one, as the fewest aligned blocks. A
     /// run the zone did not hand out (or handed back already) changes nothing and is logged.

@@ -643,3 +643,49 @@ fn dma32_pages_come_from_below_4_gib() {
     assert_eq!(a.usages().get(UsageKind::Dma), 0);
     zone_is_sound(&a);
 }
+
+/// A 2 MiB huge page split into 4 KiB pages (StarryOS's `split_pages`): each page is then a
+/// block of its own, freed alone in any order; a free block, a page inside a block and an
+/// address outside the allocator are refused with nothing changed.
+#[test]
+fn a_huge_page_splits_into_pages_freed_one_by_one() {
+    use axalloc_buddy::axallocator::AllocError;
+    let (_region, a) = allocator(8 << 20);
+    let free = a.available_pages();
+    let huge = a.alloc_pages(512, 2 << 20, UsageKind::VirtMem).unwrap();
+    assert_eq!(huge % (2 << 20), 0);
+    assert!(matches!(
+        a.split_pages(huge + PAGE),
+        Err(AllocError::InvalidParam)
+    ));
+    assert!(matches!(
+        a.split_pages(usize::MAX - PAGE + 1),
+        Err(AllocError::InvalidParam)
+    ));
+    assert_eq!(a.split_pages(huge).unwrap(), 512);
+    // SAFETY: between page calls.
+    let zone = unsafe { a.zone() }.unwrap();
+    for i in [0, 1, 255, 511] {
+        let f = zone
+            .frame(buddy_sim::Pfn(((huge + i * PAGE) / PAGE) as u64))
+            .unwrap();
+        assert_eq!(
+            (f.state, f.order, f.refcount),
+            (buddy_sim::FrameState::Allocated, 0, 1)
+        );
+    }
+    // Split again: each page is one already.
+    assert_eq!(a.split_pages(huge).unwrap(), 1);
+    // Free the pages in a scattered order: odd ones, then even ones from the top.
+    let order: Vec<usize> = (0..512)
+        .filter(|i| i % 2 == 1)
+        .chain((0..512).filter(|i| i % 2 == 0).rev())
+        .collect();
+    for i in order {
+        give_back(&a, huge + i * PAGE, 1, UsageKind::VirtMem);
+    }
+    assert_eq!(a.available_pages(), free);
+    assert_eq!(a.usages().get(UsageKind::VirtMem), 0);
+    assert!(matches!(a.split_pages(huge), Err(AllocError::NotAllocated)));
+    zone_is_sound(&a);
+}

@@ -95,6 +95,9 @@ where
         request.check()?;
         let clearing = request.clearing(self.clearing());
         let (zone, cpu) = (self.zone, self.lists());
+        if !request.allows(zone.span()) {
+            return Err(AllocError::OutOfMemory(request.order));
+        }
         if !request.is_block() {
             return zone.alloc_run(cpu, &mut request, clearing);
         }

@@ -34,7 +34,7 @@ use crate::frame::Frame;
 use crate::memory::{FrameClearer, FrameMemory};
 use crate::migrate::Migrate;
 use crate::mobility::compaction::CompactStats;
-use crate::request::{AllocRequest, ReschedPoint, SlowPath};
+use crate::request::{AllocRequest, ReschedPoint, SlowPath, lies_below};
 use crate::sync::DefaultRawMutex;
 use crate::sync::Mutex;
 use crate::types::NodeId;
@@ -530,8 +530,12 @@ where
             None => Prefer::Unzeroed,
         };
         let fault = request.fault;
+        let below = request.below;
         let mut hooks = SlowPath::of(&mut request.reclaim, &mut request.compact);
         let (zone, idx, contents) = self.allocate(cpu, order, policy, |z, slow| {
+            if !lies_below(z.span(), below) {
+                return Err(AllocError::OutOfMemory(order));
+            }
             if prefer == Prefer::Zeroed {
                 z.check_fault(order, fault)?;
             }
@@ -571,12 +575,15 @@ where
             let z = self
                 .zone_at(area.base())
                 .map_err(|_| AllocError::NotCma(area.base()))?;
+            if !request.allows(z.span()) {
+                return Err(AllocError::OutOfMemory(request.order));
+            }
             let pcp = z.pcp(cpu)?;
             return z.alloc_run(pcp, &mut request, clearing).map(|pfn| (z, pfn));
         }
         let (order, policy) = (request.order, request.policy);
         self.allocate(cpu, order, policy, |z, slow| {
-            if !slow {
+            if !slow || !request.allows(z.span()) {
                 return Err(AllocError::OutOfMemory(order));
             }
             let pcp = z.pcp(cpu)?;

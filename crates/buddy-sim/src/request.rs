@@ -15,6 +15,7 @@ use crate::migratetype::MigrateType;
 use crate::reclaim::Reclaim;
 use crate::types::NodePolicy;
 use crate::types::Order;
+use mm_types::{FrameRange, Pfn};
 use zero_core::Resched;
 
 /// An allocation request: how much (a block of `2^order` frames, or a run of any number of
@@ -68,6 +69,8 @@ pub struct AllocRequest<'a, Z = SelfCleared> {
     /// The CMA reservation a contiguous run comes from ([`AllocRequest::from_cma`]).
     pub(crate) cma: Option<CmaArea>,
     pub(crate) policy: NodePolicy,
+    /// Only from zones whose frames all lie below this one ([`AllocRequest::below`]).
+    pub(crate) below: Option<Pfn>,
     /// Who clears it: `zeroed` without `clearer` only for [`HandleCleared`].
     cleared_by: PhantomData<Z>,
 }
@@ -102,6 +105,7 @@ impl<'a> AllocRequest<'a> {
             frozen: false,
             cma: None,
             policy: NodePolicy::Local,
+            below: None,
             cleared_by: PhantomData,
         }
     }
@@ -194,6 +198,7 @@ impl<'a, Z> AllocRequest<'a, Z> {
             frozen: self.frozen,
             cma: self.cma,
             policy: self.policy,
+            below: self.below,
             cleared_by: PhantomData,
         }
     }
@@ -275,6 +280,21 @@ impl<'a, Z> AllocRequest<'a, Z> {
         self
     }
 
+    /// Only from zones whose frames all lie below `end`: memory a device with few address
+    /// bits reaches (Linux's `GFP_DMA32` is `below(Pfn(1 << 20))` with 4 KiB frames: under
+    /// 4 GiB). A node set tries its zones that qualify, in the policy's order; a zone that
+    /// does not qualify fails with [`AllocError::OutOfMemory`](crate::AllocError::OutOfMemory).
+    pub const fn below(mut self, end: Pfn) -> Self {
+        self.below = Some(end);
+        self
+    }
+
+    /// Whether a zone spanning `span` may serve the request ([`AllocRequest::below`]).
+    #[inline(always)]
+    pub(crate) fn allows(&self, span: FrameRange) -> bool {
+        lies_below(span, self.below)
+    }
+
     /// The frames the request covers: `2^order` for a block, the run's length otherwise.
     #[must_use]
     pub const fn pages(&self) -> u64 {
@@ -297,11 +317,11 @@ impl<'a, Z> AllocRequest<'a, Z> {
             && (self.fault.is_none() || self.zeroed)
     }
 
-    /// Whether the request names slow-path callbacks (reclaim, compaction): not one of the
-    /// common requests, whose paths inline.
+    /// Whether the request names slow-path callbacks (reclaim, compaction) or limits the
+    /// zones ([`AllocRequest::below`]): not one of the common requests, whose paths inline.
     #[inline(always)]
     pub(crate) const fn has_slow_path(&self) -> bool {
-        self.reclaim.is_some() || self.compact.is_some()
+        self.reclaim.is_some() || self.compact.is_some() || self.below.is_some()
     }
 
     /// What a [`Block`](crate::Block) of this request holds.
@@ -360,6 +380,18 @@ impl<'a, Z> AllocRequest<'a, Z> {
     }
 }
 
+/// Whether every frame of `span` lies below `end` (any span, without one): the zones an
+/// [`AllocRequest::below`] request may come from.
+#[inline(always)]
+pub(crate) fn lies_below(span: FrameRange, end: Option<Pfn>) -> bool {
+    end.is_none_or(|end| {
+        span.start
+            .0
+            .checked_add(span.pages)
+            .is_some_and(|e| e <= end.0)
+    })
+}
+
 impl<Z> fmt::Debug for AllocRequest<'_, Z> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("AllocRequest")
@@ -371,6 +403,7 @@ impl<Z> fmt::Debug for AllocRequest<'_, Z> {
             .field("zeroed", &self.zeroed)
             .field("clearer named", &self.clearer.is_some())
             .field("fault", &self.fault)
+            .field("below", &self.below)
             .field("contiguous", &self.migrate.is_some())
             .field("reclaim", &self.reclaim.is_some())
             .field("compact", &self.compact.is_some())

@@ -620,3 +620,65 @@ fn each_node_reserves_for_gigantic_pages_and_serves_them_from_its_reservation() 
         z.check().unwrap();
     }
 }
+
+/// A request limited to frames below a line (DMA32: `below(Pfn(1 << 20))` with 4 KiB
+/// frames) takes only zones entirely below it, in the policy's order, the CPU's own node's
+/// zone skipped when it lies above; once they are full it fails, taking nothing elsewhere.
+#[test]
+fn a_dma32_request_takes_only_zones_below_the_line() {
+    const DMA32_END: Pfn = Pfn(1 << 20);
+    // Node 0 (CPU 0's) above 4 GiB; node 1 with one zone below it and one above.
+    let topology = Topology::new(2, &[10, 20, 20, 10], &[NodeId(0), NodeId(1)]).unwrap();
+    let zones = vec![
+        zone_on(0, 0x10_0000, 64, 2, &[(0, 64)]),
+        zone_on(1, 0xf_0000, 64, 2, &[(0, 64)]),
+        zone_on(1, 0x20_0000, 64, 2, &[(0, 64)]),
+    ];
+    let set = common::node_set(topology, zones).unwrap();
+    let dma32 = || AllocRequest::page().below(DMA32_END);
+    let mut got = Vec::new();
+    for _ in 0..64 {
+        let p = set.alloc_raw(0, dma32()).unwrap();
+        assert!(p.0 < DMA32_END.0, "{p:?}");
+        got.push(p);
+    }
+    // A block of order 3 and a run: the same rule. The failures change no zone.
+    let before: Vec<_> = set.zones().map(common::Before::of).collect();
+    assert!(matches!(
+        set.alloc_raw(0, AllocRequest::order(o(3)).below(DMA32_END)),
+        Err(AllocError::OutOfMemory(_))
+    ));
+    assert!(matches!(
+        set.alloc_raw(0, AllocRequest::frames(3).below(DMA32_END)),
+        Err(AllocError::OutOfMemory(_))
+    ));
+    for (zone, before) in set.zones().zip(&before) {
+        before.assert_unchanged(zone);
+    }
+    // An unlimited request still goes home first.
+    let home = set.alloc_raw(0, AllocRequest::page()).unwrap();
+    assert_eq!(node_of(&set, home), NodeId(0));
+    got.push(home);
+    // A zone's own handle honours the limit too.
+    let low = set.zone_of(Pfn(0xf_0000)).unwrap();
+    let high = set.zone_of(Pfn(0x20_0000)).unwrap();
+    assert!(matches!(
+        high.cpu(0).unwrap().alloc_raw(dma32()),
+        Err(AllocError::OutOfMemory(_))
+    ));
+    assert!(matches!(
+        low.cpu(0).unwrap().alloc_raw(dma32()),
+        Err(AllocError::OutOfMemory(_))
+    ));
+    for p in got {
+        // SAFETY: the test's pages; nothing writes a frame.
+        unsafe { set.free_pages(0, p, Order::ZERO) }.unwrap();
+    }
+    let p = low.cpu(1).unwrap().alloc_raw(dma32()).unwrap();
+    assert!(p.0 < DMA32_END.0);
+    // SAFETY: as above.
+    unsafe { set.free_pages(1, p, Order::ZERO) }.unwrap();
+    for zone in set.zones() {
+        zone.check().unwrap();
+    }
+}

@@ -18,7 +18,7 @@ use crate::decompose::decompose;
 use crate::error::alloc::AllocError as ZoneAllocError;
 use crate::error::buddy::BuddyError;
 use crate::error::free::FreeError;
-use crate::frame::{Frame, Word};
+use crate::frame::{Frame, FrameState, Word};
 use crate::memory::{FrameClearer, FrameMemory, NoMemory};
 use crate::migrate::Migration;
 use crate::mobility::contig_alloc::Take;
@@ -268,6 +268,41 @@ where
             }
             Err(e) => self.outcome(Err(e)),
         }
+    }
+
+    /// Splits the block that starts at `pos` (the first block of a run
+    /// [`PageAllocator::alloc_pages`] handed out: for a run of `2^k` pages aligned to its
+    /// size, the whole run) into `2^k` order-0 pages, each freed alone from then on
+    /// (StarryOS's `split_pages`, Linux's [`Zone::split_page`]): what splitting a transparent
+    /// huge page into 4 KiB mappings needs. Metadata only; no byte moves. Returns the pages
+    /// the block held (1 for a page that is one already).
+    ///
+    /// # Errors
+    /// `InvalidParam` if `pos` is not the first frame of an allocated block of this zone;
+    /// `NotAllocated` for a free one. Nothing changes then.
+    pub fn split_pages(&mut self, pos: usize) -> AllocResult<usize> {
+        let Some(pfn) = self.pfn_at(pos) else {
+            return self.outcome(Err(BuddyError::NotAFrame { addr: pos }));
+        };
+        let info = match self.zone.frame(pfn) {
+            Ok(info) => info,
+            Err(e) => return self.outcome(Err(e)),
+        };
+        match info.state {
+            FrameState::Allocated => {}
+            FrameState::Buddy | FrameState::Pcp => {
+                return self.outcome(Err(FreeError::DoubleFree(pfn)));
+            }
+            // A page inside a block, or no page of this allocator's.
+            _ => return self.outcome(Err(BuddyError::NotAFrame { addr: pos })),
+        }
+        let order = Order::new(info.order).map_err(|_| AllocError::InvalidParam)?;
+        if order != Order::ZERO {
+            let r = self.zone.split_page(pfn, order);
+            self.outcome(r)?;
+        }
+        self.last_error = None;
+        Ok(saturating_usize(order.pages()))
     }
 
     /// [`PageAllocator::dealloc_pages`] of a run, or of one page of a run.
