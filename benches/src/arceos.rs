@@ -156,13 +156,13 @@ impl Locked for SlabPages {
 /// TLSF handing out pages as ArceOS's `ax-alloc` 0.9 builds it (rlsf 0.2, first and second
 /// level 28 and 32, axallocator's `TlsfByteAllocator`): a run of n pages is an n-page block
 /// aligned to what was asked, freed whole.
-struct TlsfPages {
+pub(crate) struct TlsfPages {
     a: spin::Mutex<axallocator::TlsfByteAllocator>,
     _memory: Memory,
 }
 
 impl TlsfPages {
-    fn new() -> Self {
+    pub(crate) fn new() -> Self {
         use axallocator::BaseAllocator;
         let mut memory = Memory::new(PAGES * PAGE);
         let (start, len) = memory.region();
@@ -177,6 +177,30 @@ impl TlsfPages {
     /// The layout of a run of `pages` pages aligned to a page (the workloads TLSF runs).
     fn layout(pages: usize) -> core::alloc::Layout {
         core::alloc::Layout::from_size_align(pages * PAGE, PAGE).expect("a run's layout")
+    }
+}
+
+impl TlsfPages {
+    /// `layout` from the TLSF heap (ax-alloc 0.9's TLSF backend serves its heap so).
+    pub(crate) fn byte_alloc(&self, layout: core::alloc::Layout) -> core::ptr::NonNull<u8> {
+        use axallocator::ByteAllocator;
+        self.a
+            .lock()
+            .alloc(layout)
+            .unwrap_or_else(|e| panic!("TLSF: {e:?}"))
+    }
+
+    /// Gives back `p`.
+    ///
+    /// # Safety
+    /// `p` came from [`TlsfPages::byte_alloc`] with `layout` and is freed once.
+    pub(crate) unsafe fn byte_dealloc(
+        &self,
+        p: core::ptr::NonNull<u8>,
+        layout: core::alloc::Layout,
+    ) {
+        use axallocator::ByteAllocator;
+        self.a.lock().dealloc(p, layout);
     }
 }
 

@@ -5,6 +5,7 @@
 //! memory helpers every section shares.
 
 pub mod arceos;
+pub mod arceos_today;
 pub mod clearing;
 pub mod contig_free;
 pub mod count;
@@ -55,6 +56,7 @@ pub fn counted_workloads() -> Vec<count::Workload> {
     all.extend(guest::COUNTED);
     all.extend(zeroed::COUNTED);
     all.extend(arceos::COUNTED);
+    all.extend(arceos_today::COUNTED);
     all.extend(smp::COUNTED);
     all
 }
@@ -76,6 +78,7 @@ pub fn sections() -> Vec<Box<dyn Section>> {
         Box::new(reporting::FreePageReporting),
         Box::new(numa::Numa),
         Box::new(arceos::Arceos),
+        Box::new(arceos_today::ArceosToday),
         Box::new(ring0::Ring0),
     ]
 }

@@ -119,14 +119,15 @@ fn thread_cpu() -> usize {
 
 /// ArceOS's global allocator on buddy-sim (`axalloc-buddy`, the drop-in), over memory of
 /// its own: each thread a CPU of its own, page calls as ArceOS's page-table code makes them.
-struct DropIn {
-    a: axalloc_buddy::GlobalAllocator,
+pub(crate) struct DropIn {
+    pub(crate) a: axalloc_buddy::GlobalAllocator,
     /// Keeps the allocator's memory (metadata at its head, then the pages) alive.
     _memory: Vec<u64>,
 }
 
 impl DropIn {
-    fn new(cpus: usize) -> Self {
+    /// The drop-in over 1 GiB of its own, with page lists for `cpus` CPUs.
+    pub(crate) fn new(cpus: usize) -> Self {
         // The frames, their metadata and alignment to a page.
         let bytes = (FRAMES as usize + FRAMES as usize / 32 + 2) * PAGE;
         let mut memory = vec![0u64; bytes / 8];
@@ -155,6 +156,11 @@ pub const COUNTED: [count::Workload; 1] = [count::Workload {
         }
     },
 }];
+
+/// Makes the calling thread's drop-in calls run on CPU `cpu`'s lists.
+pub(crate) fn on_cpu(cpu: usize) {
+    CPU.with(|c| c.set(cpu));
+}
 
 /// Bytes of a page.
 const PAGE: usize = 4096;

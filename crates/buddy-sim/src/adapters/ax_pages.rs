@@ -305,6 +305,49 @@ where
         Ok(saturating_usize(order.pages()))
     }
 
+    /// One block of `pages` (a power of two) pages from the CPU's lists (its allocation fast
+    /// path): `Err` without a recorded error when the zone has none at hand or `pages` is past
+    /// its largest block, for the general path to try ([`AxPageAllocator::alloc_run`]).
+    #[allow(unsafe_code)]
+    #[inline(never)]
+    fn alloc_block(&mut self, pages: usize) -> Result<usize, ()> {
+        let order = Order::new(pages.trailing_zeros() as u8).map_err(drop)?;
+        if order > self.zone.config().max_order {
+            return Err(());
+        }
+        let pfn = on_cpu!(self, |cpu| cpu.alloc_raw(AllocRequest::order(order))).map_err(drop)?;
+        self.last_error = None;
+        // A position for every frame of the zone (checked at `new`).
+        self.pos_of(pfn).ok_or(())
+    }
+
+    /// Frees the block of `pages` (a power of two) pages at `pos` if the run there is one
+    /// whole block of that size, allocated with one reference (as [`AxPageAllocator::alloc_block`]
+    /// and a run of a block's worth of pages hand them out); `false`, changing nothing, for
+    /// anything else (a part of a larger block, several blocks, an error), which the general
+    /// path frees or reports.
+    #[allow(unsafe_code)]
+    #[inline(never)]
+    fn dealloc_block(&mut self, pos: usize, pages: usize) -> bool {
+        let Some(pfn) = self.pfn_at(pos) else {
+            return false;
+        };
+        let Ok(order) = Order::new(pages.trailing_zeros() as u8) else {
+            return false;
+        };
+        if pfn.0 & (order.pages() - 1) != 0 {
+            return false;
+        }
+        // SAFETY: `AxPageAllocator::new`'s contract: the caller hands back only runs this
+        // allocator handed out, once, and no longer uses them; `free_pages` checks that the
+        // frame heads an allocated block of this order and changes nothing otherwise.
+        let freed = on_cpu!(self, |cpu| unsafe { cpu.free_pages(pfn, order) });
+        if freed.is_ok() {
+            self.last_error = None;
+        }
+        freed.is_ok()
+    }
+
     /// [`PageAllocator::dealloc_pages`] of a run, or of one page of a run.
     #[allow(unsafe_code)]
     #[inline(never)]
@@ -487,6 +530,14 @@ where
         if num_pages == 1 && align_pow2 == PAGE {
             return self.alloc_page();
         }
+        // A block's worth of pages aligned to no more than its size: one block.
+        if num_pages.is_power_of_two()
+            && align_pow2.is_power_of_two()
+            && (PAGE..=num_pages.saturating_mul(PAGE)).contains(&align_pow2)
+            && let Ok(at) = self.alloc_block(num_pages)
+        {
+            return Ok(at);
+        }
         self.alloc_run::<NoMemory>(num_pages, align_pow2, None)
     }
 
@@ -497,6 +548,10 @@ where
     #[allow(unsafe_code)]
     #[inline(always)]
     fn dealloc_pages(&mut self, pos: usize, num_pages: usize) {
+        // A block's worth of pages at its head: that block, when it is one.
+        if num_pages > 1 && num_pages.is_power_of_two() && self.dealloc_block(pos, num_pages) {
+            return;
+        }
         // One page allocated alone (frozen), the common case, inline.
         if num_pages == 1
             && let Some(pfn) = self.pfn_at(pos)

@@ -1,0 +1,513 @@
+//! The "ArceOS today" section: the allocators of ArceOS's current line (`ax-alloc` 0.9:
+//! buddy-slab-allocator 0.6.1 and TLSF, each behind the one lock ax-alloc holds it with)
+//! beside buddy-sim's drop-in (`axalloc-buddy`, what `arceos/ax-alloc` patches in: a lock
+//! per CPU), on the workloads their own projects measure, written here as the same work:
+//!
+//! - buddy-slab-allocator's page benchmarks: alloc + free of 1, 2, 4, 16 and 64 pages; of 4
+//!   pages aligned to 4, 8, 16 and 64 KiB; its fragmentation recovery cycle (512 pages, every
+//!   other one freed, a 64-page run taken and freed, the rest freed); its random page
+//!   workload (256 seeded calls, 65% allocations of 1-16 pages, frees of a random held run);
+//! - the heap workloads of arceos-org/allocator's tests: a vector growing by doubling to
+//!   3 M `u32`s; 25 000 objects of 64 bytes and 7 500 of 520 freed in a random order; the
+//!   allocations a 50 000-entry `BTreeMap<String, u32>` makes;
+//! - the random page workload on two threads at once (a CPU each).
+//!
+//! Times are medians over interleaved rounds with their 95% intervals; ratios are taken
+//! round by round.
+
+use core::alloc::Layout;
+use core::ptr::NonNull;
+
+use crate::arceos::{Locked, SlabPages, TlsfPages};
+use crate::count;
+use crate::measure::{Budget, Candidate, Samples};
+use crate::smp::{DropIn, on_cpu};
+use crate::{Cell, Section, SectionContext, Table};
+
+/// The "ArceOS today" section.
+pub struct ArceosToday;
+
+/// Bytes of a page.
+const PAGE: usize = 4096;
+/// Pages in the fragmentation recovery cycle (buddy-slab-allocator's bench).
+const FRAGMENTATION_PAGES: usize = 512;
+/// Calls in one random page batch (buddy-slab-allocator's `OPERATIONS_PER_BATCH`).
+const BATCH: usize = 256;
+/// Calls of a page pair per round.
+const PAIRS: usize = 2_000;
+/// Random batches per round, and per thread in the two-thread table.
+const BATCHES: usize = 20;
+/// The goal against ax-alloc 0.9's allocators (issue: at least the fastest peer).
+const GOAL: f64 = 1.0;
+
+/// The allocators compared, in table order.
+const ALLOCATORS: [&str; 3] = [
+    "buddy-sim (arceos/ax-alloc drop-in)",
+    "buddy-slab-allocator 0.6.1, one lock",
+    "TLSF (rlsf 0.2), one lock",
+];
+
+/// buddy-sim's drop-in through ArceOS's page and heap calls, on the CPU the calling thread
+/// named ([`on_cpu`]).
+struct Ours(DropIn);
+
+impl Locked for Ours {
+    fn alloc(&self, pages: usize, align: usize) -> Option<usize> {
+        let kind = axalloc_buddy::UsageKind::VirtMem;
+        self.0.a.alloc_pages(pages, align, kind).ok()
+    }
+
+    fn dealloc(&self, pos: usize, pages: usize) {
+        let kind = axalloc_buddy::UsageKind::VirtMem;
+        // SAFETY: the workloads free what they allocated, once, and no longer use it.
+        unsafe { self.0.a.dealloc_pages(pos, pages, kind) };
+    }
+}
+
+/// The three allocators, each over memory of its own.
+struct Today {
+    ours: Ours,
+    slab: SlabPages,
+    tlsf: TlsfPages,
+    /// The random page workload's calls.
+    plan: Plan,
+    /// Allocations each refused in its last round of the current workload.
+    refused: [u64; ALLOCATORS.len()],
+}
+
+impl Today {
+    fn new() -> Self {
+        Self {
+            ours: Ours(DropIn::new(2)),
+            slab: SlabPages::new(),
+            tlsf: TlsfPages::new(),
+            plan: random_plan(0x5eed),
+            refused: [0; ALLOCATORS.len()],
+        }
+    }
+
+    /// The page allocator `i` of [`ALLOCATORS`].
+    fn pages(&self, i: usize) -> &(dyn Locked + Sync) {
+        match i {
+            0 => &self.ours,
+            1 => &self.slab,
+            _ => &self.tlsf,
+        }
+    }
+}
+
+/// The random page workload's calls from `seed`: 65% allocations of `2^k` pages (k in
+/// 0..=4), the rest frees of a held run picked by a random number.
+fn random_plan(seed: u64) -> Plan {
+    let mut x = seed;
+    let mut next = move || {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        x
+    };
+    (0..BATCH)
+        .map(|_| {
+            let r = next();
+            let allocate = r % 100 < 65;
+            let pages = 1 << ((r >> 8) % 5);
+            (allocate, pages, (r >> 16) as usize % BATCH)
+        })
+        .collect()
+}
+
+/// Page workloads return the allocations the allocator refused (with memory to spare: none
+/// of them holds more than a few MiB), which they skip.
+fn page_pairs(a: &dyn Locked, pages: usize, align: usize) -> u64 {
+    let mut refused = 0;
+    for _ in 0..PAIRS {
+        match a.alloc(pages, align) {
+            Some(at) => a.dealloc(at, pages),
+            None => refused += 1,
+        }
+    }
+    refused
+}
+
+fn fragmentation_cycle(a: &dyn Locked) -> u64 {
+    let held: Vec<Option<usize>> = (0..FRAGMENTATION_PAGES).map(|_| a.alloc(1, PAGE)).collect();
+    let mut refused = held.iter().filter(|p| p.is_none()).count() as u64;
+    for &p in held.iter().step_by(2).flatten() {
+        a.dealloc(p, 1);
+    }
+    match a.alloc(64, PAGE) {
+        Some(large) => a.dealloc(large, 64),
+        None => refused += 1,
+    }
+    for &p in held.iter().skip(1).step_by(2).flatten() {
+        a.dealloc(p, 1);
+    }
+    refused
+}
+
+fn random_batches(a: &dyn Locked, plan: &[(bool, usize, usize)]) -> u64 {
+    let mut active: Vec<(usize, usize)> = Vec::with_capacity(BATCH);
+    let mut refused = 0;
+    for _ in 0..BATCHES {
+        for &(allocate, pages, hint) in plan {
+            if allocate || active.is_empty() {
+                match a.alloc(pages, PAGE) {
+                    Some(at) => active.push((at, pages)),
+                    None => refused += 1,
+                }
+            } else {
+                let (at, n) = active.swap_remove(hint % active.len());
+                a.dealloc(at, n);
+            }
+        }
+        for (at, n) in active.drain(..) {
+            a.dealloc(at, n);
+        }
+    }
+    refused
+}
+
+/// A heap: byte allocations, as ArceOS's global allocator serves `alloc::alloc`.
+trait Heap {
+    fn alloc(&self, layout: Layout) -> NonNull<u8>;
+    /// # Safety
+    /// `p` came from [`Heap::alloc`] with `layout`, freed once.
+    unsafe fn dealloc(&self, p: NonNull<u8>, layout: Layout);
+}
+
+impl Heap for Ours {
+    fn alloc(&self, layout: Layout) -> NonNull<u8> {
+        let p = self.0.a.alloc(layout);
+        p.unwrap_or_else(|e| panic!("drop-in heap: {e:?}"))
+    }
+
+    unsafe fn dealloc(&self, p: NonNull<u8>, layout: Layout) {
+        // SAFETY: the caller's contract.
+        unsafe { self.0.a.dealloc(p, layout) };
+    }
+}
+
+impl Heap for TlsfPages {
+    fn alloc(&self, layout: Layout) -> NonNull<u8> {
+        self.byte_alloc(layout)
+    }
+
+    unsafe fn dealloc(&self, p: NonNull<u8>, layout: Layout) {
+        // SAFETY: the caller's contract.
+        unsafe { self.byte_dealloc(p, layout) }
+    }
+}
+
+/// A vector of `u32` growing by doubling (from 4 elements, as `Vec` does) to 3 M: each
+/// growth a new buffer and the old one freed; the last freed at the end.
+fn vec_growth(h: &dyn Heap) {
+    let mut cap = 4usize;
+    let layout = |cap: usize| Layout::array::<u32>(cap).expect("a vector's layout");
+    let mut buf = h.alloc(layout(cap));
+    while cap < 3_000_000 {
+        let grown = h.alloc(layout(cap * 2));
+        // SAFETY: `buf` came from `alloc` with this layout.
+        unsafe { h.dealloc(buf, layout(cap)) };
+        buf = grown;
+        cap *= 2;
+    }
+    // SAFETY: as above.
+    unsafe { h.dealloc(buf, layout(cap)) };
+}
+
+/// `n` objects of `size` bytes, then freed in a seeded random order.
+fn random_frees(h: &dyn Heap, n: usize, size: usize) {
+    let layout = Layout::from_size_align(size, 8).expect("an object's layout");
+    let mut held: Vec<NonNull<u8>> = (0..n).map(|_| h.alloc(layout)).collect();
+    let order = crate::measure::round_order(n, n);
+    for i in order {
+        // SAFETY: each object came from `alloc` with this layout and is freed once.
+        unsafe { h.dealloc(held[i], layout) };
+    }
+    held.clear();
+}
+
+/// The allocations of a 50 000-entry `BTreeMap<String, u32>`: a 16-byte string per key
+/// and, every 5 or 6 keys, a node of 392 bytes (a leaf of 11 `(String, u32)` entries); then
+/// all of them freed in a seeded random order (the map dropped after removals).
+fn btree_map(h: &dyn Heap) {
+    let key = Layout::from_size_align(16, 1).expect("a key's layout");
+    let node = Layout::from_size_align(392, 8).expect("a node's layout");
+    let mut held: Vec<(NonNull<u8>, Layout)> = Vec::with_capacity(60_000);
+    for i in 0..50_000 {
+        held.push((h.alloc(key), key));
+        if i % 11 == 0 || i % 11 == 6 {
+            held.push((h.alloc(node), node));
+        }
+    }
+    let order = crate::measure::round_order(7, held.len());
+    for i in order {
+        let (p, l) = held[i];
+        // SAFETY: each came from `alloc` with its layout and is freed once.
+        unsafe { h.dealloc(p, l) };
+    }
+}
+
+/// The page workloads: name, calls per round, and a round on one allocator.
+type PageWork = (String, f64, fn(&dyn Locked, &[(bool, usize, usize)]) -> u64);
+
+fn page_works() -> Vec<PageWork> {
+    let mut w: Vec<PageWork> = Vec::new();
+    macro_rules! pairs {
+        ($pages:expr, $align:expr) => {
+            w.push((
+                format!(
+                    "{} page(s) aligned {} KiB: alloc + free",
+                    $pages,
+                    $align / 1024
+                ),
+                (2 * PAIRS) as f64,
+                |a, _| page_pairs(a, $pages, $align),
+            ))
+        };
+    }
+    pairs!(1, PAGE);
+    pairs!(2, PAGE);
+    pairs!(4, PAGE);
+    pairs!(16, PAGE);
+    pairs!(64, PAGE);
+    pairs!(4, 2 * PAGE);
+    pairs!(4, 4 * PAGE);
+    pairs!(4, 16 * PAGE);
+    w.push((
+        "fragmentation recovery cycle (512 pages)".into(),
+        (2 * FRAGMENTATION_PAGES + 2) as f64,
+        |a, _| fragmentation_cycle(a),
+    ));
+    w.push((
+        "random page workload (256 calls, 1-16 pages)".into(),
+        (BATCHES * BATCH) as f64,
+        random_batches,
+    ));
+    w
+}
+
+/// Callgrind's workloads (`report count NAME N`): `n` alloc + free pairs of two pages on
+/// each allocator, the calls inside [`count::counted`].
+pub const COUNTED: [count::Workload; 3] = {
+    macro_rules! two_pages {
+        ($name:literal, $make:expr) => {
+            count::Workload {
+                name: $name,
+                ops: 1000,
+                run: |n| {
+                    let a = $make;
+                    for _ in 0..n {
+                        count::counted(&mut || {
+                            let at = Locked::alloc(&a, 2, PAGE).expect("two pages");
+                            Locked::dealloc(&a, at, 2);
+                        });
+                    }
+                },
+            }
+        };
+    }
+    [
+        two_pages!("today-two-pages-buddy-sim", Ours(DropIn::new(1))),
+        two_pages!("today-two-pages-buddy-slab", SlabPages::new()),
+        two_pages!("today-two-pages-tlsf", TlsfPages::new()),
+    ]
+};
+
+/// A heap workload: name, calls per round, and a round.
+type HeapWork = (&'static str, f64, fn(&dyn Heap));
+
+/// A random page workload's calls: (allocate?, pages, which held run a free takes).
+type Plan = Vec<(bool, usize, usize)>;
+
+/// The heap workloads.
+const HEAP_WORKS: [HeapWork; 4] = [
+    ("vector growing to 3 M u32 (doubling)", 40.0, vec_growth),
+    ("25 000 x 64 bytes, freed in random order", 50_000.0, |h| {
+        random_frees(h, 25_000, 64)
+    }),
+    ("7 500 x 520 bytes, freed in random order", 15_000.0, |h| {
+        random_frees(h, 7_500, 520)
+    }),
+    (
+        "BTreeMap<String, u32> of 50 000 entries: its allocations",
+        118_182.0,
+        btree_map,
+    ),
+];
+
+/// One table row per allocator of a workload measured by `s` (with the allocations each
+/// refused, where the workload counts them), and its goal rows.
+fn rows(
+    t: &mut Table,
+    goals: &mut Table,
+    (name, calls): (&str, f64),
+    s: &[Samples],
+    (names, refused): (&[&str], Option<&[u64]>),
+) {
+    for (i, allocator) in names.iter().enumerate() {
+        let ratio = if i == 0 {
+            Cell::text("—")
+        } else {
+            Cell::ratio_ci(s[0].speedup_over(&s[i]).map(|x| 1.0 / x))
+        };
+        t.row(vec![
+            Cell::text(name),
+            Cell::text(*allocator),
+            Cell::estimate(s[i].seconds().map(|x| x * 1e9 / calls), 1, ""),
+            ratio,
+            refused.map_or(Cell::text("—"), |r| Cell::num(r[i] as f64, 0, "")),
+        ]);
+    }
+    for peer in 1..s.len() {
+        let e = s[0].speedup_over(&s[peer]);
+        goals.row(vec![
+            Cell::text(format!("{name}: over {}", names[peer])),
+            Cell::ratio_ci(e),
+            Cell::text(format!(">= {GOAL}x")),
+            Cell::verdict(e.judge(GOAL, true)),
+        ]);
+    }
+}
+
+fn tables(ctx: &SectionContext) -> Vec<Table> {
+    let mut t = Table::new(
+        "arceos-today",
+        "ArceOS's current allocators (ax-alloc 0.9) and buddy-sim's drop-in on the workloads their projects measure, ns per call (median [95% CI] over interleaved rounds), and buddy-sim ÷ this allocator per round (median [95% CI]; below 1: buddy-sim faster)",
+        &[
+            "workload",
+            "allocator",
+            "ns per call",
+            "buddy-sim ÷ this (time)",
+            "refused (last round)",
+        ],
+    );
+    let mut goals = Table::new(
+        "arceos-today-goals",
+        "buddy-sim's drop-in over ax-alloc 0.9's allocators, from the table above",
+        &[
+            "workload",
+            "peer ÷ buddy-sim (time, median [95% CI])",
+            "goal",
+            "verdict",
+        ],
+    );
+    let mut today = Today::new();
+    on_cpu(0);
+    for (name, calls, work) in page_works() {
+        ctx.step(format!("arceos today: {name}"));
+        let mut candidates: Vec<Candidate<'static, Today>> = (0..ALLOCATORS.len())
+            .map(|i| {
+                Box::new(move |t: &mut Today| t.refused[i] = work(t.pages(i), &t.plan))
+                    as Candidate<'static, Today>
+            })
+            .collect();
+        let s = Samples::interleaved(Budget::cell(ctx.quick, 2.0), &mut today, &mut candidates);
+        let refused = today.refused;
+        rows(
+            &mut t,
+            &mut goals,
+            (&name, calls),
+            &s,
+            (&ALLOCATORS, Some(&refused)),
+        );
+    }
+    let heaps = [ALLOCATORS[0], ALLOCATORS[2]];
+    for (name, calls, work) in HEAP_WORKS {
+        ctx.step(format!("arceos today: {name}"));
+        let mut candidates: Vec<Candidate<'static, Today>> = vec![
+            Box::new(move |t: &mut Today| work(&t.ours)),
+            Box::new(move |t: &mut Today| work(&t.tlsf)),
+        ];
+        let s = Samples::interleaved(Budget::cell(ctx.quick, 2.0), &mut today, &mut candidates);
+        rows(&mut t, &mut goals, (name, calls), &s, (&heaps, None));
+    }
+    t.note(
+        "Each allocator over memory of its own (buddy-sim 1 GiB with its metadata at the head, \
+         the peers 128 MiB), nothing touched but what an allocator writes itself. buddy-sim is \
+         `axalloc-buddy`'s `GlobalAllocator`, the code `arceos/ax-alloc` runs: a page call takes \
+         its CPU's lock, the heap (TLSF, growing with pages from the zone) one lock. \
+         buddy-slab-allocator's `BuddyAllocator` and TLSF (axallocator's `TlsfByteAllocator` \
+         over rlsf 0.2, pages as page-aligned byte blocks) are behind one spin lock each, as \
+         ax-alloc 0.9 holds them. The heap rows compare buddy-sim's heap with TLSF's: ax-alloc's \
+         buddy-slab heap (its per-CPU slab allocator) needs the `BuddySlabIf` and per-CPU slab \
+         pool a kernel provides and is not measured here. Page workloads are \
+         buddy-slab-allocator 0.6.1's own benches (`benches/buddy_allocator.rs`), heap \
+         workloads arceos-org/allocator's tests, written here as the same calls.",
+    );
+    goals.note(
+        "Each ratio divides the peer's time per round by buddy-sim's in the same round; above \
+         1: buddy-sim faster. The goal is to be at least as fast as each of ArceOS's current \
+         allocators on its own project's workloads.",
+    );
+    vec![t, goals, two_threads(ctx)]
+}
+
+/// The random page workload on two threads at once, each with its own plan and CPU, against
+/// one thread doing one thread's share.
+fn two_threads(ctx: &SectionContext) -> Table {
+    ctx.step("arceos today: two threads");
+    let mut t = Table::new(
+        "arceos-today-threads",
+        "The random page workload on two threads at once (each its own calls and CPU) and on one: M calls per second (median [95% CI] over interleaved rounds), and two threads ÷ one",
+        &[
+            "allocator",
+            "one thread (M calls/s)",
+            "two threads (M calls/s)",
+            "two ÷ one (throughput)",
+        ],
+    );
+    let plans = [random_plan(0x5eed), random_plan(0xfeed)];
+    let calls = (BATCHES * BATCH) as f64;
+    let mut candidates: Vec<Candidate<'static, (Today, [Plan; 2])>> = Vec::new();
+    for i in 0..ALLOCATORS.len() {
+        candidates.push(Box::new(move |(t, plans)| {
+            on_cpu(0);
+            random_batches(t.pages(i), &plans[0]);
+        }));
+        candidates.push(Box::new(move |(t, plans)| {
+            let (t, plans) = (&*t, &*plans);
+            std::thread::scope(|s| {
+                for (cpu, plan) in plans.iter().enumerate() {
+                    s.spawn(move || {
+                        on_cpu(cpu);
+                        random_batches(t.pages(i), plan);
+                    });
+                }
+            });
+        }));
+    }
+    let mut target = (Today::new(), plans);
+    let s = Samples::interleaved(Budget::cell(ctx.quick, 4.0), &mut target, &mut candidates);
+    for (i, allocator) in ALLOCATORS.iter().enumerate() {
+        let (one, two) = (&s[2 * i], &s[2 * i + 1]);
+        t.row(vec![
+            Cell::text(*allocator),
+            Cell::estimate(one.rate(calls / 1e6), 2, ""),
+            Cell::estimate(two.rate(2.0 * calls / 1e6), 2, ""),
+            Cell::ratio_ci(two.speedup_over(one).map(|x| 2.0 * x)),
+        ]);
+    }
+    t.note(
+        "Two threads each run the whole random page workload (its own seeded calls), so two \
+         threads do twice one thread's calls; the ratio divides their throughput by one \
+         thread's, round by round (2: no contention). buddy-sim's threads are CPUs 0 and 1 of \
+         the drop-in, each on its own lists and lock; the peers' threads share their one lock. \
+         Thread start-up (two spawns per round) is inside the two-thread time.",
+    );
+    t
+}
+
+impl Section for ArceosToday {
+    fn name(&self) -> &'static str {
+        "ArceOS today"
+    }
+
+    fn planned_steps(&self, _quick: bool) -> u64 {
+        (page_works().len() + HEAP_WORKS.len() + 1) as u64
+    }
+
+    fn run(&self, ctx: &SectionContext) -> Vec<Table> {
+        tables(ctx)
+    }
+}
