@@ -21,9 +21,10 @@ use std::time::Duration;
 pub const NIGHTLY: &str = "nightly-2026-09-04";
 /// Components the nightly needs: `rust-src` (both targets are built from source).
 pub const NIGHTLY_COMPONENTS: [&str; 1] = ["rust-src"];
-/// Debian packages the builds and boots need: libclang for bindgen, OVMF for x86_64's UEFI
-/// boot, LLVM's `objcopy` for the images.
-pub const APT_PACKAGES: [&str; 3] = ["libclang-dev", "ovmf", "llvm"];
+/// Debian packages the builds and boots need (this stage's and StarryOS's): libclang for
+/// bindgen, OVMF for x86_64's UEFI boot, LLVM's `objcopy` and `readelf` for the images,
+/// e2fsprogs for StarryOS's root file system.
+pub const APT_PACKAGES: [&str; 4] = ["libclang-dev", "ovmf", "llvm", "e2fsprogs"];
 
 /// OVMF's firmware from Debian's `ovmf` package.
 const OVMF: &str = "/usr/share/OVMF/OVMF_CODE.fd";

@@ -192,6 +192,38 @@ pub fn output_with_timeout(
     c: &mut Command,
     limit: std::time::Duration,
 ) -> Result<(Option<i32>, String), String> {
+    let (status, out) = run_with_limit(c, limit)?;
+    print!("{out}");
+    status
+        .map(|code| (code, out))
+        .ok_or_else(|| timed_out(c, limit))
+}
+
+/// [`output_with_timeout`] without echoing the output (a kernel's log thousands of lines
+/// long: the caller prints what it needs of it). A run past `limit` is an error that ends
+/// with the output's last lines.
+pub fn output_quiet_with_timeout(
+    c: &mut Command,
+    limit: std::time::Duration,
+) -> Result<(Option<i32>, String), String> {
+    let (status, out) = run_with_limit(c, limit)?;
+    status.map(|code| (code, out.clone())).ok_or_else(|| {
+        let tail: Vec<&str> = out.lines().rev().take(20).collect();
+        let tail: Vec<&str> = tail.into_iter().rev().collect();
+        format!(
+            "{}; its output ended:\n{}",
+            timed_out(c, limit),
+            tail.join("\n")
+        )
+    })
+}
+
+/// `c` run with stdout captured, killed after `limit`: its exit code (`None` inside: a
+/// signal ended it; `None` outside: it ran past `limit`) and its stdout.
+fn run_with_limit(
+    c: &mut Command,
+    limit: std::time::Duration,
+) -> Result<(Option<Option<i32>>, String), String> {
     use std::io::Read;
     println!("    $ {}", describe(c));
     let mut child = c
@@ -206,15 +238,16 @@ pub fn output_with_timeout(
     });
     let status = wait_with_limit(&mut child, limit)?;
     let out = reader.join().unwrap_or_default();
-    print!("{out}");
-    match status {
-        Some(st) => Ok((st.code(), out)),
-        None => Err(format!(
-            "`{}` did not finish within {} s",
-            describe(c),
-            limit.as_secs()
-        )),
-    }
+    Ok((status.map(|st| st.code()), out))
+}
+
+/// The error of a command that ran past its limit.
+fn timed_out(c: &Command, limit: std::time::Duration) -> String {
+    format!(
+        "`{}` did not finish within {} s",
+        describe(c),
+        limit.as_secs()
+    )
 }
 
 /// [`output_with_timeout`] for a child that asks its host to look at it: each output line

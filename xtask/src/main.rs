@@ -11,6 +11,7 @@ mod layers;
 mod package;
 mod setup;
 mod stages;
+mod starry;
 mod x86_kernel;
 
 use std::path::PathBuf;
