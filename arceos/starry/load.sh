@@ -2,7 +2,7 @@
 # Linux programs that load memory, run by StarryOS at boot (its init runs
 # /usr/bin/starry-run-case-tests when the root file system has one): fork and exec in a
 # loop, many processes at once, a large sort, gzip and gunzip with the checksum compared,
-# dd with large blocks. Each step prints a line the test stage checks, and `mark` the guest
+# dd with large blocks, then as many 2 MiB pages as the kernel hands out (hugepages.c). Each step prints a line the test stage checks, and `mark` the guest
 # clock (with QEMU's -icount shift=0, a nanosecond per guest instruction) and the free
 # memory at the step's peak; the last line is "load: done".
 cd /root 2>/dev/null || cd /
@@ -39,5 +39,6 @@ mark
 echo "load: dd $(wc -c < /tmp/big)"
 rm -f /tmp/big
 mark
+/usr/bin/hugepages
 echo "load: done"
 poweroff -f

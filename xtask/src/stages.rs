@@ -269,6 +269,8 @@ fn fmt(root: &Path, _: &Options) -> StageResult {
         "arceos/axalloc-0.2/Cargo.toml",
         "arceos/ax-alloc/Cargo.toml",
         "arceos/today/Cargo.toml",
+        "arceos/today-control/Cargo.toml",
+        "arceos/starry/Cargo.toml",
     ] {
         cmd::status(cargo(root).args(["fmt", "--manifest-path", manifest, "--", "--check"]))?;
     }

@@ -38,6 +38,8 @@ struct Arch {
     machine: &'static [&'static str],
     /// Debian's name for it (`busybox-static`'s package).
     debian: &'static str,
+    /// The C compiler (Debian's) that builds static Linux programs for it.
+    gcc: &'static str,
     /// Whether the stage also runs buddy-slab-allocator here and compares (aarch64 only:
     /// each comparison is a second kernel build and two boots under `-icount`, a few
     /// minutes on two cores).
@@ -51,6 +53,7 @@ const ARCHS: [Arch; 2] = [
         qemu: "qemu-system-aarch64",
         machine: &["-machine", "virt", "-cpu", "cortex-a53"],
         debian: "arm64",
+        gcc: "aarch64-linux-gnu-gcc",
         compare: true,
     },
     Arch {
@@ -59,6 +62,7 @@ const ARCHS: [Arch; 2] = [
         qemu: "qemu-system-x86_64",
         machine: &["-machine", "q35", "-bios", "/usr/share/OVMF/OVMF_CODE.fd"],
         debian: "amd64",
+        gcc: "gcc",
         compare: false,
     },
 ];
@@ -80,7 +84,7 @@ impl Allocator {
 }
 
 /// The lines a run prints, in order: the allocator at boot, then the script's checks.
-fn expected(allocator: Allocator) -> [String; 7] {
+fn expected(allocator: Allocator) -> [String; 8] {
     [
         format!("use {} allocator.", allocator.name()),
         "load: fork-exec 300".into(),
@@ -88,6 +92,7 @@ fn expected(allocator: Allocator) -> [String; 7] {
         "load: sort 200000 1 200000".into(),
         "load: gzip ok".into(),
         "load: dd 33554432".into(),
+        "load: huge pages ".into(),
         "load: done".into(),
     ]
 }
@@ -279,6 +284,13 @@ fn rootfs(root: &Path, arch: &Arch) -> Result<PathBuf, String> {
                 .map_err(|e| format!("{}: {e}", link.display()))?;
         }
     }
+    let counter = tree.join("usr/bin/hugepages");
+    cmd::status(
+        Command::new(arch.gcc)
+            .args(["-static", "-O2", "-o"])
+            .arg(&counter)
+            .arg(root.join("arceos/starry/hugepages.c")),
+    )?;
     let hook = tree.join("usr/bin/starry-run-case-tests");
     std::fs::copy(root.join("arceos/starry/load.sh"), &hook)
         .map_err(|e| format!("{}: {e}", hook.display()))?;
@@ -349,6 +361,8 @@ fn host_debian_arch() -> Result<String, String> {
 struct Run {
     instructions: f64,
     least_free_mib: f64,
+    /// 2 MiB pages handed out after the churn.
+    huge_pages: u32,
 }
 
 /// Boots `image` for `arch` on `rootfs` with two CPUs (with `icount`, under `-icount
@@ -414,9 +428,15 @@ fn boot(
         }
     };
     let least_free = marks.iter().map(|m| m.1).fold(f64::INFINITY, f64::min);
+    let huge_pages = out
+        .lines()
+        .find_map(|l| l.strip_prefix("load: huge pages "))
+        .and_then(|n| n.trim().parse().ok())
+        .ok_or_else(|| format!("StarryOS on {}: no huge page count", arch.name))?;
     Ok(Run {
         instructions: last - first,
         least_free_mib: least_free / 1024.0,
+        huge_pages,
     })
 }
 
@@ -453,19 +473,25 @@ pub fn stage(root: &Path) -> Result<String, String> {
         }
         results.push(match runs.as_slice() {
             [ours, slab] => format!(
-                "{}: {:.2} G guest instructions on buddy-sim, {:.2} G on buddy-slab-allocator ({:.2}x), least free memory {:.0} MiB and {:.0} MiB",
+                "{}: {:.2} G guest instructions on buddy-sim, {:.2} G on buddy-slab-allocator ({:.2}x), least free memory {:.0} MiB and {:.0} MiB, 2 MiB pages after the churn {} and {}",
                 arch.name,
                 ours.instructions,
                 slab.instructions,
                 slab.instructions / ours.instructions,
                 ours.least_free_mib,
-                slab.least_free_mib
+                slab.least_free_mib,
+                ours.huge_pages,
+                slab.huge_pages
             ),
-            _ => format!("{}: every line checked on buddy-sim", arch.name),
+            [ours] => format!(
+                "{}: every line checked on buddy-sim, {} 2 MiB pages after the churn",
+                arch.name, ours.huge_pages
+            ),
+            _ => String::new(),
         });
     }
     Ok(format!(
-        "StarryOS {VERSION} ran the load script (fork/exec, 24 processes, sort, gzip, dd); {}",
+        "StarryOS {VERSION} ran the load script (fork/exec, 24 processes, sort, gzip, dd, 2 MiB pages); {}",
         results.join("; ")
     ))
 }
