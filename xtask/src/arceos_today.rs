@@ -85,12 +85,17 @@ impl Backend {
     }
 }
 
+/// The target directory of every build of today's ArceOS line (this stage's and StarryOS's).
+pub fn target_dir(root: &Path) -> PathBuf {
+    root.join("target/arceos-today")
+}
+
 /// Builds the app for `arch` on `backend` and returns its image: a flat binary (aarch64's
 /// Linux Image, x86_64's PE/EFI image, as axplat-dyn links them).
 fn build(root: &Path, arch: &Arch, backend: Backend) -> Result<PathBuf, String> {
     let (workspace, features) = backend.workspace();
     let manifest = root.join(workspace).join("Cargo.toml");
-    let target_dir = root.join("target/arceos-today");
+    let target_dir = target_dir(root);
     let mut c = cmd::toolchain_cargo(root, NIGHTLY);
     c.env(
         "RUSTFLAGS",

@@ -132,13 +132,14 @@ const STAGES: [Stage; 18] = [
     Stage {
         name: "arceos-today",
         run: |root, _| crate::arceos_today::stage(root),
-        scratch: &["target/arceos-today"],
+        // Its build directory serves the starry stage next.
+        scratch: &[],
         on_request: false,
     },
     Stage {
         name: "starry",
         run: |root, _| crate::starry::stage(root),
-        scratch: &["target/starry"],
+        scratch: &["target/starry", "target/arceos-today"],
         on_request: false,
     },
     Stage {

@@ -191,8 +191,10 @@ fn build(root: &Path, arch: &Arch, allocator: Allocator) -> Result<PathBuf, Stri
         }
     }
     let path = std::env::var("PATH").unwrap_or_default();
-    // Both allocators' builds share one target directory: they differ from ax-alloc up.
-    let target_dir = work.join("target");
+    // Every build of today's ArceOS line shares one target directory (the `arceos-today`
+    // stage's): the standard library built from source, the build scripts and the crates
+    // whose versions and features agree are built once.
+    let target_dir = crate::arceos_today::target_dir(root);
     let mut c = cmd::toolchain_cargo(root, arceos_today::NIGHTLY);
     c.env("PATH", format!("{}:{path}", bin.display()))
         .env(
