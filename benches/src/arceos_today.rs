@@ -35,8 +35,11 @@ const FRAGMENTATION_PAGES: usize = 512;
 const BATCH: usize = 256;
 /// Calls of a page pair per round.
 const PAIRS: usize = 2_000;
-/// Random batches per round, and per thread in the two-thread table.
+/// Random batches per round.
 const BATCHES: usize = 20;
+/// Random batches per thread and round in the two-thread table: long enough (a few ms)
+/// that starting the two threads is a small part of the round.
+const THREAD_BATCHES: usize = 400;
 /// The goal against ax-alloc 0.9's allocators (issue: at least the fastest peer).
 const GOAL: f64 = 1.0;
 
@@ -146,9 +149,14 @@ fn fragmentation_cycle(a: &dyn Locked) -> u64 {
 }
 
 fn random_batches(a: &dyn Locked, plan: &[(bool, usize, usize)]) -> u64 {
+    random_rounds(a, plan, BATCHES)
+}
+
+/// `batches` runs of the random page workload's `plan`, everything given back after each.
+fn random_rounds(a: &dyn Locked, plan: &[(bool, usize, usize)], batches: usize) -> u64 {
     let mut active: Vec<(usize, usize)> = Vec::with_capacity(BATCH);
     let mut refused = 0;
-    for _ in 0..BATCHES {
+    for _ in 0..batches {
         for &(allocate, pages, hint) in plan {
             if allocate || active.is_empty() {
                 match a.alloc(pages, PAGE) {
@@ -458,20 +466,24 @@ fn two_threads(ctx: &SectionContext) -> Table {
         ],
     );
     let plans = [random_plan(0x5eed), random_plan(0xfeed)];
-    let calls = (BATCHES * BATCH) as f64;
+    let calls = (THREAD_BATCHES * BATCH) as f64;
     let mut candidates: Vec<Candidate<'static, (Today, [Plan; 2])>> = Vec::new();
     for i in 0..ALLOCATORS.len() {
         candidates.push(Box::new(move |(t, plans)| {
             on_cpu(0);
-            random_batches(t.pages(i), &plans[0]);
+            random_rounds(t.pages(i), &plans[0], THREAD_BATCHES);
         }));
         candidates.push(Box::new(move |(t, plans)| {
             let (t, plans) = (&*t, &*plans);
             std::thread::scope(|s| {
                 for (cpu, plan) in plans.iter().enumerate() {
                     s.spawn(move || {
+                        // Each thread on a core of its own (the measuring thread's pinning
+                        // would put both on one).
+                        let allowed = crate::measure::allowed_cpus();
+                        crate::measure::pin_current_thread(allowed[cpu % allowed.len()]);
                         on_cpu(cpu);
-                        random_batches(t.pages(i), plan);
+                        random_rounds(t.pages(i), plan, THREAD_BATCHES);
                     });
                 }
             });
@@ -493,7 +505,8 @@ fn two_threads(ctx: &SectionContext) -> Table {
          threads do twice one thread's calls; the ratio divides their throughput by one \
          thread's, round by round (2: no contention). buddy-sim's threads are CPUs 0 and 1 of \
          the drop-in, each on its own lists and lock; the peers' threads share their one lock. \
-         Thread start-up (two spawns per round) is inside the two-thread time.",
+         Each thread is pinned to a core of its own; thread start-up (two spawns per round, \
+         each thread 400 batches) is inside the two-thread time.",
     );
     t
 }
