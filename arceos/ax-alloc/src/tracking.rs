@@ -94,7 +94,7 @@ pub(crate) fn allocated(ptr: *mut u8, layout: Layout) {
     }
     with_records(|r| {
         let generation = r.generation;
-        r.generation += 1;
+        r.generation = r.generation.wrapping_add(1);
         let info = AllocationInfo {
             layout,
             backtrace: Backtrace::capture(),

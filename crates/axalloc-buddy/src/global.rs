@@ -620,6 +620,9 @@ impl GlobalAllocator {
     /// run can be freed alone without it ([`GlobalAllocator::dealloc_pages`] splits what it
     /// must); after it, such frees split nothing. Returns the pages the block held.
     ///
+    /// Safe whatever `pos` is: it frees nothing and writes no byte, only how the zone counts
+    /// a block it handed out ([`buddy_sim::AxPageAllocator::split_pages`]).
+    ///
     /// # Errors
     /// `InvalidParam` if `pos` is not the first page of an allocated block of this
     /// allocator; `NotAllocated` for a free one. Nothing changes then.

@@ -577,3 +577,38 @@ fn zeroed_runs_read_zero_over_dirty_memory() {
     z.check().unwrap();
     drop(ram);
 }
+
+/// `split_pages` splits an unmovable block the allocator handed out into pages freed one by
+/// one, and refuses a movable block of another user of the zone (compaction moves those by
+/// their head), a page inside a block and a free block, changing nothing.
+#[test]
+fn split_pages_splits_unmovable_blocks_only() {
+    let base = 1 << 20;
+    let z = zone(base, 64);
+    let mut a = ax(&z, 0, 0).unwrap();
+    a.init(base, 64 * PAGE);
+    let run = a.alloc_pages(8, 8 * PAGE).unwrap();
+    assert!(matches!(
+        a.split_pages(run + PAGE),
+        Err(AllocError::InvalidParam)
+    ));
+    assert_eq!(a.split_pages(run).unwrap(), 8);
+    for i in (0..8).rev() {
+        a.dealloc_pages(run + i * PAGE, 1);
+        assert_eq!(a.last_error(), None, "page {i}");
+    }
+    assert!(matches!(a.split_pages(run), Err(AllocError::NotAllocated)));
+    let movable = z
+        .cpu(0)
+        .unwrap()
+        .alloc_raw(buddy_sim::AllocRequest::order(buddy_sim::Order::new(2).unwrap()).movable(7))
+        .unwrap();
+    let pos = movable.0 as usize * PAGE;
+    assert!(matches!(a.split_pages(pos), Err(AllocError::InvalidParam)));
+    assert_eq!(
+        z.frame(movable).unwrap().order,
+        2,
+        "the movable block stays whole"
+    );
+    z.check().unwrap();
+}

@@ -21,6 +21,7 @@ use crate::error::free::FreeError;
 use crate::frame::{Frame, FrameState, Word};
 use crate::memory::{FrameClearer, FrameMemory, NoMemory};
 use crate::migrate::Migration;
+use crate::migratetype::MigrateType;
 use crate::mobility::contig_alloc::Take;
 use crate::request::AllocRequest;
 use crate::types::{FrameIdx, Order};
@@ -277,9 +278,16 @@ where
     /// huge page into 4 KiB mappings needs. Metadata only; no byte moves. Returns the pages
     /// the block held (1 for a page that is one already).
     ///
+    /// Safe whatever `pos` is: it frees nothing and writes no byte of any page, only how the
+    /// zone counts an unmovable block it handed out (what this allocator hands out); a free
+    /// of the pages still takes an `unsafe` call, and an owner that frees the block whole
+    /// later has it freed page by page ([`Zone::split_page`]'s reference count of one keeps
+    /// a shared block whole). A movable block (another user's of the zone, which compaction
+    /// may move by its head's key) is refused.
+    ///
     /// # Errors
-    /// `InvalidParam` if `pos` is not the first frame of an allocated block of this zone;
-    /// `NotAllocated` for a free one. Nothing changes then.
+    /// `InvalidParam` if `pos` is not the first frame of an allocated unmovable block of this
+    /// zone; `NotAllocated` for a free one. Nothing changes then.
     pub fn split_pages(&mut self, pos: usize) -> AllocResult<usize> {
         let Some(pfn) = self.pfn_at(pos) else {
             return self.outcome(Err(BuddyError::NotAFrame { addr: pos }));
@@ -289,11 +297,11 @@ where
             Err(e) => return self.outcome(Err(e)),
         };
         match info.state {
-            FrameState::Allocated => {}
+            FrameState::Allocated if info.migratetype == Some(MigrateType::Unmovable) => {}
             FrameState::Buddy | FrameState::Pcp => {
                 return self.outcome(Err(FreeError::DoubleFree(pfn)));
             }
-            // A page inside a block, or no page of this allocator's.
+            // A page inside a block, a movable block, or no page of this allocator's.
             _ => return self.outcome(Err(BuddyError::NotAFrame { addr: pos })),
         }
         let order = Order::new(info.order).map_err(|_| AllocError::InvalidParam)?;
