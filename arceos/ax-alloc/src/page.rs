@@ -1,5 +1,6 @@
 //! Owned pages (ax-alloc's `GlobalPage`): a run of 4 KiB pages from the global allocator,
-//! counted as [`UsageKind::Global`] and given back when dropped.
+//! counted as [`UsageKind::Global`] and given back when dropped. It is `axalloc-buddy`'s
+//! `GlobalPage` over this package's allocator, with ax-alloc's address types.
 
 use ax_memory_addr::{PhysAddr, VirtAddr};
 
@@ -7,10 +8,7 @@ use crate::{AllocResult, PAGE_SIZE, UsageKind, global_allocator};
 
 /// Contiguous 4 KiB pages from the global allocator, given back when dropped.
 #[derive(Debug)]
-pub struct GlobalPage {
-    start_vaddr: VirtAddr,
-    num_pages: usize,
-}
+pub struct GlobalPage(axalloc_buddy::GlobalPage);
 
 impl GlobalPage {
     /// One page.
@@ -27,32 +25,33 @@ impl GlobalPage {
     /// # Errors
     /// [`AllocError::NoMemory`](crate::AllocError::NoMemory).
     pub fn alloc_zero() -> AllocResult<Self> {
-        let at = global_allocator()
-            .buddy()
-            .alloc_zeroed_pages(1, PAGE_SIZE, UsageKind::Global)?;
-        Ok(Self::owning(at, 1))
+        let a = global_allocator().buddy();
+        let at = a.alloc_zeroed_pages(1, PAGE_SIZE, UsageKind::Global)?;
+        // SAFETY: `a` allocated the page for `Global` just now and hands it to nobody else.
+        Ok(Self(unsafe {
+            axalloc_buddy::GlobalPage::from_raw(a, at, 1)
+        }))
     }
 
-    /// `num_pages` contiguous pages aligned to `alignment` bytes.
+    /// `num_pages` contiguous pages aligned to `alignment` bytes (after the registered
+    /// reclaim when memory is short).
     ///
     /// # Errors
     /// [`AllocError::NoMemory`](crate::AllocError::NoMemory); `InvalidParam` for an
     /// alignment that is not a power of two.
     pub fn alloc_contiguous(num_pages: usize, alignment: usize) -> AllocResult<Self> {
-        let at = global_allocator().alloc_pages(num_pages, alignment, UsageKind::Global)?;
-        Ok(Self::owning(at, num_pages))
-    }
-
-    fn owning(at: usize, num_pages: usize) -> Self {
-        Self {
-            start_vaddr: VirtAddr::from(at),
-            num_pages,
-        }
+        let a = global_allocator();
+        let at = a.alloc_pages(num_pages, alignment, UsageKind::Global)?;
+        // SAFETY: the allocator under `a` allocated the run for `Global` just now and hands
+        // it to nobody else.
+        Ok(Self(unsafe {
+            axalloc_buddy::GlobalPage::from_raw(a.buddy(), at, num_pages)
+        }))
     }
 
     /// The first page's virtual address.
     pub fn start_vaddr(&self) -> VirtAddr {
-        self.start_vaddr
+        VirtAddr::from(self.0.start_vaddr().as_usize())
     }
 
     /// The first page's physical address, through the kernel's `virt_to_phys`.
@@ -60,55 +59,41 @@ impl GlobalPage {
     where
         F: FnOnce(VirtAddr) -> PhysAddr,
     {
-        virt_to_phys(self.start_vaddr)
+        virt_to_phys(self.start_vaddr())
     }
 
     /// The run's size in bytes.
     pub fn size(&self) -> usize {
-        self.num_pages * PAGE_SIZE
+        self.0.size()
     }
 
     /// The first byte.
     pub fn as_ptr(&self) -> *const u8 {
-        self.start_vaddr.as_ptr()
+        self.0.as_ptr()
     }
 
     /// The first byte, writable.
     pub fn as_mut_ptr(&mut self) -> *mut u8 {
-        self.start_vaddr.as_mut_ptr()
+        self.0.as_mut_ptr()
     }
 
     /// Writes `byte` to every byte of the run.
     pub fn fill(&mut self, byte: u8) {
-        self.as_slice_mut().fill(byte);
+        self.0.fill(byte);
     }
 
     /// Writes zero to every byte of the run.
     pub fn zero(&mut self) {
-        self.fill(0);
+        self.0.zero();
     }
 
     /// The run's bytes.
     pub fn as_slice(&self) -> &[u8] {
-        // SAFETY: the allocator handed this run to this value alone, mapped readable and
-        // writable (ArceOS maps all of its RAM); it lives until `drop`.
-        unsafe { core::slice::from_raw_parts(self.as_ptr(), self.size()) }
+        self.0.as_slice()
     }
 
     /// The run's bytes, writable.
     pub fn as_slice_mut(&mut self) -> &mut [u8] {
-        let len = self.size();
-        // SAFETY: as `as_slice`, and `&mut self` makes this the only reference to them.
-        unsafe { core::slice::from_raw_parts_mut(self.as_mut_ptr(), len) }
-    }
-}
-
-impl Drop for GlobalPage {
-    fn drop(&mut self) {
-        global_allocator().dealloc_pages(
-            self.start_vaddr.as_usize(),
-            self.num_pages,
-            UsageKind::Global,
-        );
+        self.0.as_slice_mut()
     }
 }

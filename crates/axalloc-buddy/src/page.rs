@@ -1,16 +1,27 @@
 //! Owned pages: a run of 4 KiB pages from the global allocator, given back when dropped.
 
 use crate::frames::PAGE;
-use crate::{UsageKind, global_allocator};
+use crate::{GlobalAllocator, UsageKind, global_allocator};
 use axerrno::{AxError, AxResult};
+use core::fmt;
 use memory_addr::{PhysAddr, VirtAddr};
 
-/// Contiguous 4 KiB pages from the global allocator, counted as [`UsageKind::Global`] and
-/// given back when dropped (ArceOS's `GlobalPage`).
-#[derive(Debug)]
+/// Contiguous 4 KiB pages from the global allocator (or another `'static` one:
+/// [`GlobalPage::from_raw`]), counted as [`UsageKind::Global`] and given back to it when
+/// dropped (ArceOS's `GlobalPage`).
 pub struct GlobalPage {
+    allocator: &'static GlobalAllocator,
     start_vaddr: VirtAddr,
     num_pages: usize,
+}
+
+impl fmt::Debug for GlobalPage {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("GlobalPage")
+            .field("start_vaddr", &self.start_vaddr)
+            .field("num_pages", &self.num_pages)
+            .finish()
+    }
 }
 
 impl GlobalPage {
@@ -28,13 +39,12 @@ impl GlobalPage {
     /// # Errors
     /// `NoMemory` when the allocator has no free page.
     pub fn alloc_zero() -> AxResult<Self> {
-        let at = global_allocator()
+        let a = global_allocator();
+        let at = a
             .alloc_zeroed_pages(1, PAGE, UsageKind::Global)
             .map_err(|_| AxError::NoMemory)?;
-        Ok(Self {
-            start_vaddr: at.into(),
-            num_pages: 1,
-        })
+        // SAFETY: `a` allocated the page for `Global` just now and hands it to nobody else.
+        Ok(unsafe { Self::from_raw(a, at, 1) })
     }
 
     /// `num_pages` contiguous pages aligned to `alignment` bytes.
@@ -43,13 +53,32 @@ impl GlobalPage {
     /// `NoMemory` when the allocator has no such run (or the alignment is not a power of
     /// two).
     pub fn alloc_contiguous(num_pages: usize, alignment: usize) -> AxResult<Self> {
-        let at = global_allocator()
+        let a = global_allocator();
+        let at = a
             .alloc_pages(num_pages, alignment, UsageKind::Global)
             .map_err(|_| AxError::NoMemory)?;
-        Ok(Self {
-            start_vaddr: at.into(),
+        // SAFETY: `a` allocated the run for `Global` just now and hands it to nobody else.
+        Ok(unsafe { Self::from_raw(a, at, num_pages) })
+    }
+
+    /// The `num_pages` pages from `start_vaddr`, owned from now on and given back to
+    /// `allocator` when dropped (an ArceOS package whose allocator is its own `static`
+    /// makes its `GlobalPage` so).
+    ///
+    /// # Safety
+    /// `allocator` handed out the run through its page calls, counted as
+    /// [`UsageKind::Global`], and nothing else owns or uses it: this value frees it.
+    #[must_use]
+    pub unsafe fn from_raw(
+        allocator: &'static GlobalAllocator,
+        start_vaddr: usize,
+        num_pages: usize,
+    ) -> Self {
+        Self {
+            allocator,
+            start_vaddr: start_vaddr.into(),
             num_pages,
-        })
+        }
     }
 
     /// The first page's virtual address.
@@ -111,11 +140,11 @@ impl GlobalPage {
 
 impl Drop for GlobalPage {
     fn drop(&mut self) {
-        // SAFETY: the run came from the global allocator's page calls (the only way to make
-        // a `GlobalPage`), is this value's alone, and is given back once, here; nothing
+        // SAFETY: the run came from `self.allocator`'s page calls (the constructors' and
+        // `from_raw`'s contract), is this value's alone, and is given back once, here; nothing
         // reaches it after (every borrow of it ended with this value).
         unsafe {
-            global_allocator().dealloc_pages(
+            self.allocator.dealloc_pages(
                 self.start_vaddr.as_usize(),
                 self.num_pages,
                 UsageKind::Global,
