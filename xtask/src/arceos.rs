@@ -144,10 +144,7 @@ fn locked_version(root: &Path, package: &str) -> Result<String, String> {
 /// The platform package's `axconfig.toml` in cargo's registry sources (after a fetch).
 fn platform_config(root: &Path, arch: &Arch) -> Result<PathBuf, String> {
     let version = locked_version(root, arch.platform_package)?;
-    let home = std::env::var_os("CARGO_HOME")
-        .map(PathBuf::from)
-        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cargo")))
-        .ok_or("neither CARGO_HOME nor HOME is set")?;
+    let home = cmd::cargo_home()?;
     let src = home.join("registry/src");
     let dirs = std::fs::read_dir(&src).map_err(|e| format!("{}: {e}", src.display()))?;
     dirs.filter_map(Result::ok)

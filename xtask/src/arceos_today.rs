@@ -29,15 +29,15 @@ pub const APT_PACKAGES: [&str; 4] = ["libclang-dev", "ovmf", "llvm", "e2fsprogs"
 /// OVMF's firmware from Debian's `ovmf` package.
 const OVMF: &str = "/usr/share/OVMF/OVMF_CODE.fd";
 
-/// One architecture today's ArceOS is built and booted for.
-struct Arch {
-    name: &'static str,
-    target: &'static str,
-    qemu: &'static str,
-    machine: &'static [&'static str],
+/// One architecture today's ArceOS (and StarryOS on it) is built and booted for.
+pub struct Arch {
+    pub name: &'static str,
+    pub target: &'static str,
+    pub qemu: &'static str,
+    pub machine: &'static [&'static str],
 }
 
-const ARCHS: [Arch; 2] = [
+pub const ARCHS: [Arch; 2] = [
     Arch {
         name: "aarch64",
         target: "aarch64-unknown-none-softfloat",
@@ -85,6 +85,36 @@ impl Backend {
     }
 }
 
+/// `cargo build --release --target TARGET` of today's ArceOS line, as every build of it here
+/// runs: the nightly, the standard library from source, axplat-dyn's position-independent
+/// link through its `linker.x`, the shared target directory ([`target_dir`]). The caller
+/// adds the package.
+pub fn nightly_build(root: &Path, target: &str) -> Command {
+    let mut c = cmd::toolchain_cargo(root, NIGHTLY);
+    c.env(
+        "RUSTFLAGS",
+        "-Crelocation-model=pic -Clink-arg=-pie -Clink-arg=-znostart-stop-gc -Clink-arg=-Tlinker.x",
+    )
+    .env("CARGO_TARGET_DIR", target_dir(root))
+    .args(["build", "--release", "--target", target])
+    .args([
+        "-Zbuild-std=core,alloc",
+        "-Zbuild-std-features=compiler-builtins-mem",
+    ]);
+    c
+}
+
+/// Cuts the flat binary QEMU boots (aarch64's Linux Image, x86_64's PE/EFI image, as
+/// axplat-dyn links them) out of `elf` with Debian's `llvm-objcopy`.
+pub fn flat_image(elf: &Path, image: &Path) -> Result<(), String> {
+    cmd::status(
+        Command::new("llvm-objcopy")
+            .arg(elf)
+            .args(["--strip-all", "-O", "binary"])
+            .arg(image),
+    )
+}
+
 /// The target directory of every build of today's ArceOS line (this stage's and StarryOS's).
 pub fn target_dir(root: &Path) -> PathBuf {
     root.join("target/arceos-today")
@@ -96,29 +126,15 @@ fn build(root: &Path, arch: &Arch, backend: Backend) -> Result<PathBuf, String> 
     let (workspace, features) = backend.workspace();
     let manifest = root.join(workspace).join("Cargo.toml");
     let target_dir = target_dir(root);
-    let mut c = cmd::toolchain_cargo(root, NIGHTLY);
-    c.env(
-        "RUSTFLAGS",
-        "-Crelocation-model=pic -Clink-arg=-pie -Clink-arg=-znostart-stop-gc -Clink-arg=-Tlinker.x",
-    )
-    .env("CARGO_TARGET_DIR", &target_dir)
-    .args(["build", "--release", "--locked", "--target", arch.target])
-    .args(features)
-    .args([
-        "-Zbuild-std=core,alloc",
-        "-Zbuild-std-features=compiler-builtins-mem",
-    ])
-    .arg("--manifest-path")
-    .arg(&manifest);
+    let mut c = nightly_build(root, arch.target);
+    c.args(["--locked"])
+        .args(features)
+        .arg("--manifest-path")
+        .arg(&manifest);
     cmd::status(&mut c)?;
     let elf = target_dir.join(arch.target).join("release/arceos-today");
     let image = target_dir.join(format!("today-{}-{}.bin", arch.name, backend.name()));
-    cmd::status(
-        Command::new("llvm-objcopy")
-            .arg(&elf)
-            .args(["--strip-all", "-O", "binary"])
-            .arg(&image),
-    )?;
+    flat_image(&elf, &image)?;
     Ok(image)
 }
 

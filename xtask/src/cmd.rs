@@ -15,6 +15,14 @@ pub fn cargo(dir: &Path) -> Command {
     toolchain_cargo(dir, TOOLCHAIN)
 }
 
+/// Cargo's home directory (`CARGO_HOME`, else `~/.cargo`): where its registry lives.
+pub fn cargo_home() -> Result<std::path::PathBuf, String> {
+    std::env::var_os("CARGO_HOME")
+        .map(std::path::PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| std::path::PathBuf::from(h).join(".cargo")))
+        .ok_or_else(|| "neither CARGO_HOME nor HOME is set".into())
+}
+
 /// `cargo +nightly` in `dir`.
 pub fn nightly_cargo(dir: &Path) -> Command {
     toolchain_cargo(dir, "nightly")

@@ -30,12 +30,10 @@ use std::time::Duration;
 /// The StarryOS release built.
 const VERSION: &str = "0.5.39";
 
-/// One architecture StarryOS is built and booted for.
+/// One architecture StarryOS is built and booted for: today's ArceOS's, and what the root
+/// file system needs.
 struct Arch {
-    name: &'static str,
-    target: &'static str,
-    qemu: &'static str,
-    machine: &'static [&'static str],
+    base: &'static arceos_today::Arch,
     /// Debian's name for it (`busybox-static`'s package).
     debian: &'static str,
     /// The C compiler (Debian's) that builds static Linux programs for it.
@@ -46,21 +44,23 @@ struct Arch {
     compare: bool,
 }
 
+impl std::ops::Deref for Arch {
+    type Target = arceos_today::Arch;
+
+    fn deref(&self) -> &arceos_today::Arch {
+        self.base
+    }
+}
+
 const ARCHS: [Arch; 2] = [
     Arch {
-        name: "aarch64",
-        target: "aarch64-unknown-none-softfloat",
-        qemu: "qemu-system-aarch64",
-        machine: &["-machine", "virt", "-cpu", "cortex-a53"],
+        base: &arceos_today::ARCHS[0],
         debian: "arm64",
         gcc: "aarch64-linux-gnu-gcc",
         compare: true,
     },
     Arch {
-        name: "x86_64",
-        target: "x86_64-unknown-none",
-        qemu: "qemu-system-x86_64",
-        machine: &["-machine", "q35", "-bios", "/usr/share/OVMF/OVMF_CODE.fd"],
+        base: &arceos_today::ARCHS[1],
         debian: "amd64",
         gcc: "gcc",
         compare: false,
@@ -97,15 +97,9 @@ fn expected(allocator: Allocator) -> [String; 8] {
     ]
 }
 
-/// The published source, unpacked under `target/starry/<allocator>/` and changed as the
-/// module docs say.
+/// The published source (fetched by [`stage`]), unpacked under `target/starry/<allocator>/`
+/// and changed as the module docs say.
 fn source(root: &Path, allocator: Allocator) -> Result<PathBuf, String> {
-    let fetch = root.join("arceos/starry/Cargo.toml");
-    cmd::status(
-        cmd::toolchain_cargo(root, arceos_today::NIGHTLY)
-            .args(["fetch", "--locked", "--manifest-path"])
-            .arg(&fetch),
-    )?;
     let crate_file = registry_cache()?
         .into_iter()
         .map(|d| d.join(format!("starryos-{VERSION}.crate")))
@@ -149,11 +143,7 @@ fn source(root: &Path, allocator: Allocator) -> Result<PathBuf, String> {
 
 /// Cargo's registry cache directories (one per registry index).
 fn registry_cache() -> Result<Vec<PathBuf>, String> {
-    let home = std::env::var_os("CARGO_HOME")
-        .map(PathBuf::from)
-        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cargo")))
-        .ok_or("neither CARGO_HOME nor HOME is set")?;
-    let cache = home.join("registry/cache");
+    let cache = cmd::cargo_home()?.join("registry/cache");
     let dirs = std::fs::read_dir(&cache).map_err(|e| format!("{}: {e}", cache.display()))?;
     Ok(dirs.filter_map(Result::ok).map(|d| d.path()).collect())
 }
@@ -191,40 +181,23 @@ fn build(root: &Path, arch: &Arch, allocator: Allocator) -> Result<PathBuf, Stri
         }
     }
     let path = std::env::var("PATH").unwrap_or_default();
-    // Every build of today's ArceOS line shares one target directory (the `arceos-today`
-    // stage's): the standard library built from source, the build scripts and the crates
-    // whose versions and features agree are built once.
-    let target_dir = crate::arceos_today::target_dir(root);
-    let mut c = cmd::toolchain_cargo(root, arceos_today::NIGHTLY);
+    let mut c = arceos_today::nightly_build(root, arch.target);
     c.env("PATH", format!("{}:{path}", bin.display()))
         .env(
             "BINDGEN_EXTRA_CLANG_ARGS",
             format!("-isystem {}", clang_headers()?.display()),
         )
-        .env(
-            "RUSTFLAGS",
-            "-Crelocation-model=pic -Clink-arg=-pie -Clink-arg=-znostart-stop-gc -Clink-arg=-Tlinker.x",
-        )
-        .env("CARGO_TARGET_DIR", &target_dir)
-        .args(["build", "--release", "--bin", "starryos", "--target", arch.target])
-        .args([
-            "-Zbuild-std=core,alloc",
-            "-Zbuild-std-features=compiler-builtins-mem",
-        ])
-        .arg("--manifest-path")
+        .args(["--bin", "starryos", "--manifest-path"])
         .arg(src.join("Cargo.toml"));
     cmd::status(&mut c)?;
     let elf = work.join(format!("starry-{}-{}.elf", arch.name, allocator.name()));
-    let built = target_dir.join(arch.target).join("release/starryos");
+    let built = arceos_today::target_dir(root)
+        .join(arch.target)
+        .join("release/starryos");
     std::fs::copy(&built, &elf).map_err(|e| format!("{}: {e}", built.display()))?;
     fill_kallsyms(&elf)?;
     let image = elf.with_extension("bin");
-    cmd::status(
-        Command::new("llvm-objcopy")
-            .arg(&elf)
-            .args(["--strip-all", "-O", "binary"])
-            .arg(&image),
-    )?;
+    arceos_today::flat_image(&elf, &image)?;
     Ok(image)
 }
 
@@ -446,6 +419,12 @@ fn boot(
 /// checked; on buddy-slab-allocator too where the architecture compares, the guest
 /// instructions and the least free memory of both set side by side.
 pub fn stage(root: &Path) -> Result<String, String> {
+    // The published crate into cargo's registry cache, once ([`source`] unpacks it).
+    cmd::status(
+        cmd::toolchain_cargo(root, arceos_today::NIGHTLY)
+            .args(["fetch", "--locked", "--manifest-path"])
+            .arg(root.join("arceos/starry/Cargo.toml")),
+    )?;
     let mut results = Vec::new();
     for arch in &ARCHS {
         let fs = rootfs(root, arch)?;
