@@ -19,6 +19,15 @@ use core::fmt;
 /// Bytes per frame.
 pub(crate) const PAGE: usize = 4096;
 
+/// The largest order the per-cpu lists hold ([`ZoneConfig::pcp_max_order`]): runs up to
+/// 256 KiB (ArceOS's task stack) take the CPU's list, not the zone lock and a split and
+/// merge through every order. A refill of two such blocks is an eighth of the lists' high
+/// mark.
+const PCP_MAX_ORDER: Order = match Order::new(6) {
+    Ok(order) => order,
+    Err(_) => panic!("order 6 is an order"),
+};
+
 /// The zone under the page allocator, its metadata in the memory it manages.
 pub type PageZone = Zone<&'static [Frame], &'static [PerCpu<DefaultRawMutex>], DefaultRawMutex>;
 
@@ -185,7 +194,8 @@ impl Frames {
         let max_order = Order::floor_log2(frames as u64, Order::MAX_SUPPORTED);
         let mut cfg = ZoneConfig::new(Pfn((first / PAGE) as u64), frames as u64)
             .with_cpus(cpus)
-            .with_max_order(max_order);
+            .with_max_order(max_order)
+            .with_pcp_max_order(PCP_MAX_ORDER);
         // Per-cpu lists sized for the kernel's only zone rather than by Linux's small-zone
         // rule (a 128 MiB zone would get batches of 7 and a high mark of 452 frames): a
         // page-table build of 512 pages then stays on the lists instead of refilling and

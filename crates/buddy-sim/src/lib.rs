@@ -3,8 +3,8 @@
 //! pages as the fewest naturally aligned power-of-two blocks instead of page by page (Linux
 //! 2026).
 //!
-//! - [`Zone`]: shared through `&self` (`Sync`). Per-cpu lists for orders 0..=3 and the
-//!   pageblock order, each CPU's under its own lock, refilled from and drained to the buddy
+//! - [`Zone`]: shared through `&self` (`Sync`). Per-cpu lists for orders 0..=3 (or up to 8) and
+//!   the pageblock order, each CPU's under its own lock, refilled from and drained to the buddy
 //!   in batches under the zone lock; free areas per order with intrusive O(1) lists; buddy
 //!   merging up to MAX_ORDER; refcounts by compare-and-swap; memory maps with holes
 //!   ([`Zone::add_memory`]); hwpoison leaks; `vmalloc`/`vfree`; and [`Zone::check`].
@@ -174,7 +174,7 @@ pub use vmalloc::VmAreaBuf;
 /// The page clearing the zone's zeroed allocations and background zeroing use.
 pub use zero_core;
 pub use zone::check::Corruption;
-pub use zone::config::EAGER_PAGES;
+pub use zone::config::{EAGER_PAGES, PAGE_ALLOC_COSTLY_ORDER, PCP_MAX_ORDER};
 pub use zone::config::{LINUX_PCP_BATCH, Watermarks, ZoneConfig, pcp_batch_for, pcp_high_for};
 pub use zone::counters::{FallbackCounts, OpCounters};
 pub use zone::cpu::{

@@ -40,6 +40,9 @@ pub enum ConfigError {
     /// [`defrag_mode`](crate::ZoneConfig::defrag_mode): the reserve serves defrag mode's
     /// fallbacks.
     ReserveWithoutDefragMode,
+    /// [`pcp_max_order`](crate::ZoneConfig::pcp_max_order) above
+    /// [`PCP_MAX_ORDER`](crate::PCP_MAX_ORDER).
+    PcpOrderTooLarge(Order),
     /// The frame metadata does not hold one [`Frame`](crate::Frame) per frame.
     FrameMetadata {
         /// Entries needed.
@@ -144,6 +147,11 @@ impl fmt::Display for ConfigError {
             Self::ReserveWithoutDefragMode => {
                 f.write_str("a pageblock reserve outside defrag mode")
             }
+            Self::PcpOrderTooLarge(o) => write!(
+                f,
+                "per-cpu lists up to order {o}, above PCP_MAX_ORDER {}",
+                crate::PCP_MAX_ORDER
+            ),
             Self::FrameMetadata { need, got } => {
                 write!(f, "frame metadata: {got} entries for {need} frames")
             }

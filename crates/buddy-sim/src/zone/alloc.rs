@@ -10,7 +10,7 @@ use crate::request::{MigrateCallback, SlowPath};
 use crate::types::{FrameIdx, Order};
 use crate::zone::Zone;
 use crate::zone::buddy::Prefer;
-use crate::zone::config::Fallback;
+use crate::zone::config::{Fallback, PAGE_ALLOC_COSTLY_ORDER};
 use crate::zone::pcp::CpuLists;
 use crate::zone::pcp::{PcpLists, PerCpu};
 use lock_api::RawMutex;
@@ -231,7 +231,7 @@ where
             };
             // A costly order gets one round (Linux without `__GFP_RETRY_MAYFAIL`): huge
             // pages are worth a try, not a drained page cache.
-            if !progress || order > COSTLY_ORDER {
+            if !progress || order > PAGE_ALLOC_COSTLY_ORDER {
                 break;
             }
         }
@@ -437,9 +437,6 @@ where
 /// Linux's `MAX_RECLAIM_RETRIES`: the most rounds of reclaim and compaction one allocation
 /// makes.
 const MAX_RECLAIM_RETRIES: u32 = 16;
-/// Linux's `PAGE_ALLOC_COSTLY_ORDER`: an allocation above it gets one round of reclaim and
-/// compaction.
-const COSTLY_ORDER: Order = Order(3);
 /// Linux's `SWAP_CLUSTER_MAX`: the least a round of direct reclaim asks for.
 const SWAP_CLUSTER_MAX: u64 = 32;
 

@@ -5,8 +5,14 @@ use crate::migratetype::MigrateType;
 use crate::types::{NodeId, Order};
 use mm_types::Pfn;
 
-/// Per-cpu list orders: 0, 1, 2, 3 (PAGE_ALLOC_COSTLY_ORDER) and the pageblock order.
-pub(crate) const PCP_SLOTS: usize = 5;
+/// Per-cpu list orders: 0..=[`ZoneConfig::pcp_max_order`] (at most 8) and the pageblock
+/// order, the last slot.
+pub(crate) const PCP_SLOTS: usize = 10;
+/// The largest [`ZoneConfig::pcp_max_order`]: the slots below the pageblock order's.
+pub const PCP_MAX_ORDER: Order = Order(PCP_SLOTS as u8 - 2);
+/// Linux's `PAGE_ALLOC_COSTLY_ORDER`: the default [`ZoneConfig::pcp_max_order`]; an
+/// allocation above it gets one round of direct reclaim and compaction.
+pub const PAGE_ALLOC_COSTLY_ORDER: Order = Order(3);
 /// Per-cpu lists per CPU: the orders' lists for each [`MigrateType`], kept apart.
 pub(crate) const PCP_LISTS: usize = PCP_SLOTS * MigrateType::ALL.len();
 
@@ -29,6 +35,12 @@ pub struct ZoneConfig {
     pub max_order: Order,
     /// The pageblock order (9), which also gets a per-cpu list.
     pub pageblock_order: Order,
+    /// The largest order below the pageblock order that the per-cpu lists hold: 3 by
+    /// default, Linux's `PAGE_ALLOC_COSTLY_ORDER` (at most [`PCP_MAX_ORDER`], 8). A kernel
+    /// whose common calls are larger (ArceOS's 256 KiB task stacks are order 6) raises it so
+    /// that they take the CPU's list too, not the zone lock and a split and merge through
+    /// every order; the blocks the lists hold stay bounded by `pcp_high`.
+    pub pcp_max_order: Order,
     /// Frames per memory section (a power of two; 2^15 by default). `free_contig_range`
     /// never coalesces across a section boundary.
     pub section_pages: u64,
@@ -223,6 +235,7 @@ impl ZoneConfig {
             nr_pages,
             max_order: Order(10),
             pageblock_order: Order(9),
+            pcp_max_order: PAGE_ALLOC_COSTLY_ORDER,
             section_pages: 1 << 15,
             cpus: 1,
             pcp_high: pcp_high_for(nr_pages, 1, batch),
@@ -276,6 +289,17 @@ impl ZoneConfig {
         Self {
             pcp_high: high,
             pcp_batch: batch,
+            ..self
+        }
+    }
+
+    /// The same zone with per-cpu lists for every order up to `order`
+    /// ([`ZoneConfig::pcp_max_order`]).
+    #[must_use]
+    #[inline]
+    pub const fn with_pcp_max_order(self, order: Order) -> Self {
+        Self {
+            pcp_max_order: order,
             ..self
         }
     }
@@ -338,6 +362,8 @@ impl ZoneConfig {
                 pageblock: self.pageblock_order,
                 max: self.max_order,
             }
+        } else if self.pcp_max_order.get() > PCP_MAX_ORDER.get() {
+            ConfigError::PcpOrderTooLarge(self.pcp_max_order)
         } else if !self.section_pages.is_power_of_two() {
             ConfigError::SectionNotPowerOfTwo(self.section_pages)
         } else if self.cpus == 0 {
@@ -410,9 +436,10 @@ impl ZoneConfig {
         self.pcp_batch.saturating_mul(32)
     }
 
-    /// The per-cpu list that holds blocks of `order` and type `mt`, if any: orders 0..=3
-    /// (PAGE_ALLOC_COSTLY_ORDER) and the pageblock order, one set per type (Linux's
-    /// `order_to_pindex`); not the pageblock order in a zone that keeps a
+    /// The per-cpu list that holds blocks of `order` and type `mt`, if any: orders
+    /// 0..=[`pcp_max_order`](ZoneConfig::pcp_max_order) (3, PAGE_ALLOC_COSTLY_ORDER, by
+    /// default) and the pageblock order, one set per type (Linux's `order_to_pindex`); not
+    /// the pageblock order in a zone that keeps a
     /// [pageblock reserve](ZoneConfig::pageblock_reserve), whose free pageblocks stay in
     /// the buddy.
     #[inline]
@@ -421,7 +448,8 @@ impl ZoneConfig {
         order: Order,
         mt: crate::migratetype::MigrateType,
     ) -> Option<usize> {
-        let slot = if order.get() <= 3 {
+        // `validate` keeps `pcp_max_order` below the pageblock order's slot.
+        let slot = if order.get() <= self.pcp_max_order.get() {
             order.get() as usize
         } else if order == self.pageblock_order && !self.pageblock_reserve {
             PCP_SLOTS - 1

@@ -1,5 +1,5 @@
-//! Per-cpu lists (the kernel's per-cpu pages): each CPU's free blocks of orders 0..=3 and the
-//! pageblock order, under that CPU's own lock. A CPU takes only its own lock on the fast
+//! Per-cpu lists (the kernel's per-cpu pages): each CPU's free blocks of orders 0..=3 (up to 8:
+//! `ZoneConfig::pcp_max_order`) and the pageblock order, under that CPU's own lock. A CPU takes only its own lock on the fast
 //! path; the zone lock is taken inside it (never the other way round) to refill a list from
 //! the buddy or drain blocks back in batches.
 
@@ -55,9 +55,6 @@ const FREED_CLOCK: u16 = 1 << 11;
 /// The bit of a stamp that says the block was freed here (a word's 12 stamp bits are 0 for
 /// a block taken from the buddy).
 const FREED_HERE: u16 = FREED_CLOCK;
-/// Blocks above this order (the pageblock order's lists) carry a free stamp: smaller ones
-/// are cleared with temporal stores whatever their temperature.
-const STAMPED_ABOVE: u8 = 3;
 
 impl PcpLists {
     const EMPTY: Self = Self {
@@ -85,10 +82,12 @@ impl PcpLists {
     }
 
     /// [`PcpLists::push`] of a block this CPU just freed: stamped with the free clock
-    /// (blocks above the costly order only).
+    /// (blocks of the pageblock order's lists only, the orders above the zone's
+    /// `pcp_max_order`; smaller ones are cleared with temporal stores whatever their
+    /// temperature).
     #[inline(always)]
     pub(crate) fn push_freed(&mut self, m: FrameMap<'_>, list: usize, idx: FrameIdx, order: Order) {
-        let stamp = if order.get() > STAMPED_ABOVE {
+        let stamp = if order.get() > m.cfg.pcp_max_order.get() {
             self.freed_clock = (self.freed_clock + 1) % FREED_CLOCK;
             FREED_HERE | self.freed_clock
         } else {
