@@ -9,11 +9,12 @@
 //! whole or in parts; `alloc_pages_at`; zeroed pages the zone knows are zero.
 //!
 //! ax-alloc declares safe the calls that write to or hand out memory their caller names
-//! (`global_init`, `global_add_memory`, `init`, `add_memory`, `dealloc`, `dealloc_pages`);
-//! `axalloc-buddy` makes them `unsafe fn`. This package, which only an ArceOS build uses,
-//! wraps them with ax-alloc's safe signatures under ArceOS's contract: its runtime calls
-//! `global_init` and `global_add_memory` once per free region of RAM, and its modules give
-//! back through `dealloc` and `dealloc_pages` only what they allocated, once.
+//! (`global_init`, `global_add_memory`, `init`, `add_memory`, `dealloc`, `dealloc_pages`),
+//! and StarryOS asks for `split_pages` with the same kind of signature; `axalloc-buddy`
+//! makes them `unsafe fn`. This package, which only an ArceOS build uses, wraps them with
+//! ax-alloc's safe signatures under ArceOS's contract: its runtime calls `global_init` and
+//! `global_add_memory` once per free region of RAM, and its modules give back through
+//! `dealloc` and `dealloc_pages` (and split) only what they allocated, once.
 #![no_std]
 
 extern crate alloc;
@@ -372,7 +373,9 @@ impl GlobalAllocator {
     /// [`AllocError::InvalidParam`] if `pos` is not the start of an allocated block;
     /// [`AllocError::NotAllocated`] for a free one. Nothing changes then.
     pub fn split_pages(&self, pos: usize) -> AllocResult<usize> {
-        Ok(self.0.split_pages(pos)?)
+        // SAFETY: ArceOS's contract: a kernel splits only blocks it allocated and holds
+        // (StarryOS its own huge pages), while no other call frees them.
+        Ok(unsafe { self.0.split_pages(pos) }?)
     }
 
     /// Gives back the `num_pages` pages from `pos`: a run or any part of one. A run the

@@ -619,16 +619,22 @@ impl GlobalAllocator {
     /// splitting a transparent huge page needs (StarryOS's `split_pages`). Any page of a
     /// run can be freed alone without it ([`GlobalAllocator::dealloc_pages`] splits what it
     /// must); after it, such frees split nothing. Returns the pages the block held.
-    ///
-    /// Safe whatever `pos` is: it frees nothing and writes no byte, only how the zone counts
-    /// a block it handed out ([`buddy_sim::AxPageAllocator::split_pages`]).
+    /// Metadata only: no byte moves ([`buddy_sim::AxPageAllocator::split_pages`]).
     ///
     /// # Errors
     /// `InvalidParam` if `pos` is not the first page of an allocated block of this
     /// allocator; `NotAllocated` for a free one. Nothing changes then.
-    pub fn split_pages(&self, pos: usize) -> AllocResult<usize> {
+    ///
+    /// # Safety
+    /// The caller owns the run at `pos` (handed out by this allocator, not given back), and
+    /// no other call gives back or splits it while this one runs: a block handed out
+    /// frozen (a block's worth of pages) is rewritten without a compare-and-swap, as its
+    /// free reads it.
+    #[allow(unsafe_code)]
+    pub unsafe fn split_pages(&self, pos: usize) -> AllocResult<usize> {
         let frames = self.region_of(pos).ok_or(AllocError::InvalidParam)?;
-        frames.this_cpu().pages.split_pages(pos)
+        // SAFETY: the caller's promise, passed on.
+        unsafe { frames.this_cpu().pages.split_pages(pos) }
     }
 
     /// Gives back the `num_pages` pages from `pos`: a run from

@@ -644,6 +644,12 @@ fn dma32_pages_come_from_below_4_gib() {
     zone_is_sound(&a);
 }
 
+/// `split_pages` on `a`.
+fn split(a: &GlobalAllocator, pos: usize) -> axalloc_buddy::axallocator::AllocResult<usize> {
+    // SAFETY: the tests split only runs they hold, on one thread.
+    unsafe { a.split_pages(pos) }
+}
+
 /// A 2 MiB huge page split into 4 KiB pages (StarryOS's `split_pages`): each page is then a
 /// block of its own, freed alone in any order; a free block, a page inside a block and an
 /// address outside the allocator are refused with nothing changed.
@@ -655,27 +661,28 @@ fn a_huge_page_splits_into_pages_freed_one_by_one() {
     let huge = a.alloc_pages(512, 2 << 20, UsageKind::VirtMem).unwrap();
     assert_eq!(huge % (2 << 20), 0);
     assert!(matches!(
-        a.split_pages(huge + PAGE),
+        split(&a, huge + PAGE),
         Err(AllocError::InvalidParam)
     ));
     assert!(matches!(
-        a.split_pages(usize::MAX - PAGE + 1),
+        split(&a, usize::MAX - PAGE + 1),
         Err(AllocError::InvalidParam)
     ));
-    assert_eq!(a.split_pages(huge).unwrap(), 512);
+    assert_eq!(split(&a, huge).unwrap(), 512);
     // SAFETY: between page calls.
     let zone = unsafe { a.zone() }.unwrap();
     for i in [0, 1, 255, 511] {
         let f = zone
             .frame(buddy_sim::Pfn(((huge + i * PAGE) / PAGE) as u64))
             .unwrap();
+        // The huge page was handed out frozen (a block's worth of pages): its pages too.
         assert_eq!(
-            (f.state, f.order, f.refcount),
-            (buddy_sim::FrameState::Allocated, 0, 1)
+            (f.state, f.order, f.refcount, f.frozen),
+            (buddy_sim::FrameState::Allocated, 0, 0, true)
         );
     }
     // Split again: each page is one already.
-    assert_eq!(a.split_pages(huge).unwrap(), 1);
+    assert_eq!(split(&a, huge).unwrap(), 1);
     // Free the pages in a scattered order: odd ones, then even ones from the top.
     let order: Vec<usize> = (0..512)
         .filter(|i| i % 2 == 1)
@@ -686,6 +693,6 @@ fn a_huge_page_splits_into_pages_freed_one_by_one() {
     }
     assert_eq!(a.available_pages(), free);
     assert_eq!(a.usages().get(UsageKind::VirtMem), 0);
-    assert!(matches!(a.split_pages(huge), Err(AllocError::NotAllocated)));
+    assert!(matches!(split(&a, huge), Err(AllocError::NotAllocated)));
     zone_is_sound(&a);
 }

@@ -112,8 +112,23 @@ impl Word {
         Self::allocated(order).with_mt(mt as u8)
     }
 
-    /// An allocated order-0 page with no reference count (`alloc_contig_frozen_range`).
-    pub(crate) const FROZEN_PAGE: Self = Self(Self::new(FrameState::Allocated, 0).0 | FROZEN);
+    /// An allocated order-0 page with no reference count (`alloc_frozen_page`,
+    /// `alloc_contig_frozen_range`).
+    pub(crate) const FROZEN_PAGE: Self = Self::frozen_block(0);
+
+    /// The head of an unmovable block of `order` handed out with no reference count
+    /// (`alloc_frozen_pages`): its caller owns it whole.
+    #[inline]
+    pub(crate) const fn frozen_block(order: u8) -> Self {
+        Self(Self::new(FrameState::Allocated, order).0 | FROZEN)
+    }
+
+    /// Whether this is the head of a frozen unmovable block of some order
+    /// ([`Word::frozen_block`]), not a movable block frozen by a migration.
+    #[inline]
+    pub(crate) const fn is_frozen_block(self) -> bool {
+        self.0 == Self::frozen_block(self.order()).0
+    }
 
     /// The list index (0..=4: [`MigrateType`]'s, CMA, isolated) of a free head, or the kind
     /// of an allocated one.
@@ -128,8 +143,8 @@ impl Word {
         Self((self.0 & !MT) | (((mt & 7) as u64) << MT_SHIFT))
     }
 
-    /// An allocated head without a reference count: frozen by `alloc_contig_frozen_range`,
-    /// or by a migration in progress.
+    /// An allocated head without a reference count: frozen by `alloc_frozen_pages` or
+    /// `alloc_contig_frozen_range`, or by a migration in progress.
     #[inline]
     pub(crate) const fn frozen(self) -> bool {
         self.0 & FROZEN != 0

@@ -12,18 +12,21 @@ use proptest::prelude::*;
 
 const PAGE: usize = 4096;
 
+/// The adapter over a test zone.
+type Ax<'z> =
+    AxPageAllocator<'z, Vec<buddy_sim::Frame>, Vec<buddy_sim::PerCpu>, buddy_sim::DefaultRawMutex>;
+
 /// The allocator on `z`'s `cpu`, frames at `offset`.
-fn ax(
-    z: &TestZone,
-    cpu: usize,
-    offset: usize,
-) -> Result<
-    AxPageAllocator<'_, Vec<buddy_sim::Frame>, Vec<buddy_sim::PerCpu>, buddy_sim::DefaultRawMutex>,
-    BuddyError,
-> {
+fn ax(z: &TestZone, cpu: usize, offset: usize) -> Result<Ax<'_>, BuddyError> {
     // SAFETY: no memory behind these zones: the frees these tests make, right or wrong, can
     // only change metadata (which they check).
     unsafe { AxPageAllocator::new(z, cpu, offset) }
+}
+
+/// `split_pages` on `a`.
+fn split(a: &mut Ax<'_>, pos: usize) -> Result<usize, AllocError> {
+    // SAFETY: no memory behind these zones (as `ax`), and each test splits on one thread.
+    unsafe { a.split_pages(pos) }
 }
 
 /// An empty zone spanning `pages` frames from position `base` (offset 0: identity map).
@@ -589,22 +592,22 @@ fn split_pages_splits_unmovable_blocks_only() {
     a.init(base, 64 * PAGE);
     let run = a.alloc_pages(8, 8 * PAGE).unwrap();
     assert!(matches!(
-        a.split_pages(run + PAGE),
+        split(&mut a, run + PAGE),
         Err(AllocError::InvalidParam)
     ));
-    assert_eq!(a.split_pages(run).unwrap(), 8);
+    assert_eq!(split(&mut a, run).unwrap(), 8);
     for i in (0..8).rev() {
         a.dealloc_pages(run + i * PAGE, 1);
         assert_eq!(a.last_error(), None, "page {i}");
     }
-    assert!(matches!(a.split_pages(run), Err(AllocError::NotAllocated)));
+    assert!(matches!(split(&mut a, run), Err(AllocError::NotAllocated)));
     let movable = z
         .cpu(0)
         .unwrap()
         .alloc_raw(buddy_sim::AllocRequest::order(buddy_sim::Order::new(2).unwrap()).movable(7))
         .unwrap();
     let pos = movable.0 as usize * PAGE;
-    assert!(matches!(a.split_pages(pos), Err(AllocError::InvalidParam)));
+    assert!(matches!(split(&mut a, pos), Err(AllocError::InvalidParam)));
     assert_eq!(
         z.frame(movable).unwrap().order,
         2,

@@ -4,12 +4,15 @@
 //! addresses the embedder reaches frames at: frame `pfn` at `pfn * 4 KiB + offset` (a
 //! kernel's direct map; offset 0 for an identity map).
 //!
-//! A run is held as the fewest naturally aligned blocks, each allocated with one reference:
-//! a block of its covering order with the blocks past the run given back, or, larger than
-//! the zone's largest block, the blocks of the free memory it was found in. One head is
-//! written per block, not a word per page, and a whole run goes back block by block.
-//! `dealloc_pages` of a part of a block splits that block into order-0 pages first
-//! (`split_page`) and frees the part as the fewest aligned blocks
+//! A block's worth of pages (a power of two aligned to no more than its size: a page-table
+//! page, a task stack) is one frozen block with no reference count, its caller its owner
+//! ([`Cpu::alloc_frozen_pages`]): taken from the CPU's list and given back to it with no
+//! compare-and-swap. Any other run is held as the fewest naturally aligned blocks, each
+//! allocated with one reference: a block of its covering order with the blocks past the run
+//! given back, or, larger than the zone's largest block, the blocks of the free memory it
+//! was found in. One head is written per block, not a word per page, and a whole run goes
+//! back block by block. `dealloc_pages` of a part of a block splits that block into order-0
+//! pages first (`split_page`) and frees the part as the fewest aligned blocks
 //! ([`Zone::free_contig_range`]); zeroed runs and runs taken at a fixed base are pages from
 //! the start.
 
@@ -276,36 +279,45 @@ where
     /// size, the whole run) into `2^k` order-0 pages, each freed alone from then on
     /// (StarryOS's `split_pages`, Linux's [`Zone::split_page`]): what splitting a transparent
     /// huge page into 4 KiB mappings needs. Metadata only; no byte moves. Returns the pages
-    /// the block held (1 for a page that is one already).
-    ///
-    /// Safe whatever `pos` is: it frees nothing and writes no byte of any page, only how the
-    /// zone counts an unmovable block it handed out (what this allocator hands out); a free
-    /// of the pages still takes an `unsafe` call, and an owner that frees the block whole
-    /// later has it freed page by page ([`Zone::split_page`]'s reference count of one keeps
-    /// a shared block whole). A movable block (another user's of the zone, which compaction
-    /// may move by its head's key) is refused.
+    /// the block held (1 for a page that is one already). A frozen block's pages become
+    /// frozen pages, a block with a reference count pages with one each.
     ///
     /// # Errors
     /// `InvalidParam` if `pos` is not the first frame of an allocated unmovable block of this
-    /// zone; `NotAllocated` for a free one. Nothing changes then.
-    pub fn split_pages(&mut self, pos: usize) -> AllocResult<usize> {
+    /// zone (a movable block, another user's of the zone that compaction may move by its
+    /// head's key, included); `NotAllocated` for a free one. Nothing changes then.
+    ///
+    /// # Safety
+    /// The caller owns the block at `pos` (a run this allocator handed out, not freed), and
+    /// no other call frees or splits it while this one runs: a frozen block's head and
+    /// pages are written without a compare-and-swap, as its free reads them.
+    #[allow(unsafe_code)]
+    pub unsafe fn split_pages(&mut self, pos: usize) -> AllocResult<usize> {
         let Some(pfn) = self.pfn_at(pos) else {
             return self.outcome(Err(BuddyError::NotAFrame { addr: pos }));
         };
-        let info = match self.zone.frame(pfn) {
-            Ok(info) => info,
-            Err(e) => return self.outcome(Err(e)),
+        let m = self.zone.map();
+        let idx = match m.index(pfn) {
+            Ok(idx) => idx,
+            Err(e) => return self.outcome(Err(FreeError::from(e))),
         };
-        match info.state {
-            FrameState::Allocated if info.migratetype == Some(MigrateType::Unmovable) => {}
+        let w = m.frame(idx).load();
+        match w.state() {
+            FrameState::Allocated
+                if w.is_frozen_block() || w.mt() == MigrateType::Unmovable as u8 => {}
             FrameState::Buddy | FrameState::Pcp => {
                 return self.outcome(Err(FreeError::DoubleFree(pfn)));
             }
             // A page inside a block, a movable block, or no page of this allocator's.
             _ => return self.outcome(Err(BuddyError::NotAFrame { addr: pos })),
         }
-        let order = Order::new(info.order).map_err(|_| AllocError::InvalidParam)?;
-        if order != Order::ZERO {
+        let order = Order(w.order());
+        if w.is_frozen_block() {
+            // The caller's alone (this function's contract): every page of it a frozen page.
+            for page in FrameIdx::span(idx, idx + order.pages() as u32) {
+                m.frame(page).store(Word::FROZEN_PAGE);
+            }
+        } else if order != Order::ZERO {
             let r = self.zone.split_page(pfn, order);
             self.outcome(r)?;
         }
@@ -313,29 +325,29 @@ where
         Ok(saturating_usize(order.pages()))
     }
 
-    /// One block of `pages` (a power of two) pages from the CPU's lists (its allocation fast
-    /// path): `Err` without a recorded error when the zone has none at hand or `pages` is past
-    /// its largest block, for the general path to try ([`AxPageAllocator::alloc_run`]).
+    /// One frozen block of `pages` (a power of two) pages from the CPU's lists (the
+    /// allocation fast path, [`Cpu::alloc_frozen_pages`]): `Err` without a recorded error
+    /// when the zone has none at hand or `pages` is past its largest block, for the general
+    /// path to try ([`AxPageAllocator::alloc_run`]).
     #[allow(unsafe_code)]
-    #[inline(never)]
+    #[inline(always)]
     fn alloc_block(&mut self, pages: usize) -> Result<usize, ()> {
         let order = Order::new(pages.trailing_zeros() as u8).map_err(drop)?;
         if order > self.zone.config().max_order {
             return Err(());
         }
-        let pfn = on_cpu!(self, |cpu| cpu.alloc_raw(AllocRequest::order(order))).map_err(drop)?;
+        let pfn = on_cpu!(self, |cpu| cpu.alloc_frozen_pages(order)).map_err(drop)?;
         self.last_error = None;
         // A position for every frame of the zone (checked at `new`).
         self.pos_of(pfn).ok_or(())
     }
 
-    /// Frees the block of `pages` (a power of two) pages at `pos` if the run there is one
-    /// whole block of that size, allocated with one reference (as [`AxPageAllocator::alloc_block`]
-    /// and a run of a block's worth of pages hand them out); `false`, changing nothing, for
-    /// anything else (a part of a larger block, several blocks, an error), which the general
-    /// path frees or reports.
+    /// Frees the block of `pages` (a power of two) pages at `pos` if it is one frozen block
+    /// of that size (as [`AxPageAllocator::alloc_block`] hands them out): `false`, changing
+    /// nothing, for anything else (a part of a larger block, several blocks, a block with a
+    /// reference count, an error), which the general path frees or reports.
     #[allow(unsafe_code)]
-    #[inline(never)]
+    #[inline(always)]
     fn dealloc_block(&mut self, pos: usize, pages: usize) -> bool {
         let Some(pfn) = self.pfn_at(pos) else {
             return false;
@@ -343,13 +355,10 @@ where
         let Ok(order) = Order::new(pages.trailing_zeros() as u8) else {
             return false;
         };
-        if pfn.0 & (order.pages() - 1) != 0 {
-            return false;
-        }
         // SAFETY: `AxPageAllocator::new`'s contract: the caller hands back only runs this
-        // allocator handed out, once, and no longer uses them; `free_pages` checks that the
-        // frame heads an allocated block of this order and changes nothing otherwise.
-        let freed = on_cpu!(self, |cpu| unsafe { cpu.free_pages(pfn, order) });
+        // allocator handed out, once, and no longer uses them; `free_frozen_pages` checks
+        // that the frame heads a frozen block of this order and changes nothing otherwise.
+        let freed = on_cpu!(self, |cpu| unsafe { cpu.free_frozen_pages(pfn, order) });
         if freed.is_ok() {
             self.last_error = None;
         }
@@ -572,7 +581,11 @@ where
                     return;
                 }
                 // A page of a run: the general path.
-                Err(FreeError::NotFrozen(_) | FreeError::CompoundPage(_)) => {}
+                Err(
+                    FreeError::NotFrozen(_)
+                    | FreeError::CompoundPage(_)
+                    | FreeError::OrderMismatch { .. },
+                ) => {}
                 Err(e) => {
                     let _ = self.outcome::<(), _>(Err(e));
                     return;
@@ -672,7 +685,8 @@ where
     /// goes back whole ([`Cpu::free_pages`]); one that reaches past either end is split
     /// into order-0 pages first ([`Zone::split_page`]) and its part freed as the fewest
     /// aligned blocks ([`Cpu::free_contig_range`]). Every block is checked first
-    /// (allocated, with one reference where it is split), so a bad range frees nothing.
+    /// (allocated frozen, or with one reference where it is split), so a bad range frees
+    /// nothing.
     ///
     /// # Safety
     /// As [`Cpu::free_contig_range`]: the caller holds every frame of the range and uses
@@ -681,11 +695,15 @@ where
     #[inline(always)]
     unsafe fn free_run(&self, pfn: Pfn, nr: u64) -> Result<(), BuddyError> {
         // One page of a run: an order-0 page (a run's page split before), else the general
-        // path splits its block.
+        // path splits its block (a frozen one included).
         if nr == 1 {
             // SAFETY: the caller's promise, passed on.
             match unsafe { self.free_pages(pfn, Order::ZERO) } {
-                Err(FreeError::CompoundPage(_) | FreeError::OrderMismatch { .. }) => {}
+                Err(
+                    FreeError::CompoundPage(_)
+                    | FreeError::OrderMismatch { .. }
+                    | FreeError::Frozen(_),
+                ) => {}
                 done => return done.map_err(BuddyError::from),
             }
         }
@@ -717,31 +735,32 @@ where
         let mut frozen = false;
         while i < range.end {
             let w = m.frame(i).load();
-            if w == Word::FROZEN_PAGE {
-                // A page allocated alone, inside the range (it is order 0).
-                frozen = true;
-                i += 1;
-                continue;
-            }
-            if !w.is_live() || w.frozen() {
-                return Err(m.not_allocated(i, w).into());
-            }
             let end = i + (1u32 << w.order());
-            let straddles = i < range.start || end > range.end;
-            if straddles && w.refcount() != 1 {
+            if w.is_frozen_block() {
+                // A block allocated frozen (a page alone, or a block's worth of pages): the
+                // caller's whole, whether the range takes all of it or part.
+                frozen = true;
+            } else if !w.is_live() || w.frozen() {
+                return Err(m.not_allocated(i, w).into());
+            } else if (i < range.start || end > range.end) && w.refcount() != 1 {
                 return Err(FreeError::Shared(m.pfn(i)).into());
             }
             pages_only &= w.order() == 0;
             i = end;
         }
         if frozen {
-            // The pages allocated alone become pages with this caller's one reference, as a
-            // run's pages are, so that the run's free takes them with the rest.
-            for i in FrameIdx::each(range.clone()) {
+            // The frozen blocks become blocks with this caller's one reference, as a run's
+            // blocks are, so that the run's free takes them with the rest (by
+            // compare-and-swap: a block another call changed meanwhile stops the free here,
+            // the blocks before it left held with a reference).
+            let mut i = first;
+            while i < range.end {
                 let f = m.frame(i);
-                if f.load() == Word::FROZEN_PAGE {
-                    f.store(Word::allocated(0));
+                let w = f.load();
+                if w.is_frozen_block() && f.cas(w, Word::allocated(w.order())).is_err() {
+                    return Err(m.not_allocated(i, f.load()).into());
                 }
+                i += 1u32 << w.order();
             }
         }
         if pages_only {

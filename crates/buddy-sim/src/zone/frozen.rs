@@ -1,10 +1,10 @@
-//! Frozen pages: one unmovable order-0 page handed out with no reference count, its caller
-//! its only owner until it frees it (Linux's `alloc_frozen_pages` and `free_frozen_pages`,
-//! which its page-table and slab allocations use). Nobody can take a reference to a frozen
-//! page, so its free needs no compare-and-swap: a check of the frame's word and the per-cpu
-//! list's push. Both calls take one lock, the CPU's list lock (none for a
-//! [`LocalCpu`](crate::LocalCpu) handle), and on the common path read or write only the
-//! list's array and the page's own word.
+//! Frozen blocks: an unmovable block handed out with no reference count, its caller its
+//! only owner until it frees it (Linux's `alloc_frozen_pages` and `free_frozen_pages`,
+//! which its page-table and slab allocations use), most often one page. Nobody can take a
+//! reference to a frozen block, so its free needs no compare-and-swap: a check of the
+//! head's word and the per-cpu list's push. Both calls take one lock, the CPU's list lock
+//! (none for a [`LocalCpu`](crate::LocalCpu) handle), and on the common path read or write
+//! only the list's array and the block's head.
 
 use crate::error::alloc::AllocError;
 use crate::error::free::FreeError;
@@ -13,15 +13,10 @@ use crate::migratetype::{MigrateType, Pageblock};
 use crate::types::{FrameIdx, Order};
 use crate::zone::Zone;
 use crate::zone::buddy::Prefer;
-use crate::zone::config::PCP_SLOTS;
 use crate::zone::cpu::{Access, Cpu};
 use crate::zone::pcp::{CpuLists, PerCpu};
 use lock_api::RawMutex;
 use mm_types::Pfn;
-
-/// The per-cpu list of unmovable order-0 pages (`ZoneConfig::pcp_list(Order::ZERO,
-/// MigrateType::Unmovable)`).
-const UNMOVABLE_PAGES: usize = MigrateType::Unmovable as usize * PCP_SLOTS;
 
 impl<F, P, R> Zone<F, P, R>
 where
@@ -29,52 +24,76 @@ where
     P: AsRef<[PerCpu<R>]>,
     R: RawMutex,
 {
-    /// [`Cpu::alloc_frozen_page`] on `pcp`'s lists.
+    /// [`Cpu::alloc_frozen_pages`] on `pcp`'s lists.
     #[inline(always)]
-    pub(crate) fn alloc_frozen_page_on(
+    pub(crate) fn alloc_frozen_on(
         &self,
         pcp: CpuLists<'_, R>,
+        order: Order,
     ) -> Result<FrameIdx, AllocError> {
-        let taken = self.lock_pcp(pcp).pop_hot(UNMOVABLE_PAGES, Order::ZERO);
+        let mt = MigrateType::Unmovable;
+        // Order 0 always has a list (folded away for it).
+        let taken = match self.cfg.pcp_list(order, mt) {
+            Some(list) => self.lock_pcp(pcp).pop_hot(list, order),
+            None => None,
+        };
         let idx = match taken {
             Some(idx) => idx,
             None => {
-                let mt = MigrateType::Unmovable;
-                self.alloc_preferring(pcp, Order::ZERO, Prefer::Unzeroed, mt, 0)?
+                self.alloc_preferring(pcp, order, Prefer::Unzeroed, mt, 0)?
                     .0
             }
         };
-        self.map().frame(idx).store(Word::FROZEN_PAGE);
+        self.map().frame(idx).store(Word::frozen_block(order.get()));
         Ok(idx)
     }
 
-    /// [`Cpu::free_frozen_page`] on `pcp`'s lists.
+    /// [`Cpu::free_frozen_pages`] on `pcp`'s lists.
     ///
     /// # Safety
-    /// As [`Cpu::free_frozen_page`].
+    /// As [`Cpu::free_frozen_pages`].
     #[inline(always)]
     #[allow(unsafe_code)]
-    pub(crate) unsafe fn free_frozen_page_on(
+    pub(crate) unsafe fn free_frozen_on(
         &self,
         pcp: CpuLists<'_, R>,
         pfn: Pfn,
+        order: Order,
     ) -> Result<(), FreeError> {
         let m = self.map();
         let idx = m.index(pfn)?;
-        let w = m.frame(idx).load();
-        if w != Word::FROZEN_PAGE {
-            return Err(self.not_frozen(idx));
+        if m.frame(idx).load() != Word::frozen_block(order.get()) {
+            return Err(self.not_frozen_block(idx, order));
         }
-        // The caller owns the page whole (no reference count to drop): the free writes its
-        // word when it puts the page on a list. An unmovable pageblock, neither isolated nor
-        // reserved for CMA, the common case: that list at once.
+        // The caller owns the block whole (no reference count to drop): the free writes its
+        // head when it puts the block on a list. An unmovable pageblock, neither isolated
+        // nor reserved for CMA, of an order with a list, the common case: that list at once.
         let pageblock = m.pageblock_frame(m.pageblock_index(idx)).pageblock_bits();
-        if pageblock == const { Pageblock::of(MigrateType::Unmovable).bits() } {
-            self.free_to_pcp_list(m, pcp, (idx, Order::ZERO), UNMOVABLE_PAGES, 1);
-        } else {
-            self.free_block(pcp, idx, Order::ZERO, 1);
+        match self.cfg.pcp_list(order, MigrateType::Unmovable) {
+            Some(list) if pageblock == const { Pageblock::of(MigrateType::Unmovable).bits() } => {
+                self.free_to_pcp_list(m, pcp, (idx, order), list, 1);
+            }
+            _ => self.free_block(pcp, idx, order, 1),
         }
         Ok(())
+    }
+
+    /// Why the frame at `idx` is not the head of a frozen block of `order`.
+    #[cold]
+    fn not_frozen_block(&self, idx: FrameIdx, order: Order) -> FreeError {
+        let m = self.map();
+        let w = m.frame(idx).load();
+        if w.is_frozen_block() {
+            return FreeError::OrderMismatch {
+                pfn: m.pfn(idx),
+                given: order,
+                allocated: Order(w.order()),
+            };
+        }
+        if w.is_live() && w.order() == order.get() {
+            return FreeError::NotFrozen(m.pfn(idx));
+        }
+        self.not_frozen(idx)
     }
 
     /// Makes the unmovable order-0 page at `pfn`, which the caller has just allocated with
@@ -123,8 +142,7 @@ where
     /// [`AllocError::OutOfMemory`], [`AllocError::MovableOnly`] in a movable-only zone.
     #[inline(always)]
     pub fn alloc_frozen_page(&self) -> Result<Pfn, AllocError> {
-        let idx = self.zone.alloc_frozen_page_on(self.lists())?;
-        Ok(self.zone.map().pfn(idx))
+        self.alloc_frozen_pages(Order::ZERO)
     }
 
     /// Frees the frozen page at `pfn` (Linux's `free_frozen_pages(page, 0)`) to this CPU's
@@ -133,7 +151,8 @@ where
     ///
     /// # Errors
     /// Nothing changes on an error: [`FreeError::NotFrozen`] for a page allocated with a
-    /// reference count, [`FreeError::CompoundPage`] for a block or a page of one,
+    /// reference count, [`FreeError::OrderMismatch`] for a frozen block of a higher order,
+    /// [`FreeError::CompoundPage`] for another block or a page of one,
     /// [`FreeError::DoubleFree`] for a free frame, [`FreeError::Hole`],
     /// [`FreeError::OutOfZone`], and the other errors of a frame that is not allocated.
     ///
@@ -146,6 +165,62 @@ where
     #[allow(unsafe_code)]
     pub unsafe fn free_frozen_page(&self, pfn: Pfn) -> Result<(), FreeError> {
         // SAFETY: the caller's promise, passed on.
-        unsafe { self.zone.free_frozen_page_on(self.lists(), pfn) }
+        unsafe { self.free_frozen_pages(pfn, Order::ZERO) }
+    }
+
+    /// An unmovable block of `2^order` frames with no reference count (Linux's
+    /// `alloc_frozen_pages(GFP_KERNEL, order)`): a task stack, a heap's run, whose caller
+    /// owns it whole. From this CPU's list for an order that has one (the block freed last,
+    /// first), else as [`AllocRequest::order`](crate::AllocRequest::order) allocates; not
+    /// known to read zero. Freed whole with [`Cpu::free_frozen_pages`]; [`Zone::get_page`],
+    /// [`Zone::split_page`] and [`Cpu::free_pages`] refuse it.
+    ///
+    /// ```
+    /// use buddy_sim::{Order, Pfn, StaticZone};
+    /// static ZONE: StaticZone<64, 1> = StaticZone::new_static_at(Pfn(0));
+    /// let cpu = ZONE.cpu(0)?;
+    /// let order = Order::new(2)?;
+    /// let stack = cpu.alloc_frozen_pages(order)?;
+    /// assert_eq!(ZONE.free_pages_total(), 60);
+    /// // SAFETY: the block is this code's alone and unused from here on.
+    /// unsafe { cpu.free_frozen_pages(stack, order) }?;
+    /// assert_eq!(ZONE.free_pages_total(), 64);
+    /// # Ok::<(), buddy_sim::BuddyError>(())
+    /// ```
+    ///
+    /// # Errors
+    /// As an [`AllocRequest::order`](crate::AllocRequest::order) allocation:
+    /// [`AllocError::OrderTooLarge`], [`AllocError::OutOfMemory`],
+    /// [`AllocError::MovableOnly`] in a movable-only zone.
+    #[inline(always)]
+    pub fn alloc_frozen_pages(&self, order: Order) -> Result<Pfn, AllocError> {
+        let idx = self.zone.alloc_frozen_on(self.lists(), order)?;
+        Ok(self.zone.map().pfn(idx))
+    }
+
+    /// Frees the frozen block of `2^order` frames at `pfn` (Linux's
+    /// `free_frozen_pages(page, order)`) to this CPU's list for its order (draining a batch
+    /// past its high mark), or to the buddy for an order without one or an isolated
+    /// pageblock. No compare-and-swap: a frozen block has no reference another CPU could
+    /// drop.
+    ///
+    /// # Errors
+    /// Nothing changes on an error: [`FreeError::OrderMismatch`] for a frozen block of
+    /// another order, [`FreeError::NotFrozen`] for a block of this order allocated with a
+    /// reference count, [`FreeError::CompoundPage`] for a frame inside a block,
+    /// [`FreeError::DoubleFree`] for a free frame, [`FreeError::Hole`],
+    /// [`FreeError::OutOfZone`], and the other errors of a frame that is not allocated.
+    ///
+    /// # Safety
+    /// The block came from [`Cpu::alloc_frozen_pages`] of this `order` (or is a frozen page
+    /// of a contiguous run, for order 0), is freed once, by one call, and not accessed
+    /// after: the zone hands it to the next allocation on any CPU. A second free after this
+    /// one returns is reported ([`FreeError::DoubleFree`]) while the block is still free;
+    /// two frees at once are not.
+    #[inline]
+    #[allow(unsafe_code)]
+    pub unsafe fn free_frozen_pages(&self, pfn: Pfn, order: Order) -> Result<(), FreeError> {
+        // SAFETY: the caller's promise, passed on.
+        unsafe { self.zone.free_frozen_on(self.lists(), pfn, order) }
     }
 }
