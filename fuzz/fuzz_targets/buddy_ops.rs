@@ -51,6 +51,8 @@ enum ArbOp {
     FreeRun(u8, u8, u16, u16),
     FreeRaw(u8, u16, u16),
     FreePages(u8, u8),
+    AllocFrozen(u8, u8),
+    FreeFrozen(u8, u8),
     DrainCpu(u8),
     DrainAll,
     AddMemory(u16, u16),
@@ -150,6 +152,14 @@ impl ArbOp {
                 cpu: cpu(c),
                 slot: usize::from(*s),
             },
+            Self::AllocFrozen(c, o) => Op::AllocFrozen {
+                cpu: cpu(c),
+                order: o % 12,
+            },
+            Self::FreeFrozen(c, s) => Op::FreeFrozen {
+                cpu: cpu(c),
+                slot: usize::from(*s),
+            },
             Self::DrainCpu(c) => Op::DrainCpu { cpu: cpu(c) },
             Self::DrainAll => Op::DrainAll,
             Self::AddMemory(off, len) | Self::AddZeroedMemory(off, len) => Op::AddMemory {
@@ -237,6 +247,8 @@ fuzz_target!(|input: Input| {
         cpus: usize::from(input.cpus % 4) + 1,
         pcp_high: u64::from(input.high % 1024),
         pcp_batch: u64::from(input.batch % 64) + 1,
+        // Linux's per-cpu orders (0..=3), or up to 8.
+        pcp_max_order: Order::new(3 + input.batch % 6).unwrap(),
         eager_pages: u64::from(input.eager % 1024) + 1,
         defrag_mode: input.defrag,
         pageblock_reserve: input.defrag && input.pageblock_reserve,

@@ -241,3 +241,72 @@ fn a_zone_at_the_top_of_the_pfn_space_builds_and_works() {
         Err(FreeError::Overflow)
     );
 }
+
+/// A frozen block (`alloc_frozen_pages`) is freed only whole, at its order, as a frozen
+/// block: a free at another order, as a block with a reference count, of a page inside it,
+/// or twice is refused with the zone unchanged; the other reference calls refuse it too.
+#[test]
+fn a_frozen_block_is_freed_only_whole_at_its_order() {
+    let z = small_zone();
+    z.add_memory(START, 64).unwrap();
+    let cpu = z.cpu(0).unwrap();
+    for order in 0..=6 {
+        let pfn = cpu.alloc_frozen_pages(o(order)).unwrap();
+        let f = z.frame(pfn).unwrap();
+        assert!(f.frozen && f.refcount == 0 && f.order == order);
+        z.check().unwrap();
+        // SAFETY: no memory behind the zone; the block is this test's.
+        unsafe { cpu.free_frozen_pages(pfn, o(order)) }.unwrap();
+    }
+    let (pfn, order) = (cpu.alloc_frozen_pages(o(2)).unwrap(), o(2));
+    let inside = Pfn(pfn.0 + 1);
+    let before = Before::of(&z);
+    // SAFETY: these frees fail (checked) and free nothing.
+    unsafe {
+        assert_eq!(
+            cpu.free_frozen_pages(pfn, o(1)),
+            Err(FreeError::OrderMismatch {
+                pfn,
+                given: o(1),
+                allocated: order
+            })
+        );
+        assert_eq!(
+            cpu.free_frozen_page(pfn),
+            Err(FreeError::OrderMismatch {
+                pfn,
+                given: o(0),
+                allocated: order
+            })
+        );
+        assert_eq!(cpu.free_pages(pfn, order), Err(FreeError::Frozen(pfn)));
+        assert_eq!(
+            cpu.free_frozen_pages(inside, o(0)),
+            Err(FreeError::CompoundPage(inside))
+        );
+        assert_eq!(cpu.free_contig_range(pfn, 4), Err(FreeError::Frozen(pfn)));
+    }
+    assert_eq!(z.get_page(pfn), Err(FreeError::Frozen(pfn)));
+    assert_eq!(z.split_page(pfn, order), Err(FreeError::Frozen(pfn)));
+    before.assert_unchanged(&z);
+    // A block with a reference count is not a frozen one.
+    let counted = cpu.alloc_raw(AllocRequest::order(order)).unwrap();
+    let before = Before::of(&z);
+    // SAFETY: this free fails (checked) and frees nothing.
+    let r = unsafe { cpu.free_frozen_pages(counted, order) };
+    assert_eq!(r, Err(FreeError::NotFrozen(counted)));
+    before.assert_unchanged(&z);
+    // SAFETY: both blocks are this test's; freed once each.
+    unsafe {
+        cpu.free_frozen_pages(pfn, order).unwrap();
+        cpu.free_pages(counted, order).unwrap();
+        assert_eq!(
+            cpu.free_frozen_pages(pfn, order),
+            Err(FreeError::DoubleFree(pfn))
+        );
+    }
+    z.check().unwrap();
+    z.drain_all();
+    assert_eq!(z.free_pages_total(), 64);
+    assert_eq!(z.buddy_pages(), 64);
+}

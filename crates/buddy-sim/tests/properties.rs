@@ -64,8 +64,9 @@ fn zone_config() -> impl Strategy<Value = ZoneConfig> {
         1usize..=3,
         0u64..600,
         1u64..64,
+        3u8..=8,
     )
-        .prop_flat_map(|(nr, max, section_log, cpus, high, batch)| {
+        .prop_flat_map(|(nr, max, section_log, cpus, high, batch, pcp_max)| {
             // Half the zones defer most of each added range (init_deferred, the slow path).
             let eager = prop_oneof![Just(u64::MAX), 1u64..=nr];
             // Linux's defrag mode (with or without the pageblock reserve), a movable-only
@@ -89,6 +90,8 @@ fn zone_config() -> impl Strategy<Value = ZoneConfig> {
                         cpus,
                         pcp_high: high,
                         pcp_batch: batch,
+                        // Linux's per-cpu orders, or more of them (ArceOS's drop-in).
+                        pcp_max_order: Order::new(pcp_max).unwrap(),
                         eager_pages,
                         ..ZoneConfig::new(Pfn(start), nr)
                     }
@@ -109,6 +112,8 @@ fn op() -> impl Strategy<Value = Op> {
         4 => (cpu.clone(), slot.clone(), any::<u64>(), any::<u64>()).prop_map(|(cpu, slot, offset, len)| Op::FreeRun { cpu, slot, offset, len }),
         1 => (cpu.clone(), 0u64..6000, 0u64..300).prop_map(|(cpu, offset, len)| Op::FreeRaw { cpu, offset, len }),
         1 => (cpu.clone(), slot.clone()).prop_map(|(cpu, slot)| Op::FreePages { cpu, slot }),
+        2 => (cpu.clone(), 0u8..12).prop_map(|(cpu, order)| Op::AllocFrozen { cpu, order }),
+        1 => (cpu.clone(), slot.clone()).prop_map(|(cpu, slot)| Op::FreeFrozen { cpu, slot }),
         1 => cpu.clone().prop_map(|cpu| Op::DrainCpu { cpu }),
         1 => Just(Op::DrainAll),
         1 => (0u64..3000, 0u64..200, any::<bool>())

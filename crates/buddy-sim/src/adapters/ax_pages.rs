@@ -438,7 +438,7 @@ where
         {
             // One zeroed page, held as a page allocated alone is: frozen, so that its free
             // takes the same path.
-            self.zone.freeze_fresh_page(pfn);
+            self.zone.freeze_fresh_block(pfn, Order::ZERO);
         }
         self.position(r)
     }

@@ -173,6 +173,7 @@ where
         if matches!(
             op,
             Op::Alloc { .. }
+                | Op::AllocFrozen { .. }
                 | Op::AllocTyped { .. }
                 | Op::AllocHooked { .. }
                 | Op::AllocContig { .. }
@@ -232,13 +233,24 @@ where
     fn apply_both(&mut self, op: Op) -> Result<Option<PairResult>, Divergence> {
         let start = self.batched.config().start;
         let pair = match op {
-            Op::Alloc { cpu, order } => self.alloc_both(cpu, order, MigrateType::Unmovable, false),
-            Op::AllocTyped { cpu, order, mt } => {
-                self.alloc_both(cpu, order, MigrateType::ALL[usize::from(mt) % 3], false)
+            Op::Alloc { cpu, order } => {
+                self.alloc_both(cpu, order, MigrateType::Unmovable, How::Plain)
             }
-            Op::AllocHooked { cpu, order, mt } => {
-                self.alloc_both(cpu, order, MigrateType::ALL[usize::from(mt) % 3], true)
+            Op::AllocFrozen { cpu, order } => {
+                self.alloc_both(cpu, order, MigrateType::Unmovable, How::Frozen)
             }
+            Op::AllocTyped { cpu, order, mt } => self.alloc_both(
+                cpu,
+                order,
+                MigrateType::ALL[usize::from(mt) % 3],
+                How::Plain,
+            ),
+            Op::AllocHooked { cpu, order, mt } => self.alloc_both(
+                cpu,
+                order,
+                MigrateType::ALL[usize::from(mt) % 3],
+                How::Hooked,
+            ),
             Op::ReserveCma { cpu, offset, len } => {
                 let pb = self.batched.config().pageblock_order.pages();
                 let Some(first) = start.0.checked_add(offset).map(|p| Pfn(p & !(pb - 1))) else {
@@ -418,6 +430,18 @@ where
                 },
                 None => return Ok(None),
             },
+            Op::FreeFrozen { cpu, slot } => match self.slot(slot) {
+                // SAFETY: as for `Op::Put`.
+                Some((pfn, order)) => unsafe {
+                    (
+                        any(any(self.batched.cpu(cpu))
+                            .and_then(|c| any(c.free_frozen_pages(pfn, order)))),
+                        any(any(self.per_page.cpu(cpu))
+                            .and_then(|c| any(c.free_frozen_pages(pfn, order)))),
+                    )
+                },
+                None => return Ok(None),
+            },
             Op::DrainCpu { cpu } => (
                 any(self.batched.cpu(cpu).map(|c| c.drain())),
                 any(self.per_page.cpu(cpu).map(|c| c.drain())),
@@ -493,19 +517,21 @@ where
 
     /// Allocates a block of `mt` on both zones: the batched zone chooses, the per-page zone
     /// takes the same block.
-    fn alloc_both(&mut self, cpu: usize, order: u8, mt: MigrateType, hooked: bool) -> PairResult {
+    fn alloc_both(&mut self, cpu: usize, order: u8, mt: MigrateType, how: How) -> PairResult {
         // Both zones were drained and merged (`apply`), but their lists are not in the
         // same order: the per-page zone takes the very block the batched zone handed out.
         let order = Order::new(order).map_err(BuddyError::from);
         let typed = |o| AllocRequest::order(o).kind(mt);
         let (mut refuse, mut nothing) = (|_: &crate::migrate::Migration| false, |_| 0);
         let a = order.and_then(|o| {
-            let request = if hooked {
-                typed(o).reclaim(&mut nothing).compact(&mut refuse)
-            } else {
-                typed(o)
-            };
-            any(any(self.batched.cpu(cpu))?.alloc_raw(request))
+            let cpu = any(self.batched.cpu(cpu))?;
+            match how {
+                How::Plain => any(cpu.alloc_raw(typed(o))),
+                How::Hooked => {
+                    any(cpu.alloc_raw(typed(o).reclaim(&mut nothing).compact(&mut refuse)))
+                }
+                How::Frozen => any(cpu.alloc_frozen_pages(o)),
+            }
         });
         let b = match (a, order) {
             (Ok(pfn), Ok(o)) => {
@@ -522,10 +548,20 @@ where
                 }
                 // The batched zone's allocation may have claimed pageblocks.
                 self.per_page.copy_pageblocks_from(&self.batched);
-                any(self.per_page.alloc_pages_at_as(pfn, o, mt)).map(|()| pfn)
+                let taken = any(self.per_page.alloc_pages_at_as(pfn, o, mt));
+                if how == How::Frozen {
+                    self.per_page.freeze_fresh_block(pfn, o);
+                }
+                taken.map(|()| pfn)
             }
             // Both fail alike: same order check, same (canonical) free blocks.
-            _ => order.and_then(|o| any(any(self.per_page.cpu(cpu))?.alloc_raw(typed(o)))),
+            _ => order.and_then(|o| {
+                let cpu = any(self.per_page.cpu(cpu))?;
+                match how {
+                    How::Frozen => any(cpu.alloc_frozen_pages(o)),
+                    _ => any(cpu.alloc_raw(typed(o))),
+                }
+            }),
         };
         (a.map(|_| ()), b.map(|_| ()))
     }
@@ -727,4 +763,15 @@ where
         return Err(no_progress());
     }
     Ok(())
+}
+
+/// How [`Lockstep::alloc_both`] allocates a block.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum How {
+    /// `alloc_raw` of the block.
+    Plain,
+    /// `alloc_raw` with slow-path callbacks that reclaim nothing and move nothing.
+    Hooked,
+    /// `alloc_frozen_pages`.
+    Frozen,
 }

@@ -519,17 +519,19 @@ fn frozen_pair(z: &LoomZone, cpu: usize) {
 }
 
 /// Frozen pages on one CPU (their frees write the page's word without a compare-and-swap)
-/// racing refills, drains and merges of their buddies on another CPU, and a frozen page
-/// freed on another CPU than its allocation: nothing is lost and the zone is whole again.
+/// racing refills, drains and merges of their buddies on another CPU, and a frozen block of
+/// order 1 freed on another CPU than its allocation: nothing is lost and the zone is whole
+/// again.
 #[test]
-fn loom_frozen_pages_race_other_cpus_refills_drains_and_merges() {
+fn loom_frozen_blocks_race_other_cpus_refills_drains_and_merges() {
     loom::model(|| {
         let z = zone(2);
-        let page = z.cpu(0).unwrap().alloc_frozen_page().unwrap();
+        let block = z.cpu(0).unwrap().alloc_frozen_pages(Order(1)).unwrap();
         let other = on_another_thread(&z, move |z| {
             alloc_free(z, 1, Order(1));
-            // SAFETY: see the module docs (this thread frees the page the main one handed it).
-            unsafe { z.cpu(1).unwrap().free_frozen_page(page) }.unwrap();
+            // SAFETY: see the module docs (this thread frees the block the main one handed
+            // it).
+            unsafe { z.cpu(1).unwrap().free_frozen_pages(block, Order(1)) }.unwrap();
         });
         frozen_pair(&z, 0);
         other.join().unwrap();

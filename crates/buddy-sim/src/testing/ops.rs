@@ -15,6 +15,23 @@ pub enum Op {
         /// Order (may exceed MAX_ORDER: an error).
         order: u8,
     },
+    /// Drain both zones and merge their free blocks, then allocate a frozen unmovable block
+    /// (`alloc_frozen_pages`), recorded as the other allocations are (the reference calls on
+    /// it fail alike on both zones).
+    AllocFrozen {
+        /// CPU.
+        cpu: usize,
+        /// Order (may exceed MAX_ORDER: an error).
+        order: u8,
+    },
+    /// `free_frozen_pages` of a recorded allocation at its order (an error for one with a
+    /// reference count).
+    FreeFrozen {
+        /// CPU.
+        cpu: usize,
+        /// Allocation slot.
+        slot: usize,
+    },
     /// `split_page` a recorded allocation.
     Split {
         /// Allocation slot.

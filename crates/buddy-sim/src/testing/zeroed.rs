@@ -426,6 +426,8 @@ impl ZeroedModel {
             | Op::FreeRaw { .. }
             | Op::AllocTyped { .. }
             | Op::AllocHooked { .. }
+            | Op::AllocFrozen { .. }
+            | Op::FreeFrozen { .. }
             | Op::CompactWork { .. }
             | Op::AllocContig { .. }
             | Op::AllocContigPages { .. }

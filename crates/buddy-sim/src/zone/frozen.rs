@@ -96,15 +96,19 @@ where
         self.not_frozen(idx)
     }
 
-    /// Makes the unmovable order-0 page at `pfn`, which the caller has just allocated with
-    /// its one reference and handed to nobody, a frozen page (as
-    /// [`Cpu::alloc_frozen_page`] hands one out). A page in any other state is left as it
+    /// Makes the unmovable block of `order` at `pfn`, which the caller has just allocated
+    /// with its one reference and handed to nobody, a frozen block (as
+    /// [`Cpu::alloc_frozen_pages`] hands one out). A block in any other state is left as it
     /// is.
-    #[cfg_attr(not(feature = "axallocator"), allow(dead_code))]
-    pub(crate) fn freeze_fresh_page(&self, pfn: Pfn) {
+    #[cfg_attr(
+        not(any(feature = "axallocator", feature = "testing")),
+        allow(dead_code)
+    )]
+    pub(crate) fn freeze_fresh_block(&self, pfn: Pfn, order: Order) {
         let m = self.map();
         if let Ok(idx) = m.index(pfn) {
-            let _ = m.frame(idx).cas(Word::allocated(0), Word::FROZEN_PAGE);
+            let fresh = Word::allocated(order.get());
+            let _ = m.frame(idx).cas(fresh, Word::frozen_block(order.get()));
         }
     }
 }
