@@ -615,3 +615,58 @@ fn split_pages_splits_unmovable_blocks_only() {
     );
     z.check().unwrap();
 }
+
+/// A block's worth of pages aligned above its size (16 KiB on a 64 KiB boundary) is one
+/// frozen block, aligned, taken again from the lists where the previous one went; an
+/// offset that is not a multiple of the alignment (frame alignment is then not address
+/// alignment) refuses it, as it refuses a block's worth aligned to its size.
+#[test]
+fn blocks_aligned_above_their_size_are_aligned_frozen_blocks() {
+    let base = 1 << 24;
+    let z = zone(base, 1024);
+    let mut a = ax(&z, 0, 0).unwrap();
+    a.init(base, 1024 * PAGE);
+    let mut seen = Vec::new();
+    for _ in 0..4 {
+        let p = a.alloc_pages(4, 16 * PAGE).unwrap();
+        assert_eq!(p % (16 * PAGE), 0);
+        let f = z.frame(Pfn((p / PAGE) as u64)).unwrap();
+        assert!(f.frozen && f.order == 2);
+        assert_eq!(a.used_pages(), 4);
+        a.dealloc_pages(p, 4);
+        assert_eq!(a.last_error(), None);
+        seen.push(p);
+    }
+    assert!(seen.windows(2).all(|w| w[0] == w[1]), "{seen:x?}");
+    // Held side by side: each aligned, none overlapping.
+    let held: Vec<usize> = (0..8)
+        .map(|_| a.alloc_pages(2, 8 * PAGE).unwrap())
+        .collect();
+    let mut starts = held.clone();
+    starts.sort_unstable();
+    starts.dedup();
+    assert_eq!(starts.len(), 8);
+    assert!(held.iter().all(|p| p % (8 * PAGE) == 0));
+    z.check().unwrap();
+    for p in held {
+        a.dealloc_pages(p, 2);
+        assert_eq!(a.last_error(), None);
+    }
+    assert_eq!(a.used_pages(), 0);
+    z.check().unwrap();
+
+    let z = zone(base, 64);
+    let mut odd = ax(&z, 0, PAGE).unwrap();
+    odd.init(base + PAGE, 64 * PAGE);
+    for (pages, align) in [(2, 2 * PAGE), (2, 8 * PAGE), (4, 4 * PAGE)] {
+        assert!(matches!(
+            odd.alloc_pages(pages, align),
+            Err(AllocError::InvalidParam)
+        ));
+    }
+    assert_eq!(odd.used_pages(), 0);
+    let one = odd.alloc_pages(2, PAGE).unwrap();
+    odd.dealloc_pages(one, 2);
+    assert_eq!(odd.last_error(), None);
+    z.check().unwrap();
+}

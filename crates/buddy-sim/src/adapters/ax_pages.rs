@@ -325,18 +325,30 @@ where
         Ok(saturating_usize(order.pages()))
     }
 
-    /// One frozen block of `pages` (a power of two) pages from the CPU's lists (the
-    /// allocation fast path, [`Cpu::alloc_frozen_pages`]): `Err` without a recorded error
-    /// when the zone has none at hand or `pages` is past its largest block, for the general
-    /// path to try ([`AxPageAllocator::alloc_run`]).
+    /// One frozen block of `pages` (a power of two) pages aligned to `align` bytes from the
+    /// CPU's lists (the allocation fast path, [`Cpu::alloc_frozen_pages`]; an alignment
+    /// above the block's size takes an aligned block of the size, or splits one of the
+    /// alignment): `Err` without a recorded error when the zone has none at hand, the block
+    /// or its alignment is past the zone's largest block, or the alignment is not one a
+    /// frame's order gives, for the general path to try or refuse
+    /// ([`AxPageAllocator::alloc_run`]).
     #[allow(unsafe_code)]
     #[inline(always)]
-    fn alloc_block(&mut self, pages: usize) -> Result<usize, ()> {
+    fn alloc_block(&mut self, pages: usize, align: usize) -> Result<usize, ()> {
         let order = Order::new(pages.trailing_zeros() as u8).map_err(drop)?;
-        if order > self.zone.config().max_order {
+        if align < PAGE {
             return Err(());
         }
-        let pfn = on_cpu!(self, |cpu| cpu.alloc_frozen_pages(order)).map_err(drop)?;
+        let align = self.map.align_order(align).ok_or(())?;
+        if order.max(align) > self.zone.config().max_order {
+            return Err(());
+        }
+        let pfn = if align <= order {
+            on_cpu!(self, |cpu| cpu.alloc_frozen_pages(order))
+        } else {
+            on_cpu!(self, |cpu| cpu.alloc_frozen_aligned(order, align))
+        }
+        .map_err(drop)?;
         self.last_error = None;
         // A position for every frame of the zone (checked at `new`).
         self.pos_of(pfn).ok_or(())
@@ -547,11 +559,9 @@ where
         if num_pages == 1 && align_pow2 == PAGE {
             return self.alloc_page();
         }
-        // A block's worth of pages aligned to no more than its size: one block.
+        // A block's worth of pages, however aligned: one frozen block.
         if num_pages.is_power_of_two()
-            && align_pow2.is_power_of_two()
-            && (PAGE..=num_pages.saturating_mul(PAGE)).contains(&align_pow2)
-            && let Ok(at) = self.alloc_block(num_pages)
+            && let Ok(at) = self.alloc_block(num_pages, align_pow2)
         {
             return Ok(at);
         }

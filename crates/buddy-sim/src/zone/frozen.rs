@@ -48,6 +48,41 @@ where
         Ok(idx)
     }
 
+    /// A frozen unmovable block of `order` aligned to `align` (above `order`) on `pcp`'s
+    /// lists: the most recently freed aligned block of its list's array if one is there,
+    /// else a block of the alignment's order, its head kept and the blocks past it (one of
+    /// each order from `order` up) given back frozen, to the lists where the next such
+    /// call finds an aligned one.
+    pub(crate) fn alloc_frozen_aligned_on(
+        &self,
+        pcp: CpuLists<'_, R>,
+        order: Order,
+        align: Order,
+    ) -> Result<FrameIdx, AllocError> {
+        let m = self.map();
+        let (start, mask) = (self.cfg.start.0, align.pages().wrapping_sub(1));
+        let aligned = |idx: FrameIdx| start.wrapping_add(u64::from(idx.0)) & mask == 0;
+        let taken = match self.cfg.pcp_list(order, MigrateType::Unmovable) {
+            Some(list) => self.lock_pcp(pcp).take_hot_where(list, order, aligned),
+            None => None,
+        };
+        if let Some(idx) = taken {
+            m.frame(idx).store(Word::frozen_block(order.get()));
+            return Ok(idx);
+        }
+        let idx = self.alloc_frozen_on(pcp, align)?;
+        m.frame(idx).store(Word::frozen_block(order.get()));
+        for piece in order.get()..align.get() {
+            let at = idx + (1u32 << piece);
+            m.frame(at).store(Word::frozen_block(piece));
+            // SAFETY: this call took the block and hands this piece of it to nobody.
+            #[allow(unsafe_code)]
+            let freed = unsafe { self.free_frozen_on(pcp, m.pfn(at), Order(piece)) };
+            debug_assert!(freed.is_ok(), "a piece of a block just taken");
+        }
+        Ok(idx)
+    }
+
     /// [`Cpu::free_frozen_pages`] on `pcp`'s lists.
     ///
     /// # Safety
@@ -199,6 +234,24 @@ where
     #[inline(always)]
     pub fn alloc_frozen_pages(&self, order: Order) -> Result<Pfn, AllocError> {
         let idx = self.zone.alloc_frozen_on(self.lists(), order)?;
+        Ok(self.zone.map().pfn(idx))
+    }
+
+    /// [`Cpu::alloc_frozen_pages`] of a block aligned to `2^align` frames, above its size
+    /// (a 16 KiB buffer on a 64 KiB boundary).
+    ///
+    /// # Errors
+    /// As [`Cpu::alloc_frozen_pages`] of order `align`.
+    #[inline]
+    #[cfg_attr(not(feature = "axallocator"), allow(dead_code))]
+    pub(crate) fn alloc_frozen_aligned(
+        &self,
+        order: Order,
+        align: Order,
+    ) -> Result<Pfn, AllocError> {
+        let idx = self
+            .zone
+            .alloc_frozen_aligned_on(self.lists(), order, align)?;
         Ok(self.zone.map().pfn(idx))
     }
 

@@ -178,6 +178,20 @@ impl PcpLists {
         Some(idx)
     }
 
+    /// Takes the most recently freed block of `list`'s array that `wanted` accepts (an
+    /// aligned one): a block not known zero, which the caller now owns.
+    #[inline]
+    pub(crate) fn take_hot_where(
+        &mut self,
+        list: usize,
+        order: Order,
+        wanted: impl Fn(FrameIdx) -> bool,
+    ) -> Option<FrameIdx> {
+        let idx = self.lists[list].take_hot_where(wanted)?;
+        self.took(list, order, false);
+        Some(idx)
+    }
+
     /// `rmqueue_bulk`: moves up to `blocks` blocks of `order` for allocations of the list's
     /// type from the buddy to `list`: any blocks (falling back to other types as an
     /// allocation does), or for [`Prefer::Zeroed`] only blocks known zero of the type. The

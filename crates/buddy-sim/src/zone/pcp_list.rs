@@ -85,6 +85,19 @@ impl PcpList {
         Some(self.hot[n as usize])
     }
 
+    /// Takes the most recently freed block of the array that `wanted` accepts (an aligned
+    /// one), if any: the blocks above it move down, keeping the array's order. At most
+    /// [`HOT_BLOCKS`] looks, none at another frame.
+    #[inline]
+    pub(crate) fn take_hot_where(&mut self, wanted: impl Fn(FrameIdx) -> bool) -> Option<FrameIdx> {
+        let n = self.hot_len as usize;
+        let at = self.hot[..n].iter().rposition(|&idx| wanted(idx))?;
+        let idx = self.hot[at];
+        self.hot.copy_within(at + 1..n, at);
+        self.hot_len -= 1;
+        Some(idx)
+    }
+
     /// Takes the most recently freed block: the array's last, else the linked list's front.
     #[inline(always)]
     pub(crate) fn pop_front(&mut self, frames: Frames<'_>) -> Option<FrameIdx> {
@@ -150,6 +163,23 @@ mod tests {
         assert_eq!(taken[0], HOT_BLOCKS as u32 - 1);
         assert_eq!(taken[HOT_BLOCKS], HOT_BLOCKS as u32 + 3);
         assert!(l.is_empty());
+    }
+
+    #[test]
+    fn a_block_taken_from_inside_the_array_keeps_the_others_in_order() {
+        let f = frames(8);
+        let frames = map(&f);
+        let mut l = PcpList::EMPTY;
+        for i in [3, 4, 8, 5, 12, 7] {
+            l.push(frames, FrameIdx(i), false);
+        }
+        // The most recently freed multiple of 4 is 12, then 8, then 4; none of 16.
+        assert_eq!(l.take_hot_where(|i| i.0 % 4 == 0), Some(FrameIdx(12)));
+        assert_eq!(l.take_hot_where(|i| i.0 % 4 == 0), Some(FrameIdx(8)));
+        assert_eq!(l.take_hot_where(|i| i.0 % 16 == 0), None);
+        let rest: Vec<u32> = l.blocks(frames).map(|i| i.0).collect();
+        assert_eq!(rest, [7, 5, 4, 3]);
+        assert_eq!(l.len(), 4);
     }
 
     #[test]
