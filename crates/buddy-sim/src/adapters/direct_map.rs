@@ -38,12 +38,14 @@ impl DirectMap {
     }
 
     /// The frame at page-aligned address `addr`, if the map reaches one there.
+    #[inline]
     pub(crate) fn pfn_at(self, addr: usize) -> Option<Pfn> {
         let pa = addr.checked_sub(self.offset)?;
         pa.is_multiple_of(PAGE).then_some(Pfn((pa / PAGE) as u64))
     }
 
     /// The address of frame `pfn`, if it has one.
+    #[inline]
     pub(crate) fn addr_of(self, pfn: Pfn) -> Option<usize> {
         usize::try_from(pfn.0)
             .ok()?
@@ -54,6 +56,7 @@ impl DirectMap {
     /// The order of a block whose address is aligned to `align` bytes (at least a page):
     /// `align` must be a power of two and the offset a multiple of it (else frame alignment
     /// is not address alignment).
+    #[inline]
     pub(crate) fn align_order(self, align: usize) -> Option<Order> {
         if !align.is_power_of_two() || !self.offset.is_multiple_of(align.max(PAGE)) {
             return None;
