@@ -497,8 +497,24 @@ impl GlobalAllocator {
     ///
     /// # Errors
     /// `NoMemory` when neither the heap nor the zone has room.
+    #[inline]
     pub fn alloc(&self, layout: Layout) -> AllocResult<NonNull<u8>> {
         let mut balloc = self.balloc.lock();
+        // The common case: the heap has room.
+        if let Ok(ptr) = balloc.alloc(layout) {
+            balloc.usage.add(UsageKind::RustHeap, layout.size());
+            return Ok(ptr);
+        }
+        self.grow_and_alloc(balloc, layout)
+    }
+
+    /// [`GlobalAllocator::alloc`] when the heap has no room: grown, and tried again.
+    #[inline(never)]
+    fn grow_and_alloc(
+        &self,
+        mut balloc: crate::lock::IrqSpinGuard<'_, Heap>,
+        layout: Layout,
+    ) -> AllocResult<NonNull<u8>> {
         let mut need = heap_growth_for(layout).ok_or(AllocError::NoMemory)?;
         loop {
             if let Ok(ptr) = balloc.alloc(layout) {
@@ -536,6 +552,7 @@ impl GlobalAllocator {
     /// # Safety
     /// `pos` came from [`GlobalAllocator::alloc`] of this allocator with this `layout`, is
     /// given back once and not used after (ArceOS's contract).
+    #[inline]
     pub unsafe fn dealloc(&self, pos: NonNull<u8>, layout: Layout) {
         let mut balloc = self.balloc.lock();
         balloc.usage.sub(UsageKind::RustHeap, layout.size());
