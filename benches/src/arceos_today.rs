@@ -9,14 +9,19 @@
 //!   workload (256 seeded calls, 65% allocations of 1-16 pages, frees of a random held run);
 //! - the heap workloads of arceos-org/allocator's tests: a vector growing by doubling to
 //!   3 M `u32`s; 25 000 objects of 64 bytes and 7 500 of 520 freed in a random order; the
-//!   allocations a 50 000-entry `BTreeMap<String, u32>` makes;
+//!   allocations a 50 000-entry `BTreeMap<String, u32>` makes (buddy-slab-allocator's whole
+//!   heap here, its per-CPU slab caches included);
 //! - the random page workload on two threads at once (a CPU each).
 //!
 //! Times are medians over interleaved rounds with their 95% intervals; ratios are taken
 //! round by round.
 
 use core::alloc::Layout;
+use core::panic::Location;
 use core::ptr::NonNull;
+use core::sync::atomic::{AtomicBool, Ordering};
+
+use ax_sync::interface::{AcquireResult, ContextState, LockMetadata, SpinOps};
 
 use crate::arceos::{Locked, SlabPages, TlsfPages};
 use crate::count;
@@ -312,58 +317,48 @@ impl buddy_slab_allocator::interface::BuddySlabIf for SlabCpu {
 struct HostSpin;
 
 #[ax_crate_interface::impl_interface]
-impl ax_sync::interface::SpinOps for HostSpin {
+impl SpinOps for HostSpin {
     fn acquire(
-        locked: &core::sync::atomic::AtomicBool,
-        _metadata: &ax_sync::interface::LockMetadata,
+        locked: &AtomicBool,
+        _metadata: &LockMetadata,
         _lock_addr: usize,
         _context: u8,
         _subclass: u32,
-        _caller: &'static core::panic::Location<'static>,
-    ) -> ax_sync::interface::ContextState {
-        use core::sync::atomic::Ordering;
+        _caller: &'static Location<'static>,
+    ) -> ContextState {
         while locked
             .compare_exchange_weak(false, true, Ordering::Acquire, Ordering::Relaxed)
             .is_err()
         {
             core::hint::spin_loop();
         }
-        ax_sync::interface::ContextState::new(0, 0)
+        ContextState::new(0, 0)
     }
 
     fn try_acquire(
-        locked: &core::sync::atomic::AtomicBool,
-        _metadata: &ax_sync::interface::LockMetadata,
+        locked: &AtomicBool,
+        _metadata: &LockMetadata,
         _lock_addr: usize,
         _context: u8,
         _subclass: u32,
-        _caller: &'static core::panic::Location<'static>,
-    ) -> ax_sync::interface::AcquireResult {
-        use core::sync::atomic::Ordering;
+        _caller: &'static Location<'static>,
+    ) -> AcquireResult {
         let acquired = locked
             .compare_exchange(false, true, Ordering::Acquire, Ordering::Relaxed)
             .is_ok();
-        ax_sync::interface::AcquireResult::new(
-            acquired,
-            ax_sync::interface::ContextState::new(0, 0),
-        )
+        AcquireResult::new(acquired, ContextState::new(0, 0))
     }
 
-    fn release(
-        locked: &core::sync::atomic::AtomicBool,
-        _lock_addr: usize,
-        _context: u8,
-        _state: ax_sync::interface::ContextState,
-    ) {
-        locked.store(false, core::sync::atomic::Ordering::Release);
+    fn release(locked: &AtomicBool, _lock_addr: usize, _context: u8, _state: ContextState) {
+        locked.store(false, Ordering::Release);
     }
 
-    fn force_release(locked: &core::sync::atomic::AtomicBool, _lock_addr: usize, _context: u8) {
-        locked.store(false, core::sync::atomic::Ordering::Release);
+    fn force_release(locked: &AtomicBool, _lock_addr: usize, _context: u8) {
+        locked.store(false, Ordering::Release);
     }
 
-    fn is_locked(locked: &core::sync::atomic::AtomicBool) -> bool {
-        locked.load(core::sync::atomic::Ordering::Acquire)
+    fn is_locked(locked: &AtomicBool) -> bool {
+        locked.load(Ordering::Acquire)
     }
 }
 

@@ -26,7 +26,8 @@ usage:
   cargo xtask fuzz --minutes N [TARGET]...     (each fuzz target N minutes: executions, crashes)
   cargo xtask fuzz --executions N [TARGET]...  (each fuzz target N executions)
 
-stages: setup fmt layers clippy test no-std doc package msrv qemu bare-metal arceos loom miri fuzz bench";
+stages: setup fmt layers clippy test no-std doc package msrv qemu bare-metal arceos-today starry loom miri fuzz bench;
+on request: arceos starry-compare";
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();

@@ -54,7 +54,7 @@ struct Stage {
     on_request: bool,
 }
 
-const STAGES: [Stage; 18] = [
+const STAGES: [Stage; 19] = [
     Stage {
         name: "setup",
         run: |root, _| setup::run(root),
@@ -138,9 +138,17 @@ const STAGES: [Stage; 18] = [
     },
     Stage {
         name: "starry",
-        run: |root, _| crate::starry::stage(root),
+        run: |root, _| crate::starry::stage(root, false),
         scratch: &["target/starry", "target/arceos-today"],
         on_request: false,
+    },
+    Stage {
+        name: "starry-compare",
+        run: |root, _| crate::starry::stage(root, true),
+        scratch: &["target/starry", "target/arceos-today"],
+        // `starry` with buddy-slab-allocator on x86_64 too (its build and boot, about two
+        // minutes more on two cores than the full run's time allows).
+        on_request: true,
     },
     Stage {
         name: "loom",
