@@ -4,8 +4,8 @@
 //! addresses the embedder reaches frames at: frame `pfn` at `pfn * 4 KiB + offset` (a
 //! kernel's direct map; offset 0 for an identity map).
 //!
-//! A block's worth of pages (a power of two aligned to no more than its size: a page-table
-//! page, a task stack) is one frozen block with no reference count, its caller its owner
+//! A block's worth of pages (a power of two, however aligned: a page-table page, a task
+//! stack) is one frozen block with no reference count, its caller its owner
 //! ([`Cpu::alloc_frozen_pages`]): taken from the CPU's list and given back to it with no
 //! compare-and-swap. Any other run is held as the fewest naturally aligned blocks, each
 //! allocated with one reference: a block of its covering order with the blocks past the run
@@ -745,13 +745,15 @@ where
         let mut frozen = false;
         while i < range.end {
             let w = m.frame(i).load();
-            let end = i + (1u32 << w.order());
-            if w.is_frozen_block() {
-                // A block allocated frozen (a page alone, or a block's worth of pages): the
-                // caller's whole, whether the range takes all of it or part.
-                frozen = true;
-            } else if !w.is_live() || w.frozen() {
+            // A block allocated frozen (a page alone, or a block's worth of pages) is the
+            // caller's whole, whether the range takes all of it or part.
+            let frozen_block = w.is_frozen_block();
+            if !frozen_block && (!w.is_live() || w.frozen()) {
                 return Err(m.not_allocated(i, w).into());
+            }
+            let end = i + (1u32 << w.order());
+            if frozen_block {
+                frozen = true;
             } else if (i < range.start || end > range.end) && w.refcount() != 1 {
                 return Err(FreeError::Shared(m.pfn(i)).into());
             }
