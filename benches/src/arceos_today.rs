@@ -238,10 +238,14 @@ unsafe impl Send for SlabHeap {}
 unsafe impl Sync for SlabHeap {}
 
 impl SlabHeap {
+    /// The layout of the heap's region.
+    fn region() -> Layout {
+        Layout::from_size_align(SLAB_HEAP_BYTES, SLAB_HEAP_ALIGN).expect("a region's layout")
+    }
+
     fn new() -> Self {
-        let layout = Layout::from_size_align(SLAB_HEAP_BYTES, SLAB_HEAP_ALIGN).expect("a region");
         // SAFETY: a layout of non-zero size.
-        let region = unsafe { std::alloc::alloc(layout) };
+        let region = unsafe { std::alloc::alloc(Self::region()) };
         assert!(!region.is_null(), "128 MiB for buddy-slab-allocator's heap");
         let a = buddy_slab_allocator::GlobalAllocator::<PAGE>::new();
         // SAFETY: the region is this value's, valid until `drop` (after the allocator's
@@ -259,9 +263,8 @@ impl Drop for SlabHeap {
     fn drop(&mut self) {
         // The allocator first (its drop frees the singleton it keeps), then its region.
         drop(core::mem::take(&mut *self.a.lock()));
-        let layout = Layout::from_size_align(SLAB_HEAP_BYTES, SLAB_HEAP_ALIGN).expect("a region");
         // SAFETY: allocated in `new` with this layout; the allocator no longer uses it.
-        unsafe { std::alloc::dealloc(self.region, layout) };
+        unsafe { std::alloc::dealloc(self.region, Self::region()) };
     }
 }
 
@@ -525,8 +528,9 @@ fn rows(
     }
     for peer in 1..s.len() {
         let e = s[0].speedup_over(&s[peer]);
-        // A peer that refuses calls buddy-sim serves (buddy-slab-allocator refuses 4 pages
-        // aligned above 8 KiB) is timed on its refusals: said beside the goal.
+        // A peer that refuses calls buddy-sim serves (buddy-slab-allocator refuses some
+        // aligned 4-page runs, depending on what came before) is timed on its refusals:
+        // said beside the goal.
         let goal = match refused {
             Some(r) if r[peer] > r[0] => {
                 format!(">= {GOAL}x (the peer refused {} calls of a round)", r[peer])

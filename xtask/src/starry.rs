@@ -430,6 +430,7 @@ pub fn stage(root: &Path, compare_everywhere: bool) -> Result<String, String> {
     // Each kernel boots while the next one builds (a boot keeps one core busy, QEMU's
     // `-icount` counts the guest's instructions whatever the host does meanwhile).
     let results = std::thread::scope(|scope| {
+        // Each architecture's boots, in the order they started.
         let mut boots = Vec::new();
         for arch in &ARCHS {
             let fs = rootfs(root, arch)?;
@@ -439,6 +440,7 @@ pub fn stage(root: &Path, compare_everywhere: bool) -> Result<String, String> {
             } else {
                 &[Allocator::BuddySim]
             };
+            let mut runs = Vec::new();
             for &allocator in allocators {
                 println!(
                     "    --- StarryOS {VERSION} on {} with {}",
@@ -450,25 +452,25 @@ pub fn stage(root: &Path, compare_everywhere: bool) -> Result<String, String> {
                 // boot.
                 let disk = fs.with_extension(format!("{}.img", allocator.name()));
                 std::fs::copy(&fs, &disk).map_err(|e| format!("{}: {e}", disk.display()))?;
-                let run =
-                    scope.spawn(move || boot(arch, &image, &disk, &expected(allocator), compare));
-                boots.push((arch, run));
-            }
-        }
-        // The boots in the order they started: each architecture's together.
-        let mut boots = boots.into_iter().peekable();
-        let mut results = Vec::new();
-        for arch in &ARCHS {
-            let mut runs = Vec::new();
-            while let Some((_, run)) = boots.next_if(|(a, _)| a.name == arch.name) {
                 runs.push(
-                    run.join()
-                        .map_err(|_| "a boot's thread panicked".to_string())??,
+                    scope.spawn(move || boot(arch, &image, &disk, &expected(allocator), compare)),
                 );
             }
-            results.push(summary(arch, &runs));
+            boots.push((arch, runs));
         }
-        Ok::<_, String>(results)
+        boots
+            .into_iter()
+            .map(|(arch, runs)| {
+                let runs = runs
+                    .into_iter()
+                    .map(|run| {
+                        run.join()
+                            .map_err(|_| "a boot's thread panicked".to_string())?
+                    })
+                    .collect::<Result<Vec<Run>, String>>()?;
+                Ok(summary(arch, &runs))
+            })
+            .collect::<Result<Vec<String>, String>>()
     })?;
     Ok(format!(
         "StarryOS {VERSION} ran the load script (fork/exec, 24 processes, sort, gzip, dd, 2 MiB pages); {}",

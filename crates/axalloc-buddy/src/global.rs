@@ -500,27 +500,20 @@ impl GlobalAllocator {
     #[inline]
     pub fn alloc(&self, layout: Layout) -> AllocResult<NonNull<u8>> {
         let mut balloc = self.balloc.lock();
-        // The common case: the heap has room.
-        if let Ok(ptr) = balloc.alloc(layout) {
-            balloc.usage.add(UsageKind::RustHeap, layout.size());
-            return Ok(ptr);
-        }
-        self.grow_and_alloc(balloc, layout)
+        // The common case, inline: the heap has room.
+        let ptr = match balloc.alloc(layout) {
+            Ok(ptr) => ptr,
+            Err(_) => self.grow_and_alloc(&mut balloc, layout)?,
+        };
+        balloc.usage.add(UsageKind::RustHeap, layout.size());
+        Ok(ptr)
     }
 
-    /// [`GlobalAllocator::alloc`] when the heap has no room: grown, and tried again.
+    /// [`GlobalAllocator::alloc`] when the heap has no room: grown until the request fits.
     #[inline(never)]
-    fn grow_and_alloc(
-        &self,
-        mut balloc: crate::lock::IrqSpinGuard<'_, Heap>,
-        layout: Layout,
-    ) -> AllocResult<NonNull<u8>> {
+    fn grow_and_alloc(&self, balloc: &mut Heap, layout: Layout) -> AllocResult<NonNull<u8>> {
         let mut need = heap_growth_for(layout).ok_or(AllocError::NoMemory)?;
         loop {
-            if let Ok(ptr) = balloc.alloc(layout) {
-                balloc.usage.add(UsageKind::RustHeap, layout.size());
-                return Ok(ptr);
-            }
             let block = self
                 .first()
                 .map_or(PAGE, Frames::largest_block_bytes)
@@ -540,8 +533,11 @@ impl GlobalAllocator {
             // ArceOS's log line (its tests look for it).
             debug!("expand heap memory: [{heap:#x}, {:#x})", heap + grow);
             balloc.give(heap, grow)?;
-            // Should the byte allocator still not fit the request in what it was given (a
-            // buddy byte allocator wants the block aligned to its size), the next growth is
+            if let Ok(ptr) = balloc.alloc(layout) {
+                return Ok(ptr);
+            }
+            // The byte allocator still does not fit the request in what it was given (a
+            // buddy byte allocator wants the block aligned to its size): the next growth is
             // twice as large.
             need = need.checked_mul(2).ok_or(AllocError::NoMemory)?;
         }

@@ -273,6 +273,38 @@ fn a_static_zone_is_one_line_and_refuses_a_bad_configuration_without_panicking()
     assert_eq!(WRONG.init_deferred(u64::MAX), 0);
     assert_eq!(WRONG.free_blocks().count(), 0);
     WRONG.check().unwrap();
+    // Per-cpu lists asked for past the orders they have slots for: refused, and no order or
+    // kind reaches past them.
+    static DEEP: StaticZone<64, 1> = StaticZone::new_static(
+        ZoneConfig::new(Pfn(0x40), 64).with_pcp_max_order(Order::MAX_SUPPORTED),
+    );
+    let deep = DEEP.cpu(0).unwrap();
+    for order in 0..=Order::MAX_SUPPORTED.get() {
+        let order = o(order);
+        for mt in MigrateType::ALL {
+            let r = deep.alloc_raw(AllocRequest::order(order).kind(mt));
+            assert!(
+                matches!(
+                    r,
+                    Err(AllocError::Config(ConfigError::PcpOrderTooLarge(_))
+                        | AllocError::OrderTooLarge { .. })
+                ),
+                "{r:?}"
+            );
+        }
+        let r = deep.alloc_frozen_pages(order);
+        assert!(
+            matches!(
+                r,
+                Err(AllocError::Config(ConfigError::PcpOrderTooLarge(_))
+                    | AllocError::OrderTooLarge { .. })
+            ),
+            "{r:?}"
+        );
+        // SAFETY: no memory behind the zone; nothing was allocated to free.
+        assert!(unsafe { deep.free_frozen_pages(Pfn(0x40), order) }.is_err());
+    }
+    DEEP.check().unwrap();
 }
 
 #[test]

@@ -31,28 +31,34 @@ where
         pcp: CpuLists<'_, R>,
         order: Order,
     ) -> Result<FrameIdx, AllocError> {
+        let idx = self.take_unmovable(pcp, order)?;
+        self.map().frame(idx).store(Word::frozen_block(order.get()));
+        Ok(idx)
+    }
+
+    /// An unmovable block of `order` for the caller to mark: from the array of `pcp`'s list
+    /// for it (order 0 always has one: folded away for it), else through the allocation
+    /// paths (which mark it allocated with a reference, for the caller to overwrite).
+    #[inline(always)]
+    fn take_unmovable(&self, pcp: CpuLists<'_, R>, order: Order) -> Result<FrameIdx, AllocError> {
         let mt = MigrateType::Unmovable;
-        // Order 0 always has a list (folded away for it).
         let taken = match self.cfg.pcp_list(order, mt) {
             Some(list) => self.lock_pcp(pcp).pop_hot(list, order),
             None => None,
         };
-        let idx = match taken {
-            Some(idx) => idx,
-            None => {
-                self.alloc_preferring(pcp, order, Prefer::Unzeroed, mt, 0)?
-                    .0
-            }
-        };
-        self.map().frame(idx).store(Word::frozen_block(order.get()));
-        Ok(idx)
+        match taken {
+            Some(idx) => Ok(idx),
+            None => Ok(self
+                .alloc_preferring(pcp, order, Prefer::Unzeroed, mt, 0)?
+                .0),
+        }
     }
 
     /// A frozen unmovable block of `order` aligned to `align` (above `order`) on `pcp`'s
     /// lists: the most recently freed aligned block of its list's array if one is there,
     /// else a block of the alignment's order, its head kept and the blocks past it (one of
-    /// each order from `order` up) given back frozen, to the lists where the next such
-    /// call finds an aligned one.
+    /// each order from `order` up) freed, to the lists where the next such call finds an
+    /// aligned one.
     pub(crate) fn alloc_frozen_aligned_on(
         &self,
         pcp: CpuLists<'_, R>,
@@ -66,20 +72,19 @@ where
             Some(list) => self.lock_pcp(pcp).take_hot_where(list, order, aligned),
             None => None,
         };
-        if let Some(idx) = taken {
-            m.frame(idx).store(Word::frozen_block(order.get()));
-            return Ok(idx);
-        }
-        let idx = self.alloc_frozen_on(pcp, align)?;
+        let idx = match taken {
+            Some(idx) => idx,
+            None => {
+                let idx = self.take_unmovable(pcp, align)?;
+                // The pieces past the block are this call's alone, their frames tails: each
+                // goes to its list (or the buddy) as the free of a block of its order does.
+                for piece in order.get()..align.get() {
+                    self.free_block(pcp, idx + (1u32 << piece), Order(piece), 0);
+                }
+                idx
+            }
+        };
         m.frame(idx).store(Word::frozen_block(order.get()));
-        for piece in order.get()..align.get() {
-            let at = idx + (1u32 << piece);
-            m.frame(at).store(Word::frozen_block(piece));
-            // SAFETY: this call took the block and hands this piece of it to nobody.
-            #[allow(unsafe_code)]
-            let freed = unsafe { self.free_frozen_on(pcp, m.pfn(at), Order(piece)) };
-            debug_assert!(freed.is_ok(), "a piece of a block just taken");
-        }
         Ok(idx)
     }
 

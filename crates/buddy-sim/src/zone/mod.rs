@@ -43,7 +43,7 @@ use crate::sync::{AtomicU64, Mutex, Ordering};
 use crate::types::NodeId;
 use crate::types::{FrameIdx, MAX_SUPPORTED_ORDER, Order};
 use crate::zone::buddy::FreeArea;
-use crate::zone::config::ZoneConfig;
+use crate::zone::config::{PAGE_ALLOC_COSTLY_ORDER, ZoneConfig};
 use crate::zone::counters::LockStats;
 use crate::zone::counters::OpCounters;
 use crate::zone::list::{FreeCount, List};
@@ -211,10 +211,12 @@ impl<const FRAMES: usize, const CPUS: usize, R: RawMutex>
             Ok(()) => None,
         };
         let cfg = match refused {
-            // Spanning nothing, the zone reaches none of its arrays' frames.
+            // Spanning nothing, the zone reaches none of its arrays' frames, and its per-cpu
+            // orders stay inside the lists' slots.
             Some(_) => ZoneConfig {
                 nr_pages: 0,
                 cpus: CPUS,
+                pcp_max_order: PAGE_ALLOC_COSTLY_ORDER,
                 ..cfg
             },
             None => cfg,

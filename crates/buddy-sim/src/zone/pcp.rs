@@ -1,7 +1,7 @@
-//! Per-cpu lists (the kernel's per-cpu pages): each CPU's free blocks of orders 0..=3 (up to 8:
-//! `ZoneConfig::pcp_max_order`) and the pageblock order, under that CPU's own lock. A CPU takes only its own lock on the fast
-//! path; the zone lock is taken inside it (never the other way round) to refill a list from
-//! the buddy or drain blocks back in batches.
+//! Per-cpu lists (the kernel's per-cpu pages): each CPU's free blocks of orders 0..=3 (up
+//! to 8: `ZoneConfig::pcp_max_order`) and the pageblock order, under that CPU's own lock. A
+//! CPU takes only its own lock on the fast path; the zone lock is taken inside it (never the
+//! other way round) to refill a list from the buddy or drain blocks back in batches.
 
 use core::fmt;
 
