@@ -141,21 +141,51 @@ impl DropIn {
     }
 }
 
-/// The drop-in's page path as callgrind counts it: `n` page-table pages, each taken and
-/// given back inside [`count::counted`] (one CPU, the calls ArceOS's page-table code makes).
-pub const COUNTED: [count::Workload; 1] = [count::Workload {
-    name: "dropin-page-pair",
-    ops: 1000,
-    run: |n| {
-        let a = DropIn::new(1);
-        for _ in 0..n {
-            count::counted(&mut || {
-                let pfn = a.alloc(0, 0);
-                a.free(0, pfn, 0);
-            });
-        }
+/// The drop-in's page path as callgrind counts it, one CPU, the calls ArceOS's page-table
+/// code makes: `n` page-table pages, each taken and given back inside [`count::counted`];
+/// and rounds of 512 taken then freed, on the drop-in and on ArceOS's bitmap behind its
+/// lock (the `bench` app's page-table workload).
+pub const COUNTED: [count::Workload; 3] = [
+    count::Workload {
+        name: "dropin-page-pair",
+        ops: 1000,
+        run: |n| {
+            let a = DropIn::new(1);
+            for _ in 0..n {
+                count::counted(&mut || {
+                    let pfn = a.alloc(0, 0);
+                    a.free(0, pfn, 0);
+                });
+            }
+        },
     },
-}];
+    count::Workload {
+        name: "dropin-page-tables",
+        ops: 20,
+        run: |n| page_table_rounds(&DropIn::new(1), n),
+    },
+    count::Workload {
+        name: "bitmap-page-tables",
+        ops: 20,
+        run: |n| page_table_rounds(&bitmap(), n),
+    },
+];
+
+/// `n` times, each counted: 512 page-table pages taken, then freed (the shape of the ArceOS
+/// `bench` app's page-table workload, booted under QEMU).
+fn page_table_rounds(a: &dyn Shared, n: u32) {
+    let mut held = [0u64; 512];
+    for _ in 0..n {
+        count::counted(&mut || {
+            for h in &mut held {
+                *h = a.alloc(0, 0);
+            }
+            for &h in &held {
+                a.free(0, h, 0);
+            }
+        });
+    }
+}
 
 /// Makes the calling thread's drop-in calls run on CPU `cpu`'s lists.
 pub(crate) fn on_cpu(cpu: usize) {
@@ -169,14 +199,22 @@ const BITMAP_FRAMES: usize = 1 << 16;
 
 impl Shared for DropIn {
     fn alloc(&self, cpu: usize, o: u8) -> u64 {
-        CPU.with(|c| c.set(cpu));
+        debug_assert_eq!(
+            thread_cpu(),
+            cpu,
+            "the thread's CPU is set once, by `on_cpu`"
+        );
         let pages = 1 << o;
         let kind = axalloc_buddy::UsageKind::PageTable;
         let at = self.a.alloc_pages(pages, pages * PAGE, kind);
         (at.unwrap_or_else(|e| panic!("drop-in: {e:?}")) / PAGE) as u64
     }
     fn free(&self, cpu: usize, pfn: u64, o: u8) {
-        CPU.with(|c| c.set(cpu));
+        debug_assert_eq!(
+            thread_cpu(),
+            cpu,
+            "the thread's CPU is set once, by `on_cpu`"
+        );
         let kind = axalloc_buddy::UsageKind::PageTable;
         // SAFETY: the benchmark frees what it allocated, once, and no longer uses it.
         unsafe { self.a.dealloc_pages(pfn as usize * PAGE, 1 << o, kind) };
@@ -357,6 +395,9 @@ fn run_once(
                 let (a, start) = (&*a, &start);
                 s.spawn(move || {
                     pin_current_thread(allowed[(cpu + first_core) % allowed.len()]);
+                    // The drop-in's CPU id for this thread, set once as a kernel sets a
+                    // CPU's per-CPU register.
+                    on_cpu(cpu);
                     (w.round)(a, cpu); // warm-up: first refills, page faults on metadata
                     start.wait();
                     let t0 = Instant::now();

@@ -8,7 +8,8 @@
 
 use crate::cpu::this_cpu;
 use crate::lock::IrqSpin;
-use crate::usage::UsageCounts;
+use crate::usage::{UsageCounts, UsageKind};
+use axallocator::PageAllocator;
 use buddy_sim::{
     AxPageAllocator, BuddyError, ConfigError, DefaultRawMutex, Frame, FrameClearer, OffsetMap,
     Order, PerCpu, Pfn, Zone, ZoneConfig,
@@ -332,6 +333,37 @@ impl Frames {
     /// The clearer of zeroed pages (zero-core's detected policy).
     pub(crate) fn clearer(&self) -> &FrameClearer<OffsetMap> {
         &self.clearer
+    }
+
+    /// One page for `kind` from the calling CPU's lists (the zone's frozen page), counted;
+    /// `None`, changing nothing, when the zone has none (the general path then looks
+    /// further and records why).
+    #[inline(always)]
+    pub(crate) fn alloc_page(&self, kind: UsageKind) -> Option<usize> {
+        let mut cpu = self.this_cpu();
+        let at = cpu.pages.alloc_pages(1, PAGE).ok()?;
+        if kind != UsageKind::RustHeap {
+            cpu.usage.add(kind, PAGE);
+        }
+        Some(at)
+    }
+
+    /// Gives back the page at `pos`, one of this region's, handed out alone, and uncounts
+    /// it for `kind`: `false`, changing nothing, for a page the zone refuses (a page of a
+    /// run, or not allocated), which the general path frees or reports.
+    ///
+    /// # Safety
+    /// As [`GlobalAllocator::dealloc_pages`](crate::GlobalAllocator::dealloc_pages).
+    #[inline(always)]
+    pub(crate) unsafe fn free_page(&self, pos: usize, kind: UsageKind) -> bool {
+        let mut cpu = self.this_cpu();
+        if !cpu.pages.dealloc_page(pos) {
+            return false;
+        }
+        if kind != UsageKind::RustHeap {
+            cpu.usage.sub(kind, PAGE);
+        }
+        true
     }
 
     /// The page allocator of the CPU this call runs on, locked with interrupts and

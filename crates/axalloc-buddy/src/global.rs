@@ -568,6 +568,15 @@ impl GlobalAllocator {
         align_pow2: usize,
         kind: UsageKind,
     ) -> AllocResult<usize> {
+        // One page (a page table's), the call a kernel makes most: the first region's CPU
+        // list, inline; anything else, or no page there, through the general path.
+        if num_pages == 1
+            && align_pow2 == PAGE
+            && let Some(frames) = self.first()
+            && let Some(at) = frames.alloc_page(kind)
+        {
+            return Ok(at);
+        }
         self.take(kind, Want::Pages(num_pages, align_pow2), false)
     }
 
@@ -666,6 +675,26 @@ impl GlobalAllocator {
     /// }
     /// ```
     pub unsafe fn dealloc_pages(&self, pos: usize, num_pages: usize, kind: UsageKind) {
+        // One page of the first region, the call a kernel makes most, inline.
+        if num_pages == 1
+            && let Some(frames) = self.first()
+            && frames.holds(pos)
+            // SAFETY: the caller's promise, passed on.
+            && unsafe { frames.free_page(pos, kind) }
+        {
+            return;
+        }
+        // SAFETY: the caller's promise, passed on.
+        unsafe { self.give_back(pos, num_pages, kind) }
+    }
+
+    /// [`GlobalAllocator::dealloc_pages`] of any run (and of a page its fast path did not
+    /// free, to record and log why), out of line.
+    ///
+    /// # Safety
+    /// As [`GlobalAllocator::dealloc_pages`].
+    #[inline(never)]
+    unsafe fn give_back(&self, pos: usize, num_pages: usize, kind: UsageKind) {
         let Some(frames) = self.region_of(pos) else {
             warn!("dealloc_pages({pos:#x}, {num_pages}): in no region of the allocator");
             return;
@@ -688,7 +717,7 @@ impl GlobalAllocator {
     /// What `want` asks for, counted for `kind` (the heap's pages count as its bytes, in
     /// `alloc`), from the calling CPU's page allocator of each region in turn (`init`'s
     /// first; below 4 GiB only, for `dma32`) until one has it.
-    #[inline(always)]
+    #[inline(never)]
     fn take(&self, kind: UsageKind, want: Want, dma32: bool) -> AllocResult<usize> {
         let first = self.first().ok_or(AllocError::NoMemory)?;
         if !dma32 || first.dma32() {

@@ -274,6 +274,27 @@ where
         }
     }
 
+    /// Frees the page at `pos` if this allocator handed it out alone (a frozen page, as
+    /// `alloc_pages(1, 4096)` hands one out): whether it did. `false` changes nothing and
+    /// records nothing (a page of a run, a page not allocated, a position outside the
+    /// zone), for [`PageAllocator::dealloc_pages`] to free or report. The call a kernel
+    /// makes most, with the least around it.
+    #[allow(unsafe_code)]
+    #[inline(always)]
+    pub fn dealloc_page(&mut self, pos: usize) -> bool {
+        let Some(pfn) = self.pfn_at(pos) else {
+            return false;
+        };
+        // SAFETY: `AxPageAllocator::new`'s contract: the caller hands back only runs this
+        // allocator handed out, once, and no longer uses them; `free_frozen_page` checks
+        // that the frame is a frozen page and changes nothing otherwise.
+        let freed = on_cpu!(self, |cpu| unsafe { cpu.free_frozen_page(pfn) }).is_ok();
+        if freed {
+            self.last_error = None;
+        }
+        freed
+    }
+
     /// Splits the block that starts at `pos` (the first block of a run
     /// [`PageAllocator::alloc_pages`] handed out: for a run of `2^k` pages aligned to its
     /// size, the whole run) into `2^k` order-0 pages, each freed alone from then on
@@ -580,27 +601,8 @@ where
             return;
         }
         // One page allocated alone (frozen), the common case, inline.
-        if num_pages == 1
-            && let Some(pfn) = self.pfn_at(pos)
-        {
-            // SAFETY: `AxPageAllocator::new`'s contract: the caller hands back only runs
-            // this allocator handed out, once, and no longer uses them.
-            match on_cpu!(self, |cpu| unsafe { cpu.free_frozen_page(pfn) }) {
-                Ok(()) => {
-                    self.last_error = None;
-                    return;
-                }
-                // A page of a run: the general path.
-                Err(
-                    FreeError::NotFrozen(_)
-                    | FreeError::CompoundPage(_)
-                    | FreeError::OrderMismatch { .. },
-                ) => {}
-                Err(e) => {
-                    let _ = self.outcome::<(), _>(Err(e));
-                    return;
-                }
-            }
+        if num_pages == 1 && self.dealloc_page(pos) {
+            return;
         }
         self.dealloc_run(pos, num_pages);
     }

@@ -294,7 +294,7 @@ where
         if prefer == Prefer::Zeroed {
             return self.take_zeroed_from_list(&mut lists, list, order, mt, fallback);
         }
-        if lists.lists[list].is_empty() {
+        if lists.lists.is_empty(list) {
             self.refill(
                 &mut lists,
                 list,
@@ -337,7 +337,7 @@ where
                 Some((idx, Contents::KnownZero))
             });
         let taken = taken.or_else(|| {
-            if lists.lists[list].is_empty() {
+            if lists.lists.is_empty(list) {
                 self.refill(
                     lists,
                     list,
@@ -420,11 +420,7 @@ where
                 let block_end = u64::from(i) + (1u64 << m.frame(i).load().order());
                 u64::from(i) < end && start < block_end
             };
-            let holds = self
-                .lock_pcp(pcp)
-                .lists
-                .iter()
-                .any(|list| list.blocks(m.frames).any(overlaps));
+            let holds = self.lock_pcp(pcp).lists.all_blocks(m.frames).any(overlaps);
             if holds {
                 self.drain(pcp, u64::MAX);
                 drained = true;

@@ -4,6 +4,7 @@ use crate::frame::{Frame, FrameState, Word};
 use crate::migratetype::MigrateType;
 use crate::types::{FrameIdx, Order};
 use crate::zone::Zone;
+use crate::zone::config::PCP_LISTS;
 use crate::zone::list::{FreeCount, List};
 use crate::zone::map::FrameMap;
 use crate::zone::pcp::PerCpu;
@@ -213,15 +214,15 @@ where
         for pcp in self.pcps.as_ref() {
             let lists = pcp.lists.lock();
             let mut count = FreeCount::NONE;
-            for (l, list) in lists.lists.iter().enumerate() {
+            for l in 0..PCP_LISTS {
                 let entry_ok = |w: Word| {
                     MigrateType::from_index(w.mt())
                         .and_then(|mt| self.cfg.pcp_list(Order(w.order()), mt))
                         == Some(l)
                 };
-                listed += check_list(m, list.cold(), FrameState::Pcp, entry_ok)?;
-                listed += check_hot(m, list.hot(), entry_ok)?;
-                for idx in list.blocks(m.frames) {
+                listed += check_list(m, lists.lists.cold(l), FrameState::Pcp, entry_ok)?;
+                listed += check_hot(m, lists.lists.hot(l), entry_ok)?;
+                for idx in lists.lists.blocks(m.frames, l) {
                     let w = m.frame(idx).load();
                     count.add(Order(w.order()), w.zeroed());
                 }

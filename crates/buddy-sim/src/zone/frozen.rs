@@ -36,14 +36,23 @@ where
         Ok(idx)
     }
 
-    /// An unmovable block of `order` for the caller to mark: from the array of `pcp`'s list
-    /// for it (order 0 always has one: folded away for it), else through the allocation
-    /// paths (which mark it allocated with a reference, for the caller to overwrite).
+    /// An unmovable block of `order` for the caller to mark: the front of `pcp`'s list for
+    /// it (its array, then its linked part; order 0 always has a list: folded away for
+    /// it), else through the allocation paths (which refill the list, or mark a block
+    /// allocated with a reference, for the caller to overwrite).
     #[inline(always)]
     fn take_unmovable(&self, pcp: CpuLists<'_, R>, order: Order) -> Result<FrameIdx, AllocError> {
         let mt = MigrateType::Unmovable;
         let taken = match self.cfg.pcp_list(order, mt) {
-            Some(list) => self.lock_pcp(pcp).pop_hot(list, order),
+            Some(list) => {
+                let mut lists = self.lock_pcp(pcp);
+                match lists.pop_hot(list, order) {
+                    Some(idx) => Some(idx),
+                    None => lists
+                        .pop(self.map(), list, order, Prefer::Unzeroed)
+                        .map(|(idx, _)| idx),
+                }
+            }
             None => None,
         };
         match taken {

@@ -552,10 +552,7 @@ where
             return false;
         };
         let lists = pcp.pcp.lists.lock();
-        lists
-            .lists
-            .iter()
-            .any(|list| list.blocks(m.frames).any(|i| i == idx))
+        lists.lists.all_blocks(m.frames).any(|i| i == idx)
     }
 
     /// Free blocks per order in the buddy: `result[o]` blocks of order `o`.

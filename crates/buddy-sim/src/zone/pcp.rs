@@ -17,7 +17,7 @@ use crate::zone::config::{Fallback, PCP_LISTS, PCP_SLOTS};
 use crate::zone::counters::LockStats;
 use crate::zone::list::FreeCount;
 use crate::zone::map::FrameMap;
-use crate::zone::pcp_list::PcpList;
+use crate::zone::pcp_list::PcpListSet;
 use lock_api::RawMutex;
 
 /// One CPU's free lists and their lock. Callers provide a slice of these, one per CPU (a
@@ -33,7 +33,7 @@ const _: () = assert!(PCP_LISTS <= 32);
 
 /// Everything a per-cpu lock protects.
 pub(crate) struct PcpLists {
-    pub(crate) lists: [PcpList; PCP_LISTS],
+    pub(crate) lists: PcpListSet,
     /// Bit `l` set when list `l` is not empty: a drain finds its next list in one step.
     nonempty: u32,
     /// Frames on these lists, and of those in blocks known zero.
@@ -58,7 +58,7 @@ const FREED_HERE: u16 = FREED_CLOCK;
 
 impl PcpLists {
     const EMPTY: Self = Self {
-        lists: [PcpList::EMPTY; PCP_LISTS],
+        lists: PcpListSet::EMPTY,
         nonempty: 0,
         count: FreeCount::NONE,
         drain_cursor: 0,
@@ -109,7 +109,7 @@ impl PcpLists {
         let mt = (list / PCP_SLOTS) as u8;
         let word = Word::free(FrameState::Pcp, order.get(), zeroed, mt);
         m.frame(idx).store(word.with_freed_at(stamp));
-        self.lists[list].push(m.frames, idx, zeroed);
+        self.lists.push(m.frames, list, idx, zeroed);
         self.nonempty |= 1 << list;
         self.count.add(order, zeroed);
         self.stats.list_ops += 1;
@@ -145,10 +145,12 @@ impl PcpLists {
         order: Order,
         prefer: Prefer,
     ) -> Option<(FrameIdx, bool)> {
-        let l = &mut self.lists[list];
+        let l = &mut self.lists;
         let idx = match prefer {
-            Prefer::Unzeroed => l.pop_front(m.frames)?,
-            Prefer::Zeroed if m.frame(l.back()?).load().zeroed() => l.pop_back(m.frames)?,
+            Prefer::Unzeroed => l.pop_front(m.frames, list)?,
+            Prefer::Zeroed if m.frame(l.back(list)?).load().zeroed() => {
+                l.pop_back(m.frames, list)?
+            }
             Prefer::Zeroed => return None,
         };
         let zeroed = m.frame(idx).load().zeroed();
@@ -160,7 +162,7 @@ impl PcpLists {
     /// an allocation.
     #[inline(always)]
     fn took(&mut self, list: usize, order: Order, zeroed: bool) {
-        if self.lists[list].is_empty() {
+        if self.lists.is_empty(list) {
             self.nonempty &= !(1 << list);
         }
         self.count.sub(order, zeroed);
@@ -173,7 +175,7 @@ impl PcpLists {
     /// the block's frame).
     #[inline(always)]
     pub(crate) fn pop_hot(&mut self, list: usize, order: Order) -> Option<FrameIdx> {
-        let idx = self.lists[list].pop_hot()?;
+        let idx = self.lists.pop_hot(list)?;
         self.took(list, order, false);
         Some(idx)
     }
@@ -187,7 +189,7 @@ impl PcpLists {
         order: Order,
         wanted: impl Fn(FrameIdx) -> bool,
     ) -> Option<FrameIdx> {
-        let idx = self.lists[list].take_hot_where(wanted)?;
+        let idx = self.lists.take_hot_where(list, wanted)?;
         self.took(list, order, false);
         Some(idx)
     }
@@ -245,11 +247,11 @@ impl PcpLists {
             };
             self.drain_cursor = list;
             while drained < pages {
-                let Some(idx) = self.lists[list].pop_back(m.frames) else {
+                let Some(idx) = self.lists.pop_back(m.frames, list) else {
                     self.nonempty &= !(1 << list);
                     break;
                 };
-                if self.lists[list].is_empty() {
+                if self.lists.is_empty(list) {
                     self.nonempty &= !(1 << list);
                 }
                 let w = m.frame(idx).load();

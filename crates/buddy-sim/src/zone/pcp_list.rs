@@ -1,123 +1,176 @@
-//! One per-cpu list: the most recently freed blocks in a small array on top (an allocation
-//! pops one, a free pushes one, and neither touches another frame's links), the rest in a
-//! linked list of frames below it, known-zero blocks at its back.
+//! One CPU's per-cpu lists: on each, the most recently freed blocks in an array on top (an
+//! allocation pops one, a free pushes one, and neither touches another frame's links), the
+//! rest in a linked list of frames below it, known-zero blocks at its back.
 //!
 //! Linux keeps its per-cpu lists linked through `struct page` alone; a block freed and
 //! allocated again at once (a page-table page, a task stack) then writes the links of the
-//! list's old head as well as its own. The array holds such blocks by index in the CPU's own
-//! cache lines, so the common pair costs an array push and pop.
+//! list's old head as well as its own. The arrays hold such blocks by index in the CPU's own
+//! cache lines, so the common pair costs an array push and pop. The order-0 lists' arrays are
+//! deep enough for a burst of page-table pages (a 1 GiB mapping's 512), the other lists'
+//! for a few task stacks.
 
 use crate::types::FrameIdx;
+use crate::zone::config::{PCP_LISTS, PCP_SLOTS};
 use crate::zone::list::List;
 use crate::zone::map::Frames;
 
-/// Blocks each per-cpu list keeps in its array: the pages a burst of page-table or stack
-/// allocations frees and takes again. More go on the linked list.
+/// Blocks each per-cpu list of an order above 0 keeps in its array: the blocks a burst of
+/// stack allocations frees and takes again. More go on the linked list.
 pub(crate) const HOT_BLOCKS: usize = 32;
 
-/// A per-cpu list: the array of recently freed blocks not known zero, then the linked list.
-/// Taking from the front takes the array's last block first; taking from the back takes
-/// the linked list's back first (its known-zero and oldest blocks).
-#[derive(Clone, Copy)]
-pub(crate) struct PcpList {
-    /// `hot[..hot_len]`, the last one freed last.
-    hot: [FrameIdx; HOT_BLOCKS],
-    hot_len: u32,
-    cold: List,
+/// Pages each order-0 per-cpu list keeps in its array: a page-table build of 1 GiB of 4 KiB
+/// mappings (512 pages) frees and takes them again without a link written.
+pub(crate) const HOT_PAGES: usize = 512;
+
+/// Array entries of one migratetype's lists: its order-0 list's, then the other slots'.
+const HOT_PER_TYPE: usize = HOT_PAGES + (PCP_SLOTS - 1) * HOT_BLOCKS;
+
+/// Array entries of all of a CPU's lists.
+const HOT_POOL: usize = HOT_PER_TYPE * (PCP_LISTS / PCP_SLOTS);
+
+/// Where list `list`'s array starts in the pool, and its capacity (constant-folded for a
+/// constant list).
+#[inline(always)]
+const fn hot_range(list: usize) -> (usize, usize) {
+    let (mt, slot) = (list / PCP_SLOTS, list % PCP_SLOTS);
+    let base = mt * HOT_PER_TYPE;
+    if slot == 0 {
+        (base, HOT_PAGES)
+    } else {
+        (base + HOT_PAGES + (slot - 1) * HOT_BLOCKS, HOT_BLOCKS)
+    }
 }
 
-impl PcpList {
+/// A CPU's per-cpu lists, each the array of its recently freed blocks not known zero, then
+/// its linked list. Taking from a list's front takes its array's last block first; taking
+/// from its back takes the linked list's back first (its known-zero and oldest blocks).
+/// Every call names its list by number (`list < PCP_LISTS`, as `ZoneConfig::pcp_list`
+/// gives them).
+#[derive(Clone, Copy)]
+pub(crate) struct PcpListSet {
+    /// List `l`'s array is `hot[start..start + hot_len[l]]`, the last one freed last
+    /// ([`hot_range`]).
+    hot: [FrameIdx; HOT_POOL],
+    hot_len: [u32; PCP_LISTS],
+    cold: [List; PCP_LISTS],
+}
+
+impl PcpListSet {
     pub(crate) const EMPTY: Self = Self {
-        hot: [FrameIdx(0); HOT_BLOCKS],
-        hot_len: 0,
-        cold: List::EMPTY,
+        hot: [FrameIdx(0); HOT_POOL],
+        hot_len: [0; PCP_LISTS],
+        cold: [List::EMPTY; PCP_LISTS],
     };
 
-    /// Blocks on the list.
+    /// Blocks on `list`.
     #[inline]
-    pub(crate) const fn len(&self) -> u32 {
-        self.hot_len + self.cold.len()
+    pub(crate) const fn len(&self, list: usize) -> u32 {
+        self.hot_len[list] + self.cold[list].len()
     }
 
     #[inline]
-    pub(crate) const fn is_empty(&self) -> bool {
-        self.len() == 0
+    pub(crate) const fn is_empty(&self, list: usize) -> bool {
+        self.len(list) == 0
     }
 
-    /// The blocks in the array, the last freed last.
+    /// The blocks in `list`'s array, the last freed last.
     #[inline]
-    pub(crate) fn hot(&self) -> &[FrameIdx] {
-        &self.hot[..self.hot_len as usize]
+    pub(crate) fn hot(&self, list: usize) -> &[FrameIdx] {
+        let (start, _) = hot_range(list);
+        &self.hot[start..start + self.hot_len[list] as usize]
     }
 
-    /// The linked part.
-    pub(crate) const fn cold(&self) -> &List {
-        &self.cold
+    /// The linked part of `list`.
+    pub(crate) const fn cold(&self, list: usize) -> &List {
+        &self.cold[list]
     }
 
-    /// Every block on the list, front to back (read under the list's lock).
-    pub(crate) fn blocks<'a>(&'a self, frames: Frames<'a>) -> impl Iterator<Item = FrameIdx> + 'a {
-        self.hot()
+    /// Every block on `list`, front to back (read under the lists' lock).
+    pub(crate) fn blocks<'a>(
+        &'a self,
+        frames: Frames<'a>,
+        list: usize,
+    ) -> impl Iterator<Item = FrameIdx> + 'a {
+        self.hot(list)
             .iter()
             .rev()
             .copied()
-            .chain(self.cold.blocks(frames))
+            .chain(self.cold[list].blocks(frames))
     }
 
-    /// Adds the free block `idx`: a block not known zero to the array while it has room,
-    /// else to the linked list where its knowledge puts it ([`List::push`]).
+    /// Every block on every list.
+    pub(crate) fn all_blocks<'a>(
+        &'a self,
+        frames: Frames<'a>,
+    ) -> impl Iterator<Item = FrameIdx> + 'a {
+        (0..PCP_LISTS).flat_map(move |list| self.blocks(frames, list))
+    }
+
+    /// Adds the free block `idx` to `list`: a block not known zero to the array while it
+    /// has room, else to the linked list where its knowledge puts it ([`List::push`]).
     #[inline(always)]
-    pub(crate) fn push(&mut self, frames: Frames<'_>, idx: FrameIdx, zeroed: bool) {
-        let n = self.hot_len as usize;
-        if !zeroed && n < HOT_BLOCKS {
-            self.hot[n] = idx;
-            self.hot_len += 1;
+    pub(crate) fn push(&mut self, frames: Frames<'_>, list: usize, idx: FrameIdx, zeroed: bool) {
+        let (start, cap) = hot_range(list);
+        let n = self.hot_len[list] as usize;
+        if !zeroed && n < cap {
+            self.hot[start + n] = idx;
+            self.hot_len[list] += 1;
         } else {
-            self.cold.push(frames, idx, zeroed);
+            self.cold[list].push(frames, idx, zeroed);
         }
     }
 
-    /// Takes the array's last block, if it has one.
+    /// Takes the last block of `list`'s array, if it has one.
     #[inline(always)]
-    pub(crate) fn pop_hot(&mut self) -> Option<FrameIdx> {
-        let n = self.hot_len.checked_sub(1)?;
-        self.hot_len = n;
-        Some(self.hot[n as usize])
+    pub(crate) fn pop_hot(&mut self, list: usize) -> Option<FrameIdx> {
+        let n = self.hot_len[list].checked_sub(1)?;
+        self.hot_len[list] = n;
+        let (start, _) = hot_range(list);
+        Some(self.hot[start + n as usize])
     }
 
-    /// Takes the most recently freed block of the array that `wanted` accepts (an aligned
-    /// one), if any: the blocks above it move down, keeping the array's order. At most
-    /// [`HOT_BLOCKS`] looks, none at another frame.
+    /// Takes the most recently freed block of `list`'s array that `wanted` accepts (an
+    /// aligned one), if any: the blocks above it move down, keeping the array's order. At
+    /// most the array's length in looks, none at another frame.
     #[inline]
-    pub(crate) fn take_hot_where(&mut self, wanted: impl Fn(FrameIdx) -> bool) -> Option<FrameIdx> {
-        let n = self.hot_len as usize;
-        let at = self.hot[..n].iter().rposition(|&idx| wanted(idx))?;
+    pub(crate) fn take_hot_where(
+        &mut self,
+        list: usize,
+        wanted: impl Fn(FrameIdx) -> bool,
+    ) -> Option<FrameIdx> {
+        let (start, _) = hot_range(list);
+        let end = start + self.hot_len[list] as usize;
+        let at = start + self.hot[start..end].iter().rposition(|&idx| wanted(idx))?;
         let idx = self.hot[at];
-        self.hot.copy_within(at + 1..n, at);
-        self.hot_len -= 1;
+        self.hot.copy_within(at + 1..end, at);
+        self.hot_len[list] -= 1;
         Some(idx)
     }
 
-    /// Takes the most recently freed block: the array's last, else the linked list's front.
+    /// Takes the most recently freed block of `list`: the array's last, else the linked
+    /// list's front.
     #[inline(always)]
-    pub(crate) fn pop_front(&mut self, frames: Frames<'_>) -> Option<FrameIdx> {
-        self.pop_hot().or_else(|| self.cold.pop_front(frames))
+    pub(crate) fn pop_front(&mut self, frames: Frames<'_>, list: usize) -> Option<FrameIdx> {
+        self.pop_hot(list)
+            .or_else(|| self.cold[list].pop_front(frames))
     }
 
-    /// The block [`PcpList::pop_back`] takes, without taking it.
+    /// The block [`PcpListSet::pop_back`] takes from `list`, without taking it.
     #[inline]
-    pub(crate) fn back(&self) -> Option<FrameIdx> {
-        self.cold.tail().or_else(|| self.hot().last().copied())
+    pub(crate) fn back(&self, list: usize) -> Option<FrameIdx> {
+        self.cold[list]
+            .tail()
+            .or_else(|| self.hot(list).last().copied())
     }
 
-    /// Takes the oldest block (what a drain returns first, and where known-zero blocks
-    /// are): the linked list's back, else the array's last.
+    /// Takes the oldest block of `list` (what a drain returns first, and where known-zero
+    /// blocks are): the linked list's back, else the array's last.
     #[inline]
-    pub(crate) fn pop_back(&mut self, frames: Frames<'_>) -> Option<FrameIdx> {
-        if self.cold.is_empty() {
-            return self.pop_front(frames);
+    pub(crate) fn pop_back(&mut self, frames: Frames<'_>, list: usize) -> Option<FrameIdx> {
+        if self.cold[list].is_empty() {
+            return self.pop_front(frames, list);
         }
-        self.cold.pop_back(frames)
+        self.cold[list].pop_back(frames)
     }
 }
 
@@ -125,6 +178,7 @@ impl PcpList {
 mod tests {
     use super::*;
     use crate::frame::Frame;
+    use std::boxed::Box;
     use std::vec::Vec;
 
     fn frames(n: usize) -> Vec<Frame> {
@@ -137,67 +191,101 @@ mod tests {
         unsafe { Frames::from_slice_ptr(f) }
     }
 
+    /// An order-0 list and an order-1 list of the same migratetype, and one of another.
+    const PAGES: usize = PCP_SLOTS;
+    const PAIRS: usize = PCP_SLOTS + 1;
+    const OTHER: usize = 0;
+
+    #[test]
+    fn the_arrays_tile_the_pool_without_overlap() {
+        let mut used = Vec::new();
+        for list in 0..PCP_LISTS {
+            let (start, cap) = hot_range(list);
+            let want = if list % PCP_SLOTS == 0 {
+                HOT_PAGES
+            } else {
+                HOT_BLOCKS
+            };
+            assert_eq!(cap, want, "list {list}");
+            used.extend(start..start + cap);
+        }
+        used.sort_unstable();
+        assert_eq!(used, (0..HOT_POOL).collect::<Vec<_>>());
+    }
+
     #[test]
     fn the_array_fills_first_then_the_linked_list_takes_the_rest() {
-        let f = frames(HOT_BLOCKS + 8);
-        let frames = map(&f);
-        let mut l = PcpList::EMPTY;
-        for i in 0..HOT_BLOCKS as u32 + 4 {
-            l.push(frames, FrameIdx(i), false);
+        for (list, cap) in [(PAIRS, HOT_BLOCKS), (PAGES, HOT_PAGES)] {
+            let f = frames(cap + 40);
+            let frames = map(&f);
+            let mut l = Box::new(PcpListSet::EMPTY);
+            for i in 0..cap as u32 + 4 {
+                l.push(frames, list, FrameIdx(i), false);
+            }
+            assert_eq!(l.hot(list).len(), cap);
+            assert_eq!(l.cold(list).len(), 4);
+            assert_eq!(l.len(list), cap as u32 + 4);
+            // Another list shares no entry with it.
+            l.push(frames, OTHER, FrameIdx(cap as u32 + 30), false);
+            assert_eq!(l.hot(OTHER), &[FrameIdx(cap as u32 + 30)]);
+            assert_eq!(l.len(list), cap as u32 + 4);
+            // A known-zero block goes to the linked list's back even with room in the array.
+            l.push(frames, OTHER, FrameIdx(cap as u32 + 39), true);
+            assert_eq!((l.hot(OTHER).len(), l.cold(OTHER).len()), (1, 1));
+            assert_eq!(l.back(OTHER), Some(FrameIdx(cap as u32 + 39)));
+            // Front: the array, last freed first; then the linked list's front.
+            let front: Vec<u32> = l.blocks(frames, list).map(|i| i.0).collect();
+            let mut taken = Vec::new();
+            while let Some(i) = l.pop_front(frames, list) {
+                taken.push(i.0);
+            }
+            assert_eq!(taken, front);
+            assert_eq!(taken[0], cap as u32 - 1);
+            assert_eq!(taken[cap], cap as u32 + 3);
+            assert!(l.is_empty(list));
+            assert_eq!(l.len(OTHER), 2);
         }
-        assert_eq!(l.hot().len(), HOT_BLOCKS);
-        assert_eq!(l.cold().len(), 4);
-        assert_eq!(l.len(), HOT_BLOCKS as u32 + 4);
-        // A known-zero block goes to the linked list's back even with room in the array.
-        let mut z = PcpList::EMPTY;
-        z.push(frames, FrameIdx(39), true);
-        assert_eq!((z.hot().len(), z.cold().len()), (0, 1));
-        assert_eq!(z.back(), Some(FrameIdx(39)));
-        // Front: the array, last freed first; then the linked list's front.
-        let front: Vec<u32> = l.blocks(frames).map(|i| i.0).collect();
-        let mut taken = Vec::new();
-        while let Some(i) = l.pop_front(frames) {
-            taken.push(i.0);
-        }
-        assert_eq!(taken, front);
-        assert_eq!(taken[0], HOT_BLOCKS as u32 - 1);
-        assert_eq!(taken[HOT_BLOCKS], HOT_BLOCKS as u32 + 3);
-        assert!(l.is_empty());
     }
 
     #[test]
     fn a_block_taken_from_inside_the_array_keeps_the_others_in_order() {
-        let f = frames(8);
+        let f = frames(16);
         let frames = map(&f);
-        let mut l = PcpList::EMPTY;
+        let mut l = Box::new(PcpListSet::EMPTY);
         for i in [3, 4, 8, 5, 12, 7] {
-            l.push(frames, FrameIdx(i), false);
+            l.push(frames, PAIRS, FrameIdx(i), false);
         }
+        l.push(frames, PAGES, FrameIdx(0), false);
         // The most recently freed multiple of 4 is 12, then 8, then 4; none of 16.
-        assert_eq!(l.take_hot_where(|i| i.0 % 4 == 0), Some(FrameIdx(12)));
-        assert_eq!(l.take_hot_where(|i| i.0 % 4 == 0), Some(FrameIdx(8)));
-        assert_eq!(l.take_hot_where(|i| i.0 % 16 == 0), None);
-        let rest: Vec<u32> = l.blocks(frames).map(|i| i.0).collect();
+        assert_eq!(
+            l.take_hot_where(PAIRS, |i| i.0 % 4 == 0),
+            Some(FrameIdx(12))
+        );
+        assert_eq!(l.take_hot_where(PAIRS, |i| i.0 % 4 == 0), Some(FrameIdx(8)));
+        assert_eq!(l.take_hot_where(PAIRS, |i| i.0 % 16 == 0), None);
+        let rest: Vec<u32> = l.blocks(frames, PAIRS).map(|i| i.0).collect();
         assert_eq!(rest, [7, 5, 4, 3]);
-        assert_eq!(l.len(), 4);
+        assert_eq!(l.len(PAIRS), 4);
+        // The list before it in the pool is untouched.
+        assert_eq!(l.hot(PAGES), &[FrameIdx(0)]);
     }
 
     #[test]
     fn the_back_is_the_linked_lists_back_then_the_array() {
         let f = frames(HOT_BLOCKS + 8);
         let frames = map(&f);
-        let mut l = PcpList::EMPTY;
+        let mut l = Box::new(PcpListSet::EMPTY);
         for i in 0..HOT_BLOCKS as u32 + 2 {
-            l.push(frames, FrameIdx(i), false);
+            l.push(frames, PAIRS, FrameIdx(i), false);
         }
         let mut taken = Vec::new();
-        while let Some(back) = l.back() {
-            assert_eq!(l.pop_back(frames), Some(back));
+        while let Some(back) = l.back(PAIRS) {
+            assert_eq!(l.pop_back(frames, PAIRS), Some(back));
             taken.push(back.0);
         }
         // The linked list's back (its oldest, the first pushed there), then the array's last.
         assert_eq!(&taken[..3], &[HOT_BLOCKS as u32, HOT_BLOCKS as u32 + 1, 31]);
         assert_eq!(taken.len(), HOT_BLOCKS + 2);
-        assert_eq!(l.pop_back(frames), None);
+        assert_eq!(l.pop_back(frames, PAIRS), None);
     }
 }
