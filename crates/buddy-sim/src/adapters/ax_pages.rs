@@ -18,6 +18,7 @@
 
 use super::direct_map::{DirectMap, PAGE};
 use crate::decompose::decompose;
+use crate::error::NoSuchCpu;
 use crate::error::alloc::AllocError as ZoneAllocError;
 use crate::error::buddy::BuddyError;
 use crate::error::free::FreeError;
@@ -39,21 +40,22 @@ use mm_types::Pfn;
 /// `$call` with `$cpu` bound to the handle of the CPU this call runs on: reaching its lists
 /// without their lock for a CPU-local allocator, under it otherwise (two handle types, so a
 /// macro rather than a closure); `Err` of the CPU number's error if the zone has no such CPU.
+/// An allocator for one CPU reaches its lists with no look-up (resolved at construction).
 macro_rules! on_cpu {
     ($self:ident, |$cpu:ident| $call:expr) => {{
-        let id = $self.cpu();
-        if $self.local {
-            // SAFETY: `AxPageAllocator::cpu_local`'s contract: no other call reaches this
-            // CPU's lists while this one runs.
-            match unsafe { $self.zone.local_cpu(id) } {
-                Ok($cpu) => $call,
-                Err(e) => Err(e.into()),
+        match $self.lists() {
+            Ok((pcp, id)) => {
+                if $self.local {
+                    // SAFETY: `AxPageAllocator::cpu_local`'s contract: no other call reaches
+                    // this CPU's lists while this one runs.
+                    let $cpu = unsafe { $self.zone.local_cpu_of(pcp, id) };
+                    $call
+                } else {
+                    let $cpu = $self.zone.cpu_of(pcp, id);
+                    $call
+                }
             }
-        } else {
-            match $self.zone.cpu(id) {
-                Ok($cpu) => $call,
-                Err(e) => Err(e.into()),
-            }
+            Err(e) => Err(e.into()),
         }
     }};
 }
@@ -88,6 +90,8 @@ macro_rules! on_cpu {
 pub struct AxPageAllocator<'z, F, P, R: RawMutex> {
     zone: &'z Zone<F, P, R>,
     cpu: usize,
+    /// CPU `cpu`'s lists in the zone.
+    pcp: &'z PerCpu<R>,
     /// The embedder's "which CPU am I on" ([`AxPageAllocator::on_current_cpu`]).
     current_cpu: Option<fn() -> usize>,
     /// Reach the CPU's lists without their lock ([`AxPageAllocator::cpu_local`]).
@@ -118,10 +122,11 @@ where
         cpu: usize,
         offset: usize,
     ) -> Result<Self, BuddyError> {
-        zone.pcp_pages(cpu)?;
+        let pcp = zone.pcps.as_ref().get(cpu).ok_or(BuddyError::BadCpu(cpu))?;
         Ok(Self {
             zone,
             cpu,
+            pcp,
             current_cpu: None,
             local: false,
             map: DirectMap::new(offset)?,
@@ -163,6 +168,21 @@ where
         match self.current_cpu {
             Some(current) => current(),
             None => self.cpu,
+        }
+    }
+
+    /// The lists of the CPU this call runs on, and its number: those of the CPU given at
+    /// construction with no look-up, else the embedder's current CPU's (`Err` past the
+    /// zone's CPUs).
+    #[inline(always)]
+    fn lists(&self) -> Result<(&'z PerCpu<R>, usize), NoSuchCpu> {
+        match self.current_cpu {
+            None => Ok((self.pcp, self.cpu)),
+            Some(current) => {
+                let id = current();
+                let pcp = self.zone.pcps.as_ref().get(id).ok_or(NoSuchCpu(id))?;
+                Ok((pcp, id))
+            }
         }
     }
 
@@ -523,6 +543,7 @@ impl<'z, const FRAMES: usize, const CPUS: usize, R: RawMutex>
             Ok(map) => Ok(Self {
                 zone,
                 cpu,
+                pcp: &zone.pcps[cpu],
                 current_cpu: None,
                 local: false,
                 map,

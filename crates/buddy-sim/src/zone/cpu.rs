@@ -153,13 +153,41 @@ where
     #[inline]
     fn cpu_with<A: Access>(&self, id: usize) -> Result<Cpu<'_, F, P, R, A>, NoSuchCpu> {
         let pcp = self.pcps.as_ref().get(id).ok_or(NoSuchCpu(id))?;
-        Ok(Cpu {
+        Ok(self.handle(pcp, id))
+    }
+
+    /// [`Zone::cpu`] of CPU `id` whose lists, `pcp`, the caller looked up before (an
+    /// adapter made for one CPU): no look-up.
+    #[cfg_attr(not(feature = "axallocator"), allow(dead_code))]
+    #[inline(always)]
+    pub(crate) const fn cpu_of<'z>(&'z self, pcp: &'z PerCpu<R>, id: usize) -> Cpu<'z, F, P, R> {
+        self.handle(pcp, id)
+    }
+
+    /// [`Zone::local_cpu`] of CPU `id` whose lists, `pcp`, the caller looked up before.
+    ///
+    /// # Safety
+    /// As [`Zone::local_cpu`]; `pcp` is this zone's entry for CPU `id`.
+    #[cfg_attr(not(feature = "axallocator"), allow(dead_code))]
+    #[allow(unsafe_code)]
+    #[inline(always)]
+    pub(crate) const unsafe fn local_cpu_of<'z>(
+        &'z self,
+        pcp: &'z PerCpu<R>,
+        id: usize,
+    ) -> LocalCpu<'z, F, P, R> {
+        self.handle(pcp, id)
+    }
+
+    #[inline(always)]
+    const fn handle<'z, A: Access>(&'z self, pcp: &'z PerCpu<R>, id: usize) -> Cpu<'z, F, P, R, A> {
+        Cpu {
             zone: self,
             pcp,
             id,
             clearer: None,
             _access: PhantomData,
-        })
+        }
     }
 }
 

@@ -57,10 +57,22 @@ where
         };
         match taken {
             Some(idx) => Ok(idx),
-            None => Ok(self
-                .alloc_preferring(pcp, order, Prefer::Unzeroed, mt, 0)?
-                .0),
+            None => self.take_unmovable_slow(pcp, order),
         }
+    }
+
+    /// [`Zone::take_unmovable`] when the list is empty: the allocation paths (a refill, or
+    /// the slow path), out of line so that the list's pop carries none of them.
+    #[inline(never)]
+    fn take_unmovable_slow(
+        &self,
+        pcp: CpuLists<'_, R>,
+        order: Order,
+    ) -> Result<FrameIdx, AllocError> {
+        let mt = MigrateType::Unmovable;
+        Ok(self
+            .alloc_preferring(pcp, order, Prefer::Unzeroed, mt, 0)?
+            .0)
     }
 
     /// A frozen unmovable block of `order` aligned to `align` (above `order`) on `pcp`'s
@@ -122,9 +134,17 @@ where
             Some(list) if pageblock == const { Pageblock::of(MigrateType::Unmovable).bits() } => {
                 self.free_to_pcp_list(m, pcp, (idx, order), list, 1);
             }
-            _ => self.free_block(pcp, idx, order, 1),
+            _ => self.free_block_elsewhere(pcp, idx, order),
         }
         Ok(())
+    }
+
+    /// [`Zone::free_block`] of a frozen block that goes elsewhere than its order's
+    /// unmovable list (a block of another pageblock type, of an isolated pageblock, of an
+    /// order without a list), out of line.
+    #[inline(never)]
+    fn free_block_elsewhere(&self, pcp: CpuLists<'_, R>, idx: FrameIdx, order: Order) {
+        self.free_block(pcp, idx, order, 1);
     }
 
     /// Why the frame at `idx` is not the head of a frozen block of `order`.

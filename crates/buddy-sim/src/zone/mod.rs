@@ -732,9 +732,16 @@ where
             .saturating_add(order.pages())
             .min(self.cfg.pcp_recent_frees_max());
         if lists.count.pages > self.cfg.pcp_high {
-            let pages = self.cfg.pcp_drain_pages(lists.recent_frees);
-            lists.drain(m, &mut self.lock_zone(), pages);
+            self.drain_past_high(m, &mut lists);
         }
+    }
+
+    /// Drains a batch of `lists` (past their high mark) to the buddy: out of line, so that
+    /// a free's push carries none of it.
+    #[inline(never)]
+    fn drain_past_high(&self, m: FrameMap<'_>, lists: &mut PcpLists) {
+        let pages = self.cfg.pcp_drain_pages(lists.recent_frees);
+        lists.drain(m, &mut self.lock_zone(), pages);
     }
 
     /// Returns every per-cpu block this call may reach to the buddy: every CPU's lists, one

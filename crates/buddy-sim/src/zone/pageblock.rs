@@ -35,11 +35,11 @@ impl<'a> FrameMap<'a> {
     /// pageblock the zone starts in).
     #[inline(always)]
     pub(crate) fn pageblock_index(self, idx: FrameIdx) -> PageblockIdx {
-        let first = self.pfn(idx).0 & !(u64::from(self.pageblock_pages()) - 1);
-        // At least the zone's start, so the difference fits the index.
-        PageblockIdx(FrameIdx(
-            (first.max(self.cfg.start.0) - self.cfg.start.0) as u32,
-        ))
+        // The frame's offset in its pageblock (its pfn modulo the pageblock's size, a power
+        // of two that fits a u32: the low bits suffice), taken off its index: the pageblock's
+        // first frame, or the zone's first where the pageblock begins before the zone.
+        let within = (self.cfg.start.0 as u32).wrapping_add(idx.0) & (self.pageblock_pages() - 1);
+        PageblockIdx(FrameIdx(idx.0.saturating_sub(within)))
     }
 
     /// The frame that stores pageblock `pb`'s type.
