@@ -369,6 +369,7 @@ impl Frames {
     /// The page allocator of the CPU this call runs on, locked with interrupts and
     /// preemption off: while it is held, no interrupt handler on this CPU enters the zone,
     /// so the zone's own spin locks are never wanted by a handler of a CPU that holds one.
+    #[inline(always)]
     pub(crate) fn this_cpu(&self) -> crate::lock::IrqSpinGuard<'_, CpuSlot> {
         // The CPU is asked with interrupts and preemption off: the answer stays true while
         // its lock is taken and held.

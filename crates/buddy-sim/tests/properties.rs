@@ -845,17 +845,21 @@ fn fast_paths_on<A: Access>(
     z.reset_counters();
     let p = cpu.alloc_raw(AllocRequest::page()).unwrap();
     let c = z.counters();
-    assert_eq!((c.pcp_locks, c.zone_locks), (1, 0), "alloc, {how}");
+    // A CPU-local handle takes no lock at all.
+    let lock = u64::from(!A::LOCAL);
+    assert_eq!((c.pcp_locks, c.zone_locks), (lock, 0), "alloc, {how}");
+    assert_eq!(c.list_ops, 1, "alloc, {how}");
     // SAFETY: no memory behind these zones (module docs).
     unsafe { cpu.free_pages(p, o0) }.unwrap();
     let c = z.counters();
-    assert_eq!((c.pcp_locks, c.zone_locks), (2, 0), "free, {how}");
+    assert_eq!((c.pcp_locks, c.zone_locks), (2 * lock, 0), "free, {how}");
+    assert_eq!(c.list_ops, 2, "free, {how}");
 }
 
 /// The lock acquisitions (one atomic read-modify-write each with the default spin lock)
 /// the README's table counts: an order-0 allocation served from the CPU's list takes only
 /// that CPU's lock, and a free onto it the same; with CPU-local lists the same work is done
-/// under no lock (the counters still count the list accesses).
+/// under no lock (the counters count the list accesses, and no lock).
 #[test]
 fn fast_paths_take_one_per_cpu_lock_and_no_zone_lock() {
     for local in [false, true] {

@@ -13,7 +13,7 @@ use crate::sync::DefaultRawMutex;
 use crate::sync::Mutex;
 use crate::types::{FrameIdx, Order};
 use crate::zone::buddy::{FreeArea, Prefer};
-use crate::zone::config::{Fallback, PCP_LISTS, PCP_SLOTS};
+use crate::zone::config::{Fallback, PCP_SLOTS};
 use crate::zone::counters::LockStats;
 use crate::zone::list::FreeCount;
 use crate::zone::map::FrameMap;
@@ -28,14 +28,9 @@ pub struct PerCpu<R = DefaultRawMutex> {
     pub(crate) lists: Mutex<R, PcpLists>,
 }
 
-// One bit per list in `PcpLists::nonempty`.
-const _: () = assert!(PCP_LISTS <= 32);
-
 /// Everything a per-cpu lock protects.
 pub(crate) struct PcpLists {
     pub(crate) lists: PcpListSet,
-    /// Bit `l` set when list `l` is not empty: a drain finds its next list in one step.
-    nonempty: u32,
     /// Frames on these lists, and of those in blocks known zero.
     pub(crate) count: FreeCount,
     /// The list a drain takes from next (round robin, as `free_pcppages_bulk`).
@@ -59,7 +54,6 @@ const FREED_HERE: u16 = FREED_CLOCK;
 impl PcpLists {
     const EMPTY: Self = Self {
         lists: PcpListSet::EMPTY,
-        nonempty: 0,
         count: FreeCount::NONE,
         drain_cursor: 0,
         recent_frees: 0,
@@ -110,7 +104,6 @@ impl PcpLists {
         let word = Word::free(FrameState::Pcp, order.get(), zeroed, mt);
         m.frame(idx).store(word.with_freed_at(stamp));
         self.lists.push(m.frames, list, idx, zeroed);
-        self.nonempty |= 1 << list;
         self.count.add(order, zeroed);
         self.stats.list_ops += 1;
     }
@@ -154,17 +147,14 @@ impl PcpLists {
             Prefer::Zeroed => return None,
         };
         let zeroed = m.frame(idx).load().zeroed();
-        self.took(list, order, zeroed);
+        self.took(order, zeroed);
         Some((idx, zeroed))
     }
 
     /// The bookkeeping of a block of `order` (known zero or not) just taken off `list` for
     /// an allocation.
     #[inline(always)]
-    fn took(&mut self, list: usize, order: Order, zeroed: bool) {
-        if self.lists.is_empty(list) {
-            self.nonempty &= !(1 << list);
-        }
+    fn took(&mut self, order: Order, zeroed: bool) {
         self.count.sub(order, zeroed);
         self.recent_frees >>= 1;
         self.stats.list_ops += 1;
@@ -176,7 +166,7 @@ impl PcpLists {
     #[inline(always)]
     pub(crate) fn pop_hot(&mut self, list: usize, order: Order) -> Option<FrameIdx> {
         let idx = self.lists.pop_hot(list)?;
-        self.took(list, order, false);
+        self.took(order, false);
         Some(idx)
     }
 
@@ -190,7 +180,7 @@ impl PcpLists {
         wanted: impl Fn(FrameIdx) -> bool,
     ) -> Option<FrameIdx> {
         let idx = self.lists.take_hot_where(list, wanted)?;
-        self.took(list, order, false);
+        self.took(order, false);
         Some(idx)
     }
 
@@ -239,8 +229,9 @@ impl PcpLists {
         let mut run = PageRun::NONE;
         while drained < pages && self.count.pages > 0 {
             // The next non-empty list after the cursor, round robin.
-            let after = self.nonempty & !(u32::MAX >> (31 - self.drain_cursor));
-            let list = match (after, self.nonempty) {
+            let nonempty = self.lists.nonempty();
+            let after = nonempty & !(u32::MAX >> (31 - self.drain_cursor));
+            let list = match (after, nonempty) {
                 (0, 0) => break,
                 (0, all) => all.trailing_zeros() as usize,
                 (next, _) => next.trailing_zeros() as usize,
@@ -248,12 +239,8 @@ impl PcpLists {
             self.drain_cursor = list;
             while drained < pages {
                 let Some(idx) = self.lists.pop_back(m.frames, list) else {
-                    self.nonempty &= !(1 << list);
                     break;
                 };
-                if self.lists.is_empty(list) {
-                    self.nonempty &= !(1 << list);
-                }
                 let w = m.frame(idx).load();
                 let order = Order(w.order());
                 self.count.sub(order, w.zeroed());
