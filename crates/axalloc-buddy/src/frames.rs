@@ -9,7 +9,6 @@
 use crate::cpu::this_cpu;
 use crate::lock::IrqSpin;
 use crate::usage::{UsageCounts, UsageKind};
-use axallocator::PageAllocator;
 use buddy_sim::{
     AxPageAllocator, BuddyError, ConfigError, DefaultRawMutex, Frame, FrameClearer, OffsetMap,
     Order, PerCpu, Pfn, Zone, ZoneConfig,
@@ -41,6 +40,8 @@ pub(crate) type CpuPages =
 /// share a cache line, as the zone's per-cpu lists do not.
 #[repr(align(128))]
 pub(crate) struct CpuSlot {
+    /// The CPU whose lists these are.
+    id: usize,
     pub(crate) pages: CpuPages,
     pub(crate) usage: UsageCounts,
 }
@@ -249,6 +250,7 @@ impl Frames {
                     .map_err(InitError::Zone)?
                     .cpu_local();
                 cpu_at.add(cpu).write(IrqSpin::new(CpuSlot {
+                    id: cpu,
                     pages,
                     usage: UsageCounts::new(),
                 }));
@@ -341,11 +343,17 @@ impl Frames {
     #[inline(always)]
     pub(crate) fn alloc_page(&self, kind: UsageKind) -> Option<usize> {
         let mut cpu = self.this_cpu();
-        let at = cpu.pages.alloc_pages(1, PAGE).ok()?;
+        // SAFETY: the slot's lock is held, with interrupts and preemption off on this CPU:
+        // its lists are reached by this call alone (as `carve`'s `cpu_local` says).
+        let lists = unsafe { self.zone.local_cpu(cpu.id) }.ok()?;
+        // A frozen page, as `AxPageAllocator` hands out one page: its free takes it back.
+        let pfn = lists.alloc_frozen_page().ok()?;
         if kind != UsageKind::RustHeap {
             cpu.usage.add(kind, PAGE);
         }
-        Some(at)
+        // Frames are numbered by their address: the frame's number times its size is its
+        // address, which the region holds.
+        Some(pfn.0 as usize * PAGE)
     }
 
     /// Gives back the page at `pos`, one of this region's, handed out alone, and uncounts
@@ -356,8 +364,18 @@ impl Frames {
     /// As [`GlobalAllocator::dealloc_pages`](crate::GlobalAllocator::dealloc_pages).
     #[inline(always)]
     pub(crate) unsafe fn free_page(&self, pos: usize, kind: UsageKind) -> bool {
+        if !pos.is_multiple_of(PAGE) {
+            return false;
+        }
         let mut cpu = self.this_cpu();
-        if !cpu.pages.dealloc_page(pos) {
+        // SAFETY (of `local_cpu`): as in `alloc_page`.
+        let Ok(lists) = (unsafe { self.zone.local_cpu(cpu.id) }) else {
+            return false;
+        };
+        // SAFETY: the caller's promise (a page this allocator handed out, given back once,
+        // not used after); `free_frozen_page` frees only a frozen page and changes nothing
+        // otherwise.
+        if unsafe { lists.free_frozen_page(Pfn((pos / PAGE) as u64)) }.is_err() {
             return false;
         }
         if kind != UsageKind::RustHeap {
@@ -374,7 +392,21 @@ impl Frames {
         // The CPU is asked with interrupts and preemption off: the answer stays true while
         // its lock is taken and held.
         let irq = kernel_guard::NoPreemptIrqSave::new();
-        IrqSpin::lock_masked(irq, || &self.cpus[self.cpu_index()])
+        IrqSpin::lock_masked(irq, || self.slot())
+    }
+
+    /// The slot of the CPU this call runs on ([`Frames::cpu_index`]), looked up once.
+    #[inline(always)]
+    fn slot(&self) -> &IrqSpin<CpuSlot> {
+        let id = match self.cpu_id {
+            Some(f) => f(),
+            None => this_cpu(self.cpus.len()),
+        };
+        match self.cpus.get(id) {
+            Some(slot) => slot,
+            // An id the zone has no lists for: CPU 0's (`carve` refuses 0 CPUs).
+            None => &self.cpus[0],
+        }
     }
 
     /// The slot of the CPU this call runs on: a CPU the zone has no lists for (an

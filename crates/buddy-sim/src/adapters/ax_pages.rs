@@ -297,11 +297,10 @@ where
     /// Frees the page at `pos` if this allocator handed it out alone (a frozen page, as
     /// `alloc_pages(1, 4096)` hands one out): whether it did. `false` changes nothing and
     /// records nothing (a page of a run, a page not allocated, a position outside the
-    /// zone), for [`PageAllocator::dealloc_pages`] to free or report. The call a kernel
-    /// makes most, with the least around it.
+    /// zone), for [`PageAllocator::dealloc_pages`] to free or report.
     #[allow(unsafe_code)]
     #[inline(always)]
-    pub fn dealloc_page(&mut self, pos: usize) -> bool {
+    fn dealloc_page(&mut self, pos: usize) -> bool {
         let Some(pfn) = self.pfn_at(pos) else {
             return false;
         };
