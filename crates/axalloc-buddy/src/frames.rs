@@ -368,7 +368,7 @@ impl Frames {
             return false;
         }
         let mut cpu = self.this_cpu();
-        // SAFETY (of `local_cpu`): as in `alloc_page`.
+        // SAFETY: as in `alloc_page` (the slot lock held, interrupts and preemption off).
         let Ok(lists) = (unsafe { self.zone.local_cpu(cpu.id) }) else {
             return false;
         };
