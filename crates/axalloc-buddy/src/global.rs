@@ -577,6 +577,18 @@ impl GlobalAllocator {
         {
             return Ok(at);
         }
+        self.take_pages(kind, num_pages, align_pow2)
+    }
+
+    /// [`GlobalAllocator::alloc_pages`] of anything but one page (or of one page the fast
+    /// path did not find), out of line with its request's kind folded in.
+    #[inline(never)]
+    fn take_pages(
+        &self,
+        kind: UsageKind,
+        num_pages: usize,
+        align_pow2: usize,
+    ) -> AllocResult<usize> {
         self.take(kind, Want::Pages(num_pages, align_pow2), false)
     }
 
@@ -717,7 +729,7 @@ impl GlobalAllocator {
     /// What `want` asks for, counted for `kind` (the heap's pages count as its bytes, in
     /// `alloc`), from the calling CPU's page allocator of each region in turn (`init`'s
     /// first; below 4 GiB only, for `dma32`) until one has it.
-    #[inline(never)]
+    #[inline(always)]
     fn take(&self, kind: UsageKind, want: Want, dma32: bool) -> AllocResult<usize> {
         let first = self.first().ok_or(AllocError::NoMemory)?;
         if !dma32 || first.dma32() {

@@ -31,17 +31,34 @@ const _: () = assert!(PCP_LISTS <= 32);
 /// Array entries of all of a CPU's lists.
 const HOT_POOL: usize = HOT_PER_TYPE * (PCP_LISTS / PCP_SLOTS);
 
-/// Where list `list`'s array starts in the pool, and its capacity (constant-folded for a
-/// constant list).
+/// Where each list's array starts in the pool, and its capacity: a list's order-0 slot
+/// first in its migratetype's share, then the other slots' (a table, so that a list named
+/// at run time costs a load, not a division).
+const HOT_RANGES: [(u16, u16); PCP_LISTS] = {
+    let mut ranges = [(0, 0); PCP_LISTS];
+    let mut list = 0;
+    while list < PCP_LISTS {
+        let (mt, slot) = (list / PCP_SLOTS, list % PCP_SLOTS);
+        let base = mt * HOT_PER_TYPE;
+        let (start, cap) = if slot == 0 {
+            (base, HOT_PAGES)
+        } else {
+            (base + HOT_PAGES + (slot - 1) * HOT_BLOCKS, HOT_BLOCKS)
+        };
+        ranges[list] = (start as u16, cap as u16);
+        list += 1;
+    }
+    ranges
+};
+
+// The pool's indices fit the table's entries.
+const _: () = assert!(HOT_POOL <= u16::MAX as usize);
+
+/// Where list `list`'s array starts in the pool, and its capacity.
 #[inline(always)]
 const fn hot_range(list: usize) -> (usize, usize) {
-    let (mt, slot) = (list / PCP_SLOTS, list % PCP_SLOTS);
-    let base = mt * HOT_PER_TYPE;
-    if slot == 0 {
-        (base, HOT_PAGES)
-    } else {
-        (base + HOT_PAGES + (slot - 1) * HOT_BLOCKS, HOT_BLOCKS)
-    }
+    let (start, cap) = HOT_RANGES[list];
+    (start as usize, cap as usize)
 }
 
 /// A CPU's per-cpu lists, each the array of its recently freed blocks not known zero, then
