@@ -562,22 +562,30 @@ impl GlobalAllocator {
     /// # Errors
     /// `NoMemory` when the zone has no such run (or before `init`); `InvalidParam` for an
     /// alignment that is not a power of two.
+    #[inline]
     pub fn alloc_pages(
         &self,
         num_pages: usize,
         align_pow2: usize,
         kind: UsageKind,
     ) -> AllocResult<usize> {
-        // One page (a page table's), the call a kernel makes most: the first region's CPU
-        // list, inline; anything else, or no page there, through the general path.
+        // One page (a page table's), the call a kernel makes most, on a path of its own;
+        // anything else, or no page there, through the general path. Each out of line, so
+        // that neither carries the other's registers.
         if num_pages == 1
             && align_pow2 == PAGE
-            && let Some(frames) = self.first()
-            && let Some(at) = frames.alloc_page(kind)
+            && let Some(at) = self.alloc_one_page(kind)
         {
             return Ok(at);
         }
         self.take_pages(kind, num_pages, align_pow2)
+    }
+
+    /// One page from the first region's CPU list (its zone's frozen page), counted for
+    /// `kind`; `None` when that list and its refill have none, or before `init`.
+    #[inline(never)]
+    fn alloc_one_page(&self, kind: UsageKind) -> Option<usize> {
+        self.first()?.alloc_page(kind)
     }
 
     /// [`GlobalAllocator::alloc_pages`] of anything but one page (or of one page the fast
@@ -686,18 +694,30 @@ impl GlobalAllocator {
     ///     a.dealloc_pages(run, 1, UsageKind::VirtMem); // not without `unsafe`
     /// }
     /// ```
+    #[inline]
     pub unsafe fn dealloc_pages(&self, pos: usize, num_pages: usize, kind: UsageKind) {
-        // One page of the first region, the call a kernel makes most, inline.
-        if num_pages == 1
-            && let Some(frames) = self.first()
-            && frames.holds(pos)
-            // SAFETY: the caller's promise, passed on.
-            && unsafe { frames.free_page(pos, kind) }
-        {
+        // One page of the first region, the call a kernel makes most, on a path of its own
+        // (as `alloc_pages`).
+        // SAFETY: the caller's promise, passed on.
+        if num_pages == 1 && unsafe { self.free_one_page(pos, kind) } {
             return;
         }
         // SAFETY: the caller's promise, passed on.
         unsafe { self.give_back(pos, num_pages, kind) }
+    }
+
+    /// Gives back the page at `pos` if it is a page of the first region handed out alone,
+    /// uncounted for `kind`: `false`, changing nothing, otherwise.
+    ///
+    /// # Safety
+    /// As [`GlobalAllocator::dealloc_pages`].
+    #[inline(never)]
+    unsafe fn free_one_page(&self, pos: usize, kind: UsageKind) -> bool {
+        match self.first() {
+            // SAFETY: the caller's promise, passed on.
+            Some(frames) if frames.holds(pos) => unsafe { frames.free_page(pos, kind) },
+            _ => false,
+        }
     }
 
     /// [`GlobalAllocator::dealloc_pages`] of any run (and of a page its fast path did not
