@@ -328,8 +328,12 @@ impl Frames {
     }
 
     /// Each CPU's change of the usage counts, one CPU's lock at a time.
+    /// (Without the heap's pages, which page calls count under [`UsageKind::RustHeap`] with no
+    /// test on the fast path: the heap counts its bytes, its pages are not a usage.)
     pub(crate) fn usage_counts(&self) -> impl Iterator<Item = UsageCounts> + '_ {
-        self.cpus.iter().map(|cpu| cpu.lock().usage)
+        self.cpus
+            .iter()
+            .map(|cpu| cpu.lock().usage.without(UsageKind::RustHeap))
     }
 
     /// The clearer of zeroed pages (zero-core's detected policy).
@@ -348,9 +352,7 @@ impl Frames {
         let lists = unsafe { self.zone.local_cpu(cpu.id) }.ok()?;
         // A frozen page, as `AxPageAllocator` hands out one page: its free takes it back.
         let pfn = lists.alloc_frozen_page().ok()?;
-        if kind != UsageKind::RustHeap {
-            cpu.usage.add(kind, PAGE);
-        }
+        cpu.usage.add(kind, PAGE);
         // Frames are numbered by their address: the frame's number times its size is its
         // address, which the region holds.
         Some(pfn.0 as usize * PAGE)
@@ -378,9 +380,7 @@ impl Frames {
         if unsafe { lists.free_frozen_page(Pfn((pos / PAGE) as u64)) }.is_err() {
             return false;
         }
-        if kind != UsageKind::RustHeap {
-            cpu.usage.sub(kind, PAGE);
-        }
+        cpu.usage.sub(kind, PAGE);
         true
     }
 

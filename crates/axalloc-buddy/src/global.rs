@@ -648,9 +648,7 @@ impl GlobalAllocator {
         frames
             .every_cpu(|cpu| {
                 let at = cpu.pages.alloc_pages_at(start, num_pages, align_pow2)?;
-                if kind != UsageKind::RustHeap {
-                    cpu.usage.add(kind, num_pages.wrapping_mul(PAGE));
-                }
+                cpu.usage.add(kind, num_pages.wrapping_mul(PAGE));
                 Ok(at)
             })
             .unwrap_or(Err(AllocError::NoMemory))
@@ -735,9 +733,7 @@ impl GlobalAllocator {
         cpu.pages.dealloc_pages(pos, num_pages);
         match cpu.pages.last_error() {
             None => {
-                if kind != UsageKind::RustHeap {
-                    cpu.usage.sub(kind, num_pages.wrapping_mul(PAGE));
-                }
+                cpu.usage.sub(kind, num_pages.wrapping_mul(PAGE));
             }
             Some(e) => {
                 drop(cpu);
@@ -788,9 +784,7 @@ impl GlobalAllocator {
                 (cpu.pages.alloc_zeroed_pages(n, align, frames.clearer())?, n)
             }
         };
-        if kind != UsageKind::RustHeap {
-            cpu.usage.add(kind, pages.wrapping_mul(PAGE));
-        }
+        cpu.usage.add(kind, pages.wrapping_mul(PAGE));
         Ok(at)
     }
 

@@ -63,6 +63,12 @@ impl UsageCounts {
         Self([0; UsageKind::VARIANTS.len()])
     }
 
+    /// The same counts with `kind`'s at zero.
+    pub(crate) fn without(mut self, kind: UsageKind) -> Self {
+        self.0[kind as usize] = 0;
+        self
+    }
+
     /// `bytes` more held for `kind`.
     #[inline]
     pub(crate) fn add(&mut self, kind: UsageKind, bytes: usize) {
