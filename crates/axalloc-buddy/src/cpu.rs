@@ -15,10 +15,15 @@ use percpu02 as percpu;
 
 /// The CPU this call runs on, below `cpus`; 0 where it cannot tell.
 #[cfg(all(target_os = "none", any(feature = "percpu02", feature = "percpu04")))]
+#[inline(always)]
 pub(crate) fn this_cpu(cpus: usize) -> usize {
+    if cpus <= 1 {
+        // One CPU: no register to read (on x86_64 `percpu` reads it with `rdmsr`).
+        return 0;
+    }
     let reg = percpu::read_percpu_reg();
-    if reg == 0 || cpus <= 1 {
-        // Per-CPU data not set up yet (`percpu` 0.4 panics on a look-up then), or one CPU.
+    if reg == 0 {
+        // Per-CPU data not set up yet (`percpu` 0.4 panics on a look-up then).
         return 0;
     }
     let base = percpu::percpu_area_base(0);

@@ -28,12 +28,14 @@ impl<T> IrqSpin<T> {
 
     /// Masks interrupts and preemption on this CPU, then spins for the lock: an interrupt
     /// handler on this CPU can then never wait for a lock this CPU holds.
+    #[inline(always)]
     pub(crate) fn lock(&self) -> IrqSpinGuard<'_, T> {
         Self::lock_masked(NoPreemptIrqSave::new(), || self)
     }
 
     /// Spins for the lock `which` picks with interrupts and preemption already off (`irq`):
     /// `which` runs on the CPU that takes the lock (the choice of a per-CPU lock by CPU id).
+    #[inline(always)]
     pub(crate) fn lock_masked<'a>(
         irq: NoPreemptIrqSave,
         which: impl FnOnce() -> &'a Self,
