@@ -142,6 +142,8 @@ impl Head {
 pub(crate) struct Frames {
     zone: &'static PageZone,
     cpus: &'static [IrqSpin<CpuSlot>],
+    /// `cpus[0]` (`carve` refuses 0 CPUs).
+    cpu0: &'static IrqSpin<CpuSlot>,
     clearer: FrameClearer<OffsetMap>,
     /// Which CPU a call runs on.
     cpu_id: Option<fn() -> usize>,
@@ -256,12 +258,15 @@ impl Frames {
                 }));
             }
             let cpu_pages: &'static [IrqSpin<CpuSlot>] = core::slice::from_raw_parts(cpu_at, cpus);
+            // `cpus` is at least 1 (checked above): slot 0 was written.
+            let cpu0 = &*cpu_at;
             // SAFETY (of `OffsetMap::new`): frame `pfn` is the page at `pfn * 4 KiB` (frames
             // are numbered by address), which the zone hands to one owner at a time.
             let clearer = FrameClearer::detected(OffsetMap::new(0));
             Ok(Self {
                 zone,
                 cpus: cpu_pages,
+                cpu0,
                 clearer,
                 cpu_id,
                 region: (start, region_end),
@@ -395,18 +400,21 @@ impl Frames {
         IrqSpin::lock_masked(irq, || self.slot())
     }
 
-    /// The slot of the CPU this call runs on ([`Frames::cpu_index`]), looked up once.
+    /// The slot of the CPU this call runs on ([`Frames::cpu_index`]), looked up once: with
+    /// one CPU, its slot, asking nothing.
     #[inline(always)]
     fn slot(&self) -> &IrqSpin<CpuSlot> {
-        let id = match self.cpu_id {
-            Some(f) => f(),
-            None => this_cpu(self.cpus.len()),
-        };
-        match self.cpus.get(id) {
-            Some(slot) => slot,
-            // An id the zone has no lists for: CPU 0's (`carve` refuses 0 CPUs).
-            None => &self.cpus[0],
+        if self.cpus.len() > 1 {
+            let id = match self.cpu_id {
+                Some(f) => f(),
+                None => this_cpu(self.cpus.len()),
+            };
+            if let Some(slot) = self.cpus.get(id) {
+                return slot;
+            }
         }
+        // One CPU, or an id the zone has no lists for: CPU 0's.
+        self.cpu0
     }
 
     /// The slot of the CPU this call runs on: a CPU the zone has no lists for (an
