@@ -82,9 +82,6 @@ pub struct Zone<F, P, R = DefaultRawMutex> {
     pub(crate) free: Mutex<R, FreeArea>,
     /// Free-time checks of pages that were leaked, which take no lock to count under.
     pub(crate) leaked_prepares: AtomicU64,
-    /// The cap of a per-cpu list set's recent frees (`ZoneConfig::pcp_recent_frees_max`),
-    /// worked out once: every free to a per-cpu list reads it.
-    recent_frees_max: u64,
     /// Why a [`Zone::new_static`] zone has no usable frames: its configuration, refused
     /// (every `add_memory` returns it).
     pub(crate) refused: Option<ConfigError>,
@@ -238,7 +235,6 @@ impl<const FRAMES: usize, const CPUS: usize, R: RawMutex>
             pcps: [const { PerCpu::new() }; CPUS],
             free: Mutex::new(free),
             leaked_prepares: AtomicU64::new(0),
-            recent_frees_max: cfg.pcp_recent_frees_max(),
             refused,
         }
     }
@@ -322,7 +318,6 @@ where
             pcps,
             free: Mutex::new(FreeArea::EMPTY),
             leaked_prepares: AtomicU64::new(0),
-            recent_frees_max: cfg.pcp_recent_frees_max(),
             refused: None,
         })
     }
@@ -738,7 +733,7 @@ where
         lists.recent_frees = lists
             .recent_frees
             .saturating_add(order.pages())
-            .min(self.recent_frees_max);
+            .min(self.cfg.pcp_recent_frees_max());
         if lists.count.pages > self.cfg.pcp_high {
             self.drain_past_high(m, &mut lists);
         }
