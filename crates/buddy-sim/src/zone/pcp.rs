@@ -28,9 +28,12 @@ pub struct PerCpu<R = DefaultRawMutex> {
     pub(crate) lists: Mutex<R, PcpLists>,
 }
 
-/// Everything a per-cpu lock protects.
+/// Everything a per-cpu lock protects. In this order (`repr(C)`): the counters every call
+/// writes, then the lists (their lengths first, the arrays last), so that a pop or a push
+/// touches the lock's line, the array's entry and little else.
+#[repr(C)]
 pub(crate) struct PcpLists {
-    pub(crate) lists: PcpListSet,
+    pub(crate) stats: LockStats,
     /// Frames on these lists, and of those in blocks known zero.
     pub(crate) count: FreeCount,
     /// The list a drain takes from next (round robin, as `free_pcppages_bulk`).
@@ -42,7 +45,7 @@ pub(crate) struct PcpLists {
     /// [`PcpLists::push_freed`] stamps them with, which tells an allocation how long ago
     /// this CPU freed the block it takes ([`Contents::FreedHere`]).
     freed_clock: u16,
-    pub(crate) stats: LockStats,
+    pub(crate) lists: PcpListSet,
 }
 
 /// The period of [`PcpLists`]' free clock; a stamp is the clock with [`FREED_HERE`] set.

@@ -67,19 +67,20 @@ const fn hot_range(list: usize) -> (usize, usize) {
 /// Every call names its list by number (`list < PCP_LISTS`, as `ZoneConfig::pcp_list`
 /// gives them).
 #[derive(Clone, Copy)]
+#[repr(C)]
 pub(crate) struct PcpListSet {
     /// List `l`'s array is `hot[start..start + hot_len[l]]`, the last one freed last
-    /// ([`hot_range`]).
-    hot: [FrameIdx; HOT_POOL],
+    /// ([`hot_range`]). The lengths first (`repr(C)`): every call reads one.
     hot_len: [u32; PCP_LISTS],
     cold: [List; PCP_LISTS],
+    hot: [FrameIdx; HOT_POOL],
 }
 
 impl PcpListSet {
     pub(crate) const EMPTY: Self = Self {
-        hot: [FrameIdx(0); HOT_POOL],
         hot_len: [0; PCP_LISTS],
         cold: [List::EMPTY; PCP_LISTS],
+        hot: [FrameIdx(0); HOT_POOL],
     };
 
     /// Blocks on `list`.
