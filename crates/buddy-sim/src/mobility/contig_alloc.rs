@@ -159,23 +159,24 @@ where
             let Ok(candidate) = m.range(Pfn(start), nr) else {
                 break;
             };
-            // Outside a reservation's search, its pageblocks are in the way.
-            let tried = self
-                .first_blocker(m, candidate, take, within.is_none())
-                .and_then(|()| self.contig_range(pcp, Pfn(start), nr, take, migrate));
-            let next = match tried {
-                Ok(_) => return Ok(Pfn(start)),
-                // Every candidate holding that frame fails alike: the search moves past it.
-                Err(
-                    ContigError::Busy(at) | ContigError::Hole(at) | ContigError::LeakedPage(at),
-                ) => align_up(last_of_block(m, at).0.saturating_add(1)),
-                // No target outside this candidate for one of its movable blocks: the next
-                // candidate may need none, or find one where this candidate was (Linux's
-                // `alloc_contig_pages` goes on too).
-                Err(ContigError::OutOfMemory(_)) => start,
-                // Nothing else fails a range inside the zone; were it to, the search ends
-                // as if every candidate had failed.
-                Err(_) => break,
+            // Outside a reservation's search, its pageblocks are in the way. Every candidate
+            // holding a frame of the block that stopped this one fails alike: the search
+            // moves past that block (the look names it, the real thing a frame of it).
+            let next = match self.blocker(m, candidate, take, within.is_none()) {
+                Err((_, last)) => align_up(last.0.saturating_add(1)),
+                Ok(()) => match self.contig_range(pcp, Pfn(start), nr, take, migrate) {
+                    Ok(_) => return Ok(Pfn(start)),
+                    Err(
+                        ContigError::Busy(at) | ContigError::Hole(at) | ContigError::LeakedPage(at),
+                    ) => align_up(last_of_block(m, at).0.saturating_add(1)),
+                    // No target outside this candidate for one of its movable blocks: the
+                    // next candidate may need none, or find one where this candidate was
+                    // (Linux's `alloc_contig_pages` goes on too).
+                    Err(ContigError::OutOfMemory(_)) => start,
+                    // Nothing else fails a range inside the zone; were it to, the search
+                    // ends as if every candidate had failed.
+                    Err(_) => break,
+                },
             };
             start = next.max(start.saturating_add(step));
         }
@@ -212,22 +213,44 @@ where
         take: Take,
         cma_blocks: bool,
     ) -> Result<(), ContigError> {
+        self.blocker(m, pages, take, cma_blocks).map_err(|(e, _)| e)
+    }
+
+    /// [`Zone::first_blocker`], with the last frame of the block that holds the frame it
+    /// names ([`last_of_block`]'s answer, from the head the look already read).
+    fn blocker(
+        &self,
+        m: FrameMap<'_>,
+        pages: Range<FrameIdx>,
+        take: Take,
+        cma_blocks: bool,
+    ) -> Result<(), (ContigError, Pfn)> {
         let first = m.block_head(pages.start).map_or(pages.start, |(h, _)| h);
         for (i, w) in m.heads(first, pages.end) {
             let at = m.pfn(i.max(pages.start));
+            // The block at `i` holds `at`: an allocated one ends at its last frame.
+            let last = match w.state() {
+                FrameState::Allocated => {
+                    let end = m.pfn(i).0.saturating_add((1u64 << w.order()) - 1);
+                    Pfn(end.max(at.0))
+                }
+                _ => at,
+            };
             match w.state() {
-                FrameState::Reserved => return Err(ContigError::Hole(at)),
+                FrameState::Reserved => return Err((ContigError::Hole(at), last)),
                 FrameState::Leaked if take == Take::Offline => {}
-                FrameState::Leaked => return Err(ContigError::LeakedPage(at)),
-                FrameState::Allocated if !is_movable(w) => return Err(ContigError::Busy(at)),
+                FrameState::Leaked => return Err((ContigError::LeakedPage(at), last)),
+                FrameState::Allocated if !is_movable(w) => {
+                    return Err((ContigError::Busy(at), last));
+                }
                 _ => {
                     let pb = m.pageblock(i);
                     if pb.isolated {
-                        return Err(ContigError::Busy(at));
+                        return Err((ContigError::Busy(at), last));
                     }
                     if cma_blocks && pb.cma {
-                        let last = m.pageblock_range(i).end - 1;
-                        return Err(ContigError::Busy(m.pfn(last)));
+                        let end = m.pfn(m.pageblock_range(i).end - 1);
+                        return Err((ContigError::Busy(end), last_of_block(m, end)));
                     }
                 }
             }

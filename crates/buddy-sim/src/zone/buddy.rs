@@ -856,8 +856,14 @@ impl FreeArea {
 
     /// The allocation slow path's last resort: merges every pair of free buddies that stayed
     /// apart because one is known zero and the other is not (the merged block is not known
-    /// zero), up to MAX_ORDER. Returns whether it merged any. O(free blocks).
+    /// zero), up to MAX_ORDER. Returns whether it merged any. O(free blocks), and O(1) when
+    /// no free block is known zero.
     pub(crate) fn merge_mixed(&mut self, m: FrameMap<'_>) -> bool {
+        // A mixed pair has a known-zero half: with no known-zero block free, none (and no
+        // walk over every free block on each failed allocation).
+        if self.count.zeroed == 0 {
+            return false;
+        }
         let mut merged = false;
         for (o, list) in
             (0..m.cfg.max_order.get()).flat_map(|o| (0..LIST_TYPES as u8).map(move |l| (o, l)))
