@@ -38,6 +38,10 @@ pub(crate) struct PcpLists {
     pub(crate) count: FreeCount,
     /// The list a drain takes from next (round robin, as `free_pcppages_bulk`).
     drain_cursor: usize,
+    /// Bit `l` set for every list `l` that is not empty, and perhaps for some that are: a
+    /// push sets its list's bit, a drain clears the bit of a list it finds empty (an
+    /// allocation leaves it), so that a drain finds its next list in one step.
+    maybe_nonempty: u32,
     /// Frames freed to these lists since the last allocation from them, halved by each
     /// allocation (Linux's `pcp->free_count`): a run of frees drains in larger batches.
     pub(crate) recent_frees: u64,
@@ -59,6 +63,7 @@ impl PcpLists {
         lists: PcpListSet::EMPTY,
         count: FreeCount::NONE,
         drain_cursor: 0,
+        maybe_nonempty: 0,
         recent_frees: 0,
         freed_clock: 0,
         stats: LockStats::ZERO,
@@ -107,6 +112,7 @@ impl PcpLists {
         let word = Word::free(FrameState::Pcp, order.get(), zeroed, mt);
         m.frame(idx).store(word.with_freed_at(stamp));
         self.lists.push(m.frames, list, idx, zeroed);
+        self.maybe_nonempty |= 1 << list;
         self.count.add(order, zeroed);
         self.stats.list_ops += 1;
     }
@@ -231,10 +237,9 @@ impl PcpLists {
         let mut drained = 0;
         let mut run = PageRun::NONE;
         while drained < pages && self.count.pages > 0 {
-            // The next non-empty list after the cursor, round robin.
-            let nonempty = self.lists.nonempty();
-            let after = nonempty & !(u32::MAX >> (31 - self.drain_cursor));
-            let list = match (after, nonempty) {
+            // The next list after the cursor that may hold blocks, round robin.
+            let after = self.maybe_nonempty & !(u32::MAX >> (31 - self.drain_cursor));
+            let list = match (after, self.maybe_nonempty) {
                 (0, 0) => break,
                 (0, all) => all.trailing_zeros() as usize,
                 (next, _) => next.trailing_zeros() as usize,
@@ -242,6 +247,8 @@ impl PcpLists {
             self.drain_cursor = list;
             while drained < pages {
                 let Some(idx) = self.lists.pop_back(m.frames, list) else {
+                    // Found empty (its last block taken by an allocation, or this drain).
+                    self.maybe_nonempty &= !(1 << list);
                     break;
                 };
                 let w = m.frame(idx).load();

@@ -25,7 +25,7 @@ pub(crate) const HOT_PAGES: usize = 512;
 /// Array entries of one migratetype's lists: its order-0 list's, then the other slots'.
 const HOT_PER_TYPE: usize = HOT_PAGES + (PCP_SLOTS - 1) * HOT_BLOCKS;
 
-// One bit per list in `PcpListSet::nonempty`.
+// One bit per list in a drain's mask (`PcpLists::maybe_nonempty`).
 const _: () = assert!(PCP_LISTS <= 32);
 
 /// Array entries of all of a CPU's lists.
@@ -117,13 +117,6 @@ impl PcpListSet {
             .rev()
             .copied()
             .chain(self.cold[list].blocks(frames))
-    }
-
-    /// Bit `l` set for each list `l` that is not empty (what a drain visits).
-    pub(crate) fn nonempty(&self) -> u32 {
-        (0..PCP_LISTS)
-            .filter(|&list| !self.is_empty(list))
-            .fold(0, |mask, list| mask | 1 << list)
     }
 
     /// Every block on every list.
