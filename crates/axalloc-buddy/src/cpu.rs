@@ -13,14 +13,12 @@ use percpu04 as percpu;
 #[cfg(all(target_os = "none", feature = "percpu02", not(feature = "percpu04")))]
 use percpu02 as percpu;
 
-/// The CPU this call runs on, below `cpus`; 0 where it cannot tell.
+/// The CPU this call runs on, below `cpus`; 0 where it cannot tell. Asked only with more
+/// than one CPU (the slot look-up answers one CPU without reading the register, which on
+/// x86_64 `percpu` reads with `rdmsr`).
 #[cfg(all(target_os = "none", any(feature = "percpu02", feature = "percpu04")))]
 #[inline(always)]
 pub(crate) fn this_cpu(cpus: usize) -> usize {
-    if cpus <= 1 {
-        // One CPU: no register to read (on x86_64 `percpu` reads it with `rdmsr`).
-        return 0;
-    }
     let reg = percpu::read_percpu_reg();
     if reg == 0 {
         // Per-CPU data not set up yet (`percpu` 0.4 panics on a look-up then).

@@ -400,32 +400,31 @@ impl Frames {
         IrqSpin::lock_masked(irq, || self.slot())
     }
 
-    /// The slot of the CPU this call runs on ([`Frames::cpu_index`]), looked up once: with
-    /// one CPU, its slot, asking nothing.
+    /// The slot of the CPU this call runs on ([`Frames::cpu_index`]'s).
     #[inline(always)]
     fn slot(&self) -> &IrqSpin<CpuSlot> {
-        if self.cpus.len() > 1 {
-            let id = match self.cpu_id {
-                Some(f) => f(),
-                None => this_cpu(self.cpus.len()),
-            };
-            if let Some(slot) = self.cpus.get(id) {
-                return slot;
-            }
-        }
-        // One CPU, or an id the zone has no lists for: CPU 0's.
-        self.cpu0
+        self.cpus.get(self.asked_cpu()).unwrap_or(self.cpu0)
     }
 
-    /// The slot of the CPU this call runs on: a CPU the zone has no lists for (an
-    /// embedder's id out of range) uses CPU 0's, slower, never wrong. (`carve` refuses a
-    /// CPU count of 0: there is a CPU 0.)
-    #[inline]
+    /// The index of the slot of the CPU this call runs on: a CPU the zone has no lists for
+    /// (an embedder's id out of range) uses CPU 0's, slower, never wrong; with one CPU,
+    /// CPU 0's, asking nothing. (`carve` refuses a CPU count of 0: there is a CPU 0.)
+    #[inline(always)]
     fn cpu_index(&self) -> usize {
-        let id = match self.cpu_id {
+        let id = self.asked_cpu();
+        if id < self.cpus.len() { id } else { 0 }
+    }
+
+    /// The embedder's (or the per-CPU register's) answer to "which CPU", perhaps out of
+    /// range; 0 with one CPU, asking nothing.
+    #[inline(always)]
+    fn asked_cpu(&self) -> usize {
+        if self.cpus.len() <= 1 {
+            return 0;
+        }
+        match self.cpu_id {
             Some(f) => f(),
             None => this_cpu(self.cpus.len()),
-        };
-        if id < self.cpus.len() { id } else { 0 }
+        }
     }
 }

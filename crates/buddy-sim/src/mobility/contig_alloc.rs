@@ -228,25 +228,27 @@ where
         let first = m.block_head(pages.start).map_or(pages.start, |(h, _)| h);
         for (i, w) in m.heads(first, pages.end) {
             let at = m.pfn(i.max(pages.start));
-            // The block at `i` holds `at`: an allocated one ends at its last frame.
-            let last = match w.state() {
-                FrameState::Allocated => {
-                    let end = m.pfn(i).0.saturating_add((1u64 << w.order()) - 1);
-                    Pfn(end.max(at.0))
-                }
-                _ => at,
+            // What stops the candidate at `at`, in the block at `i`: that block's last frame
+            // for an allocated one, else `at` (worked out only for a blocker).
+            let blocked = |e: ContigError| {
+                let last = match w.state() {
+                    FrameState::Allocated => {
+                        let end = m.pfn(i).0.saturating_add((1u64 << w.order()) - 1);
+                        Pfn(end.max(at.0))
+                    }
+                    _ => at,
+                };
+                Err((e, last))
             };
             match w.state() {
-                FrameState::Reserved => return Err((ContigError::Hole(at), last)),
+                FrameState::Reserved => return blocked(ContigError::Hole(at)),
                 FrameState::Leaked if take == Take::Offline => {}
-                FrameState::Leaked => return Err((ContigError::LeakedPage(at), last)),
-                FrameState::Allocated if !is_movable(w) => {
-                    return Err((ContigError::Busy(at), last));
-                }
+                FrameState::Leaked => return blocked(ContigError::LeakedPage(at)),
+                FrameState::Allocated if !is_movable(w) => return blocked(ContigError::Busy(at)),
                 _ => {
                     let pb = m.pageblock(i);
                     if pb.isolated {
-                        return Err((ContigError::Busy(at), last));
+                        return blocked(ContigError::Busy(at));
                     }
                     if cma_blocks && pb.cma {
                         let end = m.pfn(m.pageblock_range(i).end - 1);

@@ -432,7 +432,7 @@ impl ZoneConfig {
     /// The most [`pcp_drain_pages`](Self::pcp_drain_pages) counts as recent frees:
     /// `pcp_batch << 5` frames (Linux's `CONFIG_PCP_BATCH_SCALE_MAX` of 5).
     #[inline]
-    pub(crate) const fn pcp_recent_frees_max(&self) -> u64 {
+    pub(crate) fn pcp_recent_frees_max(&self) -> u64 {
         self.pcp_batch.saturating_mul(32)
     }
 
