@@ -403,7 +403,13 @@ impl Frames {
     /// The slot of the CPU this call runs on ([`Frames::cpu_index`]'s).
     #[inline(always)]
     fn slot(&self) -> &IrqSpin<CpuSlot> {
-        self.cpus.get(self.asked_cpu()).unwrap_or(self.cpu0)
+        // One CPU: its slot, with no look-up at all (the common single-CPU kernel).
+        if self.cpus.len() > 1
+            && let Some(slot) = self.cpus.get(self.asked_cpu())
+        {
+            return slot;
+        }
+        self.cpu0
     }
 
     /// The index of the slot of the CPU this call runs on: a CPU the zone has no lists for
