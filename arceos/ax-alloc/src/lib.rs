@@ -303,7 +303,7 @@ impl GlobalAllocator {
     /// [`AllocError::NoMemory`].
     pub fn alloc(&self, layout: Layout) -> AllocResult<NonNull<u8>> {
         let pages = layout.size().div_ceil(PAGE_SIZE);
-        reclaim::retrying(pages, || Ok(self.0.alloc(layout)?))
+        reclaim::reclaiming(pages, || Ok(self.0.alloc(layout)?))
     }
 
     /// Gives back `pos`, allocated with `layout` ([`GlobalAllocator::alloc`]).
@@ -325,7 +325,7 @@ impl GlobalAllocator {
         align: usize,
         kind: UsageKind,
     ) -> AllocResult<usize> {
-        reclaim::retrying(num_pages, || {
+        reclaim::reclaiming(num_pages, || {
             Ok(self.0.alloc_pages(num_pages, align.max(PAGE_SIZE), kind)?)
         })
     }
@@ -341,7 +341,7 @@ impl GlobalAllocator {
         align: usize,
         kind: UsageKind,
     ) -> AllocResult<usize> {
-        reclaim::retrying(num_pages, || {
+        reclaim::reclaiming(num_pages, || {
             Ok(self
                 .0
                 .alloc_dma32_pages(num_pages, align.max(PAGE_SIZE), kind)?)

@@ -1,12 +1,15 @@
 //! Reclaim under memory pressure (ax-alloc's): the kernel registers a callback that frees
-//! pages it can drop (clean page cache); an allocation that finds no memory calls it and
-//! tries again, a bounded number of times. A lease lets one reclaim run at a time, and none
+//! pages it can drop (clean page cache); an allocation that finds no memory calls it through
+//! buddy-sim's direct reclaim ([`with_direct_reclaim`]: the rounds and sizes of Linux's
+//! `should_reclaim_retry`) and tries again. A lease lets one reclaim run at a time, and none
 //! from inside another.
 //!
 //! The callback runs with no lock of the allocator held: it frees through the usual calls,
-//! which take this CPU's page lock.
+//! which take this CPU's page lock (or the heap's).
 
 use core::sync::atomic::{AtomicBool, AtomicPtr, Ordering};
+
+use axalloc_buddy::buddy_sim::with_direct_reclaim;
 
 use crate::{AllocError, AllocResult};
 
@@ -19,12 +22,6 @@ static RECLAIM: AtomicPtr<()> = AtomicPtr::new(core::ptr::null_mut());
 
 /// Held while a reclaim runs.
 static RECLAIMING: AtomicBool = AtomicBool::new(false);
-
-/// The least a reclaim is asked to free.
-const MIN_RECLAIM_PAGES: usize = 16;
-
-/// Reclaims an allocation tries before it fails.
-const MAX_RECLAIMS: usize = 4;
 
 /// Registers `f` as the callback an allocation calls when memory is short (replacing any
 /// before it).
@@ -54,93 +51,84 @@ pub fn try_page_reclaim(num_pages: usize) -> usize {
     freed
 }
 
-/// `attempt`, and on [`AllocError::NoMemory`] a reclaim of at least `pages` pages and
-/// another attempt, up to [`MAX_RECLAIMS`] times, while reclaims free something (the first
-/// retry happens either way: another CPU may have freed memory meanwhile).
-pub(crate) fn retrying<T>(pages: usize, attempt: impl Fn() -> AllocResult<T>) -> AllocResult<T> {
-    retrying_with(pages, attempt, try_page_reclaim)
+/// `attempt`, for `pages` pages; on [`AllocError::NoMemory`], rounds of the registered
+/// reclaim ([`try_page_reclaim`], under its lease) and another attempt, as buddy-sim's
+/// direct reclaim makes them ([`with_direct_reclaim`]).
+pub(crate) fn reclaiming<T>(
+    pages: usize,
+    attempt: impl FnMut() -> AllocResult<T>,
+) -> AllocResult<T> {
+    reclaiming_with(pages, attempt, try_page_reclaim)
 }
 
-/// [`retrying`] with `reclaim` for the registered callback.
-fn retrying_with<T>(
+/// [`reclaiming`] with `reclaim` for the registered callback.
+fn reclaiming_with<T>(
     pages: usize,
-    attempt: impl Fn() -> AllocResult<T>,
+    attempt: impl FnMut() -> AllocResult<T>,
     mut reclaim: impl FnMut(usize) -> usize,
 ) -> AllocResult<T> {
-    let mut result = attempt();
-    for _ in 0..MAX_RECLAIMS {
-        if !matches!(result, Err(AllocError::NoMemory)) {
-            break;
-        }
-        let freed = reclaim(pages.max(MIN_RECLAIM_PAGES));
-        result = attempt();
-        if freed == 0 {
-            break;
-        }
-    }
-    result
+    let mut round = |want: u64| reclaim(usize::try_from(want).unwrap_or(usize::MAX)) as u64;
+    with_direct_reclaim(
+        pages as u64,
+        &mut round,
+        |e| *e == AllocError::NoMemory,
+        attempt,
+    )
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use alloc::vec;
+    use alloc::vec::Vec;
     use core::cell::Cell;
 
-    #[test]
-    fn a_reclaim_that_frees_memory_lets_the_retry_succeed() {
+    /// [`reclaiming_with`] of an attempt that succeeds on try `succeed_at` (never with
+    /// `None`), for `pages` pages, with a reclaim that frees `freed` pages each round:
+    /// the result, the attempts and what each round asked for.
+    fn run(
+        pages: usize,
+        succeed_at: Option<u32>,
+        freed: usize,
+    ) -> (AllocResult<u32>, u32, Vec<usize>) {
         let tries = Cell::new(0);
-        let r = retrying_with(
-            1,
+        let mut asked = Vec::new();
+        let r = reclaiming_with(
+            pages,
             || {
                 tries.set(tries.get() + 1);
-                if tries.get() < 3 {
-                    Err(AllocError::NoMemory)
-                } else {
-                    Ok(7)
+                match succeed_at {
+                    Some(at) if tries.get() >= at => Ok(tries.get()),
+                    _ => Err(AllocError::NoMemory),
                 }
             },
             |n| {
-                assert_eq!(n, MIN_RECLAIM_PAGES);
-                1
+                asked.push(n);
+                freed
             },
         );
-        assert_eq!((r, tries.get()), (Ok(7), 3));
+        (r, tries.get(), asked)
+    }
+
+    #[test]
+    fn a_reclaim_that_frees_memory_lets_the_retry_succeed() {
+        assert_eq!(run(1, Some(3), 1), (Ok(3), 3, vec![32, 32]));
+        assert_eq!(run(1, Some(1), 1), (Ok(1), 1, vec![]));
     }
 
     #[test]
     fn a_reclaim_that_frees_nothing_gets_one_retry() {
-        let tries = Cell::new(0);
-        let r: AllocResult<()> = retrying_with(
-            64,
-            || {
-                tries.set(tries.get() + 1);
-                Err(AllocError::NoMemory)
-            },
-            |n| {
-                assert_eq!(n, 64);
-                0
-            },
-        );
-        assert_eq!((r, tries.get()), (Err(AllocError::NoMemory), 2));
+        assert_eq!(run(64, None, 0), (Err(AllocError::NoMemory), 2, vec![64]));
     }
 
     #[test]
     fn retries_are_bounded_and_other_errors_are_final() {
-        let tries = Cell::new(0);
-        let r: AllocResult<()> = retrying_with(
-            1,
-            || {
-                tries.set(tries.get() + 1);
-                Err(AllocError::NoMemory)
-            },
-            |_| 1,
-        );
-        assert_eq!(
-            (r, tries.get()),
-            (Err(AllocError::NoMemory), MAX_RECLAIMS + 1)
-        );
+        let (r, tries, asked) = run(1, None, 1);
+        assert_eq!((r, tries, asked.len()), (Err(AllocError::NoMemory), 17, 16));
+        // A run above 8 pages (a costly order) gets one round.
+        assert_eq!(run(16, None, 1), (Err(AllocError::NoMemory), 2, vec![32]));
         let reclaims = Cell::new(0);
-        let r: AllocResult<()> = retrying_with(
+        let r: AllocResult<()> = reclaiming_with(
             1,
             || Err(AllocError::InvalidParam),
             |_| {

@@ -146,3 +146,17 @@ pub type DefaultRawMutex = spin::Mutex<()>;
 #[cfg(not(feature = "spin"))]
 #[derive(Debug)]
 pub enum DefaultRawMutex {}
+
+/// `T` on cache lines of its own: aligned to, and padded out to, 128 bytes (two 64-byte
+/// lines, as adjacent-line prefetchers fetch them), so that a lock another CPU spins on
+/// or writes through shares no line with data read without it.
+#[repr(align(128))]
+pub(crate) struct OwnLines<T>(pub(crate) T);
+
+impl<T> Deref for OwnLines<T> {
+    type Target = T;
+
+    fn deref(&self) -> &T {
+        &self.0
+    }
+}

@@ -10,7 +10,8 @@ use crate::request::{MigrateCallback, SlowPath};
 use crate::types::{FrameIdx, Order};
 use crate::zone::Zone;
 use crate::zone::buddy::Prefer;
-use crate::zone::config::{Fallback, PAGE_ALLOC_COSTLY_ORDER};
+use crate::zone::config::Fallback;
+use crate::zone::direct_reclaim::ReclaimRounds;
 use crate::zone::pcp::CpuLists;
 use crate::zone::pcp::{PcpLists, PerCpu};
 use lock_api::RawMutex;
@@ -205,10 +206,11 @@ where
     ) -> Result<(FrameIdx, Contents), AllocError> {
         let goal = fallback.lowest_order(order, self.cfg.pageblock_order);
         let mut retry = Err(AllocError::OutOfMemory(order));
-        for _ in 0..MAX_RECLAIM_RETRIES {
+        let mut rounds = ReclaimRounds::of(Some(order));
+        loop {
             let mut reclaimed = false;
             if let Some(reclaim) = hooks.reclaim.as_deref_mut() {
-                reclaimed = reclaim.reclaim(goal.pages().max(SWAP_CLUSTER_MAX)) > 0;
+                reclaimed = reclaim.reclaim(ReclaimRounds::ask(goal.pages())) > 0;
                 self.drain_reachable(pcp);
                 retry = self.alloc_fast(pcp, order, prefer, mt, fallback, false);
                 if !oom(&retry) {
@@ -229,9 +231,7 @@ where
                 }
                 _ => reclaimed,
             };
-            // A costly order gets one round (Linux without `__GFP_RETRY_MAYFAIL`): huge
-            // pages are worth a try, not a drained page cache.
-            if !progress || order > PAGE_ALLOC_COSTLY_ORDER {
+            if !rounds.another(progress) {
                 break;
             }
         }
@@ -429,12 +429,6 @@ where
         drained
     }
 }
-
-/// Linux's `MAX_RECLAIM_RETRIES`: the most rounds of reclaim and compaction one allocation
-/// makes.
-const MAX_RECLAIM_RETRIES: u32 = 16;
-/// Linux's `SWAP_CLUSTER_MAX`: the least a round of direct reclaim asks for.
-const SWAP_CLUSTER_MAX: u64 = 32;
 
 /// Whether an attempt ran out of memory (what the slow path's next step may fix).
 fn oom<T>(r: &Result<T, AllocError>) -> bool {
