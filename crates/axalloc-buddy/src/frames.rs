@@ -322,6 +322,25 @@ impl Frames {
         crate::lock::with_all(self.cpus, || self.cpu_index(), f)
     }
 
+    /// Returns every CPU's per-cpu lists to the buddy, every slot held (Linux's
+    /// `drain_all_pages`, which an allocation's slow path runs before it gives up: the pages
+    /// other CPUs keep on their lists may complete the block it wants). Whether the lists
+    /// held any page; with one CPU, `false` at once (the zone's slow path drained its lists
+    /// already).
+    pub(crate) fn drain_every_cpu(&self) -> bool {
+        if self.cpus.len() <= 1 {
+            return false;
+        }
+        let zone = self.zone;
+        self.every_cpu(|_| {
+            // Every slot's lock held: no call is inside any CPU's lists.
+            let held = (0..self.cpus.len()).any(|c| zone.pcp_pages(c).is_ok_and(|n| n > 0));
+            zone.drain_all();
+            held
+        })
+        .unwrap_or(false)
+    }
+
     /// The CPUs the zone has lists for.
     pub(crate) fn cpus(&self) -> usize {
         self.cpus.len()

@@ -757,12 +757,36 @@ impl GlobalAllocator {
         self.take_elsewhere(kind, want, dma32)
     }
 
-    /// [`GlobalAllocator::take`] from the regions after the first: out of line, so that the
-    /// common call (the first region has the pages) carries none of its loop.
+    /// [`GlobalAllocator::take`] from the regions after the first, and then, with every
+    /// CPU's lists drained, from every region again: out of line, so that the common call
+    /// (the first region has the pages) carries none of it.
     #[inline(never)]
     fn take_elsewhere(&self, kind: UsageKind, want: Want, dma32: bool) -> AllocResult<usize> {
+        let result = Self::take_from(self.regions().skip(1), kind, want, dma32);
+        if !matches!(result, Err(AllocError::NoMemory)) {
+            return result;
+        }
+        // Pages other CPUs keep on their lists may complete the run (Linux drains every
+        // CPU's lists before an allocation fails): drained, every region is tried again.
+        let mut drained = false;
+        for frames in self.regions().filter(|f| !dma32 || f.dma32()) {
+            drained |= frames.drain_every_cpu();
+        }
+        if !drained {
+            return result;
+        }
+        Self::take_from(self.regions(), kind, want, dma32)
+    }
+
+    /// `want` from the first of `regions` (below 4 GiB only, for `dma32`) that has it.
+    fn take_from<'a>(
+        regions: impl Iterator<Item = &'a Frames>,
+        kind: UsageKind,
+        want: Want,
+        dma32: bool,
+    ) -> AllocResult<usize> {
         let mut result = Err(AllocError::NoMemory);
-        for frames in self.regions().skip(1).filter(|f| !dma32 || f.dma32()) {
+        for frames in regions.filter(|f| !dma32 || f.dma32()) {
             result = Self::take_in(frames, kind, want);
             if !matches!(result, Err(AllocError::NoMemory)) {
                 // Taken, or refused for a reason other than memory: another region cannot

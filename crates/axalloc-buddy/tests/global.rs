@@ -490,6 +490,45 @@ fn usage_adds_up_across_cpus() {
     zone_is_sound(a);
 }
 
+/// Pages another CPU keeps on its lists are not lost to this one: an allocation that finds
+/// no memory drains every CPU's lists and tries again (Linux's `drain_all_pages`), so a CPU
+/// gets every free page, those on the other CPU's lists included.
+#[test]
+fn an_allocation_short_of_memory_gets_the_pages_on_other_cpus_lists() {
+    let r = region(if cfg!(miri) { 1 << 20 } else { 4 << 20 });
+    let a = GlobalAllocator::with_cpu_id(thread_cpu);
+    // SAFETY: the region is the allocator's alone; it outlives the allocator.
+    unsafe { a.try_init_for_cpus(r.start(), r.len(), 2) }.unwrap();
+    let a = &a;
+    // CPU 1 takes pages and gives them back: they stay on its lists.
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            CPU.with(|c| c.set(1));
+            let pages: Vec<usize> = (0..16)
+                .map(|_| a.alloc_pages(1, PAGE, UsageKind::VirtMem).unwrap())
+                .collect();
+            for at in pages {
+                give_back(a, at, 1, UsageKind::VirtMem);
+            }
+        });
+    });
+    let on_cpu1 = a.pcp_pages(1).unwrap();
+    assert!(on_cpu1 > 0);
+    // CPU 0 takes every free page, CPU 1's included, then finds none.
+    let free = a.available_pages();
+    let mut taken = Vec::new();
+    while let Ok(at) = a.alloc_pages(1, PAGE, UsageKind::VirtMem) {
+        taken.push(at);
+    }
+    assert_eq!(taken.len(), free);
+    assert_eq!((a.available_pages(), a.pcp_pages(1)), (0, Some(0)));
+    for at in taken {
+        give_back(a, at, 1, UsageKind::VirtMem);
+    }
+    assert_eq!(a.available_pages(), free);
+    zone_is_sound(a);
+}
+
 /// A region the heap or the zone holds already is refused (it would be handed out twice:
 /// rlsf asserted, or two allocations shared memory), before `init` as after it.
 #[test]
