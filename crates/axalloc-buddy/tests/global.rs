@@ -53,6 +53,15 @@ fn allocator(bytes: usize) -> (Region, GlobalAllocator) {
     (r, a)
 }
 
+/// [`allocator`] with lists for `cpus` CPUs, each thread's CPU its [`thread_cpu`].
+fn allocator_for_cpus(bytes: usize, cpus: usize) -> (Region, GlobalAllocator) {
+    let r = region(bytes);
+    let a = GlobalAllocator::with_cpu_id(thread_cpu);
+    // SAFETY: the region is the allocator's alone; it outlives the allocator.
+    unsafe { a.try_init_for_cpus(r.start(), r.len(), cpus) }.unwrap();
+    (r, a)
+}
+
 /// Gives back `pages` pages from `at` to `a`.
 fn give_back(a: &GlobalAllocator, at: usize, pages: usize, kind: UsageKind) {
     // SAFETY: the tests give back runs they took from `a` and no longer use, or (in
@@ -360,10 +369,7 @@ fn thread_cpu() -> usize {
 /// then every page is back and the zone is sound.
 #[test]
 fn cpus_allocate_at_once() {
-    let r = region(if cfg!(miri) { 1 << 20 } else { 16 << 20 });
-    let a = GlobalAllocator::with_cpu_id(thread_cpu);
-    // SAFETY: the region is the allocator's alone; it outlives the allocator.
-    unsafe { a.try_init_for_cpus(r.start(), r.len(), 4) }.unwrap();
+    let (_r, a) = allocator_for_cpus(if cfg!(miri) { 1 << 20 } else { 16 << 20 }, 4);
     let a = &a;
     // Pages free, and pages the heap holds (it keeps what it grows by: a slab heap grows
     // during the run, a TLSF one may not).
@@ -414,10 +420,7 @@ fn cpus_allocate_at_once() {
 /// that nothing else holds the lists.
 #[test]
 fn fixed_runs_and_counts_while_other_cpus_allocate() {
-    let r = region(if cfg!(miri) { 1 << 20 } else { 8 << 20 });
-    let a = GlobalAllocator::with_cpu_id(thread_cpu);
-    // SAFETY: the region is the allocator's alone; it outlives the allocator.
-    unsafe { a.try_init_for_cpus(r.start(), r.len(), 3) }.unwrap();
+    let (r, a) = allocator_for_cpus(if cfg!(miri) { 1 << 20 } else { 8 << 20 }, 3);
     let a = &a;
     let rounds = if cfg!(miri) { 8 } else { 500 };
     let pages = r.len() / PAGE;
@@ -462,10 +465,7 @@ fn fixed_runs_and_counts_while_other_cpus_allocate() {
 /// another still add up, on every CPU and in total.
 #[test]
 fn usage_adds_up_across_cpus() {
-    let r = region(4 << 20);
-    let a = GlobalAllocator::with_cpu_id(thread_cpu);
-    // SAFETY: the region is the allocator's alone; it outlives the allocator.
-    unsafe { a.try_init_for_cpus(r.start(), r.len(), 2) }.unwrap();
+    let (_r, a) = allocator_for_cpus(4 << 20, 2);
     let a = &a;
     let run = std::thread::scope(|s| {
         s.spawn(|| {
@@ -495,10 +495,7 @@ fn usage_adds_up_across_cpus() {
 /// gets every free page, those on the other CPU's lists included.
 #[test]
 fn an_allocation_short_of_memory_gets_the_pages_on_other_cpus_lists() {
-    let r = region(if cfg!(miri) { 1 << 20 } else { 4 << 20 });
-    let a = GlobalAllocator::with_cpu_id(thread_cpu);
-    // SAFETY: the region is the allocator's alone; it outlives the allocator.
-    unsafe { a.try_init_for_cpus(r.start(), r.len(), 2) }.unwrap();
+    let (_r, a) = allocator_for_cpus(if cfg!(miri) { 1 << 20 } else { 4 << 20 }, 2);
     let a = &a;
     // CPU 1 takes pages and gives them back: they stay on its lists.
     std::thread::scope(|s| {

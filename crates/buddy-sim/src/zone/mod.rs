@@ -44,7 +44,7 @@ use crate::sync::{AtomicU64, Mutex, Ordering, OwnLines};
 use crate::types::NodeId;
 use crate::types::{FrameIdx, MAX_SUPPORTED_ORDER, Order};
 use crate::zone::buddy::FreeArea;
-use crate::zone::config::{PAGE_ALLOC_COSTLY_ORDER, ZoneConfig};
+use crate::zone::config::ZoneConfig;
 use crate::zone::counters::LockStats;
 use crate::zone::counters::OpCounters;
 use crate::zone::list::{FreeCount, List};
@@ -220,7 +220,7 @@ impl<const FRAMES: usize, const CPUS: usize, R: RawMutex>
             Some(_) => ZoneConfig {
                 nr_pages: 0,
                 cpus: CPUS,
-                pcp_max_order: PAGE_ALLOC_COSTLY_ORDER,
+                pcp_max_order: crate::zone::config::PAGE_ALLOC_COSTLY_ORDER,
                 ..cfg
             },
             None => cfg,
