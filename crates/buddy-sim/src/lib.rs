@@ -125,6 +125,7 @@ mod sync;
 pub mod testing;
 mod types;
 mod vmalloc;
+pub mod vmstat;
 mod zeroed;
 mod zone;
 

@@ -155,9 +155,12 @@ where
         self.drain_reachable(pcp);
         let stats = self.compact_resuming(goal, u64::MAX, migrate);
         let mut free = self.lock_zone();
+        free.stats().compact_stall += 1;
         if stats.success {
+            free.stats().compact_success += 1;
             free.compaction_succeeded(order);
         } else {
+            free.stats().compact_fail += 1;
             free.defer_compaction(order);
         }
         stats

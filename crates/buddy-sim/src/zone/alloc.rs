@@ -173,6 +173,9 @@ where
                 .rmqueue(self.map(), order, prefer, mt, Fallback::Any)
                 .map(|(idx, zeroed)| (idx, Contents::of(zeroed)))
                 .ok_or(AllocError::OutOfMemory(order));
+            if retry.is_ok() {
+                free.stats().pgalloc += order.pages();
+            }
             if let Ok((_, contents)) = retry
                 && prefer == Prefer::Zeroed
             {
@@ -266,6 +269,7 @@ where
                     free.rmqueue(self.map(), order, prefer, mt, fallback)
                 }
                 .ok_or(oom)?;
+                free.stats().pgalloc += order.pages();
                 if prefer == Prefer::Zeroed {
                     free.stats().count_zeroed_alloc(taken.1, order.pages());
                 }
@@ -303,6 +307,7 @@ where
             );
         }
         let (idx, zeroed) = lists.pop(m, list, order, Prefer::Unzeroed)?;
+        lists.stats.pgalloc += order.pages();
         Some((idx, Contents::of(zeroed)))
     }
 
@@ -351,6 +356,7 @@ where
         lists
             .stats
             .count_zeroed_alloc(taken.1.known_zero(), order.pages());
+        lists.stats.pgalloc += order.pages();
         Some(taken)
     }
 

@@ -19,6 +19,18 @@ pub struct OpCounters {
     pub cleared_on_alloc: u64,
     /// Frames background zeroing ([`Zone::zero_some`](crate::Zone::zero_some)) cleared.
     pub cleared_in_background: u64,
+    /// Frames handed out by block allocations (Linux's `pgalloc_<zone>`: the per-cpu lists
+    /// and the buddy; not contiguous runs, which Linux does not count there either).
+    pub pgalloc: u64,
+    /// Frames freed by block frees (Linux's `pgfree`), contiguous runs' frees included.
+    pub pgfree: u64,
+    /// Direct compaction runs that were not deferred (`compact_stall`).
+    pub compact_stall: u64,
+    /// Of those, the ones that did not make a free block of the order asked for
+    /// (`compact_fail`).
+    pub compact_fail: u64,
+    /// Of those, the ones that did (`compact_success`).
+    pub compact_success: u64,
 }
 
 /// The counts one lock keeps of the work done under it; bumped only while it is held.
@@ -30,6 +42,11 @@ pub(crate) struct LockStats {
     pub(crate) zeroed_hits: u64,
     pub(crate) cleared_on_alloc: u64,
     pub(crate) cleared_in_background: u64,
+    pub(crate) pgalloc: u64,
+    pub(crate) pgfree: u64,
+    pub(crate) compact_stall: u64,
+    pub(crate) compact_fail: u64,
+    pub(crate) compact_success: u64,
 }
 
 impl LockStats {
@@ -40,6 +57,11 @@ impl LockStats {
         zeroed_hits: 0,
         cleared_on_alloc: 0,
         cleared_in_background: 0,
+        pgalloc: 0,
+        pgfree: 0,
+        compact_stall: 0,
+        compact_fail: 0,
+        compact_success: 0,
     };
 
     /// Counts a zeroed allocation of `pages` frames: a hit if the block is known zero.

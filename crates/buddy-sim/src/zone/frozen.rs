@@ -46,12 +46,16 @@ where
         let taken = match self.cfg.pcp_list(order, mt) {
             Some(list) => {
                 let mut lists = self.lock_pcp(pcp);
-                match lists.pop_hot(list, order) {
+                let idx = match lists.pop_hot(list, order) {
                     Some(idx) => Some(idx),
                     None => lists
                         .pop(self.map(), list, order, Prefer::Unzeroed)
                         .map(|(idx, _)| idx),
+                };
+                if idx.is_some() {
+                    lists.stats.pgalloc += order.pages();
                 }
+                idx
             }
             None => None,
         };
@@ -90,7 +94,14 @@ where
         let (start, mask) = (self.cfg.start.0, align.pages().wrapping_sub(1));
         let aligned = |idx: FrameIdx| start.wrapping_add(u64::from(idx.0)) & mask == 0;
         let taken = match self.cfg.pcp_list(order, MigrateType::Unmovable) {
-            Some(list) => self.lock_pcp(pcp).take_hot_where(list, order, aligned),
+            Some(list) => {
+                let mut lists = self.lock_pcp(pcp);
+                let idx = lists.take_hot_where(list, order, aligned);
+                if idx.is_some() {
+                    lists.stats.pgalloc += order.pages();
+                }
+                idx
+            }
             None => None,
         };
         let idx = match taken {

@@ -461,6 +461,11 @@ where
             zeroed_hits: zone.zeroed_hits,
             cleared_on_alloc: zone.cleared_on_alloc,
             cleared_in_background: zone.cleared_in_background,
+            pgalloc: zone.pgalloc,
+            pgfree: zone.pgfree,
+            compact_stall: zone.compact_stall,
+            compact_fail: zone.compact_fail,
+            compact_success: zone.compact_success,
         };
         for pcp in self.pcps.as_ref() {
             let s = pcp.lists.lock().stats;
@@ -469,6 +474,8 @@ where
             c.prepares += s.prepares;
             c.zeroed_hits += s.zeroed_hits;
             c.cleared_on_alloc += s.cleared_on_alloc;
+            c.pgalloc += s.pgalloc;
+            c.pgfree += s.pgfree;
         }
         c
     }
@@ -714,6 +721,7 @@ where
         let Some(list) = list else {
             let mut free = self.lock_zone();
             free.stats().prepares += prepares;
+            free.stats().pgfree += order.pages();
             free.free_one_page(m, idx, order, false);
             return;
         };
@@ -733,6 +741,7 @@ where
     ) {
         let mut lists = self.lock_pcp(pcp);
         lists.stats.prepares += prepares;
+        lists.stats.pgfree += order.pages();
         lists.push_freed(m, list, idx, order);
         lists.recent_frees = lists
             .recent_frees
