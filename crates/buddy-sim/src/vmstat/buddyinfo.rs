@@ -11,10 +11,12 @@ use crate::vmstat::{ZoneSet, ZoneSnapshot, nodes_of, zones_of_node};
 /// the zone's largest.
 ///
 /// ```
-/// use buddy_sim::{BoxedZone, Pfn, ZoneConfig};
+/// use buddy_sim::{Pfn, StaticZone, ZoneConfig};
 /// use buddy_sim::vmstat::BuddyInfo;
 ///
-/// let zone = BoxedZone::new_boxed(ZoneConfig::new(Pfn(0x10_0000), 4096))?;
+/// // 16 MiB at 4 GiB: a `Normal` zone, four free blocks of order 10.
+/// let zone: StaticZone<4096, 1> = StaticZone::new_static_empty(ZoneConfig::new(Pfn(0x10_0000), 4096));
+/// zone.add_memory(Pfn(0x10_0000), 4096)?;
 /// let text = format!("{}", BuddyInfo(&zone));
 /// assert_eq!(
 ///     text,
