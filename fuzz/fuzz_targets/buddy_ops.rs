@@ -4,7 +4,8 @@
 //! [`CHECK_INTERVAL`] operations, and both zones identical after the final drain. The
 //! operations include typed allocations (migratetypes, pageblock claims), contiguous
 //! allocations (`alloc_contig_pages` checked against a search of every candidate), offline,
-//! and the frozen variant's batched and per-page frees; around every failed operation the
+//! the frozen variant's batched and per-page frees, and fault injection (`fail_page_alloc`,
+//! seeded alike on both zones); around every failed operation the
 //! whole zone is compared with what it was; half the zones end at the top of the pfn space.
 //! (Zeroed allocation with real memory is `zeroed_ops`'; several CPUs' programs
 //! interleaved, `smp_ops`'.)
@@ -12,7 +13,7 @@
 
 use arbitrary::Arbitrary;
 use buddy_sim::testing::{Lockstep, Op};
-use buddy_sim::{Frame, Order, PerCpu, Pfn, Zone, ZoneConfig};
+use buddy_sim::{FailPageAlloc, Frame, MigrateType, Order, PerCpu, Pfn, Zone, ZoneConfig};
 use libfuzzer_sys::fuzz_target;
 
 #[derive(Arbitrary, Debug)]
@@ -70,6 +71,9 @@ enum ArbOp {
     ReserveCma(u8, u16, u8),
     AllocCma(u8, u8, u16, u8),
     Report(u16, bool),
+    /// Fault injection: seed, probability, interval, times (`None`: no limit), space, min
+    /// order, kind (3 and above: every kind); `None` disarms it.
+    FailPageAlloc(Option<(u64, u8, u8, Option<u8>, u8, u8, u8)>),
 }
 
 impl ArbOp {
@@ -191,6 +195,23 @@ impl ArbOp {
                 cpu: cpu(c),
                 budget: u64::from(*b % 512),
             },
+            Self::FailPageAlloc(attr) => Op::FailPageAlloc(attr.map(
+                |(seed, p, interval, times, space, min_order, kind)| {
+                    let attr = FailPageAlloc::new(seed)
+                        .probability(p % 101)
+                        .interval(u64::from(interval % 8))
+                        .space(u64::from(space))
+                        .min_order(Order::new(min_order % 12).unwrap());
+                    let attr = match times {
+                        Some(t) => attr.times(u64::from(t % 16)),
+                        None => attr,
+                    };
+                    match kind {
+                        k @ 0..=2 => attr.only(MigrateType::ALL[usize::from(k)]),
+                        _ => attr,
+                    }
+                },
+            )),
         }
     }
 }

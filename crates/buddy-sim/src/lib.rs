@@ -105,6 +105,7 @@ mod decompose;
 mod deferred;
 mod error;
 mod exact;
+mod fail_page_alloc;
 mod frame;
 #[cfg(all(test, loom))]
 #[path = "testing/loom.rs"]
@@ -151,6 +152,7 @@ pub use error::free::FreeError;
 pub use error::map::MapError;
 pub use error::report::ReportError;
 pub use error::request::RequestConflict;
+pub use fail_page_alloc::FailPageAlloc;
 pub use frame::{Frame, FrameInfo, FrameState};
 pub use lock_api;
 pub use memory::{FrameClearer, FrameMemory, NoMemory, OffsetMap};

@@ -310,3 +310,113 @@ fn a_frozen_block_is_freed_only_whole_at_its_order() {
     assert_eq!(z.free_pages_total(), 64);
     assert_eq!(z.buddy_pages(), 64);
 }
+
+/// Fault injection (`fail_page_alloc`): every failure it injects is the out-of-memory error
+/// an allocation that found nothing gets, and leaves the whole zone as it was; its filters
+/// pass over what they exclude, and the same seed fails the same calls.
+#[test]
+fn an_injected_failure_is_out_of_memory_and_changes_nothing() {
+    use buddy_sim::FailPageAlloc;
+    let z = small_zone();
+    z.add_memory(START, 64).unwrap();
+    // Something on the per-cpu lists and in the buddy, pageblocks of two types.
+    let page = z.alloc_pages(0, o(0)).unwrap();
+    assert!(z.alloc_movable(0, o(2), 7).is_ok());
+    z.set_fail_page_alloc(Some(FailPageAlloc::new(1)));
+    for (cpu, order, mt) in [
+        (0, 0, MigrateType::Unmovable),
+        (0, 0, MigrateType::Movable),
+        (0, 3, MigrateType::Reclaimable),
+        (0, 6, MigrateType::Movable),
+    ] {
+        let before = Before::of(&z);
+        let got = z
+            .cpu(cpu)
+            .unwrap()
+            .alloc_raw(AllocRequest::order(o(order)).kind(mt));
+        assert_eq!(got, Err(AllocError::OutOfMemory(o(order))));
+        before.assert_unchanged(&z);
+        let before = Before::of(&z);
+        assert_eq!(
+            z.cpu(cpu).unwrap().alloc_frozen_pages(o(order)),
+            Err(AllocError::OutOfMemory(o(order)))
+        );
+        before.assert_unchanged(&z);
+    }
+    assert_eq!(z.injected_failures(), 8);
+    // What is wrong with a call is still what it gets.
+    assert_eq!(
+        z.alloc_pages(0, o(7)),
+        Err(AllocError::OrderTooLarge { order: 7, max: 6 })
+    );
+    assert_eq!(z.injected_failures(), 8);
+    // Filters: only movable calls of order 2 or above fail.
+    z.set_fail_page_alloc(Some(
+        FailPageAlloc::new(1)
+            .only(MigrateType::Movable)
+            .min_order(o(2)),
+    ));
+    assert!(z.alloc_movable(0, o(1), 8).is_ok());
+    assert!(z.alloc_pages(0, o(2)).is_ok());
+    assert_eq!(
+        z.alloc_movable(0, o(2), 9),
+        Err(AllocError::OutOfMemory(o(2)))
+    );
+    // Space: the first 4 frames asked for pass.
+    z.set_fail_page_alloc(Some(FailPageAlloc::new(1).space(4)));
+    assert!(z.alloc_pages(0, o(1)).is_ok());
+    assert!(z.alloc_pages(0, o(0)).is_ok());
+    assert_eq!(z.alloc_pages(0, o(1)), Err(AllocError::OutOfMemory(o(1))));
+    // Disarmed: nothing fails on purpose.
+    z.set_fail_page_alloc(None);
+    assert!(z.alloc_pages(0, o(0)).is_ok());
+    // SAFETY: `page` was allocated above and is freed once; no memory behind the zone.
+    #[allow(unsafe_code)]
+    unsafe { z.free_pages(0, page, o(0)) }.unwrap();
+    z.check().unwrap();
+}
+
+/// `probability` with a seed: the same seed fails the same calls of two zones, about the
+/// share asked for, and no more than `times`.
+#[test]
+fn a_seeded_probability_fails_the_same_calls_every_run() {
+    use buddy_sim::FailPageAlloc;
+    let run = |seed: u64| {
+        let z = small_zone();
+        z.add_memory(START, 64).unwrap();
+        z.set_fail_page_alloc(Some(FailPageAlloc::new(seed).probability(30)));
+        let mut failed = [false; 200];
+        for f in &mut failed {
+            match z.alloc_pages(0, o(0)) {
+                // SAFETY: just allocated, freed once; no memory behind the zone.
+                #[allow(unsafe_code)]
+                Ok(p) => unsafe { z.free_pages(0, p, o(0)) }.unwrap(),
+                Err(e) => {
+                    assert_eq!(e, AllocError::OutOfMemory(o(0)));
+                    *f = true;
+                }
+            }
+        }
+        failed
+    };
+    let (a, b) = (run(42), run(42));
+    assert_eq!(a, b);
+    let n = a.iter().filter(|&&f| f).count();
+    assert!((30..=90).contains(&n), "{n} of 200 failed at 30%");
+    assert_ne!(run(43), a);
+
+    let z = small_zone();
+    z.add_memory(START, 64).unwrap();
+    z.set_fail_page_alloc(Some(FailPageAlloc::new(5).probability(50).times(3)));
+    let mut failures = 0;
+    for _ in 0..100 {
+        match z.alloc_pages(0, o(0)) {
+            // SAFETY: just allocated, freed once; no memory behind the zone.
+            #[allow(unsafe_code)]
+            Ok(p) => unsafe { z.free_pages(0, p, o(0)) }.unwrap(),
+            Err(_) => failures += 1,
+        }
+    }
+    assert_eq!(failures, 3);
+    assert_eq!(z.injected_failures(), 3);
+}

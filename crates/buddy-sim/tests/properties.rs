@@ -16,7 +16,7 @@ use buddy_sim::{
     Access, AllocRequest, Cpu, DefaultRawMutex, Frame, MigrateType, Order, PerCpu, Pfn, VmArea,
     Zone, ZoneConfig, decompose,
 };
-use buddy_sim::{AllocError, ContigError, FreeError, MapError};
+use buddy_sim::{AllocError, ContigError, FailPageAlloc, FreeError, MapError};
 use proptest::prelude::*;
 
 const MAX_ZONE: u64 = if cfg!(miri) { 128 } else { 2048 };
@@ -100,6 +100,34 @@ fn zone_config() -> impl Strategy<Value = ZoneConfig> {
         })
 }
 
+/// Fault injection's attributes: any probability, interval, limit, space, order and kind.
+fn fail_page_alloc() -> impl Strategy<Value = FailPageAlloc> {
+    (
+        any::<u64>(),
+        0u8..=100,
+        0u64..4,
+        prop::option::of(0u64..8),
+        0u64..64,
+        0u8..12,
+        0u8..4,
+    )
+        .prop_map(|(seed, p, interval, times, space, min_order, kind)| {
+            let attr = FailPageAlloc::new(seed)
+                .probability(p)
+                .interval(interval)
+                .space(space)
+                .min_order(Order::new(min_order).unwrap());
+            let attr = match times {
+                Some(t) => attr.times(t),
+                None => attr,
+            };
+            match kind {
+                3 => attr,
+                k => attr.only(MigrateType::ALL[usize::from(k)]),
+            }
+        })
+}
+
 fn op() -> impl Strategy<Value = Op> {
     let cpu = 0usize..4; // 3 is out of range for some zones: an error on both paths
     let slot = 0usize..64;
@@ -128,6 +156,7 @@ fn op() -> impl Strategy<Value = Op> {
             .prop_map(|(cpu, offset, len)| Op::Offline { cpu, offset, len }),
         1 => (cpu.clone(), 0u8..12, 0u8..3).prop_map(|(cpu, order, mt)| Op::AllocHooked { cpu, order, mt }),
         1 => (cpu.clone(), 0u64..600).prop_map(|(cpu, budget)| Op::CompactWork { cpu, budget }),
+        1 => prop::option::of(fail_page_alloc()).prop_map(Op::FailPageAlloc),
         1 => (0u64..600, any::<bool>()).prop_map(|(budget, accept)| Op::Report { budget, accept }),
         1 => (cpu.clone(), 0u64..MAX_ZONE, 0u64..3)
             .prop_map(|(cpu, offset, len)| Op::ReserveCma { cpu, offset, len }),

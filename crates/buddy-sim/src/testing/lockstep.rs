@@ -300,6 +300,11 @@ where
                 }
                 (a.map(drop), b.map(drop))
             }
+            Op::FailPageAlloc(attr) => {
+                self.batched.set_fail_page_alloc(attr);
+                self.per_page.set_fail_page_alloc(attr);
+                return Ok(None);
+            }
             Op::CompactWork { cpu, budget } => {
                 let work = |z: &Zone<F, P, R>| -> Result<(), BuddyError> {
                     let refuse = |_: &crate::migrate::Migration| false;

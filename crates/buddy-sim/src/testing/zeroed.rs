@@ -434,6 +434,7 @@ impl ZeroedModel {
             | Op::Offline { .. }
             | Op::ReserveCma { .. }
             | Op::AllocCma { .. }
+            | Op::FailPageAlloc(_)
             | Op::FreeContig { .. } => {}
         }
         if self.checks.due() {

@@ -39,9 +39,24 @@ where
     }
 
     /// [`Zone::alloc_preferring`] whose slow path may call `hooks` (direct reclaim and
-    /// compaction).
+    /// compaction); first, whether fault injection fails it.
     #[inline(always)]
     pub(crate) fn alloc_with(
+        &self,
+        cpu: CpuLists<'_, R>,
+        order: Order,
+        how: (Prefer, MigrateType, u64),
+        hooks: &mut SlowPath<'_, '_>,
+    ) -> Result<(FrameIdx, Contents), AllocError> {
+        if self.injects_failure(order, how.1) {
+            return Err(AllocError::OutOfMemory(order));
+        }
+        self.alloc_unchecked(cpu, order, how, hooks)
+    }
+
+    /// [`Zone::alloc_with`] without fault injection.
+    #[inline(always)]
+    pub(crate) fn alloc_unchecked(
         &self,
         cpu: CpuLists<'_, R>,
         order: Order,
@@ -71,8 +86,11 @@ where
         slow_path: bool,
         hooks: &mut SlowPath<'_, '_>,
     ) -> Result<(FrameIdx, Contents), AllocError> {
+        if self.injects_failure(order, mt) {
+            return Err(AllocError::OutOfMemory(order));
+        }
         if slow_path {
-            return self.alloc_with(cpu, order, (prefer, mt, key), hooks);
+            return self.alloc_unchecked(cpu, order, (prefer, mt, key), hooks);
         }
         if let Some((idx, contents)) = self.alloc_from_cpu_list(cpu, order, prefer, mt) {
             self.mark_allocated(idx, order, mt, key);

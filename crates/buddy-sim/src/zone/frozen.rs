@@ -10,6 +10,7 @@ use crate::error::alloc::AllocError;
 use crate::error::free::FreeError;
 use crate::frame::{Frame, Word};
 use crate::migratetype::{MigrateType, Pageblock};
+use crate::request::SlowPath;
 use crate::types::{FrameIdx, Order};
 use crate::zone::Zone;
 use crate::zone::buddy::Prefer;
@@ -31,6 +32,9 @@ where
         pcp: CpuLists<'_, R>,
         order: Order,
     ) -> Result<FrameIdx, AllocError> {
+        if self.injects_failure(order, MigrateType::Unmovable) {
+            return Err(AllocError::OutOfMemory(order));
+        }
         let idx = self.take_unmovable(pcp, order)?;
         self.map().frame(idx).store(Word::frozen_block(order.get()));
         Ok(idx)
@@ -73,9 +77,9 @@ where
         pcp: CpuLists<'_, R>,
         order: Order,
     ) -> Result<FrameIdx, AllocError> {
-        let mt = MigrateType::Unmovable;
+        let how = (Prefer::Unzeroed, MigrateType::Unmovable, 0);
         Ok(self
-            .alloc_preferring(pcp, order, Prefer::Unzeroed, mt, 0)?
+            .alloc_unchecked(pcp, order, how, &mut SlowPath::none())?
             .0)
     }
 
@@ -90,6 +94,9 @@ where
         order: Order,
         align: Order,
     ) -> Result<FrameIdx, AllocError> {
+        if self.injects_failure(order, MigrateType::Unmovable) {
+            return Err(AllocError::OutOfMemory(order));
+        }
         let m = self.map();
         let (start, mask) = (self.cfg.start.0, align.pages().wrapping_sub(1));
         let aligned = |idx: FrameIdx| start.wrapping_add(u64::from(idx.0)) & mask == 0;

@@ -36,6 +36,7 @@ use crate::decompose::decompose;
 use crate::error::config::ConfigError;
 use crate::error::map::MapError;
 use crate::error::{NoSuchCpu, TooLarge};
+use crate::fail_page_alloc::FaultInjection;
 use crate::frame::{Frame, FrameInfo, FrameState, Word};
 use crate::memory::FRAME;
 use crate::migratetype::{CMA, MigrateType};
@@ -86,6 +87,8 @@ pub struct Zone<F, P, R = DefaultRawMutex> {
     pub(crate) free: OwnLines<Mutex<R, FreeArea>>,
     /// Free-time checks of pages that were leaked, which take no lock to count under.
     pub(crate) leaked_prepares: AtomicU64,
+    /// Fault injection ([`Zone::set_fail_page_alloc`]).
+    pub(crate) fault: FaultInjection<R>,
     /// Why a [`Zone::new_static`] zone has no usable frames: its configuration, refused
     /// (every `add_memory` returns it).
     pub(crate) refused: Option<ConfigError>,
@@ -239,6 +242,7 @@ impl<const FRAMES: usize, const CPUS: usize, R: RawMutex>
             pcps: [const { PerCpu::new() }; CPUS],
             free: OwnLines(Mutex::new(free)),
             leaked_prepares: AtomicU64::new(0),
+            fault: FaultInjection::new(),
             refused,
         }
     }
@@ -322,6 +326,7 @@ where
             pcps,
             free: OwnLines(Mutex::new(FreeArea::EMPTY)),
             leaked_prepares: AtomicU64::new(0),
+            fault: FaultInjection::new(),
             refused: None,
         })
     }
