@@ -116,6 +116,7 @@ mod migratetype;
 mod mobility;
 mod named;
 mod node;
+pub mod page_owner;
 mod reclaim;
 pub mod reference;
 mod report_sink;
@@ -166,6 +167,7 @@ pub use mobility::compaction::{CompactReason, CompactStats, CompactWork};
 pub use node::{
     LOCAL_DISTANCE, MAX_CPUS, MAX_NODES, MAX_ZONES, NodeSet, REMOTE_DISTANCE, Topology,
 };
+pub use page_owner::OwnerRecord;
 pub use reclaim::Reclaim;
 pub use report_sink::{PageReporting, ReportSink, ReportStats, ReportedBlock};
 pub use request::{AllocRequest, HandleCleared, Holding, SelfCleared};

@@ -5,10 +5,10 @@
 //! loom the lock is `loom::sync::Mutex` and the zone's lock type parameter is only carried.
 
 #[cfg(loom)]
-pub(crate) use loom::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+pub(crate) use loom::sync::atomic::{AtomicPtr, AtomicU32, AtomicU64, Ordering};
 
 #[cfg(not(loom))]
-pub(crate) use core::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+pub(crate) use core::sync::atomic::{AtomicPtr, AtomicU32, AtomicU64, Ordering};
 
 /// A busy-wait step: `core::hint::spin_loop`, or a yield to the model checker under loom.
 #[cfg(not(loom))]

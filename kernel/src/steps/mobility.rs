@@ -16,6 +16,7 @@
 
 use super::*;
 use buddy_sim::AllocError;
+use buddy_sim::vmstat::{BuddyInfo, PageTypeInfo};
 use core::sync::atomic::{AtomicU64, Ordering};
 
 use buddy_sim::{AllocRequest, BuddyError, Migrate, MigrateType, Migration, Order, Pfn};
@@ -313,6 +314,15 @@ impl<P: Platform> Kernel<P> {
             unsafe { free_block::<P>(zone, 0, pfn, 0, Step::Mobility) };
         }
         self.movable_zone_step();
+        // What a kernel engineer reads after it: Linux's /proc/buddyinfo and
+        // /proc/pagetypeinfo of the zones, in Linux's formats.
+        println!("buddyinfo after the mobility step:");
+        print!("{}", BuddyInfo(zone));
+        if let Some(movable) = movable_zone() {
+            print!("{}", BuddyInfo(movable));
+        }
+        println!("pagetypeinfo after the mobility step:");
+        print!("{}", PageTypeInfo(zone));
     }
 
     /// The movable zone (`ZONE_MOVABLE`): churned full of movable pages with one in every

@@ -269,6 +269,7 @@ where
         }
         let target = m.frame(dst.idx);
         target.set_key(key);
+        self.move_owner(src, dst.idx);
         target.store(w);
         self.lock_zone().free_one_page(m, src, order, false);
         Ok(())

@@ -302,7 +302,6 @@ where
             }
             Op::FailPageAlloc(attr) => {
                 self.batched.set_fail_page_alloc(attr);
-                self.per_page.set_fail_page_alloc(attr);
                 return Ok(None);
             }
             Op::CompactWork { cpu, budget } => {
@@ -528,6 +527,7 @@ where
         let order = Order::new(order).map_err(BuddyError::from);
         let typed = |o| AllocRequest::order(o).kind(mt);
         let (mut refuse, mut nothing) = (|_: &crate::migrate::Migration| false, |_| 0);
+        let injected = self.batched.injected_failures();
         let a = order.and_then(|o| {
             let cpu = any(self.batched.cpu(cpu))?;
             match how {
@@ -539,6 +539,11 @@ where
             }
         });
         let b = match (a, order) {
+            // A failure fault injection made: out of memory (the zone unchanged, which
+            // `apply` checks), and nothing for the per-page zone to mirror.
+            (_, Ok(o)) if self.batched.injected_failures() != injected => {
+                Err(BuddyError::OutOfMemory(o))
+            }
             (Ok(pfn), Ok(o)) => {
                 self.allocs[self.next_slot % SLOTS] = Some((pfn, o));
                 self.next_slot += 1;

@@ -221,9 +221,10 @@ pub enum Op {
         /// Frames at most.
         budget: u64,
     },
-    /// Arm fault injection on both zones with these attributes, or with `None` disarm it
-    /// ([`Zone::set_fail_page_alloc`](crate::Zone::set_fail_page_alloc)): the same seed
-    /// fails the same calls on both, each failure out of memory with the zone unchanged.
+    /// Arm fault injection on the batched zone with these attributes, or with `None` disarm
+    /// it ([`Zone::set_fail_page_alloc`](crate::Zone::set_fail_page_alloc)): each failure
+    /// it injects must be out of memory with the zone unchanged; the per-page zone, which
+    /// takes the block the batched zone handed out, skips a call that failed so.
     FailPageAlloc(Option<crate::FailPageAlloc>),
     /// Free a run inside (or overlapping the end of) a recorded contiguous allocation:
     /// batched on one zone (`free_contig_range`, `free_contig_frozen_range` for a frozen

@@ -168,5 +168,5 @@ pub(crate) fn write_thousandths(
     write!(f, "{:>width$}.{:03} ", index / 1000, index % 1000)
 }
 
-#[cfg(test)]
+#[cfg(all(test, not(loom)))]
 mod tests;

@@ -69,7 +69,7 @@ where
             Some(taken) => taken,
             None => self.alloc_slow(cpu, order, prefer, mt, hooks)?,
         };
-        self.mark_allocated(idx, order, mt, key);
+        self.mark_allocated(cpu, idx, order, mt, key);
         Ok((idx, contents))
     }
 
@@ -93,13 +93,13 @@ where
             return self.alloc_unchecked(cpu, order, (prefer, mt, key), hooks);
         }
         if let Some((idx, contents)) = self.alloc_from_cpu_list(cpu, order, prefer, mt) {
-            self.mark_allocated(idx, order, mt, key);
+            self.mark_allocated(cpu, idx, order, mt, key);
             return Ok((idx, contents));
         }
         self.check_order(order)?;
         self.check_kind(mt)?;
         let (idx, contents) = self.alloc_fast(cpu, order, prefer, mt, self.cfg.fallback(), true)?;
-        self.mark_allocated(idx, order, mt, key);
+        self.mark_allocated(cpu, idx, order, mt, key);
         Ok((idx, contents))
     }
 
@@ -121,9 +121,18 @@ where
         self.take_from_list(pcp, list, order, prefer, mt, self.cfg.fallback())
     }
 
-    /// Marks the block taken at `idx` allocated as `mt`, its head given `key`.
+    /// Marks the block taken at `idx` on `cpu`'s lists allocated as `mt`, its head given
+    /// `key`, its owner recorded.
     #[inline(always)]
-    fn mark_allocated(&self, idx: FrameIdx, order: Order, mt: MigrateType, key: u64) {
+    fn mark_allocated(
+        &self,
+        cpu: CpuLists<'_, R>,
+        idx: FrameIdx,
+        order: Order,
+        mt: MigrateType,
+        key: u64,
+    ) {
+        self.record_owner(Some(cpu), idx, order, mt);
         let head = self.map().frame(idx);
         // The key first: whoever sees the allocated word sees the key.
         if key != 0 {
@@ -427,6 +436,7 @@ where
             taken = self.lock_zone().take_block_at(m, idx, order);
         }
         taken?;
+        self.record_owner(None, idx, order, mt);
         m.frame(idx).store(Word::allocated_as(order.get(), mt));
         Ok(())
     }

@@ -36,6 +36,7 @@ where
             return Err(AllocError::OutOfMemory(order));
         }
         let idx = self.take_unmovable(pcp, order)?;
+        self.record_owner(Some(pcp), idx, order, MigrateType::Unmovable);
         self.map().frame(idx).store(Word::frozen_block(order.get()));
         Ok(idx)
     }
@@ -123,6 +124,7 @@ where
                 idx
             }
         };
+        self.record_owner(Some(pcp), idx, order, MigrateType::Unmovable);
         m.frame(idx).store(Word::frozen_block(order.get()));
         Ok(idx)
     }

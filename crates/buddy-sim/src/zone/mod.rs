@@ -40,6 +40,7 @@ use crate::fail_page_alloc::FaultInjection;
 use crate::frame::{Frame, FrameInfo, FrameState, Word};
 use crate::memory::FRAME;
 use crate::migratetype::{CMA, MigrateType};
+use crate::page_owner::PageOwnerState;
 use crate::sync::DefaultRawMutex;
 use crate::sync::{AtomicU64, Mutex, Ordering, OwnLines};
 use crate::types::NodeId;
@@ -89,6 +90,8 @@ pub struct Zone<F, P, R = DefaultRawMutex> {
     pub(crate) leaked_prepares: AtomicU64,
     /// Fault injection ([`Zone::set_fail_page_alloc`]).
     pub(crate) fault: FaultInjection<R>,
+    /// page_owner's table and counter ([`Zone::enable_page_owner`]).
+    pub(crate) owners: PageOwnerState,
     /// Why a [`Zone::new_static`] zone has no usable frames: its configuration, refused
     /// (every `add_memory` returns it).
     pub(crate) refused: Option<ConfigError>,
@@ -243,6 +246,7 @@ impl<const FRAMES: usize, const CPUS: usize, R: RawMutex>
             free: OwnLines(Mutex::new(free)),
             leaked_prepares: AtomicU64::new(0),
             fault: FaultInjection::new(),
+            owners: PageOwnerState::new(),
             refused,
         }
     }
@@ -327,6 +331,7 @@ where
             free: OwnLines(Mutex::new(FreeArea::EMPTY)),
             leaked_prepares: AtomicU64::new(0),
             fault: FaultInjection::new(),
+            owners: PageOwnerState::new(),
             refused: None,
         })
     }
@@ -724,6 +729,7 @@ where
         }
         .and_then(|mt| self.cfg.pcp_list(order, mt));
         let Some(list) = list else {
+            self.clear_owner(idx);
             let mut free = self.lock_zone();
             free.stats().prepares += prepares;
             free.stats().pgfree += order.pages();
@@ -744,6 +750,7 @@ where
         list: usize,
         prepares: u64,
     ) {
+        self.clear_owner(idx);
         let mut lists = self.lock_pcp(pcp);
         lists.stats.prepares += prepares;
         lists.stats.pgfree += order.pages();

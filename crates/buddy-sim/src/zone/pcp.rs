@@ -10,7 +10,7 @@ use crate::decompose::decompose;
 use crate::frame::{FrameState, Word};
 use crate::migratetype::MigrateType;
 use crate::sync::DefaultRawMutex;
-use crate::sync::Mutex;
+use crate::sync::{AtomicU64, Mutex};
 use crate::types::{FrameIdx, Order};
 use crate::zone::buddy::{FreeArea, Prefer};
 use crate::zone::config::{Fallback, PCP_SLOTS};
@@ -26,6 +26,9 @@ use lock_api::RawMutex;
 #[repr(align(128))]
 pub struct PerCpu<R = DefaultRawMutex> {
     pub(crate) lists: Mutex<R, PcpLists>,
+    /// What this CPU is doing, as page_owner records it
+    /// ([`Zone::set_owner_tag`](crate::Zone::set_owner_tag)).
+    pub(crate) owner_tag: AtomicU64,
 }
 
 /// Everything a per-cpu lock protects. In this order (`repr(C)`): the counters every call
@@ -349,6 +352,7 @@ impl<R: RawMutex> PerCpu<R> {
     pub const fn new() -> Self {
         Self {
             lists: Mutex::new(PcpLists::EMPTY),
+            owner_tag: AtomicU64::new(0),
         }
     }
 
@@ -358,12 +362,14 @@ impl<R: RawMutex> PerCpu<R> {
     pub fn new() -> Self {
         Self {
             lists: Mutex::new(PcpLists::EMPTY),
+            owner_tag: AtomicU64::new(0),
         }
     }
 
     /// Empties the lists (when a zone starts on this storage).
     pub(crate) fn reset(&self) {
         *self.lists.lock() = PcpLists::EMPTY;
+        self.owner_tag.store(0, crate::sync::Ordering::Relaxed);
     }
 }
 

@@ -162,6 +162,10 @@ where
         })?;
         // The caller holds the only reference: the tails are its own, of the block's kind.
         let tails = idx.get() + 1..idx.get() + order.pages() as usize;
+        self.split_owner(
+            idx,
+            FrameIdx::span(idx, idx + order.pages() as u32).map(|i| (i, Order::ZERO)),
+        );
         let page = Word::allocated(0).with_mt(w.mt());
         for frame in &self.frames.as_ref()[tails] {
             frame.store(page);
@@ -192,6 +196,12 @@ where
         })?;
         // The caller holds the only reference: every frame of the block is its own.
         let m = self.map();
+        self.split_owner(
+            idx,
+            pieces(0, at)
+                .chain(pieces(at, order.pages() - at))
+                .map(|(head, o)| (idx + (head.0 - pfn.0) as u32, o)),
+        );
         for (head, o) in pieces(0, at).skip(1).chain(pieces(at, order.pages() - at)) {
             let i = idx + (head.0 - pfn.0) as u32;
             m.frame(i).store(Word::allocated(o.get()).with_mt(w.mt()));

@@ -1,0 +1,190 @@
+//! The tools a kernel engineer reaches for when memory misbehaves, on zones driven through
+//! many operations: page_owner's records match the blocks allocated after every step, its
+//! leak report lists exactly what was allocated past a mark, and a node set's files list
+//! each zone once, in Linux's zone order.
+#![cfg(not(loom))]
+
+mod common;
+
+use buddy_sim::page_owner::{PageOwnerDump, TopOwners};
+use buddy_sim::vmstat::{BuddyInfo, VmStat};
+use buddy_sim::{FrameState, NodeId, NodePolicy, Order, OwnerRecord, Pfn, Topology, ZoneConfig};
+use std::collections::BTreeMap;
+
+/// A small deterministic generator (SplitMix64).
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^ (z >> 31)
+    }
+}
+
+/// Every allocated head of the zone with its order, read from the frame table.
+fn allocated_heads(z: &common::TestZone) -> BTreeMap<u64, u8> {
+    let span = z.span();
+    (span.start.0..span.start.0 + span.pages)
+        .filter_map(|p| {
+            let info = z.frame(Pfn(p)).ok()?;
+            (info.state == FrameState::Allocated).then_some((p, info.order))
+        })
+        .collect()
+}
+
+#[test]
+fn page_owner_records_exactly_the_blocks_allocated_and_the_leaks_past_a_mark() {
+    const FRAMES: u64 = 2048;
+    static RECORDS: [OwnerRecord; FRAMES as usize] =
+        [const { OwnerRecord::new() }; FRAMES as usize];
+    let start = Pfn(0x4000);
+    let z = common::zone(ZoneConfig::new(start, FRAMES).with_cpus(2)).unwrap();
+    z.enable_page_owner(&RECORDS).unwrap();
+    assert!(z.enable_page_owner(&RECORDS).is_err());
+    let mut rng = Rng(0x5eed);
+    let mut live: Vec<(Pfn, Order, u64, usize)> = Vec::new();
+    let mut mark = None;
+    for step in 0..3000u64 {
+        let cpu = (rng.next() % 2) as usize;
+        let tag = rng.next() % 5;
+        z.set_owner_tag(cpu, tag).unwrap();
+        match rng.next() % 8 {
+            0..=3 => {
+                let order = Order::new((rng.next() % 5) as u8).unwrap();
+                let frozen = rng.next().is_multiple_of(3);
+                let got = if frozen {
+                    z.cpu(cpu).unwrap().alloc_frozen_pages(order)
+                } else {
+                    z.alloc_pages(cpu, order)
+                };
+                if let Ok(pfn) = got {
+                    live.push((pfn, order, tag, usize::from(frozen)));
+                }
+            }
+            4 if !live.is_empty() => {
+                // Split a referenced block into pages, each owned as the block was.
+                let i = (rng.next() % live.len() as u64) as usize;
+                let (pfn, order, tag, frozen) = live[i];
+                if frozen == 0 && order > Order::ZERO {
+                    z.split_page(pfn, order).unwrap();
+                    live.swap_remove(i);
+                    for p in 0..order.pages() {
+                        live.push((Pfn(pfn.0 + p), Order::ZERO, tag, 0));
+                    }
+                }
+            }
+            _ if !live.is_empty() => {
+                let i = (rng.next() % live.len() as u64) as usize;
+                let (pfn, order, _, frozen) = live.swap_remove(i);
+                // SAFETY: allocated above, freed once; no memory behind the zone.
+                #[allow(unsafe_code)]
+                let freed = unsafe {
+                    if frozen == 1 {
+                        z.cpu(cpu).unwrap().free_frozen_pages(pfn, order)
+                    } else {
+                        z.free_pages(cpu, pfn, order)
+                    }
+                };
+                freed.unwrap();
+            }
+            _ => {}
+        }
+        if step == 1500 {
+            mark = Some((z.owner_mark(), live.len()));
+        }
+        if step % 97 == 0 || step == 2999 {
+            let owned: BTreeMap<u64, (u8, u64)> = z
+                .owned_blocks()
+                .map(|b| (b.pfn.0, (b.order.get(), b.tag)))
+                .collect();
+            let heads = allocated_heads(&z);
+            assert_eq!(
+                owned
+                    .iter()
+                    .map(|(&p, &(o, _))| (p, o))
+                    .collect::<BTreeMap<_, _>>(),
+                heads,
+                "step {step}"
+            );
+            for &(pfn, order, tag, _) in &live {
+                assert_eq!(owned.get(&pfn.0), Some(&(order.get(), tag)), "step {step}");
+            }
+        }
+    }
+    // The leak report: what was allocated after the mark and is still alive.
+    let (mark, _) = mark.unwrap();
+    let since: Vec<u64> = z.blocks_since(mark).map(|b| b.pfn.0).collect();
+    let all: Vec<_> = z.owned_blocks().collect();
+    assert!(since.len() < all.len());
+    for b in &all {
+        assert_eq!(since.contains(&b.pfn.0), b.seq >= mark);
+    }
+    // Grouped by tag, the pages add up to the blocks'.
+    let top = TopOwners::of(&z);
+    let pages: u64 = all.iter().map(|b| b.order.pages()).sum();
+    let listed: u64 = top.owners[..top.len].iter().map(|o| o.2).sum();
+    assert_eq!(listed + top.other_pages, pages);
+    assert!(top.owners[..top.len].windows(2).all(|w| w[0].2 >= w[1].2));
+    let dump = format!("{}", PageOwnerDump(&z));
+    assert_eq!(dump.matches("Page allocated via order").count(), all.len());
+    z.check().unwrap();
+}
+
+#[test]
+fn a_migrated_blocks_owner_moves_with_it() {
+    static RECORDS: [OwnerRecord; 1024] = [const { OwnerRecord::new() }; 1024];
+    let z = common::zone(ZoneConfig::new(Pfn(0x8000), 1024)).unwrap();
+    z.enable_page_owner(&RECORDS).unwrap();
+    z.set_owner_tag(0, 42).unwrap();
+    // Movable pages over the whole zone, every other one given back: compaction has
+    // holes to fill.
+    let pages: Vec<Pfn> = (0..1024)
+        .map_while(|k| z.alloc_movable(0, Order::ZERO, k).ok())
+        .collect();
+    for p in pages.iter().step_by(2) {
+        // SAFETY: allocated above, freed once; no memory behind the zone.
+        #[allow(unsafe_code)]
+        unsafe { z.free_pages(0, *p, Order::ZERO) }.unwrap();
+    }
+    let stats = z
+        .cpu(0)
+        .unwrap()
+        .compact(Order::new(9).unwrap(), &mut |_: &buddy_sim::Migration| true)
+        .unwrap();
+    assert!(stats.moved_pages > 0);
+    let owned: BTreeMap<u64, u8> = z.owned_blocks().map(|b| (b.pfn.0, b.order.get())).collect();
+    assert_eq!(owned, allocated_heads(&z));
+    assert!(z.owned_blocks().all(|b| b.tag == 42));
+}
+
+#[test]
+fn a_node_sets_files_list_each_zone_once_in_linux_zone_order() {
+    // Node 1's zone below 4 GiB (DMA32), node 0's above (Normal), a second node-0 zone
+    // in the first 16 MiB (DMA): printed per node, DMA before Normal.
+    let zones = vec![
+        common::zone(ZoneConfig::new(Pfn(0x10_0000), 1024).with_node(NodeId(0))).unwrap(),
+        common::zone(ZoneConfig::new(Pfn(0x8_0000), 1024).with_node(NodeId(1))).unwrap(),
+        common::zone(ZoneConfig::new(Pfn(0x800), 1024).with_node(NodeId(0))).unwrap(),
+    ];
+    let set = common::node_set(Topology::uniform(2, &[NodeId(0)]).unwrap(), zones).unwrap();
+    set.alloc_pages(0, Order::ZERO, NodePolicy::Local).unwrap();
+    let text = format!("{}", BuddyInfo(&set));
+    let heads: Vec<&str> = text.lines().map(|l| &l[..21]).collect();
+    assert_eq!(
+        heads,
+        [
+            "Node 0, zone      DMA",
+            "Node 0, zone   Normal",
+            "Node 1, zone    DMA32"
+        ]
+    );
+    let vmstat = format!("{}", VmStat(&set));
+    assert!(vmstat.contains("nr_free_pages 3071\n") || vmstat.contains("nr_free_pages 3072\n"));
+    assert_eq!(
+        vmstat.lines().filter(|l| l.starts_with("pgalloc_")).count(),
+        4
+    );
+}
