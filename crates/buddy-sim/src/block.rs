@@ -2,6 +2,7 @@
 //! converts to and from the raw frame number ([`Block::into_raw`], [`Block::from_raw`]) for a
 //! kernel that keeps frames in page tables.
 
+use crate::events::PerCpuSet;
 use crate::types::FrameIdx;
 use core::cell::Cell;
 use core::fmt;
@@ -14,7 +15,6 @@ use crate::migratetype::MigrateType;
 use crate::request::{AllocRequest, Holding};
 use crate::sync::spin_loop;
 use crate::zone::cpu::{Access, Cpu, Locked, ServedBy};
-use crate::zone::pcp::PerCpu;
 use lock_api::RawMutex;
 use mm_types::FrameRange;
 use mm_types::Pfn;
@@ -40,7 +40,7 @@ use mm_types::Pfn;
 pub struct Block<'z, F, P, R, A = Locked>
 where
     F: AsRef<[Frame]>,
-    P: AsRef<[PerCpu<R>]>,
+    P: PerCpuSet<R>,
     R: RawMutex,
     A: Access,
 {
@@ -53,7 +53,7 @@ where
 impl<'z, F, P, R, A, C> Cpu<'z, F, P, R, A, C>
 where
     F: AsRef<[Frame]>,
-    P: AsRef<[PerCpu<R>]>,
+    P: PerCpuSet<R>,
     R: RawMutex,
     A: Access,
 {
@@ -83,7 +83,7 @@ where
 impl<'z, F, P, R, A> Block<'z, F, P, R, A>
 where
     F: AsRef<[Frame]>,
-    P: AsRef<[PerCpu<R>]>,
+    P: PerCpuSet<R>,
     R: RawMutex,
     A: Access,
 {
@@ -187,7 +187,7 @@ where
 impl<F, P, R, A> Drop for Block<'_, F, P, R, A>
 where
     F: AsRef<[Frame]>,
-    P: AsRef<[PerCpu<R>]>,
+    P: PerCpuSet<R>,
     R: RawMutex,
     A: Access,
 {
@@ -211,7 +211,7 @@ where
 impl<F, P, R, A> fmt::Debug for Block<'_, F, P, R, A>
 where
     F: AsRef<[Frame]>,
-    P: AsRef<[PerCpu<R>]>,
+    P: PerCpuSet<R>,
     R: RawMutex,
     A: Access,
 {

@@ -13,17 +13,17 @@
 //! frame, or one being initialized, is always found by the table).
 
 use crate::decompose::decompose;
+use crate::events::PerCpuSet;
 use crate::frame::{Frame, Word};
 use crate::types::FrameIdx;
 use crate::zone::Zone;
-use crate::zone::pcp::PerCpu;
 use crate::zone::ranges::DEFERRED_CHUNK_PAGES;
 use lock_api::RawMutex;
 
 impl<F, P, R> Zone<F, P, R>
 where
     F: AsRef<[Frame]>,
-    P: AsRef<[PerCpu<R>]>,
+    P: PerCpuSet<R>,
     R: RawMutex,
 {
     /// Initializes up to `max_pages` frames of deferred memory (at least one chunk when

@@ -3,6 +3,7 @@
 //! request given back at once as the fewest aligned blocks.
 
 use crate::error::alloc::AllocError;
+use crate::events::PerCpuSet;
 use crate::frame::Frame;
 use crate::memory::Clearing;
 use crate::request::{AllocRequest, ReschedPoint, SlowPath};
@@ -11,14 +12,13 @@ use crate::zeroed::{Zeroing, fault_inside};
 use crate::zone::Zone;
 use crate::zone::buddy::Prefer;
 use crate::zone::pcp::CpuLists;
-use crate::zone::pcp::PerCpu;
 use lock_api::RawMutex;
 use mm_types::Pfn;
 
 impl<F, P, R> Zone<F, P, R>
 where
     F: AsRef<[Frame]>,
-    P: AsRef<[PerCpu<R>]>,
+    P: PerCpuSet<R>,
     R: RawMutex,
 {
     /// [`Cpu::alloc_raw`](crate::Cpu::alloc_raw) of a run: contiguous, or from the buddy,

@@ -2,12 +2,12 @@
 //! allocations that fail on purpose, seeded, so that a kernel's out-of-memory paths run in
 //! its tests. [`FailPageAlloc`] says which fail; [`Zone::set_fail_page_alloc`] arms a zone.
 
+use crate::events::PerCpuSet;
 use crate::frame::Frame;
 use crate::migratetype::MigrateType;
 use crate::sync::{AtomicU32, Mutex, Ordering};
 use crate::types::Order;
 use crate::zone::Zone;
-use crate::zone::pcp::PerCpu;
 use lock_api::RawMutex;
 
 /// Which block allocations fail on purpose: Linux's `fail_page_alloc` attributes
@@ -219,7 +219,7 @@ impl<R: RawMutex> FaultInjection<R> {
 impl<F, P, R> Zone<F, P, R>
 where
     F: AsRef<[Frame]>,
-    P: AsRef<[PerCpu<R>]>,
+    P: PerCpuSet<R>,
     R: RawMutex,
 {
     /// Arms fault injection with `attr` (its counts start afresh), or with `None` disarms

@@ -104,6 +104,7 @@ mod contents;
 mod decompose;
 mod deferred;
 mod error;
+pub mod events;
 mod exact;
 mod fail_page_alloc;
 mod frame;

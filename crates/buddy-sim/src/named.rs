@@ -6,6 +6,7 @@ use crate::cma::CmaArea;
 use crate::error::alloc::AllocError;
 use crate::error::contig::ContigError;
 use crate::error::free::FreeError;
+use crate::events::PerCpuSet;
 use crate::frame::Frame;
 use crate::memory::{Clearing, FrameClearer, FrameMemory};
 use crate::migrate::Migrate;
@@ -17,7 +18,6 @@ use crate::types::Order;
 use crate::vmalloc::VmArea;
 use crate::zeroed::Zeroing;
 use crate::zone::Zone;
-use crate::zone::pcp::PerCpu;
 use lock_api::RawMutex;
 use mm_types::FrameRange;
 use mm_types::Pfn;
@@ -26,7 +26,7 @@ use zero_core::Resched;
 impl<F, P, R> Zone<F, P, R>
 where
     F: AsRef<[Frame]>,
-    P: AsRef<[PerCpu<R>]>,
+    P: PerCpuSet<R>,
     R: RawMutex,
 {
     /// An unmovable block of `2^order` frames on CPU `cpu`:

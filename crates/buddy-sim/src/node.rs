@@ -20,6 +20,7 @@
 //!   [`NodeSet::online_range`] brings it back. Hotplug calls are serialized by the set's
 //!   hotplug lock (Linux's `mem_hotplug_lock`); allocations and frees never take it.
 
+use crate::events::PerCpuSet;
 use core::marker::PhantomData;
 
 use crate::block::Block;
@@ -43,7 +44,6 @@ use crate::types::Order;
 use crate::zeroed::Zeroing;
 use crate::zone::Zone;
 use crate::zone::buddy::Prefer;
-use crate::zone::pcp::PerCpu;
 use crate::zone::stats::MemoryStats;
 use lock_api::RawMutex;
 use mm_types::Pfn;
@@ -255,7 +255,7 @@ impl<Z, F, P, R> NodeSet<Z, F, P, R>
 where
     Z: AsRef<[Zone<F, P, R>]>,
     F: AsRef<[Frame]>,
-    P: AsRef<[PerCpu<R>]>,
+    P: PerCpuSet<R>,
     R: RawMutex,
 {
     /// The zones `zones`, each on the node its configuration names
@@ -914,7 +914,7 @@ where
 type Piece<'a, F, P, R> = (&'a Zone<F, P, R>, u64, u64);
 
 /// The frame after the last a zone spans (its configuration was checked: no overflow).
-fn end_of<F: AsRef<[Frame]>, P: AsRef<[PerCpu<R>]>, R: RawMutex>(z: &Zone<F, P, R>) -> u64 {
+fn end_of<F: AsRef<[Frame]>, P: PerCpuSet<R>, R: RawMutex>(z: &Zone<F, P, R>) -> u64 {
     let span = z.span();
     span.start.0 + span.pages
 }

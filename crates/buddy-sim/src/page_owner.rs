@@ -13,6 +13,7 @@
 //! listed with another allocation's fields, or not at all. Contiguous runs
 //! (`alloc_contig_pages` and the rest) are not recorded.
 
+use crate::events::PerCpuSet;
 use core::fmt;
 
 use crate::frame::Frame;
@@ -20,7 +21,7 @@ use crate::migratetype::MigrateType;
 use crate::sync::{AtomicPtr, AtomicU64, Ordering};
 use crate::types::{FrameIdx, Order};
 use crate::zone::Zone;
-use crate::zone::pcp::{CpuLists, PerCpu};
+use crate::zone::pcp::CpuLists;
 use lock_api::RawMutex;
 use mm_types::Pfn;
 
@@ -169,7 +170,7 @@ impl PageOwnerState {
 impl<F, P, R> Zone<F, P, R>
 where
     F: AsRef<[Frame]>,
-    P: AsRef<[PerCpu<R>]>,
+    P: PerCpuSet<R>,
     R: RawMutex,
 {
     /// Starts recording owners into `records`, one per frame of the zone's span (more are
@@ -257,9 +258,7 @@ where
     ) {
         let (n, tag) = match cpu {
             Some(c) => {
-                let base = self.pcps.as_ref().as_ptr() as usize;
-                let at = core::ptr::from_ref(c.pcp) as usize;
-                let n = (at.wrapping_sub(base) / size_of::<PerCpu<R>>()).min(NO_CPU as usize);
+                let n = self.cpu_number(c).min(NO_CPU as usize);
                 (n as u16, c.pcp.owner_tag.load(Ordering::Relaxed))
             }
             None => (NO_CPU, 0),
@@ -320,7 +319,7 @@ where
     /// # Errors
     /// [`NoSuchCpu`](crate::NoSuchCpu).
     pub fn set_owner_tag(&self, cpu: usize, tag: u64) -> Result<(), crate::NoSuchCpu> {
-        let pcp = self.pcps.as_ref().get(cpu).ok_or(crate::NoSuchCpu(cpu))?;
+        let pcp = self.pcps.slots().get(cpu).ok_or(crate::NoSuchCpu(cpu))?;
         pcp.owner_tag.store(tag, Ordering::Relaxed);
         Ok(())
     }
@@ -357,7 +356,7 @@ pub struct PageOwnerDump<'a, F, P, R>(pub &'a Zone<F, P, R>);
 impl<F, P, R> fmt::Display for PageOwnerDump<'_, F, P, R>
 where
     F: AsRef<[Frame]>,
-    P: AsRef<[PerCpu<R>]>,
+    P: PerCpuSet<R>,
     R: RawMutex,
 {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -407,7 +406,7 @@ impl TopOwners {
     pub fn of<F, P, R>(zone: &Zone<F, P, R>) -> Self
     where
         F: AsRef<[Frame]>,
-        P: AsRef<[PerCpu<R>]>,
+        P: PerCpuSet<R>,
         R: RawMutex,
     {
         let mut counted = [(0u64, 0u64, 0u64); Self::COUNTED];

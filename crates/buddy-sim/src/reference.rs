@@ -3,12 +3,12 @@
 //! side by side are in `testing` (feature `testing`).
 
 use crate::error::free::FreeError;
+use crate::events::PerCpuSet;
 use crate::frame::Frame;
 use crate::frame::Word;
 use crate::types::{FrameIdx, Order};
 use crate::zone::Zone;
 use crate::zone::cpu::{Access, Cpu};
-use crate::zone::pcp::PerCpu;
 use lock_api::RawMutex;
 use mm_types::Pfn;
 
@@ -31,7 +31,7 @@ pub unsafe fn free_contig_range_per_page<F, P, R, A, C>(
 ) -> Result<(), FreeError>
 where
     F: AsRef<[Frame]>,
-    P: AsRef<[PerCpu<R>]>,
+    P: PerCpuSet<R>,
     R: RawMutex,
     A: Access,
 {
@@ -89,7 +89,7 @@ pub unsafe fn free_contig_frozen_range_per_page<F, P, R>(
 ) -> Result<(), FreeError>
 where
     F: AsRef<[Frame]>,
-    P: AsRef<[PerCpu<R>]>,
+    P: PerCpuSet<R>,
     R: RawMutex,
 {
     let pcp = zone.pcp(cpu)?;

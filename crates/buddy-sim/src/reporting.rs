@@ -26,18 +26,19 @@
 //! where Linux clears them again.
 
 use crate::error::report::ReportError;
+use crate::events::PerCpuSet;
+use crate::events::{ReportingRound, ZoneEvents};
 use crate::frame::Frame;
 use crate::report_sink::{PageReporting, ReportSink, ReportStats, ReportedBlock};
 use crate::types::{FrameIdx, Order};
 use crate::zone::Zone;
-use crate::zone::pcp::PerCpu;
 use lock_api::RawMutex;
 use mm_types::Pfn;
 
 impl<F, P, R> Zone<F, P, R>
 where
     F: AsRef<[Frame]>,
-    P: AsRef<[PerCpu<R>]>,
+    P: PerCpuSet<R>,
     R: RawMutex,
 {
     /// Registers free page reporting on the zone (Linux's `page_reporting_register`).
@@ -134,6 +135,11 @@ where
             // The blocks are off every list: nobody can allocate, merge or free them until
             // they are put back below, after the sink has returned.
             let accepted = sink.report(&blocks[..n]);
+            self.events().reporting_round(&ReportingRound {
+                blocks: n as u64,
+                pages: frames,
+                accepted,
+            });
             let mut free = self.lock_zone();
             free.put_back_round(m, &round[..n], accepted, accepted && reporting.zeroes());
             let counts = &mut free.reporting().counts;

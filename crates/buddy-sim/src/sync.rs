@@ -100,6 +100,19 @@ impl<R: RawMutex, T> Mutex<R, T> {
         );
     }
 
+    /// Takes the lock if it is free now.
+    #[inline]
+    pub(crate) fn try_lock(&self) -> Option<Guard<'_, R, T>> {
+        #[cfg(not(loom))]
+        return self.inner.try_lock().map(Guard::Locked);
+        #[cfg(loom)]
+        return self
+            .inner
+            .try_lock()
+            .ok()
+            .map(|g| Guard::Locked(g, core::marker::PhantomData));
+    }
+
     /// The value without taking the lock: no atomic instruction in a release build. Debug
     /// builds and loom models take the lock with `try_lock` instead and panic when another
     /// context holds it, so that a broken contract shows.

@@ -3,6 +3,7 @@
 
 use crate::error::alloc::AllocError;
 use crate::error::free::FreeError;
+use crate::events::PerCpuSet;
 use crate::frame::{Frame, Word};
 use crate::migratetype::MigrateType;
 use crate::types::{FrameIdx, Order};
@@ -11,7 +12,6 @@ use crate::zone::buddy::Prefer;
 use crate::zone::contig::Claim;
 use crate::zone::cpu::{Access, Cpu};
 use crate::zone::pcp::CpuLists;
-use crate::zone::pcp::PerCpu;
 use lock_api::RawMutex;
 use mm_types::FrameRange;
 
@@ -117,7 +117,7 @@ impl RunSink for alloc::vec::Vec<FrameRange> {
 impl<F, P, R, A, C> Cpu<'_, F, P, R, A, C>
 where
     F: AsRef<[Frame]>,
-    P: AsRef<[PerCpu<R>]>,
+    P: PerCpuSet<R>,
     R: RawMutex,
     A: Access,
 {
@@ -199,7 +199,7 @@ where
 impl<F, P, R> Zone<F, P, R>
 where
     F: AsRef<[Frame]>,
-    P: AsRef<[PerCpu<R>]>,
+    P: PerCpuSet<R>,
     R: RawMutex,
 {
     /// The allocation loop of both `vmalloc` forms, recording runs in `sink`.

@@ -17,6 +17,7 @@
 
 use crate::contents::Contents;
 use crate::error::alloc::AllocError;
+use crate::events::PerCpuSet;
 use crate::frame::Frame;
 use crate::memory::{Clearing, FRAME, FrameClearer, FrameMemory};
 use crate::migratetype::MigrateType;
@@ -24,7 +25,6 @@ use crate::types::{FrameIdx, MAX_SUPPORTED_ORDER, Order};
 use crate::zone::Zone;
 use crate::zone::buddy::Prefer;
 use crate::zone::pcp::CpuLists;
-use crate::zone::pcp::PerCpu;
 use lock_api::RawMutex;
 use mm_types::Pfn;
 use zero_core::Resched;
@@ -58,7 +58,7 @@ pub(crate) struct Zeroing<'c, S> {
 impl<F, P, R> Zone<F, P, R>
 where
     F: AsRef<[Frame]>,
-    P: AsRef<[PerCpu<R>]>,
+    P: PerCpuSet<R>,
     R: RawMutex,
 {
     /// [`AllocError::FaultOutsideBlock`] if `fault` is not inside a block of `order`.

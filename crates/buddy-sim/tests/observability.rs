@@ -188,3 +188,96 @@ fn a_node_sets_files_list_each_zone_once_in_linux_zone_order() {
         4
     );
 }
+
+/// A hook counting every event into per-CPU arrays, as a kernel's would.
+#[derive(Default)]
+struct Counting {
+    alloc_pages: [std::sync::atomic::AtomicU64; 2],
+    free_pages: [std::sync::atomic::AtomicU64; 2],
+    refills: std::sync::atomic::AtomicU64,
+    drains: std::sync::atomic::AtomicU64,
+    extfrag: std::sync::atomic::AtomicU64,
+    claims: std::sync::atomic::AtomicU64,
+    compactions: std::sync::atomic::AtomicU64,
+}
+
+impl buddy_sim::events::ZoneEvents for Counting {
+    fn page_alloc(&self, e: &buddy_sim::events::PageAlloc) {
+        self.alloc_pages[e.cpu].fetch_add(e.order.pages(), Relaxed);
+    }
+    fn page_free(&self, e: &buddy_sim::events::PageFree) {
+        self.free_pages[e.cpu].fetch_add(e.order.pages(), Relaxed);
+    }
+    fn pcp_refill(&self, _: &buddy_sim::events::PcpRefill) {
+        self.refills.fetch_add(1, Relaxed);
+    }
+    fn pcp_drain(&self, _: &buddy_sim::events::PcpDrain) {
+        self.drains.fetch_add(1, Relaxed);
+    }
+    fn extfrag(&self, e: &buddy_sim::events::Extfrag) {
+        self.extfrag.fetch_add(1, Relaxed);
+        self.claims
+            .fetch_add(u64::from(e.change_ownership), Relaxed);
+        assert_ne!(e.alloc_kind, e.fallback_kind);
+        assert!(e.fallback_order >= e.alloc_order);
+    }
+    fn compaction_end(&self, _: &buddy_sim::events::CompactionEnd) {
+        self.compactions.fetch_add(1, Relaxed);
+    }
+}
+
+use std::sync::atomic::Ordering::Relaxed;
+
+#[test]
+fn a_counting_hook_sees_every_page_the_counters_count() {
+    use buddy_sim::events::WithEvents;
+    use buddy_sim::{Frame, MigrateType, PerCpu, Zone};
+    let hook = Counting::default();
+    let cfg = ZoneConfig::new(Pfn(0x2_0000), 4096).with_cpus(2);
+    let frames: Vec<Frame> = (0..4096).map(|_| Frame::new()).collect();
+    let cpus: Vec<PerCpu> = (0..2).map(|_| PerCpu::new()).collect();
+    let z = Zone::new_empty(cfg, frames, WithEvents::new(cpus, &hook)).unwrap();
+    z.add_memory(Pfn(0x2_0000), 4096).unwrap();
+    z.reset_counters();
+    let mut rng = Rng(7);
+    let mut live: Vec<(usize, Pfn, Order)> = Vec::new();
+    for _ in 0..4000 {
+        let cpu = (rng.next() % 2) as usize;
+        if rng.next() % 5 < 3 || live.is_empty() {
+            let order = Order::new((rng.next() % 6) as u8).unwrap();
+            let kind = MigrateType::ALL[(rng.next() % 3) as usize];
+            let request = buddy_sim::AllocRequest::order(order).kind(kind);
+            if let Ok(pfn) = z.cpu(cpu).unwrap().alloc_raw(request) {
+                live.push((cpu, pfn, order));
+            }
+        } else {
+            let (_, pfn, order) = live.swap_remove((rng.next() % live.len() as u64) as usize);
+            // SAFETY: allocated above, freed once; no memory behind the zone.
+            #[allow(unsafe_code)]
+            unsafe { z.free_pages(cpu, pfn, order) }.unwrap();
+        }
+    }
+    z.cpu(0)
+        .unwrap()
+        .compact(Order::new(9).unwrap(), &mut |_: &buddy_sim::Migration| {
+            false
+        })
+        .unwrap();
+    z.drain_all();
+    let counters = z.counters();
+    let sum =
+        |a: &[std::sync::atomic::AtomicU64; 2]| a.iter().map(|c| c.load(Relaxed)).sum::<u64>();
+    assert_eq!(sum(&hook.alloc_pages), counters.pgalloc);
+    assert_eq!(sum(&hook.free_pages), counters.pgfree);
+    assert!(hook.refills.load(Relaxed) > 0 && hook.drains.load(Relaxed) > 0);
+    let fallbacks = z.fragmentation().fallbacks;
+    let taken = fallbacks.claims
+        + fallbacks.unmovable_steals
+        + fallbacks.reclaimable_steals
+        + fallbacks.movable_steals;
+    assert!(taken > 0);
+    assert_eq!(hook.extfrag.load(Relaxed), taken);
+    assert_eq!(hook.claims.load(Relaxed), fallbacks.claims);
+    assert_eq!(hook.compactions.load(Relaxed), 1);
+    z.check().unwrap();
+}

@@ -22,6 +22,7 @@ use crate::error::NoSuchCpu;
 use crate::error::alloc::AllocError as ZoneAllocError;
 use crate::error::buddy::BuddyError;
 use crate::error::free::FreeError;
+use crate::events::PerCpuSet;
 use crate::frame::{Frame, FrameState, Word};
 use crate::memory::{FrameClearer, FrameMemory, NoMemory};
 use crate::migrate::Migration;
@@ -103,7 +104,7 @@ pub struct AxPageAllocator<'z, F, P, R: RawMutex> {
 impl<'z, F, P, R> AxPageAllocator<'z, F, P, R>
 where
     F: AsRef<[Frame]>,
-    P: AsRef<[PerCpu<R>]>,
+    P: PerCpuSet<R>,
     R: RawMutex,
 {
     /// Pages of `zone` on `cpu`'s lists, frame `pfn` at position `pfn * 4 KiB + offset`.
@@ -122,7 +123,7 @@ where
         cpu: usize,
         offset: usize,
     ) -> Result<Self, BuddyError> {
-        let pcp = zone.pcps.as_ref().get(cpu).ok_or(BuddyError::BadCpu(cpu))?;
+        let pcp = zone.pcps.slots().get(cpu).ok_or(BuddyError::BadCpu(cpu))?;
         Ok(Self {
             zone,
             cpu,
@@ -180,7 +181,7 @@ where
             None => Ok((self.pcp, self.cpu)),
             Some(current) => {
                 let id = current();
-                let pcp = self.zone.pcps.as_ref().get(id).ok_or(NoSuchCpu(id))?;
+                let pcp = self.zone.pcps.slots().get(id).ok_or(NoSuchCpu(id))?;
                 Ok((pcp, id))
             }
         }
@@ -556,7 +557,7 @@ impl<'z, const FRAMES: usize, const CPUS: usize, R: RawMutex>
 impl<F, P, R> BaseAllocator for AxPageAllocator<'_, F, P, R>
 where
     F: AsRef<[Frame]>,
-    P: AsRef<[PerCpu<R>]>,
+    P: PerCpuSet<R>,
     R: RawMutex,
 {
     /// Adds `[start, start + size)` to the zone ([`BaseAllocator::add_memory`]); a failure
@@ -584,7 +585,7 @@ where
 impl<F, P, R> PageAllocator for AxPageAllocator<'_, F, P, R>
 where
     F: AsRef<[Frame]>,
-    P: AsRef<[PerCpu<R>]>,
+    P: PerCpuSet<R>,
     R: RawMutex,
 {
     const PAGE_SIZE: usize = PAGE;
@@ -667,7 +668,7 @@ where
 impl<F, P, R, A> Cpu<'_, F, P, R, A>
 where
     F: AsRef<[Frame]>,
-    P: AsRef<[PerCpu<R>]>,
+    P: PerCpuSet<R>,
     R: RawMutex,
     A: Access,
 {

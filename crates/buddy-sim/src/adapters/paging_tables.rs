@@ -6,12 +6,12 @@
 #![allow(unsafe_code)]
 
 use crate::error::buddy::BuddyError;
+use crate::events::PerCpuSet;
 use crate::frame::Frame;
 use crate::memory::FRAME;
 use crate::memory::{FrameClearer, FrameMemory};
 use crate::types::Order;
 use crate::zone::Zone;
-use crate::zone::pcp::PerCpu;
 use aarch64_paging::descriptor::{PagingAttributes, PhysicalAddress};
 use aarch64_paging::paging::{PageTable, Translation};
 use core::ptr::NonNull;
@@ -81,7 +81,7 @@ impl<'z, M, F, P, R> ZoneTables<'z, M, F, P, R>
 where
     M: FrameMemory,
     F: AsRef<[Frame]>,
-    P: AsRef<[PerCpu<R>]>,
+    P: PerCpuSet<R>,
     R: RawMutex,
 {
     /// Table pages from `zone` on CPU `cpu`'s lists, reached through `memory` and cleared
@@ -153,7 +153,7 @@ impl<M, F, P, R, A> Translation<A> for ZoneTables<'_, M, F, P, R>
 where
     M: FrameMemory,
     F: AsRef<[Frame]>,
-    P: AsRef<[PerCpu<R>]>,
+    P: PerCpuSet<R>,
     R: RawMutex,
     A: PagingAttributes,
 {

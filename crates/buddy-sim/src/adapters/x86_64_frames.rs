@@ -7,10 +7,10 @@
 #![allow(unsafe_code)]
 
 use crate::error::buddy::BuddyError;
+use crate::events::PerCpuSet;
 use crate::frame::Frame;
 use crate::types::Order;
 use crate::zone::Zone;
-use crate::zone::pcp::PerCpu;
 use lock_api::RawMutex;
 use mm_types::Pfn;
 use x86_64::PhysAddr;
@@ -60,7 +60,7 @@ pub struct X86FrameAllocator<'z, F, P, R: RawMutex> {
 impl<'z, F, P, R> X86FrameAllocator<'z, F, P, R>
 where
     F: AsRef<[Frame]>,
-    P: AsRef<[PerCpu<R>]>,
+    P: PerCpuSet<R>,
     R: RawMutex,
 {
     /// The allocator of CPU `cpu` (its per-cpu lists) over `zone`.
@@ -144,7 +144,7 @@ macro_rules! frame_traits {
         unsafe impl<F, P, R> FrameAllocator<$size> for X86FrameAllocator<'_, F, P, R>
         where
             F: AsRef<[Frame]>,
-            P: AsRef<[PerCpu<R>]>,
+            P: PerCpuSet<R>,
             R: RawMutex,
         {
             fn allocate_frame(&mut self) -> Option<PhysFrame<$size>> {
@@ -155,7 +155,7 @@ macro_rules! frame_traits {
         impl<F, P, R> FrameDeallocator<$size> for X86FrameAllocator<'_, F, P, R>
         where
             F: AsRef<[Frame]>,
-            P: AsRef<[PerCpu<R>]>,
+            P: PerCpuSet<R>,
             R: RawMutex,
         {
             /// Frees `frame` on this CPU's lists. A frame the zone did not hand out at this

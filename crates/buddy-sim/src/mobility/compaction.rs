@@ -15,6 +15,8 @@
 //! vmalloc's, is not moved.
 
 use crate::error::contig::ContigError;
+use crate::events::PerCpuSet;
+use crate::events::{CompactionBegin, CompactionEnd, CompactionKind, ZoneEvents};
 use crate::frame::{Frame, FrameState, Word};
 use crate::migrate::{Migrate, Migration};
 use crate::migratetype::MigrateType;
@@ -27,7 +29,6 @@ use crate::zone::cpu::{Access, Cpu};
 use crate::zone::map::FrameMap;
 use crate::zone::pageblock::PageblockClaim;
 use crate::zone::pcp::CpuLists;
-use crate::zone::pcp::PerCpu;
 use lock_api::RawMutex;
 
 /// What one compaction did.
@@ -62,7 +63,7 @@ impl core::iter::Sum for CompactStats {
 impl<F, P, R> Zone<F, P, R>
 where
     F: AsRef<[Frame]>,
-    P: AsRef<[PerCpu<R>]>,
+    P: PerCpuSet<R>,
     R: RawMutex,
 {
     /// The scanners' loop: until `goal` is met, `budget` frames moved, or they meet.
@@ -102,6 +103,25 @@ where
                 Err(NotMoved::Changed) => {}
             }
         }
+        stats
+    }
+
+    /// `run`, a compaction of `kind` towards `order`, between its begin and end events.
+    fn reporting_compaction(
+        &self,
+        kind: CompactionKind,
+        order: Option<Order>,
+        run: impl FnOnce() -> CompactStats,
+    ) -> CompactStats {
+        self.events()
+            .compaction_begin(&CompactionBegin { kind, order });
+        let stats = run();
+        self.events().compaction_end(&CompactionEnd {
+            kind,
+            order,
+            moved_pages: stats.moved_pages,
+            success: stats.success,
+        });
         stats
     }
 
@@ -153,7 +173,9 @@ where
             }
         };
         self.drain_reachable(pcp);
-        let stats = self.compact_resuming(goal, u64::MAX, migrate);
+        let stats = self.reporting_compaction(CompactionKind::Direct, Some(order), || {
+            self.compact_resuming(goal, u64::MAX, migrate)
+        });
         let mut free = self.lock_zone();
         free.stats().compact_stall += 1;
         if stats.success {
@@ -446,7 +468,7 @@ pub(crate) fn is_movable(w: Word) -> bool {
 impl<F, P, R, A, C> Cpu<'_, F, P, R, A, C>
 where
     F: AsRef<[Frame]>,
-    P: AsRef<[PerCpu<R>]>,
+    P: PerCpuSet<R>,
     R: RawMutex,
     A: Access,
 {
@@ -468,7 +490,11 @@ where
         zone.check_order(order)?;
         zone.drain_reachable(self.lists());
         let mut scanners = Scanners::start(zone.map());
-        Ok(zone.compact_run(&mut scanners, Goal::Order(order), u64::MAX, migrate))
+        Ok(
+            zone.reporting_compaction(CompactionKind::Requested, Some(order), || {
+                zone.compact_run(&mut scanners, Goal::Order(order), u64::MAX, migrate)
+            }),
+        )
     }
 
     /// Proactive compaction for an idle CPU, like [`Zone::zero_some`]: moves at most
@@ -478,7 +504,9 @@ where
     pub fn compact_some(&self, budget: u64, migrate: &mut impl Migrate) -> CompactStats {
         let zone = self.zone;
         zone.drain_reachable(self.lists());
-        zone.compact_resuming(Goal::Budget, budget, migrate)
+        zone.reporting_compaction(CompactionKind::Requested, None, || {
+            zone.compact_resuming(Goal::Budget, budget, migrate)
+        })
     }
 
     /// Background compaction, kcompactd's job, for the embedder's idle loop or a worker:
@@ -541,7 +569,13 @@ where
         if reclaimed > 0 {
             zone.drain_reachable(self.lists());
         }
-        let stats = zone.compact_resuming(goal, budget, migrate);
+        let order = match goal {
+            Goal::Order(order) => Some(order),
+            _ => None,
+        };
+        let stats = zone.reporting_compaction(CompactionKind::Requested, order, || {
+            zone.compact_resuming(goal, budget, migrate)
+        });
         let after = zone.fragmentation();
         let mut free = zone.lock_zone();
         match reason {

@@ -23,6 +23,7 @@ use crate::cma::CmaArea;
 use crate::decompose::decompose;
 use crate::error::alloc::AllocError;
 use crate::error::contig::ContigError;
+use crate::events::PerCpuSet;
 use crate::frame::{Frame, FrameState, Word};
 use crate::memory::Clearing;
 use crate::migrate::Migrate;
@@ -36,7 +37,6 @@ use crate::zone::cpu::{Access, Cpu};
 use crate::zone::map::FrameMap;
 use crate::zone::pageblock::pageblocks_covering;
 use crate::zone::pcp::CpuLists;
-use crate::zone::pcp::PerCpu;
 use core::ops::Range;
 use lock_api::RawMutex;
 use mm_types::Pfn;
@@ -61,7 +61,7 @@ pub(crate) enum Take {
 impl<F, P, R> Zone<F, P, R>
 where
     F: AsRef<[Frame]>,
-    P: AsRef<[PerCpu<R>]>,
+    P: PerCpuSet<R>,
     R: RawMutex,
 {
     /// [`Cpu::alloc_raw`](crate::Cpu::alloc_raw) of a contiguous request: its frames found
@@ -481,7 +481,7 @@ where
 impl<F, P, R, A, C> Cpu<'_, F, P, R, A, C>
 where
     F: AsRef<[Frame]>,
-    P: AsRef<[PerCpu<R>]>,
+    P: PerCpuSet<R>,
     R: RawMutex,
     A: Access,
 {

@@ -16,19 +16,19 @@
 //! not known zero unless the caller says so.
 
 use crate::error::contig::ContigError;
+use crate::events::PerCpuSet;
 use crate::frame::Frame;
 use crate::migrate::Migrate;
 use crate::mobility::contig_alloc::Take;
 use crate::zone::Zone;
 use crate::zone::cpu::{Access, Cpu};
-use crate::zone::pcp::PerCpu;
 use lock_api::RawMutex;
 use mm_types::Pfn;
 
 impl<F, P, R> Zone<F, P, R>
 where
     F: AsRef<[Frame]>,
-    P: AsRef<[PerCpu<R>]>,
+    P: PerCpuSet<R>,
     R: RawMutex,
 {
     /// Initializes every deferred frame, and waits for the chunks other CPUs are
@@ -203,7 +203,7 @@ mod tests {
 impl<F, P, R, A, C> Cpu<'_, F, P, R, A, C>
 where
     F: AsRef<[Frame]>,
-    P: AsRef<[PerCpu<R>]>,
+    P: PerCpuSet<R>,
     R: RawMutex,
     A: Access,
 {

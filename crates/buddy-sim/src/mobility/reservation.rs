@@ -19,6 +19,7 @@
 use crate::cma::CmaArea;
 use crate::error::alloc::AllocError;
 use crate::error::contig::ContigError;
+use crate::events::PerCpuSet;
 use crate::frame::{Frame, Word};
 use crate::migrate::Migrate;
 use crate::migratetype::{MigrateType, Pageblock};
@@ -26,14 +27,14 @@ use crate::mobility::contig_alloc::Take;
 use crate::types::Order;
 use crate::zone::Zone;
 use crate::zone::cpu::{Access, Cpu};
-use crate::zone::pcp::{CpuLists, PerCpu};
+use crate::zone::pcp::CpuLists;
 use lock_api::RawMutex;
 use mm_types::Pfn;
 
 impl<F, P, R> Zone<F, P, R>
 where
     F: AsRef<[Frame]>,
-    P: AsRef<[PerCpu<R>]>,
+    P: PerCpuSet<R>,
     R: RawMutex,
 {
     /// Makes the run `[pfn, pfn + nr)`, whole pageblocks this call allocated as order-0
@@ -76,7 +77,7 @@ where
 impl<F, P, R, A, C> Cpu<'_, F, P, R, A, C>
 where
     F: AsRef<[Frame]>,
-    P: AsRef<[PerCpu<R>]>,
+    P: PerCpuSet<R>,
     R: RawMutex,
     A: Access,
 {

@@ -3,6 +3,7 @@
 use crate::cma::CmaArea;
 use crate::error::buddy::BuddyError;
 use crate::error::report::ReportError;
+use crate::events::PerCpuSet;
 use crate::frame::Frame;
 use crate::migratetype::MigrateType;
 use crate::migratetype::Pageblock;
@@ -13,7 +14,6 @@ use crate::testing::outcome::any;
 use crate::testing::snapshot::{Snapshot, SnapshotDifference};
 use crate::types::{FrameIdx, Order};
 use crate::zone::Zone;
-use crate::zone::pcp::PerCpu;
 use lock_api::RawMutex;
 use mm_types::Pfn;
 
@@ -104,7 +104,7 @@ pub struct Lockstep<F, P, R> {
 impl<F, P, R> Lockstep<F, P, R>
 where
     F: AsRef<[Frame]>,
-    P: AsRef<[PerCpu<R>]>,
+    P: PerCpuSet<R>,
     R: RawMutex,
 {
     /// Two zones built from the same configuration and memory map.
@@ -677,7 +677,7 @@ where
 impl<F, P, R> Zone<F, P, R>
 where
     F: AsRef<[Frame]>,
-    P: AsRef<[PerCpu<R>]>,
+    P: PerCpuSet<R>,
     R: RawMutex,
 {
     /// Gives this zone's pageblocks the types and isolation of `other`'s (a zone of the same
@@ -686,7 +686,7 @@ where
     pub(crate) fn copy_pageblocks_from<F2, P2, R2>(&self, other: &Zone<F2, P2, R2>)
     where
         F2: AsRef<[crate::frame::Frame]>,
-        P2: AsRef<[crate::zone::pcp::PerCpu<R2>]>,
+        P2: PerCpuSet<R2>,
         R2: lock_api::RawMutex,
     {
         let (m, theirs) = (self.map(), other.map());
@@ -708,7 +708,7 @@ where
 fn first_free_run<F, P, R>(zone: &Zone<F, P, R>, len: u64, align: Order) -> Option<Pfn>
 where
     F: AsRef<[Frame]>,
-    P: AsRef<[PerCpu<R>]>,
+    P: PerCpuSet<R>,
     R: RawMutex,
 {
     let cfg = zone.config();
@@ -742,7 +742,7 @@ where
 fn reports_each_free_frame_once<F, P, R>(z: &Zone<F, P, R>, budget: u64) -> Result<(), ReportFault>
 where
     F: AsRef<[Frame]>,
-    P: AsRef<[PerCpu<R>]>,
+    P: PerCpuSet<R>,
     R: RawMutex,
 {
     let mut handed = std::vec::Vec::new();

@@ -2,10 +2,10 @@
 //! operation that failed: what a failed operation may change is listed in its docs and in
 //! [`BuddyError`](crate::BuddyError)'s; everything else must read back exactly.
 
+use crate::events::PerCpuSet;
 use crate::frame::Frame;
 use crate::frame::FrameState;
 use crate::zone::Zone;
-use crate::zone::pcp::PerCpu;
 use lock_api::RawMutex;
 use mm_types::Pfn;
 use std::vec::Vec;
@@ -55,7 +55,7 @@ impl Snapshot {
     pub fn of<F, P, R>(zone: &Zone<F, P, R>) -> Self
     where
         F: AsRef<[Frame]>,
-        P: AsRef<[PerCpu<R>]>,
+        P: PerCpuSet<R>,
         R: RawMutex,
     {
         let mut s = Self {
@@ -72,7 +72,7 @@ impl Snapshot {
     pub fn retake<F, P, R>(&mut self, zone: &Zone<F, P, R>)
     where
         F: AsRef<[Frame]>,
-        P: AsRef<[PerCpu<R>]>,
+        P: PerCpuSet<R>,
         R: RawMutex,
     {
         self.start = zone.config().start;

@@ -28,11 +28,11 @@ pub use snapshot::{FreeListType, ZoneKind, ZoneSnapshot};
 pub use vmstat_file::VmStat;
 pub use zoneinfo::ZoneInfo;
 
+use crate::events::PerCpuSet;
 use crate::frame::Frame;
 use crate::node::NodeSet;
 use crate::types::NodeId;
 use crate::zone::Zone;
-use crate::zone::pcp::PerCpu;
 use lock_api::RawMutex;
 use mm_types::Pfn;
 
@@ -65,7 +65,7 @@ pub trait ZoneSet {
 impl<F, P, R> ZoneSet for Zone<F, P, R>
 where
     F: AsRef<[Frame]>,
-    P: AsRef<[PerCpu<R>]>,
+    P: PerCpuSet<R>,
     R: RawMutex,
 {
     fn zone_count(&self) -> usize {
@@ -97,7 +97,7 @@ impl<Z, F, P, R> ZoneSet for NodeSet<Z, F, P, R>
 where
     Z: AsRef<[Zone<F, P, R>]>,
     F: AsRef<[Frame]>,
-    P: AsRef<[PerCpu<R>]>,
+    P: PerCpuSet<R>,
     R: RawMutex,
 {
     fn zone_count(&self) -> usize {

@@ -1,12 +1,12 @@
 //! [`ZoneSnapshot`]: a zone's figures at one instant, what every file prints from.
 
+use crate::events::PerCpuSet;
 use crate::frame::Frame;
 use crate::migratetype::{CMA, INITIALIZED, ISOLATE, LIST_TYPES, Pageblock};
 use crate::types::{FrameIdx, MAX_SUPPORTED_ORDER, NodeId, Order};
 use crate::zone::Zone;
 use crate::zone::config::Watermarks;
 use crate::zone::counters::{FallbackCounts, OpCounters};
-use crate::zone::pcp::PerCpu;
 use lock_api::RawMutex;
 use mm_types::Pfn;
 
@@ -192,7 +192,7 @@ impl ZoneSnapshot {
 impl<F, P, R> Zone<F, P, R>
 where
     F: AsRef<[Frame]>,
-    P: AsRef<[PerCpu<R>]>,
+    P: PerCpuSet<R>,
     R: RawMutex,
 {
     /// Which of Linux's zones this zone is ([`ZoneKind`]).

@@ -4,6 +4,8 @@
 use crate::contents::Contents;
 use crate::error::alloc::AllocError;
 use crate::error::contig::ContigError;
+use crate::events::PerCpuSet;
+use crate::events::{PageAlloc, PcpRefill, ZoneEvents};
 use crate::frame::{Frame, Word};
 use crate::migratetype::MigrateType;
 use crate::request::{MigrateCallback, SlowPath};
@@ -13,14 +15,14 @@ use crate::zone::buddy::Prefer;
 use crate::zone::config::Fallback;
 use crate::zone::direct_reclaim::ReclaimRounds;
 use crate::zone::pcp::CpuLists;
-use crate::zone::pcp::{PcpLists, PerCpu};
+use crate::zone::pcp::PcpLists;
 use lock_api::RawMutex;
 use mm_types::Pfn;
 
 impl<F, P, R> Zone<F, P, R>
 where
     F: AsRef<[Frame]>,
-    P: AsRef<[PerCpu<R>]>,
+    P: PerCpuSet<R>,
     R: RawMutex,
 {
     /// A block of `2^order` frames of kind `mt` on `cpu`'s lists ([`Cpu::alloc_raw`](crate::Cpu::alloc_raw)'s
@@ -133,6 +135,13 @@ where
         key: u64,
     ) {
         self.record_owner(Some(cpu), idx, order, mt);
+        self.events().page_alloc(&PageAlloc {
+            pfn: self.map().pfn(idx),
+            order,
+            kind: mt,
+            cpu: self.cpu_number(cpu),
+            percpu: self.cfg.pcp_list(order, mt).is_some(),
+        });
         let head = self.map().frame(idx);
         // The key first: whoever sees the allocated word sees the key.
         if key != 0 {
@@ -323,10 +332,11 @@ where
         let m = self.map();
         let mut lists = self.lock_pcp(pcp);
         if prefer == Prefer::Zeroed {
-            return self.take_zeroed_from_list(&mut lists, list, order, mt, fallback);
+            return self.take_zeroed_from_list(pcp, &mut lists, list, order, mt, fallback);
         }
         if lists.lists.is_empty(list) {
             self.refill(
+                pcp,
                 &mut lists,
                 list,
                 (order, Prefer::Unzeroed, fallback),
@@ -344,6 +354,7 @@ where
     #[inline(always)]
     fn take_zeroed_from_list(
         &self,
+        cpu: CpuLists<'_, R>,
         lists: &mut PcpLists,
         list: usize,
         order: Order,
@@ -359,6 +370,11 @@ where
                 let mut free = self.lock_zone();
                 let idx = free.rmqueue_zeroed(m, order, mt, fallback)?;
                 let batch = self.cfg.pcp_zeroed_blocks(order);
+                self.events().pcp_refill(&PcpRefill {
+                    cpu: self.cpu_number(cpu),
+                    order,
+                    blocks: batch - 1,
+                });
                 lists.refill(
                     m,
                     &mut free,
@@ -371,6 +387,7 @@ where
         let taken = taken.or_else(|| {
             if lists.lists.is_empty(list) {
                 self.refill(
+                    cpu,
                     lists,
                     list,
                     (order, Prefer::Unzeroed, fallback),
@@ -392,12 +409,19 @@ where
     #[inline]
     fn refill(
         &self,
+        cpu: CpuLists<'_, R>,
         lists: &mut PcpLists,
         list: usize,
         how: (Order, Prefer, Fallback),
         blocks: u64,
     ) {
-        lists.refill(self.map(), &mut self.lock_zone(), list, how, blocks);
+        let mut free = self.lock_zone();
+        self.events().pcp_refill(&PcpRefill {
+            cpu: self.cpu_number(cpu),
+            order: how.0,
+            blocks,
+        });
+        lists.refill(self.map(), &mut free, list, how, blocks);
     }
 
     /// Allocates the specific block `[pfn, pfn + 2^order)` if it lies wholly inside one block
@@ -448,7 +472,7 @@ where
         let m = self.map();
         let (start, end) = (u64::from(idx), u64::from(idx) + order.pages());
         let mut drained = false;
-        for pcp in self.pcps.as_ref() {
+        for pcp in self.pcps.slots() {
             let pcp = CpuLists { pcp, local: false };
             let overlaps = |i: FrameIdx| {
                 let block_end = u64::from(i) + (1u64 << m.frame(i).load().order());

@@ -11,6 +11,7 @@
 //! ranges and the cursor are what `struct zone` keeps beside them).
 
 use crate::error::contig::ContigError;
+use crate::events::Extfrag;
 use crate::frame::{FrameState, Word};
 use crate::migratetype::MigrateType;
 use crate::migratetype::{CMA, INITIALIZED, ISOLATE, LIST_TYPES, Pageblock};
@@ -66,6 +67,45 @@ pub(crate) struct FreeArea {
     /// Background compaction calls left to skip after a run that could not improve the
     /// zone (Linux's `proactive_defer`).
     background_defer: u32,
+    /// The fallbacks taken since the zone last handed them to its event hook.
+    extfrag: PendingExtfrag,
+}
+
+/// Fallbacks not yet handed to the event hook: the first few of them, and how many more.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct PendingExtfrag {
+    events: [Extfrag; PENDING_EXTFRAG],
+    len: u8,
+}
+
+/// Fallbacks kept between two reports to the hook (one refill batch takes at most a few:
+/// the first claims the pageblock the rest come from).
+const PENDING_EXTFRAG: usize = 4;
+
+impl PendingExtfrag {
+    /// The fallbacks kept, in the order taken.
+    pub(crate) fn events(&self) -> &[Extfrag] {
+        &self.events[..usize::from(self.len)]
+    }
+
+    const NONE: Self = Self {
+        events: [Extfrag {
+            pfn: mm_types::Pfn(0),
+            alloc_order: Order::ZERO,
+            fallback_order: Order::ZERO,
+            alloc_kind: MigrateType::Unmovable,
+            fallback_kind: MigrateType::Unmovable,
+            change_ownership: false,
+        }; PENDING_EXTFRAG],
+        len: 0,
+    };
+
+    fn push(&mut self, e: Extfrag) {
+        if let Some(slot) = self.events.get_mut(usize::from(self.len)) {
+            *slot = e;
+            self.len += 1;
+        }
+    }
 }
 
 impl FreeArea {
@@ -83,6 +123,7 @@ impl FreeArea {
         defer: CompactDefer::NONE,
         background_defer: 0,
         reporting: Reporting::NONE,
+        extfrag: PendingExtfrag::NONE,
     };
 
     /// Frames `[0, frames)` added, none of them initialized yet: a static zone's, which
@@ -451,6 +492,14 @@ impl FreeArea {
             if self.try_claim(m, idx, Order(o), mt, from) {
                 let claim = PageblockClaim::of(m, idx, Order(o), from, mt);
                 let (idx, zeroed) = self.rmqueue_smallest(m, order, mt)?;
+                self.extfrag.push(Extfrag {
+                    pfn: m.pfn(idx),
+                    alloc_order: order,
+                    fallback_order: Order(o),
+                    alloc_kind: mt,
+                    fallback_kind: from,
+                    change_ownership: true,
+                });
                 return Some((idx, zeroed, claim));
             }
         }
@@ -470,6 +519,14 @@ impl FreeArea {
         let (o, (from, idx)) = (order.get()..m.cfg.max_order.get() + 1)
             .find_map(|o| Some((o, self.suitable_fallback(Order(o), mt)?)))?;
         self.fallbacks.count_steal(mt, from);
+        self.extfrag.push(Extfrag {
+            pfn: m.pfn(idx),
+            alloc_order: order,
+            fallback_order: Order(o),
+            alloc_kind: mt,
+            fallback_kind: from,
+            change_ownership: false,
+        });
         Some((idx, self.take_split(m, idx, Order(o), order)))
     }
 
@@ -1026,6 +1083,15 @@ impl FreeArea {
         }
         // At most 100.
         ((free - self.free_in_pageblocks(m)) * 100 / free) as u8
+    }
+
+    /// Takes the fallbacks not yet handed to the event hook.
+    #[inline(always)]
+    pub(crate) fn take_extfrag(&mut self) -> Option<PendingExtfrag> {
+        if self.extfrag.len == 0 {
+            return None;
+        }
+        Some(core::mem::replace(&mut self.extfrag, PendingExtfrag::NONE))
     }
 
     /// The fallbacks counted since the zone was built or its counters reset.

@@ -1,5 +1,6 @@
 //! `Zone::check`: every invariant, verified by walking the frames and every free list.
 
+use crate::events::PerCpuSet;
 use crate::frame::{Frame, FrameState, Word};
 use crate::migratetype::MigrateType;
 use crate::types::{FrameIdx, Order};
@@ -7,7 +8,6 @@ use crate::zone::Zone;
 use crate::zone::config::PCP_LISTS;
 use crate::zone::list::{FreeCount, List};
 use crate::zone::map::FrameMap;
-use crate::zone::pcp::PerCpu;
 use lock_api::RawMutex;
 use mm_types::Pfn;
 
@@ -31,7 +31,7 @@ impl core::error::Error for Corruption {}
 impl<F, P, R> Zone<F, P, R>
 where
     F: AsRef<[Frame]>,
-    P: AsRef<[PerCpu<R>]>,
+    P: PerCpuSet<R>,
     R: RawMutex,
 {
     /// Verifies every invariant: the blocks tile the zone (each frame the head of exactly
@@ -211,7 +211,7 @@ where
             }
         }
         let mut listed = 0u64;
-        for pcp in self.pcps.as_ref() {
+        for pcp in self.pcps.slots() {
             let lists = pcp.lists.lock();
             let mut count = FreeCount::NONE;
             for l in 0..PCP_LISTS {

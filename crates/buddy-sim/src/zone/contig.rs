@@ -21,12 +21,12 @@
 
 use crate::decompose::decompose;
 use crate::error::free::FreeError;
+use crate::events::PerCpuSet;
 use crate::frame::{Frame, FrameState, Word};
 use crate::types::FrameIdx;
 use crate::zone::Zone;
 use crate::zone::cpu::{Access, Cpu};
 use crate::zone::pcp::CpuLists;
-use crate::zone::pcp::PerCpu;
 use core::ops::Range;
 use lock_api::RawMutex;
 use mm_types::Pfn;
@@ -55,7 +55,7 @@ pub(crate) enum Claim {
 impl<F, P, R> Zone<F, P, R>
 where
     F: AsRef<[Frame]>,
-    P: AsRef<[PerCpu<R>]>,
+    P: PerCpuSet<R>,
     R: RawMutex,
 {
     /// [`Cpu::free_contig_range`] on `pcp`'s lists.
@@ -333,7 +333,7 @@ fn claim_sole_references(frames: &[Frame]) -> usize {
 impl<F, P, R, A, C> Cpu<'_, F, P, R, A, C>
 where
     F: AsRef<[Frame]>,
-    P: AsRef<[PerCpu<R>]>,
+    P: PerCpuSet<R>,
     R: RawMutex,
     A: Access,
 {

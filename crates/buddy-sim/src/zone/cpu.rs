@@ -2,6 +2,7 @@
 //! carries the calls that run on that CPU (allocation, frees, drains); [`Zone::local_cpu`]
 //! gives the same calls reaching the CPU's lists without their lock ([`LocalCpu`]).
 
+use crate::events::PerCpuSet;
 use core::fmt;
 use core::marker::PhantomData;
 
@@ -106,7 +107,7 @@ pub type StaticCpu<'z, const FRAMES: usize, const CPUS: usize, R = DefaultRawMut
 impl<F, P, R> Zone<F, P, R>
 where
     F: AsRef<[Frame]>,
-    P: AsRef<[PerCpu<R>]>,
+    P: PerCpuSet<R>,
     R: RawMutex,
 {
     /// The calls of CPU `id`, under its list lock: `zone.cpu(id)?.alloc(request)`.
@@ -152,7 +153,7 @@ where
 
     #[inline]
     fn cpu_with<A: Access>(&self, id: usize) -> Result<Cpu<'_, F, P, R, A>, NoSuchCpu> {
-        let pcp = self.pcps.as_ref().get(id).ok_or(NoSuchCpu(id))?;
+        let pcp = self.pcps.slots().get(id).ok_or(NoSuchCpu(id))?;
         Ok(self.handle(pcp, id))
     }
 
@@ -194,7 +195,7 @@ where
 impl<'z, F, P, R, A, C> Cpu<'z, F, P, R, A, C>
 where
     F: AsRef<[Frame]>,
-    P: AsRef<[PerCpu<R>]>,
+    P: PerCpuSet<R>,
     R: RawMutex,
     A: Access,
 {

@@ -8,6 +8,8 @@
 
 use crate::error::alloc::AllocError;
 use crate::error::free::FreeError;
+use crate::events::PerCpuSet;
+use crate::events::{PageAlloc, ZoneEvents};
 use crate::frame::{Frame, Word};
 use crate::migratetype::{MigrateType, Pageblock};
 use crate::request::SlowPath;
@@ -15,14 +17,14 @@ use crate::types::{FrameIdx, Order};
 use crate::zone::Zone;
 use crate::zone::buddy::Prefer;
 use crate::zone::cpu::{Access, Cpu};
-use crate::zone::pcp::{CpuLists, PerCpu};
+use crate::zone::pcp::CpuLists;
 use lock_api::RawMutex;
 use mm_types::Pfn;
 
 impl<F, P, R> Zone<F, P, R>
 where
     F: AsRef<[Frame]>,
-    P: AsRef<[PerCpu<R>]>,
+    P: PerCpuSet<R>,
     R: RawMutex,
 {
     /// [`Cpu::alloc_frozen_pages`] on `pcp`'s lists.
@@ -36,7 +38,7 @@ where
             return Err(AllocError::OutOfMemory(order));
         }
         let idx = self.take_unmovable(pcp, order)?;
-        self.record_owner(Some(pcp), idx, order, MigrateType::Unmovable);
+        self.frozen_allocated(pcp, idx, order);
         self.map().frame(idx).store(Word::frozen_block(order.get()));
         Ok(idx)
     }
@@ -124,9 +126,23 @@ where
                 idx
             }
         };
-        self.record_owner(Some(pcp), idx, order, MigrateType::Unmovable);
+        self.frozen_allocated(pcp, idx, order);
         m.frame(idx).store(Word::frozen_block(order.get()));
         Ok(idx)
+    }
+
+    /// The owner record and the event of a frozen block allocated at `idx`.
+    #[inline(always)]
+    fn frozen_allocated(&self, pcp: CpuLists<'_, R>, idx: FrameIdx, order: Order) {
+        let mt = MigrateType::Unmovable;
+        self.record_owner(Some(pcp), idx, order, mt);
+        self.events().page_alloc(&PageAlloc {
+            pfn: self.map().pfn(idx),
+            order,
+            kind: mt,
+            cpu: self.cpu_number(pcp),
+            percpu: self.cfg.pcp_list(order, mt).is_some(),
+        });
     }
 
     /// [`Cpu::free_frozen_pages`] on `pcp`'s lists.
@@ -205,7 +221,7 @@ where
 impl<F, P, R, A, C> Cpu<'_, F, P, R, A, C>
 where
     F: AsRef<[Frame]>,
-    P: AsRef<[PerCpu<R>]>,
+    P: PerCpuSet<R>,
     R: RawMutex,
     A: Access,
 {

@@ -29,20 +29,22 @@ pub(crate) mod ranges;
 pub(crate) mod refs;
 pub(crate) mod stats;
 
+use crate::events::PerCpuSet;
 use core::fmt;
-use core::ops::{DerefMut, Range};
+use core::ops::{Deref, DerefMut, Range};
 
 use crate::decompose::decompose;
 use crate::error::config::ConfigError;
 use crate::error::map::MapError;
 use crate::error::{NoSuchCpu, TooLarge};
+use crate::events::{LockContended, PageFree, PcpDrain, ZoneEvents};
 use crate::fail_page_alloc::FaultInjection;
 use crate::frame::{Frame, FrameInfo, FrameState, Word};
 use crate::memory::FRAME;
 use crate::migratetype::{CMA, MigrateType};
 use crate::page_owner::PageOwnerState;
 use crate::sync::DefaultRawMutex;
-use crate::sync::{AtomicU64, Mutex, Ordering, OwnLines};
+use crate::sync::{AtomicU64, Guard, Mutex, Ordering, OwnLines};
 use crate::types::NodeId;
 use crate::types::{FrameIdx, MAX_SUPPORTED_ORDER, Order};
 use crate::zone::buddy::FreeArea;
@@ -255,7 +257,7 @@ impl<const FRAMES: usize, const CPUS: usize, R: RawMutex>
 impl<F, P, R> Zone<F, P, R>
 where
     F: AsRef<[Frame]>,
-    P: AsRef<[PerCpu<R>]>,
+    P: PerCpuSet<R>,
     R: RawMutex,
 {
     /// A zone whose frames are all usable and free, as the fewest aligned blocks (past
@@ -310,7 +312,7 @@ where
     fn with_metadata(cfg: ZoneConfig, frames: F, pcps: P) -> Result<Self, ConfigError> {
         cfg.validate()?;
         let n = cfg.nr_pages as usize;
-        let (got_frames, got_cpus) = (frames.as_ref().len(), pcps.as_ref().len());
+        let (got_frames, got_cpus) = (frames.as_ref().len(), pcps.slots().len());
         if got_frames != n {
             return Err(ConfigError::FrameMetadata {
                 need: n,
@@ -323,7 +325,7 @@ where
                 got: got_cpus,
             });
         }
-        pcps.as_ref().iter().for_each(PerCpu::reset);
+        pcps.slots().iter().for_each(PerCpu::reset);
         Ok(Self {
             cfg,
             frames,
@@ -477,7 +479,7 @@ where
             compact_fail: zone.compact_fail,
             compact_success: zone.compact_success,
         };
-        for pcp in self.pcps.as_ref() {
+        for pcp in self.pcps.slots() {
             let s = pcp.lists.lock().stats;
             c.pcp_locks += s.acquisitions;
             c.list_ops += s.list_ops;
@@ -497,7 +499,7 @@ where
             *free.stats() = LockStats::ZERO;
             free.reset_fallback_counts();
         }
-        for pcp in self.pcps.as_ref() {
+        for pcp in self.pcps.slots() {
             pcp.lists.lock().stats = LockStats::ZERO;
         }
         self.leaked_prepares.store(0, Ordering::Relaxed);
@@ -538,7 +540,7 @@ where
     /// `field` of every CPU's list counts, summed, each read under its list's lock.
     fn sum_over_pcp_lists(&self, field: impl Fn(&FreeCount) -> u64) -> u64 {
         self.pcps
-            .as_ref()
+            .slots()
             .iter()
             .map(|p| field(&p.lists.lock().count))
             .sum()
@@ -657,7 +659,7 @@ where
 
     /// CPU `cpu`'s lists, reached under their lock.
     pub(crate) fn pcp(&self, cpu: usize) -> Result<CpuLists<'_, R>, NoSuchCpu> {
-        let pcp = self.pcps.as_ref().get(cpu).ok_or(NoSuchCpu(cpu))?;
+        let pcp = self.pcps.slots().get(cpu).ok_or(NoSuchCpu(cpu))?;
         Ok(CpuLists { pcp, local: false })
     }
 
@@ -672,11 +674,43 @@ where
         }
     }
 
-    /// Takes the zone lock, counting the acquisition.
-    pub(crate) fn lock_zone(&self) -> impl DerefMut<Target = FreeArea> + '_ {
-        let mut free = self.free.lock();
+    /// Takes the zone lock, counting the acquisition; a lock found held is reported to the
+    /// event hook with the wait.
+    #[inline]
+    pub(crate) fn lock_zone(&self) -> ZoneGuard<'_, R, P::Events> {
+        let mut free = match self.free.try_lock() {
+            Some(free) => free,
+            None => self.lock_zone_contended(),
+        };
         free.stats().acquisitions += 1;
+        ZoneGuard {
+            free,
+            events: self.events(),
+        }
+    }
+
+    /// [`Zone::lock_zone`] when another CPU holds the lock: waits, and reports the wait.
+    #[cold]
+    #[inline(never)]
+    fn lock_zone_contended(&self) -> Guard<'_, R, FreeArea> {
+        let start = self.events().now();
+        let free = self.free.lock();
+        let wait = self.events().now().wrapping_sub(start);
+        self.events().zone_lock_contended(&LockContended { wait });
         free
+    }
+
+    /// The event hook.
+    #[inline(always)]
+    pub(crate) fn events(&self) -> &P::Events {
+        self.pcps.events()
+    }
+
+    /// The number of the CPU whose lists `pcp` are.
+    #[inline(always)]
+    pub(crate) fn cpu_number(&self, pcp: CpuLists<'_, R>) -> usize {
+        let base = self.pcps.slots().as_ptr() as usize;
+        (core::ptr::from_ref(pcp.pcp) as usize).wrapping_sub(base) / size_of::<PerCpu<R>>()
     }
 
     /// Takes `pcp`'s lock (or, for a [`LocalCpu`](crate::LocalCpu) handle's call, reaches
@@ -730,6 +764,12 @@ where
         .and_then(|mt| self.cfg.pcp_list(order, mt));
         let Some(list) = list else {
             self.clear_owner(idx);
+            self.events().page_free(&PageFree {
+                pfn: m.pfn(idx),
+                order,
+                cpu: self.cpu_number(pcp),
+                percpu: false,
+            });
             let mut free = self.lock_zone();
             free.stats().prepares += prepares;
             free.stats().pgfree += order.pages();
@@ -751,6 +791,12 @@ where
         prepares: u64,
     ) {
         self.clear_owner(idx);
+        self.events().page_free(&PageFree {
+            pfn: m.pfn(idx),
+            order,
+            cpu: self.cpu_number(pcp),
+            percpu: true,
+        });
         let mut lists = self.lock_pcp(pcp);
         lists.stats.prepares += prepares;
         lists.stats.pgfree += order.pages();
@@ -760,15 +806,19 @@ where
             .saturating_add(order.pages())
             .min(self.cfg.pcp_recent_frees_max());
         if lists.count.pages > self.cfg.pcp_high {
-            self.drain_past_high(m, &mut lists);
+            self.drain_past_high(m, pcp, &mut lists);
         }
     }
 
     /// Drains a batch of `lists` (past their high mark) to the buddy: out of line, so that
     /// a free's push carries none of it.
     #[inline(never)]
-    fn drain_past_high(&self, m: FrameMap<'_>, lists: &mut PcpLists) {
+    fn drain_past_high(&self, m: FrameMap<'_>, pcp: CpuLists<'_, R>, lists: &mut PcpLists) {
         let pages = self.cfg.pcp_drain_pages(lists.recent_frees);
+        self.events().pcp_drain(&PcpDrain {
+            cpu: self.cpu_number(pcp),
+            pages,
+        });
         lists.drain(m, &mut self.lock_zone(), pages);
     }
 
@@ -788,6 +838,10 @@ where
     pub(crate) fn drain(&self, pcp: CpuLists<'_, R>, pages: u64) {
         let mut lists = self.lock_pcp(pcp);
         if lists.count.pages > 0 {
+            self.events().pcp_drain(&PcpDrain {
+                cpu: self.cpu_number(pcp),
+                pages,
+            });
             lists.drain(self.map(), &mut self.lock_zone(), pages);
         }
     }
@@ -796,6 +850,40 @@ where
     pub(crate) fn count_leaked(&self, prepares: u64) {
         if prepares > 0 {
             self.leaked_prepares.fetch_add(prepares, Ordering::Relaxed);
+        }
+    }
+}
+
+/// The zone lock held: the free areas; on release, the fallbacks taken under it go to the
+/// event hook (with the lock still held).
+pub(crate) struct ZoneGuard<'a, R: RawMutex, E: ZoneEvents> {
+    free: Guard<'a, R, FreeArea>,
+    events: &'a E,
+}
+
+impl<R: RawMutex, E: ZoneEvents> Deref for ZoneGuard<'_, R, E> {
+    type Target = FreeArea;
+
+    #[inline(always)]
+    fn deref(&self) -> &FreeArea {
+        &self.free
+    }
+}
+
+impl<R: RawMutex, E: ZoneEvents> DerefMut for ZoneGuard<'_, R, E> {
+    #[inline(always)]
+    fn deref_mut(&mut self) -> &mut FreeArea {
+        &mut self.free
+    }
+}
+
+impl<R: RawMutex, E: ZoneEvents> Drop for ZoneGuard<'_, R, E> {
+    #[inline(always)]
+    fn drop(&mut self) {
+        if let Some(pending) = self.free.take_extfrag() {
+            for e in pending.events() {
+                self.events.extfrag(e);
+            }
         }
     }
 }

@@ -7,19 +7,19 @@
 
 use crate::decompose::decompose;
 use crate::error::free::FreeError;
+use crate::events::PerCpuSet;
 use crate::frame::{Frame, FrameState, Word};
 use crate::types::{FrameIdx, Order};
 use crate::zone::Zone;
 use crate::zone::cpu::{Access, Cpu};
 use crate::zone::pcp::CpuLists;
-use crate::zone::pcp::PerCpu;
 use lock_api::RawMutex;
 use mm_types::Pfn;
 
 impl<F, P, R> Zone<F, P, R>
 where
     F: AsRef<[Frame]>,
-    P: AsRef<[PerCpu<R>]>,
+    P: PerCpuSet<R>,
     R: RawMutex,
 {
     /// Changes the word of the allocated block head at `pfn` (of `order`, if given) to what
@@ -225,7 +225,7 @@ where
     /// Returns every CPU's per-cpu blocks to the buddy, one CPU's lock at a time (other
     /// CPUs keep allocating meanwhile).
     pub fn drain_all(&self) {
-        for pcp in self.pcps.as_ref() {
+        for pcp in self.pcps.slots() {
             self.drain(CpuLists { pcp, local: false }, u64::MAX);
         }
     }
@@ -234,7 +234,7 @@ where
 impl<F, P, R, A, C> Cpu<'_, F, P, R, A, C>
 where
     F: AsRef<[Frame]>,
-    P: AsRef<[PerCpu<R>]>,
+    P: PerCpuSet<R>,
     R: RawMutex,
     A: Access,
 {

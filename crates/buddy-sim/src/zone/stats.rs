@@ -1,6 +1,7 @@
 //! What a zone, or a node of zones, holds at one instant: [`MemoryStats`], a zone's from
 //! [`Zone::stats`], a node's their sum.
 
+use crate::events::PerCpuSet;
 use core::iter::Sum;
 use core::ops::{Add, AddAssign};
 
@@ -9,7 +10,6 @@ use crate::migratetype::{ISOLATE, MigrateType};
 use crate::zone::Zone;
 use crate::zone::config::Watermarks;
 use crate::zone::counters::FallbackCounts;
-use crate::zone::pcp::PerCpu;
 use lock_api::RawMutex;
 
 /// Memory at one instant: a zone's ([`Zone::stats`]) or a node's, the sum of its zones'
@@ -93,7 +93,7 @@ pub struct FragmentationStats {
 impl<F, P, R> Zone<F, P, R>
 where
     F: AsRef<[Frame]>,
-    P: AsRef<[PerCpu<R>]>,
+    P: PerCpuSet<R>,
     R: RawMutex,
 {
     /// The zone's fragmentation now, read under the zone lock.
