@@ -15,6 +15,7 @@ pub mod machine;
 pub mod measure;
 pub mod memsets;
 pub mod numa;
+pub mod observability;
 pub mod prefault;
 pub mod report;
 pub mod reporting;
@@ -58,6 +59,7 @@ pub fn counted_workloads() -> Vec<count::Workload> {
     all.extend(arceos::COUNTED);
     all.extend(arceos_today::COUNTED);
     all.extend(smp::COUNTED);
+    all.extend(observability::COUNTED);
     all
 }
 
@@ -79,6 +81,7 @@ pub fn sections() -> Vec<Box<dyn Section>> {
         Box::new(numa::Numa),
         Box::new(arceos::Arceos),
         Box::new(arceos_today::ArceosToday),
+        Box::new(observability::Observability),
         Box::new(ring0::Ring0),
     ]
 }

@@ -136,6 +136,18 @@ impl AddedMemory {
     }
 }
 
+/// `CPUS` empty per-CPU list sets, numbered.
+#[cfg(not(loom))]
+const fn numbered_cpus<R: RawMutex, const CPUS: usize>() -> [PerCpu<R>; CPUS] {
+    let mut cpus = [const { PerCpu::new() }; CPUS];
+    let mut i = 0;
+    while i < CPUS {
+        cpus[i].cpu = crate::sync::AtomicU32::new(i as u32);
+        i += 1;
+    }
+    cpus
+}
+
 /// A zone whose metadata lives inside it, in arrays: `FRAMES` frames and `CPUS` CPUs, so a
 /// `static` holds the whole zone ([`Zone::new_static`]).
 pub type StaticZone<const FRAMES: usize, const CPUS: usize, R = DefaultRawMutex> =
@@ -244,7 +256,7 @@ impl<const FRAMES: usize, const CPUS: usize, R: RawMutex>
         Self {
             cfg,
             frames: [const { Frame::new() }; FRAMES],
-            pcps: [const { PerCpu::new() }; CPUS],
+            pcps: numbered_cpus(),
             free: OwnLines(Mutex::new(free)),
             leaked_prepares: AtomicU64::new(0),
             fault: FaultInjection::new(),
@@ -325,7 +337,10 @@ where
                 got: got_cpus,
             });
         }
-        pcps.slots().iter().for_each(PerCpu::reset);
+        // At most `MAX_CPUS`-ish in practice; numbered modulo 2^32 past that.
+        for (cpu, pcp) in pcps.slots().iter().enumerate() {
+            pcp.reset(cpu as u32);
+        }
         Ok(Self {
             cfg,
             frames,
@@ -709,8 +724,7 @@ where
     /// The number of the CPU whose lists `pcp` are.
     #[inline(always)]
     pub(crate) fn cpu_number(&self, pcp: CpuLists<'_, R>) -> usize {
-        let base = self.pcps.slots().as_ptr() as usize;
-        (core::ptr::from_ref(pcp.pcp) as usize).wrapping_sub(base) / size_of::<PerCpu<R>>()
+        pcp.pcp.cpu.load(Ordering::Relaxed) as usize
     }
 
     /// Takes `pcp`'s lock (or, for a [`LocalCpu`](crate::LocalCpu) handle's call, reaches

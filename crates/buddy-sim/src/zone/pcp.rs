@@ -10,7 +10,7 @@ use crate::decompose::decompose;
 use crate::frame::{FrameState, Word};
 use crate::migratetype::MigrateType;
 use crate::sync::DefaultRawMutex;
-use crate::sync::{AtomicU64, Mutex};
+use crate::sync::{AtomicU32, AtomicU64, Mutex};
 use crate::types::{FrameIdx, Order};
 use crate::zone::buddy::{FreeArea, Prefer};
 use crate::zone::config::{Fallback, PCP_SLOTS};
@@ -29,6 +29,9 @@ pub struct PerCpu<R = DefaultRawMutex> {
     /// What this CPU is doing, as page_owner records it
     /// ([`Zone::set_owner_tag`](crate::Zone::set_owner_tag)).
     pub(crate) owner_tag: AtomicU64,
+    /// The CPU's number: its index in the zone's per-CPU storage, set when the zone is
+    /// built (what the event hook is told).
+    pub(crate) cpu: AtomicU32,
 }
 
 /// Everything a per-cpu lock protects. In this order (`repr(C)`): the counters every call
@@ -353,6 +356,7 @@ impl<R: RawMutex> PerCpu<R> {
         Self {
             lists: Mutex::new(PcpLists::EMPTY),
             owner_tag: AtomicU64::new(0),
+            cpu: AtomicU32::new(0),
         }
     }
 
@@ -363,13 +367,15 @@ impl<R: RawMutex> PerCpu<R> {
         Self {
             lists: Mutex::new(PcpLists::EMPTY),
             owner_tag: AtomicU64::new(0),
+            cpu: AtomicU32::new(0),
         }
     }
 
-    /// Empties the lists (when a zone starts on this storage).
-    pub(crate) fn reset(&self) {
+    /// Empties the lists of CPU `cpu` (when a zone starts on this storage).
+    pub(crate) fn reset(&self, cpu: u32) {
         *self.lists.lock() = PcpLists::EMPTY;
         self.owner_tag.store(0, crate::sync::Ordering::Relaxed);
+        self.cpu.store(cpu, crate::sync::Ordering::Relaxed);
     }
 }
 
