@@ -546,7 +546,7 @@ const BOOTS: [(&str, &[&str], bool, &[&str]); 4] = [
 
 /// What every boot at EL1 prints: the kernel map, the negative control, the mobility step,
 /// the zone whole.
-const EL1_LINES: [&str; 14] = [
+const EL1_LINES: [&str; 16] = [
     "aarch64-paging: kernel map",
     "negative control:",
     MOBILITY_LINES[0],
@@ -555,6 +555,8 @@ const EL1_LINES: [&str; 14] = [
     MOBILITY_LINES[3],
     MOBILITY_LINES[4],
     MOBILITY_LINES[5],
+    MOBILITY_LINES[6],
+    MOBILITY_LINES[7],
     "pages migrated out of its way) and",
     "every page read back; given back with free_contig_range",
     "the page tables their 7 table pages; zone whole",
@@ -567,14 +569,17 @@ const EL1_LINES: [&str; 14] = [
 /// movable-only zone gave a block of half its 16 MiB, aligned past MAX_ORDER, with its
 /// movable pages migrated out of the way; the CMA reservation made at boot was taken back
 /// whole, its mapped borrowers migrated out; then /proc/buddyinfo's and /proc/pagetypeinfo's
-/// lines of the zone, in Linux's formats.
-const MOBILITY_LINES: [&str; 6] = [
+/// lines of the zone, in Linux's formats, and page_owner's top owners (the data region's
+/// blocks, allocated by the data step, among them).
+const MOBILITY_LINES: [&str; 8] = [
     "no free 2 MiB block left (tables and data region unmovable)",
     "for a free 2 MiB block; every page read back through its repointed mapping",
     "an unmovable page refused; the largest aligned block, 8 MiB (order 11, aligned past MAX_ORDER 10)",
     "cma_alloc: the whole 4 MiB reservation taken back after migrating",
     "buddyinfo after the mobility step:",
     "Number of blocks type     Unmovable      Movable  Reclaimable   HighAtomic          CMA      Isolate ",
+    "page_owner: top owners after the mobility step:",
+    " pages, tag \"data\"",
 ];
 
 /// RAM given to the kernels (a node's, with [`TWO_NODES`]); `MAX_RAM` in
@@ -671,6 +676,8 @@ fn x86_boots(root: &Path) -> StageResult {
                 MOBILITY_LINES[3],
                 MOBILITY_LINES[4],
                 MOBILITY_LINES[5],
+                MOBILITY_LINES[6],
+                MOBILITY_LINES[7],
                 "alloc_contig_pages: frozen 2 MiB blocks at",
                 "given back with free_contig_frozen_range",
                 "aging: 37 young of 111 folios, as touched",

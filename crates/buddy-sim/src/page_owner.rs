@@ -190,7 +190,7 @@ where
     /// let heap = ZONE.alloc_pages(0, Order::new(2)?)?;
     /// assert_eq!(ZONE.blocks_since(mark).count(), 1); // alive past the mark: the heap run
     /// let top = TopOwners::of(&ZONE);
-    /// assert_eq!(format!("{top}"), "1 times, 4 pages, tag 0x68656170\n1 times, 1 pages, tag 0x7461626c\n");
+    /// assert_eq!(format!("{top}"), "1 times, 4 pages, tag \"heap\"\n1 times, 1 pages, tag \"tabl\"\n");
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     ///
@@ -440,9 +440,20 @@ impl TopOwners {
 }
 
 impl fmt::Display for TopOwners {
+    /// One line per owner, as `page_owner_sort` prints a group: `{blocks} times, {pages}
+    /// pages, tag {tag}`, the tag in hex, or quoted where its bytes (big-endian, leading
+    /// zeros dropped) are printable ASCII (a name the embedder packed into it).
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         for &(tag, blocks, pages) in &self.owners[..self.len] {
-            writeln!(f, "{blocks} times, {pages} pages, tag {tag:#x}")?;
+            write!(f, "{blocks} times, {pages} pages, tag ")?;
+            let bytes = tag.to_be_bytes();
+            let name = &bytes[(tag.leading_zeros() / 8) as usize..];
+            match core::str::from_utf8(name) {
+                Ok(s) if tag != 0 && name.iter().all(|b| b.is_ascii_graphic() || *b == b' ') => {
+                    writeln!(f, "\"{s}\"")?;
+                }
+                _ => writeln!(f, "{tag:#x}")?,
+            }
         }
         if self.other_pages > 0 {
             writeln!(f, "{} pages of other owners", self.other_pages)?;

@@ -16,6 +16,7 @@
 
 use super::*;
 use buddy_sim::AllocError;
+use buddy_sim::page_owner::TopOwners;
 use buddy_sim::vmstat::{BuddyInfo, PageTypeInfo};
 use core::sync::atomic::{AtomicU64, Ordering};
 
@@ -323,6 +324,8 @@ impl<P: Platform> Kernel<P> {
         }
         println!("pagetypeinfo after the mobility step:");
         print!("{}", PageTypeInfo(zone));
+        println!("page_owner: top owners after the mobility step:");
+        print!("{}", TopOwners::of(zone));
     }
 
     /// The movable zone (`ZONE_MOVABLE`): churned full of movable pages with one in every

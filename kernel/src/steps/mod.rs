@@ -39,7 +39,7 @@ pub use reporting::reporting_step;
 pub use smp::secondary;
 pub use zone::{
     BOOT_POOL, Blocks, KernelZone, alloc_zeroed, check_whole, clearer, free_block, make_zones,
-    nodes, zero_in_background, zone,
+    nodes, set_owner, zero_in_background, zone,
 };
 
 use data::*;
@@ -175,13 +175,17 @@ impl<P: Platform> Kernel<P> {
     /// allocation, movable pages moved by compaction and a contiguous allocation, node-local
     /// allocation and (with two nodes) a range of node 1 offline and back.
     pub fn run(&mut self, platform: &mut P) {
+        set_owner(self.zone, *b"data");
         self.map_data();
         let touched = self.touch_some();
         self.age_exactly(&touched);
         self.refault_and_control(&touched);
+        set_owner(self.zone, *b"smp ");
         self.second_cpu = self.smp_step(platform);
         smp_alloc_step::<P>(self.second_cpu);
+        set_owner(self.zone, *b"mobi");
         self.mobility_step();
+        set_owner(self.zone, *b"numa");
         self.numa_step();
     }
 

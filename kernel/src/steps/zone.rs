@@ -4,7 +4,8 @@
 use super::*;
 
 use buddy_sim::{
-    CmaArea, Frame, FrameClearer, NodeId, NodeSet, OffsetMap, Order, PerCpu, Pfn, Zone, ZoneConfig,
+    CmaArea, Frame, FrameClearer, NodeId, NodeSet, OffsetMap, Order, OwnerRecord, PerCpu, Pfn,
+    Zone, ZoneConfig,
 };
 use pte_batch::mm_types::FrameRange;
 use spin::Once;
@@ -18,6 +19,17 @@ pub const BOOT_POOL: u64 = 2048;
 pub(super) const ZERO_STEP: u64 = 512;
 
 pub(super) const MAX_FRAMES: usize = (MAX_RAM / PAGE) as usize;
+
+/// Node 0's page_owner records, one per frame (in .bss).
+static OWNERS: [OwnerRecord; MAX_FRAMES] = [const { OwnerRecord::new() }; MAX_FRAMES];
+
+/// Makes every CPU's allocations from `zone` owned by `name` (page_owner's tag: the name's
+/// bytes).
+pub fn set_owner(zone: &KernelZone, name: [u8; 4]) {
+    for cpu in 0..CPUS {
+        let _ = zone.set_owner_tag(cpu, u64::from(u32::from_be_bytes(name)));
+    }
+}
 
 /// Each node's zone's metadata: plain statics (all zero, so in .bss), no `static mut`.
 pub(super) static FRAMES: [[Frame; MAX_FRAMES]; NODES] =
@@ -97,6 +109,12 @@ pub fn make_zones<P: Platform>(
                 &PCPS[n][..],
             )
             .unwrap_or_else(|e| fail::<P>(Step::Zone, format_args!("node {n}: {e}")));
+            // Node 0's owners recorded from the first allocation on (Linux's page_owner).
+            if n == 0 {
+                zone.enable_page_owner(&OWNERS[..span.pages as usize])
+                    .unwrap_or_else(|e| fail::<P>(Step::Zone, format_args!("page_owner: {e}")));
+                set_owner(&zone, *b"boot");
+            }
             let (mut pages, mut ranges) = (0, 0);
             for r in usable {
                 let start = r.start.0.max(span.start.0);
