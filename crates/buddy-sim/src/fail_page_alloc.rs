@@ -204,6 +204,8 @@ impl<R: RawMutex> FaultInjection<R> {
     #[cold]
     #[inline(never)]
     pub(crate) fn decide(&self, order: Order, mt: MigrateType) -> bool {
+        // One critical section: the interval count, the space left, the random state and
+        // the failures left move together (the loom model's negative control splits it).
         let mut state = self.state.lock();
         let (armed, injected) = &mut *state;
         let Some(armed) = armed.as_mut() else {
@@ -259,4 +261,26 @@ where
     pub fn injected_failures(&self) -> u64 {
         self.fault.state.lock().1
     }
+}
+
+/// The loom model's negative control: fault injection's decision for an order-0 call with
+/// the failures left read in one critical section and taken off in another (what the one
+/// critical section of [`FaultInjection::decide`] prevents).
+#[cfg(all(test, loom))]
+pub(crate) fn decide_split_for_loom<F, P, R>(zone: &Zone<F, P, R>) -> bool
+where
+    F: AsRef<[Frame]>,
+    P: PerCpuSet<R>,
+    R: RawMutex,
+{
+    let left = zone.fault.state.lock().0.and_then(|a| a.attr.times);
+    if left == Some(0) {
+        return false;
+    }
+    let mut state = zone.fault.state.lock();
+    if let Some(Some(t)) = state.0.as_mut().map(|a| a.attr.times.as_mut()) {
+        *t = t.saturating_sub(1);
+    }
+    state.1 += 1;
+    true
 }

@@ -63,10 +63,23 @@ impl OwnerRecord {
     }
 
     fn set(&self, order: Order, mt: MigrateType, cpu: u16, tag: u64, seq: u64) {
+        self.publish(order, mt, (cpu, tag, seq), Ordering::Release);
+    }
+
+    /// Writes the fields, then publishes them with the meta word stored with `publish`
+    /// (`Release`: a reader that sees the record live sees its fields; the loom model's
+    /// negative control passes `Relaxed`).
+    pub(crate) fn publish(
+        &self,
+        order: Order,
+        mt: MigrateType,
+        (cpu, tag, seq): (u16, u64, u64),
+        publish: Ordering,
+    ) {
         self.tag.store(tag, Ordering::Relaxed);
         self.seq.store(seq, Ordering::Relaxed);
         let meta = LIVE | u64::from(order.get()) | (mt as u64) << 8 | u64::from(cpu) << 16;
-        self.meta.store(meta, Ordering::Release);
+        self.meta.store(meta, publish);
     }
 
     fn clear(&self) {
@@ -74,7 +87,7 @@ impl OwnerRecord {
     }
 
     /// The allocation recorded, if any.
-    fn read(&self, pfn: Pfn) -> Option<OwnedBlock> {
+    pub(crate) fn read(&self, pfn: Pfn) -> Option<OwnedBlock> {
         let meta = self.meta.load(Ordering::Acquire);
         if meta & LIVE == 0 {
             return None;

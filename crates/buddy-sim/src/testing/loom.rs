@@ -3,8 +3,9 @@
 //! refills and drains past `high`, two CPUs freeing the same page or run, background
 //! zeroing racing allocation and free, compaction racing the owner's free and
 //! allocation of movable pages, an offline racing allocation and free on another CPU, a
-//! CMA reservation racing an unmovable allocation, and free page reporting racing
-//! allocation and free. The zone is the real one; under
+//! CMA reservation racing an unmovable allocation, free page reporting racing
+//! allocation and free, page_owner's records read while written, and fault injection
+//! armed while two CPUs allocate. The zone is the real one; under
 //! `cfg(loom)` its atomics and locks are loom's (`crate::sync`).
 //!
 //! The frees are `unsafe` (a wrong one could make a zone write memory in use): each model
@@ -995,4 +996,83 @@ fn reserve_without_taking(z: &LoomZone) -> Result<crate::cma::CmaArea, ContigErr
 #[should_panic(expected = "inside the reservation")]
 fn loom_a_reservation_without_taking_the_range_is_caught() {
     reservation_races_allocation(reserve_without_taking);
+}
+
+/// page_owner's records are written by the allocating CPU and read by a dump on another,
+/// without a lock: a record read live carries the fields written before it was published.
+fn page_owner_publication(publish: crate::sync::Ordering) {
+    use crate::migratetype::MigrateType;
+    use crate::page_owner::OwnerRecord;
+    loom::model(move || {
+        let record = Arc::new(OwnerRecord::new());
+        let writer = {
+            let record = record.clone();
+            thread::spawn(move || record.publish(O0, MigrateType::Movable, (1, 7, 3), publish))
+        };
+        if let Some(b) = record.read(START) {
+            assert_eq!(
+                (b.tag, b.seq, b.cpu),
+                (7, 3, 1),
+                "a live record with stale fields"
+            );
+        }
+        writer.join().unwrap();
+        assert_eq!(record.read(START).map(|b| b.tag), Some(7));
+    });
+}
+
+#[test]
+fn loom_page_owner_records_are_read_whole() {
+    page_owner_publication(crate::sync::Ordering::Release);
+}
+
+/// The negative control: published with a relaxed store, a reader may see the record live
+/// with the fields of before.
+#[test]
+#[should_panic(expected = "stale fields")]
+fn loom_page_owner_records_published_relaxed_are_caught() {
+    page_owner_publication(crate::sync::Ordering::Relaxed);
+}
+
+/// Two CPUs allocate while fault injection is armed to fail once: exactly one of them
+/// fails, out of memory, the zone unchanged by it.
+#[test]
+fn loom_fault_injection_fails_as_many_calls_as_told_across_cpus() {
+    use crate::fail_page_alloc::FailPageAlloc;
+    loom::model(|| {
+        let z = zone(2);
+        z.set_fail_page_alloc(Some(FailPageAlloc::new(1).times(1)));
+        let other = on_another_thread(&z, |z| z.alloc_pages(1, O0));
+        let mine = z.alloc_pages(0, O0);
+        let theirs = other.join().unwrap();
+        let failed = [mine, theirs]
+            .iter()
+            .filter(|r| **r == Err(AllocError::OutOfMemory(O0)))
+            .count();
+        assert_eq!(failed, 1);
+        assert_eq!(z.injected_failures(), 1);
+        for (cpu, r) in [(0, mine), (1, theirs)] {
+            if let Ok(p) = r {
+                // SAFETY: see the module docs.
+                unsafe { z.free_pages(cpu, p, O0) }.unwrap();
+            }
+        }
+        assert_whole(&z);
+    });
+}
+
+/// The negative control: a decision that reads the failures left under the lock and takes
+/// one off in a second critical section lets both CPUs fail a call armed to fail once.
+#[test]
+#[should_panic(expected = "both CPUs failed")]
+fn loom_fault_injection_deciding_in_two_critical_sections_is_caught() {
+    use crate::fail_page_alloc::{FailPageAlloc, decide_split_for_loom};
+    loom::model(|| {
+        let z = zone(2);
+        z.set_fail_page_alloc(Some(FailPageAlloc::new(1).times(1)));
+        let other = on_another_thread(&z, |z| decide_split_for_loom(z));
+        let mine = decide_split_for_loom(&z);
+        let theirs = other.join().unwrap();
+        assert!(!(mine && theirs), "both CPUs failed");
+    });
 }
