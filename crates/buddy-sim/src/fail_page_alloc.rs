@@ -2,10 +2,11 @@
 //! allocations that fail on purpose, seeded, so that a kernel's out-of-memory paths run in
 //! its tests. [`FailPageAlloc`] says which fail; [`Zone::set_fail_page_alloc`] arms a zone.
 
+use crate::debugging::DEBUG_FAULT;
 use crate::events::PerCpuSet;
 use crate::frame::Frame;
 use crate::migratetype::MigrateType;
-use crate::sync::{AtomicU32, Mutex, Ordering};
+use crate::sync::Mutex;
 use crate::types::Order;
 use crate::zone::Zone;
 use lock_api::RawMutex;
@@ -166,10 +167,9 @@ impl Armed {
     }
 }
 
-/// A zone's fault injection: a flag every allocation reads (one relaxed load while
-/// disarmed), and the armed state under a lock of its own.
+/// A zone's fault injection: the armed state under a lock of its own (allocations look at
+/// it only while the zone's debugging switch has [`DEBUG_FAULT`] set).
 pub(crate) struct FaultInjection<R> {
-    armed: AtomicU32,
     state: Mutex<R, (Option<Armed>, u64)>,
 }
 
@@ -178,7 +178,6 @@ impl<R: RawMutex> FaultInjection<R> {
     #[cfg(not(loom))]
     pub(crate) const fn new() -> Self {
         Self {
-            armed: AtomicU32::new(0),
             state: Mutex::new((None, 0)),
         }
     }
@@ -187,16 +186,8 @@ impl<R: RawMutex> FaultInjection<R> {
     #[cfg(loom)]
     pub(crate) fn new() -> Self {
         Self {
-            armed: AtomicU32::new(0),
             state: Mutex::new((None, 0)),
         }
-    }
-
-    /// Whether fault injection is armed (a relaxed load: arming is not ordered with
-    /// allocations on other CPUs, as Linux's debugfs writes are not).
-    #[inline(always)]
-    pub(crate) fn armed(&self) -> bool {
-        self.armed.load(Ordering::Relaxed) != 0
     }
 
     /// Whether an allocation of `order` of kind `mt` fails on purpose (and, if so, counts
@@ -240,17 +231,15 @@ where
             count: 0,
             space: attr.space,
         });
-        self.fault
-            .armed
-            .store(u32::from(attr.is_some()), Ordering::Relaxed);
+        self.set_debugging(DEBUG_FAULT, attr.is_some());
     }
 
     /// Whether fault injection fails a valid allocation of `order` of kind `mt` on purpose
     /// now: an order the zone serves and a kind it takes (else the call fails for what is
-    /// wrong with it, as without fault injection).
-    #[inline(always)]
+    /// wrong with it, as without fault injection). Called while debugging only.
+    #[inline]
     pub(crate) fn injects_failure(&self, order: Order, mt: MigrateType) -> bool {
-        self.fault.armed()
+        self.debugging_with(DEBUG_FAULT)
             && order <= self.cfg.max_order
             && self.check_kind(mt).is_ok()
             && self.fault.decide(order, mt)

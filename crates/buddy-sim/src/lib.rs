@@ -101,6 +101,7 @@ mod block;
 mod boxed;
 mod cma;
 mod contents;
+mod debugging;
 mod decompose;
 mod deferred;
 mod error;
@@ -108,6 +109,7 @@ pub mod events;
 mod exact;
 mod fail_page_alloc;
 mod frame;
+mod init_on_free;
 #[cfg(all(test, loom))]
 #[path = "testing/loom.rs"]
 mod loom_tests;

@@ -16,6 +16,7 @@
 use crate::events::PerCpuSet;
 use core::fmt;
 
+use crate::debugging::DEBUG_OWNER;
 use crate::frame::Frame;
 use crate::migratetype::MigrateType;
 use crate::sync::{AtomicPtr, AtomicU64, Ordering};
@@ -227,8 +228,9 @@ where
                 Ordering::AcqRel,
                 Ordering::Acquire,
             )
-            .map(drop)
-            .map_err(|_| PageOwnerError::AlreadyEnabled)
+            .map_err(|_| PageOwnerError::AlreadyEnabled)?;
+        self.set_debugging(DEBUG_OWNER, true);
+        Ok(())
     }
 
     /// The records, if page_owner is on.
@@ -246,7 +248,6 @@ where
     }
 
     /// Records the allocation of the block at `idx` on `cpu`'s lists (page_owner on).
-    #[inline(always)]
     pub(crate) fn record_owner(
         &self,
         cpu: Option<CpuLists<'_, R>>,
@@ -259,8 +260,6 @@ where
         }
     }
 
-    #[cold]
-    #[inline(never)]
     fn record_owner_in(
         &self,
         records: &[OwnerRecord],
@@ -283,7 +282,6 @@ where
     }
 
     /// Clears the record of the block at `idx`, freed (page_owner on).
-    #[inline(always)]
     pub(crate) fn clear_owner(&self, idx: FrameIdx) {
         if let Some(records) = self.owner_records()
             && let Some(r) = records.get(idx.get())

@@ -6,6 +6,10 @@
 
 mod common;
 
+/// Steps of each random workload: fewer under Miri, which runs each step a thousand times
+/// slower.
+const STEPS: u64 = if cfg!(miri) { 120 } else { 3000 };
+
 use buddy_sim::page_owner::{PageOwnerDump, TopOwners};
 use buddy_sim::vmstat::{BuddyInfo, VmStat};
 use buddy_sim::{FrameState, NodeId, NodePolicy, Order, OwnerRecord, Pfn, Topology, ZoneConfig};
@@ -47,7 +51,7 @@ fn page_owner_records_exactly_the_blocks_allocated_and_the_leaks_past_a_mark() {
     let mut rng = Rng(0x5eed);
     let mut live: Vec<(Pfn, Order, u64, usize)> = Vec::new();
     let mut mark = None;
-    for step in 0..3000u64 {
+    for step in 0..STEPS {
         let cpu = (rng.next() % 2) as usize;
         let tag = rng.next() % 5;
         z.set_owner_tag(cpu, tag).unwrap();
@@ -92,10 +96,10 @@ fn page_owner_records_exactly_the_blocks_allocated_and_the_leaks_past_a_mark() {
             }
             _ => {}
         }
-        if step == 1500 {
+        if step == STEPS / 2 {
             mark = Some((z.owner_mark(), live.len()));
         }
-        if step % 97 == 0 || step == 2999 {
+        if step % 97 == 0 || step == STEPS - 1 {
             let owned: BTreeMap<u64, (u8, u64)> = z
                 .owned_blocks()
                 .map(|b| (b.pfn.0, (b.order.get(), b.tag)))
@@ -241,7 +245,7 @@ fn a_counting_hook_sees_every_page_the_counters_count() {
     z.reset_counters();
     let mut rng = Rng(7);
     let mut live: Vec<(usize, Pfn, Order)> = Vec::new();
-    for _ in 0..4000 {
+    for _ in 0..STEPS {
         let cpu = (rng.next() % 2) as usize;
         if rng.next() % 5 < 3 || live.is_empty() {
             let order = Order::new((rng.next() % 6) as u8).unwrap();
@@ -279,5 +283,73 @@ fn a_counting_hook_sees_every_page_the_counters_count() {
     assert_eq!(hook.extfrag.load(Relaxed), taken);
     assert_eq!(hook.claims.load(Relaxed), fallbacks.claims);
     assert_eq!(hook.compactions.load(Relaxed), 1);
+    z.check().unwrap();
+}
+
+#[test]
+fn init_on_free_clears_every_freed_block_and_hands_it_out_known_zero() {
+    use buddy_sim::{AllocRequest, FrameClearer, MigrateType};
+    #[repr(C, align(4096))]
+    struct Page([u8; 4096]);
+    const START: Pfn = Pfn(0x8_0000);
+    const FRAMES: usize = 1024;
+    let mut ram: Vec<Page> = (0..FRAMES).map(|_| Page([0xa5; 4096])).collect();
+    // SAFETY: frame `START + i` is `ram[i]`; only the zone's owners (this test, which writes
+    // what it holds) and the zone reach it, and the test reads it only while it holds the
+    // frame or after the zone is done.
+    let clearer = unsafe { FrameClearer::direct_map(START, ram.as_mut_ptr().cast()) }.unwrap();
+    let base = ram.as_mut_ptr().cast::<u8>();
+    let z = common::zone(ZoneConfig::new(START, FRAMES as u64).with_cpus(2)).unwrap();
+    z.set_init_on_free(Some(clearer));
+    let mut rng = Rng(11);
+    let mut live: Vec<(usize, Pfn, Order)> = Vec::new();
+    for _ in 0..STEPS {
+        let cpu = (rng.next() % 2) as usize;
+        if rng.next() % 2 == 0 || live.is_empty() {
+            let order = Order::new((rng.next() % 4) as u8).unwrap();
+            let kind = MigrateType::ALL[(rng.next() % 2) as usize];
+            let got = z
+                .cpu(cpu)
+                .unwrap()
+                .alloc_raw(AllocRequest::order(order).kind(kind));
+            if let Ok(pfn) = got {
+                // The owner writes its block.
+                let at = (pfn.0 - START.0) as usize * 4096;
+                // SAFETY: the block is this test's, inside `ram`.
+                unsafe {
+                    base.add(at)
+                        .write_bytes(0x5a, order.pages() as usize * 4096)
+                };
+                live.push((cpu, pfn, order));
+            }
+        } else {
+            let (_, pfn, order) = live.swap_remove((rng.next() % live.len() as u64) as usize);
+            // SAFETY: allocated above, freed once, not written after.
+            #[allow(unsafe_code)]
+            unsafe { z.free_pages(cpu, pfn, order) }.unwrap();
+            let at = (pfn.0 - START.0) as usize * 4096;
+            // SAFETY: the zone cleared the block and no allocation took it since (this
+            // thread is the only one allocating).
+            let bytes =
+                unsafe { std::slice::from_raw_parts(base.add(at), order.pages() as usize * 4096) };
+            assert!(
+                bytes.iter().all(|&b| b == 0),
+                "a freed block does not read zero"
+            );
+        }
+    }
+    // Every block freed is free known zero: a zeroed allocation clears none of them.
+    for (cpu, pfn, order) in live.drain(..) {
+        // SAFETY: as above.
+        #[allow(unsafe_code)]
+        unsafe { z.free_pages(cpu, pfn, order) }.unwrap();
+    }
+    let cleared_before = z.counters().cleared_on_alloc;
+    let zeroed = z.zeroed_pages();
+    assert!(zeroed > 0);
+    let cpu = z.cpu(0).unwrap().with_clearer(&clearer);
+    let page = cpu.alloc(AllocRequest::page().zeroed()).unwrap();
+    assert_eq!(z.counters().cleared_on_alloc, cleared_before);
+    drop(page);
     z.check().unwrap();
 }

@@ -293,7 +293,8 @@ where
         target.set_key(key);
         self.move_owner(src, dst.idx);
         target.store(w);
-        self.lock_zone().free_one_page(m, src, order, false);
+        let zeroed = self.debugging() && self.init_freed(src, order);
+        self.lock_zone().free_one_page(m, src, order, zeroed);
         Ok(())
     }
 }

@@ -50,8 +50,8 @@ where
         how: (Prefer, MigrateType, u64),
         hooks: &mut SlowPath<'_, '_>,
     ) -> Result<(FrameIdx, Contents), AllocError> {
-        if self.injects_failure(order, how.1) {
-            return Err(AllocError::OutOfMemory(order));
+        if self.debugging() {
+            return self.alloc_debugged(cpu, order, how, hooks);
         }
         self.alloc_unchecked(cpu, order, how, hooks)
     }
@@ -88,9 +88,42 @@ where
         slow_path: bool,
         hooks: &mut SlowPath<'_, '_>,
     ) -> Result<(FrameIdx, Contents), AllocError> {
-        if self.injects_failure(order, mt) {
+        if self.debugging() {
+            return self.alloc_attempt_debugged(cpu, order, (prefer, mt, key), slow_path, hooks);
+        }
+        self.alloc_attempt_unchecked(cpu, order, (prefer, mt, key), slow_path, hooks)
+    }
+
+    /// [`Zone::alloc_attempt`] while debugging: fault injection first, the owner recorded
+    /// after.
+    #[cold]
+    #[inline(never)]
+    fn alloc_attempt_debugged(
+        &self,
+        cpu: CpuLists<'_, R>,
+        order: Order,
+        how: (Prefer, MigrateType, u64),
+        slow_path: bool,
+        hooks: &mut SlowPath<'_, '_>,
+    ) -> Result<(FrameIdx, Contents), AllocError> {
+        if self.injects_failure(order, how.1) {
             return Err(AllocError::OutOfMemory(order));
         }
+        let taken = self.alloc_attempt_unchecked(cpu, order, how, slow_path, hooks)?;
+        self.record_owner(Some(cpu), taken.0, order, how.1);
+        Ok(taken)
+    }
+
+    /// [`Zone::alloc_attempt`] without the debugging features.
+    #[inline]
+    fn alloc_attempt_unchecked(
+        &self,
+        cpu: CpuLists<'_, R>,
+        order: Order,
+        (prefer, mt, key): (Prefer, MigrateType, u64),
+        slow_path: bool,
+        hooks: &mut SlowPath<'_, '_>,
+    ) -> Result<(FrameIdx, Contents), AllocError> {
         if slow_path {
             return self.alloc_unchecked(cpu, order, (prefer, mt, key), hooks);
         }
@@ -134,7 +167,6 @@ where
         mt: MigrateType,
         key: u64,
     ) {
-        self.record_owner(Some(cpu), idx, order, mt);
         self.events().page_alloc(&PageAlloc {
             pfn: self.map().pfn(idx),
             order,
@@ -460,7 +492,9 @@ where
             taken = self.lock_zone().take_block_at(m, idx, order);
         }
         taken?;
-        self.record_owner(None, idx, order, mt);
+        if self.debugging() {
+            self.record_owner(None, idx, order, mt);
+        }
         m.frame(idx).store(Word::allocated_as(order.get(), mt));
         Ok(())
     }

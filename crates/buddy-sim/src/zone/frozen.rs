@@ -34,10 +34,33 @@ where
         pcp: CpuLists<'_, R>,
         order: Order,
     ) -> Result<FrameIdx, AllocError> {
+        if self.debugging() {
+            return self.alloc_frozen_debugged(pcp, order, None);
+        }
+        let idx = self.take_unmovable(pcp, order)?;
+        self.frozen_allocated(pcp, idx, order);
+        self.map().frame(idx).store(Word::frozen_block(order.get()));
+        Ok(idx)
+    }
+
+    /// [`Zone::alloc_frozen_on`] (`align` `None`) or [`Zone::alloc_frozen_aligned_on`]
+    /// while debugging: fault injection first, the owner recorded after.
+    #[cold]
+    #[inline(never)]
+    fn alloc_frozen_debugged(
+        &self,
+        pcp: CpuLists<'_, R>,
+        order: Order,
+        align: Option<Order>,
+    ) -> Result<FrameIdx, AllocError> {
         if self.injects_failure(order, MigrateType::Unmovable) {
             return Err(AllocError::OutOfMemory(order));
         }
-        let idx = self.take_unmovable(pcp, order)?;
+        let idx = match align {
+            None => self.take_unmovable(pcp, order)?,
+            Some(align) => self.take_unmovable_aligned(pcp, order, align)?,
+        };
+        self.record_owner(Some(pcp), idx, order, MigrateType::Unmovable);
         self.frozen_allocated(pcp, idx, order);
         self.map().frame(idx).store(Word::frozen_block(order.get()));
         Ok(idx)
@@ -97,10 +120,24 @@ where
         order: Order,
         align: Order,
     ) -> Result<FrameIdx, AllocError> {
-        if self.injects_failure(order, MigrateType::Unmovable) {
-            return Err(AllocError::OutOfMemory(order));
+        if self.debugging() {
+            return self.alloc_frozen_debugged(pcp, order, Some(align));
         }
-        let m = self.map();
+        let idx = self.take_unmovable_aligned(pcp, order, align)?;
+        self.frozen_allocated(pcp, idx, order);
+        self.map().frame(idx).store(Word::frozen_block(order.get()));
+        Ok(idx)
+    }
+
+    /// An unmovable block of `order` aligned to `align` for the caller to mark: the most
+    /// recently freed aligned block of its list's array, else a block of the alignment's
+    /// order with the blocks past it freed.
+    fn take_unmovable_aligned(
+        &self,
+        pcp: CpuLists<'_, R>,
+        order: Order,
+        align: Order,
+    ) -> Result<FrameIdx, AllocError> {
         let (start, mask) = (self.cfg.start.0, align.pages().wrapping_sub(1));
         let aligned = |idx: FrameIdx| start.wrapping_add(u64::from(idx.0)) & mask == 0;
         let taken = match self.cfg.pcp_list(order, MigrateType::Unmovable) {
@@ -114,8 +151,8 @@ where
             }
             None => None,
         };
-        let idx = match taken {
-            Some(idx) => idx,
+        match taken {
+            Some(idx) => Ok(idx),
             None => {
                 let idx = self.take_unmovable(pcp, align)?;
                 // The pieces past the block are this call's alone, their frames tails: each
@@ -123,19 +160,15 @@ where
                 for piece in order.get()..align.get() {
                     self.free_block(pcp, idx + (1u32 << piece), Order(piece), 0);
                 }
-                idx
+                Ok(idx)
             }
-        };
-        self.frozen_allocated(pcp, idx, order);
-        m.frame(idx).store(Word::frozen_block(order.get()));
-        Ok(idx)
+        }
     }
 
-    /// The owner record and the event of a frozen block allocated at `idx`.
+    /// The event of a frozen block allocated at `idx`.
     #[inline(always)]
     fn frozen_allocated(&self, pcp: CpuLists<'_, R>, idx: FrameIdx, order: Order) {
         let mt = MigrateType::Unmovable;
-        self.record_owner(Some(pcp), idx, order, mt);
         self.events().page_alloc(&PageAlloc {
             pfn: self.map().pfn(idx),
             order,

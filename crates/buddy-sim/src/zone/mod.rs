@@ -40,11 +40,12 @@ use crate::error::{NoSuchCpu, TooLarge};
 use crate::events::{LockContended, PageFree, PcpDrain, ZoneEvents};
 use crate::fail_page_alloc::FaultInjection;
 use crate::frame::{Frame, FrameInfo, FrameState, Word};
+use crate::init_on_free::InitOnFree;
 use crate::memory::FRAME;
 use crate::migratetype::{CMA, MigrateType};
 use crate::page_owner::PageOwnerState;
 use crate::sync::DefaultRawMutex;
-use crate::sync::{AtomicU64, Guard, Mutex, Ordering, OwnLines};
+use crate::sync::{AtomicU32, AtomicU64, Guard, Mutex, Ordering, OwnLines};
 use crate::types::NodeId;
 use crate::types::{FrameIdx, MAX_SUPPORTED_ORDER, Order};
 use crate::zone::buddy::FreeArea;
@@ -94,6 +95,11 @@ pub struct Zone<F, P, R = DefaultRawMutex> {
     pub(crate) fault: FaultInjection<R>,
     /// page_owner's table and counter ([`Zone::enable_page_owner`]).
     pub(crate) owners: PageOwnerState,
+    /// `init_on_free` ([`Zone::set_init_on_free`]).
+    pub(crate) init_on_free: InitOnFree<R>,
+    /// Which debugging features are on (`crate::debugging`): what every allocation and
+    /// free reads.
+    pub(crate) debug: AtomicU32,
     /// Why a [`Zone::new_static`] zone has no usable frames: its configuration, refused
     /// (every `add_memory` returns it).
     pub(crate) refused: Option<ConfigError>,
@@ -261,6 +267,8 @@ impl<const FRAMES: usize, const CPUS: usize, R: RawMutex>
             leaked_prepares: AtomicU64::new(0),
             fault: FaultInjection::new(),
             owners: PageOwnerState::new(),
+            init_on_free: InitOnFree::new(),
+            debug: AtomicU32::new(0),
             refused,
         }
     }
@@ -349,6 +357,8 @@ where
             leaked_prepares: AtomicU64::new(0),
             fault: FaultInjection::new(),
             owners: PageOwnerState::new(),
+            init_on_free: InitOnFree::new(),
+            debug: AtomicU32::new(0),
             refused: None,
         })
     }
@@ -777,17 +787,17 @@ where
         }
         .and_then(|mt| self.cfg.pcp_list(order, mt));
         let Some(list) = list else {
-            self.clear_owner(idx);
             self.events().page_free(&PageFree {
                 pfn: m.pfn(idx),
                 order,
                 cpu: self.cpu_number(pcp),
                 percpu: false,
             });
+            let zeroed = self.debugging() && self.free_debugged(idx, order);
             let mut free = self.lock_zone();
             free.stats().prepares += prepares;
             free.stats().pgfree += order.pages();
-            free.free_one_page(m, idx, order, false);
+            free.free_one_page(m, idx, order, zeroed);
             return;
         };
         self.free_to_pcp_list(m, pcp, (idx, order), list, prepares);
@@ -804,17 +814,22 @@ where
         list: usize,
         prepares: u64,
     ) {
-        self.clear_owner(idx);
         self.events().page_free(&PageFree {
             pfn: m.pfn(idx),
             order,
             cpu: self.cpu_number(pcp),
             percpu: true,
         });
+        let zeroed = self.debugging() && self.free_debugged(idx, order);
         let mut lists = self.lock_pcp(pcp);
         lists.stats.prepares += prepares;
         lists.stats.pgfree += order.pages();
-        lists.push_freed(m, list, idx, order);
+        if zeroed {
+            // Cleared by init_on_free: known zero (no free-time stamp: nothing to age).
+            lists.push(m, list, idx, order, true);
+        } else {
+            lists.push_freed(m, list, idx, order);
+        }
         lists.recent_frees = lists
             .recent_frees
             .saturating_add(order.pages())
