@@ -305,7 +305,7 @@ fn init_on_free_clears_every_freed_block_and_hands_it_out_known_zero() {
     let mut live: Vec<(usize, Pfn, Order)> = Vec::new();
     for _ in 0..STEPS {
         let cpu = (rng.next() % 2) as usize;
-        if rng.next() % 2 == 0 || live.is_empty() {
+        if rng.next().is_multiple_of(2) || live.is_empty() {
             let order = Order::new((rng.next() % 4) as u8).unwrap();
             let kind = MigrateType::ALL[(rng.next() % 2) as usize];
             let got = z
