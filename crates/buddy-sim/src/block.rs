@@ -143,7 +143,8 @@ where
 
     /// A movable block's first frame now: where it was last seen, or after a move the
     /// allocated movable block of its order and key. `None` while it is between places (a
-    /// move in progress) or for other holdings.
+    /// move in progress), when several blocks share its order and key, or for other
+    /// holdings.
     fn locate(&self) -> Option<Pfn> {
         let Holding::Movable { order, key } = self.holding else {
             return None;
@@ -161,7 +162,14 @@ where
         if m.index(self.pfn.get()).is_ok_and(is_it) {
             return Some(self.pfn.get());
         }
-        let (idx, _) = zone.blocks().find(|&(idx, _)| is_it(idx))?;
+        // Moved: the one allocated movable block of its order and key. Two with the key
+        // cannot be told apart: the block is then lost (leaked on drop), never taken for
+        // the other.
+        let mut found = zone.blocks().filter(|&(idx, _)| is_it(idx));
+        let (idx, _) = found.next()?;
+        if found.next().is_some() {
+            return None;
+        }
         self.pfn.set(m.pfn(idx));
         Some(m.pfn(idx))
     }

@@ -23,6 +23,8 @@ pub(crate) const DEBUG_FAULT: u32 = 1;
 pub(crate) const DEBUG_OWNER: u32 = 1 << 1;
 /// Frees clear what they free ([`Zone::set_init_on_free`]).
 pub(crate) const DEBUG_INIT_ON_FREE: u32 = 1 << 2;
+/// Frees poison what they free, allocations check it ([`Zone::set_page_poison`]).
+pub(crate) const DEBUG_POISON: u32 = 1 << 3;
 
 impl<F, P, R> Zone<F, P, R>
 where
@@ -67,8 +69,23 @@ where
             return Err(AllocError::OutOfMemory(order));
         }
         let taken = self.alloc_unchecked(cpu, order, how, hooks)?;
-        self.record_owner(Some(cpu), taken.0, order, how.1);
+        self.allocated_debugged(Some(cpu), taken.0, order, how.1);
         Ok(taken)
+    }
+
+    /// What an allocation does while debugging once it has the block of `order` at `idx`:
+    /// its owner recorded, and with page poisoning the poison checked.
+    pub(crate) fn allocated_debugged(
+        &self,
+        cpu: Option<CpuLists<'_, R>>,
+        idx: FrameIdx,
+        order: Order,
+        mt: MigrateType,
+    ) {
+        self.record_owner(cpu, idx, order, mt);
+        if self.debugging_with(DEBUG_POISON) {
+            self.check_poison(idx, order);
+        }
     }
 
     /// What a free does while debugging, before the block of `order` at `idx` goes back:

@@ -46,12 +46,17 @@ where
                 u64::from(chunk.end - chunk.start),
                 self.cfg.max_order,
             );
+            let poisoning = self.poisoning();
             for (head, order) in blocks.into_iter().flatten() {
                 let h = m.index_of(head);
                 for t in FrameIdx::span(h + 1, h + order.pages() as u32) {
                     m.frame(t).store(Word::TAIL);
                 }
+                if poisoning {
+                    self.poison_added(head, order);
+                }
             }
+            let zeroed = zeroed && !poisoning;
             let mut free = self.lock_zone();
             free.init_pageblocks(m, chunk.clone());
             let blocks = decompose(

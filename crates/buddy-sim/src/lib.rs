@@ -109,7 +109,7 @@ pub mod events;
 mod exact;
 mod fail_page_alloc;
 mod frame;
-mod init_on_free;
+mod free_init;
 #[cfg(all(test, loom))]
 #[path = "testing/loom.rs"]
 mod loom_tests;
@@ -158,6 +158,7 @@ pub use error::report::ReportError;
 pub use error::request::RequestConflict;
 pub use fail_page_alloc::FailPageAlloc;
 pub use frame::{Frame, FrameInfo, FrameState};
+pub use free_init::{PAGE_POISON, PoisonCorruption, PoisonError};
 pub use lock_api;
 pub use memory::{FrameClearer, FrameMemory, NoMemory, OffsetMap};
 pub use migrate::{Migrate, Migration};

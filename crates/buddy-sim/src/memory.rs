@@ -404,6 +404,49 @@ impl<M: FrameMemory> FrameClearer<M> {
     }
 }
 
+impl<M: FrameMemory> FrameClearer<M> {
+    /// Writes `byte` over every byte of the block `[pfn, pfn + 2^order)`, which the zone
+    /// owns (free, or just added) (page poisoning's write on free).
+    pub(crate) fn fill(&self, pfn: Pfn, order: Order, byte: u8) -> Result<(), AllocError> {
+        let (ptr, pages) = self.block_ptr(pfn, order)?;
+        let len = pages
+            .checked_mul(FRAME.bytes())
+            .ok_or(AllocError::NotAddressable(pfn))?;
+        // SAFETY: as in `clear`: the block is the zone's, writable for its `len` bytes from
+        // `ptr` (the `FrameMemory` contract), and nobody else accesses it meanwhile.
+        unsafe { ptr.as_ptr().write_bytes(byte, len) };
+        Ok(())
+    }
+
+    /// The offset of the first byte of the block `[pfn, pfn + 2^order)`, which the zone
+    /// just took for a caller, that does not read `byte`, and what it reads (page
+    /// poisoning's check on allocation).
+    pub(crate) fn first_difference(
+        &self,
+        pfn: Pfn,
+        order: Order,
+        byte: u8,
+    ) -> Result<Option<(u64, u8)>, AllocError> {
+        let (ptr, pages) = self.block_ptr(pfn, order)?;
+        let len = pages
+            .checked_mul(FRAME.bytes())
+            .ok_or(AllocError::NotAddressable(pfn))?;
+        // SAFETY: as in `reads_zero`: the block is this call's, readable for its `len` bytes
+        // from `ptr`, and nobody writes it meanwhile.
+        let bytes = unsafe { core::slice::from_raw_parts(ptr.as_ptr(), len) };
+        let pattern = [byte; 4096];
+        // A frame at a time (`memcmp`); the byte found only in the frame that differs.
+        for (k, f) in bytes.chunks(pattern.len()).enumerate() {
+            if f != &pattern[..f.len()] {
+                let at = f.iter().position(|&b| b != byte).unwrap_or(0);
+                let found = f.get(at).copied().unwrap_or(byte);
+                return Ok(Some(((k * pattern.len() + at) as u64, found)));
+            }
+        }
+        Ok(None)
+    }
+}
+
 /// What a zeroed allocation needs of a clearer, with the memory type erased: a
 /// [`FrameClearer`] of any [`FrameMemory`], whether a request names it
 /// ([`AllocRequest::zeroed_with`](crate::AllocRequest::zeroed_with)) or a CPU handle carries

@@ -98,6 +98,11 @@ where
         sink: &mut impl ReportSink,
     ) -> Result<u64, ReportError> {
         let m = self.map();
+        // A discarded block would read zero, not the poison: nothing is reported while page
+        // poisoning is on.
+        if self.poisoning() {
+            return Ok(0);
+        }
         let reporting = self
             .lock_zone()
             .reporting()

@@ -156,6 +156,10 @@ where
     ) -> Result<u64, AllocError> {
         let m = self.map();
         let mut cleared = 0u64;
+        // Free blocks read poison while page poisoning is on: nothing to clear for.
+        if self.poisoning() {
+            return Ok(0);
+        }
         while let Some(left) = budget.checked_sub(cleared).filter(|&l| l > 0) {
             let most = Order::floor_log2(left, Order(MAX_SUPPORTED_ORDER));
             let Some((idx, order)) = self.lock_zone().take_unzeroed(m, most) else {

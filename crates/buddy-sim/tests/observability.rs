@@ -353,3 +353,122 @@ fn init_on_free_clears_every_freed_block_and_hands_it_out_known_zero() {
     drop(page);
     z.check().unwrap();
 }
+
+#[test]
+fn page_poisoning_finds_the_first_byte_written_after_a_free_and_nothing_else() {
+    use buddy_sim::{AllocRequest, FrameClearer, MigrateType, Migration, OffsetMap, PAGE_POISON};
+    #[repr(C, align(4096))]
+    struct Page([u8; 4096]);
+    const START: Pfn = Pfn(0x9_0000);
+    const FRAMES: usize = 1024;
+    let mut ram: Vec<Page> = (0..FRAMES).map(|_| Page([0; 4096])).collect();
+    let base = ram.as_mut_ptr().cast::<u8>();
+    // SAFETY: frame `START + i` is `ram[i]`; only the zone and the owners of its blocks (this
+    // test, writing what it holds) reach it, but for the one write after a free below.
+    let clearer = unsafe { FrameClearer::direct_map(START, base) }.unwrap();
+    // SAFETY: as above.
+    let map = unsafe { OffsetMap::with_frame_at(START, base) }.unwrap();
+    let z = common::empty_zone(ZoneConfig::new(START, FRAMES as u64).with_cpus(2)).unwrap();
+    z.set_page_poison(clearer).unwrap();
+    z.add_memory(START, FRAMES as u64).unwrap();
+    assert!(z.set_page_poison(clearer).is_err());
+    assert!(ram.iter().all(|p| p.0.iter().all(|&b| b == PAGE_POISON)));
+    let write = |pfn: Pfn, order: Order, byte: u8| {
+        let at = (pfn.0 - START.0) as usize * 4096;
+        // SAFETY: the block is this test's, inside `ram`.
+        unsafe {
+            base.add(at)
+                .write_bytes(byte, order.pages() as usize * 4096)
+        };
+    };
+    let mut rng = Rng(23);
+    let mut live: Vec<(usize, Pfn, Order, u8)> = Vec::new();
+    for step in 0..STEPS {
+        let cpu = (rng.next() % 2) as usize;
+        match rng.next() % 6 {
+            0..=2 => {
+                let order = Order::new((rng.next() % 4) as u8).unwrap();
+                let kind = MigrateType::ALL[(rng.next() % 2) as usize];
+                let zeroed = rng.next().is_multiple_of(4);
+                let c = z.cpu(cpu).unwrap().with_clearer(&clearer);
+                let got = if zeroed {
+                    c.alloc(AllocRequest::order(order).kind(kind).zeroed())
+                        .map(buddy_sim::Block::into_raw)
+                } else {
+                    c.alloc_raw(AllocRequest::order(order).movable(step).kind(kind))
+                };
+                if let Ok(pfn) = got {
+                    write(pfn, order, 0x11);
+                    for l in &live {
+                        let (a, b) = (l.1.0, l.1.0 + l.2.pages());
+                        assert!(
+                            pfn.0 + order.pages() <= a || b <= pfn.0,
+                            "step {step}: {pfn:?} o{order:?} zeroed {zeroed} overlaps {l:?}"
+                        );
+                    }
+                    live.push((cpu, pfn, order, u8::from(zeroed)));
+                }
+            }
+            3 => {
+                // Compaction moves movable blocks, copying them.
+                let mut copy = |m: &Migration| {
+                    // SAFETY: `map` keeps the contract; the test writes no block while the
+                    // compaction runs.
+                    let ok = unsafe { m.copy(&map) }.is_ok();
+                    if ok {
+                        let n = live.iter().filter(|l| l.1 == m.from).count();
+                        assert_eq!(n, 1, "{m:?}");
+                        for l in &mut live {
+                            if l.1 == m.from {
+                                assert_eq!(l.2, m.order, "{m:?}");
+                                l.1 = m.to;
+                            }
+                        }
+                    }
+                    ok
+                };
+                let _ = z
+                    .cpu(cpu)
+                    .unwrap()
+                    .compact(Order::new(3).unwrap(), &mut copy);
+            }
+            _ if !live.is_empty() => {
+                let (_, pfn, order, _) =
+                    live.swap_remove((rng.next() % live.len() as u64) as usize);
+                // SAFETY: allocated above, freed once, not written after.
+                #[allow(unsafe_code)]
+                unsafe { z.free_pages(cpu, pfn, order) }.unwrap();
+            }
+            _ => {}
+        }
+    }
+    assert_eq!(
+        z.poison_corruption(),
+        None,
+        "a block that nobody wrote after its free"
+    );
+    // Nothing is known zero while poisoning: zeroed allocations cleared what they took.
+    assert_eq!(z.zeroed_pages(), 0);
+    // A use after free: a byte written into a freed page is found when the page is next
+    // handed out, at its offset.
+    let page = z.alloc_pages(0, Order::ZERO).unwrap();
+    // SAFETY: allocated above, freed once.
+    #[allow(unsafe_code)]
+    unsafe { z.free_pages(0, page, Order::ZERO) }.unwrap();
+    let at = (page.0 - START.0) as usize * 4096 + 1234;
+    // SAFETY: inside `ram`; the page is free: this is the bug poisoning exists to find.
+    unsafe { base.add(at).write(0x42) };
+    let mut taken = Vec::new();
+    while z.poison_corruption().is_none() {
+        match z.alloc_pages(0, Order::ZERO) {
+            Ok(p) => taken.push(p),
+            Err(e) => panic!("the corrupted page was never handed out: {e}"),
+        }
+    }
+    let found = z.poison_corruption().unwrap();
+    assert_eq!(
+        (found.pfn, found.offset, found.found, found.blocks),
+        (page, 1234, 0x42, 1)
+    );
+    z.check().unwrap();
+}

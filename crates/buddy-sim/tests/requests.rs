@@ -412,3 +412,58 @@ mod unchanged_on_failure {
         z.check().unwrap();
     }
 }
+
+/// A movable block allocated without a key, at a frame whose last block had one (or whose
+/// free-list links are left in the head's key fields), is its own block: `into_raw` hands
+/// back the frame it was allocated at, never another keyless movable block's. (Found by
+/// the page-poisoning model: the key was left unwritten, the block searched for by key 0,
+/// and another CPU's block returned: two owners of one block.)
+#[test]
+fn a_keyless_movable_block_is_never_taken_for_another() {
+    use buddy_sim::{Block, FrameClearer, MigrateType};
+    #[repr(C, align(4096))]
+    struct Page([u8; 4096]);
+    const START: Pfn = Pfn(0x9_0000);
+    const FRAMES: usize = 1024;
+    let mut ram: Vec<Page> = (0..FRAMES).map(|_| Page([0; 4096])).collect();
+    // SAFETY: frame `START + i` is `ram[i]`; only the zone and the blocks' owners reach it.
+    let clearer = unsafe { FrameClearer::direct_map(START, ram.as_mut_ptr().cast()) }.unwrap();
+    let z = common::zone(ZoneConfig::new(START, FRAMES as u64).with_cpus(2)).unwrap();
+    let mut seed = 23u64;
+    let mut next = move || {
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        seed
+    };
+    let steps = if cfg!(miri) { 150 } else { 3000 };
+    let mut live: Vec<(Pfn, Order)> = Vec::new();
+    for step in 0..steps {
+        let cpu = (next() % 2) as usize;
+        if next() % 2 == 0 || live.is_empty() {
+            let order = Order::new((next() % 4) as u8).unwrap();
+            let kind = MigrateType::ALL[(next() % 2) as usize];
+            let c = z.cpu(cpu).unwrap().with_clearer(&clearer);
+            let got = if next() % 4 == 0 {
+                c.alloc(AllocRequest::order(order).kind(kind).zeroed())
+                    .map(Block::into_raw)
+            } else {
+                c.alloc_raw(AllocRequest::order(order).movable(step + 1).kind(kind))
+            };
+            if let Ok(pfn) = got {
+                for &(p, o) in &live {
+                    assert!(
+                        pfn.0 + order.pages() <= p.0 || p.0 + o.pages() <= pfn.0,
+                        "step {step}: {pfn:?} handed out while {p:?} is held"
+                    );
+                }
+                live.push((pfn, order));
+            }
+        } else {
+            let (pfn, order) = live.swap_remove((next() % live.len() as u64) as usize);
+            // SAFETY: allocated above, freed once; nothing wrote it.
+            unsafe { z.free_pages(cpu, pfn, order) }.unwrap();
+        }
+    }
+    z.check().unwrap();
+}

@@ -110,7 +110,7 @@ where
             return Err(AllocError::OutOfMemory(order));
         }
         let taken = self.alloc_attempt_unchecked(cpu, order, how, slow_path, hooks)?;
-        self.record_owner(Some(cpu), taken.0, order, how.1);
+        self.allocated_debugged(Some(cpu), taken.0, order, how.1);
         Ok(taken)
     }
 
@@ -175,8 +175,11 @@ where
             percpu: self.cfg.pcp_list(order, mt).is_some(),
         });
         let head = self.map().frame(idx);
-        // The key first: whoever sees the allocated word sees the key.
-        if key != 0 {
+        // The key first: whoever sees the allocated word sees the key. A movable block's
+        // key is what compaction hands its callback and what a movable `Block` finds it by
+        // after a move: always written (0 included), never the free list's links left in
+        // the head's key fields.
+        if key != 0 || mt == MigrateType::Movable {
             head.set_key(key);
         }
         head.store(Word::allocated_as(order.get(), mt));
@@ -494,6 +497,10 @@ where
         taken?;
         if self.debugging() {
             self.record_owner(None, idx, order, mt);
+        }
+        if mt == MigrateType::Movable {
+            // No key: not the free list's links left in the head.
+            m.frame(idx).set_key(0);
         }
         m.frame(idx).store(Word::allocated_as(order.get(), mt));
         Ok(())

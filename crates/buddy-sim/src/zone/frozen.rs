@@ -60,7 +60,7 @@ where
             None => self.take_unmovable(pcp, order)?,
             Some(align) => self.take_unmovable_aligned(pcp, order, align)?,
         };
-        self.record_owner(Some(pcp), idx, order, MigrateType::Unmovable);
+        self.allocated_debugged(Some(pcp), idx, order, MigrateType::Unmovable);
         self.frozen_allocated(pcp, idx, order);
         self.map().frame(idx).store(Word::frozen_block(order.get()));
         Ok(idx)

@@ -40,7 +40,7 @@ use crate::error::{NoSuchCpu, TooLarge};
 use crate::events::{LockContended, PageFree, PcpDrain, ZoneEvents};
 use crate::fail_page_alloc::FaultInjection;
 use crate::frame::{Frame, FrameInfo, FrameState, Word};
-use crate::init_on_free::InitOnFree;
+use crate::free_init::FreeTimeInit;
 use crate::memory::FRAME;
 use crate::migratetype::{CMA, MigrateType};
 use crate::page_owner::PageOwnerState;
@@ -95,8 +95,9 @@ pub struct Zone<F, P, R = DefaultRawMutex> {
     pub(crate) fault: FaultInjection<R>,
     /// page_owner's table and counter ([`Zone::enable_page_owner`]).
     pub(crate) owners: PageOwnerState,
-    /// `init_on_free` ([`Zone::set_init_on_free`]).
-    pub(crate) init_on_free: InitOnFree<R>,
+    /// `init_on_free` and page poisoning ([`Zone::set_init_on_free`],
+    /// [`Zone::set_page_poison`]).
+    pub(crate) free_init: FreeTimeInit<R>,
     /// Which debugging features are on (`crate::debugging`): what every allocation and
     /// free reads.
     pub(crate) debug: AtomicU32,
@@ -267,7 +268,7 @@ impl<const FRAMES: usize, const CPUS: usize, R: RawMutex>
             leaked_prepares: AtomicU64::new(0),
             fault: FaultInjection::new(),
             owners: PageOwnerState::new(),
-            init_on_free: InitOnFree::new(),
+            free_init: FreeTimeInit::new(),
             debug: AtomicU32::new(0),
             refused,
         }
@@ -357,7 +358,7 @@ where
             leaked_prepares: AtomicU64::new(0),
             fault: FaultInjection::new(),
             owners: PageOwnerState::new(),
-            init_on_free: InitOnFree::new(),
+            free_init: FreeTimeInit::new(),
             debug: AtomicU32::new(0),
             refused: None,
         })
@@ -414,6 +415,8 @@ where
         let pages = m.range(pfn, nr)?;
         let mut free = self.lock_zone();
         Self::check_addable(m, &free, &pages)?;
+        // Nothing is known zero while page poisoning is on: every free block reads poison.
+        let zeroed = zeroed && !self.poisoning();
         let recorded = free.record_added(pages.clone());
         // What allocation needs first now; the rest later, if the range is recorded and the
         // deferred list has room.
@@ -434,6 +437,9 @@ where
             let h = m.index_of(head);
             for t in FrameIdx::span(h + 1, h + order.pages() as u32) {
                 m.frame(t).store(Word::TAIL);
+            }
+            if self.poisoning() {
+                self.poison_added(head, order);
             }
             free.free_one_page(m, h, order, zeroed);
         }
