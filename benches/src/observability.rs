@@ -35,15 +35,15 @@ struct PerCpuCounts {
 
 impl ZoneEvents for PerCpuCounts {
     #[inline]
-    fn page_alloc(&self, e: &PageAlloc) {
-        if let Some(c) = self.alloc.get(e.cpu) {
+    fn page_alloc(&self, e: &PageAlloc<'_>) {
+        if let Some(c) = self.alloc.get(e.cpu.get()) {
             c.fetch_add(e.order.pages(), Ordering::Relaxed);
         }
     }
 
     #[inline]
-    fn page_free(&self, e: &PageFree) {
-        if let Some(c) = self.free.get(e.cpu) {
+    fn page_free(&self, e: &PageFree<'_>) {
+        if let Some(c) = self.free.get(e.cpu.get()) {
             c.fetch_add(e.order.pages(), Ordering::Relaxed);
         }
     }

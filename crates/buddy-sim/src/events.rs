@@ -7,14 +7,45 @@
 //! is called on the CPU that caused the event, some with the zone lock held (said on each):
 //! a hook must not call into the zone, and should be short (count, or write a ring).
 
+use core::fmt;
+
 use crate::migratetype::MigrateType;
+use crate::sync::{AtomicU32, Ordering};
 use crate::types::Order;
 use crate::zone::pcp::PerCpu;
 use mm_types::Pfn;
 
+/// The number of the CPU an event happened on (its index in the zone's per-CPU storage),
+/// read when asked for: a hook that does not ask pays nothing for it.
+#[derive(Clone, Copy)]
+pub struct CpuNumber<'a>(pub(crate) &'a AtomicU32);
+
+impl CpuNumber<'_> {
+    /// The number.
+    #[inline(always)]
+    #[must_use]
+    pub fn get(self) -> usize {
+        self.0.load(Ordering::Relaxed) as usize
+    }
+}
+
+impl fmt::Debug for CpuNumber<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}", self.get())
+    }
+}
+
+impl PartialEq for CpuNumber<'_> {
+    fn eq(&self, other: &Self) -> bool {
+        self.get() == other.get()
+    }
+}
+
+impl Eq for CpuNumber<'_> {}
+
 /// An allocation of a block (Linux's `mm_page_alloc`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct PageAlloc {
+pub struct PageAlloc<'a> {
     /// The block's first frame.
     pub pfn: Pfn,
     /// Its order.
@@ -22,7 +53,7 @@ pub struct PageAlloc {
     /// Its kind (`migratetype`).
     pub kind: MigrateType,
     /// The CPU whose lists it was allocated on.
-    pub cpu: usize,
+    pub cpu: CpuNumber<'a>,
     /// Whether its order is served by the per-CPU lists (else by the buddy, under the zone
     /// lock: `mm_page_alloc_zone_locked`).
     pub percpu: bool,
@@ -30,13 +61,13 @@ pub struct PageAlloc {
 
 /// A free of a block (Linux's `mm_page_free`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct PageFree {
+pub struct PageFree<'a> {
     /// The block's first frame.
     pub pfn: Pfn,
     /// Its order.
     pub order: Order,
     /// The CPU whose lists it was freed to.
-    pub cpu: usize,
+    pub cpu: CpuNumber<'a>,
     /// Whether it went to a per-CPU list (else to the buddy, under the zone lock).
     pub percpu: bool,
 }
@@ -44,9 +75,9 @@ pub struct PageFree {
 /// A refill of a per-CPU list from the buddy (Linux's `mm_page_alloc_zone_locked` with
 /// `percpu_refill`, one event per batch), under the zone lock.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct PcpRefill {
+pub struct PcpRefill<'a> {
     /// The CPU.
-    pub cpu: usize,
+    pub cpu: CpuNumber<'a>,
     /// The order of the blocks moved.
     pub order: Order,
     /// Blocks asked for.
@@ -56,9 +87,9 @@ pub struct PcpRefill {
 /// A drain of a per-CPU list set to the buddy (Linux's `mm_page_pcpu_drain`, one event per
 /// drain), under the CPU's list lock.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct PcpDrain {
+pub struct PcpDrain<'a> {
     /// The CPU.
-    pub cpu: usize,
+    pub cpu: CpuNumber<'a>,
     /// Frames asked to go back (`u64::MAX`: all of them).
     pub pages: u64,
 }
@@ -135,16 +166,16 @@ pub struct ReportingRound {
 pub trait ZoneEvents {
     /// A block was allocated.
     #[inline(always)]
-    fn page_alloc(&self, _event: &PageAlloc) {}
+    fn page_alloc(&self, _event: &PageAlloc<'_>) {}
     /// A block was freed.
     #[inline(always)]
-    fn page_free(&self, _event: &PageFree) {}
+    fn page_free(&self, _event: &PageFree<'_>) {}
     /// A per-CPU list was refilled (zone lock held).
     #[inline(always)]
-    fn pcp_refill(&self, _event: &PcpRefill) {}
+    fn pcp_refill(&self, _event: &PcpRefill<'_>) {}
     /// A CPU's lists were drained.
     #[inline(always)]
-    fn pcp_drain(&self, _event: &PcpDrain) {}
+    fn pcp_drain(&self, _event: &PcpDrain<'_>) {}
     /// An allocation fell back to another type's pageblock (zone lock held).
     #[inline(always)]
     fn extfrag(&self, _event: &Extfrag) {}
@@ -209,8 +240,8 @@ impl<R, T: AsRef<[PerCpu<R>]> + ?Sized> PerCpuSet<R> for T {
 /// /// Allocations per CPU, as a per-CPU counter would keep them.
 /// struct CountAllocs([AtomicU64; 2]);
 /// impl ZoneEvents for CountAllocs {
-///     fn page_alloc(&self, e: &PageAlloc) {
-///         self.0[e.cpu].fetch_add(1, Ordering::Relaxed);
+///     fn page_alloc(&self, e: &PageAlloc<'_>) {
+///         self.0[e.cpu.get()].fetch_add(1, Ordering::Relaxed);
 ///     }
 /// }
 ///
@@ -256,19 +287,19 @@ impl<R, P: AsRef<[PerCpu<R>]>, E: ZoneEvents> PerCpuSet<R> for WithEvents<P, E> 
 
 impl<E: ZoneEvents + ?Sized> ZoneEvents for &E {
     #[inline(always)]
-    fn page_alloc(&self, e: &PageAlloc) {
+    fn page_alloc(&self, e: &PageAlloc<'_>) {
         (**self).page_alloc(e);
     }
     #[inline(always)]
-    fn page_free(&self, e: &PageFree) {
+    fn page_free(&self, e: &PageFree<'_>) {
         (**self).page_free(e);
     }
     #[inline(always)]
-    fn pcp_refill(&self, e: &PcpRefill) {
+    fn pcp_refill(&self, e: &PcpRefill<'_>) {
         (**self).pcp_refill(e);
     }
     #[inline(always)]
-    fn pcp_drain(&self, e: &PcpDrain) {
+    fn pcp_drain(&self, e: &PcpDrain<'_>) {
         (**self).pcp_drain(e);
     }
     #[inline(always)]

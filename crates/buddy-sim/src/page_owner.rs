@@ -270,7 +270,7 @@ where
     ) {
         let (n, tag) = match cpu {
             Some(c) => {
-                let n = self.cpu_number(c).min(NO_CPU as usize);
+                let n = self.cpu_number(c).get().min(NO_CPU as usize);
                 (n as u16, c.pcp.owner_tag.load(Ordering::Relaxed))
             }
             None => (NO_CPU, 0),

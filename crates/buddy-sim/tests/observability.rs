@@ -206,16 +206,16 @@ struct Counting {
 }
 
 impl buddy_sim::events::ZoneEvents for Counting {
-    fn page_alloc(&self, e: &buddy_sim::events::PageAlloc) {
-        self.alloc_pages[e.cpu].fetch_add(e.order.pages(), Relaxed);
+    fn page_alloc(&self, e: &buddy_sim::events::PageAlloc<'_>) {
+        self.alloc_pages[e.cpu.get()].fetch_add(e.order.pages(), Relaxed);
     }
-    fn page_free(&self, e: &buddy_sim::events::PageFree) {
-        self.free_pages[e.cpu].fetch_add(e.order.pages(), Relaxed);
+    fn page_free(&self, e: &buddy_sim::events::PageFree<'_>) {
+        self.free_pages[e.cpu.get()].fetch_add(e.order.pages(), Relaxed);
     }
-    fn pcp_refill(&self, _: &buddy_sim::events::PcpRefill) {
+    fn pcp_refill(&self, _: &buddy_sim::events::PcpRefill<'_>) {
         self.refills.fetch_add(1, Relaxed);
     }
-    fn pcp_drain(&self, _: &buddy_sim::events::PcpDrain) {
+    fn pcp_drain(&self, _: &buddy_sim::events::PcpDrain<'_>) {
         self.drains.fetch_add(1, Relaxed);
     }
     fn extfrag(&self, e: &buddy_sim::events::Extfrag) {

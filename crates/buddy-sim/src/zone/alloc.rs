@@ -379,7 +379,6 @@ where
             );
         }
         let (idx, zeroed) = lists.pop(m, list, order, Prefer::Unzeroed)?;
-        lists.stats.pgalloc += order.pages();
         Some((idx, Contents::of(zeroed)))
     }
 
@@ -404,6 +403,8 @@ where
             .or_else(|| {
                 let mut free = self.lock_zone();
                 let idx = free.rmqueue_zeroed(m, order, mt, fallback)?;
+                // Straight from the buddy, not through the list: counted here.
+                free.stats().pgalloc += order.pages();
                 let batch = self.cfg.pcp_zeroed_blocks(order);
                 self.events().pcp_refill(&PcpRefill {
                     cpu: self.cpu_number(cpu),
@@ -435,7 +436,6 @@ where
         lists
             .stats
             .count_zeroed_alloc(taken.1.known_zero(), order.pages());
-        lists.stats.pgalloc += order.pages();
         Some(taken)
     }
 

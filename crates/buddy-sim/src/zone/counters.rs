@@ -42,8 +42,16 @@ pub(crate) struct LockStats {
     pub(crate) zeroed_hits: u64,
     pub(crate) cleared_on_alloc: u64,
     pub(crate) cleared_in_background: u64,
+    /// Frames allocated straight from the buddy (under the zone lock). A per-cpu list's
+    /// allocations are not counted one by one: they are what came onto the lists
+    /// (`refilled`, and `pgfree`'s frees to them) less what left for the buddy
+    /// (`drained`) and what is on them now ([`LockStats::pcp_pgalloc`]).
     pub(crate) pgalloc: u64,
     pub(crate) pgfree: u64,
+    /// Frames a per-cpu list set took from the buddy in refills.
+    pub(crate) refilled: u64,
+    /// Frames a per-cpu list set gave back to the buddy in drains.
+    pub(crate) drained: u64,
     pub(crate) compact_stall: u64,
     pub(crate) compact_fail: u64,
     pub(crate) compact_success: u64,
@@ -59,10 +67,28 @@ impl LockStats {
         cleared_in_background: 0,
         pgalloc: 0,
         pgfree: 0,
+        refilled: 0,
+        drained: 0,
         compact_stall: 0,
         compact_fail: 0,
         compact_success: 0,
     };
+
+    /// Frames a per-cpu list set's allocations took since its counts started, with `on_lists`
+    /// frames on it now: what came on (refills, and frees to it) less what left for the buddy
+    /// and what is still there (every other block that left was allocated).
+    pub(crate) fn pcp_pgalloc(&self, on_lists: u64) -> u64 {
+        (self.refilled + self.pgfree).saturating_sub(self.drained + on_lists)
+    }
+
+    /// A per-cpu list set's counts started afresh with `on_lists` frames on it: those count
+    /// as come on, so that only what is allocated from now on counts as allocated.
+    pub(crate) const fn restarted(on_lists: u64) -> Self {
+        Self {
+            refilled: on_lists,
+            ..Self::ZERO
+        }
+    }
 
     /// Counts a zeroed allocation of `pages` frames: a hit if the block is known zero.
     pub(crate) fn count_zeroed_alloc(&mut self, zeroed: bool, pages: u64) {

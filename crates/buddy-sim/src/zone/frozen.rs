@@ -76,16 +76,12 @@ where
         let taken = match self.cfg.pcp_list(order, mt) {
             Some(list) => {
                 let mut lists = self.lock_pcp(pcp);
-                let idx = match lists.pop_hot(list, order) {
+                match lists.pop_hot(list, order) {
                     Some(idx) => Some(idx),
                     None => lists
                         .pop(self.map(), list, order, Prefer::Unzeroed)
                         .map(|(idx, _)| idx),
-                };
-                if idx.is_some() {
-                    lists.stats.pgalloc += order.pages();
                 }
-                idx
             }
             None => None,
         };
@@ -141,14 +137,7 @@ where
         let (start, mask) = (self.cfg.start.0, align.pages().wrapping_sub(1));
         let aligned = |idx: FrameIdx| start.wrapping_add(u64::from(idx.0)) & mask == 0;
         let taken = match self.cfg.pcp_list(order, MigrateType::Unmovable) {
-            Some(list) => {
-                let mut lists = self.lock_pcp(pcp);
-                let idx = lists.take_hot_where(list, order, aligned);
-                if idx.is_some() {
-                    lists.stats.pgalloc += order.pages();
-                }
-                idx
-            }
+            Some(list) => self.lock_pcp(pcp).take_hot_where(list, order, aligned),
             None => None,
         };
         match taken {

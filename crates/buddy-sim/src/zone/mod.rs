@@ -37,7 +37,7 @@ use crate::decompose::decompose;
 use crate::error::config::ConfigError;
 use crate::error::map::MapError;
 use crate::error::{NoSuchCpu, TooLarge};
-use crate::events::{LockContended, PageFree, PcpDrain, ZoneEvents};
+use crate::events::{CpuNumber, LockContended, PageFree, PcpDrain, ZoneEvents};
 use crate::fail_page_alloc::FaultInjection;
 use crate::frame::{Frame, FrameInfo, FrameState, Word};
 use crate::free_init::FreeTimeInit;
@@ -511,13 +511,14 @@ where
             compact_success: zone.compact_success,
         };
         for pcp in self.pcps.slots() {
-            let s = pcp.lists.lock().stats;
+            let lists = pcp.lists.lock();
+            let s = lists.stats;
+            c.pgalloc += s.pcp_pgalloc(lists.count.pages);
             c.pcp_locks += s.acquisitions;
             c.list_ops += s.list_ops;
             c.prepares += s.prepares;
             c.zeroed_hits += s.zeroed_hits;
             c.cleared_on_alloc += s.cleared_on_alloc;
-            c.pgalloc += s.pgalloc;
             c.pgfree += s.pgfree;
         }
         c
@@ -531,7 +532,8 @@ where
             free.reset_fallback_counts();
         }
         for pcp in self.pcps.slots() {
-            pcp.lists.lock().stats = LockStats::ZERO;
+            let mut lists = pcp.lists.lock();
+            lists.stats = LockStats::restarted(lists.count.pages);
         }
         self.leaked_prepares.store(0, Ordering::Relaxed);
     }
@@ -739,8 +741,8 @@ where
 
     /// The number of the CPU whose lists `pcp` are.
     #[inline(always)]
-    pub(crate) fn cpu_number(&self, pcp: CpuLists<'_, R>) -> usize {
-        pcp.pcp.cpu.load(Ordering::Relaxed) as usize
+    pub(crate) fn cpu_number<'a>(&self, pcp: CpuLists<'a, R>) -> CpuNumber<'a> {
+        CpuNumber(&pcp.pcp.cpu)
     }
 
     /// Takes `pcp`'s lock (or, for a [`LocalCpu`](crate::LocalCpu) handle's call, reaches

@@ -224,6 +224,7 @@ impl PcpLists {
                 break;
             };
             self.push(m, list, idx, order, zeroed);
+            self.stats.refilled += order.pages();
         }
     }
 
@@ -261,6 +262,7 @@ impl PcpLists {
                 let order = Order(w.order());
                 self.count.sub(order, w.zeroed());
                 self.stats.list_ops += 1;
+                self.stats.drained += order.pages();
                 drained += order.pages();
                 if order.get() == 0 && run.extend(idx, w.zeroed()) {
                     continue;
