@@ -98,10 +98,8 @@ fn free_init_pairs(n: u32, poison: bool) {
     let cfg = ZoneConfig::new(start, BACKED_FRAMES).with_cpus(2);
     let frames = (0..BACKED_FRAMES).map(|_| Frame::new()).collect();
     let z = must(Zone::new_empty(cfg, frames, slots()));
-    if poison {
-        if let Err(e) = z.set_page_poison(clearer) {
-            panic!("page poisoning: {e}");
-        }
+    if poison && let Err(e) = z.set_page_poison(clearer) {
+        panic!("page poisoning: {e}");
     }
     must(z.add_memory(start, BACKED_FRAMES));
     if !poison {
