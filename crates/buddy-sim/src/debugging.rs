@@ -10,11 +10,11 @@ use crate::events::PerCpuSet;
 use crate::frame::Frame;
 use crate::migratetype::MigrateType;
 use crate::request::SlowPath;
-use crate::sync::Ordering;
 use crate::types::{FrameIdx, Order};
 use crate::zone::Zone;
 use crate::zone::buddy::Prefer;
 use crate::zone::pcp::CpuLists;
+use core::sync::atomic::Ordering;
 use lock_api::RawMutex;
 
 /// Fault injection is armed ([`Zone::set_fail_page_alloc`]).

@@ -102,6 +102,7 @@ impl<R: RawMutex, T> Mutex<R, T> {
 
     /// Takes the lock if it is free now.
     #[inline]
+    #[cfg_attr(loom, allow(dead_code))]
     pub(crate) fn try_lock(&self) -> Option<Guard<'_, R, T>> {
         #[cfg(not(loom))]
         return self.inner.try_lock().map(Guard::Locked);

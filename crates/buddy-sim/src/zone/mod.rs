@@ -37,7 +37,7 @@ use crate::decompose::decompose;
 use crate::error::config::ConfigError;
 use crate::error::map::MapError;
 use crate::error::{NoSuchCpu, TooLarge};
-use crate::events::{CpuNumber, LockContended, PageFree, PcpDrain, ZoneEvents};
+use crate::events::{CpuNumber, PageFree, PcpDrain, ZoneEvents};
 use crate::fail_page_alloc::FaultInjection;
 use crate::frame::{Frame, FrameInfo, FrameState, Word};
 use crate::free_init::FreeTimeInit;
@@ -45,7 +45,7 @@ use crate::memory::FRAME;
 use crate::migratetype::{CMA, MigrateType};
 use crate::page_owner::PageOwnerState;
 use crate::sync::DefaultRawMutex;
-use crate::sync::{AtomicU32, AtomicU64, Guard, Mutex, Ordering, OwnLines};
+use crate::sync::{AtomicU64, Guard, Mutex, Ordering, OwnLines};
 use crate::types::NodeId;
 use crate::types::{FrameIdx, MAX_SUPPORTED_ORDER, Order};
 use crate::zone::buddy::FreeArea;
@@ -99,8 +99,10 @@ pub struct Zone<F, P, R = DefaultRawMutex> {
     /// [`Zone::set_page_poison`]).
     pub(crate) free_init: FreeTimeInit<R>,
     /// Which debugging features are on (`crate::debugging`): what every allocation and
-    /// free reads.
-    pub(crate) debug: AtomicU32,
+    /// free reads. `core`'s atomic even under loom: a switch flipped before the CPUs use
+    /// the feature, not a protocol the models check, and a loom access on every
+    /// allocation and free would multiply every model's interleavings.
+    pub(crate) debug: core::sync::atomic::AtomicU32,
     /// Why a [`Zone::new_static`] zone has no usable frames: its configuration, refused
     /// (every `add_memory` returns it).
     pub(crate) refused: Option<ConfigError>,
@@ -269,7 +271,7 @@ impl<const FRAMES: usize, const CPUS: usize, R: RawMutex>
             fault: FaultInjection::new(),
             owners: PageOwnerState::new(),
             free_init: FreeTimeInit::new(),
-            debug: AtomicU32::new(0),
+            debug: core::sync::atomic::AtomicU32::new(0),
             refused,
         }
     }
@@ -359,7 +361,7 @@ where
             fault: FaultInjection::new(),
             owners: PageOwnerState::new(),
             free_init: FreeTimeInit::new(),
-            debug: AtomicU32::new(0),
+            debug: core::sync::atomic::AtomicU32::new(0),
             refused: None,
         })
     }
@@ -711,6 +713,11 @@ where
     /// event hook with the wait.
     #[inline]
     pub(crate) fn lock_zone(&self) -> ZoneGuard<'_, R, P::Events> {
+        // Under loom, the plain lock: a first `try_lock` would double the interleavings of
+        // every model for a report the models do not check.
+        #[cfg(loom)]
+        let mut free = self.free.lock();
+        #[cfg(not(loom))]
         let mut free = match self.free.try_lock() {
             Some(free) => free,
             None => self.lock_zone_contended(),
@@ -723,13 +730,15 @@ where
     }
 
     /// [`Zone::lock_zone`] when another CPU holds the lock: waits, and reports the wait.
+    #[cfg(not(loom))]
     #[cold]
     #[inline(never)]
     fn lock_zone_contended(&self) -> Guard<'_, R, FreeArea> {
         let start = self.events().now();
         let free = self.free.lock();
         let wait = self.events().now().wrapping_sub(start);
-        self.events().zone_lock_contended(&LockContended { wait });
+        self.events()
+            .zone_lock_contended(&crate::events::LockContended { wait });
         free
     }
 
