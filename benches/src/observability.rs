@@ -10,10 +10,11 @@ use crate::count::{self, Workload};
 use crate::measure::{Estimate, Verdict};
 use crate::report::ratio_text;
 use crate::{Cell, Section, SectionContext, Table, must};
-use buddy_sim::events::{PageAlloc, PageFree, PerCpuSet, WithEvents, ZoneEvents};
+use buddy_sim::events::{PageAlloc, PageFree, ZoneEvents};
 use buddy_sim::{
     AllocRequest, FailPageAlloc, Frame, Order, OwnerRecord, PerCpu, Pfn, Zone, ZoneConfig,
 };
+use buddy_sim::{PerCpuSet, WithEvents};
 use std::sync::atomic::{AtomicU64, Ordering};
 
 /// The observability section.

@@ -33,6 +33,10 @@ const FLOORS: [(&str, &[&str]); 7] = [
             "cma",
             "request",
             "report_sink",
+            "events",
+            "fail_page_alloc",
+            "free_init",
+            "owner_record",
         ],
     ),
     ("the zone core", &["zone"]),
@@ -45,11 +49,15 @@ const FLOORS: [(&str, &[&str]); 7] = [
             "vmalloc",
             "exact",
             "reporting",
+            "debugging",
         ],
     ),
     ("the handle's entry points", &["allocate", "block", "named"]),
     ("nodes", &["node"]),
-    ("around the allocator", &["boxed", "adapters", "reference"]),
+    (
+        "around the allocator",
+        &["boxed", "adapters", "reference", "vmstat", "page_owner"],
+    ),
     ("the crate root and test harness", &["crate", "testing"]),
 ];
 

@@ -2,12 +2,12 @@
 //! core's path inline, a zeroed block the zeroed pool's, a run the path of runs.
 
 use crate::error::alloc::AllocError;
-use crate::events::PerCpuSet;
 use crate::frame::Frame;
 use crate::request::{AllocRequest, ReschedPoint, SlowPath};
 use crate::zeroed::Zeroing;
 use crate::zone::buddy::Prefer;
 use crate::zone::cpu::{Access, Cpu, ServedBy};
+use crate::zone::per_cpu_set::PerCpuSet;
 use lock_api::RawMutex;
 use mm_types::Pfn;
 

@@ -2,8 +2,8 @@
 //! converts to and from the raw frame number ([`Block::into_raw`], [`Block::from_raw`]) for a
 //! kernel that keeps frames in page tables.
 
-use crate::events::PerCpuSet;
 use crate::types::FrameIdx;
+use crate::zone::per_cpu_set::PerCpuSet;
 use core::cell::Cell;
 use core::fmt;
 use core::mem::ManuallyDrop;

@@ -13,10 +13,10 @@
 //! frame, or one being initialized, is always found by the table).
 
 use crate::decompose::decompose;
-use crate::events::PerCpuSet;
 use crate::frame::{Frame, Word};
 use crate::types::FrameIdx;
 use crate::zone::Zone;
+use crate::zone::per_cpu_set::PerCpuSet;
 use crate::zone::ranges::DEFERRED_CHUNK_PAGES;
 use lock_api::RawMutex;
 

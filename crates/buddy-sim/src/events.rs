@@ -1,7 +1,8 @@
 //! The zone's events, as Linux's page allocator tracepoints report them: an embedder that
 //! wants them implements [`ZoneEvents`] and hands the zone its per-CPU storage wrapped with
-//! the hook ([`WithEvents`]); a zone given plain storage (a slice, an array, a vector of
-//! [`PerCpu`]) has [`NoEvents`], whose empty methods compile to nothing.
+//! the hook ([`WithEvents`](crate::WithEvents)); a zone given plain storage (a slice, an
+//! array, a vector of [`PerCpu`](crate::PerCpu)) has [`NoEvents`], whose empty methods
+//! compile to nothing.
 //!
 //! Every method has an empty default body, so a hook implements only what it reads. Each
 //! is called on the CPU that caused the event, some with the zone lock held (said on each):
@@ -12,7 +13,6 @@ use core::fmt;
 use crate::migratetype::MigrateType;
 use crate::sync::{AtomicU32, Ordering};
 use crate::types::Order;
-use crate::zone::pcp::PerCpu;
 use mm_types::Pfn;
 
 /// The number of the CPU an event happened on (its index in the zone's per-CPU storage),
@@ -118,7 +118,7 @@ pub enum CompactionKind {
     /// Direct compaction of an allocation's slow path.
     Direct,
     /// Compaction the embedder asked for ([`Cpu::compact`](crate::Cpu::compact)), or
-    /// background compaction ([`Zone::compact_work`](crate::Zone::compact_work)).
+    /// background compaction ([`Zone::compact_work`](crate::Zone::compact_work)(crate::Zone::compact_work)).
     Requested,
 }
 
@@ -203,87 +203,6 @@ pub trait ZoneEvents {
 pub struct NoEvents;
 
 impl ZoneEvents for NoEvents {}
-
-/// The per-CPU storage a zone is given: its [`PerCpu`] slots, one per CPU, and the event
-/// hook. Any `AsRef<[PerCpu<R>]>` (a slice, an array, a vector) is one with [`NoEvents`];
-/// [`WithEvents`] adds a hook.
-pub trait PerCpuSet<R> {
-    /// The hook.
-    type Events: ZoneEvents;
-    /// The slots, one per CPU.
-    fn slots(&self) -> &[PerCpu<R>];
-    /// The hook.
-    fn events(&self) -> &Self::Events;
-}
-
-impl<R, T: AsRef<[PerCpu<R>]> + ?Sized> PerCpuSet<R> for T {
-    type Events = NoEvents;
-
-    #[inline(always)]
-    fn slots(&self) -> &[PerCpu<R>] {
-        self.as_ref()
-    }
-
-    #[inline(always)]
-    fn events(&self) -> &NoEvents {
-        &NoEvents
-    }
-}
-
-/// Per-CPU storage `P` with the event hook `E`: what a zone is given to report its events.
-///
-/// ```
-/// use buddy_sim::events::{PageAlloc, WithEvents, ZoneEvents};
-/// use buddy_sim::{Frame, Order, PerCpu, Pfn, Zone, ZoneConfig};
-/// use core::sync::atomic::{AtomicU64, Ordering};
-///
-/// /// Allocations per CPU, as a per-CPU counter would keep them.
-/// struct CountAllocs([AtomicU64; 2]);
-/// impl ZoneEvents for CountAllocs {
-///     fn page_alloc(&self, e: &PageAlloc<'_>) {
-///         self.0[e.cpu.get()].fetch_add(1, Ordering::Relaxed);
-///     }
-/// }
-///
-/// static FRAMES: [Frame; 64] = [const { Frame::new() }; 64];
-/// static CPUS: [PerCpu; 2] = [const { PerCpu::new() }; 2];
-/// static COUNTS: CountAllocs = CountAllocs([const { AtomicU64::new(0) }; 2]);
-/// let zone = Zone::new_empty(
-///     ZoneConfig::new(Pfn(0x100), 64).with_cpus(2),
-///     &FRAMES[..],
-///     WithEvents::new(&CPUS[..], &COUNTS),
-/// )?;
-/// zone.add_memory(Pfn(0x100), 64)?;
-/// zone.alloc_pages(1, Order::ZERO)?;
-/// assert_eq!(COUNTS.0[1].load(Ordering::Relaxed), 1);
-/// # Ok::<(), buddy_sim::BuddyError>(())
-/// ```
-#[derive(Debug)]
-pub struct WithEvents<P, E> {
-    slots: P,
-    events: E,
-}
-
-impl<P, E> WithEvents<P, E> {
-    /// `slots` reporting to `events`.
-    pub const fn new(slots: P, events: E) -> Self {
-        Self { slots, events }
-    }
-}
-
-impl<R, P: AsRef<[PerCpu<R>]>, E: ZoneEvents> PerCpuSet<R> for WithEvents<P, E> {
-    type Events = E;
-
-    #[inline(always)]
-    fn slots(&self) -> &[PerCpu<R>] {
-        self.slots.as_ref()
-    }
-
-    #[inline(always)]
-    fn events(&self) -> &E {
-        &self.events
-    }
-}
 
 impl<E: ZoneEvents + ?Sized> ZoneEvents for &E {
     #[inline(always)]

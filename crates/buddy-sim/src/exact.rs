@@ -3,7 +3,6 @@
 //! request given back at once as the fewest aligned blocks.
 
 use crate::error::alloc::AllocError;
-use crate::events::PerCpuSet;
 use crate::frame::Frame;
 use crate::memory::Clearing;
 use crate::request::{AllocRequest, ReschedPoint, SlowPath};
@@ -12,6 +11,7 @@ use crate::zeroed::{Zeroing, fault_inside};
 use crate::zone::Zone;
 use crate::zone::buddy::Prefer;
 use crate::zone::pcp::CpuLists;
+use crate::zone::per_cpu_set::PerCpuSet;
 use lock_api::RawMutex;
 use mm_types::Pfn;
 

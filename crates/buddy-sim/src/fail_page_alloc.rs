@@ -1,14 +1,10 @@
 //! Fault injection as Linux's `fail_page_alloc` (`CONFIG_FAIL_PAGE_ALLOC`): block
 //! allocations that fail on purpose, seeded, so that a kernel's out-of-memory paths run in
-//! its tests. [`FailPageAlloc`] says which fail; [`Zone::set_fail_page_alloc`] arms a zone.
+//! its tests. [`FailPageAlloc`] says which fail; [`Zone::set_fail_page_alloc`](crate::Zone::set_fail_page_alloc) arms a zone.
 
-use crate::debugging::DEBUG_FAULT;
-use crate::events::PerCpuSet;
-use crate::frame::Frame;
 use crate::migratetype::MigrateType;
 use crate::sync::Mutex;
 use crate::types::Order;
-use crate::zone::Zone;
 use lock_api::RawMutex;
 
 /// Which block allocations fail on purpose: Linux's `fail_page_alloc` attributes
@@ -122,8 +118,8 @@ impl FailPageAlloc {
 
 /// An armed [`FailPageAlloc`] and what it has done.
 #[derive(Clone, Copy, Debug)]
-struct Armed {
-    attr: FailPageAlloc,
+pub(crate) struct Armed {
+    pub(crate) attr: FailPageAlloc,
     /// The random state (SplitMix64's).
     rng: u64,
     /// Eligible calls counted for `interval`.
@@ -170,7 +166,7 @@ impl Armed {
 /// A zone's fault injection: the armed state under a lock of its own (allocations look at
 /// it only while the zone's debugging switch has [`DEBUG_FAULT`] set).
 pub(crate) struct FaultInjection<R> {
-    state: Mutex<R, (Option<Armed>, u64)>,
+    pub(crate) state: Mutex<R, (Option<Armed>, u64)>,
 }
 
 impl<R: RawMutex> FaultInjection<R> {
@@ -190,6 +186,21 @@ impl<R: RawMutex> FaultInjection<R> {
         }
     }
 
+    /// Arms with `attr` (its counts afresh), or disarms.
+    pub(crate) fn arm(&self, attr: Option<FailPageAlloc>) {
+        self.state.lock().0 = attr.map(|attr| Armed {
+            attr,
+            rng: attr.seed,
+            count: 0,
+            space: attr.space,
+        });
+    }
+
+    /// Failures injected since the zone was built.
+    pub(crate) fn injected(&self) -> u64 {
+        self.state.lock().1
+    }
+
     /// Whether an allocation of `order` of kind `mt` fails on purpose (and, if so, counts
     /// it).
     #[cold]
@@ -207,69 +218,4 @@ impl<R: RawMutex> FaultInjection<R> {
         *injected += u64::from(fail);
         fail
     }
-}
-
-impl<F, P, R> Zone<F, P, R>
-where
-    F: AsRef<[Frame]>,
-    P: PerCpuSet<R>,
-    R: RawMutex,
-{
-    /// Arms fault injection with `attr` (its counts start afresh), or with `None` disarms
-    /// it. While armed, a block allocation it picks fails with
-    /// [`AllocError::OutOfMemory`](crate::AllocError::OutOfMemory), as one that found no
-    /// memory does, before it touches anything: the zone reads exactly as before the call.
-    /// It decides at each attempt on the zone: block allocations of every kind (frozen,
-    /// zeroed, exact runs' blocks, `vmalloc`'s pages), and a [`NodeSet`](crate::NodeSet)'s
-    /// attempt on this zone (its first pass and its slow path are two attempts). Contiguous
-    /// runs (`alloc_contig_pages` and the rest), as in Linux, never fail on purpose.
-    pub fn set_fail_page_alloc(&self, attr: Option<FailPageAlloc>) {
-        let mut state = self.fault.state.lock();
-        state.0 = attr.map(|attr| Armed {
-            attr,
-            rng: attr.seed,
-            count: 0,
-            space: attr.space,
-        });
-        self.set_debugging(DEBUG_FAULT, attr.is_some());
-    }
-
-    /// Whether fault injection fails a valid allocation of `order` of kind `mt` on purpose
-    /// now: an order the zone serves and a kind it takes (else the call fails for what is
-    /// wrong with it, as without fault injection). Called while debugging only.
-    #[inline]
-    pub(crate) fn injects_failure(&self, order: Order, mt: MigrateType) -> bool {
-        self.debugging_with(DEBUG_FAULT)
-            && order <= self.cfg.max_order
-            && self.check_kind(mt).is_ok()
-            && self.fault.decide(order, mt)
-    }
-
-    /// Failures fault injection has injected since the zone was built (arming it again does
-    /// not reset this count).
-    pub fn injected_failures(&self) -> u64 {
-        self.fault.state.lock().1
-    }
-}
-
-/// The loom model's negative control: fault injection's decision for an order-0 call with
-/// the failures left read in one critical section and taken off in another (what the one
-/// critical section of [`FaultInjection::decide`] prevents).
-#[cfg(all(test, loom))]
-pub(crate) fn decide_split_for_loom<F, P, R>(zone: &Zone<F, P, R>) -> bool
-where
-    F: AsRef<[Frame]>,
-    P: PerCpuSet<R>,
-    R: RawMutex,
-{
-    let left = zone.fault.state.lock().0.and_then(|a| a.attr.times);
-    if left == Some(0) {
-        return false;
-    }
-    let mut state = zone.fault.state.lock();
-    if let Some(Some(t)) = state.0.as_mut().map(|a| a.attr.times.as_mut()) {
-        *t = t.saturating_sub(1);
-    }
-    state.1 += 1;
-    true
 }

@@ -119,6 +119,7 @@ mod migratetype;
 mod mobility;
 mod named;
 mod node;
+mod owner_record;
 pub mod page_owner;
 mod reclaim;
 pub mod reference;
@@ -191,6 +192,7 @@ pub use zone::cpu::{
 };
 pub use zone::direct_reclaim::with_direct_reclaim;
 pub use zone::pcp::PerCpu;
+pub use zone::per_cpu_set::{PerCpuSet, WithEvents};
 pub use zone::ranges::{DEFERRED_CHUNK_PAGES, MAX_ADDED_RANGES, MAX_DEFERRED_RANGES};
 pub use zone::stats::{FragmentationStats, MemoryStats};
 pub use zone::{AddedMemory, FreeWhere, StaticZone, Zone};

@@ -20,7 +20,7 @@
 //!   [`NodeSet::online_range`] brings it back. Hotplug calls are serialized by the set's
 //!   hotplug lock (Linux's `mem_hotplug_lock`); allocations and frees never take it.
 
-use crate::events::PerCpuSet;
+use crate::zone::per_cpu_set::PerCpuSet;
 use core::marker::PhantomData;
 
 use crate::block::Block;

@@ -3,12 +3,12 @@
 //! side by side are in `testing` (feature `testing`).
 
 use crate::error::free::FreeError;
-use crate::events::PerCpuSet;
 use crate::frame::Frame;
 use crate::frame::Word;
 use crate::types::{FrameIdx, Order};
 use crate::zone::Zone;
 use crate::zone::cpu::{Access, Cpu};
+use crate::zone::per_cpu_set::PerCpuSet;
 use lock_api::RawMutex;
 use mm_types::Pfn;
 

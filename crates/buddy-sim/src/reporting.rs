@@ -26,12 +26,12 @@
 //! where Linux clears them again.
 
 use crate::error::report::ReportError;
-use crate::events::PerCpuSet;
 use crate::events::{ReportingRound, ZoneEvents};
 use crate::frame::Frame;
 use crate::report_sink::{PageReporting, ReportSink, ReportStats, ReportedBlock};
 use crate::types::{FrameIdx, Order};
 use crate::zone::Zone;
+use crate::zone::per_cpu_set::PerCpuSet;
 use lock_api::RawMutex;
 use mm_types::Pfn;
 

@@ -3,7 +3,6 @@
 
 use crate::error::alloc::AllocError;
 use crate::error::free::FreeError;
-use crate::events::PerCpuSet;
 use crate::frame::{Frame, Word};
 use crate::migratetype::MigrateType;
 use crate::types::{FrameIdx, Order};
@@ -12,6 +11,7 @@ use crate::zone::buddy::Prefer;
 use crate::zone::contig::Claim;
 use crate::zone::cpu::{Access, Cpu};
 use crate::zone::pcp::CpuLists;
+use crate::zone::per_cpu_set::PerCpuSet;
 use lock_api::RawMutex;
 use mm_types::FrameRange;
 

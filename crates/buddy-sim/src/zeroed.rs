@@ -17,7 +17,6 @@
 
 use crate::contents::Contents;
 use crate::error::alloc::AllocError;
-use crate::events::PerCpuSet;
 use crate::frame::Frame;
 use crate::memory::{Clearing, FRAME, FrameClearer, FrameMemory};
 use crate::migratetype::MigrateType;
@@ -25,6 +24,7 @@ use crate::types::{FrameIdx, MAX_SUPPORTED_ORDER, Order};
 use crate::zone::Zone;
 use crate::zone::buddy::Prefer;
 use crate::zone::pcp::CpuLists;
+use crate::zone::per_cpu_set::PerCpuSet;
 use lock_api::RawMutex;
 use mm_types::Pfn;
 use zero_core::Resched;

@@ -234,7 +234,7 @@ use std::sync::atomic::Ordering::Relaxed;
 
 #[test]
 fn a_counting_hook_sees_every_page_the_counters_count() {
-    use buddy_sim::events::WithEvents;
+    use buddy_sim::WithEvents;
     use buddy_sim::{Frame, MigrateType, PerCpu, Zone};
     let hook = Counting::default();
     let cfg = ZoneConfig::new(Pfn(0x2_0000), 4096).with_cpus(2);

@@ -6,12 +6,12 @@
 #![allow(unsafe_code)]
 
 use crate::error::buddy::BuddyError;
-use crate::events::PerCpuSet;
 use crate::frame::Frame;
 use crate::memory::FRAME;
 use crate::memory::{FrameClearer, FrameMemory};
 use crate::types::Order;
 use crate::zone::Zone;
+use crate::zone::per_cpu_set::PerCpuSet;
 use aarch64_paging::descriptor::{PagingAttributes, PhysicalAddress};
 use aarch64_paging::paging::{PageTable, Translation};
 use core::ptr::NonNull;

@@ -7,10 +7,10 @@
 #![allow(unsafe_code)]
 
 use crate::error::buddy::BuddyError;
-use crate::events::PerCpuSet;
 use crate::frame::Frame;
 use crate::types::Order;
 use crate::zone::Zone;
+use crate::zone::per_cpu_set::PerCpuSet;
 use lock_api::RawMutex;
 use mm_types::Pfn;
 use x86_64::PhysAddr;

@@ -15,7 +15,6 @@
 //! vmalloc's, is not moved.
 
 use crate::error::contig::ContigError;
-use crate::events::PerCpuSet;
 use crate::events::{CompactionBegin, CompactionEnd, CompactionKind, ZoneEvents};
 use crate::frame::{Frame, FrameState, Word};
 use crate::migrate::{Migrate, Migration};
@@ -29,6 +28,7 @@ use crate::zone::cpu::{Access, Cpu};
 use crate::zone::map::FrameMap;
 use crate::zone::pageblock::PageblockClaim;
 use crate::zone::pcp::CpuLists;
+use crate::zone::per_cpu_set::PerCpuSet;
 use lock_api::RawMutex;
 
 /// What one compaction did.

@@ -16,12 +16,12 @@
 //! not known zero unless the caller says so.
 
 use crate::error::contig::ContigError;
-use crate::events::PerCpuSet;
 use crate::frame::Frame;
 use crate::migrate::Migrate;
 use crate::mobility::contig_alloc::Take;
 use crate::zone::Zone;
 use crate::zone::cpu::{Access, Cpu};
+use crate::zone::per_cpu_set::PerCpuSet;
 use lock_api::RawMutex;
 use mm_types::Pfn;
 

@@ -19,7 +19,6 @@
 use crate::cma::CmaArea;
 use crate::error::alloc::AllocError;
 use crate::error::contig::ContigError;
-use crate::events::PerCpuSet;
 use crate::frame::{Frame, Word};
 use crate::migrate::Migrate;
 use crate::migratetype::{MigrateType, Pageblock};
@@ -28,6 +27,7 @@ use crate::types::Order;
 use crate::zone::Zone;
 use crate::zone::cpu::{Access, Cpu};
 use crate::zone::pcp::CpuLists;
+use crate::zone::per_cpu_set::PerCpuSet;
 use lock_api::RawMutex;
 use mm_types::Pfn;
 

@@ -3,7 +3,6 @@
 use crate::cma::CmaArea;
 use crate::error::buddy::BuddyError;
 use crate::error::report::ReportError;
-use crate::events::PerCpuSet;
 use crate::frame::Frame;
 use crate::migratetype::MigrateType;
 use crate::migratetype::Pageblock;
@@ -14,6 +13,7 @@ use crate::testing::outcome::any;
 use crate::testing::snapshot::{Snapshot, SnapshotDifference};
 use crate::types::{FrameIdx, Order};
 use crate::zone::Zone;
+use crate::zone::per_cpu_set::PerCpuSet;
 use lock_api::RawMutex;
 use mm_types::Pfn;
 

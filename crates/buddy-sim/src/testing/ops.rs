@@ -225,7 +225,7 @@ pub enum Op {
     /// it ([`Zone::set_fail_page_alloc`](crate::Zone::set_fail_page_alloc)): each failure
     /// it injects must be out of memory with the zone unchanged; the per-page zone, which
     /// takes the block the batched zone handed out, skips a call that failed so.
-    FailPageAlloc(Option<crate::FailPageAlloc>),
+    FailPageAlloc(Option<crate::fail_page_alloc::FailPageAlloc>),
     /// Free a run inside (or overlapping the end of) a recorded contiguous allocation:
     /// batched on one zone (`free_contig_range`, `free_contig_frozen_range` for a frozen
     /// one), per page on the other.

@@ -2,10 +2,10 @@
 //! operation that failed: what a failed operation may change is listed in its docs and in
 //! [`BuddyError`](crate::BuddyError)'s; everything else must read back exactly.
 
-use crate::events::PerCpuSet;
 use crate::frame::Frame;
 use crate::frame::FrameState;
 use crate::zone::Zone;
+use crate::zone::per_cpu_set::PerCpuSet;
 use lock_api::RawMutex;
 use mm_types::Pfn;
 use std::vec::Vec;

@@ -3,7 +3,8 @@
 use core::fmt;
 
 use crate::types::Order;
-use crate::vmstat::{ZoneSet, ZoneSnapshot, nodes_of, zones_of_node};
+use crate::vmstat::snapshot::ZoneSnapshot;
+use crate::vmstat::zones::{ZoneSet, nodes_of, zones_of_node};
 
 /// `/proc/buddyinfo` of a zone or a node set (`Display`): per zone, Linux's
 /// `frag_show_print` line, `Node %d, zone %8s ` and `%6lu ` per order, the free blocks of

@@ -5,7 +5,8 @@
 use core::fmt;
 
 use crate::types::Order;
-use crate::vmstat::{ZoneSet, ZoneSnapshot, nodes_of, write_thousandths, zones_of_node};
+use crate::vmstat::snapshot::ZoneSnapshot;
+use crate::vmstat::zones::{ZoneSet, nodes_of, write_thousandths, zones_of_node};
 
 /// Linux's `contig_page_info`: the free memory as an allocation of one order sees it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -3,7 +3,8 @@
 use core::fmt;
 
 use crate::types::Order;
-use crate::vmstat::{FreeListType, ZoneSet, nodes_of, zones_of_node};
+use crate::vmstat::snapshot::FreeListType;
+use crate::vmstat::zones::{ZoneSet, nodes_of, zones_of_node};
 
 /// `/proc/pagetypeinfo` of a zone or a node set (`Display`), per node as Linux's
 /// `pagetypeinfo_show` prints it: the pageblock order and size, then per zone and type the

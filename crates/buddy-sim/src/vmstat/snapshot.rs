@@ -1,12 +1,12 @@
 //! [`ZoneSnapshot`]: a zone's figures at one instant, what every file prints from.
 
-use crate::events::PerCpuSet;
 use crate::frame::Frame;
 use crate::migratetype::{CMA, INITIALIZED, ISOLATE, LIST_TYPES, Pageblock};
 use crate::types::{FrameIdx, MAX_SUPPORTED_ORDER, NodeId, Order};
 use crate::zone::Zone;
 use crate::zone::config::Watermarks;
 use crate::zone::counters::{FallbackCounts, OpCounters};
+use crate::zone::per_cpu_set::PerCpuSet;
 use lock_api::RawMutex;
 use mm_types::Pfn;
 

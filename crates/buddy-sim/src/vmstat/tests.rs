@@ -4,7 +4,11 @@ use std::format;
 use std::string::String;
 
 use crate::types::Order;
-use crate::vmstat::{BuddyInfo, ExtfragIndex, PageTypeInfo, UnusableIndex, VmStat, ZoneInfo};
+use crate::vmstat::buddyinfo::BuddyInfo;
+use crate::vmstat::fragindex::{ExtfragIndex, UnusableIndex};
+use crate::vmstat::pagetypeinfo::PageTypeInfo;
+use crate::vmstat::vmstat_file::VmStat;
+use crate::vmstat::zoneinfo::ZoneInfo;
 use crate::zone::StaticZone;
 use crate::zone::config::ZoneConfig;
 use mm_types::Pfn;

@@ -2,7 +2,8 @@
 
 use core::fmt;
 
-use crate::vmstat::{ZoneKind, ZoneSet};
+use crate::vmstat::snapshot::ZoneKind;
+use crate::vmstat::zones::ZoneSet;
 use crate::zone::counters::{FallbackCounts, OpCounters};
 
 /// `/proc/vmstat` of a zone or a node set (`Display`): Linux's `name value` lines, summed

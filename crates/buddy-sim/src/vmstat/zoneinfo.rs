@@ -2,7 +2,8 @@
 
 use core::fmt;
 
-use crate::vmstat::{ZoneKind, ZoneSet, ZoneSnapshot, nodes_of, zones_of_node};
+use crate::vmstat::snapshot::{ZoneKind, ZoneSnapshot};
+use crate::vmstat::zones::{ZoneSet, nodes_of, zones_of_node};
 
 /// `/proc/zoneinfo` of a zone or a node set (`Display`), per zone as Linux's
 /// `zoneinfo_show_print` prints it: `pages free`, `boost`, the `min`, `low`, `high` and

@@ -4,7 +4,6 @@
 use crate::contents::Contents;
 use crate::error::alloc::AllocError;
 use crate::error::contig::ContigError;
-use crate::events::PerCpuSet;
 use crate::events::{PageAlloc, PcpRefill, ZoneEvents};
 use crate::frame::{Frame, Word};
 use crate::migratetype::MigrateType;
@@ -16,6 +15,7 @@ use crate::zone::config::Fallback;
 use crate::zone::direct_reclaim::ReclaimRounds;
 use crate::zone::pcp::CpuLists;
 use crate::zone::pcp::PcpLists;
+use crate::zone::per_cpu_set::PerCpuSet;
 use lock_api::RawMutex;
 use mm_types::Pfn;
 

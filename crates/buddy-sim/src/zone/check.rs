@@ -1,6 +1,5 @@
 //! `Zone::check`: every invariant, verified by walking the frames and every free list.
 
-use crate::events::PerCpuSet;
 use crate::frame::{Frame, FrameState, Word};
 use crate::migratetype::MigrateType;
 use crate::types::{FrameIdx, Order};
@@ -8,6 +7,7 @@ use crate::zone::Zone;
 use crate::zone::config::PCP_LISTS;
 use crate::zone::list::{FreeCount, List};
 use crate::zone::map::FrameMap;
+use crate::zone::per_cpu_set::PerCpuSet;
 use lock_api::RawMutex;
 use mm_types::Pfn;
 

@@ -21,12 +21,12 @@
 
 use crate::decompose::decompose;
 use crate::error::free::FreeError;
-use crate::events::PerCpuSet;
 use crate::frame::{Frame, FrameState, Word};
 use crate::types::FrameIdx;
 use crate::zone::Zone;
 use crate::zone::cpu::{Access, Cpu};
 use crate::zone::pcp::CpuLists;
+use crate::zone::per_cpu_set::PerCpuSet;
 use core::ops::Range;
 use lock_api::RawMutex;
 use mm_types::Pfn;

@@ -2,7 +2,7 @@
 //! carries the calls that run on that CPU (allocation, frees, drains); [`Zone::local_cpu`]
 //! gives the same calls reaching the CPU's lists without their lock ([`LocalCpu`]).
 
-use crate::events::PerCpuSet;
+use crate::zone::per_cpu_set::PerCpuSet;
 use core::fmt;
 use core::marker::PhantomData;
 

@@ -8,7 +8,6 @@
 
 use crate::error::alloc::AllocError;
 use crate::error::free::FreeError;
-use crate::events::PerCpuSet;
 use crate::events::{PageAlloc, ZoneEvents};
 use crate::frame::{Frame, Word};
 use crate::migratetype::{MigrateType, Pageblock};
@@ -18,6 +17,7 @@ use crate::zone::Zone;
 use crate::zone::buddy::Prefer;
 use crate::zone::cpu::{Access, Cpu};
 use crate::zone::pcp::CpuLists;
+use crate::zone::per_cpu_set::PerCpuSet;
 use lock_api::RawMutex;
 use mm_types::Pfn;
 

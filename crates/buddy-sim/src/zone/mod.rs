@@ -25,11 +25,12 @@ pub(crate) mod map;
 pub(crate) mod pageblock;
 pub(crate) mod pcp;
 pub(crate) mod pcp_list;
+pub(crate) mod per_cpu_set;
 pub(crate) mod ranges;
 pub(crate) mod refs;
 pub(crate) mod stats;
 
-use crate::events::PerCpuSet;
+use crate::zone::per_cpu_set::PerCpuSet;
 use core::fmt;
 use core::ops::{Deref, DerefMut, Range};
 
@@ -43,7 +44,7 @@ use crate::frame::{Frame, FrameInfo, FrameState, Word};
 use crate::free_init::FreeTimeInit;
 use crate::memory::FRAME;
 use crate::migratetype::{CMA, MigrateType};
-use crate::page_owner::PageOwnerState;
+use crate::owner_record::PageOwnerState;
 use crate::sync::DefaultRawMutex;
 use crate::sync::{AtomicU64, Guard, Mutex, Ordering, OwnLines};
 use crate::types::NodeId;

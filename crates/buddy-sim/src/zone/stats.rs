@@ -1,7 +1,7 @@
 //! What a zone, or a node of zones, holds at one instant: [`MemoryStats`], a zone's from
 //! [`Zone::stats`], a node's their sum.
 
-use crate::events::PerCpuSet;
+use crate::zone::per_cpu_set::PerCpuSet;
 use core::iter::Sum;
 use core::ops::{Add, AddAssign};
 
