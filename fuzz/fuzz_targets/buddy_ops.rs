@@ -71,9 +71,22 @@ enum ArbOp {
     ReserveCma(u8, u16, u8),
     AllocCma(u8, u8, u16, u8),
     Report(u16, bool),
-    /// Fault injection: seed, probability, interval, times (`None`: no limit), space, min
-    /// order, kind (3 and above: every kind); `None` disarms it.
-    FailPageAlloc(Option<(u64, u8, u8, Option<u8>, u8, u8, u8)>),
+    /// Fault injection's attributes; `None` disarms it.
+    FailPageAlloc(Option<ArbFail>),
+}
+
+/// Fault injection's attributes, as the fuzzer picks them.
+#[derive(Arbitrary, Debug)]
+struct ArbFail {
+    seed: u64,
+    probability: u8,
+    interval: u8,
+    /// `None`: no limit.
+    times: Option<u8>,
+    space: u8,
+    min_order: u8,
+    /// 0..=2: that kind only; 3 and above: every kind.
+    kind: u8,
 }
 
 impl ArbOp {
@@ -195,23 +208,21 @@ impl ArbOp {
                 cpu: cpu(c),
                 budget: u64::from(*b % 512),
             },
-            Self::FailPageAlloc(attr) => Op::FailPageAlloc(attr.map(
-                |(seed, p, interval, times, space, min_order, kind)| {
-                    let attr = FailPageAlloc::new(seed)
-                        .probability(p % 101)
-                        .interval(u64::from(interval % 8))
-                        .space(u64::from(space))
-                        .min_order(Order::new(min_order % 12).unwrap());
-                    let attr = match times {
-                        Some(t) => attr.times(u64::from(t % 16)),
-                        None => attr,
-                    };
-                    match kind {
-                        k @ 0..=2 => attr.only(MigrateType::ALL[usize::from(k)]),
-                        _ => attr,
-                    }
-                },
-            )),
+            Self::FailPageAlloc(attr) => Op::FailPageAlloc(attr.as_ref().map(|a| {
+                let attr = FailPageAlloc::new(a.seed)
+                    .probability(a.probability % 101)
+                    .interval(u64::from(a.interval % 8))
+                    .space(u64::from(a.space))
+                    .min_order(Order::new(a.min_order % 12).unwrap());
+                let attr = match a.times {
+                    Some(t) => attr.times(u64::from(t % 16)),
+                    None => attr,
+                };
+                match a.kind {
+                    k @ 0..=2 => attr.only(MigrateType::ALL[usize::from(k)]),
+                    _ => attr,
+                }
+            })),
         }
     }
 }

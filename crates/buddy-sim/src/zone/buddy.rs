@@ -349,6 +349,7 @@ impl FreeArea {
                 if !claimed {
                     self.fallbacks.count_steal(mt, from);
                 }
+                self.fell_back(m.pfn(idx), (order, o), (mt, from), claimed);
                 Some((o, idx))
             })
         })?;
@@ -492,14 +493,7 @@ impl FreeArea {
             if self.try_claim(m, idx, Order(o), mt, from) {
                 let claim = PageblockClaim::of(m, idx, Order(o), from, mt);
                 let (idx, zeroed) = self.rmqueue_smallest(m, order, mt)?;
-                self.extfrag.push(Extfrag {
-                    pfn: m.pfn(idx),
-                    alloc_order: order,
-                    fallback_order: Order(o),
-                    alloc_kind: mt,
-                    fallback_kind: from,
-                    change_ownership: true,
-                });
+                self.fell_back(m.pfn(idx), (order, Order(o)), (mt, from), true);
                 return Some((idx, zeroed, claim));
             }
         }
@@ -519,14 +513,7 @@ impl FreeArea {
         let (o, (from, idx)) = (order.get()..m.cfg.max_order.get() + 1)
             .find_map(|o| Some((o, self.suitable_fallback(Order(o), mt)?)))?;
         self.fallbacks.count_steal(mt, from);
-        self.extfrag.push(Extfrag {
-            pfn: m.pfn(idx),
-            alloc_order: order,
-            fallback_order: Order(o),
-            alloc_kind: mt,
-            fallback_kind: from,
-            change_ownership: false,
-        });
+        self.fell_back(m.pfn(idx), (order, Order(o)), (mt, from), false);
         Some((idx, self.take_split(m, idx, Order(o), order)))
     }
 
@@ -1083,6 +1070,26 @@ impl FreeArea {
         }
         // At most 100.
         ((free - self.free_in_pageblocks(m)) * 100 / free) as u8
+    }
+
+    /// Keeps an allocation of `mt` and `order` that fell back to a free block of
+    /// `fallback_order` at `pfn` in a pageblock of type `from` (claiming it or not) for the
+    /// event hook (`mm_page_alloc_extfrag`).
+    fn fell_back(
+        &mut self,
+        pfn: mm_types::Pfn,
+        (alloc_order, fallback_order): (Order, Order),
+        (alloc_kind, fallback_kind): (MigrateType, MigrateType),
+        change_ownership: bool,
+    ) {
+        self.extfrag.push(Extfrag {
+            pfn,
+            alloc_order,
+            fallback_order,
+            alloc_kind,
+            fallback_kind,
+            change_ownership,
+        });
     }
 
     /// Takes the fallbacks not yet handed to the event hook.
