@@ -25,11 +25,18 @@ impl ContigPageInfo {
             free_blocks_suitable: 0,
         };
         for order in 0..=crate::types::MAX_SUPPORTED_ORDER {
+            // Saturating: the snapshot's fields are public (a zone's own counts never
+            // come near the limits).
             let blocks = zone.nr_free(Order(order));
-            info.free_blocks_total += blocks;
-            info.free_pages += blocks << order;
+            let pages = blocks.checked_shl(u32::from(order)).unwrap_or(u64::MAX);
+            info.free_blocks_total = info.free_blocks_total.saturating_add(blocks);
+            info.free_pages = info.free_pages.saturating_add(pages);
             if order >= suitable.get() {
-                info.free_blocks_suitable += blocks << (order - suitable.get());
+                let suitable_blocks = blocks
+                    .checked_shl(u32::from(order - suitable.get()))
+                    .unwrap_or(u64::MAX);
+                info.free_blocks_suitable =
+                    info.free_blocks_suitable.saturating_add(suitable_blocks);
             }
         }
         info
@@ -54,8 +61,9 @@ impl ZoneSnapshot {
         let requested = order.pages();
         // Each free block is smaller than `requested`: the quotient is below 2000, and the
         // index above -1000 (negative for a few blocks of nearly the order, as in Linux).
-        let quotient = (1000 + info.free_pages * 1000 / requested) / info.free_blocks_total;
-        1000 - quotient as i32
+        let quotient =
+            (1000 + info.free_pages.saturating_mul(1000) / requested) / info.free_blocks_total;
+        1000 - quotient.min(2000) as i32
     }
 
     /// Linux's unusable free space index of `order` (`unusable_free_index`), in
@@ -67,8 +75,12 @@ impl ZoneSnapshot {
         if info.free_pages == 0 {
             return 1000;
         }
-        let usable = info.free_blocks_suitable << order.get();
-        ((info.free_pages - usable) * 1000 / info.free_pages) as i32
+        let usable = info
+            .free_blocks_suitable
+            .checked_shl(u32::from(order.get()))
+            .unwrap_or(u64::MAX);
+        (info.free_pages.saturating_sub(usable).saturating_mul(1000) / info.free_pages).min(1000)
+            as i32
     }
 }
 

@@ -177,7 +177,9 @@ impl ZoneSnapshot {
     /// Free blocks of `order` in the buddy, every type (`free_area[order].nr_free`).
     #[must_use]
     pub fn nr_free(&self, order: Order) -> u64 {
-        self.free_blocks[order.get() as usize].iter().sum()
+        self.free_blocks[order.get() as usize]
+            .iter()
+            .fold(0u64, |a, &b| a.saturating_add(b))
     }
 
     /// Linux's promotion watermark (`promo`): the high one plus the step between low and
@@ -185,7 +187,8 @@ impl ZoneSnapshot {
     #[must_use]
     pub const fn promo_watermark(&self) -> u64 {
         let w = self.watermarks;
-        w.high + (w.high - w.low)
+        // Saturating: the fields are public, and a snapshot built by hand may hold anything.
+        w.high.saturating_add(w.high.saturating_sub(w.low))
     }
 }
 

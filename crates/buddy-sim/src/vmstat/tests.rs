@@ -218,3 +218,20 @@ fn the_files_parse_back_with_the_layout_their_readers_use() {
         assert_eq!(n, snapshot.free_blocks[order][1]);
     }
 }
+
+/// A snapshot built by hand with any figures (its fields are public) computes its indices
+/// and watermark without a panic, debug builds included.
+#[test]
+fn a_hand_built_snapshot_with_extreme_figures_does_not_panic() {
+    let mut s = constructed().snapshot();
+    s.free_blocks = [[u64::MAX; 6]; crate::types::MAX_SUPPORTED_ORDER as usize + 1];
+    s.watermarks.low = u64::MAX;
+    s.watermarks.high = 1;
+    for order in 0..=crate::types::MAX_SUPPORTED_ORDER {
+        let o = Order::new(order).unwrap();
+        assert!((-1000..=1000).contains(&s.extfrag_index(o)));
+        assert!((0..=1000).contains(&s.unusable_index(o)));
+    }
+    assert_eq!(s.nr_free(Order(3)), u64::MAX);
+    assert_eq!(s.promo_watermark(), 1);
+}
