@@ -79,7 +79,8 @@ fn cargo_fuzz(root: &Path, subcommand: &str) -> std::process::Command {
 
 /// Builds every target (or those named in `only`), then runs each within `budget` on its
 /// working corpus (`fuzz/corpus/TARGET`, not committed) and its committed seeds
-/// (`fuzz/seeds/TARGET`, a minimized corpus: `cargo fuzz cmin`), echoing libFuzzer's output.
+/// (`fuzz/seeds/TARGET`, a minimized corpus: `cargo fuzz cmin`), one target per core at a
+/// time (libFuzzer runs one thread), echoing each target's output when it ends.
 pub fn run_all(root: &Path, budget: Budget, only: &[String]) -> Result<Vec<TargetRun>, String> {
     let mut targets = targets(root)?;
     if let Some(unknown) = only.iter().find(|t| !targets.contains(t)) {
@@ -92,9 +93,34 @@ pub fn run_all(root: &Path, budget: Budget, only: &[String]) -> Result<Vec<Targe
         targets.retain(|t| only.contains(t));
     }
     cmd::status(&mut cargo_fuzz(root, "build"))?;
-    targets.iter().map(|t| run_one(root, t, budget)).collect()
+    let workers = std::thread::available_parallelism()
+        .map_or(1, |n| n.get())
+        .min(targets.len());
+    let next = std::sync::atomic::AtomicUsize::new(0);
+    let runs = std::sync::Mutex::new(Vec::new());
+    std::thread::scope(|scope| {
+        for _ in 0..workers {
+            scope.spawn(|| {
+                loop {
+                    let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                    let Some(target) = targets.get(i) else { break };
+                    let run = run_one(root, target, budget);
+                    if let Ok(mut runs) = runs.lock() {
+                        runs.push((i, run));
+                    }
+                }
+            });
+        }
+    });
+    let mut runs = runs
+        .into_inner()
+        .map_err(|_| "a fuzz worker panicked".to_string())?;
+    runs.sort_by_key(|(i, _)| *i);
+    runs.into_iter().map(|(_, run)| run).collect()
 }
 
+/// Runs `target` within `budget`; its output (libFuzzer's, on stderr) is printed whole when
+/// it ends, so that targets running side by side do not interleave their lines.
 fn run_one(root: &Path, target: &str, budget: Budget) -> Result<TargetRun, String> {
     use std::io::{BufRead, BufReader};
     let limit = match budget {
@@ -119,9 +145,11 @@ fn run_one(root: &Path, target: &str, budget: Budget) -> Result<TargetRun, Strin
         .spawn()
         .map_err(|e| format!("`{}` could not start: {e}", cmd::describe(&c)))?;
     let (mut executions, mut total_time, mut crash) = (0, None, None);
+    let mut output = String::new();
     if let Some(stderr) = child.stderr.take() {
         for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-            eprintln!("{line}");
+            output.push_str(&line);
+            output.push('\n');
             let stat = |name: &str| {
                 line.strip_prefix(name)
                     .and_then(|v| v.trim().parse::<u64>().ok())
@@ -138,6 +166,11 @@ fn run_one(root: &Path, target: &str, budget: Budget) -> Result<TargetRun, Strin
     let status = child
         .wait()
         .map_err(|e| format!("`{}`: {e}", cmd::describe(&c)))?;
+    eprint!("{output}");
+    println!(
+        "    {target}: {executions} executions in {:.1} s",
+        started.elapsed().as_secs_f64()
+    );
     if !status.success() && crash.is_none() {
         return Err(format!(
             "`{}` failed ({status}) without a crashing input",

@@ -3,14 +3,23 @@
 //! of allocations), until it is freed; a leak hunt enables it, runs a workload and lists
 //! what is still alive from a range of generations.
 //!
-//! The records live in a map on the heap itself: a CPU that is recording does not record
-//! the map's own allocations (one flag per CPU, set while its record is written).
+//! Pages are tracked too, by buddy-sim's page_owner: enabling tracking gives every zone its
+//! owner records (from its own pages, once), and each page call's blocks are recorded with
+//! its [`UsageKind`], its CPU and a generation from the same sequence as the heap's
+//! ([`axalloc_buddy::GlobalAllocator::next_sequence`]), so that one range of generations
+//! covers heap and pages. [`page_allocations_in`] lists the runs; [`page_usages`] sums them
+//! per kind, what [`GlobalAllocator::usages`](crate::GlobalAllocator::usages) counts as the
+//! calls go.
+//!
+//! The heap's records live in a map on the heap itself: a CPU that is recording does not
+//! record the map's own allocations (one flag per CPU, set while its record is written).
 
 use alloc::collections::btree_map::BTreeMap;
 use core::alloc::Layout;
 use core::ops::Range;
 use core::sync::atomic::{AtomicBool, Ordering};
 
+use axalloc_buddy::{UsageKind, Usages};
 use axbacktrace::Backtrace;
 use spin::Mutex;
 
@@ -25,16 +34,34 @@ pub struct AllocationInfo {
     pub generation: u64,
 }
 
-/// The live allocations by address, and the next generation.
+/// A run of pages alive, as page_owner recorded it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PageAllocationInfo {
+    /// Its first page's address.
+    pub addr: usize,
+    /// Its pages.
+    pub pages: usize,
+    /// What its call said it is for (`None` for a block no page call named).
+    pub kind: Option<UsageKind>,
+    /// The CPU whose lists it came from (`None` for a fixed-address run).
+    pub cpu: Option<usize>,
+    /// Its place in the order of tracked allocations, heap and pages together.
+    pub generation: u64,
+}
+
+/// The live allocations by address.
 struct Records {
     live: BTreeMap<usize, AllocationInfo>,
-    generation: u64,
 }
 
 static RECORDS: Mutex<Records> = Mutex::new(Records {
     live: BTreeMap::new(),
-    generation: 0,
 });
+
+/// The allocator whose sequence numbers the records take and whose pages are tracked.
+fn pages() -> &'static axalloc_buddy::GlobalAllocator {
+    crate::global_allocator().buddy()
+}
 
 static ENABLED: AtomicBool = AtomicBool::new(false);
 
@@ -44,14 +71,21 @@ const CPUS: usize = 256;
 /// Set on a CPU while it writes a record (its allocations then are the map's own).
 static RECORDING: [AtomicBool; CPUS] = [const { AtomicBool::new(false) }; CPUS];
 
-/// Starts recording allocations.
+/// Starts recording allocations: the heap's, and the page calls' (page_owner, started in
+/// every zone the first time; a zone without room for its records logs it and records
+/// none).
 pub fn enable_tracking() {
+    if let Err(e) = pages().enable_page_owner() {
+        log::warn!("tracking: page_owner could not start in every zone: {e:?}");
+    }
+    pages().set_page_tracking(true);
     ENABLED.store(true, Ordering::SeqCst);
 }
 
 /// Stops recording (the records of live allocations stay).
 pub fn disable_tracking() {
     ENABLED.store(false, Ordering::SeqCst);
+    pages().set_page_tracking(false);
 }
 
 /// Whether allocations are recorded.
@@ -59,9 +93,9 @@ pub fn tracking_enabled() -> bool {
     ENABLED.load(Ordering::SeqCst)
 }
 
-/// The generation the next recorded allocation gets.
+/// The generation the next recorded allocation gets (heap or pages).
 pub fn current_generation() -> u64 {
-    with_records(|r| r.generation).unwrap_or(0)
+    pages().sequence()
 }
 
 /// Calls `visitor` on every live allocation whose generation lies in `range`.
@@ -72,6 +106,31 @@ pub fn allocations_in(range: Range<u64>, mut visitor: impl FnMut(&AllocationInfo
             .filter(|info| range.contains(&info.generation))
             .for_each(&mut visitor);
     });
+}
+
+/// Calls `visitor` on every run of pages alive that a tracked page call allocated with a
+/// generation in `range`, region by region in address order. Records are read without
+/// locks: a run allocated or freed meanwhile may be listed with another call's fields, or
+/// not at all.
+pub fn page_allocations_in(range: Range<u64>, mut visitor: impl FnMut(&PageAllocationInfo)) {
+    pages().owned_runs(|run| {
+        if let Some(generation) = run.sequence.filter(|g| range.contains(g)) {
+            visitor(&PageAllocationInfo {
+                addr: run.addr,
+                pages: run.pages,
+                kind: run.kind,
+                cpu: run.cpu,
+                generation,
+            });
+        }
+    });
+}
+
+/// The bytes of pages held per kind, from page_owner's records: every run allocated since
+/// tracking was first enabled, tracked or not (the heap's kind counts its pages here, its
+/// bytes in [`GlobalAllocator::usages`](crate::GlobalAllocator::usages)).
+pub fn page_usages() -> Usages {
+    pages().owner_usages()
 }
 
 /// `f` on the records, with interrupts off and this CPU's flag set; `None` when this CPU is
@@ -92,9 +151,8 @@ pub(crate) fn allocated(ptr: *mut u8, layout: Layout) {
     if ptr.is_null() || !tracking_enabled() {
         return;
     }
+    let generation = pages().next_sequence();
     with_records(|r| {
-        let generation = r.generation;
-        r.generation = r.generation.wrapping_add(1);
         let info = AllocationInfo {
             layout,
             backtrace: Backtrace::capture(),

@@ -8,6 +8,7 @@
 
 use crate::cpu::this_cpu;
 use crate::lock::IrqSpin;
+use crate::owner::OwnerTag;
 use crate::usage::{UsageCounts, UsageKind};
 use buddy_sim::{
     AxPageAllocator, BuddyError, ConfigError, DefaultRawMutex, Frame, FrameClearer, OffsetMap,
@@ -44,6 +45,13 @@ pub(crate) struct CpuSlot {
     id: usize,
     pub(crate) pages: CpuPages,
     pub(crate) usage: UsageCounts,
+}
+
+impl CpuSlot {
+    /// The CPU whose lists these are.
+    pub(crate) fn id(&self) -> usize {
+        self.id
+    }
 }
 
 /// Why the memory given at initialization cannot hold a page allocator.
@@ -365,12 +373,13 @@ impl Frames {
         &self.clearer
     }
 
-    /// One page for `kind` from the calling CPU's lists (the zone's frozen page), counted;
-    /// `None`, changing nothing, when the zone has none (the general path then looks
-    /// further and records why).
+    /// One page for `kind` from the calling CPU's lists (the zone's frozen page), counted,
+    /// recorded with `tag` (page_owner); `None`, changing nothing, when the zone has none
+    /// (the general path then looks further and records why).
     #[inline(always)]
-    pub(crate) fn alloc_page(&self, kind: UsageKind) -> Option<usize> {
+    pub(crate) fn alloc_page(&self, kind: UsageKind, tag: OwnerTag) -> Option<usize> {
         let mut cpu = self.this_cpu();
+        tag.set(self.zone, cpu.id);
         // SAFETY: the slot's lock is held, with interrupts and preemption off on this CPU:
         // its lists are reached by this call alone (as `carve`'s `cpu_local` says).
         let lists = unsafe { self.zone.local_cpu(cpu.id) }.ok()?;

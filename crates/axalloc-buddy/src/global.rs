@@ -6,6 +6,7 @@ use crate::byte::{DefaultByteAllocator, NAME};
 use crate::cpu::cpu_count;
 use crate::frames::{Frames, InitError, PAGE};
 use crate::lock::IrqSpin;
+use crate::owner::{OwnerTag, Owners};
 use crate::usage::{UsageCounts, UsageKind, Usages};
 use axallocator::{AllocError, AllocResult, BaseAllocator, ByteAllocator, PageAllocator};
 use core::alloc::{GlobalAlloc, Layout};
@@ -199,6 +200,8 @@ pub struct GlobalAllocator {
     cpu_id: Option<fn() -> usize>,
     /// The kernel's address translation, for DMA32 memory (none: addresses are physical).
     virt_to_phys: Option<fn(usize) -> usize>,
+    /// page_owner's state (feature `page-owner`; empty without it).
+    owners: Owners,
 }
 
 impl Default for GlobalAllocator {
@@ -231,7 +234,14 @@ impl GlobalAllocator {
             published: AtomicUsize::new(0),
             cpu_id,
             virt_to_phys: None,
+            owners: Owners::new(),
         }
+    }
+
+    /// page_owner's state.
+    #[cfg(feature = "page-owner")]
+    pub(crate) fn owners(&self) -> &Owners {
+        &self.owners
     }
 
     /// This allocator, finding the physical address of memory it is given with
@@ -249,7 +259,7 @@ impl GlobalAllocator {
     }
 
     /// The page allocator of every region given so far, `init`'s first.
-    fn regions(&self) -> impl Iterator<Item = &Frames> + '_ {
+    pub(crate) fn regions(&self) -> impl Iterator<Item = &Frames> + '_ {
         let n = self.published.load(Ordering::Acquire).min(MAX_REGIONS);
         self.regions[..n].iter().filter_map(Once::get)
     }
@@ -373,6 +383,7 @@ impl GlobalAllocator {
         }
         self.published.store(1, Ordering::Release);
         drop(heap);
+        self.record_owners_in(frames);
         info!(
             "buddy-sim: {} frames in [{start_vaddr:#x}, +{size:#x}), {} free, {} CPUs; zeroed pages cleared with {}",
             frames.zone().span().pages,
@@ -394,6 +405,18 @@ impl GlobalAllocator {
             .give(heap, FIRST_HEAP)
             .map_err(|_| InitError::FirstHeap)?;
         Ok(())
+    }
+
+    /// Gives a region's zone its page_owner table if page_owner is on (feature
+    /// `page-owner`; nothing without it). A region without room for one is logged and
+    /// records nothing.
+    fn record_owners_in(&self, frames: &Frames) {
+        #[cfg(feature = "page-owner")]
+        if let Err(e) = self.owner_table_for_new(frames) {
+            warn!("page_owner: no room for a region's records: {e:?}");
+        }
+        #[cfg(not(feature = "page-owner"))]
+        let _ = frames;
     }
 
     /// Whether all of `[start, start + size)` lies below 4 GiB in physical memory.
@@ -451,6 +474,7 @@ impl GlobalAllocator {
             return heap.add(start_vaddr, size);
         };
         let mut taken = Err(AllocError::InvalidParam);
+        let first_new = self.published.load(Ordering::Relaxed);
         for (start, len) in self.dma32_parts(start_vaddr, size) {
             if len == 0 {
                 continue;
@@ -483,6 +507,10 @@ impl GlobalAllocator {
                     Err(_) => {}
                 },
             }
+        }
+        drop(heap);
+        for frames in self.regions().skip(first_new) {
+            self.record_owners_in(frames);
         }
         taken
     }
@@ -585,7 +613,7 @@ impl GlobalAllocator {
     /// `kind`; `None` when that list and its refill have none, or before `init`.
     #[inline(never)]
     fn alloc_one_page(&self, kind: UsageKind) -> Option<usize> {
-        self.first()?.alloc_page(kind)
+        self.first()?.alloc_page(kind, self.owners.tag(kind))
     }
 
     /// [`GlobalAllocator::alloc_pages`] of anything but one page (or of one page the fast
@@ -645,8 +673,10 @@ impl GlobalAllocator {
     ) -> AllocResult<usize> {
         let frames = self.region_of(start).ok_or(AllocError::NoMemory)?;
         // The run may lie partly on other CPUs' lists, which the zone drains: every slot held.
+        let tag = self.owners.tag(kind);
         frames
             .every_cpu(|cpu| {
+                tag.set(frames.zone(), cpu.id());
                 let at = cpu.pages.alloc_pages_at(start, num_pages, align_pow2)?;
                 cpu.usage.add(kind, num_pages.wrapping_mul(PAGE));
                 Ok(at)
@@ -748,20 +778,26 @@ impl GlobalAllocator {
     #[inline(always)]
     fn take(&self, kind: UsageKind, want: Want, dma32: bool) -> AllocResult<usize> {
         let first = self.first().ok_or(AllocError::NoMemory)?;
+        let tag = self.owners.tag(kind);
         if !dma32 || first.dma32() {
-            match Self::take_in(first, kind, want) {
+            match Self::take_in(first, (kind, tag), want) {
                 Err(AllocError::NoMemory) => {}
                 done => return done,
             }
         }
-        self.take_elsewhere(kind, want, dma32)
+        self.take_elsewhere((kind, tag), want, dma32)
     }
 
     /// [`GlobalAllocator::take`] from the regions after the first, and then, with every
     /// CPU's lists drained, from every region again: out of line, so that the common call
     /// (the first region has the pages) carries none of it.
     #[inline(never)]
-    fn take_elsewhere(&self, kind: UsageKind, want: Want, dma32: bool) -> AllocResult<usize> {
+    fn take_elsewhere(
+        &self,
+        kind: (UsageKind, OwnerTag),
+        want: Want,
+        dma32: bool,
+    ) -> AllocResult<usize> {
         let result = Self::take_from(self.regions().skip(1), kind, want, dma32);
         if !matches!(result, Err(AllocError::NoMemory)) {
             return result;
@@ -781,7 +817,7 @@ impl GlobalAllocator {
     /// `want` from the first of `regions` (below 4 GiB only, for `dma32`) that has it.
     fn take_from<'a>(
         regions: impl Iterator<Item = &'a Frames>,
-        kind: UsageKind,
+        kind: (UsageKind, OwnerTag),
         want: Want,
         dma32: bool,
     ) -> AllocResult<usize> {
@@ -798,10 +834,15 @@ impl GlobalAllocator {
     }
 
     /// `want` from the calling CPU's page allocator of `frames`, counted for `kind` when it
-    /// is taken.
+    /// is taken, its blocks recorded with `tag` (page_owner).
     #[inline(always)]
-    fn take_in(frames: &Frames, kind: UsageKind, want: Want) -> AllocResult<usize> {
+    fn take_in(
+        frames: &Frames,
+        (kind, tag): (UsageKind, OwnerTag),
+        want: Want,
+    ) -> AllocResult<usize> {
         let mut cpu = frames.this_cpu();
+        tag.set(frames.zone(), cpu.id());
         let (at, pages) = match want {
             Want::Pages(n, align) => (cpu.pages.alloc_pages(n, align)?, n),
             Want::Zeroed(n, align) => {

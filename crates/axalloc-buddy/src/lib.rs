@@ -54,6 +54,7 @@ mod cpu;
 mod frames;
 mod global;
 mod lock;
+mod owner;
 mod page;
 mod usage;
 
@@ -62,6 +63,8 @@ pub use buddy_sim;
 pub use byte::DefaultByteAllocator;
 pub use frames::{InitError, PageZone};
 pub use global::{GlobalAllocator, MAX_ADDED_REGIONS, MAX_REGIONS};
+#[cfg(feature = "page-owner")]
+pub use owner::OwnedRun;
 pub use page::GlobalPage;
 pub use usage::{UsageKind, Usages};
 

@@ -44,6 +44,12 @@ impl Usages {
         Self(sum.map(|s| if s.cast_signed() < 0 { 0 } else { s }))
     }
 
+    /// The bytes held per kind, `bytes[kind as usize]`.
+    #[cfg(feature = "page-owner")]
+    pub(crate) fn from_bytes(bytes: [usize; UsageKind::VARIANTS.len()]) -> Self {
+        Self(bytes)
+    }
+
     /// The bytes held for `kind`.
     #[must_use]
     pub fn get(&self, kind: UsageKind) -> usize {

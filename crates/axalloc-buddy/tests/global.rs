@@ -311,7 +311,7 @@ proptest! {
     /// Random page calls against a model of which pages are held: no page is handed out
     /// twice, every free changes the counts by what it frees, and everything goes back.
     #[test]
-    fn churn_matches_a_model(calls in proptest::collection::vec(call(), 1..200)) {
+    fn churn_matches_a_model(calls in proptest::collection::vec(call(), 1..if cfg!(miri) { 60 } else { 200 })) {
         let (_region, a) = allocator(2 << 20);
         let base_free = a.available_pages();
         // Held pages: page address -> held.
@@ -600,8 +600,10 @@ fn page_calls_refuse_what_arceos_refuses() {
 /// addresses are physical: host memory above 4 GiB serves no DMA32 request.
 #[test]
 fn every_region_is_managed_with_holes_between() {
-    let (first, a) = allocator(1 << 20);
-    let second = region(2 << 20);
+    // Under Miri, where a page call costs milliseconds, regions a quarter the size.
+    let scale = if cfg!(miri) { 2 } else { 0 };
+    let (first, a) = allocator((1 << 20) >> scale);
+    let second = region((2 << 20) >> scale);
     let tiny = region(8 * PAGE);
     // SAFETY: both regions are the allocator's from here on; they outlive it.
     unsafe { a.add_memory(second.start(), second.len()) }.unwrap();
@@ -621,7 +623,7 @@ fn every_region_is_managed_with_holes_between() {
     }
     assert!(pages.iter().any(|&p| in_first(p)) && pages.iter().any(|&p| in_second(p)));
     assert_eq!(a.available_pages(), 0);
-    assert!(pages.len() > (2 << 20) / PAGE, "{} pages", pages.len());
+    assert!(pages.len() > second.len() / PAGE, "{} pages", pages.len());
     let mut seen = std::collections::BTreeSet::new();
     assert!(
         pages.iter().all(|&p| seen.insert(p)),
@@ -632,10 +634,14 @@ fn every_region_is_managed_with_holes_between() {
     }
     assert_eq!(a.usages().get(UsageKind::VirtMem), 0);
     zone_is_sound(&a);
-    // A run as large as the second region's largest block comes from it.
-    let run = a.alloc_pages(256, 256 * PAGE, UsageKind::VirtMem).unwrap();
+    // A run as large as the second region's largest block (half of it: its metadata takes
+    // the first pages) comes from it.
+    let largest = second.len() / PAGE / 2;
+    let run = a
+        .alloc_pages(largest, largest * PAGE, UsageKind::VirtMem)
+        .unwrap();
     assert!(in_second(run));
-    give_back(&a, run, 256, UsageKind::VirtMem);
+    give_back(&a, run, largest, UsageKind::VirtMem);
     // Host memory is above 4 GiB: no DMA32 region.
     if first.start() as u64 > u64::from(u32::MAX) {
         let r = a.alloc_dma32_pages(1, PAGE, UsageKind::Dma);
@@ -651,13 +657,14 @@ fn every_region_is_managed_with_holes_between() {
 /// zones cut at 4 GiB, and DMA32 pages come only from below it.
 #[test]
 fn dma32_pages_come_from_below_4_gib() {
-    // The regions' physical addresses, as a kernel's linear map would give them: the first
-    // region's at 3 GiB, crossing 4 GiB 4 MiB past its start.
+    // The region's physical addresses, as a kernel's linear map would give them: it crosses
+    // 4 GiB half way (under Miri, where a page call costs milliseconds, a quarter the size).
+    const BYTES: usize = if cfg!(miri) { 2 << 20 } else { 8 << 20 };
     static BASE: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
     fn virt_to_phys(v: usize) -> usize {
-        v - BASE.load(std::sync::atomic::Ordering::Relaxed) + (4 << 30) - (4 << 20)
+        v - BASE.load(std::sync::atomic::Ordering::Relaxed) + (4 << 30) - BYTES / 2
     }
-    let r = region(8 << 20);
+    let r = region(BYTES);
     BASE.store(r.start(), std::sync::atomic::Ordering::Relaxed);
     let a = GlobalAllocator::new().translating(virt_to_phys);
     // SAFETY: the region is the allocator's alone; it outlives the allocator.
@@ -668,7 +675,7 @@ fn dma32_pages_come_from_below_4_gib() {
         assert!(virt_to_phys(p + PAGE - 1) < 1 << 32, "{p:#x}");
         low.push(p);
     }
-    assert!(low.len() > 512, "{} DMA32 pages", low.len());
+    assert!(low.len() > BYTES / 4 / PAGE, "{} DMA32 pages", low.len());
     // The memory above 4 GiB is still there for other requests.
     let high = a.alloc_pages(16, PAGE, UsageKind::VirtMem).unwrap();
     assert!(virt_to_phys(high) >= 1 << 32);

@@ -100,7 +100,7 @@ where
     #[cold]
     #[inline(never)]
     pub(crate) fn free_debugged(&self, idx: FrameIdx, order: Order) -> bool {
-        self.clear_owner(idx);
+        self.clear_owner(idx, order);
         self.init_freed(idx, order)
     }
 }

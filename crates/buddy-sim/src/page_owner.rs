@@ -79,6 +79,12 @@ where
         Ok(())
     }
 
+    /// Whether page_owner is on: the zone was given its table
+    /// ([`Zone::enable_page_owner`]).
+    pub fn page_owner_enabled(&self) -> bool {
+        self.owner_records().is_some()
+    }
+
     /// The records, if page_owner is on.
     #[inline(always)]
     #[allow(unsafe_code)]
@@ -127,12 +133,18 @@ where
         }
     }
 
-    /// Clears the record of the block at `idx`, freed (page_owner on).
-    pub(crate) fn clear_owner(&self, idx: FrameIdx) {
-        if let Some(records) = self.owner_records()
-            && let Some(r) = records.get(idx.get())
-        {
-            r.clear();
+    /// Clears the records of the block of `order` at `idx`, freed (page_owner on): every
+    /// frame's, as Linux's `__reset_page_owner` does, since a block freed whole may hold
+    /// pieces recorded apart (a block split into pages, then freed as one run).
+    pub(crate) fn clear_owner(&self, idx: FrameIdx, order: Order) {
+        if let Some(records) = self.owner_records() {
+            let end = idx
+                .get()
+                .saturating_add(1 << order.get())
+                .min(records.len());
+            if let Some(block) = records.get(idx.get()..end) {
+                block.iter().for_each(OwnerRecord::clear);
+            }
         }
     }
 

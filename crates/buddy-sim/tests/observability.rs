@@ -137,6 +137,27 @@ fn page_owner_records_exactly_the_blocks_allocated_and_the_leaks_past_a_mark() {
     z.check().unwrap();
 }
 
+/// A block split into pages, each recorded, then freed as one run (the fewest aligned
+/// blocks): every page's record goes, as Linux's `__reset_page_owner` clears each page's.
+#[test]
+fn a_split_block_freed_as_one_run_leaves_no_record() {
+    const FRAMES: u64 = 64;
+    static RECORDS: [OwnerRecord; FRAMES as usize] =
+        [const { OwnerRecord::new() }; FRAMES as usize];
+    let z = common::zone(ZoneConfig::new(Pfn(0x100), FRAMES)).unwrap();
+    z.enable_page_owner(&RECORDS).unwrap();
+    let order = Order::new(2).unwrap();
+    let pfn = z.alloc_pages(0, order).unwrap();
+    z.split_page(pfn, order).unwrap();
+    assert_eq!(z.owned_blocks().count(), 4);
+    // SAFETY: the four pages were allocated above and are freed once; no memory behind the
+    // zone.
+    #[allow(unsafe_code)]
+    unsafe { z.free_contig_range(0, pfn, 4) }.unwrap();
+    assert_eq!(z.owned_blocks().count(), 0);
+    z.check().unwrap();
+}
+
 #[test]
 fn a_migrated_blocks_owner_moves_with_it() {
     static RECORDS: [OwnerRecord; 1024] = [const { OwnerRecord::new() }; 1024];
