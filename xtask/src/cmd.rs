@@ -114,15 +114,16 @@ pub fn output_echoed(c: &mut Command) -> Result<String, String> {
 }
 
 /// Runs the command `command` makes for each of `items` on `workers` threads, each taking
-/// the next item in order; a command's line and time, stderr and stdout are printed together
-/// when it ends, and its stdout is returned in `items`' order. After a failure no further item starts.
+/// the next item in order (`command` is told which worker runs it: 0..workers); a command's
+/// line and time, stderr and stdout are printed together when it ends, and its stdout is
+/// returned in `items`' order. After a failure no further item starts.
 ///
 /// # Errors
 /// The first command that could not start or failed, with its exit status.
 pub fn run_queue<T: Sync>(
     items: &[T],
     workers: usize,
-    command: impl Fn(&T) -> Command + Sync,
+    command: impl Fn(&T, usize) -> Command + Sync,
 ) -> Result<Vec<String>, String> {
     use std::sync::Mutex;
     use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -131,12 +132,13 @@ pub fn run_queue<T: Sync>(
     let results: Mutex<Vec<Option<Result<String, String>>>> =
         Mutex::new(items.iter().map(|_| None).collect());
     std::thread::scope(|scope| {
-        for _ in 0..workers.max(1) {
-            scope.spawn(|| {
+        for worker in 0..workers.max(1) {
+            let (next, failed, results, command) = (&next, &failed, &results, &command);
+            scope.spawn(move || {
                 while !failed.load(Ordering::Relaxed) {
                     let i = next.fetch_add(1, Ordering::Relaxed);
                     let Some(item) = items.get(i) else { break };
-                    let mut c = command(item);
+                    let mut c = command(item, worker);
                     let line = describe(&c);
                     let started = std::time::Instant::now();
                     let result = match c.output() {

@@ -191,7 +191,7 @@ fn usable_ranges(nr: u64, holes: &[(u64, u64)]) -> Vec<(u64, u64)> {
 }
 
 proptest! {
-    #![proptest_config(common::proptest_config(6))]
+    #![proptest_config(common::proptest_config(3))]
 
     #[test]
     fn decompose_is_the_minimal_aligned_cover(pfn in 0u64..1 << 40, nr in 0u64..5000, max in 0u8..=20) {
@@ -236,7 +236,7 @@ proptest! {
 }
 
 proptest! {
-    #![proptest_config(common::proptest_config(6))]
+    #![proptest_config(common::proptest_config(3))]
 
     /// `free_pages_total` is every usable frame not held by a caller, whatever sits on the
     /// per-cpu lists or is still deferred.
@@ -266,7 +266,7 @@ proptest! {
 }
 
 proptest! {
-    #![proptest_config(common::proptest_config(6))]
+    #![proptest_config(common::proptest_config(3))]
 
     /// `alloc_pages_exact` takes exactly `pages` frames (aligned, each its own order-0
     /// allocation) and `free_pages_exact` gives every one back; beyond MAX_ORDER or for zero

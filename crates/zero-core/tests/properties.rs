@@ -17,7 +17,7 @@ fn config() -> ProptestConfig {
     if cfg!(miri) {
         // Miri runs a case in seconds; isolation hides PROPTEST_CASES and getcwd.
         ProptestConfig {
-            cases: 8,
+            cases: 4,
             failure_persistence: None,
             ..ProptestConfig::default()
         }
