@@ -69,7 +69,26 @@ impl OwnerRecord {
         self.meta.store(0, Ordering::Release);
     }
 
-    /// The allocation recorded, if any.
+    /// Records in `to` this record's allocation, with `order` if given (a piece of a split
+    /// block; `to` may be this record), else with its own (the block moved); `to` is left as
+    /// it was if this record is empty.
+    pub(crate) fn copy_to(&self, to: &Self, order: Option<Order>) {
+        let meta = self.meta.load(Ordering::Acquire);
+        if meta & LIVE == 0 {
+            return;
+        }
+        let order = order.unwrap_or(Order((meta & 0xff) as u8));
+        let cpu = (meta >> 16) as u16;
+        let kind = MigrateType::ALL[((meta >> 8) & 3) as usize % 3];
+        let fields = (
+            cpu,
+            self.tag.load(Ordering::Relaxed),
+            self.seq.load(Ordering::Relaxed),
+        );
+        to.publish(order, kind, fields, Ordering::Release);
+    }
+
+    /// The allocation recorded, if any, as the block at `pfn`.
     pub(crate) fn read(&self, pfn: Pfn) -> Option<OwnedBlock> {
         let meta = self.meta.load(Ordering::Acquire);
         if meta & LIVE == 0 {

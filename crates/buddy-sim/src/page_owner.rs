@@ -155,9 +155,7 @@ where
             return;
         };
         if let (Some(from), Some(to)) = (records.get(src.get()), records.get(dst.get())) {
-            if let Some(b) = from.read(Pfn(0)) {
-                to.set(b.order, b.kind, b.cpu, b.tag, b.seq);
-            }
+            from.copy_to(to, None);
             from.clear();
         }
     }
@@ -172,13 +170,20 @@ where
         let Some(records) = self.owner_records() else {
             return;
         };
-        let Some(block) = records.get(idx.get()).and_then(|r| r.read(Pfn(0))) else {
+        let Some(head) = records.get(idx.get()) else {
             return;
         };
+        // The head's own piece last: the others copy its record before it changes order.
+        let mut head_order = None;
         for (at, order) in pieces {
-            if let Some(r) = records.get(at.get()) {
-                r.set(order, block.kind, block.cpu, block.tag, block.seq);
+            if at == idx {
+                head_order = Some(order);
+            } else if let Some(r) = records.get(at.get()) {
+                head.copy_to(r, Some(order));
             }
+        }
+        if let Some(order) = head_order {
+            head.copy_to(head, Some(order));
         }
     }
 
