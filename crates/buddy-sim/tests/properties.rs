@@ -20,7 +20,7 @@ use buddy_sim::{AllocError, ContigError, FailPageAlloc, FreeError, MapError};
 use proptest::prelude::*;
 
 const MAX_ZONE: u64 = if cfg!(miri) { 128 } else { 2048 };
-const MAX_OPS: usize = if cfg!(miri) { 12 } else { 80 };
+const MAX_OPS: usize = if cfg!(miri) { 6 } else { 80 };
 
 type VecZone = Zone<Vec<Frame>, Vec<PerCpu>>;
 
