@@ -5,7 +5,7 @@
 //!
 //! Pages are tracked too, by buddy-sim's page_owner: enabling tracking gives every zone its
 //! owner records (from its own pages, once), and each page call's blocks are recorded with
-//! its [`UsageKind`], its CPU and a generation from the same sequence as the heap's
+//! its [`UsageKind`](axalloc_buddy::UsageKind), its CPU and a generation from the same sequence as the heap's
 //! ([`axalloc_buddy::GlobalAllocator::next_sequence`]), so that one range of generations
 //! covers heap and pages. [`page_allocations_in`] lists the runs; [`page_usages`] sums them
 //! per kind, what [`GlobalAllocator::usages`](crate::GlobalAllocator::usages) counts as the
@@ -19,7 +19,7 @@ use core::alloc::Layout;
 use core::ops::Range;
 use core::sync::atomic::{AtomicBool, Ordering};
 
-use axalloc_buddy::{UsageKind, Usages};
+use axalloc_buddy::Usages;
 use axbacktrace::Backtrace;
 use spin::Mutex;
 
@@ -34,20 +34,9 @@ pub struct AllocationInfo {
     pub generation: u64,
 }
 
-/// A run of pages alive, as page_owner recorded it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct PageAllocationInfo {
-    /// Its first page's address.
-    pub addr: usize,
-    /// Its pages.
-    pub pages: usize,
-    /// What its call said it is for (`None` for a block no page call named).
-    pub kind: Option<UsageKind>,
-    /// The CPU whose lists it came from (`None` for a fixed-address run).
-    pub cpu: Option<usize>,
-    /// Its place in the order of tracked allocations, heap and pages together.
-    pub generation: u64,
-}
+/// A run of pages alive, as page_owner recorded it: its `sequence` is its generation, in
+/// one order with the heap's allocations.
+pub use axalloc_buddy::OwnedRun;
 
 /// The live allocations by address.
 struct Records {
@@ -109,19 +98,13 @@ pub fn allocations_in(range: Range<u64>, mut visitor: impl FnMut(&AllocationInfo
 }
 
 /// Calls `visitor` on every run of pages alive that a tracked page call allocated with a
-/// generation in `range`, region by region in address order. Records are read without
-/// locks: a run allocated or freed meanwhile may be listed with another call's fields, or
-/// not at all.
-pub fn page_allocations_in(range: Range<u64>, mut visitor: impl FnMut(&PageAllocationInfo)) {
+/// generation (its `sequence`) in `range`, region by region in address order. Records are
+/// read without locks: a run allocated or freed meanwhile may be listed with another call's
+/// fields, or not at all.
+pub fn page_allocations_in(range: Range<u64>, mut visitor: impl FnMut(&OwnedRun)) {
     pages().owned_runs(|run| {
-        if let Some(generation) = run.sequence.filter(|g| range.contains(g)) {
-            visitor(&PageAllocationInfo {
-                addr: run.addr,
-                pages: run.pages,
-                kind: run.kind,
-                cpu: run.cpu,
-                generation,
-            });
+        if run.sequence.is_some_and(|g| range.contains(&g)) {
+            visitor(&run);
         }
     });
 }

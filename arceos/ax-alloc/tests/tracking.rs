@@ -45,7 +45,7 @@ fn heap_and_page_allocations_are_tracked_in_one_order() {
     tracking::page_allocations_in(first..u64::MAX, |p| pages.push(*p));
     let kinds: Vec<_> = pages
         .iter()
-        .map(|p| (p.addr, p.pages, p.kind, p.cpu, p.generation))
+        .map(|p| (p.addr, p.pages, p.kind, p.cpu, p.sequence.unwrap()))
         .collect();
     assert!(kinds.contains(&(table, 1, Some(UsageKind::PageTable), Some(0), first)));
     assert!(kinds.contains(&(stack, 4, Some(UsageKind::TaskStack), Some(0), first + 2)));
