@@ -113,50 +113,31 @@ pub fn output_echoed(c: &mut Command) -> Result<String, String> {
     }
 }
 
-/// Runs the command `command` makes for each of `items` on `workers` threads, each taking
-/// the next item in order (`command` is told which worker runs it: 0..workers); a command's
-/// line and time, stderr and stdout are printed together when it ends, and its stdout is
-/// returned in `items`' order. After a failure no further item starts.
+/// Runs `job` on each of `items` on `workers` threads, each taking the next item in order
+/// (`job` is told which worker runs it: 0..workers); the results in `items`' order. After
+/// a failure no further item starts.
 ///
 /// # Errors
-/// The first command that could not start or failed, with its exit status.
-pub fn run_queue<T: Sync>(
+/// The first failure in `items`' order.
+pub fn on_workers<T: Sync, R: Send>(
     items: &[T],
     workers: usize,
-    command: impl Fn(&T, usize) -> Command + Sync,
-) -> Result<Vec<String>, String> {
+    job: impl Fn(&T, usize) -> Result<R, String> + Sync,
+) -> Result<Vec<R>, String> {
     use std::sync::Mutex;
     use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
     let next = AtomicUsize::new(0);
     let failed = AtomicBool::new(false);
-    let results: Mutex<Vec<Option<Result<String, String>>>> =
+    let results: Mutex<Vec<Option<Result<R, String>>>> =
         Mutex::new(items.iter().map(|_| None).collect());
     std::thread::scope(|scope| {
         for worker in 0..workers.max(1) {
-            let (next, failed, results, command) = (&next, &failed, &results, &command);
+            let (next, failed, results, job) = (&next, &failed, &results, &job);
             scope.spawn(move || {
                 while !failed.load(Ordering::Relaxed) {
                     let i = next.fetch_add(1, Ordering::Relaxed);
                     let Some(item) = items.get(i) else { break };
-                    let mut c = command(item, worker);
-                    let line = describe(&c);
-                    let started = std::time::Instant::now();
-                    let result = match c.output() {
-                        Err(e) => Err(format!("`{line}` could not start: {e}")),
-                        Ok(out) => {
-                            let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
-                            print!(
-                                "    $ {line} ({:.1} s)\n{}{stdout}",
-                                started.elapsed().as_secs_f64(),
-                                String::from_utf8_lossy(&out.stderr)
-                            );
-                            if out.status.success() {
-                                Ok(stdout)
-                            } else {
-                                Err(format!("`{line}` failed ({})", out.status))
-                            }
-                        }
-                    };
+                    let result = job(item, worker);
                     if result.is_err() {
                         failed.store(true, Ordering::Relaxed);
                     }
@@ -168,10 +149,40 @@ pub fn run_queue<T: Sync>(
         }
     });
     let results = results.into_inner().map_err(|e| e.to_string())?;
-    if let Some(Err(e)) = results.iter().flatten().find(|r| r.is_err()) {
-        return Err(e.clone());
-    }
-    Ok(results.into_iter().flatten().flatten().collect())
+    results.into_iter().flatten().collect()
+}
+
+/// Runs the command `command` makes for each of `items` on `workers` threads
+/// ([`on_workers`]); a command's line and time, stderr and stdout are printed together when
+/// it ends, and its stdout is returned in `items`' order. After a failure no further item
+/// starts.
+///
+/// # Errors
+/// The first command that could not start or failed, with its exit status.
+pub fn run_queue<T: Sync>(
+    items: &[T],
+    workers: usize,
+    command: impl Fn(&T, usize) -> Command + Sync,
+) -> Result<Vec<String>, String> {
+    on_workers(items, workers, |item, worker| {
+        let mut c = command(item, worker);
+        let line = describe(&c);
+        let started = std::time::Instant::now();
+        let out = c
+            .output()
+            .map_err(|e| format!("`{line}` could not start: {e}"))?;
+        let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+        print!(
+            "    $ {line} ({:.1} s)\n{}{stdout}",
+            started.elapsed().as_secs_f64(),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        if out.status.success() {
+            Ok(stdout)
+        } else {
+            Err(format!("`{line}` failed ({})", out.status))
+        }
+    })
 }
 
 /// The host's target triple, from `rustc -vV` of the pinned toolchain.

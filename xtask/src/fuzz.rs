@@ -93,30 +93,8 @@ pub fn run_all(root: &Path, budget: Budget, only: &[String]) -> Result<Vec<Targe
         targets.retain(|t| only.contains(t));
     }
     cmd::status(&mut cargo_fuzz(root, "build"))?;
-    let workers = std::thread::available_parallelism()
-        .map_or(1, |n| n.get())
-        .min(targets.len());
-    let next = std::sync::atomic::AtomicUsize::new(0);
-    let runs = std::sync::Mutex::new(Vec::new());
-    std::thread::scope(|scope| {
-        for _ in 0..workers {
-            scope.spawn(|| {
-                loop {
-                    let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                    let Some(target) = targets.get(i) else { break };
-                    let run = run_one(root, target, budget);
-                    if let Ok(mut runs) = runs.lock() {
-                        runs.push((i, run));
-                    }
-                }
-            });
-        }
-    });
-    let mut runs = runs
-        .into_inner()
-        .map_err(|_| "a fuzz worker panicked".to_string())?;
-    runs.sort_by_key(|(i, _)| *i);
-    runs.into_iter().map(|(_, run)| run).collect()
+    let workers = std::thread::available_parallelism().map_or(1, |n| n.get());
+    cmd::on_workers(&targets, workers, |target, _| run_one(root, target, budget))
 }
 
 /// Runs `target` within `budget`; its output (libFuzzer's, on stderr) is printed whole when

@@ -600,20 +600,22 @@ impl GlobalAllocator {
         // One page (a page table's), the call a kernel makes most, on a path of its own;
         // anything else, or no page there, through the general path. Each out of line, so
         // that neither carries the other's registers.
+        // One owner tag per call (page_owner's sequence number, taken once).
+        let tag = self.owners.tag(kind);
         if num_pages == 1
             && align_pow2 == PAGE
-            && let Some(at) = self.alloc_one_page(kind)
+            && let Some(at) = self.alloc_one_page(kind, tag)
         {
             return Ok(at);
         }
-        self.take_pages(kind, num_pages, align_pow2)
+        self.take_pages((kind, tag), num_pages, align_pow2)
     }
 
     /// One page from the first region's CPU list (its zone's frozen page), counted for
     /// `kind`; `None` when that list and its refill have none, or before `init`.
     #[inline(never)]
-    fn alloc_one_page(&self, kind: UsageKind) -> Option<usize> {
-        self.first()?.alloc_page(kind, self.owners.tag(kind))
+    fn alloc_one_page(&self, kind: UsageKind, tag: OwnerTag) -> Option<usize> {
+        self.first()?.alloc_page(kind, tag)
     }
 
     /// [`GlobalAllocator::alloc_pages`] of anything but one page (or of one page the fast
@@ -621,7 +623,7 @@ impl GlobalAllocator {
     #[inline(never)]
     fn take_pages(
         &self,
-        kind: UsageKind,
+        kind: (UsageKind, OwnerTag),
         num_pages: usize,
         align_pow2: usize,
     ) -> AllocResult<usize> {
@@ -640,7 +642,8 @@ impl GlobalAllocator {
         align_pow2: usize,
         kind: UsageKind,
     ) -> AllocResult<usize> {
-        self.take(kind, Want::Pages(num_pages, align_pow2), true)
+        let tag = self.owners.tag(kind);
+        self.take((kind, tag), Want::Pages(num_pages, align_pow2), true)
     }
 
     /// [`GlobalAllocator::alloc_pages`] of pages that read zero: blocks the zone knows are
@@ -655,7 +658,8 @@ impl GlobalAllocator {
         align_pow2: usize,
         kind: UsageKind,
     ) -> AllocResult<usize> {
-        self.take(kind, Want::Zeroed(num_pages, align_pow2), false)
+        let tag = self.owners.tag(kind);
+        self.take((kind, tag), Want::Zeroed(num_pages, align_pow2), false)
     }
 
     /// Takes exactly the `num_pages` pages from `start` (aligned to `align_pow2`), all or
@@ -776,16 +780,15 @@ impl GlobalAllocator {
     /// `alloc`), from the calling CPU's page allocator of each region in turn (`init`'s
     /// first; below 4 GiB only, for `dma32`) until one has it.
     #[inline(always)]
-    fn take(&self, kind: UsageKind, want: Want, dma32: bool) -> AllocResult<usize> {
+    fn take(&self, kind: (UsageKind, OwnerTag), want: Want, dma32: bool) -> AllocResult<usize> {
         let first = self.first().ok_or(AllocError::NoMemory)?;
-        let tag = self.owners.tag(kind);
         if !dma32 || first.dma32() {
-            match Self::take_in(first, (kind, tag), want) {
+            match Self::take_in(first, kind, want) {
                 Err(AllocError::NoMemory) => {}
                 done => return done,
             }
         }
-        self.take_elsewhere((kind, tag), want, dma32)
+        self.take_elsewhere(kind, want, dma32)
     }
 
     /// [`GlobalAllocator::take`] from the regions after the first, and then, with every

@@ -122,7 +122,7 @@ mod enabled {
             let seq = b.tag >> 8;
             Self {
                 addr: (b.pfn.0 as usize).wrapping_mul(PAGE),
-                pages: 1 << b.order.get(),
+                pages: 1usize.checked_shl(u32::from(b.order.get())).unwrap_or(0),
                 kind: kind_number
                     .checked_sub(1)
                     .and_then(|k| UsageKind::VARIANTS.get(k).copied()),
@@ -135,7 +135,7 @@ mod enabled {
         fn continued_by(&self, next: &Self) -> bool {
             self.sequence.is_some()
                 && (self.sequence, self.kind, self.cpu) == (next.sequence, next.kind, next.cpu)
-                && self.addr.wrapping_add(self.pages * PAGE) == next.addr
+                && self.addr.wrapping_add(self.pages.wrapping_mul(PAGE)) == next.addr
         }
     }
 
@@ -259,7 +259,8 @@ mod enabled {
             let mut bytes = [0usize; UsageKind::VARIANTS.len()];
             self.owned_runs(|r| {
                 if let Some(kind) = r.kind {
-                    bytes[kind as usize] = bytes[kind as usize].wrapping_add(r.pages * PAGE);
+                    bytes[kind as usize] =
+                        bytes[kind as usize].wrapping_add(r.pages.wrapping_mul(PAGE));
                 }
             });
             Usages::from_bytes(bytes)
