@@ -75,9 +75,10 @@ where
             return self.alloc_request(request);
         }
         let (zone, cpu) = (self.zone, self.lists());
-        let (order, mt, key) = (request.order, request.mt, request.key);
+        let (order, mt, tag) = (request.order, request.mt, request.tag());
         let Some(clearing) = request.clearing(self.clearing()) else {
-            let (idx, _) = zone.alloc_preferring(cpu, order, Prefer::Unzeroed, mt, key)?;
+            // Unzeroed: nothing to do once it is allocated, and so no pin to drop.
+            let (idx, _) = zone.alloc_preferring(cpu, order, Prefer::Unzeroed, mt, tag)?;
             return Ok(zone.map().pfn(idx));
         };
         let zeroing = Zeroing {
@@ -85,7 +86,7 @@ where
             fault: request.fault,
             resched: ReschedPoint(&mut request.resched),
         };
-        zone.alloc_zeroed_on(cpu, (order, mt, key), zeroing)
+        zone.alloc_zeroed_on(cpu, (order, mt, tag), zeroing)
     }
 
     /// [`Cpu::alloc_raw`] of a run, of a block with slow-path callbacks, or of a request
@@ -101,7 +102,7 @@ where
         if !request.is_block() {
             return zone.alloc_run(cpu, &mut request, clearing);
         }
-        let (order, mt, key, fault) = (request.order, request.mt, request.key, request.fault);
+        let (order, mt, tag, fault) = (request.order, request.mt, request.tag(), request.fault);
         let prefer = match clearing {
             Some(_) => {
                 zone.check_fault(order, fault)?;
@@ -110,15 +111,15 @@ where
             None => Prefer::Unzeroed,
         };
         let mut hooks = SlowPath::of(&mut request.reclaim, &mut request.compact);
-        let (idx, contents) = zone.alloc_with(cpu, order, (prefer, mt, key), &mut hooks)?;
-        let Some(clearing) = clearing else {
-            return Ok(zone.map().pfn(idx));
-        };
-        let zeroing = Zeroing {
-            clearing,
-            fault,
-            resched: ReschedPoint(&mut request.resched),
-        };
-        zone.make_allocation_zero(cpu, (idx, order), order.pages(), contents, zeroing)
+        let (idx, contents) = zone.alloc_with(cpu, order, (prefer, mt, tag), &mut hooks)?;
+        if let Some(clearing) = clearing {
+            let zeroing = Zeroing {
+                clearing,
+                fault,
+                resched: ReschedPoint(&mut request.resched),
+            };
+            zone.make_allocation_zero(cpu, (idx, order, tag), order.pages(), contents, zeroing)?;
+        }
+        Ok(zone.allocated(idx, tag))
     }
 }

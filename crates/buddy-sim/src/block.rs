@@ -2,18 +2,15 @@
 //! converts to and from the raw frame number ([`Block::into_raw`], [`Block::from_raw`]) for a
 //! kernel that keeps frames in page tables.
 
-use crate::types::FrameIdx;
+use crate::types::Order;
 use crate::zone::per_cpu_set::PerCpuSet;
-use core::cell::Cell;
 use core::fmt;
 use core::mem::ManuallyDrop;
 
 use crate::error::alloc::AllocError;
 use crate::error::free::FreeError;
-use crate::frame::{Frame, FrameState};
-use crate::migratetype::MigrateType;
+use crate::frame::Frame;
 use crate::request::{AllocRequest, Holding};
-use crate::sync::spin_loop;
 use crate::zone::cpu::{Access, Cpu, Locked, ServedBy};
 use lock_api::RawMutex;
 use mm_types::FrameRange;
@@ -45,8 +42,7 @@ where
     A: Access,
 {
     cpu: Cpu<'z, F, P, R, A>,
-    /// Where the frames were last seen (a movable block's move changes it).
-    pfn: Cell<Pfn>,
+    pfn: Pfn,
     holding: Holding,
 }
 
@@ -58,7 +54,9 @@ where
     A: Access,
 {
     /// Allocates what `request` asks for on this CPU, as [`Cpu::alloc_raw`] does, as a
-    /// [`Block`] that frees it when dropped.
+    /// [`Block`] that frees it when dropped. A movable block or run is pinned while the
+    /// block holds it ([`Holding::Pinned`], [`Holding::PinnedPages`]): it stays grouped with
+    /// movable memory, but nothing moves it.
     ///
     /// # Errors
     /// As [`Cpu::alloc_raw`].
@@ -70,11 +68,12 @@ where
     where
         Z: ServedBy<C>,
     {
+        let request = request.owned();
         let holding = request.holding();
         let pfn = self.alloc_raw(request)?;
         Ok(Block {
             cpu: self.without_clearer(),
-            pfn: Cell::new(pfn),
+            pfn,
             holding,
         })
     }
@@ -87,17 +86,16 @@ where
     R: RawMutex,
     A: Access,
 {
-    /// The first frame. For a movable block, where it is now (found by its key after a
-    /// move: O(frames) then, once).
+    /// The first frame.
     #[must_use]
-    pub fn pfn(&self) -> Pfn {
-        self.locate().unwrap_or(self.pfn.get())
+    pub const fn pfn(&self) -> Pfn {
+        self.pfn
     }
 
     /// The frames held.
     #[must_use]
-    pub fn frames(&self) -> FrameRange {
-        FrameRange::new(self.pfn(), self.holding.pages())
+    pub const fn frames(&self) -> FrameRange {
+        FrameRange::new(self.pfn, self.holding.pages())
     }
 
     /// What the block holds.
@@ -113,12 +111,13 @@ where
     }
 
     /// The first frame, with the block no longer owned: the caller frees it (as
-    /// [`Holding`] says) or makes a block of it again with [`Block::from_raw`]. A movable
-    /// block's frame number changes when it moves: the caller keeps it where its
-    /// [`Migrate`](crate::Migrate) callback updates it.
+    /// [`Holding`] says) or makes a block of it again with [`Block::from_raw`]. A pinned
+    /// movable allocation stays pinned: to let the zone move it, the caller drops the pin
+    /// ([`Cpu::put_page`] on each head) and from then on follows its moves through its
+    /// [`Migrate`](crate::Migrate) callback.
     #[must_use = "the frames stay allocated: free them, or make a block of them again"]
     pub fn into_raw(self) -> Pfn {
-        let pfn = self.pfn();
+        let pfn = self.pfn;
         let _ = ManuallyDrop::new(self);
         pfn
     }
@@ -128,64 +127,37 @@ where
     ///
     /// # Safety
     /// The caller owns what it hands over: the allocation at `pfn` is `holding` (a block of
-    /// that order with the one reference the caller holds; a run of pages the caller holds
-    /// one reference to each of; frozen pages it owns), nobody else frees it, and nothing
-    /// accesses its memory once the block is dropped (the zone may clear it or hand it to
-    /// anyone). For a [`LocalCpu`](crate::LocalCpu), `cpu`'s contract covers the block.
+    /// that order with the one reference the caller holds; a pinned block, or each page of
+    /// a pinned run, with two, the allocation's and the pin, taken while nothing could move
+    /// it; a run of pages the caller holds one reference to each of; frozen pages it owns),
+    /// nobody else frees it, and nothing accesses its memory once the block is dropped (the
+    /// zone may clear it or hand it to anyone). A [`Holding::Block`] or [`Holding::Pages`]
+    /// of movable memory must not be moved while the block holds it: its frame number
+    /// would then be another's. For a [`LocalCpu`](crate::LocalCpu), `cpu`'s contract
+    /// covers the block.
     #[allow(unsafe_code)]
     pub const unsafe fn from_raw(cpu: Cpu<'z, F, P, R, A>, pfn: Pfn, holding: Holding) -> Self {
-        Self {
-            cpu,
-            pfn: Cell::new(pfn),
-            holding,
-        }
-    }
-
-    /// A movable block's first frame now: where it was last seen, or after a move the
-    /// allocated movable block of its order and key. `None` while it is between places (a
-    /// move in progress), when several blocks share its order and key, or for other
-    /// holdings.
-    fn locate(&self) -> Option<Pfn> {
-        let Holding::Movable { order, key } = self.holding else {
-            return None;
-        };
-        let zone = self.cpu.zone;
-        let m = zone.map();
-        let is_it = |idx: FrameIdx| {
-            let f = m.frame(idx);
-            let w = f.load();
-            w.state() == FrameState::Allocated
-                && w.order() == order.get()
-                && w.mt() == MigrateType::Movable as u8
-                && f.key() == key
-        };
-        if m.index(self.pfn.get()).is_ok_and(is_it) {
-            return Some(self.pfn.get());
-        }
-        // Moved: the one allocated movable block of its order and key. Two with the key
-        // cannot be told apart: the block is then lost (leaked on drop), never taken for
-        // the other.
-        let mut found = zone.blocks().filter(|&(idx, _)| is_it(idx));
-        let (idx, _) = found.next()?;
-        if found.next().is_some() {
-            return None;
-        }
-        self.pfn.set(m.pfn(idx));
-        Some(m.pfn(idx))
+        Self { cpu, pfn, holding }
     }
 
     /// Frees what the block holds.
     #[allow(unsafe_code)]
     fn release(&self) -> Result<(), FreeError> {
-        let pfn = self.pfn.get();
+        let (zone, pcp) = (self.cpu.zone, self.cpu.lists());
+        let pfn = self.pfn;
         // SAFETY: the block owns what it holds (made by an allocation, or handed over to
         // `from_raw` under its contract) and is being dropped: nothing uses it after this.
+        // A pinned allocation's two references are dropped at once: it never reads as
+        // movable with one reference at a frame number the block still frees through.
         unsafe {
             match self.holding {
-                Holding::Block(order) | Holding::Movable { order, .. } => {
-                    self.cpu.free_pages(pfn, order)
-                }
+                Holding::Block(order) => self.cpu.free_pages(pfn, order),
+                Holding::Pinned(order) => zone.put_refs(pcp, pfn, order, 2),
                 Holding::Pages(n) => self.cpu.free_contig_range(pfn, n),
+                Holding::PinnedPages(n) => (0..n).try_for_each(|i| {
+                    let page = Pfn(pfn.0.checked_add(i).ok_or(FreeError::Overflow)?);
+                    zone.put_refs(pcp, page, Order::ZERO, 2)
+                }),
                 Holding::FrozenPages(n) => self.cpu.free_contig_frozen_range(pfn, n),
             }
         }
@@ -200,19 +172,9 @@ where
     A: Access,
 {
     fn drop(&mut self) {
-        loop {
-            // A move keeps the source allocated (frozen) until the target holds the key, so
-            // a movable block is always found; if it is not, it was freed behind the block's
-            // back (a broken `from_raw` contract), and freeing nothing is all that is left.
-            if matches!(self.holding, Holding::Movable { .. }) && self.locate().is_none() {
-                return;
-            }
-            match self.release() {
-                // A movable block being moved right now: wait for the move to end.
-                Err(FreeError::Frozen(_)) => spin_loop(),
-                _ => return,
-            }
-        }
+        // An error is a broken `from_raw` contract (what it names was freed behind the
+        // block's back): freeing nothing more is all that is left.
+        let _ = self.release();
     }
 }
 
@@ -225,7 +187,7 @@ where
 {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Block")
-            .field("pfn", &self.pfn.get())
+            .field("pfn", &self.pfn)
             .field("holding", &self.holding)
             .field("cpu", &self.cpu.id())
             .finish()

@@ -12,7 +12,7 @@ use crate::frame::Frame;
 use crate::free_init::{FreeInit, PAGE_POISON, PoisonCorruption, PoisonError};
 use crate::memory::{FrameClearer, OffsetMap};
 use crate::migratetype::MigrateType;
-use crate::request::SlowPath;
+use crate::request::{HeadTag, SlowPath};
 use crate::types::{FrameIdx, Order};
 use crate::zone::Zone;
 use crate::zone::buddy::Prefer;
@@ -68,14 +68,19 @@ where
         &self,
         cpu: CpuLists<'_, R>,
         order: Order,
-        how: (Prefer, MigrateType, u64),
+        how: (Prefer, MigrateType, HeadTag),
         hooks: &mut SlowPath<'_, '_>,
     ) -> Result<(FrameIdx, Contents), AllocError> {
         if self.injects_failure(order, how.1) {
             return Err(AllocError::OutOfMemory(order));
         }
-        let taken = self.alloc_unchecked(cpu, order, how, hooks)?;
+        // A movable block is pinned while its poison is checked, so that nothing moves it.
+        let tag = how.2.pinned_while_allocating(how.1);
+        let taken = self.alloc_unchecked(cpu, order, (how.0, how.1, tag), hooks)?;
         self.allocated_debugged(Some(cpu), taken.0, order, how.1);
+        if tag != how.2 {
+            self.allocated(taken.0, tag);
+        }
         Ok(taken)
     }
 

@@ -12,7 +12,7 @@ use crate::migrate::Migrate;
 use crate::migratetype::MigrateType;
 use crate::mobility::compaction::{CompactStats, CompactWork};
 use crate::reclaim::Reclaim;
-use crate::request::AllocRequest;
+use crate::request::{AllocRequest, HeadTag};
 use crate::types::Order;
 use crate::vmalloc::VmArea;
 use crate::zeroed::Zeroing;
@@ -73,7 +73,7 @@ where
             fault,
             resched,
         };
-        let block = (order, MigrateType::Unmovable, 0);
+        let block = (order, MigrateType::Unmovable, HeadTag::NONE);
         self.alloc_zeroed_on(self.cpu(cpu)?.lists(), block, zeroing)
     }
 

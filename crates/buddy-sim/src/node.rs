@@ -483,9 +483,9 @@ where
     pub fn alloc_raw(&self, cpu: usize, request: AllocRequest<'_>) -> Result<Pfn, AllocError> {
         // The common case, inline: a plain block, only its frame number carried back.
         if request.is_block() && !request.zeroed && !request.has_slow_path() {
-            let (order, mt, key) = (request.order, request.mt, request.key);
+            let (order, mt, tag) = (request.order, request.mt, request.tag());
             return self.allocate(cpu, order, request.policy, |z, slow| {
-                let how = (Prefer::Unzeroed, mt, key);
+                let how = (Prefer::Unzeroed, mt, tag);
                 let (idx, _) =
                     z.alloc_attempt(z.pcp(cpu)?, order, how, slow, &mut SlowPath::none())?;
                 Ok(z.map().pfn(idx))
@@ -503,6 +503,7 @@ where
         cpu: usize,
         request: AllocRequest<'_>,
     ) -> Result<Block<'_, F, P, R>, AllocError> {
+        let request = request.owned();
         let holding = request.holding();
         let (zone, pfn) = self.alloc_in(cpu, request)?;
         // SAFETY: this call allocated what `holding` describes at `pfn` in `zone` and hands
@@ -522,7 +523,7 @@ where
         if !request.is_block() {
             return self.alloc_run_in(cpu, request);
         }
-        let (order, policy, mt, key) = (request.order, request.policy, request.mt, request.key);
+        let (order, policy, mt, tag) = (request.order, request.policy, request.mt, request.tag());
         // A node set has no handle: a zeroed request names its clearer.
         let clearing = request.clearing(None);
         let prefer = match clearing {
@@ -539,26 +540,21 @@ where
             if prefer == Prefer::Zeroed {
                 z.check_fault(order, fault)?;
             }
-            let how = (prefer, mt, key);
+            let how = (prefer, mt, tag);
             let (idx, contents) = z.alloc_attempt(z.pcp(cpu)?, order, how, slow, &mut hooks)?;
             Ok((z, idx, contents))
         })?;
-        let Some(clearing) = clearing else {
-            return Ok((zone, zone.map().pfn(idx)));
-        };
-        let zeroing = Zeroing {
-            clearing,
-            fault,
-            resched: ReschedPoint(&mut request.resched),
-        };
-        let pfn = zone.make_allocation_zero(
-            zone.pcp(cpu)?,
-            (idx, order),
-            order.pages(),
-            contents,
-            zeroing,
-        )?;
-        Ok((zone, pfn))
+        if let Some(clearing) = clearing {
+            let zeroing = Zeroing {
+                clearing,
+                fault,
+                resched: ReschedPoint(&mut request.resched),
+            };
+            // The CPU was valid for the allocation just made.
+            let pcp = zone.pcp(cpu)?;
+            zone.make_allocation_zero(pcp, (idx, order, tag), order.pages(), contents, zeroing)?;
+        }
+        Ok((zone, zone.allocated(idx, tag)))
     }
 
     /// [`NodeSet::alloc_in`] of a run (each allowed zone in turn, with everything a zone

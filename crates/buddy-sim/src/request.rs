@@ -71,6 +71,8 @@ pub struct AllocRequest<'a, Z = SelfCleared> {
     pub(crate) policy: NodePolicy,
     /// Only from zones whose frames all lie below this one ([`AllocRequest::below`]).
     pub(crate) below: Option<Pfn>,
+    /// Held by a [`Block`](crate::Block): a movable allocation is pinned while it holds it.
+    pub(crate) owned: bool,
     /// Who clears it: `zeroed` without `clearer` only for [`HandleCleared`].
     cleared_by: PhantomData<Z>,
 }
@@ -106,6 +108,7 @@ impl<'a> AllocRequest<'a> {
             cma: None,
             policy: NodePolicy::Local,
             below: None,
+            owned: false,
             cleared_by: PhantomData,
         }
     }
@@ -150,6 +153,9 @@ impl<'a, Z> AllocRequest<'a, Z> {
     /// Movable, under the embedder's `key`: compaction and contiguous allocation may move it,
     /// handing `key` to the embedder's [`Migrate`] callback (which copies the block and
     /// repoints its mappings, or refuses). The block's frame number changes when it moves.
+    /// Keys need not be distinct; every page of a run carries its run's. A
+    /// [`Block`](crate::Block) pins what it holds ([`Holding::Pinned`]): grouped with
+    /// movable memory, never moved.
     pub const fn movable(mut self, key: u64) -> Self {
         self.mt = MigrateType::Movable;
         self.key = key;
@@ -199,6 +205,7 @@ impl<'a, Z> AllocRequest<'a, Z> {
             cma: self.cma,
             policy: self.policy,
             below: self.below,
+            owned: self.owned,
             cleared_by: PhantomData,
         }
     }
@@ -324,20 +331,46 @@ impl<'a, Z> AllocRequest<'a, Z> {
         self.reclaim.is_some() || self.compact.is_some() || self.below.is_some()
     }
 
+    /// The request as a [`Block`](crate::Block) makes it: a movable allocation pinned for
+    /// as long as the block holds it.
+    pub(crate) const fn owned(mut self) -> Self {
+        self.owned = true;
+        self
+    }
+
     /// What a [`Block`](crate::Block) of this request holds.
-    pub(crate) fn holding(&self) -> Holding {
+    pub(crate) const fn holding(&self) -> Holding {
+        let pinned = matches!(self.mt, MigrateType::Movable);
         if self.frozen {
             Holding::FrozenPages(self.pages())
         } else if self.frames.is_some() || self.migrate.is_some() {
-            Holding::Pages(self.pages())
-        } else if self.mt == MigrateType::Movable {
-            Holding::Movable {
-                order: self.order,
-                key: self.key,
+            if pinned {
+                Holding::PinnedPages(self.pages())
+            } else {
+                Holding::Pages(self.pages())
             }
+        } else if pinned {
+            Holding::Pinned(self.order)
         } else {
             Holding::Block(self.order)
         }
+    }
+
+    /// What the allocation writes into the block's head: the key, and the pin a movable
+    /// block carries while the call works on it (clears it, splits it into a run) or while
+    /// a [`Block`](crate::Block) holds it.
+    #[inline(always)]
+    pub(crate) const fn tag(&self) -> HeadTag {
+        let pin = if !matches!(self.mt, MigrateType::Movable) {
+            Pin::None
+        } else if self.owned {
+            Pin::Kept
+        } else if self.zeroed || self.frames.is_some() {
+            Pin::WhileAllocating
+        } else {
+            Pin::None
+        };
+        HeadTag { key: self.key, pin }
     }
 
     /// How a zeroed request clears: the clearer it names, else `handle`'s; `None` for a
@@ -464,21 +497,25 @@ impl<'r, 'a> SlowPath<'r, 'a> {
 }
 
 /// What a [`Block`](crate::Block) holds, and so how it is freed.
+///
+/// A movable allocation a block holds is pinned: it carries a second reference, so that
+/// compaction, contiguous allocation and memory offlining, which move blocks with one
+/// reference only, leave it where it is (the block's frame number and whatever the owner
+/// built on it stay valid). Movable memory the zone may move is allocated raw
+/// ([`Cpu::alloc_raw`](crate::Cpu::alloc_raw)), its owner told of each move through its
+/// [`Migrate`](crate::Migrate) callback.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Holding {
     /// One block of `2^order` frames with one reference (`free_pages`).
     Block(Order),
-    /// A movable block of `2^order` frames under `key`: compaction may move it, so the
-    /// block finds its frames again by its key (keys of the zone's live owned movable
-    /// blocks are distinct).
-    Movable {
-        /// The block's order.
-        order: Order,
-        /// The embedder's key, handed to its [`Migrate`](crate::Migrate) callback.
-        key: u64,
-    },
+    /// A movable block of `2^order` frames with two references, its allocation's and its
+    /// pin, both dropped at once when it is freed.
+    Pinned(Order),
     /// A run of order-0 pages, each with one reference (`free_contig_range`).
     Pages(u64),
+    /// A run of movable order-0 pages, each with two references (its allocation's and its
+    /// pin), both dropped at once when it is freed.
+    PinnedPages(u64),
     /// A run of frozen order-0 pages (`free_contig_frozen_range`).
     FrozenPages(u64),
 }
@@ -488,8 +525,59 @@ impl Holding {
     #[must_use]
     pub const fn pages(self) -> u64 {
         match self {
-            Self::Block(order) | Self::Movable { order, .. } => order.pages(),
-            Self::Pages(n) | Self::FrozenPages(n) => n,
+            Self::Block(order) | Self::Pinned(order) => order.pages(),
+            Self::Pages(n) | Self::PinnedPages(n) | Self::FrozenPages(n) => n,
+        }
+    }
+}
+
+/// Whether an allocation's head carries a second reference, a pin, and for how long. A
+/// pinned block is never moved: every mover takes blocks with one reference only.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Pin {
+    /// None: a movable block may move from the moment its head reads allocated.
+    None,
+    /// While the call works on the block (clears it, splits it into a run, checks its
+    /// poison): dropped before it returns.
+    WhileAllocating,
+    /// For as long as the [`Block`](crate::Block) that asked for it holds it.
+    Kept,
+}
+
+/// What an allocation writes into a block's head besides its order and kind.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct HeadTag {
+    /// The embedder's key (a movable block's is handed to its [`Migrate`] callback).
+    pub(crate) key: u64,
+    /// The pin it carries.
+    pub(crate) pin: Pin,
+}
+
+impl HeadTag {
+    /// No key, no pin: the zone's own allocations.
+    pub(crate) const NONE: Self = Self {
+        key: 0,
+        pin: Pin::None,
+    };
+
+    /// The references the head starts with: the allocation's, and the pin's if any.
+    #[inline(always)]
+    pub(crate) const fn refcount(self) -> u32 {
+        match self.pin {
+            Pin::None => 1,
+            Pin::WhileAllocating | Pin::Kept => 2,
+        }
+    }
+
+    /// The same tag pinned while the call works on a movable block (debugging reads it).
+    #[inline]
+    pub(crate) const fn pinned_while_allocating(self, mt: MigrateType) -> Self {
+        match (mt, self.pin) {
+            (MigrateType::Movable, Pin::None) => Self {
+                key: self.key,
+                pin: Pin::WhileAllocating,
+            },
+            _ => self,
         }
     }
 }

@@ -5,6 +5,7 @@ use crate::error::alloc::AllocError;
 use crate::error::free::FreeError;
 use crate::frame::{Frame, Word};
 use crate::migratetype::MigrateType;
+use crate::request::HeadTag;
 use crate::types::{FrameIdx, Order};
 use crate::zone::Zone;
 use crate::zone::buddy::Prefer;
@@ -216,8 +217,13 @@ where
             }
             let mut order = Order::floor_log2(left, self.cfg.max_order);
             let pfn = loop {
-                let taken =
-                    self.alloc_preferring(pcp, order, Prefer::Unzeroed, MigrateType::Unmovable, 0);
+                let taken = self.alloc_preferring(
+                    pcp,
+                    order,
+                    Prefer::Unzeroed,
+                    MigrateType::Unmovable,
+                    HeadTag::NONE,
+                );
                 match taken {
                     Ok((idx, _)) => break Some(self.map().pfn(idx)),
                     Err(_) if order > Order::ZERO => order = Order(order.get() - 1),

@@ -20,6 +20,7 @@ use crate::error::alloc::AllocError;
 use crate::frame::Frame;
 use crate::memory::{Clearing, FRAME, FrameClearer, FrameMemory};
 use crate::migratetype::MigrateType;
+use crate::request::HeadTag;
 use crate::types::{FrameIdx, MAX_SUPPORTED_ORDER, Order};
 use crate::zone::Zone;
 use crate::zone::buddy::Prefer;
@@ -71,54 +72,58 @@ where
         inside
     }
 
-    /// A zeroed block of `2^order` frames of kind `mt` (its head given `key`) on `cpu`'s
+    /// A zeroed block of `2^order` frames of kind `mt` (its head given `tag`) on `cpu`'s
     /// lists: [`Cpu::alloc_raw`](crate::Cpu::alloc_raw)'s path for a zeroed block, and the
     /// named [`Zone::alloc_zeroed`]'s.
     #[inline(always)]
     pub(crate) fn alloc_zeroed_on(
         &self,
         cpu: CpuLists<'_, R>,
-        block: (Order, MigrateType, u64),
+        block: (Order, MigrateType, HeadTag),
         zeroing: Zeroing<'_, impl Resched>,
     ) -> Result<Pfn, AllocError> {
-        let (order, mt, key) = block;
+        let (order, mt, tag) = block;
         self.check_fault(order, zeroing.fault)?;
-        let (idx, contents) = self.alloc_preferring(cpu, order, Prefer::Zeroed, mt, key)?;
-        self.make_allocation_zero(cpu, (idx, order), order.pages(), contents, zeroing)
+        let (idx, contents) = self.alloc_preferring(cpu, order, Prefer::Zeroed, mt, tag)?;
+        self.make_allocation_zero(cpu, (idx, order, tag), order.pages(), contents, zeroing)?;
+        Ok(self.allocated(idx, tag))
     }
 
     /// The second half of a zeroed allocation: makes the first `pages` frames of the block
-    /// `(idx, order)` just allocated read zero (cleared unless it is known zero, as what is
-    /// known of its `contents` says), or frees the block again and returns the error.
+    /// `(idx, order)` just allocated with `tag` read zero (cleared unless it is known zero,
+    /// as what is known of its `contents` says), or frees the block again and returns the
+    /// error. A movable block is pinned meanwhile (`tag`): nothing moves it while it is
+    /// cleared; the caller drops that pin.
     #[inline(always)]
     #[allow(unsafe_code)]
     pub(crate) fn make_allocation_zero(
         &self,
         cpu: CpuLists<'_, R>,
-        (idx, order): (FrameIdx, Order),
+        (idx, order, tag): (FrameIdx, Order, HeadTag),
         pages: u64,
         contents: Contents,
         zeroing: Zeroing<'_, impl Resched>,
-    ) -> Result<Pfn, AllocError> {
+    ) -> Result<(), AllocError> {
         let Zeroing {
             clearing,
             fault,
             mut resched,
         } = zeroing;
-        let pfn = self.map().pfn(idx);
         if contents.known_zero() && !clearing.verify {
-            return Ok(pfn);
+            return Ok(());
         }
+        let pfn = self.map().pfn(idx);
         let made = clearing
             .clearer
             .make_zero(pfn, pages, contents, fault, &mut resched);
         if let Err(e) = made {
-            // The block is this call's with one reference: freeing it cannot fail.
+            // The block is this call's with the references its tag gave it: freeing it
+            // cannot fail.
             // SAFETY: this call allocated the block and hands it to nobody.
-            let _ = unsafe { self.free_pages_on(cpu, pfn, order) };
+            let _ = unsafe { self.put_refs(cpu, pfn, order, tag.refcount()) };
             return Err(e);
         }
-        Ok(pfn)
+        Ok(())
     }
 
     /// Merges every pair of free buddies in the buddy that stayed apart because only one of

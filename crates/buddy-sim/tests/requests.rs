@@ -75,8 +75,13 @@ fn a_raw_block_made_owned_again_frees_once() {
     z.check().unwrap();
 }
 
+/// A movable block a [`buddy_sim::Block`] holds is pinned: compaction moves the raw
+/// movable blocks around it (and the pages of a raw movable run, each under the run's key),
+/// never it or the pages of a pinned run, and each block frees exactly what it was given.
+/// (A movable `Block` used to follow its moves by key: two blocks under one key, or a move
+/// between its look-up and its free, made it free another's block.)
 #[test]
-fn an_owned_movable_block_follows_its_moves() {
+fn an_owned_movable_block_is_pinned_and_never_moved() {
     let mut ram: Vec<Page> = (0..64).map(|_| Page([0; 4096])).collect();
     // SAFETY: frame START + i is ram[i]; the test reads it only between zone calls.
     let memory = unsafe { OffsetMap::with_frame_at(START, ram.as_mut_ptr().cast()) }.unwrap();
@@ -87,34 +92,124 @@ fn an_owned_movable_block_follows_its_moves() {
     })
     .unwrap();
     let cpu = z.cpu(0).unwrap();
-    // Every frame in a movable order-1 block: no pageblock is free.
-    let blocks: Vec<_> = (0..32)
-        .map(|k| {
-            cpu.alloc(AllocRequest::order(o(1)).movable(100 + k))
-                .unwrap()
-        })
-        .collect();
+    // Every frame in a movable order-1 block, the top pageblock's last four owned (and
+    // pinned), all under key 7: keys need not be distinct.
+    let mut owned = Vec::new();
+    let mut raw = Vec::new();
+    for k in 0..32 {
+        let request = AllocRequest::order(o(1)).movable(7);
+        if k >= 28 {
+            let block = cpu.alloc(request).unwrap();
+            assert_eq!(block.holding(), Holding::Pinned(o(1)));
+            assert_eq!(z.frame(block.pfn()).unwrap().refcount, 2, "no pin");
+            owned.push(block);
+        } else {
+            raw.push(cpu.alloc_raw(request).unwrap());
+        }
+    }
+    let pinned_at: Vec<Pfn> = owned.iter().map(buddy_sim::Block::pfn).collect();
+    // Free every other raw block (no order-4 block is free then), and compact: raw blocks
+    // move, owned ones never.
+    let (keep, free): (Vec<_>, Vec<_>) = raw.into_iter().partition(|p| p.0 / 2 % 2 == 0);
+    for pfn in free {
+        // SAFETY: allocated above, freed once, never written.
+        unsafe { cpu.free_pages(pfn, o(1)) }.unwrap();
+    }
+    let mut keep: Vec<Pfn> = keep;
     let mut moves = 0;
     let mut copy = |m: &Migration| {
+        assert!(!pinned_at.contains(&m.from), "a pinned block moved: {m:?}");
+        let Some(at) = keep.iter_mut().find(|p| **p == m.from) else {
+            return false;
+        };
         // SAFETY: the zone hands over both blocks for the move; the test writes neither.
         unsafe { m.copy(&memory) }.unwrap();
+        *at = m.to;
         moves += 1;
         true
     };
-    // Free every other block (no order-4 block is free then), and compact: the survivors
-    // move.
-    let (keep, free): (Vec<_>, Vec<_>) = blocks.into_iter().partition(|b| b.pfn().0 / 2 % 2 == 0);
-    let before: Vec<Pfn> = keep.iter().map(|b| b.pfn()).collect();
-    drop(free);
     cpu.compact(o(4), &mut copy).unwrap();
     assert!(moves > 0, "compaction moved nothing");
-    let after: Vec<Pfn> = keep.iter().map(|b| b.pfn()).collect();
-    assert_ne!(before, after, "the blocks found themselves where they went");
-    for b in &keep {
+    for b in &owned {
         let f = z.frame(b.pfn()).unwrap();
-        assert_eq!((f.order, f.refcount), (1, 1));
+        assert_eq!((f.order, f.refcount), (1, 2));
     }
-    drop(keep);
+    let free_before = z.free_pages_total();
+    drop(owned);
+    assert_eq!(z.free_pages_total(), free_before + 8);
+    for pfn in keep {
+        // SAFETY: allocated above, where the moves took it, freed once.
+        unsafe { cpu.free_pages(pfn, o(1)) }.unwrap();
+    }
+    assert_eq!(z.free_pages_total(), 64);
+    z.check().unwrap();
+    // A pinned run: every page carries two references, and the block frees them all.
+    let run = cpu.alloc(AllocRequest::frames(5).movable(7)).unwrap();
+    assert_eq!(run.holding(), Holding::PinnedPages(5));
+    for i in 0..5 {
+        let page = Pfn(run.pfn().0 + i);
+        assert_eq!(
+            z.frame(page).unwrap().refcount,
+            2,
+            "page {page:?} of a pinned run"
+        );
+    }
+    drop(run);
+    assert_eq!(z.free_pages_total(), 64);
+    z.check().unwrap();
+    drop(ram);
+}
+
+/// A raw movable allocation that the call works on after taking it (a zeroed block, a run
+/// split from its block) is pinned only meanwhile: it comes back with one reference per
+/// page, movable, and every page of a run under the run's key.
+#[test]
+fn a_raw_movable_allocation_comes_back_unpinned() {
+    let mut ram: Vec<Page> = (0..64).map(|_| Page([0xA5; 4096])).collect();
+    // SAFETY: frame START + i is ram[i]; the test reads it only between zone calls.
+    let memory = unsafe { OffsetMap::with_frame_at(START, ram.as_mut_ptr().cast()) }.unwrap();
+    let clearer = FrameClearer::new(
+        memory,
+        ClearConfig::new(PageSize::Size4KiB, PreemptModel::None),
+    )
+    .unwrap();
+    let z = common::zone(ZoneConfig {
+        max_order: o(4),
+        pageblock_order: o(2),
+        ..ZoneConfig::new(START, 64)
+    })
+    .unwrap();
+    let cpu = z.cpu(0).unwrap();
+    let block = cpu
+        .alloc_raw(AllocRequest::order(o(2)).movable(9).zeroed_with(&clearer))
+        .unwrap();
+    let run = cpu
+        .alloc_raw(AllocRequest::frames(5).movable(9).zeroed_with(&clearer))
+        .unwrap();
+    let plain_run = cpu.alloc_raw(AllocRequest::frames(3).movable(9)).unwrap();
+    let info = z.frame(block).unwrap();
+    assert_eq!((info.order, info.refcount), (2, 1));
+    for (at, n) in [(run, 5), (plain_run, 3)] {
+        for p in at.0..at.0 + n {
+            let info = z.frame(Pfn(p)).unwrap();
+            assert_eq!((info.order, info.refcount), (0, 1), "page {p:#x}");
+            assert_eq!(info.migratetype, Some(MigrateType::Movable));
+        }
+    }
+    // Every page of them moves under key 9, and only those are asked about.
+    let mut keys = Vec::new();
+    let mut note = |m: &Migration| {
+        keys.push(m.key);
+        false
+    };
+    cpu.compact_some(64, &mut note);
+    assert!(!keys.is_empty() && keys.iter().all(|&k| k == 9), "{keys:?}");
+    // SAFETY: allocated above, freed once, never used.
+    unsafe {
+        cpu.free_pages(block, o(2)).unwrap();
+        cpu.free_contig_range(run, 5).unwrap();
+        cpu.free_contig_range(plain_run, 3).unwrap();
+    }
     assert_eq!(z.free_pages_total(), 64);
     z.check().unwrap();
     drop(ram);
@@ -420,7 +515,7 @@ mod unchanged_on_failure {
 /// and another CPU's block returned: two owners of one block.)
 #[test]
 fn a_keyless_movable_block_is_never_taken_for_another() {
-    use buddy_sim::{Block, FrameClearer, MigrateType};
+    use buddy_sim::{FrameClearer, MigrateType};
     #[repr(C, align(4096))]
     struct Page([u8; 4096]);
     const START: Pfn = Pfn(0x9_0000);
@@ -437,7 +532,8 @@ fn a_keyless_movable_block_is_never_taken_for_another() {
         seed
     };
     let steps = if cfg!(miri) { 150 } else { 3000 };
-    let mut live: Vec<(Pfn, Order)> = Vec::new();
+    // Each block's frame, order, and whether a `Block` pinned it (a second reference).
+    let mut live: Vec<(Pfn, Order, bool)> = Vec::new();
     for step in 0..steps {
         let cpu = (next() % 2) as usize;
         if next() % 2 == 0 || live.is_empty() {
@@ -446,21 +542,27 @@ fn a_keyless_movable_block_is_never_taken_for_another() {
             let c = z.cpu(cpu).unwrap().with_clearer(&clearer);
             let got = if next() % 4 == 0 {
                 c.alloc(AllocRequest::order(order).kind(kind).zeroed())
-                    .map(Block::into_raw)
+                    .map(|b| (b.holding() != Holding::Block(order), b.into_raw()))
             } else {
                 c.alloc_raw(AllocRequest::order(order).movable(step + 1).kind(kind))
+                    .map(|pfn| (false, pfn))
             };
-            if let Ok(pfn) = got {
-                for &(p, o) in &live {
+            if let Ok((pinned, pfn)) = got {
+                for &(p, o, _) in &live {
                     assert!(
                         pfn.0 + order.pages() <= p.0 || p.0 + o.pages() <= pfn.0,
                         "step {step}: {pfn:?} handed out while {p:?} is held"
                     );
                 }
-                live.push((pfn, order));
+                live.push((pfn, order, pinned));
             }
         } else {
-            let (pfn, order) = live.swap_remove((next() % live.len() as u64) as usize);
+            let (pfn, order, pinned) = live.swap_remove((next() % live.len() as u64) as usize);
+            if pinned {
+                // SAFETY: the pin of a block allocated above, dropped once (nothing
+                // compacts here: the block stays where it is).
+                unsafe { z.cpu(cpu).unwrap().put_page(pfn) }.unwrap();
+            }
             // SAFETY: allocated above, freed once; nothing wrote it.
             unsafe { z.free_pages(cpu, pfn, order) }.unwrap();
         }

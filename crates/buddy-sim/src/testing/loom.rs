@@ -814,6 +814,215 @@ fn loom_a_move_without_freezing_frees_the_source_twice() {
     compaction_races_the_owner(move_without_freezing);
 }
 
+/// How the owner in [`a_held_movable_page_races_compaction`] takes and frees its page.
+type Holder = fn(&LoomZone);
+
+/// Unmovable pages at frames 3 and 6 of [`mobile_zone`]: free frames 2 and 7 in partly
+/// used pageblocks are where compaction moves a page at frame 0 or 1 to.
+const TARGETS_AT_2_AND_7: &[u64] = &[3, 6];
+
+/// [`mobile_zone`] with unmovable pages at frames `taken`.
+fn zone_with_pages_at(taken: &'static [u64]) -> Arc<LoomZone> {
+    let z = mobile_zone();
+    for at in taken {
+        z.alloc_pages_at_as(
+            Pfn(START.0 + at),
+            O0,
+            crate::migratetype::MigrateType::Unmovable,
+        )
+        .unwrap();
+    }
+    z
+}
+
+/// Frees the model's unmovable pages at frames `taken` and checks that the zone is whole
+/// again.
+fn free_the_models_pages(z: &LoomZone, taken: &[u64]) {
+    for at in taken {
+        // SAFETY: the model's pages, never used.
+        unsafe { z.free_pages(0, Pfn(START.0 + at), O0) }.unwrap();
+    }
+    z.drain_all();
+    z.check().unwrap();
+    assert_eq!(
+        z.buddy_blocks_per_order()[3],
+        1,
+        "the zone is not whole again"
+    );
+}
+
+/// Compaction on CPU 0 (every move agreed to, none of the held page's) while the owner on
+/// CPU 1 takes a movable page, keeps it, and frees it through the frame number it was given
+/// (`hold`).
+fn a_held_movable_page_races_compaction(hold: Holder) {
+    loom::model(move || {
+        let z = zone_with_pages_at(TARGETS_AT_2_AND_7);
+        // Frame 0 on CPU 1's list: the owner's page unless compaction drains it first.
+        z.alloc_pages_at_as(START, O0, crate::migratetype::MigrateType::Movable)
+            .unwrap();
+        // SAFETY: just allocated, never used.
+        unsafe { z.free_pages(1, START, O0) }.unwrap();
+        let owner = {
+            let z = z.clone();
+            thread::spawn(move || hold(&z))
+        };
+        let mut agree = |m: &crate::migrate::Migration| {
+            assert_ne!(m.key, 1, "the held page moved: {m:?}");
+            true
+        };
+        z.compact_some(0, 16, &mut agree).unwrap();
+        owner.join().unwrap();
+        free_the_models_pages(&z, TARGETS_AT_2_AND_7);
+    });
+}
+
+/// A [`Block`](crate::Block) of a movable page pins it from the allocation's store on: the
+/// page is never moved, and the block frees it where it was allocated.
+#[test]
+fn loom_a_block_pins_its_movable_page_against_compaction() {
+    a_held_movable_page_races_compaction(|z| {
+        let cpu = z.cpu(1).unwrap();
+        let block = cpu
+            .alloc(crate::request::AllocRequest::page().movable(1))
+            .unwrap();
+        let w = z.map().frame(z.map().index_of(block.pfn())).load();
+        assert_eq!(w.refcount(), 2, "a held movable page carries its pin");
+        drop(block);
+    });
+}
+
+/// The negative control: the page taken raw, with no pin, and freed through the frame
+/// number it was allocated at. Loom must find the interleaving where compaction moves it
+/// first (the free then fails on a frozen or free frame, or frees another's page): what a
+/// movable `Block` did when it followed its page by key.
+#[test]
+#[should_panic]
+fn loom_an_unpinned_movable_page_is_moved_under_its_holder() {
+    a_held_movable_page_races_compaction(|z| {
+        let cpu = z.cpu(1).unwrap();
+        let at = cpu
+            .alloc_raw(crate::request::AllocRequest::page().movable(1))
+            .unwrap();
+        // SAFETY: (broken on purpose) the owner frees where it was given the page, not
+        // where a move took it.
+        unsafe { cpu.free_pages(at, O0) }.unwrap();
+    });
+}
+
+/// 8 frames in pageblocks of four, two CPUs, an unmovable page at frame 7, and the
+/// order-1 block at frame 0 on CPU 1's list: the next movable order-1 block taken there is
+/// frame 0's, and compaction moves it to frames 4-5.
+fn run_zone() -> Arc<LoomZone> {
+    let cfg = ZoneConfig {
+        max_order: Order(3),
+        pageblock_order: Order(2),
+        cpus: 2,
+        pcp_high: 2,
+        pcp_batch: 1,
+        compaction_proactiveness: 100,
+        ..ZoneConfig::new(START, 8)
+    };
+    let frames = (0..cfg.nr_pages).map(|_| Frame::new()).collect();
+    let pcps = (0..2).map(|_| PerCpu::new()).collect();
+    let z = Arc::new(Zone::new(cfg, frames, pcps).unwrap());
+    let movable = crate::migratetype::MigrateType::Movable;
+    z.alloc_pages_at_as(
+        Pfn(START.0 + 7),
+        O0,
+        crate::migratetype::MigrateType::Unmovable,
+    )
+    .unwrap();
+    z.alloc_pages_at_as(START, Order(1), movable).unwrap();
+    // SAFETY: just allocated, never used.
+    unsafe { z.free_pages(1, START, Order(1)) }.unwrap();
+    z
+}
+
+/// How the owner in [`a_movable_run_races_compaction`] allocates a movable run of two
+/// pages on CPU 1.
+type RunAllocator = fn(&LoomZone) -> Result<Pfn, AllocError>;
+
+/// Compaction on CPU 0 while the owner on CPU 1 allocates a movable run of two pages
+/// (`alloc`), records where they are, and frees them where its mapping says (the pages
+/// may move once the allocation returns: the callback repoints the mapping; a page moved
+/// before the owner recorded it is not moved).
+fn a_movable_run_races_compaction(alloc: RunAllocator) {
+    loom::model(move || {
+        let z = run_zone();
+        let maps: Mappings = Arc::new(loom::sync::Mutex::new([Pfn(0); 3]));
+        let owner = {
+            let (z, maps) = (z.clone(), maps.clone());
+            thread::spawn(move || {
+                let run = alloc(&z).unwrap();
+                let mut at = maps.lock().unwrap();
+                at[0] = run;
+                at[1] = Pfn(run.0 + 1);
+            })
+        };
+        let mut repoint = |m: &crate::migrate::Migration| {
+            let mut at = maps.lock().unwrap();
+            match at[..2].iter().position(|&p| p == m.from) {
+                Some(i) if m.order == O0 => {
+                    assert_eq!(m.key, 1, "a page of the run under another key");
+                    at[i] = m.to;
+                    true
+                }
+                _ => false,
+            }
+        };
+        z.compact_some(0, 16, &mut repoint).unwrap();
+        owner.join().unwrap();
+        for key in 0..2 {
+            owner_frees(&z, &maps, key);
+        }
+        // SAFETY: the model's page, never used.
+        unsafe { z.free_pages(0, Pfn(START.0 + 7), O0) }.unwrap();
+        z.drain_all();
+        z.check().unwrap();
+        assert_eq!(
+            z.buddy_blocks_per_order()[3],
+            1,
+            "the zone is not whole again"
+        );
+    });
+}
+
+/// A movable run is pinned from the allocation's store until its block is split into
+/// pages (and the pages past the run freed): no mover takes the block meanwhile, and the
+/// call splits and frees exactly what it allocated.
+#[test]
+fn loom_a_movable_run_is_split_while_pinned() {
+    a_movable_run_races_compaction(|z| {
+        let cpu = z.cpu(1).unwrap();
+        cpu.alloc_raw(crate::request::AllocRequest::frames(2).movable(1))
+    });
+}
+
+/// The negative control: the run's block allocated without its pin, then split. Loom must
+/// find the interleaving where compaction moves the block before the split: the split then
+/// finds no block of its own and the allocation fails (its block leaked where it went).
+#[test]
+#[should_panic]
+fn loom_an_unpinned_movable_run_is_moved_before_its_split() {
+    a_movable_run_races_compaction(|z| {
+        use crate::request::{HeadTag, Pin};
+        let tag = HeadTag {
+            key: 1,
+            pin: Pin::None,
+        };
+        let (pcp, order) = (z.pcp(1)?, Order(1));
+        let movable = crate::migratetype::MigrateType::Movable;
+        let (idx, _) = z.alloc_preferring(
+            pcp,
+            order,
+            crate::zone::buddy::Prefer::Unzeroed,
+            movable,
+            tag,
+        )?;
+        z.split_run(pcp, (idx, order, tag), 2)
+    });
+}
+
 /// 16 frames in pageblocks of four, two CPUs, per-cpu batches of one block: what an offline
 /// of the whole zone races.
 fn hotplug_zone() -> Arc<LoomZone> {

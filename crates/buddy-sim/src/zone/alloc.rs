@@ -7,7 +7,7 @@ use crate::error::contig::ContigError;
 use crate::events::{PageAlloc, PcpRefill, ZoneEvents};
 use crate::frame::{Frame, Word};
 use crate::migratetype::MigrateType;
-use crate::request::{MigrateCallback, SlowPath};
+use crate::request::{HeadTag, MigrateCallback, Pin, SlowPath};
 use crate::types::{FrameIdx, Order};
 use crate::zone::Zone;
 use crate::zone::buddy::Prefer;
@@ -26,7 +26,7 @@ where
     R: RawMutex,
 {
     /// A block of `2^order` frames of kind `mt` on `cpu`'s lists ([`Cpu::alloc_raw`](crate::Cpu::alloc_raw)'s
-    /// path for a block), taking the block `prefer` would rather have, its head given `key`;
+    /// path for a block), taking the block `prefer` would rather have, its head given `tag`;
     /// returns its index and whether it is known zero (its head is `Allocated` either way).
     #[inline(always)]
     pub(crate) fn alloc_preferring(
@@ -35,9 +35,9 @@ where
         order: Order,
         prefer: Prefer,
         mt: MigrateType,
-        key: u64,
+        tag: HeadTag,
     ) -> Result<(FrameIdx, Contents), AllocError> {
-        self.alloc_with(cpu, order, (prefer, mt, key), &mut SlowPath::none())
+        self.alloc_with(cpu, order, (prefer, mt, tag), &mut SlowPath::none())
     }
 
     /// [`Zone::alloc_preferring`] whose slow path may call `hooks` (direct reclaim and
@@ -47,7 +47,7 @@ where
         &self,
         cpu: CpuLists<'_, R>,
         order: Order,
-        how: (Prefer, MigrateType, u64),
+        how: (Prefer, MigrateType, HeadTag),
         hooks: &mut SlowPath<'_, '_>,
     ) -> Result<(FrameIdx, Contents), AllocError> {
         if self.debugging() {
@@ -62,7 +62,7 @@ where
         &self,
         cpu: CpuLists<'_, R>,
         order: Order,
-        (prefer, mt, key): (Prefer, MigrateType, u64),
+        (prefer, mt, tag): (Prefer, MigrateType, HeadTag),
         hooks: &mut SlowPath<'_, '_>,
     ) -> Result<(FrameIdx, Contents), AllocError> {
         // The common case, inline: a per-cpu order served from (or refilled into) the CPU's
@@ -71,7 +71,7 @@ where
             Some(taken) => taken,
             None => self.alloc_slow(cpu, order, prefer, mt, hooks)?,
         };
-        self.mark_allocated(cpu, idx, order, mt, key);
+        self.mark_allocated(cpu, idx, order, mt, tag);
         Ok((idx, contents))
     }
 
@@ -84,14 +84,14 @@ where
         &self,
         cpu: CpuLists<'_, R>,
         order: Order,
-        (prefer, mt, key): (Prefer, MigrateType, u64),
+        (prefer, mt, tag): (Prefer, MigrateType, HeadTag),
         slow_path: bool,
         hooks: &mut SlowPath<'_, '_>,
     ) -> Result<(FrameIdx, Contents), AllocError> {
         if self.debugging() {
-            return self.alloc_attempt_debugged(cpu, order, (prefer, mt, key), slow_path, hooks);
+            return self.alloc_attempt_debugged(cpu, order, (prefer, mt, tag), slow_path, hooks);
         }
-        self.alloc_attempt_unchecked(cpu, order, (prefer, mt, key), slow_path, hooks)
+        self.alloc_attempt_unchecked(cpu, order, (prefer, mt, tag), slow_path, hooks)
     }
 
     /// [`Zone::alloc_attempt`] while debugging: fault injection first, the owner recorded
@@ -102,15 +102,21 @@ where
         &self,
         cpu: CpuLists<'_, R>,
         order: Order,
-        how: (Prefer, MigrateType, u64),
+        how: (Prefer, MigrateType, HeadTag),
         slow_path: bool,
         hooks: &mut SlowPath<'_, '_>,
     ) -> Result<(FrameIdx, Contents), AllocError> {
         if self.injects_failure(order, how.1) {
             return Err(AllocError::OutOfMemory(order));
         }
-        let taken = self.alloc_attempt_unchecked(cpu, order, how, slow_path, hooks)?;
+        // A movable block is pinned while its poison is checked, so that nothing moves it.
+        let tag = how.2.pinned_while_allocating(how.1);
+        let taken =
+            self.alloc_attempt_unchecked(cpu, order, (how.0, how.1, tag), slow_path, hooks)?;
         self.allocated_debugged(Some(cpu), taken.0, order, how.1);
+        if tag != how.2 {
+            self.allocated(taken.0, tag);
+        }
         Ok(taken)
     }
 
@@ -120,21 +126,21 @@ where
         &self,
         cpu: CpuLists<'_, R>,
         order: Order,
-        (prefer, mt, key): (Prefer, MigrateType, u64),
+        (prefer, mt, tag): (Prefer, MigrateType, HeadTag),
         slow_path: bool,
         hooks: &mut SlowPath<'_, '_>,
     ) -> Result<(FrameIdx, Contents), AllocError> {
         if slow_path {
-            return self.alloc_unchecked(cpu, order, (prefer, mt, key), hooks);
+            return self.alloc_unchecked(cpu, order, (prefer, mt, tag), hooks);
         }
         if let Some((idx, contents)) = self.alloc_from_cpu_list(cpu, order, prefer, mt) {
-            self.mark_allocated(cpu, idx, order, mt, key);
+            self.mark_allocated(cpu, idx, order, mt, tag);
             return Ok((idx, contents));
         }
         self.check_order(order)?;
         self.check_kind(mt)?;
         let (idx, contents) = self.alloc_fast(cpu, order, prefer, mt, self.cfg.fallback(), true)?;
-        self.mark_allocated(cpu, idx, order, mt, key);
+        self.mark_allocated(cpu, idx, order, mt, tag);
         Ok((idx, contents))
     }
 
@@ -157,7 +163,7 @@ where
     }
 
     /// Marks the block taken at `idx` on `cpu`'s lists allocated as `mt`, its head given
-    /// `key`, its owner recorded.
+    /// `tag`'s key and references (a pinned head has two), its owner recorded.
     #[inline(always)]
     fn mark_allocated(
         &self,
@@ -165,7 +171,7 @@ where
         idx: FrameIdx,
         order: Order,
         mt: MigrateType,
-        key: u64,
+        tag: HeadTag,
     ) {
         self.events().page_alloc(&PageAlloc {
             pfn: self.map().pfn(idx),
@@ -176,13 +182,42 @@ where
         });
         let head = self.map().frame(idx);
         // The key first: whoever sees the allocated word sees the key. A movable block's
-        // key is what compaction hands its callback and what a movable `Block` finds it by
-        // after a move: always written (0 included), never the free list's links left in
-        // the head's key fields.
-        if key != 0 || mt == MigrateType::Movable {
-            head.set_key(key);
+        // key is what compaction hands its callback: always written (0 included), never
+        // the free list's links left in the head's key fields.
+        if tag.key != 0 || mt == MigrateType::Movable {
+            head.set_key(tag.key);
         }
-        head.store(Word::allocated_as(order.get(), mt));
+        // The pin with the word: no mover ever sees the block with one reference while the
+        // call still works on it.
+        head.store(Word::allocated_as(order.get(), mt).with_refcount(tag.refcount()));
+    }
+
+    /// Drops the pin a movable block carried while its allocation worked on it
+    /// ([`Pin::WhileAllocating`]): it may move from now on. Its first frame, for the caller.
+    #[inline(always)]
+    pub(crate) fn allocated(&self, idx: FrameIdx, tag: HeadTag) -> Pfn {
+        if tag.pin == Pin::WhileAllocating {
+            self.unpin(idx);
+        }
+        self.map().pfn(idx)
+    }
+
+    /// Drops a pin of the allocated head at `idx`, whose caller holds it and another
+    /// reference: the count stays above zero.
+    #[cold]
+    fn unpin(&self, idx: FrameIdx) {
+        let frame = self.map().frame(idx);
+        let mut w = frame.load();
+        loop {
+            debug_assert!(
+                w.is_live() && w.refcount() >= 2,
+                "unpinning an unpinned head"
+            );
+            match frame.cas(w, w.with_refcount(w.refcount().saturating_sub(1))) {
+                Ok(()) => return,
+                Err(now) => w = now,
+            }
+        }
     }
 
     /// [`AllocError::MovableOnly`] for a block of a kind other than movable from a

@@ -11,7 +11,7 @@ use crate::error::free::FreeError;
 use crate::events::{PageAlloc, ZoneEvents};
 use crate::frame::{Frame, Word};
 use crate::migratetype::{MigrateType, Pageblock};
-use crate::request::SlowPath;
+use crate::request::{HeadTag, SlowPath};
 use crate::types::{FrameIdx, Order};
 use crate::zone::Zone;
 use crate::zone::buddy::Prefer;
@@ -99,7 +99,7 @@ where
         pcp: CpuLists<'_, R>,
         order: Order,
     ) -> Result<FrameIdx, AllocError> {
-        let how = (Prefer::Unzeroed, MigrateType::Unmovable, 0);
+        let how = (Prefer::Unzeroed, MigrateType::Unmovable, HeadTag::NONE);
         Ok(self
             .alloc_unchecked(pcp, order, how, &mut SlowPath::none())?
             .0)

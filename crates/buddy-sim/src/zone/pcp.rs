@@ -429,7 +429,13 @@ mod tests {
         let cpu = zone.cpu(0).unwrap();
         let take = || {
             let (idx, c) = zone
-                .alloc_preferring(cpu.lists(), order, Prefer::Zeroed, mt, 0)
+                .alloc_preferring(
+                    cpu.lists(),
+                    order,
+                    Prefer::Zeroed,
+                    mt,
+                    crate::request::HeadTag::NONE,
+                )
                 .unwrap();
             (zone.map().pfn(idx), c)
         };
@@ -455,13 +461,25 @@ mod tests {
         assert_eq!(after_drain, Contents::Unknown);
         // Order 0 carries no stamp.
         let (p, _) = zone
-            .alloc_preferring(cpu.lists(), Order::ZERO, Prefer::Zeroed, mt, 0)
+            .alloc_preferring(
+                cpu.lists(),
+                Order::ZERO,
+                Prefer::Zeroed,
+                mt,
+                crate::request::HeadTag::NONE,
+            )
             .unwrap();
         let p = zone.map().pfn(p);
         // SAFETY: as above.
         unsafe { cpu.free_pages(p, Order::ZERO) }.unwrap();
         let (_, small) = zone
-            .alloc_preferring(cpu.lists(), Order::ZERO, Prefer::Zeroed, mt, 0)
+            .alloc_preferring(
+                cpu.lists(),
+                Order::ZERO,
+                Prefer::Zeroed,
+                mt,
+                crate::request::HeadTag::NONE,
+            )
             .unwrap();
         assert_eq!(small, Contents::Unknown);
         zone.check().unwrap();

@@ -112,6 +112,35 @@ where
         Ok(())
     }
 
+    /// Drops the `n` references the caller holds to the block at `pfn` of `order` at once
+    /// (a pinned block's allocation and pin: never one without the other, so that nothing
+    /// sees it with one reference and moves it), freeing it when they were the last.
+    ///
+    /// # Errors
+    /// As [`Zone::free_pages`]; [`FreeError::DoubleFree`] if the block has fewer than `n`
+    /// references (one was dropped behind the caller's back).
+    ///
+    /// # Safety
+    /// As [`Cpu::free_pages`], for all `n` references.
+    #[allow(unsafe_code)]
+    pub(crate) unsafe fn put_refs(
+        &self,
+        pcp: CpuLists<'_, R>,
+        pfn: Pfn,
+        order: Order,
+        n: u32,
+    ) -> Result<(), FreeError> {
+        let (idx, old) = self.update_head(pfn, Some(order), |w| match w.refcount() {
+            r if r > n => Ok(w.with_refcount(r - n)),
+            r if r == n => Ok(w.freeing()),
+            _ => Err(FreeError::DoubleFree(pfn)),
+        })?;
+        if old.refcount() == n {
+            self.release(pcp, idx, old);
+        }
+        Ok(())
+    }
+
     /// The free of a block whose last reference the caller dropped (`old` is its word
     /// before that), after its free-time check.
     fn release(&self, pcp: CpuLists<'_, R>, idx: FrameIdx, old: Word) {
