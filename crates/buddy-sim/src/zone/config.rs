@@ -441,7 +441,9 @@ impl ZoneConfig {
     /// default) and the pageblock order, one set per type (Linux's `order_to_pindex`); not
     /// the pageblock order in a zone that keeps a
     /// [pageblock reserve](ZoneConfig::pageblock_reserve), whose free pageblocks stay in
-    /// the buddy.
+    /// the buddy, nor in one whose [`pcp_high`](ZoneConfig::pcp_high) is below a pageblock:
+    /// there every pageblock freed to the list was drained again at once, and every one
+    /// taken refilled it (a refill and a drain per pageblock call, for nothing).
     #[inline]
     pub(crate) fn pcp_list(
         &self,
@@ -451,7 +453,10 @@ impl ZoneConfig {
         // `validate` keeps `pcp_max_order` below the pageblock order's slot.
         let slot = if order.get() <= self.pcp_max_order.get() {
             order.get() as usize
-        } else if order == self.pageblock_order && !self.pageblock_reserve {
+        } else if order == self.pageblock_order
+            && !self.pageblock_reserve
+            && order.pages() <= self.pcp_high
+        {
             PCP_SLOTS - 1
         } else {
             return None;
@@ -463,6 +468,25 @@ impl ZoneConfig {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A pageblock goes to a per-cpu list only where the list's high mark can keep one: in
+    /// a zone whose high mark is below a pageblock, each one freed there was drained at
+    /// once and each one taken refilled the list first.
+    #[test]
+    fn a_pageblock_list_exists_only_where_the_high_mark_can_keep_a_pageblock() {
+        use crate::migratetype::MigrateType::Unmovable;
+        let small = ZoneConfig::new(Pfn(0), 32768).with_cpus(2);
+        assert!(
+            small.pcp_high < small.pageblock_order.pages(),
+            "{}",
+            small.pcp_high
+        );
+        assert_eq!(small.pcp_list(small.pageblock_order, Unmovable), None);
+        assert!(small.pcp_list(Order(3), Unmovable).is_some());
+        let keeps = small.with_pcp(4 * 512, 512);
+        assert!(keeps.pcp_list(keeps.pageblock_order, Unmovable).is_some());
+        assert_eq!(keeps.pcp_list(Order(4), Unmovable), None);
+    }
 
     #[test]
     fn a_small_max_order_lowers_the_pageblock_order_with_it() {
