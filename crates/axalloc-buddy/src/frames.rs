@@ -16,6 +16,7 @@ use buddy_sim::{
 };
 use core::alloc::{Layout, LayoutError};
 use core::fmt;
+use core::sync::atomic::{AtomicBool, Ordering};
 
 /// Bytes per frame.
 pub(crate) const PAGE: usize = 4096;
@@ -159,6 +160,11 @@ pub(crate) struct Frames {
     region: (usize, usize),
     /// Whether all of the region lies below 4 GiB in physical memory.
     dma32: bool,
+    /// Whether a page call found no free page here (its slow path included) and none was
+    /// given back since: page calls try the other regions first, as Linux's zonelist
+    /// passes over a zone below its watermark before any zone's slow path (a hint; a call
+    /// that finds nothing elsewhere tries every region again).
+    exhausted: AtomicBool,
 }
 
 impl Frames {
@@ -279,7 +285,25 @@ impl Frames {
                 cpu_id,
                 region: (start, region_end),
                 dma32,
+                exhausted: AtomicBool::new(false),
             })
+        }
+    }
+
+    /// Whether a page call found no free page here and none was given back since.
+    #[inline(always)]
+    pub(crate) fn exhausted(&self) -> bool {
+        self.exhausted.load(Ordering::Relaxed)
+    }
+
+    /// Records that a page call found no free page here (`true`), or that the region has
+    /// pages again (`false`: a page given back, or a call that found one).
+    #[inline(always)]
+    pub(crate) fn set_exhausted(&self, exhausted: bool) {
+        // A load first: the common free, in a region never exhausted, writes nothing to
+        // this cache line that every CPU reads.
+        if self.exhausted() != exhausted {
+            self.exhausted.store(exhausted, Ordering::Relaxed);
         }
     }
 
@@ -384,7 +408,11 @@ impl Frames {
         // its lists are reached by this call alone (as `carve`'s `cpu_local` says).
         let lists = unsafe { self.zone.local_cpu(cpu.id) }.ok()?;
         // A frozen page, as `AxPageAllocator` hands out one page: its free takes it back.
-        let pfn = lists.alloc_frozen_page().ok()?;
+        let Ok(pfn) = lists.alloc_frozen_page() else {
+            // Its list, a refill and the slow path had none.
+            self.set_exhausted(true);
+            return None;
+        };
         cpu.usage.add(kind, PAGE);
         // Frames are numbered by their address: the frame's number times its size is its
         // address, which the region holds.
@@ -414,6 +442,7 @@ impl Frames {
             return false;
         }
         cpu.usage.sub(kind, PAGE);
+        self.set_exhausted(false);
         true
     }
 

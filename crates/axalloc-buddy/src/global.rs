@@ -615,7 +615,11 @@ impl GlobalAllocator {
     /// `kind`; `None` when that list and its refill have none, or before `init`.
     #[inline(never)]
     fn alloc_one_page(&self, kind: UsageKind, tag: OwnerTag) -> Option<usize> {
-        self.first()?.alloc_page(kind, tag)
+        let first = self.first()?;
+        if first.exhausted() {
+            return None;
+        }
+        first.alloc_page(kind, tag)
     }
 
     /// [`GlobalAllocator::alloc_pages`] of anything but one page (or of one page the fast
@@ -768,6 +772,7 @@ impl GlobalAllocator {
         match cpu.pages.last_error() {
             None => {
                 cpu.usage.sub(kind, num_pages.wrapping_mul(PAGE));
+                frames.set_exhausted(false);
             }
             Some(e) => {
                 drop(cpu);
@@ -778,11 +783,13 @@ impl GlobalAllocator {
 
     /// What `want` asks for, counted for `kind` (the heap's pages count as its bytes, in
     /// `alloc`), from the calling CPU's page allocator of each region in turn (`init`'s
-    /// first; below 4 GiB only, for `dma32`) until one has it.
+    /// first; below 4 GiB only, for `dma32`) until one has it: first the regions not
+    /// [exhausted](Frames::exhausted), then, if none has it, every region with every CPU's
+    /// lists drained.
     #[inline(always)]
     fn take(&self, kind: (UsageKind, OwnerTag), want: Want, dma32: bool) -> AllocResult<usize> {
         let first = self.first().ok_or(AllocError::NoMemory)?;
-        if !dma32 || first.dma32() {
+        if !first.exhausted() && (!dma32 || first.dma32()) {
             match Self::take_in(first, kind, want) {
                 Err(AllocError::NoMemory) => {}
                 done => return done,
@@ -801,17 +808,21 @@ impl GlobalAllocator {
         want: Want,
         dma32: bool,
     ) -> AllocResult<usize> {
-        let result = Self::take_from(self.regions().skip(1), kind, want, dma32);
+        let others = self.regions().skip(1).filter(|f| !f.exhausted());
+        let result = Self::take_from(others, kind, want, dma32);
         if !matches!(result, Err(AllocError::NoMemory)) {
             return result;
         }
         // Pages other CPUs keep on their lists may complete the run (Linux drains every
-        // CPU's lists before an allocation fails): drained, every region is tried again.
+        // CPU's lists before an allocation fails), and a region passed over as exhausted
+        // may have pages again: drained, every region is tried again.
         let mut drained = false;
+        let mut passed_over = false;
         for frames in self.regions().filter(|f| !dma32 || f.dma32()) {
             drained |= frames.drain_every_cpu();
+            passed_over |= frames.exhausted();
         }
-        if !drained {
+        if !drained && !passed_over {
             return result;
         }
         Self::take_from(self.regions(), kind, want, dma32)
@@ -846,14 +857,30 @@ impl GlobalAllocator {
     ) -> AllocResult<usize> {
         let mut cpu = frames.this_cpu();
         tag.set(frames.zone(), cpu.id());
-        let (at, pages) = match want {
-            Want::Pages(n, align) => (cpu.pages.alloc_pages(n, align)?, n),
-            Want::Zeroed(n, align) => {
-                (cpu.pages.alloc_zeroed_pages(n, align, frames.clearer())?, n)
-            }
+        let taken = match want {
+            Want::Pages(n, align) => cpu.pages.alloc_pages(n, align).map(|at| (at, n)),
+            Want::Zeroed(n, align) => cpu
+                .pages
+                .alloc_zeroed_pages(n, align, frames.clearer())
+                .map(|at| (at, n)),
         };
-        cpu.usage.add(kind, pages.wrapping_mul(PAGE));
-        Ok(at)
+        match taken {
+            Ok((at, pages)) => {
+                cpu.usage.add(kind, pages.wrapping_mul(PAGE));
+                drop(cpu);
+                frames.set_exhausted(false);
+                Ok(at)
+            }
+            Err(AllocError::NoMemory) => {
+                drop(cpu);
+                // No run is no page only when nothing at all is free (a run needs more).
+                if frames.free_pages() == 0 {
+                    frames.set_exhausted(true);
+                }
+                Err(AllocError::NoMemory)
+            }
+            Err(e) => Err(e),
+        }
     }
 
     /// Bytes the heap has handed out.

@@ -745,3 +745,53 @@ fn a_huge_page_splits_into_pages_freed_one_by_one() {
     assert!(matches!(split(&a, huge), Err(AllocError::NotAllocated)));
     zone_is_sound(&a);
 }
+
+/// A region whose page calls found no free page is passed over by the calls that follow (its
+/// zone not even locked) until a page is given back to it: once the first region is full,
+/// a call costs what it costs in the next region, not a failing slow path in the first
+/// (one that drains every CPU's lists and, for a run, searches all of its memory) each time.
+/// (Measured natively: a page pair 833 -> 58 ns, an 8-page pair 56 µs -> 56 ns with an
+/// 8 MiB first region full.)
+#[test]
+fn an_exhausted_region_is_passed_over_until_a_page_comes_back() {
+    let scale = if cfg!(miri) { 2 } else { 0 };
+    let (first, a) = allocator((1 << 20) >> scale);
+    let second = region((2 << 20) >> scale);
+    // SAFETY: the region is the allocator's from here on; it outlives it.
+    unsafe { a.add_memory(second.start(), second.len()) }.unwrap();
+    let in_first = |p: usize| (first.start()..first.start() + first.len()).contains(&p);
+    let mut held = Vec::new();
+    loop {
+        let p = a.alloc_pages(1, PAGE, UsageKind::VirtMem).unwrap();
+        held.push(p);
+        if !in_first(p) {
+            break;
+        }
+    }
+    // SAFETY: the zones are read between page calls only.
+    let zone = unsafe { a.zone() }.unwrap();
+    let locks = zone.counters().zone_locks;
+    for _ in 0..16 {
+        let page = a.alloc_pages(1, PAGE, UsageKind::VirtMem).unwrap();
+        let run = a.alloc_pages(8, PAGE, UsageKind::VirtMem).unwrap();
+        assert!(!in_first(page) && !in_first(run));
+        give_back(&a, page, 1, UsageKind::VirtMem);
+        give_back(&a, run, 8, UsageKind::VirtMem);
+    }
+    assert_eq!(
+        zone.counters().zone_locks,
+        locks,
+        "a call tried the full first region"
+    );
+    // A page given back to the first region: the next call takes it there.
+    let back = held.iter().position(|&p| in_first(p)).unwrap();
+    give_back(&a, held.swap_remove(back), 1, UsageKind::VirtMem);
+    let again = a.alloc_pages(1, PAGE, UsageKind::VirtMem).unwrap();
+    assert!(in_first(again), "{again:#x}");
+    held.push(again);
+    for p in held {
+        give_back(&a, p, 1, UsageKind::VirtMem);
+    }
+    assert_eq!(a.usages().get(UsageKind::VirtMem), 0);
+    zone_is_sound(&a);
+}
