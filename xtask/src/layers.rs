@@ -52,7 +52,10 @@ const FLOORS: [(&str, &[&str]); 7] = [
             "debugging",
         ],
     ),
-    ("the handle's entry points", &["allocate", "block", "named"]),
+    (
+        "the handle's entry points",
+        &["allocate", "block", "named", "huge_fault"],
+    ),
     ("nodes", &["node"]),
     (
         "around the allocator",

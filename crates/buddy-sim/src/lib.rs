@@ -110,6 +110,7 @@ mod exact;
 mod fail_page_alloc;
 mod frame;
 mod free_init;
+mod huge_fault;
 #[cfg(all(test, loom))]
 #[path = "testing/loom.rs"]
 mod loom_tests;
@@ -160,6 +161,7 @@ pub use error::request::RequestConflict;
 pub use fail_page_alloc::FailPageAlloc;
 pub use frame::{Frame, FrameInfo, FrameState};
 pub use free_init::{PAGE_POISON, PoisonCorruption, PoisonError};
+pub use huge_fault::FaultFolio;
 pub use lock_api;
 pub use memory::{FrameClearer, FrameMemory, NoMemory, OffsetMap};
 pub use migrate::{Migrate, Migration};

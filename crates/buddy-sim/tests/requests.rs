@@ -215,6 +215,92 @@ fn a_raw_movable_allocation_comes_back_unpinned() {
     drop(ram);
 }
 
+/// A huge-page fault gets a zeroed block of the pageblock order while the zone has one
+/// (`thp_fault_alloc`), else the zeroed frame it is in (`thp_fault_fallback`), counted in
+/// `/proc/vmstat`; a huge block splits into frames freed one by one (StarryOS's
+/// `split_pages` of a huge page unmapped in part); a fault outside a block changes nothing.
+#[test]
+fn a_huge_page_fault_falls_back_to_a_page_and_is_counted() {
+    use buddy_sim::FaultFolio;
+    use buddy_sim::vmstat::VmStat;
+    let mut ram: Vec<Page> = (0..64).map(|_| Page([0xA5; 4096])).collect();
+    // SAFETY: frame START + i is ram[i]; the test reads it only between zone calls.
+    let memory = unsafe { OffsetMap::with_frame_at(START, ram.as_mut_ptr().cast()) }.unwrap();
+    let clearer = FrameClearer::new(
+        memory,
+        ClearConfig::new(PageSize::Size4KiB, PreemptModel::None),
+    )
+    .unwrap();
+    // Huge pages of four frames.
+    let z = common::zone(ZoneConfig {
+        max_order: o(4),
+        pageblock_order: o(2),
+        ..ZoneConfig::new(START, 64)
+    })
+    .unwrap();
+    let cpu = z.cpu(0).unwrap().with_clearer(&clearer);
+    let before = Before::of(&z);
+    assert!(matches!(
+        cpu.alloc_huge_fault(4 * 4096, MigrateType::Movable),
+        Err(AllocError::FaultOutsideBlock { .. })
+    ));
+    before.assert_unchanged(&z);
+    let reads_zero = |ram: &[Page], pfn: Pfn, frames: u64| {
+        (pfn.0..pfn.0 + frames).all(|p| ram[(p - START.0) as usize].0.iter().all(|&b| b == 0))
+    };
+    // Take every huge page, then one more fault: a frame.
+    let mut huge = Vec::new();
+    for _ in 0..16 {
+        match cpu
+            .alloc_huge_fault(4096 + 5, MigrateType::Movable)
+            .unwrap()
+        {
+            FaultFolio::Huge(pfn) => huge.push(pfn),
+            FaultFolio::Page(pfn) => panic!("a frame at {pfn:?} while huge pages were free"),
+        }
+    }
+    // Free one frame of one huge page (split first): no huge page is free, three frames are.
+    let split = huge.pop().unwrap();
+    z.split_page(split, o(2)).unwrap();
+    // SAFETY: the frame is this test's, freed once, unused after.
+    unsafe { cpu.free_pages(Pfn(split.0 + 3), o(0)) }.unwrap();
+    let fallback = cpu
+        .alloc_huge_fault(2 * 4096, MigrateType::Movable)
+        .unwrap();
+    let FaultFolio::Page(page) = fallback else {
+        panic!("{fallback:?} with no huge page free");
+    };
+    assert_eq!(fallback.faulting_frame(2 * 4096), page);
+    assert_eq!(
+        FaultFolio::Huge(START).faulting_frame(2 * 4096 + 1),
+        Pfn(START.0 + 2)
+    );
+    for &pfn in &huge {
+        assert!(reads_zero(&ram, pfn, 4), "huge page {pfn:?}");
+    }
+    assert!(reads_zero(&ram, page, 1));
+    let counters = z.counters();
+    assert_eq!(
+        (counters.thp_fault_alloc, counters.thp_fault_fallback),
+        (16, 1)
+    );
+    let vmstat = format!("{}", VmStat(&z));
+    assert!(vmstat.contains("thp_fault_alloc 16\n") && vmstat.contains("thp_fault_fallback 1\n"));
+    let cpu = z.cpu(0).unwrap();
+    // SAFETY: every block and frame is this test's, freed once, unused after.
+    unsafe {
+        for pfn in huge {
+            cpu.free_pages(pfn, o(2)).unwrap();
+        }
+        for p in [page, split, Pfn(split.0 + 1), Pfn(split.0 + 2)] {
+            cpu.free_pages(p, o(0)).unwrap();
+        }
+    }
+    assert_eq!(z.free_pages_total(), 64);
+    z.check().unwrap();
+    drop(ram);
+}
+
 #[test]
 fn zeroed_runs_read_zero_in_every_byte() {
     let mut ram: Vec<Page> = (0..64).map(|_| Page([0xA5; 4096])).collect();

@@ -122,6 +122,8 @@ fn vmstat_prints_linux_lines() {
         "compact_stall 0\n",
         "compact_fail 0\n",
         "compact_success 0\n",
+        "thp_fault_alloc 0\n",
+        "thp_fault_fallback 0\n",
         "extfrag_claim 1\n",
         "extfrag_steal_unmovable 0\n",
         "extfrag_steal_reclaimable 0\n",

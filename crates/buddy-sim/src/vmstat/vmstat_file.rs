@@ -10,7 +10,8 @@ use crate::zone::counters::{FallbackCounts, OpCounters};
 /// over the zones, for the counters the zones keep, in Linux's order: `nr_free_pages`,
 /// `nr_free_pages_blocks`, `nr_free_cma`; `pgalloc_dma`, `pgalloc_dma32`,
 /// `pgalloc_normal`, `pgalloc_movable` (each zone's allocations under its
-/// [`ZoneKind`]), `pgfree`; `compact_stall`, `compact_fail`, `compact_success`. Then the
+/// [`ZoneKind`]), `pgfree`; `compact_stall`, `compact_fail`, `compact_success`;
+/// `thp_fault_alloc`, `thp_fault_fallback`. Then the
 /// `mm_page_alloc_extfrag` events, which Linux gives only as a tracepoint, counted here
 /// under names of their own in the same format: `extfrag_claim` (fallbacks that claimed the
 /// pageblock), `extfrag_steal_unmovable`, `extfrag_steal_reclaimable`,
@@ -38,6 +39,8 @@ impl<S: ZoneSet + ?Sized> fmt::Display for VmStat<'_, S> {
             events.compact_stall += zone.events.compact_stall;
             events.compact_fail += zone.events.compact_fail;
             events.compact_success += zone.events.compact_success;
+            events.thp_fault_alloc += zone.events.thp_fault_alloc;
+            events.thp_fault_fallback += zone.events.thp_fault_fallback;
             let z = zone.fallbacks;
             fallbacks.claims += z.claims;
             fallbacks.unmovable_steals += z.unmovable_steals;
@@ -60,6 +63,8 @@ impl<S: ZoneSet + ?Sized> fmt::Display for VmStat<'_, S> {
         writeln!(f, "compact_stall {}", events.compact_stall)?;
         writeln!(f, "compact_fail {}", events.compact_fail)?;
         writeln!(f, "compact_success {}", events.compact_success)?;
+        writeln!(f, "thp_fault_alloc {}", events.thp_fault_alloc)?;
+        writeln!(f, "thp_fault_fallback {}", events.thp_fault_fallback)?;
         writeln!(f, "extfrag_claim {}", fallbacks.claims)?;
         writeln!(f, "extfrag_steal_unmovable {}", fallbacks.unmovable_steals)?;
         writeln!(

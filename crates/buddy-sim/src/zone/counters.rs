@@ -31,6 +31,11 @@ pub struct OpCounters {
     pub compact_fail: u64,
     /// Of those, the ones that did (`compact_success`).
     pub compact_success: u64,
+    /// Huge-page faults that got a block of the pageblock order
+    /// ([`Cpu::alloc_huge_fault`](crate::Cpu::alloc_huge_fault): `thp_fault_alloc`).
+    pub thp_fault_alloc: u64,
+    /// Huge-page faults that got none and fell back to a page (`thp_fault_fallback`).
+    pub thp_fault_fallback: u64,
 }
 
 /// The counts one lock keeps of the work done under it; bumped only while it is held.
@@ -55,6 +60,8 @@ pub(crate) struct LockStats {
     pub(crate) compact_stall: u64,
     pub(crate) compact_fail: u64,
     pub(crate) compact_success: u64,
+    pub(crate) thp_fault_alloc: u64,
+    pub(crate) thp_fault_fallback: u64,
 }
 
 impl LockStats {
@@ -72,6 +79,8 @@ impl LockStats {
         compact_stall: 0,
         compact_fail: 0,
         compact_success: 0,
+        thp_fault_alloc: 0,
+        thp_fault_fallback: 0,
     };
 
     /// Frames a per-cpu list set's allocations took since its counts started, with `on_lists`

@@ -512,6 +512,8 @@ where
             compact_stall: zone.compact_stall,
             compact_fail: zone.compact_fail,
             compact_success: zone.compact_success,
+            thp_fault_alloc: zone.thp_fault_alloc,
+            thp_fault_fallback: zone.thp_fault_fallback,
         };
         for pcp in self.pcps.slots() {
             let lists = pcp.lists.lock();
