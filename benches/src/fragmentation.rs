@@ -11,8 +11,11 @@
 //! cache first, oldest first; a quarter from the reclaimable slab while it is above 5%); a
 //! process whose allocation still fails is killed. While the churn runs, order-9 blocks worth
 //! 95% of memory are requested one at a time with churn between them and held until the pass
-//! ends (pass 1, then pass 2); then the churn stops, the processes exit, and the requests are
-//! repeated (pass 3, "at rest"); then 1 GiB runs are requested at rest.
+//! ends (pass 1, then pass 2); then the churn stops and processes exit until they hold a
+//! quarter of memory; 1 GiB runs are requested then, the rest of the processes, the page
+//! cache and the slab still in place (movable blocks in their way are migrated, and their
+//! data checked after); then the other processes exit and the 2 MiB requests are repeated
+//! (pass 3, "at rest").
 //!
 //! **thpchallenge** (mmtests' `thpchallenge`, after which Weiner measured defrag_mode): the
 //! same churn fills the zone and keeps running for [`THP_ROUNDS`] rounds, as the kernel
@@ -896,13 +899,19 @@ fn run_stress(row: Row, scale: Scale, ram: &OffsetMap, seed: u64) -> Outcome {
     let p1 = s.pass(requests, scale.churn);
     let p2 = s.pass(requests, scale.churn);
     let polluted = s.polluted_pageblocks();
-    // At rest: the churn stops and the processes exit.
+    // The churn stops and processes exit until they hold a quarter of memory; then the 1 GiB
+    // runs, whose way the remaining processes' memory, the page cache and the slab are in
+    // (movable blocks borrowing a CMA reservation or the movable zone move out); then the
+    // rest exit and pass 3 runs at rest.
+    while s.processes.iter().map(|p| p.anon.len() as u64).sum::<u64>() > scale.frames / 4 {
+        s.exit(0);
+    }
+    let cap = s.gigantic_capacity();
+    let gigantic = s.gigantic(cap);
     while !s.processes.is_empty() {
         s.exit(0);
     }
     let p3 = s.pass(requests, 0);
-    let cap = s.gigantic_capacity();
-    let gigantic = s.gigantic(cap);
     Outcome {
         passes: [p1, p2, p3],
         gigantic,
@@ -1071,7 +1080,7 @@ impl Section for Fragmentation {
         let mut t = Table::new(
             "fragmentation",
             &format!(
-                "stress-highalloc: 2 MiB blocks obtained of {requests} requested (95% of a {} GiB zone) under churn (passes 1, 2) and at rest (pass 3), 1 GiB runs at rest; median over seeds {seed_list} [min, max]",
+                "stress-highalloc: 2 MiB blocks obtained of {requests} requested (95% of a {} GiB zone) under churn (passes 1, 2) and at rest (pass 3), 1 GiB runs with a quarter of memory held; median over seeds {seed_list} [min, max]",
                 scale.frames >> 18
             ),
             &[
@@ -1079,7 +1088,7 @@ impl Section for Fragmentation {
                 "pass 1",
                 "pass 2",
                 "pass 3 (at rest)",
-                "1 GiB at rest",
+                "1 GiB (a quarter held)",
                 "unmovable steals (from movable pageblocks)",
                 "pageblocks polluted",
                 "pages moved per block",
@@ -1153,8 +1162,9 @@ impl Section for Fragmentation {
              free memory kept between the low and high watermarks by a background reclaimer; \
              each pass requests {requests} order-9 blocks one at a time, {} steps of churn \
              before each in passes 1 and 2, none in pass 3 (the processes have exited), and \
-             holds them to its end. 1 GiB: runs aligned to 1 GiB (alloc_contig_pages) at rest, \
-             of what 95% of memory holds, or of the movable zone's blocks, or (cma_alloc) of \
+             holds them to its end. 1 GiB: runs aligned to 1 GiB (alloc_contig_pages) once \
+             the churn stopped and processes exited down to a quarter of memory, of what 95% \
+             of memory holds, or of the movable zone's blocks, or (cma_alloc) of \
              the CMA reservation's, half the zone reserved at boot as hugetlb_cma= does and \
              lent to movable memory meanwhile; before them every live movable block is \
              stamped with its key in its first bytes, and after them each stamp is read back \
@@ -1294,6 +1304,15 @@ impl Section for Fragmentation {
         goals.note(
             "Counts from seeded runs (deterministic per seed); the spread is over seeds, not \
              repetitions. Nothing here is timed but the requests' cost against the copy floor.",
+        );
+        goals.note(
+            "The 1 GiB runs are requested with a quarter of memory still held by processes. \
+             In the movable zone they fail: its 1 GiB block is the whole zone, and the \
+             processes' pages in it would have to move to the other zone, but buddy-sim \
+             migrates within a zone only (its compaction and alloc_contig_range take targets \
+             from the zone's own free lists; Linux's alloc_migration_target takes any zone of \
+             the node). The CMA reservation succeeds, but with no movable block borrowing it \
+             at that point (0 frames moved): the data check has nothing to check there yet.",
         );
         goals.note(
             "Where defrag mode falls short, and why: pass 3 is bounded by the pageblocks \
