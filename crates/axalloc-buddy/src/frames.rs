@@ -33,6 +33,10 @@ const PCP_MAX_ORDER: Order = match Order::new(6) {
 /// The zone under the page allocator, its metadata in the memory it manages.
 pub type PageZone = Zone<&'static [Frame], &'static [PerCpu<DefaultRawMutex>], DefaultRawMutex>;
 
+/// A CPU's calls on a region's zone, its slot lock held ([`Zone::local_cpu`]).
+type PageLists<'z> =
+    buddy_sim::LocalCpu<'z, &'static [Frame], &'static [PerCpu<DefaultRawMutex>], DefaultRawMutex>;
+
 /// One CPU's page allocator over the zone.
 pub(crate) type CpuPages =
     AxPageAllocator<'static, &'static [Frame], &'static [PerCpu<DefaultRawMutex>], DefaultRawMutex>;
@@ -160,10 +164,11 @@ pub(crate) struct Frames {
     region: (usize, usize),
     /// Whether all of the region lies below 4 GiB in physical memory.
     dma32: bool,
-    /// Whether a page call found no free page here (its slow path included) and none was
-    /// given back since: page calls try the other regions first, as Linux's zonelist
-    /// passes over a zone below its watermark before any zone's slow path (a hint; a call
-    /// that finds nothing elsewhere tries every region again).
+    /// Whether a page call found no free page here (its slow path included) and no run
+    /// was given back or taken here since: page calls take what the CPU's list holds and
+    /// otherwise try the other regions first, as Linux's zonelist passes over a zone below
+    /// its watermark before any zone's slow path (a hint; a call that finds nothing
+    /// elsewhere tries every region again, drained).
     exhausted: AtomicBool,
 }
 
@@ -290,14 +295,14 @@ impl Frames {
         }
     }
 
-    /// Whether a page call found no free page here and none was given back since.
+    /// Whether a page call found no free page here and no run came back or was taken since.
     #[inline(always)]
     pub(crate) fn exhausted(&self) -> bool {
         self.exhausted.load(Ordering::Relaxed)
     }
 
     /// Records that a page call found no free page here (`true`), or that the region has
-    /// pages again (`false`: a page given back, or a call that found one).
+    /// pages again (`false`: a run given back, or a call that found one).
     #[inline(always)]
     pub(crate) fn set_exhausted(&self, exhausted: bool) {
         // A load first: the common free, in a region never exhausted, writes nothing to
@@ -408,15 +413,31 @@ impl Frames {
         // its lists are reached by this call alone (as `carve`'s `cpu_local` says).
         let lists = unsafe { self.zone.local_cpu(cpu.id) }.ok()?;
         // A frozen page, as `AxPageAllocator` hands out one page: its free takes it back.
-        let Ok(pfn) = lists.alloc_frozen_page() else {
-            // Its list, a refill and the slow path had none.
-            self.set_exhausted(true);
-            return None;
+        // From the CPU's list; past it, a refill and the slow path unless the region is
+        // exhausted (then the caller tries the other regions first).
+        let pfn = match lists.alloc_frozen_page_listed() {
+            Some(pfn) => pfn,
+            None => self.refill_page(lists)?,
         };
         cpu.usage.add(kind, PAGE);
         // Frames are numbered by their address: the frame's number times its size is its
         // address, which the region holds.
         Some(pfn.0 as usize * PAGE)
+    }
+
+    /// [`Frames::alloc_page`] past the CPU's list: a refill and the slow path, unless the
+    /// region is [exhausted](Frames::exhausted); out of line, so that the list's pop
+    /// carries none of it.
+    #[cold]
+    #[inline(never)]
+    fn refill_page(&self, lists: PageLists<'_>) -> Option<Pfn> {
+        if self.exhausted() {
+            return None;
+        }
+        let pfn = lists.alloc_frozen_page().ok();
+        // None: its list, a refill and the slow path had none.
+        self.set_exhausted(pfn.is_none());
+        pfn
     }
 
     /// Gives back the page at `pos`, one of this region's, handed out alone, and uncounts
@@ -442,7 +463,8 @@ impl Frames {
             return false;
         }
         cpu.usage.sub(kind, PAGE);
-        self.set_exhausted(false);
+        // The page is on this CPU's list, where the next one-page call finds it whether
+        // or not the region is marked exhausted: nothing to clear on this path.
         true
     }
 

@@ -615,11 +615,7 @@ impl GlobalAllocator {
     /// `kind`; `None` when that list and its refill have none, or before `init`.
     #[inline(never)]
     fn alloc_one_page(&self, kind: UsageKind, tag: OwnerTag) -> Option<usize> {
-        let first = self.first()?;
-        if first.exhausted() {
-            return None;
-        }
-        first.alloc_page(kind, tag)
+        self.first()?.alloc_page(kind, tag)
     }
 
     /// [`GlobalAllocator::alloc_pages`] of anything but one page (or of one page the fast

@@ -72,22 +72,23 @@ where
     /// allocated with a reference, for the caller to overwrite).
     #[inline(always)]
     fn take_unmovable(&self, pcp: CpuLists<'_, R>, order: Order) -> Result<FrameIdx, AllocError> {
-        let mt = MigrateType::Unmovable;
-        let taken = match self.cfg.pcp_list(order, mt) {
-            Some(list) => {
-                let mut lists = self.lock_pcp(pcp);
-                match lists.pop_hot(list, order) {
-                    Some(idx) => Some(idx),
-                    None => lists
-                        .pop(self.map(), list, order, Prefer::Unzeroed)
-                        .map(|(idx, _)| idx),
-                }
-            }
-            None => None,
-        };
-        match taken {
+        match self.take_unmovable_listed(pcp, order) {
             Some(idx) => Ok(idx),
             None => self.take_unmovable_slow(pcp, order),
+        }
+    }
+
+    /// The front of `pcp`'s unmovable list for `order` (its array, then its linked part);
+    /// `None` when it is empty or the order has no list.
+    #[inline(always)]
+    fn take_unmovable_listed(&self, pcp: CpuLists<'_, R>, order: Order) -> Option<FrameIdx> {
+        let list = self.cfg.pcp_list(order, MigrateType::Unmovable)?;
+        let mut lists = self.lock_pcp(pcp);
+        match lists.pop_hot(list, order) {
+            Some(idx) => Some(idx),
+            None => lists
+                .pop(self.map(), list, order, Prefer::Unzeroed)
+                .map(|(idx, _)| idx),
         }
     }
 
@@ -274,6 +275,24 @@ where
     #[inline(always)]
     pub fn alloc_frozen_page(&self) -> Result<Pfn, AllocError> {
         self.alloc_frozen_pages(Order::ZERO)
+    }
+
+    /// [`Cpu::alloc_frozen_page`] from this CPU's list alone: `None`, with nothing changed,
+    /// when the list is empty (no refill from the buddy, no slow path), and while the zone
+    /// debugs (fault injection, page_owner and poisoning take [`Cpu::alloc_frozen_page`]).
+    /// For an embedder with several zones that takes a page from a zone's list before it
+    /// decides which zone's refill and slow path to run, as Linux's zonelist passes over a
+    /// zone short of pages before any slow path.
+    #[inline(always)]
+    pub fn alloc_frozen_page_listed(&self) -> Option<Pfn> {
+        let (zone, pcp) = (self.zone, self.lists());
+        if zone.debugging() {
+            return None;
+        }
+        let idx = zone.take_unmovable_listed(pcp, Order::ZERO)?;
+        zone.frozen_allocated(pcp, idx, Order::ZERO);
+        zone.map().frame(idx).store(Word::FROZEN_PAGE);
+        Some(zone.map().pfn(idx))
     }
 
     /// Frees the frozen page at `pfn` (Linux's `free_frozen_pages(page, 0)`) to this CPU's
