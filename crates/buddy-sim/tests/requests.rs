@@ -301,6 +301,27 @@ fn a_huge_page_fault_falls_back_to_a_page_and_is_counted() {
     drop(ram);
 }
 
+/// `alloc_frozen_page_listed` takes a page from the CPU's list alone: none from an empty
+/// list (no refill: nothing changes), the page a free put there after.
+#[test]
+fn a_listed_frozen_page_comes_from_the_cpus_list_alone() {
+    let z = zone(64);
+    let cpu = z.cpu(0).unwrap();
+    let before = Before::of(&z);
+    assert_eq!(cpu.alloc_frozen_page_listed(), None);
+    before.assert_unchanged(&z);
+    let page = cpu.alloc_frozen_page().unwrap();
+    // SAFETY: this test's page, freed once, unused after.
+    unsafe { cpu.free_frozen_page(page) }.unwrap();
+    assert_eq!(cpu.alloc_frozen_page_listed(), Some(page));
+    assert!(z.frame(page).unwrap().frozen);
+    // SAFETY: as above.
+    unsafe { cpu.free_frozen_page(page) }.unwrap();
+    z.drain_all();
+    assert_eq!(z.free_pages_total(), 64);
+    z.check().unwrap();
+}
+
 #[test]
 fn zeroed_runs_read_zero_in_every_byte() {
     let mut ram: Vec<Page> = (0..64).map(|_| Page([0xA5; 4096])).collect();
