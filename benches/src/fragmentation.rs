@@ -43,6 +43,7 @@
 
 use std::cell::RefCell;
 use std::collections::VecDeque;
+use std::ptr::NonNull;
 use std::time::Instant;
 
 use buddy_sim::{
@@ -687,9 +688,10 @@ impl<'r> Stress<'r> {
         hit.iter().filter(|&&h| h).count() as f64 / hit.len() as f64
     }
 
-    /// Writes each live movable block's key into its first bytes: what a borrower of the
-    /// memory a gigantic allocation moves must find again where the move took it.
-    fn stamp_movable(&self) {
+    /// Each live movable block's key and its first bytes (a frame is 4 KiB-aligned): where
+    /// a borrower of the memory a gigantic allocation moves keeps what it must find again
+    /// where the move took it.
+    fn movable_stamps(&self, mut each: impl FnMut(u64, NonNull<u64>)) {
         let b = self.books.borrow();
         for (slot, o) in b.owners.iter().enumerate() {
             if o.live && o.usage.kind() == MigrateType::Movable {
@@ -697,29 +699,24 @@ impl<'r> Stress<'r> {
                     .ram
                     .frame_ptr(Pfn(o.pfn))
                     .unwrap_or_else(|| panic!("frame {:#x} outside the memory", o.pfn));
-                // SAFETY: the workload owns the block (the zone handed it over and it is
-                // not freed); nothing else writes its memory. A frame is 4 KiB-aligned.
-                unsafe { at.cast::<u64>().write(slot as u64 + 1) };
+                each(slot as u64 + 1, at.cast());
             }
         }
+    }
+
+    /// Writes each live movable block's key into its first bytes.
+    fn stamp_movable(&self) {
+        // SAFETY: the workload owns each block (the zone handed it over and it is not
+        // freed); nothing else writes its memory.
+        self.movable_stamps(|key, at| unsafe { at.write(key) });
     }
 
     /// Live movable blocks whose first bytes no longer hold their key
     /// ([`Stress::stamp_movable`]): data a move lost or misplaced.
     fn stamps_lost(&self) -> u64 {
-        let b = self.books.borrow();
         let mut lost = 0;
-        for (slot, o) in b.owners.iter().enumerate() {
-            if o.live && o.usage.kind() == MigrateType::Movable {
-                let at = self
-                    .ram
-                    .frame_ptr(Pfn(o.pfn))
-                    .unwrap_or_else(|| panic!("frame {:#x} outside the memory", o.pfn));
-                // SAFETY: as in `stamp_movable`.
-                let key = unsafe { at.cast::<u64>().read() };
-                lost += u64::from(key != slot as u64 + 1);
-            }
-        }
+        // SAFETY: as in `stamp_movable`.
+        self.movable_stamps(|key, at| lost += u64::from(unsafe { at.read() } != key));
         lost
     }
 
@@ -979,6 +976,17 @@ fn compaction_test(row: Row, frames: u64, ram: &OffsetMap, seed: u64) -> Compact
     }
 }
 
+/// Memory for `frames` frames from [`START`] on, the backing of the section's zones: the
+/// region (which the caller keeps alive while the map is used) and the map of its frames.
+fn memory(frames: u64) -> (Region, OffsetMap) {
+    let mut region = Region::new((frames as usize + 1) * 4096);
+    let base = (region.as_mut_slice().as_mut_ptr() as usize).next_multiple_of(4096);
+    // SAFETY: frame START + i is at base + i * 4 KiB inside the region, alive while the
+    // caller keeps it; only the zones' owners (the workload, migration's copies) touch it.
+    let ram = unsafe { OffsetMap::new(base.wrapping_sub(START as usize * 4096)) };
+    (region, ram)
+}
+
 /// Nanoseconds to copy one 4 KiB page between two places of `ram`, cold: the floor of
 /// compaction's time per page moved.
 fn copy_ns_per_page(region: &mut [u8]) -> f64 {
@@ -1046,12 +1054,9 @@ impl Section for Fragmentation {
             )
         };
         // The memory behind the zones, faulted in once: compaction copies through it.
-        let mut region = Region::new((scale.frames as usize + 1) * 4096);
+        let (mut region, ram) = memory(scale.frames);
+        // Before any zone is built on it: nothing else uses the region yet.
         let floor_ns = copy_ns_per_page(region.as_mut_slice());
-        let base = (region.as_mut_slice().as_mut_ptr() as usize).next_multiple_of(4096);
-        // SAFETY: frame START + i is at base + i * 4 KiB inside the region, alive for the
-        // section; only the zones' migration copies touch it.
-        let ram = unsafe { OffsetMap::new(base.wrapping_sub(START as usize * 4096)) };
         let mut results = Vec::new();
         for row in Row::ALL {
             ctx.step(format!("fragmentation: {}", row.name()));
@@ -1412,10 +1417,7 @@ mod tests {
     #[test]
     fn the_churn_fills_memory_and_the_books_match_the_zones() {
         let frames = 1 << 14;
-        let mut region = Region::new((frames as usize + 1) * 4096);
-        let base = (region.as_mut_slice().as_mut_ptr() as usize).next_multiple_of(4096);
-        // SAFETY: as in `run`: the region backs every frame of the zones.
-        let ram = unsafe { OffsetMap::new(base.wrapping_sub(START as usize * 4096)) };
+        let (_region, ram) = memory(frames);
         for row in Row::ALL {
             let mut s = Stress::new(row, frames, &ram, 3);
             s.fill();
@@ -1452,10 +1454,7 @@ mod tests {
     #[test]
     fn thpchallenge_runs_every_round_and_leaves_the_books_whole() {
         let frames = 1 << 15;
-        let mut region = Region::new((frames as usize + 1) * 4096);
-        let base = (region.as_mut_slice().as_mut_ptr() as usize).next_multiple_of(4096);
-        // SAFETY: as above.
-        let ram = unsafe { OffsetMap::new(base.wrapping_sub(START as usize * 4096)) };
+        let (_region, ram) = memory(frames);
         for row in THP_ROWS {
             let mut s = Stress::new(row, frames, &ram, 11);
             s.fill();
@@ -1477,10 +1476,7 @@ mod tests {
     #[test]
     fn moved_blocks_keep_their_data() {
         let frames = 1 << 15;
-        let mut region = Region::new((frames as usize + 1) * 4096);
-        let base = (region.as_mut_slice().as_mut_ptr() as usize).next_multiple_of(4096);
-        // SAFETY: as above.
-        let ram = unsafe { OffsetMap::new(base.wrapping_sub(START as usize * 4096)) };
+        let (_region, ram) = memory(frames);
         let mut s = Stress::new(Row::TypedCompaction, frames, &ram, 5);
         s.fill();
         // Half the processes exit: holes for compaction to fill.
@@ -1509,10 +1505,7 @@ mod tests {
     #[test]
     fn compaction_test_frees_half_and_counts_what_comes_back() {
         let frames = 1 << 16;
-        let mut region = Region::new((frames as usize + 1) * 4096);
-        let base = (region.as_mut_slice().as_mut_ptr() as usize).next_multiple_of(4096);
-        // SAFETY: as above.
-        let ram = unsafe { OffsetMap::new(base.wrapping_sub(START as usize * 4096)) };
+        let (_region, ram) = memory(frames);
         let typed = compaction_test(Row::TypedCompaction, frames, &ram, 5).share;
         let untyped = compaction_test(Row::Untyped, frames, &ram, 5).share;
         assert!((0.0..=1.0).contains(&typed) && (0.0..=1.0).contains(&untyped));

@@ -160,13 +160,12 @@ fn an_owned_movable_block_is_pinned_and_never_moved() {
     drop(ram);
 }
 
-/// A raw movable allocation that the call works on after taking it (a zeroed block, a run
-/// split from its block) is pinned only meanwhile: it comes back with one reference per
-/// page, movable, and every page of a run under the run's key.
-#[test]
-fn a_raw_movable_allocation_comes_back_unpinned() {
+/// 64 frames in pageblocks of four (MAX_ORDER 4), backed by `ram` (every byte 0xA5 first)
+/// and cleared through the clearer.
+fn small_pageblocks() -> (Vec<Page>, FrameClearer<OffsetMap>, TestZone) {
     let mut ram: Vec<Page> = (0..64).map(|_| Page([0xA5; 4096])).collect();
-    // SAFETY: frame START + i is ram[i]; the test reads it only between zone calls.
+    // SAFETY: frame START + i is ram[i] (the vector's buffer, which moves with it); the
+    // tests read it only between zone calls.
     let memory = unsafe { OffsetMap::with_frame_at(START, ram.as_mut_ptr().cast()) }.unwrap();
     let clearer = FrameClearer::new(
         memory,
@@ -179,6 +178,15 @@ fn a_raw_movable_allocation_comes_back_unpinned() {
         ..ZoneConfig::new(START, 64)
     })
     .unwrap();
+    (ram, clearer, z)
+}
+
+/// A raw movable allocation that the call works on after taking it (a zeroed block, a run
+/// split from its block) is pinned only meanwhile: it comes back with one reference per
+/// page, movable, and every page of a run under the run's key.
+#[test]
+fn a_raw_movable_allocation_comes_back_unpinned() {
+    let (ram, clearer, z) = small_pageblocks();
     let cpu = z.cpu(0).unwrap();
     let block = cpu
         .alloc_raw(AllocRequest::order(o(2)).movable(9).zeroed_with(&clearer))
@@ -223,21 +231,8 @@ fn a_raw_movable_allocation_comes_back_unpinned() {
 fn a_huge_page_fault_falls_back_to_a_page_and_is_counted() {
     use buddy_sim::FaultFolio;
     use buddy_sim::vmstat::VmStat;
-    let mut ram: Vec<Page> = (0..64).map(|_| Page([0xA5; 4096])).collect();
-    // SAFETY: frame START + i is ram[i]; the test reads it only between zone calls.
-    let memory = unsafe { OffsetMap::with_frame_at(START, ram.as_mut_ptr().cast()) }.unwrap();
-    let clearer = FrameClearer::new(
-        memory,
-        ClearConfig::new(PageSize::Size4KiB, PreemptModel::None),
-    )
-    .unwrap();
     // Huge pages of four frames.
-    let z = common::zone(ZoneConfig {
-        max_order: o(4),
-        pageblock_order: o(2),
-        ..ZoneConfig::new(START, 64)
-    })
-    .unwrap();
+    let (ram, clearer, z) = small_pageblocks();
     let cpu = z.cpu(0).unwrap().with_clearer(&clearer);
     let before = Before::of(&z);
     assert!(matches!(

@@ -36,6 +36,13 @@ type LoomZone = Zone<Vec<Frame>, Vec<PerCpu>>;
 const START: Pfn = Pfn(0x40);
 const O0: Order = Order::ZERO;
 
+/// A zone as `cfg` says, a per-cpu set for each of its CPUs.
+fn built(cfg: ZoneConfig) -> Arc<LoomZone> {
+    let frames = (0..cfg.nr_pages).map(|_| Frame::new()).collect();
+    let pcps = (0..cfg.cpus).map(|_| PerCpu::new()).collect();
+    Arc::new(Zone::new(cfg, frames, pcps).unwrap())
+}
+
 /// 16 frames, `cpus` CPUs, tiny batches so that refills and drains happen in the model.
 fn zone(cpus: usize) -> Arc<LoomZone> {
     let cfg = ZoneConfig {
@@ -46,17 +53,16 @@ fn zone(cpus: usize) -> Arc<LoomZone> {
         pcp_batch: 2,
         ..ZoneConfig::new(START, 16)
     };
-    let frames = (0..cfg.nr_pages).map(|_| Frame::new()).collect();
-    let pcps = (0..cpus).map(|_| PerCpu::new()).collect();
-    Arc::new(Zone::new(cfg, frames, pcps).unwrap())
+    built(cfg)
 }
 
-/// After every thread joined: consistent, and all 16 frames back in one block.
+/// After every thread joined: consistent, and all its frames back in one block of its
+/// largest order.
 fn assert_whole(z: &LoomZone) {
     z.drain_all();
     z.check().unwrap();
     assert_eq!(
-        z.buddy_blocks_per_order()[4],
+        z.buddy_blocks_per_order()[z.cfg.max_order.get() as usize],
         1,
         "the zone is not whole again"
     );
@@ -573,11 +579,9 @@ fn deferred_zone() -> Arc<LoomZone> {
         eager_pages: 4,
         ..ZoneConfig::new(START, 16)
     };
-    let frames = (0..cfg.nr_pages).map(|_| Frame::new()).collect();
-    let pcps = (0..2).map(|_| PerCpu::new()).collect();
-    let z = Zone::new(cfg, frames, pcps).unwrap();
+    let z = built(cfg);
     assert_eq!(z.deferred_pages(), 12);
-    Arc::new(z)
+    z
 }
 
 /// An allocation that needs deferred memory, split and freed page by page: every frame
@@ -669,9 +673,7 @@ fn mobile_zone() -> Arc<LoomZone> {
         compaction_proactiveness: 100,
         ..ZoneConfig::new(START, 8)
     };
-    let frames = (0..cfg.nr_pages).map(|_| Frame::new()).collect();
-    let pcps = (0..2).map(|_| PerCpu::new()).collect();
-    Arc::new(Zone::new(cfg, frames, pcps).unwrap())
+    built(cfg)
 }
 
 /// Where each movable page's "mapping" says it is, by key: what the owner frees through and
@@ -739,13 +741,7 @@ fn compaction_races_the_owner(compact: Compactor) {
         let top = maps.lock().unwrap()[0];
         // SAFETY: the model's page, never used.
         unsafe { z.free_pages(0, top, O0) }.unwrap();
-        z.drain_all();
-        z.check().unwrap();
-        assert_eq!(
-            z.buddy_blocks_per_order()[3],
-            1,
-            "the zone is not whole again"
-        );
+        assert_whole(&z);
     });
 }
 
@@ -842,13 +838,7 @@ fn free_the_models_pages(z: &LoomZone, taken: &[u64]) {
         // SAFETY: the model's pages, never used.
         unsafe { z.free_pages(0, Pfn(START.0 + at), O0) }.unwrap();
     }
-    z.drain_all();
-    z.check().unwrap();
-    assert_eq!(
-        z.buddy_blocks_per_order()[3],
-        1,
-        "the zone is not whole again"
-    );
+    assert_whole(z);
 }
 
 /// Compaction on CPU 0 (every move agreed to, none of the held page's) while the owner on
@@ -922,9 +912,7 @@ fn run_zone() -> Arc<LoomZone> {
         compaction_proactiveness: 100,
         ..ZoneConfig::new(START, 8)
     };
-    let frames = (0..cfg.nr_pages).map(|_| Frame::new()).collect();
-    let pcps = (0..2).map(|_| PerCpu::new()).collect();
-    let z = Arc::new(Zone::new(cfg, frames, pcps).unwrap());
+    let z = built(cfg);
     let movable = crate::migratetype::MigrateType::Movable;
     z.alloc_pages_at_as(
         Pfn(START.0 + 7),
@@ -977,13 +965,7 @@ fn a_movable_run_races_compaction(alloc: RunAllocator) {
         }
         // SAFETY: the model's page, never used.
         unsafe { z.free_pages(0, Pfn(START.0 + 7), O0) }.unwrap();
-        z.drain_all();
-        z.check().unwrap();
-        assert_eq!(
-            z.buddy_blocks_per_order()[3],
-            1,
-            "the zone is not whole again"
-        );
+        assert_whole(&z);
     });
 }
 
@@ -1034,9 +1016,7 @@ fn hotplug_zone() -> Arc<LoomZone> {
         pcp_batch: 1,
         ..ZoneConfig::new(START, 16)
     };
-    let frames = (0..cfg.nr_pages).map(|_| Frame::new()).collect();
-    let pcps = (0..2).map(|_| PerCpu::new()).collect();
-    Arc::new(Zone::new(cfg, frames, pcps).unwrap())
+    built(cfg)
 }
 
 /// How a model takes the zone offline: the real `offline_range`, or the negative control's.

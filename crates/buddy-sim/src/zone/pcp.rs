@@ -415,6 +415,7 @@ mod tests {
     #[allow(unsafe_code)]
     fn a_large_block_this_cpu_freed_comes_back_with_its_age_and_nothing_else_does() {
         use crate::migratetype::MigrateType;
+        use crate::request::HeadTag;
         use crate::types::Order;
         use crate::zone::StaticZone;
         use crate::zone::buddy::Prefer;
@@ -427,18 +428,13 @@ mod tests {
             StaticZone::new_static(ZoneConfig::new(START, 8192).with_cpus(2).with_pcp(4096, 64));
         let (zone, order, mt) = (&ZONE, Order(9), MigrateType::Movable);
         let cpu = zone.cpu(0).unwrap();
-        let take = || {
+        let take_of = |order| {
             let (idx, c) = zone
-                .alloc_preferring(
-                    cpu.lists(),
-                    order,
-                    Prefer::Zeroed,
-                    mt,
-                    crate::request::HeadTag::NONE,
-                )
+                .alloc_preferring(cpu.lists(), order, Prefer::Zeroed, mt, HeadTag::NONE)
                 .unwrap();
             (zone.map().pfn(idx), c)
         };
+        let take = || take_of(order);
         // SAFETY: each block freed below was allocated by this test and is freed once.
         let free = |pfn| unsafe { cpu.free_pages(pfn, order) }.unwrap();
         // From the buddy (through a refill of the list): nothing known.
@@ -460,27 +456,10 @@ mod tests {
         let (_, after_drain) = take();
         assert_eq!(after_drain, Contents::Unknown);
         // Order 0 carries no stamp.
-        let (p, _) = zone
-            .alloc_preferring(
-                cpu.lists(),
-                Order::ZERO,
-                Prefer::Zeroed,
-                mt,
-                crate::request::HeadTag::NONE,
-            )
-            .unwrap();
-        let p = zone.map().pfn(p);
+        let (p, _) = take_of(Order::ZERO);
         // SAFETY: as above.
         unsafe { cpu.free_pages(p, Order::ZERO) }.unwrap();
-        let (_, small) = zone
-            .alloc_preferring(
-                cpu.lists(),
-                Order::ZERO,
-                Prefer::Zeroed,
-                mt,
-                crate::request::HeadTag::NONE,
-            )
-            .unwrap();
+        let (_, small) = take_of(Order::ZERO);
         assert_eq!(small, Contents::Unknown);
         zone.check().unwrap();
     }
