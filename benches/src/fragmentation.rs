@@ -18,7 +18,7 @@
 //! (pass 3, "at rest").
 //!
 //! **thpchallenge** (mmtests' `thpchallenge`, after which Weiner measured defrag_mode): the
-//! same churn fills the zone and keeps running for [`THP_ROUNDS`] rounds, as the kernel
+//! same churn fills the zone and keeps running for 15 rounds, as the kernel
 //! builds of thpchallenge do; in each round a process faults huge pages worth 5% of memory,
 //! one at a time with churn between them, holding them until the round ends. A fault that
 //! gets no 2 MiB block falls back to 4 KiB pages for its range (`thp_fault_fallback`), so
