@@ -25,11 +25,12 @@ pub enum FaultFolio {
 
 impl FaultFolio {
     /// The frame the faulting access touches first: the block's frame at the fault's
-    /// offset, or the page.
+    /// offset, or the page. An offset past the end of the frame numbers names the last
+    /// one (saturating: no overflow, whatever the caller passes).
     #[must_use]
     pub const fn faulting_frame(self, offset: usize) -> Pfn {
         match self {
-            Self::Huge(pfn) => Pfn(pfn.0 + (offset / FRAME.bytes()) as u64),
+            Self::Huge(pfn) => Pfn(pfn.0.saturating_add((offset / FRAME.bytes()) as u64)),
             Self::Page(pfn) => pfn,
         }
     }

@@ -270,6 +270,10 @@ fn a_huge_page_fault_falls_back_to_a_page_and_is_counted() {
         FaultFolio::Huge(START).faulting_frame(2 * 4096 + 1),
         Pfn(START.0 + 2)
     );
+    assert_eq!(
+        FaultFolio::Huge(Pfn(u64::MAX - 1)).faulting_frame(usize::MAX),
+        Pfn(u64::MAX)
+    );
     for &pfn in &huge {
         assert!(reads_zero(&ram, pfn, 4), "huge page {pfn:?}");
     }
