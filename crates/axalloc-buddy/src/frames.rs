@@ -33,10 +33,6 @@ const PCP_MAX_ORDER: Order = match Order::new(6) {
 /// The zone under the page allocator, its metadata in the memory it manages.
 pub type PageZone = Zone<&'static [Frame], &'static [PerCpu<DefaultRawMutex>], DefaultRawMutex>;
 
-/// A CPU's calls on a region's zone, its slot lock held ([`Zone::local_cpu`]).
-type PageLists<'z> =
-    buddy_sim::LocalCpu<'z, &'static [Frame], &'static [PerCpu<DefaultRawMutex>], DefaultRawMutex>;
-
 /// One CPU's page allocator over the zone.
 pub(crate) type CpuPages =
     AxPageAllocator<'static, &'static [Frame], &'static [PerCpu<DefaultRawMutex>], DefaultRawMutex>;
@@ -417,7 +413,7 @@ impl Frames {
         // exhausted (then the caller tries the other regions first).
         let pfn = match lists.alloc_frozen_page_listed() {
             Some(pfn) => pfn,
-            None => self.refill_page(lists)?,
+            None => self.refill_page(cpu.id)?,
         };
         cpu.usage.add(kind, PAGE);
         // Frames are numbered by their address: the frame's number times its size is its
@@ -425,15 +421,18 @@ impl Frames {
         Some(pfn.0 as usize * PAGE)
     }
 
-    /// [`Frames::alloc_page`] past the CPU's list: a refill and the slow path, unless the
-    /// region is [exhausted](Frames::exhausted); out of line, so that the list's pop
-    /// carries none of it.
+    /// [`Frames::alloc_page`] past CPU `cpu`'s list, under its slot's lock: a refill and
+    /// the slow path, unless the region is [exhausted](Frames::exhausted); out of line, so
+    /// that the list's pop carries none of it (not even the handle it passes on: the
+    /// handle is made again here from the CPU's number).
     #[cold]
     #[inline(never)]
-    fn refill_page(&self, lists: PageLists<'_>) -> Option<Pfn> {
+    fn refill_page(&self, cpu: usize) -> Option<Pfn> {
         if self.exhausted() {
             return None;
         }
+        // SAFETY: as in `alloc_page`, whose slot lock for `cpu` is held across this call.
+        let lists = unsafe { self.zone.local_cpu(cpu) }.ok()?;
         let pfn = lists.alloc_frozen_page().ok();
         // None: its list, a refill and the slow path had none.
         self.set_exhausted(pfn.is_none());

@@ -429,11 +429,23 @@ impl ZoneConfig {
         recent_frees.min(most).max(self.pcp_batch)
     }
 
-    /// The most [`pcp_drain_pages`](Self::pcp_drain_pages) counts as recent frees:
-    /// `pcp_batch << 5` frames (Linux's `CONFIG_PCP_BATCH_SCALE_MAX` of 5).
+    /// A pageblock's frames less one: the low bits of a pfn that place it inside its
+    /// pageblock (a validated pageblock order is below 32).
     #[inline]
-    pub(crate) fn pcp_recent_frees_max(&self) -> u64 {
-        self.pcp_batch.saturating_mul(32)
+    pub(crate) const fn pageblock_mask(&self) -> u32 {
+        match 1u32.checked_shl(self.pageblock_order.get() as u32) {
+            Some(pages) => pages - 1,
+            None => u32::MAX,
+        }
+    }
+
+    /// The most [`pcp_drain_pages`](Self::pcp_drain_pages) counts as recent frees:
+    /// `pcp_batch << 5` frames (Linux's `CONFIG_PCP_BATCH_SCALE_MAX` of 5), and never above
+    /// `2^63`, so that adding a block's frames to a count at most this cannot wrap.
+    #[inline]
+    pub(crate) const fn pcp_recent_frees_max(&self) -> u64 {
+        let max = self.pcp_batch.saturating_mul(32);
+        if max > 1 << 63 { 1 << 63 } else { max }
     }
 
     /// The per-cpu list that holds blocks of `order` and type `mt`, if any: orders
@@ -548,6 +560,16 @@ mod tests {
         assert_eq!(cfg.pcp_drain_pages(500), 500);
         assert_eq!(cfg.pcp_drain_pages(u64::MAX), 1280 - 63);
         assert_eq!(cfg.pcp_recent_frees_max(), 63 << 5);
+        // Capped at 2^63, so that a block's frames added to it cannot wrap.
+        assert_eq!(cfg.with_pcp(u64::MAX, 1 << 62).pcp_recent_frees_max(), 1 << 63);
+        assert_eq!(cfg.with_pcp(u64::MAX, u64::MAX).pcp_recent_frees_max(), 1 << 63);
+        // The low bits that place a frame in its pageblock.
+        assert_eq!(cfg.pageblock_mask(), 511);
+        let one_frame_blocks = ZoneConfig {
+            pageblock_order: order(0),
+            ..cfg
+        };
+        assert_eq!(one_frame_blocks.pageblock_mask(), 0);
         // A high mark below the batch (set by hand) drains one batch.
         assert_eq!(cfg.with_pcp(10, 63).pcp_drain_pages(1000), 63);
     }

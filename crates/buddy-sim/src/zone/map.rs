@@ -99,6 +99,8 @@ fn past_the_end(end: usize, len: usize) -> ! {
 #[derive(Clone, Copy)]
 pub(crate) struct FrameMap<'a> {
     pub(crate) cfg: &'a ZoneConfig,
+    /// [`ZoneConfig::pageblock_mask`], as the zone worked it out.
+    pub(crate) pageblock_mask: u32,
     pub(crate) frames: Frames<'a>,
 }
 

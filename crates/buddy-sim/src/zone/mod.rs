@@ -107,6 +107,12 @@ pub struct Zone<F, P, R = DefaultRawMutex> {
     /// Why a [`Zone::new_static`] zone has no usable frames: its configuration, refused
     /// (every `add_memory` returns it).
     pub(crate) refused: Option<ConfigError>,
+    /// The configuration's [`ZoneConfig::pcp_recent_frees_max`], worked out once: every
+    /// free to a per-cpu list caps its count of recent frees with it.
+    pub(crate) recent_frees_max: u64,
+    /// A pageblock's frames less one (the low bits of a pfn that place it inside its
+    /// pageblock), worked out once: every free reads its pageblock's type.
+    pub(crate) pageblock_mask: u32,
 }
 
 /// What [`Zone::add_memory_bytes`] made of a byte range: the whole frames inside it, and the
@@ -274,6 +280,8 @@ impl<const FRAMES: usize, const CPUS: usize, R: RawMutex>
             free_init: FreeTimeInit::new(),
             debug: core::sync::atomic::AtomicU32::new(0),
             refused,
+            recent_frees_max: cfg.pcp_recent_frees_max(),
+            pageblock_mask: cfg.pageblock_mask(),
         }
     }
 }
@@ -364,6 +372,8 @@ where
             free_init: FreeTimeInit::new(),
             debug: core::sync::atomic::AtomicU32::new(0),
             refused: None,
+            recent_frees_max: cfg.pcp_recent_frees_max(),
+            pageblock_mask: cfg.pageblock_mask(),
         })
     }
 
@@ -690,6 +700,7 @@ where
         let frames: *const [Frame] = self.frames.as_ref();
         FrameMap {
             cfg: &self.cfg,
+            pageblock_mask: self.pageblock_mask,
             // SAFETY: `frames` is `self.frames.as_ref()`, borrowed as long as `self`.
             frames: unsafe { Frames::from_slice_ptr(frames) },
         }
@@ -840,7 +851,37 @@ where
             cpu: self.cpu_number(pcp),
             percpu: true,
         });
-        let zeroed = self.debugging() && self.free_debugged(idx, order);
+        if self.debugging() {
+            self.free_to_pcp_list_debugged(pcp, (idx, order), list, prepares);
+        } else {
+            self.push_to_pcp_list(m, pcp, (idx, order), (list, false), prepares);
+        }
+    }
+
+    /// [`Zone::free_to_pcp_list`] while the zone debugs: the free-time checks and clears
+    /// first (a block cleared by `init_on_free` goes on the list known zero), out of line.
+    #[inline(never)]
+    fn free_to_pcp_list_debugged(
+        &self,
+        pcp: CpuLists<'_, R>,
+        (idx, order): (FrameIdx, Order),
+        list: usize,
+        prepares: u64,
+    ) {
+        let zeroed = self.free_debugged(idx, order);
+        self.push_to_pcp_list(self.map(), pcp, (idx, order), (list, zeroed), prepares);
+    }
+
+    /// The push of [`Zone::free_to_pcp_list`], its block known zero if `zeroed`.
+    #[inline(always)]
+    fn push_to_pcp_list(
+        &self,
+        m: FrameMap<'_>,
+        pcp: CpuLists<'_, R>,
+        (idx, order): (FrameIdx, Order),
+        (list, zeroed): (usize, bool),
+        prepares: u64,
+    ) {
         let mut lists = self.lock_pcp(pcp);
         lists.stats.prepares += prepares;
         lists.stats.pgfree += order.pages();
@@ -850,19 +891,21 @@ where
         } else {
             lists.push_freed(m, list, idx, order);
         }
+        // At most 2^63 (`pcp_recent_frees_max`) plus a block's frames: no wrap.
         lists.recent_frees = lists
             .recent_frees
-            .saturating_add(order.pages())
-            .min(self.cfg.pcp_recent_frees_max());
+            .wrapping_add(order.pages())
+            .min(self.recent_frees_max);
         if lists.count.pages > self.cfg.pcp_high {
-            self.drain_past_high(m, pcp, &mut lists);
+            self.drain_past_high(pcp, &mut lists);
         }
     }
 
     /// Drains a batch of `lists` (past their high mark) to the buddy: out of line, so that
     /// a free's push carries none of it.
     #[inline(never)]
-    fn drain_past_high(&self, m: FrameMap<'_>, pcp: CpuLists<'_, R>, lists: &mut PcpLists) {
+    fn drain_past_high(&self, pcp: CpuLists<'_, R>, lists: &mut PcpLists) {
+        let m = self.map();
         let pages = self.cfg.pcp_drain_pages(lists.recent_frees);
         self.events().pcp_drain(&PcpDrain {
             cpu: self.cpu_number(pcp),

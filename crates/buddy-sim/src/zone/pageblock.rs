@@ -38,7 +38,7 @@ impl<'a> FrameMap<'a> {
         // The frame's offset in its pageblock (its pfn modulo the pageblock's size, a power
         // of two that fits a u32: the low bits suffice), taken off its index: the pageblock's
         // first frame, or the zone's first where the pageblock begins before the zone.
-        let within = (self.cfg.start.0 as u32).wrapping_add(idx.0) & (self.pageblock_pages() - 1);
+        let within = (self.cfg.start.0 as u32).wrapping_add(idx.0) & self.pageblock_mask;
         PageblockIdx(FrameIdx(idx.0.saturating_sub(within)))
     }
 
