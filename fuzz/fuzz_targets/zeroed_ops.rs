@@ -1,6 +1,7 @@
 //! The zone's zeroed operations with real memory: a zone of up to 64 frames backed by a
 //! buffer, memory added in pieces (some declared zero), and arbitrary allocations, zeroed
-//! allocations (with and without a fault offset), frees, background zeroing, drains and
+//! allocations (with and without a fault offset), huge-page faults (a zeroed block of the
+//! pageblock order, or the page with `thp_fault_fallback`), frees, background zeroing, drains and
 //! deferred initialization, against the per-page zero reference (`ZeroedModel`): known-zero
 //! blocks read zero, zeroed allocations do, held pages are never touched, no block is handed
 //! out twice; the full check every [`CHECK_INTERVAL`] operations and at the end. Its zones
@@ -33,6 +34,7 @@ struct Input {
 enum ZeroOp {
     Alloc(u8, u8),
     AllocZeroed(u8, u8, Option<u32>),
+    HugeFault(u8, u16, u8),
     Free(u8, u8),
     ZeroSome(u8),
     Report(u8, bool),
@@ -61,6 +63,11 @@ impl ZeroOp {
                 cpu: cpu(&c),
                 order: o % 8,
                 fault: fault.map(|f| u64::from(f % (1 << 20))),
+            },
+            Self::HugeFault(c, offset, mt) => Op::HugeFault {
+                cpu: cpu(&c),
+                offset: u64::from(offset),
+                mt,
             },
             Self::Free(c, s) => Op::FreePages {
                 cpu: cpu(&c),

@@ -27,6 +27,11 @@ mod model {
             (0usize..3, 0u8..6, proptest::option::of(0u64..200_000))
                 .prop_map(|(cpu, order, fault)| Op::AllocZeroed { cpu, order, fault }),
             (0usize..3, 0usize..64).prop_map(|(cpu, slot)| Op::FreePages { cpu, slot }),
+            (0usize..3, 0u64..40_000, 0u8..3).prop_map(|(cpu, offset, mt)| Op::HugeFault {
+                cpu,
+                offset,
+                mt
+            }),
             (0u64..80).prop_map(|budget| Op::ZeroSome { budget }),
             (0u64..80, any::<bool>()).prop_map(|(budget, accept)| Op::Report { budget, accept }),
             (0usize..3).prop_map(|cpu| Op::DrainCpu { cpu }),
@@ -37,7 +42,8 @@ mod model {
     proptest! {
         #![proptest_config(common::proptest_config(1))]
 
-        /// Any sequence of allocations, zeroed allocations, frees, background zeroing and drains
+        /// Any sequence of allocations, zeroed allocations, huge-page faults, frees, background
+        /// zeroing and drains
         /// over a zone whose memory is added in pieces, some declared zero: the reference finds
         /// no block known zero that is not, no zeroed allocation that is not, no held page
         /// cleared, no known-zero block passed over, and the zone's invariants hold throughout.

@@ -514,7 +514,9 @@ where
                 (Ok(()), Ok(()))
             }
             // No memory behind these zones: zeroing is the zero reference's.
-            Op::AllocZeroed { .. } | Op::ZeroSome { .. } => return Ok(None),
+            Op::AllocZeroed { .. } | Op::ZeroSome { .. } | Op::HugeFault { .. } => {
+                return Ok(None);
+            }
         };
         Ok(Some(pair))
     }

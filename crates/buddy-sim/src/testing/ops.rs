@@ -114,6 +114,18 @@ pub enum Op {
         /// Fault offset in bytes, if any (may lie outside the block).
         fault: Option<u64>,
     },
+    /// `alloc_huge_fault` `offset` bytes into a huge page's range, for memory of kind `mt`
+    /// (an index into [`MigrateType::ALL`](crate::MigrateType::ALL), modulo 3; the zero
+    /// reference): a zeroed block of the pageblock order, or the zeroed page the fault is in
+    /// when the zone has no such block free.
+    HugeFault {
+        /// CPU.
+        cpu: usize,
+        /// Fault offset in bytes (may lie outside the block: an error).
+        offset: u64,
+        /// The kind.
+        mt: u8,
+    },
     /// `zero_some` with this budget in frames (the zero reference).
     ZeroSome {
         /// Frames at most.

@@ -53,6 +53,13 @@ pub enum ZeroDivergence {
     /// A zeroed allocation cleared a block although the zone had a known-zero one it could
     /// take.
     MissedKnownZero(Order),
+    /// A huge-page fault fell back to a page although a block of the pageblock order was
+    /// free, or got a block that is not one (not of that order, or misaligned), or counted
+    /// other than what it got (`thp_fault_alloc`, `thp_fault_fallback`).
+    HugeFault(crate::FaultFolio),
+    /// A huge-page fault failed with other than its documented errors, or changed the zone
+    /// although it failed.
+    HugeFaultFailed(AllocError),
     /// The pool of known-zero frames shrank by more than a zeroed allocation took, or grew
     /// by other than what background zeroing cleared (a split or merge dropped knowledge).
     KnowledgeLost,
@@ -345,6 +352,7 @@ impl ZeroedModel {
                     Err(_) => {}
                 }
             }
+            Op::HugeFault { cpu, offset, mt } => self.huge_fault(cpu, offset, mt)?,
             Op::FreePages { cpu, slot } => {
                 if !self.held.is_empty() {
                     let k = slot % self.held.len();
@@ -442,6 +450,77 @@ impl ZeroedModel {
         } else {
             Ok(())
         }
+    }
+
+    /// `alloc_huge_fault` on `cpu`: a block of the pageblock order, aligned, or the page
+    /// only when no such block is left free (the slow path drains the lists and initializes
+    /// deferred memory first); what it got reads zero, is counted as Linux counts it, and is held from
+    /// then on; a failure (an offset outside the block, no frame free at all, no such CPU)
+    /// leaves the zone as it was.
+    fn huge_fault(&mut self, cpu: usize, offset: u64, mt: u8) -> Result<(), ZeroDivergence> {
+        let huge = self.zone.config().pageblock_order;
+        let kind = MigrateType::ALL[usize::from(mt % 3)];
+        let offset = usize::try_from(offset).unwrap_or(usize::MAX);
+        let block_free = |zone: &BoxedZone| zone.free_blocks().any(|(_, o, _)| o >= huge);
+        let block_was_free = block_free(&self.zone);
+        let frame_free = self.zone.free_blocks().next().is_some();
+        let before = Snapshot::of(&self.zone);
+        let counted = self.zone.counters();
+        let Ok(handle) = self.zone.cpu(cpu) else {
+            return Ok(());
+        };
+        let got = handle
+            .with_clearer(&self.clearer)
+            .alloc_huge_fault(offset, kind);
+        let counters = self.zone.counters();
+        let (alloc, fallback) = (
+            counters.thp_fault_alloc - counted.thp_fault_alloc,
+            counters.thp_fault_fallback - counted.thp_fault_fallback,
+        );
+        let folio = match got {
+            Ok(folio) => folio,
+            Err(e) => {
+                let documented = match e {
+                    AllocError::FaultOutsideBlock { .. } => offset as u64 >= huge.pages() * 4096,
+                    AllocError::OutOfMemory(_) => !frame_free,
+                    _ => false,
+                };
+                let unchanged = before.difference(&Snapshot::of(&self.zone)).is_none();
+                if !documented || !unchanged || alloc + fallback != 0 {
+                    return Err(ZeroDivergence::HugeFaultFailed(e));
+                }
+                return Ok(());
+            }
+        };
+        // A fallback only with no block of the pageblock order free, before the call (in the
+        // buddy or on a list: the slow path drains them) and after it (the slow path also
+        // initializes deferred memory, which may form one; the page came from a smaller
+        // block, so none is left after it either).
+        let (pfn, order, right) = match folio {
+            crate::FaultFolio::Huge(pfn) => (
+                pfn,
+                huge,
+                pfn.0.is_multiple_of(huge.pages()) && (alloc, fallback) == (1, 0),
+            ),
+            crate::FaultFolio::Page(pfn) => {
+                let none = !block_was_free && !block_free(&self.zone);
+                (pfn, Order::ZERO, none && (alloc, fallback) == (0, 1))
+            }
+        };
+        if !right {
+            return Err(ZeroDivergence::HugeFault(folio));
+        }
+        self.check_held_free(pfn, order)?;
+        let first = self.index(pfn);
+        if let Some(i) = (first..first + order.pages() as usize).find(|&i| !self.reads_zero(i)) {
+            return Err(ZeroDivergence::NotZeroed(Pfn(
+                self.zone.config().start.0 + i as u64
+            )));
+        }
+        self.pages[first..first + order.pages() as usize].fill(0);
+        self.write(pfn, order);
+        self.held.push((pfn, order));
+        Ok(())
     }
 
     /// A freshly allocated block is not one the model holds (never handed out twice).

@@ -561,8 +561,14 @@ mod tests {
         assert_eq!(cfg.pcp_drain_pages(u64::MAX), 1280 - 63);
         assert_eq!(cfg.pcp_recent_frees_max(), 63 << 5);
         // Capped at 2^63, so that a block's frames added to it cannot wrap.
-        assert_eq!(cfg.with_pcp(u64::MAX, 1 << 62).pcp_recent_frees_max(), 1 << 63);
-        assert_eq!(cfg.with_pcp(u64::MAX, u64::MAX).pcp_recent_frees_max(), 1 << 63);
+        assert_eq!(
+            cfg.with_pcp(u64::MAX, 1 << 62).pcp_recent_frees_max(),
+            1 << 63
+        );
+        assert_eq!(
+            cfg.with_pcp(u64::MAX, u64::MAX).pcp_recent_frees_max(),
+            1 << 63
+        );
         // The low bits that place a frame in its pageblock.
         assert_eq!(cfg.pageblock_mask(), 511);
         let one_frame_blocks = ZoneConfig {
