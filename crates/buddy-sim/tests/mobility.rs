@@ -976,6 +976,73 @@ fn a_cma_reservation_is_no_pageblock_reserve_but_huge_pages_may_take_it() {
     w.verify();
 }
 
+/// 64 frames (four pageblocks of 16) in defrag mode, with or without the pageblock reserve:
+/// a reclaimable pageblock and three movable ones, four frames free in the first and four
+/// in the last, no pageblock free.
+fn reclaimable_and_movable_holes(reserve: bool) -> World {
+    let mut w = World::configured(64, 1, |cfg| {
+        cfg.with_defrag_mode(true).with_pageblock_reserve(reserve)
+    });
+    for _ in 0..16 {
+        w.alloc(0, Order::ZERO, MigrateType::Reclaimable).unwrap();
+    }
+    for _ in 0..48 {
+        w.alloc(0, Order::ZERO, MigrateType::Movable).unwrap();
+    }
+    assert_eq!(w.zone.buddy_pages() + w.zone.free_pages_total(), 0);
+    // Four frames of the reclaimable pageblock and four of the last movable one freed.
+    let reclaimable: Vec<usize> = (0..w.fixed.len()).rev().take(4).collect();
+    for k in reclaimable {
+        let (_, pfn, order) = w.fixed.swap_remove(k);
+        assert_eq!(
+            w.zone.pageblock_type(pfn).unwrap().0,
+            MigrateType::Reclaimable
+        );
+        // SAFETY: the model held the block and forgot it just now.
+        unsafe { w.zone.free_pages(0, pfn, order) }.unwrap();
+    }
+    for _ in 0..4 {
+        let (_, (pfn, order)) = w.movable.pop_last().unwrap();
+        // SAFETY: as above.
+        unsafe { w.zone.free_pages(0, pfn, order) }.unwrap();
+    }
+    w.zone.drain_all();
+    assert_eq!(w.zone.buddy_pages(), 8);
+    assert_eq!(w.zone.fragmentation().free_in_pageblocks, 0);
+    w.zone.reset_counters();
+    w
+}
+
+#[test]
+fn with_a_pageblock_reserve_unmovable_pages_take_reclaimable_holes_never_movable_ones() {
+    // With the reserve: the unmovable pages take the reclaimable pageblock's four free
+    // frames at once (no reclaim, no compaction: a steal between the two pins no pageblock
+    // a huge page could have), then, with only movable holes left, reclaim and compaction
+    // run before anything else.
+    let mut w = reclaimable_and_movable_holes(true);
+    for _ in 0..4 {
+        let (got, asks) = w.alloc_hooked(0, Order::ZERO, MigrateType::Unmovable);
+        let pfn = got.unwrap();
+        assert!(asks.is_empty(), "reclaim asked for {asks:?}");
+        assert_eq!(
+            w.zone.pageblock_type(pfn).unwrap().0,
+            MigrateType::Reclaimable
+        );
+    }
+    let f = w.zone.fragmentation().fallbacks;
+    assert_eq!((f.unmovable_steals, f.steals_from_movable), (4, 0));
+    let (got, asks) = w.alloc_hooked(0, Order::ZERO, MigrateType::Unmovable);
+    assert!(got.is_some() && !asks.is_empty(), "{got:?} {asks:?}");
+    assert_eq!(w.zone.fragmentation().fallbacks.steals_from_movable, 0);
+    w.verify();
+    // Defrag mode alone (Linux's) takes no single page from another type before reclaim
+    // and compaction have had their turn.
+    let mut w = reclaimable_and_movable_holes(false);
+    let (got, asks) = w.alloc_hooked(0, Order::ZERO, MigrateType::Unmovable);
+    assert!(got.is_some() && !asks.is_empty(), "{got:?} {asks:?}");
+    w.verify();
+}
+
 #[test]
 fn a_pageblock_reserve_is_defrag_modes() {
     use buddy_sim::ConfigError;

@@ -339,7 +339,7 @@ impl FreeArea {
             None => match self.rmqueue_claim(m, order, movable, Fallback::Any) {
                 Some((idx, zeroed, claim)) => (idx, zeroed, Some(claim)),
                 None => {
-                    let (idx, zeroed) = self.rmqueue_steal(m, order, movable)?;
+                    let (idx, zeroed) = self.rmqueue_steal(m, order, movable, true)?;
                     (idx, zeroed, None)
                 }
             },

@@ -451,7 +451,10 @@ impl FreeArea {
     }
 
     /// `__rmqueue_fallback`: [`FreeArea::rmqueue_claim`], else (unless `fallback` is
-    /// [`Fallback::WholePageblocks`]) [`FreeArea::rmqueue_steal`].
+    /// [`Fallback::WholePageblocks`]) [`FreeArea::rmqueue_steal`]; with a
+    /// [pageblock reserve](crate::ZoneConfig::pageblock_reserve), an unmovable or
+    /// reclaimable allocation also steals from the other one's pageblocks (never from a
+    /// movable one) in place of a whole pageblock.
     #[inline]
     pub(crate) fn rmqueue_fallback(
         &mut self,
@@ -464,7 +467,13 @@ impl FreeArea {
             return Some((idx, zeroed));
         }
         match fallback {
-            Fallback::Any => self.rmqueue_steal(m, order, mt),
+            Fallback::Any => self.rmqueue_steal(m, order, mt, true),
+            // With a pageblock reserve, an unmovable or reclaimable allocation may still take
+            // a block out of the other one's pageblocks: that pins no pageblock a huge page
+            // could have (neither type's pageblocks are ever compacted into one).
+            Fallback::WholePageblocks if m.cfg.pageblock_reserve && mt != MigrateType::Movable => {
+                self.rmqueue_steal(m, order, mt, false)
+            }
             Fallback::WholePageblocks => None,
         }
     }
@@ -501,17 +510,20 @@ impl FreeArea {
     }
 
     /// `__rmqueue_steal`: the smallest free block of at least `order` on the first of `mt`'s
-    /// fallback types' lists that has one, taken without changing any pageblock's type
-    /// (counted: each steal by an unmovable or reclaimable allocation pins a pageblock of
-    /// another type against compaction).
+    /// fallback types' lists that has one (movable ones only if `from_movable`), taken
+    /// without changing any pageblock's type (counted: each steal by an unmovable or
+    /// reclaimable allocation pins a pageblock of another type against compaction).
     pub(crate) fn rmqueue_steal(
         &mut self,
         m: FrameMap<'_>,
         order: Order,
         mt: MigrateType,
+        from_movable: bool,
     ) -> Option<(FrameIdx, bool)> {
-        let (o, (from, idx)) = (order.get()..m.cfg.max_order.get() + 1)
-            .find_map(|o| Some((o, self.suitable_fallback(Order(o), mt)?)))?;
+        let (o, (from, idx)) = (order.get()..m.cfg.max_order.get() + 1).find_map(|o| {
+            let found = self.suitable_fallback(Order(o), mt)?;
+            (from_movable || found.0 != MigrateType::Movable).then_some((o, found))
+        })?;
         self.fallbacks.count_steal(mt, from);
         self.fell_back(m.pfn(idx), (order, Order(o)), (mt, from), false);
         Some((idx, self.take_split(m, idx, Order(o), order)))

@@ -91,7 +91,10 @@ pub struct ZoneConfig {
     /// unmovable and reclaimable allocations, which must claim a whole free pageblock in
     /// defrag mode; pageblock-order blocks then stay off the per-cpu lists, in the buddy
     /// where those fallbacks find them, and direct compaction for a huge page works until
-    /// the block and the reserve are free. Without it huge pages take every free
+    /// the block and the reserve are free. An unmovable or reclaimable allocation that finds
+    /// no free pageblock to claim also takes a block out of the other one's pageblocks
+    /// (never a movable one's) before the slow path: that pins no pageblock a huge page
+    /// could have. Without it huge pages take every free
     /// pageblock under memory pressure, and an unmovable allocation that finds none falls
     /// back to a single page inside a movable pageblock (defrag mode's last resort),
     /// which pins that pageblock: more huge pages under churn, fewer at rest.
