@@ -5,17 +5,13 @@
 //! poisoning. Each feature's state and values are in its own module (`fail_page_alloc`,
 //! `free_init`); page_owner's are `page_owner`'s.
 
-use crate::contents::Contents;
-use crate::error::alloc::AllocError;
 use crate::fail_page_alloc::FailPageAlloc;
 use crate::frame::Frame;
 use crate::free_init::{FreeInit, PAGE_POISON, PoisonCorruption, PoisonError};
 use crate::memory::{FrameClearer, OffsetMap};
 use crate::migratetype::MigrateType;
-use crate::request::{HeadTag, SlowPath};
 use crate::types::{FrameIdx, Order};
 use crate::zone::Zone;
-use crate::zone::buddy::Prefer;
 use crate::zone::pcp::CpuLists;
 use crate::zone::per_cpu_set::PerCpuSet;
 use core::sync::atomic::Ordering;
@@ -58,30 +54,6 @@ where
         } else {
             self.debug.fetch_and(!bit, Ordering::Relaxed);
         }
-    }
-
-    /// [`Zone::alloc_with`](crate::Zone::alloc_with) while debugging: fault injection first, the owner recorded
-    /// after.
-    #[cold]
-    #[inline(never)]
-    pub(crate) fn alloc_debugged(
-        &self,
-        cpu: CpuLists<'_, R>,
-        order: Order,
-        how: (Prefer, MigrateType, HeadTag),
-        hooks: &mut SlowPath<'_, '_>,
-    ) -> Result<(FrameIdx, Contents), AllocError> {
-        if self.injects_failure(order, how.1) {
-            return Err(AllocError::OutOfMemory(order));
-        }
-        // A movable block is pinned while its poison is checked, so that nothing moves it.
-        let tag = how.2.pinned_while_allocating(how.1);
-        let taken = self.alloc_unchecked(cpu, order, (how.0, how.1, tag), hooks)?;
-        self.allocated_debugged(Some(cpu), taken.0, order, how.1);
-        if tag != how.2 {
-            self.allocated(taken.0, tag);
-        }
-        Ok(taken)
     }
 
     /// What an allocation does while debugging once it has the block of `order` at `idx`:

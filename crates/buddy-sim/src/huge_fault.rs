@@ -77,8 +77,9 @@ where
             }
             Err(e) => return Err(e),
         };
-        let mut zone = self.zone.lock_zone();
-        let stats = zone.stats();
+        // Counted on this CPU's lists (no zone lock for a fault that took none).
+        let mut lists = self.zone.lock_pcp(self.lists());
+        let stats = &mut lists.stats;
         match folio {
             FaultFolio::Huge(_) => stats.thp_fault_alloc += 1,
             FaultFolio::Page(_) => stats.thp_fault_fallback += 1,

@@ -51,7 +51,7 @@ where
         hooks: &mut SlowPath<'_, '_>,
     ) -> Result<(FrameIdx, Contents), AllocError> {
         if self.debugging() {
-            return self.alloc_debugged(cpu, order, how, hooks);
+            return self.alloc_attempt_debugged(cpu, order, how, true, hooks);
         }
         self.alloc_unchecked(cpu, order, how, hooks)
     }
@@ -94,8 +94,8 @@ where
         self.alloc_attempt_unchecked(cpu, order, (prefer, mt, tag), slow_path, hooks)
     }
 
-    /// [`Zone::alloc_attempt`] while debugging: fault injection first, the owner recorded
-    /// after.
+    /// [`Zone::alloc_attempt`] (and, with `slow_path`, [`Zone::alloc_with`]) while
+    /// debugging: fault injection first, the owner recorded after.
     #[cold]
     #[inline(never)]
     fn alloc_attempt_debugged(

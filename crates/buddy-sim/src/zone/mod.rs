@@ -535,6 +535,8 @@ where
             c.zeroed_hits += s.zeroed_hits;
             c.cleared_on_alloc += s.cleared_on_alloc;
             c.pgfree += s.pgfree;
+            c.thp_fault_alloc += s.thp_fault_alloc;
+            c.thp_fault_fallback += s.thp_fault_fallback;
         }
         c
     }
