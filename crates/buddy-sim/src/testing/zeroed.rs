@@ -20,6 +20,7 @@ use core::ptr::NonNull;
 use crate::boxed::BoxedZone;
 use crate::error::alloc::AllocError;
 use crate::error::buddy::BuddyError;
+use crate::huge_fault::FaultFolio;
 use crate::memory::ZERO_FRAME;
 use crate::memory::{FrameClearer, FrameMemory, OffsetMap};
 use crate::migratetype::MigrateType;
@@ -56,7 +57,7 @@ pub enum ZeroDivergence {
     /// A huge-page fault fell back to a page although a block of the pageblock order was
     /// free, or got a block that is not one (not of that order, or misaligned), or counted
     /// other than what it got (`thp_fault_alloc`, `thp_fault_fallback`).
-    HugeFault(crate::FaultFolio),
+    HugeFault(FaultFolio),
     /// A huge-page fault failed with other than its documented errors, or changed the zone
     /// although it failed.
     HugeFaultFailed(AllocError),
@@ -497,12 +498,12 @@ impl ZeroedModel {
         // initializes deferred memory, which may form one; the page came from a smaller
         // block, so none is left after it either).
         let (pfn, order, right) = match folio {
-            crate::FaultFolio::Huge(pfn) => (
+            FaultFolio::Huge(pfn) => (
                 pfn,
                 huge,
                 pfn.0.is_multiple_of(huge.pages()) && (alloc, fallback) == (1, 0),
             ),
-            crate::FaultFolio::Page(pfn) => {
+            FaultFolio::Page(pfn) => {
                 let none = !block_was_free && !block_free(&self.zone);
                 (pfn, Order::ZERO, none && (alloc, fallback) == (0, 1))
             }
