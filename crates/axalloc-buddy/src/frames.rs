@@ -431,7 +431,9 @@ impl Frames {
         if self.exhausted() {
             return None;
         }
-        // SAFETY: as in `alloc_page`, whose slot lock for `cpu` is held across this call.
+        // SAFETY: as in `alloc_page`, whose slot lock for `cpu` is held across this call
+        // (with interrupts and preemption off); its own handle for `cpu` makes no call
+        // after this one, so this handle's calls are the only ones on the lists.
         let lists = unsafe { self.zone.local_cpu(cpu) }.ok()?;
         let pfn = lists.alloc_frozen_page().ok();
         // None: its list, a refill and the slow path had none.
