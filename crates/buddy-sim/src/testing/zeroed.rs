@@ -455,9 +455,9 @@ impl ZeroedModel {
 
     /// `alloc_huge_fault` on `cpu`: a block of the pageblock order, aligned, or the page
     /// only when no such block is left free (the slow path drains the lists and initializes
-    /// deferred memory first); what it got reads zero, is counted as Linux counts it, and is held from
-    /// then on; a failure (an offset outside the block, no frame free at all, no such CPU)
-    /// leaves the zone as it was.
+    /// deferred memory first); what it got reads zero, is counted as Linux counts it, and
+    /// is held from then on; a failure (an offset outside the block, no frame free at all)
+    /// leaves the zone as it was and counts nothing. A CPU the zone lacks is passed over.
     fn huge_fault(&mut self, cpu: usize, offset: u64, mt: u8) -> Result<(), ZeroDivergence> {
         let huge = self.zone.config().pageblock_order;
         let kind = MigrateType::ALL[usize::from(mt % 3)];
