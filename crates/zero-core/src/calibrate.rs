@@ -364,12 +364,17 @@ impl Candidates {
     }
 }
 
-/// The smallest positive step of the clock over a few steps; `None` if it does not advance
-/// within 100 000 reads.
+/// Clock steps [`resolution`] takes the smallest of: a read the host preempts lengthens one
+/// step, a coarse clock every one, so that a busy machine (or an emulator) does not pass
+/// for a coarse clock.
+const RESOLUTION_STEPS: usize = 16;
+
+/// The smallest positive step of the clock over [`RESOLUTION_STEPS`] steps; `None` if it
+/// does not advance within 100 000 reads.
 fn resolution(clock: &mut impl Clock) -> Option<u64> {
     let mut best = u64::MAX;
     let mut last = clock.now_ns();
-    for _ in 0..3 {
+    for _ in 0..RESOLUTION_STEPS {
         let mut reads = 0u32;
         let next = loop {
             let now = clock.now_ns();
@@ -547,6 +552,23 @@ mod tests {
         assert_eq!(c.outcome, CalibrationOutcome::CoarseClock);
         assert_eq!(c.policy, Policy::detect());
         assert_eq!(c.clock_resolution_ns, 4_000_000);
+    }
+
+    #[test]
+    fn a_fine_clock_read_late_a_few_times_is_no_coarse_clock() {
+        // A 100 ns clock whose first steps were stretched past the coarse mark (the reads
+        // preempted): its resolution is its finest step, and the calibration goes on (to the
+        // scratch check here).
+        let mut t = 0u64;
+        let mut steps = 0u32;
+        let mut preempted = || {
+            steps += 1;
+            t += if steps <= 6 { 20_000 } else { 100 };
+            t
+        };
+        let c = Policy::calibrate(&mut [0u8; 64], &mut preempted);
+        assert_eq!(c.outcome, CalibrationOutcome::ScratchTooSmall);
+        assert_eq!(c.clock_resolution_ns, 100);
     }
 
     #[test]
