@@ -8,7 +8,7 @@ use crate::migratetype::MigrateType;
 use crate::migratetype::Pageblock;
 use crate::reference::free_contig_range_per_page;
 use crate::request::AllocRequest;
-use crate::testing::ops::{CheckInterval, Op};
+use crate::testing::ops::{CheckInterval, Op, kind};
 use crate::testing::outcome::any;
 use crate::testing::snapshot::{Snapshot, SnapshotDifference};
 use crate::types::{FrameIdx, Order};
@@ -239,18 +239,10 @@ where
             Op::AllocFrozen { cpu, order } => {
                 self.alloc_both(cpu, order, MigrateType::Unmovable, How::Frozen)
             }
-            Op::AllocTyped { cpu, order, mt } => self.alloc_both(
-                cpu,
-                order,
-                MigrateType::ALL[usize::from(mt) % 3],
-                How::Plain,
-            ),
-            Op::AllocHooked { cpu, order, mt } => self.alloc_both(
-                cpu,
-                order,
-                MigrateType::ALL[usize::from(mt) % 3],
-                How::Hooked,
-            ),
+            Op::AllocTyped { cpu, order, mt } => self.alloc_both(cpu, order, kind(mt), How::Plain),
+            Op::AllocHooked { cpu, order, mt } => {
+                self.alloc_both(cpu, order, kind(mt), How::Hooked)
+            }
             Op::ReserveCma { cpu, offset, len } => {
                 let pb = self.batched.config().pageblock_order.pages();
                 let Some(first) = start.0.checked_add(offset).map(|p| Pfn(p & !(pb - 1))) else {

@@ -253,6 +253,12 @@ pub enum Op {
     },
 }
 
+/// The kind an operation's `mt` names: an index into
+/// [`MigrateType::ALL`](crate::MigrateType::ALL), modulo 3.
+pub(crate) fn kind(mt: u8) -> crate::migratetype::MigrateType {
+    crate::migratetype::MigrateType::ALL[usize::from(mt) % 3]
+}
+
 /// When a harness runs its full check: every `every`-th call of its `apply`.
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct CheckInterval {

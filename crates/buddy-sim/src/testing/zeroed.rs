@@ -25,7 +25,7 @@ use crate::memory::ZERO_FRAME;
 use crate::memory::{FrameClearer, FrameMemory, OffsetMap};
 use crate::migratetype::MigrateType;
 use crate::report_sink::{PageReporting, ReportedBlock};
-use crate::testing::ops::{CheckInterval, Op};
+use crate::testing::ops::{CheckInterval, Op, kind};
 use crate::testing::snapshot::Snapshot;
 use crate::types::Order;
 use crate::zone::FreeWhere;
@@ -460,11 +460,11 @@ impl ZeroedModel {
     /// leaves the zone as it was and counts nothing. A CPU the zone lacks is passed over.
     fn huge_fault(&mut self, cpu: usize, offset: u64, mt: u8) -> Result<(), ZeroDivergence> {
         let huge = self.zone.config().pageblock_order;
-        let kind = MigrateType::ALL[usize::from(mt % 3)];
+        let kind = kind(mt);
         let offset = usize::try_from(offset).unwrap_or(usize::MAX);
         let block_free = |zone: &BoxedZone| zone.free_blocks().any(|(_, o, _)| o >= huge);
         let block_was_free = block_free(&self.zone);
-        let frame_free = self.zone.free_blocks().next().is_some();
+        let frame_free = self.zone.free_pages_total() > 0;
         let before = Snapshot::of(&self.zone);
         let counted = self.zone.counters();
         let Ok(handle) = self.zone.cpu(cpu) else {

@@ -853,28 +853,15 @@ where
             cpu: self.cpu_number(pcp),
             percpu: true,
         });
+        // While the zone debugs, the free-time checks and clears come first (a block
+        // cleared by `init_on_free` goes on the list known zero), in a branch with its own
+        // push, so that the values the common push needs never live across their call.
         if self.debugging() {
-            self.free_to_pcp_list_debugged(m, pcp, (idx, order), list, prepares);
+            let zeroed = self.free_debugged(idx, order);
+            self.push_to_pcp_list(m, pcp, (idx, order), (list, zeroed), prepares);
         } else {
             self.push_to_pcp_list(m, pcp, (idx, order), (list, false), prepares);
         }
-    }
-
-    /// [`Zone::free_to_pcp_list`] while the zone debugs: the free-time checks and clears
-    /// first (a block cleared by `init_on_free` goes on the list known zero). A branch of
-    /// its own with its own push, so that the values the common push needs never live
-    /// across the checks' call.
-    #[inline(always)]
-    fn free_to_pcp_list_debugged(
-        &self,
-        m: FrameMap<'_>,
-        pcp: CpuLists<'_, R>,
-        (idx, order): (FrameIdx, Order),
-        list: usize,
-        prepares: u64,
-    ) {
-        let zeroed = self.free_debugged(idx, order);
-        self.push_to_pcp_list(m, pcp, (idx, order), (list, zeroed), prepares);
     }
 
     /// The push of [`Zone::free_to_pcp_list`], its block known zero if `zeroed`.
