@@ -7,6 +7,7 @@ mod cmd;
 mod compare;
 mod disk;
 mod fuzz;
+mod hypervisor_guest;
 mod layers;
 mod package;
 mod setup;
@@ -26,7 +27,7 @@ usage:
   cargo xtask fuzz --minutes N [TARGET]...     (each fuzz target N minutes: executions, crashes)
   cargo xtask fuzz --executions N [TARGET]...  (each fuzz target N executions)
 
-stages: setup fmt layers clippy test no-std doc package msrv qemu bare-metal arceos-today starry loom miri fuzz bench;
+stages: setup fmt layers clippy test no-std doc package msrv qemu bare-metal arceos-today hypervisor-guest starry loom miri fuzz bench;
 on request: arceos starry-compare";
 
 fn main() -> ExitCode {

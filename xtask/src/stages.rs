@@ -64,7 +64,7 @@ struct Stage {
     on_request: bool,
 }
 
-const STAGES: [Stage; 21] = [
+const STAGES: [Stage; 22] = [
     Stage {
         name: "setup",
         run: |root, _| setup::run(root),
@@ -154,6 +154,14 @@ const STAGES: [Stage; 21] = [
         // and TLSF, four builds and eight boots more): a measurement of those allocators,
         // not a check of this project's.
         on_request: true,
+    },
+    Stage {
+        name: "hypervisor-guest",
+        run: |root, _| crate::hypervisor_guest::stage(root),
+        // Builds the app in `arceos-today`'s directory (which starry removes) and the kernel
+        // in its own.
+        scratch: &["target/hypervisor-guest"],
+        on_request: false,
     },
     Stage {
         name: "starry",

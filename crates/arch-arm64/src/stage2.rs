@@ -11,6 +11,9 @@ use mm_types::PhysAddr;
 
 /// Bits \[5:2\]: MemAttr, the stage-2 memory type (0b1111: Normal, write-back cacheable).
 pub const MEMATTR_NORMAL_WB: u64 = 0b1111 << 2;
+/// Bits \[5:2\]: MemAttr = 0b0001, Device-nGnRE: a device's registers passed through to a
+/// guest.
+pub const MEMATTR_DEVICE_NGNRE: u64 = 0b0001 << 2;
 /// Bit 6: S2AP\[0\], the guest may read.
 pub const S2AP_READ: u64 = 1 << 6;
 /// Bit 7: S2AP\[1\], the guest may write. Hardware dirty management sets it on the first

@@ -39,7 +39,7 @@ pub use reporting::reporting_step;
 pub use smp::secondary;
 pub use zone::{
     BOOT_POOL, Blocks, KernelZone, alloc_zeroed, check_whole, clearer, free_block, make_zones,
-    nodes, set_owner, zero_in_background, zone,
+    movable_zone, nodes, set_owner, zero_in_background, zone,
 };
 
 use data::*;
