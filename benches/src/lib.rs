@@ -11,6 +11,7 @@ pub mod contig_free;
 pub mod count;
 pub mod fragmentation;
 pub mod guest;
+pub mod hypervisor_guest;
 pub mod machine;
 pub mod measure;
 pub mod memsets;
@@ -81,6 +82,7 @@ pub fn sections() -> Vec<Box<dyn Section>> {
         Box::new(numa::Numa),
         Box::new(arceos::Arceos),
         Box::new(arceos_today::ArceosToday),
+        Box::new(hypervisor_guest::HypervisorGuest),
         Box::new(observability::Observability),
         Box::new(ring0::Ring0),
     ]

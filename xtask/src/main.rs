@@ -121,8 +121,17 @@ fn report(root: &std::path::Path, args: &[String]) -> ExitCode {
             return ExitCode::FAILURE;
         }
     }
+    let guest_log = root.join("target/report/hypervisor-guest.log");
+    if only.is_empty() || only.iter().any(|o| o.as_str() == "hypervisor guest") {
+        eprintln!("xtask report: booting the EL2 hypervisor with today's ArceOS app as its guest");
+        if let Err(e) = hypervisor_guest::capture_measurements(root, &guest_log) {
+            eprintln!("xtask report: {e}");
+            return ExitCode::FAILURE;
+        }
+    }
     let mut c = cmd::cargo(root);
     c.env("ZC_ARCEOS_LOG", &arceos_log);
+    c.env("ZC_HYPERVISOR_GUEST_LOG", &guest_log);
     c.env("ZC_RING0_LOG", &ring0_log).args([
         "run",
         "--release",

@@ -364,7 +364,9 @@ pub fn secondary() -> ! {
     }
     HYP_SECOND_DONE.store(true, Ordering::Release);
     loop {
-        core::hint::spin_loop();
+        // SAFETY: waits for an event; nothing else (the core has no more work, and under
+        // `-icount` a sleeping core leaves the instructions to the one running the guest).
+        unsafe { core::arch::asm!("wfe", options(nomem, nostack)) };
     }
 }
 

@@ -825,4 +825,10 @@ pub fn run(zone: &KernelZone, clearer: &FrameClearer<OffsetMap>) {
         plain,
         plain as f64 / took.max(1) as f64
     );
+    // The same, for `cargo xtask report`'s "hypervisor guest" section.
+    println!(
+        "linux guest figures: blocks={blocks} known_zero={known_zero} setup_ns={took} plain_setup_ns={plain} aging_ns={} pages={}",
+        aging_ns / passes.max(1),
+        blocks * 512
+    );
 }
