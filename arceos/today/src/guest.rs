@@ -14,7 +14,8 @@ use crate::PAGE;
 
 /// The hypervisor's service: function 0 answers [`HYP_MAGIC`]; 1 starts a check of a
 /// buffer (x1 its physical address, x2 its pages); 2 follows writes to every x3-th page of
-/// it, 3 an idle spell; both answer the buffer's young pages.
+/// it, 3 an idle spell (x2 the buffer's pages each time); each answers the buffer's young
+/// pages (-2: a bad buffer, or a call out of order).
 const HYP_SERVICE: u64 = 0xC600_0000;
 /// "buddysim" in ASCII.
 const HYP_MAGIC: u64 = 0x6275_6464_7973_696d;
@@ -73,7 +74,7 @@ pub fn ram_pattern() -> Result<(), String> {
         runs.len()
     );
     match bad {
-        _ if runs.is_empty() => Err(format!("no 2 MiB run free")),
+        _ if runs.is_empty() => Err(String::from("no 2 MiB run free")),
         Some(w) => Err(format!("the word at {w:#x} did not read back")),
         None => Ok(()),
     }
@@ -83,7 +84,7 @@ pub fn ram_pattern() -> Result<(), String> {
 /// the hypervisor must find exactly those pages young, then none.
 pub fn working_set() -> Result<(), String> {
     if hvc(HYP_SERVICE, 0, 0, 0) != HYP_MAGIC {
-        return Err(format!("no buddy-sim hypervisor answered"));
+        return Err(String::from("no buddy-sim hypervisor answered"));
     }
     let a = global_allocator();
     let va = a

@@ -68,7 +68,8 @@ const CNTHCTL: u64 = (1 << 11) | (1 << 10) | 0b11;
 /// SMCCC's vendor-specific hypervisor service (fast call, SMC64, owner 6): function 0
 /// answers [`HYP_MAGIC`]; 1 starts a working-set check (x1 the buffer's guest-physical
 /// address, x2 its pages); 2 after the guest wrote every x3-th page of it; 3 after it
-/// idled. Each check call returns the buffer's young pages.
+/// idled (x2 the buffer's pages again). Each returns the buffer's young pages, or
+/// [`INVALID_PARAMETERS`].
 pub const HYP_SERVICE: u64 = 0xC600_0000;
 /// What [`HYP_SERVICE`]'s function 0 answers: "buddysim" in ASCII.
 const HYP_MAGIC: u64 = 0x6275_6464_7973_696d;
@@ -84,6 +85,9 @@ const PSCI_SYSTEM_RESET: u64 = 0x8400_0009;
 const PSCI_1_0: u64 = 0x1_0000;
 /// SMCCC's and PSCI's NOT_SUPPORTED (-1).
 const NOT_SUPPORTED: u64 = u64::MAX;
+/// PSCI's INVALID_PARAMETERS (-2): what a working-set call with a bad buffer, or out of
+/// order, answers.
+const INVALID_PARAMETERS: u64 = -2i64 as u64;
 
 /// Runs of the working-set estimate: guest RAM is at most 32 768 pages.
 const RUNS: usize = 8192;
@@ -388,7 +392,8 @@ impl LinuxGuest {
     /// Copies `bytes` to guest RAM at `ipa` and cleans them to the point of coherency (the
     /// guest reads them with its MMU off).
     fn load(&self, mut ipa: u64, mut bytes: &[u8]) {
-        if !self.layout.in_ram(ipa) || !self.layout.in_ram(ipa + bytes.len() as u64 - 1) {
+        let last = ipa.saturating_add((bytes.len() as u64).saturating_sub(1));
+        if !self.layout.in_ram(ipa) || !self.layout.in_ram(last) {
             fail::<Machine>(
                 Step::Mapping,
                 format_args!("guest: {} bytes at {ipa:#x} past its RAM", bytes.len()),
@@ -493,16 +498,24 @@ impl LinuxGuest {
                     || !self.layout.in_ram(a)
                     || !self.layout.in_ram(end - 1)
                 {
-                    fail::<Machine>(
-                        Step::Aging,
-                        format_args!("guest: working-set buffer {a:#x}, {b} pages"),
-                    );
+                    INVALID_PARAMETERS
+                } else {
+                    self.buffer = (a, pages);
+                    self.age(ws, tlb)
                 }
-                self.buffer = (a, pages);
-                self.age(ws, tlb)
             }
-            f if f == HYP_SERVICE + 2 => self.touched(b, c, ws, tlb),
-            f if f == HYP_SERVICE + 3 => self.idled(ws, tlb),
+            f if f == HYP_SERVICE + 2 || f == HYP_SERVICE + 3 => {
+                if self.buffer.1 == 0
+                    || b != self.buffer.1 as u64
+                    || (f == HYP_SERVICE + 2 && c == 0)
+                {
+                    INVALID_PARAMETERS
+                } else if f == HYP_SERVICE + 2 {
+                    self.touched(c, ws, tlb)
+                } else {
+                    self.idled(ws, tlb)
+                }
+            }
             _ => NOT_SUPPORTED,
         };
         vcpu.regs[0] = answer;
@@ -511,14 +524,8 @@ impl LinuxGuest {
 
     /// The guest wrote every `stride`-th page of its buffer: a pass must find exactly those
     /// young, and each dirty.
-    fn touched(&self, pages: u64, stride: u64, ws: &mut WorkingSet<'_>, tlb: &mut S2Tlb) -> u64 {
+    fn touched(&self, stride: u64, ws: &mut WorkingSet<'_>, tlb: &mut S2Tlb) -> u64 {
         let (first, n) = self.buffer;
-        if n == 0 || pages != n as u64 || stride == 0 {
-            fail::<Machine>(
-                Step::Aging,
-                format_args!("guest: a check of {pages} pages every {stride} before a start"),
-            );
-        }
         let young_all = self.age(ws, tlb);
         let idle = self.buffer_idle(ws);
         let mut young = 0;
@@ -549,7 +556,7 @@ impl LinuxGuest {
         let young_all = self.age(ws, tlb);
         let idle = self.buffer_idle(ws);
         let young = idle.iter().take(n).filter(|&&i| !i).count() as u64;
-        if n == 0 || young != 0 {
+        if young != 0 {
             fail::<Machine>(
                 Step::Aging,
                 format_args!("guest working set: {young} of {n} buffer pages young after idling"),
