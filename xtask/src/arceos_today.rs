@@ -139,6 +139,12 @@ fn build(root: &Path, arch: &Arch, backend: Backend) -> Result<PathBuf, String> 
     Ok(image)
 }
 
+/// The app's aarch64 image on buddy-sim (the build the test stage makes; a no-op build
+/// when it is made already), for AxVisor's guest.
+pub fn aarch64_app_image(root: &Path) -> Result<PathBuf, String> {
+    build(root, &ARCHS[0], Backend::BuddySim)
+}
+
 /// Boots `image` for `arch` with `cpus` CPUs; the output without colour codes.
 fn boot(arch: &Arch, image: &Path, cpus: usize) -> Result<String, String> {
     let mut qemu = Command::new(arch.qemu);

@@ -320,6 +320,54 @@ pub fn output_answering<T: Send + 'static>(
     }
 }
 
+/// Runs a child that does not exit by itself (a hypervisor that returns to its shell): the
+/// first output line containing `prompt` is answered with `keys` on its stdin (QEMU's serial
+/// console), and the child is killed once a line contains `last`, or past `limit`. Returns
+/// the output and whether `last` was seen.
+pub fn output_until(
+    c: &mut Command,
+    limit: std::time::Duration,
+    (prompt, keys): (&'static str, &'static [u8]),
+    last: &'static str,
+) -> Result<(String, bool), String> {
+    use std::io::{BufRead, Write};
+    println!("    $ {}", describe(c));
+    let mut child = c
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .map_err(|e| format!("`{}` could not start: {e}", describe(c)))?;
+    let stdout = child.stdout.take().ok_or("no stdout pipe")?;
+    let mut stdin = child.stdin.take().ok_or("no stdin pipe")?;
+    let (done_tx, done_rx) = std::sync::mpsc::channel();
+    let reader = std::thread::spawn(move || {
+        let (mut out, mut answered, mut seen) = (String::new(), false, false);
+        let mut lines = std::io::BufReader::new(stdout);
+        let mut line = Vec::new();
+        while lines.read_until(b'\n', &mut line).is_ok_and(|n| n > 0) {
+            let text = String::from_utf8_lossy(&line).into_owned();
+            if !answered && text.contains(prompt) {
+                answered = true;
+                let _ = stdin.write_all(keys).and_then(|()| stdin.flush());
+            }
+            out.push_str(&text);
+            line.clear();
+            if text.contains(last) {
+                seen = true;
+                let _ = done_tx.send(());
+                break;
+            }
+        }
+        (out, seen)
+    });
+    let _ = done_rx.recv_timeout(limit);
+    let _ = child.kill();
+    let _ = child.wait();
+    let (out, seen) = reader.join().unwrap_or_default();
+    print!("{out}");
+    Ok((out, seen))
+}
+
 /// Waits for `child` to exit, killing it past `limit`: its status, or `None` if it was
 /// killed.
 fn wait_with_limit(

@@ -3,6 +3,7 @@
 
 mod arceos;
 mod arceos_today;
+mod axvisor;
 mod cmd;
 mod compare;
 mod disk;
@@ -27,7 +28,7 @@ usage:
   cargo xtask fuzz --minutes N [TARGET]...     (each fuzz target N minutes: executions, crashes)
   cargo xtask fuzz --executions N [TARGET]...  (each fuzz target N executions)
 
-stages: setup fmt layers clippy test no-std doc package msrv qemu bare-metal arceos-today hypervisor-guest starry loom miri fuzz bench;
+stages: setup fmt layers clippy test no-std doc package msrv qemu bare-metal arceos-today hypervisor-guest axvisor starry loom miri fuzz bench;
 on request: arceos starry-compare";
 
 fn main() -> ExitCode {

@@ -64,7 +64,7 @@ struct Stage {
     on_request: bool,
 }
 
-const STAGES: [Stage; 22] = [
+const STAGES: [Stage; 23] = [
     Stage {
         name: "setup",
         run: |root, _| setup::run(root),
@@ -161,6 +161,13 @@ const STAGES: [Stage; 22] = [
         // Builds the app in `arceos-today`'s directory (which starry removes) and the kernel
         // in its own.
         scratch: &["target/hypervisor-guest"],
+        on_request: false,
+    },
+    Stage {
+        name: "axvisor",
+        run: |root, _| crate::axvisor::stage(root),
+        // Uses the app's build in `arceos-today`'s directory (which starry removes).
+        scratch: &["target/axvisor"],
         on_request: false,
     },
     Stage {
