@@ -271,6 +271,29 @@ fn timed_out(c: &Command, limit: std::time::Duration) -> String {
     )
 }
 
+/// Starts `c` (printing it) with its stdin and stdout piped: a serial console to read and
+/// type on.
+fn spawn_console(
+    c: &mut Command,
+) -> Result<
+    (
+        std::process::Child,
+        std::process::ChildStdout,
+        std::process::ChildStdin,
+    ),
+    String,
+> {
+    println!("    $ {}", describe(c));
+    let mut child = c
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .map_err(|e| format!("`{}` could not start: {e}", describe(c)))?;
+    let stdout = child.stdout.take().ok_or("no stdout pipe")?;
+    let stdin = child.stdin.take().ok_or("no stdin pipe")?;
+    Ok((child, stdout, stdin))
+}
+
 /// [`output_with_timeout`] for a child that asks its host to look at it: each output line
 /// that contains `marker` is answered, once `answer` has run with the child's pid and the
 /// line, by a newline on the child's stdin (QEMU's serial console). Returns the exit code,
@@ -282,15 +305,8 @@ pub fn output_answering<T: Send + 'static>(
     answer: fn(u32, &str) -> T,
 ) -> Result<(Option<i32>, String, Vec<T>), String> {
     use std::io::{BufRead, Write};
-    println!("    $ {}", describe(c));
-    let mut child = c
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .spawn()
-        .map_err(|e| format!("`{}` could not start: {e}", describe(c)))?;
+    let (mut child, stdout, mut stdin) = spawn_console(c)?;
     let pid = child.id();
-    let stdout = child.stdout.take().ok_or("no stdout pipe")?;
-    let mut stdin = child.stdin.take().ok_or("no stdin pipe")?;
     let reader = std::thread::spawn(move || {
         let mut out = String::new();
         let mut answers = Vec::new();
@@ -331,14 +347,7 @@ pub fn output_until(
     last: &'static str,
 ) -> Result<(String, bool), String> {
     use std::io::{BufRead, Write};
-    println!("    $ {}", describe(c));
-    let mut child = c
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .spawn()
-        .map_err(|e| format!("`{}` could not start: {e}", describe(c)))?;
-    let stdout = child.stdout.take().ok_or("no stdout pipe")?;
-    let mut stdin = child.stdin.take().ok_or("no stdin pipe")?;
+    let (mut child, stdout, mut stdin) = spawn_console(c)?;
     let (done_tx, done_rx) = std::sync::mpsc::channel();
     let reader = std::thread::spawn(move || {
         let (mut out, mut answered, mut seen) = (String::new(), false, false);

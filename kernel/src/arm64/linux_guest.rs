@@ -32,8 +32,8 @@ use arch_arm64::stage2 as s2;
 use buddy_sim::{AllocRequest, FrameClearer, OffsetMap, Order, Pfn};
 use fdt::Fdt;
 use pte_batch::format::Arm64Stage2;
-use pte_batch::mm_types::{FrameRange, VirtAddr};
-use pte_batch::{FpbFlags, IdleRun, Prot, PteFormat, PteTable, WorkingSet, YoungOp, age_batches};
+use pte_batch::mm_types::VirtAddr;
+use pte_batch::{IdleRun, Prot, PteFormat, PteTable, WorkingSet};
 use zero_core::NoResched;
 
 use super::{__guest_enter, FORMAT, GUEST_SCTLR, GUEST_SPSR, S2_ATTRS, S2Tlb, TABLE, VCPU, Vcpu};
@@ -417,7 +417,6 @@ impl LinuxGuest {
     /// the pages found young.
     fn age(&self, ws: &mut WorkingSet<'_>, tlb: &mut S2Tlb) -> u64 {
         let start = Machine::now_ns();
-        let folio = |pfn: Pfn| Some(FrameRange::new(pfn, 1));
         let mut pass = ws.pass();
         for i in 0..self.blocks.len() {
             let ipa = self.layout.ram.0 + i as u64 * BLOCK;
@@ -427,19 +426,7 @@ impl LinuxGuest {
                 .iter()
                 .find(|(b, _)| *b == ipa)
                 .map_or(0, |&(_, f)| f);
-            let table = Tables::leaf(frame, ipa);
-            age_batches(
-                &table,
-                0..512,
-                &folio,
-                FpbFlags::NONE,
-                YoungOp::ClearFlush,
-                tlb,
-                |r, y| {
-                    let _ = pass.observe(r, y);
-                },
-            )
-            .unwrap_or_else(|e| fail::<Machine>(Step::Aging, format_args!("aging: {e}")));
+            steps::age_table::<Machine, _>(&Tables::leaf(frame, ipa), &mut pass, tlb);
         }
         let young = pass
             .finish()

@@ -8,7 +8,7 @@ use super::*;
 
 use pte_batch::mm_types::FrameRange;
 use pte_batch::{
-    FpbFlags, IdleRun, Prot, PteFormat, PteTable, Stage2, TlbFlush, WorkingSet, YoungOp,
+    FpbFlags, IdleRun, Pass, Prot, PteFormat, PteTable, Stage2, TlbFlush, WorkingSet, YoungOp,
     age_batches,
 };
 
@@ -179,20 +179,8 @@ impl<'t, F: PteFormat<Stage = Stage2>> GuestRam<'t, F> {
         ws: &mut WorkingSet<'_>,
         tlb: &mut impl TlbFlush<Stage2>,
     ) -> u64 {
-        let folio = |pfn: Pfn| Some(FrameRange::new(pfn, 1));
         let mut pass = ws.pass();
-        let walk = age_batches(
-            &self.table,
-            0..GUEST_PAGES,
-            &folio,
-            FpbFlags::NONE,
-            YoungOp::ClearFlush,
-            tlb,
-            |r, y| {
-                let _ = pass.observe(r, y);
-            },
-        );
-        walk.unwrap_or_else(|e| fail::<P>(Step::Aging, format_args!("aging: {e}")));
+        age_table::<P, F>(&self.table, &mut pass, tlb);
         pass.finish()
             .unwrap_or_else(|e| fail::<P>(Step::Aging, format_args!("working set: {e}")))
             .young_pages
@@ -296,6 +284,29 @@ impl<'t, F: PteFormat<Stage = Stage2>> GuestRam<'t, F> {
             unsafe { free_block::<P>(zone, 0, pfn.0, 0, Step::Free) };
         }
     }
+}
+
+/// One last-level table's part of an aging pass: KVM's clear_flush_young over all of its
+/// entries (each page its own folio, so that the pass sees pages, not blocks), every batch
+/// observed by `pass`, the invalidations through `tlb`.
+pub fn age_table<P: Platform, F: PteFormat<Stage = Stage2>>(
+    table: &PteTable<'_, F>,
+    pass: &mut Pass<'_>,
+    tlb: &mut impl TlbFlush<Stage2>,
+) {
+    let folio = |pfn: Pfn| Some(FrameRange::new(pfn, 1));
+    let walk = age_batches(
+        table,
+        0..table.len(),
+        &folio,
+        FpbFlags::NONE,
+        YoungOp::ClearFlush,
+        tlb,
+        |r, y| {
+            let _ = pass.observe(r, y);
+        },
+    );
+    walk.unwrap_or_else(|e| fail::<P>(Step::Aging, format_args!("aging: {e}")));
 }
 
 /// Storage for a [`WorkingSet`] over the guest's RAM: one run per page at most.
