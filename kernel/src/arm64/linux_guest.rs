@@ -187,11 +187,11 @@ impl Tables {
         unsafe { &*((frame * PAGE) as *const AtomicU64).add(i) }
     }
 
-    /// The level-3 table mapping the 2 MiB at `ipa`, made (with its level-2 table) if new.
-    fn leaf_at(&mut self, ipa: u64, zone: &KernelZone, clearer: &FrameClearer<OffsetMap>) -> u64 {
+    /// Makes the level-3 table mapping the 2 MiB at `ipa` (and its level-2 table) if new.
+    fn leaf_at(&mut self, ipa: u64, zone: &KernelZone, clearer: &FrameClearer<OffsetMap>) {
         let base = ipa & !(BLOCK - 1);
-        if let Some(&(_, frame)) = self.l3.iter().find(|(b, _)| *b == base) {
-            return frame;
+        if self.l3.iter().any(|(b, _)| *b == base) {
+            return;
         }
         let l1 = ((ipa >> 30) & 3) as usize;
         if ipa >> 32 != 0 {
@@ -216,14 +216,20 @@ impl Tables {
                 format_args!("guest: too many level-3 tables"),
             );
         }
-        frame
     }
 
-    /// The level-3 table in `frame`, mapping the 2 MiB at `base`, as pte-batch's table.
-    fn leaf(frame: u64, base: u64) -> PteTable<'static, Arm64Stage2> {
+    /// The level-3 table mapping the 2 MiB at `base` (one [`Tables::leaf_at`] made), as
+    /// pte-batch's table.
+    fn leaf(&self, base: u64) -> PteTable<'_, Arm64Stage2> {
+        let Some(&(_, frame)) = self.l3.iter().find(|(b, _)| *b == base) else {
+            fail::<Machine>(
+                Step::Mapping,
+                format_args!("guest: no level-3 table maps {base:#x}"),
+            )
+        };
         // SAFETY: a level-3 table frame of these tables (zeroed, identity-mapped), accessed
-        // only atomically (here and by the walker) until `free` gives it back, after every
-        // table made here is dropped.
+        // only atomically (here and by the walker); the borrow of `self` ends before
+        // `LinuxGuest::tear_down` gives the frame back.
         let entries = unsafe {
             core::slice::from_raw_parts((frame * PAGE) as *const pte_batch::AtomicU64, 512)
         };
@@ -347,8 +353,8 @@ impl LinuxGuest {
         };
         for i in 0..self.blocks.len() {
             let ipa = self.layout.ram.0 + i as u64 * BLOCK;
-            let frame = self.tables.leaf_at(ipa, zone, clearer);
-            let table = Tables::leaf(frame, ipa);
+            self.tables.leaf_at(ipa, zone, clearer);
+            let table = self.tables.leaf(ipa);
             // A page at a time: no contiguous hint, so that aging sees each page.
             for p in 0..512 {
                 let pfn = Pfn(self.blocks[i].pfn.0 + p as u64);
@@ -366,8 +372,9 @@ impl LinuxGuest {
             let pages = size.div_ceil(PAGE);
             for p in 0..pages {
                 let ipa = base + p * PAGE;
-                let frame = self.tables.leaf_at(ipa, zone, clearer);
-                Tables::leaf(frame, ipa & !(BLOCK - 1))
+                self.tables.leaf_at(ipa, zone, clearer);
+                self.tables
+                    .leaf(ipa & !(BLOCK - 1))
                     .set_ptes(((ipa >> 12) & 511) as usize, Pfn(ipa / PAGE), 1, device)
                     .unwrap_or_else(|e| {
                         fail::<Machine>(Step::Mapping, format_args!("device at {ipa:#x}: {e}"))
@@ -420,13 +427,7 @@ impl LinuxGuest {
         let mut pass = ws.pass();
         for i in 0..self.blocks.len() {
             let ipa = self.layout.ram.0 + i as u64 * BLOCK;
-            let frame = self
-                .tables
-                .l3
-                .iter()
-                .find(|(b, _)| *b == ipa)
-                .map_or(0, |&(_, f)| f);
-            steps::age_table::<Machine, _>(&Tables::leaf(frame, ipa), &mut pass, tlb);
+            steps::age_table::<Machine, _>(&self.tables.leaf(ipa), &mut pass, tlb);
         }
         let young = pass
             .finish()
@@ -453,11 +454,7 @@ impl LinuxGuest {
 
     /// Whether the stage-2 entry of guest page `ipa` is dirty.
     fn dirty(&self, ipa: u64) -> bool {
-        let base = ipa & !(BLOCK - 1);
-        let Some(&(_, frame)) = self.tables.l3.iter().find(|(b, _)| *b == base) else {
-            return false;
-        };
-        let table = Tables::leaf(frame, base);
+        let table = self.tables.leaf(ipa & !(BLOCK - 1));
         let entry = table.get(((ipa >> 12) & 511) as usize).unwrap_or(0);
         FORMAT.is_present(entry) && FORMAT.is_dirty(entry)
     }
@@ -620,8 +617,10 @@ impl LinuxGuest {
     /// translations, and gives every block and table back to its zone.
     fn tear_down(self, zone: &KernelZone, tlb: &mut S2Tlb) -> (usize, usize) {
         let mut dirty = 0;
-        for &(base, frame) in &self.tables.l3 {
-            let gone = Tables::leaf(frame, base)
+        for &(base, _) in &self.tables.l3 {
+            let gone = self
+                .tables
+                .leaf(base)
                 .unmap_ptes(0, 512, tlb)
                 .unwrap_or_else(|e| fail::<Machine>(Step::Free, format_args!("unmap: {e}")));
             dirty += usize::from(gone.dirty);
