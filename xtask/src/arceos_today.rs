@@ -139,10 +139,18 @@ fn build(root: &Path, arch: &Arch, backend: Backend) -> Result<PathBuf, String> 
     Ok(image)
 }
 
-/// The app's aarch64 image on buddy-sim (the build the test stage makes; a no-op build
-/// when it is made already), for AxVisor's guest.
-pub fn aarch64_app_image(root: &Path) -> Result<PathBuf, String> {
-    build(root, &ARCHS[0], Backend::BuddySim)
+/// The app's aarch64 image on buddy-sim with `feature` (`ram-pattern`: as AxVisor's guest;
+/// `hypervisor-guest`: as the arm64 kernel's), cut to `today-aarch64-FEATURE.bin`.
+pub fn aarch64_guest_image(root: &Path, feature: &str) -> Result<PathBuf, String> {
+    let arch = &ARCHS[0];
+    let mut c = nightly_build(root, arch.target);
+    c.args(["--locked", "--features", feature, "--manifest-path"])
+        .arg(root.join("arceos/today/Cargo.toml"));
+    cmd::status(&mut c)?;
+    let dir = target_dir(root);
+    let image = dir.join(format!("today-{}-{feature}.bin", arch.name));
+    flat_image(&dir.join(arch.target).join("release/arceos-today"), &image)?;
+    Ok(image)
 }
 
 /// Boots `image` for `arch` with `cpus` CPUs; the output without colour codes.

@@ -13,7 +13,7 @@
 //! itself, so the `-lc` and `-lgcc_s` the standard library asks for are satisfied by empty
 //! archives instead of a musl cross toolchain.
 
-use crate::arceos_today::{NIGHTLY, aarch64_app_image, flat_image};
+use crate::arceos_today::{NIGHTLY, aarch64_guest_image, flat_image};
 use crate::cmd;
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -83,13 +83,15 @@ disabled = [{ path = "/pcie@10000000" }]
 "#;
 
 /// What a passing boot prints: AxVisor on buddy-sim, the guest created and attached, and
-/// the guest's checks, with its RAM in the two regions (and the DMA32 one below them).
-const EXPECTED: [&str; 5] = [
+/// the guest's checks (its five and the pattern over its RAM), with its RAM in the two
+/// regions (and the DMA32 one below them).
+const EXPECTED: [&str; 6] = [
     "use buddy-sim allocator.",
     "Creating VM[1] \"arceos-today\"",
     "attached VM[1] console",
+    "today guest RAM written and read back: ok",
     "today on buddy-sim with 3 region(s)",
-    "today: all 5 checks passed",
+    "today: all 6 checks passed",
 ];
 
 /// An empty `ar` archive: what `-lc` and `-lgcc_s` find.
@@ -150,7 +152,7 @@ pub fn stage(root: &Path) -> Result<String, String> {
     std::fs::create_dir_all(&lib).map_err(|e| format!("{e}"))?;
     write(&lib.join("libc.a"), EMPTY_ARCHIVE)?;
     write(&lib.join("libgcc_s.a"), EMPTY_ARCHIVE)?;
-    let guest = aarch64_app_image(root)?;
+    let guest = aarch64_guest_image(root, "ram-pattern")?;
     let vm = dir.join("arceos-today.toml");
     write(
         &vm,
@@ -201,6 +203,6 @@ pub fn stage(root: &Path) -> Result<String, String> {
         return Err(format!("AxVisor's run printed no line containing {line:?}"));
     }
     Ok(format!(
-        "AxVisor {VERSION} (unpatched, from the registry) on buddy-sim ran today's ArceOS app as its guest with RAM in two regions: 5 checks passed"
+        "AxVisor {VERSION} (unpatched, from the registry) on buddy-sim ran today's ArceOS app as its guest with RAM in two regions: 6 checks passed (a pattern over all its RAM among them)"
     ))
 }

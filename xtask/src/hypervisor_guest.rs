@@ -9,7 +9,7 @@
 //! AxVisor (ArceOS's hypervisor) is not the host: see the README's "Hypervisors and their
 //! guests" for why.
 
-use crate::arceos_today::{flat_image, nightly_build, target_dir};
+use crate::arceos_today::aarch64_guest_image;
 use crate::cmd;
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -76,24 +76,9 @@ fn word_before<'a>(out: &'a str, label: &str) -> &'a str {
 /// Builds the guest, its device tree and the kernel with both (linted too: the clippy stage
 /// builds the kernel without a guest); returns the kernel's ELF.
 fn build(root: &Path) -> Result<PathBuf, String> {
-    let target = "aarch64-unknown-none-softfloat";
-    let manifest = root.join("arceos/today/Cargo.toml");
-    let mut app = nightly_build(root, target);
-    app.args([
-        "--locked",
-        "--features",
-        "hypervisor-guest",
-        "--manifest-path",
-    ])
-    .arg(&manifest);
-    cmd::status(&mut app)?;
+    let image = aarch64_guest_image(root, "hypervisor-guest")?;
     let out = root.join("target/hypervisor-guest");
     std::fs::create_dir_all(&out).map_err(|e| format!("{}: {e}", out.display()))?;
-    let image = out.join("today-guest.bin");
-    flat_image(
-        &target_dir(root).join(target).join("release/arceos-today"),
-        &image,
-    )?;
     let dtb = out.join("guest.dtb");
     guest_device_tree(&dtb)?;
     let kernel = root.join("kernel");

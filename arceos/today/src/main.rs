@@ -19,8 +19,10 @@ use std::string::{String, ToString};
 use std::thread;
 use std::vec::Vec;
 
-#[cfg(all(feature = "hypervisor-guest", target_arch = "aarch64"))]
-mod guest;
+#[cfg(feature = "ram-pattern")]
+mod ram_pattern;
+#[cfg(feature = "hypervisor-guest")]
+mod working_set;
 #[cfg(all(feature = "hypervisor-guest", not(target_arch = "aarch64")))]
 compile_error!("the `hypervisor-guest` feature is for the arm64 hypervisor's guest (aarch64)");
 
@@ -302,11 +304,16 @@ fn main() {
     checks.check("DMA32 and fixed-address runs", dma32_and_fixed());
     checks.check("a 2 MiB page split into 4 KiB pages", huge_page_split());
     checks.check("eight tasks on every CPU", tasks());
-    #[cfg(all(feature = "hypervisor-guest", target_arch = "aarch64"))]
-    {
-        checks.check("guest RAM written and read back", guest::ram_pattern());
-        checks.check("working set seen by the hypervisor", guest::working_set());
-    }
+    #[cfg(feature = "ram-pattern")]
+    checks.check(
+        "guest RAM written and read back",
+        ram_pattern::ram_pattern(),
+    );
+    #[cfg(feature = "hypervisor-guest")]
+    checks.check(
+        "working set seen by the hypervisor",
+        working_set::working_set(),
+    );
     println!("today on {} with {}", global_allocator().name(), regions());
     if checks.failed == 0 {
         println!("today: all {} checks passed", checks.run);

@@ -1,14 +1,12 @@
-//! The app as a guest of this project's EL2 hypervisor (the `hypervisor-guest` feature,
-//! aarch64): it writes a pattern over all the RAM its allocator gives and reads it back,
-//! and it shows the hypervisor a known working set through the hypervisor's calls (SMCCC's
-//! vendor-specific hypervisor service): it names a buffer, writes every other page of it,
-//! then idles, and the hypervisor's aging of stage 2 must see exactly that.
+//! The app as the guest of this project's EL2 hypervisor (the `hypervisor-guest` feature,
+//! aarch64): it shows the hypervisor a known working set through the hypervisor's calls
+//! (SMCCC's vendor-specific hypervisor service): it names a buffer, writes every other page
+//! of it, then idles, and the hypervisor's aging of stage 2 must see exactly that.
 
 use ax_alloc::{UsageKind, global_allocator};
 use core::time::Duration;
 use std::string::String;
 use std::thread;
-use std::vec::Vec;
 
 use crate::PAGE;
 
@@ -23,8 +21,6 @@ const HYP_MAGIC: u64 = 0x6275_6464_7973_696d;
 const BUFFER_PAGES: usize = 256;
 /// Every `STRIDE`-th page of it is written.
 const STRIDE: usize = 2;
-/// Pages of each run the RAM pattern takes: 2 MiB.
-const RUN_PAGES: usize = 512;
 
 /// A call to the hypervisor: function `f`, arguments in x1-x3; its answer.
 fn hvc(f: u64, a: u64, b: u64, c: u64) -> u64 {
@@ -36,48 +32,6 @@ fn hvc(f: u64, a: u64, b: u64, c: u64) -> u64 {
             inout("x2") b => _, inout("x3") c => _, options(nostack));
     }
     answer
-}
-
-/// Takes 2 MiB runs from the allocator until it has none left, writes each word with its
-/// own address scrambled, reads every word back, and frees the runs.
-pub fn ram_pattern() -> Result<(), String> {
-    let a = global_allocator();
-    let mut runs: Vec<usize> = Vec::with_capacity(128);
-    while runs.len() < runs.capacity() {
-        match a.alloc_pages(RUN_PAGES, PAGE, UsageKind::Global) {
-            Ok(at) => runs.push(at),
-            Err(_) => break,
-        }
-    }
-    let word = |at: usize| (at as u64) ^ 0xa5a5_5a5a_0f0f_f0f0;
-    for &at in &runs {
-        for w in (at..at + RUN_PAGES * PAGE).step_by(8) {
-            // SAFETY: the run is this function's (ArceOS maps all of its RAM).
-            unsafe { (w as *mut u64).write_volatile(word(w)) };
-        }
-    }
-    let mut bad = None;
-    for &at in &runs {
-        for w in (at..at + RUN_PAGES * PAGE).step_by(8) {
-            // SAFETY: as above.
-            if unsafe { (w as *const u64).read_volatile() } != word(w) {
-                bad = bad.or(Some(w));
-            }
-        }
-    }
-    for &at in &runs {
-        a.dealloc_pages(at, RUN_PAGES, UsageKind::Global);
-    }
-    println!(
-        "today guest RAM: {} MiB in {} runs of 2 MiB written and read back",
-        runs.len() * 2,
-        runs.len()
-    );
-    match bad {
-        _ if runs.is_empty() => Err(String::from("no 2 MiB run free")),
-        Some(w) => Err(format!("the word at {w:#x} did not read back")),
-        None => Ok(()),
-    }
 }
 
 /// Names a buffer to the hypervisor, writes every [`STRIDE`]-th page of it, then sleeps:
