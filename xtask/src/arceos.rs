@@ -466,14 +466,7 @@ const MEASURE_BOOTS: usize = 3;
 /// each headed by `ARCEOS RUN arch=... allocator=... cpus=...`. A build or boot that fails leaves
 /// `UNAVAILABLE: why` as the file's first line instead: the report says so and goes on.
 pub fn capture_measurements(root: &Path, out: &Path) -> Result<(), String> {
-    let text = match measure(root) {
-        Ok(log) => log,
-        Err(e) => format!("UNAVAILABLE: {e}\n"),
-    };
-    if let Some(dir) = out.parent() {
-        std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
-    }
-    std::fs::write(out, text).map_err(|e| format!("{}: {e}", out.display()))
+    cmd::write_capture(out, measure(root))
 }
 
 fn measure(root: &Path) -> Result<String, String> {

@@ -396,3 +396,13 @@ fn wait_with_limit(
         std::thread::sleep(std::time::Duration::from_millis(50));
     }
 }
+
+/// Writes a report capture to `out` (its directory made): `text`, or `UNAVAILABLE: why`
+/// as its first line, which the report's section shows instead of figures.
+pub fn write_capture(out: &std::path::Path, text: Result<String, String>) -> Result<(), String> {
+    let text = text.unwrap_or_else(|why| format!("UNAVAILABLE: {why}\n"));
+    if let Some(dir) = out.parent() {
+        std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    }
+    std::fs::write(out, text).map_err(|e| format!("{}: {e}", out.display()))
+}

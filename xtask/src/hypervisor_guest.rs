@@ -157,9 +157,5 @@ pub fn capture_measurements(root: &Path, out: &Path) -> Result<(), String> {
         }
         Ok(log)
     };
-    let text = measure().unwrap_or_else(|e| format!("UNAVAILABLE: {e}\n"));
-    if let Some(dir) = out.parent() {
-        std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
-    }
-    std::fs::write(out, text).map_err(|e| format!("{}: {e}", out.display()))
+    cmd::write_capture(out, measure())
 }

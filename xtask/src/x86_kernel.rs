@@ -147,8 +147,5 @@ pub fn capture_measurements(root: &Path, out: &Path) -> Result<(), String> {
             Err(e) => format!("UNAVAILABLE: the kernel's measurement boot under KVM failed: {e}\n"),
         },
     };
-    if let Some(dir) = out.parent() {
-        std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
-    }
-    std::fs::write(out, text).map_err(|e| format!("{}: {e}", out.display()))
+    crate::cmd::write_capture(out, Ok(text))
 }

@@ -100,9 +100,6 @@ unsafe impl Sync for RunStorage {}
 
 static STORAGE: RunStorage = RunStorage(UnsafeCell::new([IdleRun::EMPTY; RUNS]));
 
-/// Aging passes run and their total time (ns; guest instructions under `-icount shift=0`).
-static AGING: [AtomicU64; 2] = [AtomicU64::new(0), AtomicU64::new(0)];
-
 /// The machine the device tree shows the guest: RAM and the devices passed through.
 struct Layout {
     /// Guest-physical base and size of RAM (2 MiB multiples).
@@ -259,6 +256,8 @@ struct LinuxGuest {
     tables: Tables,
     /// Device accesses emulated (read as zero, writes ignored).
     emulated: u64,
+    /// The aging passes' total time (ns; guest instructions under `-icount shift=0`).
+    aging_ns: u64,
     /// The working-set buffer the guest named: its first page's guest-physical address and
     /// its pages.
     buffer: (u64, usize),
@@ -319,6 +318,7 @@ impl LinuxGuest {
             blocks,
             tables: Tables::new(zone, clearer),
             emulated: 0,
+            aging_ns: 0,
             buffer: (0, 0),
         };
         (guest, known_zero)
@@ -327,18 +327,15 @@ impl LinuxGuest {
     /// Checks every word of guest RAM reads zero.
     fn check_zeroed(&self) {
         for (i, b) in self.blocks.iter().enumerate() {
-            let p = (b.pfn.0 * PAGE) as *const u64;
-            for w in 0..(BLOCK / 8) as usize {
-                // SAFETY: the block is the guest's, identity-mapped, and the guest has not
-                // started.
-                let v = unsafe { p.add(w).read_volatile() };
-                if v != 0 {
-                    fail::<Machine>(
-                        Step::Zeroing,
-                        format_args!("guest RAM block {i} word {w} reads {v:#x}"),
-                    );
-                }
-            }
+            // SAFETY: the block is the guest's, identity-mapped, and the guest has not
+            // started.
+            unsafe {
+                steps::check_zero::<Machine>(
+                    b.pfn,
+                    BLOCK / PAGE,
+                    format_args!("guest RAM block {i}"),
+                )
+            };
         }
     }
 
@@ -422,7 +419,7 @@ impl LinuxGuest {
 
     /// One aging pass over all of guest RAM (KVM's clear_flush_young) into `ws`; returns
     /// the pages found young.
-    fn age(&self, ws: &mut WorkingSet<'_>, tlb: &mut S2Tlb) -> u64 {
+    fn age(&mut self, ws: &mut WorkingSet<'_>, tlb: &mut S2Tlb) -> u64 {
         let start = Machine::now_ns();
         let mut pass = ws.pass();
         for i in 0..self.blocks.len() {
@@ -433,8 +430,7 @@ impl LinuxGuest {
             .finish()
             .unwrap_or_else(|e| fail::<Machine>(Step::Aging, format_args!("working set: {e}")))
             .young_pages;
-        AGING[0].fetch_add(1, Ordering::Relaxed);
-        AGING[1].fetch_add(Machine::now_ns() - start, Ordering::Relaxed);
+        self.aging_ns += Machine::now_ns() - start;
         young
     }
 
@@ -508,7 +504,7 @@ impl LinuxGuest {
 
     /// The guest wrote every `stride`-th page of its buffer: a pass must find exactly those
     /// young, and each dirty.
-    fn touched(&self, stride: u64, ws: &mut WorkingSet<'_>, tlb: &mut S2Tlb) -> u64 {
+    fn touched(&mut self, stride: u64, ws: &mut WorkingSet<'_>, tlb: &mut S2Tlb) -> u64 {
         let (first, n) = self.buffer;
         let young_all = self.age(ws, tlb);
         let idle = self.buffer_idle(ws);
@@ -535,7 +531,7 @@ impl LinuxGuest {
     }
 
     /// The guest idled: a pass must find its whole buffer idle.
-    fn idled(&self, ws: &mut WorkingSet<'_>, tlb: &mut S2Tlb) -> u64 {
+    fn idled(&mut self, ws: &mut WorkingSet<'_>, tlb: &mut S2Tlb) -> u64 {
         let (_, n) = self.buffer;
         let young_all = self.age(ws, tlb);
         let idle = self.buffer_idle(ws);
@@ -547,8 +543,7 @@ impl LinuxGuest {
             );
         }
         println!(
-            "linux guest: after the guest idled, all {n} buffer pages idle ({young_all} young in all of its RAM); working set {} pages of {}",
-            young_all,
+            "linux guest: after the guest idled, all {n} buffer pages idle; working set {young_all} pages of {}",
             self.blocks.len() * 512
         );
         young
@@ -787,10 +782,7 @@ pub fn run(zone: &KernelZone, clearer: &FrameClearer<OffsetMap>) {
             format_args!("guest: powered off without its working-set calls"),
         );
     }
-    let (passes, aging_ns) = (
-        AGING[0].load(Ordering::Relaxed),
-        AGING[1].load(Ordering::Relaxed),
-    );
+    let (passes, aging_ns) = (ws.passes(), guest.aging_ns);
     println!(
         "linux guest: powered off (PSCI SYSTEM_OFF); {} device accesses emulated; {passes} aging passes over {} pages, {} ns each on average (guest instructions under -icount shift=0)",
         guest.emulated,

@@ -40,6 +40,9 @@ pub use platform::Platform;
 #[cfg(target_arch = "aarch64")]
 pub use reporting::reporting_step;
 pub use smp::secondary;
+/// It checks its RAM reads zero as every zeroed allocation here is checked.
+#[cfg(linux_guest)]
+pub use zone::check_zero;
 pub use zone::{
     BOOT_POOL, Blocks, KernelZone, alloc_zeroed, check_whole, clearer, free_block, make_zones,
     movable_zone, nodes, set_owner, zero_in_background, zone,

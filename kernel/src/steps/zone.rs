@@ -290,19 +290,28 @@ pub fn alloc_zeroed<P: Platform>(
                 format_args!("cpu {cpu}: alloc_zeroed order {order}: {e}"),
             )
         });
-    let words = (o.pages() * PAGE / 8) as usize;
+    // SAFETY: the zone just handed this identity-mapped block to this core.
+    unsafe { check_zero::<P>(pfn, o.pages(), format_args!("cpu {cpu}")) };
+    pfn
+}
+
+/// Checks every word of the `pages` frames from `pfn` reads zero; a word that does not
+/// fails [`Step::Zeroing`], naming `whose` block it is.
+///
+/// # Safety
+/// The frames are identity-mapped and the caller's, not written by anyone meanwhile.
+pub unsafe fn check_zero<P: Platform>(pfn: Pfn, pages: u64, whose: core::fmt::Arguments<'_>) {
     let p = (pfn.0 * PAGE) as *const u64;
-    for w in 0..words {
-        // SAFETY: the zone just handed this identity-mapped block to this core.
+    for w in 0..(pages * PAGE / 8) as usize {
+        // SAFETY: the caller's.
         let v = unsafe { core::ptr::read_volatile(p.add(w)) };
         if v != 0 {
             fail::<P>(
                 Step::Zeroing,
-                format_args!("cpu {cpu}: pfn {pfn} word {w} reads {v:#x}"),
+                format_args!("{whose}: pfn {pfn} word {w} reads {v:#x}"),
             );
         }
     }
-    pfn
 }
 
 /// Gives block `pfn` of `order` back on `cpu`; a refusal fails `step`.
