@@ -79,9 +79,11 @@ pub fn describe(c: &Command) -> String {
 /// Runs `c` with inherited output; an error names the command and its exit status.
 pub fn status(c: &mut Command) -> Result<(), String> {
     println!("    $ {}", describe(c));
+    let started = std::time::Instant::now();
     let st = c
         .status()
         .map_err(|e| format!("`{}` could not start: {e}", describe(c)))?;
+    took(c, started);
     if st.success() {
         Ok(())
     } else {
@@ -89,10 +91,21 @@ pub fn status(c: &mut Command) -> Result<(), String> {
     }
 }
 
+/// Prints how long `c`, started at `started`, ran: the test run's log says where its time
+/// goes.
+fn took(c: &Command, started: std::time::Instant) {
+    println!(
+        "    ({:.1} s: {})",
+        started.elapsed().as_secs_f64(),
+        c.get_program().to_string_lossy()
+    );
+}
+
 /// Runs `c`, echoing its stdout live and returning it as well.
 pub fn output_echoed(c: &mut Command) -> Result<String, String> {
     use std::io::{BufRead, BufReader};
     println!("    $ {}", describe(c));
+    let started = std::time::Instant::now();
     let mut child = c
         .stdout(Stdio::piped())
         .spawn()
@@ -106,6 +119,7 @@ pub fn output_echoed(c: &mut Command) -> Result<String, String> {
         }
     }
     let st = child.wait().map_err(|e| e.to_string())?;
+    took(c, started);
     if st.success() {
         Ok(out)
     } else {
@@ -247,6 +261,7 @@ fn run_with_limit(
 ) -> Result<(Option<Option<i32>>, String), String> {
     use std::io::Read;
     println!("    $ {}", describe(c));
+    let started = std::time::Instant::now();
     let mut child = c
         .stdout(Stdio::piped())
         .spawn()
@@ -259,6 +274,7 @@ fn run_with_limit(
     });
     let status = wait_with_limit(&mut child, limit)?;
     let out = reader.join().unwrap_or_default();
+    took(c, started);
     Ok((status.map(|st| st.code()), out))
 }
 
@@ -305,6 +321,7 @@ pub fn output_answering<T: Send + 'static>(
     answer: fn(u32, &str) -> T,
 ) -> Result<(Option<i32>, String, Vec<T>), String> {
     use std::io::{BufRead, Write};
+    let started = std::time::Instant::now();
     let (mut child, stdout, mut stdin) = spawn_console(c)?;
     let pid = child.id();
     let reader = std::thread::spawn(move || {
@@ -326,6 +343,7 @@ pub fn output_answering<T: Send + 'static>(
     let status = wait_with_limit(&mut child, limit)?;
     let (out, answers) = reader.join().unwrap_or_default();
     print!("{out}");
+    took(c, started);
     match status {
         Some(st) => Ok((st.code(), out, answers)),
         None => Err(format!(
@@ -347,6 +365,7 @@ pub fn output_until(
     last: &'static str,
 ) -> Result<(String, bool), String> {
     use std::io::{BufRead, Write};
+    let started = std::time::Instant::now();
     let (mut child, stdout, mut stdin) = spawn_console(c)?;
     let (done_tx, done_rx) = std::sync::mpsc::channel();
     let reader = std::thread::spawn(move || {
@@ -374,6 +393,7 @@ pub fn output_until(
     let _ = child.wait();
     let (out, seen) = reader.join().unwrap_or_default();
     print!("{out}");
+    took(c, started);
     Ok((out, seen))
 }
 
