@@ -121,34 +121,42 @@ pub fn target_dir(root: &Path) -> PathBuf {
     root.join("target/arceos-today")
 }
 
-/// Builds the app for `arch` on `backend` and returns its image: a flat binary (aarch64's
-/// Linux Image, x86_64's PE/EFI image, as axplat-dyn links them).
+/// Builds the app for `arch` on `backend` and returns its image ([`app_image`]).
 fn build(root: &Path, arch: &Arch, backend: Backend) -> Result<PathBuf, String> {
     let (workspace, features) = backend.workspace();
-    let manifest = root.join(workspace).join("Cargo.toml");
-    let target_dir = target_dir(root);
-    let mut c = nightly_build(root, arch.target);
-    c.args(["--locked"])
-        .args(features)
-        .arg("--manifest-path")
-        .arg(&manifest);
-    cmd::status(&mut c)?;
-    let elf = target_dir.join(arch.target).join("release/arceos-today");
-    let image = target_dir.join(format!("today-{}-{}.bin", arch.name, backend.name()));
-    flat_image(&elf, &image)?;
-    Ok(image)
+    app_image(root, arch, workspace, features, backend.name())
 }
 
 /// The app's aarch64 image on buddy-sim with `feature` (`ram-pattern`: as AxVisor's guest;
 /// `hypervisor-guest`: as the arm64 kernel's), cut to `today-aarch64-FEATURE.bin`.
 pub fn aarch64_guest_image(root: &Path, feature: &str) -> Result<PathBuf, String> {
-    let arch = &ARCHS[0];
+    app_image(
+        root,
+        &ARCHS[0],
+        "arceos/today",
+        &["--features", feature],
+        feature,
+    )
+}
+
+/// Builds the app of `workspace` for `arch` with `args` (its features) and cuts its image,
+/// a flat binary (aarch64's Linux Image, x86_64's PE/EFI image, as axplat-dyn links them),
+/// to `today-ARCH-LABEL.bin` in the shared target directory.
+fn app_image(
+    root: &Path,
+    arch: &Arch,
+    workspace: &str,
+    args: &[&str],
+    label: &str,
+) -> Result<PathBuf, String> {
     let mut c = nightly_build(root, arch.target);
-    c.args(["--locked", "--features", feature, "--manifest-path"])
-        .arg(root.join("arceos/today/Cargo.toml"));
+    c.arg("--locked")
+        .args(args)
+        .arg("--manifest-path")
+        .arg(root.join(workspace).join("Cargo.toml"));
     cmd::status(&mut c)?;
     let dir = target_dir(root);
-    let image = dir.join(format!("today-{}-{feature}.bin", arch.name));
+    let image = dir.join(format!("today-{}-{label}.bin", arch.name));
     flat_image(&dir.join(arch.target).join("release/arceos-today"), &image)?;
     Ok(image)
 }

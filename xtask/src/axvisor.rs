@@ -97,24 +97,18 @@ const EXPECTED: [&str; 6] = [
 /// An empty `ar` archive: what `-lc` and `-lgcc_s` find.
 const EMPTY_ARCHIVE: &[u8] = b"!<arch>\n";
 
-fn write(path: &Path, bytes: &[u8]) -> Result<(), String> {
-    std::fs::write(path, bytes).map_err(|e| format!("{}: {e}", path.display()))
-}
-
 /// AxVisor's published source, copied to `dir/axvisor` (the registry's copy is read-only
 /// in spirit: the build writes beside it).
 fn source(dir: &Path) -> Result<PathBuf, String> {
     // A scratch package that depends on it makes cargo download it.
     let fetch = dir.join("fetch");
-    std::fs::create_dir_all(fetch.join("src")).map_err(|e| format!("{}: {e}", fetch.display()))?;
-    write(
+    cmd::write_file(
         &fetch.join("Cargo.toml"),
         format!(
             "[package]\nname = \"axvisor-fetch\"\nversion = \"0.0.0\"\nedition = \"2024\"\npublish = false\n\n[dependencies]\naxvisor = \"={VERSION}\"\n\n[workspace]\n"
-        )
-        .as_bytes(),
+        ),
     )?;
-    write(&fetch.join("src/main.rs"), b"fn main() {}\n")?;
+    cmd::write_file(&fetch.join("src/main.rs"), "fn main() {}\n")?;
     cmd::status(cmd::toolchain_cargo(&fetch, NIGHTLY).arg("fetch"))?;
     let registry = cmd::cargo_home()?.join("registry/src");
     let found = std::fs::read_dir(&registry)
@@ -125,7 +119,8 @@ fn source(dir: &Path) -> Result<PathBuf, String> {
         .ok_or_else(|| format!("axvisor {VERSION} is not under {}", registry.display()))?;
     let copy = dir.join("src/axvisor");
     if !copy.join("Cargo.toml").is_file() {
-        std::fs::create_dir_all(dir.join("src")).map_err(|e| format!("{e}"))?;
+        let parent = dir.join("src");
+        std::fs::create_dir_all(&parent).map_err(|e| format!("{}: {e}", parent.display()))?;
         cmd::status(Command::new("cp").arg("-r").arg(&found).arg(&copy))?;
     }
     Ok(copy)
@@ -136,29 +131,23 @@ pub fn stage(root: &Path) -> Result<String, String> {
     let dir = root.join("target/axvisor");
     let src = source(&dir)?;
     // The drop-in, for every crate that asks for ax-alloc (ax-runtime's allocator).
-    let cargo_config = dir.join("src/.cargo");
-    std::fs::create_dir_all(&cargo_config).map_err(|e| format!("{e}"))?;
-    write(
-        &cargo_config.join("config.toml"),
+    cmd::write_file(
+        &dir.join("src/.cargo/config.toml"),
         format!(
             "[patch.crates-io]\nax-alloc = {{ path = \"{}\" }}\n",
             root.join("arceos/ax-alloc").display()
-        )
-        .as_bytes(),
+        ),
     )?;
     let spec = dir.join("aarch64-unknown-linux-musl.json");
-    write(&spec, TARGET_SPEC.as_bytes())?;
+    cmd::write_file(&spec, TARGET_SPEC)?;
     let lib = dir.join("lib");
-    std::fs::create_dir_all(&lib).map_err(|e| format!("{e}"))?;
-    write(&lib.join("libc.a"), EMPTY_ARCHIVE)?;
-    write(&lib.join("libgcc_s.a"), EMPTY_ARCHIVE)?;
+    cmd::write_file(&lib.join("libc.a"), EMPTY_ARCHIVE)?;
+    cmd::write_file(&lib.join("libgcc_s.a"), EMPTY_ARCHIVE)?;
     let guest = aarch64_guest_image(root, "ram-pattern")?;
     let vm = dir.join("arceos-today.toml");
-    write(
+    cmd::write_file(
         &vm,
-        VM_CONFIG
-            .replace("KERNEL", &guest.display().to_string())
-            .as_bytes(),
+        VM_CONFIG.replace("KERNEL", &guest.display().to_string()),
     )?;
 
     let mut build = cmd::toolchain_cargo(&src, NIGHTLY);

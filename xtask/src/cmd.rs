@@ -78,8 +78,7 @@ pub fn describe(c: &Command) -> String {
 
 /// Runs `c` with inherited output; an error names the command and its exit status.
 pub fn status(c: &mut Command) -> Result<(), String> {
-    println!("    $ {}", describe(c));
-    let started = std::time::Instant::now();
+    let started = announce(c);
     let st = c
         .status()
         .map_err(|e| format!("`{}` could not start: {e}", describe(c)))?;
@@ -89,6 +88,12 @@ pub fn status(c: &mut Command) -> Result<(), String> {
     } else {
         Err(format!("`{}` failed ({st})", describe(c)))
     }
+}
+
+/// Prints the command line `c` is about to run; returns when it starts, for [`took`].
+fn announce(c: &Command) -> std::time::Instant {
+    println!("    $ {}", describe(c));
+    std::time::Instant::now()
 }
 
 /// Prints how long `c`, started at `started`, ran: the test run's log says where its time
@@ -104,8 +109,7 @@ fn took(c: &Command, started: std::time::Instant) {
 /// Runs `c`, echoing its stdout live and returning it as well.
 pub fn output_echoed(c: &mut Command) -> Result<String, String> {
     use std::io::{BufRead, BufReader};
-    println!("    $ {}", describe(c));
-    let started = std::time::Instant::now();
+    let started = announce(c);
     let mut child = c
         .stdout(Stdio::piped())
         .spawn()
@@ -260,8 +264,7 @@ fn run_with_limit(
     limit: std::time::Duration,
 ) -> Result<(Option<Option<i32>>, String), String> {
     use std::io::Read;
-    println!("    $ {}", describe(c));
-    let started = std::time::Instant::now();
+    let started = announce(c);
     let mut child = c
         .stdout(Stdio::piped())
         .spawn()
@@ -287,19 +290,18 @@ fn timed_out(c: &Command, limit: std::time::Duration) -> String {
     )
 }
 
-/// Starts `c` (printing it) with its stdin and stdout piped: a serial console to read and
-/// type on.
-fn spawn_console(
-    c: &mut Command,
-) -> Result<
-    (
-        std::process::Child,
-        std::process::ChildStdout,
-        std::process::ChildStdin,
-    ),
-    String,
-> {
-    println!("    $ {}", describe(c));
+/// A child with its stdin and stdout piped (a serial console to read and type on), and
+/// when it started.
+struct Console {
+    child: std::process::Child,
+    stdout: std::process::ChildStdout,
+    stdin: std::process::ChildStdin,
+    started: std::time::Instant,
+}
+
+/// Starts `c` (printing it) as a [`Console`].
+fn spawn_console(c: &mut Command) -> Result<Console, String> {
+    let started = announce(c);
     let mut child = c
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
@@ -307,7 +309,12 @@ fn spawn_console(
         .map_err(|e| format!("`{}` could not start: {e}", describe(c)))?;
     let stdout = child.stdout.take().ok_or("no stdout pipe")?;
     let stdin = child.stdin.take().ok_or("no stdin pipe")?;
-    Ok((child, stdout, stdin))
+    Ok(Console {
+        child,
+        stdout,
+        stdin,
+        started,
+    })
 }
 
 /// [`output_with_timeout`] for a child that asks its host to look at it: each output line
@@ -321,9 +328,9 @@ pub fn output_answering<T: Send + 'static>(
     answer: fn(u32, &str) -> T,
 ) -> Result<(Option<i32>, String, Vec<T>), String> {
     use std::io::{BufRead, Write};
-    let started = std::time::Instant::now();
-    let (mut child, stdout, mut stdin) = spawn_console(c)?;
-    let pid = child.id();
+    let mut console = spawn_console(c)?;
+    let (stdout, mut stdin) = (console.stdout, console.stdin);
+    let pid = console.child.id();
     let reader = std::thread::spawn(move || {
         let mut out = String::new();
         let mut answers = Vec::new();
@@ -340,10 +347,10 @@ pub fn output_answering<T: Send + 'static>(
         }
         (out, answers)
     });
-    let status = wait_with_limit(&mut child, limit)?;
+    let status = wait_with_limit(&mut console.child, limit)?;
     let (out, answers) = reader.join().unwrap_or_default();
     print!("{out}");
-    took(c, started);
+    took(c, console.started);
     match status {
         Some(st) => Ok((st.code(), out, answers)),
         None => Err(format!(
@@ -365,8 +372,8 @@ pub fn output_until(
     last: &'static str,
 ) -> Result<(String, bool), String> {
     use std::io::{BufRead, Write};
-    let started = std::time::Instant::now();
-    let (mut child, stdout, mut stdin) = spawn_console(c)?;
+    let mut console = spawn_console(c)?;
+    let (stdout, mut stdin) = (console.stdout, console.stdin);
     let (done_tx, done_rx) = std::sync::mpsc::channel();
     let reader = std::thread::spawn(move || {
         let (mut out, mut answered, mut seen) = (String::new(), false, false);
@@ -389,11 +396,11 @@ pub fn output_until(
         (out, seen)
     });
     let _ = done_rx.recv_timeout(limit);
-    let _ = child.kill();
-    let _ = child.wait();
+    let _ = console.child.kill();
+    let _ = console.child.wait();
     let (out, seen) = reader.join().unwrap_or_default();
     print!("{out}");
-    took(c, started);
+    took(c, console.started);
     Ok((out, seen))
 }
 
@@ -419,10 +426,17 @@ fn wait_with_limit(
 
 /// Writes a report capture to `out` (its directory made): `text`, or `UNAVAILABLE: why`
 /// as its first line, which the report's section shows instead of figures.
-pub fn write_capture(out: &std::path::Path, text: Result<String, String>) -> Result<(), String> {
-    let text = text.unwrap_or_else(|why| format!("UNAVAILABLE: {why}\n"));
-    if let Some(dir) = out.parent() {
+pub fn write_capture(out: &Path, text: Result<String, String>) -> Result<(), String> {
+    write_file(
+        out,
+        text.unwrap_or_else(|why| format!("UNAVAILABLE: {why}\n")),
+    )
+}
+
+/// Writes `contents` to `path`, making its directory first; an error names the path.
+pub fn write_file(path: &Path, contents: impl AsRef<[u8]>) -> Result<(), String> {
+    if let Some(dir) = path.parent() {
         std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
     }
-    std::fs::write(out, text).map_err(|e| format!("{}: {e}", out.display()))
+    std::fs::write(path, contents).map_err(|e| format!("{}: {e}", path.display()))
 }

@@ -172,7 +172,7 @@ fn write_workspace(root: &Path, dir: &Path, crates: &[Unpacked]) -> Result<(), S
         members.join(", "),
         patches(crates)
     );
-    write(&dir.join("Cargo.toml"), &manifest)?;
+    cmd::write_file(&dir.join("Cargo.toml"), &manifest)?;
     copy(&root.join("Cargo.lock"), &dir.join("Cargo.lock"))
 }
 
@@ -283,8 +283,8 @@ fn quick_start(
         c.name,
         patches(crates)
     );
-    write(&project.join("Cargo.toml"), &manifest)?;
-    write(&project.join("src/main.rs"), code)?;
+    cmd::write_file(&project.join("Cargo.toml"), &manifest)?;
+    cmd::write_file(&project.join("src/main.rs"), code)?;
     copy(&root.join("Cargo.lock"), &project.join("Cargo.lock"))?;
     cmd::status(
         cargo(&project)
@@ -313,13 +313,6 @@ fn files(dir: &Path) -> Result<Vec<PathBuf>, String> {
 
 fn read(path: &Path) -> Result<String, String> {
     std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))
-}
-
-fn write(path: &Path, text: &str) -> Result<(), String> {
-    if let Some(parent) = path.parent() {
-        std::fs::create_dir_all(parent).map_err(|e| format!("{}: {e}", parent.display()))?;
-    }
-    std::fs::write(path, text).map_err(|e| format!("{}: {e}", path.display()))
 }
 
 fn copy(from: &Path, to: &Path) -> Result<(), String> {

@@ -184,12 +184,23 @@ impl Tables {
         unsafe { &*((frame * PAGE) as *const AtomicU64).add(i) }
     }
 
-    /// Makes the level-3 table mapping the 2 MiB at `ipa` (and its level-2 table) if new.
-    fn leaf_at(&mut self, ipa: u64, zone: &KernelZone, clearer: &FrameClearer<OffsetMap>) {
+    /// The level-3 table mapping the 2 MiB at `ipa`, made (with its level-2 table) if new.
+    fn leaf_at(
+        &mut self,
+        ipa: u64,
+        zone: &KernelZone,
+        clearer: &FrameClearer<OffsetMap>,
+    ) -> PteTable<'_, Arm64Stage2> {
         let base = ipa & !(BLOCK - 1);
-        if self.l3.iter().any(|(b, _)| *b == base) {
-            return;
+        if !self.l3.iter().any(|(b, _)| *b == base) {
+            self.make_leaf(ipa, zone, clearer);
         }
+        self.leaf(base)
+    }
+
+    /// Makes the level-3 table mapping the 2 MiB at `ipa`, and its level-2 table if new.
+    fn make_leaf(&mut self, ipa: u64, zone: &KernelZone, clearer: &FrameClearer<OffsetMap>) {
+        let base = ipa & !(BLOCK - 1);
         let l1 = ((ipa >> 30) & 3) as usize;
         if ipa >> 32 != 0 {
             fail::<Machine>(
@@ -215,7 +226,7 @@ impl Tables {
         }
     }
 
-    /// The level-3 table mapping the 2 MiB at `base` (one [`Tables::leaf_at`] made), as
+    /// The level-3 table mapping the 2 MiB at `base` (one [`Tables::make_leaf`] made), as
     /// pte-batch's table.
     fn leaf(&self, base: u64) -> PteTable<'_, Arm64Stage2> {
         let Some(&(_, frame)) = self.l3.iter().find(|(b, _)| *b == base) else {
@@ -350,8 +361,7 @@ impl LinuxGuest {
         };
         for i in 0..self.blocks.len() {
             let ipa = self.layout.ram.0 + i as u64 * BLOCK;
-            self.tables.leaf_at(ipa, zone, clearer);
-            let table = self.tables.leaf(ipa);
+            let table = self.tables.leaf_at(ipa, zone, clearer);
             // A page at a time: no contiguous hint, so that aging sees each page.
             for p in 0..512 {
                 let pfn = Pfn(self.blocks[i].pfn.0 + p as u64);
@@ -369,9 +379,8 @@ impl LinuxGuest {
             let pages = size.div_ceil(PAGE);
             for p in 0..pages {
                 let ipa = base + p * PAGE;
-                self.tables.leaf_at(ipa, zone, clearer);
                 self.tables
-                    .leaf(ipa & !(BLOCK - 1))
+                    .leaf_at(ipa, zone, clearer)
                     .set_ptes(((ipa >> 12) & 511) as usize, Pfn(ipa / PAGE), 1, device)
                     .unwrap_or_else(|e| {
                         fail::<Machine>(Step::Mapping, format_args!("device at {ipa:#x}: {e}"))
