@@ -2,7 +2,7 @@
 //! core's path inline, a zeroed block the zeroed pool's, a run the path of runs.
 
 use crate::error::alloc::AllocError;
-use crate::frame::Frame;
+use crate::frame_storage::FrameStorage;
 use crate::request::{AllocRequest, ReschedPoint, SlowPath};
 use crate::zeroed::Zeroing;
 use crate::zone::buddy::Prefer;
@@ -13,7 +13,7 @@ use mm_types::Pfn;
 
 impl<F, P, R, A, C> Cpu<'_, F, P, R, A, C>
 where
-    F: AsRef<[Frame]>,
+    F: FrameStorage,
     P: PerCpuSet<R>,
     R: RawMutex,
     A: Access,

@@ -2,6 +2,7 @@
 //! converts to and from the raw frame number ([`Block::into_raw`], [`Block::from_raw`]) for a
 //! kernel that keeps frames in page tables.
 
+use crate::frame_storage::FrameStorage;
 use crate::types::Order;
 use crate::zone::per_cpu_set::PerCpuSet;
 use core::fmt;
@@ -9,7 +10,6 @@ use core::mem::ManuallyDrop;
 
 use crate::error::alloc::AllocError;
 use crate::error::free::FreeError;
-use crate::frame::Frame;
 use crate::request::{AllocRequest, Holding};
 use crate::zone::cpu::{Access, Cpu, Locked, ServedBy};
 use lock_api::RawMutex;
@@ -36,7 +36,7 @@ use mm_types::Pfn;
 /// ```
 pub struct Block<'z, F, P, R, A = Locked>
 where
-    F: AsRef<[Frame]>,
+    F: FrameStorage,
     P: PerCpuSet<R>,
     R: RawMutex,
     A: Access,
@@ -48,7 +48,7 @@ where
 
 impl<'z, F, P, R, A, C> Cpu<'z, F, P, R, A, C>
 where
-    F: AsRef<[Frame]>,
+    F: FrameStorage,
     P: PerCpuSet<R>,
     R: RawMutex,
     A: Access,
@@ -81,7 +81,7 @@ where
 
 impl<'z, F, P, R, A> Block<'z, F, P, R, A>
 where
-    F: AsRef<[Frame]>,
+    F: FrameStorage,
     P: PerCpuSet<R>,
     R: RawMutex,
     A: Access,
@@ -166,7 +166,7 @@ where
 
 impl<F, P, R, A> Drop for Block<'_, F, P, R, A>
 where
-    F: AsRef<[Frame]>,
+    F: FrameStorage,
     P: PerCpuSet<R>,
     R: RawMutex,
     A: Access,
@@ -180,7 +180,7 @@ where
 
 impl<F, P, R, A> fmt::Debug for Block<'_, F, P, R, A>
 where
-    F: AsRef<[Frame]>,
+    F: FrameStorage,
     P: PerCpuSet<R>,
     R: RawMutex,
     A: Access,

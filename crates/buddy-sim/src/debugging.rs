@@ -6,7 +6,7 @@
 //! `free_init`); page_owner's are `page_owner`'s.
 
 use crate::fail_page_alloc::FailPageAlloc;
-use crate::frame::Frame;
+use crate::frame_storage::FrameStorage;
 use crate::free_init::{FreeInit, PAGE_POISON, PoisonCorruption, PoisonError};
 use crate::memory::{FrameClearer, OffsetMap};
 use crate::migratetype::MigrateType;
@@ -30,7 +30,7 @@ pub(crate) const DEBUG_POISON: u32 = 1 << 3;
 
 impl<F, P, R> Zone<F, P, R>
 where
-    F: AsRef<[Frame]>,
+    F: FrameStorage,
     P: PerCpuSet<R>,
     R: RawMutex,
 {
@@ -84,7 +84,7 @@ where
 
 impl<F, P, R> Zone<F, P, R>
 where
-    F: AsRef<[Frame]>,
+    F: FrameStorage,
     P: PerCpuSet<R>,
     R: RawMutex,
 {
@@ -121,7 +121,7 @@ where
 
 impl<F, P, R> Zone<F, P, R>
 where
-    F: AsRef<[Frame]>,
+    F: FrameStorage,
     P: PerCpuSet<R>,
     R: RawMutex,
 {

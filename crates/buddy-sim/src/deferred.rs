@@ -13,7 +13,8 @@
 //! frame, or one being initialized, is always found by the table).
 
 use crate::decompose::decompose;
-use crate::frame::{Frame, Word};
+use crate::frame::Word;
+use crate::frame_storage::FrameStorage;
 use crate::types::FrameIdx;
 use crate::zone::Zone;
 use crate::zone::per_cpu_set::PerCpuSet;
@@ -22,7 +23,7 @@ use lock_api::RawMutex;
 
 impl<F, P, R> Zone<F, P, R>
 where
-    F: AsRef<[Frame]>,
+    F: FrameStorage,
     P: PerCpuSet<R>,
     R: RawMutex,
 {

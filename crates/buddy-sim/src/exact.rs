@@ -4,8 +4,8 @@
 
 use crate::error::alloc::AllocError;
 use crate::error::free::FreeError;
-use crate::frame::Frame;
 use crate::frame::Word;
+use crate::frame_storage::FrameStorage;
 use crate::memory::Clearing;
 use crate::migratetype::MigrateType;
 use crate::request::{AllocRequest, HeadTag, Pin, ReschedPoint, SlowPath};
@@ -20,7 +20,7 @@ use mm_types::Pfn;
 
 impl<F, P, R> Zone<F, P, R>
 where
-    F: AsRef<[Frame]>,
+    F: FrameStorage,
     P: PerCpuSet<R>,
     R: RawMutex,
 {
@@ -110,7 +110,7 @@ where
         let end = idx + pages as u32;
         let page = Word::allocated(0).with_mt(w.mt()).with_refcount(held);
         let movable = w.mt() == MigrateType::Movable as u8;
-        for frame in &self.frames.as_ref()[idx.get() + 1..end.get()] {
+        for frame in self.map().frames.slice(idx.get() + 1..end.get()) {
             // Each movable page carries the run's key to the embedder's `Migrate` callback.
             if movable {
                 frame.set_key(tag.key);
@@ -119,7 +119,11 @@ where
         }
         let tail = order.pages() - pages;
         if tail > 0 {
-            for frame in &self.frames.as_ref()[end.get()..idx.get() + order.pages() as usize] {
+            for frame in self
+                .map()
+                .frames
+                .slice(end.get()..idx.get() + order.pages() as usize)
+            {
                 frame.store(Word::FROZEN_PAGE);
             }
             // SAFETY: this call split the block: the pages past the run are its own, frozen.

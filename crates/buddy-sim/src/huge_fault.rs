@@ -4,7 +4,7 @@
 //! them in `/proc/vmstat`.
 
 use crate::error::alloc::AllocError;
-use crate::frame::Frame;
+use crate::frame_storage::FrameStorage;
 use crate::memory::FRAME;
 use crate::migratetype::MigrateType;
 use crate::request::AllocRequest;
@@ -38,7 +38,7 @@ impl FaultFolio {
 
 impl<F, P, R, A> Cpu<'_, F, P, R, A, WithClearer>
 where
-    F: AsRef<[Frame]>,
+    F: FrameStorage,
     P: PerCpuSet<R>,
     R: RawMutex,
     A: Access,

@@ -109,6 +109,7 @@ pub mod events;
 mod exact;
 mod fail_page_alloc;
 mod frame;
+mod frame_storage;
 mod free_init;
 mod huge_fault;
 #[cfg(all(test, loom))]
@@ -160,6 +161,7 @@ pub use error::report::ReportError;
 pub use error::request::RequestConflict;
 pub use fail_page_alloc::FailPageAlloc;
 pub use frame::{Frame, FrameInfo, FrameState};
+pub use frame_storage::FrameStorage;
 pub use free_init::{PAGE_POISON, PoisonCorruption, PoisonError};
 pub use huge_fault::FaultFolio;
 pub use lock_api;

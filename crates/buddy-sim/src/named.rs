@@ -6,7 +6,7 @@ use crate::cma::CmaArea;
 use crate::error::alloc::AllocError;
 use crate::error::contig::ContigError;
 use crate::error::free::FreeError;
-use crate::frame::Frame;
+use crate::frame_storage::FrameStorage;
 use crate::memory::{Clearing, FrameClearer, FrameMemory};
 use crate::migrate::Migrate;
 use crate::migratetype::MigrateType;
@@ -25,7 +25,7 @@ use zero_core::Resched;
 
 impl<F, P, R> Zone<F, P, R>
 where
-    F: AsRef<[Frame]>,
+    F: FrameStorage,
     P: PerCpuSet<R>,
     R: RawMutex,
 {

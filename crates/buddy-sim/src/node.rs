@@ -20,6 +20,7 @@
 //!   [`NodeSet::online_range`] brings it back. Hotplug calls are serialized by the set's
 //!   hotplug lock (Linux's `mem_hotplug_lock`); allocations and frees never take it.
 
+use crate::frame_storage::FrameStorage;
 use crate::zone::per_cpu_set::PerCpuSet;
 use core::marker::PhantomData;
 
@@ -31,7 +32,6 @@ use crate::error::contig::ContigError;
 use crate::error::free::FreeError;
 use crate::error::map::MapError;
 use crate::error::{NoSuchCpu, NoSuchNode, PfnError};
-use crate::frame::Frame;
 use crate::memory::{FrameClearer, FrameMemory};
 use crate::migrate::Migrate;
 use crate::mobility::compaction::CompactStats;
@@ -254,7 +254,7 @@ const NO_ZONE: u8 = u8::MAX;
 impl<Z, F, P, R> NodeSet<Z, F, P, R>
 where
     Z: AsRef<[Zone<F, P, R>]>,
-    F: AsRef<[Frame]>,
+    F: FrameStorage,
     P: PerCpuSet<R>,
     R: RawMutex,
 {
@@ -910,7 +910,7 @@ where
 type Piece<'a, F, P, R> = (&'a Zone<F, P, R>, u64, u64);
 
 /// The frame after the last a zone spans (its configuration was checked: no overflow).
-fn end_of<F: AsRef<[Frame]>, P: PerCpuSet<R>, R: RawMutex>(z: &Zone<F, P, R>) -> u64 {
+fn end_of<F: FrameStorage, P: PerCpuSet<R>, R: RawMutex>(z: &Zone<F, P, R>) -> u64 {
     let span = z.span();
     span.start.0 + span.pages
 }

@@ -13,11 +13,11 @@
 //! listed with another allocation's fields, or not at all. Contiguous runs
 //! (`alloc_contig_pages` and the rest) are not recorded.
 
+use crate::frame_storage::FrameStorage;
 use crate::zone::per_cpu_set::PerCpuSet;
 use core::fmt;
 
 use crate::debugging::DEBUG_OWNER;
-use crate::frame::Frame;
 use crate::migratetype::MigrateType;
 pub use crate::owner_record::{NO_CPU, OwnedBlock, OwnerRecord, PageOwnerError};
 use crate::sync::Ordering;
@@ -29,7 +29,7 @@ use mm_types::Pfn;
 
 impl<F, P, R> Zone<F, P, R>
 where
-    F: AsRef<[Frame]>,
+    F: FrameStorage,
     P: PerCpuSet<R>,
     R: RawMutex,
 {
@@ -233,7 +233,7 @@ pub struct PageOwnerDump<'a, F, P, R>(pub &'a Zone<F, P, R>);
 
 impl<F, P, R> fmt::Display for PageOwnerDump<'_, F, P, R>
 where
-    F: AsRef<[Frame]>,
+    F: FrameStorage,
     P: PerCpuSet<R>,
     R: RawMutex,
 {
@@ -283,7 +283,7 @@ impl TopOwners {
     /// The top owners of `zone` now.
     pub fn of<F, P, R>(zone: &Zone<F, P, R>) -> Self
     where
-        F: AsRef<[Frame]>,
+        F: FrameStorage,
         P: PerCpuSet<R>,
         R: RawMutex,
     {

@@ -3,8 +3,8 @@
 //! side by side are in `testing` (feature `testing`).
 
 use crate::error::free::FreeError;
-use crate::frame::Frame;
 use crate::frame::Word;
+use crate::frame_storage::FrameStorage;
 use crate::types::{FrameIdx, Order};
 use crate::zone::Zone;
 use crate::zone::cpu::{Access, Cpu};
@@ -30,7 +30,7 @@ pub unsafe fn free_contig_range_per_page<F, P, R, A, C>(
     nr: u64,
 ) -> Result<(), FreeError>
 where
-    F: AsRef<[Frame]>,
+    F: FrameStorage,
     P: PerCpuSet<R>,
     R: RawMutex,
     A: Access,
@@ -88,7 +88,7 @@ pub unsafe fn free_contig_frozen_range_per_page<F, P, R>(
     nr: u64,
 ) -> Result<(), FreeError>
 where
-    F: AsRef<[Frame]>,
+    F: FrameStorage,
     P: PerCpuSet<R>,
     R: RawMutex,
 {

@@ -27,7 +27,7 @@
 
 use crate::error::report::ReportError;
 use crate::events::{ReportingRound, ZoneEvents};
-use crate::frame::Frame;
+use crate::frame_storage::FrameStorage;
 use crate::report_sink::{PageReporting, ReportSink, ReportStats, ReportedBlock};
 use crate::types::{FrameIdx, Order};
 use crate::zone::Zone;
@@ -37,7 +37,7 @@ use mm_types::Pfn;
 
 impl<F, P, R> Zone<F, P, R>
 where
-    F: AsRef<[Frame]>,
+    F: FrameStorage,
     P: PerCpuSet<R>,
     R: RawMutex,
 {

@@ -3,7 +3,8 @@
 
 use crate::error::alloc::AllocError;
 use crate::error::free::FreeError;
-use crate::frame::{Frame, Word};
+use crate::frame::Word;
+use crate::frame_storage::FrameStorage;
 use crate::migratetype::MigrateType;
 use crate::request::HeadTag;
 use crate::types::{FrameIdx, Order};
@@ -117,7 +118,7 @@ impl RunSink for alloc::vec::Vec<FrameRange> {
 
 impl<F, P, R, A, C> Cpu<'_, F, P, R, A, C>
 where
-    F: AsRef<[Frame]>,
+    F: FrameStorage,
     P: PerCpuSet<R>,
     R: RawMutex,
     A: Access,
@@ -199,7 +200,7 @@ where
 
 impl<F, P, R> Zone<F, P, R>
 where
-    F: AsRef<[Frame]>,
+    F: FrameStorage,
     P: PerCpuSet<R>,
     R: RawMutex,
 {

@@ -17,7 +17,7 @@
 
 use crate::contents::Contents;
 use crate::error::alloc::AllocError;
-use crate::frame::Frame;
+use crate::frame_storage::FrameStorage;
 use crate::memory::{Clearing, FRAME, FrameClearer, FrameMemory};
 use crate::migratetype::MigrateType;
 use crate::request::HeadTag;
@@ -58,7 +58,7 @@ pub(crate) struct Zeroing<'c, S> {
 
 impl<F, P, R> Zone<F, P, R>
 where
-    F: AsRef<[Frame]>,
+    F: FrameStorage,
     P: PerCpuSet<R>,
     R: RawMutex,
 {

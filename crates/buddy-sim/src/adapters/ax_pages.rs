@@ -23,6 +23,7 @@ use crate::error::alloc::AllocError as ZoneAllocError;
 use crate::error::buddy::BuddyError;
 use crate::error::free::FreeError;
 use crate::frame::{Frame, FrameState, Word};
+use crate::frame_storage::FrameStorage;
 use crate::memory::{FrameClearer, FrameMemory, NoMemory};
 use crate::migrate::Migration;
 use crate::migratetype::MigrateType;
@@ -103,7 +104,7 @@ pub struct AxPageAllocator<'z, F, P, R: RawMutex> {
 
 impl<'z, F, P, R> AxPageAllocator<'z, F, P, R>
 where
-    F: AsRef<[Frame]>,
+    F: FrameStorage,
     P: PerCpuSet<R>,
     R: RawMutex,
 {
@@ -556,7 +557,7 @@ impl<'z, const FRAMES: usize, const CPUS: usize, R: RawMutex>
 
 impl<F, P, R> BaseAllocator for AxPageAllocator<'_, F, P, R>
 where
-    F: AsRef<[Frame]>,
+    F: FrameStorage,
     P: PerCpuSet<R>,
     R: RawMutex,
 {
@@ -584,7 +585,7 @@ where
 
 impl<F, P, R> PageAllocator for AxPageAllocator<'_, F, P, R>
 where
-    F: AsRef<[Frame]>,
+    F: FrameStorage,
     P: PerCpuSet<R>,
     R: RawMutex,
 {
@@ -667,7 +668,7 @@ where
 // blocks hold them (`free_run`).
 impl<F, P, R, A> Cpu<'_, F, P, R, A>
 where
-    F: AsRef<[Frame]>,
+    F: FrameStorage,
     P: PerCpuSet<R>,
     R: RawMutex,
     A: Access,

@@ -5,11 +5,11 @@
 //! A `PagingHandler` has no `self`: its functions find the zone, the CPU they run on and the
 //! direct map through the embedder's [`AxPagingZone`], usually over a `static` zone.
 
+use crate::frame_storage::FrameStorage;
 use core::marker::PhantomData;
 
 use super::direct_map::PHYSICAL;
 use crate::error::buddy::BuddyError;
-use crate::frame::Frame;
 use crate::request::AllocRequest;
 use crate::zone::Zone;
 use crate::zone::pcp::PerCpu;
@@ -26,7 +26,7 @@ use page_table_multiarch::PagingHandler;
 #[allow(unsafe_code)]
 pub unsafe trait AxPagingZone {
     /// The zone's frame metadata.
-    type Frames: AsRef<[Frame]> + 'static;
+    type Frames: FrameStorage + 'static;
     /// The zone's per-cpu lists.
     type PerCpus: AsRef<[PerCpu<Self::Lock>]> + 'static;
     /// The zone's lock.

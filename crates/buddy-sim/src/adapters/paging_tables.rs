@@ -6,7 +6,7 @@
 #![allow(unsafe_code)]
 
 use crate::error::buddy::BuddyError;
-use crate::frame::Frame;
+use crate::frame_storage::FrameStorage;
 use crate::memory::FRAME;
 use crate::memory::{FrameClearer, FrameMemory};
 use crate::types::Order;
@@ -80,7 +80,7 @@ pub struct ZoneTables<'z, M, F, P, R: RawMutex> {
 impl<'z, M, F, P, R> ZoneTables<'z, M, F, P, R>
 where
     M: FrameMemory,
-    F: AsRef<[Frame]>,
+    F: FrameStorage,
     P: PerCpuSet<R>,
     R: RawMutex,
 {
@@ -152,7 +152,7 @@ where
 impl<M, F, P, R, A> Translation<A> for ZoneTables<'_, M, F, P, R>
 where
     M: FrameMemory,
-    F: AsRef<[Frame]>,
+    F: FrameStorage,
     P: PerCpuSet<R>,
     R: RawMutex,
     A: PagingAttributes,

@@ -7,7 +7,7 @@
 #![allow(unsafe_code)]
 
 use crate::error::buddy::BuddyError;
-use crate::frame::Frame;
+use crate::frame_storage::FrameStorage;
 use crate::types::Order;
 use crate::zone::Zone;
 use crate::zone::per_cpu_set::PerCpuSet;
@@ -59,7 +59,7 @@ pub struct X86FrameAllocator<'z, F, P, R: RawMutex> {
 
 impl<'z, F, P, R> X86FrameAllocator<'z, F, P, R>
 where
-    F: AsRef<[Frame]>,
+    F: FrameStorage,
     P: PerCpuSet<R>,
     R: RawMutex,
 {
@@ -143,7 +143,7 @@ macro_rules! frame_traits {
         // before it returns), so no frame is returned twice until it is freed again.
         unsafe impl<F, P, R> FrameAllocator<$size> for X86FrameAllocator<'_, F, P, R>
         where
-            F: AsRef<[Frame]>,
+            F: FrameStorage,
             P: PerCpuSet<R>,
             R: RawMutex,
         {
@@ -154,7 +154,7 @@ macro_rules! frame_traits {
 
         impl<F, P, R> FrameDeallocator<$size> for X86FrameAllocator<'_, F, P, R>
         where
-            F: AsRef<[Frame]>,
+            F: FrameStorage,
             P: PerCpuSet<R>,
             R: RawMutex,
         {

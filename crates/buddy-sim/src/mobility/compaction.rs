@@ -16,7 +16,8 @@
 
 use crate::error::contig::ContigError;
 use crate::events::{CompactionBegin, CompactionEnd, CompactionKind, ZoneEvents};
-use crate::frame::{Frame, FrameState, Word};
+use crate::frame::{FrameState, Word};
+use crate::frame_storage::FrameStorage;
 use crate::migrate::{Migrate, Migration};
 use crate::migratetype::MigrateType;
 use crate::reclaim::Reclaim;
@@ -62,7 +63,7 @@ impl core::iter::Sum for CompactStats {
 
 impl<F, P, R> Zone<F, P, R>
 where
-    F: AsRef<[Frame]>,
+    F: FrameStorage,
     P: PerCpuSet<R>,
     R: RawMutex,
 {
@@ -468,7 +469,7 @@ pub(crate) fn is_movable(w: Word) -> bool {
 
 impl<F, P, R, A, C> Cpu<'_, F, P, R, A, C>
 where
-    F: AsRef<[Frame]>,
+    F: FrameStorage,
     P: PerCpuSet<R>,
     R: RawMutex,
     A: Access,

@@ -23,7 +23,8 @@ use crate::cma::CmaArea;
 use crate::decompose::decompose;
 use crate::error::alloc::AllocError;
 use crate::error::contig::ContigError;
-use crate::frame::{Frame, FrameState, Word};
+use crate::frame::{FrameState, Word};
+use crate::frame_storage::FrameStorage;
 use crate::memory::Clearing;
 use crate::migrate::Migrate;
 use crate::migratetype::Pageblock;
@@ -60,7 +61,7 @@ pub(crate) enum Take {
 
 impl<F, P, R> Zone<F, P, R>
 where
-    F: AsRef<[Frame]>,
+    F: FrameStorage,
     P: PerCpuSet<R>,
     R: RawMutex,
 {
@@ -480,7 +481,7 @@ where
 
 impl<F, P, R, A, C> Cpu<'_, F, P, R, A, C>
 where
-    F: AsRef<[Frame]>,
+    F: FrameStorage,
     P: PerCpuSet<R>,
     R: RawMutex,
     A: Access,

@@ -16,7 +16,7 @@
 //! not known zero unless the caller says so.
 
 use crate::error::contig::ContigError;
-use crate::frame::Frame;
+use crate::frame_storage::FrameStorage;
 use crate::migrate::Migrate;
 use crate::mobility::contig_alloc::Take;
 use crate::zone::Zone;
@@ -27,7 +27,7 @@ use mm_types::Pfn;
 
 impl<F, P, R> Zone<F, P, R>
 where
-    F: AsRef<[Frame]>,
+    F: FrameStorage,
     P: PerCpuSet<R>,
     R: RawMutex,
 {
@@ -202,7 +202,7 @@ mod tests {
 
 impl<F, P, R, A, C> Cpu<'_, F, P, R, A, C>
 where
-    F: AsRef<[Frame]>,
+    F: FrameStorage,
     P: PerCpuSet<R>,
     R: RawMutex,
     A: Access,

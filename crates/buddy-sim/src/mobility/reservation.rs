@@ -19,7 +19,8 @@
 use crate::cma::CmaArea;
 use crate::error::alloc::AllocError;
 use crate::error::contig::ContigError;
-use crate::frame::{Frame, Word};
+use crate::frame::Word;
+use crate::frame_storage::FrameStorage;
 use crate::migrate::Migrate;
 use crate::migratetype::{MigrateType, Pageblock};
 use crate::mobility::contig_alloc::Take;
@@ -33,7 +34,7 @@ use mm_types::Pfn;
 
 impl<F, P, R> Zone<F, P, R>
 where
-    F: AsRef<[Frame]>,
+    F: FrameStorage,
     P: PerCpuSet<R>,
     R: RawMutex,
 {
@@ -76,7 +77,7 @@ where
 
 impl<F, P, R, A, C> Cpu<'_, F, P, R, A, C>
 where
-    F: AsRef<[Frame]>,
+    F: FrameStorage,
     P: PerCpuSet<R>,
     R: RawMutex,
     A: Access,

@@ -3,7 +3,7 @@
 use crate::cma::CmaArea;
 use crate::error::buddy::BuddyError;
 use crate::error::report::ReportError;
-use crate::frame::Frame;
+use crate::frame_storage::FrameStorage;
 use crate::migratetype::MigrateType;
 use crate::migratetype::Pageblock;
 use crate::reference::free_contig_range_per_page;
@@ -103,7 +103,7 @@ pub struct Lockstep<F, P, R> {
 
 impl<F, P, R> Lockstep<F, P, R>
 where
-    F: AsRef<[Frame]>,
+    F: FrameStorage,
     P: PerCpuSet<R>,
     R: RawMutex,
 {
@@ -670,7 +670,7 @@ where
 
 impl<F, P, R> Zone<F, P, R>
 where
-    F: AsRef<[Frame]>,
+    F: FrameStorage,
     P: PerCpuSet<R>,
     R: RawMutex,
 {
@@ -679,7 +679,7 @@ where
     /// allocation at the address the first chose (`alloc_pages_at` claims nothing).
     pub(crate) fn copy_pageblocks_from<F2, P2, R2>(&self, other: &Zone<F2, P2, R2>)
     where
-        F2: AsRef<[crate::frame::Frame]>,
+        F2: FrameStorage,
         P2: PerCpuSet<R2>,
         R2: lock_api::RawMutex,
     {
@@ -701,7 +701,7 @@ where
 /// whose every frame lies in a free block, or `None`.
 fn first_free_run<F, P, R>(zone: &Zone<F, P, R>, len: u64, align: Order) -> Option<Pfn>
 where
-    F: AsRef<[Frame]>,
+    F: FrameStorage,
     P: PerCpuSet<R>,
     R: RawMutex,
 {
@@ -735,7 +735,7 @@ where
 /// and every free block in the buddy ends up reported.
 fn reports_each_free_frame_once<F, P, R>(z: &Zone<F, P, R>, budget: u64) -> Result<(), ReportFault>
 where
-    F: AsRef<[Frame]>,
+    F: FrameStorage,
     P: PerCpuSet<R>,
     R: RawMutex,
 {

@@ -15,6 +15,7 @@
 // The zeroing models map a buffer as the zone's memory and write pages their thread holds.
 #![allow(unsafe_code)]
 
+use crate::frame_storage::FrameStorage;
 use loom::sync::Arc;
 use loom::thread;
 use std::vec::Vec;
@@ -1271,7 +1272,7 @@ fn loom_fault_injection_deciding_in_two_critical_sections_is_caught() {
 /// critical section of [`FaultInjection::decide`] prevents).
 fn decide_split_for_loom<F, P, R>(zone: &Zone<F, P, R>) -> bool
 where
-    F: AsRef<[Frame]>,
+    F: FrameStorage,
     P: crate::zone::per_cpu_set::PerCpuSet<R>,
     R: lock_api::RawMutex,
 {

@@ -2,8 +2,8 @@
 //! operation that failed: what a failed operation may change is listed in its docs and in
 //! [`BuddyError`](crate::BuddyError)'s; everything else must read back exactly.
 
-use crate::frame::Frame;
 use crate::frame::FrameState;
+use crate::frame_storage::FrameStorage;
 use crate::zone::Zone;
 use crate::zone::per_cpu_set::PerCpuSet;
 use lock_api::RawMutex;
@@ -54,7 +54,7 @@ impl Snapshot {
     /// The state of `zone` now. Exact only while no other CPU allocates or frees.
     pub fn of<F, P, R>(zone: &Zone<F, P, R>) -> Self
     where
-        F: AsRef<[Frame]>,
+        F: FrameStorage,
         P: PerCpuSet<R>,
         R: RawMutex,
     {
@@ -71,7 +71,7 @@ impl Snapshot {
     /// operation allocates once).
     pub fn retake<F, P, R>(&mut self, zone: &Zone<F, P, R>)
     where
-        F: AsRef<[Frame]>,
+        F: FrameStorage,
         P: PerCpuSet<R>,
         R: RawMutex,
     {

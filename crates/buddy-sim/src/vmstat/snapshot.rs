@@ -1,6 +1,6 @@
 //! [`ZoneSnapshot`]: a zone's figures at one instant, what every file prints from.
 
-use crate::frame::Frame;
+use crate::frame_storage::FrameStorage;
 use crate::migratetype::{CMA, INITIALIZED, ISOLATE, LIST_TYPES, Pageblock};
 use crate::types::{FrameIdx, MAX_SUPPORTED_ORDER, NodeId, Order};
 use crate::zone::Zone;
@@ -194,7 +194,7 @@ impl ZoneSnapshot {
 
 impl<F, P, R> Zone<F, P, R>
 where
-    F: AsRef<[Frame]>,
+    F: FrameStorage,
     P: PerCpuSet<R>,
     R: RawMutex,
 {

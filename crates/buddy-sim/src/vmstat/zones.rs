@@ -1,7 +1,7 @@
 //! What the files walk: [`ZoneSet`] (a zone, or a node set's zones), each zone's place and
 //! figures, and the formatting the indices share.
 
-use crate::frame::Frame;
+use crate::frame_storage::FrameStorage;
 use crate::node::NodeSet;
 use crate::types::NodeId;
 use crate::vmstat::snapshot::{ZoneKind, ZoneSnapshot};
@@ -38,7 +38,7 @@ pub trait ZoneSet {
 
 impl<F, P, R> ZoneSet for Zone<F, P, R>
 where
-    F: AsRef<[Frame]>,
+    F: FrameStorage,
     P: PerCpuSet<R>,
     R: RawMutex,
 {
@@ -70,7 +70,7 @@ where
 impl<Z, F, P, R> ZoneSet for NodeSet<Z, F, P, R>
 where
     Z: AsRef<[Zone<F, P, R>]>,
-    F: AsRef<[Frame]>,
+    F: FrameStorage,
     P: PerCpuSet<R>,
     R: RawMutex,
 {

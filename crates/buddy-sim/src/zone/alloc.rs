@@ -5,7 +5,8 @@ use crate::contents::Contents;
 use crate::error::alloc::AllocError;
 use crate::error::contig::ContigError;
 use crate::events::{PageAlloc, PcpRefill, ZoneEvents};
-use crate::frame::{Frame, Word};
+use crate::frame::Word;
+use crate::frame_storage::FrameStorage;
 use crate::migratetype::MigrateType;
 use crate::request::{HeadTag, MigrateCallback, Pin, SlowPath};
 use crate::types::{FrameIdx, Order};
@@ -21,7 +22,7 @@ use mm_types::Pfn;
 
 impl<F, P, R> Zone<F, P, R>
 where
-    F: AsRef<[Frame]>,
+    F: FrameStorage,
     P: PerCpuSet<R>,
     R: RawMutex,
 {

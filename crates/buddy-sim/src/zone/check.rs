@@ -1,6 +1,7 @@
 //! `Zone::check`: every invariant, verified by walking the frames and every free list.
 
-use crate::frame::{Frame, FrameState, Word};
+use crate::frame::{FrameState, Word};
+use crate::frame_storage::FrameStorage;
 use crate::migratetype::MigrateType;
 use crate::types::{FrameIdx, Order};
 use crate::zone::Zone;
@@ -30,7 +31,7 @@ impl core::error::Error for Corruption {}
 
 impl<F, P, R> Zone<F, P, R>
 where
-    F: AsRef<[Frame]>,
+    F: FrameStorage,
     P: PerCpuSet<R>,
     R: RawMutex,
 {

@@ -22,6 +22,7 @@
 use crate::decompose::decompose;
 use crate::error::free::FreeError;
 use crate::frame::{Frame, FrameState, Word};
+use crate::frame_storage::FrameStorage;
 use crate::types::FrameIdx;
 use crate::zone::Zone;
 use crate::zone::cpu::{Access, Cpu};
@@ -54,7 +55,7 @@ pub(crate) enum Claim {
 
 impl<F, P, R> Zone<F, P, R>
 where
-    F: AsRef<[Frame]>,
+    F: FrameStorage,
     P: PerCpuSet<R>,
     R: RawMutex,
 {
@@ -84,7 +85,7 @@ where
         nr: u64,
     ) -> Result<(), FreeError> {
         let pages = self.map().range(pfn, nr)?;
-        let frames = &self.frames.as_ref()[pages.start.get()..pages.end.get()];
+        let frames = self.map().frames.slice(pages.start.get()..pages.end.get());
         let claimed = frames
             .iter()
             .take_while(|f| f.cas(Word::FROZEN_PAGE, Word::TAIL).is_ok())
@@ -116,7 +117,7 @@ where
     /// whether every page became a tail at once (the common case: pass 2 has nothing to
     /// read).
     pub(crate) fn claim(&self, pages: Range<FrameIdx>, kind: Claim) -> Result<bool, FreeError> {
-        let frames = &self.frames.as_ref()[pages.start.get()..pages.end.get()];
+        let frames = self.map().frames.slice(pages.start.get()..pages.end.get());
         let mut all_tails = true;
         let mut k = 0;
         while k < frames.len() {
@@ -143,7 +144,7 @@ where
     /// Checks `pages` as pass 1 would, changing nothing: what the per-page reference path
     /// does before its first `put_page`.
     pub(crate) fn check_claimable(&self, pages: Range<FrameIdx>) -> Result<(), FreeError> {
-        let frames = &self.frames.as_ref()[pages.start.get()..pages.end.get()];
+        let frames = self.map().frames.slice(pages.start.get()..pages.end.get());
         for (i, frame) in FrameIdx::each(pages).zip(frames) {
             self.claimable(i, frame.load())?;
         }
@@ -226,7 +227,7 @@ where
             }
             let (start, end) = (i - 1, pages.end.min(m.section_end(i - 1)));
             // The pages pass 1 made tails, read only; then the page that ends the run.
-            let frames = &self.frames.as_ref()[i.get()..end.get()];
+            let frames = self.map().frames.slice(i.get()..end.get());
             // At most end - i pages, which fits in a u32.
             let tails = frames.iter().take_while(|f| f.load() == Word::TAIL).count() as u32;
             let mut len = 1 + tails;
@@ -332,7 +333,7 @@ fn claim_sole_references(frames: &[Frame]) -> usize {
 
 impl<F, P, R, A, C> Cpu<'_, F, P, R, A, C>
 where
-    F: AsRef<[Frame]>,
+    F: FrameStorage,
     P: PerCpuSet<R>,
     R: RawMutex,
     A: Access,

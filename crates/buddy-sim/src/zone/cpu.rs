@@ -2,6 +2,7 @@
 //! carries the calls that run on that CPU (allocation, frees, drains); [`Zone::local_cpu`]
 //! gives the same calls reaching the CPU's lists without their lock ([`LocalCpu`]).
 
+use crate::frame_storage::FrameStorage;
 use crate::zone::per_cpu_set::PerCpuSet;
 use core::fmt;
 use core::marker::PhantomData;
@@ -106,7 +107,7 @@ pub type StaticCpu<'z, const FRAMES: usize, const CPUS: usize, R = DefaultRawMut
 
 impl<F, P, R> Zone<F, P, R>
 where
-    F: AsRef<[Frame]>,
+    F: FrameStorage,
     P: PerCpuSet<R>,
     R: RawMutex,
 {
@@ -194,7 +195,7 @@ where
 
 impl<'z, F, P, R, A, C> Cpu<'z, F, P, R, A, C>
 where
-    F: AsRef<[Frame]>,
+    F: FrameStorage,
     P: PerCpuSet<R>,
     R: RawMutex,
     A: Access,

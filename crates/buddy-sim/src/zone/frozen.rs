@@ -9,7 +9,8 @@
 use crate::error::alloc::AllocError;
 use crate::error::free::FreeError;
 use crate::events::{PageAlloc, ZoneEvents};
-use crate::frame::{Frame, Word};
+use crate::frame::Word;
+use crate::frame_storage::FrameStorage;
 use crate::migratetype::{MigrateType, Pageblock};
 use crate::request::{HeadTag, SlowPath};
 use crate::types::{FrameIdx, Order};
@@ -23,7 +24,7 @@ use mm_types::Pfn;
 
 impl<F, P, R> Zone<F, P, R>
 where
-    F: AsRef<[Frame]>,
+    F: FrameStorage,
     P: PerCpuSet<R>,
     R: RawMutex,
 {
@@ -243,7 +244,7 @@ where
 
 impl<F, P, R, A, C> Cpu<'_, F, P, R, A, C>
 where
-    F: AsRef<[Frame]>,
+    F: FrameStorage,
     P: PerCpuSet<R>,
     R: RawMutex,
     A: Access,

@@ -30,6 +30,7 @@ pub(crate) mod ranges;
 pub(crate) mod refs;
 pub(crate) mod stats;
 
+use crate::frame_storage::FrameStorage;
 use crate::zone::per_cpu_set::PerCpuSet;
 use core::fmt;
 use core::ops::{Deref, DerefMut, Range};
@@ -288,7 +289,7 @@ impl<const FRAMES: usize, const CPUS: usize, R: RawMutex>
 
 impl<F, P, R> Zone<F, P, R>
 where
-    F: AsRef<[Frame]>,
+    F: FrameStorage,
     P: PerCpuSet<R>,
     R: RawMutex,
 {
@@ -314,7 +315,7 @@ where
     /// [`ConfigError::CpuMetadata`] if `pcps` does not hold `cpus` entries.
     pub fn new_empty(cfg: ZoneConfig, frames: F, pcps: P) -> Result<Self, ConfigError> {
         let zone = Self::with_metadata(cfg, frames, pcps)?;
-        zone.frames.as_ref().iter().for_each(Frame::reset);
+        zone.spanned_frames().iter().for_each(Frame::reset);
         Ok(zone)
     }
 
@@ -344,7 +345,7 @@ where
     fn with_metadata(cfg: ZoneConfig, frames: F, pcps: P) -> Result<Self, ConfigError> {
         cfg.validate()?;
         let n = cfg.nr_pages as usize;
-        let (got_frames, got_cpus) = (frames.as_ref().len(), pcps.slots().len());
+        let (got_frames, got_cpus) = (frames.frames().len(), pcps.slots().len());
         if got_frames != n {
             return Err(ConfigError::FrameMetadata {
                 need: n,
@@ -693,18 +694,18 @@ where
     /// The metadata of the frames the zone spans (all of it, but for a
     /// [`Zone::new_static`] zone whose configuration was refused: none).
     pub(crate) fn spanned_frames(&self) -> &[Frame] {
-        let frames = self.frames.as_ref();
-        frames.get(..self.cfg.nr_pages as usize).unwrap_or(frames)
+        let frames = self.map().frames;
+        frames.slice(0..frames.len().min(self.cfg.nr_pages as usize))
     }
 
     #[allow(unsafe_code)]
     pub(crate) fn map(&self) -> FrameMap<'_> {
-        let frames: *const [Frame] = self.frames.as_ref();
         FrameMap {
             cfg: &self.cfg,
             pageblock_mask: self.pageblock_mask,
-            // SAFETY: `frames` is `self.frames.as_ref()`, borrowed as long as `self`.
-            frames: unsafe { Frames::from_slice_ptr(frames) },
+            // SAFETY: `FrameStorage`'s contract: the storage's frames, valid for shared
+            // access while `self.frames` is borrowed, which it is as long as `self`.
+            frames: unsafe { Frames::from_slice_ptr(self.frames.frames().as_ptr()) },
         }
     }
 

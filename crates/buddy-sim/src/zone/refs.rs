@@ -7,7 +7,8 @@
 
 use crate::decompose::decompose;
 use crate::error::free::FreeError;
-use crate::frame::{Frame, FrameState, Word};
+use crate::frame::{FrameState, Word};
+use crate::frame_storage::FrameStorage;
 use crate::types::{FrameIdx, Order};
 use crate::zone::Zone;
 use crate::zone::cpu::{Access, Cpu};
@@ -18,7 +19,7 @@ use mm_types::Pfn;
 
 impl<F, P, R> Zone<F, P, R>
 where
-    F: AsRef<[Frame]>,
+    F: FrameStorage,
     P: PerCpuSet<R>,
     R: RawMutex,
 {
@@ -196,7 +197,7 @@ where
             FrameIdx::span(idx, idx + order.pages() as u32).map(|i| (i, Order::ZERO)),
         );
         let page = Word::allocated(0).with_mt(w.mt());
-        for frame in &self.frames.as_ref()[tails] {
+        for frame in self.map().frames.slice(tails) {
             frame.store(page);
         }
         Ok(())
@@ -262,7 +263,7 @@ where
 
 impl<F, P, R, A, C> Cpu<'_, F, P, R, A, C>
 where
-    F: AsRef<[Frame]>,
+    F: FrameStorage,
     P: PerCpuSet<R>,
     R: RawMutex,
     A: Access,

@@ -1,11 +1,11 @@
 //! What a zone, or a node of zones, holds at one instant: [`MemoryStats`], a zone's from
 //! [`Zone::stats`], a node's their sum.
 
+use crate::frame_storage::FrameStorage;
 use crate::zone::per_cpu_set::PerCpuSet;
 use core::iter::Sum;
 use core::ops::{Add, AddAssign};
 
-use crate::frame::Frame;
 use crate::migratetype::{ISOLATE, MigrateType};
 use crate::zone::Zone;
 use crate::zone::config::Watermarks;
@@ -92,7 +92,7 @@ pub struct FragmentationStats {
 
 impl<F, P, R> Zone<F, P, R>
 where
-    F: AsRef<[Frame]>,
+    F: FrameStorage,
     P: PerCpuSet<R>,
     R: RawMutex,
 {

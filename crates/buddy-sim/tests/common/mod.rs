@@ -2,6 +2,7 @@
 //! of it.
 #![allow(dead_code)]
 
+use buddy_sim::FrameStorage;
 use buddy_sim::{
     ConfigError, Frame, FrameMemory, MapError, NodeSet, PerCpu, Pfn, Topology, Zone, ZoneConfig,
 };
@@ -85,7 +86,7 @@ impl Before {
     /// The state of `zone` now.
     pub fn of<F, P>(zone: &Zone<F, P>) -> Self
     where
-        F: AsRef<[Frame]>,
+        F: FrameStorage,
         P: AsRef<[PerCpu]>,
     {
         Self {
@@ -100,7 +101,7 @@ impl Before {
     #[track_caller]
     pub fn assert_unchanged<F, P>(&self, zone: &Zone<F, P>)
     where
-        F: AsRef<[Frame]>,
+        F: FrameStorage,
         P: AsRef<[PerCpu]>,
     {
         #[cfg(feature = "testing")]
