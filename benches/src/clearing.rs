@@ -445,14 +445,14 @@ fn calibrate(scratch: &mut [u8]) -> Calibrated {
         "`Policy::calibrate` run {CALIBRATIONS} times on a {} pre-faulted scratch buffer with \
          `Instant` as the clock (resolution {} ns): outcome {:?}; each run took {:.1} ms \
          (median; fastest {:.1}, slowest {slowest_ms:.1}). The report uses the policy chosen \
-         most often. A run times the temporal candidates at 4 KiB, 256 KiB and 4 MiB and keeps \
-         the one whose worst ratio to the fastest is smallest (the detected one unless another \
-         is more than 5% better), the streaming candidates at {}, \
-         then both winners at every extent from 1 MiB to {} by powers of four (each the \
-         fastest of 2 cache-warm samples of at least 50 µs, taken round-robin over the \
-         candidates); the threshold is the smallest extent from which streaming is more than \
-         5% faster at it and at every larger one, else the larger of the detected threshold \
-         and twice the buffer. Detected: the temporal strategy the kernel would pick from \
+         most often. A run times the temporal candidates at 4 KiB, 256 KiB and 2 MiB, cache-warm \
+         (the fastest of 2 samples of at least 20 µs taken round-robin over the candidates), \
+         and keeps the one whose worst ratio to the fastest is smallest (the \
+         detected one unless another is more than 5% better); the streaming candidates on \
+         1 MiB taken out of the caches; then both winners from the largest extent down \
+         (512 KiB to {} by powers of four) while streaming keeps winning: the threshold is the \
+         smallest extent from which streaming is more than 5% faster at it and at every \
+         larger one, else the larger of the detected threshold and twice the largest extent. Detected: the temporal strategy the kernel would pick from \
          CPUID (ERMS, REP_GOOD), the first streaming strategy available in a fixed preference \
          order, and the last-level cache size CPUID reports, capped at {}.",
         size_name(scratch.len()),
@@ -460,7 +460,6 @@ fn calibrate(scratch: &mut [u8]) -> Calibrated {
         c.outcome,
         Estimate::of(ms.iter().copied()).median,
         ms.iter().copied().fold(f64::INFINITY, f64::min),
-        size_name(c.largest_extent.max(1)),
         size_name(c.largest_extent.max(1)),
         size_name(zero_core::MAX_DEFAULT_STREAMING_THRESHOLD),
     ));

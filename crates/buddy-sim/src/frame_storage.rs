@@ -6,8 +6,7 @@ use crate::frame::Frame;
 
 /// Memory holding a zone's [`Frame`]s, which [`Zone`](crate::Zone) is generic over: a
 /// `Vec<Frame>` or `Box<[Frame]>` (feature `alloc`), a `&[Frame]` (an array a kernel placed,
-/// `&'static` in a [`StaticZone`](crate::StaticZone) of its own making) or a `[Frame; N]`
-/// held inline.
+/// `&'static`), or a `[Frame; N]` held inline (a [`StaticZone`](crate::StaticZone)).
 ///
 /// A zone reaches its frames through a pointer, not a slice reference: it does so several
 /// times a call, and under Miri's Stacked Borrows every slice reference made or handed back

@@ -52,15 +52,17 @@ const LARGE_EXTENT: usize = 4 << 20;
 /// The extents the temporal strategy is chosen at: a page, 256 KiB (in every L2), and
 /// 2 MiB (a huge page, past most L2s).
 const TEMPORAL_EXTENTS: [usize; 3] = [4 << 10, 256 << 10, 2 << 20];
-/// The extent the streaming strategy is chosen at (or the scratch buffer, if smaller),
-/// taken out of the caches before each sample: streaming is for memory the caches do not
-/// hold, and cold is how the candidates differ there (CLZERO looks faster than it is on a
-/// cache-resident extent).
-const STREAMING_EXTENT: usize = 2 << 20;
+/// The extent the streaming strategy is chosen at, taken out of the caches before each
+/// sample: streaming is for memory the caches do not hold, and cold is how the candidates
+/// differ there (CLZERO looks faster than it is on a cache-resident extent). 1 MiB: every
+/// line comes from memory, and a sample lasts about 100 µs.
+const STREAMING_EXTENT: usize = 1 << 20;
 /// The smallest extent the threshold is searched from (streaming never wins below: it does
-/// not keep the data in the cache); then powers of four up to the scratch buffer.
-const SMALLEST_EXTENT: usize = 1 << 20;
-/// At most this many extent sizes (1 MiB to 1 TiB).
+/// not keep the data in the cache); then powers of four up to the scratch buffer: 512 KiB,
+/// 2 MiB and 8 MiB in a 16 MiB buffer. The search measures the largest first, three
+/// clears of it (a warm-up and one sample of each strategy), most of calibration's time.
+const SMALLEST_EXTENT: usize = 512 << 10;
+/// At most this many extent sizes (512 KiB to 512 GiB).
 const MAX_EXTENTS: usize = 11;
 /// The extents the cold threshold is searched among: a page, a 64 KiB folio, and 256 KiB
 /// (past which a cold clear costs the same per byte: every line comes from memory).
@@ -114,12 +116,12 @@ impl Policy {
     /// clock is too coarse or stopped, or `scratch` too small.
     ///
     /// The scratch buffer should be pre-faulted (page faults would be timed); 16 MiB is
-    /// enough, and calibration then takes about ten milliseconds (the report prints how
+    /// enough, and calibration then takes about seven milliseconds (the report prints how
     /// long, and how often ten calibrations agree). The temporal strategy is timed at
     /// 4 KiB, 256 KiB and 2 MiB, cache-warm, fastest of two samples of at least 20 µs;
-    /// the streaming one on 2 MiB taken out of the caches first. The threshold is searched
-    /// among extent sizes from 1 MiB up to the buffer's size, by powers of four, from the
-    /// largest down while streaming keeps winning; where it does not win at the largest, the
+    /// the streaming one on 1 MiB taken out of the caches first. The
+    /// threshold is searched among extent sizes from 512 KiB up to the buffer's size, by
+    /// powers of four, from the largest down while streaming keeps winning; where it does not win at the largest, the
     /// threshold is the larger of the detected one and twice the buffer. The cold threshold
     /// is searched the same way among 4 KiB, 64 KiB and 256 KiB extents of a 256 KiB region
     /// taken out of the caches before each sample (`clflushopt`/`clflush`, `dc civac`),
@@ -171,12 +173,12 @@ impl Policy {
         };
 
         let permitted = |s: &Strategy| vectors.permits(*s);
-        let temporal = Candidates::new(
+        let temporal_candidates = Candidates::new(
             Strategy::available()
                 .filter(permitted)
                 .filter(|s| !s.is_non_temporal() && s.is_extent()),
         );
-        let temporal = temporal
+        let temporal = temporal_candidates
             .best_everywhere(
                 &mut timer,
                 buf,
@@ -221,15 +223,26 @@ impl Policy {
         };
         // Every clear above wrote zeros over a prefix: with a streaming strategy the threshold
         // search cleared the largest extent (it measures that one first), else the temporal
-        // choice its largest extent (the cold search's region lies inside either); zero the
-        // rest too, as documented.
+        // search the largest of its extents the buffer holds, if it had a candidate (the
+        // cold search's region lies inside either); zero the rest too, as documented.
         let cleared = if streaming.is_some() {
             largest
+        } else if temporal_candidates.strategies().is_empty() {
+            0
         } else {
-            TEMPORAL_EXTENTS[TEMPORAL_EXTENTS.len() - 1].min(largest)
+            let held = TEMPORAL_EXTENTS.iter().filter(|&&n| n <= buf.len());
+            held.max().copied().unwrap_or(0)
         };
-        // `write_bytes`: any length (a primitive may need whole blocks).
-        let _ = Strategy::Portable.clear(&mut buf[cleared..]);
+        // The rest in whole pages with the temporal strategy, the last partial page with
+        // `write_bytes` (any length). Not streaming: ending on vector streaming stores made
+        // the next calibration on the same CPU pick vector temporal stores over `rep stosb`
+        // in most runs (Intel Xeon), where it picks `rep stosb` in nearly every one otherwise.
+        let rest = &mut buf[cleared..];
+        let (pages, tail) = rest.split_at_mut(rest.len() & !4095);
+        if !pages.is_empty() {
+            clear_with(temporal, pages);
+        }
+        let _ = Strategy::Portable.clear(tail);
         Calibration {
             policy: detected
                 .with_temporal(temporal)
@@ -597,6 +610,29 @@ mod tests {
             scratch.iter().step_by(4096).all(|&b| b == 0xA5),
             "nothing written"
         );
+    }
+
+    /// The smallest scratch buffer (an odd length past it) is left zeroed whichever
+    /// strategies the CPU has: under Miri, with no candidate but the portable one, nothing
+    /// is measured and every byte is cleared at the end.
+    #[test]
+    fn the_smallest_scratch_is_left_zeroed() {
+        let len = MIN_SCRATCH_BYTES + 4096 + 3;
+        let mut scratch = std::vec![0xA5u8; len];
+        // A 100 ns clock that advances per read (Miri's own clock is too coarse).
+        let mut t = 0u64;
+        let mut fine = || {
+            t += 100;
+            t
+        };
+        let c = Policy::calibrate(&mut scratch, &mut fine);
+        assert_eq!(c.outcome, CalibrationOutcome::Measured);
+        let offset = scratch.as_ptr().align_offset(4096);
+        // Every byte natively; under Miri, where each costs, one in 61.
+        let step = if cfg!(miri) { 61 } else { 1 };
+        assert!(scratch[offset..].iter().step_by(step).all(|&b| b == 0));
+        assert_eq!(scratch[len - 1], 0);
+        assert!(scratch[..offset].iter().all(|&b| b == 0xA5));
     }
 
     /// Calibration on this CPU with a real clock: a policy it can execute, and the scratch
