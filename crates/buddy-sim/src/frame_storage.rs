@@ -5,7 +5,8 @@ use core::ptr::NonNull;
 use crate::frame::Frame;
 
 /// Memory holding a zone's [`Frame`]s, which [`Zone`](crate::Zone) is generic over: a
-/// `Vec<Frame>` or `Box<[Frame]>` (feature `alloc`), a `&[Frame]` (an array a kernel placed,
+/// `Vec<Frame>` or `Box<[Frame]>` (feature `alloc`; another type of one's own over an
+/// allocation is an `unsafe impl` of this trait), a `&[Frame]` (an array a kernel placed,
 /// `&'static`), or a `[Frame; N]` held inline (a [`StaticZone`](crate::StaticZone)).
 ///
 /// A zone reaches its frames through a pointer, not a slice reference: it does so several
@@ -46,7 +47,7 @@ unsafe impl<const N: usize> FrameStorage for [Frame; N] {
 // and aligned when there are none), which stay where they are while the vector is borrowed
 // shared, and only a mutable borrow can reallocate them. `as_ptr` makes no slice
 // reference, so Miri retags nothing.
-#[cfg(feature = "alloc")]
+#[cfg(any(feature = "alloc", feature = "testing", test, loom))]
 #[allow(unsafe_code)]
 unsafe impl FrameStorage for alloc::vec::Vec<Frame> {
     #[inline]
@@ -57,7 +58,7 @@ unsafe impl FrameStorage for alloc::vec::Vec<Frame> {
 }
 
 // SAFETY: the boxed slice, owned by `self` and borrowed with it.
-#[cfg(feature = "alloc")]
+#[cfg(any(feature = "alloc", feature = "testing", test, loom))]
 #[allow(unsafe_code)]
 unsafe impl FrameStorage for alloc::boxed::Box<[Frame]> {
     #[inline]

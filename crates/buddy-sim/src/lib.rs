@@ -89,7 +89,8 @@
 #![deny(clippy::undocumented_unsafe_blocks)]
 #![warn(missing_docs)]
 
-#[cfg(feature = "alloc")]
+// The vector storage of frame metadata for this crate's own tests and harnesses too.
+#[cfg(any(feature = "alloc", feature = "testing", test, loom))]
 extern crate alloc;
 #[cfg(any(test, loom, feature = "testing"))]
 extern crate std;

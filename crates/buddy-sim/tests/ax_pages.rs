@@ -14,7 +14,7 @@ const PAGE: usize = 4096;
 
 /// The adapter over a test zone.
 type Ax<'z> =
-    AxPageAllocator<'z, Vec<buddy_sim::Frame>, Vec<buddy_sim::PerCpu>, buddy_sim::DefaultRawMutex>;
+    AxPageAllocator<'z, common::FrameVec, Vec<buddy_sim::PerCpu>, buddy_sim::DefaultRawMutex>;
 
 /// The allocator on `z`'s `cpu`, frames at `offset`.
 fn ax(z: &TestZone, cpu: usize, offset: usize) -> Result<Ax<'_>, BuddyError> {

@@ -10,7 +10,7 @@ use std::sync::atomic::AtomicU64;
 use std::sync::{Mutex, OnceLock};
 
 use buddy_sim::{
-    AxPagingHandler, AxPagingZone, BuddyError, DefaultRawMutex, Frame, PerCpu, Pfn, ZoneConfig,
+    AxPagingHandler, AxPagingZone, BuddyError, DefaultRawMutex, PerCpu, Pfn, ZoneConfig,
 };
 use memory_addr::{PhysAddr, VirtAddr};
 use page_table_multiarch::{MappingFlags, PageSize, PagingHandler};
@@ -63,7 +63,7 @@ impl<const N: usize> Tables<N> {
 // SAFETY: only the page tables of these tests use the handler; they hand back the frames it
 // allocated for them (and the tests' deliberate bad frees name frames it can tell are wrong).
 unsafe impl<const N: usize> AxPagingZone for Tables<N> {
-    type Frames = Vec<Frame>;
+    type Frames = common::FrameVec;
     type PerCpus = Vec<PerCpu>;
     type Lock = DefaultRawMutex;
 

@@ -259,7 +259,7 @@ fn a_counting_hook_sees_every_page_the_counters_count() {
     use buddy_sim::{Frame, MigrateType, PerCpu, Zone};
     let hook = Counting::default();
     let cfg = ZoneConfig::new(Pfn(0x2_0000), 4096).with_cpus(2);
-    let frames: Vec<Frame> = (0..4096).map(|_| Frame::new()).collect();
+    let frames: common::FrameVec = (0..4096).map(|_| Frame::new()).collect();
     let cpus: Vec<PerCpu> = (0..2).map(|_| PerCpu::new()).collect();
     let z = Zone::new_empty(cfg, frames, WithEvents::new(cpus, &hook)).unwrap();
     z.add_memory(Pfn(0x2_0000), 4096).unwrap();

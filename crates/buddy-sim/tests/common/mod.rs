@@ -12,10 +12,40 @@ use proptest::test_runner::Config;
 /// A zone whose metadata is in vectors: the type `BoxedZone` is (feature `alloc`), made
 /// here without that feature, so that the tests that need no other run under a plain
 /// `cargo test`.
-pub type TestZone = Zone<Vec<Frame>, Vec<PerCpu>>;
+pub type TestZone = Zone<FrameVec, Vec<PerCpu>>;
 
 /// A node set of [`TestZone`]s (`BoxedNodeSet` without the `alloc` feature).
-pub type TestNodeSet = NodeSet<Vec<TestZone>, Vec<Frame>, Vec<PerCpu>>;
+pub type TestNodeSet = NodeSet<Vec<TestZone>, FrameVec, Vec<PerCpu>>;
+
+/// The test zones' frame storage: `Vec<Frame>` where buddy-sim gives it [`FrameStorage`]
+/// (features `alloc` and `testing`, under which `TestZone` is `BoxedZone`).
+#[cfg(any(feature = "alloc", feature = "testing"))]
+pub type FrameVec = Vec<Frame>;
+
+/// The test zones' frame storage: a vector of frames, given [`FrameStorage`] here.
+#[cfg(not(any(feature = "alloc", feature = "testing")))]
+pub type FrameVec = VecFrames;
+
+/// Frame metadata in a vector, for builds where `Vec<Frame>` is no [`FrameStorage`].
+#[cfg(not(any(feature = "alloc", feature = "testing")))]
+pub struct VecFrames(Vec<Frame>);
+
+#[cfg(not(any(feature = "alloc", feature = "testing")))]
+impl FromIterator<Frame> for VecFrames {
+    fn from_iter<I: IntoIterator<Item = Frame>>(frames: I) -> Self {
+        Self(frames.into_iter().collect())
+    }
+}
+
+// SAFETY: the vector's `len` frames (`as_ptr` is dangling and aligned when there are none),
+// which stay where they are while it is borrowed shared.
+#[cfg(not(any(feature = "alloc", feature = "testing")))]
+unsafe impl FrameStorage for VecFrames {
+    fn frames(&self) -> NonNull<[Frame]> {
+        let first = NonNull::new(self.0.as_ptr().cast_mut()).unwrap_or(NonNull::dangling());
+        NonNull::slice_from_raw_parts(first, self.0.len())
+    }
+}
 
 /// [`Zone::new_empty`] with fresh metadata in vectors, as `BoxedZone::new_boxed_empty`.
 pub fn empty_zone(cfg: ZoneConfig) -> Result<TestZone, ConfigError> {
