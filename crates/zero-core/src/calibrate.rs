@@ -119,16 +119,17 @@ impl Policy {
     /// enough, and calibration then takes about seven milliseconds (the report prints how
     /// long, and how often ten calibrations agree). The temporal strategy is timed at
     /// 4 KiB, 256 KiB and 2 MiB, cache-warm, fastest of two samples of at least 20 µs;
-    /// the streaming one on 1 MiB taken out of the caches first. The
-    /// threshold is searched among extent sizes from 512 KiB up to the buffer's size, by
-    /// powers of four, from the largest down while streaming keeps winning; where it does not win at the largest, the
-    /// threshold is the larger of the detected one and twice the buffer. The cold threshold
+    /// the streaming one on 1 MiB taken out of the caches first. The threshold is searched
+    /// among extent sizes from 512 KiB up to the buffer's size, by powers of four, from the
+    /// largest down while streaming keeps winning; where it does not win at the largest, the
+    /// threshold is the larger of the detected one and twice the largest. The cold threshold
     /// is searched the same way among 4 KiB, 64 KiB and 256 KiB extents of a 256 KiB region
     /// taken out of the caches before each sample (`clflushopt`/`clflush`, `dc civac`),
     /// cleared extent after extent as faults clear them; there streaming keeps an extent
     /// unless temporal is more than 5% faster at it (it saves a read per line); where
-    /// temporal wins cold at 256 KiB, cold extents stream only from the streaming threshold. Without cache
-    /// maintenance (the portable backend, Miri) the cold threshold is the detected one.
+    /// temporal wins cold at 256 KiB, cold extents stream only from the streaming
+    /// threshold. Without cache maintenance (the portable backend, Miri) the cold threshold
+    /// is the detected one.
     pub fn calibrate_with(
         vectors: VectorUse,
         scratch: &mut [u8],

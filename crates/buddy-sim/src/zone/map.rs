@@ -35,12 +35,13 @@ impl<'a> Frames<'a> {
     /// reference argument would be retagged frame by frame under Miri on every call.
     ///
     /// # Safety
-    /// `frames` comes from a `&'a [Frame]` (so it is valid for shared access for `'a`).
+    /// `frames` points to frames valid for shared access for `'a`, as a `&'a [Frame]` is (it
+    /// comes from one, or from a [`FrameStorage`](crate::FrameStorage) borrowed for `'a`).
     #[inline]
     #[allow(unsafe_code)]
     pub(crate) const unsafe fn from_slice_ptr(frames: *const [Frame]) -> Self {
         Self {
-            // SAFETY: a pointer from a reference is not null.
+            // SAFETY: a pointer valid for access as a slice is not null.
             ptr: unsafe { NonNull::new_unchecked(frames.cast::<Frame>().cast_mut()) },
             len: frames.len(),
             _slice: PhantomData,
