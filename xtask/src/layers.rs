@@ -25,6 +25,7 @@ const FLOORS: [(&str, &[&str]); 7] = [
             "decompose",
             "error",
             "frame",
+            "frame_storage",
             "contents",
             "memory",
             "migrate",
