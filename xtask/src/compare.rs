@@ -53,9 +53,13 @@ fn report_at_commit(root: &Path, rev: &str, args: &[String]) -> Result<PathBuf, 
         "xtask report: the report of {sha} first, in {}",
         dir.display()
     );
-    // That commit's own xtask and toolchain (its rust-toolchain.toml), in its own target.
+    // That commit's own xtask and toolchain (its rust-toolchain.toml), in its own target,
+    // writing where it writes by default (an `--out` is this report's, not that one's).
     let mut c = Command::new("cargo");
-    c.current_dir(&dir).arg("xtask").arg("report").args(args);
+    c.current_dir(&dir)
+        .arg("xtask")
+        .arg("report")
+        .args(without_out(args));
     cmd::without_outer_cargo_env(&mut c);
     cmd::status(&mut c)?;
     let json = dir.join("target/report/report.json");
@@ -64,6 +68,20 @@ fn report_at_commit(root: &Path, rev: &str, args: &[String]) -> Result<PathBuf, 
     } else {
         Err(format!("the report of {sha} wrote no {}", json.display()))
     }
+}
+
+/// `args` less any `--out DIR`.
+fn without_out(args: &[String]) -> Vec<String> {
+    let mut kept = Vec::with_capacity(args.len());
+    let mut it = args.iter();
+    while let Some(a) = it.next() {
+        if a == "--out" {
+            it.next();
+        } else {
+            kept.push(a.clone());
+        }
+    }
+    kept
 }
 
 /// `git ARGS` in `dir`: its trimmed output.
@@ -81,5 +99,20 @@ fn git(dir: &Path, args: &[&str]) -> Result<String, String> {
             cmd::describe(&c),
             String::from_utf8_lossy(&out.stderr).trim()
         ))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::without_out;
+
+    #[test]
+    fn the_earlier_report_writes_where_it_writes_by_default() {
+        let args: Vec<String> = ["--only", "scale", "--out", "/tmp/x", "--quick"]
+            .iter()
+            .map(|s| s.to_string())
+            .collect();
+        assert_eq!(without_out(&args), ["--only", "scale", "--quick"]);
+        assert_eq!(without_out(&args[..2]), ["--only", "scale"]);
     }
 }
