@@ -110,7 +110,8 @@ where
         let end = idx + pages as u32;
         let page = Word::allocated(0).with_mt(w.mt()).with_refcount(held);
         let movable = w.mt() == MigrateType::Movable as u8;
-        for frame in self.map().frames.slice(idx.get() + 1..end.get()) {
+        let m = self.map();
+        for frame in m.frames_in(idx + 1..end) {
             // Each movable page carries the run's key to the embedder's `Migrate` callback.
             if movable {
                 frame.set_key(tag.key);
@@ -119,11 +120,7 @@ where
         }
         let tail = order.pages() - pages;
         if tail > 0 {
-            for frame in self
-                .map()
-                .frames
-                .slice(end.get()..idx.get() + order.pages() as usize)
-            {
+            for frame in m.frames_in(end..idx + order.pages() as u32) {
                 frame.store(Word::FROZEN_PAGE);
             }
             // SAFETY: this call split the block: the pages past the run are its own, frozen.

@@ -84,8 +84,9 @@ where
         pfn: Pfn,
         nr: u64,
     ) -> Result<(), FreeError> {
-        let pages = self.map().range(pfn, nr)?;
-        let frames = self.map().frames.slice(pages.start.get()..pages.end.get());
+        let m = self.map();
+        let pages = m.range(pfn, nr)?;
+        let frames = m.frames_in(pages.clone());
         let claimed = frames
             .iter()
             .take_while(|f| f.cas(Word::FROZEN_PAGE, Word::TAIL).is_ok())
@@ -117,7 +118,7 @@ where
     /// whether every page became a tail at once (the common case: pass 2 has nothing to
     /// read).
     pub(crate) fn claim(&self, pages: Range<FrameIdx>, kind: Claim) -> Result<bool, FreeError> {
-        let frames = self.map().frames.slice(pages.start.get()..pages.end.get());
+        let frames = self.map().frames_in(pages.clone());
         let mut all_tails = true;
         let mut k = 0;
         while k < frames.len() {
@@ -144,7 +145,7 @@ where
     /// Checks `pages` as pass 1 would, changing nothing: what the per-page reference path
     /// does before its first `put_page`.
     pub(crate) fn check_claimable(&self, pages: Range<FrameIdx>) -> Result<(), FreeError> {
-        let frames = self.map().frames.slice(pages.start.get()..pages.end.get());
+        let frames = self.map().frames_in(pages.clone());
         for (i, frame) in FrameIdx::each(pages).zip(frames) {
             self.claimable(i, frame.load())?;
         }
@@ -227,7 +228,7 @@ where
             }
             let (start, end) = (i - 1, pages.end.min(m.section_end(i - 1)));
             // The pages pass 1 made tails, read only; then the page that ends the run.
-            let frames = self.map().frames.slice(i.get()..end.get());
+            let frames = m.frames_in(i..end);
             // At most end - i pages, which fits in a u32.
             let tails = frames.iter().take_while(|f| f.load() == Word::TAIL).count() as u32;
             let mut len = 1 + tails;

@@ -111,6 +111,13 @@ impl<'a> FrameMap<'a> {
         self.frames.at(idx.get())
     }
 
+    /// The frames `pages`, which the caller knows to be in the zone (panics otherwise, as
+    /// slicing does).
+    #[inline]
+    pub(crate) fn frames_in(self, pages: Range<FrameIdx>) -> &'a [Frame] {
+        self.frames.slice(pages.start.get()..pages.end.get())
+    }
+
     /// The index of `pfn`, if the zone spans it.
     #[inline]
     pub(crate) fn index(self, pfn: Pfn) -> Result<FrameIdx, PfnError> {

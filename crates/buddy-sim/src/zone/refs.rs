@@ -191,13 +191,13 @@ where
             _ => Err(FreeError::Shared(pfn)),
         })?;
         // The caller holds the only reference: the tails are its own, of the block's kind.
-        let tails = idx.get() + 1..idx.get() + order.pages() as usize;
+        let tails = idx + 1..idx + order.pages() as u32;
         self.split_owner(
             idx,
             FrameIdx::span(idx, idx + order.pages() as u32).map(|i| (i, Order::ZERO)),
         );
         let page = Word::allocated(0).with_mt(w.mt());
-        for frame in self.map().frames.slice(tails) {
+        for frame in self.map().frames_in(tails) {
             frame.store(page);
         }
         Ok(())
