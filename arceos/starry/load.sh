@@ -12,7 +12,7 @@ mark() {
 echo "load: begin"
 mark
 i=0
-while [ $i -lt 300 ]; do /bin/true; i=$((i + 1)); done
+while [ $i -lt 100 ]; do /bin/true; i=$((i + 1)); done
 echo "load: fork-exec $i"
 mark
 for j in $(seq 1 24); do

@@ -92,7 +92,7 @@ const FULL_RUN_ARCH: &str = "x86_64";
 fn expected(allocator: Allocator) -> [String; 8] {
     [
         format!("use {} allocator.", allocator.name()),
-        "load: fork-exec 300".into(),
+        "load: fork-exec 100".into(),
         "load: processes 262144 24".into(),
         "load: sort 200000 1 200000".into(),
         "load: gzip ok".into(),

@@ -8,6 +8,10 @@ use core::alloc::Layout;
 use proptest::prelude::*;
 use std::collections::BTreeMap;
 
+#[path = "support/bytes.rs"]
+mod bytes;
+use bytes::all_bytes_are;
+
 const PAGE: usize = 4096;
 
 /// Zeroed, page-aligned memory for an allocator, given back when dropped (after the
@@ -186,7 +190,7 @@ fn zeroed_pages_read_zero_over_dirty_memory() {
             .unwrap();
         // SAFETY: the run is this test's.
         let bytes = unsafe { core::slice::from_raw_parts(at as *const u8, pages * PAGE) };
-        assert!(bytes.iter().all(|&b| b == 0), "{pages} zeroed pages");
+        assert!(all_bytes_are(bytes, 0), "{pages} zeroed pages");
         give_back(&a, at, pages, UsageKind::PageTable);
     }
     zone_is_sound(&a);
@@ -244,7 +248,7 @@ fn regions_it_cannot_use_are_refused_untouched() {
     ));
     // SAFETY: the region is this test's (not given to the allocator yet).
     let bytes = unsafe { core::slice::from_raw_parts(start as *const u8, size) };
-    assert!(bytes.iter().all(|&b| b == 0));
+    assert!(all_bytes_are(bytes, 0));
     assert_eq!(
         // SAFETY: refused before anything is written (it ends past the address space).
         unsafe { a.try_init(usize::MAX - PAGE, 2 * PAGE) },

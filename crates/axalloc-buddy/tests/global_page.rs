@@ -1,6 +1,10 @@
 //! `GlobalPage` over the crate's global allocator (one test: the allocator is initialized
 //! once per process).
 
+#[path = "support/bytes.rs"]
+mod bytes;
+use bytes::all_bytes_are;
+
 use axalloc_buddy::{GlobalPage, UsageKind, global_add_memory, global_allocator, global_init};
 
 /// The memory given to the global allocator: reachable from a static, as a kernel's RAM is
@@ -36,14 +40,14 @@ fn global_pages_own_their_runs() {
     let free = global_allocator().available_pages();
     {
         let zero = GlobalPage::alloc_zero().unwrap();
-        assert!(zero.as_slice().iter().all(|&b| b == 0));
+        assert!(all_bytes_are(zero.as_slice(), 0));
         let mut run = GlobalPage::alloc_contiguous(8, 8 * 4096).unwrap();
         assert_eq!(run.start_vaddr().as_usize() % (8 * 4096), 0);
         assert_eq!(run.size(), 8 * 4096);
         run.fill(7);
-        assert!(run.as_slice().iter().all(|&b| b == 7));
+        assert!(all_bytes_are(run.as_slice(), 7));
         run.zero();
-        assert!(run.as_slice().iter().all(|&b| b == 0));
+        assert!(all_bytes_are(run.as_slice(), 0));
         let one = GlobalPage::alloc().unwrap();
         assert_eq!(
             one.start_paddr(|v| (v.as_usize() - 0x1000).into())

@@ -5,6 +5,7 @@
 
 mod common;
 use common::TestZone;
+use common::bytes::all_bytes_are;
 
 use axallocator::{AllocError, BaseAllocator, PageAllocator};
 use buddy_sim::{AxPageAllocator, BuddyError, Pfn, ZoneConfig};
@@ -558,7 +559,7 @@ fn zeroed_runs_read_zero_over_dirty_memory() {
     let reads_zero = |at: usize, pages: usize| {
         // SAFETY: as `dirty`.
         let bytes = unsafe { core::slice::from_raw_parts(at as *const u8, pages * PAGE) };
-        bytes.iter().all(|&b| b == 0)
+        all_bytes_are(bytes, 0)
     };
     // Every frame dirty, then given back.
     let all = a.alloc_pages(FRAMES, PAGE).unwrap();

@@ -5,6 +5,7 @@
 #![cfg(not(loom))]
 
 mod common;
+use common::bytes::all_bytes_are;
 
 /// Steps of each random workload: fewer under Miri, which runs each step a thousand times
 /// slower.
@@ -353,10 +354,7 @@ fn init_on_free_clears_every_freed_block_and_hands_it_out_known_zero() {
             // thread is the only one allocating).
             let bytes =
                 unsafe { std::slice::from_raw_parts(base.add(at), order.pages() as usize * 4096) };
-            assert!(
-                bytes.iter().all(|&b| b == 0),
-                "a freed block does not read zero"
-            );
+            assert!(all_bytes_are(bytes, 0), "a freed block does not read zero");
         }
     }
     // Every block freed is free known zero: a zeroed allocation clears none of them.
@@ -393,7 +391,7 @@ fn page_poisoning_finds_the_first_byte_written_after_a_free_and_nothing_else() {
     z.set_page_poison(clearer).unwrap();
     z.add_memory(START, FRAMES as u64).unwrap();
     assert!(z.set_page_poison(clearer).is_err());
-    assert!(ram.iter().all(|p| p.0.iter().all(|&b| b == PAGE_POISON)));
+    assert!(ram.iter().all(|p| all_bytes_are(&p.0, PAGE_POISON)));
     let write = |pfn: Pfn, order: Order, byte: u8| {
         let at = (pfn.0 - START.0) as usize * 4096;
         // SAFETY: the block is this test's, inside `ram`.

@@ -9,6 +9,7 @@
 mod common;
 use common::Before;
 use common::TestZone;
+use common::bytes::all_bytes_are;
 
 use buddy_sim::zero_core::NoResched;
 use buddy_sim::{
@@ -246,11 +247,7 @@ fn a_discard_that_zeroes_makes_reported_blocks_known_zero_and_skips_their_clear(
         .unwrap();
     assert_eq!(z.counters().cleared_on_alloc, cleared);
     let page = (pfn.0 - START) as usize;
-    assert!(
-        ram[page..page + 64]
-            .iter()
-            .all(|p| p.0.iter().all(|&b| b == 0))
-    );
+    assert!(ram[page..page + 64].iter().all(|p| all_bytes_are(&p.0, 0)));
     z.check().unwrap();
 }
 

@@ -13,6 +13,7 @@ use buddy_sim::{
 mod common;
 use common::Before;
 use common::TestZone;
+use common::bytes::all_bytes_are;
 
 const START: Pfn = Pfn(0x100);
 
@@ -241,7 +242,7 @@ fn a_huge_page_fault_falls_back_to_a_page_and_is_counted() {
     ));
     before.assert_unchanged(&z);
     let reads_zero = |ram: &[Page], pfn: Pfn, frames: u64| {
-        (pfn.0..pfn.0 + frames).all(|p| ram[(p - START.0) as usize].0.iter().all(|&b| b == 0))
+        (pfn.0..pfn.0 + frames).all(|p| all_bytes_are(&ram[(p - START.0) as usize].0, 0))
     };
     // Take every huge page, then one more fault: a frame.
     let mut huge = Vec::new();
@@ -346,10 +347,7 @@ fn zeroed_runs_read_zero_in_every_byte() {
     // The covering block's eighth frame went straight back: a run is cleared, not its
     // block.
     assert!(
-        ram[(run.0 + 7 - START.0) as usize]
-            .0
-            .iter()
-            .all(|&b| b == 0xA5),
+        all_bytes_are(&ram[(run.0 + 7 - START.0) as usize].0, 0xA5),
         "the frame past the run was cleared"
     );
     let contig = cpu
@@ -363,7 +361,7 @@ fn zeroed_runs_read_zero_in_every_byte() {
     for (pfn, n) in [(run, 7), (contig, 9)] {
         for p in pfn.0..pfn.0 + n {
             let page = &ram[(p - START.0) as usize].0;
-            assert!(page.iter().all(|&b| b == 0), "frame {p:#x} not zero");
+            assert!(all_bytes_are(page, 0), "frame {p:#x} not zero");
         }
     }
     assert_eq!(
@@ -412,7 +410,7 @@ fn a_handle_with_a_clearer_zeroes_what_names_none() {
         let frames = block.frames();
         for p in frames.start.0..frames.start.0 + frames.pages {
             let frame = &ram[(p - START.0) as usize].0;
-            assert!(frame.iter().all(|&b| b == 0), "frame {p:#x} not zero");
+            assert!(all_bytes_are(frame, 0), "frame {p:#x} not zero");
         }
     }
     // The handle is still CPU 1's: what it frees lands on CPU 1's lists.

@@ -7,6 +7,7 @@
 mod common;
 use common::Before;
 use common::TestZone;
+use common::bytes::all_bytes_are;
 
 use buddy_sim::zero_core::{ClearConfig, CountingResched, NoResched, PageSize, PreemptModel};
 use buddy_sim::{AllocError, ConfigError};
@@ -138,9 +139,9 @@ fn background_zeroing_fills_the_pool_and_zeroed_allocations_take_from_it() {
     assert_eq!(cleared, 4);
     assert_eq!(f.zone.zeroed_pages(), 4);
     assert!(f.zeroed(START));
-    assert!((0..4).all(|k| f.page(Pfn(START.0 + k)).iter().all(|&b| b == 0)));
+    assert!((0..4).all(|k| all_bytes_are(f.page(Pfn(START.0 + k)), 0)));
     assert!(
-        f.page(Pfn(START.0 + 4)).iter().all(|&b| b == 0xA5),
+        all_bytes_are(f.page(Pfn(START.0 + 4)), 0xA5),
         "beyond the budget"
     );
     // A zeroed order-0 allocation takes a page of the zeroed block (split: the rest stays
@@ -246,7 +247,7 @@ fn zeroed_allocations_clear_what_is_not_known_zero_fault_neighbourhood_last() {
         .alloc_zeroed(0, o(4), &f.clearer, Some(fault), &mut resched)
         .unwrap();
     assert_eq!(p, START);
-    assert!(f.ram.iter().all(|page| page.0.iter().all(|&b| b == 0)));
+    assert!(f.ram.iter().all(|page| all_bytes_are(&page.0, 0)));
     assert!(resched.calls() >= 1, "cleared in zero-core's batches");
     assert_eq!(f.zone.counters().cleared_on_alloc, 16);
 }
@@ -266,7 +267,7 @@ fn a_fault_outside_the_block_is_refused_and_changes_nothing() {
         })
     );
     before.assert_unchanged(&f.zone);
-    assert!(f.page(START).iter().all(|&b| b == 0xA5));
+    assert!(all_bytes_are(f.page(START), 0xA5));
 }
 
 #[test]
@@ -282,7 +283,7 @@ fn the_debug_check_catches_a_write_after_free_into_a_known_zero_block() {
     assert!(!f.zeroed(START));
     f.zone.check().unwrap();
     assert_eq!(f.alloc_zeroed(4), Ok(START));
-    assert!(f.page(START).iter().all(|&b| b == 0));
+    assert!(all_bytes_are(f.page(START), 0));
 }
 
 #[test]
@@ -311,7 +312,7 @@ fn memory_declared_zero_is_known_zero_and_reads_zero() {
     assert_eq!(p, START);
     assert_eq!(zone.counters().zeroed_hits, 1);
     assert_eq!(zone.counters().cleared_on_alloc, 0);
-    assert!(ram.iter().all(|page| page.0.iter().all(|&b| b == 0)));
+    assert!(ram.iter().all(|page| all_bytes_are(&page.0, 0)));
 }
 
 #[test]

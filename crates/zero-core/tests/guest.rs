@@ -8,6 +8,10 @@ use vm_memory::{Bytes, GuestAddress, GuestMemoryMmap};
 use zero_core::guest::{GuestClearError, clear_guest_memory, clear_guest_memory_parallel};
 use zero_core::{ClearConfig, CountingResched, PageSize, PreemptModel, ZeroError};
 
+#[path = "support/bytes.rs"]
+mod bytes;
+use bytes::all_bytes_are;
+
 const PAGE: usize = 4096;
 const MIB: usize = 1 << 20;
 
@@ -61,11 +65,11 @@ fn clears_exactly(parallel: bool, start: usize, len: usize) {
         }
     };
     assert_eq!(r, Ok(()));
-    assert!(bytes(&mem, start, len).iter().all(|&b| b == 0));
+    assert!(all_bytes_are(&bytes(&mem, start, len), 0));
     let before = bytes(&mem, 0, start);
     let after = bytes(&mem, start + len, 3 * MIB - start - len);
     assert!(
-        before.iter().chain(&after).all(|&b| b == 0xA5),
+        all_bytes_are(&before, 0xA5) && all_bytes_are(&after, 0xA5),
         "outside the range"
     );
 }
@@ -120,10 +124,7 @@ fn holes_misalignment_and_empty_ranges_are_refused_unwritten() {
                 }
             };
             assert_eq!(r, Err(want));
-            assert!(
-                bytes(&mem, 0, 3 * MIB).iter().all(|&b| b == 0xA5),
-                "written"
-            );
+            assert!(all_bytes_are(&bytes(&mem, 0, 3 * MIB), 0xA5), "written");
         }
         // A start inside a page, or a length of part of a page.
         let mem = guest();
@@ -141,9 +142,6 @@ fn holes_misalignment_and_empty_ranges_are_refused_unwritten() {
                 "{e:?}"
             );
         }
-        assert!(
-            bytes(&mem, 0, 3 * MIB).iter().all(|&b| b == 0xA5),
-            "written"
-        );
+        assert!(all_bytes_are(&bytes(&mem, 0, 3 * MIB), 0xA5), "written");
     }
 }

@@ -11,6 +11,10 @@ use zero_core::{
     reference,
 };
 
+#[path = "support/bytes.rs"]
+mod bytes;
+use bytes::all_bytes_are;
+
 const POISON: u8 = 0xA5;
 
 fn config() -> ProptestConfig {
@@ -59,22 +63,17 @@ impl Guarded {
             &self.backing[self.start..self.start + self.len],
             self.start + self.len,
         );
+        prop_assert!(all_bytes_are(inside, 0), "a byte in range is not zero");
         prop_assert!(
-            inside.iter().all(|&b| b == 0),
-            "a byte in range is not zero"
-        );
-        let outside = self.backing[..self.start]
-            .iter()
-            .chain(&self.backing[end..]);
-        prop_assert!(
-            outside.into_iter().all(|&b| b == POISON),
+            all_bytes_are(&self.backing[..self.start], POISON)
+                && all_bytes_are(&self.backing[end..], POISON),
             "a guard byte changed"
         );
         Ok(())
     }
 
     fn untouched(&self) -> bool {
-        self.backing.iter().all(|&b| b == POISON)
+        all_bytes_are(&self.backing, POISON)
     }
 }
 

@@ -2,6 +2,8 @@
 //! of it.
 #![allow(dead_code)]
 
+pub mod bytes;
+
 use buddy_sim::FrameStorage;
 use buddy_sim::{
     ConfigError, Frame, FrameMemory, MapError, NodeSet, PerCpu, Pfn, Topology, Zone, ZoneConfig,
