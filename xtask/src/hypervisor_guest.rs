@@ -74,7 +74,9 @@ fn word_before<'a>(out: &'a str, label: &str) -> &'a str {
 }
 
 /// Builds the guest, its device tree and the kernel with both (linted too: the clippy stage
-/// builds the kernel without a guest); returns the kernel's ELF.
+/// builds the kernel without a guest); returns the kernel's ELF. The kernel is built in its
+/// own target directory, where the bare-metal stage built its dependencies already: only
+/// the kernel crate is compiled again (the guest's variables are its build script's).
 fn build(root: &Path) -> Result<PathBuf, String> {
     let image = aarch64_guest_image(root, "hypervisor-guest")?;
     let out = root.join("target/hypervisor-guest");
@@ -86,14 +88,13 @@ fn build(root: &Path) -> Result<PathBuf, String> {
         let mut c = cmd::cargo(&kernel);
         c.env("UNIKERNEL_GUEST_IMAGE", &image)
             .env("UNIKERNEL_GUEST_DTB", &dtb)
-            .env("CARGO_TARGET_DIR", &out)
             .args([action, "--release", "--target", "aarch64-unknown-none"]);
         if action == "clippy" {
             c.args(["--", "-D", "warnings"]);
         }
         cmd::status(&mut c)?;
     }
-    Ok(out.join("aarch64-unknown-none/release/unikernel"))
+    Ok(kernel.join("target/aarch64-unknown-none/release/unikernel"))
 }
 
 /// Boots the kernel at EL2 with two CPUs (`-icount shift=0` with `icount`: the guest clock

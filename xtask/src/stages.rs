@@ -5,7 +5,7 @@ use crate::cmd::{self, MSRV, cargo, msrv_cargo, nightly_cargo};
 use crate::x86_kernel::{Accel, Kvm, boot_x86, build_x86_kernel, kvm};
 use crate::{disk, setup};
 use std::path::Path;
-use std::process::ExitCode;
+use std::process::{Command, ExitCode};
 use std::time::Instant;
 
 /// The library crates: published (in this order: each depends only on crates before it, which
@@ -872,6 +872,9 @@ fn loom(root: &Path, _: &Options) -> StageResult {
     let mut c = cargo(root);
     c.env("RUSTFLAGS", "--cfg loom")
         .env("LOOM_MAX_PREEMPTIONS", "3")
+        // The release profile's line tables are for the report's profiles; a failing model
+        // names its place in its panic message without them.
+        .env("CARGO_PROFILE_RELEASE_DEBUG", "0")
         .args(["test", "--release", "--target-dir", "target/loom", "--lib"])
         .arg("--all-features");
     for krate in LOOM_CRATES {
@@ -901,13 +904,36 @@ fn miri(root: &Path, full: bool) -> StageResult {
         "    {} test targets under Miri, {workers} at a time (Miri runs one thread)",
         units.len()
     );
-    // Each worker builds in a target directory of its own: cargo holds a build directory's
+    // Each worker runs in a target directory of its own: cargo holds a build directory's
     // lock while `cargo miri test` runs the tests, so workers sharing one ran one at a time.
+    // Everything is built once, in the first worker's directory, and copied to the others:
+    // built by each worker, the crates the units share were compiled in each (buddy-sim
+    // eight times in all, with the features of each crate that depends on it).
+    let worker_dir = |worker: usize| root.join(format!("target/miri/worker-{worker}"));
+    let mut krates: Vec<&str> = units.iter().map(|u| u.krate).collect();
+    krates.sort_unstable();
+    krates.dedup();
+    for krate in krates {
+        let mut build = nightly_cargo(root);
+        build
+            .args(["miri", "test", "--no-run", "--all-features", "-p", krate])
+            .arg("--target-dir")
+            .arg(worker_dir(0));
+        cmd::status(&mut build)?;
+    }
+    for worker in 1..workers {
+        let dir = worker_dir(worker);
+        if dir.exists() {
+            std::fs::remove_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+        }
+        // `-a`: the files keep their times, which cargo compares to find what is fresh.
+        cmd::status(Command::new("cp").arg("-a").arg(worker_dir(0)).arg(&dir))?;
+    }
     let outputs = cmd::run_queue(&units, workers, |unit, worker| {
         let mut c = nightly_cargo(root);
         c.args(["miri", "test", "--all-features", "-p", unit.krate])
             .arg("--target-dir")
-            .arg(format!("target/miri/worker-{worker}"))
+            .arg(worker_dir(worker))
             .args(unit.target.args());
         c
     })?;
