@@ -175,39 +175,6 @@ pub fn on_workers<T: Sync, R: Send>(
     results.into_iter().flatten().collect()
 }
 
-/// Runs the command `command` makes for each of `items` on `workers` threads
-/// ([`on_workers`]); a command's line and time, stderr and stdout are printed together when
-/// it ends, and its stdout is returned in `items`' order. After a failure no further item
-/// starts.
-///
-/// # Errors
-/// The first command that could not start or failed, with its exit status.
-pub fn run_queue<T: Sync>(
-    items: &[T],
-    workers: usize,
-    command: impl Fn(&T, usize) -> Command + Sync,
-) -> Result<Vec<String>, String> {
-    on_workers(items, workers, |item, worker| {
-        let mut c = command(item, worker);
-        let line = describe(&c);
-        let started = std::time::Instant::now();
-        let out = c
-            .output()
-            .map_err(|e| format!("`{line}` could not start: {e}"))?;
-        let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
-        print!(
-            "    $ {line} ({:.1} s)\n{}{stdout}",
-            started.elapsed().as_secs_f64(),
-            String::from_utf8_lossy(&out.stderr)
-        );
-        if out.status.success() {
-            Ok(stdout)
-        } else {
-            Err(format!("`{line}` failed ({})", out.status))
-        }
-    })
-}
-
 /// The host's target triple, from `rustc -vV` of the pinned toolchain.
 ///
 /// # Errors

@@ -10,6 +10,7 @@ mod disk;
 mod fuzz;
 mod hypervisor_guest;
 mod layers;
+mod miri;
 mod package;
 mod setup;
 mod stages;

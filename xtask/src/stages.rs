@@ -1,11 +1,11 @@
 //! The stages of `cargo xtask test`, in order. Each prints its name, duration and result; the
 //! first failure stops the run. The last line is `stages: N passed, M failed`.
 
-use crate::cmd::{self, MSRV, cargo, msrv_cargo, nightly_cargo};
+use crate::cmd::{self, MSRV, cargo, msrv_cargo};
 use crate::x86_kernel::{Accel, Kvm, boot_x86, build_x86_kernel, kvm};
 use crate::{disk, setup};
 use std::path::Path;
-use std::process::{Command, ExitCode};
+use std::process::ExitCode;
 use std::time::Instant;
 
 /// The library crates: published (in this order: each depends only on crates before it, which
@@ -14,14 +14,6 @@ pub const LIBS: [&str; 7] = [
     "mm-types",
     "arch-x86",
     "arch-arm64",
-    "zero-core",
-    "buddy-sim",
-    "pte-batch",
-    "axalloc-buddy",
-];
-/// The crates Miri checks (the arch crates' instructions cannot run under Miri).
-const MIRI_CRATES: [&str; 5] = [
-    "mm-types",
     "zero-core",
     "buddy-sim",
     "pte-batch",
@@ -54,6 +46,9 @@ fn with_libs(c: &mut std::process::Command) {
 /// What a passing stage has to say beyond "passed".
 type StageResult = Result<String, String>;
 
+/// Starts a stage's work in the background ([`Stage::beside`]).
+type StartBeside = fn(&Path) -> Result<(), String>;
+
 struct Stage {
     name: &'static str,
     run: fn(&Path, &Options) -> StageResult,
@@ -62,6 +57,9 @@ struct Stage {
     scratch: &'static [&'static str],
     /// Run only when named (`--only NAME`), not in the full run CI makes.
     on_request: bool,
+    /// Starts the stage's work in the background, at the lowest CPU priority, once `setup`
+    /// has passed, while the stages before it run; `run` then finishes it.
+    beside: Option<StartBeside>,
 }
 
 const STAGES: [Stage; 23] = [
@@ -70,66 +68,77 @@ const STAGES: [Stage; 23] = [
         run: |root, _| setup::run(root),
         scratch: &[],
         on_request: false,
+        beside: None,
     },
     Stage {
         name: "fmt",
         run: fmt,
         scratch: &[],
         on_request: false,
+        beside: None,
     },
     Stage {
         name: "layers",
         run: |root, _| crate::layers::run(root),
         scratch: &[],
         on_request: false,
+        beside: None,
     },
     Stage {
         name: "clippy",
         run: clippy,
         scratch: &[],
         on_request: false,
+        beside: None,
     },
     Stage {
         name: "test",
         run: test,
         scratch: &[],
         on_request: false,
+        beside: None,
     },
     Stage {
         name: "no-std",
         run: no_std,
         scratch: &[],
         on_request: false,
+        beside: None,
     },
     Stage {
         name: "doc",
         run: doc,
         scratch: &[],
         on_request: false,
+        beside: None,
     },
     Stage {
         name: "package",
         run: |root, _| crate::package::run(root),
         scratch: &["target/package", "target/package-test"],
         on_request: false,
+        beside: None,
     },
     Stage {
         name: "msrv",
         run: msrv,
         scratch: &["target/msrv"],
         on_request: false,
+        beside: None,
     },
     Stage {
         name: "qemu",
         run: qemu,
         scratch: &["target/aarch64-unknown-linux-gnu"],
         on_request: false,
+        beside: None,
     },
     Stage {
         name: "bare-metal",
         run: bare_metal,
         scratch: &[],
         on_request: false,
+        beside: None,
     },
     Stage {
         name: "arceos",
@@ -138,6 +147,7 @@ const STAGES: [Stage; 23] = [
         // ArceOS's 0.3.0-preview line (2.7 minutes on two cores): today's line
         // (`arceos-today`) replaces it in the full run.
         on_request: true,
+        beside: None,
     },
     Stage {
         name: "arceos-today",
@@ -145,6 +155,7 @@ const STAGES: [Stage; 23] = [
         // Its build directory serves the starry stage next.
         scratch: &[],
         on_request: false,
+        beside: None,
     },
     Stage {
         name: "arceos-today-compare",
@@ -154,6 +165,7 @@ const STAGES: [Stage; 23] = [
         // and TLSF, four builds and eight boots more): a measurement of those allocators,
         // not a check of this project's.
         on_request: true,
+        beside: None,
     },
     Stage {
         name: "hypervisor-guest",
@@ -162,6 +174,7 @@ const STAGES: [Stage; 23] = [
         // in its own.
         scratch: &["target/hypervisor-guest"],
         on_request: false,
+        beside: None,
     },
     Stage {
         name: "axvisor",
@@ -169,12 +182,14 @@ const STAGES: [Stage; 23] = [
         // Uses the app's build in `arceos-today`'s directory (which starry removes).
         scratch: &["target/axvisor"],
         on_request: false,
+        beside: None,
     },
     Stage {
         name: "starry",
         run: |root, _| crate::starry::stage(root, false),
         scratch: &["target/starry", "target/arceos-today"],
         on_request: false,
+        beside: None,
     },
     Stage {
         name: "starry-compare",
@@ -185,38 +200,44 @@ const STAGES: [Stage; 23] = [
         // minutes each on two cores): a measurement of both allocators, not a check of
         // this project's.
         on_request: true,
+        beside: None,
     },
     Stage {
         name: "loom",
         run: loom,
         scratch: &["target/loom"],
         on_request: false,
+        beside: None,
     },
     Stage {
         name: "miri",
-        run: |root, _| miri(root, false),
+        run: |root, _| crate::miri::stage(root, false),
         scratch: &["target/miri"],
         on_request: false,
+        beside: Some(|root| crate::miri::start_beside(root, false)),
     },
     Stage {
         name: "miri-full",
-        run: |root, _| miri(root, true),
+        run: |root, _| crate::miri::stage(root, true),
         scratch: &["target/miri"],
-        // `miri` with the model tests it leaves out too ([`MIRI_FULL_ONLY`]: about
+        // `miri` with the model tests it leaves out too (`miri::FULL_ONLY`: about
         // twenty more minutes of one core each on two cores).
         on_request: true,
+        beside: Some(|root| crate::miri::start_beside(root, true)),
     },
     Stage {
         name: "fuzz",
         run: fuzz,
         scratch: &["fuzz/target"],
         on_request: false,
+        beside: None,
     },
     Stage {
         name: "bench",
         run: bench,
         scratch: &[],
         on_request: false,
+        beside: None,
     },
 ];
 
@@ -267,7 +288,19 @@ pub fn run_all(root: &Path, opts: &Options) -> ExitCode {
     let total = selected.len();
     let whole = Instant::now();
     let mut passed = 0;
+    let mut beside_started = false;
     for (i, stage) in selected.iter().enumerate() {
+        if !beside_started && stage.name != "setup" {
+            // What the stages after this one can start now, beside the others.
+            beside_started = true;
+            for later in &selected[i + 1..] {
+                if let Some(start) = later.beside
+                    && let Err(e) = start(root)
+                {
+                    println!("    {}: not started beside the others: {e}", later.name);
+                }
+            }
+        }
         let free = disk::free_bytes(root).map_or_else(String::new, |b| {
             format!(" ({} free on the disk)", disk::gib(b))
         });
@@ -298,6 +331,7 @@ pub fn run_all(root: &Path, opts: &Options) -> ExitCode {
                 if let Some(hint) = disk::failure_hint(root) {
                     println!("{hint}");
                 }
+                crate::miri::cancel_beside();
                 println!("stage {} failed; the run stops here", stage.name);
                 println!("stages: {passed} passed, 1 failed");
                 return ExitCode::FAILURE;
@@ -885,162 +919,6 @@ fn loom(root: &Path, _: &Options) -> StageResult {
         0 => Ok("nothing to run: no loom test exists yet".into()),
         n => Ok(format!("{n} loom models")),
     }
-}
-
-/// Runs the test targets of [`MIRI_CRATES`] under Miri: every one with `full`, else all but
-/// [`MIRI_FULL_ONLY`].
-fn miri(root: &Path, full: bool) -> StageResult {
-    let mut units = miri_units(root)?;
-    if !full {
-        units.retain(|u| match &u.target {
-            TestTarget::Test(name) => !MIRI_FULL_ONLY.contains(&(u.krate, name.as_str())),
-            TestTarget::Lib => true,
-        });
-    }
-    let workers = std::thread::available_parallelism()
-        .map_or(1, |n| n.get())
-        .min(units.len());
-    println!(
-        "    {} test targets under Miri, {workers} at a time (Miri runs one thread)",
-        units.len()
-    );
-    // Each worker runs in a target directory of its own: cargo holds a build directory's
-    // lock while `cargo miri test` runs the tests, so workers sharing one ran one at a time.
-    // Everything is built once, in the first worker's directory, and copied to the others:
-    // built by each worker, the crates the units share were compiled in each (buddy-sim
-    // eight times in all, with the features of each crate that depends on it).
-    let worker_dir = |worker: usize| root.join(format!("target/miri/worker-{worker}"));
-    let mut krates: Vec<&str> = units.iter().map(|u| u.krate).collect();
-    krates.sort_unstable();
-    krates.dedup();
-    for krate in krates {
-        let mut build = nightly_cargo(root);
-        build
-            .args(["miri", "test", "--no-run", "--all-features", "-p", krate])
-            .arg("--target-dir")
-            .arg(worker_dir(0));
-        cmd::status(&mut build)?;
-    }
-    for worker in 1..workers {
-        let dir = worker_dir(worker);
-        if dir.exists() {
-            std::fs::remove_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
-        }
-        // `-a`: the files keep their times, which cargo compares to find what is fresh.
-        cmd::status(Command::new("cp").arg("-a").arg(worker_dir(0)).arg(&dir))?;
-    }
-    let outputs = cmd::run_queue(&units, workers, |unit, worker| {
-        let mut c = nightly_cargo(root);
-        c.args(["miri", "test", "--all-features", "-p", unit.krate])
-            .arg("--target-dir")
-            .arg(worker_dir(worker))
-            .args(unit.target.args());
-        c
-    })?;
-    Ok(format!(
-        "{} tests under Miri ({} test targets, {workers} at a time)",
-        outputs.iter().map(|o| tests_run(o)).sum::<usize>(),
-        units.len()
-    ))
-}
-
-/// One of a crate's test targets, run by itself under Miri.
-struct MiriUnit {
-    krate: &'static str,
-    target: TestTarget,
-}
-
-/// A test target as `cargo test` selects it.
-enum TestTarget {
-    /// The unit tests: `--lib`.
-    Lib,
-    /// An integration test, `tests/NAME.rs`: `--test NAME`.
-    Test(String),
-}
-
-impl TestTarget {
-    fn args(&self) -> Vec<&str> {
-        match self {
-            Self::Lib => vec!["--lib"],
-            Self::Test(name) => vec!["--test", name],
-        }
-    }
-}
-
-/// The test targets that take most of the Miri stage's time, longest first (`lib`: the
-/// unit tests): queued first, in this order, so that the shorter ones fill in beside them
-/// (wall seconds with build, two at a time on a 2-core Intel Xeon: axalloc-buddy `global`
-/// 281, buddy-sim `lib` 160, `requests` 100, `ax_pages` 94, pte-batch `working_set` 56,
-/// `review_cases` 44; each run prints its time; the times libtest prints under Miri are
-/// Miri's virtual clock's). The tests compare memory with slices (`memcmp`, which Miri runs
-/// natively), not a closure per byte: `requests` took 373 s, `global` 331 s that way.
-const MIRI_LONG_TESTS: [(&str, &str); 6] = [
-    ("axalloc-buddy", "global"),
-    ("buddy-sim", "lib"),
-    ("buddy-sim", "requests"),
-    ("buddy-sim", "ax_pages"),
-    ("pte-batch", "working_set"),
-    ("pte-batch", "review_cases"),
-];
-
-/// buddy-sim's model tests the full run leaves to `miri-full`: metadata-only zones (no memory
-/// behind them) driven through hundreds of operations in safe code, whose few `unsafe`
-/// calls (the frees' contracts) the targets the full run keeps make too; natively they run
-/// in the `test` stage. Wall seconds under Miri, two at a time on a 2-core Intel Xeon:
-/// `properties` 233, `nodes` 231, `ax_paging` 215, `mobility` 108, `reporting` 77,
-/// `failed_operations` 43; `observability` over 17 minutes (its `init_on_free`
-/// test clears and checks 4 MiB byte by byte). `properties` took 493 s before the zone
-/// reached its frames without making a slice reference (`FrameStorage`): Stacked Borrows
-/// retagged every frame of the zone each time.
-const MIRI_FULL_ONLY: [(&str, &str); 7] = [
-    ("buddy-sim", "properties"),
-    ("buddy-sim", "nodes"),
-    ("buddy-sim", "ax_paging"),
-    ("buddy-sim", "mobility"),
-    ("buddy-sim", "reporting"),
-    ("buddy-sim", "failed_operations"),
-    ("buddy-sim", "observability"),
-];
-
-/// Every test target of [`MIRI_CRATES`] (the unit tests and each `tests/*.rs`), the long
-/// ones first ([`MIRI_LONG_TESTS`]). The doctests run natively only (the `test` stage):
-/// they call the API the unit and integration tests run under Miri, and under Miri each is
-/// a program of its own (zero-core's took 78 s, most of it starting them).
-fn miri_units(root: &Path) -> Result<Vec<MiriUnit>, String> {
-    let mut units = Vec::new();
-    for krate in MIRI_CRATES {
-        units.push(MiriUnit {
-            krate,
-            target: TestTarget::Lib,
-        });
-        let dir = root.join("crates").join(krate).join("tests");
-        if dir.is_dir() {
-            let entries = std::fs::read_dir(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
-            let mut names: Vec<String> = entries
-                .filter_map(|e| {
-                    let path = e.ok()?.path();
-                    (path.extension()? == "rs")
-                        .then(|| path.file_stem()?.to_str().map(String::from))?
-                })
-                .collect();
-            names.sort();
-            units.extend(names.into_iter().map(|name| MiriUnit {
-                krate,
-                target: TestTarget::Test(name),
-            }));
-        }
-    }
-    units.sort_by_key(|u| {
-        let name = match &u.target {
-            TestTarget::Test(name) => name.as_str(),
-            TestTarget::Lib => "lib",
-        };
-        MIRI_LONG_TESTS
-            .iter()
-            .position(|&(krate, test)| krate == u.krate && test == name)
-            .unwrap_or(MIRI_LONG_TESTS.len())
-    });
-    Ok(units)
 }
 
 fn fuzz(root: &Path, opts: &Options) -> StageResult {
