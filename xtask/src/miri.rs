@@ -106,15 +106,15 @@ pub fn stage(root: &Path, full: bool) -> Result<String, String> {
         }
     };
     let waited = run.started.elapsed().as_secs_f64();
+    let beside_note = if beside {
+        format!(", the first {waited:.0} s beside the stages before")
+    } else {
+        String::new()
+    };
     println!(
-        "    {} test targets under Miri, {} at a time (Miri runs one thread){}",
+        "    {} test targets under Miri, {} at a time (Miri runs one thread){beside_note}",
         run.units.len(),
         run.workers,
-        if beside {
-            format!("; started {waited:.0} s ago, beside the stages before")
-        } else {
-            String::new()
-        }
     );
     let built = run.wait_built();
     match &built {
@@ -134,7 +134,7 @@ pub fn stage(root: &Path, full: bool) -> Result<String, String> {
             .join()
             .map_err(|_| "a Miri worker panicked".to_string())?;
     }
-    if let Some(Err(_)) = run.built.lock().map_err(|e| e.to_string())?.as_ref() {
+    if built.is_err() {
         return Err("the Miri build failed (its output is above)".into());
     }
     let reports = std::mem::take(&mut *run.reports.lock().map_err(|e| e.to_string())?);
@@ -156,14 +156,9 @@ pub fn stage(root: &Path, full: bool) -> Result<String, String> {
         return Err(format!("failed under Miri: {}", line.trim()));
     }
     Ok(format!(
-        "{tests} tests under Miri ({} test targets, {} at a time{})",
+        "{tests} tests under Miri ({} test targets, {} at a time{beside_note})",
         run.units.len(),
         run.workers,
-        if beside {
-            format!(", the first {waited:.0} s beside the stages before")
-        } else {
-            String::new()
-        }
     ))
 }
 
@@ -220,20 +215,17 @@ impl Run {
     /// the targets share were compiled in each: buddy-sim eight times in all, with the
     /// features of each crate that depends on it). Returns the commands' output.
     fn build(&self, idle: bool) -> Report {
-        let mut log = String::new();
         let mut krates: Vec<&str> = self.units.iter().map(|u| u.krate).collect();
         krates.sort_unstable();
         krates.dedup();
-        for krate in krates {
+        let builds = krates.into_iter().map(|krate| {
             let mut c = nightly_cargo(&self.root);
             c.args(["miri", "test", "--no-run", "--all-features", "-p", krate])
                 .arg("--target-dir")
                 .arg(self.worker_dir(0));
-            match self.run_command(c, idle) {
-                Ok(out) => log.push_str(&out),
-                Err(out) => return Err(log + &out),
-            }
-        }
+            c
+        });
+        let mut copies = Vec::new();
         for worker in 1..self.workers {
             let dir = self.worker_dir(worker);
             if dir.exists() {
@@ -242,7 +234,11 @@ impl Run {
             // `-a`: the files keep their times, which cargo compares to find what is fresh.
             let mut copy = Command::new("cp");
             copy.arg("-a").arg(self.worker_dir(0)).arg(&dir);
-            match self.run_command(copy, idle) {
+            copies.push(copy);
+        }
+        let mut log = String::new();
+        for c in builds.chain(copies) {
+            match self.run_command(c, idle) {
                 Ok(out) => log.push_str(&out),
                 Err(out) => return Err(log + &out),
             }
