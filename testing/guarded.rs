@@ -1,4 +1,5 @@
-//! Test support shared by the arch crates' primitive tests (included with `#[path]`): an
+//! Test support shared by the arch crates' primitive tests (included with `#[path]`, beside
+//! `bytes.rs` as the test's `bytes` module): an
 //! anonymous mapping with a `PROT_NONE` guard page on each side, and a checker that clears a
 //! range of a poisoned area and verifies every byte inside is zero and every byte outside is
 //! unchanged. An overrun into a guard page faults the test.
@@ -71,10 +72,10 @@ fn check_one(
     // primitive allows, on a CPU that has it.
     clear(usable.as_mut_ptr().wrapping_add(offset), len);
     fence();
-    // Slice comparisons of bytes are one `memcmp` each, from the optimized standard
-    // library: the unoptimized test build checks the 40 KiB of each case at memory speed,
-    // which matters under qemu-user (tens of thousands of cases per primitive).
-    if usable[offset..end] != ZEROS[..len] {
+    // `all_bytes_are` compares a page at a time (`memcmp`): the unoptimized test build
+    // checks the 40 KiB of each case at memory speed, which matters under qemu-user (tens of
+    // thousands of cases per primitive).
+    if !crate::bytes::all_bytes_are(&usable[offset..end], 0) {
         let i = usable[offset..end]
             .iter()
             .position(|&b| b != 0)
@@ -85,15 +86,11 @@ fn check_one(
         );
     }
     assert!(
-        usable[..offset] == POISONED[..offset] && usable[end..] == POISONED[end..],
+        crate::bytes::all_bytes_are(&usable[..offset], POISON)
+            && crate::bytes::all_bytes_are(&usable[end..], POISON),
         "{name}: offset {offset} len {len}: a byte outside the range changed"
     );
 }
-
-/// What a cleared range must read back, for one comparison of the whole range.
-static ZEROS: [u8; USABLE_PAGES * PAGE] = [0; USABLE_PAGES * PAGE];
-/// What the bytes outside a cleared range must still hold.
-static POISONED: [u8; USABLE_PAGES * PAGE] = [POISON; USABLE_PAGES * PAGE];
 
 /// Lengths from 0 to 3 pages, plus tails, that are multiples of `multiple`.
 fn lengths(multiple: usize) -> Vec<usize> {

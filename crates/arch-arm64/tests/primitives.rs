@@ -3,6 +3,8 @@
 //! (qemu `-cpu max`), DC ZVA with the block size DCZID_EL0 reports, `stnp` and NEON `stp q`.
 #![cfg(all(target_arch = "aarch64", target_os = "linux", not(miri)))]
 
+#[path = "support/bytes.rs"]
+mod bytes;
 #[path = "support/guarded.rs"]
 mod guarded;
 

@@ -6,6 +6,8 @@
 //! loop started with a zero count would run 2^64 times and fault in the guard page.
 #![cfg(all(target_arch = "x86_64", not(miri)))]
 
+#[path = "support/bytes.rs"]
+mod bytes;
 #[path = "support/guarded.rs"]
 mod guarded;
 
