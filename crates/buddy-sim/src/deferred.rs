@@ -13,9 +13,7 @@
 //! frame, or one being initialized, is always found by the table).
 
 use crate::decompose::decompose;
-use crate::frame::Word;
 use crate::frame_storage::FrameStorage;
-use crate::types::FrameIdx;
 use crate::zone::Zone;
 use crate::zone::per_cpu_set::PerCpuSet;
 use crate::zone::ranges::DEFERRED_CHUNK_PAGES;
@@ -47,13 +45,10 @@ where
                 u64::from(chunk.end - chunk.start),
                 self.cfg.max_order,
             );
+            m.init_tails(blocks.clone().into_iter().flatten());
             let poisoning = self.poisoning();
-            for (head, order) in blocks.into_iter().flatten() {
-                let h = m.index_of(head);
-                for t in FrameIdx::span(h + 1, h + order.pages() as u32) {
-                    m.frame(t).store(Word::TAIL);
-                }
-                if poisoning {
+            if poisoning {
+                for (head, order) in blocks.into_iter().flatten() {
                     self.poison_added(head, order);
                 }
             }

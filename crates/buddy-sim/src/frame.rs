@@ -314,6 +314,11 @@ impl Word {
 /// A `Frame` is made of integer atomics only, so any initialized memory of the right size and
 /// alignment (zeroed boot memory, a `static` array) is a valid `[Frame]`; the zone
 /// overwrites it when it starts.
+///
+/// Laid out as C lays it out, 24 bytes with no padding (every field an atomic), so that
+/// initializing a range of frames can write whole cache lines with streaming stores
+/// ([`TailStores`]).
+#[repr(C)]
 pub struct Frame {
     word: AtomicU64,
     /// List links, stored as index + 1 (0: none), so that an all-zero frame is empty. An
@@ -323,8 +328,98 @@ pub struct Frame {
     next: AtomicU32,
     /// In the first frame of each pageblock (or the zone's first frame, for a pageblock the
     /// zone starts inside): the pageblock's [`MigrateType`] index (bits 0..2) and whether it
-    /// is isolated (bit 2). Written under the zone lock only.
-    pageblock: AtomicU32,
+    /// is isolated (bit 2). Written under the zone lock only. 64 bits wide (the upper 32
+    /// are always zero) so that the frame has no padding.
+    pageblock: AtomicU64,
+}
+
+#[cfg(not(loom))]
+const _: () = assert!(size_of::<Frame>() == 24);
+
+/// Writes a range's frames as tails inside the blocks being initialized over them: what
+/// initializing free memory writes over every frame after a block's head. For frames that
+/// only the caller writes (off every list, inside blocks it is initializing).
+///
+/// On x86_64, with streaming stores (`movnti`): they write whole cache lines without reading
+/// them first, where a store to each frame's word reads every line of the metadata and
+/// writes it back, twice the memory traffic (deferred initialization writes gigabytes of
+/// metadata that no CPU needs in its cache yet). Streaming stores are weakly ordered: the
+/// writer fences them when dropped, before the caller's next lock release publishes the
+/// frames. Elsewhere, and under Miri and loom, atomic stores.
+pub(crate) struct TailStores(());
+
+impl TailStores {
+    /// A writer; nothing written yet.
+    pub(crate) const fn new() -> Self {
+        Self(())
+    }
+
+    /// `frame` as a tail with no links and no pageblock bits (a frame that does not hold
+    /// its pageblock's bits: every other frame's are zero already).
+    #[inline]
+    #[allow(unsafe_code)]
+    pub(crate) fn whole(&mut self, frame: &Frame) {
+        #[cfg(all(target_arch = "x86_64", not(miri), not(loom)))]
+        // SAFETY: `at` points at the frame's 24 bytes, 8-aligned (a `Frame` is `repr(C)`,
+        // an `AtomicU64` first), every byte inside an atomic (no padding): `word` at 0,
+        // the links at 8 and 12, `pageblock` at 16. Each `movnti` is an aligned 8-byte
+        // store, single-copy atomic on x86_64, so the block does what relaxed atomic stores
+        // of the same values would (two 4-byte ones for the links): a CPU that reads the
+        // word meanwhile (to name an error) sees the old value or `TAIL`. The fence in
+        // `drop` orders the stores before anything the caller does after it.
+        unsafe {
+            core::arch::asm!(
+                "movnti qword ptr [{at}], {tail}",
+                "movnti qword ptr [{at} + 8], {zero}",
+                "movnti qword ptr [{at} + 16], {zero}",
+                at = in(reg) core::ptr::from_ref(frame).cast_mut().cast::<u64>(),
+                tail = in(reg) Word::TAIL.0,
+                zero = in(reg) 0u64,
+                options(nostack, preserves_flags),
+            );
+        }
+        #[cfg(not(all(target_arch = "x86_64", not(miri), not(loom))))]
+        {
+            frame.set_prev_raw(0);
+            frame.set_next_raw(0);
+            frame.store(Word::TAIL);
+        }
+    }
+
+    /// `frame` as a tail with no links, its pageblock bits kept (the frame that holds them).
+    #[inline]
+    #[allow(unsafe_code)]
+    pub(crate) fn keeping_pageblock(&mut self, frame: &Frame) {
+        #[cfg(all(target_arch = "x86_64", not(miri), not(loom)))]
+        // SAFETY: as in `whole`, for the word and the links only (bytes 0..16).
+        unsafe {
+            core::arch::asm!(
+                "movnti qword ptr [{at}], {tail}",
+                "movnti qword ptr [{at} + 8], {zero}",
+                at = in(reg) core::ptr::from_ref(frame).cast_mut().cast::<u64>(),
+                tail = in(reg) Word::TAIL.0,
+                zero = in(reg) 0u64,
+                options(nostack, preserves_flags),
+            );
+        }
+        #[cfg(not(all(target_arch = "x86_64", not(miri), not(loom))))]
+        {
+            frame.set_prev_raw(0);
+            frame.set_next_raw(0);
+            frame.store(Word::TAIL);
+        }
+    }
+}
+
+impl Drop for TailStores {
+    #[allow(unsafe_code)]
+    fn drop(&mut self) {
+        #[cfg(all(target_arch = "x86_64", not(miri), not(loom)))]
+        // SAFETY: a store fence reads and writes no memory.
+        unsafe {
+            core::arch::asm!("sfence", options(nostack, preserves_flags));
+        }
+    }
 }
 
 impl Frame {
@@ -338,7 +433,7 @@ impl Frame {
             word: AtomicU64::new(0),
             prev: AtomicU32::new(0),
             next: AtomicU32::new(0),
-            pageblock: AtomicU32::new(0),
+            pageblock: AtomicU64::new(0),
         }
     }
 
@@ -351,7 +446,7 @@ impl Frame {
             word: AtomicU64::new(0),
             prev: AtomicU32::new(0),
             next: AtomicU32::new(0),
-            pageblock: AtomicU32::new(0),
+            pageblock: AtomicU64::new(0),
         }
     }
 
@@ -450,13 +545,13 @@ impl Frame {
     /// The pageblock bits (in a pageblock's first frame).
     #[inline]
     pub(crate) fn pageblock_bits(&self) -> u32 {
-        self.pageblock.load(Ordering::Relaxed)
+        self.pageblock.load(Ordering::Relaxed) as u32
     }
 
     /// Sets the pageblock bits; under the zone lock.
     #[inline]
     pub(crate) fn set_pageblock_bits(&self, bits: u32) {
-        self.pageblock.store(bits, Ordering::Relaxed);
+        self.pageblock.store(u64::from(bits), Ordering::Relaxed);
     }
 }
 

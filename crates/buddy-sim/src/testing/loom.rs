@@ -633,12 +633,7 @@ fn init_deferred_publish_first(z: &LoomZone) {
         }
         free.finish_deferred(&chunk);
     }
-    for (head, order) in blocks() {
-        let h = m.index_of(head);
-        for t in FrameIdx::span(h + 1, h + order.pages() as u32) {
-            m.frame(t).store(crate::frame::Word::TAIL);
-        }
-    }
+    m.init_tails(blocks());
 }
 
 /// The negative control: publishing a chunk before its frames are written lets an

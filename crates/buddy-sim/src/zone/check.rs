@@ -45,7 +45,8 @@ where
     /// type (or the isolated lists), a free block of a pageblock or more spans pageblocks of
     /// one type, and an allocated head has no reference count exactly when it is frozen; a
     /// CMA reservation's pageblocks are movable, add up to the frames reserved, and hold
-    /// free blocks, movable allocations and order-0 pages only.
+    /// free blocks, movable allocations and order-0 pages only; pageblock bits are only in
+    /// the frame that holds its pageblock's.
     ///
     /// Meant for a quiescent zone: with allocations or frees in flight on other CPUs it
     /// can report the frames they are moving.
@@ -151,6 +152,17 @@ where
                 return bad(
                     "a head inside another block",
                     FrameIdx((idx + 1 + t) as u32),
+                );
+            }
+            // Initialization writes tails whole, pageblock bits included, except in the
+            // frame that holds its pageblock's.
+            if let Some(t) = (idx..idx + size)
+                .map(|t| FrameIdx(t as u32))
+                .find(|&t| m.frame(t).pageblock_bits() != 0 && m.pageblock_range(t).start != t)
+            {
+                return bad(
+                    "pageblock bits in a frame that does not hold its pageblock's",
+                    t,
                 );
             }
             if w.reported() && w.state() != FrameState::Buddy {

@@ -447,15 +447,12 @@ where
             u64::from(eager.end - eager.start),
             self.cfg.max_order,
         );
+        m.init_tails(blocks.clone().into_iter().flatten());
         for (head, order) in blocks.into_iter().flatten() {
-            let h = m.index_of(head);
-            for t in FrameIdx::span(h + 1, h + order.pages() as u32) {
-                m.frame(t).store(Word::TAIL);
-            }
             if self.poisoning() {
                 self.poison_added(head, order);
             }
-            free.free_one_page(m, h, order, zeroed);
+            free.free_one_page(m, m.index_of(head), order, zeroed);
         }
         free.add_present(u64::from(eager.end - eager.start));
         Ok(())
