@@ -233,16 +233,16 @@ impl PcpLists {
     /// the next non-empty list in turn, until the batch is done or the list is
     /// empty. The caller holds this CPU's lock and the zone lock.
     ///
-    /// Order-0 pages that come off a list one after another at consecutive frames, ascending
-    /// or descending (pages freed in ascending order, as a split block's are) go back as a
-    /// run: as its fewest
-    /// aligned blocks, each freed once and merged from its order up, instead of page by page
-    /// through every merge below it. The zone ends the same either way (a block of at most
-    /// the pageblock order lies in one pageblock, a larger one is freed pageblock by
-    /// pageblock, and merging does not depend on the order of the frees).
+    /// Blocks of one order that come off a list one after another at consecutive frames,
+    /// ascending or descending (blocks freed in ascending order, as a split block's pages
+    /// or a run of allocations are) go back as a run: as its fewest aligned blocks, each
+    /// freed once and merged from its order up, instead of block by block through every
+    /// merge below it. The zone ends the same either way (a block of at most the pageblock
+    /// order lies in one pageblock, a larger one is freed pageblock by pageblock, and
+    /// merging does not depend on the order of the frees).
     pub(crate) fn drain(&mut self, m: FrameMap<'_>, free: &mut FreeArea, pages: u64) {
         let mut drained = 0;
-        let mut run = PageRun::NONE;
+        let mut run = BlockRun::NONE;
         while drained < pages && self.count.pages > 0 {
             // The next list after the cursor that may hold blocks, round robin.
             let after = self.maybe_nonempty & !(u32::MAX >> (31 - self.drain_cursor));
@@ -264,85 +264,93 @@ impl PcpLists {
                 self.stats.list_ops += 1;
                 self.stats.drained += order.pages();
                 drained += order.pages();
-                if order.get() == 0 && run.extend(idx, w.zeroed()) {
+                if run.extend(idx, order, w.zeroed()) {
                     continue;
                 }
                 run.free(m, free);
-                if order.get() == 0 {
-                    run = PageRun::at(idx, w.zeroed());
-                } else {
-                    free.free_one_page(m, idx, order, w.zeroed());
-                }
+                run = BlockRun::at(idx, order, w.zeroed());
             }
         }
         run.free(m, free);
     }
 }
 
-/// Order-0 pages a drain took off a list at consecutive frames, not yet freed.
+/// Blocks of one order a drain took off a list at consecutive frames, not yet freed.
 #[derive(Clone, Copy)]
-struct PageRun {
+struct BlockRun {
     first: FrameIdx,
+    /// Frames, a multiple of the order's pages.
     pages: u32,
+    order: Order,
     zeroed: bool,
 }
 
-impl PageRun {
+impl BlockRun {
     const NONE: Self = Self {
         first: FrameIdx(0),
         pages: 0,
+        order: Order(0),
         zeroed: false,
     };
 
-    fn at(first: FrameIdx, zeroed: bool) -> Self {
+    fn at(first: FrameIdx, order: Order, zeroed: bool) -> Self {
         Self {
             first,
-            pages: 1,
+            pages: order.pages() as u32,
+            order,
             zeroed,
         }
     }
 
-    /// Adds the page at `idx` (known zero or not) to the run if it is the frame just past
-    /// its end or just before its start (a list's array gives pages back newest first, so
-    /// pages freed in ascending order come off it descending); whether it did.
+    /// Adds the block at `idx` (of `order`, known zero or not) to the run if it has the
+    /// run's order and knowledge and starts just past its end or ends just before its start
+    /// (a list's array gives blocks back newest first, so blocks freed in ascending order
+    /// come off it descending); whether it did.
     #[inline]
-    fn extend(&mut self, idx: FrameIdx, zeroed: bool) -> bool {
-        if self.pages == 0 || zeroed != self.zeroed {
+    fn extend(&mut self, idx: FrameIdx, order: Order, zeroed: bool) -> bool {
+        if self.pages == 0 || order != self.order || zeroed != self.zeroed {
             return false;
         }
+        let size = order.pages() as u32;
         if Some(idx.0) == self.first.0.checked_add(self.pages) {
-            self.pages += 1;
+            self.pages += size;
             return true;
         }
-        if idx.0.checked_add(1) == Some(self.first.0) {
+        if idx.0.checked_add(size) == Some(self.first.0) {
             self.first = idx;
-            self.pages += 1;
+            self.pages += size;
             return true;
         }
         false
     }
 
-    /// Frees the run to the buddy as its fewest aligned blocks (`decompose`): each block's
-    /// frames but its head become tails, and the block is freed at its order.
+    /// Frees the run to the buddy as its fewest aligned blocks (`decompose`; each at least
+    /// the run's order, which aligns every block of it): the heads of the run's blocks
+    /// inside each become tails, and the block is freed at its order.
     fn free(&mut self, m: FrameMap<'_>, free: &mut FreeArea) {
         if self.pages == 0 {
             return;
         }
+        let step = self.order.pages() as u32;
         // The run's frames are the zone's, so its end does not overflow; were it to, the
-        // pages would go back one by one.
+        // blocks would go back one by one.
         match decompose(m.pfn(self.first), u64::from(self.pages), m.cfg.max_order) {
             Ok(blocks) => {
                 for (pfn, order) in blocks {
                     let head = m.index_of(pfn);
-                    for tail in FrameIdx::span(head + 1, head + order.pages() as u32) {
-                        m.frame(tail).store(Word::TAIL);
+                    let mut inner = head + step;
+                    while inner < head + order.pages() as u32 {
+                        m.frame(inner).store(Word::TAIL);
+                        inner += step;
                     }
                     free.free_one_page(m, head, order, self.zeroed);
                 }
             }
             Err(_) => {
-                for page in FrameIdx::span(self.first, self.first + self.pages) {
-                    free.free_one_page(m, page, Order(0), self.zeroed);
+                let mut block = self.first;
+                while block < self.first + self.pages {
+                    free.free_one_page(m, block, self.order, self.zeroed);
+                    block += step;
                 }
             }
         }
