@@ -148,7 +148,8 @@ fn measure(ctx: &SectionContext, shift: u32) -> Row {
     let full_fresh = ready_fresh + t.elapsed();
     drop(z);
     // Mapped metadata: one thread, every core in parallel, and the streaming floor, in turn
-    // in each round, so that the machine's moods reach all three alike.
+    // in each round (shuffled), so that other tenants' load on a shared host falls on all three
+    // alike.
     let streaming =
         Strategy::available().find(|s| s.is_non_temporal() && !s.uses_vector_registers());
     let per_frame = |d: Duration| ns_per(d, frames as f64);

@@ -316,8 +316,7 @@ impl Word {
 /// overwrites it when it starts.
 ///
 /// Laid out as C lays it out, 24 bytes with no padding (every field an atomic), so that
-/// initializing a range of frames can write whole cache lines with streaming stores
-/// ([`TailStores`]).
+/// initializing a range of frames can write whole cache lines with streaming stores.
 #[repr(C)]
 pub struct Frame {
     word: AtomicU64,
