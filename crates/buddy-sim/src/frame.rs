@@ -358,30 +358,17 @@ impl TailStores {
     #[inline]
     #[allow(unsafe_code)]
     pub(crate) fn whole(&mut self, frame: &Frame) {
+        self.keeping_pageblock(frame);
         #[cfg(all(target_arch = "x86_64", not(miri), not(loom)))]
-        // SAFETY: `at` points at the frame's 24 bytes, 8-aligned (a `Frame` is `repr(C)`,
-        // an `AtomicU64` first), every byte inside an atomic (no padding): `word` at 0,
-        // the links at 8 and 12, `pageblock` at 16. Each `movnti` is an aligned 8-byte
-        // store, single-copy atomic on x86_64, so the block does what relaxed atomic stores
-        // of the same values would (two 4-byte ones for the links): a CPU that reads the
-        // word meanwhile (to name an error) sees the old value or `TAIL`. The fence in
-        // `drop` orders the stores before anything the caller does after it.
+        // SAFETY: as in `keeping_pageblock`, for `pageblock` (bytes 16..24), zero already:
+        // the store of zero completes the frame's cache lines for the streaming stores.
         unsafe {
             core::arch::asm!(
-                "movnti qword ptr [{at}], {tail}",
-                "movnti qword ptr [{at} + 8], {zero}",
                 "movnti qword ptr [{at} + 16], {zero}",
                 at = in(reg) core::ptr::from_ref(frame).cast_mut().cast::<u64>(),
-                tail = in(reg) Word::TAIL.0,
                 zero = in(reg) 0u64,
                 options(nostack, preserves_flags),
             );
-        }
-        #[cfg(not(all(target_arch = "x86_64", not(miri), not(loom))))]
-        {
-            frame.set_prev_raw(0);
-            frame.set_next_raw(0);
-            frame.store(Word::TAIL);
         }
     }
 
@@ -390,7 +377,13 @@ impl TailStores {
     #[allow(unsafe_code)]
     pub(crate) fn keeping_pageblock(&mut self, frame: &Frame) {
         #[cfg(all(target_arch = "x86_64", not(miri), not(loom)))]
-        // SAFETY: as in `whole`, for the word and the links only (bytes 0..16).
+        // SAFETY: `at` points at the frame's 24 bytes, 8-aligned (a `Frame` is `repr(C)`,
+        // an `AtomicU64` first), every byte inside an atomic (no padding): `word` at 0,
+        // the links at 8 and 12, `pageblock` at 16. Each `movnti` is an aligned 8-byte
+        // store, single-copy atomic on x86_64, so the block does what relaxed atomic stores
+        // of the same values would (two 4-byte ones for the links): a CPU that reads the
+        // word meanwhile (to name an error) sees the old value or `TAIL`. The fence in
+        // `drop` orders the stores before anything the caller does after it.
         unsafe {
             core::arch::asm!(
                 "movnti qword ptr [{at}], {tail}",
