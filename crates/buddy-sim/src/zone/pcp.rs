@@ -328,10 +328,16 @@ impl BlockRun {
     /// the run's order, which aligns every block of it): the heads of the run's blocks
     /// inside each become tails, and the block is freed at its order.
     fn free(&mut self, m: FrameMap<'_>, free: &mut FreeArea) {
+        let step = self.order.pages() as u32;
+        if self.pages == step {
+            // One block: as it is.
+            free.free_one_page(m, self.first, self.order, self.zeroed);
+            *self = Self::NONE;
+            return;
+        }
         if self.pages == 0 {
             return;
         }
-        let step = self.order.pages() as u32;
         // The run's frames are the zone's, so its end does not overflow; were it to, the
         // blocks would go back one by one.
         match decompose(m.pfn(self.first), u64::from(self.pages), m.cfg.max_order) {
