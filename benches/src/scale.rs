@@ -5,7 +5,6 @@
 use crate::measure::{Estimate, Region, Verdict, allowed_cpus, pin_current_thread, round_order};
 use crate::{Cell, Section, SectionContext, Table, must, order};
 use buddy_sim::{BoxedZone, Frame, PerCpu, Pfn, Zone, ZoneConfig};
-use std::sync::{Mutex, PoisonError};
 use std::time::{Duration, Instant};
 use zero_core::Strategy;
 
@@ -96,11 +95,9 @@ impl MappedFrames {
             .len()
             .div_ceil(threads)
             .next_multiple_of(strategy.granule().max(strategy.alignment()));
-        let chunks: Vec<Mutex<&mut [u8]>> = bytes.chunks_mut(part).map(Mutex::new).collect();
         let t = Instant::now();
-        on_every_core(chunks.len(), |i| {
-            let mut chunk = chunks[i].lock().unwrap_or_else(PoisonError::into_inner);
-            if let Err(e) = strategy.clear(&mut chunk) {
+        on_every_core(bytes.chunks_mut(part), |chunk| {
+            if let Err(e) = strategy.clear(chunk) {
                 panic!("{} over the metadata: {e}", strategy.name());
             }
         });
@@ -108,18 +105,18 @@ impl MappedFrames {
     }
 }
 
-/// Runs `f(i)` for `i` in `0..threads` on as many threads at once, thread `i` pinned to the
+/// Runs `f` on every item of `items` at once, a thread each, the `i`-th thread pinned to the
 /// `i`-th CPU this process may use (the measuring thread is pinned to one, and a thread
 /// inherits its parent's affinity).
-fn on_every_core(threads: usize, f: impl Fn(usize) + Sync) {
+fn on_every_core<T: Send>(items: impl IntoIterator<Item = T>, f: impl Fn(T) + Sync) {
     let cpus = allowed_cpus();
     let f = &f;
     std::thread::scope(|s| {
-        for i in 0..threads {
+        for (i, item) in items.into_iter().enumerate() {
             let cpu = cpus[i % cpus.len()];
             s.spawn(move || {
                 pin_current_thread(cpu);
-                f(i);
+                f(item);
             });
         }
     });
@@ -168,7 +165,7 @@ fn measure(ctx: &SectionContext, shift: u32) -> Row {
                 1 => {
                     let (z, ready_all) = mapped(metadata.zeroed(), threads);
                     let t = Instant::now();
-                    on_every_core(threads, |_| {
+                    on_every_core(0..threads, |_| {
                         while z.init_deferred(buddy_sim::DEFERRED_CHUNK_PAGES) > 0 {}
                     });
                     all.push(per_frame(ready_all + t.elapsed()));

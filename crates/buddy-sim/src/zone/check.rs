@@ -143,27 +143,21 @@ where
             if matches!(w.state(), FrameState::Leaked | FrameState::Reserved) && w.order() != 0 {
                 return bad("a leaked or reserved frame above order 0", i);
             }
-            if let Some(t) = m
-                .frames
-                .slice(idx + 1..idx + size)
-                .iter()
-                .position(|t| t.load().state() != FrameState::Tail)
-            {
-                return bad(
-                    "a head inside another block",
-                    FrameIdx((idx + 1 + t) as u32),
-                );
-            }
-            // Initialization writes tails whole, pageblock bits included, except in the
-            // frame that holds its pageblock's.
-            if let Some(t) = (idx..idx + size)
-                .map(|t| FrameIdx(t as u32))
-                .find(|&t| m.frame(t).pageblock_bits() != 0 && m.pageblock_range(t).start != t)
-            {
-                return bad(
-                    "pageblock bits in a frame that does not hold its pageblock's",
-                    t,
-                );
+            // One pass over the block's frames: each after the head a tail, and pageblock
+            // bits only in the frame that holds its pageblock's (initialization writes tails
+            // whole, pageblock bits included, except there).
+            for (k, f) in m.frames.slice(idx..idx + size).iter().enumerate() {
+                // Below the zone's frame count, which fits a u32.
+                let t = FrameIdx((idx + k) as u32);
+                if k > 0 && f.load().state() != FrameState::Tail {
+                    return bad("a head inside another block", t);
+                }
+                if f.pageblock_bits() != 0 && m.pageblock_range(t).start != t {
+                    return bad(
+                        "pageblock bits in a frame that does not hold its pageblock's",
+                        t,
+                    );
+                }
             }
             if w.reported() && w.state() != FrameState::Buddy {
                 return bad(

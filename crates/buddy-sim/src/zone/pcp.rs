@@ -329,13 +329,13 @@ impl BlockRun {
     /// inside each become tails, and the block is freed at its order.
     fn free(&mut self, m: FrameMap<'_>, free: &mut FreeArea) {
         let step = self.order.pages() as u32;
+        if self.pages == 0 {
+            return;
+        }
         if self.pages == step {
             // One block: as it is.
             free.free_one_page(m, self.first, self.order, self.zeroed);
             *self = Self::NONE;
-            return;
-        }
-        if self.pages == 0 {
             return;
         }
         // The run's frames are the zone's, so its end does not overflow; were it to, the
