@@ -266,21 +266,34 @@ fn a_counting_hook_sees_every_page_the_counters_count() {
     z.add_memory(Pfn(0x2_0000), 4096).unwrap();
     z.reset_counters();
     let mut rng = Rng(7);
-    let mut live: Vec<(usize, Pfn, Order)> = Vec::new();
+    // Blocks with a reference count and frozen blocks (`frozen`), of orders with a per-cpu
+    // list and without.
+    let mut live: Vec<(bool, Pfn, Order)> = Vec::new();
     for _ in 0..STEPS {
         let cpu = (rng.next() % 2) as usize;
+        let c = z.cpu(cpu).unwrap();
         if rng.next() % 5 < 3 || live.is_empty() {
             let order = Order::new((rng.next() % 6) as u8).unwrap();
             let kind = MigrateType::ALL[(rng.next() % 3) as usize];
-            let request = buddy_sim::AllocRequest::order(order).kind(kind);
-            if let Ok(pfn) = z.cpu(cpu).unwrap().alloc_raw(request) {
-                live.push((cpu, pfn, order));
+            let frozen = rng.next().is_multiple_of(3);
+            let got = if frozen {
+                c.alloc_frozen_pages(order)
+            } else {
+                c.alloc_raw(buddy_sim::AllocRequest::order(order).kind(kind))
+            };
+            if let Ok(pfn) = got {
+                live.push((frozen, pfn, order));
             }
         } else {
-            let (_, pfn, order) = live.swap_remove((rng.next() % live.len() as u64) as usize);
-            // SAFETY: allocated above, freed once; no memory behind the zone.
+            let (frozen, pfn, order) = live.swap_remove((rng.next() % live.len() as u64) as usize);
             #[allow(unsafe_code)]
-            unsafe { z.free_pages(cpu, pfn, order) }.unwrap();
+            if frozen {
+                // SAFETY: allocated frozen above, freed once; no memory behind the zone.
+                unsafe { c.free_frozen_pages(pfn, order) }.unwrap();
+            } else {
+                // SAFETY: allocated above, freed once; no memory behind the zone.
+                unsafe { c.free_pages(pfn, order) }.unwrap();
+            }
         }
     }
     z.cpu(0)

@@ -39,7 +39,6 @@ where
             return self.alloc_frozen_debugged(pcp, order, None);
         }
         let idx = self.take_unmovable(pcp, order)?;
-        self.frozen_allocated(pcp, idx, order);
         self.map().frame(idx).store(Word::frozen_block(order.get()));
         Ok(idx)
     }
@@ -62,15 +61,15 @@ where
             Some(align) => self.take_unmovable_aligned(pcp, order, align)?,
         };
         self.allocated_debugged(Some(pcp), idx, order, MigrateType::Unmovable);
-        self.frozen_allocated(pcp, idx, order);
         self.map().frame(idx).store(Word::frozen_block(order.get()));
         Ok(idx)
     }
 
-    /// An unmovable block of `order` for the caller to mark: the front of `pcp`'s list for
-    /// it (its array, then its linked part; order 0 always has a list: folded away for
-    /// it), else through the allocation paths (which refill the list, or mark a block
-    /// allocated with a reference, for the caller to overwrite).
+    /// An unmovable block of `order` for the caller to mark, its allocation told to the
+    /// event hook once: the front of `pcp`'s list for it (its array, then its linked part;
+    /// order 0 always has a list: folded away for it), else through the allocation paths
+    /// (which refill the list, or mark a block allocated with a reference, for the caller
+    /// to overwrite, and tell the hook).
     #[inline(always)]
     fn take_unmovable(&self, pcp: CpuLists<'_, R>, order: Order) -> Result<FrameIdx, AllocError> {
         match self.take_unmovable_listed(pcp, order) {
@@ -79,18 +78,23 @@ where
         }
     }
 
-    /// The front of `pcp`'s unmovable list for `order` (its array, then its linked part);
-    /// `None` when it is empty or the order has no list.
+    /// The front of `pcp`'s unmovable list for `order` (its array, then its linked part),
+    /// its allocation told to the event hook; `None` when it is empty or the order has no
+    /// list.
     #[inline(always)]
     fn take_unmovable_listed(&self, pcp: CpuLists<'_, R>, order: Order) -> Option<FrameIdx> {
         let list = self.cfg.pcp_list(order, MigrateType::Unmovable)?;
-        let mut lists = self.lock_pcp(pcp);
-        match lists.pop_hot(list, order) {
-            Some(idx) => Some(idx),
-            None => lists
-                .pop(self.map(), list, order, Prefer::Unzeroed)
-                .map(|(idx, _)| idx),
-        }
+        let idx = {
+            let mut lists = self.lock_pcp(pcp);
+            match lists.pop_hot(list, order) {
+                Some(idx) => Some(idx),
+                None => lists
+                    .pop(self.map(), list, order, Prefer::Unzeroed)
+                    .map(|(idx, _)| idx),
+            }
+        }?;
+        self.frozen_allocated(pcp, idx, order);
+        Some(idx)
     }
 
     /// [`Zone::take_unmovable`] when the list is empty: the allocation paths (a refill, or
@@ -122,14 +126,14 @@ where
             return self.alloc_frozen_debugged(pcp, order, Some(align));
         }
         let idx = self.take_unmovable_aligned(pcp, order, align)?;
-        self.frozen_allocated(pcp, idx, order);
         self.map().frame(idx).store(Word::frozen_block(order.get()));
         Ok(idx)
     }
 
-    /// An unmovable block of `order` aligned to `align` for the caller to mark: the most
-    /// recently freed aligned block of its list's array, else a block of the alignment's
-    /// order with the blocks past it freed.
+    /// An unmovable block of `order` aligned to `align` for the caller to mark, its
+    /// allocation told to the event hook (as [`Zone::take_unmovable`]): the most recently
+    /// freed aligned block of its list's array, else a block of the alignment's order with
+    /// the blocks past it freed.
     fn take_unmovable_aligned(
         &self,
         pcp: CpuLists<'_, R>,
@@ -143,7 +147,10 @@ where
             None => None,
         };
         match taken {
-            Some(idx) => Ok(idx),
+            Some(idx) => {
+                self.frozen_allocated(pcp, idx, order);
+                Ok(idx)
+            }
             None => {
                 let idx = self.take_unmovable(pcp, align)?;
                 // The pieces past the block are this call's alone, their frames tails: each
@@ -291,7 +298,6 @@ where
             return None;
         }
         let idx = zone.take_unmovable_listed(pcp, Order::ZERO)?;
-        zone.frozen_allocated(pcp, idx, Order::ZERO);
         zone.map().frame(idx).store(Word::FROZEN_PAGE);
         Some(zone.map().pfn(idx))
     }
