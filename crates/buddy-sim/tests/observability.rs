@@ -504,3 +504,96 @@ fn page_poisoning_finds_the_first_byte_written_after_a_free_and_nothing_else() {
     );
     z.check().unwrap();
 }
+
+/// How a block of the mixed test below is held, and so freed.
+#[derive(Clone, Copy)]
+enum Held {
+    /// An exact run of frames (`AllocRequest::frames`), freed by `free_contig_range`.
+    Run,
+    /// A block split into pages, freed by `free_contig_range`.
+    Split,
+    /// A frozen block, freed by `free_frozen_pages`.
+    Frozen,
+    /// A block taken at a frame of the test's choosing (`alloc_pages_at`), freed by
+    /// `free_pages`.
+    At,
+}
+
+#[test]
+fn a_counting_hook_agrees_with_the_counters_after_every_kind_of_call() {
+    use buddy_sim::mm_types::FrameRange;
+    use buddy_sim::{AllocRequest, Frame, PerCpu, WithEvents, Zone};
+    const START: Pfn = Pfn(0x2_0000);
+    let hook = Counting::default();
+    let cfg = ZoneConfig::new(START, 4096).with_cpus(2);
+    let frames: common::FrameVec = (0..4096).map(|_| Frame::new()).collect();
+    let cpus: Vec<PerCpu> = (0..2).map(|_| PerCpu::new()).collect();
+    let z = Zone::new_empty(cfg, frames, WithEvents::new(cpus, &hook)).unwrap();
+    z.add_memory(START, 4096).unwrap();
+    z.reset_counters();
+    let sum =
+        |a: &[std::sync::atomic::AtomicU64; 2]| a.iter().map(|c| c.load(Relaxed)).sum::<u64>();
+    let mut rng = Rng(9);
+    let mut live: Vec<(Held, Pfn, u64)> = Vec::new();
+    for step in 0..STEPS {
+        let c = z.cpu((rng.next() % 2) as usize).unwrap();
+        let order = Order::new((rng.next() % 6) as u8).unwrap();
+        if rng.next() % 5 < 3 || live.is_empty() {
+            let got = match rng.next() % 5 {
+                0 => {
+                    let n = 1 + rng.next() % 40;
+                    c.alloc_raw(AllocRequest::frames(n))
+                        .ok()
+                        .map(|p| (Held::Run, p, n))
+                }
+                1 => c.alloc_raw(AllocRequest::order(order)).ok().map(|p| {
+                    z.split_page(p, order).unwrap();
+                    (Held::Split, p, order.pages())
+                }),
+                2 => c
+                    .alloc_frozen_pages(order)
+                    .ok()
+                    .map(|p| (Held::Frozen, p, order.pages())),
+                3 => {
+                    let at = Pfn((START.0 + rng.next() % 4096) & !(order.pages() - 1));
+                    z.alloc_pages_at(at, order)
+                        .ok()
+                        .map(|()| (Held::At, at, order.pages()))
+                }
+                _ => {
+                    // vmalloc's runs, given back at once.
+                    let mut runs = [FrameRange::new(Pfn(0), 0); 64];
+                    if let Ok(area) = c.vmalloc(1 + rng.next() % 100, &mut runs) {
+                        // SAFETY: allocated just above, freed once; no memory behind the zone.
+                        #[allow(unsafe_code)]
+                        unsafe { c.vfree(&area) }.unwrap();
+                    }
+                    None
+                }
+            };
+            live.extend(got);
+        } else {
+            let (held, pfn, n) = live.swap_remove((rng.next() % live.len() as u64) as usize);
+            let order = Order::new(n.trailing_zeros() as u8).unwrap();
+            // SAFETY: each allocated above as `held` says, freed once; no memory behind the
+            // zone.
+            #[allow(unsafe_code)]
+            unsafe {
+                match held {
+                    Held::Run | Held::Split => c.free_contig_range(pfn, n),
+                    Held::Frozen => c.free_frozen_pages(pfn, order),
+                    Held::At => c.free_pages(pfn, order),
+                }
+            }
+            .unwrap();
+        }
+        let counters = z.counters();
+        assert_eq!(
+            sum(&hook.alloc_pages),
+            counters.pgalloc,
+            "allocated, step {step}"
+        );
+        assert_eq!(sum(&hook.free_pages), counters.pgfree, "freed, step {step}");
+    }
+    z.check().unwrap();
+}
