@@ -70,6 +70,8 @@ macro_rules! on_cpu {
 /// example below.)
 ///
 /// ```
+/// # #[cfg(feature = "alloc")]
+/// # fn main() -> Result<(), buddy_sim::BuddyError> {
 /// use axallocator::{BaseAllocator, PageAllocator};
 /// use buddy_sim::{AxPageAllocator, BoxedZone, Pfn, ZoneConfig};
 ///
@@ -86,7 +88,10 @@ macro_rules! on_cpu {
 /// pages.dealloc_pages(stack, 1);
 /// pages.dealloc_pages(fixed, 3);
 /// assert_eq!((pages.used_pages(), pages.last_error()), (0, None));
-/// # Ok::<(), buddy_sim::BuddyError>(())
+/// # Ok(())
+/// # }
+/// # #[cfg(not(feature = "alloc"))]
+/// # fn main() {}
 /// ```
 #[derive(Debug)]
 pub struct AxPageAllocator<'z, F, P, R: RawMutex> {
