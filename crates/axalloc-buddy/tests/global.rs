@@ -306,8 +306,15 @@ fn call() -> impl Strategy<Value = Call> {
 
 proptest! {
     // Under Miri, where isolation hides the working directory: two cases, no failure file.
+    // Elsewhere 32, or as many as `PROPTEST_CASES` asks.
     #![proptest_config(ProptestConfig {
-        cases: if cfg!(miri) { 2 } else { 32 },
+        cases: if cfg!(miri) {
+            2
+        } else if std::env::var_os("PROPTEST_CASES").is_some() {
+            ProptestConfig::default().cases
+        } else {
+            32
+        },
         failure_persistence: if cfg!(miri) { None } else { ProptestConfig::default().failure_persistence },
         ..ProptestConfig::default()
     })]
