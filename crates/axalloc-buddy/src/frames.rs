@@ -476,7 +476,7 @@ impl Frames {
     pub(crate) fn this_cpu(&self) -> crate::lock::IrqSpinGuard<'_, CpuSlot> {
         // The CPU is asked with interrupts and preemption off: the answer stays true while
         // its lock is taken and held.
-        let irq = kernel_guard::NoPreemptIrqSave::new();
+        let irq = crate::lock::IrqOff::new();
         IrqSpin::lock_masked(irq, || self.slot())
     }
 

@@ -7,8 +7,85 @@
 //! heap lock that does not lock on an SMP kernel corrupts the heap; this one always locks.
 
 use core::ops::{Deref, DerefMut};
-use kernel_guard::NoPreemptIrqSave;
 use spin::{Mutex, MutexGuard};
+
+/// What the locks hold while they are held: `kernel_guard`'s guard, which masks interrupts
+/// and preemption on a bare-metal target (`target_os = "none"`) and is a no-op on any
+/// other.
+#[cfg(not(all(
+    feature = "std-compat",
+    not(target_os = "none"),
+    any(target_arch = "aarch64", target_arch = "x86_64"),
+    not(miri)
+)))]
+pub(crate) use kernel_guard::NoPreemptIrqSave as IrqOff;
+
+/// What the locks hold while they are held, in a kernel built for a target that names an
+/// OS interface (feature `std-compat`: ArceOS's `std-compat`, as AxVisor builds it for
+/// `target_os = "linux"`), where `kernel_guard`'s guards are no-ops: the CPU's interrupts
+/// masked by the instructions themselves (DAIF.I on aarch64, RFLAGS.IF on x86_64), which
+/// also keeps the timer from preempting the holder. Without it a task preempted while it
+/// held the heap's lock left another, spinning for it with preemption off, spinning for
+/// good (AxVisor's boot hung in about one boot in ten).
+#[cfg(all(
+    feature = "std-compat",
+    not(target_os = "none"),
+    any(target_arch = "aarch64", target_arch = "x86_64"),
+    not(miri)
+))]
+pub(crate) struct IrqOff(usize, core::marker::PhantomData<*const ()>);
+
+#[cfg(all(
+    feature = "std-compat",
+    not(target_os = "none"),
+    any(target_arch = "aarch64", target_arch = "x86_64"),
+    not(miri)
+))]
+impl IrqOff {
+    /// Masks interrupts on this CPU, keeping what to restore.
+    #[inline(always)]
+    pub(crate) fn new() -> Self {
+        let state: usize;
+        // SAFETY: reading the interrupt mask and masking interrupts touch no memory of the
+        // program's: what they change is whether this CPU takes interrupts until the
+        // guard drops. (Outside a kernel, at EL0 or in ring 3, the CPU refuses them with a
+        // fault that ends the process: the feature is for kernels only.)
+        #[cfg(target_arch = "aarch64")]
+        unsafe {
+            core::arch::asm!("mrs {0}, daif", "msr daifset, #2", out(reg) state, options(nostack));
+        }
+        // SAFETY: as above (the flags pushed are popped at once).
+        #[cfg(target_arch = "x86_64")]
+        unsafe {
+            core::arch::asm!("pushfq", "pop {0}", "cli", out(reg) state);
+        }
+        Self(state, core::marker::PhantomData)
+    }
+}
+
+#[cfg(all(
+    feature = "std-compat",
+    not(target_os = "none"),
+    any(target_arch = "aarch64", target_arch = "x86_64"),
+    not(miri)
+))]
+impl Drop for IrqOff {
+    #[inline(always)]
+    fn drop(&mut self) {
+        // SAFETY: restores the interrupt mask `new` read on this CPU (the guard is not
+        // `Send`: it drops where it was made); no memory of the program's is touched.
+        #[cfg(target_arch = "aarch64")]
+        unsafe {
+            core::arch::asm!("msr daif, {0}", in(reg) self.0, options(nostack));
+        }
+        // Interrupts come back only if they were on (RFLAGS.IF, bit 9).
+        #[cfg(target_arch = "x86_64")]
+        if self.0 & (1 << 9) != 0 {
+            // SAFETY: as above.
+            unsafe { core::arch::asm!("sti", options(nostack)) };
+        }
+    }
+}
 
 /// `T` behind a spin lock held with interrupts and preemption off.
 pub(crate) struct IrqSpin<T>(Mutex<T>);
@@ -17,7 +94,7 @@ pub(crate) struct IrqSpin<T>(Mutex<T>);
 pub(crate) struct IrqSpinGuard<'a, T> {
     // Fields drop in order: the lock is released before interrupts come back.
     data: MutexGuard<'a, T>,
-    _irq: NoPreemptIrqSave,
+    _irq: IrqOff,
 }
 
 impl<T> IrqSpin<T> {
@@ -30,14 +107,14 @@ impl<T> IrqSpin<T> {
     /// handler on this CPU can then never wait for a lock this CPU holds.
     #[inline(always)]
     pub(crate) fn lock(&self) -> IrqSpinGuard<'_, T> {
-        Self::lock_masked(NoPreemptIrqSave::new(), || self)
+        Self::lock_masked(IrqOff::new(), || self)
     }
 
     /// Spins for the lock `which` picks with interrupts and preemption already off (`irq`):
     /// `which` runs on the CPU that takes the lock (the choice of a per-CPU lock by CPU id).
     #[inline(always)]
     pub(crate) fn lock_masked<'a>(
-        irq: NoPreemptIrqSave,
+        irq: IrqOff,
         which: impl FnOnce() -> &'a Self,
     ) -> IrqSpinGuard<'a, T> {
         IrqSpinGuard {
@@ -58,7 +135,7 @@ pub(crate) fn with_all<T, R>(
     at: impl FnOnce() -> usize,
     f: impl FnOnce(&mut T) -> R,
 ) -> Option<R> {
-    let _irq = NoPreemptIrqSave::new();
+    let _irq = IrqOff::new();
     let at = at().min(locks.len().checked_sub(1)?);
     let mut target = None;
     for (i, lock) in locks.iter().enumerate() {
