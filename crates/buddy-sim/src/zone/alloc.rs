@@ -368,21 +368,34 @@ where
             Some(list) => self
                 .take_from_list(pcp, list, order, prefer, mt, fallback)
                 .ok_or(oom),
-            None => {
-                let mut free = self.lock_zone();
-                let taken = if self.cfg.pageblock_reserve && order >= self.cfg.pageblock_order {
-                    free.rmqueue_leaving_reserve(self.map(), order, prefer, mt, fallback)
-                } else {
-                    free.rmqueue(self.map(), order, prefer, mt, fallback)
-                }
-                .ok_or(oom)?;
-                free.stats().pgalloc += order.pages();
-                if prefer == Prefer::Zeroed {
-                    free.stats().count_zeroed_alloc(taken.1, order.pages());
-                }
-                Ok((taken.0, Contents::of(taken.1)))
-            }
+            None => self.take_from_buddy(order, prefer, mt, fallback),
         }
+    }
+
+    /// A block of `order` (an order without a per-cpu list) straight from the buddy under
+    /// the zone lock, falling back to other types as `fallback` allows, counted there; with
+    /// a pageblock reserve, a request of whole pageblocks only while it leaves the reserve.
+    /// The block's head is not marked allocated yet.
+    #[inline(always)]
+    pub(crate) fn take_from_buddy(
+        &self,
+        order: Order,
+        prefer: Prefer,
+        mt: MigrateType,
+        fallback: Fallback,
+    ) -> Result<(FrameIdx, Contents), AllocError> {
+        let mut free = self.lock_zone();
+        let taken = if self.cfg.pageblock_reserve && order >= self.cfg.pageblock_order {
+            free.rmqueue_leaving_reserve(self.map(), order, prefer, mt, fallback)
+        } else {
+            free.rmqueue(self.map(), order, prefer, mt, fallback)
+        }
+        .ok_or(AllocError::OutOfMemory(order))?;
+        free.stats().pgalloc += order.pages();
+        if prefer == Prefer::Zeroed {
+            free.stats().count_zeroed_alloc(taken.1, order.pages());
+        }
+        Ok((taken.0, Contents::of(taken.1)))
     }
 
     /// A block from `pcp`'s `list` under its lock, as `prefer` says: a zeroed allocation

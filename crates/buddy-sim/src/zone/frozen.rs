@@ -72,10 +72,25 @@ where
     /// to overwrite, and tell the hook).
     #[inline(always)]
     fn take_unmovable(&self, pcp: CpuLists<'_, R>, order: Order) -> Result<FrameIdx, AllocError> {
-        match self.take_unmovable_listed(pcp, order) {
-            Some(idx) => Ok(idx),
-            None => self.take_unmovable_slow(pcp, order),
+        if let Some(idx) = self.take_unmovable_listed(pcp, order) {
+            return Ok(idx);
         }
+        // An order without a list (a heap's run of 16 pages to 1 GiB): straight from the
+        // buddy while it has a block, without the layers of the general path.
+        if self.cfg.pcp_list(order, MigrateType::Unmovable).is_none()
+            && order <= self.cfg.max_order
+            && !self.cfg.movable_only
+            && let Ok((idx, _)) = self.take_from_buddy(
+                order,
+                Prefer::Unzeroed,
+                MigrateType::Unmovable,
+                self.cfg.fallback(),
+            )
+        {
+            self.frozen_allocated(pcp, idx, order);
+            return Ok(idx);
+        }
+        self.take_unmovable_slow(pcp, order)
     }
 
     /// The front of `pcp`'s unmovable list for `order` (its array, then its linked part),
