@@ -30,6 +30,19 @@ const PCP_MAX_ORDER: Order = match Order::new(6) {
     Err(_) => panic!("order 6 is an order"),
 };
 
+/// The order of a request of `num_pages` pages aligned to `align` bytes that a block from a
+/// CPU's list serves whole: a power of two above one page, up to the lists' largest order,
+/// aligned to at least a page and at most the block's size (frames are numbered by their
+/// address, so a block of `2^k` pages starts at a multiple of its size); `None` otherwise.
+#[inline(always)]
+pub(crate) fn listed_block_order(num_pages: usize, align: usize) -> Option<Order> {
+    if num_pages < 2 || !num_pages.is_power_of_two() || !align.is_power_of_two() || align < PAGE {
+        return None;
+    }
+    let order = Order::new(u8::try_from(num_pages.trailing_zeros()).ok()?).ok()?;
+    (order <= PCP_MAX_ORDER && align <= PAGE << order.get()).then_some(order)
+}
+
 /// The zone under the page allocator, its metadata in the memory it manages.
 pub type PageZone = Zone<&'static [Frame], &'static [PerCpu<DefaultRawMutex>], DefaultRawMutex>;
 
@@ -398,30 +411,36 @@ impl Frames {
         &self.clearer
     }
 
-    /// One page for `kind` from the calling CPU's lists (the zone's frozen page), counted,
-    /// recorded with `tag` (page_owner); `None`, changing nothing, when the zone has none
-    /// (the general path then looks further and records why).
+    /// A block of `order` for `kind` from the calling CPU's lists (the zone's frozen block,
+    /// as `AxPageAllocator` hands out a block's worth of pages: its free takes it back),
+    /// counted, recorded with `tag` (page_owner); `None`, changing nothing, when the CPU's
+    /// list for the order has none: for a page, past a refill and the slow path, unless
+    /// the region is exhausted; for a block, at once (the general path then refills, looks
+    /// further and records why).
     #[inline(always)]
-    pub(crate) fn alloc_page(&self, kind: UsageKind, tag: OwnerTag) -> Option<usize> {
+    pub(crate) fn alloc_block(
+        &self,
+        order: Order,
+        kind: UsageKind,
+        tag: OwnerTag,
+    ) -> Option<usize> {
         let mut cpu = self.this_cpu();
         tag.set(self.zone, cpu.id);
         // SAFETY: the slot's lock is held, with interrupts and preemption off on this CPU:
         // its lists are reached by this call alone (as `carve`'s `cpu_local` says).
         let lists = unsafe { self.zone.local_cpu(cpu.id) }.ok()?;
-        // A frozen page, as `AxPageAllocator` hands out one page: its free takes it back.
-        // From the CPU's list; past it, a refill and the slow path unless the region is
-        // exhausted (then the caller tries the other regions first).
-        let pfn = match lists.alloc_frozen_page_listed() {
+        let pfn = match lists.alloc_frozen_pages_listed(order) {
             Some(pfn) => pfn,
-            None => self.refill_page(cpu.id)?,
+            None if order == Order::ZERO => self.refill_page(cpu.id)?,
+            None => return None,
         };
-        cpu.usage.add(kind, PAGE);
+        cpu.usage.add(kind, PAGE << order.get());
         // Frames are numbered by their address: the frame's number times its size is its
         // address, which the region holds.
         Some(pfn.0 as usize * PAGE)
     }
 
-    /// [`Frames::alloc_page`] past CPU `cpu`'s list, under its slot's lock: a refill and
+    /// [`Frames::alloc_block`] of a page past CPU `cpu`'s list, under its slot's lock: a refill and
     /// the slow path, unless the region is [exhausted](Frames::exhausted); out of line, so
     /// that the list's pop carries none of it (not even the handle it passes on: the
     /// handle is made again here from the CPU's number).
@@ -431,7 +450,7 @@ impl Frames {
         if self.exhausted() {
             return None;
         }
-        // SAFETY: as in `alloc_page`, whose slot lock for `cpu` is held across this call
+        // SAFETY: as in `alloc_block`, whose slot lock for `cpu` is held across this call
         // (with interrupts and preemption off); its own handle for `cpu` makes no call
         // after this one, so this handle's calls are the only ones on the lists.
         let lists = unsafe { self.zone.local_cpu(cpu) }.ok()?;
@@ -441,31 +460,37 @@ impl Frames {
         pfn
     }
 
-    /// Gives back the page at `pos`, one of this region's, handed out alone, and uncounts
-    /// it for `kind`: `false`, changing nothing, for a page the zone refuses (a page of a
-    /// run, or not allocated), which the general path frees or reports.
+    /// Gives back the block of `order` at `pos`, one of this region's, handed out whole (a
+    /// page alone, or a block's worth of pages), and uncounts it for `kind`: `false`,
+    /// changing nothing, for a block the zone refuses (part of a run, a block of another
+    /// order, or not allocated), which the general path frees or reports.
     ///
     /// # Safety
     /// As [`GlobalAllocator::dealloc_pages`](crate::GlobalAllocator::dealloc_pages).
     #[inline(always)]
-    pub(crate) unsafe fn free_page(&self, pos: usize, kind: UsageKind) -> bool {
+    pub(crate) unsafe fn free_block(&self, pos: usize, order: Order, kind: UsageKind) -> bool {
         if !pos.is_multiple_of(PAGE) {
             return false;
         }
         let mut cpu = self.this_cpu();
-        // SAFETY: as in `alloc_page` (the slot lock held, interrupts and preemption off).
+        // SAFETY: as in `alloc_block` (the slot lock held, interrupts and preemption off).
         let Ok(lists) = (unsafe { self.zone.local_cpu(cpu.id) }) else {
             return false;
         };
-        // SAFETY: the caller's promise (a page this allocator handed out, given back once,
-        // not used after); `free_frozen_page` frees only a frozen page and changes nothing
-        // otherwise.
-        if unsafe { lists.free_frozen_page(Pfn((pos / PAGE) as u64)) }.is_err() {
+        // SAFETY: the caller's promise (a block this allocator handed out, given back once,
+        // not used after); `free_frozen_pages` frees only a frozen block of this order and
+        // changes nothing otherwise.
+        if unsafe { lists.free_frozen_pages(Pfn((pos / PAGE) as u64), order) }.is_err() {
             return false;
         }
-        cpu.usage.sub(kind, PAGE);
-        // The page is on this CPU's list, where the next one-page call finds it whether
-        // or not the region is marked exhausted: nothing to clear on this path.
+        cpu.usage.sub(kind, PAGE << order.get());
+        drop(cpu);
+        // A page is on this CPU's list, where the next one-page call finds it whether or not
+        // the region is marked exhausted: nothing to clear for it. A block may have gone to
+        // the buddy, where only a refill finds it: the region has pages again.
+        if order != Order::ZERO {
+            self.set_exhausted(false);
+        }
         true
     }
 

@@ -4,11 +4,12 @@
 
 use crate::byte::{DefaultByteAllocator, NAME};
 use crate::cpu::cpu_count;
-use crate::frames::{Frames, InitError, PAGE};
+use crate::frames::{Frames, InitError, PAGE, listed_block_order};
 use crate::lock::IrqSpin;
 use crate::owner::{OwnerTag, Owners};
 use crate::usage::{UsageCounts, UsageKind, Usages};
 use axallocator::{AllocError, AllocResult, BaseAllocator, ByteAllocator, PageAllocator};
+use buddy_sim::Order;
 use core::alloc::{GlobalAlloc, Layout};
 use core::ptr::NonNull;
 use core::sync::atomic::{AtomicUsize, Ordering};
@@ -597,14 +598,18 @@ impl GlobalAllocator {
         align_pow2: usize,
         kind: UsageKind,
     ) -> AllocResult<usize> {
-        // One page (a page table's), the call a kernel makes most, on a path of its own;
-        // anything else, or no page there, through the general path. Each out of line, so
-        // that neither carries the other's registers.
+        // One page (a page table's), the call a kernel makes most, on a path of its own; a
+        // small block's worth of pages (a task stack, a heap's small run) from the CPU's list
+        // on another; anything else, or nothing there, through the general path. Each out of
+        // line, so that none carries the others' registers.
         // One owner tag per call (page_owner's sequence number, taken once).
         let tag = self.owners.tag(kind);
-        if num_pages == 1
-            && align_pow2 == PAGE
-            && let Some(at) = self.alloc_one_page(kind, tag)
+        if num_pages == 1 && align_pow2 == PAGE {
+            if let Some(at) = self.alloc_one_page(kind, tag) {
+                return Ok(at);
+            }
+        } else if let Some(order) = listed_block_order(num_pages, align_pow2)
+            && let Some(at) = self.alloc_one_block(order, kind, tag)
         {
             return Ok(at);
         }
@@ -615,7 +620,15 @@ impl GlobalAllocator {
     /// `kind`; `None` when that list and its refill have none, or before `init`.
     #[inline(never)]
     fn alloc_one_page(&self, kind: UsageKind, tag: OwnerTag) -> Option<usize> {
-        self.first()?.alloc_page(kind, tag)
+        self.first()?.alloc_block(Order::ZERO, kind, tag)
+    }
+
+    /// One block of `order` from the first region's CPU list for it (its zone's frozen
+    /// block), counted for `kind`; `None` when that list has none (no refill: the general
+    /// path's), or before `init`.
+    #[inline(never)]
+    fn alloc_one_block(&self, order: Order, kind: UsageKind, tag: OwnerTag) -> Option<usize> {
+        self.first()?.alloc_block(order, kind, tag)
     }
 
     /// [`GlobalAllocator::alloc_pages`] of anything but one page (or of one page the fast
@@ -728,10 +741,18 @@ impl GlobalAllocator {
     /// ```
     #[inline]
     pub unsafe fn dealloc_pages(&self, pos: usize, num_pages: usize, kind: UsageKind) {
-        // One page of the first region, the call a kernel makes most, on a path of its own
-        // (as `alloc_pages`).
+        // One page or one block of the first region, handed out whole, on a path of its
+        // own (as `alloc_pages`).
         // SAFETY: the caller's promise, passed on.
         if num_pages == 1 && unsafe { self.free_one_page(pos, kind) } {
+            return;
+        }
+        if num_pages > 1
+            && num_pages.is_power_of_two()
+            && let Ok(order) = Order::new(num_pages.trailing_zeros() as u8)
+            // SAFETY: the caller's promise, passed on.
+            && unsafe { self.free_one_block(pos, order, kind) }
+        {
             return;
         }
         // SAFETY: the caller's promise, passed on.
@@ -739,15 +760,38 @@ impl GlobalAllocator {
     }
 
     /// Gives back the page at `pos` if it is a page of the first region handed out alone,
-    /// uncounted for `kind`: `false`, changing nothing, otherwise.
+    /// uncounted for `kind`: `false`, changing nothing, otherwise. Out of line with its
+    /// order known, so that the call a kernel makes most carries nothing of a block's.
     ///
     /// # Safety
     /// As [`GlobalAllocator::dealloc_pages`].
     #[inline(never)]
     unsafe fn free_one_page(&self, pos: usize, kind: UsageKind) -> bool {
+        // SAFETY: the caller's promise, passed on.
+        unsafe { self.free_in_first(pos, Order::ZERO, kind) }
+    }
+
+    /// [`GlobalAllocator::free_one_page`] of a block of `order` handed out whole.
+    ///
+    /// # Safety
+    /// As [`GlobalAllocator::dealloc_pages`].
+    #[inline(never)]
+    unsafe fn free_one_block(&self, pos: usize, order: Order, kind: UsageKind) -> bool {
+        // SAFETY: the caller's promise, passed on.
+        unsafe { self.free_in_first(pos, order, kind) }
+    }
+
+    /// Gives back the block of `order` at `pos` if it is a block of the first region handed
+    /// out whole (a page alone, or a block's worth of pages), uncounted for `kind`: `false`,
+    /// changing nothing, otherwise.
+    ///
+    /// # Safety
+    /// As [`GlobalAllocator::dealloc_pages`].
+    #[inline(always)]
+    unsafe fn free_in_first(&self, pos: usize, order: Order, kind: UsageKind) -> bool {
         match self.first() {
             // SAFETY: the caller's promise, passed on.
-            Some(frames) if frames.holds(pos) => unsafe { frames.free_page(pos, kind) },
+            Some(frames) if frames.holds(pos) => unsafe { frames.free_block(pos, order, kind) },
             _ => false,
         }
     }

@@ -322,6 +322,36 @@ fn a_listed_frozen_page_comes_from_the_cpus_list_alone() {
     z.check().unwrap();
 }
 
+/// `alloc_frozen_pages_listed` takes a block from its order's list alone: none from an
+/// empty list or an order without one (nothing changes), the block a free put there after.
+#[test]
+fn a_listed_frozen_block_comes_from_its_orders_list_alone() {
+    let z = zone(4096);
+    let cpu = z.cpu(0).unwrap();
+    let (listed, unlisted) = (Order::new(2).unwrap(), Order::new(5).unwrap());
+    let before = Before::of(&z);
+    assert_eq!(cpu.alloc_frozen_pages_listed(listed), None);
+    assert_eq!(cpu.alloc_frozen_pages_listed(unlisted), None);
+    before.assert_unchanged(&z);
+    for order in [listed, unlisted] {
+        let block = cpu.alloc_frozen_pages(order).unwrap();
+        // SAFETY: this test's block, freed once, unused after.
+        unsafe { cpu.free_frozen_pages(block, order) }.unwrap();
+        let again = cpu.alloc_frozen_pages_listed(order);
+        // An order with a list finds the block there; one without, nothing (it went back
+        // to the buddy).
+        assert_eq!(again, (order == listed).then_some(block));
+        if let Some(block) = again {
+            assert!(z.frame(block).unwrap().frozen);
+            // SAFETY: as above.
+            unsafe { cpu.free_frozen_pages(block, order) }.unwrap();
+        }
+    }
+    z.drain_all();
+    assert_eq!(z.free_pages_total(), 4096);
+    z.check().unwrap();
+}
+
 #[test]
 fn zeroed_runs_read_zero_in_every_byte() {
     let mut ram: Vec<Page> = (0..64).map(|_| Page([0xA5; 4096])).collect();

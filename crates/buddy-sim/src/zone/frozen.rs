@@ -308,12 +308,35 @@ where
     /// zone short of pages before any slow path.
     #[inline(always)]
     pub fn alloc_frozen_page_listed(&self) -> Option<Pfn> {
+        self.alloc_frozen_pages_listed(Order::ZERO)
+    }
+
+    /// [`Cpu::alloc_frozen_pages`] from this CPU's list for `order` alone, as
+    /// [`Cpu::alloc_frozen_page_listed`] for a page: `None`, with nothing changed, when the
+    /// order has no list or its list is empty (no refill, no slow path), and while the zone
+    /// debugs. For an embedder's fast path for small blocks (a task stack, a heap's small
+    /// run) that leaves everything else to [`Cpu::alloc_frozen_pages`].
+    ///
+    /// ```
+    /// use buddy_sim::{Order, Pfn, StaticZone};
+    /// static ZONE: StaticZone<4096, 1> = StaticZone::new_static_at(Pfn(0));
+    /// let cpu = ZONE.cpu(0)?;
+    /// let order = Order::new(2)?;
+    /// assert_eq!(cpu.alloc_frozen_pages_listed(order), None); // nothing on the list yet
+    /// let stack = cpu.alloc_frozen_pages(order)?;
+    /// // SAFETY: the block is this code's alone and unused from here on.
+    /// unsafe { cpu.free_frozen_pages(stack, order) }?;
+    /// assert_eq!(cpu.alloc_frozen_pages_listed(order), Some(stack)); // the block just freed
+    /// # Ok::<(), buddy_sim::BuddyError>(())
+    /// ```
+    #[inline(always)]
+    pub fn alloc_frozen_pages_listed(&self, order: Order) -> Option<Pfn> {
         let (zone, pcp) = (self.zone, self.lists());
         if zone.debugging() {
             return None;
         }
-        let idx = zone.take_unmovable_listed(pcp, Order::ZERO)?;
-        zone.map().frame(idx).store(Word::FROZEN_PAGE);
+        let idx = zone.take_unmovable_listed(pcp, order)?;
+        zone.map().frame(idx).store(Word::frozen_block(order.get()));
         Some(zone.map().pfn(idx))
     }
 
