@@ -75,7 +75,7 @@ where
         if let Some(idx) = self.take_unmovable_listed(pcp, order) {
             return Ok(idx);
         }
-        // An order without a list (a heap's run of 16 pages to 1 GiB): straight from the
+        // An order without a list (a heap's larger runs, a huge page): straight from the
         // buddy while it has a block, without the layers of the general path.
         if self.cfg.pcp_list(order, MigrateType::Unmovable).is_none()
             && order <= self.cfg.max_order
