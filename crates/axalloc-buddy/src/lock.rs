@@ -15,6 +15,7 @@ use spin::{Mutex, MutexGuard};
 #[cfg(not(all(
     feature = "std-compat",
     not(target_os = "none"),
+    target_env = "musl",
     any(target_arch = "aarch64", target_arch = "x86_64"),
     not(miri)
 )))]
@@ -22,14 +23,15 @@ pub(crate) use kernel_guard::NoPreemptIrqSave as IrqOff;
 
 /// What the locks hold while they are held, in a kernel built for a target that names an
 /// OS interface (feature `std-compat`: ArceOS's `std-compat`, as AxVisor builds it for
-/// `target_os = "linux"`), where `kernel_guard`'s guards are no-ops: the CPU's interrupts
-/// masked by the instructions themselves (DAIF.I on aarch64, RFLAGS.IF on x86_64), which
-/// also keeps the timer from preempting the holder. Without it a task preempted while it
-/// held the heap's lock left another, spinning for it with preemption off, spinning for
-/// good (AxVisor's boot hung in about one boot in ten).
+/// `target_os = "linux"`, `target_env = "musl"`), where `kernel_guard`'s guards are no-ops:
+/// the CPU's interrupts masked by the instructions themselves (DAIF.I on aarch64, RFLAGS.IF
+/// on x86_64), which also keeps the timer from preempting the holder. Without it a task
+/// preempted while it held the heap's lock left another, spinning for it with preemption
+/// off, spinning for good (AxVisor's boot hung in about one boot in ten).
 #[cfg(all(
     feature = "std-compat",
     not(target_os = "none"),
+    target_env = "musl",
     any(target_arch = "aarch64", target_arch = "x86_64"),
     not(miri)
 ))]
@@ -38,6 +40,7 @@ pub(crate) struct IrqOff(usize, core::marker::PhantomData<*const ()>);
 #[cfg(all(
     feature = "std-compat",
     not(target_os = "none"),
+    target_env = "musl",
     any(target_arch = "aarch64", target_arch = "x86_64"),
     not(miri)
 ))]
@@ -66,6 +69,7 @@ impl IrqOff {
 #[cfg(all(
     feature = "std-compat",
     not(target_os = "none"),
+    target_env = "musl",
     any(target_arch = "aarch64", target_arch = "x86_64"),
     not(miri)
 ))]
