@@ -9,17 +9,15 @@
 use core::ops::{Deref, DerefMut};
 use spin::{Mutex, MutexGuard};
 
+pub(crate) use irq_off::IrqOff;
+
 /// What the locks hold while they are held: `kernel_guard`'s guard, which masks interrupts
 /// and preemption on a bare-metal target (`target_os = "none"`) and is a no-op on any
 /// other.
-#[cfg(not(all(
-    feature = "std-compat",
-    not(target_os = "none"),
-    target_env = "musl",
-    any(target_arch = "aarch64", target_arch = "x86_64"),
-    not(miri)
-)))]
-pub(crate) use kernel_guard::NoPreemptIrqSave as IrqOff;
+#[cfg(not(all(feature = "std-compat", target_env = "musl", not(miri))))]
+mod irq_off {
+    pub(crate) use kernel_guard::NoPreemptIrqSave as IrqOff;
+}
 
 /// What the locks hold while they are held, in a kernel built for a target that names an
 /// OS interface (feature `std-compat`: ArceOS's `std-compat`, as AxVisor builds it for
@@ -28,65 +26,52 @@ pub(crate) use kernel_guard::NoPreemptIrqSave as IrqOff;
 /// on x86_64), which also keeps the timer from preempting the holder. Without it a task
 /// preempted while it held the heap's lock left another, spinning for it with preemption
 /// off, spinning for good (AxVisor's boot hung in about one boot in ten).
-#[cfg(all(
-    feature = "std-compat",
-    not(target_os = "none"),
-    target_env = "musl",
-    any(target_arch = "aarch64", target_arch = "x86_64"),
-    not(miri)
-))]
-pub(crate) struct IrqOff(usize, core::marker::PhantomData<*const ()>);
+#[cfg(all(feature = "std-compat", target_env = "musl", not(miri)))]
+mod irq_off {
+    #[cfg(not(any(target_arch = "aarch64", target_arch = "x86_64")))]
+    compile_error!("feature std-compat masks interrupts on aarch64 and x86_64 only");
 
-#[cfg(all(
-    feature = "std-compat",
-    not(target_os = "none"),
-    target_env = "musl",
-    any(target_arch = "aarch64", target_arch = "x86_64"),
-    not(miri)
-))]
-impl IrqOff {
-    /// Masks interrupts on this CPU, keeping what to restore.
-    #[inline(always)]
-    pub(crate) fn new() -> Self {
-        let state: usize;
-        // SAFETY: reading the interrupt mask and masking interrupts touch no memory of the
-        // program's: what they change is whether this CPU takes interrupts until the
-        // guard drops. (Outside a kernel, at EL0 or in ring 3, the CPU refuses them with a
-        // fault that ends the process: the feature is for kernels only.)
-        #[cfg(target_arch = "aarch64")]
-        unsafe {
-            core::arch::asm!("mrs {0}, daif", "msr daifset, #2", out(reg) state, options(nostack));
+    /// Interrupts masked on this CPU until it drops (not `Send`: it drops where it was
+    /// made).
+    pub(crate) struct IrqOff(usize, core::marker::PhantomData<*const ()>);
+
+    impl IrqOff {
+        /// Masks interrupts on this CPU, keeping what to restore.
+        #[inline(always)]
+        pub(crate) fn new() -> Self {
+            let state: usize;
+            // SAFETY: reading the interrupt mask and masking interrupts touch no memory of
+            // the program's: what they change is whether this CPU takes interrupts until the
+            // guard drops. (Outside a kernel, at EL0 or in ring 3, the CPU refuses them with
+            // a fault that ends the process: the feature is for kernels only.)
+            #[cfg(target_arch = "aarch64")]
+            unsafe {
+                core::arch::asm!("mrs {0}, daif", "msr daifset, #2", out(reg) state, options(nostack));
+            }
+            // SAFETY: as above (the flags pushed are popped at once).
+            #[cfg(target_arch = "x86_64")]
+            unsafe {
+                core::arch::asm!("pushfq", "pop {0}", "cli", out(reg) state);
+            }
+            Self(state, core::marker::PhantomData)
         }
-        // SAFETY: as above (the flags pushed are popped at once).
-        #[cfg(target_arch = "x86_64")]
-        unsafe {
-            core::arch::asm!("pushfq", "pop {0}", "cli", out(reg) state);
-        }
-        Self(state, core::marker::PhantomData)
     }
-}
 
-#[cfg(all(
-    feature = "std-compat",
-    not(target_os = "none"),
-    target_env = "musl",
-    any(target_arch = "aarch64", target_arch = "x86_64"),
-    not(miri)
-))]
-impl Drop for IrqOff {
-    #[inline(always)]
-    fn drop(&mut self) {
-        // SAFETY: restores the interrupt mask `new` read on this CPU (the guard is not
-        // `Send`: it drops where it was made); no memory of the program's is touched.
-        #[cfg(target_arch = "aarch64")]
-        unsafe {
-            core::arch::asm!("msr daif, {0}", in(reg) self.0, options(nostack));
-        }
-        // Interrupts come back only if they were on (RFLAGS.IF, bit 9).
-        #[cfg(target_arch = "x86_64")]
-        if self.0 & (1 << 9) != 0 {
-            // SAFETY: as above.
-            unsafe { core::arch::asm!("sti", options(nostack)) };
+    impl Drop for IrqOff {
+        #[inline(always)]
+        fn drop(&mut self) {
+            // SAFETY: restores the interrupt mask `new` read on this CPU; no memory of the
+            // program's is touched.
+            #[cfg(target_arch = "aarch64")]
+            unsafe {
+                core::arch::asm!("msr daif, {0}", in(reg) self.0, options(nostack));
+            }
+            // Interrupts come back only if they were on (RFLAGS.IF, bit 9).
+            #[cfg(target_arch = "x86_64")]
+            if self.0 & (1 << 9) != 0 {
+                // SAFETY: as above.
+                unsafe { core::arch::asm!("sti", options(nostack)) };
+            }
         }
     }
 }
