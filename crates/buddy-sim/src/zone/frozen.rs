@@ -78,8 +78,8 @@ where
         // An order without a list (a heap's larger runs, a huge page): straight from the
         // buddy while it has a block, without the layers of the general path.
         if self.cfg.pcp_list(order, MigrateType::Unmovable).is_none()
-            && order <= self.cfg.max_order
-            && !self.cfg.movable_only
+            && self.check_order(order).is_ok()
+            && self.check_kind(MigrateType::Unmovable).is_ok()
             && let Ok((idx, _)) = self.take_from_buddy(
                 order,
                 Prefer::Unzeroed,
