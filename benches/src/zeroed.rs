@@ -593,13 +593,15 @@ fn goals_table(ctx: &SectionContext, two_mib_full: Estimate) -> Table {
     goals.note(
         "Where the time goes: a plain allocation recycles the blocks just freed from its \
          CPU's list; a known-zero block comes from the buddy, where background zeroing \
-         returned it and it merged (freed blocks are not known zero until zeroed again), so \
-         each refill scans the orders for a known-zero tail and splits a larger block \
-         (1.35x the instructions). A zeroed refill takes at least 8 blocks, the split's \
-         halves with their metadata in cache (with the 2 blocks of a 2 MiB per-cpu batch: \
-         1.83x). The zones' frame metadata is in huge pages, as a kernel maps its frame \
-         table: in 4 KiB pages the 18 MiB of a 3 GiB zone's metadata cost a TLB miss per \
-         block head read (2.9x then).",
+         returned it and it merged (freed blocks are not known zero until zeroed again, \
+         and a full pool's blocks merge up to 1 GiB), so a refill splits a large block. A \
+         zeroed refill takes at least 8 blocks (with the 2 blocks of a 2 MiB per-cpu batch \
+         the ratio was 1.83x), as runs: it splits the block it finds only down to a block \
+         of 8 and hands out its eighths, where taking the 8 one at a time split down to \
+         2 MiB and took the halves back off the free lists (479 instructions per block \
+         then, against 290). The zones' frame metadata is in huge pages, as a kernel maps its \
+         frame table: in 4 KiB pages the 18 MiB of a 3 GiB zone's metadata cost a TLB \
+         miss per block head read (2.9x then).",
     );
     goals.note(format!(
         "Time: the latency table's ratio (median of per-round ratios of batch means). \

@@ -83,7 +83,7 @@ impl Word {
     }
 
     /// The packed bits.
-    #[cfg(feature = "testing")]
+    #[cfg(any(test, feature = "testing"))]
     pub(crate) const fn bits(self) -> u64 {
         self.0
     }

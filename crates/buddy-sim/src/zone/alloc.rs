@@ -451,21 +451,24 @@ where
             .map(|(idx, _)| (idx, Contents::KnownZero))
             .or_else(|| {
                 let mut free = self.lock_zone();
-                let idx = free.rmqueue_zeroed(m, order, mt, fallback)?;
+                let batch = self.cfg.pcp_zeroed_blocks(order);
+                // This call's block and, where one block holds them, the list's after it.
+                let (idx, n) = free.rmqueue_zeroed_run(m, order, mt, fallback, batch)?;
                 // Straight from the buddy, not through the list: counted here.
                 free.stats().pgalloc += order.pages();
-                let batch = self.cfg.pcp_zeroed_blocks(order);
                 self.events().pcp_refill(&PcpRefill {
                     cpu: self.cpu_number(cpu),
                     order,
                     blocks: batch - 1,
                 });
+                let rest = n - 1;
+                lists.push_run(m, list, idx + (1u32 << order.get()), order, rest);
                 lists.refill(
                     m,
                     &mut free,
                     list,
                     (order, Prefer::Zeroed, fallback),
-                    batch - 1,
+                    batch - n,
                 );
                 Some((idx, Contents::KnownZero))
             });

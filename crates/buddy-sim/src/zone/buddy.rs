@@ -324,24 +324,61 @@ impl FreeArea {
         mt: MigrateType,
         fallback: Fallback,
     ) -> Option<FrameIdx> {
+        self.rmqueue_zeroed_run(m, order, mt, fallback, 1)
+            .map(|(idx, _)| idx)
+    }
+
+    /// [`FreeArea::rmqueue_zeroed`] for up to `most` blocks at once (at least one): the
+    /// first `2^j` blocks of `order` of the block found, `2^j <= most`, which the caller
+    /// owns as blocks of `order`, with the number of them. Where `rmqueue_zeroed` called
+    /// again and again would take exactly these blocks, in ascending order, this splits the
+    /// block only down to `order + j`: a known-zero block taken from `mt`'s own lists, not
+    /// reported. Otherwise (a fallback or CMA block, a reported one) it is one block, as
+    /// `rmqueue_zeroed` takes it.
+    ///
+    /// Why the blocks are the same: split down to `order`, a block leaves its upper halves,
+    /// one per order below its own, at the backs of `mt`'s lists, which the next call looks
+    /// at first (no known-zero block below the block's order was on them, or that would have
+    /// been taken); so each next call takes the next `2^order` frames of the block.
+    #[inline]
+    pub(crate) fn rmqueue_zeroed_run(
+        &mut self,
+        m: FrameMap<'_>,
+        order: Order,
+        mt: MigrateType,
+        fallback: Fallback,
+        most: u64,
+    ) -> Option<(FrameIdx, u64)> {
         // No known-zero frame in the buddy (the common case of a pool spent): nothing to
         // look through, every order of every list.
         if self.count.zeroed == 0 {
             return None;
         }
+        // Known-zero blocks sit at their lists' backs.
         let zeroed_on = |free: &Self, list: u8, lowest: u8| {
             (lowest..m.cfg.max_order.get() + 1).find_map(|o| {
                 let tail = free.lists[o as usize][list as usize].tail()?;
                 m.frame(tail).load().zeroed().then_some((Order(o), tail))
             })
         };
+        if let Some((o, idx)) = zeroed_on(self, mt as u8, order.get()) {
+            let reported = m.frame(idx).load().reported();
+            // The largest `2^j <= most` blocks of `order` the block holds.
+            let fits = u8::try_from(most.max(1).ilog2()).unwrap_or(u8::MAX);
+            let j = if reported {
+                0
+            } else {
+                (o.get() - order.get()).min(fits)
+            };
+            let run = Order(order.get() + j);
+            self.take_split(m, idx, o, run);
+            return Some((idx, 1 << j));
+        }
+        let cma = (mt == MigrateType::Movable && self.cma_reserved > 0)
+            .then(|| zeroed_on(self, CMA, order.get()))
+            .flatten();
         let lowest = fallback.lowest_order(order, m.cfg.pageblock_order);
-        let own = zeroed_on(self, mt as u8, order.get()).or_else(|| {
-            (mt == MigrateType::Movable && self.cma_reserved > 0)
-                .then(|| zeroed_on(self, CMA, order.get()))
-                .flatten()
-        });
-        let (o, idx) = own.or_else(|| {
+        let (o, idx) = cma.or_else(|| {
             mt.fallbacks().into_iter().find_map(|from| {
                 let (o, idx) = zeroed_on(self, from as u8, lowest.get())?;
                 let claimed = mt.claims_on_fallback(o, m.cfg.pageblock_order)
@@ -354,7 +391,7 @@ impl FreeArea {
             })
         })?;
         self.take_split(m, idx, o, order);
-        Some(idx)
+        Some((idx, 1))
     }
 
     /// A block `prefer` would rather have (see [`Prefer`]) for an allocation of `mt`: from

@@ -410,10 +410,10 @@ impl ZoneConfig {
 
     /// Blocks of `order` a zeroed allocation's refill moves to a per-cpu list:
     /// [`pcp_blocks`](Self::pcp_blocks), and at least eight unless the batch is one frame.
-    /// The known-zero block a refill finds is usually split from a larger one (background
-    /// zeroing returns cleared blocks to the buddy, where they merge), so the next ones are
-    /// that split's halves, their metadata still in cache; a batch of two (a 2 MiB block's)
-    /// went back to the buddy every other allocation.
+    /// The known-zero block a refill finds is usually larger than the order (background
+    /// zeroing returns cleared blocks to the buddy, where they merge), so one split serves
+    /// the batch as a run of its pieces; a batch of two (a 2 MiB block's) went back to the
+    /// buddy every other allocation.
     #[inline]
     pub(crate) fn pcp_zeroed_blocks(&self, order: Order) -> u64 {
         if self.pcp_batch > 1 {

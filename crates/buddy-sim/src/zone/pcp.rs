@@ -201,8 +201,9 @@ impl PcpLists {
 
     /// `rmqueue_bulk`: moves up to `blocks` blocks of `order` for allocations of the list's
     /// type from the buddy to `list`: any blocks (falling back to other types as an
-    /// allocation does), or for [`Prefer::Zeroed`] only blocks known zero of the type. The
-    /// caller holds this CPU's lock and passes the zone lock's data.
+    /// allocation does), or for [`Prefer::Zeroed`] only blocks known zero, taken as runs
+    /// ([`PcpLists::refill_zeroed`]). The caller holds this CPU's lock and passes the zone
+    /// lock's data.
     #[inline]
     pub(crate) fn refill(
         &mut self,
@@ -213,19 +214,56 @@ impl PcpLists {
         blocks: u64,
     ) {
         let mt = MigrateType::ALL[list / PCP_SLOTS];
+        if prefer == Prefer::Zeroed {
+            return self.refill_zeroed(m, free, list, (order, mt, fallback), blocks);
+        }
         for _ in 0..blocks {
-            let taken = match prefer {
-                Prefer::Unzeroed => free.rmqueue(m, order, Prefer::Unzeroed, mt, fallback),
-                Prefer::Zeroed => free
-                    .rmqueue_zeroed(m, order, mt, fallback)
-                    .map(|idx| (idx, true)),
-            };
-            let Some((idx, zeroed)) = taken else {
+            let Some((idx, zeroed)) = free.rmqueue(m, order, Prefer::Unzeroed, mt, fallback) else {
                 break;
             };
             self.push(m, list, idx, order, zeroed);
             self.stats.refilled += order.pages();
         }
+    }
+
+    /// [`PcpLists::refill`] with blocks known zero, as runs: several at a time where one
+    /// buddy block holds them.
+    fn refill_zeroed(
+        &mut self,
+        m: FrameMap<'_>,
+        free: &mut FreeArea,
+        list: usize,
+        (order, mt, fallback): (Order, MigrateType, Fallback),
+        blocks: u64,
+    ) {
+        let mut taken = 0;
+        while taken < blocks {
+            let Some((idx, n)) = free.rmqueue_zeroed_run(m, order, mt, fallback, blocks - taken)
+            else {
+                break;
+            };
+            self.push_run(m, list, idx, order, n);
+            taken += n;
+        }
+    }
+
+    /// Pushes the `n` known-zero blocks of `order` from `idx` up, which the caller took off
+    /// the buddy, lowest first (as one block after another would be), counted as refilled.
+    #[inline]
+    pub(crate) fn push_run(
+        &mut self,
+        m: FrameMap<'_>,
+        list: usize,
+        idx: FrameIdx,
+        order: Order,
+        n: u64,
+    ) {
+        let mut at = idx;
+        for _ in 0..n {
+            self.push(m, list, at, order, true);
+            at += 1u32 << order.get();
+        }
+        self.stats.refilled += n * order.pages();
     }
 
     /// `free_pcppages_bulk`: returns at least `pages` frames (or all) to the buddy from the
@@ -477,5 +515,132 @@ mod tests {
         let (_, small) = take_of(Order::ZERO);
         assert_eq!(small, Contents::Unknown);
         zone.check().unwrap();
+    }
+
+    #[allow(unsafe_code)]
+    mod zeroed_runs {
+        use super::*;
+        use crate::request::AllocRequest;
+        use crate::zone::StaticZone;
+        use crate::zone::config::{PCP_LISTS, ZoneConfig};
+        use mm_types::Pfn;
+        use proptest::prelude::*;
+        use std::boxed::Box;
+        use std::vec::Vec;
+
+        const FRAMES: u64 = 1024;
+        type TestZone = StaticZone<{ FRAMES as usize }, 1>;
+
+        /// A zone of `FRAMES` frames, pageblocks of 16, the first `zeroed` frames added as
+        /// known zero, then `ops` applied on CPU 0: (kind, order, whether to free the
+        /// allocation `n` allocations back), and every per-cpu list drained.
+        fn zone(zeroed: u64, ops: &[(u8, u8, Option<usize>)]) -> Box<TestZone> {
+            let cfg = ZoneConfig {
+                pageblock_order: Order(4),
+                ..ZoneConfig::new(Pfn(0), FRAMES)
+            };
+            let zone = Box::new(TestZone::new_static_empty(cfg));
+            if zeroed > 0 {
+                zone.add_zeroed_memory(Pfn(0), zeroed).unwrap();
+            }
+            if zeroed < FRAMES {
+                zone.add_memory(Pfn(zeroed), FRAMES - zeroed).unwrap();
+            }
+            let cpu = zone.cpu(0).unwrap();
+            let mut held: Vec<Option<(Pfn, Order)>> = Vec::new();
+            for &(kind, order, free) in ops {
+                let request =
+                    AllocRequest::order(Order(order)).kind(MigrateType::ALL[kind as usize]);
+                held.push(cpu.alloc_raw(request).ok().map(|pfn| (pfn, Order(order))));
+                let back = free.and_then(|n| held.len().checked_sub(n + 1));
+                if let Some((pfn, order)) = back.and_then(|i| held[i].take()) {
+                    // SAFETY: allocated above, freed once (taken out of `held`).
+                    unsafe { cpu.free_pages(pfn, order) }.unwrap();
+                }
+            }
+            zone.drain_all();
+            zone
+        }
+
+        /// A zone's free blocks and frames: every frame's word, the blocks on each buddy
+        /// free list and on each of CPU 0's lists in list order, and that CPU's counts.
+        #[derive(Debug, PartialEq, Eq)]
+        struct State {
+            words: Vec<u64>,
+            buddy: Vec<Vec<FrameIdx>>,
+            pcp: Vec<Vec<FrameIdx>>,
+            count: FreeCount,
+        }
+
+        fn state(zone: &TestZone) -> State {
+            let m = zone.map();
+            let words = (0..FRAMES as u32)
+                .map(|i| m.frame(FrameIdx(i)).load().bits())
+                .collect();
+            let free = zone.lock_zone();
+            let buddy = free
+                .lists()
+                .iter()
+                .flatten()
+                .map(|l| l.blocks(m.frames).collect())
+                .collect();
+            drop(free);
+            let lists = TestZone::reach_pcp(zone.pcp(0).unwrap());
+            let pcp = (0..PCP_LISTS)
+                .map(|l| lists.lists.blocks(m.frames, l).collect())
+                .collect();
+            State {
+                words,
+                buddy,
+                pcp,
+                count: lists.count,
+            }
+        }
+
+        proptest! {
+            // Under Miri a case takes seconds: a few of them (and no failure file, which
+            // isolation cannot reach).
+            #![proptest_config(if cfg!(miri) {
+                ProptestConfig { cases: 3, failure_persistence: None, ..ProptestConfig::default() }
+            } else {
+                ProptestConfig::default()
+            })]
+
+            /// A zeroed refill that takes its blocks as runs out of one block leaves the zone
+            /// exactly as taking them one at a time does: the same blocks on the per-cpu list
+            /// in the same order, the same free lists, every frame's word the same.
+            #[test]
+            fn a_zeroed_refill_by_runs_takes_what_one_block_at_a_time_takes(
+                zeroed in 0u64..=FRAMES,
+                ops in proptest::collection::vec((0u8..3, 0u8..=5, proptest::option::of(0usize..8)), 0..40),
+                order in prop_oneof![0u8..=3, Just(4u8)],
+                kind in 0u8..3,
+                blocks in 1u64..=20,
+            ) {
+                let (runs, single) = (zone(zeroed, &ops), zone(zeroed, &ops));
+                let (order, mt) = (Order(order), MigrateType::ALL[kind as usize]);
+                let list = runs.cfg.pcp_list(order, mt).unwrap();
+                let fallback = runs.cfg.fallback();
+                {
+                    let m = runs.map();
+                    let mut lists = TestZone::reach_pcp(runs.pcp(0).unwrap());
+                    let mut free = runs.lock_zone();
+                    lists.refill(m, &mut free, list, (order, Prefer::Zeroed, fallback), blocks);
+                }
+                {
+                    let m = single.map();
+                    let mut lists = TestZone::reach_pcp(single.pcp(0).unwrap());
+                    let mut free = single.lock_zone();
+                    for _ in 0..blocks {
+                        let Some(idx) = free.rmqueue_zeroed(m, order, mt, fallback) else {
+                            break;
+                        };
+                        lists.push(m, list, idx, order, true);
+                    }
+                }
+                prop_assert_eq!(state(&runs), state(&single));
+                runs.check().unwrap();
+            }
+        }
     }
 }
