@@ -601,7 +601,7 @@ mod tests {
             // Under Miri a case takes seconds: a few of them (and no failure file, which
             // isolation cannot reach).
             #![proptest_config(if cfg!(miri) {
-                ProptestConfig { cases: 3, failure_persistence: None, ..ProptestConfig::default() }
+                ProptestConfig { cases: 2, failure_persistence: None, ..ProptestConfig::default() }
             } else {
                 ProptestConfig::default()
             })]
