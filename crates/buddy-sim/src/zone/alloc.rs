@@ -462,7 +462,8 @@ where
                     blocks: batch - 1,
                 });
                 let rest = n - 1;
-                lists.push_run(m, list, idx + (1u32 << order.get()), order, rest);
+                let next = idx + (1u32 << order.get());
+                lists.push_run(m, list, (next, order, rest), true);
                 lists.refill(
                     m,
                     &mut free,

@@ -364,15 +364,9 @@ impl FreeArea {
         if let Some((o, idx)) = zeroed_on(self, mt as u8, order.get()) {
             let reported = m.frame(idx).load().reported();
             // The largest `2^j <= most` blocks of `order` the block holds.
-            let fits = u8::try_from(most.max(1).ilog2()).unwrap_or(u8::MAX);
-            let j = if reported {
-                0
-            } else {
-                (o.get() - order.get()).min(fits)
-            };
-            let run = Order(order.get() + j);
+            let run = run_order(order, o, most, reported);
             self.take_split(m, idx, o, run);
-            return Some((idx, 1 << j));
+            return Some((idx, 1 << (run.get() - order.get())));
         }
         let cma = (mt == MigrateType::Movable && self.cma_reserved > 0)
             .then(|| zeroed_on(self, CMA, order.get()))
@@ -392,6 +386,47 @@ impl FreeArea {
         })?;
         self.take_split(m, idx, o, order);
         Some((idx, 1))
+    }
+
+    /// [`FreeArea::rmqueue`] of a block not preferring zero, for up to `most` blocks at once
+    /// (at least one): the first `2^j` blocks of `order` of the block found, `2^j <= most`,
+    /// whether they are known zero, and how many. Where `rmqueue` called again and again
+    /// would take exactly these blocks, in ascending order, this splits the block only down
+    /// to `order + j`: a block from `mt`'s own lists (in a zone without CMA reservations for
+    /// a movable one), not reported. Otherwise it is one block, as `rmqueue` takes it.
+    ///
+    /// Why the blocks are the same: the block is on the smallest order of `mt`'s lists that
+    /// has any, so below it the lists are empty; split down to `order`, it leaves one upper
+    /// half on each, and each next call takes the smallest: the next `2^order` frames.
+    #[inline]
+    pub(crate) fn rmqueue_run(
+        &mut self,
+        m: FrameMap<'_>,
+        order: Order,
+        mt: MigrateType,
+        fallback: Fallback,
+        most: u64,
+    ) -> Option<(FrameIdx, bool, u64)> {
+        let l = mt as usize;
+        if mt != MigrateType::Movable || self.cma_reserved == 0 {
+            let found = (order.get()..m.cfg.max_order.get() + 1)
+                .find(|&o| !self.lists[o as usize][l].is_empty())
+                .and_then(|o| Some((Order(o), self.lists[o as usize][l].head()?)));
+            let Some((o, idx)) = found else {
+                return self
+                    .rmqueue_fallback(m, order, mt, fallback)
+                    .map(|(idx, zeroed)| (idx, zeroed, 1));
+            };
+            let run = if o == order {
+                order
+            } else {
+                run_order(order, o, most, m.frame(idx).load().reported())
+            };
+            let zeroed = self.take_split(m, idx, o, run);
+            return Some((idx, zeroed, 1 << (run.get() - order.get())));
+        }
+        self.rmqueue(m, order, Prefer::Unzeroed, mt, fallback)
+            .map(|(idx, zeroed)| (idx, zeroed, 1))
     }
 
     /// A block `prefer` would rather have (see [`Prefer`]) for an allocation of `mt`: from
@@ -1337,4 +1372,16 @@ impl FreeArea {
         }
         self.reporting.counts.reported_free += order.pages();
     }
+}
+
+/// The order a run of blocks of `order` taken out of a free block of order `from` is split
+/// down to: the largest `order + j <= from` with `2^j <= most` (at least `order`), or
+/// `order` for a reported block (its pieces are counted as they are taken).
+#[inline]
+fn run_order(order: Order, from: Order, most: u64, reported: bool) -> Order {
+    if reported {
+        return order;
+    }
+    let fits = u8::try_from(most.max(1).ilog2()).unwrap_or(u8::MAX);
+    Order(order.get() + (from.get() - order.get()).min(fits))
 }

@@ -217,12 +217,14 @@ impl PcpLists {
         if prefer == Prefer::Zeroed {
             return self.refill_zeroed(m, free, list, (order, mt, fallback), blocks);
         }
-        for _ in 0..blocks {
-            let Some((idx, zeroed)) = free.rmqueue(m, order, Prefer::Unzeroed, mt, fallback) else {
+        let mut taken = 0;
+        while taken < blocks {
+            let Some((idx, zeroed, n)) = free.rmqueue_run(m, order, mt, fallback, blocks - taken)
+            else {
                 break;
             };
-            self.push(m, list, idx, order, zeroed);
-            self.stats.refilled += order.pages();
+            self.push_run(m, list, (idx, order, n), zeroed);
+            taken += n;
         }
     }
 
@@ -242,25 +244,25 @@ impl PcpLists {
             else {
                 break;
             };
-            self.push_run(m, list, idx, order, n);
+            self.push_run(m, list, (idx, order, n), true);
             taken += n;
         }
     }
 
-    /// Pushes the `n` known-zero blocks of `order` from `idx` up, which the caller took off
-    /// the buddy, lowest first (as one block after another would be), counted as refilled.
+    /// Pushes the `n` blocks of `order` from `idx` up, which the caller took off the buddy
+    /// (known zero if `zeroed`), lowest first (as one block after another would be),
+    /// counted as refilled.
     #[inline]
     pub(crate) fn push_run(
         &mut self,
         m: FrameMap<'_>,
         list: usize,
-        idx: FrameIdx,
-        order: Order,
-        n: u64,
+        (idx, order, n): (FrameIdx, Order, u64),
+        zeroed: bool,
     ) {
         let mut at = idx;
         for _ in 0..n {
-            self.push(m, list, at, order, true);
+            self.push(m, list, at, order, zeroed);
             at += 1u32 << order.get();
         }
         self.stats.refilled += n * order.pages();
@@ -531,21 +533,56 @@ mod tests {
         const FRAMES: u64 = 1024;
         type TestZone = StaticZone<{ FRAMES as usize }, 1>;
 
-        /// A zone of `FRAMES` frames, pageblocks of 16, the first `zeroed` frames added as
-        /// known zero, then `ops` applied on CPU 0: (kind, order, whether to free the
-        /// allocation `n` allocations back), and every per-cpu list drained.
-        fn zone(zeroed: u64, ops: &[(u8, u8, Option<usize>)]) -> Box<TestZone> {
+        /// How a zone is set up: its first `zeroed` frames added as known zero, the rest not;
+        /// in defrag mode or not; 64 frames at `cma` reserved for CMA; then `ops`.
+        #[derive(Clone, Debug)]
+        struct Setup {
+            zeroed: u64,
+            defrag_mode: bool,
+            cma: Option<u64>,
+            /// On CPU 0: (kind, order, whether to free the allocation `n` allocations back).
+            ops: Vec<(u8, u8, Option<usize>)>,
+        }
+
+        fn setup() -> impl Strategy<Value = Setup> {
+            (
+                0u64..=FRAMES,
+                any::<bool>(),
+                proptest::option::of(0u64..FRAMES / 64),
+                proptest::collection::vec(
+                    (0u8..3, 0u8..=5, proptest::option::of(0usize..8)),
+                    0..40,
+                ),
+            )
+                .prop_map(|(zeroed, defrag_mode, cma, ops)| Setup {
+                    zeroed,
+                    defrag_mode,
+                    cma: cma.map(|c| c * 64),
+                    ops,
+                })
+        }
+
+        /// A zone of `FRAMES` frames, pageblocks of 16, set up as `how` says, every per-cpu
+        /// list drained.
+        fn zone(how: &Setup) -> Box<TestZone> {
             let cfg = ZoneConfig {
                 pageblock_order: Order(4),
+                defrag_mode: how.defrag_mode,
                 ..ZoneConfig::new(Pfn(0), FRAMES)
             };
             let zone = Box::new(TestZone::new_static_empty(cfg));
+            let zeroed = how.zeroed;
             if zeroed > 0 {
                 zone.add_zeroed_memory(Pfn(0), zeroed).unwrap();
             }
             if zeroed < FRAMES {
                 zone.add_memory(Pfn(zeroed), FRAMES - zeroed).unwrap();
             }
+            if let Some(at) = how.cma {
+                zone.reserve_cma_at(0, Pfn(at), 64, &mut |_: &_| false)
+                    .unwrap();
+            }
+            let ops = &how.ops;
             let cpu = zone.cpu(0).unwrap();
             let mut held: Vec<Option<(Pfn, Order)>> = Vec::new();
             for &(kind, order, free) in ops {
@@ -606,18 +643,19 @@ mod tests {
                 ProptestConfig::default()
             })]
 
-            /// A zeroed refill that takes its blocks as runs out of one block leaves the zone
-            /// exactly as taking them one at a time does: the same blocks on the per-cpu list
-            /// in the same order, the same free lists, every frame's word the same.
+            /// A refill that takes its blocks as runs out of one block leaves the zone exactly
+            /// as taking them one at a time does, plain or known zero: the same blocks on the
+            /// per-cpu list in the same order, the same free lists, every frame's word the
+            /// same.
             #[test]
-            fn a_zeroed_refill_by_runs_takes_what_one_block_at_a_time_takes(
-                zeroed in 0u64..=FRAMES,
-                ops in proptest::collection::vec((0u8..3, 0u8..=5, proptest::option::of(0usize..8)), 0..40),
+            fn a_refill_by_runs_takes_what_one_block_at_a_time_takes(
+                how in setup(),
                 order in prop_oneof![0u8..=3, Just(4u8)],
                 kind in 0u8..3,
-                blocks in 1u64..=20,
+                blocks in 1u64..=70,
+                prefer in prop_oneof![Just(Prefer::Unzeroed), Just(Prefer::Zeroed)],
             ) {
-                let (runs, single) = (zone(zeroed, &ops), zone(zeroed, &ops));
+                let (runs, single) = (zone(&how), zone(&how));
                 let (order, mt) = (Order(order), MigrateType::ALL[kind as usize]);
                 let list = runs.cfg.pcp_list(order, mt).unwrap();
                 let fallback = runs.cfg.fallback();
@@ -625,17 +663,23 @@ mod tests {
                     let m = runs.map();
                     let mut lists = TestZone::reach_pcp(runs.pcp(0).unwrap());
                     let mut free = runs.lock_zone();
-                    lists.refill(m, &mut free, list, (order, Prefer::Zeroed, fallback), blocks);
+                    lists.refill(m, &mut free, list, (order, prefer, fallback), blocks);
                 }
                 {
                     let m = single.map();
                     let mut lists = TestZone::reach_pcp(single.pcp(0).unwrap());
                     let mut free = single.lock_zone();
                     for _ in 0..blocks {
-                        let Some(idx) = free.rmqueue_zeroed(m, order, mt, fallback) else {
+                        let taken = match prefer {
+                            Prefer::Unzeroed => free.rmqueue(m, order, prefer, mt, fallback),
+                            Prefer::Zeroed => free
+                                .rmqueue_zeroed(m, order, mt, fallback)
+                                .map(|idx| (idx, true)),
+                        };
+                        let Some((idx, zeroed)) = taken else {
                             break;
                         };
-                        lists.push(m, list, idx, order, true);
+                        lists.push(m, list, idx, order, zeroed);
                     }
                 }
                 prop_assert_eq!(state(&runs), state(&single));
