@@ -302,14 +302,22 @@ impl FreeArea {
         order: Order,
         list: u8,
     ) -> Option<(FrameIdx, bool)> {
+        let (o, idx) = self.smallest_on(m, order, list)?;
+        Some((idx, self.take_split(m, idx, o, order)))
+    }
+
+    /// The block `__rmqueue_smallest` takes from free-list index `list` for `order`: the
+    /// front of the smallest order of at least `order` with a free block there, and that
+    /// order.
+    #[inline]
+    fn smallest_on(&self, m: FrameMap<'_>, order: Order, list: u8) -> Option<(Order, FrameIdx)> {
         let l = list as usize;
         // Order ranges here are `from..max + 1` (MAX_ORDER is at most 20: no overflow), not
         // `from..=max`: an inclusive range's iterator costs about twice the instructions
         // per step on the allocation paths.
         let o = (order.get()..m.cfg.max_order.get() + 1)
             .find(|&o| !self.lists[o as usize][l].is_empty())?;
-        let idx = self.lists[o as usize][l].head()?;
-        Some((idx, self.take_split(m, idx, Order(o), order)))
+        Some((Order(o), self.lists[o as usize][l].head()?))
     }
 
     /// Takes the smallest block known zero of at least `order` on `mt`'s lists (for a
@@ -407,12 +415,8 @@ impl FreeArea {
         fallback: Fallback,
         most: u64,
     ) -> Option<(FrameIdx, bool, u64)> {
-        let l = mt as usize;
         if mt != MigrateType::Movable || self.cma_reserved == 0 {
-            let found = (order.get()..m.cfg.max_order.get() + 1)
-                .find(|&o| !self.lists[o as usize][l].is_empty())
-                .and_then(|o| Some((Order(o), self.lists[o as usize][l].head()?)));
-            let Some((o, idx)) = found else {
+            let Some((o, idx)) = self.smallest_on(m, order, mt as u8) else {
                 return self
                     .rmqueue_fallback(m, order, mt, fallback)
                     .map(|(idx, zeroed)| (idx, zeroed, 1));

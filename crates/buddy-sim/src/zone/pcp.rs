@@ -520,7 +520,7 @@ mod tests {
     }
 
     #[allow(unsafe_code)]
-    mod zeroed_runs {
+    mod refill_runs {
         use super::*;
         use crate::request::AllocRequest;
         use crate::zone::StaticZone;
