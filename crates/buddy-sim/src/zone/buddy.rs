@@ -370,11 +370,8 @@ impl FreeArea {
             })
         };
         if let Some((o, idx)) = zeroed_on(self, mt as u8, order.get()) {
-            let reported = m.frame(idx).load().reported();
-            // The largest `2^j <= most` blocks of `order` the block holds.
-            let run = run_order(order, o, most, reported);
-            self.take_split(m, idx, o, run);
-            return Some((idx, 1 << (run.get() - order.get())));
+            let (_, n) = self.take_run(m, idx, o, order, most);
+            return Some((idx, n));
         }
         let cma = (mt == MigrateType::Movable && self.cma_reserved > 0)
             .then(|| zeroed_on(self, CMA, order.get()))
@@ -421,16 +418,34 @@ impl FreeArea {
                     .rmqueue_fallback(m, order, mt, fallback)
                     .map(|(idx, zeroed)| (idx, zeroed, 1));
             };
-            let run = if o == order {
-                order
-            } else {
-                run_order(order, o, most, m.frame(idx).load().reported())
-            };
-            let zeroed = self.take_split(m, idx, o, run);
-            return Some((idx, zeroed, 1 << (run.get() - order.get())));
+            let (zeroed, n) = self.take_run(m, idx, o, order, most);
+            return Some((idx, zeroed, n));
         }
         self.rmqueue(m, order, Prefer::Unzeroed, mt, fallback)
             .map(|(idx, zeroed)| (idx, zeroed, 1))
+    }
+
+    /// Takes the free block `[idx, idx + 2^from)` as a run of blocks of `order`: split down
+    /// only to the largest `order + j <= from` with `2^j <= most` (to `order` for a
+    /// reported block, whose pieces are counted as they are taken), the upper halves back
+    /// on the lists. Returns whether it was known zero and the number of blocks, `2^j`.
+    #[inline]
+    fn take_run(
+        &mut self,
+        m: FrameMap<'_>,
+        idx: FrameIdx,
+        from: Order,
+        order: Order,
+        most: u64,
+    ) -> (bool, u64) {
+        let run = if from == order || m.frame(idx).load().reported() {
+            order
+        } else {
+            let fits = u8::try_from(most.max(1).ilog2()).unwrap_or(u8::MAX);
+            Order(order.get() + (from.get() - order.get()).min(fits))
+        };
+        let zeroed = self.take_split(m, idx, from, run);
+        (zeroed, 1 << (run.get() - order.get()))
     }
 
     /// A block `prefer` would rather have (see [`Prefer`]) for an allocation of `mt`: from
@@ -1376,16 +1391,4 @@ impl FreeArea {
         }
         self.reporting.counts.reported_free += order.pages();
     }
-}
-
-/// The order a run of blocks of `order` taken out of a free block of order `from` is split
-/// down to: the largest `order + j <= from` with `2^j <= most` (at least `order`), or
-/// `order` for a reported block (its pieces are counted as they are taken).
-#[inline]
-fn run_order(order: Order, from: Order, most: u64, reported: bool) -> Order {
-    if reported {
-        return order;
-    }
-    let fits = u8::try_from(most.max(1).ilog2()).unwrap_or(u8::MAX);
-    Order(order.get() + (from.get() - order.get()).min(fits))
 }
