@@ -263,6 +263,7 @@ impl PcpLists {
         let mut at = idx;
         for _ in 0..n {
             self.push(m, list, at, order, zeroed);
+            // At most the run's end, a frame index of the zone: no overflow.
             at += 1u32 << order.get();
         }
         self.stats.refilled += n * order.pages();
