@@ -201,9 +201,10 @@ impl PcpLists {
 
     /// `rmqueue_bulk`: moves up to `blocks` blocks of `order` for allocations of the list's
     /// type from the buddy to `list`: any blocks (falling back to other types as an
-    /// allocation does), or for [`Prefer::Zeroed`] only blocks known zero, taken as runs
-    /// ([`PcpLists::refill_zeroed`]). The caller holds this CPU's lock and passes the zone
-    /// lock's data.
+    /// allocation does), or for [`Prefer::Zeroed`] only blocks known zero; both as runs,
+    /// several at a time where one buddy block holds them ([`FreeArea::rmqueue_run`],
+    /// [`FreeArea::rmqueue_zeroed_run`]). The caller holds this CPU's lock and passes the
+    /// zone lock's data.
     #[inline]
     pub(crate) fn refill(
         &mut self,
@@ -214,37 +215,34 @@ impl PcpLists {
         blocks: u64,
     ) {
         let mt = MigrateType::ALL[list / PCP_SLOTS];
-        if prefer == Prefer::Zeroed {
-            return self.refill_zeroed(m, free, list, (order, mt, fallback), blocks);
-        }
-        let mut taken = 0;
-        while taken < blocks {
-            let Some((idx, zeroed, n)) = free.rmqueue_run(m, order, mt, fallback, blocks - taken)
-            else {
-                break;
-            };
-            self.push_run(m, list, (idx, order, n), zeroed);
-            taken += n;
+        match prefer {
+            Prefer::Unzeroed => self.refill_runs(m, list, (order, blocks), |most| {
+                free.rmqueue_run(m, order, mt, fallback, most)
+            }),
+            Prefer::Zeroed => self.refill_runs(m, list, (order, blocks), |most| {
+                let (idx, n) = free.rmqueue_zeroed_run(m, order, mt, fallback, most)?;
+                Some((idx, true, n))
+            }),
         }
     }
 
-    /// [`PcpLists::refill`] with blocks known zero, as runs: several at a time where one
-    /// buddy block holds them.
-    fn refill_zeroed(
+    /// [`PcpLists::refill`]'s loop: runs from `take` (given how many blocks are still
+    /// wanted: a run's first block, whether it is known zero, its number of blocks) until
+    /// `blocks` blocks of `order` are on `list` or `take` has none.
+    #[inline(always)]
+    fn refill_runs(
         &mut self,
         m: FrameMap<'_>,
-        free: &mut FreeArea,
         list: usize,
-        (order, mt, fallback): (Order, MigrateType, Fallback),
-        blocks: u64,
+        (order, blocks): (Order, u64),
+        mut take: impl FnMut(u64) -> Option<(FrameIdx, bool, u64)>,
     ) {
         let mut taken = 0;
         while taken < blocks {
-            let Some((idx, n)) = free.rmqueue_zeroed_run(m, order, mt, fallback, blocks - taken)
-            else {
+            let Some((idx, zeroed, n)) = take(blocks - taken) else {
                 break;
             };
-            self.push_run(m, list, (idx, order, n), true);
+            self.push_run(m, list, (idx, order, n), zeroed);
             taken += n;
         }
     }
