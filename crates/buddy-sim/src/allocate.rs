@@ -42,10 +42,11 @@ where
     /// request names ([`AllocRequest::zeroed_with`]) or else this handle's
     /// ([`Cpu::with_clearer`]; a handle without one does not take an
     /// [`AllocRequest::zeroed`] request: it does not compile). Where that clearer's memory
-    /// temperature is unknown, the zone tells it what it knows: a block above order 3 that
-    /// this CPU freed to its list, with less than the policy's streaming threshold freed
-    /// there since, is cleared as hot memory (temporal stores), one freed longer ago as
-    /// cold (streaming stores, the fault's neighbourhood last).
+    /// temperature is unknown, the zone tells it what it knows: the block above order 3 that
+    /// this CPU freed to its list last (nothing of its size freed there since), if it fits
+    /// under the policy's streaming threshold, is cleared as hot memory (temporal stores);
+    /// one freed before others, or taken from the buddy, as cold (streaming stores, the
+    /// fault's neighbourhood last).
     ///
     /// A run ([`AllocRequest::frames`]) is the covering block split into order-0 pages with
     /// the pages past the run freed at once, or, [`contiguous`](AllocRequest::contiguous),

@@ -283,9 +283,9 @@ impl<M: FrameMemory> FrameClearer<M> {
 
     /// How to clear `nr` frames whose contents are `contents`: with this clearer; or, where
     /// its memory's temperature is not known ([`Temperature::Unknown`]) and the zone has
-    /// evidence (this CPU freed the block a little while ago), told the temperature: hot if
-    /// the block and what this CPU freed after it fit under the policy's streaming
-    /// threshold (the cache that threshold stands for), else cold.
+    /// evidence (this CPU freed the block), told the temperature: hot if it is the last
+    /// block of its size this CPU freed and fits under the policy's streaming threshold
+    /// (the cache that threshold stands for), else cold ([`Contents::in_cache`]).
     fn clearer_for(&self, contents: Contents, nr: u64) -> Clearer {
         let cfg = self.clear.config();
         if cfg.memory != Temperature::Unknown {
@@ -543,7 +543,7 @@ mod tests {
     }
 
     #[test]
-    fn a_block_this_cpu_freed_lately_is_cleared_hot_and_one_freed_long_ago_cold() {
+    fn the_block_this_cpu_freed_last_is_cleared_hot_and_one_freed_before_others_cold() {
         let at = core::ptr::without_provenance_mut::<u8>(0x20_0000);
         // SAFETY: the map is only asked for addresses, never dereferenced.
         let map = unsafe { OffsetMap::with_frame_at(Pfn(0x100), at) }.unwrap();
@@ -551,18 +551,18 @@ mod tests {
         let config = ClearConfig::new(FRAME, zero_core::PreemptModel::None).with_policy(policy);
         let clearer = FrameClearer::new(map, config).unwrap();
         let told = |contents, nr| clearer.clearer_for(contents, nr).config().memory;
-        // 2 MiB freed last, and with 2 MiB freed after it: within the 4 MiB the policy
-        // streams from. With 4 MiB after it: out of it.
+        // 2 MiB freed last: within the 4 MiB the policy streams from. With 2 MiB freed
+        // after it: cold, though both would fit. 8 MiB freed last: past the threshold.
         assert_eq!(
             told(Contents::FreedHere { since: 0 }, 512),
             Temperature::Hot
         );
         assert_eq!(
             told(Contents::FreedHere { since: 512 }, 512),
-            Temperature::Hot
+            Temperature::Cold
         );
         assert_eq!(
-            told(Contents::FreedHere { since: 1024 }, 512),
+            told(Contents::FreedHere { since: 0 }, 2048),
             Temperature::Cold
         );
         // No evidence: the clearer's own (unknown).
