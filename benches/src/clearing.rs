@@ -1587,8 +1587,9 @@ fn fault_touch(
             // each; the time budget alone would give 10 rounds, ±6%), 60 to 120 on the hot
             // ones, whose rounds vary more (what ran before a candidate left the folio in the
             // caches or not).
-            let mut budget = p.budget(6.0);
+            let mut budget = p.budget(2.0);
             if !p.quick {
+                budget.time = Duration::from_secs(6);
                 (budget.min_rounds, budget.max_rounds) = match temperature {
                     Temperature::Cold => (30, 30),
                     Temperature::Hot => (60, 120),
@@ -1643,7 +1644,8 @@ fn fault_touch(
          each folio of a {} region once; hot rows fault the same folio again and again (it \
          stays in the caches). µs per fault (median, 95% interval); ratios are per-round ratios \
          to the fastest of the three fixed clears (by median), all seven candidates \
-         interleaved in a shuffled order each round (cold rows: 30 rounds; hot rows: 60 to 120). Goal: the policy within 5% of the best on every row. \
+         interleaved in a shuffled order each round (cold rows: 30 rounds; hot rows: 60 to \
+         120). Goal: the policy within 5% of the best on every row. \
          Where the policy with the temperature unknown loses (the hot rows), it streamed a \
          folio that was in the caches: it takes a fault's folio as fresh from the frame \
          allocator, out of the caches, which is what saves the most where it holds (the cold \
