@@ -599,9 +599,9 @@ fn goals_table(ctx: &SectionContext, two_mib_full: Estimate) -> Table {
          the ratio was 1.83x), as runs: it splits the block it finds only down to a block \
          of 8 and hands out its eighths, where taking the 8 one at a time split down to \
          2 MiB and took the halves back off the free lists (479 instructions per block \
-         then; the count now is in the row above). The zones' frame metadata is in huge pages, as a kernel maps its \
-         frame table: in 4 KiB pages the 18 MiB of a 3 GiB zone's metadata cost a TLB \
-         miss per block head read (2.9x then).",
+         then; the count now is in the row above). The zones' frame metadata is in huge \
+         pages, as a kernel maps its frame table: in 4 KiB pages the 18 MiB of a 3 GiB \
+         zone's metadata cost a TLB miss per block head read (2.9x then).",
     );
     goals.note(format!(
         "Time: the latency table's ratio (median of per-round ratios of batch means). \
