@@ -454,6 +454,7 @@ proptest! {
         defrag in any::<bool>(),
         movable_only in any::<bool>(),
         cma in any::<bool>(),
+        holes in proptest::option::of(2usize..9),
     ) {
         let mut w = World::configured(256, 2, |cfg| {
             let cfg = cfg.with_defrag_mode(defrag);
@@ -462,6 +463,17 @@ proptest! {
         if cma {
             // Four pageblocks of the sixteen.
             w.reserve_cma(64).unwrap();
+        }
+        // A zone full of movable pages with every n-th freed: no free pageblock, the free
+        // memory in holes of movable pageblocks, where the fallbacks of other kinds go last.
+        if let Some(every) = holes {
+            while w.alloc(0, Order::ZERO, MigrateType::Movable).is_some() {}
+            let keys: Vec<u64> = w.movable.keys().copied().step_by(every).collect();
+            for key in keys {
+                let (pfn, order) = w.movable.remove(&key).unwrap();
+                // SAFETY: the model held the page and forgot it just now.
+                unsafe { w.zone.free_pages(0, pfn, order) }.unwrap();
+            }
         }
         for s in steps {
             match s {
@@ -518,6 +530,14 @@ proptest! {
                 }
             }
             w.verify();
+            // Defrag mode never leaves an unmovable or reclaimable block in a movable
+            // pageblock: its last resort claims the pageblock instead of stealing from it.
+            if defrag {
+                for &(name, pfn, _) in &w.fixed {
+                    let (mt, _) = w.zone.pageblock_type(pfn).unwrap();
+                    prop_assert!(mt != MigrateType::Movable, "block {} at {} in a movable pageblock", name, pfn);
+                }
+            }
             // A movable-only zone holds movable blocks and contiguous runs, nothing else:
             // every pageblock stays movable and can be emptied.
             if movable_only {
@@ -808,10 +828,25 @@ fn without_a_claimable_pageblock_an_unmovable_fallback_steals_and_boosts() {
 
 #[test]
 fn defrag_mode_compacts_a_whole_pageblock_before_it_would_steal() {
-    // Without callbacks, defrag mode still steals, last.
+    // Without callbacks, defrag mode still falls back, last, but claims the movable
+    // pageblock it takes from instead of stealing out of it: the page sits in a pageblock
+    // of its own type (Linux's last resort would steal, leaving it in a movable one).
     let mut w = quarter_free(|cfg| cfg.with_defrag_mode(true));
-    w.alloc(0, Order::ZERO, MigrateType::Unmovable).unwrap();
-    assert_eq!(w.zone.fragmentation().fallbacks.unmovable_steals, 1);
+    let pfn = w.alloc(0, Order::ZERO, MigrateType::Unmovable).unwrap();
+    let f = w.zone.fragmentation();
+    assert_eq!(
+        (
+            f.fallbacks.unmovable_steals,
+            f.fallbacks.steals_from_movable
+        ),
+        (0, 0)
+    );
+    assert_eq!(f.fallbacks.claims, 1);
+    assert_eq!(
+        w.zone.pageblock_type(pfn).unwrap().0,
+        MigrateType::Unmovable
+    );
+    w.verify();
     // With a compaction callback, the slow path empties a pageblock (16 frames free: the
     // twelve movable pages of one move into the other three's holes) and the allocation
     // claims it whole.
@@ -834,6 +869,47 @@ fn defrag_mode_compacts_a_whole_pageblock_before_it_would_steal() {
     let (got, asks) = w.alloc_hooked(0, Order::ZERO, MigrateType::Unmovable);
     assert!(got.is_some() && asks.is_empty());
     assert_eq!(w.zone.fragmentation().fallbacks.unmovable_steals, 1);
+}
+
+/// In defrag mode a movable allocation has no last resort: with free memory only in an
+/// unmovable pageblock it fails and changes nothing, where outside defrag mode it steals.
+/// An unmovable allocation still takes that memory, from its own lists.
+#[test]
+fn defrag_mode_leaves_the_free_memory_of_unmovable_pageblocks_to_unmovable_allocations() {
+    let holes = |defrag: bool| {
+        let mut w = World::configured(64, 1, |cfg| cfg.with_defrag_mode(defrag));
+        let pages: Vec<Pfn> = (0..64)
+            .map(|_| w.alloc(0, Order::ZERO, MigrateType::Unmovable).unwrap())
+            .collect();
+        // Four holes, all in the first pageblock (16 frames): no free pageblock anywhere.
+        for &pfn in pages.iter().filter(|p| p.0 - START < 16).take(4) {
+            w.fixed.retain(|&(_, at, _)| at != pfn);
+            // SAFETY: the model held the page and forgot it just now.
+            unsafe { w.zone.free_pages(0, pfn, Order::ZERO) }.unwrap();
+        }
+        w.zone.drain_all();
+        w
+    };
+    let mut w = holes(true);
+    let before = buddy_sim::testing::Snapshot::of(&w.zone);
+    let fallbacks = w.zone.fragmentation().fallbacks;
+    let (got, asks) = w.alloc_hooked(0, Order::ZERO, MigrateType::Movable);
+    assert_eq!(got, None);
+    // The slow path asked for a pageblock's worth of reclaim (none to give) first.
+    assert!(
+        !asks.is_empty() && asks.iter().all(|&n| n >= 16),
+        "{asks:?}"
+    );
+    assert_eq!(buddy_sim::testing::Snapshot::of(&w.zone), before);
+    assert_eq!(w.zone.fragmentation().fallbacks, fallbacks);
+    let pfn = w.alloc(0, Order::ZERO, MigrateType::Unmovable).unwrap();
+    assert!(pfn.0 - START < 16);
+    w.verify();
+    // Outside defrag mode the movable page steals a hole.
+    let mut w = holes(false);
+    assert!(w.alloc(0, Order::ZERO, MigrateType::Movable).is_some());
+    assert_eq!(w.zone.fragmentation().fallbacks.movable_steals, 1);
+    w.verify();
 }
 
 #[test]

@@ -24,7 +24,6 @@ use crate::reclaim::Reclaim;
 use crate::types::{FrameIdx, Order, PageblockIdx};
 use crate::zone::Zone;
 use crate::zone::buddy::{FreeArea, Scanners};
-use crate::zone::config::Fallback;
 use crate::zone::cpu::{Access, Cpu};
 use crate::zone::map::FrameMap;
 use crate::zone::pageblock::PageblockClaim;
@@ -327,8 +326,9 @@ impl Target {
 
 impl FreeArea {
     /// A target of `order` for a movable block, taken as a movable allocation takes its
-    /// block (its own type's lists, else a fallback that may claim a pageblock), from any
-    /// pageblock that is not isolated; under the zone lock.
+    /// block (its own type's lists, else a fallback that may claim a pageblock; in defrag
+    /// mode only a whole free one), from any pageblock that is not isolated; under the zone
+    /// lock.
     pub(crate) fn take_migration_target(
         &mut self,
         m: FrameMap<'_>,
@@ -337,8 +337,12 @@ impl FreeArea {
         let movable = MigrateType::Movable;
         let (idx, zeroed, claim) = match self.rmqueue_smallest(m, order, movable) {
             Some((idx, zeroed)) => (idx, zeroed, None),
-            None => match self.rmqueue_claim(m, order, movable, Fallback::Any) {
+            // In defrag mode as a movable allocation there: whole free pageblocks only,
+            // never part of another type's pageblock (a claim by Linux's rule would turn an
+            // unmovable pageblock movable with its unmovable blocks still in it).
+            None => match self.rmqueue_claim(m, order, movable, m.cfg.fallback()) {
                 Some((idx, zeroed, claim)) => (idx, zeroed, Some(claim)),
+                None if m.cfg.defrag_mode => return None,
                 None => {
                     let (idx, zeroed) = self.rmqueue_steal(m, order, movable, true)?;
                     (idx, zeroed, None)

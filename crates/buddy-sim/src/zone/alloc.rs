@@ -271,13 +271,18 @@ where
             retry = self.reclaim_and_compact(pcp, order, (prefer, mt, fallback), hooks);
         }
         // Defrag mode's last resort: what reclaim and compaction could not prevent, one
-        // block straight from the buddy (a per-cpu batch would steal dozens). Not for whole
-        // pageblocks, whose fallback fragments nothing (and may not take the reserve).
-        if oom(&retry) && fallback == Fallback::WholePageblocks && order < self.cfg.pageblock_order
+        // block straight from the buddy (a per-cpu batch would take dozens), claiming a
+        // movable pageblock whole rather than stealing from it. Not for whole pageblocks,
+        // whose fallback fragments nothing (and may not take the reserve), nor for movable
+        // memory, which reclaim can always make (`ZoneConfig::defrag_mode`).
+        if oom(&retry)
+            && fallback == Fallback::WholePageblocks
+            && order < self.cfg.pageblock_order
+            && mt != MigrateType::Movable
         {
             let mut free = self.lock_zone();
             retry = free
-                .rmqueue(self.map(), order, prefer, mt, Fallback::Any)
+                .rmqueue(self.map(), order, prefer, mt, Fallback::Claiming)
                 .map(|(idx, zeroed)| (idx, Contents::of(zeroed)))
                 .ok_or(AllocError::OutOfMemory(order));
             if retry.is_ok() {

@@ -380,8 +380,12 @@ impl FreeArea {
         let (o, idx) = cma.or_else(|| {
             mt.fallbacks().into_iter().find_map(|from| {
                 let (o, idx) = zeroed_on(self, from as u8, lowest.get())?;
-                let claimed = mt.claims_on_fallback(o, m.cfg.pageblock_order)
+                let mut claimed = mt.claims_on_fallback(o, m.cfg.pageblock_order)
                     && self.try_claim(m, idx, o, mt, from);
+                if !claimed && fallback == Fallback::Claiming && from == MigrateType::Movable {
+                    self.claim_whole(m, idx, o, mt);
+                    claimed = true;
+                }
                 if !claimed {
                     self.fallbacks.count_steal(mt, from);
                 }
@@ -545,7 +549,9 @@ impl FreeArea {
     /// [`Fallback::WholePageblocks`]) [`FreeArea::rmqueue_steal`]; with a
     /// [pageblock reserve](crate::ZoneConfig::pageblock_reserve), an unmovable or
     /// reclaimable allocation also steals from the other one's pageblocks (never from a
-    /// movable one) in place of a whole pageblock.
+    /// movable one) in place of a whole pageblock. [`Fallback::Claiming`] steals from
+    /// those too, and else claims a movable pageblock whole
+    /// ([`FreeArea::rmqueue_claim_movable`]).
     #[inline]
     pub(crate) fn rmqueue_fallback(
         &mut self,
@@ -559,6 +565,9 @@ impl FreeArea {
         }
         match fallback {
             Fallback::Any => self.rmqueue_steal(m, order, mt, true),
+            Fallback::Claiming => self
+                .rmqueue_steal(m, order, mt, false)
+                .or_else(|| self.rmqueue_claim_movable(m, order, mt)),
             // With a pageblock reserve, an unmovable or reclaimable allocation may still take
             // a block out of the other one's pageblocks: that pins no pageblock a huge page
             // could have (neither type's pageblocks are ever compacted into one).
@@ -618,6 +627,42 @@ impl FreeArea {
         self.fallbacks.count_steal(mt, from);
         self.fell_back(m.pfn(idx), (order, Order(o)), (mt, from), false);
         Some((idx, self.take_split(m, idx, Order(o), order)))
+    }
+
+    /// [`Fallback::Claiming`]'s last step, for an unmovable or reclaimable allocation `mt`
+    /// with no free block of at least `order` on any list but movable ones: the pageblock
+    /// of the largest free movable block becomes `mt`'s (of the pageblocks the lists'
+    /// heads show, one with the most free memory in one block), its free blocks moving
+    /// with it, and the allocation is taken from `mt`'s lists.
+    fn rmqueue_claim_movable(
+        &mut self,
+        m: FrameMap<'_>,
+        order: Order,
+        mt: MigrateType,
+    ) -> Option<(FrameIdx, bool)> {
+        let movable = MigrateType::Movable;
+        let (o, idx) = (order.get()..m.cfg.max_order.get() + 1)
+            .rev()
+            .find_map(|o| Some((Order(o), self.lists[o as usize][movable as usize].head()?)))?;
+        self.claim_whole(m, idx, o, mt);
+        let (taken, zeroed) = self.rmqueue_smallest(m, order, mt)?;
+        self.fell_back(m.pfn(taken), (order, o), (mt, movable), true);
+        Some((taken, zeroed))
+    }
+
+    /// Makes the pageblock of the free block at `idx` of `order` (from the pageblock order
+    /// up, every pageblock of the block) `mt`'s whatever else it holds, its free blocks
+    /// moving with it: counted as a claim, and below the pageblock order the watermark is
+    /// boosted, as for any fallback that fragments, so that background compaction makes
+    /// free pageblocks again.
+    fn claim_whole(&mut self, m: FrameMap<'_>, idx: FrameIdx, order: Order, mt: MigrateType) {
+        if order >= m.cfg.pageblock_order {
+            self.set_block_type(m, idx, order, mt);
+        } else {
+            self.boost_watermark(m);
+            self.set_pageblock(m, idx, Pageblock::of(mt));
+        }
+        self.fallbacks.claims += 1;
     }
 
     /// `find_suitable_fallback`: the first of `mt`'s fallback types with a free block of

@@ -69,6 +69,19 @@ pub struct ZoneConfig {
     /// [`AllocRequest::compact`](crate::AllocRequest::compact)); background compaction
     /// ([`Zone::compact_work`](crate::Zone::compact_work)) keeps the high watermark's worth
     /// of memory in free pageblocks.
+    ///
+    /// Two rules go further than Linux's, for its last resort (what an allocation takes
+    /// when reclaim and compaction could not make the whole pageblock it needs):
+    /// - an unmovable or reclaimable allocation takes part of another type's pageblock,
+    ///   but where that pageblock is movable it claims it whole (Linux would steal the block
+    ///   and leave the pageblock movable): no unmovable or reclaimable allocation ever sits
+    ///   in a movable pageblock, where it would keep compaction from emptying it;
+    /// - a movable allocation has no last resort: it fails instead
+    ///   ([`AllocError::OutOfMemory`](crate::AllocError::OutOfMemory)), for its caller to
+    ///   reclaim or kill (Linux's OOM killer). Its memory can always be made by reclaim,
+    ///   and the free memory in unmovable and reclaimable pageblocks is what their own
+    ///   allocations need: taken by movable ones, it sends the next of those to claim
+    ///   another pageblock.
     pub defrag_mode: bool,
     /// Linux's `vm.watermark_boost_factor`: how far a fallback that fragments a pageblock
     /// boosts the watermark, in ten-thousandths of the high watermark (15000 by default;
@@ -110,6 +123,12 @@ pub(crate) enum Fallback {
     /// `ALLOC_NOFRAGMENT`: only free blocks of the pageblock order or above, claimed whole;
     /// never a steal, never part of a pageblock.
     WholePageblocks,
+    /// Defrag mode's last resort for an unmovable or reclaimable allocation that reclaim
+    /// and compaction could not serve: as [`Fallback::Any`], except that where it would
+    /// steal out of a movable pageblock it claims that pageblock whole instead (the
+    /// pageblock and its free blocks become the allocation's type), so that no unmovable or
+    /// reclaimable allocation ever sits in a movable pageblock.
+    Claiming,
 }
 
 impl Fallback {
