@@ -11,8 +11,9 @@
 //! cache first, oldest first; a quarter from the reclaimable slab while it is above 5%); a
 //! process whose allocation still fails is killed. While the churn runs, order-9 blocks worth
 //! 95% of memory are requested one at a time with churn between them and held until the pass
-//! ends (pass 1, then pass 2); then the churn stops and processes exit until they hold a
-//! quarter of memory; 1 GiB runs are requested then, the rest of the processes, the page
+//! ends (pass 1, then pass 2); then the churn runs on until memory is full again, stops, and
+//! processes exit until they hold a quarter of memory; 1 GiB runs are requested then (one
+//! that fails tried again after reclaim), the rest of the processes, the page
 //! cache and the slab still in place (movable blocks in their way are migrated, and their
 //! data checked after); then the other processes exit and the 2 MiB requests are repeated
 //! (pass 3, "at rest").
@@ -768,25 +769,12 @@ impl<'r> Stress<'r> {
     fn gigantic_runs(&mut self, requests: u64) -> u64 {
         let mut got = Vec::new();
         for _ in 0..requests {
-            let mut mover = |m: &Migration| self.migrate(m);
-            let mut refuse = |_: &Migration| false;
-            let migrate: &mut dyn buddy_sim::Migrate = if self.row.compacts() {
-                &mut mover
-            } else {
-                &mut refuse
-            };
-            let request = AllocRequest::frames(1 << GIGANTIC)
-                .aligned(order(GIGANTIC))
-                .contiguous(migrate);
-            let request = match self.cma {
-                Some(area) => request.from_cma(area),
-                None => request,
-            };
-            let pfn = match &self.memory {
-                Memory::Zone(z) => must(z.cpu(0)).alloc_raw(request).ok(),
-                Memory::Nodes(n) => n.alloc_raw(0, request).ok(),
-                Memory::Peer(p) => p.borrow_mut().alloc(1 << GIGANTIC).map(|f| Pfn(f as u64)),
-            };
+            // One that fails for want of room to move its borrowers to is tried again once
+            // after reclaim, as cma_alloc's migration targets reclaim where they must.
+            let pfn = self.gigantic_run().or_else(|| {
+                self.reclaim(1 << GIGANTIC);
+                self.gigantic_run()
+            });
             match pfn {
                 Some(p) => got.push(p),
                 None => break,
@@ -807,6 +795,30 @@ impl<'r> Stress<'r> {
             }
         }
         n
+    }
+
+    /// One 1 GiB run aligned to 1 GiB (from the CMA reservation if the row has one), the
+    /// movable blocks in its way migrated where the row compacts.
+    fn gigantic_run(&self) -> Option<Pfn> {
+        let mut mover = |m: &Migration| self.migrate(m);
+        let mut refuse = |_: &Migration| false;
+        let migrate: &mut dyn buddy_sim::Migrate = if self.row.compacts() {
+            &mut mover
+        } else {
+            &mut refuse
+        };
+        let request = AllocRequest::frames(1 << GIGANTIC)
+            .aligned(order(GIGANTIC))
+            .contiguous(migrate);
+        let request = match self.cma {
+            Some(area) => request.from_cma(area),
+            None => request,
+        };
+        match &self.memory {
+            Memory::Zone(z) => must(z.cpu(0)).alloc_raw(request).ok(),
+            Memory::Nodes(n) => n.alloc_raw(0, request).ok(),
+            Memory::Peer(p) => p.borrow_mut().alloc(1 << GIGANTIC).map(|f| Pfn(f as u64)),
+        }
     }
 
     /// Single-page steals by unmovable and reclaimable allocations so far: all of them, and
@@ -938,10 +950,14 @@ fn run_stress(row: Row, scale: Scale, ram: &OffsetMap, seed: u64) -> Outcome {
     let p2 = s.pass(requests, scale.churn);
     scan(&s);
     let polluted = s.polluted_pageblocks();
-    // The churn stops and processes exit until they hold a quarter of memory; then the 1 GiB
-    // runs, whose way the remaining processes' memory, the page cache and the slab are in
-    // (movable blocks borrowing a CMA reservation or the movable zone move out); then the
-    // rest exit and pass 3 runs at rest.
+    // The churn runs on as long as the fill's tail, memory full again (a CMA reservation
+    // lent out again); then it stops and processes exit until they hold a quarter of
+    // memory; then the 1 GiB runs, whose way the remaining processes' memory, the page cache
+    // and the slab are in (movable blocks borrowing a CMA reservation or the movable zone
+    // move out); then the rest exit and pass 3 runs at rest.
+    for _ in 0..scale.frames / 64 {
+        s.step();
+    }
     while s.processes.iter().map(|p| p.anon.len() as u64).sum::<u64>() > scale.frames / 4 {
         s.exit(0);
     }
@@ -1233,8 +1249,11 @@ impl Section for Fragmentation {
              free memory kept between the low and high watermarks by a background reclaimer; \
              each pass requests {requests} order-9 blocks one at a time, {} steps of churn \
              before each in passes 1 and 2, none in pass 3 (the processes have exited), and \
-             holds them to its end. 1 GiB: runs aligned to 1 GiB (alloc_contig_pages) once \
-             the churn stopped and processes exited down to a quarter of memory, of what 95% \
+             holds them to its end. 1 GiB: runs aligned to 1 GiB (alloc_contig_pages) after \
+             pass 2, once the churn had run on as long as the fill's tail (memory full \
+             again), stopped, and processes exited down to a quarter of memory; a run that \
+             fails is tried once more after reclaiming 1 GiB of cache (cma_alloc's migration \
+             targets reclaim where they must); of what 95% \
              of memory holds, or of the movable zone's blocks, or (cma_alloc) of \
              the CMA reservation's, half the zone reserved at boot as hugetlb_cma= does and \
              lent to movable memory meanwhile; before them every live movable block is \
@@ -1392,8 +1411,8 @@ impl Section for Fragmentation {
              processes' pages in it would have to move to the other zone, but buddy-sim \
              migrates within a zone only (its compaction and alloc_contig_range take targets \
              from the zone's own free lists; Linux's alloc_migration_target takes any zone of \
-             the node). The CMA reservation succeeds, but with no movable block borrowing it \
-             at that point (0 frames moved): the data check has nothing to check there yet.",
+             the node). The CMA reservation's run moves its borrowers out (the frames moved \
+             above) and every one's data reads back where it went.",
         );
         goals.note(
             "Defrag mode is the configuration for huge-page users: ZoneConfig::defrag_mode \
