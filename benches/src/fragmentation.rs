@@ -48,8 +48,8 @@ use std::ptr::NonNull;
 use std::time::Instant;
 
 use buddy_sim::{
-    AllocRequest, BoxedNodeSet, BoxedZone, CmaArea, FrameMemory, MigrateType, Migration, NodeId,
-    OffsetMap, Pfn, Topology, Watermarks, ZoneConfig,
+    AllocRequest, BoxedNodeSet, BoxedZone, CmaArea, FaultFolio, FrameClearer, FrameMemory,
+    MigrateType, Migration, NodeId, OffsetMap, Pfn, Topology, Watermarks, ZoneConfig,
 };
 use buddy_system_allocator::FrameAllocator;
 
@@ -985,14 +985,98 @@ fn run_stress(row: Row, scale: Scale, ram: &OffsetMap, seed: u64) -> Outcome {
 
 /// thpchallenge: the zone filled by the churn, then [`THP_ROUNDS`] rounds of
 /// [`Stress::thp_round`] with 5% of memory in huge-page faults each. Each round's share of
-/// faults that got a huge page.
-fn thpchallenge(row: Row, scale: Scale, ram: &OffsetMap, seed: u64) -> Vec<f64> {
+/// faults that got a huge page, and then the zone's own huge-page faults
+/// ([`fault_fallback`]).
+fn thpchallenge(row: Row, scale: Scale, ram: &OffsetMap, seed: u64) -> (Vec<f64>, FaultCheck) {
     let mut s = Stress::new(row, scale.frames, ram, seed);
     s.fill();
     let faults = ((scale.frames * 5 / 100) >> HUGE).max(1);
-    (0..THP_ROUNDS)
+    let rounds = (0..THP_ROUNDS)
         .map(|_| s.thp_round(faults, scale.churn * 2).rate())
-        .collect()
+        .collect();
+    let Memory::Zone(z) = &s.memory else {
+        unreachable!("thpchallenge's rows are one zone each")
+    };
+    (rounds, fault_fallback(z, *ram, 2 * faults))
+}
+
+/// What [`fault_fallback`] saw.
+#[derive(Clone, Copy, Debug, Default)]
+struct FaultCheck {
+    faults: u64,
+    /// Faults that got a 2 MiB block, and those that fell back to a 4 KiB page.
+    huge: u64,
+    fallback: u64,
+    /// The zone's `thp_fault_alloc` and `thp_fault_fallback` over the faults.
+    counted: (u64, u64),
+    /// Every byte of what the faults got read zero.
+    zero: bool,
+    /// The zone's free frames after the frees equal those before the faults.
+    given_back: bool,
+}
+
+/// `faults` huge-page faults through the zone's own fault path ([`alloc_huge_fault`],
+/// Linux's `do_huge_pmd_anonymous_page`, no reclaim or compaction stall) on a zone the churn
+/// left full, held until the last: a zeroed 2 MiB block while one is free, else the 4 KiB
+/// page the fault is in (`thp_fault_fallback`). Then each huge page is split as StarryOS's
+/// `split_pages` splits one that is unmapped in part (`split_page`) and its frames freed one
+/// by one, and the pages freed.
+///
+/// [`alloc_huge_fault`]: buddy_sim::Cpu::alloc_huge_fault
+fn fault_fallback(z: &BoxedZone, ram: OffsetMap, faults: u64) -> FaultCheck {
+    let clear =
+        zero_core::ClearConfig::new(zero_core::PageSize::Size4KiB, zero_core::PreemptModel::None);
+    let clearer = must(FrameClearer::new(ram, clear));
+    let cpu = must(z.cpu(0)).with_clearer(&clearer);
+    let free = z.free_pages_total();
+    let counters = z.counters();
+    let mut got = Vec::new();
+    for _ in 0..faults {
+        match cpu.alloc_huge_fault(0, MigrateType::Movable) {
+            Ok(folio) => got.push(folio),
+            Err(_) => break,
+        }
+    }
+    let after = z.counters();
+    let reads_zero = |pfn: Pfn, frames: u64| {
+        let at = ram
+            .frame_ptr(pfn)
+            .unwrap_or_else(|| panic!("frame {pfn} outside the memory"));
+        // SAFETY: the block is this check's, allocated just now and written by nobody
+        // else; `frames` frames of the memory from `at`.
+        let bytes = unsafe { std::slice::from_raw_parts(at.as_ptr(), frames as usize * 4096) };
+        bytes.iter().all(|&b| b == 0)
+    };
+    let mut check = FaultCheck {
+        faults: got.len() as u64,
+        counted: (
+            after.thp_fault_alloc - counters.thp_fault_alloc,
+            after.thp_fault_fallback - counters.thp_fault_fallback,
+        ),
+        zero: true,
+        ..FaultCheck::default()
+    };
+    for folio in got {
+        match folio {
+            FaultFolio::Huge(pfn) => {
+                check.huge += 1;
+                check.zero &= reads_zero(pfn, 1 << HUGE);
+                must(z.split_page(pfn, order(HUGE)));
+                for p in pfn.0..pfn.0 + (1 << HUGE) {
+                    // SAFETY: the frame is this check's, freed once, unused after.
+                    must(unsafe { cpu.free_pages(Pfn(p), order(0)) });
+                }
+            }
+            FaultFolio::Page(pfn) => {
+                check.fallback += 1;
+                check.zero &= reads_zero(pfn, 1);
+                // SAFETY: as above.
+                must(unsafe { cpu.free_pages(pfn, order(0)) });
+            }
+        }
+    }
+    check.given_back = z.free_pages_total() == free;
+    check
 }
 
 /// compaction_test's shape: 5% unmovable slab scattered through a fresh zone, movable memory
@@ -1132,13 +1216,15 @@ impl Section for Fragmentation {
             results.push((row, outs));
         }
         let mut thp = Vec::new();
+        let mut fault_checks = Vec::new();
         for row in THP_ROWS {
             ctx.step(format!("fragmentation: thpchallenge, {}", row.name()));
-            let rounds: Vec<Vec<f64>> = seeds
+            let (rounds, checks): (Vec<Vec<f64>>, Vec<FaultCheck>) = seeds
                 .iter()
                 .map(|&seed| thpchallenge(row, scale, &ram, seed))
-                .collect();
+                .unzip();
             thp.push((row, rounds));
+            fault_checks.extend(checks);
         }
         ctx.step("fragmentation: verdicts");
         let requests = (scale.frames * 95 / 100) >> HUGE;
@@ -1392,6 +1478,27 @@ impl Section for Fragmentation {
         for row in thp_goals {
             goals.row(row);
         }
+        let sum = |f: fn(&FaultCheck) -> u64| fault_checks.iter().map(f).sum::<u64>();
+        let (faults, huge, fallback) = (sum(|c| c.faults), sum(|c| c.huge), sum(|c| c.fallback));
+        let counted = fault_checks
+            .iter()
+            .all(|c| c.counted == (c.huge, c.fallback));
+        let whole = fault_checks
+            .iter()
+            .all(|c| c.zero && c.given_back && c.faults > 0);
+        goals.row(vec![
+            Cell::text("THP faults with a 4 KiB fallback after thpchallenge's churn (the zone's alloc_huge_fault): each fault counted as what it got (thp_fault_alloc, thp_fault_fallback), every byte zero, and each huge page split (split_page, StarryOS's split_pages) and freed frame by frame gives every frame back"),
+            Cell::text(format!(
+                "{faults} faults over the rows and seeds: {huge} huge, {fallback} fallbacks; counters {}; zero and given back: {}",
+                if counted { "match" } else { "differ" },
+                if whole { "yes" } else { "no" }
+            )),
+            Cell::verdict(if counted && whole && huge > 0 && fallback > 0 {
+                Verdict::Met
+            } else {
+                Verdict::NotMet
+            }),
+        ]);
         let floors: Vec<f64> = summary.iter().filter_map(|s| s.8).collect();
         if !floors.is_empty() {
             let worst = floors.iter().copied().fold(0.0, f64::max);
@@ -1573,8 +1680,11 @@ mod tests {
             s.verify();
             // What the round held is given back (the churn meanwhile moves the count).
             assert!(s.free_frames() + frames / 4 >= held, "{}", row.name());
-            let shares = thpchallenge(row, Scale { frames, churn: 1 }, &ram, 11);
+            let (shares, faults) = thpchallenge(row, Scale { frames, churn: 1 }, &ram, 11);
             assert_eq!(shares.len(), THP_ROUNDS);
+            assert!(faults.faults > 0, "{faults:?}");
+            assert_eq!(faults.counted, (faults.huge, faults.fallback), "{faults:?}");
+            assert!(faults.zero && faults.given_back, "{faults:?}");
             assert!(shares.iter().all(|s| (0.0..=1.0).contains(s)), "{shares:?}");
         }
     }

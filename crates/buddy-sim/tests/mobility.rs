@@ -891,7 +891,7 @@ fn defrag_mode_leaves_the_free_memory_of_unmovable_pageblocks_to_unmovable_alloc
         w
     };
     let mut w = holes(true);
-    let before = buddy_sim::testing::Snapshot::of(&w.zone);
+    let before = Before::of(&w.zone);
     let fallbacks = w.zone.fragmentation().fallbacks;
     let (got, asks) = w.alloc_hooked(0, Order::ZERO, MigrateType::Movable);
     assert_eq!(got, None);
@@ -900,7 +900,7 @@ fn defrag_mode_leaves_the_free_memory_of_unmovable_pageblocks_to_unmovable_alloc
         !asks.is_empty() && asks.iter().all(|&n| n >= 16),
         "{asks:?}"
     );
-    assert_eq!(buddy_sim::testing::Snapshot::of(&w.zone), before);
+    before.assert_unchanged(&w.zone);
     assert_eq!(w.zone.fragmentation().fallbacks, fallbacks);
     let pfn = w.alloc(0, Order::ZERO, MigrateType::Unmovable).unwrap();
     assert!(pfn.0 - START < 16);
