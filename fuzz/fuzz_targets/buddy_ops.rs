@@ -7,6 +7,7 @@
 //! the frozen variant's batched and per-page frees, and fault injection (`fail_page_alloc`,
 //! seeded alike on both zones); around every failed operation the
 //! whole zone is compared with what it was; half the zones end at the top of the pfn space.
+//! Some start full of movable pages with holes, so that defrag mode's last resort runs.
 //! (Zeroed allocation with real memory is `zeroed_ops`'; several CPUs' programs
 //! interleaved, `smp_ops`'.)
 #![no_main]
@@ -37,6 +38,10 @@ struct Input {
     /// the compaction proactiveness.
     defrag: bool,
     pageblock_reserve: bool,
+    /// Before the operations, the zone filled with movable pages and every `fill`-th of the
+    /// last ones freed (2..=5; 0 and 1: not filled): free memory only in holes of movable
+    /// pageblocks, where defrag mode's last resort claims a pageblock.
+    fill: u8,
     movable_only: bool,
     proactiveness: u8,
     ops: Vec<ArbOp>,
@@ -311,6 +316,21 @@ fuzz_target!(|input: Input| {
     };
     // SAFETY: the harness's zones are its own and have no memory behind them.
     let mut model = unsafe { Lockstep::new(zone(), zone()) }.with_check_interval(CHECK_INTERVAL);
+    if let every @ 2..=5 = input.fill {
+        let fill = (0..cfg.nr_pages).map(|_| Op::AllocTyped {
+            cpu: 0,
+            order: 0,
+            mt: 1,
+        });
+        let holes = (0..64)
+            .step_by(usize::from(every))
+            .map(|slot| Op::FreePages { cpu: 0, slot });
+        for op in fill.chain(holes) {
+            if let Err(d) = model.apply(op) {
+                panic!("{op:?}: {d:?}");
+            }
+        }
+    }
     for op in input.ops.iter().take(256) {
         if let Err(d) = model.apply(op.op()) {
             panic!("{op:?}: {d:?}");

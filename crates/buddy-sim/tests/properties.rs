@@ -236,6 +236,33 @@ proptest! {
 }
 
 proptest! {
+    #![proptest_config(common::proptest_config(2))]
+
+    /// Defrag mode's last resort in lockstep: a zone full of movable pages with every
+    /// `every`-th of the last ones freed has its free memory only in holes of movable
+    /// pageblocks, where the unmovable and reclaimable allocations that follow claim a
+    /// pageblock whole and movable ones fail; the batched and per-page zones agree
+    /// throughout.
+    #[test]
+    fn defrag_modes_last_resort_agrees_in_lockstep(
+        cfg in zone_config(),
+        every in 2usize..5,
+        ops in prop::collection::vec(op(), 1..MAX_OPS),
+    ) {
+        let cfg = ZoneConfig { defrag_mode: true, movable_only: false, ..cfg };
+        let usable = usable_ranges(cfg.nr_pages, &[]);
+        // SAFETY: the harness's zones are its own and have no memory behind them.
+        let mut model = unsafe { Lockstep::new(zone_with_holes(cfg, &usable), zone_with_holes(cfg, &usable)) };
+        let fill = (0..cfg.nr_pages).map(|_| Op::AllocTyped { cpu: 0, order: 0, mt: 1 });
+        let holes = (0..64).step_by(every).map(|slot| Op::FreePages { cpu: 0, slot });
+        for op in fill.chain(holes).chain(ops) {
+            model.apply(op).map_err(|d| TestCaseError::fail(format!("{op:?}: {d:?}")))?;
+        }
+        model.finish().map_err(|d| TestCaseError::fail(format!("finish: {d:?}")))?;
+    }
+}
+
+proptest! {
     #![proptest_config(common::proptest_config(3))]
 
     /// `free_pages_total` is every usable frame not held by a caller, whatever sits on the
