@@ -125,17 +125,33 @@ fn zone_movable_word(slot: usize, w: usize) -> *mut u64 {
     (pfn * PAGE + w as u64 * 8) as *mut u64
 }
 
-/// Fills `zone` with movable pages until it has no free frame left, keeping one in every
-/// few (spread over the zone in allocation order, at most [`SLOTS`]) under its slot's key,
-/// its frame in `kept_at`; then gives the others back and drains the lists, leaving the kept
-/// pages scattered over the movable pageblocks. Returns the pages taken and kept.
+/// Fills `zone` with movable pages until a movable allocation fails, keeping [`SLOTS`] of
+/// them spread evenly over the allocations (gaps of the pages taken over [`SLOTS`], rounded
+/// down or up, so that blocks handed out alternately get kept pages alike) under their
+/// slots' keys, their frames in `kept_at`; then gives the others back and drains the lists,
+/// leaving the kept pages scattered over the movable pageblocks. Returns the pages taken and
+/// kept. A first fill, given back at once, counts what movable pages can take: in defrag
+/// mode not the free frames in holes of unmovable and reclaimable pageblocks, which are
+/// theirs.
 fn fill_and_keep<P: Platform>(zone: &KernelZone, kept_at: &[AtomicU64; SLOTS]) -> (u64, usize) {
     zone.drain_all();
+    let (movable, _) = fill::<P>(zone, None, kept_at);
+    fill::<P>(zone, Some(movable.max(1)), kept_at)
+}
+
+/// One fill of [`fill_and_keep`]: movable pages until an allocation fails, [`SLOTS`] of
+/// `pages` kept where `pages` is given (none without), the others given back. Returns the
+/// pages taken and kept.
+fn fill<P: Platform>(
+    zone: &KernelZone,
+    pages: Option<u64>,
+    kept_at: &[AtomicU64; SLOTS],
+) -> (u64, usize) {
     let base = zone.config().start.0;
-    let stride = (zone.free_pages_total() / SLOTS as u64).max(1);
     let (mut taken, mut kept) = (0u64, 0usize);
     loop {
-        let keep = taken % stride == 0 && kept < SLOTS;
+        // The `k`-th kept page is the first taken at or past `k / SLOTS` of `pages`.
+        let keep = kept < SLOTS && pages.is_some_and(|n| taken * SLOTS as u64 / n >= kept as u64);
         let key = if keep { kept as u64 } else { UNMAPPED };
         let pfn = match zone.alloc_movable(0, Order::ZERO, key) {
             Ok(pfn) => pfn,
