@@ -236,7 +236,17 @@ proptest! {
 }
 
 proptest! {
-    #![proptest_config(common::proptest_config(2))]
+    // 64 cases unless PROPTEST_CASES says otherwise (and 2 under Miri): each case is an
+    // operation per frame of its zone before its random ones, and the QEMU stage runs it
+    // unoptimized under emulation.
+    #![proptest_config(if cfg!(miri) {
+        common::proptest_config(2)
+    } else {
+        ProptestConfig {
+            cases: std::env::var("PROPTEST_CASES").ok().and_then(|c| c.parse().ok()).unwrap_or(64),
+            ..ProptestConfig::default()
+        }
+    })]
 
     /// Defrag mode's last resort in lockstep: a zone full of movable pages with every
     /// `every`-th of the last ones freed has its free memory only in holes of movable
@@ -249,7 +259,14 @@ proptest! {
         every in 2usize..5,
         ops in prop::collection::vec(op(), 1..MAX_OPS),
     ) {
-        let cfg = ZoneConfig { defrag_mode: true, movable_only: false, ..cfg };
+        // At most 128 frames: the fill is an operation per frame, each draining and
+        // comparing both zones.
+        let cfg = ZoneConfig {
+            defrag_mode: true,
+            movable_only: false,
+            nr_pages: cfg.nr_pages.min(128),
+            ..cfg
+        };
         let usable = usable_ranges(cfg.nr_pages, &[]);
         // SAFETY: the harness's zones are its own and have no memory behind them.
         let mut model = unsafe { Lockstep::new(zone_with_holes(cfg, &usable), zone_with_holes(cfg, &usable)) };
