@@ -938,8 +938,7 @@ impl FreeArea {
         from: MigrateType,
     ) -> bool {
         if order >= m.cfg.pageblock_order {
-            self.set_block_type(m, idx, order, mt);
-            self.fallbacks.claims += 1;
+            self.claim_whole(m, idx, order, mt);
             return true;
         }
         self.boost_watermark(m);
