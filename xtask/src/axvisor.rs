@@ -163,7 +163,11 @@ pub fn stage(root: &Path) -> Result<String, String> {
         .env("CARGO_PROFILE_RELEASE_LTO", "thin")
         .args(["build", "--release", "--bin", "axvisor", "--target"])
         .arg(&spec)
-        .args(["-Zjson-target-spec", "-Zbuild-std=std,panic_abort"]);
+        .args(["-Zjson-target-spec", "-Zbuild-std=std,panic_abort"])
+        // std's default features only: not cargo's `backtrace` and `panic-unwind` on top
+        // (ArceOS symbolizes nothing and the target aborts on panic), which leaves out the
+        // backtrace's five crates and a third of std's own build.
+        .arg("-Zbuild-std-features=default");
     cmd::status(&mut build)?;
     let image = dir.join("axvisor.bin");
     flat_image(
