@@ -255,10 +255,17 @@ fn goals_table(order9: &Order9, slower_rows: &[(String, Verdict)], over_floor: E
         goals.note(
             "Where buddy-sim is not faster: in the alloc-then-free-all rows every block \
              passes through the buddy twice, once when a refill moves a batch of blocks to \
-             the per-CPU list (each taken and split on its own, as Linux's rmqueue_bulk) and \
-             once when a drain returns them (merged there); each free also drops a \
-             reference by compare-and-swap (the floor buddy_system_allocator does not pay: \
-             no reference counts, no per-CPU lists, no lock of its own). One-frame frees \
+             the per-CPU list and once when a drain returns them (merged there); each free \
+             also drops a reference by compare-and-swap (the floor buddy_system_allocator \
+             does not pay: no reference counts, no per-CPU lists, no lock of its own). Each \
+             block's state is its head's word in the frame metadata (24 bytes a frame: from \
+             order 3 up, a cache line of its own per block), written when the block is \
+             handed out and read and written when it comes back; with thousands of blocks \
+             held in between, those accesses miss L1 (the L1d column; each miss at least an \
+             L2 hit), where buddy_system_allocator keeps its free blocks as 8-byte keys in \
+             one B-tree per order, whose nodes mostly stay in L1. At order 3 buddy-sim \
+             executes fewer instructions than the peer and loses the difference to those \
+             misses and the compare-and-swap. One-frame frees \
              gained from draining runs of consecutive pages as aligned blocks (a split \
              block freed page by page merges once per block, not once per page). The \
              per-CPU layer is what makes the SMP table scale.",
@@ -637,6 +644,19 @@ fn pair_instructions(o: u8, [ours, peer]: [Counted; 2]) -> String {
     }
 }
 
+/// The throughput row of order `o`'s L1 data-cache misses per allocation + free
+/// (callgrind's cache simulation), ours and the peer's; or why not counted.
+fn pair_l1d_misses(o: u8, [ours, peer]: [Counted; 2]) -> String {
+    let pairs = f64::from(pair_count(o));
+    match (
+        count::l1d_misses_per_op(ours),
+        count::l1d_misses_per_op(peer),
+    ) {
+        (Ok(ours), Ok(peer)) => format!("{:.2} / {:.2}", ours / pairs, peer / pairs),
+        (Err(e), _) | (_, Err(e)) => format!("not counted: {e}"),
+    }
+}
+
 /// CPU 0 of a zone of [`ZONE_FRAMES`] frames, kept for the report's run, under its list lock.
 fn locked_cpu() -> ZoneCpu<Locked> {
     must(Box::leak(Box::new(zone())).cpu(0))
@@ -667,6 +687,7 @@ fn peer_table(ctx: &SectionContext, iterations: u32, budget: Budget) -> PeerTabl
             "speedup",
             "speedup, CPU-local lists",
             "instructions per pair, CPU-local / peer (callgrind)",
+            "L1d misses per pair, CPU-local / peer (callgrind's cache simulation)",
         ],
     );
     t.note(format!(
@@ -792,10 +813,11 @@ fn peer_table(ctx: &SectionContext, iterations: u32, budget: Budget) -> PeerTabl
                 local_speedup,
             );
         }
-        let instructions = PAIR_COUNTED
+        let counted = PAIR_COUNTED
             .iter()
-            .find(|(o, _)| name.contains(&format!("x alloc order {o},")))
-            .map_or_else(|| "-".to_string(), |&(o, w)| pair_instructions(o, w));
+            .find(|(o, _)| name.contains(&format!("x alloc order {o},")));
+        let instructions = counted.map_or_else(|| "-".into(), |&(o, w)| pair_instructions(o, w));
+        let misses = counted.map_or_else(|| "-".into(), |&(o, w)| pair_l1d_misses(o, w));
         t.row(vec![
             Cell::text(name),
             Cell::estimate(ours, 0, ""),
@@ -804,6 +826,7 @@ fn peer_table(ctx: &SectionContext, iterations: u32, budget: Budget) -> PeerTabl
             Cell::ratio_ci(speedup),
             Cell::ratio_ci(local_speedup),
             Cell::text(instructions),
+            Cell::text(misses),
         ]);
     }
     t.note(format!(
@@ -820,7 +843,10 @@ fn peer_table(ctx: &SectionContext, iterations: u32, budget: Budget) -> PeerTabl
          atomic instruction; a free still drops its reference by compare-and-swap). \
          Instructions: callgrind's count of one throughput row (all its allocations, then \
          all its frees) in steady state (four runs counted less two, halved: what the first run does once \
-         cancels out), per allocation + free.",
+         cancels out), per allocation + free. L1d misses: the same runs under callgrind's \
+         cache simulation (`--cache-sim=yes`, the L1 data cache valgrind configures from this \
+         CPU; it simulates no L2), reads and writes: lines an operation reaches that are not \
+         in L1.",
         ZONE_FRAMES >> 10
     ));
     t.plot = Some(

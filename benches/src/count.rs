@@ -7,6 +7,11 @@
 //! collection on only inside [`counted`], once with `N` and once with `2N` operations, and
 //! divides the difference by `N`: what a workload does once (its first per-CPU refill, lazy
 //! initialisation) cancels out.
+//!
+//! [`l1d_misses_per_op`] counts the same way under callgrind's cache simulation (the L1 data
+//! cache valgrind configures from this CPU): how many distinct lines a workload's operation
+//! reaches beyond what stays in L1, which instruction counts do not show. Simulated, so as
+//! exact and repeatable as the instructions.
 
 use std::process::{Command, ExitCode};
 use std::sync::Mutex;
@@ -60,38 +65,66 @@ pub fn main(args: &[String], all: &[Workload]) -> ExitCode {
 /// # Errors
 /// Why no count came back: valgrind missing or failing, or no count in its output.
 pub fn per_op(w: Workload) -> Result<f64, String> {
-    static COUNTS: Mutex<Vec<(&'static str, Result<f64, String>)>> = Mutex::new(Vec::new());
+    memo(w, Event::Instructions)
+}
+
+/// L1 data-cache misses (reads and writes) per operation of `w` in callgrind's cache
+/// simulation, counted once per process as [`per_op`].
+///
+/// # Errors
+/// As [`per_op`].
+pub fn l1d_misses_per_op(w: Workload) -> Result<f64, String> {
+    memo(w, Event::L1dMisses)
+}
+
+/// What a count counts.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Event {
+    /// Instructions executed (`Ir`).
+    Instructions,
+    /// L1 data-cache read and write misses (`D1mr + D1mw`) under `--cache-sim=yes`.
+    L1dMisses,
+}
+
+/// [`count_per_op`] of `w`'s `event`, each counted once per process.
+fn memo(w: Workload, event: Event) -> Result<f64, String> {
+    type Counts = Vec<((&'static str, Event), Result<f64, String>)>;
+    static COUNTS: Mutex<Counts> = Mutex::new(Vec::new());
     let mut counts = COUNTS
         .lock()
         .unwrap_or_else(std::sync::PoisonError::into_inner);
-    if let Some((_, r)) = counts.iter().find(|(k, _)| *k == w.name) {
+    if let Some((_, r)) = counts.iter().find(|(k, _)| *k == (w.name, event)) {
         return r.clone();
     }
-    let r = count_per_op(w);
-    counts.push((w.name, r.clone()));
+    let r = count_per_op(w, event);
+    counts.push(((w.name, event), r.clone()));
     r
 }
 
-fn count_per_op(w: Workload) -> Result<f64, String> {
+fn count_per_op(w: Workload, event: Event) -> Result<f64, String> {
     let n = w.ops;
-    let one = collected(w, n)?;
-    let two = collected(w, 2 * n)?;
+    let one = collected(w, n, event)?;
+    let two = collected(w, 2 * n, event)?;
     let diff = two
         .checked_sub(one)
-        .ok_or_else(|| format!("{}: {two} instructions for 2N < {one} for N", w.name))?;
+        .ok_or_else(|| format!("{}: {two} events for 2N < {one} for N", w.name))?;
     Ok(diff as f64 / f64::from(n))
 }
 
-/// Total instructions callgrind collected inside [`counted`] for `n` operations.
-fn collected(w: Workload, n: u32) -> Result<u64, String> {
+/// Total `event`s callgrind collected inside [`counted`] for `n` operations.
+fn collected(w: Workload, n: u32, event: Event) -> Result<u64, String> {
     let exe = std::env::current_exe().map_err(|e| format!("own executable: {e}"))?;
-    let out = Command::new("valgrind")
-        .args([
-            "--tool=callgrind",
-            "--callgrind-out-file=/dev/null",
-            "--collect-atstart=no",
-            &format!("--toggle-collect={COUNTED_SYMBOL}"),
-        ])
+    let mut valgrind = Command::new("valgrind");
+    valgrind.args([
+        "--tool=callgrind",
+        "--callgrind-out-file=/dev/null",
+        "--collect-atstart=no",
+        &format!("--toggle-collect={COUNTED_SYMBOL}"),
+    ]);
+    if event == Event::L1dMisses {
+        valgrind.arg("--cache-sim=yes");
+    }
+    let out = valgrind
         .arg(exe)
         .args(["count", w.name, &n.to_string()])
         .output()
@@ -105,13 +138,22 @@ fn collected(w: Workload, n: u32) -> Result<u64, String> {
             tail.join(" | ")
         ));
     }
-    // "==123== Collected : 4567890"
+    // "==123== Collected : 4567890", or with the cache simulation
+    // "==123== Collected : Ir Dr Dw I1mr D1mr D1mw ILmr DLmr DLmw" as numbers.
     stderr
         .lines()
         .find_map(|l| {
             let (_, v) = l.split_once("Collected :")?;
-            v.trim().parse::<u64>().ok()
+            let fields: Vec<u64> = v
+                .split_whitespace()
+                .map(str::parse)
+                .collect::<Result<_, _>>()
+                .ok()?;
+            match event {
+                Event::Instructions => fields.first().copied(),
+                Event::L1dMisses => Some(fields.get(4)? + fields.get(5)?),
+            }
         })
-        .filter(|&c| c > 0)
-        .ok_or_else(|| format!("no instruction count in callgrind's output for {}", w.name))
+        .filter(|&c| event == Event::L1dMisses || c > 0)
+        .ok_or_else(|| format!("no {event:?} count in callgrind's output for {}", w.name))
 }
