@@ -65,54 +65,74 @@ pub fn main(args: &[String], all: &[Workload]) -> ExitCode {
 /// # Errors
 /// Why no count came back: valgrind missing or failing, or no count in its output.
 pub fn per_op(w: Workload) -> Result<f64, String> {
-    memo(w, Event::Instructions)
+    memo(w, false).map(|c| c.instructions)
 }
 
 /// L1 data-cache misses (reads and writes) per operation of `w` in callgrind's cache
-/// simulation, counted once per process as [`per_op`].
+/// simulation, counted once per process as [`per_op`]. The same runs count the
+/// instructions, which [`per_op`] then reuses.
 ///
 /// # Errors
 /// As [`per_op`].
 pub fn l1d_misses_per_op(w: Workload) -> Result<f64, String> {
-    memo(w, Event::L1dMisses)
+    memo(w, true).map(|c| c.l1d_misses.unwrap_or_default())
 }
 
-/// What a count counts.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Event {
+/// What callgrind counted for one workload: per operation, or in total for one run.
+#[derive(Clone, Copy, Debug)]
+struct Counts {
     /// Instructions executed (`Ir`).
-    Instructions,
-    /// L1 data-cache read and write misses (`D1mr + D1mw`) under `--cache-sim=yes`.
-    L1dMisses,
+    instructions: f64,
+    /// L1 data-cache read and write misses (`D1mr + D1mw`), when the cache simulation ran.
+    l1d_misses: Option<f64>,
 }
 
-/// [`count_per_op`] of `w`'s `event`, each counted once per process.
-fn memo(w: Workload, event: Event) -> Result<f64, String> {
-    type Counts = Vec<((&'static str, Event), Result<f64, String>)>;
-    static COUNTS: Mutex<Counts> = Mutex::new(Vec::new());
+/// [`count_per_op`] of `w`, once per process: again only to add the cache simulation
+/// (`cache_sim`) to a count made without it.
+fn memo(w: Workload, cache_sim: bool) -> Result<Counts, String> {
+    type Memo = Vec<(&'static str, Result<Counts, String>)>;
+    static COUNTS: Mutex<Memo> = Mutex::new(Vec::new());
     let mut counts = COUNTS
         .lock()
         .unwrap_or_else(std::sync::PoisonError::into_inner);
-    if let Some((_, r)) = counts.iter().find(|(k, _)| *k == (w.name, event)) {
-        return r.clone();
+    let known = counts.iter().position(|(k, _)| *k == w.name);
+    if let Some(i) = known {
+        match &counts[i].1 {
+            Ok(c) if cache_sim && c.l1d_misses.is_none() => {}
+            r => return r.clone(),
+        }
     }
-    let r = count_per_op(w, event);
-    counts.push(((w.name, event), r.clone()));
+    let r = count_per_op(w, cache_sim);
+    match known {
+        Some(i) => counts[i].1 = r.clone(),
+        None => counts.push((w.name, r.clone())),
+    }
     r
 }
 
-fn count_per_op(w: Workload, event: Event) -> Result<f64, String> {
+fn count_per_op(w: Workload, cache_sim: bool) -> Result<Counts, String> {
     let n = w.ops;
-    let one = collected(w, n, event)?;
-    let two = collected(w, 2 * n, event)?;
-    let diff = two
-        .checked_sub(one)
-        .ok_or_else(|| format!("{}: {two} events for 2N < {one} for N", w.name))?;
-    Ok(diff as f64 / f64::from(n))
+    let one = collected(w, n, cache_sim)?;
+    let two = collected(w, 2 * n, cache_sim)?;
+    let per_op = |two: f64, one: f64| {
+        if two < one {
+            Err(format!("{}: {two} events for 2N < {one} for N", w.name))
+        } else {
+            Ok((two - one) / f64::from(n))
+        }
+    };
+    Ok(Counts {
+        instructions: per_op(two.instructions, one.instructions)?,
+        l1d_misses: match (two.l1d_misses, one.l1d_misses) {
+            (Some(two), Some(one)) => Some(per_op(two, one)?),
+            _ => None,
+        },
+    })
 }
 
-/// Total `event`s callgrind collected inside [`counted`] for `n` operations.
-fn collected(w: Workload, n: u32, event: Event) -> Result<u64, String> {
+/// What callgrind collected inside [`counted`] for `n` operations, with its cache
+/// simulation if `cache_sim`.
+fn collected(w: Workload, n: u32, cache_sim: bool) -> Result<Counts, String> {
     let exe = std::env::current_exe().map_err(|e| format!("own executable: {e}"))?;
     let mut valgrind = Command::new("valgrind");
     valgrind.args([
@@ -121,7 +141,7 @@ fn collected(w: Workload, n: u32, event: Event) -> Result<u64, String> {
         "--collect-atstart=no",
         &format!("--toggle-collect={COUNTED_SYMBOL}"),
     ]);
-    if event == Event::L1dMisses {
+    if cache_sim {
         valgrind.arg("--cache-sim=yes");
     }
     let out = valgrind
@@ -149,11 +169,16 @@ fn collected(w: Workload, n: u32, event: Event) -> Result<u64, String> {
                 .map(str::parse)
                 .collect::<Result<_, _>>()
                 .ok()?;
-            match event {
-                Event::Instructions => fields.first().copied(),
-                Event::L1dMisses => Some(fields.get(4)? + fields.get(5)?),
-            }
+            let l1d_misses = if cache_sim {
+                Some((fields.get(4)? + fields.get(5)?) as f64)
+            } else {
+                None
+            };
+            Some(Counts {
+                instructions: *fields.first()? as f64,
+                l1d_misses,
+            })
         })
-        .filter(|&c| event == Event::L1dMisses || c > 0)
-        .ok_or_else(|| format!("no {event:?} count in callgrind's output for {}", w.name))
+        .filter(|c| c.instructions > 0.0)
+        .ok_or_else(|| format!("no count in callgrind's output for {}", w.name))
 }

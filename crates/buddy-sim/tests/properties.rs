@@ -239,14 +239,7 @@ proptest! {
     // 64 cases unless PROPTEST_CASES says otherwise (and 2 under Miri): each case is an
     // operation per frame of its zone before its random ones, and the QEMU stage runs it
     // unoptimized under emulation.
-    #![proptest_config(if cfg!(miri) {
-        common::proptest_config(2)
-    } else {
-        ProptestConfig {
-            cases: std::env::var("PROPTEST_CASES").ok().and_then(|c| c.parse().ok()).unwrap_or(64),
-            ..ProptestConfig::default()
-        }
-    })]
+    #![proptest_config(common::proptest_config_of(64, 2))]
 
     /// Defrag mode's last resort in lockstep: a zone full of movable pages with every
     /// `every`-th of the last ones freed has its free memory only in holes of movable

@@ -312,18 +312,10 @@ fn execute(programs: &[Vec<Step>], concurrent: bool) -> (Vec<Vec<bool>>, u64) {
 }
 
 fn config() -> ProptestConfig {
-    let default = ProptestConfig::default();
+    // Each case runs every program twice; PROPTEST_CASES raises the default of 64.
     ProptestConfig {
-        // Each case runs every program twice; PROPTEST_CASES raises the default of 64.
-        cases: if cfg!(miri) {
-            2
-        } else if std::env::var_os("PROPTEST_CASES").is_some() {
-            default.cases
-        } else {
-            64
-        },
         failure_persistence: None,
-        ..default
+        ..common::proptest_config_of(64, 2)
     }
 }
 

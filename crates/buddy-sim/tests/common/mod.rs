@@ -102,6 +102,17 @@ pub fn proptest_config(miri_cases: u32) -> Config {
     }
 }
 
+/// [`proptest_config`] for a property whose cases are expensive: `cases` cases unless
+/// `PROPTEST_CASES` asks for a number, `miri_cases` under Miri.
+pub fn proptest_config_of(cases: u32, miri_cases: u32) -> Config {
+    let config = proptest_config(miri_cases);
+    if cfg!(miri) || std::env::var_os("PROPTEST_CASES").is_some() {
+        config
+    } else {
+        Config { cases, ..config }
+    }
+}
+
 /// A zone's state before an operation that must change nothing. With the `testing` feature,
 /// the whole zone's snapshot (`testing::Snapshot`: every frame's metadata, the pageblocks,
 /// the free lists); without it, what the public API shows (the zone's statistics and free
