@@ -21,10 +21,8 @@ use core::sync::atomic::{AtomicBool, Ordering};
 /// Bytes per frame.
 pub(crate) const PAGE: usize = 4096;
 
-/// The largest order the per-cpu lists hold ([`ZoneConfig::pcp_max_order`]): runs up to
-/// 256 KiB (ArceOS's task stack) take the CPU's list, not the zone lock and a split and
-/// merge through every order. A refill of two such blocks is an eighth of the lists' high
-/// mark.
+/// The largest order the per-cpu lists hold ([`ZoneConfig::pcp_max_order`], see
+/// [`zone_config`]): runs up to 256 KiB.
 const PCP_MAX_ORDER: Order = match Order::new(6) {
     Ok(order) => order,
     Err(_) => panic!("order 6 is an order"),
@@ -41,6 +39,33 @@ pub(crate) fn listed_block_order(num_pages: usize, align: usize) -> Option<Order
     }
     let order = Order::new(u8::try_from(num_pages.trailing_zeros()).ok()?).ok()?;
     (order <= PCP_MAX_ORDER && align <= PAGE << order.get()).then_some(order)
+}
+
+/// The configuration the page allocator gives its zone of `frames` frames from `first`,
+/// for `cpus` CPUs (what [`global_init`](crate::global_init) builds; validate it before
+/// use, as a region may be too small for it):
+/// - blocks up to the largest that fits the region, as buddy-slab-allocator's and TLSF's:
+///   a heap growth of 32 MiB is one block, not a search of the free memory;
+/// - per-cpu lists up to order 6, so that runs up to 256 KiB (ArceOS's task stack) take
+///   the CPU's list, not the zone lock and a split and merge through every order;
+/// - lists sized for the kernel's only zone rather than by Linux's small-zone rule (a
+///   128 MiB zone would get batches of 7 and a high mark of 452 frames): a page-table build
+///   of 512 pages then stays on the lists instead of refilling and draining every 7 pages.
+///   At most an eighth of the memory sits on all lists together, and a batch is at most a
+///   quarter of the high mark (Linux's ratio), so a tiny zone keeps Linux's sizes.
+#[must_use]
+pub fn zone_config(first: Pfn, frames: u64, cpus: usize) -> ZoneConfig {
+    let max_order = Order::floor_log2(frames, Order::MAX_SUPPORTED);
+    let mut cfg = ZoneConfig::new(first, frames)
+        .with_cpus(cpus)
+        .with_max_order(max_order)
+        .with_pcp_max_order(PCP_MAX_ORDER);
+    let eighth_per_cpu = frames / 8 / cpus.max(1) as u64;
+    cfg.pcp_high = cfg.pcp_high.max(eighth_per_cpu.min(1024));
+    cfg.pcp_batch = cfg
+        .pcp_batch
+        .max((cfg.pcp_high / 4).min(buddy_sim::LINUX_PCP_BATCH));
+    cfg
 }
 
 /// The zone under the page allocator, its metadata in the memory it manages.
@@ -221,24 +246,7 @@ impl Frames {
                 need: MIN_PAGES,
             });
         }
-        // Blocks up to the largest that fits the region (as buddy-slab-allocator's and
-        // TLSF's): a heap growth of 32 MiB is one block, not a search of the free memory.
-        let max_order = Order::floor_log2(frames as u64, Order::MAX_SUPPORTED);
-        let mut cfg = ZoneConfig::new(Pfn((first / PAGE) as u64), frames as u64)
-            .with_cpus(cpus)
-            .with_max_order(max_order)
-            .with_pcp_max_order(PCP_MAX_ORDER);
-        // Per-cpu lists sized for the kernel's only zone rather than by Linux's small-zone
-        // rule (a 128 MiB zone would get batches of 7 and a high mark of 452 frames): a
-        // page-table build of 512 pages then stays on the lists instead of refilling and
-        // draining every 7 pages. At most an eighth of the memory sits on all lists together,
-        // and a batch is at most a quarter of the high mark (Linux's ratio), so a tiny zone
-        // keeps Linux's sizes.
-        let eighth_per_cpu = (frames / 8 / cpus) as u64;
-        cfg.pcp_high = cfg.pcp_high.max(eighth_per_cpu.min(1024));
-        cfg.pcp_batch = cfg
-            .pcp_batch
-            .max((cfg.pcp_high / 4).min(buddy_sim::LINUX_PCP_BATCH));
+        let cfg = zone_config(Pfn((first / PAGE) as u64), frames as u64, cpus);
         cfg.validate().map_err(InitError::Config)?;
         let at = first as *mut u8;
         // SAFETY: the caller gives this memory to the allocator while it is used; `Head::of`

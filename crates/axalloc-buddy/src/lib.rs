@@ -61,7 +61,7 @@ mod usage;
 pub use axallocator;
 pub use buddy_sim;
 pub use byte::DefaultByteAllocator;
-pub use frames::{InitError, PageZone};
+pub use frames::{InitError, PageZone, zone_config};
 pub use global::{GlobalAllocator, MAX_ADDED_REGIONS, MAX_REGIONS};
 #[cfg(feature = "page-owner")]
 pub use owner::OwnedRun;

@@ -806,3 +806,24 @@ fn an_exhausted_region_is_passed_over_until_a_page_comes_back() {
     assert_eq!(a.usages().get(UsageKind::VirtMem), 0);
     zone_is_sound(&a);
 }
+
+/// The configuration the allocator gives its zone: the region's largest block, per-cpu
+/// lists up to order 6 sized for the only zone, valid for any region the allocator takes,
+/// and no panic for a CPU count of 0 (which `global_init` refuses).
+#[test]
+fn zone_config_is_valid_and_sized_for_the_only_zone() {
+    use axalloc_buddy::buddy_sim::{Order, Pfn};
+    let cfg = axalloc_buddy::zone_config(Pfn(0x4_0000), 1 << 15, 2);
+    assert_eq!(cfg.max_order, Order::new(15).unwrap());
+    assert_eq!(cfg.pcp_max_order, Order::new(6).unwrap());
+    assert_eq!(cfg.pcp_high, 1024, "an eighth of 128 MiB over two CPUs, capped");
+    assert_eq!(cfg.pcp_batch, axalloc_buddy::buddy_sim::LINUX_PCP_BATCH);
+    assert_eq!(cfg.validate(), Ok(()));
+    for (frames, cpus) in [(16, 1), (1000, 3), (1 << 20, 64), (1 << 15, 0)] {
+        let cfg = axalloc_buddy::zone_config(Pfn(0x10_0000), frames, cpus);
+        assert!(cfg.pcp_high >= cfg.pcp_batch, "{frames} frames, {cpus} CPUs");
+        if cpus > 0 {
+            assert_eq!(cfg.validate(), Ok(()), "{frames} frames, {cpus} CPUs");
+        }
+    }
+}
