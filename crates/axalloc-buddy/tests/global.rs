@@ -816,12 +816,18 @@ fn zone_config_is_valid_and_sized_for_the_only_zone() {
     let cfg = axalloc_buddy::zone_config(Pfn(0x4_0000), 1 << 15, 2);
     assert_eq!(cfg.max_order, Order::new(15).unwrap());
     assert_eq!(cfg.pcp_max_order, Order::new(6).unwrap());
-    assert_eq!(cfg.pcp_high, 1024, "an eighth of 128 MiB over two CPUs, capped");
+    assert_eq!(
+        cfg.pcp_high, 1024,
+        "an eighth of 128 MiB over two CPUs, capped"
+    );
     assert_eq!(cfg.pcp_batch, axalloc_buddy::buddy_sim::LINUX_PCP_BATCH);
     assert_eq!(cfg.validate(), Ok(()));
     for (frames, cpus) in [(16, 1), (1000, 3), (1 << 20, 64), (1 << 15, 0)] {
         let cfg = axalloc_buddy::zone_config(Pfn(0x10_0000), frames, cpus);
-        assert!(cfg.pcp_high >= cfg.pcp_batch, "{frames} frames, {cpus} CPUs");
+        assert!(
+            cfg.pcp_high >= cfg.pcp_batch,
+            "{frames} frames, {cpus} CPUs"
+        );
         if cpus > 0 {
             assert_eq!(cfg.validate(), Ok(()), "{frames} frames, {cpus} CPUs");
         }

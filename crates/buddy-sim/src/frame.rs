@@ -325,9 +325,9 @@ pub struct Frame {
     /// ([`Zone::alloc_movable`](crate::Zone::alloc_movable)).
     prev: AtomicU32,
     next: AtomicU32,
-    /// In the first frame of each pageblock (or the zone's first frame, for a pageblock the
-    /// zone starts inside): the pageblock's [`MigrateType`] index (bits 0..2) and whether it
-    /// is isolated (bit 2). Written under the zone lock only. 64 bits wide (the upper 32
+    /// In the last frame of each pageblock (or the zone's last frame, for a pageblock the
+    /// zone ends inside; `FrameMap::pageblock_bits_frame` says why not the first): the
+    /// pageblock's [`MigrateType`] index (bits 0..2) and whether it is isolated (bit 2). Written under the zone lock only. 64 bits wide (the upper 32
     /// are always zero) so that the frame has no padding.
     pageblock: AtomicU64,
 }
@@ -534,7 +534,7 @@ impl Frame {
         self.set_next_raw(key as u32);
     }
 
-    /// The pageblock bits (in a pageblock's first frame).
+    /// The pageblock bits (in a pageblock's last frame).
     #[inline]
     pub(crate) fn pageblock_bits(&self) -> u32 {
         self.pageblock.load(Ordering::Relaxed) as u32

@@ -461,7 +461,7 @@ where
         let mut free = self.lock_zone();
         for block in m.pageblocks(pageblocks) {
             let pb = m.pageblock(block.start);
-            m.frame(block.start).set_pageblock_bits(
+            m.pageblock_bits_frame(block.start).set_pageblock_bits(
                 Pageblock {
                     isolated: false,
                     ..pb

@@ -61,7 +61,7 @@ where
                 };
                 // Every frame is this call's allocated page: no free block changes lists.
                 for block in m.pageblocks(pages) {
-                    m.pageblock_frame(m.pageblock_index(block.start))
+                    m.pageblock_bits_frame(block.start)
                         .set_pageblock_bits(reserved.bits());
                 }
                 free.add_cma_reserved(nr);

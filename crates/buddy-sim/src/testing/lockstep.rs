@@ -687,11 +687,11 @@ where
         let mut free = self.lock_zone();
         // The frame count fits the indices (`ZoneConfig::validate`).
         for block in m.pageblocks(FrameIdx::FIRST..FrameIdx(m.frames.len() as u32)) {
-            let bits = theirs.frame(block.start).pageblock_bits();
-            if m.frame(block.start).pageblock_bits() != bits {
+            let bits = theirs.pageblock_bits_frame(block.start).pageblock_bits();
+            if m.pageblock_bits_frame(block.start).pageblock_bits() != bits {
                 free.set_pageblock(m, block.start, Pageblock::from_bits(bits));
                 // The exact bits (an uninitialized pageblock of theirs stays so).
-                m.frame(block.start).set_pageblock_bits(bits);
+                m.pageblock_bits_frame(block.start).set_pageblock_bits(bits);
             }
         }
     }

@@ -19,7 +19,7 @@ use std::vec::Vec;
 pub struct Snapshot {
     start: Pfn,
     /// Per frame: the metadata word, the key (allocated heads; 0 otherwise), the pageblock
-    /// bits (a pageblock's first frame; 0 otherwise).
+    /// bits (a pageblock's last frame; 0 otherwise).
     frames: Vec<(u64, u64, u32)>,
     counts: Counts,
 }
@@ -44,7 +44,7 @@ pub enum SnapshotDifference {
     Word(Pfn, u64, u64),
     /// An allocated head's key differs.
     Key(Pfn),
-    /// A pageblock's type or isolation differs: its first frame and both bit sets.
+    /// A pageblock's type or isolation differs: the frame that holds them and both bit sets.
     Pageblock(Pfn, u32, u32),
     /// The counts differ (free in the buddy, known zero, present, deferred, free in all).
     Counts,

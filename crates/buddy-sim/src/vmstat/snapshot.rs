@@ -244,9 +244,7 @@ where
         let mut pageblocks = [0u64; 6];
         let end = FrameIdx(m.frames.len() as u32);
         for block in m.pageblocks(FrameIdx::FIRST..end) {
-            let bits = m
-                .pageblock_frame(m.pageblock_index(block.start))
-                .pageblock_bits();
+            let bits = m.pageblock_bits_frame(block.start).pageblock_bits();
             if bits & INITIALIZED != 0 {
                 pageblocks[FreeListType::of_pageblock(Pageblock::from_bits(bits)) as usize] += 1;
             }

@@ -235,7 +235,7 @@ impl FreeArea {
             // Its pageblocks all of one type, none isolated: freed pageblock by pageblock
             // they would merge back into this block (merging does not depend on the order of
             // the frees), so it is freed whole, merged from its own order up.
-            let bits = |chunk| m.pageblock_frame(m.pageblock_index(chunk)).pageblock_bits();
+            let bits = |chunk| m.pageblock_bits_frame(chunk).pageblock_bits();
             let first = bits(idx);
             let uniform =
                 !Pageblock::from_bits(first).isolated && chunks().all(|chunk| bits(chunk) == first);
@@ -882,10 +882,11 @@ impl FreeArea {
     pub(crate) fn init_pageblocks(&mut self, m: FrameMap<'_>, range: Range<FrameIdx>) {
         let movable = Pageblock::of(MigrateType::Movable);
         for block in m.pageblocks(range.clone()) {
-            if m.frame(block.start).pageblock_bits() & INITIALIZED == 0 {
+            if m.pageblock_bits_frame(block.start).pageblock_bits() & INITIALIZED == 0 {
                 if block.start >= range.start && block.end <= range.end {
                     // Nothing of it was usable before: no free block to move.
-                    m.frame(block.start).set_pageblock_bits(movable.bits());
+                    m.pageblock_bits_frame(block.start)
+                        .set_pageblock_bits(movable.bits());
                 } else {
                     self.set_pageblock(m, block.start, movable);
                 }
@@ -899,7 +900,8 @@ impl FreeArea {
     /// pageblock order or above (those are moved whole by `set_block_type`).
     pub(crate) fn set_pageblock(&mut self, m: FrameMap<'_>, idx: FrameIdx, pb: Pageblock) {
         let range = m.pageblock_range(idx);
-        m.frame(range.start).set_pageblock_bits(pb.bits());
+        m.pageblock_bits_frame(range.start)
+            .set_pageblock_bits(pb.bits());
         let list = pb.list();
         for (i, w) in m.heads(range.start, range.end) {
             if w.state() == FrameState::Buddy && w.mt() != list {

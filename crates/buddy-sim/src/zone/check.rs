@@ -113,10 +113,10 @@ where
                         i,
                     );
                 }
-                let first = m.pageblock_frame(m.pageblock_index(i)).pageblock_bits();
+                let first = m.pageblock_bits_frame(i).pageblock_bits();
                 let mut pb = i;
                 while pb < i + size as u32 {
-                    if m.pageblock_frame(m.pageblock_index(pb)).pageblock_bits() != first {
+                    if m.pageblock_bits_frame(pb).pageblock_bits() != first {
                         return bad("a free block over pageblocks of different types", pb);
                     }
                     pb += m.pageblock_pages();
@@ -152,7 +152,7 @@ where
                 if k > 0 && f.load().state() != FrameState::Tail {
                     return bad("a head inside another block", t);
                 }
-                if f.pageblock_bits() != 0 && m.pageblock_range(t).start != t {
+                if f.pageblock_bits() != 0 && m.pageblock_range(t).end - 1 != t {
                     return bad(
                         "pageblock bits in a frame that does not hold its pageblock's",
                         t,

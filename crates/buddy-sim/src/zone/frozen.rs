@@ -211,7 +211,7 @@ where
         // The caller owns the block whole (no reference count to drop): the free writes its
         // head when it puts the block on a list. An unmovable pageblock, neither isolated
         // nor reserved for CMA, of an order with a list, the common case: that list at once.
-        let pageblock = m.pageblock_frame(m.pageblock_index(idx)).pageblock_bits();
+        let pageblock = m.pageblock_bits_frame(idx).pageblock_bits();
         match self.cfg.pcp_list(order, MigrateType::Unmovable) {
             Some(list) if pageblock == const { Pageblock::of(MigrateType::Unmovable).bits() } => {
                 self.free_to_pcp_list(m, pcp, (idx, order), list, 1);

@@ -119,21 +119,24 @@ impl<'a> FrameMap<'a> {
     }
 
     /// Writes the frames of `blocks` (each a head and its order, free memory being
-    /// initialized) after each head as tails ([`TailStores`]); the first frame of a
-    /// pageblock, which holds its bits, keeps them. Heads are left as they are.
+    /// initialized) after each head as tails ([`TailStores`]); the frame that holds a
+    /// pageblock's bits (its last, [`FrameMap::pageblock_bits_frame`]) keeps them. Heads
+    /// are left as they are.
     pub(crate) fn init_tails(self, blocks: impl IntoIterator<Item = (Pfn, Order)>) {
         let mut stores = TailStores::new();
         for (head, order) in blocks {
             let h = self.index_of(head);
             let tails = h + 1..h + order.pages() as u32;
             for block in self.pageblocks(tails.clone()) {
-                let mut at = block.start.max(tails.start);
-                if at == block.start {
-                    stores.keeping_pageblock(self.frame(at));
-                    at += 1;
-                }
-                for frame in self.frames_in(at..block.end.min(tails.end)) {
+                // The pageblock's range is cut to the zone: its last frame holds the bits.
+                let holder = block.end - 1;
+                let end = block.end.min(tails.end);
+                let plain_end = holder.min(end);
+                for frame in self.frames_in(block.start.max(tails.start)..plain_end) {
                     stores.whole(frame);
+                }
+                if holder < end {
+                    stores.keeping_pageblock(self.frame(holder));
                 }
             }
         }
@@ -246,14 +249,14 @@ mod tests {
     /// stores under Miri.
     #[test]
     fn init_tails_writes_whole_tails_and_keeps_pageblock_bits() {
-        // Starts inside a pageblock (the zone's first frame holds that one's bits) and
-        // spans several whole ones.
+        // Starts inside a pageblock and ends inside one (the zone's last frame holds that
+        // one's bits), spanning several whole ones.
         let cfg = ZoneConfig::new(Pfn(0x1000 - 40), 3 * 512 + 100);
         let frames: Vec<Frame> = (0..cfg.nr_pages).map(|_| Frame::new()).collect();
         let z = Zone::new_empty(cfg, frames, [PerCpu::<DefaultRawMutex>::new()]).unwrap();
         let m = z.map();
         let n = cfg.nr_pages as u32;
-        let holds_bits = |i: FrameIdx| m.pageblock_range(i).start == i;
+        let holds_bits = |i: FrameIdx| m.pageblock_range(i).end - 1 == i;
         for i in (0..n).map(FrameIdx) {
             // Links left over from earlier use; bits where a pageblock keeps them.
             m.frame(i).set_key(0x1234_5678_9abc_def0);

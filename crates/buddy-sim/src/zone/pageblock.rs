@@ -42,29 +42,39 @@ impl<'a> FrameMap<'a> {
         PageblockIdx(FrameIdx(idx.0.saturating_sub(within)))
     }
 
-    /// The frame that stores pageblock `pb`'s type.
-    #[inline]
-    pub(crate) fn pageblock_frame(self, pb: PageblockIdx) -> &'a Frame {
-        self.frame(pb.first())
+    /// The frame that stores the type of the pageblock holding frame `idx`: the pageblock's
+    /// last frame, or the zone's last for the pageblock the zone ends inside.
+    ///
+    /// Not its first: the first frame heads every aligned block of the pageblock, of every
+    /// order, and an allocation of any of them writes that head's word. The bits, which
+    /// every free reads, would share its cache line, and a CPU freeing into the pageblock
+    /// would pull the line from the CPU that works on the block (Linux keeps the bits in
+    /// an array of their own, the usemap, for the same reason). The last frame heads
+    /// nothing above an order-0 page, its line nothing above an order-1 block.
+    #[inline(always)]
+    pub(crate) fn pageblock_bits_frame(self, idx: FrameIdx) -> &'a Frame {
+        // The pageblock's last pfn is the frame's with the low bits set; no overflow: the
+        // frame's pfn is one (`start + idx`), and setting bits adds none past u64::MAX.
+        let start = self.cfg.start.0;
+        let last = ((start + u64::from(idx.0)) | u64::from(self.pageblock_mask)) - start;
+        match usize::try_from(last).ok().and_then(|i| self.frames.get(i)) {
+            Some(frame) => frame,
+            // The pageblock the zone ends inside: the zone's last frame (a zone has one).
+            None => self.frames.at(self.frames.len().wrapping_sub(1)),
+        }
     }
 
     /// The pageblock of frame `idx`: its type and isolation.
     #[inline]
     pub(crate) fn pageblock(self, idx: FrameIdx) -> Pageblock {
-        Pageblock::from_bits(
-            self.pageblock_frame(self.pageblock_index(idx))
-                .pageblock_bits(),
-        )
+        Pageblock::from_bits(self.pageblock_bits_frame(idx).pageblock_bits())
     }
 
     /// The free-list index a block freed at `idx` goes to (every free asks: read from the
     /// pageblock's bits directly).
     #[inline(always)]
     pub(crate) fn free_list_of(self, idx: FrameIdx) -> u8 {
-        Pageblock::list_of_bits(
-            self.pageblock_frame(self.pageblock_index(idx))
-                .pageblock_bits(),
-        )
+        Pageblock::list_of_bits(self.pageblock_bits_frame(idx).pageblock_bits())
     }
 
     /// The pageblocks that `frames` overlaps, each as its index range cut to the zone.
@@ -118,8 +128,7 @@ pub(crate) fn set_pageblocks(m: FrameMap<'_>, idx: FrameIdx, order: Order, mt: M
     let end = idx + order.pages() as u32;
     let mut i = idx;
     while i < end {
-        m.pageblock_frame(m.pageblock_index(i))
-            .set_pageblock_bits(bits);
+        m.pageblock_bits_frame(i).set_pageblock_bits(bits);
         i += m.pageblock_pages();
     }
 }
@@ -174,4 +183,38 @@ pub(crate) fn pageblocks_covering(
         return Err(ContigError::ZeroPages);
     }
     Ok(m.pageblock_index(pages.start).first()..m.pageblock_range(pages.end - 1).end)
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::types::FrameIdx;
+    use crate::{DefaultRawMutex, Frame, PerCpu, Zone, ZoneConfig};
+    use mm_types::Pfn;
+    use std::vec::Vec;
+
+    /// Each pageblock's bits live in one frame of it: its last, or the zone's last for the
+    /// pageblock the zone ends inside (also for a zone that starts inside one); never the
+    /// first frame of a whole pageblock, which heads its aligned blocks.
+    #[test]
+    fn a_pageblock_keeps_its_bits_in_its_last_frame() {
+        for (start, frames) in [(0x1000, 4 * 512), (0x1000 - 40, 3 * 512 + 100), (7, 300)] {
+            let cfg = ZoneConfig::new(Pfn(start), frames);
+            let storage: Vec<Frame> = (0..frames).map(|_| Frame::new()).collect();
+            let z = Zone::new_empty(cfg, storage, [PerCpu::<DefaultRawMutex>::new()]).unwrap();
+            let m = z.map();
+            for i in (0..frames as u32).map(FrameIdx) {
+                let range = m.pageblock_range(i);
+                let holder = core::ptr::from_ref(m.pageblock_bits_frame(i));
+                assert_eq!(
+                    holder,
+                    core::ptr::from_ref(m.frame(range.end - 1)),
+                    "frame {i:?}"
+                );
+                let whole = range.end.0 - range.start.0 == m.pageblock_pages();
+                if whole {
+                    assert_ne!(holder, core::ptr::from_ref(m.frame(range.start)));
+                }
+            }
+        }
+    }
 }

@@ -205,6 +205,12 @@ impl PcpLists {
     /// several at a time where one buddy block holds them ([`FreeArea::rmqueue_run`],
     /// [`FreeArea::rmqueue_zeroed_run`]). The caller holds this CPU's lock and passes the
     /// zone lock's data.
+    ///
+    /// Allocations then take the blocks that went to the list's array in the order they
+    /// were taken, ascending where they came out of one buddy block, as Linux's do: the
+    /// next refill's blocks follow on where this one's ended, so a run of allocations takes
+    /// consecutive blocks, and freed in that order they come back to a drain as long runs,
+    /// each merged once ([`PcpLists::drain`]), not as one run per batch.
     #[inline]
     pub(crate) fn refill(
         &mut self,
@@ -215,6 +221,7 @@ impl PcpLists {
         blocks: u64,
     ) {
         let mt = MigrateType::ALL[list / PCP_SLOTS];
+        let before = self.lists.hot_len(list);
         match prefer {
             Prefer::Unzeroed => self.refill_runs(m, list, (order, blocks), |most| {
                 free.rmqueue_run(m, order, mt, fallback, most)
@@ -224,6 +231,7 @@ impl PcpLists {
                 Some((idx, true, n))
             }),
         }
+        self.lists.reverse_hot_since(list, before);
     }
 
     /// [`PcpLists::refill`]'s loop: runs from `take` (given how many blocks are still
@@ -518,6 +526,44 @@ mod tests {
         zone.check().unwrap();
     }
 
+    #[test]
+    #[allow(unsafe_code)]
+    fn allocations_take_consecutive_blocks_ascending_across_refills() {
+        use crate::request::AllocRequest;
+        use crate::types::Order;
+        use crate::zone::StaticZone;
+        use crate::zone::config::ZoneConfig;
+        use mm_types::Pfn;
+        use std::boxed::Box;
+        use std::vec::Vec;
+
+        // A fresh zone: each refill's blocks come out of one buddy block and the next
+        // refill's follow on where they ended, so allocations take consecutive blocks.
+        for order in [Order(0), Order(1), Order(3)] {
+            let cfg = ZoneConfig::new(Pfn(0x4000), 1024).with_pcp(512, 16);
+            let zone: Box<StaticZone<1024, 1>> = Box::new(StaticZone::new_static(cfg));
+            let cpu = zone.cpu(0).unwrap();
+            let calls = 3 * zone.cfg.pcp_blocks(order) + 1;
+            assert!(zone.cfg.pcp_blocks(order) > 1);
+            let taken: Vec<Pfn> = (0..calls)
+                .map(|_| cpu.alloc_raw(AllocRequest::order(order)).unwrap())
+                .collect();
+            for pair in taken.windows(2) {
+                assert_eq!(
+                    pair[1].0,
+                    pair[0].0 + order.pages(),
+                    "order {order:?}: {taken:?}"
+                );
+            }
+            for pfn in taken {
+                // SAFETY: allocated above, freed once.
+                unsafe { cpu.free_pages(pfn, order) }.unwrap();
+            }
+            zone.drain_all();
+            zone.check().unwrap();
+        }
+    }
+
     #[allow(unsafe_code)]
     mod refill_runs {
         use super::*;
@@ -668,6 +714,7 @@ mod tests {
                     let m = single.map();
                     let mut lists = TestZone::reach_pcp(single.pcp(0).unwrap());
                     let mut free = single.lock_zone();
+                    let before = lists.lists.hot_len(list);
                     for _ in 0..blocks {
                         let taken = match prefer {
                             Prefer::Unzeroed => free.rmqueue(m, order, prefer, mt, fallback),
@@ -680,6 +727,7 @@ mod tests {
                         };
                         lists.push(m, list, idx, order, zeroed);
                     }
+                    lists.lists.reverse_hot_since(list, before);
                 }
                 prop_assert_eq!(state(&runs), state(&single));
                 runs.check().unwrap();

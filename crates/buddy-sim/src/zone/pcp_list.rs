@@ -141,6 +141,25 @@ impl PcpListSet {
         }
     }
 
+    /// Blocks in `list`'s array.
+    #[inline(always)]
+    pub(crate) fn hot_len(&self, list: usize) -> u32 {
+        self.hot_len[list]
+    }
+
+    /// Reverses the blocks `list`'s array gained since it held `from`: blocks pushed in the
+    /// order they were taken then come off its top in that order, as Linux's `rmqueue_bulk`
+    /// queues a batch at a list's tail for allocations to take from its head. Out of line:
+    /// once per refill, and the allocation paths that inline a refill stay as small.
+    #[inline(never)]
+    pub(crate) fn reverse_hot_since(&mut self, list: usize, from: u32) {
+        let (start, _) = hot_range(list);
+        let end = start + self.hot_len[list] as usize;
+        if let Some(gained) = self.hot.get_mut(start + from as usize..end) {
+            gained.reverse();
+        }
+    }
+
     /// Takes the last block of `list`'s array, if it has one.
     #[inline(always)]
     pub(crate) fn pop_hot(&mut self, list: usize) -> Option<FrameIdx> {
