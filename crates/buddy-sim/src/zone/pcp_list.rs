@@ -149,14 +149,18 @@ impl PcpListSet {
 
     /// Reverses the blocks `list`'s array gained since it held `from`: blocks pushed in the
     /// order they were taken then come off its top in that order, as Linux's `rmqueue_bulk`
-    /// queues a batch at a list's tail for allocations to take from its head. Out of line:
-    /// once per refill, and the allocation paths that inline a refill stay as small.
-    #[inline(never)]
+    /// queues a batch at a list's tail for allocations to take from its head.
+    #[inline]
     pub(crate) fn reverse_hot_since(&mut self, list: usize, from: u32) {
         let (start, _) = hot_range(list);
-        let end = start + self.hot_len[list] as usize;
-        if let Some(gained) = self.hot.get_mut(start + from as usize..end) {
-            gained.reverse();
+        // Swapped from both ends inward: a refill gains a few blocks (two of a 2 MiB
+        // block's order), where the slice's `reverse` sets up for long ones.
+        let mut lo = start + from as usize;
+        let mut hi = start + self.hot_len[list] as usize;
+        while lo + 1 < hi {
+            hi -= 1;
+            self.hot.swap(lo, hi);
+            lo += 1;
         }
     }
 
