@@ -145,7 +145,7 @@ impl PcpLists {
     /// the back if it is known zero and nothing otherwise. The caller owns it; returns
     /// whether it is known zero (the rest of what the lists know of it:
     /// [`PcpLists::contents`], before the caller writes its head).
-    #[inline]
+    #[inline(always)]
     pub(crate) fn pop(
         &mut self,
         m: FrameMap<'_>,
