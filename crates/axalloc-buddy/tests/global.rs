@@ -809,7 +809,7 @@ fn an_exhausted_region_is_passed_over_until_a_page_comes_back() {
 
 /// The configuration the allocator gives its zone: the region's largest block, per-cpu
 /// lists up to order 6 sized for the only zone, valid for any region the allocator takes,
-/// and no panic for a CPU count of 0 (which `global_init` refuses).
+/// and no panic for any input (a CPU count of 0, which `global_init` refuses, included).
 #[test]
 fn zone_config_is_valid_and_sized_for_the_only_zone() {
     use axalloc_buddy::buddy_sim::{Order, Pfn};
@@ -822,6 +822,10 @@ fn zone_config_is_valid_and_sized_for_the_only_zone() {
     );
     assert_eq!(cfg.pcp_batch, axalloc_buddy::buddy_sim::LINUX_PCP_BATCH);
     assert_eq!(cfg.validate(), Ok(()));
+    // No panic on any input, even ones the zone then refuses (validate says why).
+    for (first, frames, cpus) in [(0, 0, 1), (u64::MAX, u64::MAX, usize::MAX), (1, 3, 0)] {
+        let _ = axalloc_buddy::zone_config(Pfn(first), frames, cpus).validate();
+    }
     for (frames, cpus) in [(16, 1), (1000, 3), (1 << 20, 64), (1 << 15, 0)] {
         let cfg = axalloc_buddy::zone_config(Pfn(0x10_0000), frames, cpus);
         assert!(
