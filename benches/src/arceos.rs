@@ -238,8 +238,8 @@ struct SizeLists {
     free: [Vec<usize>; SIZES],
 }
 
-/// Run sizes of the floor's lists: `2^0` to `2^15` pages (the region's size).
-const SIZES: usize = 16;
+/// Run sizes of the floor's lists: `2^0` pages to the region's size.
+const SIZES: usize = PAGES.trailing_zeros() as usize + 1;
 
 impl FloorPages {
     /// Lists holding what the table's workloads take at once: 64 single pages, and a run of
@@ -614,8 +614,8 @@ pub fn parse_qemu(log: &str, cpus: usize) -> Result<QemuRuns, String> {
     Ok(runs)
 }
 
-/// The allocators of a [`Pair`], by index: the bitmap, buddy-sim, buddy-sim with CPU-local
-/// lists.
+/// The allocators of a [`Pair`], by index: the bitmap, buddy-sim (locked, then with CPU-local
+/// lists), the two peers of ax-alloc 0.9, and the floor last.
 const ALLOCATORS: [&str; 6] = [
     "BitmapPageAllocator (ArceOS)",
     "AxPageAllocator (buddy-sim)",
@@ -625,9 +625,9 @@ const ALLOCATORS: [&str; 6] = [
     "floor: the lock + a pop or push of a list per run size (FloorPages)",
 ];
 
-/// The index of [`FloorPages`] in [`ALLOCATORS`]: the peers are those from
+/// The index of [`FloorPages`] in [`ALLOCATORS`], the last: the peers are those from
 /// [`PARTIAL_FREES`] up to it.
-const FLOOR: usize = 5;
+const FLOOR: usize = ALLOCATORS.len() - 1;
 
 /// `n` operations of `work` on allocator `which` of a fresh [`Pair`], each inside
 /// [`count::counted`]: one operation is one call of `work` (a page-table pair: `PAIRS`

@@ -290,6 +290,7 @@ error bars. A ratio `1.23x [1.18, 1.30]` is the median of the per-round ratios w
 interval. Goals are judged on the interval: **met** when all of it meets the target, **not \
 met** when none of it does, **inconclusive** when it straddles the target. Instruction \
 counts come from `valgrind --tool=callgrind` and are exact (the same on every run), so they \
-judge CPU-bound goals where wall time is noise. The benchmarks are built as one codegen unit, \
-so that the peers compiled into them are compiled the same whatever buddy-sim's code is. Figures from the mailing-list threads are \
-quoted as published, on their authors' machines.\n";
+judge CPU-bound goals where wall time is noise. The benchmarks are built as one codegen \
+unit, so that the peers compiled into them are compiled the same whatever buddy-sim's code \
+is. Figures from the mailing-list threads are quoted as published, on their authors' \
+machines.\n";

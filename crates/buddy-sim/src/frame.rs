@@ -327,8 +327,9 @@ pub struct Frame {
     next: AtomicU32,
     /// In the last frame of each pageblock (or the zone's last frame, for a pageblock the
     /// zone ends inside; `FrameMap::pageblock_bits_frame` says why not the first): the
-    /// pageblock's [`MigrateType`] index (bits 0..2) and whether it is isolated (bit 2). Written under the zone lock only. 64 bits wide (the upper 32
-    /// are always zero) so that the frame has no padding.
+    /// pageblock's [`MigrateType`] index (bits 0..2) and whether it is isolated (bit 2).
+    /// Written under the zone lock only. 64 bits wide (the upper 32 are always zero) so
+    /// that the frame has no padding.
     pageblock: AtomicU64,
 }
 

@@ -237,8 +237,9 @@ impl FreeArea {
             // the frees), so it is freed whole, merged from its own order up.
             let bits = |chunk| m.pageblock_bits_frame(chunk).pageblock_bits();
             let first = bits(idx);
-            let uniform =
-                !Pageblock::from_bits(first).isolated && chunks().all(|chunk| bits(chunk) == first);
+            // The first chunk is `idx`, read above.
+            let uniform = !Pageblock::from_bits(first).isolated
+                && chunks().skip(1).all(|chunk| bits(chunk) == first);
             if !uniform {
                 // Pageblock by pageblock, each to its own type's lists (`split_large_buddy`):
                 // they merge back where their types allow.

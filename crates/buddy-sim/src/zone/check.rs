@@ -152,7 +152,7 @@ where
                 if k > 0 && f.load().state() != FrameState::Tail {
                     return bad("a head inside another block", t);
                 }
-                if f.pageblock_bits() != 0 && m.pageblock_range(t).end - 1 != t {
+                if f.pageblock_bits() != 0 && !core::ptr::eq(m.pageblock_bits_frame(t), f) {
                     return bad(
                         "pageblock bits in a frame that does not hold its pageblock's",
                         t,
