@@ -40,7 +40,14 @@ impl Drop for Region {
 
 /// `bytes` of zeroed, page-aligned memory.
 fn region(bytes: usize) -> Region {
-    let layout = Layout::from_size_align(bytes, PAGE).unwrap();
+    aligned_region(bytes, PAGE)
+}
+
+/// `bytes` of zeroed memory aligned to `align` bytes (a power of two, at least a page): for a
+/// test that needs the zone's blocks at known places, where a page-aligned region's blocks
+/// fall wherever the host's allocator put it (under Miri, a random address).
+fn aligned_region(bytes: usize, align: usize) -> Region {
+    let layout = Layout::from_size_align(bytes, align).unwrap();
     // SAFETY: the layout's size is not zero (every caller asks for pages).
     let at = unsafe { std::alloc::alloc_zeroed(layout) };
     assert!(!at.is_null(), "{bytes} bytes");
@@ -614,7 +621,9 @@ fn every_region_is_managed_with_holes_between() {
     // Under Miri, where a page call costs milliseconds, regions a quarter the size.
     let scale = if cfg!(miri) { 2 } else { 0 };
     let (first, a) = allocator((1 << 20) >> scale);
-    let second = region((2 << 20) >> scale);
+    // Aligned to its size, so that its upper half is its largest free block (below: its
+    // metadata takes the first pages); page-aligned, that block could overlap the metadata.
+    let second = aligned_region((2 << 20) >> scale, (2 << 20) >> scale);
     let tiny = region(8 * PAGE);
     // SAFETY: both regions are the allocator's from here on; they outlive it.
     unsafe { a.add_memory(second.start(), second.len()) }.unwrap();
