@@ -437,10 +437,15 @@ impl Frames {
         // SAFETY: the slot's lock is held, with interrupts and preemption off on this CPU:
         // its lists are reached by this call alone (as `carve`'s `cpu_local` says).
         let lists = unsafe { self.zone.local_cpu(cpu.id) }.ok()?;
-        let pfn = match lists.alloc_frozen_pages_listed(order) {
-            Some(pfn) => pfn,
-            None if order == Order::ZERO => self.refill_page(cpu.id)?,
-            None => return None,
+        let Some(pfn) = lists.alloc_frozen_pages_listed(order) else {
+            // Nothing taken: the slot is let go before the refill, which takes it again, so
+            // that the list's pop keeps nothing for after a call.
+            drop(cpu);
+            return if order == Order::ZERO {
+                self.refill_page(kind, tag)
+            } else {
+                None
+            };
         };
         cpu.usage.add(kind, PAGE << order.get());
         // Frames are numbered by their address: the frame's number times its size is its
@@ -448,24 +453,26 @@ impl Frames {
         Some(pfn.0 as usize * PAGE)
     }
 
-    /// [`Frames::alloc_block`] of a page past CPU `cpu`'s list, under its slot's lock: a refill and
-    /// the slow path, unless the region is [exhausted](Frames::exhausted); out of line, so
-    /// that the list's pop carries none of it (not even the handle it passes on: the
-    /// handle is made again here from the CPU's number).
+    /// [`Frames::alloc_block`] of a page past the calling CPU's list: a refill and the slow
+    /// path, unless the region is [exhausted](Frames::exhausted); out of line, so that the
+    /// list's pop carries none of it.
     #[cold]
     #[inline(never)]
-    fn refill_page(&self, cpu: usize) -> Option<Pfn> {
+    fn refill_page(&self, kind: UsageKind, tag: OwnerTag) -> Option<usize> {
         if self.exhausted() {
             return None;
         }
-        // SAFETY: as in `alloc_block`, whose slot lock for `cpu` is held across this call
-        // (with interrupts and preemption off); its own handle for `cpu` makes no call
-        // after this one, so this handle's calls are the only ones on the lists.
-        let lists = unsafe { self.zone.local_cpu(cpu) }.ok()?;
+        let mut cpu = self.this_cpu();
+        tag.set(self.zone, cpu.id);
+        // SAFETY: as in `alloc_block`.
+        let lists = unsafe { self.zone.local_cpu(cpu.id) }.ok()?;
         let pfn = lists.alloc_frozen_page().ok();
         // None: its list, a refill and the slow path had none.
         self.set_exhausted(pfn.is_none());
-        pfn
+        let pfn = pfn?;
+        cpu.usage.add(kind, PAGE);
+        // As in `alloc_block`: the frame's number times its size is its address.
+        Some(pfn.0 as usize * PAGE)
     }
 
     /// Gives back the block of `order` at `pos`, one of this region's, handed out whole (a
@@ -480,15 +487,50 @@ impl Frames {
         if !pos.is_multiple_of(PAGE) {
             return false;
         }
+        let pfn = Pfn((pos / PAGE) as u64);
         let mut cpu = self.this_cpu();
         // SAFETY: as in `alloc_block` (the slot lock held, interrupts and preemption off).
         let Ok(lists) = (unsafe { self.zone.local_cpu(cpu.id) }) else {
             return false;
         };
         // SAFETY: the caller's promise (a block this allocator handed out, given back once,
+        // not used after); on `false` nothing changed and the block is still the caller's.
+        if !unsafe { lists.free_frozen_pages_listed(pfn, order) } {
+            // Not a push onto the list's array alone: the slot is let go, and the free
+            // that may drain, or refuse, takes it again.
+            drop(cpu);
+            // SAFETY: the caller's promise, passed on.
+            return unsafe { self.free_block_unlisted(pfn, order, kind) };
+        }
+        cpu.usage.sub(kind, PAGE << order.get());
+        drop(cpu);
+        // A block on this CPU's list, where the next call for its order finds it whether or
+        // not the region is marked exhausted (a page's refill looks at the mark; a block's
+        // general path does): the mark goes for a block.
+        if order != Order::ZERO {
+            self.set_exhausted(false);
+        }
+        true
+    }
+
+    /// [`Frames::free_block`] of a block its list's array does not take at once: the zone's
+    /// whole free (to the list with a drain past its high mark, or to the buddy), out of
+    /// line.
+    ///
+    /// # Safety
+    /// As [`GlobalAllocator::dealloc_pages`](crate::GlobalAllocator::dealloc_pages).
+    #[cold]
+    #[inline(never)]
+    unsafe fn free_block_unlisted(&self, pfn: Pfn, order: Order, kind: UsageKind) -> bool {
+        let mut cpu = self.this_cpu();
+        // SAFETY: as in `alloc_block`.
+        let Ok(lists) = (unsafe { self.zone.local_cpu(cpu.id) }) else {
+            return false;
+        };
+        // SAFETY: the caller's promise (a block this allocator handed out, given back once,
         // not used after); `free_frozen_pages` frees only a frozen block of this order and
         // changes nothing otherwise.
-        if unsafe { lists.free_frozen_pages(Pfn((pos / PAGE) as u64), order) }.is_err() {
+        if unsafe { lists.free_frozen_pages(pfn, order) }.is_err() {
             return false;
         }
         cpu.usage.sub(kind, PAGE << order.get());

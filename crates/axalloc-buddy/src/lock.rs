@@ -106,10 +106,21 @@ impl<T> IrqSpin<T> {
         irq: IrqOff,
         which: impl FnOnce() -> &'a Self,
     ) -> IrqSpinGuard<'a, T> {
-        IrqSpinGuard {
-            data: which().0.lock(),
-            _irq: irq,
-        }
+        let lock = &which().0;
+        // One attempt inline, the spin out of the way: an uncontended lock (a CPU's own
+        // slot, nearly always) costs the compare-and-swap and a branch not taken.
+        let data = match lock.try_lock() {
+            Some(data) => data,
+            None => Self::spin(lock),
+        };
+        IrqSpinGuard { data, _irq: irq }
+    }
+
+    /// [`IrqSpin::lock_masked`] past a first attempt that found the lock held.
+    #[cold]
+    #[inline(never)]
+    fn spin(lock: &Mutex<T>) -> MutexGuard<'_, T> {
+        lock.lock()
     }
 }
 

@@ -352,6 +352,73 @@ fn a_listed_frozen_block_comes_from_its_orders_list_alone() {
     z.check().unwrap();
 }
 
+/// `free_frozen_pages_listed` puts a frozen block on its order's list when that push is the
+/// whole free, and changes nothing otherwise (each refused block is then freed by
+/// `free_frozen_pages`, as an embedder's fast path leaves it): a block of another order, a
+/// page with a reference count, a page already free, a frame out of the zone, a free that
+/// would take the lists past their high mark, an order without a list, and any free while
+/// the zone debugs.
+#[test]
+fn a_listed_frozen_free_is_a_push_onto_the_array_alone() {
+    use buddy_sim::FailPageAlloc;
+    let cfg = ZoneConfig {
+        max_order: o(6),
+        pageblock_order: o(4),
+        ..ZoneConfig::new(START, 4096).with_cpus(2).with_pcp(16, 4)
+    };
+    let z = common::zone(cfg).unwrap();
+    let cpu = z.cpu(0).unwrap();
+    let refused = |pfn: Pfn, order: Order| {
+        let before = Before::of(&z);
+        // SAFETY: the test's own blocks (or none at all), used by nobody; a refused free
+        // leaves the block the caller's.
+        assert!(!unsafe { cpu.free_frozen_pages_listed(pfn, order) });
+        before.assert_unchanged(&z);
+    };
+    let page = cpu.alloc_frozen_page().unwrap();
+    refused(page, o(1));
+    refused(Pfn(START.0 + 4096), Order::ZERO);
+    refused(Pfn(START.0 - 1), Order::ZERO);
+    // SAFETY: this test's page, freed once, unused after.
+    assert!(unsafe { cpu.free_frozen_pages_listed(page, Order::ZERO) });
+    refused(page, Order::ZERO);
+    assert_eq!(cpu.alloc_frozen_page_listed(), Some(page));
+    let counted = cpu.alloc(AllocRequest::page()).unwrap();
+    refused(counted.pfn(), Order::ZERO);
+    drop(counted);
+    // Pages freed until the lists hold their high mark: the next free would drain.
+    let pages: Vec<Pfn> = (0..20).map(|_| cpu.alloc_frozen_page().unwrap()).collect();
+    let mut drains = 0;
+    for &p in &pages {
+        if z.pcp_pages(0).unwrap() < 16 {
+            // SAFETY: as above.
+            assert!(unsafe { cpu.free_frozen_pages_listed(p, Order::ZERO) });
+        } else {
+            refused(p, Order::ZERO);
+            // SAFETY: as above.
+            unsafe { cpu.free_frozen_page(p) }.unwrap();
+            drains += 1;
+        }
+    }
+    assert!(drains > 0, "no free reached the high mark");
+    // SAFETY: as above.
+    unsafe { cpu.free_frozen_page(page) }.unwrap();
+    let unlisted = o(5);
+    let block = cpu.alloc_frozen_pages(unlisted).unwrap();
+    refused(block, unlisted);
+    // SAFETY: as above.
+    unsafe { cpu.free_frozen_pages(block, unlisted) }.unwrap();
+    let page = cpu.alloc_frozen_page().unwrap();
+    z.set_fail_page_alloc(Some(FailPageAlloc::new(1)));
+    refused(page, Order::ZERO);
+    z.set_fail_page_alloc(None);
+    // SAFETY: as above.
+    assert!(unsafe { cpu.free_frozen_pages_listed(page, Order::ZERO) });
+    z.drain_all();
+    assert_eq!(z.free_pages_total(), 4096);
+    z.check().unwrap();
+}
+
 #[test]
 fn zeroed_runs_read_zero_in_every_byte() {
     let mut ram: Vec<Page> = (0..64).map(|_| Page([0xA5; 4096])).collect();

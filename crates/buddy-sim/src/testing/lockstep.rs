@@ -427,11 +427,18 @@ where
                 None => return Ok(None),
             },
             Op::FreeFrozen { cpu, slot } => match self.slot(slot) {
-                // SAFETY: as for `Op::Put`.
+                // SAFETY: as for `Op::Put`. The batched zone tries the listed free first (an
+                // embedder's fast path): a refusal must have changed nothing, so that the
+                // whole free after it leaves the zone as the other's.
                 Some((pfn, order)) => unsafe {
                     (
-                        any(any(self.batched.cpu(cpu))
-                            .and_then(|c| any(c.free_frozen_pages(pfn, order)))),
+                        any(any(self.batched.cpu(cpu)).and_then(|c| {
+                            if c.free_frozen_pages_listed(pfn, order) {
+                                Ok(())
+                            } else {
+                                any(c.free_frozen_pages(pfn, order))
+                            }
+                        })),
                         any(any(self.per_page.cpu(cpu))
                             .and_then(|c| any(c.free_frozen_pages(pfn, order)))),
                     )

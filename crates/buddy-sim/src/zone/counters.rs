@@ -43,8 +43,10 @@ pub struct OpCounters {
 pub(crate) struct LockStats {
     pub(crate) acquisitions: u64,
     pub(crate) list_ops: u64,
-    pub(crate) prepares: u64,
+    // Not next to `list_ops`: a free onto the lists bumps both, and two neighbours'
+    // increments are made one vector add of four instructions instead of two adds.
     pub(crate) zeroed_hits: u64,
+    pub(crate) prepares: u64,
     pub(crate) cleared_on_alloc: u64,
     pub(crate) cleared_in_background: u64,
     /// Frames allocated straight from the buddy (under the zone lock). A per-cpu list's

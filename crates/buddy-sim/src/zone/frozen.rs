@@ -8,7 +8,7 @@
 
 use crate::error::alloc::AllocError;
 use crate::error::free::FreeError;
-use crate::events::{PageAlloc, ZoneEvents};
+use crate::events::{PageAlloc, PageFree, ZoneEvents};
 use crate::frame::Word;
 use crate::frame_storage::FrameStorage;
 use crate::migratetype::{MigrateType, Pageblock};
@@ -99,15 +99,26 @@ where
     #[inline(always)]
     fn take_unmovable_listed(&self, pcp: CpuLists<'_, R>, order: Order) -> Option<FrameIdx> {
         let list = self.cfg.pcp_list(order, MigrateType::Unmovable)?;
-        let idx = {
-            let mut lists = self.lock_pcp(pcp);
-            match lists.pop_hot(list, order) {
-                Some(idx) => Some(idx),
-                None => lists
-                    .pop(self.map(), list, order, Prefer::Unzeroed)
-                    .map(|(idx, _)| idx),
-            }
-        }?;
+        let Some(idx) = self.lock_pcp(pcp).pop_hot(list, order) else {
+            return self.take_unmovable_linked(pcp, order, list);
+        };
+        self.frozen_allocated(pcp, idx, order);
+        Some(idx)
+    }
+
+    /// [`Zone::take_unmovable_listed`] when `list`'s array is empty: the front of its
+    /// linked part, under the lists' lock taken again, out of line so that the array's pop
+    /// carries none of it.
+    #[inline(never)]
+    fn take_unmovable_linked(
+        &self,
+        pcp: CpuLists<'_, R>,
+        order: Order,
+        list: usize,
+    ) -> Option<FrameIdx> {
+        let (idx, _) = self
+            .lock_pcp(pcp)
+            .pop(self.map(), list, order, Prefer::Unzeroed)?;
         self.frozen_allocated(pcp, idx, order);
         Some(idx)
     }
@@ -211,7 +222,7 @@ where
         // The caller owns the block whole (no reference count to drop): the free writes its
         // head when it puts the block on a list. An unmovable pageblock, neither isolated
         // nor reserved for CMA, of an order with a list, the common case: that list at once.
-        let pageblock = m.pageblock_bits_frame(idx).pageblock_bits();
+        let pageblock = m.pageblock_bits_frame_of(pfn).pageblock_bits();
         match self.cfg.pcp_list(order, MigrateType::Unmovable) {
             Some(list) if pageblock == const { Pageblock::of(MigrateType::Unmovable).bits() } => {
                 self.free_to_pcp_list(m, pcp, (idx, order), list, 1);
@@ -219,6 +230,55 @@ where
             _ => self.free_block_elsewhere(pcp, idx, order),
         }
         Ok(())
+    }
+
+    /// [`Cpu::free_frozen_pages_listed`] on `pcp`'s lists.
+    ///
+    /// # Safety
+    /// As [`Cpu::free_frozen_pages`].
+    #[inline(always)]
+    #[allow(unsafe_code)]
+    pub(crate) unsafe fn free_frozen_listed_on(
+        &self,
+        pcp: CpuLists<'_, R>,
+        pfn: Pfn,
+        order: Order,
+    ) -> bool {
+        if self.debugging() {
+            return false;
+        }
+        let m = self.map();
+        let Ok(idx) = m.index(pfn) else {
+            return false;
+        };
+        let Some(list) = self.cfg.pcp_list(order, MigrateType::Unmovable) else {
+            return false;
+        };
+        // A frozen block of this order (nothing to report), of an unmovable pageblock
+        // neither isolated nor reserved for CMA: its order's unmovable list, as
+        // `free_frozen_on` puts it.
+        if m.frame(idx).load() != Word::frozen_block(order.get())
+            || m.pageblock_bits_frame_of(pfn).pageblock_bits()
+                != const { Pageblock::of(MigrateType::Unmovable).bits() }
+        {
+            return false;
+        }
+        let mut lists = self.lock_pcp(pcp);
+        // No drain past the high mark to follow, and room in the array: no link to write.
+        if lists.count.pages + order.pages() > self.cfg.pcp_high
+            || !lists.push_freed_hot(m, list, idx, order)
+        {
+            return false;
+        }
+        self.count_pcp_free(&mut lists, order, 1);
+        drop(lists);
+        self.events().page_free(&PageFree {
+            pfn,
+            order,
+            cpu: self.cpu_number(pcp),
+            percpu: true,
+        });
+        true
     }
 
     /// [`Zone::free_block`] of a frozen block that goes elsewhere than its order's
@@ -409,6 +469,34 @@ where
             .zone
             .alloc_frozen_aligned_on(self.lists(), order, align)?;
         Ok(self.zone.map().pfn(idx))
+    }
+
+    /// [`Cpu::free_frozen_pages`] onto this CPU's list for `order` alone: `true` when the
+    /// block went into the list's array with nothing else to do; `false`, with nothing
+    /// changed, for a free that needs more (a drain past the high mark, a full array, a
+    /// block of another list or for the buddy, an error to report) and while the zone
+    /// debugs (its free-time checks take [`Cpu::free_frozen_pages`]). For an embedder's
+    /// fast path that leaves every other free to [`Cpu::free_frozen_pages`], as
+    /// [`Cpu::alloc_frozen_pages_listed`] leaves every other allocation.
+    ///
+    /// ```
+    /// use buddy_sim::{Order, Pfn, StaticZone};
+    /// static ZONE: StaticZone<4096, 1> = StaticZone::new_static_at(Pfn(0));
+    /// let cpu = ZONE.cpu(0)?;
+    /// let table = cpu.alloc_frozen_page()?;
+    /// // SAFETY: the page is this code's alone and unused from here on.
+    /// assert!(unsafe { cpu.free_frozen_pages_listed(table, Order::ZERO) });
+    /// assert_eq!(cpu.alloc_frozen_page_listed(), Some(table)); // the page just freed
+    /// # Ok::<(), buddy_sim::BuddyError>(())
+    /// ```
+    ///
+    /// # Safety
+    /// As [`Cpu::free_frozen_pages`]; after `false` the block is still the caller's.
+    #[inline(always)]
+    #[allow(unsafe_code)]
+    pub unsafe fn free_frozen_pages_listed(&self, pfn: Pfn, order: Order) -> bool {
+        // SAFETY: the caller's promise, passed on.
+        unsafe { self.zone.free_frozen_listed_on(self.lists(), pfn, order) }
     }
 
     /// Frees the frozen block of `2^order` frames at `pfn` (Linux's

@@ -881,14 +881,30 @@ where
         } else {
             lists.push_freed(m, list, idx, order);
         }
+        self.count_recent_free(&mut lists, order);
+        if lists.count.pages > self.cfg.pcp_high {
+            self.drain_past_high(pcp, &mut lists);
+        }
+    }
+
+    /// The counts of a free of a block of `order` onto `lists` (locked), with `prepares`
+    /// free-time checks: [`Zone::push_to_pcp_list`]'s, and
+    /// [`Zone::free_frozen_listed_on`]'s.
+    #[inline(always)]
+    pub(crate) fn count_pcp_free(&self, lists: &mut PcpLists, order: Order, prepares: u64) {
+        lists.stats.prepares += prepares;
+        lists.stats.pgfree += order.pages();
+        self.count_recent_free(lists, order);
+    }
+
+    /// [`Zone::count_pcp_free`]'s count of frames freed since the lists' last allocation.
+    #[inline(always)]
+    fn count_recent_free(&self, lists: &mut PcpLists, order: Order) {
         // At most 2^63 (`pcp_recent_frees_max`) plus a block's frames: no wrap.
         lists.recent_frees = lists
             .recent_frees
             .wrapping_add(order.pages())
             .min(self.recent_frees_max);
-        if lists.count.pages > self.cfg.pcp_high {
-            self.drain_past_high(pcp, &mut lists);
-        }
     }
 
     /// Drains a batch of `lists` (past their high mark) to the buddy: out of line, so that

@@ -23,6 +23,7 @@ use crate::migratetype::{MigrateType, Pageblock};
 use crate::types::{FrameIdx, Order, PageblockIdx};
 use crate::zone::map::FrameMap;
 use core::ops::Range;
+use mm_types::Pfn;
 
 impl<'a> FrameMap<'a> {
     /// Frames per pageblock.
@@ -53,13 +54,21 @@ impl<'a> FrameMap<'a> {
     /// nothing above an order-0 page, its line nothing above an order-1 block.
     #[inline(always)]
     pub(crate) fn pageblock_bits_frame(self, idx: FrameIdx) -> &'a Frame {
-        // The pageblock's last pfn is the frame's with the low bits set; no overflow: the
-        // frame's pfn is one (`start + idx`), and setting bits adds none past u64::MAX.
-        let start = self.cfg.start.0;
-        let last = ((start + u64::from(idx.0)) | u64::from(self.pageblock_mask)) - start;
+        self.pageblock_bits_frame_of(self.pfn(idx))
+    }
+
+    /// [`FrameMap::pageblock_bits_frame`] of the zone's frame `pfn` (for a caller that has
+    /// the pfn: no index to add the zone's start to).
+    #[inline(always)]
+    pub(crate) fn pageblock_bits_frame_of(self, pfn: Pfn) -> &'a Frame {
+        // The pageblock's last pfn is the frame's with the low bits set, at or past the
+        // zone's start for a frame of the zone (any other pfn wraps to an index past the
+        // frames, and gets the zone's last).
+        let last = (pfn.0 | u64::from(self.pageblock_mask)).wrapping_sub(self.cfg.start.0);
         match usize::try_from(last).ok().and_then(|i| self.frames.get(i)) {
             Some(frame) => frame,
-            // The pageblock the zone ends inside: the zone's last frame (a zone has one).
+            // The pageblock the zone ends inside: the zone's last frame (a zone spans one;
+            // a refused static zone spans none, and no frame of it is ever asked about).
             None => self.frames.at(self.frames.len().wrapping_sub(1)),
         }
     }

@@ -58,6 +58,14 @@ pub(crate) struct PcpLists {
     pub(crate) lists: PcpListSet,
 }
 
+/// The word of the head of a block of `order` on per-cpu list `list`, known zero or not,
+/// stamped `stamp` (0: none).
+#[inline(always)]
+fn listed_word(list: usize, order: Order, zeroed: bool, stamp: u16) -> Word {
+    let mt = (list / PCP_SLOTS) as u8;
+    Word::free(FrameState::Pcp, order.get(), zeroed, mt).with_freed_at(stamp)
+}
+
 /// The period of [`PcpLists`]' free clock; a stamp is the clock with [`FREED_HERE`] set.
 const FREED_CLOCK: u16 = 1 << 11;
 /// The bit of a stamp that says the block was freed here (a word's 12 stamp bits are 0 for
@@ -89,19 +97,45 @@ impl PcpLists {
         self.push_stamped(m, list, (idx, order), zeroed, 0);
     }
 
+    /// [`PcpLists::push_freed`] into `list`'s array alone, if it has room: `false`, with
+    /// nothing changed, if it has none (a push onto its linked part writes links).
+    #[inline(always)]
+    pub(crate) fn push_freed_hot(
+        &mut self,
+        m: FrameMap<'_>,
+        list: usize,
+        idx: FrameIdx,
+        order: Order,
+    ) -> bool {
+        if !self.lists.push_hot(list, idx) {
+            return false;
+        }
+        let stamp = self.free_stamp(m, order);
+        m.frame(idx).store(listed_word(list, order, false, stamp));
+        self.pushed(list, order, false);
+        true
+    }
+
     /// [`PcpLists::push`] of a block this CPU just freed: stamped with the free clock
     /// (blocks of the pageblock order's lists only, the orders above the zone's
     /// `pcp_max_order`; smaller ones are cleared with temporal stores whatever their
     /// temperature).
     #[inline(always)]
     pub(crate) fn push_freed(&mut self, m: FrameMap<'_>, list: usize, idx: FrameIdx, order: Order) {
-        let stamp = if order.get() > m.cfg.pcp_max_order.get() {
+        let stamp = self.free_stamp(m, order);
+        self.push_stamped(m, list, (idx, order), false, stamp);
+    }
+
+    /// The stamp of a block of `order` this CPU frees now ([`PcpLists::push_freed`]'s), the
+    /// clock advanced for it; 0 for an order that is not stamped.
+    #[inline(always)]
+    fn free_stamp(&mut self, m: FrameMap<'_>, order: Order) -> u16 {
+        if order.get() > m.cfg.pcp_max_order.get() {
             self.freed_clock = (self.freed_clock + 1) % FREED_CLOCK;
             FREED_HERE | self.freed_clock
         } else {
             0
-        };
-        self.push_stamped(m, list, (idx, order), false, stamp);
+        }
     }
 
     /// [`PcpLists::push`] with the head's word stamped `stamp` (0: none), in one store.
@@ -114,10 +148,14 @@ impl PcpLists {
         zeroed: bool,
         stamp: u16,
     ) {
-        let mt = (list / PCP_SLOTS) as u8;
-        let word = Word::free(FrameState::Pcp, order.get(), zeroed, mt);
-        m.frame(idx).store(word.with_freed_at(stamp));
+        m.frame(idx).store(listed_word(list, order, zeroed, stamp));
         self.lists.push(m.frames, list, idx, zeroed);
+        self.pushed(list, order, zeroed);
+    }
+
+    /// The counts of a push of a block of `order` onto `list`.
+    #[inline(always)]
+    fn pushed(&mut self, list: usize, order: Order, zeroed: bool) {
         self.maybe_nonempty |= 1 << list;
         self.count.add(order, zeroed);
         self.stats.list_ops += 1;

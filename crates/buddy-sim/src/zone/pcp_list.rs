@@ -141,6 +141,20 @@ impl PcpListSet {
         }
     }
 
+    /// Adds the free block `idx`, not known zero, to `list`'s array if it has room:
+    /// `false`, with nothing changed, if it is full.
+    #[inline(always)]
+    pub(crate) fn push_hot(&mut self, list: usize, idx: FrameIdx) -> bool {
+        let (start, cap) = hot_range(list);
+        let n = self.hot_len[list] as usize;
+        if n >= cap {
+            return false;
+        }
+        self.hot[start + n] = idx;
+        self.hot_len[list] += 1;
+        true
+    }
+
     /// Blocks in `list`'s array.
     #[inline(always)]
     pub(crate) fn hot_len(&self, list: usize) -> u32 {
