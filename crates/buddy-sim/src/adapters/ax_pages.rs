@@ -312,9 +312,17 @@ where
             return false;
         };
         // SAFETY: `AxPageAllocator::new`'s contract: the caller hands back only runs this
-        // allocator handed out, once, and no longer uses them; `free_frozen_page` checks
-        // that the frame is a frozen page and changes nothing otherwise.
-        let freed = on_cpu!(self, |cpu| unsafe { cpu.free_frozen_page(pfn) }).is_ok();
+        // allocator handed out, once, and no longer uses them; the listed free and
+        // `free_frozen_page` check that the frame is a frozen page and change nothing
+        // otherwise. The listed free first: a push onto the list's array, no call.
+        let freed = on_cpu!(self, |cpu| unsafe {
+            if cpu.free_frozen_pages_listed(pfn, Order::ZERO) {
+                Ok(())
+            } else {
+                cpu.free_frozen_page(pfn)
+            }
+        })
+        .is_ok();
         if freed {
             self.last_error = None;
         }
