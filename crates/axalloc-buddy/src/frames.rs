@@ -488,6 +488,12 @@ impl Frames {
             return false;
         }
         let pfn = Pfn((pos / PAGE) as u64);
+        if order > PCP_MAX_ORDER {
+            // Above the orders a call takes from a list (`listed_block_order`): the whole
+            // free at once, under one lock (a listed attempt first would take it twice).
+            // SAFETY: the caller's promise, passed on.
+            return unsafe { self.free_block_unlisted(pfn, order, kind) };
+        }
         let mut cpu = self.this_cpu();
         // SAFETY: as in `alloc_block` (the slot lock held, interrupts and preemption off).
         let Ok(lists) = (unsafe { self.zone.local_cpu(cpu.id) }) else {
