@@ -7,7 +7,7 @@
 //! about the addresses ArceOS receives, and no physical-to-virtual offset is needed.
 
 use crate::cpu::this_cpu;
-use crate::lock::IrqSpin;
+use crate::lock::{IrqSpin, IrqSpinGuard};
 use crate::owner::OwnerTag;
 use crate::usage::{UsageCounts, UsageKind};
 use buddy_sim::{
@@ -494,7 +494,7 @@ impl Frames {
             // SAFETY: the caller's promise, passed on.
             return unsafe { self.free_block_unlisted(pfn, order, kind) };
         }
-        let mut cpu = self.this_cpu();
+        let cpu = self.this_cpu();
         // SAFETY: as in `alloc_block` (the slot lock held, interrupts and preemption off).
         let Ok(lists) = (unsafe { self.zone.local_cpu(cpu.id) }) else {
             return false;
@@ -508,27 +508,18 @@ impl Frames {
             // SAFETY: the caller's promise, passed on.
             return unsafe { self.free_block_unlisted(pfn, order, kind) };
         }
-        cpu.usage.sub(kind, PAGE << order.get());
-        drop(cpu);
-        // A block on this CPU's list, where the next call for its order finds it whether or
-        // not the region is marked exhausted (a page's refill looks at the mark; a block's
-        // general path does): the mark goes for a block.
-        if order != Order::ZERO {
-            self.set_exhausted(false);
-        }
-        true
+        self.freed(cpu, order, kind)
     }
 
-    /// [`Frames::free_block`] of a block its list's array does not take at once: the zone's
-    /// whole free (to the list with a drain past its high mark, or to the buddy), out of
-    /// line.
+    /// [`Frames::free_block`] of a block its list's array does not take at once (every
+    /// block above the listed orders): the zone's whole free (to the list with a drain past
+    /// its high mark, or to the buddy), out of line.
     ///
     /// # Safety
     /// As [`GlobalAllocator::dealloc_pages`](crate::GlobalAllocator::dealloc_pages).
-    #[cold]
     #[inline(never)]
     unsafe fn free_block_unlisted(&self, pfn: Pfn, order: Order, kind: UsageKind) -> bool {
-        let mut cpu = self.this_cpu();
+        let cpu = self.this_cpu();
         // SAFETY: as in `alloc_block`.
         let Ok(lists) = (unsafe { self.zone.local_cpu(cpu.id) }) else {
             return false;
@@ -539,11 +530,18 @@ impl Frames {
         if unsafe { lists.free_frozen_pages(pfn, order) }.is_err() {
             return false;
         }
+        self.freed(cpu, order, kind)
+    }
+
+    /// The end of a free of a block of `order` on `cpu`'s slot (held): its bytes uncounted
+    /// for `kind`, the slot let go, and `true`. A page is on this CPU's list, where the
+    /// next one-page call finds it whether or not the region is marked exhausted: nothing
+    /// to clear for it. A block may have gone to the buddy, where only a refill finds it:
+    /// the region has pages again.
+    #[inline(always)]
+    fn freed(&self, mut cpu: IrqSpinGuard<'_, CpuSlot>, order: Order, kind: UsageKind) -> bool {
         cpu.usage.sub(kind, PAGE << order.get());
         drop(cpu);
-        // A page is on this CPU's list, where the next one-page call finds it whether or not
-        // the region is marked exhausted: nothing to clear for it. A block may have gone to
-        // the buddy, where only a refill finds it: the region has pages again.
         if order != Order::ZERO {
             self.set_exhausted(false);
         }

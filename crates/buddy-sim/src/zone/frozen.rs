@@ -17,6 +17,7 @@ use crate::types::{FrameIdx, Order};
 use crate::zone::Zone;
 use crate::zone::buddy::Prefer;
 use crate::zone::cpu::{Access, Cpu};
+use crate::zone::map::FrameMap;
 use crate::zone::pcp::CpuLists;
 use crate::zone::per_cpu_set::PerCpuSet;
 use lock_api::RawMutex;
@@ -220,16 +221,23 @@ where
             return Err(self.not_frozen_block(idx, order));
         }
         // The caller owns the block whole (no reference count to drop): the free writes its
-        // head when it puts the block on a list. An unmovable pageblock, neither isolated
-        // nor reserved for CMA, of an order with a list, the common case: that list at once.
-        let pageblock = m.pageblock_bits_frame_of(pfn).pageblock_bits();
-        match self.cfg.pcp_list(order, MigrateType::Unmovable) {
-            Some(list) if pageblock == const { Pageblock::of(MigrateType::Unmovable).bits() } => {
-                self.free_to_pcp_list(m, pcp, (idx, order), list, 1);
-            }
-            _ => self.free_block_elsewhere(pcp, idx, order),
+        // head when it puts the block on a list.
+        match self.frozen_free_list(m, pfn, order) {
+            Some(list) => self.free_to_pcp_list(m, pcp, (idx, order), list, 1),
+            None => self.free_block_elsewhere(pcp, idx, order),
         }
         Ok(())
+    }
+
+    /// The list the frozen block of `order` at `pfn` (a frame of the zone) goes to at once
+    /// when it is freed: its order's unmovable list, for an unmovable pageblock neither
+    /// isolated nor reserved for CMA and an order with a list (the common case); `None`
+    /// for a block that goes elsewhere.
+    #[inline(always)]
+    fn frozen_free_list(&self, m: FrameMap<'_>, pfn: Pfn, order: Order) -> Option<usize> {
+        let list = self.cfg.pcp_list(order, MigrateType::Unmovable)?;
+        let pageblock = m.pageblock_bits_frame_of(pfn).pageblock_bits();
+        (pageblock == const { Pageblock::of(MigrateType::Unmovable).bits() }).then_some(list)
     }
 
     /// [`Cpu::free_frozen_pages_listed`] on `pcp`'s lists.
@@ -251,18 +259,14 @@ where
         let Ok(idx) = m.index(pfn) else {
             return false;
         };
-        let Some(list) = self.cfg.pcp_list(order, MigrateType::Unmovable) else {
-            return false;
-        };
-        // A frozen block of this order (nothing to report), of an unmovable pageblock
-        // neither isolated nor reserved for CMA: its order's unmovable list, as
+        // A frozen block of this order (nothing to report) that goes to a list at once, as
         // `free_frozen_on` puts it.
-        if m.frame(idx).load() != Word::frozen_block(order.get())
-            || m.pageblock_bits_frame_of(pfn).pageblock_bits()
-                != const { Pageblock::of(MigrateType::Unmovable).bits() }
-        {
+        if m.frame(idx).load() != Word::frozen_block(order.get()) {
             return false;
         }
+        let Some(list) = self.frozen_free_list(m, pfn, order) else {
+            return false;
+        };
         let mut lists = self.lock_pcp(pcp);
         // No drain past the high mark to follow, and room in the array: no link to write.
         if lists.count.pages + order.pages() > self.cfg.pcp_high

@@ -873,15 +873,13 @@ where
         prepares: u64,
     ) {
         let mut lists = self.lock_pcp(pcp);
-        lists.stats.prepares += prepares;
-        lists.stats.pgfree += order.pages();
+        self.count_pcp_free(&mut lists, order, prepares);
         if zeroed {
             // Cleared by init_on_free: known zero (no free-time stamp: nothing to age).
             lists.push(m, list, idx, order, true);
         } else {
             lists.push_freed(m, list, idx, order);
         }
-        self.count_recent_free(&mut lists, order);
         if lists.count.pages > self.cfg.pcp_high {
             self.drain_past_high(pcp, &mut lists);
         }
@@ -894,12 +892,6 @@ where
     pub(crate) fn count_pcp_free(&self, lists: &mut PcpLists, order: Order, prepares: u64) {
         lists.stats.prepares += prepares;
         lists.stats.pgfree += order.pages();
-        self.count_recent_free(lists, order);
-    }
-
-    /// [`Zone::count_pcp_free`]'s count of frames freed since the lists' last allocation.
-    #[inline(always)]
-    fn count_recent_free(&self, lists: &mut PcpLists, order: Order) {
         // At most 2^63 (`pcp_recent_frees_max`) plus a block's frames: no wrap.
         lists.recent_frees = lists
             .recent_frees

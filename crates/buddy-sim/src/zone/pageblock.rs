@@ -58,12 +58,13 @@ impl<'a> FrameMap<'a> {
     }
 
     /// [`FrameMap::pageblock_bits_frame`] of the zone's frame `pfn` (for a caller that has
-    /// the pfn: no index to add the zone's start to).
+    /// the pfn: no index to add the zone's start to). Callers pass only pfns of the zone;
+    /// another gets some frame of the zone, never a panic.
     #[inline(always)]
     pub(crate) fn pageblock_bits_frame_of(self, pfn: Pfn) -> &'a Frame {
         // The pageblock's last pfn is the frame's with the low bits set, at or past the
-        // zone's start for a frame of the zone (any other pfn wraps to an index past the
-        // frames, and gets the zone's last).
+        // zone's start for a frame of the zone (the subtraction wraps only for a pfn below
+        // the zone's pageblock, to an index past the frames: the zone's last).
         let last = (pfn.0 | u64::from(self.pageblock_mask)).wrapping_sub(self.cfg.start.0);
         match usize::try_from(last).ok().and_then(|i| self.frames.get(i)) {
             Some(frame) => frame,

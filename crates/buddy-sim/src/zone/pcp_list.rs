@@ -131,12 +131,7 @@ impl PcpListSet {
     /// has room, else to the linked list where its knowledge puts it ([`List::push`]).
     #[inline(always)]
     pub(crate) fn push(&mut self, frames: Frames<'_>, list: usize, idx: FrameIdx, zeroed: bool) {
-        let (start, cap) = hot_range(list);
-        let n = self.hot_len[list] as usize;
-        if !zeroed && n < cap {
-            self.hot[start + n] = idx;
-            self.hot_len[list] += 1;
-        } else {
+        if zeroed || !self.push_hot(list, idx) {
             self.cold[list].push(frames, idx, zeroed);
         }
     }
