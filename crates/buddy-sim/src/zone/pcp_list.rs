@@ -204,8 +204,11 @@ impl PcpListSet {
     /// list's front.
     #[inline(always)]
     pub(crate) fn pop_front(&mut self, frames: Frames<'_>, list: usize) -> Option<FrameIdx> {
-        self.pop_hot(list)
-            .or_else(|| self.cold[list].pop_front(frames))
+        // A match, not `Option::or_else`: LLVM kept that as a call on every allocation.
+        match self.pop_hot(list) {
+            Some(idx) => Some(idx),
+            None => self.cold[list].pop_front(frames),
+        }
     }
 
     /// The block [`PcpListSet::pop_back`] takes from `list`, without taking it.
