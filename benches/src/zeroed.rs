@@ -667,7 +667,11 @@ fn goals_table(ctx: &SectionContext, two_mib: TwoMibFullPool) -> Table {
          zeroing pays the same, and executes no fewer instructions (the counts above): \
          the latency table's two plain rows differ by that zeroing alone. Measured when \
          this baseline was added: a plain batch after an untimed clear of as many bytes of \
-         other memory took 0.320 µs a block, alloc_zeroed from the full pool 0.233. \
+         other memory took 0.320 µs a block, alloc_zeroed from the full pool 0.233. On \
+         the same pool the zeroed allocation may take less time than the plain one: its \
+         refill takes a run of at least 8 blocks from one split, the plain refill the \
+         per-cpu batch (2 blocks of 2 MiB), so the plain batch splits large, cold blocks \
+         more often. \
          Against the pool nothing zeroes, the zeroed allocation also recycles less: a \
          plain allocation recycles the blocks just freed from its \
          CPU's list; a known-zero block comes from the buddy, where background zeroing \
