@@ -407,7 +407,7 @@ impl Section for ZeroedAllocation {
 }
 
 /// The latency table: every block size and path, over a full pool (`pools[0]`) and an empty
-/// one; and the 2 MiB full-pool ratio over a plain allocation, for the goal.
+/// one; and the 2 MiB full-pool zeroed allocation's ratios over the plain ones, for the goal.
 fn latency_table(ctx: &SectionContext, pools: &mut [Pool; 2]) -> (Table, TwoMibFullPool) {
     ctx.step("zeroed allocation: latency");
     let budget = Budget::cell(ctx.quick, 6.0);
@@ -664,8 +664,8 @@ fn goals_table(ctx: &SectionContext, two_mib: TwoMibFullPool) -> Table {
          needs it) and writes (n + 1) blocks' bytes, so the allocations that follow find \
          the blocks' metadata out of this core's caches, which a kernel zeroing on an idle \
          core would not do to the allocating one. A plain alloc_pages after the same \
-         zeroing pays the same, and executes no fewer instructions (the counts above): \
-         the latency table's two plain rows differ by that zeroing alone. Measured when \
+         zeroing pays the same: the latency table's two plain rows differ by that zeroing \
+         (their instructions by a few percent: the counts above). Measured when \
          this baseline was added: a plain batch after an untimed clear of as many bytes of \
          other memory took 0.320 µs a block, alloc_zeroed from the full pool 0.233. On \
          the same pool the zeroed allocation may take less time than the plain one: its \
