@@ -132,6 +132,15 @@ const PATHS: [(Path, &str); 5] = [
     (Path::ByHand, "alloc_pages + clear_contig_pages by hand"),
 ];
 
+// `PATHS` lists the paths in their declaration order: a path's number is its row.
+const _: () = {
+    let mut i = 0;
+    while i < PATHS.len() {
+        assert!(PATHS[i].0 as usize == i);
+        i += 1;
+    }
+};
+
 impl Path {
     /// Whether the path clears memory on the clock (its batches take milliseconds).
     fn clears(self) -> bool {
@@ -449,7 +458,6 @@ fn latency_table(ctx: &SectionContext, pools: &mut [Pool; 2]) -> (Table, TwoMibF
         over_same_pool: Estimate::exact(f64::NAN),
         over_plain: Estimate::exact(f64::NAN),
     };
-    let at = |path: Path| PATHS.iter().position(|p| p.0 == path).unwrap_or(0);
     for (si, &(_, name, n)) in SIZES.iter().enumerate() {
         let samples: Vec<Samples> = means[si]
             .iter()
@@ -458,11 +466,11 @@ fn latency_table(ctx: &SectionContext, pools: &mut [Pool; 2]) -> (Table, TwoMibF
         for (pi, &(path, how)) in PATHS.iter().enumerate() {
             let s = &samples[pi];
             // Time over time: the baseline's speed-up over this path.
-            let over_plain = samples[at(Path::Plain)].speedup_over(s);
-            let vs_hand = s.speedup_over(&samples[at(Path::ByHand)]);
+            let over_plain = samples[Path::Plain as usize].speedup_over(s);
+            let vs_hand = s.speedup_over(&samples[Path::ByHand as usize]);
             if path == Path::FullPool && name == "2 MiB" {
                 two_mib = TwoMibFullPool {
-                    over_same_pool: samples[at(Path::PlainFullPool)].speedup_over(s),
+                    over_same_pool: samples[Path::PlainFullPool as usize].speedup_over(s),
                     over_plain,
                 };
             }
@@ -665,9 +673,7 @@ fn goals_table(ctx: &SectionContext, two_mib: TwoMibFullPool) -> Table {
          the blocks' metadata out of this core's caches, which a kernel zeroing on an idle \
          core would not do to the allocating one. A plain alloc_pages after the same \
          zeroing pays the same: the latency table's two plain rows differ by that zeroing \
-         (their instructions by a few percent: the counts above). Measured when \
-         this baseline was added: a plain batch after an untimed clear of as many bytes of \
-         other memory took 0.320 µs a block, alloc_zeroed from the full pool 0.233. On \
+         (their instructions by a few percent: the counts above). On \
          the same pool the zeroed allocation may take less time than the plain one: its \
          refill takes a run of at least 8 blocks from one split, the plain refill the \
          per-cpu batch (2 blocks of 2 MiB), so the plain batch splits large, cold blocks \

@@ -552,7 +552,7 @@ impl Frames {
     /// preemption off: while it is held, no interrupt handler on this CPU enters the zone,
     /// so the zone's own spin locks are never wanted by a handler of a CPU that holds one.
     #[inline(always)]
-    pub(crate) fn this_cpu(&self) -> crate::lock::IrqSpinGuard<'_, CpuSlot> {
+    pub(crate) fn this_cpu(&self) -> IrqSpinGuard<'_, CpuSlot> {
         // The CPU is asked with interrupts and preemption off: the answer stays true while
         // its lock is taken and held.
         let irq = crate::lock::IrqOff::new();
