@@ -174,8 +174,14 @@ impl Section for ContigFree {
                  buddy_system_allocator {theirs:.1} ns; the floor, the one compare-and-swap \
                  the reference count needs per frame (the floor table below), {floor_ns:.1} ns: \
                  buddy-sim pays {:.1}x it. Its per-cpu drain returns a run of consecutive pages \
-                 as aligned blocks (one merge per block, not per page).",
-                ours / floor_ns
+                 as aligned blocks (one merge per block, not per page). The two execute about \
+                 as many instructions per frame (the table's count): what buddy-sim pays \
+                 beyond the peer is about that compare-and-swap (buddy-sim less the floor: \
+                 {:.1} ns a frame, against the peer's {theirs:.1}). It stays: `get_page` is \
+                 safe, so another CPU may take a reference to any allocated page at any \
+                 time, and a plain store could lose it and free the page under its holder.",
+                ours / floor_ns,
+                ours - floor_ns,
             ));
         }
         let goals = goals_table(&order9, &slower_rows, over_floor);
@@ -587,6 +593,60 @@ fn theirs_pairs<const O: u8>(p: &mut Peer, count: u32) {
     }
 }
 
+/// How the one-frame row frees, the end of its name.
+const ONE_FRAME: &str = "one frame at a time";
+
+/// One iteration of the one-frame row on buddy-sim: an order-9 block, split, then each of
+/// its pages freed on its own, as the peer's `dealloc(f + i, 1)`: no check of the whole run
+/// first (`reference::free_contig_range_per_page` makes one).
+fn ours_one_frame<A: Access>(z: &ZoneCpu<A>) {
+    let f = must(z.alloc_raw(AllocRequest::order(order(9))));
+    must(z.zone().split_page(f, order(9)));
+    for i in 0..512 {
+        // SAFETY: the benchmark frees what it allocated (each page of the split block,
+        // whose own reference it holds), once, and no longer uses it.
+        must(unsafe { z.free_pages(Pfn(f.0 + i), order(0)) });
+    }
+}
+
+/// One iteration of the one-frame row on buddy_system_allocator.
+fn theirs_one_frame(p: &mut Peer) {
+    let f = peer_alloc(p, 512);
+    for i in 0..512 {
+        p.dealloc(f + i, 1);
+    }
+}
+
+/// Iterations of the one-frame row a count runs (and twice as many): enough that where the
+/// per-cpu list's drains fall (one every 1 217 frees) moves the count per frame by a few
+/// instructions at most.
+const ONE_FRAME_RUNS: u32 = 40;
+
+/// The one-frame row's counted workloads (callgrind, `report count`): `n` iterations, each
+/// inside [`counted`], on buddy-sim with CPU-local lists, then on the peer.
+pub const ONE_FRAME_COUNTED: [Counted; 2] = [
+    Counted {
+        name: "one-frame-buddy-local",
+        ops: ONE_FRAME_RUNS,
+        run: |n| {
+            let z = local_cpu();
+            for _ in 0..n {
+                counted(&mut || ours_one_frame(&z));
+            }
+        },
+    },
+    Counted {
+        name: "one-frame-peer",
+        ops: ONE_FRAME_RUNS,
+        run: |n| {
+            let mut p = peer();
+            for _ in 0..n {
+                counted(&mut || theirs_one_frame(&mut p));
+            }
+        },
+    },
+];
+
 /// For the instruction counts: `n` runs of the throughput row of order `O`, each inside
 /// [`counted`], on buddy-sim with CPU-local lists (`ours`) or on the peer.
 fn count_pairs<const O: u8>(n: u32, ours: bool) {
@@ -629,30 +689,29 @@ macro_rules! pair_workloads {
 /// The throughput rows' orders and their counted workloads (callgrind, `report count`).
 pub const PAIR_COUNTED: [(u8, [Counted; 2]); 3] = pair_workloads!(0, 3, 9);
 
-/// The throughput row of order `o`'s instructions per allocation + free (callgrind), ours
-/// and the peer's from its workloads `[ours, peer]`, with their ratio; or why not counted.
-fn pair_instructions(o: u8, [ours, peer]: [Counted; 2]) -> String {
-    let pairs = f64::from(pair_count(o));
+/// A row's instructions per unit of its work (callgrind), ours and the peer's from its
+/// workloads `[ours, peer]`, each counted run holding `units` of them, with their ratio; or
+/// why not counted.
+fn row_instructions([ours, peer]: [Counted; 2], units: f64) -> String {
     match (count::per_op(ours), count::per_op(peer)) {
         (Ok(ours), Ok(peer)) => format!(
             "{:.0} / {:.0} (peer ÷ ours {:.2}x)",
-            ours / pairs,
-            peer / pairs,
+            ours / units,
+            peer / units,
             peer / ours
         ),
         (Err(e), _) | (_, Err(e)) => format!("not counted: {e}"),
     }
 }
 
-/// The throughput row of order `o`'s L1 data-cache misses per allocation + free
-/// (callgrind's cache simulation), ours and the peer's; or why not counted.
-fn pair_l1d_misses(o: u8, [ours, peer]: [Counted; 2]) -> String {
-    let pairs = f64::from(pair_count(o));
+/// A row's L1 data-cache misses per unit of its work (callgrind's cache simulation), ours
+/// and the peer's, as [`row_instructions`]; or why not counted.
+fn row_l1d_misses([ours, peer]: [Counted; 2], units: f64) -> String {
     match (
         count::l1d_misses_per_op(ours),
         count::l1d_misses_per_op(peer),
     ) {
-        (Ok(ours), Ok(peer)) => format!("{:.2} / {:.2}", ours / pairs, peer / pairs),
+        (Ok(ours), Ok(peer)) => format!("{:.2} / {:.2}", ours / units, peer / units),
         (Err(e), _) | (_, Err(e)) => format!("not counted: {e}"),
     }
 }
@@ -686,8 +745,8 @@ fn peer_table(ctx: &SectionContext, iterations: u32, budget: Budget) -> PeerTabl
             "buddy_system_allocator ns",
             "speedup",
             "speedup, CPU-local lists",
-            "instructions per pair, CPU-local / peer (callgrind)",
-            "L1d misses per pair, CPU-local / peer (callgrind's cache simulation)",
+            "instructions per pair (one frame at a time: per frame), CPU-local / peer (callgrind)",
+            "L1d misses per pair (per frame), CPU-local / peer (callgrind's cache simulation)",
         ],
     );
     t.note(format!(
@@ -755,27 +814,16 @@ fn peer_table(ctx: &SectionContext, iterations: u32, budget: Budget) -> PeerTabl
         peer_alloc_dealloc_512,
     );
     measure(
-        "alloc 512 frames + free them one frame at a time".into(),
+        format!("alloc 512 frames + free them {ONE_FRAME}"),
         iterations / 10,
         on_both!(|z, n| {
             for _ in 0..n {
-                let f = must(z.alloc_raw(AllocRequest::order(order(9))));
-                must(z.zone().split_page(f, order(9)));
-                // Each page on its own, as the peer's `dealloc(f + i, 1)`: no check of the
-                // whole run first (`reference::free_contig_range_per_page` makes one).
-                for i in 0..512 {
-                    // SAFETY: the benchmark frees what it allocated (each page of the split
-                    // block, whose own reference it holds), once, and no longer uses it.
-                    must(unsafe { z.free_pages(Pfn(f.0 + i), order(0)) });
-                }
+                ours_one_frame(z);
             }
         }),
         |p, n| {
             for _ in 0..n {
-                let f = peer_alloc(p, 512);
-                for i in 0..512 {
-                    p.dealloc(f + i, 1);
-                }
+                theirs_one_frame(p);
             }
         },
     );
@@ -804,7 +852,7 @@ fn peer_table(ctx: &SectionContext, iterations: u32, budget: Budget) -> PeerTabl
     // The one-frame row, per frame (alloc and split included), for the floor's note.
     let one_frame = rows
         .iter()
-        .find(|r| r.0.ends_with("one frame at a time"))
+        .find(|r| r.0.ends_with(ONE_FRAME))
         .map(|r| (r.2.median / 512.0, r.3.median / 512.0));
     // The first row compares different work (see the note): it is shown, not judged.
     for (i, (name, ours, local, theirs, speedup, local_speedup)) in rows.into_iter().enumerate() {
@@ -818,12 +866,19 @@ fn peer_table(ctx: &SectionContext, iterations: u32, budget: Budget) -> PeerTabl
                 local_speedup,
             );
         }
+        // Its counted workloads and the units (pairs, or frames) one counted run holds.
         let counted = PAIR_COUNTED
             .iter()
-            .find(|(o, _)| name.contains(&format!("x alloc order {o},")));
+            .find(|(o, _)| name.contains(&format!("x alloc order {o},")))
+            .map(|&(o, w)| (w, f64::from(pair_count(o))))
+            .or_else(|| {
+                name.ends_with(ONE_FRAME)
+                    .then_some((ONE_FRAME_COUNTED, 512.0))
+            });
         // The misses first: their runs under the cache simulation count the instructions too.
-        let misses = counted.map_or_else(|| "-".into(), |&(o, w)| pair_l1d_misses(o, w));
-        let instructions = counted.map_or_else(|| "-".into(), |&(o, w)| pair_instructions(o, w));
+        let misses = counted.map_or_else(|| "-".into(), |(w, units)| row_l1d_misses(w, units));
+        let instructions =
+            counted.map_or_else(|| "-".into(), |(w, units)| row_instructions(w, units));
         t.row(vec![
             Cell::text(name),
             Cell::estimate(ours, 0, ""),
@@ -851,11 +906,14 @@ fn peer_table(ctx: &SectionContext, iterations: u32, budget: Budget) -> PeerTabl
          atomic instruction; a free still drops its reference by compare-and-swap). \
          Instructions: callgrind's count of one throughput row (all its allocations, then \
          all its frees) in steady state (four runs counted less two, halved: what the first run does once \
-         cancels out), per allocation + free. L1d misses: the same runs under callgrind's \
+         cancels out), per allocation + free; one frame at a time: {} iterations counted \
+         less {}, per frame freed. L1d misses: the same runs under callgrind's \
          cache simulation (`--cache-sim=yes`, the L1 data cache valgrind configures from this \
          CPU; it simulates no L2), reads and writes: lines an operation reaches that are not \
          in L1.",
-        ZONE_FRAMES >> 10
+        ZONE_FRAMES >> 10,
+        2 * ONE_FRAME_RUNS,
+        ONE_FRAME_RUNS,
     ));
     t.plot = Some(
         Plot::new(

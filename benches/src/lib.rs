@@ -53,6 +53,7 @@ pub(crate) fn order(o: u8) -> Order {
 pub fn counted_workloads() -> Vec<count::Workload> {
     let mut all = contig_free::COUNTED.to_vec();
     all.extend(contig_free::PAIR_COUNTED.iter().flat_map(|(_, w)| *w));
+    all.extend(contig_free::ONE_FRAME_COUNTED);
     all.extend(clearing::COUNTED);
     all.extend(young::COUNTED);
     all.extend(guest::COUNTED);
