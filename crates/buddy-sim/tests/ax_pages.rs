@@ -617,6 +617,50 @@ fn split_pages_splits_unmovable_blocks_only() {
     z.check().unwrap();
 }
 
+/// page_owner follows a frozen block through `split_pages` as it follows `split_page`: each
+/// page is then a block of its own, owned as the block was, and a page freed alone leaves
+/// the others' records.
+#[test]
+fn split_pages_gives_each_page_the_blocks_owner() {
+    const FRAMES: u64 = 64;
+    static RECORDS: [buddy_sim::OwnerRecord; FRAMES as usize] =
+        [const { buddy_sim::OwnerRecord::new() }; FRAMES as usize];
+    let base = 1 << 20;
+    let z = zone(base, FRAMES);
+    z.enable_page_owner(&RECORDS).unwrap();
+    z.set_owner_tag(0, 0x57ac).unwrap();
+    let mut a = ax(&z, 0, 0).unwrap();
+    a.init(base, FRAMES as usize * PAGE);
+    let run = a.alloc_pages(8, 8 * PAGE).unwrap();
+    let first = (run / PAGE) as u64;
+    let before: Vec<_> = z.owned_blocks().collect();
+    assert_eq!(before.len(), 1);
+    assert_eq!((before[0].pfn.0, before[0].order.get()), (first, 3));
+    assert_eq!(split(&mut a, run).unwrap(), 8);
+    let owned: Vec<_> = z.owned_blocks().collect();
+    assert_eq!(
+        owned
+            .iter()
+            .map(|b| (b.pfn.0, b.order.get()))
+            .collect::<Vec<_>>(),
+        (first..first + 8).map(|p| (p, 0)).collect::<Vec<_>>()
+    );
+    assert!(
+        owned
+            .iter()
+            .all(|b| (b.tag, b.seq, b.cpu) == (before[0].tag, before[0].seq, before[0].cpu))
+    );
+    a.dealloc_pages(run + 3 * PAGE, 1);
+    assert_eq!(a.last_error(), None);
+    assert_eq!(z.owned_blocks().count(), 7);
+    assert!(z.owned_blocks().all(|b| b.pfn.0 != first + 3));
+    for i in (0..8).filter(|&i| i != 3) {
+        a.dealloc_pages(run + i * PAGE, 1);
+    }
+    assert_eq!(z.owned_blocks().count(), 0);
+    z.check().unwrap();
+}
+
 /// A block's worth of pages aligned above its size (16 KiB on a 64 KiB boundary) is one
 /// frozen block, aligned, taken again from the lists where the previous one went; an
 /// offset that is not a multiple of the alignment (frame alignment is then not address

@@ -368,10 +368,9 @@ where
         }
         let order = Order(w.order());
         if w.is_frozen_block() {
-            // The caller's alone (this function's contract): every page of it a frozen page.
-            for page in FrameIdx::span(idx, idx + order.pages() as u32) {
-                m.frame(page).store(Word::FROZEN_PAGE);
-            }
+            // SAFETY: a frozen block (its word says so) the caller owns, split by no other
+            // call meanwhile: this function's contract.
+            unsafe { self.zone.split_frozen_block(idx, order) };
         } else if order != Order::ZERO {
             let r = self.zone.split_page(pfn, order);
             self.outcome(r)?;

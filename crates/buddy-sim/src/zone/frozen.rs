@@ -311,6 +311,27 @@ where
         self.not_frozen(idx)
     }
 
+    /// Splits the frozen block of `order` at `idx` into `2^order` frozen pages, each freed
+    /// alone from then on ([`Cpu::free_frozen_page`]), page_owner's record split with it
+    /// (each page owned as the block was): [`Zone::split_page`] for a block with no
+    /// reference count. The head first, as `split_page` changes it first.
+    ///
+    /// # Safety
+    /// The block at `idx` is a frozen block of `order` (its head's word says so) that the
+    /// caller owns, and no other call frees or splits it while this one runs: its frames
+    /// are written without a compare-and-swap, as its free reads them.
+    #[cfg_attr(not(feature = "axallocator"), allow(dead_code))]
+    #[allow(unsafe_code)]
+    pub(crate) unsafe fn split_frozen_block(&self, idx: FrameIdx, order: Order) {
+        let m = self.map();
+        let end = idx + order.pages() as u32;
+        m.frame(idx).store(Word::FROZEN_PAGE);
+        self.split_owner(idx, FrameIdx::span(idx, end).map(|i| (i, Order::ZERO)));
+        for frame in m.frames_in(idx + 1..end) {
+            frame.store(Word::FROZEN_PAGE);
+        }
+    }
+
     /// Makes the unmovable block of `order` at `pfn`, which the caller has just allocated
     /// with its one reference and handed to nobody, a frozen block (as
     /// [`Cpu::alloc_frozen_pages`] hands one out). A block in any other state is left as it
