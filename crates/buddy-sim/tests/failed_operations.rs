@@ -311,6 +311,60 @@ fn a_frozen_block_is_freed_only_whole_at_its_order() {
     assert_eq!(z.buddy_pages(), 64);
 }
 
+/// `split_frozen_pages` splits only the head of a frozen block of the order it is given,
+/// leaving the zone as it was otherwise; a split block's pages are frozen pages, freed one
+/// by one or as a run.
+#[test]
+fn a_frozen_block_is_split_only_whole_at_its_order() {
+    let z = small_zone();
+    z.add_memory(START, 64).unwrap();
+    let cpu = z.cpu(0).unwrap();
+    let (pfn, order) = (cpu.alloc_frozen_pages(o(3)).unwrap(), o(3));
+    let counted = cpu.alloc_raw(AllocRequest::order(o(3))).unwrap();
+    let before = Before::of(&z);
+    let inside = Pfn(pfn.0 + 1);
+    // SAFETY: these splits fail (checked) and write nothing.
+    unsafe {
+        assert_eq!(
+            z.split_frozen_pages(pfn, o(2)),
+            Err(FreeError::OrderMismatch {
+                pfn,
+                given: o(2),
+                allocated: order
+            })
+        );
+        assert_eq!(
+            z.split_frozen_pages(inside, o(0)),
+            Err(FreeError::CompoundPage(inside))
+        );
+        assert_eq!(
+            z.split_frozen_pages(counted, order),
+            Err(FreeError::NotFrozen(counted))
+        );
+        assert!(z.split_frozen_pages(Pfn(START.0 + 64), o(0)).is_err());
+    }
+    before.assert_unchanged(&z);
+    // SAFETY: the block is this test's; split once, each page freed once.
+    unsafe {
+        z.split_frozen_pages(pfn, order).unwrap();
+        for i in 0..4 {
+            let page = Pfn(pfn.0 + i);
+            let f = z.frame(page).unwrap();
+            assert!(f.frozen && f.order == 0);
+            cpu.free_frozen_page(page).unwrap();
+        }
+        cpu.free_contig_frozen_range(Pfn(pfn.0 + 4), 4).unwrap();
+        assert_eq!(
+            z.split_frozen_pages(pfn, order),
+            Err(FreeError::DoubleFree(pfn))
+        );
+        cpu.free_pages(counted, o(3)).unwrap();
+    }
+    z.check().unwrap();
+    z.drain_all();
+    assert_eq!(z.buddy_pages(), 64);
+}
+
 /// Fault injection (`fail_page_alloc`): every failure it injects is the out-of-memory error
 /// an allocation that found nothing gets, and leaves the whole zone as it was; its filters
 /// pass over what they exclude, and the same seed fails the same calls.

@@ -311,16 +311,57 @@ where
         self.not_frozen(idx)
     }
 
-    /// Splits the frozen block of `order` at `idx` into `2^order` frozen pages, each freed
-    /// alone from then on ([`Cpu::free_frozen_page`]), page_owner's record split with it
-    /// (each page owned as the block was): [`Zone::split_page`] for a block with no
-    /// reference count. The head first, as `split_page` changes it first.
+    /// Splits the frozen block of `order` at `pfn` ([`Cpu::alloc_frozen_pages`]) into
+    /// `2^order` frozen pages, each freed alone from then on ([`Cpu::free_frozen_page`], or
+    /// as a run, [`Cpu::free_contig_frozen_range`]): [`Zone::split_page`] for a block with
+    /// no reference count (StarryOS's `split_pages`, a huge page's memory mapped as 4 KiB
+    /// pages). page_owner's record is split with it: each page owned as the block was.
+    /// Metadata only.
+    ///
+    /// ```
+    /// use buddy_sim::{Order, Pfn, StaticZone};
+    /// static ZONE: StaticZone<64, 1> = StaticZone::new_static_at(Pfn(0));
+    /// let cpu = ZONE.cpu(0)?;
+    /// let block = cpu.alloc_frozen_pages(Order::new(2)?)?;
+    /// // SAFETY: the block is this code's alone, split and freed by it alone.
+    /// unsafe {
+    ///     ZONE.split_frozen_pages(block, Order::new(2)?)?;
+    ///     for i in 0..4 {
+    ///         cpu.free_frozen_page(Pfn(block.0 + i))?;
+    ///     }
+    /// }
+    /// assert_eq!(ZONE.free_pages_total(), 64);
+    /// # Ok::<(), buddy_sim::BuddyError>(())
+    /// ```
+    ///
+    /// # Errors
+    /// Nothing changes on an error: as [`Cpu::free_frozen_pages`] for a frame that is not
+    /// the head of a frozen block of `order` ([`FreeError::NotFrozen`],
+    /// [`FreeError::OrderMismatch`], [`FreeError::CompoundPage`],
+    /// [`FreeError::DoubleFree`], [`FreeError::OutOfZone`], ...).
+    ///
+    /// # Safety
+    /// The caller owns the block (it came from [`Cpu::alloc_frozen_pages`] and was not freed
+    /// since), and no other call frees or splits it while this one runs: its frames are
+    /// written without a compare-and-swap, as its free reads them.
+    #[allow(unsafe_code)]
+    pub unsafe fn split_frozen_pages(&self, pfn: Pfn, order: Order) -> Result<(), FreeError> {
+        let idx = self.map().index(pfn)?;
+        if self.map().frame(idx).load() != Word::frozen_block(order.get()) {
+            return Err(self.not_frozen_block(idx, order));
+        }
+        // SAFETY: a frozen block of `order` (read above) the caller owns, split by no
+        // other call meanwhile: this function's contract.
+        unsafe { self.split_frozen_block(idx, order) };
+        Ok(())
+    }
+
+    /// [`Zone::split_frozen_pages`] of the frozen block of `order` at `idx`, unchecked. The
+    /// head first, as `split_page` changes it first.
     ///
     /// # Safety
     /// The block at `idx` is a frozen block of `order` (its head's word says so) that the
-    /// caller owns, and no other call frees or splits it while this one runs: its frames
-    /// are written without a compare-and-swap, as its free reads them.
-    #[cfg_attr(not(feature = "axallocator"), allow(dead_code))]
+    /// caller owns, and no other call frees or splits it while this one runs.
     #[allow(unsafe_code)]
     pub(crate) unsafe fn split_frozen_block(&self, idx: FrameIdx, order: Order) {
         let m = self.map();
@@ -452,7 +493,8 @@ where
     /// `alloc_frozen_pages(GFP_KERNEL, order)`): a task stack, a heap's run, whose caller
     /// owns it whole. From this CPU's list for an order that has one (the block freed last,
     /// first), else as [`AllocRequest::order`](crate::AllocRequest::order) allocates; not
-    /// known to read zero. Freed whole with [`Cpu::free_frozen_pages`]; [`Zone::get_page`],
+    /// known to read zero. Freed whole with [`Cpu::free_frozen_pages`], or split into frozen
+    /// pages first ([`Zone::split_frozen_pages`]); [`Zone::get_page`],
     /// [`Zone::split_page`] and [`Cpu::free_pages`] refuse it.
     ///
     /// ```
