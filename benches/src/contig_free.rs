@@ -163,7 +163,7 @@ impl Section for ContigFree {
         let iterations: u32 = if ctx.quick { 2_000 } else { 10_000 };
         let budget = Budget::cell(ctx.quick, 2.0);
         let (batched, order9) = batched_vs_per_page_table(ctx, iterations, budget);
-        let (mut peer, slower_rows, one_frame) = peer_table(ctx, iterations, budget);
+        let (mut peer, slower, one_frame) = peer_table(ctx, iterations, budget);
         // Frees alone hold a sample's order-9 blocks at once: at most half the zone.
         let held = (iterations / 10).min((ZONE_FRAMES / 512 / 2) as u32);
         let (floor, over_floor, floor_ns) = floor_table(ctx, held, budget);
@@ -184,14 +184,15 @@ impl Section for ContigFree {
                 ours - floor_ns,
             ));
         }
-        let goals = goals_table(&order9, &slower_rows, over_floor);
+        let goals = goals_table(&order9, &slower, over_floor);
         vec![batched, peer, floor, goals]
     }
 }
 
 /// The contiguous-free goals: order 9 over the per-page path, the peer on every row
-/// comparing the same work (`slower_rows`: those not clearly faster), the floor.
-fn goals_table(order9: &Order9, slower_rows: &[(String, Verdict)], over_floor: Estimate) -> Table {
+/// comparing the same work, with reference counts and with frozen blocks (`slower`: those
+/// not clearly faster), the floor.
+fn goals_table(order9: &Order9, slower: &Slower, over_floor: Estimate) -> Table {
     let mut goals = Table::new(
         "contig-free-goals",
         "Contiguous-free goals, measured",
@@ -211,29 +212,40 @@ fn goals_table(order9: &Order9, slower_rows: &[(String, Verdict)], over_floor: E
             None => wall,
         }),
     ]);
-    let verdict = slower_rows
-        .iter()
-        .map(|(_, v)| *v)
-        .fold(Verdict::Met, Verdict::and);
-    goals.row(vec![
-        Cell::text(format!(
-            ">= {PEER_GOAL}x buddy_system_allocator on every row that compares the same \
-             work (CPU-local lists, one CPU)"
-        )),
-        Cell::text(if slower_rows.is_empty() {
-            format!(">= {PEER_GOAL}x on every row")
-        } else {
-            format!(
-                "not clearly >= {PEER_GOAL}x on: {}",
-                slower_rows
-                    .iter()
-                    .map(|(r, _)| r.as_str())
-                    .collect::<Vec<_>>()
-                    .join("; ")
-            )
-        }),
-        Cell::verdict(verdict),
-    ]);
+    for (rows, which) in [
+        (
+            &slower.counted,
+            "with a reference count per block (`alloc_raw`, `free_pages`)",
+        ),
+        (
+            &slower.frozen,
+            "with frozen blocks (`alloc_frozen_pages`, `free_frozen_pages`: no reference \
+             count, as the peer keeps none)",
+        ),
+    ] {
+        let verdict = rows
+            .iter()
+            .map(|(_, v)| *v)
+            .fold(Verdict::Met, Verdict::and);
+        goals.row(vec![
+            Cell::text(format!(
+                ">= {PEER_GOAL}x buddy_system_allocator on every row that compares the same \
+                 work (CPU-local lists, one CPU), {which}"
+            )),
+            Cell::text(if rows.is_empty() {
+                format!(">= {PEER_GOAL}x on every row")
+            } else {
+                format!(
+                    "not clearly >= {PEER_GOAL}x on: {}",
+                    rows.iter()
+                        .map(|(r, _)| r.as_str())
+                        .collect::<Vec<_>>()
+                        .join("; ")
+                )
+            }),
+            Cell::verdict(verdict),
+        ]);
+    }
     goals.row(vec![
         Cell::text(format!(
             "free_contig_range per page <= {FLOOR_GOAL}x one atomic per frame word"
@@ -257,7 +269,7 @@ fn goals_table(order9: &Order9, slower_rows: &[(String, Verdict)], over_floor: E
             }
         ));
     }
-    if !slower_rows.is_empty() {
+    if !slower.counted.is_empty() || !slower.frozen.is_empty() {
         goals.note(
             "Where buddy-sim is not faster: in the alloc-then-free-all rows every block \
              passes through the buddy twice, once when a refill moves a batch of blocks to \
@@ -274,6 +286,8 @@ fn goals_table(order9: &Order9, slower_rows: &[(String, Verdict)], over_floor: E
              misses and the compare-and-swap. One-frame frees \
              gained from draining runs of consecutive pages as aligned blocks (a split \
              block freed page by page merges once per block, not once per page). The \
+             frozen rows make the same calls without the reference count: the difference \
+             between a row and its frozen twin is what the compare-and-swap costs. The \
              per-CPU layer is what makes the SMP table scale.",
         );
     }
@@ -585,6 +599,18 @@ fn ours_pairs<const O: u8, A: Access>(z: &ZoneCpu<A>, count: u32) {
     }
 }
 
+/// [`ours_pairs`] with frozen blocks: `alloc_frozen_pages` and `free_frozen_pages`, no
+/// reference count (the peer keeps none).
+fn ours_frozen_pairs<const O: u8, A: Access>(z: &ZoneCpu<A>, count: u32) {
+    let held: Vec<Pfn> = (0..count)
+        .map(|_| must(z.alloc_frozen_pages(order(O))))
+        .collect();
+    for f in held {
+        // SAFETY: the benchmark frees what it allocated, once, and no longer uses its memory.
+        must(unsafe { z.free_frozen_pages(f, order(O)) });
+    }
+}
+
 /// A throughput row on buddy_system_allocator.
 fn theirs_pairs<const O: u8>(p: &mut Peer, count: u32) {
     let held: Vec<usize> = (0..count).map(|_| peer_alloc(p, 1 << O)).collect();
@@ -595,6 +621,17 @@ fn theirs_pairs<const O: u8>(p: &mut Peer, count: u32) {
 
 /// How the one-frame row frees, the end of its name.
 const ONE_FRAME: &str = "one frame at a time";
+
+/// The start of the name of a row whose blocks are frozen.
+const FROZEN: &str = "frozen, no reference count: ";
+
+/// The peer table's rows not clearly >= [`PEER_GOAL`], each with its ratio and verdict:
+/// those with a reference count per block, and those with frozen blocks.
+#[derive(Default)]
+struct Slower {
+    counted: Vec<(String, Verdict)>,
+    frozen: Vec<(String, Verdict)>,
+}
 
 /// One iteration of the one-frame row on buddy-sim: an order-9 block, split, then each of
 /// its pages freed on its own, as the peer's `dealloc(f + i, 1)`: no check of the whole run
@@ -609,6 +646,20 @@ fn ours_one_frame<A: Access>(z: &ZoneCpu<A>) {
     }
 }
 
+/// [`ours_one_frame`] with a frozen block: `alloc_frozen_pages`, `split_frozen_pages`, then
+/// `free_frozen_page` of each page, no reference count (the peer keeps none).
+fn ours_one_frame_frozen<A: Access>(z: &ZoneCpu<A>) {
+    let f = must(z.alloc_frozen_pages(order(9)));
+    // SAFETY: the benchmark splits the frozen block it allocated, once, then frees each of
+    // its pages once and no longer uses it.
+    unsafe {
+        must(z.zone().split_frozen_pages(f, order(9)));
+        for i in 0..512 {
+            must(z.free_frozen_page(Pfn(f.0 + i)));
+        }
+    }
+}
+
 /// One iteration of the one-frame row on buddy_system_allocator.
 fn theirs_one_frame(p: &mut Peer) {
     let f = peer_alloc(p, 512);
@@ -616,6 +667,19 @@ fn theirs_one_frame(p: &mut Peer) {
         p.dealloc(f + i, 1);
     }
 }
+
+/// The frozen one-frame row's counted workload, on buddy-sim with CPU-local lists (the
+/// peer's is [`ONE_FRAME_COUNTED`]'s).
+pub const ONE_FRAME_FROZEN_COUNTED: Counted = Counted {
+    name: "one-frame-frozen-local",
+    ops: ONE_FRAME_RUNS,
+    run: |n| {
+        let z = local_cpu();
+        for _ in 0..n {
+            counted(&mut || ours_one_frame_frozen(&z));
+        }
+    },
+};
 
 /// Iterations of the one-frame row a count runs (and twice as many): enough that where the
 /// per-cpu list's drains fall (one every 1 217 frees) moves the count per frame by a few
@@ -645,6 +709,44 @@ pub const ONE_FRAME_COUNTED: [Counted; 2] = [
             }
         },
     },
+];
+
+/// For the instruction counts: `n` runs of the frozen throughput row of order `O`, each
+/// inside [`counted`], on buddy-sim with CPU-local lists.
+fn count_frozen_pairs<const O: u8>(n: u32) {
+    let z = local_cpu();
+    for _ in 0..n {
+        counted(&mut || ours_frozen_pairs::<O, Local>(&z, pair_count(O)));
+    }
+}
+
+/// The frozen throughput rows' orders and their counted workloads (buddy-sim with CPU-local
+/// lists; the peer's are [`PAIR_COUNTED`]'s).
+pub const FROZEN_PAIR_COUNTED: [(u8, Counted); 3] = [
+    (
+        0,
+        Counted {
+            name: "pairs-order0-frozen-local",
+            ops: 2,
+            run: count_frozen_pairs::<0>,
+        },
+    ),
+    (
+        3,
+        Counted {
+            name: "pairs-order3-frozen-local",
+            ops: 2,
+            run: count_frozen_pairs::<3>,
+        },
+    ),
+    (
+        9,
+        Counted {
+            name: "pairs-order9-frozen-local",
+            ops: 2,
+            run: count_frozen_pairs::<9>,
+        },
+    ),
 ];
 
 /// For the instruction counts: `n` runs of the throughput row of order `O`, each inside
@@ -731,7 +833,7 @@ fn local_cpu() -> ZoneCpu<Local> {
 
 /// What [`peer_table`] gives: the table, its rows not clearly >= [`PEER_GOAL`], and the
 /// one-frame row's ns per frame (buddy-sim with CPU-local lists, the peer), if measured.
-type PeerTable = (Table, Vec<(String, Verdict)>, Option<(f64, f64)>);
+type PeerTable = (Table, Slower, Option<(f64, f64)>);
 
 /// buddy-sim against buddy_system_allocator on the same work.
 fn peer_table(ctx: &SectionContext, iterations: u32, budget: Budget) -> PeerTable {
@@ -848,17 +950,66 @@ fn peer_table(ctx: &SectionContext, iterations: u32, budget: Budget) -> PeerTabl
         theirs_pairs::<9>,
     );
 
-    let mut slower = Vec::new();
+    // The same rows with frozen blocks, no reference count: the peer keeps none.
+    measure(
+        format!("{FROZEN}alloc 512 frames + free them {ONE_FRAME}"),
+        iterations / 10,
+        on_both!(|z, n| {
+            for _ in 0..n {
+                ours_one_frame_frozen(z);
+            }
+        }),
+        |p, n| {
+            for _ in 0..n {
+                theirs_one_frame(p);
+            }
+        },
+    );
+    measure(
+        format!("{FROZEN}{} x alloc order 0, then free all", count(0)),
+        count(0),
+        (
+            ours_frozen_pairs::<0, Locked>,
+            ours_frozen_pairs::<0, Local>,
+        ),
+        theirs_pairs::<0>,
+    );
+    measure(
+        format!("{FROZEN}{} x alloc order 3, then free all", count(3)),
+        count(3),
+        (
+            ours_frozen_pairs::<3, Locked>,
+            ours_frozen_pairs::<3, Local>,
+        ),
+        theirs_pairs::<3>,
+    );
+    measure(
+        format!("{FROZEN}{} x alloc order 9, then free all", count(9)),
+        count(9),
+        (
+            ours_frozen_pairs::<9, Locked>,
+            ours_frozen_pairs::<9, Local>,
+        ),
+        theirs_pairs::<9>,
+    );
+
+    let mut slower = Slower::default();
     // The one-frame row, per frame (alloc and split included), for the floor's note.
     let one_frame = rows
         .iter()
-        .find(|r| r.0.ends_with(ONE_FRAME))
+        .find(|r| r.0.ends_with(ONE_FRAME) && !r.0.starts_with(FROZEN))
         .map(|r| (r.2.median / 512.0, r.3.median / 512.0));
     // The first row compares different work (see the note): it is shown, not judged.
     for (i, (name, ours, local, theirs, speedup, local_speedup)) in rows.into_iter().enumerate() {
         let verdict = local_speedup.judge(PEER_GOAL, true);
+        let frozen = name.starts_with(FROZEN);
         if i > 0 && verdict != Verdict::Met {
-            slower.push((format!("{name} ({})", ratio_text(local_speedup)), verdict));
+            let row = (format!("{name} ({})", ratio_text(local_speedup)), verdict);
+            if frozen {
+                slower.frozen.push(row);
+            } else {
+                slower.counted.push(row);
+            }
         }
         if i > 0 {
             ctx.headline(
@@ -870,10 +1021,21 @@ fn peer_table(ctx: &SectionContext, iterations: u32, budget: Budget) -> PeerTabl
         let counted = PAIR_COUNTED
             .iter()
             .find(|(o, _)| name.contains(&format!("x alloc order {o},")))
-            .map(|&(o, w)| (w, f64::from(pair_count(o))))
+            .map(|&(o, [ours, peer])| {
+                let ours = match FROZEN_PAIR_COUNTED.iter().find(|(f, _)| *f == o) {
+                    Some(&(_, frozen_ours)) if frozen => frozen_ours,
+                    _ => ours,
+                };
+                ([ours, peer], f64::from(pair_count(o)))
+            })
             .or_else(|| {
-                name.ends_with(ONE_FRAME)
-                    .then_some((ONE_FRAME_COUNTED, 512.0))
+                let [ours, peer] = ONE_FRAME_COUNTED;
+                let ours = if frozen {
+                    ONE_FRAME_FROZEN_COUNTED
+                } else {
+                    ours
+                };
+                name.ends_with(ONE_FRAME).then_some(([ours, peer], 512.0))
             });
         // The misses first: their runs under the cache simulation count the instructions too.
         let misses = counted.map_or_else(|| "-".into(), |(w, units)| row_l1d_misses(w, units));
@@ -898,7 +1060,11 @@ fn peer_table(ctx: &SectionContext, iterations: u32, budget: Budget) -> PeerTabl
          contract), which `dealloc(512)` never does: the first row compares different work, \
          the second the same work. One frame at a time: `free_pages` of each order-0 page \
          of the split block (it drops the page's reference, checks it and frees it to the \
-         per-cpu list; drains merge), as the peer's `dealloc(f + i, 1)`. \
+         per-cpu list; drains merge), as the peer's `dealloc(f + i, 1)`. Rows named \
+         \"{FROZEN}...\" make the same calls with frozen blocks (`alloc_frozen_pages`, \
+         `free_frozen_pages`; one frame at a time: `split_frozen_pages`, then \
+         `free_frozen_page` of each page), which have no reference count to drop, so no \
+         compare-and-swap, as the peer keeps none; each free still checks the block's head. \
          ns per iteration (per allocation + free for the throughput rows), median ± the \
          half-width of its 95% interval, the three paths once per round in a shuffled order; \
          the speedup is the median per-round ratio. CPU-local lists: \
