@@ -78,6 +78,7 @@ enum ArbOp {
     Report(u16, bool),
     /// Fault injection's attributes; `None` disarms it.
     FailPageAlloc(Option<ArbFail>),
+    SplitFrozen(u8, u8),
 }
 
 /// Fault injection's attributes, as the fuzzer picks them.
@@ -179,6 +180,10 @@ impl ArbOp {
                 order: o % 12,
             },
             Self::FreeFrozen(c, s) => Op::FreeFrozen {
+                cpu: cpu(c),
+                slot: usize::from(*s),
+            },
+            Self::SplitFrozen(c, s) => Op::SplitFrozen {
                 cpu: cpu(c),
                 slot: usize::from(*s),
             },

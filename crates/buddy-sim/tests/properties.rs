@@ -142,6 +142,7 @@ fn op() -> impl Strategy<Value = Op> {
         1 => (cpu.clone(), slot.clone()).prop_map(|(cpu, slot)| Op::FreePages { cpu, slot }),
         2 => (cpu.clone(), 0u8..12).prop_map(|(cpu, order)| Op::AllocFrozen { cpu, order }),
         1 => (cpu.clone(), slot.clone()).prop_map(|(cpu, slot)| Op::FreeFrozen { cpu, slot }),
+        3 => (cpu.clone(), slot.clone()).prop_map(|(cpu, slot)| Op::SplitFrozen { cpu, slot }),
         1 => cpu.clone().prop_map(|cpu| Op::DrainCpu { cpu }),
         1 => Just(Op::DrainAll),
         1 => (0u64..3000, 0u64..200, any::<bool>())

@@ -374,6 +374,26 @@ where
                 ),
                 None => return Ok(None),
             },
+            Op::SplitFrozen { cpu, slot } => match self.slot(slot) {
+                // The CPU the pages are freed on first: a split whose free cannot follow
+                // would change the zone on an error.
+                Some(_) if self.batched.cpu(cpu).is_err() => (
+                    any(self.batched.cpu(cpu).map(drop)),
+                    any(self.per_page.cpu(cpu).map(drop)),
+                ),
+                // SAFETY: as for `Op::Put`; a recorded frozen block is this harness's, split
+                // once (a second split fails alike on both zones: its head is a page now).
+                Some((pfn, order)) => match unsafe {
+                    (
+                        any(self.batched.split_frozen_pages(pfn, order)),
+                        any(self.per_page.split_frozen_pages(pfn, order)),
+                    )
+                } {
+                    (Ok(()), Ok(())) => self.free_frozen_both(cpu, pfn, order.pages()),
+                    refused => refused,
+                },
+                None => return Ok(None),
+            },
             Op::Get { slot, page } => match self.page(slot, page) {
                 Some(pfn) => (
                     any(self.batched.get_page(pfn)),

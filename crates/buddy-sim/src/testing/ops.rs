@@ -37,6 +37,15 @@ pub enum Op {
         /// Allocation slot.
         slot: usize,
     },
+    /// `split_frozen_pages` of a recorded allocation at its order (an error for one with a
+    /// reference count); once split, its pages freed, as a run on one zone
+    /// (`free_contig_frozen_range`), one `free_frozen_page` at a time on the other.
+    SplitFrozen {
+        /// CPU.
+        cpu: usize,
+        /// Allocation slot.
+        slot: usize,
+    },
     /// `get_page` on a page of a recorded allocation.
     Get {
         /// Allocation slot.

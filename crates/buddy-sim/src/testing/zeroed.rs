@@ -428,6 +428,7 @@ impl ZeroedModel {
             }
             // References, poison and runs are the lockstep's: nothing to do here.
             Op::Split { .. }
+            | Op::SplitFrozen { .. }
             | Op::Get { .. }
             | Op::Put { .. }
             | Op::Poison { .. }
