@@ -915,83 +915,43 @@ fn peer_table(ctx: &SectionContext, iterations: u32, budget: Budget) -> PeerTabl
         }),
         peer_alloc_dealloc_512,
     );
-    measure(
-        format!("alloc 512 frames + free them {ONE_FRAME}"),
-        iterations / 10,
-        on_both!(|z, n| {
-            for _ in 0..n {
-                ours_one_frame(z);
-            }
-        }),
-        |p, n| {
-            for _ in 0..n {
-                theirs_one_frame(p);
-            }
-        },
-    );
-    // Allocation throughput: N blocks, then free them all.
-    let count = pair_count;
-    measure(
-        format!("{} x alloc order 0, then free all", count(0)),
-        count(0),
-        (ours_pairs::<0, Locked>, ours_pairs::<0, Local>),
-        theirs_pairs::<0>,
-    );
-    measure(
-        format!("{} x alloc order 3, then free all", count(3)),
-        count(3),
-        (ours_pairs::<3, Locked>, ours_pairs::<3, Local>),
-        theirs_pairs::<3>,
-    );
-    measure(
-        format!("{} x alloc order 9, then free all", count(9)),
-        count(9),
-        (ours_pairs::<9, Locked>, ours_pairs::<9, Local>),
-        theirs_pairs::<9>,
-    );
-
+    // An order-9 block split, its pages freed one at a time; `$ours` the buddy-sim
+    // iteration, the name after `$prefix`.
+    macro_rules! one_frame {
+        ($prefix:expr, $ours:ident) => {
+            measure(
+                format!("{}alloc 512 frames + free them {ONE_FRAME}", $prefix),
+                iterations / 10,
+                on_both!(|z, n| {
+                    for _ in 0..n {
+                        $ours(z);
+                    }
+                }),
+                |p, n| {
+                    for _ in 0..n {
+                        theirs_one_frame(p);
+                    }
+                },
+            )
+        };
+    }
+    one_frame!("", ours_one_frame);
+    // Allocation throughput: N blocks of each order, then free them all; `$ours` the
+    // buddy-sim loop, the name after `$prefix`.
+    macro_rules! throughput {
+        ($prefix:expr, $ours:ident, $($o:literal),+) => {$(
+            measure(
+                format!("{}{} x alloc order {}, then free all", $prefix, pair_count($o), $o),
+                pair_count($o),
+                ($ours::<$o, Locked>, $ours::<$o, Local>),
+                theirs_pairs::<$o>,
+            );
+        )+};
+    }
+    throughput!("", ours_pairs, 0, 3, 9);
     // The same rows with frozen blocks, no reference count: the peer keeps none.
-    measure(
-        format!("{FROZEN}alloc 512 frames + free them {ONE_FRAME}"),
-        iterations / 10,
-        on_both!(|z, n| {
-            for _ in 0..n {
-                ours_one_frame_frozen(z);
-            }
-        }),
-        |p, n| {
-            for _ in 0..n {
-                theirs_one_frame(p);
-            }
-        },
-    );
-    measure(
-        format!("{FROZEN}{} x alloc order 0, then free all", count(0)),
-        count(0),
-        (
-            ours_frozen_pairs::<0, Locked>,
-            ours_frozen_pairs::<0, Local>,
-        ),
-        theirs_pairs::<0>,
-    );
-    measure(
-        format!("{FROZEN}{} x alloc order 3, then free all", count(3)),
-        count(3),
-        (
-            ours_frozen_pairs::<3, Locked>,
-            ours_frozen_pairs::<3, Local>,
-        ),
-        theirs_pairs::<3>,
-    );
-    measure(
-        format!("{FROZEN}{} x alloc order 9, then free all", count(9)),
-        count(9),
-        (
-            ours_frozen_pairs::<9, Locked>,
-            ours_frozen_pairs::<9, Local>,
-        ),
-        theirs_pairs::<9>,
-    );
+    one_frame!(FROZEN, ours_one_frame_frozen);
+    throughput!(FROZEN, ours_frozen_pairs, 0, 3, 9);
 
     let mut slower = Slower::default();
     // The one-frame row, per frame (alloc and split included), for the floor's note.
