@@ -212,21 +212,19 @@ fn goals_table(order9: &Order9, slower: &Slower, over_floor: Estimate) -> Table 
             None => wall,
         }),
     ]);
-    for (rows, which) in [
+    for (kind, which) in [
         (
-            &slower.counted,
+            RowKind::Counted,
             "with a reference count per block (`alloc_raw`, `free_pages`)",
         ),
         (
-            &slower.frozen,
+            RowKind::Frozen,
             "with frozen blocks (`alloc_frozen_pages`, `free_frozen_pages`: no reference \
              count, as the peer keeps none)",
         ),
     ] {
-        let verdict = rows
-            .iter()
-            .map(|(_, v)| *v)
-            .fold(Verdict::Met, Verdict::and);
+        let rows: Vec<_> = slower.iter().filter(|r| r.0 == kind).collect();
+        let verdict = rows.iter().map(|r| r.2).fold(Verdict::Met, Verdict::and);
         goals.row(vec![
             Cell::text(format!(
                 ">= {PEER_GOAL}x buddy_system_allocator on every row that compares the same \
@@ -238,7 +236,7 @@ fn goals_table(order9: &Order9, slower: &Slower, over_floor: Estimate) -> Table 
                 format!(
                     "not clearly >= {PEER_GOAL}x on: {}",
                     rows.iter()
-                        .map(|(r, _)| r.as_str())
+                        .map(|r| r.1.as_str())
                         .collect::<Vec<_>>()
                         .join("; ")
                 )
@@ -269,7 +267,7 @@ fn goals_table(order9: &Order9, slower: &Slower, over_floor: Estimate) -> Table 
             }
         ));
     }
-    if !slower.counted.is_empty() || !slower.frozen.is_empty() {
+    if !slower.is_empty() {
         goals.note(
             "Where buddy-sim is not faster: in the alloc-then-free-all rows every block \
              passes through the buddy twice, once when a refill moves a batch of blocks to \
@@ -619,19 +617,30 @@ fn theirs_pairs<const O: u8>(p: &mut Peer, count: u32) {
     }
 }
 
-/// How the one-frame row frees, the end of its name.
-const ONE_FRAME: &str = "one frame at a time";
-
-/// The start of the name of a row whose blocks are frozen.
-const FROZEN: &str = "frozen, no reference count: ";
-
-/// The peer table's rows not clearly >= [`PEER_GOAL`], each with its ratio and verdict:
-/// those with a reference count per block, and those with frozen blocks.
-#[derive(Default)]
-struct Slower {
-    counted: Vec<(String, Verdict)>,
-    frozen: Vec<(String, Verdict)>,
+/// What a row of the peer table compares, and which goal row judges it.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum RowKind {
+    /// Different work from the peer's (see the table's note): shown, not judged.
+    Different,
+    /// The same work, buddy-sim's blocks with a reference count.
+    Counted,
+    /// The same work, buddy-sim's blocks frozen: no reference count, as the peer keeps none.
+    Frozen,
 }
+
+impl RowKind {
+    /// The start of the row's name.
+    const fn prefix(self) -> &'static str {
+        match self {
+            Self::Frozen => "frozen, no reference count: ",
+            Self::Different | Self::Counted => "",
+        }
+    }
+}
+
+/// The peer table's judged rows not clearly >= [`PEER_GOAL`]: each one's kind, its name
+/// with its ratio, and its verdict.
+type Slower = Vec<(RowKind, String, Verdict)>;
 
 /// One iteration of the one-frame row on buddy-sim: an order-9 block, split, then each of
 /// its pages freed on its own, as the peer's `dealloc(f + i, 1)`: no check of the whole run
@@ -668,106 +677,51 @@ fn theirs_one_frame(p: &mut Peer) {
     }
 }
 
-/// The frozen one-frame row's counted workload, on buddy-sim with CPU-local lists (the
-/// peer's is [`ONE_FRAME_COUNTED`]'s).
-pub const ONE_FRAME_FROZEN_COUNTED: Counted = Counted {
-    name: "one-frame-frozen-local",
-    ops: ONE_FRAME_RUNS,
-    run: |n| {
-        let z = local_cpu();
-        for _ in 0..n {
-            counted(&mut || ours_one_frame_frozen(&z));
-        }
-    },
-};
+/// For the instruction counts: `n` iterations of `iteration`, each inside [`counted`], on
+/// buddy-sim with CPU-local lists.
+fn count_local(n: u32, iteration: fn(&ZoneCpu<Local>)) {
+    let z = local_cpu();
+    for _ in 0..n {
+        counted(&mut || iteration(&z));
+    }
+}
+
+/// [`count_local`] on the peer.
+fn count_peer(n: u32, iteration: fn(&mut Peer)) {
+    let mut p = peer();
+    for _ in 0..n {
+        counted(&mut || iteration(&mut p));
+    }
+}
 
 /// Iterations of the one-frame row a count runs (and twice as many): enough that where the
 /// per-cpu list's drains fall (one every 1 217 frees) moves the count per frame by a few
 /// instructions at most.
 const ONE_FRAME_RUNS: u32 = 40;
 
-/// The one-frame row's counted workloads (callgrind, `report count`): `n` iterations, each
-/// inside [`counted`], on buddy-sim with CPU-local lists, then on the peer.
-pub const ONE_FRAME_COUNTED: [Counted; 2] = [
+/// The one-frame row's counted workloads (callgrind, `report count`): buddy-sim with
+/// CPU-local lists, with a reference count and frozen, then the peer.
+pub const ONE_FRAME_COUNTED: [Counted; 3] = [
     Counted {
         name: "one-frame-buddy-local",
         ops: ONE_FRAME_RUNS,
-        run: |n| {
-            let z = local_cpu();
-            for _ in 0..n {
-                counted(&mut || ours_one_frame(&z));
-            }
-        },
+        run: |n| count_local(n, ours_one_frame),
+    },
+    Counted {
+        name: "one-frame-frozen-local",
+        ops: ONE_FRAME_RUNS,
+        run: |n| count_local(n, ours_one_frame_frozen),
     },
     Counted {
         name: "one-frame-peer",
         ops: ONE_FRAME_RUNS,
-        run: |n| {
-            let mut p = peer();
-            for _ in 0..n {
-                counted(&mut || theirs_one_frame(&mut p));
-            }
-        },
+        run: |n| count_peer(n, theirs_one_frame),
     },
 ];
 
-/// For the instruction counts: `n` runs of the frozen throughput row of order `O`, each
-/// inside [`counted`], on buddy-sim with CPU-local lists.
-fn count_frozen_pairs<const O: u8>(n: u32) {
-    let z = local_cpu();
-    for _ in 0..n {
-        counted(&mut || ours_frozen_pairs::<O, Local>(&z, pair_count(O)));
-    }
-}
-
-/// The frozen throughput rows' orders and their counted workloads (buddy-sim with CPU-local
-/// lists; the peer's are [`PAIR_COUNTED`]'s).
-pub const FROZEN_PAIR_COUNTED: [(u8, Counted); 3] = [
-    (
-        0,
-        Counted {
-            name: "pairs-order0-frozen-local",
-            ops: 2,
-            run: count_frozen_pairs::<0>,
-        },
-    ),
-    (
-        3,
-        Counted {
-            name: "pairs-order3-frozen-local",
-            ops: 2,
-            run: count_frozen_pairs::<3>,
-        },
-    ),
-    (
-        9,
-        Counted {
-            name: "pairs-order9-frozen-local",
-            ops: 2,
-            run: count_frozen_pairs::<9>,
-        },
-    ),
-];
-
-/// For the instruction counts: `n` runs of the throughput row of order `O`, each inside
-/// [`counted`], on buddy-sim with CPU-local lists (`ours`) or on the peer.
-fn count_pairs<const O: u8>(n: u32, ours: bool) {
-    let count = pair_count(O);
-    if ours {
-        let z = local_cpu();
-        for _ in 0..n {
-            counted(&mut || ours_pairs::<O, Local>(&z, count));
-        }
-    } else {
-        let mut p = peer();
-        for _ in 0..n {
-            counted(&mut || theirs_pairs::<O>(&mut p, count));
-        }
-    }
-}
-
 /// The counted workloads of the throughput rows of `$o`s: per order, buddy-sim with
-/// CPU-local lists, then the peer.
+/// CPU-local lists, with a reference count and frozen, then the peer; each run one row's
+/// allocations, then its frees.
 macro_rules! pair_workloads {
     ($($o:literal),+) => {[$(
         (
@@ -776,20 +730,44 @@ macro_rules! pair_workloads {
                 Counted {
                     name: concat!("pairs-order", $o, "-buddy-local"),
                     ops: 2,
-                    run: |n| count_pairs::<$o>(n, true),
+                    run: |n| count_local(n, |z| ours_pairs::<$o, Local>(z, pair_count($o))),
+                },
+                Counted {
+                    name: concat!("pairs-order", $o, "-frozen-local"),
+                    ops: 2,
+                    run: |n| {
+                        count_local(n, |z| ours_frozen_pairs::<$o, Local>(z, pair_count($o)))
+                    },
                 },
                 Counted {
                     name: concat!("pairs-order", $o, "-peer"),
                     ops: 2,
-                    run: |n| count_pairs::<$o>(n, false),
+                    run: |n| count_peer(n, |p| theirs_pairs::<$o>(p, pair_count($o))),
                 },
             ],
         )
     ),+]};
 }
 
-/// The throughput rows' orders and their counted workloads (callgrind, `report count`).
-pub const PAIR_COUNTED: [(u8, [Counted; 2]); 3] = pair_workloads!(0, 3, 9);
+/// The throughput rows' orders and their counted workloads (callgrind, `report count`), as
+/// [`ONE_FRAME_COUNTED`]'s.
+pub const PAIR_COUNTED: [(u8, [Counted; 3]); 3] = pair_workloads!(0, 3, 9);
+
+/// A row's counted workloads `[ours, the peer's]` and the units (pairs, or frames) one
+/// counted run holds.
+type RowCounts = ([Counted; 2], f64);
+
+/// The counts of the throughput row of order `o` (`None` for an order not counted), `kind`
+/// saying which of buddy-sim's workloads.
+fn pair_counts(o: u8, kind: RowKind) -> Option<RowCounts> {
+    let &(_, [ours, frozen, peer]) = PAIR_COUNTED.iter().find(|(k, _)| *k == o)?;
+    let ours = if kind == RowKind::Frozen {
+        frozen
+    } else {
+        ours
+    };
+    Some(([ours, peer], f64::from(pair_count(o))))
+}
 
 /// A row's instructions per unit of its work (callgrind), ours and the peer's from its
 /// workloads `[ours, peer]`, each counted run holding `units` of them, with their ratio; or
@@ -861,11 +839,23 @@ fn peer_table(ctx: &SectionContext, iterations: u32, budget: Budget) -> PeerTabl
         local: local_cpu(),
         theirs: peer(),
     };
-    type Row = (String, Estimate, Estimate, Estimate, Estimate, Estimate);
+    /// A measured row: its kind, name and counts, ns per operation (buddy-sim under its
+    /// list lock, with CPU-local lists, the peer) and the speedups of both over the peer.
+    struct Row {
+        kind: RowKind,
+        name: String,
+        counts: Option<RowCounts>,
+        ns: [Estimate; 3],
+        speedup: Estimate,
+        local_speedup: Estimate,
+    }
     let mut rows: Vec<Row> = Vec::new();
     // Each row: our loop on both zones and theirs, measured round-robin; ns per operation.
     type Ours = (fn(&ZoneCpu<Locked>, u32), fn(&ZoneCpu<Local>, u32));
-    let mut measure = |name: String, ops: u32, (ours, local): Ours, theirs: fn(&mut Peer, u32)| {
+    let mut measure = |(kind, name, counts): (RowKind, String, Option<RowCounts>),
+                       ops: u32,
+                       (ours, local): Ours,
+                       theirs: fn(&mut Peer, u32)| {
         ctx.step(format!("peer: {name}"));
         let mut candidates: [PairCandidate; 3] = [
             Box::new(move |p: &mut Pair| ours(&p.ours, ops)),
@@ -874,14 +864,14 @@ fn peer_table(ctx: &SectionContext, iterations: u32, budget: Budget) -> PeerTabl
         ];
         let s = Samples::interleaved(budget, &mut pair, &mut candidates);
         let ns = |s: &Samples| s.seconds().map(|x| x * 1e9 / f64::from(ops));
-        rows.push((
+        rows.push(Row {
+            kind,
             name,
-            ns(&s[0]),
-            ns(&s[1]),
-            ns(&s[2]),
-            s[0].speedup_over(&s[2]),
-            s[1].speedup_over(&s[2]),
-        ));
+            counts,
+            ns: [ns(&s[0]), ns(&s[1]), ns(&s[2])],
+            speedup: s[0].speedup_over(&s[2]),
+            local_speedup: s[1].speedup_over(&s[2]),
+        });
     };
     fn peer_alloc_dealloc_512(p: &mut Peer, n: u32) {
         for _ in 0..n {
@@ -891,7 +881,11 @@ fn peer_table(ctx: &SectionContext, iterations: u32, budget: Budget) -> PeerTabl
     }
 
     measure(
-        "alloc 512 frames + split + free_contig_range (ours) / dealloc(512) (theirs)".into(),
+        (
+            RowKind::Different,
+            "alloc 512 frames + split + free_contig_range (ours) / dealloc(512) (theirs)".into(),
+            None,
+        ),
         iterations,
         on_both!(|z, n| {
             for _ in 0..n {
@@ -904,7 +898,11 @@ fn peer_table(ctx: &SectionContext, iterations: u32, budget: Budget) -> PeerTabl
         peer_alloc_dealloc_512,
     );
     measure(
-        "alloc 512 frames + free them as one block (free_pages order 9)".into(),
+        (
+            RowKind::Counted,
+            "alloc 512 frames + free them as one block (free_pages order 9)".into(),
+            None,
+        ),
         iterations,
         on_both!(|z, n| {
             for _ in 0..n {
@@ -915,12 +913,19 @@ fn peer_table(ctx: &SectionContext, iterations: u32, budget: Budget) -> PeerTabl
         }),
         peer_alloc_dealloc_512,
     );
-    // An order-9 block split, its pages freed one at a time; `$ours` the buddy-sim
-    // iteration, the name after `$prefix`.
+    // An order-9 block split, its pages freed one at a time: `$ours` the buddy-sim
+    // iteration, `$counted` its workload in [`ONE_FRAME_COUNTED`].
     macro_rules! one_frame {
-        ($prefix:expr, $ours:ident) => {
+        ($kind:expr, $ours:ident, $counted:literal) => {
             measure(
-                format!("{}alloc 512 frames + free them {ONE_FRAME}", $prefix),
+                (
+                    $kind,
+                    format!(
+                        "{}alloc 512 frames + free them one frame at a time",
+                        $kind.prefix()
+                    ),
+                    Some(([ONE_FRAME_COUNTED[$counted], ONE_FRAME_COUNTED[2]], 512.0)),
+                ),
                 iterations / 10,
                 on_both!(|z, n| {
                     for _ in 0..n {
@@ -935,79 +940,72 @@ fn peer_table(ctx: &SectionContext, iterations: u32, budget: Budget) -> PeerTabl
             )
         };
     }
-    one_frame!("", ours_one_frame);
     // Allocation throughput: N blocks of each order, then free them all; `$ours` the
-    // buddy-sim loop, the name after `$prefix`.
+    // buddy-sim loop.
     macro_rules! throughput {
-        ($prefix:expr, $ours:ident, $($o:literal),+) => {$(
+        ($kind:expr, $ours:ident, $($o:literal),+) => {$(
             measure(
-                format!("{}{} x alloc order {}, then free all", $prefix, pair_count($o), $o),
+                (
+                    $kind,
+                    format!(
+                        "{}{} x alloc order {}, then free all",
+                        $kind.prefix(),
+                        pair_count($o),
+                        $o
+                    ),
+                    pair_counts($o, $kind),
+                ),
                 pair_count($o),
                 ($ours::<$o, Locked>, $ours::<$o, Local>),
                 theirs_pairs::<$o>,
             );
         )+};
     }
-    throughput!("", ours_pairs, 0, 3, 9);
+    one_frame!(RowKind::Counted, ours_one_frame, 0);
+    throughput!(RowKind::Counted, ours_pairs, 0, 3, 9);
     // The same rows with frozen blocks, no reference count: the peer keeps none.
-    one_frame!(FROZEN, ours_one_frame_frozen);
-    throughput!(FROZEN, ours_frozen_pairs, 0, 3, 9);
+    one_frame!(RowKind::Frozen, ours_one_frame_frozen, 1);
+    throughput!(RowKind::Frozen, ours_frozen_pairs, 0, 3, 9);
 
-    let mut slower = Slower::default();
+    let mut slower = Slower::new();
     // The one-frame row, per frame (alloc and split included), for the floor's note.
     let one_frame = rows
         .iter()
-        .find(|r| r.0.ends_with(ONE_FRAME) && !r.0.starts_with(FROZEN))
-        .map(|r| (r.2.median / 512.0, r.3.median / 512.0));
-    // The first row compares different work (see the note): it is shown, not judged.
-    for (i, (name, ours, local, theirs, speedup, local_speedup)) in rows.into_iter().enumerate() {
-        let verdict = local_speedup.judge(PEER_GOAL, true);
-        let frozen = name.starts_with(FROZEN);
-        if i > 0 && verdict != Verdict::Met {
-            let row = (format!("{name} ({})", ratio_text(local_speedup)), verdict);
-            if frozen {
-                slower.frozen.push(row);
-            } else {
-                slower.counted.push(row);
+        .find(|r| {
+            r.counts
+                .is_some_and(|([w, _], _)| w.name == ONE_FRAME_COUNTED[0].name)
+        })
+        .map(|r| (r.ns[1].median / 512.0, r.ns[2].median / 512.0));
+    for r in rows {
+        let verdict = r.local_speedup.judge(PEER_GOAL, true);
+        if r.kind != RowKind::Different {
+            if verdict != Verdict::Met {
+                let row = format!("{} ({})", r.name, ratio_text(r.local_speedup));
+                slower.push((r.kind, row, verdict));
             }
-        }
-        if i > 0 {
             ctx.headline(
-                format!("buddy-sim (CPU-local lists) over buddy_system_allocator: {name}"),
-                local_speedup,
+                format!(
+                    "buddy-sim (CPU-local lists) over buddy_system_allocator: {}",
+                    r.name
+                ),
+                r.local_speedup,
             );
         }
-        // Its counted workloads and the units (pairs, or frames) one counted run holds.
-        let counted = PAIR_COUNTED
-            .iter()
-            .find(|(o, _)| name.contains(&format!("x alloc order {o},")))
-            .map(|&(o, [ours, peer])| {
-                let ours = match FROZEN_PAIR_COUNTED.iter().find(|(f, _)| *f == o) {
-                    Some(&(_, frozen_ours)) if frozen => frozen_ours,
-                    _ => ours,
-                };
-                ([ours, peer], f64::from(pair_count(o)))
-            })
-            .or_else(|| {
-                let [ours, peer] = ONE_FRAME_COUNTED;
-                let ours = if frozen {
-                    ONE_FRAME_FROZEN_COUNTED
-                } else {
-                    ours
-                };
-                name.ends_with(ONE_FRAME).then_some(([ours, peer], 512.0))
-            });
         // The misses first: their runs under the cache simulation count the instructions too.
-        let misses = counted.map_or_else(|| "-".into(), |(w, units)| row_l1d_misses(w, units));
-        let instructions =
-            counted.map_or_else(|| "-".into(), |(w, units)| row_instructions(w, units));
+        let misses = r
+            .counts
+            .map_or_else(|| "-".into(), |(w, units)| row_l1d_misses(w, units));
+        let instructions = r
+            .counts
+            .map_or_else(|| "-".into(), |(w, units)| row_instructions(w, units));
+        let [ours, local, theirs] = r.ns;
         t.row(vec![
-            Cell::text(name),
+            Cell::text(r.name),
             Cell::estimate(ours, 0, ""),
             Cell::estimate(local, 0, ""),
             Cell::estimate(theirs, 0, ""),
-            Cell::ratio_ci(speedup),
-            Cell::ratio_ci(local_speedup),
+            Cell::ratio_ci(r.speedup),
+            Cell::ratio_ci(r.local_speedup),
             Cell::text(instructions),
             Cell::text(misses),
         ]);
@@ -1021,7 +1019,7 @@ fn peer_table(ctx: &SectionContext, iterations: u32, budget: Budget) -> PeerTabl
          the second the same work. One frame at a time: `free_pages` of each order-0 page \
          of the split block (it drops the page's reference, checks it and frees it to the \
          per-cpu list; drains merge), as the peer's `dealloc(f + i, 1)`. Rows named \
-         \"{FROZEN}...\" make the same calls with frozen blocks (`alloc_frozen_pages`, \
+         \"{}...\" make the same calls with frozen blocks (`alloc_frozen_pages`, \
          `free_frozen_pages`; one frame at a time: `split_frozen_pages`, then \
          `free_frozen_page` of each page), which have no reference count to drop, so no \
          compare-and-swap, as the peer keeps none; each free still checks the block's head. \
@@ -1038,6 +1036,7 @@ fn peer_table(ctx: &SectionContext, iterations: u32, budget: Budget) -> PeerTabl
          CPU; it simulates no L2), reads and writes: lines an operation reaches that are not \
          in L1.",
         ZONE_FRAMES >> 10,
+        RowKind::Frozen.prefix(),
         2 * ONE_FRAME_RUNS,
         ONE_FRAME_RUNS,
     ));

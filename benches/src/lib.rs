@@ -54,8 +54,6 @@ pub fn counted_workloads() -> Vec<count::Workload> {
     let mut all = contig_free::COUNTED.to_vec();
     all.extend(contig_free::PAIR_COUNTED.iter().flat_map(|(_, w)| *w));
     all.extend(contig_free::ONE_FRAME_COUNTED);
-    all.extend(contig_free::FROZEN_PAIR_COUNTED.map(|(_, w)| w));
-    all.push(contig_free::ONE_FRAME_FROZEN_COUNTED);
     all.extend(clearing::COUNTED);
     all.extend(young::COUNTED);
     all.extend(guest::COUNTED);

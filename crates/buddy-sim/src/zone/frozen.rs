@@ -346,8 +346,9 @@ where
     /// written without a compare-and-swap, as its free reads them.
     #[allow(unsafe_code)]
     pub unsafe fn split_frozen_pages(&self, pfn: Pfn, order: Order) -> Result<(), FreeError> {
-        let idx = self.map().index(pfn)?;
-        if self.map().frame(idx).load() != Word::frozen_block(order.get()) {
+        let m = self.map();
+        let idx = m.index(pfn)?;
+        if m.frame(idx).load() != Word::frozen_block(order.get()) {
             return Err(self.not_frozen_block(idx, order));
         }
         // SAFETY: a frozen block of `order` (read above) the caller owns, split by no
