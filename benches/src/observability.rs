@@ -28,36 +28,37 @@ struct Silent;
 
 impl ZoneEvents for Silent {}
 
+/// The CPUs of every zone here.
+const CPUS: usize = 2;
+
 /// A hook counting frames allocated and freed per CPU, as Linux's per-CPU vmstat counters.
 struct PerCpuCounts {
-    alloc: [AtomicU64; 2],
-    free: [AtomicU64; 2],
+    alloc: [AtomicU64; CPUS],
+    free: [AtomicU64; CPUS],
 }
 
 impl ZoneEvents for PerCpuCounts {
     #[inline]
     fn page_alloc(&self, e: &PageAlloc<'_>) {
-        if let Some(c) = self.alloc.get(e.cpu.get()) {
-            c.fetch_add(e.order.pages(), Ordering::Relaxed);
-        }
+        // A zone of `CPUS` CPUs numbers them below `CPUS`: the remainder is the number,
+        // and an index the compiler knows is in bounds (no check, as `this_cpu_add`).
+        self.alloc[e.cpu.get() % CPUS].fetch_add(e.order.pages(), Ordering::Relaxed);
     }
 
     #[inline]
     fn page_free(&self, e: &PageFree<'_>) {
-        if let Some(c) = self.free.get(e.cpu.get()) {
-            c.fetch_add(e.order.pages(), Ordering::Relaxed);
-        }
+        self.free[e.cpu.get() % CPUS].fetch_add(e.order.pages(), Ordering::Relaxed);
     }
 }
 
 static COUNTS: PerCpuCounts = PerCpuCounts {
-    alloc: [const { AtomicU64::new(0) }; 2],
-    free: [const { AtomicU64::new(0) }; 2],
+    alloc: [const { AtomicU64::new(0) }; CPUS],
+    free: [const { AtomicU64::new(0) }; CPUS],
 };
 
 /// A two-CPU zone of [`FRAMES`] frames whose per-CPU storage is `pcps`.
 fn zone<P: PerCpuSet<buddy_sim::DefaultRawMutex>>(pcps: P) -> Zone<Vec<Frame>, P> {
-    let cfg = ZoneConfig::new(Pfn(0x10_0000), FRAMES).with_cpus(2);
+    let cfg = ZoneConfig::new(Pfn(0x10_0000), FRAMES).with_cpus(CPUS);
     let frames = (0..FRAMES).map(|_| Frame::new()).collect();
     let z = must(Zone::new_empty(cfg, frames, pcps));
     must(z.add_memory(cfg.start, FRAMES));
@@ -65,7 +66,7 @@ fn zone<P: PerCpuSet<buddy_sim::DefaultRawMutex>>(pcps: P) -> Zone<Vec<Frame>, P
 }
 
 fn slots() -> Vec<PerCpu> {
-    (0..2).map(|_| PerCpu::new()).collect()
+    (0..CPUS).map(|_| PerCpu::new()).collect()
 }
 
 /// `n` page pairs on CPU 0 of `z`, each counted.
@@ -96,7 +97,7 @@ fn free_init_pairs(n: u32, poison: bool) {
     // reaches while this function runs; `ram` outlives the zone.
     let clearer =
         must(unsafe { buddy_sim::FrameClearer::direct_map(start, ram.as_mut_ptr().cast()) });
-    let cfg = ZoneConfig::new(start, BACKED_FRAMES).with_cpus(2);
+    let cfg = ZoneConfig::new(start, BACKED_FRAMES).with_cpus(CPUS);
     let frames = (0..BACKED_FRAMES).map(|_| Frame::new()).collect();
     let z = must(Zone::new_empty(cfg, frames, slots()));
     if poison && let Err(e) = z.set_page_poison(clearer) {
