@@ -8,7 +8,7 @@
 //! 2. Against `buddy_system_allocator::FrameAllocator`: whole-run free, one-frame frees, and
 //!    allocation throughput for orders 0, 3 and 9.
 
-use crate::count::{self, Workload as Counted, counted};
+use crate::count::{self, Cache, Workload as Counted, counted};
 use crate::measure::{Budget, Estimate, Samples, Verdict};
 use crate::report::{ratio_text, thread};
 use crate::{Cell, Plot, Section, SectionContext, Table, must, order};
@@ -281,7 +281,16 @@ fn goals_table(order9: &Order9, slower: &Slower, over_floor: Estimate) -> Table 
              L2 hit), where buddy_system_allocator keeps its free blocks as 8-byte keys in \
              one B-tree per order, whose nodes mostly stay in L1. At order 3 buddy-sim \
              executes fewer instructions than the peer and loses the difference to those \
-             misses and the compare-and-swap. One-frame frees \
+             misses and the compare-and-swap; they are misses for lack of capacity (a fully \
+             associative L1 of the same size misses as often: the heads of 16384 blocks are \
+             16384 lines). At order 9 they are set conflicts (the fully associative L1 \
+             misses none): 256 heads are 256 lines, which fit, but heads 512 frames apart \
+             lie 512 x 24 bytes = 12 KiB apart, a multiple of the 4 KiB one way of an x86 \
+             L1 data cache spans (its set is picked by the address bits inside a 4 KiB \
+             page), so they all pick one set, of 8 to 12 ways. Any frame record of a \
+             multiple of 8 bytes does this (Linux's 64-byte struct page puts them 32 KiB \
+             apart); spreading the heads over the sets means an index computation on every \
+             frame access, the order-0 paths' included. One-frame frees \
              gained from draining runs of consecutive pages as aligned blocks (a split \
              block freed page by page merges once per block, not once per page). The \
              frozen rows make the same calls without the reference count: the difference \
@@ -785,14 +794,24 @@ fn row_instructions([ours, peer]: [Counted; 2], units: f64) -> String {
 }
 
 /// A row's L1 data-cache misses per unit of its work (callgrind's cache simulation), ours
-/// and the peer's, as [`row_instructions`]; or why not counted.
+/// and the peer's, as [`row_instructions`], in this CPU's L1 and then in a fully associative
+/// one of its size (what remains there is capacity; the difference, set conflicts); or why
+/// not counted.
 fn row_l1d_misses([ours, peer]: [Counted; 2], units: f64) -> String {
-    match (
-        count::l1d_misses_per_op(ours),
-        count::l1d_misses_per_op(peer),
-    ) {
-        (Ok(ours), Ok(peer)) => format!("{:.2} / {:.2}", ours / units, peer / units),
-        (Err(e), _) | (_, Err(e)) => format!("not counted: {e}"),
+    let misses = |cache| {
+        Ok::<_, String>((
+            count::l1d_misses_per_op(ours, cache)? / units,
+            count::l1d_misses_per_op(peer, cache)? / units,
+        ))
+    };
+    match (misses(Cache::ThisCpu), misses(Cache::FullyAssociative)) {
+        (Ok((ours, peer)), Ok((ours_fa, peer_fa))) => {
+            format!("{ours:.2} / {peer:.2} (fully associative: {ours_fa:.2} / {peer_fa:.2})")
+        }
+        (Ok((ours, peer)), Err(e)) => {
+            format!("{ours:.2} / {peer:.2} (fully associative: not counted: {e})")
+        }
+        (Err(e), _) => format!("not counted: {e}"),
     }
 }
 
@@ -826,7 +845,7 @@ fn peer_table(ctx: &SectionContext, iterations: u32, budget: Budget) -> PeerTabl
             "speedup",
             "speedup, CPU-local lists",
             "instructions per pair (one frame at a time: per frame), CPU-local / peer (callgrind)",
-            "L1d misses per pair (per frame), CPU-local / peer (callgrind's cache simulation)",
+            "L1d misses per pair (per frame), CPU-local / peer (callgrind's cache simulation: this CPU's L1, and one of its size fully associative)",
         ],
     );
     t.note(format!(
@@ -1034,7 +1053,10 @@ fn peer_table(ctx: &SectionContext, iterations: u32, budget: Budget) -> PeerTabl
          less {}, per frame freed. L1d misses: the same runs under callgrind's \
          cache simulation (`--cache-sim=yes`, the L1 data cache valgrind configures from this \
          CPU; it simulates no L2), reads and writes: lines an operation reaches that are not \
-         in L1.",
+         in L1; in parentheses the same runs with an L1 of the same size and line in which \
+         any line may go anywhere (`--D1=size,size/line,line`): what misses there lacks \
+         capacity, and what misses only in the CPU's L1 is a set conflict, more lines whose \
+         addresses pick one set than the set has ways.",
         ZONE_FRAMES >> 10,
         RowKind::Frozen.prefix(),
         2 * ONE_FRAME_RUNS,

@@ -11,7 +11,10 @@
 //! [`l1d_misses_per_op`] counts the same way under callgrind's cache simulation (the L1 data
 //! cache valgrind configures from this CPU): how many distinct lines a workload's operation
 //! reaches beyond what stays in L1, which instruction counts do not show. Simulated, so as
-//! exact and repeatable as the instructions.
+//! exact and repeatable as the instructions. [`Cache::FullyAssociative`] simulates an L1 of
+//! the same size and line in which any line may go anywhere: a miss the CPU's L1 has and that
+//! one does not is a set conflict (lines whose addresses pick the same set, more of them than
+//! the set has ways), not a lack of capacity.
 
 use std::process::{Command, ExitCode};
 use std::sync::Mutex;
@@ -65,17 +68,61 @@ pub fn main(args: &[String], all: &[Workload]) -> ExitCode {
 /// # Errors
 /// Why no count came back: valgrind missing or failing, or no count in its output.
 pub fn per_op(w: Workload) -> Result<f64, String> {
-    memo(w, false).map(|c| c.instructions)
+    memo(w, None).map(|c| c.instructions)
+}
+
+/// The L1 data cache callgrind simulates.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Cache {
+    /// The one valgrind configures from this CPU (its size, ways and line).
+    ThisCpu,
+    /// One of this CPU's L1 data cache's size and line, fully associative (as many ways as
+    /// lines): it misses only for lack of capacity.
+    FullyAssociative,
 }
 
 /// L1 data-cache misses (reads and writes) per operation of `w` in callgrind's cache
-/// simulation, counted once per process as [`per_op`]. The same runs count the
+/// simulation of `cache`, counted once per process as [`per_op`]. The same runs count the
 /// instructions, which [`per_op`] then reuses.
 ///
 /// # Errors
-/// As [`per_op`].
-pub fn l1d_misses_per_op(w: Workload) -> Result<f64, String> {
-    memo(w, true).map(|c| c.l1d_misses.unwrap_or_default())
+/// As [`per_op`]; for [`Cache::FullyAssociative`], also this CPU's L1 data cache not found
+/// in `/sys/devices/system/cpu/cpu0/cache`.
+pub fn l1d_misses_per_op(w: Workload, cache: Cache) -> Result<f64, String> {
+    memo(w, Some(cache)).map(|c| c.l1d_misses.unwrap_or_default())
+}
+
+/// callgrind's `--D1=size,ways,line` for a fully associative cache of this CPU's L1 data
+/// cache's size and line (Linux's sysfs cache description of CPU 0).
+fn fully_associative_l1d() -> Result<String, String> {
+    let dir = std::path::Path::new("/sys/devices/system/cpu/cpu0/cache");
+    let read = |index: &std::path::Path, f: &str| {
+        std::fs::read_to_string(index.join(f)).map(|s| s.trim().to_owned())
+    };
+    let entries = std::fs::read_dir(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    for e in entries.flatten() {
+        let index = e.path();
+        if read(&index, "level").ok().as_deref() != Some("1")
+            || read(&index, "type").ok().as_deref() != Some("Data")
+        {
+            continue;
+        }
+        let bytes = |s: String| -> Option<u64> {
+            match s.strip_suffix('K') {
+                Some(k) => k.parse::<u64>().ok()?.checked_mul(1024),
+                None => s.parse().ok(),
+            }
+        };
+        let size = read(&index, "size").ok().and_then(bytes);
+        let line = read(&index, "coherency_line_size").ok().and_then(bytes);
+        return match (size, line) {
+            (Some(size), Some(line)) if line > 0 && size % line == 0 => {
+                Ok(format!("--D1={size},{},{line}", size / line))
+            }
+            _ => Err(format!("{}: no size or line size", index.display())),
+        };
+    }
+    Err(format!("no level-1 data cache in {}", dir.display()))
 }
 
 /// What callgrind counted for one workload: per operation, or in total for one run.
@@ -87,33 +134,29 @@ struct Counts {
     l1d_misses: Option<f64>,
 }
 
-/// [`count_per_op`] of `w`, once per process: again only to add the cache simulation
-/// (`cache_sim`) to a count made without it.
-fn memo(w: Workload, cache_sim: bool) -> Result<Counts, String> {
-    type Memo = Vec<(&'static str, Result<Counts, String>)>;
+/// [`count_per_op`] of `w`, once per process and cache simulation (`None`: none). A count
+/// with a simulation also gives the instructions, which a count without one reuses.
+fn memo(w: Workload, cache: Option<Cache>) -> Result<Counts, String> {
+    type Memo = Vec<((&'static str, Option<Cache>), Result<Counts, String>)>;
     static COUNTS: Mutex<Memo> = Mutex::new(Vec::new());
     let mut counts = COUNTS
         .lock()
         .unwrap_or_else(std::sync::PoisonError::into_inner);
-    let known = counts.iter().position(|(k, _)| *k == w.name);
-    if let Some(i) = known {
-        match &counts[i].1 {
-            Ok(c) if cache_sim && c.l1d_misses.is_none() => {}
-            r => return r.clone(),
-        }
+    let known = counts
+        .iter()
+        .find(|((k, c), r)| *k == w.name && (*c == cache || (cache.is_none() && r.is_ok())));
+    if let Some((_, r)) = known {
+        return r.clone();
     }
-    let r = count_per_op(w, cache_sim);
-    match known {
-        Some(i) => counts[i].1 = r.clone(),
-        None => counts.push((w.name, r.clone())),
-    }
+    let r = count_per_op(w, cache);
+    counts.push(((w.name, cache), r.clone()));
     r
 }
 
-fn count_per_op(w: Workload, cache_sim: bool) -> Result<Counts, String> {
+fn count_per_op(w: Workload, cache: Option<Cache>) -> Result<Counts, String> {
     let n = w.ops;
-    let one = collected(w, n, cache_sim)?;
-    let two = collected(w, 2 * n, cache_sim)?;
+    let one = collected(w, n, cache)?;
+    let two = collected(w, 2 * n, cache)?;
     let per_op = |two: f64, one: f64| {
         if two < one {
             Err(format!("{}: {two} events for 2N < {one} for N", w.name))
@@ -130,9 +173,9 @@ fn count_per_op(w: Workload, cache_sim: bool) -> Result<Counts, String> {
     })
 }
 
-/// What callgrind collected inside [`counted`] for `n` operations, with its cache
-/// simulation if `cache_sim`.
-fn collected(w: Workload, n: u32, cache_sim: bool) -> Result<Counts, String> {
+/// What callgrind collected inside [`counted`] for `n` operations, with its simulation of
+/// `cache` if one is given.
+fn collected(w: Workload, n: u32, cache: Option<Cache>) -> Result<Counts, String> {
     let exe = std::env::current_exe().map_err(|e| format!("own executable: {e}"))?;
     let mut valgrind = Command::new("valgrind");
     valgrind.args([
@@ -141,8 +184,14 @@ fn collected(w: Workload, n: u32, cache_sim: bool) -> Result<Counts, String> {
         "--collect-atstart=no",
         &format!("--toggle-collect={COUNTED_SYMBOL}"),
     ]);
-    if cache_sim {
-        valgrind.arg("--cache-sim=yes");
+    match cache {
+        Some(Cache::ThisCpu) => {
+            valgrind.arg("--cache-sim=yes");
+        }
+        Some(Cache::FullyAssociative) => {
+            valgrind.args(["--cache-sim=yes", &fully_associative_l1d()?]);
+        }
+        None => {}
     }
     let out = valgrind
         .arg(exe)
@@ -169,7 +218,7 @@ fn collected(w: Workload, n: u32, cache_sim: bool) -> Result<Counts, String> {
                 .map(str::parse)
                 .collect::<Result<_, _>>()
                 .ok()?;
-            let l1d_misses = if cache_sim {
+            let l1d_misses = if cache.is_some() {
                 Some((fields.get(4)? + fields.get(5)?) as f64)
             } else {
                 None
