@@ -107,22 +107,48 @@ fn fully_associative_l1d() -> Result<String, String> {
         {
             continue;
         }
-        let bytes = |s: String| -> Option<u64> {
-            match s.strip_suffix('K') {
-                Some(k) => k.parse::<u64>().ok()?.checked_mul(1024),
-                None => s.parse().ok(),
-            }
-        };
-        let size = read(&index, "size").ok().and_then(bytes);
-        let line = read(&index, "coherency_line_size").ok().and_then(bytes);
-        return match (size, line) {
-            (Some(size), Some(line)) if line > 0 && size % line == 0 => {
-                Ok(format!("--D1={size},{},{line}", size / line))
-            }
-            _ => Err(format!("{}: no size or line size", index.display())),
-        };
+        let (size, line) = (read(&index, "size"), read(&index, "coherency_line_size"));
+        return size
+            .ok()
+            .zip(line.ok())
+            .and_then(|(size, line)| fully_associative_option(&size, &line))
+            .ok_or_else(|| format!("{}: no size or line size", index.display()));
     }
     Err(format!("no level-1 data cache in {}", dir.display()))
+}
+
+/// callgrind's `--D1` option for a fully associative cache of `size` bytes (sysfs's "48K")
+/// in lines of `line` bytes: as many ways as lines. `None` for what does not parse or does
+/// not divide into lines.
+fn fully_associative_option(size: &str, line: &str) -> Option<String> {
+    let bytes = |s: &str| -> Option<u64> {
+        match s.strip_suffix('K') {
+            Some(k) => k.parse::<u64>().ok()?.checked_mul(1024),
+            None => s.parse().ok(),
+        }
+    };
+    let (size, line) = (bytes(size)?, bytes(line)?);
+    (line > 0 && size % line == 0).then(|| format!("--D1={size},{},{line}", size / line))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::fully_associative_option;
+
+    #[test]
+    fn fully_associative_option_has_a_way_per_line() {
+        assert_eq!(
+            fully_associative_option("48K", "64").as_deref(),
+            Some("--D1=49152,768,64")
+        );
+        assert_eq!(
+            fully_associative_option("32768", "64").as_deref(),
+            Some("--D1=32768,512,64")
+        );
+        assert_eq!(fully_associative_option("48K", "0"), None);
+        assert_eq!(fully_associative_option("100", "64"), None);
+        assert_eq!(fully_associative_option("big", "64"), None);
+    }
 }
 
 /// What callgrind counted for one workload: per operation, or in total for one run.
