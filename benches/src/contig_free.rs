@@ -287,7 +287,10 @@ fn goals_table(order9: &Order9, slower: &Slower, over_floor: Estimate) -> Table 
              misses none): 256 heads are 256 lines, which fit, but heads 512 frames apart \
              lie 512 x 24 bytes = 12 KiB apart, a multiple of the 4 KiB one way of an x86 \
              L1 data cache spans (its set is picked by the address bits inside a 4 KiB \
-             page), so they all pick one set, of 8 to 12 ways. Any frame record of a \
+             page), so they all pick one set, of 8 to 12 ways. A pair writes the head \
+             when the block is handed out and reads it when it comes back (the free's \
+             check), 255 other heads in between: both miss, 2 a pair, whatever path the \
+             block takes between. Any frame record of a \
              multiple of 8 bytes does this (Linux's 64-byte struct page puts them 32 KiB \
              apart); spreading the heads over the sets means an index computation on every \
              frame access, the order-0 paths' included. One-frame frees \
