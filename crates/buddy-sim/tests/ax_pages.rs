@@ -439,7 +439,8 @@ fn a_static_allocator_is_built_at_compile_time() {
     type Static = AxPageAllocator<'static, [Frame; 64], [PerCpu; 2], DefaultRawMutex>;
     static ZONE: StaticZone<64, 2> =
         StaticZone::new_static_empty(ZoneConfig::new(Pfn(0x4000), 64).with_cpus(2));
-    // SAFETY: no memory behind the zone (module docs).
+    // SAFETY: no memory behind the zone (module docs); its frames, at 64 MiB, all have
+    // addresses at offset 0.
     const ON_CPU_1: Result<Static, BuddyError> =
         unsafe { AxPageAllocator::new_static(&ZONE, 1, 0) };
     let mut a = ON_CPU_1.unwrap();
@@ -714,4 +715,51 @@ fn blocks_aligned_above_their_size_are_aligned_frozen_blocks() {
     odd.dealloc_pages(one, 2);
     assert_eq!(odd.last_error(), None);
     z.check().unwrap();
+}
+
+/// An allocator is made only over a zone whose every frame has a position: at the top of
+/// the address space, the zone whose last frame's address is the last page's, and refused
+/// one frame further or one page of offset more (`DirectMapRange`), with nothing changed.
+#[test]
+fn every_frame_has_a_position_or_no_allocator() {
+    use buddy_sim::ConfigError;
+    let top = (usize::MAX / PAGE) as u64; // the last frame an address reaches, offset 0
+    let edge = common::empty_zone(ZoneConfig::new(Pfn(top - 15), 16).with_cpus(2)).unwrap();
+    let past = common::empty_zone(ZoneConfig::new(Pfn(top - 15), 17).with_cpus(2)).unwrap();
+    assert_eq!(
+        ax(&past, 0, 0).map(drop),
+        Err(BuddyError::Config(ConfigError::DirectMapRange {
+            offset: 0,
+            last: top + 1
+        }))
+    );
+    assert_eq!(
+        ax(&edge, 0, PAGE).map(drop),
+        Err(BuddyError::Config(ConfigError::DirectMapRange {
+            offset: PAGE,
+            last: top
+        }))
+    );
+    let mut a = ax(&edge, 0, 0).unwrap();
+    let base = (top - 15) as usize * PAGE;
+    // [base, base + 16 pages) ends at 2^64: `init` cannot name it, and says so.
+    a.init(base, 16 * PAGE);
+    assert_eq!(a.last_error(), Some(BuddyError::Overflow));
+    a.init(base, 15 * PAGE);
+    assert_eq!(a.last_error(), None);
+    edge.add_memory(Pfn(top), 1).unwrap();
+    let mut held: Vec<usize> = (0..16).map(|_| a.alloc_pages(1, PAGE).unwrap()).collect();
+    held.sort_unstable();
+    let all: Vec<usize> = (0..16).map(|i| base + i * PAGE).collect();
+    assert_eq!(held, all, "each frame once, at its own address");
+    assert!(matches!(a.alloc_pages(1, PAGE), Err(AllocError::NoMemory)));
+    for pos in held {
+        a.dealloc_pages(pos, 1);
+        assert_eq!(a.last_error(), None);
+    }
+    let run = a.alloc_pages(16, 16 * PAGE).unwrap();
+    assert_eq!(run, base);
+    a.dealloc_pages(run, 16);
+    assert_eq!((a.used_pages(), a.last_error()), (0, None));
+    edge.check().unwrap();
 }

@@ -21,6 +21,7 @@ use crate::decompose::decompose;
 use crate::error::NoSuchCpu;
 use crate::error::alloc::AllocError as ZoneAllocError;
 use crate::error::buddy::BuddyError;
+use crate::error::config::ConfigError;
 use crate::error::free::FreeError;
 use crate::frame::{Frame, FrameState, Word};
 use crate::frame_storage::FrameStorage;
@@ -31,6 +32,7 @@ use crate::mobility::contig_alloc::Take;
 use crate::request::AllocRequest;
 use crate::types::{FrameIdx, Order};
 use crate::zone::Zone;
+use crate::zone::config::ZoneConfig;
 use crate::zone::cpu::{Access, Cpu};
 use crate::zone::pcp::PerCpu;
 use crate::zone::per_cpu_set::PerCpuSet;
@@ -117,7 +119,8 @@ where
     ///
     /// # Errors
     /// [`BuddyError::BadCpu`]; [`BuddyError::Config`] if `offset` is not a multiple of
-    /// 4 KiB.
+    /// 4 KiB, or if a frame of the zone has no address at that offset (past the address
+    /// space: [`ConfigError::DirectMapRange`]).
     ///
     /// # Safety
     /// `axallocator`'s `dealloc_pages` is a safe call that frees: every run its caller hands
@@ -136,7 +139,7 @@ where
             pcp,
             current_cpu: None,
             local: false,
-            map: DirectMap::new(offset)?,
+            map: direct_map(zone.config(), offset)?,
             last_error: None,
         })
     }
@@ -204,9 +207,11 @@ where
         self.map.pfn_at(pos)
     }
 
-    /// The position of frame `pfn`.
-    fn pos_of(&self, pfn: Pfn) -> Option<usize> {
-        self.map.addr_of(pfn)
+    /// The position of frame `pfn`, a frame of the zone (each has one: checked when this
+    /// allocator was made).
+    #[inline(always)]
+    fn pos_of(&self, pfn: Pfn) -> usize {
+        self.map.addr_in(pfn)
     }
 
     /// The order of a block aligned to `align` bytes at a position ([`DirectMap::align_order`]).
@@ -235,7 +240,7 @@ where
     #[inline(always)]
     fn position<E: Into<BuddyError>>(&mut self, r: Result<Pfn, E>) -> AllocResult<usize> {
         let pfn = self.outcome(r)?;
-        self.pos_of(pfn).ok_or(AllocError::InvalidParam)
+        Ok(self.pos_of(pfn))
     }
 
     /// Takes exactly the frames `[pfn, pfn + pages)`, each as an order-0 page; all or
@@ -295,7 +300,7 @@ where
             // The common case without `outcome`'s error mapping.
             Ok(pfn) => {
                 self.last_error = None;
-                self.pos_of(pfn).ok_or(AllocError::InvalidParam)
+                Ok(self.pos_of(pfn))
             }
             Err(e) => self.outcome(Err(e)),
         }
@@ -404,8 +409,7 @@ where
         }
         .map_err(drop)?;
         self.last_error = None;
-        // A position for every frame of the zone (checked at `new`).
-        self.pos_of(pfn).ok_or(())
+        Ok(self.pos_of(pfn))
     }
 
     /// Frees the block of `pages` (a power of two) pages at `pos` if it is one frozen block
@@ -525,7 +529,8 @@ impl<'z, const FRAMES: usize, const CPUS: usize, R: RawMutex>
     ///     buddy_sim::ZoneConfig::new(Pfn(0x1000), 512),
     /// );
     /// type Pages = AxPageAllocator<'static, [Frame; 512], [PerCpu; 1], DefaultRawMutex>;
-    /// // SAFETY: the example frees only runs it allocated, once each.
+    /// // SAFETY: the example frees only runs it allocated, once each; the zone's frames, at
+    /// // 16 MiB, all have addresses at offset 0.
     /// const PAGES: Pages = match unsafe { AxPageAllocator::new_static(&ZONE, 0, 0) } {
     ///     Ok(pages) => pages,
     ///     Err(_) => panic!("CPU 0 and a page-aligned offset"),
@@ -542,7 +547,10 @@ impl<'z, const FRAMES: usize, const CPUS: usize, R: RawMutex>
     /// `offset` is not a multiple of 4 KiB.
     ///
     /// # Safety
-    /// As [`AxPageAllocator::new`].
+    /// As [`AxPageAllocator::new`]; and every frame of the zone has an address at `offset`
+    /// (`pfn * 4 KiB + offset` stays below `usize::MAX`), which `new` checks and a `const fn`
+    /// cannot (it cannot read a `static` zone's span): the positions this allocator hands out
+    /// are computed without a check.
     #[allow(unsafe_code)]
     pub const unsafe fn new_static(
         zone: &'z Zone<[Frame; FRAMES], [PerCpu<R>; CPUS], R>,
@@ -567,6 +575,23 @@ impl<'z, const FRAMES: usize, const CPUS: usize, R: RawMutex>
     }
 }
 
+/// The direct map at `offset` for a zone of `cfg`, every frame of whose span it gives an
+/// address, so that an allocation's position needs no check.
+///
+/// # Errors
+/// [`ConfigError::DirectMapOffset`] for an offset that is not a multiple of 4 KiB,
+/// [`ConfigError::DirectMapRange`] for a zone with a frame past the address space there.
+const fn direct_map(cfg: &ZoneConfig, offset: usize) -> Result<DirectMap, BuddyError> {
+    match DirectMap::new(offset) {
+        Ok(map) if map.covers(cfg.start, cfg.nr_pages) => Ok(map),
+        Ok(_) => Err(BuddyError::Config(ConfigError::DirectMapRange {
+            offset,
+            last: cfg.start.0.saturating_add(cfg.nr_pages.saturating_sub(1)),
+        })),
+        Err(e) => Err(BuddyError::Config(e)),
+    }
+}
+
 impl<F, P, R> BaseAllocator for AxPageAllocator<'_, F, P, R>
 where
     F: FrameStorage,
@@ -579,15 +604,17 @@ where
         let _ = self.add_memory(start, size);
     }
 
-    /// Adds the whole pages of `[start, start + size)` to the zone ([`Zone::add_memory`]).
+    /// Adds the whole pages of `[start, start + size)` to the zone ([`Zone::add_memory`]); a
+    /// failure is kept in [`AxPageAllocator::last_error`] (`Overflow` for a range past the
+    /// address space, `NotAFrame` for one below the direct map's offset).
     fn add_memory(&mut self, start: usize, size: usize) -> AllocResult {
         let first = start.div_ceil(PAGE).checked_mul(PAGE);
         let end = start.checked_add(size).map(|e| e / PAGE * PAGE);
         let (Some(first), Some(end)) = (first, end) else {
-            return Err(AllocError::InvalidParam);
+            return self.outcome(Err(BuddyError::Overflow));
         };
         let Some(pfn) = self.pfn_at(first) else {
-            return Err(AllocError::InvalidParam);
+            return self.outcome(Err(BuddyError::NotAFrame { addr: first }));
         };
         let pages = (end.saturating_sub(first) / PAGE) as u64;
         let r = self.zone.add_memory(pfn, pages);

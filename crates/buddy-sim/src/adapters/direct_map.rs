@@ -53,6 +53,33 @@ impl DirectMap {
             .checked_add(self.offset)
     }
 
+    /// Whether every frame of `[start, start + frames)` has an address: the last one's is
+    /// in the address space.
+    pub(crate) const fn covers(self, start: Pfn, frames: u64) -> bool {
+        if frames == 0 {
+            return true;
+        }
+        let Some(last) = start.0.checked_add(frames - 1) else {
+            return false;
+        };
+        if last > usize::MAX as u64 {
+            return false;
+        }
+        match (last as usize).checked_mul(PAGE) {
+            Some(pa) => pa.checked_add(self.offset).is_some(),
+            None => false,
+        }
+    }
+
+    /// The address of frame `pfn`, a frame of a range [`DirectMap::covers`] said has
+    /// addresses (for any other frame, a wrapped number, not its address).
+    #[inline(always)]
+    pub(crate) const fn addr_in(self, pfn: Pfn) -> usize {
+        (pfn.0 as usize)
+            .wrapping_mul(PAGE)
+            .wrapping_add(self.offset)
+    }
+
     /// The order of a block whose address is aligned to `align` bytes (at least a page):
     /// `align` must be a power of two and the offset a multiple of it (else frame alignment
     /// is not address alignment).

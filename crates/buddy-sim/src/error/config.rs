@@ -112,6 +112,14 @@ pub enum ConfigError {
     },
     /// A direct map's offset is not a multiple of 4 KiB.
     DirectMapOffset(usize),
+    /// A zone's frame has no address in a direct map at this offset: past the address
+    /// space.
+    DirectMapRange {
+        /// The direct map's offset.
+        offset: usize,
+        /// The zone's last frame.
+        last: u64,
+    },
     /// A clearer's page size is not 4 KiB (a frame's).
     ClearPageSize,
     /// A [`Topology`](crate::Topology) puts a CPU on a node it does not have.
@@ -191,6 +199,10 @@ impl fmt::Display for ConfigError {
             Self::DirectMapOffset(o) => {
                 write!(f, "direct map offset {o:#x} is not a multiple of 4 KiB")
             }
+            Self::DirectMapRange { offset, last } => write!(
+                f,
+                "frame {last:#x} has no address in a direct map at offset {offset:#x}"
+            ),
             Self::ClearPageSize => write!(f, "frames are 4 KiB: the clearer's page size must be"),
             Self::CpuNode { cpu, node } => write!(
                 f,
