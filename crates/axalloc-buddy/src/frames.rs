@@ -11,8 +11,8 @@ use crate::lock::{IrqSpin, IrqSpinGuard};
 use crate::owner::OwnerTag;
 use crate::usage::{UsageCounts, UsageKind};
 use buddy_sim::{
-    AxPageAllocator, BuddyError, ConfigError, DefaultRawMutex, Frame, FrameClearer, OffsetMap,
-    Order, PerCpu, Pfn, Zone, ZoneConfig,
+    AxPageAllocator, BuddyError, ConfigError, DefaultRawMutex, Frame, FrameClearer, LocalCpu,
+    OffsetMap, Order, PerCpu, Pfn, Zone, ZoneConfig,
 };
 use core::alloc::{Layout, LayoutError};
 use core::fmt;
@@ -71,6 +71,10 @@ pub fn zone_config(first: Pfn, frames: u64, cpus: usize) -> ZoneConfig {
 /// The zone under the page allocator, its metadata in the memory it manages.
 pub type PageZone = Zone<&'static [Frame], &'static [PerCpu<DefaultRawMutex>], DefaultRawMutex>;
 
+/// A CPU's lists of a [`PageZone`], reached without their lock ([`Frames::local_lists`]).
+type LocalLists =
+    LocalCpu<'static, &'static [Frame], &'static [PerCpu<DefaultRawMutex>], DefaultRawMutex>;
+
 /// One CPU's page allocator over the zone.
 pub(crate) type CpuPages =
     AxPageAllocator<'static, &'static [Frame], &'static [PerCpu<DefaultRawMutex>], DefaultRawMutex>;
@@ -82,6 +86,8 @@ pub(crate) type CpuPages =
 pub(crate) struct CpuSlot {
     /// The CPU whose lists these are.
     id: usize,
+    /// Its lists: entry `id` of the zone's per-cpu metadata.
+    lists: &'static PerCpu<DefaultRawMutex>,
     pub(crate) pages: CpuPages,
     pub(crate) usage: UsageCounts,
 }
@@ -274,7 +280,7 @@ impl Frames {
             zone.add_memory(Pfn((free_from / PAGE) as u64), free as u64)
                 .map_err(|e| InitError::Zone(e.into()))?;
             let cpu_at = at.add(head.cpus).cast::<IrqSpin<CpuSlot>>();
-            for cpu in 0..cpus {
+            for (cpu, lists) in pcps.iter().enumerate() {
                 // SAFETY (of `new`): the allocator frees only what its caller hands back
                 // through `GlobalAllocator::dealloc_pages`, an `unsafe fn` whose contract is
                 // this one's (pages it allocated, given back once, not used after).
@@ -289,6 +295,7 @@ impl Frames {
                     .cpu_local();
                 cpu_at.add(cpu).write(IrqSpin::new(CpuSlot {
                     id: cpu,
+                    lists,
                     pages,
                     usage: UsageCounts::new(),
                 }));
@@ -434,9 +441,8 @@ impl Frames {
     ) -> Option<usize> {
         let mut cpu = self.this_cpu();
         tag.set(self.zone, cpu.id);
-        // SAFETY: the slot's lock is held, with interrupts and preemption off on this CPU:
-        // its lists are reached by this call alone (as `carve`'s `cpu_local` says).
-        let lists = unsafe { self.zone.local_cpu(cpu.id) }.ok()?;
+        // SAFETY: `cpu` is this allocator's slot, its lock held until the call ends.
+        let lists = unsafe { self.local_lists(&cpu) };
         let Some(pfn) = lists.alloc_frozen_pages_listed(order) else {
             // Nothing taken: the slot is let go before the refill, which takes it again, so
             // that the list's pop keeps nothing for after a call.
@@ -465,7 +471,7 @@ impl Frames {
         let mut cpu = self.this_cpu();
         tag.set(self.zone, cpu.id);
         // SAFETY: as in `alloc_block`.
-        let lists = unsafe { self.zone.local_cpu(cpu.id) }.ok()?;
+        let lists = unsafe { self.local_lists(&cpu) };
         let pfn = lists.alloc_frozen_page().ok();
         // None: its list, a refill and the slow path had none.
         self.set_exhausted(pfn.is_none());
@@ -495,10 +501,8 @@ impl Frames {
             return unsafe { self.free_block_unlisted(pfn, order, kind) };
         }
         let cpu = self.this_cpu();
-        // SAFETY: as in `alloc_block` (the slot lock held, interrupts and preemption off).
-        let Ok(lists) = (unsafe { self.zone.local_cpu(cpu.id) }) else {
-            return false;
-        };
+        // SAFETY: as in `alloc_block`.
+        let lists = unsafe { self.local_lists(&cpu) };
         // SAFETY: the caller's promise (a block this allocator handed out, given back once,
         // not used after); on `false` nothing changed and the block is still the caller's.
         if !unsafe { lists.free_frozen_pages_listed(pfn, order) } {
@@ -521,9 +525,7 @@ impl Frames {
     unsafe fn free_block_unlisted(&self, pfn: Pfn, order: Order, kind: UsageKind) -> bool {
         let cpu = self.this_cpu();
         // SAFETY: as in `alloc_block`.
-        let Ok(lists) = (unsafe { self.zone.local_cpu(cpu.id) }) else {
-            return false;
-        };
+        let lists = unsafe { self.local_lists(&cpu) };
         // SAFETY: the caller's promise (a block this allocator handed out, given back once,
         // not used after); `free_frozen_pages` frees only a frozen block of this order and
         // changes nothing otherwise.
@@ -546,6 +548,23 @@ impl Frames {
             self.set_exhausted(false);
         }
         true
+    }
+
+    /// The lists of the CPU whose slot is `cpu`, reached without their lock and with no
+    /// look-up (the slot keeps them).
+    ///
+    /// # Safety
+    /// `cpu` is one of this allocator's slots, its lock held (interrupts and preemption off
+    /// on this CPU) for as long as the handle is used, and the handle is used for this call
+    /// alone.
+    #[allow(unsafe_code)]
+    #[inline(always)]
+    unsafe fn local_lists(&self, cpu: &CpuSlot) -> LocalLists {
+        // SAFETY: `local_cpu`'s contract is `carve`'s (`cpu_local`): CPU `cpu.id`'s lists are
+        // reached only under its slot's lock, held here by the caller, with interrupts and
+        // preemption off, or with every slot's lock held; and `cpu.lists` is entry `cpu.id`
+        // of the per-cpu metadata `carve` made the zone with.
+        unsafe { self.zone.local_cpu_of(cpu.lists, cpu.id) }
     }
 
     /// The page allocator of the CPU this call runs on, locked with interrupts and

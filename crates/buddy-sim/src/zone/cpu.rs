@@ -166,14 +166,17 @@ where
         self.handle(pcp, id)
     }
 
-    /// [`Zone::local_cpu`] of CPU `id` whose lists, `pcp`, the caller looked up before.
+    /// [`Zone::local_cpu`] of CPU `id` whose lists, `pcp`, the caller kept from the per-cpu
+    /// metadata it made the zone with: no look-up, no bounds check (an allocator that keeps
+    /// one slot per CPU keeps its lists there).
     ///
     /// # Safety
-    /// As [`Zone::local_cpu`]; `pcp` is this zone's entry for CPU `id`.
-    #[cfg_attr(not(feature = "axallocator"), allow(dead_code))]
+    /// As [`Zone::local_cpu`]; and `pcp` is this zone's entry for CPU `id` (entry `id` of the
+    /// per-cpu metadata the zone was made with): the handle's calls change `pcp`'s lists as
+    /// this zone's, with this zone's frames.
     #[allow(unsafe_code)]
     #[inline(always)]
-    pub(crate) const unsafe fn local_cpu_of<'z>(
+    pub const unsafe fn local_cpu_of<'z>(
         &'z self,
         pcp: &'z PerCpu<R>,
         id: usize,
