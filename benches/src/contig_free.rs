@@ -268,13 +268,15 @@ fn goals_table(order9: &Order9, slower: &Slower, over_floor: Estimate) -> Table 
         ));
     }
     if !slower.is_empty() {
-        goals.note(
+        let frame = size_of::<Frame>();
+        let (order3, order9) = (pair_count(3), pair_count(9));
+        goals.note(format!(
             "Where buddy-sim is not faster: in the alloc-then-free-all rows every block \
              passes through the buddy twice, once when a refill moves a batch of blocks to \
              the per-CPU list and once when a drain returns them (merged there); each free \
              also drops a reference by compare-and-swap (the floor buddy_system_allocator \
              does not pay: no reference counts, no per-CPU lists, no lock of its own). Each \
-             block's state is its head's word in the frame metadata (24 bytes a frame: from \
+             block's state is its head's word in the frame metadata ({frame} bytes a frame: from \
              order 3 up, a cache line of its own per block), written when the block is \
              handed out and read and written when it comes back; with thousands of blocks \
              held in between, those accesses miss L1 (the L1d column; each miss at least an \
@@ -282,14 +284,15 @@ fn goals_table(order9: &Order9, slower: &Slower, over_floor: Estimate) -> Table 
              one B-tree per order, whose nodes mostly stay in L1. At order 3 buddy-sim \
              executes fewer instructions than the peer and loses the difference to those \
              misses and the compare-and-swap; they are misses for lack of capacity (a fully \
-             associative L1 of the same size misses as often: the heads of 16384 blocks are \
-             16384 lines). At order 9 they are set conflicts (the fully associative L1 \
-             misses none): 256 heads are 256 lines, which fit, but heads 512 frames apart \
-             lie 512 x 24 bytes = 12 KiB apart, a multiple of the 4 KiB one way of an x86 \
+             associative L1 of the same size misses as often: the heads of {order3} blocks are \
+             {order3} lines). At order 9 they are set conflicts (the fully associative L1 \
+             misses none): {order9} heads are {order9} lines, which fit, but heads 512 frames \
+             apart lie 512 x {frame} bytes = {} KiB apart, a multiple of the 4 KiB one way of \
+             an x86 \
              L1 data cache spans (its set is picked by the address bits inside a 4 KiB \
              page), so they all pick one set, of 8 to 12 ways. A pair writes the head \
              when the block is handed out and reads it when it comes back (the free's \
-             check), 255 other heads in between: both miss, 2 a pair, whatever path the \
+             check), {} other heads in between: both miss, 2 a pair, whatever path the \
              block takes between. Any frame record of a \
              multiple of 8 bytes does this (Linux's 64-byte struct page puts them 32 KiB \
              apart); spreading the heads over the sets means an index computation on every \
@@ -299,7 +302,9 @@ fn goals_table(order9: &Order9, slower: &Slower, over_floor: Estimate) -> Table 
              frozen rows make the same calls without the reference count: the difference \
              between a row and its frozen twin is what the compare-and-swap costs. The \
              per-CPU layer is what makes the SMP table scale.",
-        );
+            512 * frame / 1024,
+            order9 - 1,
+        ));
     }
     goals.note(
         "Judged on the intervals of the per-round ratios, and for order 9 also on \

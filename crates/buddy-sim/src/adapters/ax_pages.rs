@@ -581,7 +581,7 @@ impl<'z, const FRAMES: usize, const CPUS: usize, R: RawMutex>
 /// # Errors
 /// [`ConfigError::DirectMapOffset`] for an offset that is not a multiple of 4 KiB,
 /// [`ConfigError::DirectMapRange`] for a zone with a frame past the address space there.
-const fn direct_map(cfg: &ZoneConfig, offset: usize) -> Result<DirectMap, BuddyError> {
+fn direct_map(cfg: &ZoneConfig, offset: usize) -> Result<DirectMap, BuddyError> {
     match DirectMap::new(offset) {
         Ok(map) if map.covers(cfg.start, cfg.nr_pages) => Ok(map),
         Ok(_) => Err(BuddyError::Config(ConfigError::DirectMapRange {

@@ -53,22 +53,14 @@ impl DirectMap {
             .checked_add(self.offset)
     }
 
-    /// Whether every frame of `[start, start + frames)` has an address: the last one's is
-    /// in the address space.
-    pub(crate) const fn covers(self, start: Pfn, frames: u64) -> bool {
-        if frames == 0 {
-            return true;
-        }
-        let Some(last) = start.0.checked_add(frames - 1) else {
-            return false;
-        };
-        if last > usize::MAX as u64 {
-            return false;
-        }
-        match (last as usize).checked_mul(PAGE) {
-            Some(pa) => pa.checked_add(self.offset).is_some(),
-            None => false,
-        }
+    /// Whether every frame of `[start, start + frames)` has an address: the last one has
+    /// ([`DirectMap::addr_of`]).
+    pub(crate) fn covers(self, start: Pfn, frames: u64) -> bool {
+        frames == 0
+            || start
+                .0
+                .checked_add(frames - 1)
+                .is_some_and(|last| self.addr_of(Pfn(last)).is_some())
     }
 
     /// The address of frame `pfn`, a frame of a range [`DirectMap::covers`] said has
