@@ -29,16 +29,18 @@ const PCP_MAX_ORDER: Order = match Order::new(6) {
 };
 
 /// The order of a request of `num_pages` pages aligned to `align` bytes that a block from a
-/// CPU's list serves whole: a power of two above one page, up to the lists' largest order,
-/// aligned to at least a page and at most the block's size (frames are numbered by their
-/// address, so a block of `2^k` pages starts at a multiple of its size); `None` otherwise.
+/// CPU's list serves whole, and the order of frames it must start aligned to where that is
+/// above the block's own: a power of two of pages up to the lists' largest order, aligned
+/// to a power of two of at least a page (frames are numbered by their address, so a block
+/// of `2^k` pages starts at a multiple of its size). `None` otherwise.
 #[inline(always)]
-pub(crate) fn listed_block_order(num_pages: usize, align: usize) -> Option<Order> {
-    if num_pages < 2 || !num_pages.is_power_of_two() || !align.is_power_of_two() || align < PAGE {
+pub(crate) fn listed_block(num_pages: usize, align: usize) -> Option<(Order, Option<Order>)> {
+    if !num_pages.is_power_of_two() || !align.is_power_of_two() || align < PAGE {
         return None;
     }
     let order = Order::new(u8::try_from(num_pages.trailing_zeros()).ok()?).ok()?;
-    (order <= PCP_MAX_ORDER && align <= PAGE << order.get()).then_some(order)
+    let align = Order::new(u8::try_from((align / PAGE).trailing_zeros()).ok()?).ok()?;
+    (order <= PCP_MAX_ORDER).then_some((order, (align > order).then_some(align)))
 }
 
 /// The configuration the page allocator gives its zone of `frames` frames from `first`,
@@ -428,14 +430,16 @@ impl Frames {
 
     /// A block of `order` for `kind` from the calling CPU's lists (the zone's frozen block,
     /// as `AxPageAllocator` hands out a block's worth of pages: its free takes it back),
+    /// starting aligned to `2^align` frames where `align` is given (above `order`),
     /// counted, recorded with `tag` (page_owner); `None`, changing nothing, when the CPU's
-    /// list for the order has none: for a page, past a refill and the slow path, unless
-    /// the region is exhausted; for a block, at once (the general path then refills, looks
-    /// further and records why).
+    /// list for the order has none (so aligned): for a page with no alignment asked, past a
+    /// refill and the slow path, unless the region is exhausted; otherwise at once (the
+    /// general path then refills or splits, looks further and records why).
     #[inline(always)]
     pub(crate) fn alloc_block(
         &self,
         order: Order,
+        align: Option<Order>,
         kind: UsageKind,
         tag: OwnerTag,
     ) -> Option<usize> {
@@ -443,11 +447,15 @@ impl Frames {
         tag.set(self.zone, cpu.id);
         // SAFETY: `cpu` is this allocator's slot, its lock held until the call ends.
         let lists = unsafe { self.local_lists(&cpu) };
-        let Some(pfn) = lists.alloc_frozen_pages_listed(order) else {
+        let taken = match align {
+            None => lists.alloc_frozen_pages_listed(order),
+            Some(align) => lists.alloc_frozen_aligned_listed(order, align),
+        };
+        let Some(pfn) = taken else {
             // Nothing taken: the slot is let go before the refill, which takes it again, so
             // that the list's pop keeps nothing for after a call.
             drop(cpu);
-            return if order == Order::ZERO {
+            return if order == Order::ZERO && align.is_none() {
                 self.refill_page(kind, tag)
             } else {
                 None
@@ -495,7 +503,7 @@ impl Frames {
         }
         let pfn = Pfn((pos / PAGE) as u64);
         if order > PCP_MAX_ORDER {
-            // Above the orders a call takes from a list (`listed_block_order`): the whole
+            // Above the orders a call takes from a list (`listed_block`): the whole
             // free at once, under one lock (a listed attempt first would take it twice).
             // SAFETY: the caller's promise, passed on.
             return unsafe { self.free_block_unlisted(pfn, order, kind) };
@@ -609,6 +617,46 @@ impl Frames {
         match self.cpu_id {
             Some(f) => f(),
             None => this_cpu(self.cpus.len()),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{PAGE, PCP_MAX_ORDER, listed_block};
+    use buddy_sim::Order;
+
+    fn o(k: u8) -> Order {
+        Order::new(k).unwrap()
+    }
+
+    #[test]
+    fn listed_blocks_are_small_powers_of_two_aligned_to_a_page_or_more() {
+        // Aligned to at most its size: no alignment of its own to look for.
+        assert_eq!(listed_block(1, PAGE), Some((o(0), None)));
+        assert_eq!(listed_block(4, PAGE), Some((o(2), None)));
+        assert_eq!(listed_block(4, 4 * PAGE), Some((o(2), None)));
+        // Above it: the alignment's order.
+        assert_eq!(listed_block(4, 16 * PAGE), Some((o(2), Some(o(4)))));
+        assert_eq!(listed_block(1, 2 << 20), Some((o(0), Some(o(9)))));
+        let largest = 1 << PCP_MAX_ORDER.get();
+        assert_eq!(listed_block(largest, PAGE), Some((PCP_MAX_ORDER, None)));
+        // Not a list's: too large, not a power of two, an alignment below a page or not a
+        // power of two, or past any order.
+        for (pages, align) in [
+            (largest * 2, PAGE),
+            (0, PAGE),
+            (3, PAGE),
+            (1, PAGE / 2),
+            (1, 0),
+            (1, 3 * PAGE),
+            (1, 1 << 63),
+        ] {
+            assert_eq!(
+                listed_block(pages, align),
+                None,
+                "{pages} pages, {align:#x}"
+            );
         }
     }
 }

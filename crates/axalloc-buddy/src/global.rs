@@ -4,7 +4,7 @@
 
 use crate::byte::{DefaultByteAllocator, NAME};
 use crate::cpu::cpu_count;
-use crate::frames::{Frames, InitError, PAGE, listed_block_order};
+use crate::frames::{Frames, InitError, PAGE, listed_block};
 use crate::lock::IrqSpin;
 use crate::owner::{OwnerTag, Owners};
 use crate::usage::{UsageCounts, UsageKind, Usages};
@@ -599,17 +599,21 @@ impl GlobalAllocator {
         kind: UsageKind,
     ) -> AllocResult<usize> {
         // One page (a page table's), the call a kernel makes most, on a path of its own; a
-        // small block's worth of pages (a task stack, a heap's small run) from the CPU's list
-        // on another; anything else, or nothing there, through the general path. Each out of
-        // line, so that none carries the others' registers.
+        // small block's worth of pages (a task stack, a heap's small run, a DMA buffer
+        // aligned above its size) from the CPU's list on another; anything else, or nothing
+        // there, through the general path. Each out of line, so that none carries the
+        // others' registers.
         // One owner tag per call (page_owner's sequence number, taken once).
         let tag = self.owners.tag(kind);
         if num_pages == 1 && align_pow2 == PAGE {
             if let Some(at) = self.alloc_one_page(kind, tag) {
                 return Ok(at);
             }
-        } else if let Some(order) = listed_block_order(num_pages, align_pow2)
-            && let Some(at) = self.alloc_one_block(order, kind, tag)
+        } else if let Some((order, align)) = listed_block(num_pages, align_pow2)
+            && let Some(at) = match align {
+                None => self.alloc_one_block(order, kind, tag),
+                Some(align) => self.alloc_aligned_block(order, align, kind, tag),
+            }
         {
             return Ok(at);
         }
@@ -620,7 +624,7 @@ impl GlobalAllocator {
     /// `kind`; `None` when that list and its refill have none, or before `init`.
     #[inline(never)]
     fn alloc_one_page(&self, kind: UsageKind, tag: OwnerTag) -> Option<usize> {
-        self.first()?.alloc_block(Order::ZERO, kind, tag)
+        self.first()?.alloc_block(Order::ZERO, None, kind, tag)
     }
 
     /// One block of `order` from the first region's CPU list for it (its zone's frozen
@@ -628,7 +632,22 @@ impl GlobalAllocator {
     /// path's), or before `init`.
     #[inline(never)]
     fn alloc_one_block(&self, order: Order, kind: UsageKind, tag: OwnerTag) -> Option<usize> {
-        self.first()?.alloc_block(order, kind, tag)
+        self.first()?.alloc_block(order, None, kind, tag)
+    }
+
+    /// One block of `order` starting aligned to `2^align` frames (above its size: a DMA
+    /// buffer) from the first region's CPU list for its order, counted for `kind`; `None`
+    /// when that list has none so aligned (no split: the general path's, which leaves the
+    /// pieces past the block on the lists), or before `init`.
+    #[inline(never)]
+    fn alloc_aligned_block(
+        &self,
+        order: Order,
+        align: Order,
+        kind: UsageKind,
+        tag: OwnerTag,
+    ) -> Option<usize> {
+        self.first()?.alloc_block(order, Some(align), kind, tag)
     }
 
     /// [`GlobalAllocator::alloc_pages`] of anything but one page (or of one page the fast

@@ -171,6 +171,29 @@ fn page_runs_are_aligned_freed_in_parts_and_taken_at_fixed_addresses() {
     zone_is_sound(&a);
 }
 
+/// A small block aligned above its size (a DMA buffer, a ring) is found again on the CPU's
+/// list once freed: the same block on the next such call, counted for its kind while held.
+#[test]
+fn an_aligned_small_block_is_taken_again_from_the_cpus_list() {
+    let (_region, a) = allocator(4 << 20);
+    let before = a.available_pages();
+    for (pages, align) in [(1, 16 * PAGE), (4, 16 * PAGE), (8, 64 * PAGE)] {
+        let at = a.alloc_pages(pages, align, UsageKind::Dma).unwrap();
+        assert_eq!(at % align, 0, "{pages} pages aligned to {align:#x}");
+        assert_eq!(a.usages().get(UsageKind::Dma), pages * PAGE);
+        give_back(&a, at, pages, UsageKind::Dma);
+        assert_eq!(a.usages().get(UsageKind::Dma), 0);
+        let again = a.alloc_pages(pages, align, UsageKind::Dma).unwrap();
+        assert_eq!(
+            again, at,
+            "{pages} pages aligned to {align:#x}: the block just freed"
+        );
+        give_back(&a, again, pages, UsageKind::Dma);
+    }
+    assert_eq!(a.available_pages(), before);
+    zone_is_sound(&a);
+}
+
 #[test]
 #[cfg_attr(
     miri,

@@ -352,6 +352,61 @@ fn a_listed_frozen_block_comes_from_its_orders_list_alone() {
     z.check().unwrap();
 }
 
+/// `alloc_frozen_aligned_listed` takes from its order's list alone the most recently freed
+/// block that starts aligned as asked, from under a more recent one that is not (which stays
+/// the list's next); none, with nothing changed, when the list holds no block so aligned
+/// (no refill, no split).
+#[test]
+fn a_listed_aligned_frozen_block_comes_from_its_orders_list_alone() {
+    let z = zone(4096);
+    let cpu = z.cpu(0).unwrap();
+    let order = o(2);
+    let before = Before::of(&z);
+    assert_eq!(cpu.alloc_frozen_aligned_listed(order, o(4)), None);
+    before.assert_unchanged(&z);
+    // Two blocks of the list: the one aligned further freed first, the other on top of it.
+    let (a, b) = (
+        cpu.alloc_frozen_pages(order).unwrap(),
+        cpu.alloc_frozen_pages(order).unwrap(),
+    );
+    let alignment = |p: Pfn| o(p.0.trailing_zeros().min(20) as u8);
+    let (more, less) = if alignment(a) > alignment(b) {
+        (a, b)
+    } else {
+        (b, a)
+    };
+    assert!(alignment(more) > alignment(less) && alignment(less) >= order);
+    for block in [more, less] {
+        // SAFETY: this test's blocks, each freed once, unused after.
+        unsafe { cpu.free_frozen_pages(block, order) }.unwrap();
+    }
+    // Aligned as the first freed: it, from under the other, which stays next.
+    assert_eq!(
+        cpu.alloc_frozen_aligned_listed(order, alignment(more)),
+        Some(more)
+    );
+    assert!(z.frame(more).unwrap().frozen);
+    assert_eq!(cpu.alloc_frozen_pages_listed(order), Some(less));
+    // Aligned as both: the most recent, `more` again once it is freed last.
+    for block in [less, more] {
+        // SAFETY: as above.
+        unsafe { cpu.free_frozen_pages(block, order) }.unwrap();
+    }
+    assert_eq!(
+        cpu.alloc_frozen_aligned_listed(order, alignment(less)),
+        Some(more)
+    );
+    // SAFETY: as above.
+    unsafe { cpu.free_frozen_pages(more, order) }.unwrap();
+    // Aligned to 2^20 frames, which no frame of this zone (0x100..0x1100) is: none.
+    let before = Before::of(&z);
+    assert_eq!(cpu.alloc_frozen_aligned_listed(order, o(20)), None);
+    before.assert_unchanged(&z);
+    z.drain_all();
+    assert_eq!(z.free_pages_total(), 4096);
+    z.check().unwrap();
+}
+
 /// `free_frozen_pages_listed` puts a frozen block on its order's list when that push is the
 /// whole free, and changes nothing otherwise (each refused block is then freed by
 /// `free_frozen_pages`, as an embedder's fast path leaves it): a block of another order, a

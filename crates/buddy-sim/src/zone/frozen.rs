@@ -167,27 +167,34 @@ where
         order: Order,
         align: Order,
     ) -> Result<FrameIdx, AllocError> {
+        if let Some(idx) = self.take_unmovable_aligned_listed(pcp, order, align) {
+            return Ok(idx);
+        }
+        let idx = self.take_unmovable(pcp, align)?;
+        // The pieces past the block are this call's alone, their frames tails: each goes to
+        // its list (or the buddy) as the free of a block of its order does.
+        for piece in order.get()..align.get() {
+            self.free_block(pcp, idx + (1u32 << piece), Order(piece), 0);
+        }
+        Ok(idx)
+    }
+
+    /// The most recently freed block of `pcp`'s unmovable list for `order` aligned to
+    /// `align`, from its array, its allocation told to the event hook; `None` when the
+    /// array holds none or the order has no list.
+    #[inline(always)]
+    fn take_unmovable_aligned_listed(
+        &self,
+        pcp: CpuLists<'_, R>,
+        order: Order,
+        align: Order,
+    ) -> Option<FrameIdx> {
+        let list = self.cfg.pcp_list(order, MigrateType::Unmovable)?;
         let (start, mask) = (self.cfg.start.0, align.pages().wrapping_sub(1));
         let aligned = |idx: FrameIdx| start.wrapping_add(u64::from(idx.0)) & mask == 0;
-        let taken = match self.cfg.pcp_list(order, MigrateType::Unmovable) {
-            Some(list) => self.lock_pcp(pcp).take_hot_where(list, order, aligned),
-            None => None,
-        };
-        match taken {
-            Some(idx) => {
-                self.frozen_allocated(pcp, idx, order);
-                Ok(idx)
-            }
-            None => {
-                let idx = self.take_unmovable(pcp, align)?;
-                // The pieces past the block are this call's alone, their frames tails: each
-                // goes to its list (or the buddy) as the free of a block of its order does.
-                for piece in order.get()..align.get() {
-                    self.free_block(pcp, idx + (1u32 << piece), Order(piece), 0);
-                }
-                Ok(idx)
-            }
-        }
+        let idx = self.lock_pcp(pcp).take_hot_where(list, order, aligned)?;
+        self.frozen_allocated(pcp, idx, order);
+        Some(idx)
     }
 
     /// The event of a frozen block allocated at `idx`.
@@ -463,6 +470,37 @@ where
             return None;
         }
         let idx = zone.take_unmovable_listed(pcp, order)?;
+        zone.map().frame(idx).store(Word::frozen_block(order.get()));
+        Some(zone.map().pfn(idx))
+    }
+
+    /// [`Cpu::alloc_frozen_pages_listed`] of a block aligned to `2^align` frames (a 16 KiB
+    /// buffer on a 64 KiB boundary, a DMA ring): the most recently freed block of this
+    /// CPU's list for `order` that starts so aligned, from the list's array. `None`, with
+    /// nothing changed, when the array holds none (no refill, no split), when the order has
+    /// no list, and while the zone debugs. For an embedder's fast path for aligned buffers
+    /// that leaves everything else to its general path, which splits a block of the
+    /// alignment's order and leaves the pieces past the buffer on the lists.
+    ///
+    /// ```
+    /// use buddy_sim::{Order, Pfn, StaticZone};
+    /// static ZONE: StaticZone<4096, 1> = StaticZone::new_static_at(Pfn(0));
+    /// let cpu = ZONE.cpu(0)?;
+    /// let (order, align) = (Order::new(2)?, Order::new(4)?);
+    /// let buffer = cpu.alloc_frozen_pages(order)?;
+    /// assert_eq!(buffer.0 % 16, 0); // the first block of a fresh zone: aligned to 16 frames
+    /// // SAFETY: the block is this code's alone and unused from here on.
+    /// unsafe { cpu.free_frozen_pages(buffer, order) }?;
+    /// assert_eq!(cpu.alloc_frozen_aligned_listed(order, align), Some(buffer));
+    /// # Ok::<(), buddy_sim::BuddyError>(())
+    /// ```
+    #[inline(always)]
+    pub fn alloc_frozen_aligned_listed(&self, order: Order, align: Order) -> Option<Pfn> {
+        let (zone, pcp) = (self.zone, self.lists());
+        if zone.debugging() {
+            return None;
+        }
+        let idx = zone.take_unmovable_aligned_listed(pcp, order, align)?;
         zone.map().frame(idx).store(Word::frozen_block(order.get()));
         Some(zone.map().pfn(idx))
     }

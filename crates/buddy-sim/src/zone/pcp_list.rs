@@ -195,7 +195,10 @@ impl PcpListSet {
         let end = start + self.hot_len[list] as usize;
         let at = start + self.hot[start..end].iter().rposition(|&idx| wanted(idx))?;
         let idx = self.hot[at];
-        self.hot.copy_within(at + 1..end, at);
+        // Most often the last freed block fits, with nothing above it to move: no call.
+        if at + 1 < end {
+            self.hot.copy_within(at + 1..end, at);
+        }
         self.hot_len[list] -= 1;
         Some(idx)
     }
