@@ -145,6 +145,7 @@ impl Heap {
         Ok(())
     }
 
+    #[inline(always)]
     fn alloc(&mut self, layout: Layout) -> AllocResult<NonNull<u8>> {
         if !self.ready {
             return Err(AllocError::NoMemory);
@@ -152,6 +153,7 @@ impl Heap {
         self.bytes.alloc(layout)
     }
 
+    #[inline(always)]
     fn dealloc(&mut self, pos: NonNull<u8>, layout: Layout) {
         if self.ready {
             self.bytes.dealloc(pos, layout);
