@@ -23,7 +23,7 @@ use core::sync::atomic::{AtomicBool, Ordering};
 
 use ax_sync::interface::{AcquireResult, ContextState, LockMetadata, SpinOps};
 
-use crate::arceos::{Locked, SlabPages, TlsfPages};
+use crate::arceos::{AxAllocTlsf, Locked, SlabPages, TlsfPages};
 use crate::count;
 use crate::measure::{Budget, Candidate, Samples};
 use crate::smp::{DropIn, on_cpu};
@@ -53,10 +53,11 @@ const GOAL: f64 = 1.0;
 const SLAB_HEAP: &str = "buddy-slab-allocator 0.6.1 heap (per-CPU slabs), one lock";
 
 /// The allocators compared, in table order.
-const ALLOCATORS: [&str; 3] = [
+const ALLOCATORS: [&str; 4] = [
     "buddy-sim (arceos/ax-alloc drop-in)",
     "buddy-slab-allocator 0.6.1, one lock",
     "TLSF (rlsf 0.2), one lock",
+    "ax-alloc 0.9.2 (TLSF backend), its own code and locks",
 ];
 
 /// buddy-sim's drop-in through ArceOS's page and heap calls, on the CPU the calling thread
@@ -81,6 +82,8 @@ struct Today {
     ours: Ours,
     slab: SlabPages,
     tlsf: TlsfPages,
+    /// ax-alloc 0.9.2's own global allocator (TLSF backend), pages and heap.
+    ax_alloc: AxAllocTlsf,
     /// buddy-slab-allocator's heap (its `GlobalAllocator`).
     slab_heap: SlabHeap,
     /// The random page workload's calls.
@@ -95,6 +98,7 @@ impl Today {
             ours: Ours(DropIn::new(2)),
             slab: SlabPages::new(),
             tlsf: TlsfPages::new(),
+            ax_alloc: AxAllocTlsf::new(),
             slab_heap: SlabHeap::new(),
             plan: random_plan(0x5eed),
             refused: [0; ALLOCATORS.len()],
@@ -106,7 +110,8 @@ impl Today {
         match i {
             0 => &self.ours,
             1 => &self.slab,
-            _ => &self.tlsf,
+            2 => &self.tlsf,
+            _ => &self.ax_alloc,
         }
     }
 }
@@ -204,6 +209,17 @@ impl Heap for Ours {
     unsafe fn dealloc(&self, p: NonNull<u8>, layout: Layout) {
         // SAFETY: the caller's contract.
         unsafe { self.0.a.dealloc(p, layout) };
+    }
+}
+
+impl Heap for AxAllocTlsf {
+    fn alloc(&self, layout: Layout) -> NonNull<u8> {
+        let p = self.a.alloc(layout);
+        p.unwrap_or_else(|e| panic!("ax-alloc's heap: {e:?}"))
+    }
+
+    unsafe fn dealloc(&self, p: NonNull<u8>, layout: Layout) {
+        self.a.dealloc(p, layout);
     }
 }
 
@@ -597,13 +613,14 @@ fn tables(ctx: &SectionContext) -> Vec<Table> {
             (&ALLOCATORS, Some(&refused)),
         );
     }
-    let heaps = [ALLOCATORS[0], SLAB_HEAP, ALLOCATORS[2]];
+    let heaps = [ALLOCATORS[0], SLAB_HEAP, ALLOCATORS[2], ALLOCATORS[3]];
     for (name, calls, work) in HEAP_WORKS {
         ctx.step(format!("arceos today: {name}"));
         let mut candidates: Vec<Candidate<'static, Today>> = vec![
             Box::new(move |t: &mut Today| work(&t.ours)),
             Box::new(move |t: &mut Today| work(&t.slab_heap)),
             Box::new(move |t: &mut Today| work(&t.tlsf)),
+            Box::new(move |t: &mut Today| work(&t.ax_alloc)),
         ];
         let s = Samples::interleaved(Budget::cell(ctx.quick, 2.0), &mut today, &mut candidates);
         rows(&mut t, &mut goals, (name, calls), &s, (&heaps, None));
@@ -617,8 +634,12 @@ fn tables(ctx: &SectionContext) -> Vec<Table> {
          too (the most recently freed block there so aligned, else the general path splits \
          a block of the alignment's order and leaves the pieces on the lists). \
          buddy-slab-allocator's `BuddyAllocator` and TLSF (axallocator's `TlsfByteAllocator` \
-         over rlsf 0.2, pages as page-aligned byte blocks) are behind one spin lock each, as \
-         ax-alloc 0.9 holds them. In the heap rows buddy-slab-allocator is its whole \
+         over rlsf 0.2, pages as page-aligned byte blocks) are behind one spin lock each: the \
+         allocators alone, one lock a call. The ax-alloc 0.9.2 row is that crate itself, from \
+         the registry with its `tlsf` feature (its `GlobalAllocator`, not installed as the \
+         host's): its page and heap calls as ArceOS makes them, each taking its own `ax-sync` \
+         spin locks three times (its TLSF's twice, its usage counts' once; on the host the \
+         test-and-set lock below). In the heap rows buddy-slab-allocator is its whole \
          `GlobalAllocator` (objects up to its largest size class from CPU 0's slab cache, larger \
          ones from its buddy), behind ax-alloc's one lock, its platform interface given as its \
          own tests give it (identity address translation, a host spin lock). Page workloads are \
