@@ -268,7 +268,7 @@ fn goals_table(order9: &Order9, slower: &Slower, over_floor: Estimate) -> Table 
         ));
     }
     if !slower.is_empty() {
-        let frame = size_of::<Frame>();
+        let (frame, stride) = (size_of::<Frame>(), 1usize << 9);
         let (order3, order9) = (pair_count(3), pair_count(9));
         goals.note(format!(
             "Where buddy-sim is not faster: in the alloc-then-free-all rows every block \
@@ -286,10 +286,9 @@ fn goals_table(order9: &Order9, slower: &Slower, over_floor: Estimate) -> Table 
              misses and the compare-and-swap; they are misses for lack of capacity (a fully \
              associative L1 of the same size misses as often: the heads of {order3} blocks are \
              {order3} lines). At order 9 they are set conflicts (the fully associative L1 \
-             misses none): {order9} heads are {order9} lines, which fit, but heads 512 frames \
-             apart lie 512 x {frame} bytes = {} KiB apart, a multiple of the 4 KiB one way of \
-             an x86 \
-             L1 data cache spans (its set is picked by the address bits inside a 4 KiB \
+             misses none): {order9} heads are {order9} lines, which fit, but heads {stride} \
+             frames apart lie {stride} x {frame} bytes = {} KiB apart, a multiple of the 4 KiB \
+             one way of an x86 L1 data cache spans (its set is picked by the address bits inside a 4 KiB \
              page), so they all pick one set, of 8 to 12 ways. A pair writes the head \
              when the block is handed out and reads it when it comes back (the free's \
              check), {} other heads in between: both miss, 2 a pair, whatever path the \
@@ -302,7 +301,7 @@ fn goals_table(order9: &Order9, slower: &Slower, over_floor: Estimate) -> Table 
              frozen rows make the same calls without the reference count: the difference \
              between a row and its frozen twin is what the compare-and-swap costs. The \
              per-CPU layer is what makes the SMP table scale.",
-            512 * frame / 1024,
+            stride * frame / 1024,
             order9 - 1,
         ));
     }

@@ -582,13 +582,15 @@ impl<'z, const FRAMES: usize, const CPUS: usize, R: RawMutex>
 /// [`ConfigError::DirectMapOffset`] for an offset that is not a multiple of 4 KiB,
 /// [`ConfigError::DirectMapRange`] for a zone with a frame past the address space there.
 fn direct_map(cfg: &ZoneConfig, offset: usize) -> Result<DirectMap, BuddyError> {
-    match DirectMap::new(offset) {
-        Ok(map) if map.covers(cfg.start, cfg.nr_pages) => Ok(map),
-        Ok(_) => Err(BuddyError::Config(ConfigError::DirectMapRange {
-            offset,
-            last: cfg.start.0.saturating_add(cfg.nr_pages.saturating_sub(1)),
-        })),
-        Err(e) => Err(BuddyError::Config(e)),
+    let map = DirectMap::new(offset)?;
+    let Some(span) = cfg.nr_pages.checked_sub(1) else {
+        return Ok(map);
+    };
+    // Past `u64::MAX` (a span no address reaches either), the error names `u64::MAX`.
+    let last = cfg.start.0.saturating_add(span);
+    match map.addr_of(Pfn(last)) {
+        Some(_) => Ok(map),
+        None => Err(ConfigError::DirectMapRange { offset, last }.into()),
     }
 }
 

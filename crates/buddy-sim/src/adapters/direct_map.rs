@@ -53,18 +53,8 @@ impl DirectMap {
             .checked_add(self.offset)
     }
 
-    /// Whether every frame of `[start, start + frames)` has an address: the last one has
-    /// ([`DirectMap::addr_of`]).
-    pub(crate) fn covers(self, start: Pfn, frames: u64) -> bool {
-        frames == 0
-            || start
-                .0
-                .checked_add(frames - 1)
-                .is_some_and(|last| self.addr_of(Pfn(last)).is_some())
-    }
-
-    /// The address of frame `pfn`, a frame of a range [`DirectMap::covers`] said has
-    /// addresses (for any other frame, a wrapped number, not its address).
+    /// The address of frame `pfn`, a frame of a range whose last frame has an address
+    /// ([`DirectMap::addr_of`]; for any other frame, a wrapped number, not its address).
     #[inline(always)]
     pub(crate) const fn addr_in(self, pfn: Pfn) -> usize {
         (pfn.0 as usize)

@@ -40,8 +40,15 @@ where
             return self.alloc_frozen_debugged(pcp, order, None);
         }
         let idx = self.take_unmovable(pcp, order)?;
-        self.map().frame(idx).store(Word::frozen_block(order.get()));
+        self.mark_frozen(idx, order);
         Ok(idx)
+    }
+
+    /// Marks the block of `order` at `idx`, which the caller took, allocated frozen: its
+    /// head's word, what every free of a frozen block checks.
+    #[inline(always)]
+    fn mark_frozen(&self, idx: FrameIdx, order: Order) {
+        self.map().frame(idx).store(Word::frozen_block(order.get()));
     }
 
     /// [`Zone::alloc_frozen_on`] (`align` `None`) or [`Zone::alloc_frozen_aligned_on`]
@@ -62,7 +69,7 @@ where
             Some(align) => self.take_unmovable_aligned(pcp, order, align)?,
         };
         self.allocated_debugged(Some(pcp), idx, order, MigrateType::Unmovable);
-        self.map().frame(idx).store(Word::frozen_block(order.get()));
+        self.mark_frozen(idx, order);
         Ok(idx)
     }
 
@@ -153,7 +160,7 @@ where
             return self.alloc_frozen_debugged(pcp, order, Some(align));
         }
         let idx = self.take_unmovable_aligned(pcp, order, align)?;
-        self.map().frame(idx).store(Word::frozen_block(order.get()));
+        self.mark_frozen(idx, order);
         Ok(idx)
     }
 
@@ -465,13 +472,7 @@ where
     /// ```
     #[inline(always)]
     pub fn alloc_frozen_pages_listed(&self, order: Order) -> Option<Pfn> {
-        let (zone, pcp) = (self.zone, self.lists());
-        if zone.debugging() {
-            return None;
-        }
-        let idx = zone.take_unmovable_listed(pcp, order)?;
-        zone.map().frame(idx).store(Word::frozen_block(order.get()));
-        Some(zone.map().pfn(idx))
+        self.frozen_listed(order, |zone, pcp| zone.take_unmovable_listed(pcp, order))
     }
 
     /// [`Cpu::alloc_frozen_pages_listed`] of a block aligned to `2^align` frames (a 16 KiB
@@ -496,12 +497,26 @@ where
     /// ```
     #[inline(always)]
     pub fn alloc_frozen_aligned_listed(&self, order: Order, align: Order) -> Option<Pfn> {
+        self.frozen_listed(order, |zone, pcp| {
+            zone.take_unmovable_aligned_listed(pcp, order, align)
+        })
+    }
+
+    /// A frozen block of `order` that `take` finds on this CPU's lists alone, marked
+    /// frozen; `None`, with nothing changed, when it finds none or while the zone debugs
+    /// (its allocation-time checks take the general paths).
+    #[inline(always)]
+    fn frozen_listed(
+        &self,
+        order: Order,
+        take: impl FnOnce(&Zone<F, P, R>, CpuLists<'_, R>) -> Option<FrameIdx>,
+    ) -> Option<Pfn> {
         let (zone, pcp) = (self.zone, self.lists());
         if zone.debugging() {
             return None;
         }
-        let idx = zone.take_unmovable_aligned_listed(pcp, order, align)?;
-        zone.map().frame(idx).store(Word::frozen_block(order.get()));
+        let idx = take(zone, pcp)?;
+        zone.mark_frozen(idx, order);
         Some(zone.map().pfn(idx))
     }
 
