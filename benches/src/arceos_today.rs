@@ -653,7 +653,9 @@ fn tables(ctx: &SectionContext) -> Vec<Table> {
     );
     // buddy-slab-allocator's heap is a singleton: this one gone before the next is made.
     drop(today);
-    vec![t, goals, two_threads(ctx)]
+    let mut tables = vec![t, goals, two_threads(ctx)];
+    tables.extend(crate::arceos_today_guest::tables(ctx));
+    tables
 }
 
 /// The random page workload on two threads at once, each with its own plan and CPU, against

@@ -76,13 +76,21 @@ impl Backend {
         }
     }
 
-    /// The app's workspace, and its features.
-    fn workspace(self) -> (&'static str, &'static [&'static str]) {
-        match self {
+    /// The app's workspace, and the features it is built with (beside `extra`): cargo's
+    /// arguments.
+    fn workspace(self, extra: &[&str]) -> (&'static str, Vec<String>) {
+        let (workspace, own): (_, &[&str]) = match self {
             Self::BuddySim => ("arceos/today", &[]),
             Self::BuddySlab => ("arceos/today-control", &[]),
-            Self::Tlsf => ("arceos/today-control", &["--features", "tlsf"]),
-        }
+            Self::Tlsf => ("arceos/today-control", &["tlsf"]),
+        };
+        let features: Vec<&str> = own.iter().chain(extra).copied().collect();
+        let args = if features.is_empty() {
+            Vec::new()
+        } else {
+            vec!["--features".to_string(), features.join(",")]
+        };
+        (workspace, args)
     }
 }
 
@@ -121,10 +129,18 @@ pub fn target_dir(root: &Path) -> PathBuf {
     root.join("target/arceos-today")
 }
 
-/// Builds the app for `arch` on `backend` and returns its image ([`app_image`]).
-fn build(root: &Path, arch: &Arch, backend: Backend) -> Result<PathBuf, String> {
-    let (workspace, features) = backend.workspace();
-    app_image(root, arch, workspace, features, backend.name())
+/// Builds the app for `arch` on `backend` with the features `extra` and returns its image
+/// ([`app_image`]), labelled `label`.
+fn build(
+    root: &Path,
+    arch: &Arch,
+    backend: Backend,
+    extra: &[&str],
+    label: &str,
+) -> Result<PathBuf, String> {
+    let (workspace, args) = backend.workspace(extra);
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    app_image(root, arch, workspace, &args, label)
 }
 
 /// The app's aarch64 image on buddy-sim with `feature` (`ram-pattern`: as AxVisor's guest;
@@ -161,15 +177,64 @@ fn app_image(
     Ok(image)
 }
 
-/// Boots `image` for `arch` with `cpus` CPUs; the output without colour codes.
+/// Boots `image` for `arch` with `cpus` CPUs and 128 MiB of RAM; the output without colour
+/// codes.
 fn boot(arch: &Arch, image: &Path, cpus: usize) -> Result<String, String> {
+    boot_with(arch, image, cpus, &["-m", "128M"])
+}
+
+/// Boots `image` for `arch` with `cpus` CPUs and QEMU's arguments `extra` (its RAM at
+/// least); the output without colour codes.
+fn boot_with(arch: &Arch, image: &Path, cpus: usize, extra: &[&str]) -> Result<String, String> {
     let mut qemu = Command::new(arch.qemu);
     qemu.args(arch.machine)
-        .args(["-m", "128M", "-smp", &cpus.to_string()])
+        .args(extra)
+        .args(["-smp", &cpus.to_string()])
         .args(["-nographic", "-no-reboot", "-nic", "none", "-kernel"])
         .arg(image);
     let (_, out) = cmd::output_with_timeout(&mut qemu, Duration::from_secs(240))?;
     Ok(crate::arceos::strip_colours(&out))
+}
+
+/// The report's QEMU half of the "ArceOS today" section: the app's `bench` build (the
+/// allocator calls ArceOS makes most, timed in the guest) on buddy-sim and on ax-alloc's own
+/// backends, x86_64 and aarch64, each booted once with one CPU and 512 MiB under
+/// `-icount shift=0` (the guest clock counts instructions, 1 ns each), its `today bench`
+/// lines left in `out`, each boot's headed by `TODAY RUN arch=... allocator=...`. A build or
+/// boot that fails leaves `UNAVAILABLE: why` as the file's first line instead: the report
+/// says so and goes on.
+pub fn capture_measurements(root: &Path, out: &Path) -> Result<(), String> {
+    cmd::write_capture(out, measure(root))
+}
+
+fn measure(root: &Path) -> Result<String, String> {
+    let mut log = String::new();
+    for arch in &ARCHS {
+        for backend in Backend::ALL {
+            let label = format!("bench-{}", backend.name());
+            let image = build(root, arch, backend, &["bench"], &label)?;
+            let out = boot_with(arch, &image, 1, &["-m", "512M", "-icount", "shift=0"])?;
+            if !out.lines().any(|l| l == "today bench: done") {
+                let tail: Vec<&str> = out.lines().rev().take(15).collect();
+                return Err(format!(
+                    "the bench on {} with {} did not finish; its run ended:\n{}",
+                    arch.name,
+                    backend.name(),
+                    tail.into_iter().rev().collect::<Vec<_>>().join("\n")
+                ));
+            }
+            log.push_str(&format!(
+                "TODAY RUN arch={} allocator={}\n",
+                arch.name,
+                backend.name()
+            ));
+            for line in out.lines().filter(|l| l.starts_with("today bench ")) {
+                log.push_str(line);
+                log.push('\n');
+            }
+        }
+    }
+    Ok(log)
 }
 
 /// The test stage: the app on both architectures with one and two CPUs; every run prints
@@ -220,7 +285,7 @@ pub fn stage(root: &Path, controls: bool) -> Result<String, String> {
                 arch.name,
                 backend.name()
             );
-            let image = build(root, arch, backend)?;
+            let image = build(root, arch, backend, &[], backend.name())?;
             for cpus in [1, 2] {
                 let out = boot(arch, &image, cpus)?;
                 if backend == Backend::BuddySim {

@@ -123,6 +123,16 @@ fn report(root: &std::path::Path, args: &[String]) -> ExitCode {
             return ExitCode::FAILURE;
         }
     }
+    let today_log = root.join("target/report/arceos-today-qemu.log");
+    if only.is_empty() || only.iter().any(|o| o.as_str() == "ArceOS today") {
+        eprintln!(
+            "xtask report: building today's ArceOS on buddy-sim and on ax-alloc's backends and timing it under QEMU"
+        );
+        if let Err(e) = arceos_today::capture_measurements(root, &today_log) {
+            eprintln!("xtask report: {e}");
+            return ExitCode::FAILURE;
+        }
+    }
     let guest_log = root.join("target/report/hypervisor-guest.log");
     if only.is_empty() || only.iter().any(|o| o.as_str() == "hypervisor guest") {
         eprintln!("xtask report: booting the EL2 hypervisor with today's ArceOS app as its guest");
@@ -133,6 +143,7 @@ fn report(root: &std::path::Path, args: &[String]) -> ExitCode {
     }
     let mut c = cmd::cargo(root);
     c.env("ZC_ARCEOS_LOG", &arceos_log);
+    c.env("ZC_ARCEOS_TODAY_LOG", &today_log);
     c.env("ZC_HYPERVISOR_GUEST_LOG", &guest_log);
     c.env("ZC_RING0_LOG", &ring0_log).args([
         "run",

@@ -7,6 +7,9 @@
 //! The same source is the control (`../today-control`: ax-alloc's own backends, no patch).
 //! There a call a backend leaves `unimplemented!()` (TLSF's `alloc_dma32_pages`, both
 //! backends' `alloc_pages_at`) is not made: the check fails, saying so.
+//!
+//! With the `bench` feature it runs no check: it times the allocator calls ArceOS makes
+//! most ([`bench`]), for the report's runs under QEMU's `-icount`.
 #![no_std]
 #![no_main]
 
@@ -19,6 +22,7 @@ use std::string::{String, ToString};
 use std::thread;
 use std::vec::Vec;
 
+mod bench;
 #[cfg(feature = "ram-pattern")]
 mod ram_pattern;
 #[cfg(feature = "hypervisor-guest")]
@@ -293,6 +297,15 @@ fn regions() -> String {
 
 #[unsafe(no_mangle)]
 fn main() {
+    if cfg!(feature = "bench") {
+        bench::run();
+    } else {
+        run_checks();
+    }
+}
+
+/// Every check, then the verdict.
+fn run_checks() {
     let mut checks = Checks { run: 0, failed: 0 };
     checks.check("memtest", memtest());
     let name = if cfg!(feature = "buddy-sim") {
