@@ -3,8 +3,9 @@
 //! same calls on buddy-sim and on ax-alloc's own backends, measured by what the guest
 //! executes (IRQ-saving locks and per-CPU lookups included), not by the host's wall clock.
 //!
-//! Each workload runs [`ROUNDS`] times, one line a round:
-//! `today bench <workload>: <ns> ns per call`; the last line is `today bench: done`.
+//! Each workload runs [`ROUNDS`] times after a round untimed, one line a round:
+//! `today bench <workload>: <ns> ns per call`; the first line is `today bench: start`, the
+//! last `today bench: done`.
 
 use ax_alloc::{UsageKind, global_allocator};
 use std::boxed::Box;
@@ -95,6 +96,8 @@ fn small_block() {
 
 /// Each workload [`ROUNDS`] times in a row, after a round untimed.
 pub fn run() {
+    // A line of its own first: the runtime's first console message may land inside it.
+    println!("today bench: start");
     let workloads: [(&str, usize, fn()); 4] = [
         ("one page (alloc + free)", 2 * PAIRS, one_page),
         (

@@ -28,19 +28,36 @@ const PCP_MAX_ORDER: Order = match Order::new(6) {
     Err(_) => panic!("order 6 is an order"),
 };
 
-/// The order of a request of `num_pages` pages aligned to `align` bytes that a block from a
-/// CPU's list serves whole, and the order of frames it must start aligned to where that is
-/// above the block's own: a power of two of pages up to the lists' largest order, aligned
-/// to a power of two of at least a page (frames are numbered by their address, so a block
-/// of `2^k` pages starts at a multiple of its size). `None` otherwise.
+/// A request of `num_pages` pages aligned to `align` bytes that one block serves whole: the
+/// block's order, and the order of frames it must start aligned to where that is above the
+/// block's own. A power of two of pages aligned to a power of two of at least a page (frames
+/// are numbered by their address, so a block of `2^k` pages starts at a multiple of its
+/// size). `None` otherwise.
 #[inline(always)]
-pub(crate) fn listed_block(num_pages: usize, align: usize) -> Option<(Order, Option<Order>)> {
+fn block_of(num_pages: usize, align: usize) -> Option<(Order, Option<Order>)> {
     if !num_pages.is_power_of_two() || !align.is_power_of_two() || align < PAGE {
         return None;
     }
     let order = Order::new(u8::try_from(num_pages.trailing_zeros()).ok()?).ok()?;
     let align = Order::new(u8::try_from((align / PAGE).trailing_zeros()).ok()?).ok()?;
-    (order <= PCP_MAX_ORDER).then_some((order, (align > order).then_some(align)))
+    Some((order, (align > order).then_some(align)))
+}
+
+/// [`block_of`] a request a block from a CPU's list serves: up to the lists' largest order.
+#[inline(always)]
+pub(crate) fn listed_block(num_pages: usize, align: usize) -> Option<(Order, Option<Order>)> {
+    block_of(num_pages, align).filter(|&(order, _)| order <= PCP_MAX_ORDER)
+}
+
+/// The order of [`block_of`] a request above the lists' orders, aligned to at most its size:
+/// a block the buddy serves whole (a heap's growth). A larger alignment is the general
+/// path's, which splits a block of the alignment's order.
+#[inline(always)]
+pub(crate) fn unlisted_block(num_pages: usize, align: usize) -> Option<Order> {
+    match block_of(num_pages, align)? {
+        (order, None) if order > PCP_MAX_ORDER => Some(order),
+        _ => None,
+    }
 }
 
 /// The configuration the page allocator gives its zone of `frames` frames from `first`,
@@ -467,6 +484,31 @@ impl Frames {
         Some(pfn.0 as usize * PAGE)
     }
 
+    /// A block of `order` above the listed orders ([`unlisted_block`]) from the zone under
+    /// the calling CPU's slot (the list of the pageblock order's blocks, else the buddy under
+    /// the zone lock), counted for `kind`: its address. `None`, changing nothing, when the
+    /// region is [exhausted](Frames::exhausted) or the zone has no such block: the general
+    /// path then looks further (other regions, every CPU's lists drained) and records why.
+    #[inline(always)]
+    pub(crate) fn alloc_unlisted_block(
+        &self,
+        order: Order,
+        kind: UsageKind,
+        tag: OwnerTag,
+    ) -> Option<usize> {
+        if self.exhausted() {
+            return None;
+        }
+        let mut cpu = self.this_cpu();
+        tag.set(self.zone, cpu.id);
+        // SAFETY: `cpu` is this allocator's slot, its lock held until the call ends.
+        let lists = unsafe { self.local_lists(&cpu) };
+        let pfn = lists.alloc_frozen_pages(order).ok()?;
+        cpu.usage.add(kind, PAGE << order.get());
+        // As in `alloc_block`: the frame's number times its size is its address.
+        Some(pfn.0 as usize * PAGE)
+    }
+
     /// [`Frames::alloc_block`] of a page past the calling CPU's list: a refill and the slow
     /// path, unless the region is [exhausted](Frames::exhausted); out of line, so that the
     /// list's pop carries none of it.
@@ -521,6 +563,25 @@ impl Frames {
             return unsafe { self.free_block_unlisted(pfn, order, kind) };
         }
         self.freed(cpu, order, kind)
+    }
+
+    /// [`Frames::free_block`] of a block above the listed orders ([`unlisted_block`]'s):
+    /// `false`, changing nothing, for anything but such a block handed out whole.
+    ///
+    /// # Safety
+    /// As [`GlobalAllocator::dealloc_pages`](crate::GlobalAllocator::dealloc_pages).
+    #[inline(always)]
+    pub(crate) unsafe fn free_unlisted_block(
+        &self,
+        pos: usize,
+        order: Order,
+        kind: UsageKind,
+    ) -> bool {
+        if !pos.is_multiple_of(PAGE) {
+            return false;
+        }
+        // SAFETY: the caller's promise, passed on.
+        unsafe { self.free_block_unlisted(Pfn((pos / PAGE) as u64), order, kind) }
     }
 
     /// [`Frames::free_block`] of a block its list's array does not take at once (every
@@ -623,11 +684,40 @@ impl Frames {
 
 #[cfg(test)]
 mod tests {
-    use super::{PAGE, PCP_MAX_ORDER, listed_block};
+    use super::{PAGE, PCP_MAX_ORDER, listed_block, unlisted_block};
     use buddy_sim::Order;
 
     fn o(k: u8) -> Order {
         Order::new(k).unwrap()
+    }
+
+    #[test]
+    fn unlisted_blocks_are_the_larger_powers_of_two_aligned_to_at_most_their_size() {
+        let first = 2 << PCP_MAX_ORDER.get();
+        assert_eq!(
+            unlisted_block(first, PAGE),
+            Some(o(PCP_MAX_ORDER.get() + 1))
+        );
+        assert_eq!(
+            unlisted_block(first, first * PAGE),
+            Some(o(PCP_MAX_ORDER.get() + 1))
+        );
+        assert_eq!(unlisted_block(8192, PAGE), Some(o(13)));
+        // A listed block, an alignment above the size (the general path splits a block of
+        // the alignment's order), not a power of two, an alignment below a page.
+        for (pages, align) in [
+            (first / 2, PAGE),
+            (first, 2 * first * PAGE),
+            (first + 1, PAGE),
+            (first, PAGE / 2),
+            (0, PAGE),
+        ] {
+            assert_eq!(
+                unlisted_block(pages, align),
+                None,
+                "{pages} pages, {align:#x}"
+            );
+        }
     }
 
     #[test]

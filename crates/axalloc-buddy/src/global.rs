@@ -4,7 +4,7 @@
 
 use crate::byte::{DefaultByteAllocator, NAME};
 use crate::cpu::cpu_count;
-use crate::frames::{Frames, InitError, PAGE, listed_block};
+use crate::frames::{Frames, InitError, PAGE, listed_block, unlisted_block};
 use crate::lock::IrqSpin;
 use crate::owner::{OwnerTag, Owners};
 use crate::usage::{UsageCounts, UsageKind, Usages};
@@ -602,9 +602,9 @@ impl GlobalAllocator {
     ) -> AllocResult<usize> {
         // One page (a page table's), the call a kernel makes most, on a path of its own; a
         // small block's worth of pages (a task stack, a heap's small run, a DMA buffer
-        // aligned above its size) from the CPU's list on another; anything else, or nothing
-        // there, through the general path. Each out of line, so that none carries the
-        // others' registers.
+        // aligned above its size) from the CPU's list on another; a larger block (a heap's
+        // growth) from the zone on a third; anything else, or nothing there, through the
+        // general path. Each out of line, so that none carries the others' registers.
         // One owner tag per call (page_owner's sequence number, taken once).
         let tag = self.owners.tag(kind);
         if num_pages == 1 && align_pow2 == PAGE {
@@ -616,6 +616,10 @@ impl GlobalAllocator {
                 None => self.alloc_one_block(order, kind, tag),
                 Some(align) => self.alloc_aligned_block(order, align, kind, tag),
             }
+        {
+            return Ok(at);
+        } else if let Some(order) = unlisted_block(num_pages, align_pow2)
+            && let Some(at) = self.alloc_buddy_block(order, kind, tag)
         {
             return Ok(at);
         }
@@ -650,6 +654,14 @@ impl GlobalAllocator {
         tag: OwnerTag,
     ) -> Option<usize> {
         self.first()?.alloc_block(order, Some(align), kind, tag)
+    }
+
+    /// One block of `order`, above the orders the CPU lists serve (a heap's growth), from
+    /// the first region's zone under the calling CPU's slot, counted for `kind`; `None` when
+    /// that region has none (the general path's to look further), or before `init`.
+    #[inline(never)]
+    fn alloc_buddy_block(&self, order: Order, kind: UsageKind, tag: OwnerTag) -> Option<usize> {
+        self.first()?.alloc_unlisted_block(order, kind, tag)
     }
 
     /// [`GlobalAllocator::alloc_pages`] of anything but one page (or of one page the fast
@@ -768,7 +780,13 @@ impl GlobalAllocator {
         if num_pages == 1 && unsafe { self.free_one_page(pos, kind) } {
             return;
         }
-        if num_pages > 1
+        if let Some(order) = unlisted_block(num_pages, PAGE) {
+            // A block above the listed orders (a heap's growth) straight to the zone.
+            // SAFETY: the caller's promise, passed on.
+            if unsafe { self.free_buddy_block(pos, order, kind) } {
+                return;
+            }
+        } else if num_pages > 1
             && num_pages.is_power_of_two()
             && let Ok(order) = Order::new(num_pages.trailing_zeros() as u8)
             // SAFETY: the caller's promise, passed on.
@@ -800,6 +818,23 @@ impl GlobalAllocator {
     unsafe fn free_one_block(&self, pos: usize, order: Order, kind: UsageKind) -> bool {
         // SAFETY: the caller's promise, passed on.
         unsafe { self.free_in_first(pos, order, kind) }
+    }
+
+    /// [`GlobalAllocator::free_one_block`] of a block above the listed orders
+    /// ([`GlobalAllocator::alloc_buddy_block`]'s): the zone's whole free at once, without
+    /// the listed path's registers.
+    ///
+    /// # Safety
+    /// As [`GlobalAllocator::dealloc_pages`].
+    #[inline(never)]
+    unsafe fn free_buddy_block(&self, pos: usize, order: Order, kind: UsageKind) -> bool {
+        match self.first() {
+            // SAFETY: the caller's promise, passed on.
+            Some(frames) if frames.holds(pos) => unsafe {
+                frames.free_unlisted_block(pos, order, kind)
+            },
+            _ => false,
+        }
     }
 
     /// Gives back the block of `order` at `pos` if it is a block of the first region handed

@@ -195,6 +195,30 @@ fn an_aligned_small_block_is_taken_again_from_the_cpus_list() {
 }
 
 #[test]
+fn a_block_above_the_lists_orders_comes_whole_from_the_zone() {
+    let (_region, a) = allocator(4 << 20);
+    let before = a.available_pages();
+    for pages in [128, 256] {
+        let at = a.alloc_pages(pages, PAGE, UsageKind::VirtMem).unwrap();
+        assert_eq!(at % (pages * PAGE), 0, "{pages} pages: one block");
+        assert_eq!(a.usages().get(UsageKind::VirtMem), pages * PAGE);
+        assert_eq!(a.available_pages(), before - pages);
+        give_back(&a, at, pages, UsageKind::VirtMem);
+        assert_eq!(a.usages().get(UsageKind::VirtMem), 0);
+        assert_eq!(a.available_pages(), before);
+    }
+    // A block larger than the region: refused, nothing counted or taken.
+    let r = a.alloc_pages(2048, PAGE, UsageKind::VirtMem);
+    assert!(matches!(
+        r,
+        Err(axalloc_buddy::axallocator::AllocError::NoMemory)
+    ));
+    assert_eq!(a.usages().get(UsageKind::VirtMem), 0);
+    assert_eq!(a.available_pages(), before);
+    zone_is_sound(&a);
+}
+
+#[test]
 #[cfg_attr(
     miri,
     ignore = "16 MiB of memory: too slow under Miri; the zeroed path runs in global_page"

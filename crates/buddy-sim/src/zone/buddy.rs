@@ -181,7 +181,13 @@ impl FreeArea {
     /// it (its head reads as a tail until the caller stores another word).
     #[inline]
     pub(crate) fn remove(&mut self, m: FrameMap<'_>, idx: FrameIdx, order: Order) -> bool {
-        let w = m.frame(idx).load();
+        self.unlink(m, idx, order, m.frame(idx).load())
+    }
+
+    /// [`FreeArea::remove`] of the block at `idx` whose head word the caller has just read
+    /// under the zone lock (`w`): a merge's buddy, read to decide the merge.
+    #[inline(always)]
+    fn unlink(&mut self, m: FrameMap<'_>, idx: FrameIdx, order: Order, w: Word) -> bool {
         let zeroed = w.zeroed();
         if w.reported() {
             self.reporting.counts.reported_free -= order.pages();
@@ -270,7 +276,7 @@ impl FreeArea {
                 }
             }
             reported &= w.reported();
-            self.remove(m, b, order);
+            self.unlink(m, b, order, w);
             m.frame(idx).store(Word::TAIL);
             idx = idx.min(b);
             order = order.up();
