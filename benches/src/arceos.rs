@@ -25,6 +25,7 @@
 use axallocator::{BaseAllocator, BitmapPageAllocator, PageAllocator};
 use buddy_sim::{AxPageAllocator, BoxedZone, DefaultRawMutex, Frame, PerCpu, Pfn};
 
+use crate::capture;
 use crate::count::{self, Workload};
 use crate::measure::{Budget, Candidate, Estimate, Samples, Verdict};
 use crate::{Cell, Section, SectionContext, Table, must};
@@ -610,49 +611,28 @@ type QemuRuns = Vec<((String, String), (Vec<f64>, Vec<f64>))>;
 /// # Errors
 /// The `UNAVAILABLE` reason, or a log without a run of `cpus` CPUs.
 pub fn parse_qemu(log: &str, cpus: usize) -> Result<QemuRuns, String> {
-    if let Some(why) = log
-        .lines()
-        .next()
-        .and_then(|l| l.strip_prefix("UNAVAILABLE: "))
-    {
-        return Err(why.to_string());
-    }
     let mut runs: QemuRuns = Vec::new();
     let mut current: Option<(String, bool)> = None;
-    for line in log.lines() {
-        if let Some(rest) = line.strip_prefix("ARCEOS RUN ") {
-            let field = |k: &str| {
-                rest.split_whitespace()
-                    .find_map(|kv| kv.strip_prefix(k).map(String::from))
-            };
-            let arch = field("arch=").ok_or("a run without arch=")?;
-            let ours = field("allocator=").ok_or("a run without allocator=")? == "buddy-sim";
-            let booted = field("cpus=").map_or(Ok(1), |n| n.parse::<usize>());
+    for line in capture::available(log)?.lines() {
+        if let Some(fields) = line.strip_prefix("ARCEOS RUN ") {
+            let arch = capture::field(fields, "arch").ok_or("a run without arch=")?;
+            let ours = capture::field(fields, "allocator").ok_or("a run without allocator=")?
+                == "buddy-sim";
+            let booted = capture::field(fields, "cpus").map_or(Ok(1), str::parse::<usize>);
             let booted = booted.map_err(|e| format!("a run's cpus=: {e}"))?;
-            current = (booted == cpus).then_some((arch, ours));
-        } else if let Some(rest) = line.strip_prefix("bench ") {
-            let (Some((arch, ours)), Some((work, ns))) = (&current, rest.rsplit_once(": ")) else {
-                continue;
-            };
-            let Some(ns) = ns
-                .strip_suffix(" ns per call")
-                .and_then(|n| n.parse::<f64>().ok())
-            else {
-                continue;
-            };
-            let key = (arch.clone(), work.to_string());
-            let i = match runs.iter().position(|(k, _)| *k == key) {
-                Some(i) => i,
-                None => {
-                    runs.push((key, (Vec::new(), Vec::new())));
-                    runs.len() - 1
-                }
-            };
-            let (bitmap, buddy) = &mut runs[i].1;
+            current = (booted == cpus).then_some((arch.to_string(), ours));
+        } else if let Some(rest) = line.strip_prefix("bench ")
+            && let (Some((arch, ours)), Some((work, ns))) = (&current, capture::per_call(rest))
+        {
+            let (bitmap, buddy) = capture::entry(
+                &mut runs,
+                (arch.clone(), work.to_string()),
+                Default::default,
+            );
             if *ours {
-                buddy.push(ns)
+                buddy.push(ns);
             } else {
-                bitmap.push(ns)
+                bitmap.push(ns);
             }
         }
     }

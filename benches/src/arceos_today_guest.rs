@@ -10,6 +10,7 @@
 //! `cargo xtask report` builds and boots the guests and leaves their `today bench` lines in
 //! the file named by [`LOG_ENV`] (first line `UNAVAILABLE: why` when it could not).
 
+use crate::capture;
 use crate::measure::Estimate;
 use crate::{Cell, SectionContext, Table};
 
@@ -48,48 +49,26 @@ type GuestRuns = Vec<((String, String), [Vec<f64>; 3])>;
 /// The `UNAVAILABLE` reason, a run naming no architecture or an unknown allocator, or a log
 /// without a `today bench` line.
 pub fn parse(log: &str) -> Result<GuestRuns, String> {
-    if let Some(why) = log
-        .lines()
-        .next()
-        .and_then(|l| l.strip_prefix("UNAVAILABLE: "))
-    {
-        return Err(why.to_string());
-    }
     let mut runs: GuestRuns = Vec::new();
     let mut current: Option<(String, usize)> = None;
-    for line in log.lines() {
-        if let Some(rest) = line.strip_prefix("TODAY RUN ") {
-            let field = |k: &str| {
-                rest.split_whitespace()
-                    .find_map(|kv| kv.strip_prefix(k).map(String::from))
-            };
-            let arch = field("arch=").ok_or("a run without arch=")?;
-            let name = field("allocator=").ok_or("a run without allocator=")?;
+    for line in capture::available(log)?.lines() {
+        if let Some(fields) = line.strip_prefix("TODAY RUN ") {
+            let arch = capture::field(fields, "arch").ok_or("a run without arch=")?;
+            let name = capture::field(fields, "allocator").ok_or("a run without allocator=")?;
             let backend = BACKENDS
                 .iter()
                 .position(|b| *b == name)
                 .ok_or_else(|| format!("a run of an unknown allocator {name:?}"))?;
-            current = Some((arch, backend));
-        } else if let Some(rest) = line.strip_prefix("today bench ") {
-            let (Some((arch, backend)), Some((work, ns))) = (&current, rest.rsplit_once(": "))
-            else {
-                continue;
-            };
-            let Some(ns) = ns
-                .strip_suffix(" ns per call")
-                .and_then(|n| n.parse::<f64>().ok())
-            else {
-                continue;
-            };
-            let key = (arch.clone(), work.to_string());
-            let i = match runs.iter().position(|(k, _)| *k == key) {
-                Some(i) => i,
-                None => {
-                    runs.push((key, Default::default()));
-                    runs.len() - 1
-                }
-            };
-            runs[i].1[*backend].push(ns);
+            current = Some((arch.to_string(), backend));
+        } else if let Some(rest) = line.strip_prefix("today bench ")
+            && let (Some((arch, backend)), Some((work, ns))) = (&current, capture::per_call(rest))
+        {
+            capture::entry(
+                &mut runs,
+                (arch.clone(), work.to_string()),
+                Default::default,
+            )[*backend]
+                .push(ns);
         }
     }
     if runs.is_empty() {

@@ -29,22 +29,13 @@ struct Boot {
 
 /// The boots of a captured log, or why there are none.
 fn parse(log: &str) -> Result<Vec<Boot>, String> {
-    if let Some(why) = log
-        .lines()
-        .next()
-        .and_then(|l| l.strip_prefix("UNAVAILABLE: "))
-    {
-        return Err(why.to_string());
-    }
+    let log = crate::capture::available(log)?;
     let boots: Vec<Boot> = log
         .lines()
         .filter_map(|l| l.strip_prefix("linux guest figures: "))
         .filter_map(|l| {
-            let field = |key: &str| {
-                l.split_whitespace()
-                    .find_map(|kv| kv.strip_prefix(key)?.strip_prefix('='))
-                    .and_then(|v| v.parse::<f64>().ok())
-            };
+            let field =
+                |key: &str| crate::capture::field(l, key).and_then(|v| v.parse::<f64>().ok());
             Some(Boot {
                 blocks: field("blocks")?,
                 known_zero: field("known_zero")?,

@@ -7,6 +7,7 @@
 pub mod arceos;
 pub mod arceos_today;
 pub mod arceos_today_guest;
+pub mod capture;
 pub mod clearing;
 pub mod contig_free;
 pub mod count;

@@ -56,13 +56,7 @@ pub struct Block {
 /// # Errors
 /// The `UNAVAILABLE` reason the capture recorded, or what is missing from the block.
 pub fn parse(log: &str) -> Result<Block, String> {
-    if let Some(why) = log
-        .lines()
-        .next()
-        .and_then(|l| l.strip_prefix("UNAVAILABLE: "))
-    {
-        return Err(why.to_string());
-    }
+    let log = crate::capture::available(log)?;
     let mut block = Block::default();
     let mut inside = false;
     let mut ended = false;

@@ -19,9 +19,10 @@ pub const ROUNDS: usize = 5;
 /// One page allocated and freed at once, this many times a round.
 const PAIRS: usize = 2_000;
 
-/// Page-table pages taken then freed together, this many at a time (a 1 GiB mapping's
-/// 512 tables of 4 KiB pages), this many times a round.
+/// Page-table pages taken then freed together (a 1 GiB mapping's 512 tables of 4 KiB
+/// pages).
 const TABLES: usize = 512;
+/// Batches of [`TABLES`] a round.
 const TABLE_BATCHES: usize = 4;
 
 /// Heap-growth rounds a line times: runs of 8 to 8192 pages, doubling, then freed.
