@@ -28,6 +28,12 @@ const PCP_MAX_ORDER: Order = match Order::new(6) {
     Err(_) => panic!("order 6 is an order"),
 };
 
+/// Whether blocks of `order` are a CPU list's (see [`zone_config`]).
+#[inline(always)]
+pub(crate) const fn is_listed(order: Order) -> bool {
+    order.get() <= PCP_MAX_ORDER.get()
+}
+
 /// A request of `num_pages` pages aligned to `align` bytes that one block serves whole: the
 /// block's order, and the order of frames it must start aligned to where that is above the
 /// block's own. A power of two of pages aligned to a power of two of at least a page (frames
@@ -46,7 +52,7 @@ fn block_of(num_pages: usize, align: usize) -> Option<(Order, Option<Order>)> {
 /// [`block_of`] a request a block from a CPU's list serves: up to the lists' largest order.
 #[inline(always)]
 pub(crate) fn listed_block(num_pages: usize, align: usize) -> Option<(Order, Option<Order>)> {
-    block_of(num_pages, align).filter(|&(order, _)| order <= PCP_MAX_ORDER)
+    block_of(num_pages, align).filter(|&(order, _)| is_listed(order))
 }
 
 /// The order of [`block_of`] a request above the lists' orders, aligned to at most its size:
@@ -55,7 +61,7 @@ pub(crate) fn listed_block(num_pages: usize, align: usize) -> Option<(Order, Opt
 #[inline(always)]
 pub(crate) fn unlisted_block(num_pages: usize, align: usize) -> Option<Order> {
     match block_of(num_pages, align)? {
-        (order, None) if order > PCP_MAX_ORDER => Some(order),
+        (order, None) if !is_listed(order) => Some(order),
         _ => None,
     }
 }
@@ -544,7 +550,7 @@ impl Frames {
             return false;
         }
         let pfn = Pfn((pos / PAGE) as u64);
-        if order > PCP_MAX_ORDER {
+        if !is_listed(order) {
             // Above the orders a call takes from a list (`listed_block`): the whole
             // free at once, under one lock (a listed attempt first would take it twice).
             // SAFETY: the caller's promise, passed on.
