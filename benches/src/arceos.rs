@@ -808,15 +808,6 @@ fn counted_table() -> Table {
     t
 }
 
-/// The captured `bench` runs ([`QEMU_LOG_ENV`]), or why there are none.
-fn qemu_log() -> Result<String, String> {
-    std::env::var(QEMU_LOG_ENV)
-        .map_err(|_| {
-            format!("{QEMU_LOG_ENV} is not set (run the report through cargo xtask report)")
-        })
-        .and_then(|path| std::fs::read_to_string(&path).map_err(|e| format!("{path}: {e}")))
-}
-
 /// The goal of two CPUs taking page-table pages at once: their throughput over one CPU's.
 const SMP_GOAL: f64 = 1.8;
 
@@ -1037,7 +1028,7 @@ impl Section for Arceos {
     fn run(&self, ctx: &SectionContext) -> Vec<Table> {
         let (host, peers) = table(ctx);
         ctx.step("arceos: instructions (callgrind)");
-        let log = qemu_log();
+        let log = capture::read(QEMU_LOG_ENV);
         vec![
             host,
             peers,

@@ -12,6 +12,7 @@
 
 use crate::capture;
 use crate::measure::Estimate;
+use crate::report::ratio_text;
 use crate::{Cell, SectionContext, Table};
 
 /// The environment variable naming the captured guest runs.
@@ -77,26 +78,23 @@ pub fn parse(log: &str) -> Result<GuestRuns, String> {
     Ok(runs)
 }
 
-/// A peer's rounds over buddy-sim's: the ratio of their medians, and the lowest and highest
-/// ratio any two rounds give (the peer's fewest instructions over buddy-sim's most, and the
-/// reverse).
-fn ratio(peer: &[f64], ours: &[f64]) -> Option<(f64, f64, f64)> {
+/// A peer's rounds over buddy-sim's: the ratio of their medians, its interval the lowest
+/// and highest ratio any two rounds give (the peer's fewest instructions over buddy-sim's
+/// most, and the reverse).
+fn ratio(peer: &[f64], ours: &[f64]) -> Option<Estimate> {
     let (p, o) = (
         Estimate::of(peer.iter().copied()),
         Estimate::of(ours.iter().copied()),
     );
     let min = |v: &[f64]| v.iter().copied().fold(f64::INFINITY, f64::min);
     let max = |v: &[f64]| v.iter().copied().fold(f64::NEG_INFINITY, f64::max);
-    let r = p.median / o.median;
-    r.is_finite()
-        .then(|| (r, min(peer) / max(ours), max(peer) / min(ours)))
-}
-
-/// The captured guest runs, or why there are none.
-fn log() -> Result<String, String> {
-    let path = std::env::var(LOG_ENV)
-        .map_err(|_| format!("{LOG_ENV} is not set (run the report through cargo xtask report)"))?;
-    std::fs::read_to_string(&path).map_err(|e| format!("{path}: {e}"))
+    let median = p.median / o.median;
+    median.is_finite().then(|| Estimate {
+        median,
+        lo: min(peer) / max(ours),
+        hi: max(peer) / min(ours),
+        n: peer.len().min(ours.len()),
+    })
 }
 
 /// The guest table and its goals, headlines in `ctx`.
@@ -124,7 +122,7 @@ pub fn tables(ctx: &SectionContext) -> Vec<Table> {
             "verdict",
         ],
     );
-    let runs = log().and_then(|l| parse(&l));
+    let runs = capture::read(LOG_ENV).and_then(|l| parse(&l));
     match runs {
         Ok(runs) => {
             for ((arch, work), rounds) in &runs {
@@ -139,11 +137,11 @@ pub fn tables(ctx: &SectionContext) -> Vec<Table> {
                 let mut row = vec![Cell::text(work.clone()), Cell::text(arch.clone())];
                 row.extend(cells);
                 for peer in 1..BACKENDS.len() {
-                    let Some((r, lo, hi)) = ratio(&rounds[peer], &rounds[0]) else {
+                    let Some(r) = ratio(&rounds[peer], &rounds[0]) else {
                         row.push(Cell::text("—"));
                         continue;
                     };
-                    row.push(Cell::num(r, 2, "x"));
+                    row.push(Cell::num(r.median, 2, "x"));
                     let goal = if PAGE_WORKLOADS.contains(&work.as_str()) {
                         PAGE_GOAL
                     } else {
@@ -153,27 +151,12 @@ pub fn tables(ctx: &SectionContext) -> Vec<Table> {
                         "{arch} guest: {work}: buddy-sim over {}",
                         BACKEND_TITLES[peer]
                     );
-                    ctx.headline(
-                        name.clone(),
-                        Estimate {
-                            median: r,
-                            lo,
-                            hi,
-                            n: rounds[peer].len().min(rounds[0].len()),
-                        },
-                    );
-                    let verdict = if lo >= goal {
-                        "met"
-                    } else if hi < goal {
-                        "not met"
-                    } else {
-                        "not clearly met"
-                    };
+                    ctx.headline(name.clone(), r);
                     goals.row(vec![
                         Cell::text(name),
-                        Cell::text(format!("{r:.2}x [{lo:.2}, {hi:.2}]")),
+                        Cell::text(ratio_text(r)),
                         Cell::text(format!(">= {goal}x")),
-                        Cell::text(verdict),
+                        Cell::text(r.judge(goal, true).as_str()),
                     ]);
                 }
                 t.row(row);
@@ -201,7 +184,8 @@ pub fn tables(ctx: &SectionContext) -> Vec<Table> {
         "The page paths (one page, page-table pages, heap growth) against ax-alloc's backends \
          as ArceOS runs them: >= 1.5x (issue 50: the page paths of buddy-slab-allocator and \
          TLSF as ax-alloc 0.9 uses them); the heap block: >= 1x. Met when even the lowest \
-         ratio of any two rounds reaches the goal, not met when even the highest stays below.",
+         ratio of any two rounds reaches the goal, not met when even the highest stays below, \
+         inconclusive otherwise.",
     );
     vec![t, goals]
 }
@@ -238,9 +222,9 @@ today bench 64-byte heap block (alloc + free): 100 ns per call
 
     #[test]
     fn a_ratio_spans_the_rounds_and_needs_both_sides() {
-        let (r, lo, hi) = ratio(&[500.0, 510.0], &[100.0, 125.0]).unwrap();
-        assert!((r - 505.0 / 112.5).abs() < 1e-9);
-        assert!((lo - 4.0).abs() < 1e-9 && (hi - 5.1).abs() < 1e-9);
+        let r = ratio(&[500.0, 510.0], &[100.0, 125.0]).unwrap();
+        assert!((r.median - 505.0 / 112.5).abs() < 1e-9);
+        assert!((r.lo - 4.0).abs() < 1e-9 && (r.hi - 5.1).abs() < 1e-9);
         assert!(ratio(&[500.0], &[]).is_none());
     }
 

@@ -18,6 +18,17 @@ pub fn available(log: &str) -> Result<&str, String> {
     }
 }
 
+/// The capture the file named by the environment variable `env` holds, or why there is
+/// none (`cargo xtask report` sets it).
+///
+/// # Errors
+/// `env` unset, or the file unreadable.
+pub fn read(env: &str) -> Result<String, String> {
+    let path = std::env::var(env)
+        .map_err(|_| format!("{env} is not set (run the report through cargo xtask report)"))?;
+    std::fs::read_to_string(&path).map_err(|e| format!("{path}: {e}"))
+}
+
 /// The value of the field `key` (`key=value`) among a header line's fields.
 #[must_use]
 pub fn field<'a>(fields: &'a str, key: &str) -> Option<&'a str> {

@@ -52,13 +52,6 @@ fn parse(log: &str) -> Result<Vec<Boot>, String> {
     Ok(boots)
 }
 
-/// The captured log, or why there is none.
-fn log() -> Result<String, String> {
-    std::env::var(LOG_ENV)
-        .map_err(|_| format!("{LOG_ENV} is not set (run the report through cargo xtask report)"))
-        .and_then(|path| std::fs::read_to_string(&path).map_err(|e| format!("{path}: {e}")))
-}
-
 fn table(ctx: &SectionContext, boots: &Result<Vec<Boot>, String>) -> Table {
     let mut t = Table::new(
         "hypervisor-guest",
@@ -146,7 +139,10 @@ impl Section for HypervisorGuest {
 
     fn run(&self, ctx: &SectionContext) -> Vec<Table> {
         ctx.step("hypervisor guest: the captured boots");
-        vec![table(ctx, &log().and_then(|l| parse(&l)))]
+        vec![table(
+            ctx,
+            &crate::capture::read(LOG_ENV).and_then(|l| parse(&l)),
+        )]
     }
 }
 

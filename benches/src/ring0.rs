@@ -311,12 +311,7 @@ impl Section for Ring0 {
 
     fn run(&self, ctx: &SectionContext) -> Vec<Table> {
         ctx.step("ring 0: reading the x86_64 kernel's measurements");
-        let log = match std::env::var(LOG_ENV) {
-            Ok(path) => std::fs::read_to_string(&path).map_err(|e| format!("{path}: {e}")),
-            Err(_) => Err(format!(
-                "{LOG_ENV} is not set: `cargo xtask report` boots the kernel and sets it"
-            )),
-        };
+        let log = crate::capture::read(LOG_ENV);
         match log.and_then(|l| parse(&l)) {
             Ok(block) => tables(&block),
             Err(why) => {

@@ -76,21 +76,13 @@ impl Backend {
         }
     }
 
-    /// The app's workspace, and the features it is built with (beside `extra`): cargo's
-    /// arguments.
-    fn workspace(self, extra: &[&str]) -> (&'static str, Vec<String>) {
-        let (workspace, own): (_, &[&str]) = match self {
+    /// The app's workspace, and the features it is built with.
+    fn workspace(self) -> (&'static str, &'static [&'static str]) {
+        match self {
             Self::BuddySim => ("arceos/today", &[]),
             Self::BuddySlab => ("arceos/today-control", &[]),
             Self::Tlsf => ("arceos/today-control", &["tlsf"]),
-        };
-        let features: Vec<&str> = own.iter().chain(extra).copied().collect();
-        let args = if features.is_empty() {
-            Vec::new()
-        } else {
-            vec!["--features".to_string(), features.join(",")]
-        };
-        (workspace, args)
+        }
     }
 }
 
@@ -138,9 +130,19 @@ fn build(
     extra: &[&str],
     label: &str,
 ) -> Result<PathBuf, String> {
-    let (workspace, args) = backend.workspace(extra);
-    let args: Vec<&str> = args.iter().map(String::as_str).collect();
-    app_image(root, arch, workspace, &args, label)
+    let (workspace, own) = backend.workspace();
+    let features = own
+        .iter()
+        .chain(extra)
+        .copied()
+        .collect::<Vec<_>>()
+        .join(",");
+    let args: &[&str] = if features.is_empty() {
+        &[]
+    } else {
+        &["--features", &features]
+    };
+    app_image(root, arch, workspace, args, label)
 }
 
 /// The app's aarch64 image on buddy-sim with `feature` (`ram-pattern`: as AxVisor's guest;
@@ -215,12 +217,11 @@ fn measure(root: &Path) -> Result<String, String> {
             let image = build(root, arch, backend, &["bench"], &label)?;
             let out = boot_with(arch, &image, 1, &["-m", "512M", "-icount", "shift=0"])?;
             if !out.lines().any(|l| l == "today bench: done") {
-                let tail: Vec<&str> = out.lines().rev().take(15).collect();
                 return Err(format!(
                     "the bench on {} with {} did not finish; its run ended:\n{}",
                     arch.name,
                     backend.name(),
-                    tail.into_iter().rev().collect::<Vec<_>>().join("\n")
+                    last_lines(&out)
                 ));
             }
             log.push_str(&format!(
@@ -341,15 +342,20 @@ pub fn stage(root: &Path, controls: bool) -> Result<String, String> {
 fn check_ours(arch: &Arch, cpus: usize, out: &str) -> Result<(), String> {
     for line in EXPECTED {
         if !out.contains(line) {
-            let tail: Vec<&str> = out.lines().rev().take(15).collect();
             return Err(format!(
                 "{} with {cpus} CPU(s): no line {line:?}; the run ended:\n{}",
                 arch.name,
-                tail.into_iter().rev().collect::<Vec<_>>().join("\n")
+                last_lines(out)
             ));
         }
     }
     Ok(())
+}
+
+/// The last 15 lines of a run's output, to show how it ended.
+fn last_lines(out: &str) -> String {
+    let tail: Vec<&str> = out.lines().rev().take(15).collect();
+    tail.into_iter().rev().collect::<Vec<_>>().join("\n")
 }
 
 /// What failed in a control run: each failed check with its reason, each region of memory

@@ -652,14 +652,6 @@ impl GlobalAllocator {
         self.first()?.alloc_block(order, Some(align), kind, tag)
     }
 
-    /// One block of `order`, above the orders the CPU lists serve (a heap's growth), from
-    /// the first region's zone under the calling CPU's slot, counted for `kind`; `None` when
-    /// that region has none (the general path's to look further), or before `init`.
-    #[inline(always)]
-    fn alloc_buddy_block(&self, (kind, tag): (UsageKind, OwnerTag), order: Order) -> Option<usize> {
-        self.first()?.alloc_unlisted_block(order, kind, tag)
-    }
-
     /// [`GlobalAllocator::alloc_pages`] of anything but one page or a listed block (or of
     /// one the fast paths did not find), out of line with its request's kind folded in: a
     /// block above the listed orders (a heap's growth) from the zone, else the general
@@ -669,16 +661,20 @@ impl GlobalAllocator {
     #[inline(never)]
     fn take_pages(
         &self,
-        kind: (UsageKind, OwnerTag),
+        (kind, tag): (UsageKind, OwnerTag),
         num_pages: usize,
         align_pow2: usize,
     ) -> AllocResult<usize> {
+        // The first region's block; `None` when it has none (the general path looks
+        // further), or before `init`.
         if let Some(order) = unlisted_block(num_pages, align_pow2)
-            && let Some(at) = self.alloc_buddy_block(kind, order)
+            && let Some(at) = self
+                .first()
+                .and_then(|frames| frames.alloc_unlisted_block(order, kind, tag))
         {
             return Ok(at);
         }
-        self.take_general(kind, num_pages, align_pow2)
+        self.take_general((kind, tag), num_pages, align_pow2)
     }
 
     /// [`GlobalAllocator::take_pages`] through the general path, out of line: its frame is
@@ -827,7 +823,9 @@ impl GlobalAllocator {
     #[inline(never)]
     unsafe fn free_one_page(&self, pos: usize, kind: UsageKind) -> bool {
         // SAFETY: the caller's promise, passed on.
-        unsafe { self.free_in_first(pos, Order::ZERO, kind) }
+        self.in_first(pos, |frames| unsafe {
+            frames.free_block(pos, Order::ZERO, kind)
+        })
     }
 
     /// [`GlobalAllocator::free_one_page`] of a block of `order` handed out whole.
@@ -837,37 +835,29 @@ impl GlobalAllocator {
     #[inline(never)]
     unsafe fn free_one_block(&self, pos: usize, order: Order, kind: UsageKind) -> bool {
         // SAFETY: the caller's promise, passed on.
-        unsafe { self.free_in_first(pos, order, kind) }
+        self.in_first(pos, |frames| unsafe { frames.free_block(pos, order, kind) })
     }
 
-    /// [`GlobalAllocator::free_one_block`] of a block above the listed orders
-    /// ([`GlobalAllocator::alloc_buddy_block`]'s): the zone's whole free at once, without
-    /// the listed path's registers.
+    /// [`GlobalAllocator::free_one_block`] of a block above the listed orders (what
+    /// `take_pages` takes from the zone): the zone's whole free at once, without the listed
+    /// path's registers.
     ///
     /// # Safety
     /// As [`GlobalAllocator::dealloc_pages`].
     #[inline(never)]
     unsafe fn free_buddy_block(&self, pos: usize, order: Order, kind: UsageKind) -> bool {
-        match self.first() {
-            // SAFETY: the caller's promise, passed on.
-            Some(frames) if frames.holds(pos) => unsafe {
-                frames.free_unlisted_block(pos, order, kind)
-            },
-            _ => false,
-        }
+        // SAFETY: the caller's promise, passed on.
+        self.in_first(pos, |frames| unsafe {
+            frames.free_unlisted_block(pos, order, kind)
+        })
     }
 
-    /// Gives back the block of `order` at `pos` if it is a block of the first region handed
-    /// out whole (a page alone, or a block's worth of pages), uncounted for `kind`: `false`,
-    /// changing nothing, otherwise.
-    ///
-    /// # Safety
-    /// As [`GlobalAllocator::dealloc_pages`].
+    /// `free` of the first region if `pos` is one of its pages (a block of it handed out
+    /// whole is given back there): `false`, changing nothing, otherwise.
     #[inline(always)]
-    unsafe fn free_in_first(&self, pos: usize, order: Order, kind: UsageKind) -> bool {
+    fn in_first(&self, pos: usize, free: impl FnOnce(&Frames) -> bool) -> bool {
         match self.first() {
-            // SAFETY: the caller's promise, passed on.
-            Some(frames) if frames.holds(pos) => unsafe { frames.free_block(pos, order, kind) },
+            Some(frames) if frames.holds(pos) => free(frames),
             _ => false,
         }
     }
