@@ -303,7 +303,10 @@ impl GlobalAllocator {
     /// [`AllocError::NoMemory`].
     pub fn alloc(&self, layout: Layout) -> AllocResult<NonNull<u8>> {
         let pages = layout.size().div_ceil(PAGE_SIZE);
-        reclaim::reclaiming(pages, || Ok(self.0.alloc(layout)?))
+        let first = self.0.alloc(layout);
+        reclaim::reclaiming(pages, first.map_err(Into::into), || {
+            Ok(self.0.alloc(layout)?)
+        })
     }
 
     /// Gives back `pos`, allocated with `layout` ([`GlobalAllocator::alloc`]).
@@ -325,8 +328,10 @@ impl GlobalAllocator {
         align: usize,
         kind: UsageKind,
     ) -> AllocResult<usize> {
-        reclaim::reclaiming(num_pages, || {
-            Ok(self.0.alloc_pages(num_pages, align.max(PAGE_SIZE), kind)?)
+        let align = align.max(PAGE_SIZE);
+        let first = self.0.alloc_pages(num_pages, align, kind);
+        reclaim::reclaiming(num_pages, first.map_err(Into::into), || {
+            Ok(self.0.alloc_pages(num_pages, align, kind)?)
         })
     }
 
@@ -341,10 +346,10 @@ impl GlobalAllocator {
         align: usize,
         kind: UsageKind,
     ) -> AllocResult<usize> {
-        reclaim::reclaiming(num_pages, || {
-            Ok(self
-                .0
-                .alloc_dma32_pages(num_pages, align.max(PAGE_SIZE), kind)?)
+        let align = align.max(PAGE_SIZE);
+        let first = self.0.alloc_dma32_pages(num_pages, align, kind);
+        reclaim::reclaiming(num_pages, first.map_err(Into::into), || {
+            Ok(self.0.alloc_dma32_pages(num_pages, align, kind)?)
         })
     }
 

@@ -1,6 +1,6 @@
 //! Reclaim under memory pressure (ax-alloc's): the kernel registers a callback that frees
 //! pages it can drop (clean page cache); an allocation that finds no memory calls it through
-//! buddy-sim's direct reclaim ([`with_direct_reclaim`]: the rounds and sizes of Linux's
+//! buddy-sim's direct reclaim ([`reclaim_and_retry`]: the rounds and sizes of Linux's
 //! `should_reclaim_retry`) and tries again. A lease lets one reclaim run at a time, and none
 //! from inside another.
 //!
@@ -9,7 +9,7 @@
 
 use core::sync::atomic::{AtomicBool, AtomicPtr, Ordering};
 
-use axalloc_buddy::buddy_sim::with_direct_reclaim;
+use axalloc_buddy::buddy_sim::reclaim_and_retry;
 
 use crate::{AllocError, AllocResult};
 
@@ -51,29 +51,41 @@ pub fn try_page_reclaim(num_pages: usize) -> usize {
     freed
 }
 
-/// `attempt`, for `pages` pages; on [`AllocError::NoMemory`], rounds of the registered
-/// reclaim ([`try_page_reclaim`], under its lease) and another attempt, as buddy-sim's
-/// direct reclaim makes them ([`with_direct_reclaim`]).
+/// `first`, the result of a first attempt for `pages` pages; on [`AllocError::NoMemory`],
+/// rounds of the registered reclaim ([`try_page_reclaim`], under its lease), each followed
+/// by another `attempt`, as buddy-sim's direct reclaim makes them ([`reclaim_and_retry`]).
+/// The caller makes the first attempt itself, as code of its own rather than a call of
+/// `attempt`: an allocation that succeeds costs no more than the allocator's call.
+#[inline(always)]
 pub(crate) fn reclaiming<T>(
     pages: usize,
+    first: AllocResult<T>,
     attempt: impl FnMut() -> AllocResult<T>,
 ) -> AllocResult<T> {
-    reclaiming_with(pages, attempt, try_page_reclaim)
+    reclaiming_with(pages, first, attempt, try_page_reclaim)
 }
 
 /// [`reclaiming`] with `reclaim` for the registered callback.
+#[inline(always)]
 fn reclaiming_with<T>(
     pages: usize,
+    first: AllocResult<T>,
     attempt: impl FnMut() -> AllocResult<T>,
     mut reclaim: impl FnMut(usize) -> usize,
 ) -> AllocResult<T> {
-    let mut round = |want: u64| reclaim(usize::try_from(want).unwrap_or(usize::MAX)) as u64;
-    with_direct_reclaim(
-        pages as u64,
-        &mut round,
-        |e| *e == AllocError::NoMemory,
-        attempt,
-    )
+    match first {
+        Err(AllocError::NoMemory) => {
+            let mut round = |want: u64| reclaim(usize::try_from(want).unwrap_or(usize::MAX)) as u64;
+            reclaim_and_retry(
+                pages as u64,
+                &mut round,
+                |e| *e == AllocError::NoMemory,
+                attempt,
+                AllocError::NoMemory,
+            )
+        }
+        first => first,
+    }
 }
 
 #[cfg(test)]
@@ -93,20 +105,17 @@ mod tests {
     ) -> (AllocResult<u32>, u32, Vec<usize>) {
         let tries = Cell::new(0);
         let mut asked = Vec::new();
-        let r = reclaiming_with(
-            pages,
-            || {
-                tries.set(tries.get() + 1);
-                match succeed_at {
-                    Some(at) if tries.get() >= at => Ok(tries.get()),
-                    _ => Err(AllocError::NoMemory),
-                }
-            },
-            |n| {
-                asked.push(n);
-                freed
-            },
-        );
+        let attempt = || {
+            tries.set(tries.get() + 1);
+            match succeed_at {
+                Some(at) if tries.get() >= at => Ok(tries.get()),
+                _ => Err(AllocError::NoMemory),
+            }
+        };
+        let r = reclaiming_with(pages, attempt(), attempt, |n| {
+            asked.push(n);
+            freed
+        });
         (r, tries.get(), asked)
     }
 
@@ -130,6 +139,7 @@ mod tests {
         let reclaims = Cell::new(0);
         let r: AllocResult<()> = reclaiming_with(
             1,
+            Err(AllocError::InvalidParam),
             || Err(AllocError::InvalidParam),
             |_| {
                 reclaims.set(reclaims.get() + 1);

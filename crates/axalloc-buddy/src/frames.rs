@@ -10,6 +10,7 @@ use crate::cpu::this_cpu;
 use crate::lock::{IrqSpin, IrqSpinGuard};
 use crate::owner::OwnerTag;
 use crate::usage::{UsageCounts, UsageKind};
+use axallocator::PageAllocator;
 use buddy_sim::{
     AxPageAllocator, BuddyError, ConfigError, DefaultRawMutex, Frame, FrameClearer, LocalCpu,
     OffsetMap, Order, PerCpu, Pfn, Zone, ZoneConfig,
@@ -17,6 +18,7 @@ use buddy_sim::{
 use core::alloc::{Layout, LayoutError};
 use core::fmt;
 use core::sync::atomic::{AtomicBool, Ordering};
+use log::warn;
 
 /// Bytes per frame.
 pub(crate) const PAGE: usize = 4096;
@@ -552,23 +554,23 @@ impl Frames {
 
     /// Gives back the block of `order` at `pos`, one of this region's, handed out whole (a
     /// page alone, or a block's worth of pages up to the listed orders), and uncounts it
-    /// for `kind`: `false`,
-    /// changing nothing, for a block the zone refuses (part of a run, a block of another
-    /// order, or not allocated), which the general path frees or reports.
+    /// for `kind`; a block the zone refuses there (part of a run, a block of another order,
+    /// or not allocated) through [`Frames::give_back`], which frees or reports it.
     ///
     /// # Safety
     /// As [`GlobalAllocator::dealloc_pages`](crate::GlobalAllocator::dealloc_pages).
     #[inline(always)]
-    pub(crate) unsafe fn free_block(&self, pos: usize, order: Order, kind: UsageKind) -> bool {
+    pub(crate) unsafe fn free_block(&self, pos: usize, order: Order, kind: UsageKind) {
         let Some(pfn) = pfn_of(pos) else {
-            return false;
+            // SAFETY: the caller's promise, passed on.
+            return unsafe { self.give_back(pos, order, kind) };
         };
         if !is_listed(order) {
             // `free_unlisted_block`'s (`dealloc_pages` sends those orders there). The test
             // also tells the listed path below that the order is a list's: 8 fewer
             // instructions a two-page free than without it (callgrind).
             // SAFETY: the caller's promise, passed on.
-            return unsafe { self.free_block_unlisted(pfn, order, kind) };
+            return unsafe { self.free_block_unlisted(pos, pfn, order, kind) };
         }
         let cpu = self.this_cpu();
         // SAFETY: as in `take_on_slot`.
@@ -580,36 +582,36 @@ impl Frames {
             // that may drain, or refuse, takes it again.
             drop(cpu);
             // SAFETY: the caller's promise, passed on.
-            return unsafe { self.free_block_unlisted(pfn, order, kind) };
+            return unsafe { self.free_block_unlisted(pos, pfn, order, kind) };
         }
-        self.freed(cpu, order, kind)
+        self.freed(cpu, order, kind);
     }
 
     /// [`Frames::free_block`] of a block above the listed orders ([`unlisted_block`]'s),
     /// the zone's whole free at once under one lock (a listed attempt first would take it
-    /// twice): `false`, changing nothing, for anything but such a block handed out whole.
+    /// twice); anything but such a block handed out whole through [`Frames::give_back`].
     ///
     /// # Safety
     /// As [`GlobalAllocator::dealloc_pages`](crate::GlobalAllocator::dealloc_pages).
     #[inline(always)]
-    pub(crate) unsafe fn free_unlisted_block(
-        &self,
-        pos: usize,
-        order: Order,
-        kind: UsageKind,
-    ) -> bool {
-        // SAFETY: the caller's promise, passed on.
-        pfn_of(pos).is_some_and(|pfn| unsafe { self.free_block_unlisted(pfn, order, kind) })
+    pub(crate) unsafe fn free_unlisted_block(&self, pos: usize, order: Order, kind: UsageKind) {
+        match pfn_of(pos) {
+            // SAFETY: the caller's promise, passed on.
+            Some(pfn) => unsafe { self.free_block_unlisted(pos, pfn, order, kind) },
+            // SAFETY: the caller's promise, passed on.
+            None => unsafe { self.give_back(pos, order, kind) },
+        }
     }
 
-    /// [`Frames::free_block`] of a block its list's array does not take at once (every
-    /// block above the listed orders): the zone's whole free (to the list with a drain past
-    /// its high mark, or to the buddy), out of line.
+    /// [`Frames::free_block`] of a block (frame `pfn`, at `pos`) its list's array does not
+    /// take at once (every block above the listed orders): the zone's whole free (to the
+    /// list with a drain past its high mark, or to the buddy), out of line; one the zone
+    /// refuses through [`Frames::give_back`].
     ///
     /// # Safety
     /// As [`GlobalAllocator::dealloc_pages`](crate::GlobalAllocator::dealloc_pages).
     #[inline(never)]
-    unsafe fn free_block_unlisted(&self, pfn: Pfn, order: Order, kind: UsageKind) -> bool {
+    unsafe fn free_block_unlisted(&self, pos: usize, pfn: Pfn, order: Order, kind: UsageKind) {
         let cpu = self.this_cpu();
         // SAFETY: as in `take_on_slot`.
         let lists = unsafe { self.local_lists(&cpu) };
@@ -617,24 +619,57 @@ impl Frames {
         // not used after); `free_frozen_pages` frees only a frozen block of this order and
         // changes nothing otherwise.
         if unsafe { lists.free_frozen_pages(pfn, order) }.is_err() {
-            return false;
+            drop(cpu);
+            // SAFETY: the caller's promise, passed on.
+            return unsafe { self.give_back(pos, order, kind) };
         }
-        self.freed(cpu, order, kind)
+        self.freed(cpu, order, kind);
+    }
+
+    /// Gives back the block of `order` at `pos` through [`Frames::give_back_run`].
+    ///
+    /// # Safety
+    /// As [`GlobalAllocator::dealloc_pages`](crate::GlobalAllocator::dealloc_pages).
+    #[inline(always)]
+    unsafe fn give_back(&self, pos: usize, order: Order, kind: UsageKind) {
+        // SAFETY: the caller's promise, passed on.
+        unsafe { self.give_back_run(pos, order.pages() as usize, kind) }
+    }
+
+    /// The general free of this region: the `num_pages` pages from `pos` (a run or any part
+    /// of one, or a block the fast paths did not free), uncounted for `kind`; a run the
+    /// page allocator refuses changes nothing and is logged with why. Out of line.
+    ///
+    /// # Safety
+    /// As [`GlobalAllocator::dealloc_pages`](crate::GlobalAllocator::dealloc_pages).
+    #[inline(never)]
+    pub(crate) unsafe fn give_back_run(&self, pos: usize, num_pages: usize, kind: UsageKind) {
+        let mut cpu = self.this_cpu();
+        cpu.pages.dealloc_pages(pos, num_pages);
+        match cpu.pages.last_error() {
+            None => {
+                cpu.usage.sub(kind, num_pages.wrapping_mul(PAGE));
+                self.set_exhausted(false);
+            }
+            Some(e) => {
+                drop(cpu);
+                warn!("dealloc_pages({pos:#x}, {num_pages}): {e}, nothing freed");
+            }
+        }
     }
 
     /// The end of a free of a block of `order` on `cpu`'s slot (held): its bytes uncounted
-    /// for `kind`, the slot let go, and `true`. A page is on this CPU's list, where the
+    /// for `kind` and the slot let go. A page is on this CPU's list, where the
     /// next one-page call finds it whether or not the region is marked exhausted: nothing
     /// to clear for it. A block may have gone to the buddy, where only a refill finds it:
     /// the region has pages again.
     #[inline(always)]
-    fn freed(&self, mut cpu: IrqSpinGuard<'_, CpuSlot>, order: Order, kind: UsageKind) -> bool {
+    fn freed(&self, mut cpu: IrqSpinGuard<'_, CpuSlot>, order: Order, kind: UsageKind) {
         cpu.usage.sub(kind, PAGE << order.get());
         drop(cpu);
         if order != Order::ZERO {
             self.set_exhausted(false);
         }
-        true
     }
 
     /// The lists of the CPU whose slot is `cpu`, reached without their lock and with no

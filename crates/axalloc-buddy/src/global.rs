@@ -788,44 +788,44 @@ impl GlobalAllocator {
     #[inline]
     pub unsafe fn dealloc_pages(&self, pos: usize, num_pages: usize, kind: UsageKind) {
         // One page or one block of the first region, handed out whole, on a path of its
-        // own (as `alloc_pages`).
-        // SAFETY: the caller's promise, passed on.
-        if num_pages == 1 && unsafe { self.free_one_page(pos, kind) } {
-            return;
+        // own (as `alloc_pages`); each ends in the general path if it cannot free the run,
+        // so that this part is only a choice of calls (no frame to keep across them).
+        if num_pages == 1 {
+            // SAFETY: the caller's promise, passed on.
+            return unsafe { self.free_one_page(pos, kind) };
         }
-        if num_pages > 1
-            && num_pages.is_power_of_two()
+        if num_pages.is_power_of_two()
             && let Ok(order) = Order::new(num_pages.trailing_zeros() as u8)
         {
             // A listed block to the CPU's list; a larger one (a heap's growth) straight to
             // the zone.
-            let freed = if is_listed(order) {
+            return if is_listed(order) {
                 // SAFETY: the caller's promise, passed on.
                 unsafe { self.free_one_block(pos, order, kind) }
             } else {
                 // SAFETY: the caller's promise, passed on.
                 unsafe { self.free_buddy_block(pos, order, kind) }
             };
-            if freed {
-                return;
-            }
         }
         // SAFETY: the caller's promise, passed on.
         unsafe { self.give_back(pos, num_pages, kind) }
     }
 
-    /// Gives back the page at `pos` if it is a page of the first region handed out alone,
-    /// uncounted for `kind`: `false`, changing nothing, otherwise. Out of line with its
-    /// order known, so that the call a kernel makes most carries nothing of a block's.
+    /// Gives back the page at `pos`: on its own path if it is a page of the first region
+    /// handed out alone, through [`GlobalAllocator::give_back`] (which records and logs why)
+    /// otherwise. Out of line with its order known, so that the call a kernel makes most
+    /// carries nothing of a block's.
     ///
     /// # Safety
     /// As [`GlobalAllocator::dealloc_pages`].
     #[inline(never)]
-    unsafe fn free_one_page(&self, pos: usize, kind: UsageKind) -> bool {
+    unsafe fn free_one_page(&self, pos: usize, kind: UsageKind) {
         // SAFETY: the caller's promise, passed on.
-        self.in_first(pos, |frames| unsafe {
-            frames.free_block(pos, Order::ZERO, kind)
-        })
+        unsafe {
+            self.in_first(pos, Order::ZERO, kind, |frames| {
+                frames.free_block(pos, Order::ZERO, kind)
+            });
+        }
     }
 
     /// [`GlobalAllocator::free_one_page`] of a block of `order` handed out whole.
@@ -833,9 +833,13 @@ impl GlobalAllocator {
     /// # Safety
     /// As [`GlobalAllocator::dealloc_pages`].
     #[inline(never)]
-    unsafe fn free_one_block(&self, pos: usize, order: Order, kind: UsageKind) -> bool {
+    unsafe fn free_one_block(&self, pos: usize, order: Order, kind: UsageKind) {
         // SAFETY: the caller's promise, passed on.
-        self.in_first(pos, |frames| unsafe { frames.free_block(pos, order, kind) })
+        unsafe {
+            self.in_first(pos, order, kind, |frames| {
+                frames.free_block(pos, order, kind)
+            });
+        }
     }
 
     /// [`GlobalAllocator::free_one_block`] of a block above the listed orders (what
@@ -845,20 +849,33 @@ impl GlobalAllocator {
     /// # Safety
     /// As [`GlobalAllocator::dealloc_pages`].
     #[inline(never)]
-    unsafe fn free_buddy_block(&self, pos: usize, order: Order, kind: UsageKind) -> bool {
+    unsafe fn free_buddy_block(&self, pos: usize, order: Order, kind: UsageKind) {
         // SAFETY: the caller's promise, passed on.
-        self.in_first(pos, |frames| unsafe {
-            frames.free_unlisted_block(pos, order, kind)
-        })
+        unsafe {
+            self.in_first(pos, order, kind, |frames| {
+                frames.free_unlisted_block(pos, order, kind)
+            });
+        }
     }
 
     /// `free` of the first region if `pos` is one of its pages (a block of it handed out
-    /// whole is given back there): `false`, changing nothing, otherwise.
+    /// whole is given back there, and `free` takes anything else to the region's general
+    /// free); otherwise the block of `order` at `pos` through [`GlobalAllocator::give_back`].
+    ///
+    /// # Safety
+    /// As [`GlobalAllocator::dealloc_pages`] for the block of `order` at `pos`.
     #[inline(always)]
-    fn in_first(&self, pos: usize, free: impl FnOnce(&Frames) -> bool) -> bool {
+    unsafe fn in_first(
+        &self,
+        pos: usize,
+        order: Order,
+        kind: UsageKind,
+        free: impl FnOnce(&Frames),
+    ) {
         match self.first() {
             Some(frames) if frames.holds(pos) => free(frames),
-            _ => false,
+            // SAFETY: the caller's promise, passed on.
+            _ => unsafe { self.give_back(pos, order.pages() as usize, kind) },
         }
     }
 
@@ -869,21 +886,10 @@ impl GlobalAllocator {
     /// As [`GlobalAllocator::dealloc_pages`].
     #[inline(never)]
     unsafe fn give_back(&self, pos: usize, num_pages: usize, kind: UsageKind) {
-        let Some(frames) = self.region_of(pos) else {
-            warn!("dealloc_pages({pos:#x}, {num_pages}): in no region of the allocator");
-            return;
-        };
-        let mut cpu = frames.this_cpu();
-        cpu.pages.dealloc_pages(pos, num_pages);
-        match cpu.pages.last_error() {
-            None => {
-                cpu.usage.sub(kind, num_pages.wrapping_mul(PAGE));
-                frames.set_exhausted(false);
-            }
-            Some(e) => {
-                drop(cpu);
-                warn!("dealloc_pages({pos:#x}, {num_pages}): {e}, nothing freed");
-            }
+        match self.region_of(pos) {
+            // SAFETY: the caller's promise, passed on.
+            Some(frames) => unsafe { frames.give_back_run(pos, num_pages, kind) },
+            None => warn!("dealloc_pages({pos:#x}, {num_pages}): in no region of the allocator"),
         }
     }
 

@@ -143,13 +143,23 @@ fn page_runs_are_aligned_freed_in_parts_and_taken_at_fixed_addresses() {
         for pages in [1, 3, 8, 600] {
             let at = a.alloc_pages(pages, align, UsageKind::VirtMem).unwrap();
             assert_eq!(at % align, 0, "{pages} pages aligned to {align:#x}");
-            // Parts of the run go back: the last page, then the rest.
+            // Parts of the run go back: the last page, parts of a block's size (above the
+            // lists' orders and of one, which the block frees pass to the general one),
+            // then the rest.
             if pages > 1 {
                 give_back(&a, at + (pages - 1) * PAGE, 1, UsageKind::VirtMem);
-                give_back(&a, at, pages - 1, UsageKind::VirtMem);
+                let (mut from, mut left) = (at, pages - 1);
+                for part in [128, 2] {
+                    if left > part {
+                        give_back(&a, from, part, UsageKind::VirtMem);
+                        (from, left) = (from + part * PAGE, left - part);
+                    }
+                }
+                give_back(&a, from, left, UsageKind::VirtMem);
             } else {
                 give_back(&a, at, 1, UsageKind::VirtMem);
             }
+            assert_eq!(a.usages().get(UsageKind::VirtMem), 0, "{pages} pages");
         }
     }
     assert_eq!(a.available_pages(), before);

@@ -195,7 +195,7 @@ pub use zone::counters::{FallbackCounts, OpCounters};
 pub use zone::cpu::{
     Access, Cpu, Local, LocalCpu, Locked, NoClearer, ServedBy, StaticCpu, WithClearer,
 };
-pub use zone::direct_reclaim::with_direct_reclaim;
+pub use zone::direct_reclaim::{reclaim_and_retry, with_direct_reclaim};
 pub use zone::pcp::PerCpu;
 pub use zone::per_cpu_set::{PerCpuSet, WithEvents};
 pub use zone::ranges::{DEFERRED_CHUNK_PAGES, MAX_ADDED_RANGES, MAX_DEFERRED_RANGES};

@@ -1,7 +1,8 @@
 //! Direct reclaim's rounds (Linux's `should_reclaim_retry`): how many rounds of the
 //! embedder's [`Reclaim`] an allocation that runs out of memory makes, and how much each
 //! asks for. The zone's slow path makes them around its own attempts; an adapter whose
-//! attempt is a whole call of its own makes them through [`with_direct_reclaim`].
+//! attempt is a whole call of its own makes them through [`with_direct_reclaim`] (or
+//! [`reclaim_and_retry`], after a first attempt of its own).
 
 use crate::reclaim::Reclaim;
 use crate::types::Order;
@@ -80,13 +81,39 @@ impl ReclaimRounds {
 ///
 /// # Errors
 /// The last attempt's error.
+#[inline]
 pub fn with_direct_reclaim<T, E>(
     pages: u64,
     reclaim: &mut dyn Reclaim,
     out_of_memory: impl Fn(&E) -> bool,
     mut attempt: impl FnMut() -> Result<T, E>,
 ) -> Result<T, E> {
-    let mut result = attempt();
+    // The first attempt inline, the rounds out of line: an attempt that succeeds (nearly
+    // every one) costs its caller no more than the attempt itself.
+    match attempt() {
+        Err(e) if out_of_memory(&e) => reclaim_and_retry(pages, reclaim, out_of_memory, attempt, e),
+        result => result,
+    }
+}
+
+/// [`with_direct_reclaim`] after a first attempt the caller made itself failed with
+/// `failed`, for want of memory: the rounds of `reclaim`, each followed by another
+/// `attempt`. A caller whose first attempt is inlined code of its own (not a closure it
+/// must call) makes it, and calls this only when it fails.
+///
+/// # Errors
+/// The last attempt's error; `failed` itself where `out_of_memory` says it is not for want
+/// of memory (no round is made).
+#[cold]
+#[inline(never)]
+pub fn reclaim_and_retry<T, E>(
+    pages: u64,
+    reclaim: &mut dyn Reclaim,
+    out_of_memory: impl Fn(&E) -> bool,
+    mut attempt: impl FnMut() -> Result<T, E>,
+    failed: E,
+) -> Result<T, E> {
+    let mut result = Err(failed);
     let mut rounds = ReclaimRounds::of(Order::covering(pages).ok());
     while matches!(&result, Err(e) if out_of_memory(e)) {
         let freed = reclaim.reclaim(ReclaimRounds::ask(pages));
