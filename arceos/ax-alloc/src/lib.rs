@@ -330,7 +330,7 @@ impl GlobalAllocator {
     ) -> AllocResult<usize> {
         let align = align.max(PAGE_SIZE);
         let first = self.0.alloc_pages(num_pages, align, kind);
-        reclaim::reclaiming(num_pages, first.map_err(Into::into), || {
+        reclaim::reclaiming(num_pages, first.map_err(Into::into), move || {
             Ok(self.0.alloc_pages(num_pages, align, kind)?)
         })
     }
@@ -348,7 +348,7 @@ impl GlobalAllocator {
     ) -> AllocResult<usize> {
         let align = align.max(PAGE_SIZE);
         let first = self.0.alloc_dma32_pages(num_pages, align, kind);
-        reclaim::reclaiming(num_pages, first.map_err(Into::into), || {
+        reclaim::reclaiming(num_pages, first.map_err(Into::into), move || {
             Ok(self.0.alloc_dma32_pages(num_pages, align, kind)?)
         })
     }
