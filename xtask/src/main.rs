@@ -81,6 +81,52 @@ fn fuzz_campaign(root: &std::path::Path, args: &[String]) -> ExitCode {
     }
 }
 
+/// A kernel the report boots before it runs, for the section that reads its figures.
+struct Capture {
+    /// The section (`--only`'s name for it).
+    section: &'static str,
+    /// The log under `target/report/`.
+    log: &'static str,
+    /// The environment variable that names the log to the report.
+    env: &'static str,
+    /// What the capture does, for the console.
+    doing: &'static str,
+    /// Boots the kernel and writes the log (`UNAVAILABLE: why` when it cannot).
+    run: fn(&std::path::Path, &std::path::Path) -> Result<(), String>,
+}
+
+/// The report's captures, in the order they run.
+const CAPTURES: [Capture; 4] = [
+    Capture {
+        section: "ring0",
+        log: "ring0-kernel.log",
+        env: "ZC_RING0_LOG",
+        doing: "booting the x86_64 kernel for its ring-0 measurements",
+        run: x86_kernel::capture_measurements,
+    },
+    Capture {
+        section: "ArceOS",
+        log: "arceos-qemu.log",
+        env: "ZC_ARCEOS_LOG",
+        doing: "building ArceOS on both allocators and timing it under QEMU",
+        run: arceos::capture_measurements,
+    },
+    Capture {
+        section: "ArceOS today",
+        log: "arceos-today-qemu.log",
+        env: "ZC_ARCEOS_TODAY_LOG",
+        doing: "building today's ArceOS on buddy-sim and on ax-alloc's backends and timing it under QEMU",
+        run: arceos_today::capture_measurements,
+    },
+    Capture {
+        section: "hypervisor guest",
+        log: "hypervisor-guest.log",
+        env: "ZC_HYPERVISOR_GUEST_LOG",
+        doing: "booting the EL2 hypervisor with today's ArceOS app as its guest",
+        run: hypervisor_guest::capture_measurements,
+    },
+];
+
 /// Installs what the report needs, then builds and runs the report binary of the `benches`
 /// package in release mode.
 fn report(root: &std::path::Path, args: &[String]) -> ExitCode {
@@ -99,53 +145,28 @@ fn report(root: &std::path::Path, args: &[String]) -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    // The ring-0 section's figures: the x86_64 kernel's own, booted under KVM first (unless
-    // `--only` leaves that section out).
+    // The kernels' own figures first, each captured for its section (unless `--only` leaves
+    // that section out): the x86_64 kernel's ring-0 figures under KVM, then the guests
+    // under QEMU.
     let only: Vec<&String> = args
         .iter()
         .zip(args.iter().skip(1))
         .filter(|(flag, _)| flag.as_str() == "--only")
         .map(|(_, v)| v)
         .collect();
-    let ring0_log = root.join("target/report/ring0-kernel.log");
-    if only.is_empty() || only.iter().any(|o| o.as_str() == "ring0") {
-        eprintln!("xtask report: booting the x86_64 kernel for its ring-0 measurements");
-        if let Err(e) = x86_kernel::capture_measurements(root, &ring0_log) {
-            eprintln!("xtask report: {e}");
-            return ExitCode::FAILURE;
-        }
-    }
-    let arceos_log = root.join("target/report/arceos-qemu.log");
-    if only.is_empty() || only.iter().any(|o| o.as_str() == "ArceOS") {
-        eprintln!("xtask report: building ArceOS on both allocators and timing it under QEMU");
-        if let Err(e) = arceos::capture_measurements(root, &arceos_log) {
-            eprintln!("xtask report: {e}");
-            return ExitCode::FAILURE;
-        }
-    }
-    let today_log = root.join("target/report/arceos-today-qemu.log");
-    if only.is_empty() || only.iter().any(|o| o.as_str() == "ArceOS today") {
-        eprintln!(
-            "xtask report: building today's ArceOS on buddy-sim and on ax-alloc's backends and timing it under QEMU"
-        );
-        if let Err(e) = arceos_today::capture_measurements(root, &today_log) {
-            eprintln!("xtask report: {e}");
-            return ExitCode::FAILURE;
-        }
-    }
-    let guest_log = root.join("target/report/hypervisor-guest.log");
-    if only.is_empty() || only.iter().any(|o| o.as_str() == "hypervisor guest") {
-        eprintln!("xtask report: booting the EL2 hypervisor with today's ArceOS app as its guest");
-        if let Err(e) = hypervisor_guest::capture_measurements(root, &guest_log) {
-            eprintln!("xtask report: {e}");
-            return ExitCode::FAILURE;
-        }
-    }
     let mut c = cmd::cargo(root);
-    c.env("ZC_ARCEOS_LOG", &arceos_log);
-    c.env("ZC_ARCEOS_TODAY_LOG", &today_log);
-    c.env("ZC_HYPERVISOR_GUEST_LOG", &guest_log);
-    c.env("ZC_RING0_LOG", &ring0_log).args([
+    for capture in CAPTURES {
+        let log = root.join("target/report").join(capture.log);
+        if only.is_empty() || only.iter().any(|o| o.as_str() == capture.section) {
+            eprintln!("xtask report: {}", capture.doing);
+            if let Err(e) = (capture.run)(root, &log) {
+                eprintln!("xtask report: {e}");
+                return ExitCode::FAILURE;
+            }
+        }
+        c.env(capture.env, &log);
+    }
+    c.args([
         "run",
         "--release",
         "--quiet",

@@ -27,6 +27,8 @@ const TABLE_BATCHES: usize = 4;
 
 /// Heap-growth rounds a line times: runs of 8 to 8192 pages, doubling, then freed.
 const GROWTH_ROUNDS: usize = 10;
+/// Runs a heap-growth round takes: 8 pages, doubling to 8192.
+const GROWTH_RUNS: usize = 11;
 
 /// Heap blocks of 64 bytes allocated and freed at once, this many times a round.
 const SMALL_BLOCKS: usize = 5_000;
@@ -69,10 +71,10 @@ fn page_tables() {
     }
 }
 
-/// Heap growth: runs of 8 to 8192 pages, doubling (11 runs), then all freed.
+/// Heap growth: runs of 8 to 8192 pages, doubling ([`GROWTH_RUNS`] runs), then all freed.
 fn heap_growth() {
     let a = global_allocator();
-    let mut held = [(0usize, 0usize); 11];
+    let mut held = [(0usize, 0usize); GROWTH_RUNS];
     for _ in 0..GROWTH_ROUNDS {
         for (i, h) in held.iter_mut().enumerate() {
             let pages = 8 << i;
@@ -108,7 +110,7 @@ pub fn run() {
         ),
         (
             "heap growth (runs of 8 to 8192 pages, then freed)",
-            2 * 11 * GROWTH_ROUNDS,
+            2 * GROWTH_RUNS * GROWTH_ROUNDS,
             heap_growth,
         ),
         (

@@ -563,14 +563,14 @@ impl Frames {
     pub(crate) unsafe fn free_block(&self, pos: usize, order: Order, kind: UsageKind) {
         let Some(pfn) = pfn_of(pos) else {
             // SAFETY: the caller's promise, passed on.
-            return unsafe { self.give_back(pos, order, kind) };
+            return unsafe { self.give_back(pos, order.pages() as usize, kind) };
         };
         if !is_listed(order) {
             // `free_unlisted_block`'s (`dealloc_pages` sends those orders there). The test
             // also tells the listed path below that the order is a list's: 8 fewer
             // instructions a two-page free than without it (callgrind).
             // SAFETY: the caller's promise, passed on.
-            return unsafe { self.free_block_unlisted(pos, pfn, order, kind) };
+            return unsafe { self.free_to_zone(pos, pfn, order, kind) };
         }
         let cpu = self.this_cpu();
         // SAFETY: as in `take_on_slot`.
@@ -582,7 +582,7 @@ impl Frames {
             // that may drain, or refuse, takes it again.
             drop(cpu);
             // SAFETY: the caller's promise, passed on.
-            return unsafe { self.free_block_unlisted(pos, pfn, order, kind) };
+            return unsafe { self.free_to_zone(pos, pfn, order, kind) };
         }
         self.freed(cpu, order, kind);
     }
@@ -597,9 +597,9 @@ impl Frames {
     pub(crate) unsafe fn free_unlisted_block(&self, pos: usize, order: Order, kind: UsageKind) {
         match pfn_of(pos) {
             // SAFETY: the caller's promise, passed on.
-            Some(pfn) => unsafe { self.free_block_unlisted(pos, pfn, order, kind) },
+            Some(pfn) => unsafe { self.free_to_zone(pos, pfn, order, kind) },
             // SAFETY: the caller's promise, passed on.
-            None => unsafe { self.give_back(pos, order, kind) },
+            None => unsafe { self.give_back(pos, order.pages() as usize, kind) },
         }
     }
 
@@ -611,7 +611,7 @@ impl Frames {
     /// # Safety
     /// As [`GlobalAllocator::dealloc_pages`](crate::GlobalAllocator::dealloc_pages).
     #[inline(never)]
-    unsafe fn free_block_unlisted(&self, pos: usize, pfn: Pfn, order: Order, kind: UsageKind) {
+    unsafe fn free_to_zone(&self, pos: usize, pfn: Pfn, order: Order, kind: UsageKind) {
         let cpu = self.this_cpu();
         // SAFETY: as in `take_on_slot`.
         let lists = unsafe { self.local_lists(&cpu) };
@@ -621,19 +621,9 @@ impl Frames {
         if unsafe { lists.free_frozen_pages(pfn, order) }.is_err() {
             drop(cpu);
             // SAFETY: the caller's promise, passed on.
-            return unsafe { self.give_back(pos, order, kind) };
+            return unsafe { self.give_back(pos, order.pages() as usize, kind) };
         }
         self.freed(cpu, order, kind);
-    }
-
-    /// Gives back the block of `order` at `pos` through [`Frames::give_back_run`].
-    ///
-    /// # Safety
-    /// As [`GlobalAllocator::dealloc_pages`](crate::GlobalAllocator::dealloc_pages).
-    #[inline(always)]
-    unsafe fn give_back(&self, pos: usize, order: Order, kind: UsageKind) {
-        // SAFETY: the caller's promise, passed on.
-        unsafe { self.give_back_run(pos, order.pages() as usize, kind) }
     }
 
     /// The general free of this region: the `num_pages` pages from `pos` (a run or any part
@@ -643,7 +633,7 @@ impl Frames {
     /// # Safety
     /// As [`GlobalAllocator::dealloc_pages`](crate::GlobalAllocator::dealloc_pages).
     #[inline(never)]
-    pub(crate) unsafe fn give_back_run(&self, pos: usize, num_pages: usize, kind: UsageKind) {
+    pub(crate) unsafe fn give_back(&self, pos: usize, num_pages: usize, kind: UsageKind) {
         let mut cpu = self.this_cpu();
         cpu.pages.dealloc_pages(pos, num_pages);
         match cpu.pages.last_error() {

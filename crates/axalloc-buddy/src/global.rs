@@ -804,7 +804,7 @@ impl GlobalAllocator {
                 unsafe { self.free_one_block(pos, order, kind) }
             } else {
                 // SAFETY: the caller's promise, passed on.
-                unsafe { self.free_buddy_block(pos, order, kind) }
+                unsafe { self.free_unlisted_block(pos, order, kind) }
             };
         }
         // SAFETY: the caller's promise, passed on.
@@ -849,7 +849,7 @@ impl GlobalAllocator {
     /// # Safety
     /// As [`GlobalAllocator::dealloc_pages`].
     #[inline(never)]
-    unsafe fn free_buddy_block(&self, pos: usize, order: Order, kind: UsageKind) {
+    unsafe fn free_unlisted_block(&self, pos: usize, order: Order, kind: UsageKind) {
         // SAFETY: the caller's promise, passed on.
         unsafe {
             self.in_first(pos, order, kind, |frames| {
@@ -888,7 +888,7 @@ impl GlobalAllocator {
     unsafe fn give_back(&self, pos: usize, num_pages: usize, kind: UsageKind) {
         match self.region_of(pos) {
             // SAFETY: the caller's promise, passed on.
-            Some(frames) => unsafe { frames.give_back_run(pos, num_pages, kind) },
+            Some(frames) => unsafe { frames.give_back(pos, num_pages, kind) },
             None => warn!("dealloc_pages({pos:#x}, {num_pages}): in no region of the allocator"),
         }
     }

@@ -216,6 +216,13 @@ fn a_block_above_the_lists_orders_comes_whole_from_the_zone() {
         give_back(&a, at, pages, UsageKind::VirtMem);
         assert_eq!(a.usages().get(UsageKind::VirtMem), 0);
         assert_eq!(a.available_pages(), before);
+        // Given back in halves, as a run may be: the general free splits the block.
+        let at = a.alloc_pages(pages, PAGE, UsageKind::VirtMem).unwrap();
+        give_back(&a, at + pages / 2 * PAGE, pages / 2, UsageKind::VirtMem);
+        assert_eq!(a.usages().get(UsageKind::VirtMem), pages / 2 * PAGE);
+        give_back(&a, at, pages / 2, UsageKind::VirtMem);
+        assert_eq!(a.usages().get(UsageKind::VirtMem), 0);
+        assert_eq!(a.available_pages(), before);
     }
     // A block larger than the region: refused, nothing counted or taken.
     let r = a.alloc_pages(2048, PAGE, UsageKind::VirtMem);
