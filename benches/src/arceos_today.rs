@@ -473,8 +473,9 @@ fn page_works() -> Vec<PageWork> {
 /// Callgrind's workloads (`report count NAME N`): `n` alloc + free pairs on each allocator,
 /// the calls inside [`count::counted`]: two pages, and four aligned to 64 KiB (a DMA
 /// buffer aligned above its size; not on buddy-slab-allocator, which refuses most of
-/// those calls, see the section's note).
-pub const COUNTED: [count::Workload; 5] = {
+/// those calls, see the section's note); and `n` rounds of 2 500 heap objects of 64 bytes,
+/// freed in random order, on the drop-in's heap and on TLSF.
+pub const COUNTED: [count::Workload; 7] = {
     macro_rules! pairs {
         ($name:literal, $make:expr, $pages:literal, $align:expr) => {
             count::Workload {
@@ -492,6 +493,20 @@ pub const COUNTED: [count::Workload; 5] = {
             }
         };
     }
+    macro_rules! heap {
+        ($name:literal, $make:expr) => {
+            count::Workload {
+                name: $name,
+                ops: 5000,
+                run: |n| {
+                    let h = $make;
+                    for _ in 0..n {
+                        count::counted(&mut || random_frees(&h, 2500, 64));
+                    }
+                },
+            }
+        };
+    }
     [
         pairs!("today-two-pages-buddy-sim", Ours(DropIn::new(1)), 2, PAGE),
         pairs!("today-two-pages-buddy-slab", SlabPages::new(), 2, PAGE),
@@ -503,6 +518,8 @@ pub const COUNTED: [count::Workload; 5] = {
             16 * PAGE
         ),
         pairs!("today-aligned-64k-tlsf", TlsfPages::new(), 4, 16 * PAGE),
+        heap!("today-heap-64b-buddy-sim", Ours(DropIn::new(2))),
+        heap!("today-heap-64b-tlsf", TlsfPages::new()),
     ]
 };
 
@@ -629,7 +646,8 @@ fn tables(ctx: &SectionContext) -> Vec<Table> {
         "Each allocator over memory of its own (buddy-sim 1 GiB with its metadata at the head, \
          the peers 128 MiB), nothing touched but what an allocator writes itself. buddy-sim is \
          `axalloc-buddy`'s `GlobalAllocator`, the code `arceos/ax-alloc` runs: a page call takes \
-         its CPU's lock, the heap (TLSF, growing with pages from the zone) one lock; a run of \
+         its CPU's lock, the heap one lock (objects up to 2 KiB from slabs, pages of objects of one \
+         size class from the zone; larger ones from TLSF, growing with pages from the zone); a run of \
          up to 64 pages, a power of two, comes from the CPU's list, aligned above its size \
          too (the most recently freed block there so aligned, else the general path splits \
          a block of the alignment's order and leaves the pieces on the lists). \

@@ -7,6 +7,7 @@ use crate::cpu::cpu_count;
 use crate::frames::{Frames, InitError, PAGE, is_listed, listed_block, unlisted_block};
 use crate::lock::IrqSpin;
 use crate::owner::{OwnerTag, Owners};
+use crate::slab::{Class, FreeSlab, SlabError, Slabs, Source};
 use crate::usage::{UsageCounts, UsageKind, Usages};
 use axallocator::{AllocError, AllocResult, BaseAllocator, ByteAllocator, PageAllocator};
 use buddy_sim::Order;
@@ -63,9 +64,11 @@ enum Want {
     Zeroed(usize, usize),
 }
 
-/// The heap's byte allocator and whether it has memory yet: axallocator's slab allocator
-/// panics on every call before its `init`, so no call reaches it before then.
+/// The heap: the slabs of its small objects, its byte allocator for the rest, and whether
+/// that has memory yet (axallocator's slab allocator panics on every call before its
+/// `init`, so no call reaches it before then).
 struct Heap {
+    slabs: Slabs,
     bytes: DefaultByteAllocator,
     ready: bool,
     /// Bytes given to it (axallocator's slab allocator does not count all of them).
@@ -81,6 +84,7 @@ impl Heap {
     /// No memory yet.
     const fn new() -> Self {
         Self {
+            slabs: Slabs::new(),
             bytes: DefaultByteAllocator::new(),
             ready: false,
             given: 0,
@@ -165,20 +169,26 @@ impl Heap {
         self.given
     }
 
+    /// Bytes handed out: the slabs' objects, and the byte allocator's blocks but for the
+    /// blocks it gave the slabs.
     fn used(&self) -> usize {
-        if self.ready {
-            self.bytes.used_bytes()
+        let bytes = if self.ready {
+            let slabs = self.slabs.slab_bytes(Source::Heap);
+            self.bytes.used_bytes().saturating_sub(slabs)
         } else {
             0
-        }
+        };
+        bytes + self.slabs.in_use_bytes()
     }
 
+    /// Bytes free without growing: the byte allocator's, and the slabs' free objects.
     fn available(&self) -> usize {
-        if self.ready {
+        let bytes = if self.ready {
             self.bytes.available_bytes()
         } else {
             0
-        }
+        };
+        bytes + self.slabs.free_bytes()
     }
 }
 
@@ -518,26 +528,68 @@ impl GlobalAllocator {
         taken
     }
 
-    /// `layout.size()` bytes aligned to `layout.align()` from the heap, which grows with pages
-    /// from the zone when it has no room. For a request up to 4 MiB (Linux's largest block),
-    /// by doubling as ArceOS's axalloc does (the heap's size or the request's, to a power of
-    /// two, up to 4 MiB), halving on failure down to what the request needs; a larger request
-    /// gets a run of exactly what it needs (its size, alignment and the byte allocator's
-    /// headers: a 32 MiB vector takes 32 MiB and a page, where doubling would take 64 MiB,
-    /// which a 128 MiB machine cannot give twice).
+    /// `layout.size()` bytes aligned to `layout.align()` from the heap. A small object (up
+    /// to 2 KiB, aligned to at most 16) is one of its size class (16, 32, 48, 64, 80, 96,
+    /// 128, 160, 192, 256, 320, 384, 448, 512, 640, 768, 1024, 1280, 1536 or 2048 bytes)
+    /// from a slab: a page (four pages past 512 bytes) of objects of that class alone from
+    /// the zone (from the byte allocator when the zone has none). Anything
+    /// larger comes from the byte allocator, which grows with pages from the zone when it
+    /// has no room. For a request up to 4 MiB (Linux's largest block), by doubling as
+    /// ArceOS's axalloc does (the heap's size or the request's, to a power of two, up to
+    /// 4 MiB), halving on failure down to what the request needs; a larger request gets a
+    /// run of exactly what it needs (its size, alignment and the byte allocator's headers:
+    /// a 32 MiB vector takes 32 MiB and a page, where doubling would take 64 MiB, which a
+    /// 128 MiB machine cannot give twice).
     ///
     /// # Errors
     /// `NoMemory` when neither the heap nor the zone has room.
     #[inline]
     pub fn alloc(&self, layout: Layout) -> AllocResult<NonNull<u8>> {
         let mut balloc = self.balloc.lock();
-        // The common case, inline: the heap has room.
-        let ptr = match balloc.alloc(layout) {
-            Ok(ptr) => ptr,
-            Err(_) => self.grow_and_alloc(&mut balloc, layout)?,
+        // The common cases inline: a slab of the class has a free object, or the byte
+        // allocator has room.
+        let ptr = match Class::of(layout) {
+            Some(class) => match balloc.slabs.alloc(class) {
+                Some(object) => object,
+                None => self.alloc_slab(&mut balloc, class)?,
+            },
+            None => match balloc.alloc(layout) {
+                Ok(ptr) => ptr,
+                Err(_) => self.grow_and_alloc(&mut balloc, layout)?,
+            },
         };
         balloc.usage.add(UsageKind::RustHeap, layout.size());
         Ok(ptr)
+    }
+
+    /// An object of `class` when no slab of the class has a free one: a new slab on pages
+    /// from the zone, else on a block of the byte allocator (grown if it must be).
+    #[cold]
+    #[inline(never)]
+    fn alloc_slab(&self, balloc: &mut Heap, class: Class) -> AllocResult<NonNull<u8>> {
+        let bytes = class.slab_bytes();
+        let (at, source) = match self.alloc_pages(bytes / PAGE, bytes, UsageKind::RustHeap) {
+            // Frames are numbered by their address: the run's address is a pointer to it
+            // (as the page calls' callers use it).
+            Ok(at) => (
+                core::ptr::with_exposed_provenance_mut::<u8>(at),
+                Source::Zone,
+            ),
+            Err(_) => {
+                let block = class.slab_layout();
+                let at = match balloc.alloc(block) {
+                    Ok(at) => at,
+                    Err(_) => self.grow_and_alloc(balloc, block)?,
+                };
+                (at.as_ptr(), Source::Heap)
+            }
+        };
+        let at = NonNull::new(at).ok_or(AllocError::NoMemory)?;
+        // SAFETY: a run of the zone or a block of the byte allocator just handed out, of
+        // the slab's size and alignment, used by nothing else until the slabs give it back
+        // (`dealloc`).
+        unsafe { balloc.slabs.add(class, at, source) };
+        balloc.slabs.alloc(class).ok_or(AllocError::NoMemory)
     }
 
     /// [`GlobalAllocator::alloc`] when the heap has no room: grown until the request fits.
@@ -574,7 +626,10 @@ impl GlobalAllocator {
         }
     }
 
-    /// Gives back `pos`, allocated by [`GlobalAllocator::alloc`] with `layout`.
+    /// Gives back `pos`, allocated by [`GlobalAllocator::alloc`] with `layout`: a small
+    /// object to its slab (a slab left with no object handed out goes back to where its
+    /// block came from, unless it is its class's only empty one), anything else to the
+    /// byte allocator.
     ///
     /// # Safety
     /// `pos` came from [`GlobalAllocator::alloc`] of this allocator with this `layout`, is
@@ -583,7 +638,39 @@ impl GlobalAllocator {
     pub unsafe fn dealloc(&self, pos: NonNull<u8>, layout: Layout) {
         let mut balloc = self.balloc.lock();
         balloc.usage.sub(UsageKind::RustHeap, layout.size());
-        balloc.dealloc(pos, layout);
+        let Some(class) = Class::of(layout) else {
+            return balloc.dealloc(pos, layout);
+        };
+        // SAFETY: the caller's promise: `alloc` served this layout from a slab of its class.
+        match unsafe { balloc.slabs.free(class, pos) } {
+            Ok(None) => {}
+            Ok(Some(slab)) => self.give_back_slab(&mut balloc, slab),
+            Err(e) => Self::refused_object(pos, layout, e),
+        }
+    }
+
+    /// Gives back the block of a slab with no object handed out to where it came from.
+    #[cold]
+    #[inline(never)]
+    fn give_back_slab(&self, balloc: &mut Heap, slab: FreeSlab) {
+        match slab.source {
+            // SAFETY: a run the zone handed out to the slabs (`alloc_slab`'s, of the slab's
+            // pages), which no longer use it; the heap's lock is held, under which a page
+            // call takes its CPU's lock as a heap growth does.
+            Source::Zone => unsafe {
+                let pages = slab.class.slab_bytes() / PAGE;
+                self.dealloc_pages(slab.at.as_ptr().addr(), pages, UsageKind::RustHeap);
+            },
+            Source::Heap => balloc.dealloc(slab.at, slab.class.slab_layout()),
+        }
+    }
+
+    /// Logs a free of a small object that its slab refused (the caller broke
+    /// [`GlobalAllocator::dealloc`]'s contract): nothing was freed.
+    #[cold]
+    #[inline(never)]
+    fn refused_object(pos: NonNull<u8>, layout: Layout, e: SlabError) {
+        error!("dealloc({pos:p}, {layout:?}): {e:?}, nothing freed");
     }
 
     /// `num_pages` contiguous pages aligned to `align_pow2` bytes (a power of two, at least
@@ -995,21 +1082,25 @@ impl GlobalAllocator {
         }
     }
 
-    /// Bytes the heap has handed out.
+    /// Bytes the heap has handed out: its slabs' objects (each its class's size) and what
+    /// the byte allocator counts handed out, but for the blocks it gave the slabs.
     pub fn used_bytes(&self) -> usize {
         self.balloc.lock().used()
     }
 
-    /// Bytes the heap has free without growing.
+    /// Bytes the heap has free without growing: the byte allocator's, and the free objects
+    /// of its slabs.
     pub fn available_bytes(&self) -> usize {
         self.balloc.lock().available()
     }
 
-    /// Bytes the heap's byte allocator holds, handed out or not: its first 32 KiB and every
-    /// growth from the zone (kept for good, as ArceOS's axalloc keeps them), and the
-    /// regions [`GlobalAllocator::add_memory`] gave it.
+    /// Bytes the heap holds, handed out or not: its byte allocator's first 32 KiB and
+    /// every growth from the zone (kept for good, as ArceOS's axalloc keeps them), the
+    /// regions [`GlobalAllocator::add_memory`] gave it, and the pages of its slabs from the
+    /// zone.
     pub fn heap_bytes(&self) -> usize {
-        self.balloc.lock().total()
+        let heap = self.balloc.lock();
+        heap.total() + heap.slabs.slab_bytes(Source::Zone)
     }
 
     /// Pages not free in the zones (the heap's included; 0 before `init`).

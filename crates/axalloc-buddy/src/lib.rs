@@ -15,7 +15,9 @@
 //!   blocks the zone knows are zero, else cleared with zero-core's strategy for the CPU
 //!   (`rep stosb`, AVX stores, `dc zva`, ...; [`GlobalAllocator::clear_strategy`]), printed
 //!   in the boot log.
-//! - **The Rust heap** ([`GlobalAllocator::alloc`]): axallocator's byte allocator
+//! - **The Rust heap** ([`GlobalAllocator::alloc`]): objects up to 2 KiB from slabs (a
+//!   page of the zone's, four past 512-byte objects, holding objects of one size class, as
+//!   Linux's `kmalloc` caches), larger ones from axallocator's byte allocator
 //!   ([`DefaultByteAllocator`]: TLSF, slab or buddy by feature, as in ArceOS), growing with
 //!   pages from the zone.
 //!
@@ -56,6 +58,7 @@ mod global;
 mod lock;
 mod owner;
 mod page;
+mod slab;
 mod usage;
 
 pub use axallocator;

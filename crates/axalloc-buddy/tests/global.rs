@@ -439,6 +439,144 @@ proptest! {
     }
 }
 
+/// A heap call of the model below: allocate `size` bytes aligned to `2^align_shift`, or
+/// free the held object `which` picks.
+#[derive(Clone, Debug)]
+enum HeapCall {
+    Alloc { size: usize, align_shift: u32 },
+    Free { which: usize },
+}
+
+fn heap_call() -> impl Strategy<Value = HeapCall> {
+    prop_oneof![
+        // Mostly slab sizes (up to 2 KiB, aligned to at most 16), some larger or aligned
+        // further (the byte allocator's).
+        3 => (0usize..=2048, 0u32..=4).prop_map(|(size, align_shift)| HeapCall::Alloc { size, align_shift }),
+        1 => (0usize..=9000, 0u32..=7).prop_map(|(size, align_shift)| HeapCall::Alloc { size, align_shift }),
+        3 => any::<usize>().prop_map(|which| HeapCall::Free { which }),
+    ]
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig {
+        cases: if cfg!(miri) {
+            2
+        } else if std::env::var_os("PROPTEST_CASES").is_some() {
+            ProptestConfig::default().cases
+        } else {
+            32
+        },
+        failure_persistence: if cfg!(miri) { None } else { ProptestConfig::default().failure_persistence },
+        ..ProptestConfig::default()
+    })]
+
+    /// Random heap calls against a model of the objects held: each aligned as asked, none
+    /// overlapping another, each reading back what was written into it until it is freed,
+    /// the heap's counts following; when everything is freed, no byte is counted used and
+    /// every page is free or the heap's. (`used_bytes` is the byte allocator's count too:
+    /// the slab byte allocator keeps counting the blocks its own slabs took.)
+    #[test]
+    fn heap_churn_matches_a_model(calls in proptest::collection::vec(heap_call(), 1..if cfg!(miri) { 80 } else { 600 })) {
+        let (_region, a) = allocator(if cfg!(miri) { 2 << 20 } else { 8 << 20 });
+        let pages_before = a.available_pages() + a.heap_bytes() / PAGE;
+        // Held objects: start -> (end, layout, the byte written through it).
+        let mut held: BTreeMap<usize, (usize, Layout, u8)> = BTreeMap::new();
+        let mut bytes = 0;
+        for (i, c) in calls.into_iter().enumerate() {
+            match c {
+                HeapCall::Alloc { size, align_shift } => {
+                    let layout = Layout::from_size_align(size, 1 << align_shift).unwrap();
+                    let p = a.alloc(layout).unwrap();
+                    let at = p.as_ptr() as usize;
+                    prop_assert_eq!(at % layout.align(), 0);
+                    let end = at + size.max(1);
+                    if let Some((&before, &(before_end, _, _))) = held.range(..end).next_back() {
+                        prop_assert!(before_end <= at || before >= end, "{:#x}+{} overlaps {:#x}..{:#x}", at, size, before, before_end);
+                    }
+                    let mark = i as u8;
+                    // SAFETY: `size` bytes the test holds.
+                    unsafe { p.as_ptr().write_bytes(mark, size) };
+                    held.insert(at, (end, layout, mark));
+                    bytes += size;
+                }
+                HeapCall::Free { which } if !held.is_empty() => {
+                    let at = *held.keys().nth(which % held.len()).unwrap();
+                    let (_, layout, mark) = held.remove(&at).unwrap();
+                    // SAFETY: the object's bytes, which only the test wrote.
+                    let object = unsafe { std::slice::from_raw_parts(at as *const u8, layout.size()) };
+                    prop_assert!(all_bytes_are(object, mark), "an object's bytes changed");
+                    give_back_bytes(&a, core::ptr::NonNull::new(at as *mut u8).unwrap(), layout);
+                    bytes -= layout.size();
+                }
+                HeapCall::Free { .. } => {}
+            }
+            prop_assert_eq!(a.usages().get(UsageKind::RustHeap), bytes);
+            prop_assert!(a.used_bytes() >= bytes);
+        }
+        for (at, (_, layout, mark)) in held {
+            // SAFETY: as above.
+            let object = unsafe { std::slice::from_raw_parts(at as *const u8, layout.size()) };
+            prop_assert!(all_bytes_are(object, mark), "an object's bytes changed");
+            give_back_bytes(&a, core::ptr::NonNull::new(at as *mut u8).unwrap(), layout);
+        }
+        prop_assert_eq!(a.usages().get(UsageKind::RustHeap), 0);
+        // The zone's pages are free or the heap's: its byte allocator's and its slabs'.
+        prop_assert_eq!(a.available_pages() + a.heap_bytes() / PAGE, pages_before);
+        zone_is_sound(&a);
+    }
+}
+
+/// Small objects come from slabs on pages of the zone; a slab left with no object goes back
+/// to the zone, but for one a size class keeps.
+#[test]
+fn slabs_left_empty_go_back_to_the_zone_but_one() {
+    let (_region, a) = allocator(2 << 20);
+    let layout = Layout::from_size_align(64, 8).unwrap();
+    // Objects of a class of its own in this test: no slab of it yet.
+    let heap = a.heap_bytes();
+    let free = a.available_pages();
+    // Four pages of 64-byte objects (63 a page past its header).
+    let objects: Vec<_> = (0..4 * 63).map(|_| a.alloc(layout).unwrap()).collect();
+    assert_eq!(a.heap_bytes(), heap + 4 * PAGE);
+    assert_eq!(a.available_pages(), free - 4);
+    for p in objects {
+        give_back_bytes(&a, p, layout);
+    }
+    assert_eq!(a.heap_bytes(), heap + PAGE);
+    assert_eq!(a.available_pages(), free - 1);
+    assert_eq!(a.usages().get(UsageKind::RustHeap), 0);
+    zone_is_sound(&a);
+}
+
+/// With every page of the zone handed out, small objects still come from the heap's free
+/// memory (their slabs from its byte allocator), and go back there.
+#[test]
+fn small_objects_come_from_the_heap_when_the_zone_has_no_page() {
+    let (_region, a) = allocator(2 << 20);
+    // The heap takes memory it keeps: 256 KiB of it free again.
+    let big = Layout::from_size_align(256 << 10, 8).unwrap();
+    let p = a.alloc(big).unwrap();
+    give_back_bytes(&a, p, big);
+    let mut pages = Vec::new();
+    while let Ok(at) = a.alloc_pages(1, PAGE, UsageKind::VirtMem) {
+        pages.push(at);
+    }
+    let heap = a.heap_bytes();
+    let layout = Layout::from_size_align(100, 8).unwrap();
+    let objects: Vec<_> = (0..200).map(|_| a.alloc(layout).unwrap()).collect();
+    assert_eq!(a.heap_bytes(), heap, "no page from the zone");
+    assert_eq!(a.usages().get(UsageKind::RustHeap), 200 * 100);
+    for p in objects {
+        give_back_bytes(&a, p, layout);
+    }
+    assert_eq!(a.usages().get(UsageKind::RustHeap), 0);
+    assert_eq!(a.heap_bytes(), heap);
+    for at in pages {
+        give_back(&a, at, 1, UsageKind::VirtMem);
+    }
+    zone_is_sound(&a);
+}
+
 thread_local! {
     static CPU: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
 }

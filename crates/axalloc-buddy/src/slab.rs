@@ -1,0 +1,554 @@
+//! Slabs for the heap's small objects (Linux's `kmalloc` caches, laid out as SLUB lays them
+//! out): every request of at most 2 KiB aligned to at most 16 bytes is an object of a size
+//! class, carved from a slab, a block of pages (one page up to 512-byte objects, four past
+//! that) that holds objects of that class alone. The slab's header, at its start, keeps its
+//! free objects (a list linked through each free object's first word) and how many are
+//! handed out. An allocation takes an object from the class's slab with a free one that
+//! had one freed last; a free puts the object back on its slab's list, the slab found by
+//! masking the object's address to the slab's size. A few loads and stores each, where the
+//! byte allocator finds a size class in its bitmaps, splits a block, and merges it back
+//! with its neighbours when it is freed.
+//!
+//! A slab whose objects are all free goes back where its block came from (the zone, or the
+//! byte allocator when the zone had none), unless it is its class's only empty one: a class
+//! that allocates and frees around a slab's boundary keeps its slab.
+
+use core::alloc::Layout;
+use core::ptr::{self, NonNull};
+
+use crate::frames::PAGE;
+
+/// Bytes of a slab's header, at the start of its block: the first object starts on a cache
+/// line of its own.
+const HEADER: usize = 64;
+
+/// The alignment of every object: the most a request served from a slab may ask for.
+const OBJECT_ALIGN: usize = 16;
+
+/// Size classes.
+const CLASSES: usize = 20;
+
+/// The sizes of the classes, in bytes: multiples of [`OBJECT_ALIGN`], each at most a
+/// third more than the one below it from 64 bytes up (a request takes at most a quarter
+/// more than it asked for there; the byte allocator's own headers and size classes cost
+/// it a few percent to an eighth).
+const CLASS_BYTES: [usize; CLASSES] = [
+    16, 32, 48, 64, 80, 96, 128, 160, 192, 256, 320, 384, 448, 512, 640, 768, 1024, 1280, 1536,
+    2048,
+];
+
+/// The largest request a slab serves; larger ones take the byte allocator.
+pub(crate) const LARGEST: usize = CLASS_BYTES[CLASSES - 1];
+
+/// The largest objects a one-page slab holds; larger ones' slabs are [`LARGE_SLAB`] bytes,
+/// so that a slab holds at least seven objects and leaves at most an eighth of it unused.
+const SMALL_OBJECTS: usize = 512;
+
+/// Bytes of a slab of objects above [`SMALL_OBJECTS`]: four pages.
+const LARGE_SLAB: usize = 4 * PAGE;
+
+/// What a class's slabs are: bytes of each object, bytes of the slab (a power of two, the
+/// alignment of its block), objects it holds past its header.
+#[derive(Clone, Copy)]
+struct Shape {
+    object: u32,
+    slab: u32,
+    capacity: u16,
+}
+
+/// Each class's [`Shape`].
+const SHAPES: [Shape; CLASSES] = {
+    let mut shapes = [Shape {
+        object: 0,
+        slab: 0,
+        capacity: 0,
+    }; CLASSES];
+    let mut i = 0;
+    while i < CLASSES {
+        let object = CLASS_BYTES[i];
+        let slab = if object <= SMALL_OBJECTS {
+            PAGE
+        } else {
+            LARGE_SLAB
+        };
+        shapes[i] = Shape {
+            object: object as u32,
+            slab: slab as u32,
+            capacity: ((slab - HEADER) / object) as u16,
+        };
+        i += 1;
+    }
+    shapes
+};
+
+/// The class of each request size, by its number of [`OBJECT_ALIGN`] steps rounded up.
+const CLASS_OF_STEPS: [u8; LARGEST / OBJECT_ALIGN + 1] = {
+    let mut table = [0u8; LARGEST / OBJECT_ALIGN + 1];
+    let (mut steps, mut class) = (0, 0);
+    while steps < table.len() {
+        while steps * OBJECT_ALIGN > CLASS_BYTES[class] {
+            class += 1;
+        }
+        table[steps] = class as u8;
+        steps += 1;
+    }
+    table
+};
+
+/// A size class of small objects.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Class(u8);
+
+impl Class {
+    /// The class that serves `layout`: the smallest whose objects hold its size, for a
+    /// request of at most [`LARGEST`] bytes aligned to at most [`OBJECT_ALIGN`]; `None` for
+    /// any other.
+    #[inline(always)]
+    pub(crate) fn of(layout: Layout) -> Option<Self> {
+        if layout.size() > LARGEST || layout.align() > OBJECT_ALIGN {
+            return None;
+        }
+        // At most `LARGEST / OBJECT_ALIGN`: inside the table.
+        Some(Self(CLASS_OF_STEPS[layout.size().div_ceil(OBJECT_ALIGN)]))
+    }
+
+    /// The class's shape.
+    #[inline(always)]
+    fn shape(self) -> Shape {
+        SHAPES[usize::from(self.0)]
+    }
+
+    /// Bytes of each object of the class.
+    #[inline(always)]
+    pub(crate) fn bytes(self) -> usize {
+        self.shape().object as usize
+    }
+
+    /// Bytes of a slab of the class: one page, or [`LARGE_SLAB`].
+    #[inline(always)]
+    pub(crate) fn slab_bytes(self) -> usize {
+        self.shape().slab as usize
+    }
+
+    /// The layout of a block of the byte allocator for a slab of the class: the slab's
+    /// size and alignment.
+    pub(crate) fn slab_layout(self) -> Layout {
+        let bytes = self.slab_bytes();
+        match Layout::from_size_align(bytes, bytes) {
+            Ok(layout) => layout,
+            // One page or four: a power of two far below `isize::MAX`.
+            Err(_) => unreachable!("a slab's size is a power of two"),
+        }
+    }
+
+    /// Objects a slab of the class holds past its header.
+    #[inline(always)]
+    fn capacity(self) -> u16 {
+        self.shape().capacity
+    }
+
+    /// Bytes of the objects a slab of the class holds.
+    fn object_bytes(self) -> usize {
+        usize::from(self.capacity()) * self.bytes()
+    }
+}
+
+/// Where a slab's block came from, so that it goes back there.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Source {
+    /// Pages of the zone ([`GlobalAllocator::alloc_pages`](crate::GlobalAllocator::alloc_pages)).
+    Zone,
+    /// A block of the byte allocator of the slab's size and alignment (the zone had none).
+    Heap,
+}
+
+/// A slab whose every object is free, to give back where its block came from.
+pub(crate) struct FreeSlab {
+    /// The slab's first byte.
+    pub(crate) at: NonNull<u8>,
+    /// Its class.
+    pub(crate) class: Class,
+    /// Where its block came from.
+    pub(crate) source: Source,
+}
+
+/// Why a free was refused: nothing changed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum SlabError {
+    /// The object's block is not a slab of the object's class, or one with no object handed
+    /// out.
+    NotAnObject,
+}
+
+/// The header at the start of a slab.
+#[repr(C)]
+struct Header {
+    /// The first free object, whose first word holds the next (null: none). Objects from
+    /// `carved` up are free too, never handed out.
+    free: *mut u8,
+    /// The class's partial list: the next and previous slab with a free object.
+    next: *mut Header,
+    prev: *mut Header,
+    /// Objects handed out from the part never used before, from the first up.
+    carved: u16,
+    /// Objects handed out.
+    in_use: u16,
+    /// The class's index.
+    class: u8,
+    /// Where the block came from.
+    source: Source,
+}
+
+const _: () = assert!(size_of::<Header>() <= HEADER);
+
+/// One class's slabs.
+#[derive(Clone, Copy)]
+struct ClassSlabs {
+    /// The slabs of the class with a free object, the one most recently freed into first;
+    /// null: none.
+    partial: *mut Header,
+    /// Whether one of them has no object handed out (the one a class keeps).
+    has_empty: bool,
+}
+
+/// Every class's slabs, and what they hold.
+pub(crate) struct Slabs {
+    classes: [ClassSlabs; CLASSES],
+    /// Bytes of the slabs, by [`Source`] (zone, byte allocator).
+    slab_bytes: [usize; 2],
+    /// Bytes of the objects the slabs hold, handed out or free.
+    object_bytes: usize,
+    /// Bytes of the objects handed out.
+    in_use_bytes: usize,
+}
+
+// SAFETY: the pointers are slabs these slabs own (blocks taken from the zone or the byte
+// allocator, given back only through `Slabs::free`), reached only through `&mut Slabs`:
+// they belong to the allocator, not to a thread.
+unsafe impl Send for Slabs {}
+
+impl Slabs {
+    /// No slabs.
+    pub(crate) const fn new() -> Self {
+        Self {
+            classes: [ClassSlabs {
+                partial: ptr::null_mut(),
+                has_empty: false,
+            }; CLASSES],
+            slab_bytes: [0; 2],
+            object_bytes: 0,
+            in_use_bytes: 0,
+        }
+    }
+
+    /// An object of `class` from the slab of its class with a free object that had one
+    /// freed last; `None` if no slab of the class has one ([`Slabs::add`] makes one).
+    #[inline(always)]
+    pub(crate) fn alloc(&mut self, class: Class) -> Option<NonNull<u8>> {
+        let shape = class.shape();
+        let c = &mut self.classes[usize::from(class.0)];
+        let slab = c.partial;
+        if slab.is_null() {
+            return None;
+        }
+        // SAFETY: a slab on a partial list is a block these slabs own, its header written
+        // by `add`, reached only through `&mut self`; it has a free object (a full slab
+        // leaves the list), which lies inside it.
+        unsafe {
+            let h = &mut *slab;
+            if h.in_use == 0 {
+                c.has_empty = false;
+            }
+            let object = if h.free.is_null() {
+                // The part never used: the object at `carved`, below the capacity.
+                let at = HEADER + usize::from(h.carved) * shape.object as usize;
+                h.carved += 1;
+                slab.cast::<u8>().add(at)
+            } else {
+                let object = h.free;
+                h.free = object.cast::<*mut u8>().read();
+                object
+            };
+            h.in_use += 1;
+            if h.in_use == shape.capacity {
+                Self::unlink(c, slab);
+            }
+            self.in_use_bytes += shape.object as usize;
+            Some(NonNull::new_unchecked(object))
+        }
+    }
+
+    /// Makes the block at `at` a slab of `class` with every object free, for the class's
+    /// next allocations.
+    ///
+    /// # Safety
+    /// `at` is the start of [`Class::slab_layout`] bytes aligned to their size, readable
+    /// and writable, that nothing else uses until the slabs give them back ([`Slabs::free`]'s
+    /// [`FreeSlab`]), taken from `source`.
+    pub(crate) unsafe fn add(&mut self, class: Class, at: NonNull<u8>, source: Source) {
+        let slab = at.as_ptr().cast::<Header>();
+        let c = &mut self.classes[usize::from(class.0)];
+        // SAFETY: the caller gives the block, aligned for a header (at least a page's
+        // alignment); it is on no list yet.
+        unsafe {
+            slab.write(Header {
+                free: ptr::null_mut(),
+                next: ptr::null_mut(),
+                prev: ptr::null_mut(),
+                carved: 0,
+                in_use: 0,
+                class: class.0,
+                source,
+            });
+            Self::push(c, slab);
+        }
+        c.has_empty = true;
+        self.slab_bytes[source as usize] += class.slab_bytes();
+        self.object_bytes += class.object_bytes();
+    }
+
+    /// Puts `object` back on its slab's free list; the slab, if its every object is now
+    /// free and its class keeps an empty slab already (the caller gives its block back to
+    /// where it came from).
+    ///
+    /// # Errors
+    /// [`SlabError::NotAnObject`] if the object's block is not a slab of `class` with an
+    /// object handed out (what can be checked of the contract below); nothing changes then.
+    ///
+    /// # Safety
+    /// `object` came from [`Slabs::alloc`] of `class` on these slabs and is freed once,
+    /// not used after.
+    #[inline(always)]
+    pub(crate) unsafe fn free(
+        &mut self,
+        class: Class,
+        object: NonNull<u8>,
+    ) -> Result<Option<FreeSlab>, SlabError> {
+        let shape = class.shape();
+        let mask = shape.slab as usize - 1;
+        let slab = object.as_ptr().map_addr(|a| a & !mask).cast::<Header>();
+        let c = &mut self.classes[usize::from(class.0)];
+        // SAFETY: the caller's promise: the object is one of a slab of its class, whose
+        // block is aligned to its size, so the block starts with the slab's header, which
+        // these slabs own; the object lies inside the block, aligned for a pointer, and is
+        // free from here on.
+        unsafe {
+            let h = &mut *slab;
+            if h.class != class.0 || h.in_use == 0 {
+                return Err(SlabError::NotAnObject);
+            }
+            object.as_ptr().cast::<*mut u8>().write(h.free);
+            h.free = object.as_ptr();
+            if h.in_use == shape.capacity {
+                Self::push(c, slab);
+            }
+            h.in_use -= 1;
+            self.in_use_bytes -= shape.object as usize;
+            if h.in_use != 0 {
+                return Ok(None);
+            }
+            if !c.has_empty {
+                c.has_empty = true;
+                return Ok(None);
+            }
+            Self::unlink(c, slab);
+            let source = h.source;
+            self.slab_bytes[source as usize] -= class.slab_bytes();
+            self.object_bytes -= class.object_bytes();
+            Ok(Some(FreeSlab {
+                at: NonNull::new_unchecked(slab.cast::<u8>()),
+                class,
+                source,
+            }))
+        }
+    }
+
+    /// Puts `slab` at the front of its class's partial list.
+    ///
+    /// # Safety
+    /// `slab` is a slab of the class these slabs own, on no list.
+    #[inline(always)]
+    unsafe fn push(c: &mut ClassSlabs, slab: *mut Header) {
+        // SAFETY: the caller's promise; the list's slabs are these slabs' too.
+        unsafe {
+            (*slab).prev = ptr::null_mut();
+            (*slab).next = c.partial;
+            if let Some(first) = c.partial.as_mut() {
+                first.prev = slab;
+            }
+        }
+        c.partial = slab;
+    }
+
+    /// Takes `slab` off its class's partial list.
+    ///
+    /// # Safety
+    /// `slab` is on the list.
+    #[inline(always)]
+    unsafe fn unlink(c: &mut ClassSlabs, slab: *mut Header) {
+        // SAFETY: the caller's promise; the list's slabs are these slabs'.
+        unsafe {
+            let (prev, next) = ((*slab).prev, (*slab).next);
+            match prev.as_mut() {
+                Some(prev) => prev.next = next,
+                None => c.partial = next,
+            }
+            if let Some(next) = next.as_mut() {
+                next.prev = prev;
+            }
+        }
+    }
+
+    /// Bytes of the slabs whose blocks came from `source`.
+    pub(crate) fn slab_bytes(&self, source: Source) -> usize {
+        self.slab_bytes[source as usize]
+    }
+
+    /// Bytes of the objects handed out.
+    pub(crate) fn in_use_bytes(&self) -> usize {
+        self.in_use_bytes
+    }
+
+    /// Bytes of the objects the slabs hold free.
+    pub(crate) fn free_bytes(&self) -> usize {
+        self.object_bytes - self.in_use_bytes
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{
+        CLASS_BYTES, Class, FreeSlab, HEADER, LARGEST, OBJECT_ALIGN, SlabError, Slabs, Source,
+    };
+    use alloc::alloc::{alloc, dealloc};
+    use alloc::vec::Vec;
+    use core::alloc::Layout;
+    use core::ptr::NonNull;
+
+    fn layout(size: usize, align: usize) -> Layout {
+        Layout::from_size_align(size, align).unwrap()
+    }
+
+    #[test]
+    fn a_class_is_the_smallest_that_holds_the_request() {
+        for size in 0..=LARGEST {
+            for align in [1, 2, 4, 8, 16] {
+                let class = Class::of(layout(size, align)).unwrap();
+                assert!(class.bytes() >= size, "{size}");
+                assert!(
+                    CLASS_BYTES.iter().all(|&b| b >= class.bytes() || b < size),
+                    "{size}: {}",
+                    class.bytes()
+                );
+                assert!(class.bytes().is_multiple_of(OBJECT_ALIGN));
+                // At least seven objects a slab, at most an eighth of it unused.
+                let unused = class.slab_bytes() - class.object_bytes();
+                assert!(
+                    class.capacity() >= 7 && unused <= class.slab_bytes() / 8,
+                    "{size}"
+                );
+            }
+        }
+        assert_eq!(Class::of(layout(LARGEST + 1, 8)), None);
+        assert_eq!(Class::of(layout(16, 32)), None);
+        assert_eq!(Class::of(layout(64, 4096)), None);
+    }
+
+    /// Blocks for the slabs, from the test's heap, given back when the test ends.
+    struct Blocks(Vec<(NonNull<u8>, Layout)>);
+
+    impl Blocks {
+        fn add(&mut self, slabs: &mut Slabs, class: Class) {
+            let layout = class.slab_layout();
+            // SAFETY: a layout of non-zero size.
+            let at = NonNull::new(unsafe { alloc(layout) }).unwrap();
+            self.0.push((at, layout));
+            // SAFETY: a block of the test's, of the slab's size and alignment, used by
+            // nothing else until the test ends.
+            unsafe { slabs.add(class, at, Source::Heap) };
+        }
+    }
+
+    impl Drop for Blocks {
+        fn drop(&mut self) {
+            for &(at, layout) in &self.0 {
+                // SAFETY: allocated in `add` with this layout.
+                unsafe { dealloc(at.as_ptr(), layout) };
+            }
+        }
+    }
+
+    #[test]
+    fn objects_are_distinct_aligned_and_inside_their_slabs_and_empty_slabs_go_back() {
+        // Fewer classes under Miri: each slab's objects are written whole.
+        let step = if cfg!(miri) { 6 } else { 1 };
+        for size in CLASS_BYTES.into_iter().step_by(step) {
+            let class = Class::of(layout(size, 8)).unwrap();
+            let mut slabs = Slabs::new();
+            let mut blocks = Blocks(Vec::new());
+            assert!(slabs.alloc(class).is_none());
+            // Three slabs' worth of objects.
+            let n = 3 * usize::from(class.capacity());
+            let mut objects = Vec::new();
+            for i in 0..n {
+                let object = match slabs.alloc(class) {
+                    Some(o) => o,
+                    None => {
+                        blocks.add(&mut slabs, class);
+                        slabs.alloc(class).unwrap()
+                    }
+                };
+                assert!(object.as_ptr().addr().is_multiple_of(OBJECT_ALIGN));
+                // SAFETY: the object is `size` bytes the test holds.
+                unsafe { object.as_ptr().write_bytes(i as u8, size) };
+                objects.push(object);
+            }
+            assert_eq!(blocks.0.len(), 3, "{size}");
+            assert_eq!(slabs.in_use_bytes(), n * size);
+            assert_eq!(slabs.free_bytes(), 0);
+            for (i, o) in objects.iter().enumerate() {
+                let slab = o.as_ptr().addr() & !(class.slab_bytes() - 1);
+                assert!(o.as_ptr().addr() >= slab + HEADER);
+                assert!(o.as_ptr().addr() + size <= slab + class.slab_bytes());
+                // SAFETY: as above; every byte still reads what was written.
+                let bytes = unsafe { core::slice::from_raw_parts(o.as_ptr(), size) };
+                assert!(bytes.iter().all(|&b| b == i as u8), "{size}: object {i}");
+            }
+            // Freed: the first slab to empty stays, the next two go back.
+            let mut back = Vec::new();
+            for o in objects.drain(..) {
+                // SAFETY: allocated above, freed once.
+                if let Some(FreeSlab { at, source, .. }) = unsafe { slabs.free(class, o) }.unwrap()
+                {
+                    assert_eq!(source, Source::Heap);
+                    back.push(at.as_ptr().addr());
+                }
+            }
+            assert_eq!(back.len(), 2, "{size}");
+            assert_eq!(slabs.slab_bytes(Source::Heap), class.slab_bytes());
+            assert_eq!(slabs.in_use_bytes(), 0);
+            // The kept slab serves the next allocations.
+            let again = slabs.alloc(class).unwrap();
+            assert!(!back.contains(&(again.as_ptr().addr() & !(class.slab_bytes() - 1))));
+            // SAFETY: allocated above, freed once.
+            assert!(unsafe { slabs.free(class, again) }.unwrap().is_none());
+        }
+    }
+
+    #[test]
+    fn a_free_of_another_class_changes_nothing() {
+        let small = Class::of(layout(16, 8)).unwrap();
+        let other = Class::of(layout(512, 8)).unwrap();
+        let mut slabs = Slabs::new();
+        let mut blocks = Blocks(Vec::new());
+        blocks.add(&mut slabs, small);
+        let object = slabs.alloc(small).unwrap();
+        let before = (slabs.in_use_bytes(), slabs.free_bytes());
+        // SAFETY: the slab refuses it before writing anything.
+        let refused = unsafe { slabs.free(other, object) };
+        assert_eq!(refused.err(), Some(SlabError::NotAnObject));
+        assert_eq!((slabs.in_use_bytes(), slabs.free_bytes()), before);
+        // SAFETY: allocated above, freed once.
+        assert!(unsafe { slabs.free(small, object) }.unwrap().is_none());
+    }
+}
