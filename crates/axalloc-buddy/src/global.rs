@@ -637,14 +637,18 @@ impl GlobalAllocator {
     #[inline]
     pub unsafe fn dealloc(&self, pos: NonNull<u8>, layout: Layout) {
         let mut balloc = self.balloc.lock();
-        balloc.usage.sub(UsageKind::RustHeap, layout.size());
         let Some(class) = Class::of(layout) else {
+            balloc.usage.sub(UsageKind::RustHeap, layout.size());
             return balloc.dealloc(pos, layout);
         };
         // SAFETY: the caller's promise: `alloc` served this layout from a slab of its class.
         match unsafe { balloc.slabs.free(class, pos) } {
-            Ok(None) => {}
-            Ok(Some(slab)) => self.give_back_slab(&mut balloc, slab),
+            Ok(emptied) => {
+                balloc.usage.sub(UsageKind::RustHeap, layout.size());
+                if let Some(slab) = emptied {
+                    self.give_back_slab(&mut balloc, slab);
+                }
+            }
             Err(e) => Self::refused_object(pos, layout, e),
         }
     }

@@ -47,21 +47,21 @@ const SMALL_OBJECTS: usize = 512;
 /// Bytes of a slab of objects above [`SMALL_OBJECTS`]: four pages.
 const LARGE_SLAB: usize = 4 * PAGE;
 
-/// What a class's slabs are: bytes of each object, bytes of the slab (a power of two, the
-/// alignment of its block), objects it holds past its header.
+/// What a class's slabs are: bytes of each object, objects a slab holds past its header,
+/// and the slab's block (its size a power of two, aligned to it).
 #[derive(Clone, Copy)]
 struct Shape {
     object: u32,
-    slab: u32,
     capacity: u16,
+    slab: Layout,
 }
 
 /// Each class's [`Shape`].
 const SHAPES: [Shape; CLASSES] = {
     let mut shapes = [Shape {
         object: 0,
-        slab: 0,
         capacity: 0,
+        slab: Layout::new::<u8>(),
     }; CLASSES];
     let mut i = 0;
     while i < CLASSES {
@@ -73,8 +73,11 @@ const SHAPES: [Shape; CLASSES] = {
         };
         shapes[i] = Shape {
             object: object as u32,
-            slab: slab as u32,
             capacity: ((slab - HEADER) / object) as u16,
+            slab: match Layout::from_size_align(slab, slab) {
+                Ok(layout) => layout,
+                Err(_) => panic!("a slab's size is a power of two"),
+            },
         };
         i += 1;
     }
@@ -127,18 +130,12 @@ impl Class {
     /// Bytes of a slab of the class: one page, or [`LARGE_SLAB`].
     #[inline(always)]
     pub(crate) fn slab_bytes(self) -> usize {
-        self.shape().slab as usize
+        self.shape().slab.size()
     }
 
-    /// The layout of a block of the byte allocator for a slab of the class: the slab's
-    /// size and alignment.
+    /// The layout of a block for a slab of the class: the slab's size, aligned to it.
     pub(crate) fn slab_layout(self) -> Layout {
-        let bytes = self.slab_bytes();
-        match Layout::from_size_align(bytes, bytes) {
-            Ok(layout) => layout,
-            // One page or four: a power of two far below `isize::MAX`.
-            Err(_) => unreachable!("a slab's size is a power of two"),
-        }
+        self.shape().slab
     }
 
     /// Objects a slab of the class holds past its header.
@@ -325,7 +322,7 @@ impl Slabs {
         object: NonNull<u8>,
     ) -> Result<Option<FreeSlab>, SlabError> {
         let shape = class.shape();
-        let mask = shape.slab as usize - 1;
+        let mask = shape.slab.size() - 1;
         let slab = object.as_ptr().map_addr(|a| a & !mask).cast::<Header>();
         let c = &mut self.classes[usize::from(class.0)];
         // SAFETY: the caller's promise: the object is one of a slab of its class, whose

@@ -526,6 +526,36 @@ proptest! {
     }
 }
 
+/// A small object given back with the size of another class whose slabs are one page too
+/// is refused by its slab (whose header names its own class): nothing changes, the usage
+/// counts included, and the object is still the caller's.
+#[test]
+fn a_small_object_freed_as_another_class_is_refused() {
+    let (_region, a) = allocator(2 << 20);
+    let (small, other) = (
+        Layout::from_size_align(24, 8).unwrap(),
+        Layout::from_size_align(500, 8).unwrap(),
+    );
+    let p = a.alloc(small).unwrap();
+    let before = (
+        a.used_bytes(),
+        a.available_bytes(),
+        format!("{:?}", a.usages()),
+    );
+    // SAFETY: breaks `dealloc`'s contract (the layout is not the allocation's) in a way
+    // its slab detects before it writes anything: both sizes' slabs are one page, so the
+    // header read is the object's own slab's.
+    unsafe { a.dealloc(p, other) };
+    let after = (
+        a.used_bytes(),
+        a.available_bytes(),
+        format!("{:?}", a.usages()),
+    );
+    assert_eq!(after, before);
+    give_back_bytes(&a, p, small);
+    assert_eq!(a.usages().get(UsageKind::RustHeap), 0);
+}
+
 /// Small objects come from slabs on pages of the zone; a slab left with no object goes back
 /// to the zone, but for one a size class keeps.
 #[test]
