@@ -476,35 +476,29 @@ fn page_works() -> Vec<PageWork> {
 /// those calls, see the section's note); and `n` rounds of 2 500 heap objects of 64 bytes,
 /// freed in random order, on the drop-in's heap and on TLSF.
 pub const COUNTED: [count::Workload; 7] = {
-    macro_rules! pairs {
-        ($name:literal, $make:expr, $pages:literal, $align:expr) => {
+    /// A workload: `ops` calls a round, each round `$round` on `$a`, the allocator `$make`
+    /// builds once.
+    macro_rules! rounds {
+        ($name:literal, $ops:literal, $make:expr, |$a:ident| $round:expr) => {
             count::Workload {
                 name: $name,
-                ops: 1000,
+                ops: $ops,
                 run: |n| {
-                    let a = $make;
+                    let $a = $make;
                     for _ in 0..n {
-                        count::counted(&mut || {
-                            let at = Locked::alloc(&a, $pages, $align).expect("a run");
-                            Locked::dealloc(&a, at, $pages);
-                        });
+                        count::counted(&mut || $round);
                     }
                 },
             }
         };
     }
-    macro_rules! heap {
-        ($name:literal, $make:expr) => {
-            count::Workload {
-                name: $name,
-                ops: 5000,
-                run: |n| {
-                    let h = $make;
-                    for _ in 0..n {
-                        count::counted(&mut || random_frees(&h, 2500, 64));
-                    }
-                },
-            }
+    /// A round of one alloc + free of `$pages` pages aligned to `$align` bytes.
+    macro_rules! pairs {
+        ($name:literal, $make:expr, $pages:literal, $align:expr) => {
+            rounds!($name, 1000, $make, |a| {
+                let at = Locked::alloc(&a, $pages, $align).expect("a run");
+                Locked::dealloc(&a, at, $pages);
+            })
         };
     }
     [
@@ -518,8 +512,15 @@ pub const COUNTED: [count::Workload; 7] = {
             16 * PAGE
         ),
         pairs!("today-aligned-64k-tlsf", TlsfPages::new(), 4, 16 * PAGE),
-        heap!("today-heap-64b-buddy-sim", Ours(DropIn::new(2))),
-        heap!("today-heap-64b-tlsf", TlsfPages::new()),
+        rounds!(
+            "today-heap-64b-buddy-sim",
+            5000,
+            Ours(DropIn::new(2)),
+            |h| { random_frees(&h, 2500, 64) }
+        ),
+        rounds!("today-heap-64b-tlsf", 5000, TlsfPages::new(), |h| {
+            random_frees(&h, 2500, 64)
+        }),
     ]
 };
 

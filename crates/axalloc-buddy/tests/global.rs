@@ -366,6 +366,26 @@ enum Call {
     },
 }
 
+/// The model tests' configuration. Under Miri, where isolation hides the working
+/// directory: two cases, no failure file. Elsewhere 32, or as many as `PROPTEST_CASES` asks.
+fn model_config() -> ProptestConfig {
+    ProptestConfig {
+        cases: if cfg!(miri) {
+            2
+        } else if std::env::var_os("PROPTEST_CASES").is_some() {
+            ProptestConfig::default().cases
+        } else {
+            32
+        },
+        failure_persistence: if cfg!(miri) {
+            None
+        } else {
+            ProptestConfig::default().failure_persistence
+        },
+        ..ProptestConfig::default()
+    }
+}
+
 fn call() -> impl Strategy<Value = Call> {
     prop_oneof![
         (1usize..40, 12u32..18).prop_map(|(pages, align_shift)| Call::Alloc { pages, align_shift }),
@@ -376,19 +396,7 @@ fn call() -> impl Strategy<Value = Call> {
 }
 
 proptest! {
-    // Under Miri, where isolation hides the working directory: two cases, no failure file.
-    // Elsewhere 32, or as many as `PROPTEST_CASES` asks.
-    #![proptest_config(ProptestConfig {
-        cases: if cfg!(miri) {
-            2
-        } else if std::env::var_os("PROPTEST_CASES").is_some() {
-            ProptestConfig::default().cases
-        } else {
-            32
-        },
-        failure_persistence: if cfg!(miri) { None } else { ProptestConfig::default().failure_persistence },
-        ..ProptestConfig::default()
-    })]
+    #![proptest_config(model_config())]
 
     /// Random page calls against a model of which pages are held: no page is handed out
     /// twice, every free changes the counts by what it frees, and everything goes back.
@@ -458,17 +466,7 @@ fn heap_call() -> impl Strategy<Value = HeapCall> {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig {
-        cases: if cfg!(miri) {
-            2
-        } else if std::env::var_os("PROPTEST_CASES").is_some() {
-            ProptestConfig::default().cases
-        } else {
-            32
-        },
-        failure_persistence: if cfg!(miri) { None } else { ProptestConfig::default().failure_persistence },
-        ..ProptestConfig::default()
-    })]
+    #![proptest_config(model_config())]
 
     /// Random heap calls against a model of the objects held: each aligned as asked, none
     /// overlapping another, each reading back what was written into it until it is freed,
