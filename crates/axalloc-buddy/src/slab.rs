@@ -29,16 +29,16 @@ const OBJECT_ALIGN: usize = 16;
 const CLASSES: usize = 20;
 
 /// The sizes of the classes, in bytes: multiples of [`OBJECT_ALIGN`], each at most a
-/// third more than the one below it from 64 bytes up (a request takes at most a quarter
-/// more than it asked for there; the byte allocator's own headers and size classes cost
-/// it a few percent to an eighth).
+/// third more than the one below it from 64 bytes up, so that a request takes less than a
+/// third more than it asks for there (Linux's `kmalloc` classes, which double from 256
+/// bytes, up to twice).
 const CLASS_BYTES: [usize; CLASSES] = [
     16, 32, 48, 64, 80, 96, 128, 160, 192, 256, 320, 384, 448, 512, 640, 768, 1024, 1280, 1536,
     2048,
 ];
 
 /// The largest request a slab serves; larger ones take the byte allocator.
-pub(crate) const LARGEST: usize = CLASS_BYTES[CLASSES - 1];
+const LARGEST: usize = CLASS_BYTES[CLASSES - 1];
 
 /// The largest objects a one-page slab holds; larger ones' slabs are [`LARGE_SLAB`] bytes,
 /// so that a slab holds at least seven objects and leaves at most an eighth of it unused.
