@@ -104,20 +104,27 @@ struct Pair {
     misaligned: [u64; ALLOCATORS.len()],
 }
 
-/// Page-aligned memory of `bytes` bytes that lives as long as the value (the peers that
-/// keep their metadata in the memory they manage write to it).
+/// Memory of `bytes` bytes aligned to [`REGION_ALIGN`] that lives as long as the value (the
+/// peers that keep their metadata in the memory they manage write to it).
 struct Memory(Vec<u64>);
+
+/// The alignment of each peer's region: 2 MiB, as a kernel's memory map gives its regions
+/// (and buddy-slab-allocator's `GlobalAllocator` asks of its own). Where the host's
+/// allocator put a region decides what buddy-slab-allocator's buddy does with requests
+/// aligned above their size (it refuses 4 pages aligned to 8-64 KiB in one placement and
+/// serves them in another): one alignment for every run keeps those rows comparable.
+const REGION_ALIGN: usize = 2 << 20;
 
 impl Memory {
     fn new(bytes: usize) -> Self {
-        Self(vec![0u64; (bytes + PAGE) / 8])
+        Self(vec![0u64; (bytes + REGION_ALIGN).div_ceil(8)])
     }
 
-    /// The page-aligned start, and the bytes from there.
+    /// The start aligned to [`REGION_ALIGN`], and `bytes` from there (what `new` was asked).
     fn region(&mut self) -> (usize, usize) {
         let start = self.0.as_mut_ptr() as usize;
-        let aligned = start.next_multiple_of(PAGE);
-        (aligned, self.0.len() * 8 - (aligned - start))
+        let aligned = start.next_multiple_of(REGION_ALIGN);
+        (aligned, self.0.len() * 8 - REGION_ALIGN)
     }
 }
 
