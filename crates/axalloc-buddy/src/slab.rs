@@ -336,12 +336,15 @@ impl Slabs {
             }
             object.as_ptr().cast::<*mut u8>().write(h.free);
             h.free = object.as_ptr();
-            if h.in_use == shape.capacity {
+            let was_full = h.in_use == shape.capacity;
+            h.in_use -= 1;
+            let (emptied, source) = (h.in_use == 0, h.source);
+            // The header is reached through the list from here on.
+            self.in_use_bytes -= shape.object as usize;
+            if was_full {
                 Self::push(c, slab);
             }
-            h.in_use -= 1;
-            self.in_use_bytes -= shape.object as usize;
-            if h.in_use != 0 {
+            if !emptied {
                 return Ok(None);
             }
             if !c.has_empty {
@@ -349,7 +352,6 @@ impl Slabs {
                 return Ok(None);
             }
             Self::unlink(c, slab);
-            let source = h.source;
             self.slab_bytes[source as usize] -= class.slab_bytes();
             self.object_bytes -= class.object_bytes();
             Ok(Some(FreeSlab {
