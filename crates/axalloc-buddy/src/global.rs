@@ -553,10 +553,7 @@ impl GlobalAllocator {
                 Some(object) => object,
                 None => self.alloc_slab(&mut balloc, class)?,
             },
-            None => match balloc.alloc(layout) {
-                Ok(ptr) => ptr,
-                Err(_) => self.grow_and_alloc(&mut balloc, layout)?,
-            },
+            None => self.alloc_bytes(&mut balloc, layout)?,
         };
         balloc.usage.add(UsageKind::RustHeap, layout.size());
         Ok(ptr)
@@ -568,28 +565,31 @@ impl GlobalAllocator {
     #[inline(never)]
     fn alloc_slab(&self, balloc: &mut Heap, class: Class) -> AllocResult<NonNull<u8>> {
         let bytes = class.slab_bytes();
-        let (at, source) = match self.alloc_pages(bytes / PAGE, bytes, UsageKind::RustHeap) {
-            // Frames are numbered by their address: the run's address is a pointer to it
-            // (as the page calls' callers use it).
-            Ok(at) => (
-                core::ptr::with_exposed_provenance_mut::<u8>(at),
-                Source::Zone,
-            ),
-            Err(_) => {
-                let block = class.slab_layout();
-                let at = match balloc.alloc(block) {
-                    Ok(at) => at,
-                    Err(_) => self.grow_and_alloc(balloc, block)?,
-                };
-                (at.as_ptr(), Source::Heap)
-            }
+        // Frames are numbered by their address: the run's address is a pointer to it (as
+        // the page calls' callers use it), never null (a region's first page holds its
+        // metadata).
+        let run = self
+            .alloc_pages(bytes / PAGE, bytes, UsageKind::RustHeap)
+            .ok()
+            .and_then(|at| NonNull::new(core::ptr::with_exposed_provenance_mut::<u8>(at)));
+        let (at, source) = match run {
+            Some(at) => (at, Source::Zone),
+            None => (self.alloc_bytes(balloc, class.slab_layout())?, Source::Heap),
         };
-        let at = NonNull::new(at).ok_or(AllocError::NoMemory)?;
         // SAFETY: a run of the zone or a block of the byte allocator just handed out, of
         // the slab's size and alignment, used by nothing else until the slabs give it back
         // (`dealloc`).
         unsafe { balloc.slabs.add(class, at, source) };
         balloc.slabs.alloc(class).ok_or(AllocError::NoMemory)
+    }
+
+    /// `layout` from the byte allocator, grown first if it has no room.
+    #[inline(always)]
+    fn alloc_bytes(&self, balloc: &mut Heap, layout: Layout) -> AllocResult<NonNull<u8>> {
+        match balloc.alloc(layout) {
+            Ok(ptr) => Ok(ptr),
+            Err(_) => self.grow_and_alloc(balloc, layout),
+        }
     }
 
     /// [`GlobalAllocator::alloc`] when the heap has no room: grown until the request fits.
