@@ -11,7 +11,8 @@
 //!   3 M `u32`s; 25 000 objects of 64 bytes and 7 500 of 520 freed in a random order; the
 //!   allocations a 50 000-entry `BTreeMap<String, u32>` makes (buddy-slab-allocator's whole
 //!   heap here, its per-CPU slab caches included);
-//! - the random page workload on two threads at once (a CPU each).
+//! - the random page workload and the 64-byte heap workload on two threads at once (a CPU
+//!   each).
 //!
 //! Times are medians over interleaved rounds with their 95% intervals; ratios are taken
 //! round by round.
@@ -86,8 +87,9 @@ struct Today {
     ax_alloc: AxAllocTlsf,
     /// buddy-slab-allocator's heap (its `GlobalAllocator`).
     slab_heap: SlabHeap,
-    /// The random page workload's calls.
+    /// The random page workload's calls, and a second thread's.
     plan: Plan,
+    plans: [Plan; 2],
     /// Allocations each refused in its last round of the current workload.
     refused: [u64; ALLOCATORS.len()],
 }
@@ -101,6 +103,7 @@ impl Today {
             ax_alloc: AxAllocTlsf::new(),
             slab_heap: SlabHeap::new(),
             plan: random_plan(0x5eed),
+            plans: [random_plan(0x5eed), random_plan(0xfeed)],
             refused: [0; ALLOCATORS.len()],
         }
     }
@@ -110,6 +113,17 @@ impl Today {
         match i {
             0 => &self.ours,
             1 => &self.slab,
+            2 => &self.tlsf,
+            _ => &self.ax_alloc,
+        }
+    }
+
+    /// The heap of allocator `i` of [`ALLOCATORS`] (buddy-slab-allocator's whole heap for
+    /// its row).
+    fn heap(&self, i: usize) -> &(dyn Heap + Sync) {
+        match i {
+            0 => &self.ours,
+            1 => &self.slab_heap,
             2 => &self.tlsf,
             _ => &self.ax_alloc,
         }
@@ -672,18 +686,75 @@ fn tables(ctx: &SectionContext) -> Vec<Table> {
     );
     // buddy-slab-allocator's heap is a singleton: this one gone before the next is made.
     drop(today);
-    let mut tables = vec![t, goals, two_threads(ctx)];
+    let mut tables = vec![t, goals];
+    for w in [&PAGE_THREADS, &HEAP_THREADS] {
+        // One at a time: buddy-slab-allocator's heap is a singleton.
+        tables.push(two_threads(ctx, w));
+    }
     tables.extend(crate::arceos_today_guest::tables(ctx));
     tables
 }
 
-/// The random page workload on two threads at once, each with its own plan and CPU, against
-/// one thread doing one thread's share.
-fn two_threads(ctx: &SectionContext) -> Table {
-    ctx.step("arceos today: two threads");
+/// A workload two threads run at once, each on a CPU of its own, and one thread alone: its
+/// table's id and title, the names of its allocators' rows, the note under it, calls per
+/// thread, and one thread's run on allocator `i` (with the thread's index).
+struct ThreadWork {
+    id: &'static str,
+    title: &'static str,
+    names: [&'static str; ALLOCATORS.len()],
+    note: &'static str,
+    calls: f64,
+    run: fn(&Today, usize, usize),
+}
+
+/// The random page workload on two threads at once, each with its own plan and CPU.
+const PAGE_THREADS: ThreadWork = ThreadWork {
+    id: "arceos-today-threads",
+    title: "The random page workload on two threads at once (each its own calls and CPU) and on one: M calls per second (median [95% CI] over interleaved rounds), and two threads ÷ one",
+    names: ALLOCATORS,
+    note: "Two threads each run the whole random page workload (its own seeded calls), so two \
+         threads do twice one thread's calls; the ratio divides their throughput by one \
+         thread's, round by round (2: no contention). buddy-sim's threads are CPUs 0 and 1 of \
+         the drop-in, each on its own lists and lock; the peers' threads share their one lock. \
+         Each thread is pinned to a core of its own; thread start-up (two spawns per round, \
+         each thread 400 batches) is inside the two-thread time.",
+    calls: (THREAD_BATCHES * BATCH) as f64,
+    run: |t, i, thread| {
+        random_rounds(t.pages(i), &t.plans[thread], THREAD_BATCHES);
+    },
+};
+
+/// Objects of 64 bytes each heap thread allocates, then frees in a random order, per pass.
+const HEAP_THREAD_OBJECTS: usize = 25_000;
+/// Passes of [`HEAP_THREAD_OBJECTS`] each heap thread makes in a round.
+const HEAP_THREAD_PASSES: usize = 4;
+
+/// The 64-byte heap workload on two threads at once, each its own objects and CPU.
+const HEAP_THREADS: ThreadWork = ThreadWork {
+    id: "arceos-today-heap-threads",
+    title: "25 000 x 64 bytes freed in random order, on two threads at once (each its own objects and CPU) and on one: M calls per second (median [95% CI] over interleaved rounds), and two threads ÷ one",
+    names: [ALLOCATORS[0], SLAB_HEAP, ALLOCATORS[2], ALLOCATORS[3]],
+    note: "Two threads each run the heap workload (4 passes of 25 000 objects of 64 bytes, \
+         freed in a random order), so two threads do twice one thread's calls; the ratio \
+         divides their throughput by one thread's, round by round (2: no contention). \
+         buddy-sim's threads are CPUs 0 and 1 of the drop-in; the peers' threads share their \
+         one lock (buddy-slab-allocator's heap behind ax-alloc's, on CPU 0's slab cache). Each \
+         thread is pinned to a core of its own; thread start-up is inside the two-thread time.",
+    calls: (2 * HEAP_THREAD_OBJECTS * HEAP_THREAD_PASSES) as f64,
+    run: |t, i, _| {
+        for _ in 0..HEAP_THREAD_PASSES {
+            random_frees(t.heap(i), HEAP_THREAD_OBJECTS, 64);
+        }
+    },
+};
+
+/// `w` on one thread and on two threads at once, each thread pinned to a core and naming a
+/// CPU of its own; throughput and the ratio of two threads' to one's, per allocator.
+fn two_threads(ctx: &SectionContext, w: &'static ThreadWork) -> Table {
+    ctx.step(format!("arceos today: {}", w.id));
     let mut t = Table::new(
-        "arceos-today-threads",
-        "The random page workload on two threads at once (each its own calls and CPU) and on one: M calls per second (median [95% CI] over interleaved rounds), and two threads ÷ one",
+        w.id,
+        w.title,
         &[
             "allocator",
             "one thread (M calls/s)",
@@ -691,49 +762,40 @@ fn two_threads(ctx: &SectionContext) -> Table {
             "two ÷ one (throughput)",
         ],
     );
-    let plans = [random_plan(0x5eed), random_plan(0xfeed)];
-    let calls = (THREAD_BATCHES * BATCH) as f64;
-    let mut candidates: Vec<Candidate<'static, (Today, [Plan; 2])>> = Vec::new();
+    let mut candidates: Vec<Candidate<'static, Today>> = Vec::new();
     for i in 0..ALLOCATORS.len() {
-        candidates.push(Box::new(move |(t, plans)| {
+        candidates.push(Box::new(move |t| {
             on_cpu(0);
-            random_rounds(t.pages(i), &plans[0], THREAD_BATCHES);
+            (w.run)(t, i, 0);
         }));
-        candidates.push(Box::new(move |(t, plans)| {
-            let (t, plans) = (&*t, &*plans);
+        candidates.push(Box::new(move |t| {
+            let t = &*t;
             std::thread::scope(|s| {
-                for (cpu, plan) in plans.iter().enumerate() {
+                for cpu in 0..2 {
                     s.spawn(move || {
                         // Each thread on a core of its own (the measuring thread's pinning
                         // would put both on one).
                         let allowed = crate::measure::allowed_cpus();
                         crate::measure::pin_current_thread(allowed[cpu % allowed.len()]);
                         on_cpu(cpu);
-                        random_rounds(t.pages(i), plan, THREAD_BATCHES);
+                        (w.run)(t, i, cpu);
                     });
                 }
             });
         }));
     }
-    let mut target = (Today::new(), plans);
+    let mut target = Today::new();
     let s = Samples::interleaved(Budget::cell(ctx.quick, 4.0), &mut target, &mut candidates);
-    for (i, allocator) in ALLOCATORS.iter().enumerate() {
+    for (i, allocator) in w.names.iter().enumerate() {
         let (one, two) = (&s[2 * i], &s[2 * i + 1]);
         t.row(vec![
             Cell::text(*allocator),
-            Cell::estimate(one.rate(calls / 1e6), 2, ""),
-            Cell::estimate(two.rate(2.0 * calls / 1e6), 2, ""),
+            Cell::estimate(one.rate(w.calls / 1e6), 2, ""),
+            Cell::estimate(two.rate(2.0 * w.calls / 1e6), 2, ""),
             Cell::ratio_ci(two.speedup_over(one).map(|x| 2.0 * x)),
         ]);
     }
-    t.note(
-        "Two threads each run the whole random page workload (its own seeded calls), so two \
-         threads do twice one thread's calls; the ratio divides their throughput by one \
-         thread's, round by round (2: no contention). buddy-sim's threads are CPUs 0 and 1 of \
-         the drop-in, each on its own lists and lock; the peers' threads share their one lock. \
-         Each thread is pinned to a core of its own; thread start-up (two spawns per round, \
-         each thread 400 batches) is inside the two-thread time.",
-    );
+    t.note(w.note);
     t
 }
 
@@ -743,7 +805,7 @@ impl Section for ArceosToday {
     }
 
     fn planned_steps(&self, _quick: bool) -> u64 {
-        (page_works().len() + HEAP_WORKS.len() + 1) as u64
+        (page_works().len() + HEAP_WORKS.len() + 2) as u64
     }
 
     fn run(&self, ctx: &SectionContext) -> Vec<Table> {
