@@ -489,7 +489,7 @@ fn page_works() -> Vec<PageWork> {
 /// buffer aligned above its size; not on buddy-slab-allocator, which refuses most of
 /// those calls, see the section's note); and `n` rounds of 2 500 heap objects of 64 bytes,
 /// freed in random order, on the drop-in's heap and on TLSF.
-pub const COUNTED: [count::Workload; 7] = {
+pub const COUNTED: [count::Workload; 9] = {
     /// A workload: `ops` calls a round, each round `$round` on `$a`, the allocator `$make`
     /// builds once.
     macro_rules! rounds {
@@ -534,6 +534,15 @@ pub const COUNTED: [count::Workload; 7] = {
         ),
         rounds!("today-heap-64b-tlsf", 5000, TlsfPages::new(), |h| {
             random_frees(&h, 2500, 64)
+        }),
+        rounds!(
+            "today-heap-btree-buddy-sim",
+            118_182,
+            Ours(DropIn::new(2)),
+            |h| btree_map(&h)
+        ),
+        rounds!("today-heap-btree-tlsf", 118_182, TlsfPages::new(), |h| {
+            btree_map(&h)
         }),
     ]
 };
@@ -661,8 +670,9 @@ fn tables(ctx: &SectionContext) -> Vec<Table> {
         "Each allocator over memory of its own (buddy-sim 1 GiB with its metadata at the head, \
          the peers 128 MiB), nothing touched but what an allocator writes itself. buddy-sim is \
          `axalloc-buddy`'s `GlobalAllocator`, the code `arceos/ax-alloc` runs: a page call takes \
-         its CPU's lock, the heap one lock (objects up to 2 KiB from slabs, pages of objects of one \
-         size class from the zone; larger ones from TLSF, growing with pages from the zone); a run of \
+         its CPU's lock, and so does a small object (up to 2 KiB, from the CPU's slabs: pages of \
+         objects of one size class from the zone; a free takes the lock of the CPU whose slab \
+         holds it), larger ones the heap's one lock (TLSF, growing with pages from the zone); a run of \
          up to 64 pages, a power of two, comes from the CPU's list, aligned above its size \
          too (the most recently freed block there so aligned, else the general path splits \
          a block of the alignment's order and leaves the pieces on the lists). \

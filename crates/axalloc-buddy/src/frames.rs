@@ -9,6 +9,7 @@
 use crate::cpu::this_cpu;
 use crate::lock::{IrqSpin, IrqSpinGuard};
 use crate::owner::OwnerTag;
+use crate::slab::{SlabBytes, Slabs};
 use crate::usage::{UsageCounts, UsageKind};
 use axallocator::PageAllocator;
 use buddy_sim::{
@@ -113,9 +114,10 @@ type LocalLists =
 pub(crate) type CpuPages =
     AxPageAllocator<'static, &'static [Frame], &'static [PerCpu<DefaultRawMutex>], DefaultRawMutex>;
 
-/// What one CPU's lock protects: its page allocator and its change of the usage counts, so
-/// that a page call takes one lock. Aligned so that two CPUs' slots (and their locks) never
-/// share a cache line, as the zone's per-cpu lists do not.
+/// What one CPU's lock protects: its page allocator, its slabs of the heap's small objects
+/// and its change of the usage counts, so that a page call, or a small object's, takes one
+/// lock. Aligned so that two CPUs' slots (and their locks) never share a cache line, as the
+/// zone's per-cpu lists do not.
 #[repr(align(128))]
 pub(crate) struct CpuSlot {
     /// The CPU whose lists these are.
@@ -124,6 +126,12 @@ pub(crate) struct CpuSlot {
     lists: &'static PerCpu<DefaultRawMutex>,
     pub(crate) pages: CpuPages,
     pub(crate) usage: UsageCounts,
+    /// The slabs this CPU made (the first region's slots' only: the heap's are there).
+    pub(crate) slabs: Slabs,
+    /// Its change of the heap's bytes handed out from those slabs, as
+    /// [`UsageKind::RustHeap`] (page calls count the heap's pages under that kind in
+    /// `usage`, which [`Frames::usage_counts`] leaves out).
+    pub(crate) heap_usage: UsageCounts,
 }
 
 impl CpuSlot {
@@ -332,6 +340,8 @@ impl Frames {
                     lists,
                     pages,
                     usage: UsageCounts::new(),
+                    slabs: Slabs::new(),
+                    heap_usage: UsageCounts::new(),
                 }));
             }
             let cpu_pages: &'static [IrqSpin<CpuSlot>] = core::slice::from_raw_parts(cpu_at, cpus);
@@ -444,6 +454,26 @@ impl Frames {
     /// Bytes of a block of the zone's largest order.
     pub(crate) fn largest_block_bytes(&self) -> usize {
         PAGE << self.zone.config().max_order.get()
+    }
+
+    /// CPU `cpu`'s slot, locked with interrupts and preemption off (a free of a small
+    /// object takes the lock of the CPU whose slab holds it); `None` past the CPUs.
+    #[inline(always)]
+    pub(crate) fn lock_cpu(&self, cpu: usize) -> Option<IrqSpinGuard<'_, CpuSlot>> {
+        Some(self.cpus.get(cpu)?.lock())
+    }
+
+    /// What every CPU's slabs hold, one CPU's lock at a time.
+    pub(crate) fn slab_bytes(&self) -> SlabBytes {
+        self.cpus.iter().fold(SlabBytes::default(), |sum, cpu| {
+            sum + cpu.lock().slabs.bytes()
+        })
+    }
+
+    /// Each CPU's change of the heap's usage counts (its slabs' objects), one CPU's lock at
+    /// a time.
+    pub(crate) fn heap_usage_counts(&self) -> impl Iterator<Item = UsageCounts> + '_ {
+        self.cpus.iter().map(|cpu| cpu.lock().heap_usage)
     }
 
     /// Each CPU's change of the usage counts, one CPU's lock at a time.

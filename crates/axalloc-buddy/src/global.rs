@@ -7,7 +7,7 @@ use crate::cpu::cpu_count;
 use crate::frames::{Frames, InitError, PAGE, is_listed, listed_block, unlisted_block};
 use crate::lock::IrqSpin;
 use crate::owner::{OwnerTag, Owners};
-use crate::slab::{Class, FreeSlab, SlabError, Slabs, Source};
+use crate::slab::{Class, FreeSlab, Owner, SlabBytes, SlabError, Slabs, Source};
 use crate::usage::{UsageCounts, UsageKind, Usages};
 use axallocator::{AllocError, AllocResult, BaseAllocator, ByteAllocator, PageAllocator};
 use buddy_sim::Order;
@@ -169,26 +169,29 @@ impl Heap {
         self.given
     }
 
-    /// Bytes handed out: the slabs' objects, and the byte allocator's blocks but for the
-    /// blocks it gave the slabs.
-    fn used(&self) -> usize {
+    /// Bytes handed out: the objects of these slabs and of the CPUs' (`cpus`), and the
+    /// byte allocator's blocks but for the blocks it gave the slabs.
+    fn used(&self, cpus: SlabBytes) -> usize {
+        let slabs = self.slabs.bytes() + cpus;
         let bytes = if self.ready {
-            let slabs = self.slabs.slab_bytes(Source::Heap);
-            self.bytes.used_bytes().saturating_sub(slabs)
+            self.bytes
+                .used_bytes()
+                .saturating_sub(slabs.slabs(Source::Heap))
         } else {
             0
         };
-        bytes + self.slabs.in_use_bytes()
+        bytes + slabs.in_use()
     }
 
-    /// Bytes free without growing: the byte allocator's, and the slabs' free objects.
-    fn available(&self) -> usize {
+    /// Bytes free without growing: the byte allocator's, and the free objects of these
+    /// slabs and of the CPUs' (`cpus`).
+    fn available(&self, cpus: SlabBytes) -> usize {
         let bytes = if self.ready {
             self.bytes.available_bytes()
         } else {
             0
         };
-        bytes + self.slabs.free_bytes()
+        bytes + (self.slabs.bytes() + cpus).free()
     }
 }
 
@@ -278,6 +281,7 @@ impl GlobalAllocator {
     }
 
     /// The page allocator of `init`'s region.
+    #[inline(always)]
     fn first(&self) -> Option<&Frames> {
         self.regions[0].get()
     }
@@ -545,10 +549,29 @@ impl GlobalAllocator {
     /// `NoMemory` when neither the heap nor the zone has room.
     #[inline]
     pub fn alloc(&self, layout: Layout) -> AllocResult<NonNull<u8>> {
+        let class = Class::of(layout);
+        // A small object, once the zone has CPUs: from this CPU's slabs, under its slot.
+        if let Some(class) = class
+            && let Some(frames) = self.first()
+        {
+            let mut cpu = frames.this_cpu();
+            if let Some(object) = cpu.slabs.alloc(class) {
+                cpu.heap_usage.add(UsageKind::RustHeap, layout.size());
+                return Ok(object);
+            }
+            drop(cpu);
+            return self.alloc_cpu_slab(frames, class, layout);
+        }
+        self.alloc_on_heap(class, layout)
+    }
+
+    /// [`GlobalAllocator::alloc`] under the heap's lock: a large request from the byte
+    /// allocator, a small one (before the zone has CPUs) from the heap's own slabs. Out of
+    /// line, so that a small object's path saves no registers for it.
+    #[inline(never)]
+    fn alloc_on_heap(&self, class: Option<Class>, layout: Layout) -> AllocResult<NonNull<u8>> {
         let mut balloc = self.balloc.lock();
-        // The common cases inline: a slab of the class has a free object, or the byte
-        // allocator has room.
-        let ptr = match Class::of(layout) {
+        let ptr = match class {
             Some(class) => match balloc.slabs.alloc(class) {
                 Some(object) => object,
                 None => self.alloc_slab(&mut balloc, class)?,
@@ -559,11 +582,14 @@ impl GlobalAllocator {
         Ok(ptr)
     }
 
-    /// An object of `class` when no slab of the class has a free one: a new slab on pages
-    /// from the zone, else on a block of the byte allocator (grown if it must be).
-    #[cold]
-    #[inline(never)]
-    fn alloc_slab(&self, balloc: &mut Heap, class: Class) -> AllocResult<NonNull<u8>> {
+    /// A block for a slab of `class`: pages from the zone, else a block of the byte
+    /// allocator (grown if it must be) under `balloc`, the heap's lock, taken here if the
+    /// caller does not hold it.
+    fn slab_block(
+        &self,
+        balloc: Option<&mut Heap>,
+        class: Class,
+    ) -> AllocResult<(NonNull<u8>, Source)> {
         let bytes = class.slab_bytes();
         // Frames are numbered by their address: the run's address is a pointer to it (as
         // the page calls' callers use it), never null (a region's first page holds its
@@ -572,14 +598,58 @@ impl GlobalAllocator {
             .alloc_pages(bytes / PAGE, bytes, UsageKind::RustHeap)
             .ok()
             .and_then(|at| NonNull::new(core::ptr::with_exposed_provenance_mut::<u8>(at)));
-        let (at, source) = match run {
-            Some(at) => (at, Source::Zone),
-            None => (self.alloc_bytes(balloc, class.slab_layout())?, Source::Heap),
+        if let Some(at) = run {
+            return Ok((at, Source::Zone));
+        }
+        let at = match balloc {
+            Some(balloc) => self.alloc_bytes(balloc, class.slab_layout())?,
+            None => self.alloc_bytes(&mut self.balloc.lock(), class.slab_layout())?,
+        };
+        Ok((at, Source::Heap))
+    }
+
+    /// An object of `class` for `layout` when this CPU's slabs of the class have no free
+    /// one: a new slab ([`GlobalAllocator::slab_block`], no slot held meanwhile) for the
+    /// slabs of the CPU the call runs on then.
+    #[cold]
+    #[inline(never)]
+    fn alloc_cpu_slab(
+        &self,
+        frames: &Frames,
+        class: Class,
+        layout: Layout,
+    ) -> AllocResult<NonNull<u8>> {
+        let (at, source) = self.slab_block(None, class)?;
+        let mut cpu = frames.this_cpu();
+        let Ok(owner) = u32::try_from(cpu.id()) else {
+            // A CPU number no slab header holds: the heap's slabs, under its lock.
+            drop(cpu);
+            let mut balloc = self.balloc.lock();
+            // SAFETY: as below, for the heap's slabs.
+            unsafe { balloc.slabs.add(class, at, source, Owner::Heap) };
+            let object = balloc.slabs.alloc(class).ok_or(AllocError::NoMemory)?;
+            balloc.usage.add(UsageKind::RustHeap, layout.size());
+            return Ok(object);
         };
         // SAFETY: a run of the zone or a block of the byte allocator just handed out, of
         // the slab's size and alignment, used by nothing else until the slabs give it back
         // (`dealloc`).
-        unsafe { balloc.slabs.add(class, at, source) };
+        unsafe { cpu.slabs.add(class, at, source, Owner::Cpu(owner)) };
+        let object = cpu.slabs.alloc(class).ok_or(AllocError::NoMemory)?;
+        cpu.heap_usage.add(UsageKind::RustHeap, layout.size());
+        Ok(object)
+    }
+
+    /// An object of `class` when no slab of the heap's own has a free one (before the zone
+    /// has CPUs): a new slab for the heap's own, `balloc` held.
+    #[cold]
+    #[inline(never)]
+    fn alloc_slab(&self, balloc: &mut Heap, class: Class) -> AllocResult<NonNull<u8>> {
+        let (at, source) = self.slab_block(Some(&mut *balloc), class)?;
+        // SAFETY: a run of the zone or a block of the byte allocator just handed out, of
+        // the slab's size and alignment, used by nothing else until the slabs give it back
+        // (`dealloc`).
+        unsafe { balloc.slabs.add(class, at, source, Owner::Heap) };
         balloc.slabs.alloc(class).ok_or(AllocError::NoMemory)
     }
 
@@ -636,36 +706,104 @@ impl GlobalAllocator {
     /// given back once and not used after (ArceOS's contract).
     #[inline]
     pub unsafe fn dealloc(&self, pos: NonNull<u8>, layout: Layout) {
-        let mut balloc = self.balloc.lock();
         let Some(class) = Class::of(layout) else {
-            balloc.usage.sub(UsageKind::RustHeap, layout.size());
-            return balloc.dealloc(pos, layout);
+            // SAFETY: the caller's promise: the byte allocator served this layout.
+            return unsafe { self.dealloc_bytes(pos, layout) };
         };
-        // SAFETY: the caller's promise: `alloc` served this layout from a slab of its class.
-        match unsafe { balloc.slabs.free(class, pos) } {
-            Ok(emptied) => {
-                balloc.usage.sub(UsageKind::RustHeap, layout.size());
-                if let Some(slab) = emptied {
-                    self.give_back_slab(&mut balloc, slab);
-                }
-            }
+        // SAFETY: the caller's promise: `alloc` served this layout from a slab of its
+        // class, and the object is not freed yet.
+        let freed = match unsafe { Slabs::owner_of(class, pos) } {
+            // SAFETY: as above.
+            Ok(Owner::Cpu(cpu)) => unsafe { self.free_on_cpu(cpu, class, pos, layout) },
+            // SAFETY: as above.
+            Ok(Owner::Heap) => unsafe { self.free_on_heap(class, pos, layout) },
+            Err(e) => Err(e),
+        };
+        match freed {
+            Ok(None) => {}
+            Ok(Some(slab)) => self.give_back_slab(slab),
             Err(e) => Self::refused_object(pos, layout, e),
         }
     }
 
-    /// Gives back the block of a slab with no object handed out to where it came from.
+    /// [`GlobalAllocator::dealloc`] of a block of the byte allocator, under the heap's lock.
+    /// Out of line, as [`GlobalAllocator::alloc_on_heap`].
+    ///
+    /// # Safety
+    /// As [`GlobalAllocator::dealloc`], for a layout above the slabs' classes.
+    #[inline(never)]
+    unsafe fn dealloc_bytes(&self, pos: NonNull<u8>, layout: Layout) {
+        let mut balloc = self.balloc.lock();
+        balloc.usage.sub(UsageKind::RustHeap, layout.size());
+        balloc.dealloc(pos, layout);
+    }
+
+    /// Frees the object at `pos` (`layout`, of `class`) to its slab, one of CPU `cpu`'s,
+    /// under that CPU's slot: the slab if it emptied and goes back.
+    ///
+    /// # Errors
+    /// [`SlabError::NotAnObject`] if the slab refuses the object, or names a CPU the first
+    /// region has no slot for; nothing changes then.
+    ///
+    /// # Safety
+    /// As [`Slabs::free`].
+    #[inline(always)]
+    unsafe fn free_on_cpu(
+        &self,
+        cpu: u32,
+        class: Class,
+        pos: NonNull<u8>,
+        layout: Layout,
+    ) -> Result<Option<FreeSlab>, SlabError> {
+        let mut slot = usize::try_from(cpu)
+            .ok()
+            .and_then(|cpu| self.first()?.lock_cpu(cpu))
+            .ok_or(SlabError::NotAnObject)?;
+        // SAFETY: the caller's promise; the slab is `cpu`'s, whose slot is held.
+        let emptied = unsafe { slot.slabs.free(class, pos) }?;
+        slot.heap_usage.sub(UsageKind::RustHeap, layout.size());
+        Ok(emptied)
+    }
+
+    /// [`GlobalAllocator::free_on_cpu`] of an object of one of the heap's own slabs, under
+    /// the heap's lock.
+    ///
+    /// # Errors
+    /// As [`GlobalAllocator::free_on_cpu`].
+    ///
+    /// # Safety
+    /// As [`Slabs::free`].
+    #[inline(never)]
+    unsafe fn free_on_heap(
+        &self,
+        class: Class,
+        pos: NonNull<u8>,
+        layout: Layout,
+    ) -> Result<Option<FreeSlab>, SlabError> {
+        let mut balloc = self.balloc.lock();
+        // SAFETY: the caller's promise; the slab is the heap's, whose lock is held.
+        let emptied = unsafe { balloc.slabs.free(class, pos) }?;
+        balloc.usage.sub(UsageKind::RustHeap, layout.size());
+        Ok(emptied)
+    }
+
+    /// Gives back the block of a slab with no object handed out to where it came from (no
+    /// lock held: a page call takes its CPU's slot, a block of the byte allocator the
+    /// heap's lock).
     #[cold]
     #[inline(never)]
-    fn give_back_slab(&self, balloc: &mut Heap, slab: FreeSlab) {
+    fn give_back_slab(&self, slab: FreeSlab) {
         match slab.source {
-            // SAFETY: a run the zone handed out to the slabs (`alloc_slab`'s, of the slab's
-            // pages), which no longer use it; the heap's lock is held, under which a page
-            // call takes its CPU's lock as a heap growth does.
+            // SAFETY: a run the zone handed out to the slabs (`slab_block`'s, of the slab's
+            // pages), which no longer use it.
             Source::Zone => unsafe {
                 let pages = slab.class.slab_bytes() / PAGE;
                 self.dealloc_pages(slab.at.as_ptr().addr(), pages, UsageKind::RustHeap);
             },
-            Source::Heap => balloc.dealloc(slab.at, slab.class.slab_layout()),
+            Source::Heap => self
+                .balloc
+                .lock()
+                .dealloc(slab.at, slab.class.slab_layout()),
         }
     }
 
@@ -1089,13 +1227,21 @@ impl GlobalAllocator {
     /// Bytes the heap has handed out: its slabs' objects (each its class's size) and what
     /// the byte allocator counts handed out, but for the blocks it gave the slabs.
     pub fn used_bytes(&self) -> usize {
-        self.balloc.lock().used()
+        let cpus = self.cpu_slab_bytes();
+        self.balloc.lock().used(cpus)
     }
 
     /// Bytes the heap has free without growing: the byte allocator's, and the free objects
     /// of its slabs.
     pub fn available_bytes(&self) -> usize {
-        self.balloc.lock().available()
+        let cpus = self.cpu_slab_bytes();
+        self.balloc.lock().available(cpus)
+    }
+
+    /// What the CPUs' slabs hold (none before `init`).
+    fn cpu_slab_bytes(&self) -> SlabBytes {
+        self.first()
+            .map_or_else(SlabBytes::default, Frames::slab_bytes)
     }
 
     /// Bytes the heap holds, handed out or not: its byte allocator's first 32 KiB and
@@ -1103,8 +1249,9 @@ impl GlobalAllocator {
     /// regions [`GlobalAllocator::add_memory`] gave it, and the pages of its slabs from the
     /// zone.
     pub fn heap_bytes(&self) -> usize {
+        let cpus = self.cpu_slab_bytes();
         let heap = self.balloc.lock();
-        heap.total() + heap.slabs.slab_bytes(Source::Zone)
+        heap.total() + (heap.slabs.bytes() + cpus).slabs(Source::Zone)
     }
 
     /// Pages not free in the zones (the heap's included; 0 before `init`).
@@ -1125,8 +1272,9 @@ impl GlobalAllocator {
     /// Bytes held per [`UsageKind`].
     pub fn usages(&self) -> Usages {
         let heap = self.balloc.lock().usage;
+        let objects = self.first().into_iter().flat_map(Frames::heap_usage_counts);
         let cpus = self.regions().flat_map(Frames::usage_counts);
-        Usages::summing(core::iter::once(heap).chain(cpus))
+        Usages::summing(core::iter::once(heap).chain(objects).chain(cpus))
     }
 
     /// zero-core's strategy for one 4 KiB page on this CPU (`"rep stosb"`, `"dc zva"`, ...),

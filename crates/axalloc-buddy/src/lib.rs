@@ -17,7 +17,8 @@
 //!   in the boot log.
 //! - **The Rust heap** ([`GlobalAllocator::alloc`]): objects up to 2 KiB from slabs (a
 //!   page of the zone's, four past 512-byte objects, holding objects of one size class, as
-//!   Linux's `kmalloc` caches), larger ones from axallocator's byte allocator
+//!   Linux's `kmalloc` caches), each CPU's own under its own lock (a free takes the lock of
+//!   the CPU whose slab holds the object), larger ones from axallocator's byte allocator
 //!   ([`DefaultByteAllocator`]: TLSF, slab or buddy by feature, as in ArceOS), growing with
 //!   pages from the zone.
 //!

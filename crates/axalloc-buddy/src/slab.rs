@@ -12,6 +12,13 @@
 //! A slab whose objects are all free goes back where its block came from (the zone, or the
 //! byte allocator when the zone had none), unless it is its class's only empty one: a class
 //! that allocates and frees around a slab's boundary keeps its slab.
+//!
+//! Slabs belong to a CPU, as SLUB's do: each CPU's [`Slabs`] (in its slot, under its
+//! lock) makes the slabs its allocations take objects from, and the slab's header names
+//! that CPU ([`Owner`]), so that a free on any CPU takes the lock of the CPU whose slab
+//! holds the object (read from the header, which names its owner from the slab's making
+//! to its end, without a lock). Two CPUs allocating and freeing their own objects share
+//! nothing; one freeing another's objects takes that CPU's lock for each.
 
 use core::alloc::Layout;
 use core::ptr::{self, NonNull};
@@ -177,7 +184,41 @@ pub(crate) enum SlabError {
     NotAnObject,
 }
 
-/// The header at the start of a slab.
+/// Whose class lists hold a slab, and so whose lock its objects' calls take.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Owner {
+    /// The heap's own slabs, under the heap's lock (slabs made before the zone had CPUs).
+    Heap,
+    /// CPU `n`'s slabs, under its slot's lock.
+    Cpu(u32),
+}
+
+impl Owner {
+    /// The word a header keeps for [`Owner::Heap`].
+    const HEAP: u32 = u32::MAX;
+
+    /// The owner a header's word names.
+    fn from_word(word: u32) -> Self {
+        if word == Self::HEAP {
+            Self::Heap
+        } else {
+            Self::Cpu(word)
+        }
+    }
+
+    /// The header's word for this owner.
+    fn word(self) -> u32 {
+        match self {
+            Self::Heap => Self::HEAP,
+            Self::Cpu(n) => n,
+        }
+    }
+}
+
+/// The header at the start of a slab. Reached through raw pointers, field by field, never
+/// through a reference to the whole: a free on another CPU reads `class` and `owner` (set
+/// when the slab is made, never changed after) without the owner's lock, while the owner
+/// writes the other fields under it.
 #[repr(C)]
 struct Header {
     /// The first free object, whose first word holds the next (null: none). Objects from
@@ -190,6 +231,8 @@ struct Header {
     carved: u16,
     /// Objects handed out.
     in_use: u16,
+    /// Whose lists hold the slab ([`Owner::word`]).
+    owner: u32,
     /// The class's index.
     class: u8,
     /// Where the block came from.
@@ -208,15 +251,60 @@ struct ClassSlabs {
     has_empty: bool,
 }
 
+/// What slabs hold, in bytes (of one [`Slabs`], or summed over several).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct SlabBytes {
+    /// Bytes of the slabs, by [`Source`] (zone, byte allocator).
+    slabs: [usize; 2],
+    /// Bytes of the objects the slabs hold, handed out or free.
+    objects: usize,
+    /// Bytes of the objects handed out.
+    in_use: usize,
+}
+
+impl SlabBytes {
+    /// No slabs.
+    const NONE: Self = Self {
+        slabs: [0; 2],
+        objects: 0,
+        in_use: 0,
+    };
+
+    /// Bytes of the slabs whose blocks came from `source`.
+    pub(crate) fn slabs(&self, source: Source) -> usize {
+        self.slabs[source as usize]
+    }
+
+    /// Bytes of the objects handed out.
+    pub(crate) fn in_use(&self) -> usize {
+        self.in_use
+    }
+
+    /// Bytes of the objects the slabs hold free.
+    pub(crate) fn free(&self) -> usize {
+        self.objects - self.in_use
+    }
+}
+
+impl core::ops::Add for SlabBytes {
+    type Output = Self;
+
+    fn add(self, other: Self) -> Self {
+        Self {
+            slabs: [
+                self.slabs[0] + other.slabs[0],
+                self.slabs[1] + other.slabs[1],
+            ],
+            objects: self.objects + other.objects,
+            in_use: self.in_use + other.in_use,
+        }
+    }
+}
+
 /// Every class's slabs, and what they hold.
 pub(crate) struct Slabs {
     classes: [ClassSlabs; CLASSES],
-    /// Bytes of the slabs, by [`Source`] (zone, byte allocator).
-    slab_bytes: [usize; 2],
-    /// Bytes of the objects the slabs hold, handed out or free.
-    object_bytes: usize,
-    /// Bytes of the objects handed out.
-    in_use_bytes: usize,
+    bytes: SlabBytes,
 }
 
 // SAFETY: the pointers are slabs these slabs own (blocks taken from the zone or the byte
@@ -232,9 +320,7 @@ impl Slabs {
                 partial: ptr::null_mut(),
                 has_empty: false,
             }; CLASSES],
-            slab_bytes: [0; 2],
-            object_bytes: 0,
-            in_use_bytes: 0,
+            bytes: SlabBytes::NONE,
         }
     }
 
@@ -249,40 +335,48 @@ impl Slabs {
             return None;
         }
         // SAFETY: a slab on a partial list is a block these slabs own, its header written
-        // by `add`, reached only through `&mut self`; it has a free object (a full slab
-        // leaves the list), which lies inside it.
+        // by `add`, whose fields other than `class` and `owner` are reached only through
+        // `&mut self`; it has a free object (a full slab leaves the list), which lies
+        // inside it.
         unsafe {
-            let h = &mut *slab;
-            if h.in_use == 0 {
+            let in_use = (*slab).in_use;
+            if in_use == 0 {
                 c.has_empty = false;
             }
-            let object = if h.free.is_null() {
+            let free = (*slab).free;
+            let object = if free.is_null() {
                 // The part never used: the object at `carved`, below the capacity.
-                let at = HEADER + usize::from(h.carved) * shape.object as usize;
-                h.carved += 1;
+                let carved = (*slab).carved;
+                let at = HEADER + usize::from(carved) * shape.object as usize;
+                (*slab).carved = carved + 1;
                 slab.cast::<u8>().add(at)
             } else {
-                let object = h.free;
-                h.free = object.cast::<*mut u8>().read();
-                object
+                (*slab).free = free.cast::<*mut u8>().read();
+                free
             };
-            h.in_use += 1;
-            if h.in_use == shape.capacity {
+            (*slab).in_use = in_use + 1;
+            if in_use + 1 == shape.capacity {
                 Self::unlink(c, slab);
             }
-            self.in_use_bytes += shape.object as usize;
+            self.bytes.in_use += shape.object as usize;
             Some(NonNull::new_unchecked(object))
         }
     }
 
     /// Makes the block at `at` a slab of `class` with every object free, for the class's
-    /// next allocations.
+    /// next allocations, held by `owner` (these slabs' owner).
     ///
     /// # Safety
     /// `at` is the start of [`Class::slab_layout`] bytes aligned to their size, readable
     /// and writable, that nothing else uses until the slabs give them back ([`Slabs::free`]'s
     /// [`FreeSlab`]), taken from `source`.
-    pub(crate) unsafe fn add(&mut self, class: Class, at: NonNull<u8>, source: Source) {
+    pub(crate) unsafe fn add(
+        &mut self,
+        class: Class,
+        at: NonNull<u8>,
+        source: Source,
+        owner: Owner,
+    ) {
         let slab = at.as_ptr().cast::<Header>();
         let c = &mut self.classes[usize::from(class.0)];
         // SAFETY: the caller gives the block, aligned for a header (at least a page's
@@ -294,14 +388,15 @@ impl Slabs {
                 prev: ptr::null_mut(),
                 carved: 0,
                 in_use: 0,
+                owner: owner.word(),
                 class: class.0,
                 source,
             });
             Self::push(c, slab);
         }
         c.has_empty = true;
-        self.slab_bytes[source as usize] += class.slab_bytes();
-        self.object_bytes += class.object_bytes();
+        self.bytes.slabs[source as usize] += class.slab_bytes();
+        self.bytes.objects += class.object_bytes();
     }
 
     /// Puts `object` back on its slab's free list; the slab, if its every object is now
@@ -327,39 +422,63 @@ impl Slabs {
         let c = &mut self.classes[usize::from(class.0)];
         // SAFETY: the caller's promise: the object is one of a slab of its class, whose
         // block is aligned to its size, so the block starts with the slab's header, which
-        // these slabs own; the object lies inside the block, aligned for a pointer, and is
-        // free from here on.
+        // these slabs own (its fields but `class` and `owner` reached only through `&mut
+        // self`); the object lies inside the block, aligned for a pointer, and is free from
+        // here on.
         unsafe {
-            let h = &mut *slab;
-            if h.class != class.0 || h.in_use == 0 {
+            let in_use = (*slab).in_use;
+            if (*slab).class != class.0 || in_use == 0 {
                 return Err(SlabError::NotAnObject);
             }
-            object.as_ptr().cast::<*mut u8>().write(h.free);
-            h.free = object.as_ptr();
-            let was_full = h.in_use == shape.capacity;
-            h.in_use -= 1;
-            let (emptied, source) = (h.in_use == 0, h.source);
-            // The header is reached through the list from here on.
-            self.in_use_bytes -= shape.object as usize;
-            if was_full {
+            object.as_ptr().cast::<*mut u8>().write((*slab).free);
+            (*slab).free = object.as_ptr();
+            (*slab).in_use = in_use - 1;
+            self.bytes.in_use -= shape.object as usize;
+            if in_use == shape.capacity {
                 Self::push(c, slab);
             }
-            if !emptied {
+            if in_use != 1 {
                 return Ok(None);
             }
             if !c.has_empty {
                 c.has_empty = true;
                 return Ok(None);
             }
+            let source = (*slab).source;
             Self::unlink(c, slab);
-            self.slab_bytes[source as usize] -= class.slab_bytes();
-            self.object_bytes -= class.object_bytes();
+            self.bytes.slabs[source as usize] -= class.slab_bytes();
+            self.bytes.objects -= class.object_bytes();
             Ok(Some(FreeSlab {
                 at: NonNull::new_unchecked(slab.cast::<u8>()),
                 class,
                 source,
             }))
         }
+    }
+
+    /// The owner of the slab of `class` that `object` lies in: whose lists, and so whose
+    /// lock, its free takes.
+    ///
+    /// # Errors
+    /// [`SlabError::NotAnObject`] if the object's block is not a slab of `class` (what can
+    /// be checked of the contract below).
+    ///
+    /// # Safety
+    /// `object` came from [`Slabs::alloc`] of `class` on some slabs and is not freed yet,
+    /// so that its slab lives: its header's `class` and `owner`, written when the slab was
+    /// made ([`Slabs::add`], before the object was handed out) and never after, are read
+    /// here without the owner's lock, field by field, while the owner may write the other
+    /// fields under it.
+    #[inline(always)]
+    pub(crate) unsafe fn owner_of(class: Class, object: NonNull<u8>) -> Result<Owner, SlabError> {
+        let mask = class.slab_bytes() - 1;
+        let slab = object.as_ptr().map_addr(|a| a & !mask).cast::<Header>();
+        // SAFETY: the caller's promise: the block starts with the live slab's header.
+        let (owner, slab_class) = unsafe { ((*slab).owner, (*slab).class) };
+        if slab_class != class.0 {
+            return Err(SlabError::NotAnObject);
+        }
+        Ok(Owner::from_word(owner))
     }
 
     /// Puts `slab` at the front of its class's partial list.
@@ -372,8 +491,8 @@ impl Slabs {
         unsafe {
             (*slab).prev = ptr::null_mut();
             (*slab).next = c.partial;
-            if let Some(first) = c.partial.as_mut() {
-                first.prev = slab;
+            if !c.partial.is_null() {
+                (*c.partial).prev = slab;
             }
         }
         c.partial = slab;
@@ -388,36 +507,28 @@ impl Slabs {
         // SAFETY: the caller's promise; the list's slabs are these slabs'.
         unsafe {
             let (prev, next) = ((*slab).prev, (*slab).next);
-            match prev.as_mut() {
-                Some(prev) => prev.next = next,
-                None => c.partial = next,
+            if prev.is_null() {
+                c.partial = next;
+            } else {
+                (*prev).next = next;
             }
-            if let Some(next) = next.as_mut() {
-                next.prev = prev;
+            if !next.is_null() {
+                (*next).prev = prev;
             }
         }
     }
 
-    /// Bytes of the slabs whose blocks came from `source`.
-    pub(crate) fn slab_bytes(&self, source: Source) -> usize {
-        self.slab_bytes[source as usize]
-    }
-
-    /// Bytes of the objects handed out.
-    pub(crate) fn in_use_bytes(&self) -> usize {
-        self.in_use_bytes
-    }
-
-    /// Bytes of the objects the slabs hold free.
-    pub(crate) fn free_bytes(&self) -> usize {
-        self.object_bytes - self.in_use_bytes
+    /// What these slabs hold.
+    pub(crate) fn bytes(&self) -> SlabBytes {
+        self.bytes
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::{
-        CLASS_BYTES, Class, FreeSlab, HEADER, LARGEST, OBJECT_ALIGN, SlabError, Slabs, Source,
+        CLASS_BYTES, Class, FreeSlab, HEADER, LARGEST, OBJECT_ALIGN, Owner, SlabError, Slabs,
+        Source,
     };
     use alloc::alloc::{alloc, dealloc};
     use alloc::vec::Vec;
@@ -464,7 +575,7 @@ mod tests {
             self.0.push((at, layout));
             // SAFETY: a block of the test's, of the slab's size and alignment, used by
             // nothing else until the test ends.
-            unsafe { slabs.add(class, at, Source::Heap) };
+            unsafe { slabs.add(class, at, Source::Heap, Owner::Heap) };
         }
     }
 
@@ -503,8 +614,8 @@ mod tests {
                 objects.push(object);
             }
             assert_eq!(blocks.0.len(), 3, "{size}");
-            assert_eq!(slabs.in_use_bytes(), n * size);
-            assert_eq!(slabs.free_bytes(), 0);
+            assert_eq!(slabs.bytes().in_use(), n * size);
+            assert_eq!(slabs.bytes().free(), 0);
             for (i, o) in objects.iter().enumerate() {
                 let slab = o.as_ptr().addr() & !(class.slab_bytes() - 1);
                 assert!(o.as_ptr().addr() >= slab + HEADER);
@@ -524,8 +635,8 @@ mod tests {
                 }
             }
             assert_eq!(back.len(), 2, "{size}");
-            assert_eq!(slabs.slab_bytes(Source::Heap), class.slab_bytes());
-            assert_eq!(slabs.in_use_bytes(), 0);
+            assert_eq!(slabs.bytes().slabs(Source::Heap), class.slab_bytes());
+            assert_eq!(slabs.bytes().in_use(), 0);
             // The kept slab serves the next allocations.
             let again = slabs.alloc(class).unwrap();
             assert!(!back.contains(&(again.as_ptr().addr() & !(class.slab_bytes() - 1))));
@@ -542,11 +653,11 @@ mod tests {
         let mut blocks = Blocks(Vec::new());
         blocks.add(&mut slabs, small);
         let object = slabs.alloc(small).unwrap();
-        let before = (slabs.in_use_bytes(), slabs.free_bytes());
+        let before = (slabs.bytes().in_use(), slabs.bytes().free());
         // SAFETY: the slab refuses it before writing anything.
         let refused = unsafe { slabs.free(other, object) };
         assert_eq!(refused.err(), Some(SlabError::NotAnObject));
-        assert_eq!((slabs.in_use_bytes(), slabs.free_bytes()), before);
+        assert_eq!((slabs.bytes().in_use(), slabs.bytes().free()), before);
         // SAFETY: allocated above, freed once.
         assert!(unsafe { slabs.free(small, object) }.unwrap().is_none());
     }

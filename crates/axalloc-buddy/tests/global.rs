@@ -662,6 +662,113 @@ fn cpus_allocate_at_once() {
     zone_is_sound(a);
 }
 
+/// A small object comes from the slabs of the CPU that allocates it and goes back to them
+/// when another CPU frees it (under that CPU's lock): the usage counts add up, and the
+/// slabs left empty go back to the zone but for the one the class keeps.
+#[test]
+fn small_objects_freed_on_another_cpu_go_back_to_their_slabs() {
+    let (_r, a) = allocator_for_cpus(4 << 20, 2);
+    let a = &a;
+    let layout = Layout::from_size_align(64, 8).unwrap();
+    let (heap, free, used) = (a.heap_bytes(), a.available_pages(), a.used_bytes());
+    // Four pages of 64-byte objects (63 a page past its header), allocated on CPU 1.
+    let objects: Vec<usize> = std::thread::scope(|s| {
+        s.spawn(|| {
+            CPU.with(|c| c.set(1));
+            (0..4 * 63)
+                .map(|i| {
+                    let p = a.alloc(layout).unwrap();
+                    // SAFETY: the object is 64 bytes this test holds.
+                    unsafe { p.as_ptr().write_bytes(i as u8, 64) };
+                    p.as_ptr().addr()
+                })
+                .collect()
+        })
+        .join()
+        .unwrap()
+    });
+    assert_eq!(a.heap_bytes(), heap + 4 * PAGE);
+    assert_eq!(a.used_bytes(), used + 4 * 63 * 64);
+    assert_eq!(a.usages().get(UsageKind::RustHeap), 4 * 63 * 64);
+    // Freed on CPU 0 (this thread).
+    for (i, at) in objects.into_iter().enumerate() {
+        let p = core::ptr::NonNull::new(core::ptr::with_exposed_provenance_mut::<u8>(at)).unwrap();
+        // SAFETY: as above; nobody else wrote it.
+        let bytes = unsafe { core::slice::from_raw_parts(p.as_ptr(), 64) };
+        assert!(all_bytes_are(bytes, i as u8));
+        give_back_bytes(a, p, layout);
+    }
+    assert_eq!(a.usages().get(UsageKind::RustHeap), 0);
+    assert_eq!(a.used_bytes(), used);
+    assert_eq!(a.heap_bytes(), heap + PAGE);
+    assert_eq!(a.available_pages(), free - 1);
+    // CPU 1's kept slab serves CPU 1 again; CPU 0 makes a slab of its own.
+    let p = a.alloc(layout).unwrap();
+    assert_eq!(a.heap_bytes(), heap + 2 * PAGE);
+    give_back_bytes(a, p, layout);
+    zone_is_sound(a);
+}
+
+/// Four CPUs allocate small objects of several classes at once, each handing half of what
+/// it allocates to the next CPU, which checks and frees them while their slabs' CPU
+/// allocates from the same slabs: every object keeps its bytes, and in the end every byte
+/// is given back and every page is free or the heap's.
+#[test]
+fn cpus_free_each_others_small_objects_at_once() {
+    const CPUS: usize = 4;
+    let (_r, a) = allocator_for_cpus(if cfg!(miri) { 1 << 20 } else { 16 << 20 }, CPUS);
+    let a = &a;
+    let before = a.available_pages() + a.heap_bytes() / PAGE;
+    let rounds = if cfg!(miri) { 40 } else { 20_000 };
+    // What each CPU hands the next: (address, size, mark).
+    let handed: Vec<std::sync::Mutex<Vec<(usize, usize, u8)>>> = (0..CPUS)
+        .map(|_| std::sync::Mutex::new(Vec::new()))
+        .collect();
+    let handed = &handed;
+    let check_and_free = |(at, size, mark): (usize, usize, u8)| {
+        let p = core::ptr::NonNull::new(core::ptr::with_exposed_provenance_mut::<u8>(at)).unwrap();
+        // SAFETY: the object is `size` bytes handed to this thread, which alone uses it now.
+        let bytes = unsafe { core::slice::from_raw_parts(p.as_ptr(), size) };
+        assert!(all_bytes_are(bytes, mark), "an object's bytes changed");
+        give_back_bytes(a, p, Layout::from_size_align(size, 8).unwrap());
+    };
+    std::thread::scope(|s| {
+        for cpu in 0..CPUS {
+            s.spawn(move || {
+                CPU.with(|c| c.set(cpu));
+                let mut mine = Vec::new();
+                for i in 0..rounds {
+                    let size = [16, 64, 200, 600, 2048][(i + cpu) % 5];
+                    let mark = (i * 7 + cpu) as u8;
+                    let p = a.alloc(Layout::from_size_align(size, 8).unwrap()).unwrap();
+                    // SAFETY: the object is `size` bytes this thread holds.
+                    unsafe { p.as_ptr().write_bytes(mark, size) };
+                    let object = (p.as_ptr().expose_provenance(), size, mark);
+                    if i % 2 == 0 {
+                        handed[(cpu + 1) % CPUS].lock().unwrap().push(object);
+                    } else {
+                        mine.push(object);
+                    }
+                    if mine.len() > 32 {
+                        check_and_free(mine.swap_remove(i % mine.len()));
+                    }
+                    let theirs = core::mem::take(&mut *handed[cpu].lock().unwrap());
+                    theirs.into_iter().for_each(check_and_free);
+                }
+                mine.into_iter().for_each(check_and_free);
+            });
+        }
+    });
+    for list in handed {
+        core::mem::take(&mut *list.lock().unwrap())
+            .into_iter()
+            .for_each(check_and_free);
+    }
+    assert_eq!(a.usages().get(UsageKind::RustHeap), 0);
+    assert_eq!(a.available_pages() + a.heap_bytes() / PAGE, before);
+    zone_is_sound(a);
+}
+
 /// Calls that reach every CPU's lists (a run taken at a fixed address, which drains the
 /// lists holding part of it; the free-page counts) while other CPUs allocate and free on
 /// their own lists without the zone's list locks: debug builds check, on every such access,
