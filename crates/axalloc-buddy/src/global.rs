@@ -610,7 +610,8 @@ impl GlobalAllocator {
 
     /// An object of `class` for `layout` when this CPU's slabs of the class have no free
     /// one: a new slab ([`GlobalAllocator::slab_block`], no slot held meanwhile) for the
-    /// slabs of the CPU the call runs on then.
+    /// slabs of the CPU the call runs on then; with no memory for one, a free object of a
+    /// slab of the heap's own or of another CPU's ([`GlobalAllocator::alloc_elsewhere`]).
     #[cold]
     #[inline(never)]
     fn alloc_cpu_slab(
@@ -619,7 +620,10 @@ impl GlobalAllocator {
         class: Class,
         layout: Layout,
     ) -> AllocResult<NonNull<u8>> {
-        let (at, source) = self.slab_block(None, class)?;
+        let (at, source) = match self.slab_block(None, class) {
+            Ok(block) => block,
+            Err(e) => return self.alloc_elsewhere(frames, class, layout).ok_or(e),
+        };
         let mut cpu = frames.this_cpu();
         let Ok(owner) = u32::try_from(cpu.id()) else {
             // A CPU number no slab header holds: the heap's slabs, under its lock.
@@ -638,6 +642,34 @@ impl GlobalAllocator {
         let object = cpu.slabs.alloc(class).ok_or(AllocError::NoMemory)?;
         cpu.heap_usage.add(UsageKind::RustHeap, layout.size());
         Ok(object)
+    }
+
+    /// An object of `class` for `layout` from any slab with a free one, when the calling
+    /// CPU's have none and no memory is left for another: the heap's own slabs (under its
+    /// lock), then each CPU's (under that CPU's slot, one at a time), as SLUB takes a partial
+    /// slab from its node's list before it gives up. The object stays its slab's: its free
+    /// goes to the slab's owner, whose usage counts it.
+    #[cold]
+    #[inline(never)]
+    fn alloc_elsewhere(
+        &self,
+        frames: &Frames,
+        class: Class,
+        layout: Layout,
+    ) -> Option<NonNull<u8>> {
+        {
+            let mut balloc = self.balloc.lock();
+            if let Some(object) = balloc.slabs.alloc(class) {
+                balloc.usage.add(UsageKind::RustHeap, layout.size());
+                return Some(object);
+            }
+        }
+        (0..frames.cpus()).find_map(|cpu| {
+            let mut slot = frames.lock_cpu(cpu)?;
+            let object = slot.slabs.alloc(class)?;
+            slot.heap_usage.add(UsageKind::RustHeap, layout.size());
+            Some(object)
+        })
     }
 
     /// An object of `class` when no slab of the heap's own has a free one (before the zone

@@ -709,6 +709,55 @@ fn small_objects_freed_on_another_cpu_go_back_to_their_slabs() {
     zone_is_sound(a);
 }
 
+/// With no memory left for a slab (the zone's pages all handed out, the byte allocator
+/// full), a CPU with no slab of a class takes a free object of another CPU's slab, which
+/// takes it back when it is freed.
+#[test]
+fn a_cpu_out_of_memory_takes_a_small_object_of_another_cpus_slab() {
+    let (_r, a) = allocator_for_cpus(2 << 20, 2);
+    let a = &a;
+    let layout = Layout::from_size_align(64, 8).unwrap();
+    // CPU 1 makes a slab of 64-byte objects and keeps one.
+    let on_cpu1 = std::thread::scope(|s| {
+        s.spawn(|| {
+            CPU.with(|c| c.set(1));
+            a.alloc(layout).unwrap().as_ptr().expose_provenance()
+        })
+        .join()
+        .unwrap()
+    });
+    let mut pages = Vec::new();
+    while let Ok(at) = a.alloc_pages(1, PAGE, UsageKind::VirtMem) {
+        pages.push(at);
+    }
+    let large = Layout::from_size_align(3000, 8).unwrap();
+    let mut blocks = Vec::new();
+    while let Ok(p) = a.alloc(large) {
+        blocks.push(p);
+    }
+    let heap = a.heap_bytes();
+    // CPU 0 (this thread), with no slab of its own: one of CPU 1's objects.
+    let p = a.alloc(layout).unwrap();
+    let slab = |at: usize| at & !(PAGE - 1);
+    assert_eq!(slab(p.as_ptr().addr()), slab(on_cpu1), "not CPU 1's slab");
+    assert_eq!(a.heap_bytes(), heap);
+    assert_eq!(
+        a.usages().get(UsageKind::RustHeap),
+        2 * 64 + blocks.len() * 3000
+    );
+    give_back_bytes(a, p, layout);
+    let q = core::ptr::NonNull::new(core::ptr::with_exposed_provenance_mut::<u8>(on_cpu1)).unwrap();
+    give_back_bytes(a, q, layout);
+    for p in blocks {
+        give_back_bytes(a, p, large);
+    }
+    assert_eq!(a.usages().get(UsageKind::RustHeap), 0);
+    for at in pages {
+        give_back(a, at, 1, UsageKind::VirtMem);
+    }
+    zone_is_sound(a);
+}
+
 /// Four CPUs allocate small objects of several classes at once, each handing half of what
 /// it allocates to the next CPU, which checks and frees them while their slabs' CPU
 /// allocates from the same slabs: every object keeps its bytes, and in the end every byte
