@@ -468,19 +468,21 @@ fn heap_call() -> impl Strategy<Value = HeapCall> {
 proptest! {
     #![proptest_config(model_config())]
 
-    /// Random heap calls against a model of the objects held: each aligned as asked, none
+    /// Random heap calls, each on one of three CPUs (an object freed on a CPU other than
+    /// its slab's), against a model of the objects held: each aligned as asked, none
     /// overlapping another, each reading back what was written into it until it is freed,
     /// the heap's counts following; when everything is freed, no byte is counted used and
     /// every page is free or the heap's. (`used_bytes` is the byte allocator's count too:
     /// the slab byte allocator keeps counting the blocks its own slabs took.)
     #[test]
-    fn heap_churn_matches_a_model(calls in proptest::collection::vec(heap_call(), 1..if cfg!(miri) { 80 } else { 600 })) {
-        let (_region, a) = allocator(if cfg!(miri) { 2 << 20 } else { 8 << 20 });
+    fn heap_churn_matches_a_model(calls in proptest::collection::vec((heap_call(), 0usize..3), 1..if cfg!(miri) { 80 } else { 600 })) {
+        let (_region, a) = allocator_for_cpus(if cfg!(miri) { 2 << 20 } else { 8 << 20 }, 3);
         let pages_before = a.available_pages() + a.heap_bytes() / PAGE;
         // Held objects: start -> (end, layout, the byte written through it).
         let mut held: BTreeMap<usize, (usize, Layout, u8)> = BTreeMap::new();
         let mut bytes = 0;
-        for (i, c) in calls.into_iter().enumerate() {
+        for (i, (c, cpu)) in calls.into_iter().enumerate() {
+            CPU.with(|c| c.set(cpu));
             match c {
                 HeapCall::Alloc { size, align_shift } => {
                     let layout = Layout::from_size_align(size, 1 << align_shift).unwrap();
@@ -521,6 +523,7 @@ proptest! {
         // The zone's pages are free or the heap's: its byte allocator's and its slabs'.
         prop_assert_eq!(a.available_pages() + a.heap_bytes() / PAGE, pages_before);
         zone_is_sound(&a);
+        CPU.with(|c| c.set(0));
     }
 }
 
