@@ -717,7 +717,7 @@ fn small_objects_freed_on_another_cpu_go_back_to_their_slabs() {
 /// takes it back when it is freed.
 #[test]
 fn a_cpu_out_of_memory_takes_a_small_object_of_another_cpus_slab() {
-    let (_r, a) = allocator_for_cpus(2 << 20, 2);
+    let (_r, a) = allocator_for_cpus(if cfg!(miri) { 512 << 10 } else { 2 << 20 }, 2);
     let a = &a;
     let layout = Layout::from_size_align(64, 8).unwrap();
     // CPU 1 makes a slab of 64-byte objects and keeps one.
