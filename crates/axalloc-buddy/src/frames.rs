@@ -465,9 +465,9 @@ impl Frames {
 
     /// What every CPU's slabs hold, one CPU's lock at a time.
     pub(crate) fn slab_bytes(&self) -> SlabBytes {
-        self.cpus.iter().fold(SlabBytes::default(), |sum, cpu| {
-            sum + cpu.lock().slabs.bytes()
-        })
+        self.cpus
+            .iter()
+            .fold(SlabBytes::NONE, |sum, cpu| sum + cpu.lock().slabs.bytes())
     }
 
     /// Each CPU's change of the heap's usage counts (its slabs' objects), one CPU's lock at

@@ -536,8 +536,10 @@ impl GlobalAllocator {
     /// to 2 KiB, aligned to at most 16) is one of its size class (16, 32, 48, 64, 80, 96,
     /// 128, 160, 192, 256, 320, 384, 448, 512, 640, 768, 1024, 1280, 1536 or 2048 bytes)
     /// from a slab: a page (four pages past 512 bytes) of objects of that class alone from
-    /// the zone (from the byte allocator when the zone has none). Anything
-    /// larger comes from the byte allocator, which grows with pages from the zone when it
+    /// the zone (from the byte allocator when the zone has none), one of the calling CPU's
+    /// slabs, under its lock (the one its page calls take), once the zone has CPUs; with
+    /// no memory left for a slab, a free object of another CPU's. Anything
+    /// larger comes from the byte allocator, under the heap's one lock, which grows with pages from the zone when it
     /// has no room. For a request up to 4 MiB (Linux's largest block), by doubling as
     /// ArceOS's axalloc does (the heap's size or the request's, to a power of two, up to
     /// 4 MiB), halving on failure down to what the request needs; a larger request gets a
@@ -729,9 +731,10 @@ impl GlobalAllocator {
     }
 
     /// Gives back `pos`, allocated by [`GlobalAllocator::alloc`] with `layout`: a small
-    /// object to its slab (a slab left with no object handed out goes back to where its
-    /// block came from, unless it is its class's only empty one), anything else to the
-    /// byte allocator.
+    /// object to its slab, under the lock of the CPU whose slab it is, whichever CPU calls
+    /// (a slab left with no object handed out goes back to where its block came from,
+    /// unless it is its class's only empty one on that CPU), anything else to the byte
+    /// allocator.
     ///
     /// # Safety
     /// `pos` came from [`GlobalAllocator::alloc`] of this allocator with this `layout`, is
@@ -1272,8 +1275,7 @@ impl GlobalAllocator {
 
     /// What the CPUs' slabs hold (none before `init`).
     fn cpu_slab_bytes(&self) -> SlabBytes {
-        self.first()
-            .map_or_else(SlabBytes::default, Frames::slab_bytes)
+        self.first().map_or(SlabBytes::NONE, Frames::slab_bytes)
     }
 
     /// Bytes the heap holds, handed out or not: its byte allocator's first 32 KiB and

@@ -253,7 +253,7 @@ struct ClassSlabs {
 }
 
 /// What slabs hold, in bytes (of one [`Slabs`], or summed over several).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct SlabBytes {
     /// Bytes of the slabs, by [`Source`] (zone, byte allocator).
     slabs: [usize; 2],
@@ -265,7 +265,7 @@ pub(crate) struct SlabBytes {
 
 impl SlabBytes {
     /// No slabs.
-    const NONE: Self = Self {
+    pub(crate) const NONE: Self = Self {
         slabs: [0; 2],
         objects: 0,
         in_use: 0,
@@ -309,8 +309,9 @@ pub(crate) struct Slabs {
 }
 
 // SAFETY: the pointers are slabs these slabs own (blocks taken from the zone or the byte
-// allocator, given back only through `Slabs::free`), reached only through `&mut Slabs`:
-// they belong to the allocator, not to a thread.
+// allocator, given back only through `Slabs::free`), whose headers are written only through
+// `&mut Slabs` (and read without it only in their `class` and `owner`, which nothing writes
+// after `Slabs::add`): they belong to the allocator, not to a thread.
 unsafe impl Send for Slabs {}
 
 impl Slabs {
@@ -569,14 +570,14 @@ mod tests {
     struct Blocks(Vec<(NonNull<u8>, Layout)>);
 
     impl Blocks {
-        fn add(&mut self, slabs: &mut Slabs, class: Class) {
+        fn add(&mut self, slabs: &mut Slabs, class: Class, owner: Owner) {
             let layout = class.slab_layout();
             // SAFETY: a layout of non-zero size.
             let at = NonNull::new(unsafe { alloc(layout) }).unwrap();
             self.0.push((at, layout));
             // SAFETY: a block of the test's, of the slab's size and alignment, used by
             // nothing else until the test ends.
-            unsafe { slabs.add(class, at, Source::Heap, Owner::Heap) };
+            unsafe { slabs.add(class, at, Source::Heap, owner) };
         }
     }
 
@@ -605,7 +606,7 @@ mod tests {
                 let object = match slabs.alloc(class) {
                     Some(o) => o,
                     None => {
-                        blocks.add(&mut slabs, class);
+                        blocks.add(&mut slabs, class, Owner::Heap);
                         slabs.alloc(class).unwrap()
                     }
                 };
@@ -646,13 +647,36 @@ mod tests {
         }
     }
 
+    /// A slab's header names the owner it was made for, read from any of its objects; an
+    /// object named with another class is refused.
+    #[test]
+    fn an_objects_owner_is_its_slabs() {
+        let small = Class::of(layout(16, 8)).unwrap();
+        let other = Class::of(layout(512, 8)).unwrap();
+        let mut slabs = Slabs::new();
+        let mut blocks = Blocks(Vec::new());
+        blocks.add(&mut slabs, small, Owner::Heap);
+        let first = slabs.alloc(small).unwrap();
+        let mut cpu = Slabs::new();
+        blocks.add(&mut cpu, small, Owner::Cpu(3));
+        let second = cpu.alloc(small).unwrap();
+        // SAFETY: objects allocated above, not freed yet.
+        unsafe {
+            assert_eq!(Slabs::owner_of(small, first), Ok(Owner::Heap));
+            assert_eq!(Slabs::owner_of(small, second), Ok(Owner::Cpu(3)));
+            assert_eq!(Slabs::owner_of(other, second), Err(SlabError::NotAnObject));
+            assert!(slabs.free(small, first).unwrap().is_none());
+            assert!(cpu.free(small, second).unwrap().is_none());
+        }
+    }
+
     #[test]
     fn a_free_of_another_class_changes_nothing() {
         let small = Class::of(layout(16, 8)).unwrap();
         let other = Class::of(layout(512, 8)).unwrap();
         let mut slabs = Slabs::new();
         let mut blocks = Blocks(Vec::new());
-        blocks.add(&mut slabs, small);
+        blocks.add(&mut slabs, small, Owner::Heap);
         let object = slabs.alloc(small).unwrap();
         let before = (slabs.bytes().in_use(), slabs.bytes().free());
         // SAFETY: the slab refuses it before writing anything.
