@@ -465,9 +465,16 @@ impl Frames {
 
     /// What every CPU's slabs hold, one CPU's lock at a time.
     pub(crate) fn slab_bytes(&self) -> SlabBytes {
-        self.cpus
-            .iter()
-            .fold(SlabBytes::NONE, |sum, cpu| sum + cpu.lock().slabs.bytes())
+        let mut sum = SlabBytes::NONE;
+        self.each_cpu_slabs(|slabs| sum = sum + slabs.bytes());
+        sum
+    }
+
+    /// `f` on every CPU's slabs, one CPU's lock at a time.
+    pub(crate) fn each_cpu_slabs(&self, mut f: impl FnMut(&Slabs)) {
+        for cpu in self.cpus {
+            f(&cpu.lock().slabs);
+        }
     }
 
     /// Each CPU's change of the heap's usage counts (its slabs' objects), one CPU's lock at

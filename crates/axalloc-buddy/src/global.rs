@@ -8,6 +8,7 @@ use crate::frames::{Frames, InitError, PAGE, is_listed, listed_block, unlisted_b
 use crate::lock::IrqSpin;
 use crate::owner::{OwnerTag, Owners};
 use crate::slab::{Class, FreeSlab, Owner, SlabBytes, SlabError, Slabs, Source};
+use crate::slabinfo::SlabInfo;
 use crate::usage::{UsageCounts, UsageKind, Usages};
 use axallocator::{AllocError, AllocResult, BaseAllocator, ByteAllocator, PageAllocator};
 use buddy_sim::Order;
@@ -1271,6 +1272,23 @@ impl GlobalAllocator {
     pub fn available_bytes(&self) -> usize {
         let cpus = self.cpu_slab_bytes();
         self.balloc.lock().available(cpus)
+    }
+
+    /// The heap's slabs per size class, every CPU's and the heap's own (Linux's
+    /// `/proc/slabinfo`; `Display` prints it in Linux's format), one CPU's lock at a time
+    /// (each class's counts as they stood when that lock was held).
+    pub fn slab_info(&self) -> SlabInfo {
+        let mut info = SlabInfo::NONE;
+        let mut add = |slabs: &Slabs| {
+            for class in Class::all() {
+                info.add(class, slabs.class_counts(class));
+            }
+        };
+        add(&self.balloc.lock().slabs);
+        if let Some(frames) = self.first() {
+            frames.each_cpu_slabs(&mut add);
+        }
+        info
     }
 
     /// What the CPUs' slabs hold (none before `init`).

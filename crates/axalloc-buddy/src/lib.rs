@@ -60,6 +60,7 @@ mod lock;
 mod owner;
 mod page;
 mod slab;
+mod slabinfo;
 mod usage;
 
 pub use axallocator;
@@ -70,6 +71,7 @@ pub use global::{GlobalAllocator, MAX_ADDED_REGIONS, MAX_REGIONS};
 #[cfg(feature = "page-owner")]
 pub use owner::OwnedRun;
 pub use page::GlobalPage;
+pub use slabinfo::{SlabClassInfo, SlabInfo};
 pub use usage::{UsageKind, Usages};
 
 /// The global allocator, registered as the Rust heap of a kernel build with the

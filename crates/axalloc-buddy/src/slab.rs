@@ -34,7 +34,7 @@ const HEADER: usize = 64;
 const OBJECT_ALIGN: usize = 16;
 
 /// Size classes.
-const CLASSES: usize = 20;
+pub(crate) const CLASSES: usize = 20;
 
 /// The sizes of the classes, in bytes: multiples of [`OBJECT_ALIGN`], each at most a
 /// third more than the one below it from 64 bytes up, so that a request takes less than a
@@ -152,6 +152,21 @@ impl Class {
         self.shape().capacity
     }
 
+    /// The class's index, from 0 for the smallest.
+    pub(crate) fn index(self) -> usize {
+        usize::from(self.0)
+    }
+
+    /// Every class, smallest first.
+    pub(crate) fn all() -> impl Iterator<Item = Self> {
+        (0..CLASSES as u8).map(Self)
+    }
+
+    /// Objects a slab of the class holds.
+    pub(crate) fn objects_per_slab(self) -> usize {
+        usize::from(self.capacity())
+    }
+
     /// Bytes of the objects a slab of the class holds.
     fn object_bytes(self) -> usize {
         usize::from(self.capacity()) * self.bytes()
@@ -250,6 +265,8 @@ struct ClassSlabs {
     partial: *mut Header,
     /// Whether one of them has no object handed out (the one a class keeps).
     has_empty: bool,
+    /// Slabs of the class, partial or full.
+    slabs: u32,
 }
 
 /// What slabs hold, in bytes (of one [`Slabs`], or summed over several).
@@ -321,6 +338,7 @@ impl Slabs {
             classes: [ClassSlabs {
                 partial: ptr::null_mut(),
                 has_empty: false,
+                slabs: 0,
             }; CLASSES],
             bytes: SlabBytes::NONE,
         }
@@ -397,6 +415,7 @@ impl Slabs {
             Self::push(c, slab);
         }
         c.has_empty = true;
+        c.slabs += 1;
         self.bytes.slabs[source as usize] += class.slab_bytes();
         self.bytes.objects += class.object_bytes();
     }
@@ -448,6 +467,7 @@ impl Slabs {
             }
             let source = (*slab).source;
             Self::unlink(c, slab);
+            c.slabs -= 1;
             self.bytes.slabs[source as usize] -= class.slab_bytes();
             self.bytes.objects -= class.object_bytes();
             Ok(Some(FreeSlab {
@@ -524,6 +544,39 @@ impl Slabs {
     pub(crate) fn bytes(&self) -> SlabBytes {
         self.bytes
     }
+
+    /// `class`'s slabs here and their objects handed out: the objects of every slab but
+    /// the free ones of the slabs with a free object (the partial list, walked: a full slab
+    /// is on no list).
+    pub(crate) fn class_counts(&self, class: Class) -> ClassCounts {
+        let c = &self.classes[usize::from(class.0)];
+        let capacity = usize::from(class.capacity());
+        let mut free = 0;
+        let mut slab = c.partial;
+        while !slab.is_null() {
+            // SAFETY: a slab on the partial list is a block these slabs own, its header
+            // written by `add`, its list links and count written only through `&mut self`
+            // (`&self` here: none is written meanwhile).
+            unsafe {
+                free += capacity - usize::from((*slab).in_use);
+                slab = (*slab).next;
+            }
+        }
+        let slabs = c.slabs as usize;
+        ClassCounts {
+            slabs,
+            objects: (slabs * capacity).saturating_sub(free),
+        }
+    }
+}
+
+/// One class's slabs and objects handed out, as [`Slabs::class_counts`] counts them.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct ClassCounts {
+    /// Slabs, partial or full.
+    pub(crate) slabs: usize,
+    /// Objects handed out.
+    pub(crate) objects: usize,
 }
 
 #[cfg(test)]

@@ -761,6 +761,76 @@ fn a_cpu_out_of_memory_takes_a_small_object_of_another_cpus_slab() {
     zone_is_sound(a);
 }
 
+/// `slab_info` counts every CPU's slabs and objects per class, and prints them as Linux's
+/// `/proc/slabinfo` does.
+#[test]
+fn slab_info_counts_every_cpus_slabs() {
+    let (_r, a) = allocator_for_cpus(4 << 20, 2);
+    let a = &a;
+    let (small, large) = (
+        Layout::from_size_align(64, 8).unwrap(),
+        Layout::from_size_align(2048, 8).unwrap(),
+    );
+    let take = |cpu: usize, n: usize, layout: Layout| -> Vec<usize> {
+        std::thread::scope(|s| {
+            s.spawn(|| {
+                CPU.with(|c| c.set(cpu));
+                (0..n)
+                    .map(|_| a.alloc(layout).unwrap().as_ptr().expose_provenance())
+                    .collect()
+            })
+            .join()
+            .unwrap()
+        })
+    };
+    let mut held: Vec<(usize, Layout)> = Vec::new();
+    held.extend(take(0, 100, small).into_iter().map(|p| (p, small)));
+    held.extend(take(1, 70, small).into_iter().map(|p| (p, small)));
+    held.extend(take(1, 3, large).into_iter().map(|p| (p, large)));
+    let line = |info: &axalloc_buddy::SlabInfo, size: usize| {
+        let c = info.classes().find(|c| c.object_size() == size).unwrap();
+        (
+            c.active_objects(),
+            c.objects(),
+            c.slabs(),
+            c.objects_per_slab(),
+            c.pages_per_slab(),
+        )
+    };
+    let info = a.slab_info();
+    // 100 objects on CPU 0 fill two slabs of 63, 70 on CPU 1 two more.
+    assert_eq!(line(&info, 64), (170, 4 * 63, 4, 63, 1));
+    assert_eq!(line(&info, 2048), (3, 7, 1, 7, 4));
+    assert_eq!(info.classes().map(|c| c.slabs()).sum::<usize>(), 5);
+    let text = format!("{info}");
+    let mut lines = text.lines();
+    assert_eq!(lines.next(), Some("slabinfo - version: 2.1"));
+    assert_eq!(
+        lines.next(),
+        Some(
+            "# name            <active_objs> <num_objs> <objsize> <objperslab> <pagesperslab> \
+             : tunables <limit> <batchcount> <sharedfactor> \
+             : slabdata <active_slabs> <num_slabs> <sharedavail>"
+        )
+    );
+    assert!(text.contains(
+        "\nkmalloc-64           170    252     64   63    1 : tunables    0    0    0 : slabdata      4      4      0\n"
+    ));
+    assert!(text.contains(
+        "\nkmalloc-2k             3      7   2048    7    4 : tunables    0    0    0 : slabdata      1      1      0\n"
+    ));
+    assert_eq!(text.lines().count(), 2 + 20);
+    for (at, layout) in held {
+        let p = core::ptr::NonNull::new(core::ptr::with_exposed_provenance_mut::<u8>(at)).unwrap();
+        give_back_bytes(a, p, layout);
+    }
+    // Each CPU keeps one empty slab of each class it made.
+    let info = a.slab_info();
+    assert_eq!(line(&info, 64), (0, 2 * 63, 2, 63, 1));
+    assert_eq!(line(&info, 2048), (0, 7, 1, 7, 4));
+    zone_is_sound(a);
+}
+
 /// Four CPUs allocate small objects of several classes at once, each handing half of what
 /// it allocates to the next CPU, which checks and frees them while their slabs' CPU
 /// allocates from the same slabs: every object keeps its bytes, and in the end every byte
