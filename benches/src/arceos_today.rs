@@ -53,6 +53,10 @@ const GOAL: f64 = 1.0;
 /// allocator alone).
 const SLAB_HEAP: &str = "buddy-slab-allocator 0.6.1 heap (per-CPU slabs), one lock";
 
+/// The heaps compared, in table order ([`Today::heap`]'s): [`ALLOCATORS`] with
+/// buddy-slab-allocator's whole heap in its place.
+const HEAPS: [&str; ALLOCATORS.len()] = [ALLOCATORS[0], SLAB_HEAP, ALLOCATORS[2], ALLOCATORS[3]];
+
 /// The allocators compared, in table order.
 const ALLOCATORS: [&str; 4] = [
     "buddy-sim (arceos/ax-alloc drop-in)",
@@ -87,8 +91,7 @@ struct Today {
     ax_alloc: AxAllocTlsf,
     /// buddy-slab-allocator's heap (its `GlobalAllocator`).
     slab_heap: SlabHeap,
-    /// The random page workload's calls, and a second thread's.
-    plan: Plan,
+    /// The random page workload's calls (the first; the second, a second thread's).
     plans: [Plan; 2],
     /// Allocations each refused in its last round of the current workload.
     refused: [u64; ALLOCATORS.len()],
@@ -102,7 +105,6 @@ impl Today {
             tlsf: TlsfPages::new(),
             ax_alloc: AxAllocTlsf::new(),
             slab_heap: SlabHeap::new(),
-            plan: random_plan(0x5eed),
             plans: [random_plan(0x5eed), random_plan(0xfeed)],
             refused: [0; ALLOCATORS.len()],
         }
@@ -489,7 +491,7 @@ fn page_works() -> Vec<PageWork> {
 /// buffer aligned above its size; not on buddy-slab-allocator, which refuses most of
 /// those calls, see the section's note); and `n` rounds of 2 500 heap objects of 64 bytes,
 /// freed in random order, on the drop-in's heap and on TLSF.
-pub const COUNTED: [count::Workload; 9] = {
+pub const COUNTED: [count::Workload; 10] = {
     /// A workload: `ops` calls a round, each round `$round` on `$a`, the allocator `$make`
     /// builds once.
     macro_rules! rounds {
@@ -532,6 +534,9 @@ pub const COUNTED: [count::Workload; 9] = {
             Ours(DropIn::new(2)),
             |h| { random_frees(&h, 2500, 64) }
         ),
+        rounds!("today-heap-vec-buddy-sim", 40, Ours(DropIn::new(2)), |h| {
+            vec_growth(&h)
+        }),
         rounds!("today-heap-64b-tlsf", 5000, TlsfPages::new(), |h| {
             random_frees(&h, 2500, 64)
         }),
@@ -640,7 +645,7 @@ fn tables(ctx: &SectionContext) -> Vec<Table> {
         ctx.step(format!("arceos today: {name}"));
         let mut candidates: Vec<Candidate<'static, Today>> = (0..ALLOCATORS.len())
             .map(|i| {
-                Box::new(move |t: &mut Today| t.refused[i] = work(t.pages(i), &t.plan))
+                Box::new(move |t: &mut Today| t.refused[i] = work(t.pages(i), &t.plans[0]))
                     as Candidate<'static, Today>
             })
             .collect();
@@ -654,17 +659,13 @@ fn tables(ctx: &SectionContext) -> Vec<Table> {
             (&ALLOCATORS, Some(&refused)),
         );
     }
-    let heaps = [ALLOCATORS[0], SLAB_HEAP, ALLOCATORS[2], ALLOCATORS[3]];
     for (name, calls, work) in HEAP_WORKS {
         ctx.step(format!("arceos today: {name}"));
-        let mut candidates: Vec<Candidate<'static, Today>> = vec![
-            Box::new(move |t: &mut Today| work(&t.ours)),
-            Box::new(move |t: &mut Today| work(&t.slab_heap)),
-            Box::new(move |t: &mut Today| work(&t.tlsf)),
-            Box::new(move |t: &mut Today| work(&t.ax_alloc)),
-        ];
+        let mut candidates: Vec<Candidate<'static, Today>> = (0..ALLOCATORS.len())
+            .map(|i| Box::new(move |t: &mut Today| work(t.heap(i))) as Candidate<'static, Today>)
+            .collect();
         let s = Samples::interleaved(Budget::cell(ctx.quick, 2.0), &mut today, &mut candidates);
-        rows(&mut t, &mut goals, (name, calls), &s, (&heaps, None));
+        rows(&mut t, &mut goals, (name, calls), &s, (&HEAPS, None));
     }
     t.note(
         "Each allocator over memory of its own (buddy-sim 1 GiB with its metadata at the head, \
@@ -743,7 +744,7 @@ const HEAP_THREAD_PASSES: usize = 4;
 const HEAP_THREADS: ThreadWork = ThreadWork {
     id: "arceos-today-heap-threads",
     title: "25 000 x 64 bytes freed in random order, on two threads at once (each its own objects and CPU) and on one: M calls per second (median [95% CI] over interleaved rounds), and two threads ÷ one",
-    names: [ALLOCATORS[0], SLAB_HEAP, ALLOCATORS[2], ALLOCATORS[3]],
+    names: HEAPS,
     note: "Two threads each run the heap workload (4 passes of 25 000 objects of 64 bytes, \
          freed in a random order), so two threads do twice one thread's calls; the ratio \
          divides their throughput by one thread's, round by round (2: no contention). \

@@ -126,12 +126,9 @@ pub(crate) struct CpuSlot {
     lists: &'static PerCpu<DefaultRawMutex>,
     pub(crate) pages: CpuPages,
     pub(crate) usage: UsageCounts,
-    /// The slabs this CPU made (the first region's slots' only: the heap's are there).
+    /// The slabs this CPU made, and the bytes their objects handed out were asked for (the
+    /// first region's slots' only: the heap's are there).
     pub(crate) slabs: Slabs,
-    /// Its change of the heap's bytes handed out from those slabs, as
-    /// [`UsageKind::RustHeap`] (page calls count the heap's pages under that kind in
-    /// `usage`, which [`Frames::usage_counts`] leaves out).
-    pub(crate) heap_usage: UsageCounts,
 }
 
 impl CpuSlot {
@@ -341,7 +338,6 @@ impl Frames {
                     pages,
                     usage: UsageCounts::new(),
                     slabs: Slabs::new(),
-                    heap_usage: UsageCounts::new(),
                 }));
             }
             let cpu_pages: &'static [IrqSpin<CpuSlot>] = core::slice::from_raw_parts(cpu_at, cpus);
@@ -475,12 +471,6 @@ impl Frames {
         for cpu in self.cpus {
             f(&cpu.lock().slabs);
         }
-    }
-
-    /// Each CPU's change of the heap's usage counts (its slabs' objects), one CPU's lock at
-    /// a time.
-    pub(crate) fn heap_usage_counts(&self) -> impl Iterator<Item = UsageCounts> + '_ {
-        self.cpus.iter().map(|cpu| cpu.lock().heap_usage)
     }
 
     /// Each CPU's change of the usage counts, one CPU's lock at a time.

@@ -74,7 +74,8 @@ struct Heap {
     ready: bool,
     /// Bytes given to it (axallocator's slab allocator does not count all of them).
     given: usize,
-    /// Its bytes handed out, as [`UsageKind::RustHeap`].
+    /// The byte allocator's bytes handed out, as [`UsageKind::RustHeap`] (the slabs count
+    /// their objects' themselves).
     usage: UsageCounts,
     /// The regions given from outside the zone, `[start, end)`: the first `added` entries.
     regions: [(usize, usize); MAX_ADDED_REGIONS],
@@ -170,10 +171,9 @@ impl Heap {
         self.given
     }
 
-    /// Bytes handed out: the objects of these slabs and of the CPUs' (`cpus`), and the
+    /// Bytes handed out: the objects of all slabs (`slabs`: these and the CPUs'), and the
     /// byte allocator's blocks but for the blocks it gave the slabs.
-    fn used(&self, cpus: SlabBytes) -> usize {
-        let slabs = self.slabs.bytes() + cpus;
+    fn used(&self, slabs: SlabBytes) -> usize {
         let bytes = if self.ready {
             self.bytes
                 .used_bytes()
@@ -184,15 +184,15 @@ impl Heap {
         bytes + slabs.in_use()
     }
 
-    /// Bytes free without growing: the byte allocator's, and the free objects of these
-    /// slabs and of the CPUs' (`cpus`).
-    fn available(&self, cpus: SlabBytes) -> usize {
+    /// Bytes free without growing: the byte allocator's, and the free objects of all slabs
+    /// (`slabs`: these and the CPUs').
+    fn available(&self, slabs: SlabBytes) -> usize {
         let bytes = if self.ready {
             self.bytes.available_bytes()
         } else {
             0
         };
-        bytes + (self.slabs.bytes() + cpus).free()
+        bytes + slabs.free()
     }
 }
 
@@ -539,9 +539,9 @@ impl GlobalAllocator {
     /// from a slab: a page (four pages past 512 bytes) of objects of that class alone from
     /// the zone (from the byte allocator when the zone has none), one of the calling CPU's
     /// slabs, under its lock (the one its page calls take), once the zone has CPUs; with
-    /// no memory left for a slab, a free object of another CPU's. Anything
-    /// larger comes from the byte allocator, under the heap's one lock, which grows with pages from the zone when it
-    /// has no room. For a request up to 4 MiB (Linux's largest block), by doubling as
+    /// no memory left for a slab, a free object of another CPU's. Anything larger comes
+    /// from the byte allocator, under the heap's one lock, which grows with pages from the
+    /// zone when it has no room. For a request up to 4 MiB (Linux's largest block), by doubling as
     /// ArceOS's axalloc does (the heap's size or the request's, to a power of two, up to
     /// 4 MiB), halving on failure down to what the request needs; a larger request gets a
     /// run of exactly what it needs (its size, alignment and the byte allocator's headers:
@@ -558,8 +558,7 @@ impl GlobalAllocator {
             && let Some(frames) = self.first()
         {
             let mut cpu = frames.this_cpu();
-            if let Some(object) = cpu.slabs.alloc(class) {
-                cpu.heap_usage.add(UsageKind::RustHeap, layout.size());
+            if let Some(object) = cpu.slabs.alloc(class, layout.size()) {
                 return Ok(object);
             }
             drop(cpu);
@@ -574,15 +573,15 @@ impl GlobalAllocator {
     #[inline(never)]
     fn alloc_on_heap(&self, class: Option<Class>, layout: Layout) -> AllocResult<NonNull<u8>> {
         let mut balloc = self.balloc.lock();
-        let ptr = match class {
-            Some(class) => match balloc.slabs.alloc(class) {
-                Some(object) => object,
-                None => self.alloc_slab(&mut balloc, class)?,
-            },
-            None => self.alloc_bytes(&mut balloc, layout)?,
+        let Some(class) = class else {
+            let ptr = self.alloc_bytes(&mut balloc, layout)?;
+            balloc.usage.add(UsageKind::RustHeap, layout.size());
+            return Ok(ptr);
         };
-        balloc.usage.add(UsageKind::RustHeap, layout.size());
-        Ok(ptr)
+        match balloc.slabs.alloc(class, layout.size()) {
+            Some(object) => Ok(object),
+            None => self.alloc_slab(&mut balloc, class, layout),
+        }
     }
 
     /// A block for a slab of `class`: pages from the zone, else a block of the byte
@@ -628,30 +627,21 @@ impl GlobalAllocator {
             Err(e) => return self.alloc_elsewhere(frames, class, layout).ok_or(e),
         };
         let mut cpu = frames.this_cpu();
-        let Ok(owner) = u32::try_from(cpu.id()) else {
-            // A CPU number no slab header holds: the heap's slabs, under its lock.
-            drop(cpu);
-            let mut balloc = self.balloc.lock();
-            // SAFETY: as below, for the heap's slabs.
-            unsafe { balloc.slabs.add(class, at, source, Owner::Heap) };
-            let object = balloc.slabs.alloc(class).ok_or(AllocError::NoMemory)?;
-            balloc.usage.add(UsageKind::RustHeap, layout.size());
-            return Ok(object);
-        };
+        let owner = Owner::Cpu(cpu.id());
         // SAFETY: a run of the zone or a block of the byte allocator just handed out, of
         // the slab's size and alignment, used by nothing else until the slabs give it back
         // (`dealloc`).
-        unsafe { cpu.slabs.add(class, at, source, Owner::Cpu(owner)) };
-        let object = cpu.slabs.alloc(class).ok_or(AllocError::NoMemory)?;
-        cpu.heap_usage.add(UsageKind::RustHeap, layout.size());
-        Ok(object)
+        unsafe { cpu.slabs.add(class, at, source, owner) };
+        cpu.slabs
+            .alloc(class, layout.size())
+            .ok_or(AllocError::NoMemory)
     }
 
     /// An object of `class` for `layout` from any slab with a free one, when the calling
     /// CPU's have none and no memory is left for another: the heap's own slabs (under its
     /// lock), then each CPU's (under that CPU's slot, one at a time), as SLUB takes a partial
     /// slab from its node's list before it gives up. The object stays its slab's: its free
-    /// goes to the slab's owner, whose usage counts it.
+    /// goes to the slab's owner, whose slabs count it.
     #[cold]
     #[inline(never)]
     fn alloc_elsewhere(
@@ -660,32 +650,32 @@ impl GlobalAllocator {
         class: Class,
         layout: Layout,
     ) -> Option<NonNull<u8>> {
-        {
-            let mut balloc = self.balloc.lock();
-            if let Some(object) = balloc.slabs.alloc(class) {
-                balloc.usage.add(UsageKind::RustHeap, layout.size());
-                return Some(object);
-            }
-        }
-        (0..frames.cpus()).find_map(|cpu| {
-            let mut slot = frames.lock_cpu(cpu)?;
-            let object = slot.slabs.alloc(class)?;
-            slot.heap_usage.add(UsageKind::RustHeap, layout.size());
-            Some(object)
+        let heap = self.balloc.lock().slabs.alloc(class, layout.size());
+        heap.or_else(|| {
+            (0..frames.cpus())
+                .find_map(|cpu| frames.lock_cpu(cpu)?.slabs.alloc(class, layout.size()))
         })
     }
 
-    /// An object of `class` when no slab of the heap's own has a free one (before the zone
-    /// has CPUs): a new slab for the heap's own, `balloc` held.
+    /// An object of `class` for `layout` when no slab of the heap's own has a free one
+    /// (before the zone has CPUs): a new slab for the heap's own, `balloc` held.
     #[cold]
     #[inline(never)]
-    fn alloc_slab(&self, balloc: &mut Heap, class: Class) -> AllocResult<NonNull<u8>> {
+    fn alloc_slab(
+        &self,
+        balloc: &mut Heap,
+        class: Class,
+        layout: Layout,
+    ) -> AllocResult<NonNull<u8>> {
         let (at, source) = self.slab_block(Some(&mut *balloc), class)?;
         // SAFETY: a run of the zone or a block of the byte allocator just handed out, of
         // the slab's size and alignment, used by nothing else until the slabs give it back
         // (`dealloc`).
         unsafe { balloc.slabs.add(class, at, source, Owner::Heap) };
-        balloc.slabs.alloc(class).ok_or(AllocError::NoMemory)
+        balloc
+            .slabs
+            .alloc(class, layout.size())
+            .ok_or(AllocError::NoMemory)
     }
 
     /// `layout` from the byte allocator, grown first if it has no room.
@@ -746,13 +736,17 @@ impl GlobalAllocator {
             // SAFETY: the caller's promise: the byte allocator served this layout.
             return unsafe { self.dealloc_bytes(pos, layout) };
         };
+        let size = layout.size();
         // SAFETY: the caller's promise: `alloc` served this layout from a slab of its
         // class, and the object is not freed yet.
         let freed = match unsafe { Slabs::owner_of(class, pos) } {
-            // SAFETY: as above.
-            Ok(Owner::Cpu(cpu)) => unsafe { self.free_on_cpu(cpu, class, pos, layout) },
-            // SAFETY: as above.
-            Ok(Owner::Heap) => unsafe { self.free_on_heap(class, pos, layout) },
+            Ok(Owner::Cpu(cpu)) => match self.first().and_then(|f| f.lock_cpu(cpu)) {
+                // SAFETY: as above; the slab is that CPU's, whose slot is held.
+                Some(mut slot) => unsafe { slot.slabs.free(class, pos, size) },
+                None => Err(SlabError::NotAnObject),
+            },
+            // SAFETY: as above; the slab is the heap's own.
+            Ok(Owner::Heap) => unsafe { self.free_on_heap(class, pos, size) },
             Err(e) => Err(e),
         };
         match freed {
@@ -774,38 +768,12 @@ impl GlobalAllocator {
         balloc.dealloc(pos, layout);
     }
 
-    /// Frees the object at `pos` (`layout`, of `class`) to its slab, one of CPU `cpu`'s,
-    /// under that CPU's slot: the slab if it emptied and goes back.
+    /// Frees the object at `pos` (of `class`, asked for as `bytes` bytes) to one of the
+    /// heap's own slabs, under its lock: the slab if it emptied and goes back. Out of line,
+    /// as [`GlobalAllocator::alloc_on_heap`].
     ///
     /// # Errors
-    /// [`SlabError::NotAnObject`] if the slab refuses the object, or names a CPU the first
-    /// region has no slot for; nothing changes then.
-    ///
-    /// # Safety
     /// As [`Slabs::free`].
-    #[inline(always)]
-    unsafe fn free_on_cpu(
-        &self,
-        cpu: u32,
-        class: Class,
-        pos: NonNull<u8>,
-        layout: Layout,
-    ) -> Result<Option<FreeSlab>, SlabError> {
-        let mut slot = usize::try_from(cpu)
-            .ok()
-            .and_then(|cpu| self.first()?.lock_cpu(cpu))
-            .ok_or(SlabError::NotAnObject)?;
-        // SAFETY: the caller's promise; the slab is `cpu`'s, whose slot is held.
-        let emptied = unsafe { slot.slabs.free(class, pos) }?;
-        slot.heap_usage.sub(UsageKind::RustHeap, layout.size());
-        Ok(emptied)
-    }
-
-    /// [`GlobalAllocator::free_on_cpu`] of an object of one of the heap's own slabs, under
-    /// the heap's lock.
-    ///
-    /// # Errors
-    /// As [`GlobalAllocator::free_on_cpu`].
     ///
     /// # Safety
     /// As [`Slabs::free`].
@@ -814,13 +782,10 @@ impl GlobalAllocator {
         &self,
         class: Class,
         pos: NonNull<u8>,
-        layout: Layout,
+        bytes: usize,
     ) -> Result<Option<FreeSlab>, SlabError> {
-        let mut balloc = self.balloc.lock();
         // SAFETY: the caller's promise; the slab is the heap's, whose lock is held.
-        let emptied = unsafe { balloc.slabs.free(class, pos) }?;
-        balloc.usage.sub(UsageKind::RustHeap, layout.size());
-        Ok(emptied)
+        unsafe { self.balloc.lock().slabs.free(class, pos, bytes) }
     }
 
     /// Gives back the block of a slab with no object handed out to where it came from (no
@@ -1263,15 +1228,15 @@ impl GlobalAllocator {
     /// Bytes the heap has handed out: its slabs' objects (each its class's size) and what
     /// the byte allocator counts handed out, but for the blocks it gave the slabs.
     pub fn used_bytes(&self) -> usize {
-        let cpus = self.cpu_slab_bytes();
-        self.balloc.lock().used(cpus)
+        let heap = self.balloc.lock();
+        heap.used(self.slab_bytes(&heap))
     }
 
     /// Bytes the heap has free without growing: the byte allocator's, and the free objects
     /// of its slabs.
     pub fn available_bytes(&self) -> usize {
-        let cpus = self.cpu_slab_bytes();
-        self.balloc.lock().available(cpus)
+        let heap = self.balloc.lock();
+        heap.available(self.slab_bytes(&heap))
     }
 
     /// The heap's slabs per size class, every CPU's and the heap's own (Linux's
@@ -1291,9 +1256,12 @@ impl GlobalAllocator {
         info
     }
 
-    /// What the CPUs' slabs hold (none before `init`).
-    fn cpu_slab_bytes(&self) -> SlabBytes {
-        self.first().map_or(SlabBytes::NONE, Frames::slab_bytes)
+    /// What every slab holds: the heap's own (`heap`, whose lock the caller holds) and the
+    /// CPUs' (none before `init`; each CPU's slot taken in turn under the heap's lock, the
+    /// order a heap growth takes them in).
+    fn slab_bytes(&self, heap: &Heap) -> SlabBytes {
+        let cpus = self.first().map_or(SlabBytes::NONE, Frames::slab_bytes);
+        heap.slabs.bytes() + cpus
     }
 
     /// Bytes the heap holds, handed out or not: its byte allocator's first 32 KiB and
@@ -1301,9 +1269,8 @@ impl GlobalAllocator {
     /// regions [`GlobalAllocator::add_memory`] gave it, and the pages of its slabs from the
     /// zone.
     pub fn heap_bytes(&self) -> usize {
-        let cpus = self.cpu_slab_bytes();
         let heap = self.balloc.lock();
-        heap.total() + (heap.slabs.bytes() + cpus).slabs(Source::Zone)
+        heap.total() + self.slab_bytes(&heap).slabs(Source::Zone)
     }
 
     /// Pages not free in the zones (the heap's included; 0 before `init`).
@@ -1323,10 +1290,12 @@ impl GlobalAllocator {
 
     /// Bytes held per [`UsageKind`].
     pub fn usages(&self) -> Usages {
-        let heap = self.balloc.lock().usage;
-        let objects = self.first().into_iter().flat_map(Frames::heap_usage_counts);
+        let heap = self.balloc.lock();
+        let mut usage = heap.usage;
+        usage.add(UsageKind::RustHeap, self.slab_bytes(&heap).requested());
+        drop(heap);
         let cpus = self.regions().flat_map(Frames::usage_counts);
-        Usages::summing(core::iter::once(heap).chain(objects).chain(cpus))
+        Usages::summing(core::iter::once(usage).chain(cpus))
     }
 
     /// zero-core's strategy for one 4 KiB page on this CPU (`"rep stosb"`, `"dc zva"`, ...),

@@ -126,7 +126,7 @@ impl Class {
     /// The class's shape.
     #[inline(always)]
     fn shape(self) -> Shape {
-        SHAPES[usize::from(self.0)]
+        SHAPES[self.index()]
     }
 
     /// Bytes of each object of the class.
@@ -169,7 +169,7 @@ impl Class {
 
     /// Bytes of the objects a slab of the class holds.
     fn object_bytes(self) -> usize {
-        usize::from(self.capacity()) * self.bytes()
+        self.objects_per_slab() * self.bytes()
     }
 }
 
@@ -205,16 +205,17 @@ pub(crate) enum SlabError {
 pub(crate) enum Owner {
     /// The heap's own slabs, under the heap's lock (slabs made before the zone had CPUs).
     Heap,
-    /// CPU `n`'s slabs, under its slot's lock.
-    Cpu(u32),
+    /// CPU `n`'s slabs, under its slot's lock (`n`, a slot's index, is below
+    /// `usize::MAX`: every slot takes room in memory).
+    Cpu(usize),
 }
 
 impl Owner {
     /// The word a header keeps for [`Owner::Heap`].
-    const HEAP: u32 = u32::MAX;
+    const HEAP: usize = usize::MAX;
 
     /// The owner a header's word names.
-    fn from_word(word: u32) -> Self {
+    fn from_word(word: usize) -> Self {
         if word == Self::HEAP {
             Self::Heap
         } else {
@@ -223,7 +224,7 @@ impl Owner {
     }
 
     /// The header's word for this owner.
-    fn word(self) -> u32 {
+    fn word(self) -> usize {
         match self {
             Self::Heap => Self::HEAP,
             Self::Cpu(n) => n,
@@ -243,12 +244,12 @@ struct Header {
     /// The class's partial list: the next and previous slab with a free object.
     next: *mut Header,
     prev: *mut Header,
+    /// Whose lists hold the slab ([`Owner::word`]).
+    owner: usize,
     /// Objects handed out from the part never used before, from the first up.
     carved: u16,
     /// Objects handed out.
     in_use: u16,
-    /// Whose lists hold the slab ([`Owner::word`]).
-    owner: u32,
     /// The class's index.
     class: u8,
     /// Where the block came from.
@@ -276,8 +277,11 @@ pub(crate) struct SlabBytes {
     slabs: [usize; 2],
     /// Bytes of the objects the slabs hold, handed out or free.
     objects: usize,
-    /// Bytes of the objects handed out.
+    /// Bytes of the objects handed out, each its class's size.
     in_use: usize,
+    /// Bytes the objects handed out were asked for ([`UsageKind::RustHeap`]
+    /// (crate::UsageKind::RustHeap)'s).
+    requested: usize,
 }
 
 impl SlabBytes {
@@ -286,6 +290,7 @@ impl SlabBytes {
         slabs: [0; 2],
         objects: 0,
         in_use: 0,
+        requested: 0,
     };
 
     /// Bytes of the slabs whose blocks came from `source`.
@@ -293,7 +298,7 @@ impl SlabBytes {
         self.slabs[source as usize]
     }
 
-    /// Bytes of the objects handed out.
+    /// Bytes of the objects handed out, each its class's size.
     pub(crate) fn in_use(&self) -> usize {
         self.in_use
     }
@@ -301,6 +306,11 @@ impl SlabBytes {
     /// Bytes of the objects the slabs hold free.
     pub(crate) fn free(&self) -> usize {
         self.objects - self.in_use
+    }
+
+    /// Bytes the objects handed out were asked for.
+    pub(crate) fn requested(&self) -> usize {
+        self.requested
     }
 }
 
@@ -315,14 +325,19 @@ impl core::ops::Add for SlabBytes {
             ],
             objects: self.objects + other.objects,
             in_use: self.in_use + other.in_use,
+            requested: self.requested.wrapping_add(other.requested),
         }
     }
 }
 
-/// Every class's slabs, and what they hold.
+/// Every class's slabs, and what they hold (the rest of [`SlabBytes`] follows from the
+/// classes' slab counts and partial lists: [`Slabs::bytes`]).
 pub(crate) struct Slabs {
     classes: [ClassSlabs; CLASSES],
-    bytes: SlabBytes,
+    /// Bytes of the slabs, by [`Source`].
+    slab_bytes: [usize; 2],
+    /// Bytes the objects handed out were asked for (wrapping: a free names its size).
+    requested: usize,
 }
 
 // SAFETY: the pointers are slabs these slabs own (blocks taken from the zone or the byte
@@ -340,16 +355,18 @@ impl Slabs {
                 has_empty: false,
                 slabs: 0,
             }; CLASSES],
-            bytes: SlabBytes::NONE,
+            slab_bytes: [0; 2],
+            requested: 0,
         }
     }
 
-    /// An object of `class` from the slab of its class with a free object that had one
-    /// freed last; `None` if no slab of the class has one ([`Slabs::add`] makes one).
+    /// An object of `class`, asked for as `bytes` bytes, from the slab of its class with a
+    /// free object that had one freed last; `None` if no slab of the class has one
+    /// ([`Slabs::add`] makes one).
     #[inline(always)]
-    pub(crate) fn alloc(&mut self, class: Class) -> Option<NonNull<u8>> {
+    pub(crate) fn alloc(&mut self, class: Class, bytes: usize) -> Option<NonNull<u8>> {
         let shape = class.shape();
-        let c = &mut self.classes[usize::from(class.0)];
+        let c = &mut self.classes[class.index()];
         let slab = c.partial;
         if slab.is_null() {
             return None;
@@ -378,7 +395,7 @@ impl Slabs {
             if in_use + 1 == shape.capacity {
                 Self::unlink(c, slab);
             }
-            self.bytes.in_use += shape.object as usize;
+            self.requested = self.requested.wrapping_add(bytes);
             Some(NonNull::new_unchecked(object))
         }
     }
@@ -398,7 +415,7 @@ impl Slabs {
         owner: Owner,
     ) {
         let slab = at.as_ptr().cast::<Header>();
-        let c = &mut self.classes[usize::from(class.0)];
+        let c = &mut self.classes[class.index()];
         // SAFETY: the caller gives the block, aligned for a header (at least a page's
         // alignment); it is on no list yet.
         unsafe {
@@ -406,9 +423,9 @@ impl Slabs {
                 free: ptr::null_mut(),
                 next: ptr::null_mut(),
                 prev: ptr::null_mut(),
+                owner: owner.word(),
                 carved: 0,
                 in_use: 0,
-                owner: owner.word(),
                 class: class.0,
                 source,
             });
@@ -416,8 +433,7 @@ impl Slabs {
         }
         c.has_empty = true;
         c.slabs += 1;
-        self.bytes.slabs[source as usize] += class.slab_bytes();
-        self.bytes.objects += class.object_bytes();
+        self.slab_bytes[source as usize] += class.slab_bytes();
     }
 
     /// Puts `object` back on its slab's free list; the slab, if its every object is now
@@ -429,18 +445,19 @@ impl Slabs {
     /// object handed out (what can be checked of the contract below); nothing changes then.
     ///
     /// # Safety
-    /// `object` came from [`Slabs::alloc`] of `class` on these slabs and is freed once,
-    /// not used after.
+    /// `object` came from [`Slabs::alloc`] of `class` on these slabs, asked for as `bytes`
+    /// bytes, and is freed once, not used after.
     #[inline(always)]
     pub(crate) unsafe fn free(
         &mut self,
         class: Class,
         object: NonNull<u8>,
+        bytes: usize,
     ) -> Result<Option<FreeSlab>, SlabError> {
         let shape = class.shape();
         let mask = shape.slab.size() - 1;
         let slab = object.as_ptr().map_addr(|a| a & !mask).cast::<Header>();
-        let c = &mut self.classes[usize::from(class.0)];
+        let c = &mut self.classes[class.index()];
         // SAFETY: the caller's promise: the object is one of a slab of its class, whose
         // block is aligned to its size, so the block starts with the slab's header, which
         // these slabs own (its fields but `class` and `owner` reached only through `&mut
@@ -454,7 +471,7 @@ impl Slabs {
             object.as_ptr().cast::<*mut u8>().write((*slab).free);
             (*slab).free = object.as_ptr();
             (*slab).in_use = in_use - 1;
-            self.bytes.in_use -= shape.object as usize;
+            self.requested = self.requested.wrapping_sub(bytes);
             if in_use == shape.capacity {
                 Self::push(c, slab);
             }
@@ -468,8 +485,7 @@ impl Slabs {
             let source = (*slab).source;
             Self::unlink(c, slab);
             c.slabs -= 1;
-            self.bytes.slabs[source as usize] -= class.slab_bytes();
-            self.bytes.objects -= class.object_bytes();
+            self.slab_bytes[source as usize] -= class.slab_bytes();
             Ok(Some(FreeSlab {
                 at: NonNull::new_unchecked(slab.cast::<u8>()),
                 class,
@@ -540,17 +556,29 @@ impl Slabs {
         }
     }
 
-    /// What these slabs hold.
+    /// What these slabs hold: the objects' bytes from each class's counts
+    /// ([`Slabs::class_counts`], which walks the slabs with a free object).
     pub(crate) fn bytes(&self) -> SlabBytes {
-        self.bytes
+        let (mut objects, mut in_use) = (0, 0);
+        for class in Class::all() {
+            let counts = self.class_counts(class);
+            objects += counts.slabs * class.object_bytes();
+            in_use += counts.objects * class.bytes();
+        }
+        SlabBytes {
+            slabs: self.slab_bytes,
+            objects,
+            in_use,
+            requested: self.requested,
+        }
     }
 
     /// `class`'s slabs here and their objects handed out: the objects of every slab but
     /// the free ones of the slabs with a free object (the partial list, walked: a full slab
     /// is on no list).
     pub(crate) fn class_counts(&self, class: Class) -> ClassCounts {
-        let c = &self.classes[usize::from(class.0)];
-        let capacity = usize::from(class.capacity());
+        let c = &self.classes[class.index()];
+        let capacity = class.objects_per_slab();
         let mut free = 0;
         let mut slab = c.partial;
         while !slab.is_null() {
@@ -571,7 +599,7 @@ impl Slabs {
 }
 
 /// One class's slabs and objects handed out, as [`Slabs::class_counts`] counts them.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct ClassCounts {
     /// Slabs, partial or full.
     pub(crate) slabs: usize,
@@ -651,16 +679,16 @@ mod tests {
             let class = Class::of(layout(size, 8)).unwrap();
             let mut slabs = Slabs::new();
             let mut blocks = Blocks(Vec::new());
-            assert!(slabs.alloc(class).is_none());
+            assert!(slabs.alloc(class, size).is_none());
             // Three slabs' worth of objects.
             let n = 3 * usize::from(class.capacity());
             let mut objects = Vec::new();
             for i in 0..n {
-                let object = match slabs.alloc(class) {
+                let object = match slabs.alloc(class, size) {
                     Some(o) => o,
                     None => {
                         blocks.add(&mut slabs, class, Owner::Heap);
-                        slabs.alloc(class).unwrap()
+                        slabs.alloc(class, size).unwrap()
                     }
                 };
                 assert!(object.as_ptr().addr().is_multiple_of(OBJECT_ALIGN));
@@ -683,8 +711,8 @@ mod tests {
             let mut back = Vec::new();
             for o in objects.drain(..) {
                 // SAFETY: allocated above, freed once.
-                if let Some(FreeSlab { at, source, .. }) = unsafe { slabs.free(class, o) }.unwrap()
-                {
+                let emptied = unsafe { slabs.free(class, o, size) }.unwrap();
+                if let Some(FreeSlab { at, source, .. }) = emptied {
                     assert_eq!(source, Source::Heap);
                     back.push(at.as_ptr().addr());
                 }
@@ -693,10 +721,10 @@ mod tests {
             assert_eq!(slabs.bytes().slabs(Source::Heap), class.slab_bytes());
             assert_eq!(slabs.bytes().in_use(), 0);
             // The kept slab serves the next allocations.
-            let again = slabs.alloc(class).unwrap();
+            let again = slabs.alloc(class, size).unwrap();
             assert!(!back.contains(&(again.as_ptr().addr() & !(class.slab_bytes() - 1))));
             // SAFETY: allocated above, freed once.
-            assert!(unsafe { slabs.free(class, again) }.unwrap().is_none());
+            assert!(unsafe { slabs.free(class, again, size) }.unwrap().is_none());
         }
     }
 
@@ -709,17 +737,17 @@ mod tests {
         let mut slabs = Slabs::new();
         let mut blocks = Blocks(Vec::new());
         blocks.add(&mut slabs, small, Owner::Heap);
-        let first = slabs.alloc(small).unwrap();
+        let first = slabs.alloc(small, 16).unwrap();
         let mut cpu = Slabs::new();
         blocks.add(&mut cpu, small, Owner::Cpu(3));
-        let second = cpu.alloc(small).unwrap();
+        let second = cpu.alloc(small, 16).unwrap();
         // SAFETY: objects allocated above, not freed yet.
         unsafe {
             assert_eq!(Slabs::owner_of(small, first), Ok(Owner::Heap));
             assert_eq!(Slabs::owner_of(small, second), Ok(Owner::Cpu(3)));
             assert_eq!(Slabs::owner_of(other, second), Err(SlabError::NotAnObject));
-            assert!(slabs.free(small, first).unwrap().is_none());
-            assert!(cpu.free(small, second).unwrap().is_none());
+            assert!(slabs.free(small, first, 16).unwrap().is_none());
+            assert!(cpu.free(small, second, 16).unwrap().is_none());
         }
     }
 
@@ -730,13 +758,13 @@ mod tests {
         let mut slabs = Slabs::new();
         let mut blocks = Blocks(Vec::new());
         blocks.add(&mut slabs, small, Owner::Heap);
-        let object = slabs.alloc(small).unwrap();
+        let object = slabs.alloc(small, 16).unwrap();
         let before = (slabs.bytes().in_use(), slabs.bytes().free());
         // SAFETY: the slab refuses it before writing anything.
-        let refused = unsafe { slabs.free(other, object) };
+        let refused = unsafe { slabs.free(other, object, 16) };
         assert_eq!(refused.err(), Some(SlabError::NotAnObject));
         assert_eq!((slabs.bytes().in_use(), slabs.bytes().free()), before);
         // SAFETY: allocated above, freed once.
-        assert!(unsafe { slabs.free(small, object) }.unwrap().is_none());
+        assert!(unsafe { slabs.free(small, object, 16) }.unwrap().is_none());
     }
 }
