@@ -192,12 +192,16 @@ impl PcpListSet {
         wanted: impl Fn(FrameIdx) -> bool,
     ) -> Option<FrameIdx> {
         let (start, _) = hot_range(list);
-        let end = start + self.hot_len[list] as usize;
-        let at = start + self.hot[start..end].iter().rposition(|&idx| wanted(idx))?;
-        let idx = self.hot[at];
-        // Most often the last freed block fits, with nothing above it to move: no call.
-        if at + 1 < end {
-            self.hot.copy_within(at + 1..end, at);
+        let last = start + self.hot_len[list].checked_sub(1)? as usize;
+        let idx = self.hot[last];
+        // Most often the last freed block fits, with nothing above it to move: taken as
+        // `pop_hot` takes it, with no search.
+        if !wanted(idx) {
+            let at = start + self.hot[start..last].iter().rposition(|&idx| wanted(idx))?;
+            let found = self.hot[at];
+            self.hot.copy_within(at + 1..=last, at);
+            self.hot_len[list] -= 1;
+            return Some(found);
         }
         self.hot_len[list] -= 1;
         Some(idx)
@@ -325,6 +329,12 @@ mod tests {
         let rest: Vec<u32> = l.blocks(frames, PAIRS).map(|i| i.0).collect();
         assert_eq!(rest, [7, 5, 4, 3]);
         assert_eq!(l.len(PAIRS), 4);
+        // The last freed fits: taken off the end.
+        assert_eq!(l.take_hot_where(PAIRS, |i| i.0 % 7 == 0), Some(FrameIdx(7)));
+        let rest: Vec<u32> = l.blocks(frames, PAIRS).map(|i| i.0).collect();
+        assert_eq!(rest, [5, 4, 3]);
+        // An empty list has none.
+        assert_eq!(l.take_hot_where(OTHER, |_| true), None);
         // The list before it in the pool is untouched.
         assert_eq!(l.hot(PAGES), &[FrameIdx(0)]);
     }
