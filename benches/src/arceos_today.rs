@@ -21,6 +21,7 @@ use core::alloc::Layout;
 use core::panic::Location;
 use core::ptr::NonNull;
 use core::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Barrier;
 
 use ax_sync::interface::{AcquireResult, ContextState, LockMetadata, SpinOps};
 
@@ -727,8 +728,9 @@ const PAGE_THREADS: ThreadWork = ThreadWork {
          threads do twice one thread's calls; the ratio divides their throughput by one \
          thread's, round by round (2: no contention). buddy-sim's threads are CPUs 0 and 1 of \
          the drop-in, each on its own lists and lock; the peers' threads share their one lock. \
-         Each thread is pinned to a core of its own; thread start-up (two spawns per round, \
-         each thread 400 batches) is inside the two-thread time.",
+         Each thread is pinned to a core of its own and starts its work when both are there \
+         (a barrier); thread start-up (two spawns per round, each thread 400 batches) is \
+         inside the two-thread time.",
     calls: (THREAD_BATCHES * BATCH) as f64,
     run: |t, i, thread| {
         random_rounds(t.pages(i), &t.plans[thread], THREAD_BATCHES);
@@ -750,7 +752,8 @@ const HEAP_THREADS: ThreadWork = ThreadWork {
          divides their throughput by one thread's, round by round (2: no contention). \
          buddy-sim's threads are CPUs 0 and 1 of the drop-in; the peers' threads share their \
          one lock (buddy-slab-allocator's heap behind ax-alloc's, on CPU 0's slab cache). Each \
-         thread is pinned to a core of its own; thread start-up is inside the two-thread time.",
+         thread is pinned to a core of its own and starts its work when both are there (a \
+         barrier); thread start-up is inside the two-thread time.",
     calls: (2 * HEAP_THREAD_OBJECTS * HEAP_THREAD_PASSES) as f64,
     run: |t, i, _| {
         for _ in 0..HEAP_THREAD_PASSES {
@@ -781,6 +784,13 @@ fn two_threads(ctx: &SectionContext, w: &'static ThreadWork) -> Table {
         }));
         candidates.push(Box::new(move |t| {
             let t = &*t;
+            // Both threads start their work together, each on its core: a thread starts on
+            // the measuring thread's core and must run there once to move, and without the
+            // barrier the thread that stays there could run its whole work first, the
+            // other waiting for that core to move (the two threads then one after the
+            // other, as one).
+            let start = Barrier::new(2);
+            let start = &start;
             std::thread::scope(|s| {
                 for cpu in 0..2 {
                     s.spawn(move || {
@@ -789,6 +799,7 @@ fn two_threads(ctx: &SectionContext, w: &'static ThreadWork) -> Table {
                         let allowed = crate::measure::allowed_cpus();
                         crate::measure::pin_current_thread(allowed[cpu % allowed.len()]);
                         on_cpu(cpu);
+                        start.wait();
                         (w.run)(t, i, cpu);
                     });
                 }

@@ -97,6 +97,13 @@ fn main() -> ExitCode {
     for run in 1..=repeat {
         report.sections.clear();
         for section in &chosen {
+            // Each section starts on the measuring CPU: one may pin the measuring thread
+            // elsewhere for its own figures (a core of its choice, a background thread on
+            // another), and the sections after it would run there, CPU 0's interrupts
+            // included.
+            if let Some(cpu) = pinned_cpu {
+                pin_current_thread(cpu);
+            }
             let tables = section.run(&ctx);
             ctx.progress.suspend(|| {
                 if repeat > 1 {
