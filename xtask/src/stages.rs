@@ -20,7 +20,7 @@ pub const LIBS: [&str; 7] = [
     "axalloc-buddy",
 ];
 /// Crates with loom models (tests named `loom_*` under `cfg(loom)`).
-const LOOM_CRATES: [&str; 3] = ["zero-core", "buddy-sim", "pte-batch"];
+const LOOM_CRATES: [&str; 4] = ["zero-core", "buddy-sim", "pte-batch", "axalloc-buddy"];
 const AARCH64_LINUX: &str = "aarch64-unknown-linux-gnu";
 const BARE_METAL: [&str; 2] = ["x86_64-unknown-none", "aarch64-unknown-none"];
 /// The CPUs the aarch64 tests run on under `qemu-aarch64`, and the crates tested on each:

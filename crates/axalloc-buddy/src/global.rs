@@ -7,7 +7,7 @@ use crate::cpu::cpu_count;
 use crate::frames::{Frames, InitError, PAGE, is_listed, listed_block, unlisted_block};
 use crate::lock::IrqSpin;
 use crate::owner::{OwnerTag, Owners};
-use crate::slab::{Class, FreeSlab, Owner, SlabBytes, SlabError, Slabs, Source};
+use crate::slab::{Class, FreeSlab, Owner, SlabBytes, SlabError, SlabOwners, Slabs, Source};
 use crate::slabinfo::SlabInfo;
 use crate::usage::{UsageCounts, UsageKind, Usages};
 use axallocator::{AllocError, AllocResult, BaseAllocator, ByteAllocator, PageAllocator};
@@ -650,11 +650,11 @@ impl GlobalAllocator {
         class: Class,
         layout: Layout,
     ) -> Option<NonNull<u8>> {
-        let heap = self.balloc.lock().slabs.alloc(class, layout.size());
-        heap.or_else(|| {
-            (0..frames.cpus())
-                .find_map(|cpu| frames.lock_cpu(cpu)?.slabs.alloc(class, layout.size()))
-        })
+        let owners = core::iter::once(Owner::Heap).chain((0..frames.cpus()).map(Owner::Cpu));
+        owners
+            .filter_map(|owner| self.with_slabs(owner, |slabs| slabs.alloc(class, layout.size())))
+            .flatten()
+            .next()
     }
 
     /// An object of `class` for `layout` when no slab of the heap's own has a free one
@@ -736,20 +736,9 @@ impl GlobalAllocator {
             // SAFETY: the caller's promise: the byte allocator served this layout.
             return unsafe { self.dealloc_bytes(pos, layout) };
         };
-        let size = layout.size();
         // SAFETY: the caller's promise: `alloc` served this layout from a slab of its
-        // class, and the object is not freed yet.
-        let freed = match unsafe { Slabs::owner_of(class, pos) } {
-            Ok(Owner::Cpu(cpu)) => match self.first().and_then(|f| f.lock_cpu(cpu)) {
-                // SAFETY: as above; the slab is that CPU's, whose slot is held.
-                Some(mut slot) => unsafe { slot.slabs.free(class, pos, size) },
-                None => Err(SlabError::NotAnObject),
-            },
-            // SAFETY: as above; the slab is the heap's own.
-            Ok(Owner::Heap) => unsafe { self.free_on_heap(class, pos, size) },
-            Err(e) => Err(e),
-        };
-        match freed {
+        // class, one of this allocator's slabs, and the object is not freed yet.
+        match unsafe { Slabs::free_to_owner(self, class, pos, layout.size()) } {
             Ok(None) => {}
             Ok(Some(slab)) => self.give_back_slab(slab),
             Err(e) => Self::refused_object(pos, layout, e),
@@ -768,24 +757,11 @@ impl GlobalAllocator {
         balloc.dealloc(pos, layout);
     }
 
-    /// Frees the object at `pos` (of `class`, asked for as `bytes` bytes) to one of the
-    /// heap's own slabs, under its lock: the slab if it emptied and goes back. Out of line,
-    /// as [`GlobalAllocator::alloc_on_heap`].
-    ///
-    /// # Errors
-    /// As [`Slabs::free`].
-    ///
-    /// # Safety
-    /// As [`Slabs::free`].
+    /// `f` on the heap's own slabs, under its lock. Out of line, as
+    /// [`GlobalAllocator::alloc_on_heap`]: a free of a CPU's object carries none of it.
     #[inline(never)]
-    unsafe fn free_on_heap(
-        &self,
-        class: Class,
-        pos: NonNull<u8>,
-        bytes: usize,
-    ) -> Result<Option<FreeSlab>, SlabError> {
-        // SAFETY: the caller's promise; the slab is the heap's, whose lock is held.
-        unsafe { self.balloc.lock().slabs.free(class, pos, bytes) }
+    fn with_heap_slabs<R>(&self, f: impl FnOnce(&mut Slabs) -> R) -> R {
+        f(&mut self.balloc.lock().slabs)
     }
 
     /// Gives back the block of a slab with no object handed out to where it came from (no
@@ -1341,6 +1317,18 @@ impl GlobalAllocator {
     /// As [`GlobalAllocator::zone`], for each of them.
     pub unsafe fn zones(&self) -> impl Iterator<Item = &'static crate::PageZone> + '_ {
         self.regions().map(Frames::zone)
+    }
+}
+
+/// A CPU's slabs are its slot's (the first region's, whose slots the small-object calls
+/// take), under the slot's lock; the heap's own, under the heap's lock.
+impl SlabOwners for GlobalAllocator {
+    #[inline(always)]
+    fn with_slabs<R>(&self, owner: Owner, f: impl FnOnce(&mut Slabs) -> R) -> Option<R> {
+        match owner {
+            Owner::Cpu(cpu) => Some(f(&mut self.first()?.lock_cpu(cpu)?.slabs)),
+            Owner::Heap => Some(self.with_heap_slabs(f)),
+        }
     }
 }
 

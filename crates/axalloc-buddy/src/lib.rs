@@ -57,6 +57,8 @@ mod cpu;
 mod frames;
 mod global;
 mod lock;
+#[cfg(all(test, loom))]
+mod loom_tests;
 mod owner;
 mod page;
 mod slab;

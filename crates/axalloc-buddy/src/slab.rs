@@ -232,6 +232,14 @@ impl Owner {
     }
 }
 
+/// Every owner's slabs, each reached under its owner's lock: a CPU's under its slot's, the
+/// heap's own under the heap's.
+pub(crate) trait SlabOwners {
+    /// `f` on `owner`'s slabs, under `owner`'s lock (taken and released here); `None` if
+    /// there is no such owner (a CPU past the last).
+    fn with_slabs<R>(&self, owner: Owner, f: impl FnOnce(&mut Slabs) -> R) -> Option<R>;
+}
+
 /// The header at the start of a slab. Reached through raw pointers, field by field, never
 /// through a reference to the whole: a free on another CPU reads `class` and `owner` (set
 /// when the slab is made, never changed after) without the owner's lock, while the owner
@@ -254,9 +262,54 @@ struct Header {
     class: u8,
     /// Where the block came from.
     source: Source,
+    /// What loom sees of the accesses to the fields above (`cfg(loom)` only).
+    #[cfg(loom)]
+    accesses: Accesses,
 }
 
 const _: () = assert!(size_of::<Header>() <= HEADER);
+
+/// The accesses to a header's fields, as loom's model checker records them (`cfg(loom)`:
+/// the header is raw memory, whose reads and writes loom does not see): `guarded`, the
+/// fields the owner's lock guards (`free`, the list links, `carved`, `in_use`), written
+/// under it; `identity`, `owner` and `class`, written when the slab is made and read
+/// without the lock. Two CPUs writing the guarded fields under different locks, or a read
+/// of the identity racing its write, is a causality violation loom reports.
+#[cfg(loom)]
+struct Accesses {
+    guarded: loom::cell::UnsafeCell<()>,
+    identity: loom::cell::UnsafeCell<()>,
+}
+
+/// The caller is about to read or write the fields of `slab`'s header that its owner's lock
+/// guards (under that lock): recorded for loom, nothing otherwise.
+///
+/// # Safety
+/// `slab` is a live slab's header.
+#[inline(always)]
+#[allow(unused_variables)]
+unsafe fn guarded(slab: *mut Header) {
+    // SAFETY: the caller's promise; the record is read, not the fields.
+    #[cfg(loom)]
+    unsafe {
+        (*slab).accesses.guarded.with_mut(|_| ());
+    }
+}
+
+/// The caller is about to read `slab`'s `owner` and `class`, perhaps without its owner's
+/// lock: recorded for loom, nothing otherwise.
+///
+/// # Safety
+/// `slab` is a live slab's header.
+#[inline(always)]
+#[allow(unused_variables)]
+unsafe fn identity(slab: *mut Header) {
+    // SAFETY: as for `guarded`.
+    #[cfg(loom)]
+    unsafe {
+        (*slab).accesses.identity.with(|_| ());
+    }
+}
 
 /// One class's slabs.
 #[derive(Clone, Copy)]
@@ -279,8 +332,8 @@ pub(crate) struct SlabBytes {
     objects: usize,
     /// Bytes of the objects handed out, each its class's size.
     in_use: usize,
-    /// Bytes the objects handed out were asked for ([`UsageKind::RustHeap`]
-    /// (crate::UsageKind::RustHeap)'s).
+    /// Bytes the objects handed out were asked for
+    /// ([`UsageKind::RustHeap`](crate::UsageKind::RustHeap)'s).
     requested: usize,
 }
 
@@ -376,6 +429,7 @@ impl Slabs {
         // `&mut self`; it has a free object (a full slab leaves the list), which lies
         // inside it.
         unsafe {
+            guarded(slab);
             let in_use = (*slab).in_use;
             if in_use == 0 {
                 c.has_empty = false;
@@ -428,6 +482,11 @@ impl Slabs {
                 in_use: 0,
                 class: class.0,
                 source,
+                #[cfg(loom)]
+                accesses: Accesses {
+                    guarded: loom::cell::UnsafeCell::new(()),
+                    identity: loom::cell::UnsafeCell::new(()),
+                },
             });
             Self::push(c, slab);
         }
@@ -464,6 +523,8 @@ impl Slabs {
         // self`); the object lies inside the block, aligned for a pointer, and is free from
         // here on.
         unsafe {
+            identity(slab);
+            guarded(slab);
             let in_use = (*slab).in_use;
             if (*slab).class != class.0 || in_use == 0 {
                 return Err(SlabError::NotAnObject);
@@ -494,6 +555,35 @@ impl Slabs {
         }
     }
 
+    /// Frees `object` (of `class`, asked for as `bytes` bytes) to its slab, whichever CPU
+    /// calls: the slab's owner read from its header without a lock, then the free made under
+    /// that owner's lock, on its slabs, as its allocations are. The slab, if it emptied and
+    /// goes back (as [`Slabs::free`]).
+    ///
+    /// # Errors
+    /// As [`Slabs::free`]; also [`SlabError::NotAnObject`] for a slab whose owner `owners`
+    /// does not have. Nothing changes then.
+    ///
+    /// # Safety
+    /// As [`Slabs::free`], on the slabs of `owners` that hold the object's slab.
+    #[inline(always)]
+    pub(crate) unsafe fn free_to_owner(
+        owners: &impl SlabOwners,
+        class: Class,
+        object: NonNull<u8>,
+        bytes: usize,
+    ) -> Result<Option<FreeSlab>, SlabError> {
+        // SAFETY: the caller's promise: the object is handed out, so its slab lives.
+        let owner = unsafe { Self::owner_of(class, object) }?;
+        owners
+            // SAFETY: the caller's promise; these are the slabs of the object's slab's
+            // owner, under its lock.
+            .with_slabs(owner, move |slabs| unsafe {
+                slabs.free(class, object, bytes)
+            })
+            .unwrap_or(Err(SlabError::NotAnObject))
+    }
+
     /// The owner of the slab of `class` that `object` lies in: whose lists, and so whose
     /// lock, its free takes.
     ///
@@ -512,7 +602,10 @@ impl Slabs {
         let mask = class.slab_bytes() - 1;
         let slab = object.as_ptr().map_addr(|a| a & !mask).cast::<Header>();
         // SAFETY: the caller's promise: the block starts with the live slab's header.
-        let (owner, slab_class) = unsafe { ((*slab).owner, (*slab).class) };
+        let (owner, slab_class) = unsafe {
+            identity(slab);
+            ((*slab).owner, (*slab).class)
+        };
         if slab_class != class.0 {
             return Err(SlabError::NotAnObject);
         }
@@ -527,9 +620,11 @@ impl Slabs {
     unsafe fn push(c: &mut ClassSlabs, slab: *mut Header) {
         // SAFETY: the caller's promise; the list's slabs are these slabs' too.
         unsafe {
+            guarded(slab);
             (*slab).prev = ptr::null_mut();
             (*slab).next = c.partial;
             if !c.partial.is_null() {
+                guarded(c.partial);
                 (*c.partial).prev = slab;
             }
         }
@@ -544,13 +639,16 @@ impl Slabs {
     unsafe fn unlink(c: &mut ClassSlabs, slab: *mut Header) {
         // SAFETY: the caller's promise; the list's slabs are these slabs'.
         unsafe {
+            guarded(slab);
             let (prev, next) = ((*slab).prev, (*slab).next);
             if prev.is_null() {
                 c.partial = next;
             } else {
+                guarded(prev);
                 (*prev).next = next;
             }
             if !next.is_null() {
+                guarded(next);
                 (*next).prev = prev;
             }
         }
@@ -586,6 +684,7 @@ impl Slabs {
             // written by `add`, its list links and count written only through `&mut self`
             // (`&self` here: none is written meanwhile).
             unsafe {
+                guarded(slab);
                 free += capacity - usize::from((*slab).in_use);
                 slab = (*slab).next;
             }

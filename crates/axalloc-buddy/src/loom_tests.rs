@@ -1,0 +1,174 @@
+//! loom models (run with `RUSTFLAGS="--cfg loom"`, tests named `loom_*`): the slabs'
+//! ownership protocol, over the real [`Slabs`] and their headers, and a negative control
+//! loom must catch.
+//!
+//! A slab's header names the CPU whose slabs hold it. A free on any CPU reads that owner
+//! from the header without a lock, then frees under the owner's lock
+//! ([`Slabs::free_to_owner`]), while the owner allocates from the same slab under it. The
+//! headers tell loom of every access to their fields (`slab::Accesses`): the fields the
+//! owner's lock guards, and the owner and class, read without it. The CPUs' locks here are
+//! loom's mutexes in place of the allocator's spin locks (which loom cannot see into), one
+//! per CPU and one for the heap's own slabs, as [`GlobalAllocator`](crate::GlobalAllocator)
+//! keeps them.
+
+extern crate std;
+
+use crate::slab::{Class, FreeSlab, Owner, SlabError, SlabOwners, Slabs, Source};
+use core::alloc::Layout;
+use core::ptr::NonNull;
+use loom::sync::{Arc, Mutex};
+use loom::thread;
+use std::alloc::{alloc, dealloc};
+use std::vec::Vec;
+
+/// Two CPUs' slabs and the heap's own, each behind its lock.
+struct Owners {
+    cpus: [Mutex<Slabs>; 2],
+    heap: Mutex<Slabs>,
+}
+
+impl SlabOwners for Owners {
+    fn with_slabs<R>(&self, owner: Owner, f: impl FnOnce(&mut Slabs) -> R) -> Option<R> {
+        let slabs = match owner {
+            Owner::Cpu(cpu) => self.cpus.get(cpu)?,
+            Owner::Heap => &self.heap,
+        };
+        Some(f(&mut slabs.lock().unwrap()))
+    }
+}
+
+/// A free under the lock of the CPU that calls, not the slab owner's: what reading the
+/// owner from the header exists to prevent.
+struct CallersLock<'a> {
+    owners: &'a Owners,
+    cpu: usize,
+}
+
+impl SlabOwners for CallersLock<'_> {
+    fn with_slabs<R>(&self, _: Owner, f: impl FnOnce(&mut Slabs) -> R) -> Option<R> {
+        self.owners.with_slabs(Owner::Cpu(self.cpu), f)
+    }
+}
+
+/// The 64-byte objects' class.
+fn class() -> Class {
+    Class::of(Layout::from_size_align(64, 8).unwrap()).unwrap()
+}
+
+/// An object's address, to cross threads (the caller's hand-off of an object it owns).
+#[derive(Clone, Copy)]
+struct Object(usize);
+
+impl Object {
+    fn ptr(self) -> NonNull<u8> {
+        NonNull::new(core::ptr::with_exposed_provenance_mut(self.0)).unwrap()
+    }
+}
+
+/// An object of CPU `cpu`'s slabs, under its lock.
+fn alloc_on(owners: &Owners, cpu: usize) -> Object {
+    let object = owners.cpus[cpu].lock().unwrap().alloc(class(), 64).unwrap();
+    Object(object.as_ptr().expose_provenance())
+}
+
+/// Frees `object` as the allocator does, through `owners`' locks.
+fn free_through(owners: &impl SlabOwners, object: Object) -> Result<Option<FreeSlab>, SlabError> {
+    // SAFETY: every object the models free came from `alloc_on` on these slabs, with the
+    // class's size, and is freed once.
+    unsafe { Slabs::free_to_owner(owners, class(), object.ptr(), 64) }
+}
+
+/// Two CPUs with empty slabs; CPU 0 holds a slab of the class (a block of the host's), of
+/// which it has handed out `objects`. Returns the block, to give back after the model.
+fn cpu0_with_objects(objects: usize) -> (Arc<Owners>, NonNull<u8>, Vec<Object>) {
+    let owners = Arc::new(Owners {
+        cpus: [Mutex::new(Slabs::new()), Mutex::new(Slabs::new())],
+        heap: Mutex::new(Slabs::new()),
+    });
+    let layout = class().slab_layout();
+    // SAFETY: a layout of a page, not zero-sized.
+    let block = NonNull::new(unsafe { alloc(layout) }).unwrap();
+    // SAFETY: a block of the class's slab layout, used by nothing else until `give_back`.
+    unsafe {
+        owners.cpus[0]
+            .lock()
+            .unwrap()
+            .add(class(), block, Source::Heap, Owner::Cpu(0))
+    };
+    let held = (0..objects).map(|_| alloc_on(&owners, 0)).collect();
+    (owners, block, held)
+}
+
+/// Checks CPU 0's slab holds `handed_out` objects and CPU 1 none, then frees the block.
+fn check_and_give_back(owners: &Owners, block: NonNull<u8>, handed_out: usize) {
+    let cpu0 = owners.cpus[0].lock().unwrap().class_counts(class());
+    assert_eq!((cpu0.slabs, cpu0.objects), (1, handed_out));
+    let cpu1 = owners.cpus[1].lock().unwrap().class_counts(class());
+    assert_eq!((cpu1.slabs, cpu1.objects), (0, 0));
+    // SAFETY: the block `cpu0_with_objects` allocated, with its layout; the model's threads
+    // have joined and no slab uses it after this.
+    unsafe { dealloc(block.as_ptr(), class().slab_layout()) };
+}
+
+/// CPU 1 frees an object of CPU 0's slab while CPU 0 allocates from that slab and frees
+/// another: the free takes CPU 0's lock, whatever CPU calls, and the slab ends with exactly
+/// the objects still handed out, each handed out once.
+#[test]
+fn loom_a_free_on_another_cpu_takes_the_slab_owners_lock() {
+    loom::model(|| {
+        let (owners, block, held) = cpu0_with_objects(2);
+        let (theirs, mine) = (held[0], held[1]);
+        let cpu1 = {
+            let owners = owners.clone();
+            thread::spawn(move || free_through(&*owners, theirs))
+        };
+        let fresh = alloc_on(&owners, 0);
+        assert!(free_through(&*owners, mine).unwrap().is_none());
+        assert!(cpu1.join().unwrap().unwrap().is_none());
+        // The fresh object is not one still handed out.
+        assert_ne!(fresh.0, mine.0);
+        check_and_give_back(&owners, block, 1);
+    });
+}
+
+/// Both CPUs free CPU 0's objects at once, the slab's last two: one of the frees empties
+/// it, and it stays (its class's only empty slab), with no object handed out.
+#[test]
+fn loom_two_cpus_free_a_slabs_last_objects_at_once() {
+    loom::model(|| {
+        let (owners, block, held) = cpu0_with_objects(2);
+        let theirs = held[0];
+        let cpu1 = {
+            let owners = owners.clone();
+            thread::spawn(move || free_through(&*owners, theirs))
+        };
+        assert!(free_through(&*owners, held[1]).unwrap().is_none());
+        assert!(cpu1.join().unwrap().unwrap().is_none());
+        check_and_give_back(&owners, block, 0);
+    });
+}
+
+/// The negative control: CPU 1 frees CPU 0's object under its own lock, while CPU 0
+/// allocates from the same slab under CPU 0's; loom must report the two unsynchronized
+/// writes of the slab's header.
+#[test]
+#[should_panic(expected = "Causality violation")]
+fn loom_a_free_under_the_callers_lock_races_the_owner() {
+    loom::model(|| {
+        let (owners, block, held) = cpu0_with_objects(2);
+        let theirs = held[0];
+        let cpu1 = {
+            let owners = owners.clone();
+            thread::spawn(move || {
+                let wrong = CallersLock {
+                    owners: &owners,
+                    cpu: 1,
+                };
+                free_through(&wrong, theirs)
+            })
+        };
+        alloc_on(&owners, 0);
+        let _ = cpu1.join();
+        check_and_give_back(&owners, block, 2);
+    });
+}
