@@ -608,8 +608,10 @@ fn table(ctx: &SectionContext) -> (Table, Table) {
 /// The environment variable naming the captured `bench` runs.
 pub const QEMU_LOG_ENV: &str = "ZC_ARCEOS_LOG";
 
-/// `bench` lines by (architecture, workload): guest nanoseconds per call, one per line (a
-/// boot prints one per workload, or one per round), for (ArceOS's allocator, buddy-sim).
+/// `bench` lines by (architecture, workload): per call, one per line (a boot prints one
+/// per workload, or one per round), for (ArceOS's allocator, buddy-sim). Guest instructions
+/// where the boot calibrated its clock (a `bench clock:` line: the guest's ns times the
+/// instructions it reads as one), else the guest's nanoseconds.
 type QemuRuns = Vec<((String, String), (Vec<f64>, Vec<f64>))>;
 
 /// Parses the captured runs booted with `cpus` CPUs (a run that names none had one; see the
@@ -620,6 +622,8 @@ type QemuRuns = Vec<((String, String), (Vec<f64>, Vec<f64>))>;
 pub fn parse_qemu(log: &str, cpus: usize) -> Result<QemuRuns, String> {
     let mut runs: QemuRuns = Vec::new();
     let mut current: Option<(String, bool)> = None;
+    // The current boot's instructions per guest ns (1 until its clock line says otherwise).
+    let mut scale = 1.0;
     for line in capture::available(log)?.lines() {
         if let Some(fields) = line.strip_prefix("ARCEOS RUN ") {
             let arch = capture::field(fields, "arch").ok_or("a run without arch=")?;
@@ -628,18 +632,24 @@ pub fn parse_qemu(log: &str, cpus: usize) -> Result<QemuRuns, String> {
             let booted = capture::field(fields, "cpus").map_or(Ok(1), str::parse::<usize>);
             let booted = booted.map_err(|e| format!("a run's cpus=: {e}"))?;
             current = (booted == cpus).then_some((arch.to_string(), ours));
-        } else if let Some(rest) = line.strip_prefix("bench ")
-            && let (Some((arch, ours)), Some((work, ns))) = (&current, capture::per_call(rest))
-        {
-            let (bitmap, buddy) = capture::entry(
-                &mut runs,
-                (arch.clone(), work.to_string()),
-                Default::default,
-            );
-            if *ours {
-                buddy.push(ns);
-            } else {
-                bitmap.push(ns);
+            scale = 1.0;
+        } else if let Some(rest) = line.strip_prefix("bench ") {
+            if let Some(per_ns) = capture::instructions_per_ns(rest) {
+                scale = per_ns;
+            } else if let (Some((arch, ours)), Some((work, ns))) =
+                (&current, capture::per_call(rest))
+            {
+                let (bitmap, buddy) = capture::entry(
+                    &mut runs,
+                    (arch.clone(), work.to_string()),
+                    Default::default,
+                );
+                let value = ns * scale;
+                if *ours {
+                    buddy.push(value);
+                } else {
+                    bitmap.push(value);
+                }
             }
         }
     }
@@ -984,7 +994,7 @@ fn one_page_goal_table(log: &Result<String, String>) -> Table {
 fn qemu_table(log: &Result<String, String>) -> Table {
     let mut t = Table::new(
         "arceos-qemu",
-        "ArceOS booted on its own allocator and on buddy-sim (axalloc-buddy) under QEMU -icount shift=0: guest ns per call (= instructions; median [min, max] over boots), ratio of medians (above 1: buddy-sim faster)",
+        "ArceOS booted on its own allocator and on buddy-sim (axalloc-buddy) under QEMU -icount shift=0: guest instructions per call (median [min, max] over boots), ratio of medians (above 1: buddy-sim faster)",
         &[
             "workload",
             "arch",
@@ -1012,8 +1022,11 @@ fn qemu_table(log: &Result<String, String>) -> Table {
         "Each allocator is the whole `axalloc` an ArceOS kernel links (the heap's TLSF byte \
          allocator over it in both), built from ArceOS's published crates 0.3.0-preview.3 and \
          booted with one CPU and 128 MiB; `bench` times its calls with the guest's clock, \
-         which under -icount shift=0 advances 1 ns per guest instruction: the figures are \
-         instruction counts, the same on every host, blind to cache misses and to how fast an \
+         whose counter under -icount shift=0 advances one tick per guest instruction, and \
+         times a loop of 2 000 000 instructions with it first, which turns its figures into \
+         instructions (aarch64's clock reads 1 ns an instruction; ArceOS 0.3's x86_64 platform \
+         takes the TSC for 4 GHz and reads a quarter of a ns): the figures are instruction \
+         counts, the same on every host, blind to cache misses and to how fast an \
          instruction is (TCG runs `rep stosb` one byte an instruction, so a clear with it counts \
          4096 where a vector loop counts 256; real hardware clears 4 KiB with either in about \
          the same time). Page-table pages: 512 single pages taken then freed, 20 times; runs of \
@@ -1103,6 +1116,24 @@ bench page-table pages (alloc + free of 1 page), every CPU at once: 209 ns per c
         assert_eq!(runs[1].1, (vec![209.0], vec![105.0, 181.0]));
         // The one-CPU runs are still only the first ones.
         assert_eq!(parse_qemu(&log, 1).unwrap().len(), 2);
+    }
+
+    #[test]
+    fn a_boots_clock_line_turns_its_figures_into_instructions() {
+        let log = "\
+ARCEOS RUN arch=x86_64 allocator=buddy-sim cpus=1
+bench clock: 2000000 instructions in 500000 ns
+bench page-table pages (alloc + free of 1 page): 45 ns per call
+ARCEOS RUN arch=x86_64 allocator=bitmap cpus=1
+bench page-table pages (alloc + free of 1 page): 69 ns per call
+ARCEOS RUN arch=aarch64 allocator=buddy-sim cpus=1
+bench clock: 2000000 instructions in 2000000 ns
+bench page-table pages (alloc + free of 1 page): 196 ns per call
+";
+        let runs = parse_qemu(log, 1).unwrap();
+        // Four instructions a ns on the first boot; the next boot (no clock line) keeps ns.
+        assert_eq!(runs[0].1, (vec![69.0], vec![180.0]));
+        assert_eq!(runs[1].1, (vec![], vec![196.0]));
     }
 
     #[test]

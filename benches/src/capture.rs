@@ -45,6 +45,20 @@ pub fn per_call(line: &str) -> Option<(&str, f64)> {
     Some((work, ns))
 }
 
+/// A clock calibration's line, its prefix taken off (`clock: <n> instructions in <t> ns`):
+/// the instructions the guest's clock reads as one ns.
+#[must_use]
+pub fn instructions_per_ns(line: &str) -> Option<f64> {
+    let (n, t) = line
+        .strip_prefix("clock: ")?
+        .split_once(" instructions in ")?;
+    let (n, t) = (
+        n.parse::<f64>().ok()?,
+        t.strip_suffix(" ns")?.parse::<f64>().ok()?,
+    );
+    (n > 0.0 && t > 0.0).then_some(n / t)
+}
+
 /// The value kept for `key` in `runs` (in the order keys first came), made by `empty` the
 /// first time.
 pub fn entry<K: PartialEq, V>(runs: &mut Vec<(K, V)>, key: K, empty: impl FnOnce() -> V) -> &mut V {
@@ -78,6 +92,15 @@ mod tests {
         );
         assert_eq!(per_call("one page: 143 ns"), None);
         assert_eq!(per_call("a: b: 7 ns per call"), Some(("a: b", 7.0)));
+        assert_eq!(
+            instructions_per_ns("clock: 2000000 instructions in 500000 ns"),
+            Some(4.0)
+        );
+        assert_eq!(
+            instructions_per_ns("clock: 2000000 instructions in 0 ns"),
+            None
+        );
+        assert_eq!(per_call("clock: 2000000 instructions in 500000 ns"), None);
         let mut runs: Vec<(u8, Vec<u8>)> = Vec::new();
         entry(&mut runs, 2, Vec::new).push(1);
         entry(&mut runs, 1, Vec::new).push(2);
