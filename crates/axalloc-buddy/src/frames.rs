@@ -7,7 +7,7 @@
 //! about the addresses ArceOS receives, and no physical-to-virtual offset is needed.
 
 use crate::cpu::this_cpu;
-use crate::lock::{IrqSpin, IrqSpinGuard};
+use crate::lock::{IrqOff, IrqSpin, IrqSpinGuard};
 use crate::owner::OwnerTag;
 use crate::slab::{SlabBytes, Slabs};
 use crate::usage::{UsageCounts, UsageKind};
@@ -420,7 +420,7 @@ impl Frames {
     /// reach other CPUs' lists (taking a run at a fixed address drains the lists that hold
     /// part of it).
     pub(crate) fn every_cpu<T>(&self, f: impl FnOnce(&mut CpuSlot) -> T) -> Option<T> {
-        crate::lock::with_all(self.cpus, || self.cpu_index(), f)
+        crate::lock::with_all(self.cpus, |irq| self.cpu_index(irq), f)
     }
 
     /// Returns every CPU's per-cpu lists to the buddy, every slot held (Linux's
@@ -714,15 +714,16 @@ impl Frames {
         // The CPU is asked with interrupts and preemption off: the answer stays true while
         // its lock is taken and held.
         let irq = crate::lock::IrqOff::new();
-        IrqSpin::lock_masked(irq, || self.slot())
+        IrqSpin::lock_masked(irq, |irq| self.slot(irq))
     }
 
-    /// The slot of the CPU this call runs on ([`Frames::cpu_index`]'s).
+    /// The slot of the CPU this call runs on ([`Frames::cpu_index`]'s), asked with
+    /// interrupts and preemption off (`irq`).
     #[inline(always)]
-    fn slot(&self) -> &IrqSpin<CpuSlot> {
+    fn slot(&self, irq: &IrqOff) -> &IrqSpin<CpuSlot> {
         // One CPU: its slot, with no look-up at all (the common single-CPU kernel).
         if self.cpus.len() > 1
-            && let Some(slot) = self.cpus.get(self.asked_cpu())
+            && let Some(slot) = self.cpus.get(self.asked_cpu(irq))
         {
             return slot;
         }
@@ -732,22 +733,24 @@ impl Frames {
     /// The index of the slot of the CPU this call runs on: a CPU the zone has no lists for
     /// (an embedder's id out of range) uses CPU 0's, slower, never wrong; with one CPU,
     /// CPU 0's, asking nothing. (`carve` refuses a CPU count of 0: there is a CPU 0.)
+    /// Asked with interrupts and preemption off (`irq`).
     #[inline(always)]
-    fn cpu_index(&self) -> usize {
-        let id = self.asked_cpu();
+    fn cpu_index(&self, irq: &IrqOff) -> usize {
+        let id = self.asked_cpu(irq);
         if id < self.cpus.len() { id } else { 0 }
     }
 
     /// The embedder's (or the per-CPU register's) answer to "which CPU", perhaps out of
-    /// range; 0 with one CPU, asking nothing.
+    /// range; 0 with one CPU, asking nothing. Asked with interrupts and preemption off
+    /// (`irq`): the answer stays true while the caller holds them off.
     #[inline(always)]
-    fn asked_cpu(&self) -> usize {
+    fn asked_cpu(&self, irq: &IrqOff) -> usize {
         if self.cpus.len() <= 1 {
             return 0;
         }
         match self.cpu_id {
             Some(f) => f(),
-            None => this_cpu(self.cpus.len()),
+            None => this_cpu(self.cpus.len(), irq),
         }
     }
 }

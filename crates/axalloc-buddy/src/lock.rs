@@ -96,17 +96,18 @@ impl<T> IrqSpin<T> {
     /// handler on this CPU can then never wait for a lock this CPU holds.
     #[inline(always)]
     pub(crate) fn lock(&self) -> IrqSpinGuard<'_, T> {
-        Self::lock_masked(IrqOff::new(), || self)
+        Self::lock_masked(IrqOff::new(), |_| self)
     }
 
-    /// Spins for the lock `which` picks with interrupts and preemption already off (`irq`):
-    /// `which` runs on the CPU that takes the lock (the choice of a per-CPU lock by CPU id).
+    /// Spins for the lock `which` picks with interrupts and preemption already off (`irq`,
+    /// which `which` is shown): `which` runs on the CPU that takes the lock (the choice of a
+    /// per-CPU lock by CPU id).
     #[inline(always)]
     pub(crate) fn lock_masked<'a>(
         irq: IrqOff,
-        which: impl FnOnce() -> &'a Self,
+        which: impl FnOnce(&IrqOff) -> &'a Self,
     ) -> IrqSpinGuard<'a, T> {
-        let lock = &which().0;
+        let lock = &which(&irq).0;
         // One attempt inline, the spin out of the way: an uncontended lock (a CPU's own
         // slot, nearly always) costs the compare-and-swap and a branch not taken.
         let data = match lock.try_lock() {
@@ -125,18 +126,18 @@ impl<T> IrqSpin<T> {
 }
 
 /// Locks every one of `locks`, in order, with interrupts and preemption off throughout; runs
-/// `f` on the value of the one at the index `at` gives (called with them off; the last, past
-/// the end); unlocks them in
+/// `f` on the value of the one at the index `at` gives (called with them off, shown the
+/// guard that keeps them off; the last, past the end); unlocks them in
 /// reverse order. `None` if there are no locks. A caller that holds one of these locks
 /// must not call it (it would wait for itself); one that holds none cannot deadlock with
 /// callers that take one lock each.
 pub(crate) fn with_all<T, R>(
     locks: &[IrqSpin<T>],
-    at: impl FnOnce() -> usize,
+    at: impl FnOnce(&IrqOff) -> usize,
     f: impl FnOnce(&mut T) -> R,
 ) -> Option<R> {
-    let _irq = IrqOff::new();
-    let at = at().min(locks.len().checked_sub(1)?);
+    let irq = IrqOff::new();
+    let at = at(&irq).min(locks.len().checked_sub(1)?);
     let mut target = None;
     for (i, lock) in locks.iter().enumerate() {
         let data = MutexGuard::leak(lock.0.lock());
