@@ -110,6 +110,15 @@ fn check_and_give_back(owners: &Owners, block: NonNull<u8>, handed_out: usize) {
     unsafe { dealloc(block.as_ptr(), class().slab_layout()) };
 }
 
+/// CPU 1 frees `object` on a thread of its own, as the allocator does.
+fn free_on_cpu1(
+    owners: &Arc<Owners>,
+    object: Object,
+) -> thread::JoinHandle<Result<Option<FreeSlab>, SlabError>> {
+    let owners = owners.clone();
+    thread::spawn(move || free_through(&*owners, object))
+}
+
 /// CPU 1 frees an object of CPU 0's slab while CPU 0 allocates from that slab and frees
 /// another: the free takes CPU 0's lock, whatever CPU calls, and the slab ends with exactly
 /// the objects still handed out, each handed out once.
@@ -118,10 +127,7 @@ fn loom_a_free_on_another_cpu_takes_the_slab_owners_lock() {
     loom::model(|| {
         let (owners, block, held) = cpu0_with_objects(2);
         let (theirs, mine) = (held[0], held[1]);
-        let cpu1 = {
-            let owners = owners.clone();
-            thread::spawn(move || free_through(&*owners, theirs))
-        };
+        let cpu1 = free_on_cpu1(&owners, theirs);
         let fresh = alloc_on(&owners, 0);
         assert!(free_through(&*owners, mine).unwrap().is_none());
         assert!(cpu1.join().unwrap().unwrap().is_none());
@@ -137,11 +143,7 @@ fn loom_a_free_on_another_cpu_takes_the_slab_owners_lock() {
 fn loom_two_cpus_free_a_slabs_last_objects_at_once() {
     loom::model(|| {
         let (owners, block, held) = cpu0_with_objects(2);
-        let theirs = held[0];
-        let cpu1 = {
-            let owners = owners.clone();
-            thread::spawn(move || free_through(&*owners, theirs))
-        };
+        let cpu1 = free_on_cpu1(&owners, held[0]);
         assert!(free_through(&*owners, held[1]).unwrap().is_none());
         assert!(cpu1.join().unwrap().unwrap().is_none());
         check_and_give_back(&owners, block, 0);
