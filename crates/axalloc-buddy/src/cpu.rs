@@ -29,8 +29,8 @@ static AXALLOC_BUDDY_CPU: usize = usize::MAX;
 /// The CPU this call runs on, below `cpus`; 0 where it cannot tell. Asked only with more
 /// than one CPU (the slot look-up answers one CPU without reading anything), with
 /// interrupts and preemption off (`_irq`, held until the caller has the CPU's lock), on a
-/// CPU whose per-CPU register ArceOS has set, as it does before its first allocation there
-/// (its locks' preemption guards read per-CPU data too).
+/// CPU whose per-CPU register is set (the promise of
+/// [`GlobalAllocator::try_init`](crate::GlobalAllocator::try_init)'s caller).
 #[cfg(all(target_os = "none", any(feature = "percpu02", feature = "percpu04")))]
 #[inline(always)]
 pub(crate) fn this_cpu(cpus: usize, _irq: &IrqOff) -> usize {

@@ -363,7 +363,11 @@ impl GlobalAllocator {
     ///
     /// # Safety
     /// `[start_vaddr, start_vaddr + size)` is memory that nothing else uses, readable and
-    /// writable, for as long as the allocator or anything it handed out is used.
+    /// writable, for as long as the allocator or anything it handed out is used. In a kernel
+    /// build (`target_os = "none"`) with feature `percpu02` or `percpu04`, lists for more than
+    /// one CPU and no [`GlobalAllocator::with_cpu_id`], each CPU's per-CPU register (the
+    /// `percpu` crate's) is set before that CPU calls the allocator, as ArceOS sets it
+    /// first thing on each CPU: a call reads the allocator's per-CPU variable through it.
     pub unsafe fn try_init(&self, start_vaddr: usize, size: usize) -> Result<(), InitError> {
         // SAFETY: the caller's contract.
         unsafe { self.try_init_for_cpus(start_vaddr, size, cpu_count()) }
@@ -459,7 +463,7 @@ impl GlobalAllocator {
     /// # Safety
     /// The region is memory that nothing else uses, readable and writable, for as long as
     /// the allocator or anything it handed out is used (ArceOS's contract for
-    /// `global_add_memory`).
+    /// `global_add_memory`); the per-CPU registers as [`GlobalAllocator::try_init`] says.
     pub unsafe fn add_memory(&self, start_vaddr: usize, size: usize) -> AllocResult {
         self.add_region(start_vaddr, size, true)
     }
@@ -650,11 +654,9 @@ impl GlobalAllocator {
         class: Class,
         layout: Layout,
     ) -> Option<NonNull<u8>> {
-        let owners = core::iter::once(Owner::Heap).chain((0..frames.cpus()).map(Owner::Cpu));
-        owners
-            .filter_map(|owner| self.with_slabs(owner, |slabs| slabs.alloc(class, layout.size())))
-            .flatten()
-            .next()
+        core::iter::once(Owner::Heap)
+            .chain((0..frames.cpus()).map(Owner::Cpu))
+            .find_map(|owner| self.with_slabs(owner, |slabs| slabs.alloc(class, layout.size()))?)
     }
 
     /// An object of `class` for `layout` when no slab of the heap's own has a free one

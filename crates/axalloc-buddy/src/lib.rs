@@ -96,7 +96,8 @@ pub fn global_allocator() -> &'static GlobalAllocator {
 ///
 /// # Safety
 /// The region is memory that nothing else uses, readable and writable for the rest of the
-/// kernel's life: the allocator writes its metadata there at once. A caller without
+/// kernel's life: the allocator writes its metadata there at once; the per-CPU registers as
+/// [`GlobalAllocator::try_init`] says. A caller without
 /// `unsafe` cannot name memory for it to write:
 ///
 /// ```compile_fail,E0133
@@ -122,7 +123,7 @@ pub unsafe fn global_init(start_vaddr: usize, size: usize) {
 ///
 /// # Safety
 /// The region is memory that nothing else uses, readable and writable for the rest of the
-/// kernel's life.
+/// kernel's life; the per-CPU registers as [`GlobalAllocator::try_init`] says.
 pub unsafe fn global_add_memory(start_vaddr: usize, size: usize) -> axallocator::AllocResult {
     log::debug!(
         "add a memory region to global allocator: [{start_vaddr:#x}, {:#x})",

@@ -193,15 +193,15 @@ impl PcpListSet {
     ) -> Option<FrameIdx> {
         let (start, _) = hot_range(list);
         let last = start + self.hot_len[list].checked_sub(1)? as usize;
-        let idx = self.hot[last];
-        // Most often the last freed block fits, with nothing above it to move: taken as
-        // `pop_hot` takes it, with no search.
-        if !wanted(idx) {
-            let at = start + self.hot[start..last].iter().rposition(|&idx| wanted(idx))?;
-            let found = self.hot[at];
+        // Most often the last freed block fits: no search, nothing above it to move.
+        let at = if wanted(self.hot[last]) {
+            last
+        } else {
+            start + self.hot[start..last].iter().rposition(|&idx| wanted(idx))?
+        };
+        let idx = self.hot[at];
+        if at < last {
             self.hot.copy_within(at + 1..=last, at);
-            self.hot_len[list] -= 1;
-            return Some(found);
         }
         self.hot_len[list] -= 1;
         Some(idx)
