@@ -470,6 +470,32 @@ fn runs_do_not_coalesce_across_sections() {
     assert_eq!(z.counters().prepares, 128);
 }
 
+/// A run freed as blocks of per-cpu orders: each block goes onto its list, the run's
+/// checks all counted (the first block carries them, the others none), and so are its frames
+/// and the two pushes; the counts started with blocks already on the lists.
+#[test]
+fn a_run_freed_to_the_per_cpu_lists_counts_its_checks_frames_and_pushes() {
+    let z = small();
+    let o4 = Order::new(4).unwrap();
+    let block = z.alloc_pages(0, o4).unwrap();
+    z.split_page(block, o4).unwrap();
+    let first = z.alloc_pages(0, Order::ZERO).unwrap();
+    // SAFETY: no memory behind these zones (module docs).
+    unsafe { z.free_pages(0, first, Order::ZERO) }.unwrap();
+    z.reset_counters();
+    // 12 pages: an order-3 block and an order-2 block, both to CPU 0's lists.
+    // SAFETY: as above.
+    unsafe { z.free_contig_range(0, block, 12) }.unwrap();
+    let c = z.counters();
+    assert_eq!(
+        (c.zone_locks, c.prepares, c.pgfree, c.list_ops),
+        (0, 12, 12, 2)
+    );
+    // The page on the list before the counts started, taken: one more list operation.
+    assert_eq!(z.alloc_pages(0, Order::ZERO), Ok(first));
+    assert_eq!(z.counters().list_ops, 3);
+}
+
 #[test]
 fn pcp_lists_drain_past_high() {
     let cfg = ZoneConfig {

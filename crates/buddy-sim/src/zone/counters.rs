@@ -42,8 +42,11 @@ pub struct OpCounters {
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub(crate) struct LockStats {
     pub(crate) acquisitions: u64,
+    /// Pushes onto and pops off the buddy's lists. A per-cpu lock leaves its `list_ops`,
+    /// `prepares` and `pgfree` at 0: its counts are worked out from its lists' flows when
+    /// read ([`PcpLists::work`](crate::zone::pcp::PcpLists::work)).
     pub(crate) list_ops: u64,
-    // Not next to `list_ops`: a free onto the lists bumps both, and two neighbours'
+    // Not next to `list_ops`: a free to the buddy bumps both, and two neighbours'
     // increments are made one vector add of four instructions instead of two adds.
     pub(crate) zeroed_hits: u64,
     pub(crate) prepares: u64,
@@ -51,8 +54,8 @@ pub(crate) struct LockStats {
     pub(crate) cleared_in_background: u64,
     /// Frames allocated straight from the buddy (under the zone lock). A per-cpu list's
     /// allocations are not counted one by one: they are what came onto the lists
-    /// (`refilled`, and `pgfree`'s frees to them) less what left for the buddy
-    /// (`drained`) and what is on them now ([`LockStats::pcp_pgalloc`]).
+    /// (`refilled`, and the frees to them) less what left for the buddy (`drained`) and
+    /// what is on them now ([`LockStats::pcp_pgalloc`]).
     pub(crate) pgalloc: u64,
     pub(crate) pgfree: u64,
     /// Frames a per-cpu list set took from the buddy in refills.
@@ -85,11 +88,12 @@ impl LockStats {
         thp_fault_fallback: 0,
     };
 
-    /// Frames a per-cpu list set's allocations took since its counts started, with `on_lists`
-    /// frames on it now: what came on (refills, and frees to it) less what left for the buddy
-    /// and what is still there (every other block that left was allocated).
-    pub(crate) fn pcp_pgalloc(&self, on_lists: u64) -> u64 {
-        (self.refilled + self.pgfree).saturating_sub(self.drained + on_lists)
+    /// Frames a per-cpu list set's allocations took since its counts started, with `pgfree`
+    /// frames freed to it and `on_lists` frames on it now: what came on (refills, and
+    /// frees) less what left for the buddy and what is still there (every other block that
+    /// left was allocated).
+    pub(crate) fn pcp_pgalloc(&self, pgfree: u64, on_lists: u64) -> u64 {
+        (self.refilled + pgfree).saturating_sub(self.drained + on_lists)
     }
 
     /// A per-cpu list set's counts started afresh with `on_lists` frames on it: those count

@@ -288,7 +288,7 @@ where
         {
             return false;
         }
-        self.count_pcp_free(&mut lists, order, 1);
+        self.count_pcp_free(&mut lists, (list, order), 1);
         drop(lists);
         self.events().page_free(&PageFree {
             pfn,

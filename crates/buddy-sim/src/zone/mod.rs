@@ -526,13 +526,14 @@ where
         for pcp in self.pcps.slots() {
             let lists = pcp.lists.lock();
             let s = lists.stats;
-            c.pgalloc += s.pcp_pgalloc(lists.count.pages);
+            let work = lists.work(self.cfg.pageblock_order);
+            c.pgalloc += s.pcp_pgalloc(work.pgfree, lists.count.pages);
             c.pcp_locks += s.acquisitions;
-            c.list_ops += s.list_ops;
-            c.prepares += s.prepares;
+            c.list_ops += work.list_ops;
+            c.prepares += work.prepares;
             c.zeroed_hits += s.zeroed_hits;
             c.cleared_on_alloc += s.cleared_on_alloc;
-            c.pgfree += s.pgfree;
+            c.pgfree += work.pgfree;
             c.thp_fault_alloc += s.thp_fault_alloc;
             c.thp_fault_fallback += s.thp_fault_fallback;
         }
@@ -547,8 +548,7 @@ where
             free.reset_fallback_counts();
         }
         for pcp in self.pcps.slots() {
-            let mut lists = pcp.lists.lock();
-            lists.stats = LockStats::restarted(lists.count.pages);
+            pcp.lists.lock().restart_counts();
         }
         self.leaked_prepares.store(0, Ordering::Relaxed);
     }
@@ -873,7 +873,7 @@ where
         prepares: u64,
     ) {
         let mut lists = self.lock_pcp(pcp);
-        self.count_pcp_free(&mut lists, order, prepares);
+        self.count_pcp_free(&mut lists, (list, order), prepares);
         if zeroed {
             // Cleared by init_on_free: known zero (no free-time stamp: nothing to age).
             lists.push(m, list, idx, order, true);
@@ -885,13 +885,17 @@ where
         }
     }
 
-    /// The counts of a free of a block of `order` onto `lists` (locked), with `prepares`
+    /// The counts of a free of a block of `order` onto `list` of `lists` (locked), with `prepares`
     /// free-time checks: [`Zone::push_to_pcp_list`]'s, and
     /// [`Zone::free_frozen_listed_on`]'s.
     #[inline(always)]
-    pub(crate) fn count_pcp_free(&self, lists: &mut PcpLists, order: Order, prepares: u64) {
-        lists.stats.prepares += prepares;
-        lists.stats.pgfree += order.pages();
+    pub(crate) fn count_pcp_free(
+        &self,
+        lists: &mut PcpLists,
+        (list, order): (usize, Order),
+        prepares: u64,
+    ) {
+        lists.flows.count_free(list, prepares);
         // At most 2^63 (`pcp_recent_frees_max`) plus a block's frames: no wrap.
         lists.recent_frees = lists
             .recent_frees

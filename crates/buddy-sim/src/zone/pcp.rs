@@ -13,7 +13,7 @@ use crate::sync::DefaultRawMutex;
 use crate::sync::{AtomicU32, AtomicU64, Mutex};
 use crate::types::{FrameIdx, Order};
 use crate::zone::buddy::{FreeArea, Prefer};
-use crate::zone::config::{Fallback, PCP_SLOTS};
+use crate::zone::config::{Fallback, PCP_LISTS, PCP_SLOTS};
 use crate::zone::counters::LockStats;
 use crate::zone::list::FreeCount;
 use crate::zone::map::FrameMap;
@@ -34,9 +34,10 @@ pub struct PerCpu<R = DefaultRawMutex> {
     pub(crate) cpu: AtomicU32,
 }
 
-/// Everything a per-cpu lock protects. In this order (`repr(C)`): the counters every call
-/// writes, then the lists (their lengths first, the arrays last), so that a pop or a push
-/// touches the lock's line, the array's entry and little else.
+/// Everything a per-cpu lock protects. In this order (`repr(C)`): the counts of cold paths,
+/// the counters every call writes, what the counts of work follow from (a free writes one
+/// of them), then the lists (their lengths first, the arrays last), so that a pop or a push
+/// touches the lock's line, the counters', the array's entry and little else.
 #[repr(C)]
 pub(crate) struct PcpLists {
     pub(crate) stats: LockStats,
@@ -55,6 +56,8 @@ pub(crate) struct PcpLists {
     /// [`PcpLists::push_freed`] stamps them with, which tells an allocation how long ago
     /// this CPU freed the block it takes ([`Contents::FreedHere`]).
     freed_clock: u16,
+    /// What the lists' counts of list operations, frees and free-time checks follow from.
+    pub(crate) flows: PcpFlows,
     pub(crate) lists: PcpListSet,
 }
 
@@ -72,8 +75,61 @@ const FREED_CLOCK: u16 = 1 << 11;
 /// a block taken from the buddy).
 const FREED_HERE: u16 = FREED_CLOCK;
 
+/// What a CPU's counts of list operations, frees and free-time checks are worked out from
+/// when they are read ([`PcpLists::work`]), so that an allocation from the lists counts
+/// nothing and a free one count (its block, by list): every list operation is a push (a
+/// refill's or a free's) or the pop of a block pushed since or on the lists when the counts
+/// started, so the pops are those blocks less the ones on the lists now.
+#[derive(Clone, Copy)]
+pub(crate) struct PcpFlows {
+    /// Blocks freed onto each list.
+    freed: [u64; PCP_LISTS],
+    /// Free-time checks of those frees beyond one each (a contiguous run's first block
+    /// carries its run's checks, its other blocks none): a wrapping count, of which the
+    /// checks are `freed + extra_prepares`.
+    extra_prepares: u64,
+    /// Blocks refills pushed onto the lists.
+    refilled: u64,
+    /// Blocks on the lists when the counts started.
+    at_start: u64,
+}
+
+/// What a CPU's lists did since their counts started ([`PcpLists::work`]).
+pub(crate) struct PcpWork {
+    /// Pushes and pops.
+    pub(crate) list_ops: u64,
+    /// Free-time checks of the blocks freed onto the lists.
+    pub(crate) prepares: u64,
+    /// Frames freed onto the lists.
+    pub(crate) pgfree: u64,
+}
+
+impl PcpFlows {
+    /// Counts starting with `blocks` blocks on the lists.
+    const fn starting_with(blocks: u64) -> Self {
+        Self {
+            freed: [0; PCP_LISTS],
+            extra_prepares: 0,
+            refilled: 0,
+            at_start: blocks,
+        }
+    }
+
+    /// Counts a block freed onto `list` after `prepares` free-time checks.
+    #[inline(always)]
+    pub(crate) fn count_free(&mut self, list: usize, prepares: u64) {
+        if let Some(n) = self.freed.get_mut(list) {
+            *n += 1;
+        }
+        if prepares != 1 {
+            self.extra_prepares = self.extra_prepares.wrapping_add(prepares.wrapping_sub(1));
+        }
+    }
+}
+
 impl PcpLists {
     const EMPTY: Self = Self {
+        flows: PcpFlows::starting_with(0),
         lists: PcpListSet::EMPTY,
         count: FreeCount::NONE,
         drain_cursor: 0,
@@ -158,7 +214,6 @@ impl PcpLists {
     fn pushed(&mut self, list: usize, order: Order, zeroed: bool) {
         self.maybe_nonempty |= 1 << list;
         self.count.add(order, zeroed);
-        self.stats.list_ops += 1;
     }
 
     /// What the lists know of the bytes of the block of `order` at `idx`, just taken off
@@ -210,7 +265,6 @@ impl PcpLists {
     fn took(&mut self, order: Order, zeroed: bool) {
         self.count.sub(order, zeroed);
         self.recent_frees >>= 1;
-        self.stats.list_ops += 1;
     }
 
     /// Takes the most recently freed block of `list` from its array, if it has one: a
@@ -311,6 +365,51 @@ impl PcpLists {
             at += 1u32 << order.get();
         }
         self.stats.refilled += n * order.pages();
+        self.flows.refilled += n;
+    }
+
+    /// Blocks on the lists.
+    fn blocks(&self) -> u64 {
+        (0..PCP_LISTS).map(|l| u64::from(self.lists.len(l))).sum()
+    }
+
+    /// Starts the counts afresh (the blocks on the lists count as come on, as
+    /// [`LockStats::restarted`]).
+    pub(crate) fn restart_counts(&mut self) {
+        self.stats = LockStats::restarted(self.count.pages);
+        self.flows = PcpFlows::starting_with(self.blocks());
+    }
+
+    /// What the lists did since their counts started, `pageblock` the order of the blocks
+    /// of each migratetype's last list ([`ZoneConfig::pcp_list`]'s slots).
+    ///
+    /// [`ZoneConfig::pcp_list`]: crate::zone::config::ZoneConfig::pcp_list
+    pub(crate) fn work(&self, pageblock: Order) -> PcpWork {
+        let f = &self.flows;
+        let freed: u64 = f.freed.iter().sum();
+        let pgfree = f
+            .freed
+            .iter()
+            .enumerate()
+            .map(|(list, &n)| {
+                let slot = list % PCP_SLOTS;
+                let order = if slot == PCP_SLOTS - 1 {
+                    u32::from(pageblock.get())
+                } else {
+                    slot as u32
+                };
+                n.wrapping_shl(order)
+            })
+            .sum();
+        // Every block now on the lists was there at the start or pushed since: the pops
+        // are the rest.
+        let pushes = f.refilled + freed;
+        let pops = (f.at_start + pushes).saturating_sub(self.blocks());
+        PcpWork {
+            list_ops: pushes + pops,
+            prepares: freed.wrapping_add(f.extra_prepares),
+            pgfree,
+        }
     }
 
     /// `free_pcppages_bulk`: returns at least `pages` frames (or all) to the buddy from the
@@ -346,7 +445,6 @@ impl PcpLists {
                 let w = m.frame(idx).load();
                 let order = Order(w.order());
                 self.count.sub(order, w.zeroed());
-                self.stats.list_ops += 1;
                 self.stats.drained += order.pages();
                 drained += order.pages();
                 if run.extend(idx, order, w.zeroed()) {
