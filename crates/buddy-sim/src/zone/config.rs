@@ -470,17 +470,6 @@ impl ZoneConfig {
         if max > 1 << 63 { 1 << 63 } else { max }
     }
 
-    /// The slot of the per-cpu lists of an `order` that has them ([`ZoneConfig::pcp_list`]):
-    /// the order's own up to `pcp_max_order`, the last one (the pageblock order's) past it.
-    #[inline(always)]
-    pub(crate) fn pcp_slot(&self, order: Order) -> usize {
-        if order.get() <= self.pcp_max_order.get() {
-            usize::from(order.get())
-        } else {
-            PCP_SLOTS - 1
-        }
-    }
-
     /// The per-cpu list that holds blocks of `order` and type `mt`, if any: orders
     /// 0..=[`pcp_max_order`](ZoneConfig::pcp_max_order) (3, PAGE_ALLOC_COSTLY_ORDER, by
     /// default) and the pageblock order, one set per type (Linux's `order_to_pindex`); not
@@ -496,14 +485,16 @@ impl ZoneConfig {
         mt: crate::migratetype::MigrateType,
     ) -> Option<usize> {
         // `validate` keeps `pcp_max_order` below the pageblock order's slot.
-        let slot = self.pcp_slot(order);
-        if slot == PCP_SLOTS - 1
-            && (order != self.pageblock_order
-                || self.pageblock_reserve
-                || order.pages() > self.pcp_high)
+        let slot = if order.get() <= self.pcp_max_order.get() {
+            order.get() as usize
+        } else if order == self.pageblock_order
+            && !self.pageblock_reserve
+            && order.pages() <= self.pcp_high
         {
+            PCP_SLOTS - 1
+        } else {
             return None;
-        }
+        };
         Some(mt as usize * PCP_SLOTS + slot)
     }
 }
