@@ -34,10 +34,11 @@ pub struct PerCpu<R = DefaultRawMutex> {
     pub(crate) cpu: AtomicU32,
 }
 
-/// Everything a per-cpu lock protects. In this order (`repr(C)`): the counts of cold paths,
-/// the counters every call writes, what the counts of work follow from (a free writes one
-/// of them), then the lists (their lengths first, the arrays last), so that a pop or a push
-/// touches the lock's line, the counters', the array's entry and little else.
+/// Everything a per-cpu lock protects. In this order (`repr(C)`): the lock's counts
+/// (acquisitions, and those of refills, drains and zeroed allocations), the counters every
+/// call writes, what the counts of work follow from (a free writes one of them), then the
+/// lists (their lengths first, the arrays last), so that a pop or a push touches the lock's
+/// line, the counters', the array's entry and little else.
 #[repr(C)]
 pub(crate) struct PcpLists {
     pub(crate) stats: LockStats,
