@@ -497,6 +497,16 @@ impl ZoneConfig {
         };
         Some(mt as usize * PCP_SLOTS + slot)
     }
+
+    /// The order of the blocks per-cpu list `list` holds ([`ZoneConfig::pcp_list`]'s
+    /// inverse): its slot's order, or the pageblock order for each type's last slot.
+    pub(crate) fn pcp_list_order(&self, list: usize) -> Order {
+        match list % PCP_SLOTS {
+            slot if slot == PCP_SLOTS - 1 => self.pageblock_order,
+            // Below `PCP_SLOTS`, a `u8`.
+            slot => Order(slot as u8),
+        }
+    }
 }
 
 #[cfg(test)]
@@ -520,6 +530,28 @@ mod tests {
         let keeps = small.with_pcp(4 * 512, 512);
         assert!(keeps.pcp_list(keeps.pageblock_order, Unmovable).is_some());
         assert_eq!(keeps.pcp_list(Order(4), Unmovable), None);
+    }
+
+    /// Every list a block order has names that order back, for every type.
+    #[test]
+    fn a_per_cpu_list_names_the_order_it_holds() {
+        // A pageblock order of its own (7), so that its list cannot name a default one.
+        let cfg = ZoneConfig::new(Pfn(0), 32768)
+            .with_cpus(2)
+            .with_max_order(Order(7))
+            .with_pcp(4 * 128, 128);
+        assert_eq!(cfg.pageblock_order, Order(7));
+        let mut listed = 0;
+        for mt in crate::migratetype::MigrateType::ALL {
+            for order in 0..=cfg.max_order.get() {
+                if let Some(list) = cfg.pcp_list(Order(order), mt) {
+                    assert_eq!(cfg.pcp_list_order(list), Order(order), "{mt:?} {list}");
+                    listed += 1;
+                }
+            }
+        }
+        // Orders 0..=3 and the pageblock order, for every type.
+        assert_eq!(listed, 5 * crate::migratetype::MigrateType::ALL.len());
     }
 
     #[test]

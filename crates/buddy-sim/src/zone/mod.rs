@@ -526,7 +526,7 @@ where
         for pcp in self.pcps.slots() {
             let lists = pcp.lists.lock();
             let s = lists.stats;
-            let work = lists.work(self.cfg.pageblock_order);
+            let work = lists.work(&self.cfg);
             c.pgalloc += s.pcp_pgalloc(work.pgfree, lists.count.pages);
             c.pcp_locks += s.acquisitions;
             c.list_ops += work.list_ops;

@@ -13,7 +13,7 @@ use crate::sync::DefaultRawMutex;
 use crate::sync::{AtomicU32, AtomicU64, Mutex};
 use crate::types::{FrameIdx, Order};
 use crate::zone::buddy::{FreeArea, Prefer};
-use crate::zone::config::{Fallback, PCP_LISTS, PCP_SLOTS};
+use crate::zone::config::{Fallback, PCP_LISTS, PCP_SLOTS, ZoneConfig};
 use crate::zone::counters::LockStats;
 use crate::zone::list::FreeCount;
 use crate::zone::map::FrameMap;
@@ -120,7 +120,7 @@ impl PcpFlows {
     #[inline(always)]
     pub(crate) fn count_free(&mut self, list: usize, prepares: u64) {
         if let Some(n) = self.freed.get_mut(list) {
-            *n += 1;
+            *n = n.wrapping_add(1);
         }
         if prepares != 1 {
             self.extra_prepares = self.extra_prepares.wrapping_add(prepares.wrapping_sub(1));
@@ -366,7 +366,7 @@ impl PcpLists {
             at += 1u32 << order.get();
         }
         self.stats.refilled += n * order.pages();
-        self.flows.refilled += n;
+        self.flows.refilled = self.flows.refilled.wrapping_add(n);
     }
 
     /// Blocks on the lists.
@@ -381,33 +381,27 @@ impl PcpLists {
         self.flows = PcpFlows::starting_with(self.blocks());
     }
 
-    /// What the lists did since their counts started, `pageblock` the order of the blocks
-    /// of each migratetype's last list ([`ZoneConfig::pcp_list`]'s slots).
-    ///
-    /// [`ZoneConfig::pcp_list`]: crate::zone::config::ZoneConfig::pcp_list
-    pub(crate) fn work(&self, pageblock: Order) -> PcpWork {
+    /// What the lists did since their counts started, in `cfg`'s zone (which order each
+    /// list holds). The counts wrap past `u64::MAX` rather than panic.
+    pub(crate) fn work(&self, cfg: &ZoneConfig) -> PcpWork {
         let f = &self.flows;
-        let freed: u64 = f.freed.iter().sum();
-        let pgfree = f
-            .freed
-            .iter()
-            .enumerate()
-            .map(|(list, &n)| {
-                let slot = list % PCP_SLOTS;
-                let order = if slot == PCP_SLOTS - 1 {
-                    u32::from(pageblock.get())
-                } else {
-                    slot as u32
-                };
-                n.wrapping_shl(order)
-            })
-            .sum();
+        let (freed, pgfree) =
+            f.freed
+                .iter()
+                .enumerate()
+                .fold((0u64, 0u64), |(n, pages), (list, &k)| {
+                    let order = u32::from(cfg.pcp_list_order(list).get());
+                    (n.wrapping_add(k), pages.wrapping_add(k.wrapping_shl(order)))
+                });
         // Every block now on the lists was there at the start or pushed since: the pops
         // are the rest.
-        let pushes = f.refilled + freed;
-        let pops = (f.at_start + pushes).saturating_sub(self.blocks());
+        let pushes = f.refilled.wrapping_add(freed);
+        let pops = f
+            .at_start
+            .wrapping_add(pushes)
+            .saturating_sub(self.blocks());
         PcpWork {
-            list_ops: pushes + pops,
+            list_ops: pushes.wrapping_add(pops),
             prepares: freed.wrapping_add(f.extra_prepares),
             pgfree,
         }
