@@ -130,6 +130,20 @@ fn temporal() -> Strategy {
     Policy::detect().temporal()
 }
 
+/// A policy's temporal side: its strategy, or both strategies with the extent size they
+/// split at ([`Policy::small`]).
+fn temporal_name(p: &Policy) -> String {
+    match p.small_below() {
+        0 => p.temporal().name().into(),
+        below => format!(
+            "{} below {}, {} from there",
+            p.small().name(),
+            size_name(below),
+            p.temporal().name()
+        ),
+    }
+}
+
 fn config(preempt: PreemptModel, batch: Option<usize>) -> Clearer {
     let cfg = ClearConfig::new(PAGE, preempt).with_policy(Policy::fixed(temporal()));
     let cfg = match batch.and_then(|b| NonZeroUsize::new(b / PAGE.bytes())) {
@@ -423,7 +437,7 @@ fn calibrate(scratch: &mut [u8]) -> Calibrated {
     );
     t.row(vec![
         Cell::text("detected"),
-        Cell::text(Policy::detect().temporal().name()),
+        Cell::text(temporal_name(&Policy::detect())),
         Cell::text(Policy::detect().streaming().map_or("none", Strategy::name)),
         Cell::text(threshold(&Policy::detect())),
         Cell::text("-"),
@@ -435,7 +449,7 @@ fn calibrate(scratch: &mut [u8]) -> Calibrated {
             } else {
                 "calibrated (other run)"
             }),
-            Cell::text(p.temporal().name()),
+            Cell::text(temporal_name(p)),
             Cell::text(p.streaming().map_or("none", Strategy::name)),
             Cell::text(threshold(p)),
             Cell::text(format!("{n} of {CALIBRATIONS} runs")),
@@ -653,8 +667,8 @@ fn strategies(
          `portable` being the generic per-page `write_bytes` loop; the memsets clear the \
          extent with one call: glibc's (`core::ptr::write_bytes` in a hosted program) and \
          compiler-builtins' (what it becomes in a `no_std` x86_64 kernel{}). Detected policy: \
-         `Policy::detect()`, temporal `{}`, streaming `{}` from {}. Calibrated policy: \
-         `Policy::calibrate()` (table above), temporal `{}`, streaming `{}` from {}. Ratios \
+         `Policy::detect()`, temporal {}, streaming `{}` from {}. Calibrated policy: \
+         `Policy::calibrate()` (table above), temporal {}, streaming `{}` from {}. Ratios \
          divide a policy by the fastest candidate of the row (strategy or memset, by median), \
          round by round. The policies are told what the row's caller knows: \
          `Temperature::Hot` on hot rows, `Temperature::Cold` on cold rows (cold memory \
@@ -665,10 +679,10 @@ fn strategies(
          every extent comes from memory). Peak store bandwidth (best median at >= 256 MiB): \
          {peak:.1} GB/s.",
         builtins_missing.map_or(String::new(), |why| format!("; not measured here: {why}")),
-        detected.temporal().name(),
+        temporal_name(&detected),
         detected.streaming().map_or("none", Strategy::name),
         size_name(detected.streaming_threshold()),
-        calibrated.temporal().name(),
+        temporal_name(&calibrated),
         calibrated.streaming().map_or("none", Strategy::name),
         if calibrated.streaming_threshold() == usize::MAX {
             "never".into()
@@ -1517,7 +1531,10 @@ fn fault_touch(
         default_vs_best: Vec::new(),
         zone_vs_told: Vec::new(),
     };
-    let temporal_only = Policy::fixed(policy.temporal());
+    let temporal_only = policy.with_streaming(None);
+    // Cold rows where the policy told the temperature lost to all temporal: (row, told ÷
+    // all temporal, told ÷ all streaming).
+    let mut cold_read_losses: Vec<(String, Estimate, Estimate)> = Vec::new();
     let Some(streaming) = policy.streaming() else {
         t.note("No streaming strategy on this CPU: nothing to compare.");
         out.table = t;
@@ -1611,6 +1628,11 @@ fn fault_touch(
             let zone_told_ratio = samples[6].speedup_over(&samples[4]);
             let name = format!("{row}, {}", touch.name());
             out.default_vs_best.push((name.clone(), default));
+            if temperature == Temperature::Cold && best_i == 0 && told_ratio.median < 0.95 {
+                // The policy told `Cold` streamed pages that the row reads next.
+                let over_streaming = samples[4].speedup_over(&samples[1]);
+                cold_read_losses.push((name.clone(), told_ratio, over_streaming));
+            }
             out.told_vs_best.push((name.clone(), told_ratio));
             out.zone_vs_told.push((name, zone_ratio));
             t.row(vec![
@@ -1631,10 +1653,34 @@ fn fault_touch(
             ]);
         }
     }
+    for (row, told, over_streaming) in &cold_read_losses {
+        let temporal = match policy.small_below() {
+            0 => format!("its temporal strategy (`{}`)", policy.temporal().name()),
+            below => format!(
+                "its temporal strategy for extents from {} (`{}`)",
+                size_name(below),
+                policy.temporal().name()
+            ),
+        };
+        t.note(format!(
+            "Where the policy told the memory is cold loses to all temporal ({row}: {}; \
+             against all streaming {}): a caller that says `Temperature::Cold` says its memory \
+             is out of the caches and not touched soon, so the policy streams the folio's far \
+             pages, and this row reads all of them right after the fault. A temporal clear \
+             reads every line in before writing it, and the read that follows finds them \
+             cached; on this CPU {temporal} clears cold memory at little more than streaming's \
+             cost, so temporal wins the row. The policy cannot tell this row from the one \
+             that reads the 4 KiB around the fault, where streaming the far pages wins (the \
+             table's other cold row).",
+            ratio_text(*told),
+            ratio_text(*over_streaming),
+        ));
+    }
     t.note(format!(
         "Each fault is `folio_zero_user` on a 2 MiB folio (fault {} KiB + 123 bytes in, preempt \
          full) followed by the faulting thread's first touch, timed together: reading the 4 KiB \
-         page around the fault, or the whole folio. All temporal: `{}` everywhere. All \
+         page around the fault, or the whole folio. All temporal: {} everywhere (the \
+         policy's temporal side). All \
          streaming: `{}` everywhere, the neighbourhood included. Mixed: the far pages \
          streamed, the fault's neighbourhood ({} pages each side) temporal and last. The policy \
          is the calibrated one (table above: cold memory streams from {}); \"temperature \
@@ -1663,7 +1709,7 @@ fn fault_touch(
          allocation and free cost, and the difference between the two zone columns what its \
          evidence does.",
         FAULT_OFFSET / 4096 * 4,
-        policy.temporal().name(),
+        temporal_name(&policy),
         streaming.name(),
         policy.fault_radius(),
         if policy.cold_threshold() == usize::MAX {

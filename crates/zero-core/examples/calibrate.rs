@@ -9,8 +9,12 @@ use std::time::Instant;
 use zero_core::{ClearConfig, NoResched, PageSize, ParallelClear, Policy, PreemptModel, Strategy};
 
 fn describe(p: &Policy) -> String {
+    let small = match p.small_below() {
+        0 => String::new(),
+        below => format!("{} below {} KiB, ", p.small().name(), below >> 10),
+    };
     format!(
-        "temporal {}, streaming {} from {} KiB (cold memory from {} KiB)",
+        "temporal {small}{}, streaming {} from {} KiB (cold memory from {} KiB)",
         p.temporal().name(),
         p.streaming().map_or("none", Strategy::name),
         p.streaming_threshold().min(usize::MAX >> 10) >> 10,

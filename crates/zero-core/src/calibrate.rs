@@ -2,7 +2,8 @@
 //! by timing them at boot: [`Policy::calibrate`].
 //!
 //! What is measured: which temporal strategy clears fastest across cache-resident and
-//! mid-sized extents (the one whose worst ratio to the fastest at any of them is smallest),
+//! mid-sized extents (the one whose worst ratio to the fastest at any of them is smallest, or
+//! two split by extent size where that is better by more than 5%: [`Policy::small`]),
 //! which streaming strategy clears memory that is out of the caches fastest, from which
 //! extent size on the streaming one beats the temporal one at that size and every larger
 //! size measured (the streaming threshold), and the same on memory out of the caches (the
@@ -49,9 +50,12 @@ const SAMPLES: usize = 2;
 /// microseconds, far past the clock's step and small interruptions, and these samples are
 /// what calibration spends its time on.
 const LARGE_EXTENT: usize = 4 << 20;
-/// The extents the temporal strategy is chosen at: a page, 256 KiB (in every L2), and
-/// 2 MiB (a huge page, past most L2s).
-const TEMPORAL_EXTENTS: [usize; 3] = [4 << 10, 256 << 10, 2 << 20];
+/// The extents the temporal strategies are chosen at: a page, 256 KiB (in every L2), 1 MiB
+/// (the size of a large L2), 2 MiB (a huge page, past most L2s) and 8 MiB (in most L3s).
+/// Where the fastest at the small ones is not the fastest at the large ones (AVX-512 stores
+/// against `rep stosb` on AMD Zen 5), the policy takes one below a threshold among them and
+/// the other from it on.
+const TEMPORAL_EXTENTS: [usize; 5] = [4 << 10, 256 << 10, 1 << 20, 2 << 20, 8 << 20];
 /// The extent the streaming strategy is chosen at, taken out of the caches before each
 /// sample: streaming is for memory the caches do not hold, and cold is how the candidates
 /// differ there (CLZERO looks faster than it is on a cache-resident extent). 1 MiB: every
@@ -116,9 +120,11 @@ impl Policy {
     /// clock is too coarse or stopped, or `scratch` too small.
     ///
     /// The scratch buffer should be pre-faulted (page faults would be timed); 16 MiB is
-    /// enough, and calibration then takes about seven milliseconds (the report prints how
-    /// long, and how often ten calibrations agree). The temporal strategy is timed at
-    /// 4 KiB, 256 KiB and 2 MiB, cache-warm, fastest of two samples of at least 20 µs;
+    /// enough, and calibration then takes a few milliseconds (the report prints how
+    /// long, and how often ten calibrations agree). The temporal strategies are timed at
+    /// 4 KiB, 256 KiB, 1 MiB, 2 MiB and 8 MiB, cache-warm, fastest of two samples of at
+    /// least 20 µs (one from 4 MiB on), and split by extent size where no one of them is
+    /// within 5% of the best at every size ([`Policy::small`]);
     /// the streaming one on 1 MiB taken out of the caches first. The threshold is searched
     /// among extent sizes from 512 KiB up to the buffer's size, by powers of four, from the
     /// largest down while streaming keeps winning; where it does not win at the largest, the
@@ -180,13 +186,18 @@ impl Policy {
                 .filter(|s| !s.is_non_temporal() && s.is_extent()),
         );
         let temporal = temporal_candidates
-            .best_everywhere(
+            .best_by_extent(
                 &mut timer,
                 buf,
                 &TEMPORAL_EXTENTS,
                 Some(detected.temporal()),
             )
-            .unwrap_or(detected.temporal());
+            .map_or(detected, |t| {
+                detected
+                    .with_temporal(t.temporal)
+                    .with_small(t.small, t.small_below)
+            });
+        let temporal_at = |n: usize| temporal.temporal_for(n);
         let streaming = Candidates::new(
             Strategy::available()
                 .filter(permitted)
@@ -197,11 +208,11 @@ impl Policy {
         // smallest extent from which it wins at every larger one, so the first loss ends
         // the search (where streaming loses at the largest, one extent is measured).
         let threshold = streaming.map_or(usize::MAX, |streaming| {
-            let pair = Candidates::new([temporal, streaming].into_iter());
             let fallback = detected
                 .streaming_threshold()
                 .max(largest.saturating_mul(2));
             threshold_from(extents, fallback, |n| {
+                let pair = Candidates::new([temporal_at(n), streaming].into_iter());
                 let c = pair.costs(&mut timer, &mut buf[..n]);
                 wins(c[0], c[1])
             })
@@ -211,11 +222,11 @@ impl Policy {
         // evict (or under Miri), the detected threshold.
         let cold_threshold = match streaming {
             Some(streaming) if backend::evict(&buf[..0]) => {
-                let pair = Candidates::new([temporal, streaming].into_iter());
                 let region = &mut buf[..COLD_REGION];
                 // Out of the caches streaming saves a read per line, so it keeps an extent
                 // unless temporal beats it there by more than the margin.
                 threshold_from(&COLD_EXTENTS, usize::MAX, |n| {
+                    let pair = Candidates::new([temporal_at(n), streaming].into_iter());
                     let c = pair.cold_costs(&mut timer, region, n);
                     !wins(c[1], c[0])
                 })
@@ -241,12 +252,11 @@ impl Policy {
         let rest = &mut buf[cleared..];
         let (pages, tail) = rest.split_at_mut(rest.len() & !4095);
         if !pages.is_empty() {
-            clear_with(temporal, pages);
+            clear_with(temporal.temporal(), pages);
         }
         let _ = Strategy::Portable.clear(tail);
         Calibration {
-            policy: detected
-                .with_temporal(temporal)
+            policy: temporal
                 .with_streaming(streaming)
                 .with_streaming_threshold(threshold)
                 .with_cold_threshold(cold_threshold),
@@ -337,45 +347,119 @@ impl Candidates {
         fastest(self.strategies().iter().copied(), cost_of)
     }
 
-    /// The candidate whose worst ratio to the fastest candidate, over the extents `sizes`
-    /// (those the buffer holds), is smallest: the one that is never far from the best. A
-    /// `incumbent` among the candidates is kept unless that one is better by more than
-    /// [`STREAMING_MARGIN_PCT`]: the detected temporal strategy stays where a vector one
-    /// only ties it, since warm samples cannot show what each does to cold memory (`rep
-    /// stosb` has cleared cold 4 KiB pages 1.4x faster than AVX2 stores that tied it warm).
-    fn best_everywhere<C: Clock>(
+    /// The temporal strategies for extents of every size in `sizes` (those the buffer
+    /// holds, ascending): one strategy, the candidate whose worst ratio to the fastest
+    /// candidate at any size is smallest (the one that is never far from the best); or,
+    /// where that worst ratio is more than [`STREAMING_MARGIN_PCT`] worse than the best
+    /// split's, one below a size of `sizes` and another from it on, each the one whose
+    /// worst ratio on its side is smallest, the split the one whose worse side is best. An
+    /// `incumbent` among the candidates is kept (everywhere, or from the split on) unless
+    /// another is better there by more than the margin: the detected temporal strategy
+    /// stays where a vector one only ties it, since warm samples cannot show what each does
+    /// to cold memory (`rep stosb` has cleared cold 4 KiB pages 1.4x faster than AVX2
+    /// stores that tied it warm).
+    fn best_by_extent<C: Clock>(
         &self,
         timer: &mut Timer<'_, C>,
         buf: &mut [u8],
         sizes: &[usize],
         incumbent: Option<Strategy>,
-    ) -> Option<Strategy> {
-        // Per candidate: its worst ratio to the fastest, in thousandths.
-        let mut worst = [0u64; Strategy::ALL.len()];
+    ) -> Option<TemporalChoice> {
+        // Per size held, per candidate: its ratio to the fastest, in thousandths.
+        let mut ratios = [[0u64; Strategy::ALL.len()]; TEMPORAL_EXTENTS.len()];
         let len = buf.len();
-        for &n in sizes.iter().filter(|&&n| n <= len) {
+        let held = sizes
+            .iter()
+            .copied()
+            .filter(|&n| n <= len)
+            .take(ratios.len());
+        let mut measured = [0usize; TEMPORAL_EXTENTS.len()];
+        let mut count = 0;
+        for n in held {
             let costs = self.costs(timer, &mut buf[..n]);
             let fastest = costs[..self.len].iter().copied().min().unwrap_or(u64::MAX);
-            for (w, &c) in worst.iter_mut().zip(&costs[..self.len]) {
+            for (r, &c) in ratios[count].iter_mut().zip(&costs[..self.len]) {
                 let ratio = u128::from(c) * 1000 / u128::from(fastest.max(1));
-                *w = (*w).max(u64::try_from(ratio).unwrap_or(u64::MAX));
+                *r = u64::try_from(ratio).unwrap_or(u64::MAX);
             }
+            measured[count] = n;
+            count += 1;
         }
+        let choice = split_choice(self.strategies(), &ratios[..count], incumbent)?;
+        Some(TemporalChoice {
+            temporal: choice.large,
+            small: choice.small,
+            small_below: choice.split.map_or(0, |i| measured[i]),
+        })
+    }
+}
+
+/// What calibration chose for temporal clears: [`Policy::small`] below `small_below` bytes
+/// (0: none) and [`Policy::temporal`] from there on.
+struct TemporalChoice {
+    temporal: Strategy,
+    small: Strategy,
+    small_below: usize,
+}
+
+/// The candidates [`split_choice`] picked: `small` for the sizes before index `split` and
+/// `large` from it on, or `large` everywhere (`split` `None`, `small` the same).
+#[derive(Debug, PartialEq, Eq)]
+struct Split {
+    small: Strategy,
+    large: Strategy,
+    split: Option<usize>,
+}
+
+/// Chooses among `candidates` from `ratios` (per size, ascending, each candidate's cost over
+/// the fastest's in thousandths, in `candidates`' order), as
+/// [`Candidates::best_by_extent`] says; `None` without candidates.
+fn split_choice(
+    candidates: &[Strategy],
+    ratios: &[[u64; Strategy::ALL.len()]],
+    incumbent: Option<Strategy>,
+) -> Option<Split> {
+    // The candidate whose worst ratio over `sizes` is smallest (`incumbent` kept unless
+    // beaten by more than the margin), and that worst ratio.
+    let best_over = |sizes: &[[u64; Strategy::ALL.len()]], incumbent: Option<Strategy>| {
         let worst_of = |s: Strategy| {
-            let i = self.strategies().iter().position(|&x| x == s).unwrap_or(0);
-            worst[i]
+            let i = candidates.iter().position(|&x| x == s).unwrap_or(0);
+            sizes.iter().map(|r| r[i]).max().unwrap_or(0)
         };
-        let best = fastest(self.strategies().iter().copied(), worst_of)?;
-        match incumbent.filter(|s| self.strategies().contains(s)) {
-            Some(kept)
-                if u128::from(worst_of(best)) * u128::from(100 + STREAMING_MARGIN_PCT)
-                    >= u128::from(worst_of(kept)) * 100 =>
-            {
-                Some(kept)
-            }
-            _ => Some(best),
+        let best = fastest(candidates.iter().copied(), worst_of)?;
+        let kept = match incumbent.filter(|s| candidates.contains(s)) {
+            Some(kept) if !beats(worst_of(best), worst_of(kept)) => kept,
+            _ => best,
+        };
+        Some((kept, worst_of(kept)))
+    };
+    let (single, single_worst) = best_over(ratios, incumbent)?;
+    let mut best_split: Option<(Split, u64)> = None;
+    for i in 1..ratios.len() {
+        let (Some((small, below)), Some((large, above))) = (
+            best_over(&ratios[..i], None),
+            best_over(&ratios[i..], incumbent),
+        ) else {
+            continue;
+        };
+        let worst = below.max(above);
+        if small != large && best_split.as_ref().is_none_or(|(_, w)| worst < *w) {
+            let split = Split {
+                small,
+                large,
+                split: Some(i),
+            };
+            best_split = Some((split, worst));
         }
     }
+    Some(match best_split {
+        Some((split, worst)) if beats(worst, single_worst) => split,
+        _ => Split {
+            small: single,
+            large: single,
+            split: None,
+        },
+    })
 }
 
 /// Clock steps [`resolution`] takes the smallest of: a read the host preempts lengthens one
@@ -478,7 +562,12 @@ fn fastest(
 /// Whether streaming (cost `streaming`) beats temporal (cost `temporal`) by more than
 /// [`STREAMING_MARGIN_PCT`].
 fn wins(temporal: u64, streaming: u64) -> bool {
-    u128::from(streaming) * u128::from(100 + STREAMING_MARGIN_PCT) < u128::from(temporal) * 100
+    beats(streaming, temporal)
+}
+
+/// Whether cost `a` is lower than cost `b` by more than [`STREAMING_MARGIN_PCT`].
+fn beats(a: u64, b: u64) -> bool {
+    u128::from(a) * u128::from(100 + STREAMING_MARGIN_PCT) < u128::from(b) * 100
 }
 
 /// The smallest of `extents` (ascending) from which streaming wins at it and at every larger
@@ -541,6 +630,91 @@ mod tests {
             (1000, vec![64])
         );
         assert_eq!(threshold(&[], &[], 7), (7, vec![]));
+    }
+
+    /// Ratios (thousandths of the fastest) of two candidates at five sizes, as
+    /// `best_by_extent` measures them.
+    fn ratios(rows: [(u64, u64); 5]) -> [[u64; Strategy::ALL.len()]; 5] {
+        rows.map(|(a, b)| {
+            let mut r = [0; Strategy::ALL.len()];
+            r[0] = a;
+            r[1] = b;
+            r
+        })
+    }
+
+    #[test]
+    fn temporal_strategies_split_by_extent_where_neither_is_near_the_best_everywhere() {
+        let pair = [Strategy::RepStosb, Strategy::Avx512Stores];
+        // As measured on an AMD Zen 5: AVX-512 stores 1.8x `rep stosb` at 4 KiB, `rep
+        // stosb` 1.3x the stores at 8 MiB.
+        let zen5 = ratios([
+            (1760, 1000),
+            (1160, 1000),
+            (1000, 1130),
+            (1000, 1050),
+            (1000, 1340),
+        ]);
+        let chosen = split_choice(&pair, &zen5, Some(Strategy::RepStosb));
+        assert_eq!(
+            chosen,
+            Some(Split {
+                small: Strategy::Avx512Stores,
+                large: Strategy::RepStosb,
+                split: Some(2),
+            })
+        );
+        // Where one is within 5% of the best at every size, no split, and the incumbent
+        // stays where it is within 5% of the best single one.
+        let ties = ratios([
+            (1040, 1000),
+            (1000, 1010),
+            (1000, 1030),
+            (1020, 1000),
+            (1000, 1000),
+        ]);
+        let single = |s| {
+            Some(Split {
+                small: s,
+                large: s,
+                split: None,
+            })
+        };
+        assert_eq!(
+            split_choice(&pair, &ties, Some(Strategy::RepStosb)),
+            single(Strategy::RepStosb)
+        );
+        assert_eq!(
+            split_choice(&pair, &ties, Some(Strategy::Avx512Stores)),
+            single(Strategy::Avx512Stores)
+        );
+        // A split better than the best single strategy by 5% or less is not taken.
+        let near = ratios([
+            (1000, 1100),
+            (1000, 1100),
+            (1040, 1000),
+            (1040, 1000),
+            (1040, 1000),
+        ]);
+        assert_eq!(split_choice(&pair, &near, None), single(Strategy::RepStosb));
+        // One fastest everywhere: that one, whatever the incumbent.
+        let one = ratios([
+            (1000, 1300),
+            (1000, 1200),
+            (1000, 1100),
+            (1000, 1200),
+            (1000, 1500),
+        ]);
+        assert_eq!(
+            split_choice(&pair, &one, Some(Strategy::Avx512Stores)),
+            single(Strategy::RepStosb)
+        );
+        // Fewer sizes measured (a small buffer), and no candidates.
+        assert_eq!(
+            split_choice(&pair, &zen5[..1], None),
+            single(Strategy::Avx512Stores)
+        );
+        assert_eq!(split_choice(&[], &zen5, None), None);
     }
 
     #[test]

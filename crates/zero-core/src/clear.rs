@@ -109,18 +109,18 @@ impl ClearConfig {
             (false, Some(s)) => self.batch_for(s).get(),
         };
         let shift = self.page_size.shift();
-        let temporal_batch = batch(Some(self.policy.temporal()));
-        let temporal = self.policy.temporal();
+        let small_batch = batch(Some(self.policy.small()));
         Clearer {
             shift,
-            temporal_batch,
+            temporal_batch: batch(Some(self.policy.temporal())),
+            small_batch,
             streaming_batch: batch(self.policy.streaming()),
-            small_extent: small_extent(&self.policy, self.memory, temporal_batch, shift),
+            small_extent: small_extent(&self.policy, self.memory, small_batch, shift),
             small_touched: {
                 let batch = small_extent(
                     &self.policy.with_streaming(None),
                     self.memory,
-                    temporal_batch,
+                    small_batch,
                     shift,
                 );
                 let pages = match self.folio_order {
@@ -134,32 +134,37 @@ impl ClearConfig {
                 };
                 if bytes < batch { bytes } else { batch }
             },
-            small_clear: backend::primitive(temporal),
+            small_clear: backend::primitive(self.policy.small()),
             whole_neighbourhood: match self.folio_order {
                 FolioOrder::NeighbourhoodLast => self.policy.fault_radius().saturating_add(1),
                 FolioOrder::TargetLast => 0,
             },
             page_mask: self.page_size.bytes() - 1,
-            temporal_fence: temporal.needs_fence(),
+            small_fence: self.policy.small().needs_fence(),
             cfg: self,
         }
     }
 }
 
 /// The most bytes a plain extent may have for a clearer of `policy` and `memory` to clear it
-/// temporally in one batch of `temporal_batch` pages (`usize::MAX`: one chunk whatever the
-/// length): below the threshold it would stream from, within one batch. The inline fast path
-/// of [`clear_contig_pages`] takes extents up to this size.
+/// with the policy's [`Policy::small`] strategy in one batch of `small_batch` pages
+/// (`usize::MAX`: one chunk whatever the length): below the threshold it would stream from,
+/// below [`Policy::small_below`] where the policy has one, within one batch. The inline fast
+/// path of [`clear_contig_pages`] takes extents up to this size.
 const fn small_extent(
     policy: &Policy,
     memory: Temperature,
-    temporal_batch: usize,
+    small_batch: usize,
     shift: u32,
 ) -> usize {
-    if !policy.temporal().is_extent() {
+    if !policy.small().is_extent() {
         // A page at a time (the generic loop): the general path.
         return 0;
     }
+    let below_small = match policy.small_below() {
+        0 => usize::MAX,
+        below => below - 1,
+    };
     let below_streaming = if policy.streaming().is_none() {
         usize::MAX
     } else {
@@ -171,15 +176,20 @@ const fn small_extent(
         };
         from.saturating_sub(1)
     };
-    let batch_bytes = if temporal_batch > (usize::MAX >> shift) {
+    let batch_bytes = if small_batch > (usize::MAX >> shift) {
         usize::MAX
     } else {
-        temporal_batch << shift
+        small_batch << shift
     };
-    if below_streaming < batch_bytes {
+    let limit = if below_streaming < batch_bytes {
         below_streaming
     } else {
         batch_bytes
+    };
+    if below_small < limit {
+        below_small
+    } else {
+        limit
     }
 }
 
@@ -194,22 +204,25 @@ pub struct Clearer {
     shift: u32,
     /// Pages per chunk with the temporal strategy (`usize::MAX`: one chunk).
     temporal_batch: usize,
+    /// Pages per chunk with the small-extent strategy ([`Policy::small`]).
+    small_batch: usize,
     /// Pages per chunk with the streaming strategy (`usize::MAX`: one chunk).
     streaming_batch: usize,
     /// Plain extents up to this many bytes are one temporal batch ([`small_extent`]).
     small_extent: usize,
-    /// A folio up to this many bytes is all its fault's neighbourhood and one temporal batch
-    /// (0 where the temporal strategy clears a page at a time).
+    /// A folio up to this many bytes is all its fault's neighbourhood and one batch of the
+    /// small-extent strategy (0 where that clears a page at a time).
     small_touched: usize,
     /// A folio of at most this many pages is all its fault's neighbourhood (radius + 1 with
     /// the neighbourhood-last order; 0 with the target-last order, which orders every folio).
     whole_neighbourhood: usize,
     /// The page size less one: the bits an aligned address or length has clear.
     page_mask: usize,
-    /// The temporal strategy's primitive, called for those without a dispatch.
+    /// The small-extent strategy's primitive ([`Policy::small`], the temporal one where the
+    /// policy has no small strategy), called for those without a dispatch.
     small_clear: backend::ClearFn,
-    /// Whether the temporal strategy needs a fence (only a fixed non-temporal policy's does).
-    temporal_fence: bool,
+    /// Whether that strategy needs a fence (only a fixed non-temporal policy's does).
+    small_fence: bool,
 }
 
 /// Two clearers are equal when they were made from equal configurations (everything else is
@@ -259,7 +272,7 @@ impl Clearer {
     pub const fn with_memory(&self, memory: Temperature) -> Self {
         let mut c = *self;
         c.cfg.memory = memory;
-        c.small_extent = small_extent(&c.cfg.policy, memory, c.temporal_batch, c.shift);
+        c.small_extent = small_extent(&c.cfg.policy, memory, c.small_batch, c.shift);
         c
     }
 
@@ -275,14 +288,14 @@ impl Clearer {
     }
 
     /// Clears `len` bytes from `dst`, whole pages, if they are at most `limit` bytes: one
-    /// `cond_resched`, the temporal primitive, its fence if it has one. Returns whether it
+    /// `cond_resched`, the small-extent primitive ([`Policy::small`]), its fence if it has one. Returns whether it
     /// did (false: the caller takes the general path). `limit` is [`Clearer::small_extent`]
     /// for a plain extent, [`Clearer::small_touched`] for a folio that is all its fault's
     /// neighbourhood (touched next: never streamed).
     ///
     /// # Safety
     /// `len` bytes from `dst` writable and unshared, page-aligned whole pages; `limit` one of
-    /// the two above (both 0 unless the temporal strategy is an extent primitive).
+    /// the two above (both 0 unless the small-extent strategy is an extent primitive).
     #[inline(always)]
     unsafe fn clear_small(
         &self,
@@ -295,10 +308,10 @@ impl Clearer {
             return false;
         }
         resched.cond_resched();
-        // SAFETY: the caller's range; the primitive is the validated policy's temporal
+        // SAFETY: the caller's range; the primitive is the validated policy's small-extent
         // strategy's (available), an extent primitive (the limits are 0 otherwise).
         unsafe { (self.small_clear)(dst, len) };
-        if self.temporal_fence {
+        if self.small_fence {
             backend::store_fence();
         }
         true
@@ -322,6 +335,7 @@ impl Clearer {
         let policy = &self.cfg.policy;
         match policy.streaming() {
             Some(s) if policy.streams(bytes, locality) => (s, self.streaming_batch),
+            _ if bytes < policy.small_below() => (policy.small(), self.small_batch),
             _ => (policy.temporal(), self.temporal_batch),
         }
     }

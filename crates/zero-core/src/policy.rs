@@ -81,9 +81,17 @@ impl Temperature {
 /// streaming one for extents at or past a threshold, which would only evict the cache, and for
 /// cold memory from a lower one; and how many pages each side of a fault are its
 /// neighbourhood.
+///
+/// The temporal side may be split in two by extent size, as glibc's `memset` splits it at
+/// its `rep_stosb_threshold`: a [`Policy::small`] strategy below [`Policy::small_below`]
+/// bytes (vector stores, on CPUs where `rep stosb` is slower while the extent fits the
+/// inner caches) and [`Policy::temporal`] from there on. [`Policy::detect`] does not split
+/// it; [`Policy::calibrate`] does where the measurements say so.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Policy {
     temporal: Strategy,
+    small: Strategy,
+    small_below: usize,
     streaming: Option<Strategy>,
     streaming_threshold: usize,
     cold_threshold: usize,
@@ -113,8 +121,11 @@ impl Policy {
                 .copied()
                 .find(|&s| vectors.permits(s) && s.is_available())
         };
+        let temporal = first(backend::TEMPORAL_PREFERENCE).unwrap_or(Strategy::Portable);
         Self {
-            temporal: first(backend::TEMPORAL_PREFERENCE).unwrap_or(Strategy::Portable),
+            temporal,
+            small: temporal,
+            small_below: 0,
             streaming: first(backend::STREAMING_PREFERENCE),
             streaming_threshold: Self::default_streaming_threshold(),
             cold_threshold: DEFAULT_COLD_THRESHOLD,
@@ -127,6 +138,8 @@ impl Policy {
     pub const fn fixed(strategy: Strategy) -> Self {
         Self {
             temporal: strategy,
+            small: strategy,
+            small_below: 0,
             streaming: None,
             streaming_threshold: usize::MAX,
             cold_threshold: usize::MAX,
@@ -167,16 +180,64 @@ impl Policy {
         Self { streaming, ..self }
     }
 
-    /// The same policy with another temporal strategy.
+    /// The same policy with another temporal strategy (for every temporal extent where the
+    /// policy has no [`Policy::small`] strategy, else from [`Policy::small_below`] on).
     #[must_use]
     pub const fn with_temporal(self, temporal: Strategy) -> Self {
-        Self { temporal, ..self }
+        let small = if self.small_below == 0 {
+            temporal
+        } else {
+            self.small
+        };
+        Self {
+            temporal,
+            small,
+            ..self
+        }
     }
 
-    /// The strategy for small extents and the fault's neighbourhood.
+    /// The same policy with `small` as the temporal strategy of extents under `below`
+    /// bytes (0: none, [`Policy::temporal`] everywhere).
+    #[must_use]
+    pub const fn with_small(self, small: Strategy, below: usize) -> Self {
+        Self {
+            small: if below == 0 { self.temporal } else { small },
+            small_below: below,
+            ..self
+        }
+    }
+
+    /// The temporal strategy: for the extents that do not stream (from
+    /// [`Policy::small_below`] on, where the policy has a small strategy) and the fault's
+    /// neighbourhood.
     #[must_use]
     pub const fn temporal(&self) -> Strategy {
         self.temporal
+    }
+
+    /// The temporal strategy of extents under [`Policy::small_below`] bytes
+    /// ([`Policy::temporal`] where that is 0).
+    #[must_use]
+    pub const fn small(&self) -> Strategy {
+        self.small
+    }
+
+    /// Extents under this many bytes that do not stream use [`Policy::small`] (0: none).
+    #[must_use]
+    pub const fn small_below(&self) -> usize {
+        self.small_below
+    }
+
+    /// The temporal strategy for an extent of `bytes`: [`Policy::small`] under
+    /// [`Policy::small_below`], else [`Policy::temporal`].
+    #[must_use]
+    #[inline(always)]
+    pub const fn temporal_for(&self, bytes: usize) -> Strategy {
+        if bytes < self.small_below {
+            self.small
+        } else {
+            self.temporal
+        }
     }
 
     /// The strategy for large extents, if any.
@@ -223,7 +284,7 @@ impl Policy {
     pub fn choose(&self, bytes: usize, locality: Locality) -> Strategy {
         match self.streaming {
             Some(s) if self.streams(bytes, locality) => s,
-            _ => self.temporal,
+            _ => self.temporal_for(bytes),
         }
     }
 
@@ -232,7 +293,10 @@ impl Policy {
     /// # Errors
     /// [`ZeroError::StrategyUnavailable`] naming the first one it cannot.
     pub fn validate(&self) -> Result<(), ZeroError> {
-        for s in core::iter::once(self.temporal).chain(self.streaming) {
+        for s in [self.temporal, self.small]
+            .into_iter()
+            .chain(self.streaming)
+        {
             if !s.is_available() {
                 return Err(ZeroError::StrategyUnavailable(s));
             }
@@ -305,6 +369,45 @@ mod tests {
         assert_eq!(Temperature::Unknown.locality(false), Locality::Unknown);
         assert_eq!(Temperature::Hot.locality(true), Locality::Unknown);
         assert_eq!(Temperature::Cold.locality(false), Locality::Cold);
+    }
+
+    #[test]
+    fn small_extents_take_the_small_strategy_unless_they_stream() {
+        let p = Policy::fixed(Strategy::RepStosb)
+            .with_streaming(Some(Strategy::Movnti))
+            .with_streaming_threshold(1 << 20)
+            .with_cold_threshold(8192)
+            .with_small(Strategy::Avx2Stores, 65536);
+        assert_eq!(p.small_below(), 65536);
+        assert_eq!(p.choose(4096, Locality::Unknown), Strategy::Avx2Stores);
+        assert_eq!(p.choose(65535, Locality::TouchedNext), Strategy::Avx2Stores);
+        assert_eq!(p.choose(65536, Locality::Unknown), Strategy::RepStosb);
+        assert_eq!(p.choose(1 << 30, Locality::TouchedNext), Strategy::RepStosb);
+        // Streaming first: a cold extent under the split streams from the cold threshold.
+        assert_eq!(p.choose(4096, Locality::Cold), Strategy::Avx2Stores);
+        assert_eq!(p.choose(8192, Locality::Cold), Strategy::Movnti);
+        // A new temporal strategy leaves the small one; with no split, it is both.
+        let q = p.with_temporal(Strategy::RepStosq);
+        assert_eq!(q.choose(4096, Locality::Unknown), Strategy::Avx2Stores);
+        assert_eq!(q.choose(65536, Locality::Unknown), Strategy::RepStosq);
+        let none = p.with_small(Strategy::Avx2Stores, 0);
+        assert_eq!((none.small(), none.small_below()), (Strategy::RepStosb, 0));
+        assert_eq!(
+            none,
+            Policy::fixed(Strategy::RepStosb)
+                .with_streaming(Some(Strategy::Movnti))
+                .with_streaming_threshold(1 << 20)
+                .with_cold_threshold(8192)
+        );
+        assert_eq!(
+            none.with_temporal(Strategy::RepStosq).small(),
+            Strategy::RepStosq
+        );
+        // A small strategy this CPU lacks is refused, as a temporal one is.
+        if let Some(&missing) = Strategy::ALL.iter().find(|s| !s.is_available()) {
+            let p = Policy::detect().with_small(missing, 4096);
+            assert_eq!(p.validate(), Err(ZeroError::StrategyUnavailable(missing)));
+        }
     }
 
     #[test]

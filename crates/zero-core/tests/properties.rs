@@ -90,15 +90,21 @@ fn preempt() -> impl proptest::strategy::Strategy<Value = PreemptModel> {
 }
 
 /// A fixed available strategy, or the detected policy with small random thresholds and
-/// fault radius so that temporal and streaming extents mix.
+/// fault radius so that temporal and streaming extents mix, with or without a strategy of
+/// its own for small extents (any available one, below a random size).
 fn policy() -> impl proptest::strategy::Strategy<Value = Policy> {
     let available: Vec<_> = Clear::available().collect();
-    prop_oneof![
-        prop::sample::select(available).prop_map(Policy::fixed),
-        (0usize..200_000, 0usize..200_000, 0usize..6).prop_map(|(t, c, r)| Policy::detect()
+    let thresholds = (0usize..200_000, 0usize..200_000, 0usize..6).prop_map(|(t, c, r)| {
+        Policy::detect()
             .with_streaming_threshold(t)
             .with_cold_threshold(c)
-            .with_fault_radius(r)),
+            .with_fault_radius(r)
+    });
+    prop_oneof![
+        prop::sample::select(available.clone()).prop_map(Policy::fixed),
+        thresholds.clone(),
+        (thresholds, prop::sample::select(available), 0usize..200_000)
+            .prop_map(|(p, small, below)| p.with_small(small, below)),
     ]
 }
 
@@ -133,6 +139,12 @@ fn checked_chunks(
 ) -> Result<Vec<core::ops::Range<usize>>, TestCaseError> {
     let cfg = clearer.config();
     let (plan, strategy) = clearer.plan(pages.clone(), locality);
+    let bytes = pages.len().saturating_mul(cfg.page_size.bytes());
+    prop_assert_eq!(
+        strategy,
+        cfg.policy.choose(bytes, locality),
+        "the clearer's strategy is not the policy's"
+    );
     let chunks: Vec<_> = plan.collect();
     let mut next = pages.start;
     let batch = cfg.batch_for(strategy).get();
