@@ -185,18 +185,8 @@ impl Policy {
                 .filter(permitted)
                 .filter(|s| !s.is_non_temporal() && s.is_extent()),
         );
-        let temporal = temporal_candidates
-            .best_by_extent(
-                &mut timer,
-                buf,
-                &TEMPORAL_EXTENTS,
-                Some(detected.temporal()),
-            )
-            .map_or(detected, |t| {
-                detected
-                    .with_temporal(t.temporal)
-                    .with_small(t.small, t.small_below)
-            });
+        let temporal =
+            temporal_candidates.temporal_by_extent(&mut timer, buf, &TEMPORAL_EXTENTS, detected);
         let temporal_at = |n: usize| temporal.temporal_for(n);
         let streaming = Candidates::new(
             Strategy::available()
@@ -347,24 +337,24 @@ impl Candidates {
         fastest(self.strategies().iter().copied(), cost_of)
     }
 
-    /// The temporal strategies for extents of every size in `sizes` (those the buffer
-    /// holds, ascending): one strategy, the candidate whose worst ratio to the fastest
-    /// candidate at any size is smallest (the one that is never far from the best); or,
-    /// where that worst ratio is more than [`STREAMING_MARGIN_PCT`] worse than the best
-    /// split's, one below a size of `sizes` and another from it on, each the one whose
-    /// worst ratio on its side is smallest, the split the one whose worse side is best. An
-    /// `incumbent` among the candidates is kept (everywhere, or from the split on) unless
-    /// another is better there by more than the margin: the detected temporal strategy
-    /// stays where a vector one only ties it, since warm samples cannot show what each does
-    /// to cold memory (`rep stosb` has cleared cold 4 KiB pages 1.4x faster than AVX2
-    /// stores that tied it warm).
-    fn best_by_extent<C: Clock>(
+    /// `policy` with the temporal strategies measured for extents of every size in `sizes`
+    /// (those the buffer holds, ascending): one strategy, the candidate whose worst ratio to
+    /// the fastest candidate at any size is smallest (the one that is never far from the
+    /// best); or, where that worst ratio is more than [`STREAMING_MARGIN_PCT`] worse than
+    /// the best split's, one below a size of `sizes` ([`Policy::small`]) and another from it
+    /// on, each the one whose worst ratio on its side is smallest, the split the one whose
+    /// worse side is best. `policy`'s temporal strategy, if a candidate, is kept (everywhere,
+    /// or from the split on) unless another is better there by more than the margin: the
+    /// detected temporal strategy stays where a vector one only ties it, since warm samples
+    /// cannot show what each does to cold memory (`rep stosb` has cleared cold 4 KiB pages
+    /// 1.4x faster than AVX2 stores that tied it warm). `policy` as it is without candidates.
+    fn temporal_by_extent<C: Clock>(
         &self,
         timer: &mut Timer<'_, C>,
         buf: &mut [u8],
         sizes: &[usize],
-        incumbent: Option<Strategy>,
-    ) -> Option<TemporalChoice> {
+        policy: Policy,
+    ) -> Policy {
         // Per size held, per candidate: its ratio to the fastest, in thousandths.
         let mut ratios = [[0u64; Strategy::ALL.len()]; TEMPORAL_EXTENTS.len()];
         let len = buf.len();
@@ -385,21 +375,13 @@ impl Candidates {
             measured[count] = n;
             count += 1;
         }
-        let choice = split_choice(self.strategies(), &ratios[..count], incumbent)?;
-        Some(TemporalChoice {
-            temporal: choice.large,
-            small: choice.small,
-            small_below: choice.split.map_or(0, |i| measured[i]),
-        })
+        match split_choice(self.strategies(), &ratios[..count], Some(policy.temporal())) {
+            Some(choice) => policy
+                .with_temporal(choice.large)
+                .with_small(choice.small, choice.split.map_or(0, |i| measured[i])),
+            None => policy,
+        }
     }
-}
-
-/// What calibration chose for temporal clears: [`Policy::small`] below `small_below` bytes
-/// (0: none) and [`Policy::temporal`] from there on.
-struct TemporalChoice {
-    temporal: Strategy,
-    small: Strategy,
-    small_below: usize,
 }
 
 /// The candidates [`split_choice`] picked: `small` for the sizes before index `split` and
@@ -413,7 +395,7 @@ struct Split {
 
 /// Chooses among `candidates` from `ratios` (per size, ascending, each candidate's cost over
 /// the fastest's in thousandths, in `candidates`' order), as
-/// [`Candidates::best_by_extent`] says; `None` without candidates.
+/// [`Candidates::temporal_by_extent`] says; `None` without candidates.
 fn split_choice(
     candidates: &[Strategy],
     ratios: &[[u64; Strategy::ALL.len()]],
@@ -633,7 +615,7 @@ mod tests {
     }
 
     /// Ratios (thousandths of the fastest) of two candidates at five sizes, as
-    /// `best_by_extent` measures them.
+    /// `temporal_by_extent` measures them.
     fn ratios(rows: [(u64, u64); 5]) -> [[u64; Strategy::ALL.len()]; 5] {
         rows.map(|(a, b)| {
             let mut r = [0; Strategy::ALL.len()];

@@ -208,7 +208,8 @@ pub struct Clearer {
     small_batch: usize,
     /// Pages per chunk with the streaming strategy (`usize::MAX`: one chunk).
     streaming_batch: usize,
-    /// Plain extents up to this many bytes are one temporal batch ([`small_extent`]).
+    /// Plain extents up to this many bytes are one batch of the small-extent strategy
+    /// ([`small_extent`]).
     small_extent: usize,
     /// A folio up to this many bytes is all its fault's neighbourhood and one batch of the
     /// small-extent strategy (0 where that clears a page at a time).
@@ -288,10 +289,10 @@ impl Clearer {
     }
 
     /// Clears `len` bytes from `dst`, whole pages, if they are at most `limit` bytes: one
-    /// `cond_resched`, the small-extent primitive ([`Policy::small`]), its fence if it has one. Returns whether it
-    /// did (false: the caller takes the general path). `limit` is [`Clearer::small_extent`]
-    /// for a plain extent, [`Clearer::small_touched`] for a folio that is all its fault's
-    /// neighbourhood (touched next: never streamed).
+    /// `cond_resched`, the small-extent primitive ([`Policy::small`]), its fence if it has
+    /// one. Returns whether it did (false: the caller takes the general path). `limit` is
+    /// [`Clearer::small_extent`] for a plain extent, [`Clearer::small_touched`] for a folio
+    /// that is all its fault's neighbourhood (touched next: never streamed).
     ///
     /// # Safety
     /// `len` bytes from `dst` writable and unshared, page-aligned whole pages; `limit` one of

@@ -207,9 +207,8 @@ impl Policy {
         }
     }
 
-    /// The temporal strategy: for the extents that do not stream (from
-    /// [`Policy::small_below`] on, where the policy has a small strategy) and the fault's
-    /// neighbourhood.
+    /// The temporal strategy: for the extents that do not stream, the fault's neighbourhood
+    /// among them (from [`Policy::small_below`] on where the policy has a small strategy).
     #[must_use]
     pub const fn temporal(&self) -> Strategy {
         self.temporal
