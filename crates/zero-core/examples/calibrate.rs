@@ -11,7 +11,7 @@ use zero_core::{ClearConfig, NoResched, PageSize, ParallelClear, Policy, Preempt
 fn describe(p: &Policy) -> String {
     let small = match p.small_below() {
         0 => String::new(),
-        below => format!("{} below {} KiB, ", p.small().name(), below >> 10),
+        below => format!("{} below {} KiB, then ", p.small().name(), below >> 10),
     };
     format!(
         "temporal {small}{}, streaming {} from {} KiB (cold memory from {} KiB)",
