@@ -1667,9 +1667,9 @@ fn fault_touch(
              against all streaming {}): a caller that says `Temperature::Cold` says its memory \
              is out of the caches and not touched soon, so the policy streams the folio's far \
              pages, and this row reads all of them right after the fault. A temporal clear \
-             reads every line in before writing it, and the read that follows finds them \
-             cached; on this CPU {temporal} clears cold memory at little more than streaming's \
-             cost, so temporal wins the row. The policy cannot tell this row from the one \
+             ({temporal}) reads every line in before writing it and leaves it cached: the read \
+             that follows hits, which on this row outweighs what streaming saves on the clear \
+             itself. The policy cannot tell this row from the one \
              that reads the 4 KiB around the fault, where streaming the far pages wins (the \
              table's other cold row).",
             ratio_text(*told),
@@ -1679,8 +1679,8 @@ fn fault_touch(
     t.note(format!(
         "Each fault is `folio_zero_user` on a 2 MiB folio (fault {} KiB + 123 bytes in, preempt \
          full) followed by the faulting thread's first touch, timed together: reading the 4 KiB \
-         page around the fault, or the whole folio. All temporal: {} everywhere (the \
-         policy's temporal side). All \
+         page around the fault, or the whole folio. All temporal: the policy's temporal side \
+         everywhere ({}). All \
          streaming: `{}` everywhere, the neighbourhood included. Mixed: the far pages \
          streamed, the fault's neighbourhood ({} pages each side) temporal and last. The policy \
          is the calibrated one (table above: cold memory streams from {}); \"temperature \
