@@ -787,49 +787,38 @@ fn pair_counts(o: u8, kind: RowKind) -> Option<RowCounts> {
 
 /// A row's instructions per unit of its work (callgrind), ours and the peer's from its
 /// workloads `[ours, peer]`, each counted run holding `units` of them, with their ratio; or
-/// why not counted. Ours is the cell's value, an exact figure `--compare` follows.
-fn row_instructions([ours, peer]: [Counted; 2], units: f64) -> Cell {
+/// why not counted.
+fn row_instructions([ours, peer]: [Counted; 2], units: f64) -> String {
     match (count::per_op(ours), count::per_op(peer)) {
-        (Ok(ours), Ok(peer)) => Cell::Num {
-            value: ours / units,
-            text: format!(
-                "{:.0} / {:.0} (peer ÷ ours {:.2}x)",
-                ours / units,
-                peer / units,
-                peer / ours
-            ),
-            ci: None,
-        },
-        (Err(e), _) | (_, Err(e)) => Cell::text(format!("not counted: {e}")),
+        (Ok(ours), Ok(peer)) => format!(
+            "{:.0} / {:.0} (peer ÷ ours {:.2}x)",
+            ours / units,
+            peer / units,
+            peer / ours
+        ),
+        (Err(e), _) | (_, Err(e)) => format!("not counted: {e}"),
     }
 }
 
 /// A row's L1 data-cache misses per unit of its work (callgrind's cache simulation), ours
 /// and the peer's, as [`row_instructions`], in this CPU's L1 and then in a fully associative
 /// one of its size (what remains there is capacity; the difference, set conflicts); or why
-/// not counted. Ours in this CPU's L1 is the cell's value, as [`row_instructions`].
-fn row_l1d_misses([ours, peer]: [Counted; 2], units: f64) -> Cell {
+/// not counted.
+fn row_l1d_misses([ours, peer]: [Counted; 2], units: f64) -> String {
     let misses = |cache| {
         Ok::<_, String>((
             count::l1d_misses_per_op(ours, cache)? / units,
             count::l1d_misses_per_op(peer, cache)? / units,
         ))
     };
-    let misses_cell = |ours: f64, text: String| Cell::Num {
-        value: ours,
-        text,
-        ci: None,
-    };
     match (misses(Cache::ThisCpu), misses(Cache::FullyAssociative)) {
-        (Ok((ours, peer)), Ok((ours_fa, peer_fa))) => misses_cell(
-            ours,
-            format!("{ours:.2} / {peer:.2} (fully associative: {ours_fa:.2} / {peer_fa:.2})"),
-        ),
-        (Ok((ours, peer)), Err(e)) => misses_cell(
-            ours,
-            format!("{ours:.2} / {peer:.2} (fully associative: not counted: {e})"),
-        ),
-        (Err(e), _) => Cell::text(format!("not counted: {e}")),
+        (Ok((ours, peer)), Ok((ours_fa, peer_fa))) => {
+            format!("{ours:.2} / {peer:.2} (fully associative: {ours_fa:.2} / {peer_fa:.2})")
+        }
+        (Ok((ours, peer)), Err(e)) => {
+            format!("{ours:.2} / {peer:.2} (fully associative: not counted: {e})")
+        }
+        (Err(e), _) => format!("not counted: {e}"),
     }
 }
 
@@ -1031,10 +1020,10 @@ fn peer_table(ctx: &SectionContext, iterations: u32, budget: Budget) -> PeerTabl
         // The misses first: their runs under the cache simulation count the instructions too.
         let misses = r
             .counts
-            .map_or_else(|| Cell::text("-"), |(w, units)| row_l1d_misses(w, units));
+            .map_or_else(|| "-".into(), |(w, units)| row_l1d_misses(w, units));
         let instructions = r
             .counts
-            .map_or_else(|| Cell::text("-"), |(w, units)| row_instructions(w, units));
+            .map_or_else(|| "-".into(), |(w, units)| row_instructions(w, units));
         let [ours, local, theirs] = r.ns;
         t.row(vec![
             Cell::text(r.name),
@@ -1043,8 +1032,8 @@ fn peer_table(ctx: &SectionContext, iterations: u32, budget: Budget) -> PeerTabl
             Cell::estimate(theirs, 0, ""),
             Cell::ratio_ci(r.speedup),
             Cell::ratio_ci(r.local_speedup),
-            instructions,
-            misses,
+            Cell::text(instructions),
+            Cell::text(misses),
         ]);
     }
     t.note(format!(

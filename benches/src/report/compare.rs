@@ -91,13 +91,20 @@ fn figures(report: &Value) -> Vec<([String; 4], Figure)> {
                 // The row's name: its text cells before the first figure (later text cells,
                 // such as a verdict, depend on the figures).
                 let key: Vec<&str> = cells.iter().map_while(Value::as_str).collect();
+                let leading = key.len();
                 let key = key.join(" / ");
-                for (cell, column) in cells.iter().zip(&columns) {
-                    let Some(figure) = figure(cell) else {
+                for (i, (cell, column)) in cells.iter().zip(&columns).enumerate() {
+                    if let Some(figure) = figure(cell) {
+                        out.push(([name, title, &key, column].map(str::to_owned), figure));
                         continue;
-                    };
-                    let name = [name, title, &key, column].map(str::to_owned);
-                    out.push((name, figure));
+                    }
+                    // Past the row's name, a text cell that lists counts ("436 / 672 (peer
+                    // ÷ ours 1.54x)"): each an exact figure of its own.
+                    let listed = cell.as_str().filter(|_| i >= leading).and_then(counts);
+                    for (k, figure) in listed.into_iter().flatten().enumerate() {
+                        let column = format!("{column} (figure {})", k + 1);
+                        out.push(([name, title, &key, &column].map(str::to_owned), figure));
+                    }
                 }
             }
         }
@@ -119,6 +126,29 @@ fn figure(cell: &Value) -> Option<Figure> {
         hi,
         text,
     })
+}
+
+/// The exact figures a text cell lists as numbers separated by " / ", before any
+/// parenthesis ("129788 / 6312", "2.9 / 513.0 / 1040.4 / 512", "436 / 672 (peer ÷ ours
+/// 1.54x)"); `None` for any other text (a name, a verdict, "-").
+fn counts(text: &str) -> Option<Vec<Figure>> {
+    let listed = text.split(" (").next().unwrap_or_default();
+    let parts: Vec<&str> = listed.split(" / ").map(str::trim).collect();
+    if parts.len() < 2 {
+        return None;
+    }
+    parts
+        .into_iter()
+        .map(|part| {
+            let value = part.parse::<f64>().ok().filter(|v| v.is_finite())?;
+            Some(Figure {
+                value,
+                lo: value,
+                hi: value,
+                text: part.to_owned(),
+            })
+        })
+        .collect()
 }
 
 /// Whether `after` moved from `before`: beyond both intervals when either has one (the
@@ -250,6 +280,21 @@ mod tests {
         assert_eq!(moved.moves[0].direction(), "higher");
         assert_eq!(moved.moves[1].direction(), "lower");
         assert!((moved.moves[1].change_pct() + 10.0).abs() < 1e-9);
+        // Counts listed in a text cell are exact figures each; other text is not.
+        let listed = |text: &str| {
+            report(json!(["pages", {"value": 10.0, "text": "x", "ci": [9.0, 11.0]}, text]))
+        };
+        let counted = compare(
+            &listed("436 / 672 (peer ÷ ours 1.54x)"),
+            &listed("456 / 672 (peer ÷ ours 1.47x)"),
+        );
+        assert_eq!(counted.compared, 3);
+        let names: Vec<_> = counted.moves.iter().map(|m| m.name[3].as_str()).collect();
+        assert_eq!(names, ["count (figure 1)"]);
+        assert_eq!(counted.moves[0].after.text, "456");
+        for text in ["met", "-", "not counted: no valgrind", "1 / x", "3 / 4x"] {
+            assert_eq!(counts(text), None, "{text}");
+        }
         // A row the earlier report lacks is counted, not compared.
         let other = json!(["other", {"value": 1.0, "text": "z"}, "n/a"]);
         let new = compare(&before, &report(other));
