@@ -378,19 +378,19 @@ impl Candidates {
         match split_choice(self.strategies(), &ratios[..count], Some(policy.temporal())) {
             Some(choice) => policy
                 .with_temporal(choice.large)
-                .with_small(choice.small, choice.split.map_or(0, |i| measured[i])),
+                .with_small(choice.small, choice.large_from.map_or(0, |i| measured[i])),
             None => policy,
         }
     }
 }
 
-/// The candidates [`split_choice`] picked: `small` for the sizes before index `split` and
-/// `large` from it on, or `large` everywhere (`split` `None`, `small` the same).
+/// The candidates [`split_choice`] picked: `small` for the sizes before index `large_from`
+/// and `large` from it on, or `large` everywhere (`large_from` `None`, `small` the same).
 #[derive(Debug, PartialEq, Eq)]
 struct Split {
     small: Strategy,
     large: Strategy,
-    split: Option<usize>,
+    large_from: Option<usize>,
 }
 
 /// Chooses among `candidates` from `ratios` (per size, ascending, each candidate's cost over
@@ -429,7 +429,7 @@ fn split_choice(
             let split = Split {
                 small,
                 large,
-                split: Some(i),
+                large_from: Some(i),
             };
             best_split = Some((split, worst));
         }
@@ -439,7 +439,7 @@ fn split_choice(
         _ => Split {
             small: single,
             large: single,
-            split: None,
+            large_from: None,
         },
     })
 }
@@ -643,7 +643,7 @@ mod tests {
             Some(Split {
                 small: Strategy::Avx512Stores,
                 large: Strategy::RepStosb,
-                split: Some(2),
+                large_from: Some(2),
             })
         );
         // Where one is within 5% of the best at every size, no split, and the incumbent
@@ -659,7 +659,7 @@ mod tests {
             Some(Split {
                 small: s,
                 large: s,
-                split: None,
+                large_from: None,
             })
         };
         assert_eq!(

@@ -86,8 +86,14 @@ impl ClearConfig {
     /// Pages per cooperative batch for `strategy`.
     #[must_use]
     pub fn batch_for(&self, strategy: Strategy) -> NonZeroUsize {
+        self.batch_of(strategy.is_extent())
+    }
+
+    /// Pages per cooperative batch for an extent strategy (`extent`) or one that clears a
+    /// page at a time: all a strategy's batch depends on.
+    fn batch_of(&self, extent: bool) -> NonZeroUsize {
         self.batch_pages
-            .unwrap_or_else(|| non_preempt_batch_pages(self.page_size, strategy.is_extent()))
+            .unwrap_or_else(|| non_preempt_batch_pages(self.page_size, extent))
     }
 
     /// Checks the configuration once, for every clear that follows: the [`Clearer`] the
@@ -103,24 +109,26 @@ impl ClearConfig {
 
     /// The clearer of a configuration whose policy is known to validate.
     fn validated(self) -> Clearer {
-        let batch = |s: Option<Strategy>| match (self.preempt.is_preemptible(), s) {
-            // One chunk whatever the length: a preemptible kernel needs no cond_resched.
-            (true, _) | (false, None) => usize::MAX,
-            (false, Some(s)) => self.batch_for(s).get(),
+        let batch = |extent: bool| {
+            if self.preempt.is_preemptible() {
+                // One chunk whatever the length: a preemptible kernel needs no cond_resched.
+                usize::MAX
+            } else {
+                self.batch_of(extent).get()
+            }
         };
         let shift = self.page_size.shift();
-        let small_batch = batch(Some(self.policy.small()));
+        let extent_batch = batch(true);
         Clearer {
             shift,
-            temporal_batch: batch(Some(self.policy.temporal())),
-            small_batch,
-            streaming_batch: batch(self.policy.streaming()),
-            small_extent: small_extent(&self.policy, self.memory, small_batch, shift),
+            page_batch: batch(false),
+            extent_batch,
+            small_extent: small_extent(&self.policy, self.memory, extent_batch, shift),
             small_touched: {
                 let batch = small_extent(
                     &self.policy.with_streaming(None),
                     self.memory,
-                    small_batch,
+                    extent_batch,
                     shift,
                 );
                 let pages = match self.folio_order {
@@ -147,14 +155,14 @@ impl ClearConfig {
 }
 
 /// The most bytes a plain extent may have for a clearer of `policy` and `memory` to clear it
-/// with the policy's [`Policy::small`] strategy in one batch of `small_batch` pages
-/// (`usize::MAX`: one chunk whatever the length): below the threshold it would stream from,
-/// below [`Policy::small_below`] where the policy has one, within one batch. The inline fast
-/// path of [`clear_contig_pages`] takes extents up to this size.
+/// with the policy's [`Policy::small`] strategy, an extent primitive, in one batch of
+/// `extent_batch` pages (`usize::MAX`: one chunk whatever the length): below the threshold it
+/// would stream from, below [`Policy::small_below`] where the policy has one, within one
+/// batch. The inline fast path of [`clear_contig_pages`] takes extents up to this size.
 const fn small_extent(
     policy: &Policy,
     memory: Temperature,
-    small_batch: usize,
+    extent_batch: usize,
     shift: u32,
 ) -> usize {
     if !policy.small().is_extent() {
@@ -176,10 +184,10 @@ const fn small_extent(
         };
         from.saturating_sub(1)
     };
-    let batch_bytes = if small_batch > (usize::MAX >> shift) {
+    let batch_bytes = if extent_batch > (usize::MAX >> shift) {
         usize::MAX
     } else {
-        small_batch << shift
+        extent_batch << shift
     };
     let limit = if below_streaming < batch_bytes {
         below_streaming
@@ -202,12 +210,11 @@ pub struct Clearer {
     cfg: ClearConfig,
     /// log2 of the page size.
     shift: u32,
-    /// Pages per chunk with the temporal strategy (`usize::MAX`: one chunk).
-    temporal_batch: usize,
-    /// Pages per chunk with the small-extent strategy ([`Policy::small`]).
-    small_batch: usize,
-    /// Pages per chunk with the streaming strategy (`usize::MAX`: one chunk).
-    streaming_batch: usize,
+    /// Pages per chunk with a strategy that clears a page at a time (`usize::MAX`: one
+    /// chunk).
+    page_batch: usize,
+    /// Pages per chunk with an extent strategy (`usize::MAX`: one chunk).
+    extent_batch: usize,
     /// Plain extents up to this many bytes are one batch of the small-extent strategy
     /// ([`small_extent`]).
     small_extent: usize,
@@ -273,7 +280,7 @@ impl Clearer {
     pub const fn with_memory(&self, memory: Temperature) -> Self {
         let mut c = *self;
         c.cfg.memory = memory;
-        c.small_extent = small_extent(&c.cfg.policy, memory, c.small_batch, c.shift);
+        c.small_extent = small_extent(&c.cfg.policy, memory, c.extent_batch, c.shift);
         c
     }
 
@@ -333,12 +340,13 @@ impl Clearer {
     #[inline(always)]
     fn choose(&self, npages: usize, locality: Locality) -> (Strategy, usize) {
         let bytes = npages.saturating_mul(1 << self.shift);
-        let policy = &self.cfg.policy;
-        match policy.streaming() {
-            Some(s) if policy.streams(bytes, locality) => (s, self.streaming_batch),
-            _ if bytes < policy.small_below() => (policy.small(), self.small_batch),
-            _ => (policy.temporal(), self.temporal_batch),
-        }
+        let strategy = self.cfg.policy.choose(bytes, locality);
+        let batch = if strategy.is_extent() {
+            self.extent_batch
+        } else {
+            self.page_batch
+        };
+        (strategy, batch)
     }
 
     /// The locality of a plain extent this clearer is given.

@@ -279,7 +279,7 @@ impl Policy {
 
     /// The strategy for an extent of `bytes` with `locality`.
     #[must_use]
-    #[inline]
+    #[inline(always)]
     pub fn choose(&self, bytes: usize, locality: Locality) -> Strategy {
         match self.streaming {
             Some(s) if self.streams(bytes, locality) => s,
