@@ -374,6 +374,14 @@ fn small() -> VecZone {
     })
 }
 
+/// A block of `order` from CPU 0 of `z`, split into pages (each with a reference of its own).
+fn split_block(z: &VecZone, order: u8) -> Pfn {
+    let order = Order::new(order).unwrap();
+    let block = z.alloc_pages(0, order).unwrap();
+    z.split_page(block, order).unwrap();
+    block
+}
+
 #[test]
 fn errors_name_the_problem_and_leave_the_zone_intact() {
     let z = small();
@@ -459,9 +467,7 @@ fn runs_do_not_coalesce_across_sections() {
     // 64-frame sections: a 128-frame run at a section boundary frees as two order-6 blocks
     // even though one order-7 block would cover it.
     let z = small();
-    let o7 = Order::new(7).unwrap();
-    let block = z.alloc_pages(0, o7).unwrap();
-    z.split_page(block, o7).unwrap();
+    let block = split_block(&z, 7);
     z.reset_counters();
     // SAFETY: no memory behind these zones (module docs).
     unsafe { z.free_contig_range(0, block, 128) }.unwrap();
@@ -476,9 +482,7 @@ fn runs_do_not_coalesce_across_sections() {
 #[test]
 fn a_run_freed_to_the_per_cpu_lists_counts_its_checks_frames_and_pushes() {
     let z = small();
-    let o4 = Order::new(4).unwrap();
-    let block = z.alloc_pages(0, o4).unwrap();
-    z.split_page(block, o4).unwrap();
+    let block = split_block(&z, 4);
     let first = z.alloc_pages(0, Order::ZERO).unwrap();
     // SAFETY: no memory behind these zones (module docs).
     unsafe { z.free_pages(0, first, Order::ZERO) }.unwrap();
