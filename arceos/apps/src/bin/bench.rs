@@ -78,8 +78,12 @@ fn page_tables_on(cpu: usize, cpus: usize, ready: &AtomicUsize) -> Duration {
         "bench: pinned to CPU {cpu}"
     );
     ready.fetch_add(1, Ordering::AcqRel);
+    // Yield, not spin: the scheduler is FIFO without preemption and places each new or
+    // woken task on the CPUs in turn, so the partner task may still wait in this CPU's
+    // queue behind this one, to be run and migrate to its own CPU. A spin here would hold
+    // this CPU forever (seen once in several hundred boots).
     while ready.load(Ordering::Acquire) < cpus {
-        core::hint::spin_loop();
+        thread::yield_now();
     }
     let t = Instant::now();
     page_table_rounds(PARALLEL_PAGES / 512);
