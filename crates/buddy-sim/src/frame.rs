@@ -325,9 +325,8 @@ pub struct Frame {
     /// ([`Zone::alloc_movable`](crate::Zone::alloc_movable)).
     prev: AtomicU32,
     next: AtomicU32,
-    /// In the last frame of each pageblock (or the zone's last frame, for a pageblock the
-    /// zone ends inside; `FrameMap::pageblock_bits_frame` says why not the first): the
-    /// pageblock's [`MigrateType`] index (bits 0..2) and whether it is isolated (bit 2).
+    /// In one frame of each pageblock, three before its last (`FrameMap::pageblock_bits_index`
+    /// says which and why): the pageblock's [`MigrateType`] index (bits 0..2) and whether it is isolated (bit 2).
     /// Written under the zone lock only. 64 bits wide (the upper 32 are always zero) so
     /// that the frame has no padding.
     pageblock: AtomicU64,
@@ -335,6 +334,14 @@ pub struct Frame {
 
 #[cfg(not(loom))]
 const _: () = assert!(size_of::<Frame>() == 24);
+
+/// Where in a frame its word and its pageblock bits lie, in bytes (for tests of which cache
+/// lines the bits share).
+#[cfg(test)]
+pub(crate) const WORD_AND_PAGEBLOCK_AT: (usize, usize) = (
+    core::mem::offset_of!(Frame, word),
+    core::mem::offset_of!(Frame, pageblock),
+);
 
 /// Writes a range's frames as tails inside the blocks being initialized over them: what
 /// initializing free memory writes over every frame after a block's head. For frames that
@@ -535,7 +542,7 @@ impl Frame {
         self.set_next_raw(key as u32);
     }
 
-    /// The pageblock bits (in a pageblock's last frame).
+    /// The pageblock bits (in the frame that holds a pageblock's).
     #[inline]
     pub(crate) fn pageblock_bits(&self) -> u32 {
         self.pageblock.load(Ordering::Relaxed) as u32

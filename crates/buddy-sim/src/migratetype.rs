@@ -1,5 +1,5 @@
 //! Grouping by mobility (Linux's migratetypes), the plain values: the kind of an allocation
-//! and the type of a pageblock ([`MigrateType`]), and a pageblock's bits as its last frame
+//! and the type of a pageblock ([`MigrateType`]), and a pageblock's bits as one of its frames
 //! stores them ([`Pageblock`]). What the zone does with them (fallback, claiming, isolation)
 //! is the zone core's `pageblock` module.
 
@@ -71,7 +71,7 @@ impl MigrateType {
     }
 }
 
-/// A pageblock's type, isolation and CMA reservation, as stored in its last frame.
+/// A pageblock's type, isolation and CMA reservation, as stored in one of its frames.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct Pageblock {
     pub(crate) mt: MigrateType,

@@ -19,7 +19,7 @@ use std::vec::Vec;
 pub struct Snapshot {
     start: Pfn,
     /// Per frame: the metadata word, the key (allocated heads; 0 otherwise), the pageblock
-    /// bits (a pageblock's last frame; 0 otherwise).
+    /// bits (in the frame that holds a pageblock's; 0 otherwise).
     frames: Vec<(u64, u64, u32)>,
     counts: Counts,
 }

@@ -120,23 +120,25 @@ impl<'a> FrameMap<'a> {
 
     /// Writes the frames of `blocks` (each a head and its order, free memory being
     /// initialized) after each head as tails ([`TailStores`]); the frame that holds a
-    /// pageblock's bits (its last, [`FrameMap::pageblock_bits_frame`]) keeps them. Heads
-    /// are left as they are.
+    /// pageblock's bits ([`FrameMap::pageblock_bits_index`]) keeps them. Heads are left as
+    /// they are.
     pub(crate) fn init_tails(self, blocks: impl IntoIterator<Item = (Pfn, Order)>) {
         let mut stores = TailStores::new();
         for (head, order) in blocks {
             let h = self.index_of(head);
             let tails = h + 1..h + order.pages() as u32;
             for block in self.pageblocks(tails.clone()) {
-                // The pageblock's range is cut to the zone: its last frame holds the bits.
-                let holder = block.end - 1;
-                let end = block.end.min(tails.end);
-                let plain_end = holder.min(end);
-                for frame in self.frames_in(block.start.max(tails.start)..plain_end) {
+                // Inside the zone (an index from the zone's own arithmetic): fits a u32.
+                let holder = FrameIdx(self.pageblock_bits_index(self.pfn(block.start)) as u32);
+                let (start, end) = (block.start.max(tails.start), block.end.min(tails.end));
+                for frame in self.frames_in(start..holder.max(start).min(end)) {
                     stores.whole(frame);
                 }
-                if holder < end {
+                if (start..end).contains(&holder) {
                     stores.keeping_pageblock(self.frame(holder));
+                }
+                for frame in self.frames_in((holder + 1).max(start).min(end)..end) {
+                    stores.whole(frame);
                 }
             }
         }
@@ -256,7 +258,7 @@ mod tests {
         let z = Zone::new_empty(cfg, frames, [PerCpu::<DefaultRawMutex>::new()]).unwrap();
         let m = z.map();
         let n = cfg.nr_pages as u32;
-        let holds_bits = |i: FrameIdx| m.pageblock_range(i).end - 1 == i;
+        let holds_bits = |i: FrameIdx| m.pageblock_bits_index(m.pfn(i)) == i.get();
         for i in (0..n).map(FrameIdx) {
             // Links left over from earlier use; bits where a pageblock keeps them.
             m.frame(i).set_key(0x1234_5678_9abc_def0);

@@ -25,6 +25,11 @@ use crate::zone::map::FrameMap;
 use core::ops::Range;
 use mm_types::Pfn;
 
+/// How many frames before a pageblock's last the frame holding its bits is
+/// ([`FrameMap::pageblock_bits_index`]), in a pageblock of more frames: the low bits of
+/// its offset in the pageblock that are 0, the others 1.
+const BITS_BEFORE_END: u64 = 3;
+
 impl<'a> FrameMap<'a> {
     /// Frames per pageblock.
     #[inline]
@@ -43,15 +48,8 @@ impl<'a> FrameMap<'a> {
         PageblockIdx(FrameIdx(idx.0.saturating_sub(within)))
     }
 
-    /// The frame that stores the type of the pageblock holding frame `idx`: the pageblock's
-    /// last frame, or the zone's last for the pageblock the zone ends inside.
-    ///
-    /// Not its first: the first frame heads every aligned block of the pageblock, of every
-    /// order, and an allocation of any of them writes that head's word. The bits, which
-    /// every free reads, would share its cache line, and a CPU freeing into the pageblock
-    /// would pull the line from the CPU that works on the block (Linux keeps the bits in
-    /// an array of their own, the usemap, for the same reason). The last frame heads
-    /// nothing above an order-0 page, its line nothing above an order-1 block.
+    /// The frame that stores the type of the pageblock holding frame `idx`
+    /// ([`FrameMap::pageblock_bits_index`]).
     #[inline(always)]
     pub(crate) fn pageblock_bits_frame(self, idx: FrameIdx) -> &'a Frame {
         self.pageblock_bits_frame_of(self.pfn(idx))
@@ -62,15 +60,63 @@ impl<'a> FrameMap<'a> {
     /// another gets some frame of the zone, never a panic.
     #[inline(always)]
     pub(crate) fn pageblock_bits_frame_of(self, pfn: Pfn) -> &'a Frame {
-        // The pageblock's last pfn is the frame's with the low bits set, at or past the
-        // zone's start for a frame of the zone (the subtraction wraps only for a pfn below
-        // the zone's pageblock, to an index past the frames: the zone's last).
-        let last = (pfn.0 | u64::from(self.pageblock_mask)).wrapping_sub(self.cfg.start.0);
-        match usize::try_from(last).ok().and_then(|i| self.frames.get(i)) {
+        let (at, last) = self.pageblock_bits_pfn(pfn);
+        // Wraps past the frames for a frame below the zone: the zone's edges decide.
+        let i = at.wrapping_sub(self.cfg.start.0);
+        match usize::try_from(i).ok().and_then(|i| self.frames.get(i)) {
             Some(frame) => frame,
-            // The pageblock the zone ends inside: the zone's last frame (a zone spans one;
-            // a refused static zone spans none, and no frame of it is ever asked about).
-            None => self.frames.at(self.frames.len().wrapping_sub(1)),
+            None => self.frames.at(self.pageblock_bits_index_at_an_edge(last)),
+        }
+    }
+
+    /// The index of the frame that stores the type of the pageblock holding the zone's
+    /// frame `pfn`: the pageblock's frame [`BITS_BEFORE_END`] before its last (its first,
+    /// in a pageblock of 4 frames or fewer). Where the zone does not span that frame, the
+    /// zone's first frame for the pageblock the zone starts inside, its last for the one it
+    /// ends inside. Callers pass only pfns of the zone; another gets some frame of the
+    /// zone, never a panic.
+    ///
+    /// Which frame matters to the cache, not to the allocator. Every free reads the bits,
+    /// and every allocation of a block writes its head's word. The frame holding the bits
+    /// shares a cache line with the words of the frames from the one before it to the third
+    /// after it (frames are 24 bytes, wherever the array starts). Here those are heads of
+    /// blocks of at most 4 frames inside the same pageblock. Not its first frame, which
+    /// heads every aligned block of the pageblock, of every order; nor its last, whose line
+    /// holds the next pageblock's first frame wherever the array does not start a cache
+    /// line at a pageblock's first frame (most placements): a CPU freeing a huge page there
+    /// pulled the line from the CPU allocating and freeing the next one, and two CPUs doing
+    /// so ran at half the speed of one. Linux keeps the bits in an array of their own (the
+    /// usemap) for the same reason.
+    pub(crate) fn pageblock_bits_index(self, pfn: Pfn) -> usize {
+        let (at, last) = self.pageblock_bits_pfn(pfn);
+        match at.wrapping_sub(self.cfg.start.0) {
+            i if i < self.frames.len() as u64 => i as usize,
+            _ => self.pageblock_bits_index_at_an_edge(last),
+        }
+    }
+
+    /// The pfn of the frame that holds the bits of the pageblock holding `pfn` where the
+    /// zone spans it ([`FrameMap::pageblock_bits_index`]), and the pageblock's last pfn.
+    #[inline(always)]
+    fn pageblock_bits_pfn(self, pfn: Pfn) -> (u64, u64) {
+        let mask = u64::from(self.pageblock_mask);
+        let last = pfn.0 | mask;
+        // The last's offset bits, the lowest cleared: its frame 3 before, or the first of
+        // a pageblock of 4 frames or fewer (a mask of 2^k - 1 keeps the bits it has).
+        (last & !(mask & BITS_BEFORE_END), last)
+    }
+
+    /// [`FrameMap::pageblock_bits_index`] of the pageblock ending at pfn `last`, whose bits
+    /// frame the zone does not span: its first frame if the zone starts inside the
+    /// pageblock past that frame (and spans its end), else its last (the zone ends inside
+    /// the pageblock; a refused static zone spans no frame, and none of it is asked about).
+    #[inline(always)]
+    fn pageblock_bits_index_at_an_edge(self, last: u64) -> usize {
+        let len = self.frames.len();
+        if last.wrapping_sub(self.cfg.start.0) < len as u64 {
+            0
+        } else {
+            len.wrapping_sub(1)
         }
     }
 
@@ -202,27 +248,92 @@ mod tests {
     use mm_types::Pfn;
     use std::vec::Vec;
 
-    /// Each pageblock's bits live in one frame of it: its last, or the zone's last for the
-    /// pageblock the zone ends inside (also for a zone that starts inside one); never the
-    /// first frame of a whole pageblock, which heads its aligned blocks.
+    /// Each pageblock's bits live in one frame of it, a different one for each pageblock:
+    /// three before its last, or the zone's first or last frame for a pageblock the zone
+    /// starts or ends inside past that frame; never the first frame of a whole pageblock,
+    /// which heads its aligned blocks.
     #[test]
-    fn a_pageblock_keeps_its_bits_in_its_last_frame() {
-        for (start, frames) in [(0x1000, 4 * 512), (0x1000 - 40, 3 * 512 + 100), (7, 300)] {
+    fn a_pageblock_keeps_its_bits_in_a_frame_of_its_own() {
+        let zones = [
+            (0x1000, 4 * 512),
+            (0x1000 - 40, 3 * 512 + 100),
+            (0x1000 - 2, 512 + 2),
+            (0x1000 - 1, 2),
+            (7, 300),
+            (0x2000 + 3, 509),
+        ];
+        for (start, frames) in zones {
             let cfg = ZoneConfig::new(Pfn(start), frames);
             let storage: Vec<Frame> = (0..frames).map(|_| Frame::new()).collect();
             let z = Zone::new_empty(cfg, storage, [PerCpu::<DefaultRawMutex>::new()]).unwrap();
             let m = z.map();
+            let mut holders = Vec::new();
+            let in_zone = |pfn: u64| (start..start + frames).contains(&pfn);
             for i in (0..frames as u32).map(FrameIdx) {
                 let range = m.pageblock_range(i);
-                let holder = core::ptr::from_ref(m.pageblock_bits_frame(i));
+                let holder = m.pageblock_bits_index(m.pfn(i));
+                let base = m.pfn(i).0 & !511;
+                let expected = if in_zone(base + 508) {
+                    base + 508 - start
+                } else if in_zone(base + 511) {
+                    0
+                } else {
+                    frames - 1
+                };
                 assert_eq!(
-                    holder,
-                    core::ptr::from_ref(m.frame(range.end - 1)),
-                    "frame {i:?}"
+                    holder as u64, expected,
+                    "zone {start:#x}+{frames}, frame {i:?}"
                 );
-                let whole = range.end.0 - range.start.0 == m.pageblock_pages();
-                if whole {
-                    assert_ne!(holder, core::ptr::from_ref(m.frame(range.start)));
+                assert!(range.contains(&FrameIdx(holder as u32)), "frame {i:?}");
+                if range.end.0 - range.start.0 == m.pageblock_pages() {
+                    assert_ne!(holder, range.start.get());
+                }
+                if i == range.start {
+                    holders.push(holder);
+                }
+            }
+            let distinct = holders.len();
+            holders.dedup();
+            assert_eq!(holders.len(), distinct, "zone {start:#x}+{frames}");
+        }
+    }
+
+    /// Wherever the frames start in memory (any multiple of 8 bytes past a cache line), the
+    /// cache line that holds a whole pageblock's bits holds no word of a frame outside the
+    /// pageblock, nor of its first frame: a CPU freeing into one pageblock does not pull
+    /// the line another writes a huge page's head in.
+    #[test]
+    fn a_pageblocks_bits_share_no_cache_line_with_another_pageblocks_heads() {
+        const LINE: usize = 64;
+        let (word_at, bits_at) = crate::frame::WORD_AND_PAGEBLOCK_AT;
+        let frames: u64 = 4 * 512;
+        let storage: Vec<Frame> = (0..frames + 8).map(|_| Frame::new()).collect();
+        let storage: &'static [Frame] = storage.leak();
+        for skip in 0..8 {
+            let slice = &storage[skip..skip + frames as usize];
+            let z = Zone::new_empty(
+                ZoneConfig::new(Pfn(0x1000), frames),
+                slice,
+                [PerCpu::<DefaultRawMutex>::new()],
+            )
+            .unwrap();
+            let m = z.map();
+            let line = |f: &Frame, at: usize| (core::ptr::from_ref(f) as usize + at) / LINE;
+            for pageblock in 0..4u32 {
+                let first = FrameIdx(pageblock * 512);
+                let bits = line(m.pageblock_bits_frame(first), bits_at);
+                let outside = [first.0.checked_sub(1), Some(first.0), Some(first.0 + 512)];
+                for g in outside
+                    .into_iter()
+                    .flatten()
+                    .filter(|&g| u64::from(g) < frames)
+                {
+                    assert_ne!(
+                        line(m.frame(FrameIdx(g)), word_at),
+                        bits,
+                        "frames from byte {} of a line, pageblock {pageblock}, frame {g}",
+                        (slice.as_ptr() as usize) % LINE
+                    );
                 }
             }
         }
