@@ -11,12 +11,15 @@ use std::process::ExitCode;
 
 const USAGE: &str =
     "usage: report [--quick] [--repeat N] [--only SECTION]... [--out DIR] [--compare OLD.json]
+       report compare OLD.json NEW.json   (two reports already written, compared)
        report count WORKLOAD N   (one counted workload, run under callgrind by the report)";
 
 fn main() -> ExitCode {
     let argv: Vec<String> = std::env::args().skip(1).collect();
-    if argv.first().map(String::as_str) == Some("count") {
-        return benches::count::main(&argv[1..], &benches::counted_workloads());
+    match argv.first().map(String::as_str) {
+        Some("count") => return benches::count::main(&argv[1..], &benches::counted_workloads()),
+        Some("compare") => return compare_files(&argv[1..]),
+        _ => {}
     }
     let mut quick = false;
     let mut repeat = 1usize;
@@ -177,6 +180,27 @@ fn commit() -> String {
             _ => head,
         },
         None => "unknown (not a git checkout)".into(),
+    }
+}
+
+/// `report compare OLD.json NEW.json`: prints the comparison table of two reports already
+/// written, as `--compare` adds it to a report it runs.
+fn compare_files(args: &[String]) -> ExitCode {
+    let [old, new] = args else {
+        return usage(args.first().map_or("compare", String::as_str));
+    };
+    match (
+        read_report(std::path::Path::new(old)),
+        read_report(std::path::Path::new(new)),
+    ) {
+        (Ok(old), Ok(new)) => {
+            println!("{}", compare::table_between(&old, &new).markdown(false));
+            ExitCode::SUCCESS
+        }
+        (Err(e), _) | (_, Err(e)) => {
+            eprintln!("report: {e}");
+            ExitCode::from(2)
+        }
     }
 }
 

@@ -189,8 +189,16 @@ pub fn compare(earlier: &Value, now: &Value) -> Comparison {
 /// The serializer's error, as text.
 pub fn table(report: &Report, earlier: &Value) -> Result<Table, String> {
     let now = serde_json::to_value(report).map_err(|e| e.to_string())?;
-    let c = compare(earlier, &now);
+    Ok(table_between(earlier, &now))
+}
+
+/// The comparison of the report `now` with the earlier report `earlier`, both as JSON (two
+/// `report.json` files already written: `report compare OLD NEW`), as a table.
+#[must_use]
+pub fn table_between(earlier: &Value, now: &Value) -> Table {
+    let c = compare(earlier, now);
     let header = |field: &str| earlier["header"][field].as_str().unwrap_or("?").to_owned();
+    let now_cpu = now["header"]["cpu"].as_str().unwrap_or("?");
     let mut t = Table::new(
         "comparison",
         &format!(
@@ -230,8 +238,8 @@ pub fn table(report: &Report, earlier: &Value) -> Result<Table, String> {
         c.moves.len(),
         c.only_here,
         header("cpu"),
-        report.header.cpu,
-        if header("cpu") == report.header.cpu {
+        now_cpu,
+        if header("cpu") == now_cpu {
             ""
         } else {
             " The CPUs differ: timed figures are not comparable, exact counts are."
@@ -243,7 +251,7 @@ pub fn table(report: &Report, earlier: &Value) -> Result<Table, String> {
          still come from the host's load changing between the two runs; exact instruction \
          counts cannot.",
     );
-    Ok(t)
+    t
 }
 
 #[cfg(test)]
