@@ -148,10 +148,24 @@ impl FreeArea {
         zeroed: bool,
         list: u8,
     ) {
+        self.insert_uncounted(m, idx, order, zeroed, list);
+        self.count.add(order, zeroed);
+    }
+
+    /// [`FreeArea::insert`] without the free count's change: for a merge or a split,
+    /// which counts its net change once.
+    #[inline(always)]
+    fn insert_uncounted(
+        &mut self,
+        m: FrameMap<'_>,
+        idx: FrameIdx,
+        order: Order,
+        zeroed: bool,
+        list: u8,
+    ) {
         m.frame(idx)
             .store(Word::free(FrameState::Buddy, order.get(), zeroed, list));
         self.lists[order.get() as usize][list as usize].push(m.frames, idx, zeroed);
-        self.count.add(order, zeroed);
         self.stats.list_ops += 1;
     }
 
@@ -185,18 +199,26 @@ impl FreeArea {
     }
 
     /// [`FreeArea::remove`] of the block at `idx` whose head word the caller has just read
-    /// under the zone lock (`w`): a merge's buddy, read to decide the merge.
+    /// under the zone lock (`w`).
     #[inline(always)]
     fn unlink(&mut self, m: FrameMap<'_>, idx: FrameIdx, order: Order, w: Word) -> bool {
-        let zeroed = w.zeroed();
+        let zeroed = self.unlink_uncounted(m, idx, order, w);
+        self.count.sub(order, zeroed);
+        zeroed
+    }
+
+    /// [`FreeArea::unlink`] without the free count's change: a merge's buddy (its head word
+    /// read to decide the merge), or the block a split takes, each counting its net change
+    /// once.
+    #[inline(always)]
+    fn unlink_uncounted(&mut self, m: FrameMap<'_>, idx: FrameIdx, order: Order, w: Word) -> bool {
         if w.reported() {
             self.reporting.counts.reported_free -= order.pages();
         }
         self.lists[order.get() as usize][w.mt() as usize].remove(m.frames, idx);
         m.frame(idx).store(Word::TAIL);
-        self.count.sub(order, zeroed);
         self.stats.list_ops += 1;
-        zeroed
+        w.zeroed()
     }
 
     /// `__free_one_page`: frees the block at `idx`, which the caller owns and whose other
@@ -257,6 +279,9 @@ impl FreeArea {
             }
         }
         let mut list = m.free_list_of(idx);
+        // The zone gains the freed frames, whatever they merge into (a merge's halves are
+        // alike known zero or not): counted once, not per block unlinked and linked.
+        self.count.add(order, zeroed);
         while order < m.cfg.max_order {
             let Some((b, w)) = merge_partner(m, idx, order, zeroed, list) else {
                 break;
@@ -276,12 +301,12 @@ impl FreeArea {
                 }
             }
             reported &= w.reported();
-            self.unlink(m, b, order, w);
+            self.unlink_uncounted(m, b, order, w);
             m.frame(idx).store(Word::TAIL);
             idx = idx.min(b);
             order = order.up();
         }
-        self.insert(m, idx, order, zeroed, list);
+        self.insert_uncounted(m, idx, order, zeroed, list);
         if reported {
             self.mark_reported(m, idx, order);
         }
@@ -705,10 +730,12 @@ impl FreeArea {
         order: Order,
     ) -> bool {
         let w = m.frame(idx).load();
-        let zeroed = self.remove(m, idx, from);
+        let zeroed = self.unlink_uncounted(m, idx, from, w);
         for lower in (order.get()..from.get()).rev() {
-            self.insert(m, idx + (1u32 << lower), Order(lower), zeroed, w.mt());
+            self.insert_uncounted(m, idx + (1u32 << lower), Order(lower), zeroed, w.mt());
         }
+        // The zone loses the frames taken, the halves going back included: counted once.
+        self.count.sub(order, zeroed);
         if w.reported() {
             self.split_reported(m, idx, from, order);
         }
