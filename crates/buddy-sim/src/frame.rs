@@ -325,10 +325,11 @@ pub struct Frame {
     /// ([`Zone::alloc_movable`](crate::Zone::alloc_movable)).
     prev: AtomicU32,
     next: AtomicU32,
-    /// In one frame of each pageblock, three before its last (`FrameMap::pageblock_bits_index`
-    /// says which and why): the pageblock's [`MigrateType`] index (bits 0..2) and whether it is isolated (bit 2).
-    /// Written under the zone lock only. 64 bits wide (the upper 32 are always zero) so
-    /// that the frame has no padding.
+    /// In one frame of each pageblock, three before its last
+    /// (`FrameMap::pageblock_bits_index` says which and why): the pageblock's
+    /// [`MigrateType`] index (bits 0..2) and whether it is isolated (bit 2). Written under
+    /// the zone lock only. 64 bits wide (the upper 32 are always zero) so that the frame
+    /// has no padding.
     pageblock: AtomicU64,
 }
 

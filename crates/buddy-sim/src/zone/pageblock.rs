@@ -285,6 +285,11 @@ mod tests {
                     "zone {start:#x}+{frames}, frame {i:?}"
                 );
                 assert!(range.contains(&FrameIdx(holder as u32)), "frame {i:?}");
+                // The lookup every free makes finds the same frame.
+                assert!(core::ptr::eq(
+                    m.pageblock_bits_frame(i),
+                    m.frame(FrameIdx(holder as u32))
+                ));
                 if range.end.0 - range.start.0 == m.pageblock_pages() {
                     assert_ne!(holder, range.start.get());
                 }
@@ -308,7 +313,6 @@ mod tests {
         let (word_at, bits_at) = crate::frame::WORD_AND_PAGEBLOCK_AT;
         let frames: u64 = 4 * 512;
         let storage: Vec<Frame> = (0..frames + 8).map(|_| Frame::new()).collect();
-        let storage: &'static [Frame] = storage.leak();
         for skip in 0..8 {
             let slice = &storage[skip..skip + frames as usize];
             let z = Zone::new_empty(
