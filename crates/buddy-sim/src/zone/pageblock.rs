@@ -107,9 +107,10 @@ impl<'a> FrameMap<'a> {
     }
 
     /// [`FrameMap::pageblock_bits_index`] of the pageblock ending at pfn `last`, whose bits
-    /// frame the zone does not span: its first frame if the zone starts inside the
-    /// pageblock past that frame (and spans its end), else its last (the zone ends inside
-    /// the pageblock; a refused static zone spans no frame, and none of it is asked about).
+    /// frame the zone does not span: the zone's first frame if the zone starts inside the
+    /// pageblock past that frame (and spans its end), else the zone's last (the zone ends
+    /// inside the pageblock; a refused static zone spans no frame, and none of it is asked
+    /// about).
     #[inline(always)]
     fn pageblock_bits_index_at_an_edge(self, last: u64) -> usize {
         let len = self.frames.len();
