@@ -1447,6 +1447,9 @@ fn goals(
 /// The fault-and-touch rows: a 2 MiB folio cleared by `folio_zero_user` and then touched as
 /// the faulting thread touches it.
 const FAULT_FOLIO: usize = 2 * MIB;
+
+/// Rounds of each cold row of the fault table (outside `--quick`).
+const COLD_ROUNDS: usize = 90;
 /// Where in the folio the fault is: page 100, byte 123 (not at an edge, not aligned).
 const FAULT_OFFSET: usize = 100 * 4096 + 123;
 
@@ -1600,15 +1603,15 @@ fn fault_touch(
                     through_zone(policy, told, folios, reps, touch),
                 ])
                 .collect();
-            // A 5% verdict needs intervals of about ±2%: 30 rounds on the cold rows (0.2-0.6 s
-            // each; the time budget alone would give 10 rounds, ±6%), 60 to 120 on the hot
-            // ones, whose rounds vary more (what ran before a candidate left the folio in the
-            // caches or not).
+            // A 5% verdict needs intervals of about ±2%: 90 rounds on the cold rows (0.05-0.2 s
+            // each; the time budget alone would give 10 rounds, ±6%, and 30 left the zone's
+            // row at ±3%, straddling the goal), 60 to 120 on the hot ones, whose rounds vary
+            // more (what ran before a candidate left the folio in the caches or not).
             let mut budget = p.budget(2.0);
             if !p.quick {
                 budget.time = Duration::from_secs(6);
                 (budget.min_rounds, budget.max_rounds) = match temperature {
-                    Temperature::Cold => (30, 30),
+                    Temperature::Cold => (COLD_ROUNDS, COLD_ROUNDS),
                     Temperature::Hot => (60, 120),
                 };
             }
@@ -1690,7 +1693,7 @@ fn fault_touch(
          each folio of a {} region once; hot rows fault the same folio again and again (it \
          stays in the caches). µs per fault (median, 95% interval); ratios are per-round ratios \
          to the fastest of the three fixed clears (by median), all seven candidates \
-         interleaved in a shuffled order each round (cold rows: 30 rounds; hot rows: 60 to \
+         interleaved in a shuffled order each round (cold rows: {COLD_ROUNDS} rounds; hot rows: 60 to \
          120). Goal: the policy within 5% of the best on every row. \
          Where the policy with the temperature unknown loses (the hot rows), it streamed a \
          folio that was in the caches: it takes a fault's folio as fresh from the frame \
