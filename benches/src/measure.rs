@@ -38,6 +38,33 @@ impl Region {
         region
     }
 
+    /// The share of the region the kernel backs with huge pages (`AnonHugePages` of the
+    /// mappings that overlap it in `/proc/self/smaps`, over its length, at most 1): where a
+    /// kernel maps memory with 2 MiB pages a hosted run gets them only where the host has
+    /// free 2 MiB pages to give, and TLB misses on 4 KiB pages move every figure over large
+    /// metadata. `None` where smaps cannot be read.
+    #[must_use]
+    pub fn huge_page_share(&self) -> Option<f64> {
+        let smaps = std::fs::read_to_string("/proc/self/smaps").ok()?;
+        let (start, end) = (self.ptr as usize, self.ptr as usize + self.len);
+        let mut overlaps = false;
+        let mut huge_kib = 0u64;
+        for line in smaps.lines() {
+            let mut words = line.split_whitespace();
+            let Some(first) = words.next() else { continue };
+            if let Some((lo, hi)) = first.split_once('-')
+                && let (Ok(lo), Ok(hi)) =
+                    (usize::from_str_radix(lo, 16), usize::from_str_radix(hi, 16))
+            {
+                // A mapping's header line: "start-end perms offset ...".
+                overlaps = lo < end && start < hi;
+            } else if overlaps && first == "AnonHugePages:" {
+                huge_kib += words.next()?.parse::<u64>().ok()?;
+            }
+        }
+        Some((huge_kib as f64 * 1024.0 / self.len as f64).min(1.0))
+    }
+
     /// The whole region.
     pub fn as_mut_slice(&mut self) -> &mut [u8] {
         // SAFETY: the mapping is len bytes, readable and writable, owned by self.

@@ -42,6 +42,8 @@ const INIT_ROUNDS: usize = 6;
 /// What one zone size measured.
 struct Row {
     frames: u64,
+    /// The share of the mapped metadata the host backs with huge pages, if known.
+    huge_pages: Option<f64>,
     /// Ready to allocate, ms.
     ready: Estimate,
     full_fresh: Duration,
@@ -179,7 +181,6 @@ fn measure(ctx: &SectionContext, shift: u32) -> Row {
             }
         }
     }
-    drop(metadata);
     let floor = streaming.map(|s| {
         let to_floor = all.iter().zip(&floor).map(|(a, f)| a / f);
         (
@@ -190,7 +191,11 @@ fn measure(ctx: &SectionContext, shift: u32) -> Row {
     });
 
     ctx.step(format!("scale: 2^{shift} frames, operations"));
-    let (z, _) = fresh(frames, 1);
+    // On the mapped metadata, as a kernel's memory map is (mapped with huge pages where the
+    // host gives them): the allocator's memory behind `fresh` is not advised, so 4 KiB pages
+    // of it would put a TLB miss on every block head the operations touch.
+    let huge_pages = metadata.0.huge_page_share();
+    let (z, _) = mapped(metadata.zeroed(), 1);
     z.init_deferred(u64::MAX);
     let (o0, o9, o10) = (order(0), order(9), order(10));
     let pair = per_op(10_000, || {
@@ -220,8 +225,11 @@ fn measure(ctx: &SectionContext, shift: u32) -> Row {
         panic!("check on a quiescent zone: {e}");
     }
     let check_ns = ns_per(t.elapsed(), frames as f64);
+    drop(z);
+    drop(metadata);
     Row {
         frames,
+        huge_pages,
         ready: Estimate::of(ready),
         full_fresh,
         full_one: Estimate::of(one),
@@ -258,6 +266,7 @@ fn costs_table(rows: &[Row]) -> Table {
         &[
             "frames",
             "metadata",
+            "mapped metadata in huge pages",
             "ready to allocate ms",
             "all initialized, 1 thread: ns per frame",
             "all initialized, every core: ns per frame",
@@ -276,6 +285,8 @@ fn costs_table(rows: &[Row]) -> Table {
             Cell::text(crate::measure::size_name(
                 (r.frames as usize).saturating_mul(size_of::<Frame>()),
             )),
+            r.huge_pages
+                .map_or(Cell::text("unknown"), |h| Cell::num(h * 100.0, 0, "%")),
             Cell::estimate(r.ready, 1, ""),
             Cell::estimate(r.full_one, 2, ""),
             Cell::estimate(r.full_all, 2, ""),
@@ -304,9 +315,13 @@ fn costs_table(rows: &[Row]) -> Table {
          of the metadata, with streaming stores on x86_64). Fresh metadata: \
          `BoxedZone::new_boxed` (the allocator's zeroing path) initialized on one thread, \
          the first-touch page faults of its metadata included (expensive on a VM whose \
-         guest page faults are emulated). Operations: median of {REPS} runs (10 000 order-0 pairs, 1 000 order-10 \
-         pairs, 200 order-9 allocations split and freed with free_contig_range) on a \
-         fully initialized zone; check(): one run on it. Ready to allocate, all \
+         guest page faults are emulated); the global allocator's memory is not advised for \
+         huge pages, so under THP's `madvise` mode it is 4 KiB pages. Operations: median of \
+         {REPS} runs (10 000 order-0 pairs, 1 000 order-10 pairs, 200 order-9 allocations \
+         split and freed with free_contig_range) on a fully initialized zone over the mapped \
+         metadata (huge pages advised, as a kernel maps its memory map with 2 MiB or 1 GiB \
+         pages; the huge-page column is the share the host gave: `AnonHugePages` in \
+         /proc/self/smaps); check(): one run on it. Ready to allocate, all \
          initialized and floor: medians of {INIT_ROUNDS} rounds with their 95% intervals, \
          each round running the three in a shuffled order over the same metadata, zeroed \
          again before each; every core / floor: the median of the rounds' ratios.",
