@@ -432,7 +432,7 @@ fn thread_counts(cores: usize) -> Vec<usize> {
 }
 
 /// Rounds at least for the goal's workload (outside `--quick`).
-const GOAL_ROUNDS: usize = 30;
+const GOAL_ROUNDS: usize = 60;
 
 /// The index of 2 threads in [`thread_counts`].
 const TWO_THREADS: usize = 1;
@@ -491,8 +491,8 @@ fn scaling_table(ctx: &SectionContext) -> (Table, Vec<Vec<Samples>>) {
         let rounds = (w.rounds)(ctx.quick);
         ctx.step(format!("smp: {}", w.name));
         // The goal's interval: 10 rounds put its bounds at the 2nd and 9th ratios, so one
-        // round that the host's other tenants slowed moves the verdict; 30 put them near the
-        // 10th and 21st (about 8 s more).
+        // round that the host's other tenants slowed moves the verdict; 60 put them near the
+        // 23rd and 38th (about 25 s more).
         let mut budget = budget;
         if w.goal && !ctx.quick {
             budget.min_rounds = budget.min_rounds.max(GOAL_ROUNDS);
