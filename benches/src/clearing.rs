@@ -1450,6 +1450,7 @@ const FAULT_FOLIO: usize = 2 * MIB;
 
 /// Rounds of each cold row of the fault table (outside `--quick`).
 const COLD_ROUNDS: usize = 90;
+
 /// Where in the folio the fault is: page 100, byte 123 (not at an edge, not aligned).
 const FAULT_OFFSET: usize = 100 * 4096 + 123;
 

@@ -549,7 +549,7 @@ fn scaling_table(ctx: &SectionContext) -> (Table, Vec<Vec<Samples>>) {
          of its 95% interval), every thread count and allocator once per round, the \
          allocators taking turns. Each thread is pinned to its own core ({cores} here; past \
          that, round robin; the first core changes round by round) and, for buddy-sim, uses \
-         its own CPU number. Scaling is the median over rounds of the round's ratio (at least {GOAL_ROUNDS} rounds for the goal's workload, order-0 pairs, outside `--quick`; 10 for the others). Alloc/free pairs: each thread allocates {HELD} blocks and frees them newest \
+         its own CPU number. Scaling is the median over rounds of the round's ratio (at least {GOAL_ROUNDS} rounds for the goal's workload, order-0 pairs, outside `--quick`; at least 10 for the others). Alloc/free pairs: each thread allocates {HELD} blocks and frees them newest \
          first, again and again. free_contig_range() loop: alloc order 9, split_page, \
          free_contig_range (buddy_system_allocator, which has no split pages, allocates and \
          frees 512 frames as one block). Zones of {} Ki frames, MAX_ORDER 10. \

@@ -470,9 +470,9 @@ const SMP_MEASURE_BOOTS: usize = 8;
 /// The report's QEMU half of the "ArceOS" section: `bench` on both allocators, x86_64 and
 /// aarch64, each booted [`MEASURE_BOOTS`] times with one CPU under `-icount shift=0` (guest
 /// time counts instructions) and [`SMP_MEASURE_BOOTS`] times with two CPUs by the wall
-/// clock, the outputs left in `out`,
-/// each headed by `ARCEOS RUN arch=... allocator=... cpus=...`. A build or boot that fails leaves
-/// `UNAVAILABLE: why` as the file's first line instead: the report says so and goes on.
+/// clock, the outputs left in `out`, each headed by `ARCEOS RUN arch=... allocator=...
+/// cpus=...`. A build or boot that fails leaves `UNAVAILABLE: why` as the file's first line
+/// instead: the report says so and goes on.
 pub fn capture_measurements(root: &Path, out: &Path) -> Result<(), String> {
     cmd::write_capture(out, measure(root))
 }
