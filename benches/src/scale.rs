@@ -225,8 +225,6 @@ fn measure(ctx: &SectionContext, shift: u32) -> Row {
         panic!("check on a quiescent zone: {e}");
     }
     let check_ns = ns_per(t.elapsed(), frames as f64);
-    drop(z);
-    drop(metadata);
     Row {
         frames,
         huge_pages,

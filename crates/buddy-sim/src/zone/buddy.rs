@@ -138,39 +138,20 @@ impl FreeArea {
         }
     }
 
-    /// Puts the free block at `idx`, which the caller owns, on free list `list` of its order.
-    #[inline]
-    pub(crate) fn insert(
-        &mut self,
-        m: FrameMap<'_>,
-        idx: FrameIdx,
-        order: Order,
-        zeroed: bool,
-        list: u8,
-    ) {
-        self.insert_uncounted(m, idx, order, zeroed, list);
-        self.count.add(order, zeroed);
-    }
-
-    /// [`FreeArea::insert`] without the free count's change: for a merge or a split,
-    /// which counts its net change once.
+    /// Puts the free block at `idx`, which the caller owns, on free list `list` of its order,
+    /// leaving the free count to the caller: [`FreeArea::insert_marked`] counts the block, a
+    /// merge or a split its net change once.
     #[inline(always)]
-    fn insert_uncounted(
-        &mut self,
-        m: FrameMap<'_>,
-        idx: FrameIdx,
-        order: Order,
-        zeroed: bool,
-        list: u8,
-    ) {
+    fn link(&mut self, m: FrameMap<'_>, idx: FrameIdx, order: Order, zeroed: bool, list: u8) {
         m.frame(idx)
             .store(Word::free(FrameState::Buddy, order.get(), zeroed, list));
         self.lists[order.get() as usize][list as usize].push(m.frames, idx, zeroed);
         self.stats.list_ops += 1;
     }
 
-    /// [`FreeArea::insert`], then marked reported where `reported` says (a part of a
-    /// reported block, still discarded).
+    /// Puts the free block at `idx`, which the caller owns, on free list `list` of its order,
+    /// counted free, and marks it reported where `reported` says (a part of a reported
+    /// block, still discarded).
     pub(crate) fn insert_marked(
         &mut self,
         m: FrameMap<'_>,
@@ -179,7 +160,8 @@ impl FreeArea {
         (zeroed, reported): (bool, bool),
         list: u8,
     ) {
-        self.insert(m, idx, order, zeroed, list);
+        self.link(m, idx, order, zeroed, list);
+        self.count.add(order, zeroed);
         if reported {
             self.mark_reported(m, idx, order);
         }
@@ -195,23 +177,17 @@ impl FreeArea {
     /// it (its head reads as a tail until the caller stores another word).
     #[inline]
     pub(crate) fn remove(&mut self, m: FrameMap<'_>, idx: FrameIdx, order: Order) -> bool {
-        self.unlink(m, idx, order, m.frame(idx).load())
-    }
-
-    /// [`FreeArea::remove`] of the block at `idx` whose head word the caller has just read
-    /// under the zone lock (`w`).
-    #[inline(always)]
-    fn unlink(&mut self, m: FrameMap<'_>, idx: FrameIdx, order: Order, w: Word) -> bool {
-        let zeroed = self.unlink_uncounted(m, idx, order, w);
+        let zeroed = self.unlink(m, idx, order, m.frame(idx).load());
         self.count.sub(order, zeroed);
         zeroed
     }
 
-    /// [`FreeArea::unlink`] without the free count's change: a merge's buddy (its head word
-    /// read to decide the merge), or the block a split takes, each counting its net change
-    /// once.
+    /// Unlinks the free block at `idx` whose head word the caller has just read under the
+    /// zone lock (`w`), leaving the free count to the caller ([`FreeArea::remove`] counts
+    /// it; a merge's buddy, read to decide the merge, or the block a split takes count
+    /// their net change once). Returns whether it was known zero.
     #[inline(always)]
-    fn unlink_uncounted(&mut self, m: FrameMap<'_>, idx: FrameIdx, order: Order, w: Word) -> bool {
+    fn unlink(&mut self, m: FrameMap<'_>, idx: FrameIdx, order: Order, w: Word) -> bool {
         if w.reported() {
             self.reporting.counts.reported_free -= order.pages();
         }
@@ -301,12 +277,12 @@ impl FreeArea {
                 }
             }
             reported &= w.reported();
-            self.unlink_uncounted(m, b, order, w);
+            self.unlink(m, b, order, w);
             m.frame(idx).store(Word::TAIL);
             idx = idx.min(b);
             order = order.up();
         }
-        self.insert_uncounted(m, idx, order, zeroed, list);
+        self.link(m, idx, order, zeroed, list);
         if reported {
             self.mark_reported(m, idx, order);
         }
@@ -730,9 +706,9 @@ impl FreeArea {
         order: Order,
     ) -> bool {
         let w = m.frame(idx).load();
-        let zeroed = self.unlink_uncounted(m, idx, from, w);
+        let zeroed = self.unlink(m, idx, from, w);
         for lower in (order.get()..from.get()).rev() {
-            self.insert_uncounted(m, idx + (1u32 << lower), Order(lower), zeroed, w.mt());
+            self.link(m, idx + (1u32 << lower), Order(lower), zeroed, w.mt());
         }
         // The zone loses the frames taken, the halves going back included: counted once.
         self.count.sub(order, zeroed);
