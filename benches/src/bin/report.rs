@@ -126,10 +126,12 @@ fn main() -> ExitCode {
     report.header.date = machine::utc_now();
     println!("{}", report.headline_table().markdown(false));
     if let Some(earlier) = &earlier {
-        match compare::table(&report, earlier) {
-            Ok(t) => {
-                println!("{}", t.markdown(false));
-                report.sections.push(("comparison".into(), vec![t]));
+        match compare::tables(&report, earlier) {
+            Ok(tables) => {
+                for t in &tables {
+                    println!("{}", t.markdown(false));
+                }
+                report.sections.push((compare::COMPARISON.into(), tables));
             }
             Err(e) => eprintln!("report: comparison: {e}"),
         }
@@ -194,7 +196,9 @@ fn compare_files(args: &[String]) -> ExitCode {
         read_report(std::path::Path::new(new)),
     ) {
         (Ok(old), Ok(new)) => {
-            println!("{}", compare::table_between(&old, &new).markdown(false));
+            for t in compare::tables_between(&old, &new) {
+                println!("{}", t.markdown(false));
+            }
             ExitCode::SUCCESS
         }
         (Err(e), _) | (_, Err(e)) => {

@@ -1,33 +1,50 @@
 //! `report --compare OLD.json`: every figure of this report against the same figure of an
-//! earlier one, listing those that moved beyond both 95% intervals (and exact counts that
-//! changed), with the direction.
+//! earlier one, listing those that moved beyond both 95% intervals (and figures without an
+//! interval that changed), with the direction.
+//!
+//! A shared host's speed changes between two runs (other tenants, frequency), and then every
+//! timed figure of a table moves together. So each moved figure says what kind it is, and a
+//! timed one also how far it moved beyond its table's median change:
+//! - a figure without an interval is a count (callgrind, `-icount`), which moves only when
+//!   the code does, or a single measurement (a worst case, a best of several);
+//! - a per-round ratio (the `x` figures: two paths timed side by side in each round) is
+//!   immune to the host's speed as a whole;
+//! - a timed figure that moved with its table's median moved with the host; one that moved
+//!   5% or more beyond it moved against the rest of its table, as a regression does.
+//!
+//! The summary table counts, table by table, the notable moves ([`Move::notable`]).
 //!
 //! A figure is named by its section, its table, its row's leading text cells and its column:
 //! the same name in both reports is the same measurement. Both reports are read as JSON
 //! (the earlier one may come from an older commit whose tables had other fields).
 
 use super::{Cell, Report, Table};
+use crate::measure::Estimate;
 use serde_json::Value;
 
-/// An exact figure (one without an interval: a count, a size) is listed when it changed by
+/// A figure without an interval (a count, a worst case) is listed when it changed by
 /// this much or more, in percent.
-pub const EXACT_CHANGE_PCT: f64 = 0.5;
+pub const SINGLE_CHANGE_PCT: f64 = 0.5;
 
 /// A figure that moved.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Move {
     /// Section, table title, the row's text cells, the column.
     pub name: [String; 4],
-    /// The earlier figure: median and interval (equal ends for an exact figure).
+    /// The earlier figure: median and interval (equal ends for a figure without one).
     pub before: Figure,
     /// This report's.
     pub after: Figure,
+    /// For a timed figure, the median of `after / before` over its table's timed figures
+    /// found in both reports (at least [`TABLE_SHIFT_MIN_FIGURES`]): how far the table moved
+    /// as a whole.
+    pub table_shift: Option<f64>,
 }
 
-/// One figure: its value and 95% interval (`lo == hi` for an exact one), as printed.
+/// One figure: its value and 95% interval (`lo == hi` for one without), as printed.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Figure {
-    /// The median (or the exact value).
+    /// The median (or the single value).
     pub value: f64,
     /// The interval's ends.
     pub lo: f64,
@@ -38,16 +55,94 @@ pub struct Figure {
 }
 
 impl Figure {
-    fn exact(&self) -> bool {
+    fn single(&self) -> bool {
         self.lo == self.hi
     }
+
+    /// What kind of figure this is, from its interval and how the report printed it.
+    #[must_use]
+    pub fn kind(&self) -> Kind {
+        if self.single() {
+            Kind::Single
+        } else if is_ratio(&self.text) {
+            Kind::Ratio
+        } else {
+            Kind::Timed
+        }
+    }
 }
+
+/// What kind of figure a report prints, which says what can move it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Kind {
+    /// No interval: a count (callgrind, `-icount`), which only a change of the code or the
+    /// workload moves, or a single measurement the report gives no interval for (a worst
+    /// case, the best of several).
+    Single,
+    /// A median of per-round ratios, printed `1.47x [1.46, 1.47]`: both sides timed in each
+    /// round, so a change of the host's speed as a whole cancels.
+    Ratio,
+    /// Any other measured median (time, throughput, bandwidth): it moves with the host.
+    Timed,
+}
+
+impl Kind {
+    /// The kind as the comparison prints it.
+    #[must_use]
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Self::Single => "no interval",
+            Self::Ratio => "per-round ratio",
+            Self::Timed => "timed",
+        }
+    }
+}
+
+/// Whether a figure's printed text is a ratio: a number followed by `x` ("1.47x [1.46,
+/// 1.47]", "0.01x").
+fn is_ratio(text: &str) -> bool {
+    let number = text.trim_start().trim_start_matches(['-', '+']);
+    let digits = number
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(number.len());
+    digits > 0 && number[digits..].starts_with('x')
+}
+
+/// A change that is notable ([`Move::notable`]): this much or more, in percent (of a timed
+/// figure, beyond its table's median change).
+pub const NOTABLE_PCT: f64 = 5.0;
+
+/// The fewest timed figures a table must have in both reports for its median change to be
+/// taken as the host's.
+const TABLE_SHIFT_MIN_FIGURES: usize = 3;
 
 impl Move {
     /// The change of the median, in percent of the earlier one.
     #[must_use]
     pub fn change_pct(&self) -> f64 {
         (self.after.value / self.before.value - 1.0) * 100.0
+    }
+
+    /// How far the median moved beyond its table's median change, in percent (a timed
+    /// figure of a table with a shift only).
+    #[must_use]
+    pub fn beyond_table_pct(&self) -> Option<f64> {
+        let shift = self.table_shift?;
+        Some((self.after.value / self.before.value / shift - 1.0) * 100.0)
+    }
+
+    /// Whether the move is as large as a regression the report must flag: a figure without
+    /// an interval or a per-round ratio that moved [`NOTABLE_PCT`] or more, or a timed figure
+    /// that moved that much beyond its table's median change (or at all, in a table too
+    /// small to have one). A timed figure that moved with its table moved with the host.
+    #[must_use]
+    pub fn notable(&self) -> bool {
+        match self.after.kind() {
+            Kind::Single | Kind::Ratio => self.change_pct().abs() >= NOTABLE_PCT,
+            Kind::Timed => self
+                .beyond_table_pct()
+                .is_none_or(|pct| pct.abs() >= NOTABLE_PCT),
+        }
     }
 
     /// "higher" or "lower".
@@ -61,6 +156,9 @@ impl Move {
     }
 }
 
+/// The name of the section a report run with `--compare` adds.
+pub const COMPARISON: &str = "comparison";
+
 /// What a comparison found.
 #[derive(Debug, Default)]
 pub struct Comparison {
@@ -70,6 +168,20 @@ pub struct Comparison {
     pub compared: usize,
     /// Figures of this report the earlier one lacks.
     pub only_here: usize,
+    /// Each table with a figure found in both reports, in this report's order.
+    pub tables: Vec<TableChange>,
+}
+
+/// One table of a comparison as a whole.
+#[derive(Debug, PartialEq)]
+pub struct TableChange {
+    /// Section and table title.
+    pub name: [String; 2],
+    /// Its figures found in both reports.
+    pub compared: usize,
+    /// The median change of its timed figures (`after / before`), where it has at least
+    /// [`TABLE_SHIFT_MIN_FIGURES`]: how far the table moved as a whole.
+    pub shift: Option<f64>,
 }
 
 /// Every figure of a report as JSON: (name, figure), in order.
@@ -78,6 +190,10 @@ fn figures(report: &Value) -> Vec<([String; 4], Figure)> {
     let sections = report["sections"].as_array().map_or(&[][..], Vec::as_slice);
     for section in sections {
         let name = section[0].as_str().unwrap_or_default();
+        // A report run with `--compare` holds its comparison: not a measurement.
+        if name == COMPARISON {
+            continue;
+        }
         for table in section[1].as_array().into_iter().flatten() {
             let title = table["title"].as_str().unwrap_or_default();
             let columns: Vec<&str> = table["columns"]
@@ -99,7 +215,7 @@ fn figures(report: &Value) -> Vec<([String; 4], Figure)> {
                         continue;
                     }
                     // Past the row's name, a text cell that lists counts ("436 / 672 (peer
-                    // ÷ ours 1.54x)"): each an exact figure of its own.
+                    // ÷ ours 1.54x)"): each a figure of its own, without an interval.
                     let listed = cell.as_str().filter(|_| i >= leading).and_then(counts);
                     for (k, figure) in listed.into_iter().flatten().enumerate() {
                         let column = format!("{column} (figure {})", k + 1);
@@ -128,7 +244,7 @@ fn figure(cell: &Value) -> Option<Figure> {
     })
 }
 
-/// The exact figures a text cell lists as numbers separated by " / ", before any
+/// The figures a text cell lists as numbers separated by " / ", before any
 /// parenthesis ("129788 / 6312", "2.9 / 513.0 / 1040.4 / 512", "436 / 672 (peer ÷ ours
 /// 1.54x)"); `None` for any other text (a name, a verdict, "-").
 fn counts(text: &str) -> Option<Vec<Figure>> {
@@ -152,11 +268,11 @@ fn counts(text: &str) -> Option<Vec<Figure>> {
 }
 
 /// Whether `after` moved from `before`: beyond both intervals when either has one (the
-/// intervals do not overlap), else an exact change of at least [`EXACT_CHANGE_PCT`].
+/// intervals do not overlap), else a change of at least [`SINGLE_CHANGE_PCT`].
 fn moved(before: &Figure, after: &Figure) -> bool {
-    if before.exact() && after.exact() {
+    if before.single() && after.single() {
         let base = before.value.abs().max(f64::MIN_POSITIVE);
-        return (after.value - before.value).abs() / base * 100.0 >= EXACT_CHANGE_PCT;
+        return (after.value - before.value).abs() / base * 100.0 >= SINGLE_CHANGE_PCT;
     }
     after.lo > before.hi || after.hi < before.lo
 }
@@ -166,44 +282,153 @@ fn moved(before: &Figure, after: &Figure) -> bool {
 pub fn compare(earlier: &Value, now: &Value) -> Comparison {
     let before = figures(earlier);
     let mut c = Comparison::default();
+    let mut pairs = Vec::new();
     for (name, after) in figures(now) {
         let Some((_, was)) = before.iter().find(|(n, _)| *n == name) else {
             c.only_here += 1;
             continue;
         };
         c.compared += 1;
-        if moved(was, &after) {
+        pairs.push((name, was.clone(), after));
+    }
+    let shifts = table_shifts(&pairs);
+    for (name, _, _) in &pairs {
+        let table = [name[0].clone(), name[1].clone()];
+        match c.tables.iter_mut().find(|t| t.name == table) {
+            Some(t) => t.compared += 1,
+            None => {
+                let shift = shifts.iter().find(|(t, _)| *t == table).map(|&(_, s)| s);
+                c.tables.push(TableChange {
+                    name: table,
+                    compared: 1,
+                    shift,
+                });
+            }
+        }
+    }
+    for (name, before, after) in pairs {
+        if moved(&before, &after) {
+            let table_shift = (after.kind() == Kind::Timed)
+                .then(|| shifts.iter().find(|(t, _)| t[..] == name[..2]))
+                .flatten()
+                .map(|&(_, shift)| shift);
             c.moves.push(Move {
                 name,
-                before: was.clone(),
+                before,
                 after,
+                table_shift,
             });
         }
     }
     c
 }
 
-/// The comparison of `report` with the earlier report `earlier` as a table.
+/// Each table's median change of its timed figures (`after / before`), for the tables with
+/// at least [`TABLE_SHIFT_MIN_FIGURES`] of them, both medians positive.
+fn table_shifts(pairs: &[([String; 4], Figure, Figure)]) -> Vec<([String; 2], f64)> {
+    let mut tables: Vec<([String; 2], Vec<f64>)> = Vec::new();
+    for (name, before, after) in pairs {
+        if after.kind() != Kind::Timed || before.value <= 0.0 || after.value <= 0.0 {
+            continue;
+        }
+        let table = [name[0].clone(), name[1].clone()];
+        let change = after.value / before.value;
+        match tables.iter_mut().find(|(t, _)| *t == table) {
+            Some((_, changes)) => changes.push(change),
+            None => tables.push((table, vec![change])),
+        }
+    }
+    tables
+        .into_iter()
+        .filter(|(_, changes)| changes.len() >= TABLE_SHIFT_MIN_FIGURES)
+        .map(|(table, changes)| (table, Estimate::of(changes).median))
+        .collect()
+}
+
+/// The comparison of `report` with the earlier report `earlier` as tables
+/// ([`tables_between`]).
 ///
 /// # Errors
 /// The serializer's error, as text.
-pub fn table(report: &Report, earlier: &Value) -> Result<Table, String> {
+pub fn tables(report: &Report, earlier: &Value) -> Result<Vec<Table>, String> {
     let now = serde_json::to_value(report).map_err(|e| e.to_string())?;
-    Ok(table_between(earlier, &now))
+    Ok(tables_between(earlier, &now))
 }
 
 /// The comparison of the report `now` with the earlier report `earlier`, both as JSON (two
-/// `report.json` files already written: `report compare OLD NEW`), as a table.
+/// `report.json` files already written: `report compare OLD NEW`): a summary, table by
+/// table, then every figure that moved.
 #[must_use]
-pub fn table_between(earlier: &Value, now: &Value) -> Table {
+pub fn tables_between(earlier: &Value, now: &Value) -> Vec<Table> {
     let c = compare(earlier, now);
     let header = |field: &str| earlier["header"][field].as_str().unwrap_or("?").to_owned();
     let now_cpu = now["header"]["cpu"].as_str().unwrap_or("?");
+    let notable = c.moves.iter().filter(|m| m.notable()).count();
+    let mut summary = Table::new(
+        "comparison-tables",
+        &format!(
+            "Against the report of {} ({}), table by table: the figures that moved, and the \
+             notable moves among them (those a regression would make)",
+            header("commit"),
+            header("date")
+        ),
+        &[
+            "section",
+            "table",
+            "compared",
+            "moved",
+            "timed figures' median change",
+            "notable moves",
+        ],
+    );
+    for t in &c.tables {
+        let moves = || c.moves.iter().filter(|m| m.name[..2] == t.name[..]);
+        let moved = moves().count();
+        if moved == 0 {
+            continue;
+        }
+        let [section, title] = t.name.clone();
+        summary.row(vec![
+            Cell::text(section),
+            Cell::text(title),
+            Cell::num(t.compared as f64, 0, ""),
+            Cell::num(moved as f64, 0, ""),
+            t.shift
+                .map_or_else(|| Cell::text("-"), |s| Cell::num((s - 1.0) * 100.0, 1, "%")),
+            Cell::num(moves().filter(|m| m.notable()).count() as f64, 0, ""),
+        ]);
+    }
+    summary.note(format!(
+        "{} figures compared, {} moved, {notable} of them notably; {} figures of \
+         this report are not in the earlier one (new rows, or renamed). Earlier CPU: {}; this \
+         report's: {}.{}",
+        c.compared,
+        c.moves.len(),
+        c.only_here,
+        header("cpu"),
+        now_cpu,
+        if header("cpu") == now_cpu {
+            ""
+        } else {
+            " The CPUs differ: timed figures are not comparable, instruction counts are."
+        }
+    ));
+    summary.note(format!(
+        "Notable moves, those as large as a regression the report must flag: a figure \
+         without an interval that changed by {NOTABLE_PCT}% or more (an instruction count \
+         moves only with the code; a worst case or a best of several also with the host); a \
+         per-round ratio that moved {NOTABLE_PCT}% or more (both sides timed in each round, \
+         so a change of the host's speed as a whole cancels); a timed figure that moved \
+         {NOTABLE_PCT}% or more beyond its table's median change (or at all, in a table of \
+         fewer than {TABLE_SHIFT_MIN_FIGURES} timed figures). A timed figure that moved with \
+         its table's median moved with the host (other tenants, clock speed): every \
+         allocator and path of the table alike."
+    ));
     let mut t = Table::new(
         "comparison",
         &format!(
             "Figures that moved against the report of {} ({}): beyond both 95% intervals, or \
-             exact figures changed by {EXACT_CHANGE_PCT}% or more",
+             figures without one changed by {SINGLE_CHANGE_PCT}% or more",
             header("commit"),
             header("date")
         ),
@@ -212,10 +437,13 @@ pub fn table_between(earlier: &Value, now: &Value) -> Table {
             "table",
             "row",
             "column",
+            "kind",
             "before",
             "now",
             "change",
             "direction",
+            "beyond the table's median change",
+            "notable",
         ],
     );
     for m in &c.moves {
@@ -225,33 +453,23 @@ pub fn table_between(earlier: &Value, now: &Value) -> Table {
             Cell::text(title),
             Cell::text(row),
             Cell::text(column),
+            Cell::text(m.after.kind().as_str()),
             Cell::text(&m.before.text),
             Cell::text(&m.after.text),
             Cell::num(m.change_pct(), 1, "%"),
             Cell::text(m.direction()),
+            m.beyond_table_pct()
+                .map_or_else(|| Cell::text("-"), |pct| Cell::num(pct, 1, "%")),
+            Cell::text(if m.notable() { "yes" } else { "no" }),
         ]);
     }
-    t.note(format!(
-        "{} figures compared, {} moved; {} figures of this report are not in the earlier one \
-         (new rows, or renamed). Earlier CPU: {}; this report's: {}.{}",
-        c.compared,
-        c.moves.len(),
-        c.only_here,
-        header("cpu"),
-        now_cpu,
-        if header("cpu") == now_cpu {
-            ""
-        } else {
-            " The CPUs differ: timed figures are not comparable, exact counts are."
-        }
-    ));
     t.note(
         "Higher or lower says which way the median went, not whether that is better: a time \
          per call is better lower, a speed-up ratio higher. Intervals that do not overlap can \
-         still come from the host's load changing between the two runs; exact instruction \
-         counts cannot.",
+         still come from the host's load changing between the two runs, which moves a whole \
+         table (the last column takes that out); exact instruction counts cannot.",
     );
-    t
+    vec![summary, t]
 }
 
 #[cfg(test)]
@@ -276,9 +494,9 @@ mod tests {
     }
 
     #[test]
-    fn moves_are_figures_beyond_both_intervals_or_exact_changes() {
+    fn moves_are_figures_beyond_both_intervals_or_single_changes() {
         let before = report(cells([10.0, 9.0, 11.0], 100.0));
-        // Overlapping intervals, an exact count within the threshold: nothing moved.
+        // Overlapping intervals, a count within the threshold: nothing moved.
         let same = compare(&before, &report(cells([10.8, 10.5, 12.0], 100.4)));
         assert_eq!((same.compared, same.moves.len()), (2, 0));
         // Disjoint intervals and a changed count: both listed, with their direction.
@@ -288,7 +506,7 @@ mod tests {
         assert_eq!(moved.moves[0].direction(), "higher");
         assert_eq!(moved.moves[1].direction(), "lower");
         assert!((moved.moves[1].change_pct() + 10.0).abs() < 1e-9);
-        // Counts listed in a text cell are exact figures each; other text is not.
+        // Counts listed in a text cell are figures each; other text is not.
         let listed = |text: &str| {
             report(json!(["pages", {"value": 10.0, "text": "x", "ci": [9.0, 11.0]}, text]))
         };
@@ -307,5 +525,96 @@ mod tests {
         let other = json!(["other", {"value": 1.0, "text": "z"}, "n/a"]);
         let new = compare(&before, &report(other));
         assert_eq!((new.compared, new.only_here), (0, 1));
+    }
+
+    /// A table whose rows are allocators timed side by side: `ns` per row (each with an
+    /// interval of ±2%), a per-round ratio per row, and an instruction count per row.
+    fn allocators(ns: [f64; 4], ratio: f64, count: f64) -> Value {
+        let rows: Vec<Value> = ns
+            .iter()
+            .enumerate()
+            .map(|(i, &v)| {
+                json!([format!("allocator {i}"),
+                       {"value": v, "text": format!("{v}"), "ci": [v * 0.98, v * 1.02]},
+                       {"value": ratio, "text": format!("{ratio}x [{}, {}]", ratio * 0.99, ratio * 1.01),
+                        "ci": [ratio * 0.99, ratio * 1.01]},
+                       {"value": count, "text": format!("{count}")}])
+            })
+            .collect();
+        json!({
+            "header": {"commit": "abc", "date": "d", "cpu": "c"},
+            "sections": [
+                ["s", [{"title": "t", "columns": ["allocator", "ns", "ratio", "instructions"],
+                        "rows": rows}]],
+                // A report run with `--compare` holds its comparison: never compared.
+                [COMPARISON, [{"title": "c", "columns": ["row", "change"],
+                               "rows": [["r", {"value": ns[0], "text": "z"}]]}]],
+            ],
+        })
+    }
+
+    /// The host's speed moves a whole table: a timed figure that moved with its table's
+    /// median change is not notable, one that moved 5% or more beyond it is; a per-round
+    /// ratio or a figure without an interval is notable when it moved 5% or more.
+    #[test]
+    fn notable_moves_are_those_against_the_table_or_of_ratios_and_counts() {
+        let before = allocators([10.0, 20.0, 30.0, 40.0], 2.0, 100.0);
+        // Every allocator 10% slower, one 30%; the ratio 3% lower; counts 1% higher.
+        let after = allocators([11.0, 22.0, 33.0, 52.0], 1.94, 101.0);
+        let c = compare(&before, &after);
+        assert_eq!(c.compared, 12, "the comparison section is not compared");
+        let [table] = &c.tables[..] else {
+            panic!("one table: {:?}", c.tables)
+        };
+        assert_eq!(table.compared, 12);
+        // The median of 1.1, 1.1, 1.1 and 1.3.
+        assert!((table.shift.unwrap() - 1.1).abs() < 1e-9);
+        let timed: Vec<_> = c.moves.iter().filter(|m| m.name[3] == "ns").collect();
+        assert_eq!(timed.len(), 4, "every allocator's interval moved");
+        assert!(timed.iter().all(|m| m.after.kind() == Kind::Timed));
+        let notable: Vec<_> = timed.iter().filter(|m| m.notable()).collect();
+        assert_eq!(notable.len(), 1);
+        assert_eq!(notable[0].name[2], "allocator 3");
+        let beyond = notable[0].beyond_table_pct().unwrap();
+        assert!(
+            (beyond - (1.3 / 1.1 - 1.0) * 100.0).abs() < 1e-9,
+            "{beyond}"
+        );
+        // Ratios moved beyond their intervals, by less than 5%; counts changed by 1%.
+        for column in ["ratio", "instructions"] {
+            let moves: Vec<_> = c.moves.iter().filter(|m| m.name[3] == column).collect();
+            assert_eq!(moves.len(), 4, "{column}");
+            assert!(moves.iter().all(|m| !m.notable()), "{column}");
+            assert_eq!(moves[0].beyond_table_pct(), None, "{column}");
+        }
+        assert_eq!(c.moves[1].after.kind(), Kind::Ratio);
+        assert_eq!(c.moves[2].after.kind(), Kind::Single);
+        // A ratio 8% lower and counts 6% higher are notable.
+        let worse = compare(&before, &allocators([11.0, 22.0, 33.0, 44.0], 1.84, 106.0));
+        let notable: Vec<_> = worse.moves.iter().filter(|m| m.notable()).collect();
+        assert_eq!(notable.len(), 8);
+        assert!(notable.iter().all(|m| m.name[3] != "ns"));
+        // The summary counts them, table by table.
+        let [summary, list] = &tables_between(&before, &after)[..] else {
+            panic!("two tables")
+        };
+        let row: Vec<&str> = summary.rows[0].iter().map(Cell::as_text).collect();
+        assert_eq!(row, ["s", "t", "12", "12", "10.0%", "1"]);
+        assert_eq!(list.rows.len(), 12);
+    }
+
+    #[test]
+    fn ratios_are_numbers_followed_by_x() {
+        for text in [
+            "1.47x [1.46, 1.47]",
+            "0.01x",
+            "403.02x [375.30, 418.34]",
+            "-2x",
+        ] {
+            assert!(is_ratio(text), "{text}");
+        }
+        for text in ["20 ±0%", "x", "1.5", "x2", "12.3 ±4%", ""] {
+            assert!(!is_ratio(text), "{text}");
+        }
     }
 }
