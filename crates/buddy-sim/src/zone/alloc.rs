@@ -500,7 +500,7 @@ where
     /// Refills `lists`' `list` with `blocks` blocks of `order` from the buddy, under the
     /// zone lock (every few allocations of a high order: not cold).
     #[inline]
-    fn refill(
+    pub(super) fn refill(
         &self,
         cpu: CpuLists<'_, R>,
         lists: &mut PcpLists,

@@ -23,6 +23,17 @@ use crate::zone::per_cpu_set::PerCpuSet;
 use lock_api::RawMutex;
 use mm_types::Pfn;
 
+/// Whether a frozen allocation from a CPU's list refills the list from the buddy when it is
+/// empty (`Cpu::alloc_frozen_pages`), or takes what the list holds alone
+/// (`Cpu::alloc_frozen_pages_listed`, which changes nothing when it has none).
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Refill {
+    /// A refill's first block when the whole list is empty.
+    WhenEmpty,
+    /// The list's blocks alone.
+    Never,
+}
+
 impl<F, P, R> Zone<F, P, R>
 where
     F: FrameStorage,
@@ -80,7 +91,7 @@ where
     /// to overwrite, and tell the hook).
     #[inline(always)]
     fn take_unmovable(&self, pcp: CpuLists<'_, R>, order: Order) -> Result<FrameIdx, AllocError> {
-        if let Some(idx) = self.take_unmovable_listed(pcp, order) {
+        if let Some(idx) = self.take_unmovable_listed(pcp, order, Refill::WhenEmpty) {
             return Ok(idx);
         }
         // An order without a list (a heap's larger runs, a huge page): straight from the
@@ -101,32 +112,51 @@ where
         self.take_unmovable_slow(pcp, order)
     }
 
-    /// The front of `pcp`'s unmovable list for `order` (its array, then its linked part),
-    /// its allocation told to the event hook; `None` when it is empty or the order has no
+    /// The front of `pcp`'s unmovable list for `order` (its array, then its linked part, or
+    /// with [`Refill::WhenEmpty`] a refill's first block where the whole list is empty), its
+    /// allocation told to the event hook; `None` when there is none or the order has no
     /// list.
     #[inline(always)]
-    fn take_unmovable_listed(&self, pcp: CpuLists<'_, R>, order: Order) -> Option<FrameIdx> {
+    fn take_unmovable_listed(
+        &self,
+        pcp: CpuLists<'_, R>,
+        order: Order,
+        refill: Refill,
+    ) -> Option<FrameIdx> {
         let list = self.cfg.pcp_list(order, MigrateType::Unmovable)?;
         let Some(idx) = self.lock_pcp(pcp).pop_hot(list, order) else {
-            return self.take_unmovable_linked(pcp, order, list);
+            return self.take_unmovable_linked(pcp, (order, list), refill);
         };
         self.frozen_allocated(pcp, idx, order);
         Some(idx)
     }
 
     /// [`Zone::take_unmovable_listed`] when `list`'s array is empty: the front of its
-    /// linked part, under the lists' lock taken again, out of line so that the array's pop
-    /// carries none of it.
+    /// linked part, or with [`Refill::WhenEmpty`] where the whole list is empty the first
+    /// block of a refill from the buddy (as an allocation's `take_from_list` makes it),
+    /// under the lists' lock taken again; out of line so that the array's pop carries none
+    /// of it. `None` when there is none: the refill found nothing (the slow path's to drain
+    /// and retry), or the zone serves movable allocations only, whose unmovable lists
+    /// nothing refills.
     #[inline(never)]
     fn take_unmovable_linked(
         &self,
         pcp: CpuLists<'_, R>,
-        order: Order,
-        list: usize,
+        (order, list): (Order, usize),
+        refill: Refill,
     ) -> Option<FrameIdx> {
-        let (idx, _) = self
-            .lock_pcp(pcp)
-            .pop(self.map(), list, order, Prefer::Unzeroed)?;
+        let mut lists = self.lock_pcp(pcp);
+        if refill == Refill::WhenEmpty && lists.lists.is_empty(list) && !self.cfg.movable_only {
+            self.refill(
+                pcp,
+                &mut lists,
+                list,
+                (order, Prefer::Unzeroed, self.cfg.fallback()),
+                self.cfg.pcp_blocks(order),
+            );
+        }
+        let (idx, _) = lists.pop(self.map(), list, order, Prefer::Unzeroed)?;
+        drop(lists);
         self.frozen_allocated(pcp, idx, order);
         Some(idx)
     }
@@ -472,7 +502,9 @@ where
     /// ```
     #[inline(always)]
     pub fn alloc_frozen_pages_listed(&self, order: Order) -> Option<Pfn> {
-        self.frozen_listed(order, |zone, pcp| zone.take_unmovable_listed(pcp, order))
+        self.frozen_listed(order, |zone, pcp| {
+            zone.take_unmovable_listed(pcp, order, Refill::Never)
+        })
     }
 
     /// [`Cpu::alloc_frozen_pages_listed`] of a block aligned to `2^align` frames (a 16 KiB
