@@ -1150,6 +1150,15 @@ fn a_movable_only_zone_refuses_other_kinds_and_changes_nothing() {
             assert_eq!(r, Err(AllocError::MovableOnly(mt)));
         }
     }
+    // Frozen blocks are unmovable: refused too, their lists never refilled.
+    for order in [0, 3, 5] {
+        let r = w
+            .zone
+            .cpu(0)
+            .unwrap()
+            .alloc_frozen_pages(Order::new(order).unwrap());
+        assert_eq!(r, Err(AllocError::MovableOnly(MigrateType::Unmovable)));
+    }
     before.assert_unchanged(&w.zone);
     // Contiguous runs are what the region is for: movable pages move out of their way.
     w.contig_pages(32, Order::new(5).unwrap(), false).unwrap();
