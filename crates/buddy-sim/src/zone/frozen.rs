@@ -85,10 +85,11 @@ where
     }
 
     /// An unmovable block of `order` for the caller to mark, its allocation told to the
-    /// event hook once: the front of `pcp`'s list for it (its array, then its linked part;
-    /// order 0 always has a list: folded away for it), else through the allocation paths
-    /// (which refill the list, or mark a block allocated with a reference, for the caller
-    /// to overwrite, and tell the hook).
+    /// event hook once: the front of `pcp`'s list for it (its array, then its linked part,
+    /// else a refill's first block; order 0 always has a list: folded away for it), a block
+    /// straight from the buddy for an order without a list, else through the slow path
+    /// (which drains and retries, or marks a block allocated with a reference, for the
+    /// caller to overwrite, and tells the hook).
     #[inline(always)]
     fn take_unmovable(&self, pcp: CpuLists<'_, R>, order: Order) -> Result<FrameIdx, AllocError> {
         if let Some(idx) = self.take_unmovable_listed(pcp, order, Refill::WhenEmpty) {
