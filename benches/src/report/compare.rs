@@ -114,7 +114,7 @@ pub const NOTABLE_PCT: f64 = 5.0;
 
 /// The fewest timed figures a table must have in both reports for its median change to be
 /// taken as the host's.
-const TABLE_SHIFT_MIN_FIGURES: usize = 3;
+pub const TABLE_SHIFT_MIN_FIGURES: usize = 3;
 
 impl Move {
     /// The change of the median, in percent of the earlier one.
