@@ -42,6 +42,11 @@ const FRAGMENTATION_PAGES: usize = 512;
 const BATCH: usize = 256;
 /// Calls of a page pair per round.
 const PAIRS: usize = 2_000;
+/// Task stacks a round takes at once, then frees: tasks spawned together and exiting, more
+/// than a CPU's list holds of their order.
+const TASK_STACKS: usize = 32;
+/// Pages of a task stack (ArceOS's default, 256 KiB).
+const STACK_PAGES: usize = 64;
 /// Random batches per round.
 const BATCHES: usize = 20;
 /// Random batches per thread and round in the two-thread table: long enough (a few ms)
@@ -164,6 +169,17 @@ fn page_pairs(a: &dyn Locked, pages: usize, align: usize) -> u64 {
         }
     }
     refused
+}
+
+/// [`TASK_STACKS`] stacks taken, then all freed; how many were refused.
+fn task_stacks(a: &dyn Locked) -> u64 {
+    let held: Vec<Option<usize>> = (0..TASK_STACKS)
+        .map(|_| a.alloc(STACK_PAGES, PAGE))
+        .collect();
+    for &at in held.iter().flatten() {
+        a.dealloc(at, STACK_PAGES);
+    }
+    held.iter().filter(|at| at.is_none()).count() as u64
 }
 
 fn fragmentation_cycle(a: &dyn Locked) -> u64 {
@@ -475,6 +491,11 @@ fn page_works() -> Vec<PageWork> {
     pairs!(4, 4 * PAGE);
     pairs!(4, 16 * PAGE);
     w.push((
+        format!("{TASK_STACKS} task stacks ({STACK_PAGES} pages each) taken, then freed"),
+        (2 * TASK_STACKS) as f64,
+        |a, _| task_stacks(a),
+    ));
+    w.push((
         "fragmentation recovery cycle (512 pages)".into(),
         (2 * FRAGMENTATION_PAGES + 2) as f64,
         |a, _| fragmentation_cycle(a),
@@ -668,7 +689,7 @@ fn tables(ctx: &SectionContext) -> Vec<Table> {
         let s = Samples::interleaved(Budget::cell(ctx.quick, 2.0), &mut today, &mut candidates);
         rows(&mut t, &mut goals, (name, calls), &s, (&HEAPS, None));
     }
-    t.note(
+    t.note(format!(
         "Each allocator over memory of its own (buddy-sim 1 GiB with its metadata at the head, \
          the peers 128 MiB), nothing touched but what an allocator writes itself. buddy-sim is \
          `axalloc-buddy`'s `GlobalAllocator`, the code `arceos/ax-alloc` runs: a page call takes \
@@ -688,9 +709,11 @@ fn tables(ctx: &SectionContext) -> Vec<Table> {
          `GlobalAllocator` (objects up to its largest size class from CPU 0's slab cache, larger \
          ones from its buddy), behind ax-alloc's one lock, its platform interface given as its \
          own tests give it (identity address translation, a host spin lock). Page workloads are \
-         buddy-slab-allocator 0.6.1's own benches (`benches/buddy_allocator.rs`), heap \
+         buddy-slab-allocator 0.6.1's own benches (`benches/buddy_allocator.rs`), but for \
+         the task stacks (ArceOS's stack of {STACK_PAGES} pages for each of {TASK_STACKS} \
+         tasks spawned at once, then exiting: more stacks than a CPU's list holds), heap \
          workloads arceos-org/allocator's tests, written here as the same calls.",
-    );
+    ));
     goals.note(
         "Each ratio divides the peer's time per round by buddy-sim's in the same round; above \
          1: buddy-sim faster. The goal is to be at least as fast as each of ArceOS's current \

@@ -490,10 +490,10 @@ impl Frames {
     /// A block of `order` for `kind` from the calling CPU's lists (the zone's frozen block,
     /// as `AxPageAllocator` hands out a block's worth of pages: its free takes it back),
     /// starting aligned to `2^align` frames where `align` is given (above `order`),
-    /// counted, recorded with `tag` (page_owner); `None`, changing nothing, when the CPU's
-    /// list for the order has none (so aligned): for a page with no alignment asked, past a
-    /// refill and the slow path, unless the region is exhausted; otherwise at once (the
-    /// general path then refills or splits, looks further and records why).
+    /// counted, recorded with `tag` (page_owner); `None` when the CPU's list for the order
+    /// has none (so aligned): with no alignment asked, past a refill of the list and the
+    /// slow path, unless the region is exhausted; otherwise at once, changing nothing (the
+    /// general path then splits, looks further and records why).
     #[inline(always)]
     pub(crate) fn alloc_block(
         &self,
@@ -514,8 +514,12 @@ impl Frames {
         );
         // Nothing taken: the slot was let go before the refill, which takes it again, so
         // that the list's pop keeps nothing for after a call.
-        if taken.is_none() && order == Order::ZERO && align.is_none() {
-            return self.refill_page(kind, tag);
+        if taken.is_none() && align.is_none() {
+            return if order == Order::ZERO {
+                self.refill_page(kind, tag)
+            } else {
+                self.refill_block(order, kind, tag)
+            };
         }
         taken
     }
@@ -532,6 +536,22 @@ impl Frames {
         kind: UsageKind,
         tag: OwnerTag,
     ) -> Option<usize> {
+        if self.exhausted() {
+            return None;
+        }
+        self.take_on_slot(order, kind, tag, |lists| {
+            lists.alloc_frozen_pages(order).ok()
+        })
+    }
+
+    /// [`Frames::alloc_block`] of a block above a page past the calling CPU's list: a
+    /// refill of the list (a task stack's order refills every other block), and the slow
+    /// path, unless the region is exhausted; out of line, as [`Frames::refill_page`]. `None`
+    /// when the zone has no such block, which says nothing of smaller ones: the region is
+    /// not marked exhausted (the general path decides).
+    #[cold]
+    #[inline(never)]
+    fn refill_block(&self, order: Order, kind: UsageKind, tag: OwnerTag) -> Option<usize> {
         if self.exhausted() {
             return None;
         }

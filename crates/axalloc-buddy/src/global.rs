@@ -838,8 +838,8 @@ impl GlobalAllocator {
     }
 
     /// One block of `order` from the first region's CPU list for it (its zone's frozen
-    /// block), counted for `kind`; `None` when that list has none (no refill: the general
-    /// path's), or before `init`.
+    /// block), counted for `kind`; `None` when that list and its refill have none, or
+    /// before `init`.
     #[inline(never)]
     fn alloc_one_block(&self, order: Order, kind: UsageKind, tag: OwnerTag) -> Option<usize> {
         self.first()?.alloc_block(order, None, kind, tag)

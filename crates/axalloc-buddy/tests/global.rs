@@ -204,6 +204,47 @@ fn an_aligned_small_block_is_taken_again_from_the_cpus_list() {
     zone_is_sound(&a);
 }
 
+/// Task stacks (64 pages, a listed order, its list refilled two blocks at a time) taken
+/// until the zone has no such block: each counted, each a block of its own; the call that
+/// finds none changes nothing, and the pages left (below a stack's alignment) still come
+/// one by one; all given back, the zone is whole again.
+#[test]
+fn task_stacks_refill_their_list_until_none_is_left() {
+    let (_region, a) = allocator(4 << 20);
+    let before = a.available_pages();
+    let mut stacks = Vec::new();
+    while let Ok(at) = a.alloc_pages(64, PAGE, UsageKind::VirtMem) {
+        assert_eq!(at % (64 * PAGE), 0, "a stack is one block");
+        stacks.push(at);
+        assert_eq!(a.usages().get(UsageKind::VirtMem), stacks.len() * 64 * PAGE);
+    }
+    assert!(
+        stacks.len() > 8,
+        "more than a refill's worth: {}",
+        stacks.len()
+    );
+    let left = a.available_pages();
+    assert!(a.alloc_pages(64, PAGE, UsageKind::VirtMem).is_err());
+    assert_eq!(a.available_pages(), left, "the refused call took nothing");
+    assert_eq!(a.usages().get(UsageKind::VirtMem), stacks.len() * 64 * PAGE);
+    let pages: Vec<usize> = (0..left)
+        .map(|_| {
+            a.alloc_pages(1, PAGE, UsageKind::PageTable)
+                .expect("a page left")
+        })
+        .collect();
+    assert_eq!(a.available_pages(), 0);
+    for at in pages {
+        give_back(&a, at, 1, UsageKind::PageTable);
+    }
+    for at in stacks {
+        give_back(&a, at, 64, UsageKind::VirtMem);
+    }
+    assert_eq!(a.usages().get(UsageKind::VirtMem), 0);
+    assert_eq!(a.available_pages(), before);
+    zone_is_sound(&a);
+}
+
 #[test]
 fn a_block_above_the_lists_orders_comes_whole_from_the_zone() {
     let (_region, a) = allocator(4 << 20);
