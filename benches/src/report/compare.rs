@@ -291,27 +291,13 @@ pub fn compare(earlier: &Value, now: &Value) -> Comparison {
         c.compared += 1;
         pairs.push((name, was.clone(), after));
     }
-    let shifts = table_shifts(&pairs);
-    for (name, _, _) in &pairs {
-        let table = [name[0].clone(), name[1].clone()];
-        match c.tables.iter_mut().find(|t| t.name == table) {
-            Some(t) => t.compared += 1,
-            None => {
-                let shift = shifts.iter().find(|(t, _)| *t == table).map(|&(_, s)| s);
-                c.tables.push(TableChange {
-                    name: table,
-                    compared: 1,
-                    shift,
-                });
-            }
-        }
-    }
+    c.tables = table_changes(&pairs);
     for (name, before, after) in pairs {
         if moved(&before, &after) {
             let table_shift = (after.kind() == Kind::Timed)
-                .then(|| shifts.iter().find(|(t, _)| t[..] == name[..2]))
+                .then(|| c.tables.iter().find(|t| t.name[..] == name[..2]))
                 .flatten()
-                .map(|&(_, shift)| shift);
+                .and_then(|t| t.shift);
             c.moves.push(Move {
                 name,
                 before,
@@ -323,25 +309,37 @@ pub fn compare(earlier: &Value, now: &Value) -> Comparison {
     c
 }
 
-/// Each table's median change of its timed figures (`after / before`), for the tables with
-/// at least [`TABLE_SHIFT_MIN_FIGURES`] of them, both medians positive.
-fn table_shifts(pairs: &[([String; 4], Figure, Figure)]) -> Vec<([String; 2], f64)> {
-    let mut tables: Vec<([String; 2], Vec<f64>)> = Vec::new();
+/// The tables of the figures found in both reports, in order: how many each has, and the
+/// median change of its timed figures (`after / before`, both medians positive) where it has
+/// at least [`TABLE_SHIFT_MIN_FIGURES`] of them.
+fn table_changes(pairs: &[([String; 4], Figure, Figure)]) -> Vec<TableChange> {
+    let mut tables: Vec<(TableChange, Vec<f64>)> = Vec::new();
     for (name, before, after) in pairs {
-        if after.kind() != Kind::Timed || before.value <= 0.0 || after.value <= 0.0 {
-            continue;
-        }
-        let table = [name[0].clone(), name[1].clone()];
-        let change = after.value / before.value;
-        match tables.iter_mut().find(|(t, _)| *t == table) {
-            Some((_, changes)) => changes.push(change),
-            None => tables.push((table, vec![change])),
+        let i = match tables.iter().position(|(t, _)| t.name[..] == name[..2]) {
+            Some(i) => i,
+            None => {
+                let table = TableChange {
+                    name: [name[0].clone(), name[1].clone()],
+                    compared: 0,
+                    shift: None,
+                };
+                tables.push((table, Vec::new()));
+                tables.len() - 1
+            }
+        };
+        let (table, changes) = &mut tables[i];
+        table.compared += 1;
+        if after.kind() == Kind::Timed && before.value > 0.0 && after.value > 0.0 {
+            changes.push(after.value / before.value);
         }
     }
     tables
         .into_iter()
-        .filter(|(_, changes)| changes.len() >= TABLE_SHIFT_MIN_FIGURES)
-        .map(|(table, changes)| (table, Estimate::of(changes).median))
+        .map(|(mut table, changes)| {
+            table.shift =
+                (changes.len() >= TABLE_SHIFT_MIN_FIGURES).then(|| Estimate::of(changes).median);
+            table
+        })
         .collect()
 }
 

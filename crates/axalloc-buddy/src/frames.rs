@@ -515,11 +515,7 @@ impl Frames {
         // Nothing taken: the slot was let go before the refill, which takes it again, so
         // that the list's pop keeps nothing for after a call.
         if taken.is_none() && align.is_none() {
-            return if order == Order::ZERO {
-                self.refill_page(kind, tag)
-            } else {
-                self.refill_block(order, kind, tag)
-            };
+            return self.refill_list(order, kind, tag);
         }
         taken
     }
@@ -544,36 +540,23 @@ impl Frames {
         })
     }
 
-    /// [`Frames::alloc_block`] of a block above a page past the calling CPU's list: a
-    /// refill of the list (a task stack's order refills every other block), and the slow
-    /// path, unless the region is exhausted; out of line, as [`Frames::refill_page`]. `None`
-    /// when the zone has no such block, which says nothing of smaller ones: the region is
-    /// not marked exhausted (the general path decides).
+    /// [`Frames::alloc_block`] of a block of `order` past the calling CPU's list, with no
+    /// alignment asked: a refill of the list and the slow path, unless the region is
+    /// [exhausted](Frames::exhausted); out of line, so that the list's pop carries none of
+    /// it. A page none of those has marks the region exhausted; a larger block none has says
+    /// nothing of pages (the general path decides).
     #[cold]
     #[inline(never)]
-    fn refill_block(&self, order: Order, kind: UsageKind, tag: OwnerTag) -> Option<usize> {
+    fn refill_list(&self, order: Order, kind: UsageKind, tag: OwnerTag) -> Option<usize> {
         if self.exhausted() {
             return None;
         }
-        self.take_on_slot(order, kind, tag, |lists| {
+        let at = self.take_on_slot(order, kind, tag, |lists| {
             lists.alloc_frozen_pages(order).ok()
-        })
-    }
-
-    /// [`Frames::alloc_block`] of a page past the calling CPU's list: a refill and the slow
-    /// path, unless the region is [exhausted](Frames::exhausted); out of line, so that the
-    /// list's pop carries none of it.
-    #[cold]
-    #[inline(never)]
-    fn refill_page(&self, kind: UsageKind, tag: OwnerTag) -> Option<usize> {
-        if self.exhausted() {
-            return None;
-        }
-        let at = self.take_on_slot(Order::ZERO, kind, tag, |lists| {
-            lists.alloc_frozen_page().ok()
         });
-        // None: its list, a refill and the slow path had none.
-        self.set_exhausted(at.is_none());
+        if order == Order::ZERO {
+            self.set_exhausted(at.is_none());
+        }
         at
     }
 

@@ -418,22 +418,37 @@ where
         mt: MigrateType,
         fallback: Fallback,
     ) -> Option<(FrameIdx, Contents)> {
-        let m = self.map();
         let mut lists = self.lock_pcp(pcp);
         if prefer == Prefer::Zeroed {
             return self.take_zeroed_from_list(pcp, &mut lists, list, order, mt, fallback);
         }
+        let (idx, zeroed) = self.pop_refilled(pcp, &mut lists, (list, order), fallback)?;
+        Some((idx, Contents::of(zeroed)))
+    }
+
+    /// The front of `lists`' `list` of `order` for a plain allocation, the list refilled
+    /// from the buddy first if it is empty (a batch of `ZoneConfig::pcp_blocks`, falling
+    /// back as `fallback` allows): Linux's `rmqueue_pcplist`. The caller holds the lists'
+    /// lock; returns the block and whether it is known zero, `None` when the refill found
+    /// nothing.
+    #[inline(always)]
+    pub(super) fn pop_refilled(
+        &self,
+        pcp: CpuLists<'_, R>,
+        lists: &mut PcpLists,
+        (list, order): (usize, Order),
+        fallback: Fallback,
+    ) -> Option<(FrameIdx, bool)> {
         if lists.lists.is_empty(list) {
             self.refill(
                 pcp,
-                &mut lists,
+                lists,
                 list,
                 (order, Prefer::Unzeroed, fallback),
                 self.cfg.pcp_blocks(order),
             );
         }
-        let (idx, zeroed) = lists.pop(m, list, order, Prefer::Unzeroed)?;
-        Some((idx, Contents::of(zeroed)))
+        lists.pop(self.map(), list, order, Prefer::Unzeroed)
     }
 
     /// [`Zone::take_from_list`] for a zeroed allocation, under the list's lock: a block known
@@ -479,16 +494,7 @@ where
                 Some((idx, Contents::KnownZero))
             });
         let taken = taken.or_else(|| {
-            if lists.lists.is_empty(list) {
-                self.refill(
-                    cpu,
-                    lists,
-                    list,
-                    (order, Prefer::Unzeroed, fallback),
-                    self.cfg.pcp_blocks(order),
-                );
-            }
-            let (idx, _) = lists.pop(m, list, order, Prefer::Unzeroed)?;
+            let (idx, _) = self.pop_refilled(cpu, lists, (list, order), fallback)?;
             Some((idx, lists.contents(m, idx, order)))
         })?;
         lists
@@ -500,7 +506,7 @@ where
     /// Refills `lists`' `list` with `blocks` blocks of `order` from the buddy, under the
     /// zone lock (every few allocations of a high order: not cold).
     #[inline]
-    pub(super) fn refill(
+    fn refill(
         &self,
         cpu: CpuLists<'_, R>,
         lists: &mut PcpLists,

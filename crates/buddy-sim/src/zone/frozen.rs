@@ -134,7 +134,7 @@ where
 
     /// [`Zone::take_unmovable_listed`] when `list`'s array is empty: the front of its
     /// linked part, or with [`Refill::WhenEmpty`] where the whole list is empty the first
-    /// block of a refill from the buddy (as an allocation's `take_from_list` makes it),
+    /// block of a refill from the buddy ([`Zone::pop_refilled`], as a plain allocation's),
     /// under the lists' lock taken again; out of line so that the array's pop carries none
     /// of it. `None` when there is none: the refill found nothing (the slow path's to drain
     /// and retry), or the zone serves movable allocations only, whose unmovable lists
@@ -147,16 +147,11 @@ where
         refill: Refill,
     ) -> Option<FrameIdx> {
         let mut lists = self.lock_pcp(pcp);
-        if refill == Refill::WhenEmpty && lists.lists.is_empty(list) && !self.cfg.movable_only {
-            self.refill(
-                pcp,
-                &mut lists,
-                list,
-                (order, Prefer::Unzeroed, self.cfg.fallback()),
-                self.cfg.pcp_blocks(order),
-            );
-        }
-        let (idx, _) = lists.pop(self.map(), list, order, Prefer::Unzeroed)?;
+        let (idx, _) = if refill == Refill::WhenEmpty && !self.cfg.movable_only {
+            self.pop_refilled(pcp, &mut lists, (list, order), self.cfg.fallback())
+        } else {
+            lists.pop(self.map(), list, order, Prefer::Unzeroed)
+        }?;
         drop(lists);
         self.frozen_allocated(pcp, idx, order);
         Some(idx)
