@@ -513,7 +513,7 @@ fn page_works() -> Vec<PageWork> {
 /// buffer aligned above its size; not on buddy-slab-allocator, which refuses most of
 /// those calls, see the section's note); and `n` rounds of 2 500 heap objects of 64 bytes,
 /// freed in random order, on the drop-in's heap and on TLSF.
-pub const COUNTED: [count::Workload; 10] = {
+pub const COUNTED: [count::Workload; 13] = {
     /// A workload: `ops` calls a round, each round `$round` on `$a`, the allocator `$make`
     /// builds once.
     macro_rules! rounds {
@@ -570,6 +570,20 @@ pub const COUNTED: [count::Workload; 10] = {
         ),
         rounds!("today-heap-btree-tlsf", 118_182, TlsfPages::new(), |h| {
             btree_map(&h)
+        }),
+        rounds!(
+            "today-task-stacks-buddy-sim",
+            64,
+            Ours(DropIn::new(1)),
+            |a| {
+                assert_eq!(task_stacks(&a), 0, "a stack refused");
+            }
+        ),
+        rounds!("today-task-stacks-buddy-slab", 64, SlabPages::new(), |a| {
+            assert_eq!(task_stacks(&a), 0, "a stack refused");
+        }),
+        rounds!("today-task-stacks-tlsf", 64, TlsfPages::new(), |a| {
+            assert_eq!(task_stacks(&a), 0, "a stack refused");
         }),
     ]
 };

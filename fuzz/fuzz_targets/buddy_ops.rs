@@ -60,6 +60,7 @@ enum ArbOp {
     AllocFrozen(u8, u8),
     FreeFrozen(u8, u8),
     DrainCpu(u8),
+    DecayPcpHigh(u8),
     DrainAll,
     AddMemory(u16, u16),
     AllocZeroed(u8, u8, Option<u32>),
@@ -188,6 +189,7 @@ impl ArbOp {
                 slot: usize::from(*s),
             },
             Self::DrainCpu(c) => Op::DrainCpu { cpu: cpu(c) },
+            Self::DecayPcpHigh(c) => Op::DecayPcpHigh { cpu: cpu(c) },
             Self::DrainAll => Op::DrainAll,
             Self::AddMemory(off, len) | Self::AddZeroedMemory(off, len) => Op::AddMemory {
                 offset: u64::from(*off),
@@ -288,6 +290,8 @@ fuzz_target!(|input: Input| {
         section_pages: 1 << (input.section_log % 13),
         cpus: usize::from(input.cpus % 4) + 1,
         pcp_high: u64::from(input.high % 1024),
+        // The high bits: a bound for tuned marks (below the mark: not tuned).
+        pcp_high_max: u64::from(input.high >> 10) << 6,
         pcp_batch: u64::from(input.batch % 64) + 1,
         // Linux's per-cpu orders (0..=3), or up to 8.
         pcp_max_order: Order::new(3 + input.batch % 6).unwrap(),

@@ -39,6 +39,7 @@ enum ZeroOp {
     ZeroSome(u8),
     Report(u8, bool),
     DrainCpu(u8),
+    DecayPcpHigh(u8),
     DrainAll,
     AddMemory(u8, u8, bool),
     InitDeferred(u8),
@@ -81,6 +82,7 @@ impl ZeroOp {
                 accept,
             },
             Self::DrainCpu(c) => Op::DrainCpu { cpu: cpu(&c) },
+            Self::DecayPcpHigh(c) => Op::DecayPcpHigh { cpu: cpu(&c) },
             Self::DrainAll => Op::DrainAll,
             Self::AddMemory(off, len, zeroed) => Op::AddMemory {
                 offset: u64::from(off % MAX_FRAMES),
@@ -101,6 +103,8 @@ fuzz_target!(|input: Input| {
         pageblock_order: Order::new(max_order.min(3)).unwrap(),
         cpus: usize::from(input.cpus % 3) + 1,
         pcp_high: u64::from(input.high % 64),
+        // The high bits: a bound for tuned marks (below the mark: not tuned).
+        pcp_high_max: u64::from(input.high >> 6) << 5,
         pcp_batch: u64::from(input.batch % 16) + 1,
         eager_pages: u64::from(input.eager % MAX_FRAMES) + 1,
         ..ZoneConfig::new(

@@ -87,7 +87,13 @@ fn pfn_of(pos: usize) -> Option<Pfn> {
 ///   128 MiB zone would get batches of 7 and a high mark of 452 frames): a page-table build
 ///   of 512 pages then stays on the lists instead of refilling and draining every 7 pages.
 ///   At most an eighth of the memory sits on all lists together, and a batch is at most a
-///   quarter of the high mark (Linux's ratio), so a tiny zone keeps Linux's sizes.
+///   quarter of the high mark (Linux's ratio), so a tiny zone keeps Linux's sizes;
+/// - each CPU's high mark tuned as Linux 6.7 tunes it ([`ZoneConfig::pcp_high_max`]), up to
+///   an eighth of the memory per CPU: a burst of task stacks larger than the fixed mark
+///   (32 of 64 pages are 2048 frames) stays on the CPU's list after its second round
+///   instead of draining to the buddy and refilling every two stacks. The mark grows only
+///   while the zone's free memory is above its high watermark and shrinks when a free finds
+///   it below; every list is drained before an allocation fails.
 #[must_use]
 pub fn zone_config(first: Pfn, frames: u64, cpus: usize) -> ZoneConfig {
     let max_order = Order::floor_log2(frames, Order::MAX_SUPPORTED);
@@ -100,6 +106,7 @@ pub fn zone_config(first: Pfn, frames: u64, cpus: usize) -> ZoneConfig {
     cfg.pcp_batch = cfg
         .pcp_batch
         .max((cfg.pcp_high / 4).min(buddy_sim::LINUX_PCP_BATCH));
+    cfg.pcp_high_max = buddy_sim::pcp_high_max_for(frames, cpus, cfg.pcp_batch);
     cfg
 }
 
@@ -413,6 +420,15 @@ impl Frames {
         let pages = self.zone.pcp_pages(cpu).ok();
         drop(slot);
         pages
+    }
+
+    /// [`Cpu::decay_pcp_high`](buddy_sim::Cpu::decay_pcp_high) on the lists of the CPU this
+    /// call runs on, under its slot's lock: whether there is more to do at the next tick.
+    pub(crate) fn decay_lists(&self) -> bool {
+        let cpu = self.this_cpu();
+        // SAFETY: as in `take_on_slot`.
+        let lists = unsafe { self.local_lists(&cpu) };
+        lists.decay_pcp_high()
     }
 
     /// `f` on the slot of the CPU this call runs on, with every CPU's slot locked (in CPU

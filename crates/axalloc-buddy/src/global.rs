@@ -1289,6 +1289,17 @@ impl GlobalAllocator {
         )
     }
 
+    /// Lowers the calling CPU's high marks in every region by an eighth, draining what its
+    /// lists hold past them (Linux's `decay_pcp_high`, from `vmstat_update` each second):
+    /// the marks rise after bursts that overran the lists ([`zone_config`](crate::zone_config)),
+    /// and a kernel that calls this from each CPU's timer tick gets the frames a burst left
+    /// on the lists back into the buddy once the burst is over. Without it the marks come
+    /// down only when memory runs short, and every list is drained before an allocation
+    /// fails. Whether there is more to do at the next tick; `false` before `init`.
+    pub fn decay_cpu_lists(&self) -> bool {
+        self.regions().fold(false, |more, f| f.decay_lists() | more)
+    }
+
     /// Frames on CPU `cpu`'s per-cpu lists in every region (read under that CPU's lock of
     /// each); `None` before `init` or past the CPUs.
     pub fn pcp_pages(&self, cpu: usize) -> Option<u64> {

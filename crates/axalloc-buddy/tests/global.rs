@@ -245,6 +245,56 @@ fn task_stacks_refill_their_list_until_none_is_left() {
     zone_is_sound(&a);
 }
 
+/// Zone-lock acquisitions (refills and drains of the CPU's lists) of a burst of 32 task
+/// stacks taken, then given back.
+fn stack_burst_zone_locks(a: &GlobalAllocator) -> u64 {
+    // SAFETY: read between page calls (`zone_is_sound`'s rule).
+    let locks = || unsafe { a.zone() }.unwrap().counters().zone_locks;
+    let before = locks();
+    let stacks: Vec<usize> = (0..32)
+        .map(|_| a.alloc_pages(64, PAGE, UsageKind::VirtMem).unwrap())
+        .collect();
+    for at in stacks {
+        give_back(a, at, 64, UsageKind::VirtMem);
+    }
+    locks() - before
+}
+
+/// A burst of 32 task stacks (2048 frames) overruns the CPU's list (1024 frames): the first
+/// bursts refill and drain through the zone, the refills raise the CPU's high mark, and from
+/// then on a burst takes no zone lock at all. Decayed tick by tick, the mark comes back down
+/// and the lists give back what they held past it.
+#[test]
+#[cfg_attr(
+    miri,
+    ignore = "128 MiB of memory: too slow under Miri; the tuning runs in buddy-sim's tests"
+)]
+fn task_stack_bursts_stay_on_the_cpu_list_and_decay_back() {
+    let (_region, a) = allocator(128 << 20);
+    let before = a.available_pages();
+    assert!(stack_burst_zone_locks(&a) > 0, "the first burst refills");
+    stack_burst_zone_locks(&a);
+    for _ in 0..3 {
+        assert_eq!(stack_burst_zone_locks(&a), 0, "a burst on the list alone");
+        assert!(a.pcp_pages(0).unwrap() >= 32 * 64);
+    }
+    zone_is_sound(&a);
+    let mut ticks = 0;
+    while a.decay_cpu_lists() {
+        ticks += 1;
+        assert!(ticks < 100, "the decay does not end");
+    }
+    assert!(ticks > 1, "an eighth a tick: {ticks}");
+    assert!(
+        a.pcp_pages(0).unwrap() <= 1024,
+        "{}",
+        a.pcp_pages(0).unwrap()
+    );
+    assert_eq!(a.available_pages(), before);
+    zone_is_sound(&a);
+    assert!(stack_burst_zone_locks(&a) > 0, "back to the fixed mark");
+}
+
 #[test]
 fn a_block_above_the_lists_orders_comes_whole_from_the_zone() {
     let (_region, a) = allocator(4 << 20);

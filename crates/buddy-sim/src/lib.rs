@@ -190,7 +190,9 @@ pub use vmalloc::VmAreaBuf;
 pub use zero_core;
 pub use zone::check::Corruption;
 pub use zone::config::{EAGER_PAGES, PAGE_ALLOC_COSTLY_ORDER, PCP_MAX_ORDER};
-pub use zone::config::{LINUX_PCP_BATCH, Watermarks, ZoneConfig, pcp_batch_for, pcp_high_for};
+pub use zone::config::{
+    LINUX_PCP_BATCH, Watermarks, ZoneConfig, pcp_batch_for, pcp_high_for, pcp_high_max_for,
+};
 pub use zone::counters::{FallbackCounts, OpCounters};
 pub use zone::cpu::{
     Access, Cpu, Local, LocalCpu, Locked, NoClearer, ServedBy, StaticCpu, WithClearer,

@@ -65,39 +65,44 @@ fn zone_config() -> impl Strategy<Value = ZoneConfig> {
         0u64..600,
         1u64..64,
         3u8..=8,
+        prop_oneof![Just(0u64), 0u64..2000],
     )
-        .prop_flat_map(|(nr, max, section_log, cpus, high, batch, pcp_max)| {
-            // Half the zones defer most of each added range (init_deferred, the slow path).
-            let eager = prop_oneof![Just(u64::MAX), 1u64..=nr];
-            // Linux's defrag mode (with or without the pageblock reserve), a movable-only
-            // zone, any proactiveness.
-            let mobility = (any::<bool>(), any::<bool>(), any::<bool>(), 0u8..=100);
-            ((0..=max), eager, zone_start(nr), mobility).prop_map(
-                move |(
-                    pb,
-                    eager_pages,
-                    start,
-                    (defrag_mode, reserve, movable_only, compaction_proactiveness),
-                )| {
-                    ZoneConfig {
-                        defrag_mode,
-                        pageblock_reserve: defrag_mode && reserve,
-                        movable_only,
-                        compaction_proactiveness,
-                        max_order: Order::new(max).unwrap(),
-                        pageblock_order: Order::new(pb).unwrap(),
-                        section_pages: 1 << section_log,
-                        cpus,
-                        pcp_high: high,
-                        pcp_batch: batch,
-                        // Linux's per-cpu orders, or more of them (ArceOS's drop-in).
-                        pcp_max_order: Order::new(pcp_max).unwrap(),
+        .prop_flat_map(
+            |(nr, max, section_log, cpus, high, batch, pcp_max, high_max)| {
+                // Half the zones defer most of each added range (init_deferred, the slow path).
+                let eager = prop_oneof![Just(u64::MAX), 1u64..=nr];
+                // Linux's defrag mode (with or without the pageblock reserve), a movable-only
+                // zone, any proactiveness.
+                let mobility = (any::<bool>(), any::<bool>(), any::<bool>(), 0u8..=100);
+                ((0..=max), eager, zone_start(nr), mobility).prop_map(
+                    move |(
+                        pb,
                         eager_pages,
-                        ..ZoneConfig::new(Pfn(start), nr)
-                    }
-                },
-            )
-        })
+                        start,
+                        (defrag_mode, reserve, movable_only, compaction_proactiveness),
+                    )| {
+                        ZoneConfig {
+                            defrag_mode,
+                            pageblock_reserve: defrag_mode && reserve,
+                            movable_only,
+                            compaction_proactiveness,
+                            max_order: Order::new(max).unwrap(),
+                            pageblock_order: Order::new(pb).unwrap(),
+                            section_pages: 1 << section_log,
+                            cpus,
+                            pcp_high: high,
+                            // Fixed marks, or marks tuned up to a bound (below `high`: fixed).
+                            pcp_high_max: high_max,
+                            pcp_batch: batch,
+                            // Linux's per-cpu orders, or more of them (ArceOS's drop-in).
+                            pcp_max_order: Order::new(pcp_max).unwrap(),
+                            eager_pages,
+                            ..ZoneConfig::new(Pfn(start), nr)
+                        }
+                    },
+                )
+            },
+        )
 }
 
 /// Fault injection's attributes: any probability, interval, limit, space, order and kind.
@@ -144,6 +149,7 @@ fn op() -> impl Strategy<Value = Op> {
         1 => (cpu.clone(), slot.clone()).prop_map(|(cpu, slot)| Op::FreeFrozen { cpu, slot }),
         3 => (cpu.clone(), slot.clone()).prop_map(|(cpu, slot)| Op::SplitFrozen { cpu, slot }),
         1 => cpu.clone().prop_map(|cpu| Op::DrainCpu { cpu }),
+        1 => cpu.clone().prop_map(|cpu| Op::DecayPcpHigh { cpu }),
         1 => Just(Op::DrainAll),
         1 => (0u64..3000, 0u64..200, any::<bool>())
             .prop_map(|(offset, len, zeroed)| Op::AddMemory { offset, len, zeroed }),
@@ -552,6 +558,101 @@ fn a_run_of_frees_drains_in_larger_batches() {
     z.check().unwrap();
     z.drain_all();
     assert_eq!(z.buddy_pages(), 1024);
+}
+
+/// Zone-lock acquisitions of one burst on CPU 0: `pages` pages taken, then freed.
+fn burst_locks(z: &VecZone, pages: usize) -> u64 {
+    z.reset_counters();
+    let held: Vec<_> = (0..pages)
+        .map(|_| z.alloc_pages(0, Order::ZERO).unwrap())
+        .collect();
+    for p in held {
+        // SAFETY: no memory behind these zones (module docs).
+        unsafe { z.put_page(0, p) }.unwrap();
+    }
+    z.check().unwrap();
+    z.counters().zone_locks
+}
+
+#[test]
+fn tuned_high_marks_keep_a_burst_on_the_list_and_decay_back() {
+    // Linux 6.7's pcp->high tuning: each refill raises the mark by a batch, so a burst
+    // larger than the fixed mark stops draining and refilling; a periodic decay brings it
+    // back down an eighth at a time, draining what the lists hold past it.
+    let fixed = ZoneConfig {
+        pcp_high: 64,
+        pcp_batch: 8,
+        ..ZoneConfig::new(Pfn(0), 4096)
+    };
+    let tuned = fixed.with_pcp_high_max(1024);
+    let (f, t) = (zone(fixed), zone(tuned));
+    let (first_f, first_t) = (burst_locks(&f, 256), burst_locks(&t, 256));
+    // The first burst refills 32 times on both: 32 batches raise the tuned mark by 256.
+    assert_eq!(t.cpu(0).unwrap().pcp_high(), 64 + 256);
+    assert!(first_t <= first_f, "{first_t} > {first_f}");
+    // From the second burst on, the tuned zone's list holds it whole: no zone lock.
+    for _ in 0..3 {
+        assert_eq!(burst_locks(&t, 256), 0);
+        assert!(
+            burst_locks(&f, 256) > 2 * 256 / 64,
+            "the fixed mark drains and refills"
+        );
+    }
+    assert_eq!(f.cpu(0).unwrap().pcp_high(), 64);
+    assert!(!f.cpu(0).unwrap().decay_pcp_high(), "nothing to decay");
+    assert_eq!(t.pcp_pages(0).unwrap(), 256 + 8 * 32 - 256);
+    // Decay: an eighth of the mark a tick, down to the fixed mark, the lists drained past it.
+    let cpu = t.cpu(0).unwrap();
+    let mut ticks = 0;
+    let mut last = cpu.pcp_high();
+    while cpu.decay_pcp_high() {
+        ticks += 1;
+        let high = cpu.pcp_high();
+        assert!(high < last || high == 64, "{high} after {last}");
+        assert!(cpu.pcp_pages() <= high);
+        t.check().unwrap();
+        last = high;
+        assert!(ticks < 64, "the decay does not end");
+    }
+    assert_eq!(cpu.pcp_high(), 64);
+    assert!(cpu.pcp_pages() <= 64);
+    t.drain_all();
+    assert_eq!(t.buddy_pages(), 4096);
+}
+
+#[test]
+fn tuned_high_marks_shrink_below_the_high_watermark() {
+    // Linux's ZONE_BELOW_HIGH: with the buddy's free frames below the high watermark, a
+    // free past the mark lowers it by the run of frees, so the lists do not hoard what the
+    // zone lacks; refills raise it only while the zone is above the watermark.
+    let cfg = ZoneConfig {
+        pcp_high: 64,
+        pcp_batch: 8,
+        ..ZoneConfig::new(Pfn(0), 4096)
+    }
+    .with_pcp_high_max(2048);
+    let z = zone(cfg);
+    let cpu = z.cpu(0).unwrap();
+    // Everything taken: the refills raised the mark while the zone had memory to spare.
+    let mut held = Vec::new();
+    while let Ok(p) = z.alloc_pages(0, Order::ZERO) {
+        held.push(p);
+    }
+    assert_eq!((held.len(), z.buddy_pages()), (4096, 0));
+    let raised = cpu.pcp_high();
+    assert!(raised > 1024, "{raised}");
+    // Given back: the first drain past the mark finds the buddy empty and lowers it.
+    let mut lowest = raised;
+    for p in held {
+        // SAFETY: no memory behind these zones (module docs).
+        unsafe { z.put_page(0, p) }.unwrap();
+        lowest = lowest.min(cpu.pcp_high());
+        assert!(cpu.pcp_pages() <= raised, "past the mark the frees found");
+    }
+    assert!(lowest < raised, "the mark stayed at {raised}");
+    z.check().unwrap();
+    z.drain_all();
+    assert_eq!(z.buddy_pages(), 4096);
 }
 
 #[test]

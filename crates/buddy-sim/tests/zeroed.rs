@@ -36,6 +36,7 @@ mod model {
             (0u64..80).prop_map(|budget| Op::ZeroSome { budget }),
             (0u64..80, any::<bool>()).prop_map(|(budget, accept)| Op::Report { budget, accept }),
             (0usize..3).prop_map(|cpu| Op::DrainCpu { cpu }),
+            (0usize..3).prop_map(|cpu| Op::DecayPcpHigh { cpu }),
             Just(Op::DrainAll),
         ]
     }
@@ -55,6 +56,7 @@ mod model {
             max_order in 0u8..=6,
             cpus in 1usize..=2,
             high in 0u64..40,
+            high_max in prop_oneof![Just(0u64), 0u64..200],
             batch in 1u64..9,
             pieces in proptest::collection::vec((0u64..MAX_ZONE, 1u64..40, any::<bool>()), 1..5),
             ops in proptest::collection::vec(op(), 1..MAX_OPS),
@@ -64,6 +66,7 @@ mod model {
                 pageblock_order: Order::new(max_order.min(3)).unwrap(),
                 cpus,
                 pcp_high: high,
+                pcp_high_max: high_max,
                 pcp_batch: batch,
                 ..ZoneConfig::new(Pfn(start), nr)
             };

@@ -469,6 +469,14 @@ where
                 any(self.batched.cpu(cpu).map(|c| c.drain())),
                 any(self.per_page.cpu(cpu).map(|c| c.drain())),
             ),
+            Op::DecayPcpHigh { cpu } => (
+                any(self.batched.cpu(cpu).map(|c| {
+                    c.decay_pcp_high();
+                })),
+                any(self.per_page.cpu(cpu).map(|c| {
+                    c.decay_pcp_high();
+                })),
+            ),
             Op::DrainAll => {
                 self.batched.drain_all();
                 self.per_page.drain_all();

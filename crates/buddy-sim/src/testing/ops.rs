@@ -104,6 +104,12 @@ pub enum Op {
     },
     /// Drain every CPU's lists.
     DrainAll,
+    /// Decay one CPU's tuned high mark, draining past it (`Cpu::decay_pcp_high`: a timer
+    /// tick).
+    DecayPcpHigh {
+        /// CPU.
+        cpu: usize,
+    },
     /// Add reserved frames as usable memory (mostly errors once the zone is full):
     /// `add_memory`, or `add_zeroed_memory` for memory the embedder zeroed first.
     AddMemory {

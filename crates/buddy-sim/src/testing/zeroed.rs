@@ -393,6 +393,11 @@ impl ZeroedModel {
                     c.drain();
                 }
             }
+            Op::DecayPcpHigh { cpu } => {
+                if let Ok(c) = self.zone.cpu(cpu) {
+                    c.decay_pcp_high();
+                }
+            }
             Op::DrainAll => self.zone.drain_all(),
             Op::InitDeferred { budget } => {
                 self.zone.init_deferred(budget);

@@ -66,6 +66,30 @@ fn pagetypeinfo_prints_linux_lines() {
     assert_eq!(format!("{}", PageTypeInfo(&zone)), expected);
 }
 
+/// A CPU's tuned mark in `zoneinfo`: `high` where the refills of a burst raised it (a batch
+/// each), between `high_min` and `high_max`.
+#[test]
+fn zoneinfo_prints_a_tuned_high_mark_between_its_bounds() {
+    let zone: StaticZone<2048, 1> = StaticZone::new_static_empty(
+        ZoneConfig::new(Pfn(0x1000), 2048)
+            .with_pcp(64, 8)
+            .with_pcp_high_max(1024),
+    );
+    zone.add_memory(Pfn(0x1000), 2048).unwrap();
+    let pages: std::vec::Vec<_> = (0..100)
+        .map(|_| zone.alloc_pages(0, Order(0)).unwrap())
+        .collect();
+    for page in pages {
+        // SAFETY: each page was allocated just above and is freed once.
+        #[allow(unsafe_code)]
+        unsafe { zone.free_pages(0, page, Order(0)) }.unwrap();
+    }
+    // 13 refills of 8 pages: the mark 64 + 13 x 8; 104 taken, 100 given back.
+    let info = format!("{}", ZoneInfo(&zone));
+    let pagesets = "    cpu: 0\n              count: 104\n              high:  168\n              batch: 8\n              high_min: 64\n              high_max: 1024\n";
+    assert!(info.contains(pagesets), "{info}");
+}
+
 /// `zoneinfo_show_print`: the watermarks of a 2048-frame zone (min 90: sqrt(16 x 8192 KiB)
 /// = 362 KiB; the step a quarter of it, 22), 2048 - 16 - 32 - 1 frames free in the buddy
 /// (the page is on CPU 1's list), two order-9 blocks free.

@@ -10,8 +10,10 @@ use crate::vmstat::zones::{ZoneSet, nodes_of, zones_of_node};
 /// `promo` watermarks, `spanned`, `present`, `managed`, `cma`, `protection` (no lowmem
 /// reserve: zeros, one per zone kind), the zone counters this zone keeps (`nr_free_pages`,
 /// `nr_free_pages_blocks`, `nr_free_cma`), each CPU's `pagesets` (`count`, `high`,
-/// `batch`, `high_min` and `high_max`, which equal `high`: the zone does not tune it, and a
-/// `vm stats threshold` of 0: its counters are exact), then `node_unreclaimable`,
+/// `batch`, `high_min` and `high_max`: `high` is tuned between those two where
+/// [`ZoneConfig::pcp_high_max`](crate::ZoneConfig::pcp_high_max) is above
+/// `pcp_high`, else all three are `pcp_high`; and a `vm stats threshold` of 0: its
+/// counters are exact), then `node_unreclaimable`,
 /// `start_pfn`, `reserved_highatomic` and `free_highatomic` (no high-atomic reserve: 0).
 /// The `per-node stats` block, Linux's reclaim and LRU counts, is not printed: the zone
 /// keeps no LRU.
@@ -78,7 +80,7 @@ fn write_zone<S: ZoneSet + ?Sized>(
             f,
             "\n    cpu: {cpu}\n              count: {}\n              high:  {}\
              \n              batch: {}\n              high_min: {}\n              high_max: {}",
-            p.count, p.high, p.batch, p.high, p.high
+            p.count, p.high, p.batch, p.high_min, p.high_max
         )?;
         write!(f, "\n  vm stats threshold: 0")?;
     }

@@ -15,9 +15,13 @@ use mm_types::Pfn;
 pub struct PcpSnapshot {
     /// Frames on the lists (`count`).
     pub count: u64,
-    /// The frames past which a free drains a batch (`high`; also `high_min` and
-    /// `high_max`: the zone does not tune it).
+    /// The frames past which a free drains a batch (`high`): the CPU's mark now.
     pub high: u64,
+    /// The least the mark is tuned to (`high_min`): [`ZoneConfig::pcp_high`](crate::ZoneConfig::pcp_high).
+    pub high_min: u64,
+    /// The most the mark is tuned to (`high_max`): `high_min` where the zone does not tune
+    /// it ([`ZoneConfig::pcp_high_max`](crate::ZoneConfig::pcp_high_max)).
+    pub high_max: u64,
     /// Frames moved per refill or drain (`batch`).
     pub batch: u64,
 }
@@ -58,10 +62,12 @@ where
         if i != 0 {
             return None;
         }
-        let count = self.pcp_pages(cpu).ok()?;
+        let cpu = self.cpu(cpu).ok()?;
         Some(PcpSnapshot {
-            count,
-            high: self.cfg.pcp_high,
+            count: cpu.pcp_pages(),
+            high: cpu.pcp_high(),
+            high_min: self.cfg.pcp_high,
+            high_max: self.cfg.pcp_high_max.max(self.cfg.pcp_high),
             batch: self.cfg.pcp_batch,
         })
     }

@@ -48,6 +48,9 @@ pub(crate) struct FreeArea {
     count: FreeCount,
     /// Usable frames initialized: every range added, holes and deferred frames excluded.
     present: u64,
+    /// The high watermark of a zone of `present` frames ([`Watermarks::for_pages`]), kept
+    /// with it: what tuned per-cpu high marks compare the free frames with.
+    high_watermark: u64,
     /// The ranges added, for the overlap check of `add_memory`.
     added: AddedRanges,
     /// Ranges added whose frames are not initialized yet.
@@ -114,6 +117,7 @@ impl FreeArea {
         cma_reserved: 0,
         count: FreeCount::NONE,
         present: 0,
+        high_watermark: 0,
         added: AddedRanges::EMPTY,
         deferred: DeferredRanges::EMPTY,
         stats: LockStats::ZERO,
@@ -989,8 +993,7 @@ impl FreeArea {
         if factor == 0 || pageblock.saturating_mul(4) > self.present {
             return;
         }
-        let high = Watermarks::for_pages(self.present).high;
-        let most = (high.saturating_mul(factor) / 10_000).max(pageblock);
+        let most = (self.high_watermark.saturating_mul(factor) / 10_000).max(pageblock);
         self.boost = self.boost.saturating_add(pageblock).min(most);
         self.fallbacks.boosts += 1;
     }
@@ -1145,13 +1148,26 @@ impl FreeArea {
         if !self.added.remove(pages) {
             return false;
         }
-        self.present -= u64::from(pages.end - pages.start);
+        self.set_present(self.present - u64::from(pages.end - pages.start));
         true
     }
 
     /// `frames` more frames initialized (added at once, not deferred).
     pub(crate) fn add_present(&mut self, frames: u64) {
-        self.present += frames;
+        self.set_present(self.present + frames);
+    }
+
+    /// The zone has `present` usable frames initialized; its high watermark follows.
+    fn set_present(&mut self, present: u64) {
+        self.present = present;
+        self.high_watermark = Watermarks::for_pages(present).high;
+    }
+
+    /// Whether the free frames in the buddy are below the zone's high watermark (Linux's
+    /// `ZONE_BELOW_HIGH`): tuned per-cpu high marks then shrink instead of growing.
+    #[inline]
+    pub(crate) fn below_high_watermark(&self) -> bool {
+        self.count.pages < self.high_watermark
     }
 
     /// The deferred ranges and their counts.
@@ -1174,7 +1190,7 @@ impl FreeArea {
     /// A chunk [`FreeArea::take_deferred`] handed out is initialized and its blocks freed:
     /// its frames are present.
     pub(crate) fn finish_deferred(&mut self, chunk: &Range<FrameIdx>) {
-        self.present += u64::from(chunk.end - chunk.start);
+        self.set_present(self.present + u64::from(chunk.end - chunk.start));
         self.deferred.in_flight -= 1;
         self.deferred.completed += 1;
     }

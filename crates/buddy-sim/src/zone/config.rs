@@ -50,6 +50,17 @@ pub struct ZoneConfig {
     /// buddy: `pcp_batch` frames, more after a run of frees (up to `pcp_high - pcp_batch`,
     /// as Linux's `nr_pcp_free` scales the batch by the frees since the last allocation).
     pub pcp_high: u64,
+    /// The most frames a CPU's high mark grows to (Linux 6.7's `pcp->high_max`), where it
+    /// is above [`pcp_high`](ZoneConfig::pcp_high), which is then the least (`high_min`):
+    /// each refill raises the CPU's mark by `pcp_batch` while the zone's free memory is at
+    /// or above its high watermark, a free that reaches the mark after a run of frees
+    /// raises it to hold that run, and a free below the high watermark lowers it again, as
+    /// [`Cpu::decay_pcp_high`](crate::Cpu::decay_pcp_high) does when a kernel calls it from
+    /// a periodic timer (Linux: each second). A list that drains and refills in turn (a
+    /// burst of task stacks larger than the fixed mark) then stops going through the buddy.
+    /// 0 by default, or any value at or below `pcp_high`: the mark stays at `pcp_high`.
+    /// [`pcp_high_max_for`] is Linux's own.
+    pub pcp_high_max: u64,
     /// Frames moved per refill (for orders above 0, `pcp_batch >> order` blocks, at least
     /// two when the batch is above one, as Linux's `nr_pcp_alloc`), and the least a drain
     /// returns.
@@ -210,6 +221,15 @@ pub const fn pcp_high_for(nr_pages: u64, cpus: usize, batch: u64) -> u64 {
     if high > floor { high } else { floor }
 }
 
+/// Linux's `zone_highsize` with a `high_fraction` of 8 (`MIN_PERCPU_PAGELIST_HIGH_FRACTION`,
+/// what 6.7 takes for `pcp->high_max`): an eighth of the zone split across its CPUs, at
+/// least four batches ([`ZoneConfig::pcp_high_max`]).
+#[must_use]
+pub const fn pcp_high_max_for(nr_pages: u64, cpus: usize, batch: u64) -> u64 {
+    let cpus = if cpus == 0 { 1 } else { cpus as u64 };
+    max(nr_pages / 8 / cpus, batch.saturating_mul(4))
+}
+
 const fn min(a: u64, b: u64) -> u64 {
     if a < b { a } else { b }
 }
@@ -261,6 +281,7 @@ impl ZoneConfig {
             section_pages: 1 << 15,
             cpus: 1,
             pcp_high: pcp_high_for(nr_pages, 1, batch),
+            pcp_high_max: 0,
             pcp_batch: batch,
             eager_pages: EAGER_PAGES,
             node: NodeId(0),
@@ -303,16 +324,36 @@ impl ZoneConfig {
     }
 
     /// The same zone with fixed per-cpu list sizes: `batch` frames per refill or drain, a
-    /// drain past `high` frames. `with_pcp(1536, LINUX_PCP_BATCH)` is the fixed tuning of
-    /// earlier versions.
+    /// drain past `high` frames, no tuning of the mark. `with_pcp(1536, LINUX_PCP_BATCH)` is
+    /// the fixed tuning of earlier versions.
     #[must_use]
     #[inline]
     pub const fn with_pcp(self, high: u64, batch: u64) -> Self {
         Self {
             pcp_high: high,
+            pcp_high_max: 0,
             pcp_batch: batch,
             ..self
         }
+    }
+
+    /// The same zone with each CPU's high mark tuned between
+    /// [`pcp_high`](ZoneConfig::pcp_high) and `high_max` frames
+    /// ([`ZoneConfig::pcp_high_max`]); Linux 6.7's bound is [`pcp_high_max_for`].
+    #[must_use]
+    #[inline]
+    pub const fn with_pcp_high_max(self, high_max: u64) -> Self {
+        Self {
+            pcp_high_max: high_max,
+            ..self
+        }
+    }
+
+    /// The most frames a CPU's high mark stands above `pcp_high`: 0 where the marks are not
+    /// tuned ([`ZoneConfig::pcp_high_max`] at or below [`pcp_high`](ZoneConfig::pcp_high)).
+    #[inline]
+    pub(crate) const fn pcp_high_headroom(&self) -> u64 {
+        self.pcp_high_max.saturating_sub(self.pcp_high)
     }
 
     /// The same zone with per-cpu lists for every order up to `order`
@@ -442,12 +483,13 @@ impl ZoneConfig {
         }
     }
 
-    /// Frames a drain past `pcp_high` returns to the buddy (Linux's `nr_pcp_free`): the
-    /// frames freed to the lists since the last allocation from them (`recent_frees`),
-    /// at least `pcp_batch` and at most what leaves `pcp_batch` frames on the lists.
+    /// Frames a drain past the CPU's high mark `high` returns to the buddy (Linux's
+    /// `nr_pcp_free`): the frames freed to the lists since the last allocation from them
+    /// (`recent_frees`), at least `pcp_batch` and at most what leaves `pcp_batch` frames on
+    /// the lists.
     #[inline]
-    pub(crate) fn pcp_drain_pages(&self, recent_frees: u64) -> u64 {
-        let most = self.pcp_high.saturating_sub(self.pcp_batch);
+    pub(crate) fn pcp_drain_pages(&self, recent_frees: u64, high: u64) -> u64 {
+        let most = high.saturating_sub(self.pcp_batch);
         recent_frees.min(most).max(self.pcp_batch)
     }
 
@@ -610,9 +652,10 @@ mod tests {
         assert_eq!(cfg.pcp_blocks(order(9)), 2);
         assert_eq!(ZoneConfig::new(Pfn(0), 16).pcp_blocks(order(0)), 1);
         // nr_pcp_free: the recent frees, clamped to [batch, high - batch].
-        assert_eq!(cfg.pcp_drain_pages(0), 63);
-        assert_eq!(cfg.pcp_drain_pages(500), 500);
-        assert_eq!(cfg.pcp_drain_pages(u64::MAX), 1280 - 63);
+        assert_eq!(cfg.pcp_drain_pages(0, 1280), 63);
+        assert_eq!(cfg.pcp_drain_pages(500, 1280), 500);
+        assert_eq!(cfg.pcp_drain_pages(u64::MAX, 1280), 1280 - 63);
+        assert_eq!(cfg.pcp_drain_pages(u64::MAX, 2000), 2000 - 63);
         assert_eq!(cfg.pcp_recent_frees_max(), 63 << 5);
         // Capped at 2^63, so that a block's frames added to it cannot wrap.
         assert_eq!(
@@ -631,7 +674,7 @@ mod tests {
         };
         assert_eq!(one_frame_blocks.pageblock_mask(), 0);
         // A high mark below the batch (set by hand) drains one batch.
-        assert_eq!(cfg.with_pcp(10, 63).pcp_drain_pages(1000), 63);
+        assert_eq!(cfg.pcp_drain_pages(1000, 10), 63);
     }
 
     #[test]
@@ -641,5 +684,21 @@ mod tests {
         let fixed = cfg.with_pcp(1536, LINUX_PCP_BATCH);
         assert_eq!((fixed.pcp_batch, fixed.pcp_high), (63, 1536));
         assert_eq!(ZoneConfig::new(Pfn(0), 1 << 18).with_cpus(2).pcp_high, 640);
+    }
+
+    #[test]
+    fn high_marks_are_tuned_only_up_to_a_bound_above_the_fixed_one() {
+        let cfg = ZoneConfig::new(Pfn(0), 1 << 18); // high 1280
+        assert_eq!(cfg.pcp_high_headroom(), 0);
+        // zone_highsize with a fraction of 8: 2^18 / 8 / CPUs, at least four batches.
+        assert_eq!(pcp_high_max_for(1 << 18, 1, 63), 32768);
+        assert_eq!(pcp_high_max_for(1 << 18, 4, 63), 8192);
+        assert_eq!(pcp_high_max_for(16, 0, 1), 4);
+        assert_eq!(pcp_high_max_for(u64::MAX, 1, u64::MAX), u64::MAX);
+        let tuned = cfg.with_pcp_high_max(32768);
+        assert_eq!(tuned.pcp_high_headroom(), 32768 - 1280);
+        // A bound at or below the fixed mark, or fixed sizes set after it, tune nothing.
+        assert_eq!(cfg.with_pcp_high_max(1000).pcp_high_headroom(), 0);
+        assert_eq!(tuned.with_pcp(2048, 63).pcp_high_headroom(), 0);
     }
 }

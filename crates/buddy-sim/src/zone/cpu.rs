@@ -226,6 +226,27 @@ where
         self.zone.drain(self.lists(), u64::MAX);
     }
 
+    /// This CPU's high mark in frames: a free past it drains a batch to the buddy.
+    /// [`ZoneConfig::pcp_high`](crate::ZoneConfig::pcp_high), or more where the zone tunes
+    /// the marks ([`ZoneConfig::pcp_high_max`](crate::ZoneConfig::pcp_high_max)).
+    #[must_use]
+    pub fn pcp_high(&self) -> u64 {
+        self.zone
+            .pcp_high(&Zone::<F, P, R>::reach_pcp(self.lists()))
+    }
+
+    /// Lowers this CPU's tuned high mark by an eighth of it (not below
+    /// [`ZoneConfig::pcp_high`](crate::ZoneConfig::pcp_high), nor below its lists' frames
+    /// less 32 batches) and drains what its lists hold past the new mark: Linux's
+    /// `decay_pcp_high`, which `vmstat_update` runs on each CPU every second, so that the
+    /// frames a burst left on the lists go back to the buddy once the burst is over. Call it
+    /// from a periodic timer on the CPU; in a zone whose marks are not tuned it only drains
+    /// what a refill left past the mark. Whether the mark is still above `pcp_high` or
+    /// frames were drained (Linux: more to do at the next tick).
+    pub fn decay_pcp_high(&self) -> bool {
+        self.zone.decay_pcp_high(self.lists())
+    }
+
     /// The same handle, clearing the frames of its [`zeroed`](crate::AllocRequest::zeroed)
     /// requests through `clearer` (made once at boot, as a kernel sets up its direct map):
     /// `cpu.alloc(AllocRequest::page().zeroed())` then names nothing more.

@@ -111,6 +111,10 @@ pub struct Zone<F, P, R = DefaultRawMutex> {
     /// The configuration's [`ZoneConfig::pcp_recent_frees_max`], worked out once: every
     /// free to a per-cpu list caps its count of recent frees with it.
     pub(crate) recent_frees_max: u64,
+    /// The configuration's [`ZoneConfig::pcp_high_headroom`], worked out once: how far a
+    /// CPU's high mark may rise above `pcp_high` (0: the marks are not tuned), which every
+    /// refill and drain past the mark reads.
+    pub(crate) pcp_high_headroom: u64,
     /// A pageblock's frames less one (the low bits of a pfn that place it inside its
     /// pageblock), worked out once: every free reads its pageblock's type.
     pub(crate) pageblock_mask: u32,
@@ -282,6 +286,7 @@ impl<const FRAMES: usize, const CPUS: usize, R: RawMutex>
             debug: core::sync::atomic::AtomicU32::new(0),
             refused,
             recent_frees_max: cfg.pcp_recent_frees_max(),
+            pcp_high_headroom: cfg.pcp_high_headroom(),
             pageblock_mask: cfg.pageblock_mask(),
         }
     }
@@ -374,6 +379,7 @@ where
             debug: core::sync::atomic::AtomicU32::new(0),
             refused: None,
             recent_frees_max: cfg.pcp_recent_frees_max(),
+            pcp_high_headroom: cfg.pcp_high_headroom(),
             pageblock_mask: cfg.pageblock_mask(),
         })
     }
@@ -880,9 +886,17 @@ where
         } else {
             lists.push_freed(m, list, idx, order);
         }
-        if lists.count.pages > self.cfg.pcp_high {
+        if lists.count.pages > self.pcp_high(&lists) {
             self.drain_past_high(pcp, &mut lists);
         }
+    }
+
+    /// The high mark of `lists`' CPU: `ZoneConfig::pcp_high`, raised where the zone tunes
+    /// the marks ([`ZoneConfig::pcp_high_max`]).
+    #[inline(always)]
+    pub(crate) fn pcp_high(&self, lists: &PcpLists) -> u64 {
+        // At most `pcp_high_max`: no wrap.
+        self.cfg.pcp_high.wrapping_add(lists.high_raise)
     }
 
     /// The counts of a free of a block of `order` onto `list` of `lists` (locked), with `prepares`
@@ -904,16 +918,57 @@ where
     }
 
     /// Drains a batch of `lists` (past their high mark) to the buddy: out of line, so that
-    /// a free's push carries none of it.
+    /// a free's push carries none of it. Where the zone tunes the marks, the CPU's mark
+    /// then follows Linux's `nr_pcp_high`: with the zone's free frames below its high
+    /// watermark it drops by the run of frees (at least a batch), and the batch drained
+    /// leaves the mark or the lists' frames, whichever is more; else it rises to hold the
+    /// run of frees and a batch, for the next run (this one drains by the mark it reached).
     #[inline(never)]
     fn drain_past_high(&self, pcp: CpuLists<'_, R>, lists: &mut PcpLists) {
         let m = self.map();
-        let pages = self.cfg.pcp_drain_pages(lists.recent_frees);
+        let mut free = self.lock_zone();
+        let mut high = self.pcp_high(lists);
+        if self.pcp_high_headroom > 0 {
+            let batch = self.cfg.pcp_batch;
+            if free.below_high_watermark() {
+                let shrink = lists.recent_frees.max(batch);
+                lists.high_raise = lists.high_raise.saturating_sub(shrink);
+                high = lists.count.pages.max(self.cfg.pcp_high);
+            } else {
+                let need = lists.recent_frees.saturating_add(batch);
+                let raise = need.saturating_sub(self.cfg.pcp_high);
+                lists.high_raise = lists.high_raise.max(raise.min(self.pcp_high_headroom));
+            }
+        }
+        let pages = self.cfg.pcp_drain_pages(lists.recent_frees, high);
         self.events().pcp_drain(&PcpDrain {
             cpu: self.cpu_number(pcp),
             pages,
         });
-        lists.drain(m, &mut self.lock_zone(), pages);
+        lists.drain(m, &mut free, pages);
+    }
+
+    /// A refill of `lists` from the buddy (`free`, locked) raises the CPU's high mark by a
+    /// batch where the zone tunes the marks and its free frames are at or above the high
+    /// watermark (Linux's `nr_pcp_alloc`: with a larger mark the list would not have run
+    /// empty).
+    #[inline(always)]
+    pub(crate) fn raise_pcp_high_on_refill(&self, lists: &mut PcpLists, free: &FreeArea) {
+        if self.pcp_high_headroom > 0 {
+            self.raise_pcp_high(lists, free);
+        }
+    }
+
+    /// [`Zone::raise_pcp_high_on_refill`] in a zone that tunes the marks: out of line, so
+    /// that a refill in one that does not carries none of it.
+    #[inline(never)]
+    fn raise_pcp_high(&self, lists: &mut PcpLists, free: &FreeArea) {
+        if !free.below_high_watermark() {
+            lists.high_raise = lists
+                .high_raise
+                .saturating_add(self.cfg.pcp_batch)
+                .min(self.pcp_high_headroom);
+        }
     }
 
     /// Returns every per-cpu block this call may reach to the buddy: every CPU's lists, one
@@ -938,6 +993,26 @@ where
             });
             lists.drain(self.map(), &mut self.lock_zone(), pages);
         }
+    }
+
+    /// [`Cpu::decay_pcp_high`] on `pcp`'s lists.
+    pub(crate) fn decay_pcp_high(&self, pcp: CpuLists<'_, R>) -> bool {
+        let mut lists = self.lock_pcp(pcp);
+        let high = self.pcp_high(&lists);
+        let decayed = (high - high / 8)
+            .max(lists.count.pages.saturating_sub(self.recent_frees_max))
+            .max(self.cfg.pcp_high)
+            .min(high);
+        lists.high_raise = decayed - self.cfg.pcp_high;
+        let past = lists.count.pages.saturating_sub(decayed);
+        if past > 0 {
+            self.events().pcp_drain(&PcpDrain {
+                cpu: self.cpu_number(pcp),
+                pages: past,
+            });
+            lists.drain(self.map(), &mut self.lock_zone(), past);
+        }
+        lists.high_raise > 0 || past > 0
     }
 
     /// Counts free-time checks of pages that were leaked (no lock to count them under).

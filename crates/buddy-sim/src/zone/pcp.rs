@@ -53,6 +53,10 @@ pub(crate) struct PcpLists {
     /// Frames freed to these lists since the last allocation from them, halved by each
     /// allocation (Linux's `pcp->free_count`): a run of frees drains in larger batches.
     pub(crate) recent_frees: u64,
+    /// Frames this CPU's high mark stands above `ZoneConfig::pcp_high` (Linux's `pcp->high`
+    /// less `high_min`): 0 unless the zone tunes the marks, and at most
+    /// `ZoneConfig::pcp_high_headroom`.
+    pub(crate) high_raise: u64,
     /// Blocks above the costly order freed to these lists, modulo [`FREED_CLOCK`]: the clock
     /// [`PcpLists::push_freed`] stamps them with, which tells an allocation how long ago
     /// this CPU freed the block it takes ([`Contents::FreedHere`]).
@@ -136,6 +140,7 @@ impl PcpLists {
         drain_cursor: 0,
         maybe_nonempty: 0,
         recent_frees: 0,
+        high_raise: 0,
         freed_clock: 0,
         stats: LockStats::ZERO,
     };
