@@ -725,7 +725,9 @@ fn tables(ctx: &SectionContext) -> Vec<Table> {
          own tests give it (identity address translation, a host spin lock). Page workloads are \
          buddy-slab-allocator 0.6.1's own benches (`benches/buddy_allocator.rs`), but for \
          the task stacks (ArceOS's stack of {STACK_PAGES} pages for each of {TASK_STACKS} \
-         tasks spawned at once, then exiting: more stacks than a CPU's list holds), heap \
+         tasks spawned at once, then exiting: more stacks than a CPU's list holds at its \
+         fixed mark, which buddy-sim's drop-in raises at each refill, as Linux 6.7 tunes \
+         `pcp->high`, so that from the second round its list holds them), heap \
          workloads arceos-org/allocator's tests, written here as the same calls.",
     ));
     goals.note(

@@ -2,7 +2,7 @@
 //! `report.md`, `report.json` and one SVG per plotted table under `target/report/`.
 
 use benches::measure::{measuring_cpu, pin_current_thread};
-use benches::report::{Header, REPEAT_TOLERANCE_PCT, Report, compare};
+use benches::report::{Header, REPEAT_TOLERANCE_PCT, Report, compare, repeats};
 use benches::{SectionContext, machine, sections};
 use indicatif::{ProgressBar, ProgressStyle};
 use std::cell::RefCell;
@@ -97,8 +97,12 @@ fn main() -> ExitCode {
         runs: Vec::new(),
         sections: Vec::new(),
     };
+    // Every run's sections but the last, whose verdicts the last run's are held against.
+    let mut earlier_runs = Vec::new();
     for run in 1..=repeat {
-        report.sections.clear();
+        if !report.sections.is_empty() {
+            earlier_runs.push(std::mem::take(&mut report.sections));
+        }
         for section in &chosen {
             // Each section starts on the measuring CPU: one may pin the measuring thread
             // elsewhere for its own figures (a core of its choice, a background thread on
@@ -123,6 +127,7 @@ fn main() -> ExitCode {
         report.runs.push(ctx.headlines.take());
     }
     ctx.progress.finish_and_clear();
+    let varied = repeats::mark_varying_verdicts(&mut report.sections, &earlier_runs);
     report.header.date = machine::utc_now();
     println!("{}", report.headline_table().markdown(false));
     if let Some(earlier) = &earlier {
@@ -143,6 +148,10 @@ fn main() -> ExitCode {
             .into_iter()
             .map(|(name, d)| format!("{name} ({d:.1}%)"))
             .collect();
+        println!(
+            "goal verdicts the {repeat} runs did not agree on: {varied} (\"{}\" in the tables)",
+            repeats::VARIES
+        );
         if unstable.is_empty() {
             println!(
                 "every headline ratio reproduced within {REPEAT_TOLERANCE_PCT:.0}% over {repeat} runs"

@@ -481,7 +481,6 @@ where
                     order,
                     blocks: batch - 1,
                 });
-                self.raise_pcp_high_on_refill(lists, &free);
                 let rest = n - 1;
                 let next = idx + (1u32 << order.get());
                 lists.push_run(m, list, (next, order, rest), true);
@@ -506,7 +505,7 @@ where
 
     /// Refills `lists`' `list` with `blocks` blocks of `order` from the buddy, under the
     /// zone lock (every few allocations of a high order: not cold).
-    #[inline(always)]
+    #[inline]
     fn refill(
         &self,
         cpu: CpuLists<'_, R>,
@@ -521,7 +520,6 @@ where
             order: how.0,
             blocks,
         });
-        self.raise_pcp_high_on_refill(lists, &free);
         lists.refill(self.map(), &mut free, list, how, blocks);
     }
 

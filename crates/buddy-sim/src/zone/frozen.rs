@@ -309,7 +309,7 @@ where
         };
         let mut lists = self.lock_pcp(pcp);
         // No drain past the high mark to follow, and room in the array: no link to write.
-        if lists.count.pages + order.pages() > self.pcp_high(&lists)
+        if self.past_pcp_high(&lists, lists.count.pages + order.pages())
             || !lists.push_freed_hot(m, list, idx, order)
         {
             return false;

@@ -111,10 +111,6 @@ pub struct Zone<F, P, R = DefaultRawMutex> {
     /// The configuration's [`ZoneConfig::pcp_recent_frees_max`], worked out once: every
     /// free to a per-cpu list caps its count of recent frees with it.
     pub(crate) recent_frees_max: u64,
-    /// The configuration's [`ZoneConfig::pcp_high_headroom`], worked out once: how far a
-    /// CPU's high mark may rise above `pcp_high` (0: the marks are not tuned), which every
-    /// refill and drain past the mark reads.
-    pub(crate) pcp_high_headroom: u64,
     /// A pageblock's frames less one (the low bits of a pfn that place it inside its
     /// pageblock), worked out once: every free reads its pageblock's type.
     pub(crate) pageblock_mask: u32,
@@ -286,7 +282,6 @@ impl<const FRAMES: usize, const CPUS: usize, R: RawMutex>
             debug: core::sync::atomic::AtomicU32::new(0),
             refused,
             recent_frees_max: cfg.pcp_recent_frees_max(),
-            pcp_high_headroom: cfg.pcp_high_headroom(),
             pageblock_mask: cfg.pageblock_mask(),
         }
     }
@@ -379,7 +374,6 @@ where
             debug: core::sync::atomic::AtomicU32::new(0),
             refused: None,
             recent_frees_max: cfg.pcp_recent_frees_max(),
-            pcp_high_headroom: cfg.pcp_high_headroom(),
             pageblock_mask: cfg.pageblock_mask(),
         })
     }
@@ -886,9 +880,16 @@ where
         } else {
             lists.push_freed(m, list, idx, order);
         }
-        if lists.count.pages > self.pcp_high(&lists) {
+        if self.past_pcp_high(&lists, lists.count.pages) {
             self.drain_past_high(pcp, &mut lists);
         }
+    }
+
+    /// Whether `pages` frames on `lists` are past its CPU's high mark ([`Zone::pcp_high`]):
+    /// the fixed mark first, so that a list below it (the common case) reads no more.
+    #[inline(always)]
+    pub(crate) fn past_pcp_high(&self, lists: &PcpLists, pages: u64) -> bool {
+        pages > self.cfg.pcp_high && pages > self.pcp_high(lists)
     }
 
     /// The high mark of `lists`' CPU: `ZoneConfig::pcp_high`, raised where the zone tunes
@@ -928,7 +929,8 @@ where
         let m = self.map();
         let mut free = self.lock_zone();
         let mut high = self.pcp_high(lists);
-        if self.pcp_high_headroom > 0 {
+        let headroom = self.cfg.pcp_high_headroom();
+        if headroom > 0 {
             let batch = self.cfg.pcp_batch;
             if free.below_high_watermark() {
                 let shrink = lists.recent_frees.max(batch);
@@ -937,7 +939,7 @@ where
             } else {
                 let need = lists.recent_frees.saturating_add(batch);
                 let raise = need.saturating_sub(self.cfg.pcp_high);
-                lists.high_raise = lists.high_raise.max(raise.min(self.pcp_high_headroom));
+                lists.high_raise = lists.high_raise.max(raise.min(headroom));
             }
         }
         let pages = self.cfg.pcp_drain_pages(lists.recent_frees, high);
@@ -946,29 +948,6 @@ where
             pages,
         });
         lists.drain(m, &mut free, pages);
-    }
-
-    /// A refill of `lists` from the buddy (`free`, locked) raises the CPU's high mark by a
-    /// batch where the zone tunes the marks and its free frames are at or above the high
-    /// watermark (Linux's `nr_pcp_alloc`: with a larger mark the list would not have run
-    /// empty).
-    #[inline(always)]
-    pub(crate) fn raise_pcp_high_on_refill(&self, lists: &mut PcpLists, free: &FreeArea) {
-        if self.pcp_high_headroom > 0 {
-            self.raise_pcp_high(lists, free);
-        }
-    }
-
-    /// [`Zone::raise_pcp_high_on_refill`] in a zone that tunes the marks: out of line, so
-    /// that a refill in one that does not carries none of it.
-    #[inline(never)]
-    fn raise_pcp_high(&self, lists: &mut PcpLists, free: &FreeArea) {
-        if !free.below_high_watermark() {
-            lists.high_raise = lists
-                .high_raise
-                .saturating_add(self.cfg.pcp_batch)
-                .min(self.pcp_high_headroom);
-        }
     }
 
     /// Returns every per-cpu block this call may reach to the buddy: every CPU's lists, one

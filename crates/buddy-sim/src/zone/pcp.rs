@@ -44,6 +44,10 @@ pub(crate) struct PcpLists {
     pub(crate) stats: LockStats,
     /// Frames on these lists, and of those in blocks known zero.
     pub(crate) count: FreeCount,
+    /// Frames this CPU's high mark stands above `ZoneConfig::pcp_high` (Linux's `pcp->high`
+    /// less `high_min`): 0 unless the zone tunes the marks, and at most
+    /// `ZoneConfig::pcp_high_headroom`.
+    pub(crate) high_raise: u64,
     /// The list a drain takes from next (round robin, as `free_pcppages_bulk`).
     drain_cursor: usize,
     /// Bit `l` set for every list `l` that is not empty, and perhaps for some that are: a
@@ -53,10 +57,6 @@ pub(crate) struct PcpLists {
     /// Frames freed to these lists since the last allocation from them, halved by each
     /// allocation (Linux's `pcp->free_count`): a run of frees drains in larger batches.
     pub(crate) recent_frees: u64,
-    /// Frames this CPU's high mark stands above `ZoneConfig::pcp_high` (Linux's `pcp->high`
-    /// less `high_min`): 0 unless the zone tunes the marks, and at most
-    /// `ZoneConfig::pcp_high_headroom`.
-    pub(crate) high_raise: u64,
     /// Blocks above the costly order freed to these lists, modulo [`FREED_CLOCK`]: the clock
     /// [`PcpLists::push_freed`] stamps them with, which tells an allocation how long ago
     /// this CPU freed the block it takes ([`Contents::FreedHere`]).
@@ -309,6 +309,9 @@ impl PcpLists {
     /// next refill's blocks follow on where this one's ended, so a run of allocations takes
     /// consecutive blocks, and freed in that order they come back to a drain as long runs,
     /// each merged once ([`PcpLists::drain`]), not as one run per batch.
+    ///
+    /// In a zone that tunes the high marks ([`ZoneConfig::pcp_high_max`]) a refill also
+    /// raises this CPU's mark by a batch while the buddy is at or above its high watermark.
     #[inline]
     pub(crate) fn refill(
         &mut self,
@@ -319,6 +322,16 @@ impl PcpLists {
         blocks: u64,
     ) {
         let mt = MigrateType::ALL[list / PCP_SLOTS];
+        // With a larger mark the list would not have run empty (Linux's `nr_pcp_alloc`): a
+        // zone that tunes the marks raises this CPU's by a batch, while the buddy's free
+        // frames are at or above the high watermark.
+        let headroom = m.cfg.pcp_high_headroom();
+        if headroom > 0 && !free.below_high_watermark() {
+            self.high_raise = self
+                .high_raise
+                .saturating_add(m.cfg.pcp_batch)
+                .min(headroom);
+        }
         let before = self.lists.hot_len(list);
         match prefer {
             Prefer::Unzeroed => self.refill_runs(m, list, (order, blocks), |most| {
