@@ -140,6 +140,40 @@ fn loom_three_cpus_refill_and_drain_through_the_zone_lock() {
     });
 }
 
+/// A timer tick's decay of CPU 0's tuned high mark (the lists' lock, then the zone's, as a
+/// drain takes them) while CPU 0's own calls raise it: two pages taken (a refill raises the
+/// mark), then freed past the fixed mark (a drain). Whatever the order, the mark stays
+/// within its bounds, and the lists end at or below it once the decay has run again.
+#[test]
+fn loom_decay_of_a_tuned_mark_races_the_cpus_refills_and_drains() {
+    loom::model(|| {
+        let cfg = ZoneConfig {
+            max_order: Order(4),
+            pageblock_order: Order(4),
+            cpus: 1,
+            pcp_high: 2,
+            pcp_batch: 2,
+            pcp_high_max: 8,
+            ..ZoneConfig::new(START, 16)
+        };
+        let z = built(cfg);
+        let tick = on_another_thread(&z, |z| z.cpu(0).unwrap().decay_pcp_high());
+        let p = z.alloc_pages(0, O0).unwrap();
+        let q = z.alloc_pages(0, O0).unwrap();
+        // SAFETY: see the module docs.
+        unsafe { z.free_pages(0, p, O0) }.unwrap();
+        // SAFETY: see the module docs.
+        unsafe { z.free_pages(0, q, O0) }.unwrap();
+        tick.join().unwrap();
+        let cpu = z.cpu(0).unwrap();
+        assert!((2..=8).contains(&cpu.pcp_high()), "{}", cpu.pcp_high());
+        while cpu.decay_pcp_high() {}
+        assert_eq!(cpu.pcp_high(), 2);
+        assert!(z.pcp_pages(0).unwrap() <= 2);
+        assert_whole(&z);
+    });
+}
+
 #[test]
 fn loom_two_cpus_free_the_same_page() {
     loom::model(|| {

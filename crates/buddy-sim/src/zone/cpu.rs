@@ -235,7 +235,7 @@ where
             .pcp_high(&Zone::<F, P, R>::reach_pcp(self.lists()))
     }
 
-    /// Lowers this CPU's tuned high mark by an eighth of it (not below
+    /// Lowers this CPU's tuned high mark by an eighth of it, at least a frame (not below
     /// [`ZoneConfig::pcp_high`](crate::ZoneConfig::pcp_high), nor below its lists' frames
     /// less 32 batches) and drains what its lists hold past the new mark: Linux's
     /// `decay_pcp_high`, which `vmstat_update` runs on each CPU every second, so that the

@@ -978,7 +978,10 @@ where
     pub(crate) fn decay_pcp_high(&self, pcp: CpuLists<'_, R>) -> bool {
         let mut lists = self.lock_pcp(pcp);
         let high = self.pcp_high(&lists);
-        let decayed = (high - high / 8)
+        // An eighth, and at least a frame: a mark below 8 frames above `pcp_high` still
+        // reaches it (Linux's marks are hundreds of frames; here a zone may be tiny).
+        let decayed = high
+            .saturating_sub((high / 8).max(1))
             .max(lists.count.pages.saturating_sub(self.recent_frees_max))
             .max(self.cfg.pcp_high)
             .min(high);
