@@ -621,6 +621,37 @@ fn tuned_high_marks_keep_a_burst_on_the_list_and_decay_back() {
 }
 
 #[test]
+fn a_small_tuned_mark_decays_to_its_bound() {
+    // An eighth of a mark under 8 frames is 0: each tick still takes at least a frame off,
+    // so the decay ends (a fixed mark of 0 included: nothing to wrap).
+    for fixed in [0, 1] {
+        let cfg = ZoneConfig {
+            pcp_high: fixed,
+            pcp_batch: 1,
+            ..ZoneConfig::new(Pfn(0), 4096)
+        }
+        .with_pcp_high_max(6);
+        let z = zone(cfg);
+        let held: Vec<_> = (0..8)
+            .map(|_| z.alloc_pages(0, Order::ZERO).unwrap())
+            .collect();
+        let cpu = z.cpu(0).unwrap();
+        assert_eq!(cpu.pcp_high(), 6, "a refill for each page raised it");
+        let mut ticks = 0;
+        while cpu.decay_pcp_high() {
+            ticks += 1;
+            assert!(ticks <= 6, "the decay does not end");
+        }
+        assert_eq!(cpu.pcp_high(), fixed);
+        for p in held {
+            // SAFETY: no memory behind these zones (module docs).
+            unsafe { z.put_page(0, p) }.unwrap();
+        }
+        z.check().unwrap();
+    }
+}
+
+#[test]
 fn tuned_high_marks_shrink_below_the_high_watermark() {
     // Linux's ZONE_BELOW_HIGH: with the buddy's free frames below the high watermark, a
     // free past the mark lowers it by the run of frees, so the lists do not hoard what the
