@@ -511,8 +511,9 @@ fn page_works() -> Vec<PageWork> {
 /// Callgrind's workloads (`report count NAME N`): `n` alloc + free pairs on each allocator,
 /// the calls inside [`count::counted`]: two pages, and four aligned to 64 KiB (a DMA
 /// buffer aligned above its size; not on buddy-slab-allocator, which refuses most of
-/// those calls, see the section's note); and `n` rounds of 2 500 heap objects of 64 bytes,
-/// freed in random order, on the drop-in's heap and on TLSF.
+/// those calls, see the section's note); `n` rounds of 2 500 heap objects of 64 bytes,
+/// freed in random order, on the drop-in's heap and on TLSF; and `n` rounds of the task
+/// stacks (32 stacks of 64 pages taken, then freed) on all three.
 pub const COUNTED: [count::Workload; 13] = {
     /// A workload: `ops` calls a round, each round `$round` on `$a`, the allocator `$make`
     /// builds once.
