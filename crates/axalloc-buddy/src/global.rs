@@ -1289,13 +1289,14 @@ impl GlobalAllocator {
         )
     }
 
-    /// Lowers the calling CPU's high marks in every region by an eighth, draining what its
-    /// lists hold past them (Linux's `decay_pcp_high`, from `vmstat_update` each second):
-    /// the marks rise after bursts that overran the lists ([`zone_config`](crate::zone_config)),
-    /// and a kernel that calls this from each CPU's timer tick gets the frames a burst left
-    /// on the lists back into the buddy once the burst is over. Without it the marks come
-    /// down only when memory runs short, and every list is drained before an allocation
-    /// fails. Whether there is more to do at the next tick; `false` before `init`.
+    /// Lowers the calling CPU's high marks in every region by an eighth (at least a frame),
+    /// draining what its lists hold past them (Linux's `decay_pcp_high`, from
+    /// `vmstat_update` each second): the marks rise after bursts that overran the lists
+    /// ([`zone_config`](crate::zone_config)), and a kernel that calls this from each CPU's
+    /// timer tick gets the frames a burst left on the lists back into the buddy once the
+    /// burst is over. Without it the marks come down only when memory runs short, and every
+    /// list is drained before an allocation fails. Whether there is more to do at the next
+    /// tick; `false` before `init`.
     pub fn decay_cpu_lists(&self) -> bool {
         self.regions().fold(false, |more, f| f.decay_lists() | more)
     }

@@ -45,16 +45,30 @@ fn built(cfg: ZoneConfig) -> Arc<LoomZone> {
 }
 
 /// 16 frames, `cpus` CPUs, tiny batches so that refills and drains happen in the model.
-fn zone(cpus: usize) -> Arc<LoomZone> {
-    let cfg = ZoneConfig {
+fn config(cpus: usize) -> ZoneConfig {
+    ZoneConfig {
         max_order: Order(4),
         pageblock_order: Order(4),
         cpus,
         pcp_high: 2,
         pcp_batch: 2,
         ..ZoneConfig::new(START, 16)
-    };
-    built(cfg)
+    }
+}
+
+/// A zone as [`config`] makes it.
+fn zone(cpus: usize) -> Arc<LoomZone> {
+    built(config(cpus))
+}
+
+/// Two pages taken on `cpu`, then both freed (with a mark of 2, the second free drains).
+fn take_two_then_free(z: &LoomZone, cpu: usize) {
+    let p = z.alloc_pages(cpu, O0).unwrap();
+    let q = z.alloc_pages(cpu, O0).unwrap();
+    // SAFETY: see the module docs.
+    unsafe { z.free_pages(cpu, p, O0) }.unwrap();
+    // SAFETY: see the module docs.
+    unsafe { z.free_pages(cpu, q, O0) }.unwrap();
 }
 
 /// After every thread joined: consistent, and all its frames back in one block of its
@@ -113,12 +127,7 @@ fn loom_drain_all_while_others_allocate() {
     loom::model(|| {
         let z = zone(2);
         let drainer = on_another_thread(&z, move |z| z.drain_all());
-        let p = z.alloc_pages(0, O0).unwrap();
-        let q = z.alloc_pages(0, O0).unwrap();
-        // SAFETY: see the module docs.
-        unsafe { z.free_pages(0, p, O0) }.unwrap();
-        // SAFETY: see the module docs.
-        unsafe { z.free_pages(0, q, O0) }.unwrap();
+        take_two_then_free(&z, 0);
         drainer.join().unwrap();
         assert_whole(&z);
     });
@@ -147,23 +156,9 @@ fn loom_three_cpus_refill_and_drain_through_the_zone_lock() {
 #[test]
 fn loom_decay_of_a_tuned_mark_races_the_cpus_refills_and_drains() {
     loom::model(|| {
-        let cfg = ZoneConfig {
-            max_order: Order(4),
-            pageblock_order: Order(4),
-            cpus: 1,
-            pcp_high: 2,
-            pcp_batch: 2,
-            pcp_high_max: 8,
-            ..ZoneConfig::new(START, 16)
-        };
-        let z = built(cfg);
+        let z = built(config(1).with_pcp_high_max(8));
         let tick = on_another_thread(&z, |z| z.cpu(0).unwrap().decay_pcp_high());
-        let p = z.alloc_pages(0, O0).unwrap();
-        let q = z.alloc_pages(0, O0).unwrap();
-        // SAFETY: see the module docs.
-        unsafe { z.free_pages(0, p, O0) }.unwrap();
-        // SAFETY: see the module docs.
-        unsafe { z.free_pages(0, q, O0) }.unwrap();
+        take_two_then_free(&z, 0);
         tick.join().unwrap();
         let cpu = z.cpu(0).unwrap();
         assert!((2..=8).contains(&cpu.pcp_high()), "{}", cpu.pcp_high());
@@ -605,16 +600,10 @@ fn loom_two_frees_of_one_frozen_page_at_once_are_not_caught() {
 
 /// 16 frames of which only the first 4 are initialized when added: 12 deferred.
 fn deferred_zone() -> Arc<LoomZone> {
-    let cfg = ZoneConfig {
-        max_order: Order(4),
-        pageblock_order: Order(4),
-        cpus: 2,
-        pcp_high: 2,
-        pcp_batch: 2,
+    let z = built(ZoneConfig {
         eager_pages: 4,
-        ..ZoneConfig::new(START, 16)
-    };
-    let z = built(cfg);
+        ..config(2)
+    });
     assert_eq!(z.deferred_pages(), 12);
     z
 }

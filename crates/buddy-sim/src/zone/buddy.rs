@@ -48,9 +48,10 @@ pub(crate) struct FreeArea {
     count: FreeCount,
     /// Usable frames initialized: every range added, holes and deferred frames excluded.
     present: u64,
-    /// The high watermark of a zone of `present` frames ([`Watermarks::for_pages`]), kept
-    /// with it: what tuned per-cpu high marks compare the free frames with.
-    high_watermark: u64,
+    /// The watermarks of a zone of `present` frames ([`Watermarks::for_pages`]), kept with
+    /// it (a square root each): the pageblock reserve's `min`, the boost's and the tuned
+    /// per-cpu high marks' `high`.
+    watermarks: Watermarks,
     /// The ranges added, for the overlap check of `add_memory`.
     added: AddedRanges,
     /// Ranges added whose frames are not initialized yet.
@@ -117,7 +118,7 @@ impl FreeArea {
         cma_reserved: 0,
         count: FreeCount::NONE,
         present: 0,
-        high_watermark: 0,
+        watermarks: Watermarks::for_pages(0),
         added: AddedRanges::EMPTY,
         deferred: DeferredRanges::EMPTY,
         stats: LockStats::ZERO,
@@ -514,9 +515,7 @@ impl FreeArea {
     /// [pageblock reserve](crate::ZoneConfig::pageblock_reserve) is kept: its own and the
     /// reserve (the min watermark's worth) it must leave.
     pub(crate) fn pageblocks_with_reserve(&self, order: Order) -> u64 {
-        order
-            .pages()
-            .saturating_add(Watermarks::for_pages(self.present).min)
+        order.pages().saturating_add(self.watermarks.min)
     }
 
     /// Linux's `__rmqueue` for a movable allocation in a zone with CMA reservations
@@ -993,7 +992,7 @@ impl FreeArea {
         if factor == 0 || pageblock.saturating_mul(4) > self.present {
             return;
         }
-        let most = (self.high_watermark.saturating_mul(factor) / 10_000).max(pageblock);
+        let most = (self.watermarks.high.saturating_mul(factor) / 10_000).max(pageblock);
         self.boost = self.boost.saturating_add(pageblock).min(most);
         self.fallbacks.boosts += 1;
     }
@@ -1157,17 +1156,23 @@ impl FreeArea {
         self.set_present(self.present + frames);
     }
 
-    /// The zone has `present` usable frames initialized; its high watermark follows.
+    /// The zone has `present` usable frames initialized; its watermarks follow.
     fn set_present(&mut self, present: u64) {
         self.present = present;
-        self.high_watermark = Watermarks::for_pages(present).high;
+        self.watermarks = Watermarks::for_pages(present);
+    }
+
+    /// The watermarks of the zone's present frames.
+    #[inline]
+    pub(crate) fn watermarks(&self) -> Watermarks {
+        self.watermarks
     }
 
     /// Whether the free frames in the buddy are below the zone's high watermark (Linux's
     /// `ZONE_BELOW_HIGH`): tuned per-cpu high marks then shrink instead of growing.
     #[inline]
     pub(crate) fn below_high_watermark(&self) -> bool {
-        self.count.pages < self.high_watermark
+        self.count.pages < self.watermarks.high
     }
 
     /// The deferred ranges and their counts.

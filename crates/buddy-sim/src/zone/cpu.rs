@@ -231,8 +231,8 @@ where
     /// the marks ([`ZoneConfig::pcp_high_max`](crate::ZoneConfig::pcp_high_max)).
     #[must_use]
     pub fn pcp_high(&self) -> u64 {
-        self.zone
-            .pcp_high(&Zone::<F, P, R>::reach_pcp(self.lists()))
+        let high = Zone::<F, P, R>::reach_pcp(self.lists()).high;
+        high.frames(&self.zone.cfg)
     }
 
     /// Lowers this CPU's tuned high mark by an eighth of it, at least a frame (not below

@@ -309,7 +309,9 @@ where
         };
         let mut lists = self.lock_pcp(pcp);
         // No drain past the high mark to follow, and room in the array: no link to write.
-        if self.past_pcp_high(&lists, lists.count.pages + order.pages())
+        if lists
+            .high
+            .passed_by(&self.cfg, lists.count.pages + order.pages())
             || !lists.push_freed_hot(m, list, idx, order)
         {
             return false;

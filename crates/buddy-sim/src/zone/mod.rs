@@ -24,6 +24,7 @@ pub(crate) mod list;
 pub(crate) mod map;
 pub(crate) mod pageblock;
 pub(crate) mod pcp;
+pub(crate) mod pcp_high;
 pub(crate) mod pcp_list;
 pub(crate) mod per_cpu_set;
 pub(crate) mod ranges;
@@ -880,24 +881,9 @@ where
         } else {
             lists.push_freed(m, list, idx, order);
         }
-        if self.past_pcp_high(&lists, lists.count.pages) {
+        if lists.high.passed_by(&self.cfg, lists.count.pages) {
             self.drain_past_high(pcp, &mut lists);
         }
-    }
-
-    /// Whether `pages` frames on `lists` are past its CPU's high mark ([`Zone::pcp_high`]):
-    /// the fixed mark first, so that a list below it (the common case) reads no more.
-    #[inline(always)]
-    pub(crate) fn past_pcp_high(&self, lists: &PcpLists, pages: u64) -> bool {
-        pages > self.cfg.pcp_high && pages > self.pcp_high(lists)
-    }
-
-    /// The high mark of `lists`' CPU: `ZoneConfig::pcp_high`, raised where the zone tunes
-    /// the marks ([`ZoneConfig::pcp_high_max`]).
-    #[inline(always)]
-    pub(crate) fn pcp_high(&self, lists: &PcpLists) -> u64 {
-        // At most `pcp_high_max`: no wrap.
-        self.cfg.pcp_high.wrapping_add(lists.high_raise)
     }
 
     /// The counts of a free of a block of `order` onto `list` of `lists` (locked), with `prepares`
@@ -919,30 +905,17 @@ where
     }
 
     /// Drains a batch of `lists` (past their high mark) to the buddy: out of line, so that
-    /// a free's push carries none of it. Where the zone tunes the marks, the CPU's mark
-    /// then follows Linux's `nr_pcp_high`: with the zone's free frames below its high
-    /// watermark it drops by the run of frees (at least a batch), and the batch drained
-    /// leaves the mark or the lists' frames, whichever is more; else it rises to hold the
-    /// run of frees and a batch, for the next run (this one drains by the mark it reached).
+    /// a free's push carries none of it. The CPU's mark follows the run of frees first
+    /// ([`HighMark::drained_past`]: tuned, it rises, or drops below the high watermark).
     #[inline(never)]
     fn drain_past_high(&self, pcp: CpuLists<'_, R>, lists: &mut PcpLists) {
         let m = self.map();
         let mut free = self.lock_zone();
-        let mut high = self.pcp_high(lists);
-        let headroom = self.cfg.pcp_high_headroom();
-        if headroom > 0 {
-            let batch = self.cfg.pcp_batch;
-            if free.below_high_watermark() {
-                let shrink = lists.recent_frees.max(batch);
-                lists.high_raise = lists.high_raise.saturating_sub(shrink);
-                high = lists.count.pages.max(self.cfg.pcp_high);
-            } else {
-                let need = lists.recent_frees.saturating_add(batch);
-                let raise = need.saturating_sub(self.cfg.pcp_high);
-                lists.high_raise = lists.high_raise.max(raise.min(headroom));
-            }
-        }
-        let pages = self.cfg.pcp_drain_pages(lists.recent_frees, high);
+        let (count, recent) = (lists.count.pages, lists.recent_frees);
+        let high = lists
+            .high
+            .drained_past(&self.cfg, (count, recent), || free.below_high_watermark());
+        let pages = self.cfg.pcp_drain_pages(recent, high);
         self.events().pcp_drain(&PcpDrain {
             cpu: self.cpu_number(pcp),
             pages,
@@ -977,16 +950,9 @@ where
     /// [`Cpu::decay_pcp_high`] on `pcp`'s lists.
     pub(crate) fn decay_pcp_high(&self, pcp: CpuLists<'_, R>) -> bool {
         let mut lists = self.lock_pcp(pcp);
-        let high = self.pcp_high(&lists);
-        // An eighth, and at least a frame: a mark below 8 frames above `pcp_high` still
-        // reaches it (Linux's marks are hundreds of frames; here a zone may be tiny).
-        let decayed = high
-            .saturating_sub((high / 8).max(1))
-            .max(lists.count.pages.saturating_sub(self.recent_frees_max))
-            .max(self.cfg.pcp_high)
-            .min(high);
-        lists.high_raise = decayed - self.cfg.pcp_high;
-        let past = lists.count.pages.saturating_sub(decayed);
+        let count = lists.count.pages;
+        let decayed = lists.high.decayed(&self.cfg, count, self.recent_frees_max);
+        let past = count.saturating_sub(decayed);
         if past > 0 {
             self.events().pcp_drain(&PcpDrain {
                 cpu: self.cpu_number(pcp),
@@ -994,7 +960,7 @@ where
             });
             lists.drain(self.map(), &mut self.lock_zone(), past);
         }
-        lists.high_raise > 0 || past > 0
+        lists.high.raised() || past > 0
     }
 
     /// Counts free-time checks of pages that were leaked (no lock to count them under).

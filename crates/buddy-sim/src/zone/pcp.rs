@@ -17,6 +17,7 @@ use crate::zone::config::{Fallback, PCP_LISTS, PCP_SLOTS, ZoneConfig};
 use crate::zone::counters::LockStats;
 use crate::zone::list::FreeCount;
 use crate::zone::map::FrameMap;
+use crate::zone::pcp_high::HighMark;
 use crate::zone::pcp_list::PcpListSet;
 use lock_api::RawMutex;
 
@@ -44,10 +45,8 @@ pub(crate) struct PcpLists {
     pub(crate) stats: LockStats,
     /// Frames on these lists, and of those in blocks known zero.
     pub(crate) count: FreeCount,
-    /// Frames this CPU's high mark stands above `ZoneConfig::pcp_high` (Linux's `pcp->high`
-    /// less `high_min`): 0 unless the zone tunes the marks, and at most
-    /// `ZoneConfig::pcp_high_headroom`.
-    pub(crate) high_raise: u64,
+    /// This CPU's high mark: a free past it drains a batch.
+    pub(crate) high: HighMark,
     /// The list a drain takes from next (round robin, as `free_pcppages_bulk`).
     drain_cursor: usize,
     /// Bit `l` set for every list `l` that is not empty, and perhaps for some that are: a
@@ -140,7 +139,7 @@ impl PcpLists {
         drain_cursor: 0,
         maybe_nonempty: 0,
         recent_frees: 0,
-        high_raise: 0,
+        high: HighMark::FIXED,
         freed_clock: 0,
         stats: LockStats::ZERO,
     };
@@ -322,16 +321,7 @@ impl PcpLists {
         blocks: u64,
     ) {
         let mt = MigrateType::ALL[list / PCP_SLOTS];
-        // With a larger mark the list would not have run empty (Linux's `nr_pcp_alloc`): a
-        // zone that tunes the marks raises this CPU's by a batch, while the buddy's free
-        // frames are at or above the high watermark.
-        let headroom = m.cfg.pcp_high_headroom();
-        if headroom > 0 && !free.below_high_watermark() {
-            self.high_raise = self
-                .high_raise
-                .saturating_add(m.cfg.pcp_batch)
-                .min(headroom);
-        }
+        self.high.refilled(m.cfg, || free.below_high_watermark());
         let before = self.lists.hot_len(list);
         match prefer {
             Prefer::Unzeroed => self.refill_runs(m, list, (order, blocks), |most| {

@@ -111,7 +111,7 @@ where
             free_in_pageblocks: in_pageblocks,
             score: free.fragmentation_score(m),
             boost: free.boost(),
-            watermarks: Watermarks::for_pages(free.present()),
+            watermarks: free.watermarks(),
             fallbacks: free.fallback_counts(),
         }
     }
