@@ -4,7 +4,9 @@
 
 use crate::byte::{DefaultByteAllocator, NAME};
 use crate::cpu::cpu_count;
-use crate::frames::{Frames, InitError, PAGE, is_listed, listed_block, unlisted_block};
+use crate::frames::{
+    Frames, InitError, PAGE, PCP_MAX_ORDER, listed_block, order_up_to, unlisted_block,
+};
 use crate::lock::IrqSpin;
 use crate::owner::{OwnerTag, Owners};
 use crate::slab::{Class, FreeSlab, Owner, SlabBytes, SlabError, SlabOwners, Slabs, Source};
@@ -1002,18 +1004,15 @@ impl GlobalAllocator {
             // SAFETY: the caller's promise, passed on.
             return unsafe { self.free_one_page(pos, kind) };
         }
-        if num_pages.is_power_of_two()
-            && let Ok(order) = Order::new(num_pages.trailing_zeros() as u8)
-        {
-            // A listed block to the CPU's list; a larger one (a heap's growth) straight to
-            // the zone.
-            return if is_listed(order) {
-                // SAFETY: the caller's promise, passed on.
-                unsafe { self.free_one_block(pos, order, kind) }
-            } else {
-                // SAFETY: the caller's promise, passed on.
-                unsafe { self.free_unlisted_block(pos, order, kind) }
-            };
+        // A listed block to the CPU's list; a larger one (a heap's growth) straight to the
+        // zone.
+        if let Some(order) = order_up_to(PCP_MAX_ORDER, num_pages) {
+            // SAFETY: the caller's promise, passed on.
+            return unsafe { self.free_one_block(pos, order, kind) };
+        }
+        if let Some(order) = order_up_to(Order::MAX_SUPPORTED, num_pages) {
+            // SAFETY: the caller's promise, passed on.
+            return unsafe { self.free_unlisted_block(pos, order, kind) };
         }
         // SAFETY: the caller's promise, passed on.
         unsafe { self.give_back(pos, num_pages, kind) }

@@ -1366,6 +1366,49 @@ fn an_exhausted_region_is_passed_over_until_a_page_comes_back() {
     zone_is_sound(&a);
 }
 
+/// A block freed onto the CPU's list of an exhausted region waits there for the next call
+/// of its size, which takes it back whatever the mark says; the mark stays, so one-page
+/// calls still pass the region over (the block is no page for them until the general path
+/// drains the lists).
+#[test]
+fn a_block_freed_onto_an_exhausted_regions_list_is_taken_again_by_its_size() {
+    let scale = if cfg!(miri) { 2 } else { 0 };
+    let (first, a) = allocator((1 << 20) >> scale);
+    let second = region((2 << 20) >> scale);
+    // SAFETY: the region is the allocator's from here on; it outlives it.
+    unsafe { a.add_memory(second.start(), second.len()) }.unwrap();
+    let in_first = |p: usize| (first.start()..first.start() + first.len()).contains(&p);
+    let stack = a.alloc_pages(8, PAGE, UsageKind::VirtMem).unwrap();
+    assert!(in_first(stack));
+    let mut held = Vec::new();
+    loop {
+        let p = a.alloc_pages(1, PAGE, UsageKind::VirtMem).unwrap();
+        held.push(p);
+        if !in_first(p) {
+            break;
+        }
+    }
+    give_back(&a, stack, 8, UsageKind::VirtMem);
+    // SAFETY: the zones are read between page calls only.
+    let zone = unsafe { a.zone() }.unwrap();
+    let locks = zone.counters().zone_locks;
+    let page = a.alloc_pages(1, PAGE, UsageKind::VirtMem).unwrap();
+    assert!(!in_first(page), "the region was not passed over: {page:#x}");
+    assert_eq!(
+        a.alloc_pages(8, PAGE, UsageKind::VirtMem).unwrap(),
+        stack,
+        "the block waiting on the list"
+    );
+    assert_eq!(zone.counters().zone_locks, locks, "a call locked the zone");
+    give_back(&a, page, 1, UsageKind::VirtMem);
+    give_back(&a, stack, 8, UsageKind::VirtMem);
+    for p in held {
+        give_back(&a, p, 1, UsageKind::VirtMem);
+    }
+    assert_eq!(a.usages().get(UsageKind::VirtMem), 0);
+    zone_is_sound(&a);
+}
+
 /// The configuration the allocator gives its zone: the region's largest block, per-cpu
 /// lists up to order 6 sized for the only zone, valid for any region the allocator takes,
 /// and no panic for any input (a CPU count of 0, which `global_init` refuses, included).
