@@ -320,6 +320,21 @@ pub enum Verdict {
 }
 
 impl Verdict {
+    /// Every verdict. The match below fails to compile when a variant is added, until it
+    /// is listed here too.
+    pub const ALL: [Self; 3] = {
+        match Self::Met {
+            Self::Met | Self::NotMet | Self::Inconclusive => {}
+        }
+        [Self::Met, Self::NotMet, Self::Inconclusive]
+    };
+
+    /// The verdict the report prints as `text`, if any.
+    #[must_use]
+    pub fn from_text(text: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|v| v.as_str() == text)
+    }
+
     /// How the report prints it.
     #[must_use]
     pub const fn as_str(self) -> &'static str {

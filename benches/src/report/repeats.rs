@@ -12,12 +12,9 @@ pub type SectionTables = (String, Vec<Table>);
 /// How a verdict the runs did not agree on begins: the runs' verdicts follow, in order.
 pub const VARIES: &str = "varies between runs";
 
-/// The verdicts a report prints.
-const VERDICTS: [Verdict; 3] = [Verdict::Met, Verdict::NotMet, Verdict::Inconclusive];
-
 /// Whether `text` is a goal's verdict.
 fn is_verdict(text: &str) -> bool {
-    VERDICTS.iter().any(|v| v.as_str() == text)
+    Verdict::from_text(text).is_some()
 }
 
 /// A row's name: its first cell (a goal's row is all text: its figure, printed as text,
