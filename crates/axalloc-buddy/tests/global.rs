@@ -29,6 +29,11 @@ impl Region {
     fn len(&self) -> usize {
         self.layout.size()
     }
+
+    /// Whether address `p` lies in the region.
+    fn holds(&self, p: usize) -> bool {
+        (self.start()..self.start() + self.len()).contains(&p)
+    }
 }
 
 impl Drop for Region {
@@ -1183,8 +1188,8 @@ fn every_region_is_managed_with_holes_between() {
     unsafe { a.add_memory(tiny.start(), tiny.len()) }.unwrap();
     assert_eq!(a.region_count(), 2, "8 pages hold no zone");
     assert_eq!(a.heap_bytes(), heap + tiny.len());
-    let in_first = |p: usize| (first.start()..first.start() + first.len()).contains(&p);
-    let in_second = |p: usize| (second.start()..second.start() + second.len()).contains(&p);
+    let in_first = |p: usize| first.holds(p);
+    let in_second = |p: usize| second.holds(p);
     // Take every page: the first region's, then the second's.
     let mut pages = Vec::new();
     while let Ok(p) = a.alloc_pages(1, PAGE, UsageKind::VirtMem) {
@@ -1316,6 +1321,29 @@ fn a_huge_page_splits_into_pages_freed_one_by_one() {
     zone_is_sound(&a);
 }
 
+/// An allocator over a region of 1 MiB, then one of 2 MiB (a quarter of each under Miri):
+/// the two regions and the allocator.
+fn two_regions() -> (Region, Region, GlobalAllocator) {
+    let scale = if cfg!(miri) { 2 } else { 0 };
+    let (first, a) = allocator((1 << 20) >> scale);
+    let second = region((2 << 20) >> scale);
+    // SAFETY: the region is the allocator's from here on; it outlives it.
+    unsafe { a.add_memory(second.start(), second.len()) }.unwrap();
+    (first, second, a)
+}
+
+/// Pages taken from `a` until one comes from outside `first`: all of them, that one last.
+fn fill_first(a: &GlobalAllocator, first: &Region) -> Vec<usize> {
+    let mut held = Vec::new();
+    loop {
+        let p = a.alloc_pages(1, PAGE, UsageKind::VirtMem).unwrap();
+        held.push(p);
+        if !first.holds(p) {
+            return held;
+        }
+    }
+}
+
 /// A region whose page calls found no free page is passed over by the calls that follow (its
 /// zone not even locked) until a page is given back to it: once the first region is full,
 /// a call costs what it costs in the next region, not a failing slow path in the first
@@ -1324,20 +1352,9 @@ fn a_huge_page_splits_into_pages_freed_one_by_one() {
 /// 8 MiB first region full.)
 #[test]
 fn an_exhausted_region_is_passed_over_until_a_page_comes_back() {
-    let scale = if cfg!(miri) { 2 } else { 0 };
-    let (first, a) = allocator((1 << 20) >> scale);
-    let second = region((2 << 20) >> scale);
-    // SAFETY: the region is the allocator's from here on; it outlives it.
-    unsafe { a.add_memory(second.start(), second.len()) }.unwrap();
-    let in_first = |p: usize| (first.start()..first.start() + first.len()).contains(&p);
-    let mut held = Vec::new();
-    loop {
-        let p = a.alloc_pages(1, PAGE, UsageKind::VirtMem).unwrap();
-        held.push(p);
-        if !in_first(p) {
-            break;
-        }
-    }
+    let (first, _second, a) = two_regions();
+    let in_first = |p: usize| first.holds(p);
+    let mut held = fill_first(&a, &first);
     // SAFETY: the zones are read between page calls only.
     let zone = unsafe { a.zone() }.unwrap();
     let locks = zone.counters().zone_locks;
@@ -1372,22 +1389,11 @@ fn an_exhausted_region_is_passed_over_until_a_page_comes_back() {
 /// drains the lists).
 #[test]
 fn a_block_freed_onto_an_exhausted_regions_list_is_taken_again_by_its_size() {
-    let scale = if cfg!(miri) { 2 } else { 0 };
-    let (first, a) = allocator((1 << 20) >> scale);
-    let second = region((2 << 20) >> scale);
-    // SAFETY: the region is the allocator's from here on; it outlives it.
-    unsafe { a.add_memory(second.start(), second.len()) }.unwrap();
-    let in_first = |p: usize| (first.start()..first.start() + first.len()).contains(&p);
+    let (first, _second, a) = two_regions();
+    let in_first = |p: usize| first.holds(p);
     let stack = a.alloc_pages(8, PAGE, UsageKind::VirtMem).unwrap();
     assert!(in_first(stack));
-    let mut held = Vec::new();
-    loop {
-        let p = a.alloc_pages(1, PAGE, UsageKind::VirtMem).unwrap();
-        held.push(p);
-        if !in_first(p) {
-            break;
-        }
-    }
+    let held = fill_first(&a, &first);
     give_back(&a, stack, 8, UsageKind::VirtMem);
     // SAFETY: the zones are read between page calls only.
     let zone = unsafe { a.zone() }.unwrap();
