@@ -96,7 +96,7 @@ struct Today {
     /// ax-alloc 0.9.2's own global allocator (TLSF backend), pages and heap.
     ax_alloc: AxAllocTlsf,
     /// buddy-slab-allocator's heap (its `GlobalAllocator`).
-    slab_heap: SlabHeap,
+    slab_heap: &'static SlabHeap,
     /// The random page workload's calls (the first; the second, a second thread's).
     plans: [Plan; 2],
     /// Allocations each refused in its last round of the current workload.
@@ -110,7 +110,7 @@ impl Today {
             slab: SlabPages::new(),
             tlsf: TlsfPages::new(),
             ax_alloc: AxAllocTlsf::new(),
-            slab_heap: SlabHeap::new(),
+            slab_heap: SlabHeap::shared(),
             plans: [random_plan(0x5eed), random_plan(0xfeed)],
             refused: [0; ALLOCATORS.len()],
         }
@@ -131,7 +131,7 @@ impl Today {
     fn heap(&self, i: usize) -> &(dyn Heap + Sync) {
         match i {
             0 => &self.ours,
-            1 => &self.slab_heap,
+            1 => self.slab_heap,
             2 => &self.tlsf,
             _ => &self.ax_alloc,
         }
@@ -278,13 +278,7 @@ const SLAB_HEAP_ALIGN: usize = 2 << 20;
 /// behind the one lock ax-alloc wraps it in, on CPU 0's slab cache ([`SlabCpu`]).
 struct SlabHeap {
     a: spin::Mutex<buddy_slab_allocator::GlobalAllocator<PAGE>>,
-    region: *mut u8,
 }
-
-// SAFETY: the region is this value's alone, reached only through the locked allocator.
-unsafe impl Send for SlabHeap {}
-// SAFETY: as above.
-unsafe impl Sync for SlabHeap {}
 
 impl SlabHeap {
     /// The layout of the heap's region.
@@ -292,28 +286,28 @@ impl SlabHeap {
         Layout::from_size_align(SLAB_HEAP_BYTES, SLAB_HEAP_ALIGN).expect("a region's layout")
     }
 
+    /// The heap, made once per process and kept to its end. buddy-slab-allocator keeps its
+    /// slab cache in process-global state (the platform's slab pool, [`cpu0_slab_pool`]),
+    /// so a second heap over a region of its own would take objects from slabs of the
+    /// first's region, freed with it: `report --repeat 2` crashed in the peer's free there.
+    fn shared() -> &'static Self {
+        static HEAP: std::sync::OnceLock<SlabHeap> = std::sync::OnceLock::new();
+        HEAP.get_or_init(Self::new)
+    }
+
+    /// A heap over a new region, which is never freed (see [`SlabHeap::shared`]).
     fn new() -> Self {
         // SAFETY: a layout of non-zero size.
         let region = unsafe { std::alloc::alloc(Self::region()) };
         assert!(!region.is_null(), "128 MiB for buddy-slab-allocator's heap");
         let a = buddy_slab_allocator::GlobalAllocator::<PAGE>::new();
-        // SAFETY: the region is this value's, valid until `drop` (after the allocator's
-        // last use), and used by nothing else.
+        // SAFETY: the region is the allocator's alone, valid to the end of the process (it is
+        // never freed), and used by nothing else.
         unsafe { a.init(core::slice::from_raw_parts_mut(region, SLAB_HEAP_BYTES)) }
             .unwrap_or_else(|e| panic!("buddy-slab-allocator's heap: {e:?}"));
         Self {
             a: spin::Mutex::new(a),
-            region,
         }
-    }
-}
-
-impl Drop for SlabHeap {
-    fn drop(&mut self) {
-        // The allocator first (its drop frees the singleton it keeps), then its region.
-        drop(core::mem::take(&mut *self.a.lock()));
-        // SAFETY: allocated in `new` with this layout; the allocator no longer uses it.
-        unsafe { std::alloc::dealloc(self.region, Self::region()) };
     }
 }
 
