@@ -146,7 +146,14 @@ fn main() -> ExitCode {
         let unstable: Vec<String> = report
             .unstable_headlines()
             .into_iter()
-            .map(|(name, d)| format!("{name} ({d:.1}%)"))
+            .map(|(name, d)| {
+                // A headline whose name names its worst row can be missing from a run.
+                if d.is_nan() {
+                    format!("{name} (not in every run)")
+                } else {
+                    format!("{name} ({d:.1}%)")
+                }
+            })
             .collect();
         println!(
             "goal verdicts the {repeat} runs did not agree on: {varied} (\"{}\" in the tables)",
