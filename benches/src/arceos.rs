@@ -929,14 +929,7 @@ fn one_page_goal_table(log: &Result<String, String>) -> Table {
         "One page alloc + free through axalloc-buddy against ArceOS's bitmap allocator",
         &["where", "bitmap ÷ axalloc-buddy", "goal", "verdict"],
     );
-    let judge = |r: f64, target: f64| {
-        if r >= target {
-            Verdict::Met
-        } else {
-            Verdict::NotMet
-        }
-        .as_str()
-    };
+    let judge = |r: f64, target: f64| Verdict::met_if(r >= target).as_str();
     let verdict = |r: f64| {
         let (v, stretch) = (judge(r, GOAL), judge(r, STRETCH));
         format!("{v} (stretch {STRETCH}x: {stretch})")

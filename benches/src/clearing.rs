@@ -1169,11 +1169,7 @@ fn per_call(ctx: &SectionContext, p: &Plan, buf: &mut [u8], calibration: &Calibr
                         Cell::text("-")
                     },
                     if k > 0 {
-                        Cell::verdict(if over <= PER_CALL_GOAL_INSTRUCTIONS {
-                            Verdict::Met
-                        } else {
-                            Verdict::NotMet
-                        })
+                        Cell::verdict(Verdict::met_if(over <= PER_CALL_GOAL_INSTRUCTIONS))
                     } else {
                         Cell::text("-")
                     },
@@ -1424,11 +1420,7 @@ fn goals(
         Cell::text(format!(
             "slowest of {CALIBRATIONS} runs: {calibration_ms:.1} ms"
         )),
-        Cell::verdict(if calibration_ms <= CALIBRATION_GOAL_MS {
-            Verdict::Met
-        } else {
-            Verdict::NotMet
-        }),
+        Cell::verdict(Verdict::met_if(calibration_ms <= CALIBRATION_GOAL_MS)),
     ]);
     t.row(vec![
         Cell::text("whole extent >= 1.15x page-at-a-time at 1 GiB"),

@@ -1419,11 +1419,7 @@ impl Section for Fragmentation {
                 Cell::text(format!(
                     "counter: {most:.0}, scan: {scanned} (the most over the seeds)"
                 )),
-                Cell::verdict(if most == 0.0 && scanned == 0 {
-                    Verdict::Met
-                } else {
-                    Verdict::NotMet
-                }),
+                Cell::verdict(Verdict::met_if(most == 0.0 && scanned == 0)),
             ]);
         }
         if let Some(c) = find(Row::TypedCompaction) {
@@ -1493,11 +1489,7 @@ impl Section for Fragmentation {
                 if counted { "match" } else { "differ" },
                 if whole { "yes" } else { "no" }
             )),
-            Cell::verdict(if counted && whole && huge > 0 && fallback > 0 {
-                Verdict::Met
-            } else {
-                Verdict::NotMet
-            }),
+            Cell::verdict(Verdict::met_if(counted && whole && huge > 0 && fallback > 0)),
         ]);
         let floors: Vec<f64> = summary.iter().filter_map(|s| s.8).collect();
         if !floors.is_empty() {
@@ -1505,7 +1497,7 @@ impl Section for Fragmentation {
             goals.row(vec![
                 Cell::text("compaction time per 2 MiB block made (compaction_test): at most 2x the copy floor of the pages it moved (every compacting row)"),
                 Cell::text(format!("{worst:.2}x at worst")),
-                Cell::verdict(if worst <= 2.0 { Verdict::Met } else { Verdict::NotMet }),
+                Cell::verdict(Verdict::met_if(worst <= 2.0)),
             ]);
         }
         goals.note(

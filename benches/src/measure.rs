@@ -329,6 +329,13 @@ impl Verdict {
         [Self::Met, Self::NotMet, Self::Inconclusive]
     };
 
+    /// Met if `met`, else not met: a goal judged without an interval (a count, a worst
+    /// case, an exact figure).
+    #[must_use]
+    pub const fn met_if(met: bool) -> Self {
+        if met { Self::Met } else { Self::NotMet }
+    }
+
     /// The verdict the report prints as `text`, if any.
     #[must_use]
     pub fn from_text(text: &str) -> Option<Self> {

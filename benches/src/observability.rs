@@ -224,14 +224,7 @@ impl Section for Observability {
             let ratio = Estimate::exact(c / b);
             let goal = match i {
                 // The same code: equal counts, to callgrind's exactness.
-                1 => Some((
-                    "= no hook",
-                    if (c - b).abs() < 0.005 {
-                        Verdict::Met
-                    } else {
-                        Verdict::NotMet
-                    },
-                )),
+                1 => Some(("= no hook", Verdict::met_if((c - b).abs() < 0.005))),
                 2 => Some(("<= 1.05x", ratio.judge(1.05, false))),
                 _ => None,
             };

@@ -461,11 +461,7 @@ impl Section for FreePageReporting {
         goals.row(vec![
             Cell::text("host resident memory drops by at least 80% of what was reported"),
             Cell::text(format!("{:.1}%", drop_share * 100.0)),
-            Cell::verdict(if drop_share >= 0.8 {
-                Verdict::Met
-            } else {
-                Verdict::NotMet
-            }),
+            Cell::verdict(Verdict::met_if(drop_share >= 0.8)),
         ]);
         let cost_ratio = over_floor;
         goals.row(vec![
@@ -483,11 +479,7 @@ impl Section for FreePageReporting {
                 "no slowdown of order-0 allocation during churn beyond the noise of one run",
             ),
             Cell::text(ratio_text(slowdown)),
-            Cell::verdict(if slowdown.hi >= 1.0 {
-                Verdict::Met
-            } else {
-                Verdict::NotMet
-            }),
+            Cell::verdict(Verdict::met_if(slowdown.hi >= 1.0)),
         ]);
         goals.note(
             "The churn goal is met when the interval of per-round ratios reaches 1.0 (no \

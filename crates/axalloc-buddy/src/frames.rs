@@ -638,8 +638,9 @@ impl Frames {
         };
         if !is_listed(order) {
             // `free_unlisted_block`'s (`dealloc_pages` sends those orders there). The test
-            // also tells the listed path below that the order is a list's: 8 fewer
-            // instructions a two-page free than without it (callgrind).
+            // also tells the listed path below that the order is a list's, though both
+            // callers pass one: without it a two-page alloc + free took 228 instructions
+            // instead of 219 (callgrind).
             // SAFETY: the caller's promise, passed on.
             return unsafe { self.free_to_zone(pos, pfn, order, kind) };
         }

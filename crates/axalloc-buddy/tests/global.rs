@@ -1188,15 +1188,13 @@ fn every_region_is_managed_with_holes_between() {
     unsafe { a.add_memory(tiny.start(), tiny.len()) }.unwrap();
     assert_eq!(a.region_count(), 2, "8 pages hold no zone");
     assert_eq!(a.heap_bytes(), heap + tiny.len());
-    let in_first = |p: usize| first.holds(p);
-    let in_second = |p: usize| second.holds(p);
     // Take every page: the first region's, then the second's.
     let mut pages = Vec::new();
     while let Ok(p) = a.alloc_pages(1, PAGE, UsageKind::VirtMem) {
-        assert!(in_first(p) || in_second(p), "{p:#x}");
+        assert!(first.holds(p) || second.holds(p), "{p:#x}");
         pages.push(p);
     }
-    assert!(pages.iter().any(|&p| in_first(p)) && pages.iter().any(|&p| in_second(p)));
+    assert!(pages.iter().any(|&p| first.holds(p)) && pages.iter().any(|&p| second.holds(p)));
     assert_eq!(a.available_pages(), 0);
     assert!(pages.len() > second.len() / PAGE, "{} pages", pages.len());
     let mut seen = std::collections::BTreeSet::new();
@@ -1215,7 +1213,7 @@ fn every_region_is_managed_with_holes_between() {
     let run = a
         .alloc_pages(largest, largest * PAGE, UsageKind::VirtMem)
         .unwrap();
-    assert!(in_second(run));
+    assert!(second.holds(run));
     give_back(&a, run, largest, UsageKind::VirtMem);
     // Host memory is above 4 GiB: no DMA32 region.
     if first.start() as u64 > u64::from(u32::MAX) {
@@ -1353,7 +1351,6 @@ fn fill_first(a: &GlobalAllocator, first: &Region) -> Vec<usize> {
 #[test]
 fn an_exhausted_region_is_passed_over_until_a_page_comes_back() {
     let (first, _second, a) = two_regions();
-    let in_first = |p: usize| first.holds(p);
     let mut held = fill_first(&a, &first);
     // SAFETY: the zones are read between page calls only.
     let zone = unsafe { a.zone() }.unwrap();
@@ -1361,7 +1358,7 @@ fn an_exhausted_region_is_passed_over_until_a_page_comes_back() {
     for _ in 0..16 {
         let page = a.alloc_pages(1, PAGE, UsageKind::VirtMem).unwrap();
         let run = a.alloc_pages(8, PAGE, UsageKind::VirtMem).unwrap();
-        assert!(!in_first(page) && !in_first(run));
+        assert!(!first.holds(page) && !first.holds(run));
         give_back(&a, page, 1, UsageKind::VirtMem);
         give_back(&a, run, 8, UsageKind::VirtMem);
     }
@@ -1371,10 +1368,10 @@ fn an_exhausted_region_is_passed_over_until_a_page_comes_back() {
         "a call tried the full first region"
     );
     // A page given back to the first region: the next call takes it there.
-    let back = held.iter().position(|&p| in_first(p)).unwrap();
+    let back = held.iter().position(|&p| first.holds(p)).unwrap();
     give_back(&a, held.swap_remove(back), 1, UsageKind::VirtMem);
     let again = a.alloc_pages(1, PAGE, UsageKind::VirtMem).unwrap();
-    assert!(in_first(again), "{again:#x}");
+    assert!(first.holds(again), "{again:#x}");
     held.push(again);
     for p in held {
         give_back(&a, p, 1, UsageKind::VirtMem);
@@ -1390,16 +1387,18 @@ fn an_exhausted_region_is_passed_over_until_a_page_comes_back() {
 #[test]
 fn a_block_freed_onto_an_exhausted_regions_list_is_taken_again_by_its_size() {
     let (first, _second, a) = two_regions();
-    let in_first = |p: usize| first.holds(p);
     let stack = a.alloc_pages(8, PAGE, UsageKind::VirtMem).unwrap();
-    assert!(in_first(stack));
+    assert!(first.holds(stack));
     let held = fill_first(&a, &first);
     give_back(&a, stack, 8, UsageKind::VirtMem);
     // SAFETY: the zones are read between page calls only.
     let zone = unsafe { a.zone() }.unwrap();
     let locks = zone.counters().zone_locks;
     let page = a.alloc_pages(1, PAGE, UsageKind::VirtMem).unwrap();
-    assert!(!in_first(page), "the region was not passed over: {page:#x}");
+    assert!(
+        !first.holds(page),
+        "the region was not passed over: {page:#x}"
+    );
     assert_eq!(
         a.alloc_pages(8, PAGE, UsageKind::VirtMem).unwrap(),
         stack,
