@@ -142,15 +142,20 @@ fn ensure_targets(
     Ok(())
 }
 
-/// What `cargo xtask report` needs: the toolchain with its targets, ArceOS's nightly,
-/// valgrind and binutils, and QEMU 10 (the ArceOS section boots ArceOS under TCG; the
-/// ring-0 section boots the x86_64 kernel where the machine has hardware KVM).
+/// What `cargo xtask report` needs: the toolchain with its targets, the nightlies of
+/// ArceOS's two lines, valgrind and binutils, today's ArceOS's Debian packages, and QEMU 10
+/// (the ArceOS sections boot ArceOS under TCG; the ring-0 section boots the x86_64 kernel
+/// where the machine has hardware KVM).
 pub fn for_report() -> Result<String, String> {
     let mut done = Vec::new();
     rust_toolchains(&mut done)?;
     arceos_toolchain(&mut done)?;
-    // QEMU with x86 and arm system emulation: the ArceOS section boots both.
+    // Today's ArceOS (the "ArceOS today" guests and the EL2 hypervisor's guest) builds
+    // with its own nightly, and with Debian's libclang, llvm-objcopy and OVMF.
+    arceos_today_toolchain(&mut done)?;
+    // QEMU with x86 and arm system emulation: the ArceOS sections boot both.
     apt(&mut done, true, &REPORT_APT_PACKAGES)?;
+    apt(&mut done, false, &crate::arceos_today::APT_PACKAGES)?;
     Ok(summary(&done))
 }
 
