@@ -459,10 +459,12 @@ fn calibrate(scratch: &mut [u8]) -> Calibrated {
         "`Policy::calibrate` run {CALIBRATIONS} times on a {} pre-faulted scratch buffer with \
          `Instant` as the clock (resolution {} ns): outcome {:?}; each run took {:.1} ms \
          (median; fastest {:.1}, slowest {slowest_ms:.1}). The report uses the policy chosen \
-         most often. A run times the temporal candidates at 4 KiB, 256 KiB and 2 MiB, cache-warm \
-         (the fastest of 2 samples of at least 20 µs taken round-robin over the candidates), \
-         and keeps the one whose worst ratio to the fastest is smallest (the \
-         detected one unless another is more than 5% better); the streaming candidates on \
+         most often. A run times the temporal candidates at 4 KiB, 256 KiB, 1 MiB, 2 MiB and \
+         8 MiB, cache-warm (the fastest of 2 samples of at least 20 µs taken round-robin over \
+         the candidates; one sample from 4 MiB on, of the two fastest at 2 MiB and the \
+         detected one), and keeps the one whose worst ratio to the fastest is \
+         smallest (the detected one unless another is more than 5% better), or two split by \
+         extent size where that is better by more than 5%; the streaming candidates on \
          1 MiB taken out of the caches; then both winners from the largest extent down \
          (512 KiB to {} by powers of four) while streaming keeps winning: the threshold is the \
          smallest extent from which streaming is more than 5% faster at it and at every \

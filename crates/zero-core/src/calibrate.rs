@@ -50,6 +50,12 @@ const SAMPLES: usize = 2;
 /// microseconds, far past the clock's step and small interruptions, and these samples are
 /// what calibration spends its time on.
 const LARGE_EXTENT: usize = 4 << 20;
+/// From [`LARGE_EXTENT`] on, the temporal candidates timed are this many, the fastest at
+/// the extent before, and the incumbent ([`Candidates::temporal_by_extent`]): the extent
+/// that stands for the L3 decides between the leaders. Timing all five at 8 MiB took 4.8
+/// of the 11 ms a calibration took on an Intel Xeon (family 6 model 0xa7), where every
+/// other extent together took 2 ms.
+const LARGE_EXTENT_CANDIDATES: usize = 2;
 /// The extents the temporal strategies are chosen at: a page, 256 KiB (in every L2), 1 MiB
 /// (the size of a large L2), 2 MiB (a huge page, past most L2s) and 8 MiB (in most L3s).
 /// Where the fastest at the small ones is not the fastest at the large ones (AVX-512 stores
@@ -123,8 +129,9 @@ impl Policy {
     /// enough, and calibration then takes a few milliseconds (the report prints how
     /// long, and how often ten calibrations agree). The temporal strategies are timed at
     /// 4 KiB, 256 KiB, 1 MiB, 2 MiB and 8 MiB, cache-warm, fastest of two samples of at
-    /// least 20 µs (one from 4 MiB on), and split by extent size where no one of them is
-    /// within 5% of the best at every size ([`Policy::small`]);
+    /// least 20 µs (one from 4 MiB on, of the two fastest at the extent before and the
+    /// detected one), and split by extent size where no one of them is within 5% of the
+    /// best at every size ([`Policy::small`]);
     /// the streaming one on 1 MiB taken out of the caches first. The threshold is searched
     /// among extent sizes from 512 KiB up to the buffer's size, by powers of four, from the
     /// largest down while streaming keeps winning; where it does not win at the largest, the
@@ -281,6 +288,31 @@ impl Candidates {
         &self.list[..self.len]
     }
 
+    /// [`Candidates::costs`] of the candidates `timed` says (by index and strategy), the
+    /// others `u64::MAX`.
+    fn costs_of<C: Clock>(
+        &self,
+        timer: &mut Timer<'_, C>,
+        buf: &mut [u8],
+        mut timed: impl FnMut(usize, Strategy) -> bool,
+    ) -> [u64; Strategy::ALL.len()] {
+        let picked = Candidates::new(
+            self.strategies()
+                .iter()
+                .enumerate()
+                .filter(|&(i, &s)| timed(i, s))
+                .map(|(_, &s)| s),
+        );
+        let picked_costs = picked.costs(timer, buf);
+        let mut costs = [u64::MAX; Strategy::ALL.len()];
+        for (&s, &c) in picked.strategies().iter().zip(&picked_costs) {
+            if let Some(i) = self.strategies().iter().position(|&x| x == s) {
+                costs[i] = c;
+            }
+        }
+        costs
+    }
+
     /// Nanoseconds per GiB of each candidate over `buf` (same order): one untimed clear
     /// with each temporal candidate first (so an extent that fits a cache is measured
     /// cache-resident, as it is when cleared again and again), then [`SAMPLES`] rounds timing
@@ -364,9 +396,21 @@ impl Candidates {
             .filter(|&n| n <= len)
             .take(ratios.len());
         let mut measured = [0usize; TEMPORAL_EXTENTS.len()];
-        let mut count = 0;
+        let mut count: usize = 0;
+        let incumbent = policy.temporal();
         for n in held {
-            let costs = self.costs(timer, &mut buf[..n]);
+            // A clear of megabytes lasts hundreds of microseconds, each candidate's twice
+            // (its warm-up and its sample): from `LARGE_EXTENT` on, only the
+            // `LARGE_EXTENT_CANDIDATES` fastest at the size before are timed, and the
+            // incumbent; the others count as infinitely slow there.
+            let previous = count.checked_sub(1).map(|i| ratios[i]);
+            let timed = |i: usize, s: Strategy| match previous {
+                Some(r) if n >= LARGE_EXTENT => {
+                    s == incumbent || among_fastest(&r[..self.len], i, LARGE_EXTENT_CANDIDATES)
+                }
+                _ => true,
+            };
+            let costs = self.costs_of(timer, &mut buf[..n], timed);
             let fastest = costs[..self.len].iter().copied().min().unwrap_or(u64::MAX);
             for (r, &c) in ratios[count].iter_mut().zip(&costs[..self.len]) {
                 let ratio = u128::from(c) * 1000 / u128::from(fastest.max(1));
@@ -382,6 +426,19 @@ impl Candidates {
             None => policy,
         }
     }
+}
+
+/// Whether candidate `i` is among the `k` cheapest of `costs` (the first of equals ahead).
+fn among_fastest(costs: &[u64], i: usize, k: usize) -> bool {
+    let Some(&c) = costs.get(i) else {
+        return false;
+    };
+    let ahead = costs
+        .iter()
+        .enumerate()
+        .filter(|&(j, &x)| x < c || (x == c && j < i))
+        .count();
+    ahead < k
 }
 
 /// The candidates [`split_choice`] picked: `small` for the sizes before index `large_from`
@@ -697,6 +754,51 @@ mod tests {
             single(Strategy::Avx512Stores)
         );
         assert_eq!(split_choice(&[], &zen5, None), None);
+    }
+
+    #[test]
+    fn only_the_fastest_candidates_are_timed_at_large_extents_and_the_others_lose_there() {
+        // The two cheapest at the extent before, the first of equals ahead.
+        let before = [1050, 1000, 1810, 1050, 1360];
+        let two: Vec<usize> = (0..6).filter(|&i| among_fastest(&before, i, 2)).collect();
+        assert_eq!(two, [0, 1]);
+        assert!(among_fastest(&before, 4, 5) && !among_fastest(&before, 4, 3));
+        // A candidate not timed at the last size counts as infinitely slow there: never the
+        // strategy for it, alone or as a split's large side; still one for the sizes before.
+        let three = [
+            Strategy::RepStosb,
+            Strategy::RepStosq,
+            Strategy::Avx512Stores,
+        ];
+        let row = |r: [u64; 3]| {
+            let mut all = [0; Strategy::ALL.len()];
+            all[..3].copy_from_slice(&r);
+            all
+        };
+        let measured = [
+            row([1300, 1300, 1000]),
+            row([1200, 1200, 1000]),
+            row([1000, 1050, 1200]),
+            row([1000, 1020, 1150]),
+            row([1000, 1010, u64::MAX]),
+        ];
+        assert_eq!(
+            split_choice(&three, &measured, Some(Strategy::RepStosb)),
+            Some(Split {
+                small: Strategy::Avx512Stores,
+                large: Strategy::RepStosb,
+                large_from: Some(2),
+            })
+        );
+        let untimed_best_before = [row([1080, 1000, 1200]), row([1000, u64::MAX, 1300])];
+        assert_eq!(
+            split_choice(&three, &untimed_best_before, None),
+            Some(Split {
+                small: Strategy::RepStosq,
+                large: Strategy::RepStosb,
+                large_from: Some(1),
+            })
+        );
     }
 
     #[test]
