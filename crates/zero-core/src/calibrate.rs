@@ -210,7 +210,7 @@ impl Policy {
                 .max(largest.saturating_mul(2));
             threshold_from(extents, fallback, |n| {
                 let pair = Candidates::new([temporal_at(n), streaming].into_iter());
-                let c = pair.costs(&mut timer, &mut buf[..n]);
+                let c = pair.costs(&mut timer, &mut buf[..n], |_, _| true);
                 wins(c[0], c[1])
             })
         });
@@ -288,44 +288,26 @@ impl Candidates {
         &self.list[..self.len]
     }
 
-    /// [`Candidates::costs`] of the candidates `timed` says (by index and strategy), the
-    /// others `u64::MAX`.
-    fn costs_of<C: Clock>(
-        &self,
-        timer: &mut Timer<'_, C>,
-        buf: &mut [u8],
-        mut timed: impl FnMut(usize, Strategy) -> bool,
-    ) -> [u64; Strategy::ALL.len()] {
-        let picked = Candidates::new(
-            self.strategies()
-                .iter()
-                .enumerate()
-                .filter(|&(i, &s)| timed(i, s))
-                .map(|(_, &s)| s),
-        );
-        let picked_costs = picked.costs(timer, buf);
-        let mut costs = [u64::MAX; Strategy::ALL.len()];
-        for (&s, &c) in picked.strategies().iter().zip(&picked_costs) {
-            if let Some(i) = self.strategies().iter().position(|&x| x == s) {
-                costs[i] = c;
-            }
-        }
-        costs
-    }
-
-    /// Nanoseconds per GiB of each candidate over `buf` (same order): one untimed clear
-    /// with each temporal candidate first (so an extent that fits a cache is measured
-    /// cache-resident, as it is when cleared again and again), then [`SAMPLES`] rounds timing
-    /// every candidate once (one from [`LARGE_EXTENT`] on), the fastest sample of each
-    /// counting.
+    /// Nanoseconds per GiB of each candidate `timed` says (by index and strategy) over
+    /// `buf`, in the candidates' order, `u64::MAX` for the others: one untimed clear with
+    /// each temporal candidate timed first (so an extent that fits a cache is measured
+    /// cache-resident, as it is when cleared again and again), then [`SAMPLES`] rounds
+    /// timing each once (one from [`LARGE_EXTENT`] on), the fastest sample of each counting.
     fn costs<C: Clock>(
         &self,
         timer: &mut Timer<'_, C>,
         buf: &mut [u8],
+        timed: impl Fn(usize, Strategy) -> bool,
     ) -> [u64; Strategy::ALL.len()] {
         let mut best = [u64::MAX; Strategy::ALL.len()];
+        let picked = || {
+            self.strategies()
+                .iter()
+                .enumerate()
+                .filter(|&(i, &s)| timed(i, s))
+        };
         // Warm the caches for the temporal candidates (streaming stores bypass them).
-        for &s in self.strategies().iter().filter(|s| !s.is_non_temporal()) {
+        for (_, &s) in picked().filter(|(_, s)| !s.is_non_temporal()) {
             clear_with(s, buf);
         }
         let samples = if buf.len() >= LARGE_EXTENT {
@@ -334,8 +316,8 @@ impl Candidates {
             SAMPLES
         };
         for _ in 0..samples {
-            for (b, &s) in best.iter_mut().zip(self.strategies()) {
-                *b = (*b).min(timer.ns_per_gib(s, buf));
+            for (i, &s) in picked() {
+                best[i] = best[i].min(timer.ns_per_gib(s, buf));
             }
         }
         best
@@ -396,21 +378,21 @@ impl Candidates {
             .filter(|&n| n <= len)
             .take(ratios.len());
         let mut measured = [0usize; TEMPORAL_EXTENTS.len()];
-        let mut count: usize = 0;
+        let mut count = 0;
         let incumbent = policy.temporal();
         for n in held {
             // A clear of megabytes lasts hundreds of microseconds, each candidate's twice
             // (its warm-up and its sample): from `LARGE_EXTENT` on, only the
             // `LARGE_EXTENT_CANDIDATES` fastest at the size before are timed, and the
             // incumbent; the others count as infinitely slow there.
-            let previous = count.checked_sub(1).map(|i| ratios[i]);
+            let previous = ratios[..count].last().copied();
             let timed = |i: usize, s: Strategy| match previous {
                 Some(r) if n >= LARGE_EXTENT => {
                     s == incumbent || among_fastest(&r[..self.len], i, LARGE_EXTENT_CANDIDATES)
                 }
                 _ => true,
             };
-            let costs = self.costs_of(timer, &mut buf[..n], timed);
+            let costs = self.costs(timer, &mut buf[..n], timed);
             let fastest = costs[..self.len].iter().copied().min().unwrap_or(u64::MAX);
             for (r, &c) in ratios[count].iter_mut().zip(&costs[..self.len]) {
                 let ratio = u128::from(c) * 1000 / u128::from(fastest.max(1));
