@@ -3,37 +3,62 @@
 //! with the same arguments, in a worktree of it under `target/compare/` (kept, so that a
 //! second comparison with the same commit rebuilds only what changed), and its
 //! `report.json` is the earlier report.
+//!
+//! With `--alternate` (and a commit), the earlier report is made section by section beside
+//! this one instead (`report --alternate-with`): the worktree builds its report program, and
+//! runs its own `cargo xtask report` only for the sections that read a kernel's log, so that
+//! those read logs of kernels built from the earlier code.
 
 use crate::cmd;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
 /// `args` with `--compare OLD` resolved to a `report.json` (running the commit's report if
-/// `OLD` names one); unchanged without `--compare`.
+/// `OLD` names one), or with `--alternate` to `--alternate-with` the commit's worktree, its
+/// report program built and its kernels' logs captured for the sections of `captured` the
+/// report runs; unchanged without `--compare`.
 ///
 /// # Errors
-/// An unknown revision, a failed worktree or a failed report at that commit.
-pub fn resolve(root: &Path, args: &[String]) -> Result<Vec<String>, String> {
+/// `--alternate` without a commit to compare with, an unknown revision, a failed worktree,
+/// build or report at that commit.
+pub fn resolve(root: &Path, args: &[String], captured: &[&str]) -> Result<Vec<String>, String> {
+    let alternate = args.iter().any(|a| a == "--alternate");
+    let args: Vec<String> = args
+        .iter()
+        .filter(|a| *a != "--alternate")
+        .cloned()
+        .collect();
     let Some(at) = args.iter().position(|a| a == "--compare") else {
-        return Ok(args.to_vec());
+        return if alternate {
+            Err("--alternate needs --compare COMMIT".into())
+        } else {
+            Ok(args)
+        };
     };
     let Some(old) = args.get(at + 1) else {
         return Err("--compare needs a report.json or a commit".into());
     };
-    let rest: Vec<String> = args[..at].iter().chain(&args[at + 2..]).cloned().collect();
-    let json = if Path::new(old).is_file() {
-        PathBuf::from(old)
+    let mut resolved: Vec<String> = args[..at].iter().chain(&args[at + 2..]).cloned().collect();
+    if Path::new(old).is_file() {
+        if alternate {
+            return Err(format!(
+                "--alternate needs a commit to run beside this report, not the file {old}"
+            ));
+        }
+        resolved.extend(["--compare".into(), old.clone()]);
+    } else if alternate {
+        let dir = program_at_commit(root, old, &resolved, captured)?;
+        resolved.extend(["--alternate-with".into(), dir.display().to_string()]);
     } else {
-        report_at_commit(root, old, &rest)?
-    };
-    let mut resolved = rest;
-    resolved.push("--compare".into());
-    resolved.push(json.display().to_string());
+        let json = report_at_commit(root, old, &resolved)?;
+        resolved.extend(["--compare".into(), json.display().to_string()]);
+    }
     Ok(resolved)
 }
 
-/// Runs `cargo xtask report ARGS` at commit `rev` and returns its `report.json`.
-fn report_at_commit(root: &Path, rev: &str, args: &[String]) -> Result<PathBuf, String> {
+/// The worktree of commit `rev` under `target/compare/`, checked out (made if missing):
+/// its directory and the commit.
+fn worktree(root: &Path, rev: &str) -> Result<(PathBuf, String), String> {
     let sha = git(
         root,
         &["rev-parse", "--verify", &format!("{rev}^{{commit}}")],
@@ -49,19 +74,78 @@ fn report_at_commit(root: &Path, rev: &str, args: &[String]) -> Result<PathBuf, 
             &["worktree", "add", "--quiet", "--detach", &path, &sha],
         )?;
     }
+    Ok((dir, sha))
+}
+
+/// `cargo ARGS` at the worktree `dir` (its own xtask and toolchain).
+fn cargo_at(dir: &Path, args: &[String]) -> Result<(), String> {
+    let mut c = Command::new("cargo");
+    c.current_dir(dir).args(args);
+    cmd::without_outer_cargo_env(&mut c);
+    cmd::status(&mut c)
+}
+
+/// Builds the report program at commit `rev`, after that commit's `cargo xtask report` of
+/// the sections of `captured` the report (`args`) runs: the kernels' logs those sections
+/// read, from the earlier code. Returns the worktree.
+fn program_at_commit(
+    root: &Path,
+    rev: &str,
+    args: &[String],
+    captured: &[&str],
+) -> Result<PathBuf, String> {
+    let (dir, sha) = worktree(root, rev)?;
+    let only = only(args);
+    let mut captures: Vec<String> = vec!["xtask".into(), "report".into()];
+    for section in captured
+        .iter()
+        .filter(|s| only.is_empty() || only.contains(s))
+    {
+        captures.extend(["--only".into(), (*section).to_owned()]);
+    }
+    if captures.len() > 2 {
+        if args.iter().any(|a| a == "--quick") {
+            captures.push("--quick".into());
+        }
+        eprintln!(
+            "xtask report: the kernels' logs of {sha} first, in {}",
+            dir.display()
+        );
+        // A commit whose report lacks one of these sections fails here; its program then
+        // fails that section alone, and the comparison says so.
+        if let Err(e) = cargo_at(&dir, &captures) {
+            eprintln!("xtask report: the kernels' logs of {sha}: {e}");
+        }
+    }
+    eprintln!(
+        "xtask report: building the report program of {sha}, in {}",
+        dir.display()
+    );
+    let build = ["build", "--release", "-p", "benches", "--bin", "report"];
+    cargo_at(&dir, &build.map(String::from))?;
+    Ok(dir)
+}
+
+/// The sections `--only` names in `args`.
+pub fn only(args: &[String]) -> Vec<&str> {
+    args.iter()
+        .zip(args.iter().skip(1))
+        .filter(|(flag, _)| flag.as_str() == "--only")
+        .map(|(_, v)| v.as_str())
+        .collect()
+}
+
+/// Runs `cargo xtask report ARGS` at commit `rev` and returns its `report.json`.
+fn report_at_commit(root: &Path, rev: &str, args: &[String]) -> Result<PathBuf, String> {
+    let (dir, sha) = worktree(root, rev)?;
     eprintln!(
         "xtask report: the report of {sha} first, in {}",
         dir.display()
     );
     // That commit's own xtask and toolchain (its rust-toolchain.toml), in its own target,
     // writing where it writes by default (an `--out` is this report's, not that one's).
-    let mut c = Command::new("cargo");
-    c.current_dir(&dir)
-        .arg("xtask")
-        .arg("report")
-        .args(without_out(args));
-    cmd::without_outer_cargo_env(&mut c);
-    cmd::status(&mut c)?;
+    let report = ["xtask".to_owned(), "report".to_owned()];
+    cargo_at(&dir, &[&report[..], &without_out(args)].concat())?;
     let json = dir.join("target/report/report.json");
     if json.is_file() {
         Ok(json)
@@ -104,7 +188,35 @@ fn git(dir: &Path, args: &[&str]) -> Result<String, String> {
 
 #[cfg(test)]
 mod tests {
-    use super::without_out;
+    use super::{only, resolve, without_out};
+    use std::path::Path;
+
+    fn strings(args: &[&str]) -> Vec<String> {
+        args.iter().map(|s| s.to_string()).collect()
+    }
+
+    #[test]
+    fn alternating_needs_a_commit_to_compare_with() {
+        let root = Path::new("/nonexistent");
+        let e = resolve(root, &strings(&["--alternate", "--only", "scale"]), &[]);
+        assert_eq!(e, Err("--alternate needs --compare COMMIT".into()));
+        let file = std::env::temp_dir().join(format!("compare-{}.json", std::process::id()));
+        std::fs::write(&file, "{}").unwrap();
+        let path = file.display().to_string();
+        let e = resolve(root, &strings(&["--compare", &path, "--alternate"]), &[]);
+        assert!(e.is_err_and(|e| e.contains("needs a commit")));
+        // Without `--alternate` the file is the earlier report, as it is.
+        let ok = resolve(root, &strings(&["--compare", &path, "--quick"]), &[]);
+        assert_eq!(ok, Ok(strings(&["--quick", "--compare", &path])));
+        std::fs::remove_file(file).unwrap();
+    }
+
+    #[test]
+    fn only_lists_the_sections_named() {
+        let args = strings(&["--only", "scale", "--quick", "--only", "ArceOS today"]);
+        assert_eq!(only(&args), ["scale", "ArceOS today"]);
+        assert!(only(&strings(&["--quick"])).is_empty());
+    }
 
     #[test]
     fn the_earlier_report_writes_where_it_writes_by_default() {

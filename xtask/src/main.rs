@@ -26,6 +26,9 @@ usage:
   cargo xtask report [REPORT ARGS]...   (cargo xtask report -- --help lists them)
   cargo xtask report [REPORT ARGS]... --compare REPORT.json|COMMIT
                                         (the figures that moved since that report or commit)
+  cargo xtask report [REPORT ARGS]... --compare COMMIT --alternate
+                                        (the same, the commit's report run section by section
+                                        beside this one)
   cargo xtask fuzz --minutes N [TARGET]...     (each fuzz target N minutes: executions, crashes)
   cargo xtask fuzz --executions N [TARGET]...  (each fuzz target N executions)
 
@@ -138,7 +141,8 @@ fn report(root: &std::path::Path, args: &[String]) -> ExitCode {
         }
     }
     // An earlier commit's report first, when the comparison names one.
-    let args = match compare::resolve(root, args) {
+    let captured = CAPTURES.map(|c| c.section);
+    let args = match compare::resolve(root, args, &captured) {
         Ok(args) => args,
         Err(e) => {
             eprintln!("xtask report: {e}");
@@ -148,16 +152,11 @@ fn report(root: &std::path::Path, args: &[String]) -> ExitCode {
     // The kernels' own figures first, each captured for its section (unless `--only` leaves
     // that section out): the x86_64 kernel's ring-0 figures under KVM, then the guests
     // under QEMU.
-    let only: Vec<&String> = args
-        .iter()
-        .zip(args.iter().skip(1))
-        .filter(|(flag, _)| flag.as_str() == "--only")
-        .map(|(_, v)| v)
-        .collect();
+    let only = compare::only(&args);
     let mut c = cmd::cargo(root);
     for capture in CAPTURES {
         let log = root.join("target/report").join(capture.log);
-        if only.is_empty() || only.iter().any(|o| o.as_str() == capture.section) {
+        if only.is_empty() || only.contains(&capture.section) {
             eprintln!("xtask report: {}", capture.doing);
             if let Err(e) = (capture.run)(root, &log) {
                 eprintln!("xtask report: {e}");

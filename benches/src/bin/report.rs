@@ -2,6 +2,7 @@
 //! `report.md`, `report.json` and one SVG per plotted table under `target/report/`.
 
 use benches::measure::{measuring_cpu, pin_current_thread};
+use benches::report::alternate::Alternate;
 use benches::report::{Header, REPEAT_TOLERANCE_PCT, Report, compare, repeats};
 use benches::{SectionContext, machine, sections};
 use indicatif::{ProgressBar, ProgressStyle};
@@ -9,8 +10,8 @@ use std::cell::RefCell;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-const USAGE: &str =
-    "usage: report [--quick] [--repeat N] [--only SECTION]... [--out DIR] [--compare OLD.json]
+const USAGE: &str = "usage: report [--quick] [--repeat N] [--only SECTION]... [--out DIR]
+              [--compare OLD.json | --alternate-with EARLIER_CHECKOUT]
        report compare OLD.json NEW.json   (two reports already written, compared)
        report count WORKLOAD N   (one counted workload, run under callgrind by the report)";
 
@@ -26,6 +27,7 @@ fn main() -> ExitCode {
     let mut only = Vec::new();
     let mut out = PathBuf::from("target/report");
     let mut compare_with = None;
+    let mut alternate_with = None;
     let mut args = argv.iter();
     while let Some(a) = args.next() {
         match a.as_str() {
@@ -48,8 +50,15 @@ fn main() -> ExitCode {
                 Some(v) => compare_with = Some(PathBuf::from(v)),
                 None => return usage(a),
             },
+            "--alternate-with" => match args.next() {
+                Some(v) => alternate_with = Some(PathBuf::from(v)),
+                None => return usage(a),
+            },
             _ => return usage(a),
         }
+    }
+    if compare_with.is_some() && alternate_with.is_some() {
+        return usage("--alternate-with (one earlier report: --compare's or its own)");
     }
     let all = sections();
     let names: Vec<&str> = all.iter().map(|s| s.name()).collect();
@@ -64,6 +73,15 @@ fn main() -> ExitCode {
             eprintln!("report: {e}");
             return ExitCode::from(2);
         }
+    };
+    // The earlier checkout whose program makes the earlier report section by section.
+    let mut alternate = match alternate_with.as_deref().map(|d| Alternate::new(d, quick)) {
+        Some(Err(e)) => {
+            eprintln!("report: {e}");
+            return ExitCode::from(2);
+        }
+        Some(Ok(a)) => Some(a),
+        None => None,
     };
     let chosen: Vec<_> = all
         .into_iter()
@@ -103,7 +121,16 @@ fn main() -> ExitCode {
         if !report.sections.is_empty() {
             earlier_runs.push(std::mem::take(&mut report.sections));
         }
-        for section in &chosen {
+        for (index, section) in chosen.iter().enumerate() {
+            let earlier_first = Alternate::earlier_first(index, run);
+            let mut run_earlier = |first: bool| {
+                if let Some(a) = alternate.as_mut().filter(|_| first == earlier_first) {
+                    ctx.progress
+                        .set_message(format!("{}: the earlier program", section.name()));
+                    a.run_section(section.name(), earlier_first);
+                }
+            };
+            run_earlier(true);
             // Each section starts on the measuring CPU: one may pin the measuring thread
             // elsewhere for its own figures (a core of its choice, a background thread on
             // another), and the sections after it would run there, CPU 0's interrupts
@@ -123,6 +150,7 @@ fn main() -> ExitCode {
                 }
             });
             report.sections.push((section.name().to_string(), tables));
+            run_earlier(false);
         }
         report.runs.push(ctx.headlines.take());
     }
@@ -130,9 +158,22 @@ fn main() -> ExitCode {
     let varied = repeats::mark_varying_verdicts(&mut report.sections, &earlier_runs);
     report.header.date = machine::utc_now();
     println!("{}", report.headline_table().markdown(false));
+    let earlier = match (earlier, &alternate) {
+        (None, Some(a)) => {
+            let made = a.report();
+            if made.is_none() {
+                eprintln!("report: the earlier program made no section: {}", a.note());
+            }
+            made
+        }
+        (earlier, _) => earlier,
+    };
     if let Some(earlier) = &earlier {
         match compare::tables(&report, earlier) {
-            Ok(tables) => {
+            Ok(mut tables) => {
+                if let (Some(a), Some(summary)) = (&alternate, tables.first_mut()) {
+                    summary.note(a.note());
+                }
                 for t in &tables {
                     println!("{}", t.markdown(false));
                 }

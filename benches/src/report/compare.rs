@@ -59,6 +59,23 @@ impl Figure {
         self.lo == self.hi
     }
 
+    /// One step of the last digit the report printed the figure with: 0.01 for "0.06",
+    /// 1 for "609" or "25 ±0%" (0 if the text starts with no number).
+    #[must_use]
+    pub fn printed_step(&self) -> f64 {
+        let number: String = self
+            .text
+            .trim_start_matches('-')
+            .chars()
+            .take_while(|c| c.is_ascii_digit() || *c == '.')
+            .collect();
+        match number.split_once('.') {
+            _ if number.is_empty() => 0.0,
+            Some((_, decimals)) => 10f64.powi(-(decimals.len() as i32)),
+            None => 1.0,
+        }
+    }
+
     /// What kind of figure this is, from its interval and how the report printed it.
     #[must_use]
     pub fn kind(&self) -> Kind {
@@ -134,11 +151,19 @@ impl Move {
     /// Whether the move is as large as a regression the report must flag: a figure without
     /// an interval or a per-round ratio that moved [`NOTABLE_PCT`] or more, or a timed figure
     /// that moved that much beyond its table's median change (or at all, in a table too
-    /// small to have one). A timed figure that moved with its table moved with the host.
+    /// small to have one). A timed figure that moved with its table moved with the host. A
+    /// figure without an interval that moved by one step of its last printed digit or less
+    /// (0.06 to 0.07 misses per pair: 17%) is within its rounding, not notable.
     #[must_use]
     pub fn notable(&self) -> bool {
         match self.after.kind() {
-            Kind::Single | Kind::Ratio => self.change_pct().abs() >= NOTABLE_PCT,
+            Kind::Single => {
+                let step = self.before.printed_step().max(self.after.printed_step());
+                // One step, and the difference of two numbers rounded to it.
+                let within_rounding = (self.after.value - self.before.value).abs() <= step * 1.001;
+                self.change_pct().abs() >= NOTABLE_PCT && !within_rounding
+            }
+            Kind::Ratio => self.change_pct().abs() >= NOTABLE_PCT,
             Kind::Timed => self
                 .beyond_table_pct()
                 .is_none_or(|pct| pct.abs() >= NOTABLE_PCT),
@@ -599,6 +624,47 @@ mod tests {
         let row: Vec<&str> = summary.rows[0].iter().map(Cell::as_text).collect();
         assert_eq!(row, ["s", "t", "12", "12", "10.0%", "1"]);
         assert_eq!(list.rows.len(), 12);
+    }
+
+    /// A figure without an interval, as a listed count is: its value read from its text.
+    fn printed(text: &str) -> Figure {
+        let value = text.parse().unwrap();
+        Figure {
+            value,
+            lo: value,
+            hi: value,
+            text: text.to_owned(),
+        }
+    }
+
+    #[test]
+    fn a_count_that_moved_by_one_printed_step_is_within_its_rounding() {
+        let step = |text: &str| {
+            Figure {
+                text: text.into(),
+                ..printed("1")
+            }
+            .printed_step()
+        };
+        assert_eq!(step("0.06"), 0.01);
+        assert_eq!(step("609"), 1.0);
+        assert_eq!(step("25 ±0%"), 1.0);
+        assert_eq!(step("-2.5"), 0.1);
+        assert_eq!(step("-"), 0.0);
+        let change = |before: &str, after: &str| Move {
+            name: Default::default(),
+            before: printed(before),
+            after: printed(after),
+            table_shift: None,
+        };
+        // 17% and 50%, but one step of the last digit: the two rounded numbers may differ
+        // by almost nothing.
+        assert!(!change("0.06", "0.07").notable());
+        assert!(!change("0.2", "0.3").notable());
+        // Two steps, or a whole number's 6%, are notable.
+        assert!(change("0.06", "0.08").notable());
+        assert!(change("100", "106").notable());
+        assert!(!change("100", "104").notable());
     }
 
     #[test]

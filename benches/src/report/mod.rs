@@ -1,9 +1,11 @@
 //! Report sections and the report: the [`Section`] trait each measurement implements, the
 //! [`Report`] that runs them and renders Markdown (terminal and `report.md`) and JSON
 //! (`report.json`). Tables and their cells are in `table`, the SVG bar charts in `svg`,
-//! the comparison with an earlier report in `compare`, verdicts over `--repeat`'s runs in
+//! the comparison with an earlier report in `compare` (its earlier report made section by
+//! section beside this one in `alternate`), verdicts over `--repeat`'s runs in
 //! `repeats`.
 
+pub mod alternate;
 pub mod compare;
 pub mod repeats;
 mod svg;

@@ -1,0 +1,312 @@
+//! `report --alternate-with DIR`: the earlier report of a comparison made section by section
+//! beside this one, by the report program an earlier checkout in `DIR` built, instead of
+//! read from a file written minutes or hours before.
+//!
+//! A shared host's speed drifts: within an hour every bandwidth of the clearing section moved
+//! 5-14% between two runs of the same code, and a change of code layout alone moves a
+//! buddy path by 5-7%. Two whole reports run one after the other put each section's two
+//! runs a whole report apart (12 minutes and more); run section by section, the two runs of
+//! a section are a section apart, and which of them runs first alternates from one section
+//! (and `--repeat` run) to the next, so that a drift within the pair does not favour one side
+//! everywhere.
+//!
+//! The earlier program runs as `DIR/target/release/report --only SECTION --out ...` in `DIR`:
+//! every commit's report takes those arguments. Its output goes to a log beside its
+//! `report.json`. The sections that read a kernel's log (`cargo xtask report`'s captures,
+//! named by `ZC_*_LOG` variables) read the earlier checkout's own log of the same name under
+//! `DIR/target/report/`, which its `cargo xtask report` wrote: a kernel built from the
+//! earlier code.
+
+use serde_json::Value;
+use std::ffi::OsString;
+use std::fs::File;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+/// Where the earlier checkout's program writes its sections, under its `target/report/`.
+const OUT: &str = "alternate";
+
+/// The earlier report, made section by section.
+pub struct Alternate {
+    /// The earlier checkout.
+    dir: PathBuf,
+    /// Its report program.
+    program: PathBuf,
+    /// Whether to pass `--quick` on.
+    quick: bool,
+    /// The variables naming the kernels' logs, each set to the earlier checkout's log.
+    logs: Vec<(String, PathBuf)>,
+    /// The first section's report, whose header the earlier report keeps.
+    header: Option<Value>,
+    /// The sections made, `[name, tables]` as `report.json` holds them, in order.
+    sections: Vec<Value>,
+    /// Each section run, in order, and whether the earlier program ran it first.
+    order: Vec<(String, bool)>,
+    /// The sections the earlier program did not make, each with why.
+    failed: Vec<(String, String)>,
+}
+
+impl Alternate {
+    /// The earlier checkout in `dir`, whose `target/release/report` is built.
+    ///
+    /// # Errors
+    /// No program there.
+    pub fn new(dir: &Path, quick: bool) -> Result<Self, String> {
+        Self::with_vars(dir, quick, std::env::vars_os())
+    }
+
+    /// [`Alternate::new`] given the environment's variables `vars`.
+    fn with_vars(
+        dir: &Path,
+        quick: bool,
+        vars: impl Iterator<Item = (OsString, OsString)>,
+    ) -> Result<Self, String> {
+        let program = dir.join("target/release/report");
+        if !program.is_file() {
+            return Err(format!(
+                "--alternate-with {}: no {} (build it there: cargo build --release -p benches \
+                 --bin report)",
+                dir.display(),
+                program.display()
+            ));
+        }
+        Ok(Self {
+            dir: dir.to_path_buf(),
+            program,
+            quick,
+            logs: earlier_logs(dir, vars),
+            header: None,
+            sections: Vec::new(),
+            order: Vec::new(),
+            failed: Vec::new(),
+        })
+    }
+
+    /// Whether the earlier program runs `run`'s (from 1) section at `index` (from 0) before
+    /// this one's: every other section, starting the other way round in every other run.
+    #[must_use]
+    pub fn earlier_first(index: usize, run: usize) -> bool {
+        (index + run) % 2 == 1
+    }
+
+    /// Runs section `name` with the earlier program and keeps its tables (replacing those
+    /// of an earlier run of it); if it fails (the commit has no such section, or it
+    /// crashed), keeps why instead.
+    pub fn run_section(&mut self, name: &str, earlier_first: bool) {
+        self.order.push((name.to_owned(), earlier_first));
+        match self.section(name) {
+            Ok((header, section)) => {
+                self.header.get_or_insert(header);
+                match self.sections.iter_mut().find(|s| s[0] == name) {
+                    Some(kept) => *kept = section,
+                    None => self.sections.push(section),
+                }
+            }
+            Err(why) => self.failed.push((name.to_owned(), why)),
+        }
+    }
+
+    /// Section `name` made by the earlier program: its report's header and the section.
+    fn section(&self, name: &str) -> Result<(Value, Value), String> {
+        let out = self
+            .dir
+            .join("target/report")
+            .join(OUT)
+            .join(file_name(name));
+        std::fs::create_dir_all(&out).map_err(|e| format!("{}: {e}", out.display()))?;
+        let log_path = out.join("report.log");
+        let log = File::create(&log_path).map_err(|e| format!("{}: {e}", log_path.display()))?;
+        let err = log
+            .try_clone()
+            .map_err(|e| format!("{}: {e}", log_path.display()))?;
+        let mut c = Command::new(&self.program);
+        c.current_dir(&self.dir)
+            .args(["--only", name, "--out"])
+            .arg(&out)
+            .stdin(Stdio::null())
+            .stdout(log)
+            .stderr(err);
+        if self.quick {
+            c.arg("--quick");
+        }
+        c.envs(self.logs.iter().map(|(var, log)| (var, log)));
+        let status = c
+            .status()
+            .map_err(|e| format!("{}: {e}", self.program.display()))?;
+        if !status.success() {
+            return Err(format!("{status}; its output: {}", log_path.display()));
+        }
+        let json = out.join("report.json");
+        let report: Value = std::fs::read_to_string(&json)
+            .map_err(|e| e.to_string())
+            .and_then(|t| serde_json::from_str(&t).map_err(|e| e.to_string()))
+            .map_err(|e| format!("{}: {e}", json.display()))?;
+        let section = report["sections"]
+            .as_array()
+            .and_then(|all| all.iter().find(|s| s[0] == name))
+            .cloned()
+            .ok_or_else(|| format!("{}: no section {name}", json.display()))?;
+        Ok((report["header"].clone(), section))
+    }
+
+    /// The earlier report: the first section's header, every section made. `None` if the
+    /// earlier program made none.
+    #[must_use]
+    pub fn report(&self) -> Option<Value> {
+        let header = self.header.clone()?;
+        Some(serde_json::json!({
+            "header": header,
+            "quick": self.quick,
+            "runs": [],
+            "sections": self.sections,
+        }))
+    }
+
+    /// What the comparison's reader needs to know of how the earlier report was made.
+    #[must_use]
+    pub fn note(&self) -> String {
+        let first: Vec<&str> = self
+            .order
+            .iter()
+            .filter(|(_, earlier)| *earlier)
+            .map(|(name, _)| name.as_str())
+            .collect();
+        let mut note = format!(
+            "The earlier report was made section by section alternating with this one \
+             (`--alternate-with {}`), so that the two runs of a section are minutes apart, not \
+             a whole report: the earlier program ran first for {} of {} sections ({}), this \
+             one first for the rest.",
+            self.dir.display(),
+            first.len(),
+            self.order.len(),
+            if first.is_empty() {
+                "none".to_owned()
+            } else {
+                first.join(", ")
+            }
+        );
+        for (name, why) in &self.failed {
+            note.push_str(&format!(" The earlier program did not make {name}: {why}."));
+        }
+        note
+    }
+}
+
+/// The variables of `vars` that name a kernel's log (`ZC_*_LOG`), each set to the log of
+/// the same name under the earlier checkout `dir`'s `target/report/`.
+fn earlier_logs(
+    dir: &Path,
+    vars: impl Iterator<Item = (OsString, OsString)>,
+) -> Vec<(String, PathBuf)> {
+    vars.filter_map(|(var, path)| {
+        let var = var.into_string().ok()?;
+        let file = Path::new(&path).file_name()?;
+        (var.starts_with("ZC_") && var.ends_with("_LOG"))
+            .then(|| (var, dir.join("target/report").join(file)))
+    })
+    .collect()
+}
+
+/// A section's name as a directory's: its letters and digits, the rest `-`.
+fn file_name(section: &str) -> String {
+    section
+        .chars()
+        .map(|c| if c.is_ascii_alphanumeric() { c } else { '-' })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{Alternate, file_name};
+
+    #[test]
+    fn which_side_runs_first_alternates_by_section_and_by_run() {
+        let run1: Vec<bool> = (0..4).map(|i| Alternate::earlier_first(i, 1)).collect();
+        let run2: Vec<bool> = (0..4).map(|i| Alternate::earlier_first(i, 2)).collect();
+        assert_eq!(run1, [true, false, true, false]);
+        assert_eq!(run2, [false, true, false, true]);
+    }
+
+    #[test]
+    fn a_section_directory_is_its_name_in_letters_digits_and_dashes() {
+        assert_eq!(file_name("ArceOS today"), "ArceOS-today");
+        assert_eq!(file_name("contiguous free"), "contiguous-free");
+        assert_eq!(file_name("../x"), "---x");
+    }
+
+    /// An earlier checkout in a fresh directory under the temporary one, whose program is
+    /// the shell script `script` (given the arguments `--only NAME --out DIR [--quick]`).
+    #[cfg(unix)]
+    fn checkout(name: &str, script: &str) -> std::path::PathBuf {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = std::env::temp_dir().join(format!("alternate-{name}-{}", std::process::id()));
+        let bin = dir.join("target/release");
+        std::fs::create_dir_all(&bin).unwrap();
+        let program = bin.join("report");
+        std::fs::write(&program, format!("#!/bin/sh\n{script}\n")).unwrap();
+        std::fs::set_permissions(&program, std::fs::Permissions::from_mode(0o755)).unwrap();
+        dir
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn the_earlier_program_makes_each_section_and_reads_its_own_logs() {
+        // The program writes a report of the one section `--only` names, with a table
+        // whose title is the log the section would read, and fails for section "gone".
+        let dir = checkout(
+            "sections",
+            r#"[ "$2" = gone ] && { echo "no section named gone" >&2; exit 2; }
+mkdir -p "$4"
+printf '{"header":{"commit":"c0ffee"},"quick":%s,"runs":[],"sections":[["%s",[{"title":"%s"}]]]}' \
+  "$([ "$5" = --quick ] && echo true || echo false)" "$2" "$ZC_TEST_ALTERNATE_LOG" > "$4/report.json""#,
+        );
+        let vars = [
+            ("ZC_TEST_ALTERNATE_LOG", "/elsewhere/target/report/k.log"),
+            ("ZC_QUICK", "/elsewhere/target/report/q.log"),
+            ("PATH", "/usr/bin:/bin"),
+        ]
+        .map(|(k, v)| (k.into(), v.into()));
+        let mut a = Alternate::with_vars(&dir, true, vars.into_iter()).unwrap();
+        a.run_section("one", false);
+        a.run_section("gone", true);
+        a.run_section("two words", true);
+        a.run_section("one", false);
+        let report = a.report().unwrap();
+        assert_eq!(report["header"]["commit"], "c0ffee");
+        let sections = report["sections"].as_array().unwrap();
+        let names: Vec<&str> = sections.iter().map(|s| s[0].as_str().unwrap()).collect();
+        assert_eq!(names, ["one", "two words"]);
+        let own_log = dir.join("target/report/k.log").display().to_string();
+        assert_eq!(sections[1][1][0]["title"], own_log.as_str());
+        let note = a.note();
+        assert!(
+            note.contains("ran first for 2 of 4 sections (gone, two words)"),
+            "{note}"
+        );
+        assert!(note.contains("did not make gone: exit status: 2"), "{note}");
+        let log = dir.join("target/report/alternate/gone/report.log");
+        assert!(
+            std::fs::read_to_string(log)
+                .unwrap()
+                .contains("no section named gone")
+        );
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn no_section_made_is_no_earlier_report() {
+        let dir = checkout("none", "exit 1");
+        let mut a = Alternate::new(&dir, false).unwrap();
+        a.run_section("one", true);
+        assert!(a.report().is_none());
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn an_earlier_checkout_without_a_built_program_is_refused() {
+        let dir = std::env::temp_dir().join("alternate-without-program");
+        let e = Alternate::new(&dir, false).err();
+        assert!(e.is_some_and(|e| e.contains("no ") && e.contains("target/release/report")));
+    }
+}
