@@ -127,7 +127,7 @@ fn main() -> ExitCode {
                 if let Some(a) = alternate.as_mut().filter(|_| first == earlier_first) {
                     ctx.progress
                         .set_message(format!("{}: the earlier program", section.name()));
-                    a.run_section(section.name(), earlier_first);
+                    a.run_section(section.name(), run, earlier_first);
                 }
             };
             run_earlier(true);
@@ -158,18 +158,17 @@ fn main() -> ExitCode {
     let varied = repeats::mark_varying_verdicts(&mut report.sections, &earlier_runs);
     report.header.date = machine::utc_now();
     println!("{}", report.headline_table().markdown(false));
-    let earlier = match (earlier, &alternate) {
-        (None, Some(a)) => {
-            let made = a.report();
-            if made.is_none() {
-                eprintln!("report: the earlier program made no section: {}", a.note());
-            }
-            made
-        }
-        (earlier, _) => earlier,
+    // Each pair of runs compared: (the earlier report, this one), one pair but with
+    // `--alternate-with` and `--repeat`.
+    let pairs = match (earlier, &alternate) {
+        (Some(earlier), _) => serde_json::to_value(&report)
+            .map(|now| vec![(earlier, now)])
+            .map_err(|e| e.to_string()),
+        (None, Some(a)) => alternated_pairs(&report, &earlier_runs, a),
+        (None, None) => Ok(Vec::new()),
     };
-    if let Some(earlier) = &earlier {
-        match compare::tables(&report, earlier) {
+    if !pairs.as_ref().is_ok_and(Vec::is_empty) {
+        match pairs.map(|pairs| compare::tables_over_runs(&pairs)) {
             Ok(mut tables) => {
                 if let (Some(a), Some(summary)) = (&alternate, tables.first_mut()) {
                     summary.note(a.note());
@@ -221,6 +220,32 @@ fn main() -> ExitCode {
             ExitCode::FAILURE
         }
     }
+}
+
+/// The pairs of reports `(earlier, now)` of each run that the earlier program `a` made
+/// sections in: this report's run `r` is `earlier_runs[r - 1]`, the last `report`.
+///
+/// # Errors
+/// None made (why, from `a`), or the serializer's error.
+fn alternated_pairs(
+    report: &Report,
+    earlier_runs: &[Vec<repeats::SectionTables>],
+    a: &Alternate,
+) -> Result<Vec<(serde_json::Value, serde_json::Value)>, String> {
+    let last = serde_json::to_value(report).map_err(|e| e.to_string())?;
+    let mut pairs = Vec::new();
+    for (i, sections) in earlier_runs.iter().enumerate() {
+        let now = serde_json::json!({ "header": last["header"], "sections": sections });
+        pairs.extend(a.report(i + 1).map(|earlier| (earlier, now)));
+    }
+    pairs.extend(
+        a.report(earlier_runs.len() + 1)
+            .map(|earlier| (earlier, last)),
+    );
+    if pairs.is_empty() {
+        return Err(format!("the earlier program made no section: {}", a.note()));
+    }
+    Ok(pairs)
 }
 
 /// `git rev-parse HEAD`, with "+ uncommitted changes" when tracked files differ from it.

@@ -38,8 +38,9 @@ pub struct Alternate {
     logs: Vec<(String, PathBuf)>,
     /// The first section's report, whose header the earlier report keeps.
     header: Option<Value>,
-    /// The sections made, `[name, tables]` as `report.json` holds them, in order.
-    sections: Vec<Value>,
+    /// The sections made in each run (`--repeat`), `[name, tables]` as `report.json` holds
+    /// them, in order.
+    runs: Vec<Vec<Value>>,
     /// Each section run, in order, and whether the earlier program ran it first.
     order: Vec<(String, bool)>,
     /// The sections the earlier program did not make, each with why.
@@ -76,7 +77,7 @@ impl Alternate {
             quick,
             logs: earlier_logs(dir, vars),
             header: None,
-            sections: Vec::new(),
+            runs: Vec::new(),
             order: Vec::new(),
             failed: Vec::new(),
         })
@@ -89,18 +90,18 @@ impl Alternate {
         (index + run) % 2 == 1
     }
 
-    /// Runs section `name` with the earlier program and keeps its tables (replacing those
-    /// of an earlier run of it); if it fails (the commit has no such section, or it
-    /// crashed), keeps why instead.
-    pub fn run_section(&mut self, name: &str, earlier_first: bool) {
+    /// Runs section `name` with the earlier program for run `run` (from 1) and keeps its
+    /// tables; if it fails (the commit has no such section, or it crashed), keeps why
+    /// instead.
+    pub fn run_section(&mut self, name: &str, run: usize, earlier_first: bool) {
         self.order.push((name.to_owned(), earlier_first));
         match self.section(name) {
             Ok((header, section)) => {
                 self.header.get_or_insert(header);
-                match self.sections.iter_mut().find(|s| s[0] == name) {
-                    Some(kept) => *kept = section,
-                    None => self.sections.push(section),
+                if self.runs.len() < run {
+                    self.runs.resize_with(run, Vec::new);
                 }
+                self.runs[run - 1].push(section);
             }
             Err(why) => self.failed.push((name.to_owned(), why)),
         }
@@ -149,16 +150,17 @@ impl Alternate {
         Ok((report["header"].clone(), section))
     }
 
-    /// The earlier report: the first section's header, every section made. `None` if the
-    /// earlier program made none.
+    /// The earlier report of run `run` (from 1): the first section's header, every section
+    /// made in that run. `None` if the earlier program made none there.
     #[must_use]
-    pub fn report(&self) -> Option<Value> {
+    pub fn report(&self, run: usize) -> Option<Value> {
         let header = self.header.clone()?;
+        let sections = self.runs.get(run.checked_sub(1)?)?;
         Some(serde_json::json!({
             "header": header,
             "quick": self.quick,
             "runs": [],
-            "sections": self.sections,
+            "sections": sections,
         }))
     }
 
@@ -267,17 +269,26 @@ printf '{"header":{"commit":"c0ffee"},"quick":%s,"runs":[],"sections":[["%s",[{"
         ]
         .map(|(k, v)| (k.into(), v.into()));
         let mut a = Alternate::with_vars(&dir, true, vars.into_iter()).unwrap();
-        a.run_section("one", false);
-        a.run_section("gone", true);
-        a.run_section("two words", true);
-        a.run_section("one", false);
-        let report = a.report().unwrap();
-        assert_eq!(report["header"]["commit"], "c0ffee");
-        let sections = report["sections"].as_array().unwrap();
-        let names: Vec<&str> = sections.iter().map(|s| s[0].as_str().unwrap()).collect();
-        assert_eq!(names, ["one", "two words"]);
+        a.run_section("one", 1, false);
+        a.run_section("gone", 1, true);
+        a.run_section("two words", 1, true);
+        a.run_section("one", 2, false);
+        let names = |run: usize| -> Vec<String> {
+            let report = a.report(run).unwrap();
+            assert_eq!(report["header"]["commit"], "c0ffee");
+            assert_eq!(report["quick"], true);
+            let sections = report["sections"].as_array().unwrap();
+            sections
+                .iter()
+                .map(|s| s[0].as_str().unwrap().to_owned())
+                .collect()
+        };
+        assert_eq!(names(1), ["one", "two words"]);
+        assert_eq!(names(2), ["one"]);
+        assert!(a.report(3).is_none() && a.report(0).is_none());
+        let report = a.report(1).unwrap();
         let own_log = dir.join("target/report/k.log").display().to_string();
-        assert_eq!(sections[1][1][0]["title"], own_log.as_str());
+        assert_eq!(report["sections"][1][1][0]["title"], own_log.as_str());
         let note = a.note();
         assert!(
             note.contains("ran first for 2 of 4 sections (gone, two words)"),
@@ -298,8 +309,8 @@ printf '{"header":{"commit":"c0ffee"},"quick":%s,"runs":[],"sections":[["%s",[{"
     fn no_section_made_is_no_earlier_report() {
         let dir = checkout("none", "exit 1");
         let mut a = Alternate::new(&dir, false).unwrap();
-        a.run_section("one", true);
-        assert!(a.report().is_none());
+        a.run_section("one", 1, true);
+        assert!(a.report(1).is_none());
         std::fs::remove_dir_all(&dir).unwrap();
     }
 

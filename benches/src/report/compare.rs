@@ -18,7 +18,7 @@
 //! the same name in both reports is the same measurement. Both reports are read as JSON
 //! (the earlier one may come from an older commit whose tables had other fields).
 
-use super::{Cell, Report, Table};
+use super::{Cell, Table};
 use crate::measure::Estimate;
 use serde_json::Value;
 
@@ -39,6 +39,9 @@ pub struct Move {
     /// found in both reports (at least [`TABLE_SHIFT_MIN_FIGURES`]): how far the table moved
     /// as a whole.
     pub table_shift: Option<f64>,
+    /// The same figure's move in each earlier pair of runs of a comparison over several
+    /// (`--repeat` with `--alternate-with`), in run order; empty for one pair.
+    pub earlier_runs: Vec<Move>,
 }
 
 /// One figure: its value and 95% interval (`lo == hi` for one without), as printed.
@@ -153,9 +156,15 @@ impl Move {
     /// that moved that much beyond its table's median change (or at all, in a table too
     /// small to have one). A timed figure that moved with its table moved with the host. A
     /// figure without an interval that moved by one step of its last printed digit or less
-    /// (0.06 to 0.07 misses per pair: 17%) is within its rounding, not notable.
+    /// (0.06 to 0.07 misses per pair: 17%) is within its rounding, not notable. Over
+    /// several pairs of runs, notable in every pair.
     #[must_use]
     pub fn notable(&self) -> bool {
+        self.notable_in_its_run() && self.earlier_runs.iter().all(Self::notable_in_its_run)
+    }
+
+    /// [`Move::notable`] of this pair of runs alone.
+    fn notable_in_its_run(&self) -> bool {
         match self.after.kind() {
             Kind::Single => {
                 let step = self.before.printed_step().max(self.after.printed_step());
@@ -328,9 +337,33 @@ pub fn compare(earlier: &Value, now: &Value) -> Comparison {
                 before,
                 after,
                 table_shift,
+                earlier_runs: Vec::new(),
             });
         }
     }
+    c
+}
+
+/// Compares each pair of reports `(earlier, now)` of `runs` (at least one; `--repeat`'s
+/// runs, each section of a pair run side by side): the last pair's comparison, keeping the
+/// moves that every pair made in the same direction, each with its move in the earlier pairs
+/// ([`Move::earlier_runs`]). With one pair, [`compare`].
+#[must_use]
+pub fn compare_runs(runs: &[(Value, Value)]) -> Comparison {
+    let Some(((earlier, now), before)) = runs.split_last() else {
+        return Comparison::default();
+    };
+    let mut c = compare(earlier, now);
+    let before: Vec<Comparison> = before.iter().map(|(e, n)| compare(e, n)).collect();
+    c.moves.retain_mut(|m| {
+        for run in &before {
+            match run.moves.iter().find(|b| b.name == m.name) {
+                Some(b) if b.direction() == m.direction() => m.earlier_runs.push(b.clone()),
+                _ => return false,
+            }
+        }
+        true
+    });
     c
 }
 
@@ -368,14 +401,16 @@ fn table_changes(pairs: &[([String; 4], Figure, Figure)]) -> Vec<TableChange> {
         .collect()
 }
 
-/// The comparison of `report` with the earlier report `earlier` as tables
-/// ([`tables_between`]).
-///
-/// # Errors
-/// The serializer's error, as text.
-pub fn tables(report: &Report, earlier: &Value) -> Result<Vec<Table>, String> {
-    let now = serde_json::to_value(report).map_err(|e| e.to_string())?;
-    Ok(tables_between(earlier, &now))
+/// The comparison of each pair of runs `(earlier, now)` ([`compare_runs`]) as tables: those
+/// of [`tables_between`] for the last pair, listing the moves every pair made, with each
+/// pair's change.
+#[must_use]
+pub fn tables_over_runs(runs: &[(Value, Value)]) -> Vec<Table> {
+    match runs {
+        [] => Vec::new(),
+        [(earlier, now)] => tables_between(earlier, now),
+        [.., (earlier, now)] => comparison_tables(&compare_runs(runs), earlier, now, runs.len()),
+    }
 }
 
 /// The comparison of the report `now` with the earlier report `earlier`, both as JSON (two
@@ -383,7 +418,12 @@ pub fn tables(report: &Report, earlier: &Value) -> Result<Vec<Table>, String> {
 /// table, then every figure that moved.
 #[must_use]
 pub fn tables_between(earlier: &Value, now: &Value) -> Vec<Table> {
-    let c = compare(earlier, now);
+    comparison_tables(&compare(earlier, now), earlier, now, 1)
+}
+
+/// The comparison `c` of the report `now` with `earlier` (the last of `runs` pairs of
+/// runs) as tables: a summary, table by table, then every figure that moved.
+fn comparison_tables(c: &Comparison, earlier: &Value, now: &Value, runs: usize) -> Vec<Table> {
     let header = |field: &str| earlier["header"][field].as_str().unwrap_or("?").to_owned();
     let now_cpu = now["header"]["cpu"].as_str().unwrap_or("?");
     let notable = c.moves.iter().filter(|m| m.notable()).count();
@@ -447,6 +487,21 @@ pub fn tables_between(earlier: &Value, now: &Value) -> Vec<Table> {
          its table's median moved with the host (other tenants, clock speed): every \
          allocator and path of the table alike."
     ));
+    if runs > 1 {
+        summary.note(format!(
+            "Over {runs} pairs of runs (`--repeat {runs}`, each section of a pair run side by \
+             side): a figure is counted and listed as moved only if it moved the same way in \
+             every pair, and as notable only if notable in every pair; the figures are the last \
+             pair's, with each pair's change."
+        ));
+    }
+    let mut columns = vec![
+        "section", "table", "row", "column", "kind", "before", "now", "change",
+    ];
+    if runs > 1 {
+        columns.push("change in each pair of runs");
+    }
+    columns.extend(["direction", "beyond the table's median change", "notable"]);
     let mut t = Table::new(
         "comparison",
         &format!(
@@ -455,23 +510,11 @@ pub fn tables_between(earlier: &Value, now: &Value) -> Vec<Table> {
             header("commit"),
             header("date")
         ),
-        &[
-            "section",
-            "table",
-            "row",
-            "column",
-            "kind",
-            "before",
-            "now",
-            "change",
-            "direction",
-            "beyond the table's median change",
-            "notable",
-        ],
+        &columns,
     );
     for m in &c.moves {
         let [section, title, row, column] = m.name.clone();
-        t.row(vec![
+        let mut row = vec![
             Cell::text(section),
             Cell::text(title),
             Cell::text(row),
@@ -480,11 +523,23 @@ pub fn tables_between(earlier: &Value, now: &Value) -> Vec<Table> {
             Cell::text(&m.before.text),
             Cell::text(&m.after.text),
             Cell::num(m.change_pct(), 1, "%"),
+        ];
+        if runs > 1 {
+            let each: Vec<String> = m
+                .earlier_runs
+                .iter()
+                .chain([m])
+                .map(|r| format!("{:+.1}%", r.change_pct()))
+                .collect();
+            row.push(Cell::text(each.join(", ")));
+        }
+        row.extend([
             Cell::text(m.direction()),
             m.beyond_table_pct()
                 .map_or_else(|| Cell::text("-"), |pct| Cell::num(pct, 1, "%")),
             Cell::text(if m.notable() { "yes" } else { "no" }),
         ]);
+        t.row(row);
     }
     t.note(
         "Higher or lower says which way the median went, not whether that is better: a time \
@@ -656,6 +711,7 @@ mod tests {
             before: printed(before),
             after: printed(after),
             table_shift: None,
+            earlier_runs: Vec::new(),
         };
         // 17% and 50%, but one step of the last digit: the two rounded numbers may differ
         // by almost nothing.
@@ -665,6 +721,44 @@ mod tests {
         assert!(change("0.06", "0.08").notable());
         assert!(change("100", "106").notable());
         assert!(!change("100", "104").notable());
+    }
+
+    /// Over several pairs of runs a move counts only if every pair made it the same way,
+    /// and is notable only if notable in every pair.
+    #[test]
+    fn over_pairs_of_runs_a_move_is_one_every_pair_made() {
+        let before = allocators([10.0, 20.0, 30.0, 40.0], 2.0, 100.0);
+        // Pair 1: allocator 3 30% slower than its table, the ratio 8% lower, counts 6%
+        // higher; pair 2: allocator 3 the same, the ratio 3% lower, counts 6% lower.
+        let first = allocators([11.0, 22.0, 33.0, 52.0], 1.84, 106.0);
+        let second = allocators([11.0, 22.0, 33.0, 52.0], 1.94, 94.0);
+        let pairs = [(before.clone(), first), (before.clone(), second.clone())];
+        let c = compare_runs(&pairs);
+        let last = compare(&before, &second);
+        assert_eq!(c.compared, last.compared);
+        // The counts moved both ways: not a move of both pairs.
+        assert!(last.moves.iter().any(|m| m.name[3] == "instructions"));
+        assert!(c.moves.iter().all(|m| m.name[3] != "instructions"));
+        // Every timed figure and ratio moved the same way in both.
+        assert_eq!(c.moves.len(), 8);
+        assert!(c.moves.iter().all(|m| m.earlier_runs.len() == 1));
+        let notable: Vec<_> = c.moves.iter().filter(|m| m.notable()).collect();
+        // The ratio's 3% in the last pair is not notable; allocator 3 is in both.
+        assert_eq!(notable.len(), 1);
+        assert_eq!(notable[0].name[..], ["s", "t", "allocator 3", "ns"]);
+        // One pair is `compare`; the tables list each pair's change.
+        assert_eq!(compare_runs(&pairs[1..]).moves, last.moves);
+        let [summary, list] = &tables_over_runs(&pairs)[..] else {
+            panic!("two tables")
+        };
+        assert!(
+            summary
+                .notes
+                .iter()
+                .any(|n| n.contains("Over 2 pairs of runs"))
+        );
+        let row: Vec<&str> = list.rows[0].iter().map(Cell::as_text).collect();
+        assert_eq!(row[8], "+10.0%, +10.0%", "{row:?}");
     }
 
     #[test]
