@@ -158,6 +158,22 @@ pub fn pin_current_thread(cpu: usize) -> bool {
     }
 }
 
+/// Lets the calling thread run on every CPU of [`allowed_cpus`] again (a process it starts
+/// inherits its mask: pinned, the process's threads would all share its one CPU). Whether
+/// the kernel took the mask.
+pub fn unpin_current_thread() -> bool {
+    // SAFETY: a zeroed cpu_set_t is the empty set; CPU_SET writes inside it (each CPU is
+    // below CPU_SETSIZE, as `allowed_cpus` read them from a set of that size);
+    // sched_setaffinity only reads the set we own.
+    unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        for cpu in allowed_cpus() {
+            libc::CPU_SET(cpu, &mut set);
+        }
+        libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) == 0
+    }
+}
+
 /// The CPUs this process may run on, in order: read once, on the first call (make it before
 /// pinning any thread: a pinned thread's own mask is its one CPU).
 #[must_use]

@@ -10,8 +10,8 @@
 //! (and `--repeat` run) to the next, so that a drift within the pair does not favour one side
 //! everywhere.
 //!
-//! The earlier program runs as `DIR/target/release/report --only SECTION --out ...` in `DIR`:
-//! every commit's report takes those arguments. Its output goes to a log beside its
+//! The earlier program runs as `DIR/target/release/report --only SECTION --out ...` in `DIR`
+//! (every commit's report takes those arguments), on every CPU this process was given. Its output goes to a log beside its
 //! `report.json`. The sections that read a kernel's log (`cargo xtask report`'s captures,
 //! named by `ZC_*_LOG` variables) read the earlier checkout's own log of the same name under
 //! `DIR/target/report/`, which its `cargo xtask report` wrote: a kernel built from the
@@ -131,6 +131,9 @@ impl Alternate {
             c.arg("--quick");
         }
         c.envs(self.logs.iter().map(|(var, log)| (var, log)));
+        // The program pins its own threads, on the CPUs this process was given, not on the
+        // one CPU the measuring thread is pinned to (the next section pins it again).
+        crate::measure::unpin_current_thread();
         let status = c
             .status()
             .map_err(|e| format!("{}: {e}", self.program.display()))?;
