@@ -3,19 +3,25 @@
 //! read from a file written minutes or hours before.
 //!
 //! A shared host's speed drifts: within an hour every bandwidth of the clearing section moved
-//! 5-14% between two runs of the same code, and a change of code layout alone moves a
-//! buddy path by 5-7%. Two whole reports run one after the other put each section's two
-//! runs a whole report apart (12 minutes and more); run section by section, the two runs of
-//! a section are a section apart, and which of them runs first alternates from one section
-//! (and `--repeat` run) to the next, so that a drift within the pair does not favour one side
-//! everywhere.
+//! 5-14% between two runs of the same code. Two whole reports run one after the other put
+//! each section's two runs a whole report apart (12 minutes and more); run section by
+//! section, the two runs of a section are a section apart, and which of them runs first
+//! alternates from one section (and `--repeat` run) to the next, so that a drift within the
+//! pair does not favour one side everywhere.
+//!
+//! That does not make one pair of runs enough: two report programs of the same library code
+//! differ by their code's layout, and on an Intel Xeon (family 6 model 0xa7) that moved
+//! buddy_system_allocator's order-0 and order-3 rows by 6-15% with the same instructions,
+//! the same way in both pairs of runs; one pair of four sections listed 53 notable moves of
+//! 550 figures. With `--repeat N` a move counts only if every pair made it
+//! ([`super::compare::compare_runs`]).
 //!
 //! The earlier program runs as `DIR/target/release/report --only SECTION --out ...` in `DIR`
-//! (every commit's report takes those arguments), on every CPU this process was given. Its output goes to a log beside its
-//! `report.json`. The sections that read a kernel's log (`cargo xtask report`'s captures,
-//! named by `ZC_*_LOG` variables) read the earlier checkout's own log of the same name under
-//! `DIR/target/report/`, which its `cargo xtask report` wrote: a kernel built from the
-//! earlier code.
+//! (every commit's report takes those arguments), on every CPU this process was given. Its
+//! output goes to a log beside its `report.json`. The sections that read a kernel's log
+//! (`cargo xtask report`'s captures, named by `ZC_*_LOG` variables) read the earlier
+//! checkout's own log of the same name under `DIR/target/report/`, which its `cargo xtask
+//! report` wrote: a kernel built from the earlier code.
 
 use serde_json::Value;
 use std::ffi::OsString;
