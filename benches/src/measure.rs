@@ -146,14 +146,22 @@ impl Budget {
 /// Pins the calling thread to `cpu`; false when the kernel refuses (an unpinned run is still a
 /// run, so callers go on).
 pub fn pin_current_thread(cpu: usize) -> bool {
-    if cpu >= libc::CPU_SETSIZE as usize {
-        return false;
-    }
-    // SAFETY: a zeroed cpu_set_t is the empty set; CPU_SET writes inside it (cpu is below
-    // CPU_SETSIZE); sched_setaffinity only reads the set we own.
+    run_current_thread_on([cpu])
+}
+
+/// Lets the calling thread run on `cpus` alone; false when one is past `CPU_SETSIZE` or
+/// the kernel refuses.
+fn run_current_thread_on(cpus: impl IntoIterator<Item = usize>) -> bool {
+    // SAFETY: a zeroed cpu_set_t is the empty set; CPU_SET writes inside it (each cpu is
+    // checked below CPU_SETSIZE first); sched_setaffinity only reads the set we own.
     unsafe {
         let mut set: libc::cpu_set_t = std::mem::zeroed();
-        libc::CPU_SET(cpu, &mut set);
+        for cpu in cpus {
+            if cpu >= libc::CPU_SETSIZE as usize {
+                return false;
+            }
+            libc::CPU_SET(cpu, &mut set);
+        }
         libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) == 0
     }
 }
@@ -162,16 +170,7 @@ pub fn pin_current_thread(cpu: usize) -> bool {
 /// inherits its mask: pinned, the process's threads would all share its one CPU). Whether
 /// the kernel took the mask.
 pub fn unpin_current_thread() -> bool {
-    // SAFETY: a zeroed cpu_set_t is the empty set; CPU_SET writes inside it (each CPU is
-    // below CPU_SETSIZE, as `allowed_cpus` read them from a set of that size);
-    // sched_setaffinity only reads the set we own.
-    unsafe {
-        let mut set: libc::cpu_set_t = std::mem::zeroed();
-        for cpu in allowed_cpus() {
-            libc::CPU_SET(cpu, &mut set);
-        }
-        libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) == 0
-    }
+    run_current_thread_on(allowed_cpus())
 }
 
 /// The CPUs this process may run on, in order: read once, on the first call (make it before

@@ -161,13 +161,15 @@ fn main() -> ExitCode {
     // Each pair of runs compared: (the earlier report, this one), one pair but with
     // `--alternate-with` and `--repeat`.
     let pairs = match (earlier, &alternate) {
-        (Some(earlier), _) => serde_json::to_value(&report)
-            .map(|now| vec![(earlier, now)])
-            .map_err(|e| e.to_string()),
-        (None, Some(a)) => alternated_pairs(&report, &earlier_runs, a),
-        (None, None) => Ok(Vec::new()),
+        (Some(earlier), _) => Some(
+            serde_json::to_value(&report)
+                .map(|now| vec![(earlier, now)])
+                .map_err(|e| e.to_string()),
+        ),
+        (None, Some(a)) => Some(alternated_pairs(&report, &earlier_runs, a)),
+        (None, None) => None,
     };
-    if !pairs.as_ref().is_ok_and(Vec::is_empty) {
+    if let Some(pairs) = pairs {
         match pairs.map(|pairs| compare::tables_over_runs(&pairs)) {
             Ok(mut tables) => {
                 if let (Some(a), Some(summary)) = (&alternate, tables.first_mut()) {

@@ -300,11 +300,14 @@ impl Candidates {
         timed: impl Fn(usize, Strategy) -> bool,
     ) -> [u64; Strategy::ALL.len()] {
         let mut best = [u64::MAX; Strategy::ALL.len()];
+        // Asked once per candidate, for the warm-up and every sample alike.
+        let chosen: [bool; Strategy::ALL.len()] =
+            core::array::from_fn(|i| self.strategies().get(i).is_some_and(|&s| timed(i, s)));
         let picked = || {
             self.strategies()
                 .iter()
                 .enumerate()
-                .filter(|&(i, &s)| timed(i, s))
+                .filter(|&(i, _)| chosen[i])
         };
         // Warm the caches for the temporal candidates (streaming stores bypass them).
         for (_, &s) in picked().filter(|(_, s)| !s.is_non_temporal()) {
