@@ -8,37 +8,81 @@
 //! this one instead (`report --alternate-with`): the worktree builds its report program, and
 //! runs its own `cargo xtask report` only for the sections that read a kernel's log, so that
 //! those read logs of kernels built from the earlier code.
+//!
+//! With `--layouts N` as well, both report programs are linked `N` ways, each with its
+//! functions in another order (LLD's `--shuffle-sections`, seed `k`), and the alternated
+//! report runs `N` times, run `k` pairing the two programs' layout `k`; the comparison is
+//! then over all their pairs (`report compare --pairs`). Two builds of the same code differ by
+//! where their hot loops fall in the instruction cache, branch predictors and decoded-µop
+//! cache: on an Intel Xeon (family 6 model 0xa7) four link orders of one report program put
+//! buddy_system_allocator's one-frame row 10% apart. A move one layout makes is no move of
+//! the code; one that every pair makes, each with other layouts, is.
 
 use crate::cmd;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+/// The report's arguments once `--compare` is resolved, and with `--layouts N` where the
+/// earlier program's layouts are.
+#[derive(Debug, PartialEq)]
+pub struct Resolved {
+    /// The arguments of the report program.
+    pub args: Vec<String>,
+    /// With `--layouts N`: the earlier checkout, its report program linked `N` ways.
+    pub layouts: Option<Layouts>,
+}
+
+/// The report programs of a checkout linked several ways ([`link_layouts`]).
+#[derive(Debug, PartialEq)]
+pub struct Layouts {
+    /// The checkout.
+    pub dir: PathBuf,
+    /// Its program of each layout, layout `k` (from 1) at `k - 1`.
+    pub programs: Vec<PathBuf>,
+}
+
 /// `args` with `--compare OLD` resolved to a `report.json` (running the commit's report if
 /// `OLD` names one), or with `--alternate` to `--alternate-with` the commit's worktree, its
-/// report program built and its kernels' logs captured for the sections of `captured` the
-/// report runs; unchanged without `--compare`.
+/// report program built (with `--layouts N`, linked `N` ways) and its kernels' logs captured
+/// for the sections of `captured` the report runs; unchanged without `--compare`.
 ///
 /// # Errors
-/// `--alternate` without a commit to compare with, an unknown revision, a failed worktree,
-/// build or report at that commit.
-pub fn resolve(root: &Path, args: &[String], captured: &[&str]) -> Result<Vec<String>, String> {
+/// `--alternate` without a commit to compare with, `--layouts` without `--alternate` or a
+/// count, an unknown revision, a failed worktree, build or report at that commit.
+pub fn resolve(root: &Path, args: &[String], captured: &[&str]) -> Result<Resolved, String> {
     let alternate = args.iter().any(|a| a == "--alternate");
-    let args: Vec<String> = args
-        .iter()
-        .filter(|a| *a != "--alternate")
-        .cloned()
-        .collect();
+    let mut layouts = None;
+    let mut kept = Vec::with_capacity(args.len());
+    let mut it = args.iter();
+    while let Some(a) = it.next() {
+        match a.as_str() {
+            "--alternate" => {}
+            "--layouts" => match it.next().and_then(|n| n.parse::<usize>().ok()) {
+                Some(n) if n >= 1 => layouts = Some(n),
+                _ => return Err("--layouts needs a count of at least 1".into()),
+            },
+            _ => kept.push(a.clone()),
+        }
+    }
+    let args = kept;
+    if layouts.is_some() && !alternate {
+        return Err("--layouts needs --compare COMMIT --alternate".into());
+    }
     let Some(at) = args.iter().position(|a| a == "--compare") else {
         return if alternate {
             Err("--alternate needs --compare COMMIT".into())
         } else {
-            Ok(args)
+            Ok(Resolved {
+                args,
+                layouts: None,
+            })
         };
     };
     let Some(old) = args.get(at + 1) else {
         return Err("--compare needs a report.json or a commit".into());
     };
     let mut resolved: Vec<String> = args[..at].iter().chain(&args[at + 2..]).cloned().collect();
+    let mut earlier_layouts = None;
     if Path::new(old).is_file() {
         if alternate {
             return Err(format!(
@@ -48,12 +92,71 @@ pub fn resolve(root: &Path, args: &[String], captured: &[&str]) -> Result<Vec<St
         resolved.extend(["--compare".into(), old.clone()]);
     } else if alternate {
         let dir = program_at_commit(root, old, &resolved, captured)?;
+        if let Some(n) = layouts {
+            let programs = link_layouts(&dir, n, &|| worktree_cargo(&dir))?;
+            earlier_layouts = Some(Layouts {
+                dir: dir.clone(),
+                programs,
+            });
+        }
         resolved.extend(["--alternate-with".into(), dir.display().to_string()]);
     } else {
         let json = report_at_commit(root, old, &resolved)?;
         resolved.extend(["--compare".into(), json.display().to_string()]);
     }
-    Ok(resolved)
+    Ok(Resolved {
+        args: resolved,
+        layouts: earlier_layouts,
+    })
+}
+
+/// Links the report program of the checkout `dir` in `n` layouts, each with its functions
+/// in another order (LLD's `--shuffle-sections` over `.text.*` with seed `k`, 1 to `n`), as
+/// `target/layouts/k/report`, then builds it as usual again (`target/release/report`).
+/// `cargo` makes the `cargo` command of that checkout; only the program's own crate is
+/// compiled again for each layout.
+///
+/// # Errors
+/// A failed build or link (a toolchain whose linker is not LLD), or copy.
+pub fn link_layouts(
+    dir: &Path,
+    n: usize,
+    cargo: &dyn Fn() -> Command,
+) -> Result<Vec<PathBuf>, String> {
+    let build = ["--release", "-p", "benches", "--bin", "report"];
+    let built = dir.join("target/release/report");
+    let mut programs = Vec::with_capacity(n);
+    for k in 1..=n {
+        eprintln!(
+            "xtask report: linking layout {k} of {n} of the report program in {}",
+            dir.display()
+        );
+        let shuffle = format!("link-arg=-Wl,--shuffle-sections=.text.*={k}");
+        let mut c = cargo();
+        c.arg("rustc").args(build).args(["--", "-C", &shuffle]);
+        cmd::status(&mut c)?;
+        let program = dir
+            .join("target/layouts")
+            .join(k.to_string())
+            .join("report");
+        let parent = program.parent().unwrap_or(dir);
+        std::fs::create_dir_all(parent).map_err(|e| format!("{}: {e}", parent.display()))?;
+        std::fs::copy(&built, &program).map_err(|e| format!("{}: {e}", program.display()))?;
+        programs.push(program);
+    }
+    let mut c = cargo();
+    c.arg("build").args(build);
+    cmd::status(&mut c)?;
+    Ok(programs)
+}
+
+/// `cargo` at the worktree `dir`: its own xtask and toolchain, none of this one's
+/// environment.
+fn worktree_cargo(dir: &Path) -> Command {
+    let mut c = Command::new("cargo");
+    c.current_dir(dir);
+    cmd::without_outer_cargo_env(&mut c);
+    c
 }
 
 /// The worktree of commit `rev` under `target/compare/`, checked out (made if missing):
@@ -79,10 +182,7 @@ fn worktree(root: &Path, rev: &str) -> Result<(PathBuf, String), String> {
 
 /// `cargo ARGS` at the worktree `dir` (its own xtask and toolchain).
 fn cargo_at(dir: &Path, args: &[String]) -> Result<(), String> {
-    let mut c = Command::new("cargo");
-    c.current_dir(dir).args(args);
-    cmd::without_outer_cargo_env(&mut c);
-    cmd::status(&mut c)
+    cmd::status(worktree_cargo(dir).args(args))
 }
 
 /// Builds the report program at commit `rev`, after that commit's `cargo xtask report` of
@@ -154,8 +254,14 @@ fn report_at_commit(root: &Path, rev: &str, args: &[String]) -> Result<PathBuf, 
     }
 }
 
+/// The directory `--out` names in `args`, if any.
+pub fn out(args: &[String]) -> Option<String> {
+    let at = args.iter().position(|a| a == "--out")?;
+    args.get(at + 1).cloned()
+}
+
 /// `args` less any `--out DIR`.
-fn without_out(args: &[String]) -> Vec<String> {
+pub fn without_out(args: &[String]) -> Vec<String> {
     let mut kept = Vec::with_capacity(args.len());
     let mut it = args.iter();
     while let Some(a) = it.next() {
@@ -188,7 +294,7 @@ fn git(dir: &Path, args: &[&str]) -> Result<String, String> {
 
 #[cfg(test)]
 mod tests {
-    use super::{only, resolve, without_out};
+    use super::{Resolved, only, resolve, without_out};
     use std::path::Path;
 
     fn strings(args: &[&str]) -> Vec<String> {
@@ -207,8 +313,30 @@ mod tests {
         assert!(e.is_err_and(|e| e.contains("needs a commit")));
         // Without `--alternate` the file is the earlier report, as it is.
         let ok = resolve(root, &strings(&["--compare", &path, "--quick"]), &[]);
-        assert_eq!(ok, Ok(strings(&["--quick", "--compare", &path])));
+        let args = strings(&["--quick", "--compare", &path]);
+        assert_eq!(
+            ok,
+            Ok(Resolved {
+                args,
+                layouts: None
+            })
+        );
         std::fs::remove_file(file).unwrap();
+    }
+
+    #[test]
+    fn layouts_need_an_alternated_comparison_and_a_count() {
+        let root = Path::new("/nonexistent");
+        let e = resolve(root, &strings(&["--layouts", "3", "--compare", "abc"]), &[]);
+        assert_eq!(
+            e,
+            Err("--layouts needs --compare COMMIT --alternate".into())
+        );
+        for bad in [&["--layouts", "0"][..], &["--layouts", "x"], &["--layouts"]] {
+            let args = strings(&[bad, &["--alternate", "--compare", "abc"]].concat());
+            let e = resolve(root, &args, &[]);
+            assert_eq!(e, Err("--layouts needs a count of at least 1".into()));
+        }
     }
 
     #[test]

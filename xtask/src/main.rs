@@ -26,9 +26,10 @@ usage:
   cargo xtask report [REPORT ARGS]...   (cargo xtask report -- --help lists them)
   cargo xtask report [REPORT ARGS]... --compare REPORT.json|COMMIT
                                         (the figures that moved since that report or commit)
-  cargo xtask report [REPORT ARGS]... --compare COMMIT --alternate
+  cargo xtask report [REPORT ARGS]... --compare COMMIT --alternate [--layouts N]
                                         (the same, the commit's report run section by section
-                                        beside this one)
+                                        beside this one; with --layouts, N times, both
+                                        programs linked in another function order each time)
   cargo xtask fuzz --minutes N [TARGET]...     (each fuzz target N minutes: executions, crashes)
   cargo xtask fuzz --executions N [TARGET]...  (each fuzz target N executions)
 
@@ -142,8 +143,8 @@ fn report(root: &std::path::Path, args: &[String]) -> ExitCode {
     }
     // An earlier commit's report first, when the comparison names one.
     let captured = CAPTURES.map(|c| c.section);
-    let args = match compare::resolve(root, args, &captured) {
-        Ok(args) => args,
+    let (args, earlier_layouts) = match compare::resolve(root, args, &captured) {
+        Ok(r) => (r.args, r.layouts),
         Err(e) => {
             eprintln!("xtask report: {e}");
             return ExitCode::FAILURE;
@@ -165,24 +166,75 @@ fn report(root: &std::path::Path, args: &[String]) -> ExitCode {
         }
         c.env(capture.env, &log);
     }
-    c.args([
-        "run",
-        "--release",
-        "--quiet",
-        "-p",
-        "benches",
-        "--bin",
-        "report",
-        "--",
-    ]);
-    c.args(&args);
-    match cmd::status(&mut c) {
+    let result = match earlier_layouts {
+        Some(earlier) => report_in_layouts(root, &args, &earlier, &c),
+        None => {
+            c.args([
+                "run",
+                "--release",
+                "--quiet",
+                "-p",
+                "benches",
+                "--bin",
+                "report",
+                "--",
+            ]);
+            c.args(&args);
+            cmd::status(&mut c)
+        }
+    };
+    match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("xtask report: {e}");
             ExitCode::FAILURE
         }
     }
+}
+
+/// `--compare COMMIT --alternate --layouts N`: this checkout's report program linked in the
+/// layouts the earlier one was (`earlier`), the alternated report run once per layout (run
+/// `k` pairing both programs' layout `k`, written under `OUT/layouts/k/`), then the
+/// comparison over all their pairs under `OUT/layouts/`. `logs` carries the kernels' logs
+/// (its environment) and runs in the workspace, as the report's `cargo run` does.
+fn report_in_layouts(
+    root: &std::path::Path,
+    args: &[String],
+    earlier: &compare::Layouts,
+    logs: &std::process::Command,
+) -> Result<(), String> {
+    let programs = compare::link_layouts(root, earlier.programs.len(), &|| cmd::cargo(root))?;
+    let out = compare::out(args).unwrap_or_else(|| "target/report".into());
+    let args = compare::without_out(args);
+    let mut pair_files = Vec::new();
+    for (k, (now, before)) in programs.iter().zip(&earlier.programs).enumerate() {
+        let dir = std::path::Path::new(&out)
+            .join("layouts")
+            .join((k + 1).to_string());
+        eprintln!(
+            "xtask report: layout {} of {}, both programs, into {}",
+            k + 1,
+            programs.len(),
+            dir.display()
+        );
+        let mut c = std::process::Command::new(now);
+        c.current_dir(root)
+            .args(&args)
+            .arg("--alternate-program")
+            .arg(before)
+            .arg("--out")
+            .arg(&dir);
+        c.envs(logs.get_envs().filter_map(|(k, v)| Some((k, v?))));
+        cmd::status(&mut c)?;
+        pair_files.push(dir.join("alternated-pairs.json"));
+    }
+    let mut c = std::process::Command::new(root.join("target/release/report"));
+    c.current_dir(root)
+        .args(["compare", "--pairs"])
+        .args(&pair_files)
+        .arg("--out")
+        .arg(std::path::Path::new(&out).join("layouts"));
+    cmd::status(&mut c)
 }
 
 fn workspace_root() -> PathBuf {

@@ -11,8 +11,10 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 const USAGE: &str = "usage: report [--quick] [--repeat N] [--only SECTION]... [--out DIR]
-              [--compare OLD.json | --alternate-with EARLIER_CHECKOUT]
+              [--compare OLD.json | --alternate-with EARLIER_CHECKOUT [--alternate-program P]]
        report compare OLD.json NEW.json   (two reports already written, compared)
+       report compare --pairs PAIRS.json... [--out DIR]
+                                          (the pairs of alternated reports runs wrote, compared)
        report count WORKLOAD N   (one counted workload, run under callgrind by the report)";
 
 fn main() -> ExitCode {
@@ -28,6 +30,7 @@ fn main() -> ExitCode {
     let mut out = PathBuf::from("target/report");
     let mut compare_with = None;
     let mut alternate_with = None;
+    let mut alternate_program = None;
     let mut args = argv.iter();
     while let Some(a) = args.next() {
         match a.as_str() {
@@ -54,11 +57,18 @@ fn main() -> ExitCode {
                 Some(v) => alternate_with = Some(PathBuf::from(v)),
                 None => return usage(a),
             },
+            "--alternate-program" => match args.next() {
+                Some(v) => alternate_program = Some(PathBuf::from(v)),
+                None => return usage(a),
+            },
             _ => return usage(a),
         }
     }
     if compare_with.is_some() && alternate_with.is_some() {
         return usage("--alternate-with (one earlier report: --compare's or its own)");
+    }
+    if alternate_program.is_some() && alternate_with.is_none() {
+        return usage("--alternate-program (the program of an --alternate-with checkout)");
     }
     let all = sections();
     let names: Vec<&str> = all.iter().map(|s| s.name()).collect();
@@ -75,7 +85,11 @@ fn main() -> ExitCode {
         }
     };
     // The earlier checkout whose program makes the earlier report section by section.
-    let mut alternate = match alternate_with.as_deref().map(|d| Alternate::new(d, quick)) {
+    let program = alternate_program.as_deref();
+    let mut alternate = match alternate_with
+        .as_deref()
+        .map(|d| Alternate::new(d, program, quick))
+    {
         Some(Err(e)) => {
             eprintln!("report: {e}");
             return ExitCode::from(2);
@@ -169,9 +183,13 @@ fn main() -> ExitCode {
         (None, Some(a)) => Some(alternated_pairs(&report, &earlier_runs, a)),
         (None, None) => None,
     };
+    // The alternated pairs, kept for a comparison over several reports' pairs (`report
+    // compare --pairs`: each report's earlier and current programs linked another way).
+    let mut alternated = None;
     if let Some(pairs) = pairs {
-        match pairs.map(|pairs| compare::tables_over_runs(&pairs)) {
-            Ok(mut tables) => {
+        match pairs {
+            Ok(pairs) => {
+                let mut tables = compare::tables_over_runs(&pairs);
                 if let (Some(a), Some(summary)) = (&alternate, tables.first_mut()) {
                     summary.note(a.note());
                 }
@@ -179,11 +197,20 @@ fn main() -> ExitCode {
                     println!("{}", t.markdown(false));
                 }
                 report.sections.push((compare::COMPARISON.into(), tables));
+                alternated = alternate.is_some().then_some(pairs);
             }
             Err(e) => eprintln!("report: comparison: {e}"),
         }
     }
-    let result = write(&report, &out);
+    let result = write(&report, &out).and_then(|mut files| {
+        if let Some(pairs) = &alternated {
+            let json = serde_json::to_string(pairs).map_err(|e| e.to_string())?;
+            let path = out.join(PAIRS_FILE);
+            std::fs::write(&path, json).map_err(|e| format!("{}: {e}", path.display()))?;
+            files.push(PAIRS_FILE.into());
+        }
+        Ok(files)
+    });
     if repeat > 1 {
         let unstable: Vec<String> = report
             .unstable_headlines()
@@ -269,9 +296,19 @@ fn commit() -> String {
     }
 }
 
+/// Where a report made with `--alternate-with` writes its pairs of reports (earlier, this
+/// one), one per run, for `report compare --pairs`.
+const PAIRS_FILE: &str = "alternated-pairs.json";
+
 /// `report compare OLD.json NEW.json`: prints the comparison table of two reports already
-/// written, as `--compare` adds it to a report it runs.
+/// written, as `--compare` adds it to a report it runs. `report compare --pairs FILE...
+/// [--out DIR]`: the comparison over every pair of the files (each a report's
+/// `alternated-pairs.json`), as `--repeat` makes it over its runs' pairs, written as
+/// `comparison.md` and `comparison.json` under `DIR` if given.
 fn compare_files(args: &[String]) -> ExitCode {
+    if args.first().is_some_and(|a| a == "--pairs") {
+        return compare_pair_files(&args[1..]);
+    }
     let [old, new] = args else {
         return usage(args.first().map_or("compare", String::as_str));
     };
@@ -290,6 +327,79 @@ fn compare_files(args: &[String]) -> ExitCode {
             ExitCode::from(2)
         }
     }
+}
+
+/// `report compare --pairs FILE... [--out DIR]` (see [`compare_files`]).
+fn compare_pair_files(args: &[String]) -> ExitCode {
+    let (files, out) = match args.iter().position(|a| a == "--out") {
+        Some(at) if at + 2 == args.len() => (&args[..at], Some(PathBuf::from(&args[at + 1]))),
+        Some(_) => return usage("--out (after the pair files, with a directory)"),
+        None => (args, None),
+    };
+    if files.is_empty() {
+        return usage("--pairs (at least one file)");
+    }
+    let mut pairs = Vec::new();
+    for file in files {
+        match read_pairs(std::path::Path::new(file)) {
+            Ok(p) => pairs.extend(p),
+            Err(e) => {
+                eprintln!("report: {e}");
+                return ExitCode::from(2);
+            }
+        }
+    }
+    let mut tables = compare::tables_over_runs(&pairs);
+    if let Some(summary) = tables.first_mut() {
+        summary.note(format!(
+            "The pairs of runs: {} pairs of reports, from {}.",
+            pairs.len(),
+            files.join(", ")
+        ));
+    }
+    let markdown: String = tables.iter().map(|t| t.markdown(false) + "\n").collect();
+    println!("{markdown}");
+    let Some(out) = out else {
+        return ExitCode::SUCCESS;
+    };
+    let written = std::fs::create_dir_all(&out)
+        .and_then(|()| std::fs::write(out.join("comparison.md"), &markdown))
+        .map_err(|e| e.to_string())
+        .and_then(|()| serde_json::to_string_pretty(&tables).map_err(|e| e.to_string()))
+        .and_then(|json| {
+            std::fs::write(out.join("comparison.json"), json).map_err(|e| e.to_string())
+        });
+    match written {
+        Ok(()) => {
+            println!(
+                "wrote comparison.md, comparison.json under {}",
+                out.display()
+            );
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("report: {}: {e}", out.display());
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// The pairs of reports a report made with `--alternate-with` wrote ([`PAIRS_FILE`]).
+fn read_pairs(
+    path: &std::path::Path,
+) -> Result<Vec<(serde_json::Value, serde_json::Value)>, String> {
+    let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    let pairs: Vec<(serde_json::Value, serde_json::Value)> =
+        serde_json::from_str(&text).map_err(|e| format!("{}: {e}", path.display()))?;
+    if pairs.is_empty() {
+        return Err(format!("{}: no pair of reports", path.display()));
+    }
+    for (earlier, now) in &pairs {
+        if !earlier["sections"].is_array() || !now["sections"].is_array() {
+            return Err(format!("{}: not pairs of reports", path.display()));
+        }
+    }
+    Ok(pairs)
 }
 
 /// An earlier `report.json`.
@@ -324,4 +434,86 @@ fn write(report: &Report, out: &std::path::Path) -> Result<Vec<String>, String> 
         }
     }
     Ok(files)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{compare_pair_files, read_pairs};
+    use std::process::ExitCode;
+
+    /// A report of one section whose one table has one row, `value` in its ratio column.
+    fn report(value: f64) -> serde_json::Value {
+        serde_json::json!({
+            "header": {"commit": "c0ffee", "date": "d", "cpu": "c"},
+            "sections": [["s", [{
+                "id": "t", "title": "t", "notes": [], "columns": ["row", "over the peer"],
+                "rows": [[
+                    "a",
+                    {"value": value, "text": format!("{value:.2}x"), "ci": [value, value]}
+                ]],
+                "plot": null
+            }]]]
+        })
+    }
+
+    #[test]
+    fn pairs_of_several_files_compare_as_one_set_of_pairs() {
+        let dir = std::env::temp_dir().join(format!("report-pairs-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let write = |name: &str, json: serde_json::Value| {
+            let path = dir.join(name);
+            std::fs::write(&path, json.to_string()).unwrap();
+            path.display().to_string()
+        };
+        // The ratio rose 20% in both pairs: moved; in a third pair it fell: not moved.
+        let up1 = write("1.json", serde_json::json!([[report(1.0), report(1.2)]]));
+        let up2 = write("2.json", serde_json::json!([[report(1.0), report(1.2)]]));
+        let down = write("3.json", serde_json::json!([[report(1.0), report(0.8)]]));
+        assert_eq!(read_pairs(std::path::Path::new(&up1)).unwrap().len(), 1);
+        let out = dir.join("out");
+        let args = |files: &[&String]| -> Vec<String> {
+            let mut a = vec!["--out".to_string(), out.display().to_string()];
+            a.splice(0..0, files.iter().map(|f| f.to_string()));
+            a
+        };
+        assert_eq!(compare_pair_files(&args(&[&up1, &up2])), ExitCode::SUCCESS);
+        let md = std::fs::read_to_string(out.join("comparison.md")).unwrap();
+        assert!(md.contains("2 pairs of reports"), "{md}");
+        assert!(md.contains("+20.0%, +20.0%"), "{md}");
+        let json = std::fs::read_to_string(out.join("comparison.json")).unwrap();
+        assert!(
+            serde_json::from_str::<serde_json::Value>(&json)
+                .unwrap()
+                .is_array()
+        );
+        assert_eq!(
+            compare_pair_files(&args(&[&up1, &up2, &down])),
+            ExitCode::SUCCESS
+        );
+        let md = std::fs::read_to_string(out.join("comparison.md")).unwrap();
+        assert!(md.contains("1 figures compared, 0 moved"), "{md}");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn a_pairs_file_without_pairs_of_reports_is_refused() {
+        let dir = std::env::temp_dir().join(format!("report-bad-pairs-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        for (name, text, why) in [
+            ("empty.json", "[]", "no pair of reports"),
+            ("bare.json", "[[{}, {}]]", "not pairs of reports"),
+            ("text.json", "pairs", "expected value"),
+        ] {
+            let path = dir.join(name);
+            std::fs::write(&path, text).unwrap();
+            let e = read_pairs(&path).unwrap_err();
+            assert!(e.contains(why), "{name}: {e}");
+            let args = [path.display().to_string()];
+            assert_eq!(compare_pair_files(&args), ExitCode::from(2));
+        }
+        assert_eq!(compare_pair_files(&[]), ExitCode::from(2));
+        let misplaced = ["--out".to_string(), "x".into(), "a.json".into()];
+        assert_eq!(compare_pair_files(&misplaced), ExitCode::from(2));
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
 }

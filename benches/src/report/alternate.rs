@@ -14,7 +14,13 @@
 //! buddy_system_allocator's order-0 and order-3 rows by 6-15% with the same instructions,
 //! the same way in both pairs of runs; one pair of four sections listed 53 notable moves of
 //! 550 figures. With `--repeat N` a move counts only if every pair made it
-//! ([`super::compare::compare_runs`]).
+//! ([`super::compare::compare_runs`]), and the layouts still stay the same in every pair:
+//! `cargo xtask report --layouts N` links both programs `N` ways (another function order
+//! each) and runs the report once per layout, the earlier program's given by
+//! `--alternate-program`; each run writes its pairs (`alternated-pairs.json`), and `report
+//! compare --pairs` compares them all. Three layouts of contiguous free against a commit of
+//! the same library code: 1 figure of 145 moved the same way in all three pairs, none
+//! notably, where each pair alone had 16-28 moved and 1-6 notable.
 //!
 //! The earlier program runs as `DIR/target/release/report --only SECTION --out ...` in `DIR`
 //! (every commit's report takes those arguments), on every CPU this process was given. Its
@@ -54,21 +60,24 @@ pub struct Alternate {
 }
 
 impl Alternate {
-    /// The earlier checkout in `dir`, whose `target/release/report` is built.
+    /// The earlier checkout in `dir`, whose report program is `program`, by default its
+    /// `target/release/report` (built); another is the same program linked another way
+    /// (`cargo xtask report --layouts`).
     ///
     /// # Errors
     /// No program there.
-    pub fn new(dir: &Path, quick: bool) -> Result<Self, String> {
-        Self::with_vars(dir, quick, std::env::vars_os())
+    pub fn new(dir: &Path, program: Option<&Path>, quick: bool) -> Result<Self, String> {
+        Self::with_vars(dir, program, quick, std::env::vars_os())
     }
 
     /// [`Alternate::new`] given the environment's variables `vars`.
     fn with_vars(
         dir: &Path,
+        program: Option<&Path>,
         quick: bool,
         vars: impl Iterator<Item = (OsString, OsString)>,
     ) -> Result<Self, String> {
-        let program = dir.join("target/release/report");
+        let program = program.map_or_else(|| dir.join("target/release/report"), Path::to_path_buf);
         if !program.is_file() {
             return Err(format!(
                 "--alternate-with {}: no {} (build it there: cargo build --release -p benches \
@@ -184,10 +193,11 @@ impl Alternate {
             .collect();
         let mut note = format!(
             "The earlier report was made section by section alternating with this one \
-             (`--alternate-with {}`), so that the two runs of a section are minutes apart, not \
-             a whole report: the earlier program ran first for {} of {} sections ({}), this \
-             one first for the rest.",
+             (`--alternate-with {}`, its program {}), so that the two runs of a section are \
+             minutes apart, not a whole report: the earlier program ran first for {} of {} \
+             sections ({}), this one first for the rest.",
             self.dir.display(),
+            self.program.display(),
             first.len(),
             self.order.len(),
             if first.is_empty() {
@@ -277,7 +287,7 @@ printf '{"header":{"commit":"c0ffee"},"quick":%s,"runs":[],"sections":[["%s",[{"
             ("PATH", "/usr/bin:/bin"),
         ]
         .map(|(k, v)| (k.into(), v.into()));
-        let mut a = Alternate::with_vars(&dir, true, vars.into_iter()).unwrap();
+        let mut a = Alternate::with_vars(&dir, None, true, vars.into_iter()).unwrap();
         a.run_section("one", 1, false);
         a.run_section("gone", 1, true);
         a.run_section("two words", 1, true);
@@ -317,7 +327,7 @@ printf '{"header":{"commit":"c0ffee"},"quick":%s,"runs":[],"sections":[["%s",[{"
     #[test]
     fn no_section_made_is_no_earlier_report() {
         let dir = checkout("none", "exit 1");
-        let mut a = Alternate::new(&dir, false).unwrap();
+        let mut a = Alternate::new(&dir, None, false).unwrap();
         a.run_section("one", 1, true);
         assert!(a.report(1).is_none());
         std::fs::remove_dir_all(&dir).unwrap();
@@ -326,7 +336,7 @@ printf '{"header":{"commit":"c0ffee"},"quick":%s,"runs":[],"sections":[["%s",[{"
     #[test]
     fn an_earlier_checkout_without_a_built_program_is_refused() {
         let dir = std::env::temp_dir().join("alternate-without-program");
-        let e = Alternate::new(&dir, false).err();
+        let e = Alternate::new(&dir, None, false).err();
         assert!(e.is_some_and(|e| e.contains("no ") && e.contains("target/release/report")));
     }
 }
