@@ -1,6 +1,6 @@
 //! Timing and memory helpers shared by the report sections and the criterion benches.
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use std::time::{Duration, Instant};
 
 /// A pre-faulted, page-aligned anonymous mapping (THP advised), unmapped on drop.
@@ -206,13 +206,16 @@ pub fn measuring_cpu() -> usize {
 /// A median with its 95% confidence interval (distribution-free, from order statistics: the
 /// interval between the k-th smallest and k-th largest sample, k from the binomial
 /// distribution, so it needs no assumption about the shape of the noise).
-#[derive(Clone, Copy, Debug, PartialEq, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Estimate {
     /// The sample median.
+    #[serde(deserialize_with = "crate::report::float_or_null")]
     pub median: f64,
     /// Lower end of the interval.
+    #[serde(deserialize_with = "crate::report::float_or_null")]
     pub lo: f64,
     /// Upper end of the interval.
+    #[serde(deserialize_with = "crate::report::float_or_null")]
     pub hi: f64,
     /// How many samples it rests on (below 6 the interval is min to max and covers less than
     /// 95%).

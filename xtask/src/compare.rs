@@ -9,10 +9,12 @@
 //! runs its own `cargo xtask report` only for the sections that read a kernel's log, so that
 //! those read logs of kernels built from the earlier code.
 //!
-//! With `--layouts N` as well, both report programs are linked `N` ways, each with its
-//! functions in another order (LLD's `--shuffle-sections`, seed `k`), and the alternated
-//! report runs `N` times, run `k` pairing the two programs' layout `k`; the comparison is
-//! then over all their pairs (`report compare --pairs`). Two builds of the same code differ by
+//! `--layouts N` links the report program `N` ways, each with its functions in another
+//! order (LLD's `--shuffle-sections`, seed `k`), and runs the report once per layout, merged
+//! as the runs of one report (`report layouts`: each headline per layout, each goal verdict
+//! the layouts did not agree on marked). With `--alternate` both programs are linked so,
+//! run `k` pairs the two programs' layout `k`, and the comparison is over all their pairs
+//! (`report compare --pairs`). Two builds of the same code differ by
 //! where their hot loops fall in the instruction cache, branch predictors and decoded-µop
 //! cache: on an Intel Xeon (family 6 model 0xa7) four link orders of one report program put
 //! buddy_system_allocator's one-frame row 10% apart. A move one layout makes is no move of
@@ -22,14 +24,17 @@ use crate::cmd;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-/// The report's arguments once `--compare` is resolved, and with `--layouts N` where the
-/// earlier program's layouts are.
+/// The report's arguments once `--compare` is resolved, and with `--layouts N` how many
+/// layouts and where the earlier program's are.
 #[derive(Debug, PartialEq)]
 pub struct Resolved {
     /// The arguments of the report program.
     pub args: Vec<String>,
-    /// With `--layouts N`: the earlier checkout, its report program linked `N` ways.
-    pub layouts: Option<Layouts>,
+    /// `--layouts N`: the report runs once per layout of its program, `N` of them.
+    pub layouts: Option<usize>,
+    /// With `--layouts N` and `--alternate`: the earlier checkout, its report program linked
+    /// `N` ways.
+    pub earlier_layouts: Option<Layouts>,
 }
 
 /// The report programs of a checkout linked several ways ([`link_layouts`]).
@@ -65,19 +70,20 @@ pub fn resolve(root: &Path, args: &[String], captured: &[&str]) -> Result<Resolv
         }
     }
     let args = kept;
-    if layouts.is_some() && !alternate {
-        return Err("--layouts needs --compare COMMIT --alternate".into());
-    }
     let Some(at) = args.iter().position(|a| a == "--compare") else {
         return if alternate {
             Err("--alternate needs --compare COMMIT".into())
         } else {
             Ok(Resolved {
                 args,
-                layouts: None,
+                layouts,
+                earlier_layouts: None,
             })
         };
     };
+    if layouts.is_some() && !alternate {
+        return Err("--layouts with --compare needs --alternate (a commit run beside)".into());
+    }
     let Some(old) = args.get(at + 1) else {
         return Err("--compare needs a report.json or a commit".into());
     };
@@ -106,7 +112,8 @@ pub fn resolve(root: &Path, args: &[String], captured: &[&str]) -> Result<Resolv
     }
     Ok(Resolved {
         args: resolved,
-        layouts: earlier_layouts,
+        layouts,
+        earlier_layouts,
     })
 }
 
@@ -314,24 +321,26 @@ mod tests {
         // Without `--alternate` the file is the earlier report, as it is.
         let ok = resolve(root, &strings(&["--compare", &path, "--quick"]), &[]);
         let args = strings(&["--quick", "--compare", &path]);
+        let (layouts, earlier_layouts) = (None, None);
         assert_eq!(
             ok,
             Ok(Resolved {
                 args,
-                layouts: None
+                layouts,
+                earlier_layouts
             })
         );
+        // Layouts of this report alone need no comparison.
+        let ok = resolve(root, &strings(&["--layouts", "2", "--quick"]), &[]);
+        assert!(ok.is_ok_and(|r| r.layouts == Some(2) && r.args == ["--quick"]));
         std::fs::remove_file(file).unwrap();
     }
 
     #[test]
-    fn layouts_need_an_alternated_comparison_and_a_count() {
+    fn layouts_with_a_comparison_need_it_alternated_and_a_count() {
         let root = Path::new("/nonexistent");
         let e = resolve(root, &strings(&["--layouts", "3", "--compare", "abc"]), &[]);
-        assert_eq!(
-            e,
-            Err("--layouts needs --compare COMMIT --alternate".into())
-        );
+        assert!(e.is_err_and(|e| e.contains("needs --alternate")));
         for bad in [&["--layouts", "0"][..], &["--layouts", "x"], &["--layouts"]] {
             let args = strings(&[bad, &["--alternate", "--compare", "abc"]].concat());
             let e = resolve(root, &args, &[]);

@@ -30,6 +30,9 @@ usage:
                                         (the same, the commit's report run section by section
                                         beside this one; with --layouts, N times, both
                                         programs linked in another function order each time)
+  cargo xtask report [REPORT ARGS]... --layouts N
+                                        (the report once per layout of its program, N of
+                                        them, merged as the runs of one report)
   cargo xtask fuzz --minutes N [TARGET]...     (each fuzz target N minutes: executions, crashes)
   cargo xtask fuzz --executions N [TARGET]...  (each fuzz target N executions)
 
@@ -143,8 +146,8 @@ fn report(root: &std::path::Path, args: &[String]) -> ExitCode {
     }
     // An earlier commit's report first, when the comparison names one.
     let captured = CAPTURES.map(|c| c.section);
-    let (args, earlier_layouts) = match compare::resolve(root, args, &captured) {
-        Ok(r) => (r.args, r.layouts),
+    let (args, layouts, earlier_layouts) = match compare::resolve(root, args, &captured) {
+        Ok(r) => (r.args, r.layouts, r.earlier_layouts),
         Err(e) => {
             eprintln!("xtask report: {e}");
             return ExitCode::FAILURE;
@@ -166,8 +169,8 @@ fn report(root: &std::path::Path, args: &[String]) -> ExitCode {
         }
         c.env(capture.env, &log);
     }
-    let result = match earlier_layouts {
-        Some(earlier) => report_in_layouts(root, &args, &earlier, &c),
+    let result = match layouts {
+        Some(n) => report_in_layouts(root, &args, n, earlier_layouts.as_ref(), &c),
         None => {
             c.args([
                 "run",
@@ -192,48 +195,60 @@ fn report(root: &std::path::Path, args: &[String]) -> ExitCode {
     }
 }
 
-/// `--compare COMMIT --alternate --layouts N`: this checkout's report program linked in the
-/// layouts the earlier one was (`earlier`), the alternated report run once per layout (run
-/// `k` pairing both programs' layout `k`, written under `OUT/layouts/k/`), then the
-/// comparison over all their pairs under `OUT/layouts/`. `logs` carries the kernels' logs
-/// (its environment) and runs in the workspace, as the report's `cargo run` does.
+/// `--layouts N`: this checkout's report program linked in `n` layouts, the report run once
+/// per layout (written under `OUT/layouts/k/`), then merged as the runs of one report under
+/// `OUT/layouts/` (`report layouts`). With `--compare COMMIT --alternate`, `earlier` holds
+/// the earlier program's layouts: run `k` pairs both programs' layout `k`, and the
+/// comparison over all their pairs goes under `OUT/layouts/` too. `logs` carries the
+/// kernels' logs (its environment); the programs run in the workspace, as the report's
+/// `cargo run` does.
 fn report_in_layouts(
     root: &std::path::Path,
     args: &[String],
-    earlier: &compare::Layouts,
+    n: usize,
+    earlier: Option<&compare::Layouts>,
     logs: &std::process::Command,
 ) -> Result<(), String> {
-    let programs = compare::link_layouts(root, earlier.programs.len(), &|| cmd::cargo(root))?;
+    let programs = compare::link_layouts(root, n, &|| cmd::cargo(root))?;
     let out = compare::out(args).unwrap_or_else(|| "target/report".into());
+    let out = PathBuf::from(out).join("layouts");
     let args = compare::without_out(args);
-    let mut pair_files = Vec::new();
-    for (k, (now, before)) in programs.iter().zip(&earlier.programs).enumerate() {
-        let dir = std::path::Path::new(&out)
-            .join("layouts")
-            .join((k + 1).to_string());
+    let (mut reports, mut pair_files) = (Vec::new(), Vec::new());
+    for (k, now) in programs.iter().enumerate() {
+        let dir = out.join((k + 1).to_string());
         eprintln!(
-            "xtask report: layout {} of {}, both programs, into {}",
+            "xtask report: layout {} of {n}, into {}",
             k + 1,
-            programs.len(),
             dir.display()
         );
         let mut c = std::process::Command::new(now);
-        c.current_dir(root)
-            .args(&args)
-            .arg("--alternate-program")
-            .arg(before)
-            .arg("--out")
-            .arg(&dir);
+        c.current_dir(root).args(&args);
+        if let Some(before) = earlier.and_then(|e| e.programs.get(k)) {
+            c.arg("--alternate-program").arg(before);
+            pair_files.push(dir.join("alternated-pairs.json"));
+        }
+        c.arg("--out").arg(&dir);
         c.envs(logs.get_envs().filter_map(|(k, v)| Some((k, v?))));
         cmd::status(&mut c)?;
-        pair_files.push(dir.join("alternated-pairs.json"));
+        reports.push(dir.join("report.json"));
     }
-    let mut c = std::process::Command::new(root.join("target/release/report"));
+    let report = root.join("target/release/report");
+    let mut c = std::process::Command::new(&report);
+    c.current_dir(root)
+        .arg("layouts")
+        .args(&reports)
+        .arg("--out")
+        .arg(&out);
+    cmd::status(&mut c)?;
+    if pair_files.is_empty() {
+        return Ok(());
+    }
+    let mut c = std::process::Command::new(&report);
     c.current_dir(root)
         .args(["compare", "--pairs"])
         .args(&pair_files)
         .arg("--out")
-        .arg(std::path::Path::new(&out).join("layouts"));
+        .arg(&out);
     cmd::status(&mut c)
 }
 

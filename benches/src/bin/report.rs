@@ -3,7 +3,7 @@
 
 use benches::measure::{measuring_cpu, pin_current_thread};
 use benches::report::alternate::Alternate;
-use benches::report::{Header, REPEAT_TOLERANCE_PCT, Report, compare, repeats};
+use benches::report::{Header, Headline, REPEAT_TOLERANCE_PCT, Report, compare, repeats};
 use benches::{SectionContext, machine, sections};
 use indicatif::{ProgressBar, ProgressStyle};
 use std::cell::RefCell;
@@ -15,6 +15,9 @@ const USAGE: &str = "usage: report [--quick] [--repeat N] [--only SECTION]... [-
        report compare OLD.json NEW.json   (two reports already written, compared)
        report compare --pairs PAIRS.json... [--out DIR]
                                           (the pairs of alternated reports runs wrote, compared)
+       report layouts REPORT.json... --out DIR
+                                          (reports of one program linked in several layouts,
+                                          as the runs of one report)
        report count WORKLOAD N   (one counted workload, run under callgrind by the report)";
 
 fn main() -> ExitCode {
@@ -22,6 +25,7 @@ fn main() -> ExitCode {
     match argv.first().map(String::as_str) {
         Some("count") => return benches::count::main(&argv[1..], &benches::counted_workloads()),
         Some("compare") => return compare_files(&argv[1..]),
+        Some("layouts") => return merge_layouts(&argv[1..]),
         _ => {}
     }
     let mut quick = false;
@@ -127,6 +131,7 @@ fn main() -> ExitCode {
         },
         quick,
         runs: Vec::new(),
+        layouts: false,
         sections: Vec::new(),
     };
     // Every run's sections but the last, whose verdicts the last run's are held against.
@@ -169,7 +174,7 @@ fn main() -> ExitCode {
         report.runs.push(ctx.headlines.take());
     }
     ctx.progress.finish_and_clear();
-    let varied = repeats::mark_varying_verdicts(&mut report.sections, &earlier_runs);
+    let varied = repeats::mark_varying_verdicts(&mut report.sections, &earlier_runs, false);
     report.header.date = machine::utc_now();
     println!("{}", report.headline_table().markdown(false));
     // Each pair of runs compared: (the earlier report, this one), one pair but with
@@ -384,6 +389,63 @@ fn compare_pair_files(args: &[String]) -> ExitCode {
     }
 }
 
+/// `report layouts REPORT.json... --out DIR`: the reports of one report program linked in
+/// several layouts (`cargo xtask report --layouts N`, one run each) as one report of their
+/// runs, as `--repeat` makes one: the headline ratios of every layout side by side, the last
+/// layout's tables, and each goal verdict the layouts did not agree on marked; written as
+/// `report.md`, `report.json` and the plots under `DIR`.
+fn merge_layouts(args: &[String]) -> ExitCode {
+    let (files, out) = match args.iter().position(|a| a == "--out") {
+        Some(at) if at + 2 == args.len() && at > 0 => (&args[..at], PathBuf::from(&args[at + 1])),
+        _ => return usage("layouts (REPORT.json... --out DIR)"),
+    };
+    let mut reports = Vec::with_capacity(files.len());
+    for file in files {
+        let path = std::path::Path::new(file);
+        let read = std::fs::read_to_string(path)
+            .map_err(|e| e.to_string())
+            .and_then(|t| serde_json::from_str::<Report>(&t).map_err(|e| e.to_string()));
+        match read {
+            Ok(r) => reports.push(r),
+            Err(e) => {
+                eprintln!("report: {}: {e}", path.display());
+                return ExitCode::from(2);
+            }
+        }
+    }
+    let Some(mut merged) = reports.pop() else {
+        return usage("layouts (at least one report)");
+    };
+    let earlier: Vec<Vec<repeats::SectionTables>> = reports
+        .iter_mut()
+        .map(|r| std::mem::take(&mut r.sections))
+        .collect();
+    let mut runs: Vec<Vec<Headline>> = reports
+        .into_iter()
+        .map(|r| r.runs.into_iter().last().unwrap_or_default())
+        .collect();
+    runs.extend(merged.runs.pop());
+    merged.runs = runs;
+    merged.layouts = true;
+    let varied = repeats::mark_varying_verdicts(&mut merged.sections, &earlier, true);
+    println!("{}", merged.headline_table().markdown(false));
+    println!(
+        "goal verdicts the {} layouts did not agree on: {varied} (\"{}\" in the tables)",
+        files.len(),
+        repeats::VARIES
+    );
+    match write(&merged, &out) {
+        Ok(files) => {
+            println!("wrote {} under {}", files.join(", "), out.display());
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("report: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
 /// The pairs of reports a report made with `--alternate-with` wrote ([`PAIRS_FILE`]).
 fn read_pairs(
     path: &std::path::Path,
@@ -492,6 +554,67 @@ mod tests {
         );
         let md = std::fs::read_to_string(out.join("comparison.md")).unwrap();
         assert!(md.contains("1 figures compared, 0 moved"), "{md}");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    /// A whole report whose headline is `ratio` and whose goal table's verdict is `verdict`.
+    fn whole_report(ratio: f64, verdict: &str) -> serde_json::Value {
+        serde_json::json!({
+            "header": {"date": "d", "commit": "c0ffee", "toolchain": "t", "cpu": "c",
+                       "pinned_cpu": null, "arguments": ""},
+            "quick": false,
+            "runs": [[{"name": "ours over the peer",
+                       "ratio": {"median": ratio, "lo": ratio, "hi": null, "n": 1}}]],
+            "sections": [["s", [{
+                "id": "g", "title": "goals", "notes": [], "columns": ["goal", "verdict"],
+                "rows": [["at least 1.25x", verdict]],
+                "plot": null
+            }]]]
+        })
+    }
+
+    #[test]
+    fn reports_of_several_layouts_merge_as_the_runs_of_one() {
+        let dir = std::env::temp_dir().join(format!("report-layouts-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let mut args = Vec::new();
+        for (k, (ratio, verdict)) in [(1.3, "met"), (1.1, "not met"), (1.3, "met")]
+            .into_iter()
+            .enumerate()
+        {
+            let path = dir.join(format!("{k}.json"));
+            std::fs::write(&path, whole_report(ratio, verdict).to_string()).unwrap();
+            args.push(path.display().to_string());
+        }
+        let out = dir.join("merged");
+        args.extend(["--out".to_string(), out.display().to_string()]);
+        assert_eq!(super::merge_layouts(&args), ExitCode::SUCCESS);
+        let md = std::fs::read_to_string(out.join("report.md")).unwrap();
+        // Each layout's headline, the largest difference, and the verdicts of each.
+        assert!(md.contains("| ours over the peer | 1.30x"), "{md}");
+        assert!(md.contains("15.4%"), "{md}");
+        assert!(md.contains("layouts 3"), "{md}");
+        assert!(
+            md.contains("varies between runs: met, not met, met"),
+            "{md}"
+        );
+        assert!(
+            md.contains("runs of `cargo xtask report --layouts 3`"),
+            "{md}"
+        );
+        let json = std::fs::read_to_string(out.join("report.json")).unwrap();
+        let merged: serde_json::Value = serde_json::from_str(&json).unwrap();
+        assert_eq!(merged["layouts"], true);
+        assert_eq!(merged["runs"].as_array().unwrap().len(), 3);
+        // Not a report, or no output directory: refused.
+        let bad = dir.join("bad.json");
+        std::fs::write(&bad, "{}").unwrap();
+        let bad = bad.display().to_string();
+        assert_eq!(
+            super::merge_layouts(&[bad, "--out".into(), out.display().to_string()]),
+            ExitCode::from(2)
+        );
+        assert_eq!(super::merge_layouts(&args[..3]), ExitCode::from(2));
         std::fs::remove_dir_all(&dir).unwrap();
     }
 

@@ -15,7 +15,7 @@ pub use table::{Cell, Plot, Table, ratio_text};
 
 use crate::measure::Estimate;
 use indicatif::ProgressBar;
-use serde::Serialize;
+use serde::{Deserialize, Deserializer, Serialize};
 use std::cell::RefCell;
 use std::fmt::Write as _;
 
@@ -57,7 +57,7 @@ impl SectionContext {
 }
 
 /// A headline ratio: what a reader would quote from the report.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct Headline {
     /// What it compares, in words.
     pub name: String,
@@ -89,7 +89,7 @@ pub mod thread {
 }
 
 /// Where and from what a report was made: printed at its top.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct Header {
     /// When it finished, `YYYY-MM-DD HH:MM UTC`.
     pub date: String,
@@ -105,8 +105,9 @@ pub struct Header {
     pub arguments: String,
 }
 
-/// A whole report: every section's tables, with when and where it ran.
-#[derive(Debug, Serialize)]
+/// A whole report: every section's tables, with when and where it ran. It reads back from
+/// its `report.json` (`report layouts` merges several).
+#[derive(Debug, Serialize, Deserialize)]
 pub struct Report {
     /// Where and from what it was made.
     pub header: Header,
@@ -115,8 +116,20 @@ pub struct Report {
     /// The headline ratios of each run (one list per `--repeat`); the tables are the last
     /// run's.
     pub runs: Vec<Vec<Headline>>,
+    /// Whether the runs are one each of the report program linked in as many layouts
+    /// (`report layouts`), not `--repeat`'s runs of one program.
+    #[serde(default)]
+    pub layouts: bool,
     /// Sections in order: (name, tables).
     pub sections: Vec<(String, Vec<Table>)>,
+}
+
+/// A number of a `report.json`, where JSON's `null` is what a NaN was written as.
+///
+/// # Errors
+/// Neither a number nor `null`.
+pub fn float_or_null<'de, D: Deserializer<'de>>(d: D) -> Result<f64, D::Error> {
+    Ok(Option::<f64>::deserialize(d)?.unwrap_or(f64::NAN))
 }
 
 /// A headline ratio may differ by less than this between two runs (in percent).
@@ -235,7 +248,7 @@ impl Report {
                 row.push(Cell::text(if stable {
                     String::new()
                 } else {
-                    why_unstable(&figures)
+                    why_unstable(&figures, self.layouts)
                 }));
             } else {
                 row.push(Cell::text(ratio_text(h.ratio)));
@@ -247,7 +260,16 @@ impl Report {
              above 1 means the first-named path is faster (or, for instruction counts, \
              executes fewer instructions).",
         );
-        if repeats > 1 {
+        if repeats > 1 && self.layouts {
+            t.note(format!(
+                "`cargo xtask report --layouts {repeats}`: run k is the report program linked \
+                 in layout k (its functions in another order), one run each, one after the \
+                 other; the tables below are the last layout's. A difference of \
+                 {REPEAT_TOLERANCE_PCT:.0}% or more means that figure depends on where the \
+                 code lies as much as on what it does, or did not reproduce on this machine \
+                 between the runs (see the section's notes for why it is noisy)."
+            ));
+        } else if repeats > 1 {
             t.note(format!(
                 "`--repeat {repeats}`: every section ran {repeats} times in this one \
                  invocation; the tables below are the last run's. A difference of \
@@ -262,7 +284,7 @@ impl Report {
 /// Why a headline ratio moved between runs, from its intervals: overlapping intervals mean the
 /// figure's own noise is as wide as the difference; disjoint ones that the machine changed
 /// between the runs.
-fn why_unstable(figures: &[Option<Estimate>]) -> String {
+fn why_unstable(figures: &[Option<Estimate>], layouts: bool) -> String {
     let known: Vec<Estimate> = figures.iter().flatten().copied().collect();
     if known.len() < figures.len() {
         return "missing from a run (see that run's section output)".into();
@@ -272,6 +294,11 @@ fn why_unstable(figures: &[Option<Estimate>]) -> String {
     }
     let overlap = known.iter().map(|e| e.lo).fold(f64::MIN, f64::max)
         <= known.iter().map(|e| e.hi).fold(f64::MAX, f64::min);
+    if layouts && !overlap {
+        return "the layouts' 95% intervals do not overlap: where the code lies moves this \
+                figure, or the machine changed between the runs (a shared host)"
+            .into();
+    }
     if overlap {
         "the runs' 95% intervals overlap: the difference is within this figure's own noise \
          (a wide interval: see the section's note)"

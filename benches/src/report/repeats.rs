@@ -1,7 +1,9 @@
 //! Goal verdicts over the runs of `--repeat`: on a shared host a per-round ratio moves
 //! between two runs of the same code by more than one run's 95% interval, so a verdict one
 //! run calls can be the host's. Run with `--repeat N`, the report keeps every run's tables
-//! and marks each verdict the runs did not agree on.
+//! and marks each verdict the runs did not agree on. The reports of one program linked in
+//! several layouts (`cargo xtask report --layouts N`, merged by `report layouts`) are marked
+//! the same way, one run per layout: a verdict one layout calls can be its layout's.
 
 use super::{Cell, Table};
 use crate::measure::Verdict;
@@ -41,9 +43,14 @@ fn verdict_in<'t>(table: &'t Table, r: usize, name: Option<&str>, col: usize) ->
 /// Marks each verdict of `last` (the last run's sections) that an earlier run (`earlier`,
 /// in run order) gave otherwise, or did not give: its cell becomes
 /// "varies between runs: met, not met" (each run's verdict in order, "-" where a run had
-/// none), and its table gets a note saying how verdicts over the runs read. Returns how
-/// many verdicts varied. With no earlier run nothing changes.
-pub fn mark_varying_verdicts(last: &mut [SectionTables], earlier: &[Vec<SectionTables>]) -> usize {
+/// none), and its table gets a note saying how verdicts over the runs read (runs of
+/// `--repeat`, or with `layouts` one run per layout). Returns how many verdicts varied.
+/// With no earlier run nothing changes.
+pub fn mark_varying_verdicts(
+    last: &mut [SectionTables],
+    earlier: &[Vec<SectionTables>],
+    layouts: bool,
+) -> usize {
     if earlier.is_empty() {
         return 0;
     }
@@ -86,11 +93,15 @@ pub fn mark_varying_verdicts(last: &mut [SectionTables], earlier: &[Vec<SectionT
                 table.rows[r][col] = Cell::text(text);
             }
             if has_verdicts {
+                let of = if layouts {
+                    format!("`cargo xtask report --layouts {runs}` (run k: layout k)")
+                } else {
+                    format!("`--repeat {runs}`")
+                };
                 table.note(format!(
-                    "Verdicts over the {runs} runs of `--repeat {runs}`: a verdict is the \
-                     runs' own where all of them gave it; \"{VARIES}\" lists each run's \
-                     verdict in order (\"-\": the run had no such row). The figures are the \
-                     last run's."
+                    "Verdicts over the {runs} runs of {of}: a verdict is the runs' own where \
+                     all of them gave it; \"{VARIES}\" lists each run's verdict in order \
+                     (\"-\": the run had no such row). The figures are the last run's."
                 ));
             }
         }
@@ -146,7 +157,7 @@ mod tests {
             goals([Verdict::Inconclusive, Verdict::Met], 1.2),
         ];
         let mut last = goals([Verdict::NotMet, Verdict::Met], 0.9);
-        assert_eq!(mark_varying_verdicts(&mut last, &earlier), 1);
+        assert_eq!(mark_varying_verdicts(&mut last, &earlier, false), 1);
         assert_eq!(
             verdicts(&last),
             ["varies between runs: not met, inconclusive, not met", "met"]
@@ -155,7 +166,7 @@ mod tests {
         // The target column's text is no verdict, and a single run changes nothing.
         assert_eq!(last[0].1[0].rows[0][2].as_text(), ">= 1.25x");
         let mut one = goals([Verdict::NotMet, Verdict::Met], 1.0);
-        assert_eq!(mark_varying_verdicts(&mut one, &[]), 0);
+        assert_eq!(mark_varying_verdicts(&mut one, &[], false), 0);
         assert!(one[0].1[0].notes.is_empty());
     }
 
@@ -164,7 +175,8 @@ mod tests {
         let mut earlier = goals([Verdict::Met, Verdict::Met], 1.0);
         earlier[0].1[0].rows.pop();
         let mut last = goals([Verdict::Met, Verdict::Met], 1.0);
-        assert_eq!(mark_varying_verdicts(&mut last, &[earlier]), 1);
+        assert_eq!(mark_varying_verdicts(&mut last, &[earlier], true), 1);
+        assert!(last[0].1[0].notes[0].contains("runs of `cargo xtask report --layouts 2`"));
         assert_eq!(verdicts(&last), ["met", "varies between runs: -, met"]);
     }
 }

@@ -2,12 +2,12 @@
 //! tables, and their Markdown and JSON forms.
 
 use crate::measure::{Estimate, Verdict};
-use serde::Serialize;
+use serde::{Deserialize, Deserializer, Serialize};
 use std::fmt::Write as _;
 use std::path::Path;
 
 /// A table cell: text, or a number with its formatted text.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 #[serde(untagged)]
 pub enum Cell {
     /// Plain text.
@@ -15,13 +15,24 @@ pub enum Cell {
     /// A number; `text` is how it prints.
     Num {
         /// The value (plotted).
+        #[serde(deserialize_with = "super::float_or_null")]
         value: f64,
         /// The printed form.
         text: String,
         /// The 95% confidence interval of `value`, if it is a measured median (error bars).
-        #[serde(skip_serializing_if = "Option::is_none")]
+        #[serde(
+            default,
+            skip_serializing_if = "Option::is_none",
+            deserialize_with = "interval_or_null"
+        )]
         ci: Option<[f64; 2]>,
     },
+}
+
+/// A cell's interval from a `report.json`, either end `null` where it was a NaN.
+fn interval_or_null<'de, D: Deserializer<'de>>(d: D) -> Result<Option<[f64; 2]>, D::Error> {
+    let ends = Option::<[Option<f64>; 2]>::deserialize(d)?;
+    Ok(ends.map(|e| e.map(|x| x.unwrap_or(f64::NAN))))
 }
 
 impl Cell {
@@ -110,7 +121,7 @@ pub fn ratio_text(e: Estimate) -> String {
 
 /// How to plot a table: one group of bars per row (labelled by the row's first cell), one bar
 /// per listed column, with error bars where the cells carry an interval.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct Plot {
     /// The x axis title: what the rows are.
     pub x_label: String,
@@ -178,7 +189,7 @@ impl Plot {
 }
 
 /// One table of a section.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct Table {
     /// File-name-safe identifier (the SVG's name).
     pub id: String,
