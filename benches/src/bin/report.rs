@@ -244,16 +244,7 @@ fn main() -> ExitCode {
             );
         }
     }
-    match result {
-        Ok(files) => {
-            println!("wrote {} under {}", files.join(", "), out.display());
-            ExitCode::SUCCESS
-        }
-        Err(e) => {
-            eprintln!("report: {e}");
-            ExitCode::FAILURE
-        }
-    }
+    written(result, &out)
 }
 
 /// The pairs of reports `(earlier, now)` of each run that the earlier program `a` made
@@ -367,23 +358,27 @@ fn compare_pair_files(args: &[String]) -> ExitCode {
     let Some(out) = out else {
         return ExitCode::SUCCESS;
     };
-    let written = std::fs::create_dir_all(&out)
+    let result = std::fs::create_dir_all(&out)
         .and_then(|()| std::fs::write(out.join("comparison.md"), &markdown))
-        .map_err(|e| e.to_string())
+        .map_err(|e| format!("{}: {e}", out.display()))
         .and_then(|()| serde_json::to_string_pretty(&tables).map_err(|e| e.to_string()))
         .and_then(|json| {
-            std::fs::write(out.join("comparison.json"), json).map_err(|e| e.to_string())
-        });
-    match written {
-        Ok(()) => {
-            println!(
-                "wrote comparison.md, comparison.json under {}",
-                out.display()
-            );
+            let path = out.join("comparison.json");
+            std::fs::write(&path, json).map_err(|e| format!("{}: {e}", path.display()))
+        })
+        .map(|()| vec!["comparison.md".into(), "comparison.json".into()]);
+    written(result, &out)
+}
+
+/// Says which files were written under `out`, or why not: the exit code.
+fn written(result: Result<Vec<String>, String>, out: &std::path::Path) -> ExitCode {
+    match result {
+        Ok(files) => {
+            println!("wrote {} under {}", files.join(", "), out.display());
             ExitCode::SUCCESS
         }
         Err(e) => {
-            eprintln!("report: {}: {e}", out.display());
+            eprintln!("report: {e}");
             ExitCode::FAILURE
         }
     }
@@ -434,16 +429,7 @@ fn merge_layouts(args: &[String]) -> ExitCode {
         files.len(),
         repeats::VARIES
     );
-    match write(&merged, &out) {
-        Ok(files) => {
-            println!("wrote {} under {}", files.join(", "), out.display());
-            ExitCode::SUCCESS
-        }
-        Err(e) => {
-            eprintln!("report: {e}");
-            ExitCode::FAILURE
-        }
-    }
+    written(write(&merged, &out), &out)
 }
 
 /// The pairs of reports a report made with `--alternate-with` wrote ([`PAIRS_FILE`]).
