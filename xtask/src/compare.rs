@@ -14,11 +14,11 @@
 //! as the runs of one report (`report layouts`: each headline per layout, each goal verdict
 //! the layouts did not agree on marked). With `--alternate` both programs are linked so,
 //! run `k` pairs the two programs' layout `k`, and the comparison is over all their pairs
-//! (`report compare --pairs`). Two builds of the same code differ by
-//! where their hot loops fall in the instruction cache, branch predictors and decoded-µop
-//! cache: on an Intel Xeon (family 6 model 0xa7) four link orders of one report program put
-//! buddy_system_allocator's one-frame row 10% apart. A move one layout makes is no move of
-//! the code; one that every pair makes, each with other layouts, is.
+//! (`report compare --pairs`). Two builds of the same code differ by where their hot loops
+//! fall in the instruction cache, branch predictors and decoded-µop cache: on an Intel Xeon
+//! (family 6 model 0xa7) four link orders of one report program put buddy_system_allocator's
+//! one-frame row 10% apart. A move one layout makes is no move of the code; one that every
+//! pair makes, each with other layouts, is.
 
 use crate::cmd;
 use std::path::{Path, PathBuf};
@@ -40,9 +40,7 @@ pub struct Resolved {
 /// The report programs of a checkout linked several ways ([`link_layouts`]).
 #[derive(Debug, PartialEq)]
 pub struct Layouts {
-    /// The checkout.
-    pub dir: PathBuf,
-    /// Its program of each layout, layout `k` (from 1) at `k - 1`.
+    /// The program of each layout, layout `k` (from 1) at `k - 1`.
     pub programs: Vec<PathBuf>,
 }
 
@@ -52,8 +50,9 @@ pub struct Layouts {
 /// for the sections of `captured` the report runs; unchanged without `--compare`.
 ///
 /// # Errors
-/// `--alternate` without a commit to compare with, `--layouts` without `--alternate` or a
-/// count, an unknown revision, a failed worktree, build or report at that commit.
+/// `--alternate` without a commit to compare with, `--layouts` without a count or with a
+/// `--compare` not alternated, an unknown revision, a failed worktree, build, link or report
+/// at that commit.
 pub fn resolve(root: &Path, args: &[String], captured: &[&str]) -> Result<Resolved, String> {
     let alternate = args.iter().any(|a| a == "--alternate");
     let mut layouts = None;
@@ -100,10 +99,7 @@ pub fn resolve(root: &Path, args: &[String], captured: &[&str]) -> Result<Resolv
         let dir = program_at_commit(root, old, &resolved, captured)?;
         if let Some(n) = layouts {
             let programs = link_layouts(&dir, n, &|| worktree_cargo(&dir))?;
-            earlier_layouts = Some(Layouts {
-                dir: dir.clone(),
-                programs,
-            });
+            earlier_layouts = Some(Layouts { programs });
         }
         resolved.extend(["--alternate-with".into(), dir.display().to_string()]);
     } else {
