@@ -12,6 +12,7 @@ pub mod clearing;
 pub mod contig_free;
 pub mod count;
 pub mod fragmentation;
+pub mod frame_table;
 pub mod guest;
 pub mod hypervisor_guest;
 pub mod machine;

@@ -10,13 +10,14 @@
 //! policy.
 
 use crate::count::{self, Workload as Counted};
+use crate::frame_table::zone_in_huge_pages;
 use crate::measure::{
     Budget, Estimate, Region, Samples, allowed_cpus, pin_current_thread, round_order,
 };
 use crate::report::ratio_text;
 use crate::{Cell, Plot, Section, SectionContext, Table, must, order};
 use buddy_sim::zero_core::{NoResched, clear_contig_pages};
-use buddy_sim::{BoxedZone, Frame, FrameClearer, OffsetMap, Order, PerCpu, Pfn, Zone, ZoneConfig};
+use buddy_sim::{BoxedZone, FrameClearer, OffsetMap, Order, Pfn, ZoneConfig};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
@@ -50,7 +51,7 @@ impl Pool {
             max_order: order(18),
             ..ZoneConfig::new(Pfn(0), (bytes / PAGE) as u64).with_cpus(cpus)
         };
-        let zone = zone_with_huge_page_metadata(cfg);
+        let zone = zone_in_huge_pages(cfg);
         // Measure the steady state: every frame initialized, none deferred.
         zone.init_deferred(u64::MAX);
         Self {
@@ -72,39 +73,6 @@ impl Pool {
         let start = pfn.0 as usize * PAGE;
         &mut self.region.as_mut_slice()[start..start + o.pages() as usize * PAGE]
     }
-}
-
-/// A zone whose frame metadata lies in memory advised for huge pages, as a kernel maps its
-/// frame table (Linux's vmemmap uses 2 MiB mappings on x86_64 and arm64): with 4 KiB pages,
-/// a 3 GiB zone's 18 MiB of metadata costs a TLB miss for nearly every block head the
-/// allocator reads, which no kernel pays (measured here: 2 MiB `alloc_zeroed` from a full
-/// pool 236 ns with 4 KiB metadata pages, 139 ns with huge ones; plain `alloc_pages` 84
-/// and 76).
-fn zone_with_huge_page_metadata(cfg: ZoneConfig) -> BoxedZone {
-    let n = cfg.nr_pages as usize;
-    let layout = std::alloc::Layout::array::<Frame>(n).unwrap_or_else(|e| panic!("layout: {e}"));
-    // SAFETY: a layout of `n` frames (not zero-sized: `n > 0` for a valid zone).
-    let ptr = unsafe { std::alloc::alloc_zeroed(layout) }.cast::<Frame>();
-    assert!(!ptr.is_null(), "frame metadata: out of memory");
-    // Advise the whole pages inside the allocation before anything touches them (glibc
-    // maps an allocation this large fresh, so none is faulted yet).
-    let start = ptr.addr().next_multiple_of(PAGE);
-    let end = (ptr.addr() + layout.size()) & !(PAGE - 1);
-    if end > start {
-        // SAFETY: advice on whole pages of this allocation; it changes no contents.
-        unsafe {
-            libc::madvise(
-                ptr.with_addr(start).cast(),
-                end - start,
-                libc::MADV_HUGEPAGE,
-            )
-        };
-    }
-    // SAFETY: `ptr` was allocated by the global allocator with the layout of `n` frames, and
-    // all-zero bytes are a valid `Frame` (`Frame::new()` is all zero).
-    let frames = unsafe { Vec::from_raw_parts(ptr, n, n) };
-    let pcps = (0..cfg.cpus).map(|_| PerCpu::new()).collect();
-    Zone::new(cfg, frames, pcps).unwrap_or_else(|e| panic!("zone: {e}"))
 }
 
 /// The ways of getting a block, compared.
