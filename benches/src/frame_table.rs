@@ -6,10 +6,9 @@
 //! allocation reads once the blocks held span more than the TLB covers, which no kernel
 //! pays: 2 MiB `alloc_zeroed` from a full pool took 236 ns with 4 KiB metadata pages and
 //! 139 ns with huge ones, plain `alloc_pages` 84 and 76 (a 3 GiB zone, 18 MiB of
-//! metadata). Worse for a benchmark, which pages a heap allocation gets depends on what the
-//! process allocated and freed before: glibc serves a large allocation from a fresh mapping
-//! or from its heap, whose pages earlier sections may have faulted in, so a zone's figures
-//! moved with the sections that ran before it.
+//! metadata). For a benchmark, which pages a heap allocation gets can also depend on what
+//! the process allocated and freed before: glibc serves a large allocation from a fresh
+//! mapping or from its heap, whose pages may already be faulted in, in either size.
 
 use crate::must;
 use buddy_sim::{BoxedZone, Frame, PerCpu, Zone, ZoneConfig};
