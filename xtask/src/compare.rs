@@ -32,16 +32,9 @@ pub struct Resolved {
     pub args: Vec<String>,
     /// `--layouts N`: the report runs once per layout of its program, `N` of them.
     pub layouts: Option<usize>,
-    /// With `--layouts N` and `--alternate`: the earlier checkout, its report program linked
-    /// `N` ways.
-    pub earlier_layouts: Option<Layouts>,
-}
-
-/// The report programs of a checkout linked several ways ([`link_layouts`]).
-#[derive(Debug, PartialEq)]
-pub struct Layouts {
-    /// The program of each layout, layout `k` (from 1) at `k - 1`.
-    pub programs: Vec<PathBuf>,
+    /// With `--layouts N` and `--alternate`: the earlier checkout's report program in each
+    /// layout, layout `k` (from 1) at `k - 1` ([`link_layouts`]).
+    pub earlier_layouts: Option<Vec<PathBuf>>,
 }
 
 /// `args` with `--compare OLD` resolved to a `report.json` (running the commit's report if
@@ -98,8 +91,7 @@ pub fn resolve(root: &Path, args: &[String], captured: &[&str]) -> Result<Resolv
     } else if alternate {
         let dir = program_at_commit(root, old, &resolved, captured)?;
         if let Some(n) = layouts {
-            let programs = link_layouts(&dir, n, &|| worktree_cargo(&dir))?;
-            earlier_layouts = Some(Layouts { programs });
+            earlier_layouts = Some(link_layouts(&dir, n, &|| worktree_cargo(&dir))?);
         }
         resolved.extend(["--alternate-with".into(), dir.display().to_string()]);
     } else {
@@ -115,9 +107,9 @@ pub fn resolve(root: &Path, args: &[String], captured: &[&str]) -> Result<Resolv
 
 /// Links the report program of the checkout `dir` in `n` layouts, each with its functions
 /// in another order (LLD's `--shuffle-sections` over `.text.*` with seed `k`, 1 to `n`), as
-/// `target/layouts/k/report`, then builds it as usual again (`target/release/report`).
-/// `cargo` makes the `cargo` command of that checkout; only the program's own crate is
-/// compiled again for each layout.
+/// `target/layouts/k/report`. `cargo` makes the `cargo` command of that checkout; only the
+/// program's own crate is compiled again for each layout. `target/release/report` is left
+/// as the last layout's: build it again where the usual program is needed.
 ///
 /// # Errors
 /// A failed build or link (a toolchain whose linker is not LLD), or copy.
@@ -147,9 +139,6 @@ pub fn link_layouts(
         std::fs::copy(&built, &program).map_err(|e| format!("{}: {e}", program.display()))?;
         programs.push(program);
     }
-    let mut c = cargo();
-    c.arg("build").args(build);
-    cmd::status(&mut c)?;
     Ok(programs)
 }
 

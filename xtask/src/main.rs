@@ -157,7 +157,7 @@ fn report(root: &std::path::Path, args: &[String]) -> ExitCode {
     // that section out): the x86_64 kernel's ring-0 figures under KVM, then the guests
     // under QEMU.
     let only = compare::only(&args);
-    let mut c = cmd::cargo(root);
+    let mut logs = Vec::with_capacity(CAPTURES.len());
     for capture in CAPTURES {
         let log = root.join("target/report").join(capture.log);
         if only.is_empty() || only.contains(&capture.section) {
@@ -167,12 +167,13 @@ fn report(root: &std::path::Path, args: &[String]) -> ExitCode {
                 return ExitCode::FAILURE;
             }
         }
-        c.env(capture.env, &log);
+        logs.push((capture.env, log));
     }
     let result = match layouts {
-        Some(n) => report_in_layouts(root, &args, n, earlier_layouts.as_ref(), &c),
+        Some(n) => report_in_layouts(root, &args, n, earlier_layouts.as_deref(), &logs),
         None => {
-            c.args([
+            let mut c = cmd::cargo(root);
+            c.envs(logs).args([
                 "run",
                 "--release",
                 "--quiet",
@@ -198,21 +199,29 @@ fn report(root: &std::path::Path, args: &[String]) -> ExitCode {
 /// `--layouts N`: this checkout's report program linked in `n` layouts, the report run once
 /// per layout (written under `OUT/layouts/k/`), then merged as the runs of one report under
 /// `OUT/layouts/` (`report layouts`). With `--compare COMMIT --alternate`, `earlier` holds
-/// the earlier program's layouts: run `k` pairs both programs' layout `k`, and the
-/// comparison over all their pairs goes under `OUT/layouts/` too. `logs` carries the
-/// kernels' logs (its environment); the programs run in the workspace, as the report's
-/// `cargo run` does.
+/// the earlier program of each layout: run `k` pairs both programs' layout `k`, and the
+/// comparison over all their pairs goes under `OUT/layouts/` too. `logs` names the kernels'
+/// logs (variable, file); the programs run in the workspace, as the report's `cargo run`
+/// does.
 fn report_in_layouts(
     root: &std::path::Path,
     args: &[String],
     n: usize,
-    earlier: Option<&compare::Layouts>,
-    logs: &std::process::Command,
+    earlier: Option<&[PathBuf]>,
+    logs: &[(&str, PathBuf)],
 ) -> Result<(), String> {
     let programs = compare::link_layouts(root, n, &|| cmd::cargo(root))?;
+    // The usual program again: it merges and compares the runs, and stays what
+    // `target/release/report` is.
+    cmd::status(cmd::cargo(root).args(["build", "--release", "-p", "benches", "--bin", "report"]))?;
     let out = compare::out(args).unwrap_or_else(|| "target/report".into());
     let out = PathBuf::from(out).join("layouts");
     let args = compare::without_out(args);
+    let in_root = |program: &std::path::Path| {
+        let mut c = std::process::Command::new(program);
+        c.current_dir(root);
+        c
+    };
     let (mut reports, mut pair_files) = (Vec::new(), Vec::new());
     for (k, now) in programs.iter().enumerate() {
         let dir = out.join((k + 1).to_string());
@@ -221,35 +230,33 @@ fn report_in_layouts(
             k + 1,
             dir.display()
         );
-        let mut c = std::process::Command::new(now);
-        c.current_dir(root).args(&args);
-        if let Some(before) = earlier.and_then(|e| e.programs.get(k)) {
+        let mut c = in_root(now);
+        c.args(&args).envs(logs.iter().map(|(var, log)| (var, log)));
+        if let Some(before) = earlier.and_then(|e| e.get(k)) {
             c.arg("--alternate-program").arg(before);
             pair_files.push(dir.join("alternated-pairs.json"));
         }
-        c.arg("--out").arg(&dir);
-        c.envs(logs.get_envs().filter_map(|(k, v)| Some((k, v?))));
-        cmd::status(&mut c)?;
+        cmd::status(c.arg("--out").arg(&dir))?;
         reports.push(dir.join("report.json"));
     }
     let report = root.join("target/release/report");
-    let mut c = std::process::Command::new(&report);
-    c.current_dir(root)
-        .arg("layouts")
-        .args(&reports)
-        .arg("--out")
-        .arg(&out);
-    cmd::status(&mut c)?;
+    cmd::status(
+        in_root(&report)
+            .arg("layouts")
+            .args(&reports)
+            .arg("--out")
+            .arg(&out),
+    )?;
     if pair_files.is_empty() {
         return Ok(());
     }
-    let mut c = std::process::Command::new(&report);
-    c.current_dir(root)
-        .args(["compare", "--pairs"])
-        .args(&pair_files)
-        .arg("--out")
-        .arg(&out);
-    cmd::status(&mut c)
+    cmd::status(
+        in_root(&report)
+            .args(["compare", "--pairs"])
+            .args(&pair_files)
+            .arg("--out")
+            .arg(&out),
+    )
 }
 
 fn workspace_root() -> PathBuf {

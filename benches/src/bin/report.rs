@@ -174,7 +174,7 @@ fn main() -> ExitCode {
         report.runs.push(ctx.headlines.take());
     }
     ctx.progress.finish_and_clear();
-    let varied = repeats::mark_varying_verdicts(&mut report.sections, &earlier_runs, false);
+    let varied = report.mark_varying_verdicts(&earlier_runs);
     report.header.date = machine::utc_now();
     println!("{}", report.headline_table().markdown(false));
     // Each pair of runs compared: (the earlier report, this one), one pair but with
@@ -327,14 +327,9 @@ fn compare_files(args: &[String]) -> ExitCode {
 
 /// `report compare --pairs FILE... [--out DIR]` (see [`compare_files`]).
 fn compare_pair_files(args: &[String]) -> ExitCode {
-    let (files, out) = match args.iter().position(|a| a == "--out") {
-        Some(at) if at + 2 == args.len() => (&args[..at], Some(PathBuf::from(&args[at + 1]))),
-        Some(_) => return usage("--out (after the pair files, with a directory)"),
-        None => (args, None),
+    let Some((files, out)) = files_then_out(args) else {
+        return usage("--pairs (PAIRS.json... [--out DIR])");
     };
-    if files.is_empty() {
-        return usage("--pairs (at least one file)");
-    }
     let mut pairs = Vec::new();
     for file in files {
         match read_pairs(std::path::Path::new(file)) {
@@ -390,20 +385,15 @@ fn written(result: Result<Vec<String>, String>, out: &std::path::Path) -> ExitCo
 /// layout's tables, and each goal verdict the layouts did not agree on marked; written as
 /// `report.md`, `report.json` and the plots under `DIR`.
 fn merge_layouts(args: &[String]) -> ExitCode {
-    let (files, out) = match args.iter().position(|a| a == "--out") {
-        Some(at) if at + 2 == args.len() && at > 0 => (&args[..at], PathBuf::from(&args[at + 1])),
-        _ => return usage("layouts (REPORT.json... --out DIR)"),
+    let Some((files, Some(out))) = files_then_out(args) else {
+        return usage("layouts (REPORT.json... --out DIR)");
     };
     let mut reports = Vec::with_capacity(files.len());
     for file in files {
-        let path = std::path::Path::new(file);
-        let read = std::fs::read_to_string(path)
-            .map_err(|e| e.to_string())
-            .and_then(|t| serde_json::from_str::<Report>(&t).map_err(|e| e.to_string()));
-        match read {
+        match read_json::<Report>(std::path::Path::new(file)) {
             Ok(r) => reports.push(r),
             Err(e) => {
-                eprintln!("report: {}: {e}", path.display());
+                eprintln!("report: {e}");
                 return ExitCode::from(2);
             }
         }
@@ -422,7 +412,7 @@ fn merge_layouts(args: &[String]) -> ExitCode {
     runs.extend(merged.runs.pop());
     merged.runs = runs;
     merged.layouts = true;
-    let varied = repeats::mark_varying_verdicts(&mut merged.sections, &earlier, true);
+    let varied = merged.mark_varying_verdicts(&earlier);
     println!("{}", merged.headline_table().markdown(false));
     println!(
         "goal verdicts the {} layouts did not agree on: {varied} (\"{}\" in the tables)",
@@ -432,13 +422,28 @@ fn merge_layouts(args: &[String]) -> ExitCode {
     written(write(&merged, &out), &out)
 }
 
+/// The files of `args` up to an `--out DIR` that ends them, and that directory if given;
+/// `None` without a file, or with `--out` elsewhere or without its directory.
+fn files_then_out(args: &[String]) -> Option<(&[String], Option<PathBuf>)> {
+    let (files, out) = match args.iter().position(|a| a == "--out") {
+        Some(at) if at + 2 == args.len() => (&args[..at], Some(PathBuf::from(&args[at + 1]))),
+        Some(_) => return None,
+        None => (args, None),
+    };
+    (!files.is_empty()).then_some((files, out))
+}
+
+/// The JSON file at `path`, read as a `T`; the error names the file.
+fn read_json<T: serde::de::DeserializeOwned>(path: &std::path::Path) -> Result<T, String> {
+    let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    serde_json::from_str(&text).map_err(|e| format!("{}: {e}", path.display()))
+}
+
 /// The pairs of reports a report made with `--alternate-with` wrote ([`PAIRS_FILE`]).
 fn read_pairs(
     path: &std::path::Path,
 ) -> Result<Vec<(serde_json::Value, serde_json::Value)>, String> {
-    let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
-    let pairs: Vec<(serde_json::Value, serde_json::Value)> =
-        serde_json::from_str(&text).map_err(|e| format!("{}: {e}", path.display()))?;
+    let pairs: Vec<(serde_json::Value, serde_json::Value)> = read_json(path)?;
     if pairs.is_empty() {
         return Err(format!("{}: no pair of reports", path.display()));
     }
@@ -452,9 +457,7 @@ fn read_pairs(
 
 /// An earlier `report.json`.
 fn read_report(path: &std::path::Path) -> Result<serde_json::Value, String> {
-    let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
-    let value: serde_json::Value =
-        serde_json::from_str(&text).map_err(|e| format!("{}: {e}", path.display()))?;
+    let value: serde_json::Value = read_json(path)?;
     if value["sections"].is_array() {
         Ok(value)
     } else {

@@ -488,10 +488,10 @@ fn comparison_tables(c: &Comparison, earlier: &Value, now: &Value, runs: usize) 
     ));
     if runs > 1 {
         summary.note(format!(
-            "Over {runs} pairs of runs (`--repeat`, or `--layouts` of `cargo xtask report`: each \
-             section of a pair run side by side): a figure is counted and listed as moved only if it moved the same way in \
-             every pair, and as notable only if notable in every pair; the figures are the last \
-             pair's, with each pair's change."
+            "Over {runs} pairs of runs (`--repeat`, or `--layouts` of `cargo xtask report`: \
+             each section of a pair run side by side): a figure is counted and listed as moved \
+             only if it moved the same way in every pair, and as notable only if notable in \
+             every pair; the figures are the last pair's, with each pair's change."
         ));
     }
     let mut columns = vec![

@@ -209,6 +209,13 @@ impl Report {
             .collect()
     }
 
+    /// Marks each goal verdict of this report's tables that an earlier run's `earlier`
+    /// sections gave otherwise ([`repeats::mark_varying_verdicts`], the runs named as
+    /// [`Report::layouts`] says); how many varied.
+    pub fn mark_varying_verdicts(&mut self, earlier: &[Vec<repeats::SectionTables>]) -> usize {
+        repeats::mark_varying_verdicts(&mut self.sections, earlier, self.layouts)
+    }
+
     /// The headline ratios of the last run and, with several runs, how far each run's figure
     /// is from the first run's.
     #[must_use]
@@ -283,7 +290,7 @@ impl Report {
 
 /// Why a headline ratio moved between runs, from its intervals: overlapping intervals mean the
 /// figure's own noise is as wide as the difference; disjoint ones that the machine changed
-/// between the runs.
+/// between the runs, or, over `layouts`, that where the code lies moves the figure.
 fn why_unstable(figures: &[Option<Estimate>], layouts: bool) -> String {
     let known: Vec<Estimate> = figures.iter().flatten().copied().collect();
     if known.len() < figures.len() {
