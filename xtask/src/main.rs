@@ -197,7 +197,7 @@ fn report(root: &std::path::Path, args: &[String]) -> ExitCode {
 }
 
 /// `--layouts N`: this checkout's report program linked in `n` layouts, the report run once
-/// per layout (written under `OUT/layouts/k/`), then merged as the runs of one report under
+/// per layout (written under `OUT/layouts/k/`, that folder cleared first), then merged as the runs of one report under
 /// `OUT/layouts/` (`report layouts`). With `--compare COMMIT --alternate`, `earlier` holds
 /// the earlier program of each layout: run `k` pairs both programs' layout `k`, and the
 /// comparison over all their pairs goes under `OUT/layouts/` too. `logs` names the kernels'
@@ -216,6 +216,14 @@ fn report_in_layouts(
     cmd::status(cmd::cargo(root).args(["build", "--release", "-p", "benches", "--bin", "report"]))?;
     let out = compare::out(args).unwrap_or_else(|| "target/report".into());
     let out = PathBuf::from(out).join("layouts");
+    // An earlier run's layouts (more of them, or another commit's) would stay beside
+    // these, unread but looking current.
+    // (Relative to the workspace, where the programs run.)
+    let stale = root.join(&out);
+    if stale.exists() {
+        std::fs::remove_dir_all(&stale)
+            .map_err(|e| format!("clearing {} for the layouts: {e}", stale.display()))?;
+    }
     let args = compare::without_out(args);
     let in_root = |program: &std::path::Path| {
         let mut c = std::process::Command::new(program);

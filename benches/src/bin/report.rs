@@ -398,9 +398,10 @@ fn merge_layouts(args: &[String]) -> ExitCode {
             }
         }
     }
-    let Some(mut merged) = reports.pop() else {
+    let (Some(header), Some(mut merged)) = (merged_header(&reports), reports.pop()) else {
         return usage("layouts (at least one report)");
     };
+    merged.header = header;
     let earlier: Vec<Vec<repeats::SectionTables>> = reports
         .iter_mut()
         .map(|r| std::mem::take(&mut r.sections))
@@ -420,6 +421,38 @@ fn merge_layouts(args: &[String]) -> ExitCode {
         repeats::VARIES
     );
     written(write(&merged, &out), &out)
+}
+
+/// The header of the layouts' runs merged as one report: the last run's date, CPU and
+/// toolchain; each run's arguments (each names its layout's out directory), and each
+/// commit where the runs' differ.
+fn merged_header(reports: &[Report]) -> Option<Header> {
+    let (first, last) = (reports.first()?, reports.last()?);
+    let list = |field: fn(&Header) -> &str| -> String {
+        let all: Vec<&str> = reports.iter().map(|r| field(&r.header)).collect();
+        if all.iter().all(|x| *x == field(&first.header)) {
+            field(&first.header).to_string()
+        } else {
+            let each: Vec<String> = all
+                .iter()
+                .enumerate()
+                .map(|(k, x)| format!("layout {}: {x}", k + 1))
+                .collect();
+            each.join("; ")
+        }
+    };
+    Some(Header {
+        date: if first.header.date == last.header.date {
+            last.header.date.clone()
+        } else {
+            format!("{} to {}", first.header.date, last.header.date)
+        },
+        commit: list(|h| &h.commit),
+        toolchain: list(|h| &h.toolchain),
+        cpu: list(|h| &h.cpu),
+        pinned_cpu: last.header.pinned_cpu,
+        arguments: list(|h| &h.arguments),
+    })
 }
 
 /// The files of `args` up to an `--out DIR` that ends them, and that directory if given;
@@ -547,10 +580,10 @@ mod tests {
     }
 
     /// A whole report whose headline is `ratio` and whose goal table's verdict is `verdict`.
-    fn whole_report(ratio: f64, verdict: &str) -> serde_json::Value {
+    fn whole_report(ratio: f64, verdict: &str, arguments: &str) -> serde_json::Value {
         serde_json::json!({
             "header": {"date": "d", "commit": "c0ffee", "toolchain": "t", "cpu": "c",
-                       "pinned_cpu": null, "arguments": ""},
+                       "pinned_cpu": null, "arguments": arguments},
             "quick": false,
             "runs": [[{"name": "ours over the peer",
                        "ratio": {"median": ratio, "lo": ratio, "hi": null, "n": 1}}]],
@@ -572,7 +605,8 @@ mod tests {
             .enumerate()
         {
             let path = dir.join(format!("{k}.json"));
-            std::fs::write(&path, whole_report(ratio, verdict).to_string()).unwrap();
+            let report = whole_report(ratio, verdict, &format!("--out {k}"));
+            std::fs::write(&path, report.to_string()).unwrap();
             args.push(path.display().to_string());
         }
         let out = dir.join("merged");
@@ -591,6 +625,12 @@ mod tests {
             md.contains("runs of `cargo xtask report --layouts 3`"),
             "{md}"
         );
+        // The header names each layout's arguments, and what they share once.
+        assert!(
+            md.contains("| arguments | layout 1: --out 0; layout 2: --out 1; layout 3: --out 2 |"),
+            "{md}"
+        );
+        assert!(md.contains("| commit | c0ffee |"), "{md}");
         let json = std::fs::read_to_string(out.join("report.json")).unwrap();
         let merged: serde_json::Value = serde_json::from_str(&json).unwrap();
         assert_eq!(merged["layouts"], true);
