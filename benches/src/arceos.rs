@@ -108,11 +108,9 @@ struct Pair {
 /// peers that keep their metadata in the memory they manage write to it).
 struct Memory(Vec<u64>);
 
-/// The alignment of each peer's region: 2 MiB, as a kernel's memory map gives its regions
-/// (and buddy-slab-allocator's `GlobalAllocator` asks of its own). Where the host's
-/// allocator put a region decides what buddy-slab-allocator's buddy does with requests
-/// aligned above their size (it refuses 4 pages aligned to 8-64 KiB in one placement and
-/// serves them in another): one alignment for every run keeps those rows comparable.
+/// The alignment of each peer's region: 2 MiB, as a kernel's memory map gives its regions;
+/// buddy-slab-allocator's `GlobalAllocator` also starts its heap, after its metadata, on
+/// such a boundary ([`SlabPages::new`] places it so).
 const REGION_ALIGN: usize = 2 << 20;
 
 impl Memory {
@@ -137,17 +135,34 @@ pub(crate) struct SlabPages {
 }
 
 impl SlabPages {
+    /// The allocator over [`PAGES`] pages of memory of its own, its heap (the pages after
+    /// its metadata) starting on a [`REGION_ALIGN`] boundary, where its own
+    /// `GlobalAllocator` (ax-alloc 0.9's, over a kernel's memory region) starts it.
+    /// `BuddyAllocator::init` starts the heap at the first page past the metadata, and the
+    /// buddy checks an alignment against the heap's first page: a heap at an odd page
+    /// refuses every run aligned to more than a page, whatever memory is free.
     pub(crate) fn new() -> Self {
-        let mut memory = Memory::new(
-            PAGES * PAGE
-                + buddy_slab_allocator::BuddyAllocator::<PAGE>::required_meta_size(PAGES * PAGE),
-        );
-        let (start, len) = memory.region();
-        let mut a = buddy_slab_allocator::BuddyAllocator::<PAGE>::new();
-        // SAFETY: the region is this value's memory, used by nothing else, and lives as long
-        // as the allocator (both fields of this value).
-        unsafe { a.init(core::slice::from_raw_parts_mut(start as *mut u8, len)) }
-            .unwrap_or_else(|e| panic!("buddy-slab-allocator init: {e:?}"));
+        type Buddy = buddy_slab_allocator::BuddyAllocator<PAGE>;
+        let len = PAGES * PAGE + Buddy::required_meta_size(PAGES * PAGE);
+        // Room for the region to start up to one alignment later.
+        let mut memory = Memory::new(len + REGION_ALIGN);
+        let (aligned, _) = memory.region();
+        let init = |start: usize| {
+            let mut a = Buddy::new();
+            // SAFETY: `[start, start + len)` lies in this value's memory, used by nothing
+            // else, which lives as long as the allocator (both fields of this value); an
+            // allocator made over it before is dropped unused.
+            unsafe { a.init(core::slice::from_raw_parts_mut(start as *mut u8, len)) }
+                .unwrap_or_else(|e| panic!("buddy-slab-allocator init: {e:?}"));
+            let heap = a.section(0).map_or(0, |s| s.start);
+            (a, heap)
+        };
+        // Where the heap starts past a region's start (its section and metadata, to a
+        // page), then the region that puts it on the next boundary.
+        let before = init(aligned).1 - aligned;
+        assert!(before < REGION_ALIGN, "metadata of {before} bytes");
+        let (a, heap) = init(aligned + REGION_ALIGN - before);
+        assert_eq!(heap % REGION_ALIGN, 0, "the heap on a {REGION_ALIGN}-byte boundary");
         Self {
             a: spin::Mutex::new(a),
             _memory: memory,
@@ -1141,5 +1156,17 @@ bench page-table pages (alloc + free of 1 page): 196 ns per call
         assert!(parse_qemu("ARCEOS RUN arch=x86_64 allocator=bitmap\nbench: done\n", 1).is_err());
         // Runs of another CPU count are not these.
         assert!(parse_qemu(LOG, 2).is_err());
+    }
+
+    #[test]
+    fn buddy_slab_allocator_serves_runs_aligned_past_their_size() {
+        // Its heap on a 2 MiB boundary, as its own `GlobalAllocator` starts it: at an odd
+        // page it refused every run aligned past a page.
+        let a = SlabPages::new();
+        for (pages, align) in [(4, 2 * PAGE), (4, 16 * PAGE), (1, 512 * PAGE)] {
+            let at = a.alloc(pages, align).expect("a run, aligned");
+            assert_eq!(at % align, 0, "{pages} pages aligned {align}");
+            a.dealloc(at, pages);
+        }
     }
 }
