@@ -162,7 +162,11 @@ impl SlabPages {
         let before = init(aligned).1 - aligned;
         assert!(before < REGION_ALIGN, "metadata of {before} bytes");
         let (a, heap) = init(aligned + REGION_ALIGN - before);
-        assert_eq!(heap % REGION_ALIGN, 0, "the heap on a {REGION_ALIGN}-byte boundary");
+        assert_eq!(
+            heap % REGION_ALIGN,
+            0,
+            "the heap on a {REGION_ALIGN}-byte boundary"
+        );
         Self {
             a: spin::Mutex::new(a),
             _memory: memory,

@@ -649,9 +649,7 @@ fn rows(
                 format!(">= {GOAL}x (the peer refused {} calls of a round)", r[peer]),
                 match verdict {
                     Verdict::Met => Cell::verdict(verdict),
-                    Verdict::NotMet | Verdict::Inconclusive => {
-                        Cell::text(NOT_JUDGED_REFUSED)
-                    }
+                    Verdict::NotMet | Verdict::Inconclusive => Cell::text(NOT_JUDGED_REFUSED),
                 },
             ),
             _ => (format!(">= {GOAL}x"), Cell::verdict(verdict)),
