@@ -140,7 +140,8 @@ impl SlabPages {
     /// `GlobalAllocator` (ax-alloc 0.9's, over a kernel's memory region) starts it.
     /// `BuddyAllocator::init` starts the heap at the first page past the metadata, and the
     /// buddy checks an alignment against the heap's first page: a heap at an odd page
-    /// refuses every run aligned to more than a page, whatever memory is free.
+    /// refuses every run of two pages or more aligned to more than a page, whatever memory
+    /// is free.
     pub(crate) fn new() -> Self {
         type Buddy = buddy_slab_allocator::BuddyAllocator<PAGE>;
         let len = PAGES * PAGE + Buddy::required_meta_size(PAGES * PAGE);
@@ -1165,7 +1166,7 @@ bench page-table pages (alloc + free of 1 page): 196 ns per call
     #[test]
     fn buddy_slab_allocator_serves_runs_aligned_past_their_size() {
         // Its heap on a 2 MiB boundary, as its own `GlobalAllocator` starts it: at an odd
-        // page it refused every run aligned past a page.
+        // page it refused every run of two pages or more aligned past a page.
         let a = SlabPages::new();
         for (pages, align) in [(4, 2 * PAGE), (4, 16 * PAGE), (1, 512 * PAGE)] {
             let at = a.alloc(pages, align).expect("a run, aligned");

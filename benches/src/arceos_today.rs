@@ -746,9 +746,11 @@ fn tables(ctx: &SectionContext) -> Vec<Table> {
          allocators on its own project's workloads. Where a peer refused calls that \
          buddy-sim served, its time is partly that of its refusals: buddy-sim faster all the \
          same meets the goal, and a row where it is not says \"not judged\" (shown, not \
-         judged, as work that differs). buddy-slab-allocator 0.6.1 checks an alignment against \
-         its heap's first page, not the run's: with its heap after its metadata here, at an \
-         odd page, it refuses every run aligned to more than a page, whatever memory is free \
+         judged, as work that differs). buddy-slab-allocator 0.6.1's heap starts on a 2 MiB \
+         boundary, as its own `GlobalAllocator` starts it: its buddy checks an alignment \
+         against the heap's first page, not the run's, and at the first page past its \
+         metadata (where `BuddyAllocator::init` alone starts it, an odd page here) it refused \
+         every run of two pages or more aligned to more than a page, whatever memory was free \
          (4 pages aligned to 8, 16 or 64 KiB).",
     );
     // buddy-slab-allocator's heap is a singleton: this one gone before the next is made.
