@@ -197,12 +197,12 @@ fn report(root: &std::path::Path, args: &[String]) -> ExitCode {
 }
 
 /// `--layouts N`: this checkout's report program linked in `n` layouts, the report run once
-/// per layout (written under `OUT/layouts/k/`, that folder cleared first), then merged as the runs of one report under
-/// `OUT/layouts/` (`report layouts`). With `--compare COMMIT --alternate`, `earlier` holds
-/// the earlier program of each layout: run `k` pairs both programs' layout `k`, and the
-/// comparison over all their pairs goes under `OUT/layouts/` too. `logs` names the kernels'
-/// logs (variable, file); the programs run in the workspace, as the report's `cargo run`
-/// does.
+/// per layout (written under `OUT/layouts/k/`, that folder cleared first), then merged as
+/// the runs of one report under `OUT/layouts/` (`report layouts`). With `--compare COMMIT
+/// --alternate`, `earlier` holds the earlier program of each layout: run `k` pairs both
+/// programs' layout `k`, and the comparison over all their pairs goes under `OUT/layouts/`
+/// too. `logs` names the kernels' logs (variable, file); the programs run in the workspace,
+/// as the report's `cargo run` does.
 fn report_in_layouts(
     root: &std::path::Path,
     args: &[String],
