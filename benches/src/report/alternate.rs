@@ -77,7 +77,15 @@ impl Alternate {
         quick: bool,
         vars: impl Iterator<Item = (OsString, OsString)>,
     ) -> Result<Self, String> {
-        let program = program.map_or_else(|| dir.join("target/release/report"), Path::to_path_buf);
+        // Absolute: the program runs in the checkout, where a relative path (of the
+        // program, or the logs under `dir`) would name another file.
+        let absolute = |p: &Path| {
+            std::path::absolute(p).map_err(|e| format!("--alternate-with: {}: {e}", p.display()))
+        };
+        let dir = absolute(dir)?;
+        let program = absolute(
+            &program.map_or_else(|| dir.join("target/release/report"), Path::to_path_buf),
+        )?;
         if !program.is_file() {
             return Err(format!(
                 "--alternate-with {}: no {} (build it there: cargo build --release -p benches \
@@ -87,10 +95,10 @@ impl Alternate {
             ));
         }
         Ok(Self {
-            dir: dir.to_path_buf(),
+            logs: earlier_logs(&dir, vars),
+            dir,
             program,
             quick,
-            logs: earlier_logs(dir, vars),
             header: None,
             runs: Vec::new(),
             order: Vec::new(),
@@ -324,6 +332,30 @@ printf '{"header":{"commit":"c0ffee"},"quick":%s,"runs":[],"sections":[["%s",[{"
     }
 
     #[cfg(unix)]
+    #[cfg(unix)]
+    #[test]
+    fn a_relative_checkout_and_program_run_from_where_they_were_named() {
+        // The same checkout named relative to this process's directory: its program and
+        // logs must not be looked up again inside the checkout, where the program runs.
+        let dir = checkout("relative", "exit 0");
+        let cwd = std::env::current_dir().unwrap();
+        let up: std::path::PathBuf = cwd.components().skip(1).map(|_| "..").collect();
+        let relative = up.join(dir.strip_prefix("/").unwrap());
+        assert!(relative.is_relative());
+        let program = relative.join("target/release/report");
+        let vars: [(std::ffi::OsString, std::ffi::OsString); 1] =
+            [("ZC_TEST_RELATIVE_LOG".into(), "k.log".into())];
+        let a = Alternate::with_vars(&relative, Some(&program), false, vars.into_iter()).unwrap();
+        assert!(
+            a.dir.is_absolute() && a.program.is_absolute(),
+            "{:?}",
+            a.program
+        );
+        assert!(a.program.is_file());
+        assert!(a.logs.iter().all(|(_, log)| log.is_absolute()));
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
     #[test]
     fn no_section_made_is_no_earlier_report() {
         let dir = checkout("none", "exit 1");
