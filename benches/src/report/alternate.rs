@@ -332,7 +332,6 @@ printf '{"header":{"commit":"c0ffee"},"quick":%s,"runs":[],"sections":[["%s",[{"
     }
 
     #[cfg(unix)]
-    #[cfg(unix)]
     #[test]
     fn a_relative_checkout_and_program_run_from_where_they_were_named() {
         // The same checkout named relative to this process's directory: its program and
@@ -356,6 +355,7 @@ printf '{"header":{"commit":"c0ffee"},"quick":%s,"runs":[],"sections":[["%s",[{"
         std::fs::remove_dir_all(&dir).unwrap();
     }
 
+    #[cfg(unix)]
     #[test]
     fn no_section_made_is_no_earlier_report() {
         let dir = checkout("none", "exit 1");
