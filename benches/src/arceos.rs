@@ -155,7 +155,10 @@ impl SlabPages {
             // allocator made over it before is dropped unused.
             unsafe { a.init(core::slice::from_raw_parts_mut(start as *mut u8, len)) }
                 .unwrap_or_else(|e| panic!("buddy-slab-allocator init: {e:?}"));
-            let heap = a.section(0).map_or(0, |s| s.start);
+            let heap = a
+                .section(0)
+                .unwrap_or_else(|| panic!("buddy-slab-allocator: no section after its init"))
+                .start;
             (a, heap)
         };
         // Where the heap starts past a region's start (its section and metadata, to a

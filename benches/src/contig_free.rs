@@ -1039,11 +1039,8 @@ fn peer_table(ctx: &SectionContext, iterations: u32, budget: Budget) -> PeerTabl
     }
     t.note(format!(
         "Same frame counts on both: a {} Ki-frame zone, MAX_ORDER 10 (`FrameAllocator<11>`), \
-         its frame metadata in huge pages as a kernel's frame table is (`frame_table`; side \
-         by side with the same zones in 4 KiB pages, two link layouts, order 3 read 1.22x \
-         and 1.18x against 1.18x and 1.08x, its frozen twin 1.53x and 1.43x against 1.47x \
-         and 1.31x, orders 0 and 9 the same; the peer's times do not move with huge pages \
-         for all of its heap, GLIBC_TUNABLES=glibc.malloc.hugetlb=1: its B-tree is small). \
+         its frame metadata in huge pages as a kernel's frame table is (`frame_table`; the \
+         peer keeps its free blocks in small B-trees on the process heap). \
          buddy_system_allocator keeps a BTreeSet per order and has no refcounts, per-cpu lists \
          or per-page checks; buddy-sim does all of that (per-cpu lists for orders 0-3 and 9). \
          `free_contig_range` must drop a reference and check each of the 512 pages (its \

@@ -217,8 +217,7 @@ fn report_in_layouts(
     let out = compare::out(args).unwrap_or_else(|| "target/report".into());
     let out = PathBuf::from(out).join("layouts");
     // An earlier run's layouts (more of them, or another commit's) would stay beside
-    // these, unread but looking current.
-    // (Relative to the workspace, where the programs run.)
+    // these, unread but looking current; `out` is the workspace's, where the programs run.
     let stale = root.join(&out);
     if stale.exists() {
         std::fs::remove_dir_all(&stale)

@@ -429,17 +429,16 @@ fn merge_layouts(args: &[String]) -> ExitCode {
 fn merged_header(reports: &[Report]) -> Option<Header> {
     let (first, last) = (reports.first()?, reports.last()?);
     let list = |field: fn(&Header) -> &str| -> String {
-        let all: Vec<&str> = reports.iter().map(|r| field(&r.header)).collect();
-        if all.iter().all(|x| *x == field(&first.header)) {
-            field(&first.header).to_string()
-        } else {
-            let each: Vec<String> = all
-                .iter()
-                .enumerate()
-                .map(|(k, x)| format!("layout {}: {x}", k + 1))
-                .collect();
-            each.join("; ")
+        let shared = field(&first.header);
+        if reports.iter().all(|r| field(&r.header) == shared) {
+            return shared.to_string();
         }
+        let each: Vec<String> = reports
+            .iter()
+            .enumerate()
+            .map(|(k, r)| format!("layout {}: {}", k + 1, field(&r.header)))
+            .collect();
+        each.join("; ")
     };
     Some(Header {
         date: if first.header.date == last.header.date {

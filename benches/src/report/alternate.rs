@@ -79,9 +79,8 @@ impl Alternate {
     ) -> Result<Self, String> {
         // Absolute: the program runs in the checkout, where a relative path (of the
         // program, or the logs under `dir`) would name another file.
-        let absolute = |p: &Path| {
-            std::path::absolute(p).map_err(|e| format!("--alternate-with: {}: {e}", p.display()))
-        };
+        let absolute =
+            |p: &Path| std::path::absolute(p).map_err(|e| format!("{}: {e}", p.display()));
         let dir = absolute(dir)?;
         let program = absolute(
             &program.map_or_else(|| dir.join("target/release/report"), Path::to_path_buf),
