@@ -244,12 +244,7 @@ impl FreeArea {
             // Its pageblocks all of one type, none isolated: freed pageblock by pageblock
             // they would merge back into this block (merging does not depend on the order of
             // the frees), so it is freed whole, merged from its own order up.
-            let bits = |chunk| m.pageblock_bits_frame(chunk).pageblock_bits();
-            let first = bits(idx);
-            // The first chunk is `idx`, read above.
-            let uniform = !Pageblock::from_bits(first).isolated
-                && chunks().skip(1).all(|chunk| bits(chunk) == first);
-            if !uniform {
+            if !uniform_pageblocks(m, idx, order) {
                 // Pageblock by pageblock, each to its own type's lists (`split_large_buddy`):
                 // they merge back where their types allow.
                 for chunk in chunks() {
@@ -797,6 +792,31 @@ impl FreeArea {
 #[inline]
 const fn mergeable(list: u8) -> bool {
     list < CMA
+}
+
+/// Whether the pageblocks of the block of `order` (above the pageblock order) at `idx`, a
+/// block of the zone, are all of one type and none isolated. The frame holding a
+/// pageblock's bits sits at the same offset in each of its pageblocks
+/// ([`FrameMap::pageblock_bits_index`]), so the block's are one stride apart, read in a
+/// plain loop rather than looked up pageblock by pageblock from their pfns. A frame past
+/// the zone, which a block of the zone never reaches, reads as not uniform: the caller's
+/// pageblock-by-pageblock free, right for any block.
+#[inline]
+fn uniform_pageblocks(m: FrameMap<'_>, idx: FrameIdx, order: Order) -> bool {
+    let stride = m.pageblock_pages() as usize;
+    let mut at = m.pageblock_bits_index(m.pfn(idx));
+    let first = m.frames.at(at).pageblock_bits();
+    if Pageblock::from_bits(first).isolated {
+        return false;
+    }
+    for _ in 1..order.pages() as usize / stride {
+        at += stride;
+        match m.frames.get(at) {
+            Some(frame) if frame.pageblock_bits() == first => {}
+            _ => return false,
+        }
+    }
+    true
 }
 
 /// The buddy the free block at `idx` of `order` (known zero as `zeroed` says, on list
@@ -1467,5 +1487,89 @@ impl FreeArea {
             list.push_before_zeroed(m.frames, idx);
         }
         self.reporting.counts.reported_free += order.pages();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::set_pageblocks;
+    use crate::migratetype::{MigrateType, Pageblock};
+    use crate::types::Order;
+    use crate::zone::config::ZoneConfig;
+    use crate::zone::{FreeWhere, StaticZone};
+    use mm_types::Pfn;
+
+    /// A zone of two blocks of order 10, each two pageblocks; a frozen block of order 10
+    /// allocated from it, and the zone, for a test to change the block's pageblocks and free
+    /// it. Each test its own zone: tests run in parallel.
+    macro_rules! zone_with_a_block {
+        () => {{
+            static ZONE: StaticZone<2048, 1> =
+                StaticZone::new_static(ZoneConfig::new(Pfn(0x1_0000), 2048));
+            let block = ZONE.cpu(0).unwrap().alloc_frozen_pages(Order(10)).unwrap();
+            (&ZONE, block)
+        }};
+    }
+
+    /// The pageblocks of a free block above the pageblock order: alike, it is freed whole,
+    /// one block on its type's list; of two types, pageblock by pageblock, where the halves
+    /// merge into a block of the lower half's type (its pageblocks retyped, as `check`
+    /// wants); one of them isolated, pageblock by pageblock onto their own lists, unmerged.
+    #[test]
+    #[allow(unsafe_code)]
+    fn a_block_above_a_pageblock_frees_whole_only_over_pageblocks_alike() {
+        let upper = |block: Pfn| Pfn(block.0 + 512);
+        let free = |zone: &'static StaticZone<2048, 1>, block| {
+            // SAFETY: the block came from `alloc_frozen_pages` of this order, freed once.
+            unsafe { zone.cpu(0).unwrap().free_frozen_pages(block, Order(10)) }.unwrap();
+            zone.check().unwrap();
+        };
+        // Alike.
+        let (zone, block) = zone_with_a_block!();
+        free(zone, block);
+        assert!(
+            zone.free_blocks()
+                .any(|b| b == (block, Order(10), FreeWhere::Buddy))
+        );
+        // The upper pageblock movable: merged back, both unmovable.
+        let (zone, block) = zone_with_a_block!();
+        let m = zone.map();
+        set_pageblocks(
+            m,
+            m.index(upper(block)).unwrap(),
+            Order(9),
+            MigrateType::Movable,
+        );
+        free(zone, block);
+        assert!(
+            zone.free_blocks()
+                .any(|b| b == (block, Order(10), FreeWhere::Buddy))
+        );
+        for pfn in [block, upper(block)] {
+            assert_eq!(
+                zone.pageblock_type(pfn),
+                Ok((MigrateType::Unmovable, false))
+            );
+        }
+        // The upper pageblock isolated: two blocks, the upper still isolated.
+        let (zone, block) = zone_with_a_block!();
+        let m = zone.map();
+        let isolated = Pageblock {
+            isolated: true,
+            ..Pageblock::of(MigrateType::Unmovable)
+        };
+        m.pageblock_bits_frame(m.index(upper(block)).unwrap())
+            .set_pageblock_bits(isolated.bits());
+        free(zone, block);
+        for pfn in [block, upper(block)] {
+            assert!(
+                zone.free_blocks()
+                    .any(|b| b == (pfn, Order(9), FreeWhere::Buddy))
+            );
+        }
+        assert_eq!(
+            zone.pageblock_type(upper(block)),
+            Ok((MigrateType::Unmovable, true))
+        );
     }
 }
