@@ -244,7 +244,12 @@ impl FreeArea {
             // Its pageblocks all of one type, none isolated: freed pageblock by pageblock
             // they would merge back into this block (merging does not depend on the order of
             // the frees), so it is freed whole, merged from its own order up.
-            if !uniform_pageblocks(m, idx, order) {
+            let bits = |chunk| m.pageblock_bits_frame(chunk).pageblock_bits();
+            let first = bits(idx);
+            // The first chunk is `idx`, read above.
+            let uniform = !Pageblock::from_bits(first).isolated
+                && chunks().skip(1).all(|chunk| bits(chunk) == first);
+            if !uniform {
                 // Pageblock by pageblock, each to its own type's lists (`split_large_buddy`):
                 // they merge back where their types allow.
                 for chunk in chunks() {
@@ -792,31 +797,6 @@ impl FreeArea {
 #[inline]
 const fn mergeable(list: u8) -> bool {
     list < CMA
-}
-
-/// Whether the pageblocks of the block of `order` (above the pageblock order) at `idx`, a
-/// block of the zone, are all of one type and none isolated. The frame holding a
-/// pageblock's bits sits at the same offset in each of its pageblocks
-/// ([`FrameMap::pageblock_bits_index`]), so the block's are one stride apart, read in a
-/// plain loop rather than looked up pageblock by pageblock from their pfns. A frame past
-/// the zone, which a block of the zone never reaches, reads as not uniform: the caller's
-/// pageblock-by-pageblock free, right for any block.
-#[inline]
-fn uniform_pageblocks(m: FrameMap<'_>, idx: FrameIdx, order: Order) -> bool {
-    let stride = m.pageblock_pages() as usize;
-    let mut at = m.pageblock_bits_index(m.pfn(idx));
-    let first = m.frames.at(at).pageblock_bits();
-    if Pageblock::from_bits(first).isolated {
-        return false;
-    }
-    for _ in 1..order.pages() as usize / stride {
-        at += stride;
-        match m.frames.get(at) {
-            Some(frame) if frame.pageblock_bits() == first => {}
-            _ => return false,
-        }
-    }
-    true
 }
 
 /// The buddy the free block at `idx` of `order` (known zero as `zeroed` says, on list

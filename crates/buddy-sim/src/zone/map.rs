@@ -72,6 +72,12 @@ impl<'a> Frames<'a> {
         unsafe { self.ptr.add(idx).as_ref() }
     }
 
+    /// The index of `frame`, one of these frames.
+    #[inline]
+    pub(crate) fn position(self, frame: &Frame) -> usize {
+        (core::ptr::from_ref(frame).addr() - self.ptr.as_ptr().addr()) / size_of::<Frame>()
+    }
+
     /// The frames `range`, which the caller knows to be in the zone (panics otherwise, as
     /// slicing does).
     #[inline]

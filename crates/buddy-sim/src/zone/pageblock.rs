@@ -60,26 +60,16 @@ impl<'a> FrameMap<'a> {
     /// another gets some frame of the zone, never a panic.
     #[inline(always)]
     pub(crate) fn pageblock_bits_frame_of(self, pfn: Pfn) -> &'a Frame {
-        let (last, i) = self.pageblock_bits_offset(pfn);
+        let mask = u64::from(self.pageblock_mask);
+        let last = pfn.0 | mask;
+        // The last's offset bits, the lowest cleared: its frame 3 before, or the first of
+        // a pageblock of 4 frames or fewer (a mask of 2^k - 1 keeps the bits it has). Wraps
+        // past the frames for a frame below the zone: the zone's edges decide.
+        let i = (last & !(mask & BITS_BEFORE_END)).wrapping_sub(self.cfg.start.0);
         match usize::try_from(i).ok().and_then(|i| self.frames.get(i)) {
             Some(frame) => frame,
             None => self.frames.at(self.pageblock_bits_index_at_an_edge(last)),
         }
-    }
-
-    /// The last pfn of the pageblock holding `pfn`, and the index the frame holding the
-    /// pageblock's bits has where the zone spans it: the last's offset bits with the lowest
-    /// cleared, its frame 3 before, or the first of a pageblock of 4 frames or fewer (a mask
-    /// of 2^k - 1 keeps the bits it has). Wraps past the frames for a frame below the zone:
-    /// the zone's edges decide.
-    #[inline(always)]
-    fn pageblock_bits_offset(self, pfn: Pfn) -> (u64, u64) {
-        let mask = u64::from(self.pageblock_mask);
-        let last = pfn.0 | mask;
-        (
-            last,
-            (last & !(mask & BITS_BEFORE_END)).wrapping_sub(self.cfg.start.0),
-        )
     }
 
     /// The index of the frame that stores the type of the pageblock holding the zone's
@@ -100,13 +90,8 @@ impl<'a> FrameMap<'a> {
     /// pulled the line from the CPU allocating and freeing the next one, and two CPUs doing
     /// so ran at half the speed of one. Linux keeps the bits in an array of their own (the
     /// usemap) for the same reason.
-    #[inline(always)]
     pub(crate) fn pageblock_bits_index(self, pfn: Pfn) -> usize {
-        let (last, i) = self.pageblock_bits_offset(pfn);
-        match usize::try_from(i) {
-            Ok(i) if i < self.frames.len() => i,
-            _ => self.pageblock_bits_index_at_an_edge(last),
-        }
+        self.frames.position(self.pageblock_bits_frame_of(pfn))
     }
 
     /// [`FrameMap::pageblock_bits_index`] of the pageblock ending at pfn `last`, whose bits
