@@ -73,7 +73,7 @@ const ALLOCATORS: [&str; 4] = [
 
 /// buddy-sim's drop-in through ArceOS's page and heap calls, on the CPU the calling thread
 /// named ([`on_cpu`]).
-struct Ours(DropIn);
+pub(crate) struct Ours(pub(crate) DropIn);
 
 impl Locked for Ours {
     fn alloc(&self, pages: usize, align: usize) -> Option<usize> {

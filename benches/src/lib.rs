@@ -62,6 +62,7 @@ pub fn counted_workloads() -> Vec<count::Workload> {
     all.extend(guest::COUNTED);
     all.extend(zeroed::COUNTED);
     all.extend(arceos::COUNTED);
+    all.push(arceos::DROP_IN_COUNTED);
     all.extend(arceos_today::COUNTED);
     all.extend(smp::COUNTED);
     all.extend(observability::COUNTED);
