@@ -392,14 +392,14 @@ impl<A: PageAllocator> Locked for spin::Mutex<A> {
     }
 }
 
-/// `a` as ArceOS's callers reach their page allocator: through a call the compiler cannot
-/// inline into the caller's loop, the size and alignment arriving at run time (the kernel's
-/// page-table and heap code call `alloc_pages` in another crate, with the arguments in
-/// registers). Every allocator of the table is timed and counted through it. Inlined into
-/// the workload with constant arguments instead, an allocator's size and alignment checks
-/// fold away, more of them for the peers (whose whole page path inlines) than for
-/// buddy-sim (whose paths other than one page are out of line): the CHANGELOG gives the
-/// figures.
+/// `a` as ArceOS reaches its page allocator: through a call the compiler cannot inline into
+/// the caller's loop, the size and alignment arriving at run time (axalloc 0.3's and
+/// ax-alloc 0.9's `alloc_pages`, which the kernel's page-table and heap code call, are not
+/// `#[inline]`: the page allocator inside them sees its arguments in registers). Every
+/// allocator of the table is timed and counted through it. Inlined into the workload with
+/// constant arguments instead, an allocator's size and alignment checks fold away, more of
+/// them for the peers (whose whole page path inlines) than for buddy-sim (whose paths
+/// other than one page are out of line): the CHANGELOG gives the figures.
 fn opaque(a: &dyn Locked) -> &dyn Locked {
     std::hint::black_box(a)
 }
@@ -601,11 +601,12 @@ fn table(ctx: &SectionContext) -> (Table, Table) {
          each allocator behind a spin lock taken per call as ArceOS's global allocator holds \
          its page allocator; the CPU-local row's allocator relies on that lock instead of its \
          per-cpu list's own (`AxPageAllocator::cpu_local`, `Zone::local_cpu`'s contract). \
-         Every allocator is called as ArceOS's page-table and heap code call theirs, from \
-         another crate: an out-of-line call, the size and alignment arriving at run time (the \
-         same in the instruction counts below). Inlined into the benchmark's loop with constant \
-         arguments, an allocator's size and alignment checks would fold away, most of them \
-         for the peers, whose whole page path inlines: a call no kernel makes. \
+         Every allocator is called as ArceOS's global allocator calls its page allocator \
+         (axalloc 0.3's and ax-alloc 0.9's `alloc_pages` are not `#[inline]`): an out-of-line \
+         call, the size and alignment arriving at run time (the same in the instruction \
+         counts below). Inlined into the benchmark's loop with constant arguments, an \
+         allocator's size and alignment checks would fold away, most of them for the peers, \
+         whose whole page path inlines: a call no kernel makes. \
          The bitmap allocator (axallocator 0.2, ArceOS's default page allocator) searches a \
          bitmap of the whole region; buddy-sim holds a run as the fewest aligned blocks (a block \
          of the covering order split at the run's end, or, past its largest block, the blocks \
