@@ -788,7 +788,7 @@ pub const COUNTED: [Workload; 2 * ALLOCATORS.len()] = counted!(
 );
 
 /// The drop-in's page-table pair counted as [`COUNTED`] counts the table's allocators (the
-/// same [`one_page_pair`] through [`opaque`]): axalloc-buddy's `GlobalAllocator` on CPU 0
+/// same pair through the same out-of-line call): axalloc-buddy's `GlobalAllocator` on CPU 0
 /// of a drop-in built for two, its calls `alloc_pages(1, 4096)` and `dealloc_pages`, its own
 /// slot lock instead of the table's spin lock.
 pub const DROP_IN_COUNTED: Workload = Workload {
