@@ -1481,7 +1481,7 @@ mod tests {
 
     /// A zone of two blocks of order 10, each two pageblocks; a frozen block of order 10
     /// allocated from it, and the zone, for a test to change the block's pageblocks and free
-    /// it. Each test its own zone: tests run in parallel.
+    /// it. A zone per use: tests run in parallel.
     macro_rules! zone_with_a_block {
         () => {{
             static ZONE: StaticZone<2048, 1> =
@@ -1491,13 +1491,15 @@ mod tests {
         }};
     }
 
-    /// The pageblocks of a free block above the pageblock order: alike, it is freed whole,
-    /// one block on its type's list; of two types, pageblock by pageblock, where the halves
-    /// merge into a block of the lower half's type (its pageblocks retyped, as `check`
-    /// wants); one of them isolated, pageblock by pageblock onto their own lists, unmerged.
+    /// A free block above the pageblock order goes back as its pageblocks' types allow:
+    /// over pageblocks alike, one block of its order; over two types, pageblock by
+    /// pageblock, the halves merging into a block of the lower half's type (its pageblocks
+    /// retyped, as `check` wants); over an isolated pageblock, a block per pageblock, each
+    /// on its own pageblock's lists, unmerged. (Freed whole over pageblocks that differ, it
+    /// would sit on one type's list across them: `check` and the types below catch it.)
     #[test]
     #[allow(unsafe_code)]
-    fn a_block_above_a_pageblock_frees_whole_only_over_pageblocks_alike() {
+    fn a_block_above_a_pageblock_frees_as_its_pageblocks_types_allow() {
         let upper = |block: Pfn| Pfn(block.0 + 512);
         let free = |zone: &'static StaticZone<2048, 1>, block| {
             // SAFETY: the block came from `alloc_frozen_pages` of this order, freed once.
