@@ -1470,7 +1470,7 @@ impl FreeArea {
     }
 }
 
-#[cfg(test)]
+#[cfg(all(test, not(loom)))]
 mod tests {
     use super::set_pageblocks;
     use crate::migratetype::{MigrateType, Pageblock};
