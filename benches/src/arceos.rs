@@ -744,6 +744,17 @@ fn count_work(n: u32, which: usize, work: fn(&dyn Locked, &mut Vec<(usize, usize
         5 => &*ax_alloc,
         _ => &*floor,
     };
+    count_calls(n, a, held, work);
+}
+
+/// `n` operations of `work` on `a`, each inside [`count::counted`], called through
+/// [`opaque`] as the table times them.
+fn count_calls(
+    n: u32,
+    a: &dyn Locked,
+    held: &mut Vec<(usize, usize)>,
+    work: fn(&dyn Locked, &mut Vec<(usize, usize)>),
+) {
     for _ in 0..n {
         count::counted(&mut || work(opaque(a), held));
     }
@@ -796,10 +807,7 @@ pub const DROP_IN_COUNTED: Workload = Workload {
     ops: 2000,
     run: |n| {
         let a = crate::arceos_today::Ours(crate::smp::DropIn::new(2));
-        let mut held = Vec::new();
-        for _ in 0..n {
-            count::counted(&mut || one_page_pair(opaque(&a), &mut held));
-        }
+        count_calls(n, &a, &mut Vec::new(), one_page_pair);
     },
 };
 

@@ -350,6 +350,7 @@ printf '{"header":{"commit":"c0ffee"},"quick":%s,"runs":[],"sections":[["%s",[{"
             a.program
         );
         assert!(a.program.is_file());
+        assert_eq!(a.logs.len(), 1, "{:?}", a.logs);
         assert!(a.logs.iter().all(|(_, log)| log.is_absolute()));
         std::fs::remove_dir_all(&dir).unwrap();
     }
