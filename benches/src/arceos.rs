@@ -806,7 +806,8 @@ pub const DROP_IN_COUNTED: Workload = Workload {
     name: "arceos-page-dropin",
     ops: 2000,
     run: |n| {
-        let a = crate::arceos_today::Ours(crate::smp::DropIn::new(2));
+        let a =
+            crate::arceos_today::Ours(crate::smp::DropIn::new(crate::arceos_today::DROP_IN_CPUS));
         count_calls(n, &a, &mut Vec::new(), one_page_pair);
     },
 };

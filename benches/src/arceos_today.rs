@@ -71,6 +71,11 @@ const ALLOCATORS: [&str; 4] = [
     "ax-alloc 0.9.2 (TLSF backend), its own code and locks",
 ];
 
+/// CPUs the drop-in of this section is built for, in its timed tables and in callgrind's
+/// counts alike ([`COUNTED`], the "ArceOS" section's `DROP_IN_COUNTED`): two, as a 2-CPU
+/// kernel builds it, so that each call asks which CPU it runs on (one CPU asks nothing).
+pub(crate) const DROP_IN_CPUS: usize = 2;
+
 /// buddy-sim's drop-in through ArceOS's page and heap calls, on the CPU the calling thread
 /// named ([`on_cpu`]).
 pub(crate) struct Ours(pub(crate) DropIn);
@@ -106,7 +111,7 @@ struct Today {
 impl Today {
     fn new() -> Self {
         Self {
-            ours: Ours(DropIn::new(2)),
+            ours: Ours(DropIn::new(DROP_IN_CPUS)),
             slab: SlabPages::new(),
             tlsf: TlsfPages::new(),
             ax_alloc: AxAllocTlsf::new(),
@@ -506,7 +511,8 @@ fn page_works() -> Vec<PageWork> {
 /// the calls inside [`count::counted`]: two pages, and four aligned to 64 KiB (a DMA
 /// buffer aligned above its size); `n` rounds of 2 500 heap objects of 64 bytes,
 /// freed in random order, on the drop-in's heap and on TLSF; and `n` rounds of the task
-/// stacks (32 stacks of 64 pages taken, then freed) on all three.
+/// stacks (32 stacks of 64 pages taken, then freed) on all three. The drop-in is built for
+/// two CPUs, as the section's tables time it.
 pub const COUNTED: [count::Workload; 14] = {
     /// A workload: `ops` calls a round, each round `$round` on `$a`, the allocator `$make`
     /// builds once.
@@ -534,12 +540,17 @@ pub const COUNTED: [count::Workload; 14] = {
         };
     }
     [
-        pairs!("today-two-pages-buddy-sim", Ours(DropIn::new(1)), 2, PAGE),
+        pairs!(
+            "today-two-pages-buddy-sim",
+            Ours(DropIn::new(DROP_IN_CPUS)),
+            2,
+            PAGE
+        ),
         pairs!("today-two-pages-buddy-slab", SlabPages::new(), 2, PAGE),
         pairs!("today-two-pages-tlsf", TlsfPages::new(), 2, PAGE),
         pairs!(
             "today-aligned-64k-buddy-sim",
-            Ours(DropIn::new(1)),
+            Ours(DropIn::new(DROP_IN_CPUS)),
             4,
             16 * PAGE
         ),
@@ -553,19 +564,22 @@ pub const COUNTED: [count::Workload; 14] = {
         rounds!(
             "today-heap-64b-buddy-sim",
             5000,
-            Ours(DropIn::new(2)),
+            Ours(DropIn::new(DROP_IN_CPUS)),
             |h| { random_frees(&h, 2500, 64) }
         ),
-        rounds!("today-heap-vec-buddy-sim", 40, Ours(DropIn::new(2)), |h| {
-            vec_growth(&h)
-        }),
+        rounds!(
+            "today-heap-vec-buddy-sim",
+            40,
+            Ours(DropIn::new(DROP_IN_CPUS)),
+            |h| { vec_growth(&h) }
+        ),
         rounds!("today-heap-64b-tlsf", 5000, TlsfPages::new(), |h| {
             random_frees(&h, 2500, 64)
         }),
         rounds!(
             "today-heap-btree-buddy-sim",
             118_182,
-            Ours(DropIn::new(2)),
+            Ours(DropIn::new(DROP_IN_CPUS)),
             |h| btree_map(&h)
         ),
         rounds!("today-heap-btree-tlsf", 118_182, TlsfPages::new(), |h| {
@@ -574,7 +588,7 @@ pub const COUNTED: [count::Workload; 14] = {
         rounds!(
             "today-task-stacks-buddy-sim",
             64,
-            Ours(DropIn::new(1)),
+            Ours(DropIn::new(DROP_IN_CPUS)),
             |a| {
                 assert_eq!(task_stacks(&a), 0, "a stack refused");
             }
