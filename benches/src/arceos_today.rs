@@ -731,9 +731,9 @@ fn tables(ctx: &SectionContext) -> Vec<Table> {
         "Each allocator over memory of its own (buddy-sim 1 GiB with its metadata at the head, \
          the peers 128 MiB), nothing touched but what an allocator writes itself. buddy-sim is \
          `axalloc-buddy`'s `GlobalAllocator`, the code `arceos/ax-alloc` runs, built for two \
-         CPUs: each call asks which CPU it runs on through `with_cpu_id`'s function (here a \
-         thread-local read; `arceos/ax-alloc` names ax-percpu's `current_cpu_index` the same \
-         way), then a page call takes its CPU's lock, and so does a small object (up to 2 KiB, from the CPU's slabs: pages of \
+         CPUs: each call asks which CPU it runs on through its `CpuId` type, inlined into the \
+         call (here a thread-local read; `arceos/ax-alloc`'s `CurrentCpu` reads ax-percpu's \
+         `current_cpu_index` the same way), then a page call takes its CPU's lock, and so does a small object (up to 2 KiB, from the CPU's slabs: pages of \
          objects of one size class from the zone; a free takes the lock of the CPU whose slab \
          holds it), larger ones the heap's one lock (TLSF, growing with pages from the zone); a run of \
          up to 64 pages, a power of two, comes from the CPU's list, aligned above its size \

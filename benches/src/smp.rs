@@ -109,10 +109,24 @@ impl Shared for Peer {
 }
 
 thread_local! {
-    /// The CPU the drop-in's calls on this thread run on (its `with_cpu_id` answer).
+    /// The CPU the drop-in's calls on this thread run on (its [`ThreadCpu`] answer).
     static CPU: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
 }
 
+/// The drop-in's [`CpuId`](axalloc_buddy::CpuId): the thread's CPU, read inline at each
+/// call, as a kernel's per-CPU data read inlines (ArceOS's `ax-alloc` through ax-percpu).
+#[derive(Clone, Copy)]
+pub(crate) struct ThreadCpu;
+
+impl axalloc_buddy::CpuId for ThreadCpu {
+    #[inline(always)]
+    fn cpu_id(&self, _pinned: &axalloc_buddy::Pinned<'_>) -> usize {
+        thread_cpu()
+    }
+}
+
+/// The CPU the calls on this thread run on.
+#[inline(always)]
 fn thread_cpu() -> usize {
     CPU.with(std::cell::Cell::get)
 }
@@ -120,7 +134,7 @@ fn thread_cpu() -> usize {
 /// ArceOS's global allocator on buddy-sim (`axalloc-buddy`, the drop-in), over memory of
 /// its own: each thread a CPU of its own, page calls as ArceOS's page-table code makes them.
 pub(crate) struct DropIn {
-    pub(crate) a: axalloc_buddy::GlobalAllocator,
+    pub(crate) a: axalloc_buddy::GlobalAllocator<ThreadCpu>,
     /// Keeps the allocator's memory (metadata at its head, then the pages) alive.
     _memory: Vec<u64>,
 }
@@ -131,7 +145,7 @@ impl DropIn {
         // The frames, their metadata and alignment to a page.
         let bytes = (FRAMES as usize + FRAMES as usize / 32 + 2) * PAGE;
         let mut memory = vec![0u64; bytes / 8];
-        let a = axalloc_buddy::GlobalAllocator::with_cpu_id(thread_cpu);
+        let a = axalloc_buddy::GlobalAllocator::with_cpu_id(ThreadCpu);
         let start = memory.as_mut_ptr() as usize;
         // SAFETY: the memory is the allocator's alone and outlives it (both are fields of
         // this value, the allocator dropped first: it has no drop of its own).
@@ -555,7 +569,7 @@ fn scaling_table(ctx: &SectionContext) -> (Table, Vec<Vec<Samples>>) {
          frees 512 frames as one block). Zones of {} Ki frames, MAX_ORDER 10. \
          The ArceOS rows make the calls ArceOS makes: axalloc-buddy's \
          `GlobalAllocator::alloc_pages(1 << order, its size, PageTable)` and `dealloc_pages` \
-         (each thread a CPU of its own through `with_cpu_id`, the drop-in built for at least \
+         (each thread a CPU of its own through its `CpuId`, a thread-local read, the drop-in built for at least \
          two CPUs as a 2-CPU kernel is, one thread alone included; its 'free_contig_range() \
          loop' row allocates and frees a 512-page run), and axallocator's `BitmapPageAllocator` \
          behind one spin lock, as ArceOS's own `axalloc` holds it for every CPU, and \

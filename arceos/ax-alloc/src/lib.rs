@@ -160,12 +160,27 @@ pub trait AllocatorOps {
     fn usages(&self) -> Usages;
 }
 
+/// Which CPU a call runs on, for the allocator: ArceOS's per-CPU area through ax-percpu,
+/// read inline in the page path.
+#[derive(Clone, Copy, Debug)]
+pub struct CurrentCpu;
+
+impl axalloc_buddy::CpuId for CurrentCpu {
+    #[inline(always)]
+    fn cpu_id(&self, _pinned: &axalloc_buddy::Pinned<'_>) -> usize {
+        cpu_id()
+    }
+}
+
 /// The CPU this call runs on, from ArceOS's per-CPU area (0 before it is installed).
-/// `axalloc-buddy` asks with interrupts and preemption off, as reading it requires.
+/// Asked with interrupts and preemption off, as reading it requires (the allocator's
+/// [`CurrentCpu`] holds an `axalloc_buddy::Pinned`; the tracking records hold
+/// `kernel_guard`'s guard).
 #[cfg(target_os = "none")]
+#[inline(always)]
 fn cpu_id() -> usize {
-    // SAFETY: the allocator calls this with interrupts and preemption off on the CPU that
-    // asks (`GlobalAllocator::with_cpu_id`'s contract): the pin cannot migrate.
+    // SAFETY: every caller asks with interrupts and preemption off on the CPU that asks
+    // (above): the pin cannot migrate.
     unsafe { ax_percpu::with_cpu_pin(|pin| ax_percpu::current_cpu_index(pin).as_usize()) }
         .unwrap_or(0)
 }
@@ -184,6 +199,7 @@ fn virt_to_phys(vaddr: usize) -> usize {
 
 /// One CPU outside a kernel.
 #[cfg(not(target_os = "none"))]
+#[inline(always)]
 fn cpu_id() -> usize {
     0
 }
@@ -202,7 +218,7 @@ fn virt_to_phys(vaddr: usize) -> usize {
 
 /// ArceOS's global allocator on buddy-sim: the heap grows with pages from the zones, and
 /// every page call takes one CPU's lock.
-pub struct GlobalAllocator(axalloc_buddy::GlobalAllocator);
+pub struct GlobalAllocator(axalloc_buddy::GlobalAllocator<CurrentCpu>);
 
 impl Default for GlobalAllocator {
     fn default() -> Self {
@@ -258,12 +274,12 @@ pub fn init_percpu_slab(cpu_id: usize) {
 impl GlobalAllocator {
     /// An allocator with no memory yet.
     pub const fn new() -> Self {
-        Self(axalloc_buddy::GlobalAllocator::with_cpu_id(cpu_id).translating(virt_to_phys))
+        Self(axalloc_buddy::GlobalAllocator::with_cpu_id(CurrentCpu).translating(virt_to_phys))
     }
 
     /// The allocator under this interface, for what ax-alloc does not name (zeroed pages,
     /// per-CPU list counts, the zones).
-    pub const fn buddy(&self) -> &axalloc_buddy::GlobalAllocator {
+    pub const fn buddy(&self) -> &axalloc_buddy::GlobalAllocator<CurrentCpu> {
         &self.0
     }
 

@@ -8,7 +8,7 @@ use crate::{AllocResult, PAGE_SIZE, UsageKind, global_allocator};
 
 /// Contiguous 4 KiB pages from the global allocator, given back when dropped.
 #[derive(Debug)]
-pub struct GlobalPage(axalloc_buddy::GlobalPage);
+pub struct GlobalPage(axalloc_buddy::GlobalPage<crate::CurrentCpu>);
 
 impl GlobalPage {
     /// One page.

@@ -48,7 +48,7 @@ static RECORDS: Mutex<Records> = Mutex::new(Records {
 });
 
 /// The allocator whose sequence numbers the records take and whose pages are tracked.
-fn pages() -> &'static axalloc_buddy::GlobalAllocator {
+fn pages() -> &'static axalloc_buddy::GlobalAllocator<crate::CurrentCpu> {
     crate::global_allocator().buddy()
 }
 

@@ -1,5 +1,10 @@
 //! Which CPU a call runs on, so that each CPU allocates from its own per-cpu page lists.
 //!
+//! The allocator asks a [`CpuId`], a type parameter of
+//! [`GlobalAllocator`](crate::GlobalAllocator): its answer inlines into the page path (no
+//! call through a pointer, which kept the path's state in callee-saved registers, 20-24
+//! instructions a call). The default, [`PerCpuRegister`], reads ArceOS's per-CPU data.
+//!
 //! ArceOS keeps each CPU's per-CPU data area at `base + id * stride` and its address in a
 //! register (`GS_BASE` on x86_64, `TPIDR_EL1` on arm64), which the `percpu` crate reads
 //! (feature `percpu02` or `percpu04`, the major the kernel uses). The CPU id follows from the
@@ -10,7 +15,77 @@
 //! or without either feature, the answer is CPU 0. A wrong answer costs speed, not
 //! correctness: every CPU's lists are behind their own lock.
 
+use core::marker::PhantomData;
+
 use crate::lock::IrqOff;
+
+/// Proof that interrupts and preemption are off on the CPU that holds it, for as long as it
+/// lives: the task cannot move to another CPU, and no interrupt handler runs on this one.
+/// Only this crate makes one, around its call to [`CpuId::cpu_id`].
+pub struct Pinned<'a> {
+    /// Borrowed from the guard that keeps them off; neither `Send` nor `Sync`.
+    _irq: PhantomData<(&'a (), *const ())>,
+}
+
+impl<'a> Pinned<'a> {
+    /// The proof `irq` gives while it is borrowed.
+    #[inline(always)]
+    pub(crate) fn new(_irq: &'a IrqOff) -> Self {
+        Self { _irq: PhantomData }
+    }
+}
+
+/// Which CPU a call runs on: the answer picks that CPU's page lists and slabs.
+///
+/// A wrong answer costs speed, not correctness: every CPU's lists are behind their own
+/// lock, and an answer at or past the allocator's CPU count picks CPU 0's. It is a type (a
+/// unit struct, a function item or a function pointer), copied into each zone, so that a
+/// kernel's answer inlines into the page path.
+///
+/// ```
+/// use axalloc_buddy::{CpuId, GlobalAllocator, Pinned};
+///
+/// /// The CPU from the kernel's own per-CPU data (here: one CPU).
+/// #[derive(Clone, Copy)]
+/// struct KernelCpu;
+///
+/// impl CpuId for KernelCpu {
+///     #[inline(always)]
+///     fn cpu_id(&self, _pinned: &Pinned<'_>) -> usize {
+///         0
+///     }
+/// }
+///
+/// static ALLOCATOR: GlobalAllocator<KernelCpu> = GlobalAllocator::with_cpu_id(KernelCpu);
+/// assert_eq!(ALLOCATOR.region_count(), 0);
+/// ```
+pub trait CpuId: Copy + 'static {
+    /// The index of the CPU this call runs on, below the allocator's CPU count; asked with
+    /// interrupts and preemption off (`pinned`), so the answer stays true until the call
+    /// holds that CPU's lock.
+    fn cpu_id(&self, pinned: &Pinned<'_>) -> usize;
+}
+
+/// A function (item, pointer or closure without state) that answers the CPU id.
+impl<F: Fn() -> usize + Copy + 'static> CpuId for F {
+    #[inline(always)]
+    fn cpu_id(&self, _pinned: &Pinned<'_>) -> usize {
+        self()
+    }
+}
+
+/// The CPU from ArceOS's per-CPU data register (features `percpu02`, `percpu04`, in a
+/// kernel build); CPU 0 where there is none to read: the default [`CpuId`] of
+/// [`GlobalAllocator`](crate::GlobalAllocator).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct PerCpuRegister;
+
+impl CpuId for PerCpuRegister {
+    #[inline(always)]
+    fn cpu_id(&self, pinned: &Pinned<'_>) -> usize {
+        this_cpu(pinned)
+    }
+}
 
 #[cfg(all(target_os = "none", feature = "percpu04"))]
 use percpu04 as percpu;
@@ -26,22 +101,22 @@ use percpu02 as percpu;
 #[percpu::def_percpu]
 static AXALLOC_BUDDY_CPU: usize = usize::MAX;
 
-/// The CPU this call runs on, below `cpus`; 0 where it cannot tell. Asked only with more
-/// than one CPU (the slot look-up answers one CPU without reading anything), with
-/// interrupts and preemption off (`_irq`, held until the caller has the CPU's lock), on a
-/// CPU whose per-CPU register is set (the promise of
+/// The CPU this call runs on, below the CPUs ArceOS has per-CPU data for; 0 where it
+/// cannot tell. Asked only with more than one CPU (the slot look-up answers one CPU
+/// without reading anything), with interrupts and preemption off (`_pinned`, held until
+/// the caller has the CPU's lock), on a CPU whose per-CPU register is set (the promise of
 /// [`GlobalAllocator::try_init`](crate::GlobalAllocator::try_init)'s caller).
 #[cfg(all(target_os = "none", any(feature = "percpu02", feature = "percpu04")))]
 #[inline(always)]
-pub(crate) fn this_cpu(cpus: usize, _irq: &IrqOff) -> usize {
-    // SAFETY: interrupts and preemption are off (`_irq`): the task stays on this CPU between
-    // this read and the use of its answer.
+fn this_cpu(_pinned: &Pinned<'_>) -> usize {
+    // SAFETY: interrupts and preemption are off (`_pinned`): the task stays on this CPU
+    // between this read and the use of its answer.
     let known = unsafe { AXALLOC_BUDDY_CPU.read_current_raw() };
-    if known < cpus {
+    if known != usize::MAX {
         return known;
     }
-    // SAFETY: interrupts and preemption are off (`_irq`).
-    unsafe { cpu_from_register(cpus) }
+    // SAFETY: interrupts and preemption are off (`_pinned`).
+    unsafe { cpu_from_register(cpu_count()) }
 }
 
 /// [`this_cpu`] on a CPU's first call: its index from the per-CPU register (the area's base
@@ -80,7 +155,8 @@ unsafe fn cpu_from_register(cpus: usize) -> usize {
 /// or without `percpu02`/`percpu04`), CPU 0 (tests and embedders name CPUs with
 /// [`GlobalAllocator::with_cpu_id`](crate::GlobalAllocator::with_cpu_id)).
 #[cfg(not(all(target_os = "none", any(feature = "percpu02", feature = "percpu04"))))]
-pub(crate) fn this_cpu(_cpus: usize, _irq: &IrqOff) -> usize {
+#[inline(always)]
+fn this_cpu(_pinned: &Pinned<'_>) -> usize {
     0
 }
 

@@ -6,7 +6,7 @@
 //! Frames are numbered by their virtual address (`vaddr / 4 KiB`): alignment requests are
 //! about the addresses ArceOS receives, and no physical-to-virtual offset is needed.
 
-use crate::cpu::this_cpu;
+use crate::cpu::{CpuId, Pinned};
 use crate::lock::{IrqOff, IrqSpin, IrqSpinGuard};
 use crate::owner::OwnerTag;
 use crate::slab::{SlabBytes, Slabs};
@@ -262,15 +262,15 @@ impl Head {
 }
 
 /// The page allocator: the zone, each CPU's allocator over it, and the clearer of zeroed
-/// pages.
-pub(crate) struct Frames {
+/// pages, asking `C` which CPU a call runs on.
+pub(crate) struct Frames<C> {
     zone: &'static PageZone,
     cpus: &'static [IrqSpin<CpuSlot>],
     /// `cpus[0]` (`carve` refuses 0 CPUs).
     cpu0: &'static IrqSpin<CpuSlot>,
     clearer: FrameClearer<OffsetMap>,
     /// Which CPU a call runs on.
-    cpu_id: Option<fn() -> usize>,
+    cpu_id: C,
     /// The whole region the allocator was given, `[start, end)`, metadata included.
     region: (usize, usize),
     /// Whether all of the region lies below 4 GiB in physical memory.
@@ -283,7 +283,7 @@ pub(crate) struct Frames {
     exhausted: AtomicBool,
 }
 
-impl Frames {
+impl<C: CpuId> Frames<C> {
     /// A page allocator over the whole pages of `[start, start + size)` for `cpus` CPUs, its
     /// metadata at the head of that memory, the rest free; `dma32` says whether all of it
     /// lies below 4 GiB in physical memory.
@@ -298,7 +298,7 @@ impl Frames {
         start: usize,
         size: usize,
         cpus: usize,
-        cpu_id: Option<fn() -> usize>,
+        cpu_id: C,
         dma32: bool,
     ) -> Result<Self, InitError> {
         if cpus == 0 {
@@ -796,18 +796,15 @@ impl Frames {
         if id < self.cpus.len() { id } else { 0 }
     }
 
-    /// The embedder's (or the per-CPU register's) answer to "which CPU", perhaps out of
-    /// range; 0 with one CPU, asking nothing. Asked with interrupts and preemption off
-    /// (`irq`): the answer stays true while the caller holds them off.
+    /// The [`CpuId`]'s answer to "which CPU", perhaps out of range; 0 with one CPU, asking
+    /// nothing. Asked with interrupts and preemption off (`irq`): the answer stays true
+    /// while the caller holds them off.
     #[inline(always)]
     fn asked_cpu(&self, irq: &IrqOff) -> usize {
         if self.cpus.len() <= 1 {
             return 0;
         }
-        match self.cpu_id {
-            Some(f) => f(),
-            None => this_cpu(self.cpus.len(), irq),
-        }
+        self.cpu_id.cpu_id(&Pinned::new(irq))
     }
 }
 

@@ -3,7 +3,7 @@
 //! that wants pages.
 
 use crate::byte::{DefaultByteAllocator, NAME};
-use crate::cpu::cpu_count;
+use crate::cpu::{CpuId, PerCpuRegister, cpu_count};
 use crate::frames::{
     Frames, InitError, PAGE, PCP_MAX_ORDER, listed_block, order_up_to, unlisted_block,
 };
@@ -209,14 +209,18 @@ impl Heap {
 /// makes them `unsafe fn` with their contract under `# Safety`. The package an ArceOS build
 /// patches in (`axalloc`, not published) wraps them with ArceOS's safe signatures and
 /// ArceOS's contract.
-pub struct GlobalAllocator {
+///
+/// `C` answers which CPU a call runs on ([`CpuId`]): by default ArceOS's per-CPU data
+/// register ([`PerCpuRegister`]); [`GlobalAllocator::with_cpu_id`] names another.
+pub struct GlobalAllocator<C = PerCpuRegister> {
     balloc: IrqSpin<Heap>,
     /// The page allocator of each region, in the order they were given: `init`'s first.
-    regions: [Once<Frames>; MAX_REGIONS],
+    regions: [Once<Frames<C>>; MAX_REGIONS],
     /// Leading slots of `regions` that are set (written under `balloc`'s lock, after the
     /// slot).
     published: AtomicUsize,
-    cpu_id: Option<fn() -> usize>,
+    /// Which CPU a call runs on.
+    cpu_id: C,
     /// The kernel's address translation, for DMA32 memory (none: addresses are physical).
     virt_to_phys: Option<fn(usize) -> usize>,
     /// page_owner's state (feature `page-owner`; empty without it).
@@ -230,23 +234,23 @@ impl Default for GlobalAllocator {
 }
 
 impl GlobalAllocator {
-    /// An allocator with no memory yet; [`GlobalAllocator::init`] gives it its memory.
+    /// An allocator with no memory yet, asking ArceOS's per-CPU data register which CPU a
+    /// call runs on; [`GlobalAllocator::init`] gives it its memory.
     #[must_use]
     pub const fn new() -> Self {
-        Self::asking(None)
+        Self::with_cpu_id(PerCpuRegister)
     }
+}
 
+impl<C: CpuId> GlobalAllocator<C> {
     /// [`GlobalAllocator::new`], each call asking `cpu_id` which CPU it runs on (instead of
-    /// ArceOS's per-CPU data register): for an embedder with its own CPU numbering, or a
-    /// test. It is called with interrupts and preemption off on the CPU that asks, and its
-    /// answer picks that CPU's lists (an answer out of range, CPU 0's).
+    /// ArceOS's per-CPU data register): for a kernel with its own CPU numbering, or a test.
+    /// It is asked with interrupts and preemption off on the CPU that asks, and its answer
+    /// picks that CPU's lists (an answer out of range, CPU 0's). A unit struct or a
+    /// function item inlines into the page path; a function pointer (`fn() -> usize`) is
+    /// called through it at each call.
     #[must_use]
-    pub const fn with_cpu_id(cpu_id: fn() -> usize) -> Self {
-        Self::asking(Some(cpu_id))
-    }
-
-    /// An allocator with no memory, asking `cpu_id` (else the per-CPU register) for the CPU.
-    const fn asking(cpu_id: Option<fn() -> usize>) -> Self {
+    pub const fn with_cpu_id(cpu_id: C) -> Self {
         Self {
             balloc: IrqSpin::new(Heap::new()),
             regions: [const { Once::new() }; MAX_REGIONS],
@@ -278,20 +282,20 @@ impl GlobalAllocator {
     }
 
     /// The page allocator of every region given so far, `init`'s first.
-    pub(crate) fn regions(&self) -> impl Iterator<Item = &Frames> + '_ {
+    pub(crate) fn regions(&self) -> impl Iterator<Item = &Frames<C>> + '_ {
         let n = self.published.load(Ordering::Acquire).min(MAX_REGIONS);
         self.regions[..n].iter().filter_map(Once::get)
     }
 
     /// The page allocator of `init`'s region.
     #[inline(always)]
-    fn first(&self) -> Option<&Frames> {
+    fn first(&self) -> Option<&Frames<C>> {
         self.regions[0].get()
     }
 
     /// The region whose memory holds `vaddr`.
     #[inline]
-    fn region_of(&self, vaddr: usize) -> Option<&Frames> {
+    fn region_of(&self, vaddr: usize) -> Option<&Frames<C>> {
         match self.first() {
             Some(f) if f.holds(vaddr) => Some(f),
             Some(_) => self.regions().skip(1).find(|f| f.holds(vaddr)),
@@ -434,7 +438,7 @@ impl GlobalAllocator {
     /// Gives a region's zone its page_owner table if page_owner is on (feature
     /// `page-owner`; nothing without it). A region without room for one is logged and
     /// records nothing.
-    fn record_owners_in(&self, frames: &Frames) {
+    fn record_owners_in(&self, frames: &Frames<C>) {
         #[cfg(feature = "page-owner")]
         if let Err(e) = self.owner_table_for_new(frames) {
             warn!("page_owner: no room for a region's records: {e:?}");
@@ -624,7 +628,7 @@ impl GlobalAllocator {
     #[inline(never)]
     fn alloc_cpu_slab(
         &self,
-        frames: &Frames,
+        frames: &Frames<C>,
         class: Class,
         layout: Layout,
     ) -> AllocResult<NonNull<u8>> {
@@ -652,7 +656,7 @@ impl GlobalAllocator {
     #[inline(never)]
     fn alloc_elsewhere(
         &self,
-        frames: &Frames,
+        frames: &Frames<C>,
         class: Class,
         layout: Layout,
     ) -> Option<NonNull<u8>> {
@@ -1077,7 +1081,7 @@ impl GlobalAllocator {
         pos: usize,
         order: Order,
         kind: UsageKind,
-        free: impl FnOnce(&Frames),
+        free: impl FnOnce(&Frames<C>),
     ) {
         match self.first() {
             Some(frames) if frames.holds(pos) => free(frames),
@@ -1149,7 +1153,7 @@ impl GlobalAllocator {
 
     /// `want` from the first of `regions` (below 4 GiB only, for `dma32`) that has it.
     fn take_from<'a>(
-        regions: impl Iterator<Item = &'a Frames>,
+        regions: impl Iterator<Item = &'a Frames<C>>,
         kind: (UsageKind, OwnerTag),
         want: Want,
         dma32: bool,
@@ -1170,7 +1174,7 @@ impl GlobalAllocator {
     /// is taken, its blocks recorded with `tag` (page_owner).
     #[inline(always)]
     fn take_in(
-        frames: &Frames,
+        frames: &Frames<C>,
         (kind, tag): (UsageKind, OwnerTag),
         want: Want,
     ) -> AllocResult<usize> {
@@ -1335,7 +1339,7 @@ impl GlobalAllocator {
 
 /// A CPU's slabs are its slot's (the first region's, whose slots the small-object calls
 /// take), under the slot's lock; the heap's own, under the heap's lock.
-impl SlabOwners for GlobalAllocator {
+impl<C: CpuId> SlabOwners for GlobalAllocator<C> {
     #[inline(always)]
     fn with_slabs<R>(&self, owner: Owner, f: impl FnOnce(&mut Slabs) -> R) -> Option<R> {
         match owner {
@@ -1348,7 +1352,7 @@ impl SlabOwners for GlobalAllocator {
 // SAFETY: `alloc` returns memory of `layout` from the heap that no other allocation
 // overlaps, or diverges through `handle_alloc_error`; `dealloc` hands the byte allocator
 // only what `GlobalAlloc`'s caller guarantees came from `alloc` with this layout.
-unsafe impl GlobalAlloc for GlobalAllocator {
+unsafe impl<C: CpuId> GlobalAlloc for GlobalAllocator<C> {
     unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
         match Self::alloc(self, layout) {
             Ok(ptr) => ptr.as_ptr(),

@@ -68,6 +68,7 @@ mod usage;
 pub use axallocator;
 pub use buddy_sim;
 pub use byte::DefaultByteAllocator;
+pub use cpu::{CpuId, PerCpuRegister, Pinned};
 pub use frames::{InitError, PageZone, zone_config};
 pub use global::{GlobalAllocator, MAX_ADDED_REGIONS, MAX_REGIONS};
 #[cfg(feature = "page-owner")]

@@ -87,6 +87,7 @@ const SEQ_MASK: u64 = (1 << 56) - 1;
 #[cfg(feature = "page-owner")]
 mod enabled {
     use super::SEQ_MASK;
+    use crate::cpu::CpuId;
     use crate::frames::{Frames, PAGE};
     use crate::global::GlobalAllocator;
     use crate::usage::{UsageKind, Usages};
@@ -139,7 +140,7 @@ mod enabled {
         }
     }
 
-    impl GlobalAllocator {
+    impl<C: CpuId> GlobalAllocator<C> {
         /// Starts page_owner: every region's zone records from now on who holds each block
         /// it hands out (kind, CPU, and while tracking is on the call's sequence number),
         /// in a table of records taken from the region's own pages (a few bytes per page,
@@ -161,7 +162,7 @@ mod enabled {
 
         /// Gives the zone of `frames` its page_owner table, from its own pages, if page_owner
         /// is on and it has none: the pages taken.
-        pub(crate) fn owner_table_for_new(&self, frames: &Frames) -> AllocResult<usize> {
+        pub(crate) fn owner_table_for_new(&self, frames: &Frames<C>) -> AllocResult<usize> {
             if self.owners().on.load(Relaxed) {
                 Self::give_owner_table(frames)
             } else {
@@ -169,7 +170,7 @@ mod enabled {
             }
         }
 
-        fn give_owner_table(frames: &Frames) -> AllocResult<usize> {
+        fn give_owner_table(frames: &Frames<C>) -> AllocResult<usize> {
             let zone = frames.zone();
             if zone.page_owner_enabled() {
                 return Ok(0);

@@ -1,7 +1,7 @@
 //! Owned pages: a run of 4 KiB pages from the global allocator, given back when dropped.
 
 use crate::frames::PAGE;
-use crate::{GlobalAllocator, UsageKind, global_allocator};
+use crate::{CpuId, GlobalAllocator, PerCpuRegister, UsageKind, global_allocator};
 use axerrno::{AxError, AxResult};
 use core::fmt;
 use memory_addr::{PhysAddr, VirtAddr};
@@ -9,13 +9,13 @@ use memory_addr::{PhysAddr, VirtAddr};
 /// Contiguous 4 KiB pages from the global allocator (or another `'static` one:
 /// [`GlobalPage::from_raw`]), counted as [`UsageKind::Global`] and given back to it when
 /// dropped (ArceOS's `GlobalPage`).
-pub struct GlobalPage {
-    allocator: &'static GlobalAllocator,
+pub struct GlobalPage<C: CpuId = PerCpuRegister> {
+    allocator: &'static GlobalAllocator<C>,
     start_vaddr: VirtAddr,
     num_pages: usize,
 }
 
-impl fmt::Debug for GlobalPage {
+impl<C: CpuId> fmt::Debug for GlobalPage<C> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("GlobalPage")
             .field("start_vaddr", &self.start_vaddr)
@@ -60,7 +60,9 @@ impl GlobalPage {
         // SAFETY: `a` allocated the run for `Global` just now and hands it to nobody else.
         Ok(unsafe { Self::from_raw(a, at, num_pages) })
     }
+}
 
+impl<C: CpuId> GlobalPage<C> {
     /// The `num_pages` pages from `start_vaddr`, owned from now on and given back to
     /// `allocator` when dropped (an ArceOS package whose allocator is its own `static`
     /// makes its `GlobalPage` so).
@@ -70,7 +72,7 @@ impl GlobalPage {
     /// [`UsageKind::Global`], and nothing else owns or uses it: this value frees it.
     #[must_use]
     pub unsafe fn from_raw(
-        allocator: &'static GlobalAllocator,
+        allocator: &'static GlobalAllocator<C>,
         start_vaddr: usize,
         num_pages: usize,
     ) -> Self {
@@ -138,7 +140,7 @@ impl GlobalPage {
     }
 }
 
-impl Drop for GlobalPage {
+impl<C: CpuId> Drop for GlobalPage<C> {
     fn drop(&mut self) {
         // SAFETY: the run came from `self.allocator`'s page calls (the constructors' and
         // `from_raw`'s contract), is this value's alone, and is given back once, here; nothing

@@ -3,7 +3,7 @@
 //! 4 KiB..2 MiB, parts of runs freed, fixed-address runs, zeroed pages, usage counts), bad
 //! input refused without a change, random churn against a model, and several CPUs at once.
 
-use axalloc_buddy::{GlobalAllocator, InitError, UsageKind};
+use axalloc_buddy::{CpuId, GlobalAllocator, InitError, UsageKind};
 use core::alloc::Layout;
 use proptest::prelude::*;
 use std::collections::BTreeMap;
@@ -70,16 +70,17 @@ fn allocator(bytes: usize) -> (Region, GlobalAllocator) {
 }
 
 /// [`allocator`] with lists for `cpus` CPUs, each thread's CPU its [`thread_cpu`].
-fn allocator_for_cpus(bytes: usize, cpus: usize) -> (Region, GlobalAllocator) {
+/// (A function pointer: the `CpuId` the tests call through.)
+fn allocator_for_cpus(bytes: usize, cpus: usize) -> (Region, GlobalAllocator<fn() -> usize>) {
     let r = region(bytes);
-    let a = GlobalAllocator::with_cpu_id(thread_cpu);
+    let a = GlobalAllocator::with_cpu_id(thread_cpu as fn() -> usize);
     // SAFETY: the region is the allocator's alone; it outlives the allocator.
     unsafe { a.try_init_for_cpus(r.start(), r.len(), cpus) }.unwrap();
     (r, a)
 }
 
 /// Gives back `pages` pages from `at` to `a`.
-fn give_back(a: &GlobalAllocator, at: usize, pages: usize, kind: UsageKind) {
+fn give_back(a: &GlobalAllocator<impl CpuId>, at: usize, pages: usize, kind: UsageKind) {
     // SAFETY: the tests give back runs they took from `a` and no longer use, or (in
     // `bad_calls_change_nothing`) runs the allocator refuses: freed already, never handed
     // out, outside its zone, which its zone checks frame by frame before freeing anything.
@@ -87,14 +88,14 @@ fn give_back(a: &GlobalAllocator, at: usize, pages: usize, kind: UsageKind) {
 }
 
 /// Gives back `p`, allocated from `a`'s heap with `layout`.
-fn give_back_bytes(a: &GlobalAllocator, p: core::ptr::NonNull<u8>, layout: Layout) {
+fn give_back_bytes(a: &GlobalAllocator<impl CpuId>, p: core::ptr::NonNull<u8>, layout: Layout) {
     // SAFETY: the tests give back what they allocated from `a` with this layout, once, and
     // use it no more.
     unsafe { a.dealloc(p, layout) }
 }
 
 /// The zone's own check, between calls (no page call runs while it reads the per-cpu lists).
-fn zone_is_sound(a: &GlobalAllocator) {
+fn zone_is_sound(a: &GlobalAllocator<impl CpuId>) {
     // SAFETY: the tests call this between their page calls, never during one.
     let zone = unsafe { a.zone() }.expect("initialized");
     zone.check().unwrap();
@@ -252,7 +253,7 @@ fn task_stacks_refill_their_list_until_none_is_left() {
 
 /// Zone-lock acquisitions (refills and drains of the CPU's lists) of a burst of 32 task
 /// stacks taken, then given back.
-fn stack_burst_zone_locks(a: &GlobalAllocator) -> u64 {
+fn stack_burst_zone_locks(a: &GlobalAllocator<impl CpuId>) -> u64 {
     // SAFETY: read between page calls (`zone_is_sound`'s rule).
     let locks = || unsafe { a.zone() }.unwrap().counters().zone_locks;
     let before = locks();
@@ -720,7 +721,7 @@ fn cpus_allocate_at_once() {
     let a = &a;
     // Pages free, and pages the heap holds (it keeps what it grows by: a slab heap grows
     // during the run, a TLSF one may not).
-    let heap_pages = |a: &GlobalAllocator| a.heap_bytes() / PAGE;
+    let heap_pages = |a: &GlobalAllocator<fn() -> usize>| a.heap_bytes() / PAGE;
     let before = a.available_pages() + heap_pages(a);
     let rounds = if cfg!(miri) { 12 } else { 2000 };
     std::thread::scope(|s| {
@@ -1267,7 +1268,10 @@ fn dma32_pages_come_from_below_4_gib() {
 }
 
 /// `split_pages` on `a`.
-fn split(a: &GlobalAllocator, pos: usize) -> axalloc_buddy::axallocator::AllocResult<usize> {
+fn split(
+    a: &GlobalAllocator<impl CpuId>,
+    pos: usize,
+) -> axalloc_buddy::axallocator::AllocResult<usize> {
     // SAFETY: the tests split only runs they hold, on one thread.
     unsafe { a.split_pages(pos) }
 }
@@ -1331,7 +1335,7 @@ fn two_regions() -> (Region, Region, GlobalAllocator) {
 }
 
 /// Pages taken from `a` until one comes from outside `first`: all of them, that one last.
-fn fill_first(a: &GlobalAllocator, first: &Region) -> Vec<usize> {
+fn fill_first(a: &GlobalAllocator<impl CpuId>, first: &Region) -> Vec<usize> {
     let mut held = Vec::new();
     loop {
         let p = a.alloc_pages(1, PAGE, UsageKind::VirtMem).unwrap();
