@@ -21,7 +21,12 @@ use crate::lock::IrqOff;
 
 /// Proof that interrupts and preemption are off on the CPU that holds it, for as long as it
 /// lives: the task cannot move to another CPU, and no interrupt handler runs on this one.
-/// Only this crate makes one, around its call to [`CpuId::cpu_id`].
+/// Only this crate makes one, around its call to [`CpuId::cpu_id`]: code outside it cannot
+/// claim interrupts are off.
+///
+/// ```compile_fail,E0451
+/// let pinned = axalloc_buddy::Pinned { _irq: core::marker::PhantomData };
+/// ```
 pub struct Pinned<'a> {
     /// Borrowed from the guard that keeps them off; neither `Send` nor `Sync`.
     _irq: PhantomData<(&'a (), *const ())>,

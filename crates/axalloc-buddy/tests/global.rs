@@ -3,7 +3,7 @@
 //! 4 KiB..2 MiB, parts of runs freed, fixed-address runs, zeroed pages, usage counts), bad
 //! input refused without a change, random churn against a model, and several CPUs at once.
 
-use axalloc_buddy::{CpuId, GlobalAllocator, InitError, UsageKind};
+use axalloc_buddy::{CpuId, GlobalAllocator, InitError, Pinned, UsageKind};
 use core::alloc::Layout;
 use proptest::prelude::*;
 use std::collections::BTreeMap;
@@ -711,6 +711,62 @@ thread_local! {
 
 fn thread_cpu() -> usize {
     CPU.with(std::cell::Cell::get)
+}
+
+/// The thread's CPU as a type: the answer inlines into the page path.
+#[derive(Clone, Copy)]
+struct ThreadCpu;
+
+impl CpuId for ThreadCpu {
+    fn cpu_id(&self, _pinned: &Pinned<'_>) -> usize {
+        thread_cpu()
+    }
+}
+
+/// Each CPU's list counts, CPU 0's first.
+fn lists(a: &GlobalAllocator<impl CpuId>) -> [u64; 2] {
+    [0, 1].map(|cpu| a.pcp_pages(cpu).unwrap())
+}
+
+/// A `CpuId` type picks the lists of the CPU it names; a closure's answer past the CPUs
+/// picks CPU 0's (slower, never wrong).
+#[test]
+fn a_cpu_id_type_picks_its_cpus_lists_and_an_answer_past_the_cpus_cpu_0s() {
+    let r = region(if cfg!(miri) { 1 << 20 } else { 4 << 20 });
+    let a = GlobalAllocator::with_cpu_id(ThreadCpu);
+    // SAFETY: the region is the allocator's alone; it outlives the allocator.
+    unsafe { a.try_init_for_cpus(r.start(), r.len(), 2) }.unwrap();
+    let before = lists(&a);
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            CPU.with(|c| c.set(1));
+            let at = a.alloc_pages(1, PAGE, UsageKind::VirtMem).unwrap();
+            give_back(&a, at, 1, UsageKind::VirtMem);
+        });
+    });
+    let after = lists(&a);
+    assert_eq!(after[0], before[0], "CPU 0's lists untouched");
+    assert!(
+        after[1] > before[1],
+        "CPU 1's list refilled: {before:?} -> {after:?}"
+    );
+    zone_is_sound(&a);
+    drop(a);
+
+    let r = region(if cfg!(miri) { 1 << 20 } else { 4 << 20 });
+    let a = GlobalAllocator::with_cpu_id(|| 7);
+    // SAFETY: as above.
+    unsafe { a.try_init_for_cpus(r.start(), r.len(), 2) }.unwrap();
+    let before = lists(&a);
+    let at = a.alloc_pages(1, PAGE, UsageKind::VirtMem).unwrap();
+    give_back(&a, at, 1, UsageKind::VirtMem);
+    let after = lists(&a);
+    assert!(
+        after[0] > before[0],
+        "CPU 0's list refilled: {before:?} -> {after:?}"
+    );
+    assert_eq!(after[1], before[1], "CPU 1's lists untouched");
+    zone_is_sound(&a);
 }
 
 /// Four CPUs, each allocating and freeing pages and heap bytes on its own lists at once;
