@@ -168,50 +168,55 @@ pub struct CurrentCpu;
 impl axalloc_buddy::CpuId for CurrentCpu {
     #[inline(always)]
     fn cpu_id(&self, _pinned: &axalloc_buddy::Pinned<'_>) -> usize {
-        cpu_id()
+        // SAFETY: `_pinned`: interrupts and preemption are off on this CPU (the allocator's
+        // own masking on the `std-compat` target, where `kernel_guard` does nothing).
+        unsafe { percpu_index() }
     }
 }
 
 /// The CPU this call runs on, from ArceOS's per-CPU area (0 before it is installed).
-/// Asked with interrupts and preemption off, as reading it requires (the allocator's
-/// [`CurrentCpu`] holds an `axalloc_buddy::Pinned`; the tracking records hold
-/// `kernel_guard`'s guard).
-#[cfg(target_os = "none")]
+///
+/// # Safety
+/// Interrupts and preemption are off on this CPU until the answer is used (ax-percpu's
+/// contract: the task cannot migrate).
+#[cfg(any(target_os = "none", all(target_os = "linux", target_env = "musl")))]
 #[inline(always)]
-fn cpu_id() -> usize {
-    // SAFETY: every caller asks with interrupts and preemption off on the CPU that asks
-    // (above): the pin cannot migrate.
+pub(crate) unsafe fn percpu_index() -> usize {
+    // SAFETY: the caller's promise: the pin cannot migrate.
     unsafe { ax_percpu::with_cpu_pin(|pin| ax_percpu::current_cpu_index(pin).as_usize()) }
         .unwrap_or(0)
 }
 
 /// The CPUs ArceOS has per-CPU areas for.
-#[cfg(target_os = "none")]
+#[cfg(any(target_os = "none", all(target_os = "linux", target_env = "musl")))]
 fn cpu_count() -> usize {
     ax_percpu::layout().map_or(1, |l| l.area_count() as usize)
 }
 
 /// The physical address of `vaddr`, through ArceOS's linear map.
-#[cfg(target_os = "none")]
+#[cfg(any(target_os = "none", all(target_os = "linux", target_env = "musl")))]
 fn virt_to_phys(vaddr: usize) -> usize {
     ax_plat::mem::virt_to_phys(vaddr.into()).as_usize()
 }
 
-/// One CPU outside a kernel.
-#[cfg(not(target_os = "none"))]
+/// One CPU outside a kernel (a build for the host: the tests).
+///
+/// # Safety
+/// None outside a kernel; the kernel builds' contract is kept for one signature.
+#[cfg(not(any(target_os = "none", all(target_os = "linux", target_env = "musl"))))]
 #[inline(always)]
-fn cpu_id() -> usize {
+pub(crate) unsafe fn percpu_index() -> usize {
     0
 }
 
 /// One CPU outside a kernel.
-#[cfg(not(target_os = "none"))]
+#[cfg(not(any(target_os = "none", all(target_os = "linux", target_env = "musl"))))]
 fn cpu_count() -> usize {
     1
 }
 
-/// Addresses are physical outside a kernel.
-#[cfg(not(target_os = "none"))]
+/// Addresses are physical outside a kernel (a build for the host: the tests).
+#[cfg(not(any(target_os = "none", all(target_os = "linux", target_env = "musl"))))]
 fn virt_to_phys(vaddr: usize) -> usize {
     vaddr
 }

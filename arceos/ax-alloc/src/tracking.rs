@@ -116,11 +116,27 @@ pub fn page_usages() -> Usages {
     pages().owner_usages()
 }
 
+/// The CPU whose flag a record takes: this CPU on a bare-metal kernel, where
+/// `kernel_guard`'s guard masks interrupts and preemption; CPU 0 for every CPU elsewhere (on
+/// the `std-compat` target the guard does nothing: a CPU read there could be stale, and one
+/// flag for all keeps a record from recursing, at the cost of a record skipped while another
+/// CPU writes one).
+#[inline(always)]
+fn recording_cpu() -> usize {
+    #[cfg(target_os = "none")]
+    // SAFETY: `with_records` holds `kernel_guard`'s guard, which masks interrupts and
+    // preemption on a bare-metal kernel.
+    let cpu = unsafe { crate::percpu_index() };
+    #[cfg(not(target_os = "none"))]
+    let cpu = 0;
+    cpu
+}
+
 /// `f` on the records, with interrupts off and this CPU's flag set; `None` when this CPU is
 /// writing a record already (or has no flag).
 fn with_records<T>(f: impl FnOnce(&mut Records) -> T) -> Option<T> {
     let _irq = kernel_guard::NoPreemptIrqSave::new();
-    let flag = RECORDING.get(crate::cpu_id())?;
+    let flag = RECORDING.get(recording_cpu())?;
     if flag.swap(true, Ordering::Acquire) {
         return None;
     }

@@ -20,9 +20,12 @@ use core::marker::PhantomData;
 use crate::lock::IrqOff;
 
 /// Proof that interrupts and preemption are off on the CPU that holds it, for as long as it
-/// lives: the task cannot move to another CPU, and no interrupt handler runs on this one.
-/// Only this crate makes one, around its call to [`CpuId::cpu_id`]: code outside it cannot
-/// claim interrupts are off.
+/// lives, in a kernel build: the task cannot move to another CPU, and no interrupt handler
+/// runs on this one. A kernel build is one for `target_os = "none"` (`kernel_guard` masks
+/// them) or, with the feature `std-compat`, for a musl target (the allocator masks them
+/// itself). Elsewhere (a program under an OS, as the tests are) it proves nothing: the
+/// thread may move between CPUs at any time. Only this crate makes one, around its call to
+/// [`CpuId::cpu_id`]: code outside it cannot claim interrupts are off.
 ///
 /// ```compile_fail,E0451
 /// let pinned = axalloc_buddy::Pinned { _irq: core::marker::PhantomData };
