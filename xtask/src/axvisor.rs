@@ -82,11 +82,13 @@ passthrough = []
 disabled = [{ path = "/pcie@10000000" }]
 "#;
 
-/// What a passing boot prints: AxVisor on buddy-sim, the guest created and attached, and
-/// the guest's checks (its five and the pattern over its RAM), with its RAM in the two
-/// regions (and the DMA32 one below them).
-const EXPECTED: [&str; 6] = [
+/// What a passing boot prints: AxVisor on buddy-sim with page lists for both CPUs, the
+/// guest created and attached, and the guest's checks (its five and the pattern over its
+/// RAM), with its RAM in the two regions (and the DMA32 one below them).
+const EXPECTED: [&str; 7] = [
     "use buddy-sim allocator.",
+    // Lists for both CPUs: the drop-in reads ax-percpu on the std-compat target too.
+    ", 2 CPUs; zeroed pages cleared with ",
     "Creating VM[1] \"arceos-today\"",
     "attached VM[1] console",
     "today guest RAM written and read back: ok",
@@ -196,6 +198,6 @@ pub fn stage(root: &Path) -> Result<String, String> {
         return Err(format!("AxVisor's run printed no line containing {line:?}"));
     }
     Ok(format!(
-        "AxVisor {VERSION} (unpatched, from the registry) on buddy-sim ran today's ArceOS app as its guest with RAM in two regions: 6 checks passed (a pattern over all its RAM among them)"
+        "AxVisor {VERSION} (unpatched, from the registry) on buddy-sim (page lists for both CPUs) ran today's ArceOS app as its guest with RAM in two regions: 6 checks passed (a pattern over all its RAM among them)"
     ))
 }
