@@ -858,10 +858,9 @@ fn counted_table() -> Table {
         if w == 0 {
             // The drop-in's own page path: its CPU id, its slot lock (in place of the
             // table's spin lock), the AxPageAllocator call and the usage counts; inlined
-            // into the caller with its constants (as ArceOS's `alloc_pages` reaches its
-            // `#[inline]` one; the `axalloc` package's `dealloc_pages` calls it out of
-            // line), then called as the table's allocators are: the kernel's free lies
-            // between the two rows.
+            // into the caller with its constants (as ArceOS reaches both: the `axalloc`
+            // package's `alloc_pages` through `Deref`, its `dealloc_pages` wrapper, both
+            // `#[inline]`), then called as the table's allocators are.
             for (how, w) in [
                 (
                     "the drop-in, as ArceOS calls it: CPU id, slot lock, usage",
@@ -900,12 +899,11 @@ fn counted_table() -> Table {
          the same calls on CPU 0 of a drop-in built for two (`alloc_pages(1, 4096)` and \
          `dealloc_pages`; the harness's thread-local CPU id included), its own slot lock \
          instead of the table's spin lock: first both calls inlined into the caller with \
-         their constant size and alignment, as ArceOS's `alloc_pages` reaches the drop-in's \
-         (`#[inline]`, through the `axalloc` package's `Deref`), where axalloc 0.3's and \
-         ax-alloc 0.9's `alloc_pages` (not `#[inline]`) call the allocators above out of line \
-         with them at run time (the package's `dealloc_pages` is a call of its own, so the \
-         kernel's free lies between the two rows); then through the table's own \
-         out-of-line call, for the same call on both sides.",
+         their constant size and alignment, as ArceOS reaches the drop-in's (`#[inline]`: \
+         the `axalloc` package's `alloc_pages` through its `Deref`, its `dealloc_pages` \
+         wrapper), where axalloc 0.3's and ax-alloc 0.9's `alloc_pages` (not `#[inline]`) \
+         call the allocators above out of line with them at run time; then through the \
+         table's own out-of-line call, for the same call on both sides.",
     );
     t
 }
@@ -1067,12 +1065,11 @@ fn one_page_goal_table(log: &Result<String, String>) -> Table {
          host row the callgrind table's, each reached as ArceOS reaches it: the bitmap \
          behind a spin lock, called out of line with the size and alignment at run time (axalloc \
          0.3's `alloc_pages` is not `#[inline]`), the drop-in's `alloc_pages(1, 4096)` and \
-         `dealloc_pages` inlined into the caller (its `alloc_pages` is `#[inline]` and \
-         ArceOS reaches it so; the `axalloc` package's `dealloc_pages` is a call of its \
-         own, so this row is the lower bound of the kernel's count), on a drop-in built \
-         for two CPUs, its CPU id asked as an SMP kernel asks it; the callgrind table also \
-         counts the drop-in called out of line as the bitmap is (the upper bound). Host \
-         time: the SMP section's one-thread rows.",
+         `dealloc_pages` inlined into the caller (both are `#[inline]`, and ArceOS reaches \
+         them so: the `axalloc` package's `alloc_pages` through its `Deref`, its \
+         `dealloc_pages` wrapper), on a drop-in built for two CPUs, its CPU id asked as an \
+         SMP kernel asks it; the callgrind table also counts the drop-in called out of line \
+         as the bitmap is. Host time: the SMP section's one-thread rows.",
     );
     t
 }

@@ -72,12 +72,14 @@ impl GlobalAllocator {
     }
 
     /// See [`axalloc_buddy::GlobalAllocator::dealloc`].
+    #[inline]
     pub fn dealloc(&self, pos: NonNull<u8>, layout: Layout) {
         // SAFETY: ArceOS's contract: it gives back what it allocated with `layout`, once.
         unsafe { self.0.dealloc(pos, layout) }
     }
 
     /// See [`axalloc_buddy::GlobalAllocator::dealloc_pages`].
+    #[inline]
     pub fn dealloc_pages(&self, pos: usize, num_pages: usize, kind: UsageKind) {
         // SAFETY: ArceOS's contract: it gives back pages it allocated, once, unused after.
         unsafe { self.0.dealloc_pages(pos, num_pages, kind) }
