@@ -331,6 +331,7 @@ impl GlobalAllocator {
     }
 
     /// Gives back `pos`, allocated with `layout` ([`GlobalAllocator::alloc`]).
+    #[inline]
     pub fn dealloc(&self, pos: NonNull<u8>, layout: Layout) {
         // SAFETY: ArceOS's contract: it gives back what it allocated with `layout`, once.
         unsafe { self.0.dealloc(pos, layout) }
@@ -406,6 +407,7 @@ impl GlobalAllocator {
 
     /// Gives back the `num_pages` pages from `pos`: a run or any part of one. A run the
     /// allocator did not hand out changes nothing and is logged.
+    #[inline]
     pub fn dealloc_pages(&self, pos: usize, num_pages: usize, kind: UsageKind) {
         // SAFETY: ArceOS's contract: it gives back pages it allocated, once, unused after.
         unsafe { self.0.dealloc_pages(pos, num_pages, kind) }

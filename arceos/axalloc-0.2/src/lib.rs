@@ -58,17 +58,20 @@ impl GlobalAllocator {
     }
 
     /// See [`axalloc_buddy::GlobalAllocator::alloc`].
+    #[inline]
     pub fn alloc(&self, layout: Layout) -> AllocResult<NonNull<u8>> {
         self.0.alloc(layout)
     }
 
     /// See [`axalloc_buddy::GlobalAllocator::dealloc`].
+    #[inline]
     pub fn dealloc(&self, pos: NonNull<u8>, layout: Layout) {
         // SAFETY: ArceOS's contract: it gives back what it allocated with `layout`, once.
         unsafe { self.0.dealloc(pos, layout) }
     }
 
     /// See [`axalloc_buddy::GlobalAllocator::alloc_pages`].
+    #[inline]
     pub fn alloc_pages(&self, num_pages: usize, align_pow2: usize) -> AllocResult<usize> {
         self.0.alloc_pages(num_pages, align_pow2, KIND)
     }
@@ -84,6 +87,7 @@ impl GlobalAllocator {
     }
 
     /// See [`axalloc_buddy::GlobalAllocator::dealloc_pages`].
+    #[inline]
     pub fn dealloc_pages(&self, pos: usize, num_pages: usize) {
         // SAFETY: ArceOS's contract: it gives back pages it allocated, once, unused after.
         unsafe { self.0.dealloc_pages(pos, num_pages, KIND) }
