@@ -47,8 +47,9 @@ impl<'a> Pinned<'a> {
 ///
 /// A wrong answer costs speed, not correctness: every CPU's lists are behind their own
 /// lock, and an answer at or past the allocator's CPU count picks CPU 0's. It is a type (a
-/// unit struct, a function item or a function pointer), copied into each zone, so that a
-/// kernel's answer inlines into the page path.
+/// unit struct, a function item, a closure without state or a function pointer), copied
+/// into each zone, so that a kernel's answer inlines into the page path (a function
+/// pointer's is a call through it).
 ///
 /// ```
 /// use axalloc_buddy::{CpuId, GlobalAllocator, Pinned};
