@@ -174,52 +174,58 @@ impl axalloc_buddy::CpuId for CurrentCpu {
     }
 }
 
-/// The CPU this call runs on, from ArceOS's per-CPU area (0 before it is installed).
-///
-/// # Safety
-/// Interrupts and preemption are off on this CPU until the answer is used (ax-percpu's
-/// contract: the task cannot migrate).
+/// What the allocator reads from ArceOS in a kernel build: bare metal, or ArceOS's
+/// `std-compat` target (AxVisor's `aarch64-unknown-linux-musl`, a kernel too).
 #[cfg(any(target_os = "none", all(target_os = "linux", target_env = "musl")))]
-#[inline(always)]
-pub(crate) unsafe fn percpu_index() -> usize {
-    // SAFETY: the caller's promise: the pin cannot migrate.
-    unsafe { ax_percpu::with_cpu_pin(|pin| ax_percpu::current_cpu_index(pin).as_usize()) }
-        .unwrap_or(0)
+mod platform {
+    /// The CPU this call runs on, from ArceOS's per-CPU area (0 before it is installed).
+    ///
+    /// # Safety
+    /// Interrupts and preemption are off on this CPU until the answer is used (ax-percpu's
+    /// contract: the task cannot migrate).
+    #[inline(always)]
+    pub(crate) unsafe fn percpu_index() -> usize {
+        // SAFETY: the caller's promise: the pin cannot migrate.
+        unsafe { ax_percpu::with_cpu_pin(|pin| ax_percpu::current_cpu_index(pin).as_usize()) }
+            .unwrap_or(0)
+    }
+
+    /// The CPUs ArceOS has per-CPU areas for.
+    pub(crate) fn cpu_count() -> usize {
+        ax_percpu::layout().map_or(1, |l| l.area_count() as usize)
+    }
+
+    /// The physical address of `vaddr`, through ArceOS's linear map.
+    pub(crate) fn virt_to_phys(vaddr: usize) -> usize {
+        ax_plat::mem::virt_to_phys(vaddr.into()).as_usize()
+    }
 }
 
-/// The CPUs ArceOS has per-CPU areas for.
-#[cfg(any(target_os = "none", all(target_os = "linux", target_env = "musl")))]
-fn cpu_count() -> usize {
-    ax_percpu::layout().map_or(1, |l| l.area_count() as usize)
-}
-
-/// The physical address of `vaddr`, through ArceOS's linear map.
-#[cfg(any(target_os = "none", all(target_os = "linux", target_env = "musl")))]
-fn virt_to_phys(vaddr: usize) -> usize {
-    ax_plat::mem::virt_to_phys(vaddr.into()).as_usize()
-}
-
-/// One CPU outside a kernel (a build for the host: the tests).
-///
-/// # Safety
-/// None outside a kernel; the kernel builds' contract is kept for one signature.
+/// Outside a kernel (a build for the host: the tests): one CPU, addresses physical.
 #[cfg(not(any(target_os = "none", all(target_os = "linux", target_env = "musl"))))]
-#[inline(always)]
-pub(crate) unsafe fn percpu_index() -> usize {
-    0
+mod platform {
+    /// CPU 0.
+    ///
+    /// # Safety
+    /// None here; the kernel builds' contract is kept for one signature.
+    #[inline(always)]
+    pub(crate) unsafe fn percpu_index() -> usize {
+        0
+    }
+
+    /// One CPU.
+    pub(crate) fn cpu_count() -> usize {
+        1
+    }
+
+    /// The address itself.
+    pub(crate) fn virt_to_phys(vaddr: usize) -> usize {
+        vaddr
+    }
 }
 
-/// One CPU outside a kernel.
-#[cfg(not(any(target_os = "none", all(target_os = "linux", target_env = "musl"))))]
-fn cpu_count() -> usize {
-    1
-}
-
-/// Addresses are physical outside a kernel (a build for the host: the tests).
-#[cfg(not(any(target_os = "none", all(target_os = "linux", target_env = "musl"))))]
-fn virt_to_phys(vaddr: usize) -> usize {
-    vaddr
-}
+pub(crate) use platform::percpu_index;
+use platform::{cpu_count, virt_to_phys};
 
 /// ArceOS's global allocator on buddy-sim: the heap grows with pages from the zones, and
 /// every page call takes one CPU's lock.
