@@ -45,6 +45,13 @@ pub enum FrameState {
     /// to hand to the embedder's sink outside the zone lock; it goes back marked reported
     /// (or as it was, if the sink failed). Seen only while another CPU is reporting.
     Reporting,
+    /// Head of a frozen block that its owner keeps in a cache of its own, to hand out
+    /// again without the zone ([`Zone::cache_frozen`](crate::Zone::cache_frozen)): allocated
+    /// as far as the zone knows, free as far as the owner's callers know. Every free and
+    /// reference of it is refused until its owner takes it back out
+    /// ([`Zone::uncache_frozen`](crate::Zone::uncache_frozen)): a second free of a block
+    /// waiting in such a cache is reported, as a second free of a block on a free list is.
+    Cached,
 }
 
 /// A frame's metadata word, unpacked from or to its atomic.
@@ -123,6 +130,13 @@ impl Word {
         Self(Self::new(FrameState::Allocated, order).0 | FROZEN)
     }
 
+    /// The head of a frozen block of `order` that its owner keeps in a cache of its own
+    /// ([`FrameState::Cached`]).
+    #[inline]
+    pub(crate) const fn cached_block(order: u8) -> Self {
+        Self::new(FrameState::Cached, order)
+    }
+
     /// Whether this is the head of a frozen unmovable block of some order
     /// ([`Word::frozen_block`]), not a movable block frozen by a migration.
     #[inline]
@@ -168,7 +182,8 @@ impl Word {
             5 => FrameState::Leaked,
             6 => FrameState::Freeing,
             7 => FrameState::Zeroing,
-            _ => FrameState::Reporting,
+            8 => FrameState::Reporting,
+            _ => FrameState::Cached,
         }
     }
 

@@ -311,6 +311,63 @@ fn a_frozen_block_is_freed_only_whole_at_its_order() {
     assert_eq!(z.buddy_pages(), 64);
 }
 
+/// A frozen block its owner caches (`cache_frozen`) is allocated to the zone (its check
+/// passes, a contiguous allocation over it finds it busy) and refused by every free,
+/// reference and split, the zone unchanged, until `uncache_frozen` hands it back frozen;
+/// only a frozen block of the order given is cached, and only a cached one uncached.
+#[test]
+fn a_cached_frozen_block_is_refused_by_every_free_until_it_is_uncached() {
+    let z = small_zone();
+    z.add_memory(START, 64).unwrap();
+    let cpu = z.cpu(0).unwrap();
+    let (pfn, order) = (cpu.alloc_frozen_pages(o(2)).unwrap(), o(2));
+    let counted = cpu.alloc_raw(AllocRequest::order(order)).unwrap();
+    let before = Before::of(&z);
+    // SAFETY: both blocks are this test's; these calls refuse (checked), changing nothing.
+    unsafe {
+        assert!(!z.cache_frozen(pfn, o(1)));
+        assert!(!z.cache_frozen(Pfn(pfn.0 + 1), o(0)));
+        assert!(!z.cache_frozen(counted, order));
+        assert!(!z.cache_frozen(Pfn(START.0 + 64), o(0)));
+        assert!(!z.uncache_frozen(pfn, order));
+    }
+    before.assert_unchanged(&z);
+    // SAFETY: the block is this test's, unused but through this "cache".
+    assert!(unsafe { z.cache_frozen(pfn, order) });
+    assert_eq!(z.frame(pfn).unwrap().state, buddy_sim::FrameState::Cached);
+    z.check().unwrap();
+    let before = Before::of(&z);
+    // SAFETY: every call refuses the cached block (checked), freeing nothing.
+    unsafe {
+        assert!(!z.cache_frozen(pfn, order));
+        assert!(!z.uncache_frozen(pfn, o(1)));
+        assert_eq!(
+            cpu.free_frozen_pages(pfn, order),
+            Err(FreeError::DoubleFree(pfn))
+        );
+        assert!(!cpu.free_frozen_pages_listed(pfn, order));
+        assert_eq!(cpu.free_pages(pfn, order), Err(FreeError::DoubleFree(pfn)));
+        assert_eq!(
+            cpu.free_contig_range(pfn, 4),
+            Err(FreeError::DoubleFree(pfn))
+        );
+        assert!(z.split_frozen_pages(pfn, order).is_err());
+    }
+    assert!(z.get_page(pfn).is_err());
+    assert!(z.split_page(pfn, order).is_err());
+    assert!(cpu.alloc_contig_range(pfn, 4, &mut refuse).is_err());
+    before.assert_unchanged(&z);
+    // SAFETY: this test's "cache" holds the block; then it is freed once.
+    unsafe {
+        assert!(z.uncache_frozen(pfn, order));
+        cpu.free_frozen_pages(pfn, order).unwrap();
+        cpu.free_pages(counted, order).unwrap();
+    }
+    z.check().unwrap();
+    z.drain_all();
+    assert_eq!(z.buddy_pages(), 64);
+}
+
 /// `split_frozen_pages` splits only the head of a frozen block of the order it is given,
 /// leaving the zone as it was otherwise; a split block's pages are frozen pages, freed one
 /// by one or as a run.

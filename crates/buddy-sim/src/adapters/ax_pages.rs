@@ -365,7 +365,7 @@ where
         match w.state() {
             FrameState::Allocated
                 if w.is_frozen_block() || w.mt() == MigrateType::Unmovable as u8 => {}
-            FrameState::Buddy | FrameState::Pcp => {
+            FrameState::Buddy | FrameState::Pcp | FrameState::Cached => {
                 return self.outcome(Err(FreeError::DoubleFree(pfn)));
             }
             // A page inside a block, a movable block, or no page of this allocator's.

@@ -91,7 +91,7 @@ where
                 }
                 FrameState::Pcp => pcp_heads += 1,
                 FrameState::Reserved => reserved += 1,
-                FrameState::Allocated | FrameState::Leaked => {}
+                FrameState::Allocated | FrameState::Leaked | FrameState::Cached => {}
             }
             if w.zeroed() && !matches!(w.state(), FrameState::Buddy | FrameState::Pcp) {
                 return bad("a known-zero mark on a frame that is not free", i);

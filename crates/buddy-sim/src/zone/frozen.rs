@@ -431,6 +431,78 @@ where
             let _ = m.frame(idx).cas(fresh, Word::frozen_block(order.get()));
         }
     }
+
+    /// Marks the frozen block of `order` at `pfn`, which its owner keeps in a cache of its
+    /// own to hand out again without the zone (a per-CPU array of free pages in front of the
+    /// zone, reached without a lock), [`FrameState::Cached`](crate::FrameState::Cached):
+    /// allocated as far as the zone knows (its counts, [`Zone::check`], compaction and
+    /// contiguous allocation, which find it busy), and refused by every free and reference
+    /// ([`FreeError::DoubleFree`]) until [`Zone::uncache_frozen`] takes it out. A block
+    /// freed twice, the first time into such a cache, is then reported as one freed twice
+    /// onto a list is. One load and one store of the block's head.
+    ///
+    /// `false`, with nothing changed, for anything but the head of a frozen block of
+    /// `order` (a block the zone did not hand out so, one cached already, a frame outside
+    /// the zone), and while the zone debugs (its allocation- and free-time checks see every
+    /// block then).
+    ///
+    /// ```
+    /// use buddy_sim::{FrameState, Order, Pfn, StaticZone};
+    /// static ZONE: StaticZone<4096, 1> = StaticZone::new_static_at(Pfn(0));
+    /// let page = ZONE.cpu(0)?.alloc_frozen_page()?;
+    /// // SAFETY: the page is this code's alone, unused from here on but through its cache.
+    /// assert!(unsafe { ZONE.cache_frozen(page, Order::ZERO) });
+    /// assert_eq!(ZONE.frame(page)?.state, FrameState::Cached);
+    /// assert!(!unsafe { ZONE.cache_frozen(page, Order::ZERO) }); // cached already
+    /// // SAFETY: this code's cache holds the page.
+    /// assert!(unsafe { ZONE.uncache_frozen(page, Order::ZERO) });
+    /// // SAFETY: the page is this code's alone and unused from here on.
+    /// unsafe { ZONE.cpu(0)?.free_frozen_pages(page, Order::ZERO) }?;
+    /// # Ok::<(), buddy_sim::BuddyError>(())
+    /// ```
+    ///
+    /// # Safety
+    /// The block is the caller's: handed out frozen of `order` ([`Cpu::alloc_frozen_pages`]),
+    /// not freed, and not used from here on but by the cache's next hand-out; no other call
+    /// frees, splits or caches it while this one runs (a load then a store, not a
+    /// compare-and-swap, as a frozen block's free is).
+    #[inline(always)]
+    #[allow(unsafe_code)]
+    pub unsafe fn cache_frozen(&self, pfn: Pfn, order: Order) -> bool {
+        let m = self.map();
+        let Ok(idx) = m.index(pfn) else {
+            return false;
+        };
+        let head = m.frame(idx);
+        if head.load() != Word::frozen_block(order.get()) || self.debugging() {
+            return false;
+        }
+        head.store(Word::cached_block(order.get()));
+        true
+    }
+
+    /// Takes the block of `order` at `pfn` out of its owner's cache
+    /// ([`Zone::cache_frozen`]): a frozen block of `order` again, the caller's to hand out
+    /// or free. `false`, with nothing changed, for anything but the head of a cached block
+    /// of `order`.
+    ///
+    /// # Safety
+    /// The caller's cache holds the block (it cached it and has not taken it out since), and
+    /// no other call takes it out while this one runs.
+    #[inline(always)]
+    #[allow(unsafe_code)]
+    pub unsafe fn uncache_frozen(&self, pfn: Pfn, order: Order) -> bool {
+        let m = self.map();
+        let Ok(idx) = m.index(pfn) else {
+            return false;
+        };
+        let head = m.frame(idx);
+        if head.load() != Word::cached_block(order.get()) {
+            return false;
+        }
+        head.store(Word::frozen_block(order.get()));
+        true
+    }
 }
 
 impl<F, P, R, A, C> Cpu<'_, F, P, R, A, C>

@@ -233,6 +233,7 @@ impl<'a> FrameMap<'a> {
             | FrameState::Freeing
             | FrameState::Zeroing
             | FrameState::Reporting
+            | FrameState::Cached
             | FrameState::Allocated => FreeError::DoubleFree(pfn),
             FrameState::Tail => match self.block_head(idx).map(|(_, hw)| hw.state()) {
                 Some(FrameState::Allocated) => FreeError::CompoundPage(pfn),
