@@ -172,6 +172,22 @@ impl axalloc_buddy::CpuId for CurrentCpu {
         // own masking on the `std-compat` target, where `kernel_guard` does nothing).
         unsafe { percpu_index() }
     }
+
+    /// In a kernel build, this CPU's index from ArceOS's per-CPU area, once it is installed:
+    /// the page calls then take and free pages through the CPU's magazines, with no lock.
+    #[inline(always)]
+    fn exclusive_cpu<'a>(
+        &self,
+        pinned: &'a axalloc_buddy::Pinned<'_>,
+    ) -> Option<axalloc_buddy::ExclusiveCpu<'a>> {
+        // SAFETY: `pinned`: interrupts and preemption are off on this CPU.
+        let id = unsafe { platform::exact_percpu_index() }?;
+        // SAFETY: a kernel build: interrupts and preemption stay off on this CPU for the
+        // whole allocator call (`pinned`: kernel_guard's masking on bare metal, the
+        // allocator's own on `std-compat`), so nothing else runs on it meanwhile; and `id`
+        // is this CPU's own index from its own per-CPU area, which no other CPU has.
+        Some(unsafe { axalloc_buddy::ExclusiveCpu::new(id, pinned) })
+    }
 }
 
 /// What the allocator reads from ArceOS in a kernel build: bare metal, or ArceOS's
@@ -185,9 +201,18 @@ mod platform {
     /// contract: the task cannot migrate).
     #[inline(always)]
     pub(crate) unsafe fn percpu_index() -> usize {
+        // SAFETY: the caller's promise.
+        unsafe { exact_percpu_index() }.unwrap_or(0)
+    }
+
+    /// [`percpu_index`], `None` before ArceOS installs the per-CPU area.
+    ///
+    /// # Safety
+    /// As [`percpu_index`].
+    #[inline(always)]
+    pub(crate) unsafe fn exact_percpu_index() -> Option<usize> {
         // SAFETY: the caller's promise: the pin cannot migrate.
         unsafe { ax_percpu::with_cpu_pin(|pin| ax_percpu::current_cpu_index(pin).as_usize()) }
-            .unwrap_or(0)
     }
 
     /// The CPUs ArceOS has per-CPU areas for.
@@ -211,6 +236,15 @@ mod platform {
     #[inline(always)]
     pub(crate) unsafe fn percpu_index() -> usize {
         0
+    }
+
+    /// No exclusive CPU outside a kernel: threads share CPU 0.
+    ///
+    /// # Safety
+    /// None here; the kernel builds' contract is kept for one signature.
+    #[inline(always)]
+    pub(crate) unsafe fn exact_percpu_index() -> Option<usize> {
+        None
     }
 
     /// One CPU.

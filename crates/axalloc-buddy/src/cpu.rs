@@ -18,6 +18,7 @@
 use core::marker::PhantomData;
 
 use crate::lock::IrqOff;
+use crate::magazine::ExclusiveCpu;
 
 /// Proof that interrupts and preemption are off on the CPU that holds it, for as long as it
 /// lives, in a kernel build: the task cannot move to another CPU, and no interrupt handler
@@ -73,6 +74,20 @@ pub trait CpuId: Copy + 'static {
     /// interrupts and preemption off (`pinned`), so the answer stays true until the call
     /// holds that CPU's lock.
     fn cpu_id(&self, pinned: &Pinned<'_>) -> usize;
+
+    /// The CPU this call runs on as one it runs on alone ([`ExclusiveCpu`], made under
+    /// `unsafe`), where the implementation can promise that: a page call then takes a
+    /// block from that CPU's magazine, and frees one into it, with no lock and no atomic
+    /// read-modify-write (a magazine is refilled, or half given back, under the CPU's lock
+    /// once per several calls; a build with the feature `page-owner` has no magazines).
+    /// `None`, the default: every page call takes its CPU's lock.
+    /// Asked with interrupts and preemption off (`pinned`) before [`CpuId::cpu_id`]; an id
+    /// at or past the allocator's CPU count takes the locked path.
+    #[inline(always)]
+    fn exclusive_cpu<'a>(&self, pinned: &'a Pinned<'_>) -> Option<ExclusiveCpu<'a>> {
+        let _ = pinned;
+        None
+    }
 }
 
 /// A function (item, pointer or closure without state) that answers the CPU id.
@@ -93,6 +108,14 @@ impl CpuId for PerCpuRegister {
     #[inline(always)]
     fn cpu_id(&self, pinned: &Pinned<'_>) -> usize {
         this_cpu(pinned)
+    }
+
+    /// In a kernel build, the CPU's own index from its per-CPU register: interrupts and
+    /// preemption are off for the whole call (`pinned`), and no other CPU has that index.
+    /// `None` where the register cannot tell (not set up yet, or no register to read).
+    #[inline(always)]
+    fn exclusive_cpu<'a>(&self, pinned: &'a Pinned<'_>) -> Option<ExclusiveCpu<'a>> {
+        exclusive_cpu(pinned)
     }
 }
 
@@ -125,7 +148,28 @@ fn this_cpu(_pinned: &Pinned<'_>) -> usize {
         return known;
     }
     // SAFETY: interrupts and preemption are off (`_pinned`).
-    unsafe { cpu_from_register(cpu_count()) }
+    unsafe { cpu_from_register(cpu_count()) }.unwrap_or(0)
+}
+
+/// [`this_cpu`] as an [`ExclusiveCpu`]: only an index the register gave (never the
+/// fallback to CPU 0).
+#[cfg(all(target_os = "none", any(feature = "percpu02", feature = "percpu04")))]
+#[inline(always)]
+fn exclusive_cpu<'a>(pinned: &'a Pinned<'_>) -> Option<ExclusiveCpu<'a>> {
+    // SAFETY: interrupts and preemption are off (`pinned`): the task stays on this CPU
+    // between this read and the use of its answer.
+    let known = unsafe { AXALLOC_BUDDY_CPU.read_current_raw() };
+    let id = if known != usize::MAX {
+        known
+    } else {
+        // SAFETY: as above.
+        unsafe { cpu_from_register(cpu_count()) }?
+    };
+    // SAFETY: a kernel build: `pinned` keeps interrupts and preemption off on this CPU for
+    // the whole allocator call, so nothing else runs on it meanwhile; and `id` is this
+    // CPU's own index, worked out from its own per-CPU register (or kept from that in its
+    // own per-CPU area), which no other CPU's register gives.
+    Some(unsafe { ExclusiveCpu::new(id, pinned) })
 }
 
 /// [`this_cpu`] on a CPU's first call: its index from the per-CPU register (the area's base
@@ -139,25 +183,25 @@ fn this_cpu(_pinned: &Pinned<'_>) -> usize {
 /// it, two instructions more on every page free.)
 #[cfg(all(target_os = "none", any(feature = "percpu02", feature = "percpu04")))]
 #[inline(always)]
-unsafe fn cpu_from_register(cpus: usize) -> usize {
+unsafe fn cpu_from_register(cpus: usize) -> Option<usize> {
     let reg = percpu::read_percpu_reg();
     if reg == 0 {
         // Per-CPU data not set up yet (`percpu` 0.4 panics on a look-up then).
-        return 0;
+        return None;
     }
     let base = percpu::percpu_area_base(0);
     let stride = percpu::percpu_area_base(1).wrapping_sub(base);
     if stride == 0 {
-        return 0;
+        return None;
     }
     let id = reg.wrapping_sub(base) / stride;
     if id >= cpus {
-        return 0;
+        return None;
     }
     // SAFETY: interrupts and preemption are off (the caller's promise), and the register is
     // set (not 0): the write goes to this CPU's own area, which no other CPU writes.
     unsafe { AXALLOC_BUDDY_CPU.write_current_raw(id) };
-    id
+    Some(id)
 }
 
 /// The CPU this call runs on: without a per-CPU register to read (a build outside a kernel,
@@ -167,6 +211,14 @@ unsafe fn cpu_from_register(cpus: usize) -> usize {
 #[inline(always)]
 fn this_cpu(_pinned: &Pinned<'_>) -> usize {
     0
+}
+
+/// Without a per-CPU register to read, no CPU id is exclusive: calls on every CPU (or
+/// thread) share CPU 0's lists, under its lock.
+#[cfg(not(all(target_os = "none", any(feature = "percpu02", feature = "percpu04"))))]
+#[inline(always)]
+fn exclusive_cpu<'a>(_pinned: &'a Pinned<'_>) -> Option<ExclusiveCpu<'a>> {
+    None
 }
 
 /// The CPUs ArceOS reserves per-CPU data for (its `MAX_CPU_NUM`).

@@ -8,6 +8,7 @@
 
 use crate::cpu::{CpuId, Pinned};
 use crate::lock::{IrqOff, IrqSpin, IrqSpinGuard};
+use crate::magazine::{ExclusiveCpu, Magazines, batch};
 use crate::owner::OwnerTag;
 use crate::slab::{SlabBytes, Slabs};
 use crate::usage::{UsageCounts, UsageKind};
@@ -238,6 +239,7 @@ struct Head {
     pcps: usize,
     zone: usize,
     cpus: usize,
+    magazines: usize,
     /// Bytes of the whole head.
     size: usize,
 }
@@ -248,14 +250,16 @@ impl Head {
         let head = Layout::array::<Frame>(frames)?;
         let (head, pcps) = head.extend(Layout::array::<PerCpu<DefaultRawMutex>>(cpus)?)?;
         let (head, zone) = head.extend(Layout::new::<PageZone>())?;
-        let (head, cpus) = head.extend(Layout::array::<IrqSpin<CpuSlot>>(cpus)?)?;
+        let (head, slots) = head.extend(Layout::array::<IrqSpin<CpuSlot>>(cpus)?)?;
+        let (head, magazines) = head.extend(Layout::array::<Magazines>(cpus)?)?;
         // Every piece is aligned relative to the head's start; the head starts on a page, so
         // they are aligned in memory too (no piece asks for more than a page).
         debug_assert!(head.align() <= PAGE);
         Ok(Self {
             pcps,
             zone,
-            cpus,
+            cpus: slots,
+            magazines,
             size: head.size(),
         })
     }
@@ -268,6 +272,9 @@ pub(crate) struct Frames<C> {
     cpus: &'static [IrqSpin<CpuSlot>],
     /// `cpus[0]` (`carve` refuses 0 CPUs).
     cpu0: &'static IrqSpin<CpuSlot>,
+    /// Each CPU's magazines, for a [`CpuId`] that gives exclusive ids
+    /// ([`CpuId::exclusive_cpu`]): entry `id` is CPU `id`'s.
+    magazines: &'static [Magazines],
     clearer: FrameClearer<OffsetMap>,
     /// Which CPU a call runs on.
     cpu_id: C,
@@ -373,6 +380,11 @@ impl<C: CpuId> Frames<C> {
                 }));
             }
             let cpu_pages: &'static [IrqSpin<CpuSlot>] = core::slice::from_raw_parts(cpu_at, cpus);
+            let magazine_at = at.add(head.magazines).cast::<Magazines>();
+            for i in 0..cpus {
+                magazine_at.add(i).write(Magazines::new());
+            }
+            let magazines: &'static [Magazines] = core::slice::from_raw_parts(magazine_at, cpus);
             // `cpus` is at least 1 (checked above): slot 0 was written.
             let cpu0 = &*cpu_at;
             // SAFETY (of `OffsetMap::new`): frame `pfn` is the page at `pfn * 4 KiB` (frames
@@ -382,6 +394,7 @@ impl<C: CpuId> Frames<C> {
                 zone,
                 cpus: cpu_pages,
                 cpu0,
+                magazines,
                 clearer,
                 cpu_id,
                 region: (start, region_end),
@@ -430,7 +443,8 @@ impl<C: CpuId> Frames<C> {
         self.zone
     }
 
-    /// Free frames: the buddy's, and each CPU's lists' read under that CPU's slot lock.
+    /// Free frames: the buddy's, and each CPU's lists' read under that CPU's slot lock and
+    /// its magazines'.
     pub(crate) fn free_pages(&self) -> u64 {
         let listed: u64 = (0..self.cpus.len())
             .filter_map(|cpu| self.pcp_pages(cpu))
@@ -438,18 +452,21 @@ impl<C: CpuId> Frames<C> {
         self.zone.buddy_pages() + listed
     }
 
-    /// Frames on CPU `cpu`'s per-cpu lists, read under its slot lock; `None` past the CPUs.
+    /// Frames on CPU `cpu`'s per-cpu lists, read under its slot lock, and in its magazines;
+    /// `None` past the CPUs.
     pub(crate) fn pcp_pages(&self, cpu: usize) -> Option<u64> {
         let slot = self.cpus.get(cpu)?.lock();
         // The slot lock held: no call is inside this CPU's lists.
         let pages = self.zone.pcp_pages(cpu).ok();
         drop(slot);
-        pages
+        let cached = self.magazines.get(cpu).map_or(0, Magazines::pages);
+        pages.map(|p| p + cached)
     }
 
     /// [`Cpu::decay_pcp_high`](buddy_sim::Cpu::decay_pcp_high) on the lists of the CPU this
     /// call runs on, under its slot's lock: whether there is more to do at the next tick.
     pub(crate) fn decay_lists(&self) -> bool {
+        self.honour_drain_request();
         let cpu = self.this_cpu();
         // SAFETY: as in `take_on_slot`.
         let lists = unsafe { self.local_lists(&cpu) };
@@ -461,6 +478,10 @@ impl<C: CpuId> Frames<C> {
     /// reach other CPUs' lists (taking a run at a fixed address drains the lists that hold
     /// part of it).
     pub(crate) fn every_cpu<T>(&self, f: impl FnOnce(&mut CpuSlot) -> T) -> Option<T> {
+        // This CPU's magazines first (no other CPU's can be reached: they give theirs back
+        // at their next call, asked to here).
+        self.flush_own_magazines();
+        self.request_magazine_drains();
         crate::lock::with_all(self.cpus, |irq| self.cpu_index(irq), f)
     }
 
@@ -470,8 +491,13 @@ impl<C: CpuId> Frames<C> {
     /// held any page; with one CPU, `false` at once (the zone's slow path drained its lists
     /// already).
     pub(crate) fn drain_every_cpu(&self) -> bool {
+        // The calling CPU's magazines to its lists (a drain of one CPU's lists, which the
+        // zone's slow path did not see); the others' asked for, given back at their next
+        // call (only a magazine's owner reaches its blocks).
+        let flushed = self.flush_own_magazines();
+        self.request_magazine_drains();
         if self.cpus.len() <= 1 {
-            return false;
+            return flushed;
         }
         let zone = self.zone;
         self.every_cpu(|_| {
@@ -481,6 +507,7 @@ impl<C: CpuId> Frames<C> {
             held
         })
         .unwrap_or(false)
+            | flushed
     }
 
     /// The CPUs the zone has lists for.
@@ -520,7 +547,11 @@ impl<C: CpuId> Frames<C> {
     pub(crate) fn usage_counts(&self) -> impl Iterator<Item = UsageCounts> + '_ {
         self.cpus
             .iter()
-            .map(|cpu| cpu.lock().usage.without(UsageKind::RustHeap))
+            .zip(self.magazines)
+            .map(|(cpu, magazines)| {
+                let slot = cpu.lock().usage;
+                slot.plus(magazines.usage()).without(UsageKind::RustHeap)
+            })
     }
 
     /// The clearer of zeroed pages (zero-core's detected policy).
@@ -534,7 +565,9 @@ impl<C: CpuId> Frames<C> {
     /// counted, recorded with `tag` (page_owner); `None` when the CPU's list for the order
     /// has none (so aligned): with no alignment asked, past a refill of the list and the
     /// slow path, unless the region is exhausted; otherwise at once, changing nothing (the
-    /// general path then splits, looks further and records why).
+    /// general path then splits, looks further and records why). With no alignment asked
+    /// and an exclusive CPU id, from the CPU's magazine for the order, refilled from its
+    /// lists when empty.
     #[inline(always)]
     pub(crate) fn alloc_block(
         &self,
@@ -543,7 +576,18 @@ impl<C: CpuId> Frames<C> {
         kind: UsageKind,
         tag: OwnerTag,
     ) -> Option<usize> {
-        let taken = self.take_on_slot(
+        let irq = IrqOff::new();
+        if align.is_none()
+            && let Some((cpu, magazines)) = self.exclusive(&Pinned::new(&irq))
+        {
+            // SAFETY: `magazines` are `cpu`'s.
+            return match unsafe { self.pop_cached(&cpu, magazines, order, kind) } {
+                Some(at) => Some(at),
+                None => self.refill_magazine(&cpu, magazines, order, kind, tag),
+            };
+        }
+        let taken = self.take_on_slot_masked(
+            irq,
             order,
             kind,
             tag,
@@ -612,7 +656,21 @@ impl<C: CpuId> Frames<C> {
         tag: OwnerTag,
         take: impl FnOnce(&LocalLists) -> Option<Pfn>,
     ) -> Option<usize> {
-        let mut cpu = self.this_cpu();
+        self.take_on_slot_masked(IrqOff::new(), order, kind, tag, take)
+    }
+
+    /// [`Frames::take_on_slot`] with interrupts and preemption already off (`irq`, which
+    /// the slot's guard keeps until it drops).
+    #[inline(always)]
+    fn take_on_slot_masked(
+        &self,
+        irq: IrqOff,
+        order: Order,
+        kind: UsageKind,
+        tag: OwnerTag,
+        take: impl FnOnce(&LocalLists) -> Option<Pfn>,
+    ) -> Option<usize> {
+        let mut cpu = IrqSpin::lock_masked(irq, |irq| self.slot(irq));
         tag.set(self.zone, cpu.id);
         // SAFETY: `cpu` is this allocator's slot, its lock held until the call ends.
         let lists = unsafe { self.local_lists(&cpu) };
@@ -644,7 +702,16 @@ impl<C: CpuId> Frames<C> {
             // SAFETY: the caller's promise, passed on.
             return unsafe { self.free_to_zone(pos, pfn, order, kind) };
         }
-        let cpu = self.this_cpu();
+        let irq = IrqOff::new();
+        if let Some((cpu, magazines)) = self.exclusive(&Pinned::new(&irq)) {
+            // SAFETY: the caller's promise, passed on; `magazines` are `cpu`'s.
+            if unsafe { self.push_cached(&cpu, magazines, pos, pfn, order, kind) } {
+                return;
+            }
+            // Not a frozen block of `order` handed out whole: the lists' free says what it
+            // is (and the general free frees or reports it).
+        }
+        let cpu = IrqSpin::lock_masked(irq, |irq| self.slot(irq));
         // SAFETY: as in `take_on_slot`.
         let lists = unsafe { self.local_lists(&cpu) };
         // SAFETY: the caller's promise (a block this allocator handed out, given back once,
@@ -743,6 +810,246 @@ impl<C: CpuId> Frames<C> {
     #[inline(always)]
     fn uncount(mut cpu: IrqSpinGuard<'_, CpuSlot>, order: Order, kind: UsageKind) {
         cpu.usage.sub(kind, PAGE << order.get());
+    }
+
+    /// The calling CPU as one its call runs on alone, and its magazines, if the [`CpuId`]
+    /// gives such an id ([`CpuId::exclusive_cpu`]) within the CPUs (and the build has
+    /// magazines: page_owner records each block's allocation in the zone, which a magazine
+    /// would hide).
+    #[inline(always)]
+    fn exclusive<'a>(
+        &'a self,
+        pinned: &'a Pinned<'_>,
+    ) -> Option<(ExclusiveCpu<'a>, &'a Magazines)> {
+        if cfg!(feature = "page-owner") {
+            return None;
+        }
+        let cpu = self.cpu_id.exclusive_cpu(pinned)?;
+        let magazines = self.magazines.get(cpu.id())?;
+        Some((cpu, magazines))
+    }
+
+    /// A block of `order` from `cpu`'s magazine for it, taken out of the cache and counted
+    /// for `kind`; `None` when the magazine is empty (or another CPU asked for the blocks
+    /// back: they go back to the lists first).
+    ///
+    /// # Safety
+    /// `magazines` are `cpu`'s.
+    #[inline(always)]
+    unsafe fn pop_cached(
+        &self,
+        cpu: &ExclusiveCpu<'_>,
+        magazines: &Magazines,
+        order: Order,
+        kind: UsageKind,
+    ) -> Option<usize> {
+        // SAFETY: the caller's promise (`magazines` are `cpu`'s), for each call below.
+        unsafe {
+            if magazines.take_drain_request(cpu) {
+                self.flush_magazines(cpu, magazines);
+                return None;
+            }
+            let at = magazines.pop(cpu, order)?;
+            // The magazine held it, marked cached by its push: taken out (a block whose mark
+            // is gone, which nothing but a corrupted frame table makes, is not handed out).
+            if !self.zone.uncache_frozen(Pfn((at / PAGE) as u64), order) {
+                return None;
+            }
+            magazines.count(cpu, kind, order, true);
+            Some(at)
+        }
+    }
+
+    /// Frees the block of `order` at `pos` (frame `pfn`) into `cpu`'s magazine for it,
+    /// marked cached and uncounted for `kind`, half the magazine flushed to the lists first
+    /// if it is full: whether it was taken (`false`, nothing changed: not a frozen block of
+    /// `order`, which the caller's lists free or refuse).
+    ///
+    /// # Safety
+    /// As [`GlobalAllocator::dealloc_pages`](crate::GlobalAllocator::dealloc_pages) for the
+    /// block; `magazines` are `cpu`'s.
+    #[inline(always)]
+    unsafe fn push_cached(
+        &self,
+        cpu: &ExclusiveCpu<'_>,
+        magazines: &Magazines,
+        pos: usize,
+        pfn: Pfn,
+        order: Order,
+        kind: UsageKind,
+    ) -> bool {
+        // SAFETY: the caller's promise: a block this allocator handed out, given back once
+        // and not used after (on `false`, nothing changed and it is still the caller's);
+        // `magazines` are `cpu`'s, for each call below.
+        unsafe {
+            if !self.zone.cache_frozen(pfn, order) {
+                return false;
+            }
+            if !magazines.push(cpu, pos, order) {
+                self.flush_magazine(cpu, magazines, order, batch(order.get() as usize));
+                // Room now: a flush gives back at least one block.
+                if !magazines.push(cpu, pos, order) && self.zone.uncache_frozen(pfn, order) {
+                    self.on_own_lists(cpu, |lists| Self::free_to_lists(lists, pfn, order));
+                }
+            }
+            magazines.count(cpu, kind, order, false);
+            if magazines.take_drain_request(cpu) {
+                self.flush_magazines(cpu, magazines);
+            }
+        }
+        true
+    }
+
+    /// [`Frames::alloc_block`] from `cpu`'s empty magazine for `order`: a block from its
+    /// lists under its slot, counted for `kind` and recorded with `tag`, and half a
+    /// magazine more from them (what they hold, no refill) cached; else the refill of the
+    /// lists ([`Frames::refill_list`]). Out of line.
+    #[cold]
+    #[inline(never)]
+    fn refill_magazine(
+        &self,
+        cpu: &ExclusiveCpu<'_>,
+        magazines: &Magazines,
+        order: Order,
+        kind: UsageKind,
+        tag: OwnerTag,
+    ) -> Option<usize> {
+        let Some(slot) = self.cpus.get(cpu.id()) else {
+            return self.refill_list(order, kind, tag);
+        };
+        let mut slot = slot.lock();
+        tag.set(self.zone, slot.id);
+        // SAFETY: `slot` is this allocator's slot, its lock held until the call ends.
+        let lists = unsafe { self.local_lists(&slot) };
+        let Some(first) = lists.alloc_frozen_pages_listed(order) else {
+            drop(slot);
+            return self.refill_list(order, kind, tag);
+        };
+        for _ in 1..batch(order.get() as usize) {
+            let Some(pfn) = lists.alloc_frozen_pages_listed(order) else {
+                break;
+            };
+            let at = pfn.0 as usize * PAGE;
+            // SAFETY: a frozen block of `order` just taken, this call's alone; `magazines`
+            // are `cpu`'s (the caller's promise). One the cache refuses (the zone debugs)
+            // goes back to the lists.
+            unsafe {
+                if !(self.zone.cache_frozen(pfn, order) && magazines.push(cpu, at, order)) {
+                    let _ = self.zone.uncache_frozen(pfn, order);
+                    Self::free_to_lists(&lists, pfn, order);
+                    break;
+                }
+            }
+        }
+        slot.usage.add(kind, PAGE << order.get());
+        Some(first.0 as usize * PAGE)
+    }
+
+    /// Gives back up to `count` blocks of `cpu`'s magazine for `order` to its lists, under
+    /// its slot (a drain past the lists' high mark included). Out of line.
+    ///
+    /// # Safety
+    /// `magazines` are `cpu`'s.
+    #[cold]
+    #[inline(never)]
+    unsafe fn flush_magazine(
+        &self,
+        cpu: &ExclusiveCpu<'_>,
+        magazines: &Magazines,
+        order: Order,
+        count: usize,
+    ) {
+        self.on_own_lists(cpu, |lists| {
+            for _ in 0..count {
+                // SAFETY: the caller's promise.
+                let Some(at) = (unsafe { magazines.pop(cpu, order) }) else {
+                    break;
+                };
+                let pfn = Pfn((at / PAGE) as u64);
+                // SAFETY: the magazine held the block, cached by its push; out of the cache
+                // it is this call's alone.
+                if unsafe { self.zone.uncache_frozen(pfn, order) } {
+                    // SAFETY: as just said.
+                    unsafe { Self::free_to_lists(lists, pfn, order) };
+                }
+            }
+        });
+        self.set_exhausted(false);
+    }
+
+    /// `f` on `cpu`'s lists, under its slot.
+    fn on_own_lists(&self, cpu: &ExclusiveCpu<'_>, f: impl FnOnce(&LocalLists)) {
+        if let Some(slot) = self.cpus.get(cpu.id()) {
+            let slot = slot.lock();
+            // SAFETY: `slot` is this allocator's slot, its lock held while `f` runs.
+            f(&unsafe { self.local_lists(&slot) });
+        }
+    }
+
+    /// Frees the frozen block of `order` at `pfn` to `lists` (a drain past their high mark
+    /// included).
+    ///
+    /// # Safety
+    /// The block is a frozen block of `order` of this zone's, the caller's alone, freed once.
+    unsafe fn free_to_lists(lists: &LocalLists, pfn: Pfn, order: Order) {
+        // SAFETY: the caller's promise.
+        unsafe {
+            if !lists.free_frozen_pages_listed(pfn, order) {
+                let _ = lists.free_frozen_pages(pfn, order);
+            }
+        }
+    }
+
+    /// Gives every block of `cpu`'s magazines back to its lists.
+    ///
+    /// # Safety
+    /// `magazines` are `cpu`'s.
+    #[cold]
+    #[inline(never)]
+    unsafe fn flush_magazines(&self, cpu: &ExclusiveCpu<'_>, magazines: &Magazines) {
+        for o in 0..crate::magazine::ORDERS {
+            let Ok(order) = Order::new(o as u8) else {
+                break;
+            };
+            // SAFETY: the caller's promise.
+            unsafe { self.flush_magazine(cpu, magazines, order, magazines.held(o)) };
+        }
+    }
+
+    /// Gives the calling CPU's magazines back to its lists, if its id is exclusive: whether
+    /// they held a block.
+    fn flush_own_magazines(&self) -> bool {
+        let irq = IrqOff::new();
+        let pinned = Pinned::new(&irq);
+        let Some((cpu, magazines)) = self.exclusive(&pinned) else {
+            return false;
+        };
+        let held = magazines.pages() > 0;
+        // SAFETY: `magazines` are `cpu`'s.
+        unsafe { self.flush_magazines(&cpu, magazines) };
+        held
+    }
+
+    /// Honours a request of another CPU for the calling CPU's magazines (a tick's
+    /// [`Frames::decay_lists`]).
+    fn honour_drain_request(&self) {
+        let irq = IrqOff::new();
+        let pinned = Pinned::new(&irq);
+        if let Some((cpu, magazines)) = self.exclusive(&pinned) {
+            // SAFETY: `magazines` are `cpu`'s.
+            unsafe {
+                if magazines.take_drain_request(&cpu) {
+                    self.flush_magazines(&cpu, magazines);
+                }
+            }
+        }
+    }
+
+    /// Asks every CPU whose magazines hold a block to give them back at its next call.
+    fn request_magazine_drains(&self) {
+        for magazines in self.magazines.iter().filter(|m| m.pages() > 0) {
+            magazines.request_drain();
+        }
     }
 
     /// The lists of the CPU whose slot is `cpu`, reached without their lock and with no

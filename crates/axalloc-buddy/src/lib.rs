@@ -59,6 +59,7 @@ mod global;
 mod lock;
 #[cfg(all(test, loom))]
 mod loom_tests;
+mod magazine;
 mod owner;
 mod page;
 mod slab;
@@ -71,6 +72,7 @@ pub use byte::DefaultByteAllocator;
 pub use cpu::{CpuId, PerCpuRegister, Pinned};
 pub use frames::{InitError, PageZone, zone_config};
 pub use global::{GlobalAllocator, MAX_ADDED_REGIONS, MAX_REGIONS};
+pub use magazine::ExclusiveCpu;
 #[cfg(feature = "page-owner")]
 pub use owner::OwnedRun;
 pub use page::GlobalPage;

@@ -174,3 +174,116 @@ fn loom_a_free_under_the_callers_lock_races_the_owner() {
         check_and_give_back(&owners, block, 2);
     });
 }
+
+/// The magazines' protocol, over the real [`Magazines`]: each CPU's blocks are reached by
+/// the execution context that holds its exclusive id alone, their counts read by anyone,
+/// and a drain request set by another CPU is seen by the owner. (The blocks are plain
+/// numbers here: the frame table's marks are the zone's, checked by its own tests.)
+mod magazines {
+    use crate::cpu::Pinned;
+    use crate::lock::IrqOff;
+    use crate::magazine::{ExclusiveCpu, Magazines};
+    use crate::usage::UsageKind;
+    use buddy_sim::Order;
+    use loom::sync::Arc;
+    use loom::sync::atomic::{AtomicBool, Ordering};
+    use loom::thread;
+
+    /// `f` on CPU `cpu`'s magazines, as the owner of id `cpu`.
+    fn as_owner<R>(
+        magazines: &Magazines,
+        cpu: usize,
+        f: impl FnOnce(&Magazines, &ExclusiveCpu<'_>) -> R,
+    ) -> R {
+        let irq = IrqOff::new();
+        let pinned = Pinned::new(&irq);
+        // SAFETY: each model below holds id `cpu` in one thread at a time (its hand-overs
+        // release and acquire), but the negative control, which breaks this on purpose.
+        let cpu = unsafe { ExclusiveCpu::new(cpu, &pinned) };
+        f(magazines, &cpu)
+    }
+
+    /// The owner's round: two pages in, one out, counted.
+    fn round(m: &Magazines, cpu: &ExclusiveCpu<'_>, first: usize) -> usize {
+        // SAFETY: `m` are `cpu`'s (each model passes the CPU's own).
+        unsafe {
+            assert!(m.push(cpu, first, Order::ZERO));
+            m.count(cpu, UsageKind::PageTable, Order::ZERO, false);
+            assert!(m.push(cpu, first + 0x1000, Order::ZERO));
+            m.count(cpu, UsageKind::PageTable, Order::ZERO, false);
+            let at = m.pop(cpu, Order::ZERO).unwrap();
+            m.count(cpu, UsageKind::PageTable, Order::ZERO, true);
+            at
+        }
+    }
+
+    /// Two CPUs each on their own magazines at once, CPU 1 also reading CPU 0's counts and
+    /// asking for its blocks back: each pops what it pushed last, and CPU 0 sees the
+    /// request once.
+    #[test]
+    fn loom_each_cpu_reaches_its_own_magazines_and_reads_the_others_counts() {
+        loom::model(|| {
+            let cpus = Arc::new([Magazines::new(), Magazines::new()]);
+            let other = {
+                let cpus = cpus.clone();
+                thread::spawn(move || {
+                    let at = as_owner(&cpus[1], 1, |m, cpu| round(m, cpu, 0x10_000));
+                    let seen = cpus[0].held(0);
+                    assert!(seen <= 2, "{seen}");
+                    let _ = cpus[0].usage();
+                    cpus[0].request_drain();
+                    at
+                })
+            };
+            let mine = as_owner(&cpus[0], 0, |m, cpu| round(m, cpu, 0x20_000));
+            assert_eq!(mine, 0x21_000);
+            assert_eq!(other.join().unwrap(), 0x11_000);
+            // SAFETY: CPU 0's magazines, on the thread that owns id 0.
+            let asked = as_owner(&cpus[0], 0, |m, cpu| unsafe {
+                (m.take_drain_request(cpu), m.take_drain_request(cpu))
+            });
+            assert_eq!(asked, (true, false));
+            assert_eq!((cpus[0].held(0), cpus[1].held(0)), (1, 1));
+            assert_eq!(cpus[0].pages(), 1);
+        });
+    }
+
+    /// An id handed from one thread to another with release and acquire (a task that
+    /// leaves a CPU, another that enters it): the second sees the first's blocks.
+    #[test]
+    fn loom_an_id_handed_over_sees_the_blocks_of_its_last_holder() {
+        loom::model(|| {
+            let cpus = Arc::new([Magazines::new()]);
+            let held = Arc::new(AtomicBool::new(true));
+            let first = {
+                let (cpus, held) = (cpus.clone(), held.clone());
+                thread::spawn(move || {
+                    as_owner(&cpus[0], 0, |m, cpu| round(m, cpu, 0x30_000));
+                    held.store(false, Ordering::Release);
+                })
+            };
+            if !held.load(Ordering::Acquire) {
+                // SAFETY: CPU 0's magazines, its id handed over.
+                let at = as_owner(&cpus[0], 0, |m, cpu| unsafe { m.pop(cpu, Order::ZERO) });
+                assert_eq!(at, Some(0x30_000));
+            }
+            first.join().unwrap();
+        });
+    }
+
+    /// The negative control: two threads with the same id at once; loom must report the
+    /// unsynchronized accesses to the magazine's blocks.
+    #[test]
+    #[should_panic(expected = "Causality violation")]
+    fn loom_two_holders_of_one_id_race() {
+        loom::model(|| {
+            let cpus = Arc::new([Magazines::new()]);
+            let other = {
+                let cpus = cpus.clone();
+                thread::spawn(move || as_owner(&cpus[0], 0, |m, cpu| round(m, cpu, 0x40_000)))
+            };
+            as_owner(&cpus[0], 0, |m, cpu| round(m, cpu, 0x50_000));
+            let _ = other.join();
+        });
+    }
+}

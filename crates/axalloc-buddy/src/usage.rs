@@ -75,6 +75,14 @@ impl UsageCounts {
         self
     }
 
+    /// These counts and `other`'s, kind by kind.
+    pub(crate) fn plus(mut self, other: Self) -> Self {
+        for (n, m) in self.0.iter_mut().zip(other.0) {
+            *n = n.wrapping_add(m);
+        }
+        self
+    }
+
     /// `bytes` more held for `kind`.
     #[inline]
     pub(crate) fn add(&mut self, kind: UsageKind, bytes: usize) {

@@ -3,10 +3,11 @@
 //! 4 KiB..2 MiB, parts of runs freed, fixed-address runs, zeroed pages, usage counts), bad
 //! input refused without a change, random churn against a model, and several CPUs at once.
 
-use axalloc_buddy::{CpuId, GlobalAllocator, InitError, Pinned, UsageKind};
+use axalloc_buddy::{CpuId, ExclusiveCpu, GlobalAllocator, InitError, Pinned, UsageKind};
 use core::alloc::Layout;
 use proptest::prelude::*;
 use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 #[path = "support/bytes.rs"]
 mod bytes;
@@ -492,55 +493,81 @@ fn call() -> impl Strategy<Value = Call> {
     ]
 }
 
+/// Random page calls against a model of which pages are held, on `a`: no page is handed out
+/// twice, every free changes the counts by what it frees, and everything goes back.
+fn churn_matches_a_model_on(
+    a: &GlobalAllocator<impl CpuId>,
+    calls: Vec<Call>,
+) -> Result<(), TestCaseError> {
+    let base_free = a.available_pages();
+    // Held pages: page address -> held.
+    let mut held: BTreeMap<usize, ()> = BTreeMap::new();
+    let mut runs: Vec<(usize, usize)> = Vec::new();
+    for c in calls {
+        match c {
+            Call::Alloc { pages, align_shift } => {
+                if let Ok(at) = a.alloc_pages(pages, 1 << align_shift, UsageKind::VirtMem) {
+                    prop_assert_eq!(at % (1 << align_shift), 0);
+                    for p in 0..pages {
+                        prop_assert!(held.insert(at + p * PAGE, ()).is_none(), "handed out twice");
+                    }
+                    runs.push((at, pages));
+                }
+            }
+            Call::FreePart { which, from, len } if !runs.is_empty() => {
+                let (at, pages) = runs.swap_remove(which % runs.len());
+                let from = from % pages;
+                let len = 1 + len % (pages - from);
+                give_back(a, at + from * PAGE, len, UsageKind::VirtMem);
+                for p in from..from + len {
+                    held.remove(&(at + p * PAGE));
+                }
+                if from > 0 {
+                    runs.push((at, from));
+                }
+                if from + len < pages {
+                    runs.push((at + (from + len) * PAGE, pages - from - len));
+                }
+            }
+            Call::At { which } if !runs.is_empty() => {
+                // Free a run and take it back at its address.
+                let (at, pages) = runs[which % runs.len()];
+                give_back(a, at, pages, UsageKind::VirtMem);
+                prop_assert_eq!(
+                    a.alloc_pages_at(at, pages, PAGE, UsageKind::VirtMem).ok(),
+                    Some(at)
+                );
+            }
+            _ => {}
+        }
+        prop_assert_eq!(a.available_pages(), base_free - held.len());
+    }
+    for (at, pages) in runs {
+        give_back(a, at, pages, UsageKind::VirtMem);
+    }
+    prop_assert_eq!(a.available_pages(), base_free);
+    zone_is_sound(a);
+    Ok(())
+}
+
 proptest! {
     #![proptest_config(model_config())]
 
-    /// Random page calls against a model of which pages are held: no page is handed out
-    /// twice, every free changes the counts by what it frees, and everything goes back.
+    /// [`churn_matches_a_model_on`] with every call on CPU 0's lists, under its lock.
     #[test]
     fn churn_matches_a_model(calls in proptest::collection::vec(call(), 1..if cfg!(miri) { 60 } else { 200 })) {
         let (_region, a) = allocator(2 << 20);
-        let base_free = a.available_pages();
-        // Held pages: page address -> held.
-        let mut held: BTreeMap<usize, ()> = BTreeMap::new();
-        let mut runs: Vec<(usize, usize)> = Vec::new();
-        for c in calls {
-            match c {
-                Call::Alloc { pages, align_shift } => {
-                    if let Ok(at) = a.alloc_pages(pages, 1 << align_shift, UsageKind::VirtMem) {
-                        prop_assert_eq!(at % (1 << align_shift), 0);
-                        for p in 0..pages {
-                            prop_assert!(held.insert(at + p * PAGE, ()).is_none(), "handed out twice");
-                        }
-                        runs.push((at, pages));
-                    }
-                }
-                Call::FreePart { which, from, len } if !runs.is_empty() => {
-                    let (at, pages) = runs.swap_remove(which % runs.len());
-                    let from = from % pages;
-                    let len = 1 + len % (pages - from);
-                    give_back(&a, at + from * PAGE, len, UsageKind::VirtMem);
-                    for p in from..from + len {
-                        held.remove(&(at + p * PAGE));
-                    }
-                    if from > 0 { runs.push((at, from)); }
-                    if from + len < pages { runs.push((at + (from + len) * PAGE, pages - from - len)); }
-                }
-                Call::At { which } if !runs.is_empty() => {
-                    // Free a run and take it back at its address.
-                    let (at, pages) = runs[which % runs.len()];
-                    give_back(&a, at, pages, UsageKind::VirtMem);
-                    prop_assert_eq!(a.alloc_pages_at(at, pages, PAGE, UsageKind::VirtMem).ok(), Some(at));
-                }
-                _ => {}
-            }
-            prop_assert_eq!(a.available_pages(), base_free - held.len());
-        }
-        for (at, pages) in runs {
-            give_back(&a, at, pages, UsageKind::VirtMem);
-        }
-        prop_assert_eq!(a.available_pages(), base_free);
-        zone_is_sound(&a);
+        churn_matches_a_model_on(&a, calls)?;
+    }
+
+    /// [`churn_matches_a_model_on`] through CPU 0's magazines (an exclusive CPU id): the
+    /// pages a magazine holds count as free, and a fixed-address run over one of them
+    /// takes it back first.
+    #[test]
+    fn churn_through_the_magazines_matches_a_model(calls in proptest::collection::vec(call(), 1..if cfg!(miri) { 60 } else { 200 })) {
+        let (_region, a) = claimed_allocator(2 << 20, 2);
+        let _cpu = claim(0);
+        churn_matches_a_model_on(&a, calls)?;
     }
 }
 
@@ -723,6 +750,171 @@ impl CpuId for ThreadCpu {
     }
 }
 
+/// CPU ids the tests' threads claim, one thread per id at a time ([`claim`]).
+static CLAIMS: [AtomicBool; 4] = [const { AtomicBool::new(false) }; 4];
+
+thread_local! {
+    /// The CPU id this thread claimed, if it holds one.
+    static CLAIMED: std::cell::Cell<Option<usize>> = const { std::cell::Cell::new(None) };
+}
+
+/// A thread's claim of a CPU id, released when it drops (on that thread: not `Send`).
+struct Claim(usize, std::marker::PhantomData<*const ()>);
+
+/// Claims CPU `cpu` for the calling thread until the claim drops; panics if another thread
+/// holds it, or this one holds another.
+fn claim(cpu: usize) -> Claim {
+    assert!(
+        !CLAIMS[cpu].swap(true, Ordering::Acquire),
+        "CPU {cpu} is another thread's"
+    );
+    assert_eq!(CLAIMED.with(|c| c.replace(Some(cpu))), None);
+    Claim(cpu, std::marker::PhantomData)
+}
+
+impl Drop for Claim {
+    fn drop(&mut self) {
+        CLAIMED.with(|c| c.set(None));
+        CLAIMS[self.0].store(false, Ordering::Release);
+    }
+}
+
+/// The CPU this thread claimed, an exclusive id: its page calls go through that CPU's
+/// magazines. CPU 0's lists, under their lock, for a thread with no claim.
+#[derive(Clone, Copy)]
+struct ClaimedCpu;
+
+impl CpuId for ClaimedCpu {
+    fn cpu_id(&self, _pinned: &Pinned<'_>) -> usize {
+        CLAIMED.with(std::cell::Cell::get).unwrap_or(0)
+    }
+
+    fn exclusive_cpu<'a>(&self, pinned: &'a Pinned<'_>) -> Option<ExclusiveCpu<'a>> {
+        let cpu = CLAIMED.with(std::cell::Cell::get)?;
+        // SAFETY: this thread holds the claim of `cpu` ([`CLAIMS`]), which no other thread
+        // takes until this one drops it, and the tests drop claims between allocator calls
+        // only, with release ordering that the next claim's acquire pairs with; no signal
+        // handler allocates.
+        Some(unsafe { ExclusiveCpu::new(cpu, pinned) })
+    }
+}
+
+/// An allocator over a fresh region of `bytes` with lists for `cpus` CPUs, each thread's CPU
+/// the one it claimed ([`ClaimedCpu`]).
+fn claimed_allocator(bytes: usize, cpus: usize) -> (Region, GlobalAllocator<ClaimedCpu>) {
+    let r = region(bytes);
+    let a = GlobalAllocator::with_cpu_id(ClaimedCpu);
+    // SAFETY: the region is the allocator's alone; it outlives the allocator.
+    unsafe { a.try_init_for_cpus(r.start(), r.len(), cpus) }.unwrap();
+    (r, a)
+}
+
+/// A page freed on a CPU with an exclusive id waits in its magazine, counted free, marked
+/// cached in the frame table: a second free of it is refused, the page is handed out once,
+/// and the usage counts and the zone stay right.
+#[test]
+#[cfg(not(feature = "page-owner"))]
+fn a_page_freed_twice_into_a_magazine_is_refused_and_handed_out_once() {
+    let (_r, a) = claimed_allocator(4 << 20, 2);
+    let _cpu = claim(0);
+    let free = a.available_pages();
+    let pages: Vec<usize> = (0..40)
+        .map(|_| a.alloc_pages(1, PAGE, UsageKind::PageTable).unwrap())
+        .collect();
+    assert_eq!(a.available_pages(), free - 40);
+    assert_eq!(a.usages().get(UsageKind::PageTable), 40 * PAGE);
+    for &at in &pages {
+        give_back(&a, at, 1, UsageKind::PageTable);
+    }
+    assert_eq!(a.available_pages(), free);
+    assert_eq!(a.usages().get(UsageKind::PageTable), 0);
+    zone_is_sound(&a);
+    let last = *pages.last().unwrap();
+    // SAFETY: read between page calls.
+    let zone = unsafe { a.zone() }.unwrap();
+    let frame = |at: usize| zone.frame(buddy_sim::Pfn((at / PAGE) as u64)).unwrap();
+    assert_eq!(frame(last).state, buddy_sim::FrameState::Cached);
+    // Freed again while the magazine holds it: refused, nothing changes.
+    give_back(&a, last, 1, UsageKind::PageTable);
+    assert_eq!(a.available_pages(), free);
+    assert_eq!(a.usages().get(UsageKind::PageTable), 0);
+    let again = a.alloc_pages(1, PAGE, UsageKind::PageTable).unwrap();
+    let next = a.alloc_pages(1, PAGE, UsageKind::PageTable).unwrap();
+    assert_eq!(again, last, "the magazine's last page first");
+    assert_ne!(next, last, "handed out once");
+    assert!(frame(again).frozen);
+    give_back(&a, again, 1, UsageKind::PageTable);
+    give_back(&a, next, 1, UsageKind::PageTable);
+    // Blocks of every listed order go through their magazines the same way.
+    for pages in [2, 4, 8, 16, 32, 64] {
+        let runs: Vec<usize> = (0..3)
+            .map(|_| a.alloc_pages(pages, PAGE, UsageKind::TaskStack).unwrap())
+            .collect();
+        for at in runs {
+            give_back(&a, at, pages, UsageKind::TaskStack);
+        }
+    }
+    assert_eq!(a.available_pages(), free);
+    assert_eq!(a.usages().get(UsageKind::TaskStack), 0);
+    zone_is_sound(&a);
+}
+
+/// The pages in another CPU's magazines are not lost: an allocation that finds no memory
+/// asks that CPU for them, and they are back once it runs (here its timer tick,
+/// `decay_cpu_lists`); the allocation's own CPU gives its magazines back at once.
+#[test]
+#[cfg(not(feature = "page-owner"))]
+fn a_cpus_magazines_come_back_when_another_cpu_runs_short() {
+    let (_r, a) = claimed_allocator(if cfg!(miri) { 1 << 20 } else { 4 << 20 }, 2);
+    let a = &a;
+    let on_cpu1 = |f: &(dyn Fn() + Sync)| {
+        std::thread::scope(|s| {
+            s.spawn(|| {
+                let _cpu = claim(1);
+                f();
+            });
+        });
+    };
+    // CPU 1 takes pages and gives them back: its magazine keeps some.
+    on_cpu1(&|| {
+        let pages: Vec<usize> = (0..16)
+            .map(|_| a.alloc_pages(1, PAGE, UsageKind::VirtMem).unwrap())
+            .collect();
+        for at in pages {
+            give_back(a, at, 1, UsageKind::VirtMem);
+        }
+    });
+    assert!(a.pcp_pages(1).unwrap() >= 16);
+    let _cpu = claim(0);
+    // CPU 0 takes every free page but those in CPU 1's magazine.
+    let free = a.available_pages();
+    let mut taken = Vec::new();
+    while let Ok(at) = a.alloc_pages(1, PAGE, UsageKind::VirtMem) {
+        taken.push(at);
+    }
+    let cached = free - taken.len();
+    assert!(
+        (1..=32).contains(&cached),
+        "{cached} pages left in CPU 1's magazine"
+    );
+    assert_eq!(a.available_pages(), cached);
+    // CPU 1 runs (its tick): the pages go back to its lists, where CPU 0's next
+    // allocation finds them.
+    on_cpu1(&|| {
+        a.decay_cpu_lists();
+    });
+    while let Ok(at) = a.alloc_pages(1, PAGE, UsageKind::VirtMem) {
+        taken.push(at);
+    }
+    assert_eq!(taken.len(), free);
+    assert_eq!(a.available_pages(), 0);
+    for at in taken {
+        give_back(a, at, 1, UsageKind::VirtMem);
+    }
+    assert_eq!(a.available_pages(), free);
+    zone_is_sound(a);
+}
+
 /// Each CPU's list counts, CPU 0's first.
 fn lists(a: &GlobalAllocator<impl CpuId>) -> [u64; 2] {
     [0, 1].map(|cpu| a.pcp_pages(cpu).unwrap())
@@ -774,16 +966,33 @@ fn a_cpu_id_type_picks_its_cpus_lists_and_an_answer_past_the_cpus_cpu_0s() {
 #[test]
 fn cpus_allocate_at_once() {
     let (_r, a) = allocator_for_cpus(if cfg!(miri) { 1 << 20 } else { 16 << 20 }, 4);
-    let a = &a;
+    cpus_allocate_at_once_on(&a, |cpu| CPU.with(|c| c.set(cpu)));
+}
+
+/// [`cpus_allocate_at_once`] with each CPU's page calls through its magazines (an
+/// exclusive CPU id each), which frees of pages another CPU took fill too.
+#[test]
+fn cpus_allocate_at_once_through_their_magazines() {
+    let (_r, a) = claimed_allocator(if cfg!(miri) { 1 << 20 } else { 16 << 20 }, 4);
+    cpus_allocate_at_once_on(&a, claim);
+}
+
+/// Four threads on `a`, each on the CPU `enter` makes it (for as long as what `enter`
+/// returns lives), allocating and freeing pages and heap bytes at once; then every page is
+/// back and the zone is sound.
+fn cpus_allocate_at_once_on<C: CpuId + Send + Sync, G>(
+    a: &GlobalAllocator<C>,
+    enter: impl Fn(usize) -> G + Copy + Send,
+) {
     // Pages free, and pages the heap holds (it keeps what it grows by: a slab heap grows
     // during the run, a TLSF one may not).
-    let heap_pages = |a: &GlobalAllocator<fn() -> usize>| a.heap_bytes() / PAGE;
+    let heap_pages = |a: &GlobalAllocator<C>| a.heap_bytes() / PAGE;
     let before = a.available_pages() + heap_pages(a);
     let rounds = if cfg!(miri) { 12 } else { 2000 };
     std::thread::scope(|s| {
         for cpu in 0..4 {
             s.spawn(move || {
-                CPU.with(|c| c.set(cpu));
+                let _cpu = enter(cpu);
                 let mut mine = Vec::new();
                 for i in 0..rounds {
                     let pages = 1 + (i * 7 + cpu) % 9;

@@ -1,0 +1,272 @@
+//! A CPU's magazines: for each listed order, an array of free blocks that only the CPU that
+//! owns it pushes and pops, with no lock and no atomic read-modify-write (Bonwick's
+//! magazines, in front of the zone's per-cpu lists as Linux's `pcp` lists are in front of
+//! its buddy). A page call whose CPU id is exclusive ([`ExclusiveCpu`]) takes a block from
+//! its CPU's magazine and frees one into it; an empty magazine is refilled, and a full one
+//! half flushed, under the CPU's slot lock.
+//!
+//! The protocol:
+//! - a magazine's blocks are written and read by its owner alone, under the promise of
+//!   [`ExclusiveCpu`] that no other execution context holds the same CPU id meanwhile;
+//! - the counts (blocks per order, the usage change per kind) are atomics the owner writes
+//!   with a load and a store (plain moves: it is their only writer) and anyone reads
+//!   (statistics, relaxed);
+//! - another CPU that wants the blocks back (an allocation about to fail) sets the drain
+//!   request, which the owner honours at its next call: only the owner ever takes a block
+//!   out.
+//!
+//! The blocks are the zone's frozen blocks, marked cached in the frame table
+//! ([`Zone::cache_frozen`](buddy_sim::Zone::cache_frozen)) while a magazine holds them: a
+//! second free of a block waiting here is refused and reported, as one of a block on a
+//! free list is.
+
+use crate::frames::PCP_MAX_ORDER;
+use crate::usage::{UsageCounts, UsageKind};
+use buddy_sim::Order;
+use strum::VariantArray;
+
+#[cfg(loom)]
+use loom::cell::UnsafeCell;
+#[cfg(loom)]
+use loom::sync::atomic::{AtomicBool, AtomicUsize, Ordering::Relaxed};
+
+#[cfg(not(loom))]
+use core::sync::atomic::{AtomicBool, AtomicUsize, Ordering::Relaxed};
+
+/// `core`'s `UnsafeCell` with loom's interface (tokio's shim): loom's own under `cfg(loom)`,
+/// which records every access and reports two at once.
+#[cfg(not(loom))]
+#[derive(Debug)]
+struct UnsafeCell<T>(core::cell::UnsafeCell<T>);
+
+#[cfg(not(loom))]
+impl<T> UnsafeCell<T> {
+    const fn new(value: T) -> Self {
+        Self(core::cell::UnsafeCell::new(value))
+    }
+
+    #[inline(always)]
+    fn with_mut<R>(&self, f: impl FnOnce(*mut T) -> R) -> R {
+        f(self.0.get())
+    }
+}
+
+/// The orders a CPU keeps magazines for: the listed orders (runs up to 256 KiB).
+pub(crate) const ORDERS: usize = PCP_MAX_ORDER.get() as usize + 1;
+
+/// Slots of each order's array: the capacity of order 0's.
+const SLOTS: usize = 32;
+
+/// Blocks a magazine of `order` holds at most: 32 pages' worth, and at least one block (a
+/// CPU's magazines hold at most 256 pages, 1 MiB, together).
+#[inline(always)]
+pub(crate) const fn capacity(order: usize) -> usize {
+    let blocks = SLOTS >> order;
+    if blocks == 0 { 1 } else { blocks }
+}
+
+/// Blocks a refill takes, and a flush gives back, at once: half a magazine (at least one),
+/// so that a run of allocations or of frees takes the CPU's lock once per that many calls.
+#[inline(always)]
+pub(crate) const fn batch(order: usize) -> usize {
+    let blocks = capacity(order) / 2;
+    if blocks == 0 { 1 } else { blocks }
+}
+
+/// A CPU id that the call holding it runs on alone, for as long as it lives: no other
+/// thread, CPU, or interrupt or signal handler holds the same id meanwhile. A
+/// [`CpuId`](crate::CpuId) hands one out ([`CpuId::exclusive_cpu`](crate::CpuId::exclusive_cpu))
+/// only where it can promise that, under `unsafe`.
+///
+/// ```compile_fail,E0451
+/// let cpu = axalloc_buddy::ExclusiveCpu { id: 0, _pinned: core::marker::PhantomData };
+/// ```
+pub struct ExclusiveCpu<'a> {
+    id: usize,
+    /// Borrowed from the call's [`Pinned`](crate::Pinned); neither `Send` nor `Sync`.
+    _pinned: core::marker::PhantomData<(&'a (), *const ())>,
+}
+
+impl<'a> ExclusiveCpu<'a> {
+    /// CPU `id`, which the allocator call that shows `pinned` runs on alone.
+    ///
+    /// # Safety
+    /// While the returned value lives (at most as long as the borrow of `pinned`: the
+    /// allocator call that asked), no other execution context holds an `ExclusiveCpu` of
+    /// the same `id`: no other CPU or thread, and no interrupt, exception or signal handler
+    /// that interrupts this one and calls the allocator. In a kernel build `pinned` keeps
+    /// interrupts and preemption off on this CPU, and the id of the CPU itself (exact, not
+    /// a fallback that two CPUs may share) meets this; elsewhere the implementation must
+    /// make sure of it itself (an id each thread claims for itself, and no allocation from
+    /// a signal handler, say). An id that passes from one thread to another passes with
+    /// release and acquire ordering (a lock's hand-over), so that its next holder sees what
+    /// the last one did.
+    #[inline(always)]
+    #[must_use]
+    pub const unsafe fn new(id: usize, pinned: &'a crate::Pinned<'_>) -> Self {
+        let _ = pinned;
+        Self {
+            id,
+            _pinned: core::marker::PhantomData,
+        }
+    }
+
+    /// The CPU's id.
+    #[inline(always)]
+    #[must_use]
+    pub const fn id(&self) -> usize {
+        self.id
+    }
+}
+
+/// One CPU's magazines, on cache lines of their own.
+#[repr(align(128))]
+pub(crate) struct Magazines {
+    /// Blocks held per order: written by the owner alone, read by anyone.
+    held: [AtomicUsize; ORDERS],
+    /// The owner's change of the bytes handed out per [`UsageKind`] (wrapping, as a slot's
+    /// [`UsageCounts`]): written by the owner alone, read by anyone.
+    usage: [AtomicUsize; UsageKind::VARIANTS.len()],
+    /// Another CPU wants the blocks back: the owner gives them back at its next call.
+    drain: AtomicBool,
+    /// Each order's blocks (their addresses), the first `held[order]` of its array.
+    blocks: UnsafeCell<[[usize; SLOTS]; ORDERS]>,
+}
+
+// SAFETY: the blocks are reached only by the owner of the magazines, one execution context
+// at a time (the promise of the `ExclusiveCpu` every such access is shown); everything
+// else is atomics.
+unsafe impl Sync for Magazines {}
+
+impl Magazines {
+    /// Empty magazines.
+    pub(crate) fn new() -> Self {
+        Self {
+            held: core::array::from_fn(|_| AtomicUsize::new(0)),
+            usage: core::array::from_fn(|_| AtomicUsize::new(0)),
+            drain: AtomicBool::new(false),
+            blocks: UnsafeCell::new([[0; SLOTS]; ORDERS]),
+        }
+    }
+
+    /// The last block of `order` pushed (its address; its frame still marked cached: the
+    /// caller takes it out); `None` when the magazine for `order` is empty.
+    ///
+    /// # Safety
+    /// `cpu` is the id of the CPU these magazines are for.
+    #[inline(always)]
+    pub(crate) unsafe fn pop(&self, cpu: &ExclusiveCpu<'_>, order: Order) -> Option<usize> {
+        let _ = cpu;
+        let o = order.get() as usize;
+        let held = self.held.get(o)?;
+        let n = held.load(Relaxed).checked_sub(1)?;
+        // SAFETY: the owner alone reaches the blocks (the caller's promise with `cpu`'s),
+        // and no reference into them outlives this access.
+        let at = self
+            .blocks
+            .with_mut(|b| unsafe { (*b)[o].get(n).copied() })?;
+        held.store(n, Relaxed);
+        Some(at)
+    }
+
+    /// Pushes the block of `order` at `at` (its frame marked cached by the caller); `false`,
+    /// nothing changed, when the magazine for `order` is full.
+    ///
+    /// # Safety
+    /// As [`Magazines::pop`].
+    #[inline(always)]
+    pub(crate) unsafe fn push(&self, cpu: &ExclusiveCpu<'_>, at: usize, order: Order) -> bool {
+        let _ = cpu;
+        let o = order.get() as usize;
+        let Some(held) = self.held.get(o) else {
+            return false;
+        };
+        let n = held.load(Relaxed);
+        if n >= capacity(o) {
+            return false;
+        }
+        // SAFETY: as in `pop`.
+        let stored = self
+            .blocks
+            .with_mut(|b| match unsafe { (*b)[o].get_mut(n) } {
+                Some(slot) => {
+                    *slot = at;
+                    true
+                }
+                None => false,
+            });
+        if stored {
+            held.store(n + 1, Relaxed);
+        }
+        stored
+    }
+
+    /// Counts a block of `order` handed out for `kind` (`out`), or given back: a load and a
+    /// store, the owner being the count's only writer.
+    ///
+    /// # Safety
+    /// As [`Magazines::pop`].
+    #[inline(always)]
+    pub(crate) unsafe fn count(
+        &self,
+        cpu: &ExclusiveCpu<'_>,
+        kind: UsageKind,
+        order: Order,
+        out: bool,
+    ) {
+        let _ = cpu;
+        let bytes = PAGE << order.get();
+        let n = &self.usage[kind as usize];
+        let v = n.load(Relaxed);
+        let v = if out {
+            v.wrapping_add(bytes)
+        } else {
+            v.wrapping_sub(bytes)
+        };
+        n.store(v, Relaxed);
+    }
+
+    /// Blocks of `order` held (relaxed: a count that may be a call behind on another CPU).
+    pub(crate) fn held(&self, order: usize) -> usize {
+        self.held.get(order).map_or(0, |h| h.load(Relaxed))
+    }
+
+    /// Pages held, every order.
+    pub(crate) fn pages(&self) -> u64 {
+        (0..ORDERS).map(|o| (self.held(o) as u64) << o).sum()
+    }
+
+    /// The owner's change of the bytes handed out per kind.
+    pub(crate) fn usage(&self) -> UsageCounts {
+        let mut counts = UsageCounts::new();
+        for &kind in UsageKind::VARIANTS {
+            counts.add(kind, self.usage[kind as usize].load(Relaxed));
+        }
+        counts
+    }
+
+    /// Asks the owner to give its blocks back at its next call.
+    pub(crate) fn request_drain(&self) {
+        if !self.drain.load(Relaxed) {
+            self.drain.store(true, Relaxed);
+        }
+    }
+
+    /// Whether another CPU asked for the blocks back (cleared by reading it, so that one
+    /// request is honoured once).
+    ///
+    /// # Safety
+    /// As [`Magazines::pop`].
+    #[inline(always)]
+    pub(crate) unsafe fn take_drain_request(&self, cpu: &ExclusiveCpu<'_>) -> bool {
+        let _ = cpu;
+        if self.drain.load(Relaxed) {
+            self.drain.store(false, Relaxed);
+            return true;
+        }
+        false
+    }
+}
+
+/// Bytes per page.
+const PAGE: usize = crate::frames::PAGE;
