@@ -16,7 +16,7 @@ use crate::{Cell, Plot, Section, SectionContext, Table, must, order};
 use buddy_sim::{BoxedZone, Pfn, ZoneConfig};
 use buddy_system_allocator::LockedFrameAllocator;
 use std::sync::Barrier;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 /// The SMP scaling section.
@@ -108,13 +108,34 @@ impl Shared for Peer {
     }
 }
 
+/// CPU ids the threads claim, one thread per id at a time ([`on_cpu`]): a claimed id is
+/// exclusive, as a CPU is to the code that runs on it with interrupts off.
+static CLAIMS: [AtomicBool; 64] = [const { AtomicBool::new(false) }; 64];
+
+/// The bit of [`CPU`]'s value that says the thread holds the claim of its id.
+const CLAIMED: usize = 1 << (usize::BITS - 1);
+
 thread_local! {
-    /// The CPU the drop-in's calls on this thread run on (its [`ThreadCpu`] answer).
+    /// The CPU the drop-in's calls on this thread run on (its [`ThreadCpu`] answer), with
+    /// [`CLAIMED`] while the thread holds its claim.
     static CPU: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
+    /// Gives the thread's claim back when the thread ends.
+    static RELEASE: Release = const { Release };
+}
+
+/// Gives back the claim of the thread's CPU id when it drops (a thread's end).
+struct Release;
+
+impl Drop for Release {
+    fn drop(&mut self) {
+        release_cpu();
+    }
 }
 
 /// The drop-in's [`CpuId`](axalloc_buddy::CpuId): the thread's CPU, read inline at each
-/// call, as a kernel's per-CPU data read inlines (ArceOS's `ax-alloc` through ax-percpu).
+/// call, as a kernel's per-CPU data read inlines (ArceOS's `ax-alloc` through ax-percpu);
+/// exclusive while the thread holds its claim ([`on_cpu`]), so that the page calls take
+/// the CPU's magazines as a kernel's do.
 #[derive(Clone, Copy)]
 pub(crate) struct ThreadCpu;
 
@@ -123,12 +144,21 @@ impl axalloc_buddy::CpuId for ThreadCpu {
     fn cpu_id(&self, _pinned: &axalloc_buddy::Pinned<'_>) -> usize {
         thread_cpu()
     }
-}
 
-/// The CPU the calls on this thread run on.
-#[inline(always)]
-fn thread_cpu() -> usize {
-    CPU.with(std::cell::Cell::get)
+    #[inline(always)]
+    fn exclusive_cpu<'a>(
+        &self,
+        pinned: &'a axalloc_buddy::Pinned<'_>,
+    ) -> Option<axalloc_buddy::ExclusiveCpu<'a>> {
+        let cpu = CPU.with(std::cell::Cell::get);
+        if cpu & CLAIMED == 0 {
+            return None;
+        }
+        // SAFETY: the thread holds the claim of this id ([`CLAIMS`]): no other thread takes
+        // it until this one gives it back, between allocator calls, with release ordering
+        // that the next claim's acquire pairs with; no signal handler allocates.
+        Some(unsafe { axalloc_buddy::ExclusiveCpu::new(cpu & !CLAIMED, pinned) })
+    }
 }
 
 /// ArceOS's global allocator on buddy-sim (`axalloc-buddy`, the drop-in), over memory of
@@ -202,9 +232,36 @@ fn page_table_rounds(a: &dyn Shared, n: u32) {
     }
 }
 
-/// Makes the calling thread's drop-in calls run on CPU `cpu`'s lists.
+/// The CPU the calls on this thread run on.
+#[inline(always)]
+fn thread_cpu() -> usize {
+    CPU.with(std::cell::Cell::get) & !CLAIMED
+}
+
+/// Makes the calling thread's drop-in calls run on CPU `cpu`'s lists, giving back the id it
+/// held: through the CPU's magazines if the thread gets the id's claim (no other thread
+/// holds it), under its lock otherwise.
 pub(crate) fn on_cpu(cpu: usize) {
-    CPU.with(|c| c.set(cpu));
+    release_cpu();
+    let claimed = CLAIMS
+        .get(cpu)
+        .is_some_and(|c| !c.swap(true, Ordering::Acquire));
+    CPU.with(|c| c.set(if claimed { cpu | CLAIMED } else { cpu }));
+    if claimed {
+        // Registers the claim's release at the thread's end.
+        RELEASE.with(|_| {});
+    }
+}
+
+/// Gives back the claim of the calling thread's CPU id, if it holds one (before it waits
+/// for threads that take that id); its calls then run on CPU 0's lists, under their lock.
+pub(crate) fn release_cpu() {
+    let cpu = CPU.with(|c| c.replace(0));
+    if cpu & CLAIMED != 0
+        && let Some(claim) = CLAIMS.get(cpu & !CLAIMED)
+    {
+        claim.store(false, Ordering::Release);
+    }
 }
 
 /// Bytes of a page.
@@ -407,6 +464,8 @@ fn run_once(
 ) -> Duration {
     let a = build(kind, threads);
     let start = Barrier::new(threads);
+    // The threads take CPU ids 0.., which this thread gives back.
+    release_cpu();
     let spans: Vec<(Instant, Instant)> = std::thread::scope(|s| {
         let handles: Vec<_> = (0..threads)
             .map(|cpu| {

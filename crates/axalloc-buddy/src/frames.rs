@@ -581,10 +581,15 @@ impl<C: CpuId> Frames<C> {
             && let Some((cpu, magazines)) = self.exclusive(&Pinned::new(&irq))
         {
             // SAFETY: `magazines` are `cpu`'s.
-            return match unsafe { self.pop_cached(&cpu, magazines, order, kind) } {
-                Some(at) => Some(at),
-                None => self.refill_magazine(&cpu, magazines, order, kind, tag),
-            };
+            if let Some(at) = unsafe { self.pop_cached(&cpu, magazines, order, kind) } {
+                return Some(at);
+            }
+            // A refill of more than the block this call takes; a large order's magazine
+            // (one or two blocks) is refilled by its frees alone, the call taking the
+            // lists' block as without a magazine.
+            if batch(order.get() as usize) > 1 {
+                return self.refill_magazine(&cpu, magazines, order, kind, tag);
+            }
         }
         let taken = self.take_on_slot_masked(
             irq,
@@ -878,6 +883,11 @@ impl<C: CpuId> Frames<C> {
         order: Order,
         kind: UsageKind,
     ) -> bool {
+        // A full magazine that a flush would only swap one block for (a large order's, of
+        // one or two blocks): the block goes to the lists, as without a magazine.
+        if batch(order.get() as usize) == 1 && magazines.is_full(order) {
+            return false;
+        }
         // SAFETY: the caller's promise: a block this allocator handed out, given back once
         // and not used after (on `false`, nothing changed and it is still the caller's);
         // `magazines` are `cpu`'s, for each call below.

@@ -226,6 +226,13 @@ impl Magazines {
         n.store(v, Relaxed);
     }
 
+    /// Whether the magazine for `order` holds as many blocks as it can.
+    #[inline(always)]
+    pub(crate) fn is_full(&self, order: Order) -> bool {
+        let o = order.get() as usize;
+        self.held(o) >= capacity(o)
+    }
+
     /// Blocks of `order` held (relaxed: a count that may be a call behind on another CPU).
     pub(crate) fn held(&self, order: usize) -> usize {
         self.held.get(order).map_or(0, |h| h.load(Relaxed))
