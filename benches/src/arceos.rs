@@ -641,7 +641,10 @@ fn table(ctx: &SectionContext) -> (Table, Table) {
          goal, the goal cannot be met by any allocator behind one lock per call, as \
          ArceOS's global allocator holds its page allocator and this table measures it. \
          Against ax-alloc 0.9.2 as released (its three locks a call) the floor column is \
-         what that lock discipline leaves for an allocator with one.",
+         what that lock discipline leaves for an allocator with one. Past that lock: \
+         axalloc-buddy's drop-in, which replaces ax-alloc and its lock, takes a page from its \
+         CPU's magazine with no lock at all (the ArceOS today section, whose one-page rows \
+         judge the same 1.5x goal against these peers behind one lock).",
     );
     (t, goals)
 }

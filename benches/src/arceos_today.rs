@@ -54,6 +54,11 @@ const BATCHES: usize = 20;
 const THREAD_BATCHES: usize = 400;
 /// The goal against ax-alloc 0.9's allocators (issue: at least the fastest peer).
 const GOAL: f64 = 1.0;
+/// The goal of the call a kernel makes most, a page for a page table, against each of them:
+/// 1.5x their page paths.
+const PAGE_TABLE_GOAL: f64 = 1.5;
+/// The workload [`PAGE_TABLE_GOAL`] is judged on.
+const PAGE_TABLE_WORK: &str = "1 page(s) aligned 4 KiB: alloc + free";
 
 /// buddy-slab-allocator's heap in the heap rows (its `GlobalAllocator`, not its page
 /// allocator alone).
@@ -651,22 +656,27 @@ fn rows(
             refused.map_or(Cell::text("—"), |r| Cell::num(r[i] as f64, 0, "")),
         ]);
     }
+    let target = if name == PAGE_TABLE_WORK {
+        PAGE_TABLE_GOAL
+    } else {
+        GOAL
+    };
     for peer in 1..s.len() {
         let e = s[0].speedup_over(&s[peer]);
-        let verdict = e.judge(GOAL, true);
+        let verdict = e.judge(target, true);
         // A peer that refuses calls buddy-sim serves (buddy-slab-allocator refuses runs
         // aligned above a page where its heap does not start so aligned, see the note) is
         // timed on its refusals: not the same work. buddy-sim faster all the same meets the goal;
         // otherwise the row is shown, not judged.
         let (goal, verdict) = match refused {
             Some(r) if r[peer] > r[0] => (
-                format!(">= {GOAL}x (the peer refused {} calls of a round)", r[peer]),
+                format!(">= {target}x (the peer refused {} calls of a round)", r[peer]),
                 match verdict {
                     Verdict::Met => Cell::verdict(verdict),
                     Verdict::NotMet | Verdict::Inconclusive => Cell::text(NOT_JUDGED_REFUSED),
                 },
             ),
-            _ => (format!(">= {GOAL}x"), Cell::verdict(verdict)),
+            _ => (format!(">= {target}x"), Cell::verdict(verdict)),
         };
         goals.row(vec![
             Cell::text(format!("{name}: over {}", names[peer])),
@@ -733,12 +743,19 @@ fn tables(ctx: &SectionContext) -> Vec<Table> {
          `axalloc-buddy`'s `GlobalAllocator`, the code `arceos/ax-alloc` runs, built for two \
          CPUs: each call asks which CPU it runs on through its `CpuId` type, inlined into the \
          call (here a thread-local read; `arceos/ax-alloc`'s `CurrentCpu` reads ax-percpu's \
-         `current_cpu_index` the same way), then a page call takes its CPU's lock, and so does a small object (up to 2 KiB, from the CPU's slabs: pages of \
+         `current_cpu_index` the same way). The id is exclusive (each thread holds its own, \
+         as a CPU is its own with interrupts off, and `CurrentCpu` says so): a page or a run \
+         of up to 64 pages, a power of two, comes from and goes back to the CPU's magazine for \
+         its order (an array only that CPU touches, no lock and no atomic read-modify-write; \
+         32 pages' worth, at least one block), refilled or half given back under the CPU's \
+         lock once per half a magazine, the block's head marked cached in the frame table \
+         while there so that a second free of it is refused; a small object (up to 2 KiB, \
+         from the CPU's slabs: pages of \
          objects of one size class from the zone; a free takes the lock of the CPU whose slab \
-         holds it), larger ones the heap's one lock (TLSF, growing with pages from the zone); a run of \
-         up to 64 pages, a power of two, comes from the CPU's list, aligned above its size \
-         too (the most recently freed block there so aligned, else the general path splits \
-         a block of the alignment's order and leaves the pieces on the lists). \
+         holds it) takes the CPU's lock, larger ones the heap's one lock (TLSF, growing with \
+         pages from the zone); such a run aligned above its size comes from the CPU's list \
+         under its lock (the most recently freed block there so aligned, else the general \
+         path splits a block of the alignment's order and leaves the pieces on the lists). \
          buddy-slab-allocator's `BuddyAllocator` and TLSF (axallocator's `TlsfByteAllocator` \
          over rlsf 0.2, pages as page-aligned byte blocks) are behind one spin lock each: the \
          allocators alone, one lock a call. The ax-alloc 0.9.2 row is that crate itself, from \
@@ -759,7 +776,8 @@ fn tables(ctx: &SectionContext) -> Vec<Table> {
     goals.note(
         "Each ratio divides the peer's time per round by buddy-sim's in the same round; above \
          1: buddy-sim faster. The goal is to be at least as fast as each of ArceOS's current \
-         allocators on its own project's workloads. Where a peer refused calls that \
+         allocators on its own project's workloads, and 1.5x each on a page for a page table \
+         (one page alloc + free: the call a kernel makes most). Where a peer refused calls that \
          buddy-sim served, its time is partly that of its refusals: buddy-sim faster all the \
          same meets the goal, and a row where it is not says \"not judged\" (shown, not \
          judged, as work that differs). buddy-slab-allocator 0.6.1's heap starts on a 2 MiB \
