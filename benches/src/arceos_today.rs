@@ -670,7 +670,10 @@ fn rows(
         // otherwise the row is shown, not judged.
         let (goal, verdict) = match refused {
             Some(r) if r[peer] > r[0] => (
-                format!(">= {target}x (the peer refused {} calls of a round)", r[peer]),
+                format!(
+                    ">= {target}x (the peer refused {} calls of a round)",
+                    r[peer]
+                ),
                 match verdict {
                     Verdict::Met => Cell::verdict(verdict),
                     Verdict::NotMet | Verdict::Inconclusive => Cell::text(NOT_JUDGED_REFUSED),

@@ -213,6 +213,7 @@ mod platform {
     pub(crate) unsafe fn exact_percpu_index() -> Option<usize> {
         // SAFETY: the caller's promise: the pin cannot migrate.
         unsafe { ax_percpu::with_cpu_pin(|pin| ax_percpu::current_cpu_index(pin).as_usize()) }
+            .ok()
     }
 
     /// The CPUs ArceOS has per-CPU areas for.
@@ -262,7 +263,7 @@ pub(crate) use platform::percpu_index;
 use platform::{cpu_count, virt_to_phys};
 
 /// ArceOS's global allocator on buddy-sim: the heap grows with pages from the zones, and
-/// every page call takes one CPU's lock.
+/// every page call takes one CPU's magazine (a page or a small block, no lock) or lock.
 pub struct GlobalAllocator(axalloc_buddy::GlobalAllocator<CurrentCpu>);
 
 impl Default for GlobalAllocator {

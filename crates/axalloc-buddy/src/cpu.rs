@@ -79,8 +79,9 @@ pub trait CpuId: Copy + 'static {
     /// `unsafe`), where the implementation can promise that: a page call then takes a
     /// block from that CPU's magazine, and frees one into it, with no lock and no atomic
     /// read-modify-write (a magazine is refilled, or half given back, under the CPU's lock
-    /// once per several calls; a build with the feature `page-owner` has no magazines).
-    /// `None`, the default: every page call takes its CPU's lock.
+    /// once per several calls; while the zone debugs, with page_owner say, the magazines
+    /// give their blocks back and stay empty). `None`, the default: every page call takes
+    /// its CPU's lock.
     /// Asked with interrupts and preemption off (`pinned`) before [`CpuId::cpu_id`]; an id
     /// at or past the allocator's CPU count takes the locked path.
     #[inline(always)]

@@ -818,25 +818,22 @@ impl<C: CpuId> Frames<C> {
     }
 
     /// The calling CPU as one its call runs on alone, and its magazines, if the [`CpuId`]
-    /// gives such an id ([`CpuId::exclusive_cpu`]) within the CPUs (and the build has
-    /// magazines: page_owner records each block's allocation in the zone, which a magazine
-    /// would hide).
+    /// gives such an id ([`CpuId::exclusive_cpu`]) within the CPUs.
     #[inline(always)]
     fn exclusive<'a>(
         &'a self,
         pinned: &'a Pinned<'_>,
     ) -> Option<(ExclusiveCpu<'a>, &'a Magazines)> {
-        if cfg!(feature = "page-owner") {
-            return None;
-        }
         let cpu = self.cpu_id.exclusive_cpu(pinned)?;
         let magazines = self.magazines.get(cpu.id())?;
         Some((cpu, magazines))
     }
 
     /// A block of `order` from `cpu`'s magazine for it, taken out of the cache and counted
-    /// for `kind`; `None` when the magazine is empty (or another CPU asked for the blocks
-    /// back: they go back to the lists first).
+    /// for `kind`; `None` when the magazine is empty, or when another CPU asked for the
+    /// blocks back or the zone debugs (page_owner, fault injection, poisoning: it records
+    /// and checks every block it hands out, and refuses to cache one): they go back to the
+    /// lists first.
     ///
     /// # Safety
     /// `magazines` are `cpu`'s.
@@ -850,7 +847,7 @@ impl<C: CpuId> Frames<C> {
     ) -> Option<usize> {
         // SAFETY: the caller's promise (`magazines` are `cpu`'s), for each call below.
         unsafe {
-            if magazines.take_drain_request(cpu) {
+            if magazines.take_drain_request(cpu) | self.zone.debugging() {
                 self.flush_magazines(cpu, magazines);
                 return None;
             }

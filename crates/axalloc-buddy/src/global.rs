@@ -936,11 +936,13 @@ impl<C: CpuId> GlobalAllocator<C> {
     }
 
     /// Takes exactly the `num_pages` pages from `start` (aligned to `align_pow2`), all or
-    /// nothing.
+    /// nothing. Pages on any CPU's lists are taken from there, and those in the calling
+    /// CPU's magazines; a page in another CPU's magazine is that CPU's to give back, which
+    /// this call asks it to do at its next call ([`CpuId::exclusive_cpu`]).
     ///
     /// # Errors
-    /// `NoMemory` if a page of the run is not free (or before `init`); `InvalidParam` for a
-    /// misaligned `start` or a run outside the zone.
+    /// `NoMemory` if a page of the run is not free (or before `init`), or waits in another
+    /// CPU's magazine; `InvalidParam` for a misaligned `start` or a run outside the zone.
     pub fn alloc_pages_at(
         &self,
         start: usize,

@@ -7,7 +7,9 @@
 //!   holes between them), its frame table at the head of that region (24 bytes per 4 KiB
 //!   frame, sized by the memory, not by a feature); regions below 4 GiB in physical memory
 //!   serve [`GlobalAllocator::alloc_dma32_pages`]. Each CPU allocates from its own per-CPU
-//!   lists, under its own interrupt-disabling lock, not one global lock. Runs of any length
+//!   lists, under its own interrupt-disabling lock, not one global lock; with an exclusive
+//!   CPU id ([`CpuId::exclusive_cpu`], ArceOS's per-CPU register's), a page or a small block
+//!   from the CPU's magazine, with no lock at all ([`ExclusiveCpu`]). Runs of any length
 //!   (past the zone's largest block too: ArceOS's heap grows by doubling), any power-of-two
 //!   alignment, freed whole or in parts as the fewest aligned blocks, and fixed-address runs
 //!   ([`GlobalAllocator::alloc_pages_at`]).

@@ -74,7 +74,8 @@ pub(crate) const fn batch(order: usize) -> usize {
 }
 
 /// A CPU id that the call holding it runs on alone, for as long as it lives: no other
-/// thread, CPU, or interrupt or signal handler holds the same id meanwhile. A
+/// thread, CPU, or interrupt or signal handler holds the same id of the same allocator
+/// meanwhile. A
 /// [`CpuId`](crate::CpuId) hands one out ([`CpuId::exclusive_cpu`](crate::CpuId::exclusive_cpu))
 /// only where it can promise that, under `unsafe`.
 ///
@@ -93,8 +94,8 @@ impl<'a> ExclusiveCpu<'a> {
     /// # Safety
     /// While the returned value lives (at most as long as the borrow of `pinned`: the
     /// allocator call that asked), no other execution context holds an `ExclusiveCpu` of
-    /// the same `id`: no other CPU or thread, and no interrupt, exception or signal handler
-    /// that interrupts this one and calls the allocator. In a kernel build `pinned` keeps
+    /// the same `id` for the same allocator: no other CPU or thread, and no interrupt,
+    /// exception or signal handler that interrupts this one and calls that allocator. In a kernel build `pinned` keeps
     /// interrupts and preemption off on this CPU, and the id of the CPU itself (exact, not
     /// a fallback that two CPUs may share) meets this; elsewhere the implementation must
     /// make sure of it itself (an id each thread claims for itself, and no allocation from

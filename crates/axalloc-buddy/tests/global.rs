@@ -565,8 +565,9 @@ proptest! {
     /// takes it back first.
     #[test]
     fn churn_through_the_magazines_matches_a_model(calls in proptest::collection::vec(call(), 1..if cfg!(miri) { 60 } else { 200 })) {
-        let (_region, a) = claimed_allocator(2 << 20, 2);
-        let _cpu = claim(0);
+        static CLAIMS: Claims = Claims::new();
+        let (_region, a, claims) = claimed_allocator(2 << 20, 2, &CLAIMS);
+        let _cpu = claim(claims, 0);
         churn_matches_a_model_on(&a, calls)?;
     }
 }
@@ -750,73 +751,98 @@ impl CpuId for ThreadCpu {
     }
 }
 
-/// CPU ids the tests' threads claim, one thread per id at a time ([`claim`]).
-static CLAIMS: [AtomicBool; 4] = [const { AtomicBool::new(false) }; 4];
+/// One allocator's CPU ids, each claimed by one thread at a time ([`claim`]): each test's
+/// own, a `static`.
+struct Claims([AtomicBool; 4]);
+
+impl Claims {
+    /// No id claimed.
+    const fn new() -> Self {
+        Self([const { AtomicBool::new(false) }; 4])
+    }
+}
 
 thread_local! {
-    /// The CPU id this thread claimed, if it holds one.
-    static CLAIMED: std::cell::Cell<Option<usize>> = const { std::cell::Cell::new(None) };
+    /// The CPU id this thread claimed, and of which allocator's [`Claims`] (their address),
+    /// if it holds one.
+    static CLAIMED: std::cell::Cell<Option<(usize, usize)>> = const { std::cell::Cell::new(None) };
 }
 
 /// A thread's claim of a CPU id, released when it drops (on that thread: not `Send`).
-struct Claim(usize, std::marker::PhantomData<*const ()>);
+struct Claim(&'static Claims, usize, std::marker::PhantomData<*const ()>);
 
-/// Claims CPU `cpu` for the calling thread until the claim drops; panics if another thread
-/// holds it, or this one holds another.
-fn claim(cpu: usize) -> Claim {
+/// Claims CPU `cpu` of `claims` for the calling thread until the claim drops; panics if
+/// another thread holds it, or this one holds another.
+fn claim(claims: &'static Claims, cpu: usize) -> Claim {
     assert!(
-        !CLAIMS[cpu].swap(true, Ordering::Acquire),
+        !claims.0[cpu].swap(true, Ordering::Acquire),
         "CPU {cpu} is another thread's"
     );
-    assert_eq!(CLAIMED.with(|c| c.replace(Some(cpu))), None);
-    Claim(cpu, std::marker::PhantomData)
+    let at = core::ptr::from_ref(claims).addr();
+    assert_eq!(CLAIMED.with(|c| c.replace(Some((at, cpu)))), None);
+    Claim(claims, cpu, std::marker::PhantomData)
 }
 
 impl Drop for Claim {
     fn drop(&mut self) {
         CLAIMED.with(|c| c.set(None));
-        CLAIMS[self.0].store(false, Ordering::Release);
+        self.0.0[self.1].store(false, Ordering::Release);
     }
 }
 
-/// The CPU this thread claimed, an exclusive id: its page calls go through that CPU's
-/// magazines. CPU 0's lists, under their lock, for a thread with no claim.
+/// The CPU of its allocator's that this thread claimed, an exclusive id: its page calls go
+/// through that CPU's magazines. CPU 0's lists, under their lock, for a thread with no claim
+/// of this allocator's.
 #[derive(Clone, Copy)]
-struct ClaimedCpu;
+struct ClaimedCpu(&'static Claims);
+
+impl ClaimedCpu {
+    /// The id this thread claimed of this allocator's.
+    fn claimed(self) -> Option<usize> {
+        let at = core::ptr::from_ref(self.0).addr();
+        CLAIMED
+            .with(std::cell::Cell::get)
+            .and_then(|(of, cpu)| (of == at).then_some(cpu))
+    }
+}
 
 impl CpuId for ClaimedCpu {
     fn cpu_id(&self, _pinned: &Pinned<'_>) -> usize {
-        CLAIMED.with(std::cell::Cell::get).unwrap_or(0)
+        self.claimed().unwrap_or(0)
     }
 
     fn exclusive_cpu<'a>(&self, pinned: &'a Pinned<'_>) -> Option<ExclusiveCpu<'a>> {
-        let cpu = CLAIMED.with(std::cell::Cell::get)?;
-        // SAFETY: this thread holds the claim of `cpu` ([`CLAIMS`]), which no other thread
-        // takes until this one drops it, and the tests drop claims between allocator calls
-        // only, with release ordering that the next claim's acquire pairs with; no signal
-        // handler allocates.
+        let cpu = self.claimed()?;
+        // SAFETY: this thread holds the claim of `cpu` of this allocator's ([`Claims`]),
+        // which no other thread takes until this one drops it, and the tests drop claims
+        // between allocator calls only, with release ordering that the next claim's acquire
+        // pairs with; no signal handler allocates.
         Some(unsafe { ExclusiveCpu::new(cpu, pinned) })
     }
 }
 
-/// An allocator over a fresh region of `bytes` with lists for `cpus` CPUs, each thread's CPU
-/// the one it claimed ([`ClaimedCpu`]).
-fn claimed_allocator(bytes: usize, cpus: usize) -> (Region, GlobalAllocator<ClaimedCpu>) {
+/// An allocator over a fresh region of `bytes` with lists for `cpus` CPUs (at most four),
+/// each thread's CPU the one it claimed of `claims` ([`ClaimedCpu`]).
+fn claimed_allocator(
+    bytes: usize,
+    cpus: usize,
+    claims: &'static Claims,
+) -> (Region, GlobalAllocator<ClaimedCpu>, &'static Claims) {
     let r = region(bytes);
-    let a = GlobalAllocator::with_cpu_id(ClaimedCpu);
+    let a = GlobalAllocator::with_cpu_id(ClaimedCpu(claims));
     // SAFETY: the region is the allocator's alone; it outlives the allocator.
     unsafe { a.try_init_for_cpus(r.start(), r.len(), cpus) }.unwrap();
-    (r, a)
+    (r, a, claims)
 }
 
 /// A page freed on a CPU with an exclusive id waits in its magazine, counted free, marked
 /// cached in the frame table: a second free of it is refused, the page is handed out once,
 /// and the usage counts and the zone stay right.
 #[test]
-#[cfg(not(feature = "page-owner"))]
 fn a_page_freed_twice_into_a_magazine_is_refused_and_handed_out_once() {
-    let (_r, a) = claimed_allocator(4 << 20, 2);
-    let _cpu = claim(0);
+    static CLAIMS: Claims = Claims::new();
+    let (_r, a, claims) = claimed_allocator(4 << 20, 2, &CLAIMS);
+    let _cpu = claim(claims, 0);
     let free = a.available_pages();
     let pages: Vec<usize> = (0..40)
         .map(|_| a.alloc_pages(1, PAGE, UsageKind::PageTable).unwrap())
@@ -863,14 +889,14 @@ fn a_page_freed_twice_into_a_magazine_is_refused_and_handed_out_once() {
 /// asks that CPU for them, and they are back once it runs (here its timer tick,
 /// `decay_cpu_lists`); the allocation's own CPU gives its magazines back at once.
 #[test]
-#[cfg(not(feature = "page-owner"))]
 fn a_cpus_magazines_come_back_when_another_cpu_runs_short() {
-    let (_r, a) = claimed_allocator(if cfg!(miri) { 1 << 20 } else { 4 << 20 }, 2);
+    static CLAIMS: Claims = Claims::new();
+    let (_r, a, claims) = claimed_allocator(if cfg!(miri) { 1 << 20 } else { 4 << 20 }, 2, &CLAIMS);
     let a = &a;
     let on_cpu1 = |f: &(dyn Fn() + Sync)| {
         std::thread::scope(|s| {
             s.spawn(|| {
-                let _cpu = claim(1);
+                let _cpu = claim(claims, 1);
                 f();
             });
         });
@@ -885,7 +911,7 @@ fn a_cpus_magazines_come_back_when_another_cpu_runs_short() {
         }
     });
     assert!(a.pcp_pages(1).unwrap() >= 16);
-    let _cpu = claim(0);
+    let _cpu = claim(claims, 0);
     // CPU 0 takes every free page but those in CPU 1's magazine.
     let free = a.available_pages();
     let mut taken = Vec::new();
@@ -973,8 +999,10 @@ fn cpus_allocate_at_once() {
 /// exclusive CPU id each), which frees of pages another CPU took fill too.
 #[test]
 fn cpus_allocate_at_once_through_their_magazines() {
-    let (_r, a) = claimed_allocator(if cfg!(miri) { 1 << 20 } else { 16 << 20 }, 4);
-    cpus_allocate_at_once_on(&a, claim);
+    static CLAIMS: Claims = Claims::new();
+    let (_r, a, claims) =
+        claimed_allocator(if cfg!(miri) { 1 << 20 } else { 16 << 20 }, 4, &CLAIMS);
+    cpus_allocate_at_once_on(&a, |cpu| claim(claims, cpu));
 }
 
 /// Four threads on `a`, each on the CPU `enter` makes it (for as long as what `enter`

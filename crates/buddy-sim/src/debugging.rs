@@ -34,10 +34,13 @@ where
     P: PerCpuSet<R>,
     R: RawMutex,
 {
-    /// Whether any debugging feature is on (a relaxed load: turning one on is not ordered
-    /// with allocations on other CPUs, as Linux's debugfs writes are not).
+    /// Whether any debugging feature is on (page_owner, fault injection, poisoning,
+    /// init_on_free): the zone then wants every allocation and free through its checked
+    /// paths, and a cache of blocks in front of it ([`Zone::cache_frozen`]) gives its blocks
+    /// back. A relaxed load: turning one on is not ordered with allocations on other CPUs,
+    /// as Linux's debugfs writes are not.
     #[inline(always)]
-    pub(crate) fn debugging(&self) -> bool {
+    pub fn debugging(&self) -> bool {
         self.debug.load(Ordering::Relaxed) != 0
     }
 

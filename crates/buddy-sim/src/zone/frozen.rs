@@ -469,16 +469,11 @@ where
     #[inline(always)]
     #[allow(unsafe_code)]
     pub unsafe fn cache_frozen(&self, pfn: Pfn, order: Order) -> bool {
-        let m = self.map();
-        let Ok(idx) = m.index(pfn) else {
-            return false;
-        };
-        let head = m.frame(idx);
-        if head.load() != Word::frozen_block(order.get()) || self.debugging() {
-            return false;
-        }
-        head.store(Word::cached_block(order.get()));
-        true
+        let (frozen, cached) = (
+            Word::frozen_block(order.get()),
+            Word::cached_block(order.get()),
+        );
+        !self.debugging() && self.rewrite_head(pfn, frozen, cached)
     }
 
     /// Takes the block of `order` at `pfn` out of its owner's cache
@@ -492,15 +487,27 @@ where
     #[inline(always)]
     #[allow(unsafe_code)]
     pub unsafe fn uncache_frozen(&self, pfn: Pfn, order: Order) -> bool {
+        let (cached, frozen) = (
+            Word::cached_block(order.get()),
+            Word::frozen_block(order.get()),
+        );
+        self.rewrite_head(pfn, cached, frozen)
+    }
+
+    /// Rewrites the word of the frame at `pfn` from `from` to `to`, with a load and a store
+    /// (the caller owns the block): whether it was `from` (`false`, nothing changed,
+    /// otherwise, or for a frame outside the zone).
+    #[inline(always)]
+    fn rewrite_head(&self, pfn: Pfn, from: Word, to: Word) -> bool {
         let m = self.map();
         let Ok(idx) = m.index(pfn) else {
             return false;
         };
         let head = m.frame(idx);
-        if head.load() != Word::cached_block(order.get()) {
+        if head.load() != from {
             return false;
         }
-        head.store(Word::frozen_block(order.get()));
+        head.store(to);
         true
     }
 }
