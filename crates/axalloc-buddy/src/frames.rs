@@ -8,7 +8,7 @@
 
 use crate::cpu::{CpuId, Pinned};
 use crate::lock::{IrqOff, IrqSpin, IrqSpinGuard};
-use crate::magazine::{ExclusiveCpu, Magazines, batch};
+use crate::magazine::{Magazines, OwnMagazines, batch};
 use crate::owner::OwnerTag;
 use crate::slab::{SlabBytes, Slabs};
 use crate::usage::{UsageCounts, UsageKind};
@@ -578,17 +578,16 @@ impl<C: CpuId> Frames<C> {
     ) -> Option<usize> {
         let irq = IrqOff::new();
         if align.is_none()
-            && let Some((cpu, magazines)) = self.exclusive(&Pinned::new(&irq))
+            && let Some(own) = self.exclusive(&Pinned::new(&irq))
         {
-            // SAFETY: `magazines` are `cpu`'s.
-            if let Some(at) = unsafe { self.pop_cached(&cpu, magazines, order, kind) } {
+            if let Some(at) = self.pop_cached(&own, order, kind) {
                 return Some(at);
             }
             // A refill of more than the block this call takes; a large order's magazine
             // (one or two blocks) is refilled by its frees alone, the call taking the
             // lists' block as without a magazine.
             if batch(order.get() as usize) > 1 {
-                return self.refill_magazine(&cpu, magazines, order, kind, tag);
+                return self.refill_magazine(&own, order, kind, tag);
             }
         }
         let taken = self.take_on_slot_masked(
@@ -708,9 +707,9 @@ impl<C: CpuId> Frames<C> {
             return unsafe { self.free_to_zone(pos, pfn, order, kind) };
         }
         let irq = IrqOff::new();
-        if let Some((cpu, magazines)) = self.exclusive(&Pinned::new(&irq)) {
-            // SAFETY: the caller's promise, passed on; `magazines` are `cpu`'s.
-            if unsafe { self.push_cached(&cpu, magazines, pos, pfn, order, kind) } {
+        if let Some(own) = self.exclusive(&Pinned::new(&irq)) {
+            // SAFETY: the caller's promise, passed on.
+            if unsafe { self.push_cached(&own, pos, pfn, order, kind) } {
                 return;
             }
             // Not a frozen block of `order` handed out whole: the lists' free says what it
@@ -817,64 +816,51 @@ impl<C: CpuId> Frames<C> {
         cpu.usage.sub(kind, PAGE << order.get());
     }
 
-    /// The calling CPU as one its call runs on alone, and its magazines, if the [`CpuId`]
-    /// gives such an id ([`CpuId::exclusive_cpu`]) within the CPUs.
+    /// The calling CPU's magazines, reached as its own, if the [`CpuId`] gives an exclusive
+    /// id ([`CpuId::exclusive_cpu`]) within the CPUs.
     #[inline(always)]
-    fn exclusive<'a>(
-        &'a self,
-        pinned: &'a Pinned<'_>,
-    ) -> Option<(ExclusiveCpu<'a>, &'a Magazines)> {
+    fn exclusive<'a>(&'a self, pinned: &'a Pinned<'_>) -> Option<OwnMagazines<'a>> {
         let cpu = self.cpu_id.exclusive_cpu(pinned)?;
         let magazines = self.magazines.get(cpu.id())?;
-        Some((cpu, magazines))
+        // SAFETY: entry `id` of this allocator's magazines is CPU `id`'s, and `cpu` came
+        // from this allocator's `CpuId`.
+        Some(unsafe { OwnMagazines::new(cpu, magazines) })
     }
 
-    /// A block of `order` from `cpu`'s magazine for it, taken out of the cache and counted
-    /// for `kind`; `None` when the magazine is empty, or when another CPU asked for the
-    /// blocks back or the zone debugs (page_owner, fault injection, poisoning: it records
-    /// and checks every block it hands out, and refuses to cache one): they go back to the
-    /// lists first.
-    ///
-    /// # Safety
-    /// `magazines` are `cpu`'s.
+    /// A block of `order` from the CPU's magazine for it, taken out of the cache and
+    /// counted for `kind`; `None` when the magazine is empty, or when another CPU asked for
+    /// the blocks back or the zone debugs (page_owner, fault injection, poisoning: it
+    /// records and checks every block it hands out, and refuses to cache one): they go back
+    /// to the lists first.
     #[inline(always)]
-    unsafe fn pop_cached(
-        &self,
-        cpu: &ExclusiveCpu<'_>,
-        magazines: &Magazines,
-        order: Order,
-        kind: UsageKind,
-    ) -> Option<usize> {
-        // SAFETY: the caller's promise (`magazines` are `cpu`'s), for each call below.
-        unsafe {
-            if magazines.take_drain_request(cpu) | self.zone.debugging() {
-                self.flush_magazines(cpu, magazines);
-                return None;
-            }
-            let at = magazines.pop(cpu, order)?;
-            // The magazine held it, marked cached by its push: taken out (a block whose mark
-            // is gone, which nothing but a corrupted frame table makes, is not handed out).
-            if !self.zone.uncache_frozen(Pfn((at / PAGE) as u64), order) {
-                return None;
-            }
-            magazines.count(cpu, kind, order, true);
-            Some(at)
+    fn pop_cached(&self, own: &OwnMagazines<'_>, order: Order, kind: UsageKind) -> Option<usize> {
+        if own.take_drain_request() | self.zone.debugging() {
+            self.flush_magazines(own);
+            return None;
         }
+        let at = own.pop(order)?;
+        // SAFETY: the magazine held the block, marked cached by its push: the cache was
+        // its owner's, this call's (a block whose mark is gone, which nothing but a
+        // corrupted frame table makes, is not handed out).
+        if !unsafe { self.zone.uncache_frozen(Pfn((at / PAGE) as u64), order) } {
+            return None;
+        }
+        own.count(kind, order, true);
+        Some(at)
     }
 
-    /// Frees the block of `order` at `pos` (frame `pfn`) into `cpu`'s magazine for it,
+    /// Frees the block of `order` at `pos` (frame `pfn`) into the CPU's magazine for it,
     /// marked cached and uncounted for `kind`, half the magazine flushed to the lists first
     /// if it is full: whether it was taken (`false`, nothing changed: not a frozen block of
-    /// `order`, which the caller's lists free or refuse).
+    /// `order`, which the caller's lists free or refuse, or a large order's full magazine).
     ///
     /// # Safety
     /// As [`GlobalAllocator::dealloc_pages`](crate::GlobalAllocator::dealloc_pages) for the
-    /// block; `magazines` are `cpu`'s.
+    /// block.
     #[inline(always)]
     unsafe fn push_cached(
         &self,
-        cpu: &ExclusiveCpu<'_>,
-        magazines: &Magazines,
+        own: &OwnMagazines<'_>,
         pos: usize,
         pfn: Pfn,
         order: Order,
@@ -882,32 +868,34 @@ impl<C: CpuId> Frames<C> {
     ) -> bool {
         // A full magazine that a flush would only swap one block for (a large order's, of
         // one or two blocks): the block goes to the lists, as without a magazine.
-        if batch(order.get() as usize) == 1 && magazines.is_full(order) {
+        if batch(order.get() as usize) == 1 && own.is_full(order) {
             return false;
         }
         // SAFETY: the caller's promise: a block this allocator handed out, given back once
-        // and not used after (on `false`, nothing changed and it is still the caller's);
-        // `magazines` are `cpu`'s, for each call below.
-        unsafe {
-            if !self.zone.cache_frozen(pfn, order) {
-                return false;
+        // and not used after (on `false`, nothing changed and it is still the caller's).
+        if !unsafe { self.zone.cache_frozen(pfn, order) } {
+            return false;
+        }
+        if !own.push(pos, order) {
+            self.flush_magazine(own, order, batch(order.get() as usize));
+            // Room now: a flush gives back at least one block. (Were there none, the block
+            // goes to the lists: out of the cache it is this call's.)
+            // SAFETY: this call cached it just now.
+            if !own.push(pos, order) && unsafe { self.zone.uncache_frozen(pfn, order) } {
+                // SAFETY: as just said.
+                self.on_own_lists(own, |lists| unsafe {
+                    Self::free_to_lists(lists, pfn, order)
+                });
             }
-            if !magazines.push(cpu, pos, order) {
-                self.flush_magazine(cpu, magazines, order, batch(order.get() as usize));
-                // Room now: a flush gives back at least one block.
-                if !magazines.push(cpu, pos, order) && self.zone.uncache_frozen(pfn, order) {
-                    self.on_own_lists(cpu, |lists| Self::free_to_lists(lists, pfn, order));
-                }
-            }
-            magazines.count(cpu, kind, order, false);
-            if magazines.take_drain_request(cpu) {
-                self.flush_magazines(cpu, magazines);
-            }
+        }
+        own.count(kind, order, false);
+        if own.take_drain_request() {
+            self.flush_magazines(own);
         }
         true
     }
 
-    /// [`Frames::alloc_block`] from `cpu`'s empty magazine for `order`: a block from its
+    /// [`Frames::alloc_block`] from the CPU's empty magazine for `order`: a block from its
     /// lists under its slot, counted for `kind` and recorded with `tag`, and half a
     /// magazine more from them (what they hold, no refill) cached; else the refill of the
     /// lists ([`Frames::refill_list`]). Out of line.
@@ -915,13 +903,12 @@ impl<C: CpuId> Frames<C> {
     #[inline(never)]
     fn refill_magazine(
         &self,
-        cpu: &ExclusiveCpu<'_>,
-        magazines: &Magazines,
+        own: &OwnMagazines<'_>,
         order: Order,
         kind: UsageKind,
         tag: OwnerTag,
     ) -> Option<usize> {
-        let Some(slot) = self.cpus.get(cpu.id()) else {
+        let Some(slot) = self.cpus.get(own.id()) else {
             return self.refill_list(order, kind, tag);
         };
         let mut slot = slot.lock();
@@ -936,12 +923,11 @@ impl<C: CpuId> Frames<C> {
             let Some(pfn) = lists.alloc_frozen_pages_listed(order) else {
                 break;
             };
-            let at = pfn.0 as usize * PAGE;
-            // SAFETY: a frozen block of `order` just taken, this call's alone; `magazines`
-            // are `cpu`'s (the caller's promise). One the cache refuses (the zone debugs)
-            // goes back to the lists.
+            // SAFETY: a frozen block of `order` just taken, this call's alone. One the cache
+            // refuses (the zone debugs), or that finds the magazine full, goes back to the
+            // lists.
             unsafe {
-                if !(self.zone.cache_frozen(pfn, order) && magazines.push(cpu, at, order)) {
+                if !(self.zone.cache_frozen(pfn, order) && own.push(pfn.0 as usize * PAGE, order)) {
                     let _ = self.zone.uncache_frozen(pfn, order);
                     Self::free_to_lists(&lists, pfn, order);
                     break;
@@ -952,41 +938,32 @@ impl<C: CpuId> Frames<C> {
         Some(first.0 as usize * PAGE)
     }
 
-    /// Gives back up to `count` blocks of `cpu`'s magazine for `order` to its lists, under
+    /// Gives back up to `count` blocks of the CPU's magazine for `order` to its lists, under
     /// its slot (a drain past the lists' high mark included). Out of line.
-    ///
-    /// # Safety
-    /// `magazines` are `cpu`'s.
     #[cold]
     #[inline(never)]
-    unsafe fn flush_magazine(
-        &self,
-        cpu: &ExclusiveCpu<'_>,
-        magazines: &Magazines,
-        order: Order,
-        count: usize,
-    ) {
-        self.on_own_lists(cpu, |lists| {
+    fn flush_magazine(&self, own: &OwnMagazines<'_>, order: Order, count: usize) {
+        self.on_own_lists(own, |lists| {
             for _ in 0..count {
-                // SAFETY: the caller's promise.
-                let Some(at) = (unsafe { magazines.pop(cpu, order) }) else {
+                let Some(at) = own.pop(order) else {
                     break;
                 };
                 let pfn = Pfn((at / PAGE) as u64);
                 // SAFETY: the magazine held the block, cached by its push; out of the cache
                 // it is this call's alone.
-                if unsafe { self.zone.uncache_frozen(pfn, order) } {
-                    // SAFETY: as just said.
-                    unsafe { Self::free_to_lists(lists, pfn, order) };
+                unsafe {
+                    if self.zone.uncache_frozen(pfn, order) {
+                        Self::free_to_lists(lists, pfn, order);
+                    }
                 }
             }
         });
         self.set_exhausted(false);
     }
 
-    /// `f` on `cpu`'s lists, under its slot.
-    fn on_own_lists(&self, cpu: &ExclusiveCpu<'_>, f: impl FnOnce(&LocalLists)) {
-        if let Some(slot) = self.cpus.get(cpu.id()) {
+    /// `f` on the CPU's lists, under its slot.
+    fn on_own_lists(&self, own: &OwnMagazines<'_>, f: impl FnOnce(&LocalLists)) {
+        if let Some(slot) = self.cpus.get(own.id()) {
             let slot = slot.lock();
             // SAFETY: `slot` is this allocator's slot, its lock held while `f` runs.
             f(&unsafe { self.local_lists(&slot) });
@@ -1007,19 +984,15 @@ impl<C: CpuId> Frames<C> {
         }
     }
 
-    /// Gives every block of `cpu`'s magazines back to its lists.
-    ///
-    /// # Safety
-    /// `magazines` are `cpu`'s.
+    /// Gives every block of the CPU's magazines back to its lists.
     #[cold]
     #[inline(never)]
-    unsafe fn flush_magazines(&self, cpu: &ExclusiveCpu<'_>, magazines: &Magazines) {
+    fn flush_magazines(&self, own: &OwnMagazines<'_>) {
         for o in 0..crate::magazine::ORDERS {
             let Ok(order) = Order::new(o as u8) else {
                 break;
             };
-            // SAFETY: the caller's promise.
-            unsafe { self.flush_magazine(cpu, magazines, order, magazines.held(o)) };
+            self.flush_magazine(own, order, own.magazines().held(o));
         }
     }
 
@@ -1028,12 +1001,11 @@ impl<C: CpuId> Frames<C> {
     fn flush_own_magazines(&self) -> bool {
         let irq = IrqOff::new();
         let pinned = Pinned::new(&irq);
-        let Some((cpu, magazines)) = self.exclusive(&pinned) else {
+        let Some(own) = self.exclusive(&pinned) else {
             return false;
         };
-        let held = magazines.pages() > 0;
-        // SAFETY: `magazines` are `cpu`'s.
-        unsafe { self.flush_magazines(&cpu, magazines) };
+        let held = own.magazines().pages() > 0;
+        self.flush_magazines(&own);
         held
     }
 
@@ -1042,13 +1014,10 @@ impl<C: CpuId> Frames<C> {
     fn honour_drain_request(&self) {
         let irq = IrqOff::new();
         let pinned = Pinned::new(&irq);
-        if let Some((cpu, magazines)) = self.exclusive(&pinned) {
-            // SAFETY: `magazines` are `cpu`'s.
-            unsafe {
-                if magazines.take_drain_request(&cpu) {
-                    self.flush_magazines(&cpu, magazines);
-                }
-            }
+        if let Some(own) = self.exclusive(&pinned)
+            && own.take_drain_request()
+        {
+            self.flush_magazines(&own);
         }
     }
 

@@ -182,39 +182,33 @@ fn loom_a_free_under_the_callers_lock_races_the_owner() {
 mod magazines {
     use crate::cpu::Pinned;
     use crate::lock::IrqOff;
-    use crate::magazine::{ExclusiveCpu, Magazines};
+    use crate::magazine::{ExclusiveCpu, Magazines, OwnMagazines};
     use crate::usage::UsageKind;
     use buddy_sim::Order;
     use loom::sync::Arc;
     use loom::sync::atomic::{AtomicBool, Ordering};
     use loom::thread;
 
-    /// `f` on CPU `cpu`'s magazines, as the owner of id `cpu`.
-    fn as_owner<R>(
-        magazines: &Magazines,
-        cpu: usize,
-        f: impl FnOnce(&Magazines, &ExclusiveCpu<'_>) -> R,
-    ) -> R {
+    /// `f` on CPU `cpu`'s magazines, as the holder of id `cpu`.
+    fn as_owner<R>(magazines: &Magazines, cpu: usize, f: impl FnOnce(&OwnMagazines<'_>) -> R) -> R {
         let irq = IrqOff::new();
         let pinned = Pinned::new(&irq);
         // SAFETY: each model below holds id `cpu` in one thread at a time (its hand-overs
-        // release and acquire), but the negative control, which breaks this on purpose.
-        let cpu = unsafe { ExclusiveCpu::new(cpu, &pinned) };
-        f(magazines, &cpu)
+        // release and acquire), but the negative control, which breaks this on purpose; and
+        // each passes CPU `cpu`'s magazines.
+        let own = unsafe { OwnMagazines::new(ExclusiveCpu::new(cpu, &pinned), magazines) };
+        f(&own)
     }
 
     /// The owner's round: two pages in, one out, counted.
-    fn round(m: &Magazines, cpu: &ExclusiveCpu<'_>, first: usize) -> usize {
-        // SAFETY: `m` are `cpu`'s (each model passes the CPU's own).
-        unsafe {
-            assert!(m.push(cpu, first, Order::ZERO));
-            m.count(cpu, UsageKind::PageTable, Order::ZERO, false);
-            assert!(m.push(cpu, first + 0x1000, Order::ZERO));
-            m.count(cpu, UsageKind::PageTable, Order::ZERO, false);
-            let at = m.pop(cpu, Order::ZERO).unwrap();
-            m.count(cpu, UsageKind::PageTable, Order::ZERO, true);
-            at
-        }
+    fn round(own: &OwnMagazines<'_>, first: usize) -> usize {
+        assert!(own.push(first, Order::ZERO));
+        own.count(UsageKind::PageTable, Order::ZERO, false);
+        assert!(own.push(first + 0x1000, Order::ZERO));
+        own.count(UsageKind::PageTable, Order::ZERO, false);
+        let at = own.pop(Order::ZERO).unwrap();
+        own.count(UsageKind::PageTable, Order::ZERO, true);
+        at
     }
 
     /// Two CPUs each on their own magazines at once, CPU 1 also reading CPU 0's counts and
@@ -227,7 +221,7 @@ mod magazines {
             let other = {
                 let cpus = cpus.clone();
                 thread::spawn(move || {
-                    let at = as_owner(&cpus[1], 1, |m, cpu| round(m, cpu, 0x10_000));
+                    let at = as_owner(&cpus[1], 1, |own| round(own, 0x10_000));
                     let seen = cpus[0].held(0);
                     assert!(seen <= 2, "{seen}");
                     let _ = cpus[0].usage();
@@ -235,12 +229,11 @@ mod magazines {
                     at
                 })
             };
-            let mine = as_owner(&cpus[0], 0, |m, cpu| round(m, cpu, 0x20_000));
+            let mine = as_owner(&cpus[0], 0, |own| round(own, 0x20_000));
             assert_eq!(mine, 0x21_000);
             assert_eq!(other.join().unwrap(), 0x11_000);
-            // SAFETY: CPU 0's magazines, on the thread that owns id 0.
-            let asked = as_owner(&cpus[0], 0, |m, cpu| unsafe {
-                (m.take_drain_request(cpu), m.take_drain_request(cpu))
+            let asked = as_owner(&cpus[0], 0, |own| {
+                (own.take_drain_request(), own.take_drain_request())
             });
             assert_eq!(asked, (true, false));
             assert_eq!((cpus[0].held(0), cpus[1].held(0)), (1, 1));
@@ -258,13 +251,12 @@ mod magazines {
             let first = {
                 let (cpus, held) = (cpus.clone(), held.clone());
                 thread::spawn(move || {
-                    as_owner(&cpus[0], 0, |m, cpu| round(m, cpu, 0x30_000));
+                    as_owner(&cpus[0], 0, |own| round(own, 0x30_000));
                     held.store(false, Ordering::Release);
                 })
             };
             if !held.load(Ordering::Acquire) {
-                // SAFETY: CPU 0's magazines, its id handed over.
-                let at = as_owner(&cpus[0], 0, |m, cpu| unsafe { m.pop(cpu, Order::ZERO) });
+                let at = as_owner(&cpus[0], 0, |own| own.pop(Order::ZERO));
                 assert_eq!(at, Some(0x30_000));
             }
             first.join().unwrap();
@@ -280,9 +272,9 @@ mod magazines {
             let cpus = Arc::new([Magazines::new()]);
             let other = {
                 let cpus = cpus.clone();
-                thread::spawn(move || as_owner(&cpus[0], 0, |m, cpu| round(m, cpu, 0x40_000)))
+                thread::spawn(move || as_owner(&cpus[0], 0, |own| round(own, 0x40_000)))
             };
-            as_owner(&cpus[0], 0, |m, cpu| round(m, cpu, 0x50_000));
+            as_owner(&cpus[0], 0, |own| round(own, 0x50_000));
             let _ = other.join();
         });
     }

@@ -134,9 +134,9 @@ pub(crate) struct Magazines {
     blocks: UnsafeCell<[[usize; SLOTS]; ORDERS]>,
 }
 
-// SAFETY: the blocks are reached only by the owner of the magazines, one execution context
-// at a time (the promise of the `ExclusiveCpu` every such access is shown); everything
-// else is atomics.
+// SAFETY: the blocks are reached only through `OwnMagazines`, by the execution context that
+// holds the CPU's exclusive id, one at a time (`ExclusiveCpu`'s promise); everything else is
+// atomics.
 unsafe impl Sync for Magazines {}
 
 impl Magazines {
@@ -148,90 +148,6 @@ impl Magazines {
             drain: AtomicBool::new(false),
             blocks: UnsafeCell::new([[0; SLOTS]; ORDERS]),
         }
-    }
-
-    /// The last block of `order` pushed (its address; its frame still marked cached: the
-    /// caller takes it out); `None` when the magazine for `order` is empty.
-    ///
-    /// # Safety
-    /// `cpu` is the id of the CPU these magazines are for.
-    #[inline(always)]
-    pub(crate) unsafe fn pop(&self, cpu: &ExclusiveCpu<'_>, order: Order) -> Option<usize> {
-        let _ = cpu;
-        let o = order.get() as usize;
-        let held = self.held.get(o)?;
-        let n = held.load(Relaxed).checked_sub(1)?;
-        // SAFETY: the owner alone reaches the blocks (the caller's promise with `cpu`'s),
-        // and no reference into them outlives this access.
-        let at = self
-            .blocks
-            .with_mut(|b| unsafe { (*b)[o].get(n).copied() })?;
-        held.store(n, Relaxed);
-        Some(at)
-    }
-
-    /// Pushes the block of `order` at `at` (its frame marked cached by the caller); `false`,
-    /// nothing changed, when the magazine for `order` is full.
-    ///
-    /// # Safety
-    /// As [`Magazines::pop`].
-    #[inline(always)]
-    pub(crate) unsafe fn push(&self, cpu: &ExclusiveCpu<'_>, at: usize, order: Order) -> bool {
-        let _ = cpu;
-        let o = order.get() as usize;
-        let Some(held) = self.held.get(o) else {
-            return false;
-        };
-        let n = held.load(Relaxed);
-        if n >= capacity(o) {
-            return false;
-        }
-        // SAFETY: as in `pop`.
-        let stored = self
-            .blocks
-            .with_mut(|b| match unsafe { (*b)[o].get_mut(n) } {
-                Some(slot) => {
-                    *slot = at;
-                    true
-                }
-                None => false,
-            });
-        if stored {
-            held.store(n + 1, Relaxed);
-        }
-        stored
-    }
-
-    /// Counts a block of `order` handed out for `kind` (`out`), or given back: a load and a
-    /// store, the owner being the count's only writer.
-    ///
-    /// # Safety
-    /// As [`Magazines::pop`].
-    #[inline(always)]
-    pub(crate) unsafe fn count(
-        &self,
-        cpu: &ExclusiveCpu<'_>,
-        kind: UsageKind,
-        order: Order,
-        out: bool,
-    ) {
-        let _ = cpu;
-        let bytes = PAGE << order.get();
-        let n = &self.usage[kind as usize];
-        let v = n.load(Relaxed);
-        let v = if out {
-            v.wrapping_add(bytes)
-        } else {
-            v.wrapping_sub(bytes)
-        };
-        n.store(v, Relaxed);
-    }
-
-    /// Whether the magazine for `order` holds as many blocks as it can.
-    #[inline(always)]
-    pub(crate) fn is_full(&self, order: Order) -> bool {
-        let o = order.get() as usize;
-        self.held(o) >= capacity(o)
     }
 
     /// Blocks of `order` held (relaxed: a count that may be a call behind on another CPU).
@@ -259,17 +175,113 @@ impl Magazines {
             self.drain.store(true, Relaxed);
         }
     }
+}
+
+/// A CPU's magazines in the hands of the call that holds the CPU's exclusive id: the one
+/// way to their blocks.
+pub(crate) struct OwnMagazines<'a> {
+    cpu: ExclusiveCpu<'a>,
+    magazines: &'a Magazines,
+}
+
+impl<'a> OwnMagazines<'a> {
+    /// `magazines`, reached as CPU `cpu`'s.
+    ///
+    /// # Safety
+    /// `magazines` are CPU `cpu`'s, of the allocator whose [`CpuId`](crate::CpuId) gave
+    /// `cpu` (no other CPU id reaches them).
+    #[inline(always)]
+    pub(crate) const unsafe fn new(cpu: ExclusiveCpu<'a>, magazines: &'a Magazines) -> Self {
+        Self { cpu, magazines }
+    }
+
+    /// The CPU's id.
+    #[inline(always)]
+    pub(crate) const fn id(&self) -> usize {
+        self.cpu.id()
+    }
+
+    /// The magazines, for what anyone may read.
+    #[inline(always)]
+    pub(crate) const fn magazines(&self) -> &'a Magazines {
+        self.magazines
+    }
+
+    /// `f` on the blocks.
+    #[inline(always)]
+    fn with_blocks<R>(&self, f: impl FnOnce(&mut [[usize; SLOTS]; ORDERS]) -> R) -> R {
+        // SAFETY: only the execution context that holds CPU `cpu`'s exclusive id reaches
+        // these blocks (`ExclusiveCpu`'s promise, and `new`'s that they are that CPU's), and
+        // the reference lives for this call alone.
+        self.magazines.blocks.with_mut(|b| f(unsafe { &mut *b }))
+    }
+
+    /// The last block of `order` pushed (its address; its frame still marked cached: the
+    /// caller takes it out); `None` when the magazine for `order` is empty.
+    #[inline(always)]
+    pub(crate) fn pop(&self, order: Order) -> Option<usize> {
+        let o = order.get() as usize;
+        let held = self.magazines.held.get(o)?;
+        let n = held.load(Relaxed).checked_sub(1)?;
+        let at = self.with_blocks(|b| b[o].get(n).copied())?;
+        held.store(n, Relaxed);
+        Some(at)
+    }
+
+    /// Pushes the block of `order` at `at` (its frame marked cached by the caller); `false`,
+    /// nothing changed, when the magazine for `order` is full.
+    #[inline(always)]
+    pub(crate) fn push(&self, at: usize, order: Order) -> bool {
+        let o = order.get() as usize;
+        let Some(held) = self.magazines.held.get(o) else {
+            return false;
+        };
+        let n = held.load(Relaxed);
+        if n >= capacity(o) {
+            return false;
+        }
+        let stored = self.with_blocks(|b| match b[o].get_mut(n) {
+            Some(slot) => {
+                *slot = at;
+                true
+            }
+            None => false,
+        });
+        if stored {
+            held.store(n + 1, Relaxed);
+        }
+        stored
+    }
+
+    /// Counts a block of `order` handed out for `kind` (`out`), or given back: a load and a
+    /// store, the owner being the count's only writer.
+    #[inline(always)]
+    pub(crate) fn count(&self, kind: UsageKind, order: Order, out: bool) {
+        let bytes = PAGE << order.get();
+        let n = &self.magazines.usage[kind as usize];
+        let v = n.load(Relaxed);
+        let v = if out {
+            v.wrapping_add(bytes)
+        } else {
+            v.wrapping_sub(bytes)
+        };
+        n.store(v, Relaxed);
+    }
+
+    /// Whether the magazine for `order` holds as many blocks as it can.
+    #[inline(always)]
+    pub(crate) fn is_full(&self, order: Order) -> bool {
+        let o = order.get() as usize;
+        self.magazines.held(o) >= capacity(o)
+    }
 
     /// Whether another CPU asked for the blocks back (cleared by reading it, so that one
     /// request is honoured once).
-    ///
-    /// # Safety
-    /// As [`Magazines::pop`].
     #[inline(always)]
-    pub(crate) unsafe fn take_drain_request(&self, cpu: &ExclusiveCpu<'_>) -> bool {
-        let _ = cpu;
-        if self.drain.load(Relaxed) {
-            self.drain.store(false, Relaxed);
+    pub(crate) fn take_drain_request(&self) -> bool {
+        let drain = &self.magazines.drain;
+        if drain.load(Relaxed) {
+            drain.store(false, Relaxed);
             return true;
         }
         false
