@@ -577,21 +577,23 @@ impl<C: CpuId> Frames<C> {
         tag: OwnerTag,
     ) -> Option<usize> {
         let irq = IrqOff::new();
-        if align.is_none()
-            && let Some(own) = self.exclusive(&Pinned::new(&irq))
-        {
-            if let Some(at) = self.pop_cached(&own, order, kind) {
+        let mut known = None;
+        if let Some(own) = self.exclusive(&Pinned::new(&irq)) {
+            if let Some(at) = self.pop_cached(&own, order, align, kind) {
                 return Some(at);
             }
             // A refill of more than the block this call takes; a large order's magazine
             // (one or two blocks) is refilled by its frees alone, the call taking the
-            // lists' block as without a magazine.
-            if batch(order.get() as usize) > 1 {
+            // lists' block as without a magazine, as does a call for a block aligned above
+            // its size (the lists' most recently freed block so aligned, else the general
+            // path's split).
+            if align.is_none() && batch(order.get() as usize) > 1 {
                 return self.refill_magazine(&own, order, kind, tag);
             }
+            known = Some(own.id());
         }
         let taken = self.take_on_slot_masked(
-            irq,
+            (irq, known),
             order,
             kind,
             tag,
@@ -660,21 +662,22 @@ impl<C: CpuId> Frames<C> {
         tag: OwnerTag,
         take: impl FnOnce(&LocalLists) -> Option<Pfn>,
     ) -> Option<usize> {
-        self.take_on_slot_masked(IrqOff::new(), order, kind, tag, take)
+        self.take_on_slot_masked((IrqOff::new(), None), order, kind, tag, take)
     }
 
     /// [`Frames::take_on_slot`] with interrupts and preemption already off (`irq`, which
-    /// the slot's guard keeps until it drops).
+    /// the slot's guard keeps until it drops), on the slot of the CPU `known` names if it
+    /// names one (the calling CPU's, asked already).
     #[inline(always)]
     fn take_on_slot_masked(
         &self,
-        irq: IrqOff,
+        (irq, known): (IrqOff, Option<usize>),
         order: Order,
         kind: UsageKind,
         tag: OwnerTag,
         take: impl FnOnce(&LocalLists) -> Option<Pfn>,
     ) -> Option<usize> {
-        let mut cpu = IrqSpin::lock_masked(irq, |irq| self.slot(irq));
+        let mut cpu = IrqSpin::lock_masked(irq, |irq| self.slot_of(irq, known));
         tag.set(self.zone, cpu.id);
         // SAFETY: `cpu` is this allocator's slot, its lock held until the call ends.
         let lists = unsafe { self.local_lists(&cpu) };
@@ -707,15 +710,18 @@ impl<C: CpuId> Frames<C> {
             return unsafe { self.free_to_zone(pos, pfn, order, kind) };
         }
         let irq = IrqOff::new();
+        let mut known = None;
         if let Some(own) = self.exclusive(&Pinned::new(&irq)) {
             // SAFETY: the caller's promise, passed on.
             if unsafe { self.push_cached(&own, pos, pfn, order, kind) } {
                 return;
             }
-            // Not a frozen block of `order` handed out whole: the lists' free says what it
-            // is (and the general free frees or reports it).
+            // Not a frozen block of `order` handed out whole, or a large order's full
+            // magazine: the lists' free says what it is (and the general free frees or
+            // reports it).
+            known = Some(own.id());
         }
-        let cpu = IrqSpin::lock_masked(irq, |irq| self.slot(irq));
+        let cpu = IrqSpin::lock_masked(irq, |irq| self.slot_of(irq, known));
         // SAFETY: as in `take_on_slot`.
         let lists = unsafe { self.local_lists(&cpu) };
         // SAFETY: the caller's promise (a block this allocator handed out, given back once,
@@ -827,18 +833,33 @@ impl<C: CpuId> Frames<C> {
         Some(unsafe { OwnMagazines::new(cpu, magazines) })
     }
 
-    /// A block of `order` from the CPU's magazine for it, taken out of the cache and
-    /// counted for `kind`; `None` when the magazine is empty, or when another CPU asked for
-    /// the blocks back or the zone debugs (page_owner, fault injection, poisoning: it
-    /// records and checks every block it hands out, and refuses to cache one): they go back
-    /// to the lists first.
+    /// A block of `order` from the CPU's magazine for it (the last freed there, or the last
+    /// that starts aligned to `2^align` frames where `align` is given), taken out of the
+    /// cache and counted for `kind`; `None` when the magazine has none, or when another CPU
+    /// asked for the blocks back or the zone debugs (page_owner, fault injection, poisoning:
+    /// it records and checks every block it hands out, and refuses to cache one): they go
+    /// back to the lists first.
     #[inline(always)]
-    fn pop_cached(&self, own: &OwnMagazines<'_>, order: Order, kind: UsageKind) -> Option<usize> {
+    fn pop_cached(
+        &self,
+        own: &OwnMagazines<'_>,
+        order: Order,
+        align: Option<Order>,
+        kind: UsageKind,
+    ) -> Option<usize> {
+        // An empty magazine first (a burst larger than it: task stacks), with nothing to
+        // give back.
+        if own.is_empty(order) {
+            return None;
+        }
         if own.take_drain_request() | self.zone.debugging() {
             self.flush_magazines(own);
             return None;
         }
-        let at = own.pop(order)?;
+        let at = match align {
+            None => own.pop(order)?,
+            Some(align) => own.pop_aligned(order, PAGE << align.get())?,
+        };
         // SAFETY: the magazine held the block, marked cached by its push: the cache was
         // its owner's, this call's (a block whose mark is gone, which nothing but a
         // corrupted frame table makes, is not handed out).
@@ -1054,6 +1075,15 @@ impl<C: CpuId> Frames<C> {
         // its lock is taken and held.
         let irq = crate::lock::IrqOff::new();
         IrqSpin::lock_masked(irq, |irq| self.slot(irq))
+    }
+
+    /// The slot of CPU `known`, if it names one, else the calling CPU's ([`Frames::slot`]).
+    #[inline(always)]
+    fn slot_of(&self, irq: &IrqOff, known: Option<usize>) -> &IrqSpin<CpuSlot> {
+        match known.and_then(|cpu| self.cpus.get(cpu)) {
+            Some(slot) => slot,
+            None => self.slot(irq),
+        }
     }
 
     /// The slot of the CPU this call runs on ([`Frames::cpu_index`]'s), asked with

@@ -151,6 +151,7 @@ impl Magazines {
     }
 
     /// Blocks of `order` held (relaxed: a count that may be a call behind on another CPU).
+    #[inline(always)]
     pub(crate) fn held(&self, order: usize) -> usize {
         self.held.get(order).map_or(0, |h| h.load(Relaxed))
     }
@@ -228,6 +229,27 @@ impl<'a> OwnMagazines<'a> {
         Some(at)
     }
 
+    /// The last block of `order` pushed that starts at a multiple of `align` bytes (a power
+    /// of two), taken out of the array (the blocks above it move down); `None` when the
+    /// magazine for `order` holds none.
+    #[inline(always)]
+    pub(crate) fn pop_aligned(&self, order: Order, align: usize) -> Option<usize> {
+        let o = order.get() as usize;
+        let held = self.magazines.held.get(o)?;
+        let n = held.load(Relaxed);
+        let at = self.with_blocks(|b| {
+            let blocks = b[o].get_mut(..n)?;
+            let i = blocks
+                .iter()
+                .rposition(|&at| at & align.wrapping_sub(1) == 0)?;
+            let at = blocks[i];
+            blocks.copy_within(i + 1.., i);
+            Some(at)
+        })?;
+        held.store(n - 1, Relaxed);
+        Some(at)
+    }
+
     /// Pushes the block of `order` at `at` (its frame marked cached by the caller); `false`,
     /// nothing changed, when the magazine for `order` is full.
     #[inline(always)]
@@ -266,6 +288,12 @@ impl<'a> OwnMagazines<'a> {
             v.wrapping_sub(bytes)
         };
         n.store(v, Relaxed);
+    }
+
+    /// Whether the magazine for `order` holds no block.
+    #[inline(always)]
+    pub(crate) fn is_empty(&self, order: Order) -> bool {
+        self.magazines.held(order.get() as usize) == 0
     }
 
     /// Whether the magazine for `order` holds as many blocks as it can.
