@@ -882,6 +882,19 @@ fn a_page_freed_twice_into_a_magazine_is_refused_and_handed_out_once() {
     }
     assert_eq!(a.available_pages(), free);
     assert_eq!(a.usages().get(UsageKind::TaskStack), 0);
+    // A block aligned above its size comes from the magazine too: the last freed there so
+    // aligned.
+    let aligned = a.alloc_pages(4, 16 * PAGE, UsageKind::Dma).unwrap();
+    let plain = a.alloc_pages(4, PAGE, UsageKind::Dma).unwrap();
+    give_back(&a, aligned, 4, UsageKind::Dma);
+    give_back(&a, plain, 4, UsageKind::Dma);
+    let again = a.alloc_pages(4, 16 * PAGE, UsageKind::Dma).unwrap();
+    assert_eq!(again % (16 * PAGE), 0);
+    assert!(again == aligned || again == plain, "from the magazine");
+    assert!(frame(again).frozen);
+    give_back(&a, again, 4, UsageKind::Dma);
+    assert_eq!(a.available_pages(), free);
+    assert_eq!(a.usages().get(UsageKind::Dma), 0);
     zone_is_sound(&a);
 }
 
