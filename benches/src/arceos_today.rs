@@ -750,9 +750,10 @@ fn tables(ctx: &SectionContext) -> Vec<Table> {
          as a CPU is its own with interrupts off, and `CurrentCpu` says so): a page or a run \
          of up to 64 pages, a power of two, comes from and goes back to the CPU's magazine for \
          its order (an array only that CPU touches, no lock and no atomic read-modify-write; \
-         32 pages' worth, at least one block), refilled or half given back under the CPU's \
-         lock once per half a magazine, the block's head marked cached in the frame table \
-         while there so that a second free of it is refused; a small object (up to 2 KiB, \
+         32 pages' worth, at least one block; frees fill it, allocations empty it, and past \
+         an empty or a full one a call takes the CPU's lists under its lock), the block's \
+         head marked cached in the frame table while there so that a second free of it is \
+         refused; a small object (up to 2 KiB, \
          from the CPU's slabs: pages of \
          objects of one size class from the zone; a free takes the lock of the CPU whose slab \
          holds it) takes the CPU's lock, larger ones the heap's one lock (TLSF, growing with \

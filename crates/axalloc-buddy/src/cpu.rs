@@ -78,10 +78,10 @@ pub trait CpuId: Copy + 'static {
     /// The CPU this call runs on as one it runs on alone ([`ExclusiveCpu`], made under
     /// `unsafe`), where the implementation can promise that: a page call then takes a
     /// block from that CPU's magazine, and frees one into it, with no lock and no atomic
-    /// read-modify-write (a magazine is refilled, or half given back, under the CPU's lock
-    /// once per several calls; while the zone debugs, with page_owner say, the magazines
-    /// give their blocks back and stay empty). `None`, the default: every page call takes
-    /// its CPU's lock.
+    /// read-modify-write (past an empty or a full magazine, the call takes the CPU's lists
+    /// under its lock; while the zone debugs, with page_owner say, the magazines give their
+    /// blocks back and stay empty). `None`, the default: every page call takes its CPU's
+    /// lock.
     /// Asked with interrupts and preemption off (`pinned`) before [`CpuId::cpu_id`]; an id
     /// at or past the allocator's CPU count takes the locked path.
     #[inline(always)]

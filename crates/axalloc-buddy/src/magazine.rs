@@ -2,8 +2,9 @@
 //! owns it pushes and pops, with no lock and no atomic read-modify-write (Bonwick's
 //! magazines, in front of the zone's per-cpu lists as Linux's `pcp` lists are in front of
 //! its buddy). A page call whose CPU id is exclusive ([`ExclusiveCpu`]) takes a block from
-//! its CPU's magazine and frees one into it; an empty magazine is refilled, and a full one
-//! half flushed, under the CPU's slot lock.
+//! its CPU's magazine and frees one into it; past an empty or a full magazine it takes the
+//! CPU's lists under its slot lock, as without one (a refill or a flush in batches would
+//! move each block of a burst twice, through the magazine and the lists).
 //!
 //! The protocol:
 //! - a magazine's blocks are written and read by its owner alone, under the promise of
@@ -62,14 +63,6 @@ const SLOTS: usize = 32;
 #[inline(always)]
 pub(crate) const fn capacity(order: usize) -> usize {
     let blocks = SLOTS >> order;
-    if blocks == 0 { 1 } else { blocks }
-}
-
-/// Blocks a refill takes, and a flush gives back, at once: half a magazine (at least one),
-/// so that a run of allocations or of frees takes the CPU's lock once per that many calls.
-#[inline(always)]
-pub(crate) const fn batch(order: usize) -> usize {
-    let blocks = capacity(order) / 2;
     if blocks == 0 { 1 } else { blocks }
 }
 
