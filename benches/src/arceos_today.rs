@@ -750,7 +750,8 @@ fn tables(ctx: &SectionContext) -> Vec<Table> {
          as a CPU is its own with interrupts off, and `CurrentCpu` says so): a page or a run \
          of up to 64 pages, a power of two, comes from and goes back to the CPU's magazine for \
          its order (an array only that CPU touches, no lock and no atomic read-modify-write; \
-         32 pages' worth, at least one block; frees fill it, allocations empty it, and past \
+         order 0's up to 512 pages, a 32nd of the region per CPU, a larger order's 32 pages' \
+         worth, at least one block; frees fill it, allocations empty it, and past \
          an empty or a full one a call takes the CPU's lists under its lock), the block's \
          head marked cached in the frame table while there so that a second free of it is \
          refused; a small object (up to 2 KiB, \

@@ -8,7 +8,7 @@
 
 use crate::cpu::{CpuId, Pinned};
 use crate::lock::{IrqOff, IrqSpin, IrqSpinGuard};
-use crate::magazine::{Magazines, OwnMagazines};
+use crate::magazine::{Magazines, OwnMagazines, order0_capacity};
 use crate::owner::OwnerTag;
 use crate::slab::{SlabBytes, Slabs};
 use crate::usage::{UsageCounts, UsageKind};
@@ -382,7 +382,9 @@ impl<C: CpuId> Frames<C> {
             let cpu_pages: &'static [IrqSpin<CpuSlot>] = core::slice::from_raw_parts(cpu_at, cpus);
             let magazine_at = at.add(head.magazines).cast::<Magazines>();
             for i in 0..cpus {
-                magazine_at.add(i).write(Magazines::new());
+                magazine_at
+                    .add(i)
+                    .write(Magazines::new(order0_capacity(frames, cpus)));
             }
             let magazines: &'static [Magazines] = core::slice::from_raw_parts(magazine_at, cpus);
             // `cpus` is at least 1 (checked above): slot 0 was written.

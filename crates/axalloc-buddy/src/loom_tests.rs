@@ -217,7 +217,7 @@ mod magazines {
     #[test]
     fn loom_each_cpu_reaches_its_own_magazines_and_reads_the_others_counts() {
         loom::model(|| {
-            let cpus = Arc::new([Magazines::new(), Magazines::new()]);
+            let cpus = Arc::new([Magazines::new(32), Magazines::new(32)]);
             let other = {
                 let cpus = cpus.clone();
                 thread::spawn(move || {
@@ -246,7 +246,7 @@ mod magazines {
     #[test]
     fn loom_an_id_handed_over_sees_the_blocks_of_its_last_holder() {
         loom::model(|| {
-            let cpus = Arc::new([Magazines::new()]);
+            let cpus = Arc::new([Magazines::new(32)]);
             let held = Arc::new(AtomicBool::new(true));
             let first = {
                 let (cpus, held) = (cpus.clone(), held.clone());
@@ -269,7 +269,7 @@ mod magazines {
     #[should_panic(expected = "Causality violation")]
     fn loom_two_holders_of_one_id_race() {
         loom::model(|| {
-            let cpus = Arc::new([Magazines::new()]);
+            let cpus = Arc::new([Magazines::new(32)]);
             let other = {
                 let cpus = cpus.clone();
                 thread::spawn(move || as_owner(&cpus[0], 0, |own| round(own, 0x40_000)))

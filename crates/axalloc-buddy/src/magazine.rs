@@ -55,15 +55,58 @@ impl<T> UnsafeCell<T> {
 /// The orders a CPU keeps magazines for: the listed orders (runs up to 256 KiB).
 pub(crate) const ORDERS: usize = PCP_MAX_ORDER.get() as usize + 1;
 
-/// Slots of each order's array: the capacity of order 0's.
-const SLOTS: usize = 32;
+/// Pages a magazine of a larger order holds at most (at least one block).
+const PAGES: usize = 32;
 
-/// Blocks a magazine of `order` holds at most: 32 pages' worth, and at least one block (a
-/// CPU's magazines hold at most 256 pages, 1 MiB, together).
+/// Slots of order 0's array: the most its magazine can hold (a burst of 512 page-table
+/// pages, 2 MiB, that a kernel takes and then frees, fits).
+pub(crate) const ORDER0_SLOTS: usize = 512;
+
+/// Blocks a magazine of `order` above 0 holds at most: 32 pages' worth, and at least one
+/// block.
 #[inline(always)]
-pub(crate) const fn capacity(order: usize) -> usize {
-    let blocks = SLOTS >> order;
+const fn slots(order: usize) -> usize {
+    if order == 0 {
+        return ORDER0_SLOTS;
+    }
+    let blocks = PAGES >> order;
     if blocks == 0 { 1 } else { blocks }
+}
+
+/// Where each order's array starts in a CPU's slots, and (last) their end.
+const BASES: [usize; ORDERS + 1] = {
+    let mut bases = [0; ORDERS + 1];
+    let mut o = 0;
+    while o < ORDERS {
+        bases[o + 1] = bases[o] + slots(o);
+        o += 1;
+    }
+    bases
+};
+
+/// Where order `order`'s array starts in a CPU's slots (`order` below [`ORDERS`]).
+#[inline(always)]
+fn base(order: usize) -> usize {
+    BASES[order.min(ORDERS)]
+}
+
+/// Slots of every order's array.
+const ALL_SLOTS: usize = BASES[ORDERS];
+
+/// Pages order 0's magazine holds at most in a region of `frames` frames with `cpus` CPUs:
+/// a 32nd of the region per CPU, at least 32 and at most [`ORDER0_SLOTS`] (a CPU's
+/// magazines then hold at most 736 pages, 2.9 MiB, together; its per-cpu lists up to an
+/// eighth of the region).
+#[must_use]
+pub(crate) const fn order0_capacity(frames: usize, cpus: usize) -> usize {
+    let share = frames / 32 / if cpus == 0 { 1 } else { cpus };
+    if share < PAGES {
+        PAGES
+    } else if share > ORDER0_SLOTS {
+        ORDER0_SLOTS
+    } else {
+        share
+    }
 }
 
 /// A CPU id that the call holding it runs on alone, for as long as it lives: no other
@@ -123,8 +166,11 @@ pub(crate) struct Magazines {
     usage: [AtomicUsize; UsageKind::VARIANTS.len()],
     /// Another CPU wants the blocks back: the owner gives them back at its next call.
     drain: AtomicBool,
-    /// Each order's blocks (their addresses), the first `held[order]` of its array.
-    blocks: UnsafeCell<[[usize; SLOTS]; ORDERS]>,
+    /// Blocks order 0's magazine holds at most (at most [`ORDER0_SLOTS`]; fixed at `new`).
+    order0: usize,
+    /// Each order's blocks (their addresses): the first `held[order]` of its array, which
+    /// starts at `base(order)`.
+    blocks: UnsafeCell<[usize; ALL_SLOTS]>,
 }
 
 // SAFETY: the blocks are reached only through `OwnMagazines`, by the execution context that
@@ -133,13 +179,25 @@ pub(crate) struct Magazines {
 unsafe impl Sync for Magazines {}
 
 impl Magazines {
-    /// Empty magazines.
-    pub(crate) fn new() -> Self {
+    /// Empty magazines, order 0's holding at most `order0` pages (at most
+    /// [`ORDER0_SLOTS`]).
+    pub(crate) fn new(order0: usize) -> Self {
         Self {
             held: core::array::from_fn(|_| AtomicUsize::new(0)),
             usage: core::array::from_fn(|_| AtomicUsize::new(0)),
             drain: AtomicBool::new(false),
-            blocks: UnsafeCell::new([[0; SLOTS]; ORDERS]),
+            order0: order0.min(ORDER0_SLOTS),
+            blocks: UnsafeCell::new([0; ALL_SLOTS]),
+        }
+    }
+
+    /// Blocks the magazine of `order` holds at most.
+    #[inline(always)]
+    fn capacity(&self, order: usize) -> usize {
+        if order == 0 {
+            self.order0
+        } else {
+            slots(order)
         }
     }
 
@@ -203,7 +261,7 @@ impl<'a> OwnMagazines<'a> {
 
     /// `f` on the blocks.
     #[inline(always)]
-    fn with_blocks<R>(&self, f: impl FnOnce(&mut [[usize; SLOTS]; ORDERS]) -> R) -> R {
+    fn with_blocks<R>(&self, f: impl FnOnce(&mut [usize; ALL_SLOTS]) -> R) -> R {
         // SAFETY: only the execution context that holds CPU `cpu`'s exclusive id reaches
         // these blocks (`ExclusiveCpu`'s promise, and `new`'s that they are that CPU's), and
         // the reference lives for this call alone.
@@ -217,7 +275,7 @@ impl<'a> OwnMagazines<'a> {
         let o = order.get() as usize;
         let held = self.magazines.held.get(o)?;
         let n = held.load(Relaxed).checked_sub(1)?;
-        let at = self.with_blocks(|b| b[o].get(n).copied())?;
+        let at = self.with_blocks(|b| b.get(base(o) + n).copied())?;
         held.store(n, Relaxed);
         Some(at)
     }
@@ -231,7 +289,7 @@ impl<'a> OwnMagazines<'a> {
         let held = self.magazines.held.get(o)?;
         let n = held.load(Relaxed);
         let at = self.with_blocks(|b| {
-            let blocks = b[o].get_mut(..n)?;
+            let blocks = b.get_mut(base(o)..base(o) + n)?;
             let i = blocks
                 .iter()
                 .rposition(|&at| at & align.wrapping_sub(1) == 0)?;
@@ -252,10 +310,10 @@ impl<'a> OwnMagazines<'a> {
             return false;
         };
         let n = held.load(Relaxed);
-        if n >= capacity(o) {
+        if n >= self.magazines.capacity(o) {
             return false;
         }
-        let stored = self.with_blocks(|b| match b[o].get_mut(n) {
+        let stored = self.with_blocks(|b| match b.get_mut(base(o) + n) {
             Some(slot) => {
                 *slot = at;
                 true
@@ -293,7 +351,7 @@ impl<'a> OwnMagazines<'a> {
     #[inline(always)]
     pub(crate) fn is_full(&self, order: Order) -> bool {
         let o = order.get() as usize;
-        self.magazines.held(o) >= capacity(o)
+        self.magazines.held(o) >= self.magazines.capacity(o)
     }
 
     /// Whether another CPU asked for the blocks back (cleared by reading it, so that one
