@@ -233,7 +233,7 @@ where
             // for an allocated one, else `at` (worked out only for a blocker).
             let blocked = |e: ContigError| {
                 let last = match w.state() {
-                    FrameState::Allocated | FrameState::Cached => {
+                    FrameState::Allocated => {
                         let end = m.pfn(i).0.saturating_add((1u64 << w.order()) - 1);
                         Pfn(end.max(at.0))
                     }
@@ -246,8 +246,6 @@ where
                 FrameState::Leaked if take == Take::Offline => {}
                 FrameState::Leaked => return blocked(ContigError::LeakedPage(at)),
                 FrameState::Allocated if !is_movable(w) => return blocked(ContigError::Busy(at)),
-                // Its owner's cache holds it: not the zone's to move or take.
-                FrameState::Cached => return blocked(ContigError::Busy(at)),
                 _ => {
                     let pb = m.pageblock(i);
                     if pb.isolated {
