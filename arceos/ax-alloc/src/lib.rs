@@ -212,8 +212,7 @@ mod platform {
     #[inline(always)]
     pub(crate) unsafe fn exact_percpu_index() -> Option<usize> {
         // SAFETY: the caller's promise: the pin cannot migrate.
-        unsafe { ax_percpu::with_cpu_pin(|pin| ax_percpu::current_cpu_index(pin).as_usize()) }
-            .ok()
+        unsafe { ax_percpu::with_cpu_pin(|pin| ax_percpu::current_cpu_index(pin).as_usize()) }.ok()
     }
 
     /// The CPUs ArceOS has per-CPU areas for.
