@@ -111,9 +111,9 @@ pub(crate) const fn order0_capacity(frames: usize, cpus: usize) -> usize {
 
 /// A CPU id that the call holding it runs on alone, for as long as it lives: no other
 /// thread, CPU, or interrupt or signal handler holds the same id of the same allocator
-/// meanwhile. A
-/// [`CpuId`](crate::CpuId) hands one out ([`CpuId::exclusive_cpu`](crate::CpuId::exclusive_cpu))
-/// only where it can promise that, under `unsafe`.
+/// meanwhile. A [`CpuId`](crate::CpuId) hands one out
+/// ([`CpuId::exclusive_cpu`](crate::CpuId::exclusive_cpu)) only where it can promise that,
+/// under `unsafe`.
 ///
 /// ```compile_fail,E0451
 /// let cpu = axalloc_buddy::ExclusiveCpu { id: 0, _pinned: core::marker::PhantomData };
@@ -131,13 +131,13 @@ impl<'a> ExclusiveCpu<'a> {
     /// While the returned value lives (at most as long as the borrow of `pinned`: the
     /// allocator call that asked), no other execution context holds an `ExclusiveCpu` of
     /// the same `id` for the same allocator: no other CPU or thread, and no interrupt,
-    /// exception or signal handler that interrupts this one and calls that allocator. In a kernel build `pinned` keeps
-    /// interrupts and preemption off on this CPU, and the id of the CPU itself (exact, not
-    /// a fallback that two CPUs may share) meets this; elsewhere the implementation must
-    /// make sure of it itself (an id each thread claims for itself, and no allocation from
-    /// a signal handler, say). An id that passes from one thread to another passes with
-    /// release and acquire ordering (a lock's hand-over), so that its next holder sees what
-    /// the last one did.
+    /// exception or signal handler that interrupts this one and calls that allocator. In a
+    /// kernel build `pinned` keeps interrupts and preemption off on this CPU, and the id of
+    /// the CPU itself (exact, not a fallback that two CPUs may share) meets this; elsewhere
+    /// the implementation must make sure of it itself (an id each thread claims for itself,
+    /// and no allocation from a signal handler, say). An id that passes from one thread to
+    /// another passes with release and acquire ordering (a lock's hand-over), so that its
+    /// next holder sees what the last one did.
     #[inline(always)]
     #[must_use]
     pub const unsafe fn new(id: usize, pinned: &'a crate::Pinned<'_>) -> Self {
