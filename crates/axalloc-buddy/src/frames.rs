@@ -480,10 +480,7 @@ impl<C: CpuId> Frames<C> {
     /// reach other CPUs' lists (taking a run at a fixed address drains the lists that hold
     /// part of it).
     pub(crate) fn every_cpu<T>(&self, f: impl FnOnce(&mut CpuSlot) -> T) -> Option<T> {
-        // This CPU's magazines first (no other CPU's can be reached: they give theirs back
-        // at their next call, asked to here).
-        self.flush_own_magazines();
-        self.request_magazine_drains();
+        self.give_back_magazines();
         crate::lock::with_all(self.cpus, |irq| self.cpu_index(irq), f)
     }
 
@@ -493,23 +490,23 @@ impl<C: CpuId> Frames<C> {
     /// held any page; with one CPU, `false` at once (the zone's slow path drained its lists
     /// already).
     pub(crate) fn drain_every_cpu(&self) -> bool {
-        // The calling CPU's magazines to its lists (a drain of one CPU's lists, which the
-        // zone's slow path did not see); the others' asked for, given back at their next
-        // call (only a magazine's owner reaches its blocks).
-        let flushed = self.flush_own_magazines();
-        self.request_magazine_drains();
+        // The calling CPU's magazines too (which the zone's slow path did not see).
+        let flushed = self.give_back_magazines();
         if self.cpus.len() <= 1 {
             return flushed;
         }
         let zone = self.zone;
-        self.every_cpu(|_| {
-            // Every slot's lock held: no call is inside any CPU's lists.
-            let held = (0..self.cpus.len()).any(|c| zone.pcp_pages(c).is_ok_and(|n| n > 0));
-            zone.drain_all();
-            held
-        })
-        .unwrap_or(false)
-            | flushed
+        let drained = crate::lock::with_all(
+            self.cpus,
+            |irq| self.cpu_index(irq),
+            |_| {
+                // Every slot's lock held: no call is inside any CPU's lists.
+                let held = (0..self.cpus.len()).any(|c| zone.pcp_pages(c).is_ok_and(|n| n > 0));
+                zone.drain_all();
+                held
+            },
+        );
+        drained.unwrap_or(false) | flushed
     }
 
     /// The CPUs the zone has lists for.
@@ -909,24 +906,6 @@ impl<C: CpuId> Frames<C> {
         true
     }
 
-    /// Gives every block of the CPU's magazine for `order` back to its lists, under its
-    /// slot (a drain past the lists' high mark included).
-    fn flush_magazine(&self, own: &OwnMagazines<'_>, order: Order) {
-        self.on_own_lists(own, |lists| {
-            while let Some(at) = own.pop(order) {
-                let pfn = Pfn((at / PAGE) as u64);
-                // SAFETY: the magazine held the block, cached by its push; out of the cache
-                // it is this call's alone.
-                unsafe {
-                    if self.zone.uncache_frozen(pfn, order) {
-                        Self::free_to_lists(lists, pfn, order);
-                    }
-                }
-            }
-        });
-        self.set_exhausted(false);
-    }
-
     /// `f` on the CPU's lists, under its slot.
     fn on_own_lists(&self, own: &OwnMagazines<'_>, f: impl FnOnce(&LocalLists)) {
         if let Some(slot) = self.cpus.get(own.id()) {
@@ -950,26 +929,49 @@ impl<C: CpuId> Frames<C> {
         }
     }
 
-    /// Gives every block of the CPU's magazines back to its lists.
+    /// Gives every block of the CPU's magazines back to its lists, under its slot taken once
+    /// (a drain past the lists' high marks included).
     #[cold]
     #[inline(never)]
     fn flush_magazines(&self, own: &OwnMagazines<'_>) {
-        for o in 0..crate::magazine::ORDERS {
-            let Ok(order) = Order::new(o as u8) else {
-                break;
-            };
-            self.flush_magazine(own, order);
+        if own.magazines().pages() == 0 {
+            return;
         }
+        self.on_own_lists(own, |lists| {
+            for o in 0..crate::magazine::ORDERS {
+                let Ok(order) = Order::new(o as u8) else {
+                    break;
+                };
+                while let Some(at) = own.pop(order) {
+                    let pfn = Pfn((at / PAGE) as u64);
+                    // SAFETY: the magazine held the block, cached by its push; out of the
+                    // cache it is this call's alone.
+                    unsafe {
+                        if self.zone.uncache_frozen(pfn, order) {
+                            Self::free_to_lists(lists, pfn, order);
+                        }
+                    }
+                }
+            }
+        });
+        self.set_exhausted(false);
     }
 
-    /// Gives the calling CPU's magazines back to its lists, if its id is exclusive: whether
-    /// they held a block.
-    fn flush_own_magazines(&self) -> bool {
+    /// Gives the calling CPU's magazines back to its lists, if its id is exclusive, and asks
+    /// every other CPU whose magazines hold a block for them (only a magazine's owner
+    /// reaches its blocks: they come back at that CPU's next call): whether the calling
+    /// CPU's held a block.
+    fn give_back_magazines(&self) -> bool {
+        for magazines in self.magazines.iter().filter(|m| m.pages() > 0) {
+            magazines.request_drain();
+        }
         let irq = IrqOff::new();
         let pinned = Pinned::new(&irq);
         let Some(own) = self.exclusive(&pinned) else {
             return false;
         };
+        // Its own request, just made, is honoured here.
+        let _ = own.take_drain_request();
         let held = own.magazines().pages() > 0;
         self.flush_magazines(&own);
         held
@@ -984,13 +986,6 @@ impl<C: CpuId> Frames<C> {
             && own.take_drain_request()
         {
             self.flush_magazines(&own);
-        }
-    }
-
-    /// Asks every CPU whose magazines hold a block to give them back at its next call.
-    fn request_magazine_drains(&self) {
-        for magazines in self.magazines.iter().filter(|m| m.pages() > 0) {
-            magazines.request_drain();
         }
     }
 
