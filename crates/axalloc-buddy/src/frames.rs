@@ -8,7 +8,7 @@
 
 use crate::cpu::{CpuId, Pinned};
 use crate::lock::{IrqOff, IrqSpin, IrqSpinGuard};
-use crate::magazine::{Magazines, OwnMagazines, order0_capacity};
+use crate::magazine::{Magazines, OwnMagazines, capacities};
 use crate::owner::OwnerTag;
 use crate::slab::{SlabBytes, Slabs};
 use crate::usage::{UsageCounts, UsageKind};
@@ -19,6 +19,7 @@ use buddy_sim::{
 };
 use core::alloc::{Layout, LayoutError};
 use core::fmt;
+use core::num::NonZeroUsize;
 use core::sync::atomic::{AtomicBool, Ordering};
 use log::warn;
 
@@ -384,7 +385,7 @@ impl<C: CpuId> Frames<C> {
             for i in 0..cpus {
                 magazine_at
                     .add(i)
-                    .write(Magazines::new(order0_capacity(frames, cpus)));
+                    .write(Magazines::new(capacities(frames, cpus)));
             }
             let magazines: &'static [Magazines] = core::slice::from_raw_parts(magazine_at, cpus);
             // `cpus` is at least 1 (checked above): slot 0 was written.
@@ -574,12 +575,33 @@ impl<C: CpuId> Frames<C> {
         align: Option<Order>,
         kind: UsageKind,
         tag: OwnerTag,
-    ) -> Option<usize> {
+    ) -> Option<NonZeroUsize> {
+        // The magazine's pop alone inline, the rest a call away whose answer is this one's
+        // (one register: a tail call), so that the pop saves no registers for the lists'
+        // path.
+        if align.is_none()
+            && let Some(at) = self.pop_magazine(order, kind).and_then(NonZeroUsize::new)
+        {
+            return Some(at);
+        }
+        self.alloc_past_magazine(order, align, kind, tag)
+    }
+
+    /// [`Frames::alloc_block`] past the magazine's pop: an aligned block from the magazine,
+    /// a drain or debugging honoured, else the CPU's lists under its slot.
+    #[inline(never)]
+    fn alloc_past_magazine(
+        &self,
+        order: Order,
+        align: Option<Order>,
+        kind: UsageKind,
+        tag: OwnerTag,
+    ) -> Option<NonZeroUsize> {
         let irq = IrqOff::new();
         let mut known = None;
         if let Some(own) = self.exclusive(&Pinned::new(&irq)) {
             if let Some(at) = self.pop_cached(&own, order, align, kind) {
-                return Some(at);
+                return NonZeroUsize::new(at);
             }
             // An empty magazine is filled by frees alone: the call takes the lists' block,
             // as without a magazine (a refill from the lists would move each block of a
@@ -601,9 +623,11 @@ impl<C: CpuId> Frames<C> {
         // Nothing taken: the slot was let go before the refill, which takes it again, so
         // that the list's pop keeps nothing for after a call.
         if taken.is_none() && align.is_none() {
-            return self.refill_list(order, kind, tag);
+            return self
+                .refill_list(order, kind, tag)
+                .and_then(NonZeroUsize::new);
         }
-        taken
+        taken.and_then(NonZeroUsize::new)
     }
 
     /// A block of `order` above the listed orders ([`unlisted_block`]) from the zone under
@@ -704,19 +728,27 @@ impl<C: CpuId> Frames<C> {
             // SAFETY: the caller's promise, passed on.
             return unsafe { self.free_to_zone(pos, pfn, order, kind) };
         }
-        let irq = IrqOff::new();
-        let mut known = None;
-        if let Some(own) = self.exclusive(&Pinned::new(&irq)) {
-            // SAFETY: the caller's promise, passed on.
-            if unsafe { self.push_cached(&own, pos, pfn, order, kind) } {
-                return;
-            }
-            // Not a frozen block of `order` handed out whole, or a large order's full
-            // magazine: the lists' free says what it is (and the general free frees or
-            // reports it).
-            known = Some(own.id());
+        // The magazine's push alone inline, the rest a call away (as `alloc_block`).
+        // SAFETY: the caller's promise, passed on.
+        if unsafe { self.push_cached(pos, pfn, order, kind) } {
+            return;
         }
-        let cpu = IrqSpin::lock_masked(irq, |irq| self.slot_of(irq, known));
+        // Not an exclusive CPU, a full magazine, or not a frozen block of `order` handed out
+        // whole: the lists' free says what it is (and the general free frees or reports
+        // it).
+        // SAFETY: the caller's promise, passed on.
+        unsafe { self.free_past_magazine(pos, pfn, order, kind) }
+    }
+
+    /// [`Frames::free_block`] of a listed block (frame `pfn`, at `pos`) its CPU's magazine
+    /// did not take: onto the CPU's list under its slot, else through the zone's whole
+    /// free.
+    ///
+    /// # Safety
+    /// As [`GlobalAllocator::dealloc_pages`](crate::GlobalAllocator::dealloc_pages).
+    #[inline(never)]
+    unsafe fn free_past_magazine(&self, pos: usize, pfn: Pfn, order: Order, kind: UsageKind) {
+        let cpu = IrqSpin::lock_masked(IrqOff::new(), |irq| self.slot(irq));
         // SAFETY: as in `take_on_slot`.
         let lists = unsafe { self.local_lists(&cpu) };
         // SAFETY: the caller's promise (a block this allocator handed out, given back once,
@@ -828,6 +860,19 @@ impl<C: CpuId> Frames<C> {
         Some(unsafe { OwnMagazines::new(cpu, magazines) })
     }
 
+    /// A block of `order` from the calling CPU's magazine for it when nothing else is to be
+    /// done: its CPU id exclusive, a block there, no drain asked and the zone not debugging;
+    /// taken out of the cache and counted for `kind`. `None`, nothing changed, otherwise
+    /// ([`Frames::alloc_past_magazine`] does the rest).
+    #[inline(always)]
+    fn pop_magazine(&self, order: Order, kind: UsageKind) -> Option<usize> {
+        let irq = IrqOff::new();
+        let pinned = Pinned::new(&irq);
+        let own = self.exclusive(&pinned)?;
+        let at = own.pop_unless(order, || self.zone.debugging())?;
+        self.take_out(&own, at, order, kind)
+    }
+
     /// A block of `order` from the CPU's magazine for it (the last freed there, or the last
     /// that starts aligned to `2^align` frames where `align` is given), taken out of the
     /// cache and counted for `kind`; `None` when the magazine has none, or when another CPU
@@ -855,9 +900,22 @@ impl<C: CpuId> Frames<C> {
             None => own.pop(order)?,
             Some(align) => own.pop_aligned(order, PAGE << align.get())?,
         };
+        self.take_out(own, at, order, kind)
+    }
+
+    /// The block of `order` at `at`, just popped from `own`'s magazine, taken out of the
+    /// cache and counted for `kind`: its address, `None` if its frame was not marked cached
+    /// (nothing but a corrupted frame table unmarks it: such a block is not handed out).
+    #[inline(always)]
+    fn take_out(
+        &self,
+        own: &OwnMagazines<'_>,
+        at: usize,
+        order: Order,
+        kind: UsageKind,
+    ) -> Option<usize> {
         // SAFETY: the magazine held the block, marked cached by its push: the cache was
-        // its owner's, this call's (a block whose mark is gone, which nothing but a
-        // corrupted frame table makes, is not handed out).
+        // its owner's, this call's.
         if !unsafe { self.zone.uncache_frozen(Pfn((at / PAGE) as u64), order) } {
             return None;
         }
@@ -865,43 +923,33 @@ impl<C: CpuId> Frames<C> {
         Some(at)
     }
 
-    /// Frees the block of `order` at `pos` (frame `pfn`) into the CPU's magazine for it,
-    /// marked cached and uncounted for `kind`: whether it was taken (`false`, nothing
-    /// changed: a full magazine, whose block goes to the lists as without one, or not a
-    /// frozen block of `order`, which the lists' free frees or refuses).
+    /// Frees the block of `order` at `pos` (frame `pfn`) into the calling CPU's magazine
+    /// for it, if its CPU id is exclusive, marked cached and uncounted for `kind`: whether
+    /// it was taken (`false`, nothing changed: no exclusive id, or a full magazine, whose
+    /// block goes to the lists as without one, or not a frozen block of `order`, which the
+    /// lists' free frees or refuses). A drain another CPU asked for is honoured here.
     ///
     /// # Safety
     /// As [`GlobalAllocator::dealloc_pages`](crate::GlobalAllocator::dealloc_pages) for the
     /// block.
     #[inline(always)]
-    unsafe fn push_cached(
-        &self,
-        own: &OwnMagazines<'_>,
-        pos: usize,
-        pfn: Pfn,
-        order: Order,
-        kind: UsageKind,
-    ) -> bool {
-        if own.is_full(order) {
+    unsafe fn push_cached(&self, pos: usize, pfn: Pfn, order: Order, kind: UsageKind) -> bool {
+        let irq = IrqOff::new();
+        let pinned = Pinned::new(&irq);
+        let Some(own) = self.exclusive(&pinned) else {
             return false;
-        }
+        };
+        // Marked cached only once the magazine has room: out of the cache on `false`, the
+        // block is still the caller's.
         // SAFETY: the caller's promise: a block this allocator handed out, given back once
         // and not used after (on `false`, nothing changed and it is still the caller's).
-        if !unsafe { self.zone.cache_frozen(pfn, order) } {
+        if !own.push_if(pos, order, || unsafe { self.zone.cache_frozen(pfn, order) }) {
             return false;
         }
-        // Room for it (tested above; were there none, the block goes to the lists: out of
-        // the cache it is this call's).
-        // SAFETY: this call cached it just now.
-        if !own.push(pos, order) && unsafe { self.zone.uncache_frozen(pfn, order) } {
-            // SAFETY: as just said.
-            self.on_own_lists(own, |lists| unsafe {
-                Self::free_to_lists(lists, pfn, order)
-            });
-        }
         own.count(kind, order, false);
-        if own.take_drain_request() {
-            self.flush_magazines(own);
+        if own.drain_asked() {
+            // Out of line, asking for the magazines anew: this call keeps nothing for it.
+            self.honour_drain_request();
         }
         true
     }
@@ -978,7 +1026,9 @@ impl<C: CpuId> Frames<C> {
     }
 
     /// Honours a request of another CPU for the calling CPU's magazines (a tick's
-    /// [`Frames::decay_lists`]).
+    /// [`Frames::decay_lists`], a free into a magazine).
+    #[cold]
+    #[inline(never)]
     fn honour_drain_request(&self) {
         let irq = IrqOff::new();
         let pinned = Pinned::new(&irq);

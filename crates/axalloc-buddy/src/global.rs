@@ -15,6 +15,7 @@ use crate::usage::{UsageCounts, UsageKind, Usages};
 use axallocator::{AllocError, AllocResult, BaseAllocator, ByteAllocator, PageAllocator};
 use buddy_sim::Order;
 use core::alloc::{GlobalAlloc, Layout};
+use core::num::NonZeroUsize;
 use core::ptr::NonNull;
 use core::sync::atomic::{AtomicUsize, Ordering};
 use log::{debug, error, info, warn};
@@ -823,7 +824,7 @@ impl<C: CpuId> GlobalAllocator<C> {
         let tag = self.owners.tag(kind);
         if num_pages == 1 && align_pow2 == PAGE {
             if let Some(at) = self.alloc_one_page(kind, tag) {
-                return Ok(at);
+                return Ok(at.get());
             }
         } else if let Some((order, align)) = listed_block(num_pages, align_pow2)
             && let Some(at) = match align {
@@ -831,7 +832,7 @@ impl<C: CpuId> GlobalAllocator<C> {
                 Some(align) => self.alloc_aligned_block(order, align, kind, tag),
             }
         {
-            return Ok(at);
+            return Ok(at.get());
         }
         self.take_pages((kind, tag), num_pages, align_pow2)
     }
@@ -839,7 +840,7 @@ impl<C: CpuId> GlobalAllocator<C> {
     /// One page from the first region's CPU list (its zone's frozen page), counted for
     /// `kind`; `None` when that list and its refill have none, or before `init`.
     #[inline(never)]
-    fn alloc_one_page(&self, kind: UsageKind, tag: OwnerTag) -> Option<usize> {
+    fn alloc_one_page(&self, kind: UsageKind, tag: OwnerTag) -> Option<NonZeroUsize> {
         self.first()?.alloc_block(Order::ZERO, None, kind, tag)
     }
 
@@ -847,7 +848,12 @@ impl<C: CpuId> GlobalAllocator<C> {
     /// block), counted for `kind`; `None` when that list and its refill have none, or
     /// before `init`.
     #[inline(never)]
-    fn alloc_one_block(&self, order: Order, kind: UsageKind, tag: OwnerTag) -> Option<usize> {
+    fn alloc_one_block(
+        &self,
+        order: Order,
+        kind: UsageKind,
+        tag: OwnerTag,
+    ) -> Option<NonZeroUsize> {
         self.first()?.alloc_block(order, None, kind, tag)
     }
 
@@ -862,7 +868,7 @@ impl<C: CpuId> GlobalAllocator<C> {
         align: Order,
         kind: UsageKind,
         tag: OwnerTag,
-    ) -> Option<usize> {
+    ) -> Option<NonZeroUsize> {
         self.first()?.alloc_block(order, Some(align), kind, tag)
     }
 

@@ -182,7 +182,7 @@ fn loom_a_free_under_the_callers_lock_races_the_owner() {
 mod magazines {
     use crate::cpu::Pinned;
     use crate::lock::IrqOff;
-    use crate::magazine::{ExclusiveCpu, Magazines, OwnMagazines};
+    use crate::magazine::{ExclusiveCpu, Magazines, ORDERS, OwnMagazines};
     use crate::usage::UsageKind;
     use buddy_sim::Order;
     use loom::sync::Arc;
@@ -202,9 +202,9 @@ mod magazines {
 
     /// The owner's round: two pages in, one out, counted.
     fn round(own: &OwnMagazines<'_>, first: usize) -> usize {
-        assert!(own.push(first, Order::ZERO));
+        assert!(own.push_if(first, Order::ZERO, || true));
         own.count(UsageKind::PageTable, Order::ZERO, false);
-        assert!(own.push(first + 0x1000, Order::ZERO));
+        assert!(own.push_if(first + 0x1000, Order::ZERO, || true));
         own.count(UsageKind::PageTable, Order::ZERO, false);
         let at = own.pop(Order::ZERO).unwrap();
         own.count(UsageKind::PageTable, Order::ZERO, true);
@@ -217,7 +217,7 @@ mod magazines {
     #[test]
     fn loom_each_cpu_reaches_its_own_magazines_and_reads_the_others_counts() {
         loom::model(|| {
-            let cpus = Arc::new([Magazines::new(32), Magazines::new(32)]);
+            let cpus = Arc::new([Magazines::new([32; ORDERS]), Magazines::new([32; ORDERS])]);
             let other = {
                 let cpus = cpus.clone();
                 thread::spawn(move || {
@@ -246,7 +246,7 @@ mod magazines {
     #[test]
     fn loom_an_id_handed_over_sees_the_blocks_of_its_last_holder() {
         loom::model(|| {
-            let cpus = Arc::new([Magazines::new(32)]);
+            let cpus = Arc::new([Magazines::new([32; ORDERS])]);
             let held = Arc::new(AtomicBool::new(true));
             let first = {
                 let (cpus, held) = (cpus.clone(), held.clone());
@@ -269,7 +269,7 @@ mod magazines {
     #[should_panic(expected = "Causality violation")]
     fn loom_two_holders_of_one_id_race() {
         loom::model(|| {
-            let cpus = Arc::new([Magazines::new(32)]);
+            let cpus = Arc::new([Magazines::new([32; ORDERS])]);
             let other = {
                 let cpus = cpus.clone();
                 thread::spawn(move || as_owner(&cpus[0], 0, |own| round(own, 0x40_000)))

@@ -55,22 +55,25 @@ impl<T> UnsafeCell<T> {
 /// The orders a CPU keeps magazines for: the listed orders (runs up to 256 KiB).
 pub(crate) const ORDERS: usize = PCP_MAX_ORDER.get() as usize + 1;
 
-/// Pages a magazine of a larger order holds at most (at least one block).
-const PAGES: usize = 32;
+/// Pages order 0's magazine holds at least.
+const LEAST_PAGES: usize = 32;
 
 /// Slots of order 0's array: the most its magazine can hold (a burst of 512 page-table
 /// pages, 2 MiB, that a kernel takes and then frees, fits).
 pub(crate) const ORDER0_SLOTS: usize = 512;
 
-/// Blocks a magazine of `order` above 0 holds at most: 32 pages' worth, and at least one
-/// block.
+/// Slots of a larger order's array: the most its magazine can hold (32 task stacks of 64
+/// pages, spawned together and exiting together, fit).
+const LARGE_SLOTS: usize = 32;
+
+/// Slots of order `order`'s array.
 #[inline(always)]
 const fn slots(order: usize) -> usize {
     if order == 0 {
-        return ORDER0_SLOTS;
+        ORDER0_SLOTS
+    } else {
+        LARGE_SLOTS
     }
-    let blocks = PAGES >> order;
-    if blocks == 0 { 1 } else { blocks }
 }
 
 /// Where each order's array starts in a CPU's slots, and (last) their end.
@@ -93,20 +96,29 @@ fn base(order: usize) -> usize {
 /// Slots of every order's array.
 const ALL_SLOTS: usize = BASES[ORDERS];
 
-/// Pages order 0's magazine holds at most in a region of `frames` frames with `cpus` CPUs:
-/// a 32nd of the region per CPU, at least 32 and at most [`ORDER0_SLOTS`] (a CPU's
-/// magazines then hold at most 736 pages, 2.9 MiB, together; its per-cpu lists up to an
-/// eighth of the region).
+/// Blocks each order's magazine holds at most in a region of `frames` frames with `cpus`
+/// CPUs: a 32nd of the region per CPU, in blocks of the order, at most the order's slots
+/// and at least 32 pages for order 0, one block for a larger order. A CPU's magazines then
+/// hold at most about a 32nd of the region per order (the most, 17.75 MiB, from 1 GiB a
+/// CPU up), as its per-cpu lists hold up to an eighth of it.
 #[must_use]
-pub(crate) const fn order0_capacity(frames: usize, cpus: usize) -> usize {
+pub(crate) const fn capacities(frames: usize, cpus: usize) -> [usize; ORDERS] {
     let share = frames / 32 / if cpus == 0 { 1 } else { cpus };
-    if share < PAGES {
-        PAGES
-    } else if share > ORDER0_SLOTS {
-        ORDER0_SLOTS
-    } else {
-        share
+    let mut capacities = [0; ORDERS];
+    let mut o = 0;
+    while o < ORDERS {
+        let least = if o == 0 { LEAST_PAGES } else { 1 };
+        let blocks = share >> o;
+        capacities[o] = if blocks < least {
+            least
+        } else if blocks > slots(o) {
+            slots(o)
+        } else {
+            blocks
+        };
+        o += 1;
     }
+    capacities
 }
 
 /// A CPU id that the call holding it runs on alone, for as long as it lives: no other
@@ -166,8 +178,8 @@ pub(crate) struct Magazines {
     usage: [AtomicUsize; UsageKind::VARIANTS.len()],
     /// Another CPU wants the blocks back: the owner gives them back at its next call.
     drain: AtomicBool,
-    /// Blocks order 0's magazine holds at most (at most [`ORDER0_SLOTS`]; fixed at `new`).
-    order0: usize,
+    /// Blocks each order's magazine holds at most (at most its slots; fixed at `new`).
+    capacity: [usize; ORDERS],
     /// Each order's blocks (their addresses): the first `held[order]` of its array, which
     /// starts at `base(order)`.
     blocks: UnsafeCell<[usize; ALL_SLOTS]>,
@@ -179,14 +191,14 @@ pub(crate) struct Magazines {
 unsafe impl Sync for Magazines {}
 
 impl Magazines {
-    /// Empty magazines, order 0's holding at most `order0` pages (at most
-    /// [`ORDER0_SLOTS`]).
-    pub(crate) fn new(order0: usize) -> Self {
+    /// Empty magazines, each order's holding at most its entry of `capacity` blocks (at
+    /// most its slots).
+    pub(crate) fn new(capacity: [usize; ORDERS]) -> Self {
         Self {
             held: core::array::from_fn(|_| AtomicUsize::new(0)),
             usage: core::array::from_fn(|_| AtomicUsize::new(0)),
             drain: AtomicBool::new(false),
-            order0: order0.min(ORDER0_SLOTS),
+            capacity: core::array::from_fn(|o| capacity[o].min(slots(o))),
             blocks: UnsafeCell::new([0; ALL_SLOTS]),
         }
     }
@@ -194,11 +206,7 @@ impl Magazines {
     /// Blocks the magazine of `order` holds at most.
     #[inline(always)]
     fn capacity(&self, order: usize) -> usize {
-        if order == 0 {
-            self.order0
-        } else {
-            slots(order)
-        }
+        self.capacity.get(order).copied().unwrap_or(0)
     }
 
     /// Blocks of `order` held (relaxed: a count that may be a call behind on another CPU).
@@ -272,9 +280,27 @@ impl<'a> OwnMagazines<'a> {
     /// caller takes it out); `None` when the magazine for `order` is empty.
     #[inline(always)]
     pub(crate) fn pop(&self, order: Order) -> Option<usize> {
+        self.pop_if(order, || true)
+    }
+
+    /// [`OwnMagazines::pop`] unless another CPU asked for the blocks back or `busy` (asked
+    /// only when the magazine holds a block) says the caller must leave them: `None`,
+    /// nothing changed, then as for an empty magazine.
+    #[inline(always)]
+    pub(crate) fn pop_unless(&self, order: Order, busy: impl FnOnce() -> bool) -> Option<usize> {
+        self.pop_if(order, || !self.drain_asked() && !busy())
+    }
+
+    /// The last block of `order` pushed if the magazine holds one and `go` (asked only
+    /// then) says yes; `None`, nothing changed, otherwise.
+    #[inline(always)]
+    fn pop_if(&self, order: Order, go: impl FnOnce() -> bool) -> Option<usize> {
         let o = order.get() as usize;
         let held = self.magazines.held.get(o)?;
         let n = held.load(Relaxed).checked_sub(1)?;
+        if !go() {
+            return None;
+        }
         let at = self.with_blocks(|b| b.get(base(o) + n).copied())?;
         held.store(n, Relaxed);
         Some(at)
@@ -301,10 +327,11 @@ impl<'a> OwnMagazines<'a> {
         Some(at)
     }
 
-    /// Pushes the block of `order` at `at` (its frame marked cached by the caller); `false`,
-    /// nothing changed, when the magazine for `order` is full.
+    /// Pushes the block of `order` at `at` if the magazine for `order` has room and
+    /// `admit` (asked only then: the caller marks the block cached there) says yes:
+    /// whether it was pushed (`false`: nothing changed but what `admit` did).
     #[inline(always)]
-    pub(crate) fn push(&self, at: usize, order: Order) -> bool {
+    pub(crate) fn push_if(&self, at: usize, order: Order, admit: impl FnOnce() -> bool) -> bool {
         let o = order.get() as usize;
         let Some(held) = self.magazines.held.get(o) else {
             return false;
@@ -313,17 +340,17 @@ impl<'a> OwnMagazines<'a> {
         if n >= self.magazines.capacity(o) {
             return false;
         }
-        let stored = self.with_blocks(|b| match b.get_mut(base(o) + n) {
-            Some(slot) => {
+        let pushed = self.with_blocks(|b| match b.get_mut(base(o) + n) {
+            Some(slot) if admit() => {
                 *slot = at;
                 true
             }
-            None => false,
+            _ => false,
         });
-        if stored {
+        if pushed {
             held.store(n + 1, Relaxed);
         }
-        stored
+        pushed
     }
 
     /// Counts a block of `order` handed out for `kind` (`out`), or given back: a load and a
@@ -347,11 +374,11 @@ impl<'a> OwnMagazines<'a> {
         self.magazines.held(order.get() as usize) == 0
     }
 
-    /// Whether the magazine for `order` holds as many blocks as it can.
+    /// Whether another CPU asked for the blocks back (left as it is: the call that honours
+    /// it takes it).
     #[inline(always)]
-    pub(crate) fn is_full(&self, order: Order) -> bool {
-        let o = order.get() as usize;
-        self.magazines.held(o) >= self.magazines.capacity(o)
+    pub(crate) fn drain_asked(&self) -> bool {
+        self.magazines.drain.load(Relaxed)
     }
 
     /// Whether another CPU asked for the blocks back (cleared by reading it, so that one

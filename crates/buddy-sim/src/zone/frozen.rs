@@ -499,11 +499,11 @@ where
     /// otherwise, or for a frame outside the zone).
     #[inline(always)]
     fn rewrite_head(&self, pfn: Pfn, from: Word, to: Word) -> bool {
-        let m = self.map();
-        let Ok(idx) = m.index(pfn) else {
+        // A frame past the zone's pages (but among its frames) heads no block: its word is
+        // not `from`.
+        let Some(head) = self.map().frame_of(pfn) else {
             return false;
         };
-        let head = m.frame(idx);
         if head.load() != from {
             return false;
         }

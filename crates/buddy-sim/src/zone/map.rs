@@ -117,6 +117,15 @@ impl<'a> FrameMap<'a> {
         self.frames.at(idx.get())
     }
 
+    /// The frame of `pfn` among the zone's frames, with one bound test and no panic; `None`
+    /// past them. A validated zone's frames are its pages; a static zone refused for the
+    /// count of its frames may have more, which no block ever covered.
+    #[inline(always)]
+    pub(crate) fn frame_of(self, pfn: Pfn) -> Option<&'a Frame> {
+        let off = usize::try_from(pfn.0.wrapping_sub(self.cfg.start.0)).ok()?;
+        self.frames.get(off)
+    }
+
     /// The frames `pages`, which the caller knows to be in the zone (panics otherwise, as
     /// slicing does).
     #[inline]
