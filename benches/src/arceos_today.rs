@@ -750,9 +750,9 @@ fn tables(ctx: &SectionContext) -> Vec<Table> {
          as a CPU is its own with interrupts off, and `CurrentCpu` says so): a page or a run \
          of up to 64 pages, a power of two, comes from and goes back to the CPU's magazine for \
          its order (an array only that CPU touches, no lock and no atomic read-modify-write; \
-         order 0's up to 512 pages, a 32nd of the region per CPU, a larger order's 32 pages' \
-         worth, at least one block; frees fill it, allocations empty it, and past \
-         an empty or a full one a call takes the CPU's lists under its lock), the block's \
+         each order's up to a 32nd of the region per CPU, order 0's up to 512 pages, a larger \
+         order's up to 32 blocks and at least one; frees fill it, allocations empty it, and \
+         past an empty or a full one a call takes the CPU's lists under its lock), the block's \
          head marked cached in the frame table while there so that a second free of it is \
          refused; a small object (up to 2 KiB, \
          from the CPU's slabs: pages of \
@@ -773,9 +773,8 @@ fn tables(ctx: &SectionContext) -> Vec<Table> {
          own tests give it (identity address translation, a host spin lock). Page workloads are \
          buddy-slab-allocator 0.6.1's own benches (`benches/buddy_allocator.rs`), but for \
          the task stacks (ArceOS's stack of {STACK_PAGES} pages for each of {TASK_STACKS} \
-         tasks spawned at once, then exiting: more stacks than a CPU's list holds at its \
-         fixed mark, which buddy-sim's drop-in raises at each refill, as Linux 6.7 tunes \
-         `pcp->high`, so that from the second round its list holds them), heap \
+         tasks spawned at once, then exiting: from the second round buddy-sim's drop-in \
+         serves them from the CPU's magazine of 32 such blocks), heap \
          workloads arceos-org/allocator's tests, written here as the same calls.",
     ));
     goals.note(
