@@ -10,7 +10,7 @@ use crate::cpu::{CpuId, Pinned};
 use crate::lock::{IrqOff, IrqSpin, IrqSpinGuard};
 use crate::magazine::{Magazines, OwnMagazines, capacities};
 use crate::owner::OwnerTag;
-use crate::slab::{SlabBytes, Slabs};
+use crate::slab::{Class, Owner, SlabBytes, Slabs};
 use crate::usage::{UsageCounts, UsageKind};
 use axallocator::PageAllocator;
 use buddy_sim::{
@@ -20,6 +20,7 @@ use buddy_sim::{
 use core::alloc::{Layout, LayoutError};
 use core::fmt;
 use core::num::NonZeroUsize;
+use core::ptr::NonNull;
 use core::sync::atomic::{AtomicBool, Ordering};
 use log::warn;
 
@@ -530,14 +531,23 @@ impl<C: CpuId> Frames<C> {
     /// What every CPU's slabs hold, one CPU's lock at a time.
     pub(crate) fn slab_bytes(&self) -> SlabBytes {
         let mut sum = SlabBytes::NONE;
-        self.each_cpu_slabs(|slabs| sum = sum + slabs.bytes());
+        self.each_cpu_slabs(|slabs, magazines| {
+            let cached = Class::all()
+                .map(|class| magazines.objects(class) * class.bytes())
+                .sum();
+            sum = sum
+                + slabs
+                    .bytes()
+                    .with_cached(cached, magazines.objects_requested());
+        });
         sum
     }
 
-    /// `f` on every CPU's slabs, one CPU's lock at a time.
-    pub(crate) fn each_cpu_slabs(&self, mut f: impl FnMut(&Slabs)) {
-        for cpu in self.cpus {
-            f(&cpu.lock().slabs);
+    /// `f` on every CPU's slabs and its magazines (whose objects the slabs count handed
+    /// out), one CPU's lock at a time.
+    pub(crate) fn each_cpu_slabs(&self, mut f: impl FnMut(&Slabs, &Magazines)) {
+        for (cpu, magazines) in self.cpus.iter().zip(self.magazines) {
+            f(&cpu.lock().slabs, magazines);
         }
     }
 
@@ -852,12 +862,55 @@ impl<C: CpuId> Frames<C> {
     /// The calling CPU's magazines, reached as its own, if the [`CpuId`] gives an exclusive
     /// id ([`CpuId::exclusive_cpu`]) within the CPUs.
     #[inline(always)]
-    fn exclusive<'a>(&'a self, pinned: &'a Pinned<'_>) -> Option<OwnMagazines<'a>> {
+    pub(crate) fn exclusive<'a>(&'a self, pinned: &'a Pinned<'_>) -> Option<OwnMagazines<'a>> {
         let cpu = self.cpu_id.exclusive_cpu(pinned)?;
         let magazines = self.magazines.get(cpu.id())?;
         // SAFETY: entry `id` of this allocator's magazines is CPU `id`'s, and `cpu` came
         // from this allocator's `CpuId`.
         Some(unsafe { OwnMagazines::new(cpu, magazines) })
+    }
+
+    /// An object of `class` from the calling CPU's object magazine for it, counted as asked
+    /// for as `bytes` bytes; `None` when its CPU id is not exclusive or the magazine is
+    /// empty (the caller takes one from the CPU's slabs under its slot).
+    #[inline(always)]
+    pub(crate) fn pop_object(&self, class: Class, bytes: usize) -> Option<NonNull<u8>> {
+        let irq = IrqOff::new();
+        let pinned = Pinned::new(&irq);
+        let own = self.exclusive(&pinned)?;
+        let object = own.pop_object(class)?;
+        own.count_requested(bytes, true);
+        Some(object)
+    }
+
+    /// Frees `object` (of `class`, asked for as `bytes` bytes) into the calling CPU's object
+    /// magazine for its class if its CPU id is exclusive, the object's slab is that CPU's,
+    /// and the magazine has room: whether it did (`false`: nothing changed).
+    ///
+    /// # Safety
+    /// As [`GlobalAllocator::dealloc`](crate::GlobalAllocator::dealloc) for an object of
+    /// `class`, which this region's slots' slabs served.
+    #[inline(always)]
+    pub(crate) unsafe fn push_object(
+        &self,
+        class: Class,
+        object: NonNull<u8>,
+        bytes: usize,
+    ) -> bool {
+        let irq = IrqOff::new();
+        let pinned = Pinned::new(&irq);
+        let Some(own) = self.exclusive(&pinned) else {
+            return false;
+        };
+        // SAFETY: the caller's promise: the object is handed out, so its slab lives.
+        if unsafe { Slabs::owner_of(class, object) } != Ok(Owner::Cpu(own.id())) {
+            return false;
+        }
+        if !own.push_object(class, object) {
+            return false;
+        }
+        own.count_requested(bytes, false);
+        true
     }
 
     /// A block of `order` from the calling CPU's magazine for it when nothing else is to be

@@ -3,11 +3,12 @@
 //! that wants pages.
 
 use crate::byte::{DefaultByteAllocator, NAME};
-use crate::cpu::{CpuId, PerCpuRegister, cpu_count};
+use crate::cpu::{CpuId, PerCpuRegister, Pinned, cpu_count};
 use crate::frames::{
     Frames, InitError, PAGE, PCP_MAX_ORDER, listed_block, order_up_to, unlisted_block,
 };
-use crate::lock::IrqSpin;
+use crate::lock::{IrqOff, IrqSpin};
+use crate::magazine::{OBJECT_BATCH, OwnMagazines};
 use crate::owner::{OwnerTag, Owners};
 use crate::slab::{Class, FreeSlab, Owner, SlabBytes, SlabError, SlabOwners, Slabs, Source};
 use crate::slabinfo::SlabInfo;
@@ -564,18 +565,44 @@ impl<C: CpuId> GlobalAllocator<C> {
     #[inline]
     pub fn alloc(&self, layout: Layout) -> AllocResult<NonNull<u8>> {
         let class = Class::of(layout);
-        // A small object, once the zone has CPUs: from this CPU's slabs, under its slot.
+        // A small object, once the zone has CPUs: from this CPU's object magazine, else
+        // from its slabs under its slot.
         if let Some(class) = class
             && let Some(frames) = self.first()
         {
-            let mut cpu = frames.this_cpu();
-            if let Some(object) = cpu.slabs.alloc(class, layout.size()) {
+            if let Some(object) = frames.pop_object(class, layout.size()) {
                 return Ok(object);
             }
-            drop(cpu);
-            return self.alloc_cpu_slab(frames, class, layout);
+            return self.alloc_object(frames, class, layout);
         }
         self.alloc_on_heap(class, layout)
+    }
+
+    /// An object of `class` for `layout` past the CPU's object magazine: from its slabs
+    /// under its slot, a batch more moved into the magazine meanwhile when its CPU id is
+    /// exclusive (so that the next calls take no lock); with no free object there, from a
+    /// new slab ([`GlobalAllocator::alloc_cpu_slab`]).
+    #[inline(never)]
+    fn alloc_object(
+        &self,
+        frames: &Frames<C>,
+        class: Class,
+        layout: Layout,
+    ) -> AllocResult<NonNull<u8>> {
+        let irq = IrqOff::new();
+        let pinned = Pinned::new(&irq);
+        let own = frames.exclusive(&pinned);
+        let mut cpu = frames.this_cpu();
+        if let Some(object) = cpu.slabs.alloc(class, layout.size()) {
+            if let Some(own) = own
+                && own.id() == cpu.id()
+            {
+                own.fill_objects(class, OBJECT_BATCH, || cpu.slabs.alloc(class, 0));
+            }
+            return Ok(object);
+        }
+        drop(cpu);
+        self.alloc_cpu_slab(frames, class, layout)
     }
 
     /// [`GlobalAllocator::alloc`] under the heap's lock: a large request from the byte
@@ -745,6 +772,43 @@ impl<C: CpuId> GlobalAllocator<C> {
             // SAFETY: the caller's promise: the byte allocator served this layout.
             return unsafe { self.dealloc_bytes(pos, layout) };
         };
+        // An object of this CPU's slabs into its object magazine, with no lock.
+        // SAFETY: the caller's promise: `alloc` served this layout from a slab of its
+        // class, one of the first region's slots' or the heap's, and the object is not
+        // freed yet.
+        if let Some(frames) = self.first()
+            && unsafe { frames.push_object(class, pos, layout.size()) }
+        {
+            return;
+        }
+        // SAFETY: as just said.
+        unsafe { self.dealloc_object(class, pos, layout) }
+    }
+
+    /// [`GlobalAllocator::dealloc`] of an object (of `class`) its CPU's object magazine did
+    /// not take: one of this CPU's slabs whose magazine is full goes in once a batch of the
+    /// magazine's objects went back to their slabs; any other to its slab, under the lock of
+    /// the CPU whose slab holds it.
+    ///
+    /// # Safety
+    /// As [`GlobalAllocator::dealloc`], for an object of `class`.
+    #[inline(never)]
+    unsafe fn dealloc_object(&self, class: Class, pos: NonNull<u8>, layout: Layout) {
+        if let Some(frames) = self.first() {
+            let irq = IrqOff::new();
+            let pinned = Pinned::new(&irq);
+            if let Some(own) = frames.exclusive(&pinned)
+                && own.objects_full(class)
+                // SAFETY: the caller's promise: the object is handed out, so its slab lives.
+                && unsafe { Slabs::owner_of(class, pos) } == Ok(Owner::Cpu(own.id()))
+            {
+                self.flush_objects(frames, &own, class, OBJECT_BATCH);
+                if own.push_object(class, pos) {
+                    own.count_requested(layout.size(), false);
+                    return;
+                }
+            }
+        }
         // SAFETY: the caller's promise: `alloc` served this layout from a slab of its
         // class, one of this allocator's slabs, and the object is not freed yet.
         match unsafe { Slabs::free_to_owner(self, class, pos, layout.size()) } {
@@ -752,6 +816,65 @@ impl<C: CpuId> GlobalAllocator<C> {
             Ok(Some(slab)) => self.give_back_slab(slab),
             Err(e) => Self::refused_object(pos, layout, e),
         }
+    }
+
+    /// Gives up to `most` (at most [`OBJECT_BATCH`]) objects of `class` of `own`'s object
+    /// magazine back to their slabs, the CPU's, under its slot taken once; the slabs they
+    /// empty go back where their blocks came from once it is let go. Whether it gave any.
+    fn flush_objects(
+        &self,
+        frames: &Frames<C>,
+        own: &OwnMagazines<'_>,
+        class: Class,
+        most: usize,
+    ) -> bool {
+        let mut emptied: [Option<FreeSlab>; OBJECT_BATCH] = [const { None }; OBJECT_BATCH];
+        let mut flushed = false;
+        if let Some(mut cpu) = frames.lock_cpu(own.id()) {
+            let mut slabs_emptied = emptied.iter_mut();
+            own.drain_objects(class, most.min(OBJECT_BATCH), |object| {
+                flushed = true;
+                // SAFETY: the magazine held it: a free object of this CPU's slab of `class`
+                // that the slab counts handed out (asked for as 0 bytes: the magazine
+                // counted its bytes), freed to it once, here.
+                match unsafe { cpu.slabs.free(class, object, 0) } {
+                    // At most one slab an object, and at most `OBJECT_BATCH` objects: a
+                    // place for each.
+                    Ok(Some(slab)) => {
+                        if let Some(place) = slabs_emptied.next() {
+                            *place = Some(slab);
+                        }
+                    }
+                    Ok(None) => {}
+                    Err(e) => error!("object cache of {object:p}: {e:?}, nothing freed"),
+                }
+            });
+        }
+        for slab in emptied.into_iter().flatten() {
+            self.give_back_slab(slab);
+        }
+        flushed
+    }
+
+    /// Gives every object of the calling CPU's object magazines back to their slabs (an
+    /// allocation about to fail: the slabs they empty go back to the zone): whether there
+    /// was one.
+    fn flush_own_objects(&self) -> bool {
+        let Some(frames) = self.first() else {
+            return false;
+        };
+        let irq = IrqOff::new();
+        let pinned = Pinned::new(&irq);
+        let Some(own) = frames.exclusive(&pinned) else {
+            return false;
+        };
+        let mut flushed = false;
+        for class in Class::all() {
+            while self.flush_objects(frames, &own, class, OBJECT_BATCH) {
+                flushed = true;
+            }
+        }
+        flushed
     }
 
     /// [`GlobalAllocator::dealloc`] of a block of the byte allocator, under the heap's lock.
@@ -1147,7 +1270,7 @@ impl<C: CpuId> GlobalAllocator<C> {
         // Pages other CPUs keep on their lists may complete the run (Linux drains every
         // CPU's lists before an allocation fails), and a region passed over as exhausted
         // may have pages again: drained, every region is tried again.
-        let mut drained = false;
+        let mut drained = self.flush_own_objects();
         let mut passed_over = false;
         for frames in self.regions().filter(|f| !dma32 || f.dma32()) {
             drained |= frames.drain_every_cpu();
@@ -1233,14 +1356,14 @@ impl<C: CpuId> GlobalAllocator<C> {
     /// (each class's counts as they stood when that lock was held).
     pub fn slab_info(&self) -> SlabInfo {
         let mut info = SlabInfo::NONE;
-        let mut add = |slabs: &Slabs| {
+        let mut add = |slabs: &Slabs, cached: &dyn Fn(Class) -> usize| {
             for class in Class::all() {
-                info.add(class, slabs.class_counts(class));
+                info.add(class, slabs.class_counts(class).less_cached(cached(class)));
             }
         };
-        add(&self.balloc.lock().slabs);
+        add(&self.balloc.lock().slabs, &|_| 0);
         if let Some(frames) = self.first() {
-            frames.each_cpu_slabs(&mut add);
+            frames.each_cpu_slabs(|slabs, magazines| add(slabs, &|c| magazines.objects(c)));
         }
         info
     }

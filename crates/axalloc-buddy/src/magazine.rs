@@ -22,8 +22,10 @@
 //! free list is.
 
 use crate::frames::PCP_MAX_ORDER;
+use crate::slab::{CLASSES, Class};
 use crate::usage::{UsageCounts, UsageKind};
 use buddy_sim::Order;
+use core::ptr::NonNull;
 use strum::VariantArray;
 
 #[cfg(loom)]
@@ -75,6 +77,13 @@ const fn slots(order: usize) -> usize {
         LARGE_SLOTS
     }
 }
+
+/// Objects a CPU's magazine of one slab size class holds at most.
+pub(crate) const OBJECT_SLOTS: usize = 32;
+
+/// Objects a refill moves from the CPU's slabs into an object magazine, and a flush moves
+/// back, under one lock: half a magazine.
+pub(crate) const OBJECT_BATCH: usize = OBJECT_SLOTS / 2;
 
 /// Where each order's array starts in a CPU's slots, and (last) their end.
 const BASES: [usize; ORDERS + 1] = {
@@ -183,6 +192,15 @@ pub(crate) struct Magazines {
     /// Each order's blocks (their addresses): the first `held[order]` of its array, which
     /// starts at `base(order)`.
     blocks: UnsafeCell<[usize; ALL_SLOTS]>,
+    /// Objects held per slab size class: written by the owner alone, read by anyone.
+    objects_held: [AtomicUsize; CLASSES],
+    /// Bytes the objects handed out from the object magazines were asked for, less those of
+    /// the objects freed into them (wrapping, as the slabs' own count): written by the owner
+    /// alone, read by anyone.
+    objects_requested: AtomicUsize,
+    /// Each class's objects, free objects of the owner's slabs that the slabs count handed
+    /// out: the first `objects_held[class]` of its array.
+    objects: UnsafeCell<[[*mut u8; OBJECT_SLOTS]; CLASSES]>,
 }
 
 // SAFETY: the blocks are reached only through `OwnMagazines`, by the execution context that
@@ -200,6 +218,9 @@ impl Magazines {
             drain: AtomicBool::new(false),
             capacity: core::array::from_fn(|o| capacity[o].min(slots(o))),
             blocks: UnsafeCell::new([0; ALL_SLOTS]),
+            objects_held: core::array::from_fn(|_| AtomicUsize::new(0)),
+            objects_requested: AtomicUsize::new(0),
+            objects: UnsafeCell::new([[core::ptr::null_mut(); OBJECT_SLOTS]; CLASSES]),
         }
     }
 
@@ -218,6 +239,19 @@ impl Magazines {
     /// Pages held, every order.
     pub(crate) fn pages(&self) -> u64 {
         (0..ORDERS).map(|o| (self.held(o) as u64) << o).sum()
+    }
+
+    /// Objects of `class` held (relaxed: a count that may be a call behind on another CPU).
+    pub(crate) fn objects(&self, class: Class) -> usize {
+        self.objects_held
+            .get(class.index())
+            .map_or(0, |h| h.load(Relaxed))
+    }
+
+    /// Bytes the objects handed out from the object magazines were asked for, less those of
+    /// the objects freed into them (wrapping).
+    pub(crate) fn objects_requested(&self) -> usize {
+        self.objects_requested.load(Relaxed)
     }
 
     /// The owner's change of the bytes handed out per kind.
@@ -351,6 +385,107 @@ impl<'a> OwnMagazines<'a> {
             held.store(n + 1, Relaxed);
         }
         pushed
+    }
+
+    /// `f` on the objects.
+    #[inline(always)]
+    fn with_objects<R>(&self, f: impl FnOnce(&mut [[*mut u8; OBJECT_SLOTS]; CLASSES]) -> R) -> R {
+        // SAFETY: as in `with_blocks`.
+        self.magazines.objects.with_mut(|o| f(unsafe { &mut *o }))
+    }
+
+    /// The last object of `class` pushed; `None` when the magazine for `class` is empty.
+    #[inline(always)]
+    pub(crate) fn pop_object(&self, class: Class) -> Option<NonNull<u8>> {
+        let c = class.index();
+        let held = self.magazines.objects_held.get(c)?;
+        let n = held.load(Relaxed).checked_sub(1)?;
+        let object = self.with_objects(|o| o.get(c)?.get(n).copied().and_then(NonNull::new))?;
+        held.store(n, Relaxed);
+        Some(object)
+    }
+
+    /// Pushes `object`, a free object of one of the owner's slabs of `class` (which counts
+    /// it handed out), if the magazine for `class` has room: whether it did.
+    #[inline(always)]
+    pub(crate) fn push_object(&self, class: Class, object: NonNull<u8>) -> bool {
+        self.fill_objects(class, 1, || Some(object)) == 1
+    }
+
+    /// Pushes objects `next` gives (free objects of the owner's slabs of `class`, which count
+    /// them handed out), asking it for one while the magazine for `class` has room, at most
+    /// `most` times and until it gives none: how many it pushed.
+    #[inline(always)]
+    pub(crate) fn fill_objects(
+        &self,
+        class: Class,
+        most: usize,
+        mut next: impl FnMut() -> Option<NonNull<u8>>,
+    ) -> usize {
+        let c = class.index();
+        let Some(held) = self.magazines.objects_held.get(c) else {
+            return 0;
+        };
+        let n = held.load(Relaxed);
+        let pushed = self.with_objects(|o| {
+            let Some(room) = o.get_mut(c).and_then(|slots| slots.get_mut(n..)) else {
+                return 0;
+            };
+            let mut pushed = 0;
+            for slot in room.iter_mut().take(most) {
+                let Some(object) = next() else { break };
+                *slot = object.as_ptr();
+                pushed += 1;
+            }
+            pushed
+        });
+        held.store(n + pushed, Relaxed);
+        pushed
+    }
+
+    /// Takes up to `most` objects of `class` out of its magazine, the oldest first, each
+    /// handed to `f`.
+    pub(crate) fn drain_objects(&self, class: Class, most: usize, mut f: impl FnMut(NonNull<u8>)) {
+        let c = class.index();
+        let Some(held) = self.magazines.objects_held.get(c) else {
+            return;
+        };
+        let n = held.load(Relaxed);
+        let taken = self.with_objects(|o| {
+            let Some(objects) = o.get_mut(c).and_then(|slots| slots.get_mut(..n)) else {
+                return 0;
+            };
+            let taken = most.min(n);
+            for object in objects.iter().take(taken).filter_map(|&o| NonNull::new(o)) {
+                f(object);
+            }
+            objects.copy_within(taken.., 0);
+            taken
+        });
+        held.store(n - taken, Relaxed);
+    }
+
+    /// Whether the magazine for `class` holds as many objects as it can.
+    #[inline(always)]
+    pub(crate) fn objects_full(&self, class: Class) -> bool {
+        self.magazines.objects(class) >= OBJECT_SLOTS
+    }
+
+    /// Counts an object asked for as `bytes` bytes handed out (`out`) from the object
+    /// magazines, or freed into them: a load and a store, the owner being the count's only
+    /// writer.
+    #[inline(always)]
+    pub(crate) fn count_requested(&self, bytes: usize, out: bool) {
+        let n = &self.magazines.objects_requested;
+        let v = n.load(Relaxed);
+        n.store(
+            if out {
+                v.wrapping_add(bytes)
+            } else {
+                v.wrapping_sub(bytes)
+            },
+            Relaxed,
+        );
     }
 
     /// Counts a block of `order` handed out for `kind` (`out`), or given back: a load and a

@@ -367,6 +367,19 @@ impl SlabBytes {
     }
 }
 
+impl SlabBytes {
+    /// These bytes with `objects` bytes of objects that the slabs count handed out waiting
+    /// free in a CPU's object magazine, whose handing out and freeing there changed the bytes
+    /// asked for by `requested` (wrapping).
+    pub(crate) fn with_cached(self, objects: usize, requested: usize) -> Self {
+        Self {
+            in_use: self.in_use.saturating_sub(objects),
+            requested: self.requested.wrapping_add(requested),
+            ..self
+        }
+    }
+}
+
 impl core::ops::Add for SlabBytes {
     type Output = Self;
 
@@ -704,6 +717,17 @@ pub(crate) struct ClassCounts {
     pub(crate) slabs: usize,
     /// Objects handed out.
     pub(crate) objects: usize,
+}
+
+impl ClassCounts {
+    /// These counts with `cached` of the objects counted handed out waiting free in a CPU's
+    /// object magazine.
+    pub(crate) fn less_cached(self, cached: usize) -> Self {
+        Self {
+            objects: self.objects.saturating_sub(cached),
+            ..self
+        }
+    }
 }
 
 #[cfg(test)]
