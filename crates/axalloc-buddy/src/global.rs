@@ -773,13 +773,13 @@ impl<C: CpuId> GlobalAllocator<C> {
             return unsafe { self.dealloc_bytes(pos, layout) };
         };
         // An object of this CPU's slabs into its object magazine, with no lock.
-        // SAFETY: the caller's promise: `alloc` served this layout from a slab of its
-        // class, one of the first region's slots' or the heap's, and the object is not
-        // freed yet.
-        if let Some(frames) = self.first()
-            && unsafe { frames.push_object(class, pos, layout.size()) }
-        {
-            return;
+        if let Some(frames) = self.first() {
+            // SAFETY: the caller's promise: `alloc` served this layout from a slab of its
+            // class, one of the first region's slots' or the heap's, and the object is not
+            // freed yet.
+            if unsafe { frames.push_object(class, pos, layout.size()) } {
+                return;
+            }
         }
         // SAFETY: as just said.
         unsafe { self.dealloc_object(class, pos, layout) }

@@ -183,11 +183,29 @@ mod magazines {
     use crate::cpu::Pinned;
     use crate::lock::IrqOff;
     use crate::magazine::{ExclusiveCpu, Magazines, ORDERS, OwnMagazines};
+    use crate::slab::Class;
     use crate::usage::UsageKind;
     use buddy_sim::Order;
+    use core::alloc::Layout;
+    use core::ptr::NonNull;
     use loom::sync::Arc;
     use loom::sync::atomic::{AtomicBool, Ordering};
     use loom::thread;
+
+    /// `f` as loom's model, in a thread with room on its stack for the magazines (a CPU's
+    /// are about 11 KiB, built there before they move), which the model's own lacks.
+    fn model(f: impl Fn() + Sync + Send + 'static) {
+        let f = alloc::sync::Arc::new(f);
+        loom::model(move || {
+            let f = f.clone();
+            thread::Builder::new()
+                .stack_size(1 << 20)
+                .spawn(move || f())
+                .unwrap()
+                .join()
+                .unwrap();
+        });
+    }
 
     /// `f` on CPU `cpu`'s magazines, as the holder of id `cpu`.
     fn as_owner<R>(magazines: &Magazines, cpu: usize, f: impl FnOnce(&OwnMagazines<'_>) -> R) -> R {
@@ -200,7 +218,17 @@ mod magazines {
         f(&own)
     }
 
-    /// The owner's round: two pages in, one out, counted.
+    /// The size class of 64-byte objects.
+    fn class() -> Class {
+        Class::of(Layout::from_size_align(64, 8).unwrap()).unwrap()
+    }
+
+    /// An object at `at` (an address: never read or written here).
+    fn object(at: usize) -> NonNull<u8> {
+        NonNull::new(core::ptr::without_provenance_mut(at)).unwrap()
+    }
+
+    /// The owner's round: two pages in, one out, counted; an object in and out, counted.
     fn round(own: &OwnMagazines<'_>, first: usize) -> usize {
         assert!(own.push_if(first, Order::ZERO, || true));
         own.count(UsageKind::PageTable, Order::ZERO, false);
@@ -208,6 +236,10 @@ mod magazines {
         own.count(UsageKind::PageTable, Order::ZERO, false);
         let at = own.pop(Order::ZERO).unwrap();
         own.count(UsageKind::PageTable, Order::ZERO, true);
+        assert!(own.push_object(class(), object(first + 0x40)));
+        own.count_requested(64, false);
+        assert_eq!(own.pop_object(class()), Some(object(first + 0x40)));
+        own.count_requested(64, true);
         at
     }
 
@@ -216,7 +248,7 @@ mod magazines {
     /// request once.
     #[test]
     fn loom_each_cpu_reaches_its_own_magazines_and_reads_the_others_counts() {
-        loom::model(|| {
+        model(|| {
             let cpus = Arc::new([Magazines::new([32; ORDERS]), Magazines::new([32; ORDERS])]);
             let other = {
                 let cpus = cpus.clone();
@@ -225,6 +257,9 @@ mod magazines {
                     let seen = cpus[0].held(0);
                     assert!(seen <= 2, "{seen}");
                     let _ = cpus[0].usage();
+                    let objects = cpus[0].objects(class());
+                    assert!(objects <= 1, "{objects}");
+                    let _ = cpus[0].objects_requested();
                     cpus[0].request_drain();
                     at
                 })
@@ -238,6 +273,10 @@ mod magazines {
             assert_eq!(asked, (true, false));
             assert_eq!((cpus[0].held(0), cpus[1].held(0)), (1, 1));
             assert_eq!(cpus[0].pages(), 1);
+            assert_eq!(
+                (cpus[0].objects(class()), cpus[0].objects_requested()),
+                (0, 0)
+            );
         });
     }
 
@@ -245,7 +284,7 @@ mod magazines {
     /// leaves a CPU, another that enters it): the second sees the first's blocks.
     #[test]
     fn loom_an_id_handed_over_sees_the_blocks_of_its_last_holder() {
-        loom::model(|| {
+        model(|| {
             let cpus = Arc::new([Magazines::new([32; ORDERS])]);
             let held = Arc::new(AtomicBool::new(true));
             let first = {
@@ -268,7 +307,7 @@ mod magazines {
     #[test]
     #[should_panic(expected = "Causality violation")]
     fn loom_two_holders_of_one_id_race() {
-        loom::model(|| {
+        model(|| {
             let cpus = Arc::new([Magazines::new([32; ORDERS])]);
             let other = {
                 let cpus = cpus.clone();

@@ -590,66 +590,143 @@ fn heap_call() -> impl Strategy<Value = HeapCall> {
     ]
 }
 
+/// Random heap calls on `a`, each on the CPU `on_cpu` moves the calling thread to (one of
+/// three: an object freed on a CPU other than its slab's), against a model of the objects
+/// held: each aligned as asked, none overlapping another, each reading back what was written
+/// into it until it is freed, the heap's counts following; when everything is freed, no
+/// byte is counted used, no object active, and every page is free or the heap's.
+/// (`used_bytes` is the byte allocator's count too: the slab byte allocator keeps counting
+/// the blocks its own slabs took.)
+fn heap_churn_matches_a_model_on(
+    a: &GlobalAllocator<impl CpuId>,
+    calls: Vec<(HeapCall, usize)>,
+    mut on_cpu: impl FnMut(usize),
+) -> Result<(), TestCaseError> {
+    let pages_before = a.available_pages() + a.heap_bytes() / PAGE;
+    // Held objects: start -> (end, layout, the byte written through it).
+    let mut held: BTreeMap<usize, (usize, Layout, u8)> = BTreeMap::new();
+    let mut bytes = 0;
+    for (i, (c, cpu)) in calls.into_iter().enumerate() {
+        on_cpu(cpu);
+        match c {
+            HeapCall::Alloc { size, align_shift } => {
+                let layout = Layout::from_size_align(size, 1 << align_shift).unwrap();
+                let p = a.alloc(layout).unwrap();
+                let at = p.as_ptr() as usize;
+                prop_assert_eq!(at % layout.align(), 0);
+                let end = at + size.max(1);
+                if let Some((&before, &(before_end, _, _))) = held.range(..end).next_back() {
+                    prop_assert!(
+                        before_end <= at || before >= end,
+                        "{:#x}+{} overlaps {:#x}..{:#x}",
+                        at,
+                        size,
+                        before,
+                        before_end
+                    );
+                }
+                let mark = i as u8;
+                // SAFETY: `size` bytes the test holds.
+                unsafe { p.as_ptr().write_bytes(mark, size) };
+                held.insert(at, (end, layout, mark));
+                bytes += size;
+            }
+            HeapCall::Free { which } if !held.is_empty() => {
+                let at = *held.keys().nth(which % held.len()).unwrap();
+                let (_, layout, mark) = held.remove(&at).unwrap();
+                // SAFETY: the object's bytes, which only the test wrote.
+                let object = unsafe { std::slice::from_raw_parts(at as *const u8, layout.size()) };
+                prop_assert!(all_bytes_are(object, mark), "an object's bytes changed");
+                give_back_bytes(a, core::ptr::NonNull::new(at as *mut u8).unwrap(), layout);
+                bytes -= layout.size();
+            }
+            HeapCall::Free { .. } => {}
+        }
+        prop_assert_eq!(a.usages().get(UsageKind::RustHeap), bytes);
+        prop_assert!(a.used_bytes() >= bytes);
+    }
+    for (at, (_, layout, mark)) in held {
+        // SAFETY: as above.
+        let object = unsafe { std::slice::from_raw_parts(at as *const u8, layout.size()) };
+        prop_assert!(all_bytes_are(object, mark), "an object's bytes changed");
+        give_back_bytes(a, core::ptr::NonNull::new(at as *mut u8).unwrap(), layout);
+    }
+    prop_assert_eq!(a.usages().get(UsageKind::RustHeap), 0);
+    let active: usize = a.slab_info().classes().map(|c| c.active_objects()).sum();
+    prop_assert_eq!(active, 0);
+    // The zone's pages are free or the heap's: its byte allocator's and its slabs'.
+    prop_assert_eq!(a.available_pages() + a.heap_bytes() / PAGE, pages_before);
+    zone_is_sound(a);
+    Ok(())
+}
+
 proptest! {
     #![proptest_config(model_config())]
 
-    /// Random heap calls, each on one of three CPUs (an object freed on a CPU other than
-    /// its slab's), against a model of the objects held: each aligned as asked, none
-    /// overlapping another, each reading back what was written into it until it is freed,
-    /// the heap's counts following; when everything is freed, no byte is counted used and
-    /// every page is free or the heap's. (`used_bytes` is the byte allocator's count too:
-    /// the slab byte allocator keeps counting the blocks its own slabs took.)
+    /// [`heap_churn_matches_a_model_on`] with each call's CPU asked through a function
+    /// (not exclusive: every small object under its CPU's slot lock).
     #[test]
     fn heap_churn_matches_a_model(calls in proptest::collection::vec((heap_call(), 0usize..3), 1..if cfg!(miri) { 80 } else { 600 })) {
         let (_region, a) = allocator_for_cpus(if cfg!(miri) { 2 << 20 } else { 8 << 20 }, 3);
-        let pages_before = a.available_pages() + a.heap_bytes() / PAGE;
-        // Held objects: start -> (end, layout, the byte written through it).
-        let mut held: BTreeMap<usize, (usize, Layout, u8)> = BTreeMap::new();
-        let mut bytes = 0;
-        for (i, (c, cpu)) in calls.into_iter().enumerate() {
-            CPU.with(|c| c.set(cpu));
-            match c {
-                HeapCall::Alloc { size, align_shift } => {
-                    let layout = Layout::from_size_align(size, 1 << align_shift).unwrap();
-                    let p = a.alloc(layout).unwrap();
-                    let at = p.as_ptr() as usize;
-                    prop_assert_eq!(at % layout.align(), 0);
-                    let end = at + size.max(1);
-                    if let Some((&before, &(before_end, _, _))) = held.range(..end).next_back() {
-                        prop_assert!(before_end <= at || before >= end, "{:#x}+{} overlaps {:#x}..{:#x}", at, size, before, before_end);
-                    }
-                    let mark = i as u8;
-                    // SAFETY: `size` bytes the test holds.
-                    unsafe { p.as_ptr().write_bytes(mark, size) };
-                    held.insert(at, (end, layout, mark));
-                    bytes += size;
-                }
-                HeapCall::Free { which } if !held.is_empty() => {
-                    let at = *held.keys().nth(which % held.len()).unwrap();
-                    let (_, layout, mark) = held.remove(&at).unwrap();
-                    // SAFETY: the object's bytes, which only the test wrote.
-                    let object = unsafe { std::slice::from_raw_parts(at as *const u8, layout.size()) };
-                    prop_assert!(all_bytes_are(object, mark), "an object's bytes changed");
-                    give_back_bytes(&a, core::ptr::NonNull::new(at as *mut u8).unwrap(), layout);
-                    bytes -= layout.size();
-                }
-                HeapCall::Free { .. } => {}
-            }
-            prop_assert_eq!(a.usages().get(UsageKind::RustHeap), bytes);
-            prop_assert!(a.used_bytes() >= bytes);
-        }
-        for (at, (_, layout, mark)) in held {
-            // SAFETY: as above.
-            let object = unsafe { std::slice::from_raw_parts(at as *const u8, layout.size()) };
-            prop_assert!(all_bytes_are(object, mark), "an object's bytes changed");
-            give_back_bytes(&a, core::ptr::NonNull::new(at as *mut u8).unwrap(), layout);
-        }
-        prop_assert_eq!(a.usages().get(UsageKind::RustHeap), 0);
-        // The zone's pages are free or the heap's: its byte allocator's and its slabs'.
-        prop_assert_eq!(a.available_pages() + a.heap_bytes() / PAGE, pages_before);
-        zone_is_sound(&a);
+        heap_churn_matches_a_model_on(&a, calls, |cpu| CPU.with(|c| c.set(cpu)))?;
         CPU.with(|c| c.set(0));
     }
+
+    /// [`heap_churn_matches_a_model_on`] through the CPUs' object magazines (each call's
+    /// CPU id claimed, exclusive): an object freed on its slab's CPU waits in that CPU's
+    /// magazine, one freed on another goes to its slab.
+    #[test]
+    fn heap_churn_through_the_object_magazines_matches_a_model(calls in proptest::collection::vec((heap_call(), 0usize..3), 1..if cfg!(miri) { 80 } else { 600 })) {
+        static CLAIMS: Claims = Claims::new();
+        let (_region, a, claims) = claimed_allocator(if cfg!(miri) { 2 << 20 } else { 8 << 20 }, 3, &CLAIMS);
+        let mut held = None;
+        heap_churn_matches_a_model_on(&a, calls, |cpu| {
+            held = None;
+            held = Some(claim(claims, cpu));
+        })?;
+    }
+}
+
+/// Objects freed into a CPU's object magazine keep their slabs (counted the heap's, their
+/// objects free) until an allocation on that CPU runs short: then the magazine gives them
+/// back, and the slabs they empty go back to the zone but the one a class keeps.
+#[test]
+fn a_cpus_object_magazine_comes_back_when_its_allocation_runs_short() {
+    static CLAIMS: Claims = Claims::new();
+    let (_r, a, claims) = claimed_allocator(2 << 20, 2, &CLAIMS);
+    let _cpu = claim(claims, 0);
+    let layout = Layout::from_size_align(2048, 8).unwrap();
+    let kmalloc_2k = |a: &GlobalAllocator<ClaimedCpu>| {
+        let info = a.slab_info();
+        let c = info.classes().find(|c| c.object_size() == 2048).unwrap();
+        (c.active_objects(), c.slabs())
+    };
+    // Eight slabs of seven objects, all freed on their CPU: the magazine keeps up to 32.
+    let objects: Vec<_> = (0..56).map(|_| a.alloc(layout).unwrap()).collect();
+    assert_eq!(kmalloc_2k(&a), (56, 8));
+    for p in objects {
+        give_back_bytes(&a, p, layout);
+    }
+    let (active, slabs) = kmalloc_2k(&a);
+    assert_eq!(active, 0);
+    assert!(slabs > 1, "the magazine's objects keep their slabs");
+    assert_eq!(a.usages().get(UsageKind::RustHeap), 0);
+    // Every page taken: the call that finds none gives the magazine back first.
+    let mut pages = Vec::new();
+    while let Ok(at) = a.alloc_pages(1, PAGE, UsageKind::VirtMem) {
+        pages.push(at);
+    }
+    assert_eq!(
+        kmalloc_2k(&a),
+        (0, 1),
+        "one empty slab kept, the rest given back"
+    );
+    assert_eq!(a.available_pages(), 0);
+    for at in pages {
+        give_back(&a, at, 1, UsageKind::VirtMem);
+    }
+    assert_eq!(a.usages().get(UsageKind::RustHeap), 0);
+    zone_is_sound(&a);
 }
 
 /// A small object given back with the size of another class whose slabs are one page too
