@@ -829,11 +829,10 @@ impl<C: CpuId> GlobalAllocator<C> {
         most: usize,
     ) -> bool {
         let mut emptied: [Option<FreeSlab>; OBJECT_BATCH] = [const { None }; OBJECT_BATCH];
-        let mut flushed = false;
+        let (mut flushed, mut slabs) = (0, 0);
         if let Some(mut cpu) = frames.lock_cpu(own.id()) {
-            let mut slabs_emptied = emptied.iter_mut();
             own.drain_objects(class, most.min(OBJECT_BATCH), |object| {
-                flushed = true;
+                flushed += 1;
                 // SAFETY: the magazine held it: a free object of this CPU's slab of `class`
                 // that the slab counts handed out (asked for as 0 bytes: the magazine
                 // counted its bytes), freed to it once, here.
@@ -841,19 +840,20 @@ impl<C: CpuId> GlobalAllocator<C> {
                     // At most one slab an object, and at most `OBJECT_BATCH` objects: a
                     // place for each.
                     Ok(Some(slab)) => {
-                        if let Some(place) = slabs_emptied.next() {
+                        if let Some(place) = emptied.get_mut(slabs) {
                             *place = Some(slab);
+                            slabs += 1;
                         }
                     }
                     Ok(None) => {}
-                    Err(e) => error!("object cache of {object:p}: {e:?}, nothing freed"),
+                    Err(e) => error!("object magazine's {object:p}: {e:?}, nothing freed"),
                 }
             });
         }
-        for slab in emptied.into_iter().flatten() {
+        for slab in emptied.iter_mut().take(slabs).filter_map(Option::take) {
             self.give_back_slab(slab);
         }
-        flushed
+        flushed > 0
     }
 
     /// Gives every object of the calling CPU's object magazines back to their slabs (an
