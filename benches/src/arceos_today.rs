@@ -756,9 +756,12 @@ fn tables(ctx: &SectionContext) -> Vec<Table> {
          head marked cached in the frame table while there so that a second free of it is \
          refused; a small object (up to 2 KiB, \
          from the CPU's slabs: pages of \
-         objects of one size class from the zone; a free takes the lock of the CPU whose slab \
-         holds it) takes the CPU's lock, larger ones the heap's one lock (TLSF, growing with \
-         pages from the zone); such a run aligned above its size comes from the CPU's list \
+         objects of one size class from the zone) comes from and goes back to the CPU's \
+         object magazine for its size class (up to 32 objects; past an empty one a call \
+         takes the CPU's lock and moves 16 more from its slabs, past a full one 16 go back \
+         to their slabs under it; an object of another CPU's slab goes to its slab under \
+         that CPU's lock), larger ones take the heap's one lock (TLSF, growing with \
+         pages from the zone); a run aligned above its size comes from the CPU's list \
          under its lock (the most recently freed block there so aligned, else the general \
          path splits a block of the alignment's order and leaves the pieces on the lists). \
          buddy-slab-allocator's `BuddyAllocator` and TLSF (axallocator's `TlsfByteAllocator` \
