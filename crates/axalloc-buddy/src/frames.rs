@@ -575,9 +575,8 @@ impl<C: CpuId> Frames<C> {
     /// counted, recorded with `tag` (page_owner); `None` when the CPU's list for the order
     /// has none (so aligned): with no alignment asked, past a refill of the list and the
     /// slow path, unless the region is exhausted; otherwise at once, changing nothing (the
-    /// general path then splits, looks further and records why). With no alignment asked
-    /// and an exclusive CPU id, from the CPU's magazine for the order, refilled from its
-    /// lists when empty.
+    /// general path then splits, looks further and records why). With an exclusive CPU id,
+    /// from the CPU's magazine for the order when it holds such a block (frees fill it).
     #[inline(always)]
     pub(crate) fn alloc_block(
         &self,

@@ -6,10 +6,19 @@
 //! CPU's lists under its slot lock, as without one (a refill or a flush in batches would
 //! move each block of a burst twice, through the magazine and the lists).
 //!
+//! The same CPU keeps an object magazine for each of the heap's slab size classes: free
+//! objects of its own slabs, which the slabs count handed out. A small object's allocation
+//! pops one and its free pushes one; past an empty or a full magazine the call moves a
+//! batch between the magazine and the slabs under the CPU's slot lock (an object is a few
+//! stores to move, where a lock a call cost more: the heap's workloads ran 1.2x-1.6x faster
+//! with batches than with a lock a call).
+//!
 //! The protocol:
-//! - a magazine's blocks are written and read by its owner alone, under the promise of
-//!   [`ExclusiveCpu`] that no other execution context holds the same CPU id meanwhile;
-//! - the counts (blocks per order, the usage change per kind) are atomics the owner writes
+//! - a magazine's blocks and objects are written and read by its owner alone, under the
+//!   promise of [`ExclusiveCpu`] that no other execution context holds the same CPU id
+//!   meanwhile;
+//! - the counts (blocks per order, objects per class, the usage change per kind, the bytes
+//!   the objects were asked for) are atomics the owner writes
 //!   with a load and a store (plain moves: it is their only writer) and anyone reads
 //!   (statistics, relaxed);
 //! - another CPU that wants the blocks back (an allocation about to fail) sets the drain
