@@ -802,7 +802,7 @@ impl<C: CpuId> GlobalAllocator<C> {
                 // SAFETY: the caller's promise: the object is handed out, so its slab lives.
                 && unsafe { Slabs::owner_of(class, pos) } == Ok(Owner::Cpu(own.id()))
             {
-                self.flush_objects(frames, &own, class, OBJECT_BATCH);
+                self.flush_objects(frames, &own, (class, OBJECT_BATCH), false);
                 if own.push_object(class, pos) {
                     own.count_requested(layout.size(), false);
                     return;
@@ -820,23 +820,32 @@ impl<C: CpuId> GlobalAllocator<C> {
 
     /// Gives up to `most` (at most [`OBJECT_BATCH`]) objects of `class` of `own`'s object
     /// magazine back to their slabs, the CPU's, under its slot taken once; the slabs they
-    /// empty go back where their blocks came from once it is let go. Whether it gave any.
+    /// empty go back where their blocks came from once it is let go, but with
+    /// `heap_locked` (the caller may hold the heap's lock: a page call the heap's growth
+    /// makes) those of the byte allocator's, which stay the CPU's slabs, empty (giving
+    /// them back would wait for that lock, and frees no page). Whether it gave any.
     fn flush_objects(
         &self,
         frames: &Frames<C>,
         own: &OwnMagazines<'_>,
-        class: Class,
-        most: usize,
+        (class, most): (Class, usize),
+        heap_locked: bool,
     ) -> bool {
         let mut emptied: [Option<FreeSlab>; OBJECT_BATCH] = [const { None }; OBJECT_BATCH];
         let (mut flushed, mut slabs) = (0, 0);
         if let Some(mut cpu) = frames.lock_cpu(own.id()) {
+            let owner = Owner::Cpu(cpu.id());
             own.drain_objects(class, most.min(OBJECT_BATCH), |object| {
                 flushed += 1;
                 // SAFETY: the magazine held it: a free object of this CPU's slab of `class`
                 // that the slab counts handed out (asked for as 0 bytes: the magazine
                 // counted its bytes), freed to it once, here.
                 match unsafe { cpu.slabs.free(class, object, 0) } {
+                    Ok(Some(slab)) if heap_locked && slab.source == Source::Heap => {
+                        // SAFETY: the block of the slab just emptied, of the slab's size and
+                        // alignment, every object free: nothing else uses it.
+                        unsafe { cpu.slabs.add(class, slab.at, Source::Heap, owner) };
+                    }
                     // At most one slab an object, and at most `OBJECT_BATCH` objects: a
                     // place for each.
                     Ok(Some(slab)) => {
@@ -856,9 +865,10 @@ impl<C: CpuId> GlobalAllocator<C> {
         flushed > 0
     }
 
-    /// Gives every object of the calling CPU's object magazines back to their slabs (an
-    /// allocation about to fail: the slabs they empty go back to the zone): whether there
-    /// was one.
+    /// Gives every object of the calling CPU's object magazines back to their slabs (a page
+    /// allocation about to fail, which may run under the heap's lock: the slabs they empty
+    /// go back to the zone, the byte allocator's stay; [`GlobalAllocator::flush_objects`]):
+    /// whether there was one.
     fn flush_own_objects(&self) -> bool {
         let Some(frames) = self.first() else {
             return false;
@@ -870,7 +880,7 @@ impl<C: CpuId> GlobalAllocator<C> {
         };
         let mut flushed = false;
         for class in Class::all() {
-            while self.flush_objects(frames, &own, class, OBJECT_BATCH) {
+            while self.flush_objects(frames, &own, (class, OBJECT_BATCH), true) {
                 flushed = true;
             }
         }

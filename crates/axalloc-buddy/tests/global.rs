@@ -729,6 +729,63 @@ fn a_cpus_object_magazine_comes_back_when_its_allocation_runs_short() {
     zone_is_sound(&a);
 }
 
+/// A heap growth that finds no page (under the heap's lock) gives the CPU's object magazine
+/// back too: a slab it empties whose block is the byte allocator's stays the CPU's, empty,
+/// instead of going back to the byte allocator under the lock the growth holds (which would
+/// wait for itself), and the growth fails as it would without the magazine.
+#[test]
+fn a_heap_growth_with_no_page_gives_back_the_object_magazine_without_waiting_for_itself() {
+    static CLAIMS: Claims = Claims::new();
+    let (region, a, claims) = claimed_allocator(2 << 20, 2, &CLAIMS);
+    let a = std::sync::Arc::new(a);
+    let (done, finished) = std::sync::mpsc::channel();
+    let worker = a.clone();
+    // The worker thread may spin for good if the growth waits for its own lock: the test
+    // waits for it a while, then fails (leaving the region to it).
+    std::thread::spawn(move || {
+        let a = &*worker;
+        let _cpu = claim(claims, 0);
+        // 256 KiB free in the byte allocator, then no page left in the zone.
+        let big = Layout::from_size_align(256 << 10, 8).unwrap();
+        let p = a.alloc(big).unwrap();
+        give_back_bytes(a, p, big);
+        let mut pages = Vec::new();
+        while let Ok(at) = a.alloc_pages(1, PAGE, UsageKind::VirtMem) {
+            pages.push(at);
+        }
+        // Two slabs of 2 KiB objects from the byte allocator, every object freed into the
+        // magazine (14 of its 32).
+        let layout = Layout::from_size_align(2048, 8).unwrap();
+        let objects: Vec<_> = (0..14).map(|_| a.alloc(layout).unwrap()).collect();
+        for p in objects {
+            give_back_bytes(a, p, layout);
+        }
+        // 1 MiB: more than the byte allocator has, and no page to grow it by.
+        let grown = a.alloc(Layout::from_size_align(1 << 20, 8).unwrap());
+        let info = a.slab_info();
+        let kmalloc_2k = info.classes().find(|c| c.object_size() == 2048).unwrap();
+        let after = (
+            grown.is_err(),
+            kmalloc_2k.active_objects(),
+            kmalloc_2k.slabs(),
+        );
+        for at in pages {
+            give_back(a, at, 1, UsageKind::VirtMem);
+        }
+        let _ = done.send(after);
+    });
+    let Ok(after) = finished.recv_timeout(std::time::Duration::from_secs(60)) else {
+        std::mem::forget(region);
+        panic!("the growth did not return: it waits for the heap's lock it holds");
+    };
+    // Refused; the magazine's objects back in their two slabs, both kept, empty.
+    assert_eq!(after, (true, 0, 2));
+    assert_eq!(a.usages().get(UsageKind::RustHeap), 0);
+    zone_is_sound(&a);
+    drop(a);
+    drop(region);
+}
+
 /// A small object given back with the size of another class whose slabs are one page too
 /// is refused by its slab (whose header names its own class): nothing changes, the usage
 /// counts included, and the object is still the caller's.
