@@ -1062,8 +1062,13 @@ impl<C: CpuId> Frames<C> {
     /// reaches its blocks: they come back at that CPU's next call): whether the calling
     /// CPU's held a block.
     fn give_back_magazines(&self) -> bool {
-        for magazines in self.magazines.iter().filter(|m| m.pages() > 0) {
-            magazines.request_drain();
+        for magazines in self.magazines {
+            if magazines.pages() > 0 {
+                magazines.request_drain();
+            }
+            if magazines.holds_objects() {
+                magazines.request_object_drain();
+            }
         }
         let irq = IrqOff::new();
         let pinned = Pinned::new(&irq);

@@ -592,6 +592,9 @@ impl<C: CpuId> GlobalAllocator<C> {
         let irq = IrqOff::new();
         let pinned = Pinned::new(&irq);
         let own = frames.exclusive(&pinned);
+        if let Some(own) = &own {
+            self.honour_object_drain_request(frames, own);
+        }
         let mut cpu = frames.this_cpu();
         if let Some(object) = cpu.slabs.alloc(class, layout.size()) {
             if let Some(own) = own
@@ -797,7 +800,11 @@ impl<C: CpuId> GlobalAllocator<C> {
         if let Some(frames) = self.first() {
             let irq = IrqOff::new();
             let pinned = Pinned::new(&irq);
-            if let Some(own) = frames.exclusive(&pinned)
+            let own = frames.exclusive(&pinned);
+            if let Some(own) = &own {
+                self.honour_object_drain_request(frames, own);
+            }
+            if let Some(own) = own
                 && own.objects_full(class)
                 // SAFETY: the caller's promise: the object is handed out, so its slab lives.
                 && unsafe { Slabs::owner_of(class, pos) } == Ok(Owner::Cpu(own.id()))
@@ -878,13 +885,33 @@ impl<C: CpuId> GlobalAllocator<C> {
         let Some(own) = frames.exclusive(&pinned) else {
             return false;
         };
+        self.flush_every_object(frames, &own, true)
+    }
+
+    /// Gives every object of `own`'s object magazines back to their slabs, as
+    /// [`GlobalAllocator::flush_objects`] with `heap_locked`: whether there was one.
+    fn flush_every_object(
+        &self,
+        frames: &Frames<C>,
+        own: &OwnMagazines<'_>,
+        heap_locked: bool,
+    ) -> bool {
         let mut flushed = false;
         for class in Class::all() {
-            while self.flush_objects(frames, &own, (class, OBJECT_BATCH), true) {
+            while self.flush_objects(frames, own, (class, OBJECT_BATCH), heap_locked) {
                 flushed = true;
             }
         }
         flushed
+    }
+
+    /// Honours another CPU's request for `own`'s objects (an allocation about to fail
+    /// there): every object back to its slabs, the slabs they empty back where their blocks
+    /// came from. The caller holds no lock of the allocator's.
+    fn honour_object_drain_request(&self, frames: &Frames<C>, own: &OwnMagazines<'_>) {
+        if own.take_object_drain_request() {
+            self.flush_every_object(frames, own, false);
+        }
     }
 
     /// [`GlobalAllocator::dealloc`] of a block of the byte allocator, under the heap's lock.
@@ -1439,9 +1466,18 @@ impl<C: CpuId> GlobalAllocator<C> {
     /// ([`zone_config`](crate::zone_config)), and a kernel that calls this from each CPU's
     /// timer tick gets the frames a burst left on the lists back into the buddy once the
     /// burst is over. Without it the marks come down only when memory runs short, and every
-    /// list is drained before an allocation fails. Whether there is more to do at the next
-    /// tick; `false` before `init`.
+    /// list is drained before an allocation fails. It also gives back the calling CPU's page
+    /// and object magazines when another CPU asked for them (an allocation about to fail
+    /// there). Whether there is more to do at the next tick; `false` before `init`.
     pub fn decay_cpu_lists(&self) -> bool {
+        // Objects another CPU asked for first: the slabs they empty go back to the lists.
+        if let Some(frames) = self.first() {
+            let irq = IrqOff::new();
+            let pinned = Pinned::new(&irq);
+            if let Some(own) = frames.exclusive(&pinned) {
+                self.honour_object_drain_request(frames, &own);
+            }
+        }
         self.regions().fold(false, |more, f| f.decay_lists() | more)
     }
 

@@ -261,6 +261,7 @@ mod magazines {
                     assert!(objects <= 1, "{objects}");
                     let _ = cpus[0].objects_requested();
                     cpus[0].request_drain();
+                    cpus[0].request_object_drain();
                     at
                 })
             };
@@ -269,6 +270,13 @@ mod magazines {
             assert_eq!(other.join().unwrap(), 0x11_000);
             let asked = as_owner(&cpus[0], 0, |own| {
                 (own.take_drain_request(), own.take_drain_request())
+            });
+            assert_eq!(asked, (true, false));
+            let asked = as_owner(&cpus[0], 0, |own| {
+                (
+                    own.take_object_drain_request(),
+                    own.take_object_drain_request(),
+                )
             });
             assert_eq!(asked, (true, false));
             assert_eq!((cpus[0].held(0), cpus[1].held(0)), (1, 1));

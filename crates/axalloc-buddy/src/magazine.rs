@@ -22,8 +22,8 @@
 //!   with a load and a store (plain moves: it is their only writer) and anyone reads
 //!   (statistics, relaxed);
 //! - another CPU that wants the blocks back (an allocation about to fail) sets the drain
-//!   request, which the owner honours at its next call: only the owner ever takes a block
-//!   out.
+//!   request, which the owner honours at its next call (its objects: at its next timer tick
+//!   or object call past a magazine): only the owner ever takes a block or an object out.
 //!
 //! The blocks are the zone's frozen blocks, marked cached in the frame table
 //! ([`Zone::cache_frozen`](buddy_sim::Zone::cache_frozen)) while a magazine holds them: a
@@ -196,6 +196,9 @@ pub(crate) struct Magazines {
     usage: [AtomicUsize; UsageKind::VARIANTS.len()],
     /// Another CPU wants the blocks back: the owner gives them back at its next call.
     drain: AtomicBool,
+    /// Another CPU wants the objects back: the owner gives them back at its next timer tick
+    /// or the next object call past its magazine.
+    drain_objects: AtomicBool,
     /// Blocks each order's magazine holds at most (at most its slots; fixed at `new`).
     capacity: [usize; ORDERS],
     /// Each order's blocks (their addresses): the first `held[order]` of its array, which
@@ -225,6 +228,7 @@ impl Magazines {
             held: core::array::from_fn(|_| AtomicUsize::new(0)),
             usage: core::array::from_fn(|_| AtomicUsize::new(0)),
             drain: AtomicBool::new(false),
+            drain_objects: AtomicBool::new(false),
             capacity: core::array::from_fn(|o| capacity[o].min(slots(o))),
             blocks: UnsafeCell::new([0; ALL_SLOTS]),
             objects_held: core::array::from_fn(|_| AtomicUsize::new(0)),
@@ -272,11 +276,28 @@ impl Magazines {
         counts
     }
 
+    /// Whether the object magazines hold an object.
+    pub(crate) fn holds_objects(&self) -> bool {
+        self.objects_held.iter().any(|h| h.load(Relaxed) > 0)
+    }
+
     /// Asks the owner to give its blocks back at its next call.
     pub(crate) fn request_drain(&self) {
-        if !self.drain.load(Relaxed) {
-            self.drain.store(true, Relaxed);
-        }
+        request(&self.drain);
+    }
+
+    /// Asks the owner to give its objects back at its next timer tick or object call past a
+    /// magazine.
+    pub(crate) fn request_object_drain(&self) {
+        request(&self.drain_objects);
+    }
+}
+
+/// Sets `flag` (a request that others set and its owner alone clears), with no store when it
+/// is set already.
+fn request(flag: &AtomicBool) {
+    if !flag.load(Relaxed) {
+        flag.store(true, Relaxed);
     }
 }
 
@@ -529,13 +550,26 @@ impl<'a> OwnMagazines<'a> {
     /// request is honoured once).
     #[inline(always)]
     pub(crate) fn take_drain_request(&self) -> bool {
-        let drain = &self.magazines.drain;
-        if drain.load(Relaxed) {
-            drain.store(false, Relaxed);
-            return true;
-        }
-        false
+        take(&self.magazines.drain)
     }
+
+    /// Whether another CPU asked for the objects back (cleared by reading it, as
+    /// [`OwnMagazines::take_drain_request`]).
+    #[inline(always)]
+    pub(crate) fn take_object_drain_request(&self) -> bool {
+        take(&self.magazines.drain_objects)
+    }
+}
+
+/// Whether `flag` (a request that others set and its owner alone clears) was set, cleared:
+/// a load and, when set, a store (another CPU's request made meanwhile is the same request).
+#[inline(always)]
+fn take(flag: &AtomicBool) -> bool {
+    if flag.load(Relaxed) {
+        flag.store(false, Relaxed);
+        return true;
+    }
+    false
 }
 
 /// Bytes per page.

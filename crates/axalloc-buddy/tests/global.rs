@@ -729,6 +729,60 @@ fn a_cpus_object_magazine_comes_back_when_its_allocation_runs_short() {
     zone_is_sound(&a);
 }
 
+/// Another CPU's object magazine keeps its objects, and so their slabs, when a CPU runs
+/// short of pages: that CPU asks for them, and the owner gives them back at its next timer
+/// tick (`decay_cpu_lists`), its emptied slabs' pages back to the zone.
+#[test]
+fn another_cpus_object_magazine_comes_back_at_its_tick_when_a_cpu_runs_short() {
+    static CLAIMS: Claims = Claims::new();
+    let (_r, a, claims) = claimed_allocator(2 << 20, 2, &CLAIMS);
+    let layout = Layout::from_size_align(2048, 8).unwrap();
+    let kmalloc_2k = |a: &GlobalAllocator<ClaimedCpu>| {
+        let info = a.slab_info();
+        let c = info.classes().find(|c| c.object_size() == 2048).unwrap();
+        (c.active_objects(), c.slabs())
+    };
+    // CPU 1: eight slabs of 2 KiB objects, all freed into its magazine (up to 32 kept).
+    let cpu1 = claim(claims, 1);
+    let objects: Vec<_> = (0..56).map(|_| a.alloc(layout).unwrap()).collect();
+    for p in objects {
+        give_back_bytes(&a, p, layout);
+    }
+    drop(cpu1);
+    let (active, slabs) = kmalloc_2k(&a);
+    assert_eq!(active, 0);
+    assert!(slabs > 1, "CPU 1's magazine keeps its objects' slabs");
+    // CPU 0 takes every page: it runs short and asks CPU 1 for its objects.
+    let cpu0 = claim(claims, 0);
+    let mut pages = Vec::new();
+    while let Ok(at) = a.alloc_pages(1, PAGE, UsageKind::VirtMem) {
+        pages.push(at);
+    }
+    drop(cpu0);
+    assert_eq!(
+        kmalloc_2k(&a),
+        (0, slabs),
+        "only CPU 1 reaches its magazine"
+    );
+    // CPU 1's tick gives them back; the slabs they empty free their pages.
+    let cpu1 = claim(claims, 1);
+    a.decay_cpu_lists();
+    drop(cpu1);
+    assert_eq!(
+        kmalloc_2k(&a),
+        (0, 1),
+        "one empty slab kept, the rest given back"
+    );
+    assert!(a.available_pages() >= (slabs - 1) * 4);
+    let cpu0 = claim(claims, 0);
+    for at in pages {
+        give_back(&a, at, 1, UsageKind::VirtMem);
+    }
+    drop(cpu0);
+    assert_eq!(a.usages().get(UsageKind::RustHeap), 0);
+    zone_is_sound(&a);
+}
+
 /// A heap growth that finds no page (under the heap's lock) gives the CPU's object magazine
 /// back too: a slab it empties whose block is the byte allocator's stays the CPU's, empty,
 /// instead of going back to the byte allocator under the lock the growth holds (which would
