@@ -117,8 +117,8 @@ const ALL_SLOTS: usize = BASES[ORDERS];
 /// Blocks each order's magazine holds at most in a region of `frames` frames with `cpus`
 /// CPUs: a 32nd of the region per CPU, in blocks of the order, at most the order's slots
 /// and at least 32 pages for order 0, one block for a larger order. A CPU's magazines then
-/// hold at most about a 32nd of the region per order (the most, 17.75 MiB, from 1 GiB a
-/// CPU up), as its per-cpu lists hold up to an eighth of it.
+/// hold at most about a 32nd of the region per order (the most, 17.75 MiB, from 256 MiB of
+/// region a CPU up), as its per-cpu lists hold up to an eighth of it.
 #[must_use]
 pub(crate) const fn capacities(frames: usize, cpus: usize) -> [usize; ORDERS] {
     let share = frames / 32 / if cpus == 0 { 1 } else { cpus };
