@@ -533,7 +533,7 @@ impl<C: CpuId> Frames<C> {
         let mut sum = SlabBytes::NONE;
         self.each_cpu_slabs(|slabs, magazines| {
             let cached = Class::all()
-                .map(|class| magazines.objects(class) * class.bytes())
+                .map(|class| magazines.cached_objects(class) * class.bytes())
                 .sum();
             sum = sum
                 + slabs
@@ -877,9 +877,7 @@ impl<C: CpuId> Frames<C> {
         let irq = IrqOff::new();
         let pinned = Pinned::new(&irq);
         let own = self.exclusive(&pinned)?;
-        let object = own.pop_object(class)?;
-        own.count_requested(bytes, true);
-        Some(object)
+        own.pop_object(class, bytes)
     }
 
     /// Frees `object` (of `class`, asked for as `bytes` bytes) into the calling CPU's object
@@ -905,11 +903,7 @@ impl<C: CpuId> Frames<C> {
         if unsafe { Slabs::owner_of(class, object) } != Ok(Owner::Cpu(own.id())) {
             return false;
         }
-        if !own.push_object(class, object) {
-            return false;
-        }
-        own.count_requested(bytes, false);
-        true
+        own.push_object(class, object, bytes)
     }
 
     /// A block of `order` from the calling CPU's magazine for it when nothing else is to be

@@ -810,8 +810,7 @@ impl<C: CpuId> GlobalAllocator<C> {
                 && unsafe { Slabs::owner_of(class, pos) } == Ok(Owner::Cpu(own.id()))
             {
                 self.flush_objects(frames, &own, (class, OBJECT_BATCH), false);
-                if own.push_object(class, pos) {
-                    own.count_requested(layout.size(), false);
+                if own.push_object(class, pos, layout.size()) {
                     return;
                 }
             }
@@ -1400,7 +1399,7 @@ impl<C: CpuId> GlobalAllocator<C> {
         };
         add(&self.balloc.lock().slabs, &|_| 0);
         if let Some(frames) = self.first() {
-            frames.each_cpu_slabs(|slabs, magazines| add(slabs, &|c| magazines.objects(c)));
+            frames.each_cpu_slabs(|slabs, magazines| add(slabs, &|c| magazines.cached_objects(c)));
         }
         info
     }

@@ -236,10 +236,8 @@ mod magazines {
         own.count(UsageKind::PageTable, Order::ZERO, false);
         let at = own.pop(Order::ZERO).unwrap();
         own.count(UsageKind::PageTable, Order::ZERO, true);
-        assert!(own.push_object(class(), object(first + 0x40)));
-        own.count_requested(64, false);
-        assert_eq!(own.pop_object(class()), Some(object(first + 0x40)));
-        own.count_requested(64, true);
+        assert!(own.push_object(class(), object(first + 0x40), 64));
+        assert_eq!(own.pop_object(class(), 64), Some(object(first + 0x40)));
         at
     }
 
@@ -257,7 +255,7 @@ mod magazines {
                     let seen = cpus[0].held(0);
                     assert!(seen <= 2, "{seen}");
                     let _ = cpus[0].usage();
-                    let objects = cpus[0].objects(class());
+                    let objects = cpus[0].cached_objects(class());
                     assert!(objects <= 1, "{objects}");
                     let _ = cpus[0].objects_requested();
                     cpus[0].request_drain();
@@ -282,7 +280,7 @@ mod magazines {
             assert_eq!((cpus[0].held(0), cpus[1].held(0)), (1, 1));
             assert_eq!(cpus[0].pages(), 1);
             assert_eq!(
-                (cpus[0].objects(class()), cpus[0].objects_requested()),
+                (cpus[0].cached_objects(class()), cpus[0].objects_requested()),
                 (0, 0)
             );
         });

@@ -255,7 +255,7 @@ impl Magazines {
     }
 
     /// Objects of `class` held (relaxed: a count that may be a call behind on another CPU).
-    pub(crate) fn objects(&self, class: Class) -> usize {
+    pub(crate) fn cached_objects(&self, class: Class) -> usize {
         self.objects_held
             .get(class.index())
             .map_or(0, |h| h.load(Relaxed))
@@ -424,22 +424,29 @@ impl<'a> OwnMagazines<'a> {
         self.magazines.objects.with_mut(|o| f(unsafe { &mut *o }))
     }
 
-    /// The last object of `class` pushed; `None` when the magazine for `class` is empty.
+    /// The last object of `class` pushed, handed out for a request of `bytes` bytes (the
+    /// bytes counted); `None` when the magazine for `class` is empty.
     #[inline(always)]
-    pub(crate) fn pop_object(&self, class: Class) -> Option<NonNull<u8>> {
+    pub(crate) fn pop_object(&self, class: Class, bytes: usize) -> Option<NonNull<u8>> {
         let c = class.index();
         let held = self.magazines.objects_held.get(c)?;
         let n = held.load(Relaxed).checked_sub(1)?;
         let object = self.with_objects(|o| o.get(c)?.get(n).copied().and_then(NonNull::new))?;
         held.store(n, Relaxed);
+        self.count_requested(bytes, true);
         Some(object)
     }
 
-    /// Pushes `object`, a free object of one of the owner's slabs of `class` (which counts
-    /// it handed out), if the magazine for `class` has room: whether it did.
+    /// Pushes `object`, freed by a caller that asked for `bytes` bytes (the bytes
+    /// uncounted), a free object of one of the owner's slabs of `class` (which counts it
+    /// handed out), if the magazine for `class` has room: whether it did.
     #[inline(always)]
-    pub(crate) fn push_object(&self, class: Class, object: NonNull<u8>) -> bool {
-        self.fill_objects(class, 1, || Some(object)) == 1
+    pub(crate) fn push_object(&self, class: Class, object: NonNull<u8>, bytes: usize) -> bool {
+        let pushed = self.fill_objects(class, 1, || Some(object)) == 1;
+        if pushed {
+            self.count_requested(bytes, false);
+        }
+        pushed
     }
 
     /// Pushes objects `next` gives (free objects of the owner's slabs of `class`, which count
@@ -498,14 +505,14 @@ impl<'a> OwnMagazines<'a> {
     /// Whether the magazine for `class` holds as many objects as it can.
     #[inline(always)]
     pub(crate) fn objects_full(&self, class: Class) -> bool {
-        self.magazines.objects(class) >= OBJECT_SLOTS
+        self.magazines.cached_objects(class) >= OBJECT_SLOTS
     }
 
     /// Counts an object asked for as `bytes` bytes handed out (`out`) from the object
     /// magazines, or freed into them: a load and a store, the owner being the count's only
     /// writer.
     #[inline(always)]
-    pub(crate) fn count_requested(&self, bytes: usize, out: bool) {
+    fn count_requested(&self, bytes: usize, out: bool) {
         let n = &self.magazines.objects_requested;
         let v = n.load(Relaxed);
         n.store(

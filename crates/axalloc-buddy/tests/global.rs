@@ -687,6 +687,13 @@ proptest! {
     }
 }
 
+/// The 2 KiB size class's objects handed out and slabs (`slab_info`'s `kmalloc-2k` line).
+fn kmalloc_2k(a: &GlobalAllocator<impl CpuId>) -> (usize, usize) {
+    let info = a.slab_info();
+    let c = info.classes().find(|c| c.object_size() == 2048).unwrap();
+    (c.active_objects(), c.slabs())
+}
+
 /// Objects freed into a CPU's object magazine keep their slabs (counted the heap's, their
 /// objects free) until an allocation on that CPU runs short: then the magazine gives them
 /// back, and the slabs they empty go back to the zone but the one a class keeps.
@@ -696,11 +703,6 @@ fn a_cpus_object_magazine_comes_back_when_its_allocation_runs_short() {
     let (_r, a, claims) = claimed_allocator(2 << 20, 2, &CLAIMS);
     let _cpu = claim(claims, 0);
     let layout = Layout::from_size_align(2048, 8).unwrap();
-    let kmalloc_2k = |a: &GlobalAllocator<ClaimedCpu>| {
-        let info = a.slab_info();
-        let c = info.classes().find(|c| c.object_size() == 2048).unwrap();
-        (c.active_objects(), c.slabs())
-    };
     // Eight slabs of seven objects, all freed on their CPU: the magazine keeps up to 32.
     let objects: Vec<_> = (0..56).map(|_| a.alloc(layout).unwrap()).collect();
     assert_eq!(kmalloc_2k(&a), (56, 8));
@@ -737,11 +739,6 @@ fn another_cpus_object_magazine_comes_back_at_its_tick_when_a_cpu_runs_short() {
     static CLAIMS: Claims = Claims::new();
     let (_r, a, claims) = claimed_allocator(2 << 20, 2, &CLAIMS);
     let layout = Layout::from_size_align(2048, 8).unwrap();
-    let kmalloc_2k = |a: &GlobalAllocator<ClaimedCpu>| {
-        let info = a.slab_info();
-        let c = info.classes().find(|c| c.object_size() == 2048).unwrap();
-        (c.active_objects(), c.slabs())
-    };
     // CPU 1: eight slabs of 2 KiB objects, all freed into its magazine (up to 32 kept).
     let cpu1 = claim(claims, 1);
     let objects: Vec<_> = (0..56).map(|_| a.alloc(layout).unwrap()).collect();
@@ -816,13 +813,8 @@ fn a_heap_growth_with_no_page_gives_back_the_object_magazine_without_waiting_for
         }
         // 1 MiB: more than the byte allocator has, and no page to grow it by.
         let grown = a.alloc(Layout::from_size_align(1 << 20, 8).unwrap());
-        let info = a.slab_info();
-        let kmalloc_2k = info.classes().find(|c| c.object_size() == 2048).unwrap();
-        let after = (
-            grown.is_err(),
-            kmalloc_2k.active_objects(),
-            kmalloc_2k.slabs(),
-        );
+        let (active, slabs) = kmalloc_2k(a);
+        let after = (grown.is_err(), active, slabs);
         for at in pages {
             give_back(a, at, 1, UsageKind::VirtMem);
         }
