@@ -4,8 +4,8 @@
 //! workload: `bench <workload>: <ns> ns per call`.
 //!
 //! Booted with more than one CPU (without `-icount`, which runs the CPUs one at a time), it
-//! times page-table pages on one CPU alone and then on every CPU at once instead, by the
-//! wall clock.
+//! times page-table pages on each CPU alone and then on every CPU at once instead, by the
+//! wall clock, with each CPU's own calls while all ran.
 #![no_std]
 #![no_main]
 
@@ -106,34 +106,50 @@ fn page_table_rounds(rounds: usize) {
     }
 }
 
-/// Page-table pages on `cpus` CPUs at once, one pinned task each, started together: the
-/// wall time until the last is done.
-fn page_tables_at_once(cpus: usize) -> Duration {
+/// Page-table pages on each CPU of `cpus` at once, one pinned task each, started together:
+/// each CPU's time, in the order of `cpus`.
+fn page_tables_at_once(cpus: &[usize]) -> Vec<Duration> {
     let ready = Arc::new(AtomicUsize::new(0));
-    let tasks: Vec<_> = (0..cpus)
-        .map(|cpu| {
+    let n = cpus.len();
+    let tasks: Vec<_> = cpus
+        .iter()
+        .map(|&cpu| {
             let ready = ready.clone();
-            thread::spawn(move || page_tables_on(cpu, cpus, &ready))
+            thread::spawn(move || page_tables_on(cpu, n, &ready))
         })
         .collect();
     tasks
         .into_iter()
         .map(|t| t.join().expect("a task of the parallel workload"))
-        .max()
-        .unwrap_or_default()
+        .collect()
 }
 
-/// The parallel workload: [`PARALLEL_ROUNDS`] times one CPU alone, then every CPU at once,
-/// each line in ns per call over all the CPUs' calls (the inverse of their throughput).
+/// The parallel workload: [`PARALLEL_ROUNDS`] times CPU 0 alone, each other CPU alone, then
+/// every CPU at once, each line in ns per call over all the CPUs' calls (the inverse of
+/// their throughput); after the last, each CPU's own calls in it.
 fn parallel(cpus: usize) {
     let calls = 2 * PARALLEL_PAGES;
+    let line = |name: &str, t: Duration, n: usize| {
+        println!(
+            "bench page-table pages (alloc + free of 1 page), {name}: {} ns per call",
+            t.as_nanos() as usize / (calls * n)
+        );
+    };
     for _ in 0..PARALLEL_ROUNDS {
-        for (name, n) in [("one CPU alone", 1), ("every CPU at once", cpus)] {
-            let ns = page_tables_at_once(n).as_nanos() as usize;
-            println!(
-                "bench page-table pages (alloc + free of 1 page), {name}: {} ns per call",
-                ns / (calls * n)
+        line("one CPU alone", page_tables_at_once(&[0])[0], 1);
+        for cpu in 1..cpus {
+            line(
+                &format!("CPU {cpu} alone"),
+                page_tables_at_once(&[cpu])[0],
+                1,
             );
+        }
+        let all: Vec<usize> = (0..cpus).collect();
+        let times = page_tables_at_once(&all);
+        let last = times.iter().max().copied().unwrap_or_default();
+        line("every CPU at once", last, cpus);
+        for (cpu, &t) in times.iter().enumerate() {
+            line(&format!("every CPU at once, CPU {cpu}'s own calls"), t, 1);
         }
     }
 }
