@@ -551,17 +551,14 @@ impl<C: CpuId> Frames<C> {
         }
     }
 
-    /// Each CPU's change of the usage counts, one CPU's lock at a time.
-    /// (Without the heap's pages, which page calls count under [`UsageKind::RustHeap`] with no
-    /// test on the fast path: the heap counts its bytes, its pages are not a usage.)
+    /// Each CPU's change of the usage counts, one CPU's lock at a time. (The heap's pages
+    /// included, which page calls count under [`UsageKind::RustHeap`] with no test on the
+    /// fast path: the heap tells its blocks' from its slabs' and its byte allocator's.)
     pub(crate) fn usage_counts(&self) -> impl Iterator<Item = UsageCounts> + '_ {
         self.cpus
             .iter()
             .zip(self.magazines)
-            .map(|(cpu, magazines)| {
-                let slot = cpu.lock().usage;
-                slot.plus(magazines.usage()).without(UsageKind::RustHeap)
-            })
+            .map(|(cpu, magazines)| cpu.lock().usage.plus(magazines.usage()))
     }
 
     /// The clearer of zeroed pages (zero-core's detected policy).

@@ -10,7 +10,9 @@ use crate::frames::{
 use crate::lock::{IrqOff, IrqSpin};
 use crate::magazine::{OBJECT_BATCH, OwnMagazines};
 use crate::owner::{OwnerTag, Owners};
-use crate::slab::{Class, FreeSlab, Owner, SlabBytes, SlabError, SlabOwners, Slabs, Source};
+use crate::slab::{
+    Class, FreeSlab, LARGEST, Owner, SlabBytes, SlabError, SlabOwners, Slabs, Source,
+};
 use crate::slabinfo::SlabInfo;
 use crate::usage::{UsageCounts, UsageKind, Usages};
 use axallocator::{AllocError, AllocResult, BaseAllocator, ByteAllocator, PageAllocator};
@@ -42,6 +44,22 @@ fn heap_growth_for(layout: Layout) -> Option<usize> {
         .checked_add(layout.align())?
         .checked_add(PAGE)?;
     bytes.checked_next_multiple_of(PAGE)
+}
+
+/// The pages a heap allocation of `layout` takes as one block of the zone, as Linux's
+/// `kmalloc_large` takes them: a request past the slabs' largest class (2 KiB) up to the CPU
+/// lists' largest block (256 KiB), its size rounded up to a power of two of pages, aligned
+/// to a page or more. `(pages, alignment)` for [`GlobalAllocator::alloc_pages`]; `None`
+/// for any other request (the slabs', or the byte allocator's).
+#[inline(always)]
+fn heap_block_of(layout: Layout) -> Option<(usize, usize)> {
+    if layout.size() <= LARGEST {
+        return None;
+    }
+    let pages = layout.size().div_ceil(PAGE).checked_next_power_of_two()?;
+    let align = layout.align().max(PAGE);
+    listed_block(pages, align)?;
+    Some((pages, align))
 }
 
 /// Regions given to the heap from outside the zones ([`GlobalAllocator::add_memory`] of a
@@ -78,6 +96,9 @@ struct Heap {
     ready: bool,
     /// Bytes given to it (axallocator's slab allocator does not count all of them).
     given: usize,
+    /// Bytes of those taken from the zone as pages (its first 32 KiB and its growths),
+    /// which the page calls count for [`UsageKind::RustHeap`].
+    from_zone: usize,
     /// The byte allocator's bytes handed out, as [`UsageKind::RustHeap`] (the slabs count
     /// their objects' themselves).
     usage: UsageCounts,
@@ -94,6 +115,7 @@ impl Heap {
             bytes: DefaultByteAllocator::new(),
             ready: false,
             given: 0,
+            from_zone: 0,
             usage: UsageCounts::new(),
             regions: [(0, 0); MAX_ADDED_REGIONS],
             added: 0,
@@ -153,6 +175,17 @@ impl Heap {
         }
         self.given = self.given.saturating_add(len);
         Ok(())
+    }
+
+    /// [`Heap::give`] of pages the zone handed out for the heap (counted for
+    /// [`UsageKind::RustHeap`] by the page calls): counted as the heap's from the zone, even
+    /// where the byte allocator refuses them (they stay the heap's, unused).
+    ///
+    /// # Errors
+    /// As [`Heap::give`].
+    fn give_pages(&mut self, start: usize, size: usize) -> AllocResult {
+        self.from_zone = self.from_zone.wrapping_add(size);
+        self.give(start, size)
     }
 
     #[inline(always)]
@@ -432,7 +465,7 @@ impl<C: CpuId> GlobalAllocator<C> {
             .map_err(|_| InitError::FirstHeap)?;
         self.balloc
             .lock()
-            .give(heap, FIRST_HEAP)
+            .give_pages(heap, FIRST_HEAP)
             .map_err(|_| InitError::FirstHeap)?;
         Ok(())
     }
@@ -551,17 +584,22 @@ impl<C: CpuId> GlobalAllocator<C> {
     /// from a slab: a page (four pages past 512 bytes) of objects of that class alone from
     /// the zone (from the byte allocator when the zone has none), one of the calling CPU's
     /// slabs, under its lock (the one its page calls take), once the zone has CPUs; with
-    /// no memory left for a slab, a free object of another CPU's. Anything larger comes
-    /// from the byte allocator, under the heap's one lock, which grows with pages from the
-    /// zone when it has no room. For a request up to 4 MiB (Linux's largest block), by doubling as
-    /// ArceOS's axalloc does (the heap's size or the request's, to a power of two, up to
-    /// 4 MiB), halving on failure down to what the request needs; a larger request gets a
-    /// run of exactly what it needs (its size, alignment and the byte allocator's headers:
-    /// a 32 MiB vector takes 32 MiB and a page, where doubling would take 64 MiB, which a
-    /// 128 MiB machine cannot give twice).
+    /// no memory left for a slab, a free object of another CPU's. A request past 2 KiB up
+    /// to 256 KiB, once the zone exists, is a block of pages of its own, its size rounded
+    /// up to a power of two of pages (Linux's `kmalloc_large`: a 5000-byte request holds
+    /// two pages, counted whole for [`UsageKind::RustHeap`]), from the calling CPU's
+    /// magazine or lists as [`GlobalAllocator::alloc_pages`] takes it, without the heap's
+    /// lock. Anything else comes from the byte allocator, under the heap's one lock, which
+    /// grows with pages from the zone when it has no room. For a request up to 4 MiB
+    /// (Linux's largest block), by doubling as ArceOS's axalloc does (the heap's size or the
+    /// request's, to a power of two, up to 4 MiB), halving on failure down to what the
+    /// request needs; a larger request gets a run of exactly what it needs (its size,
+    /// alignment and the byte allocator's headers: a 32 MiB vector takes 32 MiB and a page,
+    /// where doubling would take 64 MiB, which a 128 MiB machine cannot give twice).
     ///
     /// # Errors
-    /// `NoMemory` when neither the heap nor the zone has room.
+    /// `NoMemory` when neither the heap nor the zone has room (for a block of pages: when
+    /// the zones have no such block, whatever room the byte allocator has).
     #[inline]
     pub fn alloc(&self, layout: Layout) -> AllocResult<NonNull<u8>> {
         let class = Class::of(layout);
@@ -574,6 +612,25 @@ impl<C: CpuId> GlobalAllocator<C> {
                 return Ok(object);
             }
             return self.alloc_object(frames, class, layout);
+        }
+        self.alloc_past_slabs(class, layout)
+    }
+
+    /// [`GlobalAllocator::alloc`] of anything but a small object once the zone has CPUs,
+    /// out of line: a large request's block of pages ([`heap_block_of`]), from this CPU's
+    /// magazine or lists, once the zone exists, counted for [`UsageKind::RustHeap`] (the
+    /// heap counts those pages its own: [`GlobalAllocator::heap_block_bytes`]); else the
+    /// heap's ([`GlobalAllocator::alloc_on_heap`]).
+    #[inline(never)]
+    fn alloc_past_slabs(&self, class: Option<Class>, layout: Layout) -> AllocResult<NonNull<u8>> {
+        if let Some((pages, align)) = heap_block_of(layout)
+            && self.first().is_some()
+        {
+            let at = self.alloc_pages(pages, align, UsageKind::RustHeap)?;
+            // Frames are numbered by their address: the block's address is a pointer to
+            // it, never null (a region's first page holds its metadata).
+            return NonNull::new(core::ptr::with_exposed_provenance_mut::<u8>(at))
+                .ok_or(AllocError::NoMemory);
         }
         self.alloc_on_heap(class, layout)
     }
@@ -609,9 +666,8 @@ impl<C: CpuId> GlobalAllocator<C> {
     }
 
     /// [`GlobalAllocator::alloc`] under the heap's lock: a large request from the byte
-    /// allocator, a small one (before the zone has CPUs) from the heap's own slabs. Out of
-    /// line, so that a small object's path saves no registers for it.
-    #[inline(never)]
+    /// allocator, a small one (before the zone has CPUs) from the heap's own slabs.
+    #[inline(always)]
     fn alloc_on_heap(&self, class: Option<Class>, layout: Layout) -> AllocResult<NonNull<u8>> {
         let mut balloc = self.balloc.lock();
         let Some(class) = class else {
@@ -749,7 +805,7 @@ impl<C: CpuId> GlobalAllocator<C> {
             };
             // ArceOS's log line (its tests look for it).
             debug!("expand heap memory: [{heap:#x}, {:#x})", heap + grow);
-            balloc.give(heap, grow)?;
+            balloc.give_pages(heap, grow)?;
             if let Ok(ptr) = balloc.alloc(layout) {
                 return Ok(ptr);
             }
@@ -763,8 +819,8 @@ impl<C: CpuId> GlobalAllocator<C> {
     /// Gives back `pos`, allocated by [`GlobalAllocator::alloc`] with `layout`: a small
     /// object to its slab, under the lock of the CPU whose slab it is, whichever CPU calls
     /// (a slab left with no object handed out goes back to where its block came from,
-    /// unless it is its class's only empty one on that CPU), anything else to the byte
-    /// allocator.
+    /// unless it is its class's only empty one on that CPU), a large request's block of
+    /// pages to the calling CPU's magazine or lists, anything else to the byte allocator.
     ///
     /// # Safety
     /// `pos` came from [`GlobalAllocator::alloc`] of this allocator with this `layout`, is
@@ -772,8 +828,8 @@ impl<C: CpuId> GlobalAllocator<C> {
     #[inline]
     pub unsafe fn dealloc(&self, pos: NonNull<u8>, layout: Layout) {
         let Some(class) = Class::of(layout) else {
-            // SAFETY: the caller's promise: the byte allocator served this layout.
-            return unsafe { self.dealloc_bytes(pos, layout) };
+            // SAFETY: the caller's promise: `alloc` served this layout past the slabs.
+            return unsafe { self.dealloc_past_slabs(pos, layout) };
         };
         // An object of this CPU's slabs into its object magazine, with no lock.
         if let Some(frames) = self.first() {
@@ -913,20 +969,40 @@ impl<C: CpuId> GlobalAllocator<C> {
         }
     }
 
+    /// [`GlobalAllocator::dealloc`] of what [`GlobalAllocator::alloc_past_slabs`] handed
+    /// out, out of line: a large request's block of pages, which its layout names and a
+    /// region holds (a large request before `init` took the byte allocator's memory, which
+    /// no region holds); else a block of the byte allocator.
+    ///
+    /// # Safety
+    /// As [`GlobalAllocator::dealloc`], for a layout the slabs' classes do not serve.
+    #[inline(never)]
+    unsafe fn dealloc_past_slabs(&self, pos: NonNull<u8>, layout: Layout) {
+        let at = pos.as_ptr().addr();
+        if let Some((pages, _)) = heap_block_of(layout)
+            && self.region_of(at).is_some()
+        {
+            // SAFETY: the caller's promise: `alloc_past_slabs` handed out this block of
+            // `pages` pages for this layout, given back once.
+            return unsafe { self.dealloc_pages(at, pages, UsageKind::RustHeap) };
+        }
+        // SAFETY: the caller's promise: the byte allocator served this layout.
+        unsafe { self.dealloc_bytes(pos, layout) }
+    }
+
     /// [`GlobalAllocator::dealloc`] of a block of the byte allocator, under the heap's lock.
-    /// Out of line, as [`GlobalAllocator::alloc_on_heap`].
     ///
     /// # Safety
     /// As [`GlobalAllocator::dealloc`], for a layout above the slabs' classes.
-    #[inline(never)]
+    #[inline(always)]
     unsafe fn dealloc_bytes(&self, pos: NonNull<u8>, layout: Layout) {
         let mut balloc = self.balloc.lock();
         balloc.usage.sub(UsageKind::RustHeap, layout.size());
         balloc.dealloc(pos, layout);
     }
 
-    /// `f` on the heap's own slabs, under its lock. Out of line, as
-    /// [`GlobalAllocator::alloc_on_heap`]: a free of a CPU's object carries none of it.
+    /// `f` on the heap's own slabs, under its lock. Out of line: a free of a CPU's object
+    /// carries none of it.
     #[inline(never)]
     fn with_heap_slabs<R>(&self, f: impl FnOnce(&mut Slabs) -> R) -> R {
         f(&mut self.balloc.lock().slabs)
@@ -1377,7 +1453,8 @@ impl<C: CpuId> GlobalAllocator<C> {
     /// the byte allocator counts handed out, but for the blocks it gave the slabs.
     pub fn used_bytes(&self) -> usize {
         let heap = self.balloc.lock();
-        heap.used(self.slab_bytes(&heap))
+        let slabs = self.slab_bytes(&heap);
+        heap.used(slabs) + self.heap_block_bytes(&heap, slabs)
     }
 
     /// Bytes the heap has free without growing: the byte allocator's, and the free objects
@@ -1418,7 +1495,28 @@ impl<C: CpuId> GlobalAllocator<C> {
     /// zone.
     pub fn heap_bytes(&self) -> usize {
         let heap = self.balloc.lock();
-        heap.total() + self.slab_bytes(&heap).slabs(Source::Zone)
+        let slabs = self.slab_bytes(&heap);
+        heap.total() + slabs.slabs(Source::Zone) + self.heap_block_bytes(&heap, slabs)
+    }
+
+    /// Bytes of the blocks of pages that large heap requests hold ([`heap_block_of`]'s):
+    /// the pages every CPU's page calls count for [`UsageKind::RustHeap`], less those of
+    /// the slabs (`slabs`, read under the heap's lock with `heap`) and of the byte
+    /// allocator's memory from the zone. Each CPU's count is read under its lock in turn, as
+    /// the usages are.
+    fn heap_block_bytes(&self, heap: &Heap, slabs: SlabBytes) -> usize {
+        let counted = self
+            .regions()
+            .flat_map(Frames::usage_counts)
+            .fold(0usize, |sum, c| {
+                sum.wrapping_add(c.get(UsageKind::RustHeap))
+            });
+        let blocks = counted
+            .wrapping_sub(slabs.slabs(Source::Zone))
+            .wrapping_sub(heap.from_zone);
+        // Below zero only for a count caught between a slab's pages and the slab (another
+        // CPU's call under way).
+        if blocks.cast_signed() < 0 { 0 } else { blocks }
     }
 
     /// Pages not free in the zones (the heap's included; 0 before `init`).
@@ -1440,9 +1538,14 @@ impl<C: CpuId> GlobalAllocator<C> {
     pub fn usages(&self) -> Usages {
         let heap = self.balloc.lock();
         let mut usage = heap.usage;
-        usage.add(UsageKind::RustHeap, self.slab_bytes(&heap).requested());
+        let slabs = self.slab_bytes(&heap);
+        usage.add(UsageKind::RustHeap, slabs.requested());
+        usage.add(UsageKind::RustHeap, self.heap_block_bytes(&heap, slabs));
         drop(heap);
-        let cpus = self.regions().flat_map(Frames::usage_counts);
+        let cpus = self
+            .regions()
+            .flat_map(Frames::usage_counts)
+            .map(|c| c.without(UsageKind::RustHeap));
         Usages::summing(core::iter::once(usage).chain(cpus))
     }
 

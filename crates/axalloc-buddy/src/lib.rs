@@ -20,9 +20,10 @@
 //! - **The Rust heap** ([`GlobalAllocator::alloc`]): objects up to 2 KiB from slabs (a
 //!   page of the zone's, four past 512-byte objects, holding objects of one size class, as
 //!   Linux's `kmalloc` caches), each CPU's own under its own lock (a free takes the lock of
-//!   the CPU whose slab holds the object), larger ones from axallocator's byte allocator
-//!   ([`DefaultByteAllocator`]: TLSF, slab or buddy by feature, as in ArceOS), growing with
-//!   pages from the zone.
+//!   the CPU whose slab holds the object), requests up to 256 KiB past them as blocks of
+//!   pages of their own (Linux's `kmalloc_large`, from the CPU's page magazine), larger
+//!   ones from axallocator's byte allocator ([`DefaultByteAllocator`]: TLSF, slab or buddy
+//!   by feature, as in ArceOS), growing with pages from the zone.
 //!
 //! `axalloc`'s modes `level-1` (no page allocator), `hv` (AxVisor's allocator) and
 //! `tracking` (allocation backtraces) are not provided.

@@ -45,8 +45,9 @@ const CLASS_BYTES: [usize; CLASSES] = [
     2048,
 ];
 
-/// The largest request a slab serves; larger ones take the byte allocator.
-const LARGEST: usize = CLASS_BYTES[CLASSES - 1];
+/// The largest request a slab serves; larger ones take a block of pages, or the byte
+/// allocator.
+pub(crate) const LARGEST: usize = CLASS_BYTES[CLASSES - 1];
 
 /// The largest objects a one-page slab holds; larger ones' slabs are [`LARGE_SLAB`] bytes,
 /// so that a slab holds at least seven objects and leaves at most an eighth of it unused.

@@ -69,6 +69,11 @@ impl UsageCounts {
         Self([0; UsageKind::VARIANTS.len()])
     }
 
+    /// The change for `kind`.
+    pub(crate) fn get(&self, kind: UsageKind) -> usize {
+        self.0[kind as usize]
+    }
+
     /// The same counts with `kind`'s at zero.
     pub(crate) fn without(mut self, kind: UsageKind) -> Self {
         self.0[kind as usize] = 0;

@@ -586,8 +586,23 @@ fn heap_call() -> impl Strategy<Value = HeapCall> {
         // further (the byte allocator's).
         3 => (0usize..=2048, 0u32..=4).prop_map(|(size, align_shift)| HeapCall::Alloc { size, align_shift }),
         1 => (0usize..=9000, 0u32..=7).prop_map(|(size, align_shift)| HeapCall::Alloc { size, align_shift }),
+        // Past the slabs, aligned to pages (a block of pages aligned above its size too).
+        1 => (2049usize..=20_000, 12u32..=16).prop_map(|(size, align_shift)| HeapCall::Alloc { size, align_shift }),
         3 => any::<usize>().prop_map(|which| HeapCall::Free { which }),
     ]
+}
+
+/// The bytes the heap counts for a request of `layout` (`usages`' `RustHeap`): what it asks
+/// for, but for a request past the slabs' 2 KiB up to 256 KiB, which holds a block of pages
+/// (its size rounded up to a power of two of pages), counted whole as Linux counts
+/// `kmalloc_large`'s pages.
+fn heap_counted(layout: Layout) -> usize {
+    let block = layout.size().div_ceil(PAGE).next_power_of_two() * PAGE;
+    if layout.size() > 2048 && block <= 256 << 10 {
+        block
+    } else {
+        layout.size()
+    }
 }
 
 /// Random heap calls on `a`, each on the CPU `on_cpu` moves the calling thread to (one of
@@ -629,7 +644,7 @@ fn heap_churn_matches_a_model_on(
                 // SAFETY: `size` bytes the test holds.
                 unsafe { p.as_ptr().write_bytes(mark, size) };
                 held.insert(at, (end, layout, mark));
-                bytes += size;
+                bytes += heap_counted(layout);
             }
             HeapCall::Free { which } if !held.is_empty() => {
                 let at = *held.keys().nth(which % held.len()).unwrap();
@@ -638,7 +653,7 @@ fn heap_churn_matches_a_model_on(
                 let object = unsafe { std::slice::from_raw_parts(at as *const u8, layout.size()) };
                 prop_assert!(all_bytes_are(object, mark), "an object's bytes changed");
                 give_back_bytes(a, core::ptr::NonNull::new(at as *mut u8).unwrap(), layout);
-                bytes -= layout.size();
+                bytes -= heap_counted(layout);
             }
             HeapCall::Free { .. } => {}
         }
@@ -889,8 +904,9 @@ fn slabs_left_empty_go_back_to_the_zone_but_one() {
 #[test]
 fn small_objects_come_from_the_heap_when_the_zone_has_no_page() {
     let (_region, a) = allocator(2 << 20);
-    // The heap takes memory it keeps: 256 KiB of it free again.
-    let big = Layout::from_size_align(256 << 10, 8).unwrap();
+    // The heap takes memory it keeps: 300 KiB of it free again (past the largest block of
+    // pages a request takes, the byte allocator's).
+    let big = Layout::from_size_align(300 << 10, 8).unwrap();
     let p = a.alloc(big).unwrap();
     give_back_bytes(&a, p, big);
     let mut pages = Vec::new();
@@ -1629,6 +1645,85 @@ fn overlapping_regions_are_refused() {
     // SAFETY: refused before anything is written.
     let r = unsafe { b.try_init(first.start() - (64 << 10), 1 << 20) };
     assert_eq!(r, Err(InitError::Overlap));
+}
+
+/// A heap request past the slabs (2 KiB) up to 256 KiB takes a block of pages of its size
+/// rounded up to a power of two of pages, aligned as asked, counted whole for the heap;
+/// given back, it waits in its CPU's magazine, and the next such request on that CPU takes
+/// it. Past 256 KiB the byte allocator serves.
+#[test]
+fn a_large_heap_request_takes_a_block_of_pages_from_its_cpus_magazine() {
+    static CLAIMS: Claims = Claims::new();
+    let (r, a, claims) = claimed_allocator(4 << 20, 2, &CLAIMS);
+    let _cpu = claim(claims, 0);
+    let (free, heap) = (a.available_pages(), a.heap_bytes());
+    let (used, heap_used) = (a.usages().get(UsageKind::RustHeap), a.used_bytes());
+    let layout = Layout::from_size_align(5000, 8).unwrap();
+    let p = a.alloc(layout).unwrap();
+    let at = p.as_ptr() as usize;
+    assert!(
+        r.holds(at) && at.is_multiple_of(2 * PAGE),
+        "{at:#x}: a block of two pages"
+    );
+    assert_eq!(a.available_pages(), free - 2);
+    assert_eq!(a.heap_bytes(), heap + 2 * PAGE);
+    assert_eq!(a.usages().get(UsageKind::RustHeap), used + 2 * PAGE);
+    assert_eq!(a.used_bytes(), heap_used + 2 * PAGE);
+    // SAFETY: the block's bytes are the test's.
+    unsafe { p.as_ptr().write_bytes(0x5a, layout.size()) };
+    give_back_bytes(&a, p, layout);
+    assert_eq!(a.available_pages(), free);
+    assert_eq!(a.heap_bytes(), heap);
+    assert_eq!(a.usages().get(UsageKind::RustHeap), used);
+    assert_eq!(a.used_bytes(), heap_used);
+    // The magazine's block again, for a request of the same pages.
+    let q = a
+        .alloc(Layout::from_size_align(8192, 4096).unwrap())
+        .unwrap();
+    assert_eq!(q, p);
+    give_back_bytes(&a, q, Layout::from_size_align(8192, 4096).unwrap());
+    // Aligned above its size: a page aligned to 64 KiB.
+    let aligned = Layout::from_size_align(3000, 64 << 10).unwrap();
+    let p = a.alloc(aligned).unwrap();
+    assert!((p.as_ptr() as usize).is_multiple_of(64 << 10));
+    assert_eq!(a.available_pages(), free - 1);
+    give_back_bytes(&a, p, aligned);
+    // Past 256 KiB: the byte allocator's (its heap grows, and keeps what it took).
+    let big = Layout::from_size_align((256 << 10) + 1, 8).unwrap();
+    let p = a.alloc(big).unwrap();
+    assert_eq!(a.usages().get(UsageKind::RustHeap), used + big.size());
+    give_back_bytes(&a, p, big);
+    assert_eq!(a.usages().get(UsageKind::RustHeap), used);
+    assert!(a.heap_bytes() > heap + (256 << 10));
+    zone_is_sound(&a);
+}
+
+/// A large heap request before `init` takes the byte allocator's first memory (no zone
+/// yet), and goes back there when freed after `init`, whose regions do not hold it: the
+/// heap's count returns to nothing, and the zone is untouched.
+#[test]
+fn a_large_heap_request_from_before_init_goes_back_to_the_byte_allocator() {
+    let first = region(64 << 10);
+    let zone = region(2 << 20);
+    let a = GlobalAllocator::new();
+    // SAFETY: both regions are `a`'s from here on; they outlive it.
+    unsafe { a.add_memory(first.start(), first.len()) }.unwrap();
+    let layout = Layout::from_size_align(8192, 8).unwrap();
+    let early = a.alloc(layout).unwrap();
+    assert!(first.holds(early.as_ptr() as usize));
+    // SAFETY: as above.
+    unsafe { a.try_init(zone.start(), zone.len()) }.unwrap();
+    let free = a.available_pages();
+    let late = a.alloc(layout).unwrap();
+    assert!(
+        zone.holds(late.as_ptr() as usize),
+        "after init: a block of pages"
+    );
+    give_back_bytes(&a, late, layout);
+    give_back_bytes(&a, early, layout);
+    assert_eq!(a.usages().get(UsageKind::RustHeap), 0);
+    assert_eq!(a.available_pages(), free);
+    zone_is_sound(&a);
 }
 
 /// Page calls take ArceOS's page allocators' parameters: an alignment of a page or more, a
