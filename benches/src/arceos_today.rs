@@ -760,8 +760,10 @@ fn tables(ctx: &SectionContext) -> Vec<Table> {
          object magazine for its size class (up to 32 objects; past an empty one a call \
          takes the CPU's lock and moves 16 more from its slabs, past a full one 16 go back \
          to their slabs under it; an object of another CPU's slab goes to its slab under \
-         that CPU's lock), larger ones take the heap's one lock (TLSF, growing with \
-         pages from the zone); a run aligned above its size comes from the CPU's list \
+         that CPU's lock); a request past 2 KiB up to 256 KiB is a block of pages of its own \
+         (its size rounded up to a power of two of pages, as Linux's `kmalloc_large` takes \
+         it) from the CPU's page magazine as a run is, larger ones take the heap's one lock \
+         (TLSF, growing with pages from the zone); a run aligned above its size comes from the CPU's list \
          under its lock (the most recently freed block there so aligned, else the general \
          path splits a block of the alignment's order and leaves the pieces on the lists). \
          buddy-slab-allocator's `BuddyAllocator` and TLSF (axallocator's `TlsfByteAllocator` \
