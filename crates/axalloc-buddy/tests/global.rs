@@ -118,7 +118,8 @@ fn the_heap_grows_by_doubling_past_the_largest_block() {
     let mut v: Vec<(core::ptr::NonNull<u8>, Layout)> = Vec::new();
     let mut total = 0;
     while total < 24 << 20 {
-        let layout = Layout::from_size_align(256 << 10, 64).unwrap();
+        // Past 256 KiB: the byte allocator's (a smaller request is a block of pages).
+        let layout = Layout::from_size_align((256 << 10) + PAGE, 64).unwrap();
         let p = a.alloc(layout).unwrap();
         // SAFETY: `p` is `layout.size()` bytes this test owns.
         unsafe { core::ptr::write_bytes(p.as_ptr(), 0x5a, layout.size()) };
@@ -811,8 +812,9 @@ fn a_heap_growth_with_no_page_gives_back_the_object_magazine_without_waiting_for
     std::thread::spawn(move || {
         let a = &*worker;
         let _cpu = claim(claims, 0);
-        // 256 KiB free in the byte allocator, then no page left in the zone.
-        let big = Layout::from_size_align(256 << 10, 8).unwrap();
+        // 300 KiB free in the byte allocator (past the largest block of pages a request
+        // takes), then no page left in the zone.
+        let big = Layout::from_size_align(300 << 10, 8).unwrap();
         let p = a.alloc(big).unwrap();
         give_back_bytes(a, p, big);
         let mut pages = Vec::new();
@@ -1333,7 +1335,8 @@ fn a_cpu_out_of_memory_takes_a_small_object_of_another_cpus_slab() {
     while let Ok(at) = a.alloc_pages(1, PAGE, UsageKind::VirtMem) {
         pages.push(at);
     }
-    let large = Layout::from_size_align(3000, 8).unwrap();
+    // The byte allocator's blocks (aligned past the slabs' 16 bytes) until it is full.
+    let large = Layout::from_size_align(2048, 64).unwrap();
     let mut blocks = Vec::new();
     while let Ok(p) = a.alloc(large) {
         blocks.push(p);
@@ -1346,7 +1349,7 @@ fn a_cpu_out_of_memory_takes_a_small_object_of_another_cpus_slab() {
     assert_eq!(a.heap_bytes(), heap);
     assert_eq!(
         a.usages().get(UsageKind::RustHeap),
-        2 * 64 + blocks.len() * 3000
+        2 * 64 + blocks.len() * 2048
     );
     give_back_bytes(a, p, layout);
     let q = core::ptr::NonNull::new(core::ptr::with_exposed_provenance_mut::<u8>(on_cpu1)).unwrap();
@@ -1628,8 +1631,9 @@ fn overlapping_regions_are_refused() {
         );
     }
     assert_eq!(a.heap_bytes(), heap);
-    // Two allocations of 40 KiB from the heap do not overlap.
-    let layout = Layout::from_size_align(40 << 10, 8).unwrap();
+    // Two allocations of the byte allocator (aligned past the slabs' 16 bytes, to 32 KiB)
+    // do not overlap.
+    let layout = Layout::from_size_align(2048, 32 << 10).unwrap();
     let (p, q) = (a.alloc(layout).unwrap(), a.alloc(layout).unwrap());
     let (p0, q0) = (p.as_ptr() as usize, q.as_ptr() as usize);
     assert!(p0 + layout.size() <= q0 || q0 + layout.size() <= p0);
