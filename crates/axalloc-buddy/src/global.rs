@@ -1449,8 +1449,9 @@ impl<C: CpuId> GlobalAllocator<C> {
         }
     }
 
-    /// Bytes the heap has handed out: its slabs' objects (each its class's size) and what
-    /// the byte allocator counts handed out, but for the blocks it gave the slabs.
+    /// Bytes the heap has handed out: its slabs' objects (each its class's size), its large
+    /// requests' blocks of pages (each whole), and what the byte allocator counts handed
+    /// out, but for the blocks it gave the slabs.
     pub fn used_bytes(&self) -> usize {
         let heap = self.balloc.lock();
         let slabs = self.slab_bytes(&heap);
@@ -1491,8 +1492,8 @@ impl<C: CpuId> GlobalAllocator<C> {
 
     /// Bytes the heap holds, handed out or not: its byte allocator's first 32 KiB and
     /// every growth from the zone (kept for good, as ArceOS's axalloc keeps them), the
-    /// regions [`GlobalAllocator::add_memory`] gave it, and the pages of its slabs from the
-    /// zone.
+    /// regions [`GlobalAllocator::add_memory`] gave it, the pages of its slabs from the
+    /// zone, and its large requests' blocks of pages.
     pub fn heap_bytes(&self) -> usize {
         let heap = self.balloc.lock();
         let slabs = self.slab_bytes(&heap);
@@ -1502,8 +1503,9 @@ impl<C: CpuId> GlobalAllocator<C> {
     /// Bytes of the blocks of pages that large heap requests hold ([`heap_block_of`]'s):
     /// the pages every CPU's page calls count for [`UsageKind::RustHeap`], less those of
     /// the slabs (`slabs`, read under the heap's lock with `heap`) and of the byte
-    /// allocator's memory from the zone. Each CPU's count is read under its lock in turn, as
-    /// the usages are.
+    /// allocator's memory from the zone (pages a caller of [`GlobalAllocator::alloc_pages`]
+    /// asks for under that kind itself count as the heap's too). Each CPU's count is read
+    /// under its lock in turn, as the usages are.
     fn heap_block_bytes(&self, heap: &Heap, slabs: SlabBytes) -> usize {
         let counted = self
             .regions()
@@ -1514,8 +1516,8 @@ impl<C: CpuId> GlobalAllocator<C> {
         let blocks = counted
             .wrapping_sub(slabs.slabs(Source::Zone))
             .wrapping_sub(heap.from_zone);
-        // Below zero only for a count caught between a slab's pages and the slab (another
-        // CPU's call under way).
+        // Below zero only while another CPU's call moves pages between the reads (one lock
+        // at a time): a block taken on one CPU and freed on another, say.
         if blocks.cast_signed() < 0 { 0 } else { blocks }
     }
 
