@@ -14,7 +14,7 @@ use crate::slab::{
     Class, FreeSlab, LARGEST, Owner, SlabBytes, SlabError, SlabOwners, Slabs, Source,
 };
 use crate::slabinfo::SlabInfo;
-use crate::usage::{UsageCounts, UsageKind, Usages};
+use crate::usage::{UsageCounts, UsageKind, Usages, held};
 use axallocator::{AllocError, AllocResult, BaseAllocator, ByteAllocator, PageAllocator};
 use buddy_sim::Order;
 use core::alloc::{GlobalAlloc, Layout};
@@ -1455,7 +1455,8 @@ impl<C: CpuId> GlobalAllocator<C> {
     pub fn used_bytes(&self) -> usize {
         let heap = self.balloc.lock();
         let slabs = self.slab_bytes(&heap);
-        heap.used(slabs) + self.heap_block_bytes(&heap, slabs)
+        let blocks = Self::heap_block_bytes(&heap, slabs, self.cpu_usage());
+        heap.used(slabs).saturating_add(blocks)
     }
 
     /// Bytes the heap has free without growing: the byte allocator's, and the free objects
@@ -1497,28 +1498,30 @@ impl<C: CpuId> GlobalAllocator<C> {
     pub fn heap_bytes(&self) -> usize {
         let heap = self.balloc.lock();
         let slabs = self.slab_bytes(&heap);
-        heap.total() + slabs.slabs(Source::Zone) + self.heap_block_bytes(&heap, slabs)
+        let blocks = Self::heap_block_bytes(&heap, slabs, self.cpu_usage());
+        (heap.total() + slabs.slabs(Source::Zone)).saturating_add(blocks)
+    }
+
+    /// Every CPU's change of the usage counts in every region, summed (each CPU's read
+    /// under its lock in turn).
+    fn cpu_usage(&self) -> UsageCounts {
+        self.regions()
+            .flat_map(Frames::usage_counts)
+            .fold(UsageCounts::new(), UsageCounts::plus)
     }
 
     /// Bytes of the blocks of pages that large heap requests hold ([`heap_block_of`]'s):
-    /// the pages every CPU's page calls count for [`UsageKind::RustHeap`], less those of
-    /// the slabs (`slabs`, read under the heap's lock with `heap`) and of the byte
-    /// allocator's memory from the zone (pages a caller of [`GlobalAllocator::alloc_pages`]
-    /// asks for under that kind itself count as the heap's too). Each CPU's count is read
-    /// under its lock in turn, as the usages are.
-    fn heap_block_bytes(&self, heap: &Heap, slabs: SlabBytes) -> usize {
-        let counted = self
-            .regions()
-            .flat_map(Frames::usage_counts)
-            .fold(0usize, |sum, c| {
-                sum.wrapping_add(c.get(UsageKind::RustHeap))
-            });
-        let blocks = counted
-            .wrapping_sub(slabs.slabs(Source::Zone))
-            .wrapping_sub(heap.from_zone);
-        // Below zero only while another CPU's call moves pages between the reads (one lock
-        // at a time): a block taken on one CPU and freed on another, say.
-        if blocks.cast_signed() < 0 { 0 } else { blocks }
+    /// the pages the CPUs' page calls count for [`UsageKind::RustHeap`] (`cpus`,
+    /// [`GlobalAllocator::cpu_usage`]), less those of the slabs (`slabs`, read under the
+    /// heap's lock with `heap`) and of the byte allocator's memory from the zone (pages a
+    /// caller of [`GlobalAllocator::alloc_pages`] asks for under that kind itself count as
+    /// the heap's too).
+    fn heap_block_bytes(heap: &Heap, slabs: SlabBytes, cpus: UsageCounts) -> usize {
+        held(
+            cpus.get(UsageKind::RustHeap)
+                .wrapping_sub(slabs.slabs(Source::Zone))
+                .wrapping_sub(heap.from_zone),
+        )
     }
 
     /// Pages not free in the zones (the heap's included; 0 before `init`).
@@ -1541,14 +1544,16 @@ impl<C: CpuId> GlobalAllocator<C> {
         let heap = self.balloc.lock();
         let mut usage = heap.usage;
         let slabs = self.slab_bytes(&heap);
+        // The CPUs' counts read once: their heap pages are the heap's blocks here, the
+        // other kinds as they are.
+        let cpus = self.cpu_usage();
         usage.add(UsageKind::RustHeap, slabs.requested());
-        usage.add(UsageKind::RustHeap, self.heap_block_bytes(&heap, slabs));
+        usage.add(
+            UsageKind::RustHeap,
+            Self::heap_block_bytes(&heap, slabs, cpus),
+        );
         drop(heap);
-        let cpus = self
-            .regions()
-            .flat_map(Frames::usage_counts)
-            .map(|c| c.without(UsageKind::RustHeap));
-        Usages::summing(core::iter::once(usage).chain(cpus))
+        Usages::summing([usage, cpus.without(UsageKind::RustHeap)])
     }
 
     /// zero-core's strategy for one 4 KiB page on this CPU (`"rep stosb"`, `"dc zva"`, ...),

@@ -24,6 +24,13 @@ pub enum UsageKind {
     Global,
 }
 
+/// The bytes a wrapping sum of counts says are held: the sum taken as a signed number, 0
+/// below zero (a count caught between two CPUs' changes, or a free the accounting never
+/// saw).
+pub(crate) fn held(sum: usize) -> usize {
+    if sum.cast_signed() < 0 { 0 } else { sum }
+}
+
 /// Bytes held per [`UsageKind`], as [`GlobalAllocator::usages`](crate::GlobalAllocator::usages)
 /// reads them.
 #[derive(Clone, Copy)]
@@ -41,7 +48,7 @@ impl Usages {
                 *s = s.wrapping_add(n);
             }
         }
-        Self(sum.map(|s| if s.cast_signed() < 0 { 0 } else { s }))
+        Self(sum.map(held))
     }
 
     /// The bytes held per kind, `bytes[kind as usize]`.
