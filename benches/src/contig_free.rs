@@ -157,14 +157,23 @@ impl Section for ContigFree {
     }
 
     fn planned_steps(&self, _quick: bool) -> u64 {
-        (WORKLOADS.len() + 3 + 3 + 1) as u64
+        // The batched table's workloads, the peer table's rows (two of different work, a
+        // one-frame row and three throughput rows with reference counts and again frozen,
+        // the control row, and the control against the frozen order-9 row), the floor.
+        (WORKLOADS.len() + 2 + 2 * 4 + 2 + 1) as u64
     }
 
     fn run(&self, ctx: &SectionContext) -> Vec<Table> {
         let iterations: u32 = if ctx.quick { 2_000 } else { 10_000 };
         let budget = Budget::cell(ctx.quick, 2.0);
         let (batched, order9) = batched_vs_per_page_table(ctx, iterations, budget);
-        let (mut peer, slower, one_frame) = peer_table(ctx, iterations, budget);
+        let PeerTable {
+            table: mut peer,
+            slower,
+            one_frame,
+            paces,
+            over_control,
+        } = peer_table(ctx, iterations, budget);
         // Frees alone hold a sample's order-9 blocks at once: at most half the zone.
         let held = (iterations / 10).min((ZONE_FRAMES / 512 / 2) as u32);
         let (floor, over_floor, floor_ns) = floor_table(ctx, held, budget);
@@ -185,7 +194,7 @@ impl Section for ContigFree {
                 ours - floor_ns,
             ));
         }
-        let goals = goals_table(&order9, &slower, over_floor);
+        let goals = goals_table(&order9, &slower, (&paces, over_control), over_floor);
         vec![batched, peer, floor, goals]
     }
 }
@@ -193,7 +202,12 @@ impl Section for ContigFree {
 /// The contiguous-free goals: order 9 over the per-page path, the peer on every row
 /// comparing the same work, with reference counts and with frozen blocks (`slower`: those
 /// not clearly faster), the floor.
-fn goals_table(order9: &Order9, slower: &Slower, over_floor: Estimate) -> Table {
+fn goals_table(
+    order9: &Order9,
+    slower: &Slower,
+    (paces, over_control): (&[Pace], Estimate),
+    over_floor: Estimate,
+) -> Table {
     let mut goals = Table::new(
         "contig-free-goals",
         "Contiguous-free goals, measured",
@@ -305,6 +319,9 @@ fn goals_table(order9: &Order9, slower: &Slower, over_floor: Estimate) -> Table 
             stride * frame / 1024,
             order9 - 1,
         ));
+        if let Some(note) = order9_pace_note(paces, over_control) {
+            goals.note(note);
+        }
     }
     goals.note(
         "Judged on the intervals of the per-round ratios, and for order 9 also on \
@@ -312,6 +329,73 @@ fn goals_table(order9: &Order9, slower: &Slower, over_floor: Estimate) -> Table 
          reported, never asserted in tests.",
     );
     goals
+}
+
+/// What the order-9 throughput rows spend their time on, from the counted rows' `paces` and
+/// the frozen order-9 row's time over its control's (`over_control`, per round): what
+/// buddy-sim's L1 misses cost it (its time per instruction against the control's, whose
+/// blocks' heads stay in L1), and how many of its instructions are its per-CPU lists'
+/// transit ([`TRANSIT`]). `None` without those rows' counts.
+fn order9_pace_note(paces: &[Pace], over_control: Estimate) -> Option<String> {
+    let find = |kind, order| paces.iter().find(|p| p.kind == kind && p.order == order);
+    let (counted, frozen) = (find(RowKind::Counted, 9)?, find(RowKind::Frozen, 9)?);
+    let control = find(RowKind::Different, 9)?;
+    let [mine, theirs] = counted.instructions;
+    let [mine_frozen, _] = frozen.instructions;
+    let [grouped, _] = control.instructions;
+    // Time per instruction, the frozen row's over the control's: the per-round time ratio
+    // over the (exact) instruction ratio.
+    let k = grouped / mine_frozen;
+    let per_instruction = Estimate {
+        median: over_control.median * k,
+        lo: over_control.lo * k,
+        hi: over_control.hi * k,
+        n: over_control.n,
+    };
+    let misses = if per_instruction.lo <= 1.0 {
+        "cost it no time that this run tells from noise".to_owned()
+    } else {
+        format!(
+            "cost it {:.0}% of a frozen pair's time",
+            (1.0 - 1.0 / per_instruction.median) * 100.0
+        )
+    };
+    let transit = match (counted.transit, frozen.transit) {
+        (Some(t), Some(t_frozen)) => {
+            let cfg = ZoneConfig::new(Pfn(0), ZONE_FRAMES);
+            format!(
+                " {t:.0} of them (frozen: {t_frozen:.0}) are the per-CPU lists' refills and \
+                 drains (callgrind counting inside `PcpLists::refill` and `PcpLists::drain` \
+                 alone, and what they call): Linux's rule refills the pageblock order's list \
+                 {} blocks at a time (`nr_pcp_alloc`: max(batch >> order, 2), batch {}) and \
+                 drains it past its high mark ({} frames), so while the row holds {} blocks \
+                 nearly every one goes from the buddy to the list and back, a refill, a drain \
+                 and a merge each, where the peer takes a key out of a B-tree and puts it \
+                 back. The rest of a pair, the list's pop and push with the allocation's and \
+                 the free's checks, is {:.0} instructions (frozen: {:.0}).",
+                // Linux's nr_pcp_alloc for an order above 0: the batch's frames in blocks,
+                // at least two.
+                (cfg.pcp_batch >> 9).max(2),
+                cfg.pcp_batch,
+                cfg.pcp_high,
+                pair_count(9),
+                mine - t,
+                mine_frozen - t_frozen,
+            )
+        }
+        _ => String::new(),
+    };
+    Some(format!(
+        "What the order-9 rows lose to, measured: their L1 misses (the set conflicts above) \
+         {misses}. Against the control row (the same calls {GROUP} blocks at a time, so that \
+         the blocks' heads stay in L1), buddy-sim's frozen order-9 row takes {} as long per \
+         instruction (the two timed side by side, the per-round ratio of their times over \
+         the ratio of their instructions, {mine_frozen:.0} and {grouped:.0} a pair: the \
+         control's lists keep some of its blocks between groups). The rows are short by \
+         instructions: {mine:.0} a pair (frozen: {mine_frozen:.0}) against the peer's \
+         {theirs:.0}.{transit}",
+        ratio_text(per_instruction),
+    ))
 }
 
 /// The floor of `free_contig_range`: the reference count sets one atomic read-modify-write
@@ -626,6 +710,25 @@ fn ours_frozen_pairs<const O: u8, A: Access>(z: &ZoneCpu<A>, count: u32) {
     }
 }
 
+/// Blocks the order-9 control row holds at once: few enough that their heads, 12 KiB
+/// apart in the frame table and so all in one L1 set, fit its ways (8 to 12 on x86).
+const GROUP: u32 = 8;
+
+/// The order-9 control row on buddy-sim: the frozen order-9 row's `count` pairs, made
+/// [`GROUP`] blocks at a time (each group allocated, then freed).
+fn ours_frozen_groups<A: Access>(z: &ZoneCpu<A>, count: u32) {
+    for _ in 0..count / GROUP {
+        ours_frozen_pairs::<9, A>(z, GROUP);
+    }
+}
+
+/// [`ours_frozen_groups`] on the peer.
+fn theirs_groups(p: &mut Peer, count: u32) {
+    for _ in 0..count / GROUP {
+        theirs_pairs::<9>(p, GROUP);
+    }
+}
+
 /// A throughput row on buddy_system_allocator.
 fn theirs_pairs<const O: u8>(p: &mut Peer, count: u32) {
     let held: Vec<usize> = (0..count).map(|_| peer_alloc(p, 1 << O)).collect();
@@ -774,6 +877,21 @@ pub const PAIR_COUNTED: [(u8, [Counted; 3]); 3] = pair_workloads!(0, 3, 9);
 /// counted run holds.
 type RowCounts = ([Counted; 2], f64);
 
+/// The order-9 control row's counted workloads: buddy-sim's (frozen, CPU-local lists), the
+/// peer's; each run one row's groups.
+pub const GROUPS_COUNTED: [Counted; 2] = [
+    Counted {
+        name: "groups-order9-frozen-local",
+        ops: 2,
+        run: |n| count_local(n, |z| ours_frozen_groups::<Local>(z, pair_count(9))),
+    },
+    Counted {
+        name: "groups-order9-peer",
+        ops: 2,
+        run: |n| count_peer(n, |p| theirs_groups(p, pair_count(9))),
+    },
+];
+
 /// The counts of the throughput row of order `o` (`None` for an order not counted), `kind`
 /// saying which of buddy-sim's workloads.
 fn pair_counts(o: u8, kind: RowKind) -> Option<RowCounts> {
@@ -836,9 +954,38 @@ fn local_cpu() -> ZoneCpu<Local> {
     must(unsafe { zone.local_cpu(0) })
 }
 
-/// What [`peer_table`] gives: the table, its rows not clearly >= [`PEER_GOAL`], and the
-/// one-frame row's ns per frame (buddy-sim with CPU-local lists, the peer), if measured.
-type PeerTable = (Table, Slower, Option<(f64, f64)>);
+/// What [`peer_table`] gives.
+struct PeerTable {
+    /// The table.
+    table: Table,
+    /// Its rows not clearly >= [`PEER_GOAL`].
+    slower: Slower,
+    /// The one-frame row's ns per frame (buddy-sim with CPU-local lists, the peer), if
+    /// measured.
+    one_frame: Option<(f64, f64)>,
+    /// The counted throughput rows' instructions.
+    paces: Vec<Pace>,
+    /// The frozen order-9 row's time a pair over its control's, per round, buddy-sim with
+    /// CPU-local lists on both, measured side by side.
+    over_control: Estimate,
+}
+
+/// What a throughput row's pair (an allocation and its free) costs in instructions.
+#[derive(Clone, Copy)]
+struct Pace {
+    kind: RowKind,
+    order: u8,
+    /// Instructions a pair: buddy-sim's (CPU-local lists), the peer's.
+    instructions: [f64; 2],
+    /// Of buddy-sim's, those its per-CPU lists' refills and drains execute ([`TRANSIT`]).
+    transit: Option<f64>,
+}
+
+/// The functions of a block's way from the buddy to a per-CPU list and back (callgrind's
+/// `--toggle-collect` patterns): a refill, which takes a batch of blocks from the buddy onto
+/// a list, and a drain, which returns blocks past the list's high mark to the buddy, merging
+/// them there.
+const TRANSIT: &[&str] = &["*::PcpLists::refill", "*::PcpLists::drain"];
 
 /// buddy-sim against buddy_system_allocator on the same work.
 fn peer_table(ctx: &SectionContext, iterations: u32, budget: Budget) -> PeerTable {
@@ -854,12 +1001,17 @@ fn peer_table(ctx: &SectionContext, iterations: u32, budget: Budget) -> PeerTabl
             "speedup, CPU-local lists",
             "instructions per pair (one frame at a time: per frame), CPU-local / peer (callgrind)",
             "L1d misses per pair (per frame), CPU-local / peer (callgrind's cache simulation: this CPU's L1, and one of its size fully associative)",
+            "ns per instruction, CPU-local / peer",
         ],
     );
     t.note(format!(
         "Rows after the first compare the same work; the goal (>= {PEER_GOAL}x) is judged on \
-         those, with CPU-local lists: one CPU, no atomic instruction for its lists, as \
-         buddy_system_allocator (unlocked, one CPU) has none."
+         those but the last, with CPU-local lists: one CPU, no atomic instruction for its \
+         lists, as buddy_system_allocator (unlocked, one CPU) has none. The last row is a \
+         control, not judged: the frozen order-9 row's calls made {GROUP} blocks at a time \
+         (each group allocated, then freed), so that the blocks' heads, which all pick one \
+         L1 set (the goals' notes), stay in L1: against it the order-9 rows' misses are \
+         measured."
     ));
     let mut pair = Pair {
         ours: locked_cpu(),
@@ -871,6 +1023,8 @@ fn peer_table(ctx: &SectionContext, iterations: u32, budget: Budget) -> PeerTabl
     struct Row {
         kind: RowKind,
         name: String,
+        /// The order of a throughput row's blocks.
+        order: Option<u8>,
         counts: Option<RowCounts>,
         ns: [Estimate; 3],
         speedup: Estimate,
@@ -879,27 +1033,29 @@ fn peer_table(ctx: &SectionContext, iterations: u32, budget: Budget) -> PeerTabl
     let mut rows: Vec<Row> = Vec::new();
     // Each row: our loop on both zones and theirs, measured round-robin; ns per operation.
     type Ours = (fn(&ZoneCpu<Locked>, u32), fn(&ZoneCpu<Local>, u32));
-    let mut measure = |(kind, name, counts): (RowKind, String, Option<RowCounts>),
-                       ops: u32,
-                       (ours, local): Ours,
-                       theirs: fn(&mut Peer, u32)| {
-        ctx.step(format!("peer: {name}"));
-        let mut candidates: [PairCandidate; 3] = [
-            Box::new(move |p: &mut Pair| ours(&p.ours, ops)),
-            Box::new(move |p: &mut Pair| local(&p.local, ops)),
-            Box::new(move |p: &mut Pair| theirs(&mut p.theirs, ops)),
-        ];
-        let s = Samples::interleaved(budget, &mut pair, &mut candidates);
-        let ns = |s: &Samples| s.seconds().map(|x| x * 1e9 / f64::from(ops));
-        rows.push(Row {
-            kind,
-            name,
-            counts,
-            ns: [ns(&s[0]), ns(&s[1]), ns(&s[2])],
-            speedup: s[0].speedup_over(&s[2]),
-            local_speedup: s[1].speedup_over(&s[2]),
-        });
-    };
+    let mut measure =
+        |(kind, name, order, counts): (RowKind, String, Option<u8>, Option<RowCounts>),
+         ops: u32,
+         (ours, local): Ours,
+         theirs: fn(&mut Peer, u32)| {
+            ctx.step(format!("peer: {name}"));
+            let mut candidates: [PairCandidate; 3] = [
+                Box::new(move |p: &mut Pair| ours(&p.ours, ops)),
+                Box::new(move |p: &mut Pair| local(&p.local, ops)),
+                Box::new(move |p: &mut Pair| theirs(&mut p.theirs, ops)),
+            ];
+            let s = Samples::interleaved(budget, &mut pair, &mut candidates);
+            let ns = |s: &Samples| s.seconds().map(|x| x * 1e9 / f64::from(ops));
+            rows.push(Row {
+                kind,
+                name,
+                order,
+                counts,
+                ns: [ns(&s[0]), ns(&s[1]), ns(&s[2])],
+                speedup: s[0].speedup_over(&s[2]),
+                local_speedup: s[1].speedup_over(&s[2]),
+            });
+        };
     fn peer_alloc_dealloc_512(p: &mut Peer, n: u32) {
         for _ in 0..n {
             let f = peer_alloc(p, 512);
@@ -911,6 +1067,7 @@ fn peer_table(ctx: &SectionContext, iterations: u32, budget: Budget) -> PeerTabl
         (
             RowKind::Different,
             "alloc 512 frames + split + free_contig_range (ours) / dealloc(512) (theirs)".into(),
+            None,
             None,
         ),
         iterations,
@@ -928,6 +1085,7 @@ fn peer_table(ctx: &SectionContext, iterations: u32, budget: Budget) -> PeerTabl
         (
             RowKind::Counted,
             "alloc 512 frames + free them as one block (free_pages order 9)".into(),
+            None,
             None,
         ),
         iterations,
@@ -951,6 +1109,7 @@ fn peer_table(ctx: &SectionContext, iterations: u32, budget: Budget) -> PeerTabl
                         "{}alloc 512 frames + free them one frame at a time",
                         $kind.prefix()
                     ),
+                    None,
                     Some(([ONE_FRAME_COUNTED[$counted], ONE_FRAME_COUNTED[2]], 512.0)),
                 ),
                 iterations / 10,
@@ -980,6 +1139,7 @@ fn peer_table(ctx: &SectionContext, iterations: u32, budget: Budget) -> PeerTabl
                         pair_count($o),
                         $o
                     ),
+                    Some($o),
                     pair_counts($o, $kind),
                 ),
                 pair_count($o),
@@ -993,8 +1153,35 @@ fn peer_table(ctx: &SectionContext, iterations: u32, budget: Budget) -> PeerTabl
     // The same rows with frozen blocks, no reference count: the peer keeps none.
     one_frame!(RowKind::Frozen, ours_one_frame_frozen, 1);
     throughput!(RowKind::Frozen, ours_frozen_pairs, 0, 3, 9);
+    // The control: the frozen order-9 row's work with its blocks' heads kept in L1.
+    measure(
+        (
+            RowKind::Different,
+            format!(
+                "{}{} x alloc order 9, then free all, {GROUP} blocks at a time (control: \
+                 their heads stay in L1)",
+                RowKind::Frozen.prefix(),
+                pair_count(9)
+            ),
+            Some(9),
+            Some((GROUPS_COUNTED, f64::from(pair_count(9)))),
+        ),
+        pair_count(9),
+        (ours_frozen_groups::<Locked>, ours_frozen_groups::<Local>),
+        theirs_groups,
+    );
 
+    // The frozen order-9 row and its control side by side, round by round: the rows above
+    // are measured one after the other, and the host's speed drifts between them.
+    ctx.step("peer: the frozen order-9 row against its control");
+    let mut both: [PairCandidate; 2] = [
+        Box::new(|p: &mut Pair| ours_frozen_pairs::<9, Local>(&p.local, pair_count(9))),
+        Box::new(|p: &mut Pair| ours_frozen_groups::<Local>(&p.local, pair_count(9))),
+    ];
+    let s = Samples::interleaved(budget, &mut pair, &mut both);
+    let over_control = s[1].speedup_over(&s[0]);
     let mut slower = Slower::new();
+    let mut paces = Vec::new();
     // The one-frame row, per frame (alloc and split included), for the floor's note.
     let one_frame = rows
         .iter()
@@ -1026,6 +1213,23 @@ fn peer_table(ctx: &SectionContext, iterations: u32, budget: Budget) -> PeerTabl
             .counts
             .map_or_else(|| "-".into(), |(w, units)| row_instructions(w, units));
         let [ours, local, theirs] = r.ns;
+        let pace = r.counts.and_then(|(w, units)| {
+            // Instructions per operation timed: a throughput row times pairs (a counted run
+            // holds `units` of them), the one-frame row whole iterations (one counted run).
+            let timed = if r.order.is_some() { units } else { 1.0 };
+            let [mine, peer] = w.map(|w| count::per_op(w).ok().map(|c| c / timed));
+            Some([local.median / mine?, theirs.median / peer?])
+        });
+        if let (Some(order), Some(([w, peer], units))) = (r.order, r.counts)
+            && let (Ok(mine), Ok(theirs)) = (count::per_op(w), count::per_op(peer))
+        {
+            paces.push(Pace {
+                kind: r.kind,
+                order,
+                instructions: [mine / units, theirs / units],
+                transit: count::per_op_inside(w, TRANSIT).ok().map(|c| c / units),
+            });
+        }
         t.row(vec![
             Cell::text(r.name),
             Cell::estimate(ours, 0, ""),
@@ -1035,6 +1239,10 @@ fn peer_table(ctx: &SectionContext, iterations: u32, budget: Budget) -> PeerTabl
             Cell::ratio_ci(r.local_speedup),
             Cell::text(instructions),
             Cell::text(misses),
+            Cell::text(pace.map_or_else(
+                || "-".into(),
+                |[ours, peer]| format!("{ours:.3} / {peer:.3}"),
+            )),
         ]);
     }
     t.note(format!(
@@ -1066,7 +1274,10 @@ fn peer_table(ctx: &SectionContext, iterations: u32, budget: Budget) -> PeerTabl
          in L1; in parentheses the same runs with an L1 of the same size and line in which \
          any line may go anywhere (`--D1=size,size/line,line`): what misses there lacks \
          capacity, and what misses only in the CPU's L1 is a set conflict, more lines whose \
-         addresses pick one set than the set has ways.",
+         addresses pick one set than the set has ways. ns per instruction: the CPU-local \
+         column's median over the instructions callgrind counts for the same operation, and \
+         the peer's: how fast each side runs its instructions on this CPU (a miss the core \
+         cannot overlap with other work raises it).",
         ZONE_FRAMES >> 10,
         RowKind::Frozen.prefix(),
         2 * ONE_FRAME_RUNS,
@@ -1080,5 +1291,51 @@ fn peer_table(ctx: &SectionContext, iterations: u32, budget: Budget) -> PeerTabl
         )
         .log(),
     );
-    (t, slower, one_frame)
+    PeerTable {
+        table: t,
+        slower,
+        one_frame,
+        paces,
+        over_control,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{Estimate, Pace, RowKind, order9_pace_note};
+
+    fn pace(kind: RowKind, instructions: f64, transit: f64) -> Pace {
+        Pace {
+            kind,
+            order: 9,
+            instructions: [instructions, 600.0],
+            transit: Some(transit),
+        }
+    }
+
+    #[test]
+    fn the_order9_note_takes_time_per_instruction_against_the_control_and_the_transit() {
+        let paces = [
+            pace(RowKind::Counted, 700.0, 460.0),
+            pace(RowKind::Frozen, 660.0, 450.0),
+            pace(RowKind::Different, 528.0, 300.0),
+        ];
+        let ratio = |median, lo, hi| Estimate {
+            median,
+            lo,
+            hi,
+            n: 20,
+        };
+        // 660 instructions in 1.25x the control's time for 528: as fast per instruction.
+        let same = order9_pace_note(&paces, ratio(1.25, 1.2, 1.3)).unwrap();
+        assert!(same.contains("1.00x [0.96, 1.04] as long per instruction"), "{same}");
+        assert!(same.contains("no time that this run tells from noise"), "{same}");
+        assert!(same.contains("460 of them (frozen: 450)"), "{same}");
+        assert!(same.contains("is 240 instructions (frozen: 210)"), "{same}");
+        // 1.5x the control's time: 1.2x as long per instruction, a sixth of the pair.
+        let slower = order9_pace_note(&paces, ratio(1.5, 1.45, 1.55)).unwrap();
+        assert!(slower.contains("cost it 17% of a frozen pair's time"), "{slower}");
+        // Without the control's counts there is nothing to compare.
+        assert!(order9_pace_note(&paces[..2], ratio(1.5, 1.45, 1.55)).is_none());
+    }
 }

@@ -71,7 +71,7 @@ pub fn main(args: &[String], all: &[Workload]) -> ExitCode {
 /// # Errors
 /// Why no count came back: valgrind missing or failing, or no count in its output.
 pub fn per_op(w: Workload) -> Result<f64, String> {
-    memo(w, None).map(|c| c.instructions)
+    memo(w, Collect::Counted, None).map(|c| c.instructions)
 }
 
 /// The L1 data cache callgrind simulates.
@@ -92,7 +92,7 @@ pub enum Cache {
 /// As [`per_op`]; for [`Cache::FullyAssociative`], also this CPU's L1 data cache not found
 /// in `/sys/devices/system/cpu/cpu0/cache`.
 pub fn l1d_misses_per_op(w: Workload, cache: Cache) -> Result<f64, String> {
-    memo(w, Some(cache)).map(|c| c.l1d_misses.unwrap_or_default())
+    memo(w, Collect::Counted, Some(cache)).map(|c| c.l1d_misses.unwrap_or_default())
 }
 
 /// callgrind's `--D1=size,ways,line` for a fully associative cache of this CPU's L1 data
@@ -163,29 +163,53 @@ struct Counts {
     l1d_misses: Option<f64>,
 }
 
-/// [`count_per_op`] of `w`, once per process and cache simulation (`None`: none). A count
-/// with a simulation also gives the instructions, which a count without one reuses.
-fn memo(w: Workload, cache: Option<Cache>) -> Result<Counts, String> {
-    type Memo = Vec<((&'static str, Option<Cache>), Result<Counts, String>)>;
+/// Where callgrind counts: inside [`counted`], or inside the named functions alone
+/// (callgrind's `--toggle-collect` patterns: what those functions and everything they call
+/// execute, wherever they are called from, [`counted`]'s operations or not).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Collect {
+    Counted,
+    Inside(&'static [&'static str]),
+}
+
+/// Instructions per operation of `w` executed inside the functions `patterns` name
+/// (callgrind's `--toggle-collect` patterns, `*` a wildcard; none of them may call another),
+/// counted as [`per_op`]: how much of an operation a layer of the code under it costs.
+///
+/// # Errors
+/// As [`per_op`], also when no instruction ran inside those functions (none was called, or
+/// the compiler inlined every call of them, which leaves no function to count in).
+pub fn per_op_inside(w: Workload, patterns: &'static [&'static str]) -> Result<f64, String> {
+    memo(w, Collect::Inside(patterns), None).map(|c| c.instructions)
+}
+
+/// [`count_per_op`] of `w`, once per process, place counted and cache simulation (`None`:
+/// none). A count with a simulation also gives the instructions, which a count without one
+/// reuses.
+fn memo(w: Workload, collect: Collect, cache: Option<Cache>) -> Result<Counts, String> {
+    type Memo = Vec<(
+        (&'static str, Collect, Option<Cache>),
+        Result<Counts, String>,
+    )>;
     static COUNTS: Mutex<Memo> = Mutex::new(Vec::new());
     let mut counts = COUNTS
         .lock()
         .unwrap_or_else(std::sync::PoisonError::into_inner);
-    let known = counts
-        .iter()
-        .find(|((k, c), r)| *k == w.name && (*c == cache || (cache.is_none() && r.is_ok())));
+    let known = counts.iter().find(|((k, at, c), r)| {
+        *k == w.name && *at == collect && (*c == cache || (cache.is_none() && r.is_ok()))
+    });
     if let Some((_, r)) = known {
         return r.clone();
     }
-    let r = count_per_op(w, cache);
-    counts.push(((w.name, cache), r.clone()));
+    let r = count_per_op(w, collect, cache);
+    counts.push(((w.name, collect, cache), r.clone()));
     r
 }
 
-fn count_per_op(w: Workload, cache: Option<Cache>) -> Result<Counts, String> {
+fn count_per_op(w: Workload, collect: Collect, cache: Option<Cache>) -> Result<Counts, String> {
     let n = w.ops;
-    let one = collected(w, n, cache)?;
-    let two = collected(w, 2 * n, cache)?;
+    let one = collected(w, n, collect, cache)?;
+    let two = collected(w, 2 * n, collect, cache)?;
     let per_op = |two: f64, one: f64| {
         if two < one {
             Err(format!("{}: {two} events for 2N < {one} for N", w.name))
@@ -202,17 +226,29 @@ fn count_per_op(w: Workload, cache: Option<Cache>) -> Result<Counts, String> {
     })
 }
 
-/// What callgrind collected inside [`counted`] for `n` operations, with its simulation of
+/// What callgrind collected where `collect` says for `n` operations, with its simulation of
 /// `cache` if one is given.
-fn collected(w: Workload, n: u32, cache: Option<Cache>) -> Result<Counts, String> {
+fn collected(
+    w: Workload,
+    n: u32,
+    collect: Collect,
+    cache: Option<Cache>,
+) -> Result<Counts, String> {
     let exe = std::env::current_exe().map_err(|e| format!("own executable: {e}"))?;
     let mut valgrind = Command::new("valgrind");
     valgrind.args([
         "--tool=callgrind",
         "--callgrind-out-file=/dev/null",
         "--collect-atstart=no",
-        &format!("--toggle-collect={COUNTED_SYMBOL}"),
     ]);
+    match collect {
+        Collect::Counted => {
+            valgrind.arg(format!("--toggle-collect={COUNTED_SYMBOL}"));
+        }
+        Collect::Inside(patterns) => {
+            valgrind.args(patterns.iter().map(|p| format!("--toggle-collect={p}")));
+        }
+    }
     match cache {
         Some(Cache::ThisCpu) => {
             valgrind.arg("--cache-sim=yes");
@@ -258,5 +294,10 @@ fn collected(w: Workload, n: u32, cache: Option<Cache>) -> Result<Counts, String
             })
         })
         .filter(|c| c.instructions > 0.0)
-        .ok_or_else(|| format!("no count in callgrind's output for {}", w.name))
+        .ok_or_else(|| {
+            format!(
+                "no count in callgrind's output for {} (nothing ran where it counts)",
+                w.name
+            )
+        })
 }

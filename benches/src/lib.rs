@@ -57,6 +57,7 @@ pub fn counted_workloads() -> Vec<count::Workload> {
     let mut all = contig_free::COUNTED.to_vec();
     all.extend(contig_free::PAIR_COUNTED.iter().flat_map(|(_, w)| *w));
     all.extend(contig_free::ONE_FRAME_COUNTED);
+    all.extend(contig_free::GROUPS_COUNTED);
     all.extend(clearing::COUNTED);
     all.extend(young::COUNTED);
     all.extend(guest::COUNTED);
