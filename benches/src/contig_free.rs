@@ -1328,13 +1328,22 @@ mod tests {
         };
         // 660 instructions in 1.25x the control's time for 528: as fast per instruction.
         let same = order9_pace_note(&paces, ratio(1.25, 1.2, 1.3)).unwrap();
-        assert!(same.contains("1.00x [0.96, 1.04] as long per instruction"), "{same}");
-        assert!(same.contains("no time that this run tells from noise"), "{same}");
+        assert!(
+            same.contains("1.00x [0.96, 1.04] as long per instruction"),
+            "{same}"
+        );
+        assert!(
+            same.contains("no time that this run tells from noise"),
+            "{same}"
+        );
         assert!(same.contains("460 of them (frozen: 450)"), "{same}");
         assert!(same.contains("is 240 instructions (frozen: 210)"), "{same}");
         // 1.5x the control's time: 1.2x as long per instruction, a sixth of the pair.
         let slower = order9_pace_note(&paces, ratio(1.5, 1.45, 1.55)).unwrap();
-        assert!(slower.contains("cost it 17% of a frozen pair's time"), "{slower}");
+        assert!(
+            slower.contains("cost it 17% of a frozen pair's time"),
+            "{slower}"
+        );
         // Without the control's counts there is nothing to compare.
         assert!(order9_pace_note(&paces[..2], ratio(1.5, 1.45, 1.55)).is_none());
     }

@@ -15,6 +15,10 @@
 //! the same size and line in which any line may go anywhere: a miss the CPU's L1 has and that
 //! one does not is a set conflict (lines whose addresses pick the same set, more of them than
 //! the set has ways), not a lack of capacity.
+//!
+//! [`per_op_inside`] counts a workload's operations inside some functions of the code under
+//! them alone (callgrind toggling collection at their entry and exit instead of
+//! [`counted`]'s): how many of an operation's instructions one layer executes.
 
 use std::process::{Command, ExitCode};
 use std::sync::Mutex;
@@ -168,7 +172,9 @@ struct Counts {
 /// execute, wherever they are called from, [`counted`]'s operations or not).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Collect {
+    /// Inside [`counted`].
     Counted,
+    /// Inside the functions these `--toggle-collect` patterns name.
     Inside(&'static [&'static str]),
 }
 
