@@ -925,6 +925,10 @@ const SMP_OWN: [&str; 2] = [
     ", every CPU at once, CPU 0's own calls",
     ", every CPU at once, CPU 1's own calls",
 ];
+/// The control the two-CPU boots time round by round beside [`SMP_WORK`], with the same
+/// suffixes (CPU 0 alone, both at once): each CPU writing and reading an array of its own,
+/// no allocator called.
+const SMP_CONTROL: &str = "control (a private array, no allocator)";
 
 /// ArceOS booted with two CPUs on each allocator under QEMU (TCG, wall clock): one CPU
 /// taking page-table pages alone, then both at once, round after round.
@@ -941,6 +945,7 @@ fn qemu_smp_table(log: &Result<String, String>) -> Table {
             "at once: CPU 0's own calls",
             "at once: CPU 1's own calls",
             "2 CPUs over 1 (throughput)",
+            "÷ the control's 2 CPUs over 1 (per round)",
             "goal",
             "verdict",
         ],
@@ -948,11 +953,16 @@ fn qemu_smp_table(log: &Result<String, String>) -> Table {
     let mut rounds = 0;
     match log.clone().and_then(|l| parse_qemu(&l, 2)) {
         Ok(runs) => {
-            let of = |arch: &str, suffix: &str| {
+            let work = |arch: &str, work: &str, suffix: &str| {
                 runs.iter()
-                    .find(|((a, w), _)| a == arch && *w == format!("{SMP_WORK}{suffix}"))
+                    .find(|((a, w), _)| a == arch && *w == format!("{work}{suffix}"))
                     .map(|(_, v)| v.clone())
             };
+            let of = |arch: &str, suffix: &str| work(arch, SMP_WORK, suffix);
+            // The control's rounds, each boot's beside its allocator's (none in a log from
+            // a `bench` app without it).
+            let control =
+                |arch: &str, suffix: &str| work(arch, SMP_CONTROL, suffix).unwrap_or_default();
             let mut archs: Vec<&str> = runs.iter().map(|((a, _), _)| a.as_str()).collect();
             archs.dedup();
             for arch in archs {
@@ -974,6 +984,13 @@ fn qemu_smp_table(log: &Result<String, String>) -> Table {
                 };
                 let bitmap: Pick = |v| &v.0;
                 let buddy: Pick = |v| &v.1;
+                let (control_alone, control_at_once) =
+                    (control(arch, SMP_ALONE), control(arch, SMP_AT_ONCE));
+                // Round i's scaling: its line of one CPU alone over its line of both at once
+                // (in order).
+                let scalings = |alone: &[f64], at_once: &[f64]| -> Vec<f64> {
+                    alone.iter().zip(at_once).map(|(a, b)| a / b).collect()
+                };
                 let allocators = [
                     (
                         "ArceOS's axalloc (bitmap, one lock)",
@@ -986,9 +1003,17 @@ fn qemu_smp_table(log: &Result<String, String>) -> Table {
                 ];
                 for (name, alone, at_once, pick, judged) in allocators {
                     rounds = rounds.max(alone.len());
-                    // Round i's line of one CPU alone and of both at once (in order).
-                    let scaling =
-                        Estimate::of(alone.iter().zip(at_once.iter()).map(|(a, b)| a / b));
+                    let per_round = scalings(alone, at_once);
+                    let scaling = Estimate::of(per_round.iter().copied());
+                    // Over the control of the same boot and round.
+                    let allowed = scalings(pick(&control_alone), pick(&control_at_once));
+                    let kept = if allowed.len() == per_round.len() && !allowed.is_empty() {
+                        Cell::ratio_ci(Estimate::of(
+                            per_round.iter().zip(&allowed).map(|(s, c)| s / c),
+                        ))
+                    } else {
+                        Cell::text("—")
+                    };
                     t.row(vec![
                         Cell::text(arch),
                         Cell::text(name),
@@ -998,6 +1023,7 @@ fn qemu_smp_table(log: &Result<String, String>) -> Table {
                         per_cpu(SMP_OWN[0], pick),
                         per_cpu(SMP_OWN[1], pick),
                         Cell::ratio_ci(scaling),
+                        kept,
                         Cell::text(if judged {
                             format!(">= {SMP_GOAL}x")
                         } else {
@@ -1008,6 +1034,25 @@ fn qemu_smp_table(log: &Result<String, String>) -> Table {
                         } else {
                             Cell::text("—")
                         },
+                    ]);
+                }
+                // The control of axalloc-buddy's boot, where it ran.
+                let (alone, at_once) = (&control_alone.1, &control_at_once.1);
+                if !alone.is_empty() && alone.len() == at_once.len() {
+                    let estimate =
+                        |v: &[f64]| Cell::estimate(Estimate::of(v.iter().copied()), 2, "");
+                    t.row(vec![
+                        Cell::text(arch),
+                        Cell::text(format!("{SMP_CONTROL}, axalloc-buddy's boot")),
+                        estimate(alone),
+                        Cell::text("—"),
+                        estimate(at_once),
+                        Cell::text("—"),
+                        Cell::text("—"),
+                        Cell::ratio_ci(Estimate::of(scalings(alone, at_once).into_iter())),
+                        Cell::text("—"),
+                        Cell::text("what QEMU and this host allowed"),
+                        Cell::text("—"),
                     ]);
                 }
             }
@@ -1026,7 +1071,13 @@ fn qemu_smp_table(log: &Result<String, String>) -> Table {
          own calls. Where the CPUs slow each other (a lock, a shared line), both CPUs' own \
          calls are slower than alone; where one CPU's are and the other's are not, what \
          slowed is that CPU's vCPU thread: QEMU's emulation of it (its software TLB) or this \
-         host's scheduling of it. Wall time under TCG is neither the \
+         host's scheduling of it. The control: each round, before the page-table pages, \
+         each CPU writes and then reads 512 words of an array of its own (on its task's \
+         stack) 10 times per 512 pages' worth, alone and both at once, no allocator called \
+         (ns per call: per word's store or load): the scaling QEMU and this host allowed two \
+         CPUs that share nothing, in that boot and round. The column beside divides each \
+         round's scaling by its boot's control's in the same round: 1 is all the scaling \
+         there was to have. Wall time under TCG is neither the \
          hardware's time nor free of this host: QEMU's own threads share its CPUs, and on a \
          host with 2 CPUs the two vCPU threads rarely both run uncontended (the host-thread \
          table of the SMP section measures the same calls natively). buddy-slab-allocator \
@@ -1269,6 +1320,43 @@ bench page-table pages (alloc + free of 1 page), every CPU at once: 110 ns per c
         // A boot that printed no per-CPU line (the bitmap's here): dashes.
         let bitmap = row("ArceOS's axalloc (bitmap, one lock)");
         assert_eq!(&bitmap[2..7], ["90 ±0%", "—", "110 ±0%", "—", "—"]);
+        // No control in these boots: nothing to divide by, no control row.
+        assert_eq!((ours[8].as_str(), bitmap[8].as_str()), ("—", "—"));
+        assert_eq!(t.rows.len(), 2);
+    }
+
+    #[test]
+    fn the_smp_table_divides_each_rounds_scaling_by_its_boots_control() {
+        let log = "\
+ARCEOS RUN arch=x86_64 allocator=buddy-sim cpus=2
+bench control (a private array, no allocator), one CPU alone: 2.000 ns per call
+bench control (a private array, no allocator), every CPU at once: 1.250 ns per call
+bench page-table pages (alloc + free of 1 page), one CPU alone: 40 ns per call
+bench page-table pages (alloc + free of 1 page), every CPU at once: 25 ns per call
+bench control (a private array, no allocator), one CPU alone: 2.000 ns per call
+bench control (a private array, no allocator), every CPU at once: 1.000 ns per call
+bench page-table pages (alloc + free of 1 page), one CPU alone: 40 ns per call
+bench page-table pages (alloc + free of 1 page), every CPU at once: 20 ns per call
+ARCEOS RUN arch=x86_64 allocator=bitmap cpus=2
+bench control (a private array, no allocator), one CPU alone: 2.000 ns per call
+bench control (a private array, no allocator), every CPU at once: 1.000 ns per call
+bench page-table pages (alloc + free of 1 page), one CPU alone: 90 ns per call
+bench page-table pages (alloc + free of 1 page), every CPU at once: 90 ns per call
+";
+        let t = qemu_smp_table(&Ok(log.to_string()));
+        let row = |name: &str| {
+            let r = t.rows.iter().find(|r| shown(&r[1]) == name).unwrap();
+            r.iter().map(|c| shown(c).to_string()).collect::<Vec<_>>()
+        };
+        // Rounds of 1.6x and 2x, each as much as the control allowed in its round.
+        let ours = row("axalloc-buddy");
+        assert!(ours[8].starts_with("1.00x"), "{}", ours[8]);
+        // The bitmap's one round: 1x where its boot's control had 2x.
+        let bitmap = row("ArceOS's axalloc (bitmap, one lock)");
+        assert!(bitmap[8].starts_with("0.50x"), "{}", bitmap[8]);
+        let control = row("control (a private array, no allocator), axalloc-buddy's boot");
+        assert_eq!(&control[2..5], ["2.00 ±0%", "—", "1.12 ±11%"]);
+        assert!(control[7].starts_with("1.80x"), "{}", control[7]);
     }
 
     #[test]

@@ -5,7 +5,9 @@
 //!
 //! Booted with more than one CPU (without `-icount`, which runs the CPUs one at a time), it
 //! times page-table pages on each CPU alone and then on every CPU at once instead, by the
-//! wall clock, with each CPU's own calls while all ran.
+//! wall clock, with each CPU's own calls while all ran; and, round by round beside them, a
+//! control with no allocator (each CPU writing and reading an array of its own): the
+//! scaling QEMU and the host allowed two CPUs that share nothing, at that moment.
 #![no_std]
 #![no_main]
 
@@ -66,9 +68,18 @@ const PARALLEL_PAGES: usize = 500 * 512;
 /// Timed runs of the parallel workload, each one CPU alone then every CPU at once.
 const PARALLEL_ROUNDS: usize = 5;
 
-/// On CPU `cpu` (pinned there), once `ready` counts `cpus` tasks: [`PARALLEL_PAGES`]
-/// page-table pages taken and freed, 512 at a time; returns the time it took.
-fn page_tables_on(cpu: usize, cpus: usize, ready: &AtomicUsize) -> Duration {
+/// Passes of the control over [`PARALLEL_PAGES`] words per timed run: a word's store or
+/// load costs a tenth of a page call or less, and the control's runs last about as long as
+/// the allocator's, so that the host's interruptions hit both alike.
+const CONTROL_PASSES: usize = 10;
+
+/// Work the parallel workload times on each CPU: `rounds` times 512 of something taken,
+/// then given back.
+type Work = fn(usize);
+
+/// On CPU `cpu` (pinned there), once `ready` counts `cpus` tasks: `work` over
+/// [`PARALLEL_PAGES`] / 512 rounds; returns the time it took.
+fn timed_on(cpu: usize, cpus: usize, ready: &AtomicUsize, work: Work) -> Duration {
     if ax_set_current_affinity(AxCpuMask::one_shot(cpu)).is_err() {
         panic!("bench: cannot pin a task to CPU {cpu}");
     }
@@ -86,7 +97,7 @@ fn page_tables_on(cpu: usize, cpus: usize, ready: &AtomicUsize) -> Duration {
         thread::yield_now();
     }
     let t = Instant::now();
-    page_table_rounds(PARALLEL_PAGES / 512);
+    work(PARALLEL_PAGES / 512);
     t.elapsed()
 }
 
@@ -106,16 +117,35 @@ fn page_table_rounds(rounds: usize) {
     }
 }
 
-/// Page-table pages on each CPU of `cpus` at once, one pinned task each, started together:
-/// each CPU's time, in the order of `cpus`.
-fn page_tables_at_once(cpus: &[usize]) -> Vec<Duration> {
+/// The control's work: `rounds` times [`CONTROL_PASSES`] passes of 512 words of an array
+/// of the task's own (on its stack) written, then read, no allocator called; what QEMU and
+/// the host let CPUs that share nothing do.
+fn private_rounds(rounds: usize) {
+    let mut words = [0usize; 512];
+    let mut sum = 0usize;
+    for r in 0..rounds * CONTROL_PASSES {
+        for (i, w) in words.iter_mut().enumerate() {
+            // SAFETY: a word of this task's own array, borrowed mutably here.
+            unsafe { core::ptr::write_volatile(w, i ^ r) };
+        }
+        for w in words.iter() {
+            // SAFETY: as above, read.
+            sum = sum.wrapping_add(unsafe { core::ptr::read_volatile(w) });
+        }
+    }
+    core::hint::black_box(sum);
+}
+
+/// `work` on each CPU of `cpus` at once, one pinned task each, started together: each
+/// CPU's time, in the order of `cpus`.
+fn at_once(cpus: &[usize], work: Work) -> Vec<Duration> {
     let ready = Arc::new(AtomicUsize::new(0));
     let n = cpus.len();
     let tasks: Vec<_> = cpus
         .iter()
         .map(|&cpu| {
             let ready = ready.clone();
-            thread::spawn(move || page_tables_on(cpu, n, &ready))
+            thread::spawn(move || timed_on(cpu, n, &ready, work))
         })
         .collect();
     tasks
@@ -124,11 +154,21 @@ fn page_tables_at_once(cpus: &[usize]) -> Vec<Duration> {
         .collect()
 }
 
-/// The parallel workload: [`PARALLEL_ROUNDS`] times CPU 0 alone, each other CPU alone, then
-/// every CPU at once, each line in ns per call over all the CPUs' calls (the inverse of
-/// their throughput); after the last, each CPU's own calls in it.
+/// The parallel workload: [`PARALLEL_ROUNDS`] times the control on CPU 0 alone and on every
+/// CPU at once, then page-table pages on CPU 0 alone, each other CPU alone, and every CPU at
+/// once, each line in ns per call (a word's store or load for the control) over all the
+/// CPUs' calls (the inverse of their throughput); after the last, each CPU's own calls in
+/// it.
 fn parallel(cpus: usize) {
     let calls = 2 * PARALLEL_PAGES;
+    let all: Vec<usize> = (0..cpus).collect();
+    let control = |name: &str, t: Duration, n: usize| {
+        // Fractions of a ns: a word's store or load takes a few under TCG.
+        println!(
+            "bench control (a private array, no allocator), {name}: {:.3} ns per call",
+            t.as_nanos() as f64 / (calls * CONTROL_PASSES * n) as f64
+        );
+    };
     let line = |name: &str, t: Duration, n: usize| {
         println!(
             "bench page-table pages (alloc + free of 1 page), {name}: {} ns per call",
@@ -136,16 +176,19 @@ fn parallel(cpus: usize) {
         );
     };
     for _ in 0..PARALLEL_ROUNDS {
-        line("one CPU alone", page_tables_at_once(&[0])[0], 1);
+        control("one CPU alone", at_once(&[0], private_rounds)[0], 1);
+        let times = at_once(&all, private_rounds);
+        let last = times.iter().max().copied().unwrap_or_default();
+        control("every CPU at once", last, cpus);
+        line("one CPU alone", at_once(&[0], page_table_rounds)[0], 1);
         for cpu in 1..cpus {
             line(
                 &format!("CPU {cpu} alone"),
-                page_tables_at_once(&[cpu])[0],
+                at_once(&[cpu], page_table_rounds)[0],
                 1,
             );
         }
-        let all: Vec<usize> = (0..cpus).collect();
-        let times = page_tables_at_once(&all);
+        let times = at_once(&all, page_table_rounds);
         let last = times.iter().max().copied().unwrap_or_default();
         line("every CPU at once", last, cpus);
         for (cpu, &t) in times.iter().enumerate() {
