@@ -1073,7 +1073,7 @@ fn qemu_smp_table(log: &Result<String, String>) -> Table {
          slowed is that CPU's vCPU thread: QEMU's emulation of it (its software TLB) or this \
          host's scheduling of it. The control: each round, before the page-table pages, \
          each CPU writes and then reads 512 words of an array of its own (on its task's \
-         stack) 10 times per 512 pages' worth, alone and both at once, no allocator called \
+         stack) 64 times per 512 pages' worth, alone and both at once, no allocator called \
          (ns per call: per word's store or load): the scaling QEMU and this host allowed two \
          CPUs that share nothing, in that boot and round. The column beside divides each \
          round's scaling by its boot's control's in the same round: 1 is all the scaling \

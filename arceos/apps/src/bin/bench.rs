@@ -68,10 +68,11 @@ const PARALLEL_PAGES: usize = 500 * 512;
 /// Timed runs of the parallel workload, each one CPU alone then every CPU at once.
 const PARALLEL_ROUNDS: usize = 5;
 
-/// Passes of the control over [`PARALLEL_PAGES`] words per timed run: a word's store or
-/// load costs a tenth of a page call or less, and the control's runs last about as long as
-/// the allocator's, so that the host's interruptions hit both alike.
-const CONTROL_PASSES: usize = 10;
+/// Passes of the control over [`PARALLEL_PAGES`] words per timed run: under TCG a word's
+/// store or load costs about a sixtieth of the drop-in's page call, and with these passes
+/// the control's runs last about as long as the drop-in's, so that the host's
+/// interruptions hit both alike.
+const CONTROL_PASSES: usize = 64;
 
 /// Work the parallel workload times on each CPU: `rounds` times 512 of something taken,
 /// then given back.
