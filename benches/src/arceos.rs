@@ -930,13 +930,19 @@ const SMP_OWN: [&str; 2] = [
 /// no allocator called.
 const SMP_CONTROL: &str = "control (a private array, no allocator)";
 
-/// The verdict on a scaling of `scaling` against [`SMP_GOAL`] where the control of the
-/// same boot scaled `allowed` (its median; `None` where it did not run): a scaling short of
-/// the goal is inconclusive, not unmet, where the control fell short of it too (the host
-/// did not give the two vCPU threads the CPUs to show it).
-fn smp_verdict(scaling: Estimate, allowed: Option<f64>) -> Verdict {
+/// The verdict on a scaling of `scaling` against [`SMP_GOAL`], given the control of the
+/// same boot (`None` where it did not run): the control's scaling (its median) and the
+/// allocator's scaling over it per round. A scaling short of the goal is inconclusive, not
+/// unmet, where the control fell short of the goal too and the allocator kept all it
+/// allowed (its ratio to the control not clearly below 1): the host did not give the two
+/// vCPU threads the CPUs to show it.
+fn smp_verdict(scaling: Estimate, control: Option<(f64, Estimate)>) -> Verdict {
     match scaling.judge(SMP_GOAL, true) {
-        Verdict::NotMet if allowed.is_some_and(|c| c < SMP_GOAL) => Verdict::Inconclusive,
+        Verdict::NotMet
+            if control.is_some_and(|(allowed, kept)| allowed < SMP_GOAL && kept.hi >= 1.0) =>
+        {
+            Verdict::Inconclusive
+        }
         verdict => verdict,
     }
 }
@@ -1023,13 +1029,9 @@ fn qemu_smp_table(log: &Result<String, String>) -> Table {
                     let scaling = Estimate::of(per_round.iter().copied());
                     // Over the control of the same boot and round.
                     let allowed = scalings(pick(&control_alone), pick(&control_at_once));
-                    let kept = if allowed.len() == per_round.len() && !allowed.is_empty() {
-                        Cell::ratio_ci(Estimate::of(
-                            per_round.iter().zip(&allowed).map(|(s, c)| s / c),
-                        ))
-                    } else {
-                        Cell::text("—")
-                    };
+                    let kept = (allowed.len() == per_round.len() && !allowed.is_empty())
+                        .then(|| Estimate::of(per_round.iter().zip(&allowed).map(|(s, c)| s / c)));
+                    let control = allowed_median.zip(kept);
                     t.row(vec![
                         Cell::text(arch),
                         Cell::text(name),
@@ -1039,14 +1041,14 @@ fn qemu_smp_table(log: &Result<String, String>) -> Table {
                         per_cpu(SMP_OWN[0], pick),
                         per_cpu(SMP_OWN[1], pick),
                         Cell::ratio_ci(scaling),
-                        kept,
+                        kept.map_or_else(|| Cell::text("—"), Cell::ratio_ci),
                         Cell::text(if judged {
                             format!(">= {SMP_GOAL}x")
                         } else {
                             "shown beside".into()
                         }),
                         if judged {
-                            Cell::verdict(smp_verdict(scaling, allowed_median))
+                            Cell::verdict(smp_verdict(scaling, control))
                         } else {
                             Cell::text("—")
                         },
@@ -1094,7 +1096,8 @@ fn qemu_smp_table(log: &Result<String, String>) -> Table {
          CPUs that share nothing, in that boot and round. The column beside divides each \
          round's scaling by its boot's control's in the same round: 1 is all the scaling \
          there was to have. A scaling short of the goal is judged inconclusive, not unmet, \
-         where the control of the same boot scaled less than the goal as well (its median): \
+         where the control of the same boot scaled less than the goal as well (its median) \
+         and the allocator kept all the control's scaling (the ratio's interval reaching 1): \
          the host did not give the two vCPU threads the CPUs to show it. Wall time under \
          TCG is neither the \
          hardware's time nor free of this host: QEMU's own threads share its CPUs, and on a \
@@ -1352,16 +1355,32 @@ bench page-table pages (alloc + free of 1 page), every CPU at once: 110 ns per c
             hi: 1.6,
             n: 10,
         };
+        let all = Estimate {
+            median: 0.97,
+            lo: 0.9,
+            hi: 1.02,
+            n: 10,
+        };
+        let less = Estimate {
+            median: 0.8,
+            lo: 0.75,
+            hi: 0.85,
+            n: 10,
+        };
         assert_eq!(smp_verdict(short, None), Verdict::NotMet);
-        assert_eq!(smp_verdict(short, Some(1.95)), Verdict::NotMet);
-        assert_eq!(smp_verdict(short, Some(1.6)), Verdict::Inconclusive);
+        // The host allowed the goal: short of it is unmet.
+        assert_eq!(smp_verdict(short, Some((1.95, less))), Verdict::NotMet);
+        // It did not, and the allocator kept what it allowed: the run cannot tell.
+        assert_eq!(smp_verdict(short, Some((1.6, all))), Verdict::Inconclusive);
+        // It did not, and the allocator lost some of it even so: unmet.
+        assert_eq!(smp_verdict(short, Some((1.6, less))), Verdict::NotMet);
         let met = Estimate {
             median: 1.95,
             lo: 1.9,
             hi: 2.0,
             n: 10,
         };
-        assert_eq!(smp_verdict(met, Some(1.5)), Verdict::Met);
+        assert_eq!(smp_verdict(met, Some((1.5, less))), Verdict::Met);
     }
 
     #[test]
