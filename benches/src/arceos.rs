@@ -105,21 +105,34 @@ struct Pair {
 }
 
 /// Memory of `bytes` bytes aligned to [`REGION_ALIGN`] that lives as long as the value (the
-/// peers that keep their metadata in the memory they manage write to it).
-struct Memory(Vec<u64>);
+/// peers that keep their metadata in the memory they manage write to it), resident: every
+/// page is faulted in before an allocator gets it. A kernel's memory is resident; a
+/// first-touch fault inside a timed call would be this host's work, not the allocator's,
+/// and would fall on whichever allocator reaches pages it has not touched before (one that
+/// hands out other pages from round to round pays it in every round, one that reuses the
+/// same few in its first round only).
+pub(crate) struct Memory(Vec<u64>);
 
 /// The alignment of each peer's region: 2 MiB, as a kernel's memory map gives its regions;
 /// buddy-slab-allocator's `GlobalAllocator` also starts its heap, after its metadata, on
 /// such a boundary ([`SlabPages::new`] places it so).
-const REGION_ALIGN: usize = 2 << 20;
+pub(crate) const REGION_ALIGN: usize = 2 << 20;
 
 impl Memory {
-    fn new(bytes: usize) -> Self {
-        Self(vec![0u64; (bytes + REGION_ALIGN).div_ceil(8)])
+    pub(crate) fn new(bytes: usize) -> Self {
+        let mut words = vec![0u64; (bytes + REGION_ALIGN).div_ceil(8)];
+        for page in words.chunks_mut(PAGE / 8) {
+            // A write, not a read (a read of a fresh page maps the shared zero page), and
+            // volatile: the compiler knows the zeroed allocation reads zero and could drop
+            // a plain store of zero.
+            // SAFETY: the first word of a page of `words`, borrowed mutably here.
+            unsafe { core::ptr::write_volatile(page.as_mut_ptr(), 0) };
+        }
+        Self(words)
     }
 
     /// The start aligned to [`REGION_ALIGN`], and `bytes` from there (what `new` was asked).
-    fn region(&mut self) -> (usize, usize) {
+    pub(crate) fn region(&mut self) -> (usize, usize) {
         let start = self.0.as_mut_ptr() as usize;
         let aligned = start.next_multiple_of(REGION_ALIGN);
         (aligned, self.0.len() * 8 - REGION_ALIGN)
@@ -597,7 +610,9 @@ fn table(ctx: &SectionContext) -> (Table, Table) {
     assert_eq!(p.ours.lock().used_pages(), 0, "every run given back");
     assert_eq!(p.local.lock().used_pages(), 0, "every run given back");
     t.note(
-        "128 MiB at physical 1 GiB, identity-mapped, no page touched: the allocators' own work, \
+        "128 MiB at physical 1 GiB, identity-mapped, no page touched (the peers, which write \
+         their metadata into their memory, each over 128 MiB of its own, resident: every page \
+         faulted in before the first round): the allocators' own work, \
          each allocator behind a spin lock taken per call as ArceOS's global allocator holds \
          its page allocator; the CPU-local row's allocator relies on that lock instead of its \
          per-cpu list's own (`AxPageAllocator::cpu_local`, `Zone::local_cpu`'s contract). \

@@ -280,22 +280,20 @@ impl Heap for TlsfPages {
 /// Bytes of the region buddy-slab-allocator's heap manages (the peers' 128 MiB).
 const SLAB_HEAP_BYTES: usize = 128 << 20;
 /// The alignment buddy-slab-allocator's `GlobalAllocator` wants of a region (its 2 MiB
-/// granule).
+/// granule), which [`Memory`](crate::arceos::Memory)'s regions have.
 const SLAB_HEAP_ALIGN: usize = 2 << 20;
+const _: () = assert!(crate::arceos::REGION_ALIGN.is_multiple_of(SLAB_HEAP_ALIGN));
 
 /// ax-alloc 0.9's buddy-slab heap: buddy-slab-allocator 0.6's `GlobalAllocator` (per-CPU
 /// slab caches for small objects, its buddy for larger ones) over a region of its own,
 /// behind the one lock ax-alloc wraps it in, on CPU 0's slab cache ([`SlabCpu`]).
 struct SlabHeap {
     a: spin::Mutex<buddy_slab_allocator::GlobalAllocator<PAGE>>,
+    /// The heap's region (resident: [`Memory`](crate::arceos::Memory)), never freed.
+    _memory: crate::arceos::Memory,
 }
 
 impl SlabHeap {
-    /// The layout of the heap's region.
-    fn region() -> Layout {
-        Layout::from_size_align(SLAB_HEAP_BYTES, SLAB_HEAP_ALIGN).expect("a region's layout")
-    }
-
     /// The heap, made once per process and kept to its end. buddy-slab-allocator keeps its
     /// slab cache in process-global state (the platform's slab pool, [`cpu0_slab_pool`]),
     /// so a second heap over a region of its own would take objects from slabs of the
@@ -307,16 +305,22 @@ impl SlabHeap {
 
     /// A heap over a new region, which is never freed (see [`SlabHeap::shared`]).
     fn new() -> Self {
-        // SAFETY: a layout of non-zero size.
-        let region = unsafe { std::alloc::alloc(Self::region()) };
-        assert!(!region.is_null(), "128 MiB for buddy-slab-allocator's heap");
+        let mut memory = crate::arceos::Memory::new(SLAB_HEAP_BYTES);
+        let (region, _) = memory.region();
         let a = buddy_slab_allocator::GlobalAllocator::<PAGE>::new();
-        // SAFETY: the region is the allocator's alone, valid to the end of the process (it is
-        // never freed), and used by nothing else.
-        unsafe { a.init(core::slice::from_raw_parts_mut(region, SLAB_HEAP_BYTES)) }
-            .unwrap_or_else(|e| panic!("buddy-slab-allocator's heap: {e:?}"));
+        // SAFETY: the region lies in `memory`, the allocator's alone, which lives as long as
+        // the heap (both fields of this value, kept to the end of the process), and is used
+        // by nothing else.
+        unsafe {
+            a.init(core::slice::from_raw_parts_mut(
+                region as *mut u8,
+                SLAB_HEAP_BYTES,
+            ))
+        }
+        .unwrap_or_else(|e| panic!("buddy-slab-allocator's heap: {e:?}"));
         Self {
             a: spin::Mutex::new(a),
+            _memory: memory,
         }
     }
 }
@@ -742,7 +746,11 @@ fn tables(ctx: &SectionContext) -> Vec<Table> {
     }
     t.note(format!(
         "Each allocator over memory of its own (buddy-sim 1 GiB with its metadata at the head, \
-         the peers 128 MiB), nothing touched but what an allocator writes itself. buddy-sim is \
+         the peers 128 MiB), every page of it faulted in before the first round, as a \
+         kernel's memory is resident (a first-touch fault in a timed call is the host's work, \
+         not the allocator's, and falls unevenly: in every round on an allocator that hands \
+         out pages it has not touched before, in the first round only on one that reuses the \
+         same few), nothing else touched but what an allocator writes itself. buddy-sim is \
          `axalloc-buddy`'s `GlobalAllocator`, the code `arceos/ax-alloc` runs, built for two \
          CPUs: each call asks which CPU it runs on through its `CpuId` type, inlined into the \
          call (here a thread-local read; `arceos/ax-alloc`'s `CurrentCpu` reads ax-percpu's \

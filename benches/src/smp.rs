@@ -166,17 +166,18 @@ impl axalloc_buddy::CpuId for ThreadCpu {
 pub(crate) struct DropIn {
     pub(crate) a: axalloc_buddy::GlobalAllocator<ThreadCpu>,
     /// Keeps the allocator's memory (metadata at its head, then the pages) alive.
-    _memory: Vec<u64>,
+    _memory: crate::arceos::Memory,
 }
 
 impl DropIn {
-    /// The drop-in over 1 GiB of its own, with page lists for `cpus` CPUs.
+    /// The drop-in over 1 GiB of its own (resident, as the peers' memory is:
+    /// [`Memory`](crate::arceos::Memory)), with page lists for `cpus` CPUs.
     pub(crate) fn new(cpus: usize) -> Self {
         // The frames, their metadata and alignment to a page.
         let bytes = (FRAMES as usize + FRAMES as usize / 32 + 2) * PAGE;
-        let mut memory = vec![0u64; bytes / 8];
+        let mut memory = crate::arceos::Memory::new(bytes);
         let a = axalloc_buddy::GlobalAllocator::with_cpu_id(ThreadCpu);
-        let start = memory.as_mut_ptr() as usize;
+        let (start, bytes) = memory.region();
         // SAFETY: the memory is the allocator's alone and outlives it (both are fields of
         // this value, the allocator dropped first: it has no drop of its own).
         unsafe { a.try_init_for_cpus(start, bytes, cpus) }
