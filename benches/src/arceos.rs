@@ -105,12 +105,9 @@ struct Pair {
 }
 
 /// Memory of `bytes` bytes aligned to [`REGION_ALIGN`] that lives as long as the value (the
-/// peers that keep their metadata in the memory they manage write to it), resident: every
-/// page is faulted in before an allocator gets it. A kernel's memory is resident; a
-/// first-touch fault inside a timed call would be this host's work, not the allocator's,
-/// and would fall on whichever allocator reaches pages it has not touched before (one that
-/// hands out other pages from round to round pays it in every round, one that reuses the
-/// same few in its first round only).
+/// peers that keep their metadata in the memory they manage write to it). Fresh memory of
+/// the process: its pages are faulted in as they are first touched, unless
+/// [`Memory::fault_in`] touched them all first.
 pub(crate) struct Memory(Vec<u64>);
 
 /// The alignment of each peer's region: 2 MiB, as a kernel's memory map gives its regions;
@@ -120,15 +117,23 @@ pub(crate) const REGION_ALIGN: usize = 2 << 20;
 
 impl Memory {
     pub(crate) fn new(bytes: usize) -> Self {
-        let mut words = vec![0u64; (bytes + REGION_ALIGN).div_ceil(8)];
-        for page in words.chunks_mut(PAGE / 8) {
+        Self(vec![0u64; (bytes + REGION_ALIGN).div_ceil(8)])
+    }
+
+    /// Faults every page in, as a kernel's memory is resident: a first-touch fault inside
+    /// a timed call is this host's work, not the allocator's, and falls unevenly (in every
+    /// round on an allocator that hands out pages it has not touched before, in the first
+    /// round only on one that reuses the same few). For tables that time an allocator over
+    /// the same memory round after round; a table that builds an allocator per round warms
+    /// it up instead (a gigabyte faulted in per round would dwarf the calls).
+    pub(crate) fn fault_in(&mut self) {
+        for page in self.0.chunks_mut(PAGE / 8) {
             // A write, not a read (a read of a fresh page maps the shared zero page), and
             // volatile: the compiler knows the zeroed allocation reads zero and could drop
             // a plain store of zero.
-            // SAFETY: the first word of a page of `words`, borrowed mutably here.
+            // SAFETY: the first word of a page of this memory, borrowed mutably here.
             unsafe { core::ptr::write_volatile(page.as_mut_ptr(), 0) };
         }
-        Self(words)
     }
 
     /// The start aligned to [`REGION_ALIGN`], and `bytes` from there (what `new` was asked).
@@ -139,12 +144,43 @@ impl Memory {
     }
 }
 
+/// An allocator over [`Memory`] of its own.
+pub(crate) trait OverMemory: Sized {
+    /// Its memory.
+    fn memory(&mut self) -> &mut Memory;
+
+    /// The allocator with every page of its memory faulted in ([`Memory::fault_in`]).
+    #[must_use]
+    fn resident(mut self) -> Self {
+        self.memory().fault_in();
+        self
+    }
+}
+
+impl OverMemory for SlabPages {
+    fn memory(&mut self) -> &mut Memory {
+        &mut self.memory
+    }
+}
+
+impl OverMemory for TlsfPages {
+    fn memory(&mut self) -> &mut Memory {
+        &mut self.memory
+    }
+}
+
+impl OverMemory for AxAllocTlsf {
+    fn memory(&mut self) -> &mut Memory {
+        &mut self.memory
+    }
+}
+
 /// buddy-slab-allocator 0.6's `BuddyAllocator` (the page allocator under its `GlobalAllocator`,
 /// which ArceOS's tgoskits line uses), standalone, behind a spin lock as its docs ask: a
 /// run of n pages is a block of the order covering n, freed whole.
 pub(crate) struct SlabPages {
     a: spin::Mutex<buddy_slab_allocator::BuddyAllocator<PAGE>>,
-    _memory: Memory,
+    memory: Memory,
 }
 
 impl SlabPages {
@@ -186,7 +222,7 @@ impl SlabPages {
         );
         Self {
             a: spin::Mutex::new(a),
-            _memory: memory,
+            memory,
         }
     }
 }
@@ -206,7 +242,7 @@ impl Locked for SlabPages {
 /// aligned to what was asked, freed whole.
 pub(crate) struct TlsfPages {
     a: spin::Mutex<axallocator::TlsfByteAllocator>,
-    _memory: Memory,
+    memory: Memory,
 }
 
 impl TlsfPages {
@@ -218,7 +254,7 @@ impl TlsfPages {
         a.init(start, len);
         Self {
             a: spin::Mutex::new(a),
-            _memory: memory,
+            memory,
         }
     }
 
@@ -279,7 +315,7 @@ impl Locked for TlsfPages {
 /// the TLSF's again for its byte count, and its usage counts'.
 pub(crate) struct AxAllocTlsf {
     pub(crate) a: ax_alloc::GlobalAllocator,
-    _memory: Memory,
+    memory: Memory,
 }
 
 impl AxAllocTlsf {
@@ -289,7 +325,7 @@ impl AxAllocTlsf {
         let a = ax_alloc::GlobalAllocator::new();
         a.init(start, len)
             .unwrap_or_else(|e| panic!("ax-alloc init: {e:?}"));
-        Self { a, _memory: memory }
+        Self { a, memory }
     }
 }
 
@@ -378,9 +414,9 @@ fn pair() -> Pair {
         local: spin::Mutex::new(local),
         calls: churn_calls(),
         held: Vec::with_capacity(CHURN),
-        slab: SlabPages::new(),
-        tlsf: TlsfPages::new(),
-        ax_alloc: AxAllocTlsf::new(),
+        slab: SlabPages::new().resident(),
+        tlsf: TlsfPages::new().resident(),
+        ax_alloc: AxAllocTlsf::new().resident(),
         floor: FloorPages::new(),
         misaligned: [0; ALLOCATORS.len()],
     }

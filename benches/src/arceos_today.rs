@@ -25,7 +25,7 @@ use std::sync::Barrier;
 
 use ax_sync::interface::{AcquireResult, ContextState, LockMetadata, SpinOps};
 
-use crate::arceos::{AxAllocTlsf, Locked, SlabPages, TlsfPages};
+use crate::arceos::{AxAllocTlsf, Locked, OverMemory, SlabPages, TlsfPages};
 use crate::count;
 use crate::measure::{Budget, Candidate, Samples, Verdict};
 use crate::smp::{DropIn, on_cpu, release_cpu};
@@ -116,10 +116,10 @@ struct Today {
 impl Today {
     fn new() -> Self {
         Self {
-            ours: Ours(DropIn::new(DROP_IN_CPUS)),
-            slab: SlabPages::new(),
-            tlsf: TlsfPages::new(),
-            ax_alloc: AxAllocTlsf::new(),
+            ours: Ours(DropIn::new(DROP_IN_CPUS).resident()),
+            slab: SlabPages::new().resident(),
+            tlsf: TlsfPages::new().resident(),
+            ax_alloc: AxAllocTlsf::new().resident(),
             slab_heap: SlabHeap::shared(),
             plans: [random_plan(0x5eed), random_plan(0xfeed)],
             refused: [0; ALLOCATORS.len()],
@@ -289,7 +289,8 @@ const _: () = assert!(crate::arceos::REGION_ALIGN.is_multiple_of(SLAB_HEAP_ALIGN
 /// behind the one lock ax-alloc wraps it in, on CPU 0's slab cache ([`SlabCpu`]).
 struct SlabHeap {
     a: spin::Mutex<buddy_slab_allocator::GlobalAllocator<PAGE>>,
-    /// The heap's region (resident: [`Memory`](crate::arceos::Memory)), never freed.
+    /// The heap's region, resident ([`Memory::fault_in`](crate::arceos::Memory::fault_in)),
+    /// never freed.
     _memory: crate::arceos::Memory,
 }
 
@@ -305,7 +306,9 @@ impl SlabHeap {
 
     /// A heap over a new region, which is never freed (see [`SlabHeap::shared`]).
     fn new() -> Self {
+        // Resident, as the other allocators' memory is in this section's tables.
         let mut memory = crate::arceos::Memory::new(SLAB_HEAP_BYTES);
+        memory.fault_in();
         let (region, _) = memory.region();
         let a = buddy_slab_allocator::GlobalAllocator::<PAGE>::new();
         // SAFETY: the region lies in `memory`, the allocator's alone, which lives as long as

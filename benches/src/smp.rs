@@ -166,12 +166,18 @@ impl axalloc_buddy::CpuId for ThreadCpu {
 pub(crate) struct DropIn {
     pub(crate) a: axalloc_buddy::GlobalAllocator<ThreadCpu>,
     /// Keeps the allocator's memory (metadata at its head, then the pages) alive.
-    _memory: crate::arceos::Memory,
+    memory: crate::arceos::Memory,
+}
+
+impl crate::arceos::OverMemory for DropIn {
+    fn memory(&mut self) -> &mut crate::arceos::Memory {
+        &mut self.memory
+    }
 }
 
 impl DropIn {
-    /// The drop-in over 1 GiB of its own (resident, as the peers' memory is:
-    /// [`Memory`](crate::arceos::Memory)), with page lists for `cpus` CPUs.
+    /// The drop-in over 1 GiB of its own ([`Memory`](crate::arceos::Memory)), with page
+    /// lists for `cpus` CPUs.
     pub(crate) fn new(cpus: usize) -> Self {
         // The frames, their metadata and alignment to a page.
         let bytes = (FRAMES as usize + FRAMES as usize / 32 + 2) * PAGE;
@@ -182,7 +188,7 @@ impl DropIn {
         // this value, the allocator dropped first: it has no drop of its own).
         unsafe { a.try_init_for_cpus(start, bytes, cpus) }
             .unwrap_or_else(|e| panic!("drop-in: {e}"));
-        Self { a, _memory: memory }
+        Self { a, memory }
     }
 }
 
