@@ -1368,6 +1368,12 @@ bench page-table pages (alloc + free of 1 page), every CPU at once: 209 ns per c
         }
     }
 
+    /// The shown cells of the row of `t` whose second cell (the allocator) is `name`.
+    fn row_named(t: &Table, name: &str) -> Vec<String> {
+        let r = t.rows.iter().find(|r| shown(&r[1]) == name).unwrap();
+        r.iter().map(|c| shown(c).to_string()).collect()
+    }
+
     #[test]
     fn the_smp_table_shows_each_cpu_alone_and_its_own_calls_at_once() {
         let log = "\
@@ -1382,10 +1388,7 @@ bench page-table pages (alloc + free of 1 page), one CPU alone: 90 ns per call
 bench page-table pages (alloc + free of 1 page), every CPU at once: 110 ns per call
 ";
         let t = qemu_smp_table(&Ok(log.to_string()));
-        let row = |name: &str| {
-            let r = t.rows.iter().find(|r| shown(&r[1]) == name).unwrap();
-            r.iter().map(|c| shown(c).to_string()).collect::<Vec<_>>()
-        };
+        let row = |name: &str| row_named(&t, name);
         let ours = row("axalloc-buddy");
         assert_eq!(&ours[2..6], ["40 ±0%", "60 ±0%", "31 ±0%", "41 ±0%"]);
         assert_eq!(ours[6], "62 ±0%");
@@ -1453,10 +1456,7 @@ bench page-table pages (alloc + free of 1 page), one CPU alone: 90 ns per call
 bench page-table pages (alloc + free of 1 page), every CPU at once: 90 ns per call
 ";
         let t = qemu_smp_table(&Ok(log.to_string()));
-        let row = |name: &str| {
-            let r = t.rows.iter().find(|r| shown(&r[1]) == name).unwrap();
-            r.iter().map(|c| shown(c).to_string()).collect::<Vec<_>>()
-        };
+        let row = |name: &str| row_named(&t, name);
         // Rounds of 1.6x and 2x, each as much as the control allowed in its round.
         let ours = row("axalloc-buddy");
         assert!(ours[8].starts_with("1.00x"), "{}", ours[8]);
