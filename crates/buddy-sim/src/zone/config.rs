@@ -459,8 +459,9 @@ impl ZoneConfig {
     /// Blocks of `order` one refill moves to a per-cpu list (Linux's `nr_pcp_alloc`):
     /// `pcp_batch` frames' worth, and at least two blocks of a high order unless the batch
     /// is one frame (a tiny zone, whose frames stay in the buddy).
+    #[must_use]
     #[inline]
-    pub(crate) fn pcp_blocks(&self, order: Order) -> u64 {
+    pub fn pcp_blocks(&self, order: Order) -> u64 {
         if self.pcp_batch > 1 {
             (self.pcp_batch >> order.get()).max(2)
         } else {
