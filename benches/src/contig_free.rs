@@ -357,20 +357,26 @@ fn order9_pace_note(paces: &[Pace], over_control: Estimate) -> Option<String> {
     let transit = match (counted.transit, frozen.transit) {
         (Some(t), Some(t_frozen)) => {
             let cfg = ZoneConfig::new(Pfn(0), ZONE_FRAMES);
+            // The blocks of order 9 a list keeps between rounds at its highest mark.
+            let kept = cfg.pcp_high_max.max(cfg.pcp_high) >> cfg.pageblock_order.get();
             format!(
                 " {t:.0} of them (frozen: {t_frozen:.0}) are the per-CPU lists' refills and \
                  drains (callgrind counting inside `PcpLists::refill` and `PcpLists::drain` \
                  alone, and what they call): Linux's rule refills the pageblock order's list \
                  {} blocks at a time (`nr_pcp_alloc`: max(batch >> order, 2), batch {}) and \
-                 drains it past its high mark ({} frames), so while the row holds {} blocks \
-                 nearly every one goes from the buddy to the list and back, a refill, a drain \
-                 and a merge each, where the peer takes a key out of a B-tree and puts it \
-                 back. The rest of a pair, the list's pop and push with the allocation's and \
-                 the free's checks, is {:.0} instructions (frozen: {:.0}).",
+                 drains it past its high mark, which Linux 6.7's tuning raises from {} frames \
+                 to at most {} (an eighth of the zone: {kept} blocks of order 9), so while \
+                 the row holds {} blocks, {} of them go from the buddy to the list and back \
+                 each round, a refill, a drain and a merge each, where the peer takes a key \
+                 out of a B-tree and puts it back. The rest of a pair, the list's pop and \
+                 push with the allocation's and the free's checks, is {:.0} instructions \
+                 (frozen: {:.0}).",
                 cfg.pcp_blocks(cfg.pageblock_order),
                 cfg.pcp_batch,
                 cfg.pcp_high,
+                cfg.pcp_high_max,
                 pair_count(9),
+                u64::from(pair_count(9)).saturating_sub(kept),
                 mine - t,
                 mine_frozen - t_frozen,
             )
@@ -610,8 +616,8 @@ fn batched_vs_per_page_table(
     }
     t.note(format!(
         "{iterations} iterations per sample on a fresh {} Ki-frame zone (MAX_ORDER 10, \
-         pageblock 9, pcp high {} / batch {} as derived from the zone's size, one CPU), the \
-         two paths alternating round by \
+         pageblock 9, pcp high {} tuned up to {} / batch {} as derived from the zone's size, \
+         one CPU), the two paths alternating round by \
          round; wall time of the whole loop including the allocation and split (median ± the \
          half-width of its 95% interval; the ratio is the median per-round ratio). Per-page = \
          `reference::free_contig_range_per_page` (one put_page per page, each order-0 page to \
@@ -623,6 +629,7 @@ fn batched_vs_per_page_table(
          machine, in the kernel.",
         ZONE_FRAMES >> 10,
         ZoneConfig::new(Pfn(0), ZONE_FRAMES).pcp_high,
+        ZoneConfig::new(Pfn(0), ZONE_FRAMES).pcp_high_max,
         ZoneConfig::new(Pfn(0), ZONE_FRAMES).pcp_batch,
         thread::FREE_CONTIG_RANGE,
     ));

@@ -58,8 +58,10 @@ pub struct ZoneConfig {
     /// [`Cpu::decay_pcp_high`](crate::Cpu::decay_pcp_high) does when a kernel calls it from
     /// a periodic timer (Linux: each second). A list that drains and refills in turn (a
     /// burst of task stacks larger than the fixed mark) then stops going through the buddy.
-    /// 0 by default, or any value at or below `pcp_high`: the mark stays at `pcp_high`.
-    /// [`pcp_high_max_for`] is Linux's own.
+    /// By default Linux's own bound ([`pcp_high_max_for`]: an eighth of the zone per CPU),
+    /// so the marks are tuned as Linux has tuned them by default since 6.7. 0, or any value
+    /// at or below `pcp_high` (as [`ZoneConfig::with_pcp`] sets): the mark stays at
+    /// `pcp_high`.
     pub pcp_high_max: u64,
     /// Frames moved per refill (for orders above 0, `pcp_batch >> order` blocks, at least
     /// two when the batch is above one, as Linux's `nr_pcp_alloc`), and the least a drain
@@ -267,7 +269,8 @@ impl ZoneConfig {
     /// sections, one CPU, and per-cpu lists sized from the zone as Linux sizes them
     /// ([`pcp_batch_for`], [`pcp_high_for`]): `batch` 63 and `high` in the thousands for a
     /// zone of a GiB or more, `batch` 1 and `high` 4 for a 16-frame zone, which then behaves
-    /// like a plain buddy (a refill moves one block, not the whole zone).
+    /// like a plain buddy (a refill moves one block, not the whole zone); each CPU's high
+    /// mark tuned between `high` and [`pcp_high_max_for`], as Linux 6.7 and later tune it.
     #[must_use]
     #[inline]
     pub const fn new(start: Pfn, nr_pages: u64) -> Self {
@@ -281,7 +284,7 @@ impl ZoneConfig {
             section_pages: 1 << 15,
             cpus: 1,
             pcp_high: pcp_high_for(nr_pages, 1, batch),
-            pcp_high_max: 0,
+            pcp_high_max: pcp_high_max_for(nr_pages, 1, batch),
             pcp_batch: batch,
             eager_pages: EAGER_PAGES,
             node: NodeId(0),
@@ -293,14 +296,17 @@ impl ZoneConfig {
         }
     }
 
-    /// The same zone with `cpus` CPUs, its `high` mark derived again for that many
-    /// ([`pcp_high_for`]; set [`ZoneConfig::with_pcp`] after this to keep your own).
+    /// The same zone with `cpus` CPUs, its `high` mark and the bound of its tuning derived
+    /// again for that many ([`pcp_high_for`], [`pcp_high_max_for`]; set
+    /// [`ZoneConfig::with_pcp`] or [`ZoneConfig::with_pcp_high_max`] after this to keep your
+    /// own).
     #[must_use]
     #[inline]
     pub const fn with_cpus(self, cpus: usize) -> Self {
         Self {
             cpus,
             pcp_high: pcp_high_for(self.nr_pages, cpus, self.pcp_batch),
+            pcp_high_max: pcp_high_max_for(self.nr_pages, cpus, self.pcp_batch),
             ..self
         }
     }
@@ -689,17 +695,23 @@ mod tests {
 
     #[test]
     fn high_marks_are_tuned_only_up_to_a_bound_above_the_fixed_one() {
-        let cfg = ZoneConfig::new(Pfn(0), 1 << 18); // high 1280
-        assert_eq!(cfg.pcp_high_headroom(), 0);
+        // Tuned by default, as Linux since 6.7: from high 1280 up to an eighth of the zone.
+        let tuned = ZoneConfig::new(Pfn(0), 1 << 18);
+        assert_eq!((tuned.pcp_high, tuned.pcp_high_max), (1280, 32768));
+        assert_eq!(tuned.pcp_high_headroom(), 32768 - 1280);
         // zone_highsize with a fraction of 8: 2^18 / 8 / CPUs, at least four batches.
         assert_eq!(pcp_high_max_for(1 << 18, 1, 63), 32768);
         assert_eq!(pcp_high_max_for(1 << 18, 4, 63), 8192);
         assert_eq!(pcp_high_max_for(16, 0, 1), 4);
         assert_eq!(pcp_high_max_for(u64::MAX, 1, u64::MAX), u64::MAX);
-        let tuned = cfg.with_pcp_high_max(32768);
-        assert_eq!(tuned.pcp_high_headroom(), 32768 - 1280);
+        // More CPUs share the bound, as they share the fixed mark.
+        let four = tuned.with_cpus(4);
+        assert_eq!((four.pcp_high, four.pcp_high_max), (320, 8192));
         // A bound at or below the fixed mark, or fixed sizes set after it, tune nothing.
-        assert_eq!(cfg.with_pcp_high_max(1000).pcp_high_headroom(), 0);
+        assert_eq!(tuned.with_pcp_high_max(1000).pcp_high_headroom(), 0);
+        assert_eq!(tuned.with_pcp_high_max(0).pcp_high_headroom(), 0);
         assert_eq!(tuned.with_pcp(2048, 63).pcp_high_headroom(), 0);
+        // A 16-frame zone: both marks four frames, nothing to tune.
+        assert_eq!(ZoneConfig::new(Pfn(0), 16).pcp_high_headroom(), 0);
     }
 }
