@@ -286,9 +286,10 @@ fn goals_table(
         let (frame, stride) = (size_of::<Frame>(), 1usize << 9);
         let (order3, order9) = (pair_count(3), pair_count(9));
         goals.note(format!(
-            "Where buddy-sim is not faster: in the alloc-then-free-all rows every block \
-             passes through the buddy twice, once when a refill moves a batch of blocks to \
-             the per-CPU list and once when a drain returns them (merged there); each free \
+            "Where buddy-sim is not faster: in the alloc-then-free-all rows every block the \
+             per-CPU list cannot keep (past its high mark) passes through the buddy twice, \
+             once when a refill moves a batch of blocks to the list and once when a drain \
+             returns them (merged there); each free \
              also drops a reference by compare-and-swap (the floor buddy_system_allocator \
              does not pay: no reference counts, no per-CPU lists, no lock of its own). Each \
              block's state is its head's word in the frame metadata ({frame} bytes a frame: from \
@@ -307,7 +308,9 @@ fn goals_table(
              page), so they all pick one set, of 8 to 12 ways. A pair writes the head \
              when the block is handed out and reads it when it comes back (the free's \
              check), {} other heads in between: both miss, 2 a pair, whatever path the \
-             block takes between. Any frame record of a \
+             block takes between; a block that goes through the buddy misses more there \
+             (its buddy's head and its free-list neighbours', multiples of 12 KiB apart too: \
+             the L1d column). Any frame record of a \
              multiple of 8 bytes does this (Linux's 64-byte struct page puts them 32 KiB \
              apart); spreading the heads over the sets means an index computation on every \
              frame access, the order-0 paths' included. One-frame frees \
@@ -354,13 +357,24 @@ fn order9_pace_note(paces: &[Pace], over_control: Estimate) -> Option<String> {
             (1.0 - 1.0 / per_instruction.median) * 100.0
         )
     };
+    let count = if mine_frozen < theirs {
+        format!(
+            "The rows execute fewer instructions than the peer, {mine:.0} a pair (frozen: \
+             {mine_frozen:.0}) against its {theirs:.0}: they lose on time per instruction."
+        )
+    } else {
+        format!(
+            "The rows are short by instructions: {mine:.0} a pair (frozen: {mine_frozen:.0}) \
+             against the peer's {theirs:.0}."
+        )
+    };
     let transit = match (counted.transit, frozen.transit) {
         (Some(t), Some(t_frozen)) => {
             let cfg = ZoneConfig::new(Pfn(0), ZONE_FRAMES);
             // The blocks of order 9 a list keeps between rounds at its highest mark.
             let kept = cfg.pcp_high_max.max(cfg.pcp_high) >> cfg.pageblock_order.get();
             format!(
-                " {t:.0} of them (frozen: {t_frozen:.0}) are the per-CPU lists' refills and \
+                " {t:.0} of buddy-sim's a pair (frozen: {t_frozen:.0}) are the per-CPU lists' refills and \
                  drains (callgrind counting inside `PcpLists::refill` and `PcpLists::drain` \
                  alone, and what they call): Linux's rule refills the pageblock order's list \
                  {} blocks at a time (`nr_pcp_alloc`: max(batch >> order, 2), batch {}) and \
@@ -389,9 +403,7 @@ fn order9_pace_note(paces: &[Pace], over_control: Estimate) -> Option<String> {
          the blocks' heads stay in L1), buddy-sim's frozen order-9 row takes {} as long per \
          instruction (the two timed side by side, the per-round ratio of their times over \
          the ratio of their instructions, {mine_frozen:.0} and {grouped:.0} a pair: the \
-         control's lists keep some of its blocks between groups). The rows are short by \
-         instructions: {mine:.0} a pair (frozen: {mine_frozen:.0}) against the peer's \
-         {theirs:.0}.{transit}",
+         control's lists keep some of its blocks between groups). {count}{transit}",
         ratio_text(per_instruction),
     ))
 }
@@ -1345,7 +1357,10 @@ mod tests {
             same.contains("no time that this run tells from noise"),
             "{same}"
         );
-        assert!(same.contains("460 of them (frozen: 450)"), "{same}");
+        assert!(
+            same.contains("460 of buddy-sim's a pair (frozen: 450)"),
+            "{same}"
+        );
         assert!(same.contains("is 240 instructions (frozen: 210)"), "{same}");
         // 1.5x the control's time: 1.2x as long per instruction, a sixth of the pair.
         let slower = order9_pace_note(&paces, ratio(1.5, 1.45, 1.55)).unwrap();
@@ -1355,5 +1370,19 @@ mod tests {
         );
         // Without the control's counts there is nothing to compare.
         assert!(order9_pace_note(&paces[..2], ratio(1.5, 1.45, 1.55)).is_none());
+        // More instructions than the peer's 600: short by instructions; fewer: on time.
+        assert!(
+            same.contains("short by instructions: 700 a pair (frozen: 660)"),
+            "{same}"
+        );
+        let mut fewer = paces;
+        fewer[0].instructions[0] = 560.0;
+        fewer[1].instructions[0] = 520.0;
+        let on_time = order9_pace_note(&fewer, ratio(1.25, 1.2, 1.3)).unwrap();
+        assert!(
+            on_time.contains("fewer instructions than the peer, 560 a pair (frozen: 520)"),
+            "{on_time}"
+        );
+        assert!(!on_time.contains("short by instructions"), "{on_time}");
     }
 }
