@@ -374,7 +374,8 @@ fn order9_pace_note(paces: &[Pace], over_control: Estimate) -> Option<String> {
             // The blocks of order 9 a list keeps between rounds at its highest mark.
             let kept = cfg.pcp_high_max.max(cfg.pcp_high) >> cfg.pageblock_order.get();
             format!(
-                " {t:.0} of buddy-sim's a pair (frozen: {t_frozen:.0}) are the per-CPU lists' refills and \
+                " {t:.0} of buddy-sim's a pair (frozen: {t_frozen:.0}) are the per-CPU lists' \
+                 refills and \
                  drains (callgrind counting inside `PcpLists::refill` and `PcpLists::drain` \
                  alone, and what they call): Linux's rule refills the pageblock order's list \
                  {} blocks at a time (`nr_pcp_alloc`: max(batch >> order, 2), batch {}) and \
