@@ -508,8 +508,10 @@ fn a_run_freed_to_the_per_cpu_lists_counts_its_checks_frames_and_pushes() {
 
 #[test]
 fn pcp_lists_drain_past_high() {
+    // A fixed mark (untuned): the lists never hold more than `pcp_high`.
     let cfg = ZoneConfig {
         pcp_high: 8,
+        pcp_high_max: 0,
         pcp_batch: 4,
         ..ZoneConfig::new(Pfn(0), 256)
     };
@@ -540,6 +542,7 @@ fn a_run_of_frees_drains_in_larger_batches() {
     // the zone lock about (512 - high) / (high - batch) times, not (512 - high) / batch.
     let cfg = ZoneConfig {
         pcp_high: 64,
+        pcp_high_max: 0,
         pcp_batch: 8,
         ..ZoneConfig::new(Pfn(0), 1024)
     };
@@ -581,6 +584,7 @@ fn tuned_high_marks_keep_a_burst_on_the_list_and_decay_back() {
     // back down an eighth at a time, draining what the lists hold past it.
     let fixed = ZoneConfig {
         pcp_high: 64,
+        pcp_high_max: 0,
         pcp_batch: 8,
         ..ZoneConfig::new(Pfn(0), 4096)
     };
