@@ -44,13 +44,15 @@ fn built(cfg: ZoneConfig) -> Arc<LoomZone> {
     Arc::new(Zone::new(cfg, frames, pcps).unwrap())
 }
 
-/// 16 frames, `cpus` CPUs, tiny batches so that refills and drains happen in the model.
+/// 16 frames, `cpus` CPUs, tiny batches and a fixed high mark so that refills and drains
+/// happen in the model (the tuned mark has a model of its own).
 fn config(cpus: usize) -> ZoneConfig {
     ZoneConfig {
         max_order: Order(4),
         pageblock_order: Order(4),
         cpus,
         pcp_high: 2,
+        pcp_high_max: 0,
         pcp_batch: 2,
         ..ZoneConfig::new(START, 16)
     }
@@ -688,6 +690,7 @@ fn mobile_zone() -> Arc<LoomZone> {
         pageblock_order: Order(1),
         cpus: 2,
         pcp_high: 2,
+        pcp_high_max: 0,
         pcp_batch: 1,
         compaction_proactiveness: 100,
         ..ZoneConfig::new(START, 8)
@@ -927,6 +930,7 @@ fn run_zone() -> Arc<LoomZone> {
         pageblock_order: Order(2),
         cpus: 2,
         pcp_high: 2,
+        pcp_high_max: 0,
         pcp_batch: 1,
         compaction_proactiveness: 100,
         ..ZoneConfig::new(START, 8)
@@ -1032,6 +1036,7 @@ fn hotplug_zone() -> Arc<LoomZone> {
         pageblock_order: Order(2),
         cpus: 2,
         pcp_high: 1,
+        pcp_high_max: 0,
         pcp_batch: 1,
         ..ZoneConfig::new(START, 16)
     };
