@@ -837,9 +837,10 @@ fn a_heap_growth_with_no_page_gives_back_the_object_magazine_without_waiting_for
         }
         let _ = done.send(after);
     });
-    // Under Miri the clock is virtual: it advances with every basic block any thread runs,
-    // so the worker's share of a minute depends on the tests running beside it (alone it
-    // takes 18 s; beside them it once ran out of the minute): it gets ten there.
+    // Under Miri the clock is virtual (it advances with every basic block any thread runs)
+    // and the scheduling follows a seeded generator that any change to the code run before
+    // shifts: the worker took 18 s of that clock alone and after the tests before it, but
+    // ran past 60 s in one whole run of this file. Ten minutes there.
     let wait = std::time::Duration::from_secs(if cfg!(miri) { 600 } else { 60 });
     let Ok(after) = finished.recv_timeout(wait) else {
         std::mem::forget(region);
