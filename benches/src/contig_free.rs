@@ -357,16 +357,20 @@ fn order9_pace_note(paces: &[Pace], over_control: Estimate) -> Option<String> {
             (1.0 - 1.0 / per_instruction.median) * 100.0
         )
     };
-    let count = if mine_frozen < theirs {
-        format!(
+    let count = match (mine < theirs, mine_frozen < theirs) {
+        (true, true) => format!(
             "The rows execute fewer instructions than the peer, {mine:.0} a pair (frozen: \
              {mine_frozen:.0}) against its {theirs:.0}: they lose on time per instruction."
-        )
-    } else {
-        format!(
+        ),
+        (false, true) => format!(
+            "The row with a reference count is short by instructions, {mine:.0} a pair \
+             against the peer's {theirs:.0}; the frozen row executes fewer, {mine_frozen:.0}, \
+             and loses on time per instruction."
+        ),
+        _ => format!(
             "The rows are short by instructions: {mine:.0} a pair (frozen: {mine_frozen:.0}) \
              against the peer's {theirs:.0}."
-        )
+        ),
     };
     let transit = match (counted.transit, frozen.transit) {
         (Some(t), Some(t_frozen)) => {
@@ -1385,5 +1389,16 @@ mod tests {
             "{on_time}"
         );
         assert!(!on_time.contains("short by instructions"), "{on_time}");
+        // Only the frozen row below the peer: each row told as it is.
+        let mut between = paces;
+        between[1].instructions[0] = 580.0;
+        let split = order9_pace_note(&between, ratio(1.25, 1.2, 1.3)).unwrap();
+        assert!(
+            split.contains(
+                "reference count is short by instructions, 700 a pair against the peer's 600; \
+                 the frozen row executes fewer, 580"
+            ),
+            "{split}"
+        );
     }
 }
