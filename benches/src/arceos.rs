@@ -131,7 +131,9 @@ impl Memory {
             // A write, not a read (a read of a fresh page maps the shared zero page), and
             // volatile: the compiler knows the zeroed allocation reads zero and could drop
             // a plain store of zero.
-            // SAFETY: the first word of a page of this memory, borrowed mutably here.
+            // The chunks are a page long but start where the vector does: each one's first
+            // word lies in a page of its own, and every page holds one of them.
+            // SAFETY: the first word of a chunk of this memory, borrowed mutably here.
             unsafe { core::ptr::write_volatile(page.as_mut_ptr(), 0) };
         }
     }

@@ -25,7 +25,7 @@ use std::sync::Barrier;
 
 use ax_sync::interface::{AcquireResult, ContextState, LockMetadata, SpinOps};
 
-use crate::arceos::{AxAllocTlsf, Locked, OverMemory, SlabPages, TlsfPages};
+use crate::arceos::{AxAllocTlsf, Locked, Memory, OverMemory, SlabPages, TlsfPages};
 use crate::count;
 use crate::measure::{Budget, Candidate, Samples, Verdict};
 use crate::smp::{DropIn, on_cpu, release_cpu};
@@ -280,7 +280,7 @@ impl Heap for TlsfPages {
 /// Bytes of the region buddy-slab-allocator's heap manages (the peers' 128 MiB).
 const SLAB_HEAP_BYTES: usize = 128 << 20;
 /// The alignment buddy-slab-allocator's `GlobalAllocator` wants of a region (its 2 MiB
-/// granule), which [`Memory`](crate::arceos::Memory)'s regions have.
+/// granule), which [`Memory`]'s regions have.
 const SLAB_HEAP_ALIGN: usize = 2 << 20;
 const _: () = assert!(crate::arceos::REGION_ALIGN.is_multiple_of(SLAB_HEAP_ALIGN));
 
@@ -289,9 +289,8 @@ const _: () = assert!(crate::arceos::REGION_ALIGN.is_multiple_of(SLAB_HEAP_ALIGN
 /// behind the one lock ax-alloc wraps it in, on CPU 0's slab cache ([`SlabCpu`]).
 struct SlabHeap {
     a: spin::Mutex<buddy_slab_allocator::GlobalAllocator<PAGE>>,
-    /// The heap's region, resident ([`Memory::fault_in`](crate::arceos::Memory::fault_in)),
-    /// never freed.
-    _memory: crate::arceos::Memory,
+    /// The heap's region, resident ([`Memory::fault_in`]), never freed.
+    _memory: Memory,
 }
 
 impl SlabHeap {
@@ -307,7 +306,7 @@ impl SlabHeap {
     /// A heap over a new region, which is never freed (see [`SlabHeap::shared`]).
     fn new() -> Self {
         // Resident, as the other allocators' memory is in this section's tables.
-        let mut memory = crate::arceos::Memory::new(SLAB_HEAP_BYTES);
+        let mut memory = Memory::new(SLAB_HEAP_BYTES);
         memory.fault_in();
         let (region, _) = memory.region();
         let a = buddy_slab_allocator::GlobalAllocator::<PAGE>::new();

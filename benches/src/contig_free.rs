@@ -32,7 +32,12 @@ type Peer = FrameAllocator<11>;
 /// A fresh zone of [`ZONE_FRAMES`] frames, its frame metadata in huge pages as a kernel's
 /// frame table is ([`zone_in_huge_pages`]).
 pub(crate) fn zone() -> BoxedZone {
-    zone_in_huge_pages(ZoneConfig::new(Pfn(0), ZONE_FRAMES))
+    zone_in_huge_pages(zone_config())
+}
+
+/// The configuration of [`zone`]'s zones: Linux's sizes for [`ZONE_FRAMES`] frames, one CPU.
+fn zone_config() -> ZoneConfig {
+    ZoneConfig::new(Pfn(0), ZONE_FRAMES)
 }
 
 fn peer() -> Peer {
@@ -376,7 +381,7 @@ fn order9_pace_note(paces: &[Pace], over_control: Estimate) -> Option<String> {
     };
     let transit = match (counted.transit, frozen.transit) {
         (Some(t), Some(t_frozen)) => {
-            let cfg = ZoneConfig::new(Pfn(0), ZONE_FRAMES);
+            let cfg = zone_config();
             // The blocks of order 9 a list keeps between rounds at its highest mark.
             let kept = cfg.pcp_high_max.max(cfg.pcp_high) >> cfg.pageblock_order.get();
             format!(
@@ -635,6 +640,7 @@ fn batched_vs_per_page_table(
             Cell::text(per_iter(bc, iterations)),
         ]);
     }
+    let cfg = zone_config();
     t.note(format!(
         "{iterations} iterations per sample on a fresh {} Ki-frame zone (MAX_ORDER 10, \
          pageblock 9, pcp high {} tuned up to {} / batch {} as derived from the zone's size, \
@@ -649,9 +655,9 @@ fn batched_vs_per_page_table(
          every run). Published in {}: 100 000 iterations of order 9 on a server-class arm64 \
          machine, in the kernel.",
         ZONE_FRAMES >> 10,
-        ZoneConfig::new(Pfn(0), ZONE_FRAMES).pcp_high,
-        ZoneConfig::new(Pfn(0), ZONE_FRAMES).pcp_high_max,
-        ZoneConfig::new(Pfn(0), ZONE_FRAMES).pcp_batch,
+        cfg.pcp_high,
+        cfg.pcp_high_max,
+        cfg.pcp_batch,
         thread::FREE_CONTIG_RANGE,
     ));
     t.plot = Some(

@@ -179,7 +179,8 @@ impl DropIn {
     /// The drop-in over 1 GiB of its own ([`Memory`](crate::arceos::Memory)), with page
     /// lists for `cpus` CPUs.
     pub(crate) fn new(cpus: usize) -> Self {
-        // The frames, their metadata and alignment to a page.
+        // The frames and room for their metadata (24 bytes a frame, under FRAMES / 32 + 2
+        // pages); `Memory` adds the alignment.
         let bytes = (FRAMES as usize + FRAMES as usize / 32 + 2) * PAGE;
         let mut memory = crate::arceos::Memory::new(bytes);
         let a = axalloc_buddy::GlobalAllocator::with_cpu_id(ThreadCpu);
