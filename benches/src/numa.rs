@@ -136,13 +136,15 @@ fn rates(ctx: &SectionContext) -> Table {
     t.note(
         "Two nodes of 1 GiB, CPU 0 on node 0; every row allocates on CPU 0 with per-cpu lists \
          (the common case: one CPU lock, no zone lock per allocation). The floor of each row \
-         is the lone zone's path; a node set adds the policy's node lookup and, under \
-         pressure, one failed attempt on the full node (its empty per-cpu list's lock, and the \
-         zone lock to find its buddy empty) before the next node's: that attempt is most of \
-         the fallback row's excess. Linux skips a full zone without a lock (a watermark check \
-         on a counter read without one); buddy-sim does not yet. This machine has one memory \
-         node: remote memory's own latency (a NUMA hop, ~1.5-2x DRAM latency on two-socket \
-         servers) is not in these figures.",
+         is the lone zone's path; a node set adds the policy's node lookup (the zones each \
+         node's allocations may try are listed once, as Linux's zonelists) and, under \
+         pressure, one failed attempt on the full node before the next node's: its empty \
+         per-cpu list's lock, and the zone lock to read that its buddy holds fewer free frames \
+         than the block (no free list is looked at then). That attempt is most of the fallback \
+         row's excess. Linux skips a full zone without either lock (a watermark check on a \
+         counter read without one); buddy-sim takes both, uncontended here. This machine has \
+         one memory node: remote memory's own latency (a NUMA hop, ~1.5-2x DRAM latency on \
+         two-socket servers) is not in these figures.",
     );
     t
 }

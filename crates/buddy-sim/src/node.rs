@@ -242,14 +242,61 @@ pub struct NodeSet<Z, F, P, R = DefaultRawMutex> {
     /// Each zone's span `(first frame, frames)` and index, in the order of their first
     /// frames: what [`NodeSet::zone_of`]'s binary search reads (one table, not the zones).
     by_start: [(u64, u64, u8); MAX_ZONES],
-    /// Each node's first zone (its index), or [`NO_ZONE`]: where an allocation tries first.
-    first_zone: [u8; MAX_NODES],
+    /// Each node's zones in fallback order, worked out once.
+    zonelists: Zonelists,
     hotplug: Mutex<R, ()>,
     _zone: PhantomData<fn() -> (F, P)>,
 }
 
-/// A node without zones, in [`NodeSet`]'s table of each node's first zone.
-const NO_ZONE: u8 = u8::MAX;
+/// Linux's `node_zonelists`: for each node, the indices of every zone in its fallback
+/// order (its own zones first, then the nearest node's, ...; each node's in the order the
+/// set was given them), worked out once so that an allocation walks a slice.
+struct Zonelists {
+    zones: [[u8; MAX_ZONES]; MAX_NODES],
+    /// Each node's list: how many zones it has, and how many of them are the node's own
+    /// (the list a bound policy walks).
+    len: [(u8, u8); MAX_NODES],
+}
+
+impl Zonelists {
+    /// The lists of `zones`, each on the node its configuration names (which `topology`
+    /// has: checked), at most [`MAX_ZONES`] of them.
+    fn new<F, P, R>(topology: &Topology, zones: &[Zone<F, P, R>]) -> Self {
+        let mut lists = Self {
+            zones: [[0; MAX_ZONES]; MAX_NODES],
+            len: [(0, 0); MAX_NODES],
+        };
+        for first in 0..topology.nodes {
+            let (list, len) = (&mut lists.zones[first], &mut lists.len[first]);
+            for (k, &node) in topology.fallback[first][..topology.nodes]
+                .iter()
+                .enumerate()
+            {
+                for (i, z) in zones.iter().enumerate() {
+                    if z.cfg.node.0 == node {
+                        // At most MAX_ZONES zones: each is listed once, and its index fits
+                        // a u8, as does the count.
+                        list[usize::from(len.0)] = i as u8;
+                        len.0 += 1;
+                    }
+                }
+                if k == 0 {
+                    len.1 = len.0;
+                }
+            }
+        }
+        lists
+    }
+
+    /// The zones an allocation whose first node is `first` may take from: every zone in
+    /// fallback order, or with `own_only` the node's own.
+    #[inline(always)]
+    fn of(&self, first: NodeId, own_only: bool) -> &[u8] {
+        let (all, own) = self.len[first.index()];
+        let n = if own_only { own } else { all };
+        &self.zones[first.index()][..usize::from(n)]
+    }
+}
 
 impl<Z, F, P, R> NodeSet<Z, F, P, R>
 where
@@ -274,7 +321,6 @@ where
                 nodes: MAX_ZONES,
             });
         }
-        let mut first_zone = [NO_ZONE; MAX_NODES];
         for (i, z) in zs.iter().enumerate() {
             let node = z.node();
             if topology.check(node).is_err() {
@@ -283,10 +329,6 @@ where
                     zone: i as u8,
                     node: node.0,
                 });
-            }
-            if first_zone[node.index()] == NO_ZONE {
-                // At most MAX_ZONES (64) zones: the index fits a u8.
-                first_zone[node.index()] = i as u8;
             }
             let cpus = z.config().cpus;
             if cpus != topology.cpus() {
@@ -312,11 +354,12 @@ where
                 return Err(ConfigError::ZonesOverlap { first, second });
             }
         }
+        let zonelists = Zonelists::new(&topology, zs);
         Ok(Self {
             topology,
             zones,
             by_start,
-            first_zone,
+            zonelists,
             hotplug: Mutex::new(()),
             _zone: PhantomData,
         })
@@ -340,24 +383,18 @@ where
     /// The zones an allocation whose first node is `first` may take from under `policy`, in
     /// fallback order (Linux's zonelist): the zones of the nearest allowed node first, each
     /// node's in the order the set was given them; with their indices.
+    #[inline]
     fn zonelist(
         &self,
         first: NodeId,
         policy: NodePolicy,
     ) -> impl Iterator<Item = (usize, &Zone<F, P, R>)> + '_ {
-        let reach = if matches!(policy, NodePolicy::Bind(_)) {
-            1
-        } else {
-            self.topology.nodes
-        };
-        let nodes = &self.topology.fallback[first.index()][..reach];
-        nodes.iter().flat_map(move |&n| {
-            self.zones
-                .as_ref()
-                .iter()
-                .enumerate()
-                .filter(move |(_, z)| z.node().0 == n)
-        })
+        let own_only = matches!(policy, NodePolicy::Bind(_));
+        let zones = self.zones.as_ref();
+        self.zonelists
+            .of(first, own_only)
+            .iter()
+            .filter_map(move |&i| Some((usize::from(i), zones.get(usize::from(i))?)))
     }
 
     /// The zone spanning `pfn`, found by binary search over the zones' spans: for the
@@ -416,14 +453,18 @@ where
         }
         let first = self.first_node(cpu, policy)?;
         // The common case: the first zone of the first node has a block at hand.
-        let tried = self.first_zone[first.index()];
-        if let Some(zone) = self.zones.as_ref().get(usize::from(tried)) {
+        let tried = self
+            .zonelists
+            .of(first, true)
+            .first()
+            .map(|&i| usize::from(i));
+        if let Some(zone) = tried.and_then(|i| self.zones.as_ref().get(i)) {
             match attempt(zone, false) {
                 Err(AllocError::OutOfMemory(_) | AllocError::MovableOnly(_)) => {}
                 done => return done,
             }
         }
-        self.allocate_slow(first, order, policy, usize::from(tried), attempt)
+        self.allocate_slow(first, order, policy, tried, attempt)
     }
 
     /// [`NodeSet::allocate`] past its first attempt (on zone `tried`): both passes over the
@@ -434,13 +475,13 @@ where
         first: NodeId,
         order: Order,
         policy: NodePolicy,
-        tried: usize,
+        tried: Option<usize>,
         mut attempt: impl FnMut(&'a Zone<F, P, R>, bool) -> Result<T, AllocError>,
     ) -> Result<T, AllocError> {
         let mut last = AllocError::OutOfMemory(order);
         for slow_path in [false, true] {
             for (i, zone) in self.zonelist(first, policy) {
-                if !slow_path && i == tried {
+                if !slow_path && Some(i) == tried {
                     continue;
                 }
                 match attempt(zone, slow_path) {
@@ -484,12 +525,18 @@ where
         // The common case, inline: a plain block, only its frame number carried back.
         if request.is_block() && !request.zeroed && !request.has_slow_path() {
             let (order, mt, tag) = (request.order, request.mt, request.tag());
-            return self.allocate(cpu, order, request.policy, |z, slow| {
-                let how = (Prefer::Unzeroed, mt, tag);
-                let (idx, _) =
-                    z.alloc_attempt(z.pcp(cpu)?, order, how, slow, &mut SlowPath::none())?;
-                Ok(z.map().pfn(idx))
-            });
+            return self.allocate(
+                cpu,
+                order,
+                request.policy,
+                #[inline(always)]
+                |z, slow| {
+                    let how = (Prefer::Unzeroed, mt, tag);
+                    let (idx, _) =
+                        z.alloc_attempt(z.pcp(cpu)?, order, how, slow, &mut SlowPath::none())?;
+                    Ok(z.map().pfn(idx))
+                },
+            );
         }
         self.alloc_in(cpu, request).map(|(_, pfn)| pfn)
     }

@@ -128,6 +128,49 @@ fn a_local_allocation_stays_home_until_the_node_is_full_then_goes_nearest_first(
     }
 }
 
+/// Zones given out of node order, two on node 0: an allocation walks its node's zones in
+/// the order the set was given them, then the next node's (Linux's zonelist); a bound one
+/// its node's zones alone.
+#[test]
+fn the_zonelist_takes_a_nodes_zones_in_the_order_given_then_the_next_nodes() {
+    let set = node_set(three_nodes(), &[(1, 16), (0, 16), (2, 16), (0, 16)]);
+    let zone_index = |p: Pfn| ((p.0 - 0x1000) / 16) as usize;
+    let mut got = Vec::new();
+    let mut take = |cpu, policy, n| {
+        let zones: Vec<usize> = (0..n)
+            .map(|_| {
+                let p = set.alloc_pages(cpu, Order::ZERO, policy).unwrap();
+                got.push(p);
+                zone_index(p)
+            })
+            .collect();
+        zones
+    };
+    // Node 0's zones (indices 1 then 3), then node 2's (2), then node 1's (0).
+    assert_eq!(take(0, NodePolicy::Local, 16), [1; 16]);
+    assert_eq!(take(0, NodePolicy::Bind(NodeId(0)), 16), [3; 16]);
+    assert_eq!(take(0, NodePolicy::Local, 16), [2; 16]);
+    assert_eq!(take(0, NodePolicy::Local, 1), [0]);
+    assert_eq!(
+        set.alloc_pages(0, Order::ZERO, NodePolicy::Bind(NodeId(0))),
+        Err(AllocError::OutOfMemory(Order::ZERO))
+    );
+    // CPU 1's node first: node 1, then node 2 (20) before node 0 (30).
+    assert_eq!(take(1, NodePolicy::Local, 15), [0; 15]);
+    assert_eq!(
+        set.alloc_pages(1, Order::ZERO, NodePolicy::Local),
+        Err(AllocError::OutOfMemory(Order::ZERO))
+    );
+    for p in got {
+        // SAFETY: the test's pages; nothing writes a frame.
+        unsafe { set.free_pages(0, p, Order::ZERO) }.unwrap();
+    }
+    for n in 0..3 {
+        let s = set.node_stats(NodeId(n)).unwrap();
+        assert_eq!(s.free, s.present);
+    }
+}
+
 #[test]
 fn a_bound_allocation_never_leaves_its_node_and_a_preferred_one_does() {
     let set = node_set(three_nodes(), &[(0, 32), (1, 32), (2, 32)]);

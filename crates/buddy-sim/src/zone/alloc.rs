@@ -80,7 +80,7 @@ where
     /// drain, no merge, no deferred memory, no callbacks): a node set's first pass over its
     /// zones, which takes a free block from a farther zone before it drains a nearer one
     /// (Linux's `get_page_from_freelist` before `__alloc_pages_slowpath`).
-    #[inline]
+    #[inline(always)]
     pub(crate) fn alloc_attempt(
         &self,
         cpu: CpuLists<'_, R>,
@@ -122,7 +122,7 @@ where
     }
 
     /// [`Zone::alloc_attempt`] without the debugging features.
-    #[inline]
+    #[inline(always)]
     fn alloc_attempt_unchecked(
         &self,
         cpu: CpuLists<'_, R>,
@@ -134,10 +134,24 @@ where
         if slow_path {
             return self.alloc_unchecked(cpu, order, (prefer, mt, tag), hooks);
         }
+        // The common case, inline (as in `alloc_unchecked`): a per-cpu order from the CPU's
+        // list. Everything else, and every error, out of line.
         if let Some((idx, contents)) = self.alloc_from_cpu_list(cpu, order, prefer, mt) {
             self.mark_allocated(cpu, idx, order, mt, tag);
             return Ok((idx, contents));
         }
+        self.alloc_attempt_off_list(cpu, order, (prefer, mt, tag))
+    }
+
+    /// [`Zone::alloc_attempt_unchecked`] without the slow path, past the CPU's list: an
+    /// order without a per-cpu list from the buddy, or an error.
+    #[inline(never)]
+    fn alloc_attempt_off_list(
+        &self,
+        cpu: CpuLists<'_, R>,
+        order: Order,
+        (prefer, mt, tag): (Prefer, MigrateType, HeadTag),
+    ) -> Result<(FrameIdx, Contents), AllocError> {
         self.check_order(order)?;
         self.check_kind(mt)?;
         let (idx, contents) = self.alloc_fast(cpu, order, prefer, mt, self.cfg.fallback(), true)?;

@@ -442,6 +442,13 @@ impl FreeArea {
             .map(|(idx, zeroed)| (idx, zeroed, 1))
     }
 
+    /// Whether the buddy holds fewer free frames than a block of `order`: then no list has
+    /// one, whatever the type.
+    #[inline(always)]
+    pub(crate) fn holds_less_than(&self, order: Order) -> bool {
+        self.count.pages < order.pages()
+    }
+
     /// Takes the free block `[idx, idx + 2^from)` as a run of blocks of `order`: split down
     /// only to the largest `order + j <= from` with `2^j <= most` (to `order` for a
     /// reported block, whose pieces are counted as they are taken), the upper halves back
