@@ -440,7 +440,7 @@ where
     /// Runs `attempt` over the zones `policy` allows on `cpu`, in zonelist order: every zone
     /// without the slow path, then every zone with it; the first success, else the last
     /// out-of-memory error. Any other error ends the search.
-    #[inline]
+    #[inline(always)]
     fn allocate<'a, T>(
         &'a self,
         cpu: usize,
