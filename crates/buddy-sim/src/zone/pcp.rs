@@ -332,12 +332,26 @@ impl PcpLists {
             Prefer::Unzeroed => self.refill_runs(m, list, (order, blocks), |most| {
                 free.rmqueue_run(m, order, mt, fallback, most)
             }),
-            Prefer::Zeroed => self.refill_runs(m, list, (order, blocks), |most| {
-                let (idx, n) = free.rmqueue_zeroed_run(m, order, mt, fallback, most)?;
-                Some((idx, true, n))
-            }),
+            Prefer::Zeroed => self.refill_zeroed(m, free, list, (order, mt, fallback), blocks),
         }
         self.lists.reverse_hot_since(list, before);
+    }
+
+    /// [`PcpLists::refill`]'s loop for blocks known zero, out of line (a zeroed
+    /// allocation's refill is rarer than a plain one's).
+    #[inline(never)]
+    fn refill_zeroed(
+        &mut self,
+        m: FrameMap<'_>,
+        free: &mut FreeArea,
+        list: usize,
+        (order, mt, fallback): (Order, MigrateType, Fallback),
+        blocks: u64,
+    ) {
+        self.refill_runs(m, list, (order, blocks), |most| {
+            let (idx, n) = free.rmqueue_zeroed_run(m, order, mt, fallback, most)?;
+            Some((idx, true, n))
+        });
     }
 
     /// [`PcpLists::refill`]'s loop: runs from `take` (given how many blocks are still
