@@ -479,42 +479,59 @@ where
         fallback: Fallback,
     ) -> Option<(FrameIdx, Contents)> {
         let m = self.map();
-        // A block known zero from the list (the only kind a zeroed pop takes).
-        let taken = lists.pop(m, list, order, Prefer::Zeroed);
-        let taken = taken
-            .map(|(idx, _)| (idx, Contents::KnownZero))
-            .or_else(|| {
-                let mut free = self.lock_zone();
-                let batch = self.cfg.pcp_zeroed_blocks(order);
-                // This call's block and, where one block holds them, the list's after it.
-                let (idx, n) = free.rmqueue_zeroed_run(m, order, mt, fallback, batch)?;
-                // Straight from the buddy, not through the list: counted here.
-                free.stats().pgalloc += order.pages();
-                self.events().pcp_refill(&PcpRefill {
-                    cpu: self.cpu_number(cpu),
-                    order,
-                    blocks: batch - 1,
-                });
-                let rest = n - 1;
-                let next = idx + (1u32 << order.get());
-                lists.push_run(m, list, (next, order, rest), true);
-                lists.refill(
-                    m,
-                    &mut free,
-                    list,
-                    (order, Prefer::Zeroed, fallback),
-                    batch - n,
-                );
-                Some((idx, Contents::KnownZero))
-            });
-        let taken = taken.or_else(|| {
-            let (idx, _) = self.pop_refilled(cpu, lists, (list, order), fallback)?;
-            Some((idx, lists.contents(m, idx, order)))
-        })?;
+        // A block known zero from the list (the only kind a zeroed pop takes), else from
+        // the buddy with the rest of a batch for the list.
+        let taken = match lists.pop(m, list, order, Prefer::Zeroed) {
+            Some((idx, _)) => Some(idx),
+            None => self.refill_zeroed(cpu, lists, list, (order, mt, fallback)),
+        };
+        let taken = match taken {
+            Some(idx) => (idx, Contents::KnownZero),
+            None => {
+                let (idx, _) = self.pop_refilled(cpu, lists, (list, order), fallback)?;
+                (idx, lists.contents(m, idx, order))
+            }
+        };
         lists
             .stats
             .count_zeroed_alloc(taken.1.known_zero(), order.pages());
         Some(taken)
+    }
+
+    /// [`Zone::take_zeroed_from_list`] when the list has no block known zero: one from the
+    /// buddy for this call and, where one block holds them, the list's after it, then a
+    /// refill of the rest of a batch; `None` when the buddy has none. Out of line: most
+    /// zeroed allocations find one on the list.
+    #[inline(never)]
+    fn refill_zeroed(
+        &self,
+        cpu: CpuLists<'_, R>,
+        lists: &mut PcpLists,
+        list: usize,
+        (order, mt, fallback): (Order, MigrateType, Fallback),
+    ) -> Option<FrameIdx> {
+        let m = self.map();
+        let mut free = self.lock_zone();
+        let batch = self.cfg.pcp_zeroed_blocks(order);
+        let (idx, n) = free.rmqueue_zeroed_run(m, order, mt, fallback, batch)?;
+        // Straight from the buddy, not through the list: counted here.
+        free.stats().pgalloc += order.pages();
+        self.events().pcp_refill(&PcpRefill {
+            cpu: self.cpu_number(cpu),
+            order,
+            blocks: batch - 1,
+        });
+        let rest = n - 1;
+        let next = idx + (1u32 << order.get());
+        lists.push_run(m, list, (next, order, rest), true);
+        lists.refill(
+            m,
+            &mut free,
+            list,
+            (order, Prefer::Zeroed, fallback),
+            batch - n,
+        );
+        Some(idx)
     }
 
     /// Refills `lists`' `list` with `blocks` blocks of `order` from the buddy, under the
