@@ -252,10 +252,14 @@ pub struct NodeSet<Z, F, P, R = DefaultRawMutex> {
 /// order (its own zones first, then the nearest node's, ...; each node's in the order the
 /// set was given them), worked out once so that an allocation walks a slice.
 struct Zonelists {
+    /// Node `n`'s list: `zones[n][..len]`, every zone once (each zone is on one node, and
+    /// the fallback order names every node).
     zones: [[u8; MAX_ZONES]; MAX_NODES],
-    /// Each node's list: how many zones it has, and how many of them are the node's own
-    /// (the list a bound policy walks).
-    len: [(u8, u8); MAX_NODES],
+    /// Zones in the set: each list's length.
+    len: u8,
+    /// How many of each list's first zones are the node's own (the list a bound policy
+    /// walks).
+    own: [u8; MAX_NODES],
 }
 
 impl Zonelists {
@@ -264,24 +268,27 @@ impl Zonelists {
     fn new<F, P, R>(topology: &Topology, zones: &[Zone<F, P, R>]) -> Self {
         let mut lists = Self {
             zones: [[0; MAX_ZONES]; MAX_NODES],
-            len: [(0, 0); MAX_NODES],
+            // At most MAX_ZONES (64) zones: the count fits a u8.
+            len: zones.len() as u8,
+            own: [0; MAX_NODES],
         };
         for first in 0..topology.nodes {
-            let (list, len) = (&mut lists.zones[first], &mut lists.len[first]);
+            let list = &mut lists.zones[first];
+            let mut at = 0;
             for (k, &node) in topology.fallback[first][..topology.nodes]
                 .iter()
                 .enumerate()
             {
                 for (i, z) in zones.iter().enumerate() {
                     if z.cfg.node.0 == node {
-                        // At most MAX_ZONES zones: each is listed once, and its index fits
-                        // a u8, as does the count.
-                        list[usize::from(len.0)] = i as u8;
-                        len.0 += 1;
+                        // Each zone is listed once: at most MAX_ZONES of them, whose
+                        // indices fit a u8.
+                        list[at] = i as u8;
+                        at += 1;
                     }
                 }
                 if k == 0 {
-                    len.1 = len.0;
+                    lists.own[first] = at as u8;
                 }
             }
         }
@@ -292,8 +299,11 @@ impl Zonelists {
     /// fallback order, or with `own_only` the node's own.
     #[inline(always)]
     fn of(&self, first: NodeId, own_only: bool) -> &[u8] {
-        let (all, own) = self.len[first.index()];
-        let n = if own_only { own } else { all };
+        let n = if own_only {
+            self.own[first.index()]
+        } else {
+            self.len
+        };
         &self.zones[first.index()][..usize::from(n)]
     }
 }

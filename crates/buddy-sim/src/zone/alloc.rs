@@ -483,7 +483,7 @@ where
         // the buddy with the rest of a batch for the list.
         let taken = match lists.pop(m, list, order, Prefer::Zeroed) {
             Some((idx, _)) => Some(idx),
-            None => self.refill_zeroed(cpu, lists, list, (order, mt, fallback)),
+            None => self.take_zeroed_from_buddy(cpu, lists, list, (order, mt, fallback)),
         };
         let taken = match taken {
             Some(idx) => (idx, Contents::KnownZero),
@@ -503,7 +503,7 @@ where
     /// refill of the rest of a batch; `None` when the buddy has none. Out of line: most
     /// zeroed allocations find one on the list.
     #[inline(never)]
-    fn refill_zeroed(
+    fn take_zeroed_from_buddy(
         &self,
         cpu: CpuLists<'_, R>,
         lists: &mut PcpLists,
