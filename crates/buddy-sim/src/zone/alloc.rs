@@ -453,15 +453,17 @@ where
         (list, order): (usize, Order),
         fallback: Fallback,
     ) -> Option<(FrameIdx, bool)> {
-        if lists.lists.is_empty(list) {
-            self.refill(
-                pcp,
-                lists,
-                list,
-                (order, Prefer::Unzeroed, fallback),
-                self.cfg.pcp_blocks(order),
-            );
+        // A plain pop takes any block the list has: `None` only from an empty list.
+        if let Some(taken) = lists.pop(self.map(), list, order, Prefer::Unzeroed) {
+            return Some(taken);
         }
+        self.refill(
+            pcp,
+            lists,
+            list,
+            (order, Prefer::Unzeroed, fallback),
+            self.cfg.pcp_blocks(order),
+        );
         lists.pop(self.map(), list, order, Prefer::Unzeroed)
     }
 

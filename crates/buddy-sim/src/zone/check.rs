@@ -228,7 +228,8 @@ where
                         == Some(l)
                 };
                 listed += check_list(m, lists.lists.cold(l), FrameState::Pcp, entry_ok)?;
-                listed += check_hot(m, lists.lists.hot(l), entry_ok)?;
+                listed += check_hot(m, lists.lists.hot(l), false, entry_ok)?;
+                listed += check_hot(m, lists.lists.zeroed(l), true, entry_ok)?;
                 for idx in lists.lists.blocks(m.frames, l) {
                     let w = m.frame(idx).load();
                     count.add(Order(w.order()), w.zeroed());
@@ -295,12 +296,14 @@ fn check_list(
     Ok(len)
 }
 
-/// Checks the blocks in a per-cpu list's array: each in the zone, a per-cpu head that
-/// `entry_ok` accepts, not known zero (those go on the linked list's back); returns how many.
+/// Checks the blocks at one end of a per-cpu list's array: each in the zone, a per-cpu head
+/// that `entry_ok` accepts, known zero exactly if `zeroed` (the array's known-zero end);
+/// returns how many.
 /// A block on two lists (or twice on one) shows as more list entries than per-cpu heads.
 fn check_hot(
     m: FrameMap<'_>,
     hot: &[FrameIdx],
+    zeroed: bool,
     entry_ok: impl Fn(Word) -> bool,
 ) -> Result<u64, Corruption> {
     for &idx in hot {
@@ -317,8 +320,8 @@ fn check_hot(
         if w.state() != FrameState::Pcp || !entry_ok(w) {
             return fail("a list entry of the wrong state or order");
         }
-        if w.zeroed() {
-            return fail("a known-zero block in a per-cpu list's array");
+        if w.zeroed() != zeroed {
+            return fail("a per-cpu array entry at the wrong end for its known-zero mark");
         }
     }
     Ok(hot.len() as u64)

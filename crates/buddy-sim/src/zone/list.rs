@@ -28,6 +28,15 @@ impl FreeCount {
         }
     }
 
+    /// `n` blocks of `order` joined the lists.
+    #[inline]
+    pub(crate) fn add_run(&mut self, order: Order, n: u64, zeroed: bool) {
+        self.pages += n * order.pages();
+        if zeroed {
+            self.zeroed += n * order.pages();
+        }
+    }
+
     /// A block of `order` left the lists.
     #[inline]
     pub(crate) fn sub(&mut self, order: Order, zeroed: bool) {

@@ -170,11 +170,27 @@ impl<'a> FrameMap<'a> {
 /// `mt`, not isolated; under the zone lock, the block on no list.
 pub(crate) fn set_pageblocks(m: FrameMap<'_>, idx: FrameIdx, order: Order, mt: MigrateType) {
     let bits = Pageblock::of(mt).bits();
-    let end = idx + order.pages() as u32;
+    let (pages, stride) = (order.pages(), m.pageblock_pages());
+    let end = idx + pages as u32;
+    // A free block of the pageblock order or above lies in the zone, pfn-aligned: each of
+    // its pageblocks is whole, and their bits frames are a pageblock apart. A stride over
+    // the frames then, with no bits frame worked out per pageblock (a 1 GiB claim sets 512).
+    let first = m.pageblock_bits_index(m.pfn(idx));
+    let last = m.pageblock_bits_index(m.pfn(end - 1));
+    let span = (pages / u64::from(stride)).saturating_sub(1) * u64::from(stride);
+    if last >= first && (last - first) as u64 == span {
+        let frames = m.frames.slice(first..last + 1);
+        let mut at = 0;
+        while let Some(frame) = frames.get(at) {
+            frame.set_pageblock_bits(bits);
+            at += stride as usize;
+        }
+        return;
+    }
     let mut i = idx;
     while i < end {
         m.pageblock_bits_frame(i).set_pageblock_bits(bits);
-        i += m.pageblock_pages();
+        i += stride;
     }
 }
 

@@ -251,17 +251,34 @@ impl PcpLists {
         order: Order,
         prefer: Prefer,
     ) -> Option<(FrameIdx, bool)> {
-        let l = &mut self.lists;
         let idx = match prefer {
-            Prefer::Unzeroed => l.pop_front(m.frames, list)?,
-            Prefer::Zeroed if m.frame(l.back(list)?).load().zeroed() => {
-                l.pop_back(m.frames, list)?
-            }
-            Prefer::Zeroed => return None,
+            Prefer::Unzeroed => self.lists.pop_front(m.frames, list)?,
+            Prefer::Zeroed => return self.pop_zeroed(m, list, order),
         };
         let zeroed = m.frame(idx).load().zeroed();
         self.took(order, zeroed);
         Some((idx, zeroed))
+    }
+
+    /// [`PcpLists::pop`] for [`Prefer::Zeroed`]: a known-zero block from `list`'s array
+    /// (no frame read), else from its linked part's back if that one is known zero.
+    #[inline(always)]
+    fn pop_zeroed(
+        &mut self,
+        m: FrameMap<'_>,
+        list: usize,
+        order: Order,
+    ) -> Option<(FrameIdx, bool)> {
+        let l = &mut self.lists;
+        let idx = match l.pop_zeroed(list) {
+            Some(idx) => idx,
+            None if m.frame(l.cold_back(list)?).load().zeroed() => {
+                l.pop_cold_back(m.frames, list)?
+            }
+            None => return None,
+        };
+        self.took(order, true);
+        Some((idx, true))
     }
 
     /// The bookkeeping of a block of `order` (known zero or not) just taken off `list` for
@@ -322,9 +339,10 @@ impl PcpLists {
     ) {
         let mt = MigrateType::ALL[list / PCP_SLOTS];
         self.high.refilled(m.cfg, || free.below_high_watermark());
-        // Nothing to take (a full zone, which a node set's first pass tries before the next
-        // node's): no look at every order of every fallback type's lists.
-        if free.holds_less_than(order) {
+        // Nothing wanted (a zeroed refill whose first run held the batch), or nothing to
+        // take (a full zone, which a node set's first pass tries before the next node's):
+        // no look at every order of every fallback type's lists.
+        if blocks == 0 || free.holds_less_than(order) {
             return;
         }
         let before = self.lists.hot_len(list);
@@ -387,12 +405,17 @@ impl PcpLists {
         (idx, order, n): (FrameIdx, Order, u64),
         zeroed: bool,
     ) {
+        let word = listed_word(list, order, zeroed, 0);
         let mut at = idx;
         for _ in 0..n {
-            self.push(m, list, at, order, zeroed);
+            m.frame(at).store(word);
+            self.lists.push(m.frames, list, at, zeroed);
             // At most the run's end, a frame index of the zone: no overflow.
             at += 1u32 << order.get();
         }
+        // What `n` pushes count, at once.
+        self.maybe_nonempty |= 1 << list;
+        self.count.add_run(order, n, zeroed);
         self.stats.refilled += n * order.pages();
         self.flows.refilled = self.flows.refilled.wrapping_add(n);
     }

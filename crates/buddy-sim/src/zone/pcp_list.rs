@@ -1,6 +1,8 @@
 //! One CPU's per-cpu lists: on each, the most recently freed blocks in an array on top (an
 //! allocation pops one, a free pushes one, and neither touches another frame's links), the
-//! rest in a linked list of frames below it, known-zero blocks at its back.
+//! rest in a linked list of frames below it, and known-zero blocks at its back: in the same
+//! array, from its other end, while it has room (a zeroed allocation pops one there, and a
+//! zeroed refill's batch goes there without a link written), else at the linked list's back.
 //!
 //! Linux keeps its per-cpu lists linked through `struct page` alone; a block freed and
 //! allocated again at once (a page-table page, a task stack) then writes the links of the
@@ -61,24 +63,58 @@ const fn hot_range(list: usize) -> (usize, usize) {
     (start as usize, cap as usize)
 }
 
-/// A CPU's per-cpu lists, each the array of its recently freed blocks not known zero, then
-/// its linked list. Taking from a list's front takes its array's last block first; taking
-/// from its back takes the linked list's back first (its known-zero and oldest blocks).
-/// Every call names its list by number (`list < PCP_LISTS`, as `ZoneConfig::pcp_list`
-/// gives them).
+/// Where one list's two kinds of blocks end in its array, as indices into the pool (an
+/// empty list's: its array's start and end).
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+struct ArrayEnds {
+    /// One past its last block not known zero (they fill the array from its start).
+    hot_end: u16,
+    /// Its first known-zero block (they fill the array from its end down), never below
+    /// `hot_end`: a push onto the array compares the two.
+    zeroed_from: u16,
+}
+
+/// Every list's [`ArrayEnds`] while it is empty.
+const EMPTY_ENDS: [ArrayEnds; PCP_LISTS] = {
+    let mut ends = [ArrayEnds {
+        hot_end: 0,
+        zeroed_from: 0,
+    }; PCP_LISTS];
+    let mut list = 0;
+    while list < PCP_LISTS {
+        let (start, cap) = HOT_RANGES[list];
+        ends[list] = ArrayEnds {
+            hot_end: start,
+            zeroed_from: start + cap,
+        };
+        list += 1;
+    }
+    ends
+};
+
+/// A CPU's per-cpu lists, each in three parts: its array's recently freed blocks not known
+/// zero, its array's known-zero blocks (at the array's other end), and its linked list
+/// (known-zero blocks at its back). A plain allocation takes the array's last freed block,
+/// else the linked list's front, else a known-zero block from the array; a zeroed one a
+/// known-zero block from the array, else the linked list's back if it is known zero; a
+/// drain the linked list's back (its known-zero and oldest blocks), else the array's
+/// known-zero blocks, else its last freed one. Every call names its list by number
+/// (`list < PCP_LISTS`, as `ZoneConfig::pcp_list` gives them).
 #[derive(Clone, Copy)]
 #[repr(C)]
 pub(crate) struct PcpListSet {
-    /// List `l`'s array is `hot[start..start + hot_len[l]]`, the last one freed last
-    /// ([`hot_range`]). The lengths first (`repr(C)`): every call reads one.
-    hot_len: [u32; PCP_LISTS],
+    /// List `l`'s array is `hot[start..start + cap]` ([`hot_range`]): its blocks not known
+    /// zero are `hot[start..ends[l].hot_end]`, the last one freed last, and its known-zero
+    /// ones `hot[ends[l].zeroed_from..start + cap]`, the next to be taken first. The ends
+    /// first (`repr(C)`): every call reads one.
+    ends: [ArrayEnds; PCP_LISTS],
     cold: [List; PCP_LISTS],
     hot: [FrameIdx; HOT_POOL],
 }
 
 impl PcpListSet {
     pub(crate) const EMPTY: Self = Self {
-        hot_len: [0; PCP_LISTS],
+        ends: EMPTY_ENDS,
         cold: [List::EMPTY; PCP_LISTS],
         hot: [FrameIdx(0); HOT_POOL],
     };
@@ -86,19 +122,22 @@ impl PcpListSet {
     /// Blocks on `list`.
     #[inline]
     pub(crate) const fn len(&self, list: usize) -> u32 {
-        self.hot_len[list] + self.cold[list].len()
+        let (e, (start, cap)) = (self.ends[list], HOT_RANGES[list]);
+        (e.hot_end - start + (start + cap - e.zeroed_from)) as u32 + self.cold[list].len()
     }
 
-    #[inline]
-    pub(crate) const fn is_empty(&self, list: usize) -> bool {
-        self.len(list) == 0
-    }
-
-    /// The blocks in `list`'s array, the last freed last.
+    /// The blocks in `list`'s array not known zero, the last freed last.
     #[inline]
     pub(crate) fn hot(&self, list: usize) -> &[FrameIdx] {
         let (start, _) = hot_range(list);
-        &self.hot[start..start + self.hot_len[list] as usize]
+        &self.hot[start..usize::from(self.ends[list].hot_end)]
+    }
+
+    /// The known-zero blocks in `list`'s array, the next a zeroed allocation takes first.
+    #[inline]
+    pub(crate) fn zeroed(&self, list: usize) -> &[FrameIdx] {
+        let (start, cap) = hot_range(list);
+        &self.hot[usize::from(self.ends[list].zeroed_from)..start + cap]
     }
 
     /// The linked part of `list`.
@@ -106,7 +145,9 @@ impl PcpListSet {
         &self.cold[list]
     }
 
-    /// Every block on `list`, front to back (read under the lists' lock).
+    /// Every block on `list` (read under the lists' lock): its array's blocks not known
+    /// zero, the last freed first, its array's known-zero blocks, the next taken first, then
+    /// its linked list front to back.
     pub(crate) fn blocks<'a>(
         &'a self,
         frames: Frames<'a>,
@@ -115,6 +156,7 @@ impl PcpListSet {
         self.hot(list)
             .iter()
             .rev()
+            .chain(self.zeroed(list))
             .copied()
             .chain(self.cold[list].blocks(frames))
     }
@@ -127,11 +169,17 @@ impl PcpListSet {
         (0..PCP_LISTS).flat_map(move |list| self.blocks(frames, list))
     }
 
-    /// Adds the free block `idx` to `list`: a block not known zero to the array while it
-    /// has room, else to the linked list where its knowledge puts it ([`List::push`]).
+    /// Adds the free block `idx` to `list`: to the array while it has room (a known-zero
+    /// block at its known-zero end), else to the linked list where its knowledge puts it
+    /// ([`List::push`]).
     #[inline(always)]
     pub(crate) fn push(&mut self, frames: Frames<'_>, list: usize, idx: FrameIdx, zeroed: bool) {
-        if zeroed || !self.push_hot(list, idx) {
+        let pushed = if zeroed {
+            self.push_zeroed(list, idx)
+        } else {
+            self.push_hot(list, idx)
+        };
+        if !pushed {
             self.cold[list].push(frames, idx, zeroed);
         }
     }
@@ -140,32 +188,59 @@ impl PcpListSet {
     /// `false`, with nothing changed, if it is full.
     #[inline(always)]
     pub(crate) fn push_hot(&mut self, list: usize, idx: FrameIdx) -> bool {
-        let (start, cap) = hot_range(list);
-        let n = self.hot_len[list] as usize;
-        if n >= cap {
+        let e = &mut self.ends[list];
+        if e.hot_end >= e.zeroed_from {
             return false;
         }
-        self.hot[start + n] = idx;
-        self.hot_len[list] += 1;
+        self.hot[usize::from(e.hot_end)] = idx;
+        e.hot_end += 1;
         true
     }
 
-    /// Blocks in `list`'s array.
+    /// Adds the free block `idx`, known zero, to `list`'s array at its known-zero end if
+    /// it has room (the next a zeroed allocation takes): `false`, with nothing changed, if
+    /// it is full.
     #[inline(always)]
-    pub(crate) fn hot_len(&self, list: usize) -> u32 {
-        self.hot_len[list]
+    fn push_zeroed(&mut self, list: usize, idx: FrameIdx) -> bool {
+        let e = &mut self.ends[list];
+        if e.zeroed_from <= e.hot_end {
+            return false;
+        }
+        e.zeroed_from -= 1;
+        self.hot[usize::from(e.zeroed_from)] = idx;
+        true
     }
 
-    /// Reverses the blocks `list`'s array gained since it held `from`: blocks pushed in the
-    /// order they were taken then come off its top in that order, as Linux's `rmqueue_bulk`
-    /// queues a batch at a list's tail for allocations to take from its head.
+    /// Takes the known-zero block of `list`'s array pushed last, if it has one.
+    #[inline(always)]
+    pub(crate) fn pop_zeroed(&mut self, list: usize) -> Option<FrameIdx> {
+        let (start, cap) = hot_range(list);
+        let e = &mut self.ends[list];
+        let at = usize::from(e.zeroed_from);
+        if at >= start + cap {
+            return None;
+        }
+        e.zeroed_from += 1;
+        Some(self.hot[at])
+    }
+
+    /// Blocks in `list`'s array not known zero.
+    #[inline(always)]
+    pub(crate) fn hot_len(&self, list: usize) -> u32 {
+        self.hot(list).len() as u32
+    }
+
+    /// Reverses the blocks `list`'s array gained since it held `from` not known zero:
+    /// blocks pushed in the order they were taken then come off its top in that order, as
+    /// Linux's `rmqueue_bulk` queues a batch at a list's tail for allocations to take from
+    /// its head.
     #[inline]
     pub(crate) fn reverse_hot_since(&mut self, list: usize, from: u32) {
         let (start, _) = hot_range(list);
         // Swapped from both ends inward: a refill gains a few blocks (two of a 2 MiB
         // block's order), where the slice's `reverse` sets up for long ones.
         let mut lo = start + from as usize;
-        let mut hi = start + self.hot_len[list] as usize;
+        let mut hi = usize::from(self.ends[list].hot_end);
         while lo + 1 < hi {
             hi -= 1;
             self.hot.swap(lo, hi);
@@ -173,13 +248,16 @@ impl PcpListSet {
         }
     }
 
-    /// Takes the last block of `list`'s array, if it has one.
+    /// Takes the last block of `list`'s array not known zero, if it has one.
     #[inline(always)]
     pub(crate) fn pop_hot(&mut self, list: usize) -> Option<FrameIdx> {
-        let n = self.hot_len[list].checked_sub(1)?;
-        self.hot_len[list] = n;
         let (start, _) = hot_range(list);
-        Some(self.hot[start + n as usize])
+        let e = &mut self.ends[list];
+        if usize::from(e.hot_end) <= start {
+            return None;
+        }
+        e.hot_end -= 1;
+        Some(self.hot[usize::from(e.hot_end)])
     }
 
     /// Takes the most recently freed block of `list`'s array that `wanted` accepts (an
@@ -192,7 +270,9 @@ impl PcpListSet {
         wanted: impl Fn(FrameIdx) -> bool,
     ) -> Option<FrameIdx> {
         let (start, _) = hot_range(list);
-        let last = start + self.hot_len[list].checked_sub(1)? as usize;
+        let last = usize::from(self.ends[list].hot_end)
+            .checked_sub(1)
+            .filter(|&last| last >= start)?;
         // Most often the last freed block fits: no search, nothing above it to move.
         let at = if wanted(self.hot[last]) {
             last
@@ -203,35 +283,47 @@ impl PcpListSet {
         if at < last {
             self.hot.copy_within(at + 1..=last, at);
         }
-        self.hot_len[list] -= 1;
+        self.ends[list].hot_end -= 1;
         Some(idx)
     }
 
-    /// Takes the most recently freed block of `list`: the array's last, else the linked
-    /// list's front.
+    /// Takes the most recently freed block of `list`: the array's last not known zero, else
+    /// the linked list's front, else the array's last known-zero one.
     #[inline(always)]
     pub(crate) fn pop_front(&mut self, frames: Frames<'_>, list: usize) -> Option<FrameIdx> {
-        // A match, not `Option::or_else`: LLVM kept that as a call on every allocation.
+        // Matches, not `Option::or_else`: LLVM kept that as a call on every allocation.
         match self.pop_hot(list) {
             Some(idx) => Some(idx),
-            None => self.cold[list].pop_front(frames),
+            None => match self.cold[list].pop_front(frames) {
+                Some(idx) => Some(idx),
+                None => self.pop_zeroed(list),
+            },
         }
     }
 
-    /// The block [`PcpListSet::pop_back`] takes from `list`, without taking it.
+    /// The back of `list`'s linked part, if it has one: where it keeps its known-zero
+    /// blocks (those the array had no room for).
     #[inline]
-    pub(crate) fn back(&self, list: usize) -> Option<FrameIdx> {
-        self.cold[list]
-            .tail()
-            .or_else(|| self.hot(list).last().copied())
+    pub(crate) fn cold_back(&self, list: usize) -> Option<FrameIdx> {
+        self.cold[list].tail()
     }
 
-    /// Takes the oldest block of `list` (what a drain returns first, and where known-zero
-    /// blocks are): the linked list's back, else the array's last.
+    /// Takes the back of `list`'s linked part, if it has one.
+    #[inline]
+    pub(crate) fn pop_cold_back(&mut self, frames: Frames<'_>, list: usize) -> Option<FrameIdx> {
+        self.cold[list].pop_back(frames)
+    }
+
+    /// Takes the block a drain returns to the buddy first: the linked list's back (its
+    /// known-zero blocks, which can merge in the buddy, then its oldest), else a known-zero
+    /// block of the array, else the array's last freed block.
     #[inline]
     pub(crate) fn pop_back(&mut self, frames: Frames<'_>, list: usize) -> Option<FrameIdx> {
         if self.cold[list].is_empty() {
-            return self.pop_front(frames, list);
+            return match self.pop_zeroed(list) {
+                Some(idx) => Some(idx),
+                None => self.pop_hot(list),
+            };
         }
         self.cold[list].pop_back(frames)
     }
@@ -292,10 +384,10 @@ mod tests {
             l.push(frames, OTHER, FrameIdx(cap as u32 + 30), false);
             assert_eq!(l.hot(OTHER), &[FrameIdx(cap as u32 + 30)]);
             assert_eq!(l.len(list), cap as u32 + 4);
-            // A known-zero block goes to the linked list's back even with room in the array.
+            // A known-zero block goes to the array's other end while it has room.
             l.push(frames, OTHER, FrameIdx(cap as u32 + 39), true);
-            assert_eq!((l.hot(OTHER).len(), l.cold(OTHER).len()), (1, 1));
-            assert_eq!(l.back(OTHER), Some(FrameIdx(cap as u32 + 39)));
+            assert_eq!((l.hot(OTHER).len(), l.cold(OTHER).len()), (1, 0));
+            assert_eq!(l.zeroed(OTHER), &[FrameIdx(cap as u32 + 39)]);
             // Front: the array, last freed first; then the linked list's front.
             let front: Vec<u32> = l.blocks(frames, list).map(|i| i.0).collect();
             let mut taken = Vec::new();
@@ -305,7 +397,7 @@ mod tests {
             assert_eq!(taken, front);
             assert_eq!(taken[0], cap as u32 - 1);
             assert_eq!(taken[cap], cap as u32 + 3);
-            assert!(l.is_empty(list));
+            assert_eq!(l.len(list), 0);
             assert_eq!(l.len(OTHER), 2);
         }
     }
@@ -340,21 +432,71 @@ mod tests {
     }
 
     #[test]
-    fn the_back_is_the_linked_lists_back_then_the_array() {
+    fn known_zero_blocks_share_the_array_from_its_other_end_then_go_to_the_linked_back() {
         let f = frames(HOT_BLOCKS + 8);
         let frames = map(&f);
         let mut l = Box::new(PcpListSet::EMPTY);
-        for i in 0..HOT_BLOCKS as u32 + 2 {
+        let dirty = HOT_BLOCKS as u32 - 2;
+        for i in 0..dirty {
             l.push(frames, PAIRS, FrameIdx(i), false);
         }
-        let mut taken = Vec::new();
-        while let Some(back) = l.back(PAIRS) {
-            assert_eq!(l.pop_back(frames, PAIRS), Some(back));
-            taken.push(back.0);
+        // Two known-zero blocks fill the array; the next two go to the linked list's back.
+        for i in dirty..dirty + 4 {
+            l.push(frames, PAIRS, FrameIdx(i), true);
         }
-        // The linked list's back (its oldest, the first pushed there), then the array's last.
-        assert_eq!(&taken[..3], &[HOT_BLOCKS as u32, HOT_BLOCKS as u32 + 1, 31]);
+        assert_eq!(l.zeroed(PAIRS), &[FrameIdx(dirty + 1), FrameIdx(dirty)]);
+        assert_eq!(l.cold(PAIRS).len(), 2);
+        assert_eq!(l.cold_back(PAIRS), Some(FrameIdx(dirty + 3)));
+        // A full array: a block not known zero goes to the linked list's front.
+        l.push(frames, PAIRS, FrameIdx(dirty + 4), false);
+        assert_eq!(l.hot(PAIRS).len(), dirty as usize);
+        assert_eq!(l.cold(PAIRS).head(), Some(FrameIdx(dirty + 4)));
+        assert_eq!(l.len(PAIRS), HOT_BLOCKS as u32 + 3);
+        // The known-zero end gives the last pushed first, and makes room for the other end.
+        assert_eq!(l.pop_zeroed(PAIRS), Some(FrameIdx(dirty + 1)));
+        assert!(l.push_hot(PAIRS, FrameIdx(dirty + 5)));
+        assert!(!l.push_hot(PAIRS, FrameIdx(dirty + 6)));
+        assert_eq!(l.pop_zeroed(PAIRS), Some(FrameIdx(dirty)));
+        assert_eq!(l.pop_zeroed(PAIRS), None);
+        // A plain allocation takes the array's blocks not known zero, then the linked
+        // list's front (its known-zero blocks last); a known-zero block of the array after
+        // them all.
+        l.push(frames, PAIRS, FrameIdx(dirty + 7), true);
+        let mut taken = Vec::new();
+        while let Some(i) = l.pop_front(frames, PAIRS) {
+            taken.push(i.0);
+        }
+        assert_eq!(taken.len(), HOT_BLOCKS + 3);
+        assert_eq!(&taken[..2], &[dirty + 5, dirty - 1]);
+        assert_eq!(
+            &taken[taken.len() - 4..],
+            &[dirty + 4, dirty + 2, dirty + 3, dirty + 7]
+        );
+    }
+
+    #[test]
+    fn a_drain_takes_the_linked_back_then_the_known_zero_end_then_the_last_freed() {
+        let f = frames(HOT_BLOCKS + 8);
+        let frames = map(&f);
+        let mut l = Box::new(PcpListSet::EMPTY);
+        for i in 0..HOT_BLOCKS as u32 {
+            l.push(frames, PAIRS, FrameIdx(i), false);
+        }
+        l.push(frames, PAIRS, FrameIdx(HOT_BLOCKS as u32), false);
+        l.push(frames, PAIRS, FrameIdx(HOT_BLOCKS as u32 + 1), true);
+        // Room at the known-zero end once a block leaves the array.
+        assert_eq!(l.pop_hot(PAIRS), Some(FrameIdx(HOT_BLOCKS as u32 - 1)));
+        l.push(frames, PAIRS, FrameIdx(HOT_BLOCKS as u32 + 2), true);
+        let mut taken = Vec::new();
+        while let Some(i) = l.pop_back(frames, PAIRS) {
+            taken.push(i.0);
+        }
+        let h = HOT_BLOCKS as u32;
+        // The linked list's back (known zero, then the oldest), the array's known-zero
+        // block, then the array from its last freed down.
+        assert_eq!(&taken[..4], &[h + 1, h, h + 2, h - 2]);
         assert_eq!(taken.len(), HOT_BLOCKS + 2);
-        assert_eq!(l.pop_back(frames, PAIRS), None);
+        assert_eq!(taken.last(), Some(&0));
+        assert_eq!(l.len(PAIRS), 0);
     }
 }
