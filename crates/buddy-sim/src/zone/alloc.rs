@@ -523,16 +523,21 @@ where
             order,
             blocks: batch - 1,
         });
-        let rest = n - 1;
         let next = idx + (1u32 << order.get());
-        lists.push_run(m, list, (next, order, rest), true);
-        lists.refill(
-            m,
-            &mut free,
-            list,
-            (order, Prefer::Zeroed, fallback),
-            batch - n,
-        );
+        lists.push_run(m, list, (next, order, n - 1), true);
+        if n < batch {
+            lists.refill(
+                m,
+                &mut free,
+                list,
+                (order, Prefer::Zeroed, fallback),
+                batch - n,
+            );
+        } else {
+            // One block held the whole batch (most often): no refill of the rest, but a
+            // refill all the same for the tuned high mark.
+            lists.high.refilled(m.cfg, || free.below_high_watermark());
+        }
         Some(idx)
     }
 

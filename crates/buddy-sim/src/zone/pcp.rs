@@ -339,10 +339,9 @@ impl PcpLists {
     ) {
         let mt = MigrateType::ALL[list / PCP_SLOTS];
         self.high.refilled(m.cfg, || free.below_high_watermark());
-        // Nothing wanted (a zeroed refill whose first run held the batch), or nothing to
-        // take (a full zone, which a node set's first pass tries before the next node's):
-        // no look at every order of every fallback type's lists.
-        if blocks == 0 || free.holds_less_than(order) {
+        // Nothing to take (a full zone, which a node set's first pass tries before the next
+        // node's): no look at every order of every fallback type's lists.
+        if free.holds_less_than(order) {
             return;
         }
         let before = self.lists.hot_len(list);
