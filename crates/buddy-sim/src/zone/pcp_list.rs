@@ -1,8 +1,9 @@
 //! One CPU's per-cpu lists: on each, the most recently freed blocks in an array on top (an
 //! allocation pops one, a free pushes one, and neither touches another frame's links), the
-//! rest in a linked list of frames below it, and known-zero blocks at its back: in the same
-//! array, from its other end, while it has room (a zeroed allocation pops one there, and a
-//! zeroed refill's batch goes there without a link written), else at the linked list's back.
+//! rest in a linked list of frames below it, known-zero blocks at its back: in a small array
+//! of their own while it has room (a zeroed allocation pops one there without reading a
+//! frame, and a zeroed refill's batch goes there without a link written), else at the
+//! linked list's back.
 //!
 //! Linux keeps its per-cpu lists linked through `struct page` alone; a block freed and
 //! allocated again at once (a page-table page, a task stack) then writes the links of the
@@ -19,6 +20,14 @@ use crate::zone::map::Frames;
 /// Blocks each per-cpu list of an order above 0 keeps in its array: the blocks a burst of
 /// stack allocations frees and takes again. More go on the linked list.
 pub(crate) const HOT_BLOCKS: usize = 32;
+
+/// Known-zero blocks each per-cpu list keeps in an array of its own: a zeroed refill's batch
+/// of the pageblock order's blocks (`ZoneConfig::pcp_zeroed_blocks`: 8, the first for the
+/// allocation that refills). More go on the linked list's back.
+pub(crate) const ZEROED_BLOCKS: usize = 8;
+
+// The array's lengths fit a byte.
+const _: () = assert!(ZEROED_BLOCKS <= u8::MAX as usize);
 
 /// Pages each order-0 per-cpu list keeps in its array: a page-table build of 1 GiB of 4 KiB
 /// mappings (512 pages) frees and takes them again without a link written.
@@ -63,81 +72,54 @@ const fn hot_range(list: usize) -> (usize, usize) {
     (start as usize, cap as usize)
 }
 
-/// Where one list's two kinds of blocks end in its array, as indices into the pool (an
-/// empty list's: its array's start and end).
-#[derive(Clone, Copy, PartialEq, Eq, Debug)]
-struct ArrayEnds {
-    /// One past its last block not known zero (they fill the array from its start).
-    hot_end: u16,
-    /// Its first known-zero block (they fill the array from its end down), never below
-    /// `hot_end`: a push onto the array compares the two.
-    zeroed_from: u16,
-}
-
-/// Every list's [`ArrayEnds`] while it is empty.
-const EMPTY_ENDS: [ArrayEnds; PCP_LISTS] = {
-    let mut ends = [ArrayEnds {
-        hot_end: 0,
-        zeroed_from: 0,
-    }; PCP_LISTS];
-    let mut list = 0;
-    while list < PCP_LISTS {
-        let (start, cap) = HOT_RANGES[list];
-        ends[list] = ArrayEnds {
-            hot_end: start,
-            zeroed_from: start + cap,
-        };
-        list += 1;
-    }
-    ends
-};
-
-/// A CPU's per-cpu lists, each in three parts: its array's recently freed blocks not known
-/// zero, its array's known-zero blocks (at the array's other end), and its linked list
-/// (known-zero blocks at its back). A plain allocation takes the array's last freed block,
-/// else the linked list's front, else a known-zero block from the array; a zeroed one a
-/// known-zero block from the array, else the linked list's back if it is known zero; a
-/// drain the linked list's back (its known-zero and oldest blocks), else the array's
-/// known-zero blocks, else its last freed one. Every call names its list by number
-/// (`list < PCP_LISTS`, as `ZoneConfig::pcp_list` gives them).
+/// A CPU's per-cpu lists, each in three parts: the array of its recently freed blocks not
+/// known zero, the array of its known-zero blocks, and its linked list (known-zero blocks at
+/// its back). A plain allocation takes the first array's last block, else the linked list's
+/// front, else the known-zero array's last; a zeroed one the known-zero array's last, else
+/// the linked list's back if it is known zero; a drain the linked list's back (its
+/// known-zero and oldest blocks), else the known-zero array's last, else the first array's
+/// last. Every call names its list by number (`list < PCP_LISTS`, as `ZoneConfig::pcp_list`
+/// gives them).
 #[derive(Clone, Copy)]
 #[repr(C)]
 pub(crate) struct PcpListSet {
-    /// List `l`'s array is `hot[start..start + cap]` ([`hot_range`]): its blocks not known
-    /// zero are `hot[start..ends[l].hot_end]`, the last one freed last, and its known-zero
-    /// ones `hot[ends[l].zeroed_from..start + cap]`, the next to be taken first. The ends
-    /// first (`repr(C)`): every call reads one.
-    ends: [ArrayEnds; PCP_LISTS],
+    /// List `l`'s array is `hot[start..start + hot_len[l]]`, the last one freed last
+    /// ([`hot_range`]). The lengths first (`repr(C)`): every call reads one.
+    hot_len: [u32; PCP_LISTS],
+    /// List `l`'s known-zero array is `zeroed[l][..zeroed_len[l]]`, the last pushed last.
+    zeroed_len: [u8; PCP_LISTS],
     cold: [List; PCP_LISTS],
     hot: [FrameIdx; HOT_POOL],
+    /// After the arrays every call uses: only zeroed allocations and refills read these.
+    zeroed: [[FrameIdx; ZEROED_BLOCKS]; PCP_LISTS],
 }
 
 impl PcpListSet {
     pub(crate) const EMPTY: Self = Self {
-        ends: EMPTY_ENDS,
+        hot_len: [0; PCP_LISTS],
+        zeroed_len: [0; PCP_LISTS],
         cold: [List::EMPTY; PCP_LISTS],
         hot: [FrameIdx(0); HOT_POOL],
+        zeroed: [[FrameIdx(0); ZEROED_BLOCKS]; PCP_LISTS],
     };
 
     /// Blocks on `list`.
     #[inline]
     pub(crate) const fn len(&self, list: usize) -> u32 {
-        let (e, (start, cap)) = (self.ends[list], HOT_RANGES[list]);
-        (e.hot_end - start + (start + cap - e.zeroed_from)) as u32 + self.cold[list].len()
+        self.hot_len[list] + self.zeroed_len[list] as u32 + self.cold[list].len()
     }
 
-    /// The blocks in `list`'s array not known zero, the last freed last.
+    /// The blocks in `list`'s array, the last freed last.
     #[inline]
     pub(crate) fn hot(&self, list: usize) -> &[FrameIdx] {
         let (start, _) = hot_range(list);
-        &self.hot[start..usize::from(self.ends[list].hot_end)]
+        &self.hot[start..start + self.hot_len[list] as usize]
     }
 
-    /// The known-zero blocks in `list`'s array, the next a zeroed allocation takes first.
+    /// The blocks in `list`'s known-zero array, the last pushed last.
     #[inline]
     pub(crate) fn zeroed(&self, list: usize) -> &[FrameIdx] {
-        let (start, cap) = hot_range(list);
-        &self.hot[usize::from(self.ends[list].zeroed_from)..start + cap]
+        &self.zeroed[list][..usize::from(self.zeroed_len[list])]
     }
 
     /// The linked part of `list`.
@@ -145,9 +127,9 @@ impl PcpListSet {
         &self.cold[list]
     }
 
-    /// Every block on `list` (read under the lists' lock): its array's blocks not known
-    /// zero, the last freed first, its array's known-zero blocks, the next taken first, then
-    /// its linked list front to back.
+    /// Every block on `list` (read under the lists' lock): its array's, the last freed
+    /// first, its known-zero array's, the last pushed first, then its linked list front to
+    /// back.
     pub(crate) fn blocks<'a>(
         &'a self,
         frames: Frames<'a>,
@@ -156,7 +138,7 @@ impl PcpListSet {
         self.hot(list)
             .iter()
             .rev()
-            .chain(self.zeroed(list))
+            .chain(self.zeroed(list).iter().rev())
             .copied()
             .chain(self.cold[list].blocks(frames))
     }
@@ -169,78 +151,72 @@ impl PcpListSet {
         (0..PCP_LISTS).flat_map(move |list| self.blocks(frames, list))
     }
 
-    /// Adds the free block `idx` to `list`: to the array while it has room (a known-zero
-    /// block at its known-zero end), else to the linked list where its knowledge puts it
+    /// Adds the free block `idx` to `list`: to the array of its kind (known zero or not)
+    /// while it has room, else to the linked list where its knowledge puts it
     /// ([`List::push`]).
     #[inline(always)]
     pub(crate) fn push(&mut self, frames: Frames<'_>, list: usize, idx: FrameIdx, zeroed: bool) {
-        let pushed = if zeroed {
+        let arrayed = if zeroed {
             self.push_zeroed(list, idx)
         } else {
             self.push_hot(list, idx)
         };
-        if !pushed {
+        if !arrayed {
             self.cold[list].push(frames, idx, zeroed);
         }
+    }
+
+    /// Adds the free block `idx`, known zero, to `list`'s known-zero array if it has room:
+    /// `false`, with nothing changed, if it is full.
+    #[inline(always)]
+    fn push_zeroed(&mut self, list: usize, idx: FrameIdx) -> bool {
+        let n = usize::from(self.zeroed_len[list]);
+        let Some(slot) = self.zeroed[list].get_mut(n) else {
+            return false;
+        };
+        *slot = idx;
+        self.zeroed_len[list] += 1;
+        true
+    }
+
+    /// Takes the last block of `list`'s known-zero array, if it has one.
+    #[inline(always)]
+    pub(crate) fn pop_zeroed(&mut self, list: usize) -> Option<FrameIdx> {
+        let n = self.zeroed_len[list].checked_sub(1)?;
+        self.zeroed_len[list] = n;
+        Some(self.zeroed[list][usize::from(n)])
     }
 
     /// Adds the free block `idx`, not known zero, to `list`'s array if it has room:
     /// `false`, with nothing changed, if it is full.
     #[inline(always)]
     pub(crate) fn push_hot(&mut self, list: usize, idx: FrameIdx) -> bool {
-        let e = &mut self.ends[list];
-        if e.hot_end >= e.zeroed_from {
-            return false;
-        }
-        self.hot[usize::from(e.hot_end)] = idx;
-        e.hot_end += 1;
-        true
-    }
-
-    /// Adds the free block `idx`, known zero, to `list`'s array at its known-zero end if
-    /// it has room (the next a zeroed allocation takes): `false`, with nothing changed, if
-    /// it is full.
-    #[inline(always)]
-    fn push_zeroed(&mut self, list: usize, idx: FrameIdx) -> bool {
-        let e = &mut self.ends[list];
-        if e.zeroed_from <= e.hot_end {
-            return false;
-        }
-        e.zeroed_from -= 1;
-        self.hot[usize::from(e.zeroed_from)] = idx;
-        true
-    }
-
-    /// Takes the known-zero block of `list`'s array pushed last, if it has one.
-    #[inline(always)]
-    pub(crate) fn pop_zeroed(&mut self, list: usize) -> Option<FrameIdx> {
         let (start, cap) = hot_range(list);
-        let e = &mut self.ends[list];
-        let at = usize::from(e.zeroed_from);
-        if at >= start + cap {
-            return None;
+        let n = self.hot_len[list] as usize;
+        if n >= cap {
+            return false;
         }
-        e.zeroed_from += 1;
-        Some(self.hot[at])
+        self.hot[start + n] = idx;
+        self.hot_len[list] += 1;
+        true
     }
 
-    /// Blocks in `list`'s array not known zero.
+    /// Blocks in `list`'s array.
     #[inline(always)]
     pub(crate) fn hot_len(&self, list: usize) -> u32 {
-        self.hot(list).len() as u32
+        self.hot_len[list]
     }
 
-    /// Reverses the blocks `list`'s array gained since it held `from` not known zero:
-    /// blocks pushed in the order they were taken then come off its top in that order, as
-    /// Linux's `rmqueue_bulk` queues a batch at a list's tail for allocations to take from
-    /// its head.
+    /// Reverses the blocks `list`'s array gained since it held `from`: blocks pushed in the
+    /// order they were taken then come off its top in that order, as Linux's `rmqueue_bulk`
+    /// queues a batch at a list's tail for allocations to take from its head.
     #[inline]
     pub(crate) fn reverse_hot_since(&mut self, list: usize, from: u32) {
         let (start, _) = hot_range(list);
         // Swapped from both ends inward: a refill gains a few blocks (two of a 2 MiB
         // block's order), where the slice's `reverse` sets up for long ones.
         let mut lo = start + from as usize;
-        let mut hi = usize::from(self.ends[list].hot_end);
+        let mut hi = start + self.hot_len[list] as usize;
         while lo + 1 < hi {
             hi -= 1;
             self.hot.swap(lo, hi);
@@ -248,16 +224,13 @@ impl PcpListSet {
         }
     }
 
-    /// Takes the last block of `list`'s array not known zero, if it has one.
+    /// Takes the last block of `list`'s array, if it has one.
     #[inline(always)]
     pub(crate) fn pop_hot(&mut self, list: usize) -> Option<FrameIdx> {
+        let n = self.hot_len[list].checked_sub(1)?;
+        self.hot_len[list] = n;
         let (start, _) = hot_range(list);
-        let e = &mut self.ends[list];
-        if usize::from(e.hot_end) <= start {
-            return None;
-        }
-        e.hot_end -= 1;
-        Some(self.hot[usize::from(e.hot_end)])
+        Some(self.hot[start + n as usize])
     }
 
     /// Takes the most recently freed block of `list`'s array that `wanted` accepts (an
@@ -270,9 +243,7 @@ impl PcpListSet {
         wanted: impl Fn(FrameIdx) -> bool,
     ) -> Option<FrameIdx> {
         let (start, _) = hot_range(list);
-        let last = usize::from(self.ends[list].hot_end)
-            .checked_sub(1)
-            .filter(|&last| last >= start)?;
+        let last = start + self.hot_len[list].checked_sub(1)? as usize;
         // Most often the last freed block fits: no search, nothing above it to move.
         let at = if wanted(self.hot[last]) {
             last
@@ -283,12 +254,12 @@ impl PcpListSet {
         if at < last {
             self.hot.copy_within(at + 1..=last, at);
         }
-        self.ends[list].hot_end -= 1;
+        self.hot_len[list] -= 1;
         Some(idx)
     }
 
-    /// Takes the most recently freed block of `list`: the array's last not known zero, else
-    /// the linked list's front, else the array's last known-zero one.
+    /// Takes the most recently freed block of `list`: the array's last, else the linked
+    /// list's front, else the known-zero array's last.
     #[inline(always)]
     pub(crate) fn pop_front(&mut self, frames: Frames<'_>, list: usize) -> Option<FrameIdx> {
         // Matches, not `Option::or_else`: LLVM kept that as a call on every allocation.
@@ -302,7 +273,7 @@ impl PcpListSet {
     }
 
     /// The back of `list`'s linked part, if it has one: where it keeps its known-zero
-    /// blocks (those the array had no room for).
+    /// blocks (those the known-zero array had no room for).
     #[inline]
     pub(crate) fn cold_back(&self, list: usize) -> Option<FrameIdx> {
         self.cold[list].tail()
@@ -315,8 +286,8 @@ impl PcpListSet {
     }
 
     /// Takes the block a drain returns to the buddy first: the linked list's back (its
-    /// known-zero blocks, which can merge in the buddy, then its oldest), else a known-zero
-    /// block of the array, else the array's last freed block.
+    /// known-zero blocks, which can merge in the buddy, then its oldest), else the
+    /// known-zero array's last, else the array's last.
     #[inline]
     pub(crate) fn pop_back(&mut self, frames: Frames<'_>, list: usize) -> Option<FrameIdx> {
         if self.cold[list].is_empty() {
@@ -432,70 +403,71 @@ mod tests {
     }
 
     #[test]
-    fn known_zero_blocks_share_the_array_from_its_other_end_then_go_to_the_linked_back() {
-        let f = frames(HOT_BLOCKS + 8);
+    fn known_zero_blocks_fill_their_own_array_then_go_to_the_linked_back() {
+        let z = ZEROED_BLOCKS as u32;
+        let f = frames(HOT_BLOCKS + ZEROED_BLOCKS + 8);
         let frames = map(&f);
         let mut l = Box::new(PcpListSet::EMPTY);
-        let dirty = HOT_BLOCKS as u32 - 2;
-        for i in 0..dirty {
+        // A full array of blocks not known zero leaves the known-zero array's room alone.
+        for i in 0..HOT_BLOCKS as u32 {
             l.push(frames, PAIRS, FrameIdx(i), false);
         }
-        // Two known-zero blocks fill the array; the next two go to the linked list's back.
-        for i in dirty..dirty + 4 {
+        let h = HOT_BLOCKS as u32;
+        for i in h..h + z + 2 {
             l.push(frames, PAIRS, FrameIdx(i), true);
         }
-        assert_eq!(l.zeroed(PAIRS), &[FrameIdx(dirty + 1), FrameIdx(dirty)]);
+        assert_eq!(l.zeroed(PAIRS).len(), ZEROED_BLOCKS);
+        assert_eq!(l.zeroed(PAIRS)[0], FrameIdx(h));
+        // The two past its room went to the linked list's back.
         assert_eq!(l.cold(PAIRS).len(), 2);
-        assert_eq!(l.cold_back(PAIRS), Some(FrameIdx(dirty + 3)));
-        // A full array: a block not known zero goes to the linked list's front.
-        l.push(frames, PAIRS, FrameIdx(dirty + 4), false);
-        assert_eq!(l.hot(PAIRS).len(), dirty as usize);
-        assert_eq!(l.cold(PAIRS).head(), Some(FrameIdx(dirty + 4)));
-        assert_eq!(l.len(PAIRS), HOT_BLOCKS as u32 + 3);
-        // The known-zero end gives the last pushed first, and makes room for the other end.
-        assert_eq!(l.pop_zeroed(PAIRS), Some(FrameIdx(dirty + 1)));
-        assert!(l.push_hot(PAIRS, FrameIdx(dirty + 5)));
-        assert!(!l.push_hot(PAIRS, FrameIdx(dirty + 6)));
-        assert_eq!(l.pop_zeroed(PAIRS), Some(FrameIdx(dirty)));
-        assert_eq!(l.pop_zeroed(PAIRS), None);
-        // A plain allocation takes the array's blocks not known zero, then the linked
-        // list's front (its known-zero blocks last); a known-zero block of the array after
-        // them all.
-        l.push(frames, PAIRS, FrameIdx(dirty + 7), true);
+        assert_eq!(l.cold_back(PAIRS), Some(FrameIdx(h + z + 1)));
+        assert_eq!(l.len(PAIRS), h + z + 2);
+        // Another list's known-zero array is its own.
+        l.push(frames, OTHER, FrameIdx(h + z + 4), true);
+        assert_eq!(l.zeroed(OTHER), &[FrameIdx(h + z + 4)]);
+        assert_eq!(l.len(PAIRS), h + z + 2);
+        // The known-zero array gives the last pushed first.
+        assert_eq!(l.pop_zeroed(PAIRS), Some(FrameIdx(h + z - 1)));
+        // A plain allocation takes the array of blocks not known zero, then the linked
+        // list's front (its known-zero blocks last), then the known-zero array.
+        let listed: Vec<u32> = l.blocks(frames, PAIRS).map(|i| i.0).collect();
         let mut taken = Vec::new();
         while let Some(i) = l.pop_front(frames, PAIRS) {
             taken.push(i.0);
         }
-        assert_eq!(taken.len(), HOT_BLOCKS + 3);
-        assert_eq!(&taken[..2], &[dirty + 5, dirty - 1]);
+        assert_eq!(taken.len(), HOT_BLOCKS + ZEROED_BLOCKS + 1);
+        assert_eq!(taken[0], h - 1);
         assert_eq!(
-            &taken[taken.len() - 4..],
-            &[dirty + 4, dirty + 2, dirty + 3, dirty + 7]
+            &taken[HOT_BLOCKS..HOT_BLOCKS + 3],
+            &[h + z, h + z + 1, h + z - 2]
         );
+        assert_eq!(taken.last(), Some(&h));
+        // `blocks` lists them as a plain allocation would not: the arrays first.
+        assert_eq!(listed[HOT_BLOCKS], h + z - 2);
+        assert_eq!(&listed[listed.len() - 2..], &[h + z, h + z + 1]);
+        assert_eq!(l.len(PAIRS), 0);
+        assert_eq!(l.len(OTHER), 1);
     }
 
     #[test]
-    fn a_drain_takes_the_linked_back_then_the_known_zero_end_then_the_last_freed() {
+    fn a_drain_takes_the_linked_back_then_the_known_zero_array_then_the_last_freed() {
         let f = frames(HOT_BLOCKS + 8);
         let frames = map(&f);
         let mut l = Box::new(PcpListSet::EMPTY);
-        for i in 0..HOT_BLOCKS as u32 {
+        let h = HOT_BLOCKS as u32;
+        for i in 0..h + 2 {
             l.push(frames, PAIRS, FrameIdx(i), false);
         }
-        l.push(frames, PAIRS, FrameIdx(HOT_BLOCKS as u32), false);
-        l.push(frames, PAIRS, FrameIdx(HOT_BLOCKS as u32 + 1), true);
-        // Room at the known-zero end once a block leaves the array.
-        assert_eq!(l.pop_hot(PAIRS), Some(FrameIdx(HOT_BLOCKS as u32 - 1)));
-        l.push(frames, PAIRS, FrameIdx(HOT_BLOCKS as u32 + 2), true);
+        l.push(frames, PAIRS, FrameIdx(h + 2), true);
+        l.push(frames, PAIRS, FrameIdx(h + 3), true);
         let mut taken = Vec::new();
         while let Some(i) = l.pop_back(frames, PAIRS) {
             taken.push(i.0);
         }
-        let h = HOT_BLOCKS as u32;
-        // The linked list's back (known zero, then the oldest), the array's known-zero
-        // block, then the array from its last freed down.
-        assert_eq!(&taken[..4], &[h + 1, h, h + 2, h - 2]);
-        assert_eq!(taken.len(), HOT_BLOCKS + 2);
+        // The linked list's back (its oldest, the first pushed there), then the known-zero
+        // array's last pushed, then the array from its last freed down.
+        assert_eq!(&taken[..5], &[h, h + 1, h + 3, h + 2, h - 1]);
+        assert_eq!(taken.len(), HOT_BLOCKS + 4);
         assert_eq!(taken.last(), Some(&0));
         assert_eq!(l.len(PAIRS), 0);
     }
