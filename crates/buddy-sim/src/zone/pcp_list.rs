@@ -86,20 +86,21 @@ pub(crate) struct PcpListSet {
     /// List `l`'s array is `hot[start..start + hot_len[l]]`, the last one freed last
     /// ([`hot_range`]). The lengths first (`repr(C)`): every call reads one.
     hot_len: [u32; PCP_LISTS],
-    /// List `l`'s known-zero array is `zeroed[l][..zeroed_len[l]]`, the last pushed last.
-    zeroed_len: [u8; PCP_LISTS],
     cold: [List; PCP_LISTS],
     hot: [FrameIdx; HOT_POOL],
-    /// After the arrays every call uses: only zeroed allocations and refills read these.
+    /// List `l`'s known-zero array is `zeroed[l][..zeroed_len[l]]`, the last pushed last.
+    /// After the fields every call uses, which keep their places: only zeroed allocations,
+    /// refills and drains read these.
+    zeroed_len: [u8; PCP_LISTS],
     zeroed: [[FrameIdx; ZEROED_BLOCKS]; PCP_LISTS],
 }
 
 impl PcpListSet {
     pub(crate) const EMPTY: Self = Self {
         hot_len: [0; PCP_LISTS],
-        zeroed_len: [0; PCP_LISTS],
         cold: [List::EMPTY; PCP_LISTS],
         hot: [FrameIdx(0); HOT_POOL],
+        zeroed_len: [0; PCP_LISTS],
         zeroed: [[FrameIdx(0); ZEROED_BLOCKS]; PCP_LISTS],
     };
 
