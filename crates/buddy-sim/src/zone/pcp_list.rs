@@ -19,7 +19,13 @@ use crate::zone::map::Frames;
 
 /// Blocks each per-cpu list of an order above 0 keeps in its array: the blocks a burst of
 /// stack allocations frees and takes again. More go on the linked list.
+#[cfg(not(loom))]
 pub(crate) const HOT_BLOCKS: usize = 32;
+/// Under loom, whose models hold a few blocks and run each thread on a coroutine stack of
+/// 32 KiB (a CPU's lists are built on it), smaller arrays, as tokio's loom builds shrink
+/// its run queues: the same code, which the models then also take past a full array.
+#[cfg(loom)]
+pub(crate) const HOT_BLOCKS: usize = 8;
 
 /// Known-zero blocks each per-cpu list keeps in an array of its own: a zeroed refill's batch
 /// of the pageblock order's blocks (`ZoneConfig::pcp_zeroed_blocks`: 8, the first for the
@@ -31,7 +37,11 @@ const _: () = assert!(ZEROED_BLOCKS <= u8::MAX as usize);
 
 /// Pages each order-0 per-cpu list keeps in its array: a page-table build of 1 GiB of 4 KiB
 /// mappings (512 pages) frees and takes them again without a link written.
+#[cfg(not(loom))]
 pub(crate) const HOT_PAGES: usize = 512;
+/// Under loom: as [`HOT_BLOCKS`].
+#[cfg(loom)]
+pub(crate) const HOT_PAGES: usize = 16;
 
 /// Array entries of one migratetype's lists: its order-0 list's, then the other slots'.
 const HOT_PER_TYPE: usize = HOT_PAGES + (PCP_SLOTS - 1) * HOT_BLOCKS;
