@@ -260,7 +260,7 @@ impl PcpLists {
         Some((idx, zeroed))
     }
 
-    /// [`PcpLists::pop`] for [`Prefer::Zeroed`]: a known-zero block from `list`'s array
+    /// [`PcpLists::pop`] for [`Prefer::Zeroed`]: a block from `list`'s known-zero array
     /// (no frame read), else from its linked part's back if that one is known zero.
     #[inline(always)]
     fn pop_zeroed(

@@ -366,7 +366,7 @@ mod tests {
             l.push(frames, OTHER, FrameIdx(cap as u32 + 30), false);
             assert_eq!(l.hot(OTHER), &[FrameIdx(cap as u32 + 30)]);
             assert_eq!(l.len(list), cap as u32 + 4);
-            // A known-zero block goes to the array's other end while it has room.
+            // A known-zero block goes to its own array while it has room.
             l.push(frames, OTHER, FrameIdx(cap as u32 + 39), true);
             assert_eq!((l.hot(OTHER).len(), l.cold(OTHER).len()), (1, 0));
             assert_eq!(l.zeroed(OTHER), &[FrameIdx(cap as u32 + 39)]);
