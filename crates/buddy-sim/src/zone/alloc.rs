@@ -534,9 +534,9 @@ where
                 batch - n,
             );
         } else {
-            // One block held the whole batch (most often): no refill of the rest, but a
-            // refill all the same for the tuned high mark.
-            lists.high.refilled(m.cfg, || free.below_high_watermark());
+            // One block held the whole batch (most often): nothing left to take, but a
+            // refill all the same.
+            lists.count_refill(m, &free);
         }
         Some(idx)
     }

@@ -296,8 +296,8 @@ fn check_list(
     Ok(len)
 }
 
-/// Checks the blocks at one end of a per-cpu list's array: each in the zone, a per-cpu head
-/// that `entry_ok` accepts, known zero exactly if `zeroed` (the array's known-zero end);
+/// Checks the blocks in one of a per-cpu list's arrays: each in the zone, a per-cpu head
+/// that `entry_ok` accepts, known zero exactly if `zeroed` (the list's known-zero array);
 /// returns how many.
 /// A block on two lists (or twice on one) shows as more list entries than per-cpu heads.
 fn check_hot(
@@ -321,7 +321,7 @@ fn check_hot(
             return fail("a list entry of the wrong state or order");
         }
         if w.zeroed() != zeroed {
-            return fail("a per-cpu array entry at the wrong end for its known-zero mark");
+            return fail("a per-cpu array entry in the wrong array for its known-zero mark");
         }
     }
     Ok(hot.len() as u64)

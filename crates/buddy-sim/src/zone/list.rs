@@ -22,15 +22,12 @@ impl FreeCount {
     /// A block of `order` joined the lists.
     #[inline]
     pub(crate) fn add(&mut self, order: Order, zeroed: bool) {
-        self.pages += order.pages();
-        if zeroed {
-            self.zeroed += order.pages();
-        }
+        self.add_blocks(order, 1, zeroed);
     }
 
     /// `n` blocks of `order` joined the lists.
     #[inline]
-    pub(crate) fn add_run(&mut self, order: Order, n: u64, zeroed: bool) {
+    pub(crate) fn add_blocks(&mut self, order: Order, n: u64, zeroed: bool) {
         self.pages += n * order.pages();
         if zeroed {
             self.zeroed += n * order.pages();

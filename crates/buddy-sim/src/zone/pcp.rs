@@ -173,7 +173,7 @@ impl PcpLists {
         }
         let stamp = self.free_stamp(m, order);
         m.frame(idx).store(listed_word(list, order, false, stamp));
-        self.pushed(list, order, false);
+        self.pushed(list, (order, 1), false);
         true
     }
 
@@ -211,14 +211,14 @@ impl PcpLists {
     ) {
         m.frame(idx).store(listed_word(list, order, zeroed, stamp));
         self.lists.push(m.frames, list, idx, zeroed);
-        self.pushed(list, order, zeroed);
+        self.pushed(list, (order, 1), zeroed);
     }
 
-    /// The counts of a push of a block of `order` onto `list`.
+    /// The counts of pushes of `n` blocks of `order` onto `list`.
     #[inline(always)]
-    fn pushed(&mut self, list: usize, order: Order, zeroed: bool) {
+    fn pushed(&mut self, list: usize, (order, n): (Order, u64), zeroed: bool) {
         self.maybe_nonempty |= 1 << list;
-        self.count.add(order, zeroed);
+        self.count.add_blocks(order, n, zeroed);
     }
 
     /// What the lists know of the bytes of the block of `order` at `idx`, just taken off
@@ -338,7 +338,7 @@ impl PcpLists {
         blocks: u64,
     ) {
         let mt = MigrateType::ALL[list / PCP_SLOTS];
-        self.high.refilled(m.cfg, || free.below_high_watermark());
+        self.count_refill(m, free);
         // Nothing to take (a full zone, which a node set's first pass tries before the next
         // node's): no look at every order of every fallback type's lists.
         if free.holds_less_than(order) {
@@ -352,6 +352,14 @@ impl PcpLists {
             Prefer::Zeroed => self.refill_zeroed(m, free, list, (order, mt, fallback), blocks),
         }
         self.lists.reverse_hot_since(list, before);
+    }
+
+    /// What every refill does, whatever it takes: in a zone that tunes the high marks,
+    /// raises this CPU's mark by a batch while the buddy is at or above its high watermark
+    /// ([`HighMark::refilled`]).
+    #[inline(always)]
+    pub(crate) fn count_refill(&mut self, m: FrameMap<'_>, free: &FreeArea) {
+        self.high.refilled(m.cfg, || free.below_high_watermark());
     }
 
     /// [`PcpLists::refill`]'s loop for blocks known zero, out of line (a zeroed
@@ -412,9 +420,8 @@ impl PcpLists {
             // At most the run's end, a frame index of the zone: no overflow.
             at += 1u32 << order.get();
         }
-        // What `n` pushes count, at once.
-        self.maybe_nonempty |= 1 << list;
-        self.count.add_run(order, n, zeroed);
+        // Counted once for the run.
+        self.pushed(list, (order, n), zeroed);
         self.stats.refilled += n * order.pages();
         self.flows.refilled = self.flows.refilled.wrapping_add(n);
     }
