@@ -643,7 +643,8 @@ fn goals_table(ctx: &SectionContext, two_mib: TwoMibFullPool) -> Table {
          zeroing pays the same: the latency table's two plain rows differ by that zeroing \
          (their instructions by a few percent: the counts above). On \
          the same pool the zeroed allocation may take less time than the plain one: its \
-         refill takes a run of at least 8 blocks from one split, the plain refill the \
+         refill takes a run of 16 blocks from one split (8 in a zone of less than 1 GiB \
+         per CPU), the plain refill the \
          per-cpu batch (2 blocks of 2 MiB), so the plain batch splits large, cold blocks \
          more often. \
          Against the pool nothing zeroes, the zeroed allocation also recycles less: a \
@@ -651,11 +652,15 @@ fn goals_table(ctx: &SectionContext, two_mib: TwoMibFullPool) -> Table {
          CPU's list; a known-zero block comes from the buddy, where background zeroing \
          returned it and it merged (freed blocks are not known zero until zeroed again, \
          and a full pool's blocks merge up to 1 GiB), so a refill splits a large block. A \
-         zeroed refill takes at least 8 blocks (with the 2 blocks of a 2 MiB per-cpu batch \
-         the ratio was 1.83x), as runs: it splits the block it finds only down to a block \
-         of 8 and hands out its eighths, where taking the 8 one at a time split down to \
-         2 MiB and took the halves back off the free lists (479 instructions per block \
-         then; the count now is in the row above). The zones' frame metadata is in huge \
+         zeroed refill takes at least 8 blocks, 16 where a CPU's lists may grow to hold \
+         four such batches (this zone: 2 GiB, one CPU); with the 2 blocks of a 2 MiB \
+         per-cpu batch the ratio was 1.83x, with 8 1.40x. It takes them as runs: it splits \
+         the block it finds only down to a block of the batch and hands out its pieces, \
+         where taking them one at a time split down to 2 MiB and took the halves back off \
+         the free lists (479 instructions per block then; the count now is in the row \
+         above). It finds that block in a word per free list of the orders holding \
+         known-zero blocks, not by reading the back of each order's list. The zones' \
+         frame metadata is in huge \
          pages, as a kernel maps its frame table: in 4 KiB pages the 18 MiB of a 3 GiB \
          zone's metadata cost a TLB miss per block head read (2.9x then).",
     );

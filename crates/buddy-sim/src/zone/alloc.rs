@@ -524,7 +524,7 @@ where
             blocks: batch - 1,
         });
         let next = idx + (1u32 << order.get());
-        lists.push_run(m, list, (next, order, n - 1), true);
+        lists.push_zeroed_run(m, list, (next, order, n - 1));
         if n < batch {
             lists.refill(
                 m,

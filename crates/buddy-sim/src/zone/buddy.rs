@@ -73,7 +73,16 @@ pub(crate) struct FreeArea {
     background_defer: u32,
     /// The fallbacks taken since the zone last handed them to its event hook.
     extfrag: PendingExtfrag,
+    /// Per free-list index, bit `o` set where that list of order `o` may hold a block known
+    /// zero (its back: every list keeps them behind the others), clear where it holds none.
+    /// Linking a known-zero block sets the bit; a zeroed allocation that finds none there
+    /// clears it, so that taking a block off a list costs the other paths nothing. A zeroed
+    /// allocation looks at the orders this word names, not at each order's back.
+    zeroed_orders: [u32; LIST_TYPES],
 }
+
+// An order's bit fits the word.
+const _: () = assert!(MAX_SUPPORTED_ORDER < u32::BITS as u8);
 
 /// Fallbacks not yet handed to the event hook: the first few of them, and how many more.
 #[derive(Clone, Copy, Debug)]
@@ -129,6 +138,7 @@ impl FreeArea {
         background_defer: 0,
         reporting: Reporting::NONE,
         extfrag: PendingExtfrag::NONE,
+        zeroed_orders: [0; LIST_TYPES],
     };
 
     /// Frames `[0, frames)` added, none of them initialized yet: a static zone's, which
@@ -148,6 +158,23 @@ impl FreeArea {
     /// merge or a split its net change once.
     #[inline(always)]
     fn link(&mut self, m: FrameMap<'_>, idx: FrameIdx, order: Order, zeroed: bool, list: u8) {
+        self.put_on_list(m, idx, order, zeroed, list);
+        if zeroed {
+            self.zeroed_orders[list as usize] |= 1 << order.get();
+        }
+    }
+
+    /// [`FreeArea::link`] leaving the word of known-zero orders to the caller (a split sets
+    /// the bits of all its halves' orders at once).
+    #[inline(always)]
+    fn put_on_list(
+        &mut self,
+        m: FrameMap<'_>,
+        idx: FrameIdx,
+        order: Order,
+        zeroed: bool,
+        list: u8,
+    ) {
         m.frame(idx)
             .store(Word::free(FrameState::Buddy, order.get(), zeroed, list));
         self.lists[order.get() as usize][list as usize].push(m.frames, idx, zeroed);
@@ -196,6 +223,8 @@ impl FreeArea {
         if w.reported() {
             self.reporting.counts.reported_free -= order.pages();
         }
+        // The word of known-zero orders keeps this order's bit: the next zeroed allocation
+        // that finds none there clears it.
         self.lists[order.get() as usize][w.mt() as usize].remove(m.frames, idx);
         m.frame(idx).store(Word::TAIL);
         self.stats.list_ops += 1;
@@ -375,13 +404,7 @@ impl FreeArea {
         if self.count.zeroed == 0 {
             return None;
         }
-        // Known-zero blocks sit at their lists' backs.
-        let zeroed_on = |free: &Self, list: u8, lowest: u8| {
-            (lowest..m.cfg.max_order.get() + 1).find_map(|o| {
-                let tail = free.lists[o as usize][list as usize].tail()?;
-                m.frame(tail).load().zeroed().then_some((Order(o), tail))
-            })
-        };
+        let zeroed_on = |free: &mut Self, list: u8, lowest: u8| free.zeroed_back(m, list, lowest);
         if let Some((o, idx)) = zeroed_on(self, mt as u8, order.get()) {
             let (_, n) = self.take_run(m, idx, o, order, most);
             return Some((idx, n));
@@ -408,6 +431,27 @@ impl FreeArea {
         })?;
         self.take_split(m, idx, o, order);
         Some((idx, 1))
+    }
+
+    /// The smallest order from `lowest` up whose free list `list` has a known-zero block, and
+    /// the block at its back; the bits of the orders it finds none on cleared.
+    #[inline(always)]
+    fn zeroed_back(&mut self, m: FrameMap<'_>, list: u8, lowest: u8) -> Option<(Order, FrameIdx)> {
+        let orders = self.zeroed_orders.get_mut(usize::from(list))?;
+        loop {
+            let above = orders.checked_shr(u32::from(lowest)).unwrap_or(0);
+            if above == 0 {
+                return None;
+            }
+            let o = lowest + above.trailing_zeros() as u8;
+            let back = self.lists.get(usize::from(o))?[usize::from(list)].tail();
+            if let Some(idx) = back
+                && m.frame(idx).load().zeroed()
+            {
+                return Some((Order(o), idx));
+            }
+            *orders &= !(1 << o);
+        }
     }
 
     /// [`FreeArea::rmqueue`] of a block not preferring zero, for up to `most` blocks at once
@@ -717,8 +761,13 @@ impl FreeArea {
     ) -> bool {
         let w = m.frame(idx).load();
         let zeroed = self.unlink(m, idx, from, w);
+        if zeroed {
+            // The halves' orders, `order..from` (`from <= MAX_SUPPORTED_ORDER < 32`).
+            let halves = (1u32 << from.get()) - (1u32 << order.get());
+            self.zeroed_orders[usize::from(w.mt())] |= halves;
+        }
         for lower in (order.get()..from.get()).rev() {
-            self.link(m, idx + (1u32 << lower), Order(lower), zeroed, w.mt());
+            self.put_on_list(m, idx + (1u32 << lower), Order(lower), zeroed, w.mt());
         }
         // The zone loses the frames taken, the halves going back included: counted once.
         self.count.sub(order, zeroed);
@@ -1130,6 +1179,12 @@ impl FreeArea {
         &self.lists
     }
 
+    /// Whether the word of known-zero orders says that free list `list` of order `o` may hold
+    /// a block known zero (for the zone's check).
+    pub(crate) fn says_zeroed(&self, o: usize, list: usize) -> bool {
+        self.zeroed_orders[list] >> o & 1 != 0
+    }
+
     /// The counters of what the zone lock's holders did.
     #[inline]
     pub(crate) fn stats(&mut self) -> &mut LockStats {
@@ -1479,9 +1534,10 @@ impl FreeArea {
 
 #[cfg(all(test, not(loom)))]
 mod tests {
-    use super::set_pageblocks;
+    use super::{Prefer, set_pageblocks};
     use crate::migratetype::{MigrateType, Pageblock};
     use crate::types::Order;
+    use crate::zone::config::Fallback;
     use crate::zone::config::ZoneConfig;
     use crate::zone::{FreeWhere, StaticZone};
     use mm_types::Pfn;
@@ -1560,5 +1616,62 @@ mod tests {
             zone.pageblock_type(upper(block)),
             Ok((MigrateType::Unmovable, true))
         );
+    }
+
+    /// The word of known-zero orders follows the lists: a known-zero block linked sets its
+    /// order's bit, a zeroed allocation takes the smallest order from its own up whose list
+    /// has one (split down, the halves known zero), and a bit whose list has none left stays
+    /// until a zeroed allocation's search passes it. `check` catches a word that leaves out
+    /// a list with known-zero blocks.
+    #[test]
+    fn the_word_of_known_zero_orders_follows_the_lists() {
+        static ZONE: StaticZone<2048, 1> =
+            StaticZone::new_static_empty(ZoneConfig::new(Pfn(0), 2048));
+        ZONE.add_zeroed_memory(Pfn(0), 1024).unwrap();
+        ZONE.add_memory(Pfn(1024), 1024).unwrap();
+        let movable = MigrateType::Movable;
+        let orders = |zone: &StaticZone<2048, 1>| {
+            let free = zone.lock_zone();
+            (0..=10)
+                .filter(|&o| free.says_zeroed(o, movable as usize))
+                .collect::<std::vec::Vec<_>>()
+        };
+        assert_eq!(orders(&ZONE), [10]);
+        ZONE.check().unwrap();
+        // Negative control: the word leaving out order 10, whose list has a known-zero block.
+        ZONE.lock_zone().zeroed_orders[movable as usize] &= !(1 << 10);
+        let caught = ZONE.check().unwrap_err();
+        assert!(caught.what.contains("known-zero orders"), "{caught:?}");
+        ZONE.lock_zone().zeroed_orders[movable as usize] |= 1 << 10;
+        ZONE.check().unwrap();
+        // Blocks taken straight off the buddy (not handed out: `check` would see their
+        // frames as no block's).
+        let m = ZONE.map();
+        let zeroed = |order| {
+            let taken = ZONE
+                .lock_zone()
+                .rmqueue_zeroed(m, Order(order), movable, Fallback::Any);
+            taken.map(|idx| m.pfn(idx))
+        };
+        let plain = |order| {
+            let taken =
+                ZONE.lock_zone()
+                    .rmqueue(m, Order(order), Prefer::Unzeroed, movable, Fallback::Any);
+            taken.map(|(idx, zeroed)| (m.pfn(idx), zeroed))
+        };
+        assert_eq!(zeroed(8), Some(Pfn(0)));
+        assert_eq!(orders(&ZONE), [8, 9, 10]);
+        // The block not known zero goes first, then the known-zero halves, smallest first.
+        assert_eq!(plain(10), Some((Pfn(1024), false)));
+        assert_eq!(plain(8), Some((Pfn(256), true)));
+        assert_eq!(orders(&ZONE), [8, 9, 10]);
+        // The search passes order 8, now without one (its bit goes), and splits the block
+        // of order 9, whose bit stays with order 10's, and the half sets order 8's again.
+        assert_eq!(zeroed(8), Some(Pfn(512)));
+        assert_eq!(orders(&ZONE), [8, 9, 10]);
+        // None of order 9 or above: the search clears both bits and finds nothing.
+        assert_eq!(zeroed(9), None);
+        assert_eq!(orders(&ZONE), [8]);
+        assert_eq!(zeroed(8), Some(Pfn(768)));
     }
 }

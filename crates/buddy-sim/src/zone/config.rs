@@ -476,18 +476,28 @@ impl ZoneConfig {
     }
 
     /// Blocks of `order` a zeroed allocation's refill moves to a per-cpu list:
-    /// [`pcp_blocks`](Self::pcp_blocks), and at least eight unless the batch is one frame.
-    /// The known-zero block a refill finds is usually larger than the order (background
-    /// zeroing returns cleared blocks to the buddy, where they merge), so one split serves
-    /// the batch as a run of its pieces; a batch of two (a 2 MiB block's) went back to the
-    /// buddy every other allocation.
+    /// [`pcp_blocks`](Self::pcp_blocks), and at least eight unless the batch is one frame;
+    /// sixteen where a CPU's lists may grow to hold four such batches or more
+    /// ([`pcp_high_max`](Self::pcp_high_max), else [`pcp_high`](Self::pcp_high): for 2 MiB
+    /// blocks, a zone of 1 GiB or more per CPU). The known-zero block a refill finds is
+    /// usually larger than the order (background zeroing returns cleared blocks to the
+    /// buddy, where they merge), so one split serves the batch as a run of its pieces, and a
+    /// trip to the buddy costs about the same whatever the batch: a batch of two (a 2 MiB
+    /// block's) went back to the buddy every other allocation.
     #[inline]
     pub(crate) fn pcp_zeroed_blocks(&self, order: Order) -> u64 {
-        if self.pcp_batch > 1 {
-            self.pcp_blocks(order).max(8)
-        } else {
-            1
+        const SMALL: u64 = 8;
+        const LARGE: u64 = 16;
+        if self.pcp_batch <= 1 {
+            return 1;
         }
+        let lists_hold = self.pcp_high.max(self.pcp_high_max) >> order.get();
+        let zeroed = if lists_hold >= 4 * LARGE {
+            LARGE
+        } else {
+            SMALL
+        };
+        self.pcp_blocks(order).max(zeroed)
     }
 
     /// Frames a drain past the CPU's high mark `high` returns to the buddy (Linux's

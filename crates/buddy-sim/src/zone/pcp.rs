@@ -420,7 +420,34 @@ impl PcpLists {
             // At most the run's end, a frame index of the zone: no overflow.
             at += 1u32 << order.get();
         }
-        // Counted once for the run.
+        self.count_run(list, (order, n), zeroed);
+    }
+
+    /// [`PcpLists::push_run`] of blocks known zero (a zeroed allocation's batch): as many as
+    /// the list's known-zero array has room for go there in one pass, which writes their
+    /// heads too; the rest, the array full, on the linked list's back.
+    #[inline(always)]
+    pub(crate) fn push_zeroed_run(
+        &mut self,
+        m: FrameMap<'_>,
+        list: usize,
+        (idx, order, n): (FrameIdx, Order, u64),
+    ) {
+        let word = listed_word(list, order, true, 0);
+        let step = 1u32 << order.get();
+        let head = |at: FrameIdx| m.frame(at).store(word);
+        let arrayed = self.lists.push_zeroed_run(list, (idx, step, n), head);
+        self.count_run(list, (order, arrayed), true);
+        if arrayed < n {
+            // At most the run's end, a frame index of the zone: no overflow.
+            let rest = idx + arrayed as u32 * step;
+            self.push_run(m, list, (rest, order, n - arrayed), true);
+        }
+    }
+
+    /// Counts the run of `n` blocks of `order` pushed on `list` as refilled, once for the run.
+    #[inline(always)]
+    fn count_run(&mut self, list: usize, (order, n): (Order, u64), zeroed: bool) {
         self.pushed(list, (order, n), zeroed);
         self.stats.refilled += n * order.pages();
         self.flows.refilled = self.flows.refilled.wrapping_add(n);

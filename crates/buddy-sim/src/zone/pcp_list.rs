@@ -27,9 +27,13 @@ pub(crate) const HOT_BLOCKS: usize = 32;
 #[cfg(loom)]
 pub(crate) const HOT_BLOCKS: usize = 8;
 
-/// Known-zero blocks each per-cpu list keeps in an array of its own: a zeroed refill's batch
-/// of the pageblock order's blocks (`ZoneConfig::pcp_zeroed_blocks`: 8, the first for the
-/// allocation that refills). More go on the linked list's back.
+/// Known-zero blocks each per-cpu list keeps in an array of its own: a zeroed refill's
+/// largest batch of the pageblock order's blocks (`ZoneConfig::pcp_zeroed_blocks`: 16, the
+/// first for the allocation that refills). More go on the linked list's back.
+#[cfg(not(loom))]
+pub(crate) const ZEROED_BLOCKS: usize = 16;
+/// Under loom: as [`HOT_BLOCKS`].
+#[cfg(loom)]
 pub(crate) const ZEROED_BLOCKS: usize = 8;
 
 // The array's lengths fit a byte.
@@ -188,6 +192,33 @@ impl PcpListSet {
         *slot = idx;
         self.zeroed_len[list] += 1;
         true
+    }
+
+    /// Adds as many of the `n` free blocks known zero `idx`, `idx + step`, ... (a run, in
+    /// that order) to `list`'s known-zero array as it has room for, the first of them
+    /// first, calling `each` with each one it adds; returns how many it added.
+    #[inline(always)]
+    pub(crate) fn push_zeroed_run(
+        &mut self,
+        list: usize,
+        (idx, step, n): (FrameIdx, u32, u64),
+        mut each: impl FnMut(FrameIdx),
+    ) -> u64 {
+        let len = usize::from(self.zeroed_len[list]);
+        let Some(room) = self.zeroed[list].get_mut(len..) else {
+            return 0;
+        };
+        let took = room.len().min(usize::try_from(n).unwrap_or(usize::MAX));
+        let mut at = idx;
+        for slot in &mut room[..took] {
+            *slot = at;
+            each(at);
+            // At most the run's end, a frame index of the zone: no overflow.
+            at += step;
+        }
+        // `took <= ZEROED_BLOCKS`, which fits a byte.
+        self.zeroed_len[list] += took as u8;
+        took as u64
     }
 
     /// Takes the last block of `list`'s known-zero array, if it has one.
@@ -411,6 +442,32 @@ mod tests {
         assert_eq!(l.take_hot_where(OTHER, |_| true), None);
         // The list before it in the pool is untouched.
         assert_eq!(l.hot(PAGES), &[FrameIdx(0)]);
+    }
+
+    /// A run of known-zero blocks fills the known-zero array's room in one pass, in run
+    /// order, handing each block it adds to the caller (which writes its head), and leaves
+    /// the rest to the caller, as the list's other pushes would.
+    #[test]
+    fn a_known_zero_run_fills_the_room_left_in_its_array() {
+        let mut l = Box::new(PcpListSet::EMPTY);
+        let first = ZEROED_BLOCKS as u32 * 8;
+        l.push_zeroed(PAIRS, FrameIdx(first));
+        let mut handed = Vec::new();
+        let run = (FrameIdx(0), 8, ZEROED_BLOCKS as u64 + 3);
+        let took = l.push_zeroed_run(PAIRS, run, |idx| handed.push(idx.0));
+        assert_eq!(took, ZEROED_BLOCKS as u64 - 1);
+        let added: Vec<u32> = (0..ZEROED_BLOCKS as u32 - 1).map(|k| k * 8).collect();
+        assert_eq!(handed, added);
+        let arrayed: Vec<u32> = l.zeroed(PAIRS).iter().map(|i| i.0).collect();
+        assert_eq!(arrayed[0], first);
+        assert_eq!(arrayed[1..], added[..]);
+        // The array full: nothing more, and nothing handed.
+        assert_eq!(
+            l.push_zeroed_run(PAIRS, (FrameIdx(first + 8), 8, 2), |_| unreachable!()),
+            0
+        );
+        assert_eq!(l.len(PAIRS), ZEROED_BLOCKS as u32);
+        assert_eq!(l.zeroed(OTHER).len(), 0);
     }
 
     #[test]
