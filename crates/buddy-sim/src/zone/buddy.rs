@@ -365,8 +365,10 @@ impl FreeArea {
     /// Takes the smallest block known zero of at least `order` on `mt`'s lists (for a
     /// movable allocation, then on the CMA lists), else on its fallbacks' as `fallback`
     /// allows (claiming the pageblock for `mt` where an allocation would), split down (the
-    /// halves stay known zero), or `None` if the buddy has none.
-    #[inline]
+    /// halves stay known zero), or `None` if the buddy has none. Out of line, so that
+    /// [`FreeArea::rmqueue_zeroed_run`] inlines into a zeroed refill without growing the
+    /// plain paths' `rmqueue`, which calls this only for [`Prefer::Zeroed`].
+    #[inline(never)]
     pub(crate) fn rmqueue_zeroed(
         &mut self,
         m: FrameMap<'_>,
@@ -390,7 +392,7 @@ impl FreeArea {
     /// one per order below its own, at the backs of `mt`'s lists, which the next call looks
     /// at first (no known-zero block below the block's order was on them, or that would have
     /// been taken); so each next call takes the next `2^order` frames of the block.
-    #[inline]
+    #[inline(always)]
     pub(crate) fn rmqueue_zeroed_run(
         &mut self,
         m: FrameMap<'_>,
