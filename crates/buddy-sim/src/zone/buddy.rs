@@ -406,18 +406,17 @@ impl FreeArea {
         if self.count.zeroed == 0 {
             return None;
         }
-        let zeroed_on = |free: &mut Self, list: u8, lowest: u8| free.zeroed_back(m, list, lowest);
-        if let Some((o, idx)) = zeroed_on(self, mt as u8, order.get()) {
+        if let Some((o, idx)) = self.zeroed_back(m, mt as u8, order.get()) {
             let (_, n) = self.take_run(m, idx, o, order, most);
             return Some((idx, n));
         }
         let cma = (mt == MigrateType::Movable && self.cma_reserved > 0)
-            .then(|| zeroed_on(self, CMA, order.get()))
+            .then(|| self.zeroed_back(m, CMA, order.get()))
             .flatten();
         let lowest = fallback.lowest_order(order, m.cfg.pageblock_order);
         let (o, idx) = cma.or_else(|| {
             mt.fallbacks().into_iter().find_map(|from| {
-                let (o, idx) = zeroed_on(self, from as u8, lowest.get())?;
+                let (o, idx) = self.zeroed_back(m, from as u8, lowest.get())?;
                 let mut claimed = mt.claims_on_fallback(o, m.cfg.pageblock_order)
                     && self.try_claim(m, idx, o, mt, from);
                 if !claimed && fallback == Fallback::Claiming && from == MigrateType::Movable {

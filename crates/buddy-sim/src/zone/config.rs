@@ -724,4 +724,21 @@ mod tests {
         // A 16-frame zone: both marks four frames, nothing to tune.
         assert_eq!(ZoneConfig::new(Pfn(0), 16).pcp_high_headroom(), 0);
     }
+
+    #[test]
+    fn a_zeroed_refill_takes_sixteen_blocks_where_the_lists_may_hold_four_such_batches() {
+        let nine = Order(9);
+        // 1 GiB on one CPU: the lists may grow to 128 MiB, 64 blocks of 2 MiB.
+        let gib = ZoneConfig::new(Pfn(0), 1 << 18);
+        assert_eq!(gib.pcp_zeroed_blocks(nine), 16);
+        // On two CPUs each may hold 64 MiB: 8 blocks a batch, as a smaller zone's.
+        assert_eq!(gib.with_cpus(2).pcp_zeroed_blocks(nine), 8);
+        assert_eq!(ZoneConfig::new(Pfn(0), 1 << 16).pcp_zeroed_blocks(nine), 8);
+        // A fixed mark: the fixed mark is what the lists may hold.
+        assert_eq!(gib.with_pcp(32768, 63).pcp_zeroed_blocks(nine), 16);
+        assert_eq!(gib.with_pcp(1536, 63).pcp_zeroed_blocks(nine), 8);
+        // Never fewer than the plain batch; one frame at a time where the batch is one.
+        assert_eq!(gib.pcp_zeroed_blocks(Order(0)), 63);
+        assert_eq!(ZoneConfig::new(Pfn(0), 16).pcp_zeroed_blocks(nine), 1);
+    }
 }
