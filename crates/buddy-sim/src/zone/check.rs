@@ -185,12 +185,14 @@ where
                     listed += check_list(m, list, FrameState::Buddy, |w| {
                         w.order() as usize == o && w.mt() as usize == t
                     })?;
-                    let back_zeroed = list.tail().is_some_and(|b| m.frame(b).load().zeroed());
-                    if back_zeroed && !free.says_zeroed(o, t) {
+                    if let Some(back) = list.tail()
+                        && m.frame(back).load().zeroed()
+                        && !free.says_zeroed(o, t)
+                    {
                         return bad(
                             "a buddy list with known-zero blocks that the word of \
                              known-zero orders leaves out",
-                            list.tail().unwrap_or(FrameIdx::FIRST),
+                            back,
                         );
                     }
                 }

@@ -412,6 +412,19 @@ impl PcpLists {
         (idx, order, n): (FrameIdx, Order, u64),
         zeroed: bool,
     ) {
+        self.link_run(m, list, (idx, order, n), zeroed);
+        self.count_run(list, (order, n), zeroed);
+    }
+
+    /// [`PcpLists::push_run`]'s pushes, block by block, leaving the counts to the caller.
+    #[inline(always)]
+    fn link_run(
+        &mut self,
+        m: FrameMap<'_>,
+        list: usize,
+        (idx, order, n): (FrameIdx, Order, u64),
+        zeroed: bool,
+    ) {
         let word = listed_word(list, order, zeroed, 0);
         let mut at = idx;
         for _ in 0..n {
@@ -420,7 +433,6 @@ impl PcpLists {
             // At most the run's end, a frame index of the zone: no overflow.
             at += 1u32 << order.get();
         }
-        self.count_run(list, (order, n), zeroed);
     }
 
     /// [`PcpLists::push_run`] of blocks known zero (a zeroed allocation's batch): as many as
@@ -437,12 +449,12 @@ impl PcpLists {
         let step = 1u32 << order.get();
         let head = |at: FrameIdx| m.frame(at).store(word);
         let arrayed = self.lists.push_zeroed_run(list, (idx, step, n), head);
-        self.count_run(list, (order, arrayed), true);
         if arrayed < n {
             // At most the run's end, a frame index of the zone: no overflow.
             let rest = idx + arrayed as u32 * step;
-            self.push_run(m, list, (rest, order, n - arrayed), true);
+            self.link_run(m, list, (rest, order, n - arrayed), true);
         }
+        self.count_run(list, (order, n), true);
     }
 
     /// Counts the run of `n` blocks of `order` pushed on `list` as refilled, once for the run.
