@@ -37,9 +37,15 @@ impl FreeCount {
     /// A block of `order` left the lists.
     #[inline]
     pub(crate) fn sub(&mut self, order: Order, zeroed: bool) {
-        self.pages -= order.pages();
+        self.sub_blocks(order, 1, zeroed);
+    }
+
+    /// `n` blocks of `order` left the lists.
+    #[inline]
+    pub(crate) fn sub_blocks(&mut self, order: Order, n: u64, zeroed: bool) {
+        self.pages -= n * order.pages();
         if zeroed {
-            self.zeroed -= order.pages();
+            self.zeroed -= n * order.pages();
         }
     }
 }
@@ -200,5 +206,62 @@ impl List {
         let idx = self.tail()?;
         self.remove(frames, idx);
         Some(idx)
+    }
+
+    /// Removes the back block and, linked in front of it, the blocks that continue a run
+    /// with it, at most `max` blocks in all (at least the back): a run's blocks have one
+    /// `kind` (an order and whether known zero) and lie at consecutive frames, each block
+    /// of order `o` just past the one before it or each just before it (the second block
+    /// sets which: blocks freed in ascending order and pushed at the front come off the
+    /// back ascending). Returns the run's lowest block, its length in blocks and its kind.
+    ///
+    /// The list is relinked once for the whole run, and the links of every block taken
+    /// are cleared, as [`List::remove`] clears them.
+    #[inline]
+    pub(crate) fn pop_back_run(
+        &mut self,
+        frames: Frames<'_>,
+        max: u32,
+        kind: impl Fn(FrameIdx) -> (Order, bool),
+    ) -> Option<(FrameIdx, u32, (Order, bool))> {
+        let back = self.tail()?;
+        let first = kind(back);
+        // Takes block `idx` off the list (but for its neighbours' links, relinked once at
+        // the end): returns its front neighbour's link.
+        let take = |idx: u32| {
+            let f = frames.at(idx as usize);
+            let link = f.prev_raw();
+            f.set_prev_raw(0);
+            f.set_next_raw(0);
+            link
+        };
+        let mut link = take(back.0);
+        let (mut last, mut n) = (back.0, 1u32);
+        // The second block, `step` frames past the back or before it, sets the run's
+        // direction; each further one continues it.
+        let mut delta = 0;
+        if max > 1 && link != 0 {
+            delta = i64::from(link - 1) - i64::from(back.0);
+            if delta.abs() == 1i64 << first.0.get() {
+                while n < max && link != 0 {
+                    let idx = link - 1;
+                    if i64::from(idx) - i64::from(last) != delta || kind(FrameIdx(idx)) != first {
+                        break;
+                    }
+                    link = take(idx);
+                    last = idx;
+                    n += 1;
+                }
+            }
+        }
+        let lo = if delta < 0 { last } else { back.0 };
+        // `link` is the list's new back, or 0 for none.
+        self.tail = link;
+        match link {
+            0 => self.head = 0,
+            l => frames.at(l as usize - 1).set_next_raw(0),
+        }
+        self.len -= n;
+        Some((FrameIdx(lo), n, first))
     }
 }

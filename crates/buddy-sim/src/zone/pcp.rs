@@ -527,22 +527,31 @@ impl PcpLists {
                 (next, _) => next.trailing_zeros() as usize,
             };
             self.drain_cursor = list;
+            let order = m.cfg.pcp_list_order(list).get();
             while drained < pages {
-                let Some(idx) = self.lists.pop_back(m.frames, list) else {
+                // The blocks still to drain, at least one (a run's blocks are of the list's
+                // order, as every block on it).
+                let max = u32::try_from(((pages - drained - 1) >> order) + 1).unwrap_or(u32::MAX);
+                let kind = |idx| {
+                    let w = m.frame(idx).load();
+                    (Order(w.order()), w.zeroed())
+                };
+                let Some((idx, n, (order, zeroed))) =
+                    self.lists.pop_back_run(m.frames, list, max, kind)
+                else {
                     // Found empty (its last block taken by an allocation, or this drain).
                     self.maybe_nonempty &= !(1 << list);
                     break;
                 };
-                let w = m.frame(idx).load();
-                let order = Order(w.order());
-                self.count.sub(order, w.zeroed());
-                self.stats.drained += order.pages();
-                drained += order.pages();
-                if run.extend(idx, order, w.zeroed()) {
+                let blocks = u64::from(n);
+                self.count.sub_blocks(order, blocks, zeroed);
+                self.stats.drained += blocks * order.pages();
+                drained += blocks * order.pages();
+                if run.extend(idx, order, n, zeroed) {
                     continue;
                 }
                 run.free(m, free);
-                run = BlockRun::at(idx, order, w.zeroed());
+                run = BlockRun::at(idx, order, n, zeroed);
             }
         }
         run.free(m, free);
@@ -567,25 +576,26 @@ impl BlockRun {
         zeroed: false,
     };
 
-    fn at(first: FrameIdx, order: Order, zeroed: bool) -> Self {
+    /// The run of the `n` blocks of `order` from `first` (a run taken off a list).
+    fn at(first: FrameIdx, order: Order, n: u32, zeroed: bool) -> Self {
         Self {
             first,
-            pages: order.pages() as u32,
+            pages: n << order.get(),
             order,
             zeroed,
         }
     }
 
-    /// Adds the block at `idx` (of `order`, known zero or not) to the run if it has the
-    /// run's order and knowledge and starts just past its end or ends just before its start
-    /// (a list's array gives blocks back newest first, so blocks freed in ascending order
-    /// come off it descending); whether it did.
+    /// Adds the `n` blocks from `idx` (of `order`, known zero or not) to the run if they
+    /// have the run's order and knowledge and start just past its end or end just before
+    /// its start (a list's array gives blocks back newest first, so blocks freed in
+    /// ascending order come off it descending); whether it did.
     #[inline]
-    fn extend(&mut self, idx: FrameIdx, order: Order, zeroed: bool) -> bool {
+    fn extend(&mut self, idx: FrameIdx, order: Order, n: u32, zeroed: bool) -> bool {
         if self.pages == 0 || order != self.order || zeroed != self.zeroed {
             return false;
         }
-        let size = order.pages() as u32;
+        let size = n << order.get();
         if Some(idx.0) == self.first.0.checked_add(self.pages) {
             self.pages += size;
             return true;

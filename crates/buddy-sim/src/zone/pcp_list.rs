@@ -12,7 +12,7 @@
 //! deep enough for a burst of page-table pages (a 1 GiB mapping's 512), the other lists'
 //! for a few task stacks.
 
-use crate::types::FrameIdx;
+use crate::types::{FrameIdx, Order};
 use crate::zone::config::{PCP_LISTS, PCP_SLOTS};
 use crate::zone::list::List;
 use crate::zone::map::Frames;
@@ -331,7 +331,7 @@ impl PcpListSet {
     /// known-zero blocks, which can merge in the buddy, then its oldest), else the
     /// known-zero array's last, else the array's last.
     #[inline]
-    pub(crate) fn pop_back(&mut self, frames: Frames<'_>, list: usize) -> Option<FrameIdx> {
+    fn pop_back(&mut self, frames: Frames<'_>, list: usize) -> Option<FrameIdx> {
         if self.cold[list].is_empty() {
             return match self.pop_zeroed(list) {
                 Some(idx) => Some(idx),
@@ -340,6 +340,25 @@ impl PcpListSet {
         }
         self.cold[list].pop_back(frames)
     }
+
+    /// Takes what a drain returns to the buddy first ([`PcpListSet::pop_back`]), and from
+    /// the linked list, with at most `max` blocks in all, the run of blocks in front of it
+    /// there ([`List::pop_back_run`]: one relink). Returns the run's lowest block, its
+    /// length in blocks and its `kind`.
+    #[inline]
+    pub(crate) fn pop_back_run(
+        &mut self,
+        frames: Frames<'_>,
+        list: usize,
+        max: u32,
+        kind: impl Fn(FrameIdx) -> (Order, bool),
+    ) -> Option<(FrameIdx, u32, (Order, bool))> {
+        if max > 1 && !self.cold[list].is_empty() {
+            return self.cold[list].pop_back_run(frames, max, kind);
+        }
+        let idx = self.pop_back(frames, list)?;
+        Some((idx, 1, kind(idx)))
+    }
 }
 
 #[cfg(test)]
@@ -347,6 +366,7 @@ mod tests {
     use super::*;
     use crate::frame::Frame;
     use std::boxed::Box;
+    use std::vec;
     use std::vec::Vec;
 
     fn frames(n: usize) -> Vec<Frame> {
@@ -529,7 +549,9 @@ mod tests {
         l.push(frames, PAIRS, FrameIdx(h + 2), true);
         l.push(frames, PAIRS, FrameIdx(h + 3), true);
         let mut taken = Vec::new();
-        while let Some(i) = l.pop_back(frames, PAIRS) {
+        // One block a call (`max` 1), whatever its kind.
+        while let Some((i, n, _)) = l.pop_back_run(frames, PAIRS, 1, |_| (Order(1), false)) {
+            assert_eq!(n, 1);
             taken.push(i.0);
         }
         // The linked list's back (its oldest, the first pushed there), then the known-zero
@@ -538,5 +560,69 @@ mod tests {
         assert_eq!(taken.len(), HOT_BLOCKS + 4);
         assert_eq!(taken.last(), Some(&0));
         assert_eq!(l.len(PAIRS), 0);
+    }
+
+    /// The blocks on `list`'s linked part, front to back, and its length as counted.
+    fn cold_blocks(l: &PcpListSet, frames: Frames<'_>, list: usize) -> (Vec<u32>, u32) {
+        let blocks = l.cold(list).blocks(frames).map(|i| i.0).collect();
+        (blocks, l.cold(list).len())
+    }
+
+    #[test]
+    fn a_drain_takes_a_run_off_the_linked_back_with_one_relink() {
+        let f = frames(HOT_BLOCKS + 200);
+        let frames = map(&f);
+        let mut l = Box::new(PcpListSet::EMPTY);
+        let h = 120 + HOT_BLOCKS as u32;
+        // The array full of blocks elsewhere, so that the rest go to the linked list.
+        for i in 0..HOT_BLOCKS as u32 {
+            l.push(frames, PAIRS, FrameIdx(120 + i), false);
+        }
+        // Blocks of order 1 freed in ascending order (each pushed at the front), then one
+        // apart from them, then three freed descending, then four whose second half is of
+        // another kind.
+        for i in [0, 2, 4, 6, 8, 10, 12, 14, 40, 20, 18, 16, 96, 98, 100, 102] {
+            l.push(frames, PAIRS, FrameIdx(i), false);
+        }
+        let kind = |i: FrameIdx| (Order(1), (100..120).contains(&i.0));
+        let run = |l: &mut PcpListSet, max| {
+            l.pop_back_run(frames, PAIRS, max, kind)
+                .map(|(i, n, k)| (i.0, n, k))
+        };
+        // At most `max` blocks; then the rest of the run, which ends where the next block
+        // does not follow it.
+        assert_eq!(run(&mut l, 3), Some((0, 3, (Order(1), false))));
+        for i in [0, 2, 4] {
+            let frame = frames.at(i);
+            assert_eq!(
+                (frame.prev_raw(), frame.next_raw()),
+                (0, 0),
+                "{i}: links cleared"
+            );
+        }
+        assert_eq!(
+            cold_blocks(&l, frames, PAIRS),
+            (vec![102, 100, 98, 96, 16, 18, 20, 40, 14, 12, 10, 8, 6], 13)
+        );
+        assert_eq!(frames.at(6).next_raw(), 0, "the new back links to nothing");
+        assert_eq!(run(&mut l, 100), Some((6, 5, (Order(1), false))));
+        assert_eq!(run(&mut l, 100), Some((40, 1, (Order(1), false))));
+        // Descending: the second block sets the direction.
+        assert_eq!(run(&mut l, 100), Some((16, 3, (Order(1), false))));
+        // A block of another kind ends the run and starts the next.
+        assert_eq!(run(&mut l, 100), Some((96, 2, (Order(1), false))));
+        assert_eq!(cold_blocks(&l, frames, PAIRS), (vec![102, 100], 2));
+        assert_eq!(run(&mut l, 100), Some((100, 2, (Order(1), true))));
+        assert_eq!(cold_blocks(&l, frames, PAIRS), (vec![], 0));
+        assert_eq!(l.cold(PAIRS).head(), None);
+        // The linked list empty: the array's last, one block whatever `max`.
+        assert_eq!(run(&mut l, 100), Some((h - 1, 1, (Order(1), false))));
+        for i in 0..200 {
+            let frame = frames.at(i);
+            if i < 120 || i >= h as usize {
+                assert_eq!((frame.prev_raw(), frame.next_raw()), (0, 0), "{i}");
+            }
+        }
+        assert_eq!(l.len(PAIRS), HOT_BLOCKS as u32 - 1);
     }
 }
