@@ -809,7 +809,19 @@ where
         order: Order,
         prepares: u64,
     ) {
-        let m = self.map();
+        self.free_block_in(self.map(), pcp, (idx, order), prepares);
+    }
+
+    /// [`Zone::free_block`] with the zone's frame map `m` the caller has read already (so
+    /// that it is not read again after the caller's compare-and-swap).
+    #[inline(always)]
+    pub(crate) fn free_block_in(
+        &self,
+        m: FrameMap<'_>,
+        pcp: CpuLists<'_, R>,
+        (idx, order): (FrameIdx, Order),
+        prepares: u64,
+    ) {
         // The list of the pageblock's type now (a CMA reservation's blocks the movable
         // list, as Linux's `free_frozen_pages`: only movable allocations take from it); an
         // isolated pageblock's blocks go straight to the buddy (its isolated lists).

@@ -82,7 +82,7 @@ where
         let w = frame.load();
         let order = order.map_or(w.order(), Order::get);
         if w.ignoring_mt() == Word::allocated(order) && frame.cas(w, w.freeing()).is_ok() {
-            self.free_block(pcp, idx, Order(order), 1);
+            self.free_block_in(m, pcp, (idx, Order(order)), 1);
             return true;
         }
         false
