@@ -242,7 +242,7 @@ impl List {
         let mut delta = 0;
         if max > 1 && link != 0 {
             delta = i64::from(link - 1) - i64::from(back.0);
-            if delta.abs() == 1i64 << first.0.get() {
+            if Some(delta.abs()) == 1i64.checked_shl(u32::from(first.0.get())) {
                 while n < max && link != 0 {
                     let idx = link - 1;
                     if i64::from(idx) - i64::from(last) != delta || kind(FrameIdx(idx)) != first {

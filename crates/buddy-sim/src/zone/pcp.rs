@@ -514,7 +514,9 @@ impl PcpLists {
     /// freed once and merged from its order up, instead of block by block through every
     /// merge below it. The zone ends the same either way (a block of at most the pageblock
     /// order lies in one pageblock, a larger one is freed pageblock by pageblock, and
-    /// merging does not depend on the order of the frees).
+    /// merging does not depend on the order of the frees). Such a run on the linked list
+    /// comes off it in one step ([`PcpListSet::pop_back_run`]): one relink for the run, a
+    /// look at each block's link and word, not an unlink per block.
     pub(crate) fn drain(&mut self, m: FrameMap<'_>, free: &mut FreeArea, pages: u64) {
         let mut drained = 0;
         let mut run = BlockRun::NONE;
@@ -798,6 +800,74 @@ mod tests {
             }
             zone.drain_all();
             zone.check().unwrap();
+        }
+    }
+
+    #[test]
+    #[allow(unsafe_code)]
+    #[cfg(feature = "testing")]
+    fn a_drain_taking_runs_off_a_list_leaves_the_zone_as_one_block_a_drain_does() {
+        use crate::request::AllocRequest;
+        use crate::testing::Snapshot;
+        use crate::types::Order;
+        use crate::zone::StaticZone;
+        use crate::zone::config::ZoneConfig;
+        use mm_types::Pfn;
+        use std::boxed::Box;
+        use std::vec::Vec;
+
+        // Past the order-0 list's array (512 pages), so that most blocks go on its linked
+        // list.
+        const FRAMES: usize = 1024;
+        // Under Miri, where each frame's call costs, the order-1 list alone (past its array
+        // too).
+        let orders: &[Order] = if cfg!(miri) {
+            &[Order(1)]
+        } else {
+            &[Order(0), Order(1), Order(3)]
+        };
+        for &order in orders {
+            let zones: [Box<StaticZone<FRAMES, 1>>; 2] = core::array::from_fn(|_| {
+                let cfg = ZoneConfig::new(Pfn(0x8000), FRAMES as u64).with_pcp(1024, 16);
+                Box::new(StaticZone::new_static(cfg))
+            });
+            for zone in &zones {
+                let cpu = zone.cpu(0).unwrap();
+                let blocks = (FRAMES as u64 - 256) >> order.get();
+                let taken: Vec<Pfn> = (0..blocks)
+                    .map(|_| cpu.alloc_raw(AllocRequest::order(order)).unwrap())
+                    .collect();
+                // Runs of every shape on the list: ascending, descending, broken by gaps,
+                // and the first half's other blocks last.
+                let (half, rest) = taken.split_at(taken.len() / 2);
+                let evens = half.iter().step_by(2);
+                let odds = half.iter().skip(1).step_by(2);
+                for &pfn in evens.chain(rest.iter().rev()).chain(odds) {
+                    // SAFETY: allocated above, freed once.
+                    unsafe { cpu.free_pages(pfn, order) }.unwrap();
+                }
+                assert_eq!(
+                    cpu.pcp_pages(),
+                    blocks << order.get(),
+                    "nothing drained yet"
+                );
+            }
+            // One whole drain, and a drain of a block at a time (at most one page asked
+            // for: a run of one block).
+            zones[0].drain_all();
+            let lists = zones[1].cpu(0).unwrap().lists();
+            while zones[1].cpu(0).unwrap().pcp_pages() > 0 {
+                zones[1].drain(lists, 1);
+            }
+            for zone in &zones {
+                zone.check().unwrap();
+            }
+            assert_eq!(
+                Snapshot::of(&*zones[0]),
+                Snapshot::of(&*zones[1]),
+                "order {order:?}"
+            );
+            assert_eq!(zones[0].cpu(0).unwrap().pcp_pages(), 0);
         }
     }
 
