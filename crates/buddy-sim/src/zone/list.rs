@@ -242,7 +242,8 @@ impl List {
         let mut delta = 0;
         if max > 1 && link != 0 {
             delta = i64::from(link - 1) - i64::from(back.0);
-            if Some(delta.abs()) == 1i64.checked_shl(u32::from(first.0.get())) {
+            // (An order past 62 is no block's: its step is no distance between two.)
+            if delta.abs() == 1i64 << (first.0.get() & 63) {
                 while n < max && link != 0 {
                     let idx = link - 1;
                     if i64::from(idx) - i64::from(last) != delta || kind(FrameIdx(idx)) != first {
