@@ -529,11 +529,12 @@ impl PcpLists {
                 (next, _) => next.trailing_zeros() as usize,
             };
             self.drain_cursor = list;
-            let order = m.cfg.pcp_list_order(list).get();
+            let list_order = m.cfg.pcp_list_order(list).get();
             while drained < pages {
                 // The blocks still to drain, at least one (a run's blocks are of the list's
                 // order, as every block on it).
-                let max = u32::try_from(((pages - drained - 1) >> order) + 1).unwrap_or(u32::MAX);
+                let rest = pages - drained;
+                let max = u32::try_from(((rest - 1) >> list_order) + 1).unwrap_or(u32::MAX);
                 let kind = |idx| {
                     let w = m.frame(idx).load();
                     (Order(w.order()), w.zeroed())
