@@ -239,9 +239,8 @@ impl List {
         let (mut last, mut n) = (back.0, 1u32);
         // The second block, `step` frames past the back or before it, sets the run's
         // direction; each further one continues it.
-        let mut delta = 0;
         if max > 1 && link != 0 {
-            delta = i64::from(link - 1) - i64::from(back.0);
+            let delta = i64::from(link - 1) - i64::from(back.0);
             // (An order past 62 is no block's: its step is no distance between two.)
             if delta.abs() == 1i64 << (first.0.get() & 63) {
                 while n < max && link != 0 {
@@ -255,7 +254,8 @@ impl List {
                 }
             }
         }
-        let lo = if delta < 0 { last } else { back.0 };
+        // The run's lowest block: the back, or the last taken where it descends.
+        let lo = last.min(back.0);
         // `link` is the list's new back, or 0 for none.
         self.tail = link;
         match link {
