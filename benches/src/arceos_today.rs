@@ -520,12 +520,12 @@ fn page_works() -> Vec<PageWork> {
 
 /// Callgrind's workloads (`report count NAME N`): `n` alloc + free pairs on each allocator,
 /// the calls inside [`count::counted`]: two pages, and four aligned to 64 KiB (a DMA
-/// buffer aligned above its size); `n` rounds of 2 500 heap objects of 64 bytes, freed in
-/// random order, and of the growing vector, on the drop-in's heap and on TLSF; and `n`
-/// rounds of the task
+/// buffer aligned above its size); `n` rounds of 2 500 heap objects of 64 bytes and of 750
+/// of 520 bytes, freed in random order, and of the growing vector, on the drop-in's heap and
+/// on TLSF; and `n` rounds of the task
 /// stacks (32 stacks of 64 pages taken, then freed) on all three. The drop-in is built for
 /// two CPUs, as the section's tables time it.
-pub const COUNTED: [count::Workload; 15] = {
+pub const COUNTED: [count::Workload; 17] = {
     /// A workload: `ops` calls a round, each round `$round` on `$a`, the allocator `$make`
     /// builds once.
     macro_rules! rounds {
@@ -590,6 +590,15 @@ pub const COUNTED: [count::Workload; 15] = {
         }),
         rounds!("today-heap-64b-tlsf", 5000, TlsfPages::new(), |h| {
             random_frees(&h, 2500, 64)
+        }),
+        rounds!(
+            "today-heap-520b-buddy-sim",
+            1500,
+            Ours(DropIn::new(DROP_IN_CPUS)),
+            |h| { random_frees(&h, 750, 520) }
+        ),
+        rounds!("today-heap-520b-tlsf", 1500, TlsfPages::new(), |h| {
+            random_frees(&h, 750, 520)
         }),
         rounds!(
             "today-heap-btree-buddy-sim",
