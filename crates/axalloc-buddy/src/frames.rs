@@ -743,17 +743,20 @@ impl<C: CpuId> Frames<C> {
         // whole: the lists' free says what it is (and the general free frees or reports
         // it).
         // SAFETY: the caller's promise, passed on.
-        unsafe { self.free_past_magazine(pos, pfn, order, kind) }
+        unsafe { self.free_past_magazine(pos, order, kind) }
     }
 
-    /// [`Frames::free_block`] of a listed block (frame `pfn`, at `pos`) its CPU's magazine
-    /// did not take: onto the CPU's list under its slot, else through the zone's whole
-    /// free.
+    /// [`Frames::free_block`] of a listed block at `pos` (a whole page's address) its CPU's
+    /// magazine did not take: onto the CPU's list under its slot, else through the zone's
+    /// whole free.
     ///
     /// # Safety
     /// As [`GlobalAllocator::dealloc_pages`](crate::GlobalAllocator::dealloc_pages).
     #[inline(never)]
-    unsafe fn free_past_magazine(&self, pos: usize, pfn: Pfn, order: Order, kind: UsageKind) {
+    unsafe fn free_past_magazine(&self, pos: usize, order: Order, kind: UsageKind) {
+        // The frame's number again from the address (`free_block` tested it whole), so that
+        // the magazine's push keeps one value less live past its tests.
+        let pfn = Pfn((pos / PAGE) as u64);
         let cpu = IrqSpin::lock_masked(IrqOff::new(), |irq| self.slot(irq));
         // SAFETY: as in `take_on_slot`.
         let lists = unsafe { self.local_lists(&cpu) };
