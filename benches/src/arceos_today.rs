@@ -522,9 +522,8 @@ fn page_works() -> Vec<PageWork> {
 /// the calls inside [`count::counted`]: two pages, and four aligned to 64 KiB (a DMA
 /// buffer aligned above its size); `n` rounds of 2 500 heap objects of 64 bytes and of 750
 /// of 520 bytes, freed in random order, and of the growing vector, on the drop-in's heap and
-/// on TLSF; and `n` rounds of the task
-/// stacks (32 stacks of 64 pages taken, then freed) on all three. The drop-in is built for
-/// two CPUs, as the section's tables time it.
+/// on TLSF; and `n` rounds of the task stacks (32 stacks of 64 pages taken, then freed) on
+/// all three. The drop-in is built for two CPUs, as the section's tables time it.
 pub const COUNTED: [count::Workload; 17] = {
     /// A workload: `ops` calls a round, each round `$round` on `$a`, the allocator `$make`
     /// builds once.
