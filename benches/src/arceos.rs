@@ -1149,10 +1149,10 @@ fn qemu_smp_table(log: &Result<String, String>) -> Table {
          virtual page: the top pages of CPU 1's task stack (a 256 KiB block, aligned to its \
          size as the drop-in hands such a block out) and two pages of the drop-in's metadata \
          past the frame map, where the CPUs' slots and page magazines lie, took the same \
-         entries, so each call evicted one for the other. \
-         Which pages collide depends on the kernel's size and the memory's layout (one page \
-         more of kernel data moved CPU 1 alone by 30% in another boot): CPU 1's figures and \
-         the row's verdict move with it. The control: each round, before the page-table pages, \
+         entries, so each call evicted one for the other. Which pages collide depends on the \
+         kernel's size and the memory's layout (one page more of kernel data moved CPU 1 \
+         alone by 30% in another boot): CPU 1's figures and the row's verdict move with it. \
+         The control: each round, before the page-table pages, \
          each CPU writes and then reads 512 words of an array of its own (on its task's \
          stack) 64 times per 512 pages' worth, alone and both at once, no allocator called \
          (ns per call: per word's store or load): the scaling QEMU and this host allowed two \

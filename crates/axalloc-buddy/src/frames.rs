@@ -754,9 +754,12 @@ impl<C: CpuId> Frames<C> {
     /// As [`GlobalAllocator::dealloc_pages`](crate::GlobalAllocator::dealloc_pages).
     #[inline(never)]
     unsafe fn free_past_magazine(&self, pos: usize, order: Order, kind: UsageKind) {
-        // The frame's number again from the address (`free_block` tested it whole), so that
-        // the magazine's push keeps one value less live past its tests.
-        let pfn = Pfn((pos / PAGE) as u64);
+        // The frame's number again from the address (`free_block` found it a whole page's),
+        // so that the magazine's push keeps one value less live past its tests.
+        let Some(pfn) = pfn_of(pos) else {
+            // SAFETY: the caller's promise, passed on.
+            return unsafe { self.give_back(pos, order.pages() as usize, kind) };
+        };
         let cpu = IrqSpin::lock_masked(IrqOff::new(), |irq| self.slot(irq));
         // SAFETY: as in `take_on_slot`.
         let lists = unsafe { self.local_lists(&cpu) };
